@@ -1,0 +1,36 @@
+// Three bundles (DESIGN §2): extension (cjs/node, vscode external), engine (cjs/node), webviews (browser iife).
+import * as esbuild from 'esbuild';
+import { cpSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const watch = process.argv.includes('--watch');
+const common = { bundle: true, sourcemap: true, logLevel: 'warning', legalComments: 'none' };
+const node = { ...common, platform: 'node', format: 'cjs', target: 'node20' };
+const jobs = [];
+
+if (existsSync('src/engine/cli.ts')) {
+  jobs.push({ ...node, entryPoints: { cli: 'src/engine/cli.ts', index: 'src/engine/index.ts' }, outdir: 'dist/engine',
+    banner: { js: '#!/usr/bin/env node' } });
+}
+if (existsSync('src/extension/extension.ts')) {
+  jobs.push({ ...node, entryPoints: { extension: 'src/extension/extension.ts' }, outdir: 'dist/extension', external: ['vscode'] });
+}
+const views = existsSync('src/webviews') ? readdirSync('src/webviews').filter((f) => /^[a-z_]+\.main\.ts$/.test(f)) : [];
+if (views.length) {
+  jobs.push({ ...common, platform: 'browser', format: 'iife', target: 'es2022',
+    entryPoints: Object.fromEntries(views.map((f) => [f.replace('.main.ts', ''), join('src/webviews', f)])),
+    outdir: 'dist/webviews', loader: { '.css': 'text' } });
+}
+
+// The wasm backend loads its .wasm binaries from next to the engine bundle (setWasmPaths(__dirname)).
+mkdirSync('dist/engine', { recursive: true });
+for (const f of readdirSync('node_modules/@tensorflow/tfjs-backend-wasm/dist').filter((f) => f.endsWith('.wasm'))) {
+  cpSync(join('node_modules/@tensorflow/tfjs-backend-wasm/dist', f), join('dist/engine', f));
+}
+
+if (watch) {
+  for (const j of jobs) (await esbuild.context(j)).watch();
+} else {
+  await Promise.all(jobs.map((j) => esbuild.build(j)));
+  writeFileSync('dist/.built', new Date().toISOString());
+}
