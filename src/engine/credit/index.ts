@@ -1,0 +1,25 @@
+// Registry of credit strategies: adding one is one file in this folder plus one line here.
+import { UserError } from '../errors';
+import { none } from './none';
+import { DEFAULT_CREDIT_PARAMS, type CreditBatch, type CreditParams, type CreditStrategy } from './types';
+
+const REGISTRY: Record<string, CreditStrategy> = {
+  none,
+};
+
+export function getStrategy(name: string): CreditStrategy {
+  const s = REGISTRY[name];
+  if (!s) throw new UserError(`credit.strategy: unknown strategy "${name}"; available: ${Object.keys(REGISTRY).join(', ')}`);
+  return s;
+}
+
+export function strategyNames(): string[] {
+  return Object.keys(REGISTRY);
+}
+
+/** Library API (DESIGN §6): the per-token weights training uses for this strategy. */
+export function tokenWeights(strategy: string, params: Partial<CreditParams>, batch: CreditBatch): number[][] {
+  return getStrategy(strategy).weights(batch, { ...DEFAULT_CREDIT_PARAMS, ...params });
+}
+
+export type { CreditBatch, CreditParams, CreditStrategy };

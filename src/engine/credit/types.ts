@@ -1,0 +1,61 @@
+// The pluggable credit-strategy interface (DESIGN §4 "Credit strategies"). A strategy turns a batch of
+// episodes into per-token weights w; the trainer sets Â = A_i·w. Arrays are per episode, over completion
+// tokens; `mask` (1 = valid) marks padding — invalid tokens always get w = 0 and do not count in n_i.
+import type { Section } from '../types';
+
+export interface CreditBatch {
+  logprobs: number[][];
+  entropies: number[][];
+  sections: Section[][];
+  mask?: number[][];
+  /** a_t: attention paid to token t by the answer tokens, summed over them, averaged over last-layer heads */
+  answerAttention?: number[][];
+  /** ρ_t from the importance network (reward_variance), and ρ_0 at the last prompt token per episode */
+  importance?: number[][];
+  importancePrompt?: number[];
+}
+
+/** The `credit:` block of the config, flattened to what strategies read (seeds' parameter names). */
+export interface CreditParams {
+  think_discount: number;
+  epsilon: number;
+  credit_scale: number;
+  entropy_temp: number;
+  mask_percentile: number;
+  temp: number;
+  mode: 'raw' | 'variance_drop';
+}
+
+export const DEFAULT_CREDIT_PARAMS: CreditParams = {
+  think_discount: 0.5,
+  epsilon: 0.1,
+  credit_scale: 2.0,
+  entropy_temp: 1.0,
+  mask_percentile: 80,
+  temp: 1.0,
+  mode: 'variance_drop',
+};
+
+export interface CreditStrategy {
+  readonly name: string;
+  /** extra outputs the training forward pass must return (same pass as the log-probs) */
+  readonly needs: { attention?: boolean; hidden?: boolean; importance?: boolean };
+  /** constant (no-gradient) weights; trainable strategies return their current weights here */
+  weights(batch: CreditBatch, params: CreditParams): number[][];
+}
+
+export function validMask(batch: CreditBatch): number[][] {
+  return batch.mask ?? batch.logprobs.map((row) => row.map(() => 1));
+}
+
+/** n_i · softmax_t(x / temp) over the valid tokens of one episode (entropy_weighted, reward_variance). */
+export function scaledSoftmax(x: number[], mask: number[], temp: number): number[] {
+  let max = -Infinity;
+  let n = 0;
+  for (let t = 0; t < x.length; t++) if (mask[t]) { n++; max = Math.max(max, x[t] / temp); }
+  if (n === 0) return x.map(() => 0);
+  let z = 0;
+  const e = x.map((v, t) => (mask[t] ? Math.exp(v / temp - max) : 0));
+  for (const v of e) z += v;
+  return e.map((v) => (n * v) / z);
+}
