@@ -1,0 +1,86 @@
+// Adam (torch.optim.Adam defaults: β1 0.9, β2 0.999, eps 1e-8, no weight decay) with its state kept as
+// named tensors so a checkpoint can save and restore it exactly; plus torch-style global-norm clipping.
+import * as tf from '@tensorflow/tfjs';
+
+export interface NamedArray { shape: number[]; data: Float32Array }
+
+export class Adam {
+  private m = new Map<string, tf.Variable>();
+  private v = new Map<string, tf.Variable>();
+  step = 0;
+
+  constructor(public lr: number, readonly beta1 = 0.9, readonly beta2 = 0.999, readonly eps = 1e-8) {}
+
+  /** Apply one update. `grads` are already clipped. */
+  apply(params: Map<string, tf.Variable>, grads: Record<string, tf.Tensor>): void {
+    this.step++;
+    const bc1 = 1 - this.beta1 ** this.step;
+    const bc2 = 1 - this.beta2 ** this.step;
+    for (const [name, p] of params) {
+      const g = grads[name];
+      if (!g) continue;
+      let m = this.m.get(name);
+      let v = this.v.get(name);
+      if (!m || !v) {
+        m = tf.variable(tf.zerosLike(p), false);
+        v = tf.variable(tf.zerosLike(p), false);
+        this.m.set(name, m);
+        this.v.set(name, v);
+      }
+      const mm = m;
+      const vv = v;
+      tf.tidy(() => {
+        const m1 = mm.mul(this.beta1).add(g.mul(1 - this.beta1));
+        const v1 = vv.mul(this.beta2).add(g.square().mul(1 - this.beta2));
+        mm.assign(m1);
+        vv.assign(v1);
+        const update = m1.div(bc1).div(v1.div(bc2).sqrt().add(this.eps)).mul(this.lr);
+        p.assign(p.sub(update));
+      });
+    }
+  }
+
+  exportState(): Record<string, NamedArray> {
+    const out: Record<string, NamedArray> = {};
+    for (const [name, t] of this.m) out[`m.${name}`] = { shape: t.shape, data: t.dataSync() as Float32Array };
+    for (const [name, t] of this.v) out[`v.${name}`] = { shape: t.shape, data: t.dataSync() as Float32Array };
+    return out;
+  }
+
+  importState(step: number, state: Record<string, NamedArray>): void {
+    this.dispose();
+    this.step = step;
+    for (const [key, a] of Object.entries(state)) {
+      const kind = key.slice(0, 2);
+      const name = key.slice(2);
+      const t = tf.variable(tf.tensor(a.data, a.shape), false);
+      (kind === 'm.' ? this.m : this.v).set(name, t);
+    }
+  }
+
+  dispose(): void {
+    for (const t of this.m.values()) t.dispose();
+    for (const t of this.v.values()) t.dispose();
+    this.m.clear();
+    this.v.clear();
+  }
+}
+
+/**
+ * Global L2 norm of all gradients and, when it exceeds maxNorm, the same scaling torch's clip_grad_norm_
+ * applies (max_norm / (total_norm + 1e-6)). Returns the pre-clip norm; a non-finite norm is returned as is
+ * and the gradients are left untouched (the caller skips the step).
+ */
+export function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): { norm: number; grads: Record<string, tf.Tensor> } {
+  const norm = Math.sqrt(
+    tf.tidy(() => tf.addN(Object.values(grads).map((g) => g.square().sum())).dataSync()[0]),
+  );
+  if (!Number.isFinite(norm) || maxNorm <= 0 || norm <= maxNorm) return { norm, grads };
+  const scale = maxNorm / (norm + 1e-6);
+  const out: Record<string, tf.Tensor> = {};
+  for (const [k, g] of Object.entries(grads)) {
+    out[k] = g.mul(scale);
+    g.dispose();
+  }
+  return { norm, grads: out };
+}

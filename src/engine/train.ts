@@ -1,0 +1,436 @@
+// The training loop: optional SFT warm start, then GRPO steps (DESIGN §4), writing the run directory (§5).
+import * as tf from '@tensorflow/tfjs';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { MetricsRow, RunFinishedParams, RunInfo, RunProgressParams, RunStartedParams } from '../protocol';
+import { writeEpisodeTable, writeTokenTable } from './arrow_tables';
+import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint';
+import { configToYaml, loadConfig, redactConfig, type CreditConfig } from './config';
+import { getStrategy, type CreditBatch, type CreditParams } from './credit';
+import { isUserError, UserError } from './errors';
+import { advantages, meanStd, policyLossAndGrad } from './grpo';
+import { Transformer } from './model';
+import { Adam, clipByGlobalNorm } from './optim';
+import { childSeed, makeRng, randInt, type Rng } from './rng';
+import { completionLogprobs, policyBatch, rollout, type Episode } from './rollout';
+import { appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, stepFile, writeRunInfo } from './rundir';
+import { buildSession, type Session } from './session';
+import type { Example } from './types';
+import { ENGINE_VERSION } from './version';
+
+export interface Reporter {
+  started(p: RunStartedParams): void;
+  progress(p: RunProgressParams): void;
+  metrics(runDir: string, row: MetricsRow): void;
+  log(level: 'info' | 'warn' | 'error', message: string): void;
+  finished(p: RunFinishedParams): void;
+}
+
+export const silentReporter: Reporter = { started() {}, progress() {}, metrics() {}, log() {}, finished() {} };
+
+/** Lets a signal handler or the RPC `run/stop` request end the run after the current step, with a checkpoint. */
+export class RunController {
+  stopRequested = false;
+  private waiters: ((checkpoint: string | null) => void)[] = [];
+  stop(): Promise<string | null> {
+    this.stopRequested = true;
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  settle(checkpoint: string | null): void {
+    for (const w of this.waiters.splice(0)) w(checkpoint);
+  }
+}
+
+export interface TrainOptions {
+  configPath?: string;
+  sets?: string[];
+  /** continue this run directory from its latest checkpoint */
+  resume?: string;
+  reporter?: Reporter;
+  controller?: RunController;
+  /** override the run directory's parent (tests) */
+  outputDir?: string;
+}
+
+export interface TrainResult {
+  runDir: string;
+  status: RunInfo['status'];
+  finalEval: number | null;
+  initialEval: number | null;
+}
+
+const TIMING_KEYS = new Set(['step_time_s', 'tokens_per_s']);
+export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
+  return Object.fromEntries(Object.entries(row).filter(([k]) => !TIMING_KEYS.has(k))) as MetricsRow;
+}
+
+function creditParams(cfg: CreditConfig): CreditParams {
+  const c = cfg.credit;
+  return {
+    think_discount: c.think_discount,
+    epsilon: c.epsilon,
+    credit_scale: c.credit_scale,
+    entropy_temp: c.entropy_temp,
+    mask_percentile: c.mask_percentile,
+    temp: c.reward_variance.temp,
+    mode: c.reward_variance.mode,
+  };
+}
+
+/** Greedy success rate on the eval split (deterministic). */
+export function evaluate(s: Session, examples: Example[] = s.task.eval): { success: number; reward: number } {
+  if (examples.length === 0) return { success: 0, reward: 0 };
+  const eps = rollout(s.model, s.tokenizer, s.task, examples, {
+    maxNewTokens: s.cfg.grpo.max_new_tokens, temperature: 1, topP: 1, greedy: true, rng: () => 0, chunk: 128,
+  });
+  return {
+    success: eps.filter((e) => e.success).length / eps.length,
+    reward: eps.reduce((a, e) => a + e.reward.total, 0) / eps.length,
+  };
+}
+
+function pick(rng: Rng, xs: Example[], n: number): Example[] {
+  return Array.from({ length: n }, () => xs[randInt(rng, 0, xs.length - 1)]);
+}
+
+/** Token-mean cross-entropy on demonstration completions: the SFT warm start. */
+function sftStep(s: Session, opt: Adam, step: number): MetricsRow {
+  const t0 = performance.now();
+  const rng = makeRng(childSeed(s.cfg.seed, `sft-${step}`));
+  const exs = pick(rng, s.task.train, s.cfg.sft.batch_size);
+  const prompts = exs.map((ex) => s.tokenizer.encodePrompt(ex.prompt));
+  const comps = exs.map((ex) => [...s.tokenizer.encode(s.task.demonstration(ex, rng)), s.tokenizer.eosId]);
+  const pb = policyBatch(prompts, comps, s.tokenizer.padId);
+  const maskT = tf.tensor2d(pb.mask.flat(), [pb.mask.length, pb.completionLen]);
+  const nTok = pb.mask.flat().reduce((a, b) => a + b, 0);
+  const { value, grads } = tf.variableGrads(() => {
+    const { logp } = completionLogprobs(s.model, pb, 1);
+    return logp.mul(maskT).sum().neg().div(nTok) as tf.Scalar;
+  }, [...s.model.params.values()]);
+  const loss = value.dataSync()[0];
+  value.dispose();
+  maskT.dispose();
+  pb.dispose();
+  const named = renameGrads(s, grads);
+  const { norm, grads: clipped } = clipByGlobalNorm(named, s.cfg.grpo.grad_clip);
+  let skipped = 0;
+  if (Number.isFinite(loss) && Number.isFinite(norm)) opt.apply(s.model.params, clipped);
+  else skipped = 1;
+  tf.dispose(Object.values(clipped));
+  const dt = (performance.now() - t0) / 1000;
+  return { step, phase: 'sft', loss, grad_norm: norm, step_time_s: dt, tokens_per_s: nTok / dt, ...(skipped ? { skipped } : {}) };
+}
+
+function renameGrads(s: Session, grads: tf.NamedTensorMap): Record<string, tf.Tensor> {
+  // variableGrads keys by the variable's tf name; map back to the HF parameter names the optimizer uses.
+  const byVar = new Map<string, string>();
+  for (const [name, v] of s.model.params) byVar.set(v.name, name);
+  const out: Record<string, tf.Tensor> = {};
+  for (const [k, g] of Object.entries(grads)) out[byVar.get(k) ?? k] = g;
+  return out;
+}
+
+interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
+interface TokenLog { logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[]; attribution?: number[][] }
+
+function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void): GrpoStepResult {
+  const g = s.cfg.grpo;
+  const t0 = performance.now();
+  const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
+  const prompts = pick(rng, s.task.train, g.prompts_per_step);
+  const batchExamples = prompts.flatMap((ex) => Array.from({ length: g.group_size }, () => ex));
+  const episodes = rollout(s.model, s.tokenizer, s.task, batchExamples, {
+    maxNewTokens: g.max_new_tokens, temperature: g.temperature, topP: g.top_p, rng,
+  });
+  const tGen = performance.now();
+  const rewards = episodes.map((e) => e.reward.total);
+  const adv = advantages(rewards, g.group_size, g.scale_rewards);
+
+  const strategy = getStrategy(s.cfg.credit.strategy);
+  const pb = policyBatch(episodes.map((e) => e.promptIds), episodes.map((e) => e.ids), s.tokenizer.padId);
+  const C = pb.completionLen;
+  const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
+  const refLogprobs = ref && g.kl_beta > 0
+    ? tf.tidy(() => completionLogprobs(ref, pb, g.temperature).logp.arraySync())
+    : undefined;
+
+  let oldLogprobs: number[][] | null = null;
+  let firstLogprobs: number[][] = [];
+  let weights: number[][] = [];
+  let effAdv: number[][] = [];
+  let loss = 0, gradNorm = 0, clipFrac = 0, kl = 0, skipped = 0;
+  for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
+    let lossInfo: ReturnType<typeof policyLossAndGrad> | null = null;
+    const { value, grads } = tf.variableGrads(() => {
+      const out = completionLogprobs(s.model, pb, g.temperature, strategy.needs);
+      const lp = out.logp.arraySync();
+      if (!oldLogprobs) {
+        // μ = 1 (or the first of μ epochs): the policy that sampled is the one being updated, so ℓ_old = ℓ.detach(),
+        // as TRL does; later epochs keep these values.
+        oldLogprobs = lp;
+        firstLogprobs = lp;
+        const batch: CreditBatch = {
+          logprobs: lp,
+          entropies: episodes.map((e) => pad(e.entropies, 0)),
+          sections: episodes.map((e) => pad(e.sections, 'other')),
+          mask: pb.mask,
+        };
+        weights = strategy.weights(batch, creditParams(s.cfg));
+        effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+      }
+      lossInfo = policyLossAndGrad(
+        { logprobs: lp, oldLogprobs: oldLogprobs!, refLogprobs, advantages: effAdv, mask: pb.mask },
+        { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens },
+      );
+      // Surrogate whose gradient w.r.t. the parameters is Σ (dLoss/dℓ)·dℓ/dθ: the loss itself lives in grpo.ts.
+      return out.logp.mul(tf.tensor2d(lossInfo.grad)).sum() as tf.Scalar;
+    }, [...s.model.params.values()]);
+    value.dispose();
+    const info = lossInfo!;
+    const named = renameGrads(s, grads);
+    const clippedRes = clipByGlobalNorm(named, g.grad_clip);
+    if (epoch === 0) { loss = info.loss; gradNorm = clippedRes.norm; clipFrac = info.clipFrac; kl = info.kl; }
+    if (!Number.isFinite(info.loss) || !Number.isFinite(clippedRes.norm)) {
+      skipped++;
+      log('warn', `step ${step}: non-finite ${Number.isFinite(info.loss) ? 'gradient norm' : 'loss'} (loss=${info.loss}, grad_norm=${clippedRes.norm}); update skipped`);
+    } else {
+      opt.apply(s.model.params, clippedRes.grads);
+    }
+    tf.dispose(Object.values(clippedRes.grads));
+  }
+  pb.dispose();
+
+  const dt = (performance.now() - t0) / 1000;
+  const nGen = episodes.reduce((a, e) => a + e.ids.length, 0);
+  const valid = episodes.flatMap((e) => e.entropies);
+  const { mean: rMean, std: rStd } = meanStd(rewards);
+  const row: MetricsRow = {
+    step,
+    phase: 'grpo',
+    reward_mean: rMean,
+    reward_std: rStd,
+    success_rate: episodes.filter((e) => e.success).length / episodes.length,
+    loss,
+    grad_norm: gradNorm,
+    kl,
+    entropy_mean: valid.length ? valid.reduce((a, b) => a + b, 0) / valid.length : 0,
+    clip_frac: clipFrac,
+    response_len: nGen / episodes.length,
+    step_time_s: dt,
+    tokens_per_s: nGen / ((tGen - t0) / 1000),
+  };
+  if (skipped) row.skipped = skipped;
+  return { row, episodes, tok: { logprobs: firstLogprobs, weights, effAdv, adv } };
+}
+
+function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
+  let n = 0;
+  for (const e of episodes) n += e.ids.length;
+  const cols = {
+    step: new Int32Array(n).fill(step),
+    episode: new Int32Array(n),
+    prompt_idx: new Int32Array(n),
+    position: new Int32Array(n),
+    token_id: new Int32Array(n),
+    token: new Array<string>(n),
+    logprob: new Float32Array(n),
+    entropy: new Float32Array(n),
+    advantage: new Float32Array(n),
+    weight: new Float32Array(n),
+    effective_advantage: new Float32Array(n),
+    contribution: new Float32Array(n),
+    attribution: new Array<number | null>(n).fill(null),
+    importance: new Array<number | null>(n).fill(null),
+    section: new Array<string>(n),
+    token_type: new Array<string>(n),
+    reward: new Float32Array(n),
+  };
+  let k = 0;
+  episodes.forEach((e, i) => {
+    for (let t = 0; t < e.ids.length; t++, k++) {
+      cols.episode[k] = i;
+      cols.prompt_idx[k] = e.example.id;
+      cols.position[k] = t;
+      cols.token_id[k] = e.ids[t];
+      cols.token[k] = e.tokens[t].text;
+      const lp = tok.logprobs[i][t];
+      cols.logprob[k] = lp;
+      cols.entropy[k] = e.entropies[t];
+      cols.advantage[k] = tok.adv[i];
+      cols.weight[k] = tok.weights[i][t];
+      cols.effective_advantage[k] = tok.effAdv[i][t];
+      // contribution = Â × ℓ (seed 002), computed in float32 like the stored columns so the identity holds exactly.
+      cols.contribution[k] = Math.fround(Math.fround(tok.effAdv[i][t]) * Math.fround(lp));
+      if (tok.attribution) cols.attribution[k] = tok.attribution[i][t];
+      cols.section[k] = e.sections[t];
+      cols.token_type[k] = e.tokenTypes[t];
+      cols.reward[k] = e.reward.total;
+    }
+  });
+  writeTokenTable(stepFile(runDir, 'tokens', step), cols);
+  writeEpisodeTable(stepFile(runDir, 'episodes', step), {
+    step: new Int32Array(episodes.length).fill(step),
+    episode: Int32Array.from(episodes.map((_, i) => i)),
+    prompt_idx: Int32Array.from(episodes.map((e) => e.example.id)),
+    prompt: episodes.map((e) => e.example.prompt),
+    completion: episodes.map((e) => e.text),
+    reward: Float32Array.from(episodes.map((e) => e.reward.total)),
+    reward_format: Float32Array.from(episodes.map((e) => e.reward.format)),
+    reward_answer: Float32Array.from(episodes.map((e) => e.reward.answer)),
+    success: episodes.map((e) => e.success),
+    advantage: Float32Array.from(tok.adv),
+    length: Int32Array.from(episodes.map((e) => e.ids.length)),
+    oracle_span: episodes.map(() => null),
+  });
+}
+
+/** On resume, drop metrics rows written after the checkpoint so no step appears twice. */
+function keepFirstMetrics(runDir: string, n: number): void {
+  const rows = readMetrics(runDir).slice(0, n);
+  writeFileSync(join(runDir, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r) + '\n').join(''));
+}
+
+interface Progress { phase: 'sft' | 'grpo'; step: number }
+
+function checkpoint(runDir: string, s: Session, sftOpt: Adam, grpoOpt: Adam, p: Progress, initialEval: number | null, metricsRows: number): string {
+  const opt = p.phase === 'sft' ? sftOpt : grpoOpt;
+  return saveCheckpoint(runDir, p.phase === 'sft' ? 0 : p.step, {
+    model: s.model.exportWeights(),
+    optimizer: { name: 'adam', step: opt.step, state: opt.exportState() },
+    meta: { phase: p.phase, step: p.step, initial_eval: initialEval, metrics_rows: metricsRows, engine_version: ENGINE_VERSION, strategy: s.cfg.credit.strategy },
+  });
+}
+
+export async function train(opts: TrainOptions): Promise<TrainResult> {
+  const reporter = opts.reporter ?? silentReporter;
+  const ctl = opts.controller ?? new RunController();
+  let cfg: CreditConfig;
+  let runDir: string;
+  let resumeFrom: string | null = null;
+  if (opts.resume) {
+    const info = readRunInfo(opts.resume);
+    if (!info) throw new UserError(`--resume ${opts.resume}: not a run directory (no readable run.json)`);
+    resumeFrom = latestCheckpoint(opts.resume);
+    if (!resumeFrom) throw new UserError(`--resume ${opts.resume}: the run has no checkpoint to resume from; start it again instead`);
+    cfg = loadConfig(join(opts.resume, 'config.yaml'), opts.sets).config;
+    runDir = opts.resume;
+  } else {
+    if (!opts.configPath) throw new UserError('train: a config file is required');
+    cfg = loadConfig(opts.configPath, opts.sets).config;
+    runDir = createRunDir(opts.outputDir ?? cfg.output_dir, cfg.name);
+    writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
+  }
+  const elog = openEngineLog(runDir);
+  const log = (level: 'info' | 'warn' | 'error', m: string) => { elog.write(level, m); reporter.log(level, m); };
+  const started = new Date().toISOString();
+  const info: RunInfo = {
+    id: runDir.split(/[\\/]/).pop()!, name: cfg.name, status: 'running', started, ended: null,
+    backend: 'pending', engine_version: ENGINE_VERSION, strategy: cfg.credit.strategy,
+    total_steps: cfg.grpo.steps, last_step: 0, pid: process.pid, resumed_from: resumeFrom,
+    config_path: opts.configPath,
+  };
+  writeRunInfo(runDir, info);
+
+  let s: Session | null = null;
+  const sftOpt = new Adam(cfg.sft.lr);
+  const grpoOpt = new Adam(cfg.grpo.lr);
+  let progress: Progress = { phase: 'sft', step: 0 };
+  let initialEval: number | null = null;
+  let finalEval: number | null = null;
+  let metricsRows = 0;
+  // Steps run synchronously; yielding between them lets signals and the RPC `run/stop` request through.
+  const tick = () => new Promise<void>((r) => setImmediate(r));
+  const ckpt = () => checkpoint(runDir, s!, sftOpt, grpoOpt, progress, initialEval, metricsRows);
+  try {
+    s = await buildSession(cfg, (m) => log('info', m));
+    info.backend = s.backend.backend;
+    info.backend_reason = s.backend.reason;
+    writeRunInfo(runDir, info);
+    log('info', `backend ${s.backend.backend} (${s.backend.reason}); model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`);
+    reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
+
+    if (resumeFrom) {
+      const ck = loadCheckpoint(resumeFrom);
+      const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };
+      const fresh = Transformer.fromWeights(s.modelCfg, ck.model);
+      s.model.dispose();
+      s.model = fresh;
+      (meta.phase === 'sft' ? sftOpt : grpoOpt).importState(ck.optimizer.step, ck.optimizer.state);
+      progress = { phase: meta.phase, step: meta.step };
+      initialEval = meta.initial_eval ?? null;
+      keepFirstMetrics(runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
+      metricsRows = (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0;
+      log('info', `resumed from ${resumeFrom} (${meta.phase} step ${meta.step})`);
+    }
+
+    const emit = (row: MetricsRow) => { appendMetrics(runDir, row); metricsRows++; reporter.metrics(runDir, row); };
+    const stopNow = () => ctl.stopRequested;
+
+    // ---- SFT warm start ----
+    if (progress.phase === 'sft') {
+      for (let step = progress.step + 1; step <= cfg.sft.steps && !stopNow(); step++) {
+        await tick();
+        if (stopNow()) break;
+        const row = sftStep(s, sftOpt, step);
+        emit(row);
+        progress = { phase: 'sft', step };
+        reporter.progress({ phase: 'sft', step, total: cfg.sft.steps, message: `loss ${row.loss?.toFixed(3)}` });
+      }
+      if (!stopNow()) progress = { phase: 'grpo', step: 0 };
+    }
+
+    // ---- GRPO ----
+    const ref = progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? Transformer.fromWeights(s.modelCfg, s.model.exportWeights()) : null;
+    if (ref && resumeFrom) log('warn', 'kl_beta > 0 on resume: the reference model is the resumed weights, not the original SFT weights');
+    if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
+      const ev = evaluate(s);
+      initialEval = ev.success;
+      emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward });
+      log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
+    }
+    while (progress.phase === 'grpo' && progress.step < cfg.grpo.steps && !stopNow()) {
+      await tick();
+      if (stopNow()) break;
+      const step = progress.step + 1;
+      const r = grpoStep(s, grpoOpt, ref, step, log);
+      if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
+      if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
+        const ev = evaluate(s);
+        r.row.eval_success = ev.success;
+        finalEval = ev.success;
+      }
+      emit(r.row);
+      progress = { phase: 'grpo', step };
+      info.last_step = step;
+      reporter.progress({ phase: 'grpo', step, total: cfg.grpo.steps, message: `reward ${r.row.reward_mean?.toFixed(3)}` });
+      if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) ckpt();
+      writeRunInfo(runDir, info);
+    }
+    ref?.dispose();
+
+    const ck = ckpt();
+    const stopped = ctl.stopRequested && !(progress.phase === 'grpo' && progress.step >= cfg.grpo.steps);
+    info.status = stopped ? 'stopped' : 'completed';
+    info.ended = new Date().toISOString();
+    writeRunInfo(runDir, info);
+    log('info', `${info.status} at ${progress.phase} step ${progress.step}; checkpoint ${ck}`);
+    ctl.settle(ck);
+    reporter.finished({ status: info.status, runDir });
+    return { runDir, status: info.status, finalEval, initialEval };
+  } catch (e) {
+    const msg = isUserError(e) ? e.message : `internal error: ${(e as Error).stack ?? e}`;
+    info.status = 'failed';
+    info.ended = new Date().toISOString();
+    info.error = isUserError(e) ? e.message : (e as Error).message;
+    writeRunInfo(runDir, info);
+    log('error', msg);
+    ctl.settle(null);
+    reporter.finished({ status: 'failed', runDir, error: info.error });
+    throw e;
+  } finally {
+    elog.close();
+    sftOpt.dispose();
+    grpoOpt.dispose();
+    s?.model.dispose();
+  }
+}
