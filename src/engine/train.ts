@@ -133,7 +133,7 @@ function renameGrads(s: Session, grads: tf.NamedTensorMap): Record<string, tf.Te
 interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
 interface TokenLog { logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[]; attribution?: number[][] }
 
-function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void): GrpoStepResult {
+export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void): GrpoStepResult {
   const g = s.cfg.grpo;
   const t0 = performance.now();
   const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
