@@ -1,0 +1,49 @@
+// Task registry: the `task:` section of a run config (DESIGN §3) → a Task with seeded, disjoint train/eval splits.
+import { UserError } from '../errors';
+import type { RewardResult, Task } from '../types';
+import { makeArithmeticTask } from './arithmetic';
+import { makeCountdownTask, type PromptStyle, type RewardKind } from './countdown';
+import { makeJsonlTask } from './jsonl';
+
+export { countdownReward } from './countdown';
+export type { PromptStyle, RewardKind } from './countdown';
+
+/** Mirrors the YAML `task:` keys (DESIGN §3). Paths are already absolute. */
+export interface TaskOptions {
+  name: 'countdown' | 'arithmetic' | 'jsonl';
+  /** [min, max] operand count (countdown, arithmetic) */
+  numbers: [number, number];
+  /** operands are drawn from 1..max_number */
+  max_number: number;
+  /** countdown: targets in 1..max_target; arithmetic: every intermediate and the result stay in 0..max_target */
+  max_target: number;
+  reward: RewardKind;
+  prompt: PromptStyle;
+  train_size: number;
+  eval_size: number;
+  /** jsonl: lines {"prompt": ..., "answer": ...} */
+  path: string | null;
+  /** jsonl: module exporting reward(completion, example) -> number | {total, parts} */
+  reward_module: string | null;
+}
+
+/** Success means the answer part is fully correct (DESIGN §4). */
+export function isSuccess(r: RewardResult): boolean {
+  return r.answer === 1;
+}
+
+/** Build the task; `seed` fixes both splits (eval does not depend on train_size for generated tasks). */
+export function makeTask(opts: TaskOptions, seed: number): Task {
+  if (!Number.isInteger(opts.train_size) || opts.train_size < 1) {
+    throw new UserError(`task.train_size: ${opts.train_size} must be an integer >= 1`);
+  }
+  if (!Number.isInteger(opts.eval_size) || opts.eval_size < 0) {
+    throw new UserError(`task.eval_size: ${opts.eval_size} must be an integer >= 0`);
+  }
+  switch (opts.name) {
+    case 'countdown': return makeCountdownTask(opts, seed);
+    case 'arithmetic': return makeArithmeticTask(opts, seed);
+    case 'jsonl': return makeJsonlTask(opts, seed);
+    default: throw new UserError(`task.name: '${String(opts.name)}' is not one of countdown, arithmetic, jsonl`);
+  }
+}
