@@ -77,7 +77,7 @@ def main(argv):
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
         import torch  # noqa: F401
-    except ImportError:
+    except Exception:  # a half-installed torch raises OSError from its shared libraries, not ImportError
         if args.json:
             print(json.dumps({"error": "torch not importable"}))
             return 0
