@@ -29,20 +29,19 @@ export const THINK_PREFILL = '<think>';
 // "\n", so a completion ending "</answer>\n" still earns the full format score. `\n?$` reproduces that.
 const FULL_FORMAT_RE = /^<think>[\s\S]*?<\/think>\n<answer>[\s\S]*?<\/answer>\n?$/;
 const THINK_BLOCK_RE = /<think>[\s\S]*?<\/think>/;
-const ANSWER_BLOCK_RE = /<answer>([\s\S]*?)<\/answer>/g;
+const ANSWER_BLOCK_RE = /<answer>([\s\S]*?)<\/answer>/;
 
 /** 1 on the full format, else 0.1 if a think block is present plus 0.5 if an answer block is present. */
 export function grpoZeroFormat(text: string): number {
   if (FULL_FORMAT_RE.test(text)) return 1;
   let r = 0;
   if (THINK_BLOCK_RE.test(text)) r += 0.1;
-  if (/<answer>[\s\S]*?<\/answer>/.test(text)) r += 0.5;
+  if (ANSWER_BLOCK_RE.test(text)) r += 0.5;
   return r;
 }
 
 /** Content of the first complete <answer>…</answer> block (GRPO-Zero reads the first, via re.search). */
 export function firstAnswer(text: string): string | null {
-  ANSWER_BLOCK_RE.lastIndex = 0;
   const m = ANSWER_BLOCK_RE.exec(text);
   return m ? m[1] : null;
 }
@@ -50,7 +49,8 @@ export function firstAnswer(text: string): string | null {
 /** Content of the last complete <answer>…</answer> block (TinyZero reads the last). */
 export function lastAnswer(text: string): string | null {
   let last: string | null = null;
-  for (const m of text.matchAll(ANSWER_BLOCK_RE)) last = m[1];
+  // A fresh /g regex per call: matchAll starts at the regex's lastIndex, so a shared one would carry state.
+  for (const m of text.matchAll(/<answer>([\s\S]*?)<\/answer>/g)) last = m[1];
   return last;
 }
 
