@@ -208,10 +208,19 @@ export function writeEpisodeTable(path: string, cols: EpisodeColumns): void {
 }
 
 // ---- reading ----
+//
+// Readers parse every file first, then copy each column once into an output array sized for all of them:
+// the credit analysis reads a million rows across a run's steps, and building per-step arrays only to
+// concatenate them would double the copying and the garbage.
 
 const bitSet = (bitmap: Uint8Array, i: number) => (bitmap[i >> 3] & (1 << (i & 7))) !== 0;
 
-function readTable(path: string): Table {
+interface Source {
+  path: string;
+  table: Table;
+}
+
+function readTable(path: string): Source {
   let bytes: Buffer;
   try {
     bytes = readFileSync(path);
@@ -219,59 +228,85 @@ function readTable(path: string): Table {
     throw new UserError(`cannot read table ${path}: ${(e as Error).message}`);
   }
   try {
-    return tableFromIPC(bytes);
+    return { path, table: tableFromIPC(bytes) };
   } catch (e) {
     throw new UserError(`${path} is not a readable Arrow IPC file (truncated or corrupted?): ${(e as Error).message}`);
   }
 }
 
-function column(path: string, table: Table, field: Field): Vector | null {
-  const v = table.getChild(field.name);
-  if (!v) {
-    if (field.nullable) return null; // an optional column that an older writer left out reads as all-null
-    throw new UserError(`${path} has no column ${field.name} (DESIGN §5 requires it)`);
-  }
-  const t = v.type as DataType;
-  const ok = field.type.typeId === Type.Utf8 ? t.typeId === Type.Utf8 || t.typeId === Type.LargeUtf8 || t.typeId === Type.Dictionary
-    : field.type.typeId === Type.Bool ? t.typeId === Type.Bool
-    : t.typeId === Type.Int || t.typeId === Type.Float;
-  if (!ok) throw new UserError(`${path}: column ${field.name} has type ${t}, expected ${field.type}`);
-  return v;
+/** The column of each source; null where a nullable column is absent (an older writer left it out). */
+function column(sources: Source[], schema: Schema, name: string): (Vector | null)[] {
+  const field = schema.fields.find((f) => f.name === name)!;
+  return sources.map(({ path, table }) => {
+    const v = table.getChild(name);
+    if (!v) {
+      if (field.nullable) return null;
+      throw new UserError(`${path} has no column ${name} (DESIGN §5 requires it)`);
+    }
+    const t = v.type as DataType;
+    const ok = field.type.typeId === Type.Utf8 ? t.typeId === Type.Utf8 || t.typeId === Type.LargeUtf8 || t.typeId === Type.Dictionary
+      : field.type.typeId === Type.Bool ? t.typeId === Type.Bool
+      : t.typeId === Type.Int || t.typeId === Type.Float;
+    if (!ok) throw new UserError(`${path}: column ${name} has type ${t}, expected ${field.type}`);
+    return v;
+  });
 }
 
-function readInt32(v: Vector): Int32Array {
+/** Copy numeric values into out[base…]; Int64/Float64 columns from other writers are narrowed. */
+function copyNumbers(v: Vector, out: Int32Array | Float32Array, base: number): void {
   const a = v.toArray() as ArrayLike<number | bigint>;
-  if (a instanceof Int32Array) return a;
-  return Int32Array.from(a as ArrayLike<number>, Number);
+  if (a instanceof out.constructor) out.set(a as ArrayLike<number>, base);
+  else for (let i = 0; i < v.length; i++) out[base + i] = Number(a[i]);
+}
+
+function int32Column(parts: (Vector | null)[], total: number): Int32Array {
+  const out = new Int32Array(total);
+  let base = 0;
+  for (const v of parts) {
+    copyNumbers(v!, out, base);
+    base += v!.length;
+  }
+  return out;
 }
 
 /**
- * Float32 values; a null row becomes NaN. A nullable column that is entirely null or absent becomes null
- * (for zero rows too, which is how the writer's null column reads back).
+ * Float32 values with NaN for a null row (and for the rows of a source without the column). A nullable
+ * column that is null or absent in every source is returned as null, also for zero rows: that is how
+ * the writer's null column reads back.
  */
-function readFloat32(v: Vector | null, nullable = false): Float32Array | null {
-  if (v === null || (v.nullCount === v.length && (nullable || v.length > 0))) return null;
-  const raw = v.toArray() as ArrayLike<number | bigint>;
-  const out = raw instanceof Float32Array ? raw : Float32Array.from(raw as ArrayLike<number>, Number);
-  if (v.nullCount === 0) return out;
-  const copy = out === raw ? Float32Array.from(out) : out; // toArray() may be a view of the file's bytes
+function float32Column(parts: (Vector | null)[], lengths: number[], total: number, nullable: boolean): Float32Array | null {
+  if (nullable && parts.every((v) => v === null || v.nullCount === v.length)) return null;
+  const out = new Float32Array(total);
   let base = 0;
-  for (const d of v.data) {
-    if (d.nullCount > 0 && d.nullBitmap && d.nullBitmap.length > 0) {
-      for (let i = 0; i < d.length; i++) if (!bitSet(d.nullBitmap, d.offset + i)) copy[base + i] = NaN;
+  parts.forEach((v, k) => {
+    if (v === null) {
+      out.fill(NaN, base, base + lengths[k]);
+    } else {
+      copyNumbers(v, out, base);
+      if (v.nullCount > 0) {
+        let at = base;
+        for (const d of v.data) {
+          if (d.nullCount > 0 && d.nullBitmap && d.nullBitmap.length > 0) {
+            for (let i = 0; i < d.length; i++) if (!bitSet(d.nullBitmap, d.offset + i)) out[at + i] = NaN;
+          }
+          at += d.length;
+        }
+      }
     }
-    base += d.length;
-  }
-  return copy;
+    base += lengths[k];
+  });
+  return out;
 }
 
-function readBool(v: Vector): boolean[] {
-  const out = new Array<boolean>(v.length);
+function boolColumn(parts: (Vector | null)[], total: number): boolean[] {
+  const out = new Array<boolean>(total);
   let base = 0;
-  for (const d of v.data) {
-    const bits = d.values as Uint8Array;
-    for (let i = 0; i < d.length; i++) out[base + i] = bitSet(bits, d.offset + i);
-    base += d.length;
+  for (const v of parts) {
+    for (const d of v!.data) {
+      const bits = d.values as Uint8Array;
+      for (let i = 0; i < d.length; i++) out[base + i] = bitSet(bits, d.offset + i);
+      base += d.length;
+    }
   }
   return out;
 }
@@ -282,7 +317,8 @@ function readBool(v: Vector): boolean[] {
  * for pure ASCII the two coincide. Per-value decoding would cost a native call per row.
  */
 const decoder = new TextDecoder('utf-8');
-function readUtf8Chunk(d: Data, out: (string | null)[], base: number): void {
+const MAX_INTERNED = 16;
+function readUtf8Chunk(d: Data, out: (string | null)[], base: number, seen: string[] | null): void {
   const offsets = d.valueOffsets as Int32Array;
   const bytes = d.values as Uint8Array;
   const n = d.length;
@@ -291,9 +327,20 @@ function readUtf8Chunk(d: Data, out: (string | null)[], base: number): void {
   const text = decoder.decode(bytes.subarray(start, end));
   const valid = d.nullCount > 0 && d.nullBitmap && d.nullBitmap.length > 0 ? d.nullBitmap : null;
   const isNull = (i: number) => valid !== null && !bitSet(valid, d.offset + i);
+  // Low-cardinality columns reuse one string per distinct value: `startsWith` at an offset compares
+  // without allocating, while a slice per row would leave a million short strings for the GC.
+  const take = (from: number, to: number): string => {
+    if (seen !== null) {
+      for (const s of seen) if (s.length === to - from && text.startsWith(s, from)) return s;
+      const s = text.slice(from, to);
+      if (seen.length < MAX_INTERNED) seen.push(s);
+      return s;
+    }
+    return text.slice(from, to);
+  };
   if (text.length === end - start) {
     // every byte decoded to one code unit: ASCII (or invalid bytes, each replaced by one U+FFFD)
-    for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : text.slice(offsets[i] - start, offsets[i + 1] - start);
+    for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : take(offsets[i] - start, offsets[i + 1] - start);
     return;
   }
   let b = start;
@@ -312,136 +359,104 @@ function readUtf8Chunk(d: Data, out: (string | null)[], base: number): void {
     for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : decoder.decode(bytes.subarray(offsets[i], offsets[i + 1]));
     return;
   }
-  for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : text.slice(units[i], units[i + 1]);
-}
-
-function readStrings(v: Vector | null, n: number): (string | null)[] {
-  if (v === null) return new Array<null>(n).fill(null);
-  if (v.type.typeId !== Type.Utf8) return Array.from(v as Iterable<string | null>, (x) => (x === null ? null : String(x)));
-  const out = new Array<string | null>(v.length);
-  let base = 0;
-  for (const d of v.data) {
-    readUtf8Chunk(d, out, base);
-    base += d.length;
-  }
-  return out;
-}
-
-/** A non-null string column: a null cell (a file from another writer) reads as ''. */
-function readRequiredStrings(v: Vector): string[] {
-  const out = readStrings(v, v.length);
-  if (v.nullCount > 0) for (let i = 0; i < out.length; i++) out[i] ??= '';
-  return out as string[];
-}
-
-/** Read one token table column-wise. */
-export function readTokenTable(path: string): TokenColumnsRead {
-  const t = readTable(path);
-  const c = (name: string) => column(path, t, TOKEN_SCHEMA.fields.find((f) => f.name === name)!);
-  const n = t.numRows;
-  const req = (name: string) => c(name)!;
-  return {
-    step: readInt32(req('step')),
-    episode: readInt32(req('episode')),
-    prompt_idx: readInt32(req('prompt_idx')),
-    position: readInt32(req('position')),
-    token_id: readInt32(req('token_id')),
-    token: readRequiredStrings(req('token')),
-    logprob: readFloat32(req('logprob')) ?? new Float32Array(n).fill(NaN),
-    entropy: readFloat32(req('entropy')) ?? new Float32Array(n).fill(NaN),
-    advantage: readFloat32(req('advantage')) ?? new Float32Array(n).fill(NaN),
-    weight: readFloat32(req('weight')) ?? new Float32Array(n).fill(NaN),
-    effective_advantage: readFloat32(req('effective_advantage')) ?? new Float32Array(n).fill(NaN),
-    contribution: readFloat32(req('contribution')) ?? new Float32Array(n).fill(NaN),
-    attribution: readFloat32(c('attribution'), true),
-    importance: readFloat32(c('importance'), true),
-    section: readRequiredStrings(req('section')) as SectionName[],
-    token_type: readRequiredStrings(req('token_type')) as TokenType[],
-    reward: readFloat32(req('reward')) ?? new Float32Array(n).fill(NaN),
-  };
-}
-
-/** Read one episode table column-wise. */
-export function readEpisodeTable(path: string): EpisodeColumns {
-  const t = readTable(path);
-  const c = (name: string) => column(path, t, EPISODE_SCHEMA.fields.find((f) => f.name === name)!);
-  const n = t.numRows;
-  const req = (name: string) => c(name)!;
-  const f32 = (name: string) => readFloat32(req(name)) ?? new Float32Array(n).fill(NaN);
-  return {
-    step: readInt32(req('step')),
-    episode: readInt32(req('episode')),
-    prompt_idx: readInt32(req('prompt_idx')),
-    prompt: readRequiredStrings(req('prompt')),
-    completion: readRequiredStrings(req('completion')),
-    reward: f32('reward'),
-    reward_format: f32('reward_format'),
-    reward_answer: f32('reward_answer'),
-    success: readBool(req('success')),
-    advantage: f32('advantage'),
-    length: readInt32(req('length')),
-    oracle_span: readStrings(c('oracle_span'), n),
-  };
-}
-
-function concatInt32(parts: Int32Array[], total: number): Int32Array {
-  const out = new Int32Array(total);
-  let p = 0;
-  for (const a of parts) { out.set(a, p); p += a.length; }
-  return out;
-}
-
-function concatFloat32(parts: (Float32Array | null)[], lengths: number[], total: number, allowNull: boolean): Float32Array | null {
-  if (allowNull && parts.every((a) => a === null)) return null;
-  const out = new Float32Array(total);
-  let p = 0;
-  parts.forEach((a, i) => {
-    if (a) out.set(a, p);
-    else out.fill(NaN, p, p + lengths[i]); // a step without the column, next to steps with it
-    p += lengths[i];
-  });
-  return out;
-}
-
-function concatStrings<T>(parts: T[][], total: number): T[] {
-  const out = new Array<T>(total);
-  let p = 0;
-  for (const a of parts) for (let i = 0; i < a.length; i++) out[p++] = a[i];
-  return out;
+  for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : take(units[i], units[i + 1]);
 }
 
 /**
- * Every logged step's token table in [fromStep, toStep] (inclusive; both optional), concatenated in
- * step order. Steps whose table is missing are simply not there (logging.every > 1, or a run still going).
+ * A string column. `nullAs` replaces null cells: '' for columns the contract keeps non-null (a file from
+ * another writer may still hold nulls there), null for nullable ones. `intern` is for columns with a
+ * handful of distinct values (`section`, `token_type`).
  */
-export function readTokenTables(runDir: string, range: { fromStep?: number; toStep?: number } = {}): TokenColumnsRead {
-  const lo = range.fromStep ?? -Infinity;
-  const hi = range.toStep ?? Infinity;
-  const tables = listLoggedSteps(runDir, 'tokens')
-    .filter((s) => s >= lo && s <= hi)
-    .map((s) => readTokenTable(stepFile(runDir, 'tokens', s)));
-  const lengths = tables.map((t) => t.step.length);
+function stringColumn<T extends string | null>(parts: (Vector | null)[], lengths: number[], total: number, nullAs: T, intern = false): (string | T)[] {
+  const out = new Array<string | null>(total);
+  const seen = intern ? [] : null;
+  let base = 0;
+  parts.forEach((v, k) => {
+    if (v === null) {
+      out.fill(nullAs, base, base + lengths[k]);
+    } else if (v.type.typeId === Type.Utf8) {
+      let at = base;
+      for (const d of v.data) {
+        readUtf8Chunk(d, out, at, seen);
+        at += d.length;
+      }
+    } else {
+      let i = base;
+      for (const x of v as Iterable<unknown>) out[i++] = x === null || x === undefined ? null : String(x);
+    }
+    if (v !== null && v.nullCount > 0 && nullAs !== null) {
+      for (let i = base; i < base + lengths[k]; i++) out[i] ??= nullAs;
+    }
+    base += lengths[k];
+  });
+  return out as (string | T)[];
+}
+
+function readTokens(paths: string[]): TokenColumnsRead {
+  const sources = paths.map(readTable);
+  const lengths = sources.map((s) => s.table.numRows);
   const total = lengths.reduce((a, b) => a + b, 0);
-  const ints = (k: 'step' | 'episode' | 'prompt_idx' | 'position' | 'token_id') => concatInt32(tables.map((t) => t[k]), total);
-  const floats = (k: 'logprob' | 'entropy' | 'advantage' | 'weight' | 'effective_advantage' | 'contribution' | 'reward') =>
-    concatFloat32(tables.map((t) => t[k]), lengths, total, false)!;
+  const col = (name: string) => column(sources, TOKEN_SCHEMA, name);
+  const ints = (name: string) => int32Column(col(name), total);
+  const floats = (name: string) => float32Column(col(name), lengths, total, false)!;
+  const strings = (name: string, intern = false) => stringColumn(col(name), lengths, total, '', intern);
   return {
     step: ints('step'),
     episode: ints('episode'),
     prompt_idx: ints('prompt_idx'),
     position: ints('position'),
     token_id: ints('token_id'),
-    token: concatStrings(tables.map((t) => t.token), total),
+    token: strings('token'),
     logprob: floats('logprob'),
     entropy: floats('entropy'),
     advantage: floats('advantage'),
     weight: floats('weight'),
     effective_advantage: floats('effective_advantage'),
     contribution: floats('contribution'),
-    attribution: concatFloat32(tables.map((t) => t.attribution), lengths, total, true),
-    importance: concatFloat32(tables.map((t) => t.importance), lengths, total, true),
-    section: concatStrings(tables.map((t) => t.section), total),
-    token_type: concatStrings(tables.map((t) => t.token_type), total),
+    attribution: float32Column(col('attribution'), lengths, total, true),
+    importance: float32Column(col('importance'), lengths, total, true),
+    section: strings('section', true) as SectionName[],
+    token_type: strings('token_type', true) as TokenType[],
     reward: floats('reward'),
+  };
+}
+
+/** Read one token table column-wise. */
+export function readTokenTable(path: string): TokenColumnsRead {
+  return readTokens([path]);
+}
+
+/**
+ * Every logged step's token table in [fromStep, toStep] (inclusive; both optional), concatenated in
+ * step order. Steps whose table is missing are simply not there (logging.every > 1, or a run still going).
+ * A nullable column present in some steps only is NaN in the rows of the others.
+ */
+export function readTokenTables(runDir: string, range: { fromStep?: number; toStep?: number } = {}): TokenColumnsRead {
+  const lo = range.fromStep ?? -Infinity;
+  const hi = range.toStep ?? Infinity;
+  const steps = listLoggedSteps(runDir, 'tokens').filter((s) => s >= lo && s <= hi);
+  return readTokens(steps.map((s) => stepFile(runDir, 'tokens', s)));
+}
+
+/** Read one episode table column-wise. */
+export function readEpisodeTable(path: string): EpisodeColumns {
+  const sources = [readTable(path)];
+  const lengths = [sources[0].table.numRows];
+  const total = lengths[0];
+  const col = (name: string) => column(sources, EPISODE_SCHEMA, name);
+  const floats = (name: string) => float32Column(col(name), lengths, total, false)!;
+  return {
+    step: int32Column(col('step'), total),
+    episode: int32Column(col('episode'), total),
+    prompt_idx: int32Column(col('prompt_idx'), total),
+    prompt: stringColumn(col('prompt'), lengths, total, ''),
+    completion: stringColumn(col('completion'), lengths, total, ''),
+    reward: floats('reward'),
+    reward_format: floats('reward_format'),
+    reward_answer: floats('reward_answer'),
+    success: boolColumn(col('success'), total),
+    advantage: floats('advantage'),
+    length: int32Column(col('length'), total),
+    oracle_span: stringColumn(col('oracle_span'), lengths, total, null),
   };
 }
