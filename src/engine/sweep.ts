@@ -44,7 +44,7 @@ function abbrev(key: string): string {
   const leaf = key.split('.').pop()!;
   if (ABBREV[leaf]) return ABBREV[leaf];
   if (leaf.includes('_')) return leaf.split('_').filter(Boolean).map((w) => w[0]).join('');
-  return leaf.length <= 5 ? leaf : leaf.slice(0, 4);
+  return leaf.length <= 6 ? leaf : leaf.slice(0, 4);
 }
 
 /** Abbreviations for every key of the grid, made longer where two keys would share one (sft.lr, grpo.lr). */
