@@ -7,6 +7,7 @@ import { writeEpisodeTable, writeTokenTable } from './arrow_tables';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from './config';
 import { getStrategy, type CreditBatch, type CreditParams } from './credit';
+import { answerAttention } from './credit/attention_credit';
 import { isUserError, UserError } from './errors';
 import { advantages, meanStd, policyLossAndGrad } from './grpo';
 import { Transformer } from './model';
@@ -175,6 +176,12 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
           sections: episodes.map((e) => pad(e.sections, 'other')),
           mask: pb.mask,
         };
+        if (strategy.needs.attention && out.attention) {
+          // Last layer's attention averaged over heads, restricted to completion queries and keys.
+          const P = pb.promptLen;
+          const att = tf.tidy(() => out.attention!.mean(1).slice([0, P, P], [-1, C, C]).arraySync() as number[][][]);
+          batch.answerAttention = answerAttention(att, batch.sections, pb.mask);
+        }
         weights = strategy.weights(batch, creditParams(s.cfg));
         effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
       }

@@ -1,10 +1,20 @@
 // Registry of credit strategies: adding one is one file in this folder plus one line here.
 import { UserError } from '../errors';
+import { attentionCredit } from './attention_credit';
+import { entropyMask } from './entropy_mask';
+import { entropyWeighted } from './entropy_weighted';
+import { inverseLogprob } from './inverse_logprob';
 import { none } from './none';
+import { outcomeConditional } from './outcome_conditional';
 import { DEFAULT_CREDIT_PARAMS, type CreditBatch, type CreditParams, type CreditStrategy } from './types';
 
 const REGISTRY: Record<string, CreditStrategy> = {
   none,
+  outcome_conditional: outcomeConditional,
+  inverse_logprob: inverseLogprob,
+  attention_credit: attentionCredit,
+  entropy_weighted: entropyWeighted,
+  entropy_mask: entropyMask,
 };
 
 export function getStrategy(name: string): CreditStrategy {
