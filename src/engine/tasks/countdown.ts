@@ -63,7 +63,7 @@ export interface AnswerJudgement {
 /**
  * The two reward schemes of DESIGN §4 around a task-specific answer check. `judge` receives the answer block's
  * content, or null when there is none.
- * - grpo_zero: total = 0.1·format + answer, on the first answer block.
+ * - grpo_zero: total = 0.1·format + answer, on the first answer block; parts.format is 1 only on the full format.
  * - tinyzero: on the last answer block, 0 if missing, 0.1 if present but wrong, 1 if correct; `format` reports
  *   whether the block is present. TinyZero also only looks at the text's last line; we read the last block
  *   wherever it is, as DESIGN §4 states.
@@ -77,7 +77,9 @@ export function formattedReward(
     const format = grpoZeroFormat(text);
     const j = judge(firstAnswer(text));
     const answer = j.correct ? 1 : 0;
-    return { total: 0.1 * format + answer, format, answer, parts: { format, answer, ...j.parts } };
+    // Partial rewards are 0/1 each (seed 004), so parts.format is the full-format match, not the graded score.
+    const parts = { format: format === 1 ? 1 : 0, answer, ...j.parts };
+    return { total: 0.1 * format + answer, format, answer, parts };
   }
   const content = lastAnswer(text);
   const j = judge(content);
