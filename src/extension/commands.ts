@@ -1,0 +1,346 @@
+// Every command of the extension. Each takes what its callers hand it (a Uri from CodeLens or the explorer,
+// a tree node, a run directory string, a live run key) and asks with a QuickPick when called bare.
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import * as vscode from 'vscode';
+import { parseDocument } from 'yaml';
+import { parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config';
+import { readRunInfo } from '../engine/rundir';
+import { expandSweep, STRATEGY_PARAMS } from '../engine/sweep';
+import type { Ctx } from './ctx';
+import { findConfigs, findRuns, runRoots } from './discovery';
+import { setArg } from './metrics_summary';
+import { isEnded, isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
+import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
+import { SweepPanel } from './sweep_panel';
+
+/** Parameter values offered for each strategy's knob: the values seed 001 compared ("Compare All Mitigations"). */
+export const SEED_VALUES: Record<string, number[]> = {
+  'credit.think_discount': [0.25, 0.5, 0.75],
+  'credit.epsilon': [0.01, 0.1, 0.5],
+  'credit.credit_scale': [2.0],
+  'credit.entropy_temp': [1.0],
+  'credit.mask_percentile': [70, 80, 90],
+};
+
+export function registerCommands(ctx: Ctx): void {
+  const reg = (id: string, fn: (...args: never[]) => unknown) =>
+    ctx.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: never[]) => {
+      try {
+        return await fn(...args);
+      } catch (e) {
+        ctx.log.error(`${id}: ${(e as Error).stack ?? e}`);
+        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
+      }
+    }));
+
+  reg('creditLens.run', (arg?: unknown) => runConfig(ctx, arg));
+  reg('creditLens.stop', (arg?: unknown) => stopRun(ctx, arg));
+  reg('creditLens.resume', (arg?: unknown) => resumeRun(ctx, arg));
+  reg('creditLens.sweep', (arg?: unknown) => runSweep(ctx, arg));
+  reg('creditLens.validate', (arg?: unknown) => validateConfig(ctx, arg));
+  reg('creditLens.openRunFolder', (arg?: unknown) => openRunFolder(ctx, arg));
+  reg('creditLens.showEngineLog', (arg?: unknown) => showEngineLog(ctx, arg));
+  reg('creditLens.newExperiment', () => newExperiment(ctx));
+  reg('creditLens.refreshRuns', () => ctx.tree.refresh());
+  reg('creditLens.openSweepSummary', (arg?: unknown) => openSweepSummary(ctx, arg));
+  reg('creditLens.cancelSweep', (arg?: unknown) => cancelSweep(ctx, arg));
+  reg('creditLens.openRun', (arg?: unknown) => revealRun(ctx, arg));
+}
+
+// ---- which config / which run ----
+
+async function configFrom(arg: unknown, purpose: string): Promise<vscode.Uri | undefined> {
+  if (arg instanceof vscode.Uri) return arg;
+  if (arg && typeof arg === 'object' && (arg as RunsTreeNode).kind === 'config') {
+    const p = (arg as { configPath: string | null }).configPath;
+    if (p) return vscode.Uri.file(p);
+  }
+  const active = vscode.window.activeTextEditor?.document.uri;
+  if (active && /\.credit\.yaml$/i.test(active.path)) return active;
+  const configs = await findConfigs();
+  if (!configs.length) {
+    const b = await vscode.window.showWarningMessage('Credit Lens: no *.credit.yaml config in this workspace.', 'New Experiment');
+    if (b) await vscode.commands.executeCommand('creditLens.newExperiment');
+    return undefined;
+  }
+  const pick = await vscode.window.showQuickPick(
+    configs.map((c) => ({ label: basename(c), description: vscode.workspace.asRelativePath(dirname(c)), path: c })),
+    { title: `Credit Lens: config to ${purpose}`, placeHolder: 'a *.credit.yaml file' },
+  );
+  return pick && vscode.Uri.file(pick.path);
+}
+
+/** Saves the editor's text (the engine reads the file) and validates it; undefined when it has problems. */
+async function loadValidConfig(ctx: Ctx, uri: vscode.Uri): Promise<CreditConfig | undefined> {
+  const doc = await vscode.workspace.openTextDocument(uri);
+  if (doc.isDirty) await doc.save();
+  const issues = ctx.diagnostics.validate(doc);
+  const { config } = parseConfigText(doc.getText(), { file: uri.fsPath });
+  if (!config || issues.length) {
+    const first = issues[0]?.message ?? 'it does not parse';
+    const b = await vscode.window.showErrorMessage(
+      `Credit Lens: ${basename(uri.fsPath)} has ${issues.length || 1} problem${issues.length === 1 ? '' : 's'} (${first}). Fix ${issues.length === 1 ? 'it' : 'them'} to run.`,
+      'Show Problems',
+    );
+    if (b) await vscode.commands.executeCommand('workbench.actions.view.problems');
+    return undefined;
+  }
+  return config;
+}
+
+function refuseIfUntrusted(): boolean {
+  if (vscode.workspace.isTrusted) return false;
+  void vscode.window.showErrorMessage(UNTRUSTED_MESSAGE, 'Manage Workspace Trust').then((b) => {
+    if (b) void vscode.commands.executeCommand('workbench.trust.manage');
+  });
+  return true;
+}
+
+function runDirFrom(arg: unknown): string | undefined {
+  if (typeof arg === 'string') return arg;
+  if (arg instanceof vscode.Uri) return arg.fsPath;
+  if (arg && typeof arg === 'object' && (arg as RunsTreeNode).kind === 'run') return (arg as RunNode).runDir ?? undefined;
+  return undefined;
+}
+
+async function pickRunDir(ctx: Ctx, title: string, filter: (runDir: string, status: string) => boolean): Promise<string | undefined> {
+  const found = findRuns(runRoots(await findConfigs()))
+    .filter((r) => filter(r.runDir, ctx.runs.statusOf(r.runDir) ?? r.info.status))
+    .sort((a, b) => b.info.started.localeCompare(a.info.started));
+  if (!found.length) {
+    void vscode.window.showInformationMessage(`Credit Lens: no run to ${title.toLowerCase()}.`);
+    return undefined;
+  }
+  const pick = await vscode.window.showQuickPick(
+    found.map((r) => ({ label: basename(r.runDir), description: `${ctx.runs.statusOf(r.runDir) ?? r.info.status} · step ${r.info.last_step ?? 0}/${r.info.total_steps ?? '?'}`, runDir: r.runDir })),
+    { title: `Credit Lens: ${title}` },
+  );
+  return pick?.runDir;
+}
+
+// ---- commands ----
+
+async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
+  const uri = await configFrom(arg, 'run');
+  if (!uri) return undefined;
+  if (refuseIfUntrusted()) return undefined;
+  const config = await loadValidConfig(ctx, uri);
+  if (!config) return undefined;
+  const run = ctx.runs.enqueue({ configPath: uri.fsPath, sets: [], label: config.name });
+  await vscode.commands.executeCommand('creditLens.runs.focus');
+  return run;
+}
+
+async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
+  let run: LiveRun | undefined;
+  if (typeof arg === 'number') run = ctx.runs.runs().find((r) => r.key === arg);
+  else if (arg && typeof arg === 'object' && (arg as RunNode).kind === 'run') run = (arg as RunNode).live ?? undefined;
+  const dir = runDirFrom(arg);
+  if (!run && dir) run = ctx.runs.byRunDir(dir);
+  if (!run) {
+    const active = ctx.runs.active();
+    if (!active.length) {
+      void vscode.window.showInformationMessage('Credit Lens: no run is training or queued.');
+      return;
+    }
+    const pick = active.length === 1 ? { run: active[0] } : await vscode.window.showQuickPick(
+      active.map((r) => ({ label: r.name ?? r.request.label, description: `${r.status} · step ${r.step}/${r.total ?? '?'}`, run: r })),
+      { title: 'Credit Lens: stop which run?' },
+    );
+    run = pick?.run;
+  }
+  if (!run || isEnded(run.status)) return;
+  await ctx.runs.stop(run);
+}
+
+async function resumeRun(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
+  if (refuseIfUntrusted()) return undefined;
+  const runDir = runDirFrom(arg) ?? await pickRunDir(ctx, 'Resume Run', (d, s) => (s === 'stopped' || s === 'failed') && isResumable(d));
+  if (!runDir) return undefined;
+  const live = ctx.runs.byRunDir(runDir);
+  if (live && !isEnded(live.status)) {
+    void vscode.window.showInformationMessage(`Credit Lens: ${basename(runDir)} is already ${live.status}.`);
+    return undefined;
+  }
+  if (!isResumable(runDir)) {
+    void vscode.window.showErrorMessage(`Credit Lens: ${basename(runDir)} has no checkpoint to resume from; start the config again instead.`);
+    return undefined;
+  }
+  const info = readRunInfo(runDir);
+  // The engine reads the run's own config.yaml; the original path only keeps the run under its config in the tree.
+  const configPath = info?.config_path && existsSync(info.config_path) ? info.config_path : join(runDir, 'config.yaml');
+  return ctx.runs.enqueue({ configPath, sets: [], resumeDir: runDir, label: basename(runDir) });
+}
+
+async function validateConfig(ctx: Ctx, arg: unknown): Promise<void> {
+  const uri = await configFrom(arg, 'validate');
+  if (!uri) return;
+  const doc = await vscode.workspace.openTextDocument(uri);
+  const issues = ctx.diagnostics.validate(doc);
+  if (!issues.length) {
+    void vscode.window.showInformationMessage(`Credit Lens: ${basename(uri.fsPath)} is valid.`);
+    return;
+  }
+  await vscode.commands.executeCommand('workbench.actions.view.problems');
+}
+
+async function openRunFolder(ctx: Ctx, arg: unknown): Promise<void> {
+  const runDir = runDirFrom(arg) ?? await pickRunDir(ctx, 'Open Run Folder', () => true);
+  if (!runDir) return;
+  const uri = vscode.Uri.file(runDir);
+  if (vscode.workspace.getWorkspaceFolder(uri)) await vscode.commands.executeCommand('revealInExplorer', uri);
+  else await vscode.commands.executeCommand('revealFileInOS', uri);
+}
+
+async function showEngineLog(ctx: Ctx, arg: unknown): Promise<void> {
+  const runDir = runDirFrom(arg);
+  if (!runDir) {
+    ctx.log.show(true);
+    return;
+  }
+  const path = engineLogPath(runDir);
+  if (!existsSync(path)) {
+    ctx.log.show(true);
+    return;
+  }
+  await vscode.window.showTextDocument(vscode.Uri.file(path), { preview: true });
+}
+
+async function revealRun(ctx: Ctx, arg: unknown): Promise<void> {
+  const runDir = runDirFrom(arg);
+  if (!runDir) return;
+  await vscode.commands.executeCommand('creditLens.runs.focus');
+  const roots = await ctx.tree.collect();
+  const node = roots.flatMap((g) => g.runs).find((r) => r.runDir === runDir);
+  if (node) await ctx.treeView.reveal(node, { select: true, focus: true, expand: true });
+}
+
+// ---- new experiment ----
+
+async function newExperiment(ctx: Ctx): Promise<void> {
+  const examplesDir = ctx.extCtx.asAbsolutePath('examples');
+  const examples = existsSync(examplesDir) ? readdirSync(examplesDir).filter((f) => f.endsWith('.credit.yaml')).sort() : [];
+  if (!examples.length) throw new Error(`no bundled examples in ${examplesDir}`);
+  const items = examples.map((f) => {
+    const text = readFileSync(join(examplesDir, f), 'utf8');
+    const firstComment = /^#\s*(.+)$/m.exec(text)?.[1] ?? '';
+    return { label: f.replace(/\.credit\.yaml$/, ''), detail: firstComment, file: f, text };
+  });
+  const pick = await vscode.window.showQuickPick(items, { title: 'Credit Lens: new experiment from an example', matchOnDetail: true });
+  if (!pick) return;
+  const folder = vscode.workspace.workspaceFolders?.length === 1 ? vscode.workspace.workspaceFolders[0]
+    : await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder for the new config' });
+  if (!folder) {
+    void vscode.window.showWarningMessage('Credit Lens: open a folder first; the config and its runs live in it.');
+    return;
+  }
+  const name = await vscode.window.showInputBox({
+    title: 'Credit Lens: experiment name',
+    prompt: 'Names the config file and prefixes its run directories',
+    value: pick.label,
+    validateInput: (v) => /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(v) ? (existsSync(join(folder.uri.fsPath, `${v}.credit.yaml`)) ? `${v}.credit.yaml already exists` : null)
+      : 'letters, digits, ".", "_" and "-" only',
+  });
+  if (!name) return;
+  // Keep the example's comments: they explain each choice.
+  const doc = parseDocument(pick.text);
+  doc.set('name', name);
+  const target = join(folder.uri.fsPath, `${name}.credit.yaml`);
+  writeFileSync(target, doc.toString());
+  await vscode.window.showTextDocument(vscode.Uri.file(target));
+  ctx.tree.scheduleRefresh(0);
+}
+
+// ---- sweeps ----
+
+function describeValue(v: unknown): string | number | boolean | null {
+  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : JSON.stringify(v);
+}
+
+/** QuickPicks for a config without `sweep.grid`: strategies, then each picked strategy's values. */
+async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
+  const strategies = await vscode.window.showQuickPick(
+    STRATEGIES.map((s) => ({
+      label: s,
+      description: STRATEGY_PARAMS[s].filter((p) => SEED_VALUES[p]).map((p) => p.replace('credit.', '')).join(', '),
+      picked: s === 'none' || s === config.credit.strategy,
+    })),
+    { title: `Sweep ${config.name}: strategies to compare (1/2)`, canPickMany: true, placeHolder: 'none = the GRPO baseline' },
+  );
+  if (!strategies?.length) return undefined;
+  const grid: Record<string, unknown>[] = [];
+  for (const { label: s } of strategies) {
+    const knobs = STRATEGY_PARAMS[s as keyof typeof STRATEGY_PARAMS].filter((p) => SEED_VALUES[p]);
+    const entry: Record<string, unknown> = { 'credit.strategy': s };
+    for (const knob of knobs) {
+      const current = knob.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], config);
+      const values = [...new Set([...SEED_VALUES[knob], ...(typeof current === 'number' ? [current] : [])])].sort((a, b) => a - b);
+      const picked = await vscode.window.showQuickPick(
+        values.map((v) => ({ label: String(v), value: v, picked: true, description: v === current ? 'the config\'s value' : undefined })),
+        { title: `Sweep ${config.name}: ${s} — values of ${knob} (2/2)`, canPickMany: true },
+      );
+      if (!picked) return undefined;
+      if (!picked.length) continue;
+      entry[knob] = picked.map((p) => p.value);
+    }
+    grid.push(entry);
+  }
+  return grid;
+}
+
+async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
+  const uri = await configFrom(arg, 'sweep');
+  if (!uri) return;
+  if (refuseIfUntrusted()) return;
+  const config = await loadValidConfig(ctx, uri);
+  if (!config) return;
+  const grid = config.sweep?.grid ?? await pickGrid(config);
+  if (!grid) return;
+  const runs = expandSweep(config, grid);
+  const max = vscode.workspace.getConfiguration('creditLens').get<number>('maxConcurrentRuns', 1);
+  const names = runs.map((r) => r.name);
+  const shown = names.length > 6 ? [...names.slice(0, 5), `… and ${names.length - 5} more`] : names;
+  const start = `Start ${runs.length} Run${runs.length === 1 ? '' : 's'}`;
+  const ok = await vscode.window.showInformationMessage(
+    `Sweep ${config.name}: ${runs.length} run${runs.length === 1 ? '' : 's'} of ${config.grpo.steps} GRPO steps${config.sweep?.grid ? ' (from sweep.grid)' : ''}.`,
+    { modal: true, detail: `${shown.join('\n')}\n\nThey train ${max} at a time (creditLens.maxConcurrentRuns).` },
+    start,
+  );
+  if (ok !== start) return;
+  const rec = await ctx.sweeps.start(config.name, uri.fsPath, runs.map((r) => {
+    const params = Object.fromEntries(Object.entries(r.overrides).filter(([k]) => k !== 'name').map(([k, v]) => [k, describeValue(v)]));
+    return {
+      name: r.name,
+      strategy: r.config.credit.strategy,
+      params,
+      sets: [...Object.entries(r.overrides).filter(([k]) => k !== 'name').map(([k, v]) => setArg(k, v)), setArg('name', r.name)],
+    };
+  }));
+  SweepPanel.show(ctx.extensionUri, ctx.sweeps, rec.id);
+}
+
+async function pickSweep(ctx: Ctx, arg: unknown, title: string, onlyActive: boolean): Promise<string | undefined> {
+  if (typeof arg === 'string' && ctx.sweeps.get(arg)) return arg;
+  const all = ctx.sweeps.all().filter((s) => !onlyActive || ctx.sweeps.isActive(s.id));
+  if (!all.length) {
+    void vscode.window.showInformationMessage(onlyActive ? 'Credit Lens: no sweep is running.' : 'Credit Lens: no sweep has been run in this workspace.');
+    return undefined;
+  }
+  if (all.length === 1) return all[0].id;
+  const pick = await vscode.window.showQuickPick(
+    all.map((s) => ({ label: s.title, description: `${s.runs.length} runs · ${new Date(s.created).toLocaleString()}`, id: s.id })),
+    { title },
+  );
+  return pick?.id;
+}
+
+async function openSweepSummary(ctx: Ctx, arg: unknown): Promise<void> {
+  const id = await pickSweep(ctx, arg, 'Credit Lens: open which sweep?', false);
+  if (id) SweepPanel.show(ctx.extensionUri, ctx.sweeps, id);
+}
+
+async function cancelSweep(ctx: Ctx, arg: unknown): Promise<void> {
+  const id = await pickSweep(ctx, arg, 'Credit Lens: cancel which sweep?', true);
+  if (id) await ctx.sweeps.cancel(id);
+}

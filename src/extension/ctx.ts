@@ -1,0 +1,46 @@
+// The extension's state, owned in one place (rust-analyzer's Ctx). What lives for the whole activation goes
+// on `pushExtCleanup`; what lives as long as one engine process is on that EngineProcess's own list
+// (engine.ts), so stopping a run and closing the window both release exactly what they should.
+import * as vscode from 'vscode';
+import { AnalysisRunner } from './analysis';
+import { ConfigDiagnostics } from './diagnostics';
+import { RunManager } from './runs';
+import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
+import { SweepManager } from './sweeps';
+
+export class Ctx {
+  readonly log: vscode.LogOutputChannel;
+  readonly cliPath: string;
+  readonly runs: RunManager;
+  readonly tree: RunsTreeProvider;
+  readonly treeView: vscode.TreeView<RunsTreeNode>;
+  readonly diagnostics: ConfigDiagnostics;
+  readonly analysis: AnalysisRunner;
+  readonly sweeps: SweepManager;
+
+  constructor(readonly extCtx: vscode.ExtensionContext) {
+    this.log = this.pushExtCleanup(vscode.window.createOutputChannel('Credit Lens', { log: true }));
+    this.cliPath = extCtx.asAbsolutePath('dist/engine/cli.js');
+    this.runs = new RunManager(this.cliPath, this.log);
+    // Not on the cleanup list: deactivate() awaits runs.dispose() so engines checkpoint before the host exits.
+    this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs));
+    this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true }));
+    this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
+    this.analysis = new AnalysisRunner(this.cliPath, () => vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'),
+      () => this.sweepsChanged());
+    this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis));
+  }
+
+  get extensionUri(): vscode.Uri {
+    return this.extCtx.extensionUri;
+  }
+
+  pushExtCleanup<T extends vscode.Disposable>(d: T): T {
+    this.extCtx.subscriptions.push(d);
+    return d;
+  }
+
+  private sweepsChanged(): void {
+    for (const s of this.sweeps.all()) this.sweeps.notify(s.id);
+  }
+}

@@ -1,0 +1,77 @@
+// Where runs are: every workspace config's output_dir (resolved against the config's folder, DESIGN §3)
+// plus the folders in `creditLens.runDirectories`, searched for run directories (a folder with run.json).
+// A run trained elsewhere and copied into one of those folders is found like any other.
+import { readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import * as vscode from 'vscode';
+import { parse } from 'yaml';
+import type { RunInfo } from '../protocol/index';
+import { findRunDirs, readRunInfo } from '../engine/rundir';
+
+export const CONFIG_GLOB = '**/*.credit.yaml';
+const EXCLUDE_GLOB = '{**/node_modules/**,**/.git/**}';
+
+/** The config's `output_dir`, absolute; DESIGN §3's default `runs` when the file does not set one. */
+export function outputDirOf(configPath: string, text: string): string {
+  let dir = 'runs';
+  try {
+    const doc = parse(text) as { output_dir?: unknown } | null;
+    if (doc && typeof doc.output_dir === 'string' && doc.output_dir.trim()) dir = doc.output_dir;
+  } catch {
+    // a config mid-edit that does not parse still has its runs in the default place
+  }
+  return isAbsolute(dir) ? dir : resolve(configPath, '..', dir);
+}
+
+export async function findConfigs(): Promise<string[]> {
+  const uris = await vscode.workspace.findFiles(CONFIG_GLOB, EXCLUDE_GLOB);
+  return uris.filter((u) => u.scheme === 'file').map((u) => u.fsPath).sort();
+}
+
+export function runRoots(configs: readonly string[]): string[] {
+  const roots = new Set<string>();
+  for (const c of configs) {
+    try {
+      roots.add(outputDirOf(c, readFileSync(c, 'utf8')));
+    } catch {
+      // deleted between findFiles and here
+    }
+  }
+  const extra = vscode.workspace.getConfiguration('creditLens').get<string[]>('runDirectories', []);
+  const base = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  for (const d of extra) {
+    if (isAbsolute(d)) roots.add(d);
+    else if (base) roots.add(join(base, d));
+  }
+  return [...roots].sort();
+}
+
+export interface FoundRun {
+  runDir: string;
+  info: RunInfo;
+}
+
+export function findRuns(roots: readonly string[]): FoundRun[] {
+  const seen = new Set<string>();
+  const out: FoundRun[] = [];
+  for (const root of roots) {
+    for (const runDir of findRunDirs(root)) {
+      if (seen.has(runDir)) continue;
+      seen.add(runDir);
+      const info = readRunInfo(runDir);
+      if (info) out.push({ runDir, info });
+    }
+  }
+  return out;
+}
+
+/** Whether the process that wrote a `running` run.json is still alive here (false: it died with its window). */
+export function engineAlive(info: RunInfo): boolean {
+  if (!info.pid) return true;
+  try {
+    process.kill(info.pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,28 @@
+// Entry point: builds the Ctx, registers providers and commands, and on shutdown lets every engine
+// checkpoint before the extension host exits.
+import * as vscode from 'vscode';
+import { registerCommands } from './commands';
+import { ConfigCodeLensProvider } from './config_lens';
+import { Ctx } from './ctx';
+import { SWEEP_VIEW_TYPE, SweepPanel } from './sweep_panel';
+
+let ctx: Ctx | undefined;
+
+export function activate(extCtx: vscode.ExtensionContext): void {
+  ctx = new Ctx(extCtx);
+  const c = ctx;
+  registerCommands(c);
+  c.pushExtCleanup(vscode.languages.registerCodeLensProvider(
+    { scheme: 'file', pattern: '**/*.credit.yaml' },
+    c.pushExtCleanup(new ConfigCodeLensProvider(c.runs)),
+  ));
+  c.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(SWEEP_VIEW_TYPE, SweepPanel.serializer(c.extensionUri, c.sweeps)));
+  c.pushExtCleanup(vscode.workspace.onDidGrantWorkspaceTrust(() => c.tree.refresh()));
+  void vscode.commands.executeCommand('setContext', 'creditLens.hasActiveRuns', false);
+  c.log.info(`Credit Lens activated (engine ${c.cliPath}; workspace ${vscode.workspace.isTrusted ? 'trusted' : 'untrusted: runs cannot be launched'})`);
+}
+
+export async function deactivate(): Promise<void> {
+  await ctx?.runs.dispose();
+  ctx = undefined;
+}

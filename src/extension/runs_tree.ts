@@ -1,0 +1,291 @@
+// The Runs view: config → run → logged step → episode (sorted by reward). Runs come from disk (so runs
+// trained elsewhere and runs from before a reload appear) merged with this window's live and queued runs.
+import { statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import * as vscode from 'vscode';
+import type { MetricsRow, RunInfo } from '../protocol/index';
+import { readEpisodeTable } from '../engine/arrow_tables';
+import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir';
+import { engineAlive, findConfigs, findRuns, runRoots } from './discovery';
+import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
+import { isEnded, isResumable, type LiveRun, type LiveStatus, type RunManager } from './runs';
+
+export interface ConfigNode {
+  kind: 'config';
+  key: string;
+  label: string;
+  configPath: string | null;
+  runs: RunNode[];
+}
+export interface RunNode {
+  kind: 'run';
+  runDir: string | null;
+  info: RunInfo | null;
+  live: LiveRun | null;
+  status: LiveStatus;
+  /** A `running` run.json whose engine process is gone (its window closed or crashed). */
+  interrupted: boolean;
+}
+export interface StepNode {
+  kind: 'step';
+  runDir: string;
+  step: number;
+  row: MetricsRow | null;
+}
+export interface EpisodeNode {
+  kind: 'episode';
+  runDir: string;
+  step: number;
+  episode: number;
+  reward: number;
+  success: boolean;
+  prompt: string;
+  completion: string;
+}
+export type RunsTreeNode = ConfigNode | RunNode | StepNode | EpisodeNode;
+
+interface MetricsCacheEntry {
+  mtimeMs: number;
+  size: number;
+  rows: MetricsRow[];
+  summary: MetricsSummary;
+}
+
+const STATUS_ICON: Record<LiveStatus, [string, string?]> = {
+  queued: ['clock'],
+  starting: ['loading~spin'],
+  running: ['sync~spin', 'charts.blue'],
+  stopping: ['loading~spin', 'charts.yellow'],
+  completed: ['pass', 'testing.iconPassed'],
+  failed: ['error', 'testing.iconFailed'],
+  stopped: ['debug-stop', 'charts.yellow'],
+  cancelled: ['circle-slash'],
+};
+
+export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<RunsTreeNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly disposables: vscode.Disposable[] = [];
+  private readonly metricsCache = new Map<string, MetricsCacheEntry>();
+  private refreshTimer: NodeJS.Timeout | undefined;
+  private roots: ConfigNode[] = [];
+
+  constructor(private readonly runs: RunManager) {
+    this.disposables.push(
+      this.changed,
+      runs.onDidChange(() => this.scheduleRefresh(), null),
+      vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration('creditLens.runDirectories') && this.scheduleRefresh()),
+    );
+    for (const glob of ['**/run.json', '**/*.credit.yaml']) {
+      const w = vscode.workspace.createFileSystemWatcher(glob);
+      w.onDidCreate(() => this.scheduleRefresh(), null, this.disposables);
+      w.onDidChange(() => this.scheduleRefresh(), null, this.disposables);
+      w.onDidDelete(() => this.scheduleRefresh(), null, this.disposables);
+      this.disposables.push(w);
+    }
+  }
+
+  /** Progress notifications arrive several times a second; the tree repaints at most twice a second. */
+  scheduleRefresh(delayMs = 500): void {
+    if (this.refreshTimer) return;
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = undefined;
+      this.changed.fire(undefined);
+    }, delayMs);
+  }
+
+  refresh(): void {
+    this.changed.fire(undefined);
+  }
+
+  /** Every run on disk or live, grouped by the config it was trained from. */
+  async collect(): Promise<ConfigNode[]> {
+    const configs = await findConfigs();
+    const found = findRuns(runRoots(configs));
+    const groups = new Map<string, ConfigNode>();
+    const group = (configPath: string | null, name: string): ConfigNode => {
+      const key = configPath ?? `name:${name}`;
+      let g = groups.get(key);
+      if (!g) {
+        const rel = configPath && vscode.workspace.asRelativePath(configPath, false);
+        g = { kind: 'config', key, label: configPath ? basename(configPath) : name, configPath, runs: [] };
+        if (rel && rel !== basename(configPath!)) g.label = rel;
+        groups.set(key, g);
+      }
+      return g;
+    };
+    for (const c of configs) group(c, basename(c));
+    const claimed = new Set<number>();
+    for (const { runDir, info } of found) {
+      const live = this.runs.byRunDir(runDir) ?? null;
+      if (live) claimed.add(live.key);
+      const liveActive = live && !isEnded(live.status);
+      const interrupted = !liveActive && info.status === 'running' && !engineAlive(info);
+      const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : info.status;
+      const configPath = info.config_path ?? live?.request.configPath ?? null;
+      group(configPath, info.name).runs.push({ kind: 'run', runDir, info, live: live ?? null, status, interrupted });
+    }
+    // Queued runs, and started ones whose run.json is not readable yet.
+    for (const live of this.runs.runs()) {
+      // A run that failed before creating its directory (e.g. a config error) stays listed until a reload.
+      if (claimed.has(live.key) || live.status === 'cancelled' || (isEnded(live.status) && live.runDir)) continue;
+      group(live.request.configPath, live.request.label).runs.push({
+        kind: 'run', runDir: live.runDir, info: null, live, status: live.status, interrupted: false,
+      });
+    }
+    for (const g of groups.values()) {
+      g.runs.sort((a, b) => startedOf(b).localeCompare(startedOf(a)));
+    }
+    this.roots = [...groups.values()].sort((a, b) => a.label.localeCompare(b.label));
+    return this.roots;
+  }
+
+  metrics(runDir: string): MetricsCacheEntry {
+    const path = join(runDir, 'metrics.jsonl');
+    let st: { mtimeMs: number; size: number };
+    try {
+      st = statSync(path);
+    } catch {
+      st = { mtimeMs: 0, size: 0 };
+    }
+    const hit = this.metricsCache.get(runDir);
+    if (hit && hit.mtimeMs === st.mtimeMs && hit.size === st.size) return hit;
+    const rows = st.size ? readMetrics(runDir) : [];
+    const entry = { mtimeMs: st.mtimeMs, size: st.size, rows, summary: summarizeMetrics(rows) };
+    this.metricsCache.set(runDir, entry);
+    return entry;
+  }
+
+  async getChildren(node?: RunsTreeNode): Promise<RunsTreeNode[]> {
+    if (!node) {
+      const roots = await this.collect();
+      // With no config and no run, the view's welcome content (New Experiment) shows instead.
+      return roots.length === 1 && !roots[0].runs.length && !roots[0].configPath ? [] : roots;
+    }
+    if (node.kind === 'config') return node.runs;
+    if (node.kind === 'run') {
+      if (!node.runDir) return [];
+      const rows = new Map(this.metrics(node.runDir).rows.filter((r) => r.phase === 'grpo').map((r) => [r.step, r]));
+      return listLoggedSteps(node.runDir, 'episodes').map((step) => ({ kind: 'step', runDir: node.runDir!, step, row: rows.get(step) ?? null }));
+    }
+    if (node.kind === 'step') {
+      let t;
+      try {
+        t = readEpisodeTable(stepFile(node.runDir, 'episodes', node.step));
+      } catch {
+        return [];
+      }
+      const eps: EpisodeNode[] = [];
+      for (let i = 0; i < t.episode.length; i++) {
+        eps.push({
+          kind: 'episode', runDir: node.runDir, step: node.step, episode: t.episode[i], reward: t.reward[i],
+          success: t.success[i], prompt: t.prompt[i], completion: t.completion[i],
+        });
+      }
+      return eps.sort((a, b) => b.reward - a.reward || a.episode - b.episode);
+    }
+    return [];
+  }
+
+  getParent(node: RunsTreeNode): RunsTreeNode | undefined {
+    if (node.kind === 'run') return this.roots.find((g) => g.runs.includes(node));
+    return undefined;
+  }
+
+  getTreeItem(node: RunsTreeNode): vscode.TreeItem {
+    switch (node.kind) {
+      case 'config': {
+        const item = new vscode.TreeItem(node.label, node.runs.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
+        item.id = `config:${node.key}`;
+        item.iconPath = new vscode.ThemeIcon('file-code');
+        item.description = `${node.runs.length} run${node.runs.length === 1 ? '' : 's'}`;
+        item.contextValue = node.configPath ? 'config' : 'configMissing';
+        if (node.configPath) {
+          item.resourceUri = vscode.Uri.file(node.configPath);
+          item.tooltip = node.configPath;
+          item.command = { command: 'vscode.open', title: 'Open Config', arguments: [vscode.Uri.file(node.configPath)] };
+        }
+        return item;
+      }
+      case 'run':
+        return this.runItem(node);
+      case 'step': {
+        const item = new vscode.TreeItem(`step ${node.step}`, vscode.TreeItemCollapsibleState.Collapsed);
+        item.id = `step:${node.runDir}:${node.step}`;
+        const r = node.row;
+        if (r) {
+          const parts = [r.reward_mean !== undefined ? `reward ${r.reward_mean.toFixed(3)}` : '', `success ${percent(r.success_rate)}`];
+          if (r.eval_success !== undefined) parts.push(`eval ${percent(r.eval_success)}`);
+          item.description = parts.filter(Boolean).join(' · ');
+        }
+        item.iconPath = new vscode.ThemeIcon('debug-step-over');
+        item.contextValue = 'step';
+        return item;
+      }
+      case 'episode': {
+        const item = new vscode.TreeItem(`${node.reward.toFixed(2)} ${node.success ? '✓' : '✗'} #${node.episode}`, vscode.TreeItemCollapsibleState.None);
+        item.id = `episode:${node.runDir}:${node.step}:${node.episode}`;
+        item.description = node.completion.replace(/\s+/g, ' ').slice(0, 80);
+        const md = new vscode.MarkdownString();
+        md.appendMarkdown(`**episode ${node.episode}** · step ${node.step} · reward ${node.reward.toFixed(3)} · ${node.success ? 'solved' : 'not solved'}\n\n`);
+        md.appendCodeblock(node.prompt + node.completion, 'text');
+        item.tooltip = md;
+        item.iconPath = new vscode.ThemeIcon(node.success ? 'check' : 'dash', new vscode.ThemeColor(node.success ? 'testing.iconPassed' : 'disabledForeground'));
+        item.contextValue = 'episode';
+        return item;
+      }
+    }
+  }
+
+  private runItem(node: RunNode): vscode.TreeItem {
+    const live = node.live && !isEnded(node.live.status) ? node.live : null;
+    const label = node.runDir ? basename(node.runDir) : node.live?.request.label ?? 'run';
+    const hasSteps = !!node.runDir && listLoggedSteps(node.runDir, 'episodes').length > 0;
+    const item = new vscode.TreeItem(label, hasSteps || live ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
+    item.id = `run:${node.runDir ?? `live-${node.live?.key}`}`;
+    const [icon, color] = STATUS_ICON[node.status];
+    item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
+
+    const summary = node.runDir ? this.metrics(node.runDir).summary : null;
+    const total = live?.total ?? node.info?.total_steps;
+    const step = live ? live.step : summary?.lastGrpoStep ?? node.info?.last_step ?? 0;
+    const phase = live?.phase && live.phase !== 'grpo' ? `${live.phase} ` : '';
+    const parts: string[] = [node.interrupted ? 'interrupted' : node.status];
+    if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
+    if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
+    if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);
+    item.description = parts.join(' · ');
+
+    const resumable = (node.status === 'stopped' || node.status === 'failed') && !!node.runDir && isResumable(node.runDir);
+    item.contextValue = `run.${node.status === 'starting' || node.status === 'stopping' ? 'running' : node.status}${resumable ? '.resumable' : ''}`;
+
+    const md = new vscode.MarkdownString(undefined, true);
+    md.appendMarkdown(`**${node.info?.name ?? label}** — ${node.interrupted ? 'interrupted (its engine is no longer running)' : node.status}\n\n`);
+    if (node.info) {
+      md.appendMarkdown(`strategy \`${node.info.strategy ?? '?'}\` · backend \`${node.info.backend}\`${node.info.backend_reason ? ` (${node.info.backend_reason})` : ''}\n\n`);
+      md.appendMarkdown(`started ${node.info.started}${node.info.ended ? ` · ended ${node.info.ended}` : ''}\n\n`);
+      if (node.info.error) md.appendMarkdown(`error: ${node.info.error}\n\n`);
+    }
+    if (summary) {
+      md.appendMarkdown(`final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${summary.meanGradNorm?.toFixed(3) ?? '—'}\n\n`);
+    }
+    if (node.runDir) md.appendMarkdown(`\`${node.runDir}\``);
+    item.tooltip = md;
+    item.accessibilityInformation = { label: `${label}, ${item.description}` };
+    return item;
+  }
+
+  dispose(): void {
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    for (const d of this.disposables.splice(0)) d.dispose();
+  }
+}
+
+function startedOf(n: RunNode): string {
+  return n.info?.started ?? `~${String(n.live?.key ?? 0).padStart(8, '0')}`;
+}
+
+/** engine.log of a run, for "Show Engine Log". */
+export function engineLogPath(runDir: string): string {
+  return join(runDir, ENGINE_LOG);
+}

@@ -1,0 +1,81 @@
+// The sweep summary webview: one row per run of a sweep, updated live, restored after a reload.
+import * as vscode from 'vscode';
+import type { SweepPanelState, SweepProtocol } from '../protocol/webview';
+import type { SweepManager } from './sweeps';
+import { WebviewPanelHost } from './webview';
+
+export const SWEEP_VIEW_TYPE = 'creditLens.sweepSummary';
+
+export class SweepPanel extends WebviewPanelHost<SweepProtocol> {
+  private static readonly open = new Map<string, SweepPanel>();
+  private timer: NodeJS.Timeout | undefined;
+
+  static show(extensionUri: vscode.Uri, sweeps: SweepManager, sweepId: string): SweepPanel {
+    const existing = SweepPanel.open.get(sweepId);
+    if (existing && !existing.isDisposed) {
+      existing.panel.reveal(undefined, false);
+      return existing;
+    }
+    const title = sweeps.get(sweepId)?.title ?? 'sweep';
+    const panel = vscode.window.createWebviewPanel(SWEEP_VIEW_TYPE, `Sweep: ${title}`, vscode.ViewColumn.Active, { enableScripts: true });
+    return new SweepPanel(panel, extensionUri, sweeps, sweepId);
+  }
+
+  static serializer(extensionUri: vscode.Uri, sweeps: SweepManager): vscode.WebviewPanelSerializer<SweepPanelState> {
+    return {
+      async deserializeWebviewPanel(panel, state) {
+        if (!state?.sweepId) {
+          panel.dispose();
+          return;
+        }
+        new SweepPanel(panel, extensionUri, sweeps, state.sweepId);
+      },
+    };
+  }
+
+  private constructor(panel: vscode.WebviewPanel, extensionUri: vscode.Uri, private readonly sweeps: SweepManager, readonly sweepId: string) {
+    super(panel, extensionUri, 'sweep');
+    panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'credit-lens.svg');
+    SweepPanel.open.set(sweepId, this);
+    sweeps.onDidChange((id) => id === sweepId && this.schedule(), null, this.disposables);
+    // Metrics of a sweep run trained by another window reach us only through the file system.
+    const watcher = vscode.workspace.createFileSystemWatcher('**/{run.json,metrics.jsonl}');
+    watcher.onDidChange(() => this.schedule(), null, this.disposables);
+    watcher.onDidCreate(() => this.schedule(), null, this.disposables);
+    this.disposables.push(watcher, { dispose: () => clearTimeout(this.timer) }, { dispose: () => SweepPanel.open.delete(sweepId) });
+  }
+
+  /** Redraw at most twice a second, however fast metrics arrive. */
+  schedule(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.update();
+    }, 500);
+  }
+
+  private update(): void {
+    const view = this.sweeps.view(this.sweepId);
+    if (view) {
+      this.panel.title = `Sweep: ${view.title} (${view.done}/${view.total})`;
+      this.post({ kind: 'notification', method: 'sweep/update', params: view });
+    }
+  }
+
+  protected onMessage(m: SweepProtocol['toHost']): void {
+    switch (m.method) {
+      case 'webview/ready':
+        this.update();
+        if (!this.sweeps.get(this.sweepId)) {
+          void vscode.window.showWarningMessage('Credit Lens: this sweep is no longer in the workspace state (only the 50 most recent are kept).');
+        }
+        break;
+      case 'sweep/openRun':
+        void vscode.commands.executeCommand('creditLens.openRun', m.params.runDir);
+        break;
+      case 'sweep/cancel':
+        void this.sweeps.cancel(this.sweepId);
+        break;
+    }
+  }
+}
