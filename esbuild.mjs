@@ -32,5 +32,13 @@ if (watch) {
   for (const j of jobs) (await esbuild.context(j)).watch();
 } else {
   await Promise.all(jobs.map((j) => esbuild.build(j)));
+  // The config's JSON Schema, contributed through `yamlValidation`, comes from the same zod schema the engine
+  // validates with, so the two cannot drift.
+  if (existsSync('dist/engine/index.js')) {
+    const { createRequire } = await import('node:module');
+    const engine = createRequire(import.meta.url)('./dist/engine/index.js');
+    mkdirSync('schemas', { recursive: true });
+    writeFileSync('schemas/credit.schema.json', JSON.stringify(engine.configJsonSchema(), null, 2) + '\n');
+  }
   writeFileSync('dist/.built', new Date().toISOString());
 }
