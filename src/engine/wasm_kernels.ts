@@ -1,0 +1,437 @@
+// Kernels that make the wasm backend of @tensorflow/tfjs-backend-wasm 4.22 fit for training.
+//
+// Measured on Node 20 (see bench/kernels.ts), the stock backend has three problems for a training step:
+// - it has no UnsortedSegmentSum kernel, so the gradient of tf.gather (embedding lookups) throws;
+// - its BatchMatMul reaches XNNPACK's fully-connected operator (20–28 GFLOP/s) only when neither side is
+//   transposed and the batch is 1; everything else runs a scalar triple loop at 1–3 GFLOP/s. Gradients of
+//   matMul are transposed products and attention is batched, so a training step spends most of its time
+//   there. That loop also reads past `b` when only `a` is batched and computes only the first batch when
+//   only `b` is, so broadcast batches come out wrong;
+// - Transpose above rank 4 runs a loop that allocates per element (~50 ns/element), and Slice copies the
+//   whole input out of the heap before taking its piece.
+// The replacements below keep the stock kernels' values (up to float rounding: only the summation order of
+// a product may differ) and route the work onto the backend's own fast paths.
+import * as tf from '@tensorflow/tfjs';
+import '@tensorflow/tfjs-backend-wasm';
+
+type Info = tf.TensorInfo;
+type FloatLike = Float32Array | Int32Array | Uint8Array;
+
+// The parts of BackendWasm (dist/backend_wasm.js) these kernels use. Not all of them are public in its
+// typings (dataIdNextNumber is private there), hence this structural view.
+interface TensorRecord { id: number; memoryOffset: number; shape: number[]; dtype: tf.DataType; refCount: number }
+interface WasmModule {
+  cwrap(name: string, ret: null, args: string[]): (...args: unknown[]) => void;
+  tfjs: { registerTensor(id: number, size: number, memoryOffset: number): void; disposeData(id: number): void };
+}
+interface WasmBackend {
+  wasm: WasmModule;
+  dataIdMap: { get(dataId: object): TensorRecord };
+  dataIdNextNumber: number;
+  makeOutput(shape: number[], dtype: tf.DataType): Info;
+  typedArrayFromHeap(t: Info): FloatLike;
+  disposeData(dataId: object): boolean;
+  incRef(dataId: object): void;
+}
+
+type KernelArgs = { inputs: tf.NamedTensorInfoMap; backend: object; attrs?: tf.NamedAttrMap };
+type MatMulFn = (aId: number, aShape: Uint8Array, aRank: number, bId: number, bShape: Uint8Array, bRank: number,
+  transposeA: boolean, transposeB: boolean, outId: number) => void;
+
+const BYTES_F32 = 4;
+const sizeOf = (shape: readonly number[]) => shape.reduce((p, d) => p * d, 1);
+const shapeBytes = (shape: number[]) => new Uint8Array(new Int32Array(shape).buffer);
+
+// The C++ entry point of BatchMatMul, wrapped once per wasm module. Taken lazily inside the kernel (not in
+// a setupFunc) so that registering after the backend was initialised works too.
+const matMulFns = new WeakMap<WasmModule, MatMulFn>();
+function wasmMatMul(be: WasmBackend): MatMulFn {
+  let fn = matMulFns.get(be.wasm);
+  if (!fn) {
+    fn = be.wasm.cwrap('BatchMatMul', null,
+      ['number', 'array', 'number', 'number', 'array', 'number', 'number', 'number', 'number']) as MatMulFn;
+    matMulFns.set(be.wasm, fn);
+  }
+  return fn;
+}
+
+// The C++ side finds tensors by integer id (register_tensor(id, size, pointer)). Registering an id for a
+// range inside an existing buffer gives a zero-copy view; dispose_data on it frees nothing (the JS side
+// owns the memory) but does run the disposal callbacks, which drop XNNPACK operators cached on that id.
+function registerView(be: WasmBackend, ptr: number, size: number): number {
+  const id = be.dataIdNextNumber++;
+  be.wasm.tfjs.registerTensor(id, size, ptr);
+  return id;
+}
+
+// XNNPACK's fully-connected operator packs `b` once and the backend caches it on b's tensor id, which pays
+// off when the same weights multiply many inputs (sampling). The cache key ignores b's shape, so a tensor
+// reused as `b` under another [K, N] would silently reuse stale packing; we remember the K each tensor was
+// first used with and use a fresh view id otherwise.
+const packedK = new WeakMap<object, number>();
+
+/** out[M,N] = a[M,K] · b[K,N] for row-major float32 blocks given as heap pointers, on the XNNPACK path. */
+function fastProduct(be: WasmBackend, aPtr: number, bPtr: number, outPtr: number, M: number, K: number,
+  N: number, bWhole?: { dataId: object; id: number }): void {
+  const aId = registerView(be, aPtr, M * K);
+  const outId = registerView(be, outPtr, M * N);
+  let bId: number;
+  let bView = true;
+  if (bWhole && (packedK.get(bWhole.dataId) ?? K) === K) {
+    packedK.set(bWhole.dataId, K);
+    bId = bWhole.id;
+    bView = false;
+  } else {
+    bId = registerView(be, bPtr, K * N);
+  }
+  try {
+    wasmMatMul(be)(aId, shapeBytes([1, M, K]), 3, bId, shapeBytes([1, K, N]), 3, false, false, outId);
+  } finally {
+    be.wasm.tfjs.disposeData(aId);
+    be.wasm.tfjs.disposeData(outId);
+    if (bView) be.wasm.tfjs.disposeData(bId);
+  }
+}
+
+/** For each flat index of the broadcast batch shape, the flat batch index into an operand's batch shape. */
+function batchIndex(outBatch: number[], batch: number[]): Int32Array {
+  const n = sizeOf(outBatch);
+  const idx = new Int32Array(n);
+  const offset = outBatch.length - batch.length;
+  const strides: number[] = new Array(batch.length);
+  for (let s = 1, d = batch.length - 1; d >= 0; d--) { strides[d] = batch[d] === 1 ? 0 : s; s *= batch[d]; }
+  for (let i = 0; i < n; i++) {
+    let rem = i, j = 0;
+    for (let d = outBatch.length - 1; d >= 0; d--) {
+      const c = rem % outBatch[d];
+      rem = (rem - c) / outBatch[d];
+      if (d >= offset) j += c * strides[d - offset];
+    }
+    idx[i] = j;
+  }
+  return idx;
+}
+
+function runKernel(name: string, args: KernelArgs): Info {
+  const k = tf.getKernel(name, 'wasm');
+  if (!k) throw new Error(`wasm kernel ${name} is not registered`);
+  return k.kernelFunc(args as Parameters<tf.KernelFunc>[0]) as Info;
+}
+
+/** [batch, rows, cols] → [batch, cols, rows] as a new tensor, through whichever Transpose is registered. */
+function transposeLast2(be: WasmBackend, x: Info, batch: number, rows: number, cols: number): Info {
+  return runKernel('Transpose', {
+    inputs: { x: { dataId: x.dataId, shape: [batch, rows, cols], dtype: x.dtype } },
+    backend: be, attrs: { perm: [0, 2, 1] },
+  });
+}
+
+// Below this many multiply-adds per batch element, the stock kernel's scalar loop beats the per-product
+// overhead of the XNNPACK route (three view registrations and an operator creation; see bench/kernels.ts).
+let smallProductMacs = 4096;
+/** Bench hook: change the threshold under which batched products stay on the stock kernel. */
+export function setSmallProductMacs(n: number): void { smallProductMacs = n; }
+
+function batchMatMul(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const be = args.backend as WasmBackend;
+    const { a, b } = args.inputs as { a: Info; b: Info };
+    const transposeA = Boolean(args.attrs?.transposeA);
+    const transposeB = Boolean(args.attrs?.transposeB);
+    if (a.dtype !== 'float32' || b.dtype !== 'float32') {
+      throw new Error('BatchMatMul for non non-float32 tensors not yet supported.');
+    }
+    const aRank = a.shape.length, bRank = b.shape.length;
+    const M = transposeA ? a.shape[aRank - 1] : a.shape[aRank - 2];
+    const K = transposeA ? a.shape[aRank - 2] : a.shape[aRank - 1];
+    const kB = transposeB ? b.shape[bRank - 1] : b.shape[bRank - 2];
+    const N = transposeB ? b.shape[bRank - 2] : b.shape[bRank - 1];
+    if (K !== kB) {
+      throw new Error(`Error in matMul: inner shapes (${K}) and (${kB}) of Tensors with shapes ${a.shape} and ` +
+        `${b.shape} and transposeA=${transposeA} and transposeB=${transposeB} must match.`);
+    }
+    const aBatch = a.shape.slice(0, -2), bBatch = b.shape.slice(0, -2);
+    const outBatch = tf.backend_util.assertAndGetBroadcastShape(aBatch, bBatch);
+    const batch = sizeOf(outBatch), batchA = sizeOf(aBatch), batchB = sizeOf(bBatch);
+    const outShape = [...outBatch, M, N];
+
+    // Tiny products with equal batch shapes: the stock loop is correct there and cheaper than our setup.
+    const sameBatch = aBatch.length === bBatch.length && aBatch.every((d, i) => d === bBatch[i]);
+    if (sameBatch && batch > 1 && M * K * N < smallProductMacs) {
+      const out = original(args as Parameters<tf.KernelFunc>[0]) as Info;
+      return { ...out, shape: outShape };
+    }
+
+    if (M * N === 0 || batch === 0) return be.makeOutput(outShape, 'float32');
+    if (K === 0) {
+      const out = be.makeOutput(outShape, 'float32');
+      be.typedArrayFromHeap(out).fill(0);
+      return out;
+    }
+
+    // XNNPACK wants both operands row-major and untransposed, so transposes are materialised. Either
+    // C = op(A)·op(B) directly, or Cᵀ = op(B)ᵀ·op(A)ᵀ followed by one transpose of C, whichever moves fewer
+    // floats; packing the right operand costs about a quarter of a transpose per float (bench/kernels.ts).
+    // The swapped form pays off for Aᵀ·B with M > N (the d_ff→d weight gradient hᵀ·dy) and for x·Eᵀ with few
+    // rows and a large E (tied-embedding logits while sampling).
+    const PACK = 0.25;
+    const direct = (transposeA ? M * K : 0) + (transposeB ? N * K : 0) + PACK * K * N;
+    const swapped = (transposeB ? 0 : N * K) + (transposeA ? 0 : M * K) + M * N + PACK * K * M;
+    // A shared `b` turns the direct form into one big product, which beats any per-batch loop.
+    const swap = swapped < direct && !(batchB === 1 && batchA > 1);
+    if (!swap) {
+      const left = transposeA ? transposeLast2(be, a, batchA, K, M) : a;
+      const right = transposeB ? transposeLast2(be, b, batchB, N, K) : b;
+      const out = be.makeOutput(outShape, 'float32');
+      try {
+        productInto(be, left, aBatch, right, bBatch, outBatch, out, M, K, N, !transposeB);
+      } finally {
+        if (left !== a) be.disposeData(left.dataId);
+        if (right !== b) be.disposeData(right.dataId);
+      }
+      return out;
+    }
+    const left = transposeB ? b : transposeLast2(be, b, batchB, K, N);
+    const right = transposeA ? a : transposeLast2(be, a, batchA, M, K);
+    const outT = be.makeOutput([...outBatch, N, M], 'float32');
+    try {
+      productInto(be, left, bBatch, right, aBatch, outBatch, outT, N, K, M, transposeA);
+      return { ...transposeLast2(be, outT, batch, N, M), shape: outShape };
+    } finally {
+      if (left !== b) be.disposeData(left.dataId);
+      if (right !== a) be.disposeData(right.dataId);
+      be.disposeData(outT.dataId);
+    }
+  };
+}
+
+/**
+ * out[i] = left[ia(i)] · right[ib(i)] for every element i of the broadcast batch, where left holds
+ * [P, K] blocks and right [K, Q] blocks, row-major. `rightIsInput` says `right` is a caller's tensor (not a
+ * temporary), whose packed form XNNPACK may cache.
+ */
+function productInto(be: WasmBackend, left: Info, leftBatch: number[], right: Info, rightBatch: number[],
+  outBatch: number[], out: Info, P: number, K: number, Q: number, rightIsInput: boolean): void {
+  const lRec = be.dataIdMap.get(left.dataId), rRec = be.dataIdMap.get(right.dataId);
+  const outPtr = be.dataIdMap.get(out.dataId).memoryOffset;
+  const batch = sizeOf(outBatch);
+  if (sizeOf(rightBatch) === 1) {
+    // One right operand for every batch element (dense layers, shared weights): a single [batch·P, K]·[K, Q]
+    // product, since the batches of `left` are contiguous rows.
+    fastProduct(be, lRec.memoryOffset, rRec.memoryOffset, outPtr, batch * P, K, Q,
+      rightIsInput ? { dataId: right.dataId, id: rRec.id } : undefined);
+    return;
+  }
+  const il = batchIndex(outBatch, leftBatch), ir = batchIndex(outBatch, rightBatch);
+  for (let i = 0; i < batch; i++) {
+    fastProduct(be, lRec.memoryOffset + il[i] * P * K * BYTES_F32, rRec.memoryOffset + ir[i] * K * Q * BYTES_F32,
+      outPtr + i * P * Q * BYTES_F32, P, K, Q);
+  }
+}
+
+// TF's definition: out[s, ...] = Σ_{i : ids[i] = s} x[i, ...] over the leading dims covered by segmentIds;
+// ids outside [0, numSegments) are dropped. One pass over x, so the embedding gradient costs O(N·d) plus
+// zeroing the [vocab, d] output, instead of one masked reduction per segment.
+function unsortedSegmentSum(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { x, segmentIds } = args.inputs as { x: Info; segmentIds: Info };
+  const numSegments = Number(args.attrs?.numSegments);
+  const r = segmentIds.shape.length;
+  if (segmentIds.dtype !== 'int32') throw new Error('UnsortedSegmentSum: segmentIds must be int32');
+  if (r > x.shape.length || segmentIds.shape.some((d, i) => d !== x.shape[i])) {
+    throw new Error(`UnsortedSegmentSum: segmentIds shape ${segmentIds.shape} is not a prefix of x shape ${x.shape}`);
+  }
+  const inner = sizeOf(x.shape.slice(r));
+  const n = sizeOf(segmentIds.shape);
+  const out = be.makeOutput([numSegments, ...x.shape.slice(r)], x.dtype);
+  // Views are taken after makeOutput: an allocation can grow the wasm memory and detach older views.
+  const xs = be.typedArrayFromHeap(x), ids = be.typedArrayFromHeap(segmentIds), o = be.typedArrayFromHeap(out);
+  o.fill(0);
+  for (let i = 0; i < n; i++) {
+    const s = ids[i];
+    if (s < 0 || s >= numSegments) continue;
+    const ob = s * inner, xb = i * inner;
+    for (let j = 0; j < inner; j++) o[ob + j] += xs[xb + j];
+  }
+  return out;
+}
+
+// Drop size-1 dims and merge dims that stay adjacent and in order under perm; the stock kernel has fast
+// loops only up to rank 4, and e.g. a grouped-query [B,T,kv,rep,hd]→[B,kv,rep,T,hd] is rank 4 once merged.
+export function canonicalTranspose(shape: number[], perm: number[]): { shape: number[]; perm: number[] } {
+  // Renumber the axes that remain once size-1 dims are gone, so that adjacency is judged without them.
+  const renum: number[] = [];
+  const kept: number[] = [];
+  shape.forEach((d, ax) => { if (d !== 1) { renum[ax] = kept.length; kept.push(d); } });
+  const p = perm.filter((ax) => shape[ax] !== 1).map((ax) => renum[ax]);
+  // Runs of consecutive axes in output order become one axis.
+  const groups: number[][] = [];
+  for (const ax of p) {
+    const last = groups[groups.length - 1];
+    if (last && last[last.length - 1] + 1 === ax) last.push(ax); else groups.push([ax]);
+  }
+  const byFirst = [...groups].sort((g, h) => g[0] - h[0]);
+  const newShape = byFirst.map((g) => g.reduce((s, ax) => s * kept[ax], 1));
+  const newPerm = groups.map((g) => byFirst.indexOf(g));
+  return { shape: newShape, perm: newPerm };
+}
+
+function jsTransposeNd(src: FloatLike, dst: FloatLike, shape: number[], perm: number[]): void {
+  const rank = shape.length;
+  const inStrides = new Array<number>(rank);
+  for (let s = 1, d = rank - 1; d >= 0; d--) { inStrides[d] = s; s *= shape[d]; }
+  const outShape = perm.map((ax) => shape[ax]);
+  const step = perm.map((ax) => inStrides[ax]);
+  const inner = outShape[rank - 1], innerStep = step[rank - 1];
+  const idx = new Array<number>(rank).fill(0);
+  const total = src.length;
+  let srcBase = 0;
+  for (let o = 0; o < total; o += inner) {
+    for (let j = 0, s = srcBase; j < inner; j++, s += innerStep) dst[o + j] = src[s];
+    // Odometer over the outer output dims.
+    for (let d = rank - 2; d >= 0; d--) {
+      idx[d]++;
+      srcBase += step[d];
+      if (idx[d] < outShape[d]) break;
+      srcBase -= step[d] * outShape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Transposing the last two dims of [batch, R, C]. The stock rank-2 loop writes with a stride of R floats; for
+// large power-of-two R those writes alias in cache and it runs at ~8 ns/element ([2048, 512]); 8×8 tiles in
+// JS run at 2–3 ns/element there. For small matrices the stock loop wins (bench/kernels.ts).
+const TILE = 8;
+function jsTransposeLast2(src: FloatLike, dst: FloatLike, batch: number, R: number, C: number): void {
+  for (let b = 0, base = 0; b < batch; b++, base += R * C) {
+    for (let r0 = 0; r0 < R; r0 += TILE) {
+      const r1 = Math.min(r0 + TILE, R);
+      for (let c0 = 0; c0 < C; c0 += TILE) {
+        const c1 = Math.min(c0 + TILE, C);
+        for (let r = r0; r < r1; r++) {
+          let s = base + r * C + c0, d = base + c0 * R + r;
+          for (let c = c0; c < c1; c++, s++, d += R) dst[d] = src[s];
+        }
+      }
+    }
+  }
+}
+let tiledTransposeMin = 16384;
+/** Bench hook: matrices of at least this many elements are transposed by the tiled JS loop. */
+export function setTiledTransposeMin(n: number): void { tiledTransposeMin = n; }
+
+function transpose(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const be = args.backend as WasmBackend;
+    const { x } = args.inputs as { x: Info };
+    const perm = args.attrs?.perm as number[];
+    if (x.dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    const outShape = perm.map((ax) => x.shape[ax]);
+    const c = canonicalTranspose(x.shape, perm);
+    if (c.shape.length <= 1) {
+      // Only size-1 dims move: the data is unchanged, so share it the way the Reshape kernel does. The gather
+      // gradient transposes the whole [vocab, d] embedding gradient by the identity; this skips that copy.
+      be.incRef(x.dataId);
+      return { dataId: x.dataId, shape: outShape, dtype: x.dtype };
+    }
+    const last2 = c.shape.length === 2 || (c.shape.length === 3 && c.perm[0] === 0);
+    if (last2) {
+      const [R, C] = c.shape.slice(-2);
+      if (R * C >= tiledTransposeMin) {
+        const out = be.makeOutput(outShape, x.dtype);
+        jsTransposeLast2(be.typedArrayFromHeap(x), be.typedArrayFromHeap(out), c.shape.length === 3 ? c.shape[0] : 1, R, C);
+        return out;
+      }
+    }
+    if (c.shape.length <= 4) {
+      const out = original({ inputs: { x: { dataId: x.dataId, shape: c.shape, dtype: x.dtype } },
+        backend: be, attrs: { perm: c.perm } } as Parameters<tf.KernelFunc>[0]) as Info;
+      return { ...out, shape: outShape };
+    }
+    const out = be.makeOutput(outShape, x.dtype);
+    jsTransposeNd(be.typedArrayFromHeap(x), be.typedArrayFromHeap(out), c.shape, c.perm);
+    return out;
+  };
+}
+
+// The stock Slice starts with readSync, a copy of the whole input, before copying out the piece.
+function slice(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const be = args.backend as WasmBackend;
+    const { x } = args.inputs as { x: Info };
+    if (x.dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, args.attrs?.begin as number[],
+      args.attrs?.size as number[]);
+    const out = be.makeOutput(size, x.dtype);
+    const n = sizeOf(size);
+    if (n === 0) return out;
+    const src = be.typedArrayFromHeap(x), dst = be.typedArrayFromHeap(out);
+    const rank = x.shape.length;
+    const strides = new Array<number>(rank);
+    for (let s = 1, d = rank - 1; d >= 0; d--) { strides[d] = s; s *= x.shape[d]; }
+    // Trailing dims taken whole are contiguous in x: copy them as one run.
+    let k = rank - 1;
+    while (k > 0 && size[k] === x.shape[k]) k--;
+    const run = sizeOf(size.slice(k));
+    let base = 0;
+    for (let d = 0; d < rank; d++) base += begin[d] * strides[d];
+    const idx = new Array<number>(k).fill(0);
+    for (let o = 0; o < n; o += run) {
+      dst.set(src.subarray(base, base + run), o);
+      for (let d = k - 1; d >= 0; d--) {
+        idx[d]++;
+        base += strides[d];
+        if (idx[d] < size[d]) break;
+        base -= strides[d] * size[d];
+        idx[d] = 0;
+      }
+    }
+    return out;
+  };
+}
+
+interface Replacement { kernelName: string; make: (original: tf.KernelFunc) => tf.KernelFunc }
+const REPLACEMENTS: Replacement[] = [
+  { kernelName: 'BatchMatMul', make: (o) => batchMatMul(o) as unknown as tf.KernelFunc },
+  { kernelName: 'Transpose', make: (o) => transpose(o) as unknown as tf.KernelFunc },
+  { kernelName: 'Slice', make: (o) => slice(o) as unknown as tf.KernelFunc },
+];
+
+/** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
+export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum'];
+
+let registered = false;
+const originals = new Map<string, tf.KernelConfig>();
+
+/**
+ * Registers the kernels above for the 'wasm' backend. Idempotent. Call after importing
+ * '@tensorflow/tfjs-backend-wasm' (which registers the stock kernels) and before tf.setBackend('wasm').
+ */
+export function registerWasmKernels(): void {
+  if (registered) return;
+  for (const r of REPLACEMENTS) {
+    const stock = tf.getKernel(r.kernelName, 'wasm');
+    if (!stock) throw new Error(`wasm backend has no ${r.kernelName} kernel to replace`);
+    originals.set(r.kernelName, stock);
+    tf.unregisterKernel(r.kernelName, 'wasm');
+    // Keep the stock setupFunc: our fallbacks call the stock kernelFunc, which needs its cwrap.
+    tf.registerKernel({ ...stock, kernelFunc: r.make(stock.kernelFunc) });
+  }
+  if (!tf.getKernel('UnsortedSegmentSum', 'wasm')) {
+    tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm',
+      kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
+  }
+  registered = true;
+}
+
+/** Puts the stock kernels back (bench/kernels.ts compares both). UnsortedSegmentSum stays: stock has none. */
+export function unregisterWasmKernels(): void {
+  if (!registered) return;
+  for (const [name, stock] of originals) {
+    tf.unregisterKernel(name, 'wasm');
+    tf.registerKernel(stock);
+  }
+  originals.clear();
+  registered = false;
+}

@@ -1,0 +1,272 @@
+// The wasm backend with our kernels must give the cpu backend's values and gradients. The cpu backend is an
+// independent implementation (plain JavaScript kernels in @tensorflow/tfjs-backend-cpu); where it is itself
+// wrong (general batch broadcasting in BatchMatMul) the reference is a float64 loop written here.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import * as tf from '@tensorflow/tfjs';
+import { backendInfo, initBackend } from '../../src/engine/backend';
+import { isUserError } from '../../src/engine/errors';
+import { Transformer, type ModelConfig } from '../../src/engine/model';
+import { makeRng, randNormal, type Rng } from '../../src/engine/rng';
+import { canonicalTranspose } from '../../src/engine/wasm_kernels';
+
+const TOL = 1e-5;
+
+function randArray(rng: Rng, n: number): Float32Array {
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = randNormal(rng);
+  return a;
+}
+
+/** ‖got − want‖ / ‖want‖ */
+function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  assert.equal(got.length, want.length);
+  let d = 0, w = 0;
+  for (let i = 0; i < want.length; i++) { d += (got[i] - want[i]) ** 2; w += want[i] ** 2; }
+  return w === 0 ? Math.sqrt(d) : Math.sqrt(d / w);
+}
+
+function assertClose(got: ArrayLike<number>, want: ArrayLike<number>, what: string, tol = TOL): void {
+  const e = relErr(got, want);
+  assert.ok(e <= tol, `${what}: relative error ${e.toExponential(2)} > ${tol}`);
+}
+
+/** Runs f on the cpu and on the wasm backend; f returns plain arrays (read inside, tensors disposed). */
+async function onBoth<T>(f: () => T): Promise<{ cpu: T; wasm: T }> {
+  await initBackend('cpu');
+  const cpu = tf.tidy(() => f());
+  await initBackend('wasm');
+  const wasm = tf.tidy(() => f());
+  return { cpu, wasm };
+}
+
+function readAll(ts: tf.Tensor[]): Float32Array[] {
+  return ts.map((t) => Float32Array.from(t.dataSync()));
+}
+
+/** Reference batched product in float64 with numpy-style broadcasting of the batch dims. */
+function refMatMul(a: Float32Array, aShape: number[], b: Float32Array, bShape: number[], ta: boolean, tb: boolean) {
+  const ar = aShape.length, br = bShape.length;
+  const M = ta ? aShape[ar - 1] : aShape[ar - 2], K = ta ? aShape[ar - 2] : aShape[ar - 1];
+  const N = tb ? bShape[br - 2] : bShape[br - 1];
+  const ab = aShape.slice(0, -2), bb = bShape.slice(0, -2);
+  const rank = Math.max(ab.length, bb.length);
+  const pa = [...Array(rank - ab.length).fill(1), ...ab], pb = [...Array(rank - bb.length).fill(1), ...bb];
+  const ob = pa.map((d, i) => Math.max(d, pb[i]));
+  const nb = ob.reduce((p, d) => p * d, 1);
+  const out = new Float64Array(nb * M * N);
+  for (let i = 0; i < nb; i++) {
+    let rem = i, ia = 0, ib = 0, sa = 1, sb = 1;
+    for (let d = rank - 1; d >= 0; d--) {
+      const c = rem % ob[d];
+      rem = Math.floor(rem / ob[d]);
+      ia += (pa[d] === 1 ? 0 : c) * sa; sa *= pa[d];
+      ib += (pb[d] === 1 ? 0 : c) * sb; sb *= pb[d];
+    }
+    for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
+      let s = 0;
+      for (let k = 0; k < K; k++) {
+        const av = a[ia * M * K + (ta ? k * M + m : m * K + k)];
+        const bv = b[ib * K * N + (tb ? n * K + k : k * N + n)];
+        s += av * bv;
+      }
+      out[(i * M + m) * N + n] = s;
+    }
+  }
+  return { out, shape: [...ob, M, N] };
+}
+
+test('auto picks wasm here and says why; tensorflow without tfjs-node is a UserError naming the install', async () => {
+  const req = createRequire(__filename);
+  const installed = (p: string) => { try { req.resolve(p); return true; } catch { return false; } };
+  if (installed('@tensorflow/tfjs-node') || installed('@tensorflow/tfjs-node-gpu')) return; // another machine
+  const choice = await initBackend('auto');
+  assert.equal(choice.backend, 'wasm');
+  assert.equal(tf.getBackend(), 'wasm');
+  assert.match(choice.reason, /tfjs-node-gpu not installed; tfjs-node not installed; wasm/);
+  const info = backendInfo();
+  assert.equal(info?.backend, 'wasm');
+  assert.ok(info?.patched_kernels?.includes('BatchMatMul'));
+  await assert.rejects(initBackend('tensorflow'),
+    (e: unknown) => isUserError(e) && /npm install @tensorflow\/tfjs-node@4\.22\.0/.test((e as Error).message));
+  assert.deepEqual(await initBackend('cpu'), { backend: 'cpu', reason: 'cpu requested' });
+  assert.equal(tf.getBackend(), 'cpu');
+});
+
+test('matMul values and gradients: every transpose combination, batch 1 and > 1', async () => {
+  const rng = makeRng(11);
+  // [M, K, N]: 16·16·16 takes the XNNPACK route; 4·3·5 stays on the stock loop (below the size threshold);
+  // 40·24·8 has M > N, which takes the swapped Cᵀ = Bᵀ·Aᵀ route for Aᵀ·B.
+  const dims = [[16, 16, 16], [4, 3, 5], [40, 24, 8], [8, 24, 40]];
+  for (const batch of [[], [1], [3], [2, 3]]) {
+    for (const [M, K, N] of dims) {
+      for (const ta of [false, true]) for (const tb of [false, true]) {
+        const aShape = [...batch, ...(ta ? [K, M] : [M, K])], bShape = [...batch, ...(tb ? [N, K] : [K, N])];
+        const a = randArray(rng, aShape.reduce((p, d) => p * d, 1)), b = randArray(rng, bShape.reduce((p, d) => p * d, 1));
+        const w = randArray(rng, [...batch, M, N].reduce((p, d) => p * d, 1));
+        const r = await onBoth(() => {
+          const at = tf.tensor(a, aShape), bt = tf.tensor(b, bShape), wt = tf.tensor(w, [...batch, M, N]);
+          const y = tf.matMul(at, bt, ta, tb);
+          const g = tf.grads((x: tf.Tensor, z: tf.Tensor) => tf.sum(tf.mul(tf.matMul(x, z, ta, tb), wt)))([at, bt]);
+          return readAll([y, ...g]);
+        });
+        const what = `batch [${batch}] ${M}x${K}x${N} ta=${ta} tb=${tb}`;
+        assertClose(r.wasm[0], r.cpu[0], `${what} value`);
+        assertClose(r.wasm[1], r.cpu[1], `${what} grad a`);
+        assertClose(r.wasm[2], r.cpu[2], `${what} grad b`);
+        // The cpu value itself against float64: guards against both backends sharing a mistake.
+        assertClose(r.cpu[0], refMatMul(a, aShape, b, bShape, ta, tb).out, `${what} cpu vs float64`);
+      }
+    }
+  }
+});
+
+test('matMul with broadcast batch dims matches a float64 reference (the stock wasm kernel does not)', async () => {
+  // tfjs has no gradient for broadcast batches (its BatchMatMul grad does not reduce over them), so values only.
+  const rng = makeRng(12);
+  await initBackend('wasm');
+  const cases: [number[], number[], boolean, boolean][] = [
+    [[1, 16, 16], [3, 16, 16], false, false], // stock wasm: computes batch 0 only
+    [[3, 16, 16], [1, 16, 16], false, true], // stock wasm: reads past b
+    [[3, 16, 16], [16, 16], true, false],
+    [[16, 16], [3, 16, 16], true, true],
+    [[2, 1, 16, 16], [3, 16, 16], false, false], // out batch [2, 3]: the cpu backend gets this one wrong too
+    [[2, 1, 4, 3], [1, 3, 3, 5], false, false],
+  ];
+  for (const [aShape, bShape, ta, tb] of cases) {
+    const a = randArray(rng, aShape.reduce((p, d) => p * d, 1)), b = randArray(rng, bShape.reduce((p, d) => p * d, 1));
+    const ref = refMatMul(a, aShape, b, bShape, ta, tb);
+    const y = tf.matMul(tf.tensor(a, aShape), tf.tensor(b, bShape), ta, tb);
+    assert.deepEqual(y.shape, ref.shape);
+    assertClose(y.dataSync(), ref.out, `[${aShape}]·[${bShape}] ta=${ta} tb=${tb}`);
+    tf.dispose(y);
+  }
+});
+
+test('gather gradient (embedding lookups, axis 0 and 1) and unsortedSegmentSum', async () => {
+  const rng = makeRng(13);
+  const V = 300, d = 24, n = 200;
+  const ids = Int32Array.from({ length: n }, (_, i) => (i % 7 === 0 ? 5 : Math.floor(rng() * V))); // repeats
+  const table = randArray(rng, V * d), w = randArray(rng, n * d);
+  const r = await onBoth(() => {
+    const idx = tf.tensor1d(ids, 'int32'), wt = tf.tensor2d(w, [n, d]);
+    const g0 = tf.grad((p: tf.Tensor) => tf.sum(tf.mul(tf.gather(p, idx, 0), wt)))(tf.tensor2d(table, [V, d]));
+    // axis 1 on the [d, V] layout the model uses for tied embeddings
+    const g1 = tf.grad((p: tf.Tensor) => tf.sum(tf.mul(tf.transpose(tf.gather(p, idx, 1)), wt)))(tf.tensor2d(table, [d, V]));
+    // ids out of range are dropped (TF semantics); the cpu kernel's per-segment masks drop them too
+    const seg = tf.unsortedSegmentSum(tf.tensor2d(w.subarray(0, 6 * d), [6, d]), tf.tensor1d([0, 3, -1, 3, 7, 1], 'int32'), 4);
+    return readAll([g0, g1, seg]);
+  });
+  assertClose(r.wasm[0], r.cpu[0], 'gather axis 0 grad');
+  assertClose(r.wasm[1], r.cpu[1], 'gather axis 1 grad');
+  assertClose(r.wasm[2], r.cpu[2], 'unsortedSegmentSum');
+  // Row 3 of the segment sum is input rows 1 + 3 (ids [0,3,-1,3,7,1]): checked by hand against the inputs.
+  for (let j = 0; j < d; j++) assert.ok(Math.abs(r.wasm[2][3 * d + j] - (w[d + j] + w[3 * d + j])) < 1e-6);
+  // Row 5 was only ever hit by id 5 at i = 0, 7, 14, …: its gradient is the sum of those rows of w.
+  for (let j = 0; j < d; j++) {
+    let s = 0;
+    for (let i = 0; i < n; i++) if (ids[i] === 5) s += w[i * d + j];
+    assert.ok(Math.abs(r.wasm[0][5 * d + j] - s) < 1e-4);
+  }
+});
+
+test('transpose (rank 2–6, size-1 dims, identity) and slice match the cpu backend', async () => {
+  // canonicalTranspose: size-1 dims dropped, axes that stay adjacent merged. [B,T,kv,rep,hd] → [B,kv,rep,T,hd]
+  // is the 4-D [B, T, kv·rep, hd] → perm [0,2,1,3].
+  assert.deepEqual(canonicalTranspose([2, 5, 3, 4, 6], [0, 2, 3, 1, 4]), { shape: [2, 5, 12, 6], perm: [0, 2, 1, 3] });
+  assert.deepEqual(canonicalTranspose([1, 5, 1, 4], [2, 3, 0, 1]), { shape: [5, 4], perm: [1, 0] });
+  assert.deepEqual(canonicalTranspose([3, 1, 4], [1, 0, 2]), { shape: [12], perm: [0] });
+  const rng = makeRng(14);
+  const cases: [number[], number[]][] = [
+    [[130, 140], [1, 0]], // ≥ 16384 elements: tiled JS path
+    [[7, 9], [1, 0]],
+    [[3, 200, 90], [0, 2, 1]],
+    [[2, 5, 3, 4, 6], [0, 2, 3, 1, 4]],
+    [[2, 5, 3, 4, 6], [4, 3, 2, 1, 0]], // rank 5 that does not reduce: JS loop
+    [[2, 3, 1, 4, 5, 2], [5, 0, 4, 2, 1, 3]],
+    [[3, 1, 4], [1, 0, 2]], // identity on the data: shares it
+  ];
+  const slices: [number[], number[], number[]][] = [
+    [[6, 7, 8], [1, 2, 3], [4, 3, 5]],
+    [[6, 7, 8], [2, 0, 0], [3, 7, 8]],
+    [[4, 5, 6, 7, 3], [1, 1, 0, 2, 1], [2, 3, 6, 4, 2]],
+    [[10], [3], [0]],
+  ];
+  const data = cases.map(([s]) => randArray(rng, s.reduce((p, d) => p * d, 1)));
+  const sdata = slices.map(([s]) => randArray(rng, s.reduce((p, d) => p * d, 1)));
+  const r = await onBoth(() => [
+    ...readAll(cases.map(([s, p], i) => tf.transpose(tf.tensor(data[i], s), p))),
+    ...readAll(slices.map(([s, b, z], i) => tf.slice(tf.tensor(sdata[i], s), b, z))),
+  ]);
+  // Pure data movement: equal exactly.
+  r.cpu.forEach((want, i) => assert.deepEqual(r.wasm[i], want, `case ${i}`));
+  // The identity case shares its input's data; disposing either leaves the other readable.
+  await initBackend('wasm');
+  const x = tf.tensor(data[6], [3, 1, 4]);
+  const y = tf.transpose(x, [1, 0, 2]);
+  x.dispose();
+  assert.deepEqual(Float32Array.from(y.dataSync()), data[6]);
+  y.dispose();
+});
+
+function smallConfig(tie: boolean): ModelConfig {
+  return { arch: 'qwen2', vocabSize: 40, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 64, maxSeqLen: 16,
+    ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: tie, qkvBias: true };
+}
+
+test('gradients of the whole model on wasm equal the cpu backend (per parameter, 1e-5 relative)', async () => {
+  const B = 3, T = 12;
+  const rng = makeRng(15);
+  const ids = Int32Array.from({ length: B * T }, () => Math.floor(rng() * 40));
+  // Row 1 is left-padded by 4 positions, as a batch of prompts of different lengths is.
+  const keyMask = Float32Array.from({ length: B * T }, (_, i) => (Math.floor(i / T) === 1 && i % T < 4 ? 0 : 1));
+  const chosen = Int32Array.from({ length: B * T }, () => Math.floor(rng() * 40));
+  const weights = Float32Array.from({ length: B * T }, (_, i) => keyMask[i] * (rng() * 2 - 1));
+  for (const tie of [true, false]) {
+    await initBackend('cpu');
+    const model = Transformer.init(smallConfig(tie), 7);
+    const names = [...model.params.keys()];
+    const grads = async () => tf.tidy(() => {
+      const { grads: g } = tf.variableGrads(() => {
+        const { logits } = model.forward(tf.tensor2d(ids, [B, T], 'int32'), tf.tensor2d(keyMask, [B, T]));
+        const logp = tf.logSoftmax(logits.reshape([B * T, 40]));
+        const picked = tf.sum(tf.mul(logp, tf.oneHot(tf.tensor1d(chosen, 'int32'), 40)), 1);
+        return tf.mean(tf.mul(picked, tf.tensor1d(weights))) as tf.Scalar;
+      }, [...model.params.values()]);
+      const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
+      return new Map(Object.entries(g).map(([k, t]) => [byVar.get(k)!, Float32Array.from(t.dataSync())]));
+    });
+    const cpu = await grads();
+    await initBackend('wasm');
+    const before = tf.memory().numTensors;
+    const wasm = await grads();
+    assert.equal(tf.memory().numTensors, before, 'no tensors leak from the wasm kernels');
+    assert.equal(cpu.size, names.length);
+    for (const n of names) {
+      const c = cpu.get(n)!;
+      assert.ok(c.some((v) => v !== 0), `${n}: zero cpu gradient would make the comparison vacuous`);
+      assertClose(wasm.get(n)!, c, `tie=${tie} ${n}`);
+    }
+    model.dispose();
+  }
+});
+
+test('repeated training-like steps on wasm keep tensor and wasm-memory counts flat', async () => {
+  await initBackend('wasm');
+  const model = Transformer.init(smallConfig(true), 3);
+  const ids = tf.tensor2d(Int32Array.from({ length: 24 }, (_, i) => i % 40), [2, 12], 'int32');
+  const mask = tf.ones([2, 12]) as tf.Tensor2D;
+  const step = () => tf.tidy(() => {
+    const { grads } = tf.variableGrads(() => tf.mean(model.forward(ids, mask).logits) as tf.Scalar, [...model.params.values()]);
+    tf.dispose(Object.values(grads));
+  });
+  step();
+  const be = tf.backend() as unknown as { numDataIds(): number };
+  const tensors = tf.memory().numTensors, dataIds = be.numDataIds();
+  for (let i = 0; i < 3; i++) step();
+  assert.equal(tf.memory().numTensors, tensors);
+  assert.equal(be.numDataIds(), dataIds);
+  tf.dispose([ids, mask]);
+  model.dispose();
+});
