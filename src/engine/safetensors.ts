@@ -125,9 +125,9 @@ export function writeSafetensors(path: string, tensors: Record<string, StTensor>
     header[n] = { dtype, shape: tensors[n].shape, data_offsets: [off, off + bytes] };
     off += bytes;
   }
-  let hjson = JSON.stringify(header);
-  hjson += ' '.repeat((8 - (hjson.length % 8)) % 8); // the format aligns data to 8 bytes with spaces
-  const hbuf = Buffer.from(hjson, 'utf8');
+  const raw = Buffer.from(JSON.stringify(header), 'utf8');
+  // The format aligns the data to 8 bytes by padding the header with spaces (count bytes, not characters).
+  const hbuf = Buffer.concat([raw, Buffer.from(' '.repeat((8 - (raw.length % 8)) % 8))]);
   const out = Buffer.alloc(8 + hbuf.length + off);
   out.writeBigUInt64LE(BigInt(hbuf.length), 0);
   hbuf.copy(out, 8);
