@@ -32,12 +32,22 @@ function assertClose(got: ArrayLike<number>, want: ArrayLike<number>, what: stri
   assert.ok(e <= tol, `${what}: relative error ${e.toExponential(2)} > ${tol}`);
 }
 
+/** f in a tensor scope: every tensor it makes is disposed; it returns plain values. */
+function scoped<T>(f: () => T): T {
+  tf.engine().startScope();
+  try {
+    return f();
+  } finally {
+    tf.engine().endScope();
+  }
+}
+
 /** Runs f on the cpu and on the wasm backend; f returns plain arrays (read inside, tensors disposed). */
 async function onBoth<T>(f: () => T): Promise<{ cpu: T; wasm: T }> {
   await initBackend('cpu');
-  const cpu = tf.tidy(() => f());
+  const cpu = scoped(f);
   await initBackend('wasm');
-  const wasm = tf.tidy(() => f());
+  const wasm = scoped(f);
   return { cpu, wasm };
 }
 
@@ -227,7 +237,7 @@ test('gradients of the whole model on wasm equal the cpu backend (per parameter,
     await initBackend('cpu');
     const model = Transformer.init(smallConfig(tie), 7);
     const names = [...model.params.keys()];
-    const grads = async () => tf.tidy(() => {
+    const grads = () => scoped(() => {
       const { grads: g } = tf.variableGrads(() => {
         const { logits } = model.forward(tf.tensor2d(ids, [B, T], 'int32'), tf.tensor2d(keyMask, [B, T]));
         const logp = tf.logSoftmax(logits.reshape([B * T, 40]));
@@ -237,10 +247,10 @@ test('gradients of the whole model on wasm equal the cpu backend (per parameter,
       const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
       return new Map(Object.entries(g).map(([k, t]) => [byVar.get(k)!, Float32Array.from(t.dataSync())]));
     });
-    const cpu = await grads();
+    const cpu = grads();
     await initBackend('wasm');
     const before = tf.memory().numTensors;
-    const wasm = await grads();
+    const wasm = grads();
     assert.equal(tf.memory().numTensors, before, 'no tensors leak from the wasm kernels');
     assert.equal(cpu.size, names.length);
     for (const n of names) {
