@@ -236,7 +236,8 @@ export class RunManager implements vscode.Disposable {
   private reportFailure(slot: Slot, why: string): void {
     const { run } = slot;
     this.log.error(`[${run.name ?? run.request.label}] failed: ${why}`);
-    const last = slot.tail.slice(-3);
+    // Stack frames say little to a user (they are in the log); the engine's own last messages do.
+    const last = slot.tail.filter((l) => !/^\s*at\s/.test(l) && !l.includes(why)).slice(-2);
     const actions = ['Show Log'];
     if (run.runDir && isResumable(run.runDir)) actions.push('Resume from Checkpoint');
     // A notification shows no `detail` (only modal dialogs do), so the last lines go into the message itself.

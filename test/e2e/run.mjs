@@ -1,0 +1,317 @@
+// Real-VS-Code suite (DESIGN §8): the packaged .vsix installed into code-server, driven through Chromium as
+// a person would — the command palette, CodeLenses, the Runs tree, notifications, the sweep webview.
+// Run: bash test/e2e/install.sh && npm run test:e2e   (E2E_SKIP_PACKAGE=1 reuses an existing credit-lens.vsix)
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const ART = join(ROOT, 'test-artifacts/e2e');
+const CODE_SERVER = join(ROOT, '.code-server/node_modules/.bin/code-server');
+const VSIX = process.env.CREDIT_LENS_VSIX ?? join(ROOT, 'credit-lens.vsix');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const t0 = Date.now();
+const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+const log = (m) => process.stderr.write(`[e2e ${elapsed()}] ${m}\n`);
+
+mkdirSync(ART, { recursive: true });
+const TMP = mkdtempSync(join(tmpdir(), 'credit-lens-e2e-'));
+const WS = join(TMP, 'workspace');
+
+// ---- code-server -------------------------------------------------------------------------------------
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+  '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'];
+
+/** One code-server with its own user-data dir and the .vsix installed; `trusted: false` keeps Workspace Trust on. */
+async function startVsCode(name, { trusted }) {
+  const userData = join(TMP, `${name}-user`);
+  const extDir = join(TMP, `${name}-ext`);
+  mkdirSync(join(userData, 'User'), { recursive: true });
+  writeFileSync(join(userData, 'User/settings.json'), JSON.stringify({
+    'workbench.startupEditor': 'none',
+    'workbench.tips.enabled': false,
+    'workbench.enableExperiments': false,
+    'telemetry.telemetryLevel': 'off',
+    'extensions.autoCheckUpdates': false,
+    'extensions.autoUpdate': false,
+    'update.mode': 'none',
+    'chat.commandCenter.enabled': false,
+    'workbench.secondarySideBar.defaultVisibility': 'hidden',
+    'security.workspace.trust.enabled': !trusted ? true : false,
+    'security.workspace.trust.startupPrompt': 'never',
+    'security.workspace.trust.banner': 'always',
+    'files.watcherExclude': { '**/runs/**/tokens/**': true, '**/runs/**/episodes/**': true },
+  }, null, 2));
+  const inst = spawnSync(CODE_SERVER, ['--extensions-dir', extDir, '--user-data-dir', userData, '--install-extension', VSIX], { encoding: 'utf8' });
+  assert.equal(inst.status, 0, `installing ${VSIX} failed:\n${inst.stdout}\n${inst.stderr}`);
+  assert.match(inst.stdout, /credit-lens/i, inst.stdout);
+
+  const port = await freePort();
+  const args = ['--auth', 'none', '--bind-addr', `127.0.0.1:${port}`, '--disable-telemetry', '--disable-update-check',
+    '--disable-getting-started-override', '--extensions-dir', extDir, '--user-data-dir', userData];
+  if (trusted) args.push('--disable-workspace-trust');
+  const proc = spawn(CODE_SERVER, [...args, WS], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const out = [];
+  proc.stdout.on('data', (d) => out.push(String(d)));
+  proc.stderr.on('data', (d) => out.push(String(d)));
+  const url = `http://127.0.0.1:${port}/?folder=${encodeURIComponent(WS)}`;
+  for (let i = 0; ; i++) {
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/healthz`);
+      if (r.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (i > 300 || proc.exitCode !== null) throw new Error(`code-server did not start:\n${out.join('')}`);
+    await sleep(100);
+  }
+
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  const consoleLines = [];
+  page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+  await page.goto(url);
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+  // The status bar appears once the workbench has restored its parts.
+  await page.locator('.statusbar').waitFor({ timeout: 60_000 });
+  log(`${name}: code-server on :${port} ready`);
+  return {
+    page,
+    async stop() {
+      writeFileSync(join(ART, `${name}-browser-console.log`), consoleLines.join('\n'));
+      await browser.close().catch(() => {});
+      try {
+        process.kill(-proc.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+      writeFileSync(join(ART, `${name}-code-server.log`), out.join(''));
+    },
+  };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---- acting as a person ------------------------------------------------------------------------------
+
+async function palette(page, text, { pick } = {}) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor();
+  await input.fill(`>${text}`);
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: pick ?? text }).first();
+  await row.waitFor({ timeout: 15_000 });
+  await row.click();
+}
+
+async function openFile(page, name) {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor();
+  await input.fill(name);
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: name }).first();
+  await row.waitFor({ timeout: 15_000 });
+  await page.keyboard.press('Enter');
+  await page.locator(`.tab.active[aria-label^="${name}"]`).waitFor({ timeout: 15_000 });
+}
+
+function codeLens(page, title) {
+  return page.locator('.codelens-decoration a', { hasText: title }).first();
+}
+
+/** The Credit Lens side bar (its only view, Runs, is merged into the container's title). */
+async function showRunsView(page) {
+  const title = page.locator('.sidebar .composite.title', { hasText: /credit lens/i });
+  if (!(await title.isVisible().catch(() => false))) {
+    await page.locator('.activitybar .action-item a[aria-label^="Credit Lens"]').click();
+  }
+  await title.waitFor({ timeout: 15_000 });
+}
+
+async function waitForRow(page, re, timeout = 120_000) {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    const labels = await page.locator('.sidebar .pane-body .monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? ''));
+    const hit = labels.find((l) => re.test(l));
+    if (hit) return hit;
+    await sleep(150);
+  }
+  const labels = await page.locator('.sidebar .pane-body .monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? ''));
+  throw new Error(`no Runs tree row matched ${re} within ${timeout / 1000}s; rows: ${JSON.stringify(labels)}`);
+}
+
+async function notification(page, re, timeout = 30_000) {
+  const toast = page.locator('.notifications-toasts .notification-toast', { hasText: re }).first();
+  await toast.waitFor({ timeout });
+  return toast;
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(ART, `${name}.png`) });
+}
+
+function runDirs(prefix) {
+  const dir = join(WS, 'runs');
+  return existsSync(dir) ? readdirSync(dir).filter((d) => d.startsWith(`${prefix}-`)).map((d) => join(dir, d)) : [];
+}
+
+const readJson = (p) => JSON.parse(readFileSync(p, 'utf8'));
+
+/** node:test with a screenshot of the moment a scenario fails. */
+function scenario(name, fn) {
+  test(name, async () => {
+    try {
+      await fn();
+    } catch (e) {
+      const slug = name.replace(/[^a-z0-9]+/gi, '-').slice(0, 40);
+      await vs?.page.screenshot({ path: join(ART, `FAIL-${slug}.png`) }).catch(() => {});
+      throw e;
+    }
+  });
+}
+
+// ---- the suite ---------------------------------------------------------------------------------------
+
+let vs;
+
+before(async () => {
+  if (process.env.E2E_SKIP_PACKAGE !== '1' || !existsSync(VSIX)) {
+    log('npm run package');
+    const r = spawnSync('npm', ['run', 'package'], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(r.status, 0, `npm run package failed:\n${r.stdout}\n${r.stderr}`);
+  }
+  assert.ok(existsSync(CODE_SERVER), 'code-server is not installed: run bash test/e2e/install.sh');
+  cpSync(join(ROOT, 'test/e2e/workspace'), WS, { recursive: true });
+  vs = await startVsCode('trusted', { trusted: true });
+});
+
+after(async () => {
+  await vs?.stop();
+  log(`done; workspace left in ${TMP}`);
+});
+
+scenario('▶ Run on a config: the Runs tree shows it running, then completed, and the run directory exists', async () => {
+  const { page } = vs;
+  await openFile(page, 'tiny.credit.yaml');
+  await codeLens(page, '▶ Run').waitFor({ timeout: 60_000 });
+  await shot(page, '01-codelens');
+  await codeLens(page, '▶ Run').click();
+  await showRunsView(page);
+  const running = await waitForRow(page, /^tiny-\d{8}-\d{6}.*\b(starting|running)\b/, 60_000);
+  log(`tree: ${running}`);
+  await shot(page, '02-run-running');
+  const done = await waitForRow(page, /^tiny-\d{8}-\d{6}.*\bcompleted\b.*4\/4/, 180_000);
+  log(`tree: ${done}`);
+  await shot(page, '03-run-completed');
+  const dirs = runDirs('tiny');
+  assert.equal(dirs.length, 1, `one run directory under runs/: ${dirs}`);
+  const info = readJson(join(dirs[0], 'run.json'));
+  assert.equal(info.status, 'completed');
+  assert.ok(existsSync(join(dirs[0], 'metrics.jsonl')));
+  assert.ok(readdirSync(join(dirs[0], 'episodes')).length > 0, 'episode tables were logged');
+});
+
+scenario('an invalid config shows a Problems entry naming the field', async () => {
+  const { page } = vs;
+  await openFile(page, 'invalid.credit.yaml');
+  await palette(page, 'View: Focus on Problems View', { pick: 'Focus on Problems View' });
+  const entry = page.locator('.markers-panel .monaco-list-row', { hasText: 'grpo.group_size' }).first();
+  await entry.waitFor({ timeout: 30_000 });
+  const text = await entry.innerText();
+  log(`problem: ${text.replace(/\s+/g, ' ')}`);
+  assert.match(text, /grpo\.group_size/);
+  await shot(page, '04-problems');
+});
+
+scenario('Stop mid-run leaves status stopped, and Resume continues from the checkpoint', async () => {
+  const { page } = vs;
+  await openFile(page, 'long.credit.yaml');
+  await codeLens(page, '▶ Run').click();
+  await showRunsView(page);
+  await waitForRow(page, /^long-\d{8}-\d{6}.*running · ([3-9]|\d\d+)\/400/, 120_000);
+  await palette(page, 'Credit Lens: Stop Run');
+  const stopped = await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
+  log(`tree: ${stopped}`);
+  await shot(page, '05-stopped');
+  const [dir] = runDirs('long');
+  const before = readJson(join(dir, 'run.json'));
+  assert.equal(before.status, 'stopped');
+  const stoppedAt = before.last_step;
+  assert.ok(stoppedAt >= 3, `stopped after step 3 or later (${stoppedAt})`);
+
+  await palette(page, 'Credit Lens: Resume Run');
+  const pick = page.locator('.quick-input-widget .monaco-list-row', { hasText: /^long-/ }).first();
+  await pick.waitFor({ timeout: 15_000 });
+  await pick.click();
+  const resumed = await waitForRow(page, new RegExp(`^long-\\d{8}-\\d{6}.*running · (\\d+)/400`), 120_000);
+  const step = Number(/running · (\d+)\/400/.exec(resumed)[1]);
+  log(`tree after resume: ${resumed}`);
+  await shot(page, '06-resumed');
+  const after = readJson(join(dir, 'run.json'));
+  assert.ok(after.resumed_from, 'run.json names the checkpoint it resumed from');
+  // Let it take a step beyond where it stopped, then stop it again (400 steps would take minutes).
+  await waitForRow(page, new RegExp(`^long-.*running · (${stoppedAt + 1}|${stoppedAt + 2}|\\d{2,})/400`), 120_000).catch(() => undefined);
+  const metrics = readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((r) => r.phase === 'grpo');
+  const steps = metrics.map((r) => r.step);
+  assert.deepEqual(steps, [...steps].sort((a, b) => a - b), 'grpo steps are logged once each, in order');
+  assert.ok(steps.at(-1) > stoppedAt || step > stoppedAt, `training continued past step ${stoppedAt}`);
+  await palette(page, 'Credit Lens: Stop Run');
+  await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
+});
+
+scenario('a 2-run sweep completes and its summary table shows both rows', async () => {
+  const { page } = vs;
+  await openFile(page, 'sweep.credit.yaml');
+  await codeLens(page, 'Sweep').click();
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ timeout: 30_000 });
+  assert.match(await dialog.innerText(), /2 runs/);
+  await shot(page, '07-sweep-confirm');
+  await dialog.locator('.monaco-button', { hasText: 'Start 2 Runs' }).click();
+  const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+  const rows = frame.locator('vscode-table-row.run-row');
+  await rows.first().waitFor({ timeout: 60_000 });
+  assert.equal(await rows.count(), 2);
+  await shot(page, '08-sweep-running');
+  await frame.locator('vscode-table-row.run-row[data-status="completed"]').nth(1).waitFor({ timeout: 300_000 });
+  const names = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-run')));
+  log(`sweep rows: ${names}`);
+  assert.equal(new Set(names).size, 2);
+  await sleep(600); // the table redraws at most twice a second
+  await shot(page, '09-sweep-summary');
+  assert.equal(runDirs('sweep').length, 2);
+});
+
+scenario('in an untrusted workspace Run is refused with an explanation, and existing runs can be browsed', async () => {
+  await vs.stop();
+  vs = await startVsCode('untrusted', { trusted: false });
+  const { page } = vs;
+  await openFile(page, 'tiny.credit.yaml');
+  await codeLens(page, '▶ Run').click();
+  const toast = await notification(page, /untrusted workspace/);
+  const text = await toast.innerText();
+  log(`notification: ${text.replace(/\s+/g, ' ')}`);
+  assert.match(text, /reward module/);
+  await shot(page, '10-untrusted-refused');
+  await showRunsView(page);
+  await waitForRow(page, /^tiny-\d{8}-\d{6}.*\bcompleted\b/, 30_000);
+  assert.equal(runDirs('tiny').length, 1, 'no new run was started');
+});
