@@ -355,39 +355,200 @@ function transpose(original: tf.KernelFunc) {
   };
 }
 
+// Copies below this length go element by element: subarray() + set() costs ~40 ns per call, which dominates
+// the many short rows of RoPE halves and head splits ([B, T, H, hd/2] pieces of 16 floats).
+const SHORT_RUN = 32;
+function copyRun(src: FloatLike, from: number, dst: FloatLike, to: number, len: number): void {
+  if (len >= SHORT_RUN) dst.set(src.subarray(from, from + len), to);
+  else for (let j = 0; j < len; j++) dst[to + j] = src[from + j];
+}
+
+/** x[begin : begin + size] into a new tensor, straight from the heap. */
+function sliceInfo(be: WasmBackend, x: Info, begin: number[], size: number[]): Info {
+  const out = be.makeOutput(size, x.dtype);
+  const n = sizeOf(size);
+  if (n === 0) return out;
+  const src = be.typedArrayFromHeap(x), dst = be.typedArrayFromHeap(out);
+  const rank = x.shape.length;
+  const strides = new Array<number>(rank);
+  for (let s = 1, d = rank - 1; d >= 0; d--) { strides[d] = s; s *= x.shape[d]; }
+  // Trailing dims taken whole are contiguous in x: copy them as one run.
+  let k = rank - 1;
+  while (k > 0 && size[k] === x.shape[k]) k--;
+  const run = sizeOf(size.slice(k));
+  let base = 0;
+  for (let d = 0; d < rank; d++) base += begin[d] * strides[d];
+  const idx = new Array<number>(k).fill(0);
+  for (let o = 0; o < n; o += run) {
+    copyRun(src, base, dst, o, run);
+    for (let d = k - 1; d >= 0; d--) {
+      idx[d]++;
+      base += strides[d];
+      if (idx[d] < size[d]) break;
+      base -= strides[d] * size[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 // The stock Slice starts with readSync, a copy of the whole input, before copying out the piece.
 function slice(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
-    const be = args.backend as WasmBackend;
     const { x } = args.inputs as { x: Info };
     if (x.dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info;
     const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, args.attrs?.begin as number[],
       args.attrs?.size as number[]);
-    const out = be.makeOutput(size, x.dtype);
-    const n = sizeOf(size);
-    if (n === 0) return out;
-    const src = be.typedArrayFromHeap(x), dst = be.typedArrayFromHeap(out);
-    const rank = x.shape.length;
-    const strides = new Array<number>(rank);
-    for (let s = 1, d = rank - 1; d >= 0; d--) { strides[d] = s; s *= x.shape[d]; }
-    // Trailing dims taken whole are contiguous in x: copy them as one run.
-    let k = rank - 1;
-    while (k > 0 && size[k] === x.shape[k]) k--;
-    const run = sizeOf(size.slice(k));
-    let base = 0;
-    for (let d = 0; d < rank; d++) base += begin[d] * strides[d];
-    const idx = new Array<number>(k).fill(0);
-    for (let o = 0; o < n; o += run) {
-      dst.set(src.subarray(base, base + run), o);
-      for (let d = k - 1; d >= 0; d--) {
+    return sliceInfo(args.backend as WasmBackend, x, begin, size);
+  };
+}
+
+// The stock SplitV calls the stock slice (one full readSync per piece), not the registered kernel.
+function splitV(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info[] => {
+    const { x } = args.inputs as { x: Info };
+    if (x.dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info[];
+    const axis = tf.util.parseAxisParam(args.attrs?.axis as number, x.shape)[0];
+    const sizes = tf.backend_util.prepareSplitSize(x as tf.Tensor, args.attrs?.numOrSizeSplits as number[], axis);
+    const begin = new Array<number>(x.shape.length).fill(0);
+    return sizes.map((s) => {
+      const size = x.shape.slice();
+      size[axis] = s;
+      const piece = sliceInfo(args.backend as WasmBackend, x, begin, size);
+      begin[axis] += s;
+      return piece;
+    });
+  };
+}
+
+// The stock Concat copies each input row with subarray()+set(); for RoPE's [B,T,H,hd/2] halves that is
+// one call per 16 floats.
+function concat(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const be = args.backend as WasmBackend;
+    const inputs = args.inputs as unknown as Info[];
+    if (inputs[0].dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    const axis = tf.util.parseAxisParam(args.attrs?.axis as number, inputs[0].shape)[0];
+    tf.backend_util.assertParamsConsistent(inputs.map((t) => t.shape), axis);
+    const outShape = tf.backend_util.computeOutShape(inputs.map((t) => t.shape), axis);
+    const parts = inputs.filter((t) => sizeOf(t.shape) > 0);
+    const out = be.makeOutput(outShape, inputs[0].dtype);
+    if (sizeOf(outShape) === 0) return out;
+    const rows = sizeOf(outShape.slice(0, axis));
+    const widths = parts.map((t) => sizeOf(t.shape.slice(axis)));
+    const total = widths.reduce((a, w) => a + w, 0);
+    const srcs = parts.map((t) => be.typedArrayFromHeap(t));
+    const dst = be.typedArrayFromHeap(out);
+    for (let i = 0; i < parts.length; i++) {
+      const w = widths[i], src = srcs[i];
+      let to = widths.slice(0, i).reduce((a, v) => a + v, 0);
+      for (let r = 0, from = 0; r < rows; r++, from += w, to += total) copyRun(src, from, dst, to, w);
+    }
+    return out;
+  };
+}
+
+// The stock Gather (C++) runs at ~25 ns per element when it copies slices ([V, d] rows or [d, V] columns);
+// a JS copy of the same rows is an order of magnitude faster. Out-of-range indices throw as in stock.
+function gatherV2(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const be = args.backend as WasmBackend;
+    const { x, indices } = args.inputs as { x: Info; indices: Info };
+    const batchDims = Number(args.attrs?.batchDims ?? 0);
+    if (x.dtype === 'string' || batchDims !== 0 || indices.dtype !== 'int32') {
+      return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    }
+    const axis = tf.util.parseAxisParam(args.attrs?.axis as number, x.shape)[0];
+    const dim = x.shape[axis];
+    const outer = sizeOf(x.shape.slice(0, axis)), inner = sizeOf(x.shape.slice(axis + 1));
+    const outShape = [...x.shape.slice(0, axis), ...indices.shape, ...x.shape.slice(axis + 1)];
+    const ids = be.typedArrayFromHeap(indices);
+    for (let i = 0; i < ids.length; i++) {
+      if (!(ids[i] >= 0 && ids[i] <= dim - 1)) throw new Error(`GatherV2: the index value ${ids[i]} is not in [0, ${dim - 1}]`);
+    }
+    const n = ids.length;
+    const out = be.makeOutput(outShape, x.dtype);
+    if (sizeOf(outShape) === 0) return out;
+    const src = be.typedArrayFromHeap(x), dst = be.typedArrayFromHeap(out), idx = be.typedArrayFromHeap(indices);
+    for (let o = 0, to = 0; o < outer; o++) {
+      const base = o * dim;
+      for (let k = 0; k < n; k++, to += inner) copyRun(src, (base + idx[k]) * inner, dst, to, inner);
+    }
+    return out;
+  };
+}
+
+// Reductions over axes that are not innermost make the stock Sum transpose first (stock 2-D transpose, ~7 ns
+// per element for [2048, 128]); the broadcast gradients of every bias and norm weight are such sums. Here
+// they are one pass over x, accumulated in float64 (as the cpu backend does).
+function sum(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const be = args.backend as WasmBackend;
+    const { x } = args.inputs as { x: Info };
+    const axes = tf.util.parseAxisParam(args.attrs?.axis as number | number[], x.shape);
+    if (x.dtype !== 'float32' || tf.backend_util.getAxesPermutation(axes, x.shape.length) == null) {
+      return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    }
+    let [outShape] = tf.backend_util.computeOutAndReduceShapes(x.shape, axes);
+    if (args.attrs?.keepDims) outShape = tf.backend_util.expandShapeToKeepDim(outShape, axes);
+    const out = be.makeOutput(outShape, 'float32');
+    const dst = be.typedArrayFromHeap(out);
+    if (sizeOf(x.shape) === 0) { dst.fill(0); return out; }
+    // Merge neighbouring dims of the same kind (reduced / kept), dropping size-1 dims.
+    const dims: number[] = [], reduced: boolean[] = [];
+    x.shape.forEach((d, ax) => {
+      if (d === 1) return;
+      const r = axes.includes(ax);
+      if (dims.length && reduced[reduced.length - 1] === r) dims[dims.length - 1] *= d;
+      else { dims.push(d); reduced.push(r); }
+    });
+    const rank = dims.length;
+    if (rank === 0) { dst.set(be.typedArrayFromHeap(x)); return out; } // every dim was 1
+    const outStep = new Array<number>(rank);
+    for (let s = 1, d = rank - 1; d >= 0; d--) { outStep[d] = reduced[d] ? 0 : s; if (!reduced[d]) s *= dims[d]; }
+    const acc = new Float64Array(dst.length);
+    const src = be.typedArrayFromHeap(x);
+    const inner = dims[rank - 1], innerReduced = reduced[rank - 1];
+    const idx = new Array<number>(rank).fill(0);
+    let obase = 0;
+    for (let i = 0; i < src.length; i += inner) {
+      if (innerReduced) {
+        let t = 0;
+        for (let j = 0; j < inner; j++) t += src[i + j];
+        acc[obase] += t;
+      } else {
+        for (let j = 0; j < inner; j++) acc[obase + j] += src[i + j];
+      }
+      for (let d = rank - 2; d >= 0; d--) {
         idx[d]++;
-        base += strides[d];
-        if (idx[d] < size[d]) break;
-        base -= strides[d] * size[d];
+        obase += outStep[d];
+        if (idx[d] < dims[d]) break;
+        obase -= outStep[d] * dims[d];
         idx[d] = 0;
       }
     }
+    dst.set(acc);
     return out;
+  };
+}
+
+// tfjs tensors are immutable, so an Identity (or a Cast to the same dtype) can share the input's data the
+// way the Reshape kernel does, and as the cpu backend's Identity does. Gradients pass through many of them.
+function identity(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const { x } = args.inputs as { x: Info };
+    if (x.dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    (args.backend as WasmBackend).incRef(x.dataId);
+    return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
+  };
+}
+
+function cast(original: tf.KernelFunc) {
+  return (args: KernelArgs): Info => {
+    const { x } = args.inputs as { x: Info };
+    if (x.dtype === 'string' || args.attrs?.dtype !== x.dtype) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    (args.backend as WasmBackend).incRef(x.dataId);
+    return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
   };
 }
 
@@ -396,6 +557,12 @@ const REPLACEMENTS: Replacement[] = [
   { kernelName: 'BatchMatMul', make: (o) => batchMatMul(o) as unknown as tf.KernelFunc },
   { kernelName: 'Transpose', make: (o) => transpose(o) as unknown as tf.KernelFunc },
   { kernelName: 'Slice', make: (o) => slice(o) as unknown as tf.KernelFunc },
+  { kernelName: 'SplitV', make: (o) => splitV(o) as unknown as tf.KernelFunc },
+  { kernelName: 'Concat', make: (o) => concat(o) as unknown as tf.KernelFunc },
+  { kernelName: 'GatherV2', make: (o) => gatherV2(o) as unknown as tf.KernelFunc },
+  { kernelName: 'Sum', make: (o) => sum(o) as unknown as tf.KernelFunc },
+  { kernelName: 'Identity', make: (o) => identity(o) as unknown as tf.KernelFunc },
+  { kernelName: 'Cast', make: (o) => cast(o) as unknown as tf.KernelFunc },
 ];
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */

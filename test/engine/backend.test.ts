@@ -181,6 +181,47 @@ test('gather gradient (embedding lookups, axis 0 and 1) and unsortedSegmentSum',
   }
 });
 
+test('sum over any axes, gather, concat and split match the cpu backend', async () => {
+  const rng = makeRng(16);
+  const sums: [number[], number | number[], boolean][] = [
+    [[300, 70], 0, false], // bias / norm-weight gradient: leading axis
+    [[300, 70], 1, true], // innermost: stock kernel
+    [[4, 30, 70], [0, 1], false],
+    [[4, 30, 70], [0, 2], true],
+    [[4, 30, 70], 1, false],
+    [[1, 30, 1, 7], [0, 2], false],
+    [[1, 1], 0, false],
+    [[3, 1, 5, 2], [0, 1, 3], true],
+  ];
+  const sdata = sums.map(([s]) => randArray(rng, s.reduce((p, d) => p * d, 1)));
+  const gx = randArray(rng, 5 * 40 * 3);
+  const gi = Int32Array.from({ length: 17 }, () => Math.floor(rng() * 40));
+  const ca = randArray(rng, 2 * 3 * 4 * 16), cb = randArray(rng, 2 * 3 * 4 * 40), cc = randArray(rng, 2 * 3 * 4 * 1);
+  const r = await onBoth(() => readAll([
+    ...sums.map(([s, axis, keep], i) => tf.sum(tf.tensor(sdata[i], s), axis, keep)),
+    // the gathered axis (40 long) in each position
+    ...([[40, 5, 3], [5, 40, 3], [5, 3, 40]] as const).map((shape, axis) =>
+      tf.gather(tf.tensor3d(gx, [...shape]), tf.tensor1d(gi, 'int32'), axis)),
+    tf.gather(tf.tensor1d(gx), tf.tensor2d(gi.subarray(0, 16), [4, 4], 'int32')),
+    tf.concat([tf.tensor4d(ca, [2, 3, 4, 16]), tf.tensor4d(cb, [2, 3, 4, 40]), tf.tensor4d(cc, [2, 3, 4, 1])], 3),
+    tf.concat([tf.tensor4d(ca, [2, 3, 4, 16]), tf.tensor4d(ca, [2, 3, 4, 16])], 1),
+    ...tf.split(tf.tensor4d(cb, [2, 3, 4, 40]), [8, 32], 3),
+    ...tf.split(tf.tensor4d(cb, [2, 3, 4, 40]), 3, 1),
+  ]));
+  // Pure data movement is exact; sums are float64-accumulated on both (wasm: ours, cpu: JS numbers) except
+  // the innermost case, which stays on the stock float32 kernel.
+  r.cpu.forEach((want, i) => assertClose(r.wasm[i], want, `case ${i}`, i < sums.length ? 1e-6 : 0));
+  await initBackend('wasm');
+  assert.throws(() => tf.gather(tf.tensor1d([1, 2, 3]), tf.tensor1d([3], 'int32')), /index value 3 is not in \[0, 2\]/);
+  // Identity and same-dtype Cast share the data (as on the cpu backend); each stays valid when the other goes.
+  const x = tf.tensor1d([1, 2, 3]);
+  const y = tf.clone(x), z = tf.cast(x, 'float32');
+  x.dispose();
+  y.dispose();
+  assert.deepEqual([...z.dataSync()], [1, 2, 3]);
+  z.dispose();
+});
+
 test('transpose (rank 2–6, size-1 dims, identity) and slice match the cpu backend', async () => {
   // canonicalTranspose: size-1 dims dropped, axes that stay adjacent merged. [B,T,kv,rep,hd] → [B,kv,rep,T,hd]
   // is the 4-D [B, T, kv·rep, hd] → perm [0,2,1,3].
