@@ -69,6 +69,10 @@ test('HfTokenizer round trips ASCII, unicode and the countdown format', () => {
   assert.equal(ids[0], 151667);
   const spans = qwen.decodeWithOffsets(ids).tokens;
   assert.deepEqual([spans[0].start, spans[0].end, spans[0].text], [0, 7, '<think>']);
+  // Qwen's embedding has 151936 rows but the tokenizer 151669 ids: a sampled id past the tokenizer decodes to ''
+  const oov = [...qwen.encode('ab'), 151700, ...qwen.encode('c')];
+  assert.equal(qwen.decode(oov), 'abc');
+  assert.deepEqual(qwen.decodeWithOffsets(oov).tokens.map((t) => [t.start, t.end]), [[0, 2], [2, 2], [2, 3]]);
 });
 
 test('HfTokenizer offsets: a character split over several byte-level tokens', () => {
