@@ -127,7 +127,7 @@ export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperat
   const logits = out.logits.slice([0, P - 1, 0], [B, C, V]);
   const lsm = tf.logSoftmax(temperature === 1 ? logits : logits.div(temperature));
   // Pick each target's log-prob with one flat gather (its gradient is UnsortedSegmentSum, registered on wasm).
-  const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(V).add(pb.targets.reshape([B * C])));
+  const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(tf.scalar(V, 'int32')).add(pb.targets.reshape([B * C])));
   const logp = tf.gather(lsm.reshape([B * C * V]), flatIdx).reshape([B, C]) as tf.Tensor2D;
   let hidden: tf.Tensor3D | undefined;
   if (out.hidden) hidden = out.hidden.slice([0, P - 1, 0], [B, C, out.hidden.shape[2]]);

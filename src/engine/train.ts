@@ -16,7 +16,7 @@ import { childSeed, makeRng, randInt, type Rng } from './rng';
 import { completionLogprobs, policyBatch, rollout, type Episode } from './rollout';
 import { appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, stepFile, writeRunInfo } from './rundir';
 import { buildSession, type Session } from './session';
-import type { Example } from './types';
+import type { Example, Section, TokenType } from './types';
 import { ENGINE_VERSION } from './version';
 
 export interface Reporter {
@@ -248,8 +248,8 @@ function logTables(runDir: string, step: number, episodes: Episode[], tok: Token
     contribution: new Float32Array(n),
     attribution: new Array<number | null>(n).fill(null),
     importance: new Array<number | null>(n).fill(null),
-    section: new Array<string>(n),
-    token_type: new Array<string>(n),
+    section: new Array<Section>(n),
+    token_type: new Array<TokenType>(n),
     reward: new Float32Array(n),
   };
   let k = 0;
