@@ -21,6 +21,7 @@ type FloatLike = Float32Array | Int32Array | Uint8Array;
 // typings (dataIdNextNumber is private there), hence this structural view.
 interface TensorRecord { id: number; memoryOffset: number; shape: number[]; dtype: tf.DataType; refCount: number }
 interface WasmModule {
+  HEAPU8: Uint8Array;
   cwrap(name: string, ret: null, args: string[]): (...args: unknown[]) => void;
   tfjs: { registerTensor(id: number, size: number, memoryOffset: number): void; disposeData(id: number): void };
 }
@@ -41,6 +42,21 @@ type MatMulFn = (aId: number, aShape: Uint8Array, aRank: number, bId: number, bS
 const BYTES_F32 = 4;
 const sizeOf = (shape: readonly number[]) => shape.reduce((p, d) => p * d, 1);
 const shapeBytes = (shape: number[]) => new Uint8Array(new Int32Array(shape).buffer);
+
+// Data-movement kernels work on one Int32Array over the whole wasm heap: float32 and int32 elements are both
+// 4 bytes and a bit copy is exact for either, and a single array type keeps every copy loop monomorphic
+// (mixing Float32Array/Int32Array/Uint8Array views at one site made them ~3× slower). The view is taken
+// after the kernel's allocations, since growing the wasm memory replaces the buffer.
+let heapBuffer: ArrayBufferLike | null = null;
+let heapView: Int32Array = new Int32Array(0);
+function heap32(be: WasmBackend): Int32Array {
+  const buf = be.wasm.HEAPU8.buffer;
+  if (buf !== heapBuffer) { heapBuffer = buf; heapView = new Int32Array(buf); }
+  return heapView;
+}
+/** Element offset of a 4-byte tensor in heap32. */
+const at32 = (be: WasmBackend, t: Info) => be.dataIdMap.get(t.dataId).memoryOffset >>> 2;
+const is4Bytes = (t: Info) => t.dtype === 'float32' || t.dtype === 'int32';
 
 // The C++ entry point of BatchMatMul, wrapped once per wasm module. Taken lazily inside the kernel (not in
 // a setupFunc) so that registering after the backend was initialised works too.
@@ -132,6 +148,10 @@ let smallProductMacs = 4096;
 /** Bench hook: change the threshold under which batched products stay on the stock kernel. */
 export function setSmallProductMacs(n: number): void { smallProductMacs = n; }
 
+let strategy: 'auto' | 'direct' | 'swapped' = 'auto';
+/** Bench hook: force the direct or the swapped form of transposed products. */
+export function setMatMulStrategy(s: 'auto' | 'direct' | 'swapped'): void { strategy = s; }
+
 function batchMatMul(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
     const be = args.backend as WasmBackend;
@@ -178,7 +198,8 @@ function batchMatMul(original: tf.KernelFunc) {
     const direct = (transposeA ? M * K : 0) + (transposeB ? N * K : 0) + PACK * K * N;
     const swapped = (transposeB ? 0 : N * K) + (transposeA ? 0 : M * K) + M * N + PACK * K * M;
     // A shared `b` turns the direct form into one big product, which beats any per-batch loop.
-    const swap = swapped < direct && !(batchB === 1 && batchA > 1);
+    const swap = strategy === 'auto' ? swapped < direct && !(batchB === 1 && batchA > 1)
+      : strategy === 'swapped' && !(batchB === 1 && batchA > 1);
     if (!swap) {
       const left = transposeA ? transposeLast2(be, a, batchA, K, M) : a;
       const right = transposeB ? transposeLast2(be, b, batchB, N, K) : b;
@@ -276,7 +297,7 @@ export function canonicalTranspose(shape: number[], perm: number[]): { shape: nu
   return { shape: newShape, perm: newPerm };
 }
 
-function jsTransposeNd(src: FloatLike, dst: FloatLike, shape: number[], perm: number[]): void {
+function jsTransposeNd(h: Int32Array, src: number, dst: number, shape: number[], perm: number[]): void {
   const rank = shape.length;
   const inStrides = new Array<number>(rank);
   for (let s = 1, d = rank - 1; d >= 0; d--) { inStrides[d] = s; s *= shape[d]; }
@@ -284,10 +305,10 @@ function jsTransposeNd(src: FloatLike, dst: FloatLike, shape: number[], perm: nu
   const step = perm.map((ax) => inStrides[ax]);
   const inner = outShape[rank - 1], innerStep = step[rank - 1];
   const idx = new Array<number>(rank).fill(0);
-  const total = src.length;
-  let srcBase = 0;
-  for (let o = 0; o < total; o += inner) {
-    for (let j = 0, s = srcBase; j < inner; j++, s += innerStep) dst[o + j] = src[s];
+  const total = sizeOf(shape);
+  let srcBase = src;
+  for (let o = dst; o < dst + total; o += inner) {
+    for (let j = 0, s = srcBase; j < inner; j++, s += innerStep) h[o + j] = h[s];
     // Odometer over the outer output dims.
     for (let d = rank - 2; d >= 0; d--) {
       idx[d]++;
@@ -303,15 +324,15 @@ function jsTransposeNd(src: FloatLike, dst: FloatLike, shape: number[], perm: nu
 // large power-of-two R those writes alias in cache and it runs at ~8 ns/element ([2048, 512]); 8×8 tiles in
 // JS run at 2–3 ns/element there. For small matrices the stock loop wins (bench/kernels.ts).
 const TILE = 8;
-function jsTransposeLast2(src: FloatLike, dst: FloatLike, batch: number, R: number, C: number): void {
-  for (let b = 0, base = 0; b < batch; b++, base += R * C) {
+function jsTransposeLast2(h: Int32Array, src: number, dst: number, batch: number, R: number, C: number): void {
+  for (let b = 0; b < batch; b++, src += R * C, dst += R * C) {
     for (let r0 = 0; r0 < R; r0 += TILE) {
       const r1 = Math.min(r0 + TILE, R);
       for (let c0 = 0; c0 < C; c0 += TILE) {
         const c1 = Math.min(c0 + TILE, C);
         for (let r = r0; r < r1; r++) {
-          let s = base + r * C + c0, d = base + c0 * R + r;
-          for (let c = c0; c < c1; c++, s++, d += R) dst[d] = src[s];
+          let i = src + r * C + c0, o = dst + c0 * R + r;
+          for (let c = c0; c < c1; c++, i++, o += R) h[o] = h[i];
         }
       }
     }
@@ -338,9 +359,9 @@ function transpose(original: tf.KernelFunc) {
     const last2 = c.shape.length === 2 || (c.shape.length === 3 && c.perm[0] === 0);
     if (last2) {
       const [R, C] = c.shape.slice(-2);
-      if (R * C >= tiledTransposeMin) {
+      if (R * C >= tiledTransposeMin && is4Bytes(x)) {
         const out = be.makeOutput(outShape, x.dtype);
-        jsTransposeLast2(be.typedArrayFromHeap(x), be.typedArrayFromHeap(out), c.shape.length === 3 ? c.shape[0] : 1, R, C);
+        jsTransposeLast2(heap32(be), at32(be, x), at32(be, out), c.shape.length === 3 ? c.shape[0] : 1, R, C);
         return out;
       }
     }
@@ -349,18 +370,19 @@ function transpose(original: tf.KernelFunc) {
         backend: be, attrs: { perm: c.perm } } as Parameters<tf.KernelFunc>[0]) as Info;
       return { ...out, shape: outShape };
     }
+    if (!is4Bytes(x)) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
     const out = be.makeOutput(outShape, x.dtype);
-    jsTransposeNd(be.typedArrayFromHeap(x), be.typedArrayFromHeap(out), c.shape, c.perm);
+    jsTransposeNd(heap32(be), at32(be, x), at32(be, out), c.shape, c.perm);
     return out;
   };
 }
 
-// Copies below this length go element by element: subarray() + set() costs ~40 ns per call, which dominates
-// the many short rows of RoPE halves and head splits ([B, T, H, hd/2] pieces of 16 floats).
-const SHORT_RUN = 32;
-function copyRun(src: FloatLike, from: number, dst: FloatLike, to: number, len: number): void {
-  if (len >= SHORT_RUN) dst.set(src.subarray(from, from + len), to);
-  else for (let j = 0; j < len; j++) dst[to + j] = src[from + j];
+// Copies below this length go element by element: a native copyWithin call costs ~30 ns, more than a short
+// loop, and the rows of RoPE halves and head splits are 16 floats ([B, T, H, hd/2] pieces).
+const SHORT_RUN = 64;
+function copyRun(h: Int32Array, from: number, to: number, len: number): void {
+  if (len >= SHORT_RUN) h.copyWithin(to, from, from + len);
+  else for (let j = 0; j < len; j++) h[to + j] = h[from + j];
 }
 
 /** x[begin : begin + size] into a new tensor, straight from the heap. */
@@ -368,7 +390,7 @@ function sliceInfo(be: WasmBackend, x: Info, begin: number[], size: number[]): I
   const out = be.makeOutput(size, x.dtype);
   const n = sizeOf(size);
   if (n === 0) return out;
-  const src = be.typedArrayFromHeap(x), dst = be.typedArrayFromHeap(out);
+  const h = heap32(be), src = at32(be, x), dst = at32(be, out);
   const rank = x.shape.length;
   const strides = new Array<number>(rank);
   for (let s = 1, d = rank - 1; d >= 0; d--) { strides[d] = s; s *= x.shape[d]; }
@@ -376,11 +398,11 @@ function sliceInfo(be: WasmBackend, x: Info, begin: number[], size: number[]): I
   let k = rank - 1;
   while (k > 0 && size[k] === x.shape[k]) k--;
   const run = sizeOf(size.slice(k));
-  let base = 0;
+  let base = src;
   for (let d = 0; d < rank; d++) base += begin[d] * strides[d];
   const idx = new Array<number>(k).fill(0);
-  for (let o = 0; o < n; o += run) {
-    copyRun(src, base, dst, o, run);
+  for (let o = dst; o < dst + n; o += run) {
+    copyRun(h, base, o, run);
     for (let d = k - 1; d >= 0; d--) {
       idx[d]++;
       base += strides[d];
@@ -396,7 +418,7 @@ function sliceInfo(be: WasmBackend, x: Info, begin: number[], size: number[]): I
 function slice(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
     const { x } = args.inputs as { x: Info };
-    if (x.dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    if (!is4Bytes(x)) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
     const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, args.attrs?.begin as number[],
       args.attrs?.size as number[]);
     return sliceInfo(args.backend as WasmBackend, x, begin, size);
@@ -407,7 +429,7 @@ function slice(original: tf.KernelFunc) {
 function splitV(original: tf.KernelFunc) {
   return (args: KernelArgs): Info[] => {
     const { x } = args.inputs as { x: Info };
-    if (x.dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info[];
+    if (!is4Bytes(x)) return original(args as Parameters<tf.KernelFunc>[0]) as Info[];
     const axis = tf.util.parseAxisParam(args.attrs?.axis as number, x.shape)[0];
     const sizes = tf.backend_util.prepareSplitSize(x as tf.Tensor, args.attrs?.numOrSizeSplits as number[], axis);
     const begin = new Array<number>(x.shape.length).fill(0);
@@ -427,7 +449,7 @@ function concat(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
     const be = args.backend as WasmBackend;
     const inputs = args.inputs as unknown as Info[];
-    if (inputs[0].dtype === 'string') return original(args as Parameters<tf.KernelFunc>[0]) as Info;
+    if (!is4Bytes(inputs[0])) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
     const axis = tf.util.parseAxisParam(args.attrs?.axis as number, inputs[0].shape)[0];
     tf.backend_util.assertParamsConsistent(inputs.map((t) => t.shape), axis);
     const outShape = tf.backend_util.computeOutShape(inputs.map((t) => t.shape), axis);
@@ -437,12 +459,10 @@ function concat(original: tf.KernelFunc) {
     const rows = sizeOf(outShape.slice(0, axis));
     const widths = parts.map((t) => sizeOf(t.shape.slice(axis)));
     const total = widths.reduce((a, w) => a + w, 0);
-    const srcs = parts.map((t) => be.typedArrayFromHeap(t));
-    const dst = be.typedArrayFromHeap(out);
-    for (let i = 0; i < parts.length; i++) {
-      const w = widths[i], src = srcs[i];
-      let to = widths.slice(0, i).reduce((a, v) => a + v, 0);
-      for (let r = 0, from = 0; r < rows; r++, from += w, to += total) copyRun(src, from, dst, to, w);
+    const h = heap32(be);
+    for (let i = 0, col = at32(be, out); i < parts.length; col += widths[i], i++) {
+      const w = widths[i];
+      for (let r = 0, from = at32(be, parts[i]), to = col; r < rows; r++, from += w, to += total) copyRun(h, from, to, w);
     }
     return out;
   };
@@ -455,24 +475,25 @@ function gatherV2(original: tf.KernelFunc) {
     const be = args.backend as WasmBackend;
     const { x, indices } = args.inputs as { x: Info; indices: Info };
     const batchDims = Number(args.attrs?.batchDims ?? 0);
-    if (x.dtype === 'string' || batchDims !== 0 || indices.dtype !== 'int32') {
+    if (!is4Bytes(x) || batchDims !== 0 || indices.dtype !== 'int32') {
       return original(args as Parameters<tf.KernelFunc>[0]) as Info;
     }
     const axis = tf.util.parseAxisParam(args.attrs?.axis as number, x.shape)[0];
     const dim = x.shape[axis];
     const outer = sizeOf(x.shape.slice(0, axis)), inner = sizeOf(x.shape.slice(axis + 1));
     const outShape = [...x.shape.slice(0, axis), ...indices.shape, ...x.shape.slice(axis + 1)];
-    const ids = be.typedArrayFromHeap(indices);
-    for (let i = 0; i < ids.length; i++) {
+    const n = sizeOf(indices.shape);
+    const ids = heap32(be), i0 = at32(be, indices);
+    for (let i = i0; i < i0 + n; i++) {
       if (!(ids[i] >= 0 && ids[i] <= dim - 1)) throw new Error(`GatherV2: the index value ${ids[i]} is not in [0, ${dim - 1}]`);
     }
-    const n = ids.length;
     const out = be.makeOutput(outShape, x.dtype);
     if (sizeOf(outShape) === 0) return out;
-    const src = be.typedArrayFromHeap(x), dst = be.typedArrayFromHeap(out), idx = be.typedArrayFromHeap(indices);
-    for (let o = 0, to = 0; o < outer; o++) {
-      const base = o * dim;
-      for (let k = 0; k < n; k++, to += inner) copyRun(src, (base + idx[k]) * inner, dst, to, inner);
+    const h = heap32(be), src = at32(be, x), k0 = at32(be, indices);
+    for (let o = 0, to = at32(be, out); o < outer; o++) {
+      const base = src + o * dim * inner;
+      if (inner === 1) for (let k = k0; k < k0 + n; k++) h[to++] = h[base + h[k]];
+      else for (let k = k0; k < k0 + n; k++, to += inner) copyRun(h, base + h[k] * inner, to, inner);
     }
     return out;
   };

@@ -207,6 +207,13 @@ test('sum over any axes, gather, concat and split match the cpu backend', async 
     tf.concat([tf.tensor4d(ca, [2, 3, 4, 16]), tf.tensor4d(ca, [2, 3, 4, 16])], 1),
     ...tf.split(tf.tensor4d(cb, [2, 3, 4, 40]), [8, 32], 3),
     ...tf.split(tf.tensor4d(cb, [2, 3, 4, 40]), 3, 1),
+    // int32 and bool data through the same kernels (bool stays on the stock ones)
+    tf.slice(tf.tensor2d(gi.subarray(0, 16), [4, 4], 'int32'), [1, 1], [2, 3]),
+    tf.concat([tf.tensor1d(gi, 'int32'), tf.tensor1d(gi, 'int32')]),
+    tf.transpose(tf.tensor3d(Int32Array.from({ length: 5 * 40 * 3 }, (_, i) => i), [5, 40, 3], 'int32'), [2, 0, 1]),
+    tf.gather(tf.tensor2d(gi.subarray(0, 16), [4, 4], 'int32'), tf.tensor1d([3, 0, 3], 'int32')),
+    tf.transpose(tf.greater(tf.tensor3d(gx, [5, 40, 3]), 0), [2, 0, 1]),
+    tf.slice(tf.greater(tf.tensor3d(gx, [5, 40, 3]), 0), [1, 2, 0], [2, 5, 2]),
   ]));
   // Pure data movement is exact; sums are float64-accumulated on both (wasm: ours, cpu: JS numbers) except
   // the innermost case, which stays on the stock float32 kernel.
