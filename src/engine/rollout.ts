@@ -43,7 +43,7 @@ export function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, ex
       temperature: o.greedy ? 1 : o.temperature,
       topP: o.topP,
       greedy: o.greedy,
-      eosId: tokenizer.eosId,
+      eosId: tokenizer.eosIds ?? tokenizer.eosId,
       stopAfter: ['</answer>'],
       decode: (ids) => tokenizer.decode(ids),
       rng: o.rng,
@@ -120,11 +120,12 @@ export function policyBatch(promptIds: number[][], completionIds: number[][], pa
  * hidden states for credit strategies. The logits at position p predict the token at p + 1.
  */
 export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperature: number, needs: { attention?: boolean; hidden?: boolean } = {}): { logp: tf.Tensor2D; attention?: tf.Tensor4D; hidden?: tf.Tensor3D } {
-  const out = model.forward(pb.ids, pb.keyMask, { returnAttention: needs.attention, returnHidden: needs.hidden });
-  const [B, , V] = out.logits.shape;
   const P = pb.promptLen;
   const C = pb.completionLen;
-  const logits = out.logits.slice([0, P - 1, 0], [B, C, V]);
+  // Only the positions that predict completion tokens need logits (a 150k vocabulary makes the rest costly).
+  const out = model.forward(pb.ids, pb.keyMask, { returnAttention: needs.attention, returnHidden: needs.hidden, logitsFrom: P - 1 });
+  const [B, , V] = out.logits.shape;
+  const logits = out.logits.slice([0, 0, 0], [B, C, V]);
   const lsm = tf.logSoftmax(temperature === 1 ? logits : logits.div(temperature));
   // Pick each target's log-prob with one flat gather (its gradient is UnsortedSegmentSum, registered on wasm).
   const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(tf.scalar(V, 'int32')).add(pb.targets.reshape([B * C])));

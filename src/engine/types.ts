@@ -14,8 +14,11 @@ export interface TokenSpan {
 export interface Tokenizer {
   readonly kind: 'char' | 'hf';
   readonly vocabSize: number;
+  /** −1 when the model has no BOS token (Qwen) */
   readonly bosId: number;
   readonly eosId: number;
+  /** every id that ends a completion (Qwen: <|im_end|> and <|endoftext|>); defaults to [eosId] */
+  readonly eosIds?: number[];
   readonly padId: number;
   /** Encode plain text (no special tokens added). */
   encode(text: string): number[];
