@@ -8,8 +8,10 @@ import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from './config';
 import { getStrategy, type CreditBatch, type CreditParams } from './credit';
 import { answerAttention } from './credit/attention_credit';
+import { attributionMetrics, maskedScaledSoftmax } from './credit/attribution';
+import type { CreditHead } from './credit/types';
 import { isUserError, UserError } from './errors';
-import { advantages, meanStd, policyLossAndGrad } from './grpo';
+import { advantages, aggregationWeights, meanStd, policyLossAndGrad } from './grpo';
 import { Transformer } from './model';
 import { Adam, clipByGlobalNorm } from './optim';
 import { childSeed, makeRng, randInt, type Rng } from './rng';
@@ -75,6 +77,8 @@ function creditParams(cfg: CreditConfig): CreditParams {
     mask_percentile: c.mask_percentile,
     temp: c.reward_variance.temp,
     mode: c.reward_variance.mode,
+    init_std: c.attribution.init_std,
+    detach_hidden: c.attribution.detach_hidden,
   };
 }
 
@@ -112,7 +116,7 @@ function sftStep(s: Session, opt: Adam, step: number): MetricsRow {
   value.dispose();
   maskT.dispose();
   pb.dispose();
-  const named = renameGrads(s, grads);
+  const named = renameGrads(s.model.params, grads);
   const { norm, grads: clipped } = clipByGlobalNorm(named, s.cfg.grpo.grad_clip);
   let skipped = 0;
   if (Number.isFinite(loss) && Number.isFinite(norm)) opt.apply(s.model.params, clipped);
@@ -122,10 +126,15 @@ function sftStep(s: Session, opt: Adam, step: number): MetricsRow {
   return { step, phase: 'sft', loss, grad_norm: norm, step_time_s: dt, tokens_per_s: nTok / dt, ...(skipped ? { skipped } : {}) };
 }
 
-function renameGrads(s: Session, grads: tf.NamedTensorMap): Record<string, tf.Tensor> {
+/** The policy's parameters plus a credit head's, under the names the optimizer and checkpoints use. */
+function trainables(s: Session, head: CreditHead | null): Map<string, tf.Variable> {
+  return head ? new Map([...s.model.params, ...head.params]) : s.model.params;
+}
+
+function renameGrads(params: Map<string, tf.Variable>, grads: tf.NamedTensorMap): Record<string, tf.Tensor> {
   // variableGrads keys by the variable's tf name; map back to the HF parameter names the optimizer uses.
   const byVar = new Map<string, string>();
-  for (const [name, v] of s.model.params) byVar.set(v.name, name);
+  for (const [name, v] of params) byVar.set(v.name, name);
   const out: Record<string, tf.Tensor> = {};
   for (const [k, g] of Object.entries(grads)) out[byVar.get(k) ?? k] = g;
   return out;
@@ -134,7 +143,7 @@ function renameGrads(s: Session, grads: tf.NamedTensorMap): Record<string, tf.Te
 interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
 interface TokenLog { logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[]; attribution?: number[][] }
 
-export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void): GrpoStepResult {
+export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void, head: CreditHead | null = null): GrpoStepResult {
   const g = s.cfg.grpo;
   const t0 = performance.now();
   const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
@@ -157,20 +166,26 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
 
   let oldLogprobs: number[][] | null = null;
   let firstLogprobs: number[][] = [];
+  let batch: CreditBatch | null = null;
   let weights: number[][] = [];
   let effAdv: number[][] = [];
+  let alpha: number[][] | undefined;
   let loss = 0, gradNorm = 0, clipFrac = 0, kl = 0, skipped = 0;
+  const params = creditParams(s.cfg);
+  const params_ = trainables(s, head);
+  const maskT = tf.tensor2d(pb.mask);
+  const advT = tf.tensor2d(adv, [adv.length, 1]);
   for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
     let lossInfo: ReturnType<typeof policyLossAndGrad> | null = null;
     const { value, grads } = tf.variableGrads(() => {
-      const out = completionLogprobs(s.model, pb, g.temperature, strategy.needs);
+      const out = completionLogprobs(s.model, pb, g.temperature, { ...strategy.needs, hidden: strategy.needs.hidden || !!head });
       const lp = out.logp.arraySync();
-      if (!oldLogprobs) {
+      if (!batch) {
         // μ = 1 (or the first of μ epochs): the policy that sampled is the one being updated, so ℓ_old = ℓ.detach(),
         // as TRL does; later epochs keep these values.
         oldLogprobs = lp;
         firstLogprobs = lp;
-        const batch: CreditBatch = {
+        batch = {
           logprobs: lp,
           entropies: episodes.map((e) => pad(e.entropies, 0)),
           sections: episodes.map((e) => pad(e.sections, 'other')),
@@ -182,29 +197,55 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
           const att = tf.tidy(() => out.attention!.mean(1).slice([0, P, P], [-1, C, C]).arraySync() as number[][][]);
           batch.answerAttention = answerAttention(att, batch.sections, pb.mask);
         }
-        weights = strategy.weights(batch, creditParams(s.cfg));
+        if (!head) {
+          weights = strategy.weights(batch, params);
+          effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+        }
+      }
+      let wT: tf.Tensor2D | null = null;
+      if (head && out.hidden) {
+        // Detaching copies the values out of the graph, so no gradient reaches the trunk through the head.
+        const h = params.detach_hidden ? tf.tensor3d(out.hidden.dataSync() as Float32Array, out.hidden.shape) : out.hidden;
+        const z = head.logits(h);
+        wT = maskedScaledSoftmax(z, maskT);
+        batch.attributionLogits = z.arraySync();
+        // The JS weights come from the same library function tokenWeights('attribution') uses.
+        weights = strategy.weights(batch, params);
         effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+        alpha = weights.map((row, i) => { const n = pb.mask[i].reduce((a, b) => a + b, 0); return row.map((w) => (n ? w / n : 0)); });
       }
       lossInfo = policyLossAndGrad(
         { logprobs: lp, oldLogprobs: oldLogprobs!, refLogprobs, advantages: effAdv, mask: pb.mask },
         { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens },
       );
-      // Surrogate whose gradient w.r.t. the parameters is Σ (dLoss/dℓ)·dℓ/dθ: the loss itself lives in grpo.ts.
-      return out.logp.mul(tf.tensor2d(lossInfo.grad)).sum() as tf.Scalar;
-    }, [...s.model.params.values()]);
+      // Surrogate whose gradient w.r.t. the parameters is Σ (dLoss/dℓ)·dℓ/dθ (+ Σ (dLoss/dÂ)·dÂ/dθ for a credit
+      // head): the loss itself lives in grpo.ts.
+      let sur = out.logp.mul(tf.tensor2d(lossInfo.grad)).sum();
+      if (wT) {
+        // The head trains on seed 000's objective −Σ c·Â·ℓ (the contribution, ℓ detached). In the PPO form the
+        // gradient w.r.t. Â is −c·ρ, constant over an episode at ρ = 1, and Σ_t w_t = n_i, so the head would get
+        // exactly zero gradient; both forms give the policy the same gradient at ρ = 1.
+        const c = aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens);
+        const headGrad = c.map((row, i) => row.map((ci, t) => -ci * lp[i][t]));
+        sur = sur.add(wT.mul(advT).mul(tf.tensor2d(headGrad)).sum());
+      }
+      return sur as tf.Scalar;
+    }, [...params_.values()]);
     value.dispose();
     const info = lossInfo!;
-    const named = renameGrads(s, grads);
+    const named = renameGrads(params_, grads);
     const clippedRes = clipByGlobalNorm(named, g.grad_clip);
     if (epoch === 0) { loss = info.loss; gradNorm = clippedRes.norm; clipFrac = info.clipFrac; kl = info.kl; }
     if (!Number.isFinite(info.loss) || !Number.isFinite(clippedRes.norm)) {
       skipped++;
       log('warn', `step ${step}: non-finite ${Number.isFinite(info.loss) ? 'gradient norm' : 'loss'} (loss=${info.loss}, grad_norm=${clippedRes.norm}); update skipped`);
     } else {
-      opt.apply(s.model.params, clippedRes.grads);
+      opt.apply(params_, clippedRes.grads);
     }
     tf.dispose(Object.values(clippedRes.grads));
   }
+  maskT.dispose();
+  advT.dispose();
   pb.dispose();
 
   const dt = (performance.now() - t0) / 1000;
@@ -227,7 +268,8 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
     tokens_per_s: nGen / ((tGen - t0) / 1000),
   };
   if (skipped) row.skipped = skipped;
-  return { row, episodes, tok: { logprobs: firstLogprobs, weights, effAdv, adv } };
+  if (alpha) Object.assign(row, attributionMetrics(alpha, pb.mask));
+  return { row, episodes, tok: { logprobs: firstLogprobs, weights, effAdv, adv, attribution: alpha } };
 }
 
 function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
@@ -299,10 +341,15 @@ function keepFirstMetrics(runDir: string, n: number): void {
 
 interface Progress { phase: 'sft' | 'grpo'; step: number }
 
-function checkpoint(runDir: string, s: Session, sftOpt: Adam, grpoOpt: Adam, p: Progress, initialEval: number | null, metricsRows: number): string {
+function exportVars(vars: Map<string, tf.Variable>): Record<string, { shape: number[]; data: Float32Array }> {
+  return Object.fromEntries([...vars].map(([k, v]) => [k, { shape: v.shape, data: v.dataSync() as Float32Array }]));
+}
+
+function checkpoint(runDir: string, s: Session, head: CreditHead | null, sftOpt: Adam, grpoOpt: Adam, p: Progress, initialEval: number | null, metricsRows: number): string {
   const opt = p.phase === 'sft' ? sftOpt : grpoOpt;
   return saveCheckpoint(runDir, p.phase === 'sft' ? 0 : p.step, {
     model: s.model.exportWeights(),
+    ...(head ? { head: exportVars(head.params) } : {}),
     optimizer: { name: 'adam', step: opt.step, state: opt.exportState() },
     meta: { phase: p.phase, step: p.step, initial_eval: initialEval, metrics_rows: metricsRows, engine_version: ENGINE_VERSION, strategy: s.cfg.credit.strategy },
   });
@@ -347,13 +394,16 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   let metricsRows = 0;
   // Steps run synchronously; yielding between them lets signals and the RPC `run/stop` request through.
   const tick = () => new Promise<void>((r) => setImmediate(r));
-  const ckpt = () => checkpoint(runDir, s!, sftOpt, grpoOpt, progress, initialEval, metricsRows);
+  let head: CreditHead | null = null;
+  const ckpt = () => checkpoint(runDir, s!, head, sftOpt, grpoOpt, progress, initialEval, metricsRows);
   try {
     s = await buildSession(cfg, (m) => log('info', m));
     info.backend = s.backend.backend;
     info.backend_reason = s.backend.reason;
     writeRunInfo(runDir, info);
     log('info', `backend ${s.backend.backend} (${s.backend.reason}); model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`);
+    const strategy = getStrategy(cfg.credit.strategy);
+    head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg)) ?? null;
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
     if (resumeFrom) {
@@ -363,6 +413,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       s.model.dispose();
       s.model = fresh;
       (meta.phase === 'sft' ? sftOpt : grpoOpt).importState(ck.optimizer.step, ck.optimizer.state);
+      if (head) {
+        if (!ck.head) throw new UserError(`${resumeFrom}: checkpoint has no head.safetensors, but credit.strategy ${cfg.credit.strategy} needs its trained head`);
+        for (const [name, v] of head.params) {
+          const w = ck.head[name];
+          if (!w) throw new UserError(`${resumeFrom}: head.safetensors lacks ${name}`);
+          v.assign(tf.tensor(w.data, w.shape));
+        }
+      }
       progress = { phase: meta.phase, step: meta.step };
       initialEval = meta.initial_eval ?? null;
       keepFirstMetrics(runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
@@ -399,7 +457,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       await tick();
       if (stopNow()) break;
       const step = progress.step + 1;
-      const r = grpoStep(s, grpoOpt, ref, step, log);
+      const r = grpoStep(s, grpoOpt, ref, step, log, head);
       if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
         const ev = evaluate(s);
@@ -439,5 +497,6 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     sftOpt.dispose();
     grpoOpt.dispose();
     s?.model.dispose();
+    head?.dispose();
   }
 }

@@ -1,29 +1,16 @@
 // Engine integration: real runs of a tiny scratch model on the wasm backend.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, truncateSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, truncateSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readEpisodeTable, readTokenTable, TOKEN_SCHEMA, EPISODE_SCHEMA } from '../../src/engine/arrow_tables';
 import { latestCheckpoint } from '../../src/engine/checkpoint';
 import { readMetrics, readRunInfo } from '../../src/engine/rundir';
 import { metricsWithoutTiming, RunController, train } from '../../src/engine/train';
+import { tinyConfig } from './fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-train-'));
-
-export function tinyConfig(dir: string, task: 'countdown' | 'arithmetic', extra = ''): string {
-  const p = join(dir, `${task}.credit.yaml`);
-  writeFileSync(p, `name: tiny-${task}
-seed: 7
-backend: wasm
-output_dir: runs
-model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 64 }
-task: { name: ${task}, numbers: [2, 3], max_number: 6, max_target: 20, train_size: 48, eval_size: 8 }
-sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
-grpo: { steps: 3, prompts_per_step: 2, group_size: 4, max_new_tokens: 24, eval_every: 2, checkpoint_every: 2 }
-${extra}`);
-  return p;
-}
 
 for (const task of ['countdown', 'arithmetic'] as const) {
   test(`a 3-step ${task} run writes every DESIGN §5 file and column`, async () => {

@@ -1,6 +1,7 @@
 // Registry of credit strategies: adding one is one file in this folder plus one line here.
 import { UserError } from '../errors';
 import { attentionCredit } from './attention_credit';
+import { attribution } from './attribution';
 import { entropyMask } from './entropy_mask';
 import { entropyWeighted } from './entropy_weighted';
 import { inverseLogprob } from './inverse_logprob';
@@ -15,6 +16,7 @@ const REGISTRY: Record<string, CreditStrategy> = {
   attention_credit: attentionCredit,
   entropy_weighted: entropyWeighted,
   entropy_mask: entropyMask,
+  attribution,
 };
 
 export function getStrategy(name: string): CreditStrategy {
@@ -32,4 +34,4 @@ export function tokenWeights(strategy: string, params: Partial<CreditParams>, ba
   return getStrategy(strategy).weights(batch, { ...DEFAULT_CREDIT_PARAMS, ...params });
 }
 
-export type { CreditBatch, CreditParams, CreditStrategy };
+export type { CreditBatch, CreditHead, CreditParams, CreditStrategy } from './types';

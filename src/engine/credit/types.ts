@@ -13,6 +13,16 @@ export interface CreditBatch {
   /** ρ_t from the importance network (reward_variance), and ρ_0 at the last prompt token per episode */
   importance?: number[][];
   importancePrompt?: number[];
+  /** z_t of a learned attribution head (attribution) */
+  attributionLogits?: number[][];
+}
+
+/** A trainable credit head (seed 000's attribution head): its parameters train with the policy and are checkpointed. */
+export interface CreditHead {
+  readonly params: Map<string, import('@tensorflow/tfjs').Variable>;
+  /** per-token logits z [B, C] from the hidden states that predicted each completion token */
+  logits(hidden: import('@tensorflow/tfjs').Tensor3D): import('@tensorflow/tfjs').Tensor2D;
+  dispose(): void;
 }
 
 /** The `credit:` block of the config, flattened to what strategies read (seeds' parameter names). */
@@ -24,6 +34,8 @@ export interface CreditParams {
   mask_percentile: number;
   temp: number;
   mode: 'raw' | 'variance_drop';
+  init_std: number;
+  detach_hidden: boolean;
 }
 
 export const DEFAULT_CREDIT_PARAMS: CreditParams = {
@@ -34,6 +46,8 @@ export const DEFAULT_CREDIT_PARAMS: CreditParams = {
   mask_percentile: 80,
   temp: 1.0,
   mode: 'variance_drop',
+  init_std: 0.01,
+  detach_hidden: true,
 };
 
 export interface CreditStrategy {
@@ -42,6 +56,8 @@ export interface CreditStrategy {
   readonly needs: { attention?: boolean; hidden?: boolean; importance?: boolean };
   /** constant (no-gradient) weights; trainable strategies return their current weights here */
   weights(batch: CreditBatch, params: CreditParams): number[][];
+  /** trainable strategies create their head here */
+  createHead?(dModel: number, seed: number, params: CreditParams): CreditHead;
 }
 
 export function validMask(batch: CreditBatch): number[][] {
