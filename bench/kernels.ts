@@ -104,7 +104,6 @@ function benchOthers(): void {
     ['Concat 2×[32,64,4,16] axis 3 (RoPE halves)', () => tf.tidy(() => { tf.concat([h1, h2], 3); })],
     ['SplitV [32,64,4,32] in 2 on axis 3', () => tf.tidy(() => { tf.split(q, 2, 3); })],
     ['Slice half of [32,64,4,32] on axis 3', () => tf.tidy(() => { tf.slice(q, [0, 0, 0, 0], [32, 64, 4, 16]); })],
-    ['PadV2 [32,64,4,16] → [32,64,4,32] (Slice gradient)', () => tf.tidy(() => { tf.pad(h1, [[0, 0], [0, 0], [0, 0], [16, 0]]); })],
     ['Transpose [2048,512] 2-D', () => tf.tidy(() => { tf.transpose(big); })],
     ['Transpose [32,64,4,32] perm 0,2,1,3', () => tf.tidy(() => { tf.transpose(q, [0, 2, 1, 3]); })],
     ['Transpose [32,64,2,2,32] perm 0,2,3,1,4 (GQA, 5-D)', () => tf.tidy(() => { tf.transpose(five, [0, 2, 3, 1, 4]); })],

@@ -1,16 +1,18 @@
 // Kernels that make the wasm backend of @tensorflow/tfjs-backend-wasm 4.22 fit for training.
 //
-// Measured on Node 20 (see bench/kernels.ts), the stock backend has three problems for a training step:
+// Measured on Node 20 (bench/kernels.ts prints the figures), the stock backend has these problems in a
+// training step:
 // - it has no UnsortedSegmentSum kernel, so the gradient of tf.gather (embedding lookups) throws;
-// - its BatchMatMul reaches XNNPACK's fully-connected operator (20–28 GFLOP/s) only when neither side is
-//   transposed and the batch is 1; everything else runs a scalar triple loop at 1–3 GFLOP/s. Gradients of
-//   matMul are transposed products and attention is batched, so a training step spends most of its time
-//   there. That loop also reads past `b` when only `a` is batched and computes only the first batch when
-//   only `b` is, so broadcast batches come out wrong;
-// - Transpose above rank 4 runs a loop that allocates per element (~50 ns/element), and Slice copies the
-//   whole input out of the heap before taking its piece.
-// The replacements below keep the stock kernels' values (up to float rounding: only the summation order of
-// a product may differ) and route the work onto the backend's own fast paths.
+// - its BatchMatMul reaches XNNPACK's fully-connected operator (~40 GFLOP/s) only when neither side is
+//   transposed and the batch is 1; everything else runs a scalar triple loop at 1.5–3.5 GFLOP/s. Gradients
+//   of matMul are transposed products and attention is batched, so a step spent ~90% of its time there.
+//   That loop also reads past `b` when only `a` is batched and computes only the first batch when only `b`
+//   is, so broadcast batches come out wrong;
+// - Transpose of rank 5+ allocates per element (~50 ns/element) and its rank-2 loop thrashes the cache on
+//   large power-of-two shapes; Sum over a leading axis goes through that transpose; Slice and SplitV copy
+//   the whole input out of the heap before taking a piece; Gather of rows or columns runs at ~25 ns/element.
+// The replacements keep the stock kernels' values (exactly for data movement; products and sums only up to
+// float rounding, from a different summation order) and route the work onto fast paths.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
@@ -190,10 +192,11 @@ function batchMatMul(original: tf.KernelFunc) {
     }
 
     // XNNPACK wants both operands row-major and untransposed, so transposes are materialised. Either
-    // C = op(A)·op(B) directly, or Cᵀ = op(B)ᵀ·op(A)ᵀ followed by one transpose of C, whichever moves fewer
-    // floats; packing the right operand costs about a quarter of a transpose per float (bench/kernels.ts).
-    // The swapped form pays off for Aᵀ·B with M > N (the d_ff→d weight gradient hᵀ·dy) and for x·Eᵀ with few
-    // rows and a large E (tied-embedding logits while sampling).
+    // C = op(A)·op(B) directly, or Cᵀ = op(B)ᵀ·op(A)ᵀ followed by one transpose of C. The cost model counts
+    // the floats transposed plus a quarter of those packed as XNNPACK weights (the right operand); with that
+    // weight it picks the faster form for every training shape that bench/kernels.ts times both ways. The
+    // swapped form wins for Aᵀ·B with M > N (the down-projection gradient hᵀ·dy) and for x·Eᵀ with few rows
+    // and a large E (9× for [8,128]·[4096,128]ᵀ).
     const PACK = 0.25;
     const direct = (transposeA ? M * K : 0) + (transposeB ? N * K : 0) + PACK * K * N;
     const swapped = (transposeB ? 0 : N * K) + (transposeA ? 0 : M * K) + M * N + PACK * K * M;
@@ -553,41 +556,6 @@ function sum(original: tf.KernelFunc) {
   };
 }
 
-// The gradient of Slice is PadV2 with zeros (RoPE's halves: 8 per step); the stock C++ pad runs at ~1.3 ns
-// per output element, a fill plus row copies at a third of that.
-function padV2(original: tf.KernelFunc) {
-  return (args: KernelArgs): Info => {
-    const be = args.backend as WasmBackend;
-    const { x } = args.inputs as { x: Info };
-    const paddings = args.attrs?.paddings as [number, number][];
-    const value = Number(args.attrs?.constantValue ?? 0);
-    const rank = x.shape.length;
-    if (!is4Bytes(x) || rank === 0 || sizeOf(x.shape) === 0) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
-    const outShape = x.shape.map((d, i) => paddings[i][0] + d + paddings[i][1]);
-    const out = be.makeOutput(outShape, x.dtype);
-    be.typedArrayFromHeap(out).fill(value);
-    const outStrides = new Array<number>(rank);
-    for (let st = 1, d = rank - 1; d >= 0; d--) { outStrides[d] = st; st *= outShape[d]; }
-    const h = heap32(be);
-    let to = at32(be, out);
-    for (let d = 0; d < rank; d++) to += paddings[d][0] * outStrides[d];
-    const row = x.shape[rank - 1];
-    const idx = new Array<number>(rank).fill(0);
-    const n = sizeOf(x.shape);
-    for (let from = at32(be, x), end = from + n; from < end; from += row) {
-      copyRun(h, from, to, row);
-      for (let d = rank - 2; d >= 0; d--) {
-        idx[d]++;
-        to += outStrides[d];
-        if (idx[d] < x.shape[d]) break;
-        to -= outStrides[d] * x.shape[d];
-        idx[d] = 0;
-      }
-    }
-    return out;
-  };
-}
-
 // tfjs tensors are immutable, so an Identity (or a Cast to the same dtype) can share the input's data the
 // way the Reshape kernel does, and as the cpu backend's Identity does. Gradients pass through many of them.
 function identity(original: tf.KernelFunc) {
@@ -616,7 +584,6 @@ const REPLACEMENTS: Replacement[] = [
   { kernelName: 'SplitV', make: (o) => splitV(o) as unknown as tf.KernelFunc },
   { kernelName: 'Concat', make: (o) => concat(o) as unknown as tf.KernelFunc },
   { kernelName: 'GatherV2', make: (o) => gatherV2(o) as unknown as tf.KernelFunc },
-  { kernelName: 'PadV2', make: (o) => padV2(o) as unknown as tf.KernelFunc },
   { kernelName: 'Sum', make: (o) => sum(o) as unknown as tf.KernelFunc },
   { kernelName: 'Identity', make: (o) => identity(o) as unknown as tf.KernelFunc },
   { kernelName: 'Cast', make: (o) => cast(o) as unknown as tf.KernelFunc },

@@ -181,7 +181,7 @@ test('gather gradient (embedding lookups, axis 0 and 1) and unsortedSegmentSum',
   }
 });
 
-test('sum over any axes, gather, concat, split and pad match the cpu backend', async () => {
+test('sum over any axes, gather, concat and split match the cpu backend', async () => {
   const rng = makeRng(16);
   const sums: [number[], number | number[], boolean][] = [
     [[300, 70], 0, false], // bias / norm-weight gradient: leading axis
@@ -207,9 +207,6 @@ test('sum over any axes, gather, concat, split and pad match the cpu backend', a
     tf.concat([tf.tensor4d(ca, [2, 3, 4, 16]), tf.tensor4d(ca, [2, 3, 4, 16])], 1),
     ...tf.split(tf.tensor4d(cb, [2, 3, 4, 40]), [8, 32], 3),
     ...tf.split(tf.tensor4d(cb, [2, 3, 4, 40]), 3, 1),
-    tf.pad(tf.tensor4d(ca, [2, 3, 4, 16]), [[0, 0], [1, 0], [0, 2], [16, 0]]),
-    tf.pad(tf.tensor2d(ca.subarray(0, 12), [3, 4]), [[2, 1], [0, 3]], -1.5),
-    tf.pad(tf.tensor1d(gi, 'int32'), [[3, 2]], 7),
     // int32 and bool data through the same kernels (bool stays on the stock ones)
     tf.slice(tf.tensor2d(gi.subarray(0, 16), [4, 4], 'int32'), [1, 1], [2, 3]),
     tf.concat([tf.tensor1d(gi, 'int32'), tf.tensor1d(gi, 'int32')]),
