@@ -6,7 +6,9 @@ import { RunController, train, type Reporter } from './train';
 
 const USAGE = `usage:
   credit-lens train <config.credit.yaml> [--set key=value]... [--rpc] [--resume <run-dir>]
+  credit-lens sweep <config.credit.yaml> [--set key=value]...
   credit-lens eval <run-dir> [--checkpoint N]
+  credit-lens analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]
   credit-lens bench [--json] [--quick]
   credit-lens schema [--out file]`;
 
@@ -82,6 +84,19 @@ async function cmdTrain(argv: string[]): Promise<number> {
   }
 }
 
+async function cmdSweep(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, ['set'], []);
+  if (a.positional.length !== 1) throw new UserError(`sweep needs exactly one config file\n${USAGE}`);
+  const { runSweep, sweepTable } = await import('./sweep_cli');
+  const controller = new RunController();
+  let signals = 0;
+  process.on('SIGINT', () => { if (++signals > 1) process.exit(130); process.stderr.write('SIGINT: stopping the current run (checkpoint) and skipping the rest\n'); void controller.stop(); });
+  process.on('SIGTERM', () => void controller.stop());
+  const results = await runSweep(a.positional[0], a.flags.get('set') ?? [], humanReporter(), controller, (m) => process.stderr.write(m + '\n'));
+  console.log(sweepTable(results));
+  return results.some((r) => r.status === 'failed') ? 1 : 0;
+}
+
 async function cmdEval(argv: string[]): Promise<number> {
   const a = parseArgs(argv, ['checkpoint'], ['json']);
   if (a.positional.length !== 1) throw new UserError(`eval needs a run directory\n${USAGE}`);
@@ -122,6 +137,7 @@ export async function main(argv: string[]): Promise<number> {
     switch (cmd) {
       case 'train': return await cmdTrain(rest);
       case 'eval': return await cmdEval(rest);
+      case 'sweep': return await cmdSweep(rest);
       case 'bench': return await cmdBench(rest);
       case 'schema': return await cmdSchema(rest);
       case '--version': console.log(JSON.parse(readFileSync(`${__dirname}/../../package.json`, 'utf8')).version); return 0;

@@ -46,6 +46,8 @@ export class RunController {
 
 export interface TrainOptions {
   configPath?: string;
+  /** an already validated config (a sweep's expanded run); takes the place of configPath */
+  config?: CreditConfig;
   sets?: string[];
   /** continue this run directory from its latest checkpoint */
   resume?: string;
@@ -369,8 +371,9 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     cfg = loadConfig(join(opts.resume, 'config.yaml'), opts.sets).config;
     runDir = opts.resume;
   } else {
-    if (!opts.configPath) throw new UserError('train: a config file is required');
-    cfg = loadConfig(opts.configPath, opts.sets).config;
+    if (opts.config) cfg = opts.config;
+    else if (opts.configPath) cfg = loadConfig(opts.configPath, opts.sets).config;
+    else throw new UserError('train: a config file is required');
     runDir = createRunDir(opts.outputDir ?? cfg.output_dir, cfg.name);
     writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
   }
