@@ -4,13 +4,15 @@
 // B·H = 128, T = 64, head dim 32, and their gradients), the other kernels we replaced, and ms per step of
 // the reference model (2 layers, d 128, 4 heads, d_ff 512, vocab 64, seq 64, batch 32, Adam) on wasm with
 // and without our kernels and on cpu. The machine has 2 shared cores: figures are the best of several runs.
-// `--only matmul|others|step` runs one section.
+// `--only matmul|others|thresholds|step` runs one section.
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/engine/backend';
 import { Transformer, type ModelConfig } from '../src/engine/model';
 import { Adam, clipByGlobalNorm } from '../src/engine/optim';
 import { makeRng } from '../src/engine/rng';
-import { registerWasmKernels, setMatMulStrategy, unregisterWasmKernels } from '../src/engine/wasm_kernels';
+import {
+  registerWasmKernels, setMatMulStrategy, setSmallProductMacs, setTiledTransposeMin, unregisterWasmKernels,
+} from '../src/engine/wasm_kernels';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null;
@@ -124,6 +126,37 @@ function benchOthers(): void {
   tf.dispose([ids, x, e, big, q, h1, h2, five, table, vocabIds]);
 }
 
+// The two size thresholds in wasm_kernels.ts: batched products below smallProductMacs stay on the stock loop,
+// transposes of at least tiledTransposeMin elements per matrix use the tiled JS loop.
+function benchThresholds(): void {
+  ours();
+  console.log('\n== Batched products (128 of them): µs per product, stock loop vs XNNPACK route');
+  for (const [M, K, N] of [[8, 8, 8], [12, 8, 12], [16, 8, 16], [16, 16, 16], [24, 16, 24], [32, 32, 32]]) {
+    const a = tf.randomNormal([128, M, K]), b = tf.randomNormal([128, K, N]);
+    const run = () => tf.tidy(() => { tf.matMul(a, b); });
+    setSmallProductMacs(Infinity);
+    const s = timeMs(run) * 1000 / 128;
+    setSmallProductMacs(0);
+    const x = timeMs(run) * 1000 / 128;
+    console.log(`${pad(`${M}×${K}×${N} (${M * K * N} MACs)`, 24)} stock ${num(s, 2)}   xnnpack ${num(x, 2)}`);
+    tf.dispose([a, b]);
+  }
+  setSmallProductMacs(4096);
+  console.log('\n== Transpose of the last two dims: ms, stock loop vs tiled JS');
+  for (const shape of [[64, 64], [128, 128], [2048, 64], [2048, 128], [128, 2048], [2048, 512], [128, 64, 32], [128, 64, 64], [8, 256, 256]]) {
+    const x = tf.randomNormal(shape);
+    const perm = shape.length === 2 ? [1, 0] : [0, 2, 1];
+    const run = () => tf.tidy(() => { tf.transpose(x, perm); });
+    setTiledTransposeMin(Infinity);
+    const s = timeMs(run);
+    setTiledTransposeMin(0);
+    const j = timeMs(run);
+    console.log(`${pad(`[${shape}]`, 24)} stock ${num(s, 3)}   tiled ${num(j, 3)}`);
+    x.dispose();
+  }
+  setTiledTransposeMin(16384);
+}
+
 // The reference config of the issue (also src/engine/bench.ts).
 const REFERENCE: ModelConfig = {
   arch: 'qwen2', vocabSize: 64, dModel: 128, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 512, maxSeqLen: 160,
@@ -173,6 +206,7 @@ async function main(): Promise<void> {
   console.log(`backend: ${choice.reason}; tfjs ${tf.version_core}; node ${process.version}`);
   if (want('matmul')) benchMatMul();
   if (want('others')) benchOthers();
+  if (want('thresholds')) benchThresholds();
   if (!want('step')) return;
   console.log('\n== Training step, reference config (2 layers, d 128, 4 heads, d_ff 512, vocab 64, seq 64, batch 32, Adam)');
   ours();

@@ -145,7 +145,8 @@ function transposeLast2(be: WasmBackend, x: Info, batch: number, rows: number, c
 }
 
 // Below this many multiply-adds per batch element, the stock kernel's scalar loop beats the per-product
-// overhead of the XNNPACK route (three view registrations and an operator creation; see bench/kernels.ts).
+// overhead of the XNNPACK route (three view registrations and an operator creation, ~2.5 µs); the two cross
+// between 2048 and 4096 (bench/kernels.ts, thresholds).
 let smallProductMacs = 4096;
 /** Bench hook: change the threshold under which batched products stay on the stock kernel. */
 export function setSmallProductMacs(n: number): void { smallProductMacs = n; }
@@ -325,7 +326,7 @@ function jsTransposeNd(h: Int32Array, src: number, dst: number, shape: number[],
 
 // Transposing the last two dims of [batch, R, C]. The stock rank-2 loop writes with a stride of R floats; for
 // large power-of-two R those writes alias in cache and it runs at ~8 ns/element ([2048, 512]); 8×8 tiles in
-// JS run at 2–3 ns/element there. For small matrices the stock loop wins (bench/kernels.ts).
+// JS run at 1.5–3 ns/element there. For small matrices the stock loop wins (bench/kernels.ts, thresholds).
 const TILE = 8;
 function jsTransposeLast2(h: Int32Array, src: number, dst: number, batch: number, R: number, C: number): void {
   for (let b = 0; b < batch; b++, src += R * C, dst += R * C) {
@@ -380,8 +381,8 @@ function transpose(original: tf.KernelFunc) {
   };
 }
 
-// Copies below this length go element by element: a native copyWithin call costs ~30 ns, more than a short
-// loop, and the rows of RoPE halves and head splits are 16 floats ([B, T, H, hd/2] pieces).
+// Copies below this length go element by element: a native copyWithin call costs more than a loop over a
+// short row, and the rows of RoPE halves and head splits are 16 floats ([B, T, H, hd/2] pieces).
 const SHORT_RUN = 64;
 function copyRun(h: Int32Array, from: number, to: number, len: number): void {
   if (len >= SHORT_RUN) h.copyWithin(to, from, from + len);
