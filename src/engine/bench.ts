@@ -128,11 +128,11 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     const { config } = loadConfig(exampleCfg, ['backend=wasm']);
     const s = await buildSession(config);
     const opt = new Adam(config.grpo.lr);
-    grpoStep(s, opt, null, 1, () => {});
+    await grpoStep(s, opt, null, 1, () => {});
     const times: number[] = [];
     for (let i = 2; i < 2 + (o.quick ? 1 : 3); i++) {
       const t0 = performance.now();
-      grpoStep(s, opt, null, i, () => {});
+      await grpoStep(s, opt, null, i, () => {});
       times.push((performance.now() - t0) / 1000);
     }
     result.grpo_step_s = median(times);

@@ -9,7 +9,7 @@ import { configToYaml, loadConfig, redactConfig, type CreditConfig } from './con
 import { getStrategy, type CreditBatch, type CreditParams } from './credit';
 import { answerAttention } from './credit/attention_credit';
 import { attributionMetrics, maskedScaledSoftmax } from './credit/attribution';
-import type { CreditHead } from './credit/types';
+import type { CreditHead, EpisodeView, Prepared } from './credit/types';
 import { isUserError, UserError } from './errors';
 import { advantages, aggregationWeights, meanStd, policyLossAndGrad } from './grpo';
 import { Transformer } from './model';
@@ -143,9 +143,12 @@ function renameGrads(params: Map<string, tf.Variable>, grads: tf.NamedTensorMap)
 }
 
 interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
-interface TokenLog { logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[]; attribution?: number[][] }
+interface TokenLog {
+  logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[];
+  attribution?: number[][]; importance?: number[][]; oracleSpans?: (string | null)[];
+}
 
-export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void, head: CreditHead | null = null): GrpoStepResult {
+export async function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void, head: CreditHead | null = null, runDir = ''): Promise<GrpoStepResult> {
   const g = s.cfg.grpo;
   const t0 = performance.now();
   const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
@@ -159,6 +162,13 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
   const adv = advantages(rewards, g.group_size, g.scale_rewards);
 
   const strategy = getStrategy(s.cfg.credit.strategy);
+  let prepared: Prepared = {};
+  if (strategy.prepare) {
+    prepared = await strategy.prepare(episodes.map((e, i): EpisodeView => ({
+      index: i, group: Math.floor(i / g.group_size), example: e.example, prefill: s.task.prefill, completion: e.text,
+      tokens: e.tokens, promptIds: e.promptIds, ids: e.ids, reward: e.reward, success: e.success, advantage: adv[i],
+    })), { step, runDir, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, log });
+  }
   const pb = policyBatch(episodes.map((e) => e.promptIds), episodes.map((e) => e.ids), s.tokenizer.padId);
   const C = pb.completionLen;
   const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
@@ -193,6 +203,11 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
           sections: episodes.map((e) => pad(e.sections, 'other')),
           mask: pb.mask,
         };
+        // Per-token inputs from prepare() cover each episode's own tokens; pad them to the batch's width.
+        const extra = prepared.batch ?? {};
+        if (extra.importance) batch.importance = extra.importance.map((r) => pad(r, 0));
+        if (extra.importancePrompt) batch.importancePrompt = extra.importancePrompt;
+        if (extra.spanMask) batch.spanMask = extra.spanMask.map((r) => r && pad(r, 0));
         if (strategy.needs.attention && out.attention) {
           // Last layer's attention averaged over heads, restricted to completion queries and keys.
           const P = pb.promptLen;
@@ -201,7 +216,9 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
         }
         if (!head) {
           weights = strategy.weights(batch, params);
-          effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+          effAdv = strategy.effectiveAdvantages
+            ? strategy.effectiveAdvantages(batch, adv, params)
+            : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
         }
       }
       let wT: tf.Tensor2D | null = null;
@@ -271,7 +288,9 @@ export function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: n
   };
   if (skipped) row.skipped = skipped;
   if (alpha) Object.assign(row, attributionMetrics(alpha, pb.mask));
-  return { row, episodes, tok: { logprobs: firstLogprobs, weights, effAdv, adv, attribution: alpha } };
+  if (prepared.metrics) Object.assign(row, prepared.metrics);
+  const importance = (batch as CreditBatch | null)?.importance;
+  return { row, episodes, tok: { logprobs: firstLogprobs, weights, effAdv, adv, attribution: alpha, importance, oracleSpans: prepared.oracleSpans } };
 }
 
 function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
@@ -313,6 +332,7 @@ function logTables(runDir: string, step: number, episodes: Episode[], tok: Token
       // contribution = Â × ℓ (seed 002), computed in float32 like the stored columns so the identity holds exactly.
       cols.contribution[k] = Math.fround(Math.fround(tok.effAdv[i][t]) * Math.fround(lp));
       if (tok.attribution) cols.attribution[k] = tok.attribution[i][t];
+      if (tok.importance) cols.importance[k] = tok.importance[i][t];
       cols.section[k] = e.sections[t];
       cols.token_type[k] = e.tokenTypes[t];
       cols.reward[k] = e.reward.total;
@@ -331,7 +351,7 @@ function logTables(runDir: string, step: number, episodes: Episode[], tok: Token
     success: episodes.map((e) => e.success),
     advantage: Float32Array.from(tok.adv),
     length: Int32Array.from(episodes.map((e) => e.ids.length)),
-    oracle_span: episodes.map(() => null),
+    oracle_span: episodes.map((_, i) => tok.oracleSpans?.[i] ?? null),
   });
 }
 
@@ -460,7 +480,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       await tick();
       if (stopNow()) break;
       const step = progress.step + 1;
-      const r = grpoStep(s, grpoOpt, ref, step, log, head);
+      const r = await grpoStep(s, grpoOpt, ref, step, log, head, runDir);
       if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
         const ev = evaluate(s);

@@ -1,7 +1,8 @@
 // The pluggable credit-strategy interface (DESIGN §4 "Credit strategies"). A strategy turns a batch of
 // episodes into per-token weights w; the trainer sets Â = A_i·w. Arrays are per episode, over completion
 // tokens; `mask` (1 = valid) marks padding — invalid tokens always get w = 0 and do not count in n_i.
-import type { Section } from '../types';
+import type { CreditConfig } from '../config';
+import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan } from '../types';
 
 export interface CreditBatch {
   logprobs: number[][];
@@ -15,6 +16,45 @@ export interface CreditBatch {
   importancePrompt?: number[];
   /** z_t of a learned attribution head (attribution) */
   attributionLogits?: number[][];
+  /** CAL: 1 on the tokens of the oracle's error span; null for episodes without a span */
+  spanMask?: (number[] | null)[];
+}
+
+/** What a strategy's `prepare` hook sees of each episode of the step (in batch order; groups are consecutive). */
+export interface EpisodeView {
+  index: number;
+  /** index of the episode's group (same prompt) */
+  group: number;
+  example: Example;
+  /** text the prompt ends with that belongs to the completion's format (e.g. "<think>") */
+  prefill: string;
+  completion: string;
+  /** completion tokens with character offsets in `completion` */
+  tokens: TokenSpan[];
+  promptIds: number[];
+  ids: number[];
+  reward: RewardResult;
+  success: boolean;
+  /** episode advantage A_i */
+  advantage: number;
+}
+
+export interface PrepareContext {
+  step: number;
+  runDir: string;
+  cfg: CreditConfig;
+  task: Task;
+  tokenizer: Tokenizer;
+  log(level: 'info' | 'warn', message: string): void;
+}
+
+/** Extra per-step inputs a strategy computes before the loss (oracle spans, importance network outputs). */
+export interface Prepared {
+  batch?: Partial<CreditBatch>;
+  /** per episode, the text logged in the episode table's oracle_span column (null when unused) */
+  oracleSpans?: (string | null)[];
+  /** added to this step's metrics.jsonl row (e.g. cal/oracle_calls) */
+  metrics?: Record<string, number>;
 }
 
 /** A trainable credit head (seed 000's attribution head): its parameters train with the policy and are checkpointed. */
@@ -56,6 +96,13 @@ export interface CreditStrategy {
   readonly needs: { attention?: boolean; hidden?: boolean; importance?: boolean };
   /** constant (no-gradient) weights; trainable strategies return their current weights here */
   weights(batch: CreditBatch, params: CreditParams): number[][];
+  /** async per-step preparation (CAL's oracle calls, reward_variance's importance network); runs before the loss */
+  prepare?(episodes: EpisodeView[], ctx: PrepareContext): Promise<Prepared>;
+  /**
+   * Strategies that set Â directly instead of A_i·w (CAL: negative_reward on the span, 0 elsewhere). The logged
+   * `weight` is still `weights()`.
+   */
+  effectiveAdvantages?(batch: CreditBatch, advantages: number[], params: CreditParams): number[][];
   /** trainable strategies create their head here */
   createHead?(dModel: number, seed: number, params: CreditParams): CreditHead;
 }
