@@ -9,9 +9,11 @@ export class ConfigCodeLensProvider implements vscode.CodeLensProvider, vscode.D
   private lastActive = '';
 
   constructor(private readonly runs: RunManager) {
-    // Re-render only when the set of training configs changes, not on every progress tick.
+    // Re-render when a run of some config changes status, not on every progress tick. (Firing only when the
+    // set of training configs changed was not enough: in code-server 1.100 the single event fired right
+    // after the click on "▶ Run" did not make VS Code ask for lenses again, so "■ Stop" never appeared.)
     this.subscription = runs.onDidChange(() => {
-      const active = this.runs.active().map((r) => r.request.configPath).sort().join('\n');
+      const active = this.runs.active().map((r) => `${r.request.configPath}:${r.status}`).sort().join('\n');
       if (active !== this.lastActive) {
         this.lastActive = active;
         this.changed.fire();
@@ -21,7 +23,7 @@ export class ConfigCodeLensProvider implements vscode.CodeLensProvider, vscode.D
 
   provideCodeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
     const top = new vscode.Range(0, 0, 0, 0);
-    const training = this.runs.runs().filter((r) => r.request.configPath === doc.uri.fsPath && !isEnded(r.status) && !r.request.resumeDir);
+    const training = this.runs.runs().filter((r) => r.request.configPath === doc.uri.fsPath && !isEnded(r.status));
     const lenses: vscode.CodeLens[] = [];
     if (training.length) {
       const r = training[training.length - 1];

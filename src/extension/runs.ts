@@ -37,6 +37,8 @@ export interface LiveRun {
   total: number | null;
   lastMetrics: MetricsRow | null;
   error: string | null;
+  /** The engine's process id (run.json records it too, which matches a new run directory to its run). */
+  pid: number | null;
   /** Settles when the run has ended or was taken off the queue. */
   readonly done: Promise<LiveRun>;
 }
@@ -98,14 +100,26 @@ export class RunManager implements vscode.Disposable {
     return live.find((r) => !isEnded(r.status)) ?? live[live.length - 1];
   }
 
+  /**
+   * The live run a run directory on disk belongs to. The engine writes run.json (with its pid) before it
+   * sends run/started, so for a moment only the pid connects the two.
+   */
+  match(runDir: string, pid: number | undefined): LiveRun | undefined {
+    const byDir = this.byRunDir(runDir);
+    if (byDir) return byDir;
+    return pid ? this.runs().find((r) => r.pid === pid && !r.runDir && !isEnded(r.status)) : undefined;
+  }
+
   /** Queue a run; it starts as soon as fewer than `maxConcurrentRuns` engines are training. */
   enqueue(request: RunRequest): LiveRun {
     if (!vscode.workspace.isTrusted) throw new Error(UNTRUSTED_MESSAGE);
     let settle!: (r: LiveRun) => void;
     const done = new Promise<LiveRun>((resolve) => (settle = resolve));
+    // A resumed run shows where it stopped until the engine reports its first step.
+    const resumed = request.resumeDir ? readRunInfo(request.resumeDir) : null;
     const run: LiveRun = {
-      key: this.nextKey++, request, status: 'queued', runDir: request.resumeDir ?? null, name: null,
-      phase: null, step: 0, total: null, lastMetrics: null, error: null, done,
+      key: this.nextKey++, request, status: 'queued', runDir: request.resumeDir ?? null, name: resumed?.name ?? null,
+      phase: resumed ? 'grpo' : null, step: resumed?.last_step ?? 0, total: resumed?.total_steps ?? null, lastMetrics: null, error: null, pid: null, done,
     };
     const slot: Slot = { run, engine: null, settle, tail: [], finishedReported: false, stopRequested: false, progressTick: () => {} };
     this.slots.set(run.key, slot);
@@ -204,6 +218,7 @@ export class RunManager implements vscode.Disposable {
       },
     });
     slot.engine = engine;
+    run.pid = engine.pid ?? null;
     if (!req.quiet) this.showProgress(slot);
     void engine.exited.then((exit) => this.onExit(slot, exit.code, exit.signal));
   }

@@ -117,7 +117,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     for (const c of configs) group(c, basename(c));
     const claimed = new Set<number>();
     for (const { runDir, info } of found) {
-      const live = this.runs.byRunDir(runDir) ?? null;
+      const live = this.runs.match(runDir, info.pid) ?? null;
       if (live) claimed.add(live.key);
       const liveActive = live && !isEnded(live.status);
       const interrupted = !liveActive && info.status === 'running' && !engineAlive(info);
@@ -196,7 +196,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     switch (node.kind) {
       case 'config': {
         const item = new vscode.TreeItem(node.label, node.runs.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
-        item.id = `config:${node.key}`;
+        // A group that gets its first run gets a new id, so it opens expanded instead of keeping the
+        // "no children" state VS Code remembered for the old id.
+        item.id = `config:${node.key}:${node.runs.length ? 'runs' : 'empty'}`;
         item.iconPath = new vscode.ThemeIcon('file-code');
         item.description = `${node.runs.length} run${node.runs.length === 1 ? '' : 's'}`;
         item.contextValue = node.configPath ? 'config' : 'configMissing';

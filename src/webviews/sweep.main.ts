@@ -40,9 +40,9 @@ const COLUMNS: Column[] = [
     r.status === 'running' && r.step !== null ? html` <span class="muted">${r.step}/${r.totalSteps ?? '?'}</span>` : nothing}` },
   { key: 'finalEvalSuccess', title: 'Final eval', hint: 'greedy eval success at the last evaluation', cell: (r) => pct(r.finalEvalSuccess) },
   { key: 'bestEvalSuccess', title: 'Best eval', hint: 'best greedy eval success over the run', cell: (r) => pct(r.bestEvalSuccess) },
-  { key: 'stepsTo10pct', title: 'Steps to 10%', hint: 'first GRPO step whose training success rate reached 10%', cell: (r) => r.stepsTo10pct ?? '—' },
+  { key: 'stepsTo10pct', title: 'To 10%', hint: 'first GRPO step whose training success rate reached 10%', cell: (r) => r.stepsTo10pct ?? '—' },
   { key: 'meanGradNorm', title: 'Mean |g|', hint: 'mean gradient norm over GRPO steps (before clipping)', cell: (r) => num(r.meanGradNorm, 3) },
-  { key: 'fillerReasoningRatio', title: 'Filler/reasoning', hint: 'mean |contribution| of filler tokens ÷ that of reasoning tokens (seed 002), from credit-lens analyze',
+  { key: 'fillerReasoningRatio', title: 'Filler ÷ reas.', hint: 'mean |contribution| of filler tokens ÷ that of reasoning tokens (seed 002), from credit-lens analyze',
     cell: (r) => num(r.fillerReasoningRatio, 2) },
 ];
 
@@ -93,7 +93,7 @@ function draw(): void {
   const arrow = (c: Column) => (c.key && c.key === sort.key ? (sort.descending ? ' ▼' : ' ▲') : '');
   const table = html`
     <vscode-table zebra bordered-rows resizable
-      columns=${JSON.stringify(['4%', '16%', '18%', '12%', '9%', '9%', '10%', '9%', '13%'])}>
+      columns=${JSON.stringify(['4%', '19%', '15%', '13%', '10%', '10%', '9%', '9%', '11%'])}>
       <vscode-table-header slot="header">
         ${COLUMNS.map((c) => html`<vscode-table-header-cell
             class=${c.key ? 'sortable' : ''} title=${c.hint ?? (c.key ? 'sort' : '')}
