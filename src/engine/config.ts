@@ -3,6 +3,7 @@
 // Keys and defaults are DESIGN.md §3 (a contract). Keys added here that §3 does not list:
 //   model.rope_theta      the scratch model uses rotary position embeddings; 10000 is the RoFormer/Llama base.
 //   model.tie_embeddings  the scratch model shares input and output embeddings (GPT-2/nanoGPT style).
+//   model.init_checkpoint start from a checkpoint's weights (share one SFT warm start across a sweep).
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
@@ -71,6 +72,9 @@ const modelSchema = section({
     + 'directory with config.json, *.safetensors and tokenizer.json (the sizes below are then read from config.json).')
     .default('scratch'),
   path: pathOrNull('Model directory for source: hf.').default(null),
+  init_checkpoint: pathOrNull('Start from the weights of this checkpoint (a run\'s checkpoints/step-N folder, or a run folder '
+    + 'for its latest checkpoint) instead of the initial weights, e.g. one SFT warm start shared by every run of a sweep '
+    + '(not in DESIGN §3).').default(null),
   d_model: int(1, 'Hidden size of the scratch model.').default(128),
   n_layers: int(1, 'Transformer blocks of the scratch model.').default(4),
   n_heads: int(1, 'Attention (query) heads; must divide d_model.').default(4),
@@ -134,7 +138,7 @@ const sftSchema = section({
 }, 'Optional supervised warm start on generated demonstrations.');
 
 const grpoSchema = section({
-  steps: int(1, 'GRPO steps (TRL max_steps).').default(100),
+  steps: int(0, 'GRPO steps (TRL max_steps); 0 makes an SFT-only run whose final checkpoint other runs can start from (model.init_checkpoint).').default(100),
   prompts_per_step: int(1, 'Prompts sampled per step; each gets group_size completions.').default(8),
   group_size: int(2, 'Completions per prompt (TRL num_generations); the group baseline needs at least 2.').default(8),
   max_new_tokens: int(1, 'Completion length cap (TRL max_completion_length).').default(64),
@@ -314,7 +318,7 @@ const ARRAY_VALUED_PATHS = new Set(CONFIG_PATHS.filter((p) => {
   return t === 'tuple' || t === 'array';
 }));
 /** Keys holding file-system paths: resolved against the config's folder. */
-const PATH_KEYS = ['output_dir', 'model.path', 'task.path', 'task.reward_module',
+const PATH_KEYS = ['output_dir', 'model.path', 'model.init_checkpoint', 'task.path', 'task.reward_module',
   'credit.reward_variance.importance_checkpoint'];
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The training loop: optional SFT warm start, then GRPO steps (DESIGN §4), writing the run directory (§5).
 import * as tf from '@tensorflow/tfjs';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunFinishedParams, RunInfo, RunProgressParams, RunStartedParams } from '../protocol';
 import { writeEpisodeTable, writeTokenTable } from './arrow_tables';
@@ -429,6 +429,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg)) ?? null;
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
+    if (cfg.model.init_checkpoint && !resumeFrom) {
+      const dir = existsSync(join(cfg.model.init_checkpoint, 'run.json')) ? latestCheckpoint(cfg.model.init_checkpoint) : cfg.model.init_checkpoint;
+      if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
+      const fresh = Transformer.fromWeights(s.modelCfg, loadCheckpoint(dir).model);
+      s.model.dispose();
+      s.model = fresh;
+      log('info', `initial weights from ${dir}`);
+    }
     if (resumeFrom) {
       const ck = loadCheckpoint(resumeFrom);
       const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };

@@ -85,12 +85,13 @@ function only(issues: ConfigIssue[], path: string): ConfigIssue {
   return hits[0];
 }
 
-test('an empty file gives every default of DESIGN §3, plus the two documented additions', () => {
+test('an empty file gives every default of DESIGN §3, plus the three documented additions', () => {
   const { config, issues } = parseConfigText('');
   assert.deepEqual(issues, []);
   const expected = parseYaml(DESIGN_DEFAULTS);
   expected.model.rope_theta = 10000;
   expected.model.tie_embeddings = true;
+  expected.model.init_checkpoint = null;
   assert.deepEqual(config, expected);
 });
 
@@ -153,7 +154,7 @@ test('sizes must be positive integers and ranges are stated', () => {
 
 test('a wrong type names the path and the value', () => {
   const issues = issuesOf('grpo:\n  steps: ten\nlogging:\n  tokens: "yes"\n');
-  assert.equal(only(issues, 'grpo.steps').message, 'grpo.steps: got "ten", expected an integer ≥ 1');
+  assert.equal(only(issues, 'grpo.steps').message, 'grpo.steps: got "ten", expected an integer ≥ 0');
   assert.equal(only(issues, 'logging.tokens').message, 'logging.tokens: got "yes", expected true or false');
 });
 
