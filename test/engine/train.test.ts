@@ -1,7 +1,7 @@
 // Engine integration: real runs of a tiny scratch model on the wasm backend.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, truncateSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, truncateSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readEpisodeTable, readTokenTable, TOKEN_SCHEMA, EPISODE_SCHEMA } from '../../src/engine/arrow_tables';
@@ -87,4 +87,24 @@ test('a corrupted checkpoint is reported clearly on resume', async () => {
   await assert.rejects(train({ resume: r.runDir }), (e: Error) => e.name === 'UserError' && e.message.includes(ck) && /corrupt/.test(e.message));
   assert.equal(readRunInfo(r.runDir)!.status, 'failed');
   assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /corrupt/);
+});
+
+test('GRPO raises a reward it can learn: the fraction of "7"s in the completion', async () => {
+  // A check of the whole loop's sign and plumbing (sampling → rewards → advantages → loss → Adam), independent
+  // of any task: an untrained model emits few 7s; with lr 1e-2 thirty steps drive the mean reward towards 1.
+  const dir = tmp();
+  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
+  writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
+  writeFileSync(join(dir, 'c.credit.yaml'), `name: sevens
+seed: 3
+backend: wasm
+model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 48 }
+task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
+grpo: { steps: 30, prompts_per_step: 4, group_size: 8, max_new_tokens: 16, lr: 1.0e-2, eval_every: 100 }
+`);
+  const r = await train({ configPath: join(dir, 'c.credit.yaml') });
+  const rewards = readMetrics(r.runDir).filter((m) => m.phase === 'grpo').map((m) => m.reward_mean!);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  assert.ok(mean(rewards.slice(0, 3)) < 0.2, `starts low: ${rewards.slice(0, 3)}`);
+  assert.ok(mean(rewards.slice(-5)) > 0.8, `ends high: ${rewards.slice(-5)}`);
 });
