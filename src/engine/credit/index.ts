@@ -2,6 +2,7 @@
 import { UserError } from '../errors';
 import { attentionCredit } from './attention_credit';
 import { attribution } from './attribution';
+import { cal } from './cal';
 import { entropyMask } from './entropy_mask';
 import { entropyWeighted } from './entropy_weighted';
 import { inverseLogprob } from './inverse_logprob';
@@ -17,6 +18,7 @@ const REGISTRY: Record<string, CreditStrategy> = {
   entropy_weighted: entropyWeighted,
   entropy_mask: entropyMask,
   attribution,
+  cal,
 };
 
 export function getStrategy(name: string): CreditStrategy {

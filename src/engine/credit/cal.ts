@@ -1,0 +1,121 @@
+// Seed 003, CAL (fine-grained credit assignment from an oracle), DESIGN §4 `cal`: for an episode whose answer is
+// wrong (answer reward below 1), an oracle names the erroneous substring; its tokens (by character offsets, cut to
+// max_error_span tokens from its start) get Â = negative_reward and the episode's other tokens Â = 0. Correct
+// episodes, and wrong ones the oracle gives no span for, keep Â = A_i.
+//
+// The logged `weight` (weights()) is the same picture as a mask: 1 on the span's tokens and 0 on the rest of a span
+// episode, 1 on every valid token of the other episodes, 0 on padding. Â itself comes from effectiveAdvantages(),
+// since negative_reward is not A_i times anything.
+import type { CreditConfig } from '../config';
+import { defaultCacheDir } from '../oracle/cache';
+import { createOracle, type OracleQuery } from '../oracle';
+import { spanTokenMask } from '../oracle/locate';
+import { oracleQuestion } from '../oracle/prompt';
+import { validMask, type CreditBatch, type CreditParams, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
+
+/** CreditParams plus cal's own knob, for callers that pass it (CreditParams has no negative_reward yet). */
+export type CalParams = CreditParams & { negative_reward?: number };
+
+export const DEFAULT_NEGATIVE_REWARD = -1.0;
+
+// negative_reward of the config whose step was last prepared. effectiveAdvantages() only receives CreditParams, which
+// has no cal keys; prepare() always runs first in the same step (train.ts grpoStep), so this carries the value over.
+let preparedNegativeReward = DEFAULT_NEGATIVE_REWARD;
+
+function hasSpan(row: number[] | null | undefined): row is number[] {
+  return !!row && row.some((v) => v > 0);
+}
+
+/** Â per DESIGN §4 `cal` over a padded batch: negative_reward·span on span episodes, A_i on the other valid tokens. */
+export function calEffectiveAdvantages(batch: CreditBatch, advantages: number[], negativeReward: number): number[][] {
+  const mask = validMask(batch);
+  return mask.map((row, i) => {
+    const span = batch.spanMask?.[i];
+    if (hasSpan(span)) return row.map((m, t) => (m && span[t] ? negativeReward : 0));
+    return row.map((m) => (m ? advantages[i] : 0));
+  });
+}
+
+/** Where the cache goes (null with cache: false): the shared folder, see oracle/cache.ts for why. */
+export function oracleCacheDir(cfg: CreditConfig): string | null {
+  return cfg.credit.cal.cache ? defaultCacheDir() : null;
+}
+
+const announced = new Set<string>();
+
+async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Prepared> {
+  const cal = ctx.cfg.credit.cal;
+  preparedNegativeReward = cal.negative_reward;
+  const cacheDir = cal.provider === 'rule' ? null : oracleCacheDir(ctx.cfg);
+  const oracle = createOracle({ cal, task: ctx.task.name, reward: ctx.cfg.task.reward, cacheDir });
+  if (cacheDir && !announced.has(cacheDir)) {
+    announced.add(cacheDir);
+    ctx.log('info', `cal: ${cal.provider} oracle replies are cached in ${cacheDir}`);
+  }
+
+  const wrong = episodes.filter((e) => e.reward.answer < 1);
+  const correctOf = new Map<number, string>();
+  for (const e of episodes) if (e.reward.answer >= 1 && !correctOf.has(e.group)) correctOf.set(e.group, e.prefill + e.completion);
+  const queries: OracleQuery[] = wrong.map((e) => ({
+    question: oracleQuestion(ctx.task.name, e.example),
+    correct: correctOf.get(e.group) ?? null,
+    incorrect: e.prefill + e.completion,
+  }));
+  const outcomes = await oracle.ask(queries);
+
+  const spanMask: (number[] | null)[] = episodes.map(() => null);
+  const oracleSpans: (string | null)[] = episodes.map(() => null);
+  const reasons = new Map<string, number>();
+  let spanTokens = 0, cacheHits = 0, requests = 0;
+  wrong.forEach((e, j) => {
+    const o = outcomes[j];
+    if (o.cached) cacheHits++;
+    requests += o.requests;
+    let failure = o.failure ?? 'no span';
+    if (o.span) {
+      // The oracle saw prefill + completion; token offsets count from the completion's first character.
+      const shift = e.prefill.length;
+      const mask = spanTokenMask(e.tokens, { start: o.span.start - shift, end: o.span.end - shift }, cal.max_error_span);
+      const marked = e.tokens.filter((_, t) => mask[t]);
+      if (marked.length > 0) {
+        spanMask[e.index] = mask;
+        oracleSpans[e.index] = e.completion.slice(marked[0].start, marked[marked.length - 1].end);
+        spanTokens += marked.length;
+        return;
+      }
+      failure = 'span outside the completion';
+    }
+    reasons.set(failure, (reasons.get(failure) ?? 0) + 1);
+  });
+  const failures = [...reasons.values()].reduce((a, b) => a + b, 0);
+  if (failures > 0) {
+    const list = [...reasons].map(([r, n]) => `${n}× ${r}`).join('; ');
+    ctx.log('warn', `step ${ctx.step}: cal: ${failures} of ${wrong.length} wrong episodes got no error span and keep their advantage (${list})`);
+  }
+  return {
+    batch: { spanMask },
+    oracleSpans,
+    metrics: {
+      'cal/oracle_calls': wrong.length,
+      'cal/cache_hits': cacheHits,
+      'cal/failures': failures,
+      'cal/span_tokens': spanTokens,
+      'cal/requests': requests,
+    },
+  };
+}
+
+export const cal: CreditStrategy = {
+  name: 'cal',
+  needs: {},
+  weights: (batch) => {
+    const mask = validMask(batch);
+    return mask.map((row, i) => {
+      const span = batch.spanMask?.[i];
+      return hasSpan(span) ? row.map((m, t) => (m && span[t] ? 1 : 0)) : row.map((m) => (m ? 1 : 0));
+    });
+  },
+  prepare,
+  effectiveAdvantages: (batch, advantages, params: CalParams) =>
+    calEffectiveAdvantages(batch, advantages, params.negative_reward ?? preparedNegativeReward),
+};
