@@ -1,0 +1,226 @@
+// The JSON of `credit-lens analyze <run> --json`: seed 002's credit tables, recomputed from a run's own token
+// and episode tables by src/engine/analysis.ts. Types only (DESIGN §1): the CLI, the sweep table and the
+// credit-analysis webview read this one shape.
+//
+// Conventions, the same in every table:
+// - c is the token table's `contribution` = Â × ℓ (DESIGN §4). A rewarded episode (advantage > 0) has c ≤ 0,
+//   as in seed 002 ("good episodes get negative contribution").
+// - `std` is the sample standard deviation (N − 1), as pandas' default that produced the seed's tables;
+//   it is null for fewer than 2 values.
+// - A statistic of an empty group is null, never NaN: JSON has no NaN.
+// - Names are snake_case, like the run directory's columns and metrics.
+import type { SectionName } from './index';
+
+export type TokenTypeName = 'filler' | 'reasoning';
+
+export interface CreditAnalysis {
+  /** Changes when a field changes meaning or goes away; added fields do not change it. */
+  version: 1;
+  meta: AnalysisMeta;
+  contribution: ContributionStats;
+  position_t_stats: PositionTStats;
+  /** 10 bins of position / episode length: bin k holds the tokens with floor(10·position/length) = k. */
+  relative_position: RelativePositionBin[];
+  reward_sign: RewardSignStats;
+  /** Seed 002's "Overall Distribution" table. `token_types.filler.mean_abs_contribution` is what the sweep table reads. */
+  token_types: Record<TokenTypeName, TokenTypeStats>;
+  /** Seed 002's "Position-Controlled Analysis": 5 bins of floor(5·position/length). */
+  token_types_by_position: TokenTypePositionBin[];
+  top_tokens: Record<TokenTypeName, TopTokenLists>;
+  weights: WeightTable;
+  /** What the reader should know to read the tables right: rows left out and why, a custom regex, … */
+  notes: string[];
+}
+
+export interface AnalysisMeta {
+  /** The run directory as given to the analysis. */
+  run_dir: string;
+  /** From run.json; null when run.json is missing or unreadable. */
+  run_id: string | null;
+  name: string | null;
+  /** `credit.strategy` (run.json's `strategy`, else config.yaml's). */
+  strategy: string | null;
+  /**
+   * The strategy's own parameter from config.yaml, the one seed 001/002 vary (think_discount, epsilon,
+   * credit_scale, entropy_temp or mask_percentile); null for strategies without one.
+   */
+  strategy_param: { name: string; value: number | string | boolean | null } | null;
+  steps: StepRange;
+  /** Distinct (step, episode) pairs in the analysed token rows. */
+  episodes: number;
+  /** Token rows analysed (after leaving out non-finite rows, see `notes`). */
+  tokens: number;
+  eval_success: EvalSuccess;
+  /**
+   * Training-batch success rate and mean reward over the analysed steps (mean of metrics.jsonl's per-step
+   * `success_rate` / `reward_mean`; every step has the same number of episodes). `steps`: rows found.
+   */
+  training: { steps: number; success_rate: number | null; reward_mean: number | null };
+  /** The regex that classed tokens as reasoning (source text), and whether it is DESIGN §4's default. */
+  reasoning_regex: string;
+  reasoning_regex_is_default: boolean;
+  /** Mean |c| of filler tokens, of reasoning tokens, and filler ÷ reasoning (seed 002's baseline: 0.333, 0.254, 1.31). */
+  filler_mean_abs_contribution: number | null;
+  reasoning_mean_abs_contribution: number | null;
+  filler_reasoning_ratio: number | null;
+}
+
+export interface StepRange {
+  /** What was asked (`--from-step` / `--to-step`); null when open. */
+  requested_from: number | null;
+  requested_to: number | null;
+  /** First and last logged step actually read. */
+  from: number;
+  to: number;
+  /** Number of step tables read (fewer than to − from + 1 when logging.every > 1). */
+  count: number;
+}
+
+export interface EvalSuccess {
+  /** Greedy eval success logged before the first GRPO step (the first `eval_success` in metrics.jsonl). */
+  before_grpo: number | null;
+  /** The last `eval_success` logged at a step ≤ the analysed range's last step, and that step. */
+  final: number | null;
+  final_step: number | null;
+}
+
+/** Seed 002's "Contribution Statistics". */
+export interface ContributionStats {
+  count: number;
+  mean: number | null;
+  std: number | null;
+  mean_abs: number | null;
+  min: number | null;
+  max: number | null;
+}
+
+/**
+ * Seed 002's "T-Statistics (Corrected)": for each absolute position p, over the episodes that reach p,
+ * t = mean(c) / (std(c) / √n) (a one-sample t-test of c = 0, as scipy's ttest_1samp).
+ */
+export interface PositionTStats {
+  /** Positions with a t value (n ≥ 2 and std > 0). The fractions and the mean are over these. */
+  positions: number;
+  frac_abs_t_gt_3: number | null;
+  frac_abs_t_lt_1_5: number | null;
+  mean_abs_t: number | null;
+  /** Positions left out because fewer than 2 episodes reach them, or because all their c are equal. */
+  excluded_n_lt_2: number;
+  excluded_zero_std: number;
+  /** Says which positions were left out and why. */
+  note: string;
+  /** One entry per position from 0 to the longest episode's last, for plotting; t is null where excluded. */
+  by_position: { position: number; n: number; mean: number | null; t: number | null }[];
+}
+
+/** One row of seed 002's "Full Position Analysis Table". */
+export interface RelativePositionBin {
+  bin: number;
+  /** The bin's share of the episode: [lo, hi) of position / length. */
+  lo: number;
+  hi: number;
+  count: number;
+  mean_contribution: number | null;
+  std_contribution: number | null;
+  mean_abs_contribution: number | null;
+  mean_logprob: number | null;
+}
+
+export interface SignGroup {
+  episodes: number;
+  tokens: number;
+  mean_contribution: number | null;
+  mean_abs_contribution: number | null;
+}
+
+/** Seed 002's "Reward-Based Analysis", split on the episode's advantage A_i: > 0 vs ≤ 0. */
+export interface RewardSignStats {
+  positive: SignGroup;
+  non_positive: SignGroup;
+}
+
+export interface TokenTypeStats {
+  count: number;
+  /** count ÷ all tokens of the table it sits in (the run, or one position bin). */
+  share: number | null;
+  mean_abs_contribution: number | null;
+  mean_contribution: number | null;
+  mean_logprob: number | null;
+}
+
+export interface TokenTypePositionBin {
+  bin: number;
+  lo: number;
+  hi: number;
+  filler: TokenTypeStats;
+  reasoning: TokenTypeStats;
+}
+
+export interface TopToken {
+  token_id: number;
+  /** The token's text as logged (its first occurrence). */
+  token: string;
+  count: number;
+  total_abs_contribution: number;
+  mean_contribution: number;
+  mean_abs_contribution: number;
+  mean_logprob: number;
+}
+
+/** Seed 002's "Top Tokens by Type". Ties break by the other key (count, resp. total |c|), then by text. */
+export interface TopTokenLists {
+  by_total_abs_contribution: TopToken[];
+  by_count: TopToken[];
+}
+
+/** The distribution of the strategy's weight w per section (DESIGN §4 sections). */
+export interface SectionWeightStats {
+  count: number;
+  mean: number | null;
+  std: number | null;
+  min: number | null;
+  /** Percentiles with linear interpolation between order statistics (numpy's default). */
+  p10: number | null;
+  p50: number | null;
+  p90: number | null;
+  max: number | null;
+  /** Mean |Â| (effective advantage) and mean |c| of the section's tokens. */
+  mean_abs_effective_advantage: number | null;
+  mean_abs_contribution: number | null;
+}
+
+export interface WeightTable {
+  strategy: string | null;
+  sections: Record<SectionName, SectionWeightStats>;
+}
+
+/** One run's line of seed 002's Appendix-B summary table. */
+export interface AppendixBRow {
+  run_id: string | null;
+  name: string | null;
+  /** e.g. "outcome_conditional (think_discount 0.75)", "none". */
+  label: string;
+  strategy: string | null;
+  eval_success: number | null;
+  eval_step: number | null;
+  filler_mean_abs_contribution: number | null;
+  reasoning_mean_abs_contribution: number | null;
+  filler_reasoning_ratio: number | null;
+}
+
+/** Seed 002's Appendix B: a run next to its baseline, and run − baseline (null where either side is null). */
+export interface AppendixBComparison {
+  baseline: AppendixBRow;
+  run: AppendixBRow;
+  delta: {
+    eval_success: number | null;
+    filler_mean_abs_contribution: number | null;
+    reasoning_mean_abs_contribution: number | null;
+    filler_reasoning_ratio: number | null;
+  };
+}
+
+/** What `credit-lens analyze --json` prints: the analysis, plus the comparison when `--baseline` is given. */
+export interface AnalyzeReport extends CreditAnalysis {
+  appendix_b?: AppendixBComparison;
+}
