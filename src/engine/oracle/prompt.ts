@@ -55,12 +55,15 @@ function spanOf(v: unknown): ParsedReply | undefined {
   return undefined;
 }
 
-function tryJson(text: string): ParsedReply | undefined {
+/** undefined: not JSON. null: JSON, but not a span (an object without error_span, a number). */
+function tryJson(text: string): ParsedReply | null | undefined {
+  let v: unknown;
   try {
-    return spanOf(JSON.parse(text));
+    v = JSON.parse(text);
   } catch {
     return undefined;
   }
+  return spanOf(v) ?? null;
 }
 
 /** Every balanced {...} in `text`, outermost first, skipping braces inside JSON strings. */
@@ -95,10 +98,14 @@ export function parseErrorSpan(reply: string): ParsedReply {
   const candidates = [text];
   for (const m of text.matchAll(/```[a-zA-Z]*\s*\n?([\s\S]*?)```/g)) candidates.push(m[1].trim());
   candidates.push(...braceObjects(text));
+  let wrongShape = false;
   for (const c of candidates) {
     const r = tryJson(c);
     if (r) return r;
+    if (r === null) wrongShape = true;
   }
+  // Valid JSON of another shape: its strings are keys and values of something else, not a quoted span.
+  if (wrongShape) return { span: null, reason: 'malformed reply' };
   const pair = /"error_span"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(text);
   if (pair) {
     const r = tryJson(`"${pair[1]}"`);
