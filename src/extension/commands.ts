@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { parseDocument } from 'yaml';
-import { parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config';
+import { getDotted, parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config';
 import { readRunInfo } from '../engine/rundir';
 import { expandSweep, STRATEGY_PARAMS } from '../engine/sweep';
 import type { Ctx } from './ctx';
@@ -309,7 +309,10 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   );
   if (ok !== start) return;
   const rec = await ctx.sweeps.start(config.name, uri.fsPath, runs.map((r) => {
-    const params = Object.fromEntries(Object.entries(r.overrides).filter(([k]) => k !== 'name').map(([k, v]) => [k, describeValue(v)]));
+    // The strategy's own knob shows even when the grid does not vary it (outcome_conditional at the config's 0.5).
+    const knobs = STRATEGY_PARAMS[r.config.credit.strategy].filter((k) => SEED_VALUES[k]).map((k) => [k, getDotted(r.config, k)]);
+    const params = Object.fromEntries([...knobs, ...Object.entries(r.overrides)].filter(([k]) => k !== 'name' && k !== 'credit.strategy')
+      .map(([k, v]) => [k, describeValue(v)]));
     return {
       name: r.name,
       strategy: r.config.credit.strategy,

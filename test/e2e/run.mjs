@@ -199,12 +199,15 @@ function runDirs(prefix) {
 
 const readJson = (p) => JSON.parse(readFileSync(p, 'utf8'));
 
+let failures = 0;
+
 /** node:test with a screenshot of the moment a scenario fails. */
 function scenario(name, fn) {
   test(name, async () => {
     try {
       await fn();
     } catch (e) {
+      failures++;
       const slug = name.replace(/[^a-z0-9]+/gi, '-').slice(0, 40);
       await vs?.page.screenshot({ path: join(ART, `FAIL-${slug}.png`) }).catch(() => {});
       throw e;
@@ -229,7 +232,12 @@ before(async () => {
 
 after(async () => {
   await vs?.stop();
-  log(`done; workspace left in ${TMP}`);
+  if (failures) {
+    log(`${failures} scenario(s) failed; workspace, runs and user data left in ${TMP}`);
+  } else {
+    rmSync(TMP, { recursive: true, force: true });
+    log('done');
+  }
 });
 
 scenario('▶ Run on a config: the Runs tree shows it running, then completed, and the run directory exists', async () => {
@@ -239,11 +247,21 @@ scenario('▶ Run on a config: the Runs tree shows it running, then completed, a
   await shot(page, '01-codelens');
   await codeLens(page, '▶ Run').click();
   await showRunsView(page);
-  const running = await waitForRow(page, /^tiny-\d{8}-\d{6}.*\b(starting|running)\b/, 60_000);
+  const running = await waitForRow(page, /^tiny-\d{8}-\d{6}, running\b/, 60_000);
   log(`tree: ${running}`);
   await shot(page, '02-run-running');
   const done = await waitForRow(page, /^tiny-\d{8}-\d{6}.*\bcompleted\b.*12\/12/, 180_000);
   log(`tree: ${done}`);
+  // Its children are the logged steps, and a step's children its episodes, best reward first.
+  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ }).first().click();
+  await waitForRow(page, /^step 12\b/, 15_000);
+  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 12/ }).first().click();
+  await waitForRow(page, /^-?\d+\.\d\d [✓✗] #\d+/, 15_000);
+  const rewards = (await page.locator('.sidebar .pane-body .monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? '')))
+    .map((l) => /^(-?\d+\.\d\d) [✓✗] #\d+/.exec(l)?.[1]).filter(Boolean).map(Number);
+  assert.equal(rewards.length, 8, 'prompts_per_step 2 × group_size 4 episodes');
+  assert.ok(new Set(rewards).size > 1, `rewards differ, so their order means something: ${rewards}`);
+  assert.deepEqual(rewards, [...rewards].sort((a, b) => b - a));
   await shot(page, '03-run-completed');
   const dirs = runDirs('tiny');
   assert.equal(dirs.length, 1, `one run directory under runs/: ${dirs}`);
@@ -336,6 +354,37 @@ scenario('a 2-run sweep completes and its summary table shows both rows', async 
   assert.equal(runDirs('sweep').length, 2);
 });
 
+scenario('a crashed engine leaves a failed run, its last log lines, Show Log and Resume from Checkpoint', async () => {
+  const { page } = vs;
+  await openFile(page, 'crash.credit.yaml');
+  await codeLens(page, '▶ Run').click();
+  await showRunsView(page);
+  await waitForRow(page, /^crash-\d{8}-\d{6}.*running · ([5-9]|\d\d+)\/400/, 120_000);
+  const [dir] = runDirs('crash');
+  const { pid } = readJson(join(dir, 'run.json'));
+  process.kill(pid, 'SIGKILL'); // what an out-of-memory kill does
+  const toast = await notification(page, /run crash.*failed/);
+  const text = await toast.innerText();
+  log(`notification: ${text.replace(/\s+/g, ' ')}`);
+  assert.match(text, /exited unexpectedly \(signal SIGKILL\)/);
+  await toast.locator('.monaco-button', { hasText: 'Show Log' }).waitFor();
+  await waitForRow(page, /^crash-\d{8}-\d{6}.*\bfailed\b/, 30_000);
+  await sleep(500);
+  await shot(page, '10-crash');
+  const info = readJson(join(dir, 'run.json'));
+  assert.equal(info.status, 'failed');
+  assert.match(info.error, /exited unexpectedly/);
+  const stoppedAt = info.last_step;
+
+  await toast.locator('.monaco-button', { hasText: 'Resume from Checkpoint' }).click();
+  const stepOf = (l) => Number(/^crash-\d{8}-\d{6}.*running · (\d+)\/400/.exec(l)?.[1] ?? -1);
+  const resumed = await waitForRow(page, (l) => stepOf(l) > stoppedAt, 120_000);
+  log(`tree after resume: ${resumed}`);
+  assert.match(readJson(join(dir, 'run.json')).resumed_from ?? '', /step-/);
+  await palette(page, 'Credit Lens: Stop Run');
+  await waitForRow(page, /^crash-\d{8}-\d{6}.*\bstopped\b/, 120_000);
+});
+
 scenario('in an untrusted workspace Run is refused with an explanation, and existing runs can be browsed', async () => {
   await vs.stop();
   vs = await startVsCode('untrusted', { trusted: false });
@@ -346,8 +395,10 @@ scenario('in an untrusted workspace Run is refused with an explanation, and exis
   const text = await toast.innerText();
   log(`notification: ${text.replace(/\s+/g, ' ')}`);
   assert.match(text, /reward module/);
-  await shot(page, '10-untrusted-refused');
+  await sleep(500); // the toast fades in
+  await shot(page, '11-untrusted-refused');
   await showRunsView(page);
   await waitForRow(page, /^tiny-\d{8}-\d{6}.*\bcompleted\b/, 30_000);
+  await shot(page, '12-untrusted-browse');
   assert.equal(runDirs('tiny').length, 1, 'no new run was started');
 });
