@@ -97,6 +97,8 @@ function remoteOracle(o: OracleOptions): Oracle {
         const req: HttpRequest = provider === 'openai'
           ? openaiRequest(cal.base_url!, model, key, prompt)
           : geminiRequest(cal.base_url, model, key, prompt);
+        // A query keeps its slot through its retries' backoff, so a rate-limited server never sees more than
+        // `concurrency` clients from us.
         const r = await sem.run(() => postJson(req, policy, secrets));
         if (!r.ok) {
           if (r.fatal) {
