@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { UserError } from '../errors';
 import { writeFileAtomic } from '../rundir';
 import type { OraclePrompt } from './prompt';
 
@@ -49,9 +50,15 @@ export class OracleCache {
     }
   }
 
+  /** A cache that cannot be written would silently bill every rerun again, so that stops the run with a fix. */
   put(key: string, entry: CacheEntry): void {
-    const p = this.path(key);
-    mkdirSync(join(this.dir, key.slice(0, 2)), { recursive: true });
-    writeFileAtomic(p, JSON.stringify(entry));
+    try {
+      mkdirSync(join(this.dir, key.slice(0, 2)), { recursive: true });
+      writeFileAtomic(this.path(key), JSON.stringify(entry));
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? 'error';
+      throw new UserError(`cannot write the oracle cache in ${this.dir} (${code})`,
+        'point XDG_CACHE_HOME at a writable folder, or set credit.cal.cache: false');
+    }
   }
 }

@@ -3,7 +3,7 @@
 // concurrency limit.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validateConfig } from '../../../src/engine/config';
@@ -251,6 +251,19 @@ test('the key: a missing variable is a UserError naming it; a 401 stops with a U
       assert.ok(!e.message.includes(KEY) && !String(e.stack).includes(KEY) && !String((e as { hint?: string }).hint).includes(KEY));
       return true;
     });
+  } finally {
+    await srv.close();
+  }
+});
+
+test('an unwritable cache folder stops with a UserError that says how to fix it', async () => {
+  const parent = mkdtempSync(join(tmpdir(), 'cl-oracle-ro-'));
+  // A file where the cache folder should be: mkdir fails for any user, root included.
+  writeFileSync(join(parent, 'cache'), '');
+  const srv = await startLlmServer(blame);
+  try {
+    await assert.rejects(oracleFor(srv.url, {}, join(parent, 'cache')).ask([Q]),
+      (e: Error) => isUserError(e) && /cannot write the oracle cache/.test(e.message) && /XDG_CACHE_HOME/.test((e as { hint?: string }).hint ?? ''));
   } finally {
     await srv.close();
   }
