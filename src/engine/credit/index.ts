@@ -8,6 +8,7 @@ import { entropyWeighted } from './entropy_weighted';
 import { inverseLogprob } from './inverse_logprob';
 import { none } from './none';
 import { outcomeConditional } from './outcome_conditional';
+import { rewardVariance } from './reward_variance';
 import { DEFAULT_CREDIT_PARAMS, type CreditBatch, type CreditParams, type CreditStrategy } from './types';
 
 const REGISTRY: Record<string, CreditStrategy> = {
@@ -19,6 +20,7 @@ const REGISTRY: Record<string, CreditStrategy> = {
   entropy_mask: entropyMask,
   attribution,
   cal,
+  reward_variance: rewardVariance,
 };
 
 export function getStrategy(name: string): CreditStrategy {
