@@ -9,6 +9,7 @@ const USAGE = `usage:
   credit-lens sweep <config.credit.yaml> [--set key=value]...
   credit-lens eval <run-dir> [--checkpoint N]
   credit-lens analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]
+                      [--reasoning-regex RE] [--top-k N]
   credit-lens bench [--json] [--quick]
   credit-lens schema [--out file]`;
 
@@ -138,6 +139,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'train': return await cmdTrain(rest);
       case 'eval': return await cmdEval(rest);
       case 'sweep': return await cmdSweep(rest);
+      case 'analyze': return await (await import('./analysis')).cmdAnalyze(rest);
       case 'bench': return await cmdBench(rest);
       case 'schema': return await cmdSchema(rest);
       case '--version': console.log(JSON.parse(readFileSync(`${__dirname}/../../package.json`, 'utf8')).version); return 0;

@@ -9,3 +9,5 @@ export { train, evaluate, RunController } from './train';
 export { evalRun } from './evalrun';
 export { readTokenTable, readEpisodeTable } from './arrow_tables';
 export { findRunDirs, readRunInfo, readMetrics } from './rundir';
+export { analyzeRun, compareRuns } from './analysis';
+export { analysisToMarkdown } from './analysis_md';
