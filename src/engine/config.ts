@@ -177,7 +177,7 @@ const calSchema = section({
   timeout_s: num({ gt: 0 }, 'Per-request timeout, seconds.').default(30),
   max_retries: int(0, 'Retries per oracle request.').default(3),
   concurrency: int(1, 'Oracle requests in flight.').default(4),
-  cache: bool('Cache oracle answers by (prompt, completion).').default(true),
+  cache: bool('Cache oracle replies on disk (~/.cache/credit-lens/oracle, by sha256 of provider, model and prompt) so reruns cost nothing.').default(true),
 }, 'cal strategy: an oracle names the error span of a wrong answer.').superRefine((c, ctx) => {
   if (c.provider === 'rule') return;
   const need: ('model' | 'api_key_env' | 'base_url')[] = c.provider === 'openai'

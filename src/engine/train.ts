@@ -16,7 +16,7 @@ import { Transformer } from './model';
 import { Adam, clipByGlobalNorm } from './optim';
 import { childSeed, makeRng, randInt, type Rng } from './rng';
 import { completionLogprobs, policyBatch, rollout, type Episode } from './rollout';
-import { appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, stepFile, writeRunInfo } from './rundir';
+import { appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, redactSecrets, stepFile, writeRunInfo } from './rundir';
 import { buildSession, type Session } from './session';
 import type { Example, Section, TokenType } from './types';
 import { ENGINE_VERSION } from './version';
@@ -81,6 +81,7 @@ function creditParams(cfg: CreditConfig): CreditParams {
     mode: c.reward_variance.mode,
     init_std: c.attribution.init_std,
     detach_hidden: c.attribution.detach_hidden,
+    negative_reward: c.cal.negative_reward,
   };
 }
 
@@ -397,8 +398,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     runDir = createRunDir(opts.outputDir ?? cfg.output_dir, cfg.name);
     writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
   }
-  const elog = openEngineLog(runDir);
-  const log = (level: 'info' | 'warn' | 'error', m: string) => { elog.write(level, m); reporter.log(level, m); };
+  // Defence in depth: the API key is never put in a message on purpose, but anything that echoes it is masked.
+  const keyVar = cfg.credit.strategy === 'cal' && cfg.credit.cal.provider !== 'rule' ? cfg.credit.cal.api_key_env : null;
+  const secrets = keyVar && process.env[keyVar] ? [process.env[keyVar]!] : [];
+  const elog = openEngineLog(runDir, { secrets });
+  const log = (level: 'info' | 'warn' | 'error', m: string) => { elog.write(level, m); reporter.log(level, redactSecrets(m, secrets)); };
   const started = new Date().toISOString();
   const info: RunInfo = {
     id: runDir.split(/[\\/]/).pop()!, name: cfg.name, status: 'running', started, ended: null,
@@ -408,6 +412,15 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   };
   writeRunInfo(runDir, info);
 
+  if (keyVar !== null && !process.env[keyVar]) {
+    // Fail before the SFT warm start, not at the first GRPO step.
+    const msg = `credit.cal.api_key_env: the environment variable ${keyVar} is not set (the ${cfg.credit.cal.provider} oracle reads its API key from it)`;
+    writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
+    elog.write('error', msg);
+    elog.close();
+    reporter.finished({ status: 'failed', runDir, error: msg });
+    throw new UserError(msg);
+  }
   let s: Session | null = null;
   const sftOpt = new Adam(cfg.sft.lr);
   const grpoOpt = new Adam(cfg.grpo.lr);

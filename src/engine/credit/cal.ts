@@ -13,14 +13,7 @@ import { spanTokenMask } from '../oracle/locate';
 import { oracleQuestion } from '../oracle/prompt';
 import { validMask, type CreditBatch, type CreditParams, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
 
-/** CreditParams plus cal's own knob, for callers that pass it (CreditParams has no negative_reward yet). */
-export type CalParams = CreditParams & { negative_reward?: number };
-
 export const DEFAULT_NEGATIVE_REWARD = -1.0;
-
-// negative_reward of the config whose step was last prepared. effectiveAdvantages() only receives CreditParams, which
-// has no cal keys; prepare() always runs first in the same step (train.ts grpoStep), so this carries the value over.
-let preparedNegativeReward = DEFAULT_NEGATIVE_REWARD;
 
 function hasSpan(row: number[] | null | undefined): row is number[] {
   return !!row && row.some((v) => v > 0);
@@ -45,7 +38,6 @@ const announced = new Set<string>();
 
 async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Prepared> {
   const cal = ctx.cfg.credit.cal;
-  preparedNegativeReward = cal.negative_reward;
   const cacheDir = cal.provider === 'rule' ? null : oracleCacheDir(ctx.cfg);
   const oracle = createOracle({ cal, task: ctx.task.name, reward: ctx.cfg.task.reward, cacheDir });
   if (cacheDir && !announced.has(cacheDir)) {
@@ -121,6 +113,5 @@ export const cal: CreditStrategy = {
     });
   },
   prepare,
-  effectiveAdvantages: (batch, advantages, params: CalParams) =>
-    calEffectiveAdvantages(batch, advantages, params.negative_reward ?? preparedNegativeReward),
+  effectiveAdvantages: (batch, advantages, params) => calEffectiveAdvantages(batch, advantages, params.negative_reward),
 };

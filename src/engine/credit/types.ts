@@ -76,6 +76,7 @@ export interface CreditParams {
   mode: 'raw' | 'variance_drop';
   init_std: number;
   detach_hidden: boolean;
+  negative_reward: number;
 }
 
 export const DEFAULT_CREDIT_PARAMS: CreditParams = {
@@ -88,6 +89,7 @@ export const DEFAULT_CREDIT_PARAMS: CreditParams = {
   mode: 'variance_drop',
   init_std: 0.01,
   detach_hidden: true,
+  negative_reward: -1.0,
 };
 
 export interface CreditStrategy {
