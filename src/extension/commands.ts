@@ -211,8 +211,13 @@ async function revealRun(ctx: Ctx, arg: unknown): Promise<void> {
   const runDir = runDirFrom(arg);
   if (!runDir) return;
   await vscode.commands.executeCommand('creditLens.runs.focus');
-  const roots = await ctx.tree.collect();
-  const node = roots.flatMap((g) => g.runs).find((r) => r.runDir === runDir);
+  let node = ctx.tree.shownRun(runDir);
+  if (!node) {
+    // A run the view has not shown yet (just started): let it refresh once, then look again.
+    ctx.tree.refresh();
+    await new Promise((r) => setTimeout(r, 700));
+    node = ctx.tree.shownRun(runDir);
+  }
   if (node) await ctx.treeView.reveal(node, { select: true, focus: true, expand: true });
 }
 

@@ -140,6 +140,14 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     return this.roots;
   }
 
+  /**
+   * The run node last handed to the view for `runDir`. TreeView.reveal needs that very object: a node from a
+   * fresh collect() is a different element to VS Code, and the reveal silently finds nothing.
+   */
+  shownRun(runDir: string): RunNode | undefined {
+    return this.roots.flatMap((g) => g.runs).find((r) => r.runDir === runDir);
+  }
+
   metrics(runDir: string): MetricsCacheEntry {
     const path = join(runDir, 'metrics.jsonl');
     let st: { mtimeMs: number; size: number };

@@ -329,7 +329,7 @@ scenario('Stop mid-run leaves status stopped, and Resume continues from the chec
   await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
 });
 
-scenario('a 2-run sweep completes and its summary table shows both rows', async () => {
+scenario('a 2-run sweep completes; its summary table shows both rows, sorts, opens a run and survives a reload', async () => {
   const { page } = vs;
   await openFile(page, 'sweep.credit.yaml');
   // The summary table gets the whole window.
@@ -352,6 +352,30 @@ scenario('a 2-run sweep completes and its summary table shows both rows', async 
   await sleep(600); // the table redraws at most twice a second
   await shot(page, '09-sweep-summary');
   assert.equal(runDirs('sweep').length, 2);
+
+  // Sorting: a click on "Mean |g|" puts the largest first, a second click the smallest.
+  const gradOrder = () => rows.evaluateAll((rs) => rs.map((r) => Number(r.querySelectorAll('vscode-table-cell')[7].textContent)));
+  await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g|' }).click();
+  await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g| ▼' }).waitFor();
+  const desc = await gradOrder();
+  assert.ok(desc.every(Number.isFinite) && desc[0] !== desc[1], `two different mean grad norms: ${desc}`);
+  assert.deepEqual(desc, [...desc].sort((a, b) => b - a));
+  await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g|' }).click();
+  await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g| ▲' }).waitFor();
+  assert.deepEqual(await gradOrder(), [...desc].reverse());
+
+  // A row opens its run: the Runs view shows it selected.
+  const second = await rows.nth(1).getAttribute('data-run');
+  await rows.nth(1).click();
+  const selected = page.locator('.sidebar .pane-body .monaco-list-row.selected');
+  await selected.filter({ hasText: new RegExp(`^${second}-\\d{8}`) }).waitFor({ timeout: 15_000 });
+
+  // After a reload the panel comes back (WebviewPanelSerializer) with its rows and its sort order.
+  await palette(page, 'Developer: Reload Window', { pick: 'Reload Window' });
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+  const restored = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+  await restored.locator('vscode-table-row.run-row[data-status="completed"]').nth(1).waitFor({ timeout: 60_000 });
+  await restored.locator('vscode-table-header-cell', { hasText: 'Mean |g| ▲' }).waitFor();
 });
 
 scenario('a crashed engine leaves a failed run, its last log lines, Show Log and Resume from Checkpoint', async () => {
