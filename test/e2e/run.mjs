@@ -1,5 +1,6 @@
-// Real-VS-Code suite (DESIGN §8): the packaged .vsix installed into code-server, driven through Chromium as
-// a person would — the command palette, CodeLenses, the Runs tree, notifications, the sweep webview.
+// Real-VS-Code suite (DESIGN §8): the packaged .vsix (`npm run package`) installed into code-server, driven
+// through Chromium as a person would — the command palette, CodeLenses, the Runs tree, notifications, modal
+// dialogs, the sweep webview. Each scenario leaves screenshots in test-artifacts/e2e/ (FAIL-*.png when one fails).
 // Run: bash test/e2e/install.sh && npm run test:e2e   (E2E_SKIP_PACKAGE=1 reuses an existing credit-lens.vsix)
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -329,6 +330,32 @@ scenario('Stop mid-run leaves status stopped, and Resume continues from the chec
   await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
 });
 
+scenario('Sweep on a config without a grid asks for strategies and values, then shows the run count', async () => {
+  const { page } = vs;
+  await openFile(page, 'tiny.credit.yaml');
+  await codeLens(page, 'Sweep').click();
+  const quick = page.locator('.quick-input-widget');
+  await quick.locator('.quick-input-title', { hasText: 'strategies to compare' }).waitFor({ timeout: 15_000 });
+  // "none" (the config's strategy, the baseline) comes checked; add outcome_conditional.
+  await quick.locator('.monaco-list-row', { hasText: /^outcome_conditional/ }).click();
+  await shot(page, '07-sweep-strategies');
+  await page.keyboard.press('Enter');
+  await quick.locator('.quick-input-title', { hasText: 'credit.think_discount' }).waitFor({ timeout: 15_000 });
+  // Seed 001's three think_discounts come checked; drop 0.75.
+  await quick.locator('.monaco-list-row', { hasText: /^0\.75/ }).click();
+  await page.keyboard.press('Enter');
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ timeout: 15_000 });
+  const text = await dialog.innerText();
+  log(`dialog: ${text.replace(/\s+/g, ' ')}`);
+  // none + outcome_conditional × {0.25, 0.5} = 3 runs, named by the engine's expandSweep.
+  assert.match(text, /3 runs of 12 GRPO steps/);
+  for (const name of ['tiny-none', 'tiny-outcome_conditional-td0.25', 'tiny-outcome_conditional-td0.5']) assert.ok(text.includes(name), name);
+  await dialog.locator('.monaco-button', { hasText: 'Cancel' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  assert.equal(runDirs('tiny').length, 1, 'cancelling started nothing');
+});
+
 scenario('a 2-run sweep completes; its summary table shows both rows, sorts, opens a run and survives a reload', async () => {
   const { page } = vs;
   await openFile(page, 'sweep.credit.yaml');
@@ -338,20 +365,30 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
   const dialog = page.locator('.monaco-dialog-box');
   await dialog.waitFor({ timeout: 30_000 });
   assert.match(await dialog.innerText(), /2 runs/);
-  await shot(page, '07-sweep-confirm');
+  await shot(page, '08a-sweep-confirm');
   await dialog.locator('.monaco-button', { hasText: 'Start 2 Runs' }).click();
   const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
   const rows = frame.locator('vscode-table-row.run-row');
   await rows.first().waitFor({ timeout: 60_000 });
   assert.equal(await rows.count(), 2);
-  await shot(page, '08-sweep-running');
+  await shot(page, '08b-sweep-running');
   await frame.locator('vscode-table-row.run-row[data-status="completed"]').nth(1).waitFor({ timeout: 300_000 });
   const names = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-run')));
   log(`sweep rows: ${names}`);
   assert.equal(new Set(names).size, 2);
-  await sleep(600); // the table redraws at most twice a second
+  // The filler ÷ reasoning column comes from `credit-lens analyze`, run by the extension once a run has ended.
+  const ratioCells = () => rows.evaluateAll((rs) => rs.map((r) => r.querySelectorAll('vscode-table-cell')[8].textContent.trim()));
+  for (let i = 0; i < 100 && !(await ratioCells()).every((t) => /^\d+\.\d\d$/.test(t)); i++) await sleep(200);
   await shot(page, '09-sweep-summary');
   assert.equal(runDirs('sweep').length, 2);
+  const shown = Object.fromEntries((await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-run')))).map((n, i) => [n, i]));
+  const cells = await ratioCells();
+  for (const dir of runDirs('sweep')) {
+    const a = JSON.parse(spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'analyze', dir, '--json'], { encoding: 'utf8' }).stdout);
+    const expected = a.token_types.filler.mean_abs_contribution / a.token_types.reasoning.mean_abs_contribution;
+    const name = readJson(join(dir, 'run.json')).name;
+    assert.equal(cells[shown[name]], expected.toFixed(2), `${name}: filler ÷ reasoning |c|`);
+  }
 
   // Sorting: a click on "Mean |g|" puts the largest first, a second click the smallest.
   const gradOrder = () => rows.evaluateAll((rs) => rs.map((r) => Number(r.querySelectorAll('vscode-table-cell')[7].textContent)));
