@@ -8,6 +8,8 @@ const USAGE = `usage:
   credit-lens train <config.credit.yaml> [--set key=value]... [--rpc] [--resume <run-dir>]
   credit-lens sweep <config.credit.yaml> [--set key=value]...
   credit-lens eval <run-dir> [--checkpoint N]
+  credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...
+  credit-lens importance train <config.credit.yaml> --rollouts <rollouts_gG.parquet> [--out dir]
   credit-lens analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]
                       [--reasoning-regex RE] [--top-k N]
   credit-lens bench [--json] [--quick]
@@ -140,6 +142,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'eval': return await cmdEval(rest);
       case 'sweep': return await cmdSweep(rest);
       case 'analyze': return await (await import('./analysis')).cmdAnalyze(rest);
+      case 'rollouts': return await (await import('./paired')).cmdRollouts(rest);
+      case 'importance': return await (await import('./importance')).cmdImportance(rest);
       case 'bench': return await cmdBench(rest);
       case 'schema': return await cmdSchema(rest);
       case '--version': console.log(JSON.parse(readFileSync(`${__dirname}/../../package.json`, 'utf8')).version); return 0;
