@@ -4,7 +4,7 @@
 import * as vscode from 'vscode';
 import { parseConfigText, type ConfigIssue } from '../engine/config';
 
-export const isCreditConfig = (doc: vscode.TextDocument): boolean => doc.uri.scheme !== 'output' && /\.credit\.yaml$/i.test(doc.uri.path);
+export const isCreditConfig = (doc: vscode.TextDocument): boolean => doc.uri.scheme === 'file' && /\.credit\.yaml$/i.test(doc.uri.path);
 
 const THROTTLE_MS = 300;
 

@@ -22,6 +22,7 @@ const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
 const log = (m) => process.stderr.write(`[e2e ${elapsed()}] ${m}\n`);
 
 mkdirSync(ART, { recursive: true });
+for (const f of readdirSync(ART)) if (f.startsWith('FAIL-')) rmSync(join(ART, f));
 const TMP = mkdtempSync(join(tmpdir(), 'credit-lens-e2e-'));
 const WS = join(TMP, 'workspace');
 
@@ -132,15 +133,24 @@ async function palette(page, text, { pick } = {}) {
   }
 }
 
+/** Ctrl+P, type the file name, click it; retried, since the list can still be filling when first read. */
 async function openFile(page, name) {
-  await page.keyboard.press('Control+P');
-  const input = page.locator('.quick-input-widget .quick-input-box input');
-  await input.waitFor();
-  await input.fill(name);
-  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: name }).first();
-  await row.waitFor({ timeout: 15_000 });
-  await page.keyboard.press('Enter');
-  await page.locator(`.tab.active[aria-label^="${name}"]`).waitFor({ timeout: 15_000 });
+  const tab = page.locator(`.tab.active[aria-label^="${name}"]`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.keyboard.press('Control+P');
+      const input = page.locator('.quick-input-widget .quick-input-box input');
+      await input.waitFor({ timeout: 5_000 });
+      await input.fill(name, { timeout: 5_000 });
+      const row = page.locator(`.quick-input-widget .monaco-list-row[aria-label^="${name}"]`).first();
+      await row.click({ timeout: 10_000 });
+      await tab.waitFor({ timeout: 5_000 });
+      return;
+    } catch (e) {
+      if (attempt >= 3) throw e;
+      await page.keyboard.press('Escape');
+    }
+  }
 }
 
 function codeLens(page, title) {
