@@ -139,6 +139,9 @@ export function generatePairedGroups(model: Transformer, tokenizer: Tokenizer, t
 
 /** Mean and unbiased (N−1) variance, as pandas' groupby().var() gives (the seed's reference loads pandas). */
 export function meanVar(xs: number[]): { mean: number; var: number } {
+  // Equal rewards have exactly zero variance: the summed mean of eight 0.1s is not 0.1 in floating point, and a
+  // 1e-34 "variance" would make a group without information look usable.
+  if (xs.every((x) => x === xs[0])) return { mean: xs[0], var: 0 };
   const n = xs.length;
   const mean = xs.reduce((a, b) => a + b, 0) / n;
   const v = n > 1 ? xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1) : 0;
@@ -203,7 +206,15 @@ let parquetWasmModule: ParquetWasm | null = null;
  * bundle) when it is evaluated, which no other command should pay for or depend on.
  */
 function parquetWasm(): ParquetWasm {
-  return (parquetWasmModule ??= require('parquet-wasm') as ParquetWasm);
+  if (!parquetWasmModule) {
+    try {
+      parquetWasmModule = require('parquet-wasm') as ParquetWasm;
+    } catch (e) {
+      // In the engine bundle the module looks for parquet_wasm_bg.wasm next to the bundle: a packaging fault.
+      throw new Error(`cannot load the Parquet writer (parquet-wasm): ${(e as Error).message}; the engine bundle needs node_modules/parquet-wasm/node/parquet_wasm_bg.wasm copied next to it`);
+    }
+  }
+  return parquetWasmModule;
 }
 
 const INT_COLUMNS = new Set(['prompt_id', 'group_id', 'completion_id', 'pair_id', 'split_token_idx']);

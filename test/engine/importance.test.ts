@@ -165,7 +165,9 @@ test('on synthetic pairs with a known correlation, the net beats the constant ba
       assert.deepEqual(meta.net, { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 192 });
       assert.deepEqual(meta.tokenizer, { kind: 'char', alphabet: tok.alphabet });
       assert.equal(meta.metrics.heldout_nll, metrics.heldout_nll);
-      assert.deepEqual(meta.vocab, [...new Set(splitByPrompt(pairs, 0.2, 1).train.flatMap((p) => p.prefix))].sort((a, b) => a - b));
+      // the ids of the fitted prefixes: BOS, '>' and the letters a, b, c, x
+      assert.deepEqual(meta.vocab, [tok.bosId, ...tok.encode('>abcx')].sort((a, b) => a - b));
+      assert.ok(meta.metrics.selected_step > 0, 'training improved on the starting constant');
 
       // One causal pass over prompt + completion gives, at completion token t, the ρ̂ of the prefix ending there
       // (and ρ_0 at the last prompt token), whatever the padding of the batch.
@@ -183,6 +185,49 @@ test('on synthetic pairs with a known correlation, the net beats the constant ba
     }
   } finally {
     net.dispose();
+  }
+});
+
+test('the weights kept are those of the step with the best validation NLL (step 0: the constant it starts at)', async (t) => {
+  await initBackend('wasm');
+  // Prefixes starting with "a" get correlation +0.9 and with "b" −0.9 on the prompts the net is fitted on, and the
+  // reverse on the validation prompts (found with the same seeded splits trainImportance makes). Whatever the net
+  // learns from the fitted pairs makes validation worse, so selection must return to step 0.
+  const tok = CharTokenizer.fromAlphabet('ab>');
+  const rng = makeRng(8);
+  const shells = Array.from({ length: 160 }, (_, i) => ({ prompt: Math.floor(i / 4), prefix: tok.encodePrompt(`${'ab'[i % 2]}${'ab'[Math.floor(rng() * 2)]}`), r1: 0, r2: 0, mean: 0, var: 1 }));
+  const { train } = splitByPrompt(shells, 0.2, 2);
+  const { test: val } = splitByPrompt(train, 0.15, 2, 'importance-validation');
+  const valPrompts = new Set(val.map((p) => p.prompt));
+  const pairs = shells.map((p) => {
+    const sign = (tok.decode(p.prefix)[0] === 'a' ? 1 : -1) * (valPrompts.has(p.prompt) ? -1 : 1);
+    const z1 = randNormal(rng);
+    return { ...p, r1: z1, r2: sign * 0.9 * z1 + Math.sqrt(1 - 0.81) * randNormal(rng) };
+  });
+  const opts = { tokenizer: { kind: 'char' as const, alphabet: tok.alphabet }, net: { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32 }, steps: 60, lr: 1e-2, seed: 2, evalEvery: 10 };
+  const kept = trainImportance({ pairs, skippedGroups: 0, skippedPairs: 0, groups: 40 }, opts);
+  const last = trainImportance({ pairs, skippedGroups: 0, skippedPairs: 0, groups: 40 }, { ...opts, validation: 0 });
+  try {
+    const probe = [tok.encodePrompt('aa'), tok.encodePrompt('ab'), tok.encodePrompt('ba'), tok.encodePrompt('bb')];
+    const fk = kept.net.prefixRho(probe), fl = last.net.prefixRho(probe);
+    t.diagnostic(`ρ̂ for aa ab ba bb: kept (step ${kept.metrics.selected_step}) ${fk.map((x) => x.toFixed(3)).join(' ')}; last step ${fl.map((x) => x.toFixed(3)).join(' ')}`);
+    assert.equal(kept.metrics.selected_step, 0);
+    // step 0 is the freshly created net (same seed, head bias atanh f0), before any update
+    const fresh = ImportanceNet.create({ d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 192 }, [tok.bosId, ...tok.encode('ab')].sort((a, b) => a - b),
+      opts.tokenizer, 2, kept.metrics.constant_f);
+    fresh.prefixRho(probe).forEach((f, i) => assert.ok(Math.abs(f - fk[i]) < 1e-6, `${fk[i]} vs fresh ${f}`));
+    fresh.dispose();
+    // validation_nll is the NLL of the kept net on the validation pairs
+    const valPairs = splitByPrompt(splitByPrompt(pairs, 0.2, 2).train, 0.15, 2, 'importance-validation').test;
+    const fv = kept.net.prefixRho(valPairs.map((p) => p.prefix));
+    const vNll = valPairs.reduce((a, p, i) => a + pairNll(p.r1, p.r2, 0, 1, fv[i]), 0) / valPairs.length;
+    assert.ok(Math.abs(vNll - kept.metrics.validation_nll!) < 1e-9);
+    // without a validation split the last step is kept, and it has learned the fitted prompts' sign
+    assert.equal(last.metrics.selected_step, 60);
+    assert.ok(fl[0] > 0 && fl[1] > 0 && fl[2] < 0 && fl[3] < 0 && fl[0] - fl[3] > 0.8);
+  } finally {
+    kept.net.dispose();
+    last.net.dispose();
   }
 });
 

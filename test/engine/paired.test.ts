@@ -85,6 +85,8 @@ test('group statistics: mean and unbiased (N−1) variance of the total and of e
   assert.ok(Math.abs((t.columns.partial_reward_2_group_var[3] as number) - 1 / 3) < 1e-12);
   assert.equal(t.columns.reward_group_var[4], 0);
   assert.deepEqual(meanVar([2]), { mean: 2, var: 0 });
+  // eight equal rewards of 0.1 sum to 0.7999999999999999, so a plain two-pass variance is 2.2e-34, not 0
+  assert.deepEqual(meanVar(Array(8).fill(0.1)), { mean: 0.1, var: 0 });
 });
 
 test('rollouts paired writes rollouts_g<G>.parquet that hyparquet reads, and the metadata', async () => {
