@@ -199,6 +199,11 @@ async function notification(page, re, timeout = 30_000) {
   return toast;
 }
 
+/** The status bar's problems item, e.g. "No Problems" or "Errors: 1, Warnings: 0". */
+function problemCount(page) {
+  return page.locator('[id="status.problems"]').evaluate((e) => e.querySelector('[aria-label]')?.getAttribute('aria-label') ?? e.getAttribute('aria-label'));
+}
+
 async function shot(page, name) {
   await page.screenshot({ path: join(ART, `${name}.png`) });
 }
@@ -293,6 +298,27 @@ scenario('an invalid config shows a Problems entry naming the field', async () =
   assert.match(text, /grpo\.group_size/);
   await shot(page, '04-problems');
   await palette(page, 'View: Hide Panel', { pick: 'Hide Panel' });
+});
+
+scenario('New Experiment scaffolds a valid config from a bundled example', async () => {
+  const { page } = vs;
+  const problemsBefore = await problemCount(page);
+  await palette(page, 'Credit Lens: New Experiment');
+  const quick = page.locator('.quick-input-widget');
+  await quick.locator('.monaco-list-row', { hasText: /^countdown-tiny/ }).click({ timeout: 15_000 });
+  const input = quick.locator('.quick-input-box input');
+  await quick.locator('.quick-input-title', { hasText: 'experiment name' }).waitFor({ timeout: 15_000 });
+  await input.fill('my-first');
+  await page.keyboard.press('Enter');
+  await page.locator('.tab.active[aria-label^="my-first.credit.yaml"]').waitFor({ timeout: 15_000 });
+  await codeLens(page, '▶ Run').waitFor({ timeout: 30_000 });
+  await shot(page, '04b-new-experiment');
+  const text = readFileSync(join(WS, 'my-first.credit.yaml'), 'utf8');
+  assert.match(text, /^name: my-first$/m);
+  assert.match(text, /^#/, "the example's comments are kept");
+  // Valid as scaffolded: the status bar's problem count does not change.
+  await sleep(1000);
+  assert.equal(await problemCount(page), problemsBefore, 'the new config adds no problem');
 });
 
 scenario('Stop mid-run leaves status stopped, and Resume continues from the checkpoint', async () => {
