@@ -490,7 +490,7 @@ export function configTokenizer(cfg: CreditConfig): Tokenizer {
 }
 
 const USAGE = 'usage: credit-lens importance train <config.credit.yaml> --rollouts <rollouts.parquet> [--out dir] [--steps N] '
-  + '[--batch-size N] [--lr x] [--d-model N] [--layers N] [--heads N] [--heldout fraction] [--reward column] [--set key=value]...';
+  + '[--batch-size N] [--lr x] [--d-model N] [--layers N] [--heads N] [--heldout fraction] [--validation fraction] [--reward column] [--set key=value]...';
 
 function numFlag(flags: Map<string, string[]>, name: string, ok: (x: number) => boolean, what: string): number | undefined {
   const v = flags.get(name)?.at(-1);
@@ -505,7 +505,7 @@ export interface ImportanceTrainResult { dir: string; metrics: ImportanceMetrics
 /** `credit-lens importance train`, as a function. */
 export async function importanceTrain(o: {
   configPath: string; rollouts: string; out?: string; sets?: string[]; steps?: number; batchSize?: number; lr?: number;
-  net?: Partial<ImportanceNetConfig>; heldout?: number; reward?: string; log?: (m: string) => void;
+  net?: Partial<ImportanceNetConfig>; heldout?: number; validation?: number; reward?: string; log?: (m: string) => void;
 }): Promise<ImportanceTrainResult> {
   const t0 = performance.now();
   const log = o.log ?? (() => {});
@@ -518,14 +518,14 @@ export async function importanceTrain(o: {
   log(`${data.pairs.length} pairs from ${data.groups} groups; ${data.skippedGroups} zero-variance groups (${data.skippedPairs} pairs) skipped`);
   const net = { max_seq_len: cfg.model.max_seq_len, ...o.net };
   const { net: model, metrics } = trainImportance(data, {
-    net, steps: o.steps, batchSize: o.batchSize, lr: o.lr, heldout: o.heldout, seed: cfg.seed, tokenizer: tokenizerId(tokenizer), log,
+    net, steps: o.steps, batchSize: o.batchSize, lr: o.lr, heldout: o.heldout, validation: o.validation, seed: cfg.seed, tokenizer: tokenizerId(tokenizer), log,
   });
   try {
     const dir = o.out ?? createOutputFolder(cfg.output_dir, cfg.name, 'importance', new Date());
     model.save(dir, {
       training: {
         rollouts: o.rollouts, reward: o.reward ?? 'reward', steps: o.steps ?? 300, batch_size: o.batchSize ?? 64, lr: o.lr ?? 1e-3,
-        heldout: o.heldout ?? 0.2, seed: cfg.seed, runtime_s: (performance.now() - t0) / 1000,
+        heldout: o.heldout ?? 0.2, validation: o.validation ?? 0.15, seed: cfg.seed, runtime_s: (performance.now() - t0) / 1000,
       },
     });
     return { dir, metrics };
@@ -538,7 +538,7 @@ export async function importanceTrain(o: {
 export async function cmdImportance(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'train') throw new UserError(`importance: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${USAGE}`);
-  const a = parseFlags(rest, ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'reward', 'set'], USAGE);
+  const a = parseFlags(rest, ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'validation', 'reward', 'set'], USAGE);
   if (a.positional.length !== 1) throw new UserError(`importance train needs exactly one config file\n${USAGE}`);
   const rollouts = a.flags.get('rollouts')?.at(-1);
   if (!rollouts) throw new UserError(`importance train needs --rollouts <rollouts.parquet> (from \`credit-lens rollouts paired\`)\n${USAGE}`);
@@ -553,11 +553,13 @@ export async function cmdImportance(argv: string[]): Promise<number> {
     steps: intFlag(a.flags, 'steps', 1), batchSize: intFlag(a.flags, 'batch-size', 1),
     lr: numFlag(a.flags, 'lr', (x) => x > 0, 'a positive number'),
     heldout: numFlag(a.flags, 'heldout', (x) => x > 0 && x < 1, 'a fraction in (0, 1)'),
+    validation: numFlag(a.flags, 'validation', (x) => x >= 0 && x < 1, 'a fraction in [0, 1)'),
     reward: a.flags.get('reward')?.at(-1), log: (m) => process.stderr.write(m + '\n'),
   });
   const m = r.metrics;
   process.stderr.write(`held-out NLL per pair: net ${m.heldout_nll.toFixed(4)}  constant f=${m.constant_f.toFixed(3)} ${m.heldout_nll_constant.toFixed(4)}  `
-    + `independent ${m.heldout_nll_independent.toFixed(4)}  (${m.heldout_pairs} pairs of ${m.heldout_prompts} prompts; ${m.train_pairs} training pairs)\n`);
+    + `independent ${m.heldout_nll_independent.toFixed(4)}  (${m.heldout_pairs} pairs of ${m.heldout_prompts} prompts; ${m.train_pairs} training pairs; `
+    + `weights of step ${m.selected_step})\n`);
   console.log(r.dir);
   return 0;
 }
