@@ -27,6 +27,8 @@ mkdirSync('dist/engine', { recursive: true });
 for (const f of readdirSync('node_modules/@tensorflow/tfjs-backend-wasm/dist').filter((f) => f.endsWith('.wasm'))) {
   cpSync(join('node_modules/@tensorflow/tfjs-backend-wasm/dist', f), join('dist/engine', f));
 }
+// parquet-wasm (paired rollouts) loads its binary from __dirname the first time it is used.
+cpSync('node_modules/parquet-wasm/node/parquet_wasm_bg.wasm', 'dist/engine/parquet_wasm_bg.wasm');
 
 if (watch) {
   for (const j of jobs) (await esbuild.context(j)).watch();
