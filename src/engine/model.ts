@@ -2,17 +2,25 @@
 // embedding → nLayers × [RMSNorm → GQA self-attention with RoPE → residual → RMSNorm → SwiGLU MLP → residual]
 // → final RMSNorm → lm_head.
 //
-// Layout: parameters keep their Hugging Face names, but every Linear weight is stored as [in, out] (HF stores
-// [out, in]) so the forward is `x[N, in] @ W[in, out]` — plain 2-D matmuls, the fast path on the wasm backend.
-// With tied embeddings `model.embed_tokens.weight` is stored as [d, V] for the same reason (lm_head is the
-// biggest matmul of a decode step), and the embedding lookup gathers its columns instead of its rows.
-// exportWeights()/fromWeights() convert from/to the HF layout.
+// Layout: every Linear weight is stored as [in, out] (HF stores [out, in]) so the forward is `x[N, in] @ W[in, out]`
+// — plain 2-D matmuls, the fast path on the wasm backend. Projections that read the same input are fused into one
+// matmul: q/k/v are one `self_attn.qkv_proj` ([d, (H + 2·Hkv)·hd], columns q | k | v, with a fused bias when the
+// model has one) and gate/up are one `mlp.gate_up_proj` ([d, 2·dFf], columns gate | up). At the reference sizes a
+// decode step is dominated by per-op overhead, and one wide product runs at XNNPACK's full rate where three
+// narrow ones do not. With tied embeddings `model.embed_tokens.weight` is stored as [d, V] (lm_head is the biggest
+// matmul of a decode step), and the embedding lookup gathers its columns instead of its rows.
+// `params` is keyed by these stored names (HF names, with the two fused ones above); exportWeights()/fromWeights()
+// convert from/to the HF layout and names (separate q_proj/k_proj/v_proj, gate_proj/up_proj).
 //
 // Left padding: every row uses positions 0..T−1 and padded keys are masked out. RoPE makes q·k depend only on
 // the position difference, so a left-padded row gives the same logits for its real tokens as the unpadded one.
+//
+// Decoding: on the wasm backend the KV cache is preallocated and each step writes its keys/values in place with
+// one fused kernel per layer (wasm_kernels.ts, decodeAttention); elsewhere the cache grows by concatenation.
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from './errors';
 import { makeRng, randNormal } from './rng';
+import { decodeAttention, hasDecodeAttention } from './wasm_kernels';
 
 export interface RopeScaling {
   /** `linear`: positions are divided by `factor`; `llama3`: the frequency-dependent scaling of Llama 3.1. */
@@ -48,17 +56,26 @@ export interface WeightTensor {
 
 /**
  * Per-layer attention state of a batch being decoded. Owned by the caller: `decodeStep` and `keepCacheRows`
- * consume the cache they are given (its tensors are disposed) and return a new one; `disposeCache` frees it.
+ * consume the cache they are given (it must not be used afterwards) and return the one to use next;
+ * `disposeCache` frees it.
  */
 export interface KvCache {
-  /** rotated keys per layer, [B, nKvHeads, headDim, T]: stored transposed so q·kᵀ is a plain batched matmul */
+  /**
+   * rotated keys per layer: [B, nKvHeads, T, headDim], T = length; in place: [B, nKvHeads, headDim, capacity],
+   * transposed so that a query's scores are one pass over contiguous rows
+   */
   keys: tf.Tensor4D[];
-  /** values per layer, [B, nKvHeads, T, headDim] */
+  /** values per layer, [B, nKvHeads, T, headDim] (T = capacity in place) */
   values: tf.Tensor4D[];
-  /** [B, T] float32, 1 = real token, 0 = left padding */
+  /** [B, T] float32, 1 = real token, 0 = left padding or (in place) a position not yet written */
   keyMask: tf.Tensor2D;
   /** number of positions held (the next token's position) */
   length: number;
+  /**
+   * true: preallocated for `capacity` positions and written in place by the wasm decode kernel (no copy of the
+   * cache per step); false: every step concatenates the new position.
+   */
+  inPlace: boolean;
 }
 
 export interface ForwardOptions {
@@ -73,25 +90,34 @@ export interface ForwardOptions {
   logitsFrom?: number;
 }
 
+export interface PrefillOptions {
+  /**
+   * Positions the cache should hold without growing (prompt + new tokens); in-place caches that fill up grow by
+   * doubling. Ignored by the concatenating cache.
+   */
+  capacity?: number;
+}
+
 interface Layer {
   ln1: tf.Variable;
-  wq: tf.Variable;
-  wk: tf.Variable;
-  wv: tf.Variable;
-  bq?: tf.Variable;
-  bk?: tf.Variable;
-  bv?: tf.Variable;
+  /** [d, (H + 2·Hkv)·hd], columns q | k | v */
+  wQkv: tf.Variable;
+  bQkv?: tf.Variable;
   wo: tf.Variable;
   ln2: tf.Variable;
-  wGate: tf.Variable;
-  wUp: tf.Variable;
+  /** [d, 2·dFf], columns gate | up */
+  wGateUp: tf.Variable;
   wDown: tf.Variable;
 }
 
-/** One parameter: its HF name, HF shape, and whether it is stored transposed relative to HF. */
+/**
+ * One stored parameter and the HF tensors it holds. `transposed`: a Linear weight stored [in, Σ out] whose HF
+ * parts are [out_i, in] (fused projections concatenate their outputs); otherwise the parts are concatenated
+ * along their first axis (fused biases) or there is a single part stored as is.
+ */
 interface ParamSpec {
   name: string;
-  hfShape: number[];
+  parts: { name: string; hfShape: number[] }[];
   transposed: boolean;
   init: 'normal' | 'residual' | 'ones' | 'zeros';
 }
@@ -118,27 +144,39 @@ function paramSpecs(cfg: ModelConfig): ParamSpec[] {
   const hd = headDimOf(cfg);
   const qDim = cfg.nHeads * hd;
   const kvDim = cfg.nKvHeads * hd;
-  const specs: ParamSpec[] = [{ name: 'model.embed_tokens.weight', hfShape: [cfg.vocabSize, d], transposed: cfg.tieEmbeddings, init: 'normal' }];
+  const one = (name: string, hfShape: number[], transposed: boolean, init: ParamSpec['init']): ParamSpec =>
+    ({ name, parts: [{ name, hfShape }], transposed, init });
+  const specs: ParamSpec[] = [one('model.embed_tokens.weight', [cfg.vocabSize, d], cfg.tieEmbeddings, 'normal')];
   for (let i = 0; i < cfg.nLayers; i++) {
     const p = `model.layers.${i}.`;
-    specs.push({ name: p + 'input_layernorm.weight', hfShape: [d], transposed: false, init: 'ones' });
-    specs.push({ name: p + 'self_attn.q_proj.weight', hfShape: [qDim, d], transposed: true, init: 'normal' });
-    specs.push({ name: p + 'self_attn.k_proj.weight', hfShape: [kvDim, d], transposed: true, init: 'normal' });
-    specs.push({ name: p + 'self_attn.v_proj.weight', hfShape: [kvDim, d], transposed: true, init: 'normal' });
+    const a = p + 'self_attn.';
+    specs.push(one(p + 'input_layernorm.weight', [d], false, 'ones'));
+    specs.push({ name: a + 'qkv_proj.weight', transposed: true, init: 'normal', parts: [
+      { name: a + 'q_proj.weight', hfShape: [qDim, d] }, { name: a + 'k_proj.weight', hfShape: [kvDim, d] },
+      { name: a + 'v_proj.weight', hfShape: [kvDim, d] }] });
     if (cfg.qkvBias) {
-      specs.push({ name: p + 'self_attn.q_proj.bias', hfShape: [qDim], transposed: false, init: 'zeros' });
-      specs.push({ name: p + 'self_attn.k_proj.bias', hfShape: [kvDim], transposed: false, init: 'zeros' });
-      specs.push({ name: p + 'self_attn.v_proj.bias', hfShape: [kvDim], transposed: false, init: 'zeros' });
+      specs.push({ name: a + 'qkv_proj.bias', transposed: false, init: 'zeros', parts: [
+        { name: a + 'q_proj.bias', hfShape: [qDim] }, { name: a + 'k_proj.bias', hfShape: [kvDim] },
+        { name: a + 'v_proj.bias', hfShape: [kvDim] }] });
     }
-    specs.push({ name: p + 'self_attn.o_proj.weight', hfShape: [d, qDim], transposed: true, init: 'residual' });
-    specs.push({ name: p + 'post_attention_layernorm.weight', hfShape: [d], transposed: false, init: 'ones' });
-    specs.push({ name: p + 'mlp.gate_proj.weight', hfShape: [cfg.dFf, d], transposed: true, init: 'normal' });
-    specs.push({ name: p + 'mlp.up_proj.weight', hfShape: [cfg.dFf, d], transposed: true, init: 'normal' });
-    specs.push({ name: p + 'mlp.down_proj.weight', hfShape: [d, cfg.dFf], transposed: true, init: 'residual' });
+    specs.push(one(a + 'o_proj.weight', [d, qDim], true, 'residual'));
+    specs.push(one(p + 'post_attention_layernorm.weight', [d], false, 'ones'));
+    specs.push({ name: p + 'mlp.gate_up_proj.weight', transposed: true, init: 'normal', parts: [
+      { name: p + 'mlp.gate_proj.weight', hfShape: [cfg.dFf, d] }, { name: p + 'mlp.up_proj.weight', hfShape: [cfg.dFf, d] }] });
+    specs.push(one(p + 'mlp.down_proj.weight', [d, cfg.dFf], true, 'residual'));
   }
-  specs.push({ name: 'model.norm.weight', hfShape: [d], transposed: false, init: 'ones' });
-  if (!cfg.tieEmbeddings) specs.push({ name: 'lm_head.weight', hfShape: [cfg.vocabSize, d], transposed: true, init: 'normal' });
+  specs.push(one('model.norm.weight', [d], false, 'ones'));
+  if (!cfg.tieEmbeddings) specs.push(one('lm_head.weight', [cfg.vocabSize, d], true, 'normal'));
   return specs;
+}
+
+const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+
+/** Stored shape of a parameter: [in, Σ out] when transposed, else the parts stacked on their first axis. */
+function storedShape(s: ParamSpec): number[] {
+  const first = s.parts[0].hfShape;
+  const stacked = s.parts.reduce((a, p) => a + p.hfShape[0], 0);
+  return s.transposed ? [first[1], stacked] : [stacked, ...first.slice(1)];
 }
 
 function transpose2d(data: Float32Array, rows: number, cols: number): Float32Array {
@@ -182,7 +220,7 @@ export function ropeInvFreq(cfg: ModelConfig): Float64Array {
 
 export class Transformer {
   readonly cfg: ModelConfig;
-  /** trainable weights keyed by Hugging Face names (layout: see the file comment) */
+  /** trainable weights keyed by their stored names (layout and the two fused names: see the file comment) */
   readonly params: Map<string, tf.Variable>;
   private readonly specs: ParamSpec[];
   private readonly layers: Layer[];
@@ -210,7 +248,6 @@ export class Transformer {
       t.dispose();
     }
     const g = (n: string) => this.params.get(n)!;
-    const o = (n: string) => this.params.get(n);
     this.embed = g('model.embed_tokens.weight');
     this.finalNorm = g('model.norm.weight');
     this.lmHead = cfg.tieEmbeddings ? null : g('lm_head.weight');
@@ -219,18 +256,18 @@ export class Transformer {
       const p = `model.layers.${i}.`;
       this.layers.push({
         ln1: g(p + 'input_layernorm.weight'),
-        wq: g(p + 'self_attn.q_proj.weight'), wk: g(p + 'self_attn.k_proj.weight'), wv: g(p + 'self_attn.v_proj.weight'),
-        bq: o(p + 'self_attn.q_proj.bias'), bk: o(p + 'self_attn.k_proj.bias'), bv: o(p + 'self_attn.v_proj.bias'),
+        wQkv: g(p + 'self_attn.qkv_proj.weight'), bQkv: this.params.get(p + 'self_attn.qkv_proj.bias'),
         wo: g(p + 'self_attn.o_proj.weight'),
         ln2: g(p + 'post_attention_layernorm.weight'),
-        wGate: g(p + 'mlp.gate_proj.weight'), wUp: g(p + 'mlp.up_proj.weight'), wDown: g(p + 'mlp.down_proj.weight'),
+        wGateUp: g(p + 'mlp.gate_up_proj.weight'), wDown: g(p + 'mlp.down_proj.weight'),
       });
     }
   }
 
   /**
    * Seeded init: N(0, 0.02²) for embeddings and projections, with the projections that write into the residual
-   * stream (o_proj, down_proj) scaled by 1/√(2·nLayers) as in GPT-2; norms 1, biases 0.
+   * stream (o_proj, down_proj) scaled by 1/√(2·nLayers) as in GPT-2; norms 1, biases 0. Values are drawn per HF
+   * tensor in HF order, each filling its [in, out] block, so a seed gives the same network as before the fusion.
    */
   static init(cfg: ModelConfig, seed: number): Transformer {
     validateConfig(cfg);
@@ -239,14 +276,21 @@ export class Transformer {
     const resStd = std / Math.sqrt(2 * cfg.nLayers);
     const values = new Map<string, tf.Tensor>();
     for (const s of paramSpecs(cfg)) {
-      const n = s.hfShape.reduce((a, b) => a * b, 1);
-      const data = new Float32Array(n);
+      const shape = storedShape(s);
+      const data = new Float32Array(sizeOf(shape));
       if (s.init === 'ones') data.fill(1);
       else if (s.init === 'normal' || s.init === 'residual') {
         const sd = s.init === 'normal' ? std : resStd;
-        for (let i = 0; i < n; i++) data[i] = sd * randNormal(rng);
+        const cols = shape[shape.length - 1];
+        let col0 = 0;
+        for (const part of s.parts) {
+          // transposed: part i owns columns col0..col0+out_i of every row; else a single part fills everything
+          const rows = s.transposed ? shape[0] : data.length / cols;
+          const width = s.transposed ? part.hfShape[0] : cols;
+          for (let r = 0; r < rows; r++) for (let c = 0; c < width; c++) data[r * cols + col0 + c] = sd * randNormal(rng);
+          col0 += width;
+        }
       }
-      const shape = s.transposed ? [s.hfShape[1], s.hfShape[0]] : s.hfShape;
       values.set(s.name, tf.tensor(data, shape, 'float32'));
     }
     return new Transformer(cfg, values);
@@ -256,7 +300,7 @@ export class Transformer {
   static fromWeights(cfg: ModelConfig, w: Record<string, WeightTensor>): Transformer {
     validateConfig(cfg);
     const specs = paramSpecs(cfg);
-    const known = new Set(specs.map((s) => s.name));
+    const known = new Set(specs.flatMap((s) => s.parts.map((p) => p.name)));
     for (const name of Object.keys(w)) {
       // A weight of a layer we do not model (Qwen3's q_norm, a Llama with attention_bias, ...) would be silently
       // dropped and give a different network: refuse instead. Rotary caches of old checkpoints are recomputed.
@@ -267,15 +311,21 @@ export class Transformer {
     const values = new Map<string, tf.Tensor>();
     try {
       for (const s of specs) {
-        const t = w[s.name];
-        if (!t) throw new UserError(`checkpoint is missing tensor ${s.name} (expected shape [${s.hfShape.join(', ')}])`);
-        const n = s.hfShape.reduce((a, b) => a * b, 1);
-        if (t.shape.length !== s.hfShape.length || t.shape.some((v, i) => v !== s.hfShape[i]) || t.data.length !== n) {
-          throw new UserError(`checkpoint tensor ${s.name} has shape [${t.shape.join(', ')}] (${t.data.length} values), expected [${s.hfShape.join(', ')}]`);
+        const shape = storedShape(s);
+        const stacked = new Float32Array(sizeOf(shape));
+        let off = 0;
+        for (const p of s.parts) {
+          const t = w[p.name];
+          if (!t) throw new UserError(`checkpoint is missing tensor ${p.name} (expected shape [${p.hfShape.join(', ')}])`);
+          const n = sizeOf(p.hfShape);
+          if (t.shape.length !== p.hfShape.length || t.shape.some((v, i) => v !== p.hfShape[i]) || t.data.length !== n) {
+            throw new UserError(`checkpoint tensor ${p.name} has shape [${t.shape.join(', ')}] (${t.data.length} values), expected [${p.hfShape.join(', ')}]`);
+          }
+          stacked.set(t.data, off);
+          off += n;
         }
-        values.set(s.name, s.transposed
-          ? tf.tensor(transpose2d(t.data, s.hfShape[0], s.hfShape[1]), [s.hfShape[1], s.hfShape[0]], 'float32')
-          : tf.tensor(t.data.slice(), s.hfShape, 'float32'));
+        // stacked holds the HF parts one after the other: [Σ out, in] for Linear weights
+        values.set(s.name, tf.tensor(s.transposed ? transpose2d(stacked, shape[1], shape[0]) : stacked, shape, 'float32'));
       }
     } catch (e) {
       for (const v of values.values()) v.dispose();
@@ -288,11 +338,15 @@ export class Transformer {
   exportWeights(): Record<string, WeightTensor> {
     const out: Record<string, WeightTensor> = {};
     for (const s of this.specs) {
+      const shape = storedShape(s);
       const data = this.params.get(s.name)!.dataSync() as Float32Array;
-      out[s.name] = {
-        shape: s.hfShape.slice(),
-        data: s.transposed ? transpose2d(data, s.hfShape[1], s.hfShape[0]) : Float32Array.from(data),
-      };
+      const stacked = s.transposed ? transpose2d(data, shape[0], shape[1]) : data;
+      let off = 0;
+      for (const p of s.parts) {
+        const n = sizeOf(p.hfShape);
+        out[p.name] = { shape: p.hfShape.slice(), data: stacked.slice(off, off + n) };
+        off += n;
+      }
     }
     return out;
   }
@@ -315,26 +369,36 @@ export class Transformer {
   }
 
   /** Run the prompts and keep their keys/values. Returns the logits of the last position, [B, V]. */
-  prefill(ids: tf.Tensor2D, keyMask: tf.Tensor2D): { logits: tf.Tensor2D; cache: KvCache } {
+  prefill(ids: tf.Tensor2D, keyMask: tf.Tensor2D, opts: PrefillOptions = {}): { logits: tf.Tensor2D; cache: KvCache } {
     this.checkLive();
     const [B, T] = ids.shape;
+    const inPlace = this.canDecodeInPlace();
+    const capacity = inPlace ? roundUp(Math.max(opts.capacity ?? 0, T + 1), CAPACITY_STEP) : T;
     const res = tf.tidy(() => {
       const mask = tf.cast(keyMask, 'float32') as tf.Tensor2D;
       const r = this.run(ids, mask, 0, null, false);
       const last = r.hidden.slice([0, T - 1, 0], [B, 1, this.cfg.dModel]).reshape([B, this.cfg.dModel]) as tf.Tensor2D;
-      return { logits: this.project(last), keys: r.keys, values: r.values, keyMask: mask };
+      if (!inPlace) return { logits: this.project(last), keys: r.keys, values: r.values, keyMask: mask };
+      const spare = capacity - T;
+      return {
+        logits: this.project(last),
+        keys: r.keys.map((k) => tf.pad(tf.transpose(k, [0, 1, 3, 2]), [[0, 0], [0, 0], [0, 0], [0, spare]]) as tf.Tensor4D),
+        values: r.values.map((v) => tf.pad(v, [[0, 0], [0, 0], [0, spare], [0, 0]]) as tf.Tensor4D),
+        keyMask: tf.pad(mask, [[0, 0], [0, spare]]) as tf.Tensor2D,
+      };
     });
-    return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length: T } };
+    return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length: T, inPlace } };
   }
 
   /**
-   * Feed one token per row (ids, length B) at position cache.length. Consumes `cache` (its tensors are
-   * disposed) and returns the extended cache with the next-token logits [B, V].
+   * Feed one token per row (ids, length B) at position cache.length. Consumes `cache` and returns the extended
+   * cache with the next-token logits [B, V].
    */
   decodeStep(cache: KvCache, ids: ArrayLike<number>): { logits: tf.Tensor2D; cache: KvCache } {
     this.checkLive();
     const B = cache.keyMask.shape[0];
     if (ids.length !== B) throw new Error(`decodeStep: ${ids.length} ids for a cache of ${B} rows`);
+    if (cache.inPlace) return this.decodeInPlace(cache, ids);
     const res = tf.tidy(() => {
       const idT = tf.tensor2d(Int32Array.from(ids), [B, 1], 'int32');
       const mask = tf.concat([cache.keyMask, tf.ones([B, 1])], 1) as tf.Tensor2D;
@@ -343,7 +407,7 @@ export class Transformer {
     });
     const length = cache.length + 1;
     this.disposeCache(cache);
-    return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length } };
+    return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length, inPlace: false } };
   }
 
   /** Keep only the given rows (in that order), e.g. to drop finished sequences. Consumes `cache`. */
@@ -356,9 +420,9 @@ export class Transformer {
         keyMask: tf.gather(cache.keyMask, idx, 0) as tf.Tensor2D,
       };
     });
-    const length = cache.length;
+    const { length, inPlace } = cache;
     this.disposeCache(cache);
-    return { ...res, length };
+    return { ...res, length, inPlace };
   }
 
   disposeCache(cache: KvCache): void {
@@ -377,14 +441,39 @@ export class Transformer {
     if (this.disposed) throw new Error('Transformer used after dispose()');
   }
 
+  /** The fused kernel vectorises over head dims by 4 and exists on the wasm backend only. */
+  private canDecodeInPlace(): boolean {
+    return this.hd % 4 === 0 && hasDecodeAttention();
+  }
+
   /** logits = h @ lm_head; h [N, d] → [N, V] */
   private project(h: tf.Tensor2D): tf.Tensor2D {
     return tf.matMul(h, this.lmHead ?? this.embed);
   }
 
+  /** Embedding rows of flat ids [N] → [N, d]. */
+  private embedRows(flat: tf.Tensor1D): tf.Tensor2D {
+    return this.cfg.tieEmbeddings
+      ? (tf.transpose(tf.gather(this.embed, flat, 1)) as tf.Tensor2D)
+      : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
+  }
+
   private rmsNorm(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
     const ms = tf.mean(tf.square(x), -1, true);
     return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, this.cfg.rmsEps))), w) as tf.Tensor2D;
+  }
+
+  /** [N, (H + 2·Hkv)·hd] = h @ W_qkv (+ b_qkv); the bias rides in the matmul kernel. */
+  private qkv(h: tf.Tensor2D, L: Layer): tf.Tensor2D {
+    return (L.bQkv ? tf.fused.matMul({ a: h, b: L.wQkv, bias: L.bQkv }) : tf.matMul(h, L.wQkv)) as tf.Tensor2D;
+  }
+
+  /** x + down(SiLU(gate)·up) of rmsNorm(x). */
+  private mlp(x: tf.Tensor2D, L: Layer): tf.Tensor2D {
+    const gu = tf.matMul(this.rmsNorm(x, L.ln2), L.wGateUp);
+    const [gate, up] = tf.split(gu, 2, 1);
+    const act = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
+    return tf.add(x, tf.matMul(act, L.wDown));
   }
 
   private ensureRope(len: number): void {
@@ -411,18 +500,41 @@ export class Transformer {
     this.ropeLen = n;
   }
 
-  /** x [B,T,h,hd] → x·cos + rotate_half(x)·sin at positions pos0..pos0+T−1 (HF `apply_rotary_pos_emb`). */
+  /**
+   * cos / sin tables [1, H + Hkv, T, hd] for positions pos0..pos0+T−1, matching the q | k heads of the fused
+   * projection. 1/√hd is folded into q's rows: one multiply of the tables instead of one over the scores.
+   */
+  private ropeTables(pos0: number, T: number): { cos: tf.Tensor4D; sin: tf.Tensor4D } {
+    const hd = this.hd;
+    const heads = this.cfg.nHeads + this.cfg.nKvHeads;
+    this.ensureRope(pos0 + T);
+    const rowCos = this.ropeCos.subarray(pos0 * hd, (pos0 + T) * hd);
+    const rowSin = this.ropeSin.subarray(pos0 * hd, (pos0 + T) * hd);
+    const cos = new Float32Array(heads * T * hd);
+    const sin = new Float32Array(heads * T * hd);
+    const scale = 1 / Math.sqrt(hd);
+    for (let h = 0; h < heads; h++) {
+      const s = h < this.cfg.nHeads ? scale : 1;
+      const off = h * T * hd;
+      for (let i = 0; i < T * hd; i++) {
+        cos[off + i] = rowCos[i] * s;
+        sin[off + i] = rowSin[i] * s;
+      }
+    }
+    return { cos: tf.tensor4d(cos, [1, heads, T, hd]), sin: tf.tensor4d(sin, [1, heads, T, hd]) };
+  }
+
+  /** x [B, n, T, hd] → x·cos + rotate_half(x)·sin (HF `apply_rotary_pos_emb`), tables from ropeTables. */
   private rope(x: tf.Tensor4D, cos: tf.Tensor4D, sin: tf.Tensor4D): tf.Tensor4D {
-    const half = this.hd / 2;
-    const [b, t, h] = x.shape;
-    const x1 = tf.slice(x, [0, 0, 0, 0], [b, t, h, half]);
-    const x2 = tf.slice(x, [0, 0, 0, half], [b, t, h, half]);
+    // split (not two slices): its gradient is one concat, where a slice's is a pad per piece
+    const [x1, x2] = tf.split(x, 2, 3);
     return tf.add(tf.mul(x, cos), tf.mul(tf.concat([x2, x1], 3), sin)) as tf.Tensor4D;
   }
 
   /**
    * The shared layer stack. mask [B, past + T] covers the cached keys and the new ones. Returns the final normed
-   * hidden states [B, T, d] and, per layer, the full keys/values (past + new) for the cache.
+   * hidden states [B, T, d] and, per layer, the full keys/values (past + new, [B, Hkv, past + T, hd]) for the
+   * cache.
    */
   private run(ids: tf.Tensor2D, mask: tf.Tensor2D, pos0: number, past: KvCache | null, wantAttention: boolean) {
     const cfg = this.cfg;
@@ -435,65 +547,84 @@ export class Transformer {
     const rep = H / Hkv;
     const Tk = pos0 + T;
 
-    this.ensureRope(Tk);
-    const cosArr = this.ropeCos.subarray(pos0 * hd, Tk * hd);
-    const sinArr = this.ropeSin.subarray(pos0 * hd, Tk * hd);
-    const cos = tf.tensor4d(cosArr, [1, T, 1, hd]);
-    const sin = tf.tensor4d(sinArr, [1, T, 1, hd]);
-    // 1/√hd folded into q's rotation tables: one [T, hd] multiply instead of one over the scores.
-    const scale = 1 / Math.sqrt(hd);
-    const cosQ = tf.mul(cos, scale) as tf.Tensor4D;
-    const sinQ = tf.mul(sin, scale) as tf.Tensor4D;
-
+    const { cos, sin } = this.ropeTables(pos0, T);
     // Additive mask [B, 1, T, Tk]: key j is visible to query i (absolute position pos0+i) iff j ≤ pos0+i and j is
     // a real token. −1e9 rather than −∞ so a padded query row (all keys hidden) stays finite instead of NaN.
     const causal = new Float32Array(T * Tk);
-    for (let i = 0; i < T; i++) for (let j = 0; j <= pos0 + i; j++) causal[i * Tk + j] = 1;
+    for (let i = 0; i < T; i++) causal.fill(1, i * Tk, i * Tk + pos0 + i + 1);
     const allowed = tf.mul(tf.tensor4d(causal, [1, 1, T, Tk]), mask.reshape([B, 1, 1, Tk]));
     const maskAdd = tf.mul(tf.sub(1, allowed), MASKED);
 
-    const flat = ids.reshape([N]);
-    let x: tf.Tensor2D = this.cfg.tieEmbeddings
-      ? (tf.transpose(tf.gather(this.embed, flat, 1)) as tf.Tensor2D)
-      : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
-
+    let x = this.embedRows(ids.reshape([N]));
     const keys: tf.Tensor4D[] = [];
     const values: tf.Tensor4D[] = [];
     let attention: tf.Tensor4D | undefined;
     for (let li = 0; li < this.layers.length; li++) {
       const L = this.layers[li];
-      const h = this.rmsNorm(x, L.ln1);
-      let q = tf.matMul(h, L.wq) as tf.Tensor2D;
-      let k = tf.matMul(h, L.wk) as tf.Tensor2D;
-      let v = tf.matMul(h, L.wv) as tf.Tensor2D;
-      if (L.bq) q = tf.add(q, L.bq);
-      if (L.bk) k = tf.add(k, L.bk!);
-      if (L.bv) v = tf.add(v, L.bv!);
-      const q4 = this.rope(q.reshape([B, T, H, hd]), cosQ, sinQ);
-      const k4 = this.rope(k.reshape([B, T, Hkv, hd]), cos, sin);
+      // one transpose puts every head of q, k and v in [B, head, T, hd] order
+      const heads = tf.transpose(this.qkv(this.rmsNorm(x, L.ln1), L).reshape([B, T, H + 2 * Hkv, hd]), [0, 2, 1, 3]) as tf.Tensor4D;
+      const [qk, vNew] = tf.split(heads, [H + Hkv, Hkv], 1) as tf.Tensor4D[];
+      const [q, kNew] = tf.split(this.rope(qk, cos, sin), [H, Hkv], 1) as tf.Tensor4D[];
+      const k = past ? (tf.concat([past.keys[li], kNew], 2) as tf.Tensor4D) : kNew;
+      const v = past ? (tf.concat([past.values[li], vNew], 2) as tf.Tensor4D) : vNew;
+      keys.push(k);
+      values.push(v);
       // GQA without copying k/v: query heads hkv·rep … hkv·rep+rep−1 share kv head hkv (HF repeat_kv order), so
       // [B,H,T,hd] viewed as [B,Hkv,rep·T,hd] lines every query row up with its kv head.
-      const qh = tf.transpose(q4, [0, 2, 1, 3]).reshape([B, Hkv, rep * T, hd]) as tf.Tensor4D;
-      let kt = tf.transpose(k4, [0, 2, 3, 1]) as tf.Tensor4D; // [B,Hkv,hd,T]
-      let vt = tf.transpose(v.reshape([B, T, Hkv, hd]), [0, 2, 1, 3]) as tf.Tensor4D; // [B,Hkv,T,hd]
-      if (past) {
-        kt = tf.concat([past.keys[li], kt], 3);
-        vt = tf.concat([past.values[li], vt], 2);
-      }
-      keys.push(kt);
-      values.push(vt);
-      const scores = tf.add(tf.matMul(qh, kt).reshape([B, H, T, Tk]), maskAdd);
+      const scores = tf.add(tf.matMul(q.reshape([B, Hkv, rep * T, hd]), k, false, true).reshape([B, H, T, Tk]), maskAdd);
       const probs = tf.softmax(scores) as tf.Tensor4D;
       if (wantAttention && li === this.layers.length - 1) attention = probs;
-      const ctx = tf.matMul(probs.reshape([B, Hkv, rep * T, Tk]) as tf.Tensor4D, vt); // [B,Hkv,rep·T,hd]
+      const ctx = tf.matMul(probs.reshape([B, Hkv, rep * T, Tk]) as tf.Tensor4D, v); // [B,Hkv,rep·T,hd]
       const merged = tf.transpose(ctx.reshape([B, H, T, hd]), [0, 2, 1, 3]).reshape([N, H * hd]) as tf.Tensor2D;
-      x = tf.add(x, tf.matMul(merged, L.wo));
-      const h2 = this.rmsNorm(x, L.ln2);
-      const gate = tf.matMul(h2, L.wGate);
-      const act = tf.mul(tf.mul(gate, tf.sigmoid(gate)), tf.matMul(h2, L.wUp)) as tf.Tensor2D; // SiLU(gate)·up
-      x = tf.add(x, tf.matMul(act, L.wDown));
+      x = this.mlp(tf.add(x, tf.matMul(merged, L.wo)), L);
     }
     const hidden = this.rmsNorm(x, this.finalNorm).reshape([B, T, d]) as tf.Tensor3D;
     return { hidden, keys, values, attention };
   }
+
+  /**
+   * One decode step on a preallocated cache: per layer, one kernel rotates q and the new key, writes key and
+   * value at position cache.length in place, marks that position real in keyMask and attends.
+   */
+  private decodeInPlace(cache: KvCache, ids: ArrayLike<number>): { logits: tf.Tensor2D; cache: KvCache } {
+    const pos = cache.length;
+    if (pos >= cache.keyMask.shape[1]) cache = this.growCache(cache, pos + 1);
+    const hd = this.hd;
+    this.ensureRope(pos + 1);
+    const attrs = {
+      pos, nHeads: this.cfg.nHeads, nKvHeads: this.cfg.nKvHeads, headDim: hd, scale: 1 / Math.sqrt(hd),
+      cos: this.ropeCos.subarray(pos * hd, (pos + 1) * hd), sin: this.ropeSin.subarray(pos * hd, (pos + 1) * hd),
+    };
+    const c = cache;
+    const logits = tf.tidy(() => {
+      let x = this.embedRows(tf.tensor1d(Int32Array.from(ids), 'int32'));
+      for (let li = 0; li < this.layers.length; li++) {
+        const L = this.layers[li];
+        const ctx = decodeAttention(this.qkv(this.rmsNorm(x, L.ln1), L), c.keys[li], c.values[li], c.keyMask, attrs);
+        x = this.mlp(tf.add(x, tf.matMul(ctx, L.wo)), L);
+      }
+      return this.project(this.rmsNorm(x, this.finalNorm));
+    });
+    return { logits, cache: { ...cache, length: pos + 1 } };
+  }
+
+  /** A copy of an in-place cache with room for at least `need` positions (doubling). Consumes `cache`. */
+  private growCache(cache: KvCache, need: number): KvCache {
+    const cap = cache.keyMask.shape[1];
+    const spare = roundUp(Math.max(need, 2 * cap), CAPACITY_STEP) - cap;
+    const res = tf.tidy(() => ({
+      keys: cache.keys.map((k) => tf.pad(k, [[0, 0], [0, 0], [0, 0], [0, spare]]) as tf.Tensor4D),
+      values: cache.values.map((v) => tf.pad(v, [[0, 0], [0, 0], [0, spare], [0, 0]]) as tf.Tensor4D),
+      keyMask: tf.pad(cache.keyMask, [[0, 0], [0, spare]]) as tf.Tensor2D,
+    }));
+    this.disposeCache(cache);
+    return { ...res, length: cache.length, inPlace: true };
+  }
+}
+
+/** In-place caches hold a multiple of this many positions: the decode kernel scores 4 keys at a time. */
+const CAPACITY_STEP = 8;
+
+function roundUp(n: number, step: number): number {
+  return Math.ceil(n / step) * step;
 }

@@ -69,7 +69,8 @@ export function generate(model: Transformer, prompts: number[][], opts: SampleOp
   });
   const idsT = tf.tensor2d(ids, [B, T0], 'int32');
   const maskT = tf.tensor2d(mask, [B, T0], 'float32');
-  const first = model.prefill(idsT, maskT);
+  // room for every new token, so an in-place cache never has to grow
+  const first = model.prefill(idsT, maskT, { capacity: T0 + maxNewTokens });
   tf.dispose([idsT, maskT]);
   let logits: tf.Tensor2D | null = first.logits;
   let cache = first.cache;

@@ -60,6 +60,151 @@ function heap32(be: WasmBackend): Int32Array {
 const at32 = (be: WasmBackend, t: Info) => be.dataIdMap.get(t.dataId).memoryOffset >>> 2;
 const is4Bytes = (t: Info) => t.dtype === 'float32' || t.dtype === 'int32';
 
+// ---- WebAssembly SIMD loops -------------------------------------------------------------------------------
+//
+// A few inner loops that neither the stock kernels nor JavaScript run well (JS manages ~0.3–1 GMAC/s and
+// 1.5–2.5 ns per transposed element) are compiled from the bytes below into a small module that imports the
+// backend's own memory, so they work on tensors in place. The encoder covers only what those loops use.
+
+// A minimal WebAssembly encoder: i32 arithmetic, blocks and loops, f32x4 loads, stores, arithmetic and shuffles.
+const leb = (n: number): number[] => {
+  const out: number[] = [];
+  do { let b = n & 0x7f; n >>>= 7; if (n) b |= 0x80; out.push(b); } while (n);
+  return out;
+};
+const sleb = (n: number): number[] => {
+  const out: number[] = [];
+  for (;;) {
+    const b = n & 0x7f;
+    n >>= 7;
+    if ((n === 0 && !(b & 0x40)) || (n === -1 && (b & 0x40))) { out.push(b); return out; }
+    out.push(b | 0x80);
+  }
+};
+const vec = (items: number[][]): number[] => [...leb(items.length), ...items.flat()];
+const str = (s: string): number[] => [...leb(s.length), ...Array.from(s, (c) => c.charCodeAt(0))];
+const I32 = 0x7f, V128 = 0x7b;
+const simd = (code: number, ...imm: number[]) => [0xfd, ...leb(code), ...imm];
+const W = {
+  get: (i: number) => [0x20, ...leb(i)], set: (i: number) => [0x21, ...leb(i)], tee: (i: number) => [0x22, ...leb(i)],
+  i32: (n: number) => [0x41, ...sleb(n)], add: [0x6a], sub: [0x6b], mul: [0x6c], and: [0x71], shl: [0x74], geU: [0x4f],
+  f32: (x: number) => [0x43, ...new Uint8Array(new Float32Array([x]).buffer)],
+  f32load: [0x2a, 2, 0], block: [0x02, 0x40], loop: [0x03, 0x40], end: [0x0b],
+  br: (depth: number) => [0x0c, ...leb(depth)], brIf: (depth: number) => [0x0d, ...leb(depth)],
+  // v128.load / store with 4-byte alignment (cache rows start at any multiple of 4 floats' worth of bytes)
+  vload: simd(0, 2, 0), vstore: simd(11, 2, 0), splat: simd(19), vzero: simd(12, ...new Array(16).fill(0)),
+  fadd: simd(228), fsub: simd(229), fmul: simd(230),
+  /** i8x16.shuffle picking f32 lanes of (a, b): lanes 0–3 from a, 4–7 from b */
+  shuffle: (lanes: number[]) => simd(13, ...lanes.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3])),
+};
+/** A function body: locals declared as [count, type] runs, then the code. */
+function wasmFunc(locals: [number, number][], code: number[][]): number[] {
+  const body = [...vec(locals.map(([n, t]) => [...leb(n), t])), ...code.flat(), ...W.end];
+  return [...leb(body.length), ...body];
+}
+
+// scores(q, k, m, out, hd, kStride, n): out[t] = Σ_j q[j]·k[j·kStride/4 + t] + (m[t] − 1)·1e9 for t < n (a
+// multiple of 4), 4 keys per iteration. Pointers are byte addresses; k is a [hd, capacity] block of the
+// transposed key cache and m the row's 1/0 key mask, so hidden keys get the same −1e9 as the generic path.
+// Locals: 0 q, 1 k, 2 m, 3 out, 4 hd, 5 kStride, 6 n | 7 t (bytes), 8 j, 9 kp, 10 qp, 11 end | 12 acc
+const scoresFn = wasmFunc([[5, I32], [1, V128]], [
+  W.i32(0), W.set(7), W.get(6), W.i32(2), W.shl, W.set(11),
+  W.block, W.loop,
+  W.get(7), W.get(11), W.geU, W.brIf(1),
+  W.vzero, W.set(12), W.get(1), W.get(7), W.add, W.set(9), W.get(0), W.set(10), W.get(4), W.set(8),
+  W.block, W.loop,
+  W.get(12), W.get(10), W.f32load, W.splat, W.get(9), W.vload, W.fmul, W.fadd, W.set(12),
+  W.get(10), W.i32(4), W.add, W.set(10), W.get(9), W.get(5), W.add, W.set(9),
+  W.get(8), W.i32(1), W.sub, W.tee(8), W.brIf(0),
+  W.end, W.end,
+  W.get(3), W.get(7), W.add,
+  W.get(12), W.get(2), W.get(7), W.add, W.vload, W.f32(1), W.splat, W.fsub, W.f32(1e9), W.splat, W.fmul, W.fadd,
+  W.vstore,
+  W.get(7), W.i32(16), W.add, W.set(7), W.br(0),
+  W.end, W.end,
+]);
+// context(p, v, out, n, hd): out[j] = Σ_{t<n} p[t]·v[t·hd + j] for j < hd (a multiple of 4), 4 dims at a time.
+// Locals: 0 p, 1 v, 2 out, 3 n, 4 hd | 5 j (bytes), 6 t, 7 pp, 8 vp, 9 row bytes | 10 acc
+const contextFn = wasmFunc([[5, I32], [1, V128]], [
+  W.i32(0), W.set(5), W.get(4), W.i32(2), W.shl, W.set(9),
+  W.block, W.loop,
+  W.get(5), W.get(9), W.geU, W.brIf(1),
+  W.vzero, W.set(10), W.get(0), W.set(7), W.get(1), W.get(5), W.add, W.set(8), W.get(3), W.set(6),
+  W.block, W.loop,
+  W.get(10), W.get(7), W.f32load, W.splat, W.get(8), W.vload, W.fmul, W.fadd, W.set(10),
+  W.get(7), W.i32(4), W.add, W.set(7), W.get(8), W.get(9), W.add, W.set(8),
+  W.get(6), W.i32(1), W.sub, W.tee(6), W.brIf(0),
+  W.end, W.end,
+  W.get(2), W.get(5), W.add, W.get(10), W.vstore,
+  W.get(5), W.i32(16), W.add, W.set(5), W.br(0),
+  W.end, W.end,
+]);
+// transpose(src, dst, R, C): dst[c·R + r] = src[r·C + c] for r < R & ~3, c < C & ~3 (the caller copies the
+// ragged edges), in 4×4 blocks: four row loads, eight shuffles, four column stores. Columns outside, rows
+// inside: each block's stores continue the previous block's four output rows, so writes stream; the other order
+// scatters them R floats apart and, for power-of-two R, onto the same few cache sets.
+// Locals: 0 src, 1 dst, 2 R, 3 C | 4 r, 5 c, 6 R4, 7 C4, 8 row bytes, 9 column bytes, 10 s, 11 d | 12–19 v128
+const transposeFn = wasmFunc([[8, I32], [8, V128]], [
+  W.get(2), W.i32(-4), W.and, W.set(6), W.get(3), W.i32(-4), W.and, W.set(7),
+  W.get(3), W.i32(2), W.shl, W.set(8), W.get(2), W.i32(2), W.shl, W.set(9),
+  W.i32(0), W.set(5),
+  W.block, W.loop,
+  W.get(5), W.get(7), W.geU, W.brIf(1),
+  W.i32(0), W.set(4),
+  W.block, W.loop,
+  W.get(4), W.get(6), W.geU, W.brIf(1),
+  // s = src + r·rowBytes + 4c; rows r..r+3 → locals 12–15
+  W.get(0), W.get(4), W.get(8), W.mul, W.add, W.get(5), W.i32(2), W.shl, W.add, W.tee(10), W.vload, W.set(12),
+  W.get(10), W.get(8), W.add, W.tee(10), W.vload, W.set(13),
+  W.get(10), W.get(8), W.add, W.tee(10), W.vload, W.set(14),
+  W.get(10), W.get(8), W.add, W.vload, W.set(15),
+  W.get(12), W.get(13), W.shuffle([0, 4, 1, 5]), W.set(16), W.get(12), W.get(13), W.shuffle([2, 6, 3, 7]), W.set(17),
+  W.get(14), W.get(15), W.shuffle([0, 4, 1, 5]), W.set(18), W.get(14), W.get(15), W.shuffle([2, 6, 3, 7]), W.set(19),
+  // d = dst + c·columnBytes + 4r; columns c..c+3
+  W.get(1), W.get(5), W.get(9), W.mul, W.add, W.get(4), W.i32(2), W.shl, W.add, W.tee(11),
+  W.get(16), W.get(18), W.shuffle([0, 1, 4, 5]), W.vstore,
+  W.get(11), W.get(9), W.add, W.tee(11), W.get(16), W.get(18), W.shuffle([2, 3, 6, 7]), W.vstore,
+  W.get(11), W.get(9), W.add, W.tee(11), W.get(17), W.get(19), W.shuffle([0, 1, 4, 5]), W.vstore,
+  W.get(11), W.get(9), W.add, W.get(17), W.get(19), W.shuffle([2, 3, 6, 7]), W.vstore,
+  W.get(4), W.i32(4), W.add, W.set(4), W.br(0),
+  W.end, W.end,
+  W.get(5), W.i32(4), W.add, W.set(5), W.br(0),
+  W.end, W.end,
+]);
+
+const SIMD_MODULE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+  ...[
+    [1, vec([7, 5, 4].map((n) => [0x60, ...vec(new Array(n).fill([I32])), 0]))], // (i32 × n) → ()
+    [2, vec([[...str('env'), ...str('memory'), 0x02, 0x00, 0x00]])], // imports the backend's memory, any size
+    [3, vec([[0], [1], [2]])],
+    [7, vec([[...str('scores'), 0x00, 0], [...str('context'), 0x00, 1], [...str('transpose'), 0x00, 2]])],
+    [10, vec([scoresFn, contextFn, transposeFn])],
+  ].flatMap(([id, body]) => [id as number, ...leb((body as number[]).length), ...(body as number[])]),
+]);
+
+interface SimdLoops {
+  scores(q: number, k: number, m: number, out: number, hd: number, kStride: number, n: number): void;
+  context(p: number, v: number, out: number, n: number, hd: number): void;
+  transpose(src: number, dst: number, R: number, C: number): void;
+}
+let simdSupported: boolean | null = null;
+/** Whether this runtime has WebAssembly SIMD (tfjs then runs its SIMD binary too). */
+function hasSimd(): boolean {
+  simdSupported ??= WebAssembly.validate(SIMD_MODULE);
+  return simdSupported;
+}
+const simdInstances = new WeakMap<WasmModule, SimdLoops>();
+function simdLoops(be: WasmBackend): SimdLoops {
+  let l = simdInstances.get(be.wasm);
+  if (!l) {
+    const memory = (be.wasm as unknown as { asm: { memory: WebAssembly.Memory } }).asm.memory;
+    l = new WebAssembly.Instance(new WebAssembly.Module(SIMD_MODULE), { env: { memory } }).exports as unknown as SimdLoops;
+    simdInstances.set(be.wasm, l);
+  }
+  return l;
+}
+
 // The C++ entry point of BatchMatMul, wrapped once per wasm module. Taken lazily inside the kernel (not in
 // a setupFunc) so that registering after the backend was initialised works too.
 const matMulFns = new WeakMap<WasmModule, MatMulFn>();
@@ -325,8 +470,9 @@ function jsTransposeNd(h: Int32Array, src: number, dst: number, shape: number[],
 }
 
 // Transposing the last two dims of [batch, R, C]. The stock rank-2 loop writes with a stride of R floats; for
-// large power-of-two R those writes alias in cache and it runs at ~8 ns/element ([2048, 512]); 8×8 tiles in
-// JS run at 1.5–3 ns/element there. For small matrices the stock loop wins (bench/kernels.ts, thresholds).
+// large power-of-two R those writes alias in cache and it runs at ~8 ns/element ([2048, 512]). The SIMD loop
+// runs 4×4 blocks at ~0.3 ns/element; without SIMD, 8×8 tiles in JS run at 1.5–3 ns/element. For small matrices
+// the stock loop wins over the JS tiles (bench/kernels.ts, thresholds).
 const TILE = 8;
 function jsTransposeLast2(h: Int32Array, src: number, dst: number, batch: number, R: number, C: number): void {
   for (let b = 0; b < batch; b++, src += R * C, dst += R * C) {
@@ -342,9 +488,23 @@ function jsTransposeLast2(h: Int32Array, src: number, dst: number, batch: number
     }
   }
 }
+function simdTransposeLast2(be: WasmBackend, src: number, dst: number, batch: number, R: number, C: number): void {
+  const loops = simdLoops(be);
+  const h = heap32(be);
+  const R4 = R & ~3, C4 = C & ~3;
+  for (let b = 0; b < batch; b++, src += R * C, dst += R * C) {
+    loops.transpose(4 * src, 4 * dst, R, C);
+    // the ragged edges the 4×4 blocks leave: last R % 4 rows (all columns), last C % 4 columns (other rows)
+    for (let r = R4; r < R; r++) for (let c = 0, i = src + r * C, o = dst + r; c < C; c++, i++, o += R) h[o] = h[i];
+    for (let r = 0; r < R4; r++) for (let c = C4, i = src + r * C + C4, o = dst + C4 * R + r; c < C; c++, i++, o += R) h[o] = h[i];
+  }
+}
 let tiledTransposeMin = 16384;
-/** Bench hook: matrices of at least this many elements are transposed by the tiled JS loop. */
+/** Bench hook: matrices of at least this many elements are transposed by the tiled JS loop (without SIMD). */
 export function setTiledTransposeMin(n: number): void { tiledTransposeMin = n; }
+let simdTransposeMin = 256;
+/** Bench hook: matrices of at least this many elements are transposed by the SIMD loop. */
+export function setSimdTransposeMin(n: number): void { simdTransposeMin = n; }
 
 function transpose(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
@@ -361,11 +521,14 @@ function transpose(original: tf.KernelFunc) {
       return { dataId: x.dataId, shape: outShape, dtype: x.dtype };
     }
     const last2 = c.shape.length === 2 || (c.shape.length === 3 && c.perm[0] === 0);
-    if (last2) {
+    if (last2 && is4Bytes(x)) {
       const [R, C] = c.shape.slice(-2);
-      if (R * C >= tiledTransposeMin && is4Bytes(x)) {
+      const batch = c.shape.length === 3 ? c.shape[0] : 1;
+      const simd = hasSimd() && R * C >= simdTransposeMin;
+      if (simd || R * C >= tiledTransposeMin) {
         const out = be.makeOutput(outShape, x.dtype);
-        jsTransposeLast2(heap32(be), at32(be, x), at32(be, out), c.shape.length === 3 ? c.shape[0] : 1, R, C);
+        if (simd) simdTransposeLast2(be, at32(be, x), at32(be, out), batch, R, C);
+        else jsTransposeLast2(heap32(be), at32(be, x), at32(be, out), batch, R, C);
         return out;
       }
     }
@@ -577,6 +740,125 @@ function cast(original: tf.KernelFunc) {
   };
 }
 
+// ---- Decode attention ----------------------------------------------------------------------------------
+//
+// One decode step attends one query per (row, head) to ≤ a few hundred cached keys. As batched matMuls these
+// are products of a [1, hd] row by a [hd, T] block: 2·B·H tiny products per layer, which neither the stock loop
+// (~0.5 GMAC/s on them) nor a per-product XNNPACK call (~2.5 µs each) handles well, and the cache grows by a
+// concat that copies all of it every step. The kernel below keeps a preallocated cache that it writes in place,
+// and computes scores and context with the SIMD loops above (8–9 GMAC/s); softmax is the stock kernel.
+
+export const DECODE_ATTENTION = 'CreditLensDecodeAttention';
+
+export interface DecodeAttentionAttrs {
+  /** the new token's position: where its key and value are written */
+  pos: number;
+  nHeads: number;
+  nKvHeads: number;
+  headDim: number;
+  /** applied to the rotated q (1/√headDim) */
+  scale: number;
+  /** RoPE row of `pos`: cos, and sin with rotate_half's sign folded in (−sin for the first half) */
+  cos: Float32Array;
+  sin: Float32Array;
+}
+
+/** Whether the active backend can run decodeAttention (wasm with our kernels, in a runtime with SIMD). */
+export function hasDecodeAttention(): boolean {
+  return tf.getBackend() === 'wasm' && !!tf.getKernel(DECODE_ATTENTION, 'wasm') && hasSimd();
+}
+
+/**
+ * One decode step of attention for every row, with the KV cache written IN PLACE: `keys` [B, Hkv, hd, cap]
+ * (transposed), `values` [B, Hkv, cap, hd] and `keyMask` [B, cap] (1 = real token) receive the new token at
+ * `pos` (its rotated key, its value, mask 1). qkv [B, (H + 2·Hkv)·hd] is the fused projection of the new token
+ * (q | k | v heads). Returns softmax(q·Kᵀ + mask)·V as [B, H·hd], heads side by side like HF's merged context.
+ * Mutating inputs is outside tfjs's model of immutable tensors: the caller must own those three tensors
+ * exclusively (model.ts's in-place KvCache does).
+ */
+export function decodeAttention(qkv: tf.Tensor2D, keys: tf.Tensor4D, values: tf.Tensor4D, keyMask: tf.Tensor2D,
+  attrs: DecodeAttentionAttrs): tf.Tensor2D {
+  return tf.engine().runKernel(DECODE_ATTENTION, { qkv, keys, values, keyMask },
+    attrs as unknown as tf.NamedAttrMap) as tf.Tensor2D;
+}
+
+let heapF32Buffer: ArrayBufferLike | null = null;
+let heapF32View: Float32Array = new Float32Array(0);
+function heapF32(be: WasmBackend): Float32Array {
+  const buf = be.wasm.HEAPU8.buffer;
+  if (buf !== heapF32Buffer) { heapF32Buffer = buf; heapF32View = new Float32Array(buf); }
+  return heapF32View;
+}
+
+function decodeAttentionKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { qkv, keys, values, keyMask } = args.inputs as { qkv: Info; keys: Info; values: Info; keyMask: Info };
+  const { pos, nHeads: H, nKvHeads: Hkv, headDim: hd, scale, cos, sin } = args.attrs as unknown as DecodeAttentionAttrs;
+  const B = qkv.shape[0], cap = keyMask.shape[1], rep = H / Hkv, half = hd / 2;
+  const want = (t: Info, shape: number[], what: string) => {
+    if (t.dtype !== 'float32' || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+      throw new Error(`${DECODE_ATTENTION}: ${what} has shape [${t.shape}] (${t.dtype}), expected float32 [${shape}]`);
+    }
+  };
+  want(qkv, [B, (H + 2 * Hkv) * hd], 'qkv');
+  want(keys, [B, Hkv, hd, cap], 'keys');
+  want(values, [B, Hkv, cap, hd], 'values');
+  want(keyMask, [B, cap], 'keyMask');
+  if (hd % 4 !== 0 || cap % 4 !== 0 || !(pos >= 0 && pos < cap) || !Number.isInteger(rep)) {
+    throw new Error(`${DECODE_ATTENTION}: needs headDim and capacity multiples of 4 and pos < capacity (hd ${hd}, capacity ${cap}, pos ${pos})`);
+  }
+  // Keys past pos are masked (mask 0 → −1e9, exp → exactly 0), so scoring up to the next multiple of 4 is exact.
+  const n = Math.min(cap, Math.ceil((pos + 1) / 4) * 4);
+  const q = be.makeOutput([B, H, hd], 'float32');
+  const scores = be.makeOutput([B * H, n], 'float32');
+  const out = be.makeOutput([B, H * hd], 'float32');
+  let probs: Info | null = null;
+  try {
+    const f = heapF32(be);
+    const src = at32(be, qkv), kp = at32(be, keys), vp = at32(be, values), mp = at32(be, keyMask), qp = at32(be, q);
+    const row = (H + 2 * Hkv) * hd;
+    // RoPE: x·cos + roll(x)·sin, roll(x) = [x2, x1] (the sign of rotate_half is folded into sin)
+    const qc = Float32Array.from(cos, (c) => c * scale), qs = Float32Array.from(sin, (v) => v * scale);
+    for (let b = 0; b < B; b++) {
+      const base = src + b * row;
+      f[mp + b * cap + pos] = 1;
+      for (let h = 0; h < H; h++) {
+        const x = base + h * hd, o = qp + (b * H + h) * hd;
+        for (let i = 0; i < half; i++) f[o + i] = f[x + i] * qc[i] + f[x + half + i] * qs[i];
+        for (let i = half; i < hd; i++) f[o + i] = f[x + i] * qc[i] + f[x - half + i] * qs[i];
+      }
+      for (let g = 0; g < Hkv; g++) {
+        const x = base + (H + g) * hd, o = kp + (b * Hkv + g) * hd * cap + pos;
+        for (let i = 0; i < half; i++) f[o + i * cap] = f[x + i] * cos[i] + f[x + half + i] * sin[i];
+        for (let i = half; i < hd; i++) f[o + i * cap] = f[x + i] * cos[i] + f[x - half + i] * sin[i];
+        const v = base + (H + Hkv + g) * hd, ov = vp + ((b * Hkv + g) * cap + pos) * hd;
+        for (let i = 0; i < hd; i++) f[ov + i] = f[v + i];
+      }
+    }
+    const loops = simdLoops(be);
+    const sp = at32(be, scores);
+    for (let b = 0; b < B; b++) {
+      for (let h = 0; h < H; h++) {
+        const g = b * Hkv + Math.floor(h / rep);
+        loops.scores(4 * (qp + (b * H + h) * hd), 4 * (kp + g * hd * cap), 4 * (mp + b * cap), 4 * (sp + (b * H + h) * n), hd, 4 * cap, n);
+      }
+    }
+    probs = runKernel('Softmax', { inputs: { logits: scores }, backend: be, attrs: { dim: 1 } });
+    const pp = at32(be, probs), op = at32(be, out);
+    for (let b = 0; b < B; b++) {
+      for (let h = 0; h < H; h++) {
+        const g = b * Hkv + Math.floor(h / rep);
+        loops.context(4 * (pp + (b * H + h) * n), 4 * (vp + g * cap * hd), 4 * (op + (b * H + h) * hd), n, hd);
+      }
+    }
+  } finally {
+    be.disposeData(q.dataId);
+    be.disposeData(scores.dataId);
+    if (probs) be.disposeData(probs.dataId);
+  }
+  return out;
+}
+
 interface Replacement { kernelName: string; make: (original: tf.KernelFunc) => tf.KernelFunc }
 const REPLACEMENTS: Replacement[] = [
   { kernelName: 'BatchMatMul', make: (o) => batchMatMul(o) as unknown as tf.KernelFunc },
@@ -591,7 +873,7 @@ const REPLACEMENTS: Replacement[] = [
 ];
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
-export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum'];
+export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -614,10 +896,17 @@ export function registerWasmKernels(): void {
     tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm',
       kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
+  if (!tf.getKernel(DECODE_ATTENTION, 'wasm')) {
+    tf.registerKernel({ kernelName: DECODE_ATTENTION, backendName: 'wasm',
+      kernelFunc: decodeAttentionKernel as unknown as tf.KernelFunc });
+  }
   registered = true;
 }
 
-/** Puts the stock kernels back (bench/kernels.ts compares both). UnsortedSegmentSum stays: stock has none. */
+/**
+ * Puts the stock kernels back (bench/kernels.ts compares both). UnsortedSegmentSum and the decode attention stay:
+ * stock has neither.
+ */
 export function unregisterWasmKernels(): void {
   if (!registered) return;
   for (const [name, stock] of originals) {

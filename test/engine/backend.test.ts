@@ -9,7 +9,8 @@ import { backendInfo, initBackend } from '../../src/engine/backend';
 import { isUserError } from '../../src/engine/errors';
 import { Transformer, type ModelConfig } from '../../src/engine/model';
 import { makeRng, randNormal, type Rng } from '../../src/engine/rng';
-import { canonicalTranspose } from '../../src/engine/wasm_kernels';
+import { canonicalTranspose, setSimdTransposeMin } from '../../src/engine/wasm_kernels';
+import { generate } from '../../src/engine/sampler';
 
 const TOL = 1e-5;
 
@@ -237,8 +238,9 @@ test('transpose (rank 2–6, size-1 dims, identity) and slice match the cpu back
   assert.deepEqual(canonicalTranspose([3, 1, 4], [1, 0, 2]), { shape: [12], perm: [0] });
   const rng = makeRng(14);
   const cases: [number[], number[]][] = [
-    [[130, 140], [1, 0]], // ≥ 16384 elements: tiled JS path
-    [[7, 9], [1, 0]],
+    [[130, 140], [1, 0]], // ≥ 16384 elements: tiled JS path when there is no SIMD
+    [[31, 45], [1, 0]], // SIMD 4×4 blocks with ragged rows and columns
+    [[7, 9], [1, 0]], // < 256 elements: stock
     [[3, 200, 90], [0, 2, 1]],
     [[2, 5, 3, 4, 6], [0, 2, 3, 1, 4]],
     [[2, 5, 3, 4, 6], [4, 3, 2, 1, 0]], // rank 5 that does not reduce: JS loop
@@ -259,12 +261,19 @@ test('transpose (rank 2–6, size-1 dims, identity) and slice match the cpu back
   ]);
   // Pure data movement: equal exactly.
   r.cpu.forEach((want, i) => assert.deepEqual(r.wasm[i], want, `case ${i}`));
+  // The same transposes through the JS tiles (the path of runtimes without WebAssembly SIMD).
+  setSimdTransposeMin(Infinity);
+  try {
+    const js = scoped(() => readAll(cases.map(([s, p], i) => tf.transpose(tf.tensor(data[i], s), p))));
+    js.forEach((got, i) => assert.deepEqual(got, r.cpu[i], `JS tiles, case ${i}`));
+  } finally {
+    setSimdTransposeMin(256);
+  }
   // The identity case shares its input's data; disposing either leaves the other readable.
-  await initBackend('wasm');
-  const x = tf.tensor(data[6], [3, 1, 4]);
+  const x = tf.tensor(data[7], [3, 1, 4]);
   const y = tf.transpose(x, [1, 0, 2]);
   x.dispose();
-  assert.deepEqual(Float32Array.from(y.dataSync()), data[6]);
+  assert.deepEqual(Float32Array.from(y.dataSync()), data[7]);
   y.dispose();
 });
 
@@ -326,5 +335,82 @@ test('repeated training-like steps on wasm keep tensor and wasm-memory counts fl
   assert.equal(tf.memory().numTensors, tensors);
   assert.equal(be.numDataIds(), dataIds);
   tf.dispose([ids, mask]);
+  model.dispose();
+});
+
+/** A model whose head dimension (8) is a multiple of 4, so decoding on wasm takes the in-place kernel. */
+function decodeConfig(): ModelConfig {
+  return { arch: 'qwen2', vocabSize: 40, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 48, maxSeqLen: 40,
+    ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true };
+}
+
+/** Weights of std ≈ 0.3: attention far from uniform, so a wrong key, mask or position shows in the logits. */
+function sharpDecodeModel(seed: number): Transformer {
+  const base = Transformer.init(decodeConfig(), seed);
+  const w = base.exportWeights();
+  base.dispose();
+  const rng = makeRng(seed);
+  for (const [name, t] of Object.entries(w)) if (!name.includes('norm')) for (let i = 0; i < t.data.length; i++) t.data[i] = rng() - 0.5;
+  return Transformer.fromWeights(decodeConfig(), w);
+}
+
+test('in-place KV-cache decoding on wasm gives the cpu backend\'s full-forward logits', async () => {
+  // Three left-padded prompts, 14 decode steps: the cache starts with room for 8 positions, so it grows twice
+  // (8 → 16 → 32), and row 1 is dropped after step 5 as the sampler drops finished rows.
+  const prompts = [[0, 0, 5, 6, 7], [1, 2, 3, 4, 5], [0, 0, 0, 9, 10]];
+  const pad = [2, 0, 3];
+  const next = prompts.map((_, r) => Array.from({ length: 14 }, (_, j) => (r * 11 + j * 7 + 3) % 40));
+  await initBackend('cpu');
+  const model = sharpDecodeModel(21);
+  const seqs = prompts.map((p, r) => [...p, ...next[r]]);
+  const T = seqs[0].length;
+  const full = scoped(() => model.forward(tf.tensor2d(seqs.flat(), [3, T], 'int32'),
+    tf.tensor2d(seqs.flatMap((row, b) => row.map((_, t) => (t < pad[b] ? 0 : 1))), [3, T])).logits.arraySync() as number[][][]);
+  await initBackend('wasm');
+  const before = tf.memory().numTensors;
+  const ids = tf.tensor2d(prompts.flat(), [3, 5], 'int32');
+  const mask = tf.tensor2d(prompts.flatMap((row, b) => row.map((_, t) => (t < pad[b] ? 0 : 1))), [3, 5]);
+  let { logits, cache } = model.prefill(ids, mask, { capacity: 8 });
+  tf.dispose([ids, mask]);
+  assert.ok(cache.inPlace, 'wasm with head dim 8 must take the in-place path (else this test checks nothing new)');
+  let live = [0, 1, 2];
+  let worst = 0;
+  for (let s = 0; s <= 14; s++) {
+    const got = logits.arraySync() as number[][];
+    live.forEach((row, r) => { worst = Math.max(worst, relErr(got[r], full[row][4 + s])); });
+    logits.dispose();
+    if (s === 14) break;
+    if (s === 5) {
+      cache = model.keepCacheRows(cache, [0, 2]);
+      live = [0, 2];
+    }
+    ({ logits, cache } = model.decodeStep(cache, live.map((row) => next[row][s])));
+  }
+  assert.ok(worst < 1e-5, `relative logit error ${worst.toExponential(2)}`);
+  assert.equal(cache.length, 19);
+  assert.deepEqual(cache.keys[0].shape, [2, 2, 8, 32]);
+  // positions written so far are real (prompt padding stays 0), the spare capacity is not
+  const km = cache.keyMask.arraySync() as number[][];
+  assert.deepEqual(km[1].slice(0, 20), [0, 0, 0, ...new Array(16).fill(1), 0]);
+  model.disposeCache(cache);
+  assert.equal(tf.memory().numTensors, before, 'no tensors leak from prefill / decode / growth / row selection');
+  model.dispose();
+});
+
+test('sampling on wasm (in-place cache) reproduces the cpu backend\'s tokens, logprobs and entropies', async () => {
+  await initBackend('cpu');
+  const model = sharpDecodeModel(22);
+  const prompts = [[3, 4, 5, 6, 7, 8], [9, 10], [11, 12, 13]];
+  const opts = { maxNewTokens: 12, temperature: 0.8, topP: 1, eosId: 39 };
+  const cpu = generate(model, prompts, { ...opts, rng: makeRng(5) });
+  await initBackend('wasm');
+  const wasm = generate(model, prompts, { ...opts, rng: makeRng(5) });
+  for (let r = 0; r < prompts.length; r++) {
+    assert.deepEqual(wasm[r].ids, cpu[r].ids, `row ${r}`);
+    assert.equal(wasm[r].stopped, cpu[r].stopped);
+    wasm[r].logprobs.forEach((lp, i) => assert.ok(Math.abs(lp - cpu[r].logprobs[i]) < 1e-4, `row ${r} logprob ${i}`));
+    wasm[r].entropies.forEach((h, i) => assert.ok(Math.abs(h - cpu[r].entropies[i]) < 1e-4, `row ${r} entropy ${i}`));
+  }
+  assert.ok(new Set(cpu.flatMap((s) => s.ids)).size > 4, 'varied tokens, so agreement is not trivial');
   model.dispose();
 });

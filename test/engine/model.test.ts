@@ -53,16 +53,45 @@ test('init is deterministic in the seed', async () => {
   const a = Transformer.init(qwenCfg, 5);
   const b = Transformer.init(qwenCfg, 5);
   const c = Transformer.init(qwenCfg, 6);
-  const name = 'model.layers.1.mlp.up_proj.weight';
+  const name = 'model.layers.1.mlp.gate_up_proj.weight';
   assert.deepEqual(a.params.get(name)!.dataSync(), b.params.get(name)!.dataSync());
   assert.notDeepEqual(a.params.get(name)!.dataSync(), c.params.get(name)!.dataSync());
   // std 0.02 for projections, 0.02/√(2·nLayers) = 0.01 for o_proj/down_proj (GPT-2 residual scaling)
   const std = (x: Float32Array) => Math.sqrt(x.reduce((s, v) => s + v * v, 0) / x.length);
   const big = Transformer.init({ ...qwenCfg, dModel: 64, dFf: 256 }, 1);
-  assert.ok(Math.abs(std(big.params.get('model.layers.0.mlp.up_proj.weight')!.dataSync() as Float32Array) - 0.02) < 0.001);
-  assert.ok(Math.abs(std(big.params.get('model.layers.0.mlp.down_proj.weight')!.dataSync() as Float32Array) - 0.01) < 0.0005);
+  const bigW = big.exportWeights();
+  assert.ok(Math.abs(std(bigW['model.layers.0.mlp.up_proj.weight'].data) - 0.02) < 0.001);
+  assert.ok(Math.abs(std(bigW['model.layers.0.mlp.down_proj.weight'].data) - 0.01) < 0.0005);
   assert.deepEqual(Array.from(a.params.get('model.norm.weight')!.dataSync()), new Array(16).fill(1));
   [a, b, c, big].forEach((m) => m.dispose());
+});
+
+test('fused q/k/v and gate/up parameters hold the HF projections side by side', async () => {
+  await setup();
+  const m = sharpModel(qwenCfg, 12);
+  const w = m.exportWeights();
+  // stored [in, out] with columns q | k | v: qkv[i][c] is q_proj[c][i] for c < 16, k_proj[c − 16][i] for the
+  // next 8 (2 kv heads × hd 4), v_proj[c − 24][i] after that
+  const qkv = m.params.get('model.layers.1.self_attn.qkv_proj.weight')!;
+  assert.deepEqual(qkv.shape, [16, 32]);
+  const s = qkv.arraySync() as number[][];
+  const hf = (n: string, r: number, c: number) => w[`model.layers.1.self_attn.${n}`].data[r * 16 + c];
+  for (let i = 0; i < 16; i++) {
+    for (let c = 0; c < 16; c++) assert.equal(s[i][c], hf('q_proj.weight', c, i));
+    for (let c = 0; c < 8; c++) assert.equal(s[i][16 + c], hf('k_proj.weight', c, i));
+    for (let c = 0; c < 8; c++) assert.equal(s[i][24 + c], hf('v_proj.weight', c, i));
+  }
+  const bias = m.params.get('model.layers.1.self_attn.qkv_proj.bias')!.dataSync();
+  assert.deepEqual(Array.from(bias), [...w['model.layers.1.self_attn.q_proj.bias'].data, ...w['model.layers.1.self_attn.k_proj.bias'].data,
+    ...w['model.layers.1.self_attn.v_proj.bias'].data]);
+  const gu = m.params.get('model.layers.0.mlp.gate_up_proj.weight')!.arraySync() as number[][];
+  assert.deepEqual([gu.length, gu[0].length], [16, 48]);
+  for (let i = 0; i < 16; i++) for (let c = 0; c < 24; c++) {
+    assert.equal(gu[i][c], w['model.layers.0.mlp.gate_proj.weight'].data[c * 16 + i]);
+    assert.equal(gu[i][24 + c], w['model.layers.0.mlp.up_proj.weight'].data[c * 16 + i]);
+  }
+  assert.ok(!m.params.has('model.layers.0.self_attn.q_proj.weight'));
+  m.dispose();
 });
 
 test('left padding with key masking gives the unpadded logits (GQA + bias, and llama)', async () => {
