@@ -100,11 +100,24 @@ async function startVsCode(name, { trusted }) {
     async stop() {
       writeFileSync(join(ART, `${name}-browser-console.log`), consoleLines.join('\n'));
       await browser.close().catch(() => {});
+      // SIGTERM to code-server itself shuts it down as a user quitting would: extensions are deactivated.
+      // Its main process exits before the extension host has finished deactivating, so wait for the whole
+      // process group to go, and kill what is left only after a grace period.
       try {
-        process.kill(-proc.pid, 'SIGTERM');
+        process.kill(proc.pid, 'SIGTERM');
       } catch {
         // already gone
       }
+      const groupAlive = () => {
+        try {
+          process.kill(-proc.pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      for (let i = 0; i < 150 && groupAlive(); i++) await sleep(100);
+      if (groupAlive()) process.kill(-proc.pid, 'SIGKILL');
       writeFileSync(join(ART, `${name}-code-server.log`), out.join(''));
     },
   };
@@ -482,8 +495,26 @@ scenario('a crashed engine leaves a failed run, its last log lines, Show Log and
   await waitForRow(page, /^crash-\d{8}-\d{6}.*\bstopped\b/, 120_000);
 });
 
-scenario('in an untrusted workspace Run is refused with an explanation, and existing runs can be browsed', async () => {
+scenario('closing VS Code checkpoints and stops a training run', async () => {
+  const { page } = vs;
+  const before = new Set(runDirs('long'));
+  await openFile(page, 'long.credit.yaml');
+  await codeLens(page, '▶ Run').click();
+  await showRunsView(page);
+  await waitForRow(page, (l) => /^long-\d{8}-\d{6}, running · ([3-9]|\d\d+)\/400/.test(l) && !before.has(join(WS, 'runs', l.split(',')[0])), 120_000);
+  const dir = runDirs('long').find((d) => !before.has(d));
+  const { pid } = readJson(join(dir, 'run.json'));
   await vs.stop();
+  vs = undefined;
+  const info = readJson(join(dir, 'run.json'));
+  log(`after closing: ${info.status} at step ${info.last_step}`);
+  assert.equal(info.status, 'stopped');
+  assert.ok(readdirSync(join(dir, 'checkpoints')).some((c) => c === `step-${String(info.last_step).padStart(6, '0')}`), 'checkpoint of the last step');
+  assert.throws(() => process.kill(pid, 0), /ESRCH/, 'the engine process has exited');
+});
+
+scenario('in an untrusted workspace Run is refused with an explanation, and existing runs can be browsed', async () => {
+  await vs?.stop();
   vs = await startVsCode('untrusted', { trusted: false });
   const { page } = vs;
   await openFile(page, 'tiny.credit.yaml');
