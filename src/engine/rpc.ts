@@ -9,6 +9,10 @@ export function rpcReporter(controller: RunController): { reporter: Reporter; co
     const checkpoint = await controller.stop();
     return { ok: true, checkpoint };
   });
+  // The extension host went away (crash, window closed without deactivate): checkpoint and stop rather than
+  // train on unobserved or be killed mid-write, so the run directory ends as `stopped` and can be resumed.
+  connection.onClose(() => void controller.stop());
+  process.stdin.on('end', () => void controller.stop());
   connection.listen();
   const reporter: Reporter = {
     started: (p) => void connection.sendNotification(RpcMethods.started, p),
