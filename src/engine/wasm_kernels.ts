@@ -88,11 +88,12 @@ const simd = (code: number, ...imm: number[]) => [0xfd, ...leb(code), ...imm];
 const W = {
   get: (i: number) => [0x20, ...leb(i)], set: (i: number) => [0x21, ...leb(i)], tee: (i: number) => [0x22, ...leb(i)],
   i32: (n: number) => [0x41, ...sleb(n)], add: [0x6a], sub: [0x6b], mul: [0x6c], and: [0x71], shl: [0x74], geU: [0x4f],
+  gtS: [0x4a], eqz: [0x45], select: [0x1b], if: [0x04, 0x40], else: [0x05],
   f32: (x: number) => [0x43, ...new Uint8Array(new Float32Array([x]).buffer)],
   f32load: [0x2a, 2, 0], block: [0x02, 0x40], loop: [0x03, 0x40], end: [0x0b],
   br: (depth: number) => [0x0c, ...leb(depth)], brIf: (depth: number) => [0x0d, ...leb(depth)],
   // v128.load / store with 4-byte alignment (cache rows start at any multiple of 4 floats' worth of bytes)
-  vload: simd(0, 2, 0), vstore: simd(11, 2, 0), splat: simd(19), vzero: simd(12, ...new Array(16).fill(0)),
+  vload: simd(0, 2, 0), vstore: simd(11, 2, 0), vload16: simd(0, 2, 16), vstore16: simd(11, 2, 16), splat: simd(19), vzero: simd(12, ...new Array(16).fill(0)),
   fadd: simd(228), fsub: simd(229), fmul: simd(230),
   /** i8x16.shuffle picking f32 lanes of (a, b): lanes 0–3 from a, 4–7 from b */
   shuffle: (lanes: number[]) => simd(13, ...lanes.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3])),
@@ -172,14 +173,61 @@ const transposeFn = wasmFunc([[8, I32], [8, V128]], [
   W.end, W.end,
 ]);
 
+// gemm(A, B, C, M, K, N, lda, ldb, ldc, acc): C[M, N] (+)= A[M, K]·B[K, N], row-major with byte row strides, for
+// M ≥ 4, N ≥ 8, K ≥ 1, in 4×8 tiles (eight f32x4 accumulators; B read in place, no packing). acc ≠ 0 adds to C
+// (a later block of K). The last tile of a row or column range is shifted back to end at M or N, recomputing a
+// few entries instead of handling ragged tails — so with acc ≠ 0, M and N must be multiples of 4 and 8.
+// Locals: 0 A, 1 B, 2 C, 3 M, 4 K, 5 N, 6 lda, 7 ldb, 8 ldc, 9 acc | 10 i0, 11 j0, 12 i, 13 j, 14 k, 15 pa, 16 pb,
+// 17 pc, 18 2·lda, 19 3·lda, 20 M − 4, 21 N − 8 | 22–29 accumulators, 30–31 B row, 32 A splat
+const accMulAdd = (acc: number, b: number) => [...W.get(acc), ...W.get(32), ...W.get(b), ...W.fmul, ...W.fadd, ...W.set(acc)];
+const gemmFn = wasmFunc([[12, I32], [11, V128]], [
+  W.get(6), W.i32(1), W.shl, W.set(18), W.get(18), W.get(6), W.add, W.set(19),
+  W.get(3), W.i32(4), W.sub, W.set(20), W.get(5), W.i32(8), W.sub, W.set(21),
+  W.i32(0), W.set(10),
+  W.block, W.loop,
+  W.get(10), W.get(3), W.geU, W.brIf(1),
+  W.get(20), W.get(10), W.get(10), W.get(20), W.gtS, W.select, W.set(12),
+  W.i32(0), W.set(11),
+  W.block, W.loop,
+  W.get(11), W.get(5), W.geU, W.brIf(1),
+  W.get(21), W.get(11), W.get(11), W.get(21), W.gtS, W.select, W.set(13),
+  W.get(2), W.get(12), W.get(8), W.mul, W.add, W.get(13), W.i32(2), W.shl, W.add, W.set(17),
+  // accumulators: zero, or this tile of C
+  W.get(9), W.eqz, W.if,
+  ...[22, 23, 24, 25, 26, 27, 28, 29].map((l) => [...W.vzero, ...W.set(l)]),
+  W.else,
+  ...[0, 1, 2, 3].map((r) => [...W.get(17), ...W.get(8), ...W.i32(r), ...W.mul, ...W.add, ...W.tee(16), ...W.vload,
+    ...W.set(22 + 2 * r), ...W.get(16), ...W.vload16, ...W.set(23 + 2 * r)]),
+  W.end,
+  W.get(0), W.get(12), W.get(6), W.mul, W.add, W.set(15),
+  W.get(1), W.get(13), W.i32(2), W.shl, W.add, W.set(16),
+  W.get(4), W.set(14),
+  W.loop,
+  W.get(16), W.vload, W.set(30), W.get(16), W.vload16, W.set(31),
+  ...[0, 6, 18, 19].map((off, r) => [
+    ...(off === 0 ? W.get(15) : [...W.get(15), ...W.get(off), ...W.add]), ...W.f32load, ...W.splat, ...W.set(32),
+    ...accMulAdd(22 + 2 * r, 30), ...accMulAdd(23 + 2 * r, 31)]),
+  W.get(15), W.i32(4), W.add, W.set(15), W.get(16), W.get(7), W.add, W.set(16),
+  W.get(14), W.i32(1), W.sub, W.tee(14), W.brIf(0),
+  W.end,
+  ...[0, 1, 2, 3].map((r) => [
+    ...(r === 0 ? [] : [...W.get(17), ...W.get(8), ...W.add, ...W.set(17)]),
+    ...W.get(17), ...W.get(22 + 2 * r), ...W.vstore, ...W.get(17), ...W.get(23 + 2 * r), ...W.vstore16]),
+  W.get(11), W.i32(8), W.add, W.set(11), W.br(0),
+  W.end, W.end,
+  W.get(10), W.i32(4), W.add, W.set(10), W.br(0),
+  W.end, W.end,
+]);
+
 const SIMD_MODULE = new Uint8Array([
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
   ...[
-    [1, vec([7, 5, 4].map((n) => [0x60, ...vec(new Array(n).fill([I32])), 0]))], // (i32 × n) → ()
+    [1, vec([7, 5, 4, 10].map((n) => [0x60, ...vec(new Array(n).fill([I32])), 0]))], // (i32 × n) → ()
     [2, vec([[...str('env'), ...str('memory'), 0x02, 0x00, 0x00]])], // imports the backend's memory, any size
-    [3, vec([[0], [1], [2]])],
-    [7, vec([[...str('scores'), 0x00, 0], [...str('context'), 0x00, 1], [...str('transpose'), 0x00, 2]])],
-    [10, vec([scoresFn, contextFn, transposeFn])],
+    [3, vec([[0], [1], [2], [3]])],
+    [7, vec([[...str('scores'), 0x00, 0], [...str('context'), 0x00, 1], [...str('transpose'), 0x00, 2],
+      [...str('gemm'), 0x00, 3]])],
+    [10, vec([scoresFn, contextFn, transposeFn, gemmFn])],
   ].flatMap(([id, body]) => [id as number, ...leb((body as number[]).length), ...(body as number[])]),
 ]);
 
@@ -187,6 +235,7 @@ interface SimdLoops {
   scores(q: number, k: number, m: number, out: number, hd: number, kStride: number, n: number): void;
   context(p: number, v: number, out: number, n: number, hd: number): void;
   transpose(src: number, dst: number, R: number, C: number): void;
+  gemm(a: number, b: number, c: number, M: number, K: number, N: number, lda: number, ldb: number, ldc: number, acc: number): void;
 }
 let simdSupported: boolean | null = null;
 /** Whether this runtime has WebAssembly SIMD (tfjs then runs its SIMD binary too). */
@@ -194,6 +243,7 @@ function hasSimd(): boolean {
   simdSupported ??= WebAssembly.validate(SIMD_MODULE);
   return simdSupported;
 }
+export const __simdLoopsForTest = (be: unknown) => simdLoops(be as WasmBackend);
 const simdInstances = new WeakMap<WasmModule, SimdLoops>();
 function simdLoops(be: WasmBackend): SimdLoops {
   let l = simdInstances.get(be.wasm);
@@ -204,6 +254,47 @@ function simdLoops(be: WasmBackend): SimdLoops {
   }
   return l;
 }
+
+// Block sizes of simdGemm: a [KB, NB] block of B (256 KB) stays in L2 while every row tile of A passes over it.
+let gemmBlockK = 256, gemmBlockN = 256;
+/** Bench hook: the K and N block sizes of the SIMD product. */
+export function setGemmBlocks(k: number, n: number): void { gemmBlockK = k; gemmBlockN = n; }
+
+/**
+ * C[M, N] = A[M, K]·B[K, N] (row-major, float element offsets into the heap, row strides in elements) with the
+ * SIMD loop, blocked over N and — when tiles cannot overlap (M % 4 = N % 8 = 0) — over K. Needs M ≥ 4, N ≥ 8.
+ * The loop reads one row of a B block per step of K; when B's row stride is a multiple of 256 floats those rows
+ * all fall on the same few L1 sets and evict each other, so such blocks are first copied to a padded stride.
+ */
+function simdGemm(be: WasmBackend, a: number, b: number, c: number, M: number, K: number, N: number,
+  lda = K, ldb = N, ldc = N): void {
+  const gemm = simdLoops(be).gemm;
+  const KB = M % 4 === 0 && N % 8 === 0 ? gemmBlockK : K;
+  const repack = ldb % 256 === 0 && K > 8;
+  const scratch = repack ? be.makeOutput([Math.min(KB, K) * (gemmBlockN + 8 + 16)], 'float32') : null;
+  try {
+    const h = heap32(be), sp = scratch ? at32(be, scratch) : 0;
+    for (let k0 = 0; k0 < K; k0 += KB) {
+      const kl = Math.min(KB, K - k0);
+      for (let n0 = 0; n0 < N; n0 += gemmBlockN) {
+        // a last block narrower than one tile joins the previous one
+        const nl = N - n0 - gemmBlockN < 8 ? N - n0 : gemmBlockN;
+        let bp = b + k0 * ldb + n0, bs = ldb;
+        if (scratch) {
+          bs = nl + 16;
+          for (let k = 0, from = bp, to = sp; k < kl; k++, from += ldb, to += bs) h.copyWithin(to, from, from + nl);
+          bp = sp;
+        }
+        gemm(4 * (a + k0), 4 * bp, 4 * (c + n0), M, kl, nl, 4 * lda, 4 * bs, 4 * ldc, k0 > 0 ? 1 : 0);
+        if (nl !== gemmBlockN) break;
+      }
+    }
+  } finally {
+    if (scratch) be.disposeData(scratch.dataId);
+  }
+}
+export const __simdGemmForTest = (be: unknown, a: number, b: number, c: number, M: number, K: number, N: number) =>
+  simdGemm(be as WasmBackend, a, b, c, M, K, N);
 
 // The C++ entry point of BatchMatMul, wrapped once per wasm module. Taken lazily inside the kernel (not in
 // a setupFunc) so that registering after the backend was initialised works too.
@@ -300,6 +391,53 @@ let strategy: 'auto' | 'direct' | 'swapped' = 'auto';
 /** Bench hook: force the direct or the swapped form of transposed products. */
 export function setMatMulStrategy(s: 'auto' | 'direct' | 'swapped'): void { strategy = s; }
 
+let simdProducts = true;
+/** Bench hook: route products through the SIMD loop (default) or through XNNPACK / the stock loop. */
+export function setSimdProducts(on: boolean): void { simdProducts = on; }
+
+/**
+ * BatchMatMul on the SIMD loop: transposed operands are materialised (SIMD transposes cost ~0.3 ns/element) in
+ * whichever of C = op(A)·op(B) and Cᵀ = op(B)ᵀ·op(A)ᵀ moves fewer floats. Unlike XNNPACK it packs nothing (a
+ * fresh right operand — every gradient product — costs XNNPACK a copy into its layout, ~30% of a weight-gradient
+ * product) and has no per-product setup, so a batch of 128 attention-sized products costs 128 loop calls.
+ * Returns null when the loop's tile (4 rows × 8 columns) does not fit either form.
+ */
+function simdBatchMatMul(be: WasmBackend, a: Info, b: Info, tA: boolean, tB: boolean, M: number, K: number, N: number,
+  aBatch: number[], bBatch: number[], outBatch: number[]): Info | null {
+  const batch = sizeOf(outBatch), batchA = sizeOf(aBatch), batchB = sizeOf(bBatch);
+  // a right operand shared by every batch element: one product over all of A's rows
+  const sharedB = batchB === 1;
+  const rowsA = sharedB ? batch * M : M;
+  const canDirect = rowsA >= 4 && N >= 8;
+  const canSwap = !sharedB && N >= 4 && M >= 8;
+  const direct = (tA ? M * K * batchA : 0) + (tB ? N * K * batchB : 0);
+  const swapped = (tB ? 0 : N * K * batchB) + (tA ? 0 : M * K * batchA) + M * N * batch;
+  const swap = strategy === 'auto' ? canSwap && (!canDirect || swapped < direct) : strategy === 'swapped' && canSwap;
+  if (!swap && !canDirect) return null;
+  const outShape = [...outBatch, M, N];
+  // direct: left [., M, K] · right [., K, N]; swapped: left [., N, K] · right [., K, M], then one transpose
+  const [P, Q] = swap ? [N, M] : [M, N];
+  const left = swap ? (tB ? b : transposeLast2(be, b, batchB, K, N)) : tA ? transposeLast2(be, a, batchA, K, M) : a;
+  const right = swap ? (tA ? a : transposeLast2(be, a, batchA, M, K)) : tB ? transposeLast2(be, b, batchB, N, K) : b;
+  const [leftBatch, rightBatch] = swap ? [bBatch, aBatch] : [aBatch, bBatch];
+  const out = be.makeOutput(swap ? [...outBatch, N, M] : outShape, 'float32');
+  try {
+    const lp = at32(be, left), rp = at32(be, right), op = at32(be, out);
+    if (sharedB && !swap) {
+      simdGemm(be, lp, rp, op, batch * M, K, N);
+    } else {
+      const il = batchIndex(outBatch, leftBatch), ir = batchIndex(outBatch, rightBatch);
+      for (let i = 0; i < batch; i++) simdGemm(be, lp + il[i] * P * K, rp + ir[i] * K * Q, op + i * P * Q, P, K, Q);
+    }
+    if (!swap) return out;
+    return { ...transposeLast2(be, out, batch, N, M), shape: outShape };
+  } finally {
+    if (left !== a && left !== b) be.disposeData(left.dataId);
+    if (right !== a && right !== b) be.disposeData(right.dataId);
+    if (swap) be.disposeData(out.dataId);
+  }
+}
+
 function batchMatMul(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
     const be = args.backend as WasmBackend;
@@ -322,6 +460,11 @@ function batchMatMul(original: tf.KernelFunc) {
     const outBatch = tf.backend_util.assertAndGetBroadcastShape(aBatch, bBatch);
     const batch = sizeOf(outBatch), batchA = sizeOf(aBatch), batchB = sizeOf(bBatch);
     const outShape = [...outBatch, M, N];
+
+    if (M * N > 0 && batch > 0 && K > 0 && hasSimd() && simdProducts) {
+      const out = simdBatchMatMul(be, a, b, transposeA, transposeB, M, K, N, aBatch, bBatch, outBatch);
+      if (out) return out;
+    }
 
     // Tiny products with equal batch shapes: the stock loop is correct there and cheaper than our setup.
     const sameBatch = aBatch.length === bBatch.length && aBatch.every((d, i) => d === bBatch[i]);

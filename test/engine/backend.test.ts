@@ -9,7 +9,7 @@ import { backendInfo, initBackend } from '../../src/engine/backend';
 import { isUserError } from '../../src/engine/errors';
 import { Transformer, type ModelConfig } from '../../src/engine/model';
 import { makeRng, randNormal, type Rng } from '../../src/engine/rng';
-import { canonicalTranspose, setSimdTransposeMin } from '../../src/engine/wasm_kernels';
+import { canonicalTranspose, setSimdProducts, setSimdTransposeMin } from '../../src/engine/wasm_kernels';
 import { generate } from '../../src/engine/sampler';
 
 const TOL = 1e-5;
@@ -105,31 +105,56 @@ test('auto picks wasm here and says why; tensorflow without tfjs-node is a UserE
   assert.equal(tf.getBackend(), 'cpu');
 });
 
-test('matMul values and gradients: every transpose combination, batch 1 and > 1', async () => {
+for (const simd of [true, false]) test(`matMul values and gradients: every transpose combination, batch 1 and > 1 (${simd ? 'SIMD loop' : 'XNNPACK / stock'})`, async () => {
   const rng = makeRng(11);
-  // [M, K, N]: 16·16·16 takes the XNNPACK route; 4·3·5 stays on the stock loop (below the size threshold);
-  // 40·24·8 has M > N, which takes the swapped Cᵀ = Bᵀ·Aᵀ route for Aᵀ·B.
+  // [M, K, N]: 16·16·16 takes the SIMD loop, or the XNNPACK route; 4·3·5 is below the SIMD tile (4 × 8) in
+  // both forms and below the XNNPACK size threshold: stock loop; 40·24·8 has M > N, which takes the swapped
+  // Cᵀ = Bᵀ·Aᵀ route for Aᵀ·B.
   const dims = [[16, 16, 16], [4, 3, 5], [40, 24, 8], [8, 24, 40]];
-  for (const batch of [[], [1], [3], [2, 3]]) {
-    for (const [M, K, N] of dims) {
-      for (const ta of [false, true]) for (const tb of [false, true]) {
-        const aShape = [...batch, ...(ta ? [K, M] : [M, K])], bShape = [...batch, ...(tb ? [N, K] : [K, N])];
-        const a = randArray(rng, aShape.reduce((p, d) => p * d, 1)), b = randArray(rng, bShape.reduce((p, d) => p * d, 1));
-        const w = randArray(rng, [...batch, M, N].reduce((p, d) => p * d, 1));
-        const r = await onBoth(() => {
-          const at = tf.tensor(a, aShape), bt = tf.tensor(b, bShape), wt = tf.tensor(w, [...batch, M, N]);
-          const y = tf.matMul(at, bt, ta, tb);
-          const g = tf.grads((x: tf.Tensor, z: tf.Tensor) => tf.sum(tf.mul(tf.matMul(x, z, ta, tb), wt)))([at, bt]);
-          return readAll([y, ...g]);
-        });
-        const what = `batch [${batch}] ${M}x${K}x${N} ta=${ta} tb=${tb}`;
-        assertClose(r.wasm[0], r.cpu[0], `${what} value`);
-        assertClose(r.wasm[1], r.cpu[1], `${what} grad a`);
-        assertClose(r.wasm[2], r.cpu[2], `${what} grad b`);
-        // The cpu value itself against float64: guards against both backends sharing a mistake.
-        assertClose(r.cpu[0], refMatMul(a, aShape, b, bShape, ta, tb).out, `${what} cpu vs float64`);
+  setSimdProducts(simd);
+  try {
+    for (const batch of [[], [1], [3], [2, 3]]) {
+      for (const [M, K, N] of dims) {
+        for (const ta of [false, true]) for (const tb of [false, true]) {
+          const aShape = [...batch, ...(ta ? [K, M] : [M, K])], bShape = [...batch, ...(tb ? [N, K] : [K, N])];
+          const a = randArray(rng, aShape.reduce((p, d) => p * d, 1)), b = randArray(rng, bShape.reduce((p, d) => p * d, 1));
+          const w = randArray(rng, [...batch, M, N].reduce((p, d) => p * d, 1));
+          const r = await onBoth(() => {
+            const at = tf.tensor(a, aShape), bt = tf.tensor(b, bShape), wt = tf.tensor(w, [...batch, M, N]);
+            const y = tf.matMul(at, bt, ta, tb);
+            const g = tf.grads((x: tf.Tensor, z: tf.Tensor) => tf.sum(tf.mul(tf.matMul(x, z, ta, tb), wt)))([at, bt]);
+            return readAll([y, ...g]);
+          });
+          const what = `batch [${batch}] ${M}x${K}x${N} ta=${ta} tb=${tb}`;
+          assertClose(r.wasm[0], r.cpu[0], `${what} value`);
+          assertClose(r.wasm[1], r.cpu[1], `${what} grad a`);
+          assertClose(r.wasm[2], r.cpu[2], `${what} grad b`);
+          // The cpu value itself against float64: guards against both backends sharing a mistake.
+          assertClose(r.cpu[0], refMatMul(a, aShape, b, bShape, ta, tb).out, `${what} cpu vs float64`);
+        }
       }
     }
+  } finally {
+    setSimdProducts(true);
+  }
+});
+
+test('SIMD products: blocks over K and N, rows copied off power-of-two strides, ragged tiles (float64 reference)', async () => {
+  const rng = makeRng(17);
+  await initBackend('wasm');
+  // [M, K, N, tA, tB]. 8·600·256: K in blocks of 256 accumulated into C, B rows 256 floats apart (copied to a
+  // padded stride). 37·300·70: ragged tiles, so K stays one block and the last tiles shift back. 130·40·520:
+  // N blocks 256 + 264 (a last block narrower than a tile joins the previous one). 4·5·8: one tile.
+  const cases: [number, number, number, boolean, boolean][] = [
+    [8, 600, 256, false, false], [8, 600, 256, true, false], [37, 300, 70, false, true], [130, 40, 520, false, false],
+    [4, 5, 8, false, false], [9, 7, 5, true, true],
+  ];
+  for (const [M, K, N, ta, tb] of cases) {
+    const aShape = ta ? [K, M] : [M, K], bShape = tb ? [N, K] : [K, N];
+    const a = randArray(rng, M * K), b = randArray(rng, K * N);
+    const y = tf.matMul(tf.tensor(a, aShape), tf.tensor(b, bShape), ta, tb);
+    assertClose(y.dataSync(), refMatMul(a, aShape, b, bShape, ta, tb).out, `${M}x${K}x${N} ta=${ta} tb=${tb}`);
+    tf.dispose(y);
   }
 });
 
