@@ -92,6 +92,25 @@ function torchReference(): { train_step_ms: number; rollout_tokens_per_s: number
   }
 }
 
+/** Seed 000 reports ~15-20% extra memory for the attribution head; measure ours (peak live tensor bytes, tf.profile). */
+export async function attributionMemory(configPath: string): Promise<{ none: number; attribution: number }> {
+  const out = { none: 0, attribution: 0 };
+  for (const strategy of ['none', 'attribution'] as const) {
+    const { config } = loadConfig(configPath, ['backend=wasm', `credit.strategy=${strategy}`]);
+    const s = await buildSession(config);
+    const opt = new Adam(config.grpo.lr);
+    const { getStrategy } = await import('./credit');
+    const head = getStrategy(strategy).createHead?.(s.modelCfg.dModel, 1, { ...(await import('./credit/types')).DEFAULT_CREDIT_PARAMS }) ?? null;
+    await grpoStep(s, opt, null, 1, () => {}, head);
+    const info = await tf.profile(async () => { await grpoStep(s, opt, null, 2, () => {}, head); });
+    out[strategy] = info.peakBytes / 2 ** 20;
+    head?.dispose();
+    opt.dispose();
+    s.model.dispose();
+  }
+  return out;
+}
+
 export async function runBench(o: { json: boolean; quick: boolean }): Promise<void> {
   const say = (m: string) => { if (!o.json) console.log(m); else process.stderr.write(m + '\n'); };
   const iters = o.quick ? 3 : 10;
@@ -100,6 +119,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     rollout_tokens_per_s: { wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
     grpo_step_s: null as number | null,
     analysis_1m_rows_s: null as number | null,
+    attribution_peak_mb: null as { none: number; attribution: number } | null,
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     torch: null as unknown,
   };
@@ -139,6 +159,9 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     say(`countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update) ${result.grpo_step_s.toFixed(2)} s`);
     opt.dispose();
     s.model.dispose();
+    result.attribution_peak_mb = await attributionMemory(exampleCfg);
+    const m = result.attribution_peak_mb;
+    say(`peak tensor memory of a GRPO step: none ${m.none.toFixed(1)} MB, attribution ${m.attribution.toFixed(1)} MB (+${(((m.attribution / m.none) - 1) * 100).toFixed(1)}%)`);
   }
   const { benchAnalysis } = await import('./analysis');
   result.analysis_1m_rows_s = await benchAnalysis();
