@@ -20,7 +20,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from './errors';
 import { makeRng, randNormal } from './rng';
-import { decodeAttention, hasDecodeAttention } from './wasm_kernels';
+import { decodeAttention, hasDecodeAttention, hasRopeKernel, hasSwiGLUKernel, ropeRotate, swiglu, swigluGrad } from './wasm_kernels';
 
 export interface RopeScaling {
   /** `linear`: positions are divided by `factor`; `llama3`: the frequency-dependent scaling of Llama 3.1. */
@@ -471,9 +471,22 @@ export class Transformer {
   /** x + down(SiLU(gate)·up) of rmsNorm(x). */
   private mlp(x: tf.Tensor2D, L: Layer): tf.Tensor2D {
     const gu = tf.matMul(this.rmsNorm(x, L.ln2), L.wGateUp);
-    const [gate, up] = tf.split(gu, 2, 1);
-    const act = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
-    return tf.add(x, tf.matMul(act, L.wDown));
+    return tf.add(x, tf.matMul(this.swiglu(gu as tf.Tensor2D), L.wDown));
+  }
+
+  /** SiLU(gate)·up of the fused projection [N, 2·dFf]; on wasm one kernel each way (wasm_kernels.ts). */
+  private swiglu(gu: tf.Tensor2D): tf.Tensor2D {
+    if (!hasSwiGLUKernel(this.cfg.dFf)) {
+      const [gate, up] = tf.split(gu, 2, 1);
+      return tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
+    }
+    const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const [v, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+      const sig = tf.sigmoid(v) as tf.Tensor2D;
+      save([v, sig]);
+      return { value: swiglu(v, sig), gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => swigluGrad(g as tf.Tensor2D, s as tf.Tensor2D, dy) };
+    });
+    return op(gu);
   }
 
   private ensureRope(len: number): void {
@@ -524,11 +537,26 @@ export class Transformer {
     return { cos: tf.tensor4d(cos, [1, heads, T, hd]), sin: tf.tensor4d(sin, [1, heads, T, hd]) };
   }
 
-  /** x [B, n, T, hd] → x·cos + rotate_half(x)·sin (HF `apply_rotary_pos_emb`), tables from ropeTables. */
+  /**
+   * x [B, n, T, hd] → x·cos + rotate_half(x)·sin (HF `apply_rotary_pos_emb`), tables from ropeTables. With sin
+   * sign-folded, y_i = x_i·c_i + x_p(i)·s_i where p swaps the halves, so ∂L/∂x_j = dy_j·c_j + dy_p(j)·s_p(j) and
+   * s_p(j) = −s_j: the gradient is the same rotation of dy with −sin. One custom op instead of autodiff through
+   * a split and a concat; on wasm both directions are one SIMD pass (ropeRotate).
+   */
   private rope(x: tf.Tensor4D, cos: tf.Tensor4D, sin: tf.Tensor4D): tf.Tensor4D {
-    // split (not two slices): its gradient is one concat, where a slice's is a pad per piece
-    const [x1, x2] = tf.split(x, 2, 3);
-    return tf.add(tf.mul(x, cos), tf.mul(tf.concat([x2, x1], 3), sin)) as tf.Tensor4D;
+    const fast = hasRopeKernel(this.hd);
+    const rotate = (v: tf.Tensor, c: tf.Tensor, s: tf.Tensor): tf.Tensor => {
+      if (fast) return ropeRotate(v, c, s);
+      // split (not two slices): its gradient is one concat, where a slice's is a pad per piece
+      const [v1, v2] = tf.split(v, 2, -1);
+      return tf.add(tf.mul(v, c), tf.mul(tf.concat([v2, v1], -1), s));
+    };
+    const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const [v, save] = args as [tf.Tensor4D, tf.GradSaveFunc];
+      save([cos, sin]);
+      return { value: rotate(v, cos, sin) as tf.Tensor4D, gradFunc: (dy: tf.Tensor4D, [c, s]: tf.Tensor[]) => rotate(dy, c, tf.neg(s)) };
+    });
+    return op(x);
   }
 
   /**

@@ -88,13 +88,14 @@ const simd = (code: number, ...imm: number[]) => [0xfd, ...leb(code), ...imm];
 const W = {
   get: (i: number) => [0x20, ...leb(i)], set: (i: number) => [0x21, ...leb(i)], tee: (i: number) => [0x22, ...leb(i)],
   i32: (n: number) => [0x41, ...sleb(n)], add: [0x6a], sub: [0x6b], mul: [0x6c], and: [0x71], shl: [0x74], geU: [0x4f],
-  gtS: [0x4a], eqz: [0x45], select: [0x1b], if: [0x04, 0x40], else: [0x05],
+  gtS: [0x4a], ltU: [0x49], eqz: [0x45], select: [0x1b], if: [0x04, 0x40], else: [0x05],
   f32: (x: number) => [0x43, ...new Uint8Array(new Float32Array([x]).buffer)],
   f32load: [0x2a, 2, 0], block: [0x02, 0x40], loop: [0x03, 0x40], end: [0x0b],
   br: (depth: number) => [0x0c, ...leb(depth)], brIf: (depth: number) => [0x0d, ...leb(depth)],
   // v128.load / store with 4-byte alignment (cache rows start at any multiple of 4 floats' worth of bytes)
   vload: simd(0, 2, 0), vstore: simd(11, 2, 0), vload16: simd(0, 2, 16), vstore16: simd(11, 2, 16), splat: simd(19), vzero: simd(12, ...new Array(16).fill(0)),
-  fadd: simd(228), fsub: simd(229), fmul: simd(230),
+  fadd: simd(228), fsub: simd(229), fmul: simd(230), promoteLow: simd(95), dadd: simd(240),
+  vstoreAt: (offset: number) => simd(11, 2, ...leb(offset)),
   /** i8x16.shuffle picking f32 lanes of (a, b): lanes 0–3 from a, 4–7 from b */
   shuffle: (lanes: number[]) => simd(13, ...lanes.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3])),
 };
@@ -219,15 +220,114 @@ const gemmFn = wasmFunc([[12, I32], [11, V128]], [
   W.end, W.end,
 ]);
 
+// colsum(x, out, R, C, C8): out[c] = Σ_{r<R} x[r·C + c] for c < C8 (a multiple of 8; the caller sums the other
+// columns), accumulated in float64 like the JS reduction it replaces: each f32x4 of a row is widened to two f64x2.
+// out is a float64 buffer. Locals: 0 x, 1 out, 2 R, 3 C, 4 C8 | 5 column bytes, 6 r, 7 p, 8 row bytes, 9 end,
+// 10 po | 11–12 row values, 13–16 accumulators
+const colsumFn = wasmFunc([[6, I32], [6, V128]], [
+  W.get(3), W.i32(2), W.shl, W.set(8), W.get(4), W.i32(2), W.shl, W.set(9), W.i32(0), W.set(5), W.get(1), W.set(10),
+  W.block, W.loop,
+  W.get(5), W.get(9), W.geU, W.brIf(1),
+  ...[13, 14, 15, 16].map((l) => [...W.vzero, ...W.set(l)]),
+  W.get(0), W.get(5), W.add, W.set(7), W.get(2), W.set(6),
+  W.loop,
+  W.get(7), W.vload, W.set(11), W.get(7), W.vload16, W.set(12),
+  W.get(13), W.get(11), W.promoteLow, W.dadd, W.set(13),
+  W.get(14), W.get(11), W.get(11), W.shuffle([2, 3, 0, 1]), W.promoteLow, W.dadd, W.set(14),
+  W.get(15), W.get(12), W.promoteLow, W.dadd, W.set(15),
+  W.get(16), W.get(12), W.get(12), W.shuffle([2, 3, 0, 1]), W.promoteLow, W.dadd, W.set(16),
+  W.get(7), W.get(8), W.add, W.set(7),
+  W.get(6), W.i32(1), W.sub, W.tee(6), W.brIf(0),
+  W.end,
+  W.get(10), W.get(13), W.vstore, W.get(10), W.get(14), W.vstore16,
+  W.get(10), W.get(15), W.vstoreAt(32), W.get(10), W.get(16), W.vstoreAt(48),
+  W.get(10), W.i32(64), W.add, W.set(10), W.get(5), W.i32(32), W.add, W.set(5), W.br(0),
+  W.end, W.end,
+]);
+
+// rope(x, c, s, y, rows, half): y = x·c + swap(x)·s row by row, swap exchanging the two halves of each row of
+// 2·half floats (half a multiple of 4); c and s advance with x (rows of the cos / sign-folded sin tables).
+// Locals: 0 x, 1 c, 2 s, 3 y, 4 rows, 5 half | 6 i (bytes), 7 half bytes, 8 row bytes | 9 lo, 10 hi
+const ropeFn = wasmFunc([[3, I32], [2, V128]], [
+  W.get(5), W.i32(2), W.shl, W.set(7), W.get(7), W.i32(1), W.shl, W.set(8),
+  W.block, W.loop,
+  W.get(4), W.eqz, W.brIf(1),
+  W.i32(0), W.set(6),
+  W.loop,
+  W.get(0), W.get(6), W.add, W.vload, W.set(9),
+  W.get(0), W.get(6), W.add, W.get(7), W.add, W.vload, W.set(10),
+  // y_lo = lo·c_lo + hi·s_lo
+  W.get(3), W.get(6), W.add,
+  W.get(9), W.get(1), W.get(6), W.add, W.vload, W.fmul, W.get(10), W.get(2), W.get(6), W.add, W.vload, W.fmul, W.fadd,
+  W.vstore,
+  // y_hi = hi·c_hi + lo·s_hi
+  W.get(3), W.get(6), W.add, W.get(7), W.add,
+  W.get(10), W.get(1), W.get(6), W.add, W.get(7), W.add, W.vload, W.fmul,
+  W.get(9), W.get(2), W.get(6), W.add, W.get(7), W.add, W.vload, W.fmul, W.fadd,
+  W.vstore,
+  W.get(6), W.i32(16), W.add, W.tee(6), W.get(7), W.ltU, W.brIf(0),
+  W.end,
+  ...[0, 1, 2, 3].map((l) => [...W.get(l), ...W.get(8), ...W.add, ...W.set(l)]),
+  W.get(4), W.i32(1), W.sub, W.set(4), W.br(0),
+  W.end, W.end,
+]);
+
+// swiglu(gu, sig, out, rows, F): out = g·σ(g)·u per row, g | u the halves of a gu row of 2F floats and sig the
+// sigmoid of gu (F a multiple of 4). The product order, (g·σ)·u, is that of the ops it replaces.
+// swigluGrad(gu, sig, d, out, rows, F): out = [d·u·σ·(1 + g·(1 − σ)) | d·g·σ], the gradient of the above for
+// upstream d (d/dg of g·σ(g) = σ + g·σ·(1 − σ)). Locals: 0 gu, 1 sig, 2 (d,) out, rows, F | j, row bytes | v128s
+const swigluFn = wasmFunc([[2, I32], [3, V128]], [
+  W.get(4), W.i32(2), W.shl, W.set(6),
+  W.block, W.loop,
+  W.get(3), W.eqz, W.brIf(1),
+  W.i32(0), W.set(5),
+  W.loop,
+  W.get(0), W.get(5), W.add, W.vload, W.set(7),
+  W.get(2), W.get(5), W.add,
+  W.get(7), W.get(1), W.get(5), W.add, W.vload, W.fmul, W.get(0), W.get(5), W.add, W.get(6), W.add, W.vload, W.fmul,
+  W.vstore,
+  W.get(5), W.i32(16), W.add, W.tee(5), W.get(6), W.ltU, W.brIf(0),
+  W.end,
+  W.get(0), W.get(6), W.i32(1), W.shl, W.add, W.set(0), W.get(1), W.get(6), W.i32(1), W.shl, W.add, W.set(1),
+  W.get(2), W.get(6), W.add, W.set(2),
+  W.get(3), W.i32(1), W.sub, W.set(3), W.br(0),
+  W.end, W.end,
+]);
+// Locals: 0 gu, 1 sig, 2 d, 3 out, 4 rows, 5 F | 6 j, 7 half-row bytes | 8 g, 9 u, 10 σ, 11 d·σ
+const swigluGradFn = wasmFunc([[2, I32], [4, V128]], [
+  W.get(5), W.i32(2), W.shl, W.set(7),
+  W.block, W.loop,
+  W.get(4), W.eqz, W.brIf(1),
+  W.i32(0), W.set(6),
+  W.loop,
+  W.get(0), W.get(6), W.add, W.vload, W.set(8),
+  W.get(0), W.get(6), W.add, W.get(7), W.add, W.vload, W.set(9),
+  W.get(1), W.get(6), W.add, W.vload, W.set(10),
+  W.get(2), W.get(6), W.add, W.vload, W.get(10), W.fmul, W.set(11),
+  // du = d·σ·g
+  W.get(3), W.get(6), W.add, W.get(7), W.add, W.get(11), W.get(8), W.fmul, W.vstore,
+  // dg = d·σ·u·(1 + g·(1 − σ))
+  W.get(3), W.get(6), W.add,
+  W.get(11), W.get(9), W.fmul, W.f32(1), W.splat, W.get(8), W.f32(1), W.splat, W.get(10), W.fsub, W.fmul, W.fadd, W.fmul,
+  W.vstore,
+  W.get(6), W.i32(16), W.add, W.tee(6), W.get(7), W.ltU, W.brIf(0),
+  W.end,
+  W.get(0), W.get(7), W.i32(1), W.shl, W.add, W.set(0), W.get(1), W.get(7), W.i32(1), W.shl, W.add, W.set(1),
+  W.get(2), W.get(7), W.add, W.set(2), W.get(3), W.get(7), W.i32(1), W.shl, W.add, W.set(3),
+  W.get(4), W.i32(1), W.sub, W.set(4), W.br(0),
+  W.end, W.end,
+]);
+
 const SIMD_MODULE = new Uint8Array([
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
   ...[
-    [1, vec([7, 5, 4, 10].map((n) => [0x60, ...vec(new Array(n).fill([I32])), 0]))], // (i32 × n) → ()
+    [1, vec([7, 5, 4, 10, 6].map((n) => [0x60, ...vec(new Array(n).fill([I32])), 0]))], // (i32 × n) → ()
     [2, vec([[...str('env'), ...str('memory'), 0x02, 0x00, 0x00]])], // imports the backend's memory, any size
-    [3, vec([[0], [1], [2], [3]])],
+    [3, vec([[0], [1], [2], [3], [1], [4], [1], [4]])],
     [7, vec([[...str('scores'), 0x00, 0], [...str('context'), 0x00, 1], [...str('transpose'), 0x00, 2],
-      [...str('gemm'), 0x00, 3]])],
-    [10, vec([scoresFn, contextFn, transposeFn, gemmFn])],
+      [...str('gemm'), 0x00, 3], [...str('colsum'), 0x00, 4], [...str('rope'), 0x00, 5], [...str('swiglu'), 0x00, 6],
+      [...str('swigluGrad'), 0x00, 7]])],
+    [10, vec([scoresFn, contextFn, transposeFn, gemmFn, colsumFn, ropeFn, swigluFn, swigluGradFn])],
   ].flatMap(([id, body]) => [id as number, ...leb((body as number[]).length), ...(body as number[])]),
 ]);
 
@@ -236,6 +336,10 @@ interface SimdLoops {
   context(p: number, v: number, out: number, n: number, hd: number): void;
   transpose(src: number, dst: number, R: number, C: number): void;
   gemm(a: number, b: number, c: number, M: number, K: number, N: number, lda: number, ldb: number, ldc: number, acc: number): void;
+  colsum(x: number, out: number, R: number, C: number, C8: number): void;
+  rope(x: number, c: number, s: number, y: number, rows: number, half: number): void;
+  swiglu(gu: number, sig: number, out: number, rows: number, F: number): void;
+  swigluGrad(gu: number, sig: number, d: number, out: number, rows: number, F: number): void;
 }
 let simdSupported: boolean | null = null;
 /** Whether this runtime has WebAssembly SIMD (tfjs then runs its SIMD binary too). */
@@ -835,6 +939,27 @@ function sum(original: tf.KernelFunc) {
     });
     const rank = dims.length;
     if (rank === 0) { dst.set(be.typedArrayFromHeap(x)); return out; } // every dim was 1
+    // [(kept,) reduced, kept]: the bias and norm-weight gradients. Column sums on the SIMD loop.
+    const colsumShape = rank >= 2 && rank <= 3 && !reduced[rank - 1] && reduced[rank - 2] && dims[rank - 1] >= 8;
+    if (colsumShape && hasSimd()) {
+      const [K, R, C] = rank === 3 ? dims : [1, ...dims];
+      const C8 = C & ~7;
+      const scratch = be.makeOutput([2 * C8], 'float32');
+      const loops = simdLoops(be);
+      for (let k = 0; k < K; k++) {
+        loops.colsum(4 * (at32(be, x) + k * R * C), 4 * at32(be, scratch), R, C, C8);
+        const heap = be.typedArrayFromHeap(x), o = be.typedArrayFromHeap(out);
+        const acc = new Float64Array(be.wasm.HEAPU8.buffer, 4 * at32(be, scratch), C8);
+        for (let c = 0; c < C8; c++) o[k * C + c] = acc[c];
+        for (let c = C8; c < C; c++) {
+          let t = 0;
+          for (let r = 0, i = k * R * C + c; r < R; r++, i += C) t += heap[i];
+          o[k * C + c] = t;
+        }
+      }
+      be.disposeData(scratch.dataId);
+      return out;
+    }
     const outStep = new Array<number>(rank);
     for (let s = 1, d = rank - 1; d >= 0; d--) { outStep[d] = reduced[d] ? 0 : s; if (!reduced[d]) s *= dims[d]; }
     const acc = new Float64Array(dst.length);
@@ -881,6 +1006,95 @@ function cast(original: tf.KernelFunc) {
     (args.backend as WasmBackend).incRef(x.dataId);
     return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
   };
+}
+
+// ---- RoPE ------------------------------------------------------------------------------------------------
+//
+// x·cos + rotate_half(x)·sin as stock ops is a split, a concat, two multiplies and an add over [B, n, T, hd], and
+// as much again in the backward pass (a concat for the split, slices for the concat); one SIMD pass does it.
+
+export const ROPE = 'CreditLensRope';
+
+/** Whether ropeRotate runs here: wasm with our kernels and SIMD, and half a head (hd / 2) a multiple of 4. */
+export function hasRopeKernel(headDim: number): boolean {
+  return tf.getBackend() === 'wasm' && !!tf.getKernel(ROPE, 'wasm') && hasSimd() && headDim % 8 === 0;
+}
+
+/**
+ * y = x·cos + swap(x)·sin, swap exchanging the halves of the last axis (HF's rotate_half with its sign folded
+ * into sin). x [..., hd]; cos and sin hold a whole number of x's trailing [rows, hd] blocks' worth of rows and
+ * repeat over x's leading dims (e.g. x [B, n, T, hd], tables [1, n, T, hd]). No gradient of its own: model.ts
+ * wraps it (the gradient is the same rotation with −sin).
+ */
+export function ropeRotate<T extends tf.Tensor>(x: T, cos: tf.Tensor, sin: tf.Tensor): T {
+  return tf.engine().runKernel(ROPE, { x, cos, sin }) as T;
+}
+
+function ropeKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { x, cos, sin } = args.inputs as { x: Info; cos: Info; sin: Info };
+  const hd = x.shape[x.shape.length - 1];
+  const rows = sizeOf(x.shape) / hd, tableRows = sizeOf(cos.shape) / hd;
+  if (x.dtype !== 'float32' || hd % 8 !== 0 || sizeOf(sin.shape) !== sizeOf(cos.shape) || cos.shape[cos.shape.length - 1] !== hd
+    || rows % tableRows !== 0) {
+    throw new Error(`${ROPE}: x [${x.shape}] and tables [${cos.shape}] / [${sin.shape}] do not fit (head dim a multiple of 8, tables repeating over x)`);
+  }
+  const out = be.makeOutput(x.shape, 'float32');
+  const loops = simdLoops(be);
+  const xp = at32(be, x), cp = at32(be, cos), sp = at32(be, sin), op = at32(be, out);
+  for (let r = 0; r < rows; r += tableRows) loops.rope(4 * (xp + r * hd), 4 * cp, 4 * sp, 4 * (op + r * hd), tableRows, hd / 2);
+  return out;
+}
+
+// ---- SwiGLU ----------------------------------------------------------------------------------------------
+//
+// SiLU(gate)·up from the fused gate | up projection: as ops, a split, a sigmoid and two multiplies forward, and
+// backward eight elementwise ops plus a concat for the split. Here the stock (vectorised) Sigmoid runs over the
+// whole [N, 2F] projection (the up half is wasted, but that is cheaper than splitting) and one SIMD pass does the
+// rest in each direction.
+
+export const SWIGLU = 'CreditLensSwiGLU';
+export const SWIGLU_GRAD = 'CreditLensSwiGLUGrad';
+
+/** Whether swiglu / swigluGrad run here: wasm with our kernels and SIMD, dFf a multiple of 4. */
+export function hasSwiGLUKernel(dFf: number): boolean {
+  return tf.getBackend() === 'wasm' && !!tf.getKernel(SWIGLU, 'wasm') && hasSimd() && dFf % 4 === 0;
+}
+
+/** gu [N, 2F] (gate | up), sig = sigmoid(gu) → SiLU(gate)·up [N, F]. */
+export function swiglu(gu: tf.Tensor2D, sig: tf.Tensor2D): tf.Tensor2D {
+  return tf.engine().runKernel(SWIGLU, { gu, sig }) as tf.Tensor2D;
+}
+
+/** The gradient of swiglu with respect to gu, [N, 2F], for the upstream gradient dy [N, F]. */
+export function swigluGrad(gu: tf.Tensor2D, sig: tf.Tensor2D, dy: tf.Tensor2D): tf.Tensor2D {
+  return tf.engine().runKernel(SWIGLU_GRAD, { gu, sig, dy }) as tf.Tensor2D;
+}
+
+function swigluShapes(gu: Info, sig: Info, dy?: Info): [number, number] {
+  const [N, F2] = gu.shape;
+  const ok = gu.shape.length === 2 && F2 % 8 === 0 && sig.shape.length === 2 && sig.shape[0] === N && sig.shape[1] === F2
+    && gu.dtype === 'float32' && sig.dtype === 'float32' && (!dy || (dy.shape[0] === N && dy.shape[1] === F2 / 2));
+  if (!ok) throw new Error(`${SWIGLU}: gu [${gu.shape}], sigmoid [${sig.shape}]${dy ? `, dy [${dy.shape}]` : ''} do not fit`);
+  return [N, F2 / 2];
+}
+
+function swigluKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { gu, sig } = args.inputs as { gu: Info; sig: Info };
+  const [N, F] = swigluShapes(gu, sig);
+  const out = be.makeOutput([N, F], 'float32');
+  simdLoops(be).swiglu(4 * at32(be, gu), 4 * at32(be, sig), 4 * at32(be, out), N, F);
+  return out;
+}
+
+function swigluGradKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { gu, sig, dy } = args.inputs as { gu: Info; sig: Info; dy: Info };
+  const [N, F] = swigluShapes(gu, sig, dy);
+  const out = be.makeOutput([N, 2 * F], 'float32');
+  simdLoops(be).swigluGrad(4 * at32(be, gu), 4 * at32(be, sig), 4 * at32(be, dy), 4 * at32(be, out), N, F);
+  return out;
 }
 
 // ---- Decode attention ----------------------------------------------------------------------------------
@@ -1016,7 +1230,7 @@ const REPLACEMENTS: Replacement[] = [
 ];
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
-export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION];
+export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION, ROPE, SWIGLU, SWIGLU_GRAD];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -1039,16 +1253,17 @@ export function registerWasmKernels(): void {
     tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm',
       kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
-  if (!tf.getKernel(DECODE_ATTENTION, 'wasm')) {
-    tf.registerKernel({ kernelName: DECODE_ATTENTION, backendName: 'wasm',
-      kernelFunc: decodeAttentionKernel as unknown as tf.KernelFunc });
+  const added: [string, (args: KernelArgs) => Info][] = [[DECODE_ATTENTION, decodeAttentionKernel], [ROPE, ropeKernel],
+    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel]];
+  for (const [kernelName, f] of added) {
+    if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
   }
   registered = true;
 }
 
 /**
- * Puts the stock kernels back (bench/kernels.ts compares both). UnsortedSegmentSum and the decode attention stay:
- * stock has neither.
+ * Puts the stock kernels back (bench/kernels.ts compares both). UnsortedSegmentSum and the fused kernels (decode
+ * attention, RoPE, SwiGLU) stay: stock has none of them.
  */
 export function unregisterWasmKernels(): void {
   if (!registered) return;

@@ -9,7 +9,7 @@ import { backendInfo, initBackend } from '../../src/engine/backend';
 import { isUserError } from '../../src/engine/errors';
 import { Transformer, type ModelConfig } from '../../src/engine/model';
 import { makeRng, randNormal, type Rng } from '../../src/engine/rng';
-import { canonicalTranspose, setSimdProducts, setSimdTransposeMin } from '../../src/engine/wasm_kernels';
+import { canonicalTranspose, ropeRotate, setSimdProducts, setSimdTransposeMin, swiglu, swigluGrad } from '../../src/engine/wasm_kernels';
 import { generate } from '../../src/engine/sampler';
 
 const TOL = 1e-5;
@@ -361,6 +361,42 @@ test('repeated training-like steps on wasm keep tensor and wasm-memory counts fl
   assert.equal(be.numDataIds(), dataIds);
   tf.dispose([ids, mask]);
   model.dispose();
+});
+
+test('RoPE and SwiGLU kernels: values and the gradients model.ts gives them match autodiff of the ops on cpu', async () => {
+  const rng = makeRng(18);
+  const [B, n, T, hd] = [2, 3, 5, 16];
+  const x = randArray(rng, B * n * T * hd), dy = randArray(rng, B * n * T * hd);
+  // RoPE tables as model.ts builds them: cos equal on both halves, sin sign-folded ([−sin θ, +sin θ])
+  const cos = new Float32Array(n * T * hd), sin = new Float32Array(n * T * hd);
+  for (let r = 0; r < n * T; r++) for (let i = 0; i < hd / 2; i++) {
+    const a = (r % T) * (1 + i) * 0.37;
+    cos[r * hd + i] = cos[r * hd + hd / 2 + i] = Math.cos(a);
+    sin[r * hd + i] = -Math.sin(a);
+    sin[r * hd + hd / 2 + i] = Math.sin(a);
+  }
+  const [N, F] = [7, 12];
+  const gu = randArray(rng, N * 2 * F), dAct = randArray(rng, N * F);
+  const tables = () => [tf.tensor4d(cos, [1, n, T, hd]), tf.tensor4d(sin, [1, n, T, hd])];
+  // reference: the plain op formulas and their autodiff, on the cpu backend
+  await initBackend('cpu');
+  const ref = scoped(() => {
+    const [c, s] = tables();
+    const rope = (v: tf.Tensor) => { const [v1, v2] = tf.split(v, 2, 3); return tf.add(tf.mul(v, c), tf.mul(tf.concat([v2, v1], 3), s)); };
+    const act = (v: tf.Tensor) => { const [g, u] = tf.split(v, 2, 1); return tf.mul(tf.mul(g, tf.sigmoid(g)), u); };
+    const xt = tf.tensor4d(x, [B, n, T, hd]), gt = tf.tensor2d(gu, [N, 2 * F]);
+    return readAll([rope(xt), tf.grad(rope)(xt, tf.tensor4d(dy, [B, n, T, hd])), act(gt), tf.grad(act)(gt, tf.tensor2d(dAct, [N, F]))]);
+  });
+  await initBackend('wasm');
+  const got = scoped(() => {
+    const [c, s] = tables();
+    const xt = tf.tensor4d(x, [B, n, T, hd]), gt = tf.tensor2d(gu, [N, 2 * F]);
+    const sig = tf.sigmoid(gt) as tf.Tensor2D;
+    // the gradient of the rotation is the rotation of dy with −sin (model.ts, rope)
+    return readAll([ropeRotate(xt, c, s), ropeRotate(tf.tensor4d(dy, [B, n, T, hd]), c, tf.neg(s)), swiglu(gt, sig),
+      swigluGrad(gt, sig, tf.tensor2d(dAct, [N, F]))]);
+  });
+  ['rope', 'rope gradient', 'swiglu', 'swiglu gradient'].forEach((what, i) => assertClose(got[i], ref[i], what, 1e-6));
 });
 
 /** A model whose head dimension (8) is a multiple of 4, so decoding on wasm takes the in-place kernel. */
