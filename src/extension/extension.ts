@@ -4,6 +4,8 @@ import * as vscode from 'vscode';
 import { registerCommands } from './commands';
 import { ConfigCodeLensProvider } from './config_lens';
 import { Ctx } from './ctx';
+import { registerPanels } from './panels/index';
+import { registerHeatmap } from './heatmap/index';
 import { SWEEP_VIEW_TYPE, SweepPanel } from './sweep_panel';
 
 let ctx: Ctx | undefined;
@@ -12,6 +14,8 @@ export function activate(extCtx: vscode.ExtensionContext): void {
   ctx = new Ctx(extCtx);
   const c = ctx;
   registerCommands(c);
+  registerPanels(c);
+  registerHeatmap(c);
   c.pushExtCleanup(vscode.languages.registerCodeLensProvider(
     { scheme: 'file', pattern: '**/*.credit.yaml' },
     c.pushExtCleanup(new ConfigCodeLensProvider(c.runs)),

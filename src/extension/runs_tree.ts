@@ -242,6 +242,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
         item.tooltip = md;
         item.iconPath = new vscode.ThemeIcon(node.success ? 'check' : 'dash', new vscode.ThemeColor(node.success ? 'testing.iconPassed' : 'disabledForeground'));
         item.contextValue = 'episode';
+        item.command = { command: 'creditLens.openEpisode', title: 'Open Episode', arguments: [{ runDir: node.runDir, step: node.step, episode: node.episode }] };
         return item;
       }
     }

@@ -1,0 +1,233 @@
+// An episode as the heatmap shows it: its step's token and episode tables (DESIGN §5), the rows of its tokens
+// in position order, their character ranges in the completion, and the document text laid out around them.
+// Pure (no vscode): unit-tested on tables written with the engine's own writers.
+//
+// The token table has no character offsets. The engine's decoder guarantees the completion text is the
+// concatenation of its tokens' texts in position order (Tokenizer.decodeWithOffsets), so the offsets are
+// rebuilt by concatenating them; a completion that does not equal that concatenation (a table from another
+// writer) is shown as the tokens' text instead, so that every painted range still covers its own token.
+import { readEpisodeTable, readTokenTable, type EpisodeColumns, type TokenColumnsRead } from '../../engine/arrow_tables';
+import { listLoggedSteps, readRunInfo, stepFile } from '../../engine/rundir';
+import { basename } from 'node:path';
+import { METRICS, valueRange, type MetricId, type Range } from './scales';
+
+export interface EpisodeRef {
+  runDir: string;
+  step: number;
+  episode: number;
+}
+
+export const refKey = (r: EpisodeRef) => `${r.runDir}\u0000${r.step}\u0000${r.episode}`;
+
+/** One logged step of a run, both tables, with each episode's token rows in position order. */
+export class StepTables {
+  private readonly rowsOf = new Map<number, Int32Array>();
+  private readonly ranges = new Map<MetricId, Range | null>();
+
+  constructor(readonly runDir: string, readonly step: number, readonly tokens: TokenColumnsRead, readonly episodes: EpisodeColumns) {
+    const lists = new Map<number, number[]>();
+    for (let i = 0; i < tokens.episode.length; i++) {
+      const e = tokens.episode[i];
+      let l = lists.get(e);
+      if (!l) lists.set(e, (l = []));
+      l.push(i);
+    }
+    for (const [e, l] of lists) {
+      const rows = Int32Array.from(l);
+      // The engine writes rows in position order; another writer may not.
+      let sorted = true;
+      for (let i = 1; i < rows.length && sorted; i++) sorted = tokens.position[rows[i - 1]] <= tokens.position[rows[i]];
+      if (!sorted) rows.sort((a, b) => tokens.position[a] - tokens.position[b]);
+      this.rowsOf.set(e, rows);
+    }
+  }
+
+  static read(runDir: string, step: number): StepTables {
+    return new StepTables(runDir, step, readTokenTable(stepFile(runDir, 'tokens', step)), readEpisodeTable(stepFile(runDir, 'episodes', step)));
+  }
+
+  /** Token-table rows of an episode in position order (empty when the episode has no logged tokens). */
+  rows(episode: number): Int32Array {
+    return this.rowsOf.get(episode) ?? new Int32Array(0);
+  }
+
+  /** Index of an episode in the episode table, or −1. */
+  episodeIndex(episode: number): number {
+    return this.episodes.episode.indexOf(episode);
+  }
+
+  /** A metric's column; null when the run does not produce it (attribution, importance). */
+  column(metric: MetricId): Float32Array | null {
+    return this.tokens[metric];
+  }
+
+  /** Value range of a metric over the whole step (per-step normalisation), cached. */
+  stepRange(metric: MetricId): Range | null {
+    if (!this.ranges.has(metric)) {
+      const col = this.column(metric);
+      this.ranges.set(metric, col ? valueRange(col) : null);
+    }
+    return this.ranges.get(metric)!;
+  }
+
+  /** Metrics with at least one value in this step, in METRICS order. */
+  available(): MetricId[] {
+    return METRICS.map((m) => m.id).filter((m) => this.stepRange(m) !== null);
+  }
+}
+
+/** Character ranges [starts[i], ends[i]) of the tokens `rows` in the concatenation of their texts. */
+export function rebuildOffsets(tokens: readonly string[], rows: ArrayLike<number>): { text: string; starts: Int32Array; ends: Int32Array } {
+  const starts = new Int32Array(rows.length);
+  const ends = new Int32Array(rows.length);
+  const parts = new Array<string>(rows.length);
+  let at = 0;
+  for (let i = 0; i < rows.length; i++) {
+    const t = tokens[rows[i]];
+    parts[i] = t;
+    starts[i] = at;
+    at += t.length;
+    ends[i] = at;
+  }
+  return { text: parts.join(''), starts, ends };
+}
+
+/** Index of the token whose range holds character `offset`, or −1; zero-width tokens hold nothing. */
+export function tokenAt(starts: Int32Array, ends: Int32Array, offset: number): number {
+  let lo = 0;
+  let hi = starts.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (ends[mid] <= offset) lo = mid + 1;
+    else if (starts[mid] > offset) hi = mid - 1;
+    else {
+      // ends[mid] > offset >= starts[mid]; zero-width neighbours never satisfy that
+      return mid;
+    }
+  }
+  return -1;
+}
+
+/** Offsets where each line of `text` starts (after \n; a \r\n ends a line at its \n). */
+export function lineStarts(text: string): number[] {
+  const out = [0];
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) out.push(i + 1);
+  return out;
+}
+
+/** (line, character) of an offset, by binary search over lineStarts. */
+export function positionOf(starts: readonly number[], offset: number): [number, number] {
+  let lo = 0;
+  let hi = starts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (starts[mid] <= offset) lo = mid;
+    else hi = mid - 1;
+  }
+  return [lo, offset - starts[lo]];
+}
+
+/** What a header line says about the episode that is compared with this one. */
+export interface PairNote extends EpisodeRef {
+  runName: string;
+}
+
+/** The document an episode is shown as, with everything the painter and the hover need. */
+export interface EpisodeView {
+  ref: EpisodeRef;
+  runName: string;
+  strategy: string;
+  tables: StepTables;
+  /** index into tables.episodes */
+  index: number;
+  /** token-table rows in position order */
+  rows: Int32Array;
+  /** token ranges relative to the completion */
+  starts: Int32Array;
+  ends: Int32Array;
+  /** false: the episode table's completion is not the concatenation of its tokens; the tokens are shown */
+  textMatches: boolean;
+  pair: PairNote | null;
+  header: string;
+  text: string;
+  /** document offsets where the prompt and the completion start */
+  promptOffset: number;
+  completionOffset: number;
+  lineStarts: number[];
+}
+
+const signed = (v: number, digits = 3) => `${v > 0 ? '+' : v < 0 ? '−' : ''}${Math.abs(v).toFixed(digits)}`;
+
+export function runStrategy(runDir: string): string {
+  return readRunInfo(runDir)?.strategy ?? '?';
+}
+
+/**
+ * Lay out an episode: the header line, an empty line, then the prompt immediately followed by the completion,
+ * as the model read them (the prompt ends with the task's prefill, e.g. "<think>", that the completion continues).
+ */
+export function buildEpisodeView(tables: StepTables, ref: EpisodeRef, opts: { runName?: string; strategy?: string; pair?: PairNote | null } = {}): EpisodeView {
+  const index = tables.episodeIndex(ref.episode);
+  if (index < 0) throw new Error(`step ${ref.step} of ${ref.runDir} has no episode ${ref.episode}`);
+  const ep = tables.episodes;
+  const rows = tables.rows(ref.episode);
+  const { text: tokenText, starts, ends } = rebuildOffsets(tables.tokens.token, rows);
+  // A run whose logging wrote no token rows for this episode still shows its text, unpainted.
+  const textMatches = rows.length === 0 || tokenText === ep.completion[index];
+  const completion = rows.length === 0 ? ep.completion[index] : tokenText;
+  const runName = opts.runName ?? basename(ref.runDir);
+  const strategy = opts.strategy ?? runStrategy(ref.runDir);
+  const pair = opts.pair ?? null;
+  const parts = [
+    `${runName} · step ${ref.step} · episode ${ref.episode}`,
+    `reward ${ep.reward[index].toFixed(3)} (format ${ep.reward_format[index].toFixed(3)}, answer ${ep.reward_answer[index].toFixed(3)}) ${ep.success[index] ? '✓ solved' : '✗ not solved'}`,
+    `advantage ${signed(ep.advantage[index])}`,
+    `strategy ${strategy}`,
+    `${rows.length} tokens`,
+  ];
+  if (pair) parts.push(`same colour scale as ${pair.runName} step ${pair.step} episode ${pair.episode}`);
+  if (!textMatches) parts.push('⚠ the logged completion differs from its tokens: showing the tokens');
+  const header = parts.join(' · ');
+  const prompt = ep.prompt[index];
+  const promptOffset = header.length + 2;
+  const text = `${header}\n\n${prompt}${completion}`;
+  return {
+    ref, runName, strategy, tables, index, rows, starts, ends, textMatches, pair, header, text,
+    promptOffset, completionOffset: promptOffset + prompt.length, lineStarts: lineStarts(text),
+  };
+}
+
+/** Steps of a run with an episode table, ascending. */
+export function episodeSteps(runDir: string): number[] {
+  return listLoggedSteps(runDir, 'episodes');
+}
+
+/**
+ * Where the episode of `prompt` is in another run: the logged step nearest to `step` (the earlier one on a
+ * tie) that has an episode with exactly this prompt text; within it, `episode` itself if its prompt matches
+ * (runs with the same seed sample the same prompts in the same order), else the one whose reward is
+ * closest to `reward` (so a solved episode is compared with a solved one where there is one).
+ */
+export function findSamePrompt(runDir: string, prompt: string, step: number, episode: number, reward: number,
+  read: (runDir: string, step: number) => EpisodeColumns = (d, s) => readEpisodeTable(stepFile(d, 'episodes', s))): EpisodeRef | null {
+  const steps = episodeSteps(runDir).sort((a, b) => Math.abs(a - step) - Math.abs(b - step) || a - b);
+  for (const s of steps) {
+    let t: EpisodeColumns;
+    try {
+      t = read(runDir, s);
+    } catch {
+      continue; // a step file being written, or corrupted: look further
+    }
+    let best = -1;
+    for (let i = 0; i < t.episode.length; i++) {
+      if (t.prompt[i] !== prompt) continue;
+      if (t.episode[i] === episode) {
+        best = i;
+        break;
+      }
+      if (best < 0 || Math.abs(t.reward[i] - reward) < Math.abs(t.reward[best] - reward)) best = i;
+    }
+    if (best >= 0) return { runDir, step: s, episode: t.episode[best] };
+  }
+  return null;
+}

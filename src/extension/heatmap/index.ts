@@ -1,0 +1,64 @@
+// The token heatmap (issue 6): episode documents, their painting, the hover, the status-bar item and the
+// commands, registered on the extension's cleanup list.
+import * as vscode from 'vscode';
+import type { Ctx } from '../ctx';
+import { compareWith } from './compare';
+import { EPISODE_SCHEME, EpisodeStore } from './episode_doc';
+import { EpisodeHoverProvider } from './hover';
+import { navigate, type Move } from './navigate';
+import { openRollouts } from './open_rollouts';
+import { HeatmapState, Painter, type PaintResult } from './paint';
+import { formatScale, metricDef, METRICS, type MetricId } from './scales';
+
+export function registerHeatmap(ctx: Ctx): void {
+  const store = ctx.pushExtCleanup(new EpisodeStore());
+  const state = ctx.pushExtCleanup(new HeatmapState(ctx.extCtx.globalState));
+  const painter = ctx.pushExtCleanup(new Painter(store, state, ctx.log));
+  ctx.pushExtCleanup(vscode.workspace.registerTextDocumentContentProvider(EPISODE_SCHEME, store));
+  ctx.pushExtCleanup(vscode.languages.registerHoverProvider({ scheme: EPISODE_SCHEME }, new EpisodeHoverProvider(store, (v) => painter.metricFor(v))));
+
+  const reg = (id: string, fn: (...args: never[]) => unknown) =>
+    ctx.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: never[]) => {
+      try {
+        return await fn(...args);
+      } catch (e) {
+        ctx.log.error(`${id}: ${(e as Error).stack ?? e}`);
+        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
+        return undefined;
+      }
+    }));
+
+  reg('creditLens.openEpisode', (arg?: unknown) => openRollouts(arg));
+  reg('creditLens.openRollouts', (arg?: unknown) => openRollouts(arg));
+  reg('creditLens.heatmap.compareWith', (arg?: unknown) => compareWith(store, arg));
+  reg('creditLens.heatmap.cycleMetric', () => painter.cycleMetric(1));
+  reg('creditLens.heatmap.chooseMetric', () => chooseMetric(painter));
+  reg('creditLens.heatmap.toggleNormalization', () => state.setNormalization(state.normalization === 'episode' ? 'step' : 'episode'));
+  for (const move of ['nextEpisode', 'previousEpisode', 'nextStep', 'previousStep'] as Move[]) {
+    reg(`creditLens.heatmap.${move}`, () => navigate(store, move));
+  }
+  // For tests and benchmarks: what the last paint did and how long it took in this extension host.
+  reg('creditLens._lastPaint', (): PaintResult | null => painter.last);
+
+  painter.paintVisible();
+}
+
+async function chooseMetric(painter: Painter): Promise<void> {
+  const available = painter.availableMetrics();
+  const view = painter.activeView();
+  const current = view ? painter.metricFor(view) : painter.state.metric;
+  const items = METRICS.filter((m) => available.includes(m.id)).map((m) => ({
+    label: m.label,
+    description: `${m.signed ? 'diverging' : 'sequential'}${m.id === current && view ? ` · ${formatScale(painter.scaleOf(view, m.id))}` : ''}`,
+    detail: m.description,
+    picked: m.id === current,
+    id: m.id as MetricId,
+  }));
+  const missing = METRICS.filter((m) => !available.includes(m.id)).map((m) => m.label);
+  const pick = await vscode.window.showQuickPick(items, {
+    title: `Heatmap metric (now ${metricDef(current).label})`,
+    placeHolder: missing.length ? `this run logs no ${missing.join(', ')}` : 'paint the tokens by',
+    matchOnDetail: true,
+  });
+  if (pick) await painter.state.setMetric(pick.id);
+}

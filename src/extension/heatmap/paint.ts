@@ -1,0 +1,303 @@
+// Painting episode documents (GitLens' heatmap, STYLE.md): each token's value falls in one of a fixed set of
+// buckets, each bucket has one TextEditorDecorationType, and a repaint is one setDecorations call per bucket.
+// The types are disposed and made again only when the palette changes (diverging ↔ sequential, or into or
+// out of a high-contrast theme); disposing a type removes its decorations from every editor.
+import * as vscode from 'vscode';
+import { positionOf, type EpisodeView } from './episode';
+import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
+import {
+  bucketColors, formatScale, isMetricId, metricDef, nextMetric, quantise, scaleFor, unionRange, valueRange,
+  DIVERGING_SIDE, METRICS, type MetricId, type Normalization, type Scale, type ThemeKind,
+} from './scales';
+
+const METRIC_KEY = 'creditLens.heatmap.metric';
+
+/** The metric every episode is painted by (remembered across sessions) and the normalisation setting. */
+export class HeatmapState implements vscode.Disposable {
+  private current: MetricId;
+  private readonly changed = new vscode.EventEmitter<void>();
+  readonly onDidChange = this.changed.event;
+  private readonly disposables: vscode.Disposable[] = [this.changed];
+
+  constructor(private readonly memento: vscode.Memento) {
+    const saved = memento.get<string>(METRIC_KEY);
+    this.current = isMetricId(saved) ? saved : 'contribution';
+    vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration('creditLens.heatmap') && this.changed.fire(), null, this.disposables);
+  }
+
+  get metric(): MetricId {
+    return this.current;
+  }
+
+  async setMetric(m: MetricId): Promise<void> {
+    if (m === this.current) return;
+    this.current = m;
+    this.changed.fire();
+    await this.memento.update(METRIC_KEY, m);
+  }
+
+  get normalization(): Normalization {
+    return vscode.workspace.getConfiguration('creditLens.heatmap').get<Normalization>('normalization') === 'step' ? 'step' : 'episode';
+  }
+
+  async setNormalization(n: Normalization): Promise<void> {
+    await vscode.workspace.getConfiguration('creditLens.heatmap').update('normalization', n, vscode.ConfigurationTarget.Global);
+  }
+
+  dispose(): void {
+    for (const d of this.disposables.splice(0)) d.dispose();
+  }
+}
+
+/** What was painted last, for the status bar and for measuring (`creditLens._lastPaint`). */
+export interface PaintResult {
+  uri: string;
+  metric: MetricId;
+  normalization: Normalization;
+  scale: Scale | null;
+  tokens: number;
+  ms: number;
+}
+
+interface Palette {
+  kind: Scale['kind'];
+  highContrast: boolean;
+  types: vscode.TextEditorDecorationType[];
+}
+
+function themeKind(): ThemeKind {
+  switch (vscode.window.activeColorTheme.kind) {
+    case vscode.ColorThemeKind.Light: return 'light';
+    case vscode.ColorThemeKind.HighContrast: return 'highContrast';
+    case vscode.ColorThemeKind.HighContrastLight: return 'highContrastLight';
+    default: return 'dark';
+  }
+}
+
+export class Painter implements vscode.Disposable {
+  private palette: Palette | null = null;
+  private readonly promptType = vscode.window.createTextEditorDecorationType({
+    opacity: '0.6',
+    rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
+  });
+  private readonly headerType = vscode.window.createTextEditorDecorationType({
+    fontWeight: 'bold',
+    rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
+  });
+  private readonly legendType = vscode.window.createTextEditorDecorationType({
+    after: { margin: '0 0 0 2em', color: new vscode.ThemeColor('descriptionForeground'), fontStyle: 'italic' },
+  });
+  /** Token ranges of each view, built on its first paint and reused by every repaint. */
+  private readonly ranges = new WeakMap<EpisodeView, (vscode.Range | null)[]>();
+  /** What each editor shows now; an editor whose key differs (new, or shown again) is repainted. */
+  private readonly painted = new WeakMap<vscode.TextEditor, string>();
+  private readonly status = vscode.window.createStatusBarItem('creditLens.heatmap', vscode.StatusBarAlignment.Right, 100);
+  private readonly disposables: vscode.Disposable[] = [];
+  private generation = 0;
+  last: PaintResult | null = null;
+
+  constructor(private readonly store: EpisodeStore, readonly state: HeatmapState, private readonly log: vscode.LogOutputChannel) {
+    this.status.name = 'Credit Lens Heatmap';
+    this.status.command = 'creditLens.heatmap.chooseMetric';
+    this.disposables.push(
+      this.promptType, this.headerType, this.legendType, this.status,
+      state.onDidChange(() => this.repaintAll()),
+      vscode.window.onDidChangeVisibleTextEditors(() => this.paintVisible()),
+      vscode.window.onDidChangeActiveTextEditor(() => this.updateStatus()),
+      vscode.window.onDidChangeActiveColorTheme(() => {
+        const hc = isHighContrast(themeKind());
+        if (this.palette && this.palette.highContrast !== hc) this.dropPalette();
+        this.repaintAll();
+      }),
+      vscode.workspace.onDidOpenTextDocument((d) => d.uri.scheme === EPISODE_SCHEME && setTimeout(() => this.paintVisible(), 0)),
+    );
+  }
+
+  /** The metric an episode is painted by: the chosen one, or the first one its run has when it lacks that one. */
+  metricFor(view: EpisodeView): MetricId {
+    const available = view.tables.available();
+    return available.includes(this.state.metric) ? this.state.metric : available[0] ?? this.state.metric;
+  }
+
+  /** Metrics of the active episode's run, for cycling and for the QuickPick. */
+  availableMetrics(): MetricId[] {
+    const view = this.activeView();
+    return view ? view.tables.available() : METRICS.map((m) => m.id);
+  }
+
+  activeView(): EpisodeView | undefined {
+    const ed = vscode.window.activeTextEditor;
+    return ed?.document.uri.scheme === EPISODE_SCHEME ? this.store.view(ed.document.uri) : undefined;
+  }
+
+  async cycleMetric(direction: 1 | -1 = 1): Promise<void> {
+    const view = this.activeView();
+    const current = view ? this.metricFor(view) : this.state.metric;
+    await this.state.setMetric(nextMetric(current, this.availableMetrics(), direction));
+  }
+
+  /** The value range an episode is painted over: its own or its step's, joined with its compared episode's. */
+  scaleOf(view: EpisodeView, metric: MetricId): Scale | null {
+    const def = metricDef(metric);
+    const perStep = this.state.normalization === 'step';
+    const col = view.tables.column(metric);
+    const own = !col ? null : perStep ? view.tables.stepRange(metric) : valueRange(col, view.rows);
+    let other = null;
+    if (view.pair) {
+      const o = this.store.rowsOf(view.pair);
+      const ocol = o?.tables.column(metric);
+      if (o && ocol) other = perStep ? o.tables.stepRange(metric) : valueRange(ocol, o.rows);
+    }
+    return scaleFor(def, unionRange([own, other]));
+  }
+
+  paintVisible(): void {
+    for (const ed of vscode.window.visibleTextEditors) {
+      if (ed.document.uri.scheme !== EPISODE_SCHEME) continue;
+      if (this.painted.get(ed) !== this.paintKey()) this.paint(ed);
+    }
+    this.updateStatus();
+  }
+
+  repaintAll(): void {
+    this.generation++;
+    this.paintVisible();
+  }
+
+  private paintKey(): string {
+    return `${this.generation}:${this.state.metric}:${this.state.normalization}`;
+  }
+
+  paint(editor: vscode.TextEditor): PaintResult | null {
+    const view = this.store.view(editor.document.uri);
+    if (!view) return null;
+    const t0 = performance.now();
+    const metric = this.metricFor(view);
+    const scale = this.scaleOf(view, metric);
+    const col = view.tables.column(metric);
+    const ranges = this.tokenRanges(view);
+    if (scale && col) {
+      const types = this.typesFor(scale.kind);
+      const buckets = quantise(scale, col, view.rows);
+      const perBucket: vscode.Range[][] = types.map(() => []);
+      for (let i = 0; i < buckets.length; i++) {
+        const b = buckets[i];
+        const r = ranges[i];
+        if (b >= 0 && r) perBucket[b].push(r);
+      }
+      for (let b = 0; b < types.length; b++) editor.setDecorations(types[b], perBucket[b]);
+    } else if (this.palette) {
+      for (const t of this.palette.types) editor.setDecorations(t, []);
+    }
+    const headerEnd = view.header.length;
+    const lines = view.lineStarts;
+    const at = (offset: number) => {
+      const [l, c] = positionOf(lines, offset);
+      return new vscode.Position(l, c);
+    };
+    editor.setDecorations(this.headerType, [new vscode.Range(0, 0, 0, headerEnd)]);
+    editor.setDecorations(this.promptType, [new vscode.Range(at(view.promptOffset), at(view.completionOffset))]);
+    const norm = this.state.normalization;
+    editor.setDecorations(this.legendType, [{
+      range: new vscode.Range(0, headerEnd, 0, headerEnd),
+      renderOptions: { after: { contentText: `${metricDef(metric).label} ${formatScale(scale)} per ${norm}${view.pair ? ', shared' : ''}` } },
+    }]);
+    const ms = performance.now() - t0;
+    this.painted.set(editor, this.paintKey());
+    this.last = { uri: editor.document.uri.toString(), metric, normalization: norm, scale, tokens: view.rows.length, ms };
+    this.log.info(`heatmap: painted ${view.rows.length} tokens of ${view.runName} step ${view.ref.step} episode ${view.ref.episode} by ${metric} ${formatScale(scale)} per ${norm} in ${ms.toFixed(2)} ms`);
+    if (editor === vscode.window.activeTextEditor) this.updateStatus();
+    return this.last;
+  }
+
+  private tokenRanges(view: EpisodeView): (vscode.Range | null)[] {
+    let out = this.ranges.get(view);
+    if (out) return out;
+    out = new Array<vscode.Range | null>(view.rows.length);
+    const lines = view.lineStarts;
+    const base = view.completionOffset;
+    for (let i = 0; i < view.rows.length; i++) {
+      if (view.starts[i] === view.ends[i]) {
+        out[i] = null; // a token that decodes to no text (a special token): nothing to paint
+        continue;
+      }
+      const [l0, c0] = positionOf(lines, base + view.starts[i]);
+      const [l1, c1] = positionOf(lines, base + view.ends[i]);
+      out[i] = new vscode.Range(l0, c0, l1, c1);
+    }
+    this.ranges.set(view, out);
+    return out;
+  }
+
+  private typesFor(kind: Scale['kind']): vscode.TextEditorDecorationType[] {
+    const theme = themeKind();
+    const hc = isHighContrast(theme);
+    if (this.palette && this.palette.kind === kind && this.palette.highContrast === hc) return this.palette.types;
+    this.dropPalette();
+    // Light and dark variants of each bucket: VS Code picks the one for the current theme itself, so only a
+    // switch into or out of high contrast (other opacities, an underline) makes new types.
+    const light = bucketColors(kind, hc ? 'highContrastLight' : 'light');
+    const dark = bucketColors(kind, hc ? 'highContrast' : 'dark');
+    const n = light.length;
+    const strongest = (b: number) => (kind === 'diverging' ? b === 0 || b === n - 1 : b === n - 1);
+    const types = light.map((_, b) => {
+      const variant = (color: string): vscode.ThemableDecorationRenderOptions => ({
+        backgroundColor: color,
+        ...(hc ? { borderStyle: 'solid', borderWidth: '0 0 2px 0', borderColor: opaque(color) } : {}),
+        ...(strongest(b) ? { overviewRulerColor: opaque(color) } : {}),
+      });
+      return vscode.window.createTextEditorDecorationType({
+        light: variant(light[b]),
+        dark: variant(dark[b]),
+        borderRadius: '2px',
+        overviewRulerLane: vscode.OverviewRulerLane.Center,
+        rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
+      });
+    });
+    this.palette = { kind, highContrast: hc, types };
+    this.log.debug(`heatmap: ${n} ${kind} decoration types (${hc ? 'high contrast' : 'light/dark'}; ${kind === 'diverging' ? `${DIVERGING_SIDE} per sign` : 'sequential'})`);
+    return types;
+  }
+
+  private dropPalette(): void {
+    for (const t of this.palette?.types ?? []) t.dispose();
+    this.palette = null;
+  }
+
+  updateStatus(): void {
+    const view = this.activeView();
+    if (!view) {
+      this.status.hide();
+      return;
+    }
+    const metric = this.metricFor(view);
+    const scale = this.scaleOf(view, metric);
+    const norm = this.state.normalization;
+    this.status.text = `$(symbol-color) ${metricDef(metric).label} ${formatScale(scale)}`;
+    const md = new vscode.MarkdownString(undefined, true);
+    md.appendMarkdown(`**Heatmap: ${metricDef(metric).label}** — ${metricDef(metric).description}\n\n`);
+    md.appendMarkdown(`${scale?.kind ?? 'no'} scale ${formatScale(scale)}, normalised per ${norm}${view.pair ? ' and shared with the compared episode' : ''}\n\n`);
+    const last = this.last;
+    if (last && last.uri === vscode.window.activeTextEditor?.document.uri.toString()) {
+      md.appendMarkdown(`painted ${last.tokens} tokens in ${last.ms.toFixed(1)} ms\n\n`);
+    }
+    md.appendMarkdown('Click to choose the metric');
+    this.status.tooltip = md;
+    this.status.accessibilityInformation = { label: `Heatmap metric ${metricDef(metric).label}, range ${formatScale(scale)}, per ${norm}` };
+    this.status.show();
+  }
+
+  dispose(): void {
+    this.dropPalette();
+    for (const d of this.disposables.splice(0)) d.dispose();
+  }
+}
+
+function isHighContrast(t: ThemeKind): boolean {
+  return t === 'highContrast' || t === 'highContrastLight';
+}
+
+/** The bucket's hue at full opacity, for the overview ruler and the high-contrast underline. */
+function opaque(rgba: string): string {
+  return rgba.replace(/^rgba\((\d+), (\d+), (\d+), [\d.]+\)$/, 'rgb($1, $2, $3)');
+}

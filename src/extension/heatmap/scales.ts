@@ -1,0 +1,200 @@
+// Colour scales of the token heatmap. Pure (no vscode), so it is unit-tested directly.
+//
+// A value becomes one of a fixed set of buckets (GitLens' heatmap, STYLE.md): one decoration type per bucket
+// keeps thousands of painted tokens to a dozen setDecorations calls and a dozen CSS classes. Signed metrics get
+// a diverging scale centred on 0 (equal magnitudes of either sign get equally strong colours), the others a
+// sequential one from the smallest to the largest value in the normalisation scope.
+
+/** The token-table columns (DESIGN §5) a heatmap can paint. */
+export type MetricId = 'contribution' | 'effective_advantage' | 'entropy' | 'attribution' | 'importance' | 'logprob' | 'weight';
+
+export interface MetricDef {
+  id: MetricId;
+  label: string;
+  /** Signed by definition: painted on a diverging scale around 0. */
+  signed: boolean;
+  /**
+   * Sequential metrics whose *small* values are the notable ones get the strongest colour at the low end:
+   * a low log-prob is a surprising token.
+   */
+  invert?: boolean;
+  /** Hover and QuickPick text: what the value is (DESIGN §4). */
+  description: string;
+}
+
+export const METRICS: readonly MetricDef[] = [
+  { id: 'contribution', label: 'contribution', signed: true, description: 'c = Â·ℓ, the token\'s share of the policy-gradient objective (seed 002)' },
+  { id: 'effective_advantage', label: 'effective advantage', signed: true, description: 'Â = A·w, the advantage this token was trained with' },
+  { id: 'entropy', label: 'entropy', signed: false, description: 'entropy of the sampling distribution at this position (nats)' },
+  { id: 'attribution', label: 'attribution', signed: false, description: 'α, the learned attribution head\'s share of the credit (seed 000)' },
+  { id: 'importance', label: 'importance', signed: true, description: 'ρ, the importance net\'s predicted reward correlation (seed 004)' },
+  { id: 'logprob', label: 'log-prob', signed: false, invert: true, description: 'ℓ = log π(token), strongest colour for the least likely tokens' },
+  { id: 'weight', label: 'weight', signed: false, description: 'w, the credit strategy\'s per-token weight' },
+];
+
+export function metricDef(id: MetricId): MetricDef {
+  const m = METRICS.find((d) => d.id === id);
+  if (!m) throw new Error(`unknown heatmap metric ${id}`);
+  return m;
+}
+
+export function isMetricId(v: unknown): v is MetricId {
+  return typeof v === 'string' && METRICS.some((m) => m.id === v);
+}
+
+/** The metric after `current` among `available` (in METRICS order), wrapping around; skips unavailable ones. */
+export function nextMetric(current: MetricId, available: readonly MetricId[], direction: 1 | -1 = 1): MetricId {
+  const order = METRICS.map((m) => m.id).filter((id) => available.includes(id));
+  if (!order.length) return current;
+  const at = order.indexOf(current);
+  if (at < 0) return order[0];
+  return order[(at + direction + order.length) % order.length];
+}
+
+export type Normalization = 'episode' | 'step';
+
+/** Buckets per sign on a diverging scale, and on a sequential one. */
+export const DIVERGING_SIDE = 6;
+export const SEQUENTIAL_BUCKETS = 10;
+
+export interface Range {
+  min: number;
+  max: number;
+}
+
+export interface Scale {
+  kind: 'diverging' | 'sequential';
+  /** Values at or beyond lo / hi take the end buckets. Diverging: lo = −hi. */
+  lo: number;
+  hi: number;
+  invert: boolean;
+  buckets: number;
+}
+
+/** Smallest and largest finite value of values[rows[i]] (or of every value without rows); null when none is. */
+export function valueRange(values: ArrayLike<number>, rows?: ArrayLike<number>): Range | null {
+  let min = Infinity;
+  let max = -Infinity;
+  const n = rows ? rows.length : values.length;
+  for (let i = 0; i < n; i++) {
+    const v = values[rows ? rows[i] : i];
+    if (v < min) min = v; // NaN compares false both ways, so null rows are skipped
+    if (v > max) max = v;
+  }
+  return min <= max ? { min, max } : null;
+}
+
+/** The union of ranges (a shared scale for two episodes compared side by side); null ranges are ignored. */
+export function unionRange(ranges: readonly (Range | null)[]): Range | null {
+  let out: Range | null = null;
+  for (const r of ranges) {
+    if (!r) continue;
+    out = out ? { min: Math.min(out.min, r.min), max: Math.max(out.max, r.max) } : { ...r };
+  }
+  return out;
+}
+
+/** The scale a metric is painted on over `range` (the normalisation scope's values); null: nothing to paint. */
+export function scaleFor(metric: MetricDef, range: Range | null): Scale | null {
+  if (!range) return null;
+  if (metric.signed) {
+    const m = Math.max(Math.abs(range.min), Math.abs(range.max));
+    return { kind: 'diverging', lo: -m, hi: m, invert: false, buckets: 2 * DIVERGING_SIDE };
+  }
+  return { kind: 'sequential', lo: range.min, hi: range.max, invert: !!metric.invert, buckets: SEQUENTIAL_BUCKETS };
+}
+
+/**
+ * The bucket of `v`, or −1 for no colour. Diverging: buckets 0…K−1 are negative (0 the strongest), K…2K−1
+ * positive (2K−1 the strongest), |v|/hi split into K equal steps; exactly 0 (no credit at all) and a
+ * scale of all zeros stay uncoloured. Sequential: (v − lo)/(hi − lo) split into N equal steps (reversed when
+ * inverted); a scale whose values are all equal puts them in the middle bucket. NaN (a null row): −1.
+ */
+export function bucketOf(scale: Scale, v: number): number {
+  if (Number.isNaN(v)) return -1;
+  if (scale.kind === 'diverging') {
+    const K = scale.buckets / 2;
+    if (v === 0 || scale.hi === 0) return -1;
+    const k = Math.min(K - 1, Math.floor((Math.abs(v) / scale.hi) * K));
+    return v < 0 ? K - 1 - k : K + k;
+  }
+  const N = scale.buckets;
+  const width = scale.hi - scale.lo;
+  if (!(width > 0)) return N >> 1;
+  let t = (v - scale.lo) / width;
+  if (scale.invert) t = 1 - t;
+  return Math.max(0, Math.min(N - 1, Math.floor(t * N)));
+}
+
+/** Buckets of values[rows[i]] for every i. */
+export function quantise(scale: Scale, values: ArrayLike<number>, rows: ArrayLike<number>): Int8Array {
+  const out = new Int8Array(rows.length);
+  for (let i = 0; i < rows.length; i++) out[i] = bucketOf(scale, values[rows[i]]);
+  return out;
+}
+
+/** The value range a bucket covers, for the legend: [from, to]. */
+export function bucketBounds(scale: Scale, bucket: number): [number, number] {
+  if (scale.kind === 'diverging') {
+    const K = scale.buckets / 2;
+    const step = scale.hi / K;
+    return bucket < K ? [-(K - bucket) * step, -(K - 1 - bucket) * step] : [(bucket - K) * step, (bucket - K + 1) * step];
+  }
+  const step = (scale.hi - scale.lo) / scale.buckets;
+  const b = scale.invert ? scale.buckets - 1 - bucket : bucket;
+  return [scale.lo + b * step, scale.lo + (b + 1) * step];
+}
+
+// ---- colours ----
+
+export type ThemeKind = 'light' | 'dark' | 'highContrast' | 'highContrastLight';
+
+type Rgb = readonly [number, number, number];
+
+// Red for negative, blue for positive (a red–blue diverging scale reads for the common red–green colour
+// blindness); violet for sequential metrics, so a glance tells which kind of scale is showing. Darker hues on
+// light backgrounds, brighter ones on dark backgrounds, where the same colour would look muddy.
+const HUES: Record<'negative' | 'positive' | 'sequential', { light: Rgb; dark: Rgb }> = {
+  negative: { light: [207, 34, 46], dark: [248, 81, 73] },
+  positive: { light: [9, 105, 218], dark: [56, 139, 253] },
+  sequential: { light: [130, 80, 223], dark: [163, 113, 247] },
+};
+
+/**
+ * Opacity of the k-th of n intensity steps. The text keeps the theme's foreground colour over the tint, so
+ * the strongest step stays light enough to read it (about 0.5 for normal themes). High-contrast themes put
+ * white or black text on pure black or white: a lower ceiling keeps that contrast, and the bucket's colour is
+ * repeated as an underline (`borderColor` in paint.ts) so the strength still shows.
+ */
+export function bucketAlpha(k: number, n: number, theme: ThemeKind): number {
+  const [lo, hi] = theme === 'highContrast' || theme === 'highContrastLight' ? [0.12, 0.38] : [0.08, 0.52];
+  return n <= 1 ? hi : Math.round((lo + ((hi - lo) * k) / (n - 1)) * 1000) / 1000;
+}
+
+const rgba = ([r, g, b]: Rgb, a: number) => `rgba(${r}, ${g}, ${b}, ${a})`;
+
+/** One CSS colour per bucket of a scale of this kind, in bucket order. */
+export function bucketColors(kind: Scale['kind'], theme: ThemeKind): string[] {
+  const variant = theme === 'light' || theme === 'highContrastLight' ? 'light' : 'dark';
+  if (kind === 'diverging') {
+    const K = DIVERGING_SIDE;
+    const neg = Array.from({ length: K }, (_, b) => rgba(HUES.negative[variant], bucketAlpha(K - 1 - b, K, theme)));
+    const pos = Array.from({ length: K }, (_, k) => rgba(HUES.positive[variant], bucketAlpha(k, K, theme)));
+    return [...neg, ...pos];
+  }
+  return Array.from({ length: SEQUENTIAL_BUCKETS }, (_, k) => rgba(HUES.sequential[variant], bucketAlpha(k, SEQUENTIAL_BUCKETS, theme)));
+}
+
+/** Enough significant digits to tell the ends of a range apart, without a tail of float32 noise. */
+export function formatValue(v: number): string {
+  if (!Number.isFinite(v)) return Number.isNaN(v) ? '—' : String(v);
+  if (v === 0) return '0';
+  const a = Math.abs(v);
+  if (a >= 1000 || a < 1e-3) return v.toExponential(2).replace('e+', 'e');
+  return String(Number(v.toPrecision(3)));
+}
+
+export function formatScale(scale: Scale | null): string {
+  if (!scale) return 'no values';
+  return `[${formatValue(scale.lo)}, ${formatValue(scale.hi)}]`;
+}
