@@ -219,6 +219,7 @@ async function revealRun(ctx: Ctx, arg: unknown): Promise<void> {
     node = ctx.tree.shownRun(runDir);
   }
   if (node) await ctx.treeView.reveal(node, { select: true, focus: true, expand: true });
+  await vscode.commands.executeCommand('creditLens.openDashboard', runDir);
 }
 
 // ---- new experiment ----

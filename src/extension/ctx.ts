@@ -24,7 +24,7 @@ export class Ctx {
     this.runs = new RunManager(this.cliPath, this.log);
     // Not on the cleanup list: deactivate() awaits runs.dispose() so engines checkpoint before the host exits.
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs));
-    this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true }));
+    this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
     this.analysis = new AnalysisRunner(this.cliPath, () => vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'),
       () => this.sweepsChanged());

@@ -1,0 +1,173 @@
+// The credit-analysis view's host half. The analysis runs as `credit-lens analyze <run> --json` in its own
+// process, the same command a user runs in a terminal and the sweep table already uses: a long run's
+// million token rows take a second or two to read, which would freeze every extension in the extension host.
+import { execFile, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import * as vscode from 'vscode';
+import type { AnalyzeReport } from '../../protocol/analysis';
+import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../../protocol/webview';
+import { listLoggedSteps } from '../../engine/rundir';
+import { chooseNode } from '../node';
+import { WebviewPanelHost } from '../webview';
+import { pickRunDir } from './pick';
+import { safeFileName } from './run_data';
+
+export const ANALYSIS_VIEW_TYPE = 'creditLens.creditAnalysis';
+
+export interface AnalysisDeps {
+  extensionUri: vscode.Uri;
+  cliPath: string;
+  log: vscode.LogOutputChannel;
+}
+
+/** The CLI's arguments for a step range and an optional baseline (src/engine/analysis.ts USAGE). */
+export function analyzeArgs(cliPath: string, runDir: string, o: { from: number | null; to: number | null; baselineDir: string | null }): string[] {
+  const args = [cliPath, 'analyze', runDir, '--json'];
+  if (o.from !== null) args.push('--from-step', String(o.from));
+  if (o.to !== null) args.push('--to-step', String(o.to));
+  if (o.baselineDir) args.push('--baseline', o.baselineDir);
+  return args;
+}
+
+export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
+  private static readonly open = new Map<string, AnalysisPanel>();
+  private child: ChildProcess | null = null;
+  private generation = 0;
+  private from: number | null;
+  private to: number | null;
+  private baselineDir: string | null;
+
+  static show(deps: AnalysisDeps, runDir: string, opts: { baselineDir?: string } = {}): AnalysisPanel {
+    const existing = AnalysisPanel.open.get(runDir);
+    if (existing && !existing.isDisposed) {
+      existing.panel.reveal(undefined, false);
+      if (opts.baselineDir) existing.setBaseline(opts.baselineDir);
+      return existing;
+    }
+    const panel = vscode.window.createWebviewPanel(ANALYSIS_VIEW_TYPE, `Credit analysis: ${basename(runDir)}`, vscode.ViewColumn.Active, { enableScripts: true });
+    return new AnalysisPanel(panel, deps, { runDir, from: null, to: null, baselineDir: opts.baselineDir ?? null });
+  }
+
+  static serializer(deps: AnalysisDeps): vscode.WebviewPanelSerializer<AnalysisPanelState> {
+    return {
+      async deserializeWebviewPanel(panel, state) {
+        if (typeof state?.runDir !== 'string') {
+          panel.dispose();
+          return;
+        }
+        new AnalysisPanel(panel, deps, {
+          runDir: state.runDir,
+          from: typeof state.from === 'number' ? state.from : null,
+          to: typeof state.to === 'number' ? state.to : null,
+          baselineDir: typeof state.baselineDir === 'string' ? state.baselineDir : null,
+        });
+      },
+    };
+  }
+
+  private constructor(panel: vscode.WebviewPanel, private readonly deps: AnalysisDeps, state: AnalysisPanelState) {
+    super(panel, deps.extensionUri, 'analysis');
+    this.runDir = state.runDir;
+    this.from = state.from;
+    this.to = state.to;
+    this.baselineDir = state.baselineDir;
+    panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');
+    AnalysisPanel.open.set(this.runDir, this);
+    this.disposables.push({
+      dispose: () => {
+        this.child?.kill();
+        if (AnalysisPanel.open.get(this.runDir) === this) AnalysisPanel.open.delete(this.runDir);
+      },
+    });
+  }
+
+  readonly runDir: string;
+
+  setBaseline(dir: string | null): void {
+    this.baselineDir = dir;
+    this.analyze();
+  }
+
+  private analyze(): void {
+    this.child?.kill();
+    const gen = ++this.generation;
+    const { runDir, from, to, baselineDir } = this;
+    this.post({ kind: 'notification', method: 'analysis/busy', params: { runDir, from, to, baselineDir } });
+    const logged = listLoggedSteps(runDir, 'tokens');
+    const base: Omit<AnalysisView, 'report' | 'error' | 'elapsedMs'> = {
+      runDir, id: basename(runDir), from, to, baselineDir,
+      loggedSteps: logged.length ? { first: logged[0], last: logged[logged.length - 1], count: logged.length } : null,
+    };
+    const finish = (report: AnalyzeReport | null, error: string | null, elapsedMs: number) => {
+      if (gen !== this.generation) return;
+      this.child = null;
+      this.post({ kind: 'notification', method: 'analysis/result', params: { ...base, report, error, elapsedMs } });
+    };
+    let node;
+    try {
+      node = chooseNode(vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'));
+    } catch (e) {
+      finish(null, (e as Error).message, 0);
+      return;
+    }
+    const args = analyzeArgs(this.deps.cliPath, runDir, { from, to, baselineDir });
+    const t0 = Date.now();
+    this.child = execFile(node.command, args, { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: 300_000 }, (err, stdout, stderr) => {
+      const ms = Date.now() - t0;
+      if (err) {
+        if (err.killed && gen !== this.generation) return;
+        // The CLI prints a UserError's message alone (no stack): that is what the user should read.
+        const msg = stderr.trim().split('\n').filter((l) => !/^\s+at\s/.test(l)).slice(-4).join('\n') || err.message;
+        this.deps.log.warn(`analyze ${runDir}: ${msg}`);
+        finish(null, msg, ms);
+        return;
+      }
+      try {
+        finish(JSON.parse(stdout) as AnalyzeReport, null, ms);
+      } catch (e) {
+        finish(null, `credit-lens analyze printed no JSON: ${(e as Error).message}`, ms);
+      }
+    });
+  }
+
+  protected onMessage(m: AnalysisProtocol['toHost']): void {
+    switch (m.method) {
+      case 'webview/ready':
+        this.analyze();
+        break;
+      case 'analysis/setRange':
+        this.from = m.params.from;
+        this.to = m.params.to;
+        this.analyze();
+        break;
+      case 'analysis/pickBaseline':
+        void pickRunDir(`baseline for ${basename(this.runDir)}`, [this.runDir], (d) => listLoggedSteps(d, 'tokens').length > 0)
+          .then((dir) => dir && this.setBaseline(dir));
+        break;
+      case 'analysis/clearBaseline':
+        this.setBaseline(null);
+        break;
+      case 'analysis/openDashboard':
+        void vscode.commands.executeCommand('creditLens.openDashboard', m.params.runDir);
+        break;
+      case 'analysis/exportCsv':
+        void this.saveCsv(m.params.name, m.params.csv);
+        break;
+    }
+  }
+
+  private async saveCsv(name: string, csv: string): Promise<void> {
+    const target = await vscode.window.showSaveDialog({
+      defaultUri: vscode.Uri.file(join(this.runDir, `analysis-${safeFileName(name)}.csv`)), filters: { CSV: ['csv'] }, title: 'Credit Lens: export table',
+    });
+    if (!target) return;
+    try {
+      writeFileSync(target.fsPath, csv);
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Credit Lens: could not write ${target.fsPath}: ${(e as Error).message}`);
+      return;
+    }
+    void vscode.window.showInformationMessage(`Credit Lens: saved ${basename(target.fsPath)}.`);
+  }
+}

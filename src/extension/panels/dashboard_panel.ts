@@ -1,0 +1,54 @@
+// The run dashboard: one run's charts, live while it trains, one panel per run, restored after a reload.
+import { basename } from 'node:path';
+import * as vscode from 'vscode';
+import type { MetricsPanelState } from '../../protocol/webview';
+import { ComparePanel } from './compare_panel';
+import { MetricsPanel, stateRunDirs, type PanelDeps } from './metrics_panel';
+
+export const DASHBOARD_VIEW_TYPE = 'creditLens.dashboard';
+
+export class DashboardPanel extends MetricsPanel {
+  private static readonly open = new Map<string, DashboardPanel>();
+
+  static show(deps: PanelDeps, runDir: string, column: vscode.ViewColumn = vscode.ViewColumn.Active, preserveFocus = false): DashboardPanel {
+    const existing = DashboardPanel.open.get(runDir);
+    if (existing && !existing.isDisposed) {
+      existing.panel.reveal(undefined, preserveFocus);
+      return existing;
+    }
+    const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, `Dashboard: ${basename(runDir)}`, { viewColumn: column, preserveFocus }, { enableScripts: true });
+    return new DashboardPanel(panel, deps, runDir);
+  }
+
+  static serializer(deps: PanelDeps): vscode.WebviewPanelSerializer<MetricsPanelState> {
+    return {
+      async deserializeWebviewPanel(panel, state) {
+        const [runDir] = stateRunDirs(state);
+        if (!runDir) {
+          panel.dispose();
+          return;
+        }
+        new DashboardPanel(panel, deps, runDir);
+      },
+    };
+  }
+
+  private constructor(panel: vscode.WebviewPanel, deps: PanelDeps, runDir: string) {
+    super(panel, deps, 'dashboard', [runDir], 'dashboard');
+    DashboardPanel.open.set(runDir, this);
+    this.disposables.push({ dispose: () => DashboardPanel.open.get(runDir) === this && DashboardPanel.open.delete(runDir) });
+  }
+
+  get runDir(): string {
+    return this.runDirs[0];
+  }
+
+  // Called by the base constructor, before this class's fields exist: it reads only the base's runDirs.
+  protected retitle(): void {
+    this.panel.title = `Dashboard: ${basename(this.runDirs[0])}`;
+  }
+
+  protected compareWith(runDirs: string[]): void {
+    ComparePanel.show(this.deps, [this.runDir, ...runDirs]);
+  }
+}

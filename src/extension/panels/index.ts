@@ -1,0 +1,64 @@
+// The dashboards' commands and panel serializers. Each command takes what its callers hand it — a Runs-tree
+// node (and, from a multi-selection, every selected node), a run directory string, a Uri — and asks with a
+// QuickPick when called bare from the palette.
+import { basename } from 'node:path';
+import * as vscode from 'vscode';
+import type { Ctx } from '../ctx';
+import type { RunsTreeNode } from '../runs_tree';
+import { ANALYSIS_VIEW_TYPE, AnalysisPanel, type AnalysisDeps } from './analysis_panel';
+import { COMPARE_VIEW_TYPE, ComparePanel } from './compare_panel';
+import { DASHBOARD_VIEW_TYPE, DashboardPanel } from './dashboard_panel';
+import type { PanelDeps } from './metrics_panel';
+import { pickRunDir, pickRunDirs } from './pick';
+import { listLoggedSteps } from '../../engine/rundir';
+
+function runDirOf(arg: unknown): string | undefined {
+  if (typeof arg === 'string') return arg;
+  if (arg instanceof vscode.Uri) return arg.fsPath;
+  if (arg && typeof arg === 'object' && (arg as RunsTreeNode).kind === 'run') return (arg as { runDir: string | null }).runDir ?? undefined;
+  return undefined;
+}
+
+/** The run directories a compare command was handed: a tree multi-selection, an array of directories, or one run. */
+export function runDirsOf(arg: unknown, selection: unknown): string[] {
+  const list = Array.isArray(selection) ? selection : Array.isArray(arg) ? arg : [arg];
+  return [...new Set(list.map(runDirOf).filter((d): d is string => !!d))];
+}
+
+export function registerPanels(ctx: Ctx): void {
+  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cliPath: ctx.cliPath };
+  const reg = (id: string, fn: (...args: unknown[]) => unknown) =>
+    ctx.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: unknown[]) => {
+      try {
+        return await fn(...args);
+      } catch (e) {
+        ctx.log.error(`${id}: ${(e as Error).stack ?? e}`);
+        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
+      }
+    }));
+
+  reg('creditLens.openDashboard', async (arg) => {
+    const runDir = runDirOf(arg) ?? await pickRunDir('open the dashboard of');
+    if (runDir) DashboardPanel.show(deps, runDir);
+  });
+
+  reg('creditLens.compareRuns', async (arg, selection) => {
+    let dirs = runDirsOf(arg, selection);
+    if (dirs.length === 1) dirs = [...dirs, ...await pickRunDirs(`compare ${basename(dirs[0])} with`, dirs)];
+    else if (!dirs.length) dirs = await pickRunDirs('runs to compare', [], 2);
+    if (dirs.length < 2) {
+      if (dirs.length) void vscode.window.showInformationMessage('Credit Lens: pick at least one more run to compare with.');
+      return;
+    }
+    ComparePanel.show(deps, dirs);
+  });
+
+  reg('creditLens.openAnalysis', async (arg, baseline) => {
+    const runDir = runDirOf(arg) ?? await pickRunDir('analyse', [], (d) => listLoggedSteps(d, 'tokens').length > 0);
+    if (runDir) AnalysisPanel.show(deps, runDir, { baselineDir: typeof baseline === 'string' ? baseline : undefined });
+  });
+
+  ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, DashboardPanel.serializer(deps)));
+  ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(COMPARE_VIEW_TYPE, ComparePanel.serializer(deps)));
+  ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(ANALYSIS_VIEW_TYPE, AnalysisPanel.serializer(deps)));
+}

@@ -1,0 +1,54 @@
+// What the dashboard and the comparison need of a run directory (DESIGN §5): run.json's name and status,
+// every metrics.jsonl row, and the SFT length from the run's resolved config.yaml. No vscode here, so the
+// unit tests read real run directories with it.
+import { readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { parse } from 'yaml';
+import type { MetricsRow } from '../../protocol/index';
+import type { MetricsRunData } from '../../protocol/webview';
+import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir';
+
+/**
+ * `sft.steps` of the run's config.yaml, which the engine writes before the first step, so a live run's SFT
+ * points land where they belong from the first one. A run without a readable config falls back to its
+ * highest logged SFT step.
+ */
+export function sftStepsOf(runDir: string, rows: readonly MetricsRow[]): number {
+  try {
+    const doc = parse(readFileSync(join(runDir, CONFIG_YAML), 'utf8')) as { sft?: { steps?: unknown } } | null;
+    const steps = doc?.sft?.steps;
+    if (typeof steps === 'number' && Number.isInteger(steps) && steps >= 0) return steps;
+  } catch {
+    // fall through to the rows
+  }
+  return rows.reduce((m, r) => (r.phase === 'sft' ? Math.max(m, r.step) : m), 0);
+}
+
+export function loadRunData(runDir: string, status?: string): MetricsRunData {
+  const info = readRunInfo(runDir);
+  const rows = readMetrics(runDir);
+  return {
+    runDir,
+    id: basename(runDir),
+    name: info?.name ?? basename(runDir),
+    strategy: info?.strategy ?? null,
+    status: status ?? info?.status ?? 'unknown',
+    sftSteps: sftStepsOf(runDir, rows),
+    rows,
+  };
+}
+
+/** A file name from a chart title or run id: letters, digits, `.`, `_`, `-`. */
+export function safeFileName(s: string): string {
+  return s.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^_+|_+$/g, '') || 'chart';
+}
+
+/** A `data:image/png;base64,…` URL's bytes; throws on anything else, so only PNGs get written. */
+export function pngBytes(dataUrl: string): Buffer {
+  const m = /^data:image\/png;base64,([A-Za-z0-9+/=]+)$/.exec(dataUrl);
+  if (!m) throw new Error('the webview sent no PNG data URL');
+  const buf = Buffer.from(m[1], 'base64');
+  // Every PNG starts with the same 8-byte signature (PNG spec §5.2).
+  if (buf.length < 8 || buf.readUInt32BE(0) !== 0x89504e47 || buf.readUInt32BE(4) !== 0x0d0a1a0a) throw new Error('the data URL does not hold a PNG');
+  return buf;
+}

@@ -1,0 +1,325 @@
+// uPlot wrappers for the dashboard, the run comparison and the analysis view. Colours come from VS Code's
+// --vscode-* variables read at draw time, so a theme change repaints every chart in the new theme. uPlot
+// evaluates no code and styles its DOM through the CSSOM, which the nonce CSP allows; its stylesheet is
+// adopted like the page's own.
+import uPlot from 'uplot';
+import uplotCss from 'uplot/dist/uPlot.min.css';
+import type { AlignedChart, ChartSpec } from './metrics_series';
+import { adoptCss } from './ipc';
+
+adoptCss(uplotCss);
+
+export interface ChartTheme {
+  foreground: string;
+  muted: string;
+  grid: string;
+  background: string;
+  font: string;
+  /** One colour per run (comparison) or per series (dashboard). */
+  palette: string[];
+}
+
+const PALETTE_VARS: [string, string][] = [
+  ['--vscode-charts-blue', '#3794ff'],
+  ['--vscode-charts-orange', '#d18616'],
+  ['--vscode-charts-green', '#89d185'],
+  ['--vscode-charts-purple', '#b180d7'],
+  ['--vscode-charts-red', '#f14c4c'],
+  ['--vscode-charts-yellow', '#cca700'],
+  ['--vscode-terminal-ansiCyan', '#11a8cd'],
+  ['--vscode-terminal-ansiMagenta', '#bc3fbc'],
+];
+
+export function readTheme(): ChartTheme {
+  const cs = getComputedStyle(document.body);
+  const v = (name: string, fallback: string) => cs.getPropertyValue(name).trim() || fallback;
+  const size = v('--vscode-font-size', '13px');
+  return {
+    foreground: v('--vscode-foreground', '#cccccc'),
+    muted: v('--vscode-descriptionForeground', '#9d9d9d'),
+    grid: v('--vscode-editorWidget-border', v('--vscode-panel-border', '#80808040')),
+    background: v('--vscode-editor-background', '#1e1e1e'),
+    font: `${Math.max(10, parseFloat(size) - 2)}px ${v('--vscode-font-family', 'sans-serif')}`,
+    palette: PALETTE_VARS.map(([name, fb]) => v(name, fb)),
+  };
+}
+
+/** VS Code swaps the body's theme class (vscode-light/-dark/-high-contrast) on a theme change. */
+export function onThemeChange(fn: () => void): void {
+  let last = document.body.className + document.body.dataset.vscodeThemeId;
+  new MutationObserver(() => {
+    const now = document.body.className + document.body.dataset.vscodeThemeId;
+    if (now !== last) {
+      last = now;
+      fn();
+    }
+  }).observe(document.body, { attributes: true, attributeFilter: ['class', 'data-vscode-theme-id'] });
+}
+
+export const fmt = (v: number | null | undefined, percent = false): string => {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—';
+  if (percent) return `${(v * 100).toFixed(1)}%`;
+  const a = Math.abs(v);
+  return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(2) : Number(v.toPrecision(4)).toString();
+};
+
+export interface ChartStyle {
+  /** Colour of a column: by run in a comparison, by series in a single-run dashboard. */
+  colour: (column: { run: number; key: string; index: number }) => string;
+  /** The legend's text for the x value under the cursor (e.g. "SFT step 40"). */
+  xLabel: (x: number) => string;
+}
+
+const HEIGHT = 200;
+
+/** One metric chart: a uPlot instance rebuilt when its columns change, else fed new data. */
+export class MetricChart {
+  private plot: uPlot | null = null;
+  private signature = '';
+  private data: AlignedChart = { x: [], columns: [], bands: [] };
+
+  constructor(private readonly host: HTMLElement, readonly spec: ChartSpec, private theme: ChartTheme, private readonly style: ChartStyle) {}
+
+  /** Values drawn (non-null points over all columns): what the e2e suite counts. */
+  get pointCount(): number {
+    return this.data.columns.reduce((n, c) => n + c.values.filter((v) => v !== null).length, 0);
+  }
+
+  get aligned(): AlignedChart {
+    return this.data;
+  }
+
+  setTheme(theme: ChartTheme): void {
+    this.theme = theme;
+    this.signature = '';
+    this.update(this.data);
+  }
+
+  update(data: AlignedChart): void {
+    this.data = data;
+    const signature = data.columns.map((c) => `${c.run}:${c.key}:${c.label}`).join('|') + `#${data.bands.length}`;
+    const uData = [data.x, ...data.columns.map((c) => c.values)] as uPlot.AlignedData;
+    if (this.plot && signature === this.signature) {
+      this.plot.setData(uData);
+      return;
+    }
+    this.plot?.destroy();
+    this.signature = signature;
+    this.plot = new uPlot(this.options(data), uData, this.host);
+  }
+
+  resize(): void {
+    const w = this.host.clientWidth;
+    if (this.plot && w > 0 && Math.abs(this.plot.width - w) > 1) this.plot.setSize({ width: w, height: HEIGHT });
+  }
+
+  private options(data: AlignedChart): uPlot.Options {
+    const t = this.theme;
+    const pct = !!this.spec.percent;
+    const axis = (extra: Partial<uPlot.Axis>): uPlot.Axis => ({
+      stroke: t.muted, font: t.font, labelFont: t.font,
+      grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid, width: 1 }, ...extra,
+    });
+    const series: uPlot.Series[] = [{ label: 'step', value: (_u, v) => (v === null || v === undefined ? '—' : this.style.xLabel(v)) }];
+    data.columns.forEach((c, index) => {
+      const stroke = this.style.colour({ run: c.run, key: c.key, index });
+      const points = c.style === 'points';
+      series.push({
+        label: c.label,
+        stroke,
+        width: points ? 1 : 1.5,
+        dash: points ? [4, 3] : undefined,
+        // Sparse series (eval every eval_every steps) join their markers across the steps without one.
+        spanGaps: points,
+        points: { show: points ? true : undefined, size: points ? 6 : 4, stroke, fill: points ? stroke : t.background },
+        value: (_u, v) => fmt(v, pct),
+      });
+    });
+    return {
+      width: Math.max(200, this.host.clientWidth),
+      height: HEIGHT,
+      series,
+      scales: { x: { time: false }, y: { range: (_u, lo, hi) => this.yRange(lo, hi) } },
+      axes: [
+        axis({}),
+        axis({ size: 52, values: (_u, vals) => vals.map((v) => (pct ? `${Math.round(v * 100)}%` : fmt(v))) }),
+      ],
+      legend: { show: true, live: true },
+      cursor: { drag: { x: true, y: false }, points: { size: 6 } },
+      hooks: { drawAxes: [(u) => this.underlay(u)] },
+    };
+  }
+
+  /** The data's range widened to hold the std bands; a share axis starts at 0 and ends by 100%. */
+  private yRange(lo: number | null, hi: number | null): uPlot.Range.MinMax {
+    let min = lo ?? Infinity;
+    let max = hi ?? -Infinity;
+    for (const b of this.data.bands) {
+      for (const v of b.lo) if (v !== null && v < min) min = v;
+      for (const v of b.hi) if (v !== null && v > max) max = v;
+    }
+    if (!Number.isFinite(min) || !Number.isFinite(max)) return [0, 1];
+    if (this.spec.percent) return [0, Math.min(1, Math.max(0.05, max * 1.15))];
+    return uPlot.rangeNum(min, max, 0.1, true);
+  }
+
+  /** Under the series: the SFT region shaded and labelled, then each run's mean ± std band. */
+  private underlay(u: uPlot): void {
+    const { ctx } = u;
+    const { left, top, width, height } = u.bbox;
+    const t = this.theme;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top, width, height);
+    ctx.clip();
+    const x = this.data.x;
+    if (x.length && x[0] < 0) {
+      const x0 = Math.max(left, u.valToPos(x[0] - 0.5, 'x', true));
+      const x1 = Math.min(left + width, u.valToPos(-0.5, 'x', true));
+      if (x1 > x0) {
+        ctx.globalAlpha = 0.08;
+        ctx.fillStyle = t.foreground;
+        ctx.fillRect(x0, top, x1 - x0, height);
+        ctx.globalAlpha = 1;
+        ctx.fillStyle = t.muted;
+        ctx.font = t.font.replace(/^(\d+(\.\d+)?)px/, (_m, n) => `${Number(n) * uPlot.pxRatio}px`);
+        ctx.textBaseline = 'top';
+        ctx.fillText('SFT', x0 + 4 * uPlot.pxRatio, top + 4 * uPlot.pxRatio);
+        if (x1 < left + width - 40 * uPlot.pxRatio) ctx.fillText('GRPO', x1 + 4 * uPlot.pxRatio, top + 4 * uPlot.pxRatio);
+      }
+    }
+    for (const b of this.data.bands) {
+      ctx.fillStyle = this.style.colour({ run: b.run, key: this.spec.band!.mean, index: 0 });
+      ctx.globalAlpha = 0.2;
+      // One polygon per stretch of consecutive points that have both bounds.
+      let i = 0;
+      while (i < x.length) {
+        while (i < x.length && (b.lo[i] === null || b.hi[i] === null)) i++;
+        const start = i;
+        while (i < x.length && b.lo[i] !== null && b.hi[i] !== null) i++;
+        if (i - start < 1) continue;
+        ctx.beginPath();
+        for (let k = start; k < i; k++) {
+          const px = u.valToPos(x[k], 'x', true);
+          const py = u.valToPos(b.hi[k]!, 'y', true);
+          if (k === start) ctx.moveTo(px, py);
+          else ctx.lineTo(px, py);
+        }
+        for (let k = i - 1; k >= start; k--) ctx.lineTo(u.valToPos(x[k], 'x', true), u.valToPos(b.lo[k]!, 'y', true));
+        ctx.closePath();
+        ctx.fill();
+      }
+      ctx.globalAlpha = 1;
+    }
+    ctx.restore();
+  }
+
+  /** Whether the plot's canvas holds any drawn (non-transparent) pixel inside the plotting area. */
+  hasInk(): boolean {
+    if (!this.plot) return false;
+    const { left, top, width, height } = this.plot.bbox;
+    if (width < 1 || height < 1) return false;
+    const img = this.plot.ctx.getImageData(left, top, width, height).data;
+    for (let i = 3; i < img.length; i += 4) if (img[i] !== 0) return true;
+    return false;
+  }
+
+  /**
+   * The chart as a PNG data URL, composed with its title on top and a legend below (uPlot's legend is HTML,
+   * not part of its canvas), on the theme's background.
+   */
+  toPng(title: string, legend: { label: string; colour: string }[]): string {
+    if (!this.plot) throw new Error('nothing drawn yet');
+    const src = this.plot.ctx.canvas;
+    const r = uPlot.pxRatio;
+    const t = this.theme;
+    const font = (px: number, weight = '') => `${weight} ${px * r}px ${t.font.replace(/^\S+\s/, '')}`.trim();
+    const pad = 10 * r;
+    const titleH = 24 * r;
+    const rowH = 18 * r;
+    const perRow = Math.max(1, Math.floor(src.width / (220 * r)));
+    const legendH = Math.ceil(legend.length / perRow) * rowH + pad;
+    const out = document.createElement('canvas');
+    out.width = src.width + 2 * pad;
+    out.height = titleH + src.height + legendH + pad;
+    const ctx = out.getContext('2d')!;
+    ctx.fillStyle = t.background;
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.fillStyle = t.foreground;
+    ctx.font = font(13, '600');
+    ctx.textBaseline = 'middle';
+    ctx.fillText(title, pad, titleH / 2 + pad / 2);
+    ctx.drawImage(src, pad, titleH);
+    ctx.font = font(12);
+    legend.forEach((e, i) => {
+      const x = pad + (i % perRow) * 220 * r;
+      const y = titleH + src.height + pad / 2 + Math.floor(i / perRow) * rowH + rowH / 2;
+      ctx.fillStyle = e.colour;
+      ctx.fillRect(x, y - 2 * r, 14 * r, 4 * r);
+      ctx.fillStyle = t.foreground;
+      ctx.fillText(e.label, x + 20 * r, y, 190 * r);
+    });
+    return out.toDataURL('image/png');
+  }
+
+  destroy(): void {
+    this.plot?.destroy();
+    this.plot = null;
+  }
+}
+
+/**
+ * A bar chart of one value per category (the analysis view's position bins), signed values around a zero
+ * line. Plain canvas: uPlot's bar paths need its x axis to be numeric and the bins are labelled ranges.
+ */
+export function drawBars(canvas: HTMLCanvasElement, bars: { label: string; value: number | null }[], theme: ChartTheme, colour: string): void {
+  const r = window.devicePixelRatio || 1;
+  const cssW = canvas.clientWidth || 600;
+  const cssH = canvas.clientHeight || 180;
+  canvas.width = Math.round(cssW * r);
+  canvas.height = Math.round(cssH * r);
+  const ctx = canvas.getContext('2d')!;
+  ctx.scale(r, r);
+  ctx.clearRect(0, 0, cssW, cssH);
+  const values = bars.map((b) => b.value).filter((v): v is number => v !== null && Number.isFinite(v));
+  const max = Math.max(0, ...values);
+  const min = Math.min(0, ...values);
+  const span = max - min || 1;
+  const left = 56;
+  const bottom = 22;
+  const top = 8;
+  const h = cssH - bottom - top;
+  const w = cssW - left - 8;
+  const y = (v: number) => top + ((max - v) / span) * h;
+  ctx.font = readFont(theme, 11);
+  ctx.fillStyle = theme.muted;
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  for (const v of [max, 0, min]) {
+    if (v === 0 && (max === 0 || min === 0) && v !== max && v !== min) continue;
+    ctx.fillText(fmt(v), left - 6, y(v));
+  }
+  ctx.strokeStyle = theme.grid;
+  ctx.beginPath();
+  ctx.moveTo(left, y(0));
+  ctx.lineTo(left + w, y(0));
+  ctx.stroke();
+  const bw = w / Math.max(1, bars.length);
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  bars.forEach((b, i) => {
+    const x = left + i * bw;
+    if (b.value !== null && Number.isFinite(b.value)) {
+      ctx.fillStyle = colour;
+      const y0 = y(Math.max(0, b.value));
+      const y1 = y(Math.min(0, b.value));
+      ctx.fillRect(x + bw * 0.15, y0, bw * 0.7, Math.max(1, y1 - y0));
+    }
+    ctx.fillStyle = theme.muted;
+    ctx.fillText(b.label, x + bw / 2, top + h + 6);
+  });
+}
+
+function readFont(theme: ChartTheme, px: number): string {
+  return `${px}px ${theme.font.replace(/^\S+\s/, '')}`;
+}

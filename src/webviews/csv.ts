@@ -1,0 +1,13 @@
+// CSV as RFC 4180 reads it: a field with a comma, quote or line break is quoted, its quotes doubled;
+// numbers at full precision; null is an empty field; every line ends in \n.
+export type CsvValue = string | number | null;
+
+export function csvField(v: CsvValue): string {
+  if (v === null) return '';
+  const s = String(v);
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+export function toCsv(header: readonly string[], rows: readonly (readonly CsvValue[])[]): string {
+  return [header, ...rows].map((r) => r.map(csvField).join(',')).join('\n') + '\n';
+}

@@ -1,0 +1,167 @@
+// metrics.jsonl rows → the dashboard's charts: which metric goes on which chart, where each row sits on the
+// x axis, the runs' columns aligned on one x array (what uPlot draws), and a chart's data as CSV.
+// Pure (no DOM), so the unit tests check it with hand-computed numbers.
+import type { MetricsRow } from '../protocol/index';
+import { toCsv } from './csv';
+
+export interface SeriesSpec {
+  key: string;
+  label: string;
+  /** `points` for sparse metrics (eval success every eval_every steps): markers joined across the gaps. */
+  style?: 'line' | 'points';
+}
+
+export interface ChartSpec {
+  id: string;
+  title: string;
+  /** What the metric is, for the chart's tooltip. */
+  hint: string;
+  series: SeriesSpec[];
+  /** A shaded mean ± std band around the series `mean`. */
+  band?: { mean: string; std: string };
+  /** Values in [0, 1] shown as percentages. */
+  percent?: boolean;
+}
+
+/**
+ * An eval row's `reward_mean` is the greedy eval reward (train.ts logs it before GRPO step 1), not a training
+ * batch's mean, so it goes under its own key and stays off the reward chart.
+ */
+export const EVAL_REWARD_KEY = 'eval_reward_mean';
+
+export const CHARTS: readonly ChartSpec[] = [
+  { id: 'reward', title: 'Reward (mean ± std)', hint: 'training batch reward: mean, and a band of ± one sample std over the batch', series: [{ key: 'reward_mean', label: 'reward' }], band: { mean: 'reward_mean', std: 'reward_std' } },
+  { id: 'success', title: 'Success rate', hint: 'share of training episodes solved, and greedy eval success at each evaluation', percent: true,
+    series: [{ key: 'success_rate', label: 'train' }, { key: 'eval_success', label: 'eval', style: 'points' }] },
+  { id: 'loss', title: 'Loss', hint: 'SFT: cross-entropy of the demonstrations; GRPO: the clipped surrogate (+ kl_beta·KL), aggregated by loss_agg', series: [{ key: 'loss', label: 'loss' }] },
+  { id: 'grad_norm', title: 'Gradient norm', hint: 'global gradient norm before clipping', series: [{ key: 'grad_norm', label: '|g|' }] },
+  { id: 'kl', title: 'KL to reference', hint: 'mean k3 estimate of KL(π‖π_ref) over valid tokens', series: [{ key: 'kl', label: 'KL' }] },
+  { id: 'entropy', title: 'Entropy', hint: 'mean policy entropy over sampled completion tokens (nats)', series: [{ key: 'entropy_mean', label: 'entropy' }] },
+  { id: 'clip_frac', title: 'Clip fraction', hint: 'share of tokens whose ratio was clipped', percent: true, series: [{ key: 'clip_frac', label: 'clipped' }] },
+  { id: 'response_len', title: 'Response length', hint: 'mean completion length in tokens', series: [{ key: 'response_len', label: 'tokens' }] },
+  { id: 'tokens_per_s', title: 'Throughput', hint: 'tokens processed per second of step time', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] },
+];
+
+const ATTRIBUTION_CHARTS: readonly ChartSpec[] = [
+  { id: 'attribution/attribution_entropy', title: 'Attribution entropy', hint: '−Σ α log α of the attribution softmax, mean over episodes', series: [{ key: 'attribution/attribution_entropy', label: 'entropy' }] },
+  { id: 'attribution/attribution_range', title: 'Attribution max / min / std', hint: 'max, min and std of α within an episode, mean over episodes',
+    series: [{ key: 'attribution/attribution_max', label: 'max' }, { key: 'attribution/attribution_min', label: 'min' }, { key: 'attribution/attribution_std', label: 'std' }] },
+];
+
+/** metrics.jsonl keys that are bookkeeping, not curves. */
+const NOT_CHARTED = new Set(['step', 'phase', 'step_time_s', 'skipped', 'reward_std', EVAL_REWARD_KEY]);
+
+/** Where a row sits on the shared x axis: GRPO steps as they are, SFT steps counted back from GRPO step 0. */
+export function xOf(row: Pick<MetricsRow, 'step' | 'phase'>, sftSteps: number): number {
+  return row.phase === 'sft' ? row.step - sftSteps - 1 : row.step;
+}
+
+export type XPhase = 'sft' | 'eval' | 'grpo';
+
+/** The phase an x position belongs to (x = 0 is the greedy eval before the first GRPO step). */
+export function phaseOfX(x: number): XPhase {
+  return x < 0 ? 'sft' : x === 0 ? 'eval' : 'grpo';
+}
+
+/** One run's values by x. Rows at the same x merge, the later one winning, so a row seen twice (live and on disk) counts once. */
+export type RunPoints = Map<number, Record<string, number>>;
+
+export function upsertRow(points: RunPoints, row: MetricsRow, sftSteps: number): number {
+  const x = xOf(row, sftSteps);
+  const values = points.get(x) ?? {};
+  for (const [k, v] of Object.entries(row)) {
+    if (k === 'step' || k === 'phase' || typeof v !== 'number' || !Number.isFinite(v)) continue;
+    values[row.phase === 'eval' && k === 'reward_mean' ? EVAL_REWARD_KEY : k] = v;
+  }
+  points.set(x, values);
+  return x;
+}
+
+export function pointsOf(rows: readonly MetricsRow[], sftSteps: number): RunPoints {
+  const points: RunPoints = new Map();
+  for (const r of rows) upsertRow(points, r, sftSteps);
+  return points;
+}
+
+/**
+ * The charts worth drawing for these runs: the fixed ones that have at least one value, the attribution
+ * charts when a run logged `attribution/*`, and one chart per other namespaced metric (e.g. `cal/oracle_calls`).
+ */
+export function chartsFor(runs: readonly RunPoints[]): ChartSpec[] {
+  const keys = new Set<string>();
+  for (const p of runs) for (const v of p.values()) for (const k of Object.keys(v)) keys.add(k);
+  const has = (s: ChartSpec) => s.series.some((x) => keys.has(x.key));
+  const out = [...CHARTS, ...ATTRIBUTION_CHARTS].filter(has);
+  const covered = new Set([...CHARTS, ...ATTRIBUTION_CHARTS].flatMap((c) => c.series.map((s) => s.key)));
+  for (const k of [...keys].sort()) {
+    if (covered.has(k) || NOT_CHARTED.has(k) || !k.includes('/')) continue;
+    out.push({ id: k, title: k, hint: `${k} as the strategy logs it`, series: [{ key: k, label: k.slice(k.indexOf('/') + 1) }] });
+  }
+  return out;
+}
+
+export interface AlignedColumn {
+  run: number;
+  key: string;
+  label: string;
+  style: 'line' | 'points';
+  values: (number | null)[];
+}
+
+export interface AlignedChart {
+  /** The union of every run's x positions that carry a value of this chart, ascending. */
+  x: number[];
+  columns: AlignedColumn[];
+  /** Per run with a band: mean − std and mean + std at each x (null where either is missing). */
+  bands: { run: number; lo: (number | null)[]; hi: (number | null)[] }[];
+}
+
+/** Every run's series of one chart on a common x array, null where a run has no value (uPlot's aligned data). */
+export function alignChart(spec: ChartSpec, runs: readonly { label: string; points: RunPoints }[]): AlignedChart {
+  const keys = spec.series.map((s) => s.key);
+  const xs = new Set<number>();
+  for (const r of runs) for (const [x, v] of r.points) if (keys.some((k) => k in v)) xs.add(x);
+  const x = [...xs].sort((a, b) => a - b);
+  const single = runs.length === 1;
+  const columns: AlignedColumn[] = [];
+  const bands: AlignedChart['bands'] = [];
+  runs.forEach((r, run) => {
+    for (const s of spec.series) {
+      const values = x.map((xi) => r.points.get(xi)?.[s.key] ?? null);
+      if (!values.some((v) => v !== null)) continue;
+      // One series per chart and run: the run's name says it all; otherwise name both.
+      const label = single ? s.label : spec.series.length === 1 ? r.label : `${r.label} · ${s.label}`;
+      columns.push({ run, key: s.key, label, style: s.style ?? 'line', values });
+    }
+    if (spec.band) {
+      const { mean, std } = spec.band;
+      const lo: (number | null)[] = [];
+      const hi: (number | null)[] = [];
+      for (const xi of x) {
+        const v = r.points.get(xi);
+        const m = v?.[mean];
+        const sd = v?.[std];
+        lo.push(m !== undefined && sd !== undefined ? m - sd : null);
+        hi.push(m !== undefined && sd !== undefined ? m + sd : null);
+      }
+      if (lo.some((v) => v !== null)) bands.push({ run, lo, hi });
+    }
+  });
+  return { x, columns, bands };
+}
+
+/**
+ * A chart's data as CSV: `step` (the shared x: SFT steps are −sft_steps … −1, 0 the eval before GRPO),
+ * `phase`, then one column per drawn series (and `… − std` / `… + std` for a band), numbers at full precision,
+ * empty where a run has no value. Lines end in \n.
+ */
+export function chartCsv(spec: ChartSpec, data: AlignedChart, runLabels: readonly string[]): string {
+  const header = ['step', 'phase', ...data.columns.map((c) => c.label)];
+  const cols: (number | null)[][] = data.columns.map((c) => c.values);
+  for (const b of data.bands) {
+    const who = runLabels.length === 1 ? spec.band!.mean : `${runLabels[b.run]} · ${spec.band!.mean}`;
+    header.push(`${who} - ${spec.band!.std}`, `${who} + ${spec.band!.std}`);
+    cols.push(b.lo, b.hi);
+  }
+  return toCsv(header, data.x.map((x, i) => [x, phaseOfX(x), ...cols.map((c) => c[i])]));
+}

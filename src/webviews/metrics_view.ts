@@ -1,0 +1,204 @@
+// The run dashboard and the run comparison are one view: every chart of src/webviews/metrics_series.ts for
+// one run (colours by series) or several (colours by run, with a legend), SFT shaded before GRPO step 0,
+// live points appended as the host forwards them, each chart exportable as PNG and CSV.
+import '@vscode-elements/elements/dist/vscode-badge/index.js';
+import '@vscode-elements/elements/dist/vscode-button/index.js';
+import { html, nothing, render } from 'lit';
+import type { MetricsRunData, MetricsProtocol } from '../protocol/webview';
+import { MetricChart, fmt, onThemeChange, readTheme, type ChartTheme } from './charts';
+import { adoptCss, connect } from './ipc';
+import { alignChart, chartCsv, chartsFor, phaseOfX, pointsOf, upsertRow, type ChartSpec, type RunPoints } from './metrics_series';
+import css from './metrics_view.css';
+
+interface RunState {
+  data: MetricsRunData;
+  points: RunPoints;
+}
+
+/** How many live latencies the page keeps (shown in the header, read by the e2e suite). */
+const LATENCY_WINDOW = 50;
+
+export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
+  adoptCss(css);
+  const host = connect<MetricsProtocol>();
+  const root = document.getElementById('root')!;
+  root.innerHTML = '';
+  const head = document.createElement('div');
+  const grid = document.createElement('div');
+  grid.className = 'charts';
+  root.append(head, grid);
+
+  let runs: RunState[] = [];
+  let theme: ChartTheme = readTheme();
+  const charts = new Map<string, { chart: MetricChart; card: HTMLElement }>();
+  const latencies: number[] = [];
+  let drawScheduled = false;
+  let pendingLatency: { receivedAt: number; runDir: string; step: number }[] = [];
+
+  const runColour = (run: number) => theme.palette[run % theme.palette.length];
+  const colourOf = (c: { run: number; index: number }) => (mode === 'compare' ? runColour(c.run) : theme.palette[c.index % theme.palette.length]);
+  const runLabel = (r: RunState) => r.data.id;
+
+  function xLabel(x: number): string {
+    if (x >= 0) return x === 0 ? 'eval before GRPO' : `GRPO step ${x}`;
+    // With one run the SFT step is known exactly; runs of a comparison may have warmed up for different lengths.
+    return runs.length === 1 ? `SFT step ${x + runs[0].data.sftSteps + 1}` : `SFT (${x} from GRPO)`;
+  }
+
+  function legendOf(chart: MetricChart): { label: string; colour: string }[] {
+    return chart.aligned.columns.map((c, index) => ({ label: c.label, colour: colourOf({ run: c.run, index }) }));
+  }
+
+  function card(spec: ChartSpec): { chart: MetricChart; card: HTMLElement } {
+    const el = document.createElement('section');
+    el.className = 'chart';
+    el.dataset.chart = spec.id;
+    const title = document.createElement('header');
+    const plot = document.createElement('div');
+    plot.className = 'plot';
+    el.append(title, plot);
+    const chart = new MetricChart(plot, spec, theme, { colour: colourOf, xLabel });
+    render(html`<h2 title=${spec.hint}>${spec.title}</h2>
+      <span class="tools">
+        <vscode-button secondary class="png" title="Save this chart as a PNG image" @click=${() => exportPng(chart)}>PNG</vscode-button>
+        <vscode-button secondary class="csv" title="Save this chart's data as CSV" @click=${() => exportCsv(chart)}>CSV</vscode-button>
+      </span>`, title);
+    return { chart, card: el };
+  }
+
+  function exportPng(chart: MetricChart): void {
+    const title = `${chart.spec.title} — ${mode === 'compare' ? runs.map(runLabel).join(' vs ') : runLabel(runs[0])}`;
+    host.post({ kind: 'command', method: 'metrics/exportPng', params: { chartId: chart.spec.id, title, dataUrl: chart.toPng(title, legendOf(chart)) } });
+  }
+
+  function exportCsv(chart: MetricChart): void {
+    const csv = chartCsv(chart.spec, chart.aligned, runs.map(runLabel));
+    host.post({ kind: 'command', method: 'metrics/exportCsv', params: { chartId: chart.spec.id, title: chart.spec.title, csv } });
+  }
+
+  /** Charts appear as their first value arrives (e.g. eval success), in the fixed order of chartsFor. */
+  function drawCharts(): void {
+    const specs = chartsFor(runs.map((r) => r.points));
+    const inputs = runs.map((r) => ({ label: runLabel(r), points: r.points }));
+    let prev: HTMLElement | null = null;
+    for (const spec of specs) {
+      let entry = charts.get(spec.id);
+      if (!entry) {
+        entry = card(spec);
+        charts.set(spec.id, entry);
+        if (prev) prev.after(entry.card);
+        else grid.prepend(entry.card);
+      }
+      entry.chart.update(alignChart(spec, inputs));
+      entry.card.dataset.points = String(entry.chart.pointCount);
+      prev = entry.card;
+    }
+    document.body.dataset.charts = String(specs.length);
+  }
+
+  function drawHead(): void {
+    const live = runs.some((r) => r.data.status === 'running');
+    const sorted = [...latencies].sort((a, b) => a - b);
+    const median = sorted.length ? sorted[Math.floor((sorted.length - 1) / 2)] : null;
+    const title = mode === 'compare' ? `Compare ${runs.length} runs` : runs[0] ? runLabel(runs[0]) : 'Run dashboard';
+    const anySft = runs.some((r) => r.data.sftSteps > 0);
+    render(html`
+      <header class="top">
+        <div>
+          <h1>${title}</h1>
+          ${mode === 'dashboard' && runs[0] ? html`<p class="muted">${runs[0].data.strategy ?? '?'} · ${runs[0].data.runDir}</p>` : nothing}
+        </div>
+        <div class="actions">
+          ${live ? html`<vscode-badge class="live" title="points arrive as the engine logs them; median latency from the engine's notification reaching the extension host to the point drawn">live${
+            median !== null ? html` · ${median} ms` : nothing}</vscode-badge>` : nothing}
+          ${mode === 'dashboard' && runs[0] ? html`
+            <vscode-button secondary title="Overlay this run's charts with other runs" @click=${() => host.post({ kind: 'command', method: 'metrics/compareWith', params: { runDirs: [runs[0].data.runDir] } })}>Compare with…</vscode-button>
+            <vscode-button secondary title="Seed 002's credit tables for this run" @click=${() => host.post({ kind: 'command', method: 'metrics/openAnalysis', params: { runDir: runs[0].data.runDir } })}>Credit analysis</vscode-button>`
+            : nothing}
+          ${mode === 'compare' ? html`<vscode-button secondary title="Add runs to this comparison" @click=${() => host.post({ kind: 'command', method: 'metrics/compareWith', params: { runDirs: runs.map((r) => r.data.runDir) } })}>Add runs…</vscode-button>` : nothing}
+        </div>
+      </header>
+      ${mode === 'compare' ? html`<ul class="run-legend" aria-label="runs">
+        ${runs.map((r, i) => html`<li class="entry" data-run=${r.data.id} title=${r.data.runDir}>
+          <span class="swatch" data-colour=${runColour(i)}></span>
+          <a href="#" @click=${(e: Event) => { e.preventDefault(); host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir: r.data.runDir } }); }}>${r.data.id}</a>
+          <span class="muted">${r.data.strategy ?? '?'} · ${r.data.status}${summary(r)}</span>
+        </li>`)}
+      </ul>` : nothing}
+      <p class="muted note">${anySft ? 'Shaded: the SFT warm start, drawn before GRPO step 0 (x < 0 counts SFT steps back from the eval before GRPO). ' : ''}Drag across a chart to zoom, double-click to reset.</p>`, head);
+    // A style attribute would need 'unsafe-inline'; the CSSOM does not.
+    head.querySelectorAll<HTMLElement>('.swatch').forEach((s) => (s.style.background = s.dataset.colour ?? ''));
+  }
+
+  function summary(r: RunState): string {
+    let reward: number | undefined;
+    let evalSuccess: number | undefined;
+    for (const [x, v] of [...r.points].sort((a, b) => a[0] - b[0])) {
+      if (phaseOfX(x) === 'grpo' && v.reward_mean !== undefined) reward = v.reward_mean;
+      if (v.eval_success !== undefined) evalSuccess = v.eval_success;
+    }
+    return `${reward !== undefined ? ` · reward ${fmt(reward)}` : ''}${evalSuccess !== undefined ? ` · eval ${fmt(evalSuccess, true)}` : ''}`;
+  }
+
+  /** One repaint per animation frame however many rows arrive; latencies are taken once the frame is drawn. */
+  function scheduleDraw(): void {
+    if (drawScheduled) return;
+    drawScheduled = true;
+    requestAnimationFrame(() => {
+      drawScheduled = false;
+      drawCharts();
+      drawHead();
+      const done = pendingLatency;
+      pendingLatency = [];
+      if (!done.length) return;
+      // uPlot commits its redraw in a microtask after setData; the next frame shows it.
+      requestAnimationFrame(() => {
+        const now = Date.now();
+        for (const p of done) {
+          const ms = Math.max(0, now - p.receivedAt);
+          latencies.push(ms);
+          if (latencies.length > LATENCY_WINDOW) latencies.shift();
+          host.post({ kind: 'command', method: 'metrics/drawn', params: { runDir: p.runDir, step: p.step, latencyMs: ms } });
+        }
+        document.body.dataset.latencies = JSON.stringify(latencies);
+        drawHead();
+      });
+    });
+  }
+
+  function redrawAll(): void {
+    theme = readTheme();
+    for (const { chart } of charts.values()) chart.setTheme(theme);
+    drawHead();
+  }
+
+  host.onMessage((m) => {
+    if (m.method === 'metrics/init') {
+      runs = m.params.runs.map((data) => ({ data, points: pointsOf(data.rows, data.sftSteps) }));
+      for (const { chart, card: c } of charts.values()) {
+        chart.destroy();
+        c.remove();
+      }
+      charts.clear();
+      host.setState({ mode, runDirs: runs.map((r) => r.data.runDir) });
+      scheduleDraw();
+      root.setAttribute('aria-busy', 'false');
+    } else if (m.method === 'metrics/append') {
+      const r = runs.find((x) => x.data.runDir === m.params.runDir);
+      if (!r) return;
+      r.data.status = m.params.status;
+      for (const row of m.params.rows) {
+        upsertRow(r.points, row, r.data.sftSteps);
+        if (m.params.receivedAt !== null) pendingLatency.push({ receivedAt: m.params.receivedAt, runDir: r.data.runDir, step: row.step });
+      }
+      scheduleDraw();
+    }
+  });
+
+  onThemeChange(redrawAll);
+  new ResizeObserver(() => {
+    for (const { chart } of charts.values()) chart.resize();
+  }).observe(grid);
+  render(html`<p class="muted">Loading metrics…</p>`, head);
+  host.post({ kind: 'command', method: 'webview/ready', params: {} });
+}
