@@ -5,7 +5,6 @@ import { registerCommands } from './commands';
 import { ConfigCodeLensProvider } from './config_lens';
 import { Ctx } from './ctx';
 import { registerPanels } from './panels/index';
-import { registerPanels } from './panels/index';
 import { registerHeatmap } from './heatmap/index';
 import { SWEEP_VIEW_TYPE, SweepPanel } from './sweep_panel';
 
@@ -15,7 +14,6 @@ export function activate(extCtx: vscode.ExtensionContext): void {
   ctx = new Ctx(extCtx);
   const c = ctx;
   registerCommands(c);
-  registerPanels(c);
   registerPanels(c);
   registerHeatmap(c);
   c.pushExtCleanup(vscode.languages.registerCodeLensProvider(
