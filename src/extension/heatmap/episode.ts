@@ -76,6 +76,12 @@ export class StepTables {
   }
 }
 
+/** Value range of a metric over one episode's tokens (per-episode normalisation); null without values. */
+export function valueRangeOfEpisode(tables: StepTables, episode: number, metric: MetricId): Range | null {
+  const col = tables.column(metric);
+  return col ? valueRange(col, tables.rows(episode)) : null;
+}
+
 /** Character ranges [starts[i], ends[i]) of the tokens `rows` in the concatenation of their texts. */
 export function rebuildOffsets(tokens: readonly string[], rows: ArrayLike<number>): { text: string; starts: Int32Array; ends: Int32Array } {
   const starts = new Int32Array(rows.length);
@@ -228,6 +234,35 @@ export function findSamePrompt(runDir: string, prompt: string, step: number, epi
       if (best < 0 || Math.abs(t.reward[i] - reward) < Math.abs(t.reward[best] - reward)) best = i;
     }
     if (best >= 0) return { runDir, step: s, episode: t.episode[best] };
+  }
+  return null;
+}
+
+export type Move = 'nextEpisode' | 'previousEpisode' | 'nextStep' | 'previousStep';
+
+/**
+ * Where a navigation move lands, or null at either end of the run. Episodes go in episode order and run on into
+ * the neighbouring logged step; a step move keeps the episode number.
+ */
+export function neighbour(ref: EpisodeRef, move: Move, steps: readonly number[], episodesOf: (step: number) => readonly number[]): EpisodeRef | null {
+  const si = steps.indexOf(ref.step);
+  if (si < 0) return null;
+  if (move === 'nextStep' || move === 'previousStep') {
+    const s = steps[si + (move === 'nextStep' ? 1 : -1)];
+    if (s === undefined) return null;
+    const eps = episodesOf(s);
+    if (!eps.length) return null;
+    // The same episode number when the step has it (the same group member), else the last one there is.
+    return { runDir: ref.runDir, step: s, episode: eps.includes(ref.episode) ? ref.episode : eps[eps.length - 1] };
+  }
+  const dir = move === 'nextEpisode' ? 1 : -1;
+  const eps = episodesOf(ref.step);
+  const ei = eps.indexOf(ref.episode);
+  const e = eps[ei + dir];
+  if (ei >= 0 && e !== undefined) return { ...ref, episode: e };
+  for (let k = si + dir; k >= 0 && k < steps.length; k += dir) {
+    const other = episodesOf(steps[k]);
+    if (other.length) return { runDir: ref.runDir, step: steps[k], episode: dir > 0 ? other[0] : other[other.length - 1] };
   }
   return null;
 }

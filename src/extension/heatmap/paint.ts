@@ -3,10 +3,10 @@
 // The types are disposed and made again only when the palette changes (diverging ↔ sequential, or into or
 // out of a high-contrast theme); disposing a type removes its decorations from every editor.
 import * as vscode from 'vscode';
-import { positionOf, type EpisodeView } from './episode';
+import { positionOf, valueRangeOfEpisode, type EpisodeView } from './episode';
 import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
-  bucketColors, formatScale, isMetricId, metricDef, nextMetric, quantise, scaleFor, unionRange, valueRange,
+  bucketColors, formatScale, isMetricId, metricDef, nextMetric, quantise, scaleFor, unionRange,
   DIVERGING_SIDE, METRICS, type MetricId, type Normalization, type Scale, type ThemeKind,
 } from './scales';
 
@@ -140,13 +140,11 @@ export class Painter implements vscode.Disposable {
   scaleOf(view: EpisodeView, metric: MetricId): Scale | null {
     const def = metricDef(metric);
     const perStep = this.state.normalization === 'step';
-    const col = view.tables.column(metric);
-    const own = !col ? null : perStep ? view.tables.stepRange(metric) : valueRange(col, view.rows);
+    const own = perStep ? view.tables.stepRange(metric) : valueRangeOfEpisode(view.tables, view.ref.episode, metric);
     let other = null;
     if (view.pair) {
       const o = this.store.rowsOf(view.pair);
-      const ocol = o?.tables.column(metric);
-      if (o && ocol) other = perStep ? o.tables.stepRange(metric) : valueRange(ocol, o.rows);
+      if (o) other = perStep ? o.tables.stepRange(metric) : valueRangeOfEpisode(o.tables, view.pair.episode, metric);
     }
     return scaleFor(def, unionRange([own, other]));
   }

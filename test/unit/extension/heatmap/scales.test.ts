@@ -1,0 +1,140 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  bucketAlpha, bucketBounds, bucketColors, bucketOf, formatScale, formatValue, metricDef, METRICS, nextMetric, quantise,
+  scaleFor, unionRange, valueRange, type Scale,
+} from '../../../../src/extension/heatmap/scales';
+
+test('value range skips NaN (null rows), can be taken over a subset of rows, and is null without a finite value', () => {
+  const v = Float32Array.from([3, NaN, -2, 5]);
+  assert.deepEqual(valueRange(v), { min: -2, max: 5 });
+  assert.deepEqual(valueRange(v, [1, 2]), { min: -2, max: -2 });
+  assert.equal(valueRange(Float32Array.from([NaN, NaN])), null);
+  assert.equal(valueRange(v, []), null);
+});
+
+test('signed metrics get a diverging scale symmetric around 0, the others a sequential one over [min, max]', () => {
+  // max(|−0.2|, |0.6|) = 0.6 → [−0.6, 0.6], 6 buckets a side.
+  assert.deepEqual(scaleFor(metricDef('contribution'), { min: -0.2, max: 0.6 }), { kind: 'diverging', lo: -0.6, hi: 0.6, invert: false, buckets: 12 });
+  assert.deepEqual(scaleFor(metricDef('importance'), { min: -0.9, max: 0.3 }), { kind: 'diverging', lo: -0.9, hi: 0.9, invert: false, buckets: 12 });
+  assert.deepEqual(scaleFor(metricDef('entropy'), { min: 0.5, max: 2.5 }), { kind: 'sequential', lo: 0.5, hi: 2.5, invert: false, buckets: 10 });
+  assert.equal(scaleFor(metricDef('logprob'), { min: -4, max: 0 })!.invert, true);
+  assert.equal(scaleFor(metricDef('weight'), null), null);
+  const signed = METRICS.filter((m) => m.signed).map((m) => m.id);
+  assert.deepEqual(signed, ['contribution', 'effective_advantage', 'importance']);
+});
+
+test('diverging buckets: |v|/hi in 6 equal steps a side, 0 and NaN uncoloured, values past the ends clamped', () => {
+  const s = scaleFor(metricDef('contribution'), { min: -0.6, max: 0.6 })!;
+  // 0.6/0.6·6 = 6 → step min(5, 6) = 5 → bucket 6 + 5 = 11; −0.6 → step 5 on the negative side → bucket 5 − 5 = 0.
+  assert.equal(bucketOf(s, 0.6), 11);
+  assert.equal(bucketOf(s, -0.6), 0);
+  // 0.05/0.6·6 = 0.5 → step 0: bucket 6 (faintest positive) and 5 (faintest negative).
+  assert.equal(bucketOf(s, 0.05), 6);
+  assert.equal(bucketOf(s, -0.05), 5);
+  // 0.25/0.6·6 = 2.5 → step 2 → 8; −0.25 → 5 − 2 = 3.
+  assert.equal(bucketOf(s, 0.25), 8);
+  assert.equal(bucketOf(s, -0.25), 3);
+  assert.equal(bucketOf(s, 1.2), 11);
+  assert.equal(bucketOf(s, -7), 0);
+  assert.equal(bucketOf(s, 0), -1);
+  assert.equal(bucketOf(s, NaN), -1);
+  // A scope whose values are all 0 (e.g. an episode with zero advantage) paints nothing.
+  const zero = scaleFor(metricDef('contribution'), { min: 0, max: 0 })!;
+  assert.equal(bucketOf(zero, 0), -1);
+});
+
+test('sequential buckets: (v − lo)/(hi − lo) in 10 equal steps, reversed for log-prob, the middle when all values are equal', () => {
+  const s = scaleFor(metricDef('entropy'), { min: 0.5, max: 2.5 })!;
+  assert.equal(bucketOf(s, 0.5), 0);
+  // (0.8 − 0.5)/2 = 0.15 → 1.5 → 1; (2.0 − 0.5)/2 = 0.75 → 7.5 → 7; the top value 1.0 → 10 → clamped to 9.
+  assert.equal(bucketOf(s, 0.8), 1);
+  assert.equal(bucketOf(s, 2.0), 7);
+  assert.equal(bucketOf(s, 2.5), 9);
+  assert.equal(bucketOf(s, 99), 9);
+  assert.equal(bucketOf(s, -1), 0);
+  const lp = scaleFor(metricDef('logprob'), { min: -4, max: 0 })!;
+  // Inverted: t = 1 − (v + 4)/4. ℓ = 0 → t = 0 → 0; ℓ = −4 → t = 1 → 9; ℓ = −1 → t = 0.25 → 2.5 → 2.
+  assert.equal(bucketOf(lp, 0), 0);
+  assert.equal(bucketOf(lp, -4), 9);
+  assert.equal(bucketOf(lp, -1), 2);
+  // strategy none: every weight is 1 → one colour, the middle bucket (10 >> 1 = 5).
+  const w = scaleFor(metricDef('weight'), { min: 1, max: 1 })!;
+  assert.equal(bucketOf(w, 1), 5);
+});
+
+test('quantise buckets the given rows in order', () => {
+  const s = scaleFor(metricDef('contribution'), { min: -0.6, max: 0.6 })!;
+  const values = Float32Array.from([0.6, -0.25, 0, NaN, 0.25]);
+  // rows 4, 1, 0, 3, 2 → 8, 3, 11, −1 (NaN), −1 (zero), per the bucket test above.
+  assert.deepEqual(Array.from(quantise(s, values, [4, 1, 0, 3, 2])), [8, 3, 11, -1, -1]);
+});
+
+test('bucket bounds agree with bucketOf: the midpoint of each bucket\'s bounds falls in that bucket', () => {
+  const scales: Scale[] = [
+    scaleFor(metricDef('contribution'), { min: -0.3, max: 0.9 })!,
+    scaleFor(metricDef('entropy'), { min: 0.5, max: 2.5 })!,
+    scaleFor(metricDef('logprob'), { min: -6, max: -0.1 })!,
+  ];
+  for (const s of scales) {
+    for (let b = 0; b < s.buckets; b++) {
+      const [from, to] = bucketBounds(s, b);
+      assert.ok(from < to, `${s.kind} bucket ${b}: [${from}, ${to}]`);
+      assert.equal(bucketOf(s, (from + to) / 2), b, `${s.kind}${s.invert ? ' inverted' : ''} bucket ${b}`);
+    }
+  }
+  // Diverging over [−0.9, 0.9], steps of 0.15: bucket 0 is [−0.9, −0.75], bucket 6 is [0, 0.15].
+  const [a, b] = bucketBounds(scales[0], 0);
+  assert.ok(Math.abs(a + 0.9) < 1e-12 && Math.abs(b + 0.75) < 1e-12, `${a}, ${b}`);
+  const [c, d] = bucketBounds(scales[0], 6);
+  assert.ok(Math.abs(c) < 1e-12 && Math.abs(d - 0.15) < 1e-12, `${c}, ${d}`);
+});
+
+test('union of ranges: the shared scale of two compared episodes', () => {
+  assert.deepEqual(unionRange([{ min: -1, max: 2 }, null, { min: -3, max: 1 }]), { min: -3, max: 2 });
+  assert.equal(unionRange([null, null]), null);
+  // Shared diverging scale: max(|−3|, |2|) = 3.
+  assert.deepEqual(scaleFor(metricDef('contribution'), unionRange([{ min: -1, max: 2 }, { min: -3, max: 1 }])), { kind: 'diverging', lo: -3, hi: 3, invert: false, buckets: 12 });
+});
+
+test('cycling metrics skips the ones the run does not log, and wraps around', () => {
+  const noAttribution = ['contribution', 'effective_advantage', 'entropy', 'logprob', 'weight'] as const;
+  assert.equal(nextMetric('entropy', noAttribution), 'logprob');
+  assert.equal(nextMetric('weight', noAttribution), 'contribution');
+  assert.equal(nextMetric('contribution', noAttribution, -1), 'weight');
+  assert.equal(nextMetric('attribution', noAttribution), 'contribution', 'an unavailable current metric goes to the first');
+  assert.equal(nextMetric('entropy', [...noAttribution, 'attribution']), 'attribution');
+});
+
+test('bucket colours: one distinct colour per bucket, stronger away from the centre, other shades for light and dark', () => {
+  const dark = bucketColors('diverging', 'dark');
+  const light = bucketColors('diverging', 'light');
+  assert.equal(dark.length, 12);
+  assert.equal(new Set(dark).size, 12);
+  assert.equal(new Set([...dark, ...light]).size, 24);
+  // Opacity steps of (0.52 − 0.08)/5 = 0.088 from the centre outwards: bucket 6 is 0.08, bucket 7 0.168, 11 0.52.
+  assert.equal(dark[6], 'rgba(56, 139, 253, 0.08)');
+  assert.equal(dark[7], 'rgba(56, 139, 253, 0.168)');
+  assert.equal(dark[11], 'rgba(56, 139, 253, 0.52)');
+  assert.equal(dark[5], 'rgba(248, 81, 73, 0.08)');
+  assert.equal(dark[0], 'rgba(248, 81, 73, 0.52)');
+  const seq = bucketColors('sequential', 'light');
+  assert.equal(new Set(seq).size, 10);
+  assert.equal(seq[0], 'rgba(130, 80, 223, 0.08)');
+  assert.equal(seq[9], 'rgba(130, 80, 223, 0.52)');
+  // High contrast keeps a lower ceiling so white (or black) text stays readable over the tint.
+  assert.equal(bucketAlpha(5, 6, 'highContrast'), 0.38);
+  assert.equal(bucketAlpha(0, 6, 'highContrastLight'), 0.12);
+  assert.equal(new Set(bucketColors('diverging', 'highContrast')).size, 12);
+});
+
+test('values and ranges are printed short', () => {
+  assert.equal(formatValue(0.123456), '0.123');
+  assert.equal(formatValue(-2.5), '-2.5');
+  assert.equal(formatValue(-0.000012), '-1.20e-5');
+  assert.equal(formatValue(1234.5), '1.23e3');
+  assert.equal(formatValue(0), '0');
+  assert.equal(formatValue(NaN), '—');
+  assert.equal(formatScale({ kind: 'diverging', lo: -0.6, hi: 0.6, invert: false, buckets: 12 }), '[-0.6, 0.6]');
+  assert.equal(formatScale(null), 'no values');
+});
