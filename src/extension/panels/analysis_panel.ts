@@ -11,7 +11,7 @@ import { listLoggedSteps } from '../../engine/rundir';
 import { chooseNode } from '../node';
 import { WebviewPanelHost } from '../webview';
 import { pickRunDir } from './pick';
-import { safeFileName } from './run_data';
+import { analyzeArgs, safeFileName } from './run_data';
 
 export const ANALYSIS_VIEW_TYPE = 'creditLens.creditAnalysis';
 
@@ -19,15 +19,6 @@ export interface AnalysisDeps {
   extensionUri: vscode.Uri;
   cliPath: string;
   log: vscode.LogOutputChannel;
-}
-
-/** The CLI's arguments for a step range and an optional baseline (src/engine/analysis.ts USAGE). */
-export function analyzeArgs(cliPath: string, runDir: string, o: { from: number | null; to: number | null; baselineDir: string | null }): string[] {
-  const args = [cliPath, 'analyze', runDir, '--json'];
-  if (o.from !== null) args.push('--from-step', String(o.from));
-  if (o.to !== null) args.push('--to-step', String(o.to));
-  if (o.baselineDir) args.push('--baseline', o.baselineDir);
-  return args;
 }
 
 export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {

@@ -1,0 +1,62 @@
+// A run directory as the dashboards load it, written here by the engine's own writers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { appendMetrics, writeRunInfo } from '../../../../src/engine/rundir';
+import { analyzeArgs, loadRunData, pngBytes, safeFileName, sftStepsOf } from '../../../../src/extension/panels/run_data';
+
+function runDir(config: string | null): string {
+  const dir = join(mkdtempSync(join(tmpdir(), 'credit-lens-rundata-')), 'demo-20260101-000000');
+  mkdirSync(dir);
+  writeRunInfo(dir, { id: 'demo-20260101-000000', name: 'demo', status: 'completed', started: '2026-01-01T00:00:00Z', ended: null, backend: 'cpu', engine_version: '0', strategy: 'entropy_mask' });
+  if (config !== null) writeFileSync(join(dir, 'config.yaml'), config);
+  for (let s = 1; s <= 3; s++) appendMetrics(dir, { step: s, phase: 'sft', loss: 1 / s });
+  appendMetrics(dir, { step: 1, phase: 'grpo', reward_mean: 0.5 });
+  return dir;
+}
+
+test('loadRunData: run.json name and strategy, every row, sft.steps from config.yaml', () => {
+  const dir = runDir('name: demo\nsft:\n  steps: 40\n  lr: 0.001\n');
+  try {
+    const d = loadRunData(dir);
+    assert.equal(d.id, 'demo-20260101-000000');
+    assert.equal(d.name, 'demo');
+    assert.equal(d.strategy, 'entropy_mask');
+    assert.equal(d.status, 'completed');
+    // config.yaml says 40 although only 3 SFT rows are logged so far (a live run mid-SFT).
+    assert.equal(d.sftSteps, 40);
+    assert.equal(d.rows.length, 4);
+    assert.equal(loadRunData(dir, 'running').status, 'running', 'a live status overrides run.json');
+  } finally {
+    rmSync(join(dir, '..'), { recursive: true, force: true });
+  }
+});
+
+test('sftStepsOf: without a readable config, the last logged SFT step', () => {
+  const dir = runDir(null);
+  try {
+    assert.equal(sftStepsOf(dir, loadRunData(dir).rows), 3);
+    writeFileSync(join(dir, 'config.yaml'), 'sft: [not, a, map');
+    assert.equal(sftStepsOf(dir, loadRunData(dir).rows), 3);
+  } finally {
+    rmSync(join(dir, '..'), { recursive: true, force: true });
+  }
+});
+
+test('pngBytes accepts only a base64 PNG data URL', () => {
+  // The 8-byte PNG signature (PNG spec §5.2) and one more byte.
+  const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00]);
+  assert.deepEqual(pngBytes(`data:image/png;base64,${png.toString('base64')}`), png);
+  assert.throws(() => pngBytes(`data:image/png;base64,${Buffer.from('hello world').toString('base64')}`), /does not hold a PNG/);
+  assert.throws(() => pngBytes(`data:image/svg+xml;base64,${png.toString('base64')}`), /no PNG data URL/);
+});
+
+test('safeFileName and analyzeArgs', () => {
+  assert.equal(safeFileName('attribution/attribution_range'), 'attribution_attribution_range');
+  assert.equal(safeFileName('///'), 'chart');
+  assert.deepEqual(analyzeArgs('/x/cli.js', '/r', { from: null, to: null, baselineDir: null }), ['/x/cli.js', 'analyze', '/r', '--json']);
+  assert.deepEqual(analyzeArgs('/x/cli.js', '/r', { from: 2, to: 10, baselineDir: '/b' }),
+    ['/x/cli.js', 'analyze', '/r', '--json', '--from-step', '2', '--to-step', '10', '--baseline', '/b']);
+});
