@@ -215,11 +215,16 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
   await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g| ▲' }).waitFor();
   assert.deepEqual(await gradOrder(), [...desc].reverse());
 
-  // A row opens its run: the Runs view shows it selected.
+  // A row opens its run: the Runs view shows it selected, and its dashboard opens (closed again here, so the
+  // reload below restores the table alone).
   const second = await rows.nth(1).getAttribute('data-run');
   await rows.nth(1).click();
   const selected = page.locator('.sidebar .pane-body .monaco-list-row.selected');
   await selected.filter({ hasText: new RegExp(`^${second}-\\d{8}`) }).waitFor({ timeout: 15_000 });
+  const dashboardTab = page.locator('.tab', { hasText: `Dashboard: ${second}-` });
+  await dashboardTab.waitFor({ timeout: 15_000 });
+  await dashboardTab.locator('.codicon-close').click();
+  await dashboardTab.waitFor({ state: 'detached', timeout: 10_000 });
 
   // After a reload the panel comes back (WebviewPanelSerializer) with its rows and its sort order.
   await palette(page, 'Developer: Reload Window', { pick: 'Reload Window' });
