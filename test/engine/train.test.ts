@@ -108,3 +108,14 @@ grpo: { steps: 30, prompts_per_step: 4, group_size: 8, max_new_tokens: 16, lr: 1
   assert.ok(mean(rewards.slice(0, 3)) < 0.2, `starts low: ${rewards.slice(0, 3)}`);
   assert.ok(mean(rewards.slice(-5)) > 0.8, `ends high: ${rewards.slice(-5)}`);
 });
+
+test('eval re-scores a checkpoint with the same greedy success the run logged', async () => {
+  const dir = tmp();
+  const r = await train({ configPath: tinyConfig(dir, 'arithmetic') });
+  const { evalRun } = await import('../../src/engine/evalrun');
+  const ev = await evalRun(r.runDir);
+  const last = readMetrics(r.runDir).filter((m) => m.eval_success !== undefined).pop()!;
+  assert.equal(ev.success, last.eval_success);
+  assert.equal(ev.n, 8);
+  await assert.rejects(evalRun(r.runDir, 99), /no checkpoint for step 99/);
+});
