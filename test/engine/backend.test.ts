@@ -9,7 +9,10 @@ import { backendInfo, initBackend } from '../../src/engine/backend';
 import { isUserError } from '../../src/engine/errors';
 import { Transformer, type ModelConfig } from '../../src/engine/model';
 import { makeRng, randNormal, type Rng } from '../../src/engine/rng';
-import { canonicalTranspose, ropeRotate, setSimdProducts, setSimdTransposeMin, swiglu, swigluGrad } from '../../src/engine/wasm_kernels';
+import {
+  canonicalTranspose, helperThreadStats, ropeRotate, setHelperSequenced, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
+  swiglu, swigluGrad,
+} from '../../src/engine/wasm_kernels';
 import { generate } from '../../src/engine/sampler';
 
 const TOL = 1e-5;
@@ -155,6 +158,45 @@ test('SIMD products: blocks over K and N, rows copied off power-of-two strides, 
     const y = tf.matMul(tf.tensor(a, aShape), tf.tensor(b, bShape), ta, tb);
     assertClose(y.dataSync(), refMatMul(a, aShape, b, bShape, ta, tb).out, `${M}x${K}x${N} ta=${ta} tb=${tb}`);
     tf.dispose(y);
+  }
+});
+
+test('products shared with the helper thread (by rows, by columns, ragged) match a float64 reference', async () => {
+  const rng = makeRng(19);
+  await initBackend('wasm');
+  setParallelMinMacs(1);
+  try {
+    // [M, K, N]: the first two split by rows (copying half of A and all of B is less than all of A and half of
+    // B), the last two by columns; the second and fourth end in a chunk wider than the others (14 rows, 38
+    // columns).
+    const cases: [number, number, number][] = [[256, 128, 256], [254, 128, 250], [40, 200, 400], [40, 200, 398]];
+    const inputs = cases.map(([M, K, N]) => [randArray(rng, M * K), randArray(rng, K * N)]);
+    const want = cases.map(([M, K, N], i) => refMatMul(inputs[i][0], [M, K], inputs[i][1], [K, N], false, false).out);
+    const run = (what: string) => cases.forEach(([M, K, N], i) => {
+      const y = tf.matMul(tf.tensor2d(inputs[i][0], [M, K]), tf.tensor2d(inputs[i][1], [K, N]));
+      assertClose(y.dataSync(), want[i], `${M}x${K}x${N} ${what}`);
+      tf.dispose(y);
+    });
+    // Sequenced: the worker computes its last 1, 3 or 100 (all) chunks and this thread the rest, so its results
+    // are copied back from every kind of offset. Its half is the last ⌈count/2⌉ of `count` chunks of ⌊size/16⌋
+    // rows or columns, rounded down to whole tiles (4 rows, 8 columns): 256 rows → 16 of 16, 254 → 21 of 12,
+    // 400 and 398 columns → 16 of 24; halves 8, 11, 8, 8.
+    const halves = [8, 11, 8, 8];
+    for (const n of [1, 3, 100]) {
+      setHelperSequenced(n);
+      const s0 = helperThreadStats();
+      run(`worker takes ${n}`);
+      const s1 = helperThreadStats();
+      assert.equal(s1.products - s0.products, 4, 'every product went through the helper');
+      assert.equal(s1.byRows - s0.byRows, 2);
+      assert.equal(s1.workerChunks - s0.workerChunks, halves.reduce((t, h) => t + Math.min(n, h), 0), `the worker took ${n} chunks of each product`);
+    }
+    // and racing, as in use
+    setHelperSequenced(0);
+    for (let round = 0; round < 5; round++) run(`race ${round}`);
+  } finally {
+    setParallelMinMacs(1 << 20);
+    setHelperSequenced(0);
   }
 });
 
