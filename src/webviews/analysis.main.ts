@@ -30,18 +30,22 @@ function cell(v: Table['rows'][number][number], percent: boolean): TemplateResul
   return v;
 }
 
-function tableView(t: Table, extra: TemplateResult | typeof nothing = nothing): TemplateResult {
+/** A table section; `beside` (a chart) sits to the right of the table when the panel is wide enough. */
+function tableView(t: Table, extra: TemplateResult | typeof nothing = nothing, beside: TemplateResult | typeof nothing = nothing): TemplateResult {
   const pct = new Set(t.percentColumns ?? []);
-  return html`<section class="table" data-table=${t.id}>
+  return html`<section class=${beside === nothing ? 'table' : 'table with-chart'} data-table=${t.id}>
     <header>
       <h2 title=${t.hint}>${t.title}</h2>
       <vscode-button secondary class="csv" title="Save this table as CSV"
         @click=${() => send({ kind: 'command', method: 'analysis/exportCsv', params: { name: t.id, csv: toCsv(t.header, t.rows) } })}>CSV</vscode-button>
     </header>
-    <table class=${t.id}>
-      <thead><tr>${t.header.map((h) => html`<th>${h}</th>`)}</tr></thead>
-      <tbody>${t.rows.map((r) => html`<tr>${r.map((v, i) => html`<td class=${typeof v === 'number' ? 'num' : ''}>${cell(v, pct.has(i))}</td>`)}</tr>`)}</tbody>
-    </table>
+    <div class="body">
+      <table class=${t.id}>
+        <thead><tr>${t.header.map((h) => html`<th>${h}</th>`)}</tr></thead>
+        <tbody>${t.rows.map((r) => html`<tr>${r.map((v, i) => html`<td class=${typeof v === 'number' ? 'num' : ''}>${cell(v, pct.has(i))}</td>`)}</tr>`)}</tbody>
+      </table>
+      ${beside === nothing ? nothing : html`<div class="side">${beside}</div>`}
+    </div>
     ${extra}
   </section>`;
 }
@@ -90,16 +94,16 @@ function summary(v: AnalysisView): TemplateResult {
 function body(v: AnalysisView): TemplateResult {
   const a = v.report!;
   const tables = new Map(allTables(a).map((t) => [t.id, t]));
-  const t = (id: string, extra?: TemplateResult) => (tables.has(id) ? tableView(tables.get(id)!, extra ?? nothing) : nothing);
+  const t = (id: string, extra?: TemplateResult, beside?: TemplateResult) => (tables.has(id) ? tableView(tables.get(id)!, extra ?? nothing, beside ?? nothing) : nothing);
   return html`
     ${summary(v)}
     ${a.appendix_b ? t('appendix_b') : nothing}
+    ${t('position_bins', undefined, html`<canvas class="bars bin-bars" aria-label="mean contribution by relative position bin"></canvas>
+      <p class="muted caption">Mean contribution c by position ÷ length.</p>`)}
+    <div class="two">${t('token_types')}${t('type_by_position')}</div>
     <div class="two">${t('contribution')}${t('reward_sign')}</div>
     ${t('t_stats', html`<canvas class="bars t-bars" aria-label="t statistic by absolute position"></canvas>
       <p class="muted caption">t by absolute position (|t| > 3: the position's mean contribution differs from zero).</p>`)}
-    ${t('position_bins', html`<canvas class="bars bin-bars" aria-label="mean contribution by relative position bin"></canvas>
-      <p class="muted caption">Mean contribution by position ÷ length.</p>`)}
-    <div class="two">${t('token_types')}${t('type_by_position')}</div>
     ${t('weights', html`<canvas class="boxes" aria-label="weight distribution per section"></canvas>
       <p class="muted caption">Weight w per section: whiskers min–max, box p10–p90, tick p50, dot mean.</p>`)}
     <div class="two">${t('top_filler_abs')}${t('top_reasoning_abs')}</div>

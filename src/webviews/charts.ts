@@ -141,7 +141,8 @@ export class MetricChart {
       series,
       scales: { x: { time: false }, y: { range: (_u, lo, hi) => this.yRange(lo, hi) } },
       axes: [
-        axis({}),
+        // Steps are whole numbers: no tick at step 1.5.
+        axis({ incrs: [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000] }),
         axis({ size: 52, values: (_u, vals) => vals.map((v) => (pct ? `${Math.round(v * 100)}%` : fmt(v))) }),
       ],
       legend: { show: true, live: true },
@@ -160,6 +161,11 @@ export class MetricChart {
     }
     if (!Number.isFinite(min) || !Number.isFinite(max)) return [0, 1];
     if (this.spec.percent) return [0, Math.min(1, Math.max(0.05, max * 1.15))];
+    // A constant series (KL with kl_beta 0) gets a band around its value rather than uPlot's 0–100.
+    if (min === max) {
+      const pad = Math.abs(min) * 0.1 || 1;
+      return [min - pad, max + pad];
+    }
     return uPlot.rangeNum(min, max, 0.1, true);
   }
 
@@ -183,6 +189,8 @@ export class MetricChart {
         ctx.globalAlpha = 1;
         ctx.fillStyle = t.muted;
         ctx.font = t.font.replace(/^(\d+(\.\d+)?)px/, (_m, n) => `${Number(n) * uPlot.pxRatio}px`);
+        // uPlot leaves its last axis label's alignment on the context.
+        ctx.textAlign = 'left';
         ctx.textBaseline = 'top';
         ctx.fillText('SFT', x0 + 4 * uPlot.pxRatio, top + 4 * uPlot.pxRatio);
         if (x1 < left + width - 40 * uPlot.pxRatio) ctx.fillText('GRPO', x1 + 4 * uPlot.pxRatio, top + 4 * uPlot.pxRatio);

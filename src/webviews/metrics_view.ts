@@ -7,7 +7,7 @@ import { html, nothing, render } from 'lit';
 import type { MetricsRunData, MetricsProtocol } from '../protocol/webview';
 import { MetricChart, fmt, onThemeChange, readTheme, type ChartTheme } from './charts';
 import { adoptCss, connect } from './ipc';
-import { alignChart, chartCsv, chartsFor, phaseOfX, pointsOf, upsertRow, type ChartSpec, type RunPoints } from './metrics_series';
+import { alignChart, chartCsv, chartsFor, phaseOfX, pointsOf, runLabels, upsertRow, type ChartSpec, type RunPoints } from './metrics_series';
 import css from './metrics_view.css';
 
 interface RunState {
@@ -37,7 +37,8 @@ export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
 
   const runColour = (run: number) => theme.palette[run % theme.palette.length];
   const colourOf = (c: { run: number; index: number }) => (mode === 'compare' ? runColour(c.run) : theme.palette[c.index % theme.palette.length]);
-  const runLabel = (r: RunState) => r.data.id;
+  let labels: string[] = [];
+  const runLabel = (r: RunState) => labels[runs.indexOf(r)] ?? r.data.id;
 
   function xLabel(x: number): string {
     if (x >= 0) return x === 0 ? 'eval before GRPO' : `GRPO step ${x}`;
@@ -121,7 +122,8 @@ export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
       ${mode === 'compare' ? html`<ul class="run-legend" aria-label="runs">
         ${runs.map((r, i) => html`<li class="entry" data-run=${r.data.id} title=${r.data.runDir}>
           <span class="swatch" data-colour=${runColour(i)}></span>
-          <a href="#" @click=${(e: Event) => { e.preventDefault(); host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir: r.data.runDir } }); }}>${r.data.id}</a>
+          <a href="#" title="Open this run's dashboard" @click=${(e: Event) => { e.preventDefault(); host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir: r.data.runDir } }); }}>${runLabel(r)}</a>
+          ${runLabel(r) !== r.data.id ? html`<span class="muted">${r.data.id}</span>` : nothing}
           <span class="muted">${r.data.strategy ?? '?'} · ${r.data.status}${summary(r)}</span>
         </li>`)}
       </ul>` : nothing}
@@ -175,6 +177,7 @@ export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
   host.onMessage((m) => {
     if (m.method === 'metrics/init') {
       runs = m.params.runs.map((data) => ({ data, points: pointsOf(data.rows, data.sftSteps) }));
+      labels = mode === 'compare' ? runLabels(runs.map((r) => r.data)) : runs.map((r) => r.data.id);
       for (const { chart, card: c } of charts.values()) {
         chart.destroy();
         c.remove();

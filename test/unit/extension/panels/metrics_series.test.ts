@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { MetricsRow } from '../../../../src/protocol/index';
-import { alignChart, CHARTS, chartCsv, chartsFor, EVAL_REWARD_KEY, phaseOfX, pointsOf, upsertRow, xOf, type ChartSpec } from '../../../../src/webviews/metrics_series';
+import { alignChart, CHARTS, chartCsv, chartsFor, EVAL_REWARD_KEY, phaseOfX, pointsOf, runLabels, upsertRow, xOf, type ChartSpec } from '../../../../src/webviews/metrics_series';
 
 const spec = (id: string): ChartSpec => CHARTS.find((c) => c.id === id)!;
 
@@ -103,4 +103,12 @@ test('CSV of a chart: step, phase, one column per series, the band bounds, empty
   // A run label with a comma and a quote is quoted, its quote doubled (RFC 4180).
   const odd = [{ label: 'run,"1"', points: pointsOf([{ step: 1, phase: 'grpo', loss: 0.5 }], 0) }, { label: 'B', points: pointsOf([{ step: 1, phase: 'grpo', loss: 1 }], 0) }];
   assert.equal(chartCsv(spec('loss'), alignChart(spec('loss'), odd), ['run,"1"', 'B']), 'step,phase,"run,""1""",B\n1,grpo,0.5,1\n');
+});
+
+test('runLabels: config names when they tell the runs apart, else the unique run ids', () => {
+  const a = { id: 'tiny-20260101-000000', name: 'tiny' };
+  const b = { id: 'tiny-oc-20260101-000100', name: 'tiny-oc' };
+  const c = { id: 'tiny-20260102-000000', name: 'tiny' };
+  assert.deepEqual(runLabels([a, b]), ['tiny', 'tiny-oc']);
+  assert.deepEqual(runLabels([a, b, c]), [a.id, b.id, c.id]);
 });

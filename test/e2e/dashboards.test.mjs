@@ -1,0 +1,216 @@
+// The dashboards (issue 6): the run dashboard on a finished run and live on a training one (with its update
+// latency), two runs compared from the Runs tree's multi-selection with chart export, and the credit-analysis
+// view with its step range, baseline comparison and restore after a reload. Harness and how to run: harness.mjs.
+import { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  ROOT, WS, codeLens, finishSuite, log, openFile, palette, prepareSuite, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
+} from './harness.mjs';
+
+let vs;
+let baseline;
+let attribution;
+
+/** Trained with the CLI before VS Code starts: finished runs on disk, as a run trained elsewhere would be. */
+function train(...sets) {
+  const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'train', join(WS, 'tiny.credit.yaml'), ...sets.flatMap((s) => ['--set', s])],
+    { cwd: WS, encoding: 'utf8' });
+  assert.equal(r.status, 0, `credit-lens train failed:\n${r.stdout}\n${r.stderr}`);
+}
+
+before(async () => {
+  prepareSuite();
+  train();
+  train('name=tiny-attr', 'credit.strategy=attribution', 'grpo.steps=8');
+  [baseline] = runDirs('tiny').filter((d) => !d.includes('tiny-attr'));
+  [attribution] = runDirs('tiny-attr');
+  assert.ok(baseline && attribution, 'both runs were trained');
+  vs = await startVsCode('dashboards', { trusted: true });
+});
+
+after(finishSuite);
+
+/** The one webview on screen (every scenario closes the editors it opened first). */
+const webview = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+
+async function closeEditors(page) {
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+  await page.locator('iframe.webview').first().waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
+}
+
+/** Per chart: the number of values drawn and whether its canvas has a painted pixel in the plotting area. */
+function chartState(frame) {
+  return frame.locator('section.chart').evaluateAll((cards) => cards.map((c) => {
+    const canvas = c.querySelector('canvas');
+    let ink = false;
+    if (canvas && canvas.width > 0 && canvas.height > 0) {
+      const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let i = 3; i < d.length && !ink; i += 4) ink = d[i] !== 0;
+    }
+    return { id: c.dataset.chart, points: Number(c.dataset.points ?? 0), ink };
+  }));
+}
+
+async function pickRun(page, re) {
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: re }).first();
+  await row.waitFor({ timeout: 15_000 });
+  await row.click();
+}
+
+/** VS Code's own save dialog in the browser is a quick input holding the proposed path: accept it. */
+async function acceptSaveDialog(page, expectedPath) {
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ timeout: 15_000 });
+  for (let i = 0; i < 50 && !(await input.inputValue()).endsWith(expectedPath.split('/').pop()); i++) await sleep(100);
+  await page.keyboard.press('Enter');
+  for (let i = 0; i < 100 && !existsSync(expectedPath); i++) await sleep(100);
+  assert.ok(existsSync(expectedPath), `${expectedPath} was written`);
+}
+
+scenario('the dashboard of a finished run draws every chart from metrics.jsonl, SFT shaded before GRPO', async () => {
+  const { page } = vs;
+  await palette(page, 'Credit Lens: Open Dashboard');
+  await pickRun(page, /^tiny-\d{8}/);
+  const frame = webview(page);
+  await frame.locator('section.chart[data-chart="reward"]').waitFor({ timeout: 30_000 });
+  // The side bar away: the screenshot gets the width.
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  await sleep(800);
+  const charts = await chartState(frame);
+  log(`charts: ${charts.map((c) => `${c.id}=${c.points}${c.ink ? '' : ' (blank)'}`).join(', ')}`);
+  const ids = charts.map((c) => c.id);
+  for (const id of ['reward', 'success', 'loss', 'grad_norm', 'kl', 'entropy', 'clip_frac', 'response_len', 'tokens_per_s']) assert.ok(ids.includes(id), `${id} chart`);
+  assert.ok(charts.every((c) => c.points > 0 && c.ink), 'every chart has values and painted pixels');
+  const rows = readFileSync(join(baseline, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  // The reward chart holds one point per GRPO step (the eval's greedy reward is kept off it) …
+  assert.equal(charts.find((c) => c.id === 'reward').points, rows.filter((r) => r.phase === 'grpo').length);
+  // … and the loss chart every SFT and GRPO step.
+  assert.equal(charts.find((c) => c.id === 'loss').points, rows.filter((r) => r.phase !== 'eval').length);
+  await frame.locator('.note', { hasText: 'Shaded: the SFT warm start' }).waitFor();
+  await shot(page, 'dash-01-dashboard', { readme: 'dashboard' });
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  await closeEditors(page);
+});
+
+scenario('the dashboard of a training run adds points as run/metrics arrive', async () => {
+  const { page } = vs;
+  await openFile(page, 'long.credit.yaml');
+  await codeLens(page, '▶ Run').click();
+  await showRunsView(page);
+  await waitForRow(page, /^long-\d{8}-\d{6}.*running · ([1-9]|\d\d+)\/400/, 120_000);
+  await closeEditors(page);
+  await palette(page, 'Credit Lens: Open Dashboard');
+  await pickRun(page, /^long-\d{8}/);
+  const frame = webview(page);
+  const reward = frame.locator('section.chart[data-chart="reward"]');
+  await reward.waitFor({ timeout: 30_000 });
+  await frame.locator('vscode-badge.live').waitFor({ timeout: 15_000 });
+  const first = Number(await reward.getAttribute('data-points'));
+  // Ten more steps drawn while it trains.
+  let now = first;
+  for (let i = 0; i < 600 && now < first + 10; i++) {
+    await sleep(100);
+    now = Number(await reward.getAttribute('data-points'));
+  }
+  log(`reward points ${first} → ${now}`);
+  assert.ok(now >= first + 10, `points were added live (${first} → ${now})`);
+  const latencies = JSON.parse(await frame.locator('body').getAttribute('data-latencies'));
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const median = sorted[Math.floor((sorted.length - 1) / 2)];
+  log(`live update latency (run/metrics in the host → point drawn): median ${median} ms over ${latencies.length} points; all: ${latencies.join(' ')}`);
+  assert.ok(latencies.length >= 10, `a latency per live point (${latencies.length})`);
+  assert.ok(median < 1000, `median latency ${median} ms`);
+  await shot(page, 'dash-02-live');
+  await palette(page, 'Credit Lens: Stop Run');
+  await showRunsView(page);
+  await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
+  await frame.locator('vscode-badge.live').waitFor({ state: 'detached', timeout: 15_000 });
+  await closeEditors(page);
+});
+
+scenario('two runs selected in the Runs tree compare with a legend entry each; a chart exports as PNG and CSV', async () => {
+  const { page } = vs;
+  await showRunsView(page);
+  const row = (re) => page.locator('.sidebar .pane-body .monaco-list-row', { hasText: re }).first();
+  await row(/^tiny-\d{8}/).click();
+  await row(/^tiny-attr-\d{8}/).click({ modifiers: ['Control'] });
+  await row(/^tiny-attr-\d{8}/).click({ button: 'right' });
+  await page.locator('.monaco-menu .action-label', { hasText: 'Compare Runs' }).click({ timeout: 10_000 });
+  const frame = webview(page);
+  const entries = frame.locator('.run-legend .entry');
+  await entries.first().waitFor({ timeout: 30_000 });
+  assert.equal(await entries.count(), 2);
+  const names = await entries.evaluateAll((es) => es.map((e) => e.dataset.run));
+  log(`legend: ${names.join(', ')}`);
+  assert.ok(names.some((n) => /^tiny-\d{8}/.test(n)) && names.some((n) => /^tiny-attr-\d{8}/.test(n)), `${names}`);
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  await sleep(800);
+  const charts = await chartState(frame);
+  // The attribution run adds its own metrics' charts.
+  assert.ok(charts.some((c) => c.id === 'attribution/attribution_entropy' && c.points > 0 && c.ink), 'attribution entropy chart');
+  assert.ok(charts.some((c) => c.id === 'attribution/attribution_range' && c.points > 0), 'attribution max/min/std chart');
+  // Each run's curve is in the reward chart's uPlot legend.
+  const series = await frame.locator('section.chart[data-chart="reward"] .u-legend .u-series').count();
+  assert.equal(series, 3, 'x plus one reward series per run');
+  await shot(page, 'dash-03-compare', { readme: 'compare-runs' });
+
+  const csvPath = join(WS, 'runs', 'compare-reward.csv');
+  await frame.locator('section.chart[data-chart="reward"] vscode-button.csv').click();
+  await acceptSaveDialog(page, csvPath);
+  const csv = readFileSync(csvPath, 'utf8').trim().split('\n');
+  log(`csv: ${csv[0]}`);
+  // Runs are named by their config name in a comparison when the names differ.
+  assert.equal(csv[0], 'step,phase,tiny,tiny-attr,tiny · reward_mean - reward_std,tiny · reward_mean + reward_std,tiny-attr · reward_mean - reward_std,tiny-attr · reward_mean + reward_std');
+  assert.equal(csv.length, 1 + 12, 'a line per GRPO step of the longer run (12)');
+  const pngPath = join(WS, 'runs', 'compare-reward.png');
+  await frame.locator('section.chart[data-chart="reward"] vscode-button.png').click();
+  await acceptSaveDialog(page, pngPath);
+  assert.equal(readFileSync(pngPath).subarray(0, 8).toString('hex'), '89504e470d0a1a0a', 'a PNG file');
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  await closeEditors(page);
+});
+
+scenario('the credit-analysis view shows the position-bin table, re-runs on a step range, compares with a baseline and survives a reload', async () => {
+  const { page } = vs;
+  await palette(page, 'Credit Lens: Open Credit Analysis');
+  await pickRun(page, /^tiny-attr-\d{8}/);
+  const frame = webview(page);
+  const bins = frame.locator('table.position_bins tbody tr');
+  await bins.first().waitFor({ timeout: 60_000 });
+  assert.equal(await bins.count(), 10, 'ten relative-position bins');
+  // The table holds what `credit-lens analyze --json` says: the first bin's token count.
+  const cli = JSON.parse(spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'analyze', attribution, '--json'], { encoding: 'utf8' }).stdout);
+  const firstCount = await bins.first().locator('td').nth(2).innerText();
+  assert.equal(Number(firstCount), cli.relative_position[0].count);
+  for (const t of ['contribution', 't_stats', 'token_types', 'type_by_position', 'reward_sign', 'weights', 'top_filler_abs']) {
+    assert.equal(await frame.locator(`section[data-table="${t}"]`).count(), 1, `${t} table`);
+  }
+
+  // vscode-textfield keeps its <input> in an open shadow root, which Playwright's CSS selectors enter.
+  await frame.locator('#from-step input').fill('3');
+  await frame.locator('#to-step input').fill('6');
+  await frame.locator('vscode-button.apply').click();
+  await frame.locator('.card', { hasText: 'steps 3–6' }).waitFor({ timeout: 60_000 });
+
+  await frame.locator('vscode-button.baseline').click();
+  await pickRun(page, /^tiny-\d{8}/);
+  const appendix = frame.locator('section[data-table="appendix_b"] tbody tr');
+  await appendix.first().waitFor({ timeout: 60_000 });
+  assert.equal(await appendix.count(), 3, 'baseline, this run, delta');
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  // The export notifications of the scenario before would cover the tables.
+  await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });
+  await sleep(800);
+  await shot(page, 'dash-04-analysis', { readme: 'analysis' });
+
+  // After a reload the view comes back with its step range and baseline.
+  await palette(page, 'Developer: Reload Window', { pick: 'Reload Window' });
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+  const restored = webview(page);
+  await restored.locator('.card', { hasText: 'steps 3–6' }).waitFor({ timeout: 60_000 });
+  await restored.locator('section[data-table="appendix_b"]').waitFor({ timeout: 30_000 });
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+});
