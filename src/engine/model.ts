@@ -463,9 +463,13 @@ export class Transformer {
     return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, this.cfg.rmsEps))), w) as tf.Tensor2D;
   }
 
-  /** [N, (H + 2·Hkv)·hd] = h @ W_qkv (+ b_qkv); the bias rides in the matmul kernel. */
+  /**
+   * [N, (H + 2·Hkv)·hd] = h @ W_qkv (+ b_qkv). Not tf.fused.matMul: on wasm that is XNNPACK's product, which the
+   * SIMD product (wasm_kernels.ts) outruns by more than the separate bias add costs.
+   */
   private qkv(h: tf.Tensor2D, L: Layer): tf.Tensor2D {
-    return (L.bQkv ? tf.fused.matMul({ a: h, b: L.wQkv, bias: L.bQkv }) : tf.matMul(h, L.wQkv)) as tf.Tensor2D;
+    const y = tf.matMul(h, L.wQkv) as tf.Tensor2D;
+    return L.bQkv ? (tf.add(y, L.bQkv) as tf.Tensor2D) : y;
   }
 
   /** x + down(SiLU(gate)·up) of rmsNorm(x). */
@@ -482,9 +486,9 @@ export class Transformer {
     }
     const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const [v, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
-      const sig = tf.sigmoid(v) as tf.Tensor2D;
+      const { act, sig } = swiglu(v);
       save([v, sig]);
-      return { value: swiglu(v, sig), gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => swigluGrad(g as tf.Tensor2D, s as tf.Tensor2D, dy) };
+      return { value: act, gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => swigluGrad(g as tf.Tensor2D, s as tf.Tensor2D, dy) };
     });
     return op(gu);
   }

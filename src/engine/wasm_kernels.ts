@@ -94,7 +94,9 @@ const W = {
   br: (depth: number) => [0x0c, ...leb(depth)], brIf: (depth: number) => [0x0d, ...leb(depth)],
   // v128.load / store with 4-byte alignment (cache rows start at any multiple of 4 floats' worth of bytes)
   vload: simd(0, 2, 0), vstore: simd(11, 2, 0), vload16: simd(0, 2, 16), vstore16: simd(11, 2, 16), splat: simd(19), vzero: simd(12, ...new Array(16).fill(0)),
-  fadd: simd(228), fsub: simd(229), fmul: simd(230), promoteLow: simd(95), dadd: simd(240),
+  fadd: simd(228), fsub: simd(229), fmul: simd(230), fdiv: simd(231), fmin: simd(232), fmax: simd(233), fneg: simd(225),
+  fnearest: simd(106), i32x4TruncSat: simd(248), i32x4Splat: simd(17), i32x4Add: simd(174), i32x4Shl: simd(171),
+  promoteLow: simd(95), dadd: simd(240),
   vstoreAt: (offset: number) => simd(11, 2, ...leb(offset)),
   /** i8x16.shuffle picking f32 lanes of (a, b): lanes 0–3 from a, 4–7 from b */
   shuffle: (lanes: number[]) => simd(13, ...lanes.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3])),
@@ -272,23 +274,56 @@ const ropeFn = wasmFunc([[3, I32], [2, V128]], [
   W.end, W.end,
 ]);
 
-// swiglu(gu, sig, out, rows, F): out = g·σ(g)·u per row, g | u the halves of a gu row of 2F floats and sig the
-// sigmoid of gu (F a multiple of 4). The product order, (g·σ)·u, is that of the ops it replaces.
+/**
+ * Code leaving σ(x) = 1 / (1 + e^−x) of f32x4 local x on the stack, using v128 locals t and n as scratch. e^t by
+ * Cephes' expf: t = −x clamped to [−87, 88] (σ is then 1, or below 1e−38, anyway), n = round(t·log₂e),
+ * r = t − n·ln 2 (ln 2 in two parts), e^r ≈ 1 + r + r²·P(r) with P of degree 5 (about 1 ulp), times 2ⁿ made in
+ * the exponent bits.
+ */
+function sigmoidCode(x: number, t: number, n: number): number[] {
+  const c = (v: number) => [...W.f32(v), ...W.splat];
+  const P = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+  const code = [
+    ...W.get(x), ...W.fneg, ...c(-87), ...W.fmax, ...c(88), ...W.fmin, ...W.set(t),
+    ...W.get(t), ...c(Math.LOG2E), ...W.fmul, ...W.fnearest, ...W.set(n),
+    // t ← r = t − n·0.693359375 + n·2.12194440e−4
+    ...W.get(t), ...W.get(n), ...c(0.693359375), ...W.fmul, ...W.fsub, ...W.get(n), ...c(2.12194440e-4), ...W.fmul, ...W.fadd,
+    ...W.set(t),
+    // P(r) by Horner
+    ...c(P[0]),
+  ];
+  for (const p of P.slice(1)) code.push(...W.get(t), ...W.fmul, ...c(p), ...W.fadd);
+  code.push(
+    // e^r = P·r² + r + 1
+    ...W.get(t), ...W.get(t), ...W.fmul, ...W.fmul, ...W.get(t), ...W.fadd, ...c(1), ...W.fadd,
+    // · 2ⁿ: bits (n + 127) << 23
+    ...W.get(n), ...W.i32x4TruncSat, ...W.i32(127), ...W.i32x4Splat, ...W.i32x4Add, ...W.i32(23), ...W.i32x4Shl, ...W.fmul,
+    // σ = 1 / (1 + e^−x)
+    ...W.set(t), ...c(1), ...c(1), ...W.get(t), ...W.fadd, ...W.fdiv,
+  );
+  return code;
+}
+
+// swiglu(gu, out, sig, rows, F): out = g·σ(g)·u per row, g | u the halves of a gu row of 2F floats (F a multiple
+// of 4), and sig = σ(g) for the backward pass. The product order, (g·σ)·u, is that of the ops it replaces.
 // swigluGrad(gu, sig, d, out, rows, F): out = [d·u·σ·(1 + g·(1 − σ)) | d·g·σ], the gradient of the above for
-// upstream d (d/dg of g·σ(g) = σ + g·σ·(1 − σ)). Locals: 0 gu, 1 sig, 2 (d,) out, rows, F | j, row bytes | v128s
-const swigluFn = wasmFunc([[2, I32], [3, V128]], [
+// upstream d (d/dg of g·σ(g) = σ + g·σ·(1 − σ)).
+// Locals: 0 gu, 1 out, 2 sig, 3 rows, 4 F | 5 j, 6 half-row bytes | 7 g, 8 σ, 9–10 scratch
+const swigluFn = wasmFunc([[2, I32], [4, V128]], [
   W.get(4), W.i32(2), W.shl, W.set(6),
   W.block, W.loop,
   W.get(3), W.eqz, W.brIf(1),
   W.i32(0), W.set(5),
   W.loop,
   W.get(0), W.get(5), W.add, W.vload, W.set(7),
-  W.get(2), W.get(5), W.add,
-  W.get(7), W.get(1), W.get(5), W.add, W.vload, W.fmul, W.get(0), W.get(5), W.add, W.get(6), W.add, W.vload, W.fmul,
+  sigmoidCode(7, 9, 10), W.set(8),
+  W.get(2), W.get(5), W.add, W.get(8), W.vstore,
+  W.get(1), W.get(5), W.add,
+  W.get(7), W.get(8), W.fmul, W.get(0), W.get(5), W.add, W.get(6), W.add, W.vload, W.fmul,
   W.vstore,
   W.get(5), W.i32(16), W.add, W.tee(5), W.get(6), W.ltU, W.brIf(0),
   W.end,
-  W.get(0), W.get(6), W.i32(1), W.shl, W.add, W.set(0), W.get(1), W.get(6), W.i32(1), W.shl, W.add, W.set(1),
+  W.get(0), W.get(6), W.i32(1), W.shl, W.add, W.set(0), W.get(1), W.get(6), W.add, W.set(1),
   W.get(2), W.get(6), W.add, W.set(2),
   W.get(3), W.i32(1), W.sub, W.set(3), W.br(0),
   W.end, W.end,
@@ -312,7 +347,7 @@ const swigluGradFn = wasmFunc([[2, I32], [4, V128]], [
   W.vstore,
   W.get(6), W.i32(16), W.add, W.tee(6), W.get(7), W.ltU, W.brIf(0),
   W.end,
-  W.get(0), W.get(7), W.i32(1), W.shl, W.add, W.set(0), W.get(1), W.get(7), W.i32(1), W.shl, W.add, W.set(1),
+  W.get(0), W.get(7), W.i32(1), W.shl, W.add, W.set(0), W.get(1), W.get(7), W.add, W.set(1),
   W.get(2), W.get(7), W.add, W.set(2), W.get(3), W.get(7), W.i32(1), W.shl, W.add, W.set(3),
   W.get(4), W.i32(1), W.sub, W.set(4), W.br(0),
   W.end, W.end,
@@ -346,7 +381,7 @@ interface SimdLoops {
   gemm(a: number, b: number, c: number, M: number, K: number, N: number, lda: number, ldb: number, ldc: number, acc: number): void;
   colsum(x: number, out: number, R: number, C: number, C8: number): void;
   rope(x: number, c: number, s: number, y: number, rows: number, half: number): void;
-  swiglu(gu: number, sig: number, out: number, rows: number, F: number): void;
+  swiglu(gu: number, out: number, sig: number, rows: number, F: number): void;
   swigluGrad(gu: number, sig: number, d: number, out: number, rows: number, F: number): void;
 }
 let simdSupported: boolean | null = null;
@@ -1279,9 +1314,8 @@ function ropeKernel(args: KernelArgs): Info {
 // ---- SwiGLU ----------------------------------------------------------------------------------------------
 //
 // SiLU(gate)·up from the fused gate | up projection: as ops, a split, a sigmoid and two multiplies forward, and
-// backward eight elementwise ops plus a concat for the split. Here the stock (vectorised) Sigmoid runs over the
-// whole [N, 2F] projection (the up half is wasted, but that is cheaper than splitting) and one SIMD pass does the
-// rest in each direction.
+// backward eight elementwise ops plus a concat for the split. Here one SIMD pass each way, with the sigmoid of
+// the gate half computed inline (sigmoidCode) and kept for the backward pass.
 
 export const SWIGLU = 'CreditLensSwiGLU';
 export const SWIGLU_GRAD = 'CreditLensSwiGLUGrad';
@@ -1291,9 +1325,10 @@ export function hasSwiGLUKernel(dFf: number): boolean {
   return tf.getBackend() === 'wasm' && !!tf.getKernel(SWIGLU, 'wasm') && hasSimd() && dFf % 4 === 0;
 }
 
-/** gu [N, 2F] (gate | up), sig = sigmoid(gu) → SiLU(gate)·up [N, F]. */
-export function swiglu(gu: tf.Tensor2D, sig: tf.Tensor2D): tf.Tensor2D {
-  return tf.engine().runKernel(SWIGLU, { gu, sig }) as tf.Tensor2D;
+/** gu [N, 2F] (gate | up) → SiLU(gate)·up [N, F], and σ(gate) [N, F] for swigluGrad. */
+export function swiglu(gu: tf.Tensor2D): { act: tf.Tensor2D; sig: tf.Tensor2D } {
+  const [act, sig] = tf.engine().runKernel(SWIGLU, { gu }) as unknown as tf.Tensor2D[];
+  return { act, sig };
 }
 
 /** The gradient of swiglu with respect to gu, [N, 2F], for the upstream gradient dy [N, F]. */
@@ -1301,21 +1336,23 @@ export function swigluGrad(gu: tf.Tensor2D, sig: tf.Tensor2D, dy: tf.Tensor2D): 
   return tf.engine().runKernel(SWIGLU_GRAD, { gu, sig, dy }) as tf.Tensor2D;
 }
 
-function swigluShapes(gu: Info, sig: Info, dy?: Info): [number, number] {
+function swigluShapes(gu: Info, sig?: Info, dy?: Info): [number, number] {
   const [N, F2] = gu.shape;
-  const ok = gu.shape.length === 2 && F2 % 8 === 0 && sig.shape.length === 2 && sig.shape[0] === N && sig.shape[1] === F2
-    && gu.dtype === 'float32' && sig.dtype === 'float32' && (!dy || (dy.shape[0] === N && dy.shape[1] === F2 / 2));
-  if (!ok) throw new Error(`${SWIGLU}: gu [${gu.shape}], sigmoid [${sig.shape}]${dy ? `, dy [${dy.shape}]` : ''} do not fit`);
+  const half = (t?: Info) => !t || (t.dtype === 'float32' && t.shape.length === 2 && t.shape[0] === N && t.shape[1] === F2 / 2);
+  if (!(gu.shape.length === 2 && F2 % 8 === 0 && gu.dtype === 'float32' && half(sig) && half(dy))) {
+    throw new Error(`${SWIGLU}: gu [${gu.shape}]${sig ? `, sigmoid [${sig.shape}]` : ''}${dy ? `, dy [${dy.shape}]` : ''} do not fit`);
+  }
   return [N, F2 / 2];
 }
 
-function swigluKernel(args: KernelArgs): Info {
+function swigluKernel(args: KernelArgs): Info[] {
   const be = args.backend as WasmBackend;
-  const { gu, sig } = args.inputs as { gu: Info; sig: Info };
-  const [N, F] = swigluShapes(gu, sig);
+  const { gu } = args.inputs as { gu: Info };
+  const [N, F] = swigluShapes(gu);
   const out = be.makeOutput([N, F], 'float32');
-  simdLoops(be).swiglu(4 * at32(be, gu), 4 * at32(be, sig), 4 * at32(be, out), N, F);
-  return out;
+  const sig = be.makeOutput([N, F], 'float32');
+  simdLoops(be).swiglu(4 * at32(be, gu), 4 * at32(be, out), 4 * at32(be, sig), N, F);
+  return [out, sig];
 }
 
 function swigluGradKernel(args: KernelArgs): Info {
@@ -1483,7 +1520,7 @@ export function registerWasmKernels(): void {
     tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm',
       kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
-  const added: [string, (args: KernelArgs) => Info][] = [[DECODE_ATTENTION, decodeAttentionKernel], [ROPE, ropeKernel],
+  const added: [string, (args: KernelArgs) => Info | Info[]][] = [[DECODE_ATTENTION, decodeAttentionKernel], [ROPE, ropeKernel],
     [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel]];
   for (const [kernelName, f] of added) {
     if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
