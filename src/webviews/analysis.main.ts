@@ -235,8 +235,10 @@ host.onMessage((m) => {
   }
   draw();
 });
+document.body.dataset.chartForeground = theme.foreground;
 onThemeChange(() => {
   theme = readTheme();
+  document.body.dataset.chartForeground = theme.foreground;
   if (view?.report) paintCanvases(view);
 });
 new ResizeObserver(() => view?.report && paintCanvases(view)).observe(root);

@@ -170,6 +170,7 @@ export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
 
   function redrawAll(): void {
     theme = readTheme();
+    document.body.dataset.chartForeground = theme.foreground;
     for (const { chart } of charts.values()) chart.setTheme(theme);
     drawHead();
   }
@@ -198,6 +199,7 @@ export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
     }
   });
 
+  document.body.dataset.chartForeground = theme.foreground;
   onThemeChange(redrawAll);
   new ResizeObserver(() => {
     for (const { chart } of charts.values()) chart.resize();

@@ -138,7 +138,11 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   await row(/^tiny-\d{8}/).click();
   await row(/^tiny-attr-\d{8}/).click({ modifiers: ['Control'] });
   await row(/^tiny-attr-\d{8}/).click({ button: 'right' });
-  await page.locator('.monaco-menu .action-label', { hasText: 'Compare Runs' }).click({ timeout: 10_000 });
+  // A click that lands while the menu is still settling can be dropped; a hovered item takes Enter too.
+  const item = page.locator('.monaco-menu .action-label', { hasText: 'Compare Runs' });
+  await item.hover({ timeout: 10_000 });
+  await item.click();
+  if (await item.isVisible().catch(() => false)) await page.keyboard.press('Enter');
   const frame = webview(page);
   const entries = frame.locator('.run-legend .entry');
   await entries.first().waitFor({ timeout: 30_000 });
@@ -212,5 +216,18 @@ scenario('the credit-analysis view shows the position-bin table, re-runs on a st
   const restored = webview(page);
   await restored.locator('.card', { hasText: 'steps 3–6' }).waitFor({ timeout: 60_000 });
   await restored.locator('section[data-table="appendix_b"]').waitFor({ timeout: 30_000 });
+
+  // A theme change repaints the charts in the new theme's colours (last, so no other screenshot is affected).
+  const body = restored.locator('body');
+  const before = await body.getAttribute('data-chart-foreground');
+  const themeClass = await body.getAttribute('class');
+  await palette(page, 'Preferences: Color Theme', { pick: 'Preferences: Color Theme' });
+  const themeInput = page.locator('.quick-input-widget .quick-input-box input');
+  await themeInput.fill(/vscode-light/.test(themeClass) ? 'Dark Modern' : 'Light Modern');
+  await page.keyboard.press('Enter');
+  for (let i = 0; i < 100 && (await body.getAttribute('data-chart-foreground')) === before; i++) await sleep(100);
+  const after = await body.getAttribute('data-chart-foreground');
+  log(`theme: ${themeClass} → ${await body.getAttribute('class')}; chart foreground ${before} → ${after}`);
+  assert.notEqual(after, before, 'the charts re-read the theme colours');
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
 });
