@@ -11,7 +11,8 @@ import { Transformer, type ModelConfig } from '../src/engine/model';
 import { Adam, clipByGlobalNorm } from '../src/engine/optim';
 import { makeRng } from '../src/engine/rng';
 import {
-  registerWasmKernels, setMatMulStrategy, setSmallProductMacs, setTiledTransposeMin, unregisterWasmKernels,
+  helperThreadStats, registerWasmKernels, setMatMulStrategy, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
+  setSmallProductMacs, setTiledTransposeMin, unregisterWasmKernels,
 } from '../src/engine/wasm_kernels';
 
 const quick = process.argv.includes('--quick');
@@ -68,28 +69,39 @@ function flopsOf(c: MatCase): number {
 
 function benchMatMul(): void {
   console.log('\n== BatchMatMul, GFLOP/s (b is a fresh tensor each call, as in training; its copy time is subtracted)');
-  console.log(`${pad('product', 40)} ${'stock'.padStart(7)} ${'ours'.padStart(7)} ${'speedup'.padStart(8)}   direct / swapped (ours, ms)`);
+  console.log('   stock: the stock kernel; xnnpack: our routing onto XNNPACK (runtimes without SIMD); simd: our SIMD');
+  console.log('   product on this thread; +helper: large products shared with the helper thread (2 cores)');
+  console.log(`${pad('product', 40)} ${['stock', 'xnnpack', 'simd', '+helper'].map((h) => h.padStart(8)).join('')}   direct / swapped (simd, ms)`);
   for (const c of matmulCases()) {
     const a = tf.randomNormal(c.a), b0 = tf.randomNormal(c.b);
     const copy = timeMs(() => tf.tidy(() => { tf.add(b0, 0); }));
     const run = () => tf.tidy(() => { tf.matMul(a, tf.add(b0, 0), c.ta, c.tb); });
+    const time = (budget?: number, reps?: number) => Math.max(timeMs(run, budget, reps) - copy, 1e-6);
     stock();
-    const tStock = Math.max(timeMs(run, quick ? 60 : 150, quick ? 2 : 3) - copy, 1e-6);
+    const tStock = time(quick ? 60 : 150, quick ? 2 : 3);
     ours();
-    const tOurs = Math.max(timeMs(run) - copy, 1e-6);
+    setSimdProducts(false);
+    const tXnn = time();
+    setSimdProducts(true);
+    setParallelMinMacs(Infinity);
+    const tSimd = time();
     let forms = '';
     if (c.ta || c.tb) {
       setMatMulStrategy('direct');
-      const d = timeMs(run) - copy;
+      const d = time();
       setMatMulStrategy('swapped');
-      const s = timeMs(run) - copy;
+      const s = time();
       setMatMulStrategy('auto');
       forms = `${d.toFixed(2)} / ${s.toFixed(2)}`;
     }
+    setParallelMinMacs(1 << 20);
+    const tPar = time();
     const f = flopsOf(c) / 1e6;
-    console.log(`${pad(c.name, 40)} ${num(f / tStock)} ${num(f / tOurs)} ${num(tStock / tOurs)}×   ${forms}`);
+    console.log(`${pad(c.name, 40)} ${[tStock, tXnn, tSimd, tPar].map((t) => num(f / t).padStart(8)).join('')}   ${forms}`);
     tf.dispose([a, b0]);
   }
+  const h = helperThreadStats();
+  console.log(`helper thread: ${h.products} products shared, the worker computed ${h.workerChunks} of their ${h.chunks} chunks`);
 }
 
 function benchOthers(): void {
@@ -128,33 +140,56 @@ function benchOthers(): void {
 
 // The two size thresholds in wasm_kernels.ts: batched products below smallProductMacs stay on the stock loop,
 // transposes of at least tiledTransposeMin elements per matrix use the tiled JS loop.
+// The size thresholds in wasm_kernels.ts: without SIMD, batched products below smallProductMacs stay on the stock
+// loop and transposes of at least tiledTransposeMin elements per matrix use the tiled JS loop; with SIMD,
+// transposes of at least simdTransposeMin elements use the SIMD loop, and products of at least parallelMinMacs
+// multiply-adds are shared with the helper thread.
 function benchThresholds(): void {
   ours();
-  console.log('\n== Batched products (128 of them): µs per product, stock loop vs XNNPACK route');
-  for (const [M, K, N] of [[8, 8, 8], [12, 8, 12], [16, 8, 16], [16, 16, 16], [24, 16, 24], [32, 32, 32]]) {
+  console.log('\n== Batched products (128 of them): µs per product, stock loop vs XNNPACK route vs SIMD loop');
+  for (const [M, K, N] of [[8, 8, 8], [12, 8, 12], [16, 8, 16], [16, 16, 16], [24, 16, 24], [32, 32, 32], [64, 32, 64]]) {
     const a = tf.randomNormal([128, M, K]), b = tf.randomNormal([128, K, N]);
     const run = () => tf.tidy(() => { tf.matMul(a, b); });
+    setSimdProducts(false);
     setSmallProductMacs(Infinity);
     const s = timeMs(run) * 1000 / 128;
     setSmallProductMacs(0);
     const x = timeMs(run) * 1000 / 128;
-    console.log(`${pad(`${M}×${K}×${N} (${M * K * N} MACs)`, 24)} stock ${num(s, 2)}   xnnpack ${num(x, 2)}`);
+    setSmallProductMacs(4096);
+    setSimdProducts(true);
+    const v = timeMs(run) * 1000 / 128;
+    console.log(`${pad(`${M}×${K}×${N} (${M * K * N} MACs)`, 24)} stock ${num(s, 2)}   xnnpack ${num(x, 2)}   simd ${num(v, 2)}`);
     tf.dispose([a, b]);
   }
-  setSmallProductMacs(4096);
-  console.log('\n== Transpose of the last two dims: ms, stock loop vs tiled JS');
-  for (const shape of [[64, 64], [128, 128], [2048, 64], [2048, 128], [128, 2048], [2048, 512], [128, 64, 32], [128, 64, 64], [8, 256, 256]]) {
+  console.log('\n== Transpose of the last two dims: ms, stock loop vs tiled JS vs SIMD 4×4 blocks');
+  for (const shape of [[16, 16], [64, 64], [128, 128], [2048, 64], [2048, 128], [128, 2048], [2048, 512], [128, 64, 32], [128, 64, 64], [8, 256, 256]]) {
     const x = tf.randomNormal(shape);
     const perm = shape.length === 2 ? [1, 0] : [0, 2, 1];
     const run = () => tf.tidy(() => { tf.transpose(x, perm); });
+    setSimdTransposeMin(Infinity);
     setTiledTransposeMin(Infinity);
     const s = timeMs(run);
     setTiledTransposeMin(0);
     const j = timeMs(run);
-    console.log(`${pad(`[${shape}]`, 24)} stock ${num(s, 3)}   tiled ${num(j, 3)}`);
+    setTiledTransposeMin(16384);
+    setSimdTransposeMin(0);
+    const v = timeMs(run);
+    setSimdTransposeMin(256);
+    console.log(`${pad(`[${shape}]`, 24)} stock ${num(s, 3)}   tiled ${num(j, 3)}   simd ${num(v, 3)}`);
     x.dispose();
   }
-  setTiledTransposeMin(16384);
+  console.log('\n== Products on one thread vs shared with the helper thread: ms');
+  for (const [M, K, N] of [[64, 32, 64], [64, 128, 128], [64, 128, 512], [64, 128, 1024], [256, 128, 256], [2048, 128, 512]]) {
+    const a = tf.randomNormal([M, K]), b = tf.randomNormal([K, N]);
+    const run = () => tf.tidy(() => { tf.matMul(a, b); });
+    setParallelMinMacs(Infinity);
+    const one = timeMs(run);
+    setParallelMinMacs(0);
+    const two = timeMs(run);
+    setParallelMinMacs(1 << 20);
+    console.log(`${pad(`${M}×${K}×${N} (${M * K * N} MACs)`, 28)} one ${num(one, 3)}   shared ${num(two, 3)}`);
+    tf.dispose([a, b]);
+  }
 }
 
 // The reference config of the issue (also src/engine/bench.ts).
