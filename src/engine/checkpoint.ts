@@ -171,7 +171,9 @@ export function saveCheckpoint(runDir: string, step: number, parts: CheckpointPa
 }
 
 function prune(root: string, keep: number): void {
-  const all = listIn(root);
+  // Step 0 is the end of the SFT warm start: the branching point other runs start from (model.init_checkpoint)
+  // and what GRPO's gain is measured against, so it is never pruned.
+  const all = listIn(root).filter((c) => c.step !== 0);
   for (const c of all.slice(0, Math.max(0, all.length - keep))) rmSync(c.dir, { recursive: true, force: true });
   for (const n of readdirSync(root)) {
     const m = LEFTOVER_NAME.exec(n);

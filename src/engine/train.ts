@@ -485,7 +485,10 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         progress = { phase: 'sft', step };
         reporter.progress({ phase: 'sft', step, total: cfg.sft.steps, message: `loss ${row.loss?.toFixed(3)}` });
       }
-      if (!stopNow()) progress = { phase: 'grpo', step: 0 };
+      if (!stopNow()) {
+        progress = { phase: 'grpo', step: 0 };
+        if (cfg.sft.steps > 0) ckpt();
+      }
     }
 
     // ---- GRPO ----
