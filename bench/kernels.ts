@@ -11,7 +11,7 @@ import { Transformer, type ModelConfig } from '../src/engine/model';
 import { Adam, clipByGlobalNorm } from '../src/engine/optim';
 import { makeRng } from '../src/engine/rng';
 import {
-  helperThreadStats, registerWasmKernels, setMatMulStrategy, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
+  helperThreadStats, PARALLEL_MIN_MACS, registerWasmKernels, setMatMulStrategy, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
   setSmallProductMacs, setTiledTransposeMin, unregisterWasmKernels,
 } from '../src/engine/wasm_kernels';
 
@@ -94,7 +94,7 @@ function benchMatMul(): void {
       setMatMulStrategy('auto');
       forms = `${d.toFixed(2)} / ${s.toFixed(2)}`;
     }
-    setParallelMinMacs(1 << 20);
+    setParallelMinMacs(PARALLEL_MIN_MACS);
     const tPar = time();
     const f = flopsOf(c) / 1e6;
     console.log(`${pad(c.name, 40)} ${[tStock, tXnn, tSimd, tPar].map((t) => num(f / t).padStart(8)).join('')}   ${forms}`);
@@ -186,7 +186,7 @@ function benchThresholds(): void {
     const one = timeMs(run);
     setParallelMinMacs(0);
     const two = timeMs(run);
-    setParallelMinMacs(1 << 20);
+    setParallelMinMacs(PARALLEL_MIN_MACS);
     console.log(`${pad(`${M}×${K}×${N} (${M * K * N} MACs)`, 28)} one ${num(one, 3)}   shared ${num(two, 3)}`);
     tf.dispose([a, b]);
   }

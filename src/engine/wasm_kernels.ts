@@ -392,8 +392,11 @@ function simdModule(shared: boolean): Uint8Array<ArrayBuffer> {
     ].flatMap(([id, body]) => [id as number, ...leb((body as number[]).length), ...(body as number[])]),
   ]);
 }
-/** Pages (64 KiB) the helper thread's shared memory may grow to: 1 GiB. */
-const HELPER_MAX_PAGES = 16384;
+/**
+ * Pages (64 KiB) the helper thread's shared memory may grow to: 256 MiB (it never shrinks). A product whose
+ * worker half needs more (say logits over a 150k vocabulary) stays on this thread.
+ */
+const HELPER_MAX_PAGES = 4096;
 const SIMD_MODULE = simdModule(false);
 
 interface SimdLoops {
@@ -483,8 +486,8 @@ function simdGemm(be: WasmBackend, a: number, b: number, c: number, M: number, K
 // operands were copied — claiming downwards while this thread claims upwards from the front, in place; whatever
 // the worker has not claimed when this thread gets there, this thread computes itself. So a worker that the OS
 // does not schedule (the machine is busy) costs only the copies, and a running one halves the time. The copies
-// cost O(M·K + K·N + M·N) against O(M·K·N)/2 saved, which pays from ~1M multiply-adds on. PyTorch's reference
-// uses both cores as well.
+// cost O(M·K + K·N + M·N) against O(M·K·N)/2 saved (see PARALLEL_MIN_MACS). PyTorch's reference uses both cores
+// as well.
 
 interface Helper {
   worker: import('node:worker_threads').Worker;
@@ -507,7 +510,13 @@ const helperStats = { products: 0, chunks: 0, workerChunks: 0, byRows: 0, uneven
  * worker computed, and in how many products the worker did part of its half (this thread took the rest).
  */
 export function helperThreadStats(): typeof helperStats { return { ...helperStats }; }
-let parallelMinMacs = 1 << 20;
+/**
+ * Products of at least this many multiply-adds are shared. Measured on the reference model (2 idle cores): every
+ * dense product of a training step (≥ 2²⁴ at batch·seq 2048) gets 1.6–1.9× faster; the decode step's (≤ 2²³ at 64
+ * rows) got slower overall, the copies and the wake-up eating the halved compute.
+ */
+export const PARALLEL_MIN_MACS = 1 << 24;
+let parallelMinMacs = PARALLEL_MIN_MACS;
 /** Bench / test hook: products of at least this many multiply-adds are shared with the helper thread. */
 export function setParallelMinMacs(n: number): void { parallelMinMacs = n; }
 let sequenced = 0;

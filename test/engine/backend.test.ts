@@ -10,7 +10,7 @@ import { isUserError } from '../../src/engine/errors';
 import { Transformer, type ModelConfig } from '../../src/engine/model';
 import { makeRng, randNormal, type Rng } from '../../src/engine/rng';
 import {
-  canonicalTranspose, helperThreadStats, ropeRotate, setHelperSequenced, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
+  canonicalTranspose, helperThreadStats, PARALLEL_MIN_MACS, ropeRotate, setHelperSequenced, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
   swiglu, swigluGrad,
 } from '../../src/engine/wasm_kernels';
 import { generate } from '../../src/engine/sampler';
@@ -195,7 +195,7 @@ test('products shared with the helper thread (by rows, by columns, ragged) match
     setHelperSequenced(0);
     for (let round = 0; round < 5; round++) run(`race ${round}`);
   } finally {
-    setParallelMinMacs(1 << 20);
+    setParallelMinMacs(PARALLEL_MIN_MACS);
     setHelperSequenced(0);
   }
 });
