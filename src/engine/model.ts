@@ -398,7 +398,10 @@ export class Transformer {
     this.checkLive();
     const B = cache.keyMask.shape[0];
     if (ids.length !== B) throw new Error(`decodeStep: ${ids.length} ids for a cache of ${B} rows`);
-    if (cache.inPlace) return this.decodeInPlace(cache, ids);
+    if (cache.inPlace) {
+      if (!this.canDecodeInPlace()) throw new Error('decodeStep: an in-place KV cache (made on wasm) needs the wasm backend');
+      return this.decodeInPlace(cache, ids);
+    }
     const res = tf.tidy(() => {
       const idT = tf.tensor2d(Int32Array.from(ids), [B, 1], 'int32');
       const mask = tf.concat([cache.keyMask, tf.ones([B, 1])], 1) as tf.Tensor2D;
