@@ -9,7 +9,7 @@
 import { readEpisodeTable, readTokenTable, type EpisodeColumns, type TokenColumnsRead } from '../../engine/arrow_tables';
 import { listLoggedSteps, readRunInfo, stepFile } from '../../engine/rundir';
 import { basename } from 'node:path';
-import { METRICS, valueRange, type MetricId, type Range } from './scales';
+import { METRICS, quantileRange, type MetricId, type Range } from './scales';
 
 export interface EpisodeRef {
   runDir: string;
@@ -61,11 +61,11 @@ export class StepTables {
     return this.tokens[metric];
   }
 
-  /** Value range of a metric over the whole step (per-step normalisation), cached. */
+  /** Value range (quantileRange) of a metric over the whole step (per-step normalisation), cached. */
   stepRange(metric: MetricId): Range | null {
     if (!this.ranges.has(metric)) {
       const col = this.column(metric);
-      this.ranges.set(metric, col ? valueRange(col) : null);
+      this.ranges.set(metric, col ? quantileRange(col) : null);
     }
     return this.ranges.get(metric)!;
   }
@@ -76,10 +76,10 @@ export class StepTables {
   }
 }
 
-/** Value range of a metric over one episode's tokens (per-episode normalisation); null without values. */
+/** Value range (quantileRange) of a metric over one episode's tokens (per-episode normalisation); null without values. */
 export function valueRangeOfEpisode(tables: StepTables, episode: number, metric: MetricId): Range | null {
   const col = tables.column(metric);
-  return col ? valueRange(col, tables.rows(episode)) : null;
+  return col ? quantileRange(col, tables.rows(episode)) : null;
 }
 
 /** Character ranges [starts[i], ends[i]) of the tokens `rows` in the concatenation of their texts. */

@@ -85,7 +85,7 @@ export class Painter implements vscode.Disposable {
     rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
   });
   private readonly legendType = vscode.window.createTextEditorDecorationType({
-    after: { margin: '0 0 0 2em', color: new vscode.ThemeColor('descriptionForeground'), fontStyle: 'italic' },
+    after: { color: new vscode.ThemeColor('descriptionForeground'), fontStyle: 'italic' },
   });
   /** Token ranges of each view, built on its first paint and reused by every repaint. */
   private readonly ranges = new WeakMap<EpisodeView, (vscode.Range | null)[]>();
@@ -197,7 +197,8 @@ export class Painter implements vscode.Disposable {
     editor.setDecorations(this.promptType, [new vscode.Range(at(view.promptOffset), at(view.completionOffset))]);
     const norm = this.state.normalization;
     editor.setDecorations(this.legendType, [{
-      range: new vscode.Range(0, headerEnd, 0, headerEnd),
+      // On the empty line under the header: a header that wraps would push it off the right edge.
+      range: new vscode.Range(1, 0, 1, 0),
       renderOptions: { after: { contentText: `${metricDef(metric).label} ${formatScale(scale)} per ${norm}${view.pair ? ', shared' : ''}` } },
     }]);
     const ms = performance.now() - t0;

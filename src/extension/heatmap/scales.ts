@@ -71,17 +71,24 @@ export interface Scale {
   buckets: number;
 }
 
-/** Smallest and largest finite value of values[rows[i]] (or of every value without rows); null when none is. */
-export function valueRange(values: ArrayLike<number>, rows?: ArrayLike<number>): Range | null {
-  let min = Infinity;
-  let max = -Infinity;
+/**
+ * The range a scale spans: the q and 1 − q quantiles of the finite values (nearest rank on the sorted values),
+ * not their extremes. A completion's contributions are skewed — a handful of unlikely tokens carry most of
+ * |Â·ℓ| — and with the extremes as ends one outlier in 5,000 tokens would leave every other token in the
+ * faintest buckets. Values beyond the range take the end buckets; the hover shows the exact value. Up to about
+ * 50 values, rank round(q·(n − 1)) is the largest one, so a short episode's range is its min and max.
+ */
+export function quantileRange(values: ArrayLike<number>, rows?: ArrayLike<number>, q = 0.99): Range | null {
   const n = rows ? rows.length : values.length;
+  const finite = new Float32Array(n);
+  let k = 0;
   for (let i = 0; i < n; i++) {
     const v = values[rows ? rows[i] : i];
-    if (v < min) min = v; // NaN compares false both ways, so null rows are skipped
-    if (v > max) max = v;
+    if (!Number.isNaN(v)) finite[k++] = v;
   }
-  return min <= max ? { min, max } : null;
+  if (k === 0) return null;
+  const sorted = finite.subarray(0, k).sort();
+  return { min: sorted[Math.round((1 - q) * (k - 1))], max: sorted[Math.round(q * (k - 1))] };
 }
 
 /** The union of ranges (a shared scale for two episodes compared side by side); null ranges are ignored. */
@@ -162,12 +169,12 @@ const HUES: Record<'negative' | 'positive' | 'sequential', { light: Rgb; dark: R
 
 /**
  * Opacity of the k-th of n intensity steps. The text keeps the theme's foreground colour over the tint, so
- * the strongest step stays light enough to read it (about 0.5 for normal themes). High-contrast themes put
+ * the strongest step stays light enough to read it (0.56 for normal themes), and the faintest is still seen. High-contrast themes put
  * white or black text on pure black or white: a lower ceiling keeps that contrast, and the bucket's colour is
  * repeated as an underline (`borderColor` in paint.ts) so the strength still shows.
  */
 export function bucketAlpha(k: number, n: number, theme: ThemeKind): number {
-  const [lo, hi] = theme === 'highContrast' || theme === 'highContrastLight' ? [0.12, 0.38] : [0.08, 0.52];
+  const [lo, hi] = theme === 'highContrast' || theme === 'highContrastLight' ? [0.15, 0.4] : [0.12, 0.56];
   return n <= 1 ? hi : Math.round((lo + ((hi - lo) * k) / (n - 1)) * 1000) / 1000;
 }
 

@@ -2,15 +2,24 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   bucketAlpha, bucketBounds, bucketColors, bucketOf, formatScale, formatValue, metricDef, METRICS, nextMetric, quantise,
-  scaleFor, unionRange, valueRange, type Scale,
+  quantileRange, scaleFor, unionRange, type Scale,
 } from '../../../../src/extension/heatmap/scales';
 
-test('value range skips NaN (null rows), can be taken over a subset of rows, and is null without a finite value', () => {
+test('the range is the 1% and 99% quantiles by nearest rank, skipping NaN (null rows); null without a value', () => {
   const v = Float32Array.from([3, NaN, -2, 5]);
-  assert.deepEqual(valueRange(v), { min: -2, max: 5 });
-  assert.deepEqual(valueRange(v, [1, 2]), { min: -2, max: -2 });
-  assert.equal(valueRange(Float32Array.from([NaN, NaN])), null);
-  assert.equal(valueRange(v, []), null);
+  // 3 finite values sorted [−2, 3, 5]: ranks round(0.01·2) = 0 and round(0.99·2) = 2, the min and the max.
+  assert.deepEqual(quantileRange(v), { min: -2, max: 5 });
+  assert.deepEqual(quantileRange(v, [1, 2]), { min: -2, max: -2 });
+  assert.equal(quantileRange(Float32Array.from([NaN, NaN])), null);
+  assert.equal(quantileRange(v, []), null);
+  // 1…100: ranks round(0.99) = 1 and round(98.01) = 98, i.e. the values 2 and 99: one outlier a side is clipped.
+  const hundred = Float32Array.from({ length: 100 }, (_, i) => i + 1);
+  assert.deepEqual(quantileRange(hundred), { min: 2, max: 99 });
+  // 1…11 with q = 0.9: ranks round(1) = 1 and round(9) = 9 → 2 and 10.
+  assert.deepEqual(quantileRange(hundred.subarray(0, 11), undefined, 0.9), { min: 2, max: 10 });
+  // An outlier among 5,000 values does not set the range: 4,999 values in [0, 1) and one of 1000.
+  const skewed = Float32Array.from({ length: 5000 }, (_, i) => (i === 17 ? 1000 : (i % 100) / 100));
+  assert.ok(quantileRange(skewed)!.max < 1);
 });
 
 test('signed metrics get a diverging scale symmetric around 0, the others a sequential one over [min, max]', () => {
@@ -112,19 +121,19 @@ test('bucket colours: one distinct colour per bucket, stronger away from the cen
   assert.equal(dark.length, 12);
   assert.equal(new Set(dark).size, 12);
   assert.equal(new Set([...dark, ...light]).size, 24);
-  // Opacity steps of (0.52 − 0.08)/5 = 0.088 from the centre outwards: bucket 6 is 0.08, bucket 7 0.168, 11 0.52.
-  assert.equal(dark[6], 'rgba(56, 139, 253, 0.08)');
-  assert.equal(dark[7], 'rgba(56, 139, 253, 0.168)');
-  assert.equal(dark[11], 'rgba(56, 139, 253, 0.52)');
-  assert.equal(dark[5], 'rgba(248, 81, 73, 0.08)');
-  assert.equal(dark[0], 'rgba(248, 81, 73, 0.52)');
+  // Opacity steps of (0.56 − 0.12)/5 = 0.088 from the centre outwards: bucket 6 is 0.12, bucket 7 0.208, 11 0.56.
+  assert.equal(dark[6], 'rgba(56, 139, 253, 0.12)');
+  assert.equal(dark[7], 'rgba(56, 139, 253, 0.208)');
+  assert.equal(dark[11], 'rgba(56, 139, 253, 0.56)');
+  assert.equal(dark[5], 'rgba(248, 81, 73, 0.12)');
+  assert.equal(dark[0], 'rgba(248, 81, 73, 0.56)');
   const seq = bucketColors('sequential', 'light');
   assert.equal(new Set(seq).size, 10);
-  assert.equal(seq[0], 'rgba(130, 80, 223, 0.08)');
-  assert.equal(seq[9], 'rgba(130, 80, 223, 0.52)');
+  assert.equal(seq[0], 'rgba(130, 80, 223, 0.12)');
+  assert.equal(seq[9], 'rgba(130, 80, 223, 0.56)');
   // High contrast keeps a lower ceiling so white (or black) text stays readable over the tint.
-  assert.equal(bucketAlpha(5, 6, 'highContrast'), 0.38);
-  assert.equal(bucketAlpha(0, 6, 'highContrastLight'), 0.12);
+  assert.equal(bucketAlpha(5, 6, 'highContrast'), 0.4);
+  assert.equal(bucketAlpha(0, 6, 'highContrastLight'), 0.15);
   assert.equal(new Set(bucketColors('diverging', 'highContrast')).size, 12);
 });
 
