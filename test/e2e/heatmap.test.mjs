@@ -219,6 +219,38 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ }).first().click({ timeout: 15_000 });
 });
 
+/** Preferences: Color Theme, then the theme whose name matches. */
+async function colorTheme(page, name) {
+  await palette(page, 'Preferences: Color Theme', { pick: 'Preferences: Color Theme' });
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.fill(name);
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: name }).first().click();
+}
+
+scenario('light and high-contrast themes: the light shades, and in high contrast fainter tints with an underline', async () => {
+  const { page } = vs;
+  const editor = page.locator(ACTIVE);
+  const settled = async (ok) => {
+    let c = [];
+    for (let i = 0; i < 50; i++, await sleep(200)) if ((c = await paintedColours(page)).length && ok(c)) break;
+    return c;
+  };
+  await colorTheme(page, 'Light Modern');
+  const light = await settled((c) => c.every((x) => /^rgba\((207, 34, 46|9, 105, 218), /.test(x)));
+  log(`light: ${[...new Set(light)].join(' ')}`);
+  assert.ok(light.every((x) => /^rgba\((207, 34, 46|9, 105, 218), /.test(x)), 'the darker hues for a light background');
+  await shot(page, '24-heatmap-light');
+  await colorTheme(page, 'Dark High Contrast');
+  const hc = await settled((c) => c.every((x) => Number(/, ([\d.]+)\)$/.exec(x)?.[1]) <= 0.4));
+  log(`high contrast: ${[...new Set(hc)].join(' ')}`);
+  assert.ok(hc.every((x) => Number(/, ([\d.]+)\)$/.exec(x)?.[1]) <= 0.4), 'tints of at most 0.4 under white text');
+  const underlined = await editor.evaluate((ed) => [...ed.querySelectorAll('.view-overlays [class*="ced-"]')]
+    .filter((el) => getComputedStyle(el).borderBottomStyle === 'solid').length);
+  assert.ok(underlined > 0, 'the bucket colour repeated as an underline');
+  await shot(page, '25-heatmap-high-contrast');
+  await colorTheme(page, 'Dark Modern');
+});
+
 scenario('Compare With… opens the same prompt from another run beside it, both on one scale', async () => {
   const { page } = vs;
   await palette(page, 'Credit Lens: Compare With');
