@@ -137,7 +137,9 @@ before(async () => {
   prepareSuite();
   const t0 = Date.now();
   train('tiny');
-  // The same config and seed with a learned attribution head: the same prompts, another credit strategy.
+  // The same config and seed with other credit strategies: the same prompts (and, this early, the same
+  // completions), other token weights. entropy_mask keeps the credit of the highest-entropy tokens only.
+  train('tiny-mask', 'credit.strategy=entropy_mask');
   train('tiny-attr', 'credit.strategy=attribution');
   await writeSyntheticRun();
   log(`runs trained and written in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
@@ -254,17 +256,17 @@ scenario('light and high-contrast themes: the light shades, and in high contrast
 scenario('Compare With… opens the same prompt from another run beside it, both on one scale', async () => {
   const { page } = vs;
   await palette(page, 'Credit Lens: Compare With');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-attr-\d{8}/ }).first().click({ timeout: 15_000 });
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-mask-\d{8}/ }).first().click({ timeout: 15_000 });
   const groups = page.locator('.editor-group-container');
   for (let i = 0; i < 50 && (await groups.count()) < 2; i++) await sleep(200);
   assert.equal(await groups.count(), 2, 'two editor columns');
   const left = groups.nth(0).locator('.monaco-editor').first();
   const right = groups.nth(1).locator('.monaco-editor').first();
-  for (let i = 0; i < 50 && !/tiny-attr/.test(await shownText(right).catch(() => '')); i++) await sleep(200);
+  for (let i = 0; i < 50 && !/tiny-mask/.test(await shownText(right).catch(() => '')); i++) await sleep(200);
   const [hl, hr] = [await shownText(left), await shownText(right)];
   log(`left: ${hl}\nright: ${hr}`);
-  assert.match(hl, /^tiny-\d{8}-\d{6} · step 4 .*same colour scale as tiny-attr-\d{8}-\d{6} step 4/);
-  assert.match(hr, /^tiny-attr-\d{8}-\d{6} · step 4 .*strategy attribution.*same colour scale as tiny-\d{8}-\d{6} step 4/);
+  assert.match(hl, /^tiny-\d{8}-\d{6} · step 4 .*same colour scale as tiny-mask-\d{8}-\d{6} step 4/);
+  assert.match(hr, /^tiny-mask-\d{8}-\d{6} · step 4 .*strategy entropy_mask.*same colour scale as tiny-\d{8}-\d{6} step 4/);
   // The same prompt on both sides.
   assert.ok(promptIn(hl), hl);
   assert.equal(promptIn(hr), promptIn(hl));
@@ -276,9 +278,20 @@ scenario('Compare With… opens the same prompt from another run beside it, both
   const rightRange = await statusText(page);
   log(`ranges: ${leftRange} | ${rightRange}`);
   assert.equal(rightRange, leftRange);
+  // The masked tokens carry no credit: fewer of them are painted on the right.
+  const [nl, nr] = [(await paintedColours(page, left)).length, (await paintedColours(page, right)).length];
+  log(`painted elements: ${nl} | ${nr}`);
+  assert.ok(nr < nl, 'entropy_mask leaves low-entropy tokens without credit');
   await page.mouse.move(5, 450);
   await shot(page, '22-compare', { readme: 'compare' });
-  // The attribution run's hover has the attribution row.
+  // Compare With… again from the left: the attribution run replaces the right side; its hover has α.
+  await left.locator('.view-lines').click();
+  await palette(page, 'Credit Lens: Compare With');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-attr-\d{8}/ }).first().click({ timeout: 15_000 });
+  for (let i = 0; i < 50 && !/^tiny-attr/.test(await shownText(right).catch(() => '')); i++) await sleep(200);
+  assert.match(await shownText(right), /^tiny-attr-\d{8}-\d{6} · step 4 .*strategy attribution/);
+  assert.equal(await groups.count(), 2, 'still two columns');
+  for (let i = 0; i < 50 && !(await paintedColours(page, right)).length; i++) await sleep(200);
   const hover = await hoverToken(page, right, 3);
   assert.match(await hover.innerText(), /attribution α/);
   await page.mouse.move(5, 450);

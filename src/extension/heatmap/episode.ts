@@ -23,6 +23,7 @@ export const refKey = (r: EpisodeRef) => `${r.runDir}\u0000${r.step}\u0000${r.ep
 export class StepTables {
   private readonly rowsOf = new Map<number, Int32Array>();
   private readonly ranges = new Map<MetricId, Range | null>();
+  private availableMetrics: MetricId[] | null = null;
 
   constructor(readonly runDir: string, readonly step: number, readonly tokens: TokenColumnsRead, readonly episodes: EpisodeColumns) {
     const lists = new Map<number, number[]>();
@@ -72,7 +73,14 @@ export class StepTables {
 
   /** Metrics with at least one value in this step, in METRICS order. */
   available(): MetricId[] {
-    return METRICS.map((m) => m.id).filter((m) => this.stepRange(m) !== null);
+    if (!this.availableMetrics) {
+      const has = (col: Float32Array | null) => {
+        if (col) for (let i = 0; i < col.length; i++) if (!Number.isNaN(col[i])) return true;
+        return false;
+      };
+      this.availableMetrics = METRICS.map((m) => m.id).filter((m) => has(this.column(m)));
+    }
+    return this.availableMetrics;
   }
 }
 

@@ -199,7 +199,7 @@ export class Painter implements vscode.Disposable {
     editor.setDecorations(this.legendType, [{
       // On the empty line under the header: a header that wraps would push it off the right edge.
       range: new vscode.Range(1, 0, 1, 0),
-      renderOptions: { after: { contentText: `${metricDef(metric).label} ${formatScale(scale)} per ${norm}${view.pair ? ', shared' : ''}` } },
+      renderOptions: { after: { contentText: `${metricDef(metric).label} ${formatScale(scale)} · per ${norm}${view.pair ? ' · shared' : ''}` } },
     }]);
     const ms = performance.now() - t0;
     this.painted.set(editor, this.paintKey());
