@@ -219,6 +219,22 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   assert.ok((await paintedColours(page)).every((c) => c.startsWith('rgba(163, 113, 247')));
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ }).first().click({ timeout: 15_000 });
+
+  // Per-step normalisation: the range is taken over all 320 tokens of the step (its 1%–99% quantiles), so it
+  // is another one than the episode's.
+  const item = page.locator('.statusbar [aria-label^="Heatmap metric contribution"]').first();
+  await item.waitFor({ timeout: 15_000 });
+  const rangeOf = (label) => /range (\[\S+, \S+\])/.exec(label)?.[1];
+  const perEpisode = await item.getAttribute('aria-label');
+  await palette(page, 'Credit Lens: Heatmap: Toggle Per-Episode', { pick: 'Toggle Per-Episode' });
+  const perStep = page.locator('.statusbar [aria-label*="per step"]').first();
+  await perStep.waitFor({ timeout: 15_000 });
+  const stepLabel = await perStep.getAttribute('aria-label');
+  log(`${perEpisode} → ${stepLabel}`);
+  assert.ok(rangeOf(stepLabel) && rangeOf(perEpisode));
+  assert.notEqual(rangeOf(stepLabel), rangeOf(perEpisode));
+  await palette(page, 'Credit Lens: Heatmap: Toggle Per-Episode', { pick: 'Toggle Per-Episode' });
+  await page.locator('.statusbar [aria-label*="per episode"]').first().waitFor({ timeout: 15_000 });
 });
 
 /** Preferences: Color Theme, then the theme whose name matches. */
