@@ -24,15 +24,7 @@ export const SEED_VALUES: Record<string, number[]> = {
 };
 
 export function registerCommands(ctx: Ctx): void {
-  const reg = (id: string, fn: (...args: never[]) => unknown) =>
-    ctx.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: never[]) => {
-      try {
-        return await fn(...args);
-      } catch (e) {
-        ctx.log.error(`${id}: ${(e as Error).stack ?? e}`);
-        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
-      }
-    }));
+  const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
   reg('creditLens.run', (arg?: unknown) => runConfig(ctx, arg));
   reg('creditLens.stop', (arg?: unknown) => stopRun(ctx, arg));

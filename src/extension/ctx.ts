@@ -35,6 +35,19 @@ export class Ctx {
     return this.extCtx.extensionUri;
   }
 
+  /** A command that lives for the activation; a failure is logged with its stack and shown, never thrown at VS Code. */
+  registerCommand(id: string, fn: (...args: never[]) => unknown): vscode.Disposable {
+    return this.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: never[]) => {
+      try {
+        return await fn(...args);
+      } catch (e) {
+        this.log.error(`${id}: ${(e as Error).stack ?? e}`);
+        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
+        return undefined;
+      }
+    }));
+  }
+
   pushExtCleanup<T extends vscode.Disposable>(d: T): T {
     this.extCtx.subscriptions.push(d);
     return d;

@@ -17,16 +17,7 @@ export function registerHeatmap(ctx: Ctx): void {
   ctx.pushExtCleanup(vscode.workspace.registerTextDocumentContentProvider(EPISODE_SCHEME, store));
   ctx.pushExtCleanup(vscode.languages.registerHoverProvider({ scheme: EPISODE_SCHEME }, new EpisodeHoverProvider(store, (v) => painter.metricFor(v))));
 
-  const reg = (id: string, fn: (...args: never[]) => unknown) =>
-    ctx.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: never[]) => {
-      try {
-        return await fn(...args);
-      } catch (e) {
-        ctx.log.error(`${id}: ${(e as Error).stack ?? e}`);
-        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
-        return undefined;
-      }
-    }));
+  const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
   reg('creditLens.openEpisode', (arg?: unknown) => openRollouts(arg));
   reg('creditLens.openRollouts', (arg?: unknown) => openRollouts(arg));

@@ -27,15 +27,7 @@ export function runDirsOf(arg: unknown, selection: unknown): string[] {
 
 export function registerPanels(ctx: Ctx): void {
   const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cliPath: ctx.cliPath };
-  const reg = (id: string, fn: (...args: unknown[]) => unknown) =>
-    ctx.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: unknown[]) => {
-      try {
-        return await fn(...args);
-      } catch (e) {
-        ctx.log.error(`${id}: ${(e as Error).stack ?? e}`);
-        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
-      }
-    }));
+  const reg = (id: string, fn: (...args: unknown[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
   reg('creditLens.openDashboard', async (arg) => {
     const runDir = runDirOf(arg) ?? await pickRunDir('open the dashboard of');
