@@ -97,13 +97,13 @@ scenario('the dashboard of a finished run draws every chart from metrics.jsonl, 
 
 scenario('the dashboard of a training run adds points as run/metrics arrive', async () => {
   const { page } = vs;
-  await openFile(page, 'long.credit.yaml');
+  await openFile(page, 'live.credit.yaml');
   await codeLens(page, '▶ Run').click();
   await showRunsView(page);
-  await waitForRow(page, /^long-\d{8}-\d{6}.*running · ([1-9]|\d\d+)\/400/, 120_000);
+  await waitForRow(page, /^live-\d{8}-\d{6}.*running · ([1-9]|\d\d+)\/400/, 120_000);
   await closeEditors(page);
   await palette(page, 'Credit Lens: Open Dashboard');
-  await pickRun(page, /^long-\d{8}/);
+  await pickRun(page, /^live-\d{8}/);
   const frame = webview(page);
   const reward = frame.locator('section.chart[data-chart="reward"]');
   await reward.waitFor({ timeout: 30_000 });
@@ -126,7 +126,7 @@ scenario('the dashboard of a training run adds points as run/metrics arrive', as
   await shot(page, 'dash-02-live');
   await palette(page, 'Credit Lens: Stop Run');
   await showRunsView(page);
-  await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
+  await waitForRow(page, /^live-\d{8}-\d{6}.*\bstopped\b/, 120_000);
   await frame.locator('vscode-badge.live').waitFor({ state: 'detached', timeout: 15_000 });
   await closeEditors(page);
 });
