@@ -11,15 +11,11 @@ import type {
   AnalyzeReport,
   AppendixBComparison,
   AppendixBRow,
-  ContributionStats,
   CreditAnalysis,
   EvalSuccess,
   PositionTStats,
-  RelativePositionBin,
-  RewardSignStats,
   SectionWeightStats,
   TokenTypeName,
-  TokenTypePositionBin,
   TokenTypeStats,
   TopToken,
   TopTokenLists,
@@ -270,19 +266,14 @@ function reasoningFlags(c: TokenColumnsRead, re: RegExp | null): Uint8Array {
   return out;
 }
 
-interface Tables {
-  contribution: ContributionStats;
-  position_t_stats: PositionTStats;
-  relative_position: RelativePositionBin[];
-  reward_sign: RewardSignStats;
-  token_types: Record<TokenTypeName, TokenTypeStats>;
-  token_types_by_position: TokenTypePositionBin[];
-  top_tokens: Record<TokenTypeName, TopTokenLists>;
+/** The tables of one pass, as CreditAnalysis has them, plus what the pass counted. */
+type Tables = Pick<CreditAnalysis, 'contribution' | 'position_t_stats' | 'relative_position' | 'reward_sign' | 'token_types'
+  | 'token_types_by_position' | 'top_tokens'> & {
   sections: Record<SectionName, SectionWeightStats>;
   episodes: number;
   tokens: number;
   notes: string[];
-}
+};
 
 function typeStats(n: number, total: number, sumAbs: number, sumC: number, sumLp: number): TokenTypeStats {
   return { count: n, share: mean(n, total), mean_abs_contribution: mean(sumAbs, n), mean_contribution: mean(sumC, n), mean_logprob: mean(sumLp, n) };

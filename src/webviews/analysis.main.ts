@@ -9,11 +9,13 @@ import { html, nothing, render, type TemplateResult } from 'lit';
 import type { SectionName } from '../protocol/index';
 import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../protocol/webview';
 import css from './analysis.css';
+import baseCss from './base.css';
 import { allTables, binLabel, type Table } from './analysis_tables';
 import { drawBars, fmt, onThemeChange, readTheme, type ChartTheme } from './charts';
 import { toCsv } from './csv';
 import { adoptCss, connect } from './ipc';
 
+adoptCss(baseCss);
 adoptCss(css);
 const host = connect<AnalysisProtocol>();
 const root = document.getElementById('root')!;

@@ -9,6 +9,7 @@ import { MetricChart, fmt, onThemeChange, readTheme, type ChartTheme } from './c
 import { adoptCss, connect } from './ipc';
 import { alignChart, chartCsv, chartsFor, phaseOfX, pointsOf, runLabels, upsertRow, type ChartSpec, type RunPoints } from './metrics_series';
 import css from './metrics_view.css';
+import baseCss from './base.css';
 
 interface RunState {
   data: MetricsRunData;
@@ -19,6 +20,7 @@ interface RunState {
 const LATENCY_WINDOW = 50;
 
 export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
+  adoptCss(baseCss);
   adoptCss(css);
   const host = connect<MetricsProtocol>();
   const root = document.getElementById('root')!;

@@ -12,6 +12,9 @@ import { html, nothing, render } from 'lit';
 import type { SweepPanelState, SweepProtocol, SweepRow, SweepSortKey, SweepView } from '../protocol/webview';
 import { adoptCss, connect } from './ipc';
 import css from './sweep.css';
+import baseCss from './base.css';
+
+adoptCss(baseCss);
 
 adoptCss(css);
 const host = connect<SweepProtocol>();

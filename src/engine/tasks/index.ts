@@ -2,25 +2,15 @@
 import { UserError } from '../errors';
 import type { RewardResult, Task } from '../types';
 import { makeArithmeticTask } from './arithmetic';
-import { makeCountdownTask, type PromptStyle, type RewardKind } from './countdown';
+import { makeCountdownTask, type GeneratedTaskOptions, type PromptStyle, type RewardKind } from './countdown';
 import { makeJsonlTask } from './jsonl';
 
 export { countdownReward } from './countdown';
 export type { PromptStyle, RewardKind } from './countdown';
 
 /** Mirrors the YAML `task:` keys (DESIGN §3). Paths are already absolute. */
-export interface TaskOptions {
+export interface TaskOptions extends GeneratedTaskOptions {
   name: 'countdown' | 'arithmetic' | 'jsonl';
-  /** [min, max] operand count (countdown, arithmetic) */
-  numbers: [number, number];
-  /** operands are drawn from 1..max_number */
-  max_number: number;
-  /** countdown: targets in 1..max_target; arithmetic: every intermediate and the result stay in 0..max_target */
-  max_target: number;
-  reward: RewardKind;
-  prompt: PromptStyle;
-  train_size: number;
-  eval_size: number;
   /** jsonl: lines {"prompt": ..., "answer": ...} */
   path: string | null;
   /** jsonl: module exporting reward(completion, example) -> number | {total, parts} */
