@@ -8,8 +8,8 @@ const common = { bundle: true, sourcemap: true, logLevel: 'warning', legalCommen
 const node = { ...common, platform: 'node', format: 'cjs', target: 'node20' };
 const jobs = [];
 
-if (existsSync('src/engine/cli.ts')) {
-  jobs.push({ ...node, entryPoints: { cli: 'src/engine/cli.ts', index: 'src/engine/index.ts' }, outdir: 'dist/engine',
+if (existsSync('src/engine/cli/main.ts')) {
+  jobs.push({ ...node, entryPoints: { cli: 'src/engine/cli/main.ts', index: 'src/engine/index.ts' }, outdir: 'dist/engine',
     banner: { js: '#!/usr/bin/env node' } });
 }
 if (existsSync('src/extension/extension.ts')) {

@@ -1,4 +1,4 @@
-// Micro-benchmark of the wasm kernels in src/engine/wasm_kernels.ts against the stock ones of
+// Micro-benchmark of the wasm kernels in src/engine/model/kernels/ against the stock ones of
 // @tensorflow/tfjs-backend-wasm, run by hand: `node --import tsx bench/kernels.ts [--quick]`.
 // Prints GFLOP/s for the products of a training step (dense layers at B·T = 2048, d = 128; attention at
 // B·H = 128, T = 64, head dim 32, and their gradients), the other kernels we replaced, and ms per step of
@@ -6,14 +6,14 @@
 // and without our kernels and on cpu. The machine has 2 shared cores: figures are the best of several runs.
 // `--only matmul|others|thresholds|step` runs one section.
 import * as tf from '@tensorflow/tfjs';
-import { initBackend } from '../src/engine/backend';
-import { Transformer, type ModelConfig } from '../src/engine/model';
-import { Adam, clipByGlobalNorm } from '../src/engine/optim';
-import { makeRng } from '../src/engine/rng';
+import { initBackend } from '../src/engine/model/backend';
+import { Transformer, type ModelConfig } from '../src/engine/model/model';
+import { Adam, clipByGlobalNorm } from '../src/engine/model/optim';
+import { makeRng } from '../src/engine/core/rng';
 import {
   helperThreadStats, PARALLEL_MIN_MACS, registerWasmKernels, setMatMulStrategy, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
   setSmallProductMacs, setTiledTransposeMin, unregisterWasmKernels,
-} from '../src/engine/wasm_kernels';
+} from '../src/engine/model/kernels/wasm_kernels';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null;
@@ -192,7 +192,7 @@ function benchThresholds(): void {
   }
 }
 
-// The reference config of the issue (also src/engine/bench.ts).
+// The reference config of the issue (also src/engine/cli/bench.ts).
 const REFERENCE: ModelConfig = {
   arch: 'qwen2', vocabSize: 64, dModel: 128, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 512, maxSeqLen: 160,
   ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true,

@@ -2,7 +2,7 @@
 // without the YAML extension and say exactly what the CLI would say. Re-validated as the user types,
 // throttled like the samples' decoration updates.
 import * as vscode from 'vscode';
-import { parseConfigText, type ConfigIssue } from '../engine/config';
+import { parseConfigText, type ConfigIssue } from '../engine/config/config';
 
 export const isCreditConfig = (doc: vscode.TextDocument): boolean => doc.uri.scheme === 'file' && /\.credit\.yaml$/i.test(doc.uri.path);
 

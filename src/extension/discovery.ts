@@ -6,7 +6,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import * as vscode from 'vscode';
 import { parse } from 'yaml';
 import type { RunInfo } from '../protocol/index';
-import { findRunDirs, readRunInfo } from '../engine/rundir';
+import { findRunDirs, readRunInfo } from '../engine/rundir/rundir';
 
 export const CONFIG_GLOB = '**/*.credit.yaml';
 const EXCLUDE_GLOB = '{**/node_modules/**,**/.git/**}';

@@ -5,7 +5,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow, Phase, RunStatus } from '../protocol/index';
-import { readRunInfo, updateRunInfo } from '../engine/rundir';
+import { readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
 import { EngineProcess } from './engine';
 import { chooseNode } from './node';
 

@@ -3,7 +3,7 @@
 // sweep still shows its rows after a reload.
 import * as vscode from 'vscode';
 import type { SweepRow, SweepView } from '../protocol/webview';
-import { readMetrics, readRunInfo } from '../engine/rundir';
+import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
 import { engineAlive } from './discovery';
 import { summarizeMetrics } from './metrics_summary';

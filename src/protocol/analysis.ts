@@ -1,5 +1,5 @@
 // The JSON of `credit-lens analyze <run> --json`: seed 002's credit tables, recomputed from a run's own token
-// and episode tables by src/engine/analysis.ts. Types only (DESIGN §1): the CLI, the sweep table and the
+// and episode tables by src/engine/analysis/analysis.ts. Types only (DESIGN §1): the CLI, the sweep table and the
 // credit-analysis webview read this one shape.
 //
 // Conventions, the same in every table:

@@ -32,9 +32,9 @@ function train(name, ...sets) {
  * tiny model's context is far shorter). Values are drawn from a seeded generator so every paint is the same.
  */
 async function writeSyntheticRun() {
-  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/arrow_tables.ts')).href, import.meta.url);
-  const rundir = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir.ts')).href, import.meta.url);
-  const { makeRng, randNormal } = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rng.ts')).href, import.meta.url);
+  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
+  const rundir = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/rundir.ts')).href, import.meta.url);
+  const { makeRng, randNormal } = await tsImport(pathToFileURL(join(ROOT, 'src/engine/core/rng.ts')).href, import.meta.url);
   const dir = join(WS, 'runs', 'synthetic-5k-20260101-000000');
   for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(dir, sub), { recursive: true });
   rundir.writeRunInfo(dir, {

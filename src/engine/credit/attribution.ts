@@ -2,7 +2,7 @@
 // (detached when detach_hidden), α = softmax_t z over the episode's valid tokens, w = n_i·α — so a uniform head
 // (v ≈ 0 at init, std 0.01) is plain GRPO. The head trains through the policy loss (dLoss/dÂ flows into w).
 import * as tf from '@tensorflow/tfjs';
-import { randNormal, makeRng } from '../rng';
+import { randNormal, makeRng } from '../core/rng';
 import { scaledSoftmax, validMask, type CreditHead, type CreditStrategy } from './types';
 
 class AttributionHead implements CreditHead {

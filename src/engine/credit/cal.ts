@@ -6,7 +6,7 @@
 // The logged `weight` (weights()) is the same picture as a mask: 1 on the span's tokens and 0 on the rest of a span
 // episode, 1 on every valid token of the other episodes, 0 on padding. Â itself comes from effectiveAdvantages(),
 // since negative_reward is not A_i times anything.
-import type { CreditConfig } from '../config';
+import type { CreditConfig } from '../config/config';
 import { defaultCacheDir } from '../oracle/cache';
 import { createOracle, type OracleQuery } from '../oracle';
 import { spanTokenMask } from '../oracle/locate';

@@ -1,5 +1,5 @@
 // Registry of credit strategies: adding one is one file in this folder plus one line here.
-import { UserError } from '../errors';
+import { UserError } from '../core/errors';
 import { attentionCredit } from './attention_credit';
 import { attribution } from './attribution';
 import { cal } from './cal';

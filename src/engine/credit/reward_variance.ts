@@ -5,8 +5,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { UserError } from '../errors';
-import { ImportanceNet, tokenizerId } from '../importance';
+import { UserError } from '../core/errors';
+import { ImportanceNet, tokenizerId } from '../importance/importance';
 import { scaledSoftmax, validMask, type CreditParams, type CreditStrategy } from './types';
 
 /** g over one episode's completion tokens (before the softmax). */

@@ -10,8 +10,8 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { UserError } from '../errors';
-import { writeFileAtomic } from '../rundir';
+import { UserError } from '../core/errors';
+import { writeFileAtomic } from '../rundir/rundir';
 import type { OraclePrompt } from './prompt';
 
 export interface CacheEntry {

@@ -2,10 +2,10 @@
 // name the span where it goes wrong, as character offsets in the wrong completion. Providers: `rule` (offline),
 // `openai` (any OpenAI-compatible server) and `gemini`. Failures are outcomes, not exceptions, so a run goes on
 // without the span; only what the user must fix (a missing key variable, a rejected key, an unknown model) throws.
-import type { CreditConfig } from '../config';
-import { UserError } from '../errors';
+import type { CreditConfig } from '../config/config';
+import { UserError } from '../core/errors';
 import type { RewardKind } from '../tasks/countdown';
-import type { Task } from '../types';
+import type { Task } from '../core/types';
 import { cacheKey, OracleCache } from './cache';
 import { postJson, redact, Semaphore, type HttpRequest } from './http';
 import { locateSpan, type CharSpan } from './locate';

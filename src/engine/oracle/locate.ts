@@ -1,6 +1,6 @@
 // From an oracle's error span to completion tokens (DESIGN §4 `cal`): find the substring in the text, then mark the
 // tokens whose characters overlap it, cut to max_error_span tokens from its start.
-import type { TokenSpan } from '../types';
+import type { TokenSpan } from '../core/types';
 
 /** Character offsets [start, end) in some text. */
 export interface CharSpan {

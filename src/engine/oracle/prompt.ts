@@ -1,6 +1,6 @@
 // What the LLM oracle is asked (seed 003: the question, a correct completion of the same group when one exists, the
 // incorrect completion, and a request for the exact erroneous substring as JSON), and how its reply is read.
-import type { Example, Task } from '../types';
+import type { Example, Task } from '../core/types';
 
 export interface OracleQuery {
   /** the problem in words (the compact training prompt "3 5 2 -> 16" means nothing to an LLM) */

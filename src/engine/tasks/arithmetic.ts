@@ -1,7 +1,7 @@
 // Multi-step integer arithmetic: evaluate a printed expression such as "(3+4)*2-5". The demonstration computes
 // it one operation per line, so the think section holds checkable steps (what the `cal` rule oracle inspects).
-import { randInt, type Rng } from '../rng';
-import type { Example, RewardResult, Task } from '../types';
+import { randInt, type Rng } from '../core/rng';
+import type { Example, RewardResult, Task } from '../core/types';
 import {
   checkGeneratedOptions,
   drawDisjointSplits,

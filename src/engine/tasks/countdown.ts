@@ -1,9 +1,9 @@
 // Countdown (TinyZero / GRPO-Zero): combine the given numbers, each exactly once, with + − × ÷ to reach the target.
 // This file also holds the <think>/<answer> format reward of GRPO-Zero's countdown task, which the arithmetic
 // and jsonl tasks reuse, and the seeded disjoint train/eval split drawing that the generated tasks share.
-import { UserError } from '../errors';
-import { childSeed, makeRng, randInt, shuffle, type Rng } from '../rng';
-import type { Example, RewardResult, Task } from '../types';
+import { UserError } from '../core/errors';
+import { childSeed, makeRng, randInt, shuffle, type Rng } from '../core/rng';
+import type { Example, RewardResult, Task } from '../core/types';
 import { evaluateExpression, exprSteps, formatExpr, type BinaryOp, type ExprNode } from './expr';
 
 export type RewardKind = 'grpo_zero' | 'tinyzero';

@@ -1,6 +1,6 @@
 // Task registry: the `task:` section of a run config (DESIGN §3) → a Task with seeded, disjoint train/eval splits.
-import { UserError } from '../errors';
-import type { RewardResult, Task } from '../types';
+import { UserError } from '../core/errors';
+import type { RewardResult, Task } from '../core/types';
 import { makeArithmeticTask } from './arithmetic';
 import { makeCountdownTask, type GeneratedTaskOptions, type PromptStyle, type RewardKind } from './countdown';
 import { makeJsonlTask } from './jsonl';

@@ -2,9 +2,9 @@
 // the GRPO-Zero format reward plus an exact match of the answer block.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { UserError } from '../errors';
-import { childSeed, makeRng, shuffle } from '../rng';
-import type { Example, RewardResult, Task } from '../types';
+import { UserError } from '../core/errors';
+import { childSeed, makeRng, shuffle } from '../core/rng';
+import type { Example, RewardResult, Task } from '../core/types';
 import { formattedReward, THINK_PREFILL, uniqueChars, type RewardKind } from './countdown';
 
 export interface JsonlTaskOptions {

@@ -6,8 +6,8 @@
 // concatenation of its tokens' texts in position order (Tokenizer.decodeWithOffsets), so the offsets are
 // rebuilt by concatenating them; a completion that does not equal that concatenation (a table from another
 // writer) is shown as the tokens' text instead, so that every painted range still covers its own token.
-import { readEpisodeTable, readTokenTable, type EpisodeColumns, type TokenColumnsRead } from '../../engine/arrow_tables';
-import { listLoggedSteps, readRunInfo, stepFile } from '../../engine/rundir';
+import { readEpisodeTable, readTokenTable, type EpisodeColumns, type TokenColumnsRead } from '../../engine/rundir/arrow_tables';
+import { listLoggedSteps, readRunInfo, stepFile } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
 import { METRICS, quantileRange, type MetricId, type Range } from './scales';
 

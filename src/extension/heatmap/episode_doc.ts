@@ -4,7 +4,7 @@
 import { statSync } from 'node:fs';
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
-import { stepFile } from '../../engine/rundir';
+import { stepFile } from '../../engine/rundir/rundir';
 import { buildEpisodeView, StepTables, type EpisodeRef, type EpisodeView } from './episode';
 
 export const EPISODE_SCHEME = 'credit-lens-episode';

@@ -2,8 +2,8 @@
 // step → episode, where typing filters the episodes by reward, solved/not solved, prompt or completion.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
-import { readEpisodeTable } from '../../engine/arrow_tables';
-import { readMetrics, stepFile } from '../../engine/rundir';
+import { readEpisodeTable } from '../../engine/rundir/arrow_tables';
+import { readMetrics, stepFile } from '../../engine/rundir/rundir';
 import { findConfigs, findRuns, runRoots, type FoundRun } from '../discovery';
 import { episodeSteps, type EpisodeRef } from './episode';
 import { episodeUri, type EpisodeTarget } from './episode_doc';

@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { AnalyzeReport } from '../../protocol/analysis';
 import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../../protocol/webview';
-import { listLoggedSteps } from '../../engine/rundir';
+import { listLoggedSteps } from '../../engine/rundir/rundir';
 import { chooseNode } from '../node';
 import { WebviewPanelHost } from '../webview';
 import { pickRunDir } from './pick';

@@ -10,7 +10,7 @@ import { COMPARE_VIEW_TYPE, ComparePanel } from './compare_panel';
 import { DASHBOARD_VIEW_TYPE, DashboardPanel } from './dashboard_panel';
 import type { PanelDeps } from './metrics_panel';
 import { pickRunDir, pickRunDirs } from './pick';
-import { listLoggedSteps } from '../../engine/rundir';
+import { listLoggedSteps } from '../../engine/rundir/rundir';
 
 function runDirOf(arg: unknown): string | undefined {
   if (typeof arg === 'string') return arg;

@@ -6,7 +6,7 @@ import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow } from '../../protocol/index';
 import type { MetricsPanelState, MetricsProtocol } from '../../protocol/webview';
-import { readMetrics, readRunInfo } from '../../engine/rundir';
+import { readMetrics, readRunInfo } from '../../engine/rundir/rundir';
 import { isEnded, type LiveRun, type LiveStatus, type RunManager } from '../runs';
 import { WebviewPanelHost } from '../webview';
 import { pickRunDirs } from './pick';

@@ -3,7 +3,7 @@ import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { findConfigs, findRuns, runRoots } from '../discovery';
 import { percent, summarizeMetrics } from '../metrics_summary';
-import { readMetrics } from '../../engine/rundir';
+import { readMetrics } from '../../engine/rundir/rundir';
 
 export interface RunPickItem extends vscode.QuickPickItem {
   runDir: string;

@@ -6,7 +6,7 @@ import { basename, join } from 'node:path';
 import { parse } from 'yaml';
 import type { MetricsRow } from '../../protocol/index';
 import type { MetricsRunData } from '../../protocol/webview';
-import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir';
+import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir/rundir';
 
 /**
  * `sft.steps` of the run's config.yaml, which the engine writes before the first step, so a live run's SFT
@@ -53,7 +53,7 @@ export function pngBytes(dataUrl: string): Buffer {
   return buf;
 }
 
-/** `credit-lens analyze` arguments for a step range and an optional baseline (src/engine/analysis.ts USAGE). */
+/** `credit-lens analyze` arguments for a step range and an optional baseline (src/engine/analysis/analysis.ts USAGE). */
 export function analyzeArgs(cliPath: string, runDir: string, o: { from: number | null; to: number | null; baselineDir: string | null }): string[] {
   const args = [cliPath, 'analyze', runDir, '--json'];
   if (o.from !== null) args.push('--from-step', String(o.from));

@@ -6,12 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { tokenWeights } from '../../../src/engine/credit';
 import { attributionMetrics, maskedScaledSoftmax } from '../../../src/engine/credit/attribution';
-import { readTokenTable } from '../../../src/engine/arrow_tables';
-import { loadCheckpoint, latestCheckpoint } from '../../../src/engine/checkpoint';
-import { readMetrics } from '../../../src/engine/rundir';
-import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train';
+import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
+import { loadCheckpoint, latestCheckpoint } from '../../../src/engine/rundir/checkpoint';
+import { readMetrics } from '../../../src/engine/rundir/rundir';
+import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
 import { tinyConfig } from '../fixtures';
-import { initBackend } from '../../../src/engine/backend';
+import { initBackend } from '../../../src/engine/model/backend';
 
 const close = (a: number, b: number, tol = 1e-6) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 

@@ -5,13 +5,13 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readTokenTable } from '../../../src/engine/arrow_tables';
+import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { tokenWeights } from '../../../src/engine/credit';
-import { readMetrics } from '../../../src/engine/rundir';
-import { RunController, silentReporter, train } from '../../../src/engine/train';
-import { runSweep } from '../../../src/engine/sweep_cli';
+import { readMetrics } from '../../../src/engine/rundir/rundir';
+import { RunController, silentReporter, train } from '../../../src/engine/train/train';
+import { runSweep } from '../../../src/engine/sweep/run_sweep';
 import { tinyConfig } from '../fixtures';
-import type { Section } from '../../../src/engine/types';
+import type { Section } from '../../../src/engine/core/types';
 
 const dir = mkdtempSync(join(tmpdir(), 'cl-strat-'));
 const PARAMS: Record<string, string> = {

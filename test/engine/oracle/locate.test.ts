@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { locateSpan, spanTokenMask } from '../../../src/engine/oracle/locate';
-import type { TokenSpan } from '../../../src/engine/types';
+import type { TokenSpan } from '../../../src/engine/core/types';
 
 function tokensOf(pieces: string[]): TokenSpan[] {
   let at = 0;

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { validateConfig } from '../../../src/engine/config';
-import { isUserError } from '../../../src/engine/errors';
+import { validateConfig } from '../../../src/engine/config/config';
+import { isUserError } from '../../../src/engine/core/errors';
 import { createOracle, type CalConfig, type OracleQuery } from '../../../src/engine/oracle';
 import { firstLineSpan, geminiAnswer, incorrectOf, openaiAnswer, startLlmServer, type Action, type Received } from './llm_server';
 

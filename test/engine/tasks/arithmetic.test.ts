@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isUserError } from '../../../src/engine/errors';
-import { makeRng } from '../../../src/engine/rng';
+import { isUserError } from '../../../src/engine/core/errors';
+import { makeRng } from '../../../src/engine/core/rng';
 import { arithmeticDemonstration, arithmeticPrompt, arithmeticReward } from '../../../src/engine/tasks/arithmetic';
 import { makeTask, type TaskOptions } from '../../../src/engine/tasks';
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isUserError } from '../../../src/engine/errors';
+import { isUserError } from '../../../src/engine/core/errors';
 import { makeTask, type TaskOptions } from '../../../src/engine/tasks';
 
 const dir = mkdtempSync(join(tmpdir(), 'credit-lens-jsonl-'));

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/arrow_tables';
-import { stepFile } from '../../../../src/engine/rundir';
+import { writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/rundir/arrow_tables';
+import { stepFile } from '../../../../src/engine/rundir/rundir';
 import type { SectionName } from '../../../../src/protocol/index';
 import {
   buildEpisodeView, findSamePrompt, lineStarts, neighbour, positionOf, rebuildOffsets, StepTables, tokenAt, valueRangeOfEpisode,

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { appendMetrics, writeRunInfo } from '../../../../src/engine/rundir';
+import { appendMetrics, writeRunInfo } from '../../../../src/engine/rundir/rundir';
 import { analyzeArgs, loadRunData, pngBytes, safeFileName, sftStepsOf } from '../../../../src/extension/panels/run_data';
 
 function runDir(config: string | null): string {

@@ -1,0 +1,170 @@
+// `credit-lens bench` / `npm run bench`: the engine's figures next to a PyTorch CPU reference measured in the
+// same invocation (bench/torch_ref.py under Debian's /usr/bin/python3), printed as ratios to it.
+import * as tf from '@tensorflow/tfjs';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { initBackend } from '../model/backend';
+import { loadConfig } from '../config/config';
+import { policyLossAndGrad } from '../train/grpo';
+import { Transformer, type ModelConfig } from '../model/model';
+import { Adam, clipByGlobalNorm } from '../model/optim';
+import { makeRng } from '../core/rng';
+import { completionLogprobs, policyBatch } from '../train/rollout';
+import { generate } from '../model/sampler';
+import { buildSession } from '../train/session';
+import { grpoStep } from '../train/train';
+
+// The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
+export const REFERENCE: ModelConfig = {
+  arch: 'qwen2', vocabSize: 64, dModel: 128, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 512, maxSeqLen: 160,
+  ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true,
+};
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/** One training step exactly as GRPO runs it: forward, log-probs, loss + grad from grpo.ts, backward, clip, Adam. */
+export function trainStepMs(iters: number, warmup: number): number {
+  const model = Transformer.init(REFERENCE, 1);
+  const rng = makeRng(2);
+  const B = 32, T = 64;
+  const prompts = Array.from({ length: B }, () => [1]);
+  const comps = Array.from({ length: B }, () => Array.from({ length: T - 1 }, () => 3 + Math.floor(rng() * 60)));
+  const adv = Array.from({ length: B }, () => rng() * 2 - 1);
+  const opt = new Adam(1e-4);
+  const times: number[] = [];
+  for (let i = 0; i < warmup + iters; i++) {
+    const t0 = performance.now();
+    const pb = policyBatch(prompts, comps, 0);
+    const { grads } = tf.variableGrads(() => {
+      const { logp } = completionLogprobs(model, pb, 1);
+      const lp = logp.arraySync();
+      const r = policyLossAndGrad(
+        { logprobs: lp, oldLogprobs: lp, advantages: pb.mask.map((row, b) => row.map((m) => m * adv[b])), mask: pb.mask },
+        { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, lossAgg: 'token_mean', maxNewTokens: T },
+      );
+      return logp.mul(tf.tensor2d(r.grad)).sum() as tf.Scalar;
+    }, [...model.params.values()]);
+    const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
+    const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
+    const { grads: clipped } = clipByGlobalNorm(named, 1.0);
+    opt.apply(model.params, clipped);
+    tf.dispose(Object.values(clipped));
+    pb.dispose();
+    if (i >= warmup) times.push(performance.now() - t0);
+  }
+  opt.dispose();
+  model.dispose();
+  return median(times);
+}
+
+/** 64 sequences × 64 new tokens with the KV cache, prompt of 8 tokens: tokens per second. */
+export function rolloutTokensPerS(reps: number): number {
+  const model = Transformer.init(REFERENCE, 1);
+  const prompts = Array.from({ length: 64 }, (_, i) => Array.from({ length: 8 }, (_, j) => 3 + ((i * 7 + j * 3) % 60)));
+  const rng = makeRng(3);
+  generate(model, prompts.slice(0, 4), { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
+  const times: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    const t0 = performance.now();
+    const out = generate(model, prompts, { maxNewTokens: 64, temperature: 1, topP: 1, eosId: -1, rng });
+    const n = out.reduce((a, s) => a + s.ids.length, 0);
+    times.push(n / ((performance.now() - t0) / 1000));
+  }
+  model.dispose();
+  return median(times);
+}
+
+function torchReference(): { train_step_ms: number; rollout_tokens_per_s: number; torch_version: string } | { error: string } {
+  const py = '/usr/bin/python3';
+  const script = [join(__dirname, '../../bench/torch_ref.py'), resolve('bench/torch_ref.py')].find(existsSync);
+  if (!existsSync(py) || !script) return { error: 'no /usr/bin/python3 or bench/torch_ref.py' };
+  const r = spawnSync(py, [script, '--json'], { encoding: 'utf8', timeout: 600_000 });
+  const last = (r.stdout ?? '').trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(last);
+  } catch {
+    return { error: `torch_ref.py printed no JSON (exit ${r.status}): ${(r.stderr ?? '').slice(-300)}` };
+  }
+}
+
+/** Seed 000 reports ~15-20% extra memory for the attribution head; measure ours (peak live tensor bytes, tf.profile). */
+export async function attributionMemory(configPath: string): Promise<{ none: number; attribution: number }> {
+  const out = { none: 0, attribution: 0 };
+  for (const strategy of ['none', 'attribution'] as const) {
+    const { config } = loadConfig(configPath, ['backend=wasm', `credit.strategy=${strategy}`]);
+    const s = await buildSession(config);
+    const opt = new Adam(config.grpo.lr);
+    const { getStrategy } = await import('../credit');
+    const head = getStrategy(strategy).createHead?.(s.modelCfg.dModel, 1, { ...(await import('../credit/types')).DEFAULT_CREDIT_PARAMS }) ?? null;
+    await grpoStep(s, opt, null, 1, () => {}, head);
+    const info = await tf.profile(async () => { await grpoStep(s, opt, null, 2, () => {}, head); });
+    out[strategy] = info.peakBytes / 2 ** 20;
+    head?.dispose();
+    opt.dispose();
+    s.model.dispose();
+  }
+  return out;
+}
+
+export async function runBench(o: { json: boolean; quick: boolean }): Promise<void> {
+  const say = (m: string) => { if (!o.json) console.log(m); else process.stderr.write(m + '\n'); };
+  const iters = o.quick ? 3 : 10;
+  const result = {
+    train_step_ms: { wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
+    rollout_tokens_per_s: { wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
+    grpo_step_s: null as number | null,
+    analysis_1m_rows_s: null as number | null,
+    attribution_peak_mb: null as { none: number; attribution: number } | null,
+    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
+    torch: null as unknown,
+  };
+  say('PyTorch reference (bench/torch_ref.py, /usr/bin/python3)…');
+  const ref = torchReference();
+  result.torch = ref;
+  if ('error' in ref) say(`  unavailable: ${ref.error} (install: bash bench/install_torch.sh)`);
+  else {
+    result.train_step_ms.torch = ref.train_step_ms;
+    result.rollout_tokens_per_s.torch = ref.rollout_tokens_per_s;
+    say(`  torch ${ref.torch_version}: train step ${ref.train_step_ms.toFixed(1)} ms, rollout ${ref.rollout_tokens_per_s.toFixed(0)} tok/s`);
+  }
+  const ratio = (x: number | null, t: number | null, inv = false) => (x && t ? ` (${(inv ? t / x : x / t).toFixed(2)}× torch)` : '');
+  for (const backend of ['wasm', 'cpu'] as const) {
+    await initBackend(backend);
+    const ms = trainStepMs(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
+    result.train_step_ms[backend] = ms;
+    say(`${backend}: train step ${ms.toFixed(1)} ms${ratio(ms, result.train_step_ms.torch)}`);
+    const tps = rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
+    result.rollout_tokens_per_s[backend] = tps;
+    say(`${backend}: rollout ${tps.toFixed(0)} tok/s${result.rollout_tokens_per_s.torch ? ` (${(tps / result.rollout_tokens_per_s.torch).toFixed(2)}× torch)` : ''}`);
+  }
+  await initBackend('wasm');
+  const exampleCfg = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
+  if (exampleCfg) {
+    const { config } = loadConfig(exampleCfg, ['backend=wasm']);
+    const s = await buildSession(config);
+    const opt = new Adam(config.grpo.lr);
+    await grpoStep(s, opt, null, 1, () => {});
+    const times: number[] = [];
+    for (let i = 2; i < 2 + (o.quick ? 1 : 3); i++) {
+      const t0 = performance.now();
+      await grpoStep(s, opt, null, i, () => {});
+      times.push((performance.now() - t0) / 1000);
+    }
+    result.grpo_step_s = median(times);
+    say(`countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update) ${result.grpo_step_s.toFixed(2)} s`);
+    opt.dispose();
+    s.model.dispose();
+    result.attribution_peak_mb = await attributionMemory(exampleCfg);
+    const m = result.attribution_peak_mb;
+    say(`peak tensor memory of a GRPO step: none ${m.none.toFixed(1)} MB, attribution ${m.attribution.toFixed(1)} MB (+${(((m.attribution / m.none) - 1) * 100).toFixed(1)}%)`);
+  }
+  const { benchAnalysis } = await import('../analysis/analysis');
+  result.analysis_1m_rows_s = await benchAnalysis();
+  say(`credit analysis of 1,000,000 token rows (seed 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
+  if (o.json) console.log(JSON.stringify(result));
+}

@@ -1,0 +1,165 @@
+// `credit-lens` command line (DESIGN §7). User errors print one clear message and exit 2; nothing else
+// prints a bare stack trace unless it is a bug (exit 1, stack in engine.log and stderr).
+import { readFileSync } from 'node:fs';
+import { isUserError, UserError } from '../core/errors';
+import { RunController, train, type Reporter } from '../train/train';
+
+const USAGE = `usage:
+  credit-lens train <config.credit.yaml> [--set key=value]... [--rpc] [--resume <run-dir>]
+  credit-lens sweep <config.credit.yaml> [--set key=value]...
+  credit-lens eval <run-dir> [--checkpoint N]
+  credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...
+  credit-lens importance train <config.credit.yaml> --rollouts <rollouts_gG.parquet> [--out dir]
+  credit-lens analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]
+                      [--reasoning-regex RE] [--top-k N]
+  credit-lens bench [--json] [--quick]
+  credit-lens schema [--out file]`;
+
+interface Args { positional: string[]; flags: Map<string, string[]>; }
+
+function parseArgs(argv: string[], valued: string[], boolean: string[]): Args {
+  const positional: string[] = [];
+  const flags = new Map<string, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a.startsWith('--')) {
+      const [k, inline] = a.slice(2).split(/=(.*)/s, 2);
+      if (boolean.includes(k)) { flags.set(k, ['true']); continue; }
+      if (!valued.includes(k)) throw new UserError(`unknown option --${k}\n${USAGE}`);
+      const v = inline ?? argv[++i];
+      if (v === undefined) throw new UserError(`--${k} needs a value`);
+      flags.set(k, [...(flags.get(k) ?? []), v]);
+    } else positional.push(a);
+  }
+  return { positional, flags };
+}
+
+function humanReporter(): Reporter {
+  const t0 = Date.now();
+  const el = () => `${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s`;
+  return {
+    started: (p) => process.stderr.write(`run ${p.runDir} (backend ${p.backend})\n`),
+    progress: () => {},
+    metrics: (_d, r) => {
+      const f = (v: number | string | undefined, d = 3) => (typeof v === 'number' ? v.toFixed(d) : '-');
+      if (r.phase === 'sft') { if (r.step % 10 === 0 || r.step === 1) process.stderr.write(`${el()} sft  ${String(r.step).padStart(4)}  loss ${f(r.loss)}\n`); return; }
+      if (r.phase === 'eval') { process.stderr.write(`${el()} eval ${String(r.step).padStart(4)}  success ${f((r.eval_success ?? 0) * 100, 1)}%\n`); return; }
+      process.stderr.write(`${el()} grpo ${String(r.step).padStart(4)}  reward ${f(r.reward_mean)} ± ${f(r.reward_std)}  success ${f((r.success_rate ?? 0) * 100, 1)}%` +
+        `  loss ${f(r.loss, 4)}  |g| ${f(r.grad_norm)}  len ${f(r.response_len, 1)}  ${f(r.step_time_s, 2)}s` +
+        (r.eval_success !== undefined ? `  eval ${f(r.eval_success * 100, 1)}%` : '') + (r.skipped ? '  SKIPPED' : '') + '\n');
+    },
+    log: (level, m) => { if (level !== 'info' || /^(backend|resumed|eval before)/.test(m)) process.stderr.write(`${level === 'info' ? '' : level + ': '}${m}\n`); },
+    finished: (p) => process.stderr.write(`${p.status}${p.error ? `: ${p.error}` : ''} — ${p.runDir}\n`),
+  };
+}
+
+async function cmdTrain(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, ['set', 'resume', 'output-dir'], ['rpc']);
+  const resume = a.flags.get('resume')?.[0];
+  if (!resume && a.positional.length !== 1) throw new UserError(`train needs exactly one config file\n${USAGE}`);
+  const controller = new RunController();
+  let reporter: Reporter;
+  let close = () => {};
+  if (a.flags.has('rpc')) {
+    const { rpcReporter } = await import('./rpc');
+    const r = rpcReporter(controller);
+    reporter = r.reporter;
+    close = () => r.connection.dispose();
+  } else reporter = humanReporter();
+  let signals = 0;
+  const onSignal = (sig: string) => {
+    if (++signals > 1) process.exit(130);
+    process.stderr.write(`${sig}: stopping after the current step (checkpoint, then exit); press again to abort\n`);
+    void controller.stop();
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  try {
+    const r = await train({ configPath: a.positional[0], sets: a.flags.get('set'), resume, reporter, controller, outputDir: a.flags.get('output-dir')?.[0] });
+    if (r.initialEval !== null && r.finalEval !== null && !a.flags.has('rpc')) {
+      process.stderr.write(`greedy eval success: ${(r.initialEval * 100).toFixed(1)}% after SFT → ${(r.finalEval * 100).toFixed(1)}% after GRPO\n`);
+    }
+    return r.status === 'failed' ? 1 : 0;
+  } finally {
+    // Let the last notifications flush before the connection closes.
+    await new Promise((r) => setTimeout(r, 50));
+    close();
+  }
+}
+
+async function cmdSweep(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, ['set'], []);
+  if (a.positional.length !== 1) throw new UserError(`sweep needs exactly one config file\n${USAGE}`);
+  const { runSweep, sweepTable } = await import('../sweep/run_sweep');
+  const controller = new RunController();
+  let signals = 0;
+  process.on('SIGINT', () => { if (++signals > 1) process.exit(130); process.stderr.write('SIGINT: stopping the current run (checkpoint) and skipping the rest\n'); void controller.stop(); });
+  process.on('SIGTERM', () => void controller.stop());
+  const results = await runSweep(a.positional[0], a.flags.get('set') ?? [], humanReporter(), controller, (m) => process.stderr.write(m + '\n'));
+  console.log(sweepTable(results));
+  return results.some((r) => r.status === 'failed') ? 1 : 0;
+}
+
+async function cmdEval(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, ['checkpoint'], ['json']);
+  if (a.positional.length !== 1) throw new UserError(`eval needs a run directory\n${USAGE}`);
+  const { evalRun } = await import('../train/evalrun');
+  const ck = a.flags.get('checkpoint')?.[0];
+  const r = await evalRun(a.positional[0], ck === undefined ? undefined : Number(ck));
+  if (a.flags.has('json')) console.log(JSON.stringify(r));
+  else console.log(`${r.checkpoint}: greedy eval success ${(r.success * 100).toFixed(1)}% (mean reward ${r.reward.toFixed(3)}) on ${r.n} examples`);
+  return 0;
+}
+
+async function cmdSchema(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, ['out'], []);
+  const { configJsonSchema } = await import('../config/config');
+  const text = JSON.stringify(configJsonSchema(), null, 2) + '\n';
+  const out = a.flags.get('out')?.[0];
+  if (out) (await import('node:fs')).writeFileSync(out, text);
+  else process.stdout.write(text);
+  return 0;
+}
+
+async function cmdBench(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, [], ['json', 'quick']);
+  const { runBench } = await import('./bench');
+  await runBench({ json: a.flags.has('json'), quick: a.flags.has('quick') });
+  return 0;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (argv.includes('--rpc')) {
+    // stdout carries JSON-RPC frames only: anything a library logs goes to stderr instead.
+    console.log = console.error;
+    console.info = console.error;
+    console.warn = console.error;
+  }
+  try {
+    switch (cmd) {
+      case 'train': return await cmdTrain(rest);
+      case 'eval': return await cmdEval(rest);
+      case 'sweep': return await cmdSweep(rest);
+      case 'analyze': return await (await import('../analysis/analysis')).cmdAnalyze(rest);
+      case 'rollouts': return await (await import('../importance/paired')).cmdRollouts(rest);
+      case 'importance': return await (await import('../importance/importance')).cmdImportance(rest);
+      case 'bench': return await cmdBench(rest);
+      case 'schema': return await cmdSchema(rest);
+      case '--version': console.log(JSON.parse(readFileSync(`${__dirname}/../../package.json`, 'utf8')).version); return 0;
+      case undefined: case '-h': case '--help': case 'help': console.log(USAGE); return cmd ? 0 : 2;
+      default: throw new UserError(`unknown command "${cmd}"\n${USAGE}`);
+    }
+  } catch (e) {
+    if (isUserError(e)) {
+      process.stderr.write(`error: ${e.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`credit-lens internal error (a bug — please report it): ${(e as Error).stack ?? e}\n`);
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => process.exit(code), (e) => { process.stderr.write(String(e) + "\n"); process.exit(1); });
+}

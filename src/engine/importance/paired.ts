@@ -1,0 +1,423 @@
+// Seed 004, part 1: paired rollouts. For each prompt, G rollouts in G/2 pairs; the two members of a pair share
+// the completion's first t tokens (t uniform over the first member's tokens) and then continue independently.
+// The rewards of the pairs are what the importance network (importance.ts) learns a correlation from.
+//
+// Output (DESIGN §5): `<output_dir>/<name>-paired-<ts>/rollouts_g<G>.parquet` with the seed's columns, plus
+// `rollouts_metadata.json`. Beyond the seed's columns the file has `pair_id` (which two rows share a prefix) and
+// `completion_token_ids` (the sampled ids: re-encoding the text does not give them back for a BPE tokenizer).
+import { Field, Float64, Int32, List, Table, Utf8, tableFromIPC, tableToIPC, vectorFromArray, type Vector } from 'apache-arrow';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { latestCheckpoint, loadCheckpoint } from '../rundir/checkpoint';
+import { loadConfig, type CreditConfig } from '../config/config';
+import { UserError } from '../core/errors';
+import { Transformer } from '../model/model';
+import { childSeed, makeRng, shuffle, type Rng } from '../core/rng';
+import { runTimestamp, writeFileAtomic } from '../rundir/rundir';
+import { generate } from '../model/sampler';
+import { buildSession } from '../train/session';
+import type { Example, RewardResult, Task, Tokenizer } from '../core/types';
+import { ENGINE_VERSION } from '../core/version';
+
+export interface PairedCompletion {
+  /** 1..G; pair k holds completions 2k−1 (sampled first) and 2k (re-generated from the shared prefix) */
+  completionId: number;
+  pairId: number;
+  /** tokens shared with the sister rollout: both continue independently from completion token t */
+  split: number;
+  ids: number[];
+  text: string;
+  reward: RewardResult;
+}
+
+export interface PairedGroup {
+  groupId: number;
+  example: Example;
+  completions: PairedCompletion[];
+}
+
+export interface PairedSampling {
+  maxNewTokens: number;
+  temperature: number;
+  topP: number;
+  rng: Rng;
+  /** rows per generate() call, to bound memory */
+  chunk?: number;
+}
+
+const STOP = '</answer>';
+
+/** Cut a completion at the first EOS or at the token that completes "</answer>", as the sampler stops rows. */
+function stopCompletion(tokenizer: Tokenizer, ids: number[], maxLen: number): number[] {
+  const eos = new Set(tokenizer.eosIds ?? [tokenizer.eosId]);
+  let out = ids.slice(0, maxLen);
+  const e = out.findIndex((id) => eos.has(id));
+  if (e >= 0) out = out.slice(0, e + 1);
+  const { text, tokens } = tokenizer.decodeWithOffsets(out);
+  const at = text.indexOf(STOP);
+  if (at >= 0) {
+    const k = tokens.findIndex((t) => t.end >= at + STOP.length);
+    out = out.slice(0, k + 1);
+  }
+  return out;
+}
+
+/**
+ * Rows with different shared prefixes go through one generate() call when the longest prompt + prefix plus the
+ * largest remaining budget fits max_seq_len (each row alone always fits: prompt + max_new_tokens does).
+ * Rows sorted by remaining budget (largest first, i.e. shortest shared prefix first), cut greedily into such buckets.
+ */
+function budgetBuckets(rows: { len: number; budget: number }[], maxSeqLen: number): number[][] {
+  const order = rows.map((_, i) => i).sort((a, b) => rows[b].budget - rows[a].budget);
+  const buckets: number[][] = [];
+  let cur: number[] = [];
+  let maxLen = 0;
+  let maxBudget = 0;
+  for (const i of order) {
+    const len = Math.max(maxLen, rows[i].len);
+    const budget = Math.max(maxBudget, rows[i].budget);
+    if (cur.length > 0 && len + budget > maxSeqLen) {
+      buckets.push(cur);
+      cur = [];
+      maxLen = rows[i].len;
+      maxBudget = rows[i].budget;
+    } else {
+      maxLen = len;
+      maxBudget = budget;
+    }
+    cur.push(i);
+  }
+  if (cur.length) buckets.push(cur);
+  return buckets;
+}
+
+/**
+ * G completions per example (G even): for each of the G/2 pairs, sample the first member, draw the split t
+ * uniformly in 0..n−1 over its n tokens, then re-generate the second member from prompt + first[:t].
+ * `groupIds[k]` numbers the group of examples[k] (one prompt can be drawn for several groups).
+ */
+export function generatePairedGroups(model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], groupIds: number[],
+  G: number, o: PairedSampling): PairedGroup[] {
+  if (!Number.isInteger(G) || G < 2 || G % 2 !== 0) throw new UserError(`grpo.group_size: got ${G}; paired rollouts need an even group size ≥ 2 (G/2 pairs per prompt)`);
+  const half = G / 2;
+  const chunkRows = o.chunk ?? 128;
+  const groupsPerChunk = Math.max(1, Math.floor(chunkRows / half));
+  const out: PairedGroup[] = [];
+  const sampleOpts = {
+    temperature: o.temperature, topP: o.topP, eosId: tokenizer.eosIds ?? tokenizer.eosId,
+    stopAfter: [STOP], decode: (ids: number[]) => tokenizer.decode(ids), rng: o.rng,
+  };
+  for (let g0 = 0; g0 < examples.length; g0 += groupsPerChunk) {
+    const exs = examples.slice(g0, g0 + groupsPerChunk);
+    const prompts = exs.map((ex) => tokenizer.encodePrompt(ex.prompt));
+    const rowPrompt = exs.flatMap((_, k) => Array.from({ length: half }, () => k));
+    const first = generate(model, rowPrompt.map((k) => prompts[k]), { ...sampleOpts, maxNewTokens: o.maxNewTokens }).map((s) => s.ids);
+    const splits = first.map((ids) => Math.floor(o.rng() * ids.length));
+    const rows = first.map((ids, r) => ({ len: prompts[rowPrompt[r]].length + splits[r], budget: o.maxNewTokens - splits[r] }));
+    const second: number[][] = new Array(first.length);
+    for (const bucket of budgetBuckets(rows, model.cfg.maxSeqLen)) {
+      const maxNew = Math.max(...bucket.map((r) => rows[r].budget));
+      const cont = generate(model, bucket.map((r) => [...prompts[rowPrompt[r]], ...first[r].slice(0, splits[r])]), { ...sampleOpts, maxNewTokens: maxNew });
+      // A row whose own budget is below the bucket's, or whose "</answer>" straddles prefix and continuation,
+      // stops where the sampler would have stopped it alone.
+      bucket.forEach((r, j) => { second[r] = stopCompletion(tokenizer, [...first[r].slice(0, splits[r]), ...cont[j].ids], o.maxNewTokens); });
+    }
+    exs.forEach((ex, k) => {
+      const completions: PairedCompletion[] = [];
+      for (let p = 0; p < half; p++) {
+        const r = k * half + p;
+        for (const [m, ids] of [first[r], second[r]].entries()) {
+          const text = tokenizer.decode(ids);
+          completions.push({ completionId: 2 * p + m + 1, pairId: p + 1, split: splits[r], ids, text, reward: task.reward(text, ex) });
+        }
+      }
+      out.push({ groupId: groupIds[g0 + k], example: ex, completions });
+    });
+  }
+  return out;
+}
+
+/** Mean and unbiased (N−1) variance, as pandas' groupby().var() gives (the seed's reference loads pandas). */
+export function meanVar(xs: number[]): { mean: number; var: number } {
+  // Equal rewards have exactly zero variance: the summed mean of eight 0.1s is not 0.1 in floating point, and a
+  // 1e-34 "variance" would make a group without information look usable.
+  if (xs.every((x) => x === xs[0])) return { mean: xs[0], var: 0 };
+  const n = xs.length;
+  const mean = xs.reduce((a, b) => a + b, 0) / n;
+  const v = n > 1 ? xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1) : 0;
+  return { mean, var: v };
+}
+
+/** The seed's partial-reward dictionary: the task's named parts (countdown: format, answer, uses_all_numbers, valid_expression). */
+export function partialRewards(r: RewardResult): Record<string, number> {
+  return r.parts ?? { format: r.format, answer: r.answer };
+}
+
+export interface PairedTable {
+  columns: Record<string, unknown[]>;
+  /** partial_reward_k (k from 1) ↔ name */
+  partialNames: string[];
+  zeroVarianceGroups: number;
+}
+
+/** Rows of the parquet file, one per completion, with the group statistics repeated on each row (as the seed asks). */
+export function pairedRows(groups: PairedGroup[]): PairedTable {
+  const names: string[] = [];
+  for (const g of groups) for (const c of g.completions) for (const k of Object.keys(partialRewards(c.reward))) if (!names.includes(k)) names.push(k);
+  const cols: Record<string, unknown[]> = {
+    prompt_id: [], prompt_text: [], group_id: [], completion_id: [], pair_id: [], split_token_idx: [], completion_text: [],
+    completion_token_ids: [], reward: [], reward_group_mean: [], reward_group_var: [],
+  };
+  names.forEach((_, j) => { for (const s of ['', '_group_mean', '_group_var']) cols[`partial_reward_${j + 1}${s}`] = []; });
+  let zeroVar = 0;
+  for (const g of groups) {
+    const total = meanVar(g.completions.map((c) => c.reward.total));
+    if (total.var === 0) zeroVar++;
+    // A part missing from some completions' dictionaries is null there and left out of the group's statistics.
+    const parts = names.map((n) => g.completions.map((c) => partialRewards(c.reward)[n]));
+    const partStats = parts.map((vs) => { const present = vs.filter((v) => v !== undefined); return present.length ? meanVar(present) : null; });
+    g.completions.forEach((c, i) => {
+      cols.prompt_id.push(g.example.id);
+      cols.prompt_text.push(g.example.prompt);
+      cols.group_id.push(g.groupId);
+      cols.completion_id.push(c.completionId);
+      cols.pair_id.push(c.pairId);
+      cols.split_token_idx.push(c.split);
+      cols.completion_text.push(c.text);
+      cols.completion_token_ids.push(Int32Array.from(c.ids));
+      cols.reward.push(c.reward.total);
+      cols.reward_group_mean.push(total.mean);
+      cols.reward_group_var.push(total.var);
+      names.forEach((_, j) => {
+        const k = `partial_reward_${j + 1}`;
+        cols[k].push(parts[j][i] ?? null);
+        cols[`${k}_group_mean`].push(partStats[j]?.mean ?? null);
+        cols[`${k}_group_var`].push(partStats[j]?.var ?? null);
+      });
+    });
+  }
+  return { columns: cols, partialNames: names, zeroVarianceGroups: zeroVar };
+}
+
+type ParquetWasm = typeof import('parquet-wasm');
+let parquetWasmModule: ParquetWasm | null = null;
+/**
+ * Loaded on first use, with require: the module reads its .wasm from disk (next to itself, or next to the engine
+ * bundle) when it is evaluated, which no other command should pay for or depend on.
+ */
+function parquetWasm(): ParquetWasm {
+  if (!parquetWasmModule) {
+    try {
+      parquetWasmModule = require('parquet-wasm') as ParquetWasm;
+    } catch (e) {
+      // In the engine bundle the module looks for parquet_wasm_bg.wasm next to the bundle: a packaging fault.
+      throw new Error(`cannot load the Parquet writer (parquet-wasm): ${(e as Error).message}; the engine bundle needs node_modules/parquet-wasm/node/parquet_wasm_bg.wasm copied next to it`);
+    }
+  }
+  return parquetWasmModule;
+}
+
+const INT_COLUMNS = new Set(['prompt_id', 'group_id', 'completion_id', 'pair_id', 'split_token_idx']);
+const TEXT_COLUMNS = new Set(['prompt_text', 'completion_text']);
+
+/** Parquet bytes (Snappy, which every reader decodes) through parquet-wasm from an Arrow table. */
+export async function encodeParquet(columns: Record<string, unknown[]>, kv: Record<string, string>): Promise<Uint8Array> {
+  const vectors: Record<string, Vector> = {};
+  for (const [name, values] of Object.entries(columns)) {
+    // Explicit types: vectorFromArray would dictionary-encode strings and guess list element types.
+    const type = INT_COLUMNS.has(name) ? new Int32() : TEXT_COLUMNS.has(name) ? new Utf8()
+      : name === 'completion_token_ids' ? new List(new Field('item', new Int32(), false)) : new Float64();
+    vectors[name] = vectorFromArray(values as never[], type as never);
+  }
+  const table = new Table(vectors);
+  const pw = parquetWasm();
+  const wt = pw.Table.fromIPCStream(tableToIPC(table, 'stream'));
+  const props = new pw.WriterPropertiesBuilder().setCompression(pw.Compression.SNAPPY)
+    .setCreatedBy(`credit-lens ${ENGINE_VERSION}`).setKeyValueMetadata(new Map(Object.entries(kv))).build();
+  return pw.writeParquet(wt, props);
+}
+
+/** Read a parquet file into an Arrow table (parquet-wasm), for the importance network's training. */
+export async function readParquetTable(path: string): Promise<Table> {
+  let bytes: Uint8Array;
+  try {
+    bytes = readFileSync(path);
+  } catch (e) {
+    throw new UserError(`cannot read rollouts file ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+  }
+  const pw = parquetWasm();
+  let wt;
+  try {
+    wt = pw.readParquet(bytes);
+  } catch (e) {
+    throw new UserError(`${path} is not a readable Parquet file (${String((e as Error).message ?? e)})`);
+  }
+  return tableFromIPC(wt.intoIPCStream());
+}
+
+/** A run folder (its newest checkpoint) or a checkpoint folder → the checkpoint folder. */
+export function resolveCheckpointDir(p: string): string {
+  if (!existsSync(p) || !statSync(p).isDirectory()) throw new UserError(`--checkpoint ${p}: no such folder (give a run folder or one of its checkpoints/step-N folders)`);
+  if (existsSync(join(p, 'meta.json'))) return p;
+  const latest = latestCheckpoint(p);
+  if (!latest) throw new UserError(`--checkpoint ${p}: neither a checkpoint folder (meta.json) nor a run folder with checkpoints`);
+  return latest;
+}
+
+function outputFolder(outputDir: string, name: string, kind: string, now: Date): string {
+  mkdirSync(outputDir, { recursive: true });
+  const base = join(outputDir, `${name}-${kind}-${runTimestamp(now)}`);
+  for (let k = 1; ; k++) {
+    const dir = k === 1 ? base : `${base}-${k}`;
+    try {
+      mkdirSync(dir);
+      return dir;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+  }
+}
+
+export { outputFolder as createOutputFolder };
+
+export interface PairedOptions {
+  configPath: string;
+  sets?: string[];
+  /** groups of G rollouts (default 64) */
+  groups?: number;
+  /** a run folder or checkpoint folder whose trained policy generates (default: the config's model as built) */
+  checkpoint?: string;
+  /** replaces the config's output_dir */
+  outputDir?: string;
+  /** the command line, recorded in the metadata */
+  argv?: string[];
+  log?: (m: string) => void;
+}
+
+export interface PairedResult {
+  dir: string;
+  parquet: string;
+  metadata: string;
+  rows: number;
+  groups: number;
+  zeroVarianceGroups: number;
+}
+
+function modelDescription(cfg: CreditConfig, checkpoint: string | null): Record<string, unknown> {
+  const m = cfg.model;
+  return m.source === 'hf'
+    ? { source: 'hf', path: m.path, checkpoint }
+    : { source: 'scratch', d_model: m.d_model, n_layers: m.n_layers, n_heads: m.n_heads, n_kv_heads: m.n_kv_heads, d_ff: m.d_ff, max_seq_len: m.max_seq_len, checkpoint };
+}
+
+/** `credit-lens rollouts paired`: generate the groups and write the parquet file and its metadata. */
+export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
+  const t0 = performance.now();
+  const started = new Date();
+  const log = o.log ?? (() => {});
+  const { config: cfg, configPath } = loadConfig(o.configPath, o.sets ?? []);
+  const G = cfg.grpo.group_size;
+  if (G % 2 !== 0) throw new UserError(`grpo.group_size: got ${G}; paired rollouts need an even group size (G/2 pairs share a prefix)`);
+  const nGroups = o.groups ?? 64;
+  if (!Number.isInteger(nGroups) || nGroups < 1) throw new UserError(`--groups: got ${o.groups}; expected a positive integer`);
+  const ckDir = o.checkpoint ? resolveCheckpointDir(o.checkpoint) : null;
+  const s = await buildSession(cfg, log);
+  try {
+    if (ckDir) {
+      const ck = loadCheckpoint(ckDir);
+      const trained = Transformer.fromWeights(s.modelCfg, ck.model);
+      s.model.dispose();
+      s.model = trained;
+      log(`policy weights from ${ckDir}`);
+    } else if (cfg.model.source === 'scratch') {
+      log('warning: a freshly initialised scratch policy; without trained weights (--checkpoint) the rewards barely vary');
+    }
+    // Prompts cycle through a seeded shuffle of the training split, so a prompt gets several groups only once
+    // every prompt has one.
+    const rng = makeRng(childSeed(cfg.seed, 'paired'));
+    const order = shuffle(rng, s.task.train.slice());
+    const examples = Array.from({ length: nGroups }, (_, k) => order[k % order.length]);
+    const groups = generatePairedGroups(s.model, s.tokenizer, s.task, examples, examples.map((_, k) => k), G, {
+      maxNewTokens: cfg.grpo.max_new_tokens, temperature: cfg.grpo.temperature, topP: cfg.grpo.top_p, rng,
+    });
+    const table = pairedRows(groups);
+    const partials = Object.fromEntries(table.partialNames.map((n, j) => [`partial_reward_${j + 1}`, n]));
+    const bytes = await encodeParquet(table.columns, { partial_rewards: JSON.stringify(partials), group_size: String(G) });
+    const dir = outputFolder(o.outputDir ?? cfg.output_dir, cfg.name, 'paired', started);
+    const parquet = join(dir, `rollouts_g${G}.parquet`);
+    writeFileAtomic(parquet, bytes);
+    const rows = table.columns.reward.length;
+    const runtime = (performance.now() - t0) / 1000;
+    const metadata = {
+      arguments: { argv: o.argv ?? null, config: configPath, sets: o.sets ?? [], groups: nGroups, checkpoint: ckDir, output_dir: o.outputDir ?? cfg.output_dir },
+      date: started.toISOString(),
+      runtime_s: runtime,
+      engine_version: ENGINE_VERSION,
+      backend: s.backend.backend,
+      seed: cfg.seed,
+      model: modelDescription(cfg, ckDir),
+      task: cfg.task,
+      sampling: { group_size: G, max_new_tokens: cfg.grpo.max_new_tokens, temperature: cfg.grpo.temperature, top_p: cfg.grpo.top_p },
+      file: basename(parquet),
+      rows,
+      groups: nGroups,
+      distinct_prompts: new Set(examples.map((e) => e.id)).size,
+      zero_variance_groups: table.zeroVarianceGroups,
+      reward_mean: table.columns.reward.reduce((a: number, b) => a + (b as number), 0) / rows,
+      partial_rewards: partials,
+      columns: {
+        pair_id: 'completions 2k-1 and 2k form pair k: they share the first split_token_idx completion tokens',
+        split_token_idx: 'number of completion tokens the pair shares; both continue independently from that token on (uniform over the first member\'s tokens)',
+        completion_token_ids: 'the sampled token ids (EOS included when sampled)',
+        reward_group_var: 'unbiased (N-1) variance over the group\'s G rewards',
+      },
+    };
+    const metaPath = join(dir, 'rollouts_metadata.json');
+    writeFileAtomic(metaPath, JSON.stringify(metadata, null, 2) + '\n');
+    return { dir, parquet, metadata: metaPath, rows, groups: nGroups, zeroVarianceGroups: table.zeroVarianceGroups };
+  } finally {
+    s.model.dispose();
+  }
+}
+
+/** Flags of the form --name value / --name=value; `boolean` flags take none. */
+export function parseFlags(argv: string[], valued: string[], usage: string): { positional: string[]; flags: Map<string, string[]> } {
+  const positional: string[] = [];
+  const flags = new Map<string, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--')) { positional.push(a); continue; }
+    const [k, inline] = a.slice(2).split(/=(.*)/s, 2);
+    if (!valued.includes(k)) throw new UserError(`unknown option --${k}\n${usage}`);
+    const v = inline ?? argv[++i];
+    if (v === undefined) throw new UserError(`--${k} needs a value\n${usage}`);
+    flags.set(k, [...(flags.get(k) ?? []), v]);
+  }
+  return { positional, flags };
+}
+
+export function intFlag(flags: Map<string, string[]>, name: string, min: number): number | undefined {
+  const v = flags.get(name)?.at(-1);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected an integer ≥ ${min}`);
+  return n;
+}
+
+const ROLLOUTS_USAGE = 'usage: credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint-dir>] [--set key=value]... [--output-dir dir]';
+
+/** `credit-lens rollouts paired …` (argv after "rollouts"). Prints the parquet path on stdout. */
+export async function cmdRollouts(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'paired') throw new UserError(`rollouts: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${ROLLOUTS_USAGE}`);
+  const a = parseFlags(rest, ['groups', 'checkpoint', 'set', 'output-dir'], ROLLOUTS_USAGE);
+  if (a.positional.length !== 1) throw new UserError(`rollouts paired needs exactly one config file\n${ROLLOUTS_USAGE}`);
+  const r = await pairedRollouts({
+    configPath: a.positional[0], sets: a.flags.get('set'), groups: intFlag(a.flags, 'groups', 1),
+    checkpoint: a.flags.get('checkpoint')?.at(-1), outputDir: a.flags.get('output-dir')?.at(-1), argv: ['rollouts', ...argv],
+    log: (m) => process.stderr.write(m + '\n'),
+  });
+  process.stderr.write(`${r.rows} rollouts in ${r.groups} groups (${r.zeroVarianceGroups} with zero reward variance) → ${r.dir}\n`);
+  console.log(r.parquet);
+  return 0;
+}

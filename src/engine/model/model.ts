@@ -1,0 +1,681 @@
+// Decoder-only transformer of the Llama / Qwen2 family (the HF `modeling_llama.py` / `modeling_qwen2.py` math):
+// embedding → nLayers × [RMSNorm → GQA self-attention with RoPE → residual → RMSNorm → SwiGLU MLP → residual]
+// → final RMSNorm → lm_head.
+//
+// Layout: every Linear weight is stored as [in, out] (HF stores [out, in]) so the forward is `x[N, in] @ W[in, out]`
+// — plain 2-D matmuls, the fast path on the wasm backend. Projections that read the same input are fused into one
+// matmul: q/k/v are one `self_attn.qkv_proj` ([d, (H + 2·Hkv)·hd], columns q | k | v, with a fused bias when the
+// model has one) and gate/up are one `mlp.gate_up_proj` ([d, 2·dFf], columns gate | up). At the reference sizes a
+// decode step is dominated by per-op overhead, and one wide product runs at XNNPACK's full rate where three
+// narrow ones do not. With tied embeddings `model.embed_tokens.weight` is stored as [d, V] (lm_head is the biggest
+// matmul of a decode step), and the embedding lookup gathers its columns instead of its rows.
+// `params` is keyed by these stored names (HF names, with the two fused ones above); exportWeights()/fromWeights()
+// convert from/to the HF layout and names (separate q_proj/k_proj/v_proj, gate_proj/up_proj).
+//
+// Left padding: every row uses positions 0..T−1 and padded keys are masked out. RoPE makes q·k depend only on
+// the position difference, so a left-padded row gives the same logits for its real tokens as the unpadded one.
+//
+// Decoding: on the wasm backend the KV cache is preallocated and each step writes its keys/values in place with
+// one fused kernel per layer (wasm_kernels.ts, decodeAttention); elsewhere the cache grows by concatenation.
+import * as tf from '@tensorflow/tfjs';
+import { UserError } from '../core/errors';
+import { makeRng, randNormal } from '../core/rng';
+import { decodeAttention, hasDecodeAttention, hasRopeKernel, hasSwiGLUKernel, ropeRotate, swiglu, swigluGrad } from './kernels/wasm_kernels';
+
+export interface RopeScaling {
+  /** `linear`: positions are divided by `factor`; `llama3`: the frequency-dependent scaling of Llama 3.1. */
+  type: 'linear' | 'llama3';
+  factor: number;
+  lowFreqFactor?: number;
+  highFreqFactor?: number;
+  originalMaxPositionEmbeddings?: number;
+}
+
+export interface ModelConfig {
+  vocabSize: number;
+  dModel: number;
+  nLayers: number;
+  nHeads: number;
+  nKvHeads: number;
+  dFf: number;
+  maxSeqLen: number;
+  ropeTheta: number;
+  rmsEps: number;
+  tieEmbeddings: boolean;
+  qkvBias: boolean;
+  /** defaults to dModel / nHeads */
+  headDim?: number;
+  arch: 'llama' | 'qwen2';
+  ropeScaling?: RopeScaling;
+}
+
+export interface WeightTensor {
+  shape: number[];
+  data: Float32Array;
+}
+
+/**
+ * Per-layer attention state of a batch being decoded. Owned by the caller: `decodeStep` and `keepCacheRows`
+ * consume the cache they are given (it must not be used afterwards) and return the one to use next;
+ * `disposeCache` frees it.
+ */
+export interface KvCache {
+  /**
+   * rotated keys per layer: [B, nKvHeads, T, headDim], T = length; in place: [B, nKvHeads, headDim, capacity],
+   * transposed so that a query's scores are one pass over contiguous rows
+   */
+  keys: tf.Tensor4D[];
+  /** values per layer, [B, nKvHeads, T, headDim] (T = capacity in place) */
+  values: tf.Tensor4D[];
+  /** [B, T] float32, 1 = real token, 0 = left padding or (in place) a position not yet written */
+  keyMask: tf.Tensor2D;
+  /** number of positions held (the next token's position) */
+  length: number;
+  /**
+   * true: preallocated for `capacity` positions and written in place by the wasm decode kernel (no copy of the
+   * cache per step); false: every step concatenates the new position.
+   */
+  inPlace: boolean;
+}
+
+export interface ForwardOptions {
+  /** also return the final normed hidden states [B, T, d] */
+  returnHidden?: boolean;
+  /** also return the last layer's attention probabilities [B, H, T, T] */
+  returnAttention?: boolean;
+  /**
+   * Compute logits only for positions logitsFrom..T−1 (logits is then [B, T − logitsFrom, V]). Training only
+   * needs the completion's positions; with a 150k vocabulary the prompt's logits would dominate the cost.
+   */
+  logitsFrom?: number;
+}
+
+export interface PrefillOptions {
+  /**
+   * Positions the cache should hold without growing (prompt + new tokens); in-place caches that fill up grow by
+   * doubling. Ignored by the concatenating cache.
+   */
+  capacity?: number;
+}
+
+interface Layer {
+  ln1: tf.Variable;
+  /** [d, (H + 2·Hkv)·hd], columns q | k | v */
+  wQkv: tf.Variable;
+  bQkv?: tf.Variable;
+  wo: tf.Variable;
+  ln2: tf.Variable;
+  /** [d, 2·dFf], columns gate | up */
+  wGateUp: tf.Variable;
+  wDown: tf.Variable;
+}
+
+/**
+ * One stored parameter and the HF tensors it holds. `transposed`: a Linear weight stored [in, Σ out] whose HF
+ * parts are [out_i, in] (fused projections concatenate their outputs); otherwise the parts are concatenated
+ * along their first axis (fused biases) or there is a single part stored as is.
+ */
+interface ParamSpec {
+  name: string;
+  parts: { name: string; hfShape: number[] }[];
+  transposed: boolean;
+  init: 'normal' | 'residual' | 'ones' | 'zeros';
+}
+
+const MASKED = -1e9;
+
+export function headDimOf(cfg: ModelConfig): number {
+  return cfg.headDim ?? cfg.dModel / cfg.nHeads;
+}
+
+function validateConfig(cfg: ModelConfig): void {
+  if (cfg.headDim === undefined && cfg.dModel % cfg.nHeads !== 0) throw new UserError(`model d_model (${cfg.dModel}) must be divisible by n_heads (${cfg.nHeads})`);
+  const hd = headDimOf(cfg);
+  const ints: [string, number][] = [['vocabSize', cfg.vocabSize], ['dModel', cfg.dModel], ['nLayers', cfg.nLayers], ['nHeads', cfg.nHeads],
+    ['nKvHeads', cfg.nKvHeads], ['dFf', cfg.dFf], ['maxSeqLen', cfg.maxSeqLen], ['headDim', hd]];
+  for (const [k, v] of ints) if (!Number.isInteger(v) || v <= 0) throw new UserError(`model ${k} must be a positive integer, got ${v}`);
+  if (cfg.nHeads % cfg.nKvHeads !== 0) throw new UserError(`model n_heads (${cfg.nHeads}) must be a multiple of n_kv_heads (${cfg.nKvHeads})`);
+  if (hd % 2 !== 0) throw new UserError(`model head dimension must be even for RoPE, got ${hd}`);
+  if (!(cfg.ropeTheta > 0)) throw new UserError(`model rope_theta must be positive, got ${cfg.ropeTheta}`);
+}
+
+function paramSpecs(cfg: ModelConfig): ParamSpec[] {
+  const d = cfg.dModel;
+  const hd = headDimOf(cfg);
+  const qDim = cfg.nHeads * hd;
+  const kvDim = cfg.nKvHeads * hd;
+  const one = (name: string, hfShape: number[], transposed: boolean, init: ParamSpec['init']): ParamSpec =>
+    ({ name, parts: [{ name, hfShape }], transposed, init });
+  const specs: ParamSpec[] = [one('model.embed_tokens.weight', [cfg.vocabSize, d], cfg.tieEmbeddings, 'normal')];
+  for (let i = 0; i < cfg.nLayers; i++) {
+    const p = `model.layers.${i}.`;
+    const a = p + 'self_attn.';
+    specs.push(one(p + 'input_layernorm.weight', [d], false, 'ones'));
+    specs.push({ name: a + 'qkv_proj.weight', transposed: true, init: 'normal', parts: [
+      { name: a + 'q_proj.weight', hfShape: [qDim, d] }, { name: a + 'k_proj.weight', hfShape: [kvDim, d] },
+      { name: a + 'v_proj.weight', hfShape: [kvDim, d] }] });
+    if (cfg.qkvBias) {
+      specs.push({ name: a + 'qkv_proj.bias', transposed: false, init: 'zeros', parts: [
+        { name: a + 'q_proj.bias', hfShape: [qDim] }, { name: a + 'k_proj.bias', hfShape: [kvDim] },
+        { name: a + 'v_proj.bias', hfShape: [kvDim] }] });
+    }
+    specs.push(one(a + 'o_proj.weight', [d, qDim], true, 'residual'));
+    specs.push(one(p + 'post_attention_layernorm.weight', [d], false, 'ones'));
+    specs.push({ name: p + 'mlp.gate_up_proj.weight', transposed: true, init: 'normal', parts: [
+      { name: p + 'mlp.gate_proj.weight', hfShape: [cfg.dFf, d] }, { name: p + 'mlp.up_proj.weight', hfShape: [cfg.dFf, d] }] });
+    specs.push(one(p + 'mlp.down_proj.weight', [d, cfg.dFf], true, 'residual'));
+  }
+  specs.push(one('model.norm.weight', [d], false, 'ones'));
+  if (!cfg.tieEmbeddings) specs.push(one('lm_head.weight', [cfg.vocabSize, d], true, 'normal'));
+  return specs;
+}
+
+const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+
+/** Stored shape of a parameter: [in, Σ out] when transposed, else the parts stacked on their first axis. */
+function storedShape(s: ParamSpec): number[] {
+  const first = s.parts[0].hfShape;
+  const stacked = s.parts.reduce((a, p) => a + p.hfShape[0], 0);
+  return s.transposed ? [first[1], stacked] : [stacked, ...first.slice(1)];
+}
+
+function transpose2d(data: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(data.length);
+  for (let r = 0; r < rows; r++) {
+    const base = r * cols;
+    for (let c = 0; c < cols; c++) out[c * rows + r] = data[base + c];
+  }
+  return out;
+}
+
+/** RoPE inverse frequencies θ^(−2i/hd), i < hd/2, with HF's `rope_scaling` variants applied. */
+export function ropeInvFreq(cfg: ModelConfig): Float64Array {
+  const hd = headDimOf(cfg);
+  const half = hd / 2;
+  const inv = new Float64Array(half);
+  for (let i = 0; i < half; i++) inv[i] = 1 / Math.pow(cfg.ropeTheta, (2 * i) / hd);
+  const s = cfg.ropeScaling;
+  if (!s) return inv;
+  if (s.type === 'linear') {
+    for (let i = 0; i < half; i++) inv[i] /= s.factor;
+    return inv;
+  }
+  // Llama 3.1 (HF `_compute_llama3_parameters`): long wavelengths are slowed down by `factor`, short ones kept,
+  // and the band in between interpolated.
+  const lowFreqFactor = s.lowFreqFactor ?? 1;
+  const highFreqFactor = s.highFreqFactor ?? 4;
+  const oldCtx = s.originalMaxPositionEmbeddings ?? 8192;
+  const lowFreqWavelen = oldCtx / lowFreqFactor;
+  const highFreqWavelen = oldCtx / highFreqFactor;
+  for (let i = 0; i < half; i++) {
+    const wavelen = (2 * Math.PI) / inv[i];
+    if (wavelen > lowFreqWavelen) inv[i] = inv[i] / s.factor;
+    else if (wavelen >= highFreqWavelen) {
+      const smooth = (oldCtx / wavelen - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+      inv[i] = (1 - smooth) * (inv[i] / s.factor) + smooth * inv[i];
+    }
+  }
+  return inv;
+}
+
+export class Transformer {
+  readonly cfg: ModelConfig;
+  /** trainable weights keyed by their stored names (layout and the two fused names: see the file comment) */
+  readonly params: Map<string, tf.Variable>;
+  private readonly specs: ParamSpec[];
+  private readonly layers: Layer[];
+  private readonly embed: tf.Variable;
+  private readonly finalNorm: tf.Variable;
+  private readonly lmHead: tf.Variable | null;
+  private readonly hd: number;
+  private readonly invFreq: Float64Array;
+  /** cos / sign-folded sin tables [len, hd], grown on demand (float64 math, stored float32) */
+  private ropeCos = new Float32Array(0);
+  private ropeSin = new Float32Array(0);
+  private ropeLen = 0;
+  private disposed = false;
+
+  private constructor(cfg: ModelConfig, values: Map<string, tf.Tensor>) {
+    this.cfg = { ...cfg };
+    this.specs = paramSpecs(cfg);
+    this.hd = headDimOf(cfg);
+    this.invFreq = ropeInvFreq(cfg);
+    this.params = new Map();
+    for (const s of this.specs) {
+      const t = values.get(s.name)!;
+      // Unnamed variables: tfjs names must be globally unique and a run holds several models (policy, reference).
+      this.params.set(s.name, tf.variable(t, true));
+      t.dispose();
+    }
+    const g = (n: string) => this.params.get(n)!;
+    this.embed = g('model.embed_tokens.weight');
+    this.finalNorm = g('model.norm.weight');
+    this.lmHead = cfg.tieEmbeddings ? null : g('lm_head.weight');
+    this.layers = [];
+    for (let i = 0; i < cfg.nLayers; i++) {
+      const p = `model.layers.${i}.`;
+      this.layers.push({
+        ln1: g(p + 'input_layernorm.weight'),
+        wQkv: g(p + 'self_attn.qkv_proj.weight'), bQkv: this.params.get(p + 'self_attn.qkv_proj.bias'),
+        wo: g(p + 'self_attn.o_proj.weight'),
+        ln2: g(p + 'post_attention_layernorm.weight'),
+        wGateUp: g(p + 'mlp.gate_up_proj.weight'), wDown: g(p + 'mlp.down_proj.weight'),
+      });
+    }
+  }
+
+  /**
+   * Seeded init: N(0, 0.02²) for embeddings and projections, with the projections that write into the residual
+   * stream (o_proj, down_proj) scaled by 1/√(2·nLayers) as in GPT-2; norms 1, biases 0. Values are drawn per HF
+   * tensor in HF order, each filling its [in, out] block, so a seed gives the same network as before the fusion.
+   */
+  static init(cfg: ModelConfig, seed: number): Transformer {
+    validateConfig(cfg);
+    const rng = makeRng(seed);
+    const std = 0.02;
+    const resStd = std / Math.sqrt(2 * cfg.nLayers);
+    const values = new Map<string, tf.Tensor>();
+    for (const s of paramSpecs(cfg)) {
+      const shape = storedShape(s);
+      const data = new Float32Array(sizeOf(shape));
+      if (s.init === 'ones') data.fill(1);
+      else if (s.init === 'normal' || s.init === 'residual') {
+        const sd = s.init === 'normal' ? std : resStd;
+        const cols = shape[shape.length - 1];
+        let col0 = 0;
+        for (const part of s.parts) {
+          // transposed: part i owns columns col0..col0+out_i of every row; else a single part fills everything
+          const rows = s.transposed ? shape[0] : data.length / cols;
+          const width = s.transposed ? part.hfShape[0] : cols;
+          for (let r = 0; r < rows; r++) for (let c = 0; c < width; c++) data[r * cols + col0 + c] = sd * randNormal(rng);
+          col0 += width;
+        }
+      }
+      values.set(s.name, tf.tensor(data, shape, 'float32'));
+    }
+    return new Transformer(cfg, values);
+  }
+
+  /** Build from tensors in the Hugging Face layout (Linear weights [out, in]). */
+  static fromWeights(cfg: ModelConfig, w: Record<string, WeightTensor>): Transformer {
+    validateConfig(cfg);
+    const specs = paramSpecs(cfg);
+    const known = new Set(specs.flatMap((s) => s.parts.map((p) => p.name)));
+    for (const name of Object.keys(w)) {
+      // A weight of a layer we do not model (Qwen3's q_norm, a Llama with attention_bias, ...) would be silently
+      // dropped and give a different network: refuse instead. Rotary caches of old checkpoints are recomputed.
+      if (name.startsWith('model.layers.') && !known.has(name) && !name.endsWith('rotary_emb.inv_freq')) {
+        throw new UserError(`checkpoint has tensor ${name}, which this ${cfg.arch} model does not have (different architecture or config?)`);
+      }
+    }
+    const values = new Map<string, tf.Tensor>();
+    try {
+      for (const s of specs) {
+        const shape = storedShape(s);
+        const stacked = new Float32Array(sizeOf(shape));
+        let off = 0;
+        for (const p of s.parts) {
+          const t = w[p.name];
+          if (!t) throw new UserError(`checkpoint is missing tensor ${p.name} (expected shape [${p.hfShape.join(', ')}])`);
+          const n = sizeOf(p.hfShape);
+          if (t.shape.length !== p.hfShape.length || t.shape.some((v, i) => v !== p.hfShape[i]) || t.data.length !== n) {
+            throw new UserError(`checkpoint tensor ${p.name} has shape [${t.shape.join(', ')}] (${t.data.length} values), expected [${p.hfShape.join(', ')}]`);
+          }
+          stacked.set(t.data, off);
+          off += n;
+        }
+        // stacked holds the HF parts one after the other: [Σ out, in] for Linear weights
+        values.set(s.name, tf.tensor(s.transposed ? transpose2d(stacked, shape[1], shape[0]) : stacked, shape, 'float32'));
+      }
+    } catch (e) {
+      for (const v of values.values()) v.dispose();
+      throw e;
+    }
+    return new Transformer(cfg, values);
+  }
+
+  /** All weights in the Hugging Face layout and names (copies). */
+  exportWeights(): Record<string, WeightTensor> {
+    const out: Record<string, WeightTensor> = {};
+    for (const s of this.specs) {
+      const shape = storedShape(s);
+      const data = this.params.get(s.name)!.dataSync() as Float32Array;
+      const stacked = s.transposed ? transpose2d(data, shape[0], shape[1]) : data;
+      let off = 0;
+      for (const p of s.parts) {
+        const n = sizeOf(p.hfShape);
+        out[p.name] = { shape: p.hfShape.slice(), data: stacked.slice(off, off + n) };
+        off += n;
+      }
+    }
+    return out;
+  }
+
+  /** Full forward. ids [B,T] int32; keyMask [B,T] (1 = real token, 0 = left padding). */
+  forward(ids: tf.Tensor2D, keyMask: tf.Tensor2D, opts: ForwardOptions = {}): { logits: tf.Tensor3D; hidden?: tf.Tensor3D; attention?: tf.Tensor4D } {
+    this.checkLive();
+    const [B, T] = ids.shape;
+    const from = opts.logitsFrom ?? 0;
+    if (!Number.isInteger(from) || from < 0 || from >= T) throw new Error(`logitsFrom ${from} outside [0, ${T})`);
+    return tf.tidy(() => {
+      const r = this.run(ids, tf.cast(keyMask, 'float32') as tf.Tensor2D, 0, null, !!opts.returnAttention);
+      const h = from === 0 ? r.hidden : r.hidden.slice([0, from, 0], [B, T - from, this.cfg.dModel]);
+      const logits = this.project(h.reshape([B * (T - from), this.cfg.dModel]) as tf.Tensor2D).reshape([B, T - from, this.cfg.vocabSize]) as tf.Tensor3D;
+      const out: { logits: tf.Tensor3D; hidden?: tf.Tensor3D; attention?: tf.Tensor4D } = { logits };
+      if (opts.returnHidden) out.hidden = r.hidden;
+      if (opts.returnAttention) out.attention = r.attention!;
+      return out;
+    });
+  }
+
+  /** Run the prompts and keep their keys/values. Returns the logits of the last position, [B, V]. */
+  prefill(ids: tf.Tensor2D, keyMask: tf.Tensor2D, opts: PrefillOptions = {}): { logits: tf.Tensor2D; cache: KvCache } {
+    this.checkLive();
+    const [B, T] = ids.shape;
+    const inPlace = this.canDecodeInPlace();
+    const capacity = inPlace ? roundUp(Math.max(opts.capacity ?? 0, T + 1), CAPACITY_STEP) : T;
+    const res = tf.tidy(() => {
+      const mask = tf.cast(keyMask, 'float32') as tf.Tensor2D;
+      const r = this.run(ids, mask, 0, null, false);
+      const last = r.hidden.slice([0, T - 1, 0], [B, 1, this.cfg.dModel]).reshape([B, this.cfg.dModel]) as tf.Tensor2D;
+      if (!inPlace) return { logits: this.project(last), keys: r.keys, values: r.values, keyMask: mask };
+      const spare = capacity - T;
+      return {
+        logits: this.project(last),
+        keys: r.keys.map((k) => tf.pad(tf.transpose(k, [0, 1, 3, 2]), [[0, 0], [0, 0], [0, 0], [0, spare]]) as tf.Tensor4D),
+        values: r.values.map((v) => tf.pad(v, [[0, 0], [0, 0], [0, spare], [0, 0]]) as tf.Tensor4D),
+        keyMask: tf.pad(mask, [[0, 0], [0, spare]]) as tf.Tensor2D,
+      };
+    });
+    return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length: T, inPlace } };
+  }
+
+  /**
+   * Feed one token per row (ids, length B) at position cache.length. Consumes `cache` and returns the extended
+   * cache with the next-token logits [B, V].
+   */
+  decodeStep(cache: KvCache, ids: ArrayLike<number>): { logits: tf.Tensor2D; cache: KvCache } {
+    this.checkLive();
+    const B = cache.keyMask.shape[0];
+    if (ids.length !== B) throw new Error(`decodeStep: ${ids.length} ids for a cache of ${B} rows`);
+    if (cache.inPlace) {
+      if (!this.canDecodeInPlace()) throw new Error('decodeStep: an in-place KV cache (made on wasm) needs the wasm backend');
+      return this.decodeInPlace(cache, ids);
+    }
+    const res = tf.tidy(() => {
+      const idT = tf.tensor2d(Int32Array.from(ids), [B, 1], 'int32');
+      const mask = tf.concat([cache.keyMask, tf.ones([B, 1])], 1) as tf.Tensor2D;
+      const r = this.run(idT, mask, cache.length, cache, false);
+      return { logits: this.project(r.hidden.reshape([B, this.cfg.dModel]) as tf.Tensor2D), keys: r.keys, values: r.values, keyMask: mask };
+    });
+    const length = cache.length + 1;
+    this.disposeCache(cache);
+    return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length, inPlace: false } };
+  }
+
+  /** Keep only the given rows (in that order), e.g. to drop finished sequences. Consumes `cache`. */
+  keepCacheRows(cache: KvCache, rows: number[]): KvCache {
+    const res = tf.tidy(() => {
+      const idx = tf.tensor1d(Int32Array.from(rows), 'int32');
+      return {
+        keys: cache.keys.map((k) => tf.gather(k, idx, 0) as tf.Tensor4D),
+        values: cache.values.map((v) => tf.gather(v, idx, 0) as tf.Tensor4D),
+        keyMask: tf.gather(cache.keyMask, idx, 0) as tf.Tensor2D,
+      };
+    });
+    const { length, inPlace } = cache;
+    this.disposeCache(cache);
+    return { ...res, length, inPlace };
+  }
+
+  disposeCache(cache: KvCache): void {
+    for (const t of cache.keys) t.dispose();
+    for (const t of cache.values) t.dispose();
+    cache.keyMask.dispose();
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const v of this.params.values()) v.dispose();
+  }
+
+  private checkLive(): void {
+    if (this.disposed) throw new Error('Transformer used after dispose()');
+  }
+
+  /** The fused kernel vectorises over head dims by 4 and exists on the wasm backend only. */
+  private canDecodeInPlace(): boolean {
+    return this.hd % 4 === 0 && hasDecodeAttention();
+  }
+
+  /** logits = h @ lm_head; h [N, d] → [N, V] */
+  private project(h: tf.Tensor2D): tf.Tensor2D {
+    return tf.matMul(h, this.lmHead ?? this.embed);
+  }
+
+  /** Embedding rows of flat ids [N] → [N, d]. */
+  private embedRows(flat: tf.Tensor1D): tf.Tensor2D {
+    return this.cfg.tieEmbeddings
+      ? (tf.transpose(tf.gather(this.embed, flat, 1)) as tf.Tensor2D)
+      : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
+  }
+
+  private rmsNorm(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
+    const ms = tf.mean(tf.square(x), -1, true);
+    return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, this.cfg.rmsEps))), w) as tf.Tensor2D;
+  }
+
+  /**
+   * [N, (H + 2·Hkv)·hd] = h @ W_qkv (+ b_qkv). Not tf.fused.matMul: on wasm that is XNNPACK's product, which the
+   * SIMD product (wasm_kernels.ts) outruns by more than the separate bias add costs.
+   */
+  private qkv(h: tf.Tensor2D, L: Layer): tf.Tensor2D {
+    const y = tf.matMul(h, L.wQkv) as tf.Tensor2D;
+    return L.bQkv ? (tf.add(y, L.bQkv) as tf.Tensor2D) : y;
+  }
+
+  /** x + down(SiLU(gate)·up) of rmsNorm(x). */
+  private mlp(x: tf.Tensor2D, L: Layer): tf.Tensor2D {
+    const gu = tf.matMul(this.rmsNorm(x, L.ln2), L.wGateUp);
+    return tf.add(x, tf.matMul(this.swiglu(gu as tf.Tensor2D), L.wDown));
+  }
+
+  /** SiLU(gate)·up of the fused projection [N, 2·dFf]; on wasm one kernel each way (wasm_kernels.ts). */
+  private swiglu(gu: tf.Tensor2D): tf.Tensor2D {
+    if (!hasSwiGLUKernel(this.cfg.dFf)) {
+      // [N, 2, F] → [2, N, F]: the halves become contiguous blocks, which every backend splits fast (the cpu
+      // backend splits a non-leading axis element by element, ~9× slower than this transpose)
+      const N = gu.shape[0], F = this.cfg.dFf;
+      const [gate, up] = tf.split(tf.transpose(gu.reshape([N, 2, F]), [1, 0, 2]), 2, 0).map((t) => t.reshape([N, F]));
+      return tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
+    }
+    const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const [v, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+      const { act, sig } = swiglu(v);
+      save([v, sig]);
+      return { value: act, gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => swigluGrad(g as tf.Tensor2D, s as tf.Tensor2D, dy) };
+    });
+    return op(gu);
+  }
+
+  private ensureRope(len: number): void {
+    if (len <= this.ropeLen) return;
+    const n = Math.max(len, this.ropeLen * 2, 64);
+    const hd = this.hd;
+    const half = hd / 2;
+    const cos = new Float32Array(n * hd);
+    const sin = new Float32Array(n * hd);
+    for (let p = 0; p < n; p++) {
+      for (let i = 0; i < half; i++) {
+        const a = p * this.invFreq[i];
+        const c = Math.cos(a);
+        const s = Math.sin(a);
+        cos[p * hd + i] = c;
+        cos[p * hd + half + i] = c;
+        // rotate_half(x) = [−x2, x1]; with roll(x) = [x2, x1] that is roll(x)·[−1…, +1…], folded into sin.
+        sin[p * hd + i] = -s;
+        sin[p * hd + half + i] = s;
+      }
+    }
+    this.ropeCos = cos;
+    this.ropeSin = sin;
+    this.ropeLen = n;
+  }
+
+  /**
+   * cos / sin tables [1, H + Hkv, T, hd] for positions pos0..pos0+T−1, matching the q | k heads of the fused
+   * projection. 1/√hd is folded into q's rows: one multiply of the tables instead of one over the scores.
+   */
+  private ropeTables(pos0: number, T: number): { cos: tf.Tensor4D; sin: tf.Tensor4D } {
+    const hd = this.hd;
+    const heads = this.cfg.nHeads + this.cfg.nKvHeads;
+    this.ensureRope(pos0 + T);
+    const rowCos = this.ropeCos.subarray(pos0 * hd, (pos0 + T) * hd);
+    const rowSin = this.ropeSin.subarray(pos0 * hd, (pos0 + T) * hd);
+    const cos = new Float32Array(heads * T * hd);
+    const sin = new Float32Array(heads * T * hd);
+    const scale = 1 / Math.sqrt(hd);
+    for (let h = 0; h < heads; h++) {
+      const s = h < this.cfg.nHeads ? scale : 1;
+      const off = h * T * hd;
+      for (let i = 0; i < T * hd; i++) {
+        cos[off + i] = rowCos[i] * s;
+        sin[off + i] = rowSin[i] * s;
+      }
+    }
+    return { cos: tf.tensor4d(cos, [1, heads, T, hd]), sin: tf.tensor4d(sin, [1, heads, T, hd]) };
+  }
+
+  /**
+   * x [B, n, T, hd] → x·cos + rotate_half(x)·sin (HF `apply_rotary_pos_emb`), tables from ropeTables. With sin
+   * sign-folded, y_i = x_i·c_i + x_p(i)·s_i where p swaps the halves, so ∂L/∂x_j = dy_j·c_j + dy_p(j)·s_p(j) and
+   * s_p(j) = −s_j: the gradient is the same rotation of dy with −sin. One custom op instead of autodiff through
+   * a split and a concat; on wasm both directions are one SIMD pass (ropeRotate).
+   */
+  private rope(x: tf.Tensor4D, cos: tf.Tensor4D, sin: tf.Tensor4D): tf.Tensor4D {
+    const fast = hasRopeKernel(this.hd);
+    // [x2, x1] as one gather of the last axis: the cpu backend splits and concatenates a non-leading axis element
+    // by element, ~10× slower than its gather
+    const half = this.hd / 2;
+    const swap = fast ? null : tf.tensor1d(Int32Array.from({ length: this.hd }, (_, i) => (i + half) % this.hd), 'int32');
+    const rotate = (v: tf.Tensor, c: tf.Tensor, s: tf.Tensor, sw: tf.Tensor | undefined): tf.Tensor =>
+      sw ? tf.add(tf.mul(v, c), tf.mul(tf.gather(v, sw, v.rank - 1), s)) : ropeRotate(v, c, s);
+    const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const [v, save] = args as [tf.Tensor4D, tf.GradSaveFunc];
+      save(swap ? [cos, sin, swap] : [cos, sin]);
+      return {
+        value: rotate(v, cos, sin, swap ?? undefined) as tf.Tensor4D,
+        gradFunc: (dy: tf.Tensor4D, [c, s, sw]: tf.Tensor[]) => rotate(dy, c, tf.neg(s), sw),
+      };
+    });
+    return op(x);
+  }
+
+  /**
+   * The shared layer stack. mask [B, past + T] covers the cached keys and the new ones. Returns the final normed
+   * hidden states [B, T, d] and, per layer, the full keys/values (past + new, [B, Hkv, past + T, hd]) for the
+   * cache.
+   */
+  private run(ids: tf.Tensor2D, mask: tf.Tensor2D, pos0: number, past: KvCache | null, wantAttention: boolean) {
+    const cfg = this.cfg;
+    const [B, T] = ids.shape;
+    const N = B * T;
+    const d = cfg.dModel;
+    const hd = this.hd;
+    const H = cfg.nHeads;
+    const Hkv = cfg.nKvHeads;
+    const rep = H / Hkv;
+    const Tk = pos0 + T;
+
+    const { cos, sin } = this.ropeTables(pos0, T);
+    // Additive mask [B, 1, T, Tk]: key j is visible to query i (absolute position pos0+i) iff j ≤ pos0+i and j is
+    // a real token. −1e9 rather than −∞ so a padded query row (all keys hidden) stays finite instead of NaN.
+    const causal = new Float32Array(T * Tk);
+    for (let i = 0; i < T; i++) causal.fill(1, i * Tk, i * Tk + pos0 + i + 1);
+    const allowed = tf.mul(tf.tensor4d(causal, [1, 1, T, Tk]), mask.reshape([B, 1, 1, Tk]));
+    const maskAdd = tf.mul(tf.sub(1, allowed), MASKED);
+
+    let x = this.embedRows(ids.reshape([N]));
+    const keys: tf.Tensor4D[] = [];
+    const values: tf.Tensor4D[] = [];
+    let attention: tf.Tensor4D | undefined;
+    for (let li = 0; li < this.layers.length; li++) {
+      const L = this.layers[li];
+      // one transpose puts every head of q, k and v in [B, head, T, hd] order
+      const heads = tf.transpose(this.qkv(this.rmsNorm(x, L.ln1), L).reshape([B, T, H + 2 * Hkv, hd]), [0, 2, 1, 3]) as tf.Tensor4D;
+      const [qk, vNew] = splitHeads(heads, [H + Hkv, Hkv]);
+      const [q, kNew] = splitHeads(this.rope(qk, cos, sin), [H, Hkv]);
+      const k = past ? (tf.concat([past.keys[li], kNew], 2) as tf.Tensor4D) : kNew;
+      const v = past ? (tf.concat([past.values[li], vNew], 2) as tf.Tensor4D) : vNew;
+      keys.push(k);
+      values.push(v);
+      // GQA without copying k/v: query heads hkv·rep … hkv·rep+rep−1 share kv head hkv (HF repeat_kv order), so
+      // [B,H,T,hd] viewed as [B,Hkv,rep·T,hd] lines every query row up with its kv head.
+      const scores = tf.add(tf.matMul(q.reshape([B, Hkv, rep * T, hd]), k, false, true).reshape([B, H, T, Tk]), maskAdd);
+      const probs = tf.softmax(scores) as tf.Tensor4D;
+      if (wantAttention && li === this.layers.length - 1) attention = probs;
+      const ctx = tf.matMul(probs.reshape([B, Hkv, rep * T, Tk]) as tf.Tensor4D, v); // [B,Hkv,rep·T,hd]
+      const merged = tf.transpose(ctx.reshape([B, H, T, hd]), [0, 2, 1, 3]).reshape([N, H * hd]) as tf.Tensor2D;
+      x = this.mlp(tf.add(x, tf.matMul(merged, L.wo)), L);
+    }
+    const hidden = this.rmsNorm(x, this.finalNorm).reshape([B, T, d]) as tf.Tensor3D;
+    return { hidden, keys, values, attention };
+  }
+
+  /**
+   * One decode step on a preallocated cache: per layer, one kernel rotates q and the new key, writes key and
+   * value at position cache.length in place, marks that position real in keyMask and attends.
+   */
+  private decodeInPlace(cache: KvCache, ids: ArrayLike<number>): { logits: tf.Tensor2D; cache: KvCache } {
+    const pos = cache.length;
+    if (pos >= cache.keyMask.shape[1]) cache = this.growCache(cache, pos + 1);
+    const hd = this.hd;
+    this.ensureRope(pos + 1);
+    const attrs = {
+      pos, nHeads: this.cfg.nHeads, nKvHeads: this.cfg.nKvHeads, headDim: hd, scale: 1 / Math.sqrt(hd),
+      cos: this.ropeCos.subarray(pos * hd, (pos + 1) * hd), sin: this.ropeSin.subarray(pos * hd, (pos + 1) * hd),
+    };
+    const c = cache;
+    const logits = tf.tidy(() => {
+      let x = this.embedRows(tf.tensor1d(Int32Array.from(ids), 'int32'));
+      for (let li = 0; li < this.layers.length; li++) {
+        const L = this.layers[li];
+        const ctx = decodeAttention(this.qkv(this.rmsNorm(x, L.ln1), L), c.keys[li], c.values[li], c.keyMask, attrs);
+        x = this.mlp(tf.add(x, tf.matMul(ctx, L.wo)), L);
+      }
+      return this.project(this.rmsNorm(x, this.finalNorm));
+    });
+    return { logits, cache: { ...cache, length: pos + 1 } };
+  }
+
+  /** A copy of an in-place cache with room for at least `need` positions (doubling). Consumes `cache`. */
+  private growCache(cache: KvCache, need: number): KvCache {
+    const cap = cache.keyMask.shape[1];
+    const spare = roundUp(Math.max(need, 2 * cap), CAPACITY_STEP) - cap;
+    const res = tf.tidy(() => ({
+      keys: cache.keys.map((k) => tf.pad(k, [[0, 0], [0, 0], [0, 0], [0, spare]]) as tf.Tensor4D),
+      values: cache.values.map((v) => tf.pad(v, [[0, 0], [0, 0], [0, spare], [0, 0]]) as tf.Tensor4D),
+      keyMask: tf.pad(cache.keyMask, [[0, 0], [0, spare]]) as tf.Tensor2D,
+    }));
+    this.disposeCache(cache);
+    return { ...res, length: cache.length, inPlace: true };
+  }
+}
+
+/**
+ * x [B, n, T, hd] split on the head axis. The cpu backend slices a non-leading axis element by element (~0.3 µs
+ * each); there, transposing the head axis to the front and back costs ~10× less than that. Elsewhere (wasm,
+ * TensorFlow) the split is a plain copy of contiguous runs.
+ */
+function splitHeads(x: tf.Tensor4D, sizes: number[]): tf.Tensor4D[] {
+  if (tf.getBackend() !== 'cpu') return tf.split(x, sizes, 1) as tf.Tensor4D[];
+  return tf.split(tf.transpose(x, [1, 0, 2, 3]), sizes, 0).map((p) => tf.transpose(p, [1, 0, 2, 3]) as tf.Tensor4D);
+}
+
+/** In-place caches hold a multiple of this many positions: the decode kernel scores 4 keys at a time. */
+const CAPACITY_STEP = 8;
+
+function roundUp(n: number, step: number): number {
+  return Math.ceil(n / step) * step;
+}

@@ -1,0 +1,193 @@
+// Batched autoregressive sampling with a KV cache.
+//
+// Per step the device computes log_softmax(logits / temperature) for the live rows and hands it over with one
+// dataSync of a [B, V] tensor; choosing tokens (greedy, temperature, nucleus) happens on the CPU with the
+// caller's seeded rng, so a run is reproducible on every backend. Finished rows are dropped from the cache
+// (keepCacheRows) so the remaining steps only compute live rows.
+import * as tf from '@tensorflow/tfjs';
+import { UserError } from '../core/errors';
+import type { Transformer } from './model';
+
+export interface SampleOptions {
+  maxNewTokens: number;
+  temperature: number;
+  topP: number;
+  greedy?: boolean;
+  /** end-of-sequence id; several ids (e.g. Qwen's <|im_end|> and <|endoftext|>) all stop a row */
+  eosId: number | number[];
+  /** e.g. ['</answer>']: stop a row once its decoded completion contains one of these */
+  stopAfter?: string[];
+  /** needed with stopAfter */
+  decode?: (ids: number[]) => string;
+  rng: () => number;
+}
+
+export interface SampledSeq {
+  ids: number[];
+  /** log-prob of each token under log_softmax(logits / temperature), not truncated by top-p (TRL's convention) */
+  logprobs: number[];
+  /** entropy of that full temperature-scaled distribution */
+  entropies: number[];
+  stopped: 'eos' | 'stop' | 'length';
+}
+
+/**
+ * The first mass threshold tried for the nucleus: tokens below it are only sorted when those above it do not
+ * already reach top_p (then the exact bound (1 − top_p)/V is used, see nucleus()).
+ */
+const NUCLEUS_FIRST_THRESHOLD = 1e-3;
+
+export function generate(model: Transformer, prompts: number[][], opts: SampleOptions): SampledSeq[] {
+  const B = prompts.length;
+  if (B === 0) return [];
+  const { maxNewTokens } = opts;
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new UserError(`max_new_tokens must be a positive integer, got ${maxNewTokens}`);
+  const greedy = !!opts.greedy;
+  if (!greedy && !(opts.temperature > 0)) throw new UserError(`temperature must be > 0 (use greedy decoding for temperature 0), got ${opts.temperature}`);
+  if (!(opts.topP > 0 && opts.topP <= 1)) throw new UserError(`top_p must be in (0, 1], got ${opts.topP}`);
+  const stops = opts.stopAfter ?? [];
+  if (stops.length > 0 && !opts.decode) throw new Error('generate: stopAfter needs a decode function');
+  const V = model.cfg.vocabSize;
+  const T0 = Math.max(...prompts.map((p) => p.length));
+  if (prompts.some((p) => p.length === 0)) throw new UserError('cannot sample from an empty prompt');
+  if (T0 + maxNewTokens > model.cfg.maxSeqLen) {
+    throw new UserError(`the longest prompt (${T0} tokens) + max_new_tokens (${maxNewTokens}) = ${T0 + maxNewTokens} exceeds the model's max_seq_len (${model.cfg.maxSeqLen})`,
+      'shorten the prompt, lower grpo.max_new_tokens or raise model.max_seq_len');
+  }
+  for (const p of prompts) for (const id of p) if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new Error(`generate: prompt token id ${id} outside the vocabulary [0, ${V})`);
+  const eos = new Set(Array.isArray(opts.eosId) ? opts.eosId : [opts.eosId]);
+  // TRL computes the old/ref log-probs at the sampling temperature; greedy decoding reports the plain policy.
+  const temperature = greedy ? 1 : opts.temperature;
+
+  // Left padding (pad id 0, masked) so every row's last prompt token sits at position T0 − 1.
+  const ids = new Int32Array(B * T0);
+  const mask = new Float32Array(B * T0);
+  prompts.forEach((p, b) => {
+    const off = b * T0 + (T0 - p.length);
+    ids.set(p, off);
+    mask.fill(1, off, (b + 1) * T0);
+  });
+  const idsT = tf.tensor2d(ids, [B, T0], 'int32');
+  const maskT = tf.tensor2d(mask, [B, T0], 'float32');
+  // room for every new token, so an in-place cache never has to grow
+  const first = model.prefill(idsT, maskT, { capacity: T0 + maxNewTokens });
+  tf.dispose([idsT, maskT]);
+  let logits: tf.Tensor2D | null = first.logits;
+  let cache = first.cache;
+
+  const out: SampledSeq[] = prompts.map(() => ({ ids: [], logprobs: [], entropies: [], stopped: 'length' }));
+  /** original row index of each cache row */
+  let live = prompts.map((_, b) => b);
+  try {
+    for (let step = 0; logits; step++) {
+      const scaled = logits;
+      const lp = tf.tidy(() => tf.logSoftmax(temperature === 1 ? scaled : tf.div(scaled, temperature)));
+      logits.dispose();
+      logits = null;
+      const data = lp.dataSync() as Float32Array;
+      lp.dispose();
+      const keep: number[] = [];
+      const next: number[] = [];
+      for (let r = 0; r < live.length; r++) {
+        const row = data.subarray(r * V, (r + 1) * V);
+        const { entropy: h, mass } = rowStats(row);
+        const id = greedy ? argmax(row) : opts.topP < 1 ? nucleus(row, opts.topP, opts.rng()) : sampleFull(row, mass, opts.rng());
+        const seq = out[live[r]];
+        seq.ids.push(id);
+        seq.logprobs.push(row[id]);
+        seq.entropies.push(h);
+        // EOS stays as the row's last token: choosing to stop is an action of the policy, so it is part of the
+        // completion the loss sees (as in TRL and GRPO-Zero).
+        if (eos.has(id)) seq.stopped = 'eos';
+        else if (stops.length > 0) {
+          const text = opts.decode!(seq.ids);
+          if (stops.some((s) => text.includes(s))) seq.stopped = 'stop';
+        }
+        if (seq.stopped === 'length') {
+          keep.push(r);
+          next.push(id);
+        }
+      }
+      if (keep.length === 0 || step === maxNewTokens - 1) break;
+      if (keep.length < live.length) {
+        cache = model.keepCacheRows(cache, keep);
+        live = keep.map((r) => live[r]);
+      }
+      ({ logits, cache } = model.decodeStep(cache, next));
+    }
+  } finally {
+    logits?.dispose();
+    model.disposeCache(cache);
+  }
+  return out;
+}
+
+function argmax(row: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+  return best;
+}
+
+/** Entropy −Σ p log p of a row of log-probs and its total mass Σ p (≈ 1), accumulated in float64. */
+export function rowStats(logp: Float32Array): { entropy: number; mass: number } {
+  let h = 0;
+  let mass = 0;
+  for (let i = 0; i < logp.length; i++) {
+    const l = logp[i];
+    if (l === -Infinity) continue;
+    const p = Math.exp(l);
+    mass += p;
+    h -= p * l;
+  }
+  return { entropy: h, mass };
+}
+
+/** Inverse-CDF draw from the full distribution. */
+function sampleFull(logp: Float32Array, mass: number, u: number): number {
+  const target = u * mass;
+  let acc = 0;
+  let last = 0;
+  for (let i = 0; i < logp.length; i++) {
+    const p = Math.exp(logp[i]);
+    if (p === 0) continue;
+    acc += p;
+    last = i;
+    if (acc > target) return i;
+  }
+  return last; // rounding: u·mass fell past the accumulated mass
+}
+
+/**
+ * Nucleus (top-p) draw: the smallest set of most likely tokens whose mass reaches top_p, renormalised.
+ * Sorting a 150k vocabulary every step is slow, so only tokens with p ≥ τ are sorted: if their mass already
+ * reaches top_p the nucleus lies among them. τ = (1 − top_p)/V always qualifies, because the tokens below it
+ * hold less than V·τ = 1 − top_p of the mass.
+ */
+export function nucleus(logp: Float32Array, topP: number, u: number): number {
+  const V = logp.length;
+  for (const tau of [NUCLEUS_FIRST_THRESHOLD, (1 - topP) / V]) {
+    const cand: number[] = [];
+    let mass = 0;
+    for (let i = 0; i < V; i++) {
+      const p = Math.exp(logp[i]);
+      if (p >= tau) {
+        cand.push(i);
+        mass += p;
+      }
+    }
+    if (mass < topP && tau > (1 - topP) / V) continue;
+    // ties broken by id so that a vanishing top_p picks argmax's token
+    cand.sort((a, b) => logp[b] - logp[a] || a - b);
+    let kept = 0;
+    let keptMass = 0;
+    while (kept < cand.length && keptMass < topP) keptMass += Math.exp(logp[cand[kept++]]);
+    const target = u * keptMass;
+    let acc = 0;
+    for (let j = 0; j < kept; j++) {
+      acc += Math.exp(logp[cand[j]]);
+      if (acc > target) return cand[j];
+    }
+    return cand[kept - 1];
+  }
+  throw new Error('unreachable: the second nucleus threshold always qualifies');
+}

@@ -1,0 +1,463 @@
+// Per-step token and episode tables (DESIGN §5, contract): Arrow IPC *file* format, one row per completion
+// token / per episode. Columns travel as struct-of-arrays: the trainer fills typed arrays and the credit
+// analysis reads a million rows at once, so no per-row JS object is ever built on either side.
+//
+// Strings are plain Utf8, not dictionary-encoded, although `token`, `section` and `token_type` repeat a lot.
+// A dictionary column keeps its values but changes the column's *type*: pyarrow reports
+// `dictionary<values=string, indices=int32>`, pandas and polars a Categorical, so a schema
+// check against DESIGN §5 ("token:utf8") would fail in every reader but ours. The price: with their 4-byte
+// offsets the three columns take about 28 bytes per token instead of 12 for int32 indices, in rows of about
+// 85 bytes, so a step file is roughly a fifth larger (8.4 MB per 100k tokens).
+import {
+  Bool,
+  Field,
+  Float32,
+  Int32,
+  makeData,
+  RecordBatch,
+  Schema,
+  Struct,
+  Table,
+  Type,
+  Utf8,
+  tableFromIPC,
+  tableToIPC,
+  type Data,
+  type DataType,
+  type Vector,
+} from 'apache-arrow';
+import { readFileSync } from 'node:fs';
+import type { SectionName } from '../../protocol';
+import { UserError } from '../core/errors';
+import { listLoggedSteps, stepFile, writeFileAtomic } from './rundir';
+
+export type TokenType = 'filler' | 'reasoning';
+
+/** Columns of `<run>/tokens/step-NNNNNN.arrow`; every array has one entry per completion token. */
+export interface TokenColumns {
+  step: Int32Array;
+  episode: Int32Array;
+  prompt_idx: Int32Array;
+  position: Int32Array;
+  token_id: Int32Array;
+  token: string[];
+  logprob: Float32Array;
+  entropy: Float32Array;
+  /** A_i, the episode's advantage. */
+  advantage: Float32Array;
+  weight: Float32Array;
+  /** Â = A_i·w. */
+  effective_advantage: Float32Array;
+  contribution: Float32Array;
+  /**
+   * null: the strategy does not produce it, and the whole column is written as nulls. When writing, a
+   * `(number | null)[]` marks single rows null; when reading, single null rows come back as NaN.
+   */
+  attribution: Float32Array | (number | null)[] | null;
+  importance: Float32Array | (number | null)[] | null;
+  section: SectionName[];
+  token_type: TokenType[];
+  reward: Float32Array;
+}
+
+/** What the readers return: nullable float columns are a Float32Array (NaN where a row is null) or null. */
+export type TokenColumnsRead = Omit<TokenColumns, 'attribution' | 'importance'> & {
+  attribution: Float32Array | null;
+  importance: Float32Array | null;
+};
+
+/** Columns of `<run>/episodes/step-NNNNNN.arrow`; one entry per episode. */
+export interface EpisodeColumns {
+  step: Int32Array;
+  episode: Int32Array;
+  prompt_idx: Int32Array;
+  prompt: string[];
+  completion: string[];
+  reward: Float32Array;
+  reward_format: Float32Array;
+  reward_answer: Float32Array;
+  success: boolean[];
+  advantage: Float32Array;
+  length: Int32Array;
+  /** The CAL oracle's error span text, null for an episode without one (and for every other strategy). */
+  oracle_span: (string | null)[];
+}
+
+const int32 = (name: string) => new Field(name, new Int32(), false);
+const float32 = (name: string, nullable = false) => new Field(name, new Float32(), nullable);
+const utf8 = (name: string, nullable = false) => new Field(name, new Utf8(), nullable);
+
+/** DESIGN §5 token table, in contract column order. */
+export const TOKEN_SCHEMA = new Schema([
+  int32('step'), int32('episode'), int32('prompt_idx'), int32('position'), int32('token_id'), utf8('token'),
+  float32('logprob'), float32('entropy'), float32('advantage'), float32('weight'), float32('effective_advantage'),
+  float32('contribution'), float32('attribution', true), float32('importance', true),
+  utf8('section'), utf8('token_type'), float32('reward'),
+], new Map([['credit_lens.table', 'tokens'], ['credit_lens.version', '1']]));
+
+/** DESIGN §5 episode table, in contract column order. */
+export const EPISODE_SCHEMA = new Schema([
+  int32('step'), int32('episode'), int32('prompt_idx'), utf8('prompt'), utf8('completion'),
+  float32('reward'), float32('reward_format'), float32('reward_answer'), new Field('success', new Bool(), false),
+  float32('advantage'), int32('length'), utf8('oracle_span', true),
+], new Map([['credit_lens.table', 'episodes'], ['credit_lens.version', '1']]));
+
+// ---- writing ----
+
+type AnyColumn = Int32Array | Float32Array | readonly unknown[] | null;
+
+function rowCount(kind: string, schema: Schema, cols: Record<string, AnyColumn>): number {
+  let n = -1;
+  for (const f of schema.fields) {
+    const c = cols[f.name];
+    if (c === undefined) throw new Error(`${kind} table: column ${f.name} is missing`);
+    if (c === null) {
+      if (!f.nullable) throw new Error(`${kind} table: column ${f.name} cannot be null`);
+      continue;
+    }
+    if (n < 0) n = c.length;
+    else if (c.length !== n) throw new Error(`${kind} table: column ${f.name} has ${c.length} rows, expected ${n}`);
+  }
+  return Math.max(n, 0);
+}
+
+function bitmapOf(n: number, isSet: (i: number) => boolean): { bitmap: Uint8Array; unset: number } {
+  const bitmap = new Uint8Array((n + 7) >> 3);
+  let unset = 0;
+  for (let i = 0; i < n; i++) {
+    if (isSet(i)) bitmap[i >> 3] |= 1 << (i & 7);
+    else unset++;
+  }
+  return { bitmap, unset };
+}
+
+function int32Data(v: Int32Array): Data {
+  return makeData({ type: new Int32(), length: v.length, nullCount: 0, data: v });
+}
+
+function float32Data(v: Float32Array | (number | null)[] | null, n: number): Data {
+  if (v === null) {
+    return makeData({ type: new Float32(), length: n, nullCount: n, data: new Float32Array(n), nullBitmap: new Uint8Array((n + 7) >> 3) });
+  }
+  if (v instanceof Float32Array) return makeData({ type: new Float32(), length: n, nullCount: 0, data: v });
+  const { bitmap, unset } = bitmapOf(n, (i) => v[i] !== null);
+  const data = Float32Array.from(v, (x) => x ?? 0);
+  return makeData({ type: new Float32(), length: n, nullCount: unset, data, ...(unset ? { nullBitmap: bitmap } : {}) });
+}
+
+function boolData(v: readonly boolean[]): Data {
+  const { bitmap } = bitmapOf(v.length, (i) => v[i]);
+  return makeData({ type: new Bool(), length: v.length, nullCount: 0, data: bitmap });
+}
+
+/**
+ * UTF-8 bytes and int32 offsets for a string column. Most logged text is ASCII: then one join and one
+ * encode do it, since byte offsets equal character offsets. Otherwise each string is encoded in place;
+ * a UTF-16 code unit never takes more than 3 UTF-8 bytes (a surrogate pair: 2 units → 4 bytes).
+ */
+function utf8Data(v: readonly (string | null)[]): Data {
+  const n = v.length;
+  const offsets = new Int32Array(n + 1);
+  const joined = v.join(''); // null joins as ''
+  let bytes: Uint8Array = Buffer.from(joined, 'utf8');
+  if (bytes.length === joined.length) {
+    let p = 0;
+    for (let i = 0; i < n; i++) offsets[i + 1] = p += v[i]?.length ?? 0;
+  } else {
+    const buf = Buffer.allocUnsafeSlow(joined.length * 3);
+    let p = 0;
+    for (let i = 0; i < n; i++) {
+      const s = v[i];
+      if (s) p += buf.write(s, p, 'utf8');
+      offsets[i + 1] = p;
+    }
+    bytes = buf.subarray(0, p);
+  }
+  if (bytes.length > 0x7fffffff) throw new Error('string column exceeds 2 GiB, the limit of Arrow Utf8 offsets');
+  let nulls = 0;
+  for (let i = 0; i < n; i++) if (v[i] === null) nulls++;
+  if (nulls === 0) return makeData({ type: new Utf8(), length: n, nullCount: 0, valueOffsets: offsets, data: bytes });
+  const { bitmap } = bitmapOf(n, (i) => v[i] !== null);
+  return makeData({ type: new Utf8(), length: n, nullCount: nulls, valueOffsets: offsets, data: bytes, nullBitmap: bitmap });
+}
+
+function columnData(field: Field, col: AnyColumn, n: number): Data {
+  switch (field.type.typeId) {
+    case Type.Int: return int32Data(col as Int32Array);
+    case Type.Float: return float32Data(col as Float32Array | (number | null)[] | null, n);
+    case Type.Bool: return boolData(col as boolean[]);
+    case Type.Utf8: return utf8Data(col === null ? new Array<null>(n).fill(null) : (col as (string | null)[]));
+    default: throw new Error(`no writer for column ${field.name} of type ${field.type}`);
+  }
+}
+
+function writeTable(kind: string, path: string, schema: Schema, cols: Record<string, AnyColumn>): void {
+  const n = rowCount(kind, schema, cols);
+  const children = schema.fields.map((f) => columnData(f, cols[f.name], n));
+  const batch = new RecordBatch(schema, makeData({ type: new Struct(schema.fields), length: n, nullCount: 0, children }));
+  writeFileAtomic(path, tableToIPC(new Table(schema, [batch]), 'file'));
+}
+
+/** Write one step's token table atomically (tmp + rename). Column lengths must agree. */
+export function writeTokenTable(path: string, cols: TokenColumns): void {
+  writeTable('token', path, TOKEN_SCHEMA, cols as unknown as Record<string, AnyColumn>);
+}
+
+/** Write one step's episode table atomically (tmp + rename). Column lengths must agree. */
+export function writeEpisodeTable(path: string, cols: EpisodeColumns): void {
+  writeTable('episode', path, EPISODE_SCHEMA, cols as unknown as Record<string, AnyColumn>);
+}
+
+// ---- reading ----
+//
+// Readers parse every file first, then copy each column once into an output array sized for all of them:
+// the credit analysis reads a million rows across a run's steps, and building per-step arrays only to
+// concatenate them would double the copying and the garbage.
+
+const bitSet = (bitmap: Uint8Array, i: number) => (bitmap[i >> 3] & (1 << (i & 7))) !== 0;
+
+interface Source {
+  path: string;
+  table: Table;
+}
+
+function readTable(path: string): Source {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch (e) {
+    throw new UserError(`cannot read table ${path}: ${(e as Error).message}`);
+  }
+  try {
+    return { path, table: tableFromIPC(bytes) };
+  } catch (e) {
+    throw new UserError(`${path} is not a readable Arrow IPC file (truncated or corrupted?): ${(e as Error).message}`);
+  }
+}
+
+/** The column of each source; null where a nullable column is absent (an older writer left it out). */
+function column(sources: Source[], schema: Schema, name: string): (Vector | null)[] {
+  const field = schema.fields.find((f) => f.name === name)!;
+  return sources.map(({ path, table }) => {
+    const v = table.getChild(name);
+    if (!v) {
+      if (field.nullable) return null;
+      throw new UserError(`${path} has no column ${name} (DESIGN §5 requires it)`);
+    }
+    const t = v.type as DataType;
+    const ok = field.type.typeId === Type.Utf8 ? t.typeId === Type.Utf8 || t.typeId === Type.LargeUtf8 || t.typeId === Type.Dictionary
+      : field.type.typeId === Type.Bool ? t.typeId === Type.Bool
+      : t.typeId === Type.Int || t.typeId === Type.Float;
+    if (!ok) throw new UserError(`${path}: column ${name} has type ${t}, expected ${field.type}`);
+    return v;
+  });
+}
+
+/** Copy numeric values into out[base…]; Int64/Float64 columns from other writers are narrowed. */
+function copyNumbers(v: Vector, out: Int32Array | Float32Array, base: number): void {
+  const a = v.toArray() as ArrayLike<number | bigint>;
+  if (a instanceof out.constructor) out.set(a as ArrayLike<number>, base);
+  else for (let i = 0; i < v.length; i++) out[base + i] = Number(a[i]);
+}
+
+function int32Column(parts: (Vector | null)[], total: number): Int32Array {
+  const out = new Int32Array(total);
+  let base = 0;
+  for (const v of parts) {
+    copyNumbers(v!, out, base);
+    base += v!.length;
+  }
+  return out;
+}
+
+/**
+ * Float32 values with NaN for a null row (and for the rows of a source without the column). A nullable
+ * column that is null or absent in every source is returned as null, also for zero rows: that is how
+ * the writer's null column reads back.
+ */
+function float32Column(parts: (Vector | null)[], lengths: number[], total: number, nullable: boolean): Float32Array | null {
+  if (nullable && parts.every((v) => v === null || v.nullCount === v.length)) return null;
+  const out = new Float32Array(total);
+  let base = 0;
+  parts.forEach((v, k) => {
+    if (v === null) {
+      out.fill(NaN, base, base + lengths[k]);
+    } else {
+      copyNumbers(v, out, base);
+      if (v.nullCount > 0) {
+        let at = base;
+        for (const d of v.data) {
+          if (d.nullCount > 0 && d.nullBitmap && d.nullBitmap.length > 0) {
+            for (let i = 0; i < d.length; i++) if (!bitSet(d.nullBitmap, d.offset + i)) out[at + i] = NaN;
+          }
+          at += d.length;
+        }
+      }
+    }
+    base += lengths[k];
+  });
+  return out;
+}
+
+function boolColumn(parts: (Vector | null)[], total: number): boolean[] {
+  const out = new Array<boolean>(total);
+  let base = 0;
+  for (const v of parts) {
+    for (const d of v!.data) {
+      const bits = d.values as Uint8Array;
+      for (let i = 0; i < d.length; i++) out[base + i] = bitSet(bits, d.offset + i);
+      base += d.length;
+    }
+  }
+  return out;
+}
+
+/**
+ * Decode a Utf8 chunk with one TextDecoder call over its whole value buffer, then slice. Byte offsets
+ * are mapped to UTF-16 offsets by counting code-point lead bytes (4-byte sequences are surrogate pairs);
+ * for pure ASCII the two coincide. Per-value decoding would cost a native call per row.
+ */
+const decoder = new TextDecoder('utf-8');
+const MAX_INTERNED = 16;
+function readUtf8Chunk(d: Data, out: (string | null)[], base: number, seen: string[] | null): void {
+  const offsets = d.valueOffsets as Int32Array;
+  const bytes = d.values as Uint8Array;
+  const n = d.length;
+  const start = offsets[0];
+  const end = offsets[n];
+  const text = decoder.decode(bytes.subarray(start, end));
+  const valid = d.nullCount > 0 && d.nullBitmap && d.nullBitmap.length > 0 ? d.nullBitmap : null;
+  const isNull = (i: number) => valid !== null && !bitSet(valid, d.offset + i);
+  // Low-cardinality columns reuse one string per distinct value: `startsWith` at an offset compares
+  // without allocating, while a slice per row would leave a million short strings for the GC.
+  const take = (from: number, to: number): string => {
+    if (seen !== null) {
+      for (const s of seen) if (s.length === to - from && text.startsWith(s, from)) return s;
+      const s = text.slice(from, to);
+      if (seen.length < MAX_INTERNED) seen.push(s);
+      return s;
+    }
+    return text.slice(from, to);
+  };
+  if (text.length === end - start) {
+    // every byte decoded to one code unit: ASCII (or invalid bytes, each replaced by one U+FFFD)
+    for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : take(offsets[i] - start, offsets[i + 1] - start);
+    return;
+  }
+  let b = start;
+  let u = 0;
+  const units = new Int32Array(n + 1);
+  for (let i = 0; i < n; i++) {
+    const stop = offsets[i + 1];
+    for (; b < stop; b++) {
+      const c = bytes[b];
+      if ((c & 0xc0) !== 0x80) u += c >= 0xf0 ? 2 : 1;
+    }
+    units[i + 1] = u;
+  }
+  if (u !== text.length) {
+    // invalid UTF-8 (never written by us): the replacement characters break the count, decode one by one
+    for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : decoder.decode(bytes.subarray(offsets[i], offsets[i + 1]));
+    return;
+  }
+  for (let i = 0; i < n; i++) out[base + i] = isNull(i) ? null : take(units[i], units[i + 1]);
+}
+
+/**
+ * A string column. `nullAs` replaces null cells: '' for columns the contract keeps non-null (a file from
+ * another writer may still hold nulls there), null for nullable ones. `intern` is for columns with a
+ * handful of distinct values (`section`, `token_type`).
+ */
+function stringColumn<T extends string | null>(parts: (Vector | null)[], lengths: number[], total: number, nullAs: T, intern = false): (string | T)[] {
+  const out = new Array<string | null>(total);
+  const seen = intern ? [] : null;
+  let base = 0;
+  parts.forEach((v, k) => {
+    if (v === null) {
+      out.fill(nullAs, base, base + lengths[k]);
+    } else if (v.type.typeId === Type.Utf8) {
+      let at = base;
+      for (const d of v.data) {
+        readUtf8Chunk(d, out, at, seen);
+        at += d.length;
+      }
+    } else {
+      let i = base;
+      for (const x of v as Iterable<unknown>) out[i++] = x === null || x === undefined ? null : String(x);
+    }
+    if (v !== null && v.nullCount > 0 && nullAs !== null) {
+      for (let i = base; i < base + lengths[k]; i++) out[i] ??= nullAs;
+    }
+    base += lengths[k];
+  });
+  return out as (string | T)[];
+}
+
+function readTokens(paths: string[]): TokenColumnsRead {
+  const sources = paths.map(readTable);
+  const lengths = sources.map((s) => s.table.numRows);
+  const total = lengths.reduce((a, b) => a + b, 0);
+  const col = (name: string) => column(sources, TOKEN_SCHEMA, name);
+  const ints = (name: string) => int32Column(col(name), total);
+  const floats = (name: string) => float32Column(col(name), lengths, total, false)!;
+  const strings = (name: string, intern = false) => stringColumn(col(name), lengths, total, '', intern);
+  return {
+    step: ints('step'),
+    episode: ints('episode'),
+    prompt_idx: ints('prompt_idx'),
+    position: ints('position'),
+    token_id: ints('token_id'),
+    token: strings('token'),
+    logprob: floats('logprob'),
+    entropy: floats('entropy'),
+    advantage: floats('advantage'),
+    weight: floats('weight'),
+    effective_advantage: floats('effective_advantage'),
+    contribution: floats('contribution'),
+    attribution: float32Column(col('attribution'), lengths, total, true),
+    importance: float32Column(col('importance'), lengths, total, true),
+    section: strings('section', true) as SectionName[],
+    token_type: strings('token_type', true) as TokenType[],
+    reward: floats('reward'),
+  };
+}
+
+/** Read one token table column-wise. */
+export function readTokenTable(path: string): TokenColumnsRead {
+  return readTokens([path]);
+}
+
+/**
+ * Every logged step's token table in [fromStep, toStep] (inclusive; both optional), concatenated in
+ * step order. Steps whose table is missing are simply not there (logging.every > 1, or a run still going).
+ * A nullable column present in some steps only is NaN in the rows of the others.
+ */
+export function readTokenTables(runDir: string, range: { fromStep?: number; toStep?: number } = {}): TokenColumnsRead {
+  const lo = range.fromStep ?? -Infinity;
+  const hi = range.toStep ?? Infinity;
+  const steps = listLoggedSteps(runDir, 'tokens').filter((s) => s >= lo && s <= hi);
+  return readTokens(steps.map((s) => stepFile(runDir, 'tokens', s)));
+}
+
+/** Read one episode table column-wise. */
+export function readEpisodeTable(path: string): EpisodeColumns {
+  const sources = [readTable(path)];
+  const lengths = [sources[0].table.numRows];
+  const total = lengths[0];
+  const col = (name: string) => column(sources, EPISODE_SCHEMA, name);
+  const floats = (name: string) => float32Column(col(name), lengths, total, false)!;
+  return {
+    step: int32Column(col('step'), total),
+    episode: int32Column(col('episode'), total),
+    prompt_idx: int32Column(col('prompt_idx'), total),
+    prompt: stringColumn(col('prompt'), lengths, total, ''),
+    completion: stringColumn(col('completion'), lengths, total, ''),
+    reward: floats('reward'),
+    reward_format: floats('reward_format'),
+    reward_answer: floats('reward_answer'),
+    success: boolColumn(col('success'), total),
+    advantage: floats('advantage'),
+    length: int32Column(col('length'), total),
+    oracle_span: stringColumn(col('oracle_span'), lengths, total, null),
+  };
+}

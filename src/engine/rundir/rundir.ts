@@ -1,0 +1,304 @@
+// The run directory (DESIGN §5, contract): the engine writes it, the extension, the webviews and
+// `credit-lens analyze` read it, often while a run is still writing. Every whole-file write therefore goes
+// through a temporary file and a rename, so a reader sees the old file or the new one, never half of one.
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import type { MetricsRow, Phase, RunInfo } from '../../protocol';
+import { UserError } from '../core/errors';
+
+export const RUN_JSON = 'run.json';
+export const METRICS_JSONL = 'metrics.jsonl';
+export const ENGINE_LOG = 'engine.log';
+export const CONFIG_YAML = 'config.yaml';
+export type TableKind = 'tokens' | 'episodes';
+
+// ---- atomic writes ----
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * rename(2) replaces the target atomically on POSIX. On Windows it fails with EPERM/EACCES/EBUSY while
+ * another process (the extension reading run.json, a virus scanner) has the target open, so retry briefly.
+ */
+export function renameWithRetry(from: string, to: string): void {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      renameSync(from, to);
+      return;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      const transient = process.platform === 'win32' && (code === 'EPERM' || code === 'EACCES' || code === 'EBUSY');
+      if (!transient || attempt >= 10) throw e;
+      sleepSync(10 * (attempt + 1));
+    }
+  }
+}
+
+/**
+ * Write `data` to `path` through `path.tmp-<pid>` + rename. With `fsync`, the bytes reach the disk before
+ * the rename, so even a power cut leaves the old file or the complete new one (used for checkpoints).
+ */
+export function writeFileAtomic(path: string, data: string | Uint8Array, opts: { fsync?: boolean } = {}): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  try {
+    const fd = openSync(tmp, 'w');
+    try {
+      writeFileSync(fd, data);
+      if (opts.fsync) fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameWithRetry(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+}
+
+// ---- creating and finding runs ----
+
+const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+
+/** `yyyymmdd-hhmmss` in local time: the user reads it next to their clock. */
+export function runTimestamp(now: Date): string {
+  return `${now.getFullYear()}${pad(now.getMonth() + 1)}${pad(now.getDate())}-${pad(now.getHours())}${pad(now.getMinutes())}${pad(now.getSeconds())}`;
+}
+
+/**
+ * Create `<outputDir>/<name>-<yyyymmdd-hhmmss>/` with `tokens/`, `episodes/` and `checkpoints/`.
+ * Two runs started in the same second (a sweep) get `-2`, `-3`, …; mkdir without `recursive` claims the
+ * name atomically, so two processes cannot both take the same one.
+ */
+export function createRunDir(outputDir: string, name: string, now = new Date()): string {
+  if (!name || name === '.' || name === '..' || /[/\\\0]/.test(name)) {
+    throw new UserError(`run name ${JSON.stringify(name)} cannot be used as a folder name (it must be non-empty and contain no / or \\)`);
+  }
+  mkdirSync(outputDir, { recursive: true });
+  const base = join(outputDir, `${name}-${runTimestamp(now)}`);
+  let dir = base;
+  for (let k = 2; ; k++) {
+    try {
+      mkdirSync(dir);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      dir = `${base}-${k}`;
+    }
+  }
+  for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(dir, sub));
+  return dir;
+}
+
+const SKIP_DIRS = new Set(['node_modules', '.git']);
+
+/**
+ * Every folder under `root` (itself included) that holds a `run.json`, sorted, to at most `maxDepth`
+ * levels below root. It does not descend into a run (its tokens/ folder can hold thousands of files),
+ * nor into hidden folders, node_modules or symlinked folders (which could loop).
+ */
+export function findRunDirs(root: string, maxDepth = 4): string[] {
+  const found: string[] = [];
+  const walk = (dir: string, depth: number): void => {
+    if (existsSync(join(dir, RUN_JSON))) {
+      found.push(dir);
+      return;
+    }
+    if (depth >= maxDepth) return;
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return; // unreadable or vanished while we walked: not a run
+    }
+    for (const e of entries) {
+      if (!e.isDirectory() || e.name.startsWith('.') || SKIP_DIRS.has(e.name)) continue;
+      walk(join(dir, e.name), depth + 1);
+    }
+  };
+  walk(root, 0);
+  return found.sort();
+}
+
+// ---- run.json ----
+
+export function writeRunInfo(runDir: string, info: RunInfo): void {
+  writeFileAtomic(join(runDir, RUN_JSON), JSON.stringify(info, null, 2) + '\n');
+}
+
+/** null when run.json is missing, unreadable or not a run record; readers poll it and must not crash. */
+export function readRunInfo(runDir: string): RunInfo | null {
+  let text: string;
+  try {
+    text = readFileSync(join(runDir, RUN_JSON), 'utf8');
+  } catch {
+    return null;
+  }
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
+    const r = v as Record<string, unknown>;
+    if (typeof r.id !== 'string' || typeof r.name !== 'string' || typeof r.status !== 'string') return null;
+    return v as RunInfo;
+  } catch {
+    return null;
+  }
+}
+
+export function updateRunInfo(runDir: string, patch: Partial<RunInfo>): RunInfo {
+  const cur = readRunInfo(runDir);
+  if (!cur) throw new UserError(`cannot update ${join(runDir, RUN_JSON)}: it is missing or not valid JSON`);
+  const next = { ...cur, ...patch };
+  writeRunInfo(runDir, next);
+  return next;
+}
+
+// ---- metrics.jsonl ----
+
+/**
+ * Append one JSON line. The line goes out in one write(2) on an O_APPEND descriptor, so a crash leaves
+ * whole lines plus at most one torn last line. If the file already ends in a torn line (an earlier crash),
+ * a newline is written first so the new row is not glued onto it.
+ */
+export function appendMetrics(runDir: string, row: MetricsRow): void {
+  const path = join(runDir, METRICS_JSONL);
+  const fd = openSync(path, 'a+');
+  try {
+    let line = JSON.stringify(row) + '\n';
+    const size = fstatSync(fd).size;
+    if (size > 0) {
+      const last = Buffer.alloc(1);
+      readSync(fd, last, 0, 1, size - 1);
+      if (last[0] !== 0x0a) line = '\n' + line;
+    }
+    writeSync(fd, line);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function parseMetricsLines(text: string): { row: MetricsRow; line: string }[] {
+  const out: { row: MetricsRow; line: string }[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      const v = JSON.parse(line) as unknown;
+      if (typeof v === 'object' && v !== null && typeof (v as MetricsRow).step === 'number') out.push({ row: v as MetricsRow, line });
+    } catch {
+      // a torn line from a crash mid-write: skip it, the rows around it are whole
+    }
+  }
+  return out;
+}
+
+/** Every whole row of metrics.jsonl in file order; [] when there is none yet. */
+export function readMetrics(runDir: string): MetricsRow[] {
+  let text: string;
+  try {
+    text = readFileSync(join(runDir, METRICS_JSONL), 'utf8');
+  } catch {
+    return [];
+  }
+  return parseMetricsLines(text).map((x) => x.row);
+}
+
+/**
+ * Before resuming from the checkpoint taken at (`phase`, `step`), drop the rows logged after it, so the
+ * resumed run does not log those steps twice. SFT and GRPO count steps separately, and SFT comes first:
+ * a GRPO checkpoint keeps every SFT row and the grpo/eval rows up to `step`; an SFT checkpoint keeps the
+ * rows before the first GRPO row whose step is at most `step`. Torn lines are dropped too.
+ * Returns the number of rows dropped.
+ */
+export function truncateMetricsAfter(runDir: string, step: number, phase: Exclude<Phase, 'eval'> = 'grpo'): number {
+  const path = join(runDir, METRICS_JSONL);
+  if (!existsSync(path)) return 0;
+  const rows = parseMetricsLines(readFileSync(path, 'utf8'));
+  let kept: typeof rows;
+  if (phase === 'grpo') {
+    kept = rows.filter(({ row }) => row.phase === 'sft' || row.step <= step);
+  } else {
+    const firstGrpo = rows.findIndex(({ row }) => row.phase === 'grpo');
+    kept = (firstGrpo < 0 ? rows : rows.slice(0, firstGrpo)).filter(({ row }) => row.step <= step);
+  }
+  writeFileAtomic(path, kept.map((x) => x.line + '\n').join(''));
+  return rows.length - kept.length;
+}
+
+// ---- per-step tables ----
+
+export function stepFile(runDir: string, kind: TableKind, step: number): string {
+  return join(runDir, kind, `step-${pad(step, 6)}.arrow`);
+}
+
+const STEP_FILE = /^step-(\d+)\.arrow$/;
+
+/** Steps that have a complete table of `kind`, ascending (`.tmp-*` files of a write in progress are not). */
+export function listLoggedSteps(runDir: string, kind: TableKind = 'tokens'): number[] {
+  let names: string[];
+  try {
+    names = readdirSync(join(runDir, kind));
+  } catch {
+    return [];
+  }
+  const steps: number[] = [];
+  for (const n of names) {
+    const m = STEP_FILE.exec(n);
+    if (m) steps.push(Number(m[1]));
+  }
+  return steps.sort((a, b) => a - b);
+}
+
+// ---- engine.log ----
+
+/**
+ * Replace every occurrence of each secret with `***`. Longer secrets go first so that a secret containing
+ * a shorter one is hidden whole. Empty strings are ignored (an unset variable is not a secret).
+ */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  const sorted = secrets.filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
+  for (const s of sorted) text = text.split(s).join('***');
+  return text;
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export interface EngineLog {
+  write(level: LogLevel, msg: string): void;
+  close(): void;
+}
+
+/**
+ * Append-only `<run>/engine.log`: `<ISO time> <LEVEL> <message>`, continuation lines indented so every
+ * record starts with its time. Writes are synchronous so the last lines before a crash are on disk.
+ * Callers must not log secrets; `secrets` is a second line of defence (e.g. the CAL oracle's API key).
+ * Writes after close() are dropped: late log calls during shutdown must not throw.
+ */
+export function openEngineLog(runDir: string, opts: { secrets?: readonly string[] } = {}): EngineLog {
+  let fd: number | null = openSync(join(runDir, ENGINE_LOG), 'a');
+  const secrets = opts.secrets ?? [];
+  return {
+    write(level, msg) {
+      if (fd === null) return;
+      const text = secrets.length ? redactSecrets(msg, secrets) : msg;
+      writeSync(fd, `${new Date().toISOString()} ${level.toUpperCase().padEnd(5)} ${text.replace(/\r?\n/g, '\n    ')}\n`);
+    },
+    close() {
+      if (fd !== null) closeSync(fd);
+      fd = null;
+    },
+  };
+}

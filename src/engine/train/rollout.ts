@@ -1,0 +1,136 @@
+// Rollouts: sample completions for prompts, decode them with character offsets, score them, and lay out the
+// batch the policy forward pass needs (prompt left-padded, completion right-padded).
+import * as tf from '@tensorflow/tfjs';
+import type { Transformer } from '../model/model';
+import { generate } from '../model/sampler';
+import { computeSections, tokenType } from '../tasks/sections';
+import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan, TokenType } from '../core/types';
+
+export interface Episode {
+  example: Example;
+  promptIds: number[];
+  ids: number[];
+  /** sampler's log-probs (temperature-scaled policy at sampling time) */
+  sampleLogprobs: number[];
+  entropies: number[];
+  text: string;
+  tokens: TokenSpan[];
+  sections: Section[];
+  tokenTypes: TokenType[];
+  reward: RewardResult;
+  success: boolean;
+}
+
+export interface RolloutOptions {
+  maxNewTokens: number;
+  temperature: number;
+  topP: number;
+  greedy?: boolean;
+  rng: () => number;
+  /** rows per generate() call, to bound memory */
+  chunk?: number;
+}
+
+/** Generate one completion per entry of `examples` (repeat an example G times for a group). */
+export function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], o: RolloutOptions): Episode[] {
+  const out: Episode[] = [];
+  const chunk = o.chunk ?? 128;
+  for (let s = 0; s < examples.length; s += chunk) {
+    const exs = examples.slice(s, s + chunk);
+    const prompts = exs.map((ex) => tokenizer.encodePrompt(ex.prompt));
+    const seqs = generate(model, prompts, {
+      maxNewTokens: o.maxNewTokens,
+      temperature: o.greedy ? 1 : o.temperature,
+      topP: o.topP,
+      greedy: o.greedy,
+      eosId: tokenizer.eosIds ?? tokenizer.eosId,
+      stopAfter: ['</answer>'],
+      decode: (ids) => tokenizer.decode(ids),
+      rng: o.rng,
+    });
+    seqs.forEach((seq, k) => out.push(scoreEpisode(tokenizer, task, exs[k], prompts[k], seq.ids, seq.logprobs, seq.entropies)));
+  }
+  return out;
+}
+
+export function scoreEpisode(tokenizer: Tokenizer, task: Task, example: Example, promptIds: number[], ids: number[], logprobs: number[], entropies: number[]): Episode {
+  const { text, tokens } = tokenizer.decodeWithOffsets(ids);
+  const reward = task.reward(text, example);
+  // Sections are defined on the completion including the prefilled "<think>" of the prompt (DESIGN §4).
+  const shift = task.prefill.length;
+  const shifted = tokens.map((t) => ({ ...t, start: t.start + shift, end: t.end + shift }));
+  return {
+    example,
+    promptIds,
+    ids,
+    sampleLogprobs: logprobs,
+    entropies,
+    text,
+    tokens,
+    sections: computeSections(task.prefill + text, shifted),
+    tokenTypes: tokens.map((t) => tokenType(t.text)),
+    reward,
+    success: task.isSuccess(reward),
+  };
+}
+
+export interface PolicyBatch {
+  ids: tf.Tensor2D;
+  keyMask: tf.Tensor2D;
+  /** completion targets [B, C] and their validity */
+  targets: tf.Tensor2D;
+  mask: number[][];
+  promptLen: number;
+  completionLen: number;
+  dispose(): void;
+}
+
+/** Prompt left-padded to the longest prompt, completion right-padded to the longest completion. */
+export function policyBatch(promptIds: number[][], completionIds: number[][], padId: number): PolicyBatch {
+  const B = promptIds.length;
+  const P = Math.max(...promptIds.map((p) => p.length));
+  const C = Math.max(1, ...completionIds.map((c) => c.length));
+  const ids = new Int32Array(B * (P + C)).fill(padId);
+  const km = new Float32Array(B * (P + C));
+  const tg = new Int32Array(B * C).fill(padId);
+  const mask: number[][] = [];
+  for (let b = 0; b < B; b++) {
+    const p = promptIds[b];
+    const c = completionIds[b];
+    const row = b * (P + C);
+    for (let i = 0; i < p.length; i++) { ids[row + P - p.length + i] = p[i]; km[row + P - p.length + i] = 1; }
+    for (let j = 0; j < c.length; j++) { ids[row + P + j] = c[j]; km[row + P + j] = 1; tg[b * C + j] = c[j]; }
+    mask.push(Array.from({ length: C }, (_, j) => (j < c.length ? 1 : 0)));
+  }
+  const t = {
+    ids: tf.tensor2d(ids, [B, P + C], 'int32'),
+    keyMask: tf.tensor2d(km, [B, P + C]),
+    targets: tf.tensor2d(tg, [B, C], 'int32'),
+    mask,
+    promptLen: P,
+    completionLen: C,
+    dispose() { t.ids.dispose(); t.keyMask.dispose(); t.targets.dispose(); },
+  };
+  return t;
+}
+
+/**
+ * Log-probs of the completion tokens under the model, log_softmax(logits / temperature) as the sampler uses
+ * (TRL's convention), from one forward pass that can also return the last layer's attention and the final
+ * hidden states for credit strategies. The logits at position p predict the token at p + 1.
+ */
+export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperature: number, needs: { attention?: boolean; hidden?: boolean } = {}): { logp: tf.Tensor2D; attention?: tf.Tensor4D; hidden?: tf.Tensor3D } {
+  const P = pb.promptLen;
+  const C = pb.completionLen;
+  // Only the positions that predict completion tokens need logits (a 150k vocabulary makes the rest costly).
+  const out = model.forward(pb.ids, pb.keyMask, { returnAttention: needs.attention, returnHidden: needs.hidden, logitsFrom: P - 1 });
+  const [B, , V] = out.logits.shape;
+  const logits = out.logits.slice([0, 0, 0], [B, C, V]);
+  const lsm = tf.logSoftmax(temperature === 1 ? logits : logits.div(temperature));
+  // Pick each target's log-prob with one flat gather (its gradient is UnsortedSegmentSum, registered on wasm).
+  const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(tf.scalar(V, 'int32')).add(pb.targets.reshape([B * C])));
+  const logp = tf.gather(lsm.reshape([B * C * V]), flatIdx).reshape([B, C]) as tf.Tensor2D;
+  let hidden: tf.Tensor3D | undefined;
+  if (out.hidden) hidden = out.hidden.slice([0, P - 1, 0], [B, C, out.hidden.shape[2]]);
+  return { logp, attention: out.attention, hidden };
+}

@@ -1,0 +1,52 @@
+// Everything a run needs before its first step: backend, task, tokenizer, model. Shared by train, eval,
+// bench and paired rollouts so they all build the same objects from a config.
+import { initBackend } from '../model/backend';
+import type { CreditConfig } from '../config/config';
+import { UserError } from '../core/errors';
+import { loadHfModel } from '../model/hf';
+import { Transformer, type ModelConfig } from '../model/model';
+import { childSeed } from '../core/rng';
+import { makeTask } from '../tasks';
+import { CharTokenizer } from '../model/tokenizer';
+import type { Task, Tokenizer } from '../core/types';
+
+export interface Session {
+  cfg: CreditConfig;
+  backend: { backend: string; reason: string };
+  task: Task;
+  tokenizer: Tokenizer;
+  model: Transformer;
+  modelCfg: ModelConfig;
+}
+
+export function scratchModelConfig(cfg: CreditConfig, vocabSize: number): ModelConfig {
+  const m = cfg.model;
+  return {
+    arch: 'qwen2',
+    vocabSize,
+    dModel: m.d_model,
+    nLayers: m.n_layers,
+    nHeads: m.n_heads,
+    nKvHeads: m.n_kv_heads,
+    dFf: m.d_ff,
+    maxSeqLen: m.max_seq_len,
+    ropeTheta: m.rope_theta,
+    rmsEps: 1e-6,
+    tieEmbeddings: m.tie_embeddings,
+    qkvBias: true,
+  };
+}
+
+export async function buildSession(cfg: CreditConfig, log: (m: string) => void = () => {}): Promise<Session> {
+  const backend = await initBackend(cfg.backend, log);
+  const task = makeTask(cfg.task, childSeed(cfg.seed, 'task'));
+  if (cfg.model.source === 'hf') {
+    if (!cfg.model.path) throw new UserError('model.path: required when model.source is hf (a local Hugging Face directory)');
+    const { model, tokenizer, cfg: modelCfg } = loadHfModel(cfg.model.path);
+    return { cfg, backend, task, tokenizer, model, modelCfg };
+  }
+  const tokenizer = CharTokenizer.fromAlphabet(task.alphabet());
+  const modelCfg = scratchModelConfig(cfg, tokenizer.vocabSize);
+  const model = Transformer.init(modelCfg, childSeed(cfg.seed, 'init'));
+  return { cfg, backend, task, tokenizer, model, modelCfg };
+}

@@ -1,0 +1,69 @@
+// Bad input gets a clear message and a non-zero exit, never a bare stack trace.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+// The bundled CLI users run (`npm test` builds it first).
+const CLI = resolve(__dirname, '../../../dist/engine/cli.js');
+const dir = mkdtempSync(join(tmpdir(), 'cl-cli-'));
+
+function run(...args: string[]) {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', cwd: dir, timeout: 120_000 });
+  return { code: r.status, err: r.stderr, out: r.stdout };
+}
+
+function cfg(name: string, body: string): string {
+  const p = join(dir, name);
+  writeFileSync(p, body);
+  return p;
+}
+
+const base = (over: Record<string, string>) => {
+  const parts = {
+    head: 'name: t\nseed: 1\nbackend: wasm\n',
+    model: 'model: { source: scratch, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 32, max_seq_len: 64 }\n',
+    task: 'task: { name: arithmetic, numbers: [2, 2], max_number: 5, max_target: 20, train_size: 20, eval_size: 4 }\n',
+    grpo: 'grpo: { steps: 1, prompts_per_step: 1, group_size: 2, max_new_tokens: 8 }\n',
+    credit: '',
+    ...over,
+  };
+  return Object.values(parts).join('');
+};
+
+function assertClean(r: { code: number | null; err: string }, re: RegExp) {
+  assert.equal(r.code, 2, r.err);
+  assert.match(r.err, re);
+  assert.doesNotMatch(r.err, /^\s+at .+\(.*:\d+:\d+\)$/m, 'no stack trace');
+  assert.doesNotMatch(r.err, /internal error/);
+}
+
+test('missing config file', () => assertClean(run('train', 'nope.credit.yaml'), /nope\.credit\.yaml/));
+
+test('malformed YAML', () => assertClean(run('train', cfg('bad.credit.yaml', 'name: [unclosed\nseed: 1\n')), /bad\.credit\.yaml/));
+
+test('unknown strategy names the field and the allowed values', () =>
+  assertClean(run('train', cfg('s.credit.yaml', base({ credit: 'credit: { strategy: magic }\n' }))), /credit\.strategy.*magic[\s\S]*outcome_conditional/));
+
+test('negative size names the field', () =>
+  assertClean(run('train', cfg('n.credit.yaml', base({ grpo: 'grpo: { steps: -3 }\n' }))), /grpo\.steps/));
+
+test('unreadable model path', () =>
+  assertClean(run('train', cfg('m.credit.yaml', base({ model: 'model: { source: hf, path: ./no-such-model }\n' }))), /no-such-model/));
+
+test('a reward module that throws', () => {
+  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 12 }, (_, i) => JSON.stringify({ prompt: `q${i} <think>`, answer: String(i) })).join('\n'));
+  writeFileSync(join(dir, 'reward.js'), 'module.exports.reward = () => { throw new Error("boom in user code"); };\n');
+  const r = run('train', cfg('j.credit.yaml', base({ task: 'task: { name: jsonl, path: data.jsonl, reward_module: reward.js, train_size: 8, eval_size: 2 }\n' })));
+  assert.notEqual(r.code, 0);
+  assert.match(r.err, /reward\.js/);
+  assert.match(r.err, /boom in user code/);
+  assert.doesNotMatch(r.err, /internal error/);
+});
+
+test('unknown command and option', () => {
+  assertClean(run('fly'), /unknown command/);
+  assertClean(run('train', 'x.yaml', '--bogus'), /unknown option --bogus/);
+});

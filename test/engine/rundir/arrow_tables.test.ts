@@ -1,0 +1,313 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Table, tableFromIPC, tableToIPC, vectorFromArray, Utf8, Float32, Int32 } from 'apache-arrow';
+import {
+  EPISODE_SCHEMA,
+  TOKEN_SCHEMA,
+  readEpisodeTable,
+  readTokenTable,
+  readTokenTables,
+  writeEpisodeTable,
+  writeTokenTable,
+  type EpisodeColumns,
+  type TokenColumns,
+} from '../../../src/engine/rundir/arrow_tables';
+import { stepFile } from '../../../src/engine/rundir/rundir';
+import { isUserError } from '../../../src/engine/core/errors';
+
+function tmp(): string {
+  return mkdtempSync(join(tmpdir(), 'cl-arrow-'));
+}
+
+// Column names, Arrow types and nullability transcribed by hand from DESIGN §5 (the "null when unused"
+// columns are the only nullable ones).
+const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
+  ['step', 'Int32', false], ['episode', 'Int32', false], ['prompt_idx', 'Int32', false], ['position', 'Int32', false],
+  ['token_id', 'Int32', false], ['token', 'Utf8', false], ['logprob', 'Float32', false], ['entropy', 'Float32', false],
+  ['advantage', 'Float32', false], ['weight', 'Float32', false], ['effective_advantage', 'Float32', false],
+  ['contribution', 'Float32', false], ['attribution', 'Float32', true], ['importance', 'Float32', true],
+  ['section', 'Utf8', false], ['token_type', 'Utf8', false], ['reward', 'Float32', false],
+];
+const DESIGN_EPISODE_COLUMNS: [string, string, boolean][] = [
+  ['step', 'Int32', false], ['episode', 'Int32', false], ['prompt_idx', 'Int32', false], ['prompt', 'Utf8', false],
+  ['completion', 'Utf8', false], ['reward', 'Float32', false], ['reward_format', 'Float32', false],
+  ['reward_answer', 'Float32', false], ['success', 'Bool', false], ['advantage', 'Float32', false],
+  ['length', 'Int32', false], ['oracle_span', 'Utf8', true],
+];
+
+const describe = (fields: { name: string; type: unknown; nullable: boolean }[]) => fields.map((f) => [f.name, String(f.type), f.nullable]);
+
+// Values chosen to be exact in float32 (binary fractions), so equality after the round trip is exact.
+function sampleTokens(): TokenColumns {
+  return {
+    step: Int32Array.from([3, 3, 3, 3, 3, 3]),
+    episode: Int32Array.from([0, 0, 0, 1, 1, 1]),
+    prompt_idx: Int32Array.from([7, 7, 7, 7, 7, 7]),
+    position: Int32Array.from([0, 1, 2, 0, 1, 2]),
+    token_id: Int32Array.from([101, 5, 2_000_000, 0, -1, 42]),
+    token: ['<think>', 'é', '😀x', '', '数字\n', ' e\u0301'],
+    logprob: Float32Array.from([-0.5, -1.25, -3, -0.125, -2, -0.75]),
+    entropy: Float32Array.from([1.5, 0.25, 0, 2, 0.5, 1]),
+    advantage: Float32Array.from([0.5, 0.5, 0.5, -0.5, -0.5, -0.5]),
+    weight: Float32Array.from([1, 0.5, 0.5, 1, 0, 2]),
+    effective_advantage: Float32Array.from([0.5, 0.25, 0.25, -0.5, 0, -1]),
+    contribution: Float32Array.from([-0.25, -0.3125, -0.75, 0.0625, 0, 0.75]),
+    attribution: null,
+    importance: [0.25, null, 1.5, null, null, -4],
+    section: ['think', 'think', 'answer', 'other', 'answer', 'answer'],
+    token_type: ['filler', 'filler', 'filler', 'filler', 'filler', 'filler'],
+    reward: Float32Array.from([1.1, 1.1, 1.1, 0, 0, 0].map(Math.fround)),
+  };
+}
+
+function sampleEpisodes(): EpisodeColumns {
+  // 10 episodes so that `success` spans two bytes of the bit-packed Bool buffer.
+  const n = 10;
+  return {
+    step: new Int32Array(n).fill(2),
+    episode: Int32Array.from({ length: n }, (_, i) => i),
+    prompt_idx: Int32Array.from({ length: n }, (_, i) => i >> 2),
+    prompt: Array.from({ length: n }, (_, i) => `3 5 ${i} -> 16\n<think>`),
+    completion: Array.from({ length: n }, (_, i) => (i % 3 === 0 ? `✓ ${i}` : `(3+5)*${i}</answer>`)),
+    reward: Float32Array.from({ length: n }, (_, i) => (i % 3 === 0 ? 1.125 : 0.125)),
+    reward_format: Float32Array.from({ length: n }, () => 1),
+    reward_answer: Float32Array.from({ length: n }, (_, i) => (i % 3 === 0 ? 1 : 0)),
+    success: Array.from({ length: n }, (_, i) => i % 3 === 0),
+    advantage: Float32Array.from({ length: n }, (_, i) => (i % 3 === 0 ? 1.5 : -0.75)),
+    length: Int32Array.from({ length: n }, (_, i) => 10 + i),
+    oracle_span: Array.from({ length: n }, (_, i) => (i % 3 === 0 ? null : i === 4 ? 'ü÷ 8' : `${i}*2`)),
+  };
+}
+
+test('schemas list every DESIGN §5 column with its exact Arrow type, in order', () => {
+  assert.deepEqual(describe(TOKEN_SCHEMA.fields), DESIGN_TOKEN_COLUMNS);
+  assert.deepEqual(describe(EPISODE_SCHEMA.fields), DESIGN_EPISODE_COLUMNS);
+});
+
+test('written files carry the DESIGN §5 schema as read by the Arrow library itself', () => {
+  const dir = tmp();
+  try {
+    writeTokenTable(join(dir, 't.arrow'), sampleTokens());
+    writeEpisodeTable(join(dir, 'e.arrow'), sampleEpisodes());
+    const t = tableFromIPC(readFileSync(join(dir, 't.arrow')));
+    const e = tableFromIPC(readFileSync(join(dir, 'e.arrow')));
+    assert.deepEqual(describe(t.schema.fields), DESIGN_TOKEN_COLUMNS);
+    assert.deepEqual(describe(e.schema.fields), DESIGN_EPISODE_COLUMNS);
+    // Arrow IPC *file* format starts and ends with the magic "ARROW1" (the stream format has no footer).
+    const bytes = readFileSync(join(dir, 't.arrow'));
+    assert.equal(bytes.subarray(0, 6).toString(), 'ARROW1');
+    assert.equal(bytes.subarray(bytes.length - 6).toString(), 'ARROW1');
+    // the library's own row view agrees with what we wrote
+    assert.equal(t.get(1)?.token, 'é');
+    assert.equal(t.get(1)?.importance, null);
+    assert.equal(e.get(4)?.oracle_span, 'ü÷ 8');
+    assert.equal(e.get(9)?.success, true);
+    assert.deepEqual(readdirSync(dir).sort(), ['e.arrow', 't.arrow'], 'no .tmp-* file left behind');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('token table round trip keeps unicode tokens, a null column and single null rows', () => {
+  const dir = tmp();
+  try {
+    const cols = sampleTokens();
+    writeTokenTable(join(dir, 't.arrow'), cols);
+    const back = readTokenTable(join(dir, 't.arrow'));
+    assert.deepEqual(back.token, cols.token);
+    assert.deepEqual(back.section, cols.section);
+    assert.deepEqual(back.token_type, cols.token_type);
+    for (const k of ['step', 'episode', 'prompt_idx', 'position', 'token_id'] as const) {
+      assert.ok(back[k] instanceof Int32Array, k);
+      assert.deepEqual(Array.from(back[k]), Array.from(cols[k]), k);
+    }
+    for (const k of ['logprob', 'entropy', 'advantage', 'weight', 'effective_advantage', 'contribution', 'reward'] as const) {
+      assert.ok(back[k] instanceof Float32Array, k);
+      assert.deepEqual(Array.from(back[k]), Array.from(cols[k]), k);
+    }
+    assert.equal(back.attribution, null, 'a column written as null reads back as null');
+    // single null rows read back as NaN
+    assert.deepEqual(Array.from(back.importance!), [0.25, NaN, 1.5, NaN, NaN, -4]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('episode table round trip keeps booleans across a byte boundary and null oracle spans', () => {
+  const dir = tmp();
+  try {
+    const cols = sampleEpisodes();
+    writeEpisodeTable(join(dir, 'e.arrow'), cols);
+    const back = readEpisodeTable(join(dir, 'e.arrow'));
+    assert.deepEqual(back.success, cols.success);
+    assert.deepEqual(back.oracle_span, cols.oracle_span);
+    assert.deepEqual(back.prompt, cols.prompt);
+    assert.deepEqual(back.completion, cols.completion);
+    for (const k of ['step', 'episode', 'prompt_idx', 'length'] as const) assert.deepEqual(Array.from(back[k]), Array.from(cols[k]), k);
+    for (const k of ['reward', 'reward_format', 'reward_answer', 'advantage'] as const) assert.deepEqual(Array.from(back[k]), Array.from(cols[k]), k);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('an empty step writes and reads back as zero rows', () => {
+  const dir = tmp();
+  try {
+    const e = new Float32Array(0);
+    const i = new Int32Array(0);
+    writeTokenTable(join(dir, 't.arrow'), {
+      step: i, episode: i, prompt_idx: i, position: i, token_id: i, token: [], logprob: e, entropy: e, advantage: e,
+      weight: e, effective_advantage: e, contribution: e, attribution: null, importance: e, section: [], token_type: [], reward: e,
+    });
+    const back = readTokenTable(join(dir, 't.arrow'));
+    assert.equal(back.step.length, 0);
+    assert.deepEqual(back.token, []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('columns of different lengths are refused', () => {
+  const dir = tmp();
+  try {
+    const cols = sampleTokens();
+    cols.reward = new Float32Array(5);
+    assert.throws(() => writeTokenTable(join(dir, 't.arrow'), cols), /reward has 5 rows, expected 6/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a truncated table file is a UserError naming the file', () => {
+  const dir = tmp();
+  try {
+    const p = join(dir, 't.arrow');
+    writeTokenTable(p, sampleTokens());
+    const bytes = readFileSync(p);
+    writeFileSync(p, bytes.subarray(0, bytes.length >> 1));
+    assert.throws(() => readTokenTable(p), (e) => isUserError(e) && e.message.includes(p));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Built with apache-arrow's own builders, independently of our writer.
+function libraryTable(start: number, tokens: (string | null)[], importance: (number | null)[], dictionarySection: boolean): Table {
+  const n = tokens.length;
+  const ints = (f: (i: number) => number) => vectorFromArray(Array.from({ length: n }, (_, i) => f(start + i)), new Int32());
+  const floats = (f: (i: number) => number) => vectorFromArray(Array.from({ length: n }, (_, i) => f(start + i)), new Float32());
+  return new Table({
+    step: ints(() => 9), episode: ints((i) => i), prompt_idx: ints(() => 0), position: ints((i) => i), token_id: ints((i) => 100 + i),
+    token: vectorFromArray(tokens, new Utf8()),
+    logprob: floats((i) => -i), entropy: floats((i) => i / 2), advantage: floats(() => 1), weight: floats(() => 1),
+    effective_advantage: floats(() => 1), contribution: floats((i) => -i),
+    importance: vectorFromArray(importance, new Float32()),
+    // without a type, the library dictionary-encodes strings, as polars/pyarrow may also write them
+    section: vectorFromArray(Array.from({ length: n }, (_, i) => ((start + i) % 2 ? 'answer' : 'think')), dictionarySection ? undefined : new Utf8()),
+    token_type: vectorFromArray(Array.from({ length: n }, () => 'reasoning'), new Utf8()),
+    reward: floats(() => 0.5),
+  });
+}
+
+test('reads a multi-batch table built by the Arrow library (chunk offsets, null bitmaps)', () => {
+  // Two record batches of 3 and 2 rows; a null in a string column that the contract keeps non-null reads
+  // as '', a null importance as NaN.
+  const table = libraryTable(0, ['a', 'ß', null], [null, 2, 3], false).concat(libraryTable(3, ['🙂', 'z'], [4, null], false));
+  assert.equal(table.batches.length, 2);
+  const dir = tmp();
+  try {
+    const p = join(dir, 'x.arrow');
+    writeFileSync(p, tableToIPC(table, 'file'));
+    const back = readTokenTable(p);
+    assert.deepEqual(back.token, ['a', 'ß', '', '🙂', 'z']);
+    assert.deepEqual(Array.from(back.importance!), [NaN, 2, 3, 4, NaN]);
+    assert.equal(back.attribution, null, 'a column the writer left out reads as null');
+    assert.deepEqual(back.section, ['think', 'answer', 'think', 'answer', 'think']);
+    assert.deepEqual(Array.from(back.episode), [0, 1, 2, 3, 4]);
+    assert.deepEqual(Array.from(back.entropy), [0, 0.5, 1, 1.5, 2]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('reads dictionary-encoded string columns as plain strings', () => {
+  const table = libraryTable(0, ['x', 'y', 'x'], [1, 2, 3], true);
+  assert.equal(String(table.schema.fields.find((f) => f.name === 'section')!.type), 'Dictionary<Int32, Utf8>');
+  const dir = tmp();
+  try {
+    const p = join(dir, 'd.arrow');
+    writeFileSync(p, tableToIPC(table, 'file'));
+    assert.deepEqual(readTokenTable(p).section, ['think', 'answer', 'think']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('readTokenTables concatenates logged steps in order within [fromStep, toStep]', () => {
+  const dir = tmp();
+  try {
+    mkdirSync(join(dir, 'tokens'));
+    const mk = (step: number, n: number, withAttribution: boolean): TokenColumns => {
+      const c = sampleTokens();
+      const cut = <T extends { slice(a: number, b: number): T }>(a: T) => a.slice(0, n);
+      return {
+        ...c, step: new Int32Array(n).fill(step), episode: cut(c.episode), prompt_idx: cut(c.prompt_idx), position: cut(c.position),
+        token_id: cut(c.token_id), token: cut(c.token), logprob: cut(c.logprob), entropy: cut(c.entropy), advantage: cut(c.advantage),
+        weight: cut(c.weight), effective_advantage: cut(c.effective_advantage), contribution: cut(c.contribution),
+        attribution: withAttribution ? new Float32Array(n).fill(step) : null, importance: null,
+        section: cut(c.section), token_type: cut(c.token_type), reward: cut(c.reward),
+      };
+    };
+    // written out of order; step 10 sorts after step 2 numerically, before it as text
+    writeTokenTable(stepFile(dir, 'tokens', 10), mk(10, 2, true));
+    writeTokenTable(stepFile(dir, 'tokens', 2), mk(2, 3, false));
+    writeTokenTable(stepFile(dir, 'tokens', 1), mk(1, 1, false));
+    writeFileSync(stepFile(dir, 'tokens', 11) + '.tmp-123', 'half a table'); // an in-progress write is not a step
+
+    const all = readTokenTables(dir);
+    assert.deepEqual(Array.from(all.step), [1, 2, 2, 2, 10, 10]);
+    assert.deepEqual(all.token, ['<think>', '<think>', 'é', '😀x', '<think>', 'é']);
+    // step 10 has attribution, the others not: their rows are NaN
+    assert.deepEqual(Array.from(all.attribution!), [NaN, NaN, NaN, NaN, 10, 10]);
+    assert.equal(all.importance, null);
+
+    const mid = readTokenTables(dir, { fromStep: 2, toStep: 9 });
+    assert.deepEqual(Array.from(mid.step), [2, 2, 2]);
+    assert.equal(mid.attribution, null);
+    assert.equal(readTokenTables(dir, { fromStep: 50 }).step.length, 0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('timing: 100k-token step write + read (printed, not asserted)', () => {
+  const dir = tmp();
+  try {
+    const n = 100_000;
+    const vocab = ['3', ' +', '<think>', '</think>', '\n', 'é', ' the', '÷', '12', '(', ')', ' answer'];
+    const sections = ['think', 'answer', 'other'] as const;
+    const f = (k: number) => Float32Array.from({ length: n }, (_, i) => ((i * k) % 97) / 97);
+    const cols: TokenColumns = {
+      step: new Int32Array(n).fill(1), episode: Int32Array.from({ length: n }, (_, i) => i >> 6),
+      prompt_idx: Int32Array.from({ length: n }, (_, i) => i >> 9), position: Int32Array.from({ length: n }, (_, i) => i & 63),
+      token_id: Int32Array.from({ length: n }, (_, i) => i % vocab.length), token: Array.from({ length: n }, (_, i) => vocab[i % vocab.length]),
+      logprob: f(1), entropy: f(2), advantage: f(3), weight: f(5), effective_advantage: f(7), contribution: f(11),
+      attribution: f(13), importance: null, section: Array.from({ length: n }, (_, i) => sections[i % 3]),
+      token_type: Array.from({ length: n }, (_, i) => (i % 2 ? 'reasoning' : 'filler')), reward: f(17),
+    };
+    const p = join(dir, 'big.arrow');
+    const t0 = performance.now();
+    writeTokenTable(p, cols);
+    const t1 = performance.now();
+    const back = readTokenTable(p);
+    const t2 = performance.now();
+    console.log(`# 100k token rows: write ${(t1 - t0).toFixed(1)} ms, read ${(t2 - t1).toFixed(1)} ms`);
+    assert.equal(back.token[99_999], vocab[99_999 % vocab.length]);
+    assert.equal(back.attribution![12345], cols.attribution![12345]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,130 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { type CreditConfig, getDotted, parseConfigText, STRATEGIES } from '../../../src/engine/config/config';
+import { isUserError } from '../../../src/engine/core/errors';
+import { expandSweep, STRATEGY_PARAMS } from '../../../src/engine/sweep/sweep';
+
+function config(text: string): CreditConfig {
+  const r = parseConfigText(text);
+  assert.deepEqual(r.issues, []);
+  return r.config!;
+}
+
+// Seed 001's "Compare All Mitigations" list: 1 baseline + 3 think_discounts + 3 epsilons + 1 credit_scale
+// + 1 entropy_temp + 3 mask_percentiles = 12 runs.
+const SEED_001 = `name: countdown-baseline
+sweep:
+  grid:
+    - {credit.strategy: none}
+    - {credit.strategy: outcome_conditional, credit.think_discount: [0.25, 0.5, 0.75]}
+    - {credit.strategy: inverse_logprob, credit.epsilon: [0.01, 0.1, 0.5]}
+    - {credit.strategy: attention_credit, credit.credit_scale: 2.0}
+    - {credit.strategy: entropy_weighted, credit.entropy_temp: 1.0}
+    - {credit.strategy: entropy_mask, credit.mask_percentile: [70, 80, 90]}
+`;
+
+test('the seed-001 mitigation list expands to exactly its 12 runs, named by strategy and parameter', () => {
+  const runs = expandSweep(config(SEED_001));
+  assert.deepEqual(runs.map((r) => r.name), [
+    'countdown-baseline-none',
+    'countdown-baseline-outcome_conditional-td0.25',
+    'countdown-baseline-outcome_conditional-td0.5',
+    'countdown-baseline-outcome_conditional-td0.75',
+    'countdown-baseline-inverse_logprob-eps0.01',
+    'countdown-baseline-inverse_logprob-eps0.1',
+    'countdown-baseline-inverse_logprob-eps0.5',
+    'countdown-baseline-attention_credit-cs2',
+    'countdown-baseline-entropy_weighted-et1',
+    'countdown-baseline-entropy_mask-mp70',
+    'countdown-baseline-entropy_mask-mp80',
+    'countdown-baseline-entropy_mask-mp90',
+  ]);
+  const td = runs[2];
+  assert.deepEqual(td.overrides, { 'credit.strategy': 'outcome_conditional', 'credit.think_discount': 0.5 });
+  assert.equal(td.config.credit.strategy, 'outcome_conditional');
+  assert.equal(td.config.name, td.name, 'each run is named for its folder');
+  assert.equal(td.config.sweep, undefined, 'a run is not itself a sweep');
+  assert.equal(runs[9].config.credit.mask_percentile, 70);
+  assert.equal(runs[4].config.credit.epsilon, 0.01);
+  // Untouched keys keep the base config's values.
+  assert.equal(runs[4].config.credit.think_discount, 0.5);
+});
+
+test('a mapping grid is a cartesian product; parameters the strategy ignores are dropped with their duplicates', () => {
+  // DESIGN §3's example: 2 strategies × 3 discounts = 6 combinations, but `none` ignores think_discount, so its
+  // three combinations are one run: 1 + 3 = 4.
+  const cfg = config('sweep:\n  grid: {credit.strategy: [none, outcome_conditional], credit.think_discount: [0.25, 0.5, 0.75]}\n');
+  const runs = expandSweep(cfg);
+  assert.deepEqual(runs.map((r) => r.name), [
+    'countdown-baseline-none',
+    'countdown-baseline-outcome_conditional-td0.25',
+    'countdown-baseline-outcome_conditional-td0.5',
+    'countdown-baseline-outcome_conditional-td0.75',
+  ]);
+  assert.deepEqual(runs[0].overrides, { 'credit.strategy': 'none' });
+  assert.equal(runs[0].config.credit.think_discount, 0.5, 'the dropped override does not leak into the config');
+});
+
+test('a full product of keys every strategy uses: 2 × 3 = 6 runs with distinct names', () => {
+  const runs = expandSweep(config('name: lr\n'), { 'grpo.lr': [1e-4, 3e-4], seed: [1, 2, 3] });
+  assert.equal(runs.length, 6);
+  assert.deepEqual(runs.map((r) => r.name), ['lr-lr0.0001-seed1', 'lr-lr0.0001-seed2', 'lr-lr0.0001-seed3',
+    'lr-lr0.0003-seed1', 'lr-lr0.0003-seed2', 'lr-lr0.0003-seed3']);
+  assert.deepEqual(runs.map((r) => [r.config.grpo.lr, r.config.seed]),
+    [[1e-4, 1], [1e-4, 2], [1e-4, 3], [3e-4, 1], [3e-4, 2], [3e-4, 3]]);
+});
+
+test('names: clashing abbreviations get their section, booleans and pairs read plainly, constants are left out', () => {
+  const runs = expandSweep(config('name: x\n'), {
+    'sft.lr': [0.1, 0.2], 'grpo.lr': 0.01, 'task.numbers': [[3, 3], [3, 4]], 'logging.tokens': [true, false],
+  });
+  // 2 × 1 × 2 × 2 = 8 runs; grpo.lr has one value everywhere, so it names nothing.
+  assert.equal(runs.length, 8);
+  assert.equal(runs[0].name, 'x-sft_lr0.1-n3-3-tokens');
+  assert.equal(runs[7].name, 'x-sft_lr0.2-n3-4-no_tokens');
+  assert.equal(new Set(runs.map((r) => r.name)).size, 8);
+  assert.ok(runs.every((r) => r.config.grpo.lr === 0.01 && r.overrides['grpo.lr'] === 0.01));
+  // A bare pair for an array-valued key is one value, not two.
+  const one = expandSweep(config('name: x\n'), { 'task.numbers': [3, 4] });
+  assert.equal(one.length, 1);
+  assert.deepEqual(one[0].config.task.numbers, [3, 4]);
+});
+
+test('no grid: the config itself is the one run', () => {
+  const cfg = config('name: solo\n');
+  const runs = expandSweep(cfg);
+  assert.equal(runs.length, 1);
+  assert.equal(runs[0].name, 'solo');
+  assert.deepEqual(runs[0].config, cfg);
+});
+
+test('bad grids throw a UserError naming the key, with did-you-mean', () => {
+  const cfg = config('name: x\n');
+  assert.throws(() => expandSweep(cfg, { 'grpo.num_generations': [4, 8] }), (e: unknown) =>
+    isUserError(e) && /did you mean `grpo\.group_size`\?/.test((e as Error).message));
+  assert.throws(() => expandSweep(cfg, { 'credit.strategy': ['none', 'entropy_masking'] }), (e: unknown) =>
+    isUserError(e) && /sweep\.grid\.credit\.strategy\[1\]: got "entropy_masking".*did you mean `entropy_mask`\?/
+      .test((e as Error).message));
+});
+
+test('each run is re-validated, so a strategy missing its requirements is reported by run name', () => {
+  assert.throws(() => expandSweep(config('name: x\n'),
+    [{ 'credit.strategy': 'none' }, { 'credit.strategy': 'reward_variance' }]), (e: unknown) =>
+    isUserError(e) && /x-reward_variance: credit\.reward_variance\.importance_checkpoint: got null; it is required/
+      .test((e as Error).message));
+  assert.throws(() => expandSweep(config('name: x\n'), { 'model.n_heads': [3, 4] }), (e: unknown) =>
+    isUserError(e) && /x-nh3: model\.n_heads: got 3, expected a divisor of model\.d_model/.test((e as Error).message));
+});
+
+test('STRATEGY_PARAMS covers every strategy and names real config keys', () => {
+  assert.deepEqual(Object.keys(STRATEGY_PARAMS).sort(), [...STRATEGIES].sort());
+  const defaults = config('');
+  for (const [strategy, params] of Object.entries(STRATEGY_PARAMS)) {
+    for (const p of params) {
+      assert.ok(p.startsWith('credit.'), `${strategy}: ${p}`);
+      assert.notEqual(getDotted(defaults, p), undefined, `${strategy}: ${p} is a config key`);
+    }
+  }
+  assert.deepEqual(STRATEGY_PARAMS.outcome_conditional, ['credit.think_discount']);
+  assert.deepEqual(STRATEGY_PARAMS.entropy_mask, ['credit.mask_percentile']);
+});
