@@ -1,0 +1,342 @@
+// Sweeps on a Slurm cluster (one job array per sweep), using Slurm as it is: sbatch to submit, squeue and
+// `scontrol show job` to watch, scancel to cancel. Nothing here schedules; Slurm does. Each array task trains one
+// run of the sweep into a run directory fixed at submission, so that the run directories (which every run writes)
+// are what the extension watches, and a requeued task finds its directory and resumes from its last checkpoint.
+//
+// The sweep folder, `<output_dir>/sweep-<ts>/`, holds what a user needs to read and resubmit it by hand:
+//   slurm/sweep.sbatch           the array script (every option as an #SBATCH line)
+//   slurm/configs/task-<i>.credit.yaml   the expanded, resolved config of task i
+//   slurm/sweep.json             job id, tasks (name, config, run directory, overrides)
+//   slurm/logs/<job>_<i>.out     Slurm's stdout/stderr of task i
+// The output directory must be on storage that the login node and the compute nodes share: the script checks that
+// it can see the sweep folder before it trains, and says so in its log when it cannot.
+import { execFile } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { delimiter, join, resolve } from 'node:path';
+import { configToYaml, type CreditConfig } from '../config/config';
+import { UserError } from '../core/errors';
+import { readRunInfo, runTimestamp, writeFileAtomic } from '../rundir/rundir';
+import type { SweepRun } from './sweep';
+
+/** `sweep.slurm` of the config (sbatch's own option names where one exists). */
+export interface SlurmOptions {
+  partition: string | null;
+  time: string | null;
+  cpus_per_task: number | null;
+  mem: string | null;
+  account: string | null;
+  qos: string | null;
+  /** the array's `%N` throttle: at most this many tasks run at once (null: as many as Slurm allows) */
+  max_parallel: number | null;
+  /** further sbatch flags, one per item, e.g. ['--gres=gpu:1', '--constraint=avx2'] */
+  extra_args: string[];
+  /** shell lines run before the engine on the compute node, e.g. ['module load node/20'] */
+  setup: string[];
+  /** `--signal`: B:TERM@120 asks the engine (through the batch shell) to checkpoint 120 s before the time limit */
+  signal: string;
+  /** `--requeue`: a preempted or requeued task starts again and resumes its run directory */
+  requeue: boolean;
+  /** the engine each task runs: `bundled` (node + this engine's cli.js) or `path` (`credit-lens` on the cluster's PATH) */
+  engine: 'bundled' | 'path';
+  /** the Node.js executable on the compute nodes, for `engine: bundled` */
+  node: string;
+}
+
+export const DEFAULT_SLURM: SlurmOptions = {
+  partition: null, time: null, cpus_per_task: null, mem: null, account: null, qos: null, max_parallel: null,
+  extra_args: [], setup: [], signal: 'B:TERM@120', requeue: true, engine: 'bundled', node: 'node',
+};
+
+export interface SlurmTask { index: number; name: string; config: string; run_dir: string; overrides: Record<string, unknown> }
+
+export interface SlurmSweep {
+  kind: 'credit-lens-slurm-sweep';
+  version: 1;
+  sweep_dir: string;
+  config: string;
+  created: string;
+  job_id: string | null;
+  script: string;
+  tasks: SlurmTask[];
+}
+
+export const SWEEP_JSON = 'slurm/sweep.json';
+
+/** POSIX single quotes: the only quoting that needs no further escaping. */
+export function shq(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The #SBATCH lines of a sweep of `n` tasks (the order sbatch --help lists them). */
+export function sbatchDirectives(o: SlurmOptions, n: number, name: string, logDir: string): string[] {
+  const d: string[] = [
+    `--job-name=${name}`,
+    `--array=0-${n - 1}${o.max_parallel ? `%${o.max_parallel}` : ''}`,
+    `--output=${join(logDir, '%A_%a.out')}`,
+    '--open-mode=append',
+  ];
+  if (o.partition) d.push(`--partition=${o.partition}`);
+  if (o.account) d.push(`--account=${o.account}`);
+  if (o.qos) d.push(`--qos=${o.qos}`);
+  if (o.time) d.push(`--time=${o.time}`);
+  if (o.cpus_per_task) d.push(`--cpus-per-task=${o.cpus_per_task}`);
+  if (o.mem) d.push(`--mem=${o.mem}`);
+  if (o.signal) d.push(`--signal=${o.signal}`);
+  d.push(o.requeue ? '--requeue' : '--no-requeue');
+  d.push(...o.extra_args);
+  return d;
+}
+
+/** The engine command line a task runs, as shell words. */
+export function engineCommand(o: SlurmOptions, cliPath: string): string {
+  return o.engine === 'path' ? 'credit-lens' : `${shq(o.node)} ${shq(cliPath)}`;
+}
+
+/**
+ * The array script. The batch shell runs the engine in the background and forwards SIGTERM to it (`--signal=B:TERM`
+ * reaches only the batch shell), then waits for it to finish its checkpoint: a time limit or a preemption ends the
+ * run `stopped` and resumable rather than torn. `train --run-dir` starts the run in that folder, or resumes it
+ * when a requeued task finds it already there.
+ */
+export function sbatchScript(sweep: SlurmSweep, o: SlurmOptions, cliPath: string, cwd: string): string {
+  const logDir = join(sweep.sweep_dir, 'slurm', 'logs');
+  const lines = [
+    '#!/bin/bash',
+    `# Credit Lens sweep: ${sweep.tasks.length} runs of ${sweep.config}`,
+    `# Submitted with: sbatch --parsable ${shq(join(sweep.sweep_dir, 'slurm', 'sweep.sbatch'))}  (every option is below)`,
+    ...sbatchDirectives(o, sweep.tasks.length, `credit-lens-${sweep.tasks[0]?.name.split('-')[0] ?? 'sweep'}`, logDir).map((x) => `#SBATCH ${x}`),
+    'set -uo pipefail',
+    `SWEEP_DIR=${shq(sweep.sweep_dir)}`,
+    'if [ ! -d "$SWEEP_DIR/slurm/configs" ]; then',
+    '  echo "credit-lens: $SWEEP_DIR is not visible on $(hostname): output_dir must be on storage that the login node and the compute nodes share" >&2',
+    '  exit 3',
+    'fi',
+    ...o.setup,
+    `cd ${shq(cwd)} 2>/dev/null || cd "$SWEEP_DIR"`,
+    'i=${SLURM_ARRAY_TASK_ID:?not an array task}',
+    'CONFIG="$SWEEP_DIR/slurm/configs/task-$i.credit.yaml"',
+    'RUN_DIR=$(sed -n "$((i + 1))p" "$SWEEP_DIR/slurm/run_dirs.txt")',
+    'echo "credit-lens: task $i on $(hostname), restart ${SLURM_RESTART_COUNT:-0}: $RUN_DIR"',
+    `${engineCommand(o, cliPath)} train "$CONFIG" --run-dir "$RUN_DIR" &`,
+    'pid=$!',
+    "trap 'kill -TERM \"$pid\" 2>/dev/null' TERM INT",
+    'wait "$pid"; rc=$?',
+    // `wait` returns early (status > 128) when the trap ran; wait again until the engine has checkpointed and exited
+    'while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done',
+    'exit "$rc"',
+    '',
+  ];
+  return lines.join('\n');
+}
+
+/** Fails with a clear message when `dir` cannot be created or written (before anything is submitted). */
+function checkWritable(dir: string, key: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+    if (!statSync(dir).isDirectory()) throw new Error('not a directory');
+  } catch (e) {
+    throw new UserError(`${key}: ${dir} cannot be written (${(e as Error).message}); Slurm tasks write their run directories there`);
+  }
+}
+
+export function findOnPath(cmd: string, path = process.env.PATH ?? ''): string | null {
+  for (const d of path.split(delimiter).filter(Boolean)) {
+    const p = join(d, cmd);
+    try { accessSync(p, constants.X_OK); if (statSync(p).isFile()) return p; } catch { /* next */ }
+  }
+  return null;
+}
+
+function requireSlurm(cmd: string): string {
+  const p = findOnPath(cmd);
+  if (!p) {
+    throw new UserError(`${cmd} is not on PATH: a Slurm sweep needs Slurm's client commands (sbatch, squeue, scontrol, `
+      + 'scancel) on this machine, i.e. a cluster login node. Use sweep.executor: local to train here.');
+  }
+  return p;
+}
+
+export interface CmdResult { code: number; stdout: string; stderr: string }
+
+/** Runs a Slurm command without blocking the event loop, with a time budget (a busy controller can be slow). */
+export function runSlurm(cmd: string, args: string[], timeoutMs = 20_000): Promise<CmdResult> {
+  const bin = requireSlurm(cmd);
+  return new Promise((res) => {
+    execFile(bin, args, { timeout: timeoutMs, encoding: 'utf8', maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as NodeJS.ErrnoException).code === 'number' ? Number((err as NodeJS.ErrnoException).code) : 1) : 0;
+      const timedOut = err && (err as { killed?: boolean }).killed;
+      res({ code, stdout, stderr: timedOut ? `${cmd} did not answer within ${timeoutMs / 1000} s` : stderr });
+    });
+  });
+}
+
+export interface PrepareOptions { configPath: string; outputDir: string; runs: SweepRun[]; slurm: SlurmOptions; cliPath: string; cwd?: string; now?: Date }
+
+/** Writes the sweep folder (configs, script, sweep.json) without submitting it. */
+export function prepareSlurmSweep(p: PrepareOptions): SlurmSweep {
+  if (p.runs.length === 0) throw new UserError('sweep.grid expands to no runs: nothing to submit');
+  const outputDir = resolve(p.outputDir);
+  checkWritable(outputDir, 'output_dir');
+  const ts = runTimestamp(p.now ?? new Date());
+  let sweepDir = join(outputDir, `sweep-${ts}`);
+  for (let k = 2; existsSync(sweepDir); k++) sweepDir = join(outputDir, `sweep-${ts}-${k}`);
+  for (const sub of ['slurm/configs', 'slurm/logs']) mkdirSync(join(sweepDir, sub), { recursive: true });
+  const taken = new Set<string>();
+  const tasks: SlurmTask[] = p.runs.map((run, index) => {
+    const cfg: CreditConfig = { ...run.config, name: run.name };
+    delete (cfg as { sweep?: unknown }).sweep;
+    const config = join(sweepDir, 'slurm', 'configs', `task-${index}.credit.yaml`);
+    writeFileAtomic(config, configToYaml(cfg));
+    let runDir = join(resolve(run.config.output_dir), `${run.name}-${ts}`);
+    for (let k = 2; taken.has(runDir) || existsSync(runDir); k++) runDir = join(resolve(run.config.output_dir), `${run.name}-${ts}-${k}`);
+    taken.add(runDir);
+    checkWritable(resolve(run.config.output_dir), `output_dir of ${run.name}`);
+    return { index, name: run.name, config, run_dir: runDir, overrides: run.overrides };
+  });
+  const sweep: SlurmSweep = {
+    kind: 'credit-lens-slurm-sweep', version: 1, sweep_dir: sweepDir, config: resolve(p.configPath),
+    created: (p.now ?? new Date()).toISOString(), job_id: null, script: join(sweepDir, 'slurm', 'sweep.sbatch'), tasks,
+  };
+  writeFileAtomic(join(sweepDir, 'slurm', 'run_dirs.txt'), tasks.map((t) => t.run_dir).join('\n') + '\n');
+  writeFileAtomic(sweep.script, sbatchScript(sweep, p.slurm, p.cliPath, p.cwd ?? process.cwd()));
+  writeFileAtomic(join(sweepDir, SWEEP_JSON), JSON.stringify(sweep, null, 2) + '\n');
+  return sweep;
+}
+
+/** Submits a prepared sweep as one job array; Slurm's own message when sbatch refuses it. */
+export async function submitSlurmSweep(sweep: SlurmSweep, o: SlurmOptions): Promise<SlurmSweep> {
+  const array = `--array=0-${sweep.tasks.length - 1}${o.max_parallel ? `%${o.max_parallel}` : ''}`;
+  const r = await runSlurm('sbatch', ['--parsable', array, sweep.script]);
+  if (r.code !== 0) throw new UserError(`sbatch refused the sweep: ${(r.stderr || r.stdout).trim() || `exit code ${r.code}`}\n(script: ${sweep.script})`);
+  const jobId = r.stdout.trim().split(';')[0];
+  if (!/^\d+$/.test(jobId)) throw new UserError(`sbatch answered ${JSON.stringify(r.stdout.trim())}, not a job id`);
+  const out = { ...sweep, job_id: jobId };
+  writeFileAtomic(join(sweep.sweep_dir, SWEEP_JSON), JSON.stringify(out, null, 2) + '\n');
+  return out;
+}
+
+export function readSlurmSweep(sweepDir: string): SlurmSweep {
+  const p = join(sweepDir, SWEEP_JSON);
+  let v: unknown;
+  try { v = JSON.parse(readFileSync(p, 'utf8')); } catch (e) { throw new UserError(`${p}: not a readable Slurm sweep (${(e as Error).message})`); }
+  const s = v as SlurmSweep;
+  if (s?.kind !== 'credit-lens-slurm-sweep' || !Array.isArray(s.tasks)) throw new UserError(`${p}: not a Credit Lens Slurm sweep file`);
+  return s;
+}
+
+/** Slurm's view of one array task: state, pending reason, exit code, restarts. */
+export interface SlurmTaskState { state: string; reason: string | null; exit_code: string | null; restarts: number }
+
+/** `scontrol show job` prints one record per array task, `Key=Value` pairs separated by spaces and lines. */
+export function parseScontrol(text: string): Map<number, SlurmTaskState> {
+  const out = new Map<number, SlurmTaskState>();
+  for (const rec of text.split(/\n\s*\n/)) {
+    const kv = new Map<string, string>();
+    for (const m of rec.matchAll(/(\w+)=(\S*)/g)) if (!kv.has(m[1])) kv.set(m[1], m[2]);
+    const task = kv.get('ArrayTaskId');
+    if (task === undefined || !/^\d+$/.test(task)) continue;
+    const reason = kv.get('Reason');
+    out.set(Number(task), {
+      state: kv.get('JobState') ?? 'UNKNOWN',
+      reason: reason && reason !== 'None' ? reason : null,
+      exit_code: kv.get('ExitCode') ?? null,
+      restarts: Number(kv.get('Restarts') ?? 0),
+    });
+  }
+  return out;
+}
+
+/** `squeue -h -r -o '%K|%T|%r'`: array task id, state, reason (pending tasks of an array may print as a range). */
+export function parseSqueue(text: string): Map<number, SlurmTaskState> {
+  const out = new Map<number, SlurmTaskState>();
+  for (const line of text.split('\n')) {
+    const [ids, state, reason] = line.trim().split('|');
+    if (!ids || !state) continue;
+    const r = reason && reason !== 'None' ? reason : null;
+    for (const part of ids.replace(/^\[|\]$/g, '').replace(/%\d+$/, '').split(',')) {
+      const m = /^(\d+)(?:-(\d+))?$/.exec(part);
+      if (!m) continue;
+      for (let i = Number(m[1]); i <= Number(m[2] ?? m[1]); i++) out.set(i, { state, reason: r, exit_code: null, restarts: 0 });
+    }
+  }
+  return out;
+}
+
+export interface TaskStatus {
+  index: number;
+  name: string;
+  run_dir: string;
+  /** `<job>_<task>` */
+  slurm_job: string | null;
+  slurm_state: string | null;
+  slurm_reason: string | null;
+  /** run.json's status when the run directory exists */
+  run_status: string | null;
+  /** what a person should read: the run's status once it has one, else Slurm's state, with a failure's cause */
+  summary: string;
+}
+
+const SLURM_FAILURES: Record<string, string> = {
+  OUT_OF_MEMORY: 'out of memory (raise sweep.slurm.mem)',
+  TIMEOUT: 'hit the time limit (raise sweep.slurm.time)',
+  NODE_FAIL: 'the node failed',
+  CANCELLED: 'cancelled',
+  FAILED: 'failed',
+  PREEMPTED: 'preempted',
+  BOOT_FAIL: 'the node failed to boot',
+  DEADLINE: 'missed its deadline',
+};
+
+function summarize(s: SlurmTaskState | undefined, run: ReturnType<typeof readRunInfo>, sweepDir: string, jobId: string | null, index: number): string {
+  const active = s && /^(PENDING|CONFIGURING|RUNNING|COMPLETING|REQUEUED|RESIZING|SUSPENDED|REQUEUE_HOLD|REQUEUE_FED)$/.test(s.state);
+  // A run.json still saying `running` after Slurm ended the task means the engine was killed before it could write
+  // its end (SIGKILL after KillWait, the OOM killer, a lost node): Slurm's state is then the truth.
+  const torn = run?.status === 'running' && s && !active;
+  if (run && !torn && !(active && run.status !== 'running')) return run.status + (run.error ? `: ${run.error.split('\n')[0]}` : '');
+  if (s && active) return s.state.toLowerCase() + (s.reason ? ` (${s.reason})` : '');
+  if (s && SLURM_FAILURES[s.state]) {
+    const log = jobId ? join(sweepDir, 'slurm', 'logs', `${jobId}_${index}.out`) : null;
+    const tail = log && existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').filter((l) => /credit-lens:|error/i.test(l)).pop() : null;
+    return `${SLURM_FAILURES[s.state]}${tail ? `: ${tail}` : ''}${run ? '' : ' before the run started'}`;
+  }
+  if (torn) return `ended by Slurm (${s!.state}) while the run was training; resume it from its last checkpoint`;
+  if (s) return s.state.toLowerCase();
+  return jobId ? 'unknown to Slurm (finished long ago?)' : 'not submitted';
+}
+
+/** Every task's state, from Slurm (squeue, then scontrol for tasks squeue no longer lists) and the run directories. */
+export async function slurmStatus(sweep: SlurmSweep): Promise<TaskStatus[]> {
+  const states = new Map<number, SlurmTaskState>();
+  if (sweep.job_id) {
+    const sc = await runSlurm('scontrol', ['show', 'job', sweep.job_id]);
+    if (sc.code === 0) for (const [k, v] of parseScontrol(sc.stdout)) states.set(k, v);
+    const sq = await runSlurm('squeue', ['-h', '-r', '-j', sweep.job_id, '-o', '%K|%T|%r']);
+    if (sq.code === 0) for (const [k, v] of parseSqueue(sq.stdout)) states.set(k, { ...v, restarts: states.get(k)?.restarts ?? 0, exit_code: states.get(k)?.exit_code ?? null });
+  }
+  return sweep.tasks.map((t) => {
+    const s = states.get(t.index);
+    const run = existsSync(t.run_dir) ? readRunInfo(t.run_dir) : null;
+    return {
+      index: t.index, name: t.name, run_dir: t.run_dir,
+      slurm_job: sweep.job_id ? `${sweep.job_id}_${t.index}` : null,
+      slurm_state: s?.state ?? null, slurm_reason: s?.reason ?? null,
+      run_status: run?.status ?? null,
+      summary: summarize(s, run, sweep.sweep_dir, sweep.job_id, t.index),
+    };
+  });
+}
+
+/** Whether any task is still waiting or running, by Slurm's account or its run directory's. */
+export function sweepActive(tasks: TaskStatus[]): boolean {
+  return tasks.some((t) => (t.slurm_state && /^(PENDING|CONFIGURING|RUNNING|COMPLETING|REQUEUED|SUSPENDED)$/.test(t.slurm_state))
+    || (!t.slurm_state && t.run_status === 'running'));
+}
+
+/** scancel one task (`index`) or the whole array. The engine gets SIGTERM and ends `stopped`, resumable. */
+export async function slurmCancel(sweep: SlurmSweep, index?: number): Promise<void> {
+  if (!sweep.job_id) throw new UserError(`${sweep.sweep_dir}: the sweep was never submitted`);
+  if (index !== undefined && !sweep.tasks.some((t) => t.index === index)) throw new UserError(`--task ${index}: the sweep has tasks 0–${sweep.tasks.length - 1}`);
+  const r = await runSlurm('scancel', [index === undefined ? sweep.job_id : `${sweep.job_id}_${index}`]);
+  if (r.code !== 0) throw new UserError(`scancel failed: ${(r.stderr || r.stdout).trim()}`);
+}
