@@ -115,7 +115,7 @@ test('scancel of a running task leaves a stopped, resumable run', async () => {
 test('a task stopped by its time limit ends stopped, and resumes when requeued', async () => {
   // --time=1 with --signal=B:TERM@50: Slurm signals the batch shell up to a minute early, the engine checkpoints.
   const { sweepDir, jobId } = submit(config('limit', 400, '{ time: "1", signal: "B:TERM@50" }', '{ credit.strategy: [none] }'));
-  const [t] = await until('the run has started', () => { const s = status(sweepDir); return s[0].run_status && s; });
+  const [t] = await until('the run has started', () => { const s = status(sweepDir); return s[0].run_status ? s : null; });
   const stopped = await until('run.json says stopped', () => { const i = runJson(t.run_dir); return i.status !== 'running' && i; }, 150_000);
   assert.equal(stopped.status, 'stopped', JSON.stringify(stopped));
   const stepBefore = stopped.last_step;
