@@ -1,6 +1,6 @@
 // Minimal safetensors reader/writer (https://github.com/huggingface/safetensors format):
 // 8-byte little-endian header length, JSON header {name: {dtype, shape, data_offsets:[begin,end]}}, raw bytes.
-import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { UserError } from '../core/errors';
 
 export type StDtype = 'F32' | 'F16' | 'BF16' | 'I32' | 'I64' | 'F64';
@@ -52,7 +52,50 @@ export function f32ToBf16(v: number): number {
   return ((x + 0x7fff + lsb) >>> 16) & 0xffff;
 }
 
-export function readSafetensorsHeader(path: string): { header: Record<string, { dtype: StDtype; shape: number[]; data_offsets: [number, number] }>; metadata: Record<string, string>; dataStart: number } {
+export interface StEntry { dtype: StDtype; shape: number[]; data_offsets: [number, number] }
+
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * Check a parsed header against the format: an object of tensors, each {dtype, shape: counts, data_offsets: [b, e]}
+ * with e − b = elements × dtype size, inside the file. Anything else (null, arrays, negative or fractional numbers,
+ * `__proto__` names, overlapping the end of the file) is a UserError naming the file and the entry, never a crash
+ * deeper in. Names go into a null-prototype object, so no name can reach Object.prototype.
+ */
+function validateHeader(path: string, parsed: unknown, dataBytes: number): { header: Record<string, StEntry>; metadata: Record<string, string> } {
+  const bad = (what: string) => new UserError(`${path}: corrupt safetensors header: ${what}`);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw bad(`expected a JSON object, got ${parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : typeof parsed}`);
+  const header: Record<string, StEntry> = Object.create(null);
+  const metadata: Record<string, string> = Object.create(null);
+  for (const [name, v] of Object.entries(parsed as Record<string, unknown>)) {
+    if (name === '__metadata__') {
+      if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('__metadata__ is not an object of strings');
+      for (const [k, m] of Object.entries(v as Record<string, unknown>)) {
+        if (typeof m !== 'string') throw bad(`__metadata__.${k} is not a string`);
+        if (k !== '__proto__') metadata[k] = m;
+      }
+      continue;
+    }
+    if (name === '__proto__' || name === 'constructor' || name === 'prototype') throw bad(`tensor name ${JSON.stringify(name)} is not allowed`);
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad(`tensor ${name} is not an object`);
+    const e = v as Record<string, unknown>;
+    if (typeof e.dtype !== 'string' || !(e.dtype in BYTES)) throw bad(`tensor ${name} has dtype ${JSON.stringify(e.dtype)} (supported: ${Object.keys(BYTES).join(', ')})`);
+    if (!Array.isArray(e.shape) || !e.shape.every(isCount)) throw bad(`tensor ${name} has shape ${JSON.stringify(e.shape)}; expected a list of non-negative integers`);
+    const off = e.data_offsets;
+    if (!Array.isArray(off) || off.length !== 2 || !off.every(isCount) || off[0] > off[1]) {
+      throw bad(`tensor ${name} has data_offsets ${JSON.stringify(off)}; expected [begin, end] with 0 ≤ begin ≤ end`);
+    }
+    const count = (e.shape as number[]).reduce((a, d) => a * d, 1);
+    if (!Number.isSafeInteger(count * BYTES[e.dtype as StDtype]) || off[1] - off[0] !== count * BYTES[e.dtype as StDtype]) {
+      throw bad(`tensor ${name}: data_offsets span ${off[1] - off[0]} bytes but shape ${JSON.stringify(e.shape)} of ${e.dtype} needs ${count * BYTES[e.dtype as StDtype]}`);
+    }
+    if (off[1] > dataBytes) throw bad(`tensor ${name} ends at byte ${off[1]} of the data but the file holds ${dataBytes} (truncated?)`);
+    header[name] = { dtype: e.dtype as StDtype, shape: e.shape as number[], data_offsets: [off[0], off[1]] };
+  }
+  return { header, metadata };
+}
+
+export function readSafetensorsHeader(path: string): { header: Record<string, StEntry>; metadata: Record<string, string>; dataStart: number } {
   let fd: number;
   try {
     fd = openSync(path, 'r');
@@ -60,21 +103,20 @@ export function readSafetensorsHeader(path: string): { header: Record<string, { 
     throw new UserError(`cannot read safetensors file ${path}: ${(e as Error).message}`);
   }
   try {
+    const size = fstatSync(fd).size;
     const lenBuf = Buffer.alloc(8);
     if (readSync(fd, lenBuf, 0, 8, 0) !== 8) throw new UserError(`${path} is not a safetensors file (shorter than 8 bytes)`);
     const n = Number(lenBuf.readBigUInt64LE(0));
-    if (n <= 0 || n > 100_000_000) throw new UserError(`${path} is not a safetensors file (header length ${n})`);
+    if (n <= 0 || n > 100_000_000 || 8 + n > size) throw new UserError(`${path} is not a safetensors file (header length ${n}, file size ${size})`);
     const hb = Buffer.alloc(n);
-    readSync(fd, hb, 0, n, 8);
-    let parsed: Record<string, unknown>;
+    if (readSync(fd, hb, 0, n, 8) !== n) throw new UserError(`${path}: the header is truncated`);
+    let parsed: unknown;
     try {
       parsed = JSON.parse(hb.toString('utf8'));
     } catch {
       throw new UserError(`${path} is not a safetensors file (header is not JSON)`);
     }
-    const metadata = (parsed.__metadata__ ?? {}) as Record<string, string>;
-    delete parsed.__metadata__;
-    return { header: parsed as never, metadata, dataStart: 8 + n };
+    return { ...validateHeader(path, parsed, size - 8 - n), dataStart: 8 + n };
   } finally {
     closeSync(fd);
   }
@@ -84,14 +126,11 @@ export function readSafetensorsHeader(path: string): { header: Record<string, { 
 export function readSafetensors(path: string): { tensors: Record<string, StTensor>; metadata: Record<string, string> } {
   const { header, metadata, dataStart } = readSafetensorsHeader(path);
   const buf = readFileSync(path);
-  const tensors: Record<string, StTensor> = {};
+  const tensors: Record<string, StTensor> = Object.create(null);
   for (const [name, info] of Object.entries(header)) {
     const [b, e] = info.data_offsets;
     const count = info.shape.reduce((a, d) => a * d, 1);
-    if (!(info.dtype in BYTES)) throw new UserError(`${path}: tensor ${name} has unsupported dtype ${info.dtype} (supported: ${Object.keys(BYTES).join(', ')})`);
-    if (e - b !== count * BYTES[info.dtype] || dataStart + e > buf.length) {
-      throw new UserError(`${path}: tensor ${name} is truncated or its offsets are wrong (corrupted file?)`);
-    }
+    if (dataStart + e > buf.length) throw new UserError(`${path}: tensor ${name} is truncated (the file changed while it was read?)`);
     const raw = buf.subarray(dataStart + b, dataStart + e);
     const out = new Float32Array(count);
     const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);

@@ -251,3 +251,23 @@ export function loadCheckpoint(dir: string): LoadedCheckpoint {
     meta: meta.meta as Record<string, unknown>,
   };
 }
+
+/**
+ * The newest checkpoint that loads, newest first, with the ones skipped on the way and why. A checkpoint damaged
+ * after it was written (a bad disk, a bad copy, an edited file) must not strand the run: resume falls back to the
+ * previous good one and says so. Throws only when none loads, naming each checkpoint and its fault.
+ */
+export function loadLatestGoodCheckpoint(runDir: string): { checkpoint: LoadedCheckpoint; skipped: { dir: string; reason: string }[] } | null {
+  const all = listCheckpoints(runDir);
+  if (!all.length) return null;
+  const skipped: { dir: string; reason: string }[] = [];
+  for (const c of [...all].reverse()) {
+    try {
+      return { checkpoint: loadCheckpoint(c.dir), skipped };
+    } catch (e) {
+      if (!isUserError(e)) throw e;
+      skipped.push({ dir: c.dir, reason: e.message });
+    }
+  }
+  throw new UserError(`${runDir}: no checkpoint can be loaded:\n${skipped.map((s) => `  ${s.reason}`).join('\n')}`);
+}
