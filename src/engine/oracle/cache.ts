@@ -1,4 +1,5 @@
-// On-disk cache of oracle replies, keyed by sha256 of (provider, model, prompt).
+// On-disk cache of oracle replies, keyed by sha256 of (provider, normalised base URL, model, prompt). The base URL is
+// part of the key: two local servers serving different weights under one model name must not share answers.
 //
 // It lives in one shared folder, ${XDG_CACHE_HOME:-~/.cache}/credit-lens/oracle, not in the run directory: every run
 // gets a new timestamped directory, so a per-run cache would only pay off on resume, while a shared one makes a rerun
@@ -14,6 +15,7 @@ import { UserError } from '../core/errors';
 import { writeFileAtomic } from '../rundir/rundir';
 import type { OraclePrompt } from './prompt';
 
+/** The base URL is in the key's hash but not in the entry: a URL can carry a token (`?key=`, `user:pass@`). */
 export interface CacheEntry {
   provider: string;
   model: string;
@@ -28,8 +30,20 @@ export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(root, 'credit-lens', 'oracle');
 }
 
-export function cacheKey(provider: string, model: string, prompt: OraclePrompt): string {
-  return createHash('sha256').update(JSON.stringify([provider, model, prompt.system, prompt.user])).digest('hex');
+/** Scheme and host lower-cased, default port and trailing slashes dropped: spellings of one endpoint share a key. */
+export function normalizeBaseUrl(url: string | null): string {
+  if (!url) return '';
+  try {
+    const u = new URL(url);
+    const port = u.port && !((u.protocol === 'https:' && u.port === '443') || (u.protocol === 'http:' && u.port === '80')) ? `:${u.port}` : '';
+    return `${u.protocol}//${u.hostname.toLowerCase()}${port}${u.pathname.replace(/\/+$/, '')}`;
+  } catch {
+    return url.trim().replace(/\/+$/, '');
+  }
+}
+
+export function cacheKey(provider: string, baseUrl: string | null, model: string, prompt: OraclePrompt): string {
+  return createHash('sha256').update(JSON.stringify([provider, normalizeBaseUrl(baseUrl), model, prompt.system, prompt.user])).digest('hex');
 }
 
 export class OracleCache {

@@ -63,6 +63,27 @@ interface Attempt {
 
 const FATAL = new Set([401, 403, 404]);
 
+/** Replies larger than this are refused: an oracle's span fits in a few KB, and a hostile server must not fill memory. */
+export const MAX_REPLY_BYTES = 256 * 1024;
+
+/** The body as text, read until MAX_REPLY_BYTES and no further. */
+async function readCapped(res: Response): Promise<{ text: string } | { tooLarge: true }> {
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (declared > MAX_REPLY_BYTES) { await res.body?.cancel().catch(() => {}); return { tooLarge: true }; }
+  if (!res.body) return { text: '' };
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.byteLength;
+    if (n > MAX_REPLY_BYTES) { await reader.cancel().catch(() => {}); return { tooLarge: true }; }
+    chunks.push(value);
+  }
+  return { text: Buffer.concat(chunks).toString('utf8') };
+}
+
 /** `retry-after` as seconds or an HTTP date (RFC 9110 §10.2.3); Gemini puts a "retryDelay": "12s" in the body. */
 export function retryAfterMs(header: string | null, body: string, now = Date.now()): number | undefined {
   if (header) {
@@ -86,9 +107,11 @@ function causeCode(e: unknown): string {
   return typeof code === 'string' && /^[A-Za-z0-9_]+$/.test(code) ? code : 'unknown cause';
 }
 
-async function attempt(req: HttpRequest, timeoutMs: number, secrets: string[]): Promise<Attempt> {
+async function attempt(req: HttpRequest, timeoutMs: number, secrets: string[], cancel?: AbortSignal): Promise<Attempt> {
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeoutMs);
+  const onCancel = () => ctl.abort();
+  cancel?.addEventListener('abort', onCancel);
   const timedOut = { error: `no complete answer within ${timeoutMs / 1000} s`, retryable: true };
   try {
     let res: Response;
@@ -98,8 +121,11 @@ async function attempt(req: HttpRequest, timeoutMs: number, secrets: string[]): 
         headers: { 'content-type': 'application/json', ...req.headers },
         body: JSON.stringify(req.body),
         signal: ctl.signal,
+        // A redirect would carry the key header to wherever the server points: never follow one.
+        redirect: 'manual',
       });
     } catch (e) {
+      if (cancel?.aborted) return { error: 'cancelled', retryable: false };
       if (ctl.signal.aborted) return timedOut;
       // fetch's own message quotes the URL, so only the cause's code is used. No cause at all means the request
       // could not be built (e.g. user:password@ in the URL).
@@ -108,10 +134,17 @@ async function attempt(req: HttpRequest, timeoutMs: number, secrets: string[]): 
       }
       return { error: `connection failed (${causeCode(e)})`, retryable: true };
     }
+    if (res.status >= 300 && res.status < 400) {
+      await res.body?.cancel().catch(() => {});
+      return { error: `HTTP ${res.status}: the endpoint redirects; the key is never sent on to another address (set credit.cal.base_url to the final URL)`, status: res.status, retryable: false };
+    }
     let text: string;
     try {
-      text = await res.text();
+      const body = await readCapped(res);
+      if ('tooLarge' in body) return { error: `HTTP ${res.status} with a reply over ${MAX_REPLY_BYTES / 1024} KB; refused`, status: res.status, retryable: false };
+      text = body.text;
     } catch (e) {
+      if (cancel?.aborted) return { error: 'cancelled', retryable: false };
       if (ctl.signal.aborted) return timedOut;
       return { error: `HTTP ${res.status}, connection closed while reading the body (${causeCode(e)})`, status: res.status, retryable: true };
     }
@@ -132,19 +165,29 @@ async function attempt(req: HttpRequest, timeoutMs: number, secrets: string[]): 
     }
   } finally {
     clearTimeout(timer);
+    cancel?.removeEventListener('abort', onCancel);
   }
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** Resolves after `ms`, or at once when `cancel` fires (a Stop must not wait out a back-off). */
+function sleep(ms: number, cancel?: AbortSignal): Promise<void> {
+  return new Promise<void>((r) => {
+    if (cancel?.aborted) return r();
+    const done = () => { clearTimeout(t); cancel?.removeEventListener('abort', done); r(); };
+    const t = setTimeout(done, ms);
+    cancel?.addEventListener('abort', done);
+  });
+}
 
 /** POST a JSON body and parse the JSON answer, retrying transient failures per `policy`. Never throws. */
-export async function postJson(req: HttpRequest, policy: RetryPolicy, secrets: string[], random: () => number = Math.random): Promise<HttpResult> {
+export async function postJson(req: HttpRequest, policy: RetryPolicy, secrets: string[], random: () => number = Math.random, cancel?: AbortSignal): Promise<HttpResult> {
   for (let k = 0; ; k++) {
-    const a = await attempt(req, policy.timeoutMs, secrets);
+    if (cancel?.aborted) return { ok: false, error: 'cancelled', fatal: false, attempts: k };
+    const a = await attempt(req, policy.timeoutMs, secrets, cancel);
     const attempts = k + 1;
     if (a.json !== undefined) return { ok: true, json: a.json, attempts };
     const error = redact(a.error ?? 'failed', secrets);
-    const fatal = a.status !== undefined && FATAL.has(a.status);
+    const fatal = a.status !== undefined && (FATAL.has(a.status) || (a.status >= 300 && a.status < 400));
     if (!a.retryable || k >= policy.maxRetries) {
       const tail = a.retryable && attempts > 1 ? ` (gave up after ${attempts} attempts)` : '';
       return { ok: false, error: error + tail, status: a.status, fatal, attempts };
@@ -153,6 +196,6 @@ export async function postJson(req: HttpRequest, policy: RetryPolicy, secrets: s
       return { ok: false, error: `${error} (the server asks to wait ${Math.round(a.retryAfterMs / 1000)} s; giving up)`, status: a.status, fatal: false, attempts };
     }
     const backoff = Math.min(policy.backoffCapMs, policy.backoffBaseMs * 2 ** k) * (0.5 + 0.5 * random());
-    await sleep(Math.max(backoff, a.retryAfterMs ?? 0));
+    await sleep(Math.max(backoff, a.retryAfterMs ?? 0), cancel);
   }
 }

@@ -30,7 +30,8 @@ export interface OracleOutcome {
 
 export interface Oracle {
   readonly provider: CalConfig['provider'];
-  ask(queries: OracleQuery[]): Promise<OracleOutcome[]>;
+  /** `cancel` (a Stop) ends pending requests and back-off waits at once; their queries fail as 'cancelled' */
+  ask(queries: OracleQuery[], cancel?: AbortSignal): Promise<OracleOutcome[]>;
 }
 
 export interface OracleOptions {
@@ -86,7 +87,7 @@ function remoteOracle(o: OracleOptions): Oracle {
 
   return {
     provider,
-    async ask(queries) {
+    async ask(queries, cancel) {
       const key = readApiKey(cal.api_key_env, provider);
       const secrets = [key];
       const sem = new Semaphore(cal.concurrency);
@@ -99,7 +100,7 @@ function remoteOracle(o: OracleOptions): Oracle {
           : geminiRequest(cal.base_url, model, key, prompt);
         // A query keeps its slot through its retries' backoff, so a rate-limited server never sees more than
         // `concurrency` clients from us.
-        const r = await sem.run(() => postJson(req, policy, secrets));
+        const r = await sem.run(() => postJson(req, policy, secrets, Math.random, cancel));
         if (!r.ok) {
           if (r.fatal) {
             throw new UserError(`credit.cal: the ${provider} oracle refused the request: ${r.error}`,
@@ -115,10 +116,11 @@ function remoteOracle(o: OracleOptions): Oracle {
 
       return Promise.all(queries.map(async (q): Promise<OracleOutcome> => {
         const prompt = buildOraclePrompt(q);
-        const k = cacheKey(provider, model, prompt);
+        const k = cacheKey(provider, cal.base_url, model, prompt);
         let reply = cache?.get(k) ?? null;
         let cached = reply !== null;
         let requests = 0;
+        let fresh = false;
         if (reply === null) {
           let pending = cache ? inFlight.get(k) : undefined;
           if (pending) cached = true;
@@ -127,15 +129,14 @@ function remoteOracle(o: OracleOptions): Oracle {
             inFlight.set(k, pending);
           }
           const r = await pending;
-          if (!cached) {
-            requests = r.requests;
-            if (r.reply !== null) cache?.put(k, { provider, model, prompt, reply: r.reply, created: new Date().toISOString() });
-          }
+          if (!cached) { requests = r.requests; fresh = true; }
           if (r.reply === null) return { span: null, failure: r.failure, cached, requests };
           reply = r.reply;
         }
         const parsed = parseErrorSpan(reply);
         if (parsed.span === null) return { span: null, failure: parsed.reason, cached, requests };
+        // Only replies that parsed are kept: a malformed one is asked again next time, not replayed forever.
+        if (fresh) cache?.put(k, { provider, model, prompt, reply, created: new Date().toISOString() });
         const span = locateSpan(q.incorrect, parsed.span);
         return span ? { span, cached, requests } : { span: null, failure: 'span not found', cached, requests };
       }));

@@ -47,10 +47,21 @@ export type ParsedReply = { span: string } | { span: null; reason: 'no span name
 
 function spanOf(v: unknown): ParsedReply | undefined {
   if (typeof v === 'string') return v.trim() ? { span: v } : { span: null, reason: 'no span named' };
-  if (v && typeof v === 'object' && !Array.isArray(v) && 'error_span' in v) {
-    const s = (v as { error_span: unknown }).error_span;
-    if (typeof s === 'string' && s.trim()) return { span: s };
-    if (s === null || typeof s === 'string') return { span: null, reason: 'no span named' };
+  return deepSpan(v);
+}
+
+/** The first `error_span` in a parsed value, breadth-first (`{"result": {"error_span": …}}` counts); linear in its size. */
+function deepSpan(root: unknown): ParsedReply | undefined {
+  const queue: unknown[] = [root];
+  for (let i = 0; i < queue.length; i++) {
+    const v = queue[i];
+    if (!v || typeof v !== 'object') continue;
+    if (!Array.isArray(v) && Object.prototype.hasOwnProperty.call(v, 'error_span')) {
+      const s = (v as { error_span: unknown }).error_span;
+      if (typeof s === 'string' && s.trim()) return { span: s };
+      if (s === null || typeof s === 'string') return { span: null, reason: 'no span named' };
+    }
+    for (const x of Array.isArray(v) ? v : Object.values(v)) if (x && typeof x === 'object') queue.push(x);
   }
   return undefined;
 }
@@ -66,24 +77,28 @@ function tryJson(text: string): ParsedReply | null | undefined {
   return spanOf(v) ?? null;
 }
 
-/** Every balanced {...} in `text`, outermost first, skipping braces inside JSON strings. */
+/**
+ * The top-level balanced {...} of `text`, in order, skipping braces inside JSON strings; quotes in the prose between
+ * objects do not count. One pass: a reply is untrusted input, and the old scan from every '{' to its match was
+ * quadratic ("{{{{…" of 256 KB took minutes). Objects nested inside these are searched after parsing (deepSpan).
+ */
 function braceObjects(text: string): string[] {
   const out: string[] = [];
-  for (let i = text.indexOf('{'); i >= 0; i = text.indexOf('{', i + 1)) {
-    let depth = 0;
-    let inString = false;
-    for (let j = i; j < text.length; j++) {
-      const c = text[j];
-      if (inString) {
-        if (c === '\\') j++;
-        else if (c === '"') inString = false;
-      } else if (c === '"') inString = true;
-      else if (c === '{') depth++;
-      else if (c === '}' && --depth === 0) {
-        out.push(text.slice(i, j + 1));
-        break;
-      }
+  let depth = 0;
+  let start = -1;
+  let inString = false;
+  for (let j = 0; j < text.length; j++) {
+    const c = text[j];
+    if (depth === 0) {
+      if (c === '{') { depth = 1; start = j; inString = false; }
+      continue;
     }
+    if (inString) {
+      if (c === '\\') j++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === '{') depth++;
+    else if (c === '}' && --depth === 0) out.push(text.slice(start, j + 1));
   }
   return out;
 }
