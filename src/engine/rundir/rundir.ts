@@ -16,8 +16,10 @@ import {
   writeFileSync,
   writeSync,
 } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { MetricsRow, Phase, RunInfo } from '../../protocol';
+import { z } from 'zod';
 import { UserError } from '../core/errors';
 
 export const RUN_JSON = 'run.json';
@@ -141,23 +143,58 @@ export function writeRunInfo(runDir: string, info: RunInfo): void {
   writeFileAtomic(join(runDir, RUN_JSON), JSON.stringify(info, null, 2) + '\n');
 }
 
-/** null when run.json is missing, unreadable or not a run record; readers poll it and must not crash. */
-export function readRunInfo(runDir: string): RunInfo | null {
+// run.json comes from this engine, older versions, other tools and bad merges; every reader (runs tree, pickers,
+// sweep tables) polls it while a run writes it. It is checked against this schema, and a file that fails is
+// "unreadable" with the first reason — listed as such, never a crash and never a half-filled record.
+const optNum = z.number().finite().optional();
+const runInfoSchema = z.looseObject({
+  id: z.string().min(1),
+  name: z.string(),
+  status: z.enum(['running', 'completed', 'failed', 'stopped']),
+  started: z.string(),
+  ended: z.string().nullable().optional(),
+  backend: z.string().optional(),
+  backend_reason: z.string().optional(),
+  engine_version: z.string().optional(),
+  config_path: z.string().optional(),
+  strategy: z.string().optional(),
+  total_steps: optNum,
+  last_step: optNum,
+  pid: optNum,
+  error: z.string().optional(),
+  resumed_from: z.string().nullable().optional(),
+});
+
+export type RunInfoRead = { ok: true; info: RunInfo } | { ok: false; missing: boolean; reason: string };
+
+/** run.json checked against its schema: the record, or why it cannot be used (missing, not JSON, a bad field). */
+export function readRunInfoChecked(runDir: string): RunInfoRead {
   let text: string;
   try {
     text = readFileSync(join(runDir, RUN_JSON), 'utf8');
-  } catch {
-    return null;
+  } catch (e) {
+    return { ok: false, missing: (e as NodeJS.ErrnoException).code === 'ENOENT', reason: `run.json cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})` };
   }
+  let v: unknown;
   try {
-    const v = JSON.parse(text) as unknown;
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
-    const r = v as Record<string, unknown>;
-    if (typeof r.id !== 'string' || typeof r.name !== 'string' || typeof r.status !== 'string') return null;
-    return v as RunInfo;
+    v = JSON.parse(text);
   } catch {
-    return null;
+    return { ok: false, missing: false, reason: text.trim() ? 'run.json is not valid JSON' : 'run.json is empty' };
   }
+  const r = runInfoSchema.safeParse(v);
+  if (!r.success) {
+    const i = r.error.issues[0];
+    const at = i.path.length ? i.path.join('.') : 'run.json';
+    const got = i.path.reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Record<PropertyKey, unknown>)[k as PropertyKey] : undefined), v);
+    return { ok: false, missing: false, reason: `${at}: ${i.code === 'invalid_value' || i.code === 'invalid_type' ? `got ${JSON.stringify(got) ?? 'nothing'}; ` : ''}${i.message}` };
+  }
+  return { ok: true, info: r.data as RunInfo };
+}
+
+/** null when run.json is missing, unreadable or not a valid run record; readers poll it and must not crash. */
+export function readRunInfo(runDir: string): RunInfo | null {
+  const r = readRunInfoChecked(runDir);
+  return r.ok ? r.info : null;
 }
 
 export function updateRunInfo(runDir: string, patch: Partial<RunInfo>): RunInfo {
@@ -192,13 +229,32 @@ export function appendMetrics(runDir: string, row: MetricsRow): void {
   }
 }
 
+const PHASES = new Set(['sft', 'grpo', 'eval']);
+
+/**
+ * A metrics row as readers may use it: an integer step and a known phase, else the row is dropped; a value that is
+ * neither a finite number nor a string (a null reward from another tool, NaN written as null) is dropped from the
+ * row, so charts and tables see "no value" rather than a crash.
+ */
+export function sanitizeMetricsRow(v: unknown): MetricsRow | null {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
+  const r = v as Record<string, unknown>;
+  if (typeof r.step !== 'number' || !Number.isInteger(r.step) || typeof r.phase !== 'string' || !PHASES.has(r.phase)) return null;
+  const out: MetricsRow = { step: r.step, phase: r.phase as Phase };
+  for (const [k, x] of Object.entries(r)) {
+    if (k === 'step' || k === 'phase' || k === '__proto__') continue;
+    if ((typeof x === 'number' && Number.isFinite(x)) || typeof x === 'string') out[k] = x;
+  }
+  return out;
+}
+
 function parseMetricsLines(text: string): { row: MetricsRow; line: string }[] {
   const out: { row: MetricsRow; line: string }[] = [];
   for (const line of text.split('\n')) {
     if (!line.trim()) continue;
     try {
-      const v = JSON.parse(line) as unknown;
-      if (typeof v === 'object' && v !== null && typeof (v as MetricsRow).step === 'number') out.push({ row: v as MetricsRow, line });
+      const row = sanitizeMetricsRow(JSON.parse(line));
+      if (row) out.push({ row, line });
     } catch {
       // a torn line from a crash mid-write: skip it, the rows around it are whole
     }
@@ -301,4 +357,59 @@ export function openEngineLog(runDir: string, opts: { secrets?: readonly string[
       fd = null;
     },
   };
+}
+
+// ---- the run lock ----
+
+export const RUN_LOCK = '.lock';
+
+export interface LockHolder { pid: number; host: string; started: string }
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * One engine per run directory: two resumes (two windows, two shells, a requeued Slurm task and a leftover one)
+ * would interleave metrics rows and overwrite each other's checkpoints. The lock is `<run>/.lock`, created with
+ * O_EXCL and holding {pid, host, started}. A lock whose process is gone on this host is stale and taken over; a
+ * lock from another host cannot be checked from here, so the error says how to clear it by hand. Returns release().
+ */
+export function acquireRunLock(runDir: string, host = hostname()): () => void {
+  const path = join(runDir, RUN_LOCK);
+  const me: LockHolder = { pid: process.pid, host, started: new Date().toISOString() };
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const fd = openSync(path, 'wx');
+      try { writeSync(fd, JSON.stringify(me) + '\n'); } finally { closeSync(fd); }
+      return () => {
+        try {
+          const cur = JSON.parse(readFileSync(path, 'utf8')) as LockHolder;
+          if (cur.pid === me.pid && cur.host === me.host) rmSync(path, { force: true });
+        } catch { /* already gone */ }
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new UserError(`cannot lock ${runDir} (${(e as NodeJS.ErrnoException).code}): is the run directory writable?`);
+    }
+    let holder: LockHolder | null = null;
+    try { holder = JSON.parse(readFileSync(path, 'utf8')) as LockHolder; } catch { /* torn or being written */ }
+    if (holder && typeof holder.pid === 'number') {
+      if (holder.host !== host) {
+        throw new UserError(`run is already running (pid ${holder.pid} on ${holder.host}): ${runDir}`,
+          `if that process is gone, delete ${path}`);
+      }
+      if (processAlive(holder.pid) && holder.pid !== process.pid) throw new UserError(`run is already running (pid ${holder.pid}): ${runDir}`);
+    } else if (attempt === 0) {
+      // A lock file being written right now by another engine: give it a moment before calling it stale.
+      sleepSync(100);
+      continue;
+    }
+    rmSync(path, { force: true }); // stale: its process is gone (or it is ours from before an exec)
+  }
+  throw new UserError(`cannot lock ${runDir}: another engine keeps taking the lock`);
 }

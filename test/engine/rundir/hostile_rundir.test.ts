@@ -1,0 +1,83 @@
+// run.json and metrics.jsonl from older versions, other tools or a bad merge (issue 11): a reader gets the record or
+// the reason it is unreadable, never a crash and never a half-valid record; and one engine per run directory.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isUserError } from '../../../src/engine/core/errors';
+import { acquireRunLock, readMetrics, readRunInfo, readRunInfoChecked, RUN_LOCK } from '../../../src/engine/rundir/rundir';
+
+const root = mkdtempSync(join(tmpdir(), 'cl-hostile-run-'));
+let k = 0;
+function runWith(runJson: string | null, metrics?: string): string {
+  const d = join(root, `r${k++}`);
+  spawnSync('mkdir', ['-p', d]);
+  if (runJson !== null) writeFileSync(join(d, 'run.json'), runJson);
+  if (metrics !== undefined) writeFileSync(join(d, 'metrics.jsonl'), metrics);
+  return d;
+}
+
+const good = { id: 'x', name: 'n', status: 'completed', started: '2026-01-01T00:00:00Z', ended: null, backend: 'wasm', engine_version: '0.1.0' };
+
+test('run.json: each malformed field is named with the value found; a good one reads (unknown keys kept)', () => {
+  const cases: [unknown, RegExp][] = [
+    [{ ...good, status: 'paused' }, /^status: got "paused"; .*running.*completed/],
+    [{ ...good, started: 1767225600 }, /^started: got 1767225600; /],
+    [{ ...good, id: null }, /^id: got null; /],
+    [{ ...good, last_step: 'three' }, /^last_step: got "three"; /],
+    [[1, 2], /^run\.json: /],
+    [null, /^run\.json: /],
+  ];
+  for (const [v, re] of cases) {
+    const r = readRunInfoChecked(runWith(JSON.stringify(v)));
+    assert.equal(r.ok, false, JSON.stringify(v));
+    if (!r.ok) assert.match(r.reason, re);
+  }
+  const notJson = readRunInfoChecked(runWith('{"id": "x", "status": '));
+  assert.deepEqual(notJson, { ok: false, missing: false, reason: 'run.json is not valid JSON' });
+  const missing = readRunInfoChecked(runWith(null));
+  assert.equal(missing.ok === false && missing.missing, true);
+  const ok = readRunInfoChecked(runWith(JSON.stringify({ ...good, imported: { from: 'x.jsonl' } })));
+  assert.ok(ok.ok);
+  assert.deepEqual(ok.ok && (ok.info as unknown as { imported: unknown }).imported, { from: 'x.jsonl' });
+  assert.equal(readRunInfo(runWith(JSON.stringify({ ...good, status: 'paused' }))), null);
+});
+
+test('metrics.jsonl: null and non-finite values are dropped from their row, rows without a step or phase are dropped', () => {
+  const d = runWith(JSON.stringify(good), [
+    '{"step": 1, "phase": "grpo", "reward_mean": null, "loss": 0.5}',
+    '{"step": "2", "phase": "grpo", "loss": 1}',
+    '{"step": 3, "phase": "warmup", "loss": 1}',
+    '{"step": 4, "phase": "eval", "eval_success": 0.25, "note": "x", "bad": {"a": 1}}',
+    '[5]',
+    '{"step": 6, "phase": "gr',
+  ].join('\n'));
+  assert.deepEqual(readMetrics(d), [
+    { step: 1, phase: 'grpo', loss: 0.5 },
+    { step: 4, phase: 'eval', eval_success: 0.25, note: 'x' },
+  ]);
+});
+
+test('one engine per run directory: a live holder is named, a dead one is stale, another host is named with the fix', async () => {
+  const d = runWith(JSON.stringify(good));
+  // A real second process holds the lock.
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)']);
+  try {
+    writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: child.pid, host: 'here', started: '' }));
+    assert.throws(() => acquireRunLock(d, 'here'), (e: unknown) => isUserError(e) && e.message.startsWith(`run is already running (pid ${child.pid})`));
+  } finally {
+    child.kill();
+    await new Promise((r) => child.on('exit', r));
+  }
+  // Its process is gone: the lock is stale and taken over.
+  const release = acquireRunLock(d, 'here');
+  assert.equal(JSON.parse(readFileSync(join(d, RUN_LOCK), 'utf8')).pid, process.pid);
+  assert.throws(() => acquireRunLock(d, 'elsewhere'), /run is already running \(pid \d+ on here\)/);
+  release();
+  assert.equal(existsSync(join(d, RUN_LOCK)), false);
+  // A lock from another host cannot be checked from here.
+  writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: 1, host: 'node-7', started: '' }));
+  assert.throws(() => acquireRunLock(d, 'here'), (e: unknown) => isUserError(e) && /pid 1 on node-7/.test(e.message));
+});
