@@ -1,0 +1,107 @@
+// A structural check of an Arrow IPC *file* before apache-arrow reads it. apache-arrow trusts the counts in a file's
+// flatbuffers: one flipped bit in the footer's record-batch count made tableFromIPC loop over millions of phantom
+// batches (minutes of CPU, on the extension host's thread when a heatmap opened). This walks only what decides how
+// much work the reader will do — the footer's block lists, the schema's field count, each record batch's node and
+// buffer counts — with every read bounds-checked, and says what is wrong. The layout is the Arrow columnar format's
+// (https://arrow.apache.org/docs/format/Columnar.html#ipc-file-format): "ARROW1\0\0", the stream, the footer
+// flatbuffer, its int32 length, "ARROW1".
+
+const MAGIC = 'ARROW1';
+
+/** Bounds-checked little-endian flatbuffer reads over one region of the file. */
+class Fb {
+  constructor(readonly buf: Buffer, readonly lo: number, readonly hi: number, readonly what: string) {}
+  private need(at: number, n: number): void {
+    if (!(at >= this.lo && at + n <= this.hi)) throw new Error(`${this.what}: read of ${n} bytes at ${at} outside ${this.lo}..${this.hi}`);
+  }
+  u8(at: number): number { this.need(at, 1); return this.buf.readUInt8(at); }
+  u16(at: number): number { this.need(at, 2); return this.buf.readUInt16LE(at); }
+  i32(at: number): number { this.need(at, 4); return this.buf.readInt32LE(at); }
+  u32(at: number): number { this.need(at, 4); return this.buf.readUInt32LE(at); }
+  i64(at: number): number { this.need(at, 8); return Number(this.buf.readBigInt64LE(at)); }
+  /** The position of field `i` of the table at `table`, or null when the field is absent. */
+  field(table: number, i: number): number | null {
+    const vt = table - this.i32(table);
+    const vtSize = this.u16(vt);
+    if (vtSize < 4 || vtSize % 2) throw new Error(`${this.what}: vtable size ${vtSize}`);
+    if (4 + 2 * i >= vtSize) return null;
+    const off = this.u16(vt + 4 + 2 * i);
+    return off ? table + off : null;
+  }
+  /** The table a uoffset field points to. */
+  table(table: number, i: number): number | null {
+    const f = this.field(table, i);
+    return f === null ? null : f + this.u32(f);
+  }
+  /** [start of elements, length] of a vector field; the length is checked against the room left. */
+  vector(table: number, i: number, elemBytes: number): [number, number] {
+    const f = this.field(table, i);
+    if (f === null) return [0, 0];
+    const v = f + this.u32(f);
+    const n = this.u32(v);
+    if (v + 4 + n * elemBytes > this.hi) throw new Error(`${this.what}: a vector claims ${n} entries of ${elemBytes} bytes but ${this.hi - v - 4} bytes remain`);
+    return [v + 4, n];
+  }
+}
+
+/** null when the file's structure is sound enough to hand to apache-arrow; else what is wrong. */
+export function ipcFileFault(buf: Buffer): string | null {
+  try {
+    const size = buf.length;
+    if (size < 8 + 10) return `only ${size} bytes`;
+    if (buf.toString('latin1', 0, 6) !== MAGIC) return 'no ARROW1 magic at the start';
+    if (buf.toString('latin1', size - 6, size) !== MAGIC) return 'no ARROW1 magic at the end (truncated?)';
+    const footerLen = buf.readInt32LE(size - 10);
+    const footerStart = size - 10 - footerLen;
+    if (footerLen <= 0 || footerStart < 8) return `footer length ${footerLen} does not fit a ${size}-byte file`;
+    const fb = new Fb(buf, footerStart, size - 10, 'footer');
+    const footer = footerStart + fb.u32(footerStart);
+    // Footer: version 0, schema 1, dictionaries 2, recordBatches 3 (Block structs of 24 bytes: offset i64,
+    // metaDataLength i32 + padding, bodyLength i64).
+    const schema = fb.table(footer, 1);
+    if (schema === null) return 'the footer has no schema';
+    const [, nFields] = fb.vector(schema, 1, 4);
+    if (nFields === 0) return 'the schema has no fields';
+    for (const list of [2, 3]) {
+      const [at, n] = fb.vector(footer, list, 24);
+      for (let k = 0; k < n; k++) {
+        const b = at + 24 * k;
+        const offset = fb.i64(b);
+        const metaLen = fb.i32(b + 8);
+        const bodyLen = fb.i64(b + 16);
+        if (!(offset >= 8 && metaLen > 0 && bodyLen >= 0 && offset + metaLen + bodyLen <= footerStart)) {
+          return `block ${k} of the footer (offset ${offset}, metadata ${metaLen}, body ${bodyLen}) lies outside the ${footerStart}-byte stream`;
+        }
+        if (list === 3) {
+          const fault = batchFault(buf, offset, metaLen);
+          if (fault) return `record batch ${k}: ${fault}`;
+        }
+      }
+    }
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+/** The counts of one RecordBatch message: FieldNode (16 bytes) and Buffer (16 bytes) vectors within its metadata. */
+function batchFault(buf: Buffer, offset: number, metaLen: number): string | null {
+  // A message starts with the continuation marker 0xFFFFFFFF and an int32 length (or, in old files, just the length).
+  let at = offset;
+  if (buf.readUInt32LE(at) === 0xffffffff) at += 4;
+  const len = buf.readInt32LE(at);
+  at += 4;
+  if (len <= 0 || at + len > offset + metaLen) return `metadata length ${len} exceeds its block`;
+  const fb = new Fb(buf, at, at + len, 'record batch metadata');
+  const message = at + fb.u32(at);
+  // Message: version 0, header_type 1, header 2, bodyLength 3. RecordBatch header: length 0, nodes 1, buffers 2.
+  const headerType = fb.field(message, 1);
+  if (headerType === null || fb.u8(headerType) !== 3) return 'not a record batch message';
+  const header = fb.table(message, 2);
+  if (header === null) return 'no header';
+  fb.vector(header, 1, 16);
+  fb.vector(header, 2, 16);
+  const rows = fb.field(header, 0);
+  if (rows !== null && fb.i64(rows) < 0) return `negative row count ${fb.i64(rows)}`;
+  return null;
+}
