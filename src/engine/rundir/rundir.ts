@@ -16,6 +16,7 @@ import {
   writeFileSync,
   writeSync,
 } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { MetricsRow, Phase, RunInfo } from '../../protocol';
@@ -135,6 +136,46 @@ export function findRunDirs(root: string, maxDepth = 4): string[] {
   };
   walk(root, 0);
   return found.sort();
+}
+
+export interface RunScan {
+  dirs: string[];
+  /** why the walk stopped early (entry or time budget, cancelled), or null when it saw everything */
+  truncated: string | null;
+}
+
+/**
+ * findRunDirs for a host that must stay responsive (the extension host): asynchronous reads, breadth first, and
+ * a budget of directory entries and milliseconds, so `output_dir: /` or a huge `creditLens.runDirectories` entry
+ * ends in a partial list and a reason instead of a frozen window. The same rules as findRunDirs otherwise.
+ */
+export async function findRunDirsAsync(root: string, opts: { maxDepth?: number; maxEntries?: number; budgetMs?: number; signal?: AbortSignal } = {}): Promise<RunScan> {
+  const maxDepth = opts.maxDepth ?? 4;
+  const maxEntries = opts.maxEntries ?? 50_000;
+  const deadline = Date.now() + (opts.budgetMs ?? 3000);
+  const found: string[] = [];
+  let entries = 0;
+  let queue: string[] = [root];
+  for (let depth = 0; queue.length; depth++) {
+    const next: string[] = [];
+    for (const dir of queue) {
+      if (opts.signal?.aborted) return { dirs: found.sort(), truncated: 'cancelled' };
+      if (Date.now() > deadline) return { dirs: found.sort(), truncated: `stopped after ${opts.budgetMs ?? 3000} ms in ${root}` };
+      let list: import('node:fs').Dirent[];
+      try {
+        list = await readdir(dir, { withFileTypes: true });
+      } catch {
+        continue; // unreadable or vanished while we walked: not a run
+      }
+      entries += list.length;
+      if (list.some((e) => e.name === RUN_JSON && e.isFile())) { found.push(dir); continue; }
+      if (entries > maxEntries) return { dirs: found.sort(), truncated: `stopped after ${maxEntries} entries in ${root}` };
+      if (depth >= maxDepth) continue;
+      for (const e of list) if (e.isDirectory() && !e.name.startsWith('.') && !SKIP_DIRS.has(e.name)) next.push(join(dir, e.name));
+    }
+    queue = next;
+  }
+  return { dirs: found.sort(), truncated: null };
 }
 
 // ---- run.json ----

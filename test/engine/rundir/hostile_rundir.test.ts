@@ -81,3 +81,25 @@ test('one engine per run directory: a live holder is named, a dead one is stale,
   writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: 1, host: 'node-7', started: '' }));
   assert.throws(() => acquireRunLock(d, 'here'), (e: unknown) => isUserError(e) && /pid 1 on node-7/.test(e.message));
 });
+
+test('an asynchronous run scan finds what findRunDirs finds, and a huge tree ends on its budget with a reason', async () => {
+  const { findRunDirs, findRunDirsAsync } = await import('../../../src/engine/rundir/rundir');
+  const { mkdirSync } = await import('node:fs');
+  const base = join(root, 'scan');
+  for (const p of ['a/r1', 'a/b/r2', 'c/d/e/r3', 'node_modules/r4', '.hidden/r5']) {
+    mkdirSync(join(base, p), { recursive: true });
+    writeFileSync(join(base, p, 'run.json'), JSON.stringify(good));
+  }
+  mkdirSync(join(base, 'a/r1/tokens'), { recursive: true });
+  const scan = await findRunDirsAsync(base);
+  assert.deepEqual(scan, { dirs: findRunDirs(base), truncated: null });
+  assert.deepEqual(scan.dirs.map((d) => d.slice(base.length + 1)), ['a/b/r2', 'a/r1', 'c/d/e/r3']);
+  // 3,000 empty folders against a budget of 500 entries: a partial answer and why, not a walk of everything.
+  const wide = join(root, 'wide');
+  for (let i = 0; i < 3000; i++) mkdirSync(join(wide, `d${i}`, 'x'), { recursive: true });
+  const partial = await findRunDirsAsync(wide, { maxEntries: 500 });
+  assert.match(partial.truncated ?? '', /stopped after 500 entries/);
+  const ctl = new AbortController();
+  ctl.abort();
+  assert.equal((await findRunDirsAsync(wide, { signal: ctl.signal })).truncated, 'cancelled');
+});
