@@ -1,0 +1,76 @@
+// compare: groups of seeded runs against a baseline on the same test instances. The run directories are written
+// here with eval tables whose outcomes are chosen, so every expected figure is worked out by hand below.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { compareMarkdown, compareRuns } from '../../../src/engine/analysis/compare';
+import { evalFile, readEvalTable, writeEvalTable } from '../../../src/engine/rundir/eval_table';
+import { writeRunInfo } from '../../../src/engine/rundir/rundir';
+
+const root = mkdtempSync(join(tmpdir(), 'cl-compare-'));
+const N = 40;
+
+/** A run whose test instances i0…i39 succeed where `ok(i)`; 10 validation instances that must be ignored. */
+function run(name: string, seed: number, ok: (i: number) => boolean): string {
+  const d = join(root, `${name}-20260101-000000`);
+  mkdirSync(join(d, 'eval'), { recursive: true });
+  writeRunInfo(d, { id: name, name, status: 'completed', started: '2026-01-01T00:00:00Z', ended: null, backend: 'wasm', engine_version: 't' });
+  writeFileSync(join(d, 'config.yaml'), `name: ${name}\nseed: ${seed}\n`);
+  const ids = [...Array.from({ length: N }, (_, i) => `test-${i}`), ...Array.from({ length: 10 }, (_, i) => `val-${i}`)];
+  writeEvalTable(evalFile(d, 5), {
+    instance_id: ids,
+    split: ids.map((id) => (id.startsWith('val') ? 'validation' : 'test')),
+    success: ids.map((id, i) => (id.startsWith('val') ? true : ok(i))),
+    reward: Float32Array.from(ids, (_, i) => (ok(i) ? 1 : 0)),
+    completion: ids.map((id) => `<answer>${id}</answer>`),
+  });
+  return d;
+}
+
+test('eval tables round-trip', () => {
+  const d = run('rt', 1, (i) => i % 2 === 0);
+  const t = readEvalTable(evalFile(d, 5));
+  assert.equal(t.instance_id.length, 50);
+  assert.deepEqual([t.instance_id[3], t.split[3], t.success[3], t.reward[3]], ['test-3', 'test', false, 0]);
+  assert.equal(t.split[45], 'validation');
+});
+
+test('a clear gain is significant; a one-instance difference is n.s.; validation instances are not counted', () => {
+  // Baseline seeds 1–3 solve instances 0–9 (25 %). "better" solves 0–19 (50 %) on every seed: per seed 10 instances
+  // only it solves, none only the baseline solves → pooled b = 0, c = 30, McNemar p = 2·2^−30 ≈ 1.9e−9; Δ = +25 pp,
+  // with a bootstrap interval around it (it resamples the 120 pooled instance pairs).
+  // "same" solves 0–8 plus 10 (still 25 %): per seed b = 1 (instance 9), c = 1 (instance 10) → b = 3, c = 3, p = 1.
+  const base = [1, 2, 3].map((s) => run(`base-seed${s}`, s, (i) => i < 10));
+  const better = [1, 2, 3].map((s) => run(`better-seed${s}`, s, (i) => i < 20));
+  const same = [1, 2, 3].map((s) => run(`same-seed${s}`, s, (i) => i < 9 || i === 10));
+  const r = compareRuns(base, [...better, ...same], { resamples: 2000 });
+  assert.equal(r.baseline, 'base');
+  const [b, g, s] = r.rows;
+  assert.deepEqual([b.group, g.group, s.group], ['base', 'better', 'same']);
+  assert.equal(b.instances, N, 'validation instances excluded');
+  assert.equal(b.eval_success.mean, 0.25);
+  assert.equal(b.eval_success.half, 0, 'identical seeds: zero width');
+  assert.equal(g.eval_success.mean, 0.5);
+  assert.deepEqual([g.mcnemar!.b, g.mcnemar!.c, g.mcnemar!.pairs], [0, 30, 120]);
+  assert.ok(Math.abs(g.mcnemar!.p / (2 * 2 ** -30) - 1) < 1e-9, String(g.mcnemar!.p));
+  assert.equal(g.significant, true);
+  assert.ok(Math.abs(g.diff!.mean - 0.25) < 1e-12);
+  assert.ok(g.diff!.lo > 0.1 && g.diff!.hi <= 0.4, JSON.stringify(g.diff));
+  assert.deepEqual([s.mcnemar!.b, s.mcnemar!.c, s.mcnemar!.p, s.significant], [3, 3, 1, false]);
+  const md = compareMarkdown(r);
+  assert.match(md, /\| better \| 1, 2, 3 \| 40 \| 50\.0 ± 0\.0 \| \*\*\+25\.0 \[/);
+  assert.match(md, /\| same \| .* \| 1\.0 n\.s\. \|/);
+});
+
+test('fewer than 3 seeds is said; a missing eval table is a clear error', () => {
+  const base = [run('b2-seed1', 1, (i) => i < 5)];
+  const r = compareRuns(base, [run('x2-seed1', 1, (i) => i < 6)], { resamples: 200 });
+  assert.ok(r.notes.some((n) => /1 seed; an interval over seeds needs at least 3/.test(n)));
+  const empty = join(root, 'noeval');
+  mkdirSync(empty);
+  writeRunInfo(empty, { id: 'e', name: 'e', status: 'completed', started: 'x', ended: null, backend: 'wasm', engine_version: 't' });
+  assert.throws(() => compareRuns([empty], []), /no per-instance eval tables/);
+  assert.throws(() => compareRuns([], [empty]), /needs --baseline/);
+});
