@@ -4,7 +4,7 @@
 //   model.rope_theta      the scratch model uses rotary position embeddings; 10000 is the RoFormer/Llama base.
 //   model.tie_embeddings  the scratch model shares input and output embeddings (GPT-2/nanoGPT style).
 //   model.init_checkpoint start from a checkpoint's weights (share one SFT warm start across a sweep).
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
 import { Document, isMap, isNode, isScalar, isSeq, LineCounter, parse as parseYaml, parseDocument } from 'yaml';
@@ -161,6 +161,20 @@ const grpoSchema = section({
 }, 'GRPO training.');
 
 const secretLikeEnvValue = /^(sk-|AIza|ghp_|xox)/;
+/** `*_API_KEY`, `*_KEY`, `*_TOKEN` (any case). */
+export const KEY_LIKE_ENV = /^[A-Za-z_][A-Za-z0-9_]*_(KEY|TOKEN)$/i;
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+/** Why an oracle URL may not carry a key, or null: https anywhere, plain http only to this machine (a local vLLM, Ollama). */
+export function keySafeUrl(url: string): string | null {
+  let u: URL;
+  try { u = new URL(url); } catch { return 'expected an http(s) URL'; }
+  if (u.username || u.password) return 'credentials in the URL would be logged and cached; give the key through api_key_env';
+  if (u.protocol === 'https:') return null;
+  if (u.protocol === 'http:' && (LOOPBACK.has(u.hostname) || /^127\.\d+\.\d+\.\d+$/.test(u.hostname))) return null;
+  if (u.protocol === 'http:') return `the API key is only sent over https, or over http to this machine (localhost, 127.0.0.1, ::1); ${u.hostname} is neither`;
+  return 'expected an http(s) URL';
+}
 const calSchema = section({
   provider: oneOf(['rule', 'openai', 'gemini'], 'Error-span oracle. rule: offline, for countdown and arithmetic (first '
     + 'wrong arithmetic step in <think>, else the answer expression). openai: an OpenAI-compatible /v1/chat/completions '
@@ -179,6 +193,16 @@ const calSchema = section({
   concurrency: int(1, 'Oracle requests in flight.').default(4),
   cache: bool('Cache oracle replies on disk (~/.cache/credit-lens/oracle, by sha256 of provider, model and prompt) so reruns cost nothing.').default(true),
 }, 'cal strategy: an oracle names the error span of a wrong answer.').superRefine((c, ctx) => {
+  // Where a key may go: a config from someone else's repository must not be able to send it to their server.
+  if (c.base_url !== null) {
+    const why = keySafeUrl(c.base_url);
+    if (why) ctx.addIssue({ code: 'custom', path: ['base_url'], message: `got ${JSON.stringify(c.base_url)}; ${why}` });
+  }
+  if (c.api_key_env !== null && !KEY_LIKE_ENV.test(c.api_key_env)) {
+    ctx.addIssue({ code: 'custom', path: ['api_key_env'], message: `got ${JSON.stringify(c.api_key_env)}, expected the name of a `
+      + 'key variable (ending in _API_KEY, _KEY or _TOKEN): the engine sends that variable\'s value to base_url, so it must not '
+      + 'be able to name PATH, HOME or any other variable' });
+  }
   if (c.provider === 'rule') return;
   const need: ('model' | 'api_key_env' | 'base_url')[] = c.provider === 'openai'
     ? ['model', 'base_url', 'api_key_env'] : ['model', 'api_key_env'];
@@ -461,7 +485,45 @@ export function gridValues(key: string, v: unknown): unknown[] {
   return v;
 }
 
-const sweepSchema = section({ grid: gridSchema }, 'Optional; used by the sweep command.').superRefine((sw, ctx) => {
+const slurmSchema = section({
+  partition: strOrNull('sbatch --partition.').default(null),
+  time: allow(z.string().regex(/^(\d+-)?\d+(:\d{1,2}){0,2}$/).nullable().describe('sbatch --time per run, e.g. "2:00:00", "30", "1-12:00:00".'),
+    'a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS) or null').default(null),
+  cpus_per_task: allow(z.int().min(1).nullable().describe('sbatch --cpus-per-task.'), 'an integer ≥ 1 or null').default(null),
+  mem: allow(z.string().regex(/^\d+[KMGT]?$/).nullable().describe('sbatch --mem, e.g. "8G".'), 'a size like 4000, 8G or 512M, or null').default(null),
+  account: strOrNull('sbatch --account.').default(null),
+  qos: strOrNull('sbatch --qos.').default(null),
+  max_parallel: allow(z.int().min(1).nullable().describe('The array\'s %N throttle: at most this many runs at once.'), 'an integer ≥ 1 or null').default(null),
+  extra_args: allow(z.array(z.string().regex(/^--?[A-Za-z]/)).describe('Further sbatch flags, one per item, e.g. ["--gres=gpu:1"].'),
+    'a list of sbatch flags, each starting with - or --').default([]),
+  setup: allow(z.array(z.string()).describe('Shell lines run before the engine on the compute node, e.g. ["module load node/20"].'),
+    'a list of shell lines').default([]),
+  signal: allow(z.string().regex(/^(B:)?[A-Z0-9]+(@\d+)?$/).describe('sbatch --signal: B:TERM@120 asks the engine to checkpoint and stop 120 s before the time limit.'),
+    'a Slurm signal spec like B:TERM@120').default('B:TERM@120'),
+  requeue: bool('sbatch --requeue: a preempted or requeued run starts again and resumes from its last checkpoint.').default(true),
+  engine: oneOf(['bundled', 'path'], 'bundled: node + the engine shipped with the extension (a path the compute nodes must see). '
+    + 'path: `credit-lens` on the compute nodes\' PATH.').default('bundled'),
+  node: allow(z.string().min(1).describe('The Node.js executable on the compute nodes (engine: bundled).'), 'a command or path').default('node'),
+}, 'Slurm options for sweep.executor: slurm (one job array per sweep). output_dir must be on storage the login node and '
+  + 'the compute nodes share.');
+
+/** sweep.slurm with every default (what an absent block means). */
+export function slurmDefaults(): z.output<typeof slurmSchema> {
+  return slurmSchema.parse({});
+}
+
+const seedsSchema = allow(z.union([z.int().min(1).max(100), z.array(z.int().min(0)).min(1)])
+  .describe('Train every grid point once per seed: a list of seeds, or a count n for seeds seed, seed+1, …, seed+n−1.'),
+'a list of seeds (integers ≥ 0) or a count from 1 to 100');
+
+const sweepSchema = section({
+  grid: gridSchema.optional(),
+  seeds: seedsSchema.optional(),
+  executor: oneOf(['local', 'slurm'], 'Where the sweep runs: local (this machine, one run after another) or slurm (one '
+    + 'job array; see sweep.slurm). The creditLens.executor setting applies when this is not set.').optional(),
+  slurm: slurmSchema.optional(),
+}, 'Optional; used by the sweep command.').superRefine((sw, ctx) => {
+  if (sw.grid === undefined) return;
   const entries = Array.isArray(sw.grid) ? sw.grid : [sw.grid];
   entries.forEach((entry, i) => {
     const at = Array.isArray(sw.grid) ? ['grid', i] : ['grid'];
@@ -691,6 +753,11 @@ function parseSource(text: string): { raw: unknown; doc: Document; lines: LineCo
     const { line, col } = lines.linePos(e.pos[0]);
     return { path: '', message: `YAML syntax error: ${e.message}`, offset: [e.pos[0], e.pos[1]], line, col };
   });
+  // A file of only comments or whitespace is a mistake (an unsaved buffer, a truncated copy), not a run of all defaults.
+  if (!issues.length && (doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null))) {
+    issues.push({ path: '', message: 'empty config: nothing to run (a config sets at least name and the parts it changes, e.g. task and grpo)',
+      offset: [0, text.length], line: 1, col: 1 });
+  }
   const raw = issues.length ? undefined : doc.toJS() ?? {};
   if (!issues.length && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) {
     issues.push({ path: '', message: `the config must be a YAML mapping of keys (name, model, grpo, ...), got ${fmtValue(raw)}`,
@@ -803,6 +870,34 @@ function resolveConfigPaths(config: CreditConfig, dir: string): void {
   }
 }
 
+/** What each path key must name on disk; output_dir is created by the run, so it need not exist. */
+const PATH_KINDS: Record<string, 'file' | 'folder' | 'file or folder'> = {
+  'model.path': 'folder', 'model.init_checkpoint': 'folder', 'task.path': 'file', 'task.reward_module': 'file',
+  'credit.reward_variance.importance_checkpoint': 'folder',
+};
+
+/**
+ * Every path key (resolved) that names nothing on disk, or the wrong kind of thing: checked before a run directory
+ * is created, so a typo costs an error message, not a half-made run. Sweep grid values are checked too.
+ */
+export function configPathIssues(config: CreditConfig): string[] {
+  const out: string[] = [];
+  const check = (key: string, v: unknown, where: string) => {
+    const kind = PATH_KINDS[key];
+    if (!kind || typeof v !== 'string') return;
+    let st: ReturnType<typeof statSync> | null = null;
+    try { st = statSync(v); } catch { /* reported below */ }
+    const ok = st && (kind === 'file' ? st.isFile() : kind === 'folder' ? st.isDirectory() : true);
+    if (!ok) out.push(`${where}: got ${JSON.stringify(v)}, ${st ? `expected a ${kind}` : `no such ${kind}`}`);
+  };
+  for (const key of Object.keys(PATH_KINDS)) check(key, getDotted(config as unknown as Record<string, unknown>, key), key);
+  const grid = config.sweep?.grid;
+  for (const entry of grid === undefined ? [] : Array.isArray(grid) ? grid : [grid]) {
+    for (const [key, v] of Object.entries(entry)) for (const x of Array.isArray(v) ? v : [v]) check(key, x, `sweep.grid.${key}`);
+  }
+  return out;
+}
+
 /** Reads, overrides, validates and resolves a config file. Every problem throws one UserError. */
 export function loadConfig(path: string, sets: string[] = []): { config: CreditConfig; configPath: string; configDir: string } {
   const configPath = resolvePath(path);
@@ -822,6 +917,8 @@ export function loadConfig(path: string, sets: string[] = []): { config: CreditC
   const { config, issues } = validateWith(raw, { doc: src.doc, lines: src.lines, overridden });
   if (!config) throw issuesError(path, issues);
   resolveConfigPaths(config, configDir);
+  const missing = configPathIssues(config);
+  if (missing.length) throw new UserError(`Invalid config ${path} (${missing.length} problem${missing.length === 1 ? '' : 's'}):\n${missing.map((m) => `  ${m}`).join('\n')}`);
   return { config, configPath, configDir };
 }
 

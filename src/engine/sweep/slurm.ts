@@ -13,39 +13,15 @@
 import { execFile } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
-import { configToYaml, type CreditConfig } from '../config/config';
+import { configToYaml, slurmDefaults, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { readRunInfo, runTimestamp, writeFileAtomic } from '../rundir/rundir';
 import type { SweepRun } from './sweep';
 
-/** `sweep.slurm` of the config (sbatch's own option names where one exists). */
-export interface SlurmOptions {
-  partition: string | null;
-  time: string | null;
-  cpus_per_task: number | null;
-  mem: string | null;
-  account: string | null;
-  qos: string | null;
-  /** the array's `%N` throttle: at most this many tasks run at once (null: as many as Slurm allows) */
-  max_parallel: number | null;
-  /** further sbatch flags, one per item, e.g. ['--gres=gpu:1', '--constraint=avx2'] */
-  extra_args: string[];
-  /** shell lines run before the engine on the compute node, e.g. ['module load node/20'] */
-  setup: string[];
-  /** `--signal`: B:TERM@120 asks the engine (through the batch shell) to checkpoint 120 s before the time limit */
-  signal: string;
-  /** `--requeue`: a preempted or requeued task starts again and resumes its run directory */
-  requeue: boolean;
-  /** the engine each task runs: `bundled` (node + this engine's cli.js) or `path` (`credit-lens` on the cluster's PATH) */
-  engine: 'bundled' | 'path';
-  /** the Node.js executable on the compute nodes, for `engine: bundled` */
-  node: string;
-}
+/** `sweep.slurm` of the config (sbatch's own option names where one exists; defaults and docs in the config schema). */
+export type SlurmOptions = NonNullable<NonNullable<CreditConfig['sweep']>['slurm']>;
 
-export const DEFAULT_SLURM: SlurmOptions = {
-  partition: null, time: null, cpus_per_task: null, mem: null, account: null, qos: null, max_parallel: null,
-  extra_args: [], setup: [], signal: 'B:TERM@120', requeue: true, engine: 'bundled', node: 'node',
-};
+export const DEFAULT_SLURM: SlurmOptions = slurmDefaults();
 
 export interface SlurmTask { index: number; name: string; config: string; run_dir: string; overrides: Record<string, unknown> }
 

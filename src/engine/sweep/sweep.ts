@@ -87,6 +87,19 @@ function product(lists: unknown[][]): unknown[][] {
  * re-validated, has name = the run name and no sweep; all problems throw one UserError.
  */
 export function expandSweep(config: CreditConfig, grid: SweepGrid | undefined = config.sweep?.grid): SweepRun[] {
+  const runs = expandGrid(config, grid);
+  const seeds = config.sweep?.seeds;
+  if (seeds === undefined) return runs;
+  // Every grid point once per seed (issue 9): the runs of one point differ only in `seed`, and their names end in
+  // -seed<N>, which `credit-lens compare` strips to group them.
+  const list = typeof seeds === 'number' ? Array.from({ length: seeds }, (_, k) => config.seed + k) : [...new Set(seeds)];
+  return runs.flatMap((r) => list.map((seed) => {
+    const name = sanitize(`${r.name}-seed${seed}`);
+    return { name, overrides: { ...r.overrides, seed }, config: { ...structuredClone(r.config), seed, name } };
+  }));
+}
+
+function expandGrid(config: CreditConfig, grid: SweepGrid | undefined): SweepRun[] {
   const base = structuredClone(config) as CreditConfig;
   delete base.sweep;
   if (grid === undefined) return [{ name: config.name, overrides: {}, config: base }];

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -85,8 +85,8 @@ function only(issues: ConfigIssue[], path: string): ConfigIssue {
   return hits[0];
 }
 
-test('an empty file gives every default of DESIGN §3, plus the three documented additions', () => {
-  const { config, issues } = parseConfigText('');
+test('a config that sets only its name gets every default of DESIGN §3, plus the three documented additions', () => {
+  const { config, issues } = parseConfigText('name: countdown-baseline\n');
   assert.deepEqual(issues, []);
   const expected = parseYaml(DESIGN_DEFAULTS);
   expected.model.rope_theta = 10000;
@@ -295,8 +295,14 @@ test('loadConfig: overrides, validation and relative paths against the config fo
   try {
     mkdirSync(join(dir, 'exp'));
     const file = join(dir, 'exp', 'a.credit.yaml');
+    // Every path key must name something that exists (checked before a run directory is made), so make them.
+    mkdirSync(join(dir, 'models', 'qwen'), { recursive: true });
+    mkdirSync(join(dir, 'exp', 'ckpt', 'imp'), { recursive: true });
+    mkdirSync(join(dir, 'abs'));
+    writeFileSync(join(dir, 'exp', 'data.jsonl'), '');
+    writeFileSync(join(dir, 'abs', 'reward.js'), '');
     writeFileSync(file, 'name: a\nmodel:\n  source: hf\n  path: ../models/qwen\ntask:\n  name: jsonl\n  path: data.jsonl\n'
-      + '  reward_module: /abs/reward.js\ncredit:\n  reward_variance: {importance_checkpoint: ckpt/imp}\n');
+      + `  reward_module: ${join(dir, 'abs', 'reward.js')}\ncredit:\n  reward_variance: {importance_checkpoint: ckpt/imp}\n`);
     const { config, configPath, configDir } = loadConfig(file, ['grpo.steps=3', 'task.numbers=[3,4]']);
     assert.equal(configPath, file);
     assert.equal(configDir, join(dir, 'exp'));
@@ -305,7 +311,7 @@ test('loadConfig: overrides, validation and relative paths against the config fo
     assert.equal(config.output_dir, join(dir, 'exp', 'runs'));
     assert.equal(config.model.path, join(dir, 'models', 'qwen'));
     assert.equal(config.task.path, join(dir, 'exp', 'data.jsonl'));
-    assert.equal(config.task.reward_module, '/abs/reward.js');
+    assert.equal(config.task.reward_module, join(dir, 'abs', 'reward.js'));
     assert.equal(config.credit.reward_variance.importance_checkpoint, join(dir, 'exp', 'ckpt', 'imp'));
     // parseConfigText with `file` resolves the same way, without reading it.
     const parsed = parseConfigText('model: {source: hf, path: m}\n', { file: file });
@@ -379,4 +385,42 @@ test('configToYaml round-trips and writes short lists inline', () => {
   const text = configToYaml(cfg);
   assert.match(text, /numbers: \[2, 4\]/);
   assert.deepEqual(parseConfigText(text).config, cfg);
+});
+
+test('an empty config is an error, not a run of all defaults; every path key must exist before anything is written', () => {
+  for (const text of ['', '\n# only a comment\n', '---\n']) {
+    const { config, issues } = parseConfigText(text);
+    assert.equal(config, null);
+    assert.match(issues[0].message, /^empty config: nothing to run/);
+  }
+  const dir = tempDir();
+  try {
+    const file = join(dir, 'a.credit.yaml');
+    writeFileSync(join(dir, 'data.jsonl'), '');
+    writeFileSync(file, 'name: a\nmodel: {source: hf, path: nowhere}\ntask: {name: jsonl, path: data.jsonl, reward_module: data.jsonl}\n'
+      + 'sweep:\n  grid: {model.init_checkpoint: [ck1, .]}\n');
+    assert.throws(() => loadConfig(file), (e: Error) => {
+      assert.match(e.message, new RegExp(`model.path: got "${join(dir, 'nowhere')}", no such folder`));
+      assert.match(e.message, new RegExp(`sweep.grid.model.init_checkpoint: got "${join(dir, 'ck1')}", no such folder`));
+      assert.doesNotMatch(e.message, /task.path|sweep.grid.model.init_checkpoint: got "[^"]*\/\."/);
+      return true;
+    });
+    assert.deepEqual(readdirSync(dir).sort(), ['a.credit.yaml', 'data.jsonl'], 'nothing was written');
+    writeFileSync(file, 'name: a\ntask: {name: jsonl, path: .}\n');
+    assert.throws(() => loadConfig(file), /task.path: got ".*", expected a file/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('credit.cal: a key goes only over https or to this machine, and api_key_env must name a key variable', () => {
+  const cal = (over: string) => parseConfigText(`name: a\ncredit: {strategy: cal, cal: {provider: openai, model: m, ${over}}}\n`).issues.map((i) => i.message);
+  assert.deepEqual(cal('base_url: "https://api.example.com/v1", api_key_env: OPENAI_API_KEY'), []);
+  assert.deepEqual(cal('base_url: "http://127.0.0.1:8000", api_key_env: VLLM_TOKEN'), []);
+  assert.deepEqual(cal('base_url: "http://localhost:11434", api_key_env: my_key'), []);
+  assert.match(cal('base_url: "http://collector.example.com", api_key_env: OPENAI_API_KEY')[0],
+    /^credit.cal.base_url: got "http:\/\/collector.example.com"; the API key is only sent over https, or over http to this machine/);
+  assert.match(cal('base_url: "https://user:pw@api.example.com", api_key_env: OPENAI_API_KEY')[0], /credentials in the URL/);
+  assert.match(cal('base_url: "https://api.example.com", api_key_env: HOME')[0], /^credit.cal.api_key_env: got "HOME", expected the name of a key variable/);
+  assert.match(cal('base_url: "https://api.example.com", api_key_env: AWS_REGION')[0], /api_key_env/);
 });

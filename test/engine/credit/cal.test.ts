@@ -236,7 +236,7 @@ test('a countdown run with cal + the openai oracle on a local server trains; the
 });
 
 test('a missing key variable fails the run with a UserError naming it', async () => {
-  const cfg = tinyConfig(dir, 'countdown', 'credit: { strategy: cal, cal: { provider: gemini, model: g, api_key_env: CREDIT_LENS_NOT_SET_ANYWHERE } }\n');
+  const cfg = tinyConfig(dir, 'countdown', 'credit: { strategy: cal, cal: { provider: gemini, model: g, api_key_env: CREDIT_LENS_NOT_SET_ANYWHERE_KEY } }\n');
   await assert.rejects(train({ configPath: cfg, sets: ['sft.steps=0'] }),
-    (e: Error) => isUserError(e) && /CREDIT_LENS_NOT_SET_ANYWHERE is not set/.test(e.message));
+    (e: Error) => isUserError(e) && /CREDIT_LENS_NOT_SET_ANYWHERE_KEY is not set/.test(e.message));
 });

@@ -239,8 +239,8 @@ test('the key: a missing variable is a UserError naming it; a 401 stops with a U
     return n === 0 ? { status: 500, body: echo } : { status: 401, body: echo };
   });
   try {
-    await assert.rejects(oracleFor(srv.url, { api_key_env: 'CREDIT_LENS_UNSET_VAR' }).ask([Q]),
-      (e: Error) => isUserError(e) && /CREDIT_LENS_UNSET_VAR is not set/.test(e.message));
+    await assert.rejects(oracleFor(srv.url, { api_key_env: 'CREDIT_LENS_UNSET_VAR_KEY' }).ask([Q]),
+      (e: Error) => isUserError(e) && /CREDIT_LENS_UNSET_VAR_KEY is not set/.test(e.message));
     assert.equal(srv.received.length, 0);
     const [o] = await oracleFor(srv.url, { max_retries: 0 }).ask([Q]);
     assert.ok(o.failure!.startsWith('request failed: HTTP 500: {"error":"bad request, you sent authorization: Bearer [redacted]"}'), o.failure);

@@ -118,7 +118,7 @@ test('each run is re-validated, so a strategy missing its requirements is report
 
 test('STRATEGY_PARAMS covers every strategy and names real config keys', () => {
   assert.deepEqual(Object.keys(STRATEGY_PARAMS).sort(), [...STRATEGIES].sort());
-  const defaults = config('');
+  const defaults = config('name: x\n');
   for (const [strategy, params] of Object.entries(STRATEGY_PARAMS)) {
     for (const p of params) {
       assert.ok(p.startsWith('credit.'), `${strategy}: ${p}`);
@@ -127,4 +127,24 @@ test('STRATEGY_PARAMS covers every strategy and names real config keys', () => {
   }
   assert.deepEqual(STRATEGY_PARAMS.outcome_conditional, ['credit.think_discount']);
   assert.deepEqual(STRATEGY_PARAMS.entropy_mask, ['credit.mask_percentile']);
+});
+
+test('sweep.seeds runs every grid point once per seed (a list, or a count from the config seed), named -seed<N>', () => {
+  const listed = expandSweep(config('name: m\nseed: 1\nsweep:\n  grid: {credit.strategy: [none, entropy_mask]}\n  seeds: [1, 2, 3]\n'));
+  assert.deepEqual(listed.map((r) => r.name), ['m-none-seed1', 'm-none-seed2', 'm-none-seed3', 'm-entropy_mask-seed1', 'm-entropy_mask-seed2', 'm-entropy_mask-seed3']);
+  assert.deepEqual(listed.map((r) => r.config.seed), [1, 2, 3, 1, 2, 3]);
+  assert.deepEqual(listed[4].overrides, { 'credit.strategy': 'entropy_mask', seed: 2 });
+  assert.equal(listed[4].config.credit.strategy, 'entropy_mask');
+  // A count starts at the config's seed; no grid means the config itself, once per seed.
+  const counted = expandSweep(config('name: m\nseed: 7\nsweep:\n  seeds: 2\n'));
+  assert.deepEqual(counted.map((r) => [r.name, r.config.seed]), [['m-seed7', 7], ['m-seed8', 8]]);
+  assert.equal(parseConfigText('name: m\nsweep: {seeds: 0}\n').issues[0].path, 'sweep.seeds');
+});
+
+test('sweep.executor and sweep.slurm: validated, with sbatch-style values', () => {
+  const c = config('name: m\nsweep:\n  executor: slurm\n  slurm: {partition: gpu, time: "2:00:00", mem: 8G, max_parallel: 4, extra_args: ["--gres=gpu:1"]}\n');
+  assert.equal(c.sweep!.executor, 'slurm');
+  assert.deepEqual([c.sweep!.slurm!.partition, c.sweep!.slurm!.signal, c.sweep!.slurm!.requeue], ['gpu', 'B:TERM@120', true]);
+  const bad = parseConfigText('name: m\nsweep:\n  executor: pbs\n  slurm: {time: "two hours", extra_args: ["rm -rf /"]}\n').issues.map((i) => i.path);
+  assert.deepEqual(bad.sort(), ['sweep.executor', 'sweep.slurm.extra_args', 'sweep.slurm.time']);
 });
