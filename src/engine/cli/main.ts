@@ -5,8 +5,11 @@ import { isUserError, UserError } from '../core/errors';
 import { RunController, train, type Reporter } from '../train/train';
 
 const USAGE = `usage:
-  credit-lens train <config.credit.yaml> [--set key=value]... [--rpc] [--resume <run-dir>]
-  credit-lens sweep <config.credit.yaml> [--set key=value]...
+  credit-lens train <config.credit.yaml> [--set key=value]... [--rpc] [--resume <run-dir>] [--run-dir <dir>]
+  credit-lens sweep <config.credit.yaml> [--set key=value]... [--executor local|slurm] [--json] [--dry-run]
+  credit-lens slurm status <sweep-dir> [--json] [--wait]
+  credit-lens slurm cancel <sweep-dir> [--task I]
+  credit-lens compare <run-dir>... --baseline <run-dir>... [--json] [--split test|validation]
   credit-lens eval <run-dir> [--checkpoint N]
   credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...
   credit-lens importance train <config.credit.yaml> --rollouts <rollouts_gG.parquet> [--out dir]
@@ -54,7 +57,7 @@ function humanReporter(): Reporter {
 }
 
 async function cmdTrain(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['set', 'resume', 'output-dir'], ['rpc']);
+  const a = parseArgs(argv, ['set', 'resume', 'output-dir', 'run-dir'], ['rpc']);
   const resume = a.flags.get('resume')?.[0];
   if (!resume && a.positional.length !== 1) throw new UserError(`train needs exactly one config file\n${USAGE}`);
   const controller = new RunController();
@@ -75,7 +78,8 @@ async function cmdTrain(argv: string[]): Promise<number> {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
   try {
-    const r = await train({ configPath: a.positional[0], sets: a.flags.get('set'), resume, reporter, controller, outputDir: a.flags.get('output-dir')?.[0] });
+    const r = await train({ configPath: a.positional[0], sets: a.flags.get('set'), resume, reporter, controller,
+      outputDir: a.flags.get('output-dir')?.[0], runDir: a.flags.get('run-dir')?.[0] });
     if (r.initialEval !== null && r.finalEval !== null && !a.flags.has('rpc')) {
       process.stderr.write(`greedy eval success: ${(r.initialEval * 100).toFixed(1)}% after SFT → ${(r.finalEval * 100).toFixed(1)}% after GRPO\n`);
     }
@@ -88,8 +92,23 @@ async function cmdTrain(argv: string[]): Promise<number> {
 }
 
 async function cmdSweep(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['set'], []);
+  const a = parseArgs(argv, ['set', 'executor'], ['json', 'dry-run']);
   if (a.positional.length !== 1) throw new UserError(`sweep needs exactly one config file\n${USAGE}`);
+  const { loadConfig } = await import('../config/config');
+  const { config } = loadConfig(a.positional[0], a.flags.get('set') ?? []);
+  const executor = a.flags.get('executor')?.[0] ?? config.sweep?.executor ?? 'local';
+  if (executor !== 'local' && executor !== 'slurm') throw new UserError(`--executor ${executor}: expected local or slurm`);
+  if (executor === 'slurm') {
+    const { expandSweep } = await import('../sweep/sweep');
+    const { submitSweep } = await import('../sweep/slurm_cli');
+    const sweep = await submitSweep(a.positional[0], config, expandSweep(config), config.sweep?.slurm, { dryRun: a.flags.has('dry-run') });
+    if (a.flags.has('json')) console.log(JSON.stringify(sweep, null, 2));
+    else {
+      console.log(`${a.flags.has('dry-run') ? 'prepared' : `submitted job ${sweep.job_id}:`} ${sweep.tasks.length} runs in ${sweep.sweep_dir}`);
+      console.log(`script: ${sweep.script}\nwatch: credit-lens slurm status ${sweep.sweep_dir}\ncancel: credit-lens slurm cancel ${sweep.sweep_dir}`);
+    }
+    return 0;
+  }
   const { runSweep, sweepTable } = await import('../sweep/run_sweep');
   const controller = new RunController();
   let signals = 0;
@@ -145,6 +164,24 @@ export async function main(argv: string[]): Promise<number> {
       case 'rollouts': return await (await import('../importance/paired')).cmdRollouts(rest);
       case 'importance': return await (await import('../importance/importance')).cmdImportance(rest);
       case 'bench': return await cmdBench(rest);
+      case 'slurm': {
+        const a = parseArgs(rest, ['task', 'poll'], ['json', 'wait']);
+        const task = a.flags.get('task')?.[0];
+        const poll = a.flags.get('poll')?.[0];
+        if (task !== undefined && !/^\d+$/.test(task)) throw new UserError(`--task ${task}: expected a task index (0, 1, …)`);
+        return await (await import('../sweep/slurm_cli')).cmdSlurm(a.positional[0], a.positional[1],
+          { json: a.flags.has('json'), wait: a.flags.has('wait'), task: task === undefined ? undefined : Number(task), poll: poll === undefined ? undefined : Number(poll) },
+          (m) => console.log(m));
+      }
+      case 'compare': {
+        const a = parseArgs(rest, ['baseline', 'split', 'alpha'], ['json']);
+        const { compareRuns, compareMarkdown } = await import('../analysis/compare');
+        const split = a.flags.get('split')?.[0] ?? 'test';
+        if (split !== 'test' && split !== 'validation') throw new UserError(`--split ${split}: expected test or validation`);
+        const r = compareRuns(a.flags.get('baseline') ?? [], a.positional, { split, alpha: Number(a.flags.get('alpha')?.[0] ?? 0.05) });
+        console.log(a.flags.has('json') ? JSON.stringify(r, null, 2) : compareMarkdown(r));
+        return 0;
+      }
       case 'schema': return await cmdSchema(rest);
       case '--version': console.log(JSON.parse(readFileSync(`${__dirname}/../../package.json`, 'utf8')).version); return 0;
       case undefined: case '-h': case '--help': case 'help': console.log(USAGE); return cmd ? 0 : 2;

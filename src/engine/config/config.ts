@@ -158,6 +158,8 @@ const grpoSchema = section({
   grad_clip: num({ gt: 0 }, 'Global gradient-norm clip (TRL max_grad_norm).').default(1.0),
   eval_every: int(1, 'Evaluate on the held-out set every this many steps.').default(10),
   checkpoint_every: int(1, 'Write a checkpoint every this many steps.').default(25),
+  max_nonfinite_steps: int(1, 'End the run as failed ("diverged at step N") after this many GRPO steps in a row whose loss or '
+    + 'gradient was not finite (each such update is skipped).').default(5),
 }, 'GRPO training.');
 
 const secretLikeEnvValue = /^(sk-|AIza|ghp_|xox)/;

@@ -53,7 +53,7 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
     correct: correctOf.get(e.group) ?? null,
     incorrect: e.prefill + e.completion,
   }));
-  const outcomes = await oracle.ask(queries);
+  const outcomes = await oracle.ask(queries, ctx.signal);
 
   const spanMask: (number[] | null)[] = episodes.map(() => null);
   const oracleSpans: (string | null)[] = episodes.map(() => null);

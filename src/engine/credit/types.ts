@@ -46,6 +46,8 @@ export interface PrepareContext {
   task: Task;
   tokenizer: Tokenizer;
   log(level: 'info' | 'warn', message: string): void;
+  /** aborted when the run is asked to stop: long waits (oracle requests and their back-off) end at once */
+  signal?: AbortSignal;
 }
 
 /** Extra per-step inputs a strategy computes before the loss (oracle spans, importance network outputs). */

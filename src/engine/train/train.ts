@@ -1,10 +1,10 @@
 // The training loop: optional SFT warm start, then GRPO steps (DESIGN §4), writing the run directory (§5).
 import * as tf from '@tensorflow/tfjs';
-import { existsSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunFinishedParams, RunInfo, RunProgressParams, RunStartedParams } from '../../protocol';
 import { writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
-import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
+import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
 import { getStrategy, type CreditBatch, type CreditParams } from '../credit';
 import { answerAttention } from '../credit/attention_credit';
@@ -16,7 +16,7 @@ import { Transformer } from '../model/model';
 import { Adam, clipByGlobalNorm } from '../model/optim';
 import { childSeed, makeRng, randInt, type Rng } from '../core/rng';
 import { completionLogprobs, policyBatch, rollout, type Episode } from './rollout';
-import { appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, redactSecrets, stepFile, writeRunInfo } from '../rundir/rundir';
+import { acquireRunLock, appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, readRunInfoChecked, redactSecrets, stepFile, writeRunInfo } from '../rundir/rundir';
 import { buildSession, type Session } from './session';
 import type { Example, Section, TokenType } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
@@ -34,9 +34,13 @@ export const silentReporter: Reporter = { started() {}, progress() {}, metrics()
 /** Lets a signal handler or the RPC `run/stop` request end the run after the current step, with a checkpoint. */
 export class RunController {
   stopRequested = false;
+  private readonly abort = new AbortController();
+  /** Aborted by stop(): long waits inside a step (oracle requests, their back-off) end at once. */
+  readonly signal: AbortSignal = this.abort.signal;
   private waiters: ((checkpoint: string | null) => void)[] = [];
   stop(): Promise<string | null> {
     this.stopRequested = true;
+    this.abort.abort();
     return new Promise((resolve) => this.waiters.push(resolve));
   }
   settle(checkpoint: string | null): void {
@@ -55,6 +59,12 @@ export interface TrainOptions {
   controller?: RunController;
   /** override the run directory's parent (tests) */
   outputDir?: string;
+  /**
+   * Train in exactly this folder: start the run there, or resume it when it already holds a run with a checkpoint
+   * (a requeued Slurm task finds its own run this way). A folder with a run.json but no checkpoint yet (stopped
+   * during its first steps) starts over in place.
+   */
+  runDir?: string;
 }
 
 export interface TrainResult {
@@ -143,13 +153,18 @@ function renameGrads(params: Map<string, tf.Variable>, grads: tf.NamedTensorMap)
   return out;
 }
 
+/** A step abandoned before its update because the run was asked to stop while the step waited. */
+export class StepCancelled extends Error {
+  constructor(readonly step: number) { super(`step ${step} cancelled by a stop`); }
+}
+
 interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
 interface TokenLog {
   logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[];
   attribution?: number[][]; importance?: number[][]; oracleSpans?: (string | null)[];
 }
 
-export async function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void, head: CreditHead | null = null, runDir = ''): Promise<GrpoStepResult> {
+export async function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void, head: CreditHead | null = null, runDir = '', signal?: AbortSignal): Promise<GrpoStepResult> {
   const g = s.cfg.grpo;
   const t0 = performance.now();
   const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
@@ -168,8 +183,9 @@ export async function grpoStep(s: Session, opt: Adam, ref: Transformer | null, s
     prepared = await strategy.prepare(episodes.map((e, i): EpisodeView => ({
       index: i, group: Math.floor(i / g.group_size), example: e.example, prefill: s.task.prefill, completion: e.text,
       tokens: e.tokens, promptIds: e.promptIds, ids: e.ids, reward: e.reward, success: e.success, advantage: adv[i],
-    })), { step, runDir, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, log });
+    })), { step, runDir, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, log, signal });
   }
+  if (signal?.aborted) throw new StepCancelled(step);
   const pb = policyBatch(episodes.map((e) => e.promptIds), episodes.map((e) => e.ids), s.tokenizer.padId);
   const C = pb.completionLen;
   const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
@@ -379,28 +395,64 @@ function checkpoint(runDir: string, s: Session, head: CreditHead | null, sftOpt:
 }
 
 export async function train(opts: TrainOptions): Promise<TrainResult> {
-  const reporter = opts.reporter ?? silentReporter;
-  const ctl = opts.controller ?? new RunController();
   let cfg: CreditConfig;
   let runDir: string;
   let resumeFrom: string | null = null;
-  if (opts.resume) {
-    const info = readRunInfo(opts.resume);
-    if (!info) throw new UserError(`--resume ${opts.resume}: not a run directory (no readable run.json)`);
-    resumeFrom = latestCheckpoint(opts.resume);
-    if (!resumeFrom) throw new UserError(`--resume ${opts.resume}: the run has no checkpoint to resume from; start it again instead`);
-    cfg = loadConfig(join(opts.resume, 'config.yaml'), opts.sets).config;
-    runDir = opts.resume;
+  let resumeDir = opts.resume;
+  if (!resumeDir && opts.runDir && readRunInfo(opts.runDir) && latestCheckpoint(opts.runDir)) resumeDir = opts.runDir;
+  let release: () => void;
+  let resumed: ReturnType<typeof loadLatestGoodCheckpoint> = null;
+  if (resumeDir) {
+    const checked = readRunInfoChecked(resumeDir);
+    if (!checked.ok) throw new UserError(`--resume ${resumeDir}: not a run directory (${checked.reason})`);
+    release = acquireRunLock(resumeDir);
+    try {
+      resumed = loadLatestGoodCheckpoint(resumeDir);
+      if (!resumed) throw new UserError(`--resume ${resumeDir}: the run has no checkpoint to resume from; start it again instead`);
+      cfg = loadConfig(join(resumeDir, 'config.yaml'), opts.sets).config;
+    } catch (e) {
+      if (isUserError(e)) {
+        // The run directory stays readable: its status says why the resume failed.
+        const cur = readRunInfo(resumeDir);
+        if (cur) writeRunInfo(resumeDir, { ...cur, status: 'failed', ended: new Date().toISOString(), error: e.message });
+        try { appendFileSync(join(resumeDir, 'engine.log'), `${new Date().toISOString()} error ${e.message}\n`); } catch { /* read-only folder */ }
+      }
+      release();
+      throw e;
+    }
+    resumeFrom = resumed.checkpoint.dir;
+    runDir = resumeDir;
   } else {
     if (opts.config) cfg = opts.config;
     else if (opts.configPath) cfg = loadConfig(opts.configPath, opts.sets).config;
     else throw new UserError('train: a config file is required');
-    runDir = createRunDir(opts.outputDir ?? cfg.output_dir, cfg.name);
+    if (opts.runDir) {
+      runDir = opts.runDir;
+      for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(runDir, sub), { recursive: true });
+      release = acquireRunLock(runDir);
+      // A start that died before its first checkpoint: begin again in place, without its partial rows.
+      rmSync(join(runDir, 'metrics.jsonl'), { force: true });
+    } else {
+      runDir = createRunDir(opts.outputDir ?? cfg.output_dir, cfg.name);
+      release = acquireRunLock(runDir);
+    }
     writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
   }
+  try {
+    return await trainIn(opts, cfg, runDir, resumeFrom, resumed);
+  } finally {
+    release();
+  }
+}
+
+async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, resumeFrom: string | null,
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>): Promise<TrainResult> {
+  const reporter = opts.reporter ?? silentReporter;
+  const ctl = opts.controller ?? new RunController();
   // Defence in depth: the API key is never put in a message on purpose, but anything that echoes it is masked.
   const keyVar = cfg.credit.strategy === 'cal' && cfg.credit.cal.provider !== 'rule' ? cfg.credit.cal.api_key_env : null;
-  const secrets = keyVar && process.env[keyVar] ? [process.env[keyVar]!] : [];
+  // The key as read and as the oracle trims it: either could be echoed back.
+  const secrets = keyVar && process.env[keyVar] ? [...new Set([process.env[keyVar]!, process.env[keyVar]!.trim()])].filter(Boolean) : [];
   const elog = openEngineLog(runDir, { secrets });
   const log = (level: 'info' | 'warn' | 'error', m: string) => { elog.write(level, m); reporter.log(level, redactSecrets(m, secrets)); };
   const started = new Date().toISOString();
@@ -442,16 +494,20 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg)) ?? null;
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
-    if (cfg.model.init_checkpoint && !resumeFrom) {
+    if (cfg.model.init_checkpoint) {
       const dir = existsSync(join(cfg.model.init_checkpoint, 'run.json')) ? latestCheckpoint(cfg.model.init_checkpoint) : cfg.model.init_checkpoint;
       if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
       const fresh = Transformer.fromWeights(s.modelCfg, loadCheckpoint(dir).model);
       s.model.dispose();
       s.model = fresh;
-      log('info', `initial weights from ${dir}`);
+      if (!resumeFrom) log('info', `initial weights from ${dir}`);
     }
-    if (resumeFrom) {
-      const ck = loadCheckpoint(resumeFrom);
+    // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
+    // without SFT that resumes in GRPO: the reference must not be the resumed weights.
+    const startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 ? s.model.exportWeights() : null;
+    for (const sk of resumed?.skipped ?? []) log('warn', `skipped a damaged checkpoint: ${sk.reason}`);
+    if (resumeFrom && resumed) {
+      const ck = resumed.checkpoint;
       const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };
       const fresh = Transformer.fromWeights(s.modelCfg, ck.model);
       s.model.dispose();
@@ -472,6 +528,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       log('info', `resumed from ${resumeFrom} (${meta.phase} step ${meta.step})`);
     }
 
+    let nonFinite = 0;
+    const checkDiverged = (row: MetricsRow, what: string, step: number) => {
+      nonFinite = row.skipped ? nonFinite + 1 : 0;
+      if (nonFinite >= cfg.grpo.max_nonfinite_steps) {
+        throw new UserError(`diverged at ${what} ${step}: ${nonFinite} steps in a row had a non-finite loss or gradient (grpo.max_nonfinite_steps ${cfg.grpo.max_nonfinite_steps})`,
+          `lower ${row.phase === 'sft' ? 'sft' : 'grpo'}.lr`);
+      }
+    };
     const emit = (row: MetricsRow) => { appendMetrics(runDir, row); metricsRows++; reporter.metrics(runDir, row); };
     const stopNow = () => ctl.stopRequested;
 
@@ -483,6 +547,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         const row = sftStep(s, sftOpt, step);
         emit(row);
         progress = { phase: 'sft', step };
+        checkDiverged(row, 'SFT step', step);
         reporter.progress({ phase: 'sft', step, total: cfg.sft.steps, message: `loss ${row.loss?.toFixed(3)}` });
       }
       if (!stopNow()) {
@@ -492,8 +557,18 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     }
 
     // ---- GRPO ----
-    const ref = progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? Transformer.fromWeights(s.modelCfg, s.model.exportWeights()) : null;
-    if (ref && resumeFrom) log('warn', 'kl_beta > 0 on resume: the reference model is the resumed weights, not the original SFT weights');
+    // The KL reference is the policy GRPO started from: the weights now, when GRPO starts in this process; on a
+    // resume inside GRPO, the post-SFT checkpoint (step 0) or, without SFT, the run's starting weights.
+    let ref: Transformer | null = null;
+    if (progress.phase === 'grpo' && cfg.grpo.kl_beta > 0) {
+      const resumedInGrpo = (resumed?.checkpoint.meta as { phase?: string } | undefined)?.phase === 'grpo';
+      if (!resumedInGrpo) ref = Transformer.fromWeights(s.modelCfg, s.model.exportWeights());
+      else if (cfg.sft.steps > 0) {
+        const start = checkpointDir(runDir, 0);
+        if (!existsSync(start)) throw new UserError(`${runDir}: kl_beta > 0 needs the post-SFT checkpoint ${start} as the KL reference on resume, and it is missing`);
+        ref = Transformer.fromWeights(s.modelCfg, loadCheckpoint(start).model);
+      } else ref = Transformer.fromWeights(s.modelCfg, startWeights!);
+    }
     if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
       const ev = evaluate(s);
       initialEval = ev.success;
@@ -504,7 +579,15 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       await tick();
       if (stopNow()) break;
       const step = progress.step + 1;
-      const r = await grpoStep(s, grpoOpt, ref, step, log, head, runDir);
+      let r: GrpoStepResult;
+      try {
+        r = await grpoStep(s, grpoOpt, ref, step, log, head, runDir, ctl.signal);
+      } catch (e) {
+        // Stopped while the step waited (on the oracle): the step is dropped whole, and the checkpoint below holds
+        // the last finished one.
+        if (e instanceof StepCancelled) break;
+        throw e;
+      }
       if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
         const ev = evaluate(s);
@@ -514,6 +597,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       emit(r.row);
       progress = { phase: 'grpo', step };
       info.last_step = step;
+      checkDiverged(r.row, 'step', step);
       reporter.progress({ phase: 'grpo', step, total: cfg.grpo.steps, message: `reward ${r.row.reward_mean?.toFixed(3)}` });
       if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) ckpt();
       writeRunInfo(runDir, info);
@@ -530,10 +614,10 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     reporter.finished({ status: info.status, runDir });
     return { runDir, status: info.status, finalEval, initialEval };
   } catch (e) {
-    const msg = isUserError(e) ? e.message : `internal error: ${(e as Error).stack ?? e}`;
+    const msg = redactSecrets(isUserError(e) ? e.message : `internal error: ${(e as Error).stack ?? e}`, secrets);
     info.status = 'failed';
     info.ended = new Date().toISOString();
-    info.error = isUserError(e) ? e.message : (e as Error).message;
+    info.error = redactSecrets(isUserError(e) ? e.message : (e as Error).message, secrets);
     writeRunInfo(runDir, info);
     log('error', msg);
     ctl.settle(null);

@@ -92,6 +92,7 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.model.rope_theta = 10000;
   expected.model.tie_embeddings = true;
   expected.model.init_checkpoint = null;
+  expected.grpo.max_nonfinite_steps = 5;
   assert.deepEqual(config, expected);
 });
 

@@ -77,16 +77,24 @@ test('stop + resume continues from the checkpoint and matches an uninterrupted r
   assert.deepEqual(readMetrics(resumed.runDir).map(metricsWithoutTiming), readMetrics(full.runDir).map(metricsWithoutTiming));
 });
 
-test('a corrupted checkpoint is reported clearly on resume', async () => {
+test('resume skips a damaged checkpoint for the previous good one, and reports clearly when none is left', async () => {
   const dir = tmp();
   const ctl = new RunController();
   const reporter = { started() {}, metrics() {}, log() {}, finished() {}, progress(p: { phase: string; step: number }) { if (p.phase === 'grpo' && p.step === 1) void ctl.stop(); } };
   const r = await train({ configPath: tinyConfig(dir, 'arithmetic'), controller: ctl, reporter });
   const ck = latestCheckpoint(r.runDir)!;
+  assert.match(ck, /step-000001$/);
   truncateSync(join(ck, 'model.safetensors'), 100);
-  await assert.rejects(train({ resume: r.runDir }), (e: Error) => e.name === 'UserError' && e.message.includes(ck) && /corrupt/.test(e.message));
+  // step-000001 is damaged; the post-SFT checkpoint step-000000 is intact, so the run resumes from there.
+  const resumed = await train({ resume: r.runDir });
+  assert.equal(resumed.status, 'completed');
+  assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /skipped a damaged checkpoint: checkpoint .*step-000001 is corrupted/);
+  assert.match(readRunInfo(r.runDir)!.resumed_from ?? '', /step-000000$/);
+  // With every checkpoint damaged, the resume fails with the reasons and leaves a readable run directory.
+  for (const c of readdirSync(join(r.runDir, 'checkpoints'))) truncateSync(join(r.runDir, 'checkpoints', c, 'model.safetensors'), 50);
+  await assert.rejects(train({ resume: r.runDir }), (e: Error) => e.name === 'UserError' && /no checkpoint can be loaded/.test(e.message) && /corrupt/.test(e.message));
   assert.equal(readRunInfo(r.runDir)!.status, 'failed');
-  assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /corrupt/);
+  assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /no checkpoint can be loaded/);
 });
 
 test('GRPO raises a reward it can learn: the fraction of "7"s in the completion', async () => {

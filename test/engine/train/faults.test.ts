@@ -1,0 +1,113 @@
+// Faults injected into real runs of a tiny model (issues 9 and 11): a resumed run with a KL term, a run that diverges,
+// a Stop while the oracle hangs, two engines on one run directory, and a run started in a fixed folder (Slurm tasks).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { readMetrics, readRunInfo } from '../../../src/engine/rundir/rundir';
+import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
+import { startLlmServer } from '../oracle/llm_server';
+import { tinyConfig } from '../fixtures';
+
+const tmp = () => mkdtempSync(join(tmpdir(), 'cl-faults-'));
+const CLI = resolve(__dirname, '../../../dist/engine/cli.js');
+
+function stopAt(step: number) {
+  const ctl = new RunController();
+  const reporter = { started() {}, metrics() {}, log() {}, finished() {},
+    progress(p: { phase: string; step: number }) { if (p.phase === 'grpo' && p.step === step) void ctl.stop(); } };
+  return { controller: ctl, reporter };
+}
+
+test('KL on resume: the reference is the post-SFT policy, so a resumed run reproduces the uninterrupted one', async () => {
+  const cfg = tinyConfig(tmp(), 'countdown');
+  const sets = ['grpo.kl_beta=0.5', 'grpo.steps=4', 'grpo.checkpoint_every=1'];
+  const full = await train({ configPath: cfg, sets });
+  const stopped = await train({ configPath: cfg, sets, ...stopAt(2) });
+  assert.equal(stopped.status, 'stopped');
+  const resumed = await train({ resume: stopped.runDir });
+  assert.equal(resumed.status, 'completed');
+  const a = readMetrics(full.runDir).map(metricsWithoutTiming);
+  const b = readMetrics(resumed.runDir).map(metricsWithoutTiming);
+  // The KL of the steps after the resume is what a wrong reference changes first.
+  assert.ok(a.filter((r) => r.phase === 'grpo').every((r) => typeof r.kl === 'number'));
+  assert.deepEqual(b, a);
+});
+
+test('a run whose loss stays non-finite ends failed, "diverged at step N", instead of completing with every step skipped', async () => {
+  // SFT at lr 1e38: Adam's first update moves every weight by ~1e38, the products overflow float32, every later loss
+  // is NaN (each update skipped), and the run must say so rather than train on.
+  const dir = tmp();
+  const cfg = tinyConfig(dir, 'countdown');
+  await assert.rejects(train({ configPath: cfg, sets: ['sft.steps=20', 'sft.lr=1e38', 'grpo.max_nonfinite_steps=3'] }),
+    /diverged at SFT step \d+: 3 steps in a row had a non-finite loss or gradient/);
+  const runs = spawnSync('ls', [join(dir, 'runs')], { encoding: 'utf8' }).stdout.trim().split('\n');
+  const runDir = join(dir, 'runs', runs[0]);
+  const info = readRunInfo(runDir)!;
+  assert.equal(info.status, 'failed');
+  assert.match(info.error ?? '', /diverged at SFT step \d+/);
+  const rows = readMetrics(runDir).filter((r) => r.phase === 'sft');
+  assert.ok(rows.length < 20, `stopped early (${rows.length} steps)`);
+  assert.deepEqual(rows.slice(-3).map((r) => r.skipped), [1, 1, 1]);
+});
+
+test('Stop while the oracle hangs: the run stops at once, keeps every finished step, and drops the interrupted one', async () => {
+  let answered = 0;
+  const srv = await startLlmServer(() => (answered++ < 1000 ? { hang: true } : { body: '{}' }));
+  process.env.CREDIT_LENS_FAULTS_KEY = 'sk-faults-test';
+  try {
+    const dir = tmp();
+    const cfg = tinyConfig(dir, 'countdown');
+    const ctl = new RunController();
+    let asked = false;
+    const started = Date.now();
+    const poll = setInterval(() => { if (!asked && srv.received.length > 0) { asked = true; void ctl.stop(); } }, 20);
+    const r = await train({
+      configPath: cfg, controller: ctl,
+      sets: ['credit.strategy=cal', 'credit.cal.provider=openai', 'credit.cal.model=judge', `credit.cal.base_url=${srv.url}`,
+        'credit.cal.api_key_env=CREDIT_LENS_FAULTS_KEY', 'credit.cal.timeout_s=60', 'credit.cal.cache=false', 'sft.steps=0'],
+    });
+    clearInterval(poll);
+    assert.ok(asked, 'the oracle was asked');
+    assert.equal(r.status, 'stopped');
+    assert.ok(Date.now() - started < 30_000, 'not held by the 60 s oracle timeout');
+    const grpo = readMetrics(r.runDir).filter((m) => m.phase === 'grpo').map((m) => m.step);
+    const info = readRunInfo(r.runDir)!;
+    assert.equal(info.last_step, grpo.length ? grpo[grpo.length - 1] : 0);
+    assert.ok(existsSync(join(r.runDir, 'checkpoints')));
+  } finally {
+    await srv.close();
+  }
+});
+
+test('two engines on one run directory: the second is refused with the first one\'s pid; --run-dir starts, then resumes', async () => {
+  assert.ok(existsSync(CLI), 'npm run build first');
+  const dir = tmp();
+  const cfg = tinyConfig(dir, 'countdown');
+  const runDir = join(dir, 'runs', 'fixed');
+  // A long run in a fixed folder, in its own process.
+  const first = spawn(process.execPath, [CLI, 'train', cfg, '--run-dir', runDir, '--set', 'grpo.steps=400', '--set', 'grpo.checkpoint_every=1'], { stdio: 'ignore' });
+  try {
+    for (let i = 0; i < 600 && !(readRunInfo(runDir)?.last_step ?? 0); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(readRunInfo(runDir)?.status === 'running');
+    const second = spawnSync(process.execPath, [CLI, 'train', '--resume', runDir], { encoding: 'utf8' });
+    assert.equal(second.status, 2, second.stderr);
+    assert.match(second.stderr, new RegExp(`run is already running \\(pid ${first.pid}\\)`));
+    assert.equal(readRunInfo(runDir)?.status, 'running', 'the refused engine changed nothing');
+  } finally {
+    first.kill('SIGTERM');
+    await new Promise((r) => first.on('exit', r));
+  }
+  const stopped = readRunInfo(runDir)!;
+  assert.equal(stopped.status, 'stopped');
+  // The same command again (a requeued Slurm task) resumes the run in place, to a shorter total.
+  const again = spawnSync(process.execPath, [CLI, 'train', cfg, '--run-dir', runDir, '--set', `grpo.steps=${stopped.last_step! + 1}`], { encoding: 'utf8' });
+  assert.equal(again.status, 0, again.stderr);
+  const done = readRunInfo(runDir)!;
+  assert.equal(done.status, 'completed');
+  assert.match(done.resumed_from ?? '', /checkpoints\/step-/);
+  assert.ok(!existsSync(join(runDir, '.lock')), 'the lock is released');
+  assert.ok(readFileSync(join(runDir, 'config.yaml'), 'utf8').includes('name: tiny-countdown'));
+});
