@@ -51,8 +51,13 @@ PartitionName=debug Nodes=$h Default=YES MaxTime=INFINITE State=UP
 CONF
   pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld -c
   pgrep -x slurmd >/dev/null || /usr/sbin/slurmd
-  for _ in $(seq 1 60); do
+  for i in $(seq 1 90); do
     if sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then echo "slurm: node $h up"; return 0; fi
+    # A node left "not responding" by a previous cluster on this machine: restart slurmd and resume the node once.
+    if [ "$i" = 30 ]; then
+      pkill -x slurmd 2>/dev/null || true; sleep 1; /usr/sbin/slurmd
+      scontrol update NodeName="$h" State=RESUME 2>/dev/null || true
+    fi
     sleep 0.5
   done
   echo "slurm: the node did not come up; see $state/slurmctld.log and $state/slurmd.log" >&2

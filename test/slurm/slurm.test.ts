@@ -4,7 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -67,8 +67,14 @@ before(() => {
   assert.ok(existsSync(CLI), 'build first: npm run build');
   execFileSync('bash', [CLUSTER, 'start'], { stdio: 'inherit' });
 });
-after(() => {
+after(async () => {
+  // Cancel what is left and let the engines checkpoint before the daemons go (KillWait is 30 s).
   try { execFileSync('scancel', ['-u', 'root'], { stdio: 'ignore' }); } catch { /* nothing queued */ }
+  for (let i = 0; i < 60; i++) {
+    const q = spawnSync('squeue', ['-h'], { encoding: 'utf8' });
+    if (q.status !== 0 || !q.stdout.trim()) break;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
   execFileSync('bash', [CLUSTER, 'stop'], { stdio: 'inherit' });
 });
 
@@ -97,10 +103,11 @@ test('a 2-run sweep submitted as one job array completes; both runs are readable
 });
 
 test('scancel of a running task leaves a stopped, resumable run', async () => {
-  const { sweepDir } = submit(config('cancel', 400, '{ max_parallel: 1 }', '{ credit.strategy: [none] }'));
+  const { sweepDir } = submit(config('cancel', 100000, '{ max_parallel: 1 }', '{ credit.strategy: [none] }'));
   const t = await until('the run has a checkpoint', () => {
     const [s] = status(sweepDir);
-    return s.run_status === 'running' && existsSync(join(s.run_dir, 'checkpoints/step-000002')) && s;
+    // Checkpoints are pruned to the newest few, so "has one past the post-SFT step 0" is the test.
+    return s.run_status === 'running' && (runJson(s.run_dir).last_step ?? 0) >= 2 && readdirSync(join(s.run_dir, 'checkpoints')).some((c) => /^step-0*[1-9]\d*$/.test(c)) && s;
   });
   const r = cli('slurm', 'cancel', sweepDir, '--task', '0');
   assert.equal(r.code, 0, r.err);
@@ -114,7 +121,7 @@ test('scancel of a running task leaves a stopped, resumable run', async () => {
 
 test('a task stopped by its time limit ends stopped, and resumes when requeued', async () => {
   // --time=1 with --signal=B:TERM@50: Slurm signals the batch shell up to a minute early, the engine checkpoints.
-  const { sweepDir, jobId } = submit(config('limit', 400, '{ time: "1", signal: "B:TERM@50" }', '{ credit.strategy: [none] }'));
+  const { sweepDir, jobId } = submit(config('limit', 100000, '{ time: "1", signal: "B:TERM@50" }', '{ credit.strategy: [none] }'));
   const [t] = await until('the run has started', () => { const s = status(sweepDir); return s[0].run_status ? s : null; });
   const stopped = await until('run.json says stopped', () => { const i = runJson(t.run_dir); return i.status !== 'running' && i; }, 150_000);
   assert.equal(stopped.status, 'stopped', JSON.stringify(stopped));
@@ -123,7 +130,7 @@ test('a task stopped by its time limit ends stopped, and resumes when requeued',
   // Requeue as a preemption would; Slurm holds a requeued task for a while (BeginTime), release it now.
   execFileSync('scontrol', ['requeue', `${jobId}_0`]);
   await until('the task is pending again', () => status(sweepDir)[0].slurm_state === 'PENDING', 30_000);
-  execFileSync('scontrol', ['update', `jobid=${jobId}_0`, 'BeginTime=now']);
+  execFileSync('scontrol', ['update', `JobId=${jobId}_0`, 'StartTime=now']);
   await until('the run resumed past its checkpoint', () => {
     const i = runJson(t.run_dir);
     return i.status === 'running' && i.resumed_from && i.last_step > stepBefore && i;

@@ -70,9 +70,12 @@ async function cmdTrain(argv: string[]): Promise<number> {
     close = () => r.connection.dispose();
   } else reporter = humanReporter();
   let signals = 0;
+  // A second Ctrl-C aborts (a person at the terminal means it); SIGTERM never does: a scheduler may deliver it to the
+  // engine and to its batch shell, which forwards it again (scancel), and the run must still end with its checkpoint.
   const onSignal = (sig: string) => {
-    if (++signals > 1) process.exit(130);
-    process.stderr.write(`${sig}: stopping after the current step (checkpoint, then exit); press again to abort\n`);
+    if (sig === 'SIGINT' && ++signals > 1) process.exit(130);
+    if (controller.stopRequested) return;
+    process.stderr.write(`${sig}: stopping after the current step (checkpoint, then exit)${sig === 'SIGINT' ? '; press again to abort' : ''}\n`);
     void controller.stop();
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
