@@ -125,6 +125,14 @@ async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
 }
 
 async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
+  // A run of a Slurm sweep is cancelled through Slurm: its engine gets SIGTERM, checkpoints and ends `stopped`.
+  const node = arg && typeof arg === 'object' && (arg as RunNode).kind === 'run' ? arg as RunNode : null;
+  const slurm = node?.slurm ?? (runDirFrom(arg) ? ctx.sweeps.slurmTaskOf(runDirFrom(arg)!) : undefined);
+  if (slurm) {
+    const [sweepId, index] = 'sweepId' in slurm ? [slurm.sweepId, slurm.index] : [slurm.sweep.id, slurm.index];
+    await ctx.sweeps.cancelSlurmTask(sweepId, index);
+    return;
+  }
   let run: LiveRun | undefined;
   if (typeof arg === 'number') run = ctx.runs.runs().find((r) => r.key === arg);
   else if (arg && typeof arg === 'object' && (arg as RunNode).kind === 'run') run = (arg as RunNode).live ?? undefined;
@@ -296,6 +304,32 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   const grid = config.sweep?.grid ?? await pickGrid(config);
   if (!grid) return;
   const runs = expandSweep(config, grid);
+  const executor = config.sweep?.executor ?? vscode.workspace.getConfiguration('creditLens').get<'local' | 'slurm'>('executor', 'local');
+  const describe = (r: (typeof runs)[number]) => {
+    // The strategy's own knob shows even when the grid does not vary it (outcome_conditional at the config's 0.5).
+    const knobs = STRATEGY_PARAMS[r.config.credit.strategy].filter((k) => SEED_VALUES[k]).map((k) => [k, getDotted(r.config, k)]);
+    const params = Object.fromEntries([...knobs, ...Object.entries(r.overrides)].filter(([k]) => k !== 'name' && k !== 'credit.strategy')
+      .map(([k, v]) => [k, describeValue(v)]));
+    return { name: r.name, strategy: r.config.credit.strategy, params };
+  };
+  if (executor === 'slurm') {
+    const s = config.sweep?.slurm;
+    const opts = [s?.partition && `partition ${s.partition}`, s?.time && `time ${s.time}`, s?.max_parallel && `at most ${s.max_parallel} at once`].filter(Boolean).join(', ');
+    const submit = `Submit ${runs.length} Run${runs.length === 1 ? '' : 's'} to Slurm`;
+    const ok = await vscode.window.showInformationMessage(
+      `Sweep ${config.name}: ${runs.length} run${runs.length === 1 ? '' : 's'} as one Slurm job array${opts ? ` (${opts})` : ''}.`,
+      { modal: true, detail: `Each run writes its run directory under ${config.output_dir}, which the compute nodes must see (shared storage). The job script is written next to the runs, in sweep-<time>/slurm/.` },
+      submit,
+    );
+    if (ok !== submit) return;
+    const sets = config.sweep?.grid ? [] : [`sweep.grid=${JSON.stringify(grid)}`];
+    const rec = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
+      () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, runs.map(describe)));
+    void vscode.window.showInformationMessage(`Credit Lens: sweep ${config.name} submitted as Slurm job ${rec.slurm?.jobId} (${rec.runs.length} runs).`);
+    SweepPanel.show(ctx.extensionUri, ctx.sweeps, rec.id);
+    ctx.tree.scheduleRefresh(0);
+    return;
+  }
   const max = vscode.workspace.getConfiguration('creditLens').get<number>('maxConcurrentRuns', 1);
   const names = runs.map((r) => r.name);
   const shown = names.length > 6 ? [...names.slice(0, 5), `… and ${names.length - 5} more`] : names;
@@ -306,18 +340,10 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
     start,
   );
   if (ok !== start) return;
-  const rec = await ctx.sweeps.start(config.name, uri.fsPath, runs.map((r) => {
-    // The strategy's own knob shows even when the grid does not vary it (outcome_conditional at the config's 0.5).
-    const knobs = STRATEGY_PARAMS[r.config.credit.strategy].filter((k) => SEED_VALUES[k]).map((k) => [k, getDotted(r.config, k)]);
-    const params = Object.fromEntries([...knobs, ...Object.entries(r.overrides)].filter(([k]) => k !== 'name' && k !== 'credit.strategy')
-      .map(([k, v]) => [k, describeValue(v)]));
-    return {
-      name: r.name,
-      strategy: r.config.credit.strategy,
-      params,
-      sets: [...Object.entries(r.overrides).filter(([k]) => k !== 'name').map(([k, v]) => setArg(k, v)), setArg('name', r.name)],
-    };
-  }));
+  const rec = await ctx.sweeps.start(config.name, uri.fsPath, runs.map((r) => ({
+    ...describe(r),
+    sets: [...Object.entries(r.overrides).filter(([k]) => k !== 'name').map(([k, v]) => setArg(k, v)), setArg('name', r.name)],
+  })));
   SweepPanel.show(ctx.extensionUri, ctx.sweeps, rec.id);
 }
 

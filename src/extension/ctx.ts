@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import { AnalysisRunner } from './analysis';
 import { ConfigDiagnostics } from './diagnostics';
+import { EngineCli } from './engine_cli';
 import { RunManager } from './runs';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
 import { SweepManager } from './sweeps';
@@ -16,6 +17,8 @@ export class Ctx {
   readonly treeView: vscode.TreeView<RunsTreeNode>;
   readonly diagnostics: ConfigDiagnostics;
   readonly analysis: AnalysisRunner;
+  /** The engine's command line (analyze, Slurm submit/status/cancel): asynchronous, time-boxed, cancellable. */
+  readonly engine: EngineCli;
   readonly sweeps: SweepManager;
 
   constructor(readonly extCtx: vscode.ExtensionContext) {
@@ -26,9 +29,10 @@ export class Ctx {
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs));
     this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
-    this.analysis = new AnalysisRunner(this.cliPath, () => vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'),
-      () => this.sweepsChanged());
-    this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis));
+    this.engine = new EngineCli(this.cliPath, () => vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'));
+    this.analysis = new AnalysisRunner(this.engine, () => this.sweepsChanged());
+    this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis, this.engine, this.log));
+    this.tree.setSweeps(this.sweeps);
   }
 
   get extensionUri(): vscode.Uri {

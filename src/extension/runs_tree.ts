@@ -9,6 +9,8 @@ import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/ru
 import { engineAlive, findConfigs, findRuns, runRoots } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
 import { isEnded, isResumable, type LiveRun, type LiveStatus, type RunManager } from './runs';
+import { slurmTaskActive } from './slurm_status';
+import type { SweepManager } from './sweeps';
 
 export interface ConfigNode {
   kind: 'config';
@@ -25,6 +27,8 @@ export interface RunNode {
   status: LiveStatus;
   /** A `running` run.json whose engine process is gone (its window closed or crashed). */
   interrupted: boolean;
+  /** A run of a Slurm sweep: its array task, Slurm's state and pending reason, and which sweep and task it is. */
+  slurm?: { job: string; state: string | null; reason: string | null; sweepId: string; index: number; name: string };
 }
 export interface StepNode {
   kind: 'step';
@@ -69,6 +73,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
   private readonly metricsCache = new Map<string, MetricsCacheEntry>();
   private refreshTimer: NodeJS.Timeout | undefined;
   private roots: ConfigNode[] = [];
+  private sweeps: SweepManager | null = null;
 
   constructor(private readonly runs: RunManager) {
     this.disposables.push(
@@ -83,6 +88,12 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       w.onDidDelete(() => this.scheduleRefresh(), null, this.disposables);
       this.disposables.push(w);
     }
+  }
+
+  /** Slurm sweeps: their tasks' states show beside their runs, and tasks without a run directory yet show as queued. */
+  setSweeps(sweeps: SweepManager): void {
+    this.sweeps = sweeps;
+    this.disposables.push(sweeps.onDidChange(() => this.scheduleRefresh()));
   }
 
   /** Progress notifications arrive several times a second; the tree repaints at most twice a second. */
@@ -120,10 +131,22 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       const live = this.runs.match(runDir, info.pid) ?? null;
       if (live) claimed.add(live.key);
       const liveActive = live && !isEnded(live.status);
-      const interrupted = !liveActive && info.status === 'running' && !engineAlive(info);
-      const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : info.status;
-      const configPath = info.config_path ?? live?.request.configPath ?? null;
-      group(configPath, info.name).runs.push({ kind: 'run', runDir, info, live: live ?? null, status, interrupted });
+      const slurm = this.sweeps?.slurmTaskOf(runDir);
+      // A Slurm run's engine lives on a compute node, where its pid means nothing here: Slurm's state says whether
+      // it still runs. A requeued task waits again although its run.json says stopped.
+      const interrupted = !liveActive && info.status === 'running'
+        && (slurm ? slurm.task !== null && !slurmTaskActive(slurm.task) : !engineAlive(info));
+      const requeued = slurm?.task?.slurm_state === 'PENDING' && info.status !== 'running';
+      const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : requeued ? 'queued' : info.status;
+      const configPath = info.config_path && !/[\\/]slurm[\\/]configs[\\/]/.test(info.config_path) ? info.config_path
+        : slurm?.sweep.configPath ?? live?.request.configPath ?? null;
+      group(configPath, info.name).runs.push({ kind: 'run', runDir, info, live: live ?? null, status, interrupted, slurm: slurmOf(slurm) });
+    }
+    // Slurm tasks still waiting for a node: no run directory yet.
+    for (const { sweep, task } of this.sweeps?.pendingSlurmTasks() ?? []) {
+      if (found.some((f) => f.runDir === task.run_dir)) continue;
+      group(sweep.configPath, task.name).runs.push({ kind: 'run', runDir: null, info: null, live: null, status: 'queued', interrupted: false,
+        slurm: slurmOf({ sweep, task, index: task.index }) });
     }
     // Queued runs, and started ones whose run.json is not readable yet.
     for (const live of this.runs.runs()) {
@@ -250,10 +273,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
 
   private runItem(node: RunNode): vscode.TreeItem {
     const live = node.live && !isEnded(node.live.status) ? node.live : null;
-    const label = node.runDir ? basename(node.runDir) : node.live?.request.label ?? 'run';
+    const label = node.runDir ? basename(node.runDir) : node.live?.request.label ?? node.slurm?.name ?? 'run';
     const hasSteps = !!node.runDir && listLoggedSteps(node.runDir, 'episodes').length > 0;
     const item = new vscode.TreeItem(label, hasSteps || live ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
-    item.id = `run:${node.runDir ?? `live-${node.live?.key}`}`;
+    item.id = `run:${node.runDir ?? (node.slurm ? `slurm-${node.slurm.job}` : `live-${node.live?.key}`)}`;
     const [icon, color] = STATUS_ICON[node.status];
     item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
 
@@ -265,6 +288,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
     if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
     if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);
+    if (node.slurm) parts.push(`slurm ${node.slurm.job}${node.slurm.state ? ` ${node.slurm.state}` : ''}${node.slurm.reason ? ` (${node.slurm.reason})` : ''}`);
     item.description = parts.join(' · ');
 
     const resumable = (node.status === 'stopped' || node.status === 'failed') && !!node.runDir && isResumable(node.runDir);
@@ -280,6 +304,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     if (summary) {
       md.appendMarkdown(`final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${summary.meanGradNorm?.toFixed(3) ?? '—'}\n\n`);
     }
+    if (node.slurm) md.appendMarkdown(`Slurm job \`${node.slurm.job}\`: ${node.slurm.state ?? 'state not known yet'}${node.slurm.reason ? ` (${node.slurm.reason})` : ''}\n\n`);
     if (node.runDir) md.appendMarkdown(`\`${node.runDir}\``);
     item.tooltip = md;
     item.accessibilityInformation = { label: `${label}, ${item.description}` };
@@ -299,4 +324,12 @@ function startedOf(n: RunNode): string {
 /** engine.log of a run, for "Show Engine Log". */
 export function engineLogPath(runDir: string): string {
   return join(runDir, ENGINE_LOG);
+}
+
+function slurmOf(s: ReturnType<SweepManager['slurmTaskOf']>): RunNode['slurm'] {
+  if (!s?.sweep.slurm) return undefined;
+  return {
+    job: s.task?.slurm_job ?? `${s.sweep.slurm.jobId}_${s.index}`, state: s.task?.slurm_state ?? null, reason: s.task?.slurm_reason ?? null,
+    sweepId: s.sweep.id, index: s.index, name: s.task?.name ?? s.sweep.runs[s.index]?.name ?? `task ${s.index}`,
+  };
 }

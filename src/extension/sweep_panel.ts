@@ -74,7 +74,10 @@ export class SweepPanel extends WebviewPanelHost<SweepProtocol> {
         void vscode.commands.executeCommand('creditLens.openRun', m.params.runDir);
         break;
       case 'sweep/cancel':
-        void this.sweeps.cancel(this.sweepId);
+        void this.sweeps.cancel(this.sweepId).catch((e) => vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`));
+        break;
+      case 'sweep/cancelRun':
+        void this.sweeps.cancelSlurmTask(this.sweepId, m.params.index).catch((e) => vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`));
         break;
     }
   }

@@ -2,12 +2,15 @@
 // "k / n" notification for all of them. The list is kept in workspace state, so the summary table of a
 // sweep still shows its rows after a reload.
 import * as vscode from 'vscode';
+import type { SlurmTaskStatus } from '../protocol/slurm';
 import type { SweepRow, SweepView } from '../protocol/webview';
+import type { EngineCli } from './engine_cli';
 import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
 import { engineAlive } from './discovery';
 import { summarizeMetrics } from './metrics_summary';
 import { isEnded, type LiveRun, type RunManager } from './runs';
+import { slurmRowStatus, slurmTaskActive } from './slurm_status';
 
 export interface SweepRunRecord {
   index: number;
@@ -25,6 +28,8 @@ export interface SweepRecord {
   configPath: string;
   created: string;
   runs: SweepRunRecord[];
+  /** A sweep sent to Slurm: its job array and its folder (sweep.json, the script, logs). */
+  slurm?: { jobId: string; sweepDir: string };
 }
 
 const STATE_KEY = 'creditLens.sweeps';
@@ -38,7 +43,12 @@ export class SweepManager implements vscode.Disposable {
   readonly onDidChange = this.changed.event;
   private readonly subscription: vscode.Disposable;
 
-  constructor(private readonly state: vscode.Memento, private readonly runs: RunManager, private readonly analysis: AnalysisRunner) {
+  /** The last Slurm status of each Slurm sweep, by sweep id; polled while any task waits or runs. */
+  private readonly slurmTasks = new Map<string, SlurmTaskStatus[]>();
+  private readonly slurmPolls = new Map<string, { timer: NodeJS.Timeout | undefined; abort: AbortController }>();
+
+  constructor(private readonly state: vscode.Memento, private readonly runs: RunManager, private readonly analysis: AnalysisRunner,
+    private readonly cli: EngineCli, private readonly log: vscode.LogOutputChannel) {
     this.subscription = runs.onDidChange((run) => {
       const id = run.request.sweepId;
       if (!id) return;
@@ -50,6 +60,85 @@ export class SweepManager implements vscode.Disposable {
       }
       this.changed.fire(id);
     });
+    // Slurm sweeps outlive the window that submitted them: watch the unfinished ones again after a reload.
+    for (const rec of this.all()) if (rec.slurm) this.watchSlurm(rec);
+  }
+
+  /** Submits a sweep as one Slurm job array through the engine CLI; its runs' folders are known at once. */
+  async startSlurm(title: string, configPath: string, sets: string[], runs: Omit<SweepRunRecord, 'index' | 'runDir' | 'cancelled' | 'sets'>[]): Promise<SweepRecord> {
+    const sweep = await this.cli.slurmSubmit(configPath, sets);
+    const created = new Date();
+    const rec: SweepRecord = {
+      id: `${created.getTime().toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
+      title, configPath, created: created.toISOString(),
+      runs: sweep.tasks.map((t, index) => ({ ...runs[index], name: t.name, index, sets: [], runDir: t.run_dir, cancelled: false })),
+      slurm: { jobId: sweep.job_id ?? '', sweepDir: sweep.sweep_dir },
+    };
+    await this.save(rec);
+    this.log.info(`sweep ${title}: submitted Slurm job ${sweep.job_id} (${sweep.tasks.length} runs, ${sweep.script})`);
+    this.watchSlurm(rec);
+    return rec;
+  }
+
+  /**
+   * Polls `credit-lens slurm status` for one sweep: every 2 s at first, backing off to 30 s, and stopping once no
+   * task waits or runs. The call runs in a child process with a time budget, so a slow controller never blocks the
+   * host; a failed poll is logged and retried later.
+   */
+  private watchSlurm(rec: SweepRecord): void {
+    if (!rec.slurm || this.slurmPolls.has(rec.id)) return;
+    const poll = { timer: undefined as NodeJS.Timeout | undefined, abort: new AbortController() };
+    this.slurmPolls.set(rec.id, poll);
+    let delay = 2000;
+    const tick = async () => {
+      try {
+        const st = await this.cli.slurmStatus(rec.slurm!.sweepDir, poll.abort.signal);
+        const before = JSON.stringify(this.slurmTasks.get(rec.id) ?? null);
+        this.slurmTasks.set(rec.id, st.tasks);
+        if (JSON.stringify(st.tasks) !== before) { this.changed.fire(rec.id); delay = 2000; }
+        if (!st.tasks.some(slurmTaskActive)) { this.slurmPolls.delete(rec.id); this.updateContext(); this.changed.fire(rec.id); return; }
+      } catch (e) {
+        if (poll.abort.signal.aborted) return;
+        this.log.warn(`sweep ${rec.title}: Slurm status failed: ${(e as Error).message}`);
+      }
+      this.updateContext();
+      delay = Math.min(30_000, delay * 1.5);
+      poll.timer = setTimeout(() => void tick(), delay);
+    };
+    void tick();
+  }
+
+  /** The Slurm task that trains `runDir`, if it belongs to a Slurm sweep of this workspace. */
+  slurmTaskOf(runDir: string): { sweep: SweepRecord; task: SlurmTaskStatus | null; index: number } | undefined {
+    for (const rec of this.all()) {
+      if (!rec.slurm) continue;
+      const i = rec.runs.findIndex((r) => r.runDir === runDir);
+      if (i >= 0) return { sweep: rec, task: this.slurmTasks.get(rec.id)?.find((t) => t.index === i) ?? null, index: i };
+    }
+    return undefined;
+  }
+
+  /** Tasks of Slurm sweeps that wait or run and have no run directory on disk yet (shown as queued in the tree). */
+  pendingSlurmTasks(): { sweep: SweepRecord; task: SlurmTaskStatus }[] {
+    const out: { sweep: SweepRecord; task: SlurmTaskStatus }[] = [];
+    for (const rec of this.all()) {
+      for (const t of (rec.slurm && this.slurmTasks.get(rec.id)) || []) if (t.run_status === null && slurmTaskActive(t)) out.push({ sweep: rec, task: t });
+    }
+    return out;
+  }
+
+  /** scancel one run of a Slurm sweep: its engine checkpoints and ends `stopped`, resumable. */
+  async cancelSlurmTask(id: string, index: number): Promise<void> {
+    const rec = this.get(id);
+    if (!rec?.slurm) return;
+    await this.cli.slurmCancel(rec.slurm.sweepDir, index);
+    if (rec.runs[index] && !readRunInfo(rec.runs[index].runDir ?? '')) {
+      rec.runs[index].cancelled = true;
+      await this.save(rec);
+    }
+    this.slurmPolls.get(id)?.abort.abort();
+    this.slurmPolls.delete(id);
+    this.watchSlurm(rec);
   }
 
   all(): SweepRecord[] {
@@ -71,6 +160,7 @@ export class SweepManager implements vscode.Disposable {
   }
 
   isActive(id: string): boolean {
+    if (this.get(id)?.slurm) return this.slurmPolls.has(id) || (this.slurmTasks.get(id) ?? []).some(slurmTaskActive);
     return (this.live.get(id) ?? []).some((r) => !isEnded(r.status));
   }
 
@@ -93,8 +183,18 @@ export class SweepManager implements vscode.Disposable {
   }
 
   async cancel(id: string): Promise<void> {
-    const live = this.live.get(id) ?? [];
     const rec = this.get(id);
+    if (rec?.slurm) {
+      // The whole array: Slurm signals each running engine (checkpoint, `stopped`) and drops the pending tasks.
+      await this.cli.slurmCancel(rec.slurm.sweepDir);
+      for (const r of rec.runs) if (!readRunInfo(r.runDir ?? '')) r.cancelled = true;
+      await this.save(rec);
+      this.slurmPolls.get(id)?.abort.abort();
+      this.slurmPolls.delete(id);
+      this.watchSlurm(rec);
+      return;
+    }
+    const live = this.live.get(id) ?? [];
     // Queued runs first, so none of them starts while the training one checkpoints.
     const queued = live.filter((r) => r.status === 'queued');
     for (const r of queued) {
@@ -137,7 +237,7 @@ export class SweepManager implements vscode.Disposable {
   }
 
   private updateContext(): void {
-    const any = [...this.live.keys()].some((id) => this.isActive(id));
+    const any = [...this.live.keys(), ...this.slurmPolls.keys()].some((id) => this.isActive(id));
     void vscode.commands.executeCommand('setContext', 'creditLens.hasActiveSweeps', any);
   }
 
@@ -146,10 +246,12 @@ export class SweepManager implements vscode.Disposable {
     const rec = this.get(id);
     if (!rec) return null;
     const live = this.live.get(id) ?? [];
+    const slurm = rec.slurm ? this.slurmTasks.get(rec.id) ?? [] : null;
     const rows: SweepRow[] = rec.runs.map((r) => {
       const run = live[r.index];
       const runDir = r.runDir ?? run?.runDir ?? null;
       const info = runDir ? readRunInfo(runDir) : null;
+      const task = slurm?.find((t) => t.index === r.index) ?? null;
       let status: SweepRow['status'];
       const liveStatus = run?.status === 'starting' || run?.status === 'stopping' ? 'running' : run?.status;
       if (run && liveStatus && !isEnded(run.status)) status = liveStatus as SweepRow['status'];
@@ -157,6 +259,7 @@ export class SweepManager implements vscode.Disposable {
       else if (liveStatus) status = liveStatus as SweepRow['status'];
       else status = 'cancelled'; // queued in a window that has since closed: it never started
       if (r.cancelled && !info) status = 'cancelled';
+      if (rec.slurm) status = slurmRowStatus(task, info?.status ?? null, r.cancelled);
       const s = runDir ? summarizeMetrics(readMetrics(runDir)) : null;
       return {
         index: r.index, name: r.name, strategy: r.strategy, params: r.params, status, runDir,
@@ -167,18 +270,22 @@ export class SweepManager implements vscode.Disposable {
         stepsTo10pct: s?.stepsToThreshold ?? null,
         meanGradNorm: s?.meanGradNorm ?? null,
         fillerReasoningRatio: runDir && (status === 'completed' || status === 'stopped') ? this.analysis.ratio(runDir, info) : null,
+        slurm: rec.slurm ? { job: task?.slurm_job ?? `${rec.slurm.jobId}_${r.index}`, state: task?.slurm_state ?? null, reason: task?.slurm_reason ?? null, summary: task?.summary ?? 'waiting for squeue' } : null,
       };
     });
     const ended = new Set(['completed', 'failed', 'stopped', 'cancelled']);
     return {
       sweepId: rec.id, title: rec.title, configPath: rec.configPath, created: rec.created, rows,
       done: rows.filter((r) => ended.has(r.status)).length, total: rows.length,
-      active: this.isActive(id), analysisAvailable: this.analysis.available,
+      active: this.isActive(id),
+      slurm: rec.slurm ? { jobId: rec.slurm.jobId, sweepDir: rec.slurm.sweepDir } : null,
     };
   }
 
   dispose(): void {
+    for (const p of this.slurmPolls.values()) { p.abort.abort(); clearTimeout(p.timer); }
     this.subscription.dispose();
     this.changed.dispose();
   }
 }
+

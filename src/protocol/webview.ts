@@ -49,6 +49,8 @@ export interface SweepRow {
   meanGradNorm: number | null;
   /** Mean |contribution| of filler tokens over that of reasoning tokens, from `credit-lens analyze`. */
   fillerReasoningRatio: number | null;
+  /** For a Slurm sweep: the array task (`<job>_<i>`), its Slurm state and pending reason, and the one-line summary. */
+  slurm: { job: string; state: string | null; reason: string | null; summary: string } | null;
 }
 
 export interface SweepView {
@@ -61,8 +63,8 @@ export interface SweepView {
   done: number;
   total: number;
   active: boolean;
-  /** False when the engine has no `analyze` command, so the ratio column shows "—" for every row. */
-  analysisAvailable: boolean;
+  /** Set for a sweep that runs on Slurm. */
+  slurm: { jobId: string; sweepDir: string } | null;
 }
 
 export type SweepSortKey = 'index' | 'name' | 'strategy' | 'status' | 'finalEvalSuccess' | 'bestEvalSuccess'
@@ -78,7 +80,9 @@ export type SweepToWebview = IpcNotification<'sweep/update', SweepView>;
 export type SweepToHost =
   | IpcCommand<'webview/ready', Record<string, never>>
   | IpcCommand<'sweep/openRun', { runDir: string }>
-  | IpcCommand<'sweep/cancel', Record<string, never>>;
+  | IpcCommand<'sweep/cancel', Record<string, never>>
+  /** scancel one run of a Slurm sweep */
+  | IpcCommand<'sweep/cancelRun', { index: number }>;
 
 export type SweepProtocol = WebviewProtocol<SweepToWebview, SweepToHost, SweepPanelState>;
 

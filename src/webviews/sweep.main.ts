@@ -40,7 +40,10 @@ const COLUMNS: Column[] = [
   { key: 'strategy', title: 'Strategy', cell: (r) => r.strategy },
   { key: null, title: 'Parameters', cell: (r) => paramText(r.params) },
   { key: 'status', title: 'Status', cell: (r) => html`<span class="status status-${r.status}">${r.status}</span>${
-    r.status === 'running' && r.step !== null ? html` <span class="muted">${r.step}/${r.totalSteps ?? '?'}</span>` : nothing}` },
+    r.status === 'running' && r.step !== null ? html` <span class="muted">${r.step}/${r.totalSteps ?? '?'}</span>` : nothing}${
+    r.slurm ? html`<br><span class="muted slurm" title=${r.slurm.summary}>${r.slurm.job}${r.slurm.state ? ` ${r.slurm.state}` : ''}${r.slurm.reason ? ` (${r.slurm.reason})` : ''}</span>${
+      r.status === 'queued' || r.status === 'running' ? html` <a href="#" class="cancel-run" title="scancel this run (it checkpoints and ends stopped)"
+        @click=${(e: Event) => { e.preventDefault(); e.stopPropagation(); host.post({ kind: 'command', method: 'sweep/cancelRun', params: { index: r.index } }); }}>cancel</a>` : nothing}` : nothing}` },
   { key: 'finalEvalSuccess', title: 'Final eval', hint: 'greedy eval success at the last evaluation', cell: (r) => pct(r.finalEvalSuccess) },
   { key: 'bestEvalSuccess', title: 'Best eval', hint: 'best greedy eval success over the run', cell: (r) => pct(r.bestEvalSuccess) },
   { key: 'stepsTo10pct', title: 'To 10%', hint: 'first GRPO step whose training success rate reached 10%', cell: (r) => r.stepsTo10pct ?? '—' },
@@ -114,8 +117,8 @@ function draw(): void {
     </vscode-table>`;
   const foot = html`<p class="muted note">
       Click a column to sort, a row to open its run.
-      ${v.analysisAvailable ? 'Filler/reasoning is computed by credit-lens analyze once a run has ended.'
-        : 'Filler/reasoning shows — because this engine has no analyze command.'}
+      Filler/reasoning is computed by credit-lens analyze once a run has ended.
+      ${v.slurm ? html`<br>Slurm job ${v.slurm.jobId} · ${v.slurm.sweepDir}/slurm (script, configs, logs)` : nothing}
     </p>`;
   render(html`${header}${table}${foot}`, root);
   root.setAttribute('aria-busy', 'false');

@@ -85,7 +85,7 @@ test('a 2-run sweep submitted as one job array completes; both runs are readable
   assert.match(script, /^#SBATCH --signal=B:TERM@120$/m);
   assert.match(script, /^#SBATCH --requeue$/m);
   assert.match(script, /^#SBATCH --time=10:00$/m);
-  for (const i of [0, 1]) assert.ok(existsSync(join(sweepDir, `slurm/configs/task-${i}.credit.yaml`)));
+  for (const i of [0, 1]) assert.ok(existsSync(join(sweepDir, `slurm/configs/task-${i}.yaml`)));
   const first = status(sweepDir);
   assert.equal(first.length, 2);
   assert.deepEqual(first.map((t) => t.slurm_job), [`${jobId}_0`, `${jobId}_1`]);

@@ -5,7 +5,7 @@
 //
 // The sweep folder, `<output_dir>/sweep-<ts>/`, holds what a user needs to read and resubmit it by hand:
 //   slurm/sweep.sbatch           the array script (every option as an #SBATCH line)
-//   slurm/configs/task-<i>.credit.yaml   the expanded, resolved config of task i
+//   slurm/configs/task-<i>.yaml  the expanded, resolved config of task i
 //   slurm/sweep.json             job id, tasks (name, config, run directory, overrides)
 //   slurm/logs/<job>_<i>.out     Slurm's stdout/stderr of task i
 // The output directory must be on storage that the login node and the compute nodes share: the script checks that
@@ -17,24 +17,17 @@ import { configToYaml, slurmDefaults, type CreditConfig } from '../config/config
 import { UserError } from '../core/errors';
 import { readRunInfo, runTimestamp, writeFileAtomic } from '../rundir/rundir';
 import type { SweepRun } from './sweep';
+import { SLURM_ACTIVE_STATES, type SlurmSweepJson, type SlurmTaskJson, type SlurmTaskStatus } from '../../protocol/slurm';
+
+const ACTIVE = new Set<string>(SLURM_ACTIVE_STATES);
 
 /** `sweep.slurm` of the config (sbatch's own option names where one exists; defaults and docs in the config schema). */
 export type SlurmOptions = NonNullable<NonNullable<CreditConfig['sweep']>['slurm']>;
 
 export const DEFAULT_SLURM: SlurmOptions = slurmDefaults();
 
-export interface SlurmTask { index: number; name: string; config: string; run_dir: string; overrides: Record<string, unknown> }
-
-export interface SlurmSweep {
-  kind: 'credit-lens-slurm-sweep';
-  version: 1;
-  sweep_dir: string;
-  config: string;
-  created: string;
-  job_id: string | null;
-  script: string;
-  tasks: SlurmTask[];
-}
+export type SlurmTask = SlurmTaskJson;
+export type SlurmSweep = SlurmSweepJson;
 
 export const SWEEP_JSON = 'slurm/sweep.json';
 
@@ -90,7 +83,7 @@ export function sbatchScript(sweep: SlurmSweep, o: SlurmOptions, cliPath: string
     ...o.setup,
     `cd ${shq(cwd)} 2>/dev/null || cd "$SWEEP_DIR"`,
     'i=${SLURM_ARRAY_TASK_ID:?not an array task}',
-    'CONFIG="$SWEEP_DIR/slurm/configs/task-$i.credit.yaml"',
+    'CONFIG="$SWEEP_DIR/slurm/configs/task-$i.yaml"',
     'RUN_DIR=$(sed -n "$((i + 1))p" "$SWEEP_DIR/slurm/run_dirs.txt")',
     'echo "credit-lens: task $i on $(hostname), restart ${SLURM_RESTART_COUNT:-0}: $RUN_DIR"',
     `${engineCommand(o, cliPath)} train "$CONFIG" --run-dir "$RUN_DIR" &`,
@@ -162,7 +155,8 @@ export function prepareSlurmSweep(p: PrepareOptions): SlurmSweep {
   const tasks: SlurmTask[] = p.runs.map((run, index) => {
     const cfg: CreditConfig = { ...run.config, name: run.name };
     delete (cfg as { sweep?: unknown }).sweep;
-    const config = join(sweepDir, 'slurm', 'configs', `task-${index}.credit.yaml`);
+    // Not *.credit.yaml: the workspace would take each expanded copy for a config of its own.
+    const config = join(sweepDir, 'slurm', 'configs', `task-${index}.yaml`);
     writeFileAtomic(config, configToYaml(cfg));
     let runDir = join(resolve(run.config.output_dir), `${run.name}-${ts}`);
     for (let k = 2; taken.has(runDir) || existsSync(runDir); k++) runDir = join(resolve(run.config.output_dir), `${run.name}-${ts}-${k}`);
@@ -239,19 +233,7 @@ export function parseSqueue(text: string): Map<number, SlurmTaskState> {
   return out;
 }
 
-export interface TaskStatus {
-  index: number;
-  name: string;
-  run_dir: string;
-  /** `<job>_<task>` */
-  slurm_job: string | null;
-  slurm_state: string | null;
-  slurm_reason: string | null;
-  /** run.json's status when the run directory exists */
-  run_status: string | null;
-  /** what a person should read: the run's status once it has one, else Slurm's state, with a failure's cause */
-  summary: string;
-}
+export type TaskStatus = SlurmTaskStatus;
 
 const SLURM_FAILURES: Record<string, string> = {
   OUT_OF_MEMORY: 'out of memory (raise sweep.slurm.mem)',
@@ -265,7 +247,7 @@ const SLURM_FAILURES: Record<string, string> = {
 };
 
 function summarize(s: SlurmTaskState | undefined, run: ReturnType<typeof readRunInfo>, sweepDir: string, jobId: string | null, index: number): string {
-  const active = s && /^(PENDING|CONFIGURING|RUNNING|COMPLETING|REQUEUED|RESIZING|SUSPENDED|REQUEUE_HOLD|REQUEUE_FED)$/.test(s.state);
+  const active = s && ACTIVE.has(s.state);
   // A run.json still saying `running` after Slurm ended the task means the engine was killed before it could write
   // its end (SIGKILL after KillWait, the OOM killer, a lost node): Slurm's state is then the truth.
   const torn = run?.status === 'running' && s && !active;
@@ -298,14 +280,14 @@ export async function slurmStatus(sweep: SlurmSweep): Promise<TaskStatus[]> {
       slurm_job: sweep.job_id ? `${sweep.job_id}_${t.index}` : null,
       slurm_state: s?.state ?? null, slurm_reason: s?.reason ?? null,
       run_status: run?.status ?? null,
-      summary: summarize(s, run, sweep.sweep_dir, sweep.job_id, t.index),
+      summary: !s && !run && sweep.cancelled?.includes(t.index) ? 'cancelled before it started' : summarize(s, run, sweep.sweep_dir, sweep.job_id, t.index),
     };
   });
 }
 
 /** Whether any task is still waiting or running, by Slurm's account or its run directory's. */
 export function sweepActive(tasks: TaskStatus[]): boolean {
-  return tasks.some((t) => (t.slurm_state && /^(PENDING|CONFIGURING|RUNNING|COMPLETING|REQUEUED|SUSPENDED)$/.test(t.slurm_state))
+  return tasks.some((t) => (t.slurm_state && ACTIVE.has(t.slurm_state))
     || (!t.slurm_state && t.run_status === 'running'));
 }
 
@@ -315,4 +297,8 @@ export async function slurmCancel(sweep: SlurmSweep, index?: number): Promise<vo
   if (index !== undefined && !sweep.tasks.some((t) => t.index === index)) throw new UserError(`--task ${index}: the sweep has tasks 0–${sweep.tasks.length - 1}`);
   const r = await runSlurm('scancel', [index === undefined ? sweep.job_id : `${sweep.job_id}_${index}`]);
   if (r.code !== 0) throw new UserError(`scancel failed: ${(r.stderr || r.stdout).trim()}`);
+  // Slurm forgets a pending array task the moment it is cancelled; the sweep's own file remembers it.
+  const cur = readSlurmSweep(sweep.sweep_dir);
+  const cancelled = new Set([...(cur.cancelled ?? []), ...(index === undefined ? cur.tasks.map((t) => t.index) : [index])]);
+  writeFileAtomic(join(sweep.sweep_dir, SWEEP_JSON), JSON.stringify({ ...cur, cancelled: [...cancelled].sort((a, b) => a - b) }, null, 2) + '\n');
 }
