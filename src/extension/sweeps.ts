@@ -11,6 +11,7 @@ import { engineAlive } from './discovery';
 import { summarizeMetrics } from './metrics_summary';
 import { isEnded, type LiveRun, type RunManager } from './runs';
 import { slurmRowStatus, slurmTaskActive } from './slurm_status';
+import { SLURM_ACTIVE_STATES } from '../protocol/slurm';
 
 export interface SweepRunRecord {
   index: number;
@@ -45,7 +46,7 @@ export class SweepManager implements vscode.Disposable {
 
   /** The last Slurm status of each Slurm sweep, by sweep id; polled while any task waits or runs. */
   private readonly slurmTasks = new Map<string, SlurmTaskStatus[]>();
-  private readonly slurmPolls = new Map<string, { timer: NodeJS.Timeout | undefined; abort: AbortController }>();
+  private readonly slurmPolls = new Map<string, { timer: NodeJS.Timeout | undefined; abort: AbortController; soon(): void }>();
 
   constructor(private readonly state: vscode.Memento, private readonly runs: RunManager, private readonly analysis: AnalysisRunner,
     private readonly cli: EngineCli, private readonly log: vscode.LogOutputChannel) {
@@ -87,7 +88,7 @@ export class SweepManager implements vscode.Disposable {
    */
   private watchSlurm(rec: SweepRecord): void {
     if (!rec.slurm || this.slurmPolls.has(rec.id)) return;
-    const poll = { timer: undefined as NodeJS.Timeout | undefined, abort: new AbortController() };
+    const poll = { timer: undefined as NodeJS.Timeout | undefined, abort: new AbortController(), soon: () => {} };
     this.slurmPolls.set(rec.id, poll);
     let delay = 2000;
     const tick = async () => {
@@ -104,6 +105,13 @@ export class SweepManager implements vscode.Disposable {
       this.updateContext();
       delay = Math.min(30_000, delay * 1.5);
       poll.timer = setTimeout(() => void tick(), delay);
+    };
+    // A run directory changed (a run ended, one started): ask Slurm again now rather than at the backed-off time.
+    poll.soon = () => {
+      if (!poll.timer) return; // a poll is in flight
+      clearTimeout(poll.timer);
+      delay = 2000;
+      poll.timer = setTimeout(() => void tick(), 300);
     };
     void tick();
   }
@@ -274,6 +282,7 @@ export class SweepManager implements vscode.Disposable {
       };
     });
     const ended = new Set(['completed', 'failed', 'stopped', 'cancelled']);
+    if (rows.some((r) => ended.has(r.status) && r.slurm?.state && (SLURM_ACTIVE_STATES as readonly string[]).includes(r.slurm.state))) this.slurmPolls.get(id)?.soon();
     return {
       sweepId: rec.id, title: rec.title, configPath: rec.configPath, created: rec.created, rows,
       done: rows.filter((r) => ended.has(r.status)).length, total: rows.length,

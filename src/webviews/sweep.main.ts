@@ -99,7 +99,7 @@ function draw(): void {
   const arrow = (c: Column) => (c.key && c.key === sort.key ? (sort.descending ? ' ▼' : ' ▲') : '');
   const table = html`
     <vscode-table zebra bordered-rows resizable
-      columns=${JSON.stringify(['4%', '19%', '15%', '13%', '10%', '10%', '9%', '9%', '11%'])}>
+      columns=${JSON.stringify(v.slurm ? ['4%', '15%', '14%', '21%', '9%', '9%', '8%', '9%', '11%'] : ['4%', '19%', '15%', '13%', '10%', '10%', '9%', '9%', '11%'])}>
       <vscode-table-header slot="header">
         ${COLUMNS.map((c) => html`<vscode-table-header-cell
             class=${c.key ? 'sortable' : ''} title=${c.hint ?? (c.key ? 'sort' : '')}

@@ -62,6 +62,9 @@ scenario('Run Sweep with executor slurm: one job array; the tree shows Slurm sta
   assert.deepEqual(statuses, ['completed', 'completed', 'cancelled']);
   const evals = await rows.evaluateAll((rs) => rs.map((r) => r.querySelectorAll('vscode-table-cell')[4].textContent.trim()));
   assert.ok(evals.slice(0, 2).every((t) => /^\d+\.\d%$/.test(t)), `final eval filled in: ${evals}`);
+  // Slurm's own record catches up (COMPLETED), and with nothing left to wait for the sweep is no longer active.
+  await frame.locator('vscode-button', { hasText: 'Cancel sweep' }).waitFor({ state: 'detached', timeout: 60_000 });
+  await frame.locator('.slurm', { hasText: `${job}_1 COMPLETED` }).waitFor({ timeout: 60_000 });
   await shot(page, 'slurm-sweep', { readme: 'slurm-sweep' });
 
   // On disk: two completed run directories under the config's output_dir; the cancelled task never made one.
