@@ -7,6 +7,7 @@ import { parseDocument } from 'yaml';
 import { getDotted, parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
 import { readRunInfo } from '../engine/rundir/rundir';
 import { expandSweep, STRATEGY_PARAMS } from '../engine/sweep/sweep';
+import { readSettings } from './config';
 import type { Ctx } from './ctx';
 import { findConfigs, findRuns, runRoots } from './discovery';
 import { setArg } from './metrics_summary';
@@ -296,7 +297,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   const grid = config.sweep?.grid ?? await pickGrid(config);
   if (!grid) return;
   const runs = expandSweep(config, grid);
-  const max = vscode.workspace.getConfiguration('creditLens').get<number>('maxConcurrentRuns', 1);
+  const max = readSettings().maxConcurrentRuns;
   const names = runs.map((r) => r.name);
   const shown = names.length > 6 ? [...names.slice(0, 5), `… and ${names.length - 5} more`] : names;
   const start = `Start ${runs.length} Run${runs.length === 1 ? '' : 's'}`;

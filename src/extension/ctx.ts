@@ -3,6 +3,7 @@
 // (engine.ts), so stopping a run and closing the window both release exactly what they should.
 import * as vscode from 'vscode';
 import { AnalysisRunner } from './analysis';
+import { readSettings } from './config';
 import { ConfigDiagnostics } from './diagnostics';
 import { RunManager } from './runs';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
@@ -26,7 +27,7 @@ export class Ctx {
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs));
     this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
-    this.analysis = new AnalysisRunner(this.cliPath, () => vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'),
+    this.analysis = new AnalysisRunner(this.cliPath, () => readSettings().nodePath,
       () => this.sweepsChanged());
     this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis));
   }

@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow, Phase, RunStatus } from '../protocol/index';
 import { readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
+import { readSettings } from './config';
 import { EngineProcess } from './engine';
 import { chooseNode } from './node';
 
@@ -142,14 +143,14 @@ export class RunManager implements vscode.Disposable {
     slot.stopRequested = true;
     run.status = 'stopping';
     this.fire(run);
-    const graceMs = 1000 * vscode.workspace.getConfiguration('creditLens').get<number>('stopGraceSeconds', 30);
+    const graceMs = 1000 * readSettings().stopGraceSeconds;
     await slot.engine?.stop(graceMs);
     await run.done;
   }
 
   private pump(): void {
     if (this.disposed) return;
-    const max = Math.max(1, vscode.workspace.getConfiguration('creditLens').get<number>('maxConcurrentRuns', 1));
+    const max = readSettings().maxConcurrentRuns;
     while (this.queue.length && this.runs().filter((r) => r.status === 'starting' || r.status === 'running' || r.status === 'stopping').length < max) {
       this.start(this.queue.shift()!);
     }
@@ -163,7 +164,7 @@ export class RunManager implements vscode.Disposable {
     this.fire(run);
     let node;
     try {
-      node = chooseNode(vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'));
+      node = chooseNode(readSettings().nodePath);
     } catch (e) {
       run.error = (e as Error).message;
       this.end(slot, 'failed');

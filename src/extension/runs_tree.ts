@@ -6,6 +6,7 @@ import * as vscode from 'vscode';
 import type { MetricsRow, RunInfo } from '../protocol/index';
 import { readEpisodeTable } from '../engine/rundir/arrow_tables';
 import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir/rundir';
+import { onSettingChange } from './config';
 import { engineAlive, findConfigs, findRuns, runRoots } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
 import { isEnded, isResumable, type LiveRun, type LiveStatus, type RunManager } from './runs';
@@ -74,7 +75,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     this.disposables.push(
       this.changed,
       runs.onDidChange(() => this.scheduleRefresh(), null),
-      vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration('creditLens.runDirectories') && this.scheduleRefresh()),
+      onSettingChange('runDirectories', () => this.scheduleRefresh()),
     );
     for (const glob of ['**/run.json', '**/*.credit.yaml']) {
       const w = vscode.workspace.createFileSystemWatcher(glob);

@@ -3,6 +3,7 @@
 // The types are disposed and made again only when the palette changes (diverging ↔ sequential, or into or
 // out of a high-contrast theme); disposing a type removes its decorations from every editor.
 import * as vscode from 'vscode';
+import { onSettingChange, readSettings, setHeatmapNormalization } from '../config';
 import { positionOf, valueRangeOfEpisode, type EpisodeView } from './episode';
 import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
@@ -22,7 +23,7 @@ export class HeatmapState implements vscode.Disposable {
   constructor(private readonly memento: vscode.Memento) {
     const saved = memento.get<string>(METRIC_KEY);
     this.current = isMetricId(saved) ? saved : 'contribution';
-    vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration('creditLens.heatmap') && this.changed.fire(), null, this.disposables);
+    this.disposables.push(onSettingChange('heatmapNormalization', () => this.changed.fire()));
   }
 
   get metric(): MetricId {
@@ -37,11 +38,11 @@ export class HeatmapState implements vscode.Disposable {
   }
 
   get normalization(): Normalization {
-    return vscode.workspace.getConfiguration('creditLens.heatmap').get<Normalization>('normalization') === 'step' ? 'step' : 'episode';
+    return readSettings().heatmapNormalization;
   }
 
   async setNormalization(n: Normalization): Promise<void> {
-    await vscode.workspace.getConfiguration('creditLens.heatmap').update('normalization', n, vscode.ConfigurationTarget.Global);
+    await setHeatmapNormalization(n);
   }
 
   dispose(): void {

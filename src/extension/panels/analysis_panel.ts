@@ -8,6 +8,7 @@ import * as vscode from 'vscode';
 import type { AnalyzeReport } from '../../protocol/analysis';
 import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../../protocol/webview';
 import { listLoggedSteps } from '../../engine/rundir/rundir';
+import { readSettings } from '../config';
 import { chooseNode } from '../node';
 import { WebviewPanelHost } from '../webview';
 import { pickRunDir } from './pick';
@@ -97,7 +98,7 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
     };
     let node;
     try {
-      node = chooseNode(vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'));
+      node = chooseNode(readSettings().nodePath);
     } catch (e) {
       finish(null, (e as Error).message, 0);
       return;
