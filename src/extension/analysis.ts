@@ -3,6 +3,7 @@
 // An engine without that command is detected by trying it once; the column then shows "—".
 import { execFile } from 'node:child_process';
 import { chooseNode } from './node';
+import { isTraining } from './run_status';
 import type { RunInfo } from '../protocol/index';
 
 type Availability = 'unknown' | 'available' | 'missing';
@@ -35,7 +36,7 @@ export class AnalysisRunner {
 
   /** The ratio for an ended run: null when unknown; the first call starts the analysis and onResult fires when it is done. */
   ratio(runDir: string, info: RunInfo | null): number | null {
-    if (this.availability === 'missing' || !info || info.status === 'running') return null;
+    if (this.availability === 'missing' || !info || isTraining(info.status)) return null;
     const key = `${runDir}\n${info.ended ?? ''}`;
     if (this.results.has(key)) return this.results.get(key)!;
     if (!this.pending.has(key)) {

@@ -11,7 +11,8 @@ import { readSettings } from './config';
 import type { Ctx } from './ctx';
 import { findConfigs, findRuns, runRoots } from './discovery';
 import { setArg } from './metrics_summary';
-import { isEnded, isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
+import { isEnded } from './run_status';
+import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
 import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './sweep_panel';
 

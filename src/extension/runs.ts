@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 import type { MetricsRow, Phase, RunStatus } from '../protocol/index';
 import { readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
 import { readSettings } from './config';
+import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { EngineProcess } from './engine';
 import { chooseNode } from './node';
 
@@ -25,7 +26,6 @@ export interface RunRequest {
   quiet?: boolean;
 }
 
-export type LiveStatus = 'queued' | 'starting' | 'running' | 'stopping' | RunStatus | 'cancelled';
 
 export interface LiveRun {
   readonly key: number;
@@ -44,8 +44,6 @@ export interface LiveRun {
   readonly done: Promise<LiveRun>;
 }
 
-const ENDED: ReadonlySet<LiveStatus> = new Set(['completed', 'failed', 'stopped', 'cancelled']);
-export const isEnded = (s: LiveStatus): boolean => ENDED.has(s);
 
 /** A run directory whose checkpoints/ holds a checkpoint can be resumed (the engine picks the latest). */
 export function isResumable(runDir: string): boolean {
@@ -151,7 +149,7 @@ export class RunManager implements vscode.Disposable {
   private pump(): void {
     if (this.disposed) return;
     const max = readSettings().maxConcurrentRuns;
-    while (this.queue.length && this.runs().filter((r) => r.status === 'starting' || r.status === 'running' || r.status === 'stopping').length < max) {
+    while (this.queue.length && this.runs().filter((r) => isTraining(r.status)).length < max) {
       this.start(this.queue.shift()!);
     }
     this.updateStatusBar();
@@ -314,7 +312,7 @@ export class RunManager implements vscode.Disposable {
   }
 
   private updateStatusBar(): void {
-    const training = this.runs().filter((r) => r.status === 'starting' || r.status === 'running' || r.status === 'stopping');
+    const training = this.runs().filter((r) => isTraining(r.status));
     const queued = this.queue.length;
     if (!training.length && !queued) {
       this.statusItem.hide();

@@ -9,7 +9,8 @@ import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/ru
 import { onSettingChange } from './config';
 import { engineAlive, findConfigs, findRuns, runRoots } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
-import { isEnded, isResumable, type LiveRun, type LiveStatus, type RunManager } from './runs';
+import { isEnded, isTraining, type LiveStatus } from './run_status';
+import { isResumable, type LiveRun, type RunManager } from './runs';
 
 export interface ConfigNode {
   kind: 'config';
@@ -121,7 +122,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       const live = this.runs.match(runDir, info.pid) ?? null;
       if (live) claimed.add(live.key);
       const liveActive = live && !isEnded(live.status);
-      const interrupted = !liveActive && info.status === 'running' && !engineAlive(info);
+      const interrupted = !liveActive && isTraining(info.status) && !engineAlive(info);
       const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : info.status;
       const configPath = info.config_path ?? live?.request.configPath ?? null;
       group(configPath, info.name).runs.push({ kind: 'run', runDir, info, live: live ?? null, status, interrupted });
@@ -269,7 +270,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     item.description = parts.join(' · ');
 
     const resumable = (node.status === 'stopped' || node.status === 'failed') && !!node.runDir && isResumable(node.runDir);
-    item.contextValue = `run.${node.status === 'starting' || node.status === 'stopping' ? 'running' : node.status}${resumable ? '.resumable' : ''}`;
+    item.contextValue = `run.${isTraining(node.status) ? 'running' : node.status}${resumable ? '.resumable' : ''}`;
 
     const md = new vscode.MarkdownString(undefined, true);
     md.appendMarkdown(`**${node.info?.name ?? label}** — ${node.interrupted ? 'interrupted (its engine is no longer running)' : node.status}\n\n`);

@@ -7,7 +7,8 @@ import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
 import { engineAlive } from './discovery';
 import { summarizeMetrics } from './metrics_summary';
-import { isEnded, type LiveRun, type RunManager } from './runs';
+import { isEnded, isTraining } from './run_status';
+import type { LiveRun, RunManager } from './runs';
 
 export interface SweepRunRecord {
   index: number;
@@ -114,7 +115,7 @@ export class SweepManager implements vscode.Disposable {
         token.onCancellationRequested(() => void this.cancel(rec.id));
         const report = () => {
           const done = live.filter((r) => isEnded(r.status)).length;
-          const cur = live.find((r) => r.status === 'running' || r.status === 'starting' || r.status === 'stopping');
+          const cur = live.find((r) => isTraining(r.status));
           progress.report({
             message: `${done} / ${n}${cur ? ` · ${cur.name ?? cur.request.label} step ${cur.step}/${cur.total ?? '?'}` : ''}`,
           });
@@ -151,9 +152,9 @@ export class SweepManager implements vscode.Disposable {
       const runDir = r.runDir ?? run?.runDir ?? null;
       const info = runDir ? readRunInfo(runDir) : null;
       let status: SweepRow['status'];
-      const liveStatus = run?.status === 'starting' || run?.status === 'stopping' ? 'running' : run?.status;
+      const liveStatus = isTraining(run?.status) ? 'running' : run?.status;
       if (run && liveStatus && !isEnded(run.status)) status = liveStatus as SweepRow['status'];
-      else if (info) status = info.status === 'running' && !engineAlive(info) && !run ? 'failed' : info.status;
+      else if (info) status = isTraining(info.status) && !engineAlive(info) && !run ? 'failed' : info.status;
       else if (liveStatus) status = liveStatus as SweepRow['status'];
       else status = 'cancelled'; // queued in a window that has since closed: it never started
       if (r.cancelled && !info) status = 'cancelled';

@@ -7,7 +7,8 @@ import * as vscode from 'vscode';
 import type { MetricsRow } from '../../protocol/index';
 import type { MetricsPanelState, MetricsProtocol } from '../../protocol/webview';
 import { readMetrics, readRunInfo } from '../../engine/rundir/rundir';
-import { isEnded, type LiveRun, type LiveStatus, type RunManager } from '../runs';
+import { isEnded, isTraining, type LiveStatus } from '../run_status';
+import type { LiveRun, RunManager } from '../runs';
 import { WebviewPanelHost } from '../webview';
 import { pickRunDirs } from './pick';
 import { loadRunData, pngBytes, safeFileName } from './run_data';
@@ -22,7 +23,7 @@ type Mode = MetricsPanelState['mode'];
 
 /** A live status as the charts show it: a run between "starting" and "stopping" is running. */
 function shownStatus(s: LiveStatus): string {
-  return s === 'starting' || s === 'stopping' ? 'running' : s;
+  return isTraining(s) ? 'running' : s;
 }
 
 export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
