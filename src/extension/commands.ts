@@ -9,7 +9,9 @@ import { readRunInfo } from '../engine/rundir/rundir';
 import { expandSweep, STRATEGY_PARAMS } from '../engine/sweep/sweep';
 import { readSettings } from './config';
 import type { Ctx } from './ctx';
-import { findConfigs, findRuns, runRoots } from './discovery';
+import { runDirOf } from './args';
+import { findConfigs } from './discovery';
+import { pickRunDir } from './pick';
 import { setArg } from './metrics_summary';
 import { isEnded } from './run_status';
 import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
@@ -91,28 +93,6 @@ function refuseIfUntrusted(): boolean {
   return true;
 }
 
-function runDirFrom(arg: unknown): string | undefined {
-  if (typeof arg === 'string') return arg;
-  if (arg instanceof vscode.Uri) return arg.fsPath;
-  if (arg && typeof arg === 'object' && (arg as RunsTreeNode).kind === 'run') return (arg as RunNode).runDir ?? undefined;
-  return undefined;
-}
-
-async function pickRunDir(ctx: Ctx, title: string, filter: (runDir: string, status: string) => boolean): Promise<string | undefined> {
-  const found = findRuns(runRoots(await findConfigs()))
-    .filter((r) => filter(r.runDir, ctx.runs.statusOf(r.runDir) ?? r.info.status))
-    .sort((a, b) => b.info.started.localeCompare(a.info.started));
-  if (!found.length) {
-    void vscode.window.showInformationMessage(`Credit Lens: no run to ${title.toLowerCase()}.`);
-    return undefined;
-  }
-  const pick = await vscode.window.showQuickPick(
-    found.map((r) => ({ label: basename(r.runDir), description: `${ctx.runs.statusOf(r.runDir) ?? r.info.status} · step ${r.info.last_step ?? 0}/${r.info.total_steps ?? '?'}`, runDir: r.runDir })),
-    { title: `Credit Lens: ${title}` },
-  );
-  return pick?.runDir;
-}
-
 // ---- commands ----
 
 async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
@@ -130,7 +110,7 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
   let run: LiveRun | undefined;
   if (typeof arg === 'number') run = ctx.runs.runs().find((r) => r.key === arg);
   else if (arg && typeof arg === 'object' && (arg as RunNode).kind === 'run') run = (arg as RunNode).live ?? undefined;
-  const dir = runDirFrom(arg);
+  const dir = runDirOf(arg);
   if (!run && dir) run = ctx.runs.byRunDir(dir);
   if (!run) {
     const active = ctx.runs.active();
@@ -150,7 +130,7 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
 
 async function resumeRun(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
   if (refuseIfUntrusted()) return undefined;
-  const runDir = runDirFrom(arg) ?? await pickRunDir(ctx, 'Resume Run', (d, s) => (s === 'stopped' || s === 'failed') && isResumable(d));
+  const runDir = runDirOf(arg) ?? await pickRunDir('Resume Run', { statusOf: (d) => ctx.runs.statusOf(d), filter: (d, s) => (s === 'stopped' || s === 'failed') && isResumable(d) });
   if (!runDir) return undefined;
   const live = ctx.runs.byRunDir(runDir);
   if (live && !isEnded(live.status)) {
@@ -180,7 +160,7 @@ async function validateConfig(ctx: Ctx, arg: unknown): Promise<void> {
 }
 
 async function openRunFolder(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirFrom(arg) ?? await pickRunDir(ctx, 'Open Run Folder', () => true);
+  const runDir = runDirOf(arg) ?? await pickRunDir('Open Run Folder', { statusOf: (d) => ctx.runs.statusOf(d) });
   if (!runDir) return;
   const uri = vscode.Uri.file(runDir);
   if (vscode.workspace.getWorkspaceFolder(uri)) await vscode.commands.executeCommand('revealInExplorer', uri);
@@ -188,7 +168,7 @@ async function openRunFolder(ctx: Ctx, arg: unknown): Promise<void> {
 }
 
 async function showEngineLog(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirFrom(arg);
+  const runDir = runDirOf(arg);
   if (!runDir) {
     ctx.log.show(true);
     return;
@@ -202,7 +182,7 @@ async function showEngineLog(ctx: Ctx, arg: unknown): Promise<void> {
 }
 
 async function revealRun(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirFrom(arg);
+  const runDir = runDirOf(arg);
   if (!runDir) return;
   await vscode.commands.executeCommand('creditLens.runs.focus');
   let node = ctx.tree.shownRun(runDir);

@@ -11,10 +11,13 @@ import { listLoggedSteps } from '../../engine/rundir/rundir';
 import { readSettings } from '../config';
 import { chooseNode } from '../node';
 import { WebviewPanelHost } from '../webview';
-import { pickRunDir } from './pick';
+import { pickRunDir } from '../pick';
 import { analyzeArgs, safeFileName } from './run_data';
 
 export const ANALYSIS_VIEW_TYPE = 'creditLens.creditAnalysis';
+
+/** Only a run that logged token tables can be analysed (logging.tokens). */
+export const hasTokenTables = (runDir: string): boolean => listLoggedSteps(runDir, 'tokens').length > 0;
 
 export interface AnalysisDeps {
   extensionUri: vscode.Uri;
@@ -134,7 +137,7 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
         this.analyze();
         break;
       case 'analysis/pickBaseline':
-        void pickRunDir(`baseline for ${basename(this.runDir)}`, [this.runDir], (d) => listLoggedSteps(d, 'tokens').length > 0)
+        void pickRunDir(`baseline for ${basename(this.runDir)}`, { exclude: [this.runDir], filter: hasTokenTables })
           .then((dir) => dir && this.setBaseline(dir));
         break;
       case 'analysis/clearBaseline':

@@ -10,7 +10,7 @@ import { readMetrics, readRunInfo } from '../../engine/rundir/rundir';
 import { isEnded, isTraining, type LiveStatus } from '../run_status';
 import type { LiveRun, RunManager } from '../runs';
 import { WebviewPanelHost } from '../webview';
-import { pickRunDirs } from './pick';
+import { pickRunDirs } from '../pick';
 import { loadRunData, pngBytes, safeFileName } from './run_data';
 
 export interface PanelDeps {
@@ -161,7 +161,7 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
         void vscode.commands.executeCommand('creditLens.openDashboard', m.params.runDir);
         break;
       case 'metrics/compareWith':
-        void pickRunDirs(this.mode === 'compare' ? 'add runs to the comparison' : `compare ${basename(this.runDirs[0])} with`, m.params.runDirs)
+        void pickRunDirs(this.mode === 'compare' ? 'add runs to the comparison' : `compare ${basename(this.runDirs[0])} with`, { exclude: m.params.runDirs })
           .then((picked) => picked.length && this.compareWith(picked));
         break;
     }
