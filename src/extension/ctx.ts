@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import { AnalysisRunner } from './analysis';
 import { readSettings } from './config';
+import { EngineCli } from './engine_cli';
 import { ConfigDiagnostics } from './diagnostics';
 import { RunManager } from './runs';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
@@ -16,6 +17,8 @@ export class Ctx {
   readonly tree: RunsTreeProvider;
   readonly treeView: vscode.TreeView<RunsTreeNode>;
   readonly diagnostics: ConfigDiagnostics;
+  /** The engine's one-shot commands (analyze), with the Node that trains. */
+  readonly engineCli: EngineCli;
   readonly analysis: AnalysisRunner;
   readonly sweeps: SweepManager;
 
@@ -27,8 +30,8 @@ export class Ctx {
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs));
     this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
-    this.analysis = new AnalysisRunner(this.cliPath, () => readSettings().nodePath,
-      () => this.sweepsChanged());
+    this.engineCli = new EngineCli(this.cliPath, () => readSettings().nodePath);
+    this.analysis = this.pushExtCleanup(new AnalysisRunner(this.engineCli, () => this.sweepsChanged(), (m) => this.log.warn(m)));
     this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis));
   }
 

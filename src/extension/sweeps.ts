@@ -170,11 +170,10 @@ export class SweepManager implements vscode.Disposable {
         fillerReasoningRatio: runDir && (status === 'completed' || status === 'stopped') ? this.analysis.ratio(runDir, info) : null,
       };
     });
-    const ended = new Set(['completed', 'failed', 'stopped', 'cancelled']);
     return {
       sweepId: rec.id, title: rec.title, configPath: rec.configPath, created: rec.created, rows,
-      done: rows.filter((r) => ended.has(r.status)).length, total: rows.length,
-      active: this.isActive(id), analysisAvailable: this.analysis.available,
+      done: rows.filter((r) => isEnded(r.status)).length, total: rows.length,
+      active: this.isActive(id),
     };
   }
 

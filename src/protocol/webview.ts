@@ -61,8 +61,6 @@ export interface SweepView {
   done: number;
   total: number;
   active: boolean;
-  /** False when the engine has no `analyze` command, so the ratio column shows "—" for every row. */
-  analysisAvailable: boolean;
 }
 
 export type SweepSortKey = 'index' | 'name' | 'strategy' | 'status' | 'finalEvalSuccess' | 'bestEvalSuccess'

@@ -114,8 +114,7 @@ function draw(): void {
     </vscode-table>`;
   const foot = html`<p class="muted note">
       Click a column to sort, a row to open its run.
-      ${v.analysisAvailable ? 'Filler/reasoning is computed by credit-lens analyze once a run has ended.'
-        : 'Filler/reasoning shows — because this engine has no analyze command.'}
+      Filler/reasoning is computed by credit-lens analyze once a run has ended.
     </p>`;
   render(html`${header}${table}${foot}`, root);
   root.setAttribute('aria-busy', 'false');

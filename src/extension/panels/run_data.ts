@@ -52,12 +52,3 @@ export function pngBytes(dataUrl: string): Buffer {
   if (buf.length < 8 || buf.readUInt32BE(0) !== 0x89504e47 || buf.readUInt32BE(4) !== 0x0d0a1a0a) throw new Error('the data URL does not hold a PNG');
   return buf;
 }
-
-/** `credit-lens analyze` arguments for a step range and an optional baseline (src/engine/analysis/analysis.ts USAGE). */
-export function analyzeArgs(cliPath: string, runDir: string, o: { from: number | null; to: number | null; baselineDir: string | null }): string[] {
-  const args = [cliPath, 'analyze', runDir, '--json'];
-  if (o.from !== null) args.push('--from-step', String(o.from));
-  if (o.to !== null) args.push('--to-step', String(o.to));
-  if (o.baselineDir) args.push('--baseline', o.baselineDir);
-  return args;
-}

@@ -1,0 +1,92 @@
+// The engine's one-shot commands (`credit-lens analyze …`), run as their own process with the Node that
+// trains (DESIGN §7). One launch path for every caller — the credit-analysis view and the sweep table — so
+// both get the same typed report, the same error text and the same cancellation. The engine ships in the
+// same .vsix as the extension, so there is no "engine without analyze" case to detect.
+// No vscode import: the unit tests drive it with a stand-in CLI script.
+import { execFile } from 'node:child_process';
+import type { AnalyzeReport } from '../protocol/analysis';
+import { chooseNode } from './node';
+
+export interface AnalyzeOptions {
+  /** `--from-step` / `--to-step`; null or absent for an open end. */
+  from?: number | null;
+  to?: number | null;
+  /** `--baseline <run>`: adds the report's `appendix_b`. */
+  baselineDir?: string | null;
+  /** Aborting kills the process; the promise then rejects with a CancelledError. */
+  signal?: AbortSignal;
+}
+
+export interface AnalyzeResult {
+  report: AnalyzeReport;
+  /** Wall time of the process, for the view's footer. */
+  elapsedMs: number;
+}
+
+export class CancelledError extends Error {
+  constructor() {
+    super('cancelled');
+    this.name = 'CancelledError';
+  }
+}
+
+/** `credit-lens analyze` arguments after the CLI path (src/engine/analysis USAGE). */
+export function analyzeArgs(runDir: string, o: AnalyzeOptions = {}): string[] {
+  const args = ['analyze', runDir, '--json'];
+  if (o.from != null) args.push('--from-step', String(o.from));
+  if (o.to != null) args.push('--to-step', String(o.to));
+  if (o.baselineDir) args.push('--baseline', o.baselineDir);
+  return args;
+}
+
+/**
+ * What a failed CLI printed that a user should read: the CLI prints a UserError's message alone, a crash its
+ * stack; stack frames are dropped and the last few lines kept.
+ */
+export function cliError(stderr: string, fallback: string): string {
+  return stderr.trim().split('\n').filter((l) => !/^\s+at\s/.test(l)).slice(-4).join('\n') || fallback;
+}
+
+/** Checks the JSON is an analysis report of the version this extension reads, not only that it parses. */
+export function parseAnalyzeReport(stdout: string): AnalyzeReport {
+  let v: unknown;
+  try {
+    v = JSON.parse(stdout);
+  } catch (e) {
+    throw new Error(`credit-lens analyze printed no JSON: ${(e as Error).message}`);
+  }
+  const r = v as Partial<AnalyzeReport> | null;
+  if (!r || typeof r !== 'object' || r.version !== 1 || !r.meta || typeof r.meta !== 'object' || !r.token_types) {
+    throw new Error(`credit-lens analyze printed JSON that is not a version 1 analysis report`);
+  }
+  return r as AnalyzeReport;
+}
+
+export class EngineCli {
+  constructor(readonly cliPath: string, private readonly nodePath: () => string) {}
+
+  analyze(runDir: string, o: AnalyzeOptions = {}): Promise<AnalyzeResult> {
+    return new Promise((resolve, reject) => {
+      if (o.signal?.aborted) return reject(new CancelledError());
+      let node;
+      try {
+        node = chooseNode(this.nodePath());
+      } catch (e) {
+        return reject(e);
+      }
+      const t0 = Date.now();
+      // A long run's million token rows take seconds to read and megabytes to print.
+      execFile(node.command, [this.cliPath, ...analyzeArgs(runDir, o)],
+        { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: 300_000, signal: o.signal },
+        (err, stdout, stderr) => {
+          if (o.signal?.aborted) return reject(new CancelledError());
+          if (err) return reject(new Error(cliError(stderr, err.message)));
+          try {
+            resolve({ report: parseAnalyzeReport(stdout), elapsedMs: Date.now() - t0 });
+          } catch (e) {
+            reject(e);
+          }
+        });
+    });
+  }
+}
