@@ -2,7 +2,7 @@
 // binary search over the rebuilt offsets and its row read from the step's columns, instead of attaching a
 // hoverMessage to each of thousands of decorated ranges.
 import * as vscode from 'vscode';
-import { positionOf, tokenAt, type EpisodeView } from './episode';
+import { positionOf, tokenAt, type HeatmapEpisode } from './episode';
 import type { EpisodeStore } from './episode_doc';
 import { formatValue, type MetricId } from './scales';
 
@@ -23,7 +23,7 @@ export interface TokenFields {
 }
 
 /** Every logged field of the i-th token of a view; attribution/importance null where the run has none. */
-export function tokenFields(view: EpisodeView, i: number): TokenFields {
+export function tokenFields(view: HeatmapEpisode, i: number): TokenFields {
   const t = view.tables.tokens;
   const r = view.rows[i];
   const opt = (c: Float32Array | null) => (c && !Number.isNaN(c[r]) ? c[r] : null);
@@ -42,7 +42,7 @@ function shownText(s: string): string {
 }
 
 export class EpisodeHoverProvider implements vscode.HoverProvider {
-  constructor(private readonly store: EpisodeStore, private readonly metricOf: (view: EpisodeView) => MetricId) {}
+  constructor(private readonly store: EpisodeStore, private readonly metricOf: (view: HeatmapEpisode) => MetricId) {}
 
   provideHover(doc: vscode.TextDocument, pos: vscode.Position): vscode.Hover | undefined {
     const view = this.store.view(doc.uri);

@@ -4,7 +4,7 @@
 // out of a high-contrast theme); disposing a type removes its decorations from every editor.
 import * as vscode from 'vscode';
 import { onSettingChange, readSettings, setHeatmapNormalization } from '../config';
-import { positionOf, valueRangeOfEpisode, type EpisodeView } from './episode';
+import { positionOf, valueRangeOfEpisode, type HeatmapEpisode } from './episode';
 import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
   bucketColors, formatScale, isMetricId, metricDef, nextMetric, quantise, scaleFor, unionRange,
@@ -89,7 +89,7 @@ export class Painter implements vscode.Disposable {
     after: { color: new vscode.ThemeColor('descriptionForeground'), fontStyle: 'italic' },
   });
   /** Token ranges of each view, built on its first paint and reused by every repaint. */
-  private readonly ranges = new WeakMap<EpisodeView, (vscode.Range | null)[]>();
+  private readonly ranges = new WeakMap<HeatmapEpisode, (vscode.Range | null)[]>();
   /** What each editor shows now; an editor whose key differs (new, or shown again) is repainted. */
   private readonly painted = new WeakMap<vscode.TextEditor, string>();
   private readonly status = vscode.window.createStatusBarItem('creditLens.heatmap', vscode.StatusBarAlignment.Right, 100);
@@ -115,7 +115,7 @@ export class Painter implements vscode.Disposable {
   }
 
   /** The metric an episode is painted by: the chosen one, or the first one its run has when it lacks that one. */
-  metricFor(view: EpisodeView): MetricId {
+  metricFor(view: HeatmapEpisode): MetricId {
     const available = view.tables.available();
     return available.includes(this.state.metric) ? this.state.metric : available[0] ?? this.state.metric;
   }
@@ -126,7 +126,7 @@ export class Painter implements vscode.Disposable {
     return view ? view.tables.available() : METRICS.map((m) => m.id);
   }
 
-  activeView(): EpisodeView | undefined {
+  activeView(): HeatmapEpisode | undefined {
     const ed = vscode.window.activeTextEditor;
     return ed?.document.uri.scheme === EPISODE_SCHEME ? this.store.view(ed.document.uri) : undefined;
   }
@@ -138,7 +138,7 @@ export class Painter implements vscode.Disposable {
   }
 
   /** The value range an episode is painted over: its own or its step's, joined with its compared episode's. */
-  scaleOf(view: EpisodeView, metric: MetricId): Scale | null {
+  scaleOf(view: HeatmapEpisode, metric: MetricId): Scale | null {
     const def = metricDef(metric);
     const perStep = this.state.normalization === 'step';
     const own = perStep ? view.tables.stepRange(metric) : valueRangeOfEpisode(view.tables, view.ref.episode, metric);
@@ -210,7 +210,7 @@ export class Painter implements vscode.Disposable {
     return this.last;
   }
 
-  private tokenRanges(view: EpisodeView): (vscode.Range | null)[] {
+  private tokenRanges(view: HeatmapEpisode): (vscode.Range | null)[] {
     let out = this.ranges.get(view);
     if (out) return out;
     out = new Array<vscode.Range | null>(view.rows.length);
