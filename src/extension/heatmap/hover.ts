@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import { positionOf, tokenAt, type HeatmapEpisode } from './episode';
 import type { EpisodeStore } from './episode_doc';
+import { escapeMarkdown, inlineCode } from '../markdown';
 import { formatValue, type MetricId } from './scales';
 
 export interface TokenFields {
@@ -63,7 +64,7 @@ export class EpisodeHoverProvider implements vscode.HoverProvider {
     if (f.attribution !== null) rows.push(['attribution α', formatValue(f.attribution), 'attribution']);
     if (f.importance !== null) rows.push(['importance ρ', formatValue(f.importance), 'importance']);
     const md = new vscode.MarkdownString();
-    md.appendMarkdown(`\`${shownText(f.text).replace(/`/g, 'ˋ')}\` — token id ${f.id} · position ${f.position} · section ${f.section} · ${f.tokenType}\n\n`);
+    md.appendMarkdown(`${inlineCode(shownText(f.text))} — token id ${f.id} · position ${f.position} · section ${escapeMarkdown(f.section)} · ${escapeMarkdown(f.tokenType)}\n\n`);
     md.appendMarkdown('| | |\n|---|---:|\n');
     // The painted metric is in bold, so the hover says which number the colour stands for.
     for (const [name, value, metric] of rows) md.appendMarkdown(metric === painted ? `| **${name}** | **${value}** |\n` : `| ${name} | ${value} |\n`);
