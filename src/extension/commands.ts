@@ -16,7 +16,7 @@ import { setArg } from './metrics_summary';
 import { isEnded } from './run_status';
 import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
 import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
-import { SweepPanel } from './sweep_panel';
+import { SweepPanel } from './panels/sweep_panel';
 
 /** Parameter values offered for each strategy's knob: the values seed 001 compared ("Compare All Mitigations"). */
 export const SEED_VALUES: Record<string, number[]> = {

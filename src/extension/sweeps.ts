@@ -2,7 +2,7 @@
 // "k / n" notification for all of them. The list is kept in workspace state, so the summary table of a
 // sweep still shows its rows after a reload.
 import * as vscode from 'vscode';
-import type { SweepRow, SweepView } from '../protocol/webview';
+import type { SweepRow, SweepView } from '../protocol/sweep_view';
 import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
 import { engineAlive } from './discovery';

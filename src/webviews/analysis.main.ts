@@ -7,7 +7,7 @@ import '@vscode-elements/elements/dist/vscode-progress-ring/index.js';
 import '@vscode-elements/elements/dist/vscode-textfield/index.js';
 import { html, nothing, render, type TemplateResult } from 'lit';
 import type { Section } from '../protocol/index';
-import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../protocol/webview';
+import { analysisChecks, type AnalysisPanelState, type AnalysisProtocol, type AnalysisView } from '../protocol/analysis_view';
 import css from './analysis.css';
 import baseCss from './base.css';
 import { allTables, binLabel, type Table } from './analysis_tables';
@@ -17,7 +17,7 @@ import { adoptCss, connect } from './ipc';
 
 adoptCss(baseCss);
 adoptCss(css);
-const host = connect<AnalysisProtocol>();
+const host = connect<AnalysisProtocol>(analysisChecks);
 const root = document.getElementById('root')!;
 
 let view: AnalysisView | null = null;

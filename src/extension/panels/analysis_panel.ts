@@ -4,7 +4,7 @@
 import { writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
-import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../../protocol/webview';
+import { analysisChecks, type AnalysisPanelState, type AnalysisProtocol, type AnalysisView } from '../../protocol/analysis_view';
 import { listLoggedSteps } from '../../engine/rundir/rundir';
 import { CancelledError, type EngineCli } from '../engine_cli';
 import { WebviewPanelHost } from '../webview';
@@ -43,22 +43,17 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
   static serializer(deps: AnalysisDeps): vscode.WebviewPanelSerializer<AnalysisPanelState> {
     return {
       async deserializeWebviewPanel(panel, state) {
-        if (typeof state?.runDir !== 'string') {
+        if (!analysisChecks.state(state)) {
           panel.dispose();
           return;
         }
-        new AnalysisPanel(panel, deps, {
-          runDir: state.runDir,
-          from: typeof state.from === 'number' ? state.from : null,
-          to: typeof state.to === 'number' ? state.to : null,
-          baselineDir: typeof state.baselineDir === 'string' ? state.baselineDir : null,
-        });
+        new AnalysisPanel(panel, deps, state);
       },
     };
   }
 
   private constructor(panel: vscode.WebviewPanel, private readonly deps: AnalysisDeps, state: AnalysisPanelState) {
-    super(panel, deps.extensionUri, 'analysis');
+    super(panel, deps.extensionUri, 'analysis', analysisChecks, deps.log);
     this.runDir = state.runDir;
     this.from = state.from;
     this.to = state.to;

@@ -1,4 +1,4 @@
-// The dashboards' commands and panel serializers. Each command takes what its callers hand it — a Runs-tree
+// Every webview panel's commands and serializers (each panel's class is in this folder). Each command takes what its callers hand it — a Runs-tree
 // node (and, from a multi-selection, every selected node), a run directory string, a Uri — and asks with a
 // QuickPick when called bare from the palette.
 import { basename } from 'node:path';
@@ -9,6 +9,7 @@ import { ANALYSIS_VIEW_TYPE, AnalysisPanel, hasTokenTables, type AnalysisDeps } 
 import { COMPARE_VIEW_TYPE, ComparePanel } from './compare_panel';
 import { DASHBOARD_VIEW_TYPE, DashboardPanel } from './dashboard_panel';
 import type { PanelDeps } from './metrics_panel';
+import { SWEEP_VIEW_TYPE, SweepPanel } from './sweep_panel';
 import { runDirOf, runDirsOf } from '../args';
 import { pickRunDir, pickRunDirs } from '../pick';
 
@@ -40,4 +41,5 @@ export function registerPanels(ctx: Ctx): void {
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, DashboardPanel.serializer(deps)));
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(COMPARE_VIEW_TYPE, ComparePanel.serializer(deps)));
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(ANALYSIS_VIEW_TYPE, AnalysisPanel.serializer(deps)));
+  ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(SWEEP_VIEW_TYPE, SweepPanel.serializer(ctx.extensionUri, ctx.sweeps)));
 }

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow } from '../../protocol/index';
-import type { MetricsPanelState, MetricsProtocol } from '../../protocol/webview';
+import { metricsChecks, type MetricsPanelState, type MetricsProtocol } from '../../protocol/metrics_view';
 import { readMetrics, readRunInfo } from '../../engine/rundir/rundir';
 import { isEnded, isTraining, type LiveStatus } from '../run_status';
 import type { LiveRun, RunManager } from '../runs';
@@ -36,8 +36,9 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
   private readonly latencies: number[] = [];
   private ready = false;
 
-  protected constructor(panel: vscode.WebviewPanel, protected readonly deps: PanelDeps, readonly mode: Mode, protected runDirs: string[], bundle: string) {
-    super(panel, deps.extensionUri, bundle);
+  protected constructor(panel: vscode.WebviewPanel, protected readonly deps: PanelDeps, readonly mode: Mode, protected runDirs: string[]) {
+    // The dashboard and the comparison are one bundle; the init message tells it which to be.
+    super(panel, deps.extensionUri, 'metrics', metricsChecks, deps.log);
     panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');
     deps.runs.onDidChange((run) => this.onLive(run), null, this.disposables);
     this.disposables.push({ dispose: () => this.unwatch() });
@@ -186,6 +187,6 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
   }
 }
 
-export function stateRunDirs(state: MetricsPanelState | undefined): string[] {
-  return Array.isArray(state?.runDirs) ? state.runDirs.filter((d): d is string => typeof d === 'string') : [];
+export function stateRunDirs(state: unknown): string[] {
+  return metricsChecks.state(state) ? state.runDirs : [];
 }

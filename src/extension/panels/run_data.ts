@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { parse } from 'yaml';
 import type { MetricsRow } from '../../protocol/index';
-import type { MetricsRunData } from '../../protocol/webview';
+import type { MetricsRunData } from '../../protocol/metrics_view';
 import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir/rundir';
 
 /**
