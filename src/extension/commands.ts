@@ -7,12 +7,16 @@ import { parseDocument } from 'yaml';
 import { getDotted, parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
 import { readRunInfo } from '../engine/rundir/rundir';
 import { expandSweep, STRATEGY_PARAMS } from '../engine/sweep/sweep';
+import { readSettings } from './config';
 import type { Ctx } from './ctx';
-import { findConfigs, findRuns, runRoots } from './discovery';
+import { runDirOf } from './args';
+import { findConfigs } from './discovery';
+import { pickRunDir } from './pick';
 import { setArg } from './metrics_summary';
-import { isEnded, isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
+import { isEnded } from './run_status';
+import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
 import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
-import { SweepPanel } from './sweep_panel';
+import { SweepPanel } from './panels/sweep_panel';
 
 /** Parameter values offered for each strategy's knob: the values seed 001 compared ("Compare All Mitigations"). */
 export const SEED_VALUES: Record<string, number[]> = {
@@ -89,28 +93,6 @@ function refuseIfUntrusted(): boolean {
   return true;
 }
 
-function runDirFrom(arg: unknown): string | undefined {
-  if (typeof arg === 'string') return arg;
-  if (arg instanceof vscode.Uri) return arg.fsPath;
-  if (arg && typeof arg === 'object' && (arg as RunsTreeNode).kind === 'run') return (arg as RunNode).runDir ?? undefined;
-  return undefined;
-}
-
-async function pickRunDir(ctx: Ctx, title: string, filter: (runDir: string, status: string) => boolean): Promise<string | undefined> {
-  const found = findRuns(runRoots(await findConfigs()))
-    .filter((r) => filter(r.runDir, ctx.runs.statusOf(r.runDir) ?? r.info.status))
-    .sort((a, b) => b.info.started.localeCompare(a.info.started));
-  if (!found.length) {
-    void vscode.window.showInformationMessage(`Credit Lens: no run to ${title.toLowerCase()}.`);
-    return undefined;
-  }
-  const pick = await vscode.window.showQuickPick(
-    found.map((r) => ({ label: basename(r.runDir), description: `${ctx.runs.statusOf(r.runDir) ?? r.info.status} · step ${r.info.last_step ?? 0}/${r.info.total_steps ?? '?'}`, runDir: r.runDir })),
-    { title: `Credit Lens: ${title}` },
-  );
-  return pick?.runDir;
-}
-
 // ---- commands ----
 
 async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
@@ -127,7 +109,8 @@ async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
 async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
   // A run of a Slurm sweep is cancelled through Slurm: its engine gets SIGTERM, checkpoints and ends `stopped`.
   const node = arg && typeof arg === 'object' && (arg as RunNode).kind === 'run' ? arg as RunNode : null;
-  const slurm = node?.slurm ?? (runDirFrom(arg) ? ctx.sweeps.slurmTaskOf(runDirFrom(arg)!) : undefined);
+  const slurmDir = runDirOf(arg);
+  const slurm = node?.slurm ?? (slurmDir ? ctx.sweeps.slurmTaskOf(slurmDir) : undefined);
   if (slurm) {
     const [sweepId, index] = 'sweepId' in slurm ? [slurm.sweepId, slurm.index] : [slurm.sweep.id, slurm.index];
     await ctx.sweeps.cancelSlurmTask(sweepId, index);
@@ -136,7 +119,7 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
   let run: LiveRun | undefined;
   if (typeof arg === 'number') run = ctx.runs.runs().find((r) => r.key === arg);
   else if (arg && typeof arg === 'object' && (arg as RunNode).kind === 'run') run = (arg as RunNode).live ?? undefined;
-  const dir = runDirFrom(arg);
+  const dir = runDirOf(arg);
   if (!run && dir) run = ctx.runs.byRunDir(dir);
   if (!run) {
     const active = ctx.runs.active();
@@ -156,7 +139,7 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
 
 async function resumeRun(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
   if (refuseIfUntrusted()) return undefined;
-  const runDir = runDirFrom(arg) ?? await pickRunDir(ctx, 'Resume Run', (d, s) => (s === 'stopped' || s === 'failed') && isResumable(d));
+  const runDir = runDirOf(arg) ?? await pickRunDir('Resume Run', { statusOf: (d) => ctx.runs.statusOf(d), filter: (d, s) => (s === 'stopped' || s === 'failed') && isResumable(d) });
   if (!runDir) return undefined;
   const live = ctx.runs.byRunDir(runDir);
   if (live && !isEnded(live.status)) {
@@ -186,7 +169,7 @@ async function validateConfig(ctx: Ctx, arg: unknown): Promise<void> {
 }
 
 async function openRunFolder(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirFrom(arg) ?? await pickRunDir(ctx, 'Open Run Folder', () => true);
+  const runDir = runDirOf(arg) ?? await pickRunDir('Open Run Folder', { statusOf: (d) => ctx.runs.statusOf(d) });
   if (!runDir) return;
   const uri = vscode.Uri.file(runDir);
   if (vscode.workspace.getWorkspaceFolder(uri)) await vscode.commands.executeCommand('revealInExplorer', uri);
@@ -194,7 +177,7 @@ async function openRunFolder(ctx: Ctx, arg: unknown): Promise<void> {
 }
 
 async function showEngineLog(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirFrom(arg);
+  const runDir = runDirOf(arg);
   if (!runDir) {
     ctx.log.show(true);
     return;
@@ -208,7 +191,7 @@ async function showEngineLog(ctx: Ctx, arg: unknown): Promise<void> {
 }
 
 async function revealRun(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirFrom(arg);
+  const runDir = runDirOf(arg);
   if (!runDir) return;
   await vscode.commands.executeCommand('creditLens.runs.focus');
   let node = ctx.tree.shownRun(runDir);
@@ -304,7 +287,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   const grid = config.sweep?.grid ?? await pickGrid(config);
   if (!grid) return;
   const runs = expandSweep(config, grid);
-  const executor = config.sweep?.executor ?? vscode.workspace.getConfiguration('creditLens').get<'local' | 'slurm'>('executor', 'local');
+  const executor = config.sweep?.executor ?? readSettings().executor;
   const describe = (r: (typeof runs)[number]) => {
     // The strategy's own knob shows even when the grid does not vary it (outcome_conditional at the config's 0.5).
     const knobs = STRATEGY_PARAMS[r.config.credit.strategy].filter((k) => SEED_VALUES[k]).map((k) => [k, getDotted(r.config, k)]);
@@ -330,7 +313,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
     ctx.tree.scheduleRefresh(0);
     return;
   }
-  const max = vscode.workspace.getConfiguration('creditLens').get<number>('maxConcurrentRuns', 1);
+  const max = readSettings().maxConcurrentRuns;
   const names = runs.map((r) => r.name);
   const shown = names.length > 6 ? [...names.slice(0, 5), `… and ${names.length - 5} more`] : names;
   const start = `Start ${runs.length} Run${runs.length === 1 ? '' : 's'}`;

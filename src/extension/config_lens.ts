@@ -1,6 +1,7 @@
 // "▶ Run · Sweep · Validate" above the first line of every `*.credit.yaml` ("■ Stop" while it trains).
 import * as vscode from 'vscode';
-import { isEnded, type RunManager } from './runs';
+import { isEnded } from './run_status';
+import type { RunManager } from './runs';
 
 export class ConfigCodeLensProvider implements vscode.CodeLensProvider, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<void>();

@@ -3,8 +3,9 @@
 // (engine.ts), so stopping a run and closing the window both release exactly what they should.
 import * as vscode from 'vscode';
 import { AnalysisRunner } from './analysis';
-import { ConfigDiagnostics } from './diagnostics';
+import { readSettings } from './config';
 import { EngineCli } from './engine_cli';
+import { ConfigDiagnostics } from './diagnostics';
 import { RunManager } from './runs';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
 import { SweepManager } from './sweeps';
@@ -16,9 +17,9 @@ export class Ctx {
   readonly tree: RunsTreeProvider;
   readonly treeView: vscode.TreeView<RunsTreeNode>;
   readonly diagnostics: ConfigDiagnostics;
+  /** The engine's one-shot commands (analyze, Slurm submit/status/cancel), with the Node that trains. */
+  readonly engineCli: EngineCli;
   readonly analysis: AnalysisRunner;
-  /** The engine's command line (analyze, Slurm submit/status/cancel): asynchronous, time-boxed, cancellable. */
-  readonly engine: EngineCli;
   readonly sweeps: SweepManager;
 
   constructor(readonly extCtx: vscode.ExtensionContext) {
@@ -29,9 +30,9 @@ export class Ctx {
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs));
     this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
-    this.engine = new EngineCli(this.cliPath, () => vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'));
-    this.analysis = new AnalysisRunner(this.engine, () => this.sweepsChanged());
-    this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis, this.engine, this.log));
+    this.engineCli = new EngineCli(this.cliPath, () => readSettings().nodePath);
+    this.analysis = this.pushExtCleanup(new AnalysisRunner(this.engineCli, () => this.sweepsChanged(), (m) => this.log.warn(m)));
+    this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis, this.engineCli, this.log));
     this.tree.setSweeps(this.sweeps);
   }
 

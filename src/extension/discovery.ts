@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import * as vscode from 'vscode';
 import { parse } from 'yaml';
+import { readSettings } from './config';
 import type { RunInfo } from '../protocol/index';
 import { findRunDirs, readRunInfo } from '../engine/rundir/rundir';
 
@@ -37,7 +38,7 @@ export function runRoots(configs: readonly string[]): string[] {
       // deleted between findFiles and here
     }
   }
-  const extra = vscode.workspace.getConfiguration('creditLens').get<string[]>('runDirectories', []);
+  const extra = readSettings().runDirectories;
   const base = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
   for (const d of extra) {
     if (isAbsolute(d)) roots.add(d);

@@ -1,72 +1,133 @@
-// One way for the extension to run the engine's command line (not a training run: those are EngineProcesses with
-// JSON-RPC, runs.ts): `analyze`, Slurm submission, status and cancel. Every call is asynchronous, has a time budget
-// and can be cancelled, so a slow cluster controller or a large analysis never blocks the extension host. The engine
-// ships in the same .vsix, so every command it documents is there; a failure is reported with the engine's own
-// message (its stderr's `error:` line).
+// The engine's one-shot commands (`credit-lens analyze …`, `credit-lens sweep --executor slurm`, `credit-lens slurm
+// status|cancel`), run as their own process with the Node that trains (DESIGN §7). One launch path for every caller —
+// the credit-analysis view, the sweep table, the Slurm watcher — so all get the same typed answers, the same error
+// text, a time budget and cancellation: a slow analysis or a slow cluster controller never blocks the host. The engine ships in the
+// same .vsix as the extension, so there is no "engine without analyze" case to detect.
+// No vscode import: the unit tests drive it with a stand-in CLI script.
 import { execFile } from 'node:child_process';
-import type { CreditAnalysis } from '../protocol/analysis';
-import type { SlurmSweepJson, SlurmStatusJson } from '../protocol/slurm';
+import type { AnalyzeReport } from '../protocol/analysis';
+import type { SlurmStatusJson, SlurmSweepJson } from '../protocol/slurm';
 import { chooseNode } from './node';
 
-export interface CliResult { code: number; stdout: string; stderr: string }
+export interface AnalyzeOptions {
+  /** `--from-step` / `--to-step`; null or absent for an open end. */
+  from?: number | null;
+  to?: number | null;
+  /** `--baseline <run>`: adds the report's `appendix_b`. */
+  baselineDir?: string | null;
+  /** Aborting kills the process; the promise then rejects with a CancelledError. */
+  signal?: AbortSignal;
+}
 
-export class EngineCliError extends Error {}
+export interface AnalyzeResult {
+  report: AnalyzeReport;
+  /** Wall time of the process, for the view's footer. */
+  elapsedMs: number;
+}
 
-/** The engine's one-line reason from its stderr (`error: …`), else the last line. */
-export function engineMessage(stderr: string, fallback: string): string {
-  const lines = stderr.split('\n').map((l) => l.trim()).filter(Boolean);
-  const err = lines.findIndex((l) => l.startsWith('error: '));
-  if (err >= 0) return lines.slice(err).join('\n').replace(/^error: /, '');
-  return lines[lines.length - 1] ?? fallback;
+export class CancelledError extends Error {
+  constructor() {
+    super('cancelled');
+    this.name = 'CancelledError';
+  }
+}
+
+/** `credit-lens analyze` arguments after the CLI path (src/engine/analysis USAGE). */
+export function analyzeArgs(runDir: string, o: AnalyzeOptions = {}): string[] {
+  const args = ['analyze', runDir, '--json'];
+  if (o.from != null) args.push('--from-step', String(o.from));
+  if (o.to != null) args.push('--to-step', String(o.to));
+  if (o.baselineDir) args.push('--baseline', o.baselineDir);
+  return args;
+}
+
+/**
+ * What a failed CLI printed that a user should read: the CLI prints a UserError's message alone, a crash its
+ * stack; stack frames are dropped and the last few lines kept.
+ */
+export function cliError(stderr: string, fallback: string): string {
+  return stderr.trim().split('\n').filter((l) => !/^\s+at\s/.test(l)).slice(-4).join('\n') || fallback;
+}
+
+/** Checks the JSON is an analysis report of the version this extension reads, not only that it parses. */
+export function parseAnalyzeReport(stdout: string): AnalyzeReport {
+  let v: unknown;
+  try {
+    v = JSON.parse(stdout);
+  } catch (e) {
+    throw new Error(`credit-lens analyze printed no JSON: ${(e as Error).message}`);
+  }
+  const r = v as Partial<AnalyzeReport> | null;
+  if (!r || typeof r !== 'object' || r.version !== 1 || !r.meta || typeof r.meta !== 'object' || !r.token_types) {
+    throw new Error(`credit-lens analyze printed JSON that is not a version 1 analysis report`);
+  }
+  return r as AnalyzeReport;
 }
 
 export class EngineCli {
-  constructor(private readonly cliPath: string, private readonly nodePath: () => string | undefined) {}
+  constructor(readonly cliPath: string, private readonly nodePath: () => string) {}
 
-  /** Runs `credit-lens <args>`; resolves with the exit code (never rejects on a non-zero exit, only on a spawn failure). */
-  exec(args: string[], opts: { signal?: AbortSignal; timeoutMs?: number; cwd?: string } = {}): Promise<CliResult> {
-    const node = chooseNode(this.nodePath());
+  /** Runs `credit-lens <args>` and parses its JSON answer; a non-zero exit rejects with the engine's own message. */
+  private json<T>(args: string[], what: string, o: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<T> {
     return new Promise((resolve, reject) => {
-      execFile(node.command, [this.cliPath, ...args], {
-        env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: opts.timeoutMs ?? 120_000, signal: opts.signal, cwd: opts.cwd,
-      }, (err, stdout, stderr) => {
-        const e = err as (NodeJS.ErrnoException & { code?: number | string; killed?: boolean }) | null;
-        if (e && typeof e.code !== 'number' && !e.killed) {
-          if (e.name === 'AbortError') { reject(new EngineCliError('cancelled')); return; }
-          reject(new EngineCliError(`the engine could not be started: ${e.message}`));
-          return;
-        }
-        resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr: e?.killed ? `${stderr}\nerror: no answer within ${(opts.timeoutMs ?? 120_000) / 1000} s` : stderr });
-      });
+      if (o.signal?.aborted) return reject(new CancelledError());
+      let node;
+      try {
+        node = chooseNode(this.nodePath());
+      } catch (e) {
+        return reject(e);
+      }
+      execFile(node.command, [this.cliPath, ...args], { env: { ...process.env, ...node.env }, maxBuffer: 64 << 20, timeout: o.timeoutMs ?? 60_000, signal: o.signal },
+        (err, stdout, stderr) => {
+          if (o.signal?.aborted) return reject(new CancelledError());
+          if (err) return reject(new Error(cliError(stderr.replace(/^error: /m, ''), `${what}: ${err.message}`)));
+          if (!stdout.trim()) return resolve(undefined as T);
+          try {
+            resolve(JSON.parse(stdout) as T);
+          } catch {
+            reject(new Error(`${what}: the engine's answer is not JSON`));
+          }
+        });
     });
   }
 
-  private async json<T>(args: string[], what: string, opts: { signal?: AbortSignal; timeoutMs?: number; cwd?: string } = {}): Promise<T> {
-    const r = await this.exec(args, opts);
-    if (r.code !== 0) throw new EngineCliError(engineMessage(r.stderr, `${what} failed (exit code ${r.code})`));
-    try {
-      return JSON.parse(r.stdout) as T;
-    } catch {
-      throw new EngineCliError(`${what}: the engine's answer is not JSON`);
-    }
-  }
-
-  /** `credit-lens analyze <run> --json` (seed 002's tables; DESIGN §7). */
-  analyze(runDir: string, extra: string[] = [], signal?: AbortSignal): Promise<CreditAnalysis> {
-    return this.json<CreditAnalysis>(['analyze', runDir, '--json', ...extra], 'analyze', { signal, timeoutMs: 300_000 });
-  }
-
-  /** Submits a config's sweep to Slurm as one job array (`credit-lens sweep <cfg> --executor slurm --json`). */
+  /** Submits a config's sweep to Slurm as one job array; sbatch's own message when it refuses. */
   slurmSubmit(configPath: string, sets: string[], signal?: AbortSignal): Promise<SlurmSweepJson> {
-    return this.json<SlurmSweepJson>(['sweep', configPath, '--executor', 'slurm', '--json', ...sets.flatMap((s) => ['--set', s])], 'sbatch', { signal, timeoutMs: 60_000 });
+    return this.json(['sweep', configPath, '--executor', 'slurm', '--json', ...sets.flatMap((s) => ['--set', s])], 'sbatch', { signal });
   }
 
+  /** Every task's Slurm state and run status (squeue, scontrol show job, the run directories). */
   slurmStatus(sweepDir: string, signal?: AbortSignal): Promise<SlurmStatusJson> {
-    return this.json<SlurmStatusJson>(['slurm', 'status', sweepDir, '--json'], 'squeue', { signal, timeoutMs: 60_000 });
+    return this.json(['slurm', 'status', sweepDir, '--json'], 'squeue', { signal });
   }
 
+  /** scancel one task, or the whole array. */
   async slurmCancel(sweepDir: string, task?: number): Promise<void> {
-    const r = await this.exec(['slurm', 'cancel', sweepDir, ...(task === undefined ? [] : ['--task', String(task)])], { timeoutMs: 60_000 });
-    if (r.code !== 0) throw new EngineCliError(engineMessage(r.stderr, `scancel failed (exit code ${r.code})`));
+    await this.json(['slurm', 'cancel', sweepDir, ...(task === undefined ? [] : ['--task', String(task)])], 'scancel');
+  }
+
+  analyze(runDir: string, o: AnalyzeOptions = {}): Promise<AnalyzeResult> {
+    return new Promise((resolve, reject) => {
+      if (o.signal?.aborted) return reject(new CancelledError());
+      let node;
+      try {
+        node = chooseNode(this.nodePath());
+      } catch (e) {
+        return reject(e);
+      }
+      const t0 = Date.now();
+      // A long run's million token rows take seconds to read and megabytes to print.
+      execFile(node.command, [this.cliPath, ...analyzeArgs(runDir, o)],
+        { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: 300_000, signal: o.signal },
+        (err, stdout, stderr) => {
+          if (o.signal?.aborted) return reject(new CancelledError());
+          if (err) return reject(new Error(cliError(stderr, err.message)));
+          try {
+            resolve({ report: parseAnalyzeReport(stdout), elapsedMs: Date.now() - t0 });
+          } catch (e) {
+            reject(e);
+          }
+        });
+    });
   }
 }

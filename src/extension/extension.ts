@@ -6,7 +6,6 @@ import { ConfigCodeLensProvider } from './config_lens';
 import { Ctx } from './ctx';
 import { registerPanels } from './panels/index';
 import { registerHeatmap } from './heatmap/index';
-import { SWEEP_VIEW_TYPE, SweepPanel } from './sweep_panel';
 
 let ctx: Ctx | undefined;
 
@@ -20,7 +19,6 @@ export function activate(extCtx: vscode.ExtensionContext): void {
     { scheme: 'file', pattern: '**/*.credit.yaml' },
     c.pushExtCleanup(new ConfigCodeLensProvider(c.runs)),
   ));
-  c.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(SWEEP_VIEW_TYPE, SweepPanel.serializer(c.extensionUri, c.sweeps)));
   c.pushExtCleanup(vscode.workspace.onDidGrantWorkspaceTrust(() => c.tree.refresh()));
   void vscode.commands.executeCommand('setContext', 'creditLens.hasActiveRuns', false);
   c.log.info(`Credit Lens activated (engine ${c.cliPath}; workspace ${vscode.workspace.isTrusted ? 'trusted' : 'untrusted: runs cannot be launched'})`);

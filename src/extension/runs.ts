@@ -6,6 +6,8 @@ import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow, Phase, RunStatus } from '../protocol/index';
 import { readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
+import { readSettings } from './config';
+import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { EngineProcess } from './engine';
 import { chooseNode } from './node';
 
@@ -24,7 +26,6 @@ export interface RunRequest {
   quiet?: boolean;
 }
 
-export type LiveStatus = 'queued' | 'starting' | 'running' | 'stopping' | RunStatus | 'cancelled';
 
 export interface LiveRun {
   readonly key: number;
@@ -43,8 +44,6 @@ export interface LiveRun {
   readonly done: Promise<LiveRun>;
 }
 
-const ENDED: ReadonlySet<LiveStatus> = new Set(['completed', 'failed', 'stopped', 'cancelled']);
-export const isEnded = (s: LiveStatus): boolean => ENDED.has(s);
 
 /** A run directory whose checkpoints/ holds a checkpoint can be resumed (the engine picks the latest). */
 export function isResumable(runDir: string): boolean {
@@ -142,15 +141,15 @@ export class RunManager implements vscode.Disposable {
     slot.stopRequested = true;
     run.status = 'stopping';
     this.fire(run);
-    const graceMs = 1000 * vscode.workspace.getConfiguration('creditLens').get<number>('stopGraceSeconds', 30);
+    const graceMs = 1000 * readSettings().stopGraceSeconds;
     await slot.engine?.stop(graceMs);
     await run.done;
   }
 
   private pump(): void {
     if (this.disposed) return;
-    const max = Math.max(1, vscode.workspace.getConfiguration('creditLens').get<number>('maxConcurrentRuns', 1));
-    while (this.queue.length && this.runs().filter((r) => r.status === 'starting' || r.status === 'running' || r.status === 'stopping').length < max) {
+    const max = readSettings().maxConcurrentRuns;
+    while (this.queue.length && this.runs().filter((r) => isTraining(r.status)).length < max) {
       this.start(this.queue.shift()!);
     }
     this.updateStatusBar();
@@ -163,7 +162,7 @@ export class RunManager implements vscode.Disposable {
     this.fire(run);
     let node;
     try {
-      node = chooseNode(vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'));
+      node = chooseNode(readSettings().nodePath);
     } catch (e) {
       run.error = (e as Error).message;
       this.end(slot, 'failed');
@@ -313,7 +312,7 @@ export class RunManager implements vscode.Disposable {
   }
 
   private updateStatusBar(): void {
-    const training = this.runs().filter((r) => r.status === 'starting' || r.status === 'running' || r.status === 'stopping');
+    const training = this.runs().filter((r) => isTraining(r.status));
     const queued = this.queue.length;
     if (!training.length && !queued) {
       this.statusItem.hide();

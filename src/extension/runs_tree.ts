@@ -6,9 +6,12 @@ import * as vscode from 'vscode';
 import type { MetricsRow, RunInfo } from '../protocol/index';
 import { readEpisodeTable } from '../engine/rundir/arrow_tables';
 import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir/rundir';
+import { onSettingChange } from './config';
+import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
 import { engineAlive, findConfigs, findRuns, runRoots } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
-import { isEnded, isResumable, type LiveRun, type LiveStatus, type RunManager } from './runs';
+import { isEnded, isTraining, type LiveStatus } from './run_status';
+import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
 
@@ -79,7 +82,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     this.disposables.push(
       this.changed,
       runs.onDidChange(() => this.scheduleRefresh(), null),
-      vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration('creditLens.runDirectories') && this.scheduleRefresh()),
+      onSettingChange('runDirectories', () => this.scheduleRefresh()),
     );
     for (const glob of ['**/run.json', '**/*.credit.yaml']) {
       const w = vscode.workspace.createFileSystemWatcher(glob);
@@ -134,7 +137,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       const slurm = this.sweeps?.slurmTaskOf(runDir);
       // A Slurm run's engine lives on a compute node, where its pid means nothing here: Slurm's state says whether
       // it still runs. A requeued task waits again although its run.json says stopped.
-      const interrupted = !liveActive && info.status === 'running'
+      const interrupted = !liveActive && isTraining(info.status)
         && (slurm ? slurm.task !== null && !slurmTaskActive(slurm.task) : !engineAlive(info));
       const requeued = slurm?.task?.slurm_state === 'PENDING' && info.status !== 'running';
       const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : requeued ? 'queued' : info.status;
@@ -261,7 +264,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
         item.description = node.completion.replace(/\s+/g, ' ').slice(0, 80);
         const md = new vscode.MarkdownString();
         md.appendMarkdown(`**episode ${node.episode}** · step ${node.step} · reward ${node.reward.toFixed(3)} · ${node.success ? 'solved' : 'not solved'}\n\n`);
-        md.appendCodeblock(node.prompt + node.completion, 'text');
+        md.appendMarkdown(codeBlock(node.prompt + node.completion));
         item.tooltip = md;
         item.iconPath = new vscode.ThemeIcon(node.success ? 'check' : 'dash', new vscode.ThemeColor(node.success ? 'testing.iconPassed' : 'disabledForeground'));
         item.contextValue = 'episode';
@@ -292,20 +295,20 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     item.description = parts.join(' · ');
 
     const resumable = (node.status === 'stopped' || node.status === 'failed') && !!node.runDir && isResumable(node.runDir);
-    item.contextValue = `run.${node.status === 'starting' || node.status === 'stopping' ? 'running' : node.status}${resumable ? '.resumable' : ''}`;
+    item.contextValue = `run.${isTraining(node.status) ? 'running' : node.status}${resumable ? '.resumable' : ''}`;
 
     const md = new vscode.MarkdownString(undefined, true);
-    md.appendMarkdown(`**${node.info?.name ?? label}** — ${node.interrupted ? 'interrupted (its engine is no longer running)' : node.status}\n\n`);
+    md.appendMarkdown(`**${escapeMarkdown(node.info?.name ?? label)}** — ${node.interrupted ? 'interrupted (its engine is no longer running)' : node.status}\n\n`);
     if (node.info) {
-      md.appendMarkdown(`strategy \`${node.info.strategy ?? '?'}\` · backend \`${node.info.backend}\`${node.info.backend_reason ? ` (${node.info.backend_reason})` : ''}\n\n`);
-      md.appendMarkdown(`started ${node.info.started}${node.info.ended ? ` · ended ${node.info.ended}` : ''}\n\n`);
-      if (node.info.error) md.appendMarkdown(`error: ${node.info.error}\n\n`);
+      md.appendMarkdown(`strategy ${inlineCode(node.info.strategy ?? '?')} · backend ${inlineCode(String(node.info.backend))}${node.info.backend_reason ? ` (${escapeMarkdown(node.info.backend_reason)})` : ''}\n\n`);
+      md.appendMarkdown(`started ${escapeMarkdown(String(node.info.started))}${node.info.ended ? ` · ended ${escapeMarkdown(String(node.info.ended))}` : ''}\n\n`);
+      if (node.info.error) md.appendMarkdown(`error: ${escapeMarkdown(String(node.info.error))}\n\n`);
     }
     if (summary) {
       md.appendMarkdown(`final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${summary.meanGradNorm?.toFixed(3) ?? '—'}\n\n`);
     }
-    if (node.slurm) md.appendMarkdown(`Slurm job \`${node.slurm.job}\`: ${node.slurm.state ?? 'state not known yet'}${node.slurm.reason ? ` (${node.slurm.reason})` : ''}\n\n`);
-    if (node.runDir) md.appendMarkdown(`\`${node.runDir}\``);
+    if (node.slurm) md.appendMarkdown(`Slurm job ${inlineCode(node.slurm.job)}: ${escapeMarkdown(node.slurm.state ?? 'state not known yet')}${node.slurm.reason ? ` (${escapeMarkdown(node.slurm.reason)})` : ''}\n\n`);
+    if (node.runDir) md.appendMarkdown(inlineCode(node.runDir));
     item.tooltip = md;
     item.accessibilityInformation = { label: `${label}, ${item.description}` };
     return item;

@@ -3,13 +3,14 @@
 // sweep still shows its rows after a reload.
 import * as vscode from 'vscode';
 import type { SlurmTaskStatus } from '../protocol/slurm';
-import type { SweepRow, SweepView } from '../protocol/webview';
+import type { SweepRow, SweepView } from '../protocol/sweep_view';
 import type { EngineCli } from './engine_cli';
 import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
 import { engineAlive } from './discovery';
 import { summarizeMetrics } from './metrics_summary';
-import { isEnded, type LiveRun, type RunManager } from './runs';
+import { isEnded, isTraining } from './run_status';
+import type { LiveRun, RunManager } from './runs';
 import { slurmRowStatus, slurmTaskActive } from './slurm_status';
 import { SLURM_ACTIVE_STATES } from '../protocol/slurm';
 
@@ -222,7 +223,7 @@ export class SweepManager implements vscode.Disposable {
         token.onCancellationRequested(() => void this.cancel(rec.id));
         const report = () => {
           const done = live.filter((r) => isEnded(r.status)).length;
-          const cur = live.find((r) => r.status === 'running' || r.status === 'starting' || r.status === 'stopping');
+          const cur = live.find((r) => isTraining(r.status));
           progress.report({
             message: `${done} / ${n}${cur ? ` · ${cur.name ?? cur.request.label} step ${cur.step}/${cur.total ?? '?'}` : ''}`,
           });
@@ -261,9 +262,9 @@ export class SweepManager implements vscode.Disposable {
       const info = runDir ? readRunInfo(runDir) : null;
       const task = slurm?.find((t) => t.index === r.index) ?? null;
       let status: SweepRow['status'];
-      const liveStatus = run?.status === 'starting' || run?.status === 'stopping' ? 'running' : run?.status;
+      const liveStatus = isTraining(run?.status) ? 'running' : run?.status;
       if (run && liveStatus && !isEnded(run.status)) status = liveStatus as SweepRow['status'];
-      else if (info) status = info.status === 'running' && !engineAlive(info) && !run ? 'failed' : info.status;
+      else if (info) status = isTraining(info.status) && !engineAlive(info) && !run ? 'failed' : info.status;
       else if (liveStatus) status = liveStatus as SweepRow['status'];
       else status = 'cancelled'; // queued in a window that has since closed: it never started
       if (r.cancelled && !info) status = 'cancelled';
@@ -281,11 +282,10 @@ export class SweepManager implements vscode.Disposable {
         slurm: rec.slurm ? { job: task?.slurm_job ?? `${rec.slurm.jobId}_${r.index}`, state: task?.slurm_state ?? null, reason: task?.slurm_reason ?? null, summary: task?.summary ?? 'waiting for squeue' } : null,
       };
     });
-    const ended = new Set(['completed', 'failed', 'stopped', 'cancelled']);
-    if (rows.some((r) => ended.has(r.status) && r.slurm?.state && (SLURM_ACTIVE_STATES as readonly string[]).includes(r.slurm.state))) this.slurmPolls.get(id)?.soon();
+    if (rows.some((r) => isEnded(r.status) && r.slurm?.state && (SLURM_ACTIVE_STATES as readonly string[]).includes(r.slurm.state))) this.slurmPolls.get(id)?.soon();
     return {
       sweepId: rec.id, title: rec.title, configPath: rec.configPath, created: rec.created, rows,
-      done: rows.filter((r) => ended.has(r.status)).length, total: rows.length,
+      done: rows.filter((r) => isEnded(r.status)).length, total: rows.length,
       active: this.isActive(id),
       slurm: rec.slurm ? { jobId: rec.slurm.jobId, sweepDir: rec.slurm.sweepDir } : null,
     };

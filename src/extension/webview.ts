@@ -1,9 +1,9 @@
 // Shared machinery for every webview panel (GitLens' security model, the samples' panel pattern):
 // a per-load nonce in a strict CSP, local resources limited to the bundle folder, the bundle built from
-// `src/webviews/<name>.main.ts`, and messages typed by the panel's protocol in src/protocol/webview.ts.
+// `src/webviews/<name>.main.ts`, and messages typed and checked by the panel's protocol module in src/protocol/.
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
-import type { IpcCommand, IpcNotification, WebviewProtocol } from '../protocol/webview';
+import type { IpcCommand, IpcNotification, ProtocolChecks, WebviewProtocol } from '../protocol/webview';
 
 type AnyProtocol = WebviewProtocol<IpcNotification<string, unknown>, IpcCommand<string, unknown>, unknown>;
 
@@ -58,11 +58,16 @@ export abstract class WebviewPanelHost<P extends AnyProtocol> implements vscode.
   protected readonly disposables: vscode.Disposable[] = [];
   private disposed = false;
 
-  protected constructor(readonly panel: vscode.WebviewPanel, extensionUri: vscode.Uri, bundle: string) {
+  protected constructor(readonly panel: vscode.WebviewPanel, extensionUri: vscode.Uri, bundle: string, checks: ProtocolChecks<P>,
+    log?: vscode.LogOutputChannel) {
     panel.webview.options = webviewOptions(extensionUri);
     panel.webview.html = webviewHtml(panel.webview, extensionUri, bundle, panel.title);
     panel.onDidDispose(() => this.dispose(), null, this.disposables);
-    panel.webview.onDidReceiveMessage((m: P['toHost']) => this.onMessage(m), null, this.disposables);
+    panel.webview.onDidReceiveMessage((m: unknown) => {
+      const r = checks.toHost(m);
+      if (r.ok) this.onMessage(r.message);
+      else log?.warn(`${bundle} webview: dropped a message (${r.why})`);
+    }, null, this.disposables);
   }
 
   protected abstract onMessage(message: P['toHost']): void;

@@ -9,9 +9,7 @@
 //   it is null for fewer than 2 values.
 // - A statistic of an empty group is null, never NaN: JSON has no NaN.
 // - Names are snake_case, like the run directory's columns and metrics.
-import type { SectionName } from './index';
-
-export type TokenTypeName = 'filler' | 'reasoning';
+import type { Section, TokenType } from './index';
 
 export interface CreditAnalysis {
   /** Changes when a field changes meaning or goes away; added fields do not change it. */
@@ -23,10 +21,10 @@ export interface CreditAnalysis {
   relative_position: RelativePositionBin[];
   reward_sign: RewardSignStats;
   /** Seed 002's "Overall Distribution" table. `token_types.filler.mean_abs_contribution` is what the sweep table reads. */
-  token_types: Record<TokenTypeName, TokenTypeStats>;
+  token_types: Record<TokenType, TokenTypeStats>;
   /** Seed 002's "Position-Controlled Analysis": 5 bins of floor(5·position/length). */
   token_types_by_position: TokenTypePositionBin[];
-  top_tokens: Record<TokenTypeName, TopTokenLists>;
+  top_tokens: Record<TokenType, TopTokenLists>;
   weights: WeightTable;
   /** What the reader should know to read the tables right: rows left out and why, a custom regex, … */
   notes: string[];
@@ -191,7 +189,7 @@ export interface SectionWeightStats {
 
 export interface WeightTable {
   strategy: string | null;
-  sections: Record<SectionName, SectionWeightStats>;
+  sections: Record<Section, SectionWeightStats>;
 }
 
 /** One run's line of seed 002's Appendix-B summary table. */

@@ -3,7 +3,10 @@
 
 export type RunStatus = 'running' | 'completed' | 'failed' | 'stopped';
 export type Phase = 'sft' | 'grpo' | 'eval';
-export type SectionName = 'think' | 'answer' | 'other';
+/** Where a completion token sits (DESIGN §4 "Sections"). */
+export type Section = 'think' | 'answer' | 'other';
+/** Seed 002's token classes (DESIGN §4 "Token types"). */
+export type TokenType = 'filler' | 'reasoning';
 
 /** `<run>/run.json` (DESIGN §5). */
 export interface RunInfo {
@@ -42,43 +45,6 @@ export interface MetricsRow {
   tokens_per_s?: number;
   skipped?: number;
   [extra: string]: number | string | undefined;
-}
-
-/** One row of `<run>/tokens/step-NNNNNN.arrow` (DESIGN §5). */
-export interface TokenRow {
-  step: number;
-  episode: number;
-  prompt_idx: number;
-  position: number;
-  token_id: number;
-  token: string;
-  logprob: number;
-  entropy: number;
-  advantage: number;
-  weight: number;
-  effective_advantage: number;
-  contribution: number;
-  attribution: number | null;
-  importance: number | null;
-  section: SectionName;
-  token_type: 'filler' | 'reasoning';
-  reward: number;
-}
-
-/** One row of `<run>/episodes/step-NNNNNN.arrow` (DESIGN §5). */
-export interface EpisodeRow {
-  step: number;
-  episode: number;
-  prompt_idx: number;
-  prompt: string;
-  completion: string;
-  reward: number;
-  reward_format: number;
-  reward_answer: number;
-  success: boolean;
-  advantage: number;
-  length: number;
-  oracle_span: string | null;
 }
 
 // ---- JSON-RPC over stdio (engine ↔ extension), DESIGN §7 ----

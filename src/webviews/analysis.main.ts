@@ -6,8 +6,8 @@ import '@vscode-elements/elements/dist/vscode-button/index.js';
 import '@vscode-elements/elements/dist/vscode-progress-ring/index.js';
 import '@vscode-elements/elements/dist/vscode-textfield/index.js';
 import { html, nothing, render, type TemplateResult } from 'lit';
-import type { SectionName } from '../protocol/index';
-import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../protocol/webview';
+import type { Section } from '../protocol/index';
+import { analysisChecks, type AnalysisPanelState, type AnalysisProtocol, type AnalysisView } from '../protocol/analysis_view';
 import css from './analysis.css';
 import baseCss from './base.css';
 import { allTables, binLabel, type Table } from './analysis_tables';
@@ -17,7 +17,7 @@ import { adoptCss, connect } from './ipc';
 
 adoptCss(baseCss);
 adoptCss(css);
-const host = connect<AnalysisProtocol>();
+const host = connect<AnalysisProtocol>(analysisChecks);
 const root = document.getElementById('root')!;
 
 let view: AnalysisView | null = null;
@@ -160,8 +160,8 @@ function paintCanvases(v: AnalysisView): void {
 }
 
 /** One horizontal box per section on a shared axis: whiskers min–max, box p10–p90, tick at p50, dot at the mean. */
-function drawWeightBoxes(canvas: HTMLCanvasElement, sections: Record<SectionName, { count: number; mean: number | null; min: number | null; p10: number | null; p50: number | null; p90: number | null; max: number | null }>, t: ChartTheme): void {
-  const names = (Object.keys(sections) as SectionName[]).filter((s) => sections[s].count > 0);
+function drawWeightBoxes(canvas: HTMLCanvasElement, sections: Record<Section, { count: number; mean: number | null; min: number | null; p10: number | null; p50: number | null; p90: number | null; max: number | null }>, t: ChartTheme): void {
+  const names = (Object.keys(sections) as Section[]).filter((s) => sections[s].count > 0);
   const r = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 600;
   const rowH = 26;

@@ -2,7 +2,7 @@
 // header and rows of plain values, so one renderer draws them and one function writes any of them as CSV.
 // Column names follow seed 002's tables. Pure (no DOM).
 import type { AnalyzeReport, SectionWeightStats, TokenTypeStats, TopToken } from '../protocol/analysis';
-import type { SectionName } from '../protocol/index';
+import type { Section } from '../protocol/index';
 
 export type Cell = string | number | null;
 
@@ -16,7 +16,7 @@ export interface Table {
   percentColumns?: number[];
 }
 
-const SECTIONS: SectionName[] = ['think', 'answer', 'other'];
+const SECTIONS: Section[] = ['think', 'answer', 'other'];
 
 export function contributionTable(a: AnalyzeReport): Table {
   const c = a.contribution;
@@ -98,7 +98,7 @@ export function topTokenTable(a: AnalyzeReport, type: 'filler' | 'reasoning', by
 }
 
 export function weightTable(a: AnalyzeReport): Table {
-  const row = (s: SectionName, w: SectionWeightStats): Cell[] => [s, w.count, w.mean, w.std, w.min, w.p10, w.p50, w.p90, w.max, w.mean_abs_effective_advantage, w.mean_abs_contribution];
+  const row = (s: Section, w: SectionWeightStats): Cell[] => [s, w.count, w.mean, w.std, w.min, w.p10, w.p50, w.p90, w.max, w.mean_abs_effective_advantage, w.mean_abs_contribution];
   return {
     id: 'weights', title: `Weights per section (${a.weights.strategy ?? '?'})`, hint: 'the strategy\'s weight w by section; percentiles interpolate linearly as numpy does',
     header: ['section', 'tokens', 'mean w', 'std w', 'min', 'p10', 'p50', 'p90', 'max', 'mean |Â|', 'mean |c|'],

@@ -1,7 +1,7 @@
 // The webview half of the shared machinery: the VS Code API acquired once, typed by the panel's protocol
-// (src/protocol/webview.ts), and the page's CSS adopted as a constructable stylesheet so the CSP needs no
+// module (src/protocol/*_view.ts) and checked at runtime, and the page's CSS adopted as a constructable stylesheet so the CSP needs no
 // 'unsafe-inline'.
-import type { IpcCommand, IpcNotification, WebviewProtocol } from '../protocol/webview';
+import type { IpcCommand, IpcNotification, ProtocolChecks, WebviewProtocol } from '../protocol/webview';
 
 interface VsCodeApi<S> {
   postMessage(message: unknown): void;
@@ -19,15 +19,21 @@ export interface Host<P extends AnyProtocol> {
   setState(state: P['state']): void;
 }
 
-export function connect<P extends AnyProtocol>(): Host<P> {
+export function connect<P extends AnyProtocol>(checks: ProtocolChecks<P>): Host<P> {
   const api = acquireVsCodeApi<P['state']>();
   return {
     post: (m) => api.postMessage(m),
-    onMessage: (handler) => window.addEventListener('message', (e: MessageEvent<P['toWebview']>) => {
-      // Only the extension host posts into this frame; anything else (a stray extension-less message) is ignored.
-      if (e.data && typeof e.data === 'object' && e.data.kind === 'notification') handler(e.data);
+    onMessage: (handler) => window.addEventListener('message', (e: MessageEvent<unknown>) => {
+      // Only the extension host should post into this frame; anything else, or a message of the wrong shape, is dropped.
+      const r = checks.toWebview(e.data);
+      if (r.ok) handler(r.message);
+      else console.warn(`credit-lens: dropped a message (${r.why})`);
     }),
-    getState: () => api.getState(),
+    // State saved by an older version of the page may not have today's shape.
+    getState: () => {
+      const s = api.getState();
+      return checks.state(s) ? s : undefined;
+    },
     setState: (s) => api.setState(s),
   };
 }

@@ -4,7 +4,7 @@
 import '@vscode-elements/elements/dist/vscode-badge/index.js';
 import '@vscode-elements/elements/dist/vscode-button/index.js';
 import { html, nothing, render } from 'lit';
-import type { MetricsRunData, MetricsProtocol } from '../protocol/webview';
+import { metricsChecks, type MetricsProtocol, type MetricsRunData, type MetricsViewInit } from '../protocol/metrics_view';
 import { MetricChart, fmt, onThemeChange, readTheme, type ChartTheme } from './charts';
 import { adoptCss, connect } from './ipc';
 import { alignChart, chartCsv, chartsFor, phaseOfX, pointsOf, runLabels, upsertRow, type ChartSpec, type RunPoints } from './metrics_series';
@@ -19,10 +19,10 @@ interface RunState {
 /** How many live latencies the page keeps (shown in the header, read by the e2e suite). */
 const LATENCY_WINDOW = 50;
 
-export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
+export function mountMetricsView(): void {
   adoptCss(baseCss);
   adoptCss(css);
-  const host = connect<MetricsProtocol>();
+  const host = connect<MetricsProtocol>(metricsChecks);
   const root = document.getElementById('root')!;
   root.innerHTML = '';
   const head = document.createElement('div');
@@ -30,6 +30,8 @@ export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
   grid.className = 'charts';
   root.append(head, grid);
 
+  // Until the host's init message arrives: a restored page knows its mode from its saved state.
+  let mode: MetricsViewInit['mode'] = host.getState()?.mode ?? 'dashboard';
   let runs: RunState[] = [];
   let theme: ChartTheme = readTheme();
   const charts = new Map<string, { chart: MetricChart; card: HTMLElement }>();
@@ -179,6 +181,7 @@ export function mountMetricsView(mode: 'dashboard' | 'compare'): void {
 
   host.onMessage((m) => {
     if (m.method === 'metrics/init') {
+      mode = m.params.mode;
       runs = m.params.runs.map((data) => ({ data, points: pointsOf(data.rows, data.sftSteps) }));
       labels = mode === 'compare' ? runLabels(runs.map((r) => r.data)) : runs.map((r) => r.data.id);
       for (const { chart, card: c } of charts.values()) {

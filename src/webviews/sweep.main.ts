@@ -9,7 +9,7 @@ import '@vscode-elements/elements/dist/vscode-table-header/index.js';
 import '@vscode-elements/elements/dist/vscode-table-header-cell/index.js';
 import '@vscode-elements/elements/dist/vscode-table-row/index.js';
 import { html, nothing, render } from 'lit';
-import type { SweepPanelState, SweepProtocol, SweepRow, SweepSortKey, SweepView } from '../protocol/webview';
+import { sweepChecks, type SweepPanelState, type SweepProtocol, type SweepRow, type SweepSortKey, type SweepView } from '../protocol/sweep_view';
 import { adoptCss, connect } from './ipc';
 import css from './sweep.css';
 import baseCss from './base.css';
@@ -17,7 +17,7 @@ import baseCss from './base.css';
 adoptCss(baseCss);
 
 adoptCss(css);
-const host = connect<SweepProtocol>();
+const host = connect<SweepProtocol>(sweepChecks);
 const root = document.getElementById('root')!;
 
 let view: SweepView | null = null;

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import type { MetricsRow, RunInfo, SectionName } from '../../protocol';
+import type { MetricsRow, RunInfo, Section, TokenType } from '../../protocol';
 import type {
   AnalyzeReport,
   AppendixBComparison,
@@ -15,13 +15,12 @@ import type {
   EvalSuccess,
   PositionTStats,
   SectionWeightStats,
-  TokenTypeName,
   TokenTypeStats,
   TopToken,
   TopTokenLists,
 } from '../../protocol/analysis';
 import { analysisToMarkdown } from './markdown';
-import { readTokenTables, writeEpisodeTable, writeTokenTable, type TokenColumnsRead, type TokenType } from '../rundir/arrow_tables';
+import { readTokenTables, writeEpisodeTable, writeTokenTable, type TokenColumnsRead } from '../rundir/arrow_tables';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import { CONFIG_YAML, METRICS_JSONL, RUN_JSON, listLoggedSteps, readMetrics, readRunInfo, stepFile, writeRunInfo } from '../rundir/rundir';
@@ -39,8 +38,8 @@ export interface AnalyzeOptions {
 
 const REL_BINS = 10;
 const TYPE_BINS = 5;
-const SECTIONS: SectionName[] = ['think', 'answer', 'other'];
-const TYPES: TokenTypeName[] = ['filler', 'reasoning'];
+const SECTIONS: Section[] = ['think', 'answer', 'other'];
+const TYPES: TokenType[] = ['filler', 'reasoning'];
 
 /** The parameter each strategy's sweeps vary (seeds 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"). */
 const STRATEGY_PARAM: Record<string, string> = {
@@ -269,7 +268,7 @@ function reasoningFlags(c: TokenColumnsRead, re: RegExp | null): Uint8Array {
 /** The tables of one pass, as CreditAnalysis has them, plus what the pass counted. */
 type Tables = Pick<CreditAnalysis, 'contribution' | 'position_t_stats' | 'relative_position' | 'reward_sign' | 'token_types'
   | 'token_types_by_position' | 'top_tokens'> & {
-  sections: Record<SectionName, SectionWeightStats>;
+  sections: Record<Section, SectionWeightStats>;
   episodes: number;
   tokens: number;
   notes: string[];
@@ -471,7 +470,7 @@ function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: number): 
     (excluded.length ? `; left out: ${excluded.join(', ')}.` : '.');
 
   // ---- top tokens ----
-  const topTokens = {} as Record<TokenTypeName, TopTokenLists>;
+  const topTokens = {} as Record<TokenType, TopTokenLists>;
   const text = (k: number) => c.token[firstRow[k]];
   const tok = (k: number): TopToken => ({
     token_id: c.token_id[firstRow[k]], token: text(k), count: kN[k], total_abs_contribution: kAbs[k],
@@ -487,7 +486,7 @@ function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: number): 
   });
 
   // ---- sections ----
-  const sections = {} as Record<SectionName, SectionWeightStats>;
+  const sections = {} as Record<Section, SectionWeightStats>;
   SECTIONS.forEach((name, s) => {
     const m = sN[s];
     const [p10, p50, p90] = m > 0 ? percentiles(sWeights[s], [10, 50, 90]) : [null, null, null];
@@ -742,7 +741,7 @@ export function writeSyntheticRun(dir: string, rows: number, seed = 1): void {
       step: new Int32Array(n).fill(step), episode: new Int32Array(n), prompt_idx: new Int32Array(n), position: new Int32Array(n),
       token_id: new Int32Array(n), token: new Array<string>(n), logprob: new Float32Array(n), entropy: new Float32Array(n),
       advantage: new Float32Array(n), weight: new Float32Array(n).fill(1), effective_advantage: new Float32Array(n),
-      contribution: new Float32Array(n), attribution: null, importance: null, section: new Array<SectionName>(n),
+      contribution: new Float32Array(n), attribution: null, importance: null, section: new Array<Section>(n),
       token_type: new Array<TokenType>(n), reward: new Float32Array(n),
     };
     let i = 0;

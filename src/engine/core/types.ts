@@ -1,7 +1,9 @@
 // Interfaces shared across the engine. Concrete modules implement these; the trainer only sees these.
 
-export type Section = 'think' | 'answer' | 'other';
-export type TokenType = 'filler' | 'reasoning';
+import type { Section, TokenType } from '../../protocol/index';
+
+// Declared in src/protocol, which the run-directory readers and the webviews share.
+export type { Section, TokenType };
 
 /** One completion token with its character offsets [start, end) in the decoded completion text. */
 export interface TokenSpan {

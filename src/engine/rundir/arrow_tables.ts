@@ -27,12 +27,12 @@ import {
   type Vector,
 } from 'apache-arrow';
 import { readFileSync } from 'node:fs';
-import type { SectionName } from '../../protocol';
+import type { Section, TokenType } from '../../protocol';
 import { UserError } from '../core/errors';
 import { ipcFileFault } from './ipc_check';
 import { listLoggedSteps, stepFile, writeFileAtomic } from './rundir';
 
-export type TokenType = 'filler' | 'reasoning';
+export type { TokenType };
 
 /** Columns of `<run>/tokens/step-NNNNNN.arrow`; every array has one entry per completion token. */
 export interface TokenColumns {
@@ -56,7 +56,7 @@ export interface TokenColumns {
    */
   attribution: Float32Array | (number | null)[] | null;
   importance: Float32Array | (number | null)[] | null;
-  section: SectionName[];
+  section: Section[];
   token_type: TokenType[];
   reward: Float32Array;
 }
@@ -486,7 +486,7 @@ function readTokens(paths: string[]): TokenColumnsRead {
     contribution: floats('contribution'),
     attribution: float32Column(col('attribution'), lengths, total, true),
     importance: float32Column(col('importance'), lengths, total, true),
-    section: strings('section', true) as SectionName[],
+    section: strings('section', true) as Section[],
     token_type: strings('token_type', true) as TokenType[],
     reward: floats('reward'),
   };

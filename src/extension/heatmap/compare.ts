@@ -5,11 +5,12 @@ import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { findSamePrompt, type EpisodeRef } from './episode';
 import { parseEpisodeUri, type EpisodeStore } from './episode_doc';
-import { asEpisodeRef, runPickItem, runsWithEpisodes, showEpisode } from './open_rollouts';
+import { episodeOf } from '../args';
+import { runPickItem, runsWithEpisodes, showEpisode } from './open_rollouts';
 
 /** The episode a command acts on: its argument (a tree node), else the active episode editor's. */
 export function targetEpisode(arg: unknown): EpisodeRef | null {
-  const direct = asEpisodeRef(arg);
+  const direct = episodeOf(arg);
   if (direct) return direct;
   const uri = arg instanceof vscode.Uri ? arg : vscode.window.activeTextEditor?.document.uri;
   const t = uri && parseEpisodeUri(uri);

@@ -17,8 +17,6 @@ export interface EpisodeRef {
   episode: number;
 }
 
-export const refKey = (r: EpisodeRef) => `${r.runDir}\u0000${r.step}\u0000${r.episode}`;
-
 /** One logged step of a run, both tables, with each episode's token rows in position order. */
 export class StepTables {
   private readonly rowsOf = new Map<number, Int32Array>();
@@ -147,7 +145,7 @@ export interface PairNote extends EpisodeRef {
 }
 
 /** The document an episode is shown as, with everything the painter and the hover need. */
-export interface EpisodeView {
+export interface HeatmapEpisode {
   ref: EpisodeRef;
   runName: string;
   strategy: string;
@@ -180,7 +178,7 @@ export function runStrategy(runDir: string): string {
  * Lay out an episode: the header line, an empty line, then the prompt immediately followed by the completion,
  * as the model read them (the prompt ends with the task's prefill, e.g. "<think>", that the completion continues).
  */
-export function buildEpisodeView(tables: StepTables, ref: EpisodeRef, opts: { runName?: string; strategy?: string; pair?: PairNote | null } = {}): EpisodeView {
+export function buildHeatmapEpisode(tables: StepTables, ref: EpisodeRef, opts: { runName?: string; strategy?: string; pair?: PairNote | null } = {}): HeatmapEpisode {
   const index = tables.episodeIndex(ref.episode);
   if (index < 0) throw new Error(`step ${ref.step} of ${ref.runDir} has no episode ${ref.episode}`);
   const ep = tables.episodes;

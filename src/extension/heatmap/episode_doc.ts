@@ -5,7 +5,7 @@ import { statSync } from 'node:fs';
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { stepFile } from '../../engine/rundir/rundir';
-import { buildEpisodeView, StepTables, type EpisodeRef, type EpisodeView } from './episode';
+import { buildHeatmapEpisode, StepTables, type EpisodeRef, type HeatmapEpisode } from './episode';
 
 export const EPISODE_SCHEME = 'credit-lens-episode';
 
@@ -53,10 +53,11 @@ interface CachedStep {
  */
 export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.Disposable {
   private readonly steps = new Map<string, CachedStep>();
-  private readonly views = new Map<string, EpisodeView>();
-  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
-  readonly onDidChange = this.changed.event;
-  private readonly disposables: vscode.Disposable[] = [this.changed];
+  private readonly views = new Map<string, HeatmapEpisode>();
+  // No onDidChange: an episode document's text comes from a step table the engine writes once (atomic rename)
+  // and never appends to, so a shown document cannot go stale. A run re-trained in place is caught by the
+  // mtime/size check the next time the document is opened.
+  private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly maxSteps = 8) {
     vscode.workspace.onDidCloseTextDocument((d) => this.views.delete(d.uri.toString()), null, this.disposables);
@@ -80,7 +81,7 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
   provideTextDocumentContent(uri: vscode.Uri): string {
     const t = parseEpisodeUri(uri);
     if (!t) throw new Error(`not an episode: ${uri.toString()}`);
-    const view = buildEpisodeView(this.tables(t.runDir, t.step), t, {
+    const view = buildHeatmapEpisode(this.tables(t.runDir, t.step), t, {
       pair: t.pair ? { ...t.pair, runName: basename(t.pair.runDir) } : null,
     });
     this.views.set(uri.toString(), view);
@@ -88,7 +89,7 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
   }
 
   /** The view of an open episode document (built again if VS Code kept the text but this cache dropped it). */
-  view(uri: vscode.Uri): EpisodeView | undefined {
+  view(uri: vscode.Uri): HeatmapEpisode | undefined {
     const v = this.views.get(uri.toString());
     if (v || uri.scheme !== EPISODE_SCHEME) return v;
     try {

@@ -2,8 +2,9 @@
 // binary search over the rebuilt offsets and its row read from the step's columns, instead of attaching a
 // hoverMessage to each of thousands of decorated ranges.
 import * as vscode from 'vscode';
-import { positionOf, tokenAt, type EpisodeView } from './episode';
+import { positionOf, tokenAt, type HeatmapEpisode } from './episode';
 import type { EpisodeStore } from './episode_doc';
+import { escapeMarkdown, inlineCode } from '../markdown';
 import { formatValue, type MetricId } from './scales';
 
 export interface TokenFields {
@@ -23,7 +24,7 @@ export interface TokenFields {
 }
 
 /** Every logged field of the i-th token of a view; attribution/importance null where the run has none. */
-export function tokenFields(view: EpisodeView, i: number): TokenFields {
+export function tokenFields(view: HeatmapEpisode, i: number): TokenFields {
   const t = view.tables.tokens;
   const r = view.rows[i];
   const opt = (c: Float32Array | null) => (c && !Number.isNaN(c[r]) ? c[r] : null);
@@ -42,7 +43,7 @@ function shownText(s: string): string {
 }
 
 export class EpisodeHoverProvider implements vscode.HoverProvider {
-  constructor(private readonly store: EpisodeStore, private readonly metricOf: (view: EpisodeView) => MetricId) {}
+  constructor(private readonly store: EpisodeStore, private readonly metricOf: (view: HeatmapEpisode) => MetricId) {}
 
   provideHover(doc: vscode.TextDocument, pos: vscode.Position): vscode.Hover | undefined {
     const view = this.store.view(doc.uri);
@@ -63,7 +64,7 @@ export class EpisodeHoverProvider implements vscode.HoverProvider {
     if (f.attribution !== null) rows.push(['attribution α', formatValue(f.attribution), 'attribution']);
     if (f.importance !== null) rows.push(['importance ρ', formatValue(f.importance), 'importance']);
     const md = new vscode.MarkdownString();
-    md.appendMarkdown(`\`${shownText(f.text).replace(/`/g, 'ˋ')}\` — token id ${f.id} · position ${f.position} · section ${f.section} · ${f.tokenType}\n\n`);
+    md.appendMarkdown(`${inlineCode(shownText(f.text))} — token id ${f.id} · position ${f.position} · section ${escapeMarkdown(f.section)} · ${escapeMarkdown(f.tokenType)}\n\n`);
     md.appendMarkdown('| | |\n|---|---:|\n');
     // The painted metric is in bold, so the hover says which number the colour stands for.
     for (const [name, value, metric] of rows) md.appendMarkdown(metric === painted ? `| **${name}** | **${value}** |\n` : `| ${name} | ${value} |\n`);

@@ -4,18 +4,10 @@ import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { readEpisodeTable } from '../../engine/rundir/arrow_tables';
 import { readMetrics, stepFile } from '../../engine/rundir/rundir';
+import { episodeOf } from '../args';
 import { findConfigs, findRuns, runRoots, type FoundRun } from '../discovery';
 import { episodeSteps, type EpisodeRef } from './episode';
 import { episodeUri, type EpisodeTarget } from './episode_doc';
-
-/** A tree node or a plain {runDir, step, episode}: what commands receive as an episode argument. */
-export function asEpisodeRef(arg: unknown): EpisodeRef | null {
-  if (!arg || typeof arg !== 'object') return null;
-  const a = arg as Partial<EpisodeRef>;
-  return typeof a.runDir === 'string' && Number.isInteger(a.step) && Number.isInteger(a.episode)
-    ? { runDir: a.runDir, step: a.step!, episode: a.episode! }
-    : null;
-}
 
 export async function showEpisode(t: EpisodeTarget, opts: vscode.TextDocumentShowOptions = {}): Promise<vscode.TextEditor> {
   const doc = await vscode.workspace.openTextDocument(episodeUri(t));
@@ -39,7 +31,7 @@ export function runPickItem(r: FoundRun): vscode.QuickPickItem & { run: FoundRun
 
 /** The "Open Rollouts…" command: run → step → episode, each step of the way skipped when its argument says it. */
 export async function openRollouts(arg?: unknown): Promise<void> {
-  const direct = asEpisodeRef(arg);
+  const direct = episodeOf(arg);
   if (direct) {
     await showEpisode(direct);
     return;

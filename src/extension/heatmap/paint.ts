@@ -3,7 +3,8 @@
 // The types are disposed and made again only when the palette changes (diverging ↔ sequential, or into or
 // out of a high-contrast theme); disposing a type removes its decorations from every editor.
 import * as vscode from 'vscode';
-import { positionOf, valueRangeOfEpisode, type EpisodeView } from './episode';
+import { onSettingChange, readSettings, setHeatmapNormalization } from '../config';
+import { positionOf, valueRangeOfEpisode, type HeatmapEpisode } from './episode';
 import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
   bucketColors, formatScale, isMetricId, metricDef, nextMetric, quantise, scaleFor, unionRange,
@@ -22,7 +23,7 @@ export class HeatmapState implements vscode.Disposable {
   constructor(private readonly memento: vscode.Memento) {
     const saved = memento.get<string>(METRIC_KEY);
     this.current = isMetricId(saved) ? saved : 'contribution';
-    vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration('creditLens.heatmap') && this.changed.fire(), null, this.disposables);
+    this.disposables.push(onSettingChange('heatmapNormalization', () => this.changed.fire()));
   }
 
   get metric(): MetricId {
@@ -37,11 +38,11 @@ export class HeatmapState implements vscode.Disposable {
   }
 
   get normalization(): Normalization {
-    return vscode.workspace.getConfiguration('creditLens.heatmap').get<Normalization>('normalization') === 'step' ? 'step' : 'episode';
+    return readSettings().heatmapNormalization;
   }
 
   async setNormalization(n: Normalization): Promise<void> {
-    await vscode.workspace.getConfiguration('creditLens.heatmap').update('normalization', n, vscode.ConfigurationTarget.Global);
+    await setHeatmapNormalization(n);
   }
 
   dispose(): void {
@@ -88,7 +89,7 @@ export class Painter implements vscode.Disposable {
     after: { color: new vscode.ThemeColor('descriptionForeground'), fontStyle: 'italic' },
   });
   /** Token ranges of each view, built on its first paint and reused by every repaint. */
-  private readonly ranges = new WeakMap<EpisodeView, (vscode.Range | null)[]>();
+  private readonly ranges = new WeakMap<HeatmapEpisode, (vscode.Range | null)[]>();
   /** What each editor shows now; an editor whose key differs (new, or shown again) is repainted. */
   private readonly painted = new WeakMap<vscode.TextEditor, string>();
   private readonly status = vscode.window.createStatusBarItem('creditLens.heatmap', vscode.StatusBarAlignment.Right, 100);
@@ -114,7 +115,7 @@ export class Painter implements vscode.Disposable {
   }
 
   /** The metric an episode is painted by: the chosen one, or the first one its run has when it lacks that one. */
-  metricFor(view: EpisodeView): MetricId {
+  metricFor(view: HeatmapEpisode): MetricId {
     const available = view.tables.available();
     return available.includes(this.state.metric) ? this.state.metric : available[0] ?? this.state.metric;
   }
@@ -125,7 +126,7 @@ export class Painter implements vscode.Disposable {
     return view ? view.tables.available() : METRICS.map((m) => m.id);
   }
 
-  activeView(): EpisodeView | undefined {
+  activeView(): HeatmapEpisode | undefined {
     const ed = vscode.window.activeTextEditor;
     return ed?.document.uri.scheme === EPISODE_SCHEME ? this.store.view(ed.document.uri) : undefined;
   }
@@ -137,7 +138,7 @@ export class Painter implements vscode.Disposable {
   }
 
   /** The value range an episode is painted over: its own or its step's, joined with its compared episode's. */
-  scaleOf(view: EpisodeView, metric: MetricId): Scale | null {
+  scaleOf(view: HeatmapEpisode, metric: MetricId): Scale | null {
     const def = metricDef(metric);
     const perStep = this.state.normalization === 'step';
     const own = perStep ? view.tables.stepRange(metric) : valueRangeOfEpisode(view.tables, view.ref.episode, metric);
@@ -209,7 +210,7 @@ export class Painter implements vscode.Disposable {
     return this.last;
   }
 
-  private tokenRanges(view: EpisodeView): (vscode.Range | null)[] {
+  private tokenRanges(view: HeatmapEpisode): (vscode.Range | null)[] {
     let out = this.ranges.get(view);
     if (out) return out;
     out = new Array<vscode.Range | null>(view.rows.length);

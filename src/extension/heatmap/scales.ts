@@ -140,18 +140,6 @@ export function quantise(scale: Scale, values: ArrayLike<number>, rows: ArrayLik
   return out;
 }
 
-/** The value range a bucket covers, for the legend: [from, to]. */
-export function bucketBounds(scale: Scale, bucket: number): [number, number] {
-  if (scale.kind === 'diverging') {
-    const K = scale.buckets / 2;
-    const step = scale.hi / K;
-    return bucket < K ? [-(K - bucket) * step, -(K - 1 - bucket) * step] : [(bucket - K) * step, (bucket - K + 1) * step];
-  }
-  const step = (scale.hi - scale.lo) / scale.buckets;
-  const b = scale.invert ? scale.buckets - 1 - bucket : bucket;
-  return [scale.lo + b * step, scale.lo + (b + 1) * step];
-}
-
 // ---- colours ----
 
 export type ThemeKind = 'light' | 'dark' | 'highContrast' | 'highContrastLight';

@@ -1,30 +1,30 @@
 // The credit-analysis view's host half. The analysis runs as `credit-lens analyze <run> --json` in its own
-// process, the same command a user runs in a terminal and the sweep table already uses: a long run's
+// process (EngineCli), the same command a user runs in a terminal and the sweep table uses: a long run's
 // million token rows take a second or two to read, which would freeze every extension in the extension host.
-import { execFile, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
-import type { AnalyzeReport } from '../../protocol/analysis';
-import type { AnalysisPanelState, AnalysisProtocol, AnalysisView } from '../../protocol/webview';
+import { analysisChecks, type AnalysisPanelState, type AnalysisProtocol, type AnalysisView } from '../../protocol/analysis_view';
 import { listLoggedSteps } from '../../engine/rundir/rundir';
-import { chooseNode } from '../node';
+import { CancelledError, type EngineCli } from '../engine_cli';
 import { WebviewPanelHost } from '../webview';
-import { pickRunDir } from './pick';
-import { analyzeArgs, safeFileName } from './run_data';
+import { pickRunDir } from '../pick';
+import { safeFileName } from './run_data';
 
 export const ANALYSIS_VIEW_TYPE = 'creditLens.creditAnalysis';
 
+/** Only a run that logged token tables can be analysed (logging.tokens). */
+export const hasTokenTables = (runDir: string): boolean => listLoggedSteps(runDir, 'tokens').length > 0;
+
 export interface AnalysisDeps {
   extensionUri: vscode.Uri;
-  cliPath: string;
+  cli: EngineCli;
   log: vscode.LogOutputChannel;
 }
 
 export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
   private static readonly open = new Map<string, AnalysisPanel>();
-  private child: ChildProcess | null = null;
-  private generation = 0;
+  private abort: AbortController | null = null;
   private from: number | null;
   private to: number | null;
   private baselineDir: string | null;
@@ -43,22 +43,17 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
   static serializer(deps: AnalysisDeps): vscode.WebviewPanelSerializer<AnalysisPanelState> {
     return {
       async deserializeWebviewPanel(panel, state) {
-        if (typeof state?.runDir !== 'string') {
+        if (!analysisChecks.state(state)) {
           panel.dispose();
           return;
         }
-        new AnalysisPanel(panel, deps, {
-          runDir: state.runDir,
-          from: typeof state.from === 'number' ? state.from : null,
-          to: typeof state.to === 'number' ? state.to : null,
-          baselineDir: typeof state.baselineDir === 'string' ? state.baselineDir : null,
-        });
+        new AnalysisPanel(panel, deps, state);
       },
     };
   }
 
   private constructor(panel: vscode.WebviewPanel, private readonly deps: AnalysisDeps, state: AnalysisPanelState) {
-    super(panel, deps.extensionUri, 'analysis');
+    super(panel, deps.extensionUri, 'analysis', analysisChecks, deps.log);
     this.runDir = state.runDir;
     this.from = state.from;
     this.to = state.to;
@@ -67,7 +62,7 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
     AnalysisPanel.open.set(this.runDir, this);
     this.disposables.push({
       dispose: () => {
-        this.child?.kill();
+        this.abort?.abort();
         if (AnalysisPanel.open.get(this.runDir) === this) AnalysisPanel.open.delete(this.runDir);
       },
     });
@@ -81,8 +76,8 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
   }
 
   private analyze(): void {
-    this.child?.kill();
-    const gen = ++this.generation;
+    this.abort?.abort();
+    const abort = (this.abort = new AbortController());
     const { runDir, from, to, baselineDir } = this;
     this.post({ kind: 'notification', method: 'analysis/busy', params: { runDir, from, to, baselineDir } });
     const logged = listLoggedSteps(runDir, 'tokens');
@@ -90,36 +85,16 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
       runDir, id: basename(runDir), from, to, baselineDir,
       loggedSteps: logged.length ? { first: logged[0], last: logged[logged.length - 1], count: logged.length } : null,
     };
-    const finish = (report: AnalyzeReport | null, error: string | null, elapsedMs: number) => {
-      if (gen !== this.generation) return;
-      this.child = null;
-      this.post({ kind: 'notification', method: 'analysis/result', params: { ...base, report, error, elapsedMs } });
-    };
-    let node;
-    try {
-      node = chooseNode(vscode.workspace.getConfiguration('creditLens').get<string>('nodePath'));
-    } catch (e) {
-      finish(null, (e as Error).message, 0);
-      return;
-    }
-    const args = analyzeArgs(this.deps.cliPath, runDir, { from, to, baselineDir });
     const t0 = Date.now();
-    this.child = execFile(node.command, args, { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: 300_000 }, (err, stdout, stderr) => {
-      const ms = Date.now() - t0;
-      if (err) {
-        if (err.killed && gen !== this.generation) return;
-        // The CLI prints a UserError's message alone (no stack): that is what the user should read.
-        const msg = stderr.trim().split('\n').filter((l) => !/^\s+at\s/.test(l)).slice(-4).join('\n') || err.message;
-        this.deps.log.warn(`analyze ${runDir}: ${msg}`);
-        finish(null, msg, ms);
-        return;
-      }
-      try {
-        finish(JSON.parse(stdout) as AnalyzeReport, null, ms);
-      } catch (e) {
-        finish(null, `credit-lens analyze printed no JSON: ${(e as Error).message}`, ms);
-      }
-    });
+    this.deps.cli.analyze(runDir, { from, to, baselineDir, signal: abort.signal }).then(
+      ({ report, elapsedMs }) => this.post({ kind: 'notification', method: 'analysis/result', params: { ...base, report, error: null, elapsedMs } }),
+      (e: Error) => {
+        // A newer request (or closing the panel) replaced this one: its result is the one to show.
+        if (e instanceof CancelledError) return;
+        this.deps.log.warn(`analyze ${runDir}: ${e.message}`);
+        this.post({ kind: 'notification', method: 'analysis/result', params: { ...base, report: null, error: e.message, elapsedMs: Date.now() - t0 } });
+      },
+    );
   }
 
   protected onMessage(m: AnalysisProtocol['toHost']): void {
@@ -133,7 +108,7 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
         this.analyze();
         break;
       case 'analysis/pickBaseline':
-        void pickRunDir(`baseline for ${basename(this.runDir)}`, [this.runDir], (d) => listLoggedSteps(d, 'tokens').length > 0)
+        void pickRunDir(`baseline for ${basename(this.runDir)}`, { exclude: [this.runDir], filter: hasTokenTables })
           .then((dir) => dir && this.setBaseline(dir));
         break;
       case 'analysis/clearBaseline':

@@ -1,7 +1,7 @@
 // Run comparison: several runs' charts overlaid, one colour per run; runs can be added in place.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
-import type { MetricsPanelState } from '../../protocol/webview';
+import type { MetricsPanelState } from '../../protocol/metrics_view';
 import { MetricsPanel, stateRunDirs, type PanelDeps } from './metrics_panel';
 
 export const COMPARE_VIEW_TYPE = 'creditLens.compareRuns';
@@ -36,7 +36,7 @@ export class ComparePanel extends MetricsPanel {
   }
 
   private constructor(panel: vscode.WebviewPanel, deps: PanelDeps, runDirs: string[]) {
-    super(panel, deps, 'compare', runDirs, 'compare');
+    super(panel, deps, 'compare', runDirs);
     ComparePanel.open.add(this);
     this.disposables.push({ dispose: () => ComparePanel.open.delete(this) });
   }

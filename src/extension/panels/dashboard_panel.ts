@@ -1,7 +1,7 @@
 // The run dashboard: one run's charts, live while it trains, one panel per run, restored after a reload.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
-import type { MetricsPanelState } from '../../protocol/webview';
+import type { MetricsPanelState } from '../../protocol/metrics_view';
 import { ComparePanel } from './compare_panel';
 import { MetricsPanel, stateRunDirs, type PanelDeps } from './metrics_panel';
 
@@ -34,7 +34,7 @@ export class DashboardPanel extends MetricsPanel {
   }
 
   private constructor(panel: vscode.WebviewPanel, deps: PanelDeps, runDir: string) {
-    super(panel, deps, 'dashboard', [runDir], 'dashboard');
+    super(panel, deps, 'dashboard', [runDir]);
     DashboardPanel.open.set(runDir, this);
     this.disposables.push({ dispose: () => DashboardPanel.open.get(runDir) === this && DashboardPanel.open.delete(runDir) });
   }

@@ -1,32 +1,20 @@
-// The dashboards' commands and panel serializers. Each command takes what its callers hand it — a Runs-tree
+// Every webview panel's commands and serializers (each panel's class is in this folder). Each command takes what its callers hand it — a Runs-tree
 // node (and, from a multi-selection, every selected node), a run directory string, a Uri — and asks with a
 // QuickPick when called bare from the palette.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import type { Ctx } from '../ctx';
 import type { RunsTreeNode } from '../runs_tree';
-import { ANALYSIS_VIEW_TYPE, AnalysisPanel, type AnalysisDeps } from './analysis_panel';
+import { ANALYSIS_VIEW_TYPE, AnalysisPanel, hasTokenTables, type AnalysisDeps } from './analysis_panel';
 import { COMPARE_VIEW_TYPE, ComparePanel } from './compare_panel';
 import { DASHBOARD_VIEW_TYPE, DashboardPanel } from './dashboard_panel';
 import type { PanelDeps } from './metrics_panel';
-import { pickRunDir, pickRunDirs } from './pick';
-import { listLoggedSteps } from '../../engine/rundir/rundir';
-
-function runDirOf(arg: unknown): string | undefined {
-  if (typeof arg === 'string') return arg;
-  if (arg instanceof vscode.Uri) return arg.fsPath;
-  if (arg && typeof arg === 'object' && (arg as RunsTreeNode).kind === 'run') return (arg as { runDir: string | null }).runDir ?? undefined;
-  return undefined;
-}
-
-/** The run directories a compare command was handed: a tree multi-selection, an array of directories, or one run. */
-export function runDirsOf(arg: unknown, selection: unknown): string[] {
-  const list = Array.isArray(selection) ? selection : Array.isArray(arg) ? arg : [arg];
-  return [...new Set(list.map(runDirOf).filter((d): d is string => !!d))];
-}
+import { SWEEP_VIEW_TYPE, SweepPanel } from './sweep_panel';
+import { runDirOf, runDirsOf } from '../args';
+import { pickRunDir, pickRunDirs } from '../pick';
 
 export function registerPanels(ctx: Ctx): void {
-  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cliPath: ctx.cliPath };
+  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cli: ctx.engineCli };
   const reg = (id: string, fn: (...args: unknown[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
   reg('creditLens.openDashboard', async (arg) => {
@@ -36,8 +24,8 @@ export function registerPanels(ctx: Ctx): void {
 
   reg('creditLens.compareRuns', async (arg, selection) => {
     let dirs = runDirsOf(arg, selection);
-    if (dirs.length === 1) dirs = [...dirs, ...await pickRunDirs(`compare ${basename(dirs[0])} with`, dirs)];
-    else if (!dirs.length) dirs = await pickRunDirs('runs to compare', [], 2);
+    if (dirs.length === 1) dirs = [...dirs, ...await pickRunDirs(`compare ${basename(dirs[0])} with`, { exclude: dirs })];
+    else if (!dirs.length) dirs = await pickRunDirs('runs to compare', { minimum: 2 });
     if (dirs.length < 2) {
       if (dirs.length) void vscode.window.showInformationMessage('Credit Lens: pick at least one more run to compare with.');
       return;
@@ -46,11 +34,12 @@ export function registerPanels(ctx: Ctx): void {
   });
 
   reg('creditLens.openAnalysis', async (arg, baseline) => {
-    const runDir = runDirOf(arg) ?? await pickRunDir('analyse', [], (d) => listLoggedSteps(d, 'tokens').length > 0);
+    const runDir = runDirOf(arg) ?? await pickRunDir('analyse', { filter: hasTokenTables });
     if (runDir) AnalysisPanel.show(deps, runDir, { baselineDir: typeof baseline === 'string' ? baseline : undefined });
   });
 
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, DashboardPanel.serializer(deps)));
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(COMPARE_VIEW_TYPE, ComparePanel.serializer(deps)));
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(ANALYSIS_VIEW_TYPE, AnalysisPanel.serializer(deps)));
+  ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(SWEEP_VIEW_TYPE, SweepPanel.serializer(ctx.extensionUri, ctx.sweeps)));
 }

@@ -5,11 +5,12 @@ import { writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow } from '../../protocol/index';
-import type { MetricsPanelState, MetricsProtocol } from '../../protocol/webview';
+import { metricsChecks, type MetricsPanelState, type MetricsProtocol } from '../../protocol/metrics_view';
 import { readMetrics, readRunInfo } from '../../engine/rundir/rundir';
-import { isEnded, type LiveRun, type LiveStatus, type RunManager } from '../runs';
+import { isEnded, isTraining, type LiveStatus } from '../run_status';
+import type { LiveRun, RunManager } from '../runs';
 import { WebviewPanelHost } from '../webview';
-import { pickRunDirs } from './pick';
+import { pickRunDirs } from '../pick';
 import { loadRunData, pngBytes, safeFileName } from './run_data';
 
 export interface PanelDeps {
@@ -22,7 +23,7 @@ type Mode = MetricsPanelState['mode'];
 
 /** A live status as the charts show it: a run between "starting" and "stopping" is running. */
 function shownStatus(s: LiveStatus): string {
-  return s === 'starting' || s === 'stopping' ? 'running' : s;
+  return isTraining(s) ? 'running' : s;
 }
 
 export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
@@ -35,8 +36,9 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
   private readonly latencies: number[] = [];
   private ready = false;
 
-  protected constructor(panel: vscode.WebviewPanel, protected readonly deps: PanelDeps, readonly mode: Mode, protected runDirs: string[], bundle: string) {
-    super(panel, deps.extensionUri, bundle);
+  protected constructor(panel: vscode.WebviewPanel, protected readonly deps: PanelDeps, readonly mode: Mode, protected runDirs: string[]) {
+    // The dashboard and the comparison are one bundle; the init message tells it which to be.
+    super(panel, deps.extensionUri, 'metrics', metricsChecks, deps.log);
     panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');
     deps.runs.onDidChange((run) => this.onLive(run), null, this.disposables);
     this.disposables.push({ dispose: () => this.unwatch() });
@@ -160,7 +162,7 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
         void vscode.commands.executeCommand('creditLens.openDashboard', m.params.runDir);
         break;
       case 'metrics/compareWith':
-        void pickRunDirs(this.mode === 'compare' ? 'add runs to the comparison' : `compare ${basename(this.runDirs[0])} with`, m.params.runDirs)
+        void pickRunDirs(this.mode === 'compare' ? 'add runs to the comparison' : `compare ${basename(this.runDirs[0])} with`, { exclude: m.params.runDirs })
           .then((picked) => picked.length && this.compareWith(picked));
         break;
     }
@@ -185,6 +187,6 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
   }
 }
 
-export function stateRunDirs(state: MetricsPanelState | undefined): string[] {
-  return Array.isArray(state?.runDirs) ? state.runDirs.filter((d): d is string => typeof d === 'string') : [];
+export function stateRunDirs(state: unknown): string[] {
+  return metricsChecks.state(state) ? state.runDirs : [];
 }

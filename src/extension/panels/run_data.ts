@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { parse } from 'yaml';
 import type { MetricsRow } from '../../protocol/index';
-import type { MetricsRunData } from '../../protocol/webview';
+import type { MetricsRunData } from '../../protocol/metrics_view';
 import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir/rundir';
 
 /**
@@ -51,13 +51,4 @@ export function pngBytes(dataUrl: string): Buffer {
   // Every PNG starts with the same 8-byte signature (PNG spec §5.2).
   if (buf.length < 8 || buf.readUInt32BE(0) !== 0x89504e47 || buf.readUInt32BE(4) !== 0x0d0a1a0a) throw new Error('the data URL does not hold a PNG');
   return buf;
-}
-
-/** `credit-lens analyze` arguments for a step range and an optional baseline (src/engine/analysis/analysis.ts USAGE). */
-export function analyzeArgs(cliPath: string, runDir: string, o: { from: number | null; to: number | null; baselineDir: string | null }): string[] {
-  const args = [cliPath, 'analyze', runDir, '--json'];
-  if (o.from !== null) args.push('--from-step', String(o.from));
-  if (o.to !== null) args.push('--to-step', String(o.to));
-  if (o.baselineDir) args.push('--baseline', o.baselineDir);
-  return args;
 }

@@ -11,7 +11,7 @@ import { readTokenTables, writeEpisodeTable, writeTokenTable, type TokenColumns,
 import { isUserError } from '../../../src/engine/core/errors';
 import { stepFile, writeRunInfo } from '../../../src/engine/rundir/rundir';
 import { train } from '../../../src/engine/train/train';
-import type { SectionName } from '../../../src/protocol';
+import type { Section } from '../../../src/protocol';
 import type { CreditAnalysis } from '../../../src/protocol/analysis';
 import { tinyConfig } from '../fixtures';
 
@@ -27,7 +27,7 @@ interface Row {
   id: number;
   token: string;
   type: TokenType;
-  section: SectionName;
+  section: Section;
   lp: number;
   adv: number;
   w: number;
@@ -84,7 +84,7 @@ function makeRun(rows: Row[], o: { strategy?: string; credit?: string; metrics?:
   return dir;
 }
 
-const row = (step: number, episode: number, position: number, id: number, token: string, type: TokenType, section: SectionName, lp: number, adv: number, w: number): Row =>
+const row = (step: number, episode: number, position: number, id: number, token: string, type: TokenType, section: Section, lp: number, adv: number, w: number): Row =>
   ({ step, episode, position, id, token, type, section, lp, adv, w });
 
 // The main fixture: an outcome_conditional-like run (w = 0.5 in think, 1 in answer; two w = 0 tokens for variety).

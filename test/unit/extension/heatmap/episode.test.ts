@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../../src/engine/rundir/rundir';
-import type { SectionName } from '../../../../src/protocol/index';
+import type { Section } from '../../../../src/protocol/index';
 import {
-  buildEpisodeView, findSamePrompt, lineStarts, neighbour, positionOf, rebuildOffsets, StepTables, tokenAt, valueRangeOfEpisode,
+  buildHeatmapEpisode, findSamePrompt, lineStarts, neighbour, positionOf, rebuildOffsets, StepTables, tokenAt, valueRangeOfEpisode,
 } from '../../../../src/extension/heatmap/episode';
 
 test('offsets are rebuilt by concatenating token texts in row order; UTF-16 lengths, zero-width tokens kept', () => {
@@ -69,7 +69,7 @@ function writeStep(runDir: string, step: number, eps: Ep[], opts: { attribution?
     contribution: f((r) => eps.find((x, i) => (x.episode ?? i) === r.e)!.advantage * -0.5 * (r.p + 1)),
     attribution: opts.attribution ? f((r) => 0.1 * (r.p + 1)) : null,
     importance: null,
-    section: rows.map(() => 'think' as SectionName),
+    section: rows.map(() => 'think' as Section),
     token_type: rows.map(() => 'reasoning' as const),
     reward: new Float32Array(n),
   };
@@ -103,7 +103,7 @@ test('an episode view: rows in position order whatever the file order, header, p
       { prompt: '1 2 -> 3\n<think>', tokens: ['no'], reward: 0.1, advantage: -0.5 },
     ], { reverseRows: true });
     const tables = StepTables.read(dir, 3);
-    const v = buildEpisodeView(tables, { runDir: dir, step: 3, episode: 0 }, { runName: 'run-a', strategy: 'none' });
+    const v = buildHeatmapEpisode(tables, { runDir: dir, step: 3, episode: 0 }, { runName: 'run-a', strategy: 'none' });
     // Rows were written last-to-first: episode 0's 7 tokens are rows 7…1 (row 0 is episode 1's token).
     assert.deepEqual(Array.from(v.rows), [7, 6, 5, 4, 3, 2, 1]);
     assert.deepEqual(Array.from(v.rows, (r) => tables.tokens.position[r]), [0, 1, 2, 3, 4, 5, 6]);
@@ -126,11 +126,11 @@ test('a completion that is not the concatenation of its tokens: the tokens are s
   const dir = tmpRun();
   try {
     writeStep(dir, 1, [{ prompt: 'p', tokens: ['ab', 'c'], completion: 'abX', reward: 0, advantage: -1 }]);
-    const v = buildEpisodeView(StepTables.read(dir, 1), { runDir: dir, step: 1, episode: 0 }, { runName: 'r', strategy: 's' });
+    const v = buildHeatmapEpisode(StepTables.read(dir, 1), { runDir: dir, step: 1, episode: 0 }, { runName: 'r', strategy: 's' });
     assert.equal(v.textMatches, false);
     assert.equal(v.text.slice(v.completionOffset), 'abc');
     assert.match(v.header, /advantage −1\.000 .*⚠ the logged completion differs from its tokens/);
-    const paired = buildEpisodeView(StepTables.read(dir, 1), { runDir: dir, step: 1, episode: 0 }, {
+    const paired = buildHeatmapEpisode(StepTables.read(dir, 1), { runDir: dir, step: 1, episode: 0 }, {
       runName: 'r', strategy: 's', pair: { runDir: '/x/other', runName: 'other', step: 2, episode: 5 },
     });
     assert.match(paired.header, / · same colour scale as other step 2 episode 5/);

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  bucketAlpha, bucketBounds, bucketColors, bucketOf, formatScale, formatValue, metricDef, METRICS, nextMetric, quantise,
+  bucketAlpha, bucketColors, bucketOf, formatScale, formatValue, metricDef, METRICS, nextMetric, quantise,
   quantileRange, scaleFor, unionRange, type Scale,
 } from '../../../../src/extension/heatmap/scales';
 
@@ -77,26 +77,6 @@ test('quantise buckets the given rows in order', () => {
   const values = Float32Array.from([0.6, -0.25, 0, NaN, 0.25]);
   // rows 4, 1, 0, 3, 2 → 8, 3, 11, −1 (NaN), −1 (zero), per the bucket test above.
   assert.deepEqual(Array.from(quantise(s, values, [4, 1, 0, 3, 2])), [8, 3, 11, -1, -1]);
-});
-
-test('bucket bounds agree with bucketOf: the midpoint of each bucket\'s bounds falls in that bucket', () => {
-  const scales: Scale[] = [
-    scaleFor(metricDef('contribution'), { min: -0.3, max: 0.9 })!,
-    scaleFor(metricDef('entropy'), { min: 0.5, max: 2.5 })!,
-    scaleFor(metricDef('logprob'), { min: -6, max: -0.1 })!,
-  ];
-  for (const s of scales) {
-    for (let b = 0; b < s.buckets; b++) {
-      const [from, to] = bucketBounds(s, b);
-      assert.ok(from < to, `${s.kind} bucket ${b}: [${from}, ${to}]`);
-      assert.equal(bucketOf(s, (from + to) / 2), b, `${s.kind}${s.invert ? ' inverted' : ''} bucket ${b}`);
-    }
-  }
-  // Diverging over [−0.9, 0.9], steps of 0.15: bucket 0 is [−0.9, −0.75], bucket 6 is [0, 0.15].
-  const [a, b] = bucketBounds(scales[0], 0);
-  assert.ok(Math.abs(a + 0.9) < 1e-12 && Math.abs(b + 0.75) < 1e-12, `${a}, ${b}`);
-  const [c, d] = bucketBounds(scales[0], 6);
-  assert.ok(Math.abs(c) < 1e-12 && Math.abs(d - 0.15) < 1e-12, `${c}, ${d}`);
 });
 
 test('union of ranges: the shared scale of two compared episodes', () => {

@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { appendMetrics, writeRunInfo } from '../../../../src/engine/rundir/rundir';
-import { analyzeArgs, loadRunData, pngBytes, safeFileName, sftStepsOf } from '../../../../src/extension/panels/run_data';
+import { loadRunData, pngBytes, safeFileName, sftStepsOf } from '../../../../src/extension/panels/run_data';
 
 function runDir(config: string | null): string {
   const dir = join(mkdtempSync(join(tmpdir(), 'credit-lens-rundata-')), 'demo-20260101-000000');
@@ -53,10 +53,7 @@ test('pngBytes accepts only a base64 PNG data URL', () => {
   assert.throws(() => pngBytes(`data:image/svg+xml;base64,${png.toString('base64')}`), /no PNG data URL/);
 });
 
-test('safeFileName and analyzeArgs', () => {
+test('safeFileName', () => {
   assert.equal(safeFileName('attribution/attribution_range'), 'attribution_attribution_range');
   assert.equal(safeFileName('///'), 'chart');
-  assert.deepEqual(analyzeArgs('/x/cli.js', '/r', { from: null, to: null, baselineDir: null }), ['/x/cli.js', 'analyze', '/r', '--json']);
-  assert.deepEqual(analyzeArgs('/x/cli.js', '/r', { from: 2, to: 10, baselineDir: '/b' }),
-    ['/x/cli.js', 'analyze', '/r', '--json', '--from-step', '2', '--to-step', '10', '--baseline', '/b']);
 });

@@ -1,8 +1,8 @@
 // The sweep summary webview: one row per run of a sweep, updated live, restored after a reload.
 import * as vscode from 'vscode';
-import type { SweepPanelState, SweepProtocol } from '../protocol/webview';
-import type { SweepManager } from './sweeps';
-import { WebviewPanelHost } from './webview';
+import { sweepChecks, type SweepPanelState, type SweepProtocol } from '../../protocol/sweep_view';
+import type { SweepManager } from '../sweeps';
+import { WebviewPanelHost } from '../webview';
 
 export const SWEEP_VIEW_TYPE = 'creditLens.sweepSummary';
 
@@ -24,7 +24,7 @@ export class SweepPanel extends WebviewPanelHost<SweepProtocol> {
   static serializer(extensionUri: vscode.Uri, sweeps: SweepManager): vscode.WebviewPanelSerializer<SweepPanelState> {
     return {
       async deserializeWebviewPanel(panel, state) {
-        if (!state?.sweepId) {
+        if (!sweepChecks.state(state)) {
           panel.dispose();
           return;
         }
@@ -34,7 +34,7 @@ export class SweepPanel extends WebviewPanelHost<SweepProtocol> {
   }
 
   private constructor(panel: vscode.WebviewPanel, extensionUri: vscode.Uri, private readonly sweeps: SweepManager, readonly sweepId: string) {
-    super(panel, extensionUri, 'sweep');
+    super(panel, extensionUri, 'sweep', sweepChecks);
     panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'credit-lens.svg');
     SweepPanel.open.set(sweepId, this);
     sweeps.onDidChange((id) => id === sweepId && this.schedule(), null, this.disposables);

@@ -1,0 +1,5 @@
+// The run dashboard and the run comparison: one bundle, one page (src/extension/panels/metrics_panel.ts);
+// which of the two it is comes with its `metrics/init` message.
+import { mountMetricsView } from './metrics_view';
+
+mountMetricsView();

@@ -1,0 +1,77 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AnalysisRunner } from '../../../src/extension/analysis';
+import { analyzeArgs, CancelledError, cliError, EngineCli, parseAnalyzeReport } from '../../../src/extension/engine_cli';
+import type { RunInfo } from '../../../src/protocol/index';
+
+// Stand-ins for dist/engine/cli.js, run with this test's own Node (an absolute nodePath, as a user would set it).
+const dir = mkdtempSync(join(tmpdir(), 'cl-cli-'));
+const script = (name: string, body: string) => {
+  const p = join(dir, name);
+  writeFileSync(p, body);
+  return p;
+};
+// The shape of a version 1 report that matters here; the ratio sits under `meta`, as CreditAnalysis declares.
+const echoCli = script('echo.js', `process.stdout.write(JSON.stringify({ version: 1, meta: { run_dir: process.argv[3], filler_reasoning_ratio: 1.31, args: process.argv.slice(2) }, token_types: {} }));`);
+const failCli = script('fail.js', `console.error('Error: no token tables in /r\\n    at main (cli.js:1:1)'); process.exit(2);`);
+const slowCli = script('slow.js', `setTimeout(() => process.stdout.write('{}'), 30000);`);
+const cli = (path: string) => new EngineCli(path, () => process.execPath);
+const ended: RunInfo = { id: 'a', name: 'a', status: 'completed', started: '2026-11-24T00:00:00Z', ended: '2026-11-24T01:00:00Z', backend: 'wasm', engine_version: '0' };
+
+test('analyzeArgs passes only the options that are set', () => {
+  assert.deepEqual(analyzeArgs('/r'), ['analyze', '/r', '--json']);
+  assert.deepEqual(analyzeArgs('/r', { from: null, to: null, baselineDir: null }), ['analyze', '/r', '--json']);
+  // Step 0 is a real step (the eval before GRPO), so it must not be dropped as falsy.
+  assert.deepEqual(analyzeArgs('/r', { from: 0, to: 10, baselineDir: '/b' }), ['analyze', '/r', '--json', '--from-step', '0', '--to-step', '10', '--baseline', '/b']);
+});
+
+test('cliError keeps the message and drops stack frames', () => {
+  assert.equal(cliError('Error: bad\n    at x (a.js:1:1)\n    at y (b.js:2:2)\n', 'exit 1'), 'Error: bad');
+  assert.equal(cliError('  \n', 'exit 1'), 'exit 1');
+});
+
+test('parseAnalyzeReport rejects text that is not JSON and JSON that is not a version 1 report', () => {
+  assert.throws(() => parseAnalyzeReport('Traceback'), /printed no JSON/);
+  assert.throws(() => parseAnalyzeReport('{"version":2,"meta":{},"token_types":{}}'), /not a version 1/);
+  assert.throws(() => parseAnalyzeReport('null'), /not a version 1/);
+  assert.equal(parseAnalyzeReport('{"version":1,"meta":{"filler_reasoning_ratio":2},"token_types":{}}').meta.filler_reasoning_ratio, 2);
+});
+
+test('analyze runs the CLI with its arguments and returns the typed report', async () => {
+  const { report, elapsedMs } = await cli(echoCli).analyze('/runs/a', { from: 2 });
+  assert.deepEqual((report.meta as unknown as { args: string[] }).args, ['analyze', '/runs/a', '--json', '--from-step', '2']);
+  assert.ok(elapsedMs >= 0);
+});
+
+test('a failing CLI rejects with what it printed, without the stack', async () => {
+  await assert.rejects(cli(failCli).analyze('/r'), { message: 'Error: no token tables in /r' });
+});
+
+test('aborting kills the process and rejects with CancelledError, long before it would finish', async () => {
+  const abort = new AbortController();
+  const t0 = Date.now();
+  const p = cli(slowCli).analyze('/r', { signal: abort.signal });
+  setTimeout(() => abort.abort(), 100);
+  await assert.rejects(p, CancelledError);
+  // The stand-in prints after 30 s; a kill answers within a few seconds even on a loaded machine.
+  assert.ok(Date.now() - t0 < 10_000);
+  await assert.rejects(cli(echoCli).analyze('/r', { signal: abort.signal }), CancelledError);
+});
+
+test('the sweep table reads the ratio from the report\'s meta (the key it used to miss), once per ended run', async () => {
+  let results = 0;
+  let resolveDone!: () => void;
+  const done = new Promise<void>((r) => (resolveDone = r));
+  const warnings: string[] = [];
+  const runner = new AnalysisRunner(cli(echoCli), () => { results++; resolveDone(); }, (m) => warnings.push(m));
+  assert.equal(runner.ratio('/runs/a', ended), null); // started, not known yet
+  assert.equal(runner.ratio('/runs/a', { ...ended, status: 'running', ended: null }), null); // training: never analysed
+  await done;
+  assert.equal(runner.ratio('/runs/a', ended), 1.31);
+  assert.equal(results, 1);
+  assert.deepEqual(warnings, []);
+  runner.dispose();
+});
