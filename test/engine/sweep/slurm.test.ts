@@ -56,3 +56,11 @@ test('the script forwards SIGTERM to the engine, waits for its checkpoint, and q
   const onPath = sbatchScript(sweep, { ...DEFAULT_SLURM, engine: 'path' }, '/unused', '/work');
   assert.match(onPath, /^credit-lens train "\$CONFIG"/m);
 });
+
+test('an output directory that cannot be written is refused before anything is submitted, naming it', async () => {
+  const { prepareSlurmSweep } = await import('../../../src/engine/sweep/slurm');
+  const { parseConfigText } = await import('../../../src/engine/config/config');
+  const config = parseConfigText('name: x\noutput_dir: /dev/null/runs\n').config!;
+  assert.throws(() => prepareSlurmSweep({ configPath: '/c.yaml', outputDir: config.output_dir, runs: [{ name: 'x', overrides: {}, config }],
+    slurm: DEFAULT_SLURM, cliPath: '/cli.js' }), /output_dir: \/dev\/null\/runs cannot be written \(ENOTDIR/);
+});
