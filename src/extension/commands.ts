@@ -101,6 +101,16 @@ async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
   if (refuseIfUntrusted()) return undefined;
   const config = await loadValidConfig(ctx, uri);
   if (!config) return undefined;
+  if ((config.sweep?.executor ?? readSettings().executor) === 'slurm') {
+    // One run on Slurm is a one-task job array: the config itself (an empty grid point), on its own seed.
+    const sets = ['sweep.grid=[{}]', ...(config.sweep?.seeds !== undefined ? [`sweep.seeds=[${config.seed}]`] : [])];
+    const rec = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
+      () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, [{ name: config.name, strategy: config.credit.strategy, params: {} }]));
+    void vscode.window.showInformationMessage(`Credit Lens: ${config.name} submitted as Slurm job ${rec.slurm?.jobId}.`);
+    ctx.tree.scheduleRefresh(0);
+    await vscode.commands.executeCommand('creditLens.runs.focus');
+    return undefined;
+  }
   const run = ctx.runs.enqueue({ configPath: uri.fsPath, sets: [], label: config.name });
   await vscode.commands.executeCommand('creditLens.runs.focus');
   return run;

@@ -67,8 +67,8 @@ export function parseAnalyzeReport(stdout: string): AnalyzeReport {
 export class EngineCli {
   constructor(readonly cliPath: string, private readonly nodePath: () => string) {}
 
-  /** Runs `credit-lens <args>` and parses its JSON answer; a non-zero exit rejects with the engine's own message. */
-  private json<T>(args: string[], what: string, o: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<T> {
+  /** Runs `credit-lens <args>` and resolves with its stdout; a non-zero exit rejects with the engine's own message. */
+  private run(args: string[], what: string, o: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<string> {
     return new Promise((resolve, reject) => {
       if (o.signal?.aborted) return reject(new CancelledError());
       let node;
@@ -81,14 +81,19 @@ export class EngineCli {
         (err, stdout, stderr) => {
           if (o.signal?.aborted) return reject(new CancelledError());
           if (err) return reject(new Error(cliError(stderr.replace(/^error: /m, ''), `${what}: ${err.message}`)));
-          if (!stdout.trim()) return resolve(undefined as T);
-          try {
-            resolve(JSON.parse(stdout) as T);
-          } catch {
-            reject(new Error(`${what}: the engine's answer is not JSON`));
-          }
+          resolve(stdout);
         });
     });
+  }
+
+  /** The same, for the commands that answer in JSON (`--json`). */
+  private async json<T>(args: string[], what: string, o: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<T> {
+    const out = await this.run(args, what, o);
+    try {
+      return JSON.parse(out) as T;
+    } catch {
+      throw new Error(`${what}: the engine's answer is not JSON`);
+    }
   }
 
   /** Submits a config's sweep to Slurm as one job array; sbatch's own message when it refuses. */
@@ -103,7 +108,7 @@ export class EngineCli {
 
   /** scancel one task, or the whole array. */
   async slurmCancel(sweepDir: string, task?: number): Promise<void> {
-    await this.json(['slurm', 'cancel', sweepDir, ...(task === undefined ? [] : ['--task', String(task)])], 'scancel');
+    await this.run(['slurm', 'cancel', sweepDir, ...(task === undefined ? [] : ['--task', String(task)])], 'scancel');
   }
 
   analyze(runDir: string, o: AnalyzeOptions = {}): Promise<AnalyzeResult> {
