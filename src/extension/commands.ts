@@ -3,6 +3,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
+import { sweepValues } from '../engine/credit/catalog';
 import { parseDocument } from 'yaml';
 import { getDotted, parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
 import { readRunInfo } from '../engine/rundir/rundir';
@@ -19,13 +20,8 @@ import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './panels/sweep_panel';
 
 /** Parameter values offered for each strategy's knob: the values seed 001 compared ("Compare All Mitigations"). */
-export const SEED_VALUES: Record<string, number[]> = {
-  'credit.think_discount': [0.25, 0.5, 0.75],
-  'credit.epsilon': [0.01, 0.1, 0.5],
-  'credit.credit_scale': [2.0],
-  'credit.entropy_temp': [1.0],
-  'credit.mask_percentile': [70, 80, 90],
-};
+/** The values Run Sweep offers for each strategy's parameter, as the strategy catalog declares them. */
+export const SEED_VALUES: Record<string, number[]> = sweepValues();
 
 export function registerCommands(ctx: Ctx): void {
   const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);

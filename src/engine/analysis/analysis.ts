@@ -2,6 +2,7 @@
 // statistics, t-statistics per position, relative-position bins, reward sign, filler vs reasoning tokens, top
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.
+import { headlineParams } from '../credit/catalog';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,14 +42,8 @@ const TYPE_BINS = 5;
 const SECTIONS: Section[] = ['think', 'answer', 'other'];
 const TYPES: TokenType[] = ['filler', 'reasoning'];
 
-/** The parameter each strategy's sweeps vary (seeds 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"). */
-const STRATEGY_PARAM: Record<string, string> = {
-  outcome_conditional: 'think_discount',
-  inverse_logprob: 'epsilon',
-  attention_credit: 'credit_scale',
-  entropy_weighted: 'entropy_temp',
-  entropy_mask: 'mask_percentile',
-};
+/** The parameter each strategy's sweeps vary (seeds 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"), from the catalog. */
+const STRATEGY_PARAM: Record<string, string> = headlineParams();
 
 // ---- small numeric helpers ----
 

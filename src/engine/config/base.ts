@@ -5,15 +5,16 @@
 //   model.init_checkpoint start from a checkpoint's weights (share one SFT warm start across a sweep).
 //   grpo.max_nonfinite_steps  end a run that diverged instead of skipping every later update.
 import { z } from 'zod';
+import { creditShape, STRATEGY_NAMES, strategySpec } from '../credit/catalog';
 import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section, strOrNull } from './fields';
 
 // ---------------------------------------------------------------------------------------------------------
 // The schema.
 
 export const BACKENDS = ['auto', 'tensorflow', 'wasm', 'cpu'] as const;
-export const STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted',
-  'entropy_mask', 'attribution', 'cal', 'reward_variance'] as const;
-export type CreditStrategy = (typeof STRATEGIES)[number];
+export const STRATEGIES = STRATEGY_NAMES;
+export type { StrategyName } from '../credit/catalog';
+export { KEY_LIKE_ENV, keySafeUrl } from '../credit/catalog';
 
 export const modelSchema = section({
   source: oneOf(['scratch', 'hf'], 'scratch: a small decoder trained from random init with the sizes below. hf: a local '
@@ -110,93 +111,13 @@ export const grpoSchema = section({
     + 'gradient was not finite (each such update is skipped).').default(5),
 }, 'GRPO training.');
 
-const secretLikeEnvValue = /^(sk-|AIza|ghp_|xox)/;
-/** `*_API_KEY`, `*_KEY`, `*_TOKEN` (any case). */
-export const KEY_LIKE_ENV = /^[A-Za-z_][A-Za-z0-9_]*_(KEY|TOKEN)$/i;
-const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
-
-/** Why an oracle URL may not carry a key, or null: https anywhere, plain http only to this machine (a local vLLM, Ollama). */
-export function keySafeUrl(url: string): string | null {
-  let u: URL;
-  try { u = new URL(url); } catch { return 'expected an http(s) URL'; }
-  if (u.username || u.password) return 'credentials in the URL would be logged and cached; give the key through api_key_env';
-  if (u.protocol === 'https:') return null;
-  if (u.protocol === 'http:' && (LOOPBACK.has(u.hostname) || /^127\.\d+\.\d+\.\d+$/.test(u.hostname))) return null;
-  if (u.protocol === 'http:') return `the API key is only sent over https, or over http to this machine (localhost, 127.0.0.1, ::1); ${u.hostname} is neither`;
-  return 'expected an http(s) URL';
-}
-export const calSchema = section({
-  provider: oneOf(['rule', 'openai', 'gemini'], 'Error-span oracle. rule: offline, for countdown and arithmetic (first '
-    + 'wrong arithmetic step in <think>, else the answer expression). openai: an OpenAI-compatible /v1/chat/completions '
-    + 'at base_url. gemini: generateContent.').default('rule'),
-  model: strOrNull('Model name for the openai/gemini oracle.').default(null),
-  base_url: allow(z.string().regex(/^https?:\/\/\S+$/).nullable().describe('Endpoint root for provider openai, e.g. '
-    + 'https://api.openai.com.'), 'an http(s) URL or null').default(null),
-  api_key_env: allow(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).refine((s) => !secretLikeEnvValue.test(s), { message: '', params: { expected: 'a variable name, not a key' } })
-    .nullable().describe('NAME of the environment variable holding the API key (e.g. OPENAI_API_KEY). The key itself '
-    + 'is never written in the config or the run directory.'),
-  'the NAME of an environment variable (like OPENAI_API_KEY), not the key itself; or null').default(null),
-  negative_reward: num({}, 'Effective advantage given to the tokens of the oracle\'s error span.').default(-1.0),
-  max_error_span: int(1, 'The error span is cut to this many tokens from its start.').default(64),
-  timeout_s: num({ gt: 0 }, 'Per-request timeout, seconds.').default(30),
-  max_retries: int(0, 'Retries per oracle request.').default(3),
-  concurrency: int(1, 'Oracle requests in flight.').default(4),
-  cache: bool('Cache oracle replies on disk (~/.cache/credit-lens/oracle, by sha256 of provider, model and prompt) so reruns cost nothing.').default(true),
-}, 'cal strategy: an oracle names the error span of a wrong answer.').superRefine((c, ctx) => {
-  // Where a key may go: a config from someone else's repository must not be able to send it to their server.
-  if (c.base_url !== null) {
-    const why = keySafeUrl(c.base_url);
-    if (why) ctx.addIssue({ code: 'custom', path: ['base_url'], message: `got ${JSON.stringify(c.base_url)}; ${why}` });
-  }
-  if (c.api_key_env !== null && !KEY_LIKE_ENV.test(c.api_key_env)) {
-    ctx.addIssue({ code: 'custom', path: ['api_key_env'], message: `got ${JSON.stringify(c.api_key_env)}, expected the name of a `
-      + 'key variable (ending in _API_KEY, _KEY or _TOKEN): the engine sends that variable\'s value to base_url, so it must not '
-      + 'be able to name PATH, HOME or any other variable' });
-  }
-  if (c.provider === 'rule') return;
-  const need: ('model' | 'api_key_env' | 'base_url')[] = c.provider === 'openai'
-    ? ['model', 'base_url', 'api_key_env'] : ['model', 'api_key_env'];
-  for (const k of need) {
-    if (c[k] === null) {
-      ctx.addIssue({ code: 'custom', path: [k], params: { at: ['credit', 'cal', 'provider'] },
-        message: `got null; it is required when credit.cal.provider is ${c.provider}` });
-    }
-  }
+// The credit section comes from the strategy catalog: each strategy declares its own parameters once.
+export const creditSchema = section(creditShape(), 'Credit assignment.').superRefine((c, ctx) => {
+  const check = strategySpec(c.strategy)?.check?.(c as Record<string, unknown>);
+  if (check) ctx.addIssue({ code: 'custom', path: check.path, params: { at: ['credit', 'strategy'] }, message: check.message });
 });
 
-export const creditSchema = section({
-  strategy: oneOf(STRATEGIES, 'Credit strategy: how the episode advantage is spread over its tokens (DESIGN §4). '
-    + 'none: every token gets A. outcome_conditional: think_discount outside <answer>. inverse_logprob: 1/(|ℓ|+epsilon). '
-    + 'attention_credit: attention paid by the answer, scaled by credit_scale. entropy_weighted: n·softmax(H/entropy_temp). '
-    + 'entropy_mask: only tokens at or above the mask_percentile of entropy. attribution: a learned head. '
-    + 'cal: an oracle-named error span. reward_variance: an importance net.').default('none'),
-  think_discount: num({ gte: 0 }, 'outcome_conditional: weight of tokens outside the answer (answer tokens get 1).')
-    .default(0.5),
-  epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1),
-  credit_scale: num({ gte: 0 }, 'attention_credit: w = max(0, 1 + credit_scale·(a/mean(a) − 1)).').default(2.0),
-  entropy_temp: num({ gt: 0 }, 'entropy_weighted: softmax temperature; lower focuses on high-entropy tokens.').default(1.0),
-  mask_percentile: num({ gte: 0, lte: 100 }, 'entropy_mask: tokens below this percentile of the batch\'s entropy get '
-    + 'weight 0 (80 keeps the top 20%, TRL top_entropy_quantile 0.2).').default(80),
-  attribution: section({
-    init_std: num({ gte: 0 }, 'Std of the attribution head\'s initial weights.').default(0.01),
-    detach_hidden: bool('Stop the policy loss from training the model through the head\'s input.').default(true),
-  }, 'attribution strategy: a linear head on the final hidden state, trained through the loss.').prefault({}),
-  cal: calSchema.prefault({}),
-  reward_variance: section({
-    importance_checkpoint: pathOrNull('Checkpoint from `credit-lens importance train`.').default(null),
-    mode: oneOf(['variance_drop', 'raw'], 'raw: g = ρ_t. variance_drop: g_t = max(0, ρ_t − ρ_{t−1}).')
-      .default('variance_drop'),
-    temp: num({ gt: 0 }, 'Softmax temperature over g.').default(1.0),
-  }, 'reward_variance strategy: weights from an importance net trained on paired rollouts.').prefault({}),
-}, 'Credit assignment.').superRefine((c, ctx) => {
-  if (c.strategy === 'reward_variance' && c.reward_variance.importance_checkpoint === null) {
-    ctx.addIssue({ code: 'custom', path: ['reward_variance', 'importance_checkpoint'], params: { at: ['credit', 'strategy'] },
-      message: 'got null; it is required when credit.strategy is reward_variance (train one with '
-        + '`credit-lens importance train <config> --rollouts <parquet>`)' });
-  }
-});
-
-export const loggingSchema = section({
+const loggingSchema = section({
   tokens: bool('Write the per-token Arrow tables (the heatmap\'s data).').default(true),
   every: int(1, 'Log tables every this many steps.').default(1),
 }, 'What the run directory records.');

@@ -19,7 +19,7 @@ import { issuesError, parseSource, validateWith } from './issues';
 import { creditConfigSchema, type CreditConfig } from './schema';
 import { checkConfigKey, looksSecret } from './suggest';
 
-export { BACKENDS, STRATEGIES, KEY_LIKE_ENV, keySafeUrl, type CreditStrategy } from './base';
+export { BACKENDS, STRATEGIES, KEY_LIKE_ENV, keySafeUrl, type StrategyName } from './base';
 export { creditConfigSchema, gridValues, slurmDefaults, type CreditConfig, type SweepGrid } from './schema';
 export { parseConfigText, validateConfig, type ConfigIssue } from './issues';
 export { getDotted, setDotted } from './dotted';

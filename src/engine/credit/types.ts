@@ -2,6 +2,8 @@
 // episodes into per-token weights w; the trainer sets Â = A_i·w. Arrays are per episode, over completion
 // tokens; `mask` (1 = valid) marks padding — invalid tokens always get w = 0 and do not count in n_i.
 import type { CreditConfig } from '../config/config';
+import { creditSchema } from '../config/base';
+import { flattenCredit, type BlockKey } from './catalog';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan } from '../core/types';
 
 export interface CreditBatch {
@@ -67,32 +69,21 @@ export interface CreditHead {
   dispose(): void;
 }
 
-/** The `credit:` block of the config, flattened to what strategies read (seeds' parameter names). */
-export interface CreditParams {
-  think_discount: number;
-  epsilon: number;
-  credit_scale: number;
-  entropy_temp: number;
-  mask_percentile: number;
-  temp: number;
-  mode: 'raw' | 'variance_drop';
-  init_std: number;
-  detach_hidden: boolean;
-  negative_reward: number;
-}
+type Credit = CreditConfig['credit'];
+type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
 
-export const DEFAULT_CREDIT_PARAMS: CreditParams = {
-  think_discount: 0.5,
-  epsilon: 0.1,
-  credit_scale: 2.0,
-  entropy_temp: 1.0,
-  mask_percentile: 80,
-  temp: 1.0,
-  mode: 'variance_drop',
-  init_std: 0.01,
-  detach_hidden: true,
-  negative_reward: -1.0,
-};
+/**
+ * The `credit:` block flattened to what strategies read (the seeds' parameter names): every strategy's top-level
+ * parameter and its block's keys, as the catalog declares them (catalog.ts, flattenCredit).
+ */
+export type CreditParams = Omit<Credit, 'strategy' | BlockKey> & UnionToIntersection<Credit[BlockKey]>;
+
+/** Every parameter at its default. */
+export const DEFAULT_CREDIT_PARAMS: CreditParams = creditParams(creditSchema.parse({}) as Credit);
+
+export function creditParams(credit: Credit): CreditParams {
+  return flattenCredit(credit) as CreditParams;
+}
 
 export interface CreditStrategy {
   readonly name: string;

@@ -2,24 +2,12 @@
 // Two grid forms (see GRID_DESCRIPTION in config.ts): one mapping = one cartesian product; a list of mappings =
 // the concatenation of each one's product. The list form exists because seed 001's comparison is not a product:
 // a baseline, outcome_conditional at three think_discounts, inverse_logprob at three epsilons, and so on.
-import { type CreditConfig, type CreditStrategy, type SweepGrid, gridValues, setDotted, validateConfig } from '../config/config';
+import { type CreditConfig, type StrategyName, type SweepGrid, gridValues, setDotted, validateConfig } from '../config/config';
+import { strategyKeys } from '../credit/catalog';
 import { UserError } from '../core/errors';
 
-/** The credit.* keys each strategy reads (DESIGN §4). A key listed for no strategy is read by all of them. */
-export const STRATEGY_PARAMS: Record<CreditStrategy, string[]> = {
-  none: [],
-  outcome_conditional: ['credit.think_discount'],
-  inverse_logprob: ['credit.epsilon'],
-  attention_credit: ['credit.credit_scale'],
-  entropy_weighted: ['credit.entropy_temp'],
-  entropy_mask: ['credit.mask_percentile'],
-  attribution: ['credit.attribution.init_std', 'credit.attribution.detach_hidden'],
-  cal: ['credit.cal.provider', 'credit.cal.model', 'credit.cal.base_url', 'credit.cal.api_key_env',
-    'credit.cal.negative_reward', 'credit.cal.max_error_span', 'credit.cal.timeout_s', 'credit.cal.max_retries',
-    'credit.cal.concurrency', 'credit.cal.cache'],
-  reward_variance: ['credit.reward_variance.importance_checkpoint', 'credit.reward_variance.mode',
-    'credit.reward_variance.temp'],
-};
+/** The credit.* keys each strategy reads (DESIGN §4), from the strategy catalog. A key listed for no strategy is read by all of them. */
+export const STRATEGY_PARAMS: Record<StrategyName, string[]> = strategyKeys();
 
 export interface SweepRun { name: string; overrides: Record<string, unknown>; config: CreditConfig }
 
@@ -30,7 +18,7 @@ function touches(key: string, param: string): boolean {
 
 const ALL_PARAMS = Object.values(STRATEGY_PARAMS).flat();
 
-function unusedByStrategy(key: string, strategy: CreditStrategy): boolean {
+function unusedByStrategy(key: string, strategy: StrategyName): boolean {
   return ALL_PARAMS.some((p) => touches(key, p)) && !STRATEGY_PARAMS[strategy].some((p) => touches(key, p));
 }
 
@@ -123,7 +111,7 @@ function expandGrid(config: CreditConfig, grid: SweepGrid | undefined): SweepRun
       const all = new Map(keys.map((k, i) => [k, combo[i]]));
       const probe = structuredClone(base) as unknown as Record<string, unknown>;
       for (const [k, v] of all) setDotted(probe, k, structuredClone(v));
-      const strategy = (probe.credit as { strategy: CreditStrategy }).strategy;
+      const strategy = (probe.credit as { strategy: StrategyName }).strategy;
       const overrides: Record<string, unknown> = {};
       for (const [k, v] of all) if (!unusedByStrategy(k, strategy)) overrides[k] = v;
 

@@ -6,7 +6,8 @@ import type { MetricsRow, RunFinishedParams, RunInfo, RunProgressParams, RunStar
 import { writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
 import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
-import { getStrategy, type CreditBatch, type CreditParams } from '../credit';
+import { getStrategy, type CreditBatch } from '../credit';
+import { creditParams } from '../credit/types';
 import { answerAttention } from '../credit/attention_credit';
 import { attributionMetrics, maskedScaledSoftmax } from '../credit/attribution';
 import type { CreditHead, EpisodeView, Prepared } from '../credit/types';
@@ -79,21 +80,6 @@ export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
   return Object.fromEntries(Object.entries(row).filter(([k]) => !TIMING_KEYS.has(k))) as MetricsRow;
 }
 
-function creditParams(cfg: CreditConfig): CreditParams {
-  const c = cfg.credit;
-  return {
-    think_discount: c.think_discount,
-    epsilon: c.epsilon,
-    credit_scale: c.credit_scale,
-    entropy_temp: c.entropy_temp,
-    mask_percentile: c.mask_percentile,
-    temp: c.reward_variance.temp,
-    mode: c.reward_variance.mode,
-    init_std: c.attribution.init_std,
-    detach_hidden: c.attribution.detach_hidden,
-    negative_reward: c.cal.negative_reward,
-  };
-}
 
 /** Greedy success rate on the eval split (deterministic). */
 export function evaluate(s: Session, examples: Example[] = s.task.eval): { success: number; reward: number } {
@@ -200,7 +186,7 @@ export async function grpoStep(s: Session, opt: Adam, ref: Transformer | null, s
   let effAdv: number[][] = [];
   let alpha: number[][] | undefined;
   let loss = 0, gradNorm = 0, clipFrac = 0, kl = 0, skipped = 0;
-  const params = creditParams(s.cfg);
+  const params = creditParams(s.cfg.credit);
   const params_ = trainables(s, head);
   const maskT = tf.tensor2d(pb.mask);
   const advT = tf.tensor2d(adv, [adv.length, 1]);
@@ -491,7 +477,7 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     writeRunInfo(runDir, info);
     log('info', `backend ${s.backend.backend} (${s.backend.reason}); model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`);
     const strategy = getStrategy(cfg.credit.strategy);
-    head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg)) ?? null;
+    head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg.credit)) ?? null;
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
     if (cfg.model.init_checkpoint) {

@@ -1,0 +1,211 @@
+// The credit strategies, declared once, as data (issue 15): name, what it does, its parameters (the config keys under
+// `credit`, with defaults, ranges and descriptions), the values a sweep offers, the parameter a comparison labels it
+// by, and which model outputs its training step needs. From this list come the config schema's `credit` section and
+// its JSON Schema, the sweep QuickPicks, the sweep's per-strategy keys and the analysis labels. It imports zod and
+// the config's leaf builders only (no tfjs), so the extension reads it too.
+//
+// A new strategy is: its file in this folder (the weights), one entry below, one line in index.ts (the registry).
+import { z } from 'zod';
+import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../config/fields';
+
+/** Model outputs the training forward pass returns for a strategy (the same pass as the log-probs). */
+export interface StrategyNeeds { attention?: boolean; hidden?: boolean; importance?: boolean }
+
+export interface StrategySpec {
+  readonly name: string;
+  /** one clause for the strategy list in the config's description */
+  readonly summary: string;
+  /** parameters directly under `credit` (`credit.<key>`) */
+  readonly params?: Record<string, z.ZodType>;
+  /** or its own block `credit.<key>: {…}` (parameters that belong together, like an oracle's) */
+  readonly block?: { readonly key: string; readonly schema: z.ZodType };
+  /** a check across sections, run when this strategy is chosen (e.g. a required file) */
+  readonly check?: (credit: Record<string, unknown>) => { path: string[]; message: string } | null;
+  /** values the Run Sweep QuickPicks offer, by dotted key */
+  readonly sweepValues?: Record<string, number[]>;
+  /** the parameter comparisons label a run with (seeds 001/002: "Outcome-conditional (0.75)"), a key of `params` */
+  readonly headline?: string;
+  readonly needs?: StrategyNeeds;
+}
+
+const secretLikeEnvValue = /^(sk-|AIza|ghp_|xox)/;
+/** `*_API_KEY`, `*_KEY`, `*_TOKEN` (any case). */
+export const KEY_LIKE_ENV = /^[A-Za-z_][A-Za-z0-9_]*_(KEY|TOKEN)$/i;
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+/** Why an oracle URL may not carry a key, or null: https anywhere, plain http only to this machine (a local vLLM, Ollama). */
+export function keySafeUrl(url: string): string | null {
+  let u: URL;
+  try { u = new URL(url); } catch { return 'expected an http(s) URL'; }
+  if (u.username || u.password) return 'credentials in the URL would be logged and cached; give the key through api_key_env';
+  if (u.protocol === 'https:') return null;
+  if (u.protocol === 'http:' && (LOOPBACK.has(u.hostname) || /^127\.\d+\.\d+\.\d+$/.test(u.hostname))) return null;
+  if (u.protocol === 'http:') return `the API key is only sent over https, or over http to this machine (localhost, 127.0.0.1, ::1); ${u.hostname} is neither`;
+  return 'expected an http(s) URL';
+}
+
+const calSchema = section({
+  provider: oneOf(['rule', 'openai', 'gemini'], 'Error-span oracle. rule: offline, for countdown and arithmetic (first '
+    + 'wrong arithmetic step in <think>, else the answer expression). openai: an OpenAI-compatible /v1/chat/completions '
+    + 'at base_url. gemini: generateContent.').default('rule'),
+  model: strOrNull('Model name for the openai/gemini oracle.').default(null),
+  base_url: allow(z.string().regex(/^https?:\/\/\S+$/).nullable().describe('Endpoint root for provider openai, e.g. '
+    + 'https://api.openai.com. https, or http to this machine only: the API key goes there.'), 'an http(s) URL or null').default(null),
+  api_key_env: allow(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).refine((s) => !secretLikeEnvValue.test(s), { message: '', params: { expected: 'a variable name, not a key' } })
+    .nullable().describe('NAME of the environment variable holding the API key (e.g. OPENAI_API_KEY). The key itself '
+    + 'is never written in the config or the run directory.'),
+  'the NAME of an environment variable (like OPENAI_API_KEY), not the key itself; or null').default(null),
+  negative_reward: num({}, 'Effective advantage given to the tokens of the oracle\'s error span.').default(-1.0),
+  max_error_span: int(1, 'The error span is cut to this many tokens from its start.').default(64),
+  timeout_s: num({ gt: 0 }, 'Per-request timeout, seconds.').default(30),
+  max_retries: int(0, 'Retries per oracle request.').default(3),
+  concurrency: int(1, 'Oracle requests in flight.').default(4),
+  cache: bool('Cache oracle replies on disk (~/.cache/credit-lens/oracle, by sha256 of provider, base URL, model and prompt) so reruns cost nothing.').default(true),
+}, 'cal strategy: an oracle names the error span of a wrong answer.').superRefine((c, ctx) => {
+  // Where a key may go: a config from someone else's repository must not be able to send it to their server.
+  if (c.base_url !== null) {
+    const why = keySafeUrl(c.base_url);
+    if (why) ctx.addIssue({ code: 'custom', path: ['base_url'], message: `got ${JSON.stringify(c.base_url)}; ${why}` });
+  }
+  if (c.api_key_env !== null && !KEY_LIKE_ENV.test(c.api_key_env)) {
+    ctx.addIssue({ code: 'custom', path: ['api_key_env'], message: `got ${JSON.stringify(c.api_key_env)}, expected the name of a `
+      + 'key variable (ending in _API_KEY, _KEY or _TOKEN): the engine sends that variable\'s value to base_url, so it must not '
+      + 'be able to name PATH, HOME or any other variable' });
+  }
+  if (c.provider === 'rule') return;
+  const need: ('model' | 'api_key_env' | 'base_url')[] = c.provider === 'openai' ? ['model', 'base_url', 'api_key_env'] : ['model', 'api_key_env'];
+  for (const k of need) {
+    if (c[k] === null) {
+      ctx.addIssue({ code: 'custom', path: [k], params: { at: ['credit', 'cal', 'provider'] },
+        message: `got null; it is required when credit.cal.provider is ${c.provider}` });
+    }
+  }
+});
+
+/**
+ * The catalog. Seeds referred to: 000 (a learned attribution head), 001 (mitigations of GRPO's uniform credit:
+ * answer-only, inverse log-prob, attention, entropy), 002 (filler tokens get about 1.3× the |contribution| of
+ * reasoning tokens under GRPO), 003 (CAL: an oracle marks the wrong span), 004 (paired rollouts measure how much of
+ * the reward's variance each prefix fixes).
+ */
+export const CATALOG = [
+  { name: 'none', summary: 'none: every token gets A (plain GRPO)' },
+  {
+    name: 'outcome_conditional', summary: 'outcome_conditional: think_discount outside <answer> (seed 001)',
+    params: { think_discount: num({ gte: 0 }, 'outcome_conditional: weight of tokens outside the answer (answer tokens get 1).').default(0.5) },
+    sweepValues: { 'credit.think_discount': [0.25, 0.5, 0.75] }, headline: 'think_discount',
+  },
+  {
+    name: 'inverse_logprob', summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed 001)',
+    params: { epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1) },
+    sweepValues: { 'credit.epsilon': [0.01, 0.1, 0.5] }, headline: 'epsilon',
+  },
+  {
+    name: 'attention_credit', summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (seed 001)',
+    params: { credit_scale: num({ gte: 0 }, 'attention_credit: w = max(0, 1 + credit_scale·(a/mean(a) − 1)).').default(2.0) },
+    sweepValues: { 'credit.credit_scale': [2.0] }, headline: 'credit_scale', needs: { attention: true },
+  },
+  {
+    name: 'entropy_weighted', summary: 'entropy_weighted: n·softmax(H/entropy_temp) (seed 001)',
+    params: { entropy_temp: num({ gt: 0 }, 'entropy_weighted: softmax temperature; lower focuses on high-entropy tokens.').default(1.0) },
+    sweepValues: { 'credit.entropy_temp': [1.0] }, headline: 'entropy_temp',
+  },
+  {
+    name: 'entropy_mask', summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed 001, after "Beyond the 80/20 Rule")',
+    params: { mask_percentile: num({ gte: 0, lte: 100 }, 'entropy_mask: tokens below this percentile of the batch\'s entropy get '
+      + 'weight 0 (80 keeps the top 20%, TRL top_entropy_quantile 0.2).').default(80) },
+    sweepValues: { 'credit.mask_percentile': [70, 80, 90] }, headline: 'mask_percentile',
+  },
+  {
+    name: 'attribution', summary: 'attribution: a learned head on the final hidden state (seed 000)',
+    block: { key: 'attribution', schema: section({
+      init_std: num({ gte: 0 }, 'Std of the attribution head\'s initial weights.').default(0.01),
+      detach_hidden: bool('Stop the policy loss from training the model through the head\'s input.').default(true),
+    }, 'attribution strategy: a linear head on the final hidden state, trained through the loss.').prefault({}) },
+    needs: { hidden: true },
+  },
+  {
+    name: 'cal', summary: 'cal: an oracle names the error span of a wrong answer (seed 003)',
+    block: { key: 'cal', schema: calSchema.prefault({}) },
+  },
+  {
+    name: 'reward_variance', summary: 'reward_variance: an importance net trained on paired rollouts (seed 004)',
+    block: { key: 'reward_variance', schema: section({
+      importance_checkpoint: pathOrNull('Checkpoint from `credit-lens importance train`.').default(null),
+      mode: oneOf(['variance_drop', 'raw'], 'raw: g = ρ_t. variance_drop: g_t = max(0, ρ_t − ρ_{t−1}).').default('variance_drop'),
+      temp: num({ gt: 0 }, 'Softmax temperature over g.').default(1.0),
+    }, 'reward_variance strategy: weights from an importance net trained on paired rollouts.').prefault({}) },
+    check: (c) => ((c.reward_variance as { importance_checkpoint: unknown }).importance_checkpoint === null
+      ? { path: ['reward_variance', 'importance_checkpoint'], message: 'got null; it is required when credit.strategy is reward_variance '
+        + '(train one with `credit-lens importance train <config> --rollouts <parquet>`)' }
+      : null),
+    needs: { importance: true },
+  },
+] as const satisfies readonly StrategySpec[];
+
+export type StrategyName = (typeof CATALOG)[number]['name'];
+export const STRATEGY_NAMES = CATALOG.map((s) => s.name) as unknown as readonly [StrategyName, ...StrategyName[]];
+
+export function strategySpec(name: string): StrategySpec | undefined {
+  return (CATALOG as readonly StrategySpec[]).find((s) => s.name === name);
+}
+
+// ---- what the catalog yields ----
+
+type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+type Entry = (typeof CATALOG)[number];
+// Distributive over the catalog's entries (a conditional type distributes over a naked type parameter only).
+type ParamsOf<E> = E extends { params: infer P } ? P : never;
+type BlockOf<E> = E extends { block: { key: infer K extends string; schema: infer S } } ? { [k in K]: S } : never;
+type ParamsShape = UnionToIntersection<ParamsOf<Entry>>;
+type BlockKeyOf<E> = E extends { block: { key: infer K extends string } } ? K : never;
+/** The keys of the strategies' own blocks under `credit` (attribution, cal, reward_variance). */
+export type BlockKey = BlockKeyOf<Entry>;
+type BlocksShape = UnionToIntersection<BlockOf<Entry>>;
+
+/** The `credit` section's shape: the strategy, every strategy's parameters and blocks. */
+export function creditShape() {
+  const strategy = oneOf(STRATEGY_NAMES, `Credit strategy: how the episode advantage is spread over its tokens (DESIGN §4). ${CATALOG.map((s) => s.summary).join('. ')}.`).default('none');
+  const shape: Record<string, z.ZodType> = { strategy };
+  for (const s of CATALOG as readonly StrategySpec[]) {
+    Object.assign(shape, s.params ?? {});
+    if (s.block) shape[s.block.key] = s.block.schema;
+  }
+  return shape as { strategy: typeof strategy } & ParamsShape & BlocksShape;
+}
+
+/**
+ * The `credit` section flattened to what a strategy's weights read: its top-level parameters, plus each block's
+ * keys under their own names (`cal.negative_reward` → `negative_reward`). Block keys are unique across blocks.
+ */
+export function flattenCredit<C extends Record<string, unknown>>(credit: C): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const blocks = new Set((CATALOG as readonly StrategySpec[]).map((s) => s.block?.key).filter(Boolean));
+  for (const [k, v] of Object.entries(credit)) {
+    if (k === 'strategy') continue;
+    if (blocks.has(k) && v && typeof v === 'object') Object.assign(out, v);
+    else out[k] = v;
+  }
+  return out;
+}
+
+/** The config keys (dotted) each strategy reads; the sweep drops the others from a strategy's runs. */
+export function strategyKeys(): Record<StrategyName, string[]> {
+  const out = {} as Record<StrategyName, string[]>;
+  for (const s of CATALOG as readonly StrategySpec[]) {
+    const keys = Object.keys(s.params ?? {}).map((k) => `credit.${k}`);
+    if (s.block) for (const k of Object.keys(shapeOf(s.block.schema) ?? {})) keys.push(`credit.${s.block.key}.${k}`);
+    out[s.name as StrategyName] = keys;
+  }
+  return out;
+}
+
+/** The sweep QuickPick values, by dotted key, over every strategy. */
+export function sweepValues(): Record<string, number[]> {
+  return Object.assign({}, ...(CATALOG as readonly StrategySpec[]).map((s) => s.sweepValues ?? {}));
+}
+
+/** strategy → the parameter comparisons label it by. */
+export function headlineParams(): Record<string, string> {
+  return Object.fromEntries((CATALOG as readonly StrategySpec[]).filter((s) => s.headline).map((s) => [s.name, s.headline!]));
+}
