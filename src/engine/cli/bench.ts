@@ -101,8 +101,8 @@ export async function attributionMemory(configPath: string): Promise<{ none: num
     const opt = new Adam(config.grpo.lr);
     const { getStrategy } = await import('../credit');
     const head = getStrategy(strategy).createHead?.(s.modelCfg.dModel, 1, { ...(await import('../credit/types')).DEFAULT_CREDIT_PARAMS }) ?? null;
-    await grpoStep(s, opt, null, 1, () => {}, head);
-    const info = await tf.profile(async () => { await grpoStep(s, opt, null, 2, () => {}, head); });
+    await grpoStep({ session: s, optimizer: opt, step: 1, head });
+    const info = await tf.profile(async () => { await grpoStep({ session: s, optimizer: opt, step: 2, head }); });
     out[strategy] = info.peakBytes / 2 ** 20;
     head?.dispose();
     opt.dispose();
@@ -148,11 +148,11 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     const { config } = loadConfig(exampleCfg, ['backend=wasm']);
     const s = await buildSession(config);
     const opt = new Adam(config.grpo.lr);
-    await grpoStep(s, opt, null, 1, () => {});
+    await grpoStep({ session: s, optimizer: opt, step: 1 });
     const times: number[] = [];
     for (let i = 2; i < 2 + (o.quick ? 1 : 3); i++) {
       const t0 = performance.now();
-      await grpoStep(s, opt, null, i, () => {});
+      await grpoStep({ session: s, optimizer: opt, step: i });
       times.push((performance.now() - t0) / 1000);
     }
     result.grpo_step_s = median(times);

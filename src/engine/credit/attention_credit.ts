@@ -1,11 +1,19 @@
 // Seed 001 mitigation 3: tokens the answer attends to get more credit. a_t (the attention the answer tokens
 // pay to t, summed over answer tokens, averaged over last-layer heads) comes from the same forward pass as the
 // log-probs. w = max(0, 1 + credit_scale·(a/ā − 1)) outside the answer, 1 on it; no answer → w = 1.
+import * as tf from '@tensorflow/tfjs';
 import { validMask, type CreditStrategy } from './types';
 
 export const attentionCredit: CreditStrategy = {
   name: 'attention_credit',
-  needs: { attention: true },
+  // Last layer's attention averaged over heads, restricted to completion queries and keys.
+  fromOutputs: (out, ctx) => {
+    if (!out.attention) return {};
+    const P = ctx.promptLen;
+    const C = ctx.completionLen;
+    const att = tf.tidy(() => out.attention!.mean(1).slice([0, P, P], [-1, C, C]).arraySync() as number[][][]);
+    return { answerAttention: answerAttention(att, ctx.sections, ctx.mask) };
+  },
   weights: (batch, p) =>
     validMask(batch).map((row, i) => {
       const a = batch.answerAttention?.[i];

@@ -59,11 +59,15 @@ export function attributionMetrics(alpha: number[][], mask: number[][]): Record<
 
 export const attribution: CreditStrategy = {
   name: 'attribution',
-  needs: { hidden: true },
   // Library form: given the head's logits z, the weights training uses (n_i·softmax over valid tokens).
   weights: (batch) => {
     const mask = validMask(batch);
     return mask.map((row, i) => scaledSoftmax(batch.attributionLogits?.[i] ?? row.map(() => 0), row, 1));
   },
   createHead: (dModel, seed, p) => new AttributionHead(dModel, seed, p.init_std),
+  // Seed 000's monitoring metrics of α = w / n_i.
+  stepMetrics: (weights, mask) => attributionMetrics(weights.map((row, i) => {
+    const n = mask[i].reduce((a, b) => a + b, 0);
+    return row.map((w) => (n ? w / n : 0));
+  }), mask),
 };

@@ -104,7 +104,6 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
 
 export const cal: CreditStrategy = {
   name: 'cal',
-  needs: {},
   weights: (batch) => {
     const mask = validMask(batch);
     return mask.map((row, i) => {

@@ -14,7 +14,6 @@ export function percentileLinear(values: number[], q: number): number {
 
 export const entropyMask: CreditStrategy = {
   name: 'entropy_mask',
-  needs: {},
   weights: (batch, p) => {
     const mask = validMask(batch);
     const all: number[] = [];

@@ -4,6 +4,5 @@ import { scaledSoftmax, validMask, type CreditStrategy } from './types';
 
 export const entropyWeighted: CreditStrategy = {
   name: 'entropy_weighted',
-  needs: {},
   weights: (batch, p) => validMask(batch).map((row, i) => scaledSoftmax(batch.entropies[i], row, p.entropy_temp)),
 };

@@ -1,5 +1,6 @@
-// Registry of credit strategies: adding one is one file in this folder plus one line here.
+// Registry of credit strategies: adding one is one file in this folder, one entry in catalog.ts and one line here.
 import { UserError } from '../core/errors';
+import { strategySpec, type StrategyNeeds } from './catalog';
 import { attentionCredit } from './attention_credit';
 import { attribution } from './attribution';
 import { cal } from './cal';
@@ -11,31 +12,35 @@ import { outcomeConditional } from './outcome_conditional';
 import { rewardVariance } from './reward_variance';
 import { DEFAULT_CREDIT_PARAMS, type CreditBatch, type CreditParams, type CreditStrategy } from './types';
 
-const REGISTRY: Record<string, CreditStrategy> = {
+// One line per strategy; its parameters and needs are its entry in catalog.ts.
+const REGISTRY: readonly CreditStrategy[] = [
   none,
-  outcome_conditional: outcomeConditional,
-  inverse_logprob: inverseLogprob,
-  attention_credit: attentionCredit,
-  entropy_weighted: entropyWeighted,
-  entropy_mask: entropyMask,
+  outcomeConditional,
+  inverseLogprob,
+  attentionCredit,
+  entropyWeighted,
+  entropyMask,
   attribution,
   cal,
-  reward_variance: rewardVariance,
-};
+  rewardVariance,
+];
 
-export function getStrategy(name: string): CreditStrategy {
-  const s = REGISTRY[name];
-  if (!s) throw new UserError(`credit.strategy: unknown strategy "${name}"; available: ${Object.keys(REGISTRY).join(', ')}`);
-  return s;
+const BY_NAME = new Map(REGISTRY.map((s) => [s.name, s]));
+
+export function getStrategy(name: string): CreditStrategy & { needs: StrategyNeeds } {
+  const s = BY_NAME.get(name);
+  const spec = strategySpec(name);
+  if (!s || !spec) throw new UserError(`credit.strategy: unknown strategy "${name}"; available: ${[...BY_NAME.keys()].join(', ')}`);
+  return { ...s, needs: spec.needs ?? {} };
 }
 
 export function strategyNames(): string[] {
-  return Object.keys(REGISTRY);
+  return [...BY_NAME.keys()];
 }
 
 /** Library API (DESIGN §6): the per-token weights training uses for this strategy. */
-export function tokenWeights(strategy: string, params: Partial<CreditParams>, batch: CreditBatch): number[][] {
-  return getStrategy(strategy).weights(batch, { ...DEFAULT_CREDIT_PARAMS, ...params });
+export function tokenWeights(strategy: string, params: Partial<CreditParams> | Record<string, number>, batch: CreditBatch): number[][] {
+  return getStrategy(strategy).weights(batch, { ...DEFAULT_CREDIT_PARAMS, ...params } as CreditParams);
 }
 
 export type { CreditBatch, CreditHead, CreditParams, CreditStrategy } from './types';

@@ -5,7 +5,6 @@ import { validMask, type CreditStrategy } from './types';
 
 export const inverseLogprob: CreditStrategy = {
   name: 'inverse_logprob',
-  needs: {},
   weights: (batch, p) =>
     validMask(batch).map((row, i) => row.map((m, t) => (m ? 1 / (Math.abs(batch.logprobs[i][t]) + p.epsilon) : 0))),
 };

@@ -3,6 +3,5 @@ import { validMask, type CreditStrategy } from './types';
 
 export const none: CreditStrategy = {
   name: 'none',
-  needs: {},
   weights: (batch) => validMask(batch).map((row) => row.map((m) => (m ? 1 : 0))),
 };

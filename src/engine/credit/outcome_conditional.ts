@@ -3,7 +3,6 @@ import { validMask, type CreditStrategy } from './types';
 
 export const outcomeConditional: CreditStrategy = {
   name: 'outcome_conditional',
-  needs: {},
   weights: (batch, p) =>
     validMask(batch).map((row, i) => row.map((m, t) => (m ? (batch.sections[i][t] === 'answer' ? 1 : p.think_discount) : 0))),
 };

@@ -44,7 +44,6 @@ const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.l
 
 export const rewardVariance: CreditStrategy = {
   name: 'reward_variance',
-  needs: { importance: true },
   weights: (batch, p) => {
     if (!batch.importance) throw new Error('reward_variance: batch.importance (ρ per completion token) is missing; the strategy\'s prepare() computes it');
     return validMask(batch).map((row, i) => scaledSoftmax(importanceGains(batch.importance![i], batch.importancePrompt?.[i], row, p.mode), row, p.temp));

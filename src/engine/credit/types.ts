@@ -85,10 +85,23 @@ export function creditParams(credit: Credit): CreditParams {
   return flattenCredit(credit) as CreditParams;
 }
 
+/** What the training forward pass returns beside the log-probs, when the strategy's catalog entry needs it. */
+export interface ModelOutputs {
+  /** last layer's attention probabilities [B, heads, T, T] (prompt + completion positions) */
+  attention?: import('@tensorflow/tfjs').Tensor4D;
+  /** final hidden states that predicted each completion token [B, C, d] */
+  hidden?: import('@tensorflow/tfjs').Tensor3D;
+}
+
+export interface OutputsContext { promptLen: number; completionLen: number; sections: Section[][]; mask: number[][] }
+
+/** A strategy's behaviour. Its name, parameters and needs are its entry in catalog.ts. */
 export interface CreditStrategy {
   readonly name: string;
-  /** extra outputs the training forward pass must return (same pass as the log-probs) */
-  readonly needs: { attention?: boolean; hidden?: boolean; importance?: boolean };
+  /** per-step inputs taken from the training forward pass (attention_credit's a_t from the attention rows) */
+  fromOutputs?(out: ModelOutputs, ctx: OutputsContext): Partial<CreditBatch>;
+  /** the strategy's own step metrics (metrics.jsonl), from the weights it gave */
+  stepMetrics?(weights: number[][], mask: number[][]): Record<string, number>;
   /** constant (no-gradient) weights; trainable strategies return their current weights here */
   weights(batch: CreditBatch, params: CreditParams): number[][];
   /** async per-step preparation (CAL's oracle calls, reward_variance's importance network); runs before the loss */

@@ -3,24 +3,22 @@ import * as tf from '@tensorflow/tfjs';
 import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunFinishedParams, RunInfo, RunProgressParams, RunStartedParams } from '../../protocol';
-import { writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
 import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
-import { getStrategy, type CreditBatch } from '../credit';
+import { getStrategy } from '../credit';
 import { creditParams } from '../credit/types';
-import { answerAttention } from '../credit/attention_credit';
-import { attributionMetrics, maskedScaledSoftmax } from '../credit/attribution';
-import type { CreditHead, EpisodeView, Prepared } from '../credit/types';
+import type { CreditHead } from '../credit/types';
 import { isUserError, UserError } from '../core/errors';
-import { advantages, aggregationWeights, meanStd, policyLossAndGrad } from './grpo';
 import { Transformer } from '../model/model';
-import { Adam, clipByGlobalNorm } from '../model/optim';
-import { childSeed, makeRng, randInt, type Rng } from '../core/rng';
-import { completionLogprobs, policyBatch, rollout, type Episode } from './rollout';
-import { acquireRunLock, appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, readRunInfoChecked, redactSecrets, stepFile, writeRunInfo } from '../rundir/rundir';
+import { Adam } from '../model/optim';
+import { childSeed } from '../core/rng';
+import { writeFileAtomic, acquireRunLock, appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, readRunInfoChecked, redactSecrets, writeRunInfo } from '../rundir/rundir';
 import { buildSession, type Session } from './session';
-import type { Example, Section, TokenType } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
+import { evaluate, grpoStep, sftStep, StepCancelled, type GrpoStepResult } from './steps';
+import { logTables } from './token_log';
+
+export { evaluate, grpoStep, StepCancelled, type GrpoStepOptions } from './steps';
 
 export interface Reporter {
   started(p: RunStartedParams): void;
@@ -81,287 +79,11 @@ export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
 }
 
 
-/** Greedy success rate on the eval split (deterministic). */
-export function evaluate(s: Session, examples: Example[] = s.task.eval): { success: number; reward: number } {
-  if (examples.length === 0) return { success: 0, reward: 0 };
-  const eps = rollout(s.model, s.tokenizer, s.task, examples, {
-    maxNewTokens: s.cfg.grpo.max_new_tokens, temperature: 1, topP: 1, greedy: true, rng: () => 0, chunk: 128,
-  });
-  return {
-    success: eps.filter((e) => e.success).length / eps.length,
-    reward: eps.reduce((a, e) => a + e.reward.total, 0) / eps.length,
-  };
-}
-
-function pick(rng: Rng, xs: Example[], n: number): Example[] {
-  return Array.from({ length: n }, () => xs[randInt(rng, 0, xs.length - 1)]);
-}
-
-/** Token-mean cross-entropy on demonstration completions: the SFT warm start. */
-function sftStep(s: Session, opt: Adam, step: number): MetricsRow {
-  const t0 = performance.now();
-  const rng = makeRng(childSeed(s.cfg.seed, `sft-${step}`));
-  const exs = pick(rng, s.task.train, s.cfg.sft.batch_size);
-  const prompts = exs.map((ex) => s.tokenizer.encodePrompt(ex.prompt));
-  const comps = exs.map((ex) => [...s.tokenizer.encode(s.task.demonstration(ex, rng)), s.tokenizer.eosId]);
-  const pb = policyBatch(prompts, comps, s.tokenizer.padId);
-  const maskT = tf.tensor2d(pb.mask.flat(), [pb.mask.length, pb.completionLen]);
-  const nTok = pb.mask.flat().reduce((a, b) => a + b, 0);
-  const { value, grads } = tf.variableGrads(() => {
-    const { logp } = completionLogprobs(s.model, pb, 1);
-    return logp.mul(maskT).sum().neg().div(nTok) as tf.Scalar;
-  }, [...s.model.params.values()]);
-  const loss = value.dataSync()[0];
-  value.dispose();
-  maskT.dispose();
-  pb.dispose();
-  const named = renameGrads(s.model.params, grads);
-  const { norm, grads: clipped } = clipByGlobalNorm(named, s.cfg.grpo.grad_clip);
-  let skipped = 0;
-  if (Number.isFinite(loss) && Number.isFinite(norm)) opt.apply(s.model.params, clipped);
-  else skipped = 1;
-  tf.dispose(Object.values(clipped));
-  const dt = (performance.now() - t0) / 1000;
-  return { step, phase: 'sft', loss, grad_norm: norm, step_time_s: dt, tokens_per_s: nTok / dt, ...(skipped ? { skipped } : {}) };
-}
-
-/** The policy's parameters plus a credit head's, under the names the optimizer and checkpoints use. */
-function trainables(s: Session, head: CreditHead | null): Map<string, tf.Variable> {
-  return head ? new Map([...s.model.params, ...head.params]) : s.model.params;
-}
-
-function renameGrads(params: Map<string, tf.Variable>, grads: tf.NamedTensorMap): Record<string, tf.Tensor> {
-  // variableGrads keys by the variable's tf name; map back to the HF parameter names the optimizer uses.
-  const byVar = new Map<string, string>();
-  for (const [name, v] of params) byVar.set(v.name, name);
-  const out: Record<string, tf.Tensor> = {};
-  for (const [k, g] of Object.entries(grads)) out[byVar.get(k) ?? k] = g;
-  return out;
-}
-
-/** A step abandoned before its update because the run was asked to stop while the step waited. */
-export class StepCancelled extends Error {
-  constructor(readonly step: number) { super(`step ${step} cancelled by a stop`); }
-}
-
-interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
-interface TokenLog {
-  logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[];
-  attribution?: number[][]; importance?: number[][]; oracleSpans?: (string | null)[];
-}
-
-export async function grpoStep(s: Session, opt: Adam, ref: Transformer | null, step: number, log: (l: 'info' | 'warn', m: string) => void, head: CreditHead | null = null, runDir = '', signal?: AbortSignal): Promise<GrpoStepResult> {
-  const g = s.cfg.grpo;
-  const t0 = performance.now();
-  const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
-  const prompts = pick(rng, s.task.train, g.prompts_per_step);
-  const batchExamples = prompts.flatMap((ex) => Array.from({ length: g.group_size }, () => ex));
-  const episodes = rollout(s.model, s.tokenizer, s.task, batchExamples, {
-    maxNewTokens: g.max_new_tokens, temperature: g.temperature, topP: g.top_p, rng,
-  });
-  const tGen = performance.now();
-  const rewards = episodes.map((e) => e.reward.total);
-  const adv = advantages(rewards, g.group_size, g.scale_rewards);
-
-  const strategy = getStrategy(s.cfg.credit.strategy);
-  let prepared: Prepared = {};
-  if (strategy.prepare) {
-    prepared = await strategy.prepare(episodes.map((e, i): EpisodeView => ({
-      index: i, group: Math.floor(i / g.group_size), example: e.example, prefill: s.task.prefill, completion: e.text,
-      tokens: e.tokens, promptIds: e.promptIds, ids: e.ids, reward: e.reward, success: e.success, advantage: adv[i],
-    })), { step, runDir, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, log, signal });
-  }
-  if (signal?.aborted) throw new StepCancelled(step);
-  const pb = policyBatch(episodes.map((e) => e.promptIds), episodes.map((e) => e.ids), s.tokenizer.padId);
-  const C = pb.completionLen;
-  const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
-  const refLogprobs = ref && g.kl_beta > 0
-    ? tf.tidy(() => completionLogprobs(ref, pb, g.temperature).logp.arraySync())
-    : undefined;
-
-  let oldLogprobs: number[][] | null = null;
-  let firstLogprobs: number[][] = [];
-  let batch: CreditBatch | null = null;
-  let weights: number[][] = [];
-  let effAdv: number[][] = [];
-  let alpha: number[][] | undefined;
-  let loss = 0, gradNorm = 0, clipFrac = 0, kl = 0, skipped = 0;
-  const params = creditParams(s.cfg.credit);
-  const params_ = trainables(s, head);
-  const maskT = tf.tensor2d(pb.mask);
-  const advT = tf.tensor2d(adv, [adv.length, 1]);
-  for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
-    let lossInfo: ReturnType<typeof policyLossAndGrad> | null = null;
-    const { value, grads } = tf.variableGrads(() => {
-      const out = completionLogprobs(s.model, pb, g.temperature, { ...strategy.needs, hidden: strategy.needs.hidden || !!head });
-      const lp = out.logp.arraySync();
-      if (!batch) {
-        // μ = 1 (or the first of μ epochs): the policy that sampled is the one being updated, so ℓ_old = ℓ.detach(),
-        // as TRL does; later epochs keep these values.
-        oldLogprobs = lp;
-        firstLogprobs = lp;
-        batch = {
-          logprobs: lp,
-          entropies: episodes.map((e) => pad(e.entropies, 0)),
-          sections: episodes.map((e) => pad(e.sections, 'other')),
-          mask: pb.mask,
-        };
-        // Per-token inputs from prepare() cover each episode's own tokens; pad them to the batch's width.
-        const extra = prepared.batch ?? {};
-        if (extra.importance) batch.importance = extra.importance.map((r) => pad(r, 0));
-        if (extra.importancePrompt) batch.importancePrompt = extra.importancePrompt;
-        if (extra.spanMask) batch.spanMask = extra.spanMask.map((r) => r && pad(r, 0));
-        if (strategy.needs.attention && out.attention) {
-          // Last layer's attention averaged over heads, restricted to completion queries and keys.
-          const P = pb.promptLen;
-          const att = tf.tidy(() => out.attention!.mean(1).slice([0, P, P], [-1, C, C]).arraySync() as number[][][]);
-          batch.answerAttention = answerAttention(att, batch.sections, pb.mask);
-        }
-        if (!head) {
-          weights = strategy.weights(batch, params);
-          effAdv = strategy.effectiveAdvantages
-            ? strategy.effectiveAdvantages(batch, adv, params)
-            : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
-        }
-      }
-      let wT: tf.Tensor2D | null = null;
-      if (head && out.hidden) {
-        // Detaching copies the values out of the graph, so no gradient reaches the trunk through the head.
-        const h = params.detach_hidden ? tf.tensor3d(out.hidden.dataSync() as Float32Array, out.hidden.shape) : out.hidden;
-        const z = head.logits(h);
-        wT = maskedScaledSoftmax(z, maskT);
-        batch.attributionLogits = z.arraySync();
-        // The JS weights come from the same library function tokenWeights('attribution') uses.
-        weights = strategy.weights(batch, params);
-        effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
-        alpha = weights.map((row, i) => { const n = pb.mask[i].reduce((a, b) => a + b, 0); return row.map((w) => (n ? w / n : 0)); });
-      }
-      lossInfo = policyLossAndGrad(
-        { logprobs: lp, oldLogprobs: oldLogprobs!, refLogprobs, advantages: effAdv, mask: pb.mask },
-        { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens },
-      );
-      // Surrogate whose gradient w.r.t. the parameters is Σ (dLoss/dℓ)·dℓ/dθ (+ Σ (dLoss/dÂ)·dÂ/dθ for a credit
-      // head): the loss itself lives in grpo.ts.
-      let sur = out.logp.mul(tf.tensor2d(lossInfo.grad)).sum();
-      if (wT) {
-        // The head trains on seed 000's objective −Σ c·Â·ℓ (the contribution, ℓ detached). In the PPO form the
-        // gradient w.r.t. Â is −c·ρ, constant over an episode at ρ = 1, and Σ_t w_t = n_i, so the head would get
-        // exactly zero gradient; both forms give the policy the same gradient at ρ = 1.
-        const c = aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens);
-        const headGrad = c.map((row, i) => row.map((ci, t) => -ci * lp[i][t]));
-        sur = sur.add(wT.mul(advT).mul(tf.tensor2d(headGrad)).sum());
-      }
-      return sur as tf.Scalar;
-    }, [...params_.values()]);
-    value.dispose();
-    const info = lossInfo!;
-    const named = renameGrads(params_, grads);
-    const clippedRes = clipByGlobalNorm(named, g.grad_clip);
-    if (epoch === 0) { loss = info.loss; gradNorm = clippedRes.norm; clipFrac = info.clipFrac; kl = info.kl; }
-    if (!Number.isFinite(info.loss) || !Number.isFinite(clippedRes.norm)) {
-      skipped++;
-      log('warn', `step ${step}: non-finite ${Number.isFinite(info.loss) ? 'gradient norm' : 'loss'} (loss=${info.loss}, grad_norm=${clippedRes.norm}); update skipped`);
-    } else {
-      opt.apply(params_, clippedRes.grads);
-    }
-    tf.dispose(Object.values(clippedRes.grads));
-  }
-  maskT.dispose();
-  advT.dispose();
-  pb.dispose();
-
-  const dt = (performance.now() - t0) / 1000;
-  const nGen = episodes.reduce((a, e) => a + e.ids.length, 0);
-  const valid = episodes.flatMap((e) => e.entropies);
-  const { mean: rMean, std: rStd } = meanStd(rewards);
-  const row: MetricsRow = {
-    step,
-    phase: 'grpo',
-    reward_mean: rMean,
-    reward_std: rStd,
-    success_rate: episodes.filter((e) => e.success).length / episodes.length,
-    loss,
-    grad_norm: gradNorm,
-    kl,
-    entropy_mean: valid.length ? valid.reduce((a, b) => a + b, 0) / valid.length : 0,
-    clip_frac: clipFrac,
-    response_len: nGen / episodes.length,
-    step_time_s: dt,
-    tokens_per_s: nGen / ((tGen - t0) / 1000),
-  };
-  if (skipped) row.skipped = skipped;
-  if (alpha) Object.assign(row, attributionMetrics(alpha, pb.mask));
-  if (prepared.metrics) Object.assign(row, prepared.metrics);
-  const importance = (batch as CreditBatch | null)?.importance;
-  return { row, episodes, tok: { logprobs: firstLogprobs, weights, effAdv, adv, attribution: alpha, importance, oracleSpans: prepared.oracleSpans } };
-}
-
-function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
-  let n = 0;
-  for (const e of episodes) n += e.ids.length;
-  const cols = {
-    step: new Int32Array(n).fill(step),
-    episode: new Int32Array(n),
-    prompt_idx: new Int32Array(n),
-    position: new Int32Array(n),
-    token_id: new Int32Array(n),
-    token: new Array<string>(n),
-    logprob: new Float32Array(n),
-    entropy: new Float32Array(n),
-    advantage: new Float32Array(n),
-    weight: new Float32Array(n),
-    effective_advantage: new Float32Array(n),
-    contribution: new Float32Array(n),
-    attribution: new Array<number | null>(n).fill(null),
-    importance: new Array<number | null>(n).fill(null),
-    section: new Array<Section>(n),
-    token_type: new Array<TokenType>(n),
-    reward: new Float32Array(n),
-  };
-  let k = 0;
-  episodes.forEach((e, i) => {
-    for (let t = 0; t < e.ids.length; t++, k++) {
-      cols.episode[k] = i;
-      cols.prompt_idx[k] = e.example.id;
-      cols.position[k] = t;
-      cols.token_id[k] = e.ids[t];
-      cols.token[k] = e.tokens[t].text;
-      const lp = tok.logprobs[i][t];
-      cols.logprob[k] = lp;
-      cols.entropy[k] = e.entropies[t];
-      cols.advantage[k] = tok.adv[i];
-      cols.weight[k] = tok.weights[i][t];
-      cols.effective_advantage[k] = tok.effAdv[i][t];
-      // contribution = Â × ℓ (seed 002), computed in float32 like the stored columns so the identity holds exactly.
-      cols.contribution[k] = Math.fround(Math.fround(tok.effAdv[i][t]) * Math.fround(lp));
-      if (tok.attribution) cols.attribution[k] = tok.attribution[i][t];
-      if (tok.importance) cols.importance[k] = tok.importance[i][t];
-      cols.section[k] = e.sections[t];
-      cols.token_type[k] = e.tokenTypes[t];
-      cols.reward[k] = e.reward.total;
-    }
-  });
-  writeTokenTable(stepFile(runDir, 'tokens', step), cols);
-  writeEpisodeTable(stepFile(runDir, 'episodes', step), {
-    step: new Int32Array(episodes.length).fill(step),
-    episode: Int32Array.from(episodes.map((_, i) => i)),
-    prompt_idx: Int32Array.from(episodes.map((e) => e.example.id)),
-    prompt: episodes.map((e) => e.example.prompt),
-    completion: episodes.map((e) => e.text),
-    reward: Float32Array.from(episodes.map((e) => e.reward.total)),
-    reward_format: Float32Array.from(episodes.map((e) => e.reward.format)),
-    reward_answer: Float32Array.from(episodes.map((e) => e.reward.answer)),
-    success: episodes.map((e) => e.success),
-    advantage: Float32Array.from(tok.adv),
-    length: Int32Array.from(episodes.map((e) => e.ids.length)),
-    oracle_span: episodes.map((_, i) => tok.oracleSpans?.[i] ?? null),
-  });
-}
-
 /** On resume, drop metrics rows written after the checkpoint so no step appears twice. */
 function keepFirstMetrics(runDir: string, n: number): void {
   const rows = readMetrics(runDir).slice(0, n);
-  writeFileSync(join(runDir, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r) + '\n').join(''));
+  // Through a temporary file and a rename, like every other write: a crash here must not cost the rows kept.
+  writeFileAtomic(join(runDir, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r) + '\n').join(''));
 }
 
 interface Progress { phase: 'sft' | 'grpo'; step: number }
@@ -567,7 +289,7 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
       const step = progress.step + 1;
       let r: GrpoStepResult;
       try {
-        r = await grpoStep(s, grpoOpt, ref, step, log, head, runDir, ctl.signal);
+        r = await grpoStep({ session: s, optimizer: grpoOpt, ref, step, log, head, runDir, signal: ctl.signal });
       } catch (e) {
         // Stopped while the step waited (on the oracle): the step is dropped whole, and the checkpoint below holds
         // the last finished one.

@@ -1,0 +1,70 @@
+// The per-step token and episode tables of a GRPO step (DESIGN §5): what the heatmaps and the analysis read.
+import { writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
+import { type Episode } from './rollout';
+import { stepFile } from '../rundir/rundir';
+import type { Section, TokenType } from '../core/types';
+
+import type { TokenLog } from './steps';
+
+export function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
+  let n = 0;
+  for (const e of episodes) n += e.ids.length;
+  const cols = {
+    step: new Int32Array(n).fill(step),
+    episode: new Int32Array(n),
+    prompt_idx: new Int32Array(n),
+    position: new Int32Array(n),
+    token_id: new Int32Array(n),
+    token: new Array<string>(n),
+    logprob: new Float32Array(n),
+    entropy: new Float32Array(n),
+    advantage: new Float32Array(n),
+    weight: new Float32Array(n),
+    effective_advantage: new Float32Array(n),
+    contribution: new Float32Array(n),
+    attribution: new Array<number | null>(n).fill(null),
+    importance: new Array<number | null>(n).fill(null),
+    section: new Array<Section>(n),
+    token_type: new Array<TokenType>(n),
+    reward: new Float32Array(n),
+  };
+  let k = 0;
+  episodes.forEach((e, i) => {
+    for (let t = 0; t < e.ids.length; t++, k++) {
+      cols.episode[k] = i;
+      cols.prompt_idx[k] = e.example.id;
+      cols.position[k] = t;
+      cols.token_id[k] = e.ids[t];
+      cols.token[k] = e.tokens[t].text;
+      const lp = tok.logprobs[i][t];
+      cols.logprob[k] = lp;
+      cols.entropy[k] = e.entropies[t];
+      cols.advantage[k] = tok.adv[i];
+      cols.weight[k] = tok.weights[i][t];
+      cols.effective_advantage[k] = tok.effAdv[i][t];
+      // contribution = Â × ℓ (seed 002), computed in float32 like the stored columns so the identity holds exactly.
+      cols.contribution[k] = Math.fround(Math.fround(tok.effAdv[i][t]) * Math.fround(lp));
+      if (tok.attribution) cols.attribution[k] = tok.attribution[i][t];
+      if (tok.importance) cols.importance[k] = tok.importance[i][t];
+      cols.section[k] = e.sections[t];
+      cols.token_type[k] = e.tokenTypes[t];
+      cols.reward[k] = e.reward.total;
+    }
+  });
+  writeTokenTable(stepFile(runDir, 'tokens', step), cols);
+  writeEpisodeTable(stepFile(runDir, 'episodes', step), {
+    step: new Int32Array(episodes.length).fill(step),
+    episode: Int32Array.from(episodes.map((_, i) => i)),
+    prompt_idx: Int32Array.from(episodes.map((e) => e.example.id)),
+    prompt: episodes.map((e) => e.example.prompt),
+    completion: episodes.map((e) => e.text),
+    reward: Float32Array.from(episodes.map((e) => e.reward.total)),
+    reward_format: Float32Array.from(episodes.map((e) => e.reward.format)),
+    reward_answer: Float32Array.from(episodes.map((e) => e.reward.answer)),
+    success: episodes.map((e) => e.success),
+    advantage: Float32Array.from(tok.adv),
+    length: Int32Array.from(episodes.map((e) => e.ids.length)),
+    oracle_span: episodes.map((_, i) => tok.oracleSpans?.[i] ?? null),
+  });
+}
+
