@@ -315,7 +315,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
     const rec = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
       () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, runs.map(describe)));
     void vscode.window.showInformationMessage(`Credit Lens: sweep ${config.name} submitted as Slurm job ${rec.slurm?.jobId} (${rec.runs.length} runs).`);
-    SweepPanel.show(ctx.extensionUri, ctx.sweeps, rec.id);
+    SweepPanel.show(ctx, rec.id);
     ctx.tree.scheduleRefresh(0);
     return;
   }
@@ -333,7 +333,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
     ...describe(r),
     sets: [...Object.entries(r.overrides).filter(([k]) => k !== 'name').map(([k, v]) => setArg(k, v)), setArg('name', r.name)],
   })));
-  SweepPanel.show(ctx.extensionUri, ctx.sweeps, rec.id);
+  SweepPanel.show(ctx, rec.id);
 }
 
 async function pickSweep(ctx: Ctx, arg: unknown, title: string, onlyActive: boolean): Promise<string | undefined> {
@@ -353,7 +353,7 @@ async function pickSweep(ctx: Ctx, arg: unknown, title: string, onlyActive: bool
 
 async function openSweepSummary(ctx: Ctx, arg: unknown): Promise<void> {
   const id = await pickSweep(ctx, arg, 'Credit Lens: open which sweep?', false);
-  if (id) SweepPanel.show(ctx.extensionUri, ctx.sweeps, id);
+  if (id) SweepPanel.show(ctx, id);
 }
 
 async function cancelSweep(ctx: Ctx, arg: unknown): Promise<void> {

@@ -7,6 +7,7 @@ import { readSettings } from './config';
 import { EngineCli } from './engine_cli';
 import { ConfigDiagnostics } from './diagnostics';
 import { RunManager } from './runs';
+import { RunDirWatcher } from './run_watcher';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
 import { SweepManager } from './sweeps';
 
@@ -14,6 +15,8 @@ export class Ctx {
   readonly log: vscode.LogOutputChannel;
   readonly cliPath: string;
   readonly runs: RunManager;
+  /** Run directories changed on disk (run_watcher.ts says why this is the one way to watch them). */
+  readonly runWatcher: RunDirWatcher;
   readonly tree: RunsTreeProvider;
   readonly treeView: vscode.TreeView<RunsTreeNode>;
   readonly diagnostics: ConfigDiagnostics;
@@ -27,7 +30,8 @@ export class Ctx {
     this.cliPath = extCtx.asAbsolutePath('dist/engine/cli.js');
     this.runs = new RunManager(this.cliPath, this.log);
     // Not on the cleanup list: deactivate() awaits runs.dispose() so engines checkpoint before the host exits.
-    this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs));
+    this.runWatcher = this.pushExtCleanup(new RunDirWatcher());
+    this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs, this.runWatcher));
     this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
     this.engineCli = new EngineCli(this.cliPath, () => readSettings().nodePath);

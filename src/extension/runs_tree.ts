@@ -7,6 +7,7 @@ import type { MetricsRow, RunInfo } from '../protocol/index';
 import { readEpisodeTable } from '../engine/rundir/arrow_tables';
 import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir/rundir';
 import { onSettingChange } from './config';
+import type { RunDirWatcher } from './run_watcher';
 import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
 import { engineAlive, findConfigs, findRuns, runRoots } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
@@ -78,19 +79,14 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
   private roots: ConfigNode[] = [];
   private sweeps: SweepManager | null = null;
 
-  constructor(private readonly runs: RunManager) {
+  constructor(private readonly runs: RunManager, watcher: RunDirWatcher) {
     this.disposables.push(
       this.changed,
       runs.onDidChange(() => this.scheduleRefresh(), null),
       onSettingChange('runDirectories', () => this.scheduleRefresh()),
+      watcher.onDidChange(() => this.scheduleRefresh()),
+      watcher.onDidChangeConfigs(() => this.scheduleRefresh()),
     );
-    for (const glob of ['**/run.json', '**/*.credit.yaml']) {
-      const w = vscode.workspace.createFileSystemWatcher(glob);
-      w.onDidCreate(() => this.scheduleRefresh(), null, this.disposables);
-      w.onDidChange(() => this.scheduleRefresh(), null, this.disposables);
-      w.onDidDelete(() => this.scheduleRefresh(), null, this.disposables);
-      this.disposables.push(w);
-    }
   }
 
   /** Slurm sweeps: their tasks' states show beside their runs, and tasks without a run directory yet show as queued. */

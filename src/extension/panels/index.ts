@@ -14,7 +14,7 @@ import { runDirOf, runDirsOf } from '../args';
 import { pickRunDir, pickRunDirs } from '../pick';
 
 export function registerPanels(ctx: Ctx): void {
-  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cli: ctx.engineCli };
+  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cli: ctx.engineCli, runWatcher: ctx.runWatcher };
   const reg = (id: string, fn: (...args: unknown[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
   reg('creditLens.openDashboard', async (arg) => {
@@ -41,5 +41,5 @@ export function registerPanels(ctx: Ctx): void {
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, DashboardPanel.serializer(deps)));
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(COMPARE_VIEW_TYPE, ComparePanel.serializer(deps)));
   ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(ANALYSIS_VIEW_TYPE, AnalysisPanel.serializer(deps)));
-  ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(SWEEP_VIEW_TYPE, SweepPanel.serializer(ctx.extensionUri, ctx.sweeps)));
+  ctx.pushExtCleanup(vscode.window.registerWebviewPanelSerializer(SWEEP_VIEW_TYPE, SweepPanel.serializer(ctx)));
 }

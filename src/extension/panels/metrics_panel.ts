@@ -9,6 +9,7 @@ import { metricsChecks, type MetricsPanelState, type MetricsProtocol } from '../
 import { readMetrics, readRunInfo } from '../../engine/rundir/rundir';
 import { isEnded, isTraining, type LiveStatus } from '../run_status';
 import type { LiveRun, RunManager } from '../runs';
+import type { RunDirWatcher } from '../run_watcher';
 import { WebviewPanelHost } from '../webview';
 import { pickRunDirs } from '../pick';
 import { loadRunData, pngBytes, safeFileName } from './run_data';
@@ -17,6 +18,7 @@ export interface PanelDeps {
   extensionUri: vscode.Uri;
   runs: RunManager;
   log: vscode.LogOutputChannel;
+  runWatcher: RunDirWatcher;
 }
 
 type Mode = MetricsPanelState['mode'];
@@ -31,7 +33,6 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
   private readonly diskRows = new Map<string, number>();
   private readonly lastLive = new Map<string, MetricsRow | null>();
   private readonly lastStatus = new Map<string, string>();
-  private watchers: vscode.Disposable[] = [];
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly latencies: number[] = [];
   private ready = false;
@@ -41,8 +42,9 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
     super(panel, deps.extensionUri, 'metrics', metricsChecks, deps.log);
     panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');
     deps.runs.onDidChange((run) => this.onLive(run), null, this.disposables);
-    this.disposables.push({ dispose: () => this.unwatch() });
-    this.watch();
+    // Runs trained by another window or the CLI reach us only through metrics.jsonl and run.json.
+    deps.runWatcher.onDidChange((dir) => this.runDirs.includes(dir) && this.scheduleDiskRead(dir), null, this.disposables);
+    this.disposables.push({ dispose: () => this.clearTimers() });
     this.retitle();
   }
 
@@ -57,8 +59,7 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
 
   protected setRuns(runDirs: string[]): void {
     this.runDirs = [...new Set(runDirs)];
-    this.unwatch();
-    this.watch();
+    this.clearTimers();
     this.retitle();
     if (this.ready) this.init();
   }
@@ -94,19 +95,7 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
     this.post({ kind: 'notification', method: 'metrics/append', params: { runDir: dir, rows: newRow ? [row] : [], status, receivedAt: newRow ? receivedAt : null } });
   }
 
-  /** Runs trained by another window or the CLI reach us only through metrics.jsonl and run.json. */
-  private watch(): void {
-    for (const dir of this.runDirs) {
-      const w = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(vscode.Uri.file(dir), '{metrics.jsonl,run.json}'));
-      const changed = () => this.scheduleDiskRead(dir);
-      w.onDidChange(changed);
-      w.onDidCreate(changed);
-      this.watchers.push(w);
-    }
-  }
-
-  private unwatch(): void {
-    for (const w of this.watchers.splice(0)) w.dispose();
+  private clearTimers(): void {
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
   }

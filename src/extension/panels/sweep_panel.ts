@@ -1,48 +1,58 @@
 // The sweep summary webview: one row per run of a sweep, updated live, restored after a reload.
 import * as vscode from 'vscode';
 import { sweepChecks, type SweepPanelState, type SweepProtocol } from '../../protocol/sweep_view';
+import type { RunDirWatcher } from '../run_watcher';
 import type { SweepManager } from '../sweeps';
 import { WebviewPanelHost } from '../webview';
 
 export const SWEEP_VIEW_TYPE = 'creditLens.sweepSummary';
 
+export interface SweepPanelDeps {
+  extensionUri: vscode.Uri;
+  sweeps: SweepManager;
+  runWatcher: RunDirWatcher;
+  log: vscode.LogOutputChannel;
+}
+
 export class SweepPanel extends WebviewPanelHost<SweepProtocol> {
   private static readonly open = new Map<string, SweepPanel>();
   private timer: NodeJS.Timeout | undefined;
 
-  static show(extensionUri: vscode.Uri, sweeps: SweepManager, sweepId: string): SweepPanel {
+  static show(deps: SweepPanelDeps, sweepId: string): SweepPanel {
     const existing = SweepPanel.open.get(sweepId);
     if (existing && !existing.isDisposed) {
       existing.panel.reveal(undefined, false);
       return existing;
     }
-    const title = sweeps.get(sweepId)?.title ?? 'sweep';
+    const title = deps.sweeps.get(sweepId)?.title ?? 'sweep';
     const panel = vscode.window.createWebviewPanel(SWEEP_VIEW_TYPE, `Sweep: ${title}`, vscode.ViewColumn.Active, { enableScripts: true });
-    return new SweepPanel(panel, extensionUri, sweeps, sweepId);
+    return new SweepPanel(panel, deps, sweepId);
   }
 
-  static serializer(extensionUri: vscode.Uri, sweeps: SweepManager): vscode.WebviewPanelSerializer<SweepPanelState> {
+  static serializer(deps: SweepPanelDeps): vscode.WebviewPanelSerializer<SweepPanelState> {
     return {
       async deserializeWebviewPanel(panel, state) {
         if (!sweepChecks.state(state)) {
           panel.dispose();
           return;
         }
-        new SweepPanel(panel, extensionUri, sweeps, state.sweepId);
+        new SweepPanel(panel, deps, state.sweepId);
       },
     };
   }
 
-  private constructor(panel: vscode.WebviewPanel, extensionUri: vscode.Uri, private readonly sweeps: SweepManager, readonly sweepId: string) {
-    super(panel, extensionUri, 'sweep', sweepChecks);
-    panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'credit-lens.svg');
+  private readonly sweeps: SweepManager;
+
+  private constructor(panel: vscode.WebviewPanel, deps: SweepPanelDeps, readonly sweepId: string) {
+    super(panel, deps.extensionUri, 'sweep', sweepChecks, deps.log);
+    const sweeps = (this.sweeps = deps.sweeps);
+    panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');
     SweepPanel.open.set(sweepId, this);
     sweeps.onDidChange((id) => id === sweepId && this.schedule(), null, this.disposables);
     // Metrics of a sweep run trained by another window reach us only through the file system.
-    const watcher = vscode.workspace.createFileSystemWatcher('**/{run.json,metrics.jsonl}');
-    watcher.onDidChange(() => this.schedule(), null, this.disposables);
-    watcher.onDidCreate(() => this.schedule(), null, this.disposables);
-    this.disposables.push(watcher, { dispose: () => clearTimeout(this.timer) }, { dispose: () => SweepPanel.open.delete(sweepId) });
+    // Any run directory: this window's record of a sweep run started elsewhere may not know its directory yet.
+    deps.runWatcher.onDidChange(() => this.schedule(), null, this.disposables);
+    this.disposables.push({ dispose: () => clearTimeout(this.timer) }, { dispose: () => SweepPanel.open.delete(sweepId) });
   }
 
   /** Redraw at most twice a second, however fast metrics arrive. */
