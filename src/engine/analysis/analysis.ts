@@ -2,6 +2,7 @@
 // statistics, t-statistics per position, relative-position bins, reward sign, filler vs reasoning tokens, top
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.
+import { intFlag, parseArgs } from '../cli/args';
 import { headlineParams } from '../credit/catalog';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -637,49 +638,18 @@ const USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--fro
   Prints seed 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
   (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.`;
 
-const VALUED = ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k'];
-
-function parseAnalyzeArgs(argv: string[]): { positional: string[]; flags: Map<string, string>; json: boolean } {
-  const positional: string[] = [];
-  const flags = new Map<string, string>();
-  let json = false;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) {
-      positional.push(a);
-      continue;
-    }
-    const eq = a.indexOf('=');
-    const k = a.slice(2, eq < 0 ? undefined : eq);
-    if (k === 'json' && eq < 0) {
-      json = true;
-      continue;
-    }
-    if (!VALUED.includes(k)) throw new UserError(`unknown option --${k}\n${USAGE}`);
-    const v = eq < 0 ? argv[++i] : a.slice(eq + 1);
-    if (v === undefined) throw new UserError(`--${k} needs a value\n${USAGE}`);
-    if (flags.has(k)) throw new UserError(`--${k} is given twice`);
-    flags.set(k, v);
-  }
-  return { positional, flags, json };
-}
-
-function intFlag(flags: Map<string, string>, name: string): number | undefined {
-  const v = flags.get(name);
-  if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) throw new UserError(`--${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
-  return Number(v);
-}
-
 /** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */
 export async function cmdAnalyze(argv: string[]): Promise<number> {
-  const { positional, flags, json } = parseAnalyzeArgs(argv);
+  const args = parseArgs(argv, { valued: ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k'], boolean: ['json'] }, USAGE);
+  const { positional } = args;
+  const json = args.flags.has('json');
+  const flags = new Map([...args.flags].map(([k, v]) => [k, v.at(-1)!]));
   if (positional.length !== 1) throw new UserError(`analyze needs exactly one run directory\n${USAGE}`);
   const opts: AnalyzeOptions = {
-    fromStep: intFlag(flags, 'from-step'),
-    toStep: intFlag(flags, 'to-step'),
+    fromStep: intFlag(args, 'from-step'),
+    toStep: intFlag(args, 'to-step'),
     reasoningRegex: flags.get('reasoning-regex'),
-    topK: intFlag(flags, 'top-k'),
+    topK: intFlag(args, 'top-k'),
   };
   const analysis = analyzeRun(positional[0], opts);
   const baselineDir = flags.get('baseline');

@@ -2,6 +2,7 @@
 // prints a bare stack trace unless it is a bug (exit 1, stack in engine.log and stderr).
 import { readFileSync } from 'node:fs';
 import { isUserError, UserError } from '../core/errors';
+import { flag, intFlag, numFlag, parseArgs } from './args';
 import { RunController, train, type Reporter } from '../train/train';
 
 const USAGE = `usage:
@@ -17,25 +18,6 @@ const USAGE = `usage:
                       [--reasoning-regex RE] [--top-k N]
   credit-lens bench [--json] [--quick]
   credit-lens schema [--out file]`;
-
-interface Args { positional: string[]; flags: Map<string, string[]>; }
-
-function parseArgs(argv: string[], valued: string[], boolean: string[]): Args {
-  const positional: string[] = [];
-  const flags = new Map<string, string[]>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a.startsWith('--')) {
-      const [k, inline] = a.slice(2).split(/=(.*)/s, 2);
-      if (boolean.includes(k)) { flags.set(k, ['true']); continue; }
-      if (!valued.includes(k)) throw new UserError(`unknown option --${k}\n${USAGE}`);
-      const v = inline ?? argv[++i];
-      if (v === undefined) throw new UserError(`--${k} needs a value`);
-      flags.set(k, [...(flags.get(k) ?? []), v]);
-    } else positional.push(a);
-  }
-  return { positional, flags };
-}
 
 function humanReporter(): Reporter {
   const t0 = Date.now();
@@ -57,7 +39,7 @@ function humanReporter(): Reporter {
 }
 
 async function cmdTrain(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['set', 'resume', 'output-dir', 'run-dir'], ['rpc']);
+  const a = parseArgs(argv, { valued: ['set', 'resume', 'output-dir', 'run-dir'], boolean: ['rpc'] }, USAGE);
   const resume = a.flags.get('resume')?.[0];
   if (!resume && a.positional.length !== 1) throw new UserError(`train needs exactly one config file\n${USAGE}`);
   const controller = new RunController();
@@ -95,7 +77,7 @@ async function cmdTrain(argv: string[]): Promise<number> {
 }
 
 async function cmdSweep(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['set', 'executor'], ['json', 'dry-run']);
+  const a = parseArgs(argv, { valued: ['set', 'executor'], boolean: ['json', 'dry-run'] }, USAGE);
   if (a.positional.length !== 1) throw new UserError(`sweep needs exactly one config file\n${USAGE}`);
   const { loadConfig } = await import('../config/config');
   const { config } = loadConfig(a.positional[0], a.flags.get('set') ?? []);
@@ -123,7 +105,7 @@ async function cmdSweep(argv: string[]): Promise<number> {
 }
 
 async function cmdEval(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['checkpoint'], ['json']);
+  const a = parseArgs(argv, { valued: ['checkpoint'], boolean: ['json'] }, USAGE);
   if (a.positional.length !== 1) throw new UserError(`eval needs a run directory\n${USAGE}`);
   const { evalRun } = await import('../train/evalrun');
   const ck = a.flags.get('checkpoint')?.[0];
@@ -134,7 +116,7 @@ async function cmdEval(argv: string[]): Promise<number> {
 }
 
 async function cmdSchema(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, ['out'], []);
+  const a = parseArgs(argv, { valued: ['out'], boolean: [] }, USAGE);
   const { configJsonSchema } = await import('../config/config');
   const text = JSON.stringify(configJsonSchema(), null, 2) + '\n';
   const out = a.flags.get('out')?.[0];
@@ -144,7 +126,7 @@ async function cmdSchema(argv: string[]): Promise<number> {
 }
 
 async function cmdBench(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, [], ['json', 'quick']);
+  const a = parseArgs(argv, { valued: [], boolean: ['json', 'quick'] }, USAGE);
   const { runBench } = await import('./bench');
   await runBench({ json: a.flags.has('json'), quick: a.flags.has('quick') });
   return 0;
@@ -168,20 +150,17 @@ export async function main(argv: string[]): Promise<number> {
       case 'importance': return await (await import('../importance/importance')).cmdImportance(rest);
       case 'bench': return await cmdBench(rest);
       case 'slurm': {
-        const a = parseArgs(rest, ['task', 'poll'], ['json', 'wait']);
-        const task = a.flags.get('task')?.[0];
-        const poll = a.flags.get('poll')?.[0];
-        if (task !== undefined && !/^\d+$/.test(task)) throw new UserError(`--task ${task}: expected a task index (0, 1, …)`);
+        const a = parseArgs(rest, { valued: ['task', 'poll'], boolean: ['json', 'wait'] }, USAGE);
         return await (await import('../sweep/slurm_cli')).cmdSlurm(a.positional[0], a.positional[1],
-          { json: a.flags.has('json'), wait: a.flags.has('wait'), task: task === undefined ? undefined : Number(task), poll: poll === undefined ? undefined : Number(poll) },
+          { json: a.flags.has('json'), wait: a.flags.has('wait'), task: intFlag(a, 'task', 0), poll: numFlag(a, 'poll', (x) => x > 0, 'seconds > 0') },
           (m) => console.log(m));
       }
       case 'compare': {
-        const a = parseArgs(rest, ['baseline', 'split', 'alpha'], ['json']);
+        const a = parseArgs(rest, { valued: ['baseline', 'split', 'alpha'], boolean: ['json'] }, USAGE);
         const { compareRuns, compareMarkdown } = await import('../analysis/compare');
-        const split = a.flags.get('split')?.[0] ?? 'test';
+        const split = flag(a, 'split') ?? 'test';
         if (split !== 'test' && split !== 'validation') throw new UserError(`--split ${split}: expected test or validation`);
-        const r = compareRuns(a.flags.get('baseline') ?? [], a.positional, { split, alpha: Number(a.flags.get('alpha')?.[0] ?? 0.05) });
+        const r = compareRuns(a.flags.get('baseline') ?? [], a.positional, { split, alpha: numFlag(a, 'alpha', (x) => x > 0 && x < 1, 'a level in (0, 1)') ?? 0.05 });
         console.log(a.flags.has('json') ? JSON.stringify(r, null, 2) : compareMarkdown(r));
         return 0;
       }

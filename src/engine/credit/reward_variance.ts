@@ -6,6 +6,7 @@ import * as tf from '@tensorflow/tfjs';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
+import { mean } from '../core/stats';
 import { ImportanceNet, tokenizerId } from '../importance/importance';
 import { scaledSoftmax, validMask, type CreditParams, type CreditStrategy } from './types';
 
@@ -40,7 +41,6 @@ export function clearImportanceCache(): void {
   cache.clear();
 }
 
-const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
 export const rewardVariance: CreditStrategy = {
   name: 'reward_variance',

@@ -20,7 +20,8 @@ import { loadConfig, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { Transformer, type ModelConfig } from '../model/model';
 import { Adam, clipByGlobalNorm } from '../model/optim';
-import { createOutputFolder, intFlag, parseFlags, readParquetTable } from './paired';
+import { intFlag, numFlag, parseArgs } from '../cli/args';
+import { createOutputFolder, readParquetTable } from './paired';
 import { childSeed, makeRng, randNormal, shuffle } from '../core/rng';
 import { writeFileAtomic } from '../rundir/rundir';
 import { readSafetensors, writeSafetensors } from '../model/safetensors';
@@ -492,13 +493,6 @@ export function configTokenizer(cfg: CreditConfig): Tokenizer {
 const USAGE = 'usage: credit-lens importance train <config.credit.yaml> --rollouts <rollouts.parquet> [--out dir] [--steps N] '
   + '[--batch-size N] [--lr x] [--d-model N] [--layers N] [--heads N] [--heldout fraction] [--validation fraction] [--reward column] [--set key=value]...';
 
-function numFlag(flags: Map<string, string[]>, name: string, ok: (x: number) => boolean, what: string): number | undefined {
-  const v = flags.get(name)?.at(-1);
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n) || !ok(n)) throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected ${what}`);
-  return n;
-}
 
 export interface ImportanceTrainResult { dir: string; metrics: ImportanceMetrics }
 
@@ -538,22 +532,22 @@ export async function importanceTrain(o: {
 export async function cmdImportance(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'train') throw new UserError(`importance: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${USAGE}`);
-  const a = parseFlags(rest, ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'validation', 'reward', 'set'], USAGE);
+  const a = parseArgs(rest, { valued: ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'validation', 'reward', 'set'] }, USAGE);
   if (a.positional.length !== 1) throw new UserError(`importance train needs exactly one config file\n${USAGE}`);
   const rollouts = a.flags.get('rollouts')?.at(-1);
   if (!rollouts) throw new UserError(`importance train needs --rollouts <rollouts.parquet> (from \`credit-lens rollouts paired\`)\n${USAGE}`);
   const net: Partial<ImportanceNetConfig> = {};
-  const d = intFlag(a.flags, 'd-model', 2), l = intFlag(a.flags, 'layers', 1), h = intFlag(a.flags, 'heads', 1);
+  const d = intFlag(a, 'd-model', 2), l = intFlag(a, 'layers', 1), h = intFlag(a, 'heads', 1);
   if (d !== undefined) net.d_model = d;
   if (l !== undefined) net.n_layers = l;
   if (h !== undefined) net.n_heads = h;
   if (d !== undefined) net.d_ff = 2 * d;
   const r = await importanceTrain({
     configPath: a.positional[0], rollouts, out: a.flags.get('out')?.at(-1), sets: a.flags.get('set'), net,
-    steps: intFlag(a.flags, 'steps', 1), batchSize: intFlag(a.flags, 'batch-size', 1),
-    lr: numFlag(a.flags, 'lr', (x) => x > 0, 'a positive number'),
-    heldout: numFlag(a.flags, 'heldout', (x) => x > 0 && x < 1, 'a fraction in (0, 1)'),
-    validation: numFlag(a.flags, 'validation', (x) => x >= 0 && x < 1, 'a fraction in [0, 1)'),
+    steps: intFlag(a, 'steps', 1), batchSize: intFlag(a, 'batch-size', 1),
+    lr: numFlag(a, 'lr', (x) => x > 0, 'a positive number'),
+    heldout: numFlag(a, 'heldout', (x) => x > 0 && x < 1, 'a fraction in (0, 1)'),
+    validation: numFlag(a, 'validation', (x) => x >= 0 && x < 1, 'a fraction in [0, 1)'),
     reward: a.flags.get('reward')?.at(-1), log: (m) => process.stderr.write(m + '\n'),
   });
   const m = r.metrics;

@@ -5,6 +5,8 @@
 // Output (DESIGN §5): `<output_dir>/<name>-paired-<ts>/rollouts_g<G>.parquet` with the seed's columns, plus
 // `rollouts_metadata.json`. Beyond the seed's columns the file has `pair_id` (which two rows share a prefix) and
 // `completion_token_ids` (the sampled ids: re-encoding the text does not give them back for a BPE tokenizer).
+import { intFlag, parseArgs } from '../cli/args';
+import { meanVar } from '../core/stats';
 import { Field, Float64, Int32, List, Table, Utf8, tableFromIPC, tableToIPC, vectorFromArray, type Vector } from 'apache-arrow';
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -138,15 +140,7 @@ export function generatePairedGroups(model: Transformer, tokenizer: Tokenizer, t
 }
 
 /** Mean and unbiased (N−1) variance, as pandas' groupby().var() gives (the seed's reference loads pandas). */
-export function meanVar(xs: number[]): { mean: number; var: number } {
-  // Equal rewards have exactly zero variance: the summed mean of eight 0.1s is not 0.1 in floating point, and a
-  // 1e-34 "variance" would make a group without information look usable.
-  if (xs.every((x) => x === xs[0])) return { mean: xs[0], var: 0 };
-  const n = xs.length;
-  const mean = xs.reduce((a, b) => a + b, 0) / n;
-  const v = n > 1 ? xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1) : 0;
-  return { mean, var: v };
-}
+export { meanVar } from '../core/stats';
 
 /** The seed's partial-reward dictionary: the task's named parts (countdown: format, answer, uses_all_numbers, valid_expression). */
 export function partialRewards(r: RewardResult): Record<string, number> {
@@ -380,40 +374,16 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
   }
 }
 
-/** Flags of the form --name value / --name=value; `boolean` flags take none. */
-export function parseFlags(argv: string[], valued: string[], usage: string): { positional: string[]; flags: Map<string, string[]> } {
-  const positional: string[] = [];
-  const flags = new Map<string, string[]>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) { positional.push(a); continue; }
-    const [k, inline] = a.slice(2).split(/=(.*)/s, 2);
-    if (!valued.includes(k)) throw new UserError(`unknown option --${k}\n${usage}`);
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new UserError(`--${k} needs a value\n${usage}`);
-    flags.set(k, [...(flags.get(k) ?? []), v]);
-  }
-  return { positional, flags };
-}
-
-export function intFlag(flags: Map<string, string[]>, name: string, min: number): number | undefined {
-  const v = flags.get(name)?.at(-1);
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected an integer ≥ ${min}`);
-  return n;
-}
-
 const ROLLOUTS_USAGE = 'usage: credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint-dir>] [--set key=value]... [--output-dir dir]';
 
 /** `credit-lens rollouts paired …` (argv after "rollouts"). Prints the parquet path on stdout. */
 export async function cmdRollouts(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'paired') throw new UserError(`rollouts: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${ROLLOUTS_USAGE}`);
-  const a = parseFlags(rest, ['groups', 'checkpoint', 'set', 'output-dir'], ROLLOUTS_USAGE);
+  const a = parseArgs(rest, { valued: ['groups', 'checkpoint', 'set', 'output-dir'] }, ROLLOUTS_USAGE);
   if (a.positional.length !== 1) throw new UserError(`rollouts paired needs exactly one config file\n${ROLLOUTS_USAGE}`);
   const r = await pairedRollouts({
-    configPath: a.positional[0], sets: a.flags.get('set'), groups: intFlag(a.flags, 'groups', 1),
+    configPath: a.positional[0], sets: a.flags.get('set'), groups: intFlag(a, 'groups', 1),
     checkpoint: a.flags.get('checkpoint')?.at(-1), outputDir: a.flags.get('output-dir')?.at(-1), argv: ['rollouts', ...argv],
     log: (m) => process.stderr.write(m + '\n'),
   });

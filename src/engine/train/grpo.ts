@@ -5,18 +5,8 @@
 export type ScaleRewards = 'group' | 'batch' | 'none';
 export type LossAgg = 'token_mean' | 'seq_mean_token_mean' | 'seq_mean_token_sum_norm';
 
-/** Mean and sample std (N−1, as torch.std and TRL use); std is 0 for a single element. */
-export function meanStd(xs: ArrayLike<number>): { mean: number; std: number } {
-  const n = xs.length;
-  if (n === 0) return { mean: 0, std: 0 };
-  let s = 0;
-  for (let i = 0; i < n; i++) s += xs[i];
-  const mean = s / n;
-  if (n < 2) return { mean, std: 0 };
-  let v = 0;
-  for (let i = 0; i < n; i++) v += (xs[i] - mean) ** 2;
-  return { mean, std: Math.sqrt(v / (n - 1)) };
-}
+export { meanStd } from '../core/stats';
+import { meanStd } from '../core/stats';
 
 /**
  * Episode advantages. Rewards are laid out group after group (groupSize consecutive episodes share a prompt).
@@ -63,8 +53,6 @@ export interface PolicyLossResult {
   loss: number;
   /** dLoss/dlogprobs */
   grad: number[][];
-  /** dLoss/dÂ — used when Â itself is trainable (the attribution head) */
-  gradAdvantages: number[][];
   /** fraction of valid tokens whose clipped branch was taken (zero gradient) */
   clipFrac: number;
   /** mean k3 KL over valid tokens (0 without reference) */
@@ -98,10 +86,8 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
   let valid = 0;
   let klSum = 0;
   const grad: number[][] = [];
-  const gradA: number[][] = [];
   for (let i = 0; i < x.logprobs.length; i++) {
     const gRow = new Array<number>(x.logprobs[i].length).fill(0);
-    const aRow = new Array<number>(x.logprobs[i].length).fill(0);
     for (let t = 0; t < x.logprobs[i].length; t++) {
       const m = x.mask[i][t];
       if (!m) continue;
@@ -116,7 +102,6 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       const takeClipped = clippedTerm < unclippedTerm;
       let tokLoss = -(takeClipped ? clippedTerm : unclippedTerm);
       let dl = takeClipped ? (ratio < lo || ratio > hi ? 0 : -ratio * A) : -ratio * A;
-      const dA = -(takeClipped ? clippedRatio : ratio);
       if (takeClipped && (ratio < lo || ratio > hi)) clipped++;
       if (opts.klBeta > 0 && x.refLogprobs) {
         const d = x.refLogprobs[i][t] - l;
@@ -127,10 +112,8 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       }
       loss += c[i][t] * tokLoss;
       gRow[t] = c[i][t] * dl;
-      aRow[t] = c[i][t] * dA;
     }
     grad.push(gRow);
-    gradA.push(aRow);
   }
-  return { loss, grad, gradAdvantages: gradA, clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0 };
+  return { loss, grad, clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0 };
 }

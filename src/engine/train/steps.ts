@@ -141,7 +141,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   let alpha: number[][] | undefined;
   let loss = 0, gradNorm = 0, clipFrac = 0, kl = 0, skipped = 0;
   const params = creditParams(s.cfg.credit);
-  const params_ = trainables(s, head);
+  const trainable = trainables(s, head);
   const maskT = tf.tensor2d(pb.mask);
   const advT = tf.tensor2d(adv, [adv.length, 1]);
   for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
@@ -201,17 +201,17 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
         sur = sur.add(wT.mul(advT).mul(tf.tensor2d(headGrad)).sum());
       }
       return sur as tf.Scalar;
-    }, [...params_.values()]);
+    }, [...trainable.values()]);
     value.dispose();
     const info = lossInfo!;
-    const named = renameGrads(params_, grads);
+    const named = renameGrads(trainable, grads);
     const clippedRes = clipByGlobalNorm(named, g.grad_clip);
     if (epoch === 0) { loss = info.loss; gradNorm = clippedRes.norm; clipFrac = info.clipFrac; kl = info.kl; }
     if (!Number.isFinite(info.loss) || !Number.isFinite(clippedRes.norm)) {
       skipped++;
       log('warn', `step ${step}: non-finite ${Number.isFinite(info.loss) ? 'gradient norm' : 'loss'} (loss=${info.loss}, grad_norm=${clippedRes.norm}); update skipped`);
     } else {
-      opt.apply(params_, clippedRes.grads);
+      opt.apply(trainable, clippedRes.grads);
     }
     tf.dispose(Object.values(clippedRes.grads));
   }

@@ -1,0 +1,70 @@
+// One command-line parser for every `credit-lens` command: `--name value`, `--name=value`, repeated flags (`--set`),
+// booleans, and numbers checked where they are read. An unknown flag is an error that names it, suggests the closest
+// known one and prints the command's usage.
+import { UserError } from '../core/errors';
+
+export interface ParsedArgs {
+  positional: string[];
+  /** every value of each valued flag, in order; booleans map to ['true'] */
+  flags: Map<string, string[]>;
+}
+
+function closestFlag(k: string, known: readonly string[]): string | undefined {
+  const dist = (a: string, b: string) => {
+    const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+    for (let j = 1; j <= b.length; j++) d[0][j] = j;
+    for (let i = 1; i <= a.length; i++) {
+      for (let j = 1; j <= b.length; j++) d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    return d[a.length][b.length];
+  };
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const c of known) {
+    const d = dist(k, c);
+    if (d < bestD) { best = c; bestD = d; }
+  }
+  return best !== undefined && bestD <= Math.max(1, Math.floor(k.length / 3)) ? best : undefined;
+}
+
+export function parseArgs(argv: readonly string[], spec: { valued?: readonly string[]; boolean?: readonly string[] }, usage: string): ParsedArgs {
+  const valued = spec.valued ?? [];
+  const boolean = spec.boolean ?? [];
+  const positional: string[] = [];
+  const flags = new Map<string, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--') || a === '--') { positional.push(a); continue; }
+    const [k, inline] = a.slice(2).split(/=(.*)/s, 2);
+    if (boolean.includes(k) && inline === undefined) { flags.set(k, ['true']); continue; }
+    if (!valued.includes(k)) {
+      const guess = closestFlag(k, [...valued, ...boolean]);
+      throw new UserError(`unknown option --${k}${guess ? `; did you mean --${guess}?` : ''}\n${usage}`);
+    }
+    const v = inline ?? argv[++i];
+    if (v === undefined) throw new UserError(`--${k} needs a value\n${usage}`);
+    flags.set(k, [...(flags.get(k) ?? []), v]);
+  }
+  return { positional, flags };
+}
+
+/** The last value of `--name`, or undefined. */
+export function flag(args: ParsedArgs, name: string): string | undefined {
+  return args.flags.get(name)?.at(-1);
+}
+
+export function intFlag(args: ParsedArgs, name: string, min = 0): number | undefined {
+  const v = flag(args, name);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min) throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected an integer ≥ ${min}`);
+  return n;
+}
+
+export function numFlag(args: ParsedArgs, name: string, ok: (x: number) => boolean, what: string): number | undefined {
+  const v = flag(args, name);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || !ok(n)) throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected ${what}`);
+  return n;
+}
