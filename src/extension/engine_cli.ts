@@ -77,7 +77,7 @@ export class EngineCli {
       } catch (e) {
         return reject(e);
       }
-      execFile(node.command, [this.cliPath, ...args], { env: { ...process.env, ...node.env }, maxBuffer: 64 << 20, timeout: o.timeoutMs ?? 60_000, signal: o.signal },
+      execFile(node.command, [this.cliPath, ...args], { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: o.timeoutMs ?? 60_000, signal: o.signal },
         (err, stdout, stderr) => {
           if (o.signal?.aborted) return reject(new CancelledError());
           if (err) return reject(new Error(cliError(stderr.replace(/^error: /m, ''), `${what}: ${err.message}`)));
@@ -111,28 +111,11 @@ export class EngineCli {
     await this.run(['slurm', 'cancel', sweepDir, ...(task === undefined ? [] : ['--task', String(task)])], 'scancel');
   }
 
-  analyze(runDir: string, o: AnalyzeOptions = {}): Promise<AnalyzeResult> {
-    return new Promise((resolve, reject) => {
-      if (o.signal?.aborted) return reject(new CancelledError());
-      let node;
-      try {
-        node = chooseNode(this.nodePath());
-      } catch (e) {
-        return reject(e);
-      }
-      const t0 = Date.now();
-      // A long run's million token rows take seconds to read and megabytes to print.
-      execFile(node.command, [this.cliPath, ...analyzeArgs(runDir, o)],
-        { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: 300_000, signal: o.signal },
-        (err, stdout, stderr) => {
-          if (o.signal?.aborted) return reject(new CancelledError());
-          if (err) return reject(new Error(cliError(stderr, err.message)));
-          try {
-            resolve({ report: parseAnalyzeReport(stdout), elapsedMs: Date.now() - t0 });
-          } catch (e) {
-            reject(e);
-          }
-        });
-    });
+  async analyze(runDir: string, o: AnalyzeOptions = {}): Promise<AnalyzeResult> {
+    const t0 = Date.now();
+    // A long run's million token rows take seconds to read and megabytes to print.
+    const out = await this.run(analyzeArgs(runDir, o), 'credit-lens analyze', { signal: o.signal, timeoutMs: 300_000 });
+    return { report: parseAnalyzeReport(out), elapsedMs: Date.now() - t0 };
   }
+
 }

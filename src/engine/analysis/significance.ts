@@ -3,6 +3,8 @@
 // print the same figures. No library on npm covers these three without pulling a large dependency; each is a few
 // lines from its textbook definition, and the tests check them against published table values.
 
+import { makeRng } from '../core/rng';
+
 /** ln Γ(x), Lanczos (g = 7, n = 9), |error| < 1e-13 for x > 0. */
 function lnGamma(x: number): number {
   const c = [0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
@@ -105,17 +107,6 @@ export function mcnemarExact(pairs: readonly (readonly [boolean, boolean])[]): M
   return { b, c, n: pairs.length, p: Math.min(1, 2 * tail) };
 }
 
-/** A small seeded generator (mulberry32) so a bootstrap prints the same interval every time. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface Bootstrap { diff: number; lo: number; hi: number; /** two-sided: 2·min(share ≤ 0, share ≥ 0) of resampled differences */ p: number; resamples: number }
 
@@ -131,7 +122,7 @@ export function pairedBootstrap(baseline: readonly number[], other: readonly num
   const d = other.map((v, i) => v - baseline[i]);
   const diff = n ? d.reduce((a, x) => a + x, 0) / n : NaN;
   if (n === 0) return { diff, lo: NaN, hi: NaN, p: 1, resamples };
-  const rand = mulberry32(opts.seed ?? 1);
+  const rand = makeRng(opts.seed ?? 1);
   const stats = new Float64Array(resamples);
   let le = 0;
   let ge = 0;

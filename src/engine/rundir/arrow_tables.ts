@@ -217,12 +217,13 @@ export function writeEpisodeTable(path: string, cols: EpisodeColumns): void {
 
 const bitSet = (bitmap: Uint8Array, i: number) => (bitmap[i >> 3] & (1 << (i & 7))) !== 0;
 
-interface Source {
+export interface Source {
   path: string;
   table: Table;
 }
 
-function readTable(path: string): Source {
+/** An Arrow IPC file, structurally checked (ipc_check.ts, tableFault) before and after apache-arrow reads it. */
+export function readTable(path: string): Source {
   let bytes: Buffer;
   try {
     bytes = readFileSync(path);

@@ -2,12 +2,11 @@
 // compared on the same instances (McNemar, paired bootstrap) instead of by their means alone. Columns: instance_id
 // utf8, split utf8 (validation | test), success bool, reward float32, completion utf8. Written atomically like every
 // table; read through the same structural checks as the token and episode tables.
-import { Bool, Float32, Table, Utf8, makeVector, tableFromIPC, tableToIPC, vectorFromArray } from 'apache-arrow';
-import { readFileSync, readdirSync } from 'node:fs';
+import { Bool, Table, Utf8, makeVector, tableToIPC, vectorFromArray } from 'apache-arrow';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
-import { ipcFileFault } from './ipc_check';
-import { tableFault } from './arrow_tables';
+import { readTable } from './arrow_tables';
 import { writeFileAtomic } from './rundir';
 
 export type EvalSplit = 'validation' | 'test';
@@ -40,22 +39,7 @@ export function writeEvalTable(path: string, rows: EvalRows): void {
 }
 
 export function readEvalTable(path: string): EvalRows {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(path);
-  } catch (e) {
-    throw new UserError(`cannot read eval table ${path}: ${(e as Error).message}`);
-  }
-  const fault = ipcFileFault(bytes);
-  if (fault) throw new UserError(`${path} is not a readable Arrow IPC file (truncated or corrupted?): ${fault}`);
-  let t: Table;
-  try {
-    t = tableFromIPC(bytes);
-  } catch (e) {
-    throw new UserError(`${path} is not a readable Arrow IPC file: ${(e as Error).message}`);
-  }
-  const bad = tableFault(t);
-  if (bad) throw new UserError(`${path} is corrupted: ${bad}`);
+  const { table: t } = readTable(path);
   const col = (name: string) => {
     const v = t.getChild(name);
     if (!v) throw new UserError(`${path} has no column ${name} (DESIGN §10 requires it)`);
