@@ -3,6 +3,7 @@
 // (rust-analyzer's "client cleanup"), so a process that exits, crashes or is killed leaks nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import type { Duplex } from 'node:stream';
 import * as rpc from 'vscode-jsonrpc/node';
 import {
   RpcMethods,
@@ -44,7 +45,8 @@ export class EngineProcess {
     this.proc = spawn(node.command, [cliPath, ...args], {
       cwd,
       env: { ...process.env, ...node.env },
-      stdio: ['pipe', 'pipe', 'pipe'],
+      // fd 3 carries JSON-RPC and nothing else (engine/cli/rpc.ts); stdout is whatever the engine's code prints.
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
       // Its own process group, so stopping can kill the engine and anything it started in one signal.
       detached: process.platform !== 'win32',
       windowsHide: true,
@@ -62,7 +64,8 @@ export class EngineProcess {
       });
     });
 
-    this.conn = rpc.createMessageConnection(new rpc.StreamMessageReader(this.proc.stdout!), new rpc.StreamMessageWriter(this.proc.stdin!));
+    const channel = this.proc.stdio[3] as Duplex;
+    this.conn = rpc.createMessageConnection(new rpc.StreamMessageReader(channel), new rpc.StreamMessageWriter(channel));
     this.cleanup.push(
       this.conn.onNotification(RpcMethods.started, (p: RunStartedParams) => events.started(p)),
       this.conn.onNotification(RpcMethods.progress, (p: RunProgressParams) => events.progress(p)),
@@ -75,9 +78,11 @@ export class EngineProcess {
     this.conn.listen();
     this.cleanup.push(this.conn);
 
-    const lines = createInterface({ input: this.proc.stderr! });
-    lines.on('line', (l) => events.stderr(l));
-    this.cleanup.push({ dispose: () => lines.close() });
+    for (const stream of [this.proc.stderr!, this.proc.stdout!]) {
+      const lines = createInterface({ input: stream });
+      lines.on('line', (l) => events.stderr(l));
+      this.cleanup.push({ dispose: () => lines.close() });
+    }
 
     void this.exited.then(() => this.dispose());
   }

@@ -229,7 +229,18 @@ export class RunManager implements vscode.Disposable {
       if (run.status === 'failed') this.reportFailure(slot, run.error ?? 'the engine reported a failure');
       return;
     }
-    // No run/finished: killed after the stop grace period, or a crash (OOM, native abort, a bug).
+    // No run/finished reached us. run.json is the engine's own record and outlives the channel: a run that ended
+    // there (completed, stopped, failed with its reason) ended so, whatever happened to the messages.
+    const recorded = run.runDir ? readRunInfo(run.runDir) : null;
+    if (recorded && recorded.status !== 'running') {
+      run.status = recorded.status;
+      run.error = recorded.error ?? null;
+      this.log.warn(`[${run.name ?? run.request.label}] no end message from the engine; run.json says ${recorded.status}`);
+      this.end(slot, recorded.status);
+      if (recorded.status === 'failed') this.reportFailure(slot, recorded.error ?? 'the engine reported a failure');
+      return;
+    }
+    // Nothing recorded either: killed after the stop grace period, or a crash (OOM, native abort, a bug).
     const status: RunStatus = slot.stopRequested ? 'stopped' : 'failed';
     const why = slot.stopRequested
       ? `killed after the stop grace period (${signal ?? `exit ${code}`})`

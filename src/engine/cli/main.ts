@@ -134,12 +134,7 @@ async function cmdBench(argv: string[]): Promise<number> {
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
-  if (argv.includes('--rpc')) {
-    // stdout carries JSON-RPC frames only: anything a library logs goes to stderr instead.
-    console.log = console.error;
-    console.info = console.error;
-    console.warn = console.error;
-  }
+
   try {
     switch (cmd) {
       case 'train': return await cmdTrain(rest);
