@@ -4,7 +4,11 @@ export type CsvValue = string | number | null;
 
 export function csvField(v: CsvValue): string {
   if (v === null) return '';
-  const s = String(v);
+  let s = String(v);
+  // A text cell starting with = + - @ (or a tab / carriage return) is a formula to Excel and LibreOffice: a run name
+  // or token like `=HYPERLINK(...)` would run on open. A leading apostrophe keeps it text (OWASP's CSV injection
+  // advice); numbers, negative ones included, are written as numbers.
+  if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
   return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 

@@ -14,6 +14,9 @@ import { WebviewPanelHost } from '../webview';
 import { pickRunDirs } from '../pick';
 import { loadRunData, pngBytes, safeFileName } from './run_data';
 
+/** The latency log the panel keeps for its median. */
+const MAX_LATENCIES = 500;
+
 export interface PanelDeps {
   extensionUri: vscode.Uri;
   runs: RunManager;
@@ -133,6 +136,8 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
         break;
       case 'metrics/drawn': {
         this.latencies.push(m.params.latencyMs);
+        // A dashboard left open on a long run gets thousands of points: keep the last few hundred.
+        if (this.latencies.length > MAX_LATENCIES) this.latencies.splice(0, this.latencies.length - MAX_LATENCIES);
         const sorted = [...this.latencies].sort((a, b) => a - b);
         const median = sorted[Math.floor((sorted.length - 1) / 2)];
         this.deps.log.info(`dashboard: ${basename(m.params.runDir)} step ${m.params.step} drawn ${m.params.latencyMs} ms after its run/metrics notification (median ${median} ms over ${sorted.length})`);

@@ -84,3 +84,13 @@ test('a table as CSV', () => {
   const t = positionBinTable(REPORT);
   assert.equal(toCsv(t.header, t.rows), 'bin,position / length,tokens,mean c,std c,mean |c|,mean log-prob\n0,0–0.1,100,-0.5,1,0.75,-2\n1,0.1–0.2,90,,,,\n');
 });
+
+test('CSV cells that a spreadsheet would run as a formula are kept as text; numbers stay numbers', async () => {
+  const { csvField } = await import('../../../src/webviews/csv');
+  assert.equal(csvField('=HYPERLINK("http://x","y")'), `"'=HYPERLINK(""http://x"",""y"")"`);
+  assert.equal(csvField('+1'), "'+1");
+  assert.equal(csvField('-run'), "'-run");
+  assert.equal(csvField('@SUM(A1)'), "'@SUM(A1)");
+  assert.equal(csvField(-0.5), '-0.5');
+  assert.equal(csvField('plain'), 'plain');
+});
