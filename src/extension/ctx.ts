@@ -38,6 +38,7 @@ export class Ctx {
     this.analysis = this.pushExtCleanup(new AnalysisRunner(this.engineCli, () => this.sweepsChanged(), (m) => this.log.warn(m)));
     this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis, this.engineCli, this.log));
     this.tree.setSweeps(this.sweeps);
+    this.tree.setLog(this.log);
   }
 
   get extensionUri(): vscode.Uri {

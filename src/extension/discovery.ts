@@ -2,12 +2,12 @@
 // plus the folders in `creditLens.runDirectories`, searched for run directories (a folder with run.json).
 // A run trained elsewhere and copied into one of those folders is found like any other.
 import { readFileSync } from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
+import { isAbsolute, join, resolve, sep } from 'node:path';
 import * as vscode from 'vscode';
 import { parse } from 'yaml';
 import { readSettings } from './config';
 import type { RunInfo } from '../protocol/index';
-import { findRunDirs, readRunInfo } from '../engine/rundir/rundir';
+import { findRunDirsAsync, readRunInfoChecked } from '../engine/rundir/rundir';
 
 export const CONFIG_GLOB = '**/*.credit.yaml';
 const EXCLUDE_GLOB = '{**/node_modules/**,**/.git/**}';
@@ -52,18 +52,44 @@ export interface FoundRun {
   info: RunInfo;
 }
 
-export function findRuns(roots: readonly string[]): FoundRun[] {
+/** A folder with a run.json that cannot be used (another tool's, an older version's, a bad merge), and why. */
+export interface UnreadableRun {
+  runDir: string;
+  reason: string;
+}
+
+export interface RunScanResult { runs: FoundRun[]; unreadable: UnreadableRun[]; truncated: string[] }
+
+/**
+ * Every run under the roots, walked asynchronously with a budget per root, so `output_dir: /` or a huge
+ * `creditLens.runDirectories` entry ends in a partial list and a note instead of a frozen extension host. In an
+ * untrusted workspace only folders inside the workspace are walked.
+ */
+export async function scanRuns(roots: readonly string[]): Promise<RunScanResult> {
   const seen = new Set<string>();
-  const out: FoundRun[] = [];
+  const out: RunScanResult = { runs: [], unreadable: [], truncated: [] };
+  const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+  const inside = (p: string) => folders.some((f) => p === f || p.startsWith(f.endsWith(sep) ? f : f + sep));
   for (const root of roots) {
-    for (const runDir of findRunDirs(root)) {
+    if (!vscode.workspace.isTrusted && !inside(root)) {
+      out.truncated.push(`${root} is outside this untrusted workspace; not searched`);
+      continue;
+    }
+    const scan = await findRunDirsAsync(root);
+    if (scan.truncated) out.truncated.push(scan.truncated);
+    for (const runDir of scan.dirs) {
       if (seen.has(runDir)) continue;
       seen.add(runDir);
-      const info = readRunInfo(runDir);
-      if (info) out.push({ runDir, info });
+      const r = readRunInfoChecked(runDir);
+      if (r.ok) out.runs.push({ runDir, info: r.info });
+      else if (!r.missing) out.unreadable.push({ runDir, reason: r.reason });
     }
   }
   return out;
+}
+
+export async function findRuns(roots: readonly string[]): Promise<FoundRun[]> {
+  return (await scanRuns(roots)).runs;
 }
 
 /** Whether the process that wrote a `running` run.json is still alive here (false: it died with its window). */

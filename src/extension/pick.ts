@@ -21,7 +21,7 @@ export interface PickOptions {
 
 async function items(o: PickOptions): Promise<RunPickItem[]> {
   const exclude = new Set(o.exclude ?? []);
-  const found = findRuns(runRoots(await findConfigs()))
+  const found = (await findRuns(runRoots(await findConfigs())))
     .map((r) => ({ ...r, status: o.statusOf?.(r.runDir) ?? r.info.status }))
     .filter((r) => !exclude.has(r.runDir) && (!o.filter || o.filter(r.runDir, r.status)))
     .sort((a, b) => b.info.started.localeCompare(a.info.started));

@@ -9,7 +9,7 @@ import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/ru
 import { onSettingChange } from './config';
 import type { RunDirWatcher } from './run_watcher';
 import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
-import { engineAlive, findConfigs, findRuns, runRoots } from './discovery';
+import { engineAlive, findConfigs, runRoots, scanRuns } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
 import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { isResumable, type LiveRun, type RunManager } from './runs';
@@ -31,6 +31,8 @@ export interface RunNode {
   status: LiveStatus;
   /** A `running` run.json whose engine process is gone (its window closed or crashed). */
   interrupted: boolean;
+  /** run.json exists but cannot be used: why (the run is listed, not opened) */
+  unreadable?: string;
   /** A run of a Slurm sweep: its array task, Slurm's state and pending reason, and which sweep and task it is. */
   slurm?: { job: string; state: string | null; reason: string | null; sweepId: string; index: number; name: string };
 }
@@ -111,7 +113,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
   /** Every run on disk or live, grouped by the config it was trained from. */
   async collect(): Promise<ConfigNode[]> {
     const configs = await findConfigs();
-    const found = findRuns(runRoots(configs));
+    const scan = await scanRuns(runRoots(configs));
+    const found = scan.runs;
+    for (const t of scan.truncated) this.noteOnce(t);
     const groups = new Map<string, ConfigNode>();
     const group = (configPath: string | null, name: string): ConfigNode => {
       const key = configPath ?? `name:${name}`;
@@ -140,6 +144,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       const configPath = info.config_path && !/[\\/]slurm[\\/]configs[\\/]/.test(info.config_path) ? info.config_path
         : slurm?.sweep.configPath ?? live?.request.configPath ?? null;
       group(configPath, info.name).runs.push({ kind: 'run', runDir, info, live: live ?? null, status, interrupted, slurm: slurmOf(slurm) });
+    }
+    // Folders whose run.json this version cannot use: listed with the reason, never dropped, never a crash.
+    for (const u of scan.unreadable) {
+      group(null, 'unreadable runs').runs.push({ kind: 'run', runDir: u.runDir, info: null, live: null, status: 'failed', interrupted: false, unreadable: u.reason });
     }
     // Slurm tasks still waiting for a node: no run directory yet.
     for (const { sweep, task } of this.sweeps?.pendingSlurmTasks() ?? []) {
@@ -270,7 +278,33 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     }
   }
 
+  private readonly noted = new Set<string>();
+  /** A scan that stopped early says so once in the log, not on every refresh. */
+  private noteOnce(message: string): void {
+    if (this.noted.has(message)) return;
+    this.noted.add(message);
+    this.log?.warn(`runs: ${message}`);
+  }
+
+  setLog(log: vscode.LogOutputChannel): void {
+    this.log = log;
+  }
+
+  private log: vscode.LogOutputChannel | null = null;
+
   private runItem(node: RunNode): vscode.TreeItem {
+    if (node.unreadable !== undefined) {
+      const item = new vscode.TreeItem(basename(node.runDir ?? 'run'), vscode.TreeItemCollapsibleState.None);
+      item.id = `unreadable:${node.runDir}`;
+      item.description = `unreadable (${node.unreadable})`;
+      item.iconPath = new vscode.ThemeIcon('warning', new vscode.ThemeColor('problemsWarningIcon.foreground'));
+      const md = new vscode.MarkdownString();
+      md.appendMarkdown(`**unreadable run** — ${escapeMarkdown(node.unreadable)}\n\n${inlineCode(node.runDir ?? '')}`);
+      item.tooltip = md;
+      item.contextValue = 'run.unreadable';
+      item.accessibilityInformation = { label: `${basename(node.runDir ?? 'run')}, unreadable (${node.unreadable})` };
+      return item;
+    }
     const live = node.live && !isEnded(node.live.status) ? node.live : null;
     const label = node.runDir ? basename(node.runDir) : node.live?.request.label ?? node.slurm?.name ?? 'run';
     const hasSteps = !!node.runDir && listLoggedSteps(node.runDir, 'episodes').length > 0;

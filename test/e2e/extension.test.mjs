@@ -302,3 +302,16 @@ scenario('in an untrusted workspace Run is refused with an explanation, and exis
   await sleep(1000);
   assert.equal(readdirSync(join(WS, 'runs')).length, runsBefore, 'no new run was started');
 });
+
+scenario('a run.json from another tool or version is listed as unreadable with the reason; the other runs still list', async () => {
+  const { page } = vs;
+  const { mkdirSync, writeFileSync } = await import('node:fs');
+  const dir = join(WS, 'runs', 'alien-20260101-000000');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'run.json'), JSON.stringify({ id: 'alien', name: 'alien', status: 'paused', started: 1767225600 }));
+  await showRunsView(page);
+  const row = await waitForRow(page, /^alien-20260101-000000, unreadable \(status: got "paused"/, 60_000);
+  log(`tree: ${row}`);
+  await waitForRow(page, /^tiny-\d{8}-\d{6}, completed/, 30_000);
+  await shot(page, '20-unreadable-run');
+});

@@ -16,7 +16,7 @@ export async function showEpisode(t: EpisodeTarget, opts: vscode.TextDocumentSho
 
 /** Runs with at least one logged episode table, newest first. */
 export async function runsWithEpisodes(): Promise<FoundRun[]> {
-  const runs = findRuns(runRoots(await findConfigs()));
+  const runs = (await findRuns(runRoots(await findConfigs())));
   return runs.filter((r) => episodeSteps(r.runDir).length > 0).sort((a, b) => b.info.started.localeCompare(a.info.started));
 }
 
