@@ -119,6 +119,17 @@ export class EngineProcess {
     return checkpoint;
   }
 
+  /**
+   * The window is closing: ask the engine to checkpoint and stop, then let it finish on its own. It runs in its own
+   * process group and also stops when its pipes close (engine/cli/rpc.ts), within its own bounded grace, so the
+   * host can exit at once without SIGKILLing a run in the middle of writing its checkpoint.
+   */
+  release(): void {
+    if (this.hasExited) return;
+    void this.conn.sendRequest(RpcMethods.stop, {}).catch(() => undefined);
+    this.proc.unref();
+  }
+
   /** SIGKILL the engine's whole process group (taskkill /T on Windows). */
   kill(): void {
     if (this.hasExited || this.proc.pid === undefined) return;

@@ -339,11 +339,13 @@ export class RunManager implements vscode.Disposable {
   async dispose(): Promise<void> {
     this.disposed = true;
     for (const slot of this.queue.splice(0)) this.end(slot, 'cancelled');
-    // The extension host gives deactivate() only a few seconds, so the grace here is short.
-    await Promise.all([...this.slots.values()].filter((s) => s.engine?.running).map((s) => {
+    // The extension host gives deactivate() only a few seconds: engines are asked to stop and left to finish their
+    // checkpoint detached, rather than killed after a fixed grace in the middle of a write.
+    for (const s of this.slots.values()) {
+      if (!s.engine?.running) continue;
       s.stopRequested = true;
-      return s.engine!.stop(4000);
-    }));
+      s.engine.release();
+    }
     this.statusItem.dispose();
     this.changed.dispose();
   }

@@ -10,6 +10,9 @@ import type { Reporter, RunController } from '../train/train';
 /** The descriptor the extension's pipe arrives on (its spawn's stdio[3]). */
 export const RPC_FD = 3;
 
+/** How long an engine whose extension went away may take to finish its step and checkpoint. */
+export const ORPHAN_GRACE_MS = 120_000;
+
 export function rpcReporter(controller: RunController): { reporter: Reporter; connection: MessageConnection } {
   const channel = new Socket({ fd: RPC_FD, readable: true, writable: true });
   const connection = createMessageConnection(new StreamMessageReader(channel), new StreamMessageWriter(channel));
@@ -19,9 +22,15 @@ export function rpcReporter(controller: RunController): { reporter: Reporter; co
   });
   // The extension host went away (crash, window closed without deactivate): checkpoint and stop rather than
   // train on unobserved or be killed mid-write, so the run directory ends as `stopped` and can be resumed.
-  connection.onClose(() => void controller.stop());
-  channel.on('end', () => void controller.stop());
-  process.stdin.on('end', () => void controller.stop());
+  // A closed window gives no further word: stop after the current step, and if a step (a slow oracle, a large
+  // model) still runs after ORPHAN_GRACE_MS, exit; the last checkpoint and run.json are already on disk.
+  const orphaned = () => {
+    void controller.stop();
+    setTimeout(() => process.exit(143), ORPHAN_GRACE_MS).unref();
+  };
+  connection.onClose(orphaned);
+  channel.on('end', orphaned);
+  process.stdin.on('end', orphaned);
   connection.listen();
   const reporter: Reporter = {
     started: (p) => void connection.sendNotification(RpcMethods.started, p),
