@@ -99,8 +99,8 @@ export const grpoSchema = section({
   clip_eps_high: num({ gte: 0 }, 'Upper clip: the ratio is clipped at 1 + clip_eps_high (TRL epsilon_high; DAPO uses 0.28).')
     .default(0.2),
   kl_beta: num({ gte: 0 }, 'Weight of the k3 KL penalty to the reference model (TRL beta); 0 disables it.').default(0.0),
-  scale_rewards: oneOf(['group', 'batch', 'none'], 'Advantage normalisation: group: (r − mean_g)/(std_g + 1e-4); batch: '
-    + 'the same with batch statistics; none: r − mean_g.').default('group'),
+  scale_rewards: oneOf(['group', 'batch', 'none'], 'Advantage normalisation, as TRL\'s scale_rewards: group: (r − mean_g)/(std_g + 1e-4); '
+    + 'batch: (r − mean_g)/(std_batch + 1e-4), the group mean with the whole batch\'s std; none: r − mean_g (Dr. GRPO).').default('group'),
   loss_agg: oneOf(['token_mean', 'seq_mean_token_mean', 'seq_mean_token_sum_norm'], 'Loss aggregation (TRL loss_type): '
     + 'token_mean: Σ m·loss / Σ m; seq_mean_token_mean: mean over episodes of per-episode token means; '
     + 'seq_mean_token_sum_norm: Σ m·loss / (episodes · max_new_tokens).').default('token_mean'),

@@ -3,8 +3,8 @@
 // utf8, split utf8 (validation | test), success bool, reward float32, completion utf8. Written atomically like every
 // table; read through the same structural checks as the token and episode tables.
 import { Bool, Table, Utf8, makeVector, tableToIPC, vectorFromArray } from 'apache-arrow';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors';
 import { readTable } from './arrow_tables';
 import { writeFileAtomic } from './rundir';
@@ -35,6 +35,7 @@ export function writeEvalTable(path: string, rows: EvalRows): void {
     reward: makeVector(rows.reward),
     completion: vectorFromArray(rows.completion, new Utf8()),
   });
+  mkdirSync(dirname(path), { recursive: true });
   writeFileAtomic(path, tableToIPC(table, 'file'));
 }
 

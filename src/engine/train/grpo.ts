@@ -9,25 +9,24 @@ export { meanStd } from '../core/stats';
 import { meanStd } from '../core/stats';
 
 /**
- * Episode advantages. Rewards are laid out group after group (groupSize consecutive episodes share a prompt).
- * group: (r − mean_g)/(std_g + 1e-4) as GRPO-Zero and TRL; batch: the same with the whole batch's mean and std
- * (DESIGN §4 contract); none: r − mean_g (Dr. GRPO's unscaled form).
+ * Episode advantages. Rewards are laid out group after group (groupSize consecutive episodes share a prompt), and
+ * r − mean_g is always centred on the group, as in TRL's GRPOTrainer:
+ *   group: divided by the group's std + 1e-4 (GRPO, GRPO-Zero, TRL's default);
+ *   batch: divided by the whole batch's std + 1e-4 (TRL's scale_rewards="batch", after "Tricks or Traps?", Liu et al.
+ *          2025: a group's own std over-weights groups that are nearly all right or all wrong);
+ *   none:  not divided (Dr. GRPO).
+ * Stds are sample stds (N − 1), as torch.std.
  */
 export function advantages(rewards: number[], groupSize: number, scale: ScaleRewards): number[] {
   if (groupSize < 1 || rewards.length % groupSize !== 0) {
     throw new Error(`advantages: ${rewards.length} rewards do not split into groups of ${groupSize}`);
   }
   const out = new Array<number>(rewards.length);
-  if (scale === 'batch') {
-    const { mean, std } = meanStd(rewards);
-    for (let i = 0; i < rewards.length; i++) out[i] = (rewards[i] - mean) / (std + 1e-4);
-    return out;
-  }
+  const batchStd = scale === 'batch' ? meanStd(rewards).std : 0;
   for (let g = 0; g < rewards.length; g += groupSize) {
     const { mean, std } = meanStd(rewards.slice(g, g + groupSize));
-    for (let i = g; i < g + groupSize; i++) {
-      out[i] = scale === 'group' ? (rewards[i] - mean) / (std + 1e-4) : rewards[i] - mean;
-    }
+    const div = scale === 'group' ? std + 1e-4 : scale === 'batch' ? batchStd + 1e-4 : 1;
+    for (let i = g; i < g + groupSize; i++) out[i] = (rewards[i] - mean) / div;
   }
   return out;
 }

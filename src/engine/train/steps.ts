@@ -2,6 +2,7 @@
 // strategy's weights → the PPO-clip update, DESIGN §4), and the greedy eval. train.ts runs them in order.
 import * as tf from '@tensorflow/tfjs';
 import type { MetricsRow } from '../../protocol';
+import type { EvalRows } from '../rundir/eval_table';
 import { getStrategy, type CreditBatch } from '../credit';
 import { creditParams } from '../credit/types';
 import { maskedScaledSoftmax } from '../credit/attribution';
@@ -16,14 +17,27 @@ import type { Example } from '../core/types';
 
 
 /** Greedy success rate on the eval split (deterministic). */
-export function evaluate(s: Session, examples: Example[] = s.task.eval): { success: number; reward: number } {
-  if (examples.length === 0) return { success: 0, reward: 0 };
+/**
+ * Greedy eval on the held-out split (deterministic): the success rate, the mean reward, and one row per instance
+ * (DESIGN §10), so that two runs can be compared on the same instances.
+ */
+export function evaluate(s: Session, examples: Example[] = s.task.eval): { success: number; reward: number; rows: EvalRows } {
+  const rows: EvalRows = { instance_id: [], split: [], success: [], reward: new Float32Array(examples.length), completion: [] };
+  if (examples.length === 0) return { success: 0, reward: 0, rows };
   const eps = rollout(s.model, s.tokenizer, s.task, examples, {
     maxNewTokens: s.cfg.grpo.max_new_tokens, temperature: 1, topP: 1, greedy: true, rng: () => 0, chunk: 128,
+  });
+  eps.forEach((e, i) => {
+    rows.instance_id.push(`${s.cfg.task.name}:${e.example.id}`);
+    rows.split.push('test');
+    rows.success.push(e.success);
+    rows.reward[i] = e.reward.total;
+    rows.completion.push(e.text);
   });
   return {
     success: eps.filter((e) => e.success).length / eps.length,
     reward: eps.reduce((a, e) => a + e.reward.total, 0) / eps.length,
+    rows,
   };
 }
 
@@ -206,7 +220,10 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     const info = lossInfo!;
     const named = renameGrads(trainable, grads);
     const clippedRes = clipByGlobalNorm(named, g.grad_clip);
-    if (epoch === 0) { loss = info.loss; gradNorm = clippedRes.norm; clipFrac = info.clipFrac; kl = info.kl; }
+    if (epoch === 0) { loss = info.loss; gradNorm = clippedRes.norm; kl = info.kl; }
+    // Epoch 0 runs at ρ ≡ 1, where nothing is ever clipped: the fraction is averaged over every epoch (as TRL logs
+    // clip_ratio), or it would read 0 whatever the update did.
+    clipFrac += info.clipFrac / g.epochs_per_step;
     if (!Number.isFinite(info.loss) || !Number.isFinite(clippedRes.norm)) {
       skipped++;
       log('warn', `step ${step}: non-finite ${Number.isFinite(info.loss) ? 'gradient norm' : 'loss'} (loss=${info.loss}, grad_norm=${clippedRes.norm}); update skipped`);

@@ -15,6 +15,7 @@ import { childSeed } from '../core/rng';
 import { writeFileAtomic, acquireRunLock, appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, readRunInfoChecked, redactSecrets, writeRunInfo } from '../rundir/rundir';
 import { buildSession, type Session } from './session';
 import { ENGINE_VERSION } from '../core/version';
+import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { evaluate, grpoStep, sftStep, StepCancelled, type GrpoStepResult } from './steps';
 import { logTables } from './token_log';
 
@@ -279,6 +280,7 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     }
     if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
       const ev = evaluate(s);
+      writeEvalTable(evalFile(runDir, 0), ev.rows);
       initialEval = ev.success;
       emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward });
       log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
@@ -299,6 +301,7 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
       if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
         const ev = evaluate(s);
+        writeEvalTable(evalFile(runDir, step), ev.rows);
         r.row.eval_success = ev.success;
         finalEval = ev.success;
       }

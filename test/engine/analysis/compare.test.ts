@@ -74,3 +74,27 @@ test('fewer than 3 seeds is said; a missing eval table is a clear error', () => 
   assert.throws(() => compareRuns([empty], []), /no per-instance eval tables/);
   assert.throws(() => compareRuns([], [empty]), /needs --baseline/);
 });
+
+test('real runs write per-instance eval tables, and compare reads them: 3 seeds of two strategies', { timeout: 180_000 }, async () => {
+  const { train } = await import('../../../src/engine/train/train');
+  const { tinyConfig } = await import('../fixtures');
+  const { listEvalSteps } = await import('../../../src/engine/rundir/eval_table');
+  const dir = mkdtempSync(join(tmpdir(), 'cl-compare-real-'));
+  const cfg = tinyConfig(dir, 'countdown');
+  const runs: Record<string, string[]> = { none: [], outcome_conditional: [] };
+  for (const strategy of Object.keys(runs)) {
+    for (const seed of [1, 2, 3]) {
+      const r = await train({ configPath: cfg, sets: [`seed=${seed}`, `credit.strategy=${strategy}`, `name=tiny-${strategy}-seed${seed}`] });
+      runs[strategy].push(r.runDir);
+      // The eval before GRPO (step 0) and the last one (step 3), one row per held-out instance.
+      assert.deepEqual(listEvalSteps(r.runDir), [0, 2, 3]);
+      assert.equal(readEvalTable(evalFile(r.runDir, 3)).instance_id.length, 8);
+    }
+  }
+  const report = compareRuns(runs.none, runs.outcome_conditional, { resamples: 500 });
+  assert.deepEqual(report.rows.map((x) => [x.group, x.seeds]), [['tiny-none', [1, 2, 3]], ['tiny-outcome_conditional', [1, 2, 3]]]);
+  const oc = report.rows[1];
+  assert.equal(oc.mcnemar!.pairs, 24, '3 seeds × 8 instances, paired by seed');
+  assert.ok(oc.mcnemar!.p >= 0 && oc.mcnemar!.p <= 1);
+  assert.ok(Number.isFinite(oc.eval_success.mean));
+});

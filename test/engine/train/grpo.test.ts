@@ -14,12 +14,17 @@ test('group advantages: sample std (N−1) + 1e-4, as TRL and GRPO-Zero', () => 
   for (const i of [4, 5, 6, 7]) assert.equal(a[i], 0);
 });
 
-test('batch advantages use the whole batch mean and std', () => {
-  // Batch [1,0,0,0,1,1,0,0]: mean 3/8; Σ(r−mean)² = 3·0.625² + 5·0.375² = 1.875; std = sqrt(1.875/7) = 0.5175491695.
-  // A(1) = 0.625/(0.5175491695+1e-4) = 1.2073814406; A(0) = −0.375/0.5176491695 = −0.7244288644.
+test('batch advantages: the group mean, divided by the whole batch\'s std (TRL\'s scale_rewards="batch")', () => {
+  // Batch [1,0,0,0,1,1,0,0] in groups of 4: group means 0.25 and 0.5. Batch std: mean 3/8, Σ(r−mean)² =
+  // 3·0.625² + 5·0.375² = 1.875, std = sqrt(1.875/7) = 0.5175491695; divisor 0.5176491695.
+  // A = (r − mean_g)/divisor: group 1: 0.75/d = 1.4488577287, −0.25/d = −0.4829525762; group 2: 0.5/d = 0.9659051525.
+  // (The old form, batch mean and batch std, gave 1.2073814406 for the first: TRL's centring is per group.)
   const a = advantages([1, 0, 0, 0, 1, 1, 0, 0], 4, 'batch');
-  close(a[0], 1.2073814405913603, 1e-12);
-  close(a[1], -0.7244288643548162, 1e-12);
+  close(a[0], 0.75 / 0.5176491695, 1e-9);
+  close(a[1], -0.25 / 0.5176491695, 1e-9);
+  close(a[4], 0.5 / 0.5176491695, 1e-9);
+  close(a[6], -0.5 / 0.5176491695, 1e-9);
+  close(a[0], 1.4488577287, 1e-9);
 });
 
 test('none advantages subtract the group mean only', () => {

@@ -127,3 +127,24 @@ test('eval re-scores a checkpoint with the same greedy success the run logged', 
   assert.equal(ev.n, 8);
   await assert.rejects(evalRun(r.runDir, 99), /no checkpoint for step 99/);
 });
+
+test('clip_frac is averaged over the PPO epochs: with several epochs and a large step it is above 0', async () => {
+  // At epoch 0 the policy that sampled is the one updated (ρ ≡ 1), so a fraction read there is always 0; later
+  // epochs move ρ, and with lr 0.05 and clip 0.02 some tokens leave [1 − ε, 1 + ε]. The reward (the share of "7"s in
+  // the completion) varies within every group, so every step has non-zero advantages.
+  const dir = tmp();
+  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
+  writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
+  writeFileSync(join(dir, 'c.credit.yaml'), `name: clip
+seed: 3
+backend: wasm
+output_dir: runs
+model: { source: scratch, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 32, max_seq_len: 32 }
+task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
+grpo: { steps: 3, prompts_per_step: 2, group_size: 8, max_new_tokens: 8, lr: 0.05, epochs_per_step: 4, clip_eps: 0.02, clip_eps_high: 0.02, eval_every: 3 }
+`);
+  const r = await train({ configPath: join(dir, 'c.credit.yaml') });
+  const grpo = readMetrics(r.runDir).filter((m) => m.phase === 'grpo');
+  assert.ok(grpo.some((m) => (m.clip_frac ?? 0) > 0), JSON.stringify(grpo.map((m) => m.clip_frac)));
+  assert.ok(grpo.every((m) => (m.clip_frac ?? 0) <= 0.75), 'at most 3 of 4 epochs can clip');
+});
