@@ -98,7 +98,7 @@ function pairs(base: RunEval[], g: RunEval[], notes: string[]): { x: boolean[]; 
   return { x, y };
 }
 
-export function compareRuns(baselineDirs: string[], otherDirs: string[], opts: { split?: EvalSplit; alpha?: number; resamples?: number } = {}): CompareReport {
+export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: { split?: EvalSplit; alpha?: number; resamples?: number } = {}): CompareReport {
   const split = opts.split ?? 'test';
   const alpha = opts.alpha ?? 0.05;
   if (!baselineDirs.length) throw new UserError('compare needs --baseline <run-dir> (one per seed)');

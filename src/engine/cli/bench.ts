@@ -163,7 +163,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     const m = result.attribution_peak_mb;
     say(`peak tensor memory of a GRPO step: none ${m.none.toFixed(1)} MB, attribution ${m.attribution.toFixed(1)} MB (+${(((m.attribution / m.none) - 1) * 100).toFixed(1)}%)`);
   }
-  const { benchAnalysis } = await import('../analysis/analysis');
+  const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();
   say(`credit analysis of 1,000,000 token rows (seed 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
   if (o.json) console.log(JSON.stringify(result));

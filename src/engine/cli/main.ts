@@ -152,10 +152,10 @@ export async function main(argv: string[]): Promise<number> {
       }
       case 'compare': {
         const a = parseArgs(rest, { valued: ['baseline', 'split', 'alpha'], boolean: ['json'] }, USAGE);
-        const { compareRuns, compareMarkdown } = await import('../analysis/compare');
+        const { compareSeeds, compareMarkdown } = await import('../analysis/compare');
         const split = flag(a, 'split') ?? 'test';
         if (split !== 'test' && split !== 'validation') throw new UserError(`--split ${split}: expected test or validation`);
-        const r = compareRuns(a.flags.get('baseline') ?? [], a.positional, { split, alpha: numFlag(a, 'alpha', (x) => x > 0 && x < 1, 'a level in (0, 1)') ?? 0.05 });
+        const r = compareSeeds(a.flags.get('baseline') ?? [], a.positional, { split, alpha: numFlag(a, 'alpha', (x) => x > 0 && x < 1, 'a level in (0, 1)') ?? 0.05 });
         console.log(a.flags.has('json') ? JSON.stringify(r, null, 2) : compareMarkdown(r));
         return 0;
       }

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compareMarkdown, compareRuns } from '../../../src/engine/analysis/compare';
+import { compareMarkdown, compareSeeds } from '../../../src/engine/analysis/compare';
 import { evalFile, readEvalTable, writeEvalTable } from '../../../src/engine/rundir/eval_table';
 import { writeRunInfo } from '../../../src/engine/rundir/rundir';
 
@@ -45,7 +45,7 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
   const base = [1, 2, 3].map((s) => run(`base-seed${s}`, s, (i) => i < 10));
   const better = [1, 2, 3].map((s) => run(`better-seed${s}`, s, (i) => i < 20));
   const same = [1, 2, 3].map((s) => run(`same-seed${s}`, s, (i) => i < 9 || i === 10));
-  const r = compareRuns(base, [...better, ...same], { resamples: 2000 });
+  const r = compareSeeds(base, [...better, ...same], { resamples: 2000 });
   assert.equal(r.baseline, 'base');
   const [b, g, s] = r.rows;
   assert.deepEqual([b.group, g.group, s.group], ['base', 'better', 'same']);
@@ -66,13 +66,13 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
 
 test('fewer than 3 seeds is said; a missing eval table is a clear error', () => {
   const base = [run('b2-seed1', 1, (i) => i < 5)];
-  const r = compareRuns(base, [run('x2-seed1', 1, (i) => i < 6)], { resamples: 200 });
+  const r = compareSeeds(base, [run('x2-seed1', 1, (i) => i < 6)], { resamples: 200 });
   assert.ok(r.notes.some((n) => /1 seed; an interval over seeds needs at least 3/.test(n)));
   const empty = join(root, 'noeval');
   mkdirSync(empty);
   writeRunInfo(empty, { id: 'e', name: 'e', status: 'completed', started: 'x', ended: null, backend: 'wasm', engine_version: 't' });
-  assert.throws(() => compareRuns([empty], []), /no per-instance eval tables/);
-  assert.throws(() => compareRuns([], [empty]), /needs --baseline/);
+  assert.throws(() => compareSeeds([empty], []), /no per-instance eval tables/);
+  assert.throws(() => compareSeeds([], [empty]), /needs --baseline/);
 });
 
 test('real runs write per-instance eval tables, and compare reads them: 3 seeds of two strategies', { timeout: 180_000 }, async () => {
@@ -91,7 +91,7 @@ test('real runs write per-instance eval tables, and compare reads them: 3 seeds 
       assert.equal(readEvalTable(evalFile(r.runDir, 3)).instance_id.length, 8);
     }
   }
-  const report = compareRuns(runs.none, runs.outcome_conditional, { resamples: 500 });
+  const report = compareSeeds(runs.none, runs.outcome_conditional, { resamples: 500 });
   assert.deepEqual(report.rows.map((x) => [x.group, x.seeds]), [['tiny-none', [1, 2, 3]], ['tiny-outcome_conditional', [1, 2, 3]]]);
   const oc = report.rows[1];
   assert.equal(oc.mcnemar!.pairs, 24, '3 seeds × 8 instances, paired by seed');
