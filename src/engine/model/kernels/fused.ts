@@ -1,0 +1,98 @@
+// Fused RoPE and SwiGLU kernels (with SwiGLU's gradient) on the SIMD loops.
+import * as tf from '@tensorflow/tfjs';
+import '@tensorflow/tfjs-backend-wasm';
+
+import { Info, KernelArgs, WasmBackend, at32, sizeOf } from './heap';
+import { hasSimd, simdLoops } from './simd';
+
+// ---- RoPE ------------------------------------------------------------------------------------------------
+//
+// x·cos + rotate_half(x)·sin as stock ops is a split, a concat, two multiplies and an add over [B, n, T, hd], and
+// as much again in the backward pass (a concat for the split, slices for the concat); one SIMD pass does it.
+
+export const ROPE = 'CreditLensRope';
+
+/** Whether ropeRotate runs here: wasm with our kernels and SIMD, and half a head (hd / 2) a multiple of 4. */
+export function hasRopeKernel(headDim: number): boolean {
+  return tf.getBackend() === 'wasm' && !!tf.getKernel(ROPE, 'wasm') && hasSimd() && headDim % 8 === 0;
+}
+
+/**
+ * y = x·cos + swap(x)·sin, swap exchanging the halves of the last axis (HF's rotate_half with its sign folded
+ * into sin). x [..., hd]; cos and sin hold a whole number of x's trailing [rows, hd] blocks' worth of rows and
+ * repeat over x's leading dims (e.g. x [B, n, T, hd], tables [1, n, T, hd]). No gradient of its own: model.ts
+ * wraps it (the gradient is the same rotation with −sin).
+ */
+export function ropeRotate<T extends tf.Tensor>(x: T, cos: tf.Tensor, sin: tf.Tensor): T {
+  return tf.engine().runKernel(ROPE, { x, cos, sin }) as T;
+}
+
+export function ropeKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { x, cos, sin } = args.inputs as { x: Info; cos: Info; sin: Info };
+  const hd = x.shape[x.shape.length - 1];
+  const rows = sizeOf(x.shape) / hd, tableRows = sizeOf(cos.shape) / hd;
+  if (x.dtype !== 'float32' || hd % 8 !== 0 || sizeOf(sin.shape) !== sizeOf(cos.shape) || cos.shape[cos.shape.length - 1] !== hd
+    || rows % tableRows !== 0) {
+    throw new Error(`${ROPE}: x [${x.shape}] and tables [${cos.shape}] / [${sin.shape}] do not fit (head dim a multiple of 8, tables repeating over x)`);
+  }
+  const out = be.makeOutput(x.shape, 'float32');
+  const loops = simdLoops(be);
+  const xp = at32(be, x), cp = at32(be, cos), sp = at32(be, sin), op = at32(be, out);
+  for (let r = 0; r < rows; r += tableRows) loops.rope(4 * (xp + r * hd), 4 * cp, 4 * sp, 4 * (op + r * hd), tableRows, hd / 2);
+  return out;
+}
+
+// ---- SwiGLU ----------------------------------------------------------------------------------------------
+//
+// SiLU(gate)·up from the fused gate | up projection: as ops, a split, a sigmoid and two multiplies forward, and
+// backward eight elementwise ops plus a concat for the split. Here one SIMD pass each way, with the sigmoid of
+// the gate half computed inline (sigmoidCode) and kept for the backward pass.
+
+export const SWIGLU = 'CreditLensSwiGLU';
+export const SWIGLU_GRAD = 'CreditLensSwiGLUGrad';
+
+/** Whether swiglu / swigluGrad run here: wasm with our kernels and SIMD, dFf a multiple of 4. */
+export function hasSwiGLUKernel(dFf: number): boolean {
+  return tf.getBackend() === 'wasm' && !!tf.getKernel(SWIGLU, 'wasm') && hasSimd() && dFf % 4 === 0;
+}
+
+/** gu [N, 2F] (gate | up) → SiLU(gate)·up [N, F], and σ(gate) [N, F] for swigluGrad. */
+export function swiglu(gu: tf.Tensor2D): { act: tf.Tensor2D; sig: tf.Tensor2D } {
+  const [act, sig] = tf.engine().runKernel(SWIGLU, { gu }) as unknown as tf.Tensor2D[];
+  return { act, sig };
+}
+
+/** The gradient of swiglu with respect to gu, [N, 2F], for the upstream gradient dy [N, F]. */
+export function swigluGrad(gu: tf.Tensor2D, sig: tf.Tensor2D, dy: tf.Tensor2D): tf.Tensor2D {
+  return tf.engine().runKernel(SWIGLU_GRAD, { gu, sig, dy }) as tf.Tensor2D;
+}
+
+export function swigluShapes(gu: Info, sig?: Info, dy?: Info): [number, number] {
+  const [N, F2] = gu.shape;
+  const half = (t?: Info) => !t || (t.dtype === 'float32' && t.shape.length === 2 && t.shape[0] === N && t.shape[1] === F2 / 2);
+  if (!(gu.shape.length === 2 && F2 % 8 === 0 && gu.dtype === 'float32' && half(sig) && half(dy))) {
+    throw new Error(`${SWIGLU}: gu [${gu.shape}]${sig ? `, sigmoid [${sig.shape}]` : ''}${dy ? `, dy [${dy.shape}]` : ''} do not fit`);
+  }
+  return [N, F2 / 2];
+}
+
+export function swigluKernel(args: KernelArgs): Info[] {
+  const be = args.backend as WasmBackend;
+  const { gu } = args.inputs as { gu: Info };
+  const [N, F] = swigluShapes(gu);
+  const out = be.makeOutput([N, F], 'float32');
+  const sig = be.makeOutput([N, F], 'float32');
+  simdLoops(be).swiglu(4 * at32(be, gu), 4 * at32(be, out), 4 * at32(be, sig), N, F);
+  return [out, sig];
+}
+
+export function swigluGradKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { gu, sig, dy } = args.inputs as { gu: Info; sig: Info; dy: Info };
+  const [N, F] = swigluShapes(gu, sig, dy);
+  const out = be.makeOutput([N, 2 * F], 'float32');
+  simdLoops(be).swigluGrad(4 * at32(be, gu), 4 * at32(be, sig), 4 * at32(be, dy), 4 * at32(be, out), N, F);
+  return out;
+}
+
