@@ -1,10 +1,13 @@
-// A structural check of an Arrow IPC *file* before apache-arrow reads it. apache-arrow trusts the counts in a file's
+// Structural checks of an Arrow IPC *file*: before apache-arrow reads it (ipcFileFault) and of the table it returns
+// (tableFault). apache-arrow trusts the counts in a file's
 // flatbuffers: one flipped bit in the footer's record-batch count made tableFromIPC loop over millions of phantom
 // batches (minutes of CPU, on the extension host's thread when a heatmap opened). This walks only what decides how
 // much work the reader will do — the footer's block lists, the schema's field count, each record batch's node and
 // buffer counts — with every read bounds-checked, and says what is wrong. The layout is the Arrow columnar format's
 // (https://arrow.apache.org/docs/format/Columnar.html#ipc-file-format): "ARROW1\0\0", the stream, the footer
 // flatbuffer, its int32 length, "ARROW1".
+
+import { Type, type Data, type DataType, type Table } from 'apache-arrow';
 
 const MAGIC = 'ARROW1';
 
@@ -103,5 +106,68 @@ function batchFault(buf: Buffer, offset: number, metaLen: number): string | null
   fb.vector(header, 2, 16);
   const rows = fb.field(header, 0);
   if (rows !== null && fb.i64(rows) < 0) return `negative row count ${fb.i64(rows)}`;
+  return null;
+}
+
+/**
+ * The first inconsistency between a table's declared lengths and its buffers, or null. apache-arrow trusts the
+ * lengths and offsets in a file; a few flipped bytes there made readers walk hundreds of MB past a buffer's end
+ * (seconds of work on the extension host) and return garbage. Everything the readers below index is checked here:
+ * row counts, null counts, validity bitmaps, fixed-width value buffers, and Utf8 offsets (in range, non-decreasing).
+ */
+export function tableFault(table: Table): string | null {
+  const rows = table.numRows;
+  if (!Number.isSafeInteger(rows) || rows < 0) return `row count ${rows}`;
+  for (const f of table.schema.fields) {
+    const v = table.getChild(f.name);
+    if (!v) continue;
+    if (v.length !== rows) return `column ${f.name} has ${v.length} rows, the table ${rows}`;
+    for (const d of v.data) {
+      const fault = dataFault(d, f.name);
+      if (fault) return fault;
+    }
+  }
+  return null;
+}
+
+function dataFault(d: Data, name: string): string | null {
+  const n = d.length;
+  const off = d.offset;
+  if (!Number.isSafeInteger(n) || n < 0 || !Number.isSafeInteger(off) || off < 0) return `column ${name}: length ${n} at offset ${off}`;
+  if (d.nullCount > n) return `column ${name}: ${d.nullCount} nulls in ${n} rows`;
+  const bitmapBytes = Math.ceil((off + n) / 8);
+  if (d.nullCount > 0 && d.nullBitmap && d.nullBitmap.length > 0 && d.nullBitmap.length < bitmapBytes) {
+    return `column ${name}: validity bitmap of ${d.nullBitmap.length} bytes for ${off + n} rows`;
+  }
+  const t = d.type as DataType;
+  if (t.typeId === Type.Utf8) {
+    const offsets = d.valueOffsets as Int32Array | undefined;
+    const values = d.values as Uint8Array | undefined;
+    if (!offsets || offsets.length < off + n + 1) return `column ${name}: ${offsets?.length ?? 0} offsets for ${n} strings`;
+    const bytes = values?.length ?? 0;
+    let prev = offsets[off];
+    if (prev < 0 || prev > bytes) return `column ${name}: string offset ${prev} outside its ${bytes}-byte buffer`;
+    for (let i = off + 1; i <= off + n; i++) {
+      const o = offsets[i];
+      if (o < prev || o > bytes) return `column ${name}: string offset ${o} at row ${i - off} (previous ${prev}, buffer ${bytes} bytes)`;
+      prev = o;
+    }
+  } else if (t.typeId === Type.Bool) {
+    const bits = d.values as Uint8Array | undefined;
+    if (!bits || bits.length < bitmapBytes) return `column ${name}: ${bits?.length ?? 0} bytes of booleans for ${off + n} rows`;
+  } else if (t.typeId === Type.Int || t.typeId === Type.Float) {
+    const values = d.values as ArrayLike<unknown> | undefined;
+    if (!values || values.length < off + n) return `column ${name}: ${values?.length ?? 0} values for ${off + n} rows`;
+  } else if (t.typeId === Type.Dictionary) {
+    const keys = d.values as ArrayLike<number> | undefined;
+    const dict = d.dictionary;
+    if (!keys || keys.length < off + n) return `column ${name}: ${keys?.length ?? 0} dictionary keys for ${off + n} rows`;
+    const size = dict?.length ?? 0;
+    for (let i = off; i < off + n; i++) if (keys[i] < 0 || keys[i] >= size) return `column ${name}: dictionary key ${keys[i]} of ${size}`;
+    for (const dd of dict?.data ?? []) {
+      const fault = dataFault(dd, `${name} (dictionary)`);
+      if (fault) return fault;
+    }
+  }
   return null;
 }
