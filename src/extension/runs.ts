@@ -339,13 +339,14 @@ export class RunManager implements vscode.Disposable {
   async dispose(): Promise<void> {
     this.disposed = true;
     for (const slot of this.queue.splice(0)) this.end(slot, 'cancelled');
-    // The extension host gives deactivate() only a few seconds: engines are asked to stop and left to finish their
-    // checkpoint detached, rather than killed after a fixed grace in the middle of a write.
-    for (const s of this.slots.values()) {
-      if (!s.engine?.running) continue;
+    // The extension host gives deactivate() only a few seconds: engines are asked to stop, waited for briefly, and
+    // the ones still writing their checkpoint are left to finish detached — never killed in the middle of a write.
+    const running = [...this.slots.values()].filter((s) => s.engine?.running);
+    for (const s of running) {
       s.stopRequested = true;
-      s.engine.release();
+      s.engine!.release();
     }
+    await Promise.race([Promise.all(running.map((s) => s.engine!.exited)), new Promise((r) => setTimeout(r, 3000))]);
     this.statusItem.dispose();
     this.changed.dispose();
   }
