@@ -97,7 +97,12 @@ export const CATALOG = [
   },
   {
     name: 'inverse_logprob', summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed 001)',
-    params: { epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1) },
+    params: {
+      epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1),
+      inverse_logprob_form: oneOf(['clean', 'seed'], 'inverse_logprob: clean: w = 1/(|ℓ|+ε) with ℓ detached (DESIGN §4). seed: '
+        + 'seed 001\'s code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by '
+        + 'ε/(|ℓ|+ε)²; the logged weight is then that factor.').default('clean'),
+    },
     sweepValues: { 'credit.epsilon': [0.01, 0.1, 0.5] }, headline: 'epsilon',
   },
   {
@@ -112,8 +117,13 @@ export const CATALOG = [
   },
   {
     name: 'entropy_mask', summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed 001, after "Beyond the 80/20 Rule")',
-    params: { mask_percentile: num({ gte: 0, lte: 100 }, 'entropy_mask: tokens below this percentile of the batch\'s entropy get '
-      + 'weight 0 (80 keeps the top 20%, TRL top_entropy_quantile 0.2).').default(80) },
+    params: {
+      mask_percentile: num({ gte: 0, lte: 100 }, 'entropy_mask: tokens below this percentile of the batch\'s entropy get '
+        + 'weight 0 (80 keeps the top 20%, TRL top_entropy_quantile 0.2).').default(80),
+      entropy_mask_norm: oneOf(['valid', 'kept'], 'entropy_mask: valid: the loss averages over every valid token, masked ones '
+        + 'counting as 0 (DESIGN §4). kept: seed 001\'s code, which averages over the kept tokens only; the kept weights '
+        + 'become (valid tokens ÷ kept tokens) of the batch, which gives the same token_mean loss.').default('valid'),
+    },
     sweepValues: { 'credit.mask_percentile': [70, 80, 90] }, headline: 'mask_percentile',
   },
   {

@@ -19,6 +19,12 @@ export const entropyMask: CreditStrategy = {
     const all: number[] = [];
     mask.forEach((row, i) => row.forEach((m, t) => { if (m) all.push(batch.entropies[i][t]); }));
     const q = percentileLinear(all, p.mask_percentile);
-    return mask.map((row, i) => row.map((m, t) => (m && batch.entropies[i][t] >= q ? 1 : 0)));
+    const w: number[][] = mask.map((row, i) => row.map((m, t) => (m && batch.entropies[i][t] >= q ? 1 : 0)));
+    if (p.entropy_mask_norm !== 'kept') return w;
+    // Seed 001's code averages the loss over the kept tokens: with token_mean that is the same as scaling the kept
+    // weights by (valid ÷ kept) of the batch.
+    const kept = w.flat().reduce((a, b) => a + b, 0);
+    const scale = kept > 0 ? all.length / kept : 0;
+    return w.map((row) => row.map((x) => x * scale));
   },
 };

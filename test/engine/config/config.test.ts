@@ -93,6 +93,8 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.model.tie_embeddings = true;
   expected.model.init_checkpoint = null;
   expected.grpo.max_nonfinite_steps = 5;
+  expected.credit.inverse_logprob_form = 'clean';
+  expected.credit.entropy_mask_norm = 'valid';
   assert.deepEqual(config, expected);
 });
 

@@ -126,7 +126,8 @@ test('STRATEGY_PARAMS covers every strategy and names real config keys', () => {
     }
   }
   assert.deepEqual(STRATEGY_PARAMS.outcome_conditional, ['credit.think_discount']);
-  assert.deepEqual(STRATEGY_PARAMS.entropy_mask, ['credit.mask_percentile']);
+  assert.deepEqual(STRATEGY_PARAMS.entropy_mask, ['credit.mask_percentile', 'credit.entropy_mask_norm']);
+  assert.deepEqual(STRATEGY_PARAMS.inverse_logprob, ['credit.epsilon', 'credit.inverse_logprob_form']);
 });
 
 test('sweep.seeds runs every grid point once per seed (a list, or a count from the config seed), named -seed<N>', () => {
