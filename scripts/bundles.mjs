@@ -1,0 +1,41 @@
+// @ts-check
+// The three bundles (DESIGN §2), shared by the build (esbuild.mjs) and the layer check (scripts/check_layers.mjs),
+// so that the check looks at exactly what the build ships.
+import { builtinModules } from 'node:module';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** @typedef {'engine' | 'extension' | 'webviews'} Layer */
+/** @type {import('esbuild').BuildOptions} */
+const common = { bundle: true, sourcemap: true, logLevel: 'warning', legalComments: 'none' };
+/** @type {import('esbuild').BuildOptions} */
+const node = { ...common, platform: 'node', format: 'cjs', target: 'node20' };
+
+/**
+ * `{ layer, options }` for each bundle whose sources exist under `root`; entry points are relative to `root`.
+ * @returns {{ layer: Layer, options: import('esbuild').BuildOptions }[]}
+ */
+export function bundles(root = '.') {
+  /** @type {{ layer: Layer, options: import('esbuild').BuildOptions }[]} */
+  const jobs = [];
+  const has = (/** @type {string} */ p) => existsSync(join(root, p));
+  if (has('src/engine/cli/main.ts')) {
+    jobs.push({ layer: 'engine', options: { ...node, entryPoints: { cli: 'src/engine/cli/main.ts', index: 'src/engine/index.ts' },
+      outdir: 'dist/engine', banner: { js: '#!/usr/bin/env node' },
+      // Never loaded by the engine; external so that a stray import reaches the layer check by name.
+      external: ['vscode'] } });
+  }
+  if (has('src/extension/extension.ts')) {
+    jobs.push({ layer: 'extension', options: { ...node, entryPoints: { extension: 'src/extension/extension.ts' },
+      outdir: 'dist/extension', external: ['vscode'] } });
+  }
+  const views = has('src/webviews') ? readdirSync(join(root, 'src/webviews')).filter((f) => /^[a-z_]+\.main\.ts$/.test(f)) : [];
+  if (views.length) {
+    jobs.push({ layer: 'webviews', options: { ...common, platform: 'browser', format: 'iife', target: 'es2022',
+      entryPoints: Object.fromEntries(views.map((f) => [f.replace('.main.ts', ''), `src/webviews/${f}`])),
+      outdir: 'dist/webviews', loader: { '.css': 'text' },
+      // Left unresolved so that the layer check names the import, rather than esbuild failing to resolve it.
+      external: ['vscode', 'node:*', ...builtinModules] } });
+  }
+  return jobs;
+}
