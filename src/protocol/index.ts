@@ -25,6 +25,20 @@ export interface RunInfo {
   pid?: number;
   error?: string;
   resumed_from?: string | null;
+  /** set when the run was made by `credit-lens import` from another trainer's rollouts, not trained here */
+  imported?: ImportedInfo;
+}
+
+/** Where an imported run's rollouts came from and how they were scored (run.json `imported`). */
+export interface ImportedInfo {
+  /** the file or folder that was imported (absolute) */
+  source: string;
+  format: 'verl' | 'trl' | 'prime' | 'jsonl';
+  /** the model that scored the tokens (HF dir, run dir or checkpoint); null when the source carried per-token values */
+  model: string | null;
+  /** completions imported, and lines skipped as malformed */
+  records: number;
+  skipped: number;
 }
 
 /** One line of `<run>/metrics.jsonl` (DESIGN §5). */

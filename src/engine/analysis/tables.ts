@@ -99,6 +99,7 @@ export function keepRows(c: TokenColumnsRead, keep: Uint8Array, kept: number): T
     contribution: pick(c.contribution),
     section: pickArr(c.section),
     token_type: pickArr(c.token_type),
+    extra: Object.fromEntries(Object.entries(c.extra ?? {}).map(([k, v]) => [k, pick(v)])),
   };
 }
 

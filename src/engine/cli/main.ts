@@ -16,6 +16,8 @@ const USAGE = `usage:
   credit-lens importance train <config.credit.yaml> --rollouts <rollouts_gG.parquet> [--out dir]
   credit-lens analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]
                       [--reasoning-regex RE] [--top-k N]
+  credit-lens import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]
+                     [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]
   credit-lens bench [--json] [--quick]
   credit-lens schema [--out file]`;
 
@@ -144,6 +146,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'rollouts': return await (await import('../importance/paired')).cmdRollouts(rest);
       case 'importance': return await (await import('../importance/importance')).cmdImportance(rest);
       case 'bench': return await cmdBench(rest);
+      case 'import': return await (await import('../import/import')).cmdImport(rest);
       case 'slurm': {
         const a = parseArgs(rest, { valued: ['task', 'poll'], boolean: ['json', 'wait'] }, USAGE);
         return await (await import('../sweep/slurm_cli')).cmdSlurm(a.positional[0], a.positional[1],

@@ -59,13 +59,24 @@ export interface TokenColumns {
   section: Section[];
   token_type: TokenType[];
   reward: Float32Array;
+  /**
+   * Per-token values beyond the contract, one nullable float32 column each after the contract columns: what an
+   * imported trainer logged and we keep (prime-rl's importance_ratio, mismatch_kl, …). Names are snake_case and
+   * never a contract column's name (EXTRA_COLUMN_RE).
+   */
+  extra?: Record<string, Float32Array | (number | null)[]>;
 }
 
 /** What the readers return: nullable float columns are a Float32Array (NaN where a row is null) or null. */
-export type TokenColumnsRead = Omit<TokenColumns, 'attribution' | 'importance'> & {
+export type TokenColumnsRead = Omit<TokenColumns, 'attribution' | 'importance' | 'extra'> & {
   attribution: Float32Array | null;
   importance: Float32Array | null;
+  /** every numeric column beyond the contract (NaN where null; NaN in the rows of a step without it) */
+  extra: Record<string, Float32Array>;
 };
+
+/** The name an extra token column may have. */
+export const EXTRA_COLUMN_RE = /^[a-z][a-z0-9_]{0,63}$/;
 
 /** Columns of `<run>/episodes/step-NNNNNN.arrow`; one entry per episode. */
 export interface EpisodeColumns {
@@ -201,7 +212,20 @@ function writeTable(kind: string, path: string, schema: Schema, cols: Record<str
 
 /** Write one step's token table atomically (tmp + rename). Column lengths must agree. */
 export function writeTokenTable(path: string, cols: TokenColumns): void {
-  writeTable('token', path, TOKEN_SCHEMA, cols as unknown as Record<string, AnyColumn>);
+  const extra = Object.entries(cols.extra ?? {});
+  if (!extra.length) {
+    writeTable('token', path, TOKEN_SCHEMA, cols as unknown as Record<string, AnyColumn>);
+    return;
+  }
+  const all: Record<string, AnyColumn> = { ...(cols as unknown as Record<string, AnyColumn>) };
+  for (const [name, v] of extra) {
+    if (!EXTRA_COLUMN_RE.test(name) || TOKEN_SCHEMA.fields.some((f) => f.name === name)) {
+      throw new Error(`token table: extra column name ${JSON.stringify(name)} is not snake_case or is a contract column`);
+    }
+    all[name] = v;
+  }
+  const schema = new Schema([...TOKEN_SCHEMA.fields, ...extra.map(([name]) => float32(name, true))], TOKEN_SCHEMA.metadata);
+  writeTable('token', path, schema, all);
 }
 
 /** Write one step's episode table atomically (tmp + rename). Column lengths must agree. */
@@ -428,7 +452,22 @@ function readTokens(paths: string[]): TokenColumnsRead {
     section: strings('section', true) as Section[],
     token_type: strings('token_type', true) as TokenType[],
     reward: floats('reward'),
+    extra: extraColumns(sources, lengths, total),
   };
+}
+
+/** Numeric columns beyond the contract, in first-seen order; NaN for the rows of a source without one. */
+function extraColumns(sources: Source[], lengths: number[], total: number): Record<string, Float32Array> {
+  const names: string[] = [];
+  for (const { table } of sources) {
+    for (const f of table.schema.fields) {
+      const numeric = f.type.typeId === Type.Float || f.type.typeId === Type.Int;
+      if (numeric && EXTRA_COLUMN_RE.test(f.name) && !TOKEN_SCHEMA.fields.some((c) => c.name === f.name) && !names.includes(f.name)) names.push(f.name);
+    }
+  }
+  const out: Record<string, Float32Array> = {};
+  for (const name of names) out[name] = float32Column(sources.map(({ table }) => table.getChild(name) ?? null), lengths, total, false)!;
+  return out;
 }
 
 /** Read one token table column-wise. */

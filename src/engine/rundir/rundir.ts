@@ -204,6 +204,13 @@ const runInfoSchema = z.looseObject({
   pid: optNum,
   error: z.string().optional(),
   resumed_from: z.string().nullable().optional(),
+  imported: z.looseObject({
+    source: z.string(),
+    format: z.enum(['verl', 'trl', 'prime', 'jsonl']),
+    model: z.string().nullable(),
+    records: z.number().int().min(0),
+    skipped: z.number().int().min(0),
+  }).optional(),
 });
 
 export type RunInfoRead = { ok: true; info: RunInfo } | { ok: false; missing: boolean; reason: string };

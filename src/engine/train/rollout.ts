@@ -119,7 +119,7 @@ export function policyBatch(promptIds: number[][], completionIds: number[][], pa
  * (TRL's convention), from one forward pass that can also return the last layer's attention and the final
  * hidden states for credit strategies. The logits at position p predict the token at p + 1.
  */
-export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperature: number, needs: { attention?: boolean; hidden?: boolean } = {}): { logp: tf.Tensor2D; attention?: tf.Tensor4D; hidden?: tf.Tensor3D } {
+export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperature: number, needs: { attention?: boolean; hidden?: boolean; entropy?: boolean } = {}): { logp: tf.Tensor2D; attention?: tf.Tensor4D; hidden?: tf.Tensor3D; entropy?: tf.Tensor2D } {
   const P = pb.promptLen;
   const C = pb.completionLen;
   // Only the positions that predict completion tokens need logits (a 150k vocabulary makes the rest costly).
@@ -132,5 +132,7 @@ export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperat
   const logp = tf.gather(lsm.reshape([B * C * V]), flatIdx).reshape([B, C]) as tf.Tensor2D;
   let hidden: tf.Tensor3D | undefined;
   if (out.hidden) hidden = out.hidden.slice([0, P - 1, 0], [B, C, out.hidden.shape[2]]);
-  return { logp, attention: out.attention, hidden };
+  // H = −Σ_v p_v log p_v over the full vocabulary of the same (temperature-scaled) distribution, in nats.
+  const entropy = needs.entropy ? (lsm.exp().mul(lsm).sum(-1).neg() as tf.Tensor2D) : undefined;
+  return { logp, attention: out.attention, hidden, entropy };
 }

@@ -96,6 +96,8 @@ export interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: Tok
 export interface TokenLog {
   logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[];
   attribution?: number[][]; importance?: number[][]; oracleSpans?: (string | null)[];
+  /** per-token columns beyond the contract, by name, per episode (imported runs: prime-rl's importance_ratio, …) */
+  extra?: Record<string, (number | null)[][]>;
 }
 
 export interface GrpoStepOptions {

@@ -28,6 +28,8 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     token_type: new Array<TokenType>(n),
     reward: new Float32Array(n),
   };
+  // Extra per-token columns (an imported trainer's own values), flattened in the same row order.
+  const extra = tok.extra ? Object.fromEntries(Object.keys(tok.extra).map((name) => [name, new Array<number | null>(n).fill(null)])) : undefined;
   let k = 0;
   episodes.forEach((e, i) => {
     for (let t = 0; t < e.ids.length; t++, k++) {
@@ -49,9 +51,10 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
       cols.section[k] = e.sections[t];
       cols.token_type[k] = e.tokenTypes[t];
       cols.reward[k] = e.reward.total;
+      if (extra) for (const name in extra) extra[name][k] = tok.extra![name][i][t] ?? null;
     }
   });
-  writeTokenTable(stepFile(runDir, 'tokens', step), cols);
+  writeTokenTable(stepFile(runDir, 'tokens', step), extra ? { ...cols, extra } : cols);
   writeEpisodeTable(stepFile(runDir, 'episodes', step), {
     step: new Int32Array(episodes.length).fill(step),
     episode: Int32Array.from(episodes.map((_, i) => i)),

@@ -114,6 +114,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   if (resumeDir) {
     const checked = readRunInfoChecked(resumeDir);
     if (!checked.ok) throw new UserError(`--resume ${resumeDir}: not a run directory (${checked.reason})`);
+    if (checked.info.imported) throw new UserError(`--resume ${resumeDir}: an imported run (rollouts from ${checked.info.imported.source}) has no training to resume`);
     release = acquireRunLock(resumeDir);
     try {
       resumed = loadLatestGoodCheckpoint(resumeDir);

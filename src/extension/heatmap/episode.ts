@@ -9,7 +9,7 @@
 import { readEpisodeTable, readTokenTable, type EpisodeColumns, type TokenColumnsRead } from '../../engine/rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo, stepFile } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
-import { METRICS, quantileRange, type MetricId, type Range } from './scales';
+import { METRICS, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
 
 export interface EpisodeRef {
   runDir: string;
@@ -57,7 +57,8 @@ export class StepTables {
 
   /** A metric's column; null when the run does not produce it (attribution, importance). */
   column(metric: MetricId): Float32Array | null {
-    return this.tokens[metric];
+    if (metric.startsWith('extra.')) return this.tokens.extra?.[metric.slice('extra.'.length)] ?? null;
+    return this.tokens[metric as BuiltinMetricId];
   }
 
   /** Value range (quantileRange) of a metric over the whole step (per-step normalisation), cached. */
@@ -69,14 +70,15 @@ export class StepTables {
     return this.ranges.get(metric)!;
   }
 
-  /** Metrics with at least one value in this step, in METRICS order. */
+  /** Metrics with at least one value in this step, in METRICS order, then the extra columns in table order. */
   available(): MetricId[] {
     if (!this.availableMetrics) {
       const has = (col: Float32Array | null) => {
         if (col) for (let i = 0; i < col.length; i++) if (!Number.isNaN(col[i])) return true;
         return false;
       };
-      this.availableMetrics = METRICS.map((m) => m.id).filter((m) => has(this.column(m)));
+      const extras = Object.keys(this.tokens.extra ?? {}).map((k): MetricId => `extra.${k}`);
+      this.availableMetrics = [...METRICS.map((m) => m.id), ...extras].filter((m) => has(this.column(m)));
     }
     return this.availableMetrics;
   }

@@ -5,7 +5,7 @@ import * as vscode from 'vscode';
 import { positionOf, tokenAt, type HeatmapEpisode } from './episode';
 import type { EpisodeStore } from './episode_doc';
 import { escapeMarkdown, inlineCode } from '../markdown';
-import { formatValue, type MetricId } from './scales';
+import { formatValue, metricDef, type MetricId } from './scales';
 
 export interface TokenFields {
   text: string;
@@ -21,6 +21,8 @@ export interface TokenFields {
   contribution: number;
   attribution: number | null;
   importance: number | null;
+  /** the extra columns (an imported trainer's per-token values) with a value at this token */
+  extra: [name: string, value: number][];
 }
 
 /** Every logged field of the i-th token of a view; attribution/importance null where the run has none. */
@@ -33,6 +35,7 @@ export function tokenFields(view: HeatmapEpisode, i: number): TokenFields {
     logprob: t.logprob[r], entropy: t.entropy[r], advantage: t.advantage[r], weight: t.weight[r],
     effectiveAdvantage: t.effective_advantage[r], contribution: t.contribution[r],
     attribution: opt(t.attribution), importance: opt(t.importance),
+    extra: Object.entries(t.extra ?? {}).filter(([, c]) => !Number.isNaN(c[r])).map(([k, c]) => [k, c[r]]),
   };
 }
 
@@ -63,6 +66,7 @@ export class EpisodeHoverProvider implements vscode.HoverProvider {
     ];
     if (f.attribution !== null) rows.push(['attribution α', formatValue(f.attribution), 'attribution']);
     if (f.importance !== null) rows.push(['importance ρ', formatValue(f.importance), 'importance']);
+    for (const [name, value] of f.extra) rows.push([escapeMarkdown(metricDef(`extra.${name}`).label), formatValue(value), `extra.${name}`]);
     const md = new vscode.MarkdownString();
     md.appendMarkdown(`${inlineCode(shownText(f.text))} — token id ${f.id} · position ${f.position} · section ${escapeMarkdown(f.section)} · ${escapeMarkdown(f.tokenType)}\n\n`);
     md.appendMarkdown('| | |\n|---|---:|\n');

@@ -38,12 +38,12 @@ async function chooseMetric(painter: Painter): Promise<void> {
   const available = painter.availableMetrics();
   const view = painter.activeView();
   const current = view ? painter.metricFor(view) : painter.state.metric;
-  const items = METRICS.filter((m) => available.includes(m.id)).map((m) => ({
+  const items = available.map(metricDef).map((m) => ({
     label: m.label,
     description: `${m.signed ? 'diverging' : 'sequential'}${m.id === current && view ? ` · ${formatScale(painter.scaleOf(view, m.id))}` : ''}`,
     detail: m.description,
     picked: m.id === current,
-    id: m.id as MetricId,
+    id: m.id,
   }));
   const missing = METRICS.filter((m) => !available.includes(m.id)).map((m) => m.label);
   const pick = await vscode.window.showQuickPick(items, {

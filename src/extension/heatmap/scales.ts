@@ -6,7 +6,9 @@
 // sequential one from the smallest to the largest value in the normalisation scope.
 
 /** The token-table columns (DESIGN §5) a heatmap can paint. */
-export type MetricId = 'contribution' | 'effective_advantage' | 'entropy' | 'attribution' | 'importance' | 'logprob' | 'weight';
+export type BuiltinMetricId = 'contribution' | 'effective_advantage' | 'entropy' | 'attribution' | 'importance' | 'logprob' | 'weight';
+/** A builtin column, or `extra.<name>`: a numeric column beyond the contract (what an imported trainer logged). */
+export type MetricId = BuiltinMetricId | `extra.${string}`;
 
 export interface MetricDef {
   id: MetricId;
@@ -32,19 +34,38 @@ export const METRICS: readonly MetricDef[] = [
   { id: 'weight', label: 'weight', signed: false, description: 'w, the credit strategy\'s per-token weight' },
 ];
 
+/**
+ * Extra columns we know the meaning of: prime-rl's token exports (trainer.enable_token_export), kept by
+ * `credit-lens import`. Any other extra column is painted on a sequential scale under its own name.
+ */
+const KNOWN_EXTRA: Record<string, Omit<MetricDef, 'id'>> = {
+  importance_ratio: { label: 'importance ratio', signed: false, description: 'π_trainer / π_inference of the token (prime-rl export): off-policy drift between the inference engine and the trainer' },
+  log_importance_ratio: { label: 'log importance ratio', signed: true, description: 'log π_trainer − log π_inference of the token (prime-rl export)' },
+  mismatch_kl: { label: 'mismatch KL', signed: false, description: 'per-token KL between the inference and trainer distributions (prime-rl export)' },
+  inference_logprob: { label: 'inference log-prob', signed: false, invert: true, description: 'log-prob of the token under the inference engine that sampled it (prime-rl export)' },
+  prob_delta: { label: 'prob delta', signed: true, description: 'π_trainer − π_inference of the token (prime-rl export)' },
+};
+
+const EXTRA_ID_RE = /^extra\.[a-z][a-z0-9_]{0,63}$/;
+
 export function metricDef(id: MetricId): MetricDef {
+  if (id.startsWith('extra.')) {
+    const name = id.slice('extra.'.length);
+    return { id, ...(KNOWN_EXTRA[name] ?? { label: name.replace(/_/g, ' '), signed: false, description: `${name}: a per-token column the source of this run logged` }) };
+  }
   const m = METRICS.find((d) => d.id === id);
   if (!m) throw new Error(`unknown heatmap metric ${id}`);
   return m;
 }
 
 export function isMetricId(v: unknown): v is MetricId {
-  return typeof v === 'string' && METRICS.some((m) => m.id === v);
+  return typeof v === 'string' && (METRICS.some((m) => m.id === v) || EXTRA_ID_RE.test(v));
 }
 
-/** The metric after `current` among `available` (in METRICS order), wrapping around; skips unavailable ones. */
+/** The metric after `current` among `available` (METRICS order, then the extras), wrapping around; skips unavailable ones. */
 export function nextMetric(current: MetricId, available: readonly MetricId[], direction: 1 | -1 = 1): MetricId {
-  const order = METRICS.map((m) => m.id).filter((id) => available.includes(id));
+  const builtin: MetricId[] = METRICS.map((m) => m.id);
+  const order = [...builtin.filter((id) => available.includes(id)), ...available.filter((id) => !builtin.includes(id))];
   if (!order.length) return current;
   const at = order.indexOf(current);
   if (at < 0) return order[0];

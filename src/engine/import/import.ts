@@ -1,0 +1,326 @@
+// `credit-lens import <file or folder>`: rollouts from another trainer (veRL, TRL, prime-rl, plain JSONL) made into an
+// ordinary run directory, so the runs tree, heatmaps, Compare With…, dashboards and `analyze` read them unchanged.
+//
+// - Records come from formats.ts; a malformed line is reported with its file and line in engine.log and skipped.
+// - Episodes are grouped by the source's group id, else by prompt, within a step; the advantage is the source's
+//   (TRL's `advantage`, prime-rl's per-token `advantages`) or recomputed from the rewards with grpo.scale_rewards.
+// - Tokens without per-token values are scored with `--model`: log-prob and entropy teacher-forced over the full
+//   vocabulary, and the weights of a credit strategy that needs no training (IMPORT_STRATEGIES).
+// - run.json says the run is imported, from where, in which format and with which model.
+import { writeFileSync } from 'node:fs';
+import { basename, extname, join, resolve } from 'node:path';
+import type { MetricsRow, RunInfo } from '../../protocol';
+import { applyOverrides, configToYaml, loadConfig, redactConfig, validateConfig, type CreditConfig } from '../config/config';
+import { issuesError } from '../config/issues';
+import { UserError, isUserError } from '../core/errors';
+import { meanStd } from '../core/stats';
+import type { Section, Tokenizer, TokenSpan } from '../core/types';
+import { ENGINE_VERSION } from '../core/version';
+import { acquireRunLock, appendMetrics, createRunDir, openEngineLog, writeRunInfo } from '../rundir/rundir';
+import { computeSections, tokenType } from '../tasks/sections';
+import type { Episode } from '../train/rollout';
+import type { TokenLog } from '../train/steps';
+import { logTables } from '../train/token_log';
+import { readImport, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
+import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, scoreBatch, weighExported, type Scorer } from './score';
+
+export interface ImportOptions {
+  source: string;
+  format?: ImportFormat | 'auto';
+  /** HF model folder, run folder or checkpoint: scores tokens that have no per-token values */
+  model?: string;
+  /** prime-rl only: a tokenizer (HF folder or tokenizer.json) to show token ids as text */
+  tokenizer?: string;
+  /** output folder (default: the config's output_dir) */
+  out?: string;
+  name?: string;
+  configPath?: string;
+  sets?: string[];
+  /** success = reward ≥ this, unless the source has a success / acc / correct field */
+  successThreshold?: number;
+  /** completion tokens × vocabulary entries per scoring batch (bounds the logits' memory) */
+  batchBudget?: number;
+  progress?: (done: number, total: number) => void;
+  log?: (level: 'info' | 'warn', message: string) => void;
+}
+
+export interface ImportResult {
+  runDir: string;
+  format: ImportFormat;
+  records: number;
+  skipped: number;
+  steps: number[];
+  /** the first problems (all of them are in engine.log) */
+  problems: ImportProblem[];
+}
+
+/** One episode as it will be logged, before scoring. */
+interface Pending {
+  rec: ImportedRecord;
+  promptIdx: number;
+  promptIds: number[];
+  ids: number[];
+  text: string;
+  tokens: TokenSpan[];
+  sections: Section[];
+  advantage: number;
+  reward: number;
+  success: boolean;
+  logprob?: number[];
+  entropy?: number[];
+  weight?: number[];
+  effAdv?: number[];
+  extra?: Record<string, (number | null)[]>;
+}
+
+function importConfig(o: ImportOptions): CreditConfig {
+  if (o.configPath) return loadConfig(o.configPath, o.sets ?? []).config;
+  const { config, issues } = validateConfig(applyOverrides({}, o.sets ?? []));
+  if (!config) throw issuesError('--set', issues);
+  return config;
+}
+
+/**
+ * Group advantages for groups of any size: r − mean of the group, divided by the group's sample std + 1e-4
+ * (scale_rewards group), by the step's std + 1e-4 (batch: TRL's group mean with the batch std) or by nothing
+ * (none), the formula of grpo.ts `advantages`, which needs equal group sizes.
+ */
+export function groupAdvantages(rewards: number[], groups: number[], scale: CreditConfig['grpo']['scale_rewards']): number[] {
+  const members = new Map<number, number[]>();
+  groups.forEach((g, i) => { const l = members.get(g); if (l) l.push(i); else members.set(g, [i]); });
+  const batchStd = scale === 'batch' ? meanStd(rewards).std : 0;
+  const out = new Array<number>(rewards.length);
+  for (const idx of members.values()) {
+    const { mean, std } = meanStd(idx.map((i) => rewards[i]));
+    const div = scale === 'group' ? std + 1e-4 : scale === 'batch' ? batchStd + 1e-4 : 1;
+    for (const i of idx) out[i] = (rewards[i] - mean) / div;
+  }
+  return out;
+}
+
+const placeholder = (ids: number[]) => ids.map((id) => `⟨${id}⟩`);
+
+/** Text and per-token spans of completion ids: decoded by a tokenizer, or ⟨id⟩ placeholders without one. */
+function decodeTokens(tok: Tokenizer | null, ids: number[]): { text: string; tokens: TokenSpan[] } {
+  if (tok) return tok.decodeWithOffsets(ids);
+  let at = 0;
+  const tokens = placeholder(ids).map((t, i): TokenSpan => { const s = { id: ids[i], text: t, start: at, end: at + t.length }; at += t.length; return s; });
+  return { text: tokens.map((t) => t.text).join(''), tokens };
+}
+
+function sectionsOf(prompt: string, text: string, tokens: TokenSpan[]): Section[] {
+  // A prompt ending in "<think>" opens the think section (the chat template's prefill, DESIGN §4).
+  const prefill = prompt.trimEnd().endsWith('<think>') ? '<think>' : '';
+  return computeSections(prefill + text, tokens.map((t) => ({ ...t, start: t.start + prefill.length, end: t.end + prefill.length })));
+}
+
+export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
+  const log = o.log ?? (() => {});
+  const cfg = importConfig(o);
+  if (!(IMPORT_STRATEGIES as readonly string[]).includes(cfg.credit.strategy)) {
+    throw new UserError(`credit.strategy: '${cfg.credit.strategy}' needs training (a head, a network or an oracle) and cannot score imported rollouts; use one of ${IMPORT_STRATEGIES.join(', ')}`);
+  }
+  const threshold = o.successThreshold ?? 0.5;
+  const source = resolve(o.source);
+  const read = readImport(source, o.format ?? 'auto');
+  const perToken = read.format === 'prime';
+  if (!perToken && !o.model) {
+    throw new UserError(`import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> to score them`);
+  }
+  if (!read.records.length) {
+    const first = read.problems.slice(0, 3).map((p) => `  ${p.file}:${p.line}: ${p.reason}`).join('\n');
+    throw new UserError(`import: no readable completions in ${o.source} (${read.problems.length} problem${read.problems.length === 1 ? '' : 's'})${first ? `:\n${first}` : ''}`);
+  }
+
+  const scorer: Scorer | null = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
+  const tokenizer: Tokenizer | null = scorer?.tokenizer ?? (o.tokenizer ? loadTokenizerOnly(o.tokenizer) : null);
+  if (perToken && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
+
+  const outDir = resolve(o.out ?? cfg.output_dir);
+  const name = o.name ?? `import-${basename(source, extname(source)).replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+  const runDir = createRunDir(outDir, name);
+  const release = acquireRunLock(runDir);
+  const elog = openEngineLog(runDir);
+  const problems = [...read.problems];
+  const started = new Date().toISOString();
+  const info: RunInfo = {
+    id: basename(runDir), name, status: 'running', started, ended: null,
+    backend: scorer ? 'wasm' : 'none', engine_version: ENGINE_VERSION, strategy: cfg.credit.strategy,
+    imported: { source, format: read.format, model: scorer?.describe ?? null, records: 0, skipped: problems.length },
+  };
+  writeRunInfo(runDir, info);
+  writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
+  elog.write('info', `import ${source} (${read.format}, ${read.files.length} file${read.files.length === 1 ? '' : 's'})${scorer ? ` scored with ${scorer.describe}` : ''}`);
+  try {
+    // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
+    const steps = [...new Set(read.records.map((r) => r.step))].sort((a, b) => a - b);
+    const promptIndex = new Map<string, number>();
+    const byStep = new Map<number, Pending[]>();
+    const skip = (r: ImportedRecord, reason: string) => problems.push({ file: r.file, line: r.line, reason });
+    const maxSeq = scorer?.model.cfg.maxSeqLen ?? Infinity;
+    for (const step of steps) {
+      const recs = read.records.filter((r) => r.step === step);
+      const key = (r: ImportedRecord) => r.group ?? (r.tokens ? `ids:${r.tokens.promptIds.join(',')}` : `p:${r.prompt}`);
+      const order = [...new Set(recs.map(key))];
+      recs.sort((a, b) => order.indexOf(key(a)) - order.indexOf(key(b)));
+      const eps: Pending[] = [];
+      for (const r of recs) {
+        try {
+          const promptText = r.tokens ? (tokenizer ? tokenizer.decode(r.tokens.promptIds) : `⟨${r.tokens.promptIds.length} prompt tokens⟩`) : r.prompt;
+          const pKey = r.tokens ? `ids:${r.tokens.promptIds.join(',')}` : r.prompt;
+          if (!promptIndex.has(pKey)) promptIndex.set(pKey, promptIndex.size);
+          let promptIds: number[];
+          let ids: number[];
+          if (r.tokens) {
+            promptIds = r.tokens.promptIds;
+            ids = r.tokens.ids;
+          } else {
+            promptIds = scorer!.tokenizer.encodePrompt(r.prompt);
+            ids = scorer!.tokenizer.encode(r.completion);
+            if (!ids.length) throw new UserError('empty completion');
+            if (ids.length + 1 > maxSeq) throw new UserError(`completion is ${ids.length} tokens, the model's context is ${maxSeq}`);
+            // Keep the prompt's end (the tokens the completion follows) when both do not fit.
+            if (promptIds.length + ids.length > maxSeq) promptIds = promptIds.slice(promptIds.length + ids.length - maxSeq);
+          }
+          const { text, tokens } = decodeTokens(tokenizer, ids);
+          const reward = r.reward ?? NaN;
+          const adv = r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : r.advantage ?? NaN;
+          eps.push({
+            rec: { ...r, prompt: promptText }, promptIdx: promptIndex.get(pKey)!, promptIds, ids, text, tokens,
+            sections: sectionsOf(promptText, text, tokens), advantage: adv, reward,
+            success: r.success ?? (Number.isFinite(reward) && reward >= threshold),
+            ...(r.tokens ? { logprob: r.tokens.logprob, entropy: r.tokens.entropy ?? r.tokens.logprob.map(() => NaN), extra: r.tokens.extra } : {}),
+          });
+        } catch (e) {
+          if (!isUserError(e)) throw e;
+          skip(r, e.message);
+        }
+      }
+      // Advantages the source did not log: from the rewards, grouped as above.
+      if (eps.some((e) => Number.isNaN(e.advantage))) {
+        const gid = eps.map((e) => order.indexOf(key(e.rec)));
+        const a = groupAdvantages(eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)), gid, cfg.grpo.scale_rewards);
+        eps.forEach((e, i) => { if (Number.isNaN(e.advantage)) e.advantage = a[i]; });
+      }
+      if (eps.length) byStep.set(step, eps);
+    }
+
+    const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
+    let done = 0;
+    o.progress?.(0, total);
+    const budget = o.batchBudget ?? (1 << 24);
+    const vocab = scorer?.model.cfg.vocabSize ?? 1;
+    for (const [step, eps] of byStep) {
+      if (perToken) {
+        const w = weighExported(eps.map((e) => ({ logprob: e.logprob!, entropy: e.entropy!, sections: e.sections, advantage: e.advantage })), cfg);
+        // The trainer's per-token advantage stays the effective advantage; the strategy's weight multiplies it.
+        eps.forEach((e, i) => {
+          const fileAdv = e.rec.tokens!.advantage;
+          e.weight = w[i].weight.map((wt, t) => (e.advantage !== 0 ? wt * fileAdv[t] / e.advantage : wt));
+          e.effAdv = w[i].weight.map((wt, t) => wt * fileAdv[t]);
+        });
+        done += eps.length;
+        o.progress?.(done, total);
+      } else {
+        // Batches sorted by length, sized so that completion tokens × vocabulary stays within the budget.
+        const order = eps.map((_, i) => i).sort((a, b) => eps[a].ids.length - eps[b].ids.length);
+        for (let s = 0; s < order.length;) {
+          const width = eps[order[s]].ids.length;
+          let n = 1;
+          while (s + n < order.length && (n + 1) * Math.max(width, eps[order[s + n]].ids.length) * vocab <= budget) n++;
+          const idx = order.slice(s, s + n);
+          const out = scoreBatch(scorer!, idx.map((i) => eps[i]), cfg);
+          idx.forEach((i, k) => Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, weight: out[k].weight, effAdv: out[k].effAdv }));
+          s += n;
+          done += n;
+          o.progress?.(done, total);
+        }
+      }
+      writeStep(runDir, step, eps);
+    }
+    for (const p of problems) elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
+    Object.assign(info, {
+      status: 'completed', ended: new Date().toISOString(), total_steps: byStep.size, last_step: Math.max(...byStep.keys()),
+      imported: { ...info.imported!, records: total, skipped: problems.length },
+    });
+    writeRunInfo(runDir, info);
+    elog.write('info', `imported ${total} completions in ${byStep.size} step${byStep.size === 1 ? '' : 's'}; ${problems.length} skipped`);
+    return { runDir, format: read.format, records: total, skipped: problems.length, steps: [...byStep.keys()], problems: problems.slice(0, 20) };
+  } catch (e) {
+    const msg = (e as Error).message;
+    elog.write('error', msg);
+    writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
+    throw e;
+  } finally {
+    elog.close();
+    release();
+    scorer?.dispose();
+  }
+}
+
+/** One step's token and episode tables (the trainer's own writer) and its metrics row. */
+function writeStep(runDir: string, step: number, eps: Pending[]): void {
+  const episodes = eps.map((e): Episode => ({
+    example: { id: e.promptIdx, prompt: e.rec.prompt }, promptIds: e.promptIds, ids: e.ids, sampleLogprobs: e.logprob!,
+    entropies: e.entropy!, text: e.text, tokens: e.tokens, sections: e.sections, tokenTypes: e.tokens.map((t) => tokenType(t.text)),
+    reward: { total: e.reward, format: NaN, answer: e.success ? 1 : 0 }, success: e.success,
+  }));
+  const extraNames = [...new Set(eps.flatMap((e) => Object.keys(e.extra ?? {})))];
+  const tok: TokenLog = {
+    logprobs: eps.map((e) => e.logprob!), weights: eps.map((e) => e.weight!), effAdv: eps.map((e) => e.effAdv!), adv: eps.map((e) => e.advantage),
+    ...(extraNames.length ? { extra: Object.fromEntries(extraNames.map((n) => [n, eps.map((e) => e.extra?.[n] ?? e.ids.map(() => null))])) } : {}),
+  };
+  logTables(runDir, step, episodes, tok);
+  const rewards = eps.map((e) => e.reward).filter(Number.isFinite);
+  const ents = eps.flatMap((e) => e.entropy!).filter(Number.isFinite);
+  const row: MetricsRow = {
+    step, phase: 'grpo',
+    success_rate: eps.filter((e) => e.success).length / eps.length,
+    response_len: eps.reduce((a, e) => a + e.ids.length, 0) / eps.length,
+  };
+  if (rewards.length) { const { mean, std } = meanStd(rewards); row.reward_mean = mean; row.reward_std = std; }
+  if (ents.length) row.entropy_mean = ents.reduce((a, b) => a + b, 0) / ents.length;
+  for (const n of extraNames) {
+    const v = eps.flatMap((e) => e.extra?.[n] ?? []).filter((x): x is number => x !== null && Number.isFinite(x));
+    if (v.length) row[`${n}_mean`] = v.reduce((a, b) => a + b, 0) / v.length;
+  }
+  appendMetrics(runDir, row);
+}
+
+// ---- the command line ----
+
+const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model <HF model folder | run folder | checkpoint>]
+         [--format auto|verl|trl|prime|jsonl] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
+         [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]`;
+
+export async function cmdImport(argv: string[]): Promise<number> {
+  const { parseArgs, flag, numFlag } = await import('../cli/args');
+  const a = parseArgs(argv, { valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold'], boolean: ['json', 'progress-json'] }, IMPORT_USAGE);
+  if (a.positional.length !== 1) throw new UserError(`import needs exactly one file or folder\n${IMPORT_USAGE}`);
+  const format = flag(a, 'format') ?? 'auto';
+  if (format !== 'auto' && !(['verl', 'trl', 'prime', 'jsonl'] as string[]).includes(format)) throw new UserError(`--format ${format}: expected auto, verl, trl, prime or jsonl`);
+  const sets = [...(a.flags.get('set') ?? [])];
+  const strategy = flag(a, 'strategy');
+  if (strategy) sets.push(`credit.strategy=${strategy}`);
+  let last = 0;
+  const t0 = Date.now();
+  const progress = (done: number, total: number) => {
+    if (a.flags.has('progress-json')) { process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n'); return; }
+    if (done < total && Date.now() - last < 1000) return;
+    last = Date.now();
+    process.stderr.write(`scored ${done}/${total} completions (${((Date.now() - t0) / 1000).toFixed(0)}s)\n`);
+  };
+  const r = await importRollouts({
+    source: a.positional[0], format: format as ImportFormat | 'auto', model: flag(a, 'model'), tokenizer: flag(a, 'tokenizer'),
+    out: flag(a, 'out'), name: flag(a, 'name'), configPath: flag(a, 'config'), sets,
+    successThreshold: numFlag(a, 'success-threshold', Number.isFinite, 'a number'),
+    progress, log: (level, m) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`),
+  });
+  if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
+  else {
+    for (const p of r.problems) process.stderr.write(`skipped ${p.file}:${p.line}: ${p.reason}\n`);
+    if (r.skipped > r.problems.length) process.stderr.write(`… and ${r.skipped - r.problems.length} more (engine.log lists them all)\n`);
+    console.log(`imported ${r.records} completions (${r.format}, ${r.steps.length} step${r.steps.length === 1 ? '' : 's'}, ${r.skipped} skipped) → ${r.runDir}`);
+  }
+  return 0;
+}

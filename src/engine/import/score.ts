@@ -1,0 +1,145 @@
+// Scoring imported completions with a model (`credit-lens import --model`): every completion token's log-prob and
+// entropy, teacher-forced, in batches, and the weights of a credit strategy that needs no training. The model is a
+// Hugging Face directory, a Credit Lens run directory (its newest good checkpoint) or one of its checkpoints.
+import * as tf from '@tensorflow/tfjs';
+import { existsSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { CreditConfig } from '../config/config';
+import { loadConfig } from '../config/config';
+import { UserError } from '../core/errors';
+import type { Section, Tokenizer } from '../core/types';
+import { getStrategy } from '../credit';
+import { creditParams } from '../credit/types';
+import { initBackend } from '../model/backend';
+import { loadHfModel } from '../model/hf';
+import { Transformer } from '../model/model';
+import { HfTokenizer } from '../model/tokenizer';
+import { loadCheckpoint, loadLatestGoodCheckpoint } from '../rundir/checkpoint';
+import { completionLogprobs, policyBatch } from '../train/rollout';
+import { buildSession } from '../train/session';
+
+/** Strategies whose weights come from the batch alone: no trained head, network or oracle. */
+export const IMPORT_STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted', 'entropy_mask'] as const;
+
+export interface Scorer {
+  model: Transformer;
+  tokenizer: Tokenizer;
+  /** what was loaded, for run.json and messages */
+  describe: string;
+  dispose(): void;
+}
+
+const isDir = (p: string) => { try { return statSync(p).isDirectory(); } catch { return false; } };
+
+/**
+ * The model named by `--model`: an HF directory (config.json + safetensors + tokenizer.json), a run directory
+ * (config.yaml; its newest readable checkpoint) or a checkpoint directory `<run>/checkpoints/step-N`.
+ */
+export async function loadScorer(spec: string, cfg: CreditConfig, log: (m: string) => void): Promise<Scorer> {
+  const dir = resolve(spec);
+  if (!isDir(dir)) throw new UserError(`--model ${spec}: no such folder (expected a Hugging Face model folder, a run folder or a checkpoint folder)`);
+  if (existsSync(join(dir, 'config.json'))) {
+    await initBackend(cfg.backend, log);
+    // Imported prompts are already templated by the trainer that sampled them: no chat template here.
+    const { model, tokenizer } = loadHfModel(dir, { useChatTemplate: false });
+    return { model, tokenizer, describe: dir, dispose: () => model.dispose() };
+  }
+  const ckptOfRun = basename(dirname(dir)) === 'checkpoints' && existsSync(join(dir, '..', '..', 'config.yaml'));
+  const runDir = ckptOfRun ? resolve(dir, '..', '..') : dir;
+  if (!existsSync(join(runDir, 'config.yaml'))) {
+    throw new UserError(`--model ${spec}: neither a Hugging Face model folder (no config.json) nor a run folder (no config.yaml) nor a checkpoint of one`);
+  }
+  const { config } = loadConfig(join(runDir, 'config.yaml'));
+  const s = await buildSession(config, log);
+  let weights;
+  let describe: string;
+  if (ckptOfRun) {
+    weights = loadCheckpoint(dir).model;
+    describe = dir;
+  } else {
+    const latest = loadLatestGoodCheckpoint(runDir);
+    if (!latest) throw new UserError(`--model ${spec}: the run has no readable checkpoint`);
+    for (const sk of latest.skipped) log(`skipped checkpoint ${sk.dir}: ${sk.reason}`);
+    weights = latest.checkpoint.model;
+    describe = latest.checkpoint.dir;
+  }
+  s.model.dispose();
+  const model = Transformer.fromWeights(s.modelCfg, weights);
+  return { model, tokenizer: s.tokenizer, describe, dispose: () => model.dispose() };
+}
+
+/** A tokenizer alone, to show prime-rl token ids as text: an HF folder or its tokenizer.json. */
+export function loadTokenizerOnly(spec: string): Tokenizer {
+  const p = resolve(spec);
+  const dir = isDir(p) ? p : dirname(p);
+  if (!existsSync(join(dir, 'tokenizer.json'))) throw new UserError(`--tokenizer ${spec}: no tokenizer.json ${isDir(p) ? 'in that folder' : 'next to that file'}`);
+  return HfTokenizer.fromDir(dir, { useChatTemplate: false });
+}
+
+export interface ScoreInput {
+  promptIds: number[];
+  ids: number[];
+  sections: Section[];
+  advantage: number;
+}
+
+export interface ScoreOutput {
+  logprob: number[];
+  entropy: number[];
+  weight: number[];
+  effAdv: number[];
+}
+
+/**
+ * Teacher-forced log-probs and entropies of a batch of completions, and the strategy's weights and effective
+ * advantages, computed as a GRPO step computes them (steps.ts) so that an imported run's columns mean what a
+ * trained run's do. Rows are left-padded prompts and right-padded completions (policyBatch).
+ */
+export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig): ScoreOutput[] {
+  const strategy = getStrategy(cfg.credit.strategy);
+  const params = creditParams(cfg.credit);
+  const pb = policyBatch(items.map((x) => x.promptIds), items.map((x) => x.ids), scorer.tokenizer.padId);
+  try {
+    const C = pb.completionLen;
+    const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
+    return tf.tidy(() => {
+      const out = completionLogprobs(scorer.model, pb, cfg.grpo.temperature, { attention: strategy.needs.attention, entropy: true });
+      const lp = out.logp.arraySync();
+      const ent = out.entropy!.arraySync();
+      const batch = { logprobs: lp, entropies: ent, sections: items.map((x) => pad(x.sections, 'other' as Section)), mask: pb.mask };
+      if (strategy.fromOutputs) Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: batch.sections, mask: pb.mask }));
+      const adv = items.map((x) => x.advantage);
+      const weights = strategy.weights(batch, params);
+      const effAdv = strategy.effectiveAdvantages
+        ? strategy.effectiveAdvantages(batch, adv, params)
+        : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+      return items.map((x, i) => {
+        const n = x.ids.length;
+        return { logprob: lp[i].slice(0, n), entropy: ent[i].slice(0, n), weight: weights[i].slice(0, n), effAdv: effAdv[i].slice(0, n) };
+      });
+    });
+  } finally {
+    pb.dispose();
+  }
+}
+
+/** The same strategy on values a trainer exported per token (prime-rl): no model, no attention. */
+export function weighExported(items: { logprob: number[]; entropy: number[]; sections: Section[]; advantage: number }[], cfg: CreditConfig): { weight: number[]; effAdv: number[] }[] {
+  const strategy = getStrategy(cfg.credit.strategy);
+  if (strategy.needs.attention) throw new UserError(`credit.strategy ${cfg.credit.strategy} needs the model's attention: pass --model to score the tokens`);
+  const params = creditParams(cfg.credit);
+  const C = Math.max(1, ...items.map((x) => x.logprob.length));
+  const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
+  const batch = {
+    logprobs: items.map((x) => pad(x.logprob, 0)),
+    entropies: items.map((x) => pad(x.entropy, 0)),
+    sections: items.map((x) => pad(x.sections, 'other' as Section)),
+    mask: items.map((x) => pad(x.logprob.map(() => 1), 0)),
+  };
+  const adv = items.map((x) => x.advantage);
+  const weights = strategy.weights(batch, params);
+  const effAdv = strategy.effectiveAdvantages
+    ? strategy.effectiveAdvantages(batch, adv, params)
+    : weights.map((row, i) => row.map((w, t) => (batch.mask[i][t] ? adv[i] * w : 0)));
+  return items.map((x, i) => ({ weight: weights[i].slice(0, x.logprob.length), effAdv: effAdv[i].slice(0, x.logprob.length) }));
+}
