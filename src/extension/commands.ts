@@ -18,6 +18,7 @@ import { isEnded } from './run_status';
 import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
 import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './panels/sweep_panel';
+import { importRolloutsCommand } from './import';
 
 /** Parameter values offered for each strategy's knob: the values seed 001 compared ("Compare All Mitigations"). */
 /** The values Run Sweep offers for each strategy's parameter, as the strategy catalog declares them. */
@@ -38,6 +39,7 @@ export function registerCommands(ctx: Ctx): void {
   reg('creditLens.openSweepSummary', (arg?: unknown) => openSweepSummary(ctx, arg));
   reg('creditLens.cancelSweep', (arg?: unknown) => cancelSweep(ctx, arg));
   reg('creditLens.openRun', (arg?: unknown) => revealRun(ctx, arg));
+  reg('creditLens.importRollouts', (arg?: unknown) => importRolloutsCommand(ctx, arg));
 }
 
 // ---- which config / which run ----

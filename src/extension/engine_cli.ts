@@ -4,8 +4,9 @@
 // text, a time budget and cancellation: a slow analysis or a slow cluster controller never blocks the host. The engine ships in the
 // same .vsix as the extension, so there is no "engine without analyze" case to detect.
 // No vscode import: the unit tests drive it with a stand-in CLI script.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import type { AnalyzeReport } from '../protocol/analysis';
+import type { ImportedInfo } from '../protocol';
 import type { SlurmStatusJson, SlurmSweepJson } from '../protocol/slurm';
 import { chooseNode } from './node';
 
@@ -64,6 +65,24 @@ export function parseAnalyzeReport(stdout: string): AnalyzeReport {
   return r as AnalyzeReport;
 }
 
+/** `credit-lens import --json`: what came in and where it went (src/engine/import/import.ts ImportResult). */
+export interface ImportJson {
+  runDir: string;
+  format: ImportedInfo['format'];
+  records: number;
+  skipped: number;
+  steps: number[];
+  problems: { file: string; line: number; reason: string }[];
+}
+
+/** `credit-lens import` arguments after the CLI path. */
+export function importArgs(source: string, o: { model?: string | null; out: string; format?: string }): string[] {
+  const args = ['import', source, '--out', o.out, '--json', '--progress-json'];
+  if (o.model) args.push('--model', o.model);
+  if (o.format && o.format !== 'auto') args.push('--format', o.format);
+  return args;
+}
+
 export class EngineCli {
   constructor(readonly cliPath: string, private readonly nodePath: () => string) {}
 
@@ -109,6 +128,50 @@ export class EngineCli {
   /** scancel one task, or the whole array. */
   async slurmCancel(sweepDir: string, task?: number): Promise<void> {
     await this.run(['slurm', 'cancel', sweepDir, ...(task === undefined ? [] : ['--task', String(task)])], 'scancel');
+  }
+
+  /**
+   * `credit-lens import`: streams `{"progress": {done, total}}` lines from stderr to `onProgress` while the engine
+   * scores, and resolves with its JSON answer. No time limit (a large file takes as long as it takes); aborting
+   * kills the process and rejects with a CancelledError.
+   */
+  importRollouts(args: string[], onProgress: (done: number, total: number) => void, signal?: AbortSignal): Promise<ImportJson> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(new CancelledError());
+      let node;
+      try {
+        node = chooseNode(this.nodePath());
+      } catch (e) {
+        return reject(e);
+      }
+      const child = spawn(node.command, [this.cliPath, ...args], { env: { ...process.env, ...node.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const onAbort = () => child.kill('SIGTERM');
+      signal?.addEventListener('abort', onAbort, { once: true });
+      let stdout = '';
+      let stderr = '';
+      let partial = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+      child.stderr.setEncoding('utf8').on('data', (d: string) => {
+        const lines = (partial + d).split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
+          const p = /^\{"progress":/.test(line) ? (JSON.parse(line) as { progress: { done: number; total: number } }).progress : null;
+          if (p) onProgress(p.done, p.total);
+          else if (stderr.length < 1 << 20) stderr += line + '\n';
+        }
+      });
+      child.on('error', (e) => reject(e));
+      child.on('close', (code) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (signal?.aborted) return reject(new CancelledError());
+        if (code !== 0) return reject(new Error(cliError((stderr + partial).replace(/^error: /m, ''), `credit-lens import exited with code ${code}`)));
+        try {
+          resolve(JSON.parse(stdout) as ImportJson);
+        } catch {
+          reject(new Error('credit-lens import: the engine\'s answer is not JSON'));
+        }
+      });
+    });
   }
 
   async analyze(runDir: string, o: AnalyzeOptions = {}): Promise<AnalyzeResult> {

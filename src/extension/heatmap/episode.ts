@@ -194,7 +194,8 @@ export function buildHeatmapEpisode(tables: StepTables, ref: EpisodeRef, opts: {
   const pair = opts.pair ?? null;
   const parts = [
     `${runName} · step ${ref.step} · episode ${ref.episode}`,
-    `reward ${ep.reward[index].toFixed(3)} (format ${ep.reward_format[index].toFixed(3)}, answer ${ep.reward_answer[index].toFixed(3)}) ${ep.success[index] ? '✓ solved' : '✗ not solved'}`,
+    // An imported run knows the total reward only (format and answer parts are NaN; the reward itself can be too).
+    `${Number.isNaN(ep.reward[index]) ? 'no reward' : `reward ${ep.reward[index].toFixed(3)}`}${Number.isNaN(ep.reward_format[index]) ? '' : ` (format ${ep.reward_format[index].toFixed(3)}, answer ${ep.reward_answer[index].toFixed(3)})`} ${ep.success[index] ? '✓ solved' : '✗ not solved'}`,
     `advantage ${signed(ep.advantage[index])}`,
     `strategy ${strategy}`,
     `${rows.length} tokens`,

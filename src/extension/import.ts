@@ -1,0 +1,94 @@
+// "Credit Lens: Import Rollouts…": another trainer's rollouts (veRL, TRL, prime-rl, plain JSONL) made into a run
+// (`credit-lens import`, src/engine/import). A file or folder picker, a model picker (a run of this workspace with a
+// checkpoint, a Hugging Face model folder, or none for prime-rl's per-token exports), then a cancellable progress
+// notification while the engine scores. The new run lands in `<workspace>/runs/`, where the Runs tree finds it.
+import { existsSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import * as vscode from 'vscode';
+import { listCheckpoints } from '../engine/rundir/checkpoint';
+import type { Ctx } from './ctx';
+import { findConfigs, findRuns, runRoots } from './discovery';
+import { CancelledError, importArgs } from './engine_cli';
+import { UNTRUSTED_MESSAGE } from './runs';
+
+type ModelItem = vscode.QuickPickItem & { model: string | null | 'browse' };
+
+/** A run folder, an HF model folder or none; undefined when the person cancelled. */
+async function pickModel(source: string): Promise<string | null | undefined> {
+  const runs = (await findRuns(runRoots(await findConfigs())))
+    .filter((r) => !r.info.imported && listCheckpoints(r.runDir).length > 0)
+    .sort((a, b) => b.info.started.localeCompare(a.info.started));
+  const prime = /token_exports/.test(source);
+  const none: ModelItem = {
+    label: '$(circle-slash) No model', model: null,
+    detail: prime ? 'prime-rl token exports carry their own log-probs, entropies and advantages' : 'only for prime-rl token exports, which carry per-token values',
+  };
+  const browse: ModelItem = { label: '$(folder-opened) Hugging Face model folder…', model: 'browse', detail: 'config.json, model.safetensors and tokenizer.json: scores every token teacher-forced' };
+  const items: ModelItem[] = [
+    ...(prime ? [none] : []),
+    ...runs.map((r): ModelItem => ({ label: `$(beaker) ${basename(r.runDir)}`, description: `run · strategy ${r.info.strategy ?? '?'} · newest checkpoint`, detail: r.runDir, model: r.runDir })),
+    browse,
+    ...(prime ? [] : [none]),
+  ];
+  const pick = await vscode.window.showQuickPick(items, { title: 'Import Rollouts: the model that scores the tokens', placeHolder: 'log-probs and entropies come from this model', matchOnDetail: true });
+  if (!pick) return undefined;
+  if (pick.model !== 'browse') return pick.model;
+  const dir = await vscode.window.showOpenDialog({ canSelectFiles: false, canSelectFolders: true, canSelectMany: false, openLabel: 'Score with this model', title: 'Hugging Face model folder' });
+  return dir?.[0]?.fsPath;
+}
+
+export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<void> {
+  if (!vscode.workspace.isTrusted) {
+    void vscode.window.showWarningMessage(`Credit Lens: ${UNTRUSTED_MESSAGE}`);
+    return;
+  }
+  let source = arg instanceof vscode.Uri ? arg.fsPath : null;
+  if (!source) {
+    const picked = await vscode.window.showOpenDialog({
+      canSelectFiles: true, canSelectFolders: true, canSelectMany: false, openLabel: 'Import',
+      title: 'Import Rollouts: a veRL, TRL, prime-rl or JSONL file or folder',
+    });
+    source = picked?.[0]?.fsPath ?? null;
+  }
+  if (!source) return;
+  const model = await pickModel(source);
+  if (model === undefined) return;
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  if (!folder) {
+    void vscode.window.showWarningMessage('Credit Lens: open a folder first; imported runs are written to its runs/ folder.');
+    return;
+  }
+  const out = join(folder, 'runs');
+  ctx.log.info(`import ${source}${model ? ` scored with ${model}` : ''} → ${out}`);
+  let result;
+  try {
+    result = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Credit Lens: importing ${basename(source)}`, cancellable: true },
+      async (progress, token) => {
+        const abort = new AbortController();
+        token.onCancellationRequested(() => abort.abort());
+        let shown = 0;
+        return ctx.engineCli.importRollouts(importArgs(source!, { model, out }), (done, total) => {
+          const pct = total ? (100 * done) / total : 0;
+          progress.report({ increment: pct - shown, message: `${model ? 'scored' : 'read'} ${done} of ${total} completions` });
+          shown = pct;
+        }, abort.signal);
+      },
+    );
+  } catch (e) {
+    if (e instanceof CancelledError) return;
+    ctx.log.warn(`import failed: ${(e as Error).message}`);
+    void vscode.window.showErrorMessage(`Credit Lens: import failed: ${(e as Error).message}`);
+    return;
+  }
+  ctx.tree.refresh();
+  ctx.log.info(`imported ${result.records} completions (${result.format}, ${result.skipped} skipped) → ${result.runDir}`);
+  for (const p of result.problems) ctx.log.warn(`import: skipped ${p.file}:${p.line}: ${p.reason}`);
+  const skipped = result.skipped ? `; ${result.skipped} malformed line${result.skipped === 1 ? '' : 's'} skipped (see the engine log)` : '';
+  const choice = await vscode.window.showInformationMessage(
+    `Credit Lens: imported ${result.records} ${result.format} completions in ${result.steps.length} step${result.steps.length === 1 ? '' : 's'}${skipped}.`,
+    'Open Rollouts', 'Show Engine Log',
+  );
+  if (choice === 'Open Rollouts') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
+  else if (choice === 'Show Engine Log' && existsSync(join(result.runDir, 'engine.log'))) await vscode.commands.executeCommand('creditLens.showEngineLog', result.runDir);
+}

@@ -1,0 +1,145 @@
+// Importing another trainer's rollouts in real VS Code (issue 14): "Credit Lens: Import Rollouts…" from the command
+// palette, the file picker (code-server's simple dialog: type the path), the model picker (a run of the workspace),
+// the progress notification, then "Open Rollouts" on the imported run and a painted heatmap with its hover. A
+// prime-rl token export is imported with no model and painted by its own importance ratio. Harness: harness.mjs.
+import { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { tsImport } from 'tsx/esm/api';
+import {
+  ROOT, WS, finishSuite, log, notification, palette, prepareSuite, readJson, scenario, shot, sleep, startVsCode,
+} from './harness.mjs';
+
+let vs;
+let modelRun;
+const ACTIVE = '.editor-group-container.active .monaco-editor';
+
+function paintedColours(page) {
+  return page.locator(ACTIVE).evaluate((ed) => [...ed.querySelectorAll('.view-overlays [class*="ced-"]')].map((e) => getComputedStyle(e).backgroundColor));
+}
+
+/** Import Rollouts… → type `path` into the file dialog → pick the model row matching `model`. */
+async function importVia(page, path, model) {
+  await palette(page, 'Credit Lens: Import Rollouts', { pick: 'Import Rollouts' });
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ timeout: 15_000 });
+  await input.fill(path);
+  await sleep(500);
+  // The simple dialog first completes a typed folder into "<path>/" and shows its files; the button then accepts
+  // the folder itself (Enter would open it).
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: model }).first();
+  for (let i = 0; i < 5 && !(await row.isVisible()); i++) {
+    const button = page.locator('.quick-input-widget .monaco-button', { hasText: 'Import' }).first();
+    if (await button.isVisible()) await button.click().catch(() => {});
+    await sleep(1000);
+  }
+  await row.waitFor({ timeout: 30_000 });
+  await row.click();
+}
+
+/** The run folders whose name starts with `prefix` under the workspace's runs/. */
+const runsNamed = (prefix) => readdirSync(join(WS, 'runs')).filter((d) => d.startsWith(prefix)).map((d) => join(WS, 'runs', d));
+
+before(async () => {
+  prepareSuite();
+  const args = [join(ROOT, 'dist/engine/cli.js'), 'train', join(WS, 'tiny.credit.yaml'), '--set', 'name=scorer', '--set', 'sft.steps=200', '--set', 'grpo.steps=2', '--set', 'grpo.max_new_tokens=40', '--set', 'model.max_seq_len=64'];
+  const r = spawnSync(process.execPath, args, { cwd: WS, encoding: 'utf8' });
+  assert.equal(r.status, 0, `training failed:\n${r.stderr}`);
+  modelRun = runsNamed('scorer-')[0];
+
+  // A veRL rollout dump (trainer.rollout_data_dir): <step>.jsonl with input, output, score, step; the completions of
+  // the trained run's last step, so the scorer reads them as text it can have written. One line is malformed.
+  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
+  const ep = tables.readEpisodeTable(join(modelRun, 'episodes', 'step-000002.arrow'));
+  const dump = join(WS, 'verl_rollouts');
+  mkdirSync(dump, { recursive: true });
+  const lines = ep.prompt.map((p, i) => JSON.stringify({ input: p, output: ep.completion[i], gts: '', score: ep.reward[i], step: 12 }));
+  lines.splice(2, 0, '{"input": "truncated by a crash');
+  writeFileSync(join(dump, '12.jsonl'), lines.join('\n') + '\n');
+
+  // A prime-rl token export (trainer.enable_token_export) over the tiny model's own ids: no model needed.
+  const exportDir = join(WS, 'prime', 'token_exports', 'step_3');
+  mkdirSync(exportDir, { recursive: true });
+  const seqs = [];
+  for (let s = 0; s < 4; s++) {
+    const prompt = [1, 20, 21, 22];
+    const comp = Array.from({ length: 24 }, (_, t) => 5 + ((t * 7 + s * 3) % 30));
+    const n = prompt.length + comp.length;
+    const on = (f, fill) => [...prompt.map(() => fill), ...comp.map(f)];
+    seqs.push(JSON.stringify({
+      schema_version: 2, step: 3, export_step: 3, rank: 0, token_ids: [...prompt, ...comp], position_ids: Array.from({ length: n }, (_, i) => i),
+      loss_mask: on(() => true, false), advantages: on(() => (s % 2 ? -0.7 : 0.7), 0), rewards: on(() => (s % 2 ? 0 : 1), null),
+      trainer_logprobs: on((_, t) => -0.1 - ((t * 13 + s) % 9) / 4, 0), inference_logprobs: on((_, t) => -0.12 - ((t * 13 + s) % 9) / 4, 0),
+      entropy: on((_, t) => ((t * 5 + s) % 11) / 5, 0), importance_ratio: on((_, t) => 0.8 + ((t * 5 + s) % 9) / 20, null),
+      mismatch_kl: on((_, t) => ((t + s) % 5) / 1000, null),
+    }));
+  }
+  writeFileSync(join(exportDir, 'rank_0.jsonl'), seqs.join('\n') + '\n');
+  vs = await startVsCode('import', { trusted: true, settings: { 'workbench.colorTheme': 'Default Dark Modern' } });
+  vs.page.setDefaultTimeout(30_000);
+});
+
+after(finishSuite);
+
+scenario('Import Rollouts… on a veRL dump scored by a workspace run: progress, a run marked imported, a painted episode', async () => {
+  const { page } = vs;
+  await importVia(page, join(WS, 'verl_rollouts'), /scorer-\d{8}/);
+  const toast = await notification(page, /imported \d+ verl completions in 1 step; 1 malformed line skipped/, 120_000);
+  const runDir = runsNamed('import-verl_rollouts-')[0];
+  assert.ok(runDir, 'an imported run folder');
+  const info = readJson(join(runDir, 'run.json'));
+  log(`run.json imported: ${JSON.stringify(info.imported)}`);
+  assert.equal(info.status, 'completed');
+  assert.equal(info.imported.format, 'verl');
+  assert.equal(info.imported.skipped, 1);
+  assert.match(info.imported.model, /scorer-\d{8}-\d{6}[/\\]checkpoints[/\\]step-\d+$/);
+  await shot(page, '60-import-done');
+
+  await toast.locator('.monaco-button', { hasText: 'Open Rollouts' }).click();
+  // One step: the picker goes straight to the episodes, best reward first.
+  const first = page.locator('.quick-input-widget .monaco-list-row').first();
+  await first.waitFor({ timeout: 15_000 });
+  await first.click();
+  await page.locator('.tab.active[aria-label*="step 12 · episode"]').waitFor({ timeout: 15_000 });
+  let colours = [];
+  for (let i = 0; i < 50 && new Set(colours).size < 4; i++, await sleep(200)) colours = await paintedColours(page);
+  log(`imported episode: ${colours.length} painted tokens in ${new Set(colours).size} colours`);
+  assert.ok(new Set(colours).size >= 4, `painted in several colours: ${[...new Set(colours)].join(', ')}`);
+  const cells = page.locator(ACTIVE).locator('.view-overlays [class*="ced-"]');
+  const box = await cells.nth(Math.floor(colours.length / 2)).boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  const hover = page.locator('.monaco-hover:not(.hidden)', { hasText: 'contribution' }).first();
+  await hover.waitFor({ timeout: 15_000 });
+  const text = await hover.innerText();
+  for (const field of ['log-prob', 'entropy', 'advantage A', 'contribution']) assert.ok(text.includes(field), `hover shows ${field}`);
+  await shot(page, '61-import-heatmap', { readme: 'import-heatmap' });
+  await page.mouse.move(5, 450);
+  await page.keyboard.press('Escape');
+});
+
+scenario('a prime-rl token export imports with no model and paints by its own importance ratio', async () => {
+  const { page } = vs;
+  await importVia(page, join(WS, 'prime', 'token_exports'), 'No model');
+  const toast = await notification(page, /imported 4 prime completions in 1 step\./, 60_000);
+  await toast.locator('.monaco-button', { hasText: 'Open Rollouts' }).click();
+  const first = page.locator('.quick-input-widget .monaco-list-row').first();
+  await first.waitFor({ timeout: 15_000 });
+  await first.click();
+  await page.locator('.tab.active[aria-label*="step 3 · episode"]').waitFor({ timeout: 15_000 });
+  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: /^importance ratio/ }).first();
+  await row.waitFor({ timeout: 15_000 });
+  await row.click();
+  const item = page.locator('.statusbar [aria-label^="Heatmap metric importance ratio"]').first();
+  await item.waitFor({ timeout: 15_000 });
+  let colours = [];
+  for (let i = 0; i < 50 && new Set(colours).size < 4; i++, await sleep(200)) colours = await paintedColours(page);
+  assert.ok(new Set(colours).size >= 4, `importance ratio painted in several shades: ${[...new Set(colours)].join(', ')}`);
+  await shot(page, '62-import-prime-importance-ratio', { readme: 'import-prime' });
+  // Back to the default metric for whatever comes next.
+  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ }).first().click({ timeout: 15_000 });
+});
