@@ -283,6 +283,32 @@ test('readTokenTables concatenates logged steps in order within [fromStep, toSte
   }
 });
 
+test('extra per-token columns: written after the contract columns as nullable float32, read back by name, NaN where absent', () => {
+  const dir = tmp();
+  try {
+    mkdirSync(join(dir, 'tokens'));
+    const c = sampleTokens();
+    const n = c.step.length;
+    const ratio = Array.from({ length: n }, (_, i) => (i === 1 ? null : 1 + i / 10));
+    writeTokenTable(stepFile(dir, 'tokens', 1), { ...c, extra: { importance_ratio: ratio } });
+    writeTokenTable(stepFile(dir, 'tokens', 2), { ...c, step: new Int32Array(n).fill(2) });
+    const t = tableFromIPC(readFileSync(stepFile(dir, 'tokens', 1)));
+    // the contract's columns first, in order, so that a DESIGN §5 schema check still passes on the prefix
+    assert.deepEqual(t.schema.fields.map((f) => f.name), [...TOKEN_SCHEMA.fields.map((f) => f.name), 'importance_ratio']);
+    assert.equal(String(t.schema.fields.at(-1)!.type), 'Float32');
+    const one = readTokenTable(stepFile(dir, 'tokens', 1));
+    assert.deepEqual(Array.from(one.extra.importance_ratio), ratio.map((x) => (x === null ? NaN : Math.fround(x))));
+    const both = readTokenTables(dir);
+    assert.deepEqual(Array.from(both.extra.importance_ratio.slice(n)), Array(n).fill(NaN), 'rows of a step without the column');
+    assert.deepEqual(readTokenTable(stepFile(dir, 'tokens', 2)).extra, {});
+    for (const bad of ['logprob', 'Bad-Name', '']) {
+      assert.throws(() => writeTokenTable(stepFile(dir, 'tokens', 3), { ...c, extra: { [bad]: ratio } }), /extra column name/);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('timing: 100k-token step write + read (printed, not asserted)', () => {
   const dir = tmp();
   try {

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AnalysisRunner } from '../../../src/extension/analysis';
-import { analyzeArgs, CancelledError, cliError, EngineCli, parseAnalyzeReport } from '../../../src/extension/engine_cli';
+import { analyzeArgs, CancelledError, cliError, EngineCli, importArgs, parseAnalyzeReport } from '../../../src/extension/engine_cli';
 import type { RunInfo } from '../../../src/protocol/index';
 
 // Stand-ins for dist/engine/cli.js, run with this test's own Node (an absolute nodePath, as a user would set it).
@@ -74,4 +74,32 @@ test('the sweep table reads the ratio from the report\'s meta (the key it used t
   assert.equal(results, 1);
   assert.deepEqual(warnings, []);
   runner.dispose();
+});
+
+// A stand-in import: progress lines on stderr as the engine writes them with --progress-json, a warning in between,
+// then the JSON answer; or an error exit with the engine's message.
+const importCli = script('import.js', `
+  const total = 3;
+  for (let d = 0; d <= total; d++) console.error(JSON.stringify({ progress: { done: d, total } }));
+  console.error('warning: no --tokenizer');
+  process.stdout.write(JSON.stringify({ runDir: '/runs/import-x', format: 'verl', records: 3, skipped: 1, steps: [12], problems: [], args: process.argv.slice(2) }));`);
+const importFail = script('import_fail.js', `console.error('error: import: verl rollouts carry no per-token values; pass --model'); process.exit(2);`);
+
+test('importArgs: the source, --out, JSON answers, and only the options that are set', () => {
+  assert.deepEqual(importArgs('/d', { out: '/ws/runs' }), ['import', '/d', '--out', '/ws/runs', '--json', '--progress-json']);
+  assert.deepEqual(importArgs('/d', { out: '/o', model: '/m', format: 'trl' }).slice(6), ['--model', '/m', '--format', 'trl']);
+  assert.equal(importArgs('/d', { out: '/o', format: 'auto' }).includes('--format'), false);
+});
+
+test('importRollouts streams the progress lines and resolves with the JSON answer; a refusal rejects with its message', async () => {
+  const seen: [number, number][] = [];
+  const r = await cli(importCli).importRollouts(importArgs('/d', { out: '/o' }), (d, t) => seen.push([d, t]));
+  assert.deepEqual(seen, [[0, 3], [1, 3], [2, 3], [3, 3]]);
+  assert.equal(r.runDir, '/runs/import-x');
+  assert.equal(r.skipped, 1);
+  await assert.rejects(cli(importFail).importRollouts(['import', '/d'], () => {}), /carry no per-token values; pass --model/);
+  const abort = new AbortController();
+  const p = cli(slowCli).importRollouts(['import', '/d'], () => {}, abort.signal);
+  setTimeout(() => abort.abort(), 100);
+  await assert.rejects(p, CancelledError);
 });

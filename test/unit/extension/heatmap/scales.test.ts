@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  bucketAlpha, bucketColors, bucketOf, formatScale, formatValue, metricDef, METRICS, nextMetric, quantise,
+  bucketAlpha, bucketColors, bucketOf, formatScale, formatValue, isMetricId, metricDef, METRICS, nextMetric, quantise,
   quantileRange, scaleFor, unionRange, type Scale,
 } from '../../../../src/extension/heatmap/scales';
 
@@ -126,4 +126,17 @@ test('values and ranges are printed short', () => {
   assert.equal(formatValue(NaN), '—');
   assert.equal(formatScale({ kind: 'diverging', lo: -0.6, hi: 0.6, invert: false, buckets: 12 }), '[-0.6, 0.6]');
   assert.equal(formatScale(null), 'no values');
+});
+
+test('extra columns (an imported trainer\'s own values) are metrics: known ones keep their meaning, others their name', () => {
+  assert.ok(isMetricId('extra.importance_ratio') && isMetricId('extra.my_metric'));
+  assert.ok(!isMetricId('extra.') && !isMetricId('extra.Bad-Name') && !isMetricId('tokens'));
+  assert.deepEqual([metricDef('extra.importance_ratio').label, metricDef('extra.importance_ratio').signed], ['importance ratio', false]);
+  assert.equal(metricDef('extra.log_importance_ratio').signed, true, 'a log ratio is centred on 0');
+  assert.equal(metricDef('extra.inference_logprob').invert, true, 'like ℓ, the least likely tokens are the notable ones');
+  assert.deepEqual([metricDef('extra.my_metric').label, metricDef('extra.my_metric').signed], ['my metric', false]);
+  // Cycling: the builtin metrics in their order, then the extras in the table's order.
+  const avail = ['contribution', 'logprob', 'extra.importance_ratio', 'extra.mismatch_kl'] as const;
+  assert.equal(nextMetric('logprob', avail), 'extra.importance_ratio');
+  assert.equal(nextMetric('extra.mismatch_kl', avail), 'contribution');
 });
