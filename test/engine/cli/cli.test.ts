@@ -67,3 +67,16 @@ test('unknown command and option', () => {
   assertClean(run('fly'), /unknown command/);
   assertClean(run('train', 'x.yaml', '--bogus'), /unknown option --bogus/);
 });
+
+test('import: bad input is one clear message, and a good prime-rl export prints where the run went', () => {
+  assertClean(run('import', 'no-such-rollouts'), /import: cannot read .*no-such-rollouts: no such file or folder/);
+  const verl = cfg('3.jsonl', '{"input": "p", "output": "c", "score": 1, "step": 3}\n');
+  assertClean(run('import', verl), /verl rollouts carry no per-token values; pass --model/);
+  assertClean(run('import', verl, '--format', 'parquet'), /--format parquet: expected auto, verl, trl, prime or jsonl/);
+  assertClean(run('import', verl, '--model', join(dir, 'nowhere')), /--model .*nowhere: no such folder/);
+  const prime = cfg('rank_0.jsonl', JSON.stringify({ step: 4, token_ids: [1, 2, 3], loss_mask: [false, true, true], advantages: [0, 1, 1], trainer_logprobs: [0, -0.5, -1] }) + '\n{oops\n');
+  const ok = run('import', prime, '--format', 'prime', '--out', join(dir, 'imported'));
+  assert.equal(ok.code, 0, ok.err);
+  assert.match(ok.out, /imported 1 completions \(prime, 1 step, 1 skipped\) → .*imported[/\\]import-rank_0-\d{8}-\d{6}/);
+  assert.match(ok.err, /skipped rank_0\.jsonl:2: not valid JSON/);
+});
