@@ -26,7 +26,8 @@ export function bundles(root = '.') {
       external: ['vscode'] } });
   }
   if (has('src/extension/extension.ts')) {
-    jobs.push({ layer: 'extension', options: { ...node, entryPoints: { extension: 'src/extension/extension.ts' },
+    // table_worker: the worker thread that reads Arrow step tables off the host's main thread (src/extension/tables.ts)
+    jobs.push({ layer: 'extension', options: { ...node, entryPoints: { extension: 'src/extension/extension.ts', table_worker: 'src/extension/table_worker.ts' },
       outdir: 'dist/extension', external: ['vscode'] } });
   }
   const views = has('src/webviews') ? readdirSync(join(root, 'src/webviews')).filter((f) => /^[a-z_]+\.main\.ts$/.test(f)) : [];

@@ -10,6 +10,7 @@ import { RunManager } from './runs';
 import { RunDirWatcher } from './run_watcher';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
 import { SweepManager } from './sweeps';
+import { TableReader } from './tables';
 
 export class Ctx {
   readonly log: vscode.LogOutputChannel;
@@ -24,6 +25,8 @@ export class Ctx {
   readonly engineCli: EngineCli;
   readonly analysis: AnalysisRunner;
   readonly sweeps: SweepManager;
+  /** Step tables read in a worker thread, never on the host's main thread (tables.ts). */
+  readonly tables: TableReader;
 
   constructor(readonly extCtx: vscode.ExtensionContext) {
     this.log = this.pushExtCleanup(vscode.window.createOutputChannel('Credit Lens', { log: true }));
@@ -31,7 +34,8 @@ export class Ctx {
     this.runs = new RunManager(this.cliPath, this.log);
     // Not on the cleanup list: deactivate() awaits runs.dispose() so engines checkpoint before the host exits.
     this.runWatcher = this.pushExtCleanup(new RunDirWatcher());
-    this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs, this.runWatcher));
+    this.tables = this.pushExtCleanup(new TableReader(extCtx.asAbsolutePath('dist/extension/table_worker.js')));
+    this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs, this.runWatcher, this.tables));
     this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
     this.engineCli = new EngineCli(this.cliPath, () => readSettings().nodePath);

@@ -4,7 +4,6 @@ import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow, RunInfo } from '../protocol/index';
-import { readEpisodeTable } from '../engine/rundir/arrow_tables';
 import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir/rundir';
 import { onSettingChange } from './config';
 import type { RunDirWatcher } from './run_watcher';
@@ -15,6 +14,7 @@ import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
+import type { TableReader } from './tables';
 
 export interface ConfigNode {
   kind: 'config';
@@ -81,7 +81,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
   private roots: ConfigNode[] = [];
   private sweeps: SweepManager | null = null;
 
-  constructor(private readonly runs: RunManager, watcher: RunDirWatcher) {
+  constructor(private readonly runs: RunManager, watcher: RunDirWatcher, private readonly tables: TableReader) {
     this.disposables.push(
       this.changed,
       runs.onDidChange(() => this.scheduleRefresh(), null),
@@ -209,8 +209,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     if (node.kind === 'step') {
       let t;
       try {
-        t = readEpisodeTable(stepFile(node.runDir, 'episodes', node.step));
-      } catch {
+        t = await this.tables.episodes(node.runDir, node.step);
+      } catch (e) {
+        this.log?.warn(`${stepFile(node.runDir, 'episodes', node.step)}: ${(e as Error).message}`);
         return [];
       }
       const eps: EpisodeNode[] = [];

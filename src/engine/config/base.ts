@@ -6,7 +6,7 @@
 //   grpo.max_nonfinite_steps  end a run that diverged instead of skipping every later update.
 import { z } from 'zod';
 import { creditShape, STRATEGY_NAMES, strategySpec } from '../credit/catalog';
-import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section, strOrNull } from './fields';
+import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from './fields';
 
 // ---------------------------------------------------------------------------------------------------------
 // The schema.

@@ -11,7 +11,7 @@ import { defaultCacheDir } from '../oracle/cache';
 import { createOracle, type OracleQuery } from '../oracle';
 import { spanTokenMask } from '../oracle/locate';
 import { oracleQuestion } from '../oracle/prompt';
-import { validMask, type CreditBatch, type CreditParams, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
+import { validMask, type CreditBatch, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
 
 export const DEFAULT_NEGATIVE_REWARD = -1.0;
 

@@ -2,7 +2,7 @@
 import { UserError } from '../core/errors';
 import type { RewardResult, Task } from '../core/types';
 import { makeArithmeticTask } from './arithmetic';
-import { makeCountdownTask, type GeneratedTaskOptions, type PromptStyle, type RewardKind } from './countdown';
+import { makeCountdownTask, type GeneratedTaskOptions } from './countdown';
 import { makeJsonlTask } from './jsonl';
 
 export { countdownReward } from './countdown';

@@ -42,11 +42,11 @@ export async function compareWith(store: EpisodeStore, arg?: unknown, otherRunDi
 
 /** Opens `ref` and the same prompt's episode of `otherRunDir` side by side; false when that run never saw it. */
 export async function openPair(store: EpisodeStore, ref: EpisodeRef, otherRunDir: string, column?: vscode.ViewColumn): Promise<boolean> {
-  const tables = store.tables(ref.runDir, ref.step);
+  const tables = await store.tables(ref.runDir, ref.step);
   const i = tables.episodeIndex(ref.episode);
   if (i < 0) throw new Error(`step ${ref.step} of ${ref.runDir} has no episode ${ref.episode}`);
   const prompt = tables.episodes.prompt[i];
-  const other = findSamePrompt(otherRunDir, prompt, ref.step, ref.episode, tables.episodes.reward[i]);
+  const other = await findSamePrompt(otherRunDir, prompt, ref.step, ref.episode, tables.episodes.reward[i], (d, s) => store.reader.episodes(d, s));
   if (!other) {
     void vscode.window.showInformationMessage(`Credit Lens: ${basename(otherRunDir)} has no episode of the prompt ${JSON.stringify(prompt.replace(/\s+/g, ' ').trim())}.`);
     return false;

@@ -223,13 +223,13 @@ export function episodeSteps(runDir: string): number[] {
  * (runs with the same seed sample the same prompts in the same order), else the one whose reward is
  * closest to `reward` (so a solved episode is compared with a solved one where there is one).
  */
-export function findSamePrompt(runDir: string, prompt: string, step: number, episode: number, reward: number,
-  read: (runDir: string, step: number) => EpisodeColumns = (d, s) => readEpisodeTable(stepFile(d, 'episodes', s))): EpisodeRef | null {
+export async function findSamePrompt(runDir: string, prompt: string, step: number, episode: number, reward: number,
+  read: (runDir: string, step: number) => Promise<EpisodeColumns>): Promise<EpisodeRef | null> {
   const steps = episodeSteps(runDir).sort((a, b) => Math.abs(a - step) - Math.abs(b - step) || a - b);
   for (const s of steps) {
     let t: EpisodeColumns;
     try {
-      t = read(runDir, s);
+      t = await read(runDir, s);
     } catch {
       continue; // a step file being written, or corrupted: look further
     }
@@ -253,24 +253,24 @@ export type Move = 'nextEpisode' | 'previousEpisode' | 'nextStep' | 'previousSte
  * Where a navigation move lands, or null at either end of the run. Episodes go in episode order and run on into
  * the neighbouring logged step; a step move keeps the episode number.
  */
-export function neighbour(ref: EpisodeRef, move: Move, steps: readonly number[], episodesOf: (step: number) => readonly number[]): EpisodeRef | null {
+export async function neighbour(ref: EpisodeRef, move: Move, steps: readonly number[], episodesOf: (step: number) => Promise<readonly number[]>): Promise<EpisodeRef | null> {
   const si = steps.indexOf(ref.step);
   if (si < 0) return null;
   if (move === 'nextStep' || move === 'previousStep') {
     const s = steps[si + (move === 'nextStep' ? 1 : -1)];
     if (s === undefined) return null;
-    const eps = episodesOf(s);
+    const eps = await episodesOf(s);
     if (!eps.length) return null;
     // The same episode number when the step has it (the same group member), else the last one there is.
     return { runDir: ref.runDir, step: s, episode: eps.includes(ref.episode) ? ref.episode : eps[eps.length - 1] };
   }
   const dir = move === 'nextEpisode' ? 1 : -1;
-  const eps = episodesOf(ref.step);
+  const eps = await episodesOf(ref.step);
   const ei = eps.indexOf(ref.episode);
   const e = eps[ei + dir];
   if (ei >= 0 && e !== undefined) return { ...ref, episode: e };
   for (let k = si + dir; k >= 0 && k < steps.length; k += dir) {
-    const other = episodesOf(steps[k]);
+    const other = await episodesOf(steps[k]);
     if (other.length) return { runDir: ref.runDir, step: steps[k], episode: dir > 0 ? other[0] : other[other.length - 1] };
   }
   return null;

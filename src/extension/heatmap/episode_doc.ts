@@ -6,6 +6,7 @@ import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { stepFile } from '../../engine/rundir/rundir';
 import { buildHeatmapEpisode, StepTables, type EpisodeRef, type HeatmapEpisode } from './episode';
+import type { TableReader } from '../tables';
 
 export const EPISODE_SCHEME = 'credit-lens-episode';
 
@@ -50,64 +51,85 @@ interface CachedStep {
 /**
  * Step tables (a few, least recently used first out) and the views of open episode documents. A step file is
  * written once by an atomic rename; its mtime and size still guard against a run that was re-trained in place.
+ * Tables are read by the TableReader's worker thread, so opening a long run's episode never blocks the host.
  */
 export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.Disposable {
   private readonly steps = new Map<string, CachedStep>();
+  private readonly loading = new Map<string, Promise<StepTables>>();
   private readonly views = new Map<string, HeatmapEpisode>();
+  private readonly loaded = new vscode.EventEmitter<void>();
+  /** A step's tables arrived (a compared episode's, read after its pair was painted): repaint. */
+  readonly onDidLoad = this.loaded.event;
   // No onDidChange: an episode document's text comes from a step table the engine writes once (atomic rename)
   // and never appends to, so a shown document cannot go stale. A run re-trained in place is caught by the
   // mtime/size check the next time the document is opened.
-  private readonly disposables: vscode.Disposable[] = [];
+  private readonly disposables: vscode.Disposable[] = [this.loaded];
 
-  constructor(private readonly maxSteps = 8) {
+  constructor(readonly reader: TableReader, private readonly maxSteps = 8) {
     vscode.workspace.onDidCloseTextDocument((d) => this.views.delete(d.uri.toString()), null, this.disposables);
   }
 
-  tables(runDir: string, step: number): StepTables {
+  /** The step's tables when they are cached and still current; null otherwise. */
+  cached(runDir: string, step: number): StepTables | null {
     const key = `${runDir}\u0000${step}`;
-    const st = statSync(stepFile(runDir, 'tokens', step));
     const hit = this.steps.get(key);
-    if (hit && hit.mtimeMs === st.mtimeMs && hit.size === st.size) {
-      this.steps.delete(key);
-      this.steps.set(key, hit);
-      return hit.tables;
+    if (!hit) return null;
+    let st;
+    try {
+      st = statSync(stepFile(runDir, 'tokens', step));
+    } catch {
+      return null;
     }
-    const tables = StepTables.read(runDir, step);
-    this.steps.set(key, { mtimeMs: st.mtimeMs, size: st.size, tables });
-    while (this.steps.size > this.maxSteps) this.steps.delete(this.steps.keys().next().value!);
-    return tables;
+    if (hit.mtimeMs !== st.mtimeMs || hit.size !== st.size) return null;
+    this.steps.delete(key);
+    this.steps.set(key, hit);
+    return hit.tables;
   }
 
-  provideTextDocumentContent(uri: vscode.Uri): string {
+  /** The step's tables, read in the worker when they are not cached (one read per step at a time). */
+  tables(runDir: string, step: number): Promise<StepTables> {
+    const hit = this.cached(runDir, step);
+    if (hit) return Promise.resolve(hit);
+    const key = `${runDir}\u0000${step}`;
+    const inFlight = this.loading.get(key);
+    if (inFlight) return inFlight;
+    const p = (async () => {
+      const st = statSync(stepFile(runDir, 'tokens', step));
+      const { tokens, episodes } = await this.reader.step(runDir, step);
+      const tables = new StepTables(runDir, step, tokens, episodes);
+      this.steps.set(key, { mtimeMs: st.mtimeMs, size: st.size, tables });
+      while (this.steps.size > this.maxSteps) this.steps.delete(this.steps.keys().next().value!);
+      this.loaded.fire();
+      return tables;
+    })().finally(() => this.loading.delete(key));
+    this.loading.set(key, p);
+    return p;
+  }
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
     const t = parseEpisodeUri(uri);
     if (!t) throw new Error(`not an episode: ${uri.toString()}`);
-    const view = buildHeatmapEpisode(this.tables(t.runDir, t.step), t, {
+    const view = buildHeatmapEpisode(await this.tables(t.runDir, t.step), t, {
       pair: t.pair ? { ...t.pair, runName: basename(t.pair.runDir) } : null,
     });
     this.views.set(uri.toString(), view);
     return view.text;
   }
 
-  /** The view of an open episode document (built again if VS Code kept the text but this cache dropped it). */
+  /** The view of an open episode document (set when VS Code asked for its text). */
   view(uri: vscode.Uri): HeatmapEpisode | undefined {
-    const v = this.views.get(uri.toString());
-    if (v || uri.scheme !== EPISODE_SCHEME) return v;
-    try {
-      this.provideTextDocumentContent(uri);
-    } catch {
-      return undefined;
-    }
     return this.views.get(uri.toString());
   }
 
-  /** Token rows of an episode that is not open (the compared episode when its editor is closed). */
+  /**
+   * Token rows of an episode that is not open (the compared episode when its editor is closed), from the cache;
+   * when they are not cached yet they are read in the background and onDidLoad fires.
+   */
   rowsOf(ref: EpisodeRef): { tables: StepTables; rows: Int32Array } | null {
-    try {
-      const tables = this.tables(ref.runDir, ref.step);
-      return { tables, rows: tables.rows(ref.episode) };
-    } catch {
-      return null;
-    }
+    const tables = this.cached(ref.runDir, ref.step);
+    if (tables) return { tables, rows: tables.rows(ref.episode) };
+    this.tables(ref.runDir, ref.step).catch(() => {});
+    return null;
   }
 
   dispose(): void {

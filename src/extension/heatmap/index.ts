@@ -8,10 +8,10 @@ import { EpisodeHoverProvider } from './hover';
 import { navigate, type Move } from './navigate';
 import { openRollouts } from './open_rollouts';
 import { HeatmapState, Painter, type PaintResult } from './paint';
-import { formatScale, metricDef, METRICS, type MetricId } from './scales';
+import { formatScale, metricDef, METRICS } from './scales';
 
 export function registerHeatmap(ctx: Ctx): void {
-  const store = ctx.pushExtCleanup(new EpisodeStore());
+  const store = ctx.pushExtCleanup(new EpisodeStore(ctx.tables));
   const state = ctx.pushExtCleanup(new HeatmapState(ctx.extCtx.globalState));
   const painter = ctx.pushExtCleanup(new Painter(store, state, ctx.log));
   ctx.pushExtCleanup(vscode.workspace.registerTextDocumentContentProvider(EPISODE_SCHEME, store));
@@ -19,8 +19,8 @@ export function registerHeatmap(ctx: Ctx): void {
 
   const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
-  reg('creditLens.openEpisode', (arg?: unknown) => openRollouts(arg));
-  reg('creditLens.openRollouts', (arg?: unknown) => openRollouts(arg));
+  reg('creditLens.openEpisode', (arg?: unknown) => openRollouts(ctx.tables, arg));
+  reg('creditLens.openRollouts', (arg?: unknown) => openRollouts(ctx.tables, arg));
   reg('creditLens.heatmap.compareWith', (arg?: unknown) => compareWith(store, arg));
   reg('creditLens.heatmap.cycleMetric', () => painter.cycleMetric(1));
   reg('creditLens.heatmap.chooseMetric', () => chooseMetric(painter));

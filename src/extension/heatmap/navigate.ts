@@ -17,14 +17,14 @@ export async function navigate(store: EpisodeStore, move: Move): Promise<void> {
     void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Rollouts…, or an episode in the Runs view).');
     return;
   }
-  const episodesOf = (step: number) => {
+  const episodesOf = async (step: number) => {
     try {
-      return Array.from(store.tables(t.runDir, step).episodes.episode).sort((a, b) => a - b);
+      return Array.from((await store.tables(t.runDir, step)).episodes.episode).sort((a, b) => a - b);
     } catch {
       return [];
     }
   };
-  const next = neighbour(t, move, episodeSteps(t.runDir), episodesOf);
+  const next = await neighbour(t, move, episodeSteps(t.runDir), episodesOf);
   if (!next) {
     vscode.window.setStatusBarMessage(`Credit Lens: ${move.startsWith('next') ? 'last' : 'first'} ${move.endsWith('Step') ? 'step' : 'episode'} of ${basename(t.runDir)}`, 3000);
     return;

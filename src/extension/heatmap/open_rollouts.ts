@@ -2,11 +2,11 @@
 // step → episode, where typing filters the episodes by reward, solved/not solved, prompt or completion.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
-import { readEpisodeTable } from '../../engine/rundir/arrow_tables';
-import { readMetrics, stepFile } from '../../engine/rundir/rundir';
+import type { TableReader } from '../tables';
+import { readMetrics } from '../../engine/rundir/rundir';
 import { episodeOf } from '../args';
 import { findConfigs, findRuns, runRoots, type FoundRun } from '../discovery';
-import { episodeSteps, type EpisodeRef } from './episode';
+import { episodeSteps } from './episode';
 import { episodeUri, type EpisodeTarget } from './episode_doc';
 
 export async function showEpisode(t: EpisodeTarget, opts: vscode.TextDocumentShowOptions = {}): Promise<vscode.TextEditor> {
@@ -30,7 +30,7 @@ export function runPickItem(r: FoundRun): vscode.QuickPickItem & { run: FoundRun
 }
 
 /** The "Open Rollouts…" command: run → step → episode, each step of the way skipped when its argument says it. */
-export async function openRollouts(arg?: unknown): Promise<void> {
+export async function openRollouts(tables: TableReader, arg?: unknown): Promise<void> {
   const direct = episodeOf(arg);
   if (direct) {
     await showEpisode(direct);
@@ -49,7 +49,7 @@ export async function openRollouts(arg?: unknown): Promise<void> {
   }
   const step = await pickStep(runDir);
   if (step === undefined) return;
-  const episode = await pickEpisode(runDir, step);
+  const episode = await pickEpisode(tables, runDir, step);
   if (episode === undefined) return;
   await showEpisode({ runDir, step, episode });
 }
@@ -71,8 +71,8 @@ async function pickStep(runDir: string): Promise<number | undefined> {
   return pick?.step;
 }
 
-async function pickEpisode(runDir: string, step: number): Promise<number | undefined> {
-  const t = readEpisodeTable(stepFile(runDir, 'episodes', step));
+async function pickEpisode(tables: TableReader, runDir: string, step: number): Promise<number | undefined> {
+  const t = await tables.episodes(runDir, step);
   const order = Array.from(t.episode.keys()).sort((a, b) => t.reward[b] - t.reward[a] || t.episode[a] - t.episode[b]);
   const oneLine = (s: string) => s.replace(/\s+/g, ' ').trim();
   const items = order.map((i) => ({

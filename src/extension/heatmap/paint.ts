@@ -103,6 +103,7 @@ export class Painter implements vscode.Disposable {
     this.disposables.push(
       this.promptType, this.headerType, this.legendType, this.status,
       state.onDidChange(() => this.repaintAll()),
+      store.onDidLoad(() => this.repaintAll()),
       vscode.window.onDidChangeVisibleTextEditors(() => this.paintVisible()),
       vscode.window.onDidChangeActiveTextEditor(() => this.updateStatus()),
       vscode.window.onDidChangeActiveColorTheme(() => {

@@ -4,7 +4,6 @@
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import type { Ctx } from '../ctx';
-import type { RunsTreeNode } from '../runs_tree';
 import { ANALYSIS_VIEW_TYPE, AnalysisPanel, hasTokenTables, type AnalysisDeps } from './analysis_panel';
 import { COMPARE_VIEW_TYPE, ComparePanel } from './compare_panel';
 import { DASHBOARD_VIEW_TYPE, DashboardPanel } from './dashboard_panel';

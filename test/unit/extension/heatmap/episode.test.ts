@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/rundir/arrow_tables';
+import { readEpisodeTable, writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../../src/engine/rundir/rundir';
 import type { Section } from '../../../../src/protocol/index';
 import {
@@ -160,40 +160,41 @@ test('per-step ranges and the metrics a step has: a null column is not offered',
   }
 });
 
-test('the same prompt in another run: nearest step (earlier on a tie), the same episode number, else the closest reward', () => {
+test('the same prompt in another run: nearest step (earlier on a tie), the same episode number, else the closest reward', async () => {
   const dir = tmpRun();
   try {
     const P = '4 5 -> 9\n<think>';
+    const read = async (d: string, st: number) => readEpisodeTable(stepFile(d, 'episodes', st));
     writeStep(dir, 1, [{ prompt: P, tokens: ['x'], reward: 0, advantage: 0 }]);
     writeStep(dir, 2, [{ prompt: 'other', tokens: ['x'], reward: 0, advantage: 0 }, { prompt: P, tokens: ['y'], reward: 0, advantage: 0, episode: 3 }]);
     writeStep(dir, 4, [{ prompt: P, tokens: ['a'], reward: 0.1, advantage: 0 }, { prompt: P, tokens: ['b'], reward: 1.1, advantage: 0 }]);
     // From step 3, steps 2 and 4 are both 1 away: step 2 wins the tie, and its only episode of P is #3.
-    assert.deepEqual(findSamePrompt(dir, P, 3, 0, 0), { runDir: dir, step: 2, episode: 3 });
+    assert.deepEqual(await findSamePrompt(dir, P, 3, 0, 0, read), { runDir: dir, step: 2, episode: 3 });
     // Step 4 itself: episode 1 has the prompt, so it is the one.
-    assert.deepEqual(findSamePrompt(dir, P, 4, 1, 0), { runDir: dir, step: 4, episode: 1 });
+    assert.deepEqual(await findSamePrompt(dir, P, 4, 1, 0, read), { runDir: dir, step: 4, episode: 1 });
     // Episode 7 is not there: of #0 (reward 0.1) and #1 (1.1), #1 is closer to 0.9.
-    assert.deepEqual(findSamePrompt(dir, P, 4, 7, 0.9), { runDir: dir, step: 4, episode: 1 });
-    assert.deepEqual(findSamePrompt(dir, P, 4, 7, 0.2), { runDir: dir, step: 4, episode: 0 });
-    assert.equal(findSamePrompt(dir, 'never seen', 4, 0, 0), null);
+    assert.deepEqual(await findSamePrompt(dir, P, 4, 7, 0.9, read), { runDir: dir, step: 4, episode: 1 });
+    assert.deepEqual(await findSamePrompt(dir, P, 4, 7, 0.2, read), { runDir: dir, step: 4, episode: 0 });
+    assert.equal(await findSamePrompt(dir, 'never seen', 4, 0, 0, read), null);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
 
-test('navigation: episodes in order running on into the next step, steps keeping the episode number', () => {
+test('navigation: episodes in order running on into the next step, steps keeping the episode number', async () => {
   const eps: Record<number, number[]> = { 1: [0, 1, 2], 2: [0, 1], 4: [] };
   const steps = [1, 2, 4];
   const at = (step: number, episode: number) => ({ runDir: 'r', step, episode });
-  const go = (step: number, episode: number, move: Parameters<typeof neighbour>[1]) => neighbour(at(step, episode), move, steps, (s) => eps[s] ?? []);
-  assert.deepEqual(go(1, 0, 'nextEpisode'), at(1, 1));
-  assert.deepEqual(go(1, 2, 'nextEpisode'), at(2, 0));
-  assert.deepEqual(go(2, 0, 'previousEpisode'), at(1, 2));
-  assert.equal(go(1, 0, 'previousEpisode'), null);
-  assert.equal(go(2, 1, 'nextEpisode'), null, 'step 4 logged no episode');
-  assert.deepEqual(go(1, 1, 'nextStep'), at(2, 1));
-  assert.deepEqual(go(1, 2, 'nextStep'), at(2, 1), 'step 2 has no episode 2: its last one');
-  assert.deepEqual(go(2, 1, 'previousStep'), at(1, 1));
-  assert.equal(go(1, 0, 'previousStep'), null);
-  assert.equal(go(2, 0, 'nextStep'), null);
-  assert.equal(go(3, 0, 'nextStep'), null, 'a step that is not logged');
+  const go = (step: number, episode: number, move: Parameters<typeof neighbour>[1]) => neighbour(at(step, episode), move, steps, async (s) => eps[s] ?? []);
+  assert.deepEqual(await go(1, 0, 'nextEpisode'), at(1, 1));
+  assert.deepEqual(await go(1, 2, 'nextEpisode'), at(2, 0));
+  assert.deepEqual(await go(2, 0, 'previousEpisode'), at(1, 2));
+  assert.equal(await go(1, 0, 'previousEpisode'), null);
+  assert.equal(await go(2, 1, 'nextEpisode'), null, 'step 4 logged no episode');
+  assert.deepEqual(await go(1, 1, 'nextStep'), at(2, 1));
+  assert.deepEqual(await go(1, 2, 'nextStep'), at(2, 1), 'step 2 has no episode 2: its last one');
+  assert.deepEqual(await go(2, 1, 'previousStep'), at(1, 1));
+  assert.equal(await go(1, 0, 'previousStep'), null);
+  assert.equal(await go(2, 0, 'nextStep'), null);
+  assert.equal(await go(3, 0, 'nextStep'), null, 'a step that is not logged');
 });
