@@ -135,8 +135,18 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   const { page } = vs;
   await showRunsView(page);
   const row = (re) => page.locator('.sidebar .pane-body .monaco-list-row', { hasText: re }).first();
-  await row(/^tiny-\d{8}/).click();
-  await row(/^tiny-attr-\d{8}/).click({ modifiers: ['Control'] });
+  // Select exactly the two runs, and check that the tree shows both selected before asking: a tree refresh that
+  // lands between the clicks (a run directory's watcher event) can re-render the rows and drop the Ctrl-click.
+  const selected = async () => (await row(/^tiny-\d{8}/).getAttribute('aria-selected')) === 'true'
+    && (await row(/^tiny-attr-\d{8}/).getAttribute('aria-selected')) === 'true';
+  for (let attempt = 1; ; attempt++) {
+    await row(/^tiny-\d{8}/).click();
+    await row(/^tiny-attr-\d{8}/).click({ modifiers: ['Control'] });
+    await sleep(300);
+    if (await selected()) break;
+    assert.ok(attempt < 5, 'the two runs stay selected in the Runs tree');
+    log(`selection attempt ${attempt} did not hold; again`);
+  }
   await row(/^tiny-attr-\d{8}/).click({ button: 'right' });
   // A click that lands while the menu is still settling can be dropped; a hovered item takes Enter too.
   const item = page.locator('.monaco-menu .action-label', { hasText: 'Compare Runs' });
@@ -146,6 +156,7 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   const frame = webview(page);
   const entries = frame.locator('.run-legend .entry');
   await entries.first().waitFor({ timeout: 30_000 });
+  for (let i = 0; i < 50 && (await entries.count()) < 2; i++) await sleep(200);
   assert.equal(await entries.count(), 2);
   const names = await entries.evaluateAll((es) => es.map((e) => e.dataset.run));
   log(`legend: ${names.join(', ')}`);

@@ -3,7 +3,7 @@
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   ROOT, WS, codeLens, finishSuite, log, notification, openFile, palette, prepareSuite, problemCount, readJson, runDirs,
@@ -61,6 +61,44 @@ scenario('an invalid config shows a Problems entry naming the field', async () =
   assert.match(text, /grpo\.group_size/);
   await shot(page, '04-problems');
   await palette(page, 'View: Hide Panel', { pick: 'Hide Panel' });
+});
+
+scenario('a config that would send the API key to a remote plain-http host, or name a non-key variable, is flagged as you type', async () => {
+  const { page } = vs;
+  // Valid as written: https, and a key-like variable name.
+  writeFileSync(join(WS, 'keys.credit.yaml'), ['# e2e: edited below into a config that would leak the key', 'name: keys', 'output_dir: runs',
+    'credit:', '  strategy: cal', '  cal:', '    provider: openai', '    model: gpt-4o-mini', '    api_key_env: OPENAI_API_KEY',
+    '    base_url: https://api.openai.com/v1', ''].join('\n'));
+  await openFile(page, 'keys.credit.yaml');
+  await palette(page, 'Credit Lens: Validate Config', { pick: 'Validate Config' });
+  await notification(page, /keys\.credit\.yaml is valid/);
+  // As a person would: replace the URL's value, then the variable's, by typing (no save).
+  const editor = page.locator('.editor-group-container.active .monaco-editor');
+  await editor.locator('.view-line', { hasText: 'base_url:' }).click();
+  await page.keyboard.press('End');
+  await page.keyboard.press('Shift+Home');
+  await page.keyboard.type('base_url: http://203.0.113.7/v1');
+  await editor.locator('.view-line', { hasText: 'api_key_env:' }).click();
+  await page.keyboard.press('End');
+  await page.keyboard.press('Shift+Home');
+  await page.keyboard.type('api_key_env: HOME');
+  await palette(page, 'View: Focus on Problems View', { pick: 'Focus on Problems View' });
+  const url = page.locator('.markers-panel .monaco-list-row', { hasText: 'credit.cal.base_url' }).first();
+  const env = page.locator('.markers-panel .monaco-list-row', { hasText: 'credit.cal.api_key_env' }).first();
+  await url.waitFor({ timeout: 30_000 });
+  await env.waitFor({ timeout: 30_000 });
+  const texts = [await url.innerText(), await env.innerText()].map((t) => t.replace(/\s+/g, ' '));
+  log(`problems: ${texts.join(' | ')}`);
+  assert.match(texts[0], /only sent over https, or over http to this machine .*203\.0\.113\.7 is neither/);
+  assert.match(texts[1], /"HOME".*name of a key variable/);
+  await shot(page, '05-key-problems');
+  // Validate on the unsaved text shows the same problems (it opens the Problems view instead of "is valid").
+  await palette(page, 'View: Hide Panel', { pick: 'Hide Panel' });
+  await palette(page, 'Credit Lens: Validate Config', { pick: 'Validate Config' });
+  await page.locator('.markers-panel .monaco-list-row', { hasText: 'credit.cal.base_url' }).first().waitFor({ timeout: 15_000 });
+  await palette(page, 'View: Hide Panel', { pick: 'Hide Panel' });
+  await palette(page, 'View: Revert File', { pick: 'Revert File' });
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
 });
 
 scenario('New Experiment scaffolds a valid config from a bundled example', async () => {
