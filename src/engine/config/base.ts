@@ -24,6 +24,11 @@ export const modelSchema = section({
   init_checkpoint: pathOrNull('Start from the weights of this checkpoint (a run\'s checkpoints/step-N folder, or a run folder '
     + 'for its latest checkpoint) instead of the initial weights, e.g. one SFT warm start shared by every run of a sweep '
     + '(not in DESIGN §3).').default(null),
+  tokenizer: oneOf(['char', 'bpe'], 'Tokenizer of a scratch model. char: one token per character of the task\'s alphabet. '
+    + 'bpe: a byte-level BPE trained on the task\'s training split and the chat template\'s tags (single tokens), saved in '
+    + 'the run folder as a Hugging Face tokenizer.json and reused on resume, eval and model.init_checkpoint.').default('char'),
+  vocab_size: int(262, 'Largest vocabulary of a bpe tokenizer: 6 special and tag tokens + 256 bytes + the merges (fewer when no pair '
+    + 'of the training split occurs twice).').default(512),
   d_model: int(1, 'Hidden size of the scratch model.').default(128),
   n_layers: int(1, 'Transformer blocks of the scratch model.').default(4),
   n_heads: int(1, 'Attention (query) heads; must divide d_model.').default(4),

@@ -50,7 +50,7 @@ export async function loadScorer(spec: string, cfg: CreditConfig, log: (m: strin
     throw new UserError(`--model ${spec}: neither a Hugging Face model folder (no config.json) nor a run folder (no config.yaml) nor a checkpoint of one`);
   }
   const { config } = loadConfig(join(runDir, 'config.yaml'));
-  const s = await buildSession(config, log);
+  const s = await buildSession(config, log, runDir);
   let weights;
   let describe: string;
   if (ckptOfRun) {

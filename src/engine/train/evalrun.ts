@@ -13,7 +13,7 @@ export async function evalRun(runDir: string, step?: number): Promise<{ checkpoi
   const ckDir = step === undefined ? latestCheckpoint(runDir) : join(runDir, 'checkpoints', `step-${String(step).padStart(6, '0')}`);
   if (!ckDir || !existsSync(ckDir)) throw new UserError(`${runDir}: no checkpoint ${step === undefined ? '' : `for step ${step} `}to evaluate`);
   const { config } = loadConfig(join(runDir, 'config.yaml'));
-  const s = await buildSession(config);
+  const s = await buildSession(config, () => {}, runDir);
   const ck = loadCheckpoint(ckDir);
   s.model.dispose();
   s.model = Transformer.fromWeights(s.modelCfg, ck.model);

@@ -7,7 +7,7 @@ import { loadHfModel } from '../model/hf';
 import { Transformer, type ModelConfig } from '../model/model';
 import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
-import { CharTokenizer } from '../model/tokenizer';
+import { scratchTokenizer } from './tokenizer_for';
 import type { Task, Tokenizer } from '../core/types';
 
 export interface Session {
@@ -37,7 +37,10 @@ export function scratchModelConfig(cfg: CreditConfig, vocabSize: number): ModelC
   };
 }
 
-export async function buildSession(cfg: CreditConfig, log: (m: string) => void = () => {}): Promise<Session> {
+/**
+ * `runDir`: the run this session trains or reads, where a bpe tokenizer is saved and found again (tokenizer_for.ts).
+ */
+export async function buildSession(cfg: CreditConfig, log: (m: string) => void = () => {}, runDir?: string): Promise<Session> {
   const backend = await initBackend(cfg.backend, log);
   const task = makeTask(cfg.task, childSeed(cfg.seed, 'task'));
   if (cfg.model.source === 'hf') {
@@ -45,7 +48,7 @@ export async function buildSession(cfg: CreditConfig, log: (m: string) => void =
     const { model, tokenizer, cfg: modelCfg } = loadHfModel(cfg.model.path);
     return { cfg, backend, task, tokenizer, model, modelCfg };
   }
-  const tokenizer = CharTokenizer.fromAlphabet(task.alphabet());
+  const tokenizer = scratchTokenizer(cfg, task, runDir, log);
   const modelCfg = scratchModelConfig(cfg, tokenizer.vocabSize);
   const model = Transformer.init(modelCfg, childSeed(cfg.seed, 'init'));
   return { cfg, backend, task, tokenizer, model, modelCfg };

@@ -195,7 +195,7 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
   let head: CreditHead | null = null;
   const ckpt = () => checkpoint(runDir, s!, head, sftOpt, grpoOpt, progress, initialEval, metricsRows);
   try {
-    s = await buildSession(cfg, (m) => log('info', m));
+    s = await buildSession(cfg, (m) => log('info', m), runDir);
     info.backend = s.backend.backend;
     info.backend_reason = s.backend.reason;
     writeRunInfo(runDir, info);
