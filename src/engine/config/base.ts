@@ -65,7 +65,9 @@ const numbersSchema = allow(z.tuple([operand, operand])
 'a [min, max] pair of integers with 1 ≤ min ≤ max ≤ 6');
 
 export const taskSchema = section({
-  name: oneOf(['countdown', 'arithmetic', 'jsonl'], 'Task generator; jsonl reads task.path.').default('countdown'),
+  name: oneOf(['countdown', 'arithmetic', 'jsonl', 'word_problems'], 'Task generator; jsonl reads task.path. word_problems: '
+    + 'GSM8K-like multi-step problems in words, rewarded by the final number.').default('countdown'),
+  max_steps: int(1, 'word_problems: at most this many operations per problem.', 4).default(3),
   numbers: numbersSchema.default([3, 3]),
   max_number: int(1, 'Largest operand (countdown).').default(20),
   max_target: int(1, 'Largest target (countdown).').default(100),
@@ -76,6 +78,9 @@ export const taskSchema = section({
   train_size: int(1, 'Training problems generated.').default(4096),
   eval_size: int(1, 'Held-out problems used by evaluation.').default(128),
   path: pathOrNull('jsonl: a file of lines {"prompt": ..., "answer": ...}.').default(null),
+  format: oneOf(['plain', 'gsm8k'], 'jsonl: plain lines {"prompt", "answer"}, or GSM8K\'s own {"question", "answer"} whose answer ends '
+    + 'in "#### N": the question becomes the prompt, the worked answer the SFT demonstration, and N is scored by the final '
+    + 'number (commas, ".0" and units tolerated).').default('plain'),
   reward_module: pathOrNull('jsonl: a JS module exporting reward(completion, example) -> number | {total, parts}.')
     .default(null),
 }, 'The task: prompts, answers and the reward.').superRefine((t, ctx) => {

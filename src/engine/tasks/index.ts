@@ -4,15 +4,20 @@ import type { RewardResult, Task } from '../core/types';
 import { makeArithmeticTask } from './arithmetic';
 import { makeCountdownTask, type GeneratedTaskOptions } from './countdown';
 import { makeJsonlTask } from './jsonl';
+import { makeWordProblemsTask } from './word_problems';
 
 export { countdownReward } from './countdown';
 export type { PromptStyle, RewardKind } from './countdown';
 
 /** Mirrors the YAML `task:` keys (DESIGN §3). Paths are already absolute. */
 export interface TaskOptions extends GeneratedTaskOptions {
-  name: 'countdown' | 'arithmetic' | 'jsonl';
+  name: 'countdown' | 'arithmetic' | 'jsonl' | 'word_problems';
+  /** word_problems: operations per problem, 1..max_steps */
+  max_steps: number;
   /** jsonl: lines {"prompt": ..., "answer": ...} */
   path: string | null;
+  /** jsonl: plain {"prompt", "answer"} lines or GSM8K's {"question", "answer": "... #### N"} */
+  format: 'plain' | 'gsm8k';
   /** jsonl: module exporting reward(completion, example) -> number | {total, parts} */
   reward_module: string | null;
 }
@@ -34,6 +39,7 @@ export function makeTask(opts: TaskOptions, seed: number): Task {
     case 'countdown': return makeCountdownTask(opts, seed);
     case 'arithmetic': return makeArithmeticTask(opts, seed);
     case 'jsonl': return makeJsonlTask(opts, seed);
-    default: throw new UserError(`task.name: '${String(opts.name)}' is not one of countdown, arithmetic, jsonl`);
+    case 'word_problems': return makeWordProblemsTask(opts, seed);
+    default: throw new UserError(`task.name: '${String(opts.name)}' is not one of countdown, arithmetic, jsonl, word_problems`);
   }
 }

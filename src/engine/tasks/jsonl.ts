@@ -5,10 +5,14 @@ import { createRequire } from 'node:module';
 import { UserError } from '../core/errors';
 import { childSeed, makeRng, shuffle } from '../core/rng';
 import type { Example, RewardResult, Task } from '../core/types';
-import { formattedReward, THINK_PREFILL, uniqueChars, type RewardKind } from './countdown';
+import { formattedReward, THINK_PREFILL, uniqueChars, type PromptStyle, type RewardKind } from './countdown';
+import { finalNumberReward, wordProblemPrompt } from './word_problems';
 
 export interface JsonlTaskOptions {
   path: string | null;
+  /** plain {"prompt", "answer"} lines, or GSM8K's {"question", "answer": "... #### N"} */
+  format: 'plain' | 'gsm8k';
+  prompt: PromptStyle;
   reward_module: string | null;
   reward: RewardKind;
   train_size: number;
@@ -22,8 +26,22 @@ export interface JsonlTaskOptions {
  */
 export type UserRewardFn = (completion: string, example: Example) => unknown;
 
+/**
+ * A GSM8K line: the question, and the answer's worked solution (calculator annotations <<3+5=8>> removed) and final
+ * number after "#### ". Errors name the field.
+ */
+export function gsm8kExample(r: Record<string, unknown>, id: number, where: string, style: PromptStyle): Example {
+  if (typeof r.question !== 'string') throw new UserError(`${where}: missing string field "question" (task.format: gsm8k)`);
+  if (typeof r.answer !== 'string') throw new UserError(`${where}: missing string field "answer" (task.format: gsm8k)`);
+  const m = /^([\s\S]*?)\n?####\s*([^\n]+?)\s*$/.exec(r.answer);
+  const n = m ? Number(m[2].replace(/,/g, '')) : NaN;
+  if (!m || !Number.isFinite(n)) throw new UserError(`${where}: "answer" does not end in "#### <number>" (task.format: gsm8k)`);
+  const worked = m[1].replace(/<<[^>]*>>/g, '').trim();
+  return { id, prompt: wordProblemPrompt(r.question.trim(), style), answer: String(n), record: { ...r, worked } };
+}
+
 /** Parse the file; every error names the file and the 1-based line. Blank lines are skipped. */
-export function readJsonlExamples(path: string): Example[] {
+export function readJsonlExamples(path: string, format: 'plain' | 'gsm8k' = 'plain', style: PromptStyle = 'compact'): Example[] {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -44,6 +62,7 @@ export function readJsonlExamples(path: string): Example[] {
       throw new UserError(`${where}: expected a JSON object {"prompt": ..., "answer": ...}`);
     }
     const r = rec as Record<string, unknown>;
+    if (format === 'gsm8k') { out.push(gsm8kExample(r, i + 1, where, style)); return; }
     if (typeof r.prompt !== 'string') throw new UserError(`${where}: missing string field "prompt"`);
     const a = r.answer;
     if (typeof a !== 'string' && !(typeof a === 'number' && Number.isFinite(a))) {
@@ -108,7 +127,8 @@ export function callUserReward(fn: UserRewardFn, modulePath: string, text: strin
 
 export function makeJsonlTask(o: JsonlTaskOptions, seed: number): Task {
   if (!o.path) throw new UserError('task.path: required when task.name is jsonl (a file of {"prompt", "answer"} lines)');
-  const all = readJsonlExamples(o.path);
+  const all = readJsonlExamples(o.path, o.format, o.prompt);
+  const gsm8k = o.format === 'gsm8k';
   // One example per distinct prompt (first occurrence), so train and eval can never share a prompt.
   const byPrompt = new Map<string, Example>();
   for (const ex of all) if (!byPrompt.has(ex.prompt)) byPrompt.set(ex.prompt, ex);
@@ -127,7 +147,7 @@ export function makeJsonlTask(o: JsonlTaskOptions, seed: number): Task {
   const userFn = o.reward_module ? loadRewardModule(o.reward_module) : null;
   const modulePath = o.reward_module ?? '';
   const alphabet = uniqueChars(
-    all.map((ex) => ex.prompt + ex.answer).join('') + '<think></think>\n<answer></answer>',
+    all.map((ex) => ex.prompt + ex.answer + (typeof ex.record?.worked === 'string' ? ex.record.worked : '')).join('') + '<think></think>\n<answer></answer>',
   );
   return {
     name: 'jsonl',
@@ -137,12 +157,14 @@ export function makeJsonlTask(o: JsonlTaskOptions, seed: number): Task {
     reward(completion, ex) {
       const text = prefill + completion;
       if (userFn) return callUserReward(userFn, modulePath, text, ex);
+      if (gsm8k) return finalNumberReward(text, Number(ex.answer), o.reward);
       return formattedReward(text, o.reward, (c) => ({ correct: c !== null && c.trim() === (ex.answer ?? '').trim() }));
     },
     isSuccess: (r) => r.answer === 1,
     demonstration(ex) {
       const head = prefill === THINK_PREFILL ? '' : THINK_PREFILL;
-      return `${head}</think>\n<answer>${ex.answer ?? ''}</answer>`;
+      const worked = typeof ex.record?.worked === 'string' ? ex.record.worked : '';
+      return `${head}${worked}</think>\n<answer>${ex.answer ?? ''}</answer>`;
     },
     alphabet: () => alphabet,
   };

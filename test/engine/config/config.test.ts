@@ -95,6 +95,11 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.grpo.max_nonfinite_steps = 5;
   expected.credit.inverse_logprob_form = 'clean';
   expected.credit.entropy_mask_norm = 'valid';
+  // issue 10: the scratch model's tokenizer, the word-problem task, GSM8K lines
+  expected.model.tokenizer = 'char';
+  expected.model.vocab_size = 512;
+  expected.task.max_steps = 3;
+  expected.task.format = 'plain';
   assert.deepEqual(config, expected);
 });
 

@@ -28,7 +28,7 @@ const good = file('good.jsonl', goodText);
 
 const opts = (over: Partial<TaskOptions>): TaskOptions => ({
   name: 'jsonl', numbers: [3, 3], max_number: 20, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 3, eval_size: 2, path: good, reward_module: null, ...over,
+  train_size: 3, eval_size: 2, path: good, reward_module: null, max_steps: 3, format: 'plain', ...over,
 });
 
 const userErr = (re: RegExp) => (e: unknown) => isUserError(e) && re.test((e as Error).message);
