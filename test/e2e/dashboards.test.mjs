@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  ROOT, WS, codeLens, finishSuite, log, openFile, palette, prepareSuite, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
+  ROOT, WS, clickCodeLens, finishSuite, log, openFile, palette, prepareSuite, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
 } from './harness.mjs';
 
 let vs;
@@ -98,7 +98,7 @@ scenario('the dashboard of a finished run draws every chart from metrics.jsonl, 
 scenario('the dashboard of a training run adds points as run/metrics arrive', async () => {
   const { page } = vs;
   await openFile(page, 'live.credit.yaml');
-  await codeLens(page, '▶ Run').click();
+  await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
   await waitForRow(page, /^live-\d{8}-\d{6}.*running · ([1-9]|\d\d+)\/400/, 120_000);
   await closeEditors(page);

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  ROOT, WS, codeLens, finishSuite, log, notification, openFile, palette, prepareSuite, problemCount, readJson, runDirs,
+  ROOT, WS, clickCodeLens, codeLens, finishSuite, log, notification, openFile, palette, prepareSuite, problemCount, readJson, runDirs,
   scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
 } from './harness.mjs';
 
@@ -24,7 +24,7 @@ scenario('▶ Run on a config: the Runs tree shows it running, then completed, a
   await openFile(page, 'tiny.credit.yaml');
   await codeLens(page, '▶ Run').waitFor({ timeout: 60_000 });
   await shot(page, '01-codelens');
-  await codeLens(page, '▶ Run').click();
+  await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
   const running = await waitForRow(page, /^tiny-\d{8}-\d{6}, running\b/, 60_000);
   log(`tree: ${running}`);
@@ -125,11 +125,11 @@ scenario('New Experiment scaffolds a valid config from a bundled example', async
 scenario('Stop mid-run leaves status stopped, and Resume continues from the checkpoint', async () => {
   const { page } = vs;
   await openFile(page, 'long.credit.yaml');
-  await codeLens(page, '▶ Run').click();
+  await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
   await waitForRow(page, /^long-\d{8}-\d{6}.*running · ([3-9]|\d\d+)\/400/, 120_000);
   // While it trains, the config's CodeLens offers to stop it.
-  await codeLens(page, '■ Stop').click({ timeout: 30_000 });
+  await clickCodeLens(page, '■ Stop');
   const stopped = await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
   log(`tree: ${stopped}`);
   await shot(page, '05-stopped');
@@ -170,7 +170,7 @@ scenario('Stop mid-run leaves status stopped, and Resume continues from the chec
 scenario('Sweep on a config without a grid asks for strategies and values, shows the run count, and cancels as a whole', async () => {
   const { page } = vs;
   await openFile(page, 'tiny.credit.yaml');
-  await codeLens(page, 'Sweep').click();
+  await clickCodeLens(page, 'Sweep');
   const quick = page.locator('.quick-input-widget');
   await quick.locator('.quick-input-title', { hasText: 'strategies to compare' }).waitFor({ timeout: 15_000 });
   // "none" (the config's strategy, the baseline) comes checked; add outcome_conditional.
@@ -213,7 +213,7 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
   await openFile(page, 'sweep.credit.yaml');
   // The summary table gets the whole window.
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
-  await codeLens(page, 'Sweep').click();
+  await clickCodeLens(page, 'Sweep');
   const dialog = page.locator('.monaco-dialog-box');
   await dialog.waitFor({ timeout: 30_000 });
   assert.match(await dialog.innerText(), /2 runs/);
@@ -275,7 +275,7 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
 scenario('a crashed engine leaves a failed run, its last log lines, Show Log and Resume from Checkpoint', async () => {
   const { page } = vs;
   await openFile(page, 'crash.credit.yaml');
-  await codeLens(page, '▶ Run').click();
+  await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
   await waitForRow(page, /^crash-\d{8}-\d{6}.*running · ([5-9]|\d\d+)\/400/, 120_000);
   const [dir] = runDirs('crash');
@@ -320,7 +320,7 @@ scenario('closing VS Code checkpoints and stops a training run', async () => {
   const { page } = vs;
   const before = new Set(runDirs('long'));
   await openFile(page, 'long.credit.yaml');
-  await codeLens(page, '▶ Run').click();
+  await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
   await waitForRow(page, (l) => /^long-\d{8}-\d{6}, running · ([3-9]|\d\d+)\/400/.test(l) && !before.has(join(WS, 'runs', l.split(',')[0])), 120_000);
   const dir = runDirs('long').find((d) => !before.has(d));
@@ -344,7 +344,7 @@ scenario('in an untrusted workspace Run is refused with an explanation, and exis
   const { page } = vs;
   const runsBefore = readdirSync(join(WS, 'runs')).length;
   await openFile(page, 'tiny.credit.yaml');
-  await codeLens(page, '▶ Run').click();
+  await clickCodeLens(page, '▶ Run');
   const toast = await notification(page, /untrusted workspace/);
   const text = await toast.innerText();
   log(`notification: ${text.replace(/\s+/g, ' ')}`);

@@ -218,6 +218,26 @@ export function codeLens(page, title) {
 }
 
 /**
+ * Click a CodeLens as a person would, after dismissing whatever hover is still open: a lens's own tooltip, or an
+ * editor hover left by an earlier step, is a context view that sits over the lens line and takes the click.
+ */
+export async function clickCodeLens(page, title, { timeout = 30_000 } = {}) {
+  const lens = codeLens(page, title);
+  await lens.waitFor({ timeout });
+  for (let attempt = 1; ; attempt++) {
+    await page.mouse.move(5, 5);
+    await page.keyboard.press('Escape');
+    await page.locator('.context-view .monaco-hover, .monaco-hover:not(.hidden)').first().waitFor({ state: 'hidden', timeout: 2_000 }).catch(() => {});
+    try {
+      await lens.click({ timeout: 5_000 });
+      return;
+    } catch (e) {
+      if (attempt >= 4) throw e;
+    }
+  }
+}
+
+/**
  * The Credit Lens side bar. Through the palette rather than the activity-bar icon: clicking the icon of a
  * container that is already showing (▶ Run focuses it) would close it.
  */

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  ROOT, codeLens, finishSuite, log, openFile, prepareSuite, readJson, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
+  ROOT, clickCodeLens, finishSuite, log, openFile, prepareSuite, readJson, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
 } from './harness.mjs';
 
 const CLUSTER = join(ROOT, 'test/slurm/cluster.sh');
@@ -29,7 +29,7 @@ after(async () => {
 scenario('Run Sweep with executor slurm: one job array; the tree shows Slurm states, the summary fills in, one run is scancelled', async () => {
   const { page } = vs;
   await openFile(page, 'slurm.credit.yaml');
-  await codeLens(page, 'Sweep').click();
+  await clickCodeLens(page, 'Sweep');
   const dialog = page.locator('.monaco-dialog-box');
   await dialog.waitFor({ timeout: 30_000 });
   assert.match(await dialog.innerText(), /3 runs as one Slurm job array \(time 10:00, at most 1 at once\)/);
