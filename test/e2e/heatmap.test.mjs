@@ -141,6 +141,11 @@ before(async () => {
   // completions), other token weights. entropy_mask keeps the credit of the highest-entropy tokens only.
   train('tiny-mask', 'credit.strategy=entropy_mask');
   train('tiny-attr', 'credit.strategy=attribution');
+  // Word problems on a subword (BPE) model, warm-started long enough to write worked sentences (issue 10).
+  train('words', 'task.name=word_problems', 'task.max_steps=2', 'task.max_number=12', 'task.max_target=60', 'task.train_size=2048',
+    'task.eval_size=16', 'model.tokenizer=bpe', 'model.vocab_size=512', 'model.d_model=128', 'model.n_layers=2', 'model.n_heads=4',
+    'model.n_kv_heads=2', 'model.d_ff=384', 'model.max_seq_len=128', 'sft.steps=150', 'sft.batch_size=32', 'sft.lr=2e-3',
+    'grpo.steps=2', 'grpo.prompts_per_step=4', 'grpo.max_new_tokens=64');
   await writeSyntheticRun();
   log(`runs trained and written in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   vs = await startVsCode('heatmap', { trusted: true, settings: { 'workbench.colorTheme': 'Default Dark Modern' } });
@@ -341,4 +346,53 @@ scenario('a 5,000-token episode paints in under 50 ms in the extension host', as
   const median = sorted[Math.floor(sorted.length / 2)];
   log(`5,000-token paint: first ${ms[0]} ms, then ${ms.slice(1).join(', ')} ms; median ${median} ms`);
   assert.ok(median < 50, `median paint ${median} ms`);
+});
+
+scenario('a word-problem episode of a BPE model: subword tokens painted, the hover gives the token text and type', async () => {
+  const { page } = vs;
+  await showRunsView(page);
+  // Collapse the other runs first: the tree's rows are not in visual order in the DOM, so "the first step 2 row"
+  // must be the only one.
+  await page.locator('.sidebar .title-actions .action-label[aria-label^="Collapse All"]').first().click({ timeout: 10_000 }).catch(() => {});
+  await sleep(300);
+  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny\.credit\.yaml/ }).first().locator('.monaco-tl-twistie').click();
+  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ }).first().click();
+  await waitForRow(page, /^step 2\b/, 30_000);
+  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 2/ }).first().click();
+  // An episode row of this run: its completion is a worked sentence (other runs' rows are expanded above).
+  const first = await waitForRow(page, /^-?\d+\.\d\d [✓✗] #\d+ .*\bhas \d+/, 15_000);
+  await page.locator(`.sidebar .pane-body .monaco-list-row[aria-label="${first}"]`).click();
+  await page.locator('.tab.active[aria-label*="step 2 · episode"]').waitFor({ timeout: 15_000 });
+  const editor = page.locator(ACTIVE);
+  let text = '';
+  for (let i = 0; i < 50 && !/How many \w+ does \w+ have now\?/.test(text); i++, await sleep(200)) text = await shownText(editor).catch(() => '');
+  log(`word problem: ${text.slice(0, 300)}`);
+  assert.match(text, /How many \w+ does \w+ have now\?/);
+  let colours = [];
+  // A warm-started model is confident on most tokens of a solved episode (ℓ ≈ 0, so c = Â·ℓ ≈ 0 stays unpainted):
+  // a few shades, on the tokens it was unsure of.
+  for (let i = 0; i < 50 && new Set(colours).size < 3; i++, await sleep(200)) colours = await paintedColours(page);
+  assert.ok(new Set(colours).size >= 3, `painted: ${[...new Set(colours)].join(', ')}`);
+  // Hover tokens until one is a word piece of several letters ("·has", "·so"): a subword token, typed filler.
+  let found = null;
+  for (let k = 0; k < Math.min(colours.length, 24) && !found; k++) {
+    const hover = await hoverToken(page, editor, k);
+    const t = (await hover.innerText()).replace(/\s+/g, ' ');
+    if (/^·?[A-Za-z]{2,} — token id \d+/.test(t)) found = t;
+    await page.mouse.move(5, 450);
+    await sleep(150);
+  }
+  log(`subword hover: ${found}`);
+  assert.ok(found, 'a hovered token is a word of several letters');
+  assert.match(found, /· (filler|reasoning)/, 'the token type');
+  // The screenshot shows a hover on a subword token.
+  for (let k = 0; k < Math.min(colours.length, 24); k++) {
+    const hover = await hoverToken(page, editor, k);
+    if (/^·?[A-Za-z]{2,} — token id/.test((await hover.innerText()).replace(/\s+/g, ' '))) break;
+    await page.mouse.move(5, 450);
+    await sleep(150);
+  }
+  await shot(page, '25-word-problem-heatmap', { readme: 'word-problem-heatmap' });
+  await page.mouse.move(5, 450);
+  await page.keyboard.press('Escape');
 });
