@@ -49,6 +49,8 @@ export interface MetricsRow {
   reward_std?: number;
   success_rate?: number;
   eval_success?: number;
+  /** greedy success on the validation split (task.val_size > 0), at the same steps as eval_success */
+  val_success?: number;
   loss?: number;
   grad_norm?: number;
   kl?: number;

@@ -76,7 +76,11 @@ export const taskSchema = section({
   prompt: oneOf(['compact', 'tinyzero'], 'compact (e.g. "3 5 2 -> 16\\n<think>") keeps character-level scratch models fast; '
     + 'tinyzero is the verbatim ~300-character TinyZero prompt, for real HF models.').default('compact'),
   train_size: int(1, 'Training problems generated.').default(4096),
-  eval_size: int(1, 'Held-out problems used by evaluation.').default(128),
+  eval_size: int(1, 'Held-out problems used by evaluation: the test split the README and comparisons report.').default(128),
+  val_size: int(0, 'Validation problems, disjoint from train and test: evaluated with the test split and logged as '
+    + 'val_success / split "validation", for choices made by looking at results (early stopping, picking lr).').default(0),
+  split_seed: int(0, 'Seed of the train / test / validation draw, independent of the run seed, so that runs of several '
+    + 'seeds (and a shared SFT warm start) see the same splits.').default(1),
   path: pathOrNull('jsonl: a file of lines {"prompt": ..., "answer": ...}.').default(null),
   format: oneOf(['plain', 'gsm8k'], 'jsonl: plain lines {"prompt", "answer"}, or GSM8K\'s own {"question", "answer"} whose answer ends '
     + 'in "#### N": the question becomes the prompt, the worked answer the SFT demonstration, and N is scored by the final '

@@ -61,7 +61,10 @@ export interface Task {
    */
   readonly prefill: string;
   readonly train: Example[];
+  /** the test split: what evaluation reports */
   readonly eval: Example[];
+  /** disjoint from both: for choices made by looking at results (task.val_size; may be empty) */
+  readonly validation: Example[];
   /** Reward of a generated completion (without the prefill; the task adds it). */
   reward(completion: string, ex: Example): RewardResult;
   /** success = the answer part is fully correct */

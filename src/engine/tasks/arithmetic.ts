@@ -104,9 +104,9 @@ function expressionOf(ex: Example): string {
 
 export function makeArithmeticTask(o: GeneratedTaskOptions, seed: number): Task {
   checkGeneratedOptions(o, 'arithmetic', 8);
-  const { train, eval: evalSet } = drawDisjointSplits(
+  const { train, eval: evalSet, validation } = drawDisjointSplits(
     seed,
-    { train: o.train_size, eval: o.eval_size },
+    { train: o.train_size, eval: o.eval_size, validation: o.val_size ?? 0 },
     (rng) => {
       const inst = drawArithmeticInstance(rng, o);
       return inst && { key: inst.expression, item: inst };
@@ -121,6 +121,7 @@ export function makeArithmeticTask(o: GeneratedTaskOptions, seed: number): Task 
   });
   const trainEx = train.map((x, i) => toExample(x, i));
   const evalEx = evalSet.map((x, i) => toExample(x, train.length + i));
+  const valEx = validation.map((x, i) => toExample(x, train.length + evalSet.length + i));
   const alphabet = uniqueChars(
     arithmeticPrompt('0123456789+-*/()', o.prompt) + '0123456789+-*/()=\n</think>\n<answer></answer>',
   );
@@ -129,6 +130,7 @@ export function makeArithmeticTask(o: GeneratedTaskOptions, seed: number): Task 
     prefill: THINK_PREFILL,
     train: trainEx,
     eval: evalEx,
+    validation: valEx,
     reward(completion, ex) {
       if (ex.answer === undefined) throw new Error(`arithmetic example ${ex.id} has no answer`);
       return arithmeticReward(THINK_PREFILL + completion, Number(ex.answer), o.reward);

@@ -18,6 +18,8 @@ export interface GeneratedTaskOptions {
   prompt: PromptStyle;
   train_size: number;
   eval_size: number;
+  /** validation problems (task.val_size), drawn after train; absent = none */
+  val_size?: number;
 }
 
 export const THINK_PREFILL = '<think>';
@@ -340,16 +342,17 @@ export function checkGeneratedOptions(o: GeneratedTaskOptions, task: string, max
 }
 
 /**
- * Draws eval_size then train_size distinct items by canonical key, eval first from its own seeded stream so the
- * eval set does not change with train_size; train skips eval keys, so the splits are disjoint. Gives up with a
- * UserError after a long run of draws that bring nothing new: the space is (nearly) exhausted.
+ * Draws eval_size, then train_size, then validation distinct items by canonical key, each from its own seeded
+ * stream: the eval set does not change with train_size or val_size, and train does not change with val_size; each
+ * split skips the keys drawn before it, so the three are disjoint. Gives up with a UserError after a long run of
+ * draws that bring nothing new: the space is (nearly) exhausted.
  */
 export function drawDisjointSplits<T>(
   seed: number,
-  sizes: { train: number; eval: number },
+  sizes: { train: number; eval: number; validation?: number },
   draw: (rng: Rng) => { key: string; item: T } | null,
   describe: string,
-): { train: T[]; eval: T[] } {
+): { train: T[]; eval: T[]; validation: T[] } {
   const seen = new Set<string>();
   const fill = (rng: Rng, size: number, split: string): T[] => {
     const out: T[] = [];
@@ -365,9 +368,9 @@ export function drawDisjointSplits<T>(
       // Generous enough that coupon-collecting the last few items of a space only just big enough succeeds.
       if (++misses > Math.max(5000, 20 * seen.size)) {
         throw new UserError(
-          `task: could only draw ${seen.size} distinct ${describe} instances, but train_size + eval_size = ` +
-            `${sizes.train + sizes.eval} (stopped in the ${split} split after ${misses} draws found nothing new)`,
-          'raise task.max_number or task.max_target, widen task.numbers, or lower task.train_size / task.eval_size',
+          `task: could only draw ${seen.size} distinct ${describe} instances, but train_size + eval_size + val_size = ` +
+            `${sizes.train + sizes.eval + (sizes.validation ?? 0)} (stopped in the ${split} split after ${misses} draws found nothing new)`,
+          'raise task.max_number or task.max_target, widen task.numbers, or lower task.train_size / task.eval_size / task.val_size',
         );
       }
     }
@@ -375,7 +378,8 @@ export function drawDisjointSplits<T>(
   };
   const evalItems = fill(makeRng(childSeed(seed, 'task/eval')), sizes.eval, 'eval');
   const trainItems = fill(makeRng(childSeed(seed, 'task/train')), sizes.train, 'train');
-  return { train: trainItems, eval: evalItems };
+  const validation = fill(makeRng(childSeed(seed, 'task/validation')), sizes.validation ?? 0, 'validation');
+  return { train: trainItems, eval: evalItems, validation };
 }
 
 function countdownOf(ex: Example): { numbers: number[]; target: number } {
@@ -386,9 +390,9 @@ function countdownOf(ex: Example): { numbers: number[]; target: number } {
 export function makeCountdownTask(o: GeneratedTaskOptions, seed: number): Task {
   checkGeneratedOptions(o, 'countdown', 5);
   const cache = new Map<string, Map<number, string>>();
-  const { train, eval: evalSet } = drawDisjointSplits(
+  const { train, eval: evalSet, validation } = drawDisjointSplits(
     seed,
-    { train: o.train_size, eval: o.eval_size },
+    { train: o.train_size, eval: o.eval_size, validation: o.val_size ?? 0 },
     (rng) => {
       const inst = drawCountdownInstance(rng, o, cache);
       return inst && { key: countdownKey(inst.numbers, inst.target), item: inst };
@@ -405,6 +409,7 @@ export function makeCountdownTask(o: GeneratedTaskOptions, seed: number): Task {
   });
   const trainEx = train.map((x, i) => toExample(x, i));
   const evalEx = evalSet.map((x, i) => toExample(x, train.length + i));
+  const valEx = validation.map((x, i) => toExample(x, train.length + evalSet.length + i));
   const alphabet = uniqueChars(
     countdownPrompt([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0, o.prompt) + '0123456789+-*/()=\n</think>\n<answer></answer>',
   );
@@ -413,6 +418,7 @@ export function makeCountdownTask(o: GeneratedTaskOptions, seed: number): Task {
     prefill: THINK_PREFILL,
     train: trainEx,
     eval: evalEx,
+    validation: valEx,
     reward(completion, ex) {
       const { numbers, target } = countdownOf(ex);
       return countdownReward(THINK_PREFILL + completion, numbers, target, o.reward);

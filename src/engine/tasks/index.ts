@@ -14,6 +14,10 @@ export interface TaskOptions extends GeneratedTaskOptions {
   name: 'countdown' | 'arithmetic' | 'jsonl' | 'word_problems';
   /** word_problems: operations per problem, 1..max_steps */
   max_steps: number;
+  /** validation problems, disjoint from train and eval */
+  val_size?: number;
+  /** seed of the splits (the caller derives the task seed from it, not from the run seed) */
+  split_seed: number;
   /** jsonl: lines {"prompt": ..., "answer": ...} */
   path: string | null;
   /** jsonl: plain {"prompt", "answer"} lines or GSM8K's {"question", "answer": "... #### N"} */
@@ -34,6 +38,9 @@ export function makeTask(opts: TaskOptions, seed: number): Task {
   }
   if (!Number.isInteger(opts.eval_size) || opts.eval_size < 0) {
     throw new UserError(`task.eval_size: ${opts.eval_size} must be an integer >= 0`);
+  }
+  if (!Number.isInteger(opts.val_size ?? 0) || (opts.val_size ?? 0) < 0) {
+    throw new UserError(`task.val_size: ${opts.val_size} must be an integer >= 0`);
   }
   switch (opts.name) {
     case 'countdown': return makeCountdownTask(opts, seed);

@@ -17,6 +17,7 @@ export interface JsonlTaskOptions {
   reward: RewardKind;
   train_size: number;
   eval_size: number;
+  val_size?: number;
 }
 
 /**
@@ -133,15 +134,18 @@ export function makeJsonlTask(o: JsonlTaskOptions, seed: number): Task {
   const byPrompt = new Map<string, Example>();
   for (const ex of all) if (!byPrompt.has(ex.prompt)) byPrompt.set(ex.prompt, ex);
   const unique = [...byPrompt.values()];
-  if (unique.length < o.train_size + o.eval_size) {
+  const nVal = o.val_size ?? 0;
+  if (unique.length < o.train_size + o.eval_size + nVal) {
     throw new UserError(
-      `task: ${o.path} has ${unique.length} distinct prompts, fewer than train_size + eval_size = ${o.train_size + o.eval_size}`,
-      `lower task.train_size to at most ${Math.max(0, unique.length - o.eval_size)} or task.eval_size`,
+      `task: ${o.path} has ${unique.length} distinct prompts, fewer than train_size + eval_size + val_size = ${o.train_size + o.eval_size + nVal}`,
+      `lower task.train_size to at most ${Math.max(0, unique.length - o.eval_size - nVal)}, or task.eval_size / task.val_size`,
     );
   }
   shuffle(makeRng(childSeed(seed, 'task/jsonl-split')), unique);
   const evalEx = unique.slice(0, o.eval_size);
   const trainEx = unique.slice(o.eval_size, o.eval_size + o.train_size);
+  // Validation after train, so that neither eval nor train changes with val_size.
+  const valEx = unique.slice(o.eval_size + o.train_size, o.eval_size + o.train_size + nVal);
   // GRPO-Zero-style prompts end with the opening think tag; only then is it part of what rewards see.
   const prefill = all.every((ex) => ex.prompt.endsWith(THINK_PREFILL)) ? THINK_PREFILL : '';
   const userFn = o.reward_module ? loadRewardModule(o.reward_module) : null;
@@ -154,6 +158,7 @@ export function makeJsonlTask(o: JsonlTaskOptions, seed: number): Task {
     prefill,
     train: trainEx,
     eval: evalEx,
+    validation: valEx,
     reward(completion, ex) {
       const text = prefill + completion;
       if (userFn) return callUserReward(userFn, modulePath, text, ex);

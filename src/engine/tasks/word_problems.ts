@@ -16,6 +16,7 @@ export interface WordProblemOptions {
   prompt: PromptStyle;
   train_size: number;
   eval_size: number;
+  val_size?: number;
 }
 
 const PEOPLE: [name: string, subject: string, object: string][] = [
@@ -135,13 +136,14 @@ export function makeWordProblemsTask(o: WordProblemOptions, seed: number): Task 
   if (!Number.isInteger(o.max_steps) || o.max_steps < 1 || o.max_steps > 4) {
     throw new UserError(`task.max_steps: ${o.max_steps} must be an integer from 1 to 4`);
   }
-  const { train, eval: evalSet } = drawDisjointSplits(seed, { train: o.train_size, eval: o.eval_size },
+  const { train, eval: evalSet, validation } = drawDisjointSplits(seed, { train: o.train_size, eval: o.eval_size, validation: o.val_size ?? 0 },
     (rng) => { const p = drawWordProblem(rng, o); return p && { key: p.text, item: p }; }, 'word problem');
   const toExample = (p: WordProblem, id: number): Example => ({
     id, prompt: wordProblemPrompt(p.text, o.prompt), answer: String(p.answer), record: { problem: p.text, worked: p.steps.map((s) => s.worked) },
   });
   const trainEx = train.map((p, i) => toExample(p, i));
   const evalEx = evalSet.map((p, i) => toExample(p, train.length + i));
+  const valEx = validation.map((p, i) => toExample(p, train.length + evalSet.length + i));
   const alphabet = uniqueChars(
     wordProblemPrompt('', o.prompt) + 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,?!\'$+-*/=()\n</think>\n<answer></answer>',
   );
@@ -150,6 +152,7 @@ export function makeWordProblemsTask(o: WordProblemOptions, seed: number): Task 
     prefill: THINK_PREFILL,
     train: trainEx,
     eval: evalEx,
+    validation: valEx,
     reward: (completion, ex) => finalNumberReward(THINK_PREFILL + completion, Number(ex.answer), o.reward),
     isSuccess: (r) => r.answer === 1,
     demonstration(ex) {

@@ -42,7 +42,9 @@ export function scratchModelConfig(cfg: CreditConfig, vocabSize: number): ModelC
  */
 export async function buildSession(cfg: CreditConfig, log: (m: string) => void = () => {}, runDir?: string): Promise<Session> {
   const backend = await initBackend(cfg.backend, log);
-  const task = makeTask(cfg.task, childSeed(cfg.seed, 'task'));
+  // The splits follow task.split_seed, not the run seed: runs of several seeds, and every run started from a shared
+  // warm start, evaluate on the same test instances, none of which the warm start trained on.
+  const task = makeTask(cfg.task, childSeed(cfg.task.split_seed, 'task'));
   if (cfg.model.source === 'hf') {
     if (!cfg.model.path) throw new UserError('model.path: required when model.source is hf (a local Hugging Face directory)');
     const { model, tokenizer, cfg: modelCfg } = loadHfModel(cfg.model.path);

@@ -2,7 +2,7 @@
 // strategy's weights → the PPO-clip update, DESIGN §4), and the greedy eval. train.ts runs them in order.
 import * as tf from '@tensorflow/tfjs';
 import type { MetricsRow } from '../../protocol';
-import type { EvalRows } from '../rundir/eval_table';
+import type { EvalRows, EvalSplit } from '../rundir/eval_table';
 import { getStrategy, type CreditBatch } from '../credit';
 import { creditParams } from '../credit/types';
 import { maskedScaledSoftmax } from '../credit/attribution';
@@ -16,12 +16,11 @@ import { type Session } from './session';
 import type { Example } from '../core/types';
 
 
-/** Greedy success rate on the eval split (deterministic). */
 /**
- * Greedy eval on the held-out split (deterministic): the success rate, the mean reward, and one row per instance
- * (DESIGN §10), so that two runs can be compared on the same instances.
+ * Greedy eval (deterministic) on the test split, or on the validation split: the success rate, the mean reward, and
+ * one row per instance (DESIGN §10), so that two runs can be compared on the same instances.
  */
-export function evaluate(s: Session, examples: Example[] = s.task.eval): { success: number; reward: number; rows: EvalRows } {
+export function evaluate(s: Session, examples: Example[] = s.task.eval, split: EvalSplit = 'test'): { success: number; reward: number; rows: EvalRows } {
   const rows: EvalRows = { instance_id: [], split: [], success: [], reward: new Float32Array(examples.length), completion: [] };
   if (examples.length === 0) return { success: 0, reward: 0, rows };
   const eps = rollout(s.model, s.tokenizer, s.task, examples, {
@@ -29,7 +28,7 @@ export function evaluate(s: Session, examples: Example[] = s.task.eval): { succe
   });
   eps.forEach((e, i) => {
     rows.instance_id.push(`${s.cfg.task.name}:${e.example.id}`);
-    rows.split.push('test');
+    rows.split.push(split);
     rows.success.push(e.success);
     rows.reward[i] = e.reward.total;
     rows.completion.push(e.text);

@@ -14,6 +14,7 @@ import { Adam } from '../model/optim';
 import { childSeed } from '../core/rng';
 import { writeFileAtomic, acquireRunLock, appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, readRunInfoChecked, redactSecrets, writeRunInfo } from '../rundir/rundir';
 import { buildSession, type Session } from './session';
+import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
 import { ENGINE_VERSION } from '../core/version';
 import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { evaluate, grpoStep, sftStep, StepCancelled, type GrpoStepResult } from './steps';
@@ -80,6 +81,30 @@ export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
 }
 
 
+/**
+ * The test split's greedy eval, and the validation split's when the task has one, into one eval table (rows marked
+ * by split): the success rates and the test split's mean reward.
+ */
+function evaluateSplits(s: Session, runDir: string, step: number): { success: number; reward: number; val: number | null } {
+  const ev = evaluate(s);
+  const rows = ev.rows;
+  let val: number | null = null;
+  if (s.task.validation.length) {
+    const v = evaluate(s, s.task.validation, 'validation');
+    val = v.success;
+    rows.instance_id.push(...v.rows.instance_id);
+    rows.split.push(...v.rows.split);
+    rows.success.push(...v.rows.success);
+    rows.completion.push(...v.rows.completion);
+    const reward = new Float32Array(rows.reward.length + v.rows.reward.length);
+    reward.set(rows.reward);
+    reward.set(v.rows.reward, rows.reward.length);
+    rows.reward = reward;
+  }
+  writeEvalTable(evalFile(runDir, step), rows);
+  return { success: ev.success, reward: ev.reward, val };
+}
+
 /** On resume, drop metrics rows written after the checkpoint so no step appears twice. */
 function keepFirstMetrics(runDir: string, n: number): void {
   const rows = readMetrics(runDir).slice(0, n);
@@ -99,7 +124,8 @@ function checkpoint(runDir: string, s: Session, head: CreditHead | null, sftOpt:
     model: s.model.exportWeights(),
     ...(head ? { head: exportVars(head.params) } : {}),
     optimizer: { name: 'adam', step: opt.step, state: opt.exportState() },
-    meta: { phase: p.phase, step: p.step, initial_eval: initialEval, metrics_rows: metricsRows, engine_version: ENGINE_VERSION, strategy: s.cfg.credit.strategy },
+    meta: { phase: p.phase, step: p.step, initial_eval: initialEval, metrics_rows: metricsRows, engine_version: ENGINE_VERSION, strategy: s.cfg.credit.strategy,
+      task: taskIdentity(s.task, s.cfg.task.split_seed) },
   });
 }
 
@@ -207,7 +233,9 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     if (cfg.model.init_checkpoint) {
       const dir = existsSync(join(cfg.model.init_checkpoint, 'run.json')) ? latestCheckpoint(cfg.model.init_checkpoint) : cfg.model.init_checkpoint;
       if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
-      const fresh = Transformer.fromWeights(s.modelCfg, loadCheckpoint(dir).model);
+      const init = loadCheckpoint(dir);
+      checkTaskIdentity(`model.init_checkpoint ${dir}`, init.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
+      const fresh = Transformer.fromWeights(s.modelCfg, init.model);
       s.model.dispose();
       s.model = fresh;
       if (!resumeFrom) log('info', `initial weights from ${dir}`);
@@ -219,6 +247,7 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     if (resumeFrom && resumed) {
       const ck = resumed.checkpoint;
       const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };
+      checkTaskIdentity(`--resume ${resumeFrom}`, ck.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
       const fresh = Transformer.fromWeights(s.modelCfg, ck.model);
       s.model.dispose();
       s.model = fresh;
@@ -280,10 +309,9 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
       } else ref = Transformer.fromWeights(s.modelCfg, startWeights!);
     }
     if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
-      const ev = evaluate(s);
-      writeEvalTable(evalFile(runDir, 0), ev.rows);
+      const ev = evaluateSplits(s, runDir, 0);
       initialEval = ev.success;
-      emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward });
+      emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
       log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
     }
     while (progress.phase === 'grpo' && progress.step < cfg.grpo.steps && !stopNow()) {
@@ -301,9 +329,9 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
       }
       if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
-        const ev = evaluate(s);
-        writeEvalTable(evalFile(runDir, step), ev.rows);
+        const ev = evaluateSplits(s, runDir, step);
         r.row.eval_success = ev.success;
+        if (ev.val !== null) r.row.val_success = ev.val;
         finalEval = ev.success;
       }
       emit(r.row);

@@ -32,7 +32,7 @@ test('reward: GRPO-Zero format plus an exact integer answer', () => {
 
 const base: TaskOptions = {
   name: 'arithmetic', numbers: [2, 5], max_number: 20, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 400, eval_size: 50, path: null, reward_module: null, max_steps: 3, format: 'plain',
+  train_size: 400, eval_size: 50, path: null, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1,
 };
 
 test('instances: every written step is correct integer arithmetic within 0..max_target', () => {

@@ -165,7 +165,7 @@ test('solver: reachable targets match an independent brute force, and each solut
 
 const base: TaskOptions = {
   name: 'countdown', numbers: [3, 4], max_number: 20, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 300, eval_size: 40, path: null, reward_module: null, max_steps: 3, format: 'plain',
+  train_size: 300, eval_size: 40, path: null, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1,
 };
 
 test('generated instances are solvable: the stored solution re-parses to the target with the numbers', () => {

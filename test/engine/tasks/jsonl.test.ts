@@ -28,7 +28,7 @@ const good = file('good.jsonl', goodText);
 
 const opts = (over: Partial<TaskOptions>): TaskOptions => ({
   name: 'jsonl', numbers: [3, 3], max_number: 20, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 3, eval_size: 2, path: good, reward_module: null, max_steps: 3, format: 'plain', ...over,
+  train_size: 3, eval_size: 2, path: good, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1, ...over,
 });
 
 const userErr = (re: RegExp) => (e: unknown) => isUserError(e) && re.test((e as Error).message);
@@ -52,7 +52,7 @@ test('reads records, dedupes prompts, splits disjointly and reproducibly', () =>
   assert.deepEqual([again.train, again.eval], [t.train, t.eval]);
   const train = new Set(t.train.map((e) => e.prompt));
   assert.ok(t.eval.every((e) => !train.has(e.prompt)));
-  assert.throws(() => makeTask(opts({ train_size: 4 }), 1), userErr(/5 distinct prompts, fewer than train_size \+ eval_size = 6/));
+  assert.throws(() => makeTask(opts({ train_size: 4 }), 1), userErr(/5 distinct prompts, fewer than train_size \+ eval_size \+ val_size = 6/));
 });
 
 test('default reward: GRPO-Zero format plus exact match of the answer block', () => {

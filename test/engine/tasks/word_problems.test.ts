@@ -13,7 +13,7 @@ import { evaluateExpression } from '../../../src/engine/tasks/expr';
 
 const base: TaskOptions = {
   name: 'word_problems', numbers: [3, 3], max_number: 12, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 300, eval_size: 60, path: null, reward_module: null, max_steps: 3, format: 'plain',
+  train_size: 300, eval_size: 60, path: null, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1,
 };
 
 test('final number: commas, a trailing .0, units and currency are tolerated; the last number counts', () => {
