@@ -12,6 +12,7 @@ import { createOracle, type OracleQuery } from '../oracle';
 import { spanTokenMask } from '../oracle/locate';
 import { oracleQuestion } from '../oracle/prompt';
 import { validMask, type CreditBatch, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
+import { meanStd } from '../core/stats';
 
 export const DEFAULT_NEGATIVE_REWARD = -1.0;
 
@@ -19,13 +20,38 @@ function hasSpan(row: number[] | null | undefined): row is number[] {
   return !!row && row.some((v) => v > 0);
 }
 
-/** Â per DESIGN §4 `cal` over a padded batch: negative_reward·span on span episodes, A_i on the other valid tokens. */
-export function calEffectiveAdvantages(batch: CreditBatch, advantages: number[], negativeReward: number): number[][] {
+/**
+ * Â per DESIGN §4 `cal` over a padded batch: negative_reward·span on span episodes (divided by the episode's
+ * calDivisor with scale group_std), A_i on the other valid tokens. placement episode: the span's total, r·n_span,
+ * spread over the episode's n_i valid tokens, r·n_span/n_i each.
+ */
+export function calEffectiveAdvantages(batch: CreditBatch, advantages: number[], negativeReward: number, placement: 'span' | 'episode' = 'span'): number[][] {
   const mask = validMask(batch);
   return mask.map((row, i) => {
     const span = batch.spanMask?.[i];
-    if (hasSpan(span)) return row.map((m, t) => (m && span[t] ? negativeReward : 0));
-    return row.map((m) => (m ? advantages[i] : 0));
+    if (!hasSpan(span)) return row.map((m) => (m ? advantages[i] : 0));
+    const r = negativeReward / (batch.calDivisor?.[i] ?? 1);
+    if (placement === 'episode') {
+      const n = row.reduce((a, m) => a + m, 0);
+      const nSpan = row.reduce((a, m, t) => a + (m && span[t] ? 1 : 0), 0);
+      return row.map((m) => (m ? (r * nSpan) / n : 0));
+    }
+    return row.map((m, t) => (m && span[t] ? r : 0));
+  });
+}
+
+/**
+ * What scale group_std divides negative_reward by, per episode: its group's reward std + 1e-4 (sample std, as the
+ * advantages use); a group whose rewards are all equal (std 0, where GRPO gives every episode A = 0) takes the batch's
+ * std instead, and a batch of equal rewards 1, so that the divisor is never the bare 1e-4.
+ */
+export function calDivisors(rewards: number[], groups: number[]): number[] {
+  const byGroup = new Map<number, number[]>();
+  groups.forEach((g, i) => { const l = byGroup.get(g); if (l) l.push(rewards[i]); else byGroup.set(g, [rewards[i]]); });
+  const batch = meanStd(rewards).std;
+  return groups.map((g) => {
+    const std = meanStd(byGroup.get(g)!).std;
+    return std > 0 ? std + 1e-4 : batch > 0 ? batch + 1e-4 : 1;
   });
 }
 
@@ -90,7 +116,7 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   // oracle_calls: wrong episodes put to the oracle; cache_hits: those answered without a request (disk cache, or an
   // identical query earlier in the step); requests: HTTP requests sent, retries included (what a paid API bills).
   return {
-    batch: { spanMask },
+    batch: { spanMask, ...(cal.scale === 'group_std' ? { calDivisor: calDivisors(episodes.map((e) => e.reward.total), episodes.map((e) => e.group)) } : {}) },
     oracleSpans,
     metrics: {
       'cal/oracle_calls': wrong.length,
@@ -104,13 +130,14 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
 
 export const cal: CreditStrategy = {
   name: 'cal',
-  weights: (batch) => {
+  weights: (batch, params) => {
     const mask = validMask(batch);
     return mask.map((row, i) => {
       const span = batch.spanMask?.[i];
-      return hasSpan(span) ? row.map((m, t) => (m && span[t] ? 1 : 0)) : row.map((m) => (m ? 1 : 0));
+      if (!hasSpan(span) || params.placement === 'episode') return row.map((m) => (m ? 1 : 0));
+      return row.map((m, t) => (m && span[t] ? 1 : 0));
     });
   },
   prepare,
-  effectiveAdvantages: (batch, advantages, params) => calEffectiveAdvantages(batch, advantages, params.negative_reward),
+  effectiveAdvantages: (batch, advantages, params) => calEffectiveAdvantages(batch, advantages, params.negative_reward, params.placement),
 };

@@ -56,6 +56,12 @@ const calSchema = section({
     + 'is never written in the config or the run directory.'),
   'the NAME of an environment variable (like OPENAI_API_KEY), not the key itself; or null').default(null),
   negative_reward: num({}, 'Effective advantage given to the tokens of the oracle\'s error span.').default(-1.0),
+  scale: oneOf(['raw', 'group_std'], 'raw: span tokens get negative_reward as it is (seed 003). group_std: divided by the '
+    + 'episode\'s group reward std + 1e-4, the scale GRPO divides advantages by (the batch std when the group\'s is 0, '
+    + 'and 1 when that is 0 too), so span credit is on the scale of the other episodes\' advantages.').default('raw'),
+  placement: oneOf(['span', 'episode'], 'span: the credit lands on the oracle\'s error span (CAL). episode: the ablation — '
+    + 'the same total, negative_reward × span tokens, spread evenly over every token of the episode, so that a comparison '
+    + 'isolates where the credit lands from how much of it there is.').default('span'),
   max_error_span: int(1, 'The error span is cut to this many tokens from its start.').default(64),
   timeout_s: num({ gt: 0 }, 'Per-request timeout, seconds.').default(30),
   max_retries: int(0, 'Retries per oracle request.').default(3),

@@ -20,6 +20,8 @@ export interface CreditBatch {
   attributionLogits?: number[][];
   /** CAL: 1 on the tokens of the oracle's error span; null for episodes without a span */
   spanMask?: (number[] | null)[];
+  /** CAL with scale group_std: per episode, what negative_reward is divided by (group std + 1e-4, see cal.ts) */
+  calDivisor?: number[];
 }
 
 /** What a strategy's `prepare` hook sees of each episode of the step (in batch order; groups are consecutive). */

@@ -180,6 +180,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
         if (extra.importance) batch.importance = extra.importance.map((r) => pad(r, 0));
         if (extra.importancePrompt) batch.importancePrompt = extra.importancePrompt;
         if (extra.spanMask) batch.spanMask = extra.spanMask.map((r) => r && pad(r, 0));
+        if (extra.calDivisor) batch.calDivisor = extra.calDivisor;
         if (strategy.fromOutputs) Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: batch.sections, mask: pb.mask }));
         if (!head) {
           weights = strategy.weights(batch, params);

@@ -12,6 +12,7 @@ import { getStrategy, type CreditBatch } from '../../../src/engine/credit';
 import { DEFAULT_CREDIT_PARAMS, type EpisodeView, type PrepareContext } from '../../../src/engine/credit/types';
 import { isUserError } from '../../../src/engine/core/errors';
 import { stepHolds } from '../../../src/engine/oracle/rule';
+import { calDivisors } from '../../../src/engine/credit/cal';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { makeCountdownTask } from '../../../src/engine/tasks/countdown';
 import { CharTokenizer } from '../../../src/engine/model/tokenizer';
@@ -39,6 +40,33 @@ test('effectiveAdvantages by hand: negative_reward on the span, 0 on the rest of
     [[0, -2, -2, 0], [1.2, 1.2, 1.2, 1.2], [-0.7, -0.7, 0, 0]]);
   // The logged weight: the span as a 0/1 mask in span episodes, 1 on the valid tokens of the others.
   assert.deepEqual(cal.weights(batch, DEFAULT_CREDIT_PARAMS), [[0, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]]);
+});
+
+test('cal.scale group_std and cal.placement episode by hand: the span signal on the advantages\' scale, or spread over the episode', () => {
+  // Group 0 rewards {0, 1.1, 0.1} (one episode of the group has the span), group 1 {0, 0} (std 0).
+  // Group 0: mean 0.4, sample std √(((0.4)² + (0.7)² + (0.3)²)/2) = √0.37 = 0.608276; divisor 0.608376.
+  // Group 1: std 0 → the batch std of {0, 1.1, 0.1, 0, 0}: mean 0.24, Σ(r − mean)² = 0.0576·3 + 0.7396 + 0.0196 = 0.932,
+  // /4 = 0.233, √ = 0.482701; divisor 0.482801. A batch of equal rewards → 1.
+  const d = calDivisors([0, 1.1, 0.1, 0, 0], [0, 0, 0, 1, 1]);
+  assert.ok(Math.abs(d[0] - 0.608376) < 1e-6 && Math.abs(d[3] - 0.482801) < 1e-6, String(d));
+  assert.deepEqual(calDivisors([0.1, 0.1], [0, 0]), [1, 1]);
+  const batch: CreditBatch = {
+    logprobs: [[0, 0, 0, 0], [0, 0, 0, 0]], entropies: [[0, 0, 0, 0], [0, 0, 0, 0]],
+    sections: [['think', 'think', 'think', 'other'], ['think', 'think', 'answer', 'answer']],
+    mask: [[1, 1, 1, 0], [1, 1, 1, 1]], spanMask: [[0, 1, 1, 0], null], calDivisor: [0.5, 2],
+  };
+  const p = { ...DEFAULT_CREDIT_PARAMS, negative_reward: -1 } as never;
+  // group_std: −1 / 0.5 = −2 on the span; the other episode keeps A.
+  assert.deepEqual(cal.effectiveAdvantages!(batch, [0.3, 0.4], p), [[0, -2, -2, 0], [0.4, 0.4, 0.4, 0.4]]);
+  // episode placement: the span's total −2·2 = −4 spread over the 3 valid tokens: −4/3 each; the sum is the same.
+  const ep = cal.effectiveAdvantages!(batch, [0.3, 0.4], { ...(p as object), placement: 'episode' } as never);
+  assert.deepEqual(ep[0].map((x) => Math.round(x * 1e6) / 1e6), [-1.333333, -1.333333, -1.333333, 0]);
+  assert.ok(Math.abs(ep[0].reduce((a, b) => a + b, 0) - -4) < 1e-12);
+  assert.deepEqual(cal.weights(batch, { ...(p as object), placement: 'episode' } as never), [[1, 1, 1, 0], [1, 1, 1, 1]]);
+  // Both keys are in the config schema with their defaults.
+  const { config } = validateConfig({ credit: { strategy: 'cal' } });
+  assert.deepEqual([config!.credit.cal.scale, config!.credit.cal.placement], ['raw', 'span']);
+  assert.ok(validateConfig({ credit: { cal: { scale: 'zscore' } } }).issues.some((i) => i.path === 'credit.cal.scale'));
 });
 
 function charTokens(text: string): TokenSpan[] {
@@ -167,6 +195,24 @@ function filesUnder(root: string): string[] {
   walk(root);
   return out;
 }
+
+test('a run with cal.scale group_std and cal.placement episode trains; a span episode\'s credit is even and sums to the scaled span total', async () => {
+  const cfg = tinyConfig(dir, 'countdown', 'credit: { strategy: cal, cal: { provider: rule, negative_reward: -1, max_error_span: 4, scale: group_std, placement: episode } }\n');
+  const r = await train({ configPath: cfg, sets: ['name=cal-ablation', 'sft.steps=80', 'sft.lr=5e-3'] });
+  assert.equal(r.status, 'completed');
+  let checked = 0;
+  for (const { ep, tok } of loggedSteps(r.runDir)) {
+    for (let i = 0; i < ep.episode.length; i++) {
+      if (ep.oracle_span[i] === null) continue;
+      const rows = [...tok.episode.keys()].filter((k) => tok.episode[k] === ep.episode[i]);
+      const vals = rows.map((k) => tok.effective_advantage[k]);
+      // placement episode: one value over the whole episode, negative (the span's scaled total spread evenly).
+      assert.ok(vals.every((v) => Math.abs(v - vals[0]) < 1e-6 && v < 0), String(vals));
+      checked++;
+    }
+  }
+  assert.ok(checked > 0, 'some wrong episode got a span');
+});
 
 test('a countdown run with cal + the openai oracle on a local server trains; the key appears nowhere', async () => {
   const keyEnv = 'CREDIT_LENS_CAL_RUN_KEY';
