@@ -131,10 +131,15 @@ export interface SignGroup {
   mean_abs_contribution: number | null;
 }
 
-/** Seed 002's "Reward-Based Analysis", split on the episode's advantage A_i: > 0 vs ≤ 0. */
+/**
+ * Seed 002's "Reward-Based Analysis", split on the episode's advantage A_i: > 0, = 0 and < 0. A = 0 (every episode
+ * of the group got the same reward) has its own bucket: its tokens carry no GRPO gradient, and counting them with the
+ * negative ones would pull that bucket's mean |c| toward 0.
+ */
 export interface RewardSignStats {
   positive: SignGroup;
-  non_positive: SignGroup;
+  zero: SignGroup;
+  negative: SignGroup;
 }
 
 export interface TokenTypeStats {

@@ -73,11 +73,15 @@ export function typeByPositionTable(a: AnalyzeReport): Table {
 }
 
 export function rewardSignTable(a: AnalyzeReport): Table {
-  const { positive: p, non_positive: n } = a.reward_sign;
+  const { positive: p, zero: z, negative: n } = a.reward_sign;
   return {
-    id: 'reward_sign', title: 'Reward sign', hint: 'episodes split on their advantage A_i: > 0 (rewarded above the group) vs ≤ 0',
+    id: 'reward_sign', title: 'Reward sign', hint: 'episodes split on their advantage A_i: > 0 (rewarded above the group), = 0 (a group of equal rewards: no gradient), < 0',
     header: ['episodes', 'count', 'tokens', 'mean c', 'mean |c|'],
-    rows: [['A > 0', p.episodes, p.tokens, p.mean_contribution, p.mean_abs_contribution], ['A ≤ 0', n.episodes, n.tokens, n.mean_contribution, n.mean_abs_contribution]],
+    rows: [
+      ['A > 0', p.episodes, p.tokens, p.mean_contribution, p.mean_abs_contribution],
+      ['A = 0', z.episodes, z.tokens, z.mean_contribution, z.mean_abs_contribution],
+      ['A < 0', n.episodes, n.tokens, n.mean_contribution, n.mean_abs_contribution],
+    ],
   };
 }
 

@@ -89,7 +89,8 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
   const s = a.reward_sign;
   out.push('## By reward sign (episode advantage)', table(['Episode type', 'Episodes', 'Tokens', 'Mean c', 'Mean \\|c\\|'], [
     ['Positive (A > 0)', String(s.positive.episodes), String(s.positive.tokens), num(s.positive.mean_contribution), num(s.positive.mean_abs_contribution)],
-    ['Non-positive (A ≤ 0)', String(s.non_positive.episodes), String(s.non_positive.tokens), num(s.non_positive.mean_contribution), num(s.non_positive.mean_abs_contribution)],
+    ['Zero (A = 0)', String(s.zero.episodes), String(s.zero.tokens), num(s.zero.mean_contribution), num(s.zero.mean_abs_contribution)],
+    ['Negative (A < 0)', String(s.negative.episodes), String(s.negative.tokens), num(s.negative.mean_contribution), num(s.negative.mean_abs_contribution)],
   ]), '_A rewarded episode (A > 0) has c ≤ 0: contribution = Â × log-prob and log-probs are negative._');
 
   out.push('## Token types', table(['Type', 'Count', '%', 'Mean \\|c\\|', 'Mean c', 'Mean log-prob'], [

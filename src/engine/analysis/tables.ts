@@ -207,8 +207,9 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   // ---- pass 1: sums ----
   let sumC = 0, sumAbs = 0, minC = Infinity, maxC = -Infinity;
   const rbN = new Float64Array(REL_BINS), rbC = new Float64Array(REL_BINS), rbAbs = new Float64Array(REL_BINS), rbLp = new Float64Array(REL_BINS);
-  const sgN = new Float64Array(2), sgC = new Float64Array(2), sgAbs = new Float64Array(2);
-  const sgEp = new Float64Array(2);
+  // Episodes by the sign of A_i: 0 positive, 1 zero (a group of equal rewards: GRPO gives it no gradient), 2 negative.
+  const sgN = new Float64Array(3), sgC = new Float64Array(3), sgAbs = new Float64Array(3);
+  const sgEp = new Float64Array(3);
   const epSeen = new Uint8Array(ep.count);
   let episodes = 0;
   const tyN = new Float64Array(2), tyC = new Float64Array(2), tyAbs = new Float64Array(2), tyLp = new Float64Array(2);
@@ -247,7 +248,7 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     rbAbs[b] += ax;
     rbLp[b] += lp;
 
-    const g = ADV[i] > 0 ? 0 : 1;
+    const g = ADV[i] > 0 ? 0 : ADV[i] === 0 ? 1 : 2;
     sgN[g]++;
     sgC[g] += x;
     sgAbs[g] += ax;
@@ -397,7 +398,8 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     })),
     reward_sign: {
       positive: { episodes: sgEp[0], tokens: sgN[0], mean_contribution: mean(sgC[0], sgN[0]), mean_abs_contribution: mean(sgAbs[0], sgN[0]) },
-      non_positive: { episodes: sgEp[1], tokens: sgN[1], mean_contribution: mean(sgC[1], sgN[1]), mean_abs_contribution: mean(sgAbs[1], sgN[1]) },
+      zero: { episodes: sgEp[1], tokens: sgN[1], mean_contribution: mean(sgC[1], sgN[1]), mean_abs_contribution: mean(sgAbs[1], sgN[1]) },
+      negative: { episodes: sgEp[2], tokens: sgN[2], mean_contribution: mean(sgC[2], sgN[2]), mean_abs_contribution: mean(sgAbs[2], sgN[2]) },
     },
     token_types: {
       filler: typeStats(tyN[0], n, tyAbs[0], tyC[0], tyLp[0]),

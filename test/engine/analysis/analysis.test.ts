@@ -148,9 +148,23 @@ test('contribution statistics, relative-position bins and reward sign of the han
   assert.equal(rb[9].lo, 0.9);
 
   // A > 0: s1e0 (3 rows) and s2e0 (1 row): c = -0.5, -0.25, 0, -0.25 → mean -0.25, mean |c| 0.25.
-  // A ≤ 0: s1e1: c = 1, 0.5, 0, 0.25 → mean 0.4375 = mean |c|.
+  // A < 0: s1e1 (A = −1): c = 1, 0.5, 0, 0.25 → mean 0.4375 = mean |c|. No episode has A = 0.
   assert.deepEqual(a.reward_sign.positive, { episodes: 2, tokens: 4, mean_contribution: -0.25, mean_abs_contribution: 0.25 });
-  assert.deepEqual(a.reward_sign.non_positive, { episodes: 1, tokens: 4, mean_contribution: 0.4375, mean_abs_contribution: 0.4375 });
+  assert.deepEqual(a.reward_sign.negative, { episodes: 1, tokens: 4, mean_contribution: 0.4375, mean_abs_contribution: 0.4375 });
+  assert.deepEqual(a.reward_sign.zero, { episodes: 0, tokens: 0, mean_contribution: null, mean_abs_contribution: null });
+});
+
+test('reward sign: A > 0, A = 0 (a group of equal rewards) and A < 0 are three buckets, by hand', () => {
+  // ep0 A = +1: c = 1·−1 = −1, 1·−0.5 = −0.5; ep1 A = 0: c = 0, 0, 0; ep2 A = −0.5: c = −0.5·−2 = 1.
+  const a = analyzeRun(makeRun([
+    row(1, 0, 0, 10, ' so', 'filler', 'think', -1, 1, 1), row(1, 0, 1, 3, '3', 'reasoning', 'think', -0.5, 1, 1),
+    row(1, 1, 0, 10, ' so', 'filler', 'think', -1, 0, 1), row(1, 1, 1, 3, '3', 'reasoning', 'think', -3, 0, 1), row(1, 1, 2, 3, '3', 'reasoning', 'think', -2, 0, 1),
+    row(1, 2, 0, 10, ' so', 'filler', 'think', -2, -0.5, 1),
+  ], { strategy: 'none', name: 'sign' }));
+  assert.deepEqual(a.reward_sign.positive, { episodes: 1, tokens: 2, mean_contribution: -0.75, mean_abs_contribution: 0.75 });
+  assert.deepEqual(a.reward_sign.zero, { episodes: 1, tokens: 3, mean_contribution: 0, mean_abs_contribution: 0 });
+  assert.deepEqual(a.reward_sign.negative, { episodes: 1, tokens: 1, mean_contribution: 1, mean_abs_contribution: 1 });
+  assert.match(analysisToMarkdown(a), /Zero \(A = 0\) \| 1 \| 3 /);
 });
 
 test('token types overall and by position, top tokens, and the ratio, from the logged token_type column', () => {
@@ -444,8 +458,9 @@ function assertConsistent(a: CreditAnalysis): void {
   const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
   assert.equal(a.contribution.count, n);
   assert.equal(sum(a.relative_position.map((b) => b.count)), n);
-  assert.equal(a.reward_sign.positive.tokens + a.reward_sign.non_positive.tokens, n);
-  assert.equal(a.reward_sign.positive.episodes + a.reward_sign.non_positive.episodes, a.meta.episodes);
+  const sg = a.reward_sign;
+  assert.equal(sg.positive.tokens + sg.zero.tokens + sg.negative.tokens, n);
+  assert.equal(sg.positive.episodes + sg.zero.episodes + sg.negative.episodes, a.meta.episodes);
   assert.equal(a.token_types.filler.count + a.token_types.reasoning.count, n);
   close(a.token_types.filler.share! + a.token_types.reasoning.share!, 1);
   assert.equal(sum(a.token_types_by_position.map((b) => b.filler.count + b.reasoning.count)), n);
@@ -480,7 +495,9 @@ test('a real tiny countdown run: every table present and consistent', async () =
   for (const s of Object.values(a.weights.sections)) if (s.count > 0) assert.deepEqual([s.min, s.p10, s.p50, s.p90, s.max, s.std], [1, 1, 1, 1, 1, s.count > 1 ? 0 : null]);
   // Rewarded episodes push c ≤ 0 (seed 002's sign check), the others c ≥ 0.
   if (a.reward_sign.positive.tokens) assert.ok(a.reward_sign.positive.mean_contribution! <= 0);
-  if (a.reward_sign.non_positive.tokens) assert.ok(a.reward_sign.non_positive.mean_contribution! >= 0);
+  if (a.reward_sign.negative.tokens) assert.ok(a.reward_sign.negative.mean_contribution! >= 0);
+  // A = 0 gives c = Â·ℓ = 0 under every strategy that scales A (all but cal): its tokens' mean |c| is 0.
+  if (a.reward_sign.zero.tokens) assert.equal(a.reward_sign.zero.mean_abs_contribution, 0);
   const md = analysisToMarkdown(a);
   assert.match(md, /## Token types by position/);
 });

@@ -26,7 +26,8 @@ const REPORT: AnalyzeReport = {
   ],
   reward_sign: {
     positive: { episodes: 12, tokens: 400, mean_contribution: -0.5, mean_abs_contribution: 0.5 },
-    non_positive: { episodes: 20, tokens: 600, mean_contribution: 0.25, mean_abs_contribution: 0.75 },
+    zero: { episodes: 4, tokens: 100, mean_contribution: 0, mean_abs_contribution: 0 },
+    negative: { episodes: 16, tokens: 500, mean_contribution: 0.25, mean_abs_contribution: 0.75 },
   },
   token_types: { filler: types(600, 0.6, 0.75), reasoning: types(400, 0.4, 0.5) },
   token_types_by_position: [
