@@ -27,6 +27,8 @@ class Fb {
     const vt = table - this.i32(table);
     const vtSize = this.u16(vt);
     if (vtSize < 4 || vtSize % 2) throw new Error(`${this.what}: vtable size ${vtSize}`);
+    // The whole vtable lies in the region: a flipped size bit otherwise makes later fields read table bytes as offsets.
+    this.need(vt, vtSize);
     if (4 + 2 * i >= vtSize) return null;
     const off = this.u16(vt + 4 + 2 * i);
     return off ? table + off : null;
@@ -47,6 +49,78 @@ class Fb {
   }
 }
 
+/** A uoffset-referenced string's length, checked against the region. */
+function stringLen(fb: Fb, table: number, i: number): number {
+  const f = fb.field(table, i);
+  if (f === null) return 0;
+  const [, n] = fb.vector(table, i, 1);
+  return n;
+}
+
+const MAX_FIELDS = 10_000;
+const MAX_DEPTH = 32;
+
+/**
+ * The schema's fields, walked as apache-arrow will: each Field's name, children (recursively) and custom metadata,
+ * every vector's length checked against the bytes left. A flipped bit in a children or metadata count otherwise has
+ * the reader build millions of phantom fields (a hang of minutes on a 2 KB file). Bounded in depth and count.
+ * Schema: endianness 0, fields 1, custom_metadata 2. Field: name 0, nullable 1, type_type 2, type 3, dictionary 4,
+ * children 5, custom_metadata 6. KeyValue: key 0, value 1.
+ */
+function schemaFault(fb: Fb, schema: number): string | null {
+  let seen = 0;
+  const metadata = (table: number, i: number, where: string): string | null => {
+    const [at, n] = fb.vector(table, i, 4);
+    for (let k = 0; k < n; k++) {
+      const kv = at + 4 * k + fb.u32(at + 4 * k);
+      stringLen(fb, kv, 0);
+      stringLen(fb, kv, 1);
+    }
+    return n > MAX_FIELDS ? `${where} has ${n} metadata entries` : null;
+  };
+  const fields = (table: number, i: number, depth: number): string | null => {
+    if (depth > MAX_DEPTH) return `the schema nests fields more than ${MAX_DEPTH} deep`;
+    const [at, n] = fb.vector(table, i, 4);
+    for (let k = 0; k < n; k++) {
+      if (++seen > MAX_FIELDS) return `the schema claims more than ${MAX_FIELDS} fields`;
+      const f = at + 4 * k + fb.u32(at + 4 * k);
+      stringLen(fb, f, 0);
+      const fault = fields(f, 5, depth + 1) ?? metadata(f, 6, `field ${k}`);
+      if (fault) return fault;
+    }
+    return null;
+  };
+  return fields(schema, 1, 0) ?? metadata(schema, 2, 'the schema');
+}
+
+/**
+ * The first message of the stream (at byte 8): a continuation marker 0xFFFFFFFF and an int32 metadata length (or the
+ * length alone, the pre-1.0 format), then a Message flatbuffer: version 0, header_type 1, header 2. A Schema header
+ * (type 1) gets the same field walk as the footer's.
+ */
+function streamSchemaFault(buf: Buffer, streamEnd: number): string | null {
+  let at = 8;
+  if (at + 8 > streamEnd) return 'no room for a message';
+  if (buf.readUInt32LE(at) === 0xffffffff) at += 4;
+  const metaLen = buf.readInt32LE(at);
+  const lo = at + 4;
+  if (!(metaLen > 0 && lo + metaLen <= streamEnd)) return `metadata length ${metaLen} does not fit`;
+  const fb = new Fb(buf, lo, lo + metaLen, 'schema message');
+  const message = lo + fb.u32(lo);
+  const typeAt = fb.field(message, 1);
+  if (typeAt === null || fb.u8(typeAt) !== 1) return null;
+  const header = fb.table(message, 2);
+  if (header === null) return 'a Schema message without its schema';
+  // Message: custom_metadata 4 (KeyValue tables).
+  const [mAt, mN] = fb.vector(message, 4, 4);
+  for (let k = 0; k < mN; k++) {
+    const kv = mAt + 4 * k + fb.u32(mAt + 4 * k);
+    stringLen(fb, kv, 0);
+    stringLen(fb, kv, 1);
+  }
+  return schemaFault(fb, header);
+}
+
 /** null when the file's structure is sound enough to hand to apache-arrow; else what is wrong. */
 export function ipcFileFault(buf: Buffer): string | null {
   try {
@@ -65,6 +139,11 @@ export function ipcFileFault(buf: Buffer): string | null {
     if (schema === null) return 'the footer has no schema';
     const [, nFields] = fb.vector(schema, 1, 4);
     if (nFields === 0) return 'the schema has no fields';
+    const fieldFault = schemaFault(fb, schema);
+    if (fieldFault) return fieldFault;
+    // The stream's own Schema message right after the magic, which the reader parses as well.
+    const streamFault = streamSchemaFault(buf, footerStart);
+    if (streamFault) return `the stream's schema message: ${streamFault}`;
     for (const list of [2, 3]) {
       const [at, n] = fb.vector(footer, list, 24);
       for (let k = 0; k < n; k++) {

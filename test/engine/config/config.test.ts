@@ -100,6 +100,11 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.model.vocab_size = 512;
   expected.task.max_steps = 3;
   expected.task.format = 'plain';
+  // issue 9: splits of their own, a validation split, CAL's scale and placement
+  expected.task.split_seed = 1;
+  expected.task.val_size = 0;
+  expected.credit.cal.scale = 'raw';
+  expected.credit.cal.placement = 'span';
   assert.deepEqual(config, expected);
 });
 

@@ -114,7 +114,7 @@ test('rollouts paired writes rollouts_g<G>.parquet that hyparquet reads, and the
   const rows = await parquetReadObjects({ file });
   assert.equal(rows.length, 20);
   const c = loadConfig(cfg).config;
-  const task = makeTask(c.task, childSeed(c.seed, 'task'));
+  const task = makeTask(c.task, childSeed(c.task.split_seed, 'task'));
   for (let g = 0; g < 5; g++) {
     const grp = rows.filter((x) => x.group_id === g);
     assert.deepEqual(grp.map((x) => x.completion_id), [1, 2, 3, 4]);

@@ -39,9 +39,12 @@ test('run.json: each malformed field is named with the value found; a good one r
   assert.deepEqual(notJson, { ok: false, missing: false, reason: 'run.json is not valid JSON' });
   const missing = readRunInfoChecked(runWith(null));
   assert.equal(missing.ok === false && missing.missing, true);
-  const ok = readRunInfoChecked(runWith(JSON.stringify({ ...good, imported: { from: 'x.jsonl' } })));
+  const ok = readRunInfoChecked(runWith(JSON.stringify({ ...good, provenance: { from: 'x.jsonl' } })));
   assert.ok(ok.ok);
-  assert.deepEqual(ok.ok && (ok.info as unknown as { imported: unknown }).imported, { from: 'x.jsonl' });
+  assert.deepEqual(ok.ok && (ok.info as unknown as { provenance: unknown }).provenance, { from: 'x.jsonl' });
+  // A known key is checked: run.json's `imported` (credit-lens import) must say where from and how.
+  const bad = readRunInfoChecked(runWith(JSON.stringify({ ...good, imported: { from: 'x.jsonl' } })));
+  assert.ok(!bad.ok && /^imported\.source: /.test(bad.reason), JSON.stringify(bad));
   assert.equal(readRunInfo(runWith(JSON.stringify({ ...good, status: 'paused' }))), null);
 });
 
