@@ -215,7 +215,9 @@ export class ImportanceNet {
 
   /**
    * For each episode, ρ_0 at the last prompt token and ρ_t for the prefix that ends at completion token t
-   * (t = 1..n), from one causal forward per chunk: prompts left-padded, completions right-padded.
+   * (t = 1..n), from one causal forward per chunk: prompts left-padded, completions right-padded. ρ_n, after the
+   * final token, is defined as 1, not predicted: the finished completion fixes its reward, and the net never trains
+   * on a whole completion as a prefix (a pair always differs after its shared prefix; paired.ts).
    */
   episodeRho(promptIds: number[][], completionIds: number[][], chunk = 64): { prompt: number[]; tokens: number[][] } {
     const prompt: number[] = [];
@@ -233,7 +235,12 @@ export class ImportanceNet {
         cs[b].forEach((id, j) => { ids[row + P + j] = this.mapId(id); km[row + P + j] = 1; });
       }
       const r = tf.tidy(() => this.rho(tf.tensor2d(ids, [B, P + C], 'int32'), tf.tensor2d(km, [B, P + C])).slice([0, P - 1], [B, C + 1]).arraySync() as number[][]);
-      r.forEach((row, b) => { prompt.push(row[0]); tokens.push(row.slice(1, 1 + cs[b].length)); });
+      r.forEach((row, b) => {
+        prompt.push(row[0]);
+        const t = row.slice(1, 1 + cs[b].length);
+        if (t.length) t[t.length - 1] = 1;
+        tokens.push(t);
+      });
     }
     return { prompt, tokens };
   }

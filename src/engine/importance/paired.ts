@@ -1,6 +1,9 @@
 // Seed 004, part 1: paired rollouts. For each prompt, G rollouts in G/2 pairs; the two members of a pair share
-// the completion's first t tokens (t uniform over the first member's tokens) and then continue independently.
-// The rewards of the pairs are what the importance network (importance.ts) learns a correlation from.
+// the completion's first t tokens and are then sampled independently (drawPairs: t uniform in 0..max_new_tokens − 1,
+// drawn before any continuation, a prefix that already ended redrawn, both members fresh from the prefix, so the two
+// are exchangeable). The rewards of the pairs are what the importance network (importance.ts) learns a correlation
+// from. ρ after the final token is defined, not trained: ρ_n = 1, since the completion then fixes the reward; the net
+// is trained on t < n only (a pair always has at least one token after its shared prefix).
 //
 // Output (DESIGN §5): `<output_dir>/<name>-paired-<ts>/rollouts_g<G>.parquet` with the seed's columns, plus
 // `rollouts_metadata.json`. Beyond the seed's columns the file has `pair_id` (which two rows share a prefix) and
@@ -93,44 +96,108 @@ function budgetBuckets(rows: { len: number; budget: number }[], maxSeqLen: numbe
   return buckets;
 }
 
+/** One row to sample: a prefix (prompt + shared completion tokens) and how many new tokens it may add. */
+export interface SampleRow { prefix: number[]; budget: number }
+/** Samples one continuation per row, each stopped as the sampler stops rows (EOS, "</answer>", its budget). */
+export type RowSampler = (rows: SampleRow[]) => number[][];
+
 /**
- * G completions per example (G even): for each of the G/2 pairs, sample the first member, draw the split t
- * uniformly in 0..n−1 over its n tokens, then re-generate the second member from prompt + first[:t].
- * `groupIds[k]` numbers the group of examples[k] (one prompt can be drawn for several groups).
+ * After this many rounds a pair whose prefixes all ended falls back to t = 0 (the prompt alone; always valid). A
+ * round is accepted with probability P(length > t), at least 1/max_new_tokens, so 64 rounds leave a fallback only for a
+ * policy that nearly always stops within a token or two.
+ */
+export const MAX_PREFIX_ROUNDS = 64;
+
+export interface PairDraw {
+  /** shared completion tokens */
+  split: number;
+  first: number[];
+  second: number[];
+}
+
+/**
+ * Seed 004's pairs, drawn so that the two members are exchangeable: for each pair, t is drawn uniformly in
+ * 0..max_new_tokens − 1 with no look at any continuation; a prefix of t tokens is sampled from the prompt (a full
+ * sample cut at t: sampling is autoregressive, so its first t tokens are a sample of t tokens); a prefix that already
+ * ended (the sample stopped within its first t tokens) is rejected and both t and the prefix are drawn again; then BOTH
+ * members are sampled fresh from prompt + prefix. The sample that gave the prefix contributes nothing past t. (Before
+ * this, t was uniform over the first member's own length and the first member kept its continuation, which tied R1 to
+ * t and broke the exchangeability the bivariate-Gaussian model of the net assumes; a test shows both.)
+ * Returns, per pair row, its split and both members' completion ids, and how many pairs fell back to t = 0.
+ */
+export function drawPairs(prompts: number[][], maxNewTokens: number, sample: RowSampler, rng: Rng, ended: (ids: number[]) => boolean): { pairs: PairDraw[]; fallbacks: number } {
+  const prefix: (number[] | null)[] = prompts.map(() => null);
+  let pending = prompts.map((_, r) => r);
+  for (let round = 0; round < MAX_PREFIX_ROUNDS && pending.length; round++) {
+    const ts = pending.map(() => Math.floor(rng() * maxNewTokens));
+    // Only t tokens are sampled: the prefix. It had ended when the sampler stopped it short of t, or at its t-th token.
+    const got = sample(pending.map((r, j) => ({ prefix: prompts[r], budget: ts[j] })));
+    const still: number[] = [];
+    pending.forEach((r, j) => {
+      if (got[j].length === ts[j] && !(ts[j] > 0 && ended(got[j]))) prefix[r] = got[j];
+      else still.push(r);
+    });
+    pending = still;
+  }
+  for (const r of pending) prefix[r] = [];
+  const rows = prompts.flatMap((p, r) => [0, 1].map(() => ({ prefix: [...p, ...prefix[r]!], budget: maxNewTokens - prefix[r]!.length })));
+  const cont = sample(rows);
+  return {
+    pairs: prompts.map((_, r) => ({ split: prefix[r]!.length, first: [...prefix[r]!, ...cont[2 * r]], second: [...prefix[r]!, ...cont[2 * r + 1]] })),
+    fallbacks: pending.length,
+  };
+}
+
+/** The Transformer as a RowSampler: rows bucketed by prefix length and budget, each stopped as if sampled alone. */
+function modelSampler(model: Transformer, tokenizer: Tokenizer, o: PairedSampling): RowSampler {
+  const sampleOpts = {
+    temperature: o.temperature, topP: o.topP, eosId: tokenizer.eosIds ?? tokenizer.eosId,
+    stopAfter: [STOP], decode: (ids: number[]) => tokenizer.decode(ids), rng: o.rng,
+  };
+  return (rows) => {
+    const out: number[][] = new Array(rows.length);
+    const sized = rows.map((r) => ({ len: r.prefix.length, budget: r.budget }));
+    for (const bucket of budgetBuckets(sized, model.cfg.maxSeqLen)) {
+      const maxNew = Math.max(...bucket.map((r) => rows[r].budget));
+      const cont = generate(model, bucket.map((r) => rows[r].prefix), { ...sampleOpts, maxNewTokens: maxNew });
+      // A row with a smaller budget than its bucket's ran on: its first `budget` tokens are what it alone would have
+      // sampled (sampling is autoregressive), the rest is cut.
+      bucket.forEach((r, j) => { out[r] = cont[j].ids.slice(0, rows[r].budget); });
+    }
+    return out;
+  };
+}
+
+/**
+ * G completions per example (G even) in G/2 exchangeable pairs (drawPairs). `groupIds[k]` numbers the group of
+ * examples[k] (one prompt can be drawn for several groups). `fallbacks` counts pairs that shared the prompt only.
  */
 export function generatePairedGroups(model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], groupIds: number[],
-  G: number, o: PairedSampling): PairedGroup[] {
+  G: number, o: PairedSampling, stats: { fallbacks: number } = { fallbacks: 0 }): PairedGroup[] {
   if (!Number.isInteger(G) || G < 2 || G % 2 !== 0) throw new UserError(`grpo.group_size: got ${G}; paired rollouts need an even group size ≥ 2 (G/2 pairs per prompt)`);
   const half = G / 2;
   const chunkRows = o.chunk ?? 128;
   const groupsPerChunk = Math.max(1, Math.floor(chunkRows / half));
   const out: PairedGroup[] = [];
-  const sampleOpts = {
-    temperature: o.temperature, topP: o.topP, eosId: tokenizer.eosIds ?? tokenizer.eosId,
-    stopAfter: [STOP], decode: (ids: number[]) => tokenizer.decode(ids), rng: o.rng,
-  };
+  const sampler = modelSampler(model, tokenizer, o);
+  // A member whose "</answer>" straddles prefix and continuation, or whose rows shared a longer budget, stops where
+  // the sampler would have stopped it alone.
+  const stop = (ids: number[]) => stopCompletion(tokenizer, ids, o.maxNewTokens);
   for (let g0 = 0; g0 < examples.length; g0 += groupsPerChunk) {
     const exs = examples.slice(g0, g0 + groupsPerChunk);
     const prompts = exs.map((ex) => tokenizer.encodePrompt(ex.prompt));
     const rowPrompt = exs.flatMap((_, k) => Array.from({ length: half }, () => k));
-    const first = generate(model, rowPrompt.map((k) => prompts[k]), { ...sampleOpts, maxNewTokens: o.maxNewTokens }).map((s) => s.ids);
-    const splits = first.map((ids) => Math.floor(o.rng() * ids.length));
-    const rows = first.map((ids, r) => ({ len: prompts[rowPrompt[r]].length + splits[r], budget: o.maxNewTokens - splits[r] }));
-    const second: number[][] = new Array(first.length);
-    for (const bucket of budgetBuckets(rows, model.cfg.maxSeqLen)) {
-      const maxNew = Math.max(...bucket.map((r) => rows[r].budget));
-      const cont = generate(model, bucket.map((r) => [...prompts[rowPrompt[r]], ...first[r].slice(0, splits[r])]), { ...sampleOpts, maxNewTokens: maxNew });
-      // A row whose own budget is below the bucket's, or whose "</answer>" straddles prefix and continuation,
-      // stops where the sampler would have stopped it alone.
-      bucket.forEach((r, j) => { second[r] = stopCompletion(tokenizer, [...first[r].slice(0, splits[r]), ...cont[j].ids], o.maxNewTokens); });
-    }
+    const eos = new Set(tokenizer.eosIds ?? [tokenizer.eosId]);
+    const ended = (ids: number[]) => eos.has(ids[ids.length - 1]) || tokenizer.decode(ids).includes(STOP);
+    const { pairs, fallbacks } = drawPairs(rowPrompt.map((k) => prompts[k]), o.maxNewTokens, (rows) => sampler(rows).map(stop), o.rng, ended);
+    stats.fallbacks += fallbacks;
     exs.forEach((ex, k) => {
       const completions: PairedCompletion[] = [];
       for (let p = 0; p < half; p++) {
-        const r = k * half + p;
-        for (const [m, ids] of [first[r], second[r]].entries()) {
+        const d = pairs[k * half + p];
+        for (const [m, ids] of [stop(d.first), stop(d.second)].entries()) {
           const text = tokenizer.decode(ids);
-          completions.push({ completionId: 2 * p + m + 1, pairId: p + 1, split: splits[r], ids, text, reward: task.reward(text, ex) });
+          completions.push({ completionId: 2 * p + m + 1, pairId: p + 1, split: d.split, ids, text, reward: task.reward(text, ex) });
         }
       }
       out.push({ groupId: groupIds[g0 + k], example: ex, completions });
@@ -331,9 +398,11 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
     const rng = makeRng(childSeed(cfg.seed, 'paired'));
     const order = shuffle(rng, s.task.train.slice());
     const examples = Array.from({ length: nGroups }, (_, k) => order[k % order.length]);
+    const stats = { fallbacks: 0 };
     const groups = generatePairedGroups(s.model, s.tokenizer, s.task, examples, examples.map((_, k) => k), G, {
       maxNewTokens: cfg.grpo.max_new_tokens, temperature: cfg.grpo.temperature, topP: cfg.grpo.top_p, rng,
-    });
+    }, stats);
+    if (stats.fallbacks) log(`${stats.fallbacks} pairs shared the prompt only: every prefix drawn for them had ended (${MAX_PREFIX_ROUNDS} draws)`);
     const table = pairedRows(groups);
     const partials = Object.fromEntries(table.partialNames.map((n, j) => [`partial_reward_${j + 1}`, n]));
     const bytes = await encodeParquet(table.columns, { partial_rewards: JSON.stringify(partials), group_size: String(G) });
@@ -352,6 +421,12 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
       model: modelDescription(cfg, ckDir),
       task: cfg.task,
       sampling: { group_size: G, max_new_tokens: cfg.grpo.max_new_tokens, temperature: cfg.grpo.temperature, top_p: cfg.grpo.top_p },
+      pairing: {
+        split: 'uniform in 0..max_new_tokens-1, drawn before any continuation; a prefix that had already ended is redrawn (t and prefix)',
+        members: 'both sampled fresh from prompt + the shared prefix: exchangeable',
+        prefix_fallbacks: stats.fallbacks,
+        rho_after_final_token: 'defined as 1 (the finished completion fixes the reward), not trained',
+      },
       file: basename(parquet),
       rows,
       groups: nGroups,
@@ -361,7 +436,7 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
       partial_rewards: partials,
       columns: {
         pair_id: 'completions 2k-1 and 2k form pair k: they share the first split_token_idx completion tokens',
-        split_token_idx: 'number of completion tokens the pair shares; both continue independently from that token on (uniform over the first member\'s tokens)',
+        split_token_idx: 'number of completion tokens the pair shares; both are sampled independently from that token on',
         completion_token_ids: 'the sampled token ids (EOS included when sampled)',
         reward_group_var: 'unbiased (N-1) variance over the group\'s G rewards',
       },

@@ -9,7 +9,7 @@ import { parquetMetadata, parquetReadObjects, parquetSchema } from 'hyparquet';
 import { initBackend } from '../../../src/engine/model/backend';
 import { isUserError } from '../../../src/engine/core/errors';
 import { Transformer } from '../../../src/engine/model/model';
-import { cmdRollouts, generatePairedGroups, meanVar, pairedRollouts, pairedRows, type PairedGroup } from '../../../src/engine/importance/paired';
+import { cmdRollouts, drawPairs, generatePairedGroups, meanVar, pairedRollouts, pairedRows, type PairDraw, type PairedGroup, type RowSampler } from '../../../src/engine/importance/paired';
 import { childSeed, makeRng } from '../../../src/engine/core/rng';
 import { scratchModelConfig } from '../../../src/engine/train/session';
 import { loadConfig } from '../../../src/engine/config/config';
@@ -19,7 +19,7 @@ import { tinyConfig } from '../fixtures';
 
 const dir = mkdtempSync(join(tmpdir(), 'cl-paired-'));
 
-test('pairs share exactly split_token_idx tokens, split is uniform over the first member, rows stop like the sampler', async () => {
+test('pairs share exactly split_token_idx tokens and both members go on from there; rows stop like the sampler', async () => {
   await initBackend('wasm');
   const cfg = loadConfig(tinyConfig(dir, 'countdown')).config;
   const task = makeTask(cfg.task, 11);
@@ -30,7 +30,7 @@ test('pairs share exactly split_token_idx tokens, split is uniform over the firs
     { maxNewTokens: maxNew, temperature: 1, topP: 1, rng: makeRng(9) });
   model.dispose();
   assert.equal(groups.length, 24);
-  const fractions: number[] = [];
+  const splits: number[] = [];
   for (const [k, g] of groups.entries()) {
     assert.equal(g.groupId, 100 + k);
     assert.deepEqual(g.completions.map((c) => c.completionId), [1, 2, 3, 4, 5, 6]);
@@ -38,9 +38,9 @@ test('pairs share exactly split_token_idx tokens, split is uniform over the firs
     for (let p = 0; p < 3; p++) {
       const [a, b] = [g.completions[2 * p], g.completions[2 * p + 1]];
       assert.equal(a.split, b.split);
-      assert.ok(a.split >= 0 && a.split < a.ids.length, `split ${a.split} of a ${a.ids.length}-token first member`);
+      assert.ok(a.split >= 0 && a.split < a.ids.length && a.split < b.ids.length, `split ${a.split} of ${a.ids.length}- and ${b.ids.length}-token members`);
       assert.deepEqual(b.ids.slice(0, b.split), a.ids.slice(0, a.split));
-      fractions.push((a.split + 0.5) / a.ids.length);
+      splits.push(a.split);
     }
     for (const c of g.completions) {
       assert.ok(c.ids.length >= 1 && c.ids.length <= maxNew);
@@ -53,10 +53,62 @@ test('pairs share exactly split_token_idx tokens, split is uniform over the firs
       assert.deepEqual(c.reward, task.reward(c.text, g.example));
     }
   }
-  // t uniform over 0..n−1 makes (t + ½)/n uniform-like on (0, 1): mean ½, and 72 draws put its standard error
-  // near 0.29/√72 ≈ 0.034.
-  const m = fractions.reduce((a, b) => a + b, 0) / fractions.length;
-  assert.ok(Math.abs(m - 0.5) < 0.12, `mean split fraction ${m}`);
+  // t is drawn in 0..max_new_tokens − 1 (redrawn when the prefix had ended): the 72 pairs spread over many values.
+  assert.ok(new Set(splits).size >= 10 && Math.max(...splits) < maxNew, `splits ${splits}`);
+});
+
+/** Exact two-sided sign test: P(a Binomial(n, ½) count at least as far from n/2 as k). */
+function signTestP(k: number, n: number): number {
+  const logC = (m: number) => { let s = 0; for (let i = 1; i <= m; i++) s += Math.log(i); return s; };
+  const lf = logC(n);
+  const pmf = (j: number) => Math.exp(lf - logC(j) - logC(n - j) - n * Math.LN2);
+  const far = Math.abs(k - n / 2);
+  let p = 0;
+  for (let j = 0; j <= n; j++) if (Math.abs(j - n / 2) >= far - 1e-9) p += pmf(j);
+  return Math.min(1, p);
+}
+
+test('exchangeable pairs (seed 004): on a synthetic policy the members\' lengths and rewards are equally distributed; the old scheme fails the same test', () => {
+  // A synthetic policy with a geometric length: after any token, EOS (id 2) with probability 0.12, else one of ids 3..9.
+  // The reward: 1 when a completion holds three or more id-3 tokens (depends on length and content).
+  const EOS = 2, MAX = 40;
+  const policy = makeRng(123);
+  const sample: RowSampler = (rows) => rows.map((r) => {
+    const out: number[] = [];
+    while (out.length < r.budget) {
+      if (policy() < 0.12) { out.push(EOS); break; }
+      out.push(3 + Math.floor(policy() * 7));
+    }
+    return out;
+  });
+  const reward = (ids: number[]) => (ids.filter((x) => x === 3).length >= 3 ? 1 : 0);
+  const N = 600;
+  const prompts = Array.from({ length: N }, () => [1]);
+  const { pairs, fallbacks } = drawPairs(prompts, MAX, sample, makeRng(7), (ids) => ids[ids.length - 1] === EOS);
+  assert.equal(fallbacks, 0);
+  const signs = (f: (p: PairDraw) => [number, number]) => {
+    let gt = 0, n = 0;
+    for (const p of pairs) { const [a, b] = f(p); if (a !== b) { n++; if (a > b) gt++; } }
+    return { gt, n, p: signTestP(gt, n) };
+  };
+  const len = signs((p) => [p.first.length, p.second.length]);
+  const rew = signs((p) => [reward(p.first), reward(p.second)]);
+  for (const p of pairs) assert.deepEqual(p.first.slice(0, p.split), p.second.slice(0, p.split));
+  // Exchangeable members: P(L1 > L2) = ½ among unequal pairs; a sign test at the 1 % level must not reject.
+  assert.ok(len.p > 0.01, `lengths: ${len.gt} of ${len.n} first-longer, p = ${len.p}`);
+  assert.ok(rew.p > 0.01, `rewards: ${rew.gt} of ${rew.n} first-better, p = ${rew.p}`);
+  // The scheme before this fix, reproduced here: the first member is a full sample and keeps its continuation, t is
+  // uniform over its own length, only the second is resampled from prefix t. E[L2] = E[t] + E[L] ≈ 1.5·E[L1] for a
+  // geometric length, so the second member is longer far more often than not.
+  const old = makeRng(7);
+  const firsts = sample(prompts.map((p) => ({ prefix: p, budget: MAX })));
+  const ts = firsts.map((f) => Math.floor(old() * f.length));
+  const seconds = sample(firsts.map((f, i) => ({ prefix: [1, ...f.slice(0, ts[i])], budget: MAX - ts[i] }))).map((c, i) => [...firsts[i].slice(0, ts[i]), ...c]);
+  let gt = 0, n = 0;
+  firsts.forEach((f, i) => { if (f.length !== seconds[i].length) { n++; if (f.length > seconds[i].length) gt++; } });
+  const pOld = signTestP(gt, n);
+  process.stderr.write(`paired scheme: lengths ${len.gt}/${len.n} p=${len.p.toFixed(3)}, rewards ${rew.gt}/${rew.n} p=${rew.p.toFixed(3)}; old scheme lengths ${gt}/${n} p=${pOld.toExponential(1)}\n`);
+  assert.ok(pOld < 1e-6, `old scheme: ${gt} of ${n} first-longer, p = ${pOld}`);
 });
 
 test('group statistics: mean and unbiased (N−1) variance of the total and of each partial reward', () => {
