@@ -26,15 +26,22 @@ async function importVia(page, path, model) {
   await palette(page, 'Credit Lens: Import Rollouts', { pick: 'Import Rollouts' });
   const input = page.locator('.quick-input-widget .quick-input-box input');
   await input.waitFor({ timeout: 15_000 });
-  await input.fill(path);
-  await sleep(500);
-  // The simple dialog first completes a typed folder into "<path>/" and shows its files; the button then accepts
-  // the folder itself (Enter would open it).
+  // The simple dialog completes a typed folder into "<path>/" and lists its files; the button then accepts the folder
+  // itself (Enter would open it). Click only once the box holds the path: a click before the dialog took the typed
+  // value accepts the folder it was showing (the workspace).
   const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: model }).first();
-  for (let i = 0; i < 5 && !(await row.isVisible()); i++) {
-    const button = page.locator('.quick-input-widget .monaco-button', { hasText: 'Import' }).first();
-    if (await button.isVisible()) await button.click().catch(() => {});
-    await sleep(1000);
+  const holdsPath = async () => ((await input.inputValue().catch(() => '')).replace(/\/+$/, '') === path);
+  const dialog = page.locator('.quick-input-widget .quick-input-title', { hasText: 'a veRL, TRL, prime-rl or JSONL' });
+  for (let i = 0; i < 20 && !(await row.isVisible()); i++) {
+    if (await dialog.isVisible()) {
+      if (!(await holdsPath())) {
+        await input.fill(path);
+        for (let k = 0; k < 20 && !(await holdsPath()); k++) await sleep(100);
+      } else {
+        await page.locator('.quick-input-widget .monaco-button', { hasText: 'Import' }).first().click().catch(() => {});
+      }
+    }
+    await sleep(500);
   }
   await row.waitFor({ timeout: 30_000 });
   await row.click();

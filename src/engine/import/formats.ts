@@ -73,6 +73,8 @@ function naturalCompare(a: string, b: string): number {
   return a.localeCompare(b, undefined, { numeric: true, sensitivity: 'base' });
 }
 
+const relativeTo = (root: string, f: string) => relative(root, f) || f;
+
 /** The data files of a file or folder (recursively; hidden folders skipped), in natural order. */
 export function listImportFiles(source: string): string[] {
   let st;
@@ -94,7 +96,9 @@ export function listImportFiles(source: string): string[] {
   };
   walk(source);
   if (!out.length) throw new UserError(`import: no .jsonl, .json or .csv files under ${source}`);
-  return out;
+  // A prime-rl output folder also holds logs and configs: when it has token exports, those are the rollouts.
+  const exports = out.filter((f) => /(^|[/\\])token_exports[/\\]/.test(relativeTo(source, f)));
+  return exports.length ? exports : out;
 }
 
 type Obj = Record<string, unknown>;

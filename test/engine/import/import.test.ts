@@ -182,6 +182,9 @@ test('import prime-rl token exports: per-token values kept, extra columns painta
     const src = join(dir, 'out', 'token_exports', 'step_7');
     mkdirSync(src, { recursive: true });
     writeFileSync(join(src, 'rank_0.jsonl'), jsonl([seq(0.5, 1, lps), seq(-0.5, 0, lps), { token_ids: [1, 2], loss_mask: [false, false], advantages: [0, 0], trainer_logprobs: [0, 0] }]));
+    // The trainer's output folder also holds other JSONL (logs): only token_exports/ is read from it.
+    writeFileSync(join(dir, 'out', 'orchestrator.jsonl'), jsonl([{ level: 'info', msg: 'step 7' }]));
+    assert.deepEqual(readImport(join(dir, 'out')).files.map((f) => f.slice(dir.length)), [join('/out', 'token_exports', 'step_7', 'rank_0.jsonl')]);
     const r = await importRollouts({ source: join(dir, 'out', 'token_exports'), tokenizer: QWEN_TOK, out: join(dir, 'runs'), ...quiet });
     assert.equal(r.format, 'prime');
     assert.equal(r.records, 2);
