@@ -41,6 +41,22 @@ CONFIG = {
     "rollout": {"num_sequences": 64, "prompt_len": 8, "max_new_tokens": 64, "temperature": 1.0},
 }
 
+# The small model of issue 13: 4 layers, d_model 256, 8 heads, d_ff 1024, vocab 512, batch 16 x 128, Adam; rollout
+# 32 sequences x 128 new tokens with the KV cache.
+SMALL = dict(CONFIG, n_layers=4, d_model=256, n_heads=8, n_kv_heads=8, head_dim=32, d_ff=1024, vocab_size=512,
+             seq_len=128, batch_size=16,
+             rollout={"num_sequences": 32, "prompt_len": 8, "max_new_tokens": 128, "temperature": 1.0})
+
+
+def train_step_flops(cfg):
+    """Multiply-adds of one training step counted from the shapes, x2 for FLOPs, x3 for forward + backward (the
+    backward pass costs two matmuls per forward matmul): the q/k/v/o projections, the MLP's three, the attention
+    products QK^T and PV as executed (full T x T), and the tied LM head. Elementwise ops are left out."""
+    d, f, v, t, b, L = cfg["d_model"], cfg["d_ff"], cfg["vocab_size"], cfg["seq_len"], cfg["batch_size"], cfg["n_layers"]
+    kv = cfg["n_kv_heads"] * cfg["head_dim"]
+    per_token = L * (2 * d * d + 2 * d * kv + 3 * d * f + 2 * t * d) + d * v
+    return 3 * 2 * b * t * per_token
+
 
 def default_threads():
     try:
@@ -86,13 +102,50 @@ def main(argv):
     return run(args)
 
 
+def sgemm_gflops(torch, args):
+    """The practical ceiling: a 1024 x 1024 x 1024 float32 product through the same OpenBLAS, median of runs."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    for _ in range(3):
+        torch.mm(a, b)
+    times = []
+    for _ in range(max(5, args.iters // 2)):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - t0)
+    return 2 * 1024 ** 3 / statistics.median(times) / 1e9
+
+
 def run(args):
     import torch
-    import torch.nn as nn
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    cfg = CONFIG
+    if args.check:
+        return measure(torch, CONFIG, args, check_only=True)
+    ref = measure(torch, CONFIG, args)
+    small = measure(torch, SMALL, args)
+    ceiling = sgemm_gflops(torch, args)
+    print("  sgemm 1024^3 through OpenBLAS: %.1f GFLOP/s (the practical ceiling)" % ceiling)
+    if args.json:
+        config = dict(CONFIG)
+        config["aten_threads"] = 1
+        config["iters"] = args.iters
+        config["warmup"] = args.warmup
+        print(json.dumps({
+            "train_step_ms": ref["train_step_ms"],
+            "rollout_tokens_per_s": ref["rollout_tokens_per_s"],
+            "train_step_spread_ms": ref["train_step_spread_ms"],
+            "small": small,
+            "sgemm_gflops": round(ceiling, 2),
+            "torch_version": torch.__version__,
+            "threads": args.threads,
+            "config": config,
+        }))
+    return 0
+
+
+def measure(torch, cfg, args, check_only=False):
+    import torch.nn as nn
 
     class RMSNorm(nn.Module):
         def __init__(self, dim, eps):
@@ -243,7 +296,7 @@ def run(args):
         return (torch.cat(out_tokens, 1).tolist(), torch.cat(out_logp, 1).tolist(),
                 torch.cat(out_ent, 1).tolist())
 
-    if args.check:
+    if check_only:
         return check(torch, model, rollout, ro, v)
 
     def time_ms(fn):
@@ -273,19 +326,14 @@ def run(args):
     print("  rollout     %d seqs, prompt %d, %d new tokens: %.0f tokens/s  (median %.1f ms; %s ms)" % (
         ro["num_sequences"], ro["prompt_len"], ro["max_new_tokens"], tokens_per_s, rollout_s * 1000.0,
         spread(rollout_times)))
-    if args.json:
-        config = dict(cfg)
-        config["aten_threads"] = 1
-        config["iters"] = args.iters
-        config["warmup"] = args.warmup
-        print(json.dumps({
-            "train_step_ms": round(train_ms, 3),
-            "rollout_tokens_per_s": round(tokens_per_s, 1),
-            "torch_version": torch.__version__,
-            "threads": args.threads,
-            "config": config,
-        }))
-    return 0
+    gflops = train_step_flops(cfg) / (train_ms / 1000.0) / 1e9
+    print("  train step  %.2f GFLOP/s (%.3g FLOPs counted from the shapes)" % (gflops, train_step_flops(cfg)))
+    return {
+        "train_step_ms": round(train_ms, 3),
+        "train_step_spread_ms": [round(min(train_times), 3), round(max(train_times), 3)],
+        "rollout_tokens_per_s": round(tokens_per_s, 1),
+        "train_step_gflops": round(gflops, 2),
+    }
 
 
 def check(torch, model, rollout, ro, vocab):

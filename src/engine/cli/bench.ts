@@ -22,18 +22,37 @@ export const REFERENCE: ModelConfig = {
   ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true,
 };
 
+/** The small model of issue 13: 4 layers, d_model 256, 8 heads, d_ff 1024, vocab 512 (train [16, 128], rollout 32 × 128). */
+export const SMALL: ModelConfig = { ...REFERENCE, vocabSize: 512, dModel: 256, nLayers: 4, nHeads: 8, nKvHeads: 8, dFf: 1024, maxSeqLen: 160 };
+
+/**
+ * FLOPs of one training step counted from the shapes, the same count as bench/torch_ref.py: per token and layer the
+ * q/k/v/o projections (2d² + 2d·kv), the MLP (3d·ff) and the attention products as executed (2T·d), plus the tied
+ * LM head (d·V); ×2 for multiply-adds, ×3 for forward and backward.
+ */
+export function trainStepFlops(c: ModelConfig, B: number, T: number): number {
+  const d = c.dModel;
+  const kv = c.nKvHeads * (d / c.nHeads);
+  const perToken = c.nLayers * (2 * d * d + 2 * d * kv + 3 * d * c.dFf + 2 * T * d) + d * c.vocabSize;
+  return 3 * 2 * B * T * perToken;
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
 }
 
 /** One training step exactly as GRPO runs it: forward, log-probs, loss + grad from grpo.ts, backward, clip, Adam. */
-export function trainStepMs(iters: number, warmup: number): number {
-  const model = Transformer.init(REFERENCE, 1);
+export function trainStepMs(iters: number, warmup: number, cfg: ModelConfig = REFERENCE, B = 32, T = 64): number {
+  return trainStepTimes(iters, warmup, cfg, B, T).median;
+}
+
+/** The step's median and its spread (min, max) over `iters` timed repetitions after `warmup`. */
+export function trainStepTimes(iters: number, warmup: number, cfg: ModelConfig = REFERENCE, B = 32, T = 64): { median: number; min: number; max: number } {
+  const model = Transformer.init(cfg, 1);
   const rng = makeRng(2);
-  const B = 32, T = 64;
   const prompts = Array.from({ length: B }, () => [1]);
-  const comps = Array.from({ length: B }, () => Array.from({ length: T - 1 }, () => 3 + Math.floor(rng() * 60)));
+  const comps = Array.from({ length: B }, () => Array.from({ length: T - 1 }, () => 3 + Math.floor(rng() * (cfg.vocabSize - 4))));
   const adv = Array.from({ length: B }, () => rng() * 2 - 1);
   const opt = new Adam(1e-4);
   const times: number[] = [];
@@ -59,19 +78,19 @@ export function trainStepMs(iters: number, warmup: number): number {
   }
   opt.dispose();
   model.dispose();
-  return median(times);
+  return { median: median(times), min: Math.min(...times), max: Math.max(...times) };
 }
 
-/** 64 sequences × 64 new tokens with the KV cache, prompt of 8 tokens: tokens per second. */
-export function rolloutTokensPerS(reps: number): number {
-  const model = Transformer.init(REFERENCE, 1);
-  const prompts = Array.from({ length: 64 }, (_, i) => Array.from({ length: 8 }, (_, j) => 3 + ((i * 7 + j * 3) % 60)));
+/** `n` sequences × `newTokens` new tokens with the KV cache, prompt of 8 tokens: tokens per second. */
+export function rolloutTokensPerS(reps: number, cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): number {
+  const model = Transformer.init(cfg, 1);
+  const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 }, (_, j) => 3 + ((i * 7 + j * 3) % 60)));
   const rng = makeRng(3);
   generate(model, prompts.slice(0, 4), { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
   const times: number[] = [];
   for (let r = 0; r < reps; r++) {
     const t0 = performance.now();
-    const out = generate(model, prompts, { maxNewTokens: 64, temperature: 1, topP: 1, eosId: -1, rng });
+    const out = generate(model, prompts, { maxNewTokens: newTokens, temperature: 1, topP: 1, eosId: -1, rng });
     const n = out.reduce((a, s) => a + s.ids.length, 0);
     times.push(n / ((performance.now() - t0) / 1000));
   }
@@ -79,7 +98,8 @@ export function rolloutTokensPerS(reps: number): number {
   return median(times);
 }
 
-function torchReference(): { train_step_ms: number; rollout_tokens_per_s: number; torch_version: string } | { error: string } {
+interface TorchFigures { train_step_ms: number; rollout_tokens_per_s: number; train_step_gflops?: number; train_step_spread_ms?: [number, number] }
+function torchReference(): (TorchFigures & { torch_version: string; small?: TorchFigures; sgemm_gflops?: number }) | { error: string } {
   const py = '/usr/bin/python3';
   const script = [join(__dirname, '../../bench/torch_ref.py'), resolve('bench/torch_ref.py')].find(existsSync);
   if (!existsSync(py) || !script) return { error: 'no /usr/bin/python3 or bench/torch_ref.py' };
@@ -120,6 +140,13 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     grpo_step_s: null as number | null,
     analysis_1m_rows_s: null as number | null,
     attribution_peak_mb: null as { none: number; attribution: number } | null,
+    small: {
+      train_step_ms: { wasm: null as number | null, torch: null as number | null },
+      rollout_tokens_per_s: { wasm: null as number | null, torch: null as number | null },
+    },
+    /** achieved GFLOP/s of the train steps (FLOPs counted from the shapes) and the OpenBLAS sgemm ceiling */
+    gflops: { reference: { wasm: null as number | null, torch: null as number | null }, small: { wasm: null as number | null, torch: null as number | null }, sgemm_torch: null as number | null },
+    spread_ms: { reference_wasm: null as [number, number] | null, small_wasm: null as [number, number] | null },
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     torch: null as unknown,
   };
@@ -130,19 +157,42 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   else {
     result.train_step_ms.torch = ref.train_step_ms;
     result.rollout_tokens_per_s.torch = ref.rollout_tokens_per_s;
-    say(`  torch ${ref.torch_version}: train step ${ref.train_step_ms.toFixed(1)} ms, rollout ${ref.rollout_tokens_per_s.toFixed(0)} tok/s`);
+    result.gflops.reference.torch = ref.train_step_gflops ?? null;
+    result.gflops.sgemm_torch = ref.sgemm_gflops ?? null;
+    if (ref.small) {
+      result.small.train_step_ms.torch = ref.small.train_step_ms;
+      result.small.rollout_tokens_per_s.torch = ref.small.rollout_tokens_per_s;
+      result.gflops.small.torch = ref.small.train_step_gflops ?? null;
+    }
+    say(`  torch ${ref.torch_version}: train step ${ref.train_step_ms.toFixed(1)} ms, rollout ${ref.rollout_tokens_per_s.toFixed(0)} tok/s` +
+      (ref.small ? `; small model: train step ${ref.small.train_step_ms.toFixed(1)} ms, rollout ${ref.small.rollout_tokens_per_s.toFixed(0)} tok/s` : '') +
+      (ref.sgemm_gflops ? `; sgemm ${ref.sgemm_gflops.toFixed(1)} GFLOP/s` : ''));
   }
   const ratio = (x: number | null, t: number | null, inv = false) => (x && t ? ` (${(inv ? t / x : x / t).toFixed(2)}× torch)` : '');
   for (const backend of ['wasm', 'cpu'] as const) {
     await initBackend(backend);
-    const ms = trainStepMs(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
+    const st = trainStepTimes(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
+    const ms = st.median;
     result.train_step_ms[backend] = ms;
+    if (backend === 'wasm') {
+      result.spread_ms.reference_wasm = [st.min, st.max];
+      result.gflops.reference.wasm = trainStepFlops(REFERENCE, 32, 64) / (ms / 1000) / 1e9;
+    }
     say(`${backend}: train step ${ms.toFixed(1)} ms${ratio(ms, result.train_step_ms.torch)}`);
     const tps = rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
     result.rollout_tokens_per_s[backend] = tps;
     say(`${backend}: rollout ${tps.toFixed(0)} tok/s${result.rollout_tokens_per_s.torch ? ` (${(tps / result.rollout_tokens_per_s.torch).toFixed(2)}× torch)` : ''}`);
   }
   await initBackend('wasm');
+  // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
+  const sm = trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
+  result.small.train_step_ms.wasm = sm.median;
+  result.spread_ms.small_wasm = [sm.min, sm.max];
+  result.gflops.small.wasm = trainStepFlops(SMALL, 16, 128) / (sm.median / 1000) / 1e9;
+  say(`small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small.wasm.toFixed(2)} GFLOP/s`);
+  const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
+  result.small.rollout_tokens_per_s.wasm = stps;
+  say(`small model: rollout ${stps.toFixed(0)} tok/s${result.small.rollout_tokens_per_s.torch ? ` (${(stps / result.small.rollout_tokens_per_s.torch).toFixed(2)}× torch)` : ''}`);
   const exampleCfg = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
   if (exampleCfg) {
     const { config } = loadConfig(exampleCfg, ['backend=wasm']);

@@ -1,0 +1,26 @@
+// The bench's FLOP count (issue 13): worked by hand for a tiny shape, and equal to bench/torch_ref.py's count of the
+// same model (the GFLOP/s of both sides must divide the same number).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { REFERENCE, SMALL, trainStepFlops } from '../../../src/engine/cli/bench';
+
+test('train-step FLOPs by hand: d 4, 2 heads, kv 4, ff 8, V 10, 1 layer, B 2 × T 3', () => {
+  // Per token: 2·4·4 (q, o) + 2·4·4 (k, v) + 3·4·8 (MLP) + 2·3·4 (QKᵀ, PV over T = 3) = 32 + 32 + 96 + 24 = 184,
+  // plus the LM head 4·10 = 40 → 224 multiply-adds; × B·T = 6 tokens → 1344; × 2 (FLOPs) × 3 (fwd + bwd) = 8064.
+  const c = { ...REFERENCE, dModel: 4, nHeads: 2, nKvHeads: 2, dFf: 8, vocabSize: 10, nLayers: 1 };
+  assert.equal(trainStepFlops(c, 2, 3), 8064);
+  // The reference model [32, 64]: 2·(2·128² + 2·128·128 + 3·128·512 + 2·64·128) + 128·64 = 2·278,528 + 8,192 = 565,248
+  // per token, × 2,048 tokens × 6.
+  assert.equal(trainStepFlops(REFERENCE, 32, 64), 6 * 2048 * 565_248);
+});
+
+test('the same count as bench/torch_ref.py for both models', { skip: !existsSync('/usr/bin/python3') }, () => {
+  const py = `import sys; sys.path.insert(0, 'bench'); import torch_ref as t; print(t.train_step_flops(t.CONFIG), t.train_step_flops(t.SMALL))`;
+  const r = spawnSync('/usr/bin/python3', ['-c', py], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const [ref, small] = r.stdout.trim().split(/\s+/).map(Number);
+  assert.equal(ref, trainStepFlops(REFERENCE, 32, 64));
+  assert.equal(small, trainStepFlops(SMALL, 16, 128));
+});
