@@ -6,17 +6,11 @@
 import { UserError } from '../core/errors';
 import { randInt, type Rng } from '../core/rng';
 import type { Example, RewardResult, Task } from '../core/types';
-import { drawDisjointSplits, formattedReward, THINK_PREFILL, uniqueChars, type PromptStyle, type RewardKind } from './countdown';
+import { drawDisjointSplits, formattedReward, THINK_PREFILL, uniqueChars, type GeneratedTaskOptions, type PromptStyle, type RewardKind } from './countdown';
 
-export interface WordProblemOptions {
+/** The generated tasks' options without `numbers` (operands come from the story), plus the number of operations. */
+export interface WordProblemOptions extends Omit<GeneratedTaskOptions, 'numbers'> {
   max_steps: number;
-  max_number: number;
-  max_target: number;
-  reward: RewardKind;
-  prompt: PromptStyle;
-  train_size: number;
-  eval_size: number;
-  val_size?: number;
 }
 
 const PEOPLE: [name: string, subject: string, object: string][] = [
