@@ -135,6 +135,7 @@ def run(args):
             "train_step_ms": ref["train_step_ms"],
             "rollout_tokens_per_s": ref["rollout_tokens_per_s"],
             "train_step_spread_ms": ref["train_step_spread_ms"],
+            "train_step_gflops": ref["train_step_gflops"],
             "small": small,
             "sgemm_gflops": round(ceiling, 2),
             "torch_version": torch.__version__,
