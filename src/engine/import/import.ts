@@ -14,6 +14,7 @@ import { applyOverrides, configToYaml, loadConfig, redactConfig, validateConfig,
 import { issuesError } from '../config/issues';
 import { UserError, isUserError } from '../core/errors';
 import { meanStd } from '../core/stats';
+import { groupAdvantages } from '../train/grpo';
 import type { Section, Tokenizer, TokenSpan } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
 import { acquireRunLock, appendMetrics, createRunDir, openEngineLog, writeRunInfo } from '../rundir/rundir';
@@ -78,24 +79,6 @@ function importConfig(o: ImportOptions): CreditConfig {
   const { config, issues } = validateConfig(applyOverrides({}, o.sets ?? []));
   if (!config) throw issuesError('--set', issues);
   return config;
-}
-
-/**
- * Group advantages for groups of any size: r − mean of the group, divided by the group's sample std + 1e-4
- * (scale_rewards group), by the step's std + 1e-4 (batch: TRL's group mean with the batch std) or by nothing
- * (none), the formula of grpo.ts `advantages`, which needs equal group sizes.
- */
-export function groupAdvantages(rewards: number[], groups: number[], scale: CreditConfig['grpo']['scale_rewards']): number[] {
-  const members = new Map<number, number[]>();
-  groups.forEach((g, i) => { const l = members.get(g); if (l) l.push(i); else members.set(g, [i]); });
-  const batchStd = scale === 'batch' ? meanStd(rewards).std : 0;
-  const out = new Array<number>(rewards.length);
-  for (const idx of members.values()) {
-    const { mean, std } = meanStd(idx.map((i) => rewards[i]));
-    const div = scale === 'group' ? std + 1e-4 : scale === 'batch' ? batchStd + 1e-4 : 1;
-    for (const i of idx) out[i] = (rewards[i] - mean) / div;
-  }
-  return out;
 }
 
 const placeholder = (ids: number[]) => ids.map((id) => `⟨${id}⟩`);

@@ -21,12 +21,22 @@ export function advantages(rewards: number[], groupSize: number, scale: ScaleRew
   if (groupSize < 1 || rewards.length % groupSize !== 0) {
     throw new Error(`advantages: ${rewards.length} rewards do not split into groups of ${groupSize}`);
   }
-  const out = new Array<number>(rewards.length);
+  return groupAdvantages(rewards, rewards.map((_, i) => Math.floor(i / groupSize)), scale);
+}
+
+/**
+ * The same for groups of any size and order (`groups[i]` names episode i's group): imported rollouts, whose groups
+ * are what the source logged. Within a group the members keep their order, so equal groups give advantages() exactly.
+ */
+export function groupAdvantages(rewards: number[], groups: number[], scale: ScaleRewards): number[] {
+  const members = new Map<number, number[]>();
+  groups.forEach((g, i) => { const l = members.get(g); if (l) l.push(i); else members.set(g, [i]); });
   const batchStd = scale === 'batch' ? meanStd(rewards).std : 0;
-  for (let g = 0; g < rewards.length; g += groupSize) {
-    const { mean, std } = meanStd(rewards.slice(g, g + groupSize));
+  const out = new Array<number>(rewards.length);
+  for (const idx of members.values()) {
+    const { mean, std } = meanStd(idx.map((i) => rewards[i]));
     const div = scale === 'group' ? std + 1e-4 : scale === 'batch' ? batchStd + 1e-4 : 1;
-    for (let i = g; i < g + groupSize; i++) out[i] = (rewards[i] - mean) / div;
+    for (const i of idx) out[i] = (rewards[i] - mean) / div;
   }
   return out;
 }

@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { detectFormat, readImport } from '../../../src/engine/import/formats';
 import { parseCsv } from '../../../src/engine/import/csv';
-import { groupAdvantages, importRollouts } from '../../../src/engine/import/import';
-import { advantages } from '../../../src/engine/train/grpo';
+import { importRollouts } from '../../../src/engine/import/import';
+import { advantages, groupAdvantages } from '../../../src/engine/train/grpo';
 import { readEpisodeTable, readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { readMetrics, readRunInfo, stepFile } from '../../../src/engine/rundir/rundir';
 import { analyzeRun } from '../../../src/engine/analysis/analysis';
@@ -27,7 +27,7 @@ function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'cl-import-'));
 }
 
-test('groupAdvantages: hand-worked values, and grpo.ts advantages() for equal groups', () => {
+test('groupAdvantages (imported groups of any size and order): hand-worked values, and advantages() for equal groups', () => {
   // Group {1, 0}: mean 0.5, sample std √((0.25 + 0.25)/1) = 0.707107; A = ±0.5 / 0.707207 = ±0.707007.
   // Group {0.5, 0.5, 0.5}: std 0, A = 0 / 1e-4 = 0.
   const a = groupAdvantages([1, 0, 0.5, 0.5, 0.5], [0, 0, 1, 1, 1], 'group');
