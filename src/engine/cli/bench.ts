@@ -47,37 +47,53 @@ export function trainStepMs(iters: number, warmup: number, cfg: ModelConfig = RE
   return trainStepTimes(iters, warmup, cfg, B, T).median;
 }
 
-/** The step's median and its spread (min, max) over `iters` timed repetitions after `warmup`. */
-export function trainStepTimes(iters: number, warmup: number, cfg: ModelConfig = REFERENCE, B = 32, T = 64): { median: number; min: number; max: number } {
+/**
+ * One training step exactly as GRPO runs it (forward, log-probs, loss + grad from grpo.ts, backward, clip, Adam) on a
+ * fixed random batch, as a closure: timed by trainStepTimes, profiled per kernel by profile.ts.
+ */
+export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): { step(): void; dispose(): void } {
   const model = Transformer.init(cfg, 1);
   const rng = makeRng(2);
   const prompts = Array.from({ length: B }, () => [1]);
   const comps = Array.from({ length: B }, () => Array.from({ length: T - 1 }, () => 3 + Math.floor(rng() * (cfg.vocabSize - 4))));
   const adv = Array.from({ length: B }, () => rng() * 2 - 1);
   const opt = new Adam(1e-4);
+  return {
+    step() {
+      const pb = policyBatch(prompts, comps, 0);
+      const { grads } = tf.variableGrads(() => {
+        const { logp } = completionLogprobs(model, pb, 1);
+        const lp = logp.arraySync();
+        const r = policyLossAndGrad(
+          { logprobs: lp, oldLogprobs: lp, advantages: pb.mask.map((row, b) => row.map((m) => m * adv[b])), mask: pb.mask },
+          { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, lossAgg: 'token_mean', maxNewTokens: T },
+        );
+        return logp.mul(tf.tensor2d(r.grad)).sum() as tf.Scalar;
+      }, [...model.params.values()]);
+      const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
+      const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
+      const { grads: clipped } = clipByGlobalNorm(named, 1.0);
+      opt.apply(model.params, clipped);
+      tf.dispose(Object.values(clipped));
+      pb.dispose();
+    },
+    dispose() {
+      opt.dispose();
+      model.dispose();
+    },
+  };
+}
+
+/** The step's median and its spread (min, max) over `iters` timed repetitions after `warmup`. */
+export function trainStepTimes(iters: number, warmup: number, cfg: ModelConfig = REFERENCE, B = 32, T = 64): { median: number; min: number; max: number } {
+  const runner = trainStepRunner(cfg, B, T);
   const times: number[] = [];
   for (let i = 0; i < warmup + iters; i++) {
     const t0 = performance.now();
-    const pb = policyBatch(prompts, comps, 0);
-    const { grads } = tf.variableGrads(() => {
-      const { logp } = completionLogprobs(model, pb, 1);
-      const lp = logp.arraySync();
-      const r = policyLossAndGrad(
-        { logprobs: lp, oldLogprobs: lp, advantages: pb.mask.map((row, b) => row.map((m) => m * adv[b])), mask: pb.mask },
-        { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, lossAgg: 'token_mean', maxNewTokens: T },
-      );
-      return logp.mul(tf.tensor2d(r.grad)).sum() as tf.Scalar;
-    }, [...model.params.values()]);
-    const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
-    const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
-    const { grads: clipped } = clipByGlobalNorm(named, 1.0);
-    opt.apply(model.params, clipped);
-    tf.dispose(Object.values(clipped));
-    pb.dispose();
+    runner.step();
     if (i >= warmup) times.push(performance.now() - t0);
   }
-  opt.dispose();
-  model.dispose();
+  runner.dispose();
   return { median: median(times), min: Math.min(...times), max: Math.max(...times) };
 }
 

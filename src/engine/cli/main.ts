@@ -18,7 +18,7 @@ const USAGE = `usage:
                       [--reasoning-regex RE] [--top-k N]
   credit-lens import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]
                      [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]
-  credit-lens bench [--json] [--quick]
+  credit-lens bench [--json] [--quick] [--profile]
   credit-lens schema [--out file]`;
 
 function humanReporter(): Reporter {
@@ -128,7 +128,12 @@ async function cmdSchema(argv: string[]): Promise<number> {
 }
 
 async function cmdBench(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, { valued: [], boolean: ['json', 'quick'] }, USAGE);
+  const a = parseArgs(argv, { valued: [], boolean: ['json', 'quick', 'profile'] }, USAGE);
+  if (a.flags.has('profile')) {
+    const { profileReference, profileMarkdown } = await import('./profile');
+    for (const t of await profileReference()) console.log(profileMarkdown(t) + '\n');
+    return 0;
+  }
   const { runBench } = await import('./bench');
   await runBench({ json: a.flags.has('json'), quick: a.flags.has('quick') });
   return 0;

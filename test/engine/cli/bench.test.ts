@@ -24,3 +24,18 @@ test('the same count as bench/torch_ref.py for both models', { skip: !existsSync
   assert.equal(ref, trainStepFlops(REFERENCE, 32, 64));
   assert.equal(small, trainStepFlops(SMALL, 16, 128));
 });
+
+test('profile tables: kernels grouped by name, largest first, shares of the wall time, and the time outside kernels', async () => {
+  const { aggregate, profileMarkdown } = await import('../../../src/engine/cli/profile');
+  // 10 ms wall: BatchMatMul 3 + 2 ms (2 calls), Add 1 ms, a kernel whose time is a promise (0.5 ms), one that failed.
+  const t = await aggregate('step', 10, [
+    { name: 'BatchMatMul', kernelTimeMs: 3 }, { name: 'Add', kernelTimeMs: 1 }, { name: 'BatchMatMul', kernelTimeMs: 2 },
+    { name: 'Exp', kernelTimeMs: Promise.resolve(0.5) }, { name: 'Sum', kernelTimeMs: { error: 'no timer' } },
+  ]);
+  assert.deepEqual(t.rows.map((r) => [r.op, r.calls, r.ms, r.share]), [['BatchMatMul', 2, 5, 0.5], ['Add', 1, 1, 0.1], ['Exp', 1, 0.5, 0.05], ['Sum', 1, 0, 0]]);
+  assert.equal(t.kernelMs, 6.5);
+  const md = profileMarkdown(t, 2);
+  assert.match(md, /\| BatchMatMul \| 2 \| 5\.00 \| 50\.0 \|/);
+  assert.match(md, /\| 2 other ops \| 2 \| 0\.50 \| 5\.0 \|/);
+  assert.match(md, /\| outside kernels .* \| \| 3\.50 \| 35\.0 \|/);
+});
