@@ -211,10 +211,32 @@ export interface AppendixBRow {
   filler_reasoning_ratio: number | null;
 }
 
+/**
+ * Eval success of the run against the baseline on the same instances (their last per-instance eval tables): the
+ * paired difference with a 95 % bootstrap interval over instances and McNemar's exact test (issue 9).
+ */
+export interface EvalPairedTest {
+  split: 'test' | 'validation';
+  instances: number;
+  /** run − baseline, as a fraction */
+  diff: number;
+  lo: number;
+  hi: number;
+  /** instances only the baseline solves (b) and only the run solves (c) */
+  mcnemar_b: number;
+  mcnemar_c: number;
+  p: number;
+  alpha: number;
+  significant: boolean;
+}
+
 /** Seed 002's Appendix B: a run next to its baseline, and run − baseline (null where either side is null). */
 export interface AppendixBComparison {
   baseline: AppendixBRow;
   run: AppendixBRow;
+  /** the paired test on eval success; null when either run has no per-instance eval table (eval_test_note says why) */
+  eval_test?: EvalPairedTest | null;
+  eval_test_note?: string;
   delta: {
     eval_success: number | null;
     filler_mean_abs_contribution: number | null;

@@ -110,6 +110,15 @@ export function weightTable(a: AnalyzeReport): Table {
   };
 }
 
+/** The paired test on eval success in one cell: the interval, McNemar's p, and n.s. when it is not significant. */
+export function evalTestCell(cmp: NonNullable<AnalyzeReport['appendix_b']>): string {
+  const t = cmp.eval_test;
+  if (!t) return `not available: ${cmp.eval_test_note ?? 'no per-instance eval tables'}`;
+  const pts = (v: number) => `${v >= 0 ? '+' : ''}${(100 * v).toFixed(1)}`;
+  const p = t.p < 1e-4 ? t.p.toExponential(1) : t.p.toFixed(3);
+  return `${t.instances} ${t.split} instances: Δ ${pts(t.diff)} pts [${pts(t.lo)}, ${pts(t.hi)}], McNemar p ${p}${t.significant ? '' : ' · n.s.'} (one seed each)`;
+}
+
 /** Seed 002's Appendix B: the run next to the baseline, and run − baseline. */
 export function appendixBTable(a: AnalyzeReport): Table | null {
   const cmp = a.appendix_b;
@@ -119,7 +128,11 @@ export function appendixBTable(a: AnalyzeReport): Table | null {
   return {
     id: 'appendix_b', title: 'Appendix B: against the baseline', hint: 'eval success is the last greedy evaluation within the analysed steps',
     header: ['', 'run', 'eval success', 'filler mean |c|', 'reasoning mean |c|', 'filler ÷ reasoning'],
-    rows: [row('baseline', cmp.baseline), row('this run', cmp.run), ['Δ (run − baseline)', '', d.eval_success, d.filler_mean_abs_contribution, d.reasoning_mean_abs_contribution, d.filler_reasoning_ratio]],
+    rows: [
+      row('baseline', cmp.baseline), row('this run', cmp.run),
+      ['Δ (run − baseline)', '', d.eval_success, d.filler_mean_abs_contribution, d.reasoning_mean_abs_contribution, d.filler_reasoning_ratio],
+      ['paired test', evalTestCell(cmp), null, null, null, null],
+    ],
     percentColumns: [2],
   };
 }

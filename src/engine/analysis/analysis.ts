@@ -9,7 +9,8 @@ import type { RunInfo } from '../../protocol';
 import type { AnalyzeReport, AppendixBComparison, AppendixBRow, CreditAnalysis } from '../../protocol/analysis';
 import { analysisToMarkdown } from './markdown';
 import { readTokenTables } from '../rundir/arrow_tables';
-import { UserError } from '../core/errors';
+import { isUserError, UserError } from '../core/errors';
+import { compareSeeds } from './compare';
 import { listLoggedSteps, readMetrics, readRunInfo } from '../rundir/rundir';
 import { REASONING_TOKEN_RE } from '../tasks/sections';
 import { computeTables, diff, ratio } from './tables';
@@ -122,9 +123,25 @@ function appendixBRow(a: CreditAnalysis): AppendixBRow {
 export function compareRuns(run: CreditAnalysis, baseline: CreditAnalysis): AppendixBComparison {
   const r = appendixBRow(run);
   const b = appendixBRow(baseline);
+  // The paired test on the same instances, from both runs' last per-instance eval tables (compare.ts): a difference in
+  // eval success is only a finding when it holds instance by instance.
+  let evalTest: AppendixBComparison['eval_test'] = null;
+  let note: string | undefined;
+  try {
+    const row = compareSeeds([baseline.meta.run_dir], [run.meta.run_dir], { resamples: 5000 }).rows[1];
+    evalTest = {
+      split: 'test', instances: row.mcnemar!.pairs, diff: row.diff!.mean, lo: row.diff!.lo, hi: row.diff!.hi,
+      mcnemar_b: row.mcnemar!.b, mcnemar_c: row.mcnemar!.c, p: row.mcnemar!.p, alpha: 0.05, significant: row.significant!,
+    };
+  } catch (e) {
+    if (!isUserError(e)) throw e;
+    note = (e as Error).message;
+  }
   return {
     baseline: b,
     run: r,
+    eval_test: evalTest,
+    ...(note ? { eval_test_note: note } : {}),
     delta: {
       eval_success: diff(r.eval_success, b.eval_success),
       filler_mean_abs_contribution: diff(r.filler_mean_abs_contribution, b.filler_mean_abs_contribution),

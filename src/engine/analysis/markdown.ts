@@ -47,7 +47,18 @@ function appendixB(cmp: AppendixBComparison): string {
     row(cmp.run, ''),
     ['Δ (run − baseline)', '', signed(d.eval_success, (v) => `${(v * 100).toFixed(0)} pts`), signed(d.filler_mean_abs_contribution, (v) => num(v)),
       signed(d.reasoning_mean_abs_contribution, (v) => num(v)), signed(d.filler_reasoning_ratio, (v) => `${v.toFixed(2)}×`)],
-  ]);
+  ]) + '\n\n' + evalTestLine(cmp);
+}
+
+/** The paired test under the table: significant differences in bold, the others marked n.s. (one seed each). */
+export function evalTestLine(cmp: AppendixBComparison): string {
+  const t = cmp.eval_test;
+  if (!t) return `Paired test on eval success: not available (${cmp.eval_test_note ?? 'no per-instance eval tables'}).`;
+  const pts = (v: number) => `${v >= 0 ? '+' : ''}${(100 * v).toFixed(1)}`;
+  const diff = `Δ ${pts(t.diff)} pts, 95 % paired-bootstrap CI [${pts(t.lo)}, ${pts(t.hi)}]`;
+  const p = `McNemar exact p = ${t.p < 1e-4 ? t.p.toExponential(1) : t.p.toFixed(3)} (only the baseline solves ${t.mcnemar_b}, only this run ${t.mcnemar_c})`;
+  return `Paired test on eval success, the same ${t.instances} ${t.split} instances: ${t.significant ? `**${diff}**` : diff}; ${p}` +
+    `${t.significant ? '' : ' — n.s. at 5 %'}. One seed per side: a finding needs ≥ 3 seeds (\`credit-lens compare\`).`;
 }
 
 /** The whole analysis as Markdown; with `cmp`, seed 002's Appendix-B table comes first. */

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { evalFile, writeEvalTable } from '../../../src/engine/rundir/eval_table';
 import { analyzeRun, cmdAnalyze, compareRuns } from '../../../src/engine/analysis/analysis';
 import { writeSyntheticRun } from '../../../src/engine/analysis/synthetic';
 import { analysisToMarkdown } from '../../../src/engine/analysis/markdown';
@@ -422,6 +423,36 @@ test('Markdown lays out every table of seed 002', () => {
   assert.match(md, /\| `"<answer>"` \| 20 \| 2 \| 0\.250 \|/);
   assert.match(md, /Filler gets 60% MORE gradient magnitude than reasoning \(ratio 1\.60×\)/);
   assert.match(md, /Eval success: 12\.5% before GRPO → 25\.0% at step 2/);
+});
+
+test('Appendix B carries the paired test on eval success from both runs\' per-instance eval tables, by hand', () => {
+  const run = makeRun(MAIN, { metrics: MAIN_METRICS });
+  const base = makeRun(MAIN.map((r) => ({ ...r, w: 1 })), { strategy: 'none', credit: '', name: 'base' });
+  // Without eval tables: no test, and the reason.
+  const none = compareRuns(analyzeRun(run), analyzeRun(base));
+  assert.equal(none.eval_test, null);
+  assert.match(none.eval_test_note!, /no per-instance eval tables/);
+  assert.match(analysisToMarkdown(analyzeRun(run), none), /Paired test on eval success: not available/);
+  // 40 test instances: the baseline solves 0–9, the run 0–19. b = 0 (only the baseline), c = 10 (only the run):
+  // McNemar exact p = 2·2^−10 = 0.001953; Δ = +25 pts.
+  const evalOf = (dir: string, solved: number) => writeEvalTable(evalFile(dir, 2), {
+    instance_id: Array.from({ length: 40 }, (_, i) => `t${i}`), split: Array(40).fill('test'),
+    success: Array.from({ length: 40 }, (_, i) => i < solved), reward: Float32Array.from({ length: 40 }, (_, i) => (i < solved ? 1 : 0)),
+    completion: Array(40).fill(''),
+  });
+  evalOf(base, 10);
+  evalOf(run, 20);
+  const cmp = compareRuns(analyzeRun(run), analyzeRun(base));
+  const t = cmp.eval_test!;
+  assert.deepEqual([t.instances, t.mcnemar_b, t.mcnemar_c, t.significant, t.split], [40, 0, 10, true, 'test']);
+  assert.ok(Math.abs(t.p - 2 * 2 ** -10) < 1e-12, String(t.p));
+  assert.ok(Math.abs(t.diff - 0.25) < 1e-12 && t.lo > 0.05 && t.hi <= 0.45, JSON.stringify(t));
+  assert.match(analysisToMarkdown(analyzeRun(run), cmp), /the same 40 test instances: \*\*Δ \+25\.0 pts, 95 % paired-bootstrap CI \[\+\d+\.\d, \+\d+\.\d\]\*\*; McNemar exact p = 0\.002/);
+  // A one-instance difference is n.s.
+  evalOf(run, 11);
+  const ns = compareRuns(analyzeRun(run), analyzeRun(base));
+  assert.equal(ns.eval_test!.significant, false);
+  assert.match(analysisToMarkdown(analyzeRun(run), ns), /McNemar exact p = 1\.000 .* — n\.s\. at 5 %/);
 });
 
 test('cmdAnalyze writes JSON or Markdown by the --out extension and adds the baseline comparison', async () => {

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AnalyzeReport, SectionWeightStats, TokenTypeStats } from '../../../src/protocol/analysis';
-import { allTables, appendixBTable, binLabel, positionBinTable, showToken, topTokenTable, typeByPositionTable, weightTable } from '../../../src/webviews/analysis_tables';
+import { allTables, appendixBTable, binLabel, evalTestCell, positionBinTable, showToken, topTokenTable, typeByPositionTable, weightTable } from '../../../src/webviews/analysis_tables';
 import { toCsv } from '../../../src/webviews/csv';
 
 const types = (count: number, share: number, abs: number): TokenTypeStats => ({ count, share, mean_abs_contribution: abs, mean_contribution: -abs / 2, mean_logprob: -1 });
@@ -76,7 +76,12 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
   const withB: AnalyzeReport = { ...REPORT, appendix_b: { baseline: row('none', 0.125, 1, 0.5), run: row('oc', 0.25, 0.75, 0.5), delta: { eval_success: 0.125, filler_mean_abs_contribution: -0.25, reasoning_mean_abs_contribution: 0, filler_reasoning_ratio: -0.5 } } };
   const t = appendixBTable(withB)!;
   // baseline ratio 1 / 0.5 = 2, run 0.75 / 0.5 = 1.5, delta −0.5 as the report says.
-  assert.deepEqual(t.rows, [['baseline', 'none', 0.125, 1, 0.5, 2], ['this run', 'oc', 0.25, 0.75, 0.5, 1.5], ['Δ (run − baseline)', '', 0.125, -0.25, 0, -0.5]]);
+  assert.deepEqual(t.rows.slice(0, 3), [['baseline', 'none', 0.125, 1, 0.5, 2], ['this run', 'oc', 0.25, 0.75, 0.5, 1.5], ['Δ (run − baseline)', '', 0.125, -0.25, 0, -0.5]]);
+  // The paired test row: without eval tables the reason; with them the interval and McNemar's p, n.s. when not significant.
+  assert.deepEqual(t.rows[3], ['paired test', 'not available: no per-instance eval tables', null, null, null, null]);
+  const test = { split: 'test' as const, instances: 40, diff: 0.025, lo: -0.05, hi: 0.1, mcnemar_b: 1, mcnemar_c: 2, p: 1, alpha: 0.05, significant: false };
+  assert.equal(evalTestCell({ ...withB.appendix_b!, eval_test: test }), '40 test instances: Δ +2.5 pts [-5.0, +10.0], McNemar p 1.000 · n.s. (one seed each)');
+  assert.equal(evalTestCell({ ...withB.appendix_b!, eval_test: { ...test, p: 1.9e-9, significant: true } }), '40 test instances: Δ +2.5 pts [-5.0, +10.0], McNemar p 1.9e-9 (one seed each)');
   assert.equal(allTables(withB).at(-1)!.id, 'appendix_b');
   assert.equal(allTables(REPORT).length, 11);
 });
