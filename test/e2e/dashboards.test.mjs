@@ -214,7 +214,11 @@ scenario('the credit-analysis view shows the position-bin table, re-runs on a st
   await pickRun(page, /^tiny-\d{8}/);
   const appendix = frame.locator('section[data-table="appendix_b"] tbody tr');
   await appendix.first().waitFor({ timeout: 60_000 });
-  assert.equal(await appendix.count(), 3, 'baseline, this run, delta');
+  assert.equal(await appendix.count(), 4, 'baseline, this run, delta, paired test');
+  // The paired test on the same eval instances (issue 9): the interval and McNemar's p, marked n.s. when not significant.
+  const paired = (await appendix.nth(3).innerText()).replace(/\s+/g, ' ');
+  log(`appendix B paired test: ${paired}`);
+  assert.match(paired, /paired test \d+ test instances: Δ [+-]\d+\.\d pts \[[+-]?\d+\.\d, [+-]?\d+\.\d\], McNemar p [\d.e-]+( · n\.s\.)? \(one seed each\)/);
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   // The export notifications of the scenario before would cover the tables.
   await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });
