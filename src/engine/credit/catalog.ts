@@ -137,7 +137,9 @@ export const CATALOG = [
     block: { key: 'attribution', schema: section({
       init_std: num({ gte: 0 }, 'Std of the attribution head\'s initial weights.').default(0.01),
       detach_hidden: bool('Stop the policy loss from training the model through the head\'s input.').default(true),
-    }, 'attribution strategy: a linear head on the final hidden state, trained through the loss.').prefault({}) },
+    }, 'attribution strategy: a linear head on the final hidden state. The head is trained on the contribution objective '
+      + '−Σ c·Â·ℓ (ℓ detached), whose optimum puts all of an episode\'s weight on one token; seed 000\'s PPO form gives the '
+      + 'head no gradient on-policy (ρ = 1) and only trains it with grpo.epochs_per_step > 1.').prefault({}) },
     needs: { hidden: true },
   },
   {
