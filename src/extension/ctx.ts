@@ -37,6 +37,7 @@ export class Ctx {
     this.tables = this.pushExtCleanup(new TableReader(extCtx.asAbsolutePath('dist/extension/table_worker.js')));
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs, this.runWatcher, this.tables));
     this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
+    this.tree.startRescan(this.treeView);
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
     this.engineCli = new EngineCli(this.cliPath, () => readSettings().nodePath);
     this.analysis = this.pushExtCleanup(new AnalysisRunner(this.engineCli, () => this.sweepsChanged(), (m) => this.log.warn(m)));

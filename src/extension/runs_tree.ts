@@ -110,10 +110,37 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     this.changed.fire(undefined);
   }
 
+  /** The run folders of the last scan (and the unreadable ones): what a missed watcher event would leave stale. */
+  private scanned = '';
+  private rescanTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * While the view is visible, rescan every `everyMs` and refresh when the set of run folders changed. The file
+   * watcher can miss a run.json written right after its folder was created (inotify watches a new folder only once it
+   * sees it); an engine's run then shows at its next write, but a run written once (another tool's, a copy, an
+   * import that finished) would stay missing until Refresh.
+   */
+  startRescan(view: vscode.TreeView<RunsTreeNode>, everyMs = 10_000): void {
+    let busy = false;
+    this.rescanTimer = setInterval(async () => {
+      if (!view.visible || busy) return;
+      busy = true;
+      try {
+        const scan = await scanRuns(runRoots(await findConfigs()));
+        if (scanKey(scan) !== this.scanned) this.refresh();
+      } catch {
+        // a scan that fails now is retried at the next tick
+      } finally {
+        busy = false;
+      }
+    }, everyMs);
+  }
+
   /** Every run on disk or live, grouped by the config it was trained from. */
   async collect(): Promise<ConfigNode[]> {
     const configs = await findConfigs();
     const scan = await scanRuns(runRoots(configs));
+    this.scanned = scanKey(scan);
     const found = scan.runs;
     for (const t of scan.truncated) this.noteOnce(t);
     const groups = new Map<string, ConfigNode>();
@@ -347,8 +374,13 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
 
   dispose(): void {
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    if (this.rescanTimer) clearInterval(this.rescanTimer);
     for (const d of this.disposables.splice(0)) d.dispose();
   }
+}
+
+function scanKey(scan: { runs: { runDir: string }[]; unreadable: { runDir: string }[] }): string {
+  return [...scan.runs.map((r) => r.runDir), '|', ...scan.unreadable.map((u) => u.runDir)].join('\n');
 }
 
 function startedOf(n: RunNode): string {
