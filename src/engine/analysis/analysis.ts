@@ -128,7 +128,7 @@ export function compareRuns(run: CreditAnalysis, baseline: CreditAnalysis): Appe
   let evalTest: AppendixBComparison['eval_test'] = null;
   let note: string | undefined;
   try {
-    const row = compareSeeds([baseline.meta.run_dir], [run.meta.run_dir], { resamples: 5000 }).rows[1];
+    const row = compareSeeds([baseline.meta.run_dir], [run.meta.run_dir], { resamples: 5000, tokenTypes: false }).rows[1];
     evalTest = {
       split: 'test', instances: row.mcnemar!.pairs, diff: row.diff!.mean, lo: row.diff!.lo, hi: row.diff!.hi,
       mcnemar_b: row.mcnemar!.b, mcnemar_c: row.mcnemar!.c, p: row.mcnemar!.p, alpha: 0.05, significant: row.significant!,

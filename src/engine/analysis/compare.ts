@@ -4,12 +4,18 @@
 // interval over instances, pooled over seeds) and McNemar's exact test on per-(seed, instance) success. A difference
 // whose test is not significant at `alpha` is marked n.s. and nothing is ranked by it.
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
+import type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
+import { headlineParams } from '../credit/catalog';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
-import { readRunInfo } from '../rundir/rundir';
-import { mcnemarExact, meanInterval, pairedBootstrap, type Interval } from './significance';
+import { readTokenTables } from '../rundir/arrow_tables';
+import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
+import { mcnemarExact, meanInterval, pairedBootstrap } from './significance';
+import { computeTables } from './tables';
+
+export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
 
 export interface RunEval {
   runDir: string;
@@ -21,38 +27,44 @@ export interface RunEval {
   /** instance id → success, on the chosen split */
   success: Map<string, boolean>;
   rate: number;
-}
-
-export interface CompareRow {
-  group: string;
-  baseline: boolean;
-  seeds: (number | null)[];
-  runs: string[];
-  instances: number;
-  eval_success: Interval;
-  /** vs the baseline; null for the baseline itself */
-  diff: { mean: number; lo: number; hi: number; resamples: number } | null;
-  mcnemar: { b: number; c: number; pairs: number; p: number } | null;
-  significant: boolean | null;
-}
-
-export interface CompareReport {
-  split: EvalSplit;
-  alpha: number;
-  baseline: string;
-  rows: CompareRow[];
-  notes: string[];
+  strategy: string | null;
+  label: string;
 }
 
 const SEED_PART = /[-_]seed[-_]?\d+/;
 
-function configSeed(runDir: string): number | null {
+function readConfig(runDir: string): { seed?: unknown; credit?: Record<string, unknown> } | null {
   try {
-    const cfg = parse(readFileSync(join(runDir, 'config.yaml'), 'utf8')) as { seed?: unknown };
-    return typeof cfg?.seed === 'number' ? cfg.seed : null;
+    return parse(readFileSync(join(runDir, 'config.yaml'), 'utf8')) as { seed?: unknown; credit?: Record<string, unknown> };
   } catch {
     return null;
   }
+}
+
+const HEADLINE: Record<string, string> = headlineParams();
+
+/** "outcome_conditional (think_discount 0.5)": the strategy and the parameter its sweeps vary (seeds 001/002's labels). */
+function strategyLabel(strategy: string | null, credit: Record<string, unknown> | undefined): string {
+  if (!strategy) return '—';
+  const key = HEADLINE[strategy];
+  const v = key !== undefined ? credit?.[key] : undefined;
+  return v !== undefined && v !== null && typeof v !== 'object' ? `${strategy} (${key} ${v})` : strategy;
+}
+
+/** JSON has no NaN: an interval of one seed carries nulls. */
+function jsonInterval(values: number[]): SeedInterval {
+  const i = meanInterval(values.filter(Number.isFinite));
+  const f = (x: number) => (Number.isFinite(x) ? x : null);
+  return { mean: f(i.mean), lo: f(i.lo), hi: f(i.hi), n: i.n, half: f(i.half) };
+}
+
+/** Seed 002's filler and reasoning mean |c| of one run, from all its token tables; null when it logged none. */
+export function runTokenTypeContributions(runDir: string): { filler: number; reasoning: number } | null {
+  if (!listLoggedSteps(runDir, 'tokens').length) return null;
+  const t = computeTables(readTokenTables(runDir), null, 1).token_types;
+  const f = t.filler.mean_abs_contribution;
+  const r = t.reasoning.mean_abs_contribution;
+  return f === null || r === null ? null : { filler: f, reasoning: r };
 }
 
 /** A run's last eval table on `split` (or at `step`). */
@@ -69,7 +81,12 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   if (!success.size) throw new UserError(`${runDir}: the eval table of step ${at} has no ${split} instances`);
   let hits = 0;
   for (const v of success.values()) if (v) hits++;
-  return { runDir, name: info.name, group: info.name.replace(SEED_PART, ''), seed: configSeed(runDir), step: at, success, rate: hits / success.size };
+  const cfg = readConfig(runDir);
+  const strategy = info.strategy ?? (typeof cfg?.credit?.strategy === 'string' ? cfg.credit.strategy : null);
+  return {
+    runDir, name: info.name, group: info.name.replace(SEED_PART, ''), seed: typeof cfg?.seed === 'number' ? cfg.seed : null, step: at,
+    success, rate: hits / success.size, strategy, label: strategyLabel(strategy, cfg?.credit),
+  };
 }
 
 function groupBy(runs: RunEval[]): Map<string, RunEval[]> {
@@ -98,21 +115,37 @@ function pairs(base: RunEval[], g: RunEval[], notes: string[]): { x: boolean[]; 
   return { x, y };
 }
 
-export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: { split?: EvalSplit; alpha?: number; resamples?: number } = {}): CompareReport {
+export interface CompareOptions {
+  split?: EvalSplit;
+  alpha?: number;
+  resamples?: number;
+  /** read each run's token tables for seed 002's filler / reasoning |c| (default true) */
+  tokenTypes?: boolean;
+}
+
+export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: CompareOptions = {}): CompareReport {
   const split = opts.split ?? 'test';
   const alpha = opts.alpha ?? 0.05;
   if (!baselineDirs.length) throw new UserError('compare needs --baseline <run-dir> (one per seed)');
   const base = baselineDirs.map((d) => loadRunEval(d, split));
-  const others = otherDirs.map((d) => loadRunEval(d, split));
+  // A glob over all runs (runs/sweep-*) also matches the baseline's: those are the baseline, not a group of their own.
+  const baseSet = new Set(baselineDirs.map((d) => resolve(d)));
+  const others = [...new Set(otherDirs.filter((d) => !baseSet.has(resolve(d))))].map((d) => loadRunEval(d, split));
   const notes: string[] = [];
   const baseGroup = base[0].group;
   const rows: CompareRow[] = [];
   const row = (group: string, runs: RunEval[], isBase: boolean): CompareRow => {
+    const types = opts.tokenTypes === false ? [] : runs.map((x) => runTokenTypeContributions(x.runDir)).filter((x) => x !== null);
+    const labels = [...new Set(runs.map((x) => x.label))];
     const r: CompareRow = {
-      group, baseline: isBase, seeds: runs.map((x) => x.seed), runs: runs.map((x) => x.runDir),
-      instances: Math.max(...runs.map((x) => x.success.size)), eval_success: meanInterval(runs.map((x) => x.rate)),
+      group, label: labels.join(' / '), strategy: runs[0].strategy, baseline: isBase, seeds: runs.map((x) => x.seed), runs: runs.map((x) => x.runDir),
+      instances: Math.max(...runs.map((x) => x.success.size)), eval_success: jsonInterval(runs.map((x) => x.rate)),
       diff: null, mcnemar: null, significant: null,
+      filler_abs_c: types.length ? jsonInterval(types.map((x) => x.filler)) : null,
+      reasoning_abs_c: types.length ? jsonInterval(types.map((x) => x.reasoning)) : null,
+      filler_reasoning_ratio: types.length ? jsonInterval(types.map((x) => x.filler / x.reasoning)) : null,
     };
+    if (types.length && types.length < runs.length) notes.push(`${group}: ${runs.length - types.length} of its runs logged no token tables; |c| is over the others`);
     if (runs.length < 3) notes.push(`${group}: ${runs.length} seed${runs.length === 1 ? '' : 's'}; an interval over seeds needs at least 3 to mean much`);
     if (!isBase) {
       const p = pairs(base, runs, notes);
@@ -129,21 +162,28 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   return { split, alpha, baseline: baseGroup, rows, notes: [...new Set(notes)] };
 }
 
-const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(1)}` : '—');
+const pct = (x: number | null) => (x !== null && Number.isFinite(x) ? `${(100 * x).toFixed(1)}` : '—');
+
+/** "0.0123 ± 0.0010": the mean ± the 95 % half-width (the mean alone with one seed). */
+function intervalText(i: SeedInterval | null, fmt: (x: number | null) => string): string {
+  if (!i || i.mean === null) return '—';
+  return i.half === null ? fmt(i.mean) : `${fmt(i.mean)} ± ${fmt(i.half)}`;
+}
+
+const sig3 = (x: number | null) => (x === null ? '—' : x.toPrecision(3));
 
 /** The table for a terminal or a README: significant differences in bold, the rest marked n.s. */
 export function compareMarkdown(r: CompareReport): string {
   const lines = [
-    `Eval success on the ${r.split} split: mean over seeds with a 95 % t interval; Δ vs ${r.baseline}: paired bootstrap 95 % interval over instances pooled over seeds; p: McNemar's exact test (α = ${r.alpha}).`,
+    `Eval success on the ${r.split} split: mean over seeds ± the 95 % t half-width; Δ vs ${r.baseline}: paired bootstrap 95 % interval over instances pooled over seeds; p: McNemar's exact test (α = ${r.alpha}); |c|: seed 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
     '',
-    '| run group | seeds | instances | eval success % | Δ vs baseline (pp) | McNemar b / c | p |',
-    '|---|---|---|---|---|---|---|',
+    '| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | McNemar b / c | p | filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
-    const ci = Number.isFinite(x.eval_success.half) ? ` ± ${pct(x.eval_success.half)}` : '';
     const diff = x.diff ? `${x.diff.mean >= 0 ? '+' : ''}${pct(x.diff.mean)} [${pct(x.diff.lo)}, ${pct(x.diff.hi)}]` : '(baseline)';
     const p = x.mcnemar ? (x.significant ? `**${x.mcnemar.p.toPrecision(2)}**` : `${x.mcnemar.p.toPrecision(2)} n.s.`) : '';
-    lines.push(`| ${x.group} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${pct(x.eval_success.mean)}${ci} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} |`);
+    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pct)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');

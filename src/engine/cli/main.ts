@@ -35,7 +35,7 @@ function humanReporter(): Reporter {
         `  loss ${f(r.loss, 4)}  |g| ${f(r.grad_norm)}  len ${f(r.response_len, 1)}  ${f(r.step_time_s, 2)}s` +
         (r.eval_success !== undefined ? `  eval ${f(r.eval_success * 100, 1)}%` : '') + (r.skipped ? '  SKIPPED' : '') + '\n');
     },
-    log: (level, m) => { if (level !== 'info' || /^(backend|resumed|eval before)/.test(m)) process.stderr.write(`${level === 'info' ? '' : level + ': '}${m}\n`); },
+    log: (level, m) => { if (level !== 'info' || /^(backend|resumed|eval before|shared warm start)/.test(m)) process.stderr.write(`${level === 'info' ? '' : level + ': '}${m}\n`); },
     finished: (p) => process.stderr.write(`${p.status}${p.error ? `: ${p.error}` : ''} — ${p.runDir}\n`),
   };
 }

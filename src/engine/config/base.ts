@@ -98,6 +98,11 @@ export const sftSchema = section({
   steps: int(0, 'Supervised steps on generated demonstrations before GRPO; 0 skips the warm start.').default(0),
   batch_size: int(1, 'Demonstrations per supervised step.').default(32),
   lr: num({ gt: 0 }, 'Supervised learning rate.').default(1.0e-3),
+  share: bool('Train the warm start once and share it: every run whose model, task, sft section and backend agree (the runs of '
+    + 'a sweep over seeds, strategies or GRPO settings) starts from the same SFT checkpoint, trained with sft.seed in '
+    + '<output_dir>/<task>-warm-start-<key>/ by the first run that needs it while the others wait (not in DESIGN §3).').default(false),
+  seed: int(0, 'Seed of a shared warm start (sft.share): its weights do not follow the run seed, so runs of different seeds start '
+    + 'from one policy (not in DESIGN §3).').default(1),
 }, 'Optional supervised warm start on generated demonstrations.');
 
 export const grpoSchema = section({

@@ -413,6 +413,13 @@ export const RUN_LOCK = '.lock';
 
 export interface LockHolder { pid: number; host: string; started: string }
 
+/** The run is locked by another live engine (a caller that may wait, such as a shared warm start, tells it apart). */
+export class RunLockedError extends UserError {
+  constructor(message: string, hint?: string) {
+    super(message, hint);
+  }
+}
+
 function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -448,10 +455,10 @@ export function acquireRunLock(runDir: string, host = hostname()): () => void {
     try { holder = JSON.parse(readFileSync(path, 'utf8')) as LockHolder; } catch { /* torn or being written */ }
     if (holder && typeof holder.pid === 'number') {
       if (holder.host !== host) {
-        throw new UserError(`run is already running (pid ${holder.pid} on ${holder.host}): ${runDir}`,
+        throw new RunLockedError(`run is already running (pid ${holder.pid} on ${holder.host}): ${runDir}`,
           `if that process is gone, delete ${path}`);
       }
-      if (processAlive(holder.pid) && holder.pid !== process.pid) throw new UserError(`run is already running (pid ${holder.pid}): ${runDir}`);
+      if (processAlive(holder.pid) && holder.pid !== process.pid) throw new RunLockedError(`run is already running (pid ${holder.pid}): ${runDir}`);
     } else if (attempt === 0) {
       // A lock file being written right now by another engine: give it a moment before calling it stale.
       sleepSync(100);

@@ -19,6 +19,7 @@ import { ENGINE_VERSION } from '../core/version';
 import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { evaluate, grpoStep, sftStep, StepCancelled, type GrpoStepResult } from './steps';
 import { logTables } from './token_log';
+import { ensureWarmStart, fromWarmStart } from './warm_start';
 
 export { evaluate, grpoStep, StepCancelled, type GrpoStepOptions } from './steps';
 
@@ -162,6 +163,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     if (opts.config) cfg = opts.config;
     else if (opts.configPath) cfg = loadConfig(opts.configPath, opts.sets).config;
     else throw new UserError('train: a config file is required');
+    if (cfg.sft.share && cfg.sft.steps > 0 && !cfg.model.init_checkpoint) {
+      // One SFT warm start for every run that shares its model, task and sft (warm_start.ts); this run records it as
+      // its model.init_checkpoint with sft.steps 0, so a resume or a copy of its config starts from the same weights.
+      const controller = opts.controller ?? new RunController();
+      const dir = await ensureWarmStart(cfg, { train, reporter: opts.reporter ?? silentReporter, controller });
+      if (dir === null) throw new UserError('stopped while the shared warm start was being trained; nothing of this run was started');
+      cfg = fromWarmStart(cfg, dir);
+    }
     if (opts.runDir) {
       runDir = opts.runDir;
       for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(runDir, sub), { recursive: true });

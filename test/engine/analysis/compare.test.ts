@@ -60,7 +60,7 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
   assert.ok(g.diff!.lo > 0.1 && g.diff!.hi <= 0.4, JSON.stringify(g.diff));
   assert.deepEqual([s.mcnemar!.b, s.mcnemar!.c, s.mcnemar!.p, s.significant], [3, 3, 1, false]);
   const md = compareMarkdown(r);
-  assert.match(md, /\| better \| 1, 2, 3 \| 40 \| 50\.0 ± 0\.0 \| \*\*\+25\.0 \[/);
+  assert.match(md, /\| better \| — \| 1, 2, 3 \| 40 \| 50\.0 ± 0\.0 \| \*\*\+25\.0 \[/);
   assert.match(md, /\| same \| .* \| 1\.0 n\.s\. \|/);
 });
 
@@ -97,4 +97,41 @@ test('real runs write per-instance eval tables, and compare reads them: 3 seeds 
   assert.equal(oc.mcnemar!.pairs, 24, '3 seeds × 8 instances, paired by seed');
   assert.ok(oc.mcnemar!.p >= 0 && oc.mcnemar!.p <= 1);
   assert.ok(Number.isFinite(oc.eval_success.mean));
+});
+
+test('filler and reasoning |c| get a mean ± 95 % t interval over seeds; a glob that includes the baseline does not compare it with itself', async () => {
+  const { writeTokenTable } = await import('../../../src/engine/rundir/arrow_tables');
+  const { stepFile } = await import('../../../src/engine/rundir/rundir');
+  // Each run logs one step of 4 tokens: 2 filler tokens with |c| = f (signs +, −) and 2 reasoning tokens with |c| = 2.
+  // Seeds 1, 2, 3 have f = 1, 3, 2 → filler |c| mean 2, sample sd 1, half-width t(0.975, 2)·1/√3 = 4.302653·0.577350
+  // = 2.484138 (t quantile from a t table); reasoning |c| 2 ± 0; ratio f/2 → 1 ± 1.242069.
+  const withTokens = (d: string, f: number) => {
+    mkdirSync(join(d, 'tokens'), { recursive: true });
+    const n = 4;
+    const zeros = () => new Float32Array(n);
+    writeTokenTable(stepFile(d, 'tokens', 1), {
+      step: Int32Array.from([1, 1, 1, 1]), episode: Int32Array.from([0, 0, 0, 0]), prompt_idx: new Int32Array(n), position: Int32Array.from([0, 1, 2, 3]),
+      token_id: new Int32Array(n), token: ['so', 'the', '3', '+'], logprob: zeros(), entropy: zeros(), advantage: zeros(), weight: zeros(),
+      effective_advantage: zeros(), contribution: Float32Array.from([f, -f, 2, -2]), attribution: null, importance: null,
+      section: ['think', 'think', 'think', 'think'], token_type: ['filler', 'filler', 'reasoning', 'reasoning'], reward: zeros(),
+    });
+    return d;
+  };
+  const base = [1, 2, 3].map((s) => withTokens(run(`tb-seed${s}`, s, (i) => i < 10), [1, 3, 2][s - 1]));
+  const other = [1, 2, 3].map((s) => withTokens(run(`tx-seed${s}`, s, (i) => i < 12), 2));
+  const r = compareSeeds(base, [...base, ...other], { resamples: 200 });
+  assert.deepEqual(r.rows.map((x) => x.group), ['tb', 'tx'], 'the baseline runs in the positional list are not a second group');
+  const b = r.rows[0];
+  assert.equal(b.filler_abs_c!.n, 3);
+  assert.ok(Math.abs(b.filler_abs_c!.mean! - 2) < 1e-6);
+  assert.ok(Math.abs(b.filler_abs_c!.half! - 2.484138) < 1e-5, String(b.filler_abs_c!.half));
+  assert.ok(Math.abs(b.reasoning_abs_c!.mean! - 2) < 1e-6);
+  assert.equal(b.reasoning_abs_c!.half, 0);
+  assert.ok(Math.abs(b.filler_reasoning_ratio!.half! - 1.242069) < 1e-5);
+  const md = compareMarkdown(r);
+  assert.match(md, /\| tb \| — \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| \(baseline\) \| {2}\| {2}\| 2\.00 ± 2\.48 \| 2\.00 ± 0\.00 \| 1\.00 ± 1\.24 \|/);
+  // One seed: no interval, and JSON carries nulls, not NaN.
+  const one = compareSeeds([base[0]], [other[0]], { resamples: 100 });
+  assert.equal(one.rows[0].filler_abs_c!.half, null);
+  assert.equal(JSON.parse(JSON.stringify(one)).rows[0].eval_success.lo, null);
 });

@@ -1,0 +1,52 @@
+// `credit-lens compare --json` (DESIGN §10): groups of runs (one configuration, one run per seed) against a baseline
+// group on the same eval instances. The CLI prints it, the sweep summary and Compare Runs show it; the runtime
+// check guards the JSON the extension reads from the engine and posts to the webviews.
+import { arrayOf, isBoolean, isNumber, isRecord, isString, nullable, oneOf, shape, type Check } from './validate';
+
+/** Mean over seeds with a two-sided 95 % t interval; lo/hi/half are null with fewer than two seeds. */
+export interface SeedInterval { mean: number | null; lo: number | null; hi: number | null; n: number; half: number | null }
+
+export interface CompareRow {
+  /** the run name without its seed part (`-seed2`) */
+  group: string;
+  /** strategy and its headline parameter, e.g. "outcome_conditional (think_discount 0.5)" */
+  label: string;
+  strategy: string | null;
+  baseline: boolean;
+  seeds: (number | null)[];
+  runs: string[];
+  instances: number;
+  eval_success: SeedInterval;
+  /** vs the baseline: paired bootstrap over instances pooled over seeds; null for the baseline itself */
+  diff: { mean: number; lo: number; hi: number; resamples: number } | null;
+  /** McNemar's exact test on per-(seed, instance) success; b: only the baseline succeeded, c: only this group */
+  mcnemar: { b: number; c: number; pairs: number; p: number } | null;
+  significant: boolean | null;
+  /** seed 002's mean |contribution| of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
+  filler_abs_c: SeedInterval | null;
+  reasoning_abs_c: SeedInterval | null;
+  filler_reasoning_ratio: SeedInterval | null;
+}
+
+export interface CompareReport {
+  split: 'test' | 'validation';
+  alpha: number;
+  baseline: string;
+  rows: CompareRow[];
+  notes: string[];
+}
+
+const n = nullable(isNumber);
+export const isSeedInterval: Check<SeedInterval> = shape<SeedInterval>({ mean: n, lo: n, hi: n, n: isNumber, half: n });
+
+export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
+  group: isString, label: isString, strategy: nullable(isString), baseline: isBoolean,
+  seeds: arrayOf(nullable(isNumber)), runs: arrayOf(isString), instances: isNumber, eval_success: isSeedInterval,
+  diff: nullable(shape<NonNullable<CompareRow['diff']>>({ mean: isNumber, lo: isNumber, hi: isNumber, resamples: isNumber })),
+  mcnemar: nullable(shape<NonNullable<CompareRow['mcnemar']>>({ b: isNumber, c: isNumber, pairs: isNumber, p: isNumber })),
+  significant: nullable(isBoolean),
+  filler_abs_c: nullable(isSeedInterval), reasoning_abs_c: nullable(isSeedInterval), filler_reasoning_ratio: nullable(isSeedInterval),
+});
+
+export const isCompareReport: Check<CompareReport> = (v): v is CompareReport => isRecord(v)
+  && shape<CompareReport>({ split: oneOf('test', 'validation'), alpha: isNumber, baseline: isString, rows: arrayOf(isCompareRow), notes: arrayOf(isString) })(v);
