@@ -1,6 +1,7 @@
 // The filler/reasoning |contribution| ratio for the sweep table comes from the engine's own analysis
 // (seed 002's token-type table, `meta.filler_reasoning_ratio` of `credit-lens analyze`), never from a
 // re-implementation here. Each ended run is analysed once per end time, in the background.
+import type { CompareReport } from '../protocol/compare';
 import type { RunInfo } from '../protocol/index';
 import type { EngineCli } from './engine_cli';
 import { isTraining } from './run_status';
@@ -15,7 +16,20 @@ export class AnalysisRunner {
   private readonly queue: (() => Promise<void>)[] = [];
   private running = 0;
 
-  constructor(private readonly cli: EngineCli, private readonly onResult: () => void, private readonly warn: (msg: string) => void) {}
+  private readonly listeners = new Set<() => void>();
+
+  constructor(private readonly cli: EngineCli, private readonly onResultFn: () => void, private readonly warn: (msg: string) => void) {}
+
+  /** Called, besides the constructor's callback, whenever an analysis or a comparison finishes. */
+  subscribe(fn: () => void): { dispose(): void } {
+    this.listeners.add(fn);
+    return { dispose: () => this.listeners.delete(fn) };
+  }
+
+  private onResult(): void {
+    this.onResultFn();
+    for (const fn of this.listeners) fn();
+  }
 
   /** The ratio for an ended run: null when unknown; the first call starts the analysis and onResult fires when it is done. */
   ratio(runDir: string, info: RunInfo | null): number | null {
@@ -33,6 +47,33 @@ export class AnalysisRunner {
       ).then((v) => {
         this.pending.delete(key);
         this.results.set(key, v);
+        if (!this.aborts.signal.aborted) this.onResult();
+      }));
+      this.pump();
+    }
+    return null;
+  }
+
+  private readonly comparisons = new Map<string, CompareReport | string>();
+
+  /**
+   * `credit-lens compare` of ended runs grouped by seed against the baseline's: the report, an error message, or
+   * null while it runs (onResult fires when it is done). `stamp` changes when any run ends again (its end times).
+   */
+  comparison(baselineDirs: string[], otherDirs: string[], stamp: string): CompareReport | string | null {
+    const key = JSON.stringify([baselineDirs, otherDirs, stamp]);
+    if (this.comparisons.has(key)) return this.comparisons.get(key)!;
+    if (!this.pending.has(key)) {
+      this.pending.add(key);
+      this.queue.push(() => this.cli.compare(baselineDirs, otherDirs, { signal: this.aborts.signal }).then(
+        (r) => r as CompareReport | string,
+        (e: Error) => {
+          if (e.name !== 'CancelledError') this.warn(`compare: ${e.message}`);
+          return e.message;
+        },
+      ).then((v) => {
+        this.pending.delete(key);
+        this.comparisons.set(key, v);
         if (!this.aborts.signal.aborted) this.onResult();
       }));
       this.pump();

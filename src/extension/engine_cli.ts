@@ -4,6 +4,7 @@
 // text, a time budget and cancellation: a slow analysis or a slow cluster controller never blocks the host. The engine ships in the
 // same .vsix as the extension, so there is no "engine without analyze" case to detect.
 // No vscode import: the unit tests drive it with a stand-in CLI script.
+import { isCompareReport, type CompareReport } from '../protocol/compare';
 import { execFile, spawn } from 'node:child_process';
 import type { AnalyzeReport } from '../protocol/analysis';
 import type { ImportedInfo } from '../protocol';
@@ -34,6 +35,21 @@ export class CancelledError extends Error {
 }
 
 /** `credit-lens analyze` arguments after the CLI path (src/engine/analysis USAGE). */
+export function compareArgs(baselineDirs: string[], otherDirs: string[], split: 'test' | 'validation' = 'test'): string[] {
+  return ['compare', ...otherDirs, ...baselineDirs.flatMap((d) => ['--baseline', d]), '--split', split, '--json'];
+}
+
+export function parseCompareReport(stdout: string): CompareReport {
+  let v: unknown;
+  try {
+    v = JSON.parse(stdout);
+  } catch (e) {
+    throw new Error(`credit-lens compare printed no JSON: ${(e as Error).message}`);
+  }
+  if (!isCompareReport(v)) throw new Error('credit-lens compare printed JSON of another shape (an engine of another version?)');
+  return v;
+}
+
 export function analyzeArgs(runDir: string, o: AnalyzeOptions = {}): string[] {
   const args = ['analyze', runDir, '--json'];
   if (o.from != null) args.push('--from-step', String(o.from));
@@ -179,6 +195,12 @@ export class EngineCli {
     // A long run's million token rows take seconds to read and megabytes to print.
     const out = await this.run(analyzeArgs(runDir, o), 'credit-lens analyze', { signal: o.signal, timeoutMs: 300_000 });
     return { report: parseAnalyzeReport(out), elapsedMs: Date.now() - t0 };
+  }
+
+  /** `credit-lens compare --json`: groups of seeded runs against the baseline's, on the same eval instances. */
+  async compare(baselineDirs: string[], otherDirs: string[], o: { split?: 'test' | 'validation'; signal?: AbortSignal } = {}): Promise<CompareReport> {
+    const out = await this.run(compareArgs(baselineDirs, otherDirs, o.split), 'credit-lens compare', { signal: o.signal, timeoutMs: 300_000 });
+    return parseCompareReport(out);
   }
 
 }

@@ -3,7 +3,8 @@
 // sweep still shows its rows after a reload.
 import * as vscode from 'vscode';
 import type { SlurmTaskStatus } from '../protocol/slurm';
-import type { SweepRow, SweepView } from '../protocol/sweep_view';
+import { runGroup } from '../protocol/compare';
+import type { SweepComparison, SweepRow, SweepView } from '../protocol/sweep_view';
 import type { EngineCli } from './engine_cli';
 import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
@@ -35,6 +36,7 @@ export interface SweepRecord {
 }
 
 const STATE_KEY = 'creditLens.sweeps';
+
 /** Workspace state is not a database: the most recent sweeps are enough to reopen their tables. */
 const MAX_SWEEPS = 50;
 
@@ -282,13 +284,39 @@ export class SweepManager implements vscode.Disposable {
         slurm: rec.slurm ? { job: task?.slurm_job ?? `${rec.slurm.jobId}_${r.index}`, state: task?.slurm_state ?? null, reason: task?.slurm_reason ?? null, summary: task?.summary ?? 'waiting for squeue' } : null,
       };
     });
+    const comparison = this.comparison(rows);
     if (rows.some((r) => isEnded(r.status) && r.slurm?.state && (SLURM_ACTIVE_STATES as readonly string[]).includes(r.slurm.state))) this.slurmPolls.get(id)?.soon();
     return {
       sweepId: rec.id, title: rec.title, configPath: rec.configPath, created: rec.created, rows,
       done: rows.filter((r) => isEnded(r.status)).length, total: rows.length,
       active: this.isActive(id),
       slurm: rec.slurm ? { jobId: rec.slurm.jobId, sweepDir: rec.slurm.sweepDir } : null,
+      comparison,
     };
+  }
+
+  /**
+   * The completed runs grouped by configuration (a run's name without its `-seedN`) against the baseline group —
+   * plain GRPO (strategy none) when the sweep has it, else the first row's — through `credit-lens compare`, re-run
+   * each time another run completes.
+   */
+  private comparison(rows: SweepRow[]): SweepComparison | null {
+    const groups = [...new Set(rows.map((r) => runGroup(r.name)))];
+    if (groups.length < 2) return null;
+    const baseRow = rows.find((r) => r.strategy === 'none') ?? rows[0];
+    const baseGroup = runGroup(baseRow.name);
+    const done = rows.filter((r) => r.status === 'completed' && r.runDir);
+    const base = done.filter((r) => runGroup(r.name) === baseGroup).map((r) => r.runDir!);
+    const others = done.filter((r) => runGroup(r.name) !== baseGroup).map((r) => r.runDir!);
+    const pending = rows.length - done.length;
+    const waiting = pending ? `${pending} of ${rows.length} runs not completed yet; the table covers the completed ones.` : '';
+    if (!base.length || !others.length) {
+      return { report: null, note: `The comparison with ${baseGroup} appears once it and another configuration have a completed run. ${waiting}`.trim() };
+    }
+    const r = this.analysis.comparison(base, others, '');
+    if (r === null) return { report: null, note: `Comparing ${done.length} completed runs with ${baseGroup} on the same test instances…` };
+    if (typeof r === 'string') return { report: null, note: `credit-lens compare failed: ${r}` };
+    return { report: r, note: waiting };
   }
 
   dispose(): void {

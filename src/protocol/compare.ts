@@ -3,6 +3,11 @@
 // check guards the JSON the extension reads from the engine and posts to the webviews.
 import { arrayOf, isBoolean, isNumber, isRecord, isString, nullable, oneOf, shape, type Check } from './validate';
 
+/** A run's configuration: its name without the seed part that `sweep.seeds` adds (`-seed2`); compare groups by it. */
+export function runGroup(name: string): string {
+  return name.replace(/[-_]seed[-_]?\d+/, '');
+}
+
 /** Mean over seeds with a two-sided 95 % t interval; lo/hi/half are null with fewer than two seeds. */
 export interface SeedInterval { mean: number | null; lo: number | null; hi: number | null; n: number; half: number | null }
 

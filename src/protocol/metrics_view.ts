@@ -2,6 +2,7 @@
 // mode given by the init message — between src/extension/panels/metrics_panel.ts and
 // src/webviews/metrics_view.ts, and their runtime checks (see webview.ts).
 import type { MetricsRow } from './index';
+import { isCompareReport, type CompareReport } from './compare';
 import { arrayOf, isEmpty, isNumber, isRecord, isString, messageCheck, nullable, oneOf, shape, type Check } from './validate';
 import type { IpcCommand, IpcNotification, ProtocolChecks, WebviewProtocol } from './webview';
 
@@ -43,9 +44,17 @@ export interface MetricsPanelState {
   runDirs: string[];
 }
 
+/**
+ * Compare Runs' test of the compared runs grouped by configuration (seeds together) against a baseline group, on the
+ * same eval instances (`credit-lens compare`). `groups` lists every configuration, so the page can offer the baseline
+ * choice; `report` is null while it is computed or when it cannot be (`note` says why).
+ */
+export interface MetricsComparison { groups: string[]; baseline: string | null; report: CompareReport | null; note: string }
+
 export type MetricsToWebview =
   | IpcNotification<'metrics/init', MetricsViewInit>
-  | IpcNotification<'metrics/append', MetricsAppend>;
+  | IpcNotification<'metrics/append', MetricsAppend>
+  | IpcNotification<'metrics/comparison', MetricsComparison>;
 
 export type MetricsToHost =
   | IpcCommand<'webview/ready', Record<string, never>>
@@ -56,7 +65,9 @@ export type MetricsToHost =
   | IpcCommand<'metrics/drawn', { runDir: string; step: number; latencyMs: number }>
   | IpcCommand<'metrics/openAnalysis', { runDir: string }>
   | IpcCommand<'metrics/openRun', { runDir: string }>
-  | IpcCommand<'metrics/compareWith', { runDirs: string[] }>;
+  | IpcCommand<'metrics/compareWith', { runDirs: string[] }>
+  /** Compare Runs: test every other configuration against this one */
+  | IpcCommand<'metrics/setBaseline', { group: string }>;
 
 export type MetricsProtocol = WebviewProtocol<MetricsToWebview, MetricsToHost, MetricsPanelState>;
 
@@ -80,6 +91,7 @@ export const metricsChecks: ProtocolChecks<MetricsProtocol> = {
   toWebview: messageCheck<MetricsToWebview>('notification', {
     'metrics/init': shape<MetricsViewInit>({ mode: isMode, runs: arrayOf(isMetricsRunData) }),
     'metrics/append': shape<MetricsAppend>({ runDir: isString, rows: arrayOf(isMetricsRow), status: isString, receivedAt: nullable(isNumber) }),
+    'metrics/comparison': shape<MetricsComparison>({ groups: arrayOf(isString), baseline: nullable(isString), report: nullable(isCompareReport), note: isString }),
   }),
   toHost: messageCheck<MetricsToHost>('command', {
     'webview/ready': isEmpty,
@@ -89,6 +101,7 @@ export const metricsChecks: ProtocolChecks<MetricsProtocol> = {
     'metrics/openAnalysis': shape<{ runDir: string }>({ runDir: isString }),
     'metrics/openRun': shape<{ runDir: string }>({ runDir: isString }),
     'metrics/compareWith': shape<{ runDirs: string[] }>({ runDirs: arrayOf(isString) }),
+    'metrics/setBaseline': shape<{ group: string }>({ group: isString }),
   }),
   state: isMetricsPanelState,
 };

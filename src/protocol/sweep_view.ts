@@ -1,6 +1,7 @@
 // The sweep summary's messages (src/extension/panels/sweep_panel.ts ↔ src/webviews/sweep.main.ts) and
 // their runtime checks (see webview.ts).
 import type { RunStatus } from './index';
+import { isCompareReport, type CompareReport } from './compare';
 import { arrayOf, isBoolean, isEmpty, isNumber, isRecord, isString, messageCheck, nullable, oneOf, shape, type Check } from './validate';
 import type { IpcCommand, IpcNotification, ProtocolChecks, WebviewProtocol } from './webview';
 
@@ -43,7 +44,15 @@ export interface SweepView {
   active: boolean;
   /** Set for a sweep that runs on Slurm: its job array and folder. */
   slurm: { jobId: string; sweepDir: string } | null;
+  /**
+   * The runs grouped by configuration (their seeds together) against the baseline group, on the same test instances
+   * (`credit-lens compare` over the completed runs); null with fewer than two configurations. `note` says what is
+   * missing or running, or why the comparison failed.
+   */
+  comparison: SweepComparison | null;
 }
+
+export interface SweepComparison { report: CompareReport | null; note: string }
 
 export type SweepSortKey = 'index' | 'name' | 'strategy' | 'status' | 'finalEvalSuccess' | 'bestEvalSuccess'
   | 'stepsTo10pct' | 'meanGradNorm' | 'fillerReasoningRatio';
@@ -83,6 +92,7 @@ export const isSweepView: Check<SweepView> = shape<SweepView>({
   sweepId: isString, title: isString, configPath: isString, created: isString, rows: arrayOf(isSweepRow),
   done: isNumber, total: isNumber, active: isBoolean,
   slurm: nullable(shape<{ jobId: string; sweepDir: string }>({ jobId: isString, sweepDir: isString })),
+  comparison: nullable(shape<SweepComparison>({ report: nullable(isCompareReport), note: isString })),
 });
 
 export const isSweepPanelState: Check<SweepPanelState> = shape<SweepPanelState>({

@@ -4,7 +4,8 @@
 import '@vscode-elements/elements/dist/vscode-badge/index.js';
 import '@vscode-elements/elements/dist/vscode-button/index.js';
 import { html, nothing, render } from 'lit';
-import { metricsChecks, type MetricsProtocol, type MetricsRunData, type MetricsViewInit } from '../protocol/metrics_view';
+import { metricsChecks, type MetricsComparison, type MetricsProtocol, type MetricsRunData, type MetricsViewInit } from '../protocol/metrics_view';
+import { comparisonTable } from './compare_table';
 import { MetricChart, fmt, onThemeChange, readTheme, type ChartTheme } from './charts';
 import { adoptCss, connect } from './ipc';
 import { alignChart, chartCsv, chartsFor, phaseOfX, pointsOf, runLabels, upsertRow, type ChartSpec, type RunPoints } from './metrics_series';
@@ -38,6 +39,7 @@ export function mountMetricsView(): void {
   const latencies: number[] = [];
   let drawScheduled = false;
   let pendingLatency: { receivedAt: number; runDir: string; step: number }[] = [];
+  let comparison: MetricsComparison | null = null;
 
   const runColour = (run: number) => theme.palette[run % theme.palette.length];
   const colourOf = (c: { run: number; index: number }) => (mode === 'compare' ? runColour(c.run) : theme.palette[c.index % theme.palette.length]);
@@ -131,9 +133,23 @@ export function mountMetricsView(): void {
           <span class="muted">${r.data.strategy ?? '?'} · ${r.data.status}${summary(r)}</span>
         </li>`)}
       </ul>` : nothing}
+      ${mode === 'compare' && comparison ? comparisonSection(comparison) : nothing}
       <p class="muted note">${anySft ? 'Shaded: the SFT warm start, drawn before GRPO step 0 (x < 0 counts SFT steps back from the eval before GRPO). ' : ''}Drag across a chart to zoom, double-click to reset.</p>`, head);
     // A style attribute would need 'unsafe-inline'; the CSSOM does not.
     head.querySelectorAll<HTMLElement>('.swatch').forEach((s) => (s.style.background = s.dataset.colour ?? ''));
+  }
+
+  /** The paired test of the compared configurations (seeds together) against the chosen baseline. */
+  function comparisonSection(c: MetricsComparison) {
+    return html`<section class="significance" aria-label="paired test">
+      <h2>Eval success against
+        ${c.groups.length > 1 ? html`<select aria-label="baseline" title="the configuration every other one is tested against"
+          @change=${(e: Event) => host.post({ kind: 'command', method: 'metrics/setBaseline', params: { group: (e.target as HTMLSelectElement).value } })}>
+          ${c.groups.map((g) => html`<option value=${g} ?selected=${g === c.baseline}>${g}</option>`)}
+        </select>` : html`${c.baseline ?? 'a baseline'}`}, on the same eval instances</h2>
+      ${c.report ? comparisonTable(c.report, { onOpen: (runDir) => host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir } }) }) : nothing}
+      ${c.note ? html`<p class="muted comparison-status">${c.note}</p>` : nothing}
+    </section>`;
   }
 
   function summary(r: RunState): string {
@@ -192,6 +208,9 @@ export function mountMetricsView(): void {
       host.setState({ mode, runDirs: runs.map((r) => r.data.runDir) });
       scheduleDraw();
       root.setAttribute('aria-busy', 'false');
+    } else if (m.method === 'metrics/comparison') {
+      comparison = m.params;
+      drawHead();
     } else if (m.method === 'metrics/append') {
       const r = runs.find((x) => x.data.runDir === m.params.runDir);
       if (!r) return;

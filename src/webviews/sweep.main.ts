@@ -10,6 +10,7 @@ import '@vscode-elements/elements/dist/vscode-table-header-cell/index.js';
 import '@vscode-elements/elements/dist/vscode-table-row/index.js';
 import { html, nothing, render } from 'lit';
 import { sweepChecks, type SweepPanelState, type SweepProtocol, type SweepRow, type SweepSortKey, type SweepView } from '../protocol/sweep_view';
+import { comparisonTable } from './compare_table';
 import { adoptCss, connect } from './ipc';
 import css from './sweep.css';
 import baseCss from './base.css';
@@ -51,6 +52,15 @@ const COLUMNS: Column[] = [
   { key: 'fillerReasoningRatio', title: 'Filler ÷ reas.', hint: 'mean |contribution| of filler tokens ÷ that of reasoning tokens (seed 002), from credit-lens analyze',
     cell: (r) => num(r.fillerReasoningRatio, 2) },
 ];
+
+/** The 95 % half-width of one run's eval success from its test instances alone (binomial, at the sweep's mean rate). */
+function noise(v: SweepView): string | null {
+  const rows = v.rows.filter((r) => r.finalEvalSuccess !== null);
+  const n = v.comparison?.report?.rows[0]?.instances;
+  if (!rows.length || !n) return null;
+  const p = rows.reduce((a, r) => a + r.finalEvalSuccess!, 0) / rows.length;
+  return (196 * Math.sqrt((p * (1 - p)) / n)).toFixed(1);
+}
 
 function sortValue(r: SweepRow, key: SweepSortKey): string | number | null {
   return r[key] as string | number | null;
@@ -115,12 +125,20 @@ function draw(): void {
           </vscode-table-row>`)}
       </vscode-table-body>
     </vscode-table>`;
+  const cmp = v.comparison;
+  const grouped = cmp ? html`<section class="by-config" aria-label="by configuration">
+      <h2>By configuration, against ${cmp.report?.baseline ?? 'the baseline'}</h2>
+      ${cmp.report ? comparisonTable(cmp.report, { onOpen: (runDir) => host.post({ kind: 'command', method: 'sweep/openRun', params: { runDir } }) }) : nothing}
+      ${cmp.note ? html`<p class="muted comparison-status">${cmp.note}</p>` : nothing}
+    </section>
+    <h2>Runs</h2>` : nothing;
   const foot = html`<p class="muted note">
-      Click a column to sort, a row to open its run.
+      Click a column to sort, a row to open its run.${noise(v) ? ` One run's eval success moves by about ±${noise(v)} points `
+        + 'from its test instances alone: compare configurations in the table above, not runs by rank.' : ''}
       Filler/reasoning is computed by credit-lens analyze once a run has ended.
       ${v.slurm ? html`<br>Slurm job ${v.slurm.jobId} · ${v.slurm.sweepDir}/slurm (script, configs, logs)` : nothing}
     </p>`;
-  render(html`${header}${table}${foot}`, root);
+  render(html`${header}${grouped}${table}${foot}`, root);
   root.setAttribute('aria-busy', 'false');
 }
 

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
-import type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
+import { runGroup, type CompareReport, type CompareRow, type SeedInterval } from '../../protocol/compare';
 import { headlineParams } from '../credit/catalog';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
@@ -31,7 +31,6 @@ export interface RunEval {
   label: string;
 }
 
-const SEED_PART = /[-_]seed[-_]?\d+/;
 
 function readConfig(runDir: string): { seed?: unknown; credit?: Record<string, unknown> } | null {
   try {
@@ -84,7 +83,7 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   const cfg = readConfig(runDir);
   const strategy = info.strategy ?? (typeof cfg?.credit?.strategy === 'string' ? cfg.credit.strategy : null);
   return {
-    runDir, name: info.name, group: info.name.replace(SEED_PART, ''), seed: typeof cfg?.seed === 'number' ? cfg.seed : null, step: at,
+    runDir, name: info.name, group: runGroup(info.name), seed: typeof cfg?.seed === 'number' ? cfg.seed : null, step: at,
     success, rate: hits / success.size, strategy, label: strategyLabel(strategy, cfg?.credit),
   };
 }

@@ -1,7 +1,10 @@
 // Run comparison: several runs' charts overlaid, one colour per run; runs can be added in place.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
-import type { MetricsPanelState } from '../../protocol/metrics_view';
+import { readRunInfo } from '../../engine/rundir/rundir';
+import { runGroup } from '../../protocol/compare';
+import type { MetricsComparison, MetricsPanelState } from '../../protocol/metrics_view';
+import { isTraining } from '../run_status';
 import { MetricsPanel, stateRunDirs, type PanelDeps } from './metrics_panel';
 
 export const COMPARE_VIEW_TYPE = 'creditLens.compareRuns';
@@ -35,10 +38,53 @@ export class ComparePanel extends MetricsPanel {
     };
   }
 
+  /** The configuration the others are tested against: chosen on the page, else plain GRPO's, else the first run's. */
+  private baseline: string | null = null;
+
   private constructor(panel: vscode.WebviewPanel, deps: PanelDeps, runDirs: string[]) {
     super(panel, deps, 'compare', runDirs);
     ComparePanel.open.add(this);
     this.disposables.push({ dispose: () => ComparePanel.open.delete(this) });
+    this.disposables.push(deps.analysis.subscribe(() => this.isReady && this.afterInit()));
+  }
+
+  protected override afterInit(): void {
+    this.post({ kind: 'notification', method: 'metrics/comparison', params: this.comparison() });
+  }
+
+  protected override onStatusChange(): void {
+    this.afterInit();
+  }
+
+  protected override setBaseline(group: string): void {
+    this.baseline = group;
+    this.afterInit();
+  }
+
+  /**
+   * The compared runs grouped by configuration (their names without `-seedN`), every other group against the
+   * baseline's on the same eval instances, through `credit-lens compare` (in the background; this is called again
+   * when it is done). Runs still training are left out until they end.
+   */
+  private comparison(): MetricsComparison {
+    const runs = this.runDirs.map((dir) => ({ dir, info: readRunInfo(dir) })).filter((r) => r.info !== null);
+    const groups = [...new Set(runs.map((r) => runGroup(r.info!.name)))];
+    if (groups.length < 2) {
+      return { groups, baseline: groups[0] ?? null, report: null, note: 'Add runs of another configuration (for example a second strategy, each with its seeds) to test their difference on the same eval instances.' };
+    }
+    const baseline = this.baseline && groups.includes(this.baseline) ? this.baseline
+      : runGroup(runs.find((r) => r.info!.strategy === 'none')?.info!.name ?? runs[0].info!.name);
+    const ended = runs.filter((r) => !isTraining(r.info!.status));
+    const base = ended.filter((r) => runGroup(r.info!.name) === baseline).map((r) => r.dir);
+    const others = ended.filter((r) => runGroup(r.info!.name) !== baseline).map((r) => r.dir);
+    const training = runs.length - ended.length;
+    const skipped = training ? `${training} run${training === 1 ? '' : 's'} still training ${training === 1 ? 'is' : 'are'} left out until ${training === 1 ? 'it ends' : 'they end'}.` : '';
+    if (!base.length || !others.length) return { groups, baseline, report: null, note: `Waiting for ended runs of ${baseline} and another configuration. ${skipped}`.trim() };
+    const stamp = ended.map((r) => r.info!.ended ?? '').join(',');
+    const r = this.deps.analysis.comparison(base, others, stamp);
+    if (r === null) return { groups, baseline, report: null, note: `Comparing with ${baseline} on the same eval instances…` };
+    if (typeof r === 'string') return { groups, baseline, report: null, note: `credit-lens compare failed: ${r}` };
+    return { groups, baseline, report: r, note: skipped };
   }
 
   protected retitle(): void {

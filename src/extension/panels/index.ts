@@ -13,7 +13,7 @@ import { runDirOf, runDirsOf } from '../args';
 import { pickRunDir, pickRunDirs } from '../pick';
 
 export function registerPanels(ctx: Ctx): void {
-  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cli: ctx.engineCli, runWatcher: ctx.runWatcher };
+  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cli: ctx.engineCli, runWatcher: ctx.runWatcher, analysis: ctx.analysis };
   const reg = (id: string, fn: (...args: unknown[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
   reg('creditLens.openDashboard', async (arg) => {

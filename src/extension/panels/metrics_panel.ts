@@ -11,6 +11,7 @@ import { isEnded, isTraining, type LiveStatus } from '../run_status';
 import type { LiveRun, RunManager } from '../runs';
 import type { RunDirWatcher } from '../run_watcher';
 import { WebviewPanelHost } from '../webview';
+import type { AnalysisRunner } from '../analysis';
 import { pickRunDirs } from '../pick';
 import { loadRunData, pngBytes, safeFileName } from './run_data';
 
@@ -22,6 +23,8 @@ export interface PanelDeps {
   runs: RunManager;
   log: vscode.LogOutputChannel;
   runWatcher: RunDirWatcher;
+  /** `credit-lens compare` in the background, for Compare Runs' test table */
+  analysis: AnalysisRunner;
 }
 
 type Mode = MetricsPanelState['mode'];
@@ -82,7 +85,20 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
       return data;
     });
     this.post({ kind: 'notification', method: 'metrics/init', params: { mode: this.mode, runs } });
+    this.afterInit();
   }
+
+  /** Compare Runs sends its test table after the charts. */
+  protected afterInit(): void {}
+
+  /** A run's status changed on disk or live (its comparison may now be computed). */
+  protected onStatusChange(_dir: string): void {}
+
+  protected get isReady(): boolean {
+    return this.ready;
+  }
+
+  protected setBaseline(_group: string): void {}
 
   /** A `run/metrics` notification reaches the RunManager, which fires synchronously: now is its arrival. */
   private onLive(run: LiveRun): void {
@@ -94,8 +110,10 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
     const newRow = row && row !== this.lastLive.get(dir);
     if (!newRow && status === this.lastStatus.get(dir)) return;
     this.lastLive.set(dir, row);
+    const changed = status !== this.lastStatus.get(dir);
     this.lastStatus.set(dir, status);
     this.post({ kind: 'notification', method: 'metrics/append', params: { runDir: dir, rows: newRow ? [row] : [], status, receivedAt: newRow ? receivedAt : null } });
+    if (changed) this.onStatusChange(dir);
   }
 
   private clearTimers(): void {
@@ -124,8 +142,10 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
     }
     if (rows.length === sent && status === this.lastStatus.get(dir)) return;
     this.diskRows.set(dir, rows.length);
+    const changed = status !== this.lastStatus.get(dir);
     this.lastStatus.set(dir, status);
     this.post({ kind: 'notification', method: 'metrics/append', params: { runDir: dir, rows: rows.slice(sent), status, receivedAt: null } });
+    if (changed) this.onStatusChange(dir);
   }
 
   protected onMessage(m: MetricsProtocol['toHost']): void {
@@ -158,6 +178,9 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
       case 'metrics/compareWith':
         void pickRunDirs(this.mode === 'compare' ? 'add runs to the comparison' : `compare ${basename(this.runDirs[0])} with`, { exclude: m.params.runDirs })
           .then((picked) => picked.length && this.compareWith(picked));
+        break;
+      case 'metrics/setBaseline':
+        this.setBaseline(m.params.group);
         break;
     }
   }

@@ -48,11 +48,26 @@ test('sweep: a real view passes; a row with an unknown status or an object param
         step: null, totalSteps: null, finalEvalSuccess: null, bestEvalSuccess: null, stepsTo10pct: null, meanGradNorm: null, fillerReasoningRatio: null,
         slurm: { job: '12_1', state: 'PENDING', reason: 'JobArrayTaskLimit', summary: 'pending (JobArrayTaskLimit)' } },
     ],
+    comparison: { report: null, note: 'waiting' },
   };
   assert.ok(ok(sweepChecks.toWebview({ kind: 'notification', method: 'sweep/update', params: view })));
   const bad = (patch: object) => ({ kind: 'notification', method: 'sweep/update', params: { ...view, rows: [{ ...view.rows[0], ...patch }] } });
   assert.ok(!ok(sweepChecks.toWebview(bad({ status: 'exploded' }))));
   assert.ok(!ok(sweepChecks.toWebview(bad({ params: { a: { b: 1 } } }))));
+  // The comparison as `credit-lens compare --json` prints it (one seed: null interval ends), and one of another shape.
+  const interval = (mean: number) => ({ mean, lo: null, hi: null, n: 1, half: null });
+  const report = {
+    split: 'test', alpha: 0.05, baseline: 'cd-none', notes: [],
+    rows: [
+      { group: 'cd-none', label: 'none', strategy: 'none', baseline: true, seeds: [1], runs: ['/w/runs/a'], instances: 8, eval_success: interval(0.5),
+        diff: null, mcnemar: null, significant: null, filler_abs_c: interval(0.01), reasoning_abs_c: interval(0.02), filler_reasoning_ratio: interval(0.5) },
+      { group: 'cd-oc', label: 'outcome_conditional (think_discount 0.25)', strategy: 'outcome_conditional', baseline: false, seeds: [1], runs: ['/w/runs/b'],
+        instances: 8, eval_success: interval(0.6), diff: { mean: 0.1, lo: -0.1, hi: 0.3, resamples: 100 }, mcnemar: { b: 1, c: 2, pairs: 8, p: 1 },
+        significant: false, filler_abs_c: null, reasoning_abs_c: null, filler_reasoning_ratio: null },
+    ],
+  };
+  assert.ok(ok(sweepChecks.toWebview({ kind: 'notification', method: 'sweep/update', params: { ...view, comparison: { report, note: '' } } })));
+  assert.ok(!ok(sweepChecks.toWebview({ kind: 'notification', method: 'sweep/update', params: { ...view, comparison: { report: { ...report, rows: [{ group: 1 }] }, note: '' } } })));
   assert.ok(ok(sweepChecks.toHost({ kind: 'command', method: 'sweep/openRun', params: { runDir: '/w/runs/a' } })));
   assert.ok(!ok(sweepChecks.toHost({ kind: 'command', method: 'sweep/openRun', params: { runDir: 7 } })));
   assert.ok(sweepChecks.state({ sweepId: 's1', sort: { key: 'meanGradNorm', descending: true } }));

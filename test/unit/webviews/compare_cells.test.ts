@@ -1,0 +1,32 @@
+// The comparison table's cells (sweep summary, Compare Runs) from hand-written rows: what a reader sees for a
+// significant difference, a difference within noise, one seed, and the baseline.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { CompareRow } from '../../../src/protocol/compare';
+import { diffCell, intervalCell, pCell, pct, sig } from '../../../src/webviews/compare_cells';
+
+const row = (over: Partial<CompareRow>): CompareRow => ({
+  group: 'g', label: 'none', strategy: 'none', baseline: false, seeds: [1, 2, 3], runs: ['/a', '/b', '/c'], instances: 256,
+  eval_success: { mean: 0.125, lo: 0.1, hi: 0.15, n: 3, half: 0.025 }, diff: null, mcnemar: null, significant: null,
+  filler_abs_c: null, reasoning_abs_c: null, filler_reasoning_ratio: null, ...over,
+});
+
+test('eval success: mean ± the 95 % half-width in points; one seed shows the mean alone', () => {
+  assert.equal(intervalCell(row({}).eval_success, pct), '12.5 ± 2.5');
+  assert.equal(intervalCell({ mean: 0.5, lo: null, hi: null, n: 1, half: null }, pct), '50.0');
+  assert.equal(intervalCell(null, sig), '—');
+  assert.equal(intervalCell({ mean: 0.01234, lo: 0, hi: 0, n: 3, half: 0.000456 }, sig), '0.0123 ± 0.000456');
+});
+
+test('a significant difference shows its interval and p; one within noise is marked n.s.; the baseline says so', () => {
+  const win = row({ diff: { mean: 0.0625, lo: 0.03125, hi: 0.09375, resamples: 1000 }, mcnemar: { b: 2, c: 20, pairs: 768, p: 1.0e-4 }, significant: true });
+  assert.equal(diffCell(win), '+6.3 [+3.1, +9.4]');
+  assert.equal(pCell(win), '0.00010');
+  const tiny = row({ mcnemar: { b: 1, c: 2, pairs: 768, p: 3e-7 }, significant: true });
+  assert.equal(pCell(tiny), '3.0e-7');
+  const noise = row({ diff: { mean: -0.005, lo: -0.03, hi: 0.02, resamples: 1000 }, mcnemar: { b: 12, c: 10, pairs: 768, p: 0.83 }, significant: false });
+  assert.equal(diffCell(noise), '-0.5 [-3.0, +2.0]');
+  assert.equal(pCell(noise), '0.83 n.s.');
+  assert.equal(diffCell(row({ baseline: true })), 'baseline');
+  assert.equal(pCell(row({ baseline: true })), '');
+});
