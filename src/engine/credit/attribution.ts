@@ -35,6 +35,49 @@ export function maskedScaledSoftmax(z: tf.Tensor2D, mask: tf.Tensor2D): tf.Tenso
   });
 }
 
+export type HeadObjective = 'contribution' | 'contribution_entropy' | 'ppo';
+
+export interface HeadObjectiveInput {
+  /** w = n_i·softmax(z) over valid tokens [B, C], differentiable in the head's parameters */
+  w: tf.Tensor2D;
+  mask: tf.Tensor2D;
+  /** A_i per episode [B, 1] */
+  adv: tf.Tensor2D;
+  /** ℓ, detached [B][C] */
+  logprobs: number[][];
+  /** the loss's aggregation coefficients c [B][C] (loss = Σ c·loss_tok) */
+  c: number[][];
+  /** dLoss/dÂ per token from the policy loss (grpo.ts gradAdv): for ppo */
+  gradAdv: number[][];
+  objective: HeadObjective;
+  entropyCoef: number;
+}
+
+/**
+ * A surrogate whose gradient w.r.t. the head's parameters is the chosen objective's (credit.attribution.objective; the
+ * catalog documents each and its optimum). The head's weights enter the policy loss only through Â = A·w, so:
+ *   contribution:          Σ c·w·A·(−ℓ)                        = −Σ c·Â·ℓ
+ *   contribution_entropy:  the same − entropy_coef·Σ_i s_i·H(α_i), s_i = Σ_t c_it (c is constant within an episode, so
+ *                          per episode the optimum is α ∝ exp(A·ℓ / entropy_coef))
+ *   ppo:                   Σ w·A·dLoss/dÂ                      (zero at ρ = 1: dLoss/dÂ = −c, constant, and Σ_t w_t = n_i)
+ */
+export function headObjective(x: HeadObjectiveInput): tf.Scalar {
+  return tf.tidy(() => {
+    if (x.objective === 'ppo') return x.w.mul(x.adv).mul(tf.tensor2d(x.gradAdv)).sum() as tf.Scalar;
+    const negC = x.c.map((row, i) => row.map((ci, t) => -ci * x.logprobs[i][t]));
+    let j = x.w.mul(x.adv).mul(tf.tensor2d(negC)).sum() as tf.Scalar;
+    if (x.objective === 'contribution_entropy') {
+      const n = x.mask.sum(1, true);
+      const alpha = x.w.div(n.maximum(1));
+      // α·log(α + 1e-30): 0 at α = 0 (padding, masked out anyway, and underflowed tokens), differentiable everywhere.
+      const h = alpha.mul(alpha.add(1e-30).log()).mul(x.mask).sum(1).neg(); // [B]
+      const s = tf.tensor1d(x.c.map((row) => row.reduce((a, b) => a + b, 0)));
+      j = j.sub(h.mul(s).sum().mul(x.entropyCoef)) as tf.Scalar;
+    }
+    return j;
+  });
+}
+
 /** Seed 000's monitoring metrics, averaged over episodes: entropy, max, min and std of α. */
 export function attributionMetrics(alpha: number[][], mask: number[][]): Record<string, number> {
   let ent = 0, mx = 0, mn = 0, sd = 0, k = 0;

@@ -137,9 +137,16 @@ export const CATALOG = [
     block: { key: 'attribution', schema: section({
       init_std: num({ gte: 0 }, 'Std of the attribution head\'s initial weights.').default(0.01),
       detach_hidden: bool('Stop the policy loss from training the model through the head\'s input.').default(true),
-    }, 'attribution strategy: a linear head on the final hidden state. The head is trained on the contribution objective '
-      + '−Σ c·Â·ℓ (ℓ detached), whose optimum puts all of an episode\'s weight on one token; seed 000\'s PPO form gives the '
-      + 'head no gradient on-policy (ρ = 1) and only trains it with grpo.epochs_per_step > 1.').prefault({}) },
+      objective: oneOf(['contribution', 'contribution_entropy', 'ppo'], 'What trains the head (the policy\'s loss is the same '
+        + 'for all three). contribution: minimise −Σ c·Â·ℓ (ℓ detached); linear in α, so its optimum puts all of an episode\'s '
+        + 'weight on one token (the most likely one when A > 0, the least likely when A < 0). contribution_entropy: the same '
+        + 'minus entropy_coef·H(α) per episode; its optimum is α_t = softmax_t(A·ℓ_t / entropy_coef): a Gibbs distribution '
+        + 'that entropy_coef tempers (∞: plain GRPO, 0: contribution). ppo: seed 000\'s form, the head inside the clipped '
+        + 'surrogate −min(ρÂ, clip(ρ)Â); at ρ = 1 (grpo.epochs_per_step 1) its gradient is exactly zero, so the head moves only '
+        + 'off-policy (epochs_per_step > 1), toward tokens whose ratio already moved with the advantage. Seed 000\'s own '
+        + 'results need ppo with epochs_per_step > 1.').default('contribution'),
+      entropy_coef: num({ gt: 0 }, 'contribution_entropy: weight of the entropy of α (larger: closer to uniform).').default(0.1),
+    }, 'attribution strategy: a linear head on the final hidden state, trained on credit.attribution.objective.').prefault({}) },
     needs: { hidden: true },
   },
   {

@@ -62,6 +62,8 @@ export interface PolicyLossResult {
   loss: number;
   /** dLoss/dlogprobs */
   grad: number[][];
+  /** dLoss/dÂ per token: −c·ρ on the unclipped branch, −c·clip(ρ) on the clipped one (a credit head's gradient) */
+  gradAdv: number[][];
   /** fraction of valid tokens whose clipped branch was taken (zero gradient) */
   clipFrac: number;
   /** mean k3 KL over valid tokens (0 without reference) */
@@ -95,8 +97,10 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
   let valid = 0;
   let klSum = 0;
   const grad: number[][] = [];
+  const gradAdv: number[][] = [];
   for (let i = 0; i < x.logprobs.length; i++) {
     const gRow = new Array<number>(x.logprobs[i].length).fill(0);
+    const aRow = new Array<number>(x.logprobs[i].length).fill(0);
     for (let t = 0; t < x.logprobs[i].length; t++) {
       const m = x.mask[i][t];
       if (!m) continue;
@@ -121,8 +125,10 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       }
       loss += c[i][t] * tokLoss;
       gRow[t] = c[i][t] * dl;
+      aRow[t] = -c[i][t] * (takeClipped ? clippedRatio : ratio);
     }
     grad.push(gRow);
+    gradAdv.push(aRow);
   }
-  return { loss, grad, clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0 };
+  return { loss, grad, gradAdv, clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0 };
 }

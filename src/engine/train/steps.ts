@@ -5,7 +5,7 @@ import type { MetricsRow } from '../../protocol';
 import type { EvalRows, EvalSplit } from '../rundir/eval_table';
 import { getStrategy, type CreditBatch } from '../credit';
 import { creditParams } from '../credit/types';
-import { maskedScaledSoftmax } from '../credit/attribution';
+import { headObjective, maskedScaledSoftmax } from '../credit/attribution';
 import type { CreditHead, EpisodeView, Prepared } from '../credit/types';
 import { advantages, aggregationWeights, meanStd, policyLossAndGrad } from './grpo';
 import { Transformer } from '../model/model';
@@ -209,12 +209,12 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
       // head): the loss itself lives in grpo.ts.
       let sur = out.logp.mul(tf.tensor2d(lossInfo.grad)).sum();
       if (wT) {
-        // The head trains on seed 000's objective −Σ c·Â·ℓ (the contribution, ℓ detached). In the PPO form the
-        // gradient w.r.t. Â is −c·ρ, constant over an episode at ρ = 1, and Σ_t w_t = n_i, so the head would get
-        // exactly zero gradient; both forms give the policy the same gradient at ρ = 1.
-        const c = aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens);
-        const headGrad = c.map((row, i) => row.map((ci, t) => -ci * lp[i][t]));
-        sur = sur.add(wT.mul(advT).mul(tf.tensor2d(headGrad)).sum());
+        // The head trains on credit.attribution.objective (attribution.ts headObjective); the policy's gradient is the
+        // same under all three.
+        sur = sur.add(headObjective({
+          w: wT, mask: maskT, adv: advT, logprobs: lp, c: aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens),
+          gradAdv: lossInfo.gradAdv, objective: params.objective, entropyCoef: params.entropy_coef,
+        }));
       }
       return sur as tf.Scalar;
     }, [...trainable.values()]);

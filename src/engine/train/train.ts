@@ -237,6 +237,10 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     log('info', `backend ${s.backend.backend} (${s.backend.reason}); model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`);
     const strategy = getStrategy(cfg.credit.strategy);
     head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg.credit)) ?? null;
+    if (head && cfg.credit.attribution.objective === 'ppo' && cfg.grpo.epochs_per_step === 1) {
+      log('warn', 'credit.attribution.objective ppo with grpo.epochs_per_step 1: at ρ = 1 the head\'s gradient is exactly zero, so it '
+        + 'stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed 000\'s form');
+    }
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
     if (cfg.model.init_checkpoint) {

@@ -105,6 +105,11 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.task.val_size = 0;
   expected.credit.cal.scale = 'raw';
   expected.credit.cal.placement = 'span';
+  // issue 9: a shared SFT warm start, the attribution head's objective
+  expected.sft.share = false;
+  expected.sft.seed = 1;
+  expected.credit.attribution.objective = 'contribution';
+  expected.credit.attribution.entropy_coef = 0.1;
   assert.deepEqual(config, expected);
 });
 
@@ -173,7 +178,7 @@ test('a wrong type names the path and the value', () => {
 
 test('an empty section (YAML null) says how to write one', () => {
   const issues = issuesOf('sft:\n');
-  assert.match(only(issues, 'sft').message, /^sft: got null, expected a mapping with keys: steps, batch_size, lr .*`\{\}`/);
+  assert.match(only(issues, 'sft').message, /^sft: got null, expected a mapping with keys: steps, batch_size, lr, share, seed .*`\{\}`/);
 });
 
 test('task.numbers is a [min, max] pair with 1 ≤ min ≤ max ≤ 6', () => {

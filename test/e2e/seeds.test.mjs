@@ -1,0 +1,108 @@
+// Seeds, intervals and paired tests in VS Code (issue 9): a 3-seed sweep of two strategies from one shared SFT warm
+// start, started from the Sweep CodeLens. The sweep summary groups the seeds, and so does Compare Runs over the six
+// runs picked from the palette: eval success with its 95 % interval, the paired difference with McNemar's p (greyed
+// and marked n.s. when it is not significant). Every figure is checked against `credit-lens compare --json` run here
+// on the same run folders. Harness and how to run: harness.mjs.
+import { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import {
+  ROOT, WS, clickCodeLens, finishSuite, log, openFile, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode,
+} from './harness.mjs';
+
+let vs;
+
+before(async () => {
+  prepareSuite();
+  vs = await startVsCode('seeds', { trusted: true, settings: { 'creditLens.maxConcurrentRuns': 2 } });
+});
+
+after(finishSuite);
+
+const webview = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+
+/** `credit-lens compare --json` on the sweep's folders: the numbers the views must show. */
+function cliCompare() {
+  const runs = runDirs('seeds-');
+  const base = runs.filter((d) => readJson(join(d, 'run.json')).name.startsWith('seeds-none-'));
+  const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'compare', ...runs, ...base.flatMap((d) => ['--baseline', d]), '--json'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+const pct = (x) => (100 * x).toFixed(1);
+
+scenario('a 3-seed sweep of two strategies: the summary groups the seeds with intervals and the paired test', async () => {
+  const { page } = vs;
+  await openFile(page, 'seeds.credit.yaml');
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  await clickCodeLens(page, 'Sweep');
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ timeout: 30_000 });
+  assert.match(await dialog.innerText(), /6 runs/);
+  await dialog.locator('.monaco-button', { hasText: 'Start 6 Runs' }).click();
+  const frame = webview(page);
+  const rows = frame.locator('vscode-table-row.run-row');
+  await rows.first().waitFor({ timeout: 60_000 });
+  assert.equal(await rows.count(), 6);
+  await frame.locator('vscode-table-row.run-row[data-status="completed"]').nth(5).waitFor({ timeout: 400_000 });
+  // One warm start for all six runs, trained once (two engines at a time: one trained it, the other waited).
+  const ws = runDirs('countdown-warm-start-');
+  assert.equal(ws.length, 1, 'one shared warm start');
+  for (const d of runDirs('seeds-')) {
+    const cfg = spawnSync('grep', ['-A30', '^model:', join(d, 'config.yaml')], { encoding: 'utf8' }).stdout;
+    assert.match(cfg, /init_checkpoint: .*countdown-warm-start-/, `${d} starts from the warm start`);
+  }
+  const groups = frame.locator('table.comparison tbody tr');
+  await groups.nth(1).waitFor({ timeout: 120_000 });
+  assert.equal(await groups.count(), 2);
+  const expected = cliCompare();
+  const shown = await groups.evaluateAll((trs) => trs.map((tr) => ({
+    group: tr.dataset.group, cls: tr.className, cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()),
+  })));
+  log(`by configuration: ${JSON.stringify(shown)}`);
+  const [base, oc] = expected.rows;
+  assert.deepEqual(shown.map((s) => s.group), ['seeds-none', 'seeds-outcome_conditional']);
+  assert.equal(shown[0].cells[1], '1, 2, 3');
+  assert.equal(shown[0].cells[2], `${pct(base.eval_success.mean)} ± ${pct(base.eval_success.half)}`);
+  assert.equal(shown[0].cells[3], 'baseline');
+  assert.equal(shown[1].cells[2], `${pct(oc.eval_success.mean)} ± ${pct(oc.eval_success.half)}`);
+  assert.match(shown[1].cells[3], /^[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]$/);
+  assert.equal(shown[1].cells[4].replace(' n.s.', ''), oc.mcnemar.p < 1e-4 ? oc.mcnemar.p.toExponential(1) : oc.mcnemar.p.toPrecision(2));
+  // Not significant → greyed (class ns) and marked n.s.; significant → neither.
+  assert.equal(shown[1].cls, oc.significant ? 'significant' : 'ns');
+  assert.equal(shown[1].cells[4].endsWith('n.s.'), !oc.significant);
+  assert.match(shown[0].cells[5], /^\d\.\d+(e-\d+)? ± \d/, 'filler |c| with its interval');
+  await shot(page, 'seeds-sweep-summary', { readme: 'seeds-sweep' });
+});
+
+scenario('Compare Runs over the six runs groups the seeds, tests against plain GRPO and lets the baseline change', async () => {
+  const { page } = vs;
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+  await palette(page, 'Credit Lens: Compare Runs', { pick: 'Credit Lens: Compare Runs' });
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ timeout: 15_000 });
+  await input.fill('seeds-');
+  await sleep(300);
+  const items = page.locator('.quick-input-widget .monaco-list-row');
+  assert.equal(await items.count(), 6, 'the six sweep runs, and not the warm start');
+  await page.locator('.quick-input-widget .quick-input-check-all').check();
+  await page.keyboard.press('Enter');
+  const frame = webview(page);
+  const groups = frame.locator('section.significance table.comparison tbody tr');
+  await groups.nth(1).waitFor({ timeout: 120_000 });
+  const expected = cliCompare();
+  const cells = await groups.evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim())));
+  log(`compare runs: ${JSON.stringify(cells)}`);
+  assert.equal(cells[0][3], 'baseline');
+  assert.equal(cells[1][2], `${pct(expected.rows[1].eval_success.mean)} ± ${pct(expected.rows[1].eval_success.half)}`);
+  assert.equal(cells[1][4].endsWith('n.s.'), !expected.rows[1].significant);
+  await shot(page, 'seeds-compare-runs', { readme: 'seeds-compare' });
+  // The other configuration as the baseline: the rows swap roles and the difference changes sign.
+  await frame.locator('section.significance select').selectOption('seeds-outcome_conditional');
+  await frame.locator('section.significance tr[data-group="seeds-outcome_conditional"].baseline').waitFor({ timeout: 60_000 });
+  const swapped = await frame.locator('section.significance tr[data-group="seeds-none"] td.diff').textContent();
+  const d = expected.rows[1].diff.mean;
+  assert.equal(swapped.trim().split(' ')[0], `${-d >= 0 ? '+' : ''}${(-100 * d).toFixed(1)}`);
+});
