@@ -24,7 +24,7 @@ const webview = (page) => page.frameLocator('iframe.webview.ready').frameLocator
 
 /** `credit-lens compare --json` on the sweep's folders: the numbers the views must show. */
 function cliCompare() {
-  const runs = runDirs('seeds-');
+  const runs = runDirs('seeds');
   const base = runs.filter((d) => readJson(join(d, 'run.json')).name.startsWith('seeds-none-'));
   const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'compare', ...runs, ...base.flatMap((d) => ['--baseline', d]), '--json'], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
@@ -48,9 +48,9 @@ scenario('a 3-seed sweep of two strategies: the summary groups the seeds with in
   assert.equal(await rows.count(), 6);
   await frame.locator('vscode-table-row.run-row[data-status="completed"]').nth(5).waitFor({ timeout: 400_000 });
   // One warm start for all six runs, trained once (two engines at a time: one trained it, the other waited).
-  const ws = runDirs('countdown-warm-start-');
+  const ws = runDirs('countdown-warm-start');
   assert.equal(ws.length, 1, 'one shared warm start');
-  for (const d of runDirs('seeds-')) {
+  for (const d of runDirs('seeds')) {
     const cfg = spawnSync('grep', ['-A30', '^model:', join(d, 'config.yaml')], { encoding: 'utf8' }).stdout;
     assert.match(cfg, /init_checkpoint: .*countdown-warm-start-/, `${d} starts from the warm start`);
   }
@@ -87,8 +87,10 @@ scenario('Compare Runs over the six runs groups the seeds, tests against plain G
   await sleep(300);
   const items = page.locator('.quick-input-widget .monaco-list-row');
   assert.equal(await items.count(), 6, 'the six sweep runs, and not the warm start');
-  await page.locator('.quick-input-widget .quick-input-check-all').check();
-  await page.keyboard.press('Enter');
+  // A click on a row of a multi-select QuickPick ticks it; OK accepts the ticked ones.
+  for (let i = 0; i < 6; i++) await items.nth(i).click();
+  await page.locator('.quick-input-widget .quick-input-count', { hasText: '6 Selected' }).waitFor({ timeout: 10_000 });
+  await page.locator('.quick-input-widget .monaco-button', { hasText: 'OK' }).click();
   const frame = webview(page);
   const groups = frame.locator('section.significance table.comparison tbody tr');
   await groups.nth(1).waitFor({ timeout: 120_000 });
