@@ -34,22 +34,27 @@ export class CancelledError extends Error {
   }
 }
 
-/** `credit-lens analyze` arguments after the CLI path (src/engine/analysis USAGE). */
+/** `credit-lens compare` arguments after the CLI path. */
 export function compareArgs(baselineDirs: string[], otherDirs: string[], split: 'test' | 'validation' = 'test'): string[] {
   return ['compare', ...otherDirs, ...baselineDirs.flatMap((d) => ['--baseline', d]), '--split', split, '--json'];
 }
 
-export function parseCompareReport(stdout: string): CompareReport {
-  let v: unknown;
+/** A one-shot command's JSON answer; `what` names the command in the error. */
+function parseJsonOutput(stdout: string, what: string): unknown {
   try {
-    v = JSON.parse(stdout);
+    return JSON.parse(stdout);
   } catch (e) {
-    throw new Error(`credit-lens compare printed no JSON: ${(e as Error).message}`);
+    throw new Error(`${what} printed no JSON: ${(e as Error).message}`);
   }
+}
+
+export function parseCompareReport(stdout: string): CompareReport {
+  const v = parseJsonOutput(stdout, 'credit-lens compare');
   if (!isCompareReport(v)) throw new Error('credit-lens compare printed JSON of another shape (an engine of another version?)');
   return v;
 }
 
+/** `credit-lens analyze` arguments after the CLI path (src/engine/analysis USAGE). */
 export function analyzeArgs(runDir: string, o: AnalyzeOptions = {}): string[] {
   const args = ['analyze', runDir, '--json'];
   if (o.from != null) args.push('--from-step', String(o.from));
@@ -68,12 +73,7 @@ export function cliError(stderr: string, fallback: string): string {
 
 /** Checks the JSON is an analysis report of the version this extension reads, not only that it parses. */
 export function parseAnalyzeReport(stdout: string): AnalyzeReport {
-  let v: unknown;
-  try {
-    v = JSON.parse(stdout);
-  } catch (e) {
-    throw new Error(`credit-lens analyze printed no JSON: ${(e as Error).message}`);
-  }
+  const v = parseJsonOutput(stdout, 'credit-lens analyze');
   const r = v as Partial<AnalyzeReport> | null;
   if (!r || typeof r !== 'object' || r.version !== 1 || !r.meta || typeof r.meta !== 'object' || !r.token_types) {
     throw new Error(`credit-lens analyze printed JSON that is not a version 1 analysis report`);
@@ -130,6 +130,7 @@ export class EngineCli {
       throw new Error(`${what}: the engine's answer is not JSON`);
     }
   }
+
 
   /** Submits a config's sweep to Slurm as one job array; sbatch's own message when it refuses. */
   slurmSubmit(configPath: string, sets: string[], signal?: AbortSignal): Promise<SlurmSweepJson> {

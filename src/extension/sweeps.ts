@@ -3,7 +3,6 @@
 // sweep still shows its rows after a reload.
 import * as vscode from 'vscode';
 import type { SlurmTaskStatus } from '../protocol/slurm';
-import { runGroup } from '../protocol/compare';
 import type { SweepComparison, SweepRow, SweepView } from '../protocol/sweep_view';
 import type { EngineCli } from './engine_cli';
 import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
@@ -301,23 +300,18 @@ export class SweepManager implements vscode.Disposable {
    * each time another run completes.
    */
   private comparison(rows: SweepRow[]): SweepComparison | null {
-    const groups = [...new Set(rows.map((r) => runGroup(r.name)))];
-    if (groups.length < 2) return null;
-    const baseRow = rows.find((r) => r.strategy === 'none') ?? rows[0];
-    const baseGroup = runGroup(baseRow.name);
-    const done = rows.filter((r) => r.status === 'completed' && r.runDir);
-    const base = done.filter((r) => runGroup(r.name) === baseGroup).map((r) => r.runDir!);
-    const others = done.filter((r) => runGroup(r.name) !== baseGroup).map((r) => r.runDir!);
-    const pending = rows.length - done.length;
+    const c = this.analysis.compareGroups(rows.map((r) => ({ dir: r.runDir ?? '', name: r.name, strategy: r.strategy, ready: r.status === 'completed' && !!r.runDir })), null, '');
+    const pending = rows.length - c.ready;
     const waiting = pending ? `${pending} of ${rows.length} runs not completed yet; the table covers the completed ones.` : '';
-    if (!base.length || !others.length) {
-      return { report: null, note: `The comparison with ${baseGroup} appears once it and another configuration have a completed run. ${waiting}`.trim() };
+    switch (c.state) {
+      case 'single': return null;
+      case 'waiting': return { report: null, note: `The comparison with ${c.baseline} appears once it and another configuration have a completed run. ${waiting}`.trim() };
+      case 'running': return { report: null, note: `Comparing ${c.ready} completed runs with ${c.baseline} on the same test instances…` };
+      case 'failed': return { report: null, note: `credit-lens compare failed: ${c.error}` };
+      case 'done': return { report: c.report, note: waiting };
     }
-    const r = this.analysis.comparison(base, others, '');
-    if (r === null) return { report: null, note: `Comparing ${done.length} completed runs with ${baseGroup} on the same test instances…` };
-    if (typeof r === 'string') return { report: null, note: `credit-lens compare failed: ${r}` };
-    return { report: r, note: waiting };
   }
+
 
   dispose(): void {
     for (const p of this.slurmPolls.values()) { p.abort.abort(); clearTimeout(p.timer); }

@@ -8,6 +8,17 @@ export function runGroup(name: string): string {
   return name.replace(/[-_]seed[-_]?\d+/, '');
 }
 
+/** A rate in points with one decimal ("12.5"); '—' when unknown. */
+export const pctText = (x: number | null) => (x !== null && Number.isFinite(x) ? (100 * x).toFixed(1) : '—');
+/** Three significant figures ("0.0123"); '—' when unknown. */
+export const sig3 = (x: number | null) => (x !== null && Number.isFinite(x) ? x.toPrecision(3) : '—');
+
+/** "12.3 ± 1.4" (mean ± the 95 % half-width), the mean alone with one seed, '—' without one: the CLI's and the views' cell. */
+export function intervalText(i: SeedInterval | null, fmt: (x: number | null) => string): string {
+  if (!i || i.mean === null) return '—';
+  return i.half === null ? fmt(i.mean) : `${fmt(i.mean)} ± ${fmt(i.half)}`;
+}
+
 /** Mean over seeds with a two-sided 95 % t interval; lo/hi/half are null with fewer than two seeds. */
 export interface SeedInterval { mean: number | null; lo: number | null; hi: number | null; n: number; half: number | null }
 

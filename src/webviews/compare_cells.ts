@@ -1,14 +1,8 @@
 // The comparison table's cells as text (compare_table.ts renders them), pure so the unit tests read them directly.
-import type { CompareRow, SeedInterval } from '../protocol/compare';
+import type { CompareRow } from '../protocol/compare';
 
-export const pct = (x: number | null) => (x === null ? '—' : (100 * x).toFixed(1));
-export const sig = (x: number | null) => (x === null ? '—' : x.toPrecision(3));
-
-/** "12.3 ± 1.4" (mean ± the 95 % half-width), or the mean alone with one seed. */
-export function intervalCell(i: SeedInterval | null, fmt: (x: number | null) => string): string {
-  if (!i || i.mean === null) return '—';
-  return i.half === null ? fmt(i.mean) : `${fmt(i.mean)} ± ${fmt(i.half)}`;
-}
+// The number formats and the interval cell are the CLI's too (src/protocol/compare.ts).
+export { intervalText as intervalCell, pctText as pct, sig3 as sig } from '../protocol/compare';
 
 /** The difference cell: "+4.2 [+1.0, +7.5]" in points. */
 export function diffCell(r: CompareRow): string {

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
-import { runGroup, type CompareReport, type CompareRow, type SeedInterval } from '../../protocol/compare';
+import { intervalText, pctText, runGroup, sig3, type CompareReport, type CompareRow, type SeedInterval } from '../../protocol/compare';
 import { headlineParams } from '../credit/catalog';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
@@ -30,7 +30,6 @@ export interface RunEval {
   strategy: string | null;
   label: string;
 }
-
 
 function readConfig(runDir: string): { seed?: unknown; credit?: Record<string, unknown> } | null {
   try {
@@ -161,16 +160,6 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   return { split, alpha, baseline: baseGroup, rows, notes: [...new Set(notes)] };
 }
 
-const pct = (x: number | null) => (x !== null && Number.isFinite(x) ? `${(100 * x).toFixed(1)}` : '—');
-
-/** "0.0123 ± 0.0010": the mean ± the 95 % half-width (the mean alone with one seed). */
-function intervalText(i: SeedInterval | null, fmt: (x: number | null) => string): string {
-  if (!i || i.mean === null) return '—';
-  return i.half === null ? fmt(i.mean) : `${fmt(i.mean)} ± ${fmt(i.half)}`;
-}
-
-const sig3 = (x: number | null) => (x === null ? '—' : x.toPrecision(3));
-
 /** The table for a terminal or a README: significant differences in bold, the rest marked n.s. */
 export function compareMarkdown(r: CompareReport): string {
   const lines = [
@@ -180,9 +169,9 @@ export function compareMarkdown(r: CompareReport): string {
     '|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
-    const diff = x.diff ? `${x.diff.mean >= 0 ? '+' : ''}${pct(x.diff.mean)} [${pct(x.diff.lo)}, ${pct(x.diff.hi)}]` : '(baseline)';
+    const diff = x.diff ? `${x.diff.mean >= 0 ? '+' : ''}${pctText(x.diff.mean)} [${pctText(x.diff.lo)}, ${pctText(x.diff.hi)}]` : '(baseline)';
     const p = x.mcnemar ? (x.significant ? `**${x.mcnemar.p.toPrecision(2)}**` : `${x.mcnemar.p.toPrecision(2)} n.s.`) : '';
-    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pct)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
+    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');

@@ -2,7 +2,6 @@
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { readRunInfo } from '../../engine/rundir/rundir';
-import { runGroup } from '../../protocol/compare';
 import type { MetricsComparison, MetricsPanelState } from '../../protocol/metrics_view';
 import { isTraining } from '../run_status';
 import { MetricsPanel, stateRunDirs, type PanelDeps } from './metrics_panel';
@@ -67,25 +66,23 @@ export class ComparePanel extends MetricsPanel {
    * when it is done). Runs still training are left out until they end.
    */
   private comparison(): MetricsComparison {
-    const runs = this.runDirs.map((dir) => ({ dir, info: readRunInfo(dir) })).filter((r) => r.info !== null);
-    const groups = [...new Set(runs.map((r) => runGroup(r.info!.name)))];
-    if (groups.length < 2) {
-      return { groups, baseline: groups[0] ?? null, report: null, note: 'Add runs of another configuration (for example a second strategy, each with its seeds) to test their difference on the same eval instances.' };
-    }
-    const baseline = this.baseline && groups.includes(this.baseline) ? this.baseline
-      : runGroup(runs.find((r) => r.info!.strategy === 'none')?.info!.name ?? runs[0].info!.name);
-    const ended = runs.filter((r) => !isTraining(r.info!.status));
-    const base = ended.filter((r) => runGroup(r.info!.name) === baseline).map((r) => r.dir);
-    const others = ended.filter((r) => runGroup(r.info!.name) !== baseline).map((r) => r.dir);
-    const training = runs.length - ended.length;
+    const runs = this.runDirs.flatMap((dir) => {
+      const info = readRunInfo(dir);
+      return info ? [{ dir, name: info.name, strategy: info.strategy ?? null, ready: !isTraining(info.status), ended: info.ended ?? '' }] : [];
+    });
+    const c = this.deps.analysis.compareGroups(runs, this.baseline, runs.filter((r) => r.ready).map((r) => r.ended).join(','));
+    const training = runs.length - c.ready;
     const skipped = training ? `${training} run${training === 1 ? '' : 's'} still training ${training === 1 ? 'is' : 'are'} left out until ${training === 1 ? 'it ends' : 'they end'}.` : '';
-    if (!base.length || !others.length) return { groups, baseline, report: null, note: `Waiting for ended runs of ${baseline} and another configuration. ${skipped}`.trim() };
-    const stamp = ended.map((r) => r.info!.ended ?? '').join(',');
-    const r = this.deps.analysis.comparison(base, others, stamp);
-    if (r === null) return { groups, baseline, report: null, note: `Comparing with ${baseline} on the same eval instances…` };
-    if (typeof r === 'string') return { groups, baseline, report: null, note: `credit-lens compare failed: ${r}` };
-    return { groups, baseline, report: r, note: skipped };
+    const note = {
+      single: 'Add runs of another configuration (for example a second strategy, each with its seeds) to test their difference on the same eval instances.',
+      waiting: `Waiting for ended runs of ${c.baseline} and another configuration. ${skipped}`.trim(),
+      running: `Comparing with ${c.baseline} on the same eval instances…`,
+      failed: `credit-lens compare failed: ${c.error}`,
+      done: skipped,
+    }[c.state];
+    return { groups: c.groups, baseline: c.baseline, report: c.report, note };
   }
+
 
   protected retitle(): void {
     const names = this.runDirs.map((d) => basename(d));
