@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
-import { intervalText, pctText, runGroup, sig3, type CompareReport, type CompareRow, type SeedInterval } from '../../protocol/compare';
+import { intervalText, pctText, runGroup, sig3, type CompareReport, type CompareRow, type GainReport, type GainRow, type SeedInterval } from '../../protocol/compare';
 import { headlineParams } from '../credit/catalog';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
@@ -15,7 +15,7 @@ import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
 import { mcnemarExact, meanInterval, pairedBootstrap } from './significance';
 import { computeTables } from './tables';
 
-export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
+export type { CompareReport, CompareRow, GainReport, GainRow, SeedInterval } from '../../protocol/compare';
 
 export interface RunEval {
   runDir: string;
@@ -113,6 +113,20 @@ function pairs(base: RunEval[], g: RunEval[], notes: string[]): { x: boolean[]; 
   return { x, y };
 }
 
+/** The fields every row of a group has: its runs, label, instances and seed 002's |c| by token type. */
+function groupFields(group: string, runs: RunEval[], opts: CompareOptions, notes: string[]) {
+  const types = opts.tokenTypes === false ? [] : runs.map((x) => runTokenTypeContributions(x.runDir)).filter((x) => x !== null);
+  if (types.length && types.length < runs.length) notes.push(`${group}: ${runs.length - types.length} of its runs logged no token tables; |c| is over the others`);
+  if (runs.length < 3) notes.push(`${group}: ${runs.length} seed${runs.length === 1 ? '' : 's'}; an interval over seeds needs at least 3 to mean much`);
+  return {
+    group, label: [...new Set(runs.map((x) => x.label))].join(' / '), strategy: runs[0].strategy, seeds: runs.map((x) => x.seed),
+    runs: runs.map((x) => x.runDir), instances: Math.max(...runs.map((x) => x.success.size)),
+    filler_abs_c: types.length ? jsonInterval(types.map((x) => x.filler)) : null,
+    reasoning_abs_c: types.length ? jsonInterval(types.map((x) => x.reasoning)) : null,
+    filler_reasoning_ratio: types.length ? jsonInterval(types.map((x) => x.filler / x.reasoning)) : null,
+  };
+}
+
 export interface CompareOptions {
   split?: EvalSplit;
   alpha?: number;
@@ -133,18 +147,10 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   const baseGroup = base[0].group;
   const rows: CompareRow[] = [];
   const row = (group: string, runs: RunEval[], isBase: boolean): CompareRow => {
-    const types = opts.tokenTypes === false ? [] : runs.map((x) => runTokenTypeContributions(x.runDir)).filter((x) => x !== null);
-    const labels = [...new Set(runs.map((x) => x.label))];
     const r: CompareRow = {
-      group, label: labels.join(' / '), strategy: runs[0].strategy, baseline: isBase, seeds: runs.map((x) => x.seed), runs: runs.map((x) => x.runDir),
-      instances: Math.max(...runs.map((x) => x.success.size)), eval_success: jsonInterval(runs.map((x) => x.rate)),
+      ...groupFields(group, runs, opts, notes), baseline: isBase, eval_success: jsonInterval(runs.map((x) => x.rate)),
       diff: null, mcnemar: null, significant: null,
-      filler_abs_c: types.length ? jsonInterval(types.map((x) => x.filler)) : null,
-      reasoning_abs_c: types.length ? jsonInterval(types.map((x) => x.reasoning)) : null,
-      filler_reasoning_ratio: types.length ? jsonInterval(types.map((x) => x.filler / x.reasoning)) : null,
     };
-    if (types.length && types.length < runs.length) notes.push(`${group}: ${runs.length - types.length} of its runs logged no token tables; |c| is over the others`);
-    if (runs.length < 3) notes.push(`${group}: ${runs.length} seed${runs.length === 1 ? '' : 's'}; an interval over seeds needs at least 3 to mean much`);
     if (!isBase) {
       const p = pairs(base, runs, notes);
       const m = mcnemarExact(p.x.map((v, i) => [v, p.y[i]] as const));
@@ -172,6 +178,67 @@ export function compareMarkdown(r: CompareReport): string {
     const diff = x.diff ? `${x.diff.mean >= 0 ? '+' : ''}${pctText(x.diff.mean)} [${pctText(x.diff.lo)}, ${pctText(x.diff.hi)}]` : '(baseline)';
     const p = x.mcnemar ? (x.significant ? `**${x.mcnemar.p.toPrecision(2)}**` : `${x.mcnemar.p.toPrecision(2)} n.s.`) : '';
     lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
+  }
+  if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
+  return lines.join('\n');
+}
+
+/** Wall-clock minutes of a run from its run.json, null when it has not ended. */
+function runMinutes(runDir: string): number | null {
+  const info = readRunInfo(runDir) as { started?: string; ended?: string | null } | null;
+  const a = Date.parse(info?.started ?? '');
+  const b = Date.parse(info?.ended ?? '');
+  return Number.isFinite(a) && Number.isFinite(b) ? (b - a) / 60_000 : null;
+}
+
+/**
+ * `credit-lens compare <run-dir>... --from-start`: what GRPO gained over the policy it started from. Each run's last
+ * eval is paired with its own step-0 eval (after SFT, or its model.init_checkpoint) on the same instances; each group
+ * (one configuration over seeds) gets the gain per seed with a 95 % t interval over seeds, the paired bootstrap and
+ * McNemar's test over (seed, instance) pairs. A gain is significant when both the test and the seeds' interval say so.
+ */
+export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainReport {
+  const split = opts.split ?? 'test';
+  const alpha = opts.alpha ?? 0.05;
+  if (!dirs.length) throw new UserError('compare --from-start needs at least one run directory');
+  const notes: string[] = [];
+  const finals = [...new Set(dirs.map((d) => resolve(d)))].map((d) => loadRunEval(d, split));
+  const rows: GainRow[] = [];
+  for (const [group, runs] of groupBy(finals)) {
+    const starts = runs.map((r) => {
+      if (!listEvalSteps(r.runDir).includes(0)) throw new UserError(`${r.runDir}: no eval table at step 0, so there is no start to measure a gain from`);
+      return loadRunEval(r.runDir, split, 0);
+    });
+    runs.forEach((r) => { if (r.step === 0) notes.push(`${r.name}: its last eval is at step 0 (no GRPO step evaluated yet); its gain is 0 by definition`); });
+    const p = pairs(starts, runs, notes);
+    const m = mcnemarExact(p.x.map((v, i) => [v, p.y[i]] as const));
+    const bs = pairedBootstrap(p.x.map(Number), p.y.map(Number), { resamples: opts.resamples ?? 10_000, seed: 1 });
+    const gain = jsonInterval(runs.map((r, k) => r.rate - starts[k].rate));
+    rows.push({
+      ...groupFields(group, runs, opts, notes),
+      start: jsonInterval(starts.map((x) => x.rate)), final: jsonInterval(runs.map((x) => x.rate)), final_steps: runs.map((x) => x.step),
+      gain, pooled: { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples },
+      mcnemar: { b: m.b, c: m.c, pairs: p.x.length, p: m.p },
+      significant: m.p < alpha && gain.lo !== null && gain.hi !== null && (gain.lo > 0 || gain.hi < 0),
+      minutes: runs.map((r) => runMinutes(r.runDir)),
+    });
+  }
+  return { split, alpha, rows, notes: [...new Set(notes)] };
+}
+
+/** The gain table for a terminal or a README. */
+export function gainMarkdown(r: GainReport): string {
+  const sign = (x: number) => `${x >= 0 ? '+' : ''}${pctText(x)}`;
+  const lines = [
+    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width; gain: last − start per seed, mean [95 % t interval over seeds]; pooled: paired bootstrap 95 % interval over (seed, instance) pairs; p: McNemar's exact test (α = ${r.alpha}). A gain is in bold when the test and the seeds' interval both exclude 0. |c|: seed 002's mean |contribution| over all logged steps.`,
+    '',
+    '| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp), over seeds | pooled (pp) | McNemar b / c | p | filler ÷ reasoning \\|c\\| | minutes per run |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const x of r.rows) {
+    const g = x.gain.lo === null || x.gain.hi === null || x.gain.mean === null ? (x.gain.mean === null ? '—' : sign(x.gain.mean)) : `${sign(x.gain.mean)} [${sign(x.gain.lo)}, ${sign(x.gain.hi)}]`;
+    const mins = x.minutes.map((m) => (m === null ? '—' : m.toFixed(1))).join(', ');
+    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.start, pctText)} | ${intervalText(x.final, pctText)} | ${x.significant ? `**${g}**` : `${g} n.s.`} | ${sign(x.pooled.mean)} [${sign(x.pooled.lo)}, ${sign(x.pooled.hi)}] | ${x.mcnemar.b} / ${x.mcnemar.c} | ${x.mcnemar.p.toPrecision(2)} | ${intervalText(x.filler_reasoning_ratio, sig3)} | ${mins} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');

@@ -11,6 +11,7 @@ const USAGE = `usage:
   credit-lens slurm status <sweep-dir> [--json] [--wait]
   credit-lens slurm cancel <sweep-dir> [--task I]
   credit-lens compare <run-dir>... --baseline <run-dir>... [--json] [--split test|validation]
+  credit-lens compare <run-dir>... --from-start [--json] [--split test|validation]
   credit-lens eval <run-dir> [--checkpoint N]
   credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...
   credit-lens importance train <config.credit.yaml> --rollouts <rollouts_gG.parquet> [--out dir]
@@ -159,11 +160,18 @@ export async function main(argv: string[]): Promise<number> {
           (m) => console.log(m));
       }
       case 'compare': {
-        const a = parseArgs(rest, { valued: ['baseline', 'split', 'alpha'], boolean: ['json'] }, USAGE);
-        const { compareSeeds, compareMarkdown } = await import('../analysis/compare');
+        const a = parseArgs(rest, { valued: ['baseline', 'split', 'alpha'], boolean: ['json', 'from-start'] }, USAGE);
+        const { compareSeeds, compareMarkdown, gainFromStart, gainMarkdown } = await import('../analysis/compare');
         const split = flag(a, 'split') ?? 'test';
         if (split !== 'test' && split !== 'validation') throw new UserError(`--split ${split}: expected test or validation`);
-        const r = compareSeeds(a.flags.get('baseline') ?? [], a.positional, { split, alpha: numFlag(a, 'alpha', (x) => x > 0 && x < 1, 'a level in (0, 1)') ?? 0.05 });
+        const opts = { split, alpha: numFlag(a, 'alpha', (x) => x > 0 && x < 1, 'a level in (0, 1)') ?? 0.05 } as const;
+        if (a.flags.has('from-start')) {
+          if (a.flags.has('baseline')) throw new UserError('compare: --from-start measures each run against its own step 0; it takes no --baseline');
+          const g = gainFromStart(a.positional, opts);
+          console.log(a.flags.has('json') ? JSON.stringify(g, null, 2) : gainMarkdown(g));
+          return 0;
+        }
+        const r = compareSeeds(a.flags.get('baseline') ?? [], a.positional, opts);
         console.log(a.flags.has('json') ? JSON.stringify(r, null, 2) : compareMarkdown(r));
         return 0;
       }

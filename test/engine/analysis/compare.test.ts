@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compareMarkdown, compareSeeds } from '../../../src/engine/analysis/compare';
+import { compareMarkdown, compareSeeds, gainFromStart, gainMarkdown } from '../../../src/engine/analysis/compare';
 import { evalFile, readEvalTable, writeEvalTable } from '../../../src/engine/rundir/eval_table';
 import { writeRunInfo } from '../../../src/engine/rundir/rundir';
 
@@ -28,6 +28,51 @@ function run(name: string, seed: number, ok: (i: number) => boolean): string {
   });
   return d;
 }
+
+/** A run evaluated at step 0 (its start) and at step 5; test instances i < start / i < final succeed. */
+function gainRun(name: string, seed: number, start: number, final: number, withStart = true): string {
+  const d = join(root, `${name}-20260101-000000`);
+  mkdirSync(join(d, 'eval'), { recursive: true });
+  writeRunInfo(d, { id: name, name, status: 'completed', started: '2026-01-01T00:00:00Z', ended: '2026-01-01T00:06:00Z', backend: 'wasm', engine_version: 't' });
+  writeFileSync(join(d, 'config.yaml'), `name: ${name}\nseed: ${seed}\ncredit:\n  strategy: none\n`);
+  const ids = Array.from({ length: N }, (_, i) => `test-${i}`);
+  for (const [step, k] of withStart ? [[0, start], [5, final]] : [[5, final]]) {
+    writeEvalTable(evalFile(d, step), {
+      instance_id: ids, split: ids.map(() => 'test'), success: ids.map((_, i) => i < k),
+      reward: Float32Array.from(ids, (_, i) => (i < k ? 1 : 0)), completion: ids.map(() => ''),
+    });
+  }
+  return d;
+}
+
+test('compare --from-start: the gain over each run\'s own step 0, over seeds and paired', () => {
+  // "learns": every seed starts at 10/40 = 25 % and ends at 14, 16, 18 of 40 → gains 0.10, 0.15, 0.20: mean 0.15,
+  // sd 0.05, half-width t(0.975, 2)·0.05/√3 = 4.302653·0.028868 = 0.124207 → [0.025793, 0.274207], excludes 0.
+  // Pooled pairs: b = 0, c = 4 + 6 + 8 = 18 of 120 → McNemar p = 2·2^−18 = 7.629e−6; bootstrap mean 18/120 = 0.15.
+  // "flat": 10 → 12, 8, 10 → gains +0.05, −0.05, 0: mean 0; b = 2 (seed 2), c = 2 (seed 1) → p = 1, n.s.
+  const learns = [[1, 14], [2, 16], [3, 18]].map(([s, f]) => gainRun(`learns-seed${s}`, s, 10, f));
+  const flat = [[1, 12], [2, 8], [3, 10]].map(([s, f]) => gainRun(`flat-seed${s}`, s, 10, f));
+  const r = gainFromStart([...learns, ...flat], { resamples: 2000 });
+  const [l, f] = r.rows;
+  assert.deepEqual([l.group, f.group], ['learns', 'flat']);
+  assert.equal(l.start.mean, 0.25);
+  assert.ok(Math.abs(l.final.mean! - 0.4) < 1e-12);
+  assert.deepEqual(l.final_steps, [5, 5, 5]);
+  assert.ok(Math.abs(l.gain.mean! - 0.15) < 1e-12);
+  assert.ok(Math.abs(l.gain.half! - 0.124207) < 1e-6, String(l.gain.half));
+  assert.deepEqual([l.mcnemar.b, l.mcnemar.c, l.mcnemar.pairs], [0, 18, 120]);
+  assert.ok(Math.abs(l.mcnemar.p / 7.62939453125e-6 - 1) < 1e-9, String(l.mcnemar.p));
+  assert.ok(Math.abs(l.pooled.mean - 0.15) < 1e-12 && l.pooled.lo > 0.05 && l.pooled.hi < 0.25, JSON.stringify(l.pooled));
+  assert.equal(l.significant, true);
+  assert.deepEqual(l.minutes, [6, 6, 6]);
+  assert.ok(Math.abs(f.gain.mean!) < 1e-12);
+  assert.deepEqual([f.mcnemar.b, f.mcnemar.c, f.mcnemar.p, f.significant], [2, 2, 1, false]);
+  const md = gainMarkdown(r);
+  assert.match(md, /\| learns \| none \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| 40\.0 ± 12\.4 \| \*\*\+15\.0 \[\+2\.6, \+27\.4\]\*\* \|/);
+  assert.match(md, /\| flat \| .* n\.s\. \|/);
+  assert.match(md, /\| 6\.0, 6\.0, 6\.0 \|$/m);
+  assert.throws(() => gainFromStart([gainRun('nostart-seed1', 1, 0, 3, false)]), /no eval table at step 0/);
+});
 
 test('eval tables round-trip', () => {
   const d = run('rt', 1, (i) => i % 2 === 0);
