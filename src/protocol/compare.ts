@@ -13,6 +13,15 @@ export const pctText = (x: number | null) => (x !== null && Number.isFinite(x) ?
 /** Three significant figures ("0.0123"); '—' when unknown. */
 export const sig3 = (x: number | null) => (x !== null && Number.isFinite(x) ? x.toPrecision(3) : '—');
 
+/** A difference in points with its interval, signed: "+4.2 [+1.0, +7.5]"; the mean alone when the interval is unknown. */
+export function diffText(mean: number | null, lo: number | null, hi: number | null): string {
+  const s = (x: number | null) => (x !== null && Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${pctText(x)}` : '—');
+  return lo === null || hi === null || !Number.isFinite(lo) || !Number.isFinite(hi) ? s(mean) : `${s(mean)} [${s(lo)}, ${s(hi)}]`;
+}
+
+/** A p-value with two significant figures, in exponent form below 1e-4 ("0.031", "1.6e-8"). */
+export const pText = (p: number) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
+
 /** "12.3 ± 1.4" (mean ± the 95 % half-width), the mean alone with one seed, '—' without one: the CLI's and the views' cell. */
 export function intervalText(i: SeedInterval | null, fmt: (x: number | null) => string): string {
   if (!i || i.mean === null) return '—';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
-import { intervalText, pctText, runGroup, sig3, type CompareReport, type CompareRow, type GainReport, type GainRow, type SeedInterval } from '../../protocol/compare';
+import { diffText, intervalText, pctText, pText, runGroup, sig3, type CompareReport, type CompareRow, type GainReport, type GainRow, type SeedInterval } from '../../protocol/compare';
 import { headlineParams } from '../credit/catalog';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
@@ -175,8 +175,8 @@ export function compareMarkdown(r: CompareReport): string {
     '|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
-    const diff = x.diff ? `${x.diff.mean >= 0 ? '+' : ''}${pctText(x.diff.mean)} [${pctText(x.diff.lo)}, ${pctText(x.diff.hi)}]` : '(baseline)';
-    const p = x.mcnemar ? (x.significant ? `**${x.mcnemar.p.toPrecision(2)}**` : `${x.mcnemar.p.toPrecision(2)} n.s.`) : '';
+    const diff = x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '(baseline)';
+    const p = x.mcnemar ? (x.significant ? `**${pText(x.mcnemar.p)}**` : `${pText(x.mcnemar.p)} n.s.`) : '';
     lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
@@ -228,7 +228,6 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
 
 /** The gain table for a terminal or a README. */
 export function gainMarkdown(r: GainReport): string {
-  const sign = (x: number) => `${x >= 0 ? '+' : ''}${pctText(x)}`;
   const lines = [
     `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width; gain: last − start per seed, mean [95 % t interval over seeds]; pooled: paired bootstrap 95 % interval over (seed, instance) pairs; p: McNemar's exact test (α = ${r.alpha}). A gain is in bold when the test and the seeds' interval both exclude 0. |c|: seed 002's mean |contribution| over all logged steps.`,
     '',
@@ -236,9 +235,9 @@ export function gainMarkdown(r: GainReport): string {
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
-    const g = x.gain.lo === null || x.gain.hi === null || x.gain.mean === null ? (x.gain.mean === null ? '—' : sign(x.gain.mean)) : `${sign(x.gain.mean)} [${sign(x.gain.lo)}, ${sign(x.gain.hi)}]`;
+    const g = diffText(x.gain.mean, x.gain.lo, x.gain.hi);
     const mins = x.minutes.map((m) => (m === null ? '—' : m.toFixed(1))).join(', ');
-    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.start, pctText)} | ${intervalText(x.final, pctText)} | ${x.significant ? `**${g}**` : `${g} n.s.`} | ${sign(x.pooled.mean)} [${sign(x.pooled.lo)}, ${sign(x.pooled.hi)}] | ${x.mcnemar.b} / ${x.mcnemar.c} | ${x.mcnemar.p.toPrecision(2)} | ${intervalText(x.filler_reasoning_ratio, sig3)} | ${mins} |`);
+    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.start, pctText)} | ${intervalText(x.final, pctText)} | ${x.significant ? `**${g}**` : `${g} n.s.`} | ${diffText(x.pooled.mean, x.pooled.lo, x.pooled.hi)} | ${x.mcnemar.b} / ${x.mcnemar.c} | ${pText(x.mcnemar.p)} | ${intervalText(x.filler_reasoning_ratio, sig3)} | ${mins} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');
