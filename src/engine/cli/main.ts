@@ -97,6 +97,17 @@ async function cmdSweep(argv: string[]): Promise<number> {
     }
     return 0;
   }
+  if (a.flags.has('dry-run')) {
+    // The runs the sweep would train, and nothing else: no run directory, no warm start.
+    const { expandSweep } = await import('../sweep/sweep');
+    const runs = expandSweep(config).map((r) => ({ name: r.name, overrides: r.overrides, output_dir: r.config.output_dir }));
+    if (a.flags.has('json')) console.log(JSON.stringify({ executor: 'local', runs }, null, 2));
+    else {
+      console.log(`${runs.length} run${runs.length === 1 ? '' : 's'} (dry run: nothing trained)`);
+      for (const r of runs) console.log(`  ${r.name}  ${Object.entries(r.overrides).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`);
+    }
+    return 0;
+  }
   const { runSweep, sweepTable } = await import('../sweep/run_sweep');
   const controller = new RunController();
   let signals = 0;

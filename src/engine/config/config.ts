@@ -65,7 +65,10 @@ export function applyOverrides(raw: object, sets: string[]): object {
       }
       continue;
     }
-    const bad = o.key === 'sweep' || o.key === 'sweep.grid' ? undefined : checkConfigKey(o.key);
+    // The sweep section is the whole schema's, not the base sections': `--set sweep.seeds=3` turns a run config
+    // into a sweep over seeds.
+    const bad = o.key === 'sweep' || o.key === 'sweep.grid' ? undefined
+      : checkConfigKey(o.key, o.key.startsWith('sweep.') ? creditConfigSchema : undefined);
     if (bad) { errors.push(`--set ${set}: ${bad}`); continue; }
     setDotted(out, o.key, o.value);
   }

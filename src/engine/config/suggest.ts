@@ -100,17 +100,18 @@ export function suggestFor(parent: readonly string[], key: string, root: z.ZodTy
 }
 
 /** Checks that a dotted config key exists; returns a message naming the problem, or undefined when it does. */
-export function checkConfigKey(key: string): string | undefined {
-  if (CONFIG_PATH_SET.has(key)) return undefined;
+export function checkConfigKey(key: string, root: z.ZodType = baseSchema): string | undefined {
   const segs = key.split('.');
+  const known = (n: number) => (root === baseSchema ? CONFIG_PATH_SET.has(segs.slice(0, n).join('.')) : schemaAt(root, segs.slice(0, n)) !== undefined);
+  if (known(segs.length)) return undefined;
   let i = 0;
-  while (i < segs.length && CONFIG_PATH_SET.has(segs.slice(0, i + 1).join('.'))) i++;
+  while (i < segs.length && known(i + 1)) i++;
   const parent = segs.slice(0, i);
-  const parentSchema = schemaAt(baseSchema, parent);
+  const parentSchema = schemaAt(root, parent);
   if (parentSchema && !shapeOf(parentSchema)) {
     return `\`${key}\` is not a config key: \`${parent.join('.')}\` has no sub-keys`;
   }
-  const s = suggestFor(parent, segs[i]);
+  const s = suggestFor(parent, segs[i], root);
   if (s) {
     const rest = segs.slice(i + 1);
     const full = rest.length && !s.path.includes('`') ? `${s.path}.${rest.join('.')}` : s.path;

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -79,4 +79,20 @@ test('import: bad input is one clear message, and a good prime-rl export prints 
   assert.equal(ok.code, 0, ok.err);
   assert.match(ok.out, /imported 1 completions \(prime, 1 step, 1 skipped\) → .*imported[/\\]import-rank_0-\d{8}-\d{6}/);
   assert.match(ok.err, /skipped rank_0\.jsonl:2: not valid JSON/);
+});
+
+test('sweep --dry-run on the local executor lists the runs (seeds from --set sweep.seeds) and trains nothing', () => {
+  const out = join(dir, 'dry-runs');
+  const p = cfg('dry.credit.yaml', base({}) + `output_dir: ${out}\n`);
+  const r = run('sweep', p, '--set', 'sweep.seeds=[4, 5]', '--set', 'sweep.grid={credit.strategy: [none, inverse_logprob]}', '--dry-run', '--json');
+  assert.equal(r.code, 0, r.err);
+  const j = JSON.parse(r.out) as { executor: string; runs: { name: string; overrides: Record<string, unknown> }[] };
+  assert.equal(j.executor, 'local');
+  assert.deepEqual(j.runs.map((x) => [x.name, x.overrides.seed, x.overrides['credit.strategy']]), [
+    ['t-none-seed4', 4, 'none'], ['t-none-seed5', 5, 'none'], ['t-inverse_logprob-seed4', 4, 'inverse_logprob'], ['t-inverse_logprob-seed5', 5, 'inverse_logprob'],
+  ]);
+  assert.equal(existsSync(out), false, 'a dry run writes no run directory');
+  const text = run('sweep', p, '--set', 'sweep.seeds=2', '--dry-run');
+  assert.match(text.out, /^2 runs \(dry run: nothing trained\)\n  t-seed1  seed=1\n  t-seed2  seed=2$/m);
+  assertClean(run('sweep', p, '--set', 'sweep.seed=2', '--dry-run'), /did you mean `sweep\.seeds`/);
 });

@@ -284,15 +284,15 @@ test('setDotted / getDotted / applyOverrides', () => {
 
   const raw = { grpo: { steps: 100 } };
   const out = applyOverrides(raw, ['grpo.steps=3', 'task.numbers=[3,4]', 'model.path=null', 'name=run-a',
-    'credit.attribution={init_std: 0.5}', 'sweep.grid.seed=[1, 2]']);
+    'credit.attribution={init_std: 0.5}', 'sweep.grid.seed=[1, 2]', 'sweep.seeds=[1, 2, 3]', 'sweep.slurm.partition=debug']);
   assert.deepEqual(out, { grpo: { steps: 3 }, task: { numbers: [3, 4] }, model: { path: null }, name: 'run-a',
-    credit: { attribution: { init_std: 0.5 } }, sweep: { grid: { seed: [1, 2] } } });
+    credit: { attribution: { init_std: 0.5 } }, sweep: { grid: { seed: [1, 2] }, seeds: [1, 2, 3], slurm: { partition: 'debug' } } });
   assert.deepEqual(raw, { grpo: { steps: 100 } }, 'the input is not modified');
 });
 
 test('bad overrides: all reported at once, with did-you-mean', () => {
   try {
-    applyOverrides({}, ['grpo.num_generations=4', 'think_discount=0.2', 'grpo.steps', 'grpo.lr.x=1']);
+    applyOverrides({}, ['grpo.num_generations=4', 'think_discount=0.2', 'grpo.steps', 'grpo.lr.x=1', 'sweep.seed=3']);
     assert.fail('expected a UserError');
   } catch (e) {
     assert.ok(isUserError(e));
@@ -301,6 +301,7 @@ test('bad overrides: all reported at once, with did-you-mean', () => {
     assert.match(m, /think_discount=0\.2: .*did you mean `credit\.think_discount`\?/);
     assert.match(m, /--set grpo\.steps: expected key=value/);
     assert.match(m, /`grpo\.lr` has no sub-keys/);
+    assert.match(m, /sweep\.seed=3: .*did you mean `sweep\.seeds`\?/);
   }
 });
 
