@@ -44,6 +44,11 @@ export interface CompareRow {
   eval_success: SeedInterval;
   /** vs the baseline: paired bootstrap over instances pooled over seeds; null for the baseline itself */
   diff: { mean: number; lo: number; hi: number; resamples: number } | null;
+  /**
+   * vs the baseline run of the same seed: the per-seed differences of eval success, mean ± the 95 % t half-width over
+   * seeds. Wider than `diff` when seeds disagree: it counts the seed-to-seed spread that pooling instances leaves out.
+   */
+  diff_seeds: SeedInterval | null;
   /** McNemar's exact test on per-(seed, instance) success; b: only the baseline succeeded, c: only this group */
   mcnemar: { b: number; c: number; pairs: number; p: number } | null;
   significant: boolean | null;
@@ -68,6 +73,7 @@ export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
   group: isString, label: isString, strategy: nullable(isString), baseline: isBoolean,
   seeds: arrayOf(nullable(isNumber)), runs: arrayOf(isString), instances: isNumber, eval_success: isSeedInterval,
   diff: nullable(shape<NonNullable<CompareRow['diff']>>({ mean: isNumber, lo: isNumber, hi: isNumber, resamples: isNumber })),
+  diff_seeds: nullable(isSeedInterval),
   mcnemar: nullable(shape<NonNullable<CompareRow['mcnemar']>>({ b: isNumber, c: isNumber, pairs: isNumber, p: isNumber })),
   significant: nullable(isBoolean),
   filler_abs_c: nullable(isSeedInterval), reasoning_abs_c: nullable(isSeedInterval), filler_reasoning_ratio: nullable(isSeedInterval),
@@ -75,52 +81,3 @@ export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
 
 export const isCompareReport: Check<CompareReport> = (v): v is CompareReport => isRecord(v)
   && shape<CompareReport>({ split: oneOf('test', 'validation'), alpha: isNumber, baseline: isString, rows: arrayOf(isCompareRow), notes: arrayOf(isString) })(v);
-
-/** `credit-lens compare --from-start`: one group of runs (a configuration over seeds) against each run's own SFT start. */
-export interface GainRow {
-  group: string;
-  label: string;
-  strategy: string | null;
-  seeds: (number | null)[];
-  runs: string[];
-  instances: number;
-  /** the eval of step 0 (the policy GRPO started from: after SFT, or model.init_checkpoint), over seeds */
-  start: SeedInterval;
-  /** the run's last eval, over seeds */
-  final: SeedInterval;
-  /** the GRPO step of each run's last eval */
-  final_steps: number[];
-  /** final − start per seed, mean ± the 95 % t half-width over seeds: the gain "over 3 seeds" */
-  gain: SeedInterval;
-  /** the same gain as a paired bootstrap over (seed, instance) pairs */
-  pooled: { mean: number; lo: number; hi: number; resamples: number };
-  /** McNemar's exact test on per-(seed, instance) success; b: only the start succeeded, c: only the final policy */
-  mcnemar: { b: number; c: number; pairs: number; p: number };
-  /** McNemar p < alpha and the seeds' interval excludes 0 */
-  significant: boolean;
-  /** wall-clock minutes of each run (run.json started → ended), null when it did not end */
-  minutes: (number | null)[];
-  filler_abs_c: SeedInterval | null;
-  reasoning_abs_c: SeedInterval | null;
-  filler_reasoning_ratio: SeedInterval | null;
-}
-
-export interface GainReport {
-  split: 'test' | 'validation';
-  alpha: number;
-  rows: GainRow[];
-  notes: string[];
-}
-
-const isInterval = shape<{ mean: number; lo: number; hi: number; resamples: number }>({ mean: isNumber, lo: isNumber, hi: isNumber, resamples: isNumber });
-
-export const isGainRow: Check<GainRow> = shape<GainRow>({
-  group: isString, label: isString, strategy: nullable(isString), seeds: arrayOf(nullable(isNumber)), runs: arrayOf(isString),
-  instances: isNumber, start: isSeedInterval, final: isSeedInterval, final_steps: arrayOf(isNumber), gain: isSeedInterval, pooled: isInterval,
-  mcnemar: shape<GainRow['mcnemar']>({ b: isNumber, c: isNumber, pairs: isNumber, p: isNumber }), significant: isBoolean,
-  minutes: arrayOf(nullable(isNumber)),
-  filler_abs_c: nullable(isSeedInterval), reasoning_abs_c: nullable(isSeedInterval), filler_reasoning_ratio: nullable(isSeedInterval),
-});
-
-export const isGainReport: Check<GainReport> = (v): v is GainReport => isRecord(v)
-  && shape<GainReport>({ split: oneOf('test', 'validation'), alpha: isNumber, rows: arrayOf(isGainRow), notes: arrayOf(isString) })(v);

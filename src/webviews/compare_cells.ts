@@ -10,6 +10,11 @@ export function diffCell(r: CompareRow): string {
   return diffText(r.diff.mean, r.diff.lo, r.diff.hi);
 }
 
+/** The per-seed difference from the same seed's baseline run, over seeds: "-2.0 [-15.0, +11.0]". */
+export function diffSeedsCell(r: CompareRow): string {
+  return r.diff_seeds ? diffText(r.diff_seeds.mean, r.diff_seeds.lo, r.diff_seeds.hi) : '';
+}
+
 export function pCell(r: CompareRow): string {
   if (!r.mcnemar) return '';
   const p = pText(r.mcnemar.p);

@@ -4,7 +4,7 @@
 // baseline first): nothing is ranked, and a difference that is not significant is greyed and marked n.s.
 import { html, nothing, type TemplateResult } from 'lit';
 import type { CompareReport, CompareRow } from '../protocol/compare';
-import { diffCell, intervalCell, pCell, pct, sig } from './compare_cells';
+import { diffCell, diffSeedsCell, intervalCell, pCell, pct, sig } from './compare_cells';
 import { adoptCss } from './ipc';
 import css from './compare_table.css';
 
@@ -27,6 +27,7 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
         <th class="num" title="eval success on the ${report.split} split: mean over seeds ± the 95 % t half-width">Eval success %</th>
         <th class="num" title="paired bootstrap 95 % interval over instances pooled over seeds, in points">Δ vs baseline</th>
         <th class="num" title="McNemar's exact test on per-(seed, instance) success; n.s. when p ≥ ${report.alpha}">p</th>
+        <th class="num" title="the difference from the same seed's baseline run, mean [95 % t interval over seeds]: counts how much the seeds disagree, which pooling instances does not">Δ over seeds</th>
         <th class="num" title="seed 002: mean |contribution| of filler tokens, mean ± 95 % t half-width over seeds">Filler |c|</th>
         <th class="num" title="seed 002: mean |contribution| of reasoning tokens">Reasoning |c|</th>
         <th class="num" title="filler |c| ÷ reasoning |c| per run, over seeds">Filler ÷ reas.</th>
@@ -39,6 +40,7 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
           <td class="num">${intervalCell(r.eval_success, pct)}</td>
           <td class="num diff">${diffCell(r)}</td>
           <td class="num p">${pCell(r)}</td>
+          <td class="num diff-seeds">${diffSeedsCell(r)}</td>
           <td class="num">${intervalCell(r.filler_abs_c, sig)}</td>
           <td class="num">${intervalCell(r.reasoning_abs_c, sig)}</td>
           <td class="num">${intervalCell(r.filler_reasoning_ratio, sig)}</td>
@@ -47,7 +49,7 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
     </table>
     <p class="muted compare-note">
       ${report.rows[0]?.instances ?? 0} ${report.split} instances per run, paired across runs. Intervals are 95 %: t over seeds, bootstrap over
-      instances for Δ. Rows are not ranked; greyed rows (n.s.) are within noise of ${report.baseline}.
+      instances for Δ, t over seeds for Δ over seeds. Rows are not ranked; greyed rows (n.s.) are within noise of ${report.baseline}.
       ${seeds < 3 ? html`<strong>Fewer than 3 seeds in a group: its interval means little.</strong>` : nothing}
       ${report.notes.map((n) => html`<br>${n}`)}
     </p>`;

@@ -73,7 +73,11 @@ scenario('a 3-seed sweep of two strategies: the summary groups the seeds with in
   // Not significant → greyed (class ns) and marked n.s.; significant → neither.
   assert.equal(shown[1].cls, oc.significant ? 'significant' : 'ns');
   assert.equal(shown[1].cells[4].endsWith('n.s.'), !oc.significant);
-  assert.match(shown[0].cells[5], /^\d\.\d+(e-\d+)? ± \d/, 'filler |c| with its interval');
+  const signed = (x) => `${x >= 0 ? '+' : ''}${pct(x)}`;
+  const ds = oc.diff_seeds;
+  assert.equal(shown[1].cells[5], `${signed(ds.mean)} [${signed(ds.lo)}, ${signed(ds.hi)}]`, 'the difference over seeds');
+  assert.equal(shown[0].cells[5], '', 'no difference over seeds for the baseline');
+  assert.match(shown[0].cells[6], /^\d\.\d+(e-\d+)? ± \d/, 'filler |c| with its interval');
   await shot(page, 'seeds-sweep-summary', { readme: 'seeds-sweep' });
 });
 

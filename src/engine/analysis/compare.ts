@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
-import { diffText, intervalText, pctText, pText, runGroup, sig3, type CompareReport, type CompareRow, type GainReport, type GainRow, type SeedInterval } from '../../protocol/compare';
+import { diffText, intervalText, pctText, pText, runGroup, sig3, type CompareReport, type CompareRow, type SeedInterval } from '../../protocol/compare';
 import { headlineParams } from '../credit/catalog';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
@@ -15,7 +15,43 @@ import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
 import { mcnemarExact, meanInterval, pairedBootstrap } from './significance';
 import { computeTables } from './tables';
 
-export type { CompareReport, CompareRow, GainReport, GainRow, SeedInterval } from '../../protocol/compare';
+export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
+
+/** `credit-lens compare --from-start`: one group of runs (a configuration over seeds) against each run's own SFT start. */
+export interface GainRow {
+  group: string;
+  label: string;
+  strategy: string | null;
+  seeds: (number | null)[];
+  runs: string[];
+  instances: number;
+  /** the eval of step 0 (the policy GRPO started from: after SFT, or model.init_checkpoint), over seeds */
+  start: SeedInterval;
+  /** the run's last eval, over seeds */
+  final: SeedInterval;
+  /** the GRPO step of each run's last eval */
+  final_steps: number[];
+  /** final − start per seed, mean ± the 95 % t half-width over seeds: the gain "over 3 seeds" */
+  gain: SeedInterval;
+  /** the same gain as a paired bootstrap over (seed, instance) pairs */
+  pooled: { mean: number; lo: number; hi: number; resamples: number };
+  /** McNemar's exact test on per-(seed, instance) success; b: only the start succeeded, c: only the final policy */
+  mcnemar: { b: number; c: number; pairs: number; p: number };
+  /** McNemar p < alpha and the seeds' interval excludes 0 */
+  significant: boolean;
+  /** wall-clock minutes of each run (run.json started → ended), null when it did not end */
+  minutes: (number | null)[];
+  filler_abs_c: SeedInterval | null;
+  reasoning_abs_c: SeedInterval | null;
+  filler_reasoning_ratio: SeedInterval | null;
+}
+
+export interface GainReport {
+  split: 'test' | 'validation';
+  alpha: number;
+  rows: GainRow[];
+  notes: string[];
+}
 
 export interface RunEval {
   runDir: string;
@@ -93,12 +129,17 @@ function groupBy(runs: RunEval[]): Map<string, RunEval[]> {
   return m;
 }
 
-/** Pair each run of `g` with the baseline run of the same seed (else by position) and pool their common instances. */
+/** The baseline run paired with run `k` of a group: the one of the same seed, else by position. */
+function partner(base: RunEval[], r: RunEval, k: number): RunEval {
+  return base.find((bb) => bb.seed !== null && bb.seed === r.seed) ?? base[k % base.length];
+}
+
+/** Pair each run of `g` with its baseline run (`partner`) and pool their common instances. */
 function pairs(base: RunEval[], g: RunEval[], notes: string[]): { x: boolean[]; y: boolean[] } {
   const x: boolean[] = [];
   const y: boolean[] = [];
   g.forEach((r, k) => {
-    const b = base.find((bb) => bb.seed !== null && bb.seed === r.seed) ?? base[k % base.length];
+    const b = partner(base, r, k);
     if (b.seed !== r.seed) notes.push(`${r.name} (seed ${r.seed}) is paired with ${b.name} (seed ${b.seed}): no baseline run has its seed`);
     let common = 0;
     for (const [id, s] of r.success) {
@@ -127,6 +168,12 @@ function groupFields(group: string, runs: RunEval[], opts: CompareOptions, notes
   };
 }
 
+/** The directories as given, each once (two spellings of one folder count once). */
+function uniqueDirs(dirs: string[]): string[] {
+  const seen = new Set<string>();
+  return dirs.filter((d) => { const k = resolve(d); if (seen.has(k)) return false; seen.add(k); return true; });
+}
+
 export interface CompareOptions {
   split?: EvalSplit;
   alpha?: number;
@@ -139,23 +186,29 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   const split = opts.split ?? 'test';
   const alpha = opts.alpha ?? 0.05;
   if (!baselineDirs.length) throw new UserError('compare needs --baseline <run-dir> (one per seed)');
-  const base = baselineDirs.map((d) => loadRunEval(d, split));
   // A glob over all runs (runs/sweep-*) also matches the baseline's: those are the baseline, not a group of their own.
+  // So are the other seeds of the baseline's group: `--baseline runs/x-none-seed*` expands to one --baseline and the
+  // rest of the glob as positional arguments.
   const baseSet = new Set(baselineDirs.map((d) => resolve(d)));
-  const others = [...new Set(otherDirs.filter((d) => !baseSet.has(resolve(d))))].map((d) => loadRunEval(d, split));
+  const given = baselineDirs.map((d) => loadRunEval(d, split));
+  const baseGroups = new Set(given.map((r) => r.group));
+  const rest = uniqueDirs(otherDirs).filter((d) => !baseSet.has(resolve(d))).map((d) => loadRunEval(d, split));
+  const base = [...given, ...rest.filter((r) => baseGroups.has(r.group))];
+  const others = rest.filter((r) => !baseGroups.has(r.group));
   const notes: string[] = [];
   const baseGroup = base[0].group;
   const rows: CompareRow[] = [];
   const row = (group: string, runs: RunEval[], isBase: boolean): CompareRow => {
     const r: CompareRow = {
       ...groupFields(group, runs, opts, notes), baseline: isBase, eval_success: jsonInterval(runs.map((x) => x.rate)),
-      diff: null, mcnemar: null, significant: null,
+      diff: null, diff_seeds: null, mcnemar: null, significant: null,
     };
     if (!isBase) {
       const p = pairs(base, runs, notes);
       const m = mcnemarExact(p.x.map((v, i) => [v, p.y[i]] as const));
       const bs = pairedBootstrap(p.x.map(Number), p.y.map(Number), { resamples: opts.resamples ?? 10_000, seed: 1 });
       r.diff = { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples };
+      r.diff_seeds = jsonInterval(runs.map((x, k) => x.rate - partner(base, x, k).rate));
       r.mcnemar = { b: m.b, c: m.c, pairs: p.x.length, p: m.p };
       r.significant = m.p < alpha;
     }
@@ -169,15 +222,15 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
 /** The table for a terminal or a README: significant differences in bold, the rest marked n.s. */
 export function compareMarkdown(r: CompareReport): string {
   const lines = [
-    `Eval success on the ${r.split} split: mean over seeds ± the 95 % t half-width; Δ vs ${r.baseline}: paired bootstrap 95 % interval over instances pooled over seeds; p: McNemar's exact test (α = ${r.alpha}); |c|: seed 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
+    `Eval success on the ${r.split} split: mean over seeds ± the 95 % t half-width; Δ vs ${r.baseline}: paired bootstrap 95 % interval over instances pooled over seeds; p: McNemar's exact test (α = ${r.alpha}); Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], which also counts how much the seeds disagree; |c|: seed 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
     '',
-    '| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | McNemar b / c | p | filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | McNemar b / c | p | Δ over seeds (pp) | filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
     const diff = x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '(baseline)';
     const p = x.mcnemar ? (x.significant ? `**${pText(x.mcnemar.p)}**` : `${pText(x.mcnemar.p)} n.s.`) : '';
-    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
+    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${x.diff_seeds ? diffText(x.diff_seeds.mean, x.diff_seeds.lo, x.diff_seeds.hi) : ''} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');
@@ -202,7 +255,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
   const alpha = opts.alpha ?? 0.05;
   if (!dirs.length) throw new UserError('compare --from-start needs at least one run directory');
   const notes: string[] = [];
-  const finals = [...new Set(dirs.map((d) => resolve(d)))].map((d) => loadRunEval(d, split));
+  const finals = uniqueDirs(dirs).map((d) => loadRunEval(d, split));
   const rows: GainRow[] = [];
   for (const [group, runs] of groupBy(finals)) {
     const starts = runs.map((r) => {

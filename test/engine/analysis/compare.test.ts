@@ -72,6 +72,13 @@ test('compare --from-start: the gain over each run\'s own step 0, over seeds and
   assert.match(md, /\| flat \| .* n\.s\. \|/);
   assert.match(md, /\| 6\.0, 6\.0, 6\.0 \|$/m);
   assert.throws(() => gainFromStart([gainRun('nostart-seed1', 1, 0, 3, false)]), /no eval table at step 0/);
+
+  // Δ over seeds, "learns" against "flat" at their last evals, seed by seed: 14−12, 16−8, 18−10 of 40 = 0.05, 0.20,
+  // 0.20 → mean 0.15, sd √(((−0.1)² + 0.05² + 0.05²)/2) = √0.0075 = 0.086603, half-width 4.302653·0.086603/√3 = 0.215133.
+  const c = compareSeeds(flat, learns, { resamples: 200, tokenTypes: false }).rows[1];
+  assert.ok(Math.abs(c.diff_seeds!.mean! - 0.15) < 1e-12);
+  assert.ok(Math.abs(c.diff_seeds!.half! - 0.215133) < 1e-6, String(c.diff_seeds!.half));
+  assert.equal(compareSeeds(flat, learns, { resamples: 200, tokenTypes: false }).rows[0].diff_seeds, null);
 });
 
 test('eval tables round-trip', () => {
@@ -91,6 +98,13 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
   const better = [1, 2, 3].map((s) => run(`better-seed${s}`, s, (i) => i < 20));
   const same = [1, 2, 3].map((s) => run(`same-seed${s}`, s, (i) => i < 9 || i === 10));
   const r = compareSeeds(base, [...better, ...same], { resamples: 2000 });
+  // `--baseline runs/base-seed*` in a shell gives one --baseline and the other seeds as positional arguments: the
+  // baseline group's other seeds are still the baseline, and the report is the same.
+  const globbed = compareSeeds([base[0]], [base[1], base[2], ...better, ...same], { resamples: 2000 });
+  assert.deepEqual(globbed.rows.map((x) => [x.group, x.seeds]), r.rows.map((x) => [x.group, x.seeds]));
+  assert.deepEqual(globbed.rows[0].seeds, [1, 2, 3]);
+  assert.deepEqual(globbed.rows[1].mcnemar, r.rows[1].mcnemar);
+  assert.deepEqual(globbed.notes, []);
   assert.equal(r.baseline, 'base');
   const [b, g, s] = r.rows;
   assert.deepEqual([b.group, g.group, s.group], ['base', 'better', 'same']);
@@ -174,7 +188,7 @@ test('filler and reasoning |c| get a mean ± 95 % t interval over seeds; a glob 
   assert.equal(b.reasoning_abs_c!.half, 0);
   assert.ok(Math.abs(b.filler_reasoning_ratio!.half! - 1.242069) < 1e-5);
   const md = compareMarkdown(r);
-  assert.match(md, /\| tb \| — \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| \(baseline\) \| {2}\| {2}\| 2\.00 ± 2\.48 \| 2\.00 ± 0\.00 \| 1\.00 ± 1\.24 \|/);
+  assert.match(md, /\| tb \| — \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| \(baseline\) \| {2}\| {2}\| {2}\| 2\.00 ± 2\.48 \| 2\.00 ± 0\.00 \| 1\.00 ± 1\.24 \|/);
   // One seed: no interval, and JSON carries nulls, not NaN.
   const one = compareSeeds([base[0]], [other[0]], { resamples: 100 });
   assert.equal(one.rows[0].filler_abs_c!.half, null);

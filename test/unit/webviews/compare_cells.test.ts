@@ -3,11 +3,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { CompareRow } from '../../../src/protocol/compare';
-import { diffCell, intervalCell, pCell, pct, sig } from '../../../src/webviews/compare_cells';
+import { diffCell, diffSeedsCell, intervalCell, pCell, pct, sig } from '../../../src/webviews/compare_cells';
 
 const row = (over: Partial<CompareRow>): CompareRow => ({
   group: 'g', label: 'none', strategy: 'none', baseline: false, seeds: [1, 2, 3], runs: ['/a', '/b', '/c'], instances: 256,
-  eval_success: { mean: 0.125, lo: 0.1, hi: 0.15, n: 3, half: 0.025 }, diff: null, mcnemar: null, significant: null,
+  eval_success: { mean: 0.125, lo: 0.1, hi: 0.15, n: 3, half: 0.025 }, diff: null, diff_seeds: null, mcnemar: null, significant: null,
   filler_abs_c: null, reasoning_abs_c: null, filler_reasoning_ratio: null, ...over,
 });
 
@@ -29,4 +29,10 @@ test('a significant difference shows its interval and p; one within noise is mar
   assert.equal(pCell(noise), '0.83 n.s.');
   assert.equal(diffCell(row({ baseline: true })), 'baseline');
   assert.equal(pCell(row({ baseline: true })), '');
+});
+
+test('the difference over seeds: mean [t interval] from the same seed\'s baseline; the mean alone with one seed; empty for the baseline', () => {
+  assert.equal(diffSeedsCell(row({ diff_seeds: { mean: -0.02, lo: -0.15, hi: 0.11, n: 3, half: 0.13 } })), '-2.0 [-15.0, +11.0]');
+  assert.equal(diffSeedsCell(row({ diff_seeds: { mean: 0.05, lo: null, hi: null, n: 1, half: null } })), '+5.0');
+  assert.equal(diffSeedsCell(row({ baseline: true })), '');
 });

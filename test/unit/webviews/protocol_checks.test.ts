@@ -60,9 +60,9 @@ test('sweep: a real view passes; a row with an unknown status or an object param
     split: 'test', alpha: 0.05, baseline: 'cd-none', notes: [],
     rows: [
       { group: 'cd-none', label: 'none', strategy: 'none', baseline: true, seeds: [1], runs: ['/w/runs/a'], instances: 8, eval_success: interval(0.5),
-        diff: null, mcnemar: null, significant: null, filler_abs_c: interval(0.01), reasoning_abs_c: interval(0.02), filler_reasoning_ratio: interval(0.5) },
+        diff: null, diff_seeds: null, mcnemar: null, significant: null, filler_abs_c: interval(0.01), reasoning_abs_c: interval(0.02), filler_reasoning_ratio: interval(0.5) },
       { group: 'cd-oc', label: 'outcome_conditional (think_discount 0.25)', strategy: 'outcome_conditional', baseline: false, seeds: [1], runs: ['/w/runs/b'],
-        instances: 8, eval_success: interval(0.6), diff: { mean: 0.1, lo: -0.1, hi: 0.3, resamples: 100 }, mcnemar: { b: 1, c: 2, pairs: 8, p: 1 },
+        instances: 8, eval_success: interval(0.6), diff: { mean: 0.1, lo: -0.1, hi: 0.3, resamples: 100 }, diff_seeds: interval(0.1), mcnemar: { b: 1, c: 2, pairs: 8, p: 1 },
         significant: false, filler_abs_c: null, reasoning_abs_c: null, filler_reasoning_ratio: null },
     ],
   };
