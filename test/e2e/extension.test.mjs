@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  ROOT, WS, clickCodeLens, codeLens, finishSuite, log, notification, openFile, palette, prepareSuite, problemCount, readJson, runDirs,
+  ROOT, WS, clickCodeLens, codeLens, finishSuite, log, notification, openFile, openSweepDialog, palette, prepareSuite, problemCount, readJson, runDirs,
   scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
 } from './harness.mjs';
 
@@ -210,12 +210,8 @@ scenario('Sweep on a config without a grid asks for strategies and values, shows
 
 scenario('a 2-run sweep completes; its summary table shows both rows, sorts, opens a run and survives a reload', async () => {
   const { page } = vs;
-  await openFile(page, 'sweep.credit.yaml');
   // The summary table gets the whole window.
-  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
-  await clickCodeLens(page, 'Sweep');
-  const dialog = page.locator('.monaco-dialog-box');
-  await dialog.waitFor({ timeout: 30_000 });
+  const dialog = await openSweepDialog(page, 'sweep.credit.yaml', { wholeWindow: true });
   assert.match(await dialog.innerText(), /2 runs/);
   await shot(page, '08a-sweep-confirm');
   await dialog.locator('.monaco-button', { hasText: 'Start 2 Runs' }).click();

@@ -238,6 +238,19 @@ export async function clickCodeLens(page, title, { timeout = 30_000 } = {}) {
 }
 
 /**
+ * Open a config and press its Sweep CodeLens; returns the confirmation dialog once it shows. `wholeWindow` hides the
+ * side bar first, so the summary that opens next gets the window.
+ */
+export async function openSweepDialog(page, config, { wholeWindow = false, timeout = 30_000 } = {}) {
+  await openFile(page, config);
+  if (wholeWindow) await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  await clickCodeLens(page, 'Sweep');
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ timeout });
+  return dialog;
+}
+
+/**
  * The Credit Lens side bar. Through the palette rather than the activity-bar icon: clicking the icon of a
  * container that is already showing (▶ Run focuses it) would close it.
  */

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  ROOT, WS, clickCodeLens, finishSuite, log, openFile, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode,
+  ROOT, WS, finishSuite, log, openSweepDialog, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode,
 } from './harness.mjs';
 
 let vs;
@@ -35,11 +35,7 @@ const pct = (x) => (100 * x).toFixed(1);
 
 scenario('a 3-seed sweep of two strategies: the summary groups the seeds with intervals and the paired test', async () => {
   const { page } = vs;
-  await openFile(page, 'seeds.credit.yaml');
-  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
-  await clickCodeLens(page, 'Sweep');
-  const dialog = page.locator('.monaco-dialog-box');
-  await dialog.waitFor({ timeout: 30_000 });
+  const dialog = await openSweepDialog(page, 'seeds.credit.yaml', { wholeWindow: true });
   assert.match(await dialog.innerText(), /6 runs/);
   await dialog.locator('.monaco-button', { hasText: 'Start 6 Runs' }).click();
   const frame = webview(page);

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  ROOT, clickCodeLens, finishSuite, log, openFile, prepareSuite, readJson, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
+  ROOT, finishSuite, log, openSweepDialog, prepareSuite, readJson, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
 } from './harness.mjs';
 
 const CLUSTER = join(ROOT, 'test/slurm/cluster.sh');
@@ -28,10 +28,7 @@ after(async () => {
 
 scenario('Run Sweep with executor slurm: one job array; the tree shows Slurm states, the summary fills in, one run is scancelled', async () => {
   const { page } = vs;
-  await openFile(page, 'slurm.credit.yaml');
-  await clickCodeLens(page, 'Sweep');
-  const dialog = page.locator('.monaco-dialog-box');
-  await dialog.waitFor({ timeout: 30_000 });
+  const dialog = await openSweepDialog(page, 'slurm.credit.yaml');
   assert.match(await dialog.innerText(), /3 runs as one Slurm job array \(time 10:00, at most 1 at once\)/);
   await dialog.locator('.monaco-button', { hasText: 'Submit 3 Runs to Slurm' }).click();
 

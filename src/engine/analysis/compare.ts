@@ -65,6 +65,8 @@ export interface RunEval {
   rate: number;
   strategy: string | null;
   label: string;
+  /** wall-clock minutes from run.json (started → ended), null while it has not ended */
+  minutes: number | null;
 }
 
 function readConfig(runDir: string): { seed?: unknown; credit?: Record<string, unknown> } | null {
@@ -117,9 +119,11 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   for (const v of success.values()) if (v) hits++;
   const cfg = readConfig(runDir);
   const strategy = info.strategy ?? (typeof cfg?.credit?.strategy === 'string' ? cfg.credit.strategy : null);
+  const minutes = (Date.parse(info.ended ?? '') - Date.parse(info.started)) / 60_000;
   return {
     runDir, name: info.name, group: runGroup(info.name), seed: typeof cfg?.seed === 'number' ? cfg.seed : null, step: at,
     success, rate: hits / success.size, strategy, label: strategyLabel(strategy, cfg?.credit),
+    minutes: Number.isFinite(minutes) ? minutes : null,
   };
 }
 
@@ -129,8 +133,9 @@ function groupBy(runs: RunEval[]): Map<string, RunEval[]> {
   return m;
 }
 
-/** The baseline run paired with run `k` of a group: the one of the same seed, else by position. */
+/** The baseline run paired with run `k` of a group: the one of the same seed (the one at `k` first), else by position. */
 function partner(base: RunEval[], r: RunEval, k: number): RunEval {
+  if (base[k] && base[k].seed === r.seed) return base[k];
   return base.find((bb) => bb.seed !== null && bb.seed === r.seed) ?? base[k % base.length];
 }
 
@@ -152,6 +157,21 @@ function pairs(base: RunEval[], g: RunEval[], notes: string[]): { x: boolean[]; 
     if (common < r.success.size) notes.push(`${r.name}: ${r.success.size - common} of its instances are not in ${b.name}'s eval (different task or split_seed?)`);
   });
   return { x, y };
+}
+
+/**
+ * A group against its baseline runs (or its runs against their own starts), paired run by run: the paired bootstrap
+ * and McNemar's test over the pooled (seed, instance) pairs, and the per-run difference with a t interval over seeds.
+ */
+function pairedStats(base: RunEval[], runs: RunEval[], opts: CompareOptions, notes: string[]) {
+  const p = pairs(base, runs, notes);
+  const m = mcnemarExact(p.x.map((v, i) => [v, p.y[i]] as const));
+  const bs = pairedBootstrap(p.x.map(Number), p.y.map(Number), { resamples: opts.resamples ?? 10_000, seed: 1 });
+  return {
+    pooled: { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples },
+    overSeeds: jsonInterval(runs.map((x, k) => x.rate - partner(base, x, k).rate)),
+    mcnemar: { b: m.b, c: m.c, pairs: p.x.length, p: m.p },
+  };
 }
 
 /** The fields every row of a group has: its runs, label, instances and seed 002's |c| by token type. */
@@ -204,13 +224,11 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
       diff: null, diff_seeds: null, mcnemar: null, significant: null,
     };
     if (!isBase) {
-      const p = pairs(base, runs, notes);
-      const m = mcnemarExact(p.x.map((v, i) => [v, p.y[i]] as const));
-      const bs = pairedBootstrap(p.x.map(Number), p.y.map(Number), { resamples: opts.resamples ?? 10_000, seed: 1 });
-      r.diff = { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples };
-      r.diff_seeds = jsonInterval(runs.map((x, k) => x.rate - partner(base, x, k).rate));
-      r.mcnemar = { b: m.b, c: m.c, pairs: p.x.length, p: m.p };
-      r.significant = m.p < alpha;
+      const st = pairedStats(base, runs, opts, notes);
+      r.diff = st.pooled;
+      r.diff_seeds = st.overSeeds;
+      r.mcnemar = st.mcnemar;
+      r.significant = st.mcnemar.p < alpha;
     }
     return r;
   };
@@ -236,14 +254,6 @@ export function compareMarkdown(r: CompareReport): string {
   return lines.join('\n');
 }
 
-/** Wall-clock minutes of a run from its run.json, null when it has not ended. */
-function runMinutes(runDir: string): number | null {
-  const info = readRunInfo(runDir) as { started?: string; ended?: string | null } | null;
-  const a = Date.parse(info?.started ?? '');
-  const b = Date.parse(info?.ended ?? '');
-  return Number.isFinite(a) && Number.isFinite(b) ? (b - a) / 60_000 : null;
-}
-
 /**
  * `credit-lens compare <run-dir>... --from-start`: what GRPO gained over the policy it started from. Each run's last
  * eval is paired with its own step-0 eval (after SFT, or its model.init_checkpoint) on the same instances; each group
@@ -258,22 +268,16 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
   const finals = uniqueDirs(dirs).map((d) => loadRunEval(d, split));
   const rows: GainRow[] = [];
   for (const [group, runs] of groupBy(finals)) {
-    const starts = runs.map((r) => {
-      if (!listEvalSteps(r.runDir).includes(0)) throw new UserError(`${r.runDir}: no eval table at step 0, so there is no start to measure a gain from`);
-      return loadRunEval(r.runDir, split, 0);
-    });
+    // loadRunEval names a missing step-0 table ("no eval table at step 0").
+    const starts = runs.map((r) => loadRunEval(r.runDir, split, 0));
     runs.forEach((r) => { if (r.step === 0) notes.push(`${r.name}: its last eval is at step 0 (no GRPO step evaluated yet); its gain is 0 by definition`); });
-    const p = pairs(starts, runs, notes);
-    const m = mcnemarExact(p.x.map((v, i) => [v, p.y[i]] as const));
-    const bs = pairedBootstrap(p.x.map(Number), p.y.map(Number), { resamples: opts.resamples ?? 10_000, seed: 1 });
-    const gain = jsonInterval(runs.map((r, k) => r.rate - starts[k].rate));
+    const { pooled, overSeeds: gain, mcnemar } = pairedStats(starts, runs, opts, notes);
     rows.push({
       ...groupFields(group, runs, opts, notes),
       start: jsonInterval(starts.map((x) => x.rate)), final: jsonInterval(runs.map((x) => x.rate)), final_steps: runs.map((x) => x.step),
-      gain, pooled: { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples },
-      mcnemar: { b: m.b, c: m.c, pairs: p.x.length, p: m.p },
-      significant: m.p < alpha && gain.lo !== null && gain.hi !== null && (gain.lo > 0 || gain.hi < 0),
-      minutes: runs.map((r) => runMinutes(r.runDir)),
+      gain, pooled, mcnemar,
+      significant: mcnemar.p < alpha && gain.lo !== null && gain.hi !== null && (gain.lo > 0 || gain.hi < 0),
+      minutes: runs.map((r) => r.minutes),
     });
   }
   return { split, alpha, rows, notes: [...new Set(notes)] };
