@@ -5,6 +5,7 @@ import * as esbuild from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { buildNative } from './scripts/build_native.mjs';
 import { bundles } from './scripts/bundles.mjs';
 import { layerViolations, summarize } from './scripts/check_layers.mjs';
 
@@ -18,6 +19,9 @@ for (const f of readdirSync('node_modules/@tensorflow/tfjs-backend-wasm/dist').f
 }
 // parquet-wasm (paired rollouts) loads its binary from __dirname the first time it is used.
 cpSync('node_modules/parquet-wasm/node/parquet_wasm_bg.wasm', 'dist/engine/parquet_wasm_bg.wasm');
+// OpenBLAS products (backend wasm-blas): a small Node-API addon, compiled when a C compiler is present.
+const native = buildNative();
+if (native) console.log(native);
 
 if (watch) {
   for (const { options } of jobs) (await esbuild.context(options)).watch();

@@ -11,7 +11,7 @@ import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, sc
 // ---------------------------------------------------------------------------------------------------------
 // The schema.
 
-export const BACKENDS = ['auto', 'tensorflow', 'wasm', 'cpu'] as const;
+export const BACKENDS = ['auto', 'tensorflow', 'wasm-blas', 'wasm', 'cpu'] as const;
 export const STRATEGIES = STRATEGY_NAMES;
 export type { StrategyName } from '../credit/catalog';
 export { KEY_LIKE_ENV, keySafeUrl } from '../credit/catalog';
@@ -145,8 +145,9 @@ export const baseSchema = z.strictObject({
   name: allow(z.string().regex(/^[A-Za-z0-9._-]+$/).describe('Run name; the run goes to <output_dir>/<name>-<yyyymmdd-hhmmss>/.'),
     "letters, digits, '.', '_' or '-' (it names the run's folder)").default('countdown-baseline'),
   seed: int(0, 'Seed of every random stream of the run.').default(1),
-  backend: oneOf(BACKENDS, 'TensorFlow.js backend. auto: tfjs-node-gpu if it sees a GPU, else tfjs-node, else wasm, '
-    + 'else cpu.').default('auto'),
+  backend: oneOf(BACKENDS, 'TensorFlow.js backend. auto: tfjs-node-gpu if it sees a GPU, else tfjs-node, else wasm-blas '
+    + '(wasm with its matrix products on OpenBLAS, where libopenblas is installed), else wasm, else cpu. Each backend is '
+    + 'bit-reproducible with itself; they differ in float rounding.').default('auto'),
   output_dir: allow(z.string().min(1).describe('Folder for runs, relative to the config file.'),
     "a path (relative paths resolve against the config file's folder)").default('runs'),
   model: modelSchema.prefault({}),

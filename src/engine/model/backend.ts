@@ -1,5 +1,5 @@
-// Backend selection (DESIGN §7). `auto`: tfjs-node-gpu if it loads and sees a GPU, else tfjs-node, else wasm,
-// else cpu. The native packages are optional and never bundled: their install scripts download libtensorflow,
+// Backend selection (DESIGN §7). `auto`: tfjs-node-gpu if it loads and sees a GPU, else tfjs-node, else wasm-blas
+// (the wasm backend with its products on OpenBLAS, kernels/blas.ts), else wasm, else cpu. The native packages are optional and never bundled: their install scripts download libtensorflow,
 // so most machines (and VS Code's own runtime, whose Node ABI differs) will not have them. They are loaded with
 // a require made by createRequire, which esbuild leaves alone (it only follows literal `require(...)` calls),
 // so they resolve at run time from node_modules above the bundle or from NODE_PATH.
@@ -9,12 +9,13 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors';
+import { blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
 import { PATCHED_WASM_KERNELS, registerWasmKernels } from './kernels/wasm_kernels';
 
-export type BackendPreference = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+export type BackendPreference = 'auto' | 'tensorflow' | 'wasm-blas' | 'wasm' | 'cpu';
 
 export interface BackendChoice {
-  /** tfjs backend name: tensorflow | wasm | cpu */
+  /** tensorflow | wasm-blas | wasm | cpu (wasm-blas is tfjs's wasm backend with BatchMatMul on OpenBLAS) */
   backend: string;
   /** why this one, e.g. "tfjs-node-gpu not installed; tfjs-node not installed; wasm SIMD" */
   reason: string;
@@ -31,6 +32,9 @@ export interface BackendInfo extends BackendChoice {
   simd?: boolean;
   /** wasm backend: kernels replaced or added by wasm_kernels.ts */
   patched_kernels?: string[];
+  /** wasm-blas: the BLAS library's own description (openblas_get_config) and its thread count */
+  blas?: string;
+  blas_threads?: number;
 }
 
 const NODE_GPU = '@tensorflow/tfjs-node-gpu';
@@ -133,6 +137,7 @@ const INSTALL_HINT =
  */
 export async function initBackend(pref: BackendPreference, log?: (m: string) => void): Promise<BackendChoice> {
   const why: string[] = [];
+  setBlasProducts(false);
   if (pref === 'auto' || pref === 'tensorflow') {
     for (const pkg of [NODE_GPU, NODE_CPU]) {
       const loaded = loadNative(pkg);
@@ -154,14 +159,30 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
       throw new UserError(`backend: tensorflow needs ${NODE_CPU} or ${NODE_GPU} (${why.join('; ')}). ${INSTALL_HINT}`);
     }
   }
-  if (pref === 'auto' || pref === 'wasm') {
+  if (pref === 'auto' || pref === 'wasm-blas' || pref === 'wasm') {
     const w = await useWasm();
     if (w.ok) {
+      const wasm = { package: '@tensorflow/tfjs-backend-wasm', tfjs_version: tf.version_core, simd: w.simd,
+        patched_kernels: [...PATCHED_WASM_KERNELS] };
+      if (pref !== 'wasm') {
+        let blas: string | null = null;
+        try {
+          blas = loadBlas();
+        } catch (e) {
+          const msg = e instanceof Error ? e.message : String(e);
+          if (pref === 'wasm-blas') throw new UserError(`backend: wasm-blas needs OpenBLAS: ${msg}. Or use backend: wasm.`);
+          why.push(`wasm-blas unavailable: ${msg}`);
+        }
+        if (blas !== null) {
+          setBlasProducts(true);
+          why.push(`wasm SIMD with products on ${blas.split(' ').slice(0, 2).join(' ')}`);
+          return record({ backend: 'wasm-blas', reason: why.join('; '), ...wasm, blas, blas_threads: blasThreads() }, log);
+        }
+      }
       why.push(w.simd ? 'wasm SIMD' : 'wasm (no SIMD support in this runtime)');
-      return record({ backend: 'wasm', reason: why.join('; '), package: '@tensorflow/tfjs-backend-wasm',
-        tfjs_version: tf.version_core, simd: w.simd, patched_kernels: [...PATCHED_WASM_KERNELS] }, log);
+      return record({ backend: 'wasm', reason: why.join('; '), ...wasm }, log);
     }
-    if (pref === 'wasm') throw new Error(w.why);
+    if (pref !== 'auto') throw new Error(w.why);
     why.push(w.why);
   }
   if (!(await useCpu())) throw new Error(`cpu backend failed to start${why.length ? ` (${why.join('; ')})` : ''}`);

@@ -14,6 +14,7 @@ import {
   swiglu, swigluGrad,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { generate } from '../../../src/engine/model/sampler';
+import { blasProducts, blasStats } from '../../../src/engine/model/kernels/blas';
 
 const TOL = 1e-5;
 
@@ -46,11 +47,11 @@ function scoped<T>(f: () => T): T {
   }
 }
 
-/** Runs f on the cpu and on the wasm backend; f returns plain arrays (read inside, tensors disposed). */
-async function onBoth<T>(f: () => T): Promise<{ cpu: T; wasm: T }> {
+/** Runs f on the cpu and on the wasm backend (or wasm-blas); f returns plain arrays (read inside, tensors disposed). */
+async function onBoth<T>(f: () => T, wasmBackend: 'wasm' | 'wasm-blas' = 'wasm'): Promise<{ cpu: T; wasm: T }> {
   await initBackend('cpu');
   const cpu = scoped(f);
-  await initBackend('wasm');
+  await initBackend(wasmBackend);
   const wasm = scoped(f);
   return { cpu, wasm };
 }
@@ -91,30 +92,41 @@ function refMatMul(a: Float32Array, aShape: number[], b: Float32Array, bShape: n
   return { out, shape: [...ob, M, N] };
 }
 
-test('auto picks wasm here and says why; tensorflow without tfjs-node is a UserError naming the install', async () => {
+test('auto picks wasm-blas here (OpenBLAS installed) and says why; wasm stays plain; tensorflow without tfjs-node is a UserError naming the install', async () => {
   const req = createRequire(__filename);
   const installed = (p: string) => { try { req.resolve(p); return true; } catch { return false; } };
   if (installed('@tensorflow/tfjs-node') || installed('@tensorflow/tfjs-node-gpu')) return; // another machine
+  // This machine (and CI, which installs libopenblas0-pthread) has OpenBLAS: auto must find it.
   const choice = await initBackend('auto');
-  assert.equal(choice.backend, 'wasm');
+  assert.equal(choice.backend, 'wasm-blas');
   assert.equal(tf.getBackend(), 'wasm');
-  assert.match(choice.reason, /tfjs-node-gpu not installed; tfjs-node not installed; wasm/);
+  assert.match(choice.reason, /tfjs-node-gpu not installed; tfjs-node not installed; wasm SIMD with products on OpenBLAS \d/);
+  assert.ok(blasProducts());
   const info = backendInfo();
-  assert.equal(info?.backend, 'wasm');
+  assert.equal(info?.backend, 'wasm-blas');
+  assert.match(info?.blas ?? '', /^OpenBLAS \d+\.\d+/);
+  assert.ok((info?.blas_threads ?? 0) >= 1);
   assert.ok(info?.patched_kernels?.includes('BatchMatMul'));
+  const plain = await initBackend('wasm');
+  assert.equal(plain.backend, 'wasm');
+  assert.match(plain.reason, /wasm SIMD$/);
+  assert.equal(blasProducts(), false, 'backend: wasm must not route products to OpenBLAS');
+  assert.equal(backendInfo()?.blas, undefined);
   await assert.rejects(initBackend('tensorflow'),
     (e: unknown) => isUserError(e) && /npm install @tensorflow\/tfjs-node@4\.22\.0/.test((e as Error).message));
   assert.deepEqual(await initBackend('cpu'), { backend: 'cpu', reason: 'cpu requested' });
   assert.equal(tf.getBackend(), 'cpu');
+  assert.equal(blasProducts(), false);
 });
 
-for (const simd of [true, false]) test(`matMul values and gradients: every transpose combination, batch 1 and > 1 (${simd ? 'SIMD loop' : 'XNNPACK / stock'})`, async () => {
+for (const route of ['SIMD loop', 'XNNPACK / stock', 'OpenBLAS'] as const) test(`matMul values and gradients: every transpose combination, batch 1 and > 1 (${route})`, async () => {
   const rng = makeRng(11);
   // [M, K, N]: 16·16·16 takes the SIMD loop, or the XNNPACK route; 4·3·5 is below the SIMD tile (4 × 8) in
   // both forms and below the XNNPACK size threshold: stock loop; 40·24·8 has M > N, which takes the swapped
   // Cᵀ = Bᵀ·Aᵀ route for Aᵀ·B.
   const dims = [[16, 16, 16], [4, 3, 5], [40, 24, 8], [8, 24, 40]];
-  setSimdProducts(simd);
+  setSimdProducts(route === 'SIMD loop');
+  const calls = blasStats.calls;
   try {
     for (const batch of [[], [1], [3], [2, 3]]) {
       for (const [M, K, N] of dims) {
@@ -127,7 +139,7 @@ for (const simd of [true, false]) test(`matMul values and gradients: every trans
             const y = tf.matMul(at, bt, ta, tb);
             const g = tf.grads((x: tf.Tensor, z: tf.Tensor) => tf.sum(tf.mul(tf.matMul(x, z, ta, tb), wt)))([at, bt]);
             return readAll([y, ...g]);
-          });
+          }, route === 'OpenBLAS' ? 'wasm-blas' : 'wasm');
           const what = `batch [${batch}] ${M}x${K}x${N} ta=${ta} tb=${tb}`;
           assertClose(r.wasm[0], r.cpu[0], `${what} value`);
           assertClose(r.wasm[1], r.cpu[1], `${what} grad a`);
@@ -137,6 +149,9 @@ for (const simd of [true, false]) test(`matMul values and gradients: every trans
         }
       }
     }
+    // 4 shapes × 4 batches × 4 transpose pairs, each a product and its two gradient products
+    if (route === 'OpenBLAS') assert.ok(blasStats.calls - calls >= 4 * 4 * 4 * 3, 'the products went through OpenBLAS');
+    else assert.equal(blasStats.calls, calls, 'backend wasm keeps its products off OpenBLAS');
   } finally {
     setSimdProducts(true);
   }
@@ -200,10 +215,10 @@ test('products shared with the helper thread (by rows, by columns, ragged) match
   }
 });
 
-test('matMul with broadcast batch dims matches a float64 reference (the stock wasm kernel does not)', async () => {
+for (const backend of ['wasm', 'wasm-blas'] as const) test(`matMul with broadcast batch dims matches a float64 reference on ${backend} (the stock wasm kernel does not)`, async () => {
   // tfjs has no gradient for broadcast batches (its BatchMatMul grad does not reduce over them), so values only.
   const rng = makeRng(12);
-  await initBackend('wasm');
+  await initBackend(backend);
   const cases: [number[], number[], boolean, boolean][] = [
     [[1, 16, 16], [3, 16, 16], false, false], // stock wasm: computes batch 0 only
     [[3, 16, 16], [1, 16, 16], false, true], // stock wasm: reads past b
@@ -349,7 +364,7 @@ function smallConfig(tie: boolean): ModelConfig {
     ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: tie, qkvBias: true };
 }
 
-test('gradients of the whole model on wasm equal the cpu backend (per parameter, 1e-5 relative)', async () => {
+for (const backend of ['wasm', 'wasm-blas'] as const) test(`gradients of the whole model on ${backend} equal the cpu backend (per parameter, 1e-5 relative)`, async () => {
   const B = 3, T = 12;
   const rng = makeRng(15);
   const ids = Int32Array.from({ length: B * T }, () => Math.floor(rng() * 40));
@@ -372,7 +387,7 @@ test('gradients of the whole model on wasm equal the cpu backend (per parameter,
       return new Map(Object.entries(g).map(([k, t]) => [byVar.get(k)!, Float32Array.from(t.dataSync())]));
     });
     const cpu = grads();
-    await initBackend('wasm');
+    await initBackend(backend);
     const before = tf.memory().numTensors;
     const wasm = grads();
     assert.equal(tf.memory().numTensors, before, 'no tensors leak from the wasm kernels');
@@ -502,13 +517,13 @@ test('in-place KV-cache decoding on wasm gives the cpu backend\'s full-forward l
   model.dispose();
 });
 
-test('sampling on wasm (in-place cache) reproduces the cpu backend\'s tokens, logprobs and entropies', async () => {
+for (const backend of ['wasm', 'wasm-blas'] as const) test(`sampling on ${backend} (in-place cache) reproduces the cpu backend's tokens, logprobs and entropies`, async () => {
   await initBackend('cpu');
   const model = sharpDecodeModel(22);
   const prompts = [[3, 4, 5, 6, 7, 8], [9, 10], [11, 12, 13]];
   const opts = { maxNewTokens: 12, temperature: 0.8, topP: 1, eosId: 39 };
   const cpu = generate(model, prompts, { ...opts, rng: makeRng(5) });
-  await initBackend('wasm');
+  await initBackend(backend);
   const wasm = generate(model, prompts, { ...opts, rng: makeRng(5) });
   for (let r = 0; r < prompts.length; r++) {
     assert.deepEqual(wasm[r].ids, cpu[r].ids, `row ${r}`);

@@ -4,6 +4,7 @@ import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
 import { BYTES_F32, Info, KernelArgs, MatMulFn, WasmBackend, WasmModule, at32, runKernel, shapeBytes, sizeOf } from './heap';
+import { blasGemm, blasProducts } from './blas';
 import { product } from './helper_thread';
 import { hasSimd } from './simd';
 
@@ -142,6 +143,31 @@ export function simdBatchMatMul(be: WasmBackend, a: Info, b: Info, tA: boolean, 
   }
 }
 
+/**
+ * BatchMatMul on OpenBLAS (backend wasm-blas): cblas_sgemm on the operands where they lie, transposes passed as flags.
+ * A right operand shared by every batch element makes one product over all of A's rows (when A is not transposed, its
+ * batch elements are consecutive rows); otherwise one sgemm per batch element, all in one call into the addon.
+ */
+export function blasBatchMatMul(be: WasmBackend, a: Info, b: Info, tA: boolean, tB: boolean, M: number, K: number, N: number,
+  aBatch: number[], bBatch: number[], outBatch: number[]): Info {
+  const batch = sizeOf(outBatch);
+  const out = be.makeOutput([...outBatch, M, N], 'float32');
+  const ap = at32(be, a), bp = at32(be, b), cp = at32(be, out);
+  if (sizeOf(bBatch) === 1 && sizeOf(aBatch) === batch && !tA) {
+    blasGemm(be, false, tB, batch * M, N, K, Int32Array.of(ap, bp, cp));
+    return out;
+  }
+  const il = batchIndex(outBatch, aBatch), ir = batchIndex(outBatch, bBatch);
+  const offsets = new Int32Array(3 * batch);
+  for (let i = 0; i < batch; i++) {
+    offsets[3 * i] = ap + il[i] * M * K;
+    offsets[3 * i + 1] = bp + ir[i] * K * N;
+    offsets[3 * i + 2] = cp + i * M * N;
+  }
+  blasGemm(be, tA, tB, M, N, K, offsets);
+  return out;
+}
+
 export function batchMatMul(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
     const be = args.backend as WasmBackend;
@@ -165,6 +191,9 @@ export function batchMatMul(original: tf.KernelFunc) {
     const batch = sizeOf(outBatch), batchA = sizeOf(aBatch), batchB = sizeOf(bBatch);
     const outShape = [...outBatch, M, N];
 
+    if (M * N > 0 && batch > 0 && K > 0 && blasProducts()) {
+      return blasBatchMatMul(be, a, b, transposeA, transposeB, M, K, N, aBatch, bBatch, outBatch);
+    }
     if (M * N > 0 && batch > 0 && K > 0 && hasSimd() && simdProducts) {
       const out = simdBatchMatMul(be, a, b, transposeA, transposeB, M, K, N, aBatch, bBatch, outBatch);
       if (out) return out;

@@ -1,0 +1,32 @@
+// @ts-check
+// Compiles native/blas.c (backend wasm-blas) into dist/engine/blas.node when a C compiler and Node's headers are
+// present; otherwise says why in one line and the engine runs on plain wasm. The addon links against libc only
+// (OpenBLAS is opened at run time), so nothing beyond a compiler is needed to build it.
+import { execFileSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+const SOURCE = 'native/blas.c';
+const OUT = 'dist/engine/blas.node';
+
+/** Node's header folder (the one holding node_api.h), or null. */
+export function nodeHeaders() {
+  const dirs = [process.env.NODE_HEADERS, join(dirname(process.execPath), '..', 'include', 'node'), '/usr/include/node', '/usr/local/include/node'];
+  return dirs.find((d) => d && existsSync(join(d, 'node_api.h'))) ?? null;
+}
+
+/** Builds the addon if its source is newer than the output; returns a line for the build log. */
+export function buildNative() {
+  if (!existsSync(SOURCE)) return null;
+  if (existsSync(OUT) && statSync(OUT).mtimeMs >= statSync(SOURCE).mtimeMs) return null;
+  const headers = nodeHeaders();
+  if (!headers) return `native: ${OUT} not built (no node_api.h; set NODE_HEADERS), backend wasm-blas unavailable`;
+  const cc = process.env.CC || 'cc';
+  try {
+    execFileSync(cc, ['-O2', '-Wall', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', SOURCE, '-o', OUT, '-ldl'],
+      { stdio: ['ignore', 'inherit', 'inherit'] });
+  } catch (e) {
+    return `native: ${OUT} not built (${cc} failed: ${e instanceof Error ? e.message.split('\n')[0] : e}), backend wasm-blas unavailable`;
+  }
+  return `native: built ${OUT}`;
+}
