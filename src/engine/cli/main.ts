@@ -2,6 +2,8 @@
 // prints a bare stack trace unless it is a bug (exit 1, stack in engine.log and stderr).
 import { readFileSync } from 'node:fs';
 import { isUserError, UserError } from '../core/errors';
+import { BACKENDS } from '../config/base';
+import type { BackendPreference } from '../model/backend';
 import { flag, intFlag, numFlag, parseArgs } from './args';
 import { RunController, train, type Reporter } from '../train/train';
 
@@ -19,7 +21,7 @@ const USAGE = `usage:
                       [--reasoning-regex RE] [--top-k N]
   credit-lens import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]
                      [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]
-  credit-lens bench [--json] [--quick] [--profile]
+  credit-lens bench [--json] [--quick] [--profile [--backend wasm-blas|wasm]]
   credit-lens schema [--out file]`;
 
 function humanReporter(): Reporter {
@@ -140,10 +142,12 @@ async function cmdSchema(argv: string[]): Promise<number> {
 }
 
 async function cmdBench(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, { valued: [], boolean: ['json', 'quick', 'profile'] }, USAGE);
+  const a = parseArgs(argv, { valued: ['backend'], boolean: ['json', 'quick', 'profile'] }, USAGE);
   if (a.flags.has('profile')) {
     const { profileReference, profileMarkdown } = await import('./profile');
-    for (const t of await profileReference()) console.log(profileMarkdown(t) + '\n');
+    const backend = flag(a, 'backend') ?? 'auto';
+    if (!(BACKENDS as readonly string[]).includes(backend)) throw new UserError(`--backend ${backend}: expected one of ${BACKENDS.join(', ')}`);
+    for (const t of await profileReference(undefined, backend as BackendPreference)) console.log(profileMarkdown(t) + '\n');
     return 0;
   }
   const { runBench } = await import('./bench');

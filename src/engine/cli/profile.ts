@@ -1,9 +1,9 @@
 // `credit-lens bench --profile` (issue 13, "profile first"): where the time of one train step and of one rollout goes,
-// per tfjs kernel, from tf.profile on the wasm backend. Kernel times are each kernel's own wall time as the backend
+// per tfjs kernel, from tf.profile on the chosen backend (auto by default: wasm-blas where OpenBLAS is installed). Kernel times are each kernel's own wall time as the backend
 // measures it; "outside kernels" is the rest of the step's wall time: JS around the ops, gradient bookkeeping, host
 // round-trips (arraySync of the log-probs), allocation. The tables go to bench/PROFILE.md.
 import * as tf from '@tensorflow/tfjs';
-import { initBackend } from '../model/backend';
+import { initBackend, type BackendPreference } from '../model/backend';
 import { makeRng } from '../core/rng';
 import { Transformer, type ModelConfig } from '../model/model';
 import { generate } from '../model/sampler';
@@ -42,15 +42,15 @@ export function profileMarkdown(t: ProfileTable, top = 14): string {
 }
 
 /** One train step and one rollout (64 sequences × 16 new tokens with the KV cache) of the reference model, profiled. */
-export async function profileReference(cfg: ModelConfig = REFERENCE): Promise<ProfileTable[]> {
-  await initBackend('wasm');
+export async function profileReference(cfg: ModelConfig = REFERENCE, backend: BackendPreference = 'auto'): Promise<ProfileTable[]> {
+  const chosen = (await initBackend(backend)).backend;
   const runner = trainStepRunner(cfg, 32, 64);
   for (let i = 0; i < 3; i++) runner.step();
   let t0 = performance.now();
   const train = await tf.profile(() => { runner.step(); });
   const trainWall = performance.now() - t0;
   // tf.profile hands back the engine's one profile record, which the next tf.profile call empties: read it now.
-  const trainTable = await aggregate('train step, reference model, [32, 64], Adam', trainWall, train.kernels);
+  const trainTable = await aggregate(`train step, reference model, [32, 64], Adam, ${chosen}`, trainWall, train.kernels);
   runner.dispose();
   const model = Transformer.init(cfg, 1);
   const prompts = Array.from({ length: 64 }, (_, i) => Array.from({ length: 8 }, (_, j) => 3 + ((i * 7 + j * 3) % 60)));
@@ -62,6 +62,6 @@ export async function profileReference(cfg: ModelConfig = REFERENCE): Promise<Pr
   model.dispose();
   return [
     trainTable,
-    await aggregate('rollout, reference model, 64 sequences × 16 new tokens (prefill + 16 decode steps)', decodeWall, decode.kernels),
+    await aggregate(`rollout, reference model, 64 sequences × 16 new tokens (prefill + 16 decode steps), ${chosen}`, decodeWall, decode.kernels),
   ];
 }

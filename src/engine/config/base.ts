@@ -114,6 +114,10 @@ export const grpoSchema = section({
   top_p: num({ gt: 0, lte: 1 }, 'Nucleus sampling mass; 1 samples the full distribution.').default(1.0),
   lr: num({ gt: 0 }, 'Policy learning rate (TRL learning_rate).').default(1.0e-4),
   epochs_per_step: int(1, 'PPO inner epochs over each batch (mu; TRL num_iterations).').default(1),
+  gradient_accumulation_steps: int(1, 'Micro-batches per update (TRL gradient_accumulation_steps): the step\'s completions are '
+    + 'split into this many near-equal slices, whose gradients are summed into one update; the loss, advantages and credit '
+    + 'are still those of the whole batch (a first pass without a tape reads its log-probs). Peak memory falls to about one '
+    + 'slice\'s activations, for one more forward pass per update. Not with credit.strategy attribution.').default(1),
   clip_eps: num({ gte: 0 }, 'Lower clip: the ratio is clipped at 1 − clip_eps (TRL epsilon).').default(0.2),
   clip_eps_high: num({ gte: 0 }, 'Upper clip: the ratio is clipped at 1 + clip_eps_high (TRL epsilon_high; DAPO uses 0.28).')
     .default(0.2),

@@ -85,6 +85,21 @@ export interface PolicyBatch {
   dispose(): void;
 }
 
+/** Rows [start, end) of a batch, with the batch's own prompt and completion widths (so per-token rows line up). */
+export function slicePolicyBatch(pb: PolicyBatch, start: number, end: number): PolicyBatch {
+  const n = end - start;
+  const t = {
+    ids: pb.ids.slice([start, 0], [n, -1]),
+    keyMask: pb.keyMask.slice([start, 0], [n, -1]),
+    targets: pb.targets.slice([start, 0], [n, -1]),
+    mask: pb.mask.slice(start, end),
+    promptLen: pb.promptLen,
+    completionLen: pb.completionLen,
+    dispose() { t.ids.dispose(); t.keyMask.dispose(); t.targets.dispose(); },
+  };
+  return t;
+}
+
 /** Prompt left-padded to the longest prompt, completion right-padded to the longest completion. */
 export function policyBatch(promptIds: number[][], completionIds: number[][], padId: number): PolicyBatch {
   const B = promptIds.length;

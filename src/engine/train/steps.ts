@@ -11,7 +11,7 @@ import { advantages, aggregationWeights, meanStd, policyLossAndGrad } from './gr
 import { Transformer } from '../model/model';
 import { Adam, clipByGlobalNorm } from '../model/optim';
 import { childSeed, makeRng, randInt, type Rng } from '../core/rng';
-import { completionLogprobs, policyBatch, rollout, type Episode } from './rollout';
+import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode } from './rollout';
 import { type Session } from './session';
 import type { Example } from '../core/types';
 
@@ -159,66 +159,113 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const trainable = trainables(s, head);
   const maskT = tf.tensor2d(pb.mask);
   const advT = tf.tensor2d(adv, [adv.length, 1]);
+  /** The batch's per-token inputs to the strategy, from the first pass's log-probs (and its model outputs). */
+  const initBatch = (lp: number[][], outputs: Partial<CreditBatch>): CreditBatch => {
+    // μ = 1 (or the first of μ epochs): the policy that sampled is the one being updated, so ℓ_old = ℓ.detach(), as TRL
+    // does; later epochs keep these values.
+    oldLogprobs = lp;
+    firstLogprobs = lp;
+    const b: CreditBatch = {
+      logprobs: lp,
+      entropies: episodes.map((e) => pad(e.entropies, 0)),
+      sections: episodes.map((e) => pad(e.sections, 'other')),
+      mask: pb.mask,
+    };
+    // Per-token inputs from prepare() cover each episode's own tokens; pad them to the batch's width.
+    const extra = prepared.batch ?? {};
+    if (extra.importance) b.importance = extra.importance.map((r) => pad(r, 0));
+    if (extra.importancePrompt) b.importancePrompt = extra.importancePrompt;
+    if (extra.spanMask) b.spanMask = extra.spanMask.map((r) => r && pad(r, 0));
+    if (extra.calDivisor) b.calDivisor = extra.calDivisor;
+    Object.assign(b, outputs);
+    if (!head) {
+      weights = strategy.weights(b, params);
+      effAdv = strategy.effectiveAdvantages
+        ? strategy.effectiveAdvantages(b, adv, params)
+        : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+    }
+    return b;
+  };
+  const lossOf = (lp: number[][]) => policyLossAndGrad(
+    { logprobs: lp, oldLogprobs: oldLogprobs!, refLogprobs, advantages: effAdv, mask: pb.mask },
+    { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens },
+  );
+  const ranges = microBatchRanges(pb.mask.length, g.gradient_accumulation_steps);
   for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
     let lossInfo: ReturnType<typeof policyLossAndGrad> | null = null;
-    const { value, grads } = tf.variableGrads(() => {
-      const out = completionLogprobs(s.model, pb, g.temperature, { ...strategy.needs, hidden: strategy.needs.hidden || !!head });
-      const lp = out.logp.arraySync();
-      if (!batch) {
-        // μ = 1 (or the first of μ epochs): the policy that sampled is the one being updated, so ℓ_old = ℓ.detach(),
-        // as TRL does; later epochs keep these values.
-        oldLogprobs = lp;
-        firstLogprobs = lp;
-        batch = {
-          logprobs: lp,
-          entropies: episodes.map((e) => pad(e.entropies, 0)),
-          sections: episodes.map((e) => pad(e.sections, 'other')),
-          mask: pb.mask,
-        };
-        // Per-token inputs from prepare() cover each episode's own tokens; pad them to the batch's width.
-        const extra = prepared.batch ?? {};
-        if (extra.importance) batch.importance = extra.importance.map((r) => pad(r, 0));
-        if (extra.importancePrompt) batch.importancePrompt = extra.importancePrompt;
-        if (extra.spanMask) batch.spanMask = extra.spanMask.map((r) => r && pad(r, 0));
-        if (extra.calDivisor) batch.calDivisor = extra.calDivisor;
-        if (strategy.fromOutputs) Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: batch.sections, mask: pb.mask }));
-        if (!head) {
-          weights = strategy.weights(batch, params);
-          effAdv = strategy.effectiveAdvantages
-            ? strategy.effectiveAdvantages(batch, adv, params)
-            : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+    let grads: tf.NamedTensorMap;
+    if (ranges.length > 1) {
+      // Micro-batches (TRL gradient_accumulation_steps): a first pass without a tape gives the whole batch's log-probs,
+      // so the strategy, the advantages and dLoss/dℓ are those of the whole batch; then each micro-batch's forward and
+      // backward adds its part of Σ (dLoss/dℓ)·dℓ/dθ. Peak memory is one micro-batch's activations, for one more
+      // forward pass. (The attribution head trains on the whole batch: the config refuses both together.)
+      const lp: number[][] = [];
+      const outputs: Partial<CreditBatch>[] = [];
+      for (const [a, b] of ranges) {
+        const mb = slicePolicyBatch(pb, a, b);
+        tf.tidy(() => {
+          const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
+          lp.push(...out.logp.arraySync());
+          if (!batch && strategy.fromOutputs) {
+            const sections = episodes.slice(a, b).map((e) => pad(e.sections, 'other'));
+            outputs.push(strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections, mask: mb.mask }));
+          }
+        });
+        mb.dispose();
+      }
+      if (!batch) batch = initBatch(lp, concatRows(outputs));
+      lossInfo = lossOf(lp);
+      const dl = lossInfo.grad;
+      grads = accumulateGrads(ranges, (a, b) => {
+        const mb = slicePolicyBatch(pb, a, b);
+        try {
+          const { value, grads: g1 } = tf.variableGrads(
+            () => completionLogprobs(s.model, mb, g.temperature).logp.mul(tf.tensor2d(dl.slice(a, b))).sum() as tf.Scalar,
+            [...trainable.values()]);
+          value.dispose();
+          return g1;
+        } finally {
+          mb.dispose();
         }
-      }
-      let wT: tf.Tensor2D | null = null;
-      if (head && out.hidden) {
-        // Detaching copies the values out of the graph, so no gradient reaches the trunk through the head.
-        const h = params.detach_hidden ? tf.tensor3d(out.hidden.dataSync() as Float32Array, out.hidden.shape) : out.hidden;
-        const z = head.logits(h);
-        wT = maskedScaledSoftmax(z, maskT);
-        batch.attributionLogits = z.arraySync();
-        // The JS weights come from the same library function tokenWeights('attribution') uses.
-        weights = strategy.weights(batch, params);
-        effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
-        alpha = weights.map((row, i) => { const n = pb.mask[i].reduce((a, b) => a + b, 0); return row.map((w) => (n ? w / n : 0)); });
-      }
-      lossInfo = policyLossAndGrad(
-        { logprobs: lp, oldLogprobs: oldLogprobs!, refLogprobs, advantages: effAdv, mask: pb.mask },
-        { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens },
-      );
-      // Surrogate whose gradient w.r.t. the parameters is Σ (dLoss/dℓ)·dℓ/dθ (+ Σ (dLoss/dÂ)·dÂ/dθ for a credit
-      // head): the loss itself lives in grpo.ts.
-      let sur = out.logp.mul(tf.tensor2d(lossInfo.grad)).sum();
-      if (wT) {
-        // The head trains on credit.attribution.objective (attribution.ts headObjective); the policy's gradient is the
-        // same under all three.
-        sur = sur.add(headObjective({
-          w: wT, mask: maskT, adv: advT, logprobs: lp, c: aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens),
-          gradAdv: lossInfo.gradAdv, objective: params.objective, entropyCoef: params.entropy_coef,
-        }));
-      }
-      return sur as tf.Scalar;
-    }, [...trainable.values()]);
-    value.dispose();
+      });
+    } else {
+      const { value, grads: whole } = tf.variableGrads(() => {
+        const out = completionLogprobs(s.model, pb, g.temperature, { ...strategy.needs, hidden: strategy.needs.hidden || !!head });
+        const lp = out.logp.arraySync();
+        if (!batch) {
+          batch = initBatch(lp, strategy.fromOutputs
+            ? strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: episodes.map((e) => pad(e.sections, 'other')), mask: pb.mask })
+            : {});
+        }
+        let wT: tf.Tensor2D | null = null;
+        if (head && out.hidden) {
+          // Detaching copies the values out of the graph, so no gradient reaches the trunk through the head.
+          const h = params.detach_hidden ? tf.tensor3d(out.hidden.dataSync() as Float32Array, out.hidden.shape) : out.hidden;
+          const z = head.logits(h);
+          wT = maskedScaledSoftmax(z, maskT);
+          batch.attributionLogits = z.arraySync();
+          // The JS weights come from the same library function tokenWeights('attribution') uses.
+          weights = strategy.weights(batch, params);
+          effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+          alpha = weights.map((row, i) => { const n = pb.mask[i].reduce((a, b) => a + b, 0); return row.map((w) => (n ? w / n : 0)); });
+        }
+        lossInfo = lossOf(lp);
+        // Surrogate whose gradient w.r.t. the parameters is Σ (dLoss/dℓ)·dℓ/dθ (+ Σ (dLoss/dÂ)·dÂ/dθ for a credit
+        // head): the loss itself lives in grpo.ts.
+        let sur = out.logp.mul(tf.tensor2d(lossInfo.grad)).sum();
+        if (wT) {
+          // The head trains on credit.attribution.objective (attribution.ts headObjective); the policy's gradient is the
+          // same under all three.
+          sur = sur.add(headObjective({
+            w: wT, mask: maskT, adv: advT, logprobs: lp, c: aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens),
+            gradAdv: lossInfo.gradAdv, objective: params.objective, entropyCoef: params.entropy_coef,
+          }));
+        }
+        return sur as tf.Scalar;
+      }, [...trainable.values()]);
+      value.dispose();
+      grads = whole;
+    }
     const info = lossInfo!;
     const named = renameGrads(trainable, grads);
     const clippedRes = clipByGlobalNorm(named, g.grad_clip);
@@ -264,3 +311,37 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   return { row, episodes, tok: { logprobs: firstLogprobs, weights, effAdv, adv, attribution: alpha, importance, oracleSpans: prepared.oracleSpans } };
 }
 
+
+/** Row ranges [start, end) of n near-equal consecutive micro-batches of B rows (n capped at B). */
+export function microBatchRanges(B: number, n: number): [number, number][] {
+  const k = Math.min(Math.max(1, Math.floor(n)), Math.max(1, B));
+  return Array.from({ length: k }, (_, i): [number, number] => [Math.floor((i * B) / k), Math.floor(((i + 1) * B) / k)]);
+}
+
+/** Sums the gradients of each range's loss (from `gradsOf`) into one map, holding one range's tape at a time. */
+export function accumulateGrads(ranges: [number, number][],
+  gradsOf: (start: number, end: number) => tf.NamedTensorMap): tf.NamedTensorMap {
+  let acc: tf.NamedTensorMap | null = null;
+  for (const [a, b] of ranges) {
+    const g = gradsOf(a, b);
+    if (!acc) { acc = g; continue; }
+    for (const [k, t] of Object.entries(g)) {
+      const prev: tf.Tensor | undefined = acc[k];
+      acc[k] = prev ? prev.add(t) : t;
+      if (prev) { prev.dispose(); t.dispose(); }
+    }
+  }
+  return acc ?? {};
+}
+
+/** Per-row arrays of several micro-batches' strategy outputs, joined in row order. */
+export function concatRows(parts: Partial<CreditBatch>[]): Partial<CreditBatch> {
+  const out: Record<string, unknown[]> = {};
+  for (const p of parts) {
+    for (const [k, v] of Object.entries(p)) {
+      if (!Array.isArray(v)) throw new Error(`concatRows: ${k} is not a per-row array`);
+      (out[k] ??= []).push(...v);
+    }
+  }
+  return out as Partial<CreditBatch>;
+}

@@ -69,6 +69,14 @@ export function loadBlas(): string {
 /** Calls into the addon and products computed there, since the process started (tests check the route was taken). */
 export const blasStats = { calls: 0, products: 0 };
 
+let timing: Map<string, { calls: number; ms: number }> | null = null;
+/** Bench hook: time every product by shape (M×N×K, transposes, batch) from now on; returns the table so far. */
+export function blasTiming(on: boolean): Map<string, { calls: number; ms: number }> | null {
+  const t = timing;
+  timing = on ? new Map() : null;
+  return t;
+}
+
 /** Routes BatchMatMul through OpenBLAS (true) or the wasm loops (false). Needs loadBlas() to have succeeded. */
 export function setBlasProducts(on: boolean): void {
   if (on && !addon) loadBlas();
@@ -86,5 +94,15 @@ export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: n
   offsets: Int32Array): void {
   blasStats.calls++;
   blasStats.products += offsets.length / 3;
+  if (!timing) {
+    addon!.gemm(heapF32(be), transA, transB, M, N, K, offsets);
+    return;
+  }
+  const t0 = performance.now();
   addon!.gemm(heapF32(be), transA, transB, M, N, K, offsets);
+  const key = `${M}×${N}×${K}${transA ? ' Aᵀ' : ''}${transB ? ' Bᵀ' : ''} ×${offsets.length / 3}`;
+  const e = timing.get(key) ?? { calls: 0, ms: 0 };
+  e.calls++;
+  e.ms += performance.now() - t0;
+  timing.set(key, e);
 }

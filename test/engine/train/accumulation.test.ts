@@ -1,0 +1,101 @@
+// grpo.gradient_accumulation_steps (issue 13, peak memory): an update over micro-batches must be the update over the
+// whole batch. The reference is the same step run in one pass (gradient_accumulation_steps: 1), from the same seed and
+// the same rollouts, on the cpu backend; the loss, the gradient norm, the credit the strategy gave and the updated
+// parameters must agree up to float32 summation order.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as tf from '@tensorflow/tfjs';
+import { loadConfig } from '../../../src/engine/config/config';
+import { initBackend } from '../../../src/engine/model/backend';
+import { Adam } from '../../../src/engine/model/optim';
+import { buildSession } from '../../../src/engine/train/session';
+import { accumulateGrads, concatRows, microBatchRanges, grpoStep } from '../../../src/engine/train/steps';
+
+/**
+ * A tiny scratch policy on prompts whose reward is the share of "7"s in the completion (as in train.test.ts), so every
+ * group's rewards differ and the advantages are not zero; 2 PPO epochs, so the second epoch's first pass runs too.
+ */
+function sevensConfig(dir: string): string {
+  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
+  writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
+  writeFileSync(join(dir, 'c.credit.yaml'), `name: accum
+seed: 3
+backend: cpu
+output_dir: runs
+model: { source: scratch, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 32, max_seq_len: 32 }
+task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
+grpo: { steps: 1, prompts_per_step: 2, group_size: 4, max_new_tokens: 8, lr: 0.01, epochs_per_step: 2, eval_every: 1 }
+`);
+  return join(dir, 'c.credit.yaml');
+}
+
+test('microBatchRanges: near-equal consecutive slices covering every row once, capped at one row each', () => {
+  assert.deepEqual(microBatchRanges(8, 1), [[0, 8]]);
+  assert.deepEqual(microBatchRanges(8, 3), [[0, 2], [2, 5], [5, 8]]);
+  assert.deepEqual(microBatchRanges(128, 4), [[0, 32], [32, 64], [64, 96], [96, 128]]);
+  assert.deepEqual(microBatchRanges(3, 8), [[0, 1], [1, 2], [2, 3]]);
+});
+
+test('concatRows joins per-row arrays in order; accumulateGrads sums each slice\'s gradient into the whole one', async () => {
+  assert.deepEqual(concatRows([{ answerAttention: [[1], [2]] }, { answerAttention: [[3]] }]), { answerAttention: [[1], [2], [3]] });
+  await initBackend('cpu');
+  // loss(W) = Σ_rows x_r·W·y_r: the gradient is Σ_r x_rᵀ y_r, computed here per slice and whole.
+  const x = tf.tensor2d([[1, 2], [3, -1], [0.5, 4], [-2, 1], [1, 1]]);
+  const y = tf.tensor2d([[1, 0, 2], [0, 1, 1], [3, 1, 0], [1, -1, 1], [2, 2, 2]]);
+  const W = tf.variable(tf.tensor2d([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]), true, 'accW');
+  const loss = (a: number, b: number) => () => x.slice([a, 0], [b - a, -1]).matMul(W).mul(y.slice([a, 0], [b - a, -1])).sum() as tf.Scalar;
+  const whole = tf.variableGrads(loss(0, 5), [W]);
+  const sliced = accumulateGrads(microBatchRanges(5, 3), (a, b) => {
+    const r = tf.variableGrads(loss(a, b), [W]);
+    r.value.dispose();
+    return r.grads;
+  });
+  // Σ_r x_rᵀ y_r by hand: row 0 [1,2]ᵀ[1,0,2] … row 4 [1,1]ᵀ[2,2,2]
+  const hand = [[1 + 0 + 1.5 - 2 + 2, 0 + 3 + 0.5 + 2 + 2, 2 + 3 + 0 - 2 + 2], [2 + 0 + 12 + 1 + 2, 0 - 1 + 4 - 1 + 2, 4 - 1 + 0 + 1 + 2]];
+  assert.deepEqual(whole.grads.accW.arraySync(), hand);
+  assert.deepEqual(sliced.accW.arraySync(), hand);
+  tf.dispose([x, y, W, whole.value, ...Object.values(whole.grads), ...Object.values(sliced)]);
+});
+
+const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(1e-12, Math.abs(b));
+
+for (const strategy of ['none', 'attention_credit', 'entropy_mask', 'inverse_logprob'] as const) {
+  test(`one GRPO step over 3 micro-batches equals the step over the whole batch (${strategy}, cpu)`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cl-accum-'));
+    try {
+      const cfg = sevensConfig(dir);
+      const run = async (steps: number) => {
+        const { config } = loadConfig(cfg, [`credit.strategy=${strategy}`, `grpo.gradient_accumulation_steps=${steps}`]);
+        const s = await buildSession(config);
+        const opt = new Adam(config.grpo.lr);
+        const r = await grpoStep({ session: s, optimizer: opt, step: 1 });
+        const params = new Map([...s.model.params].map(([n, v]) => [n, Float32Array.from(v.dataSync())]));
+        opt.dispose();
+        s.model.dispose();
+        return { r, params };
+      };
+      const whole = await run(1);
+      const micro = await run(3);
+      assert.equal(whole.r.episodes.length, 8);
+      assert.deepEqual(micro.r.episodes.map((e) => e.text), whole.r.episodes.map((e) => e.text), 'same rollouts');
+      assert.ok(whole.r.row.grad_norm! > 0, 'a zero gradient would make the comparison vacuous');
+      assert.ok(rel(micro.r.row.loss!, whole.r.row.loss!) < 1e-5, `loss ${micro.r.row.loss} vs ${whole.r.row.loss}`);
+      assert.ok(rel(micro.r.row.grad_norm!, whole.r.row.grad_norm!) < 1e-5, `grad_norm ${micro.r.row.grad_norm} vs ${whole.r.row.grad_norm}`);
+      for (const key of ['logprobs', 'weights', 'effAdv'] as const) {
+        whole.r.tok[key].forEach((row, i) => row.forEach((v, t) =>
+          assert.ok(Math.abs(micro.r.tok[key][i][t] - v) < 1e-5, `${key}[${i}][${t}] ${micro.r.tok[key][i][t]} vs ${v}`)));
+      }
+      for (const [name, w] of whole.params) {
+        const m = micro.params.get(name)!;
+        let d = 0, n = 0;
+        for (let i = 0; i < w.length; i++) { d += (m[i] - w[i]) ** 2; n += w[i] ** 2; }
+        assert.ok(Math.sqrt(d / n) < 1e-5, `${name} after the update: relative difference ${Math.sqrt(d / n)}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
