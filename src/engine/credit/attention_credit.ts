@@ -6,6 +6,7 @@ import { validMask, type CreditStrategy } from './types';
 
 export const attentionCredit: CreditStrategy = {
   name: 'attention_credit',
+  rowLocal: true,
   // Last layer's attention averaged over heads, restricted to completion queries and keys.
   fromOutputs: (out, ctx) => {
     if (!out.attention) return {};

@@ -4,5 +4,6 @@ import { scaledSoftmax, validMask, type CreditStrategy } from './types';
 
 export const entropyWeighted: CreditStrategy = {
   name: 'entropy_weighted',
+  rowLocal: true,
   weights: (batch, p) => validMask(batch).map((row, i) => scaledSoftmax(batch.entropies[i], row, p.entropy_temp)),
 };

@@ -8,6 +8,7 @@ import { validMask, type CreditStrategy } from './types';
 // A·w(ℓ)·ℓ = A·ℓ/(|ℓ|+ε) with respect to ℓ (ℓ ≤ 0) is A·ε/(|ℓ|+ε)², so that factor is the weight it trains with.
 export const inverseLogprob: CreditStrategy = {
   name: 'inverse_logprob',
+  rowLocal: true,
   weights: (batch, p) =>
     validMask(batch).map((row, i) => row.map((m, t) => {
       if (!m) return 0;

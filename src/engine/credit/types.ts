@@ -100,6 +100,12 @@ export interface OutputsContext { promptLen: number; completionLen: number; sect
 /** A strategy's behaviour. Its name, parameters and needs are its entry in catalog.ts. */
 export interface CreditStrategy {
   readonly name: string;
+  /**
+   * The weights (and fromOutputs) of episode i depend on episode i's own inputs only, not on the rest of the batch. Such a
+   * strategy's update runs micro-batches (grpo.gradient_accumulation_steps) in one pass, each slice weighted alone; others
+   * take a first pass over the whole batch. Tested: the micro-batched step equals the one-pass step.
+   */
+  readonly rowLocal?: boolean;
   /** per-step inputs taken from the training forward pass (attention_credit's a_t from the attention rows) */
   fromOutputs?(out: ModelOutputs, ctx: OutputsContext): Partial<CreditBatch>;
   /** the strategy's own step metrics (metrics.jsonl), from the weights it gave */

@@ -56,6 +56,12 @@ export interface PolicyLossOptions {
   klBeta: number;
   lossAgg: LossAgg;
   maxNewTokens: number;
+  /**
+   * The aggregation coefficients c of these rows when they are a slice of a larger batch (a micro-batch): c depends on
+   * the whole batch's mask (token_mean divides by all its tokens), so the caller takes them from aggregationWeights on
+   * the whole batch. Default: aggregationWeights of x.mask.
+   */
+  aggregation?: number[][];
 }
 
 export interface PolicyLossResult {
@@ -89,7 +95,7 @@ export function aggregationWeights(mask: number[][], lossAgg: LossAgg, maxNewTok
 }
 
 export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): PolicyLossResult {
-  const c = aggregationWeights(x.mask, opts.lossAgg, opts.maxNewTokens);
+  const c = opts.aggregation ?? aggregationWeights(x.mask, opts.lossAgg, opts.maxNewTokens);
   const lo = 1 - opts.clipEps;
   const hi = 1 + opts.clipEpsHigh;
   let loss = 0;

@@ -159,31 +159,39 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const trainable = trainables(s, head);
   const maskT = tf.tensor2d(pb.mask);
   const advT = tf.tensor2d(adv, [adv.length, 1]);
-  /** The batch's per-token inputs to the strategy, from the first pass's log-probs (and its model outputs). */
+  /** Rows [a, b) of the batch's per-token inputs to the strategy, given those rows' log-probs and model outputs. */
+  const creditBatch = (a: number, b: number, lp: number[][], outputs: Partial<CreditBatch>): CreditBatch => {
+    const rows = episodes.slice(a, b);
+    const cb: CreditBatch = {
+      logprobs: lp,
+      entropies: rows.map((e) => pad(e.entropies, 0)),
+      sections: rows.map((e) => pad(e.sections, 'other')),
+      mask: pb.mask.slice(a, b),
+    };
+    // Per-token inputs from prepare() cover each episode's own tokens; pad them to the batch's width.
+    const extra = prepared.batch ?? {};
+    if (extra.importance) cb.importance = extra.importance.slice(a, b).map((r) => pad(r, 0));
+    if (extra.importancePrompt) cb.importancePrompt = extra.importancePrompt;
+    if (extra.spanMask) cb.spanMask = extra.spanMask.slice(a, b).map((r) => r && pad(r, 0));
+    if (extra.calDivisor) cb.calDivisor = extra.calDivisor;
+    return Object.assign(cb, outputs);
+  };
+  /** The strategy's weights and effective advantages Â of a (slice of the) batch whose episode advantages are advRows. */
+  const creditOf = (cb: CreditBatch, advRows: number[]) => {
+    const w = strategy.weights(cb, params);
+    const eff = strategy.effectiveAdvantages
+      ? strategy.effectiveAdvantages(cb, advRows, params)
+      : w.map((row, i) => row.map((x, t) => (cb.mask![i][t] ? advRows[i] * x : 0)));
+    return { w, eff };
+  };
+  /** The whole batch's inputs, from the first pass's log-probs (and its model outputs). */
   const initBatch = (lp: number[][], outputs: Partial<CreditBatch>): CreditBatch => {
     // μ = 1 (or the first of μ epochs): the policy that sampled is the one being updated, so ℓ_old = ℓ.detach(), as TRL
     // does; later epochs keep these values.
     oldLogprobs = lp;
     firstLogprobs = lp;
-    const b: CreditBatch = {
-      logprobs: lp,
-      entropies: episodes.map((e) => pad(e.entropies, 0)),
-      sections: episodes.map((e) => pad(e.sections, 'other')),
-      mask: pb.mask,
-    };
-    // Per-token inputs from prepare() cover each episode's own tokens; pad them to the batch's width.
-    const extra = prepared.batch ?? {};
-    if (extra.importance) b.importance = extra.importance.map((r) => pad(r, 0));
-    if (extra.importancePrompt) b.importancePrompt = extra.importancePrompt;
-    if (extra.spanMask) b.spanMask = extra.spanMask.map((r) => r && pad(r, 0));
-    if (extra.calDivisor) b.calDivisor = extra.calDivisor;
-    Object.assign(b, outputs);
-    if (!head) {
-      weights = strategy.weights(b, params);
-      effAdv = strategy.effectiveAdvantages
-        ? strategy.effectiveAdvantages(b, adv, params)
-        : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
-    }
+    const b = creditBatch(0, pb.mask.length, lp, outputs);
+    if (!head) ({ w: weights, eff: effAdv } = creditOf(b, adv));
     return b;
   };
   const lossOf = (lp: number[][]) => policyLossAndGrad(
@@ -194,7 +202,51 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
     let lossInfo: ReturnType<typeof policyLossAndGrad> | null = null;
     let grads: tf.NamedTensorMap;
-    if (ranges.length > 1) {
+    if (ranges.length > 1 && strategy.rowLocal && !head) {
+      // Micro-batches of a row-local strategy, in one pass: each slice's credit, loss and dLoss/dℓ need only its own
+      // log-probs, with the whole batch's aggregation coefficients c (token_mean divides by every token of the batch).
+      const c = aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens);
+      const lpAll: number[][] = [];
+      const outputs: Partial<CreditBatch>[] = [];
+      let lossSum = 0, clipped = 0, klSum = 0, valid = 0;
+      grads = accumulateGrads(ranges, (a, b) => {
+        const mb = slicePolicyBatch(pb, a, b);
+        try {
+          const { value, grads: g1 } = tf.variableGrads(() => {
+            const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
+            const lp = out.logp.arraySync();
+            lpAll.push(...lp);
+            let eff: number[][];
+            if (!batch) {
+              const part = strategy.fromOutputs
+                ? strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: episodes.slice(a, b).map((e) => pad(e.sections, 'other')), mask: mb.mask })
+                : {};
+              outputs.push(part);
+              eff = creditOf(creditBatch(a, b, lp, part), adv.slice(a, b)).eff;
+            } else {
+              eff = effAdv.slice(a, b);
+            }
+            const info = policyLossAndGrad(
+              { logprobs: lp, oldLogprobs: oldLogprobs ? oldLogprobs.slice(a, b) : lp, refLogprobs: refLogprobs?.slice(a, b), advantages: eff, mask: mb.mask },
+              { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens, aggregation: c.slice(a, b) },
+            );
+            const n = mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0);
+            lossSum += info.loss;
+            clipped += info.clipFrac * n;
+            klSum += info.kl * n;
+            valid += n;
+            return out.logp.mul(tf.tensor2d(info.grad)).sum() as tf.Scalar;
+          }, [...trainable.values()]);
+          value.dispose();
+          return g1;
+        } finally {
+          mb.dispose();
+        }
+      });
+      // The whole batch's credit, for the token log: a row-local strategy gives each row what its slice gave it.
+      if (!batch) batch = initBatch(lpAll, concatRows(outputs));
+      lossInfo = { loss: lossSum, grad: [], gradAdv: [], clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0 };
+    } else if (ranges.length > 1) {
       // Micro-batches (TRL gradient_accumulation_steps): a first pass without a tape gives the whole batch's log-probs,
       // so the strategy, the advantages and dLoss/dℓ are those of the whole batch; then each micro-batch's forward and
       // backward adds its part of Σ (dLoss/dℓ)·dℓ/dθ. Peak memory is one micro-batch's activations, for one more

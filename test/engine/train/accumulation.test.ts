@@ -12,6 +12,9 @@ import { loadConfig } from '../../../src/engine/config/config';
 import { initBackend } from '../../../src/engine/model/backend';
 import { Adam } from '../../../src/engine/model/optim';
 import { buildSession } from '../../../src/engine/train/session';
+import { getStrategy, strategyNames } from '../../../src/engine/credit';
+import { DEFAULT_CREDIT_PARAMS, type CreditBatch } from '../../../src/engine/credit/types';
+import { makeRng } from '../../../src/engine/core/rng';
 import { accumulateGrads, concatRows, microBatchRanges, grpoStep } from '../../../src/engine/train/steps';
 
 /**
@@ -62,8 +65,8 @@ test('concatRows joins per-row arrays in order; accumulateGrads sums each slice\
 
 const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(1e-12, Math.abs(b));
 
-for (const strategy of ['none', 'attention_credit', 'entropy_mask', 'inverse_logprob'] as const) {
-  test(`one GRPO step over 3 micro-batches equals the step over the whole batch (${strategy}, cpu)`, async () => {
+for (const strategy of ['none', 'attention_credit', 'inverse_logprob', 'entropy_weighted', 'entropy_mask', 'outcome_conditional'] as const) {
+  test(`one GRPO step over 3 micro-batches equals the step over the whole batch (${strategy}: ${getStrategy(strategy).rowLocal ? 'row-local, one pass' : 'two passes'}, cpu)`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cl-accum-'));
     try {
       const cfg = sevensConfig(dir);
@@ -99,3 +102,39 @@ for (const strategy of ['none', 'attention_credit', 'entropy_mask', 'inverse_log
     }
   });
 }
+
+test('every strategy that declares rowLocal gives each row of a slice what it gives that row in the whole batch', () => {
+  // A random batch of 12 episodes of different lengths, with answer sections, entropies, log-probs and answer attention;
+  // each row-local strategy's weights and effective advantages on slices [0, 5), [5, 12) must be the whole batch's rows.
+  const rng = makeRng(41);
+  const B = 12, T = 10;
+  const mask = Array.from({ length: B }, (_, i) => Array.from({ length: T }, (_, t) => (t < 4 + (i % 7) ? 1 : 0)));
+  const batch: CreditBatch = {
+    logprobs: mask.map((row) => row.map(() => -3 * rng())),
+    // rows 0–4 less uncertain than rows 5–11, so a batch-level statistic (entropy_mask's percentile) moves with the slice
+    entropies: mask.map((row, i) => row.map(() => (i < 5 ? 0 : 1.5) + 0.5 * rng())),
+    sections: mask.map((row) => row.map((_, t) => (t >= 2 && t < 4 ? 'answer' : 'reasoning'))),
+    mask,
+    answerAttention: mask.map((row) => row.map(() => rng())),
+  };
+  const adv = Array.from({ length: B }, () => rng() * 2 - 1);
+  const slice = (a: number, b: number): CreditBatch => ({
+    logprobs: batch.logprobs.slice(a, b), entropies: batch.entropies.slice(a, b), sections: batch.sections.slice(a, b),
+    mask: mask.slice(a, b), answerAttention: batch.answerAttention!.slice(a, b),
+  });
+  const credit = (name: string, cb: CreditBatch, advRows: number[]) => {
+    const s = getStrategy(name);
+    const w = s.weights(cb, DEFAULT_CREDIT_PARAMS);
+    return s.effectiveAdvantages ? s.effectiveAdvantages(cb, advRows, DEFAULT_CREDIT_PARAMS) : w.map((row, i) => row.map((x) => x * advRows[i]));
+  };
+  const agrees = (name: string) => {
+    const whole = credit(name, batch, adv);
+    const parts = [...credit(name, slice(0, 5), adv.slice(0, 5)), ...credit(name, slice(5, 12), adv.slice(5, 12))];
+    return whole.every((row, i) => row.every((v, t) => Math.abs(parts[i][t] - v) < 1e-12));
+  };
+  const local = strategyNames().filter((n) => getStrategy(n).rowLocal);
+  assert.deepEqual(local.sort(), ['attention_credit', 'entropy_weighted', 'inverse_logprob', 'none']);
+  for (const name of local) assert.ok(agrees(name), `${name} declares rowLocal but a slice changes its credit`);
+  // The check can fail: entropy_mask's percentile is over the whole batch, so its slices disagree.
+  assert.equal(agrees('entropy_mask'), false);
+});
