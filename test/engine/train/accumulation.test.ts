@@ -15,6 +15,7 @@ import { buildSession } from '../../../src/engine/train/session';
 import { getStrategy, strategyNames } from '../../../src/engine/credit';
 import { DEFAULT_CREDIT_PARAMS, type CreditBatch } from '../../../src/engine/credit/types';
 import { makeRng } from '../../../src/engine/core/rng';
+import type { Section } from '../../../src/protocol';
 import { accumulateGrads, concatRows, microBatchRanges, grpoStep } from '../../../src/engine/train/steps';
 
 /**
@@ -113,7 +114,7 @@ test('every strategy that declares rowLocal gives each row of a slice what it gi
     logprobs: mask.map((row) => row.map(() => -3 * rng())),
     // rows 0–4 less uncertain than rows 5–11, so a batch-level statistic (entropy_mask's percentile) moves with the slice
     entropies: mask.map((row, i) => row.map(() => (i < 5 ? 0 : 1.5) + 0.5 * rng())),
-    sections: mask.map((row) => row.map((_, t) => (t >= 2 && t < 4 ? 'answer' : 'reasoning'))),
+    sections: mask.map((row) => row.map((_, t): Section => (t >= 2 && t < 4 ? 'answer' : 'think'))),
     mask,
     answerAttention: mask.map((row) => row.map(() => rng())),
   };
