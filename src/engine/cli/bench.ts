@@ -128,18 +128,27 @@ function torchReference(): (TorchFigures & { torch_version: string; small?: Torc
   }
 }
 
-/** Seed 000 reports ~15-20% extra memory for the attribution head; measure ours (peak live tensor bytes, tf.profile). */
-export async function attributionMemory(configPath: string): Promise<{ none: number; attribution: number }> {
-  const out = { none: 0, attribution: 0 };
-  for (const strategy of ['none', 'attribution'] as const) {
-    const { config } = loadConfig(configPath, ['backend=wasm', `credit.strategy=${strategy}`]);
+/**
+ * Peak live tensor bytes (tf.profile) of one GRPO step of the example: `none` as the example runs it (its
+ * grpo.gradient_accumulation_steps), and the attribution head against plain GRPO both in one pass (the head trains on the
+ * whole batch), for seed 000's ~15–20 % extra memory of the head.
+ */
+export async function attributionMemory(configPath: string): Promise<{ none: number; attribution: number; none_one_pass: number }> {
+  const out = { none: 0, attribution: 0, none_one_pass: 0 };
+  const runs: [keyof typeof out, string, string[]][] = [
+    ['none', 'none', []],
+    ['none_one_pass', 'none', ['grpo.gradient_accumulation_steps=1']],
+    ['attribution', 'attribution', ['grpo.gradient_accumulation_steps=1']],
+  ];
+  for (const [key, strategy, sets] of runs) {
+    const { config } = loadConfig(configPath, [`credit.strategy=${strategy}`, ...sets]);
     const s = await buildSession(config);
     const opt = new Adam(config.grpo.lr);
     const { getStrategy } = await import('../credit');
     const head = getStrategy(strategy).createHead?.(s.modelCfg.dModel, 1, { ...(await import('../credit/types')).DEFAULT_CREDIT_PARAMS }) ?? null;
     await grpoStep({ session: s, optimizer: opt, step: 1, head });
     const info = await tf.profile(async () => { await grpoStep({ session: s, optimizer: opt, step: 2, head }); });
-    out[strategy] = info.peakBytes / 2 ** 20;
+    out[key] = info.peakBytes / 2 ** 20;
     head?.dispose();
     opt.dispose();
     s.model.dispose();
@@ -151,18 +160,28 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   const say = (m: string) => { if (!o.json) console.log(m); else process.stderr.write(m + '\n'); };
   const iters = o.quick ? 3 : 10;
   const result = {
-    train_step_ms: { wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
-    rollout_tokens_per_s: { wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
+    // wasm_blas: the wasm backend with its products on OpenBLAS (what `auto` picks where OpenBLAS is installed)
+    train_step_ms: { wasm_blas: null as number | null, wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
+    rollout_tokens_per_s: { wasm_blas: null as number | null, wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
+    /** one GRPO step of the example as its config runs it (backend auto), and the backend that was */
     grpo_step_s: null as number | null,
+    grpo_step_backend: null as string | null,
     analysis_1m_rows_s: null as number | null,
-    attribution_peak_mb: null as { none: number; attribution: number } | null,
+    attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
     small: {
-      train_step_ms: { wasm: null as number | null, torch: null as number | null },
-      rollout_tokens_per_s: { wasm: null as number | null, torch: null as number | null },
+      train_step_ms: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
+      rollout_tokens_per_s: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
     },
     /** achieved GFLOP/s of the train steps (FLOPs counted from the shapes) and the OpenBLAS sgemm ceiling */
-    gflops: { reference: { wasm: null as number | null, torch: null as number | null }, small: { wasm: null as number | null, torch: null as number | null }, sgemm_torch: null as number | null },
-    spread_ms: { reference_wasm: null as [number, number] | null, small_wasm: null as [number, number] | null },
+    gflops: {
+      reference: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
+      small: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
+      sgemm_torch: null as number | null,
+    },
+    spread_ms: {
+      reference_wasm_blas: null as [number, number] | null, reference_wasm: null as [number, number] | null,
+      small_wasm_blas: null as [number, number] | null, small_wasm: null as [number, number] | null,
+    },
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     torch: null as unknown,
   };
@@ -185,34 +204,44 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       (ref.sgemm_gflops ? `; sgemm ${ref.sgemm_gflops.toFixed(1)} GFLOP/s` : ''));
   }
   const ratio = (x: number | null, t: number | null, inv = false) => (x && t ? ` (${(inv ? t / x : x / t).toFixed(2)}× torch)` : '');
-  for (const backend of ['wasm', 'cpu'] as const) {
+  const ratioTps = (x: number, t: number | null) => (t ? ` (${(x / t).toFixed(2)}× torch)` : '');
+  const backends: ('wasm-blas' | 'wasm' | 'cpu')[] = ['wasm', 'cpu'];
+  try {
+    await initBackend('wasm-blas');
+    backends.unshift('wasm-blas');
+  } catch (e) {
+    say(`wasm-blas: unavailable (${e instanceof Error ? e.message : String(e)})`);
+  }
+  for (const backend of backends) {
     await initBackend(backend);
+    const key = backend === 'wasm-blas' ? 'wasm_blas' : backend;
     const st = trainStepTimes(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
     const ms = st.median;
-    result.train_step_ms[backend] = ms;
-    if (backend === 'wasm') {
-      result.spread_ms.reference_wasm = [st.min, st.max];
-      result.gflops.reference.wasm = trainStepFlops(REFERENCE, 32, 64) / (ms / 1000) / 1e9;
+    result.train_step_ms[key] = ms;
+    if (key !== 'cpu') {
+      result.spread_ms[`reference_${key}`] = [st.min, st.max];
+      result.gflops.reference[key] = trainStepFlops(REFERENCE, 32, 64) / (ms / 1000) / 1e9;
     }
-    say(`${backend}: train step ${ms.toFixed(1)} ms${ratio(ms, result.train_step_ms.torch)}`);
+    say(`${backend}: train step ${ms.toFixed(1)} ms (${st.min.toFixed(0)}–${st.max.toFixed(0)})${ratio(ms, result.train_step_ms.torch)}`);
     const tps = rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
-    result.rollout_tokens_per_s[backend] = tps;
-    say(`${backend}: rollout ${tps.toFixed(0)} tok/s${result.rollout_tokens_per_s.torch ? ` (${(tps / result.rollout_tokens_per_s.torch).toFixed(2)}× torch)` : ''}`);
+    result.rollout_tokens_per_s[key] = tps;
+    say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratioTps(tps, result.rollout_tokens_per_s.torch)}`);
+    if (key === 'cpu') continue;
+    // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
+    const sm = trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
+    result.small.train_step_ms[key] = sm.median;
+    result.spread_ms[`small_${key}`] = [sm.min, sm.max];
+    result.gflops.small[key] = trainStepFlops(SMALL, 16, 128) / (sm.median / 1000) / 1e9;
+    say(`${backend}, small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small[key]!.toFixed(1)} GFLOP/s`);
+    const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
+    result.small.rollout_tokens_per_s[key] = stps;
+    say(`${backend}, small model: rollout ${stps.toFixed(0)} tok/s${ratioTps(stps, result.small.rollout_tokens_per_s.torch)}`);
   }
-  await initBackend('wasm');
-  // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
-  const sm = trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
-  result.small.train_step_ms.wasm = sm.median;
-  result.spread_ms.small_wasm = [sm.min, sm.max];
-  result.gflops.small.wasm = trainStepFlops(SMALL, 16, 128) / (sm.median / 1000) / 1e9;
-  say(`small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small.wasm.toFixed(2)} GFLOP/s`);
-  const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
-  result.small.rollout_tokens_per_s.wasm = stps;
-  say(`small model: rollout ${stps.toFixed(0)} tok/s${result.small.rollout_tokens_per_s.torch ? ` (${(stps / result.small.rollout_tokens_per_s.torch).toFixed(2)}× torch)` : ''}`);
   const exampleCfg = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
   if (exampleCfg) {
-    const { config } = loadConfig(exampleCfg, ['backend=wasm']);
+    const { config } = loadConfig(exampleCfg);
     const s = await buildSession(config);
+    result.grpo_step_backend = s.backend.backend;
     const opt = new Adam(config.grpo.lr);
     await grpoStep({ session: s, optimizer: opt, step: 1 });
     const times: number[] = [];
@@ -222,12 +251,12 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       times.push((performance.now() - t0) / 1000);
     }
     result.grpo_step_s = median(times);
-    say(`countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update) ${result.grpo_step_s.toFixed(2)} s`);
+    say(`countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update in ${config.grpo.gradient_accumulation_steps} micro-batches, ${s.backend.backend}) ${result.grpo_step_s.toFixed(2)} s`);
     opt.dispose();
     s.model.dispose();
     result.attribution_peak_mb = await attributionMemory(exampleCfg);
     const m = result.attribution_peak_mb;
-    say(`peak tensor memory of a GRPO step: none ${m.none.toFixed(1)} MB, attribution ${m.attribution.toFixed(1)} MB (+${(((m.attribution / m.none) - 1) * 100).toFixed(1)}%)`);
+    say(`peak tensor memory of a GRPO step: ${m.none.toFixed(1)} MB as the example runs it; in one pass: none ${m.none_one_pass.toFixed(1)} MB, attribution ${m.attribution.toFixed(1)} MB (+${(((m.attribution / m.none_one_pass) - 1) * 100).toFixed(1)}%)`);
   }
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();

@@ -20,7 +20,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
-import { decodeAttention, hasDecodeAttention, hasRopeKernel, hasSwiGLUKernel, ropeRotate, swiglu, swigluGrad } from './kernels/wasm_kernels';
+import { decodeAttention, hasDecodeAttention, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './kernels/wasm_kernels';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
 
 export * from './shapes';
@@ -268,6 +268,11 @@ export class Transformer {
       : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
   }
 
+  /** rmsNorm where no gradient is taken (the decode step): one kernel on wasm (fused.ts), the ops elsewhere. */
+  private normInfer(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
+    return hasRmsNormKernel() ? rmsNormInfer(x, w, this.cfg.rmsEps) : this.rmsNorm(x, w);
+  }
+
   private rmsNorm(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
     const ms = tf.mean(tf.square(x), -1, true);
     return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, this.cfg.rmsEps))), w) as tf.Tensor2D;
@@ -448,10 +453,11 @@ export class Transformer {
       let x = this.embedRows(tf.tensor1d(Int32Array.from(ids), 'int32'));
       for (let li = 0; li < this.layers.length; li++) {
         const L = this.layers[li];
-        const ctx = decodeAttention(this.qkv(this.rmsNorm(x, L.ln1), L), c.keys[li], c.values[li], c.keyMask, attrs);
-        x = this.mlp(tf.add(x, tf.matMul(ctx, L.wo)), L);
+        const ctx = decodeAttention(this.qkv(this.normInfer(x, L.ln1), L), c.keys[li], c.values[li], c.keyMask, attrs);
+        x = tf.add(x, tf.matMul(ctx, L.wo));
+        x = tf.add(x, tf.matMul(this.swiglu(tf.matMul(this.normInfer(x, L.ln2), L.wGateUp) as tf.Tensor2D), L.wDown));
       }
-      return this.project(this.rmsNorm(x, this.finalNorm));
+      return this.project(this.normInfer(x, this.finalNorm));
     });
     return { logits, cache: { ...cache, length: pos + 1 } };
   }

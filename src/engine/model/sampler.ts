@@ -80,12 +80,11 @@ export function generate(model: Transformer, prompts: number[][], opts: SampleOp
   let live = prompts.map((_, b) => b);
   try {
     for (let step = 0; logits; step++) {
-      const scaled = logits;
-      const lp = tf.tidy(() => tf.logSoftmax(temperature === 1 ? scaled : tf.div(scaled, temperature)));
+      // The log-softmax of each row, on the host: the logits are read once (they have to come back for the draw anyway),
+      // instead of six kernel launches per step for a few thousand numbers.
+      const data = logSoftmaxRows(logits.dataSync() as Float32Array, V, temperature);
       logits.dispose();
       logits = null;
-      const data = lp.dataSync() as Float32Array;
-      lp.dispose();
       const keep: number[] = [];
       const next: number[] = [];
       for (let r = 0; r < live.length; r++) {
@@ -118,6 +117,24 @@ export function generate(model: Transformer, prompts: number[][], opts: SampleOp
   } finally {
     logits?.dispose();
     model.disposeCache(cache);
+  }
+  return out;
+}
+
+/**
+ * log softmax(x / temperature) of each row of V logits, in float64 and rounded once to float32: x/T − max − log Σ exp(x/T − max).
+ * Rows whose every logit is −∞ come out −∞ (as tf.logSoftmax gives NaN there, neither can be sampled).
+ */
+export function logSoftmaxRows(logits: Float32Array, V: number, temperature: number): Float32Array {
+  const out = new Float32Array(logits.length);
+  const inv = 1 / temperature;
+  for (let r = 0; r < logits.length; r += V) {
+    let max = -Infinity;
+    for (let i = 0; i < V; i++) max = Math.max(max, logits[r + i] * inv);
+    let sum = 0;
+    for (let i = 0; i < V; i++) sum += Math.exp(logits[r + i] * inv - max);
+    const lse = max + Math.log(sum);
+    for (let i = 0; i < V; i++) out[r + i] = logits[r + i] * inv - lse;
   }
   return out;
 }

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
-import { generate, nucleus, rowStats } from '../../../src/engine/model/sampler';
+import { generate, logSoftmaxRows, nucleus, rowStats } from '../../../src/engine/model/sampler';
 import { makeRng } from '../../../src/engine/core/rng';
 import { isUserError } from '../../../src/engine/core/errors';
 
@@ -175,4 +175,20 @@ test('nucleus picks by the cumulative mass; row entropy (hand-computed)', () => 
   const flat = new Float32Array(2000).fill(Math.log(1 / 2000));
   assert.equal(nucleus(flat, 0.5, 0.999), 999);
   assert.equal(nucleus(flat, 0.5, 0), 0);
+});
+
+test('logSoftmaxRows (the sampler\'s host-side log-softmax): hand-computed rows and tf.logSoftmax on cpu', async () => {
+  // [0, ln 3] → p = [1/4, 3/4]; at temperature 2 the logits halve: [0, ln 3 / 2] → p ∝ [1, √3].
+  const got = logSoftmaxRows(Float32Array.from([0, Math.log(3), 0, Math.log(3)]), 2, 1);
+  assert.ok(Math.abs(got[0] - Math.log(1 / 4)) < 1e-7 && Math.abs(got[1] - Math.log(3 / 4)) < 1e-7, String(got));
+  const hot = logSoftmaxRows(Float32Array.from([0, Math.log(3)]), 2, 2);
+  assert.ok(Math.abs(hot[0] - Math.log(1 / (1 + Math.sqrt(3)))) < 1e-7 && Math.abs(hot[1] - Math.log(Math.sqrt(3) / (1 + Math.sqrt(3)))) < 1e-7);
+  await tf.setBackend('cpu');
+  const rng = makeRng(9);
+  const x = Float32Array.from({ length: 5 * 37 }, () => 20 * (rng() - 0.5));
+  for (const T of [1, 0.7]) {
+    const want = tf.tidy(() => tf.logSoftmax(tf.tensor2d(x, [5, 37]).div(T)).dataSync());
+    const mine = logSoftmaxRows(x, 37, T);
+    mine.forEach((v, i) => assert.ok(Math.abs(v - want[i]) < 2e-5, `T=${T} [${i}] ${v} vs ${want[i]}`));
+  }
 });

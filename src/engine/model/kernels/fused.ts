@@ -2,7 +2,7 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import { Info, KernelArgs, WasmBackend, at32, sizeOf } from './heap';
+import { Info, KernelArgs, WasmBackend, at32, heapF32, sizeOf } from './heap';
 import { hasSimd, simdLoops } from './simd';
 
 // ---- RoPE ------------------------------------------------------------------------------------------------
@@ -96,3 +96,43 @@ export function swigluGradKernel(args: KernelArgs): Info {
   return out;
 }
 
+
+// ---- RMSNorm (inference) ---------------------------------------------------------------------------------
+//
+// x·rsqrt(mean(x²) + eps)·w as stock ops is six kernels (square, mean, add, rsqrt, two multiplies). A decode step
+// normalises a few rows five times over, where launching those kernels costs more than the arithmetic: one pass
+// here, summing in float64. No gradient: model.ts uses it where nothing is recorded (the KV-cache decode step).
+
+export const RMS_NORM = 'CreditLensRmsNorm';
+
+/** Whether rmsNormInfer runs here: wasm with our kernels. */
+export function hasRmsNormKernel(): boolean {
+  return tf.getBackend() === 'wasm' && !!tf.getKernel(RMS_NORM, 'wasm');
+}
+
+/** x [N, d] · rsqrt(mean over d of x² + eps) · w [d]; forward only. */
+export function rmsNormInfer(x: tf.Tensor2D, w: tf.Tensor, eps: number): tf.Tensor2D {
+  return tf.engine().runKernel(RMS_NORM, { x, w }, { eps } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
+}
+
+export function rmsNormKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { x, w } = args.inputs as { x: Info; w: Info };
+  const eps = Number((args.attrs as { eps?: number } | undefined)?.eps);
+  const d = x.shape[x.shape.length - 1];
+  if (x.dtype !== 'float32' || w.dtype !== 'float32' || sizeOf(w.shape) !== d || !Number.isFinite(eps)) {
+    throw new Error(`${RMS_NORM}: x [${x.shape}] and w [${w.shape}] do not fit (float32, w as long as x's last axis), eps ${eps}`);
+  }
+  const out = be.makeOutput(x.shape, 'float32');
+  const heap = heapF32(be);
+  const xp = at32(be, x), wp = at32(be, w), op = at32(be, out);
+  const rows = sizeOf(x.shape) / d;
+  for (let r = 0; r < rows; r++) {
+    const o = r * d;
+    let ss = 0;
+    for (let i = 0; i < d; i++) { const v = heap[xp + o + i]; ss += v * v; }
+    const inv = 1 / Math.sqrt(Math.fround(ss / d) + eps);
+    for (let i = 0; i < d; i++) heap[op + o + i] = heap[xp + o + i] * inv * heap[wp + i];
+  }
+  return out;
+}

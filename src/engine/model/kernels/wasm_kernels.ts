@@ -25,13 +25,13 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import { cast, concat, gatherV2, identity, slice, splitV, sum, transpose, unsortedSegmentSum } from './data_ops';
 import { DECODE_ATTENTION, decodeAttentionKernel } from './decode_attention';
-import { ROPE, SWIGLU, SWIGLU_GRAD, ropeKernel, swigluGradKernel, swigluKernel } from './fused';
+import { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, rmsNormKernel, ropeKernel, swigluGradKernel, swigluKernel } from './fused';
 import { Info, KernelArgs } from './heap';
 import { batchMatMul } from './matmul';
 
 export { canonicalTranspose, setSimdTransposeMin, setTiledTransposeMin } from './data_ops';
 export { DECODE_ATTENTION, type DecodeAttentionAttrs, decodeAttention, hasDecodeAttention } from './decode_attention';
-export { ROPE, SWIGLU, SWIGLU_GRAD, hasRopeKernel, hasSwiGLUKernel, ropeRotate, swiglu, swigluGrad } from './fused';
+export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
 export { PARALLEL_MIN_MACS, helperThreadStats, setHelperSequenced, setParallelMinMacs } from './helper_thread';
 export { setMatMulStrategy, setSimdProducts, setSmallProductMacs } from './matmul';
 export { setGemmBlocks } from './simd';
@@ -50,7 +50,7 @@ const REPLACEMENTS: Replacement[] = [
 ];
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
-export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION, ROPE, SWIGLU, SWIGLU_GRAD];
+export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION, ROPE, SWIGLU, SWIGLU_GRAD, RMS_NORM];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -74,7 +74,7 @@ export function registerWasmKernels(): void {
       kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
   const added: [string, (args: KernelArgs) => Info | Info[]][] = [[DECODE_ATTENTION, decodeAttentionKernel], [ROPE, ropeKernel],
-    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel]];
+    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel], [RMS_NORM, rmsNormKernel]];
   for (const [kernelName, f] of added) {
     if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
   }
