@@ -15,3 +15,22 @@ grpo: { steps: 3, prompts_per_step: 2, group_size: 4, max_new_tokens: 24, eval_e
 ${extra}`);
   return p;
 }
+
+/**
+ * A jsonl task whose reward is the share of "7"s in the completion, so every group's rewards differ and every step has
+ * non-zero advantages, on a 16-wide scratch model. Returns the config's path; `grpo` is the YAML flow map of that section.
+ */
+export function sevensConfig(dir: string, o: { name: string; seed: number; backend: string; grpo: string }): string {
+  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
+  writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
+  const p = join(dir, 'c.credit.yaml');
+  writeFileSync(p, `name: ${o.name}
+seed: ${o.seed}
+backend: ${o.backend}
+output_dir: runs
+model: { source: scratch, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 32, max_seq_len: 32 }
+task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
+grpo: ${o.grpo}
+`);
+  return p;
+}

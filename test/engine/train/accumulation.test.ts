@@ -4,7 +4,8 @@
 // parameters must agree up to float32 summation order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { sevensConfig } from '../fixtures';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
@@ -18,23 +19,9 @@ import { makeRng } from '../../../src/engine/core/rng';
 import type { Section } from '../../../src/protocol';
 import { accumulateGrads, concatRows, microBatchRanges, grpoStep } from '../../../src/engine/train/steps';
 
-/**
- * A tiny scratch policy on prompts whose reward is the share of "7"s in the completion (as in train.test.ts), so every
- * group's rewards differ and the advantages are not zero; 2 PPO epochs, so the second epoch's first pass runs too.
- */
-function sevensConfig(dir: string): string {
-  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
-  writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
-  writeFileSync(join(dir, 'c.credit.yaml'), `name: accum
-seed: 3
-backend: cpu
-output_dir: runs
-model: { source: scratch, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 32, max_seq_len: 32 }
-task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
-grpo: { steps: 1, prompts_per_step: 2, group_size: 4, max_new_tokens: 8, lr: 0.01, epochs_per_step: 2, eval_every: 1 }
-`);
-  return join(dir, 'c.credit.yaml');
-}
+/** The sevens task (every group's rewards differ), 2 PPO epochs so that the second epoch's first pass runs too. */
+const config = (dir: string) => sevensConfig(dir, { name: 'accum', seed: 3, backend: 'cpu',
+  grpo: '{ steps: 1, prompts_per_step: 2, group_size: 4, max_new_tokens: 8, lr: 0.01, epochs_per_step: 2, eval_every: 1 }' });
 
 test('microBatchRanges: near-equal consecutive slices covering every row once, capped at one row each', () => {
   assert.deepEqual(microBatchRanges(8, 1), [[0, 8]]);
@@ -70,7 +57,7 @@ for (const strategy of ['none', 'attention_credit', 'inverse_logprob', 'entropy_
   test(`one GRPO step over 3 micro-batches equals the step over the whole batch (${strategy}: ${getStrategy(strategy).rowLocal ? 'row-local, one pass' : 'two passes'}, cpu)`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cl-accum-'));
     try {
-      const cfg = sevensConfig(dir);
+      const cfg = config(dir);
       const run = async (steps: number) => {
         const { config } = loadConfig(cfg, [`credit.strategy=${strategy}`, `grpo.gradient_accumulation_steps=${steps}`]);
         const s = await buildSession(config);

@@ -8,7 +8,7 @@ import { readEpisodeTable, readTokenTable, TOKEN_SCHEMA, EPISODE_SCHEMA } from '
 import { latestCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { readMetrics, readRunInfo } from '../../../src/engine/rundir/rundir';
 import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
-import { tinyConfig } from '../fixtures';
+import { sevensConfig, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-train-'));
 
@@ -101,48 +101,8 @@ test('GRPO raises a reward it can learn: the fraction of "7"s in the completion'
   // A check of the whole loop's sign and plumbing (sampling → rewards → advantages → loss → Adam), independent
   // of any task: an untrained model emits few 7s; with lr 1e-2 thirty steps drive the mean reward towards 1.
   const dir = tmp();
-  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
-  writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
-  writeFileSync(join(dir, 'c.credit.yaml'), `name: sevens
-seed: 3
-backend: wasm
-model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 48 }
-task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
-grpo: { steps: 30, prompts_per_step: 4, group_size: 8, max_new_tokens: 16, lr: 1.0e-2, eval_every: 100 }
-`);
-  const r = await train({ configPath: join(dir, 'c.credit.yaml') });
-  const rewards = readMetrics(r.runDir).filter((m) => m.phase === 'grpo').map((m) => m.reward_mean!);
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  assert.ok(mean(rewards.slice(0, 3)) < 0.2, `starts low: ${rewards.slice(0, 3)}`);
-  assert.ok(mean(rewards.slice(-5)) > 0.8, `ends high: ${rewards.slice(-5)}`);
-});
-
-test('eval re-scores a checkpoint with the same greedy success the run logged', async () => {
-  const dir = tmp();
-  const r = await train({ configPath: tinyConfig(dir, 'arithmetic') });
-  const { evalRun } = await import('../../../src/engine/train/evalrun');
-  const ev = await evalRun(r.runDir);
-  const last = readMetrics(r.runDir).filter((m) => m.eval_success !== undefined).pop()!;
-  assert.equal(ev.success, last.eval_success);
-  assert.equal(ev.n, 8);
-  await assert.rejects(evalRun(r.runDir, 99), /no checkpoint for step 99/);
-});
-
-test('clip_frac is averaged over the PPO epochs: with several epochs and a large step it is above 0', async () => {
-  // At epoch 0 the policy that sampled is the one updated (ρ ≡ 1), so a fraction read there is always 0; later
-  // epochs move ρ, and with lr 0.05 and clip 0.02 some tokens leave [1 − ε, 1 + ε]. The reward (the share of "7"s in
-  // the completion) varies within every group, so every step has non-zero advantages.
-  const dir = tmp();
-  writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
-  writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
-  writeFileSync(join(dir, 'c.credit.yaml'), `name: clip
-seed: 3
-backend: wasm
-output_dir: runs
-model: { source: scratch, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 32, max_seq_len: 32 }
-task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
-grpo: { steps: 3, prompts_per_step: 2, group_size: 8, max_new_tokens: 8, lr: 0.05, epochs_per_step: 4, clip_eps: 0.02, clip_eps_high: 0.02, eval_every: 3 }
-`);
+  sevensConfig(dir, { name: 'clip', seed: 3, backend: 'wasm',
+    grpo: '{ steps: 3, prompts_per_step: 2, group_size: 8, max_new_tokens: 8, lr: 0.05, epochs_per_step: 4, clip_eps: 0.02, clip_eps_high: 0.02, eval_every: 3 }' });
   const r = await train({ configPath: join(dir, 'c.credit.yaml') });
   const grpo = readMetrics(r.runDir).filter((m) => m.phase === 'grpo');
   assert.ok(grpo.some((m) => (m.clip_frac ?? 0) > 0), JSON.stringify(grpo.map((m) => m.clip_frac)));
