@@ -110,6 +110,8 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.sft.seed = 1;
   expected.credit.attribution.objective = 'contribution';
   expected.credit.attribution.entropy_coef = 0.1;
+  // issue 13: micro-batched updates
+  expected.grpo.gradient_accumulation_steps = 1;
   assert.deepEqual(config, expected);
 });
 
