@@ -53,6 +53,13 @@ export function flag(args: ParsedArgs, name: string): string | undefined {
   return args.flags.get(name)?.at(-1);
 }
 
+/** `--name`, one of `choices` (default `dflt`); anything else is a UserError naming the choices. */
+export function choiceFlag<T extends string>(args: ParsedArgs, name: string, choices: readonly T[], dflt: T): T {
+  const v = flag(args, name) ?? dflt;
+  if (!(choices as readonly string[]).includes(v)) throw new UserError(`--${name} ${v}: expected ${choices.join(', ').replace(/, ([^,]*)$/, ' or $1')}`);
+  return v as T;
+}
+
 export function intFlag(args: ParsedArgs, name: string, min = 0): number | undefined {
   const v = flag(args, name);
   if (v === undefined) return undefined;

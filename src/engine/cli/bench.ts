@@ -203,8 +203,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       (ref.small ? `; small model: train step ${ref.small.train_step_ms.toFixed(1)} ms, rollout ${ref.small.rollout_tokens_per_s.toFixed(0)} tok/s` : '') +
       (ref.sgemm_gflops ? `; sgemm ${ref.sgemm_gflops.toFixed(1)} GFLOP/s` : ''));
   }
-  const ratio = (x: number | null, t: number | null, inv = false) => (x && t ? ` (${(inv ? t / x : x / t).toFixed(2)}× torch)` : '');
-  const ratioTps = (x: number, t: number | null) => (t ? ` (${(x / t).toFixed(2)}× torch)` : '');
+  const ratio = (x: number | null, t: number | null) => (x && t ? ` (${(x / t).toFixed(2)}× torch)` : '');
   const backends: ('wasm-blas' | 'wasm' | 'cpu')[] = ['wasm', 'cpu'];
   try {
     await initBackend('wasm-blas');
@@ -225,7 +224,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     say(`${backend}: train step ${ms.toFixed(1)} ms (${st.min.toFixed(0)}–${st.max.toFixed(0)})${ratio(ms, result.train_step_ms.torch)}`);
     const tps = rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
     result.rollout_tokens_per_s[key] = tps;
-    say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratioTps(tps, result.rollout_tokens_per_s.torch)}`);
+    say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratio(tps, result.rollout_tokens_per_s.torch)}`);
     if (key === 'cpu') continue;
     // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
     const sm = trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
@@ -235,7 +234,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     say(`${backend}, small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small[key]!.toFixed(1)} GFLOP/s`);
     const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
     result.small.rollout_tokens_per_s[key] = stps;
-    say(`${backend}, small model: rollout ${stps.toFixed(0)} tok/s${ratioTps(stps, result.small.rollout_tokens_per_s.torch)}`);
+    say(`${backend}, small model: rollout ${stps.toFixed(0)} tok/s${ratio(stps, result.small.rollout_tokens_per_s.torch)}`);
   }
   const exampleCfg = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
   if (exampleCfg) {

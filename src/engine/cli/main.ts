@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { isUserError, UserError } from '../core/errors';
 import { BACKENDS } from '../config/base';
 import type { BackendPreference } from '../model/backend';
-import { flag, intFlag, numFlag, parseArgs } from './args';
+import { choiceFlag, flag, intFlag, numFlag, parseArgs } from './args';
 import { RunController, train, type Reporter } from '../train/train';
 
 const USAGE = `usage:
@@ -145,9 +145,8 @@ async function cmdBench(argv: string[]): Promise<number> {
   const a = parseArgs(argv, { valued: ['backend'], boolean: ['json', 'quick', 'profile'] }, USAGE);
   if (a.flags.has('profile')) {
     const { profileReference, profileMarkdown } = await import('./profile');
-    const backend = flag(a, 'backend') ?? 'auto';
-    if (!(BACKENDS as readonly string[]).includes(backend)) throw new UserError(`--backend ${backend}: expected one of ${BACKENDS.join(', ')}`);
-    for (const t of await profileReference(undefined, backend as BackendPreference)) console.log(profileMarkdown(t) + '\n');
+    const backend: BackendPreference = choiceFlag(a, 'backend', BACKENDS, 'auto');
+    for (const t of await profileReference(undefined, backend)) console.log(profileMarkdown(t) + '\n');
     return 0;
   }
   const { runBench } = await import('./bench');
@@ -177,8 +176,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'compare': {
         const a = parseArgs(rest, { valued: ['baseline', 'split', 'alpha'], boolean: ['json', 'from-start'] }, USAGE);
         const { compareSeeds, compareMarkdown, gainFromStart, gainMarkdown } = await import('../analysis/compare');
-        const split = flag(a, 'split') ?? 'test';
-        if (split !== 'test' && split !== 'validation') throw new UserError(`--split ${split}: expected test or validation`);
+        const split = choiceFlag(a, 'split', ['test', 'validation'] as const, 'test');
         const opts = { split, alpha: numFlag(a, 'alpha', (x) => x > 0 && x < 1, 'a level in (0, 1)') ?? 0.05 } as const;
         if (a.flags.has('from-start')) {
           if (a.flags.has('baseline')) throw new UserError('compare: --from-start measures each run against its own step 0; it takes no --baseline');

@@ -287,9 +287,9 @@ export class Transformer {
     return L.bQkv ? (tf.add(y, L.bQkv) as tf.Tensor2D) : y;
   }
 
-  /** x + down(SiLU(gate)·up) of rmsNorm(x). */
-  private mlp(x: tf.Tensor2D, L: Layer): tf.Tensor2D {
-    const gu = tf.matMul(this.rmsNorm(x, L.ln2), L.wGateUp);
+  /** x + down(SiLU(gate)·up) of rmsNorm(x) (normInfer where no gradient is taken). */
+  private mlp(x: tf.Tensor2D, L: Layer, infer = false): tf.Tensor2D {
+    const gu = tf.matMul(infer ? this.normInfer(x, L.ln2) : this.rmsNorm(x, L.ln2), L.wGateUp);
     return tf.add(x, tf.matMul(this.swiglu(gu as tf.Tensor2D), L.wDown));
   }
 
@@ -454,8 +454,7 @@ export class Transformer {
       for (let li = 0; li < this.layers.length; li++) {
         const L = this.layers[li];
         const ctx = decodeAttention(this.qkv(this.normInfer(x, L.ln1), L), c.keys[li], c.values[li], c.keyMask, attrs);
-        x = tf.add(x, tf.matMul(ctx, L.wo));
-        x = tf.add(x, tf.matMul(this.swiglu(tf.matMul(this.normInfer(x, L.ln2), L.wGateUp) as tf.Tensor2D), L.wDown));
+        x = this.mlp(tf.add(x, tf.matMul(ctx, L.wo)), L, true);
       }
       return this.project(this.normInfer(x, this.finalNorm));
     });

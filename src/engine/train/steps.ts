@@ -11,7 +11,7 @@ import { advantages, aggregationWeights, meanStd, policyLossAndGrad } from './gr
 import { Transformer } from '../model/model';
 import { Adam, clipByGlobalNorm } from '../model/optim';
 import { childSeed, makeRng, randInt, type Rng } from '../core/rng';
-import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode } from './rollout';
+import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode, type PolicyBatch } from './rollout';
 import { type Session } from './session';
 import type { Example } from '../core/types';
 
@@ -194,10 +194,28 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     if (!head) ({ w: weights, eff: effAdv } = creditOf(b, adv));
     return b;
   };
-  const lossOf = (lp: number[][]) => policyLossAndGrad(
-    { logprobs: lp, oldLogprobs: oldLogprobs!, refLogprobs, advantages: effAdv, mask: pb.mask },
-    { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens },
+  /** The aggregation coefficients c of the whole batch (token_mean divides by every token of it), sliced per micro-batch. */
+  const c = aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens);
+  /** The PPO-clip loss and dLoss/dℓ of rows [a, b) given their log-probs and effective advantages. */
+  const lossOf = (lp: number[][], eff: number[][], a = 0, b = pb.mask.length) => policyLossAndGrad(
+    { logprobs: lp, oldLogprobs: oldLogprobs ? oldLogprobs.slice(a, b) : lp, refLogprobs: refLogprobs?.slice(a, b), advantages: eff, mask: pb.mask.slice(a, b) },
+    { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens, aggregation: c.slice(a, b) },
   );
+  /** The strategy's per-row inputs from the model outputs of rows [a, b) (attention_credit's a_t). */
+  const outputsOf = (out: ReturnType<typeof completionLogprobs>, a: number, b: number): Partial<CreditBatch> => (strategy.fromOutputs
+    ? strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: episodes.slice(a, b).map((e) => pad(e.sections, 'other')), mask: pb.mask.slice(a, b) })
+    : {});
+  /** The gradient of `surrogate` on the micro-batch of rows [a, b), one slice's tape at a time. */
+  const sliceGrads = (a: number, b: number, surrogate: (mb: PolicyBatch) => tf.Scalar): tf.NamedTensorMap => {
+    const mb = slicePolicyBatch(pb, a, b);
+    try {
+      const { value, grads } = tf.variableGrads(() => surrogate(mb), [...trainable.values()]);
+      value.dispose();
+      return grads;
+    } finally {
+      mb.dispose();
+    }
+  };
   const ranges = microBatchRanges(pb.mask.length, g.gradient_accumulation_steps);
   for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
     let lossInfo: ReturnType<typeof policyLossAndGrad> | null = null;
@@ -205,44 +223,29 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     if (ranges.length > 1 && strategy.rowLocal && !head) {
       // Micro-batches of a row-local strategy, in one pass: each slice's credit, loss and dLoss/dℓ need only its own
       // log-probs, with the whole batch's aggregation coefficients c (token_mean divides by every token of the batch).
-      const c = aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens);
       const lpAll: number[][] = [];
       const outputs: Partial<CreditBatch>[] = [];
       let lossSum = 0, clipped = 0, klSum = 0, valid = 0;
-      grads = accumulateGrads(ranges, (a, b) => {
-        const mb = slicePolicyBatch(pb, a, b);
-        try {
-          const { value, grads: g1 } = tf.variableGrads(() => {
-            const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
-            const lp = out.logp.arraySync();
-            lpAll.push(...lp);
-            let eff: number[][];
-            if (!batch) {
-              const part = strategy.fromOutputs
-                ? strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: episodes.slice(a, b).map((e) => pad(e.sections, 'other')), mask: mb.mask })
-                : {};
-              outputs.push(part);
-              eff = creditOf(creditBatch(a, b, lp, part), adv.slice(a, b)).eff;
-            } else {
-              eff = effAdv.slice(a, b);
-            }
-            const info = policyLossAndGrad(
-              { logprobs: lp, oldLogprobs: oldLogprobs ? oldLogprobs.slice(a, b) : lp, refLogprobs: refLogprobs?.slice(a, b), advantages: eff, mask: mb.mask },
-              { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens, aggregation: c.slice(a, b) },
-            );
-            const n = mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0);
-            lossSum += info.loss;
-            clipped += info.clipFrac * n;
-            klSum += info.kl * n;
-            valid += n;
-            return out.logp.mul(tf.tensor2d(info.grad)).sum() as tf.Scalar;
-          }, [...trainable.values()]);
-          value.dispose();
-          return g1;
-        } finally {
-          mb.dispose();
+      grads = accumulateGrads(ranges, (a, b) => sliceGrads(a, b, (mb) => {
+        const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
+        const lp = out.logp.arraySync();
+        lpAll.push(...lp);
+        let eff: number[][];
+        if (!batch) {
+          const part = outputsOf(out, a, b);
+          outputs.push(part);
+          eff = creditOf(creditBatch(a, b, lp, part), adv.slice(a, b)).eff;
+        } else {
+          eff = effAdv.slice(a, b);
         }
-      });
+        const info = lossOf(lp, eff, a, b);
+        const n = mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0);
+        lossSum += info.loss;
+        clipped += info.clipFrac * n;
+        klSum += info.kl * n;
+        valid += n;
+        return out.logp.mul(tf.tensor2d(info.grad)).sum() as tf.Scalar;
+      }));
       // The whole batch's credit, for the token log: a row-local strategy gives each row what its slice gave it.
       if (!batch) batch = initBatch(lpAll, concatRows(outputs));
       lossInfo = { loss: lossSum, grad: [], gradAdv: [], clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0 };
@@ -258,37 +261,20 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
         tf.tidy(() => {
           const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
           lp.push(...out.logp.arraySync());
-          if (!batch && strategy.fromOutputs) {
-            const sections = episodes.slice(a, b).map((e) => pad(e.sections, 'other'));
-            outputs.push(strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections, mask: mb.mask }));
-          }
+          if (!batch) outputs.push(outputsOf(out, a, b));
         });
         mb.dispose();
       }
       if (!batch) batch = initBatch(lp, concatRows(outputs));
-      lossInfo = lossOf(lp);
+      lossInfo = lossOf(lp, effAdv);
       const dl = lossInfo.grad;
-      grads = accumulateGrads(ranges, (a, b) => {
-        const mb = slicePolicyBatch(pb, a, b);
-        try {
-          const { value, grads: g1 } = tf.variableGrads(
-            () => completionLogprobs(s.model, mb, g.temperature).logp.mul(tf.tensor2d(dl.slice(a, b))).sum() as tf.Scalar,
-            [...trainable.values()]);
-          value.dispose();
-          return g1;
-        } finally {
-          mb.dispose();
-        }
-      });
+      grads = accumulateGrads(ranges, (a, b) => sliceGrads(a, b,
+        (mb) => completionLogprobs(s.model, mb, g.temperature).logp.mul(tf.tensor2d(dl.slice(a, b))).sum() as tf.Scalar));
     } else {
       const { value, grads: whole } = tf.variableGrads(() => {
         const out = completionLogprobs(s.model, pb, g.temperature, { ...strategy.needs, hidden: strategy.needs.hidden || !!head });
         const lp = out.logp.arraySync();
-        if (!batch) {
-          batch = initBatch(lp, strategy.fromOutputs
-            ? strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: episodes.map((e) => pad(e.sections, 'other')), mask: pb.mask })
-            : {});
-        }
+        if (!batch) batch = initBatch(lp, outputsOf(out, 0, pb.mask.length));
         let wT: tf.Tensor2D | null = null;
         if (head && out.hidden) {
           // Detaching copies the values out of the graph, so no gradient reaches the trunk through the head.
@@ -301,7 +287,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
           effAdv = weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
           alpha = weights.map((row, i) => { const n = pb.mask[i].reduce((a, b) => a + b, 0); return row.map((w) => (n ? w / n : 0)); });
         }
-        lossInfo = lossOf(lp);
+        lossInfo = lossOf(lp, effAdv);
         // Surrogate whose gradient w.r.t. the parameters is Σ (dLoss/dℓ)·dℓ/dθ (+ Σ (dLoss/dÂ)·dÂ/dθ for a credit
         // head): the loss itself lives in grpo.ts.
         let sur = out.logp.mul(tf.tensor2d(lossInfo.grad)).sum();
@@ -309,7 +295,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
           // The head trains on credit.attribution.objective (attribution.ts headObjective); the policy's gradient is the
           // same under all three.
           sur = sur.add(headObjective({
-            w: wT, mask: maskT, adv: advT, logprobs: lp, c: aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens),
+            w: wT, mask: maskT, adv: advT, logprobs: lp, c,
             gradAdv: lossInfo.gradAdv, objective: params.objective, entropyCoef: params.entropy_coef,
           }));
         }
