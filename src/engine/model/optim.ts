@@ -1,6 +1,12 @@
 // Adam (torch.optim.Adam defaults: β1 0.9, β2 0.999, eps 1e-8, no weight decay) with its state kept as
 // named tensors so a checkpoint can save and restore it exactly; plus torch-style global-norm clipping.
+//
+// On the wasm backend one update is a single SIMD pass per parameter that rewrites the parameter and both moments in
+// place (adamInPlace, kernels/fused.ts), instead of twelve kernels per parameter, each with its own output buffer. It
+// rounds every intermediate to float32 where the kernels do, so it gives the op sequence's bits (tested against it). A
+// parameter whose buffer another tensor shares, and every parameter on other backends, takes the op sequence.
 import * as tf from '@tensorflow/tfjs';
+import { adamInPlace } from './kernels/fused';
 
 export interface NamedArray { shape: number[]; data: Float32Array }
 
@@ -8,6 +14,8 @@ export class Adam {
   private m = new Map<string, tf.Variable>();
   private v = new Map<string, tf.Variable>();
   step = 0;
+  /** Update in place where the backend allows (see the file's head); false forces the op sequence everywhere. */
+  inPlace = true;
 
   constructor(public lr: number, readonly beta1 = 0.9, readonly beta2 = 0.999, readonly eps = 1e-8) {}
 
@@ -22,22 +30,32 @@ export class Adam {
       let m = this.m.get(name);
       let v = this.v.get(name);
       if (!m || !v) {
-        m = tf.variable(tf.zerosLike(p), false);
-        v = tf.variable(tf.zerosLike(p), false);
+        m = tf.tidy(() => tf.variable(tf.zerosLike(p), false));
+        v = tf.tidy(() => tf.variable(tf.zerosLike(p), false));
         this.m.set(name, m);
         this.v.set(name, v);
       }
-      const mm = m;
-      const vv = v;
-      tf.tidy(() => {
-        const m1 = mm.mul(this.beta1).add(g.mul(1 - this.beta1));
-        const v1 = vv.mul(this.beta2).add(g.square().mul(1 - this.beta2));
-        mm.assign(m1);
-        vv.assign(v1);
-        const update = m1.div(bc1).div(v1.div(bc2).sqrt().add(this.eps)).mul(this.lr);
-        p.assign(p.sub(update));
-      });
+      if (!(this.inPlace && this.applyInPlace(p, g, m, v, bc1, bc2))) this.applyOps(p, g, m, v, bc1, bc2);
     }
+  }
+
+  /** The update as tfjs ops: every backend. */
+  private applyOps(p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, bc1: number, bc2: number): void {
+    tf.tidy(() => {
+      const m1 = m.mul(this.beta1).add(g.mul(1 - this.beta1));
+      const v1 = v.mul(this.beta2).add(g.square().mul(1 - this.beta2));
+      m.assign(m1);
+      v.assign(v1);
+      const update = m1.div(bc1).div(v1.div(bc2).sqrt().add(this.eps)).mul(this.lr);
+      p.assign(p.sub(update));
+    });
+  }
+
+  /** The same update in place (wasm): false when it cannot run there. */
+  private applyInPlace(p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, bc1: number, bc2: number): boolean {
+    const f = Math.fround;
+    return adamInPlace(p, g, m, v, { b1: f(this.beta1), c1: f(1 - this.beta1), b2: f(this.beta2), c2: f(1 - this.beta2),
+      d1: f(bc1), d2: f(bc2), eps: f(this.eps), lr: f(this.lr) });
   }
 
   exportState(): Record<string, NamedArray> {
@@ -53,7 +71,7 @@ export class Adam {
     for (const [key, a] of Object.entries(state)) {
       const kind = key.slice(0, 2);
       const name = key.slice(2);
-      const t = tf.variable(tf.tensor(a.data, a.shape), false);
+      const t = tf.tidy(() => tf.variable(tf.tensor(a.data, a.shape), false));
       (kind === 'm.' ? this.m : this.v).set(name, t);
     }
   }

@@ -1,4 +1,4 @@
-// Fused RoPE and SwiGLU kernels (with SwiGLU's gradient) on the SIMD loops.
+// Fused RoPE and SwiGLU kernels (with SwiGLU's gradient) on the SIMD loops, RMSNorm for decoding, and Adam's update in place.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
@@ -135,4 +135,47 @@ export function rmsNormKernel(args: KernelArgs): Info {
     for (let i = 0; i < d; i++) heap[op + o + i] = heap[xp + o + i] * inv * heap[wp + i];
   }
   return out;
+}
+
+
+// ---- Adam, in place --------------------------------------------------------------------------------------
+//
+// The op sequence of one Adam update is twelve kernels per parameter (src/engine/model/optim.ts); here it is one SIMD
+// pass that rewrites the parameter and both moments where they lie. Not a kernel: tfjs kernels make new outputs, and
+// the point is to make none. So it runs only on buffers nothing else shares (the backend's refCount of 1; a clone or a
+// reshape of a parameter shares its buffer and would see the change), and optim.ts takes the op sequence otherwise.
+
+/** Adam's scalars, each rounded to float32 as tfjs rounds a number it makes a tensor of. */
+export interface AdamScalars { b1: number; c1: number; b2: number; c2: number; d1: number; d2: number; eps: number; lr: number }
+
+const bitsOf = (x: number) => new Int32Array(new Float32Array([x]).buffer)[0];
+
+/**
+ * p, m, v ← one Adam update for gradient g, in place on the wasm heap: m·b1 + g·c1, v·b2 + g²·c2, p − (m/d1) / (√(v/d2)
+ * + eps)·lr, with every intermediate rounded to float32 where the op sequence's kernels round it (the same bits).
+ * False, with nothing changed, where it cannot run: not the wasm backend with SIMD, not float32, or p, m or v shared.
+ */
+export function adamInPlace(p: tf.Tensor, g: tf.Tensor, m: tf.Tensor, v: tf.Tensor, s: AdamScalars): boolean {
+  if (tf.getBackend() !== 'wasm' || !hasSimd()) return false;
+  const be = tf.backend() as unknown as WasmBackend & { refCount(dataId: object): number };
+  const n = p.size;
+  if ([p, g, m, v].some((t) => t.dtype !== 'float32' || t.size !== n) || [p, m, v].some((t) => be.refCount(t.dataId) !== 1)) return false;
+  const [pp, gp, mp, vp] = [p, g, m, v].map((t) => at32(be, t));
+  const n4 = n & ~3;
+  if (n4) {
+    simdLoops(be).adam(4 * pp, 4 * gp, 4 * mp, 4 * vp, n4, bitsOf(s.b1), bitsOf(s.c1), bitsOf(s.b2), bitsOf(s.c2),
+      bitsOf(s.d1), bitsOf(s.d2), bitsOf(s.eps), bitsOf(s.lr));
+  }
+  // The last n mod 4 in float64 rounded to float32 after each operation: the same bits as float32 arithmetic (an
+  // exact sum, product, quotient or root of floats rounded once from float64 is the correctly rounded float result).
+  const heap = heapF32(be), f = Math.fround;
+  for (let i = n4; i < n; i++) {
+    const gi = heap[gp + i];
+    const m1 = f(f(heap[mp + i] * s.b1) + f(gi * s.c1));
+    const v1 = f(f(heap[vp + i] * s.b2) + f(f(gi * gi) * s.c2));
+    heap[mp + i] = m1;
+    heap[vp + i] = v1;
+    heap[pp + i] = heap[pp + i] - f(f(f(m1 / s.d1) / f(f(Math.sqrt(f(v1 / s.d2))) + s.eps)) * s.lr);
+  }
+  return true;
 }

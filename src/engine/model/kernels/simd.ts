@@ -38,7 +38,8 @@ export const W = {
   br: (depth: number) => [0x0c, ...leb(depth)], brIf: (depth: number) => [0x0d, ...leb(depth)],
   // v128.load / store with 4-byte alignment (cache rows start at any multiple of 4 floats' worth of bytes)
   vload: simd(0, 2, 0), vstore: simd(11, 2, 0), vload16: simd(0, 2, 16), vstore16: simd(11, 2, 16), splat: simd(19), vzero: simd(12, ...new Array(16).fill(0)),
-  fadd: simd(228), fsub: simd(229), fmul: simd(230), fdiv: simd(231), fneg: simd(225),
+  fadd: simd(228), fsub: simd(229), fmul: simd(230), fdiv: simd(231), fneg: simd(225), fsqrt: simd(227),
+  f32FromBits: [0xbe], // f32.reinterpret_i32
   // pmin / pmax: plain minps / maxps (min / max propagate NaN through several instructions)
   fpmin: simd(234), fpmax: simd(235),
   i32x4Sub: simd(177), i32x4Shl: simd(171),
@@ -312,6 +313,29 @@ export const swigluGradFn = wasmFunc([[2, I32], [4, V128]], [
   W.end, W.end,
 ]);
 
+// adam(p, g, m, v, n, b1, c1, b2, c2, d1, d2, eps, lr): one Adam update of n floats (a multiple of 4) in place, the
+// scalars passed as their float32 bits. Every line is one kernel of the op sequence it replaces (src/engine/model/
+// optim.ts), each result rounded to float32 as that kernel stores it, so the bits are the same:
+//   m ← m·b1 + g·c1;  v ← v·b2 + (g·g)·c2;  p ← p − ((m / d1) / (√(v / d2) + eps))·lr
+// Locals: 0 p, 1 g, 2 m, 3 v, 4 n, 5–12 scalars' bits | 13 i (bytes), 14 end | 15–22 scalars, 23 g, 24 m, 25 v
+export const adamFn = wasmFunc([[2, I32], [11, V128]], [
+  ...[0, 1, 2, 3, 4, 5, 6, 7].map((k) => [...W.get(5 + k), ...W.f32FromBits, ...W.splat, ...W.set(15 + k)]),
+  W.i32(0), W.set(13), W.get(4), W.i32(2), W.shl, W.set(14),
+  W.block, W.loop,
+  W.get(13), W.get(14), W.geU, W.brIf(1),
+  W.get(1), W.get(13), W.add, W.vload, W.set(23),
+  W.get(2), W.get(13), W.add, W.vload, W.get(15), W.fmul, W.get(23), W.get(16), W.fmul, W.fadd, W.set(24),
+  W.get(3), W.get(13), W.add, W.vload, W.get(17), W.fmul, W.get(23), W.get(23), W.fmul, W.get(18), W.fmul, W.fadd, W.set(25),
+  W.get(2), W.get(13), W.add, W.get(24), W.vstore,
+  W.get(3), W.get(13), W.add, W.get(25), W.vstore,
+  W.get(0), W.get(13), W.add,
+  W.get(0), W.get(13), W.add, W.vload,
+  W.get(24), W.get(19), W.fdiv, W.get(25), W.get(20), W.fdiv, W.fsqrt, W.get(21), W.fadd, W.fdiv, W.get(22), W.fmul,
+  W.fsub, W.vstore,
+  W.get(13), W.i32(16), W.add, W.set(13), W.br(0),
+  W.end, W.end,
+]);
+
 /** The module, importing a plain memory (the backend's) or, for the helper thread, a shared one. */
 export function simdModule(shared: boolean): Uint8Array<ArrayBuffer> {
   // limits: flags 0 = min only; 3 = shared, min and max (a shared memory must declare a maximum)
@@ -319,13 +343,13 @@ export function simdModule(shared: boolean): Uint8Array<ArrayBuffer> {
   return new Uint8Array([
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
     ...[
-      [1, vec([7, 5, 4, 10, 6].map((n) => [0x60, ...vec(new Array(n).fill([I32])), 0]))], // (i32 × n) → ()
+      [1, vec([7, 5, 4, 10, 6, 13].map((n) => [0x60, ...vec(new Array(n).fill([I32])), 0]))], // (i32 × n) → ()
       [2, vec([[...str('env'), ...str('memory'), 0x02, ...limits]])], // imports its memory, any size
-      [3, vec([[0], [1], [2], [3], [1], [4], [1], [4]])],
+      [3, vec([[0], [1], [2], [3], [1], [4], [1], [4], [5]])],
       [7, vec([[...str('scores'), 0x00, 0], [...str('context'), 0x00, 1], [...str('transpose'), 0x00, 2],
         [...str('gemm'), 0x00, 3], [...str('colsum'), 0x00, 4], [...str('rope'), 0x00, 5], [...str('swiglu'), 0x00, 6],
-        [...str('swigluGrad'), 0x00, 7]])],
-      [10, vec([scoresFn, contextFn, transposeFn, gemmFn, colsumFn, ropeFn, swigluFn, swigluGradFn])],
+        [...str('swigluGrad'), 0x00, 7], [...str('adam'), 0x00, 8]])],
+      [10, vec([scoresFn, contextFn, transposeFn, gemmFn, colsumFn, ropeFn, swigluFn, swigluGradFn, adamFn])],
     ].flatMap(([id, body]) => [id as number, ...leb((body as number[]).length), ...(body as number[])]),
   ]);
 }
@@ -345,6 +369,8 @@ export interface SimdLoops {
   rope(x: number, c: number, s: number, y: number, rows: number, half: number): void;
   swiglu(gu: number, out: number, sig: number, rows: number, F: number): void;
   swigluGrad(gu: number, sig: number, d: number, out: number, rows: number, F: number): void;
+  adam(p: number, g: number, m: number, v: number, n: number, b1: number, c1: number, b2: number, c2: number, d1: number,
+    d2: number, eps: number, lr: number): void;
 }
 export let simdSupported: boolean | null = null;
 /** Whether this runtime has WebAssembly SIMD (tfjs then runs its SIMD binary too). */
