@@ -1,10 +1,13 @@
-// Credit Lens: OpenBLAS sgemm on the wasm backend's heap (backend `wasm-blas`, src/engine/model/blas.ts).
+// Credit Lens: OpenBLAS sgemm on the wasm backend's heap (backend `wasm-blas`, src/engine/model/blas.ts), and the
+// few fused kernels that backend runs natively (a token's log-prob and its gradient, src/engine/model/kernels/logprob.ts).
 //
 // A Node-API addon, so one build loads in any Node (or Electron) of Node-API 8+. It links against nothing but libc:
 // the BLAS library is opened at run time with dlopen (`open(path)`), so a machine without OpenBLAS still loads the
 // addon and the engine falls back to plain wasm with the reason. Products run in place on a Float32Array over the
 // WebAssembly memory: no copy in or out.
 #include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
 #include <node_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -118,11 +121,139 @@ static napi_value Gemm(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+
+// ---- native kernels ------------------------------------------------------------------------------------------
+//
+// Loops over the heap that the compiler vectorises (-O3; an AVX2 clone is picked at load time on x86-64). Their
+// arguments are (heap, then int32 element offsets and sizes); the JS side (kernels/logprob.ts) checks shapes and
+// ranges before calling.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+// e^x for x ≤ 0 by Cephes' expf (about 1 ulp; the same scheme as the SIMD sigmoid in kernels/simd.ts): x clamped at −87,
+// n = round(x·log₂e) by adding 1.5·2²³, r = x − n·ln 2 in two parts, e^r = 1 + r + r²·P(r), times 2ⁿ in the exponent bits.
+static inline float exp_neg(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float fx = x * 1.44269504088896341f + 12582912.0f;
+  const float n = fx - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  int32_t bits;
+  memcpy(&bits, &fx, 4);
+  bits = (bits - (0x4b400000 - 127)) << 23;
+  float scale;
+  memcpy(&scale, &bits, 4);
+  return e * scale;
+}
+
+// out[i] = e^(row[i] − shift) for i < n
+VECTOR_CLONES static void exp_shifted(const float *row, float shift, float *out, int n) {
+  for (int i = 0; i < n; i++) out[i] = exp_neg(row[i] - shift);
+}
+
+// out[i] = −d·e^(row[i] − shift) for i < n
+VECTOR_CLONES static void neg_scaled_exp(const float *row, float shift, float d, float *out, int n) {
+  for (int i = 0; i < n; i++) out[i] = -d * exp_neg(row[i] - shift);
+}
+
+/** Reads (heap: Float32Array, then `n` int32s); returns the heap's floats or NULL with an exception pending. */
+static float *heap_and_ints(napi_env env, napi_callback_info info, int32_t *ints, size_t n, size_t *heapLen) {
+  size_t argc = 12;
+  napi_value argv[12];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < n + 1 || n > 11) {
+    napi_throw_type_error(env, NULL, "blas.node: wrong number of arguments");
+    return NULL;
+  }
+  napi_typedarray_type type;
+  void *data;
+  napi_value ab;
+  size_t byteOff;
+  if (napi_get_typedarray_info(env, argv[0], &type, heapLen, &data, &ab, &byteOff) != napi_ok || type != napi_float32_array) {
+    napi_throw_type_error(env, NULL, "blas.node: the heap must be a Float32Array");
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (napi_get_value_int32(env, argv[i + 1], &ints[i]) != napi_ok || ints[i] < 0) {
+      napi_throw_type_error(env, NULL, "blas.node: offsets and sizes are non-negative int32s");
+      return NULL;
+    }
+  }
+  return (float *)data;
+}
+
+static int fits(napi_env env, size_t heapLen, int64_t off, int64_t len) {
+  if (off + len <= (int64_t)heapLen) return 1;
+  napi_throw_range_error(env, NULL, "blas.node: an operand lies outside the heap");
+  return 0;
+}
+
+// logprob(heap, logits, targets, N, V, logp, lse): per row n of logits [N, V], lse[n] = log Σ_v e^z (max-shifted, the
+// sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, in range (checked by the caller).
+static napi_value Logprob(napi_env env, napi_callback_info info) {
+  int32_t a[6];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 6, &heapLen);
+  if (!heap) return NULL;
+  const int32_t zOff = a[0], tOff = a[1], N = a[2], V = a[3], lpOff = a[4], lseOff = a[5];
+  if (!fits(env, heapLen, zOff, (int64_t)N * V) || !fits(env, heapLen, tOff, N) || !fits(env, heapLen, lpOff, N) ||
+      !fits(env, heapLen, lseOff, N)) return NULL;
+  float *tmp = malloc(sizeof(float) * (V > 0 ? V : 1));
+  if (!tmp) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+  const int32_t *targets = (const int32_t *)(heap + tOff);
+  for (int32_t n = 0; n < N; n++) {
+    const float *z = heap + zOff + (int64_t)n * V;
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+    exp_shifted(z, mx, tmp, V);
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int32_t v = 0;
+    for (; v + 4 <= V; v += 4) { s0 += tmp[v]; s1 += tmp[v + 1]; s2 += tmp[v + 2]; s3 += tmp[v + 3]; }
+    for (; v < V; v++) s0 += tmp[v];
+    const double lse = (double)mx + log((s0 + s1) + (s2 + s3));
+    heap[lseOff + n] = (float)lse;
+    heap[lpOff + n] = (float)((double)z[targets[n]] - lse);
+  }
+  free(tmp);
+  return NULL;
+}
+
+// logprobGrad(heap, logits, targets, lse, dy, out, N, V): out[n, v] = dy[n]·(δ(v, targets[n]) − e^(z[n, v] − lse[n])),
+// the gradient of logprob's logp for upstream dy [N].
+static napi_value LogprobGrad(napi_env env, napi_callback_info info) {
+  int32_t a[7];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 7, &heapLen);
+  if (!heap) return NULL;
+  const int32_t zOff = a[0], tOff = a[1], lseOff = a[2], dyOff = a[3], outOff = a[4], N = a[5], V = a[6];
+  if (!fits(env, heapLen, zOff, (int64_t)N * V) || !fits(env, heapLen, tOff, N) || !fits(env, heapLen, lseOff, N) ||
+      !fits(env, heapLen, dyOff, N) || !fits(env, heapLen, outOff, (int64_t)N * V)) return NULL;
+  const int32_t *targets = (const int32_t *)(heap + tOff);
+  for (int32_t n = 0; n < N; n++) {
+    const float d = heap[dyOff + n];
+    float *out = heap + outOff + (int64_t)n * V;
+    neg_scaled_exp(heap + zOff + (int64_t)n * V, heap[lseOff + n], d, out, V);
+    out[targets[n]] += d;
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
       {"threads", NULL, Threads, NULL, NULL, NULL, napi_default, NULL},
       {"gemm", NULL, Gemm, NULL, NULL, NULL, napi_default, NULL},
+      {"logprob", NULL, Logprob, NULL, NULL, NULL, napi_default, NULL},
+      {"logprobGrad", NULL, LogprobGrad, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -23,7 +23,7 @@ export function buildNative() {
   if (!headers) return `native: ${OUT} not built (no node_api.h; set NODE_HEADERS), backend wasm-blas unavailable`;
   const cc = process.env.CC || 'cc';
   try {
-    execFileSync(cc, ['-O2', '-Wall', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', SOURCE, '-o', OUT, '-ldl'],
+    execFileSync(cc, ['-O3', '-Wall', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', SOURCE, '-o', OUT, '-ldl'],
       { stdio: ['ignore', 'inherit', 'inherit'] });
   } catch (e) {
     return `native: ${OUT} not built (${cc} failed: ${e instanceof Error ? e.message.split('\n')[0] : e}), backend wasm-blas unavailable`;

@@ -3,6 +3,7 @@
 import * as tf from '@tensorflow/tfjs';
 import type { Transformer } from '../model/model';
 import { generate } from '../model/sampler';
+import { hasTokenLogprobKernel, tokenLogprob } from '../model/kernels/wasm_kernels';
 import { computeSections, tokenType } from '../tasks/sections';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan, TokenType } from '../core/types';
 
@@ -141,13 +142,21 @@ export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperat
   const out = model.forward(pb.ids, pb.keyMask, { returnAttention: needs.attention, returnHidden: needs.hidden, logitsFrom: P - 1 });
   const [B, , V] = out.logits.shape;
   const logits = out.logits.slice([0, 0, 0], [B, C, V]);
-  const lsm = tf.logSoftmax(temperature === 1 ? logits : logits.div(temperature));
-  // Pick each target's log-prob with one flat gather (its gradient is UnsortedSegmentSum, registered on wasm).
-  const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(tf.scalar(V, 'int32')).add(pb.targets.reshape([B * C])));
-  const logp = tf.gather(lsm.reshape([B * C * V]), flatIdx).reshape([B, C]) as tf.Tensor2D;
+  const scaled = temperature === 1 ? logits : logits.div(temperature);
+  let logp: tf.Tensor2D;
+  let lsm: tf.Tensor | undefined;
+  if (!needs.entropy && hasTokenLogprobKernel()) {
+    // wasm-blas: log-softmax and the pick in one native pass each way (kernels/logprob.ts).
+    logp = tokenLogprob(scaled.reshape([B * C, V]), pb.targets.reshape([B * C])).reshape([B, C]);
+  } else {
+    lsm = tf.logSoftmax(scaled);
+    // Pick each target's log-prob with one flat gather (its gradient is UnsortedSegmentSum, registered on wasm).
+    const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(tf.scalar(V, 'int32')).add(pb.targets.reshape([B * C])));
+    logp = tf.gather(lsm.reshape([B * C * V]), flatIdx).reshape([B, C]) as tf.Tensor2D;
+  }
   let hidden: tf.Tensor3D | undefined;
   if (out.hidden) hidden = out.hidden.slice([0, P - 1, 0], [B, C, out.hidden.shape[2]]);
   // H = −Σ_v p_v log p_v over the full vocabulary of the same (temperature-scaled) distribution, in nats.
-  const entropy = needs.entropy ? (lsm.exp().mul(lsm).sum(-1).neg() as tf.Tensor2D) : undefined;
+  const entropy = needs.entropy && lsm ? (lsm.exp().mul(lsm).sum(-1).neg() as tf.Tensor2D) : undefined;
   return { logp, attention: out.attention, hidden, entropy };
 }

@@ -15,6 +15,8 @@ interface BlasAddon {
   open(path: string): string;
   threads(n?: number): number;
   gemm(heap: Float32Array, transA: boolean, transB: boolean, M: number, N: number, K: number, offsets: Int32Array): void;
+  logprob(heap: Float32Array, logits: number, targets: number, N: number, V: number, logp: number, lse: number): void;
+  logprobGrad(heap: Float32Array, logits: number, targets: number, lse: number, dy: number, out: number, N: number, V: number): void;
 }
 
 /** Library names tried in order; CREDIT_LENS_BLAS (a path or soname) goes first when set. */
@@ -104,4 +106,20 @@ export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: n
   e.calls++;
   e.ms += performance.now() - t0;
   timing.set(key, e);
+}
+
+/** The addon, or an error saying the caller should have checked blasProducts(). */
+function native(): BlasAddon {
+  if (!addon) throw new Error('native kernels need the wasm-blas backend (blas.node loaded)');
+  return addon;
+}
+
+/** Per row of logits [N, V] at element offset `logits`: lse = log Σ e^z and logp = z[target] − lse (kernels/logprob.ts). */
+export function nativeLogprob(be: WasmBackend, logits: number, targets: number, N: number, V: number, logp: number, lse: number): void {
+  native().logprob(heapF32(be), logits, targets, N, V, logp, lse);
+}
+
+/** out [N, V] = dy[n]·(onehot(target) − e^(z − lse)): the gradient of nativeLogprob's logp. */
+export function nativeLogprobGrad(be: WasmBackend, logits: number, targets: number, lse: number, dy: number, out: number, N: number, V: number): void {
+  native().logprobGrad(heapF32(be), logits, targets, lse, dy, out, N, V);
 }

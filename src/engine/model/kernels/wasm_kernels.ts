@@ -19,7 +19,7 @@
 // 41 GFLOP/s shrink to ~28 for a fresh right operand, i.e. every gradient product), 4×4-block transposes,
 // float64-accumulated column sums. Large products are shared with a helper thread (the second core).
 // Kernels that stock tfjs does not have serve model.ts: decode attention on an in-place KV cache, RoPE, and
-// SwiGLU with its gradient.
+// SwiGLU with its gradient; on wasm-blas, a token's log-prob with its gradient in native code.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
@@ -27,11 +27,13 @@ import { cast, concat, gatherV2, identity, slice, splitV, sum, transpose, unsort
 import { DECODE_ATTENTION, decodeAttentionKernel } from './decode_attention';
 import { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, rmsNormKernel, ropeKernel, swigluGradKernel, swigluKernel } from './fused';
 import { Info, KernelArgs } from './heap';
+import { TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel, tokenLogprobKernel } from './logprob';
 import { batchMatMul } from './matmul';
 
 export { canonicalTranspose, setSimdTransposeMin, setTiledTransposeMin } from './data_ops';
 export { DECODE_ATTENTION, type DecodeAttentionAttrs, decodeAttention, hasDecodeAttention } from './decode_attention';
 export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
+export { TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, hasTokenLogprobKernel, tokenLogprob } from './logprob';
 export { PARALLEL_MIN_MACS, helperThreadStats, setHelperSequenced, setParallelMinMacs } from './helper_thread';
 export { setMatMulStrategy, setSimdProducts, setSmallProductMacs } from './matmul';
 export { setGemmBlocks } from './simd';
@@ -50,7 +52,8 @@ const REPLACEMENTS: Replacement[] = [
 ];
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
-export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION, ROPE, SWIGLU, SWIGLU_GRAD, RMS_NORM];
+export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION, ROPE, SWIGLU, SWIGLU_GRAD, RMS_NORM,
+  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -74,7 +77,8 @@ export function registerWasmKernels(): void {
       kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
   const added: [string, (args: KernelArgs) => Info | Info[]][] = [[DECODE_ATTENTION, decodeAttentionKernel], [ROPE, ropeKernel],
-    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel], [RMS_NORM, rmsNormKernel]];
+    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel], [RMS_NORM, rmsNormKernel], [TOKEN_LOGPROB, tokenLogprobKernel],
+    [TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel]];
   for (const [kernelName, f] of added) {
     if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
   }
