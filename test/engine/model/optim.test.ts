@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/engine/model/backend';
 import { Adam } from '../../../src/engine/model/optim';
+import { setSimdProducts } from '../../../src/engine/model/kernels/wasm_kernels';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
 
 /** Values over many magnitudes, with exact zeros and subnormal-range entries, so every rounding path is exercised. */
@@ -87,4 +88,32 @@ test('Adam: two steps against values worked out by hand in float64', async () =>
   assert.ok(Math.abs(p.dataSync()[0] - want) < 1e-7, `${p.dataSync()[0]} vs ${want}`);
   p.dispose();
   opt.dispose();
+});
+
+test('Adam in place drops XNNPACK\'s packing of the parameter (a product after the update uses the new weights)', async () => {
+  await initBackend('wasm');
+  setSimdProducts(false); // products on XNNPACK, which caches the packed right operand on the tensor's id
+  try {
+    const rng = makeRng(9);
+    const x = tf.tensor2d(Float32Array.from({ length: 8 * 16 }, () => randNormal(rng)), [8, 16]);
+    const w = tf.tidy(() => tf.variable(tf.tensor2d(Float32Array.from({ length: 16 * 12 }, () => randNormal(rng)), [16, 12]), true, 'xnn-w'));
+    const opt = new Adam(0.5);
+    tf.matMul(x, w).dispose(); // packs w
+    const g = tf.onesLike(w);
+    const id = w.dataId;
+    opt.apply(new Map([['w', w]]), { w: g });
+    assert.equal(w.dataId, id, 'updated in place');
+    const got = tf.matMul(x, w).dataSync();
+    // float64 product with the updated weights, read back
+    const xv = x.dataSync(), wv = w.dataSync();
+    for (let i = 0; i < 8; i++) for (let j = 0; j < 12; j++) {
+      let s = 0;
+      for (let k = 0; k < 16; k++) s += xv[i * 16 + k] * wv[k * 12 + j];
+      assert.ok(Math.abs(got[i * 12 + j] - s) < 1e-4, `[${i}, ${j}]: ${got[i * 12 + j]} vs ${s}`);
+    }
+    tf.dispose([x, w, g]);
+    opt.dispose();
+  } finally {
+    setSimdProducts(true);
+  }
 });

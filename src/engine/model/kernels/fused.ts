@@ -144,6 +144,7 @@ export function rmsNormKernel(args: KernelArgs): Info {
 // pass that rewrites the parameter and both moments where they lie. Not a kernel: tfjs kernels make new outputs, and
 // the point is to make none. So it runs only on buffers nothing else shares (the backend's refCount of 1; a clone or a
 // reshape of a parameter shares its buffer and would see the change), and optim.ts takes the op sequence otherwise.
+// Caches keyed on a tensor's id (XNNPACK's packed weights) are dropped after each update.
 
 /** Adam's scalars, each rounded to float32 as tfjs rounds a number it makes a tensor of. */
 export interface AdamScalars { b1: number; c1: number; b2: number; c2: number; d1: number; d2: number; eps: number; lr: number }
@@ -177,5 +178,11 @@ export function adamInPlace(p: tf.Tensor, g: tf.Tensor, m: tf.Tensor, v: tf.Tens
     heap[vp + i] = v1;
     heap[pp + i] = heap[pp + i] - f(f(f(m1 / s.d1) / f(f(Math.sqrt(f(v1 / s.d2))) + s.eps)) * s.lr);
   }
+  // XNNPACK caches a product's packed right operand on the tensor's id (kernels/matmul.ts, fastProduct), assuming
+  // tensors never change. Re-registering the id runs the backend's disposal callbacks, which drop that packing; the
+  // memory stays where it is.
+  const rec = be.dataIdMap.get(p.dataId) as { id: number; memoryOffset: number };
+  be.wasm.tfjs.disposeData(rec.id);
+  be.wasm.tfjs.registerTensor(rec.id, n, rec.memoryOffset);
   return true;
 }
