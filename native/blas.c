@@ -125,7 +125,7 @@ static napi_value Gemm(napi_env env, napi_callback_info info) {
 // ---- native kernels ------------------------------------------------------------------------------------------
 //
 // Loops over the heap that the compiler vectorises (-O3; an AVX2 clone is picked at load time on x86-64). Their
-// arguments are (heap, then int32 element offsets and sizes); the JS side (kernels/logprob.ts) checks shapes and
+// arguments are (heap, then int32 element offsets and sizes); the JS side (kernels/native.ts) checks shapes and
 // ranges before calling.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
@@ -247,6 +247,130 @@ static napi_value LogprobGrad(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// ---- RMSNorm, forward and backward ------------------------------------------------------------------------------
+
+// y[j] = (x[j]·r)·w[j] for j < d
+VECTOR_CLONES static void scale_row(const float *x, float r, const float *w, float *y, int d) {
+  for (int j = 0; j < d; j++) y[j] = (x[j] * r) * w[j];
+}
+
+// dx[j] = r·(dy[j]·w[j]) − x[j]·c and acc[j] += dy[j]·x[j]·r (float64) for j < d
+VECTOR_CLONES static void norm_grad_row(const float *x, const float *w, const float *dy, float r, float c, float *dx, double *acc, int d) {
+  for (int j = 0; j < d; j++) {
+    dx[j] = r * (dy[j] * w[j]) - x[j] * c;
+    acc[j] += (double)(dy[j] * x[j]) * r;
+  }
+}
+
+// rmsnorm(heap, x, w, y, rinv, N, d, epsBits): per row of x [N, d], rinv = 1/√(mean(x²) + eps) (sum of squares in
+// float64) and y = x·rinv·w; eps is passed as its float32 bits.
+static napi_value RmsNorm(napi_env env, napi_callback_info info) {
+  int32_t a[7];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 7, &heapLen);
+  if (!heap) return NULL;
+  const int32_t xOff = a[0], wOff = a[1], yOff = a[2], rOff = a[3], N = a[4], d = a[5];
+  float eps;
+  memcpy(&eps, &a[6], 4);
+  if (!fits(env, heapLen, xOff, (int64_t)N * d) || !fits(env, heapLen, wOff, d) || !fits(env, heapLen, yOff, (int64_t)N * d) ||
+      !fits(env, heapLen, rOff, N)) return NULL;
+  for (int32_t n = 0; n < N; n++) {
+    const float *x = heap + xOff + (int64_t)n * d;
+    double ss = 0;
+    for (int32_t j = 0; j < d; j++) ss += (double)x[j] * x[j];
+    const float r = (float)(1.0 / sqrt((double)(float)(ss / d) + eps));
+    heap[rOff + n] = r;
+    scale_row(x, r, heap + wOff, heap + yOff + (int64_t)n * d, d);
+  }
+  return NULL;
+}
+
+// rmsnormGrad(heap, x, w, rinv, dy, dx, dw, N, d): the gradient of rmsnorm's y for upstream dy. With g = dy·w,
+// dx = rinv·g − x·rinv³·(Σ g·x)/d per row, and dw = Σ_rows dy·x·rinv (accumulated in float64).
+static napi_value RmsNormGrad(napi_env env, napi_callback_info info) {
+  int32_t a[8];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 8, &heapLen);
+  if (!heap) return NULL;
+  const int32_t xOff = a[0], wOff = a[1], rOff = a[2], dyOff = a[3], dxOff = a[4], dwOff = a[5], N = a[6], d = a[7];
+  if (!fits(env, heapLen, xOff, (int64_t)N * d) || !fits(env, heapLen, wOff, d) || !fits(env, heapLen, rOff, N) ||
+      !fits(env, heapLen, dyOff, (int64_t)N * d) || !fits(env, heapLen, dxOff, (int64_t)N * d) || !fits(env, heapLen, dwOff, d)) return NULL;
+  double *acc = calloc(d > 0 ? d : 1, sizeof(double));
+  if (!acc) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+  const float *w = heap + wOff;
+  for (int32_t n = 0; n < N; n++) {
+    const float *x = heap + xOff + (int64_t)n * d, *dy = heap + dyOff + (int64_t)n * d;
+    const float r = heap[rOff + n];
+    double dot = 0;
+    for (int32_t j = 0; j < d; j++) dot += (double)(dy[j] * w[j]) * x[j];
+    const float c = (float)(dot * r * r * r / d);
+    norm_grad_row(x, w, dy, r, c, heap + dxOff + (int64_t)n * d, acc, d);
+  }
+  for (int32_t j = 0; j < d; j++) heap[dwOff + j] = (float)acc[j];
+  free(acc);
+  return NULL;
+}
+
+// ---- attention softmax with its additive mask ---------------------------------------------------------------------
+
+// out[i] = e^(row[i] + mask[i] − shift) for i < n
+VECTOR_CLONES static void exp_masked(const float *row, const float *mask, float shift, float *out, int n) {
+  for (int i = 0; i < n; i++) out[i] = exp_neg((row[i] + mask[i]) - shift);
+}
+// p[i] *= s for i < n
+VECTOR_CLONES static void scale_in_place(float *p, float s, int n) {
+  for (int i = 0; i < n; i++) p[i] *= s;
+}
+// ds[i] = p[i]·(dp[i] − c) for i < n
+VECTOR_CLONES static void softmax_grad_row(const float *p, const float *dp, float c, float *ds, int n) {
+  for (int i = 0; i < n; i++) ds[i] = p[i] * (dp[i] - c);
+}
+
+// maskedSoftmax(heap, s, mask, p, rows, heads, Tk): p = softmax(s + mask) over the last axis, s [B, H, T, Tk] as
+// `rows` = B·H·T rows, mask [B, 1, T, Tk] shared by the H heads of a batch element (row r uses mask row
+// (r / (H·T))·T + r mod T). Sums in float64.
+static napi_value MaskedSoftmax(napi_env env, napi_callback_info info) {
+  int32_t a[7];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 7, &heapLen);
+  if (!heap) return NULL;
+  const int32_t sOff = a[0], mOff = a[1], pOff = a[2], rows = a[3], H = a[4], T = a[5], Tk = a[6];
+  if (H <= 0 || T <= 0 || rows % (H * T) != 0) { napi_throw_range_error(env, NULL, "maskedSoftmax: rows must be B·H·T"); return NULL; }
+  if (!fits(env, heapLen, sOff, (int64_t)rows * Tk) || !fits(env, heapLen, pOff, (int64_t)rows * Tk) ||
+      !fits(env, heapLen, mOff, (int64_t)(rows / H) * Tk)) return NULL;
+  for (int32_t r = 0; r < rows; r++) {
+    const float *s = heap + sOff + (int64_t)r * Tk;
+    const float *m = heap + mOff + ((int64_t)(r / (H * T)) * T + r % T) * Tk;
+    float *p = heap + pOff + (int64_t)r * Tk;
+    float mx = -INFINITY;
+    for (int32_t k = 0; k < Tk; k++) { const float v = s[k] + m[k]; mx = v > mx ? v : mx; }
+    exp_masked(s, m, mx, p, Tk);
+    double sum = 0;
+    for (int32_t k = 0; k < Tk; k++) sum += p[k];
+    scale_in_place(p, (float)(1.0 / sum), Tk);
+  }
+  return NULL;
+}
+
+// maskedSoftmaxGrad(heap, p, dp, ds, rows, Tk): ds = p·(dp − Σ dp·p) per row, the gradient of maskedSoftmax with respect
+// to s (the mask takes none).
+static napi_value MaskedSoftmaxGrad(napi_env env, napi_callback_info info) {
+  int32_t a[5];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 5, &heapLen);
+  if (!heap) return NULL;
+  const int32_t pOff = a[0], dpOff = a[1], dsOff = a[2], rows = a[3], Tk = a[4];
+  if (!fits(env, heapLen, pOff, (int64_t)rows * Tk) || !fits(env, heapLen, dpOff, (int64_t)rows * Tk) ||
+      !fits(env, heapLen, dsOff, (int64_t)rows * Tk)) return NULL;
+  for (int32_t r = 0; r < rows; r++) {
+    const float *p = heap + pOff + (int64_t)r * Tk, *dp = heap + dpOff + (int64_t)r * Tk;
+    double c = 0;
+    for (int32_t k = 0; k < Tk; k++) c += (double)dp[k] * p[k];
+    softmax_grad_row(p, dp, (float)c, heap + dsOff + (int64_t)r * Tk, Tk);
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
@@ -254,6 +378,10 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"gemm", NULL, Gemm, NULL, NULL, NULL, napi_default, NULL},
       {"logprob", NULL, Logprob, NULL, NULL, NULL, napi_default, NULL},
       {"logprobGrad", NULL, LogprobGrad, NULL, NULL, NULL, napi_default, NULL},
+      {"rmsnorm", NULL, RmsNorm, NULL, NULL, NULL, napi_default, NULL},
+      {"rmsnormGrad", NULL, RmsNormGrad, NULL, NULL, NULL, napi_default, NULL},
+      {"maskedSoftmax", NULL, MaskedSoftmax, NULL, NULL, NULL, napi_default, NULL},
+      {"maskedSoftmaxGrad", NULL, MaskedSoftmaxGrad, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

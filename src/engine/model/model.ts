@@ -20,7 +20,10 @@
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
-import { decodeAttention, hasDecodeAttention, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './kernels/wasm_kernels';
+import {
+  decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, maskedSoftmax, rmsNormInfer, rmsNormNative, ropeRotate, swiglu,
+  swigluGrad,
+} from './kernels/wasm_kernels';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
 
 export * from './shapes';
@@ -274,6 +277,7 @@ export class Transformer {
   }
 
   private rmsNorm(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
+    if (hasNativeKernels()) return rmsNormNative(x, w as tf.Tensor1D, this.cfg.rmsEps);
     const ms = tf.mean(tf.square(x), -1, true);
     return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, this.cfg.rmsEps))), w) as tf.Tensor2D;
   }
@@ -406,7 +410,9 @@ export class Transformer {
     const causal = new Float32Array(T * Tk);
     for (let i = 0; i < T; i++) causal.fill(1, i * Tk, i * Tk + pos0 + i + 1);
     const allowed = tf.mul(tf.tensor4d(causal, [1, 1, T, Tk]), mask.reshape([B, 1, 1, Tk]));
-    const maskAdd = tf.mul(tf.sub(1, allowed), MASKED);
+    const maskAdd = tf.mul(tf.sub(1, allowed), MASKED) as tf.Tensor4D;
+    // wasm-blas: the mask add and softmax in one native pass each way (kernels/native.ts)
+    const native = hasNativeKernels();
 
     let x = this.embedRows(ids.reshape([N]));
     const keys: tf.Tensor4D[] = [];
@@ -424,8 +430,8 @@ export class Transformer {
       values.push(v);
       // GQA without copying k/v: query heads hkv·rep … hkv·rep+rep−1 share kv head hkv (HF repeat_kv order), so
       // [B,H,T,hd] viewed as [B,Hkv,rep·T,hd] lines every query row up with its kv head.
-      const scores = tf.add(tf.matMul(q.reshape([B, Hkv, rep * T, hd]), k, false, true).reshape([B, H, T, Tk]), maskAdd);
-      const probs = tf.softmax(scores) as tf.Tensor4D;
+      const rawScores = tf.matMul(q.reshape([B, Hkv, rep * T, hd]), k, false, true).reshape([B, H, T, Tk]) as tf.Tensor4D;
+      const probs = native ? maskedSoftmax(rawScores, maskAdd) : tf.softmax(tf.add(rawScores, maskAdd)) as tf.Tensor4D;
       if (wantAttention && li === this.layers.length - 1) attention = probs;
       const ctx = tf.matMul(probs.reshape([B, Hkv, rep * T, Tk]) as tf.Tensor4D, v); // [B,Hkv,rep·T,hd]
       const merged = tf.transpose(ctx.reshape([B, H, T, hd]), [0, 2, 1, 3]).reshape([N, H * hd]) as tf.Tensor2D;

@@ -3,7 +3,7 @@
 import * as tf from '@tensorflow/tfjs';
 import type { Transformer } from '../model/model';
 import { generate } from '../model/sampler';
-import { hasTokenLogprobKernel, tokenLogprob } from '../model/kernels/wasm_kernels';
+import { hasNativeKernels, tokenLogprob } from '../model/kernels/wasm_kernels';
 import { computeSections, tokenType } from '../tasks/sections';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan, TokenType } from '../core/types';
 
@@ -145,8 +145,8 @@ export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperat
   const scaled = temperature === 1 ? logits : logits.div(temperature);
   let logp: tf.Tensor2D;
   let lsm: tf.Tensor | undefined;
-  if (!needs.entropy && hasTokenLogprobKernel()) {
-    // wasm-blas: log-softmax and the pick in one native pass each way (kernels/logprob.ts).
+  if (!needs.entropy && hasNativeKernels()) {
+    // wasm-blas: log-softmax and the pick in one native pass each way (kernels/native.ts).
     logp = tokenLogprob(scaled.reshape([B * C, V]), pb.targets.reshape([B * C])).reshape([B, C]);
   } else {
     lsm = tf.logSoftmax(scaled);

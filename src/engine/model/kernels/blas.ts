@@ -15,8 +15,8 @@ interface BlasAddon {
   open(path: string): string;
   threads(n?: number): number;
   gemm(heap: Float32Array, transA: boolean, transB: boolean, M: number, N: number, K: number, offsets: Int32Array): void;
-  logprob(heap: Float32Array, logits: number, targets: number, N: number, V: number, logp: number, lse: number): void;
-  logprobGrad(heap: Float32Array, logits: number, targets: number, lse: number, dy: number, out: number, N: number, V: number): void;
+  /** The native kernels (kernels/native.ts): heap, then int32 element offsets, sizes and float bits. */
+  [kernel: string]: unknown;
 }
 
 /** Library names tried in order; CREDIT_LENS_BLAS (a path or soname) goes first when set. */
@@ -108,18 +108,11 @@ export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: n
   timing.set(key, e);
 }
 
-/** The addon, or an error saying the caller should have checked blasProducts(). */
-function native(): BlasAddon {
+/** Names of the addon's native kernels (native/blas.c), each called as (heap, ...int32 arguments). */
+export type NativeKernel = 'logprob' | 'logprobGrad' | 'rmsnorm' | 'rmsnormGrad' | 'maskedSoftmax' | 'maskedSoftmaxGrad';
+
+/** Runs a native kernel on the backend's heap (kernels/native.ts checks shapes first; the addon checks ranges). */
+export function nativeCall(be: WasmBackend, kernel: NativeKernel, ...ints: number[]): void {
   if (!addon) throw new Error('native kernels need the wasm-blas backend (blas.node loaded)');
-  return addon;
-}
-
-/** Per row of logits [N, V] at element offset `logits`: lse = log Σ e^z and logp = z[target] − lse (kernels/logprob.ts). */
-export function nativeLogprob(be: WasmBackend, logits: number, targets: number, N: number, V: number, logp: number, lse: number): void {
-  native().logprob(heapF32(be), logits, targets, N, V, logp, lse);
-}
-
-/** out [N, V] = dy[n]·(onehot(target) − e^(z − lse)): the gradient of nativeLogprob's logp. */
-export function nativeLogprobGrad(be: WasmBackend, logits: number, targets: number, lse: number, dy: number, out: number, N: number, V: number): void {
-  native().logprobGrad(heapF32(be), logits, targets, lse, dy, out, N, V);
+  (addon[kernel] as (heap: Float32Array, ...a: number[]) => void)(heapF32(be), ...ints);
 }

@@ -19,7 +19,7 @@
 // 41 GFLOP/s shrink to ~28 for a fresh right operand, i.e. every gradient product), 4×4-block transposes,
 // float64-accumulated column sums. Large products are shared with a helper thread (the second core).
 // Kernels that stock tfjs does not have serve model.ts: decode attention on an in-place KV cache, RoPE, and
-// SwiGLU with its gradient; on wasm-blas, a token's log-prob with its gradient in native code.
+// SwiGLU with its gradient; on wasm-blas, native kernels (native.ts): a token's log-prob, RMSNorm, masked softmax.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
@@ -27,13 +27,14 @@ import { cast, concat, gatherV2, identity, slice, splitV, sum, transpose, unsort
 import { DECODE_ATTENTION, decodeAttentionKernel } from './decode_attention';
 import { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, rmsNormKernel, ropeKernel, swigluGradKernel, swigluKernel } from './fused';
 import { Info, KernelArgs } from './heap';
-import { TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel, tokenLogprobKernel } from './logprob';
+import { NATIVE_KERNELS } from './native';
 import { batchMatMul } from './matmul';
 
 export { canonicalTranspose, setSimdTransposeMin, setTiledTransposeMin } from './data_ops';
 export { DECODE_ATTENTION, type DecodeAttentionAttrs, decodeAttention, hasDecodeAttention } from './decode_attention';
 export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
-export { TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, hasTokenLogprobKernel, tokenLogprob } from './logprob';
+export { MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, RMS_NORM_GRAD, RMS_NORM_TRAIN, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, hasNativeKernels, maskedSoftmax,
+  rmsNormNative, tokenLogprob } from './native';
 export { PARALLEL_MIN_MACS, helperThreadStats, setHelperSequenced, setParallelMinMacs } from './helper_thread';
 export { setMatMulStrategy, setSimdProducts, setSmallProductMacs } from './matmul';
 export { setGemmBlocks } from './simd';
@@ -53,7 +54,7 @@ const REPLACEMENTS: Replacement[] = [
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
 export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION, ROPE, SWIGLU, SWIGLU_GRAD, RMS_NORM,
-  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD];
+  ...NATIVE_KERNELS.map(([name]) => name)];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -77,8 +78,7 @@ export function registerWasmKernels(): void {
       kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
   const added: [string, (args: KernelArgs) => Info | Info[]][] = [[DECODE_ATTENTION, decodeAttentionKernel], [ROPE, ropeKernel],
-    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel], [RMS_NORM, rmsNormKernel], [TOKEN_LOGPROB, tokenLogprobKernel],
-    [TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel]];
+    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel], [RMS_NORM, rmsNormKernel], ...NATIVE_KERNELS];
   for (const [kernelName, f] of added) {
     if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
   }

@@ -1,10 +1,14 @@
-// The native token log-prob kernel (wasm-blas): values and gradients against a float64 reference worked out here, and
-// the whole model's log-probs and parameter gradients through completionLogprobs against the cpu backend's ops.
+// The native kernels of wasm-blas (token log-prob, RMSNorm, masked softmax): values and gradients against float64
+// references worked out here, and the whole model's log-probs and parameter gradients through completionLogprobs against
+// the cpu backend's ops (backend.test.ts compares the whole model's gradients too).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/engine/model/backend';
-import { hasTokenLogprobKernel, tokenLogprob, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD } from '../../../src/engine/model/kernels/wasm_kernels';
+import {
+  hasNativeKernels, MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, maskedSoftmax, RMS_NORM_GRAD, RMS_NORM_TRAIN, rmsNormNative, tokenLogprob, TOKEN_LOGPROB,
+  TOKEN_LOGPROB_GRAD,
+} from '../../../src/engine/model/kernels/wasm_kernels';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { completionLogprobs, policyBatch } from '../../../src/engine/train/rollout';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
@@ -18,7 +22,7 @@ function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
 
 test('token log-prob kernel: values and gradient against float64, rows of any scale, a vocabulary off the vector width', async () => {
   await initBackend('wasm-blas');
-  assert.ok(hasTokenLogprobKernel());
+  assert.ok(hasNativeKernels());
   const N = 13, V = 37;
   const rng = makeRng(4);
   // Row scales from 1e-3 to 60 (a confident row whose other tokens sit ~100 nats below), one row all equal.
@@ -52,9 +56,9 @@ test('token log-prob kernel: values and gradient against float64, rows of any sc
 
 test('plain wasm keeps the ops (its bits stay those of earlier runs); wasm-blas runs the kernel', async () => {
   await initBackend('wasm');
-  assert.equal(hasTokenLogprobKernel(), false);
+  assert.equal(hasNativeKernels(), false);
   await initBackend('wasm-blas');
-  assert.equal(hasTokenLogprobKernel(), true);
+  assert.equal(hasNativeKernels(), true);
 });
 
 const CFG: ModelConfig = { arch: 'qwen2', vocabSize: 40, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 64, maxSeqLen: 16,
@@ -93,4 +97,66 @@ test('completionLogprobs on wasm-blas (native log-prob) gives the cpu backend\'s
       assert.ok(e < 1e-5, `${name} at T=${temperature}: ${e}`);
     }
   }
+});
+
+test('native RMSNorm: values and gradients (x and w) against float64, rows of any scale', async () => {
+  await initBackend('wasm-blas');
+  const N = 9, d = 20, eps = 1e-6;
+  const rng = makeRng(8);
+  const x = Float32Array.from({ length: N * d }, (_, i) => randNormal(rng) * [1e-3, 1, 30][Math.floor(i / d) % 3]);
+  const w = Float32Array.from({ length: d }, () => 1 + 0.3 * randNormal(rng));
+  const dy = Float32Array.from({ length: N * d }, () => randNormal(rng));
+  // float64: r = (Σx²/d + eps)^(−1/2), y = x·r·w; with g = dy·w, dx = r·g − x·r³·(Σ g·x)/d; dw = Σ_rows dy·x·r
+  const y: number[] = [], dx: number[] = [], dw = new Array(d).fill(0);
+  for (let n = 0; n < N; n++) {
+    const row = Array.from(x.subarray(n * d, (n + 1) * d)), g = row.map((_, j) => dy[n * d + j] * w[j]);
+    const r = 1 / Math.sqrt(row.reduce((a, v) => a + v * v, 0) / d + eps);
+    const gx = g.reduce((a, gj, j) => a + gj * row[j], 0);
+    row.forEach((v, j) => { y.push(v * r * w[j]); dx.push(r * g[j] - v * r ** 3 * gx / d); dw[j] += dy[n * d + j] * v * r; });
+  }
+  const xT = tf.tensor2d(x, [N, d]), wT = tf.tensor1d(w), dyT = tf.tensor2d(dy, [N, d]);
+  const prof = await tf.profile(() => {
+    const { value, grads } = tf.valueAndGrads((a: tf.Tensor, b: tf.Tensor) => tf.sum(tf.mul(rmsNormNative(a as tf.Tensor2D, b as tf.Tensor1D, eps), dyT)))([xT, wT]);
+    const yT = rmsNormNative(xT, wT, eps);
+    assert.ok(relErr(yT.dataSync(), y) < 1e-6, `y: ${relErr(yT.dataSync(), y)}`);
+    assert.ok(relErr(grads[0].dataSync(), dx) < 1e-5, `dx: ${relErr(grads[0].dataSync(), dx)}`);
+    assert.ok(relErr(grads[1].dataSync(), dw) < 1e-6, `dw: ${relErr(grads[1].dataSync(), dw)}`);
+    tf.dispose([value, yT, ...grads]);
+  });
+  const names = prof.kernels.map((k) => k.name);
+  assert.ok(names.includes(RMS_NORM_TRAIN) && names.includes(RMS_NORM_GRAD), 'the native kernels ran');
+  tf.dispose([xT, wT, dyT]);
+});
+
+test('native masked softmax: values and gradient against float64, the mask shared by the heads, a fully masked row', async () => {
+  await initBackend('wasm-blas');
+  const B = 2, H = 3, T = 5, Tk = 7;
+  const rng = makeRng(12);
+  const s = Float32Array.from({ length: B * H * T * Tk }, () => 4 * randNormal(rng));
+  // mask [B, 1, T, Tk]: causal with an offset of 2, batch 1 hides key 0, and batch 1's query 0 sees nothing
+  const m = Float32Array.from({ length: B * T * Tk }, (_, i) => {
+    const b = Math.floor(i / (T * Tk)), t = Math.floor(i / Tk) % T, k = i % Tk;
+    return k <= t + 2 && !(b === 1 && (k === 0 || t === 0)) ? 0 : -1e9;
+  });
+  const dp = Float32Array.from({ length: s.length }, () => randNormal(rng));
+  const p: number[] = [], ds: number[] = [];
+  for (let r = 0; r < B * H * T; r++) {
+    const b = Math.floor(r / (H * T)), t = r % T;
+    // s + mask rounded to float32 as the model adds them: a fully masked row is then −1e9 everywhere (uniform), as in the ops
+    const z = Array.from({ length: Tk }, (_, k) => Math.fround(s[r * Tk + k] + m[(b * T + t) * Tk + k]));
+    const mx = Math.max(...z), e = z.map((v) => Math.exp(v - mx)), sum = e.reduce((a, v) => a + v, 0);
+    const pr = e.map((v) => v / sum), c = pr.reduce((a, v, k) => a + v * dp[r * Tk + k], 0);
+    pr.forEach((v, k) => { p.push(v); ds.push(v * (dp[r * Tk + k] - c)); });
+  }
+  const sT = tf.tensor4d(s, [B, H, T, Tk]), mT = tf.tensor4d(m, [B, 1, T, Tk]), dpT = tf.tensor4d(dp, [B, H, T, Tk]);
+  const prof = await tf.profile(() => {
+    const { value, grads } = tf.valueAndGrads((a: tf.Tensor) => tf.sum(tf.mul(maskedSoftmax(a as tf.Tensor4D, mT), dpT)))([sT]);
+    const pT = maskedSoftmax(sT, mT);
+    assert.ok(relErr(pT.dataSync(), p) < 1e-6, `p: ${relErr(pT.dataSync(), p)}`);
+    assert.ok(relErr(grads[0].dataSync(), ds) < 1e-6, `ds: ${relErr(grads[0].dataSync(), ds)}`);
+    tf.dispose([value, pT, ...grads]);
+  });
+  const names = prof.kernels.map((k) => k.name);
+  assert.ok(names.includes(MASKED_SOFTMAX) && names.includes(MASKED_SOFTMAX_GRAD), 'the native kernels ran');
+  tf.dispose([sT, mT, dpT]);
 });

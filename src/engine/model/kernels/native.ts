@@ -1,0 +1,182 @@
+// Fused kernels in native code (native/blas.c), on the wasm-blas backend only: a token's log-prob, RMSNorm and the
+// attention softmax with its additive mask, each forward and backward. Their values differ from the ops' in float
+// rounding (a different exp, sums in float64), which is why plain wasm keeps the ops and its bits.
+//
+// ---- a token's log-prob --------------------------------------------------------------------------------------------
+//
+// log softmax(z)[target]: as ops, log-softmax + gather is a max, a subtract, an exp, a sum, a log and a subtract over [N, V] logits, a gather,
+// and backward a scatter of the gather's gradient, an exp, a sum, a multiply and a subtract: about 30 ms of the small
+// model's train step (bench/PROFILE.md). Here forward is one pass over the logits that keeps only the row's log-sum-exp
+// [N], and backward one pass that writes dy·(onehot − softmax). The exp is Cephes' expf (about 1 ulp), so values
+// differ from the ops' in float rounding.
+import * as tf from '@tensorflow/tfjs';
+import '@tensorflow/tfjs-backend-wasm';
+
+import { blasProducts, nativeCall } from './blas';
+import { Info, KernelArgs, WasmBackend, at32, heap32, sizeOf } from './heap';
+
+export const TOKEN_LOGPROB = 'CreditLensTokenLogprob';
+export const TOKEN_LOGPROB_GRAD = 'CreditLensTokenLogprobGrad';
+
+/** Whether the native kernels run here: the wasm-blas backend (the addon loaded, its products on). */
+export function hasNativeKernels(): boolean {
+  return tf.getBackend() === 'wasm' && blasProducts() && !!tf.getKernel(TOKEN_LOGPROB, 'wasm');
+}
+
+/** logits [N, V], targets [N] (int32) → log softmax(logits)[n, targets[n]] [N], differentiable in logits. */
+export function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
+  const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const [z, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+    const [logp, lse] = tf.engine().runKernel(TOKEN_LOGPROB, { logits: z, targets }) as unknown as tf.Tensor1D[];
+    save([z, lse]);
+    return {
+      value: logp,
+      gradFunc: (dy: tf.Tensor1D, [zz, l]: tf.Tensor[]) =>
+        tf.engine().runKernel(TOKEN_LOGPROB_GRAD, { logits: zz, targets, lse: l, dy }) as tf.Tensor2D,
+    };
+  });
+  return op(logits);
+}
+
+/** [N, V] and N from the inputs, after checking dtypes, shapes and that every target is a vocabulary index. */
+function checked(be: WasmBackend, logits: Info, targets: Info, ...rows: (Info | undefined)[]): [number, number] {
+  const [N, V] = logits.shape;
+  const ok = logits.shape.length === 2 && logits.dtype === 'float32' && targets.dtype === 'int32' && sizeOf(targets.shape) === N
+    && rows.every((r) => !r || (r.dtype === 'float32' && sizeOf(r.shape) === N));
+  if (!ok) throw new Error(`${TOKEN_LOGPROB}: logits [${logits.shape}] (float32) and targets [${targets.shape}] (int32) do not fit`);
+  const heap = heap32(be), tp = at32(be, targets);
+  for (let n = 0; n < N; n++) {
+    const t = heap[tp + n];
+    if (t < 0 || t >= V) throw new Error(`${TOKEN_LOGPROB}: target ${t} at row ${n} is outside the vocabulary [0, ${V})`);
+  }
+  return [N, V];
+}
+
+export function tokenLogprobKernel(args: KernelArgs): Info[] {
+  const be = args.backend as WasmBackend;
+  const { logits, targets } = args.inputs as { logits: Info; targets: Info };
+  const [N, V] = checked(be, logits, targets);
+  const logp = be.makeOutput([N], 'float32');
+  const lse = be.makeOutput([N], 'float32');
+  nativeCall(be, 'logprob', at32(be, logits), at32(be, targets), N, V, at32(be, logp), at32(be, lse));
+  return [logp, lse];
+}
+
+export function tokenLogprobGradKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { logits, targets, lse, dy } = args.inputs as { logits: Info; targets: Info; lse: Info; dy: Info };
+  const [N, V] = checked(be, logits, targets, lse, dy);
+  const out = be.makeOutput([N, V], 'float32');
+  nativeCall(be, 'logprobGrad', at32(be, logits), at32(be, targets), at32(be, lse), at32(be, dy), at32(be, out), N, V);
+  return out;
+}
+
+// ---- RMSNorm ------------------------------------------------------------------------------------------------------
+//
+// x·rsqrt(mean(x²) + eps)·w: as ops six kernels forward and about a dozen backward, at every norm of the model (2·L + 1).
+// Forward keeps 1/rms per row [N] for the backward pass, which writes dx and dw in one pass.
+
+export const RMS_NORM_TRAIN = 'CreditLensRmsNormTrain';
+export const RMS_NORM_GRAD = 'CreditLensRmsNormGrad';
+
+const bitsOf = (x: number) => new Int32Array(new Float32Array([x]).buffer)[0];
+
+/** x [N, d] · rsqrt(mean over d of x² + eps) · w [d], differentiable in x and w. */
+export function rmsNormNative(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D {
+  const attrs = { eps } as unknown as tf.NamedAttrMap;
+  const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const [xx, ww, save] = args as [tf.Tensor2D, tf.Tensor1D, tf.GradSaveFunc];
+    const [y, rinv] = tf.engine().runKernel(RMS_NORM_TRAIN, { x: xx, w: ww }, attrs) as unknown as tf.Tensor[];
+    save([xx, ww, rinv]);
+    return {
+      value: y as tf.Tensor2D,
+      gradFunc: (dy: tf.Tensor2D, [sx, sw, sr]: tf.Tensor[]) =>
+        tf.engine().runKernel(RMS_NORM_GRAD, { x: sx, w: sw, rinv: sr, dy }) as unknown as tf.Tensor[],
+    };
+  });
+  return op(x, w);
+}
+
+function normShapes(x: Info, w: Info, ...same: Info[]): [number, number] {
+  const d = x.shape[x.shape.length - 1];
+  const N = sizeOf(x.shape) / d;
+  if (x.dtype !== 'float32' || w.dtype !== 'float32' || sizeOf(w.shape) !== d || same.some((t) => t.dtype !== 'float32' || sizeOf(t.shape) !== sizeOf(x.shape))) {
+    throw new Error(`${RMS_NORM_TRAIN}: x [${x.shape}] and w [${w.shape}] do not fit (float32, w as long as x's last axis)`);
+  }
+  return [N, d];
+}
+
+export function rmsNormTrainKernel(args: KernelArgs): Info[] {
+  const be = args.backend as WasmBackend;
+  const { x, w } = args.inputs as { x: Info; w: Info };
+  const eps = Number((args.attrs as { eps?: number } | undefined)?.eps);
+  if (!Number.isFinite(eps)) throw new Error(`${RMS_NORM_TRAIN}: eps ${eps}`);
+  const [N, d] = normShapes(x, w);
+  const y = be.makeOutput(x.shape, 'float32');
+  const rinv = be.makeOutput([N], 'float32');
+  nativeCall(be, 'rmsnorm', at32(be, x), at32(be, w), at32(be, y), at32(be, rinv), N, d, bitsOf(eps));
+  return [y, rinv];
+}
+
+export function rmsNormGradKernel(args: KernelArgs): Info[] {
+  const be = args.backend as WasmBackend;
+  const { x, w, rinv, dy } = args.inputs as { x: Info; w: Info; rinv: Info; dy: Info };
+  const [N, d] = normShapes(x, w, dy);
+  if (sizeOf(rinv.shape) !== N) throw new Error(`${RMS_NORM_GRAD}: 1/rms [${rinv.shape}] for ${N} rows`);
+  const dx = be.makeOutput(x.shape, 'float32');
+  const dw = be.makeOutput(w.shape, 'float32');
+  nativeCall(be, 'rmsnormGrad', at32(be, x), at32(be, w), at32(be, rinv), at32(be, dy), at32(be, dx), at32(be, dw), N, d);
+  return [dx, dw];
+}
+
+// ---- attention softmax with its additive mask ------------------------------------------------------------------------
+//
+// softmax(scores + mask) as ops is an add over [B, H, T, Tk] and a softmax, and backward a multiply, a sum, a subtract
+// and a multiply; here one pass each way, the mask [B, 1, T, Tk] read in place for every head.
+
+export const MASKED_SOFTMAX = 'CreditLensMaskedSoftmax';
+export const MASKED_SOFTMAX_GRAD = 'CreditLensMaskedSoftmaxGrad';
+
+/** softmax(scores + mask) over the last axis; scores [B, H, T, Tk], mask [B, 1, T, Tk] (no gradient). */
+export function maskedSoftmax(scores: tf.Tensor4D, mask: tf.Tensor4D): tf.Tensor4D {
+  const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const [s, save] = args as [tf.Tensor4D, tf.GradSaveFunc];
+    const p = tf.engine().runKernel(MASKED_SOFTMAX, { scores: s, mask }) as tf.Tensor4D;
+    save([p]);
+    return {
+      value: p,
+      gradFunc: (dp: tf.Tensor4D, [sp]: tf.Tensor[]) => tf.engine().runKernel(MASKED_SOFTMAX_GRAD, { probs: sp, dp }) as tf.Tensor4D,
+    };
+  });
+  return op(scores);
+}
+
+export function maskedSoftmaxKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { scores, mask } = args.inputs as { scores: Info; mask: Info };
+  const [B, H, T, Tk] = scores.shape;
+  const ok = scores.shape.length === 4 && scores.dtype === 'float32' && mask.dtype === 'float32' && mask.shape.length === 4
+    && mask.shape[0] === B && mask.shape[1] === 1 && mask.shape[2] === T && mask.shape[3] === Tk;
+  if (!ok) throw new Error(`${MASKED_SOFTMAX}: scores [${scores.shape}] and mask [${mask.shape}] do not fit (mask [B, 1, T, Tk])`);
+  const p = be.makeOutput(scores.shape, 'float32');
+  nativeCall(be, 'maskedSoftmax', at32(be, scores), at32(be, mask), at32(be, p), B * H * T, H, T, Tk);
+  return p;
+}
+
+export function maskedSoftmaxGradKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { probs, dp } = args.inputs as { probs: Info; dp: Info };
+  const Tk = probs.shape[probs.shape.length - 1];
+  if (probs.dtype !== 'float32' || dp.dtype !== 'float32' || sizeOf(dp.shape) !== sizeOf(probs.shape)) {
+    throw new Error(`${MASKED_SOFTMAX_GRAD}: probs [${probs.shape}] and dp [${dp.shape}] do not fit`);
+  }
+  const ds = be.makeOutput(probs.shape, 'float32');
+  nativeCall(be, 'maskedSoftmaxGrad', at32(be, probs), at32(be, dp), at32(be, ds), sizeOf(probs.shape) / Tk, Tk);
+  return ds;
+}
+
+/** The kernels above by name, for wasm_kernels.ts to register. */
+export const NATIVE_KERNELS: [string, (args: KernelArgs) => Info | Info[]][] = [
+  [TOKEN_LOGPROB, tokenLogprobKernel], [TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel], [RMS_NORM_TRAIN, rmsNormTrainKernel],
+  [RMS_NORM_GRAD, rmsNormGradKernel], [MASKED_SOFTMAX, maskedSoftmaxKernel], [MASKED_SOFTMAX_GRAD, maskedSoftmaxGradKernel],
+];
