@@ -273,6 +273,7 @@ export class Transformer {
 
   /** rmsNorm where no gradient is taken (the decode step): one kernel on wasm (fused.ts), the ops elsewhere. */
   private normInfer(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
+    if (hasNativeKernels()) return rmsNormNative(x, w as tf.Tensor1D, this.cfg.rmsEps);
     return hasRmsNormKernel() ? rmsNormInfer(x, w, this.cfg.rmsEps) : this.rmsNorm(x, w);
   }
 

@@ -68,8 +68,8 @@ export function loadBlas(): string {
   throw new Error(loadError);
 }
 
-/** Calls into the addon since the process started (tests check the route was taken). */
-export const blasStats = { calls: 0 };
+/** Products (calls) and native kernels (native) run through the addon since the process started (tests check the route). */
+export const blasStats = { calls: 0, native: 0 };
 
 let timing: Map<string, { calls: number; ms: number }> | null = null;
 /** Bench hook: time every product by shape (M×N×K, transposes, batch) from now on; returns the table so far. */
@@ -109,10 +109,11 @@ export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: n
 }
 
 /** Names of the addon's native kernels (native/blas.c), each called as (heap, ...int32 arguments). */
-export type NativeKernel = 'logprob' | 'logprobGrad' | 'rmsnorm' | 'rmsnormGrad' | 'maskedSoftmax' | 'maskedSoftmaxGrad';
+export type NativeKernel = 'logprob' | 'logprobGrad' | 'rmsnorm' | 'rmsnormGrad' | 'maskedSoftmax' | 'maskedSoftmaxGrad' | 'swiglu' | 'swigluGrad';
 
 /** Runs a native kernel on the backend's heap (kernels/native.ts checks shapes first; the addon checks ranges). */
 export function nativeCall(be: WasmBackend, kernel: NativeKernel, ...ints: number[]): void {
   if (!addon) throw new Error('native kernels need the wasm-blas backend (blas.node loaded)');
+  blasStats.native++;
   (addon[kernel] as (heap: Float32Array, ...a: number[]) => void)(heapF32(be), ...ints);
 }
