@@ -371,63 +371,6 @@ static napi_value MaskedSoftmaxGrad(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// ---- SwiGLU ---------------------------------------------------------------------------------------------------------
-
-// σ(x) = 1 / (1 + e^−x), with e^t for t = −x clamped to 88 (σ is then below 1e−38 anyway).
-static inline float sigmoid(float x) {
-  const float t = -x;
-  return 1.0f / (1.0f + (t > 0 ? 1.0f / exp_neg(-(t < 88.0f ? t : 88.0f)) : exp_neg(t)));
-}
-
-VECTOR_CLONES static void swiglu_row(const float *g, const float *u, float *out, float *sig, int F) {
-  for (int j = 0; j < F; j++) {
-    const float s = sigmoid(g[j]);
-    sig[j] = s;
-    out[j] = (g[j] * s) * u[j];
-  }
-}
-
-VECTOR_CLONES static void swiglu_grad_row(const float *g, const float *u, const float *sig, const float *d, float *dg, float *du, int F) {
-  for (int j = 0; j < F; j++) {
-    const float ds = d[j] * sig[j];
-    du[j] = ds * g[j];
-    dg[j] = ds * u[j] * (1.0f + g[j] * (1.0f - sig[j]));
-  }
-}
-
-// swiglu(heap, gu, out, sig, N, F): per row of gu [N, 2F] = gate | up, out = (g·σ(g))·u and sig = σ(g), [N, F] each.
-static napi_value Swiglu(napi_env env, napi_callback_info info) {
-  int32_t a[5];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 5, &heapLen);
-  if (!heap) return NULL;
-  const int32_t guOff = a[0], outOff = a[1], sigOff = a[2], N = a[3], F = a[4];
-  if (!fits(env, heapLen, guOff, (int64_t)N * 2 * F) || !fits(env, heapLen, outOff, (int64_t)N * F) ||
-      !fits(env, heapLen, sigOff, (int64_t)N * F)) return NULL;
-  for (int32_t n = 0; n < N; n++) {
-    const float *g = heap + guOff + (int64_t)n * 2 * F;
-    swiglu_row(g, g + F, heap + outOff + (int64_t)n * F, heap + sigOff + (int64_t)n * F, F);
-  }
-  return NULL;
-}
-
-// swigluGrad(heap, gu, sig, dy, out, N, F): out [N, 2F] = [dy·u·σ·(1 + g·(1 − σ)) | dy·g·σ], the gradient of swiglu.
-static napi_value SwigluGrad(napi_env env, napi_callback_info info) {
-  int32_t a[6];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 6, &heapLen);
-  if (!heap) return NULL;
-  const int32_t guOff = a[0], sigOff = a[1], dyOff = a[2], outOff = a[3], N = a[4], F = a[5];
-  if (!fits(env, heapLen, guOff, (int64_t)N * 2 * F) || !fits(env, heapLen, sigOff, (int64_t)N * F) ||
-      !fits(env, heapLen, dyOff, (int64_t)N * F) || !fits(env, heapLen, outOff, (int64_t)N * 2 * F)) return NULL;
-  for (int32_t n = 0; n < N; n++) {
-    const float *g = heap + guOff + (int64_t)n * 2 * F;
-    float *o = heap + outOff + (int64_t)n * 2 * F;
-    swiglu_grad_row(g, g + F, heap + sigOff + (int64_t)n * F, heap + dyOff + (int64_t)n * F, o, o + F, F);
-  }
-  return NULL;
-}
-
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
@@ -435,8 +378,6 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"gemm", NULL, Gemm, NULL, NULL, NULL, napi_default, NULL},
       {"logprob", NULL, Logprob, NULL, NULL, NULL, napi_default, NULL},
       {"logprobGrad", NULL, LogprobGrad, NULL, NULL, NULL, napi_default, NULL},
-      {"swiglu", NULL, Swiglu, NULL, NULL, NULL, napi_default, NULL},
-      {"swigluGrad", NULL, SwigluGrad, NULL, NULL, NULL, napi_default, NULL},
       {"rmsnorm", NULL, RmsNorm, NULL, NULL, NULL, napi_default, NULL},
       {"rmsnormGrad", NULL, RmsNormGrad, NULL, NULL, NULL, napi_default, NULL},
       {"maskedSoftmax", NULL, MaskedSoftmax, NULL, NULL, NULL, napi_default, NULL},

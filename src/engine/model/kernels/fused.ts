@@ -3,7 +3,6 @@ import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
 import { Info, KernelArgs, WasmBackend, at32, heapF32, sizeOf } from './heap';
-import { blasProducts, nativeCall } from './blas';
 import { hasSimd, simdLoops } from './simd';
 
 // ---- RoPE ------------------------------------------------------------------------------------------------
@@ -84,9 +83,7 @@ export function swigluKernel(args: KernelArgs): Info[] {
   const [N, F] = swigluShapes(gu);
   const out = be.makeOutput([N, F], 'float32');
   const sig = be.makeOutput([N, F], 'float32');
-  // wasm-blas: the native loop (native/blas.c, an AVX2 clone), ~3× the SIMD loop's rate; plain wasm keeps its bits
-  if (blasProducts()) nativeCall(be, 'swiglu', at32(be, gu), at32(be, out), at32(be, sig), N, F);
-  else simdLoops(be).swiglu(4 * at32(be, gu), 4 * at32(be, out), 4 * at32(be, sig), N, F);
+  simdLoops(be).swiglu(4 * at32(be, gu), 4 * at32(be, out), 4 * at32(be, sig), N, F);
   return [out, sig];
 }
 
@@ -95,8 +92,7 @@ export function swigluGradKernel(args: KernelArgs): Info {
   const { gu, sig, dy } = args.inputs as { gu: Info; sig: Info; dy: Info };
   const [N, F] = swigluShapes(gu, sig, dy);
   const out = be.makeOutput([N, 2 * F], 'float32');
-  if (blasProducts()) nativeCall(be, 'swigluGrad', at32(be, gu), at32(be, sig), at32(be, dy), at32(be, out), N, F);
-  else simdLoops(be).swigluGrad(4 * at32(be, gu), 4 * at32(be, sig), 4 * at32(be, dy), 4 * at32(be, out), N, F);
+  simdLoops(be).swigluGrad(4 * at32(be, gu), 4 * at32(be, sig), 4 * at32(be, dy), 4 * at32(be, out), N, F);
   return out;
 }
 
