@@ -374,22 +374,25 @@ scenario('a word-problem episode of a BPE model: subword tokens painted, the hov
   // picks which episode is first), so the check is for graded shades at all: two or more.
   for (let i = 0; i < 50 && new Set(colours).size < 2; i++, await sleep(200)) colours = await paintedColours(page);
   assert.ok(new Set(colours).size >= 2, `painted: ${[...new Set(colours)].join(', ')}`);
-  // Hover tokens until one is a word piece of several letters ("·has", "·so"): a subword token, typed filler.
+  // Hover tokens until one is a BPE piece of several characters ("·has", "·32"): a subword token, with its type.
   let found = null;
-  for (let k = 0; k < Math.min(colours.length, 24) && !found; k++) {
+  // Every token has a decoration cell (painted or not): hover the first 24 of them, not only the painted ones, whose
+  // number depends on the trajectory.
+  const cells = Math.min(await editor.locator('.view-overlays [class*="ced-"]').count(), 24);
+  for (let k = 0; k < cells && !found; k++) {
     const hover = await hoverToken(page, editor, k);
     const t = (await hover.innerText()).replace(/\s+/g, ' ');
-    if (/^·?[A-Za-z]{2,} — token id \d+/.test(t)) found = t;
+    if (/^·?[A-Za-z0-9]{2,} — token id \d+/.test(t)) found = t;
     await page.mouse.move(5, 450);
     await sleep(150);
   }
   log(`subword hover: ${found}`);
-  assert.ok(found, 'a hovered token is a word of several letters');
+  assert.ok(found, 'a hovered token is a BPE piece of several characters');
   assert.match(found, /· (filler|reasoning)/, 'the token type');
   // The screenshot shows a hover on a subword token.
-  for (let k = 0; k < Math.min(colours.length, 24); k++) {
+  for (let k = 0; k < cells; k++) {
     const hover = await hoverToken(page, editor, k);
-    if (/^·?[A-Za-z]{2,} — token id/.test((await hover.innerText()).replace(/\s+/g, ' '))) break;
+    if (/^·?[A-Za-z0-9]{2,} — token id/.test((await hover.innerText()).replace(/\s+/g, ' '))) break;
     await page.mouse.move(5, 450);
     await sleep(150);
   }
