@@ -191,11 +191,17 @@ static float *heap_and_ints(napi_env env, napi_callback_info info, int32_t *ints
   return (float *)data;
 }
 
-static int fits(napi_env env, size_t heapLen, int64_t off, int64_t len) {
-  if (off + len <= (int64_t)heapLen) return 1;
-  napi_throw_range_error(env, NULL, "blas.node: an operand lies outside the heap");
-  return 0;
+/** Whether every operand, given as (offset, length) pairs in floats, lies inside the heap; throws a RangeError if not. */
+static int fit(napi_env env, size_t heapLen, const int64_t *spans, size_t pairs) {
+  for (size_t i = 0; i < pairs; i++) {
+    if (spans[2 * i] + spans[2 * i + 1] > (int64_t)heapLen) {
+      napi_throw_range_error(env, NULL, "blas.node: an operand lies outside the heap");
+      return 0;
+    }
+  }
+  return 1;
 }
+#define FIT(...) fit(env, heapLen, (const int64_t[]){__VA_ARGS__}, sizeof((const int64_t[]){__VA_ARGS__}) / (2 * sizeof(int64_t)))
 
 // logprob(heap, logits, targets, N, V, logp, lse): per row n of logits [N, V], lse[n] = log Σ_v e^z (max-shifted, the
 // sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, in range (checked by the caller).
@@ -205,8 +211,7 @@ static napi_value Logprob(napi_env env, napi_callback_info info) {
   float *heap = heap_and_ints(env, info, a, 6, &heapLen);
   if (!heap) return NULL;
   const int32_t zOff = a[0], tOff = a[1], N = a[2], V = a[3], lpOff = a[4], lseOff = a[5];
-  if (!fits(env, heapLen, zOff, (int64_t)N * V) || !fits(env, heapLen, tOff, N) || !fits(env, heapLen, lpOff, N) ||
-      !fits(env, heapLen, lseOff, N)) return NULL;
+  if (!FIT(zOff, (int64_t)N * V, tOff, N, lpOff, N, lseOff, N)) return NULL;
   float *tmp = malloc(sizeof(float) * (V > 0 ? V : 1));
   if (!tmp) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
   const int32_t *targets = (const int32_t *)(heap + tOff);
@@ -235,8 +240,7 @@ static napi_value LogprobGrad(napi_env env, napi_callback_info info) {
   float *heap = heap_and_ints(env, info, a, 7, &heapLen);
   if (!heap) return NULL;
   const int32_t zOff = a[0], tOff = a[1], lseOff = a[2], dyOff = a[3], outOff = a[4], N = a[5], V = a[6];
-  if (!fits(env, heapLen, zOff, (int64_t)N * V) || !fits(env, heapLen, tOff, N) || !fits(env, heapLen, lseOff, N) ||
-      !fits(env, heapLen, dyOff, N) || !fits(env, heapLen, outOff, (int64_t)N * V)) return NULL;
+  if (!FIT(zOff, (int64_t)N * V, tOff, N, lseOff, N, dyOff, N, outOff, (int64_t)N * V)) return NULL;
   const int32_t *targets = (const int32_t *)(heap + tOff);
   for (int32_t n = 0; n < N; n++) {
     const float d = heap[dyOff + n];
@@ -272,8 +276,7 @@ static napi_value RmsNorm(napi_env env, napi_callback_info info) {
   const int32_t xOff = a[0], wOff = a[1], yOff = a[2], rOff = a[3], N = a[4], d = a[5];
   float eps;
   memcpy(&eps, &a[6], 4);
-  if (!fits(env, heapLen, xOff, (int64_t)N * d) || !fits(env, heapLen, wOff, d) || !fits(env, heapLen, yOff, (int64_t)N * d) ||
-      !fits(env, heapLen, rOff, N)) return NULL;
+  if (!FIT(xOff, (int64_t)N * d, wOff, d, yOff, (int64_t)N * d, rOff, N)) return NULL;
   for (int32_t n = 0; n < N; n++) {
     const float *x = heap + xOff + (int64_t)n * d;
     double ss = 0;
@@ -293,8 +296,7 @@ static napi_value RmsNormGrad(napi_env env, napi_callback_info info) {
   float *heap = heap_and_ints(env, info, a, 8, &heapLen);
   if (!heap) return NULL;
   const int32_t xOff = a[0], wOff = a[1], rOff = a[2], dyOff = a[3], dxOff = a[4], dwOff = a[5], N = a[6], d = a[7];
-  if (!fits(env, heapLen, xOff, (int64_t)N * d) || !fits(env, heapLen, wOff, d) || !fits(env, heapLen, rOff, N) ||
-      !fits(env, heapLen, dyOff, (int64_t)N * d) || !fits(env, heapLen, dxOff, (int64_t)N * d) || !fits(env, heapLen, dwOff, d)) return NULL;
+  if (!FIT(xOff, (int64_t)N * d, wOff, d, rOff, N, dyOff, (int64_t)N * d, dxOff, (int64_t)N * d, dwOff, d)) return NULL;
   double *acc = calloc(d > 0 ? d : 1, sizeof(double));
   if (!acc) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
   const float *w = heap + wOff;
@@ -336,8 +338,7 @@ static napi_value MaskedSoftmax(napi_env env, napi_callback_info info) {
   if (!heap) return NULL;
   const int32_t sOff = a[0], mOff = a[1], pOff = a[2], rows = a[3], H = a[4], T = a[5], Tk = a[6];
   if (H <= 0 || T <= 0 || rows % (H * T) != 0) { napi_throw_range_error(env, NULL, "maskedSoftmax: rows must be B·H·T"); return NULL; }
-  if (!fits(env, heapLen, sOff, (int64_t)rows * Tk) || !fits(env, heapLen, pOff, (int64_t)rows * Tk) ||
-      !fits(env, heapLen, mOff, (int64_t)(rows / H) * Tk)) return NULL;
+  if (!FIT(sOff, (int64_t)rows * Tk, pOff, (int64_t)rows * Tk, mOff, (int64_t)(rows / H) * Tk)) return NULL;
   for (int32_t r = 0; r < rows; r++) {
     const float *s = heap + sOff + (int64_t)r * Tk;
     const float *m = heap + mOff + ((int64_t)(r / (H * T)) * T + r % T) * Tk;
@@ -360,8 +361,7 @@ static napi_value MaskedSoftmaxGrad(napi_env env, napi_callback_info info) {
   float *heap = heap_and_ints(env, info, a, 5, &heapLen);
   if (!heap) return NULL;
   const int32_t pOff = a[0], dpOff = a[1], dsOff = a[2], rows = a[3], Tk = a[4];
-  if (!fits(env, heapLen, pOff, (int64_t)rows * Tk) || !fits(env, heapLen, dpOff, (int64_t)rows * Tk) ||
-      !fits(env, heapLen, dsOff, (int64_t)rows * Tk)) return NULL;
+  if (!FIT(pOff, (int64_t)rows * Tk, dpOff, (int64_t)rows * Tk, dsOff, (int64_t)rows * Tk)) return NULL;
   for (int32_t r = 0; r < rows; r++) {
     const float *p = heap + pOff + (int64_t)r * Tk, *dp = heap + dpOff + (int64_t)r * Tk;
     double c = 0;

@@ -271,10 +271,12 @@ export class Transformer {
       : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
   }
 
-  /** rmsNorm where no gradient is taken (the decode step): one kernel on wasm (fused.ts), the ops elsewhere. */
+  /**
+   * rmsNorm where no gradient is taken (the decode step): the forward-only kernel on plain wasm (fused.ts); elsewhere
+   * rmsNorm itself (the native kernel on wasm-blas, the ops on other backends).
+   */
   private normInfer(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
-    if (hasNativeKernels()) return rmsNormNative(x, w as tf.Tensor1D, this.cfg.rmsEps);
-    return hasRmsNormKernel() ? rmsNormInfer(x, w, this.cfg.rmsEps) : this.rmsNorm(x, w);
+    return hasRmsNormKernel() && !hasNativeKernels() ? rmsNormInfer(x, w, this.cfg.rmsEps) : this.rmsNorm(x, w);
   }
 
   private rmsNorm(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {

@@ -2,7 +2,7 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import { Info, KernelArgs, WasmBackend, at32, heapF32, sizeOf } from './heap';
+import { Info, KernelArgs, WasmBackend, at32, f32Bits, heapF32, sizeOf } from './heap';
 import { hasSimd, simdLoops } from './simd';
 
 // ---- RoPE ------------------------------------------------------------------------------------------------
@@ -149,8 +149,6 @@ export function rmsNormKernel(args: KernelArgs): Info {
 /** Adam's scalars, each rounded to float32 as tfjs rounds a number it makes a tensor of. */
 export interface AdamScalars { b1: number; c1: number; b2: number; c2: number; d1: number; d2: number; eps: number; lr: number }
 
-const bitsOf = (x: number) => new Int32Array(new Float32Array([x]).buffer)[0];
-
 /**
  * p, m, v ← one Adam update for gradient g, in place on the wasm heap: m·b1 + g·c1, v·b2 + g²·c2, p − (m/d1) / (√(v/d2)
  * + eps)·lr, with every intermediate rounded to float32 where the op sequence's kernels round it (the same bits).
@@ -164,8 +162,8 @@ export function adamInPlace(p: tf.Tensor, g: tf.Tensor, m: tf.Tensor, v: tf.Tens
   const [pp, gp, mp, vp] = [p, g, m, v].map((t) => at32(be, t));
   const n4 = n & ~3;
   if (n4) {
-    simdLoops(be).adam(4 * pp, 4 * gp, 4 * mp, 4 * vp, n4, bitsOf(s.b1), bitsOf(s.c1), bitsOf(s.b2), bitsOf(s.c2),
-      bitsOf(s.d1), bitsOf(s.d2), bitsOf(s.eps), bitsOf(s.lr));
+    simdLoops(be).adam(4 * pp, 4 * gp, 4 * mp, 4 * vp, n4, f32Bits(s.b1), f32Bits(s.c1), f32Bits(s.b2), f32Bits(s.c2),
+      f32Bits(s.d1), f32Bits(s.d2), f32Bits(s.eps), f32Bits(s.lr));
   }
   // The last n mod 4 in float64 rounded to float32 after each operation: the same bits as float32 arithmetic (an
   // exact sum, product, quotient or root of floats rounded once from float64 is the correctly rounded float result).

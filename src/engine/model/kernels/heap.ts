@@ -32,6 +32,8 @@ export type MatMulFn = (aId: number, aShape: Uint8Array, aRank: number, bId: num
 export const BYTES_F32 = 4;
 export const sizeOf = (shape: readonly number[]) => shape.reduce((p, d) => p * d, 1);
 export const shapeBytes = (shape: number[]) => new Uint8Array(new Int32Array(shape).buffer);
+/** A float32's bits as an int32: how a float reaches the SIMD loops and the native kernels, whose arguments are all i32. */
+export const f32Bits = (x: number) => new Int32Array(new Float32Array([x]).buffer)[0];
 
 // Data-movement kernels work on one Int32Array over the whole wasm heap: float32 and int32 elements are both
 // 4 bytes and a bit copy is exact for either, and a single array type keeps every copy loop monomorphic

@@ -13,7 +13,7 @@ import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
 import { blasProducts, nativeCall } from './blas';
-import { Info, KernelArgs, WasmBackend, at32, heap32, sizeOf } from './heap';
+import { Info, KernelArgs, WasmBackend, at32, f32Bits, heap32, sizeOf } from './heap';
 
 export const TOKEN_LOGPROB = 'CreditLensTokenLogprob';
 export const TOKEN_LOGPROB_GRAD = 'CreditLensTokenLogprobGrad';
@@ -38,12 +38,16 @@ export function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tens
   return op(logits);
 }
 
-/** [N, V] and N from the inputs, after checking dtypes, shapes and that every target is a vocabulary index. */
-function checked(be: WasmBackend, logits: Info, targets: Info, ...rows: (Info | undefined)[]): [number, number] {
+/**
+ * [N, V] from the inputs, after checking dtypes and shapes, and (forward) that every target is a vocabulary index; the
+ * backward pass gets the same targets tensor, so it checks shapes only.
+ */
+function checked(be: WasmBackend, logits: Info, targets: Info, validateTargets: boolean, ...rows: Info[]): [number, number] {
   const [N, V] = logits.shape;
   const ok = logits.shape.length === 2 && logits.dtype === 'float32' && targets.dtype === 'int32' && sizeOf(targets.shape) === N
-    && rows.every((r) => !r || (r.dtype === 'float32' && sizeOf(r.shape) === N));
+    && rows.every((r) => r.dtype === 'float32' && sizeOf(r.shape) === N);
   if (!ok) throw new Error(`${TOKEN_LOGPROB}: logits [${logits.shape}] (float32) and targets [${targets.shape}] (int32) do not fit`);
+  if (!validateTargets) return [N, V];
   const heap = heap32(be), tp = at32(be, targets);
   for (let n = 0; n < N; n++) {
     const t = heap[tp + n];
@@ -55,7 +59,7 @@ function checked(be: WasmBackend, logits: Info, targets: Info, ...rows: (Info | 
 export function tokenLogprobKernel(args: KernelArgs): Info[] {
   const be = args.backend as WasmBackend;
   const { logits, targets } = args.inputs as { logits: Info; targets: Info };
-  const [N, V] = checked(be, logits, targets);
+  const [N, V] = checked(be, logits, targets, true);
   const logp = be.makeOutput([N], 'float32');
   const lse = be.makeOutput([N], 'float32');
   nativeCall(be, 'logprob', at32(be, logits), at32(be, targets), N, V, at32(be, logp), at32(be, lse));
@@ -65,7 +69,7 @@ export function tokenLogprobKernel(args: KernelArgs): Info[] {
 export function tokenLogprobGradKernel(args: KernelArgs): Info {
   const be = args.backend as WasmBackend;
   const { logits, targets, lse, dy } = args.inputs as { logits: Info; targets: Info; lse: Info; dy: Info };
-  const [N, V] = checked(be, logits, targets, lse, dy);
+  const [N, V] = checked(be, logits, targets, false, lse, dy);
   const out = be.makeOutput([N, V], 'float32');
   nativeCall(be, 'logprobGrad', at32(be, logits), at32(be, targets), at32(be, lse), at32(be, dy), at32(be, out), N, V);
   return out;
@@ -78,8 +82,6 @@ export function tokenLogprobGradKernel(args: KernelArgs): Info {
 
 export const RMS_NORM_TRAIN = 'CreditLensRmsNormTrain';
 export const RMS_NORM_GRAD = 'CreditLensRmsNormGrad';
-
-const bitsOf = (x: number) => new Int32Array(new Float32Array([x]).buffer)[0];
 
 /** x [N, d] · rsqrt(mean over d of x² + eps) · w [d], differentiable in x and w. */
 export function rmsNormNative(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D {
@@ -114,7 +116,7 @@ export function rmsNormTrainKernel(args: KernelArgs): Info[] {
   const [N, d] = normShapes(x, w);
   const y = be.makeOutput(x.shape, 'float32');
   const rinv = be.makeOutput([N], 'float32');
-  nativeCall(be, 'rmsnorm', at32(be, x), at32(be, w), at32(be, y), at32(be, rinv), N, d, bitsOf(eps));
+  nativeCall(be, 'rmsnorm', at32(be, x), at32(be, w), at32(be, y), at32(be, rinv), N, d, f32Bits(eps));
   return [y, rinv];
 }
 
