@@ -371,6 +371,88 @@ static napi_value MaskedSoftmaxGrad(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// ---- the attention heads of the fused q|k|v projection, with RoPE -------------------------------------------------
+
+// y = x·c + swap(x)·s over one head row of hd = 2·half floats, swap exchanging the halves (the sign of rotate_half is
+// folded into s)
+VECTOR_CLONES static void rope_row(const float *restrict x, const float *restrict c, const float *restrict s, float *restrict y, int half) {
+  const float *x2 = x + half, *c2 = c + half, *s2 = s + half;
+  float *y2 = y + half;
+  for (int i = 0; i < half; i++) y[i] = x[i] * c[i] + x2[i] * s[i];
+  for (int i = 0; i < half; i++) y2[i] = x2[i] * c2[i] + x[i] * s2[i];
+}
+// dx = dy·c − swap(dy)·s: the gradient of rope_row (s at the swapped index is −s at this one)
+VECTOR_CLONES static void rope_grad_row(const float *restrict dy, const float *restrict c, const float *restrict s, float *restrict dx, int half) {
+  const float *dy2 = dy + half, *c2 = c + half, *s2 = s + half;
+  float *dx2 = dx + half;
+  for (int i = 0; i < half; i++) dx[i] = dy[i] * c[i] - dy2[i] * s[i];
+  for (int i = 0; i < half; i++) dx2[i] = dy2[i] * c2[i] - dy[i] * s2[i];
+}
+
+// The head row of qkv [B, T, H + 2·Hkv, hd] at (b, t, h) and where it goes: q [B, H, T, hd] for h < H, k [B, Hkv, T, hd]
+// for the next Hkv, v [B, Hkv, T, hd] for the last Hkv. Returns 0 for q, 1 for k, 2 for v.
+static inline int head_place(int32_t b, int32_t t, int32_t h, int32_t T, int32_t H, int32_t Hkv, int32_t hd, int64_t *off) {
+  if (h < H) { *off = (((int64_t)b * H + h) * T + t) * hd; return 0; }
+  if (h < H + Hkv) { *off = (((int64_t)b * Hkv + h - H) * T + t) * hd; return 1; }
+  *off = (((int64_t)b * Hkv + h - H - Hkv) * T + t) * hd;
+  return 2;
+}
+
+// qkvHeads(heap, qkv, cos, sin, q, k, v, B, T, H, Hkv, hd): splits the fused projection qkv [B·T, (H + 2·Hkv)·hd] into
+// head-major q, k and v, rotating q and k by RoPE on the way: row (b, t, h) of q or k is x·cos + swap(x)·sin with the
+// tables' row (h, t) (tables [H + Hkv, T, hd], sin sign-folded, 1/√hd folded into q's rows); v is copied.
+static napi_value QkvHeads(napi_env env, napi_callback_info info) {
+  int32_t a[11];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 11, &heapLen);
+  if (!heap) return NULL;
+  const int32_t xOff = a[0], cOff = a[1], sOff = a[2], qOff = a[3], kOff = a[4], vOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
+  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeads: the head dimension must be even"); return NULL; }
+  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
+  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
+  float *dst[3] = {heap + qOff, heap + kOff, heap + vOff};
+  for (int32_t b = 0; b < B; b++) {
+    for (int32_t t = 0; t < T; t++) {
+      const float *x = heap + xOff + ((int64_t)b * T + t) * W;
+      for (int32_t h = 0; h < H + 2 * Hkv; h++, x += hd) {
+        int64_t off;
+        const int which = head_place(b, t, h, T, H, Hkv, hd, &off);
+        if (which == 2) { memcpy(dst[2] + off, x, sizeof(float) * hd); continue; }
+        const int64_t tr = ((int64_t)h * T + t) * hd;
+        rope_row(x, heap + cOff + tr, heap + sOff + tr, dst[which] + off, hd / 2);
+      }
+    }
+  }
+  return NULL;
+}
+
+// qkvHeadsGrad(heap, dq, dk, dv, cos, sin, dqkv, B, T, H, Hkv, hd): the gradient of qkvHeads for upstream dq, dk, dv:
+// the inverse rotation of dq and dk (dy·cos − swap(dy)·sin) and dv, gathered back into dqkv [B·T, (H + 2·Hkv)·hd].
+static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) {
+  int32_t a[11];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 11, &heapLen);
+  if (!heap) return NULL;
+  const int32_t qOff = a[0], kOff = a[1], vOff = a[2], cOff = a[3], sOff = a[4], xOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
+  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeadsGrad: the head dimension must be even"); return NULL; }
+  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
+  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
+  const float *src[3] = {heap + qOff, heap + kOff, heap + vOff};
+  for (int32_t b = 0; b < B; b++) {
+    for (int32_t t = 0; t < T; t++) {
+      float *dx = heap + xOff + ((int64_t)b * T + t) * W;
+      for (int32_t h = 0; h < H + 2 * Hkv; h++, dx += hd) {
+        int64_t off;
+        const int which = head_place(b, t, h, T, H, Hkv, hd, &off);
+        if (which == 2) { memcpy(dx, src[2] + off, sizeof(float) * hd); continue; }
+        const int64_t tr = ((int64_t)h * T + t) * hd;
+        rope_grad_row(src[which] + off, heap + cOff + tr, heap + sOff + tr, dx, hd / 2);
+      }
+    }
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
@@ -382,6 +464,8 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"rmsnormGrad", NULL, RmsNormGrad, NULL, NULL, NULL, napi_default, NULL},
       {"maskedSoftmax", NULL, MaskedSoftmax, NULL, NULL, NULL, napi_default, NULL},
       {"maskedSoftmaxGrad", NULL, MaskedSoftmaxGrad, NULL, NULL, NULL, napi_default, NULL},
+      {"qkvHeads", NULL, QkvHeads, NULL, NULL, NULL, napi_default, NULL},
+      {"qkvHeadsGrad", NULL, QkvHeadsGrad, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -21,8 +21,8 @@ import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import {
-  decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, maskedSoftmax, rmsNormInfer, rmsNormNative, ropeRotate, swiglu,
-  swigluGrad,
+  decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, maskedSoftmax, qkvHeads, rmsNormInfer,
+  rmsNormNative, ropeRotate, swiglu, swigluGrad,
 } from './kernels/wasm_kernels';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
 
@@ -392,6 +392,19 @@ export class Transformer {
   }
 
   /**
+   * The fused projection [B·T, (H + 2·Hkv)·hd] as head-major q [B, H, T, hd], k and v [B, Hkv, T, hd], q and k rotated
+   * (tables from ropeTables). wasm-blas: one native pass each way; elsewhere one transpose puts every head in
+   * [B, head, T, hd] order, then splits and the RoPE op.
+   */
+  private heads(qkv: tf.Tensor2D, cos: tf.Tensor4D, sin: tf.Tensor4D, B: number, T: number): tf.Tensor4D[] {
+    const H = this.cfg.nHeads, Hkv = this.cfg.nKvHeads, hd = this.hd;
+    if (hasNativeKernels()) return qkvHeads(qkv, cos, sin, { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd });
+    const heads = tf.transpose(qkv.reshape([B, T, H + 2 * Hkv, hd]), [0, 2, 1, 3]) as tf.Tensor4D;
+    const [qk, v] = splitHeads(heads, [H + Hkv, Hkv]);
+    return [...splitHeads(this.rope(qk, cos, sin), [H, Hkv]), v];
+  }
+
+  /**
    * The shared layer stack. mask [B, past + T] covers the cached keys and the new ones. Returns the final normed
    * hidden states [B, T, d] and, per layer, the full keys/values (past + new, [B, Hkv, past + T, hd]) for the
    * cache.
@@ -423,10 +436,7 @@ export class Transformer {
     let attention: tf.Tensor4D | undefined;
     for (let li = 0; li < this.layers.length; li++) {
       const L = this.layers[li];
-      // one transpose puts every head of q, k and v in [B, head, T, hd] order
-      const heads = tf.transpose(this.qkv(this.rmsNorm(x, L.ln1), L).reshape([B, T, H + 2 * Hkv, hd]), [0, 2, 1, 3]) as tf.Tensor4D;
-      const [qk, vNew] = splitHeads(heads, [H + Hkv, Hkv]);
-      const [q, kNew] = splitHeads(this.rope(qk, cos, sin), [H, Hkv]);
+      const [q, kNew, vNew] = this.heads(this.qkv(this.rmsNorm(x, L.ln1), L), cos, sin, B, T);
       const k = past ? (tf.concat([past.keys[li], kNew], 2) as tf.Tensor4D) : kNew;
       const v = past ? (tf.concat([past.values[li], vNew], 2) as tf.Tensor4D) : vNew;
       keys.push(k);

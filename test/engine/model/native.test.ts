@@ -1,4 +1,4 @@
-// The native kernels of wasm-blas (token log-prob, RMSNorm, masked softmax): values and gradients against float64
+// The native kernels of wasm-blas (token log-prob, RMSNorm, masked softmax, attention heads with RoPE): values and gradients against float64
 // references worked out here, and the whole model's log-probs and parameter gradients through completionLogprobs against
 // the cpu backend's ops (backend.test.ts compares the whole model's gradients too).
 import { test } from 'node:test';
@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/engine/model/backend';
 import {
-  hasNativeKernels, MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, maskedSoftmax, RMS_NORM_GRAD, RMS_NORM_TRAIN, rmsNormNative, tokenLogprob, TOKEN_LOGPROB,
-  TOKEN_LOGPROB_GRAD,
+  hasNativeKernels, MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, maskedSoftmax, QKV_HEADS, QKV_HEADS_GRAD, qkvHeads, RMS_NORM_GRAD, RMS_NORM_TRAIN,
+  rmsNormNative, tokenLogprob, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { completionLogprobs, policyBatch } from '../../../src/engine/train/rollout';
@@ -159,4 +159,70 @@ test('native masked softmax: values and gradient against float64, the mask share
   const names = prof.kernels.map((k) => k.name);
   assert.ok(names.includes(MASKED_SOFTMAX) && names.includes(MASKED_SOFTMAX_GRAD), 'the native kernels ran');
   tf.dispose([sT, mT, dpT]);
+});
+
+test('native attention heads: q, k rotated and v split out of the fused projection, and the gradient, against float64', async () => {
+  await initBackend('wasm-blas');
+  // hd 6: half 3, off the vector width; 2 query heads per kv head
+  const B = 2, T = 3, H = 4, Hkv = 2, hd = 6, half = hd / 2, W = (H + 2 * Hkv) * hd;
+  const rng = makeRng(31);
+  const x = Float32Array.from({ length: B * T * W }, () => randNormal(rng));
+  // Tables as Model.ropeTables builds them: angle a = (pos0 + t)·f_i; cos on both halves; sin sign-folded, −sin on the first
+  // half and +sin on the second; q's rows (h < H) times 1/√hd. pos0 = 5 and frequencies 1, 0.3, 0.01.
+  const freqs = [1, 0.3, 0.01], pos0 = 5;
+  const cos = new Float32Array((H + Hkv) * T * hd), sin = new Float32Array(cos.length);
+  for (let h = 0; h < H + Hkv; h++) {
+    for (let t = 0; t < T; t++) {
+      for (let i = 0; i < half; i++) {
+        const a = (pos0 + t) * freqs[i], sc = h < H ? 1 / Math.sqrt(hd) : 1, o = (h * T + t) * hd;
+        cos[o + i] = cos[o + half + i] = Math.cos(a) * sc;
+        sin[o + i] = -Math.sin(a) * sc;
+        sin[o + half + i] = Math.sin(a) * sc;
+      }
+    }
+  }
+  const up = [H, Hkv, Hkv].map((n) => Float32Array.from({ length: B * n * T * hd }, () => randNormal(rng)));
+  // float64, from the definition: out[i] = x[i]·c[i] + x[p(i)]·s[i] with p swapping the halves (HF's
+  // x·cos + rotate_half(x)·sin); the gradient sums every output that reads x[j]: dx[j] = dy[j]·c[j] + dy[p(j)]·s[p(j)].
+  const p = (i: number) => (i + half) % hd;
+  const want = [H, Hkv, Hkv].map((n) => new Array(B * n * T * hd).fill(0));
+  const dx = new Array(B * T * W).fill(0);
+  for (let b = 0; b < B; b++) {
+    for (let t = 0; t < T; t++) {
+      for (let h = 0; h < H + 2 * Hkv; h++) {
+        const which = h < H ? 0 : h < H + Hkv ? 1 : 2, hh = h - [0, H, H + Hkv][which], n = [H, Hkv, Hkv][which];
+        const src = ((b * T + t) * (H + 2 * Hkv) + h) * hd, dst = ((b * n + hh) * T + t) * hd, tab = (h * T + t) * hd;
+        for (let i = 0; i < hd; i++) {
+          if (which === 2) { want[2][dst + i] = x[src + i]; dx[src + i] = up[2][dst + i]; continue; }
+          want[which][dst + i] = x[src + i] * cos[tab + i] + x[src + p(i)] * sin[tab + i];
+          dx[src + i] = up[which][dst + i] * cos[tab + i] + up[which][dst + p(i)] * sin[tab + p(i)];
+        }
+      }
+    }
+  }
+  const xT = tf.tensor2d(x, [B * T, W]), cT = tf.tensor4d(cos, [1, H + Hkv, T, hd]), sT = tf.tensor4d(sin, [1, H + Hkv, T, hd]);
+  const upT = up.map((u, i) => tf.tensor4d(u, [B, [H, Hkv, Hkv][i], T, hd]));
+  const dims = { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd };
+  const prof = await tf.profile(() => {
+    const loss = (a: tf.Tensor) => tf.addN(qkvHeads(a as tf.Tensor2D, cT, sT, dims).map((o, i) => tf.sum(tf.mul(o, upT[i])))) as tf.Scalar;
+    const { value, grads } = tf.valueAndGrads(loss)([xT]);
+    const outs = qkvHeads(xT, cT, sT, dims);
+    assert.deepEqual(outs.map((o) => o.shape), [[B, H, T, hd], [B, Hkv, T, hd], [B, Hkv, T, hd]]);
+    outs.forEach((o, i) => assert.ok(relErr(o.dataSync(), want[i]) < 1e-6, `${'qkv'[i]}: ${relErr(o.dataSync(), want[i])}`));
+    assert.ok(relErr(grads[0].dataSync(), dx) < 1e-6, `dx: ${relErr(grads[0].dataSync(), dx)}`);
+    // Only q used: k's and v's columns take no gradient (the tape passes zeros for the unused outputs).
+    const onlyQ = tf.grad((a: tf.Tensor) => tf.sum(tf.mul(qkvHeads(a as tf.Tensor2D, cT, sT, dims)[0], upT[0])))(xT);
+    const gq = onlyQ.dataSync();
+    for (let r = 0; r < B * T; r++) {
+      for (let c = 0; c < W; c++) {
+        const e = c < H * hd ? dx[r * W + c] : 0;
+        assert.ok(Math.abs(gq[r * W + c] - e) <= 1e-6 * (1 + Math.abs(e)), `q-only gradient at row ${r}, column ${c}: ${gq[r * W + c]} vs ${e}`);
+      }
+    }
+    tf.dispose([value, ...grads, ...outs, onlyQ]);
+  });
+  const names = prof.kernels.map((k) => k.name);
+  assert.ok(names.includes(QKV_HEADS) && names.includes(QKV_HEADS_GRAD), 'the native kernels ran');
+  assert.throws(() => qkvHeads(xT, cT, sT, { ...dims, T: 4 }), /CreditLensQkvHeads: .* do not fit B 2, T 4, 4 heads, 2 kv heads of 6/);
+  tf.dispose([xT, cT, sT, ...upT]);
 });

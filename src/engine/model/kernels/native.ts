@@ -1,6 +1,7 @@
-// Fused kernels in native code (native/blas.c), on the wasm-blas backend only: a token's log-prob, RMSNorm and the
-// attention softmax with its additive mask, each forward and backward. Their values differ from the ops' in float
-// rounding (a different exp, sums in float64), which is why plain wasm keeps the ops and its bits.
+// Fused kernels in native code (native/blas.c), on the wasm-blas backend only: a token's log-prob, RMSNorm, the
+// attention softmax with its additive mask and the attention heads with RoPE, each forward and backward. Their values
+// differ from the ops' in float rounding (a different exp, sums in float64, fused multiply-adds where the compiler
+// contracts), which is why plain wasm keeps the ops and its bits.
 //
 // ---- a token's log-prob --------------------------------------------------------------------------------------------
 //
@@ -177,8 +178,80 @@ export function maskedSoftmaxGradKernel(args: KernelArgs): Info {
   return ds;
 }
 
+// ---- the attention heads of the fused projection, with RoPE -----------------------------------------------------------
+//
+// [B·T, (H + 2·Hkv)·hd] → q [B, H, T, hd], k and v [B, Hkv, T, hd], q and k rotated: as ops a transpose, two splits and the
+// RoPE kernel, and backward the RoPE kernel, two concats and a transpose; here one pass each way that moves every row once.
+
+export const QKV_HEADS = 'CreditLensQkvHeads';
+export const QKV_HEADS_GRAD = 'CreditLensQkvHeadsGrad';
+
+export interface HeadDims { B: number; T: number; nHeads: number; nKvHeads: number; headDim: number }
+
+/**
+ * The fused projection qkv [B·T, (H + 2·Hkv)·hd] as head-major q, k, v, with q and k rotated by the RoPE tables
+ * cos / sin [1, H + Hkv, T, hd] (Model.ropeTables: sin sign-folded, 1/√hd folded into q's rows). Differentiable in qkv.
+ */
+export function qkvHeads(qkv: tf.Tensor2D, cos: tf.Tensor4D, sin: tf.Tensor4D, dims: HeadDims): [tf.Tensor4D, tf.Tensor4D, tf.Tensor4D] {
+  const attrs = { ...dims } as unknown as tf.NamedAttrMap;
+  // runKernelFunc rather than customGrad: three outputs, each with its own upstream gradient (zeros where unused)
+  const engine = tf.engine() as unknown as {
+    runKernelFunc(p: {
+      forwardFunc: (backend: unknown, save: tf.GradSaveFunc) => tf.Tensor[];
+      backwardsFunc: (dys: tf.Tensor[], saved: tf.Tensor[]) => { qkv: () => tf.Tensor };
+      inputs: { qkv: tf.Tensor };
+    }): tf.Tensor[];
+  };
+  return engine.runKernelFunc({
+    forwardFunc: (_, save) => {
+      save([cos, sin]);
+      return tf.engine().runKernel(QKV_HEADS, { qkv, cos, sin }, attrs) as unknown as tf.Tensor[];
+    },
+    backwardsFunc: ([dq, dk, dv], [c, s]) => ({
+      qkv: () => tf.engine().runKernel(QKV_HEADS_GRAD, { dq, dk, dv, cos: c, sin: s }, attrs) as tf.Tensor,
+    }),
+    inputs: { qkv },
+  }) as [tf.Tensor4D, tf.Tensor4D, tf.Tensor4D];
+}
+
+function headShapes(name: string, attrs: unknown, width: Info, tables: Info[], parts: Info[]): number[] {
+  const { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd } = attrs as HeadDims;
+  const W = (H + 2 * Hkv) * hd;
+  const fits = [B, T, H, Hkv, hd].every((n) => Number.isInteger(n) && n > 0) && hd % 2 === 0
+    && width.dtype === 'float32' && sizeOf(width.shape) === B * T * W && width.shape[width.shape.length - 1] === W
+    && tables.every((t) => t.dtype === 'float32' && sizeOf(t.shape) === (H + Hkv) * T * hd)
+    && parts.every((p, i) => p.dtype === 'float32' && sizeOf(p.shape) === B * (i === 0 ? H : Hkv) * T * hd);
+  if (!fits) {
+    const shapes = [width, ...tables, ...parts].map((t) => `[${t.shape}]`).join(', ');
+    throw new Error(`${name}: ${shapes} do not fit B ${B}, T ${T}, ${H} heads, ${Hkv} kv heads of ${hd} (even)`);
+  }
+  return [B, T, H, Hkv, hd];
+}
+
+export function qkvHeadsKernel(args: KernelArgs): Info[] {
+  const be = args.backend as WasmBackend;
+  const { qkv, cos, sin } = args.inputs as { qkv: Info; cos: Info; sin: Info };
+  const [B, T, H, Hkv, hd] = headShapes(QKV_HEADS, args.attrs, qkv, [cos, sin], []);
+  const q = be.makeOutput([B, H, T, hd], 'float32');
+  const k = be.makeOutput([B, Hkv, T, hd], 'float32');
+  const v = be.makeOutput([B, Hkv, T, hd], 'float32');
+  nativeCall(be, 'qkvHeads', at32(be, qkv), at32(be, cos), at32(be, sin), at32(be, q), at32(be, k), at32(be, v), B, T, H, Hkv, hd);
+  return [q, k, v];
+}
+
+export function qkvHeadsGradKernel(args: KernelArgs): Info {
+  const be = args.backend as WasmBackend;
+  const { dq, dk, dv, cos, sin } = args.inputs as { dq: Info; dk: Info; dv: Info; cos: Info; sin: Info };
+  const { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd } = args.attrs as unknown as HeadDims;
+  const dx = be.makeOutput([B * T, (H + 2 * Hkv) * hd], 'float32');
+  headShapes(QKV_HEADS_GRAD, args.attrs, dx, [cos, sin], [dq, dk, dv]);
+  nativeCall(be, 'qkvHeadsGrad', at32(be, dq), at32(be, dk), at32(be, dv), at32(be, cos), at32(be, sin), at32(be, dx), B, T, H, Hkv, hd);
+  return dx;
+}
+
 /** The kernels above by name, for wasm_kernels.ts to register. */
 export const NATIVE_KERNELS: [string, (args: KernelArgs) => Info | Info[]][] = [
   [TOKEN_LOGPROB, tokenLogprobKernel], [TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel], [RMS_NORM_TRAIN, rmsNormTrainKernel],
   [RMS_NORM_GRAD, rmsNormGradKernel], [MASKED_SOFTMAX, maskedSoftmaxKernel], [MASKED_SOFTMAX_GRAD, maskedSoftmaxGradKernel],
+  [QKV_HEADS, qkvHeadsKernel], [QKV_HEADS_GRAD, qkvHeadsGradKernel],
 ];
