@@ -453,6 +453,66 @@ static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// ---- SwiGLU -----------------------------------------------------------------------------------------------------------
+
+// σ(x) = 1 / (1 + e^−x) from e = e^−|x| (never overflows): 1/(1 + e) for x ≥ 0, e/(1 + e) below; one exp and a blend,
+// so the loops below vectorise.
+static inline float sigmoid(float x) {
+  const float e = exp_neg(-fabsf(x));
+  const float r = 1.0f / (1.0f + e);
+  return x >= 0.0f ? r : e * r;
+}
+
+// out = (g·σ(g))·u and sig = σ(g) for j < F
+VECTOR_CLONES static void swiglu_row(const float *restrict g, const float *restrict u, float *restrict out, float *restrict sig, int F) {
+  for (int j = 0; j < F; j++) {
+    const float s = sigmoid(g[j]);
+    sig[j] = s;
+    out[j] = (g[j] * s) * u[j];
+  }
+}
+
+// dg = d·σ·u·(1 + g·(1 − σ)) and du = d·σ·g for j < F
+VECTOR_CLONES static void swiglu_grad_row(const float *restrict g, const float *restrict u, const float *restrict sig, const float *restrict d,
+                                          float *restrict dg, float *restrict du, int F) {
+  for (int j = 0; j < F; j++) {
+    const float ds = d[j] * sig[j];
+    du[j] = ds * g[j];
+    dg[j] = (ds * u[j]) * (1.0f + g[j] * (1.0f - sig[j]));
+  }
+}
+
+// swiglu(heap, gu, out, sig, N, F): per row of gu [N, 2F] = gate | up, out = (g·σ(g))·u and sig = σ(g), [N, F] each.
+static napi_value Swiglu(napi_env env, napi_callback_info info) {
+  int32_t a[5];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 5, &heapLen);
+  if (!heap) return NULL;
+  const int32_t guOff = a[0], outOff = a[1], sigOff = a[2], N = a[3], F = a[4];
+  if (!FIT(guOff, (int64_t)N * 2 * F, outOff, (int64_t)N * F, sigOff, (int64_t)N * F)) return NULL;
+  for (int32_t n = 0; n < N; n++) {
+    const float *g = heap + guOff + (int64_t)n * 2 * F;
+    swiglu_row(g, g + F, heap + outOff + (int64_t)n * F, heap + sigOff + (int64_t)n * F, F);
+  }
+  return NULL;
+}
+
+// swigluGrad(heap, gu, sig, dy, out, N, F): out [N, 2F] = [dy·σ·u·(1 + g·(1 − σ)) | dy·σ·g], the gradient of swiglu.
+static napi_value SwigluGrad(napi_env env, napi_callback_info info) {
+  int32_t a[6];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 6, &heapLen);
+  if (!heap) return NULL;
+  const int32_t guOff = a[0], sigOff = a[1], dyOff = a[2], outOff = a[3], N = a[4], F = a[5];
+  if (!FIT(guOff, (int64_t)N * 2 * F, sigOff, (int64_t)N * F, dyOff, (int64_t)N * F, outOff, (int64_t)N * 2 * F)) return NULL;
+  for (int32_t n = 0; n < N; n++) {
+    const float *g = heap + guOff + (int64_t)n * 2 * F;
+    float *o = heap + outOff + (int64_t)n * 2 * F;
+    swiglu_grad_row(g, g + F, heap + sigOff + (int64_t)n * F, heap + dyOff + (int64_t)n * F, o, o + F, F);
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
@@ -466,6 +526,8 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"maskedSoftmaxGrad", NULL, MaskedSoftmaxGrad, NULL, NULL, NULL, napi_default, NULL},
       {"qkvHeads", NULL, QkvHeads, NULL, NULL, NULL, napi_default, NULL},
       {"qkvHeadsGrad", NULL, QkvHeadsGrad, NULL, NULL, NULL, napi_default, NULL},
+      {"swiglu", NULL, Swiglu, NULL, NULL, NULL, napi_default, NULL},
+      {"swigluGrad", NULL, SwigluGrad, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -22,7 +22,7 @@ import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import {
   decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, maskedSoftmax, qkvHeads, rmsNormInfer,
-  rmsNormNative, ropeRotate, swiglu, swigluGrad,
+  rmsNormNative, ropeRotate, swiglu, swigluGrad, swigluNative, swigluNativeGrad,
 } from './kernels/wasm_kernels';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
 
@@ -309,11 +309,13 @@ export class Transformer {
       const [gate, up] = tf.split(tf.transpose(gu.reshape([N, 2, F]), [1, 0, 2]), 2, 0).map((t) => t.reshape([N, F]));
       return tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
     }
+    // wasm-blas: the native loops (AVX2 where the CPU has it); plain wasm keeps the SIMD loops and its bits
+    const [fwd, bwd] = hasNativeKernels() ? [swigluNative, swigluNativeGrad] : [swiglu, swigluGrad];
     const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const [v, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
-      const { act, sig } = swiglu(v);
+      const { act, sig } = fwd(v);
       save([v, sig]);
-      return { value: act, gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => swigluGrad(g as tf.Tensor2D, s as tf.Tensor2D, dy) };
+      return { value: act, gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => bwd(g as tf.Tensor2D, s as tf.Tensor2D, dy) };
     });
     return op(gu);
   }

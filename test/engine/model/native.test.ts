@@ -1,4 +1,5 @@
-// The native kernels of wasm-blas (token log-prob, RMSNorm, masked softmax, attention heads with RoPE): values and gradients against float64
+// The native kernels of wasm-blas (token log-prob, RMSNorm, masked softmax, attention heads with RoPE,
+// SwiGLU): values and gradients against float64
 // references worked out here, and the whole model's log-probs and parameter gradients through completionLogprobs against
 // the cpu backend's ops (backend.test.ts compares the whole model's gradients too).
 import { test } from 'node:test';
@@ -7,7 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/engine/model/backend';
 import {
   hasNativeKernels, MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, maskedSoftmax, QKV_HEADS, QKV_HEADS_GRAD, qkvHeads, RMS_NORM_GRAD, RMS_NORM_TRAIN,
-  rmsNormNative, tokenLogprob, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD,
+  rmsNormNative, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD, swigluNative, swigluNativeGrad, tokenLogprob, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { completionLogprobs, policyBatch } from '../../../src/engine/train/rollout';
@@ -225,4 +226,37 @@ test('native attention heads: q, k rotated and v split out of the fused projecti
   assert.ok(names.includes(QKV_HEADS) && names.includes(QKV_HEADS_GRAD), 'the native kernels ran');
   assert.throws(() => qkvHeads(xT, cT, sT, { ...dims, T: 4 }), /CreditLensQkvHeads: .* do not fit B 2, T 4, 4 heads, 2 kv heads of 6/);
   tf.dispose([xT, cT, sT, ...upT]);
+});
+
+test('native SwiGLU: values and gradient against float64, gates from −100 to 100, a width off the vector size', async () => {
+  await initBackend('wasm-blas');
+  const N = 6, F = 13;
+  const rng = makeRng(31);
+  // every ninth gate ±100-ish: σ saturates to 1 or to ~e^−100 (the exp is clamped at −87, where σ·g·u is ~1e−36)
+  const gu = Float32Array.from({ length: N * 2 * F }, (_, i) => randNormal(rng) * (i % 9 === 0 ? 100 : 3));
+  const dy = Float32Array.from({ length: N * F }, () => randNormal(rng));
+  // float64: σ = 1/(1 + e^−g), y = g·σ·u; dg = dy·u·σ·(1 + g·(1 − σ)), du = dy·g·σ
+  const y: number[] = [], dgu: number[] = [];
+  for (let n = 0; n < N; n++) {
+    const dg: number[] = [], du: number[] = [];
+    for (let j = 0; j < F; j++) {
+      const g = gu[n * 2 * F + j], u = gu[n * 2 * F + F + j], s = 1 / (1 + Math.exp(-g)), d = dy[n * F + j];
+      y.push(g * s * u);
+      dg.push(d * u * s * (1 + g * (1 - s)));
+      du.push(d * g * s);
+    }
+    dgu.push(...dg, ...du);
+  }
+  const guT = tf.tensor2d(gu, [N, 2 * F]), dyT = tf.tensor2d(dy, [N, F]);
+  const prof = await tf.profile(() => {
+    const { act, sig } = swigluNative(guT);
+    const grad = swigluNativeGrad(guT, sig, dyT);
+    assert.ok(relErr(act.dataSync(), y) < 1e-6, `y: ${relErr(act.dataSync(), y)}`);
+    assert.ok(relErr(grad.dataSync(), dgu) < 1e-6, `grad: ${relErr(grad.dataSync(), dgu)}`);
+    tf.dispose([act, sig, grad]);
+  });
+  const names = prof.kernels.map((k) => k.name);
+  assert.ok(names.includes(SWIGLU_NATIVE) && names.includes(SWIGLU_NATIVE_GRAD), 'the native kernels ran');
+  assert.throws(() => swigluNativeGrad(guT, dyT, tf.zeros([N, F + 1]) as tf.Tensor2D), /CreditLensSwiGLUNative: gu \[6,26\] .* do not fit/);
+  tf.dispose([guT, dyT]);
 });

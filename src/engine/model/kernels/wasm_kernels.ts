@@ -20,7 +20,7 @@
 // float64-accumulated column sums. Large products are shared with a helper thread (the second core).
 // Kernels that stock tfjs does not have serve model.ts: decode attention on an in-place KV cache, RoPE, and
 // SwiGLU with its gradient; on wasm-blas, native kernels (native.ts): a token's log-prob, RMSNorm, masked softmax,
-// the attention heads with RoPE.
+// the attention heads with RoPE, SwiGLU.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
@@ -34,8 +34,8 @@ import { batchMatMul } from './matmul';
 export { canonicalTranspose, setSimdTransposeMin, setTiledTransposeMin } from './data_ops';
 export { DECODE_ATTENTION, type DecodeAttentionAttrs, decodeAttention, hasDecodeAttention } from './decode_attention';
 export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
-export { MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, QKV_HEADS, QKV_HEADS_GRAD, RMS_NORM_GRAD, RMS_NORM_TRAIN, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD,
-  hasNativeKernels, maskedSoftmax, qkvHeads, rmsNormNative, tokenLogprob } from './native';
+export { MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, QKV_HEADS, QKV_HEADS_GRAD, RMS_NORM_GRAD, RMS_NORM_TRAIN, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD,
+  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, hasNativeKernels, maskedSoftmax, qkvHeads, rmsNormNative, swigluNative, swigluNativeGrad, tokenLogprob } from './native';
 export { PARALLEL_MIN_MACS, helperThreadStats, setHelperSequenced, setParallelMinMacs } from './helper_thread';
 export { setMatMulStrategy, setSimdProducts, setSmallProductMacs } from './matmul';
 export { setGemmBlocks } from './simd';
