@@ -513,6 +513,56 @@ static napi_value SwigluGrad(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// ---- decode attention on the in-place KV cache ---------------------------------------------------------------------
+
+// y[j] += a·x[j] for j < n
+VECTOR_CLONES static void axpy(float a, const float *restrict x, float *restrict y, int n) {
+  for (int j = 0; j < n; j++) y[j] += a * x[j];
+}
+// s[t] += (m[t] − 1)·1e9 for t < n: a hidden key (mask 0) scores −1e9
+VECTOR_CLONES static void masked_scores(float *restrict s, const float *restrict m, int n) {
+  for (int t = 0; t < n; t++) s[t] += (m[t] - 1.0f) * 1e9f;
+}
+
+// decodeAttend(heap, q, keys, values, mask, out, B, H, Hkv, hd, cap, n): one decode step's attention for every (row,
+// head) over the first n cached positions (n ≤ cap). q [B, H, hd] is rotated and scaled; keys [B, Hkv, hd, cap] are
+// stored transposed, values [B, Hkv, cap, hd], mask [B, cap] holds 1 for a real key (a hidden one scores −1e9, as in the
+// generic path). Query head h reads kv head h / (H / Hkv). out [B, H·hd] = softmax(q·K + mask)·V, sums in float64.
+static napi_value DecodeAttend(napi_env env, napi_callback_info info) {
+  int32_t a[11];
+  size_t heapLen;
+  float *heap = heap_and_ints(env, info, a, 11, &heapLen);
+  if (!heap) return NULL;
+  const int32_t qOff = a[0], kOff = a[1], vOff = a[2], mOff = a[3], oOff = a[4], B = a[5], H = a[6], Hkv = a[7], hd = a[8], cap = a[9], n = a[10];
+  if (Hkv <= 0 || H % Hkv != 0 || n > cap || n <= 0) { napi_throw_range_error(env, NULL, "decodeAttend: needs H a multiple of Hkv and 0 < n ≤ capacity"); return NULL; }
+  const int64_t kv = (int64_t)B * Hkv * hd * cap;
+  if (!FIT(qOff, (int64_t)B * H * hd, kOff, kv, vOff, kv, mOff, (int64_t)B * cap, oOff, (int64_t)B * H * hd)) return NULL;
+  float *s = malloc(sizeof(float) * n);
+  if (!s) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+  const int32_t rep = H / Hkv;
+  for (int32_t b = 0; b < B; b++) {
+    const float *m = heap + mOff + (int64_t)b * cap;
+    for (int32_t h = 0; h < H; h++) {
+      const int64_t g = (int64_t)b * Hkv + h / rep;
+      const float *q = heap + qOff + ((int64_t)b * H + h) * hd, *K = heap + kOff + g * hd * cap, *V = heap + vOff + g * cap * hd;
+      memset(s, 0, sizeof(float) * n);
+      for (int32_t i = 0; i < hd; i++) axpy(q[i], K + (int64_t)i * cap, s, n);
+      masked_scores(s, m, n);
+      float mx = -INFINITY;
+      for (int32_t t = 0; t < n; t++) mx = s[t] > mx ? s[t] : mx;
+      exp_shifted(s, mx, s, n);
+      double sum = 0;
+      for (int32_t t = 0; t < n; t++) sum += s[t];
+      const float inv = (float)(1.0 / sum);
+      float *o = heap + oOff + ((int64_t)b * H + h) * hd;
+      memset(o, 0, sizeof(float) * hd);
+      for (int32_t t = 0; t < n; t++) axpy(s[t] * inv, V + (int64_t)t * hd, o, hd);
+    }
+  }
+  free(s);
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
@@ -528,6 +578,7 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"qkvHeadsGrad", NULL, QkvHeadsGrad, NULL, NULL, NULL, napi_default, NULL},
       {"swiglu", NULL, Swiglu, NULL, NULL, NULL, napi_default, NULL},
       {"swigluGrad", NULL, SwigluGrad, NULL, NULL, NULL, napi_default, NULL},
+      {"decodeAttend", NULL, DecodeAttend, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

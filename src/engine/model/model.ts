@@ -22,7 +22,7 @@ import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import {
   decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, maskedSoftmax, qkvHeads, rmsNormInfer,
-  rmsNormNative, ropeRotate, swiglu, swigluGrad, swigluNative, swigluNativeGrad,
+  rmsNormNative, rmsNormNativeInfer, ropeRotate, swiglu, swigluGrad, swigluNative, swigluNativeGrad,
 } from './kernels/wasm_kernels';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
 
@@ -272,11 +272,12 @@ export class Transformer {
   }
 
   /**
-   * rmsNorm where no gradient is taken (the decode step): the forward-only kernel on plain wasm (fused.ts); elsewhere
-   * rmsNorm itself (the native kernel on wasm-blas, the ops on other backends).
+   * rmsNorm where no gradient is taken (the decode step), without a gradient scope: the native kernel on wasm-blas, the
+   * forward-only SIMD kernel on plain wasm (fused.ts), the ops elsewhere.
    */
   private normInfer(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
-    return hasRmsNormKernel() && !hasNativeKernels() ? rmsNormInfer(x, w, this.cfg.rmsEps) : this.rmsNorm(x, w);
+    if (hasNativeKernels()) return rmsNormNativeInfer(x, w as tf.Tensor1D, this.cfg.rmsEps);
+    return hasRmsNormKernel() ? rmsNormInfer(x, w, this.cfg.rmsEps) : this.rmsNorm(x, w);
   }
 
   private rmsNorm(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
@@ -297,11 +298,11 @@ export class Transformer {
   /** x + down(SiLU(gate)·up) of rmsNorm(x) (normInfer where no gradient is taken). */
   private mlp(x: tf.Tensor2D, L: Layer, infer = false): tf.Tensor2D {
     const gu = tf.matMul(infer ? this.normInfer(x, L.ln2) : this.rmsNorm(x, L.ln2), L.wGateUp);
-    return tf.add(x, tf.matMul(this.swiglu(gu as tf.Tensor2D), L.wDown));
+    return tf.add(x, tf.matMul(this.swiglu(gu as tf.Tensor2D, infer), L.wDown));
   }
 
   /** SiLU(gate)·up of the fused projection [N, 2·dFf]; on wasm one kernel each way (wasm_kernels.ts). */
-  private swiglu(gu: tf.Tensor2D): tf.Tensor2D {
+  private swiglu(gu: tf.Tensor2D, infer = false): tf.Tensor2D {
     if (!hasSwiGLUKernel(this.cfg.dFf)) {
       // [N, 2, F] → [2, N, F]: the halves become contiguous blocks, which every backend splits fast (the cpu
       // backend splits a non-leading axis element by element, ~9× slower than this transpose)
@@ -311,6 +312,12 @@ export class Transformer {
     }
     // wasm-blas: the native loops (AVX2 where the CPU has it); plain wasm keeps the SIMD loops and its bits
     const [fwd, bwd] = hasNativeKernels() ? [swigluNative, swigluNativeGrad] : [swiglu, swigluGrad];
+    if (infer) {
+      // no gradient scope in the decode step: σ(gate), kept only for the backward pass, is dropped at once
+      const { act, sig } = fwd(gu);
+      sig.dispose();
+      return act;
+    }
     const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const [v, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
       const { act, sig } = fwd(v);

@@ -10,7 +10,7 @@ import { isUserError } from '../../../src/engine/core/errors';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { makeRng, randNormal, type Rng } from '../../../src/engine/core/rng';
 import {
-  canonicalTranspose, helperThreadStats, PARALLEL_MIN_MACS, ropeRotate, setHelperSequenced, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
+  canonicalTranspose, DECODE_ATTENTION, DECODE_ATTENTION_NATIVE, helperThreadStats, PARALLEL_MIN_MACS, ropeRotate, setHelperSequenced, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
   swiglu, swigluGrad,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { generate } from '../../../src/engine/model/sampler';
@@ -474,7 +474,7 @@ function sharpDecodeModel(seed: number): Transformer {
   return Transformer.fromWeights(decodeConfig(), w);
 }
 
-test('in-place KV-cache decoding on wasm gives the cpu backend\'s full-forward logits', async () => {
+for (const backend of ['wasm', 'wasm-blas'] as const) test(`in-place KV-cache decoding on ${backend} gives the cpu backend's full-forward logits`, async () => {
   // Three left-padded prompts, 14 decode steps: the cache starts with room for 8 positions, so it grows twice
   // (8 → 16 → 32), and row 1 is dropped after step 5 as the sampler drops finished rows.
   const prompts = [[0, 0, 5, 6, 7], [1, 2, 3, 4, 5], [0, 0, 0, 9, 10]];
@@ -486,7 +486,7 @@ test('in-place KV-cache decoding on wasm gives the cpu backend\'s full-forward l
   const T = seqs[0].length;
   const full = scoped(() => model.forward(tf.tensor2d(seqs.flat(), [3, T], 'int32'),
     tf.tensor2d(seqs.flatMap((row, b) => row.map((_, t) => (t < pad[b] ? 0 : 1))), [3, T])).logits.arraySync() as number[][][]);
-  await initBackend('wasm');
+  await initBackend(backend);
   const before = tf.memory().numTensors;
   const ids = tf.tensor2d(prompts.flat(), [3, 5], 'int32');
   const mask = tf.tensor2d(prompts.flatMap((row, b) => row.map((_, t) => (t < pad[b] ? 0 : 1))), [3, 5]);
@@ -504,7 +504,11 @@ test('in-place KV-cache decoding on wasm gives the cpu backend\'s full-forward l
       cache = model.keepCacheRows(cache, [0, 2]);
       live = [0, 2];
     }
-    ({ logits, cache } = model.decodeStep(cache, live.map((row) => next[row][s])));
+    const step = () => { ({ logits, cache } = model.decodeStep(cache, live.map((row) => next[row][s]))); };
+    if (s > 0) { step(); continue; }
+    // wasm-blas attends in native code (native/blas.c decodeAttend), plain wasm on the SIMD loops
+    const names = (await tf.profile(step)).kernels.map((k) => k.name);
+    assert.ok(names.includes(backend === 'wasm' ? DECODE_ATTENTION : DECODE_ATTENTION_NATIVE), names.join(' '));
   }
   assert.ok(worst < 1e-5, `relative logit error ${worst.toExponential(2)}`);
   assert.equal(cache.length, 19);

@@ -2,6 +2,7 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
+import { blasProducts, nativeCall } from './blas';
 import { Info, KernelArgs, WasmBackend, at32, heapF32, runKernel } from './heap';
 import { hasSimd, simdLoops } from './simd';
 
@@ -14,6 +15,8 @@ import { hasSimd, simdLoops } from './simd';
 // and computes scores and context with the SIMD loops above (8–9 GMAC/s); softmax is the stock kernel.
 
 export const DECODE_ATTENTION = 'CreditLensDecodeAttention';
+/** The same step with scores, softmax and context in one native call (wasm-blas; native/blas.c decodeAttend). */
+export const DECODE_ATTENTION_NATIVE = 'CreditLensDecodeAttentionNative';
 
 export interface DecodeAttentionAttrs {
   /** the new token's position: where its key and value are written */
@@ -43,12 +46,21 @@ export function hasDecodeAttention(): boolean {
  */
 export function decodeAttention(qkv: tf.Tensor2D, keys: tf.Tensor4D, values: tf.Tensor4D, keyMask: tf.Tensor2D,
   attrs: DecodeAttentionAttrs): tf.Tensor2D {
-  return tf.engine().runKernel(DECODE_ATTENTION, { qkv, keys, values, keyMask },
-    attrs as unknown as tf.NamedAttrMap) as tf.Tensor2D;
+  // wasm-blas (products on OpenBLAS, the addon loaded): the native attention; plain wasm keeps the SIMD loops and its bits
+  const name = blasProducts() && tf.getKernel(DECODE_ATTENTION_NATIVE, 'wasm') ? DECODE_ATTENTION_NATIVE : DECODE_ATTENTION;
+  return tf.engine().runKernel(name, { qkv, keys, values, keyMask }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 }
 
 
 export function decodeAttentionKernel(args: KernelArgs): Info {
+  return decodeStep(args, false);
+}
+
+export function decodeAttentionNativeKernel(args: KernelArgs): Info {
+  return decodeStep(args, true);
+}
+
+function decodeStep(args: KernelArgs, native: boolean): Info {
   const be = args.backend as WasmBackend;
   const { qkv, keys, values, keyMask } = args.inputs as { qkv: Info; keys: Info; values: Info; keyMask: Info };
   const { pos, nHeads: H, nKvHeads: Hkv, headDim: hd, scale, cos, sin } = args.attrs as unknown as DecodeAttentionAttrs;
@@ -68,7 +80,7 @@ export function decodeAttentionKernel(args: KernelArgs): Info {
   // Keys past pos are masked (mask 0 → −1e9, exp → exactly 0), so scoring up to the next multiple of 4 is exact.
   const n = Math.min(cap, Math.ceil((pos + 1) / 4) * 4);
   const q = be.makeOutput([B, H, hd], 'float32');
-  const scores = be.makeOutput([B * H, n], 'float32');
+  const scores = native ? null : be.makeOutput([B * H, n], 'float32');
   const out = be.makeOutput([B, H * hd], 'float32');
   let probs: Info | null = null;
   try {
@@ -93,15 +105,19 @@ export function decodeAttentionKernel(args: KernelArgs): Info {
         for (let i = 0; i < hd; i++) f[ov + i] = f[v + i];
       }
     }
+    if (native) {
+      nativeCall(be, 'decodeAttend', qp, kp, vp, mp, at32(be, out), B, H, Hkv, hd, cap, n);
+      return out;
+    }
     const loops = simdLoops(be);
-    const sp = at32(be, scores);
+    const sp = at32(be, scores!);
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < H; h++) {
         const g = b * Hkv + Math.floor(h / rep);
         loops.scores(4 * (qp + (b * H + h) * hd), 4 * (kp + g * hd * cap), 4 * (mp + b * cap), 4 * (sp + (b * H + h) * n), hd, 4 * cap, n);
       }
     }
-    probs = runKernel('Softmax', { inputs: { logits: scores }, backend: be, attrs: { dim: 1 } });
+    probs = runKernel('Softmax', { inputs: { logits: scores! }, backend: be, attrs: { dim: 1 } });
     const pp = at32(be, probs), op = at32(be, out);
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < H; h++) {
@@ -111,7 +127,7 @@ export function decodeAttentionKernel(args: KernelArgs): Info {
     }
   } finally {
     be.disposeData(q.dataId);
-    be.disposeData(scores.dataId);
+    if (scores) be.disposeData(scores.dataId);
     if (probs) be.disposeData(probs.dataId);
   }
   return out;

@@ -100,6 +100,13 @@ export function rmsNormNative(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.T
   return op(x, w);
 }
 
+/** rmsNormNative's value without a gradient scope (the decode step): 1/rms is dropped at once. */
+export function rmsNormNativeInfer(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D {
+  const [y, rinv] = tf.engine().runKernel(RMS_NORM_TRAIN, { x, w }, { eps } as unknown as tf.NamedAttrMap) as unknown as tf.Tensor[];
+  rinv.dispose();
+  return y as tf.Tensor2D;
+}
+
 function normShapes(x: Info, w: Info, ...same: Info[]): [number, number] {
   const d = x.shape[x.shape.length - 1];
   const N = sizeOf(x.shape) / d;

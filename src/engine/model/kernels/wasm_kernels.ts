@@ -25,17 +25,18 @@ import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
 import { cast, concat, gatherV2, identity, slice, splitV, sum, transpose, unsortedSegmentSum } from './data_ops';
-import { DECODE_ATTENTION, decodeAttentionKernel } from './decode_attention';
+import { DECODE_ATTENTION, DECODE_ATTENTION_NATIVE, decodeAttentionKernel, decodeAttentionNativeKernel } from './decode_attention';
 import { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, rmsNormKernel, ropeKernel, swigluGradKernel, swigluKernel } from './fused';
 import { Info, KernelArgs } from './heap';
 import { NATIVE_KERNELS } from './native';
 import { batchMatMul } from './matmul';
 
 export { canonicalTranspose, setSimdTransposeMin, setTiledTransposeMin } from './data_ops';
-export { DECODE_ATTENTION, type DecodeAttentionAttrs, decodeAttention, hasDecodeAttention } from './decode_attention';
+export { DECODE_ATTENTION, DECODE_ATTENTION_NATIVE, type DecodeAttentionAttrs, decodeAttention, hasDecodeAttention } from './decode_attention';
 export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
 export { MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, QKV_HEADS, QKV_HEADS_GRAD, RMS_NORM_GRAD, RMS_NORM_TRAIN, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD,
-  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, hasNativeKernels, maskedSoftmax, qkvHeads, rmsNormNative, swigluNative, swigluNativeGrad, tokenLogprob } from './native';
+  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, hasNativeKernels, maskedSoftmax, qkvHeads, rmsNormNative, rmsNormNativeInfer, swigluNative, swigluNativeGrad,
+  tokenLogprob } from './native';
 export { PARALLEL_MIN_MACS, helperThreadStats, setHelperSequenced, setParallelMinMacs } from './helper_thread';
 export { setMatMulStrategy, setSimdProducts, setSmallProductMacs } from './matmul';
 export { setGemmBlocks } from './simd';
@@ -54,8 +55,8 @@ const REPLACEMENTS: Replacement[] = [
 ];
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
-export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION, ROPE, SWIGLU, SWIGLU_GRAD, RMS_NORM,
-  ...NATIVE_KERNELS.map(([name]) => name)];
+export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION,
+  DECODE_ATTENTION_NATIVE, ROPE, SWIGLU, SWIGLU_GRAD, RMS_NORM, ...NATIVE_KERNELS.map(([name]) => name)];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -78,7 +79,8 @@ export function registerWasmKernels(): void {
     tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm',
       kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
-  const added: [string, (args: KernelArgs) => Info | Info[]][] = [[DECODE_ATTENTION, decodeAttentionKernel], [ROPE, ropeKernel],
+  const added: [string, (args: KernelArgs) => Info | Info[]][] = [[DECODE_ATTENTION, decodeAttentionKernel],
+    [DECODE_ATTENTION_NATIVE, decodeAttentionNativeKernel], [ROPE, ropeKernel],
     [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel], [RMS_NORM, rmsNormKernel], ...NATIVE_KERNELS];
   for (const [kernelName, f] of added) {
     if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
