@@ -168,9 +168,9 @@ VECTOR_CLONES static void neg_scaled_exp(const float *row, float shift, float d,
 
 /** Reads (heap: Float32Array, then `n` int32s); returns the heap's floats or NULL with an exception pending. */
 static float *heap_and_ints(napi_env env, napi_callback_info info, int32_t *ints, size_t n, size_t *heapLen) {
-  size_t argc = 12;
-  napi_value argv[12];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < n + 1 || n > 11) {
+  size_t argc = 13;
+  napi_value argv[13];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < n + 1 || n > 12) {
     napi_throw_type_error(env, NULL, "blas.node: wrong number of arguments");
     return NULL;
   }
@@ -513,53 +513,76 @@ static napi_value SwigluGrad(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// ---- decode attention on the in-place KV cache ---------------------------------------------------------------------
+// ---- decode step on the in-place KV cache ---------------------------------------------------------------------------
 
-// y[j] += a·x[j] for j < n
-VECTOR_CLONES static void axpy(float a, const float *restrict x, float *restrict y, int n) {
-  for (int j = 0; j < n; j++) y[j] += a * x[j];
-}
-// s[t] += (m[t] − 1)·1e9 for t < n: a hidden key (mask 0) scores −1e9
-VECTOR_CLONES static void masked_scores(float *restrict s, const float *restrict m, int n) {
-  for (int t = 0; t < n; t++) s[t] += (m[t] - 1.0f) * 1e9f;
+// One query row q [hd] against the first n keys of K [hd, cap] (transposed) and values V [cap, hd]; mask m [cap] holds 1
+// for a real key, a hidden one scores −1e9 as in the generic path. o [hd] = softmax(q·K + mask)·V (sum in float64);
+// s is scratch for n scores. The inner loops run 8 wide in the AVX2 clone.
+VECTOR_CLONES static void attend_row(const float *restrict q, const float *restrict K, const float *restrict V, const float *restrict m,
+                                     float *restrict o, float *restrict s, int hd, int cap, int n) {
+  for (int t = 0; t < n; t++) s[t] = 0.0f;
+  for (int i = 0; i < hd; i++) {
+    const float qi = q[i], *k = K + (int64_t)i * cap;
+    for (int t = 0; t < n; t++) s[t] += qi * k[t];
+  }
+  float mx = -INFINITY;
+  for (int t = 0; t < n; t++) {
+    s[t] += (m[t] - 1.0f) * 1e9f;
+    mx = s[t] > mx ? s[t] : mx;
+  }
+  for (int t = 0; t < n; t++) s[t] = exp_neg(s[t] - mx);
+  double sum = 0;
+  for (int t = 0; t < n; t++) sum += s[t];
+  const float inv = (float)(1.0 / sum);
+  for (int j = 0; j < hd; j++) o[j] = 0.0f;
+  for (int t = 0; t < n; t++) {
+    const float p = s[t] * inv, *v = V + (int64_t)t * hd;
+    for (int j = 0; j < hd; j++) o[j] += p * v[j];
+  }
 }
 
-// decodeAttend(heap, q, keys, values, mask, out, B, H, Hkv, hd, cap, n): one decode step's attention for every (row,
-// head) over the first n cached positions (n ≤ cap). q [B, H, hd] is rotated and scaled; keys [B, Hkv, hd, cap] are
-// stored transposed, values [B, Hkv, cap, hd], mask [B, cap] holds 1 for a real key (a hidden one scores −1e9, as in the
-// generic path). Query head h reads kv head h / (H / Hkv). out [B, H·hd] = softmax(q·K + mask)·V, sums in float64.
-static napi_value DecodeAttend(napi_env env, napi_callback_info info) {
-  int32_t a[11];
+// decodeStep(heap, qkv, tabs, keys, values, mask, out, B, H, Hkv, hd, cap, pos): one decode step of attention for every
+// row, the cache written in place. qkv [B, (H + 2·Hkv)·hd] is the fused projection of the new token; tabs [4, hd] the
+// RoPE row of pos: cos and sin times 1/√hd (for q), then cos and sin (for k), sin sign-folded. The rotated key goes
+// to column pos of keys [B, Hkv, hd, cap], the value to row pos of values [B, Hkv, cap, hd], 1 to mask [B, cap] at pos;
+// then out [B, H·hd] = attention of each rotated query over the first n = pos + 1 positions, rounded up to a multiple
+// of 4 (hidden keys past pos score −1e9, so their weight is exactly 0). Query head h reads kv head h / (H / Hkv).
+static napi_value DecodeStep(napi_env env, napi_callback_info info) {
+  int32_t a[12];
   size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 11, &heapLen);
+  float *heap = heap_and_ints(env, info, a, 12, &heapLen);
   if (!heap) return NULL;
-  const int32_t qOff = a[0], kOff = a[1], vOff = a[2], mOff = a[3], oOff = a[4], B = a[5], H = a[6], Hkv = a[7], hd = a[8], cap = a[9], n = a[10];
-  if (Hkv <= 0 || H % Hkv != 0 || n > cap || n <= 0) { napi_throw_range_error(env, NULL, "decodeAttend: needs H a multiple of Hkv and 0 < n ≤ capacity"); return NULL; }
-  const int64_t kv = (int64_t)B * Hkv * hd * cap;
-  if (!FIT(qOff, (int64_t)B * H * hd, kOff, kv, vOff, kv, mOff, (int64_t)B * cap, oOff, (int64_t)B * H * hd)) return NULL;
-  float *s = malloc(sizeof(float) * n);
-  if (!s) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
-  const int32_t rep = H / Hkv;
+  const int32_t xOff = a[0], tOff = a[1], kOff = a[2], vOff = a[3], mOff = a[4], oOff = a[5], B = a[6], H = a[7], Hkv = a[8], hd = a[9],
+                cap = a[10], pos = a[11];
+  if (Hkv <= 0 || H % Hkv != 0 || hd % 2 != 0 || pos >= cap) {
+    napi_throw_range_error(env, NULL, "decodeStep: needs H a multiple of Hkv, an even head dimension and pos < capacity");
+    return NULL;
+  }
+  const int64_t kv = (int64_t)B * Hkv * hd * cap, W = (int64_t)(H + 2 * Hkv) * hd;
+  if (!FIT(xOff, B * W, tOff, 4 * (int64_t)hd, kOff, kv, vOff, kv, mOff, (int64_t)B * cap, oOff, (int64_t)B * H * hd)) return NULL;
+  const int32_t n = ((pos + 4) / 4) * 4 < cap ? ((pos + 4) / 4) * 4 : cap, rep = H / Hkv, half = hd / 2;
+  float *scratch = malloc(sizeof(float) * (n + 2 * hd));
+  if (!scratch) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+  float *s = scratch, *q = scratch + n, *kr = q + hd;
+  const float *qc = heap + tOff, *qs = qc + hd, *kc = qs + hd, *ks = kc + hd;
   for (int32_t b = 0; b < B; b++) {
-    const float *m = heap + mOff + (int64_t)b * cap;
+    const float *x = heap + xOff + b * W;
+    float *m = heap + mOff + (int64_t)b * cap;
+    m[pos] = 1.0f;
+    for (int32_t g = 0; g < Hkv; g++) {
+      const int64_t kvh = (int64_t)b * Hkv + g;
+      rope_row(x + (int64_t)(H + g) * hd, kc, ks, kr, half);
+      float *K = heap + kOff + kvh * hd * cap + pos;
+      for (int32_t i = 0; i < hd; i++) K[(int64_t)i * cap] = kr[i];
+      memcpy(heap + vOff + (kvh * cap + pos) * hd, x + (int64_t)(H + Hkv + g) * hd, sizeof(float) * hd);
+    }
     for (int32_t h = 0; h < H; h++) {
-      const int64_t g = (int64_t)b * Hkv + h / rep;
-      const float *q = heap + qOff + ((int64_t)b * H + h) * hd, *K = heap + kOff + g * hd * cap, *V = heap + vOff + g * cap * hd;
-      memset(s, 0, sizeof(float) * n);
-      for (int32_t i = 0; i < hd; i++) axpy(q[i], K + (int64_t)i * cap, s, n);
-      masked_scores(s, m, n);
-      float mx = -INFINITY;
-      for (int32_t t = 0; t < n; t++) mx = s[t] > mx ? s[t] : mx;
-      exp_shifted(s, mx, s, n);
-      double sum = 0;
-      for (int32_t t = 0; t < n; t++) sum += s[t];
-      const float inv = (float)(1.0 / sum);
-      float *o = heap + oOff + ((int64_t)b * H + h) * hd;
-      memset(o, 0, sizeof(float) * hd);
-      for (int32_t t = 0; t < n; t++) axpy(s[t] * inv, V + (int64_t)t * hd, o, hd);
+      const int64_t kvh = (int64_t)b * Hkv + h / rep;
+      rope_row(x + (int64_t)h * hd, qc, qs, q, half);
+      attend_row(q, heap + kOff + kvh * hd * cap, heap + vOff + kvh * cap * hd, m, heap + oOff + ((int64_t)b * H + h) * hd, s, hd, cap, n);
     }
   }
-  free(s);
+  free(scratch);
   return NULL;
 }
 
@@ -578,7 +601,7 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"qkvHeadsGrad", NULL, QkvHeadsGrad, NULL, NULL, NULL, napi_default, NULL},
       {"swiglu", NULL, Swiglu, NULL, NULL, NULL, napi_default, NULL},
       {"swigluGrad", NULL, SwigluGrad, NULL, NULL, NULL, napi_default, NULL},
-      {"decodeAttend", NULL, DecodeAttend, NULL, NULL, NULL, napi_default, NULL},
+      {"decodeStep", NULL, DecodeStep, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -15,7 +15,7 @@ import { hasSimd, simdLoops } from './simd';
 // and computes scores and context with the SIMD loops above (8–9 GMAC/s); softmax is the stock kernel.
 
 export const DECODE_ATTENTION = 'CreditLensDecodeAttention';
-/** The same step with scores, softmax and context in one native call (wasm-blas; native/blas.c decodeAttend). */
+/** The same step in one native call: rotation, cache writes and attention (wasm-blas; native/blas.c decodeStep). */
 export const DECODE_ATTENTION_NATIVE = 'CreditLensDecodeAttentionNative';
 
 export interface DecodeAttentionAttrs {
@@ -77,18 +77,33 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
   if (hd % 4 !== 0 || cap % 4 !== 0 || !(pos >= 0 && pos < cap) || !Number.isInteger(rep)) {
     throw new Error(`${DECODE_ATTENTION}: needs headDim and capacity multiples of 4 and pos < capacity (hd ${hd}, capacity ${cap}, pos ${pos})`);
   }
+  const out = be.makeOutput([B, H * hd], 'float32');
+  // RoPE: x·cos + roll(x)·sin, roll(x) = [x2, x1] (the sign of rotate_half is folded into sin); q's tables scaled
+  const qc = Float32Array.from(cos, (c) => c * scale), qs = Float32Array.from(sin, (v) => v * scale);
+  if (native) {
+    // the whole step in one native call: rotate, write the cache, attend (native/blas.c decodeStep)
+    const tabs = be.makeOutput([4, hd], 'float32');
+    const tp = at32(be, tabs), f = heapF32(be);
+    [qc, qs, cos, sin].forEach((t, i) => f.set(t, tp + i * hd));
+    try {
+      nativeCall(be, 'decodeStep', at32(be, qkv), tp, at32(be, keys), at32(be, values), at32(be, keyMask), at32(be, out), B, H, Hkv, hd, cap, pos);
+    } catch (e) {
+      be.disposeData(out.dataId);
+      throw e;
+    } finally {
+      be.disposeData(tabs.dataId);
+    }
+    return out;
+  }
   // Keys past pos are masked (mask 0 → −1e9, exp → exactly 0), so scoring up to the next multiple of 4 is exact.
   const n = Math.min(cap, Math.ceil((pos + 1) / 4) * 4);
   const q = be.makeOutput([B, H, hd], 'float32');
-  const scores = native ? null : be.makeOutput([B * H, n], 'float32');
-  const out = be.makeOutput([B, H * hd], 'float32');
+  const scores = be.makeOutput([B * H, n], 'float32');
   let probs: Info | null = null;
   try {
     const f = heapF32(be);
     const src = at32(be, qkv), kp = at32(be, keys), vp = at32(be, values), mp = at32(be, keyMask), qp = at32(be, q);
     const row = (H + 2 * Hkv) * hd;
-    // RoPE: x·cos + roll(x)·sin, roll(x) = [x2, x1] (the sign of rotate_half is folded into sin)
-    const qc = Float32Array.from(cos, (c) => c * scale), qs = Float32Array.from(sin, (v) => v * scale);
     for (let b = 0; b < B; b++) {
       const base = src + b * row;
       f[mp + b * cap + pos] = 1;
@@ -105,19 +120,15 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
         for (let i = 0; i < hd; i++) f[ov + i] = f[v + i];
       }
     }
-    if (native) {
-      nativeCall(be, 'decodeAttend', qp, kp, vp, mp, at32(be, out), B, H, Hkv, hd, cap, n);
-      return out;
-    }
     const loops = simdLoops(be);
-    const sp = at32(be, scores!);
+    const sp = at32(be, scores);
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < H; h++) {
         const g = b * Hkv + Math.floor(h / rep);
         loops.scores(4 * (qp + (b * H + h) * hd), 4 * (kp + g * hd * cap), 4 * (mp + b * cap), 4 * (sp + (b * H + h) * n), hd, 4 * cap, n);
       }
     }
-    probs = runKernel('Softmax', { inputs: { logits: scores! }, backend: be, attrs: { dim: 1 } });
+    probs = runKernel('Softmax', { inputs: { logits: scores }, backend: be, attrs: { dim: 1 } });
     const pp = at32(be, probs), op = at32(be, out);
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < H; h++) {
@@ -127,7 +138,7 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
     }
   } finally {
     be.disposeData(q.dataId);
-    if (scores) be.disposeData(scores.dataId);
+    be.disposeData(scores.dataId);
     if (probs) be.disposeData(probs.dataId);
   }
   return out;
