@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <node_api.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,6 +78,27 @@ static napi_value Threads(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/** Products of at most this many multiply-adds are run whole on one thread when they come in a batch (see Gemm). */
+#define SMALL_PRODUCT_MACS (1 << 21)
+
+typedef struct {
+  bool ta, tb;
+  int32_t M, N, K;
+  float *heap;
+  const int32_t *off;
+  size_t from, to; /* products [from, to) of the batch */
+} gemm_batch;
+
+static void *gemm_part(void *arg) {
+  const gemm_batch *p = arg;
+  for (size_t j = p->from; j < p->to; j++) {
+    const int32_t *o = p->off + 3 * j;
+    sgemm(ROW_MAJOR, p->ta ? TRANS : NO_TRANS, p->tb ? TRANS : NO_TRANS, p->M, p->N, p->K, 1.0f, p->heap + o[0], p->ta ? p->M : p->K,
+          p->heap + o[1], p->tb ? p->K : p->N, 0.0f, p->heap + o[2], p->N);
+  }
+  return NULL;
+}
+
 // gemm(heap: Float32Array, transA, transB, M, N, K, offsets: Int32Array):
 // for each triple (a, b, c) of float offsets into heap, C[M,N] = op(A)·op(B), row-major, op(X) = Xᵀ when trans.
 static napi_value Gemm(napi_env env, napi_callback_info info) {
@@ -114,10 +137,24 @@ static napi_value Gemm(napi_env env, napi_callback_info info) {
       return NULL;
     }
   }
-  for (size_t i = 0; i < nOff; i += 3) {
-    sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, M, N, K, 1.0f, heap + off[i], ta ? M : K,
-          heap + off[i + 1], tb ? K : N, 0.0f, heap + off[i + 2], N);
+  gemm_batch part = {ta, tb, M, N, K, heap, off, 0, nOff / 3};
+  const int threads = get_threads && set_threads ? get_threads() : 1;
+  if (part.to < 2 || threads < 2 || (int64_t)M * N * K > SMALL_PRODUCT_MACS) {
+    gemm_part(&part);
+    return NULL;
   }
+  // A batch of small products (attention's per-head products): OpenBLAS would wake its pool for every one; instead each
+  // core takes half of the batch with OpenBLAS on one thread. Each product is computed whole by one thread, with the
+  // same kernel and summation order as on the pool, so the bits do not depend on the split.
+  set_threads(1);
+  gemm_batch second = part;
+  second.from = part.to = part.to / 2;
+  pthread_t helper;
+  const int started = pthread_create(&helper, NULL, gemm_part, &second) == 0;
+  gemm_part(&part);
+  if (started) pthread_join(helper, NULL);
+  else gemm_part(&second);
+  set_threads(threads);
   return NULL;
 }
 

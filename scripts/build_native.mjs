@@ -28,7 +28,7 @@ export function buildNative() {
   try {
     // -fno-trapping-math lets GCC turn the clamps and selects of the exp loops into vector blends (with trapping math a
     // float compare is control flow, and those loops stay scalar); neither flag changes a value.
-    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', SOURCE, '-o', OUT, '-ldl'],
+    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-pthread', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', SOURCE, '-o', OUT, '-ldl'],
       { stdio: ['ignore', 'inherit', 'inherit'] });
   } catch (e) {
     return `native: ${OUT} not built (${cc} failed: ${e instanceof Error ? e.message.split('\n')[0] : e}), backend wasm-blas unavailable`;

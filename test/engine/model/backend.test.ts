@@ -14,7 +14,7 @@ import {
   swiglu, swigluGrad,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { generate } from '../../../src/engine/model/sampler';
-import { blasProducts, blasStats } from '../../../src/engine/model/kernels/blas';
+import { blasProducts, blasStats, blasThreads } from '../../../src/engine/model/kernels/blas';
 
 const TOL = 1e-5;
 
@@ -154,6 +154,37 @@ for (const route of ['SIMD loop', 'XNNPACK / stock', 'OpenBLAS'] as const) test(
     else assert.equal(blasStats.calls, calls, 'backend wasm keeps its products off OpenBLAS');
   } finally {
     setSimdProducts(true);
+  }
+});
+
+test('a batch of small OpenBLAS products split over both cores gives the bits of one thread, and a float64 reference', async () => {
+  await initBackend('wasm-blas');
+  const threads = blasThreads();
+  assert.ok(threads >= 2, `OpenBLAS has ${threads} thread(s) here: the split would not run and this test would check nothing`);
+  // 9 products (an odd batch: the halves differ) of 20×24×12, every transpose combination
+  const rng = makeRng(44);
+  const B = 9, M = 20, N = 24, K = 12;
+  const a = Float32Array.from({ length: B * M * K }, () => randNormal(rng));
+  const b = Float32Array.from({ length: B * K * N }, () => randNormal(rng));
+  for (const [ta, tb] of [[false, false], [true, false], [false, true], [true, true]]) {
+    const A = tf.tensor3d(a, ta ? [B, K, M] : [B, M, K]), Bt = tf.tensor3d(b, tb ? [B, N, K] : [B, K, N]);
+    const split = tf.matMul(A, Bt, ta, tb).dataSync().slice();
+    blasThreads(1);
+    const one = tf.matMul(A, Bt, ta, tb).dataSync().slice();
+    blasThreads(threads);
+    assert.deepEqual(split, one, `transposeA ${ta}, transposeB ${tb}: the split changed bits`);
+    let worst = 0;
+    for (let i = 0; i < B; i++) {
+      for (let r = 0; r < M; r++) {
+        for (let c = 0; c < N; c++) {
+          let want = 0;
+          for (let k = 0; k < K; k++) want += a[i * M * K + (ta ? k * M + r : r * K + k)] * b[i * K * N + (tb ? c * K + k : k * N + c)];
+          worst = Math.max(worst, Math.abs(split[(i * M + r) * N + c] - want) / (1 + Math.abs(want)));
+        }
+      }
+    }
+    assert.ok(worst < 1e-5, `transposeA ${ta}, transposeB ${tb}: ${worst}`);
+    tf.dispose([A, Bt]);
   }
 });
 
