@@ -1,5 +1,7 @@
-// Credit Lens: OpenBLAS sgemm on the wasm backend's heap (backend `wasm-blas`, src/engine/model/blas.ts), and the
-// few fused kernels that backend runs natively (a token's log-prob and its gradient, src/engine/model/kernels/logprob.ts).
+// Credit Lens: OpenBLAS sgemm on the wasm backend's heap (backend `wasm-blas`, src/engine/model/kernels/blas.ts), and the
+// fused kernels that backend runs natively (src/engine/model/kernels/native.ts and decode_attention.ts): a token's
+// log-prob, RMSNorm, the masked attention softmax, the attention heads with RoPE, SwiGLU, each with its gradient, and
+// the KV-cache decode step.
 //
 // A Node-API addon, so one build loads in any Node (or Electron) of Node-API 8+. It links against nothing but libc:
 // the BLAS library is opened at run time with dlopen (`open(path)`), so a machine without OpenBLAS still loads the
