@@ -15,6 +15,7 @@ import {
 
 let vs;
 let modelRun;
+let tables;
 const ACTIVE = '.editor-group-container.active .monaco-editor';
 
 function paintedColours(page) {
@@ -59,7 +60,7 @@ before(async () => {
 
   // A veRL rollout dump (trainer.rollout_data_dir): <step>.jsonl with input, output, score, step; the completions of
   // the trained run's last step, so the scorer reads them as text it can have written. One line is malformed.
-  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
+  tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
   const ep = tables.readEpisodeTable(join(modelRun, 'episodes', 'step-000002.arrow'));
   const dump = join(WS, 'verl_rollouts');
   mkdirSync(dump, { recursive: true });
@@ -106,11 +107,18 @@ scenario('Import Rollouts… on a veRL dump scored by a workspace run: progress,
   await shot(page, '60-import-done');
 
   await toast.locator('.monaco-button', { hasText: 'Open Rollouts' }).click();
-  // One step: the picker goes straight to the episodes, best reward first.
+  // One step: the picker goes straight to the episodes, best reward first. Which episodes carry credit depends on the
+  // scorer run's trajectory (a group whose rewards tie has advantage 0 and paints one shade), so pick, by its #number,
+  // an episode whose advantage is not 0.
+  const eps = tables.readEpisodeTable(join(runDir, 'episodes', 'step-000012.arrow'));
+  const withCredit = Array.from(eps.advantage).findIndex((a) => a !== 0);
+  assert.ok(withCredit >= 0, `some imported episode has a nonzero advantage: ${Array.from(eps.advantage).join(', ')}`);
+  const episode = eps.episode[withCredit];
   const first = page.locator('.quick-input-widget .monaco-list-row').first();
   await first.waitFor({ timeout: 15_000 });
-  await first.click();
-  await page.locator('.tab.active[aria-label*="step 12 · episode"]').waitFor({ timeout: 15_000 });
+  await page.locator('.quick-input-widget input').fill(`#${episode}`);
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: `#${episode}` }).first().click();
+  await page.locator(`.tab.active[aria-label*="step 12 · episode ${episode}"]`).waitFor({ timeout: 15_000 });
   let colours = [];
   for (let i = 0; i < 50 && new Set(colours).size < 4; i++, await sleep(200)) colours = await paintedColours(page);
   log(`imported episode: ${colours.length} painted tokens in ${new Set(colours).size} colours`);
