@@ -242,13 +242,18 @@ static int fit(napi_env env, size_t heapLen, const int64_t *spans, size_t pairs)
 }
 #define FIT(...) fit(env, heapLen, (const int64_t[]){__VA_ARGS__}, sizeof((const int64_t[]){__VA_ARGS__}) / (2 * sizeof(int64_t)))
 
+// A native kernel's prologue: its n int32 arguments in a[], the heap's floats in heap (heapLen of them), or return with
+// the exception pending.
+#define KERNEL_ARGS(n)                                                                                               \
+  int32_t a[n];                                                                                                      \
+  size_t heapLen;                                                                                                    \
+  float *heap = heap_and_ints(env, info, a, n, &heapLen);                                                            \
+  if (!heap) return NULL
+
 // logprob(heap, logits, targets, N, V, logp, lse): per row n of logits [N, V], lse[n] = log Σ_v e^z (max-shifted, the
 // sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, in range (checked by the caller).
 static napi_value Logprob(napi_env env, napi_callback_info info) {
-  int32_t a[6];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 6, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(6);
   const int32_t zOff = a[0], tOff = a[1], N = a[2], V = a[3], lpOff = a[4], lseOff = a[5];
   if (!FIT(zOff, (int64_t)N * V, tOff, N, lpOff, N, lseOff, N)) return NULL;
   float *tmp = malloc(sizeof(float) * (V > 0 ? V : 1));
@@ -274,10 +279,7 @@ static napi_value Logprob(napi_env env, napi_callback_info info) {
 // logprobGrad(heap, logits, targets, lse, dy, out, N, V): out[n, v] = dy[n]·(δ(v, targets[n]) − e^(z[n, v] − lse[n])),
 // the gradient of logprob's logp for upstream dy [N].
 static napi_value LogprobGrad(napi_env env, napi_callback_info info) {
-  int32_t a[7];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 7, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(7);
   const int32_t zOff = a[0], tOff = a[1], lseOff = a[2], dyOff = a[3], outOff = a[4], N = a[5], V = a[6];
   if (!FIT(zOff, (int64_t)N * V, tOff, N, lseOff, N, dyOff, N, outOff, (int64_t)N * V)) return NULL;
   const int32_t *targets = (const int32_t *)(heap + tOff);
@@ -308,10 +310,7 @@ VECTOR_CLONES static void norm_grad_row(const float *x, const float *w, const fl
 // rmsnorm(heap, x, w, y, rinv, N, d, epsBits): per row of x [N, d], rinv = 1/√(mean(x²) + eps) (sum of squares in
 // float64) and y = x·rinv·w; eps is passed as its float32 bits.
 static napi_value RmsNorm(napi_env env, napi_callback_info info) {
-  int32_t a[7];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 7, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(7);
   const int32_t xOff = a[0], wOff = a[1], yOff = a[2], rOff = a[3], N = a[4], d = a[5];
   float eps;
   memcpy(&eps, &a[6], 4);
@@ -330,10 +329,7 @@ static napi_value RmsNorm(napi_env env, napi_callback_info info) {
 // rmsnormGrad(heap, x, w, rinv, dy, dx, dw, N, d): the gradient of rmsnorm's y for upstream dy. With g = dy·w,
 // dx = rinv·g − x·rinv³·(Σ g·x)/d per row, and dw = Σ_rows dy·x·rinv (accumulated in float64).
 static napi_value RmsNormGrad(napi_env env, napi_callback_info info) {
-  int32_t a[8];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 8, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(8);
   const int32_t xOff = a[0], wOff = a[1], rOff = a[2], dyOff = a[3], dxOff = a[4], dwOff = a[5], N = a[6], d = a[7];
   if (!FIT(xOff, (int64_t)N * d, wOff, d, rOff, N, dyOff, (int64_t)N * d, dxOff, (int64_t)N * d, dwOff, d)) return NULL;
   double *acc = calloc(d > 0 ? d : 1, sizeof(double));
@@ -371,10 +367,7 @@ VECTOR_CLONES static void softmax_grad_row(const float *p, const float *dp, floa
 // `rows` = B·H·T rows, mask [B, 1, T, Tk] shared by the H heads of a batch element (row r uses mask row
 // (r / (H·T))·T + r mod T). Sums in float64.
 static napi_value MaskedSoftmax(napi_env env, napi_callback_info info) {
-  int32_t a[7];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 7, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(7);
   const int32_t sOff = a[0], mOff = a[1], pOff = a[2], rows = a[3], H = a[4], T = a[5], Tk = a[6];
   if (H <= 0 || T <= 0 || rows % (H * T) != 0) { napi_throw_range_error(env, NULL, "maskedSoftmax: rows must be B·H·T"); return NULL; }
   if (!FIT(sOff, (int64_t)rows * Tk, pOff, (int64_t)rows * Tk, mOff, (int64_t)(rows / H) * Tk)) return NULL;
@@ -395,10 +388,7 @@ static napi_value MaskedSoftmax(napi_env env, napi_callback_info info) {
 // maskedSoftmaxGrad(heap, p, dp, ds, rows, Tk): ds = p·(dp − Σ dp·p) per row, the gradient of maskedSoftmax with respect
 // to s (the mask takes none).
 static napi_value MaskedSoftmaxGrad(napi_env env, napi_callback_info info) {
-  int32_t a[5];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 5, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(5);
   const int32_t pOff = a[0], dpOff = a[1], dsOff = a[2], rows = a[3], Tk = a[4];
   if (!FIT(pOff, (int64_t)rows * Tk, dpOff, (int64_t)rows * Tk, dsOff, (int64_t)rows * Tk)) return NULL;
   for (int32_t r = 0; r < rows; r++) {
@@ -441,10 +431,7 @@ static inline int head_place(int32_t b, int32_t t, int32_t h, int32_t T, int32_t
 // head-major q, k and v, rotating q and k by RoPE on the way: row (b, t, h) of q or k is x·cos + swap(x)·sin with the
 // tables' row (h, t) (tables [H + Hkv, T, hd], sin sign-folded, 1/√hd folded into q's rows); v is copied.
 static napi_value QkvHeads(napi_env env, napi_callback_info info) {
-  int32_t a[11];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 11, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(11);
   const int32_t xOff = a[0], cOff = a[1], sOff = a[2], qOff = a[3], kOff = a[4], vOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
   if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeads: the head dimension must be even"); return NULL; }
   const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
@@ -468,10 +455,7 @@ static napi_value QkvHeads(napi_env env, napi_callback_info info) {
 // qkvHeadsGrad(heap, dq, dk, dv, cos, sin, dqkv, B, T, H, Hkv, hd): the gradient of qkvHeads for upstream dq, dk, dv:
 // the inverse rotation of dq and dk (dy·cos − swap(dy)·sin) and dv, gathered back into dqkv [B·T, (H + 2·Hkv)·hd].
 static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) {
-  int32_t a[11];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 11, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(11);
   const int32_t qOff = a[0], kOff = a[1], vOff = a[2], cOff = a[3], sOff = a[4], xOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
   if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeadsGrad: the head dimension must be even"); return NULL; }
   const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
@@ -523,10 +507,7 @@ VECTOR_CLONES static void swiglu_grad_row(const float *restrict g, const float *
 
 // swiglu(heap, gu, out, sig, N, F): per row of gu [N, 2F] = gate | up, out = (g·σ(g))·u and sig = σ(g), [N, F] each.
 static napi_value Swiglu(napi_env env, napi_callback_info info) {
-  int32_t a[5];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 5, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(5);
   const int32_t guOff = a[0], outOff = a[1], sigOff = a[2], N = a[3], F = a[4];
   if (!FIT(guOff, (int64_t)N * 2 * F, outOff, (int64_t)N * F, sigOff, (int64_t)N * F)) return NULL;
   for (int32_t n = 0; n < N; n++) {
@@ -538,10 +519,7 @@ static napi_value Swiglu(napi_env env, napi_callback_info info) {
 
 // swigluGrad(heap, gu, sig, dy, out, N, F): out [N, 2F] = [dy·σ·u·(1 + g·(1 − σ)) | dy·σ·g], the gradient of swiglu.
 static napi_value SwigluGrad(napi_env env, napi_callback_info info) {
-  int32_t a[6];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 6, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(6);
   const int32_t guOff = a[0], sigOff = a[1], dyOff = a[2], outOff = a[3], N = a[4], F = a[5];
   if (!FIT(guOff, (int64_t)N * 2 * F, sigOff, (int64_t)N * F, dyOff, (int64_t)N * F, outOff, (int64_t)N * 2 * F)) return NULL;
   for (int32_t n = 0; n < N; n++) {
@@ -587,10 +565,7 @@ VECTOR_CLONES static void attend_row(const float *restrict q, const float *restr
 // then out [B, H·hd] = attention of each rotated query over the first n = pos + 1 positions, rounded up to a multiple
 // of 4 (hidden keys past pos score −1e9, so their weight is exactly 0). Query head h reads kv head h / (H / Hkv).
 static napi_value DecodeStep(napi_env env, napi_callback_info info) {
-  int32_t a[12];
-  size_t heapLen;
-  float *heap = heap_and_ints(env, info, a, 12, &heapLen);
-  if (!heap) return NULL;
+  KERNEL_ARGS(12);
   const int32_t xOff = a[0], tOff = a[1], kOff = a[2], vOff = a[3], mOff = a[4], oOff = a[5], B = a[6], H = a[7], Hkv = a[8], hd = a[9],
                 cap = a[10], pos = a[11];
   if (Hkv <= 0 || H % Hkv != 0 || hd % 2 != 0 || pos >= cap) {

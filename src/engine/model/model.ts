@@ -22,7 +22,7 @@ import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import {
   decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, maskedSoftmax, qkvHeads, rmsNormInfer,
-  rmsNormNative, rmsNormNativeInfer, ropeRotate, swiglu, swigluGrad, swigluNative, swigluNativeGrad,
+  rmsNormNative, rmsNormNativeInfer, ropeRotate, swiglu, swigluGrad, SWIGLU, SWIGLU_GRAD, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD,
 } from './kernels/wasm_kernels';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
 
@@ -311,18 +311,18 @@ export class Transformer {
       return tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
     }
     // wasm-blas: the native loops (AVX2 where the CPU has it); plain wasm keeps the SIMD loops and its bits
-    const [fwd, bwd] = hasNativeKernels() ? [swigluNative, swigluNativeGrad] : [swiglu, swigluGrad];
+    const [fwd, bwd] = hasNativeKernels() ? [SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD] : [SWIGLU, SWIGLU_GRAD];
     if (infer) {
       // no gradient scope in the decode step: σ(gate), kept only for the backward pass, is dropped at once
-      const { act, sig } = fwd(gu);
+      const { act, sig } = swiglu(gu, fwd);
       sig.dispose();
       return act;
     }
     const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const [v, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
-      const { act, sig } = fwd(v);
+      const { act, sig } = swiglu(v, fwd);
       save([v, sig]);
-      return { value: act, gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => bwd(g as tf.Tensor2D, s as tf.Tensor2D, dy) };
+      return { value: act, gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => swigluGrad(g as tf.Tensor2D, s as tf.Tensor2D, dy, bwd) };
     });
     return op(gu);
   }

@@ -2,8 +2,9 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import { blasProducts, nativeCall } from './blas';
+import { nativeCall } from './blas';
 import { Info, KernelArgs, WasmBackend, at32, heapF32, runKernel } from './heap';
+import { hasNativeKernels } from './native';
 import { hasSimd, simdLoops } from './simd';
 
 // ---- Decode attention ----------------------------------------------------------------------------------
@@ -46,8 +47,8 @@ export function hasDecodeAttention(): boolean {
  */
 export function decodeAttention(qkv: tf.Tensor2D, keys: tf.Tensor4D, values: tf.Tensor4D, keyMask: tf.Tensor2D,
   attrs: DecodeAttentionAttrs): tf.Tensor2D {
-  // wasm-blas (products on OpenBLAS, the addon loaded): the native attention; plain wasm keeps the SIMD loops and its bits
-  const name = blasProducts() && tf.getKernel(DECODE_ATTENTION_NATIVE, 'wasm') ? DECODE_ATTENTION_NATIVE : DECODE_ATTENTION;
+  // wasm-blas: the native step; plain wasm keeps the SIMD loops and its bits
+  const name = hasNativeKernels() ? DECODE_ATTENTION_NATIVE : DECODE_ATTENTION;
   return tf.engine().runKernel(name, { qkv, keys, values, keyMask }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 }
 

@@ -57,44 +57,67 @@ export function hasSwiGLUKernel(dFf: number): boolean {
   return tf.getBackend() === 'wasm' && !!tf.getKernel(SWIGLU, 'wasm') && hasSimd() && dFf % 4 === 0;
 }
 
-/** gu [N, 2F] (gate | up) → SiLU(gate)·up [N, F], and σ(gate) [N, F] for swigluGrad. */
-export function swiglu(gu: tf.Tensor2D): { act: tf.Tensor2D; sig: tf.Tensor2D } {
-  const [act, sig] = tf.engine().runKernel(SWIGLU, { gu }) as unknown as tf.Tensor2D[];
+/**
+ * gu [N, 2F] (gate | up) → SiLU(gate)·up [N, F], and σ(gate) [N, F] for swigluGrad. `kernel` is SWIGLU (the SIMD
+ * loops) or native.ts's SWIGLU_NATIVE (wasm-blas).
+ */
+export function swiglu(gu: tf.Tensor2D, kernel = SWIGLU): { act: tf.Tensor2D; sig: tf.Tensor2D } {
+  const [act, sig] = tf.engine().runKernel(kernel, { gu }) as unknown as tf.Tensor2D[];
   return { act, sig };
 }
 
-/** The gradient of swiglu with respect to gu, [N, 2F], for the upstream gradient dy [N, F]. */
-export function swigluGrad(gu: tf.Tensor2D, sig: tf.Tensor2D, dy: tf.Tensor2D): tf.Tensor2D {
-  return tf.engine().runKernel(SWIGLU_GRAD, { gu, sig, dy }) as tf.Tensor2D;
+/** The gradient of swiglu with respect to gu, [N, 2F], for the upstream gradient dy [N, F]; the kernel of the same route. */
+export function swigluGrad(gu: tf.Tensor2D, sig: tf.Tensor2D, dy: tf.Tensor2D, kernel = SWIGLU_GRAD): tf.Tensor2D {
+  return tf.engine().runKernel(kernel, { gu, sig, dy }) as tf.Tensor2D;
 }
 
-export function swigluShapes(gu: Info, sig?: Info, dy?: Info): [number, number] {
-  const [N, F2] = gu.shape;
-  const half = (t?: Info) => !t || (t.dtype === 'float32' && t.shape.length === 2 && t.shape[0] === N && t.shape[1] === F2 / 2);
-  if (!(gu.shape.length === 2 && F2 % 8 === 0 && gu.dtype === 'float32' && half(sig) && half(dy))) {
-    throw new Error(`${SWIGLU}: gu [${gu.shape}]${sig ? `, sigmoid [${sig.shape}]` : ''}${dy ? `, dy [${dy.shape}]` : ''} do not fit`);
-  }
-  return [N, F2 / 2];
+/** The two loops of a SwiGLU kernel pair, over heap element offsets: the SIMD loops here, the native ones in native.ts. */
+export interface SwigluLoops {
+  /** the forward kernel's name, for errors */
+  name: string;
+  /** 2F must be a multiple of this */
+  multiple: number;
+  forward(be: WasmBackend, gu: number, out: number, sig: number, N: number, F: number): void;
+  backward(be: WasmBackend, gu: number, sig: number, dy: number, out: number, N: number, F: number): void;
 }
 
-export function swigluKernel(args: KernelArgs): Info[] {
-  const be = args.backend as WasmBackend;
-  const { gu } = args.inputs as { gu: Info };
-  const [N, F] = swigluShapes(gu);
-  const out = be.makeOutput([N, F], 'float32');
-  const sig = be.makeOutput([N, F], 'float32');
-  simdLoops(be).swiglu(4 * at32(be, gu), 4 * at32(be, out), 4 * at32(be, sig), N, F);
-  return [out, sig];
+/** The forward and backward kernels of SwiGLU around `loops`: shapes checked, outputs made, one loop call each. */
+export function swigluKernels(loops: SwigluLoops): [(args: KernelArgs) => Info[], (args: KernelArgs) => Info] {
+  const shapes = (gu: Info, sig?: Info, dy?: Info): [number, number] => {
+    const [N, F2] = gu.shape;
+    const half = (t?: Info) => !t || (t.dtype === 'float32' && t.shape.length === 2 && t.shape[0] === N && t.shape[1] === F2 / 2);
+    if (!(gu.shape.length === 2 && F2 % loops.multiple === 0 && gu.dtype === 'float32' && half(sig) && half(dy))) {
+      const rest = `${sig ? `, sigmoid [${sig.shape}]` : ''}${dy ? `, dy [${dy.shape}]` : ''}`;
+      throw new Error(`${loops.name}: gu [${gu.shape}] (gate | up)${rest} do not fit`);
+    }
+    return [N, F2 / 2];
+  };
+  const forward = (args: KernelArgs): Info[] => {
+    const be = args.backend as WasmBackend;
+    const { gu } = args.inputs as { gu: Info };
+    const [N, F] = shapes(gu);
+    const out = be.makeOutput([N, F], 'float32');
+    const sig = be.makeOutput([N, F], 'float32');
+    loops.forward(be, at32(be, gu), at32(be, out), at32(be, sig), N, F);
+    return [out, sig];
+  };
+  const backward = (args: KernelArgs): Info => {
+    const be = args.backend as WasmBackend;
+    const { gu, sig, dy } = args.inputs as { gu: Info; sig: Info; dy: Info };
+    const [N, F] = shapes(gu, sig, dy);
+    const out = be.makeOutput([N, 2 * F], 'float32');
+    loops.backward(be, at32(be, gu), at32(be, sig), at32(be, dy), at32(be, out), N, F);
+    return out;
+  };
+  return [forward, backward];
 }
 
-export function swigluGradKernel(args: KernelArgs): Info {
-  const be = args.backend as WasmBackend;
-  const { gu, sig, dy } = args.inputs as { gu: Info; sig: Info; dy: Info };
-  const [N, F] = swigluShapes(gu, sig, dy);
-  const out = be.makeOutput([N, 2 * F], 'float32');
-  simdLoops(be).swigluGrad(4 * at32(be, gu), 4 * at32(be, sig), 4 * at32(be, dy), 4 * at32(be, out), N, F);
-  return out;
-}
+export const [swigluKernel, swigluGradKernel] = swigluKernels({
+  name: SWIGLU,
+  multiple: 8, // the SIMD loops take F in fours
+  forward: (be, gu, out, sig, N, F) => simdLoops(be).swiglu(4 * gu, 4 * out, 4 * sig, N, F),
+  backward: (be, gu, sig, dy, out, N, F) => simdLoops(be).swigluGrad(4 * gu, 4 * sig, 4 * dy, 4 * out, N, F),
+});
 
 
 // ---- RMSNorm (inference) ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
 import { blasProducts, nativeCall } from './blas';
+import { swigluKernels } from './fused';
 import { Info, KernelArgs, WasmBackend, at32, f32Bits, heap32, sizeOf } from './heap';
 
 export const TOKEN_LOGPROB = 'CreditLensTokenLogprob';
@@ -264,43 +265,13 @@ export function qkvHeadsGradKernel(args: KernelArgs): Info {
 export const SWIGLU_NATIVE = 'CreditLensSwiGLUNative';
 export const SWIGLU_NATIVE_GRAD = 'CreditLensSwiGLUNativeGrad';
 
-/** gu [N, 2F] (gate | up) → SiLU(gate)·up [N, F], and σ(gate) [N, F] for swigluNativeGrad. */
-export function swigluNative(gu: tf.Tensor2D): { act: tf.Tensor2D; sig: tf.Tensor2D } {
-  const [act, sig] = tf.engine().runKernel(SWIGLU_NATIVE, { gu }) as unknown as tf.Tensor2D[];
-  return { act, sig };
-}
-
-/** The gradient of swigluNative with respect to gu, [N, 2F], for the upstream gradient dy [N, F]. */
-export function swigluNativeGrad(gu: tf.Tensor2D, sig: tf.Tensor2D, dy: tf.Tensor2D): tf.Tensor2D {
-  return tf.engine().runKernel(SWIGLU_NATIVE_GRAD, { gu, sig, dy }) as tf.Tensor2D;
-}
-
-function gluShapes(gu: Info, ...halves: Info[]): [number, number] {
-  const [N, F2] = gu.shape;
-  const ok = gu.shape.length === 2 && F2 % 2 === 0 && gu.dtype === 'float32'
-    && halves.every((t) => t.dtype === 'float32' && t.shape.length === 2 && t.shape[0] === N && t.shape[1] === F2 / 2);
-  if (!ok) throw new Error(`${SWIGLU_NATIVE}: gu [${gu.shape}] (gate | up) and [${halves.map((t) => t.shape).join('], [')}] do not fit`);
-  return [N, F2 / 2];
-}
-
-export function swigluNativeKernel(args: KernelArgs): Info[] {
-  const be = args.backend as WasmBackend;
-  const { gu } = args.inputs as { gu: Info };
-  const [N, F] = gluShapes(gu);
-  const out = be.makeOutput([N, F], 'float32');
-  const sig = be.makeOutput([N, F], 'float32');
-  nativeCall(be, 'swiglu', at32(be, gu), at32(be, out), at32(be, sig), N, F);
-  return [out, sig];
-}
-
-export function swigluNativeGradKernel(args: KernelArgs): Info {
-  const be = args.backend as WasmBackend;
-  const { gu, sig, dy } = args.inputs as { gu: Info; sig: Info; dy: Info };
-  const [N, F] = gluShapes(gu, sig, dy);
-  const out = be.makeOutput([N, 2 * F], 'float32');
-  nativeCall(be, 'swigluGrad', at32(be, gu), at32(be, sig), at32(be, dy), at32(be, out), N, F);
-  return out;
-}
+/** The kernel pair for fused.ts's swiglu / swigluGrad with kernel SWIGLU_NATIVE / SWIGLU_NATIVE_GRAD: any even width. */
+export const [swigluNativeKernel, swigluNativeGradKernel] = swigluKernels({
+  name: SWIGLU_NATIVE,
+  multiple: 2,
+  forward: (be, gu, out, sig, N, F) => nativeCall(be, 'swiglu', gu, out, sig, N, F),
+  backward: (be, gu, sig, dy, out, N, F) => nativeCall(be, 'swigluGrad', gu, sig, dy, out, N, F),
+});
 
 /** The kernels above by name, for wasm_kernels.ts to register. */
 export const NATIVE_KERNELS: [string, (args: KernelArgs) => Info | Info[]][] = [
