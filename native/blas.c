@@ -1,6 +1,6 @@
 // Credit Lens: OpenBLAS sgemm on the wasm backend's heap (backend `wasm-blas`, src/engine/model/kernels/blas.ts), and the
 // fused kernels that backend runs natively (src/engine/model/kernels/native.ts and decode_attention.ts): a token's
-// log-prob, RMSNorm, the masked attention softmax, the attention heads with RoPE, SwiGLU, each with its gradient, and
+// log-prob, RMSNorm, the attention heads with RoPE, attention over a whole sequence, SwiGLU, each with its gradient, and
 // the KV-cache decode step.
 //
 // A Node-API addon, so one build loads in any Node (or Electron) of Node-API 8+. It links against nothing but libc:
@@ -207,9 +207,9 @@ VECTOR_CLONES static void neg_scaled_exp(const float *row, float shift, float d,
 
 /** Reads (heap: Float32Array, then `n` int32s); returns the heap's floats or NULL with an exception pending. */
 static float *heap_and_ints(napi_env env, napi_callback_info info, int32_t *ints, size_t n, size_t *heapLen) {
-  size_t argc = 13;
-  napi_value argv[13];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < n + 1 || n > 12) {
+  size_t argc = 15;
+  napi_value argv[15];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < n + 1 || n > 14) {
     napi_throw_type_error(env, NULL, "blas.node: wrong number of arguments");
     return NULL;
   }
@@ -348,7 +348,7 @@ static napi_value RmsNormGrad(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// ---- attention softmax with its additive mask ---------------------------------------------------------------------
+// ---- the attention softmax with its additive mask, and its gradient, by row -----------------------------------------
 
 // out[i] = e^(row[i] + mask[i] − shift) for i < n
 VECTOR_CLONES static void exp_masked(const float *row, const float *mask, float shift, float *out, int n) {
@@ -363,40 +363,135 @@ VECTOR_CLONES static void softmax_grad_row(const float *p, const float *dp, floa
   for (int i = 0; i < n; i++) ds[i] = p[i] * (dp[i] - c);
 }
 
-// maskedSoftmax(heap, s, mask, p, rows, heads, Tk): p = softmax(s + mask) over the last axis, s [B, H, T, Tk] as
-// `rows` = B·H·T rows, mask [B, 1, T, Tk] shared by the H heads of a batch element (row r uses mask row
-// (r / (H·T))·T + r mod T). Sums in float64.
-static napi_value MaskedSoftmax(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(7);
-  const int32_t sOff = a[0], mOff = a[1], pOff = a[2], rows = a[3], H = a[4], T = a[5], Tk = a[6];
-  if (H <= 0 || T <= 0 || rows % (H * T) != 0) { napi_throw_range_error(env, NULL, "maskedSoftmax: rows must be B·H·T"); return NULL; }
-  if (!FIT(sOff, (int64_t)rows * Tk, pOff, (int64_t)rows * Tk, mOff, (int64_t)(rows / H) * Tk)) return NULL;
-  for (int32_t r = 0; r < rows; r++) {
-    const float *s = heap + sOff + (int64_t)r * Tk;
-    const float *m = heap + mOff + ((int64_t)(r / (H * T)) * T + r % T) * Tk;
-    float *p = heap + pOff + (int64_t)r * Tk;
-    float mx = -INFINITY;
-    for (int32_t k = 0; k < Tk; k++) { const float v = s[k] + m[k]; mx = v > mx ? v : mx; }
-    exp_masked(s, m, mx, p, Tk);
-    double sum = 0;
-    for (int32_t k = 0; k < Tk; k++) sum += p[k];
-    scale_in_place(p, (float)(1.0 / sum), Tk);
+// softmax(s + mask) of one row in place, the sum in float64
+static inline void masked_softmax_row(float *s, const float *m, int n) {
+  float mx = -INFINITY;
+  for (int k = 0; k < n; k++) { const float v = s[k] + m[k]; mx = v > mx ? v : mx; }
+  exp_masked(s, m, mx, s, n);
+  double sum = 0;
+  for (int k = 0; k < n; k++) sum += s[k];
+  scale_in_place(s, (float)(1.0 / sum), n);
+}
+
+// ---- attention of a whole sequence (the training forward and the prefill), fused ------------------------------------
+//
+// Per batch element b and kv head g, the rep = H / Hkv query heads that share it: scores, masked softmax and ·V forward;
+// the five products and the softmax gradient backward. The scores of one (b, g) stay in cache between the products
+// and the softmax, the context is written straight into the merged [B·T, H·hd] layout the output projection reads
+// (no transpose either way), and the (b, g) pairs are split over two threads with OpenBLAS on one thread in each, as
+// for a batch of small products in Gemm.
+
+typedef struct {
+  float *heap;
+  int32_t B, H, Hkv, T, Tk, hd;
+  int64_t q, k, v, mask, p, o;  /* forward: inputs q, k, v, mask; outputs p (probs), o (merged context) */
+  int64_t dq, dk, dv;           /* backward: o is the upstream gradient of the context; p, q, k, v as saved */
+  int32_t from, to;             /* (b, g) pairs [from, to) */
+  int ok;
+} attn_part;
+
+static void *attn_forward_part(void *arg) {
+  attn_part *a = arg;
+  float *heap = a->heap;
+  const int32_t T = a->T, Tk = a->Tk, hd = a->hd, H = a->H, rep = a->H / a->Hkv;
+  for (int32_t j = a->from; j < a->to; j++) {
+    const int32_t b = j / a->Hkv, g = j % a->Hkv;
+    const int64_t h0 = (int64_t)b * H + (int64_t)g * rep; /* first query head of the group, as a [B·H] index */
+    const float *Q = heap + a->q + h0 * T * hd, *K = heap + a->k + (int64_t)j * Tk * hd, *V = heap + a->v + (int64_t)j * Tk * hd;
+    float *P = heap + a->p + h0 * T * Tk;
+    sgemm(ROW_MAJOR, NO_TRANS, TRANS, rep * T, Tk, hd, 1.0f, Q, hd, K, hd, 0.0f, P, Tk);
+    for (int32_t r = 0; r < rep * T; r++) masked_softmax_row(P + (int64_t)r * Tk, heap + a->mask + ((int64_t)b * T + r % T) * Tk, Tk);
+    for (int32_t i = 0; i < rep; i++) {
+      sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, T, hd, Tk, 1.0f, P + (int64_t)i * T * Tk, Tk, V, hd, 0.0f,
+            heap + a->o + (int64_t)b * T * H * hd + (int64_t)(g * rep + i) * hd, H * hd);
+    }
   }
   return NULL;
 }
 
-// maskedSoftmaxGrad(heap, p, dp, ds, rows, Tk): ds = p·(dp − Σ dp·p) per row, the gradient of maskedSoftmax with respect
-// to s (the mask takes none).
-static napi_value MaskedSoftmaxGrad(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(5);
-  const int32_t pOff = a[0], dpOff = a[1], dsOff = a[2], rows = a[3], Tk = a[4];
-  if (!FIT(pOff, (int64_t)rows * Tk, dpOff, (int64_t)rows * Tk, dsOff, (int64_t)rows * Tk)) return NULL;
-  for (int32_t r = 0; r < rows; r++) {
-    const float *p = heap + pOff + (int64_t)r * Tk, *dp = heap + dpOff + (int64_t)r * Tk;
-    double c = 0;
-    for (int32_t k = 0; k < Tk; k++) c += (double)dp[k] * p[k];
-    softmax_grad_row(p, dp, (float)c, heap + dsOff + (int64_t)r * Tk, Tk);
+static void *attn_backward_part(void *arg) {
+  attn_part *a = arg;
+  float *heap = a->heap;
+  const int32_t T = a->T, Tk = a->Tk, hd = a->hd, H = a->H, rep = a->H / a->Hkv;
+  float *dS = malloc(sizeof(float) * (size_t)rep * T * Tk);
+  if (!dS) { a->ok = 0; return NULL; }
+  for (int32_t j = a->from; j < a->to; j++) {
+    const int32_t b = j / a->Hkv, g = j % a->Hkv;
+    const int64_t h0 = (int64_t)b * H + (int64_t)g * rep;
+    const float *Q = heap + a->q + h0 * T * hd, *K = heap + a->k + (int64_t)j * Tk * hd, *V = heap + a->v + (int64_t)j * Tk * hd;
+    const float *P = heap + a->p + h0 * T * Tk;
+    float *dV = heap + a->dv + (int64_t)j * Tk * hd;
+    for (int32_t i = 0; i < rep; i++) {
+      const float *dO = heap + a->o + (int64_t)b * T * H * hd + (int64_t)(g * rep + i) * hd;
+      const float *Pi = P + (int64_t)i * T * Tk;
+      /* dV += P_iᵀ·dO_i, dP_i = dO_i·Vᵀ */
+      sgemm(ROW_MAJOR, TRANS, NO_TRANS, Tk, hd, T, 1.0f, Pi, Tk, dO, H * hd, i ? 1.0f : 0.0f, dV, hd);
+      sgemm(ROW_MAJOR, NO_TRANS, TRANS, T, Tk, hd, 1.0f, dO, H * hd, V, hd, 0.0f, dS + (int64_t)i * T * Tk, Tk);
+    }
+    for (int32_t r = 0; r < rep * T; r++) {
+      const float *p = P + (int64_t)r * Tk;
+      float *d = dS + (int64_t)r * Tk;
+      double c = 0;
+      for (int32_t k = 0; k < Tk; k++) c += (double)d[k] * p[k];
+      softmax_grad_row(p, d, (float)c, d, Tk);
+    }
+    /* dQ = dS·K, dK = dSᵀ·Q over the group's rep·T query rows */
+    sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, rep * T, hd, Tk, 1.0f, dS, Tk, K, hd, 0.0f, heap + a->dq + h0 * T * hd, hd);
+    sgemm(ROW_MAJOR, TRANS, NO_TRANS, Tk, hd, rep * T, 1.0f, dS, Tk, Q, hd, 0.0f, heap + a->dk + (int64_t)j * Tk * hd, hd);
   }
+  free(dS);
+  return NULL;
+}
+
+/** Runs part over the (b, g) pairs [0, pairs) on two threads (OpenBLAS on one in each) or, for one pair or one core, on this one. */
+static int attn_run(attn_part *part, void *(*fn)(void *), int32_t pairs) {
+  part->from = 0;
+  part->to = pairs;
+  part->ok = 1;
+  const int threads = get_threads && set_threads ? get_threads() : 1;
+  if (pairs < 2 || threads < 2) {
+    fn(part);
+    return part->ok;
+  }
+  set_threads(1);
+  attn_part second = *part;
+  second.from = part->to = pairs / 2;
+  pthread_t helper;
+  const int started = pthread_create(&helper, NULL, fn, &second) == 0;
+  fn(part);
+  if (started) pthread_join(helper, NULL);
+  else fn(&second);
+  set_threads(threads);
+  return part->ok && second.ok;
+}
+
+// attention(heap, q, k, v, mask, p, o, B, H, Hkv, T, Tk, hd): q [B, H, T, hd] (1/√hd folded in), k and v [B, Hkv, Tk, hd],
+// the additive mask [B, 1, T, Tk]; p [B, H, T, Tk] = softmax(q·kᵀ + mask) (sum in float64) and the context o [B·T, H·hd]
+// = p·v with the heads merged. Query head h reads kv head h / (H / Hkv).
+static napi_value Attention(napi_env env, napi_callback_info info) {
+  KERNEL_ARGS(12);
+  const int32_t B = a[6], H = a[7], Hkv = a[8], T = a[9], Tk = a[10], hd = a[11];
+  if (!sgemm) { napi_throw_error(env, NULL, "blas.node: open() a BLAS library first"); return NULL; }
+  if (Hkv <= 0 || H % Hkv != 0 || T <= 0 || Tk <= 0 || hd <= 0) { napi_throw_range_error(env, NULL, "attention: needs H a multiple of Hkv and positive sizes"); return NULL; }
+  const int64_t qn = (int64_t)B * H * T * hd, kn = (int64_t)B * Hkv * Tk * hd, pn = (int64_t)B * H * T * Tk;
+  if (!FIT(a[0], qn, a[1], kn, a[2], kn, a[3], (int64_t)B * T * Tk, a[4], pn, a[5], qn)) return NULL;
+  attn_part part = {heap, B, H, Hkv, T, Tk, hd, a[0], a[1], a[2], a[3], a[4], a[5], 0, 0, 0, 0, 0, 1};
+  attn_run(&part, attn_forward_part, B * Hkv);
+  return NULL;
+}
+
+// attentionGrad(heap, q, k, v, p, do, dq, dk, dv, B, H, Hkv, T, Tk, hd) — 14 ints: the gradient of attention for the
+// upstream do [B·T, H·hd] of the merged context, with q, k, v and p as attention took and made them. With dS =
+// p·(dP − Σ dP·p) and dP = do·vᵀ per head: dq = dS·k, dk = Σ_heads dSᵀ·q, dv = Σ_heads pᵀ·do. The mask takes none.
+static napi_value AttentionGrad(napi_env env, napi_callback_info info) {
+  KERNEL_ARGS(14);
+  const int32_t B = a[8], H = a[9], Hkv = a[10], T = a[11], Tk = a[12], hd = a[13];
+  if (!sgemm) { napi_throw_error(env, NULL, "blas.node: open() a BLAS library first"); return NULL; }
+  if (Hkv <= 0 || H % Hkv != 0 || T <= 0 || Tk <= 0 || hd <= 0) { napi_throw_range_error(env, NULL, "attentionGrad: needs H a multiple of Hkv and positive sizes"); return NULL; }
+  const int64_t qn = (int64_t)B * H * T * hd, kn = (int64_t)B * Hkv * Tk * hd, pn = (int64_t)B * H * T * Tk;
+  if (!FIT(a[0], qn, a[1], kn, a[2], kn, a[3], pn, a[4], qn, a[5], qn, a[6], kn, a[7], kn)) return NULL;
+  attn_part part = {heap, B, H, Hkv, T, Tk, hd, a[0], a[1], a[2], 0, a[3], a[4], a[5], a[6], a[7], 0, 0, 1};
+  if (!attn_run(&part, attn_backward_part, B * Hkv)) napi_throw_error(env, NULL, "blas.node: out of memory");
   return NULL;
 }
 
@@ -609,8 +704,8 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"logprobGrad", NULL, LogprobGrad, NULL, NULL, NULL, napi_default, NULL},
       {"rmsnorm", NULL, RmsNorm, NULL, NULL, NULL, napi_default, NULL},
       {"rmsnormGrad", NULL, RmsNormGrad, NULL, NULL, NULL, napi_default, NULL},
-      {"maskedSoftmax", NULL, MaskedSoftmax, NULL, NULL, NULL, napi_default, NULL},
-      {"maskedSoftmaxGrad", NULL, MaskedSoftmaxGrad, NULL, NULL, NULL, napi_default, NULL},
+      {"attention", NULL, Attention, NULL, NULL, NULL, napi_default, NULL},
+      {"attentionGrad", NULL, AttentionGrad, NULL, NULL, NULL, napi_default, NULL},
       {"qkvHeads", NULL, QkvHeads, NULL, NULL, NULL, napi_default, NULL},
       {"qkvHeadsGrad", NULL, QkvHeadsGrad, NULL, NULL, NULL, napi_default, NULL},
       {"swiglu", NULL, Swiglu, NULL, NULL, NULL, napi_default, NULL},

@@ -21,7 +21,7 @@ import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import {
-  decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, maskedSoftmax, qkvHeads, rmsNormInfer,
+  decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, attention as nativeAttention, qkvHeads, rmsNormInfer,
   rmsNormNative, rmsNormNativeInfer, ropeRotate, swiglu, swigluGrad, SWIGLU, SWIGLU_GRAD, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD,
 } from './kernels/wasm_kernels';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
@@ -414,6 +414,22 @@ export class Transformer {
   }
 
   /**
+   * softmax(q·kᵀ + mask)·v for q [B, H, T, hd], k and v [B, Hkv, Tk, hd], mask [B, 1, T, Tk]: the context with the heads
+   * merged, [B·T, H·hd], and the probabilities [B, H, T, Tk]. wasm-blas runs it as one native call each way
+   * (kernels/native.ts), where the probabilities carry no gradient.
+   */
+  private attend(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: tf.Tensor4D): { context: tf.Tensor2D; probs: tf.Tensor4D } {
+    const [B, H, T, hd] = q.shape, [, Hkv, Tk] = k.shape;
+    const rep = H / Hkv;
+    // GQA without copying k/v: query heads hkv·rep … hkv·rep+rep−1 share kv head hkv (HF repeat_kv order), so
+    // [B,H,T,hd] viewed as [B,Hkv,rep·T,hd] lines every query row up with its kv head.
+    const scores = tf.matMul(q.reshape([B, Hkv, rep * T, hd]), k, false, true).reshape([B, H, T, Tk]) as tf.Tensor4D;
+    const probs = tf.softmax(tf.add(scores, mask)) as tf.Tensor4D;
+    const ctx = tf.matMul(probs.reshape([B, Hkv, rep * T, Tk]) as tf.Tensor4D, v); // [B,Hkv,rep·T,hd]
+    return { context: tf.transpose(ctx.reshape([B, H, T, hd]), [0, 2, 1, 3]).reshape([B * T, H * hd]) as tf.Tensor2D, probs };
+  }
+
+  /**
    * The shared layer stack. mask [B, past + T] covers the cached keys and the new ones. Returns the final normed
    * hidden states [B, T, d] and, per layer, the full keys/values (past + new, [B, Hkv, past + T, hd]) for the
    * cache.
@@ -423,10 +439,6 @@ export class Transformer {
     const [B, T] = ids.shape;
     const N = B * T;
     const d = cfg.dModel;
-    const hd = this.hd;
-    const H = cfg.nHeads;
-    const Hkv = cfg.nKvHeads;
-    const rep = H / Hkv;
     const Tk = pos0 + T;
 
     const { cos, sin } = this.ropeTables(pos0, T);
@@ -436,7 +448,7 @@ export class Transformer {
     for (let i = 0; i < T; i++) causal.fill(1, i * Tk, i * Tk + pos0 + i + 1);
     const allowed = tf.mul(tf.tensor4d(causal, [1, 1, T, Tk]), mask.reshape([B, 1, 1, Tk]));
     const maskAdd = tf.mul(tf.sub(1, allowed), MASKED) as tf.Tensor4D;
-    // wasm-blas: the mask add and softmax in one native pass each way (kernels/native.ts)
+    // wasm-blas: attention in one native call each way (kernels/native.ts)
     const native = hasNativeKernels();
 
     let x = this.embedRows(ids.reshape([N]));
@@ -450,14 +462,9 @@ export class Transformer {
       const v = past ? (tf.concat([past.values[li], vNew], 2) as tf.Tensor4D) : vNew;
       keys.push(k);
       values.push(v);
-      // GQA without copying k/v: query heads hkv·rep … hkv·rep+rep−1 share kv head hkv (HF repeat_kv order), so
-      // [B,H,T,hd] viewed as [B,Hkv,rep·T,hd] lines every query row up with its kv head.
-      const rawScores = tf.matMul(q.reshape([B, Hkv, rep * T, hd]), k, false, true).reshape([B, H, T, Tk]) as tf.Tensor4D;
-      const probs = native ? maskedSoftmax(rawScores, maskAdd) : tf.softmax(tf.add(rawScores, maskAdd)) as tf.Tensor4D;
+      const { context, probs } = native ? nativeAttention(q, k, v, maskAdd) : this.attend(q, k, v, maskAdd);
       if (wantAttention && li === this.layers.length - 1) attention = probs;
-      const ctx = tf.matMul(probs.reshape([B, Hkv, rep * T, Tk]) as tf.Tensor4D, v); // [B,Hkv,rep·T,hd]
-      const merged = tf.transpose(ctx.reshape([B, H, T, hd]), [0, 2, 1, 3]).reshape([N, H * hd]) as tf.Tensor2D;
-      x = this.mlp(tf.add(x, tf.matMul(merged, L.wo)), L);
+      x = this.mlp(tf.add(x, tf.matMul(context, L.wo)), L);
     }
     const hidden = this.rmsNorm(x, this.finalNorm).reshape([B, T, d]) as tf.Tensor3D;
     return { hidden, keys, values, attention };

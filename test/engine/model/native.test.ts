@@ -1,4 +1,4 @@
-// The native kernels of wasm-blas (token log-prob, RMSNorm, masked softmax, attention heads with RoPE,
+// The native kernels of wasm-blas (token log-prob, RMSNorm, attention, attention heads with RoPE,
 // SwiGLU): values and gradients against float64
 // references worked out here, and the whole model's log-probs and parameter gradients through completionLogprobs against
 // the cpu backend's ops (backend.test.ts compares the whole model's gradients too).
@@ -6,8 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/engine/model/backend';
+import { blasThreads } from '../../../src/engine/model/kernels/blas';
 import {
-  hasNativeKernels, MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD, maskedSoftmax, QKV_HEADS, QKV_HEADS_GRAD, qkvHeads, RMS_NORM_GRAD, RMS_NORM_TRAIN,
+  attention, ATTENTION, ATTENTION_GRAD, hasNativeKernels, QKV_HEADS, QKV_HEADS_GRAD, qkvHeads, RMS_NORM_GRAD, RMS_NORM_TRAIN,
   rmsNormNative, swiglu, swigluGrad, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD, tokenLogprob, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
@@ -131,35 +132,80 @@ test('native RMSNorm: values and gradients (x and w) against float64, rows of an
   tf.dispose([xT, wT, dyT]);
 });
 
-test('native masked softmax: values and gradient against float64, the mask shared by the heads, a fully masked row', async () => {
+test('native attention: context, probabilities and the gradient in q, k, v against float64; GQA, a prefix, a fully masked row', async () => {
   await initBackend('wasm-blas');
-  const B = 2, H = 3, T = 5, Tk = 7;
+  // 2 query heads per kv head, T = 5 new queries over Tk = 7 keys (a prefix of 2), head dim 6 (off the vector width)
+  const B = 2, H = 4, Hkv = 2, rep = H / Hkv, T = 5, Tk = 7, hd = 6;
   const rng = makeRng(12);
-  const s = Float32Array.from({ length: B * H * T * Tk }, () => 4 * randNormal(rng));
+  const q = Float32Array.from({ length: B * H * T * hd }, () => 1.5 * randNormal(rng));
+  const k = Float32Array.from({ length: B * Hkv * Tk * hd }, () => 1.5 * randNormal(rng));
+  const v = Float32Array.from({ length: k.length }, () => randNormal(rng));
   // mask [B, 1, T, Tk]: causal with an offset of 2, batch 1 hides key 0, and batch 1's query 0 sees nothing
   const m = Float32Array.from({ length: B * T * Tk }, (_, i) => {
-    const b = Math.floor(i / (T * Tk)), t = Math.floor(i / Tk) % T, k = i % Tk;
-    return k <= t + 2 && !(b === 1 && (k === 0 || t === 0)) ? 0 : -1e9;
+    const b = Math.floor(i / (T * Tk)), t = Math.floor(i / Tk) % T, j = i % Tk;
+    return j <= t + 2 && !(b === 1 && (j === 0 || t === 0)) ? 0 : -1e9;
   });
-  const dp = Float32Array.from({ length: s.length }, () => randNormal(rng));
-  const p: number[] = [], ds: number[] = [];
-  for (let r = 0; r < B * H * T; r++) {
-    const b = Math.floor(r / (H * T)), t = r % T;
-    // s + mask rounded to float32 as the model adds them: a fully masked row is then −1e9 everywhere (uniform), as in the ops
-    const z = Array.from({ length: Tk }, (_, k) => Math.fround(s[r * Tk + k] + m[(b * T + t) * Tk + k]));
-    const mx = Math.max(...z), e = z.map((v) => Math.exp(v - mx)), sum = e.reduce((a, v) => a + v, 0);
-    const pr = e.map((v) => v / sum), c = pr.reduce((a, v, k) => a + v * dp[r * Tk + k], 0);
-    pr.forEach((v, k) => { p.push(v); ds.push(v * (dp[r * Tk + k] - c)); });
+  const dy = Float32Array.from({ length: B * T * H * hd }, () => randNormal(rng));
+  // float64 from the definition: s = q·kᵀ over head h's kv head g = ⌊h / rep⌋, p = softmax(s + mask), context row (b, t),
+  // columns h·hd… = p·v. For L = Σ context·dy, with dO the dy of head h: dv = Σ_h pᵀ·dO, dP = dO·vᵀ, dS = p·(dP − Σ dP·p),
+  // dq = dS·k, dk = Σ_h dSᵀ·q.
+  const Q = (b: number, h: number, t: number, i: number) => q[((b * H + h) * T + t) * hd + i];
+  const K = (b: number, g: number, j: number, i: number) => k[((b * Hkv + g) * Tk + j) * hd + i];
+  const Vv = (b: number, g: number, j: number, i: number) => v[((b * Hkv + g) * Tk + j) * hd + i];
+  const dO = (b: number, h: number, t: number, i: number) => dy[(b * T + t) * H * hd + h * hd + i];
+  const p = new Array(B * H * T * Tk).fill(0), ctx = new Array(dy.length).fill(0);
+  const dq = new Array(q.length).fill(0), dk = new Array(k.length).fill(0), dv = new Array(v.length).fill(0);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const g = Math.floor(h / rep);
+      for (let t = 0; t < T; t++) {
+        // s + mask rounded to float32 as the kernel adds them: a fully masked row is then −1e9 everywhere (uniform)
+        const z = Array.from({ length: Tk }, (_, j) => {
+          const s = Array.from({ length: hd }, (__, i) => Q(b, h, t, i) * K(b, g, j, i)).reduce((a, x) => a + x, 0);
+          return m[(b * T + t) * Tk + j] === 0 ? s : Math.fround(s + m[(b * T + t) * Tk + j]);
+        });
+        const mx = Math.max(...z), e = z.map((x) => Math.exp(x - mx)), sum = e.reduce((a, x) => a + x, 0), pr = e.map((x) => x / sum);
+        const dP = pr.map((_, j) => Array.from({ length: hd }, (__, i) => dO(b, h, t, i) * Vv(b, g, j, i)).reduce((a, x) => a + x, 0));
+        const c = pr.reduce((a, x, j) => a + x * dP[j], 0);
+        pr.forEach((pj, j) => {
+          p[((b * H + h) * T + t) * Tk + j] = pj;
+          const dS = pj * (dP[j] - c);
+          for (let i = 0; i < hd; i++) {
+            ctx[(b * T + t) * H * hd + h * hd + i] += pj * Vv(b, g, j, i);
+            dv[((b * Hkv + g) * Tk + j) * hd + i] += pj * dO(b, h, t, i);
+            dq[((b * H + h) * T + t) * hd + i] += dS * K(b, g, j, i);
+            dk[((b * Hkv + g) * Tk + j) * hd + i] += dS * Q(b, h, t, i);
+          }
+        });
+      }
+    }
   }
-  const sT = tf.tensor4d(s, [B, H, T, Tk]), mT = tf.tensor4d(m, [B, 1, T, Tk]), dpT = tf.tensor4d(dp, [B, H, T, Tk]);
-  await ranKernels([MASKED_SOFTMAX, MASKED_SOFTMAX_GRAD], () => {
-    const { value, grads } = tf.valueAndGrads((a: tf.Tensor) => tf.sum(tf.mul(maskedSoftmax(a as tf.Tensor4D, mT), dpT)))([sT]);
-    const pT = maskedSoftmax(sT, mT);
-    assert.ok(relErr(pT.dataSync(), p) < 1e-6, `p: ${relErr(pT.dataSync(), p)}`);
-    assert.ok(relErr(grads[0].dataSync(), ds) < 1e-6, `ds: ${relErr(grads[0].dataSync(), ds)}`);
-    tf.dispose([value, pT, ...grads]);
+  const qT = tf.tensor4d(q, [B, H, T, hd]), kT = tf.tensor4d(k, [B, Hkv, Tk, hd]), vT = tf.tensor4d(v, [B, Hkv, Tk, hd]);
+  const mT = tf.tensor4d(m, [B, 1, T, Tk]), dyT = tf.tensor2d(dy, [B * T, H * hd]);
+  const run = () => {
+    const loss = (a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(attention(a as tf.Tensor4D, b as tf.Tensor4D, c as tf.Tensor4D, mT).context, dyT)) as tf.Scalar;
+    const { value, grads } = tf.valueAndGrads(loss)([qT, kT, vT]);
+    const out = attention(qT, kT, vT, mT);
+    const got = [out.context, out.probs, ...grads].map((t) => Array.from(t.dataSync()));
+    tf.dispose([value, ...grads, out.context, out.probs]);
+    return got;
+  };
+  let got: number[][] = [];
+  await ranKernels([ATTENTION, ATTENTION_GRAD], () => { got = run(); });
+  assert.deepEqual([got[0].length, got[1].length], [B * T * H * hd, B * H * T * Tk]);
+  [ctx, p, dq, dk, dv].forEach((want, i) => {
+    assert.ok(relErr(got[i], want) < 1e-5, `${['context', 'probs', 'dq', 'dk', 'dv'][i]}: ${relErr(got[i], want)}`);
   });
-  tf.dispose([sT, mT, dpT]);
+  // The (batch, kv head) pairs are split over two threads; on one thread the bits are the same.
+  const threads = blasThreads();
+  try {
+    blasThreads(1);
+    assert.deepEqual(run(), got);
+  } finally {
+    blasThreads(threads);
+  }
+  assert.throws(() => attention(qT, kT, vT, tf.zeros([B, 1, T, Tk + 1]) as tf.Tensor4D), /CreditLensAttention: .* do not fit .*then \[2,1,5,7\]/);
+  tf.dispose([qT, kT, vT, mT, dyT]);
 });
 
 test('native attention heads: q, k rotated and v split out of the fused projection, and the gradient, against float64', async () => {

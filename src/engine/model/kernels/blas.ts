@@ -109,7 +109,7 @@ export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: n
 }
 
 /** Names of the addon's native kernels (native/blas.c), each called as (heap, ...int32 arguments). */
-export type NativeKernel = 'logprob' | 'logprobGrad' | 'rmsnorm' | 'rmsnormGrad' | 'maskedSoftmax' | 'maskedSoftmaxGrad' | 'qkvHeads' | 'qkvHeadsGrad' | 'swiglu'
+export type NativeKernel = 'logprob' | 'logprobGrad' | 'rmsnorm' | 'rmsnormGrad' | 'attention' | 'attentionGrad' | 'qkvHeads' | 'qkvHeadsGrad' | 'swiglu'
   | 'swigluGrad' | 'decodeStep';
 
 /** Runs a native kernel on the backend's heap (kernels/native.ts checks shapes first; the addon checks ranges). */

@@ -1,5 +1,5 @@
-// Fused kernels in native code (native/blas.c), on the wasm-blas backend only: a token's log-prob, RMSNorm, the
-// attention softmax with its additive mask, the attention heads with RoPE and SwiGLU, each forward and backward. Their values
+// Fused kernels in native code (native/blas.c), on the wasm-blas backend only: a token's log-prob, RMSNorm, attention
+// over a whole sequence, the attention heads with RoPE and SwiGLU, each forward and backward. Their values
 // differ from the ops' in float rounding (a different exp, sums in float64, fused multiply-adds where the compiler
 // contracts), which is why plain wasm keeps the ops and its bits.
 //
@@ -140,50 +140,77 @@ export function rmsNormGradKernel(args: KernelArgs): Info[] {
   return [dx, dw];
 }
 
-// ---- attention softmax with its additive mask ------------------------------------------------------------------------
+// ---- attention over a whole sequence (the training forward and the prefill) ------------------------------------------
 //
-// softmax(scores + mask) as ops is an add over [B, H, T, Tk] and a softmax, and backward a multiply, a sum, a subtract
-// and a multiply; here one pass each way, the mask [B, 1, T, Tk] read in place for every head.
+// softmax(q·kᵀ + mask)·v with the heads merged: as ops a batched product, the masked softmax, a second product and the
+// transpose that merges the heads, and backward four products, the softmax gradient and the inverse transpose. Here one
+// native call each way per layer (native/blas.c, Attention): each (batch element, kv head) runs its products and its
+// softmax while its scores are in cache, and the context is written in the merged layout the output projection reads.
 
-export const MASKED_SOFTMAX = 'CreditLensMaskedSoftmax';
-export const MASKED_SOFTMAX_GRAD = 'CreditLensMaskedSoftmaxGrad';
+export const ATTENTION = 'CreditLensAttention';
+export const ATTENTION_GRAD = 'CreditLensAttentionGrad';
 
-/** softmax(scores + mask) over the last axis; scores [B, H, T, Tk], mask [B, 1, T, Tk] (no gradient). */
-export function maskedSoftmax(scores: tf.Tensor4D, mask: tf.Tensor4D): tf.Tensor4D {
+/**
+ * q [B, H, T, hd] (1/√hd folded in), k and v [B, Hkv, Tk, hd], the additive mask [B, 1, T, Tk] → the context
+ * [B·T, H·hd] (head h at columns h·hd…, GQA: query head h reads kv head h / (H / Hkv)), differentiable in q, k and v,
+ * and the attention probabilities [B, H, T, Tk]. The probabilities are for reading (attention credit): no gradient
+ * flows back through them.
+ */
+export function attention(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: tf.Tensor4D): { context: tf.Tensor2D; probs: tf.Tensor4D } {
+  let probs: tf.Tensor4D | undefined;
   const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-    const [s, save] = args as [tf.Tensor4D, tf.GradSaveFunc];
-    const p = tf.engine().runKernel(MASKED_SOFTMAX, { scores: s, mask }) as tf.Tensor4D;
-    save([p]);
+    const [qq, kk, vv, save] = args as [tf.Tensor4D, tf.Tensor4D, tf.Tensor4D, tf.GradSaveFunc];
+    const [context, p] = tf.engine().runKernel(ATTENTION, { q: qq, k: kk, v: vv, mask }) as unknown as [tf.Tensor2D, tf.Tensor4D];
+    // kept past customGrad's scope, which disposes what the op does not return; a clone in the caller's scope below
+    probs = tf.keep(p);
+    save([qq, kk, vv, p]);
     return {
-      value: p,
-      gradFunc: (dp: tf.Tensor4D, [sp]: tf.Tensor[]) => tf.engine().runKernel(MASKED_SOFTMAX_GRAD, { probs: sp, dp }) as tf.Tensor4D,
+      value: context,
+      gradFunc: (dy: tf.Tensor2D, [sq, sk, sv, sp]: tf.Tensor[]) =>
+        tf.engine().runKernel(ATTENTION_GRAD, { q: sq, k: sk, v: sv, probs: sp, dy }) as unknown as tf.Tensor[],
     };
   });
-  return op(scores);
+  const context = op(q, k, v) as tf.Tensor2D;
+  const kept = probs!;
+  const visible = kept.clone(); // shares the data; tracked (and disposed) like any tensor the caller makes
+  kept.dispose();
+  return { context, probs: visible };
 }
 
-export function maskedSoftmaxKernel(args: KernelArgs): Info {
-  const be = args.backend as WasmBackend;
-  const { scores, mask } = args.inputs as { scores: Info; mask: Info };
-  const [B, H, T, Tk] = scores.shape;
-  const ok = scores.shape.length === 4 && scores.dtype === 'float32' && mask.dtype === 'float32' && mask.shape.length === 4
-    && mask.shape[0] === B && mask.shape[1] === 1 && mask.shape[2] === T && mask.shape[3] === Tk;
-  if (!ok) throw new Error(`${MASKED_SOFTMAX}: scores [${scores.shape}] and mask [${mask.shape}] do not fit (mask [B, 1, T, Tk])`);
-  const p = be.makeOutput(scores.shape, 'float32');
-  nativeCall(be, 'maskedSoftmax', at32(be, scores), at32(be, mask), at32(be, p), B * H * T, H, T, Tk);
-  return p;
-}
-
-export function maskedSoftmaxGradKernel(args: KernelArgs): Info {
-  const be = args.backend as WasmBackend;
-  const { probs, dp } = args.inputs as { probs: Info; dp: Info };
-  const Tk = probs.shape[probs.shape.length - 1];
-  if (probs.dtype !== 'float32' || dp.dtype !== 'float32' || sizeOf(dp.shape) !== sizeOf(probs.shape)) {
-    throw new Error(`${MASKED_SOFTMAX_GRAD}: probs [${probs.shape}] and dp [${dp.shape}] do not fit`);
+/** [B, H, Hkv, T, Tk, hd] of attention's operands, after checking they fit together. */
+function attentionDims(name: string, q: Info, k: Info, v: Info, last: Info, lastShape: (B: number, H: number, T: number, Tk: number, hd: number) => number[]): number[] {
+  const [B, H, T, hd] = q.shape, [, Hkv, Tk] = k.shape;
+  const same = (t: Info, s: number[]) => t.dtype === 'float32' && t.shape.length === s.length && t.shape.every((n, i) => n === s[i]);
+  const fits = q.shape.length === 4 && same(q, [B, H, T, hd]) && same(k, [B, Hkv, Tk, hd]) && same(v, [B, Hkv, Tk, hd])
+    && Hkv > 0 && H % Hkv === 0 && same(last, lastShape(B, H, T, Tk, hd));
+  if (!fits) {
+    throw new Error(`${name}: q [${q.shape}], k [${k.shape}], v [${v.shape}] and [${last.shape}] do not fit `
+      + `(q [B, H, T, hd], k and v [B, Hkv, Tk, hd] with H a multiple of Hkv, then [${lastShape(B, H, T, Tk, hd)}])`);
   }
-  const ds = be.makeOutput(probs.shape, 'float32');
-  nativeCall(be, 'maskedSoftmaxGrad', at32(be, probs), at32(be, dp), at32(be, ds), sizeOf(probs.shape) / Tk, Tk);
-  return ds;
+  return [B, H, Hkv, T, Tk, hd];
+}
+
+export function attentionKernel(args: KernelArgs): Info[] {
+  const be = args.backend as WasmBackend;
+  const { q, k, v, mask } = args.inputs as { q: Info; k: Info; v: Info; mask: Info };
+  const [B, H, Hkv, T, Tk, hd] = attentionDims(ATTENTION, q, k, v, mask, (B, _H, T, Tk) => [B, 1, T, Tk]);
+  const context = be.makeOutput([B * T, H * hd], 'float32');
+  const probs = be.makeOutput([B, H, T, Tk], 'float32');
+  nativeCall(be, 'attention', at32(be, q), at32(be, k), at32(be, v), at32(be, mask), at32(be, probs), at32(be, context), B, H, Hkv, T, Tk, hd);
+  return [context, probs];
+}
+
+export function attentionGradKernel(args: KernelArgs): Info[] {
+  const be = args.backend as WasmBackend;
+  const { q, k, v, probs, dy } = args.inputs as { q: Info; k: Info; v: Info; probs: Info; dy: Info };
+  const [B, H, Hkv, T, Tk, hd] = attentionDims(ATTENTION_GRAD, q, k, v, probs, (B, H, T, Tk) => [B, H, T, Tk]);
+  if (dy.dtype !== 'float32' || sizeOf(dy.shape) !== B * T * H * hd) throw new Error(`${ATTENTION_GRAD}: dy [${dy.shape}] for a context [${B * T}, ${H * hd}]`);
+  const dq = be.makeOutput(q.shape, 'float32');
+  const dk = be.makeOutput(k.shape, 'float32');
+  const dv = be.makeOutput(v.shape, 'float32');
+  nativeCall(be, 'attentionGrad', at32(be, q), at32(be, k), at32(be, v), at32(be, probs), at32(be, dy), at32(be, dq), at32(be, dk), at32(be, dv),
+    B, H, Hkv, T, Tk, hd);
+  return [dq, dk, dv];
 }
 
 // ---- the attention heads of the fused projection, with RoPE -----------------------------------------------------------
@@ -276,7 +303,7 @@ export const [swigluNativeKernel, swigluNativeGradKernel] = swigluKernels({
 /** The kernels above by name, for wasm_kernels.ts to register. */
 export const NATIVE_KERNELS: [string, (args: KernelArgs) => Info | Info[]][] = [
   [TOKEN_LOGPROB, tokenLogprobKernel], [TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel], [RMS_NORM_TRAIN, rmsNormTrainKernel],
-  [RMS_NORM_GRAD, rmsNormGradKernel], [MASKED_SOFTMAX, maskedSoftmaxKernel], [MASKED_SOFTMAX_GRAD, maskedSoftmaxGradKernel],
+  [RMS_NORM_GRAD, rmsNormGradKernel], [ATTENTION, attentionKernel], [ATTENTION_GRAD, attentionGradKernel],
   [QKV_HEADS, qkvHeadsKernel], [QKV_HEADS_GRAD, qkvHeadsGradKernel], [SWIGLU_NATIVE, swigluNativeKernel],
   [SWIGLU_NATIVE_GRAD, swigluNativeGradKernel],
 ];
