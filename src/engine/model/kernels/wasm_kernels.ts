@@ -19,7 +19,7 @@
 // 41 GFLOP/s shrink to ~28 for a fresh right operand, i.e. every gradient product), 4×4-block transposes,
 // float64-accumulated column sums. Large products are shared with a helper thread (the second core).
 // Kernels that stock tfjs does not have serve model.ts: decode attention on an in-place KV cache, RoPE, and
-// SwiGLU with its gradient; on wasm-blas, native kernels (native.ts): a token's log-prob, RMSNorm, masked softmax,
+// SwiGLU with its gradient; on wasm-blas, native kernels (native.ts): a token's log-prob, RMSNorm, attention over a sequence,
 // the attention heads with RoPE, SwiGLU.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
