@@ -75,6 +75,9 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true",
                    help="only verify that KV-cache sampling matches a full forward pass, then exit")
+    p.add_argument("--serve", action="store_true",
+                   help="answer timing requests, one JSON object per line on stdin and stdout (see serve()), "
+                        "so that `npm run bench` can interleave these timings with its own")
     args = p.parse_args(argv)
     if args.threads < 1 or args.iters < 1 or args.warmup < 0:
         p.error("--threads and --iters must be >= 1, --warmup >= 0")
@@ -122,6 +125,8 @@ def run(args):
     torch.manual_seed(args.seed)
     if args.check:
         return measure(torch, CONFIG, args, check_only=True)
+    if args.serve:
+        return serve(torch, args)
     ref = measure(torch, CONFIG, args)
     small = measure(torch, SMALL, args)
     ceiling = sgemm_gflops(torch, args)
@@ -145,7 +150,56 @@ def run(args):
     return 0
 
 
-def measure(torch, cfg, args, check_only=False):
+def serve(torch, args):
+    """Timing requests from `npm run bench`, which alternates blocks of these with blocks of its own so that both
+    sides see the same machine (a 2-core VM's speed drifts by 20-30 % over minutes). One JSON request per stdin line,
+    one JSON answer per stdout line:
+      {"op": "info"}                                 -> {"torch_version", "threads", "sgemm_gflops"}
+      {"op": "train", "model": "reference"|"small", "n": k}   -> {"ms": [k step times]}
+      {"op": "rollout", "model": "reference"|"small", "n": k} -> {"tokens_per_s": [k rates]}
+    The first request for a model builds it and runs `--warmup` untimed repetitions of the workload."""
+    models = {"reference": CONFIG, "small": SMALL}
+    built, warm = {}, set()
+    out = sys.stdout
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            op = req.get("op")
+            if op == "info":
+                ans = {"torch_version": torch.__version__, "threads": args.threads, "sgemm_gflops": round(sgemm_gflops(torch, args), 2)}
+            elif op in ("train", "rollout") and req.get("model") in models:
+                name = req["model"]
+                if name not in built:
+                    built[name] = build(torch, models[name])
+                w, cfg = built[name], models[name]
+                fn = w["train_step"] if op == "train" else w["rollout"]
+                if (name, op) not in warm:
+                    for _ in range(args.warmup):
+                        fn()
+                    warm.add((name, op))
+                times = []
+                for _ in range(max(1, int(req.get("n", 1)))):
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t0)
+                if op == "train":
+                    ans = {"ms": [round(x * 1000.0, 3) for x in times]}
+                else:
+                    ro = cfg["rollout"]
+                    ans = {"tokens_per_s": [round(ro["num_sequences"] * ro["max_new_tokens"] / x, 1) for x in times]}
+            else:
+                ans = {"error": "unknown request %s" % line.strip()[:200]}
+        except Exception as e:  # a bad request gets an answer, not a dead server
+            ans = {"error": "%s: %s" % (type(e).__name__, e)}
+        out.write(json.dumps(ans) + "\n")
+        out.flush()
+    return 0
+
+
+def build(torch, cfg):
+    """The model of cfg with Adam, as closures: train_step() (one GRPO-like step) and rollout(prompt=None)."""
     import torch.nn as nn
 
     class RMSNorm(nn.Module):
@@ -297,8 +351,15 @@ def measure(torch, cfg, args, check_only=False):
         return (torch.cat(out_tokens, 1).tolist(), torch.cat(out_logp, 1).tolist(),
                 torch.cat(out_ent, 1).tolist())
 
+    return {"model": model, "train_step": train_step, "rollout": rollout, "n_params": n_params}
+
+
+def measure(torch, cfg, args, check_only=False):
+    w = build(torch, cfg)
+    ro, b, t, v = cfg["rollout"], cfg["batch_size"], cfg["seq_len"], cfg["vocab_size"]
+    train_step, rollout, n_params = w["train_step"], w["rollout"], w["n_params"]
     if check_only:
-        return check(torch, model, rollout, ro, v)
+        return check(torch, w["model"], rollout, ro, v)
 
     def time_ms(fn):
         for _ in range(args.warmup):

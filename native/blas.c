@@ -250,6 +250,41 @@ static int fit(napi_env env, size_t heapLen, const int64_t *spans, size_t pairs)
   float *heap = heap_and_ints(env, info, a, n, &heapLen);                                                            \
   if (!heap) return NULL
 
+// ---- two cores for the row loops ------------------------------------------------------------------------------------
+//
+// A kernel whose rows are independent runs the first half of them here and the second half on a new thread, when it
+// touches at least SPLIT_MIN_FLOATS floats (the decode step's kernels stay on one thread: a thread costs ~30 µs). The
+// halves depend on the row count alone, and a kernel that sums over rows keeps one sum per half (part 0, 1) whether or
+// not the second thread ran, so the bits do not depend on the cores.
+#define SPLIT_MIN_FLOATS (1 << 16)
+
+typedef struct {
+  float *heap;
+  const int32_t *a; /* the kernel's int32 arguments */
+  double *acc;      /* per-part accumulators of a kernel that sums over rows (2 × its width), or NULL */
+} rows_ctx;
+typedef void (*rows_fn)(const rows_ctx *c, int32_t from, int32_t to, int part);
+typedef struct {
+  rows_fn fn;
+  const rows_ctx *c;
+  int32_t from, to;
+} rows_job;
+
+static void *rows_job_run(void *p) {
+  const rows_job *j = p;
+  j->fn(j->c, j->from, j->to, 1);
+  return NULL;
+}
+
+static void split_rows(rows_fn fn, const rows_ctx *c, int32_t rows, int64_t floats) {
+  rows_job second = {fn, c, rows / 2, rows};
+  pthread_t t;
+  const int started = rows >= 2 && floats >= SPLIT_MIN_FLOATS && pthread_create(&t, NULL, rows_job_run, &second) == 0;
+  fn(c, 0, rows / 2, 0);
+  if (started) pthread_join(t, NULL);
+  else rows_job_run(&second);
+}
+
 // logprob(heap, logits, targets, N, V, logp, lse): per row n of logits [N, V], lse[n] = log Σ_v e^z (max-shifted, the
 // sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, in range (checked by the caller).
 static napi_value Logprob(napi_env env, napi_callback_info info) {
@@ -600,16 +635,32 @@ VECTOR_CLONES static void swiglu_grad_row(const float *restrict g, const float *
   }
 }
 
+static void swiglu_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t guOff = c->a[0], outOff = c->a[1], sigOff = c->a[2], F = c->a[4];
+  (void)part;
+  for (int32_t n = from; n < to; n++) {
+    const float *g = c->heap + guOff + (int64_t)n * 2 * F;
+    swiglu_row(g, g + F, c->heap + outOff + (int64_t)n * F, c->heap + sigOff + (int64_t)n * F, F);
+  }
+}
+
 // swiglu(heap, gu, out, sig, N, F): per row of gu [N, 2F] = gate | up, out = (g·σ(g))·u and sig = σ(g), [N, F] each.
 static napi_value Swiglu(napi_env env, napi_callback_info info) {
   KERNEL_ARGS(5);
   const int32_t guOff = a[0], outOff = a[1], sigOff = a[2], N = a[3], F = a[4];
   if (!FIT(guOff, (int64_t)N * 2 * F, outOff, (int64_t)N * F, sigOff, (int64_t)N * F)) return NULL;
-  for (int32_t n = 0; n < N; n++) {
-    const float *g = heap + guOff + (int64_t)n * 2 * F;
-    swiglu_row(g, g + F, heap + outOff + (int64_t)n * F, heap + sigOff + (int64_t)n * F, F);
-  }
+  split_rows(swiglu_rows, &(rows_ctx){heap, a, NULL}, N, (int64_t)N * 4 * F);
   return NULL;
+}
+
+static void swiglu_grad_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t guOff = c->a[0], sigOff = c->a[1], dyOff = c->a[2], outOff = c->a[3], F = c->a[5];
+  (void)part;
+  for (int32_t n = from; n < to; n++) {
+    const float *g = c->heap + guOff + (int64_t)n * 2 * F;
+    float *o = c->heap + outOff + (int64_t)n * 2 * F;
+    swiglu_grad_row(g, g + F, c->heap + sigOff + (int64_t)n * F, c->heap + dyOff + (int64_t)n * F, o, o + F, F);
+  }
 }
 
 // swigluGrad(heap, gu, sig, dy, out, N, F): out [N, 2F] = [dy·σ·u·(1 + g·(1 − σ)) | dy·σ·g], the gradient of swiglu.
@@ -617,11 +668,7 @@ static napi_value SwigluGrad(napi_env env, napi_callback_info info) {
   KERNEL_ARGS(6);
   const int32_t guOff = a[0], sigOff = a[1], dyOff = a[2], outOff = a[3], N = a[4], F = a[5];
   if (!FIT(guOff, (int64_t)N * 2 * F, sigOff, (int64_t)N * F, dyOff, (int64_t)N * F, outOff, (int64_t)N * 2 * F)) return NULL;
-  for (int32_t n = 0; n < N; n++) {
-    const float *g = heap + guOff + (int64_t)n * 2 * F;
-    float *o = heap + outOff + (int64_t)n * 2 * F;
-    swiglu_grad_row(g, g + F, heap + sigOff + (int64_t)n * F, heap + dyOff + (int64_t)n * F, o, o + F, F);
-  }
+  split_rows(swiglu_grad_rows, &(rows_ctx){heap, a, NULL}, N, (int64_t)N * 6 * F);
   return NULL;
 }
 

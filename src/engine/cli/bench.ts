@@ -1,7 +1,6 @@
 // `credit-lens bench` / `npm run bench`: the engine's figures next to a PyTorch CPU reference measured in the
 // same invocation (bench/torch_ref.py under Debian's /usr/bin/python3), printed as ratios to it.
 import * as tf from '@tensorflow/tfjs';
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -15,6 +14,7 @@ import { completionLogprobs, policyBatch } from '../train/rollout';
 import { generate } from '../model/sampler';
 import { buildSession } from '../train/session';
 import { grpoStep } from '../train/train';
+import { median, pairedRounds, summarize, TorchServer, type PairedSummary } from './paired';
 
 // The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
 export const REFERENCE: ModelConfig = {
@@ -35,16 +35,6 @@ export function trainStepFlops(c: ModelConfig, B: number, T: number): number {
   const kv = c.nKvHeads * (d / c.nHeads);
   const perToken = c.nLayers * (2 * d * d + 2 * d * kv + 3 * d * c.dFf + 2 * T * d) + d * c.vocabSize;
   return 3 * 2 * B * T * perToken;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
-/** One training step exactly as GRPO runs it: forward, log-probs, loss + grad from grpo.ts, backward, clip, Adam. */
-export function trainStepMs(iters: number, warmup: number, cfg: ModelConfig = REFERENCE, B = 32, T = 64): number {
-  return trainStepTimes(iters, warmup, cfg, B, T).median;
 }
 
 /**
@@ -87,45 +77,48 @@ export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): {
 /** The step's median and its spread (min, max) over `iters` timed repetitions after `warmup`. */
 export function trainStepTimes(iters: number, warmup: number, cfg: ModelConfig = REFERENCE, B = 32, T = 64): { median: number; min: number; max: number } {
   const runner = trainStepRunner(cfg, B, T);
-  const times: number[] = [];
-  for (let i = 0; i < warmup + iters; i++) {
-    const t0 = performance.now();
-    runner.step();
-    if (i >= warmup) times.push(performance.now() - t0);
-  }
+  timeSteps(runner, warmup);
+  const times = timeSteps(runner, iters);
   runner.dispose();
   return { median: median(times), min: Math.min(...times), max: Math.max(...times) };
 }
 
-/** `n` sequences × `newTokens` new tokens with the KV cache, prompt of 8 tokens: tokens per second. */
-export function rolloutTokensPerS(reps: number, cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): number {
+/** Times of n steps of the runner, in ms. */
+function timeSteps(runner: { step(): void }, n: number): number[] {
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    runner.step();
+    times.push(performance.now() - t0);
+  }
+  return times;
+}
+
+/**
+ * `n` sequences × `newTokens` new tokens with the KV cache from prompts of 8 tokens, as a closure that returns the
+ * tokens per second of one rollout (warmed up on a short one).
+ */
+export function rolloutRunner(cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): { run(): number; dispose(): void } {
   const model = Transformer.init(cfg, 1);
   const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 }, (_, j) => 3 + ((i * 7 + j * 3) % 60)));
   const rng = makeRng(3);
   generate(model, prompts.slice(0, 4), { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
-  const times: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    const t0 = performance.now();
-    const out = generate(model, prompts, { maxNewTokens: newTokens, temperature: 1, topP: 1, eosId: -1, rng });
-    const n = out.reduce((a, s) => a + s.ids.length, 0);
-    times.push(n / ((performance.now() - t0) / 1000));
-  }
-  model.dispose();
-  return median(times);
+  return {
+    run() {
+      const t0 = performance.now();
+      const out = generate(model, prompts, { maxNewTokens: newTokens, temperature: 1, topP: 1, eosId: -1, rng });
+      return out.reduce((a, s) => a + s.ids.length, 0) / ((performance.now() - t0) / 1000);
+    },
+    dispose() { model.dispose(); },
+  };
 }
 
-interface TorchFigures { train_step_ms: number; rollout_tokens_per_s: number; train_step_gflops?: number; train_step_spread_ms?: [number, number] }
-function torchReference(): (TorchFigures & { torch_version: string; small?: TorchFigures; sgemm_gflops?: number }) | { error: string } {
-  const py = '/usr/bin/python3';
-  const script = [join(__dirname, '../../bench/torch_ref.py'), resolve('bench/torch_ref.py')].find(existsSync);
-  if (!existsSync(py) || !script) return { error: 'no /usr/bin/python3 or bench/torch_ref.py' };
-  const r = spawnSync(py, [script, '--json'], { encoding: 'utf8', timeout: 600_000 });
-  const last = (r.stdout ?? '').trim().split('\n').pop() ?? '';
-  try {
-    return JSON.parse(last);
-  } catch {
-    return { error: `torch_ref.py printed no JSON (exit ${r.status}): ${(r.stderr ?? '').slice(-300)}` };
-  }
+/** The median tokens/s of `reps` rollouts (rolloutRunner). */
+export function rolloutTokensPerS(reps: number, cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): number {
+  const runner = rolloutRunner(cfg, n, newTokens);
+  const rates = Array.from({ length: reps }, () => runner.run());
+  runner.dispose();
+  return median(rates);
 }
 
 /**
@@ -156,10 +149,9 @@ export async function attributionMemory(configPath: string): Promise<{ none: num
   return out;
 }
 
-export async function runBench(o: { json: boolean; quick: boolean }): Promise<void> {
-  const say = (m: string) => { if (!o.json) console.log(m); else process.stderr.write(m + '\n'); };
-  const iters = o.quick ? 3 : 10;
-  const result = {
+/** The bench's JSON: `npm run bench -- --json` prints one of these. */
+function emptyResult() {
+  return {
     // wasm_blas: the wasm backend with its products on OpenBLAS (what `auto` picks where OpenBLAS is installed)
     train_step_ms: { wasm_blas: null as number | null, wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
     rollout_tokens_per_s: { wasm_blas: null as number | null, wasm: null as number | null, cpu: null as number | null, torch: null as number | null },
@@ -184,26 +176,76 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     },
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     torch: null as unknown,
+    /** wasm-blas against torch in alternating rounds (paired.ts): the figures above for both come from these */
+    paired: {
+      reference_train: null as PairedSummary | null, reference_rollout: null as PairedSummary | null,
+      small_train: null as PairedSummary | null, small_rollout: null as PairedSummary | null,
+    },
   };
-  say('PyTorch reference (bench/torch_ref.py, /usr/bin/python3)…');
-  const ref = torchReference();
-  result.torch = ref;
-  if ('error' in ref) say(`  unavailable: ${ref.error} (install: bash bench/install_torch.sh)`);
-  else {
-    result.train_step_ms.torch = ref.train_step_ms;
-    result.rollout_tokens_per_s.torch = ref.rollout_tokens_per_s;
-    result.gflops.reference.torch = ref.train_step_gflops ?? null;
-    result.gflops.sgemm_torch = ref.sgemm_gflops ?? null;
-    if (ref.small) {
-      result.small.train_step_ms.torch = ref.small.train_step_ms;
-      result.small.rollout_tokens_per_s.torch = ref.small.rollout_tokens_per_s;
-      result.gflops.small.torch = ref.small.train_step_gflops ?? null;
+}
+type BenchResult = ReturnType<typeof emptyResult>;
+
+/**
+ * Torch's figures. With wasm-blas (`paired`): in alternating rounds with wasm-blas's, and wasm-blas's figures from the
+ * same rounds; the ratios are the medians of the rounds' ratios. Without: torch alone.
+ */
+async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, result: BenchResult, say: (m: string) => void): Promise<void> {
+  const ms = (x: number) => `${x.toFixed(1)} ms`, rate = (x: number) => `${x.toFixed(0)} tok/s`;
+  const report = (label: string, p: PairedSummary, unit: (x: number) => string) =>
+    say(`wasm-blas${label}: ${unit(p.ours)} vs torch ${unit(p.torch)}: ${p.ratio.toFixed(2)}× torch (rounds ${p.ratio_range[0].toFixed(2)}–${p.ratio_range[1].toFixed(2)}, ${p.rounds} paired rounds)`);
+  if (!paired) {
+    result.train_step_ms.torch = median(await torch.train('reference', quick ? 3 : 10));
+    result.rollout_tokens_per_s.torch = median(await torch.rollout('reference', quick ? 1 : 3));
+    result.small.train_step_ms.torch = median(await torch.train('small', quick ? 2 : 5));
+    result.small.rollout_tokens_per_s.torch = median(await torch.rollout('small', quick ? 1 : 2));
+    result.gflops.reference.torch = trainStepFlops(REFERENCE, 32, 64) / (result.train_step_ms.torch / 1000) / 1e9;
+    result.gflops.small.torch = trainStepFlops(SMALL, 16, 128) / (result.small.train_step_ms.torch / 1000) / 1e9;
+  } else {
+    await initBackend('wasm-blas');
+    for (const [model, cfg, B, T, steps, rounds] of [['reference', REFERENCE, 32, 64, 3, quick ? 2 : 8], ['small', SMALL, 16, 128, 2, quick ? 1 : 4]] as const) {
+      const runner = trainStepRunner(cfg, B, T);
+      timeSteps(runner, 2);
+      const r = await pairedRounds(rounds, () => timeSteps(runner, steps), () => torch.train(model, steps));
+      runner.dispose();
+      const p = summarize(r);
+      const into = model === 'reference' ? result : result.small;
+      into.train_step_ms.wasm_blas = p.ours;
+      into.train_step_ms.torch = p.torch;
+      result.spread_ms[`${model}_wasm_blas`] = [Math.min(...r.ours), Math.max(...r.ours)];
+      result.gflops[model].wasm_blas = trainStepFlops(cfg, B, T) / (p.ours / 1000) / 1e9;
+      result.gflops[model].torch = trainStepFlops(cfg, B, T) / (p.torch / 1000) / 1e9;
+      result.paired[`${model}_train`] = p;
+      report(`${model === 'small' ? ', small model' : ''}: train step`, p, ms);
     }
-    say(`  torch ${ref.torch_version}: train step ${ref.train_step_ms.toFixed(1)} ms, rollout ${ref.rollout_tokens_per_s.toFixed(0)} tok/s` +
-      (ref.small ? `; small model: train step ${ref.small.train_step_ms.toFixed(1)} ms, rollout ${ref.small.rollout_tokens_per_s.toFixed(0)} tok/s` : '') +
-      (ref.sgemm_gflops ? `; sgemm ${ref.sgemm_gflops.toFixed(1)} GFLOP/s` : ''));
+    for (const [model, cfg, n, newTokens, rounds] of [['reference', REFERENCE, 64, 64, quick ? 1 : 4], ['small', SMALL, 32, 128, quick ? 1 : 3]] as const) {
+      const runner = rolloutRunner(cfg, n, newTokens);
+      const r = await pairedRounds(rounds, () => [runner.run()], () => torch.rollout(model, 1));
+      runner.dispose();
+      const p = summarize(r);
+      const into = model === 'reference' ? result : result.small;
+      into.rollout_tokens_per_s.wasm_blas = p.ours;
+      into.rollout_tokens_per_s.torch = p.torch;
+      result.paired[`${model}_rollout`] = p;
+      report(`${model === 'small' ? ', small model' : ''}: rollout`, p, rate);
+    }
   }
-  const ratio = (x: number | null, t: number | null) => (x && t ? ` (${(x / t).toFixed(2)}× torch)` : '');
+}
+
+export async function runBench(o: { json: boolean; quick: boolean }): Promise<void> {
+  const say = (m: string) => { if (!o.json) console.log(m); else process.stderr.write(m + '\n'); };
+  const iters = o.quick ? 3 : 10;
+  const result = emptyResult();
+  say('PyTorch reference (bench/torch_ref.py --serve, /usr/bin/python3)…');
+  const started = await TorchServer.start();
+  const torch = 'error' in started ? null : started.server;
+  if ('error' in started) {
+    result.torch = { error: started.error };
+    say(`  unavailable: ${started.error} (install: bash bench/install_torch.sh)`);
+  } else {
+    result.torch = { torch_version: started.version, threads: started.threads, sgemm_gflops: started.sgemm_gflops };
+    result.gflops.sgemm_torch = started.sgemm_gflops;
+    say(`  torch ${started.version}, OpenBLAS on ${started.threads} threads, sgemm 1024³ ${started.sgemm_gflops.toFixed(1)} GFLOP/s (the practical ceiling)`);
+  }
   const backends: ('wasm-blas' | 'wasm' | 'cpu')[] = ['wasm', 'cpu'];
   try {
     await initBackend('wasm-blas');
@@ -211,30 +253,38 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   } catch (e) {
     say(`wasm-blas: unavailable (${e instanceof Error ? e.message : String(e)})`);
   }
-  for (const backend of backends) {
-    await initBackend(backend);
-    const key = backend === 'wasm-blas' ? 'wasm_blas' : backend;
-    const st = trainStepTimes(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
-    const ms = st.median;
-    result.train_step_ms[key] = ms;
-    if (key !== 'cpu') {
-      result.spread_ms[`reference_${key}`] = [st.min, st.max];
-      result.gflops.reference[key] = trainStepFlops(REFERENCE, 32, 64) / (ms / 1000) / 1e9;
+  try {
+    // Torch's figures: from rounds paired with wasm-blas's (paired.ts), or alone where wasm-blas cannot run.
+    if (torch) await benchTorch(torch, backends[0] === 'wasm-blas', o.quick, result, say);
+    const ratio = (x: number | null, t: number | null) => (x && t ? ` (${(x / t).toFixed(2)}× torch)` : '');
+    for (const backend of backends) {
+      if (backend === 'wasm-blas' && torch) continue; // measured in the paired rounds
+      await initBackend(backend);
+      const key = backend === 'wasm-blas' ? 'wasm_blas' : backend;
+      const st = trainStepTimes(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
+      const ms = st.median;
+      result.train_step_ms[key] = ms;
+      if (key !== 'cpu') {
+        result.spread_ms[`reference_${key}`] = [st.min, st.max];
+        result.gflops.reference[key] = trainStepFlops(REFERENCE, 32, 64) / (ms / 1000) / 1e9;
+      }
+      say(`${backend}: train step ${ms.toFixed(1)} ms (${st.min.toFixed(0)}–${st.max.toFixed(0)})${ratio(ms, result.train_step_ms.torch)}`);
+      const tps = rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
+      result.rollout_tokens_per_s[key] = tps;
+      say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratio(tps, result.rollout_tokens_per_s.torch)}`);
+      if (key === 'cpu') continue;
+      // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
+      const sm = trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
+      result.small.train_step_ms[key] = sm.median;
+      result.spread_ms[`small_${key}`] = [sm.min, sm.max];
+      result.gflops.small[key] = trainStepFlops(SMALL, 16, 128) / (sm.median / 1000) / 1e9;
+      say(`${backend}, small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small[key]!.toFixed(1)} GFLOP/s`);
+      const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
+      result.small.rollout_tokens_per_s[key] = stps;
+      say(`${backend}, small model: rollout ${stps.toFixed(0)} tok/s${ratio(stps, result.small.rollout_tokens_per_s.torch)}`);
     }
-    say(`${backend}: train step ${ms.toFixed(1)} ms (${st.min.toFixed(0)}–${st.max.toFixed(0)})${ratio(ms, result.train_step_ms.torch)}`);
-    const tps = rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
-    result.rollout_tokens_per_s[key] = tps;
-    say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratio(tps, result.rollout_tokens_per_s.torch)}`);
-    if (key === 'cpu') continue;
-    // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
-    const sm = trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
-    result.small.train_step_ms[key] = sm.median;
-    result.spread_ms[`small_${key}`] = [sm.min, sm.max];
-    result.gflops.small[key] = trainStepFlops(SMALL, 16, 128) / (sm.median / 1000) / 1e9;
-    say(`${backend}, small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small[key]!.toFixed(1)} GFLOP/s`);
-    const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
-    result.small.rollout_tokens_per_s[key] = stps;
-    say(`${backend}, small model: rollout ${stps.toFixed(0)} tok/s${ratio(stps, result.small.rollout_tokens_per_s.torch)}`);
+  } finally {
+    torch?.close();
   }
   const exampleCfg = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
   if (exampleCfg) {
