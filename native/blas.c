@@ -52,6 +52,12 @@ static napi_value Open(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "open(path: string)");
     return NULL;
   }
+  // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) before they sleep. Between the products of a train step the
+  // kernels here run on both cores (split_rows, the attention's pairs), and a spinning worker takes one of them. At
+  // 2^21 cycles (~1 ms) a worker still spins through the short gaps between the decode step's products (waking a
+  // sleeping one costs more than they do: 2^4 cut rollout by ~15 %) but sleeps through a train step's kernels (the
+  // step measured 5–10 % faster; bench/PROFILE.md). Read by OpenBLAS when it loads; a value the user set wins.
+  setenv("OPENBLAS_THREAD_TIMEOUT", "21", 0);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) { napi_throw_error(env, NULL, dlerror()); return NULL; }
   sgemm_fn f = (sgemm_fn)dlsym(h, "cblas_sgemm");
@@ -253,15 +259,16 @@ static int fit(napi_env env, size_t heapLen, const int64_t *spans, size_t pairs)
 // ---- two cores for the row loops ------------------------------------------------------------------------------------
 //
 // A kernel whose rows are independent runs the first half of them here and the second half on a new thread, when it
-// touches at least SPLIT_MIN_FLOATS floats (the decode step's kernels stay on one thread: a thread costs ~30 µs). The
+// touches at least SPLIT_MIN_FLOATS floats (the decode step's kernels stay on one thread: a new thread costs ~30 µs,
+// more than their work). The
 // halves depend on the row count alone, and a kernel that sums over rows keeps one sum per half (part 0, 1) whether or
 // not the second thread ran, so the bits do not depend on the cores.
-#define SPLIT_MIN_FLOATS (1 << 16)
+#define SPLIT_MIN_FLOATS (1 << 18)
 
 typedef struct {
   float *heap;
   const int32_t *a; /* the kernel's int32 arguments */
-  double *acc;      /* per-part accumulators of a kernel that sums over rows (2 × its width), or NULL */
+  void *scratch;    /* per-part scratch (part p takes the p-th half), or NULL */
 } rows_ctx;
 typedef void (*rows_fn)(const rows_ctx *c, int32_t from, int32_t to, int part);
 typedef struct {
@@ -285,16 +292,11 @@ static void split_rows(rows_fn fn, const rows_ctx *c, int32_t rows, int64_t floa
   else rows_job_run(&second);
 }
 
-// logprob(heap, logits, targets, N, V, logp, lse): per row n of logits [N, V], lse[n] = log Σ_v e^z (max-shifted, the
-// sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, in range (checked by the caller).
-static napi_value Logprob(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(6);
-  const int32_t zOff = a[0], tOff = a[1], N = a[2], V = a[3], lpOff = a[4], lseOff = a[5];
-  if (!FIT(zOff, (int64_t)N * V, tOff, N, lpOff, N, lseOff, N)) return NULL;
-  float *tmp = malloc(sizeof(float) * (V > 0 ? V : 1));
-  if (!tmp) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+static void logprob_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t zOff = c->a[0], tOff = c->a[1], V = c->a[3], lpOff = c->a[4], lseOff = c->a[5];
+  float *heap = c->heap, *tmp = (float *)c->scratch + (int64_t)part * V;
   const int32_t *targets = (const int32_t *)(heap + tOff);
-  for (int32_t n = 0; n < N; n++) {
+  for (int32_t n = from; n < to; n++) {
     const float *z = heap + zOff + (int64_t)n * V;
     float mx = -INFINITY;
     for (int32_t v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
@@ -307,8 +309,32 @@ static napi_value Logprob(napi_env env, napi_callback_info info) {
     heap[lseOff + n] = (float)lse;
     heap[lpOff + n] = (float)((double)z[targets[n]] - lse);
   }
+}
+
+// logprob(heap, logits, targets, N, V, logp, lse): per row n of logits [N, V], lse[n] = log Σ_v e^z (max-shifted, the
+// sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, in range (checked by the caller).
+static napi_value Logprob(napi_env env, napi_callback_info info) {
+  KERNEL_ARGS(6);
+  const int32_t zOff = a[0], tOff = a[1], N = a[2], V = a[3], lpOff = a[4], lseOff = a[5];
+  if (!FIT(zOff, (int64_t)N * V, tOff, N, lpOff, N, lseOff, N)) return NULL;
+  float *tmp = malloc(sizeof(float) * 2 * (V > 0 ? V : 1));
+  if (!tmp) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+  split_rows(logprob_rows, &(rows_ctx){heap, a, tmp}, N, (int64_t)N * V);
   free(tmp);
   return NULL;
+}
+
+static void logprob_grad_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t zOff = c->a[0], tOff = c->a[1], lseOff = c->a[2], dyOff = c->a[3], outOff = c->a[4], V = c->a[6];
+  float *heap = c->heap;
+  const int32_t *targets = (const int32_t *)(heap + tOff);
+  (void)part;
+  for (int32_t n = from; n < to; n++) {
+    const float d = heap[dyOff + n];
+    float *out = heap + outOff + (int64_t)n * V;
+    neg_scaled_exp(heap + zOff + (int64_t)n * V, heap[lseOff + n], d, out, V);
+    out[targets[n]] += d;
+  }
 }
 
 // logprobGrad(heap, logits, targets, lse, dy, out, N, V): out[n, v] = dy[n]·(δ(v, targets[n]) − e^(z[n, v] − lse[n])),
@@ -317,13 +343,7 @@ static napi_value LogprobGrad(napi_env env, napi_callback_info info) {
   KERNEL_ARGS(7);
   const int32_t zOff = a[0], tOff = a[1], lseOff = a[2], dyOff = a[3], outOff = a[4], N = a[5], V = a[6];
   if (!FIT(zOff, (int64_t)N * V, tOff, N, lseOff, N, dyOff, N, outOff, (int64_t)N * V)) return NULL;
-  const int32_t *targets = (const int32_t *)(heap + tOff);
-  for (int32_t n = 0; n < N; n++) {
-    const float d = heap[dyOff + n];
-    float *out = heap + outOff + (int64_t)n * V;
-    neg_scaled_exp(heap + zOff + (int64_t)n * V, heap[lseOff + n], d, out, V);
-    out[targets[n]] += d;
-  }
+  split_rows(logprob_grad_rows, &(rows_ctx){heap, a, NULL}, N, (int64_t)N * 2 * V);
   return NULL;
 }
 
@@ -342,15 +362,13 @@ VECTOR_CLONES static void norm_grad_row(const float *x, const float *w, const fl
   }
 }
 
-// rmsnorm(heap, x, w, y, rinv, N, d, epsBits): per row of x [N, d], rinv = 1/√(mean(x²) + eps) (sum of squares in
-// float64) and y = x·rinv·w; eps is passed as its float32 bits.
-static napi_value RmsNorm(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(7);
-  const int32_t xOff = a[0], wOff = a[1], yOff = a[2], rOff = a[3], N = a[4], d = a[5];
+static void rmsnorm_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t xOff = c->a[0], wOff = c->a[1], yOff = c->a[2], rOff = c->a[3], d = c->a[5];
   float eps;
-  memcpy(&eps, &a[6], 4);
-  if (!FIT(xOff, (int64_t)N * d, wOff, d, yOff, (int64_t)N * d, rOff, N)) return NULL;
-  for (int32_t n = 0; n < N; n++) {
+  memcpy(&eps, &c->a[6], 4);
+  float *heap = c->heap;
+  (void)part;
+  for (int32_t n = from; n < to; n++) {
     const float *x = heap + xOff + (int64_t)n * d;
     double ss = 0;
     for (int32_t j = 0; j < d; j++) ss += (double)x[j] * x[j];
@@ -358,27 +376,44 @@ static napi_value RmsNorm(napi_env env, napi_callback_info info) {
     heap[rOff + n] = r;
     scale_row(x, r, heap + wOff, heap + yOff + (int64_t)n * d, d);
   }
+}
+
+// rmsnorm(heap, x, w, y, rinv, N, d, epsBits): per row of x [N, d], rinv = 1/√(mean(x²) + eps) (sum of squares in
+// float64) and y = x·rinv·w; eps is passed as its float32 bits.
+static napi_value RmsNorm(napi_env env, napi_callback_info info) {
+  KERNEL_ARGS(7);
+  const int32_t xOff = a[0], wOff = a[1], yOff = a[2], rOff = a[3], N = a[4], d = a[5];
+  if (!FIT(xOff, (int64_t)N * d, wOff, d, yOff, (int64_t)N * d, rOff, N)) return NULL;
+  split_rows(rmsnorm_rows, &(rows_ctx){heap, a, NULL}, N, (int64_t)N * 2 * d);
   return NULL;
 }
 
-// rmsnormGrad(heap, x, w, rinv, dy, dx, dw, N, d): the gradient of rmsnorm's y for upstream dy. With g = dy·w,
-// dx = rinv·g − x·rinv³·(Σ g·x)/d per row, and dw = Σ_rows dy·x·rinv (accumulated in float64).
-static napi_value RmsNormGrad(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(8);
-  const int32_t xOff = a[0], wOff = a[1], rOff = a[2], dyOff = a[3], dxOff = a[4], dwOff = a[5], N = a[6], d = a[7];
-  if (!FIT(xOff, (int64_t)N * d, wOff, d, rOff, N, dyOff, (int64_t)N * d, dxOff, (int64_t)N * d, dwOff, d)) return NULL;
-  double *acc = calloc(d > 0 ? d : 1, sizeof(double));
-  if (!acc) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+static void rmsnorm_grad_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t xOff = c->a[0], wOff = c->a[1], rOff = c->a[2], dyOff = c->a[3], dxOff = c->a[4], d = c->a[7];
+  float *heap = c->heap;
+  double *acc = (double *)c->scratch + (int64_t)part * d;
   const float *w = heap + wOff;
-  for (int32_t n = 0; n < N; n++) {
+  for (int32_t n = from; n < to; n++) {
     const float *x = heap + xOff + (int64_t)n * d, *dy = heap + dyOff + (int64_t)n * d;
     const float r = heap[rOff + n];
     double dot = 0;
     for (int32_t j = 0; j < d; j++) dot += (double)(dy[j] * w[j]) * x[j];
-    const float c = (float)(dot * r * r * r / d);
-    norm_grad_row(x, w, dy, r, c, heap + dxOff + (int64_t)n * d, acc, d);
+    const float k = (float)(dot * r * r * r / d);
+    norm_grad_row(x, w, dy, r, k, heap + dxOff + (int64_t)n * d, acc, d);
   }
-  for (int32_t j = 0; j < d; j++) heap[dwOff + j] = (float)acc[j];
+}
+
+// rmsnormGrad(heap, x, w, rinv, dy, dx, dw, N, d): the gradient of rmsnorm's y for upstream dy. With g = dy·w,
+// dx = rinv·g − x·rinv³·(Σ g·x)/d per row, and dw = Σ_rows dy·x·rinv (accumulated in float64, one sum per half of
+// the rows, then added).
+static napi_value RmsNormGrad(napi_env env, napi_callback_info info) {
+  KERNEL_ARGS(8);
+  const int32_t xOff = a[0], wOff = a[1], rOff = a[2], dyOff = a[3], dxOff = a[4], dwOff = a[5], N = a[6], d = a[7];
+  if (!FIT(xOff, (int64_t)N * d, wOff, d, rOff, N, dyOff, (int64_t)N * d, dxOff, (int64_t)N * d, dwOff, d)) return NULL;
+  double *acc = calloc(2 * (d > 0 ? d : 1), sizeof(double));
+  if (!acc) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
+  split_rows(rmsnorm_grad_rows, &(rows_ctx){heap, a, acc}, N, (int64_t)N * 3 * d);
+  for (int32_t j = 0; j < d; j++) heap[dwOff + j] = (float)(acc[j] + acc[d + j]);
   free(acc);
   return NULL;
 }
@@ -557,17 +592,12 @@ static inline int head_place(int32_t b, int32_t t, int32_t h, int32_t T, int32_t
   return 2;
 }
 
-// qkvHeads(heap, qkv, cos, sin, q, k, v, B, T, H, Hkv, hd): splits the fused projection qkv [B·T, (H + 2·Hkv)·hd] into
-// head-major q, k and v, rotating q and k by RoPE on the way: row (b, t, h) of q or k is x·cos + swap(x)·sin with the
-// tables' row (h, t) (tables [H + Hkv, T, hd], sin sign-folded, 1/√hd folded into q's rows); v is copied.
-static napi_value QkvHeads(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(11);
-  const int32_t xOff = a[0], cOff = a[1], sOff = a[2], qOff = a[3], kOff = a[4], vOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
-  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeads: the head dimension must be even"); return NULL; }
-  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
-  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
-  float *dst[3] = {heap + qOff, heap + kOff, heap + vOff};
-  for (int32_t b = 0; b < B; b++) {
+static void qkv_heads_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t xOff = c->a[0], cOff = c->a[1], sOff = c->a[2], T = c->a[7], H = c->a[8], Hkv = c->a[9], hd = c->a[10];
+  float *heap = c->heap, *dst[3] = {heap + c->a[3], heap + c->a[4], heap + c->a[5]};
+  const int64_t W = (int64_t)(H + 2 * Hkv) * hd;
+  (void)part;
+  for (int32_t b = from; b < to; b++) {
     for (int32_t t = 0; t < T; t++) {
       const float *x = heap + xOff + ((int64_t)b * T + t) * W;
       for (int32_t h = 0; h < H + 2 * Hkv; h++, x += hd) {
@@ -579,19 +609,28 @@ static napi_value QkvHeads(napi_env env, napi_callback_info info) {
       }
     }
   }
+}
+
+// qkvHeads(heap, qkv, cos, sin, q, k, v, B, T, H, Hkv, hd): splits the fused projection qkv [B·T, (H + 2·Hkv)·hd] into
+// head-major q, k and v, rotating q and k by RoPE on the way: row (b, t, h) of q or k is x·cos + swap(x)·sin with the
+// tables' row (h, t) (tables [H + Hkv, T, hd], sin sign-folded, 1/√hd folded into q's rows); v is copied.
+static napi_value QkvHeads(napi_env env, napi_callback_info info) {
+  KERNEL_ARGS(11);
+  const int32_t xOff = a[0], cOff = a[1], sOff = a[2], qOff = a[3], kOff = a[4], vOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
+  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeads: the head dimension must be even"); return NULL; }
+  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
+  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
+  split_rows(qkv_heads_rows, &(rows_ctx){heap, a, NULL}, B, 2 * rows * W);
   return NULL;
 }
 
-// qkvHeadsGrad(heap, dq, dk, dv, cos, sin, dqkv, B, T, H, Hkv, hd): the gradient of qkvHeads for upstream dq, dk, dv:
-// the inverse rotation of dq and dk (dy·cos − swap(dy)·sin) and dv, gathered back into dqkv [B·T, (H + 2·Hkv)·hd].
-static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(11);
-  const int32_t qOff = a[0], kOff = a[1], vOff = a[2], cOff = a[3], sOff = a[4], xOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
-  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeadsGrad: the head dimension must be even"); return NULL; }
-  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
-  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
-  const float *src[3] = {heap + qOff, heap + kOff, heap + vOff};
-  for (int32_t b = 0; b < B; b++) {
+static void qkv_heads_grad_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
+  const int32_t cOff = c->a[3], sOff = c->a[4], xOff = c->a[5], T = c->a[7], H = c->a[8], Hkv = c->a[9], hd = c->a[10];
+  float *heap = c->heap;
+  const float *src[3] = {heap + c->a[0], heap + c->a[1], heap + c->a[2]};
+  const int64_t W = (int64_t)(H + 2 * Hkv) * hd;
+  (void)part;
+  for (int32_t b = from; b < to; b++) {
     for (int32_t t = 0; t < T; t++) {
       float *dx = heap + xOff + ((int64_t)b * T + t) * W;
       for (int32_t h = 0; h < H + 2 * Hkv; h++, dx += hd) {
@@ -603,6 +642,17 @@ static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) {
       }
     }
   }
+}
+
+// qkvHeadsGrad(heap, dq, dk, dv, cos, sin, dqkv, B, T, H, Hkv, hd): the gradient of qkvHeads for upstream dq, dk, dv:
+// the inverse rotation of dq and dk (dy·cos − swap(dy)·sin) and dv, gathered back into dqkv [B·T, (H + 2·Hkv)·hd].
+static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) {
+  KERNEL_ARGS(11);
+  const int32_t qOff = a[0], kOff = a[1], vOff = a[2], cOff = a[3], sOff = a[4], xOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
+  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeadsGrad: the head dimension must be even"); return NULL; }
+  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
+  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
+  split_rows(qkv_heads_grad_rows, &(rows_ctx){heap, a, NULL}, B, 2 * rows * W);
   return NULL;
 }
 
