@@ -39,3 +39,46 @@ test('profile tables: kernels grouped by name, largest first, shares of the wall
   assert.match(md, /\| 2 other ops \| 2 \| 0\.50 \| 5\.0 \|/);
   assert.match(md, /\| outside kernels .* \| \| 3\.50 \| 35\.0 \|/);
 });
+
+test('paired rounds: sides alternate which goes first, each round\'s ratio is its medians\' ratio, the summary their median and range', async () => {
+  const { pairedRounds, summarize, median } = await import('../../../src/engine/cli/paired');
+  assert.equal(median([3, 1, 2]), 2);
+  assert.equal(median([4, 1, 3, 2]), 2.5);
+  const order: string[] = [];
+  let round = 0;
+  // ours: [10, 12, 11] then [20, 22, 21] …; torch: [5, 5, 6] then [10, 11, 10] …: round ratios 11/5, 21/10, 31/15
+  const ours = () => { order.push('ours'); const k = ++round; return [10 * k, 10 * k + 2, 10 * k + 1]; };
+  let t = 0;
+  const torch = async () => { order.push('torch'); const k = ++t; return [5 * k, 5 * k + (k === 1 ? 0 : 1), 5 * k + (k === 1 ? 1 : 0)]; };
+  const r = await pairedRounds(3, ours, torch, 0);
+  assert.deepEqual(order, ['torch', 'ours', 'ours', 'torch', 'torch', 'ours']);
+  assert.deepEqual(r.ratios, [11 / 5, 21 / 10, 31 / 15]);
+  const s = summarize(r);
+  assert.equal(s.ratio, 21 / 10);
+  assert.deepEqual(s.ratio_range, [31 / 15, 11 / 5]);
+  assert.equal(s.ours, 21); // median of all nine samples of ours
+  assert.equal(s.rounds, 3);
+});
+
+const torchImportable = existsSync('/usr/bin/python3') && spawnSync('/usr/bin/python3', ['-c', 'import torch'], { encoding: 'utf8' }).status === 0;
+
+test('bench/torch_ref.py --serve answers timing requests line by line, and a bad request with an error', { skip: !torchImportable && 'no torch under /usr/bin/python3' }, async () => {
+  const { TorchServer } = await import('../../../src/engine/cli/paired');
+  const started = await TorchServer.start();
+  assert.ok(!('error' in started), 'error' in started ? started.error : '');
+  const { server, threads, sgemm_gflops } = started as Exclude<typeof started, { error: string }>;
+  try {
+    assert.ok(threads >= 1 && sgemm_gflops > 0);
+    const ms = await server.train('reference', 2);
+    assert.equal(ms.length, 2);
+    assert.ok(ms.every((x) => x > 0 && x < 60_000), String(ms));
+    const rate = await server.rollout('reference', 1);
+    assert.equal(rate.length, 1);
+    assert.ok(rate[0] > 0);
+    await assert.rejects(server.ask({ op: 'train', model: 'huge' }), /torch_ref\.py: unknown request/);
+    // still serving after the bad request
+    assert.equal((await server.train('reference', 1)).length, 1);
+  } finally {
+    server.close();
+  }
+});
