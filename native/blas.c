@@ -88,6 +88,12 @@ static napi_value Threads(napi_env env, napi_callback_info info) {
 
 /** Products of at most this many multiply-adds are run whole on one thread when they come in a batch (see Gemm). */
 #define SMALL_PRODUCT_MACS (1 << 21)
+/**
+ * A single product of more than this many multiply-adds is split in halves over two threads of ours (see Gemm). The
+ * decode step's products stay below (the small model's largest, 32×2048×256, is exactly 2^24): they come ~0.1 ms apart,
+ * when OpenBLAS's pool is still awake and cheaper than a new thread.
+ */
+#define LARGE_PRODUCT_MACS (1 << 24)
 
 typedef struct {
   bool ta, tb;
@@ -104,6 +110,24 @@ static void *gemm_part(void *arg) {
     sgemm(ROW_MAJOR, p->ta ? TRANS : NO_TRANS, p->tb ? TRANS : NO_TRANS, p->M, p->N, p->K, 1.0f, p->heap + o[0], p->ta ? p->M : p->K,
           p->heap + o[1], p->tb ? p->K : p->N, 0.0f, p->heap + o[2], p->N);
   }
+  return NULL;
+}
+
+/** C[M,N] = op(A)·op(B) with leading dimensions: a tile of a larger product. */
+typedef struct {
+  bool ta, tb;
+  int32_t M, N, K;
+  const float *A;
+  int lda;
+  const float *B;
+  int ldb;
+  float *C;
+  int ldc;
+} gemm_tile;
+
+static void *gemm_tile_run(void *arg) {
+  const gemm_tile *t = arg;
+  sgemm(ROW_MAJOR, t->ta ? TRANS : NO_TRANS, t->tb ? TRANS : NO_TRANS, t->M, t->N, t->K, 1.0f, t->A, t->lda, t->B, t->ldb, 0.0f, t->C, t->ldc);
   return NULL;
 }
 
@@ -147,6 +171,32 @@ static napi_value Gemm(napi_env env, napi_callback_info info) {
   }
   gemm_batch part = {ta, tb, M, N, K, heap, off, 0, nOff / 3};
   const int threads = get_threads && set_threads ? get_threads() : 1;
+  if (part.to == 1 && threads >= 2 && (int64_t)M * N * K > LARGE_PRODUCT_MACS && (M >= 64 || N >= 64)) {
+    // One large product: its rows (or columns, whichever are more) in two halves, one per core with OpenBLAS on one
+    // thread in each, instead of OpenBLAS's pool, whose workers had gone to sleep during the kernels before it.
+    // Each element is one thread's whole sum over K, as in the pool.
+    const float *A = heap + off[0], *B = heap + off[1];
+    float *C = heap + off[2];
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    gemm_tile halves[2];
+    if (M >= N) {
+      const int32_t m = M / 2;
+      halves[0] = (gemm_tile){ta, tb, m, N, K, A, lda, B, ldb, C, N};
+      halves[1] = (gemm_tile){ta, tb, M - m, N, K, ta ? A + m : A + (int64_t)m * K, lda, B, ldb, C + (int64_t)m * N, N};
+    } else {
+      const int32_t n = N / 2;
+      halves[0] = (gemm_tile){ta, tb, M, n, K, A, lda, B, ldb, C, N};
+      halves[1] = (gemm_tile){ta, tb, M, N - n, K, A, lda, tb ? B + (int64_t)n * K : B + n, ldb, C + n, N};
+    }
+    set_threads(1);
+    pthread_t helper;
+    const int started = pthread_create(&helper, NULL, gemm_tile_run, &halves[1]) == 0;
+    gemm_tile_run(&halves[0]);
+    if (started) pthread_join(helper, NULL);
+    else gemm_tile_run(&halves[1]);
+    set_threads(threads);
+    return NULL;
+  }
   if (part.to < 2 || threads < 2 || (int64_t)M * N * K > SMALL_PRODUCT_MACS) {
     gemm_part(&part);
     return NULL;

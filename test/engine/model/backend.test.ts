@@ -188,6 +188,31 @@ test('a batch of small OpenBLAS products split over both cores gives the bits of
   }
 });
 
+test('a single large OpenBLAS product split in halves over both cores (rows or columns) gives the bits of one thread, and a float64 reference', async () => {
+  await initBackend('wasm-blas');
+  const threads = blasThreads();
+  assert.ok(threads >= 2, `OpenBLAS has ${threads} thread(s) here: the split would not run and this test would check nothing`);
+  // Past LARGE_PRODUCT_MACS (2^24) in native/blas.c, odd sizes so the halves differ: 301×257×263 splits C's rows,
+  // 131×301×517 its columns (the larger side is split).
+  const rng = makeRng(45);
+  for (const [M, K, N] of [[301, 257, 263], [131, 301, 517]]) {
+    assert.ok(M * K * N > 2 ** 24);
+    const a = Float32Array.from({ length: M * K }, () => randNormal(rng));
+    const b = Float32Array.from({ length: K * N }, () => randNormal(rng));
+    for (const [ta, tb] of [[false, false], [true, false], [false, true], [true, true]]) {
+      const A = tf.tensor2d(a, ta ? [K, M] : [M, K]), Bt = tf.tensor2d(b, tb ? [N, K] : [K, N]);
+      const split = tf.matMul(A, Bt, ta, tb).dataSync().slice();
+      blasThreads(1);
+      const one = tf.matMul(A, Bt, ta, tb).dataSync().slice();
+      blasThreads(threads);
+      assert.deepEqual(split, one, `${M}×${K}×${N} transposeA ${ta}, transposeB ${tb}: the split changed bits`);
+      const want = refMatMul(a, ta ? [K, M] : [M, K], b, tb ? [N, K] : [K, N], ta, tb).out;
+      assertClose(split, want, `${M}×${K}×${N} transposeA ${ta}, transposeB ${tb} vs float64`);
+      tf.dispose([A, Bt]);
+    }
+  }
+});
+
 test('SIMD products: blocks over K and N, rows copied off power-of-two strides, ragged tiles (float64 reference)', async () => {
   const rng = makeRng(17);
   await initBackend('wasm');
