@@ -155,9 +155,10 @@ def serve(torch, args):
     sides see the same machine (a 2-core VM's speed drifts by 20-30 % over minutes). One JSON request per stdin line,
     one JSON answer per stdout line:
       {"op": "info"}                                 -> {"torch_version", "threads", "sgemm_gflops"}
-      {"op": "train", "model": "reference"|"small", "n": k}   -> {"ms": [k step times]}
-      {"op": "rollout", "model": "reference"|"small", "n": k} -> {"tokens_per_s": [k rates]}
-    The first request for a model builds it and runs `--warmup` untimed repetitions of the workload."""
+      {"op": "train", "model": "reference"|"small", "n": k, "warmup": w}   -> {"ms": [k step times]}
+      {"op": "rollout", "model": "reference"|"small", "n": k, "warmup": w} -> {"tokens_per_s": [k rates]}
+    Each request runs w untimed repetitions before its k timed ones; the first request for a model builds it and
+    runs `--warmup` more."""
     models = {"reference": CONFIG, "small": SMALL}
     built, warm = {}, set()
     out = sys.stdout
@@ -179,6 +180,8 @@ def serve(torch, args):
                     for _ in range(args.warmup):
                         fn()
                     warm.add((name, op))
+                for _ in range(max(0, int(req.get("warmup", 0)))):
+                    fn()
                 times = []
                 for _ in range(max(1, int(req.get("n", 1)))):
                     t0 = time.perf_counter()

@@ -202,10 +202,11 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
     result.gflops.small.torch = trainStepFlops(SMALL, 16, 128) / (result.small.train_step_ms.torch / 1000) / 1e9;
   } else {
     await initBackend('wasm-blas');
-    for (const [model, cfg, B, T, steps, rounds] of [['reference', REFERENCE, 32, 64, 3, quick ? 2 : 8], ['small', SMALL, 16, 128, 2, quick ? 1 : 4]] as const) {
+    for (const [model, cfg, B, T, steps, rounds] of [['reference', REFERENCE, 32, 64, 4, quick ? 2 : 8], ['small', SMALL, 16, 128, 2, quick ? 1 : 4]] as const) {
       const runner = trainStepRunner(cfg, B, T);
       timeSteps(runner, 2);
-      const r = await pairedRounds(rounds, () => timeSteps(runner, steps), () => torch.train(model, steps));
+      // each block: one untimed step (cold caches and pools after the other side's block), then the timed ones
+      const r = await pairedRounds(rounds, () => { timeSteps(runner, 1); return timeSteps(runner, steps); }, () => torch.train(model, steps, 1));
       runner.dispose();
       const p = summarize(r);
       const into = model === 'reference' ? result : result.small;
@@ -219,7 +220,7 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
     }
     for (const [model, cfg, n, newTokens, rounds] of [['reference', REFERENCE, 64, 64, quick ? 1 : 4], ['small', SMALL, 32, 128, quick ? 1 : 3]] as const) {
       const runner = rolloutRunner(cfg, n, newTokens);
-      const r = await pairedRounds(rounds, () => [runner.run()], () => torch.rollout(model, 1));
+      const r = await pairedRounds(rounds, () => { runner.run(); return [runner.run()]; }, () => torch.rollout(model, 1, 1));
       runner.dispose();
       const p = summarize(r);
       const into = model === 'reference' ? result : result.small;

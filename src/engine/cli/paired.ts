@@ -39,6 +39,7 @@ const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
 /**
  * `rounds` rounds of one block each side; which side goes first alternates by round, so neither always runs right
  * after the other's threads went idle. A pause between blocks lets the other side's OpenBLAS threads stop spinning.
+ * Each block starts with an untimed repetition (the bench's blocks do), as the caches and thread pools are cold.
  */
 export async function pairedRounds(rounds: number, ours: () => number[], torch: () => Promise<number[]>, pauseMs = 250): Promise<PairedRounds> {
   const out: PairedRounds = { ours: [], torch: [], ratios: [] };
@@ -104,14 +105,14 @@ export class TorchServer {
     return ans;
   }
 
-  /** n train steps of the model: their times in ms (the first request for a model also builds and warms it). */
-  async train(model: TorchModel, n: number): Promise<number[]> {
-    return (await this.ask<{ ms: number[] }>({ op: 'train', model, n })).ms;
+  /** n train steps of the model after `warmup` untimed ones: their times in ms (the first request for a model also builds and warms it). */
+  async train(model: TorchModel, n: number, warmup = 0): Promise<number[]> {
+    return (await this.ask<{ ms: number[] }>({ op: 'train', model, n, warmup })).ms;
   }
 
-  /** n rollouts of the model: their rates in tokens/s. */
-  async rollout(model: TorchModel, n: number): Promise<number[]> {
-    return (await this.ask<{ tokens_per_s: number[] }>({ op: 'rollout', model, n })).tokens_per_s;
+  /** n rollouts of the model after `warmup` untimed ones: their rates in tokens/s. */
+  async rollout(model: TorchModel, n: number, warmup = 0): Promise<number[]> {
+    return (await this.ask<{ tokens_per_s: number[] }>({ op: 'rollout', model, n, warmup })).tokens_per_s;
   }
 
   close(): void {
