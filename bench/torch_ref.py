@@ -150,6 +150,18 @@ def run(args):
     return 0
 
 
+def time_ms(fn, warmup, iters):
+    """Wall times in ms of `iters` calls of fn after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return times
+
+
 def serve(torch, args):
     """Timing requests from `npm run bench`, which alternates blocks of these with blocks of its own so that both
     sides see the same machine (a 2-core VM's speed drifts by 20-30 % over minutes). One JSON request per stdin line,
@@ -176,22 +188,16 @@ def serve(torch, args):
                     built[name] = build(torch, models[name])
                 w, cfg = built[name], models[name]
                 fn = w["train_step"] if op == "train" else w["rollout"]
+                warmup = max(0, int(req.get("warmup", 0)))
                 if (name, op) not in warm:
-                    for _ in range(args.warmup):
-                        fn()
+                    warmup += args.warmup
                     warm.add((name, op))
-                for _ in range(max(0, int(req.get("warmup", 0)))):
-                    fn()
-                times = []
-                for _ in range(max(1, int(req.get("n", 1)))):
-                    t0 = time.perf_counter()
-                    fn()
-                    times.append(time.perf_counter() - t0)
+                times = time_ms(fn, warmup, max(1, int(req.get("n", 1))))
                 if op == "train":
-                    ans = {"ms": [round(x * 1000.0, 3) for x in times]}
+                    ans = {"ms": [round(x, 3) for x in times]}
                 else:
                     ro = cfg["rollout"]
-                    ans = {"tokens_per_s": [round(ro["num_sequences"] * ro["max_new_tokens"] / x, 1) for x in times]}
+                    ans = {"tokens_per_s": [round(ro["num_sequences"] * ro["max_new_tokens"] / (x / 1000.0), 1) for x in times]}
             else:
                 ans = {"error": "unknown request %s" % line.strip()[:200]}
         except Exception as e:  # a bad request gets an answer, not a dead server
@@ -364,18 +370,8 @@ def measure(torch, cfg, args, check_only=False):
     if check_only:
         return check(torch, w["model"], rollout, ro, v)
 
-    def time_ms(fn):
-        for _ in range(args.warmup):
-            fn()
-        times = []
-        for _ in range(args.iters):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1000.0)
-        return times
-
-    train_times = time_ms(train_step)
-    rollout_times = time_ms(rollout)
+    train_times = time_ms(train_step, args.warmup, args.iters)
+    rollout_times = time_ms(rollout, args.warmup, args.iters)
     train_ms = statistics.median(train_times)
     rollout_s = statistics.median(rollout_times) / 1000.0
     tokens_per_s = ro["num_sequences"] * ro["max_new_tokens"] / rollout_s

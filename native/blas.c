@@ -95,6 +95,19 @@ static napi_value Threads(napi_env env, napi_callback_info info) {
  */
 #define LARGE_PRODUCT_MACS (1 << 24)
 
+// fn(first) on this thread and fn(second) on a new one (here, after the first, if none starts), with OpenBLAS on one
+// thread meanwhile so that each core runs its own products: the product splits, the attention's pairs, the row kernels.
+static void on_two_cores(void *(*fn)(void *), void *first, void *second) {
+  const int threads = get_threads && set_threads ? get_threads() : 1;
+  if (threads > 1) set_threads(1);
+  pthread_t helper;
+  const int started = pthread_create(&helper, NULL, fn, second) == 0;
+  fn(first);
+  if (started) pthread_join(helper, NULL);
+  else fn(second);
+  if (threads > 1) set_threads(threads);
+}
+
 typedef struct {
   bool ta, tb;
   int32_t M, N, K;
@@ -188,13 +201,7 @@ static napi_value Gemm(napi_env env, napi_callback_info info) {
       halves[0] = (gemm_tile){ta, tb, M, n, K, A, lda, B, ldb, C, N};
       halves[1] = (gemm_tile){ta, tb, M, N - n, K, A, lda, tb ? B + (int64_t)n * K : B + n, ldb, C + n, N};
     }
-    set_threads(1);
-    pthread_t helper;
-    const int started = pthread_create(&helper, NULL, gemm_tile_run, &halves[1]) == 0;
-    gemm_tile_run(&halves[0]);
-    if (started) pthread_join(helper, NULL);
-    else gemm_tile_run(&halves[1]);
-    set_threads(threads);
+    on_two_cores(gemm_tile_run, &halves[0], &halves[1]);
     return NULL;
   }
   if (part.to < 2 || threads < 2 || (int64_t)M * N * K > SMALL_PRODUCT_MACS) {
@@ -204,15 +211,9 @@ static napi_value Gemm(napi_env env, napi_callback_info info) {
   // A batch of small products (attention's per-head products): OpenBLAS would wake its pool for every one; instead each
   // core takes half of the batch with OpenBLAS on one thread. Each product is computed whole by one thread, with the
   // same kernel and summation order as on the pool, so the bits do not depend on the split.
-  set_threads(1);
   gemm_batch second = part;
   second.from = part.to = part.to / 2;
-  pthread_t helper;
-  const int started = pthread_create(&helper, NULL, gemm_part, &second) == 0;
-  gemm_part(&part);
-  if (started) pthread_join(helper, NULL);
-  else gemm_part(&second);
-  set_threads(threads);
+  on_two_cores(gemm_part, &part, &second);
   return NULL;
 }
 
@@ -310,8 +311,7 @@ static int fit(napi_env env, size_t heapLen, const int64_t *spans, size_t pairs)
 //
 // A kernel whose rows are independent runs the first half of them here and the second half on a new thread, when it
 // touches at least SPLIT_MIN_FLOATS floats (the decode step's kernels stay on one thread: a new thread costs ~30 µs,
-// more than their work). The
-// halves depend on the row count alone, and a kernel that sums over rows keeps one sum per half (part 0, 1) whether or
+// more than their work). The halves depend on the row count alone, and a kernel that sums over rows keeps one sum per half (part 0, 1) whether or
 // not the second thread ran, so the bits do not depend on the cores.
 #define SPLIT_MIN_FLOATS (1 << 18)
 
@@ -325,21 +325,23 @@ typedef struct {
   rows_fn fn;
   const rows_ctx *c;
   int32_t from, to;
+  int part;
 } rows_job;
 
 static void *rows_job_run(void *p) {
   const rows_job *j = p;
-  j->fn(j->c, j->from, j->to, 1);
+  j->fn(j->c, j->from, j->to, j->part);
   return NULL;
 }
 
 static void split_rows(rows_fn fn, const rows_ctx *c, int32_t rows, int64_t floats) {
-  rows_job second = {fn, c, rows / 2, rows};
-  pthread_t t;
-  const int started = rows >= 2 && floats >= SPLIT_MIN_FLOATS && pthread_create(&t, NULL, rows_job_run, &second) == 0;
-  fn(c, 0, rows / 2, 0);
-  if (started) pthread_join(t, NULL);
-  else rows_job_run(&second);
+  rows_job first = {fn, c, 0, rows / 2, 0}, second = {fn, c, rows / 2, rows, 1};
+  if (rows >= 2 && floats >= SPLIT_MIN_FLOATS) {
+    on_two_cores(rows_job_run, &first, &second);
+  } else {
+    rows_job_run(&first);
+    rows_job_run(&second);
+  }
 }
 
 static void logprob_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
@@ -573,16 +575,23 @@ static int attn_run(attn_part *part, void *(*fn)(void *), int32_t pairs) {
     fn(part);
     return part->ok;
   }
-  set_threads(1);
   attn_part second = *part;
   second.from = part->to = pairs / 2;
-  pthread_t helper;
-  const int started = pthread_create(&helper, NULL, fn, &second) == 0;
-  fn(part);
-  if (started) pthread_join(helper, NULL);
-  else fn(&second);
-  set_threads(threads);
+  on_two_cores(fn, part, &second);
   return part->ok && second.ok;
+}
+
+// Both directions' sizes from (B, H, Hkv, T, Tk, hd) at d: q's, k's (and v's) and p's floats; 0 with an exception pending
+// when there is no BLAS or the sizes do not fit.
+static int attn_sizes(napi_env env, const int32_t *d, int64_t *qn, int64_t *kn, int64_t *pn) {
+  const int32_t B = d[0], H = d[1], Hkv = d[2], T = d[3], Tk = d[4], hd = d[5];
+  if (!sgemm) { napi_throw_error(env, NULL, "blas.node: open() a BLAS library first"); return 0; }
+  if (Hkv <= 0 || H % Hkv != 0 || T <= 0 || Tk <= 0 || hd <= 0) {
+    napi_throw_range_error(env, NULL, "attention: needs H a multiple of Hkv and positive sizes");
+    return 0;
+  }
+  *qn = (int64_t)B * H * T * hd, *kn = (int64_t)B * Hkv * Tk * hd, *pn = (int64_t)B * H * T * Tk;
+  return 1;
 }
 
 // attention(heap, q, k, v, mask, p, o, B, H, Hkv, T, Tk, hd): q [B, H, T, hd] (1/√hd folded in), k and v [B, Hkv, Tk, hd],
@@ -591,10 +600,8 @@ static int attn_run(attn_part *part, void *(*fn)(void *), int32_t pairs) {
 static napi_value Attention(napi_env env, napi_callback_info info) {
   KERNEL_ARGS(12);
   const int32_t B = a[6], H = a[7], Hkv = a[8], T = a[9], Tk = a[10], hd = a[11];
-  if (!sgemm) { napi_throw_error(env, NULL, "blas.node: open() a BLAS library first"); return NULL; }
-  if (Hkv <= 0 || H % Hkv != 0 || T <= 0 || Tk <= 0 || hd <= 0) { napi_throw_range_error(env, NULL, "attention: needs H a multiple of Hkv and positive sizes"); return NULL; }
-  const int64_t qn = (int64_t)B * H * T * hd, kn = (int64_t)B * Hkv * Tk * hd, pn = (int64_t)B * H * T * Tk;
-  if (!FIT(a[0], qn, a[1], kn, a[2], kn, a[3], (int64_t)B * T * Tk, a[4], pn, a[5], qn)) return NULL;
+  int64_t qn, kn, pn;
+  if (!attn_sizes(env, a + 6, &qn, &kn, &pn) || !FIT(a[0], qn, a[1], kn, a[2], kn, a[3], (int64_t)B * T * Tk, a[4], pn, a[5], qn)) return NULL;
   attn_part part = {heap, B, H, Hkv, T, Tk, hd, a[0], a[1], a[2], a[3], a[4], a[5], 0, 0, 0, 0, 0, 1};
   attn_run(&part, attn_forward_part, B * Hkv);
   return NULL;
@@ -606,10 +613,8 @@ static napi_value Attention(napi_env env, napi_callback_info info) {
 static napi_value AttentionGrad(napi_env env, napi_callback_info info) {
   KERNEL_ARGS(14);
   const int32_t B = a[8], H = a[9], Hkv = a[10], T = a[11], Tk = a[12], hd = a[13];
-  if (!sgemm) { napi_throw_error(env, NULL, "blas.node: open() a BLAS library first"); return NULL; }
-  if (Hkv <= 0 || H % Hkv != 0 || T <= 0 || Tk <= 0 || hd <= 0) { napi_throw_range_error(env, NULL, "attentionGrad: needs H a multiple of Hkv and positive sizes"); return NULL; }
-  const int64_t qn = (int64_t)B * H * T * hd, kn = (int64_t)B * Hkv * Tk * hd, pn = (int64_t)B * H * T * Tk;
-  if (!FIT(a[0], qn, a[1], kn, a[2], kn, a[3], pn, a[4], qn, a[5], qn, a[6], kn, a[7], kn)) return NULL;
+  int64_t qn, kn, pn;
+  if (!attn_sizes(env, a + 8, &qn, &kn, &pn) || !FIT(a[0], qn, a[1], kn, a[2], kn, a[3], pn, a[4], qn, a[5], qn, a[6], kn, a[7], kn)) return NULL;
   attn_part part = {heap, B, H, Hkv, T, Tk, hd, a[0], a[1], a[2], 0, a[3], a[4], a[5], a[6], a[7], 0, 0, 1};
   if (!attn_run(&part, attn_backward_part, B * Hkv)) napi_throw_error(env, NULL, "blas.node: out of memory");
   return NULL;
@@ -642,69 +647,55 @@ static inline int head_place(int32_t b, int32_t t, int32_t h, int32_t T, int32_t
   return 2;
 }
 
-static void qkv_heads_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
-  const int32_t xOff = c->a[0], cOff = c->a[1], sOff = c->a[2], T = c->a[7], H = c->a[8], Hkv = c->a[9], hd = c->a[10];
-  float *heap = c->heap, *dst[3] = {heap + c->a[3], heap + c->a[4], heap + c->a[5]};
+// The row loop of both directions, batch elements [from, to): forward (a = qkv, cos, sin, q, k, v, …) rotates each head row
+// of qkv into q or k, or copies it into v; backward (a = dq, dk, dv, cos, sin, dqkv, …) rotates back and gathers.
+static void qkv_heads_loop(const rows_ctx *c, int32_t from, int32_t to, bool grad) {
+  const int32_t *a = c->a, T = a[7], H = a[8], Hkv = a[9], hd = a[10];
+  float *heap = c->heap, *x0 = heap + a[grad ? 5 : 0], *parts[3];
+  const float *cs = heap + a[grad ? 3 : 1], *sn = heap + a[grad ? 4 : 2];
+  for (int i = 0; i < 3; i++) parts[i] = heap + a[grad ? i : 3 + i];
   const int64_t W = (int64_t)(H + 2 * Hkv) * hd;
-  (void)part;
   for (int32_t b = from; b < to; b++) {
     for (int32_t t = 0; t < T; t++) {
-      const float *x = heap + xOff + ((int64_t)b * T + t) * W;
+      float *x = x0 + ((int64_t)b * T + t) * W;
       for (int32_t h = 0; h < H + 2 * Hkv; h++, x += hd) {
         int64_t off;
         const int which = head_place(b, t, h, T, H, Hkv, hd, &off);
-        if (which == 2) { memcpy(dst[2] + off, x, sizeof(float) * hd); continue; }
+        float *part = parts[which] + off;
         const int64_t tr = ((int64_t)h * T + t) * hd;
-        rope_row(x, heap + cOff + tr, heap + sOff + tr, dst[which] + off, hd / 2);
+        if (which == 2) memcpy(grad ? x : part, grad ? part : x, sizeof(float) * hd);
+        else if (grad) rope_grad_row(part, cs + tr, sn + tr, x, hd / 2);
+        else rope_row(x, cs + tr, sn + tr, part, hd / 2);
       }
     }
   }
+}
+static void qkv_heads_rows(const rows_ctx *c, int32_t from, int32_t to, int part) { (void)part; qkv_heads_loop(c, from, to, false); }
+static void qkv_heads_grad_rows(const rows_ctx *c, int32_t from, int32_t to, int part) { (void)part; qkv_heads_loop(c, from, to, true); }
+
+// Both directions' prologue: a[] as in qkv_heads_loop, shapes checked, then the rows over two cores.
+static napi_value qkv_heads_kernel(napi_env env, napi_callback_info info, bool grad) {
+  KERNEL_ARGS(11);
+  const int32_t B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
+  if (hd % 2 != 0) {
+    napi_throw_range_error(env, NULL, grad ? "qkvHeadsGrad: the head dimension must be even" : "qkvHeads: the head dimension must be even");
+    return NULL;
+  }
+  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
+  const int x = grad ? 5 : 0, cs = grad ? 3 : 1, q = grad ? 0 : 3;
+  if (!FIT(a[x], rows * W, a[cs], tab, a[cs + 1], tab, a[q], rows * H * hd, a[q + 1], rows * Hkv * hd, a[q + 2], rows * Hkv * hd)) return NULL;
+  split_rows(grad ? qkv_heads_grad_rows : qkv_heads_rows, &(rows_ctx){heap, a, NULL}, B, 2 * rows * W);
+  return NULL;
 }
 
 // qkvHeads(heap, qkv, cos, sin, q, k, v, B, T, H, Hkv, hd): splits the fused projection qkv [B·T, (H + 2·Hkv)·hd] into
 // head-major q, k and v, rotating q and k by RoPE on the way: row (b, t, h) of q or k is x·cos + swap(x)·sin with the
 // tables' row (h, t) (tables [H + Hkv, T, hd], sin sign-folded, 1/√hd folded into q's rows); v is copied.
-static napi_value QkvHeads(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(11);
-  const int32_t xOff = a[0], cOff = a[1], sOff = a[2], qOff = a[3], kOff = a[4], vOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
-  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeads: the head dimension must be even"); return NULL; }
-  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
-  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
-  split_rows(qkv_heads_rows, &(rows_ctx){heap, a, NULL}, B, 2 * rows * W);
-  return NULL;
-}
-
-static void qkv_heads_grad_rows(const rows_ctx *c, int32_t from, int32_t to, int part) {
-  const int32_t cOff = c->a[3], sOff = c->a[4], xOff = c->a[5], T = c->a[7], H = c->a[8], Hkv = c->a[9], hd = c->a[10];
-  float *heap = c->heap;
-  const float *src[3] = {heap + c->a[0], heap + c->a[1], heap + c->a[2]};
-  const int64_t W = (int64_t)(H + 2 * Hkv) * hd;
-  (void)part;
-  for (int32_t b = from; b < to; b++) {
-    for (int32_t t = 0; t < T; t++) {
-      float *dx = heap + xOff + ((int64_t)b * T + t) * W;
-      for (int32_t h = 0; h < H + 2 * Hkv; h++, dx += hd) {
-        int64_t off;
-        const int which = head_place(b, t, h, T, H, Hkv, hd, &off);
-        if (which == 2) { memcpy(dx, src[2] + off, sizeof(float) * hd); continue; }
-        const int64_t tr = ((int64_t)h * T + t) * hd;
-        rope_grad_row(src[which] + off, heap + cOff + tr, heap + sOff + tr, dx, hd / 2);
-      }
-    }
-  }
-}
+static napi_value QkvHeads(napi_env env, napi_callback_info info) { return qkv_heads_kernel(env, info, false); }
 
 // qkvHeadsGrad(heap, dq, dk, dv, cos, sin, dqkv, B, T, H, Hkv, hd): the gradient of qkvHeads for upstream dq, dk, dv:
 // the inverse rotation of dq and dk (dy·cos − swap(dy)·sin) and dv, gathered back into dqkv [B·T, (H + 2·Hkv)·hd].
-static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) {
-  KERNEL_ARGS(11);
-  const int32_t qOff = a[0], kOff = a[1], vOff = a[2], cOff = a[3], sOff = a[4], xOff = a[5], B = a[6], T = a[7], H = a[8], Hkv = a[9], hd = a[10];
-  if (hd % 2 != 0) { napi_throw_range_error(env, NULL, "qkvHeadsGrad: the head dimension must be even"); return NULL; }
-  const int64_t rows = (int64_t)B * T, W = (int64_t)(H + 2 * Hkv) * hd, tab = (int64_t)(H + Hkv) * T * hd;
-  if (!FIT(xOff, rows * W, cOff, tab, sOff, tab, qOff, rows * H * hd, kOff, rows * Hkv * hd, vOff, rows * Hkv * hd)) return NULL;
-  split_rows(qkv_heads_grad_rows, &(rows_ctx){heap, a, NULL}, B, 2 * rows * W);
-  return NULL;
-}
+static napi_value QkvHeadsGrad(napi_env env, napi_callback_info info) { return qkv_heads_kernel(env, info, true); }
 
 // ---- SwiGLU -----------------------------------------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ import { completionLogprobs, policyBatch } from '../train/rollout';
 import { generate } from '../model/sampler';
 import { buildSession } from '../train/session';
 import { grpoStep } from '../train/train';
-import { median, pairedRounds, summarize, TorchServer, type PairedSummary } from './paired';
+import { median } from '../core/stats';
+import { pairedRounds, summarize, TorchServer, type PairedSummary } from './paired';
 
 // The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
 export const REFERENCE: ModelConfig = {

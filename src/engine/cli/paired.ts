@@ -7,12 +7,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
+import { median } from '../core/stats';
 
 /** One figure measured in alternating rounds: every sample of each side, and each round's ratio of medians (ours / torch). */
 export interface PairedRounds { ours: number[]; torch: number[]; ratios: number[] }

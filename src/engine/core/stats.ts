@@ -28,3 +28,18 @@ export function meanStd(xs: ArrayLike<number>): { mean: number; std: number } {
   const { mean: m, var: v } = meanVar(xs);
   return { mean: m, std: Math.sqrt(v) };
 }
+
+/** The q-th percentile (0–100) with linear interpolation between ranks, numpy.percentile's default; Infinity when empty. */
+export function percentileLinear(values: number[], q: number): number {
+  if (values.length === 0) return Infinity;
+  const v = [...values].sort((a, b) => a - b);
+  const pos = (q / 100) * (v.length - 1);
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+/** The median: the 50th percentile, the mean of the two middle values of an even count. */
+export function median(xs: number[]): number {
+  return percentileLinear(xs, 50);
+}

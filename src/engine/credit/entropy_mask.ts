@@ -1,16 +1,8 @@
 // Hard entropy mask of "Beyond the 80/20 Rule" (arXiv 2506.01939): only tokens at or above the batch's
 // mask_percentile-th entropy percentile train (80 → the top 20%). The percentile uses linear interpolation,
 // numpy.percentile's default, over all valid tokens of the step's batch.
+import { percentileLinear } from '../core/stats';
 import { validMask, type CreditStrategy } from './types';
-
-export function percentileLinear(values: number[], q: number): number {
-  if (values.length === 0) return Infinity;
-  const v = [...values].sort((a, b) => a - b);
-  const pos = (q / 100) * (v.length - 1);
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
 
 export const entropyMask: CreditStrategy = {
   name: 'entropy_mask',

@@ -41,7 +41,8 @@ test('profile tables: kernels grouped by name, largest first, shares of the wall
 });
 
 test('paired rounds: sides alternate which goes first, each round\'s ratio is its medians\' ratio, the summary their median and range', async () => {
-  const { pairedRounds, summarize, median } = await import('../../../src/engine/cli/paired');
+  const { pairedRounds, summarize } = await import('../../../src/engine/cli/paired');
+  const { median } = await import('../../../src/engine/core/stats');
   assert.equal(median([3, 1, 2]), 2);
   assert.equal(median([4, 1, 3, 2]), 2.5);
   const order: string[] = [];

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { tokenWeights } from '../../../src/engine/credit';
-import { percentileLinear } from '../../../src/engine/credit/entropy_mask';
+import { percentileLinear } from '../../../src/engine/core/stats';
 
 test('percentile uses numpy linear interpolation', () => {
   // numpy.percentile([1,2,3,4,5], 80) = 1 + 0.8·4 → position 3.2 → 4 + 0.2·(5−4) = 4.2
