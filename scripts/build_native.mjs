@@ -1,13 +1,13 @@
 // @ts-check
-// Compiles native/blas.c (backend wasm-blas) into dist/engine/blas.node when a C compiler and Node's headers are
+// Compiles native/*.c (backend wasm-blas) into dist/engine/blas.node when a C compiler and Node's headers are
 // present; otherwise says why in one line and the engine runs on plain wasm. The addon links against libc only
 // (OpenBLAS is opened at run time), so nothing beyond a compiler is needed to build it.
 import { execFileSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const SOURCE = 'native/blas.c';
+const NATIVE = 'native';
 const OUT = 'dist/engine/blas.node';
 
 /** Node's header folder (the one holding node_api.h), or null. */
@@ -18,9 +18,11 @@ export function nodeHeaders() {
 
 /** Builds the addon if its source is newer than the output; returns a line for the build log. */
 export function buildNative() {
-  if (!existsSync(SOURCE)) return null;
-  // stale when the source or these flags (this file) changed
-  const newest = Math.max(statSync(SOURCE).mtimeMs, statSync(fileURLToPath(import.meta.url)).mtimeMs);
+  if (!existsSync(NATIVE)) return null;
+  const files = readdirSync(NATIVE).filter((f) => /\.[ch]$/.test(f)).map((f) => join(NATIVE, f));
+  const sources = files.filter((f) => f.endsWith('.c')).sort();
+  // stale when a source, a header or these flags (this file) changed
+  const newest = Math.max(...files.map((f) => statSync(f).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
   if (existsSync(OUT) && statSync(OUT).mtimeMs >= newest) return null;
   const headers = nodeHeaders();
   if (!headers) return `native: ${OUT} not built (no node_api.h; set NODE_HEADERS), backend wasm-blas unavailable`;
@@ -28,7 +30,7 @@ export function buildNative() {
   try {
     // -fno-trapping-math lets GCC turn the clamps and selects of the exp loops into vector blends (with trapping math a
     // float compare is control flow, and those loops stay scalar); neither flag changes a value.
-    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-pthread', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', SOURCE, '-o', OUT, '-ldl'],
+    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-pthread', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', ...sources, '-o', OUT, '-ldl'],
       { stdio: ['ignore', 'inherit', 'inherit'] });
   } catch (e) {
     return `native: ${OUT} not built (${cc} failed: ${e instanceof Error ? e.message.split('\n')[0] : e}), backend wasm-blas unavailable`;

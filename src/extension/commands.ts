@@ -8,7 +8,7 @@ import { parseDocument } from 'yaml';
 import { getDotted, parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
 import { readRunInfo } from '../engine/rundir/rundir';
 import { expandSweep, STRATEGY_PARAMS } from '../engine/sweep/sweep';
-import { readSettings } from './config';
+import { readSettings } from './vscode_settings';
 import type { Ctx } from './ctx';
 import { runDirOf } from './args';
 import { findConfigs } from './discovery';

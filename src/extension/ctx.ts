@@ -3,7 +3,7 @@
 // (engine.ts), so stopping a run and closing the window both release exactly what they should.
 import * as vscode from 'vscode';
 import { AnalysisRunner } from './analysis';
-import { readSettings } from './config';
+import { readSettings } from './vscode_settings';
 import { EngineCli } from './engine_cli';
 import { ConfigDiagnostics } from './diagnostics';
 import { RunManager } from './runs';

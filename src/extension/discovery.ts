@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
 import * as vscode from 'vscode';
 import { parse } from 'yaml';
-import { readSettings } from './config';
+import { readSettings } from './vscode_settings';
 import type { RunInfo } from '../protocol/index';
 import { findRunDirsAsync, readRunInfoChecked } from '../engine/rundir/rundir';
 

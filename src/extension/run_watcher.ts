@@ -12,7 +12,7 @@
 // RelativePattern watcher, which the workspace glob would never see.
 import { dirname } from 'node:path';
 import * as vscode from 'vscode';
-import { onSettingChange } from './config';
+import { onSettingChange } from './vscode_settings';
 import { CONFIG_GLOB, findConfigs, runRoots } from './discovery';
 
 const RUN_FILES = '{run.json,metrics.jsonl}';

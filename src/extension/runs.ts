@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow, Phase, RunStatus } from '../protocol/index';
 import { readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
-import { readSettings } from './config';
+import { readSettings } from './vscode_settings';
 import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { EngineProcess } from './engine';
 import { chooseNode } from './node';

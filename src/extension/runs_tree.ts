@@ -5,7 +5,7 @@ import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow, RunInfo } from '../protocol/index';
 import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir/rundir';
-import { onSettingChange } from './config';
+import { onSettingChange } from './vscode_settings';
 import type { RunDirWatcher } from './run_watcher';
 import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
 import { engineAlive, findConfigs, runRoots, scanRuns } from './discovery';

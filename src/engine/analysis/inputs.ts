@@ -1,6 +1,6 @@
 // What the analysis reads from a run directory besides its token tables: run.json, config.yaml's credit block,
 // metrics.jsonl's eval and training summaries; each failure a UserError naming the file.
-import { mean } from './tables';
+import { meanOfSum } from './tables';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -83,6 +83,6 @@ export function trainingSummary(rows: MetricsRow[], steps: number[]): CreditAnal
       reward += r.reward_mean;
     }
   }
-  return { steps: Math.max(n, nr), success_rate: mean(success, n), reward_mean: mean(reward, nr) };
+  return { steps: Math.max(n, nr), success_rate: meanOfSum(success, n), reward_mean: meanOfSum(reward, nr) };
 }
 

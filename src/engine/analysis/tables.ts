@@ -15,7 +15,8 @@ const TYPES: TokenType[] = ['filler', 'reasoning'];
 
 // ---- small numeric helpers ----
 
-export const mean = (sum: number, n: number): number | null => (n > 0 ? sum / n : null);
+/** A mean from its sum and count; null for no rows (the report's JSON writes null, never a 0 that looks measured). */
+export const meanOfSum = (sum: number, n: number): number | null => (n > 0 ? sum / n : null);
 /** Sample std (N − 1) from the sum of squared deviations. */
 export const sampleStd = (ssd: number, n: number): number | null => (n > 1 ? Math.sqrt(ssd / (n - 1)) : null);
 export const ratio = (a: number | null, b: number | null): number | null => (a !== null && b !== null && b > 0 ? a / b : null);
@@ -163,7 +164,7 @@ export type Tables = Pick<CreditAnalysis, 'contribution' | 'position_t_stats' | 
 };
 
 export function typeStats(n: number, total: number, sumAbs: number, sumC: number, sumLp: number): TokenTypeStats {
-  return { count: n, share: mean(n, total), mean_abs_contribution: mean(sumAbs, n), mean_contribution: mean(sumC, n), mean_logprob: mean(sumLp, n) };
+  return { count: n, share: meanOfSum(n, total), mean_abs_contribution: meanOfSum(sumAbs, n), mean_contribution: meanOfSum(sumC, n), mean_logprob: meanOfSum(sumLp, n) };
 }
 
 export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: number): Tables {
@@ -380,26 +381,26 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     const m = sN[s];
     const [p10, p50, p90] = m > 0 ? percentiles(sWeights[s], [10, 50, 90]) : [null, null, null];
     sections[name] = {
-      count: m, mean: mean(sW[s], m), std: sampleStd(sSsd[s], m), min: m > 0 ? sMin[s] : null, p10, p50, p90, max: m > 0 ? sMax[s] : null,
-      mean_abs_effective_advantage: mean(sAbsA[s], m), mean_abs_contribution: mean(sAbsC[s], m),
+      count: m, mean: meanOfSum(sW[s], m), std: sampleStd(sSsd[s], m), min: m > 0 ? sMin[s] : null, p10, p50, p90, max: m > 0 ? sMax[s] : null,
+      mean_abs_effective_advantage: meanOfSum(sAbsA[s], m), mean_abs_contribution: meanOfSum(sAbsC[s], m),
     };
   });
 
   return {
-    contribution: { count: n, mean: mean(sumC, n), std: sampleStd(ssd, n), mean_abs: mean(sumAbs, n), min: n > 0 ? minC : null, max: n > 0 ? maxC : null },
+    contribution: { count: n, mean: meanOfSum(sumC, n), std: sampleStd(ssd, n), mean_abs: meanOfSum(sumAbs, n), min: n > 0 ? minC : null, max: n > 0 ? maxC : null },
     position_t_stats: {
-      positions: used, frac_abs_t_gt_3: mean(gt3, used), frac_abs_t_lt_1_5: mean(lt15, used), mean_abs_t: mean(sumAbsT, used),
+      positions: used, frac_abs_t_gt_3: meanOfSum(gt3, used), frac_abs_t_lt_1_5: meanOfSum(lt15, used), mean_abs_t: meanOfSum(sumAbsT, used),
       excluded_n_lt_2: nLt2, excluded_zero_std: zeroStd, note, by_position: byPosition,
     },
     relative_position: Array.from({ length: REL_BINS }, (_, b) => ({
       bin: b, lo: b / REL_BINS, hi: (b + 1) / REL_BINS, count: rbN[b],
-      mean_contribution: mean(rbC[b], rbN[b]), std_contribution: sampleStd(rbSsd[b], rbN[b]),
-      mean_abs_contribution: mean(rbAbs[b], rbN[b]), mean_logprob: mean(rbLp[b], rbN[b]),
+      mean_contribution: meanOfSum(rbC[b], rbN[b]), std_contribution: sampleStd(rbSsd[b], rbN[b]),
+      mean_abs_contribution: meanOfSum(rbAbs[b], rbN[b]), mean_logprob: meanOfSum(rbLp[b], rbN[b]),
     })),
     reward_sign: {
-      positive: { episodes: sgEp[0], tokens: sgN[0], mean_contribution: mean(sgC[0], sgN[0]), mean_abs_contribution: mean(sgAbs[0], sgN[0]) },
-      zero: { episodes: sgEp[1], tokens: sgN[1], mean_contribution: mean(sgC[1], sgN[1]), mean_abs_contribution: mean(sgAbs[1], sgN[1]) },
-      negative: { episodes: sgEp[2], tokens: sgN[2], mean_contribution: mean(sgC[2], sgN[2]), mean_abs_contribution: mean(sgAbs[2], sgN[2]) },
+      positive: { episodes: sgEp[0], tokens: sgN[0], mean_contribution: meanOfSum(sgC[0], sgN[0]), mean_abs_contribution: meanOfSum(sgAbs[0], sgN[0]) },
+      zero: { episodes: sgEp[1], tokens: sgN[1], mean_contribution: meanOfSum(sgC[1], sgN[1]), mean_abs_contribution: meanOfSum(sgAbs[1], sgN[1]) },
+      negative: { episodes: sgEp[2], tokens: sgN[2], mean_contribution: meanOfSum(sgC[2], sgN[2]), mean_abs_contribution: meanOfSum(sgAbs[2], sgN[2]) },
     },
     token_types: {
       filler: typeStats(tyN[0], n, tyAbs[0], tyC[0], tyLp[0]),

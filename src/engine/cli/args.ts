@@ -1,6 +1,7 @@
 // One command-line parser for every `credit-lens` command: `--name value`, `--name=value`, repeated flags (`--set`),
 // booleans, and numbers checked where they are read. An unknown flag is an error that names it, suggests the closest
 // known one and prints the command's usage.
+import { levenshtein } from '../core/text';
 import { UserError } from '../core/errors';
 
 export interface ParsedArgs {
@@ -10,18 +11,10 @@ export interface ParsedArgs {
 }
 
 function closestFlag(k: string, known: readonly string[]): string | undefined {
-  const dist = (a: string, b: string) => {
-    const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
-    for (let j = 1; j <= b.length; j++) d[0][j] = j;
-    for (let i = 1; i <= a.length; i++) {
-      for (let j = 1; j <= b.length; j++) d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    return d[a.length][b.length];
-  };
   let best: string | undefined;
   let bestD = Infinity;
   for (const c of known) {
-    const d = dist(k, c);
+    const d = levenshtein(k, c);
     if (d < bestD) { best = c; bestD = d; }
   }
   return best !== undefined && bestD <= Math.max(1, Math.floor(k.length / 3)) ? best : undefined;

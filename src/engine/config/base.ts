@@ -6,6 +6,7 @@
 //   grpo.max_nonfinite_steps  end a run that diverged instead of skipping every later update.
 import { z } from 'zod';
 import { creditShape, STRATEGY_NAMES, strategySpec } from '../credit/catalog';
+import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
 import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from './fields';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -65,8 +66,7 @@ const numbersSchema = allow(z.tuple([operand, operand])
 'a [min, max] pair of integers with 1 ≤ min ≤ max ≤ 6');
 
 export const taskSchema = section({
-  name: oneOf(['countdown', 'arithmetic', 'jsonl', 'word_problems'], 'Task generator; jsonl reads task.path. word_problems: '
-    + 'GSM8K-like multi-step problems in words, rewarded by the final number.').default('countdown'),
+  name: oneOf(TASK_NAMES, `Task generator (tasks/catalog.ts). ${TASKS.map((t) => t.summary).join('. ')}.`).default('countdown'),
   max_steps: int(1, 'word_problems: at most this many operations per problem.', 4).default(3),
   numbers: numbersSchema.default([3, 3]),
   max_number: int(1, 'Largest operand (countdown).').default(20),
@@ -88,10 +88,8 @@ export const taskSchema = section({
   reward_module: pathOrNull('jsonl: a JS module exporting reward(completion, example) -> number | {total, parts}.')
     .default(null),
 }, 'The task: prompts, answers and the reward.').superRefine((t, ctx) => {
-  if (t.name === 'jsonl' && t.path === null) {
-    ctx.addIssue({ code: 'custom', path: ['path'], params: { at: ['task', 'name'] },
-      message: 'got null; it is required when task.name is jsonl (a file of lines {"prompt": ..., "answer": ...})' });
-  }
+  const issue = taskSpec(t.name)?.check?.(t);
+  if (issue) ctx.addIssue({ code: 'custom', path: issue.path, params: { at: ['task', 'name'] }, message: issue.message });
 });
 
 export const sftSchema = section({

@@ -98,13 +98,6 @@ export const sweepSchema = section({
 
 /** The config schema (zod): snake_case keys, every default from DESIGN §3, unknown keys rejected. */
 export const creditConfigSchema = baseSchema.extend({ sweep: sweepSchema.optional() })
-  .superRefine((c, ctx) => {
-    if (c.grpo.gradient_accumulation_steps > 1 && c.credit.strategy === 'attribution') {
-      ctx.addIssue({ code: 'custom', path: ['grpo', 'gradient_accumulation_steps'], params: { at: ['credit', 'strategy'] },
-        message: `got ${c.grpo.gradient_accumulation_steps}; it must be 1 with credit.strategy attribution (the attribution `
-          + 'head trains on the whole batch in one pass)' });
-    }
-  })
   .describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
 
 export type CreditConfig = z.output<typeof creditConfigSchema>;

@@ -3,21 +3,10 @@
 import type { z } from 'zod';
 import { baseSchema, CONFIG_PATHS, CONFIG_PATH_SET } from './base';
 import { core, defOf, schemaAt, shapeOf, type Def } from './fields';
+import { levenshtein } from '../core/text';
 
 // ---------------------------------------------------------------------------------------------------------
 // Did-you-mean.
-
-export function levenshtein(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length];
-}
 
 export function closest(word: string, candidates: readonly string[]): string | undefined {
   const w = word.toLowerCase();

@@ -54,7 +54,8 @@ export interface RewardResult {
 }
 
 export interface Task {
-  readonly name: 'countdown' | 'arithmetic' | 'jsonl' | 'word_problems';
+  /** its entry's name in tasks/catalog.ts */
+  readonly name: string;
   /**
    * Text the prompt ends with that belongs to the completion's format (e.g. "<think>"): rewards and
    * sections see `prefill + completion`, as GRPO-Zero does.

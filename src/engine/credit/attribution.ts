@@ -3,13 +3,13 @@
 // (v ≈ 0 at init, std 0.01) is plain GRPO. The head trains through the policy loss (dLoss/dÂ flows into w).
 import * as tf from '@tensorflow/tfjs';
 import { randNormal, makeRng } from '../core/rng';
-import { scaledSoftmax, validMask, type CreditHead, type CreditStrategy } from './types';
+import { alphaOf, scaledSoftmax, validMask, type CreditHead, type CreditParams, type CreditStrategy, type HeadStepInput, type ModelOutputs } from './types';
 
 class AttributionHead implements CreditHead {
   readonly params: Map<string, tf.Variable>;
-  constructor(dModel: number, seed: number, initStd: number) {
+  constructor(dModel: number, seed: number, private readonly p: CreditParams) {
     const rng = makeRng(seed);
-    const v = Float32Array.from({ length: dModel }, () => randNormal(rng) * initStd);
+    const v = Float32Array.from({ length: dModel }, () => randNormal(rng) * p.init_std);
     this.params = new Map([
       ['attribution_head.weight', tf.variable(tf.tensor2d(v, [dModel, 1]), true, 'attribution_head.weight')],
       ['attribution_head.bias', tf.variable(tf.zeros([1]), true, 'attribution_head.bias')],
@@ -18,6 +18,16 @@ class AttributionHead implements CreditHead {
   logits(hidden: tf.Tensor3D): tf.Tensor2D {
     const [B, C, d] = hidden.shape;
     return hidden.reshape([B * C, d]).matMul(this.params.get('attribution_head.weight')!).add(this.params.get('attribution_head.bias')!).reshape([B, C]);
+  }
+  weigh(out: ModelOutputs, mask: tf.Tensor2D): { w: tf.Tensor2D; batch: { attributionLogits: number[][] } } {
+    if (!out.hidden) throw new Error('attribution: the training pass returned no hidden states (catalog needs.hidden)');
+    // Detaching copies the values out of the graph, so no gradient reaches the trunk through the head.
+    const h = this.p.detach_hidden ? tf.tensor3d(out.hidden.dataSync() as Float32Array, out.hidden.shape) : out.hidden;
+    const z = this.logits(h);
+    return { w: maskedScaledSoftmax(z, mask), batch: { attributionLogits: z.arraySync() } };
+  }
+  objective(x: HeadStepInput): tf.Scalar {
+    return headObjective({ ...x, objective: this.p.objective, entropyCoef: this.p.entropy_coef });
   }
   dispose(): void {
     for (const v of this.params.values()) v.dispose();
@@ -102,15 +112,14 @@ export function attributionMetrics(alpha: number[][], mask: number[][]): Record<
 
 export const attribution: CreditStrategy = {
   name: 'attribution',
+  // w of episode i is a softmax over episode i's own tokens: micro-batches weigh alone, each in its own taped pass
+  rowLocal: true,
   // Library form: given the head's logits z, the weights training uses (n_i·softmax over valid tokens).
   weights: (batch) => {
     const mask = validMask(batch);
     return mask.map((row, i) => scaledSoftmax(batch.attributionLogits?.[i] ?? row.map(() => 0), row, 1));
   },
-  createHead: (dModel, seed, p) => new AttributionHead(dModel, seed, p.init_std),
+  createHead: (dModel, seed, p) => new AttributionHead(dModel, seed, p),
   // Seed 000's monitoring metrics of α = w / n_i.
-  stepMetrics: (weights, mask) => attributionMetrics(weights.map((row, i) => {
-    const n = mask[i].reduce((a, b) => a + b, 0);
-    return row.map((w) => (n ? w / n : 0));
-  }), mask),
+  stepMetrics: (weights, mask) => attributionMetrics(alphaOf(weights, mask), mask),
 };

@@ -14,7 +14,6 @@ import { oracleQuestion } from '../oracle/prompt';
 import { validMask, type CreditBatch, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
 import { meanStd } from '../core/stats';
 
-export const DEFAULT_NEGATIVE_REWARD = -1.0;
 
 function hasSpan(row: number[] | null | undefined): row is number[] {
   return !!row && row.some((v) => v > 0);

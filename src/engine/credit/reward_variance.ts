@@ -36,10 +36,6 @@ export function loadImportanceCached(dir: string): ImportanceNet {
   return net;
 }
 
-export function clearImportanceCache(): void {
-  for (const { net } of cache.values()) net.dispose();
-  cache.clear();
-}
 
 
 export const rewardVariance: CreditStrategy = {

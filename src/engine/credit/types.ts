@@ -63,12 +63,44 @@ export interface Prepared {
   metrics?: Record<string, number>;
 }
 
-/** A trainable credit head (seed 000's attribution head): its parameters train with the policy and are checkpointed. */
+/**
+ * A trainable credit head (seed 000's attribution head): its parameters train with the policy and are checkpointed. It
+ * plugs into the taped pass of every micro-batch: `weigh` gives the rows' weights, differentiable in the head, and
+ * `objective` the surrogate term whose gradient trains it.
+ */
 export interface CreditHead {
   readonly params: Map<string, import('@tensorflow/tfjs').Variable>;
-  /** per-token logits z [B, C] from the hidden states that predicted each completion token */
-  logits(hidden: import('@tensorflow/tfjs').Tensor3D): import('@tensorflow/tfjs').Tensor2D;
+  /**
+   * From the training pass's outputs (its `hidden`) of some rows and their mask [rows, C]: w [rows, C], differentiable in
+   * the head's parameters, and what the credit batch gets from it (attributionLogits z) for `weights` to read.
+   */
+  weigh(out: ModelOutputs, mask: import('@tensorflow/tfjs').Tensor2D): { w: import('@tensorflow/tfjs').Tensor2D; batch: Partial<CreditBatch> };
+  /** the term added to the rows' surrogate, whose gradient w.r.t. the head is its objective's */
+  objective(x: HeadStepInput): import('@tensorflow/tfjs').Scalar;
   dispose(): void;
+}
+
+/** What a head's objective sees of the rows of one micro-batch. */
+export interface HeadStepInput {
+  /** `weigh`'s w [rows, C] */
+  w: import('@tensorflow/tfjs').Tensor2D;
+  mask: import('@tensorflow/tfjs').Tensor2D;
+  /** A_i per episode [rows, 1] */
+  adv: import('@tensorflow/tfjs').Tensor2D;
+  /** ℓ, detached [rows][C] */
+  logprobs: number[][];
+  /** the loss's aggregation coefficients c of these rows (loss = Σ c·loss_tok) */
+  c: number[][];
+  /** dLoss/dÂ per token from the policy loss (grpo.ts gradAdv) */
+  gradAdv: number[][];
+}
+
+/** α = w / n_i per episode (n_i its valid tokens): the token log's attribution column of a head's weights. */
+export function alphaOf(weights: number[][], mask: number[][]): number[][] {
+  return weights.map((row, i) => {
+    const n = mask[i].reduce((a, b) => a + b, 0);
+    return row.map((w) => (n ? w / n : 0));
+  });
 }
 
 type Credit = CreditConfig['credit'];

@@ -20,7 +20,7 @@ import { ENGINE_VERSION } from '../core/version';
 import { acquireRunLock, appendMetrics, createRunDir, openEngineLog, writeRunInfo } from '../rundir/rundir';
 import { computeSections, tokenType } from '../tasks/sections';
 import type { Episode } from '../train/rollout';
-import type { TokenLog } from '../train/steps';
+import type { TokenLog } from '../train/token_log';
 import { logTables } from '../train/token_log';
 import { readImport, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
 import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, scoreBatch, weighExported, type Scorer } from './score';

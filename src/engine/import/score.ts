@@ -14,9 +14,9 @@ import { initBackend } from '../model/backend';
 import { loadHfModel } from '../model/hf';
 import { Transformer } from '../model/model';
 import { HfTokenizer } from '../model/tokenizer';
-import { loadCheckpoint, loadLatestGoodCheckpoint } from '../rundir/checkpoint';
+import { loadLatestGoodCheckpoint } from '../rundir/checkpoint';
 import { completionLogprobs, policyBatch } from '../train/rollout';
-import { buildSession } from '../train/session';
+import { openSession } from '../train/session';
 
 /** Strategies whose weights come from the batch alone: no trained head, network or oracle. */
 export const IMPORT_STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted', 'entropy_mask'] as const;
@@ -50,21 +50,16 @@ export async function loadScorer(spec: string, cfg: CreditConfig, log: (m: strin
     throw new UserError(`--model ${spec}: neither a Hugging Face model folder (no config.json) nor a run folder (no config.yaml) nor a checkpoint of one`);
   }
   const { config } = loadConfig(join(runDir, 'config.yaml'));
-  const s = await buildSession(config, log, runDir);
-  let weights;
-  let describe: string;
-  if (ckptOfRun) {
-    weights = loadCheckpoint(dir).model;
-    describe = dir;
-  } else {
+  let checkpoint = dir;
+  if (!ckptOfRun) {
     const latest = loadLatestGoodCheckpoint(runDir);
     if (!latest) throw new UserError(`--model ${spec}: the run has no readable checkpoint`);
     for (const sk of latest.skipped) log(`skipped checkpoint ${sk.dir}: ${sk.reason}`);
-    weights = latest.checkpoint.model;
-    describe = latest.checkpoint.dir;
+    checkpoint = latest.checkpoint.dir;
   }
-  s.model.dispose();
-  const model = Transformer.fromWeights(s.modelCfg, weights);
+  const { session: s } = await openSession(config, { runDir, checkpoint, log });
+  const model = s.model;
+  const describe = checkpoint;
   return { model, tokenizer: s.tokenizer, describe, dispose: () => model.dispose() };
 }
 

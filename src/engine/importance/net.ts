@@ -22,7 +22,6 @@ import { readSafetensors, writeSafetensors } from '../model/safetensors';
 import { CharTokenizer } from '../model/tokenizer';
 import type { Tokenizer } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
-import type { ImportanceMetrics } from './training';
 
 /** |f| stays within 1 − F_CLAMP so the bivariate normal stays proper (issue 4: clamp f to ±(1 − 1e-4)). */
 export const F_CLAMP = 1e-4;
@@ -261,3 +260,33 @@ export class ImportanceNet {
   }
 }
 
+/** What training measured of a net (trainImportance, training.ts), saved beside its weights. */
+export interface ImportanceMetrics {
+  /** pairs of the training prompts (validation included), and those the net is fitted on are train − validation */
+  train_pairs: number;
+  validation_pairs: number;
+  heldout_pairs: number;
+  train_prompts: number;
+  validation_prompts: number;
+  heldout_prompts: number;
+  skipped_groups: number;
+  skipped_pairs: number;
+  /** the constant-correlation baseline, fitted by maximum likelihood on the training pairs */
+  constant_f: number;
+  /** mean NLL per pair (nats, constants included) */
+  train_nll: number;
+  train_nll_constant: number;
+  /** best validation NLL, at selected_step (null without a validation split) */
+  validation_nll: number | null;
+  heldout_nll: number;
+  heldout_nll_constant: number;
+  /** f = 0: the two continuations independent */
+  heldout_nll_independent: number;
+  /** heldout_nll_constant − heldout_nll: > 0 when the net beats the baseline */
+  heldout_gain: number;
+  heldout_f_mean: number;
+  heldout_f_std: number;
+  steps: number;
+  /** the step whose weights were kept (0: the constant baseline the head starts at) */
+  selected_step: number;
+}

@@ -13,14 +13,14 @@ import { meanVar } from '../core/stats';
 import { Field, Float64, Int32, List, Table, Utf8, tableFromIPC, tableToIPC, vectorFromArray, type Vector } from 'apache-arrow';
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { latestCheckpoint, loadCheckpoint } from '../rundir/checkpoint';
+import { latestCheckpoint } from '../rundir/checkpoint';
 import { loadConfig, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { Transformer } from '../model/model';
 import { childSeed, makeRng, shuffle, type Rng } from '../core/rng';
 import { runTimestamp, writeFileAtomic } from '../rundir/rundir';
 import { generate } from '../model/sampler';
-import { buildSession } from '../train/session';
+import { openSession } from '../train/session';
 import type { Example, RewardResult, Task, Tokenizer } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
 
@@ -382,13 +382,9 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
   const nGroups = o.groups ?? 64;
   if (!Number.isInteger(nGroups) || nGroups < 1) throw new UserError(`--groups: got ${o.groups}; expected a positive integer`);
   const ckDir = o.checkpoint ? resolveCheckpointDir(o.checkpoint) : null;
-  const s = await buildSession(cfg, log);
+  const { session: s } = await openSession(cfg, { checkpoint: ckDir, log });
   try {
     if (ckDir) {
-      const ck = loadCheckpoint(ckDir);
-      const trained = Transformer.fromWeights(s.modelCfg, ck.model);
-      s.model.dispose();
-      s.model = trained;
       log(`policy weights from ${ckDir}`);
     } else if (cfg.model.source === 'scratch') {
       log('warning: a freshly initialised scratch policy; without trained weights (--checkpoint) the rewards barely vary');

@@ -1,12 +1,15 @@
 // Training the importance net (seed 004, part 2): pairs from the paired-rollout table, a held-out split by prompt,
 // maximum likelihood of the bivariate-normal pair model, and the constant-correlation baseline it must beat.
+import { mean } from '../core/stats';
 import * as tf from '@tensorflow/tfjs';
 import type { Table } from 'apache-arrow';
 import { UserError } from '../core/errors';
 import { Adam, clipByGlobalNorm } from '../model/optim';
 import { childSeed, makeRng, shuffle } from '../core/rng';
 import type { Tokenizer } from '../core/types';
-import { DEFAULT_NET, fitConstantCorrelation, ImportanceNet, pairNll, ZERO_VAR, type ImportanceNetConfig, type TokenizerId } from './net';
+import { DEFAULT_NET, fitConstantCorrelation, ImportanceNet, pairNll, ZERO_VAR, type ImportanceMetrics, type ImportanceNetConfig, type TokenizerId } from './net';
+
+export type { ImportanceMetrics } from './net';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Data and training
@@ -82,38 +85,10 @@ export interface TrainImportanceOptions {
   log?: (m: string) => void;
 }
 
-export interface ImportanceMetrics {
-  /** pairs of the training prompts (validation included), and those the net is fitted on are train − validation */
-  train_pairs: number;
-  validation_pairs: number;
-  heldout_pairs: number;
-  train_prompts: number;
-  validation_prompts: number;
-  heldout_prompts: number;
-  skipped_groups: number;
-  skipped_pairs: number;
-  /** the constant-correlation baseline, fitted by maximum likelihood on the training pairs */
-  constant_f: number;
-  /** mean NLL per pair (nats, constants included) */
-  train_nll: number;
-  train_nll_constant: number;
-  /** best validation NLL, at selected_step (null without a validation split) */
-  validation_nll: number | null;
-  heldout_nll: number;
-  heldout_nll_constant: number;
-  /** f = 0: the two continuations independent */
-  heldout_nll_independent: number;
-  /** heldout_nll_constant − heldout_nll: > 0 when the net beats the baseline */
-  heldout_gain: number;
-  heldout_f_mean: number;
-  heldout_f_std: number;
-  steps: number;
-  /** the step whose weights were kept (0: the constant baseline the head starts at) */
-  selected_step: number;
-}
 
 const zOf = (p: PairExample) => ({ z1: (p.r1 - p.mean) / Math.sqrt(p.var), z2: (p.r2 - p.mean) / Math.sqrt(p.var) });
-const meanOf = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
+/** core/stats' mean, but NaN for no values: an empty held-out split writes null to meta.json, not a 0 that looks measured. */
+const meanOf = (xs: number[]) => (xs.length ? mean(xs) : NaN);
 
 /** Split by prompt: every pair of a held-out prompt is held out. */
 export function splitByPrompt(pairs: PairExample[], heldout: number, seed: number, tag = 'importance-split'): { train: PairExample[]; test: PairExample[] } {

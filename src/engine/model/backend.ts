@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors';
 import { blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
 import { PATCHED_WASM_KERNELS, registerWasmKernels } from './kernels/wasm_kernels';
+import { useOps } from './ops';
 
 export type BackendPreference = 'auto' | 'tensorflow' | 'wasm-blas' | 'wasm' | 'cpu';
 
@@ -121,6 +122,8 @@ async function useCpu(): Promise<boolean> {
 
 function record(info: BackendInfo, log?: (m: string) => void): BackendChoice {
   current = info;
+  // the backend's fused ops, chosen here once (ops/index.ts)
+  useOps(info.backend);
   log?.(`backend ${info.backend}: ${info.reason}`);
   return { backend: info.backend, reason: info.reason };
 }

@@ -15,15 +15,15 @@
 // Left padding: every row uses positions 0..T−1 and padded keys are masked out. RoPE makes q·k depend only on
 // the position difference, so a left-padded row gives the same logits for its real tokens as the unpadded one.
 //
-// Decoding: on the wasm backend the KV cache is preallocated and each step writes its keys/values in place with
-// one fused kernel per layer (kernels/, decodeAttention); elsewhere the cache grows by concatenation.
+// Decoding: where the backend's ops have a decode step (wasm, wasm-blas) the KV cache is preallocated and each step writes
+// its keys/values in place with one fused kernel per layer; elsewhere the cache grows by concatenation.
+//
+// The fused ops (RMSNorm, SwiGLU, the attention heads with RoPE, attention, the decode step) come from the running
+// backend's table (ops/): this file never asks which backend runs.
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
-import {
-  decodeAttention, hasDecodeAttention, hasNativeKernels, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, attention as nativeAttention, qkvHeads, rmsNormInfer,
-  rmsNormNative, rmsNormNativeInfer, ropeRotate, swiglu, swigluGrad, SWIGLU, SWIGLU_GRAD, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD,
-} from './kernels/wasm_kernels';
+import { modelOps, type ModelOps } from './ops';
 import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
 
 export * from './shapes';
@@ -178,6 +178,11 @@ export class Transformer {
     });
   }
 
+  /** log softmax(logits)[n, targets[n]] for logits [N, V] and int32 targets [N], differentiable: the backend's op. */
+  tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
+    return this.ops().tokenLogprob(logits, targets);
+  }
+
   /** Run the prompts and keep their keys/values. Returns the logits of the last position, [B, V]. */
   prefill(ids: tf.Tensor2D, keyMask: tf.Tensor2D, opts: PrefillOptions = {}): { logits: tf.Tensor2D; cache: KvCache } {
     this.checkLive();
@@ -209,7 +214,7 @@ export class Transformer {
     const B = cache.keyMask.shape[0];
     if (ids.length !== B) throw new Error(`decodeStep: ${ids.length} ids for a cache of ${B} rows`);
     if (cache.inPlace) {
-      if (!this.canDecodeInPlace()) throw new Error('decodeStep: an in-place KV cache (made on wasm) needs the wasm backend');
+      if (!this.canDecodeInPlace()) throw new Error('decodeStep: an in-place KV cache needs a backend with an in-place decode step (wasm, wasm-blas)');
       return this.decodeInPlace(cache, ids);
     }
     const res = tf.tidy(() => {
@@ -254,9 +259,14 @@ export class Transformer {
     if (this.disposed) throw new Error('Transformer used after dispose()');
   }
 
-  /** The fused kernel vectorises over head dims by 4 and exists on the wasm backend only. */
+  /** The backend's fused ops for this model's sizes (ops/index.ts: its table, the compositions where it has none). */
+  private ops(): ModelOps {
+    return modelOps({ headDim: this.hd, dFf: this.cfg.dFf });
+  }
+
+  /** Whether the backend's ops have an in-place decode step for this model's sizes. */
   private canDecodeInPlace(): boolean {
-    return this.hd % 4 === 0 && hasDecodeAttention();
+    return this.ops().decodeAttention !== null;
   }
 
   /** logits = h @ lm_head; h [N, d] → [N, V] */
@@ -272,21 +282,6 @@ export class Transformer {
   }
 
   /**
-   * rmsNorm where no gradient is taken (the decode step), without a gradient scope: the native kernel on wasm-blas, the
-   * forward-only SIMD kernel on plain wasm (fused.ts), the ops elsewhere.
-   */
-  private normInfer(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
-    if (hasNativeKernels()) return rmsNormNativeInfer(x, w as tf.Tensor1D, this.cfg.rmsEps);
-    return hasRmsNormKernel() ? rmsNormInfer(x, w, this.cfg.rmsEps) : this.rmsNorm(x, w);
-  }
-
-  private rmsNorm(x: tf.Tensor2D, w: tf.Variable): tf.Tensor2D {
-    if (hasNativeKernels()) return rmsNormNative(x, w as tf.Tensor1D, this.cfg.rmsEps);
-    const ms = tf.mean(tf.square(x), -1, true);
-    return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, this.cfg.rmsEps))), w) as tf.Tensor2D;
-  }
-
-  /**
    * [N, (H + 2·Hkv)·hd] = h @ W_qkv (+ b_qkv). Not tf.fused.matMul: on wasm that is XNNPACK's product, which the
    * SIMD product (wasm_kernels.ts) outruns by more than the separate bias add costs.
    */
@@ -295,36 +290,10 @@ export class Transformer {
     return L.bQkv ? (tf.add(y, L.bQkv) as tf.Tensor2D) : y;
   }
 
-  /** x + down(SiLU(gate)·up) of rmsNorm(x) (normInfer where no gradient is taken). */
-  private mlp(x: tf.Tensor2D, L: Layer, infer = false): tf.Tensor2D {
-    const gu = tf.matMul(infer ? this.normInfer(x, L.ln2) : this.rmsNorm(x, L.ln2), L.wGateUp);
-    return tf.add(x, tf.matMul(this.swiglu(gu as tf.Tensor2D, infer), L.wDown));
-  }
-
-  /** SiLU(gate)·up of the fused projection [N, 2·dFf]; on wasm one kernel each way (wasm_kernels.ts). */
-  private swiglu(gu: tf.Tensor2D, infer = false): tf.Tensor2D {
-    if (!hasSwiGLUKernel(this.cfg.dFf)) {
-      // [N, 2, F] → [2, N, F]: the halves become contiguous blocks, which every backend splits fast (the cpu
-      // backend splits a non-leading axis element by element, ~9× slower than this transpose)
-      const N = gu.shape[0], F = this.cfg.dFf;
-      const [gate, up] = tf.split(tf.transpose(gu.reshape([N, 2, F]), [1, 0, 2]), 2, 0).map((t) => t.reshape([N, F]));
-      return tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
-    }
-    // wasm-blas: the native loops (AVX2 where the CPU has it); plain wasm keeps the SIMD loops and its bits
-    const [fwd, bwd] = hasNativeKernels() ? [SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD] : [SWIGLU, SWIGLU_GRAD];
-    if (infer) {
-      // no gradient scope in the decode step: σ(gate), kept only for the backward pass, is dropped at once
-      const { act, sig } = swiglu(gu, fwd);
-      sig.dispose();
-      return act;
-    }
-    const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-      const [v, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
-      const { act, sig } = swiglu(v, fwd);
-      save([v, sig]);
-      return { value: act, gradFunc: (dy: tf.Tensor2D, [g, s]: tf.Tensor[]) => swigluGrad(g as tf.Tensor2D, s as tf.Tensor2D, dy, bwd) };
-    });
-    return op(gu);
+  /** x + down(SiLU(gate)·up) of rmsNorm(x) (the infer ops where no gradient is taken). */
+  private mlp(ops: ModelOps, x: tf.Tensor2D, L: Layer, infer = false): tf.Tensor2D {
+    const gu = tf.matMul(infer ? ops.rmsNormInfer(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps) : ops.rmsNorm(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps), L.wGateUp) as tf.Tensor2D;
+    return tf.add(x, tf.matMul(infer ? ops.swigluInfer(gu) : ops.swiglu(gu), L.wDown));
   }
 
   private ensureRope(len: number): void {
@@ -376,60 +345,6 @@ export class Transformer {
   }
 
   /**
-   * x [B, n, T, hd] → x·cos + rotate_half(x)·sin (HF `apply_rotary_pos_emb`), tables from ropeTables. With sin
-   * sign-folded, y_i = x_i·c_i + x_p(i)·s_i where p swaps the halves, so ∂L/∂x_j = dy_j·c_j + dy_p(j)·s_p(j) and
-   * s_p(j) = −s_j: the gradient is the same rotation of dy with −sin. One custom op instead of autodiff through
-   * a split and a concat; on wasm both directions are one SIMD pass (ropeRotate).
-   */
-  private rope(x: tf.Tensor4D, cos: tf.Tensor4D, sin: tf.Tensor4D): tf.Tensor4D {
-    const fast = hasRopeKernel(this.hd);
-    // [x2, x1] as one gather of the last axis: the cpu backend splits and concatenates a non-leading axis element
-    // by element, ~10× slower than its gather
-    const half = this.hd / 2;
-    const swap = fast ? null : tf.tensor1d(Int32Array.from({ length: this.hd }, (_, i) => (i + half) % this.hd), 'int32');
-    const rotate = (v: tf.Tensor, c: tf.Tensor, s: tf.Tensor, sw: tf.Tensor | undefined): tf.Tensor =>
-      sw ? tf.add(tf.mul(v, c), tf.mul(tf.gather(v, sw, v.rank - 1), s)) : ropeRotate(v, c, s);
-    const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-      const [v, save] = args as [tf.Tensor4D, tf.GradSaveFunc];
-      save(swap ? [cos, sin, swap] : [cos, sin]);
-      return {
-        value: rotate(v, cos, sin, swap ?? undefined) as tf.Tensor4D,
-        gradFunc: (dy: tf.Tensor4D, [c, s, sw]: tf.Tensor[]) => rotate(dy, c, tf.neg(s), sw),
-      };
-    });
-    return op(x);
-  }
-
-  /**
-   * The fused projection [B·T, (H + 2·Hkv)·hd] as head-major q [B, H, T, hd], k and v [B, Hkv, T, hd], q and k rotated
-   * (tables from ropeTables). wasm-blas: one native pass each way; elsewhere one transpose puts every head in
-   * [B, head, T, hd] order, then splits and the RoPE op.
-   */
-  private heads(qkv: tf.Tensor2D, cos: tf.Tensor4D, sin: tf.Tensor4D, B: number, T: number): tf.Tensor4D[] {
-    const H = this.cfg.nHeads, Hkv = this.cfg.nKvHeads, hd = this.hd;
-    if (hasNativeKernels()) return qkvHeads(qkv, cos, sin, { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd });
-    const heads = tf.transpose(qkv.reshape([B, T, H + 2 * Hkv, hd]), [0, 2, 1, 3]) as tf.Tensor4D;
-    const [qk, v] = splitHeads(heads, [H + Hkv, Hkv]);
-    return [...splitHeads(this.rope(qk, cos, sin), [H, Hkv]), v];
-  }
-
-  /**
-   * softmax(q·kᵀ + mask)·v for q [B, H, T, hd], k and v [B, Hkv, Tk, hd], mask [B, 1, T, Tk]: the context with the heads
-   * merged, [B·T, H·hd], and the probabilities [B, H, T, Tk]. wasm-blas runs it as one native call each way
-   * (kernels/native.ts), where the probabilities carry no gradient.
-   */
-  private attend(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: tf.Tensor4D): { context: tf.Tensor2D; probs: tf.Tensor4D } {
-    const [B, H, T, hd] = q.shape, [, Hkv, Tk] = k.shape;
-    const rep = H / Hkv;
-    // GQA without copying k/v: query heads hkv·rep … hkv·rep+rep−1 share kv head hkv (HF repeat_kv order), so
-    // [B,H,T,hd] viewed as [B,Hkv,rep·T,hd] lines every query row up with its kv head.
-    const scores = tf.matMul(q.reshape([B, Hkv, rep * T, hd]), k, false, true).reshape([B, H, T, Tk]) as tf.Tensor4D;
-    const probs = tf.softmax(tf.add(scores, mask)) as tf.Tensor4D;
-    const ctx = tf.matMul(probs.reshape([B, Hkv, rep * T, Tk]) as tf.Tensor4D, v); // [B,Hkv,rep·T,hd]
-    return { context: tf.transpose(ctx.reshape([B, H, T, hd]), [0, 2, 1, 3]).reshape([B * T, H * hd]) as tf.Tensor2D, probs };
-  }
-
-  /**
    * The shared layer stack. mask [B, past + T] covers the cached keys and the new ones. Returns the final normed
    * hidden states [B, T, d] and, per layer, the full keys/values (past + new, [B, Hkv, past + T, hd]) for the
    * cache.
@@ -448,8 +363,9 @@ export class Transformer {
     for (let i = 0; i < T; i++) causal.fill(1, i * Tk, i * Tk + pos0 + i + 1);
     const allowed = tf.mul(tf.tensor4d(causal, [1, 1, T, Tk]), mask.reshape([B, 1, 1, Tk]));
     const maskAdd = tf.mul(tf.sub(1, allowed), MASKED) as tf.Tensor4D;
-    // wasm-blas: attention in one native call each way (kernels/native.ts)
-    const native = hasNativeKernels();
+    const ops = this.ops();
+    const eps = cfg.rmsEps;
+    const dims = { B, T, nHeads: cfg.nHeads, nKvHeads: cfg.nKvHeads, headDim: this.hd };
 
     let x = this.embedRows(ids.reshape([N]));
     const keys: tf.Tensor4D[] = [];
@@ -457,16 +373,16 @@ export class Transformer {
     let attention: tf.Tensor4D | undefined;
     for (let li = 0; li < this.layers.length; li++) {
       const L = this.layers[li];
-      const [q, kNew, vNew] = this.heads(this.qkv(this.rmsNorm(x, L.ln1), L), cos, sin, B, T);
+      const [q, kNew, vNew] = ops.heads(this.qkv(ops.rmsNorm(x, L.ln1 as tf.Tensor1D, eps), L), cos, sin, dims);
       const k = past ? (tf.concat([past.keys[li], kNew], 2) as tf.Tensor4D) : kNew;
       const v = past ? (tf.concat([past.values[li], vNew], 2) as tf.Tensor4D) : vNew;
       keys.push(k);
       values.push(v);
-      const { context, probs } = native ? nativeAttention(q, k, v, maskAdd) : this.attend(q, k, v, maskAdd);
+      const { context, probs } = ops.attention(q, k, v, maskAdd);
       if (wantAttention && li === this.layers.length - 1) attention = probs;
-      x = this.mlp(tf.add(x, tf.matMul(context, L.wo)), L);
+      x = this.mlp(ops, tf.add(x, tf.matMul(context, L.wo)), L);
     }
-    const hidden = this.rmsNorm(x, this.finalNorm).reshape([B, T, d]) as tf.Tensor3D;
+    const hidden = ops.rmsNorm(x, this.finalNorm as tf.Tensor1D, eps).reshape([B, T, d]) as tf.Tensor3D;
     return { hidden, keys, values, attention };
   }
 
@@ -484,14 +400,17 @@ export class Transformer {
       cos: this.ropeCos.subarray(pos * hd, (pos + 1) * hd), sin: this.ropeSin.subarray(pos * hd, (pos + 1) * hd),
     };
     const c = cache;
+    const ops = this.ops();
+    const decode = ops.decodeAttention!;
+    const eps = this.cfg.rmsEps;
     const logits = tf.tidy(() => {
       let x = this.embedRows(tf.tensor1d(Int32Array.from(ids), 'int32'));
       for (let li = 0; li < this.layers.length; li++) {
         const L = this.layers[li];
-        const ctx = decodeAttention(this.qkv(this.normInfer(x, L.ln1), L), c.keys[li], c.values[li], c.keyMask, attrs);
-        x = this.mlp(tf.add(x, tf.matMul(ctx, L.wo)), L, true);
+        const ctx = decode(this.qkv(ops.rmsNormInfer(x, L.ln1 as tf.Tensor1D, eps), L), c.keys[li], c.values[li], c.keyMask, attrs);
+        x = this.mlp(ops, tf.add(x, tf.matMul(ctx, L.wo)), L, true);
       }
-      return this.project(this.normInfer(x, this.finalNorm));
+      return this.project(ops.rmsNormInfer(x, this.finalNorm as tf.Tensor1D, eps));
     });
     return { logits, cache: { ...cache, length: pos + 1 } };
   }
@@ -508,16 +427,6 @@ export class Transformer {
     this.disposeCache(cache);
     return { ...res, length: cache.length, inPlace: true };
   }
-}
-
-/**
- * x [B, n, T, hd] split on the head axis. The cpu backend slices a non-leading axis element by element (~0.3 µs
- * each); there, transposing the head axis to the front and back costs ~10× less than that. Elsewhere (wasm,
- * TensorFlow) the split is a plain copy of contiguous runs.
- */
-function splitHeads(x: tf.Tensor4D, sizes: number[]): tf.Tensor4D[] {
-  if (tf.getBackend() !== 'cpu') return tf.split(x, sizes, 1) as tf.Tensor4D[];
-  return tf.split(tf.transpose(x, [1, 0, 2, 3]), sizes, 0).map((p) => tf.transpose(p, [1, 0, 2, 3]) as tf.Tensor4D);
 }
 
 /** In-place caches hold a multiple of this many positions: the decode kernel scores 4 keys at a time. */

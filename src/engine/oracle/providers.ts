@@ -3,8 +3,6 @@
 import type { HttpRequest } from './http';
 import type { OraclePrompt } from './prompt';
 
-export type RemoteProvider = 'openai' | 'gemini';
-
 export const GEMINI_BASE_URL = 'https://generativelanguage.googleapis.com';
 
 function trimSlash(u: string): string {

@@ -321,27 +321,6 @@ export function readMetrics(runDir: string): MetricsRow[] {
   return parseMetricsLines(text).map((x) => x.row);
 }
 
-/**
- * Before resuming from the checkpoint taken at (`phase`, `step`), drop the rows logged after it, so the
- * resumed run does not log those steps twice. SFT and GRPO count steps separately, and SFT comes first:
- * a GRPO checkpoint keeps every SFT row and the grpo/eval rows up to `step`; an SFT checkpoint keeps the
- * rows before the first GRPO row whose step is at most `step`. Torn lines are dropped too.
- * Returns the number of rows dropped.
- */
-export function truncateMetricsAfter(runDir: string, step: number, phase: Exclude<Phase, 'eval'> = 'grpo'): number {
-  const path = join(runDir, METRICS_JSONL);
-  if (!existsSync(path)) return 0;
-  const rows = parseMetricsLines(readFileSync(path, 'utf8'));
-  let kept: typeof rows;
-  if (phase === 'grpo') {
-    kept = rows.filter(({ row }) => row.phase === 'sft' || row.step <= step);
-  } else {
-    const firstGrpo = rows.findIndex(({ row }) => row.phase === 'grpo');
-    kept = (firstGrpo < 0 ? rows : rows.slice(0, firstGrpo)).filter(({ row }) => row.step <= step);
-  }
-  writeFileAtomic(path, kept.map((x) => x.line + '\n').join(''));
-  return rows.length - kept.length;
-}
 
 // ---- per-step tables ----
 

@@ -1,11 +1,10 @@
 // `credit-lens eval <run> [--checkpoint N]`: greedy success of a checkpoint on the run's eval split.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { latestCheckpoint, loadCheckpoint } from '../rundir/checkpoint';
+import { latestCheckpoint } from '../rundir/checkpoint';
 import { loadConfig } from '../config/config';
 import { UserError } from '../core/errors';
-import { Transformer } from '../model/model';
-import { buildSession } from './session';
+import { openSession } from './session';
 import { evaluate } from './train';
 
 export async function evalRun(runDir: string, step?: number): Promise<{ checkpoint: string; success: number; reward: number; n: number }> {
@@ -13,10 +12,7 @@ export async function evalRun(runDir: string, step?: number): Promise<{ checkpoi
   const ckDir = step === undefined ? latestCheckpoint(runDir) : join(runDir, 'checkpoints', `step-${String(step).padStart(6, '0')}`);
   if (!ckDir || !existsSync(ckDir)) throw new UserError(`${runDir}: no checkpoint ${step === undefined ? '' : `for step ${step} `}to evaluate`);
   const { config } = loadConfig(join(runDir, 'config.yaml'));
-  const s = await buildSession(config, () => {}, runDir);
-  const ck = loadCheckpoint(ckDir);
-  s.model.dispose();
-  s.model = Transformer.fromWeights(s.modelCfg, ck.model);
+  const { session: s } = await openSession(config, { runDir, checkpoint: ckDir });
   const r = evaluate(s);
   s.model.dispose();
   return { checkpoint: ckDir, success: r.success, reward: r.reward, n: s.task.eval.length };

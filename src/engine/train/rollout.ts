@@ -3,7 +3,6 @@
 import * as tf from '@tensorflow/tfjs';
 import type { Transformer } from '../model/model';
 import { generate } from '../model/sampler';
-import { hasNativeKernels, tokenLogprob } from '../model/kernels/wasm_kernels';
 import { computeSections, tokenType } from '../tasks/sections';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan, TokenType } from '../core/types';
 
@@ -145,12 +144,12 @@ export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperat
   const scaled = temperature === 1 ? logits : logits.div(temperature);
   let logp: tf.Tensor2D;
   let lsm: tf.Tensor | undefined;
-  if (!needs.entropy && hasNativeKernels()) {
-    // wasm-blas: log-softmax and the pick in one native pass each way (kernels/native.ts).
-    logp = tokenLogprob(scaled.reshape([B * C, V]), pb.targets.reshape([B * C])).reshape([B, C]);
+  if (!needs.entropy) {
+    // the backend's op (ops/): log-softmax and the pick, one native pass each way on wasm-blas
+    logp = model.tokenLogprob(scaled.reshape([B * C, V]) as tf.Tensor2D, pb.targets.reshape([B * C]) as tf.Tensor1D).reshape([B, C]);
   } else {
+    // the entropy needs the whole log-softmax: the composition, picking each target with one flat gather
     lsm = tf.logSoftmax(scaled);
-    // Pick each target's log-prob with one flat gather (its gradient is UnsortedSegmentSum, registered on wasm).
     const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(tf.scalar(V, 'int32')).add(pb.targets.reshape([B * C])));
     logp = tf.gather(lsm.reshape([B * C * V]), flatIdx).reshape([B, C]) as tf.Tensor2D;
   }

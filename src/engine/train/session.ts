@@ -4,6 +4,7 @@ import { initBackend } from '../model/backend';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { loadHfModel } from '../model/hf';
+import { loadCheckpoint, type LoadedCheckpoint } from '../rundir/checkpoint';
 import { Transformer, type ModelConfig } from '../model/model';
 import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
@@ -54,4 +55,23 @@ export async function buildSession(cfg: CreditConfig, log: (m: string) => void =
   const modelCfg = scratchModelConfig(cfg, tokenizer.vocabSize);
   const model = Transformer.init(modelCfg, childSeed(cfg.seed, 'init'));
   return { cfg, backend, task, tokenizer, model, modelCfg };
+}
+
+/** Replaces the session's policy with a model holding these weights (a checkpoint's, a warm start's). */
+export function useWeights(s: Session, weights: LoadedCheckpoint['model']): void {
+  const model = Transformer.fromWeights(s.modelCfg, weights);
+  s.model.dispose();
+  s.model = model;
+}
+
+/**
+ * A session whose policy holds the weights of a checkpoint folder (eval, scoring imported runs, paired rollouts), or
+ * the config's own starting policy without one. The checkpoint comes back too, for its metadata.
+ */
+export async function openSession(cfg: CreditConfig, o: { runDir?: string; checkpoint?: string | null; log?: (m: string) => void } = {}): Promise<{ session: Session; checkpoint: LoadedCheckpoint | null }> {
+  const session = await buildSession(cfg, o.log, o.runDir);
+  if (!o.checkpoint) return { session, checkpoint: null };
+  const checkpoint = loadCheckpoint(o.checkpoint);
+  useWeights(session, checkpoint.model);
+  return { session, checkpoint };
 }

@@ -4,7 +4,13 @@ import { type Episode } from './rollout';
 import { stepFile } from '../rundir/rundir';
 import type { Section, TokenType } from '../core/types';
 
-import type { TokenLog } from './steps';
+/** A step's per-token columns, per episode over its completion tokens (GRPO steps and imported steps). */
+export interface TokenLog {
+  logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[];
+  attribution?: number[][]; importance?: number[][]; oracleSpans?: (string | null)[];
+  /** per-token columns beyond the contract, by name, per episode (imported runs: prime-rl's importance_ratio, …) */
+  extra?: Record<string, (number | null)[][]>;
+}
 
 export function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
   let n = 0;

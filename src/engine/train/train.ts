@@ -2,7 +2,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { MetricsRow, RunFinishedParams, RunInfo, RunProgressParams, RunStartedParams } from '../../protocol';
+import type { MetricsRow, RunInfo } from '../../protocol';
 import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
 import { getStrategy } from '../credit';
@@ -13,42 +13,19 @@ import { Transformer } from '../model/model';
 import { Adam } from '../model/optim';
 import { childSeed } from '../core/rng';
 import { writeFileAtomic, acquireRunLock, appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, readRunInfoChecked, redactSecrets, writeRunInfo } from '../rundir/rundir';
-import { buildSession, type Session } from './session';
+import { buildSession, useWeights, type Session } from './session';
 import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
 import { ENGINE_VERSION } from '../core/version';
 import { evalFile, writeEvalTable } from '../rundir/eval_table';
-import { evaluate, grpoStep, sftStep, StepCancelled, type GrpoStepResult } from './steps';
+import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
+import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
+import { evaluate, sftStep } from './steps';
 import { logTables } from './token_log';
 import { ensureWarmStart, fromWarmStart } from './warm_start';
 
-export { evaluate, grpoStep, StepCancelled, type GrpoStepOptions } from './steps';
-
-export interface Reporter {
-  started(p: RunStartedParams): void;
-  progress(p: RunProgressParams): void;
-  metrics(runDir: string, row: MetricsRow): void;
-  log(level: 'info' | 'warn' | 'error', message: string): void;
-  finished(p: RunFinishedParams): void;
-}
-
-export const silentReporter: Reporter = { started() {}, progress() {}, metrics() {}, log() {}, finished() {} };
-
-/** Lets a signal handler or the RPC `run/stop` request end the run after the current step, with a checkpoint. */
-export class RunController {
-  stopRequested = false;
-  private readonly abort = new AbortController();
-  /** Aborted by stop(): long waits inside a step (oracle requests, their back-off) end at once. */
-  readonly signal: AbortSignal = this.abort.signal;
-  private waiters: ((checkpoint: string | null) => void)[] = [];
-  stop(): Promise<string | null> {
-    this.stopRequested = true;
-    this.abort.abort();
-    return new Promise((resolve) => this.waiters.push(resolve));
-  }
-  settle(checkpoint: string | null): void {
-    for (const w of this.waiters.splice(0)) w(checkpoint);
-  }
-}
+export { grpoStep, StepCancelled, type GrpoStepOptions } from './grpo_step';
+export { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
+export { evaluate } from './steps';
 
 export interface TrainOptions {
   configPath?: string;
@@ -67,13 +44,6 @@ export interface TrainOptions {
    * during its first steps) starts over in place.
    */
   runDir?: string;
-}
-
-export interface TrainResult {
-  runDir: string;
-  status: RunInfo['status'];
-  finalEval: number | null;
-  initialEval: number | null;
 }
 
 const TIMING_KEYS = new Set(['step_time_s', 'tokens_per_s']);
@@ -243,42 +213,8 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     }
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
-    if (cfg.model.init_checkpoint) {
-      const dir = existsSync(join(cfg.model.init_checkpoint, 'run.json')) ? latestCheckpoint(cfg.model.init_checkpoint) : cfg.model.init_checkpoint;
-      if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
-      const init = loadCheckpoint(dir);
-      checkTaskIdentity(`model.init_checkpoint ${dir}`, init.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
-      const fresh = Transformer.fromWeights(s.modelCfg, init.model);
-      s.model.dispose();
-      s.model = fresh;
-      if (!resumeFrom) log('info', `initial weights from ${dir}`);
-    }
-    // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
-    // without SFT that resumes in GRPO: the reference must not be the resumed weights.
-    const startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 ? s.model.exportWeights() : null;
-    for (const sk of resumed?.skipped ?? []) log('warn', `skipped a damaged checkpoint: ${sk.reason}`);
-    if (resumeFrom && resumed) {
-      const ck = resumed.checkpoint;
-      const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };
-      checkTaskIdentity(`--resume ${resumeFrom}`, ck.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
-      const fresh = Transformer.fromWeights(s.modelCfg, ck.model);
-      s.model.dispose();
-      s.model = fresh;
-      (meta.phase === 'sft' ? sftOpt : grpoOpt).importState(ck.optimizer.step, ck.optimizer.state);
-      if (head) {
-        if (!ck.head) throw new UserError(`${resumeFrom}: checkpoint has no head.safetensors, but credit.strategy ${cfg.credit.strategy} needs its trained head`);
-        for (const [name, v] of head.params) {
-          const w = ck.head[name];
-          if (!w) throw new UserError(`${resumeFrom}: head.safetensors lacks ${name}`);
-          v.assign(tf.tensor(w.data, w.shape));
-        }
-      }
-      progress = { phase: meta.phase, step: meta.step };
-      initialEval = meta.initial_eval ?? null;
-      keepFirstMetrics(runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
-      metricsRows = (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0;
-      log('info', `resumed from ${resumeFrom} (${meta.phase} step ${meta.step})`);
-    }
+    const start = restore({ s, cfg, head, sftOpt, grpoOpt, runDir, resumeFrom, resumed, log });
+    ({ progress, initialEval, metricsRows } = start);
 
     let nonFinite = 0;
     const checkDiverged = (row: MetricsRow, what: string, step: number) => {
@@ -309,18 +245,7 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     }
 
     // ---- GRPO ----
-    // The KL reference is the policy GRPO started from: the weights now, when GRPO starts in this process; on a
-    // resume inside GRPO, the post-SFT checkpoint (step 0) or, without SFT, the run's starting weights.
-    let ref: Transformer | null = null;
-    if (progress.phase === 'grpo' && cfg.grpo.kl_beta > 0) {
-      const resumedInGrpo = (resumed?.checkpoint.meta as { phase?: string } | undefined)?.phase === 'grpo';
-      if (!resumedInGrpo) ref = Transformer.fromWeights(s.modelCfg, s.model.exportWeights());
-      else if (cfg.sft.steps > 0) {
-        const start = checkpointDir(runDir, 0);
-        if (!existsSync(start)) throw new UserError(`${runDir}: kl_beta > 0 needs the post-SFT checkpoint ${start} as the KL reference on resume, and it is missing`);
-        ref = Transformer.fromWeights(s.modelCfg, loadCheckpoint(start).model);
-      } else ref = Transformer.fromWeights(s.modelCfg, startWeights!);
-    }
+    const ref = progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? klReference(s, runDir, resumed, start.startWeights) : null;
     if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
       const ev = evaluateSplits(s, runDir, 0);
       initialEval = ev.success;
@@ -383,4 +308,64 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     s?.model.dispose();
     head?.dispose();
   }
+}
+
+interface Restored { progress: Progress; initialEval: number | null; metricsRows: number; startWeights: ReturnType<Transformer['exportWeights']> | null }
+
+/**
+ * The policy a run starts or resumes from: model.init_checkpoint's weights, then on a resume the checkpoint's weights,
+ * optimizer state and head, its progress, and metrics.jsonl cut back to the checkpoint's rows.
+ */
+function restore(o: { s: Session; cfg: CreditConfig; head: CreditHead | null; sftOpt: Adam; grpoOpt: Adam; runDir: string; resumeFrom: string | null;
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>; log: (level: 'info' | 'warn', m: string) => void }): Restored {
+  const { s, cfg, head, resumeFrom, resumed, log } = o;
+  const out: Restored = { progress: { phase: 'sft', step: 0 }, initialEval: null, metricsRows: 0, startWeights: null };
+  if (cfg.model.init_checkpoint) {
+    const dir = existsSync(join(cfg.model.init_checkpoint, 'run.json')) ? latestCheckpoint(cfg.model.init_checkpoint) : cfg.model.init_checkpoint;
+    if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
+    const init = loadCheckpoint(dir);
+    checkTaskIdentity(`model.init_checkpoint ${dir}`, init.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
+    useWeights(s, init.model);
+    if (!resumeFrom) log('info', `initial weights from ${dir}`);
+  }
+  // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
+  // without SFT that resumes in GRPO: the reference must not be the resumed weights.
+  out.startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 ? s.model.exportWeights() : null;
+  for (const sk of resumed?.skipped ?? []) log('warn', `skipped a damaged checkpoint: ${sk.reason}`);
+  if (resumeFrom && resumed) {
+    const ck = resumed.checkpoint;
+    const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };
+    checkTaskIdentity(`--resume ${resumeFrom}`, ck.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
+    useWeights(s, ck.model);
+    (meta.phase === 'sft' ? o.sftOpt : o.grpoOpt).importState(ck.optimizer.step, ck.optimizer.state);
+    if (head) {
+      if (!ck.head) throw new UserError(`${resumeFrom}: checkpoint has no head.safetensors, but credit.strategy ${cfg.credit.strategy} needs its trained head`);
+      for (const [name, v] of head.params) {
+        const w = ck.head[name];
+        if (!w) throw new UserError(`${resumeFrom}: head.safetensors lacks ${name}`);
+        v.assign(tf.tensor(w.data, w.shape));
+      }
+    }
+    out.progress = { phase: meta.phase, step: meta.step };
+    out.initialEval = meta.initial_eval ?? null;
+    keepFirstMetrics(o.runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
+    out.metricsRows = (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0;
+    log('info', `resumed from ${resumeFrom} (${meta.phase} step ${meta.step})`);
+  }
+  return out;
+}
+
+/**
+ * The KL reference: the policy GRPO started from. The weights now, when GRPO starts in this process; on a resume inside
+ * GRPO, the post-SFT checkpoint (step 0) or, without SFT, the run's starting weights.
+ */
+function klReference(s: Session, runDir: string, resumed: ReturnType<typeof loadLatestGoodCheckpoint>, startWeights: Restored['startWeights']): Transformer {
+  const resumedInGrpo = (resumed?.checkpoint.meta as { phase?: string } | undefined)?.phase === 'grpo';
+  if (!resumedInGrpo) return Transformer.fromWeights(s.modelCfg, s.model.exportWeights());
+  if (s.cfg.sft.steps > 0) {
+    const start = checkpointDir(runDir, 0);
+    if (!existsSync(start)) throw new UserError(`${runDir}: kl_beta > 0 needs the post-SFT checkpoint ${start} as the KL reference on resume, and it is missing`);
+    return Transformer.fromWeights(s.modelCfg, loadCheckpoint(start).model);
+  }
+  return Transformer.fromWeights(s.modelCfg, startWeights!);
 }

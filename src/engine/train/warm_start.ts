@@ -11,7 +11,7 @@ import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { latestCheckpoint } from '../rundir/checkpoint';
 import { readRunInfo, RunLockedError } from '../rundir/rundir';
-import type { Reporter, RunController, TrainResult } from './train';
+import type { Reporter, RunController, TrainResult } from './run_control';
 
 /** Canonical JSON (sorted keys), so that the key does not depend on the order a config was written in. */
 function canonical(v: unknown): string {

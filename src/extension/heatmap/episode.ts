@@ -6,8 +6,8 @@
 // concatenation of its tokens' texts in position order (Tokenizer.decodeWithOffsets), so the offsets are
 // rebuilt by concatenating them; a completion that does not equal that concatenation (a table from another
 // writer) is shown as the tokens' text instead, so that every painted range still covers its own token.
-import { readEpisodeTable, readTokenTable, type EpisodeColumns, type TokenColumnsRead } from '../../engine/rundir/arrow_tables';
-import { listLoggedSteps, readRunInfo, stepFile } from '../../engine/rundir/rundir';
+import type { EpisodeColumns, TokenColumnsRead } from '../../engine/rundir/arrow_tables';
+import { listLoggedSteps, readRunInfo } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
 import { METRICS, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
 
@@ -39,10 +39,6 @@ export class StepTables {
       if (!sorted) rows.sort((a, b) => tokens.position[a] - tokens.position[b]);
       this.rowsOf.set(e, rows);
     }
-  }
-
-  static read(runDir: string, step: number): StepTables {
-    return new StepTables(runDir, step, readTokenTable(stepFile(runDir, 'tokens', step)), readEpisodeTable(stepFile(runDir, 'episodes', step)));
   }
 
   /** Token-table rows of an episode in position order (empty when the episode has no logged tokens). */

@@ -3,7 +3,7 @@
 // The types are disposed and made again only when the palette changes (diverging ↔ sequential, or into or
 // out of a high-contrast theme); disposing a type removes its decorations from every editor.
 import * as vscode from 'vscode';
-import { onSettingChange, readSettings, setHeatmapNormalization } from '../config';
+import { onSettingChange, readSettings, setHeatmapNormalization } from '../vscode_settings';
 import { positionOf, valueRangeOfEpisode, type HeatmapEpisode } from './episode';
 import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {

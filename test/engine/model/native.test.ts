@@ -5,10 +5,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
+import { opsName } from '../../../src/engine/model/ops';
 import { initBackend } from '../../../src/engine/model/backend';
 import { blasThreads } from '../../../src/engine/model/kernels/blas';
 import {
-  attention, ATTENTION, ATTENTION_GRAD, hasNativeKernels, QKV_HEADS, QKV_HEADS_GRAD, qkvHeads, RMS_NORM_GRAD, RMS_NORM_TRAIN,
+  attention, ATTENTION, ATTENTION_GRAD, QKV_HEADS, QKV_HEADS_GRAD, qkvHeads, RMS_NORM_GRAD, RMS_NORM_TRAIN,
   rmsNormNative, swiglu, swigluGrad, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD, tokenLogprob, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
@@ -30,8 +31,8 @@ async function ranKernels(kernels: string[], f: () => void): Promise<void> {
 
 test('token log-prob kernel: values and gradient against float64, rows of any scale, a vocabulary off the vector width', async () => {
   await initBackend('wasm-blas');
-  assert.ok(hasNativeKernels());
-  // the second size is past SPLIT_MIN_FLOATS in native/blas.c: its rows are split over two threads
+  assert.equal(opsName(), 'wasm-blas');
+  // the second size is past SPLIT_MIN_FLOATS in native/common.h: its rows are split over two threads
   for (const [N, V] of [[13, 37], [7100, 37]]) {
     const rng = makeRng(4);
     // Row scales from 1e-3 to 60 (a confident row whose other tokens sit ~100 nats below), one row all equal.
@@ -64,9 +65,9 @@ test('token log-prob kernel: values and gradient against float64, rows of any sc
 
 test('plain wasm keeps the ops (its bits stay those of earlier runs); wasm-blas runs the kernel', async () => {
   await initBackend('wasm');
-  assert.equal(hasNativeKernels(), false);
+  assert.equal(opsName(), 'wasm');
   await initBackend('wasm-blas');
-  assert.equal(hasNativeKernels(), true);
+  assert.equal(opsName(), 'wasm-blas');
 });
 
 const CFG: ModelConfig = { arch: 'qwen2', vocabSize: 40, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 64, maxSeqLen: 16,
@@ -110,7 +111,7 @@ test('completionLogprobs on wasm-blas (native log-prob) gives the cpu backend\'s
 test('native RMSNorm: values and gradients (x and w) against float64, rows of any scale', async () => {
   await initBackend('wasm-blas');
   const eps = 1e-6;
-  // the second size is past SPLIT_MIN_FLOATS in native/blas.c: its rows are split over two threads
+  // the second size is past SPLIT_MIN_FLOATS in native/common.h: its rows are split over two threads
   for (const [N, d] of [[9, 20], [4700, 28]]) {
     const rng = makeRng(8);
     const x = Float32Array.from({ length: N * d }, (_, i) => randNormal(rng) * [1e-3, 1, 30][Math.floor(i / d) % 3]);
@@ -217,7 +218,7 @@ test('native attention heads: q, k rotated and v split out of the fused projecti
   await initBackend('wasm-blas');
   // hd 6: half 3, off the vector width; 2 query heads per kv head
   const H = 4, Hkv = 2, hd = 6, half = hd / 2, W = (H + 2 * Hkv) * hd;
-  // the second size is past SPLIT_MIN_FLOATS in native/blas.c: its batch rows are split over two threads
+  // the second size is past SPLIT_MIN_FLOATS in native/common.h: its batch rows are split over two threads
   for (const [B, T] of [[2, 3], [7, 400]]) {
     const rng = makeRng(31);
     const x = Float32Array.from({ length: B * T * W }, () => randNormal(rng));
@@ -282,7 +283,7 @@ test('native attention heads: q, k rotated and v split out of the fused projecti
 
 test('native SwiGLU: values and gradient against float64, gates from −100 to 100, a width off the vector size', async () => {
   await initBackend('wasm-blas');
-  // the second size is past SPLIT_MIN_FLOATS in native/blas.c: its rows are split over two threads
+  // the second size is past SPLIT_MIN_FLOATS in native/common.h: its rows are split over two threads
   for (const [N, F] of [[6, 13], [5100, 13]]) {
     const rng = makeRng(31);
     // every ninth gate ±100-ish: σ saturates to 1 or to ~e^−100 (the exp is clamped at −87, where σ·g·u is ~1e−36)

@@ -15,7 +15,6 @@ import {
   readRunInfo,
   redactSecrets,
   stepFile,
-  truncateMetricsAfter,
   updateRunInfo,
   writeFileAtomic,
   writeRunInfo,
@@ -102,25 +101,6 @@ test('metrics: one JSON line per row; a torn last line is skipped and not glued 
     assert.deepEqual(readMetrics(dir).map((r) => r.step), [1, 2]);
     appendMetrics(dir, row(3)); // the resumed or continuing writer
     assert.deepEqual(readMetrics(dir).map((r) => r.step), [1, 2, 3]);
-  });
-});
-
-test('truncateMetricsAfter drops the rows logged after a GRPO checkpoint, keeping SFT rows', () => {
-  withTmp((dir) => {
-    const rows = [row(1, 'sft'), row(2, 'sft'), row(1), row(2), row(2, 'eval'), row(3), row(4), row(4, 'eval')];
-    for (const r of rows) appendMetrics(dir, r);
-    assert.equal(truncateMetricsAfter(dir, 2), 3); // drops grpo 3, grpo 4, eval 4
-    assert.deepEqual(readMetrics(dir), rows.slice(0, 5));
-    assert.equal(truncateMetricsAfter(dir, 2), 0, 'idempotent');
-  });
-});
-
-test('truncateMetricsAfter for an SFT checkpoint drops later SFT rows and all of GRPO', () => {
-  withTmp((dir) => {
-    const rows = [row(1, 'sft'), row(2, 'sft'), row(3, 'sft'), row(1), row(1, 'eval')];
-    for (const r of rows) appendMetrics(dir, r);
-    assert.equal(truncateMetricsAfter(dir, 2, 'sft'), 3);
-    assert.deepEqual(readMetrics(dir), rows.slice(0, 2));
   });
 });
 

@@ -17,7 +17,9 @@ import { getStrategy, strategyNames } from '../../../src/engine/credit';
 import { DEFAULT_CREDIT_PARAMS, type CreditBatch } from '../../../src/engine/credit/types';
 import { makeRng } from '../../../src/engine/core/rng';
 import type { Section } from '../../../src/protocol';
-import { accumulateGrads, concatRows, microBatchRanges, grpoStep } from '../../../src/engine/train/steps';
+import { accumulateGrads, concatRows, microBatchRanges } from '../../../src/engine/train/micro_batch';
+import { grpoStep } from '../../../src/engine/train/grpo_step';
+import { creditParams } from '../../../src/engine/credit/types';
 
 /** The sevens task (every group's rewards differ), 2 PPO epochs so that the second epoch's first pass runs too. */
 const config = (dir: string) => sevensConfig(dir, { name: 'accum', seed: 3, backend: 'cpu',
@@ -53,7 +55,7 @@ test('concatRows joins per-row arrays in order; accumulateGrads sums each slice\
 
 const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(1e-12, Math.abs(b));
 
-for (const strategy of ['none', 'attention_credit', 'inverse_logprob', 'entropy_weighted', 'entropy_mask', 'outcome_conditional'] as const) {
+for (const strategy of ['none', 'attention_credit', 'inverse_logprob', 'entropy_weighted', 'entropy_mask', 'outcome_conditional', 'attribution'] as const) {
   test(`one GRPO step over 3 micro-batches equals the step over the whole batch (${strategy}: ${getStrategy(strategy).rowLocal ? 'row-local, one pass' : 'two passes'}, cpu)`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cl-accum-'));
     try {
@@ -62,9 +64,12 @@ for (const strategy of ['none', 'attention_credit', 'inverse_logprob', 'entropy_
         const { config } = loadConfig(cfg, [`credit.strategy=${strategy}`, `grpo.gradient_accumulation_steps=${steps}`]);
         const s = await buildSession(config);
         const opt = new Adam(config.grpo.lr);
-        const r = await grpoStep({ session: s, optimizer: opt, step: 1 });
-        const params = new Map([...s.model.params].map(([n, v]) => [n, Float32Array.from(v.dataSync())]));
+        // the attribution head (init_std 0.5, so that its weights are far from uniform) trains in every micro-batch's pass
+        const head = getStrategy(strategy).createHead?.(s.modelCfg.dModel, 7, { ...creditParams(config.credit), init_std: 0.5 }) ?? null;
+        const r = await grpoStep({ session: s, optimizer: opt, step: 1, head });
+        const params = new Map([...s.model.params, ...(head?.params ?? [])].map(([n, v]) => [n, Float32Array.from(v.dataSync())]));
         opt.dispose();
+        head?.dispose();
         s.model.dispose();
         return { r, params };
       };
@@ -75,11 +80,18 @@ for (const strategy of ['none', 'attention_credit', 'inverse_logprob', 'entropy_
       assert.ok(whole.r.row.grad_norm! > 0, 'a zero gradient would make the comparison vacuous');
       assert.ok(rel(micro.r.row.loss!, whole.r.row.loss!) < 1e-5, `loss ${micro.r.row.loss} vs ${whole.r.row.loss}`);
       assert.ok(rel(micro.r.row.grad_norm!, whole.r.row.grad_norm!) < 1e-5, `grad_norm ${micro.r.row.grad_norm} vs ${whole.r.row.grad_norm}`);
+      if (strategy === 'attribution') {
+        assert.ok(whole.r.tok.weights.some((row) => row.some((w) => Math.abs(w - 1) > 0.05)), 'a near-uniform head would make the comparison vacuous');
+        assert.ok(micro.r.tok.attribution, 'the attribution column is logged under micro-batches');
+      }
       for (const key of ['logprobs', 'weights', 'effAdv'] as const) {
         whole.r.tok[key].forEach((row, i) => row.forEach((v, t) =>
           assert.ok(Math.abs(micro.r.tok[key][i][t] - v) < 1e-5, `${key}[${i}][${t}] ${micro.r.tok[key][i][t]} vs ${v}`)));
       }
       for (const [name, w] of whole.params) {
+        // the head's bias shifts every z_t of a row alike, which the softmax ignores: its exact gradient is 0, its float one
+        // rounding noise that Adam scales to ±lr, differently per summation order
+        if (name === 'attribution_head.bias') continue;
         const m = micro.params.get(name)!;
         let d = 0, n = 0;
         for (let i = 0; i < w.length; i++) { d += (m[i] - w[i]) ** 2; n += w[i] ** 2; }
@@ -121,7 +133,7 @@ test('every strategy that declares rowLocal gives each row of a slice what it gi
     return whole.every((row, i) => row.every((v, t) => Math.abs(parts[i][t] - v) < 1e-12));
   };
   const local = strategyNames().filter((n) => getStrategy(n).rowLocal);
-  assert.deepEqual(local.sort(), ['attention_credit', 'entropy_weighted', 'inverse_logprob', 'none']);
+  assert.deepEqual(local.sort(), ['attention_credit', 'attribution', 'entropy_weighted', 'inverse_logprob', 'none']);
   for (const name of local) assert.ok(agrees(name), `${name} declares rowLocal but a slice changes its credit`);
   // The check can fail: entropy_mask's percentile is over the whole batch, so its slices disagree.
   assert.equal(agrees('entropy_mask'), false);

@@ -1,6 +1,6 @@
 // OpenBLAS products on the wasm backend's heap: backend `wasm-blas` (DESIGN §7).
 //
-// native/blas.c is a Node-API addon that esbuild.mjs compiles when a C compiler and Node's headers are present. It
+// native/ is a Node-API addon that esbuild.mjs compiles when a C compiler and Node's headers are present. It
 // links against nothing but libc and opens OpenBLAS with dlopen, so the engine loads everywhere and uses it only where
 // the library is installed (Debian: libopenblas0-pthread). BatchMatMul then calls cblas_sgemm on Float32Array views of
 // the WebAssembly memory, with the transpose flags passed through: no copies, no materialised transposes. Everything
@@ -10,11 +10,14 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { WasmBackend, heapF32 } from './heap';
+import { NATIVE_ABI, positional, type NativeArgs, type NativeKernel } from './native_abi';
 
 interface BlasAddon {
   open(path: string): string;
   threads(n?: number): number;
   gemm(heap: Float32Array, transA: boolean, transB: boolean, M: number, N: number, K: number, offsets: Int32Array): void;
+  /** "name:arg,arg,…" per native kernel: the argument names it was built with (native/abi.h) */
+  abi(): string[];
   /** The native kernels (kernels/native.ts): heap, then int32 element offsets, sizes and float bits. */
   [kernel: string]: unknown;
 }
@@ -42,7 +45,7 @@ export function loadBlas(): string {
   if (loadError) throw new Error(loadError);
   const path = addonPath();
   if (!path) {
-    loadError = `${ADDON} not built (npm run build compiles native/blas.c when gcc and Node's headers are present)`;
+    loadError = `${ADDON} not built (npm run build compiles native/ when gcc and Node's headers are present)`;
     throw new Error(loadError);
   }
   let a: BlasAddon;
@@ -51,6 +54,11 @@ export function loadBlas(): string {
     a = require(path) as BlasAddon;
   } catch (e) {
     loadError = `${ADDON} failed to load (${e instanceof Error ? e.message.split('\n')[0] : String(e)})`;
+    throw new Error(loadError);
+  }
+  const mismatch = abiMismatch(typeof a.abi === 'function' ? a.abi() : []);
+  if (mismatch) {
+    loadError = `${ADDON} was built for other kernel arguments than this engine's (${mismatch}); rebuild it: npm run build`;
     throw new Error(loadError);
   }
   const names = [process.env.CREDIT_LENS_BLAS, ...BLAS_LIBRARIES].filter((n): n is string => !!n);
@@ -71,14 +79,6 @@ export function loadBlas(): string {
 /** Calls into the addon since the process started (tests check the route was taken). */
 export const blasStats = { calls: 0 };
 
-let timing: Map<string, { calls: number; ms: number }> | null = null;
-/** Bench hook: time every product by shape (M×N×K, transposes, batch) from now on; returns the table so far. */
-export function blasTiming(on: boolean): Map<string, { calls: number; ms: number }> | null {
-  const t = timing;
-  timing = on ? new Map() : null;
-  return t;
-}
-
 /** Routes BatchMatMul through OpenBLAS (true) or the wasm loops (false). Needs loadBlas() to have succeeded. */
 export function setBlasProducts(on: boolean): void {
   if (on && !addon) loadBlas();
@@ -95,25 +95,25 @@ export function blasThreads(n?: number): number { return addon ? addon.threads(n
 export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: number, N: number, K: number,
   offsets: Int32Array): void {
   blasStats.calls++;
-  if (!timing) {
-    addon!.gemm(heapF32(be), transA, transB, M, N, K, offsets);
-    return;
-  }
-  const t0 = performance.now();
   addon!.gemm(heapF32(be), transA, transB, M, N, K, offsets);
-  const key = `${M}×${N}×${K}${transA ? ' Aᵀ' : ''}${transB ? ' Bᵀ' : ''} ×${offsets.length / 3}`;
-  const e = timing.get(key) ?? { calls: 0, ms: 0 };
-  e.calls++;
-  e.ms += performance.now() - t0;
-  timing.set(key, e);
 }
 
-/** Names of the addon's native kernels (native/blas.c), each called as (heap, ...int32 arguments). */
-export type NativeKernel = 'logprob' | 'logprobGrad' | 'rmsnorm' | 'rmsnormGrad' | 'attention' | 'attentionGrad' | 'qkvHeads' | 'qkvHeadsGrad' | 'swiglu'
-  | 'swigluGrad' | 'decodeStep';
-
-/** Runs a native kernel on the backend's heap (kernels/native.ts checks shapes first; the addon checks ranges). */
-export function nativeCall(be: WasmBackend, kernel: NativeKernel, ...ints: number[]): void {
+/** Runs a native kernel on the backend's heap with its arguments by name (native_abi.ts; kernels/native.ts checks shapes first, the addon checks ranges). */
+export function nativeCall<K extends NativeKernel>(be: WasmBackend, kernel: K, args: NativeArgs<K>): void {
   if (!addon) throw new Error('native kernels need the wasm-blas backend (blas.node loaded)');
-  (addon[kernel] as (heap: Float32Array, ...a: number[]) => void)(heapF32(be), ...ints);
+  (addon[kernel] as (heap: Float32Array, ...a: number[]) => void)(heapF32(be), ...positional(kernel, args));
+}
+
+/** Where the addon's kernel arguments (its abi()) differ from native_abi.ts, or null when they agree. */
+export function abiMismatch(built: string[]): string | null {
+  const have = new Map(built.map((e) => [e.slice(0, e.indexOf(':')), e.slice(e.indexOf(':') + 1)]));
+  const diffs: string[] = [];
+  for (const [name, args] of Object.entries(NATIVE_ABI)) {
+    const got = have.get(name);
+    if (got === undefined) diffs.push(`${name}: missing`);
+    else if (got !== args.join(',')) diffs.push(`${name}: built (${got}), engine (${args.join(',')})`);
+    have.delete(name);
+  }
+  for (const name of have.keys()) diffs.push(`${name}: not in the engine`);
+  return diffs.length ? diffs.join('; ') : null;
 }

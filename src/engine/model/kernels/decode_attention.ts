@@ -4,7 +4,7 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import { nativeCall } from './blas';
 import { Info, KernelArgs, WasmBackend, at32, heapF32, runKernel } from './heap';
-import { hasNativeKernels } from './native';
+import type { DecodeAttentionAttrs } from '../ops/ops';
 import { hasSimd, simdLoops } from './simd';
 
 // ---- Decode attention ----------------------------------------------------------------------------------
@@ -16,26 +16,11 @@ import { hasSimd, simdLoops } from './simd';
 // and computes scores and context with the SIMD loops above (8–9 GMAC/s); softmax is the stock kernel.
 
 export const DECODE_ATTENTION = 'CreditLensDecodeAttention';
-/** The same step in one native call: rotation, cache writes and attention (wasm-blas; native/blas.c decodeStep). */
+/** The same step in one native call: rotation, cache writes and attention (wasm-blas; native/ decodeStep). */
 export const DECODE_ATTENTION_NATIVE = 'CreditLensDecodeAttentionNative';
 
-export interface DecodeAttentionAttrs {
-  /** the new token's position: where its key and value are written */
-  pos: number;
-  nHeads: number;
-  nKvHeads: number;
-  headDim: number;
-  /** applied to the rotated q (1/√headDim) */
-  scale: number;
-  /** RoPE row of `pos`: cos, and sin with rotate_half's sign folded in (−sin for the first half) */
-  cos: Float32Array;
-  sin: Float32Array;
-}
+export type { DecodeAttentionAttrs } from '../ops/ops';
 
-/** Whether the active backend can run decodeAttention (wasm with our kernels, in a runtime with SIMD). */
-export function hasDecodeAttention(): boolean {
-  return tf.getBackend() === 'wasm' && !!tf.getKernel(DECODE_ATTENTION, 'wasm') && hasSimd();
-}
 
 /**
  * One decode step of attention for every row, with the KV cache written IN PLACE: `keys` [B, Hkv, hd, cap]
@@ -46,10 +31,9 @@ export function hasDecodeAttention(): boolean {
  * exclusively (model.ts's in-place KvCache does).
  */
 export function decodeAttention(qkv: tf.Tensor2D, keys: tf.Tensor4D, values: tf.Tensor4D, keyMask: tf.Tensor2D,
-  attrs: DecodeAttentionAttrs): tf.Tensor2D {
-  // wasm-blas: the native step; plain wasm keeps the SIMD loops and its bits
-  const name = hasNativeKernels() ? DECODE_ATTENTION_NATIVE : DECODE_ATTENTION;
-  return tf.engine().runKernel(name, { qkv, keys, values, keyMask }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor2D;
+  attrs: DecodeAttentionAttrs, kernel: typeof DECODE_ATTENTION | typeof DECODE_ATTENTION_NATIVE): tf.Tensor2D {
+  // `kernel`: the SIMD loops (plain wasm) or the native step (wasm-blas), by the backend's ops table (ops/)
+  return tf.engine().runKernel(kernel, { qkv, keys, values, keyMask }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 }
 
 
@@ -82,12 +66,12 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
   // RoPE: x·cos + roll(x)·sin, roll(x) = [x2, x1] (the sign of rotate_half is folded into sin); q's tables scaled
   const qc = Float32Array.from(cos, (c) => c * scale), qs = Float32Array.from(sin, (v) => v * scale);
   if (native) {
-    // the whole step in one native call: rotate, write the cache, attend (native/blas.c decodeStep)
+    // the whole step in one native call: rotate, write the cache, attend (native/ decodeStep)
     const tabs = be.makeOutput([4, hd], 'float32');
     const tp = at32(be, tabs), f = heapF32(be);
     [qc, qs, cos, sin].forEach((t, i) => f.set(t, tp + i * hd));
     try {
-      nativeCall(be, 'decodeStep', at32(be, qkv), tp, at32(be, keys), at32(be, values), at32(be, keyMask), at32(be, out), B, H, Hkv, hd, cap, pos);
+      nativeCall(be, 'decodeStep', { qkv: at32(be, qkv), tabs: tp, keys: at32(be, keys), values: at32(be, values), mask: at32(be, keyMask), out: at32(be, out), B, H, Hkv, hd, cap, pos });
     } catch (e) {
       be.disposeData(out.dataId);
       throw e;

@@ -12,10 +12,6 @@ import { hasSimd, simdLoops } from './simd';
 
 export const ROPE = 'CreditLensRope';
 
-/** Whether ropeRotate runs here: wasm with our kernels and SIMD, and half a head (hd / 2) a multiple of 4. */
-export function hasRopeKernel(headDim: number): boolean {
-  return tf.getBackend() === 'wasm' && !!tf.getKernel(ROPE, 'wasm') && hasSimd() && headDim % 8 === 0;
-}
 
 /**
  * y = x·cos + swap(x)·sin, swap exchanging the halves of the last axis (HF's rotate_half with its sign folded
@@ -52,10 +48,6 @@ export function ropeKernel(args: KernelArgs): Info {
 export const SWIGLU = 'CreditLensSwiGLU';
 export const SWIGLU_GRAD = 'CreditLensSwiGLUGrad';
 
-/** Whether swiglu / swigluGrad run here: wasm with our kernels and SIMD, dFf a multiple of 4. */
-export function hasSwiGLUKernel(dFf: number): boolean {
-  return tf.getBackend() === 'wasm' && !!tf.getKernel(SWIGLU, 'wasm') && hasSimd() && dFf % 4 === 0;
-}
 
 /**
  * gu [N, 2F] (gate | up) → SiLU(gate)·up [N, F], and σ(gate) [N, F] for swigluGrad. `kernel` is SWIGLU (the SIMD
@@ -128,10 +120,6 @@ export const [swigluKernel, swigluGradKernel] = swigluKernels({
 
 export const RMS_NORM = 'CreditLensRmsNorm';
 
-/** Whether rmsNormInfer runs here: wasm with our kernels. */
-export function hasRmsNormKernel(): boolean {
-  return tf.getBackend() === 'wasm' && !!tf.getKernel(RMS_NORM, 'wasm');
-}
 
 /** x [N, d] · rsqrt(mean over d of x² + eps) · w [d]; forward only. */
 export function rmsNormInfer(x: tf.Tensor2D, w: tf.Tensor, eps: number): tf.Tensor2D {

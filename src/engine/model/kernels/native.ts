@@ -1,4 +1,4 @@
-// Fused kernels in native code (native/blas.c), on the wasm-blas backend only: a token's log-prob, RMSNorm, attention
+// Fused kernels in native code (native/), on the wasm-blas backend only: a token's log-prob, RMSNorm, attention
 // over a whole sequence, the attention heads with RoPE and SwiGLU, each forward and backward. Their values
 // differ from the ops' in float rounding (a different exp, sums in float64, fused multiply-adds where the compiler
 // contracts), which is why plain wasm keeps the ops and its bits.
@@ -13,17 +13,14 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import { blasProducts, nativeCall } from './blas';
+import { nativeCall } from './blas';
+import type { HeadDims } from '../ops/ops';
 import { swigluKernels } from './fused';
 import { Info, KernelArgs, WasmBackend, at32, f32Bits, heap32, sizeOf } from './heap';
 
 export const TOKEN_LOGPROB = 'CreditLensTokenLogprob';
 export const TOKEN_LOGPROB_GRAD = 'CreditLensTokenLogprobGrad';
 
-/** Whether the native kernels run here: the wasm-blas backend (the addon loaded, its products on). */
-export function hasNativeKernels(): boolean {
-  return tf.getBackend() === 'wasm' && blasProducts() && !!tf.getKernel(TOKEN_LOGPROB, 'wasm');
-}
 
 /** logits [N, V], targets [N] (int32) → log softmax(logits)[n, targets[n]] [N], differentiable in logits. */
 export function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
@@ -64,7 +61,7 @@ export function tokenLogprobKernel(args: KernelArgs): Info[] {
   const [N, V] = checked(be, logits, targets, true);
   const logp = be.makeOutput([N], 'float32');
   const lse = be.makeOutput([N], 'float32');
-  nativeCall(be, 'logprob', at32(be, logits), at32(be, targets), N, V, at32(be, logp), at32(be, lse));
+  nativeCall(be, 'logprob', { logits: at32(be, logits), targets: at32(be, targets), N, V, logp: at32(be, logp), lse: at32(be, lse) });
   return [logp, lse];
 }
 
@@ -73,7 +70,7 @@ export function tokenLogprobGradKernel(args: KernelArgs): Info {
   const { logits, targets, lse, dy } = args.inputs as { logits: Info; targets: Info; lse: Info; dy: Info };
   const [N, V] = checked(be, logits, targets, false, lse, dy);
   const out = be.makeOutput([N, V], 'float32');
-  nativeCall(be, 'logprobGrad', at32(be, logits), at32(be, targets), at32(be, lse), at32(be, dy), at32(be, out), N, V);
+  nativeCall(be, 'logprobGrad', { logits: at32(be, logits), targets: at32(be, targets), lse: at32(be, lse), dy: at32(be, dy), out: at32(be, out), N, V });
   return out;
 }
 
@@ -125,7 +122,7 @@ export function rmsNormTrainKernel(args: KernelArgs): Info[] {
   const [N, d] = normShapes(x, w);
   const y = be.makeOutput(x.shape, 'float32');
   const rinv = be.makeOutput([N], 'float32');
-  nativeCall(be, 'rmsnorm', at32(be, x), at32(be, w), at32(be, y), at32(be, rinv), N, d, f32Bits(eps));
+  nativeCall(be, 'rmsnorm', { x: at32(be, x), w: at32(be, w), y: at32(be, y), rinv: at32(be, rinv), N, d, epsBits: f32Bits(eps) });
   return [y, rinv];
 }
 
@@ -136,7 +133,7 @@ export function rmsNormGradKernel(args: KernelArgs): Info[] {
   if (sizeOf(rinv.shape) !== N) throw new Error(`${RMS_NORM_GRAD}: 1/rms [${rinv.shape}] for ${N} rows`);
   const dx = be.makeOutput(x.shape, 'float32');
   const dw = be.makeOutput(w.shape, 'float32');
-  nativeCall(be, 'rmsnormGrad', at32(be, x), at32(be, w), at32(be, rinv), at32(be, dy), at32(be, dx), at32(be, dw), N, d);
+  nativeCall(be, 'rmsnormGrad', { x: at32(be, x), w: at32(be, w), rinv: at32(be, rinv), dy: at32(be, dy), dx: at32(be, dx), dw: at32(be, dw), N, d });
   return [dx, dw];
 }
 
@@ -144,7 +141,7 @@ export function rmsNormGradKernel(args: KernelArgs): Info[] {
 //
 // softmax(q·kᵀ + mask)·v with the heads merged: as ops a batched product, the masked softmax, a second product and the
 // transpose that merges the heads, and backward four products, the softmax gradient and the inverse transpose. Here one
-// native call each way per layer (native/blas.c, Attention): each (batch element, kv head) runs its products and its
+// native call each way per layer (native/, Attention): each (batch element, kv head) runs its products and its
 // softmax while its scores are in cache, and the context is written in the merged layout the output projection reads.
 
 export const ATTENTION = 'CreditLensAttention';
@@ -196,7 +193,7 @@ export function attentionKernel(args: KernelArgs): Info[] {
   const [B, H, Hkv, T, Tk, hd] = attentionDims(ATTENTION, q, k, v, mask, (B, _H, T, Tk) => [B, 1, T, Tk]);
   const context = be.makeOutput([B * T, H * hd], 'float32');
   const probs = be.makeOutput([B, H, T, Tk], 'float32');
-  nativeCall(be, 'attention', at32(be, q), at32(be, k), at32(be, v), at32(be, mask), at32(be, probs), at32(be, context), B, H, Hkv, T, Tk, hd);
+  nativeCall(be, 'attention', { q: at32(be, q), k: at32(be, k), v: at32(be, v), mask: at32(be, mask), p: at32(be, probs), o: at32(be, context), B, H, Hkv, T, Tk, hd });
   return [context, probs];
 }
 
@@ -208,8 +205,8 @@ export function attentionGradKernel(args: KernelArgs): Info[] {
   const dq = be.makeOutput(q.shape, 'float32');
   const dk = be.makeOutput(k.shape, 'float32');
   const dv = be.makeOutput(v.shape, 'float32');
-  nativeCall(be, 'attentionGrad', at32(be, q), at32(be, k), at32(be, v), at32(be, probs), at32(be, dy), at32(be, dq), at32(be, dk), at32(be, dv),
-    B, H, Hkv, T, Tk, hd);
+  nativeCall(be, 'attentionGrad', { q: at32(be, q), k: at32(be, k), v: at32(be, v), p: at32(be, probs), dO: at32(be, dy), dq: at32(be, dq), dk: at32(be, dk),
+    dv: at32(be, dv), B, H, Hkv, T, Tk, hd });
   return [dq, dk, dv];
 }
 
@@ -221,7 +218,6 @@ export function attentionGradKernel(args: KernelArgs): Info[] {
 export const QKV_HEADS = 'CreditLensQkvHeads';
 export const QKV_HEADS_GRAD = 'CreditLensQkvHeadsGrad';
 
-export interface HeadDims { B: number; T: number; nHeads: number; nKvHeads: number; headDim: number }
 
 /**
  * The fused projection qkv [B·T, (H + 2·Hkv)·hd] as head-major q, k, v, with q and k rotated by the RoPE tables
@@ -270,7 +266,7 @@ export function qkvHeadsKernel(args: KernelArgs): Info[] {
   const q = be.makeOutput([B, H, T, hd], 'float32');
   const k = be.makeOutput([B, Hkv, T, hd], 'float32');
   const v = be.makeOutput([B, Hkv, T, hd], 'float32');
-  nativeCall(be, 'qkvHeads', at32(be, qkv), at32(be, cos), at32(be, sin), at32(be, q), at32(be, k), at32(be, v), B, T, H, Hkv, hd);
+  nativeCall(be, 'qkvHeads', { qkv: at32(be, qkv), cos: at32(be, cos), sin: at32(be, sin), q: at32(be, q), k: at32(be, k), v: at32(be, v), B, T, H, Hkv, hd });
   return [q, k, v];
 }
 
@@ -280,7 +276,7 @@ export function qkvHeadsGradKernel(args: KernelArgs): Info {
   const { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd } = args.attrs as unknown as HeadDims;
   const dx = be.makeOutput([B * T, (H + 2 * Hkv) * hd], 'float32');
   headShapes(QKV_HEADS_GRAD, args.attrs, dx, [cos, sin], [dq, dk, dv]);
-  nativeCall(be, 'qkvHeadsGrad', at32(be, dq), at32(be, dk), at32(be, dv), at32(be, cos), at32(be, sin), at32(be, dx), B, T, H, Hkv, hd);
+  nativeCall(be, 'qkvHeadsGrad', { dq: at32(be, dq), dk: at32(be, dk), dv: at32(be, dv), cos: at32(be, cos), sin: at32(be, sin), dqkv: at32(be, dx), B, T, H, Hkv, hd });
   return dx;
 }
 
@@ -296,8 +292,8 @@ export const SWIGLU_NATIVE_GRAD = 'CreditLensSwiGLUNativeGrad';
 export const [swigluNativeKernel, swigluNativeGradKernel] = swigluKernels({
   name: SWIGLU_NATIVE,
   multiple: 2,
-  forward: (be, gu, out, sig, N, F) => nativeCall(be, 'swiglu', gu, out, sig, N, F),
-  backward: (be, gu, sig, dy, out, N, F) => nativeCall(be, 'swigluGrad', gu, sig, dy, out, N, F),
+  forward: (be, gu, out, sig, N, F) => nativeCall(be, 'swiglu', { gu, out, sig, N, F }),
+  backward: (be, gu, sig, dy, out, N, F) => nativeCall(be, 'swigluGrad', { gu, sig, dy, out, N, F }),
 });
 
 /** The kernels above by name, for wasm_kernels.ts to register. */

@@ -32,10 +32,10 @@ import { NATIVE_KERNELS } from './native';
 import { batchMatMul } from './matmul';
 
 export { canonicalTranspose, setSimdTransposeMin, setTiledTransposeMin } from './data_ops';
-export { DECODE_ATTENTION, DECODE_ATTENTION_NATIVE, type DecodeAttentionAttrs, decodeAttention, hasDecodeAttention } from './decode_attention';
-export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, hasRmsNormKernel, hasRopeKernel, hasSwiGLUKernel, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
+export { DECODE_ATTENTION, DECODE_ATTENTION_NATIVE, type DecodeAttentionAttrs, decodeAttention } from './decode_attention';
+export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
 export { ATTENTION, ATTENTION_GRAD, QKV_HEADS, QKV_HEADS_GRAD, RMS_NORM_GRAD, RMS_NORM_TRAIN, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD,
-  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, attention, hasNativeKernels, qkvHeads, rmsNormNative, rmsNormNativeInfer, tokenLogprob }
+  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, attention, qkvHeads, rmsNormNative, rmsNormNativeInfer, tokenLogprob }
   from './native';
 export { PARALLEL_MIN_MACS, helperThreadStats, setHelperSequenced, setParallelMinMacs } from './helper_thread';
 export { setMatMulStrategy, setSimdProducts, setSmallProductMacs } from './matmul';

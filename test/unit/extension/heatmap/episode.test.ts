@@ -3,12 +3,16 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readEpisodeTable, writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/rundir/arrow_tables';
+import { readEpisodeTable, readTokenTable, writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../../src/engine/rundir/rundir';
 import type { Section } from '../../../../src/protocol/index';
 import {
   buildHeatmapEpisode, findSamePrompt, lineStarts, neighbour, positionOf, rebuildOffsets, StepTables, tokenAt, valueRangeOfEpisode,
 } from '../../../../src/extension/heatmap/episode';
+
+/** A step's tables as the extension's table worker hands them over. */
+const readStep = (dir: string, step: number) =>
+  new StepTables(dir, step, readTokenTable(stepFile(dir, 'tokens', step)), readEpisodeTable(stepFile(dir, 'episodes', step)));
 
 test('offsets are rebuilt by concatenating token texts in row order; UTF-16 lengths, zero-width tokens kept', () => {
   // 'a' [0,1), 'bc' [1,3), '' [3,3), 'é' [3,4), '😀' [4,6): the emoji is a surrogate pair, 2 code units.
@@ -102,7 +106,7 @@ test('an episode view: rows in position order whatever the file order, header, p
       { prompt: '1 2 -> 3\n<think>', tokens: ['1', '+', '2', '</think>\n', '<answer>', '3', '</answer>'], reward: 1.1, advantage: 0.5 },
       { prompt: '1 2 -> 3\n<think>', tokens: ['no'], reward: 0.1, advantage: -0.5 },
     ], { reverseRows: true });
-    const tables = StepTables.read(dir, 3);
+    const tables = readStep(dir, 3);
     const v = buildHeatmapEpisode(tables, { runDir: dir, step: 3, episode: 0 }, { runName: 'run-a', strategy: 'none' });
     // Rows were written last-to-first: episode 0's 7 tokens are rows 7…1 (row 0 is episode 1's token).
     assert.deepEqual(Array.from(v.rows), [7, 6, 5, 4, 3, 2, 1]);
@@ -126,11 +130,11 @@ test('a completion that is not the concatenation of its tokens: the tokens are s
   const dir = tmpRun();
   try {
     writeStep(dir, 1, [{ prompt: 'p', tokens: ['ab', 'c'], completion: 'abX', reward: 0, advantage: -1 }]);
-    const v = buildHeatmapEpisode(StepTables.read(dir, 1), { runDir: dir, step: 1, episode: 0 }, { runName: 'r', strategy: 's' });
+    const v = buildHeatmapEpisode(readStep(dir, 1), { runDir: dir, step: 1, episode: 0 }, { runName: 'r', strategy: 's' });
     assert.equal(v.textMatches, false);
     assert.equal(v.text.slice(v.completionOffset), 'abc');
     assert.match(v.header, /advantage −1\.000 .*⚠ the logged completion differs from its tokens/);
-    const paired = buildHeatmapEpisode(StepTables.read(dir, 1), { runDir: dir, step: 1, episode: 0 }, {
+    const paired = buildHeatmapEpisode(readStep(dir, 1), { runDir: dir, step: 1, episode: 0 }, {
       runName: 'r', strategy: 's', pair: { runDir: '/x/other', runName: 'other', step: 2, episode: 5 },
     });
     assert.match(paired.header, / · same colour scale as other step 2 episode 5/);
@@ -148,9 +152,9 @@ test('per-step ranges and the metrics a step has: a null column is not offered',
     ];
     writeStep(dir, 1, eps);
     writeStep(dir, 2, eps, { attribution: true });
-    const t1 = StepTables.read(dir, 1);
+    const t1 = readStep(dir, 1);
     assert.deepEqual(t1.available(), ['contribution', 'effective_advantage', 'entropy', 'logprob', 'weight']);
-    assert.deepEqual(StepTables.read(dir, 2).available(), ['contribution', 'effective_advantage', 'entropy', 'attribution', 'logprob', 'weight']);
+    assert.deepEqual(readStep(dir, 2).available(), ['contribution', 'effective_advantage', 'entropy', 'attribution', 'logprob', 'weight']);
     // contribution = A·(−0.5·(p+1)): episode 0: 2·−0.5 = −1, 2·−1 = −2; episode 1: −1·(−0.5, −1, −1.5) = 0.5, 1, 1.5.
     assert.deepEqual(t1.stepRange('contribution'), { min: -2, max: 1.5 });
     assert.deepEqual(valueRangeOfEpisode(t1, 1, 'contribution'), { min: 0.5, max: 1.5 });

@@ -1,0 +1,45 @@
+// The ops table of the running backend: chosen once, by model/backend.ts when it starts a backend (useOps), and read
+// by the model for its sizes (modelOps). ops.ts says what an op is; cpu.ts, wasm.ts and wasm_blas.ts what each backend has.
+import { COMPOSED } from './composed';
+import { CPU_OPS } from './cpu';
+import { resolveOps, type BackendOps, type ModelOps, type OpDims } from './ops';
+import { wasmOps } from './wasm';
+import { wasmBlasOps } from './wasm_blas';
+
+export type { BackendOps, DecodeAttentionAttrs, HeadDims, ModelOps, OpDims } from './ops';
+
+/** TensorFlow's own kernels (tfjs-node) implement none of ours: it runs the compositions. */
+const TENSORFLOW_OPS: BackendOps = { name: 'tensorflow', ops: {} };
+
+let table: BackendOps = { name: 'none', ops: {} };
+const resolved = new Map<string, ModelOps>();
+
+/** The table of a backend as initBackend names it (tensorflow | wasm-blas | wasm | cpu). */
+export function tableFor(backend: string): BackendOps {
+  switch (backend) {
+    case 'wasm-blas': return wasmBlasOps();
+    case 'wasm': return wasmOps();
+    case 'cpu': return CPU_OPS;
+    case 'tensorflow': return TENSORFLOW_OPS;
+    default: throw new Error(`no ops table for backend ${backend}`);
+  }
+}
+
+/** Makes `backend`'s table the one models run on (initBackend calls it once per backend it starts). */
+export function useOps(backend: string): void {
+  table = tableFor(backend);
+  resolved.clear();
+}
+
+/** The name of the table in use (run.json records it with the backend; tests check which table runs). */
+export function opsName(): string {
+  return table.name;
+}
+
+/** The ops a model of these sizes runs on the current backend. */
+export function modelOps(d: OpDims): ModelOps {
+  const key = `${d.headDim},${d.dFf}`;
+  let ops = resolved.get(key);
+  if (!ops) resolved.set(key, (ops = resolveOps(table, COMPOSED, d)));
+  return ops;
+}

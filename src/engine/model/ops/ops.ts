@@ -1,0 +1,74 @@
+// The fused ops the transformer calls, one table per backend, chosen once when the backend starts (ggml's
+// supports_op): model.ts and rollout.ts call `modelOps(dims)` and never ask which backend runs.
+//
+// A backend's table (cpu.ts, wasm.ts, wasm_blas.ts) holds the ops it implements, each with the shapes it supports;
+// any op a table lacks, or whose shape it does not support, runs as the plain tfjs composition (composed.ts), in one
+// place: resolveOps below. A new backend (webgpu) is one more table and one line in tableFor.
+import type * as tf from '@tensorflow/tfjs';
+
+/** The model sizes an op's support can depend on (the SIMD loops want multiples of 4 or 8). */
+export interface OpDims { headDim: number; dFf: number }
+
+export interface HeadDims { B: number; T: number; nHeads: number; nKvHeads: number; headDim: number }
+
+export interface DecodeAttentionAttrs {
+  /** the new token's position: where its key and value are written */
+  pos: number;
+  nHeads: number;
+  nKvHeads: number;
+  headDim: number;
+  /** applied to the rotated q (1/√headDim) */
+  scale: number;
+  /** RoPE row of `pos`: cos, and sin with rotate_half's sign folded in (−sin for the first half) */
+  cos: Float32Array;
+  sin: Float32Array;
+}
+
+export interface ModelOps {
+  /** x [N, d] · rsqrt(mean(x²) + eps) · w, differentiable in x and w */
+  rmsNorm(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D;
+  /** rmsNorm's value where no gradient is taken (the decode step): nothing kept for a backward pass */
+  rmsNormInfer(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D;
+  /** SiLU(gate)·up of the fused gate | up projection [N, 2F] → [N, F], differentiable */
+  swiglu(gu: tf.Tensor2D): tf.Tensor2D;
+  /** swiglu's value without a gradient scope (the decode step) */
+  swigluInfer(gu: tf.Tensor2D): tf.Tensor2D;
+  /**
+   * The fused projection [B·T, (H + 2·Hkv)·hd] as head-major q [B, H, T, hd], k and v [B, Hkv, T, hd], q and k rotated
+   * by the RoPE tables cos / sin [1, H + Hkv, T, hd] (sin sign-folded, 1/√hd folded into q's rows).
+   */
+  heads(qkv: tf.Tensor2D, cos: tf.Tensor4D, sin: tf.Tensor4D, dims: HeadDims): tf.Tensor4D[];
+  /**
+   * softmax(q·kᵀ + mask)·v for q [B, H, T, hd], k and v [B, Hkv, Tk, hd], the additive mask [B, 1, T, Tk]: the context
+   * with the heads merged [B·T, H·hd], and the probabilities [B, H, T, Tk] (for reading: attention credit).
+   */
+  attention(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: tf.Tensor4D): { context: tf.Tensor2D; probs: tf.Tensor4D };
+  /** log softmax(logits)[n, targets[n]] for logits [N, V], targets [N] (int32): [N], differentiable in logits */
+  tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D;
+  /**
+   * One decode step's attention on a preallocated KV cache written in place (keys [B, Hkv, hd, cap] transposed, values
+   * [B, Hkv, cap, hd], keyMask [B, cap]); null where the backend has none, and the cache then grows by concatenation.
+   */
+  decodeAttention: ((qkv: tf.Tensor2D, keys: tf.Tensor4D, values: tf.Tensor4D, keyMask: tf.Tensor2D, attrs: DecodeAttentionAttrs) => tf.Tensor2D) | null;
+}
+
+/** One op of a backend's table: its implementation and, where it has limits, the sizes it supports. */
+export interface OpEntry<F> { run: F; supports?: (d: OpDims) => boolean }
+
+/** A backend's ops: what it implements; the rest is composed.ts's. */
+export interface BackendOps {
+  name: string;
+  ops: { [K in keyof ModelOps]?: OpEntry<NonNullable<ModelOps[K]>> };
+}
+
+/**
+ * The ops a model of these sizes runs with `table`: the table's op where it has one that supports the sizes, the
+ * composition otherwise. The one place where a missing op falls back.
+ */
+export function resolveOps(table: BackendOps, composed: ModelOps, d: OpDims): ModelOps {
+  const out = { ...composed };
+  for (const [name, entry] of Object.entries(table.ops) as [keyof ModelOps, OpEntry<never>][]) {
+    if (entry && (!entry.supports || entry.supports(d))) (out as Record<keyof ModelOps, unknown>)[name] = entry.run;
+  }
+  return out;
+}

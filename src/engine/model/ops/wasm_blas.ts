@@ -1,0 +1,30 @@
+// The wasm-blas backend's ops: tfjs-backend-wasm with its products on OpenBLAS and the fused kernels in native code
+// (native/, kernels/native.ts), forward and backward: RMSNorm, SwiGLU, the attention heads with RoPE, attention over a
+// sequence, a token's log-prob and the decode step. Their values differ from the ops' in float rounding, which is why
+// plain wasm keeps its own table and its bits.
+import { DECODE_ATTENTION_NATIVE, decodeAttention } from '../kernels/decode_attention';
+import { attention, qkvHeads, rmsNormNative, rmsNormNativeInfer, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD, tokenLogprob } from '../kernels/native';
+import { hasSimd } from '../kernels/simd';
+import type { BackendOps } from './ops';
+import { fusedSwiglu } from './wasm';
+
+export function wasmBlasOps(): BackendOps {
+  const { swiglu, swigluInfer } = fusedSwiglu(SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD);
+  // The native SwiGLU takes any even width; it has kept the SIMD route's limits (a multiple of 4, a SIMD runtime) so
+  // that the sizes that run it, and their bits, stay those of earlier runs.
+  const swigluFits = ({ dFf }: { dFf: number }) => dFf % 4 === 0 && hasSimd();
+  return {
+    name: 'wasm-blas',
+    ops: {
+      rmsNorm: { run: rmsNormNative },
+      rmsNormInfer: { run: rmsNormNativeInfer },
+      swiglu: { run: swiglu, supports: swigluFits },
+      swigluInfer: { run: swigluInfer, supports: swigluFits },
+      heads: { run: qkvHeads },
+      attention: { run: attention },
+      tokenLogprob: { run: tokenLogprob },
+      // the decode kernel scores 4 keys at a time; the in-place cache exists where WebAssembly SIMD does
+      decodeAttention: { run: (qkv, k, v, m, attrs) => decodeAttention(qkv, k, v, m, attrs, DECODE_ATTENTION_NATIVE), supports: ({ headDim }) => headDim % 4 === 0 && hasSimd() },
+    },
+  };
+}

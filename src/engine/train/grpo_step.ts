@@ -1,0 +1,295 @@
+// One GRPO step (DESIGN §4) as a pipeline of named stages, each a function of typed inputs:
+//   sample → advantages → prepare (the strategy's async inputs) → update (credit, loss and gradient over micro-batches,
+//   PPO epochs) → metrics.
+// Rewards are scored as each episode is sampled (rollout.ts scoreEpisode). grpoStep below reads the stages in order.
+import * as tf from '@tensorflow/tfjs';
+import type { MetricsRow } from '../../protocol';
+import { getStrategy, type CreditBatch } from '../credit';
+import { alphaOf, creditParams, type CreditHead, type CreditParams, type EpisodeView, type Prepared } from '../credit/types';
+import { childSeed, makeRng } from '../core/rng';
+import { meanStd } from '../core/stats';
+import type { Adam } from '../model/optim';
+import { clipByGlobalNorm } from '../model/optim';
+import type { Transformer } from '../model/model';
+import { advantages, aggregationWeights, policyLossAndGrad, type PolicyLossResult } from './grpo';
+import { accumulateGrads, concatRows, microBatchRanges } from './micro_batch';
+import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode, type PolicyBatch } from './rollout';
+import type { Session } from './session';
+import type { TokenLog } from './token_log';
+import { pick, renameGrads, trainables } from './steps';
+
+/** A step abandoned before its update because the run was asked to stop while the step waited. */
+export class StepCancelled extends Error {
+  constructor(readonly step: number) { super(`step ${step} cancelled by a stop`); }
+}
+
+export interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
+
+export interface GrpoStepOptions {
+  session: Session;
+  optimizer: Adam;
+  step: number;
+  /** the frozen KL reference (grpo.kl_beta > 0) */
+  ref?: Transformer | null;
+  /** a trainable strategy's head (attribution) */
+  head?: CreditHead | null;
+  runDir?: string;
+  log?: (l: 'info' | 'warn', m: string) => void;
+  /** a Stop: the step is abandoned (StepCancelled) if it fires while the step waits */
+  signal?: AbortSignal;
+}
+
+type Strategy = ReturnType<typeof getStrategy>;
+
+/** One GRPO step: rollouts, rewards, advantages, the strategy's weights, the PPO-clip update. */
+export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
+  const { session: s, step } = o;
+  const log = o.log ?? (() => {});
+  const strategy = getStrategy(s.cfg.credit.strategy);
+  const t0 = performance.now();
+  const episodes = sample(s, step);
+  const genSeconds = (performance.now() - t0) / 1000;
+  const adv = advantages(episodes.map((e) => e.reward.total), s.cfg.grpo.group_size, s.cfg.grpo.scale_rewards);
+  const prepared = await prepare(strategy, s, episodes, adv, { step, runDir: o.runDir ?? '', log, signal: o.signal });
+  if (o.signal?.aborted) throw new StepCancelled(step);
+  const u = update({ s, opt: o.optimizer, ref: o.ref ?? null, head: o.head ?? null, strategy, episodes, adv, prepared, log, step });
+  const row = metrics(episodes, u, { step, genSeconds, seconds: (performance.now() - t0) / 1000 });
+  if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
+  if (prepared.metrics) Object.assign(row, prepared.metrics);
+  const tok: TokenLog = {
+    logprobs: u.credit.logprobs, weights: u.credit.weights, effAdv: u.credit.effAdv, adv,
+    attribution: o.head ? alphaOf(u.credit.weights, u.mask) : undefined, importance: u.importance, oracleSpans: prepared.oracleSpans,
+  };
+  return { row, episodes, tok };
+}
+
+// ---- sample ----
+
+/** prompts_per_step prompts drawn with the step's seed, each sampled group_size times; rewards scored as sampled. */
+export function sample(s: Session, step: number): Episode[] {
+  const g = s.cfg.grpo;
+  const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
+  const prompts = pick(rng, s.task.train, g.prompts_per_step);
+  const examples = prompts.flatMap((ex) => Array.from({ length: g.group_size }, () => ex));
+  return rollout(s.model, s.tokenizer, s.task, examples, { maxNewTokens: g.max_new_tokens, temperature: g.temperature, topP: g.top_p, rng });
+}
+
+// ---- prepare ----
+
+/** The strategy's per-step inputs computed before the loss (CAL's oracle spans, reward_variance's ρ); {} for most. */
+export async function prepare(strategy: Strategy, s: Session, episodes: Episode[], adv: number[],
+  ctx: { step: number; runDir: string; log: (l: 'info' | 'warn', m: string) => void; signal?: AbortSignal }): Promise<Prepared> {
+  if (!strategy.prepare) return {};
+  const G = s.cfg.grpo.group_size;
+  const views = episodes.map((e, i): EpisodeView => ({
+    index: i, group: Math.floor(i / G), example: e.example, prefill: s.task.prefill, completion: e.text,
+    tokens: e.tokens, promptIds: e.promptIds, ids: e.ids, reward: e.reward, success: e.success, advantage: adv[i],
+  }));
+  return strategy.prepare(views, { ...ctx, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer });
+}
+
+// ---- update ----
+
+interface UpdateInputs {
+  s: Session; opt: Adam; ref: Transformer | null; head: CreditHead | null; strategy: Strategy;
+  episodes: Episode[]; adv: number[]; prepared: Prepared; log: (l: 'info' | 'warn', m: string) => void; step: number;
+}
+
+/** The credit of some rows: their log-probs, the strategy's weights and the effective advantages Â. */
+export interface Credit { logprobs: number[][]; weights: number[][]; effAdv: number[][] }
+
+interface Update {
+  credit: Credit; mask: number[][]; importance?: number[][];
+  loss: number; gradNorm: number; kl: number; clipFrac: number; skipped: number;
+}
+
+/** What every pass over the batch shares: the batch, the strategy's padded per-row inputs, the loss's constants. */
+interface Batch {
+  x: UpdateInputs; pb: PolicyBatch; params: CreditParams; trainable: Map<string, tf.Variable>;
+  /** the loss's aggregation coefficients of the whole batch (token_mean divides by every token of it) */
+  c: number[][];
+  refLogprobs?: number[][];
+  /** the per-row inputs the strategy reads besides log-probs and model outputs, padded to the batch's width */
+  rows: Omit<CreditBatch, 'logprobs'>;
+}
+
+/**
+ * grpo.epochs_per_step PPO epochs of the clipped loss. Epoch 0 gives the credit: a row-local strategy (and the whole
+ * batch in one micro-batch) weighs each micro-batch inside its own pass; any other takes a first pass without a tape
+ * over the whole batch. Later epochs keep epoch 0's credit and log-probs (ℓ_old), except a trainable head's, which
+ * weighs anew each epoch.
+ */
+function update(x: UpdateInputs): Update {
+  const g = x.s.cfg.grpo;
+  const pb = policyBatch(x.episodes.map((e) => e.promptIds), x.episodes.map((e) => e.ids), x.s.tokenizer.padId);
+  const b: Batch = {
+    x, pb, params: creditParams(x.s.cfg.credit), trainable: trainables(x.s, x.head),
+    c: aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens),
+    refLogprobs: x.ref && g.kl_beta > 0 ? tf.tidy(() => completionLogprobs(x.ref!, pb, g.temperature).logp.arraySync()) : undefined,
+    rows: creditRows(x.episodes, x.prepared, pb),
+  };
+  const ranges = microBatchRanges(pb.mask.length, g.gradient_accumulation_steps);
+  let first: Credit | null = ranges.length > 1 && !x.strategy.rowLocal ? firstPass(b, ranges) : null;
+  let credit: Credit | null = null;
+  const out: Update = { credit: null as unknown as Credit, mask: pb.mask, importance: b.rows.importance, loss: 0, gradNorm: 0, kl: 0, clipFrac: 0, skipped: 0 };
+  for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
+    const pass = epochGrads(b, ranges, first);
+    credit = pass.credit;
+    if (epoch === 0) first ??= pass.credit;
+    const { norm, grads } = clipByGlobalNorm(renameGrads(b.trainable, pass.grads), g.grad_clip);
+    if (epoch === 0) Object.assign(out, { loss: pass.info.loss, gradNorm: norm, kl: pass.info.kl });
+    // Epoch 0 runs at ρ ≡ 1, where nothing is ever clipped: the fraction is averaged over every epoch (as TRL logs
+    // clip_ratio), or it would read 0 whatever the update did.
+    out.clipFrac += pass.info.clipFrac / g.epochs_per_step;
+    if (!Number.isFinite(pass.info.loss) || !Number.isFinite(norm)) {
+      out.skipped++;
+      x.log('warn', `step ${x.step}: non-finite ${Number.isFinite(pass.info.loss) ? 'gradient norm' : 'loss'} (loss=${pass.info.loss}, grad_norm=${norm}); update skipped`);
+    } else {
+      x.opt.apply(b.trainable, grads);
+    }
+    tf.dispose(Object.values(grads));
+  }
+  pb.dispose();
+  // the log keeps epoch 0's log-probs; a head's weights are the last epoch's, everyone else's epoch 0's
+  out.credit = { ...credit!, logprobs: first!.logprobs };
+  return out;
+}
+
+/** The strategy's per-row inputs other than log-probs (entropies, sections, prepare()'s extras), padded to C tokens. */
+function creditRows(episodes: Episode[], prepared: Prepared, pb: PolicyBatch): Batch['rows'] {
+  const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(pb.completionLen - row.length).fill(fill)];
+  const extra = prepared.batch ?? {};
+  return {
+    entropies: episodes.map((e) => pad(e.entropies, 0)),
+    sections: episodes.map((e) => pad(e.sections, 'other')),
+    mask: pb.mask,
+    ...(extra.importance ? { importance: extra.importance.map((r) => pad(r, 0)) } : {}),
+    ...(extra.importancePrompt ? { importancePrompt: extra.importancePrompt } : {}),
+    ...(extra.spanMask ? { spanMask: extra.spanMask.map((r) => r && pad(r, 0)) } : {}),
+    ...(extra.calDivisor ? { calDivisor: extra.calDivisor } : {}),
+  };
+}
+
+/** Rows [a, b) of the strategy's inputs, with those rows' log-probs and model outputs. */
+function creditBatch(b: Batch, a: number, e: number, lp: number[][], outputs: Partial<CreditBatch>): CreditBatch {
+  const r = b.rows;
+  const cb: CreditBatch = { logprobs: lp, entropies: r.entropies.slice(a, e), sections: r.sections.slice(a, e), mask: r.mask!.slice(a, e) };
+  if (r.importance) cb.importance = r.importance.slice(a, e);
+  if (r.importancePrompt) cb.importancePrompt = r.importancePrompt;
+  if (r.spanMask) cb.spanMask = r.spanMask.slice(a, e);
+  if (r.calDivisor) cb.calDivisor = r.calDivisor;
+  return Object.assign(cb, outputs);
+}
+
+/** The strategy's weights and Â = A_i·w (or its own Â) of rows [a, b). */
+function creditOf(b: Batch, a: number, e: number, cb: CreditBatch): Credit {
+  const s = b.x.strategy, adv = b.x.adv.slice(a, e);
+  const weights = s.weights(cb, b.params);
+  const effAdv = s.effectiveAdvantages
+    ? s.effectiveAdvantages(cb, adv, b.params)
+    : weights.map((row, i) => row.map((w, t) => (cb.mask![i][t] ? adv[i] * w : 0)));
+  return { logprobs: cb.logprobs, weights, effAdv };
+}
+
+/** The model outputs the strategy reads, for rows [a, b) (attention_credit's a_t). */
+function outputsOf(b: Batch, out: ReturnType<typeof completionLogprobs>, a: number, e: number): Partial<CreditBatch> {
+  const s = b.x.strategy;
+  return s.fromOutputs
+    ? s.fromOutputs(out, { promptLen: b.pb.promptLen, completionLen: b.pb.completionLen, sections: b.rows.sections.slice(a, e), mask: b.pb.mask.slice(a, e) })
+    : {};
+}
+
+/** A strategy whose credit needs the whole batch, micro-batched: every slice's forward pass without a tape first. */
+function firstPass(b: Batch, ranges: [number, number][]): Credit {
+  const lp: number[][] = [];
+  const outputs: Partial<CreditBatch>[] = [];
+  for (const [a, e] of ranges) {
+    const mb = slicePolicyBatch(b.pb, a, e);
+    tf.tidy(() => {
+      const out = completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature, b.x.strategy.needs);
+      lp.push(...out.logp.arraySync());
+      outputs.push(outputsOf(b, out, a, e));
+    });
+    mb.dispose();
+  }
+  return creditOf(b, 0, b.pb.mask.length, creditBatch(b, 0, b.pb.mask.length, lp, concatRows(outputs)));
+}
+
+/**
+ * One epoch's gradient, one micro-batch's tape at a time: each slice's forward pass, its credit (`fixed`'s rows where
+ * the credit is already known), its loss and dLoss/dℓ with the whole batch's c, and the surrogate Σ (dLoss/dℓ)·ℓ (plus
+ * a head's objective) whose gradient is the loss's.
+ */
+function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) {
+  const { s, strategy, head } = b.x;
+  const g = s.cfg.grpo;
+  const parts: Credit[] = [];
+  const infos: { info: PolicyLossResult; n: number }[] = [];
+  const grads = accumulateGrads(ranges, (a, e) => {
+    const mb = a === 0 && e === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, a, e);
+    try {
+      const { value, grads } = tf.variableGrads(() => {
+        const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
+        const lp = out.logp.arraySync();
+        const weighed = head ? head.weigh(out, tf.tensor2d(mb.mask)) : null;
+        const cr = fixed && !head ? slice(fixed, a, e, lp) : creditOf(b, a, e, creditBatch(b, a, e, lp, { ...outputsOf(b, out, a, e), ...weighed?.batch }));
+        parts.push(cr);
+        const info = policyLossAndGrad(
+          { logprobs: lp, oldLogprobs: fixed ? fixed.logprobs.slice(a, e) : lp, refLogprobs: b.refLogprobs?.slice(a, e), advantages: cr.effAdv, mask: mb.mask },
+          { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens, aggregation: b.c.slice(a, e) },
+        );
+        infos.push({ info, n: mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0) });
+        const sur = out.logp.mul(tf.tensor2d(info.grad)).sum();
+        return (weighed
+          ? sur.add(head!.objective({ w: weighed.w, mask: tf.tensor2d(mb.mask), adv: tf.tensor2d(b.x.adv.slice(a, e), [e - a, 1]), logprobs: lp, c: b.c.slice(a, e), gradAdv: info.gradAdv }))
+          : sur) as tf.Scalar;
+      }, [...b.trainable.values()]);
+      value.dispose();
+      return grads;
+    } finally {
+      if (mb !== b.pb) mb.dispose();
+    }
+  });
+  return { grads, info: joinInfos(infos), credit: joinRows(parts) };
+}
+
+/** Rows [a, b) of a known credit, with this pass's log-probs. */
+const slice = (c: Credit, a: number, e: number, lp: number[][]): Credit => ({ logprobs: lp, weights: c.weights.slice(a, e), effAdv: c.effAdv.slice(a, e) });
+
+function joinRows(parts: Credit[]): Credit {
+  if (parts.length === 1) return parts[0];
+  return { logprobs: parts.flatMap((p) => p.logprobs), weights: parts.flatMap((p) => p.weights), effAdv: parts.flatMap((p) => p.effAdv) };
+}
+
+/** The batch's loss (a sum over rows) and its token-mean clip fraction and KL, from the micro-batches'. */
+function joinInfos(infos: { info: PolicyLossResult; n: number }[]): Pick<PolicyLossResult, 'loss' | 'clipFrac' | 'kl'> {
+  if (infos.length === 1) return infos[0].info;
+  const n = infos.reduce((t, p) => t + p.n, 0);
+  const sum = (f: (p: { info: PolicyLossResult; n: number }) => number) => infos.reduce((t, p) => t + f(p), 0);
+  return { loss: sum((p) => p.info.loss), clipFrac: n ? sum((p) => p.info.clipFrac * p.n) / n : 0, kl: n ? sum((p) => p.info.kl * p.n) / n : 0 };
+}
+
+// ---- metrics ----
+
+function metrics(episodes: Episode[], u: Update, t: { step: number; genSeconds: number; seconds: number }): MetricsRow {
+  const nGen = episodes.reduce((a, e) => a + e.ids.length, 0);
+  const ent = episodes.flatMap((e) => e.entropies);
+  const { mean: rMean, std: rStd } = meanStd(episodes.map((e) => e.reward.total));
+  const row: MetricsRow = {
+    step: t.step,
+    phase: 'grpo',
+    reward_mean: rMean,
+    reward_std: rStd,
+    success_rate: episodes.filter((e) => e.success).length / episodes.length,
+    loss: u.loss,
+    grad_norm: u.gradNorm,
+    kl: u.kl,
+    entropy_mean: ent.length ? ent.reduce((a, b) => a + b, 0) / ent.length : 0,
+    clip_frac: u.clipFrac,
+    response_len: nGen / episodes.length,
+    step_time_s: t.seconds,
+    tokens_per_s: nGen / t.genSeconds,
+  };
+  if (u.skipped) row.skipped = u.skipped;
+  return row;
+}
