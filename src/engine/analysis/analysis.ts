@@ -2,7 +2,6 @@
 // statistics, t-statistics per position, relative-position bins, reward sign, filler vs reasoning tokens, top
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.
-import { intFlag, parseArgs } from '../cli/args';
 import { headlineParams } from '../credit/catalog';
 import { writeFileSync } from 'node:fs';
 import type { RunInfo } from '../../protocol';
@@ -153,41 +152,4 @@ export function compareRuns(run: CreditAnalysis, baseline: CreditAnalysis): Appe
 
 // ---- CLI ----
 
-const USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
-                           [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N]
-  Prints seed 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
-  (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.`;
-
-/** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */
-export async function cmdAnalyze(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, { valued: ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k'], boolean: ['json'] }, USAGE);
-  const { positional } = args;
-  const json = args.flags.has('json');
-  const flags = new Map([...args.flags].map(([k, v]) => [k, v.at(-1)!]));
-  if (positional.length !== 1) throw new UserError(`analyze needs exactly one run directory\n${USAGE}`);
-  const opts: AnalyzeOptions = {
-    fromStep: intFlag(args, 'from-step'),
-    toStep: intFlag(args, 'to-step'),
-    reasoningRegex: flags.get('reasoning-regex'),
-    topK: intFlag(args, 'top-k'),
-  };
-  const analysis = analyzeRun(positional[0], opts);
-  const baselineDir = flags.get('baseline');
-  const cmp = baselineDir !== undefined ? compareRuns(analysis, analyzeRun(baselineDir, opts)) : undefined;
-  const report: AnalyzeReport = cmp ? { ...analysis, appendix_b: cmp } : analysis;
-  const asJson = () => JSON.stringify(report, null, 2) + '\n';
-  const out = flags.get('out');
-  if (out !== undefined) {
-    const text = json || out.toLowerCase().endsWith('.json') ? asJson() : analysisToMarkdown(analysis, cmp);
-    try {
-      writeFileSync(out, text);
-    } catch (e) {
-      throw new UserError(`cannot write ${out}: ${(e as Error).message}`);
-    }
-    process.stderr.write(`wrote ${out}\n`);
-  } else {
-    process.stdout.write(json ? asJson() : analysisToMarkdown(analysis, cmp));
-  }
-  return 0;
-}
 

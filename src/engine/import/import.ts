@@ -272,38 +272,3 @@ function writeStep(runDir: string, step: number, eps: Pending[]): void {
 
 // ---- the command line ----
 
-const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model <HF model folder | run folder | checkpoint>]
-         [--format auto|verl|trl|prime|jsonl] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
-         [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]`;
-
-export async function cmdImport(argv: string[]): Promise<number> {
-  const { parseArgs, flag, numFlag } = await import('../cli/args');
-  const a = parseArgs(argv, { valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold'], boolean: ['json', 'progress-json'] }, IMPORT_USAGE);
-  if (a.positional.length !== 1) throw new UserError(`import needs exactly one file or folder\n${IMPORT_USAGE}`);
-  const format = flag(a, 'format') ?? 'auto';
-  if (format !== 'auto' && !(['verl', 'trl', 'prime', 'jsonl'] as string[]).includes(format)) throw new UserError(`--format ${format}: expected auto, verl, trl, prime or jsonl`);
-  const sets = [...(a.flags.get('set') ?? [])];
-  const strategy = flag(a, 'strategy');
-  if (strategy) sets.push(`credit.strategy=${strategy}`);
-  let last = 0;
-  const t0 = Date.now();
-  const progress = (done: number, total: number) => {
-    if (a.flags.has('progress-json')) { process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n'); return; }
-    if (done < total && Date.now() - last < 1000) return;
-    last = Date.now();
-    process.stderr.write(`scored ${done}/${total} completions (${((Date.now() - t0) / 1000).toFixed(0)}s)\n`);
-  };
-  const r = await importRollouts({
-    source: a.positional[0], format: format as ImportFormat | 'auto', model: flag(a, 'model'), tokenizer: flag(a, 'tokenizer'),
-    out: flag(a, 'out'), name: flag(a, 'name'), configPath: flag(a, 'config'), sets,
-    successThreshold: numFlag(a, 'success-threshold', Number.isFinite, 'a number'),
-    progress, log: (level, m) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`),
-  });
-  if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
-  else {
-    for (const p of r.problems) process.stderr.write(`skipped ${p.file}:${p.line}: ${p.reason}\n`);
-    if (r.skipped > r.problems.length) process.stderr.write(`… and ${r.skipped - r.problems.length} more (engine.log lists them all)\n`);
-    console.log(`imported ${r.records} completions (${r.format}, ${r.steps.length} step${r.steps.length === 1 ? '' : 's'}, ${r.skipped} skipped) → ${r.runDir}`);
-  }
-  return 0;
-}

@@ -4,7 +4,6 @@ import { existsSync, statSync } from 'node:fs';
 import { initBackend } from '../model/backend';
 import { loadConfig, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
-import { intFlag, numFlag, parseArgs } from '../cli/args';
 import { createOutputFolder, readParquetTable } from './paired';
 import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
@@ -28,8 +27,6 @@ export function configTokenizer(cfg: CreditConfig): Tokenizer {
   return CharTokenizer.fromAlphabet(makeTask(cfg.task, childSeed(cfg.seed, 'task')).alphabet());
 }
 
-const USAGE = 'usage: credit-lens importance train <config.credit.yaml> --rollouts <rollouts.parquet> [--out dir] [--steps N] '
-  + '[--batch-size N] [--lr x] [--d-model N] [--layers N] [--heads N] [--heldout fraction] [--validation fraction] [--reward column] [--set key=value]...';
 
 
 export interface ImportanceTrainResult { dir: string; metrics: ImportanceMetrics }
@@ -67,32 +64,4 @@ export async function importanceTrain(o: {
 }
 
 /** `credit-lens importance train …` (argv after "importance"). Prints the checkpoint folder on stdout. */
-export async function cmdImportance(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub !== 'train') throw new UserError(`importance: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${USAGE}`);
-  const a = parseArgs(rest, { valued: ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'validation', 'reward', 'set'] }, USAGE);
-  if (a.positional.length !== 1) throw new UserError(`importance train needs exactly one config file\n${USAGE}`);
-  const rollouts = a.flags.get('rollouts')?.at(-1);
-  if (!rollouts) throw new UserError(`importance train needs --rollouts <rollouts.parquet> (from \`credit-lens rollouts paired\`)\n${USAGE}`);
-  const net: Partial<ImportanceNetConfig> = {};
-  const d = intFlag(a, 'd-model', 2), l = intFlag(a, 'layers', 1), h = intFlag(a, 'heads', 1);
-  if (d !== undefined) net.d_model = d;
-  if (l !== undefined) net.n_layers = l;
-  if (h !== undefined) net.n_heads = h;
-  if (d !== undefined) net.d_ff = 2 * d;
-  const r = await importanceTrain({
-    configPath: a.positional[0], rollouts, out: a.flags.get('out')?.at(-1), sets: a.flags.get('set'), net,
-    steps: intFlag(a, 'steps', 1), batchSize: intFlag(a, 'batch-size', 1),
-    lr: numFlag(a, 'lr', (x) => x > 0, 'a positive number'),
-    heldout: numFlag(a, 'heldout', (x) => x > 0 && x < 1, 'a fraction in (0, 1)'),
-    validation: numFlag(a, 'validation', (x) => x >= 0 && x < 1, 'a fraction in [0, 1)'),
-    reward: a.flags.get('reward')?.at(-1), log: (m) => process.stderr.write(m + '\n'),
-  });
-  const m = r.metrics;
-  process.stderr.write(`held-out NLL per pair: net ${m.heldout_nll.toFixed(4)}  constant f=${m.constant_f.toFixed(3)} ${m.heldout_nll_constant.toFixed(4)}  `
-    + `independent ${m.heldout_nll_independent.toFixed(4)}  (${m.heldout_pairs} pairs of ${m.heldout_prompts} prompts; ${m.train_pairs} training pairs; `
-    + `weights of step ${m.selected_step})\n`);
-  console.log(r.dir);
-  return 0;
-}
 

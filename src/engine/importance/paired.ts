@@ -8,7 +8,6 @@
 // Output (DESIGN §5): `<output_dir>/<name>-paired-<ts>/rollouts_g<G>.parquet` with the seed's columns, plus
 // `rollouts_metadata.json`. Beyond the seed's columns the file has `pair_id` (which two rows share a prefix) and
 // `completion_token_ids` (the sampled ids: re-encoding the text does not give them back for a BPE tokenizer).
-import { intFlag, parseArgs } from '../cli/args';
 import { meanVar } from '../core/stats';
 import { Field, Float64, Int32, List, Table, Utf8, tableFromIPC, tableToIPC, vectorFromArray, type Vector } from 'apache-arrow';
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
@@ -445,20 +444,3 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
   }
 }
 
-const ROLLOUTS_USAGE = 'usage: credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint-dir>] [--set key=value]... [--output-dir dir]';
-
-/** `credit-lens rollouts paired …` (argv after "rollouts"). Prints the parquet path on stdout. */
-export async function cmdRollouts(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub !== 'paired') throw new UserError(`rollouts: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${ROLLOUTS_USAGE}`);
-  const a = parseArgs(rest, { valued: ['groups', 'checkpoint', 'set', 'output-dir'] }, ROLLOUTS_USAGE);
-  if (a.positional.length !== 1) throw new UserError(`rollouts paired needs exactly one config file\n${ROLLOUTS_USAGE}`);
-  const r = await pairedRollouts({
-    configPath: a.positional[0], sets: a.flags.get('set'), groups: intFlag(a, 'groups', 1),
-    checkpoint: a.flags.get('checkpoint')?.at(-1), outputDir: a.flags.get('output-dir')?.at(-1), argv: ['rollouts', ...argv],
-    log: (m) => process.stderr.write(m + '\n'),
-  });
-  process.stderr.write(`${r.rows} rollouts in ${r.groups} groups (${r.zeroVarianceGroups} with zero reward variance) → ${r.dir}\n`);
-  console.log(r.parquet);
-  return 0;
-}

@@ -9,8 +9,7 @@ import { readEpisodeTable, readTokenTable } from '../../../src/engine/rundir/arr
 import { tokenWeights } from '../../../src/engine/credit';
 import { loadImportanceCached } from '../../../src/engine/credit/reward_variance';
 import { isUserError } from '../../../src/engine/core/errors';
-import { cmdImportance } from '../../../src/engine/importance/importance';
-import { cmdRollouts } from '../../../src/engine/importance/paired';
+import { cmdImportance, cmdRollouts } from '../../../src/engine/cli/data_commands';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { train } from '../../../src/engine/train/train';
 import { CharTokenizer } from '../../../src/engine/model/tokenizer';

@@ -1,0 +1,137 @@
+// The handlers of the commands that read runs and rollouts (analyze, import, rollouts paired, importance train): flags
+// in, a domain function called, its result printed. The table in commands.ts names them; domain code never imports
+// this file.
+import { writeFileSync } from 'node:fs';
+import type { AnalyzeReport } from '../../protocol/analysis';
+import { analyzeRun, compareRuns, type AnalyzeOptions } from '../analysis/analysis';
+import { analysisToMarkdown } from '../analysis/markdown';
+import { UserError } from '../core/errors';
+import { importRollouts } from '../import/import';
+import type { ImportFormat } from '../import/formats';
+import { importanceTrain } from '../importance/importance';
+import type { ImportanceNetConfig } from '../importance/net';
+import { pairedRollouts } from '../importance/paired';
+import { flag, intFlag, numFlag, parseArgs } from './args';
+
+export const ANALYZE_USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
+                           [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N]
+  Prints seed 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
+  (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.`;
+
+/** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */
+export async function cmdAnalyze(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { valued: ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k'], boolean: ['json'] }, ANALYZE_USAGE);
+  const { positional } = args;
+  const json = args.flags.has('json');
+  const flags = new Map([...args.flags].map(([k, v]) => [k, v.at(-1)!]));
+  if (positional.length !== 1) throw new UserError(`analyze needs exactly one run directory\n${ANALYZE_USAGE}`);
+  const opts: AnalyzeOptions = {
+    fromStep: intFlag(args, 'from-step'),
+    toStep: intFlag(args, 'to-step'),
+    reasoningRegex: flags.get('reasoning-regex'),
+    topK: intFlag(args, 'top-k'),
+  };
+  const analysis = analyzeRun(positional[0], opts);
+  const baselineDir = flags.get('baseline');
+  const cmp = baselineDir !== undefined ? compareRuns(analysis, analyzeRun(baselineDir, opts)) : undefined;
+  const report: AnalyzeReport = cmp ? { ...analysis, appendix_b: cmp } : analysis;
+  const asJson = () => JSON.stringify(report, null, 2) + '\n';
+  const out = flags.get('out');
+  if (out !== undefined) {
+    const text = json || out.toLowerCase().endsWith('.json') ? asJson() : analysisToMarkdown(analysis, cmp);
+    try {
+      writeFileSync(out, text);
+    } catch (e) {
+      throw new UserError(`cannot write ${out}: ${(e as Error).message}`);
+    }
+    process.stderr.write(`wrote ${out}\n`);
+  } else {
+    process.stdout.write(json ? asJson() : analysisToMarkdown(analysis, cmp));
+  }
+  return 0;
+}
+
+export const IMPORTANCE_USAGE = 'usage: credit-lens importance train <config.credit.yaml> --rollouts <rollouts.parquet> [--out dir] [--steps N] '
+  + '[--batch-size N] [--lr x] [--d-model N] [--layers N] [--heads N] [--heldout fraction] [--validation fraction] [--reward column] [--set key=value]...';
+
+export async function cmdImportance(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'train') throw new UserError(`importance: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${IMPORTANCE_USAGE}`);
+  const a = parseArgs(rest, { valued: ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'validation', 'reward', 'set'] }, IMPORTANCE_USAGE);
+  if (a.positional.length !== 1) throw new UserError(`importance train needs exactly one config file\n${IMPORTANCE_USAGE}`);
+  const rollouts = a.flags.get('rollouts')?.at(-1);
+  if (!rollouts) throw new UserError(`importance train needs --rollouts <rollouts.parquet> (from \`credit-lens rollouts paired\`)\n${IMPORTANCE_USAGE}`);
+  const net: Partial<ImportanceNetConfig> = {};
+  const d = intFlag(a, 'd-model', 2), l = intFlag(a, 'layers', 1), h = intFlag(a, 'heads', 1);
+  if (d !== undefined) net.d_model = d;
+  if (l !== undefined) net.n_layers = l;
+  if (h !== undefined) net.n_heads = h;
+  if (d !== undefined) net.d_ff = 2 * d;
+  const r = await importanceTrain({
+    configPath: a.positional[0], rollouts, out: a.flags.get('out')?.at(-1), sets: a.flags.get('set'), net,
+    steps: intFlag(a, 'steps', 1), batchSize: intFlag(a, 'batch-size', 1),
+    lr: numFlag(a, 'lr', (x) => x > 0, 'a positive number'),
+    heldout: numFlag(a, 'heldout', (x) => x > 0 && x < 1, 'a fraction in (0, 1)'),
+    validation: numFlag(a, 'validation', (x) => x >= 0 && x < 1, 'a fraction in [0, 1)'),
+    reward: a.flags.get('reward')?.at(-1), log: (m) => process.stderr.write(m + '\n'),
+  });
+  const m = r.metrics;
+  process.stderr.write(`held-out NLL per pair: net ${m.heldout_nll.toFixed(4)}  constant f=${m.constant_f.toFixed(3)} ${m.heldout_nll_constant.toFixed(4)}  `
+    + `independent ${m.heldout_nll_independent.toFixed(4)}  (${m.heldout_pairs} pairs of ${m.heldout_prompts} prompts; ${m.train_pairs} training pairs; `
+    + `weights of step ${m.selected_step})\n`);
+  console.log(r.dir);
+  return 0;
+}
+
+export const ROLLOUTS_USAGE = 'usage: credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint-dir>] [--set key=value]... [--output-dir dir]';
+
+/** `credit-lens rollouts paired …` (argv after "rollouts"). Prints the parquet path on stdout. */
+export async function cmdRollouts(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'paired') throw new UserError(`rollouts: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${ROLLOUTS_USAGE}`);
+  const a = parseArgs(rest, { valued: ['groups', 'checkpoint', 'set', 'output-dir'] }, ROLLOUTS_USAGE);
+  if (a.positional.length !== 1) throw new UserError(`rollouts paired needs exactly one config file\n${ROLLOUTS_USAGE}`);
+  const r = await pairedRollouts({
+    configPath: a.positional[0], sets: a.flags.get('set'), groups: intFlag(a, 'groups', 1),
+    checkpoint: a.flags.get('checkpoint')?.at(-1), outputDir: a.flags.get('output-dir')?.at(-1), argv: ['rollouts', ...argv],
+    log: (m) => process.stderr.write(m + '\n'),
+  });
+  process.stderr.write(`${r.rows} rollouts in ${r.groups} groups (${r.zeroVarianceGroups} with zero reward variance) → ${r.dir}\n`);
+  console.log(r.parquet);
+  return 0;
+}
+
+export const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model <HF model folder | run folder | checkpoint>]
+         [--format auto|verl|trl|prime|jsonl] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
+         [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]`;
+
+export async function cmdImport(argv: string[]): Promise<number> {
+  const a = parseArgs(argv, { valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold'], boolean: ['json', 'progress-json'] }, IMPORT_USAGE);
+  if (a.positional.length !== 1) throw new UserError(`import needs exactly one file or folder\n${IMPORT_USAGE}`);
+  const format = flag(a, 'format') ?? 'auto';
+  if (format !== 'auto' && !(['verl', 'trl', 'prime', 'jsonl'] as string[]).includes(format)) throw new UserError(`--format ${format}: expected auto, verl, trl, prime or jsonl`);
+  const sets = [...(a.flags.get('set') ?? [])];
+  const strategy = flag(a, 'strategy');
+  if (strategy) sets.push(`credit.strategy=${strategy}`);
+  let last = 0;
+  const t0 = Date.now();
+  const progress = (done: number, total: number) => {
+    if (a.flags.has('progress-json')) { process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n'); return; }
+    if (done < total && Date.now() - last < 1000) return;
+    last = Date.now();
+    process.stderr.write(`scored ${done}/${total} completions (${((Date.now() - t0) / 1000).toFixed(0)}s)\n`);
+  };
+  const r = await importRollouts({
+    source: a.positional[0], format: format as ImportFormat | 'auto', model: flag(a, 'model'), tokenizer: flag(a, 'tokenizer'),
+    out: flag(a, 'out'), name: flag(a, 'name'), configPath: flag(a, 'config'), sets,
+    successThreshold: numFlag(a, 'success-threshold', Number.isFinite, 'a number'),
+    progress, log: (level, m) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`),
+  });
+  if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
+  else {
+    for (const p of r.problems) process.stderr.write(`skipped ${p.file}:${p.line}: ${p.reason}\n`);
+    if (r.skipped > r.problems.length) process.stderr.write(`… and ${r.skipped - r.problems.length} more (engine.log lists them all)\n`);
+    console.log(`imported ${r.records} completions (${r.format}, ${r.steps.length} step${r.steps.length === 1 ? '' : 's'}, ${r.skipped} skipped) → ${r.runDir}`);
+  }
+  return 0;
+}
