@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  ROOT, WS, finishSuite, log, openSweepDialog, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode,
+  ROOT, finishSuite, log, openSweepDialog, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode,
 } from './harness.mjs';
 
 let vs;

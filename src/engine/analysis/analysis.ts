@@ -3,10 +3,8 @@
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.
 import { headlineParams } from '../credit/catalog';
-import { writeFileSync } from 'node:fs';
 import type { RunInfo } from '../../protocol';
-import type { AnalyzeReport, AppendixBComparison, AppendixBRow, CreditAnalysis } from '../../protocol/analysis';
-import { analysisToMarkdown } from './markdown';
+import type { AppendixBComparison, AppendixBRow, CreditAnalysis } from '../../protocol/analysis';
 import { readTokenTables } from '../rundir/arrow_tables';
 import { isUserError, UserError } from '../core/errors';
 import { compareSeeds } from './compare';

@@ -268,6 +268,8 @@ let parquetWasmModule: ParquetWasm | null = null;
 function parquetWasm(): ParquetWasm {
   if (!parquetWasmModule) {
     try {
+      // loaded on first use: the Parquet writer's wasm is large, and most commands never write Parquet
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
       parquetWasmModule = require('parquet-wasm') as ParquetWasm;
     } catch (e) {
       // In the engine bundle the module looks for parquet_wasm_bg.wasm next to the bundle: a packaging fault.

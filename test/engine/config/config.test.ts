@@ -363,8 +363,14 @@ test('loadConfig errors: missing file, invalid values (with file:line:col), bad 
   }
 });
 
+/** The part of a JSON Schema node these checks read. */
+interface JsonSchemaNode {
+  type?: string; description?: string; default?: unknown; minimum?: number; enum?: unknown[]; additionalProperties?: boolean;
+  properties: Record<string, JsonSchemaNode>;
+}
+
 test('JSON Schema: draft-07, strict, enum for credit.strategy, defaults and descriptions', () => {
-  const s = configJsonSchema() as { $schema: string; additionalProperties: boolean; properties: Record<string, any> };
+  const s = configJsonSchema() as { $schema: string; additionalProperties: boolean; properties: Record<string, JsonSchemaNode> };
   assert.equal(s.$schema, 'http://json-schema.org/draft-07/schema#');
   assert.equal(s.additionalProperties, false);
   const strategy = s.properties.credit.properties.strategy;
@@ -374,11 +380,11 @@ test('JSON Schema: draft-07, strict, enum for credit.strategy, defaults and desc
   assert.equal(gs.default, 8);
   assert.equal(gs.minimum, 2);
   assert.equal(gs.type, 'integer');
-  assert.match(gs.description, /num_generations/);
+  assert.match(gs.description!, /num_generations/);
   assert.equal(s.properties.grpo.additionalProperties, false);
-  assert.match(s.properties.sweep.properties.grid.description, /cartesian product.*list of such mappings/s);
+  assert.match(s.properties.sweep.properties.grid.description!, /cartesian product.*list of such mappings/s);
   // Every key the YAML extension hovers has a description.
-  const walk = (props: Record<string, any>, prefix: string): void => {
+  const walk = (props: Record<string, JsonSchemaNode>, prefix: string): void => {
     for (const [k, v] of Object.entries(props)) {
       assert.equal(typeof v.description, 'string', `${prefix}${k} has a description`);
       if (v.properties) walk(v.properties, `${prefix}${k}.`);

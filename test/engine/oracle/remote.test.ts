@@ -31,7 +31,7 @@ const WRONG = '<think>5+3=8\n8*2=17</think>\n<answer>(5+3)*2+1</answer>';
 const RIGHT = '<think>5+3=8\n8*2=16</think>\n<answer>(5+3)*2</answer>';
 const Q: OracleQuery = { question: 'Using the numbers [3, 5, 2], create an equation that equals 16.', correct: RIGHT, incorrect: WRONG };
 
-const blame = (r: Received): Action => ({ body: openaiAnswer(JSON.stringify({ error_span: '8*2=17' })) });
+const blame = (_r: Received): Action => ({ body: openaiAnswer(JSON.stringify({ error_span: '8*2=17' })) });
 
 function cacheFiles(dir: string): string[] {
   const out: string[] = [];

@@ -5,7 +5,7 @@ import '@tensorflow/tfjs-backend-wasm';
 import { nativeCall } from './blas';
 import { Info, KernelArgs, WasmBackend, at32, heapF32, runKernel } from './heap';
 import type { DecodeAttentionAttrs } from '../ops/ops';
-import { hasSimd, simdLoops } from './simd';
+import { simdLoops } from './simd';
 
 // ---- Decode attention ----------------------------------------------------------------------------------
 //

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   bucketAlpha, bucketColors, bucketOf, formatScale, formatValue, isMetricId, metricDef, METRICS, nextMetric, quantise,
-  quantileRange, scaleFor, unionRange, type Scale,
+  quantileRange, scaleFor, unionRange,
 } from '../../../../src/extension/heatmap/scales';
 
 test('the range is the 1% and 99% quantiles by nearest rank, skipping NaN (null rows); null without a value', () => {
