@@ -11,8 +11,16 @@ import { Transformer, type ModelConfig } from '../src/engine/model/model';
 import { Adam, clipByGlobalNorm } from '../src/engine/model/optim';
 import { makeRng } from '../src/engine/core/rng';
 import {
-  helperThreadStats, PARALLEL_MIN_MACS, registerWasmKernels, setMatMulStrategy, setParallelMinMacs, setSimdProducts, setSimdTransposeMin,
-  setSmallProductMacs, setTiledTransposeMin, unregisterWasmKernels,
+  helperThreadStats,
+  PARALLEL_MIN_MACS,
+  registerWasmKernels,
+  setMatMulStrategy,
+  setParallelMinMacs,
+  setSimdProducts,
+  setSimdTransposeMin,
+  setSmallProductMacs,
+  setTiledTransposeMin,
+  unregisterWasmKernels,
 } from '../src/engine/model/kernels/wasm_kernels';
 
 const quick = process.argv.includes('--quick');
@@ -27,7 +35,10 @@ function timeMs(f: () => void, budget = quick ? 30 : 80, reps = quick ? 3 : 6): 
   for (let r = 0; r < reps; r++) {
     let n = 0;
     const t0 = performance.now();
-    do { f(); n++; } while (performance.now() - t0 < budget);
+    do {
+      f();
+      n++;
+    } while (performance.now() - t0 < budget);
     best = Math.min(best, (performance.now() - t0) / n);
   }
   return best;
@@ -36,10 +47,21 @@ function timeMs(f: () => void, budget = quick ? 30 : 80, reps = quick ? 3 : 6): 
 const pad = (s: string, n: number) => s.padEnd(n);
 const num = (x: number, d = 1) => x.toFixed(d).padStart(7);
 
-function stock(): void { unregisterWasmKernels(); }
-function ours(): void { registerWasmKernels(); setMatMulStrategy('auto'); }
+function stock(): void {
+  unregisterWasmKernels();
+}
+function ours(): void {
+  registerWasmKernels();
+  setMatMulStrategy('auto');
+}
 
-interface MatCase { name: string; a: number[]; b: number[]; ta: boolean; tb: boolean }
+interface MatCase {
+  name: string;
+  a: number[];
+  b: number[];
+  ta: boolean;
+  tb: boolean;
+}
 
 function matmulCases(): MatCase[] {
   const cases: MatCase[] = [];
@@ -49,7 +71,9 @@ function matmulCases(): MatCase[] {
     cases.push({ name: `xᵀ@dy    [2048,128]ᵀ@[2048,${out}]`, a: [2048, 128], b: [2048, out], ta: true, tb: false });
   }
   cases.push({ name: 'hᵀ@dy    [2048,512]ᵀ@[2048,128]', a: [2048, 512], b: [2048, 128], ta: true, tb: false });
-  const BH = 128, T = 64, hd = 32;
+  const BH = 128,
+    T = 64,
+    hd = 32;
   cases.push({ name: `q@kᵀ     [${BH},${T},${hd}]@[${BH},${T},${hd}]ᵀ`, a: [BH, T, hd], b: [BH, T, hd], ta: false, tb: true });
   cases.push({ name: `p@v      [${BH},${T},${T}]@[${BH},${T},${hd}]`, a: [BH, T, T], b: [BH, T, hd], ta: false, tb: false });
   cases.push({ name: `dp=dy@vᵀ [${BH},${T},${hd}]@[${BH},${T},${hd}]ᵀ`, a: [BH, T, hd], b: [BH, T, hd], ta: false, tb: true });
@@ -62,7 +86,8 @@ function matmulCases(): MatCase[] {
 
 function flopsOf(c: MatCase): number {
   const ar = c.a.length;
-  const M = c.ta ? c.a[ar - 1] : c.a[ar - 2], K = c.ta ? c.a[ar - 2] : c.a[ar - 1];
+  const M = c.ta ? c.a[ar - 1] : c.a[ar - 2],
+    K = c.ta ? c.a[ar - 2] : c.a[ar - 1];
   const N = c.tb ? c.b[c.b.length - 2] : c.b[c.b.length - 1];
   return 2 * c.a.slice(0, -2).reduce((p, d) => p * d, 1) * M * K * N;
 }
@@ -73,9 +98,17 @@ function benchMatMul(): void {
   console.log('   product on this thread; +helper: large products shared with the helper thread (2 cores)');
   console.log(`${pad('product', 40)} ${['stock', 'xnnpack', 'simd', '+helper'].map((h) => h.padStart(8)).join('')}   direct / swapped (simd, ms)`);
   for (const c of matmulCases()) {
-    const a = tf.randomNormal(c.a), b0 = tf.randomNormal(c.b);
-    const copy = timeMs(() => tf.tidy(() => { tf.add(b0, 0); }));
-    const run = () => tf.tidy(() => { tf.matMul(a, tf.add(b0, 0), c.ta, c.tb); });
+    const a = tf.randomNormal(c.a),
+      b0 = tf.randomNormal(c.b);
+    const copy = timeMs(() =>
+      tf.tidy(() => {
+        tf.add(b0, 0);
+      }),
+    );
+    const run = () =>
+      tf.tidy(() => {
+        tf.matMul(a, tf.add(b0, 0), c.ta, c.tb);
+      });
     const time = (budget?: number, reps?: number) => Math.max(timeMs(run, budget, reps) - copy, 1e-6);
     stock();
     const tStock = time(quick ? 60 : 150, quick ? 2 : 3);
@@ -108,20 +141,81 @@ function benchOthers(): void {
   console.log('\n== Other kernels, ms per call');
   console.log(`${pad('kernel', 52)} ${'stock'.padStart(8)} ${'ours'.padStart(8)}`);
   const rng = makeRng(1);
-  const ids = tf.tensor1d(Int32Array.from({ length: 2048 }, () => Math.floor(rng() * 64)), 'int32');
-  const x = tf.randomNormal([2048, 128]), e = tf.randomNormal([128, 64]), big = tf.randomNormal([2048, 512]);
-  const q = tf.randomNormal([32, 64, 4, 32]), h1 = tf.randomNormal([32, 64, 4, 16]), h2 = tf.randomNormal([32, 64, 4, 16]);
+  const ids = tf.tensor1d(
+    Int32Array.from({ length: 2048 }, () => Math.floor(rng() * 64)),
+    'int32',
+  );
+  const x = tf.randomNormal([2048, 128]),
+    e = tf.randomNormal([128, 64]),
+    big = tf.randomNormal([2048, 512]);
+  const q = tf.randomNormal([32, 64, 4, 32]),
+    h1 = tf.randomNormal([32, 64, 4, 16]),
+    h2 = tf.randomNormal([32, 64, 4, 16]);
   const five = tf.randomNormal([32, 64, 2, 2, 32]);
   const cases: [string, () => void][] = [
-    ['Sum axis 0 of [2048,128] (bias / norm grads)', () => tf.tidy(() => { tf.sum(x, 0); })],
-    ['GatherV2 [128,64] axis 1 × 2048 ids (tied embedding)', () => tf.tidy(() => { tf.gather(e, ids, 1); })],
-    ['Concat 2×[32,64,4,16] axis 3 (RoPE halves)', () => tf.tidy(() => { tf.concat([h1, h2], 3); })],
-    ['SplitV [32,64,4,32] in 2 on axis 3', () => tf.tidy(() => { tf.split(q, 2, 3); })],
-    ['Slice half of [32,64,4,32] on axis 3', () => tf.tidy(() => { tf.slice(q, [0, 0, 0, 0], [32, 64, 4, 16]); })],
-    ['Transpose [2048,512] 2-D', () => tf.tidy(() => { tf.transpose(big); })],
-    ['Transpose [32,64,4,32] perm 0,2,1,3', () => tf.tidy(() => { tf.transpose(q, [0, 2, 1, 3]); })],
-    ['Transpose [32,64,2,2,32] perm 0,2,3,1,4 (GQA, 5-D)', () => tf.tidy(() => { tf.transpose(five, [0, 2, 3, 1, 4]); })],
-    ['Transpose [32,64,2,2,32] perm 4,3,2,1,0 (5-D)', () => tf.tidy(() => { tf.transpose(five, [4, 3, 2, 1, 0]); })],
+    [
+      'Sum axis 0 of [2048,128] (bias / norm grads)',
+      () =>
+        tf.tidy(() => {
+          tf.sum(x, 0);
+        }),
+    ],
+    [
+      'GatherV2 [128,64] axis 1 × 2048 ids (tied embedding)',
+      () =>
+        tf.tidy(() => {
+          tf.gather(e, ids, 1);
+        }),
+    ],
+    [
+      'Concat 2×[32,64,4,16] axis 3 (RoPE halves)',
+      () =>
+        tf.tidy(() => {
+          tf.concat([h1, h2], 3);
+        }),
+    ],
+    [
+      'SplitV [32,64,4,32] in 2 on axis 3',
+      () =>
+        tf.tidy(() => {
+          tf.split(q, 2, 3);
+        }),
+    ],
+    [
+      'Slice half of [32,64,4,32] on axis 3',
+      () =>
+        tf.tidy(() => {
+          tf.slice(q, [0, 0, 0, 0], [32, 64, 4, 16]);
+        }),
+    ],
+    [
+      'Transpose [2048,512] 2-D',
+      () =>
+        tf.tidy(() => {
+          tf.transpose(big);
+        }),
+    ],
+    [
+      'Transpose [32,64,4,32] perm 0,2,1,3',
+      () =>
+        tf.tidy(() => {
+          tf.transpose(q, [0, 2, 1, 3]);
+        }),
+    ],
+    [
+      'Transpose [32,64,2,2,32] perm 0,2,3,1,4 (GQA, 5-D)',
+      () =>
+        tf.tidy(() => {
+          tf.transpose(five, [0, 2, 3, 1, 4]);
+        }),
+    ],
+    [
+      'Transpose [32,64,2,2,32] perm 4,3,2,1,0 (5-D)',
+      () =>
+        tf.tidy(() => {
+          tf.transpose(five, [4, 3, 2, 1, 0]);
+        }),
+    ],
   ];
   for (const [name, f] of cases) {
     stock();
@@ -131,9 +225,16 @@ function benchOthers(): void {
     console.log(`${pad(name, 52)} ${num(s, 3)} ${num(o, 3)}`);
   }
   // Stock has no UnsortedSegmentSum at all: the gradient of tf.gather throws without ours.
-  const V = 151936, table = tf.variable(tf.zeros([V, 128]));
-  const vocabIds = tf.tensor1d(Int32Array.from({ length: 2048 }, () => Math.floor(rng() * V)), 'int32');
-  const g = () => tf.tidy(() => { tf.grad((p: tf.Tensor) => tf.sum(tf.gather(p, vocabIds)))(table); });
+  const V = 151936,
+    table = tf.variable(tf.zeros([V, 128]));
+  const vocabIds = tf.tensor1d(
+    Int32Array.from({ length: 2048 }, () => Math.floor(rng() * V)),
+    'int32',
+  );
+  const g = () =>
+    tf.tidy(() => {
+      tf.grad((p: tf.Tensor) => tf.sum(tf.gather(p, vocabIds)))(table);
+    });
   console.log(`${pad(`gather gradient, [${V},128] table × 2048 ids`, 52)} ${'throws'.padStart(8)} ${num(timeMs(g, 100, 2), 3)}`);
   tf.dispose([ids, x, e, big, q, h1, h2, five, table, vocabIds]);
 }
@@ -147,25 +248,51 @@ function benchOthers(): void {
 function benchThresholds(): void {
   ours();
   console.log('\n== Batched products (128 of them): µs per product, stock loop vs XNNPACK route vs SIMD loop');
-  for (const [M, K, N] of [[8, 8, 8], [12, 8, 12], [16, 8, 16], [16, 16, 16], [24, 16, 24], [32, 32, 32], [64, 32, 64]]) {
-    const a = tf.randomNormal([128, M, K]), b = tf.randomNormal([128, K, N]);
-    const run = () => tf.tidy(() => { tf.matMul(a, b); });
+  for (const [M, K, N] of [
+    [8, 8, 8],
+    [12, 8, 12],
+    [16, 8, 16],
+    [16, 16, 16],
+    [24, 16, 24],
+    [32, 32, 32],
+    [64, 32, 64],
+  ]) {
+    const a = tf.randomNormal([128, M, K]),
+      b = tf.randomNormal([128, K, N]);
+    const run = () =>
+      tf.tidy(() => {
+        tf.matMul(a, b);
+      });
     setSimdProducts(false);
     setSmallProductMacs(Infinity);
-    const s = timeMs(run) * 1000 / 128;
+    const s = (timeMs(run) * 1000) / 128;
     setSmallProductMacs(0);
-    const x = timeMs(run) * 1000 / 128;
+    const x = (timeMs(run) * 1000) / 128;
     setSmallProductMacs(4096);
     setSimdProducts(true);
-    const v = timeMs(run) * 1000 / 128;
+    const v = (timeMs(run) * 1000) / 128;
     console.log(`${pad(`${M}×${K}×${N} (${M * K * N} MACs)`, 24)} stock ${num(s, 2)}   xnnpack ${num(x, 2)}   simd ${num(v, 2)}`);
     tf.dispose([a, b]);
   }
   console.log('\n== Transpose of the last two dims: ms, stock loop vs tiled JS vs SIMD 4×4 blocks');
-  for (const shape of [[16, 16], [64, 64], [128, 128], [2048, 64], [2048, 128], [128, 2048], [2048, 512], [128, 64, 32], [128, 64, 64], [8, 256, 256]]) {
+  for (const shape of [
+    [16, 16],
+    [64, 64],
+    [128, 128],
+    [2048, 64],
+    [2048, 128],
+    [128, 2048],
+    [2048, 512],
+    [128, 64, 32],
+    [128, 64, 64],
+    [8, 256, 256],
+  ]) {
     const x = tf.randomNormal(shape);
     const perm = shape.length === 2 ? [1, 0] : [0, 2, 1];
-    const run = () => tf.tidy(() => { tf.transpose(x, perm); });
+    const run = () =>
+      tf.tidy(() => {
+        tf.transpose(x, perm);
+      });
     setSimdTransposeMin(Infinity);
     setTiledTransposeMin(Infinity);
     const s = timeMs(run);
@@ -179,9 +306,20 @@ function benchThresholds(): void {
     x.dispose();
   }
   console.log('\n== Products on one thread vs shared with the helper thread: ms');
-  for (const [M, K, N] of [[64, 32, 64], [64, 128, 128], [64, 128, 512], [64, 128, 1024], [256, 128, 256], [2048, 128, 512]]) {
-    const a = tf.randomNormal([M, K]), b = tf.randomNormal([K, N]);
-    const run = () => tf.tidy(() => { tf.matMul(a, b); });
+  for (const [M, K, N] of [
+    [64, 32, 64],
+    [64, 128, 128],
+    [64, 128, 512],
+    [64, 128, 1024],
+    [256, 128, 256],
+    [2048, 128, 512],
+  ]) {
+    const a = tf.randomNormal([M, K]),
+      b = tf.randomNormal([K, N]);
+    const run = () =>
+      tf.tidy(() => {
+        tf.matMul(a, b);
+      });
     setParallelMinMacs(Infinity);
     const one = timeMs(run);
     setParallelMinMacs(0);
@@ -194,23 +332,39 @@ function benchThresholds(): void {
 
 // The reference config of the issue (also src/engine/cli/bench.ts).
 const REFERENCE: ModelConfig = {
-  arch: 'qwen2', vocabSize: 64, dModel: 128, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 512, maxSeqLen: 160,
-  ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true,
+  arch: 'qwen2',
+  vocabSize: 64,
+  dModel: 128,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 4,
+  dFf: 512,
+  maxSeqLen: 160,
+  ropeTheta: 10000,
+  rmsEps: 1e-6,
+  tieEmbeddings: true,
+  qkvBias: true,
 };
 
 /** One policy-gradient-like step: forward, log-softmax of the targets, backward, clip, Adam. Median ms. */
 function trainStepMs(iters: number, warmup: number): number {
-  const B = 32, T = 64, V = REFERENCE.vocabSize;
+  const B = 32,
+    T = 64,
+    V = REFERENCE.vocabSize;
   const model = Transformer.init(REFERENCE, 1);
   const rng = makeRng(2);
   const tokens = Int32Array.from({ length: B * T }, () => 3 + Math.floor(rng() * (V - 3)));
   const ids = tf.tensor2d(tokens, [B, T], 'int32');
   const mask = tf.ones([B, T]) as tf.Tensor2D;
   // logits at position t predict token t + 1: flat indices into the [B, T−1, V] log-softmax
-  const flat = tf.tensor1d(Int32Array.from({ length: B * (T - 1) }, (_, i) => {
-    const b = Math.floor(i / (T - 1)), t = i % (T - 1);
-    return i * V + tokens[b * T + t + 1];
-  }), 'int32');
+  const flat = tf.tensor1d(
+    Int32Array.from({ length: B * (T - 1) }, (_, i) => {
+      const b = Math.floor(i / (T - 1)),
+        t = i % (T - 1);
+      return i * V + tokens[b * T + t + 1];
+    }),
+    'int32',
+  );
   const adv = tf.tensor1d(Float32Array.from({ length: B * (T - 1) }, () => rng() * 2 - 1));
   const opt = new Adam(1e-4);
   const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));

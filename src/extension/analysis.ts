@@ -10,7 +10,12 @@ import { isTraining } from './run_status';
 const MAX_PARALLEL = 2;
 
 /** A run as compareGroups sees it: `ready` when it has ended and can be compared. */
-export interface GroupRun { dir: string; name: string; strategy: string | null; ready: boolean }
+export interface GroupRun {
+  dir: string;
+  name: string;
+  strategy: string | null;
+  ready: boolean;
+}
 
 export interface GroupComparison {
   groups: string[];
@@ -32,7 +37,11 @@ export class AnalysisRunner {
 
   private readonly listeners = new Set<() => void>();
 
-  constructor(private readonly cli: EngineCli, private readonly onResultFn: () => void, private readonly warn: (msg: string) => void) {}
+  constructor(
+    private readonly cli: EngineCli,
+    private readonly onResultFn: () => void,
+    private readonly warn: (msg: string) => void,
+  ) {}
 
   /** Called, besides the constructor's callback, whenever an analysis or a comparison finishes. */
   subscribe(fn: () => void): { dispose(): void } {
@@ -48,13 +57,15 @@ export class AnalysisRunner {
   /** The ratio for an ended run: null when unknown; the first call starts the analysis and onResult fires when it is done. */
   ratio(runDir: string, info: RunInfo | null): number | null {
     if (!info || isTraining(info.status)) return null;
-    return this.cached(this.results, `${runDir}\n${info.ended ?? ''}`, (signal) => this.cli.analyze(runDir, { signal }).then(
-      ({ report }) => report.meta.filler_reasoning_ratio,
-      (e: Error) => {
-        if (e.name !== 'CancelledError') this.warn(`analyze ${runDir}: ${e.message}`);
-        return null;
-      },
-    ));
+    return this.cached(this.results, `${runDir}\n${info.ended ?? ''}`, (signal) =>
+      this.cli.analyze(runDir, { signal }).then(
+        ({ report }) => report.meta.filler_reasoning_ratio,
+        (e: Error) => {
+          if (e.name !== 'CancelledError') this.warn(`analyze ${runDir}: ${e.message}`);
+          return null;
+        },
+      ),
+    );
   }
 
   private readonly comparisons = new Map<string, CompareReport | string>();
@@ -64,13 +75,15 @@ export class AnalysisRunner {
    * null while it runs (onResult fires when it is done). `stamp` changes when any run ends again (its end times).
    */
   comparison(baselineDirs: string[], otherDirs: string[], stamp: string): CompareReport | string | null {
-    return this.cached(this.comparisons, JSON.stringify([baselineDirs, otherDirs, stamp]), (signal) => this.cli.compare(baselineDirs, otherDirs, { signal }).then(
-      (r): CompareReport | string => r,
-      (e: Error) => {
-        if (e.name !== 'CancelledError') this.warn(`compare: ${e.message}`);
-        return e.message;
-      },
-    ));
+    return this.cached(this.comparisons, JSON.stringify([baselineDirs, otherDirs, stamp]), (signal) =>
+      this.cli.compare(baselineDirs, otherDirs, { signal }).then(
+        (r): CompareReport | string => r,
+        (e: Error) => {
+          if (e.name !== 'CancelledError') this.warn(`compare: ${e.message}`);
+          return e.message;
+        },
+      ),
+    );
   }
 
   /**
@@ -81,8 +94,7 @@ export class AnalysisRunner {
   compareGroups(runs: GroupRun[], preferred: string | null, stamp: string): GroupComparison {
     const groups = [...new Set(runs.map((r) => runGroup(r.name)))];
     if (groups.length < 2) return { groups, baseline: groups[0] ?? null, report: null, state: 'single', ready: 0 };
-    const baseline = preferred && groups.includes(preferred) ? preferred
-      : runGroup((runs.find((r) => r.strategy === 'none') ?? runs[0]).name);
+    const baseline = preferred && groups.includes(preferred) ? preferred : runGroup((runs.find((r) => r.strategy === 'none') ?? runs[0]).name);
     const ready = runs.filter((r) => r.ready);
     const base = ready.filter((r) => runGroup(r.name) === baseline).map((r) => r.dir);
     const others = ready.filter((r) => runGroup(r.name) !== baseline).map((r) => r.dir);
@@ -99,11 +111,13 @@ export class AnalysisRunner {
     if (results.has(key)) return results.get(key)!;
     if (!this.pending.has(key)) {
       this.pending.add(key);
-      this.queue.push(() => job(this.aborts.signal).then((v) => {
-        this.pending.delete(key);
-        results.set(key, v);
-        if (!this.aborts.signal.aborted) this.onResult();
-      }));
+      this.queue.push(() =>
+        job(this.aborts.signal).then((v) => {
+          this.pending.delete(key);
+          results.set(key, v);
+          if (!this.aborts.signal.aborted) this.onResult();
+        }),
+      );
       this.pump();
     }
     return null;
@@ -113,7 +127,10 @@ export class AnalysisRunner {
     while (this.running < MAX_PARALLEL && this.queue.length) {
       const job = this.queue.shift()!;
       this.running++;
-      void job().finally(() => { this.running--; this.pump(); });
+      void job().finally(() => {
+        this.running--;
+        this.pump();
+      });
     }
   }
 

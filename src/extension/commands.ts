@@ -102,8 +102,10 @@ async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
   if ((config.sweep?.executor ?? readSettings().executor) === 'slurm') {
     // One run on Slurm is a one-task job array: the config itself (an empty grid point), on its own seed.
     const sets = ['sweep.grid=[{}]', ...(config.sweep?.seeds !== undefined ? [`sweep.seeds=[${config.seed}]`] : [])];
-    const rec = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
-      () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, [{ name: config.name, strategy: config.credit.strategy, params: {} }]));
+    const rec = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
+      () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, [{ name: config.name, strategy: config.credit.strategy, params: {} }]),
+    );
     void vscode.window.showInformationMessage(`Credit Lens: ${config.name} submitted as Slurm job ${rec.slurm?.jobId}.`);
     ctx.tree.scheduleRefresh(0);
     await vscode.commands.executeCommand('creditLens.runs.focus');
@@ -116,7 +118,7 @@ async function runConfig(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
 
 async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
   // A run of a Slurm sweep is cancelled through Slurm: its engine gets SIGTERM, checkpoints and ends `stopped`.
-  const node = arg && typeof arg === 'object' && (arg as RunNode).kind === 'run' ? arg as RunNode : null;
+  const node = arg && typeof arg === 'object' && (arg as RunNode).kind === 'run' ? (arg as RunNode) : null;
   const slurmDir = runDirOf(arg);
   const slurm = node?.slurm ?? (slurmDir ? ctx.sweeps.slurmTaskOf(slurmDir) : undefined);
   if (slurm) {
@@ -135,10 +137,13 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
       void vscode.window.showInformationMessage('Credit Lens: no run is training or queued.');
       return;
     }
-    const pick = active.length === 1 ? { run: active[0] } : await vscode.window.showQuickPick(
-      active.map((r) => ({ label: r.name ?? r.request.label, description: `${r.status} · step ${r.step}/${r.total ?? '?'}`, run: r })),
-      { title: 'Credit Lens: stop which run?' },
-    );
+    const pick =
+      active.length === 1
+        ? { run: active[0] }
+        : await vscode.window.showQuickPick(
+            active.map((r) => ({ label: r.name ?? r.request.label, description: `${r.status} · step ${r.step}/${r.total ?? '?'}`, run: r })),
+            { title: 'Credit Lens: stop which run?' },
+          );
     run = pick?.run;
   }
   if (!run || isEnded(run.status)) return;
@@ -147,7 +152,9 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
 
 async function resumeRun(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {
   if (refuseIfUntrusted()) return undefined;
-  const runDir = runDirOf(arg) ?? await pickRunDir('Resume Run', { statusOf: (d) => ctx.runs.statusOf(d), filter: (d, s) => (s === 'stopped' || s === 'failed') && isResumable(d) });
+  const runDir =
+    runDirOf(arg) ??
+    (await pickRunDir('Resume Run', { statusOf: (d) => ctx.runs.statusOf(d), filter: (d, s) => (s === 'stopped' || s === 'failed') && isResumable(d) }));
   if (!runDir) return undefined;
   const live = ctx.runs.byRunDir(runDir);
   if (live && !isEnded(live.status)) {
@@ -177,7 +184,7 @@ async function validateConfig(ctx: Ctx, arg: unknown): Promise<void> {
 }
 
 async function openRunFolder(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirOf(arg) ?? await pickRunDir('Open Run Folder', { statusOf: (d) => ctx.runs.statusOf(d) });
+  const runDir = runDirOf(arg) ?? (await pickRunDir('Open Run Folder', { statusOf: (d) => ctx.runs.statusOf(d) }));
   if (!runDir) return;
   const uri = vscode.Uri.file(runDir);
   if (vscode.workspace.getWorkspaceFolder(uri)) await vscode.commands.executeCommand('revealInExplorer', uri);
@@ -217,7 +224,11 @@ async function revealRun(ctx: Ctx, arg: unknown): Promise<void> {
 
 async function newExperiment(ctx: Ctx): Promise<void> {
   const examplesDir = ctx.extCtx.asAbsolutePath('examples');
-  const examples = existsSync(examplesDir) ? readdirSync(examplesDir).filter((f) => f.endsWith('.credit.yaml')).sort() : [];
+  const examples = existsSync(examplesDir)
+    ? readdirSync(examplesDir)
+        .filter((f) => f.endsWith('.credit.yaml'))
+        .sort()
+    : [];
   if (!examples.length) throw new Error(`no bundled examples in ${examplesDir}`);
   const items = examples.map((f) => {
     const text = readFileSync(join(examplesDir, f), 'utf8');
@@ -226,8 +237,10 @@ async function newExperiment(ctx: Ctx): Promise<void> {
   });
   const pick = await vscode.window.showQuickPick(items, { title: 'Credit Lens: new experiment from an example', matchOnDetail: true });
   if (!pick) return;
-  const folder = vscode.workspace.workspaceFolders?.length === 1 ? vscode.workspace.workspaceFolders[0]
-    : await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder for the new config' });
+  const folder =
+    vscode.workspace.workspaceFolders?.length === 1
+      ? vscode.workspace.workspaceFolders[0]
+      : await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder for the new config' });
   if (!folder) {
     void vscode.window.showWarningMessage('Credit Lens: open a folder first; the config and its runs live in it.');
     return;
@@ -236,8 +249,12 @@ async function newExperiment(ctx: Ctx): Promise<void> {
     title: 'Credit Lens: experiment name',
     prompt: 'Names the config file and prefixes its run directories',
     value: pick.label,
-    validateInput: (v) => /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(v) ? (existsSync(join(folder.uri.fsPath, `${v}.credit.yaml`)) ? `${v}.credit.yaml already exists` : null)
-      : 'letters, digits, ".", "_" and "-" only',
+    validateInput: (v) =>
+      /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(v)
+        ? existsSync(join(folder.uri.fsPath, `${v}.credit.yaml`))
+          ? `${v}.credit.yaml already exists`
+          : null
+        : 'letters, digits, ".", "_" and "-" only',
   });
   if (!name) return;
   // Keep the example's comments: they explain each choice.
@@ -260,7 +277,10 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
   const strategies = await vscode.window.showQuickPick(
     STRATEGIES.map((s) => ({
       label: s,
-      description: STRATEGY_PARAMS[s].filter((p) => SEED_VALUES[p]).map((p) => p.replace('credit.', '')).join(', '),
+      description: STRATEGY_PARAMS[s]
+        .filter((p) => SEED_VALUES[p])
+        .map((p) => p.replace('credit.', ''))
+        .join(', '),
       picked: s === 'none' || s === config.credit.strategy,
     })),
     { title: `Sweep ${config.name}: strategies to compare (1/2)`, canPickMany: true, placeHolder: 'none = the GRPO baseline' },
@@ -274,7 +294,7 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
       const current = knob.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], config);
       const values = [...new Set([...SEED_VALUES[knob], ...(typeof current === 'number' ? [current] : [])])].sort((a, b) => a - b);
       const picked = await vscode.window.showQuickPick(
-        values.map((v) => ({ label: String(v), value: v, picked: true, description: v === current ? 'the config\'s value' : undefined })),
+        values.map((v) => ({ label: String(v), value: v, picked: true, description: v === current ? "the config's value" : undefined })),
         { title: `Sweep ${config.name}: ${s} — values of ${knob} (2/2)`, canPickMany: true },
       );
       if (!picked) return undefined;
@@ -292,30 +312,38 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   if (refuseIfUntrusted()) return;
   const config = await loadValidConfig(ctx, uri);
   if (!config) return;
-  const grid = config.sweep?.grid ?? await pickGrid(config);
+  const grid = config.sweep?.grid ?? (await pickGrid(config));
   if (!grid) return;
   const runs = expandSweep(config, grid);
   const executor = config.sweep?.executor ?? readSettings().executor;
   const describe = (r: (typeof runs)[number]) => {
     // The strategy's own knob shows even when the grid does not vary it (outcome_conditional at the config's 0.5).
     const knobs = STRATEGY_PARAMS[r.config.credit.strategy].filter((k) => SEED_VALUES[k]).map((k) => [k, getDotted(r.config, k)]);
-    const params = Object.fromEntries([...knobs, ...Object.entries(r.overrides)].filter(([k]) => k !== 'name' && k !== 'credit.strategy')
-      .map(([k, v]) => [k, describeValue(v)]));
+    const params = Object.fromEntries(
+      [...knobs, ...Object.entries(r.overrides)].filter(([k]) => k !== 'name' && k !== 'credit.strategy').map(([k, v]) => [k, describeValue(v)]),
+    );
     return { name: r.name, strategy: r.config.credit.strategy, params };
   };
   if (executor === 'slurm') {
     const s = config.sweep?.slurm;
-    const opts = [s?.partition && `partition ${s.partition}`, s?.time && `time ${s.time}`, s?.max_parallel && `at most ${s.max_parallel} at once`].filter(Boolean).join(', ');
+    const opts = [s?.partition && `partition ${s.partition}`, s?.time && `time ${s.time}`, s?.max_parallel && `at most ${s.max_parallel} at once`]
+      .filter(Boolean)
+      .join(', ');
     const submit = `Submit ${runs.length} Run${runs.length === 1 ? '' : 's'} to Slurm`;
     const ok = await vscode.window.showInformationMessage(
       `Sweep ${config.name}: ${runs.length} run${runs.length === 1 ? '' : 's'} as one Slurm job array${opts ? ` (${opts})` : ''}.`,
-      { modal: true, detail: `Each run writes its run directory under ${config.output_dir}, which the compute nodes must see (shared storage). The job script is written next to the runs, in sweep-<time>/slurm/.` },
+      {
+        modal: true,
+        detail: `Each run writes its run directory under ${config.output_dir}, which the compute nodes must see (shared storage). The job script is written next to the runs, in sweep-<time>/slurm/.`,
+      },
       submit,
     );
     if (ok !== submit) return;
     const sets = config.sweep?.grid ? [] : [`sweep.grid=${JSON.stringify(grid)}`];
-    const rec = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
-      () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, runs.map(describe)));
+    const rec = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
+      () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, runs.map(describe)),
+    );
     void vscode.window.showInformationMessage(`Credit Lens: sweep ${config.name} submitted as Slurm job ${rec.slurm?.jobId} (${rec.runs.length} runs).`);
     SweepPanel.show(ctx, rec.id);
     ctx.tree.scheduleRefresh(0);
@@ -331,10 +359,19 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
     start,
   );
   if (ok !== start) return;
-  const rec = await ctx.sweeps.start(config.name, uri.fsPath, runs.map((r) => ({
-    ...describe(r),
-    sets: [...Object.entries(r.overrides).filter(([k]) => k !== 'name').map(([k, v]) => setArg(k, v)), setArg('name', r.name)],
-  })));
+  const rec = await ctx.sweeps.start(
+    config.name,
+    uri.fsPath,
+    runs.map((r) => ({
+      ...describe(r),
+      sets: [
+        ...Object.entries(r.overrides)
+          .filter(([k]) => k !== 'name')
+          .map(([k, v]) => setArg(k, v)),
+        setArg('name', r.name),
+      ],
+    })),
+  );
   SweepPanel.show(ctx, rec.id);
 }
 

@@ -36,11 +36,19 @@ export class Ctx {
     this.runWatcher = this.pushExtCleanup(new RunDirWatcher());
     this.tables = this.pushExtCleanup(new TableReader(extCtx.asAbsolutePath('dist/extension/table_worker.js')));
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs, this.runWatcher, this.tables));
-    this.treeView = this.pushExtCleanup(vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }));
+    this.treeView = this.pushExtCleanup(
+      vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }),
+    );
     this.tree.startRescan(this.treeView);
     this.diagnostics = this.pushExtCleanup(new ConfigDiagnostics());
     this.engineCli = new EngineCli(this.cliPath, () => readSettings().nodePath);
-    this.analysis = this.pushExtCleanup(new AnalysisRunner(this.engineCli, () => this.sweepsChanged(), (m) => this.log.warn(m)));
+    this.analysis = this.pushExtCleanup(
+      new AnalysisRunner(
+        this.engineCli,
+        () => this.sweepsChanged(),
+        (m) => this.log.warn(m),
+      ),
+    );
     this.sweeps = this.pushExtCleanup(new SweepManager(extCtx.workspaceState, this.runs, this.analysis, this.engineCli, this.log));
     this.tree.setSweeps(this.sweeps);
     this.tree.setLog(this.log);
@@ -52,15 +60,17 @@ export class Ctx {
 
   /** A command that lives for the activation; a failure is logged with its stack and shown, never thrown at VS Code. */
   registerCommand(id: string, fn: (...args: never[]) => unknown): vscode.Disposable {
-    return this.pushExtCleanup(vscode.commands.registerCommand(id, async (...args: never[]) => {
-      try {
-        return await fn(...args);
-      } catch (e) {
-        this.log.error(`${id}: ${(e as Error).stack ?? e}`);
-        void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
-        return undefined;
-      }
-    }));
+    return this.pushExtCleanup(
+      vscode.commands.registerCommand(id, async (...args: never[]) => {
+        try {
+          return await fn(...args);
+        } catch (e) {
+          this.log.error(`${id}: ${(e as Error).stack ?? e}`);
+          void vscode.window.showErrorMessage(`Credit Lens: ${(e as Error).message}`);
+          return undefined;
+        }
+      }),
+    );
   }
 
   pushExtCleanup<T extends vscode.Disposable>(d: T): T {

@@ -24,7 +24,10 @@ export class ConfigDiagnostics implements vscode.Disposable {
   validate(doc: vscode.TextDocument): ConfigIssue[] {
     if (!isCreditConfig(doc)) return [];
     const { issues } = parseConfigText(doc.getText(), { file: doc.uri.fsPath });
-    this.collection.set(doc.uri, issues.map((i) => toDiagnostic(doc, i)));
+    this.collection.set(
+      doc.uri,
+      issues.map((i) => toDiagnostic(doc, i)),
+    );
     return issues;
   }
 
@@ -32,10 +35,13 @@ export class ConfigDiagnostics implements vscode.Disposable {
     if (!isCreditConfig(doc)) return;
     const key = doc.uri.toString();
     clearTimeout(this.timers.get(key));
-    this.timers.set(key, setTimeout(() => {
-      this.timers.delete(key);
-      this.validate(doc);
-    }, THROTTLE_MS));
+    this.timers.set(
+      key,
+      setTimeout(() => {
+        this.timers.delete(key);
+        this.validate(doc);
+      }, THROTTLE_MS),
+    );
   }
 
   private forget(uri: vscode.Uri): void {

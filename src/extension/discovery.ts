@@ -26,7 +26,10 @@ export function outputDirOf(configPath: string, text: string): string {
 
 export async function findConfigs(): Promise<string[]> {
   const uris = await vscode.workspace.findFiles(CONFIG_GLOB, EXCLUDE_GLOB);
-  return uris.filter((u) => u.scheme === 'file').map((u) => u.fsPath).sort();
+  return uris
+    .filter((u) => u.scheme === 'file')
+    .map((u) => u.fsPath)
+    .sort();
 }
 
 export function runRoots(configs: readonly string[]): string[] {
@@ -58,7 +61,11 @@ export interface UnreadableRun {
   reason: string;
 }
 
-export interface RunScanResult { runs: FoundRun[]; unreadable: UnreadableRun[]; truncated: string[] }
+export interface RunScanResult {
+  runs: FoundRun[];
+  unreadable: UnreadableRun[];
+  truncated: string[];
+}
 
 /**
  * Every run under the roots, walked asynchronously with a budget per root, so `output_dir: /` or a huge

@@ -108,7 +108,9 @@ export class EngineProcess {
     });
     const asked = this.conn
       .sendRequest<RunStopResult>(RpcMethods.stop, {})
-      .then((r) => { checkpoint = r.checkpoint; })
+      .then((r) => {
+        checkpoint = r.checkpoint;
+      })
       .catch(() => undefined); // the connection closes as the engine exits; the exit is what counts
     const outcome = await Promise.race([Promise.all([asked, this.exited]).then(() => 'exited' as const), timer]);
     if (outcome === 'timeout') {

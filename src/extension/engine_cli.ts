@@ -68,7 +68,14 @@ export function analyzeArgs(runDir: string, o: AnalyzeOptions = {}): string[] {
  * stack; stack frames are dropped and the last few lines kept.
  */
 export function cliError(stderr: string, fallback: string): string {
-  return stderr.trim().split('\n').filter((l) => !/^\s+at\s/.test(l)).slice(-4).join('\n') || fallback;
+  return (
+    stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !/^\s+at\s/.test(l))
+      .slice(-4)
+      .join('\n') || fallback
+  );
 }
 
 /** Checks the JSON is an analysis report of the version this extension reads, not only that it parses. */
@@ -100,7 +107,10 @@ export function importArgs(source: string, o: { model?: string | null; out: stri
 }
 
 export class EngineCli {
-  constructor(readonly cliPath: string, private readonly nodePath: () => string) {}
+  constructor(
+    readonly cliPath: string,
+    private readonly nodePath: () => string,
+  ) {}
 
   /** Runs `credit-lens <args>` and resolves with its stdout; a non-zero exit rejects with the engine's own message. */
   private run(args: string[], what: string, o: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<string> {
@@ -112,12 +122,16 @@ export class EngineCli {
       } catch (e) {
         return reject(e);
       }
-      execFile(node.command, [this.cliPath, ...args], { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: o.timeoutMs ?? 60_000, signal: o.signal },
+      execFile(
+        node.command,
+        [this.cliPath, ...args],
+        { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: o.timeoutMs ?? 60_000, signal: o.signal },
         (err, stdout, stderr) => {
           if (o.signal?.aborted) return reject(new CancelledError());
           if (err) return reject(new Error(cliError(stderr.replace(/^error: /m, ''), `${what}: ${err.message}`)));
           resolve(stdout);
-        });
+        },
+      );
     });
   }
 
@@ -130,7 +144,6 @@ export class EngineCli {
       throw new Error(`${what}: the engine's answer is not JSON`);
     }
   }
-
 
   /** Submits a config's sweep to Slurm as one job array; sbatch's own message when it refuses. */
   slurmSubmit(configPath: string, sets: string[], signal?: AbortSignal): Promise<SlurmSweepJson> {
@@ -167,7 +180,9 @@ export class EngineCli {
       let stdout = '';
       let stderr = '';
       let partial = '';
-      child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+      child.stdout.setEncoding('utf8').on('data', (d: string) => {
+        stdout += d;
+      });
       child.stderr.setEncoding('utf8').on('data', (d: string) => {
         const lines = (partial + d).split('\n');
         partial = lines.pop() ?? '';
@@ -185,7 +200,7 @@ export class EngineCli {
         try {
           resolve(JSON.parse(stdout) as ImportJson);
         } catch {
-          reject(new Error('credit-lens import: the engine\'s answer is not JSON'));
+          reject(new Error("credit-lens import: the engine's answer is not JSON"));
         }
       });
     });
@@ -203,5 +218,4 @@ export class EngineCli {
     const out = await this.run(compareArgs(baselineDirs, otherDirs, o.split), 'credit-lens compare', { signal: o.signal, timeoutMs: 300_000 });
     return parseCompareReport(out);
   }
-
 }

@@ -15,10 +15,9 @@ export function activate(extCtx: vscode.ExtensionContext): void {
   registerCommands(c);
   registerPanels(c);
   registerHeatmap(c);
-  c.pushExtCleanup(vscode.languages.registerCodeLensProvider(
-    { scheme: 'file', pattern: '**/*.credit.yaml' },
-    c.pushExtCleanup(new ConfigCodeLensProvider(c.runs)),
-  ));
+  c.pushExtCleanup(
+    vscode.languages.registerCodeLensProvider({ scheme: 'file', pattern: '**/*.credit.yaml' }, c.pushExtCleanup(new ConfigCodeLensProvider(c.runs))),
+  );
   c.pushExtCleanup(vscode.workspace.onDidGrantWorkspaceTrust(() => c.tree.refresh()));
   void vscode.commands.executeCommand('setContext', 'creditLens.hasActiveRuns', false);
   c.log.info(`Credit Lens activated (engine ${c.cliPath}; workspace ${vscode.workspace.isTrusted ? 'trusted' : 'untrusted: runs cannot be launched'})`);

@@ -20,20 +20,42 @@ async function pickModel(source: string): Promise<string | null | undefined> {
     .sort((a, b) => b.info.started.localeCompare(a.info.started));
   const prime = /token_exports/.test(source);
   const none: ModelItem = {
-    label: '$(circle-slash) No model', model: null,
-    detail: prime ? 'prime-rl token exports carry their own log-probs, entropies and advantages' : 'only for prime-rl token exports, which carry per-token values',
+    label: '$(circle-slash) No model',
+    model: null,
+    detail: prime
+      ? 'prime-rl token exports carry their own log-probs, entropies and advantages'
+      : 'only for prime-rl token exports, which carry per-token values',
   };
-  const browse: ModelItem = { label: '$(folder-opened) Hugging Face model folder…', model: 'browse', detail: 'config.json, model.safetensors and tokenizer.json: scores every token teacher-forced' };
+  const browse: ModelItem = {
+    label: '$(folder-opened) Hugging Face model folder…',
+    model: 'browse',
+    detail: 'config.json, model.safetensors and tokenizer.json: scores every token teacher-forced',
+  };
   const items: ModelItem[] = [
     ...(prime ? [none] : []),
-    ...runs.map((r): ModelItem => ({ label: `$(beaker) ${basename(r.runDir)}`, description: `run · strategy ${r.info.strategy ?? '?'} · newest checkpoint`, detail: r.runDir, model: r.runDir })),
+    ...runs.map((r): ModelItem => ({
+      label: `$(beaker) ${basename(r.runDir)}`,
+      description: `run · strategy ${r.info.strategy ?? '?'} · newest checkpoint`,
+      detail: r.runDir,
+      model: r.runDir,
+    })),
     browse,
     ...(prime ? [] : [none]),
   ];
-  const pick = await vscode.window.showQuickPick(items, { title: 'Import Rollouts: the model that scores the tokens', placeHolder: 'log-probs and entropies come from this model', matchOnDetail: true });
+  const pick = await vscode.window.showQuickPick(items, {
+    title: 'Import Rollouts: the model that scores the tokens',
+    placeHolder: 'log-probs and entropies come from this model',
+    matchOnDetail: true,
+  });
   if (!pick) return undefined;
   if (pick.model !== 'browse') return pick.model;
-  const dir = await vscode.window.showOpenDialog({ canSelectFiles: false, canSelectFolders: true, canSelectMany: false, openLabel: 'Score with this model', title: 'Hugging Face model folder' });
+  const dir = await vscode.window.showOpenDialog({
+    canSelectFiles: false,
+    canSelectFolders: true,
+    canSelectMany: false,
+    openLabel: 'Score with this model',
+    title: 'Hugging Face model folder',
+  });
   return dir?.[0]?.fsPath;
 }
 
@@ -45,7 +67,10 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
   let source = arg instanceof vscode.Uri ? arg.fsPath : null;
   if (!source) {
     const picked = await vscode.window.showOpenDialog({
-      canSelectFiles: true, canSelectFolders: true, canSelectMany: false, openLabel: 'Import',
+      canSelectFiles: true,
+      canSelectFolders: true,
+      canSelectMany: false,
+      openLabel: 'Import',
       title: 'Import Rollouts: a veRL, TRL, prime-rl or JSONL file or folder',
     });
     source = picked?.[0]?.fsPath ?? null;
@@ -68,11 +93,15 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
         const abort = new AbortController();
         token.onCancellationRequested(() => abort.abort());
         let shown = 0;
-        return ctx.engineCli.importRollouts(importArgs(source!, { model, out }), (done, total) => {
-          const pct = total ? (100 * done) / total : 0;
-          progress.report({ increment: pct - shown, message: `${model ? 'scored' : 'read'} ${done} of ${total} completions` });
-          shown = pct;
-        }, abort.signal);
+        return ctx.engineCli.importRollouts(
+          importArgs(source!, { model, out }),
+          (done, total) => {
+            const pct = total ? (100 * done) / total : 0;
+            progress.report({ increment: pct - shown, message: `${model ? 'scored' : 'read'} ${done} of ${total} completions` });
+            shown = pct;
+          },
+          abort.signal,
+        );
       },
     );
   } catch (e) {
@@ -87,8 +116,10 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
   const skipped = result.skipped ? `; ${result.skipped} malformed line${result.skipped === 1 ? '' : 's'} skipped (see the engine log)` : '';
   const choice = await vscode.window.showInformationMessage(
     `Credit Lens: imported ${result.records} ${result.format} completions in ${result.steps.length} step${result.steps.length === 1 ? '' : 's'}${skipped}.`,
-    'Open Rollouts', 'Show Engine Log',
+    'Open Rollouts',
+    'Show Engine Log',
   );
   if (choice === 'Open Rollouts') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
-  else if (choice === 'Show Engine Log' && existsSync(join(result.runDir, 'engine.log'))) await vscode.commands.executeCommand('creditLens.showEngineLog', result.runDir);
+  else if (choice === 'Show Engine Log' && existsSync(join(result.runDir, 'engine.log')))
+    await vscode.commands.executeCommand('creditLens.showEngineLog', result.runDir);
 }

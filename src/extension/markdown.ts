@@ -4,10 +4,12 @@
 
 /** Text that renders as itself in a MarkdownString (also one with supportThemeIcons). */
 export function escapeMarkdown(s: string): string {
-  return s
-    .replace(/[\\`*_{}[\]()#+\-.!|<>~&$]/g, (c) => `\\${c}`)
-    // A newline would end a table row or start a block; hovers and tooltips show the text on one line.
-    .replace(/\r?\n/g, ' ');
+  return (
+    s
+      .replace(/[\\`*_{}[\]()#+\-.!|<>~&$]/g, (c) => `\\${c}`)
+      // A newline would end a table row or start a block; hovers and tooltips show the text on one line.
+      .replace(/\r?\n/g, ' ')
+  );
 }
 
 /** The longest run of backticks in s. */

@@ -47,7 +47,12 @@ export function summarizeMetrics(rows: readonly MetricsRow[], successThreshold =
     }
   }
   return {
-    lastGrpoStep, latestReward, latestEvalSuccess, finalEvalSuccess, bestEvalSuccess, stepsToThreshold,
+    lastGrpoStep,
+    latestReward,
+    latestEvalSuccess,
+    finalEvalSuccess,
+    bestEvalSuccess,
+    stepsToThreshold,
     meanGradNorm: gradCount ? gradSum / gradCount : null,
   };
 }

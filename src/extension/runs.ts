@@ -26,7 +26,6 @@ export interface RunRequest {
   quiet?: boolean;
 }
 
-
 export interface LiveRun {
   readonly key: number;
   readonly request: RunRequest;
@@ -43,7 +42,6 @@ export interface LiveRun {
   /** Settles when the run has ended or was taken off the queue. */
   readonly done: Promise<LiveRun>;
 }
-
 
 /** A run directory whose checkpoints/ holds a checkpoint can be resumed (the engine picks the latest). */
 export function isResumable(runDir: string): boolean {
@@ -117,8 +115,18 @@ export class RunManager implements vscode.Disposable {
     // A resumed run shows where it stopped until the engine reports its first step.
     const resumed = request.resumeDir ? readRunInfo(request.resumeDir) : null;
     const run: LiveRun = {
-      key: this.nextKey++, request, status: 'queued', runDir: request.resumeDir ?? null, name: resumed?.name ?? null,
-      phase: resumed ? 'grpo' : null, step: resumed?.last_step ?? 0, total: resumed?.total_steps ?? null, lastMetrics: null, error: null, pid: null, done,
+      key: this.nextKey++,
+      request,
+      status: 'queued',
+      runDir: request.resumeDir ?? null,
+      name: resumed?.name ?? null,
+      phase: resumed ? 'grpo' : null,
+      step: resumed?.last_step ?? 0,
+      total: resumed?.total_steps ?? null,
+      lastMetrics: null,
+      error: null,
+      pid: null,
+      done,
     };
     const slot: Slot = { run, engine: null, settle, tail: [], finishedReported: false, stopRequested: false, progressTick: () => {} };
     this.slots.set(run.key, slot);
@@ -267,12 +275,10 @@ export class RunManager implements vscode.Disposable {
     if (run.runDir && isResumable(run.runDir)) actions.push('Resume from Checkpoint');
     // A notification shows no `detail` (only modal dialogs do), so the last lines go into the message itself.
     const tail = last.length ? ` Last lines: ${last.map((l) => l.trim()).join(' ⏎ ')}` : '';
-    void vscode.window
-      .showErrorMessage(`Credit Lens: run ${run.name ?? run.request.label} failed: ${why}.${tail}`, ...actions)
-      .then((choice) => {
-        if (choice === 'Show Log') this.log.show(true);
-        if (choice === 'Resume from Checkpoint' && run.runDir) void vscode.commands.executeCommand('creditLens.resume', run.runDir);
-      });
+    void vscode.window.showErrorMessage(`Credit Lens: run ${run.name ?? run.request.label} failed: ${why}.${tail}`, ...actions).then((choice) => {
+      if (choice === 'Show Log') this.log.show(true);
+      if (choice === 'Resume from Checkpoint' && run.runDir) void vscode.commands.executeCommand('creditLens.resume', run.runDir);
+    });
   }
 
   private end(slot: Slot, status: LiveStatus): void {

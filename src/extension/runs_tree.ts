@@ -81,7 +81,11 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
   private roots: ConfigNode[] = [];
   private sweeps: SweepManager | null = null;
 
-  constructor(private readonly runs: RunManager, watcher: RunDirWatcher, private readonly tables: TableReader) {
+  constructor(
+    private readonly runs: RunManager,
+    watcher: RunDirWatcher,
+    private readonly tables: TableReader,
+  ) {
     this.disposables.push(
       this.changed,
       runs.onDidChange(() => this.scheduleRefresh(), null),
@@ -164,30 +168,51 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       const slurm = this.sweeps?.slurmTaskOf(runDir);
       // A Slurm run's engine lives on a compute node, where its pid means nothing here: Slurm's state says whether
       // it still runs. A requeued task waits again although its run.json says stopped.
-      const interrupted = !liveActive && isTraining(info.status)
-        && (slurm ? slurm.task !== null && !slurmTaskActive(slurm.task) : !engineAlive(info));
+      const interrupted = !liveActive && isTraining(info.status) && (slurm ? slurm.task !== null && !slurmTaskActive(slurm.task) : !engineAlive(info));
       const requeued = slurm?.task?.slurm_state === 'PENDING' && info.status !== 'running';
       const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : requeued ? 'queued' : info.status;
-      const configPath = info.config_path && !/[\\/]slurm[\\/]configs[\\/]/.test(info.config_path) ? info.config_path
-        : slurm?.sweep.configPath ?? live?.request.configPath ?? null;
+      const configPath =
+        info.config_path && !/[\\/]slurm[\\/]configs[\\/]/.test(info.config_path)
+          ? info.config_path
+          : (slurm?.sweep.configPath ?? live?.request.configPath ?? null);
       group(configPath, info.name).runs.push({ kind: 'run', runDir, info, live: live ?? null, status, interrupted, slurm: slurmOf(slurm) });
     }
     // Folders whose run.json this version cannot use: listed with the reason, never dropped, never a crash.
     for (const u of scan.unreadable) {
-      group(null, 'unreadable runs').runs.push({ kind: 'run', runDir: u.runDir, info: null, live: null, status: 'failed', interrupted: false, unreadable: u.reason });
+      group(null, 'unreadable runs').runs.push({
+        kind: 'run',
+        runDir: u.runDir,
+        info: null,
+        live: null,
+        status: 'failed',
+        interrupted: false,
+        unreadable: u.reason,
+      });
     }
     // Slurm tasks still waiting for a node: no run directory yet.
     for (const { sweep, task } of this.sweeps?.pendingSlurmTasks() ?? []) {
       if (found.some((f) => f.runDir === task.run_dir)) continue;
-      group(sweep.configPath, task.name).runs.push({ kind: 'run', runDir: null, info: null, live: null, status: 'queued', interrupted: false,
-        slurm: slurmOf({ sweep, task, index: task.index }) });
+      group(sweep.configPath, task.name).runs.push({
+        kind: 'run',
+        runDir: null,
+        info: null,
+        live: null,
+        status: 'queued',
+        interrupted: false,
+        slurm: slurmOf({ sweep, task, index: task.index }),
+      });
     }
     // Queued runs, and started ones whose run.json is not readable yet.
     for (const live of this.runs.runs()) {
       // A run that failed before creating its directory (e.g. a config error) stays listed until a reload.
       if (claimed.has(live.key) || live.status === 'cancelled' || (isEnded(live.status) && live.runDir)) continue;
       group(live.request.configPath, live.request.label).runs.push({
-        kind: 'run', runDir: live.runDir, info: null, live, status: live.status, interrupted: false,
+        kind: 'run',
+        runDir: live.runDir,
+        info: null,
+        live,
+        status: live.status,
+        interrupted: false,
       });
     }
     for (const g of groups.values()) {
@@ -230,7 +255,11 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     if (node.kind === 'config') return node.runs;
     if (node.kind === 'run') {
       if (!node.runDir) return [];
-      const rows = new Map(this.metrics(node.runDir).rows.filter((r) => r.phase === 'grpo').map((r) => [r.step, r]));
+      const rows = new Map(
+        this.metrics(node.runDir)
+          .rows.filter((r) => r.phase === 'grpo')
+          .map((r) => [r.step, r]),
+      );
       return listLoggedSteps(node.runDir, 'episodes').map((step) => ({ kind: 'step', runDir: node.runDir!, step, row: rows.get(step) ?? null }));
     }
     if (node.kind === 'step') {
@@ -244,8 +273,14 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       const eps: EpisodeNode[] = [];
       for (let i = 0; i < t.episode.length; i++) {
         eps.push({
-          kind: 'episode', runDir: node.runDir, step: node.step, episode: t.episode[i], reward: t.reward[i],
-          success: t.success[i], prompt: t.prompt[i], completion: t.completion[i],
+          kind: 'episode',
+          runDir: node.runDir,
+          step: node.step,
+          episode: t.episode[i],
+          reward: t.reward[i],
+          success: t.success[i],
+          prompt: t.prompt[i],
+          completion: t.completion[i],
         });
       }
       return eps.sort((a, b) => b.reward - a.reward || a.episode - b.episode);
@@ -298,9 +333,16 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
         md.appendMarkdown(`**episode ${node.episode}** · step ${node.step} · reward ${node.reward.toFixed(3)} · ${node.success ? 'solved' : 'not solved'}\n\n`);
         md.appendMarkdown(codeBlock(node.prompt + node.completion));
         item.tooltip = md;
-        item.iconPath = new vscode.ThemeIcon(node.success ? 'check' : 'dash', new vscode.ThemeColor(node.success ? 'testing.iconPassed' : 'disabledForeground'));
+        item.iconPath = new vscode.ThemeIcon(
+          node.success ? 'check' : 'dash',
+          new vscode.ThemeColor(node.success ? 'testing.iconPassed' : 'disabledForeground'),
+        );
         item.contextValue = 'episode';
-        item.command = { command: 'creditLens.openEpisode', title: 'Open Episode', arguments: [{ runDir: node.runDir, step: node.step, episode: node.episode }] };
+        item.command = {
+          command: 'creditLens.openEpisode',
+          title: 'Open Episode',
+          arguments: [{ runDir: node.runDir, step: node.step, episode: node.episode }],
+        };
         return item;
       }
     }
@@ -334,7 +376,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       return item;
     }
     const live = node.live && !isEnded(node.live.status) ? node.live : null;
-    const label = node.runDir ? basename(node.runDir) : node.live?.request.label ?? node.slurm?.name ?? 'run';
+    const label = node.runDir ? basename(node.runDir) : (node.live?.request.label ?? node.slurm?.name ?? 'run');
     const hasSteps = !!node.runDir && listLoggedSteps(node.runDir, 'episodes').length > 0;
     const item = new vscode.TreeItem(label, hasSteps || live ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
     item.id = `run:${node.runDir ?? (node.slurm ? `slurm-${node.slurm.job}` : `live-${node.live?.key}`)}`;
@@ -343,7 +385,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
 
     const summary = node.runDir ? this.metrics(node.runDir).summary : null;
     const total = live?.total ?? node.info?.total_steps;
-    const step = live ? live.step : summary?.lastGrpoStep ?? node.info?.last_step ?? 0;
+    const step = live ? live.step : (summary?.lastGrpoStep ?? node.info?.last_step ?? 0);
     const phase = live?.phase && live.phase !== 'grpo' ? `${live.phase} ` : '';
     const parts: string[] = [node.interrupted ? 'interrupted' : node.status];
     if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
@@ -356,16 +398,27 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     item.contextValue = `run.${isTraining(node.status) ? 'running' : node.status}${resumable ? '.resumable' : ''}`;
 
     const md = new vscode.MarkdownString(undefined, true);
-    md.appendMarkdown(`**${escapeMarkdown(node.info?.name ?? label)}** — ${node.interrupted ? 'interrupted (its engine is no longer running)' : node.status}\n\n`);
+    md.appendMarkdown(
+      `**${escapeMarkdown(node.info?.name ?? label)}** — ${node.interrupted ? 'interrupted (its engine is no longer running)' : node.status}\n\n`,
+    );
     if (node.info) {
-      md.appendMarkdown(`strategy ${inlineCode(node.info.strategy ?? '?')} · backend ${inlineCode(String(node.info.backend))}${node.info.backend_reason ? ` (${escapeMarkdown(node.info.backend_reason)})` : ''}\n\n`);
-      md.appendMarkdown(`started ${escapeMarkdown(String(node.info.started))}${node.info.ended ? ` · ended ${escapeMarkdown(String(node.info.ended))}` : ''}\n\n`);
+      md.appendMarkdown(
+        `strategy ${inlineCode(node.info.strategy ?? '?')} · backend ${inlineCode(String(node.info.backend))}${node.info.backend_reason ? ` (${escapeMarkdown(node.info.backend_reason)})` : ''}\n\n`,
+      );
+      md.appendMarkdown(
+        `started ${escapeMarkdown(String(node.info.started))}${node.info.ended ? ` · ended ${escapeMarkdown(String(node.info.ended))}` : ''}\n\n`,
+      );
       if (node.info.error) md.appendMarkdown(`error: ${escapeMarkdown(String(node.info.error))}\n\n`);
     }
     if (summary) {
-      md.appendMarkdown(`final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${summary.meanGradNorm?.toFixed(3) ?? '—'}\n\n`);
+      md.appendMarkdown(
+        `final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${summary.meanGradNorm?.toFixed(3) ?? '—'}\n\n`,
+      );
     }
-    if (node.slurm) md.appendMarkdown(`Slurm job ${inlineCode(node.slurm.job)}: ${escapeMarkdown(node.slurm.state ?? 'state not known yet')}${node.slurm.reason ? ` (${escapeMarkdown(node.slurm.reason)})` : ''}\n\n`);
+    if (node.slurm)
+      md.appendMarkdown(
+        `Slurm job ${inlineCode(node.slurm.job)}: ${escapeMarkdown(node.slurm.state ?? 'state not known yet')}${node.slurm.reason ? ` (${escapeMarkdown(node.slurm.reason)})` : ''}\n\n`,
+      );
     if (node.runDir) md.appendMarkdown(inlineCode(node.runDir));
     item.tooltip = md;
     item.accessibilityInformation = { label: `${label}, ${item.description}` };
@@ -395,7 +448,11 @@ export function engineLogPath(runDir: string): string {
 function slurmOf(s: ReturnType<SweepManager['slurmTaskOf']>): RunNode['slurm'] {
   if (!s?.sweep.slurm) return undefined;
   return {
-    job: s.task?.slurm_job ?? `${s.sweep.slurm.jobId}_${s.index}`, state: s.task?.slurm_state ?? null, reason: s.task?.slurm_reason ?? null,
-    sweepId: s.sweep.id, index: s.index, name: s.task?.name ?? s.sweep.runs[s.index]?.name ?? `task ${s.index}`,
+    job: s.task?.slurm_job ?? `${s.sweep.slurm.jobId}_${s.index}`,
+    state: s.task?.slurm_state ?? null,
+    reason: s.task?.slurm_reason ?? null,
+    sweepId: s.sweep.id,
+    index: s.index,
+    name: s.task?.name ?? s.sweep.runs[s.index]?.name ?? `task ${s.index}`,
   };
 }

@@ -3,7 +3,9 @@ import { SLURM_ACTIVE_STATES, type SlurmTaskStatus } from '../protocol/slurm';
 import type { SweepRow } from '../protocol/sweep_view';
 
 export function slurmTaskActive(t: SlurmTaskStatus): boolean {
-  return (t.slurm_state !== null && (SLURM_ACTIVE_STATES as readonly string[]).includes(t.slurm_state)) || (t.slurm_state === null && t.run_status === 'running');
+  return (
+    (t.slurm_state !== null && (SLURM_ACTIVE_STATES as readonly string[]).includes(t.slurm_state)) || (t.slurm_state === null && t.run_status === 'running')
+  );
 }
 
 /**

@@ -50,8 +50,13 @@ export class SweepManager implements vscode.Disposable {
   private readonly slurmTasks = new Map<string, SlurmTaskStatus[]>();
   private readonly slurmPolls = new Map<string, { timer: NodeJS.Timeout | undefined; abort: AbortController; soon(): void }>();
 
-  constructor(private readonly state: vscode.Memento, private readonly runs: RunManager, private readonly analysis: AnalysisRunner,
-    private readonly cli: EngineCli, private readonly log: vscode.LogOutputChannel) {
+  constructor(
+    private readonly state: vscode.Memento,
+    private readonly runs: RunManager,
+    private readonly analysis: AnalysisRunner,
+    private readonly cli: EngineCli,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
     this.subscription = runs.onDidChange((run) => {
       const id = run.request.sweepId;
       if (!id) return;
@@ -68,12 +73,19 @@ export class SweepManager implements vscode.Disposable {
   }
 
   /** Submits a sweep as one Slurm job array through the engine CLI; its runs' folders are known at once. */
-  async startSlurm(title: string, configPath: string, sets: string[], runs: Omit<SweepRunRecord, 'index' | 'runDir' | 'cancelled' | 'sets'>[]): Promise<SweepRecord> {
+  async startSlurm(
+    title: string,
+    configPath: string,
+    sets: string[],
+    runs: Omit<SweepRunRecord, 'index' | 'runDir' | 'cancelled' | 'sets'>[],
+  ): Promise<SweepRecord> {
     const sweep = await this.cli.slurmSubmit(configPath, sets);
     const created = new Date();
     const rec: SweepRecord = {
       id: `${created.getTime().toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
-      title, configPath, created: created.toISOString(),
+      title,
+      configPath,
+      created: created.toISOString(),
       runs: sweep.tasks.map((t, index) => ({ ...runs[index], name: t.name, index, sets: [], runDir: t.run_dir, cancelled: false })),
       slurm: { jobId: sweep.job_id ?? '', sweepDir: sweep.sweep_dir },
     };
@@ -98,8 +110,16 @@ export class SweepManager implements vscode.Disposable {
         const st = await this.cli.slurmStatus(rec.slurm!.sweepDir, poll.abort.signal);
         const before = JSON.stringify(this.slurmTasks.get(rec.id) ?? null);
         this.slurmTasks.set(rec.id, st.tasks);
-        if (JSON.stringify(st.tasks) !== before) { this.changed.fire(rec.id); delay = 2000; }
-        if (!st.tasks.some(slurmTaskActive)) { this.slurmPolls.delete(rec.id); this.updateContext(); this.changed.fire(rec.id); return; }
+        if (JSON.stringify(st.tasks) !== before) {
+          this.changed.fire(rec.id);
+          delay = 2000;
+        }
+        if (!st.tasks.some(slurmTaskActive)) {
+          this.slurmPolls.delete(rec.id);
+          this.updateContext();
+          this.changed.fire(rec.id);
+          return;
+        }
       } catch (e) {
         if (poll.abort.signal.aborted) return;
         this.log.warn(`sweep ${rec.title}: Slurm status failed: ${(e as Error).message}`);
@@ -179,13 +199,22 @@ export class SweepManager implements vscode.Disposable {
     const created = new Date();
     const rec: SweepRecord = {
       id: `${created.getTime().toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
-      title, configPath, created: created.toISOString(),
+      title,
+      configPath,
+      created: created.toISOString(),
       runs: runs.map((r, index) => ({ ...r, index, runDir: null, cancelled: false })),
     };
     await this.save(rec);
-    const live = rec.runs.map((r) => this.runs.enqueue({
-      configPath, sets: r.sets, label: r.name, sweepId: rec.id, sweepIndex: r.index, quiet: true,
-    }));
+    const live = rec.runs.map((r) =>
+      this.runs.enqueue({
+        configPath,
+        sets: r.sets,
+        label: r.name,
+        sweepId: rec.id,
+        sweepIndex: r.index,
+        quiet: true,
+      }),
+    );
     this.live.set(rec.id, live);
     this.updateContext();
     this.showProgress(rec, live);
@@ -237,7 +266,8 @@ export class SweepManager implements vscode.Disposable {
         this.updateContext();
         const failed = live.filter((r) => r.status === 'failed').length;
         const cancelled = live.filter((r) => r.status === 'cancelled' || r.status === 'stopped').length;
-        const summary = `Credit Lens sweep ${rec.title}: ${n - failed - cancelled} of ${n} runs completed` +
+        const summary =
+          `Credit Lens sweep ${rec.title}: ${n - failed - cancelled} of ${n} runs completed` +
           `${failed ? `, ${failed} failed` : ''}${cancelled ? `, ${cancelled} stopped or cancelled` : ''}.`;
         void vscode.window.showInformationMessage(summary, 'Open Summary').then((b) => {
           if (b) void vscode.commands.executeCommand('creditLens.openSweepSummary', rec.id);
@@ -256,7 +286,7 @@ export class SweepManager implements vscode.Disposable {
     const rec = this.get(id);
     if (!rec) return null;
     const live = this.live.get(id) ?? [];
-    const slurm = rec.slurm ? this.slurmTasks.get(rec.id) ?? [] : null;
+    const slurm = rec.slurm ? (this.slurmTasks.get(rec.id) ?? []) : null;
     const rows: SweepRow[] = rec.runs.map((r) => {
       const run = live[r.index];
       const runDir = r.runDir ?? run?.runDir ?? null;
@@ -272,22 +302,40 @@ export class SweepManager implements vscode.Disposable {
       if (rec.slurm) status = slurmRowStatus(task, info?.status ?? null, r.cancelled);
       const s = runDir ? summarizeMetrics(readMetrics(runDir)) : null;
       return {
-        index: r.index, name: r.name, strategy: r.strategy, params: r.params, status, runDir,
-        step: run && !isEnded(run.status) && run.phase === 'grpo' ? run.step : s?.lastGrpoStep ?? null,
+        index: r.index,
+        name: r.name,
+        strategy: r.strategy,
+        params: r.params,
+        status,
+        runDir,
+        step: run && !isEnded(run.status) && run.phase === 'grpo' ? run.step : (s?.lastGrpoStep ?? null),
         totalSteps: info?.total_steps ?? (run?.phase === 'grpo' ? run.total : null),
         finalEvalSuccess: s?.finalEvalSuccess ?? null,
         bestEvalSuccess: s?.bestEvalSuccess ?? null,
         stepsTo10pct: s?.stepsToThreshold ?? null,
         meanGradNorm: s?.meanGradNorm ?? null,
         fillerReasoningRatio: runDir && (status === 'completed' || status === 'stopped') ? this.analysis.ratio(runDir, info) : null,
-        slurm: rec.slurm ? { job: task?.slurm_job ?? `${rec.slurm.jobId}_${r.index}`, state: task?.slurm_state ?? null, reason: task?.slurm_reason ?? null, summary: task?.summary ?? 'waiting for squeue' } : null,
+        slurm: rec.slurm
+          ? {
+              job: task?.slurm_job ?? `${rec.slurm.jobId}_${r.index}`,
+              state: task?.slurm_state ?? null,
+              reason: task?.slurm_reason ?? null,
+              summary: task?.summary ?? 'waiting for squeue',
+            }
+          : null,
       };
     });
     const comparison = this.comparison(rows);
-    if (rows.some((r) => isEnded(r.status) && r.slurm?.state && (SLURM_ACTIVE_STATES as readonly string[]).includes(r.slurm.state))) this.slurmPolls.get(id)?.soon();
+    if (rows.some((r) => isEnded(r.status) && r.slurm?.state && (SLURM_ACTIVE_STATES as readonly string[]).includes(r.slurm.state)))
+      this.slurmPolls.get(id)?.soon();
     return {
-      sweepId: rec.id, title: rec.title, configPath: rec.configPath, created: rec.created, rows,
-      done: rows.filter((r) => isEnded(r.status)).length, total: rows.length,
+      sweepId: rec.id,
+      title: rec.title,
+      configPath: rec.configPath,
+      created: rec.created,
+      rows,
+      done: rows.filter((r) => isEnded(r.status)).length,
+      total: rows.length,
       active: this.isActive(id),
       slurm: rec.slurm ? { jobId: rec.slurm.jobId, sweepDir: rec.slurm.sweepDir } : null,
       comparison,
@@ -300,23 +348,33 @@ export class SweepManager implements vscode.Disposable {
    * each time another run completes.
    */
   private comparison(rows: SweepRow[]): SweepComparison | null {
-    const c = this.analysis.compareGroups(rows.map((r) => ({ dir: r.runDir ?? '', name: r.name, strategy: r.strategy, ready: r.status === 'completed' && !!r.runDir })), null, '');
+    const c = this.analysis.compareGroups(
+      rows.map((r) => ({ dir: r.runDir ?? '', name: r.name, strategy: r.strategy, ready: r.status === 'completed' && !!r.runDir })),
+      null,
+      '',
+    );
     const pending = rows.length - c.ready;
     const waiting = pending ? `${pending} of ${rows.length} runs not completed yet; the table covers the completed ones.` : '';
     switch (c.state) {
-      case 'single': return null;
-      case 'waiting': return { report: null, note: `The comparison with ${c.baseline} appears once it and another configuration have a completed run. ${waiting}`.trim() };
-      case 'running': return { report: null, note: `Comparing ${c.ready} completed runs with ${c.baseline} on the same test instances…` };
-      case 'failed': return { report: null, note: `credit-lens compare failed: ${c.error}` };
-      case 'done': return { report: c.report, note: waiting };
+      case 'single':
+        return null;
+      case 'waiting':
+        return { report: null, note: `The comparison with ${c.baseline} appears once it and another configuration have a completed run. ${waiting}`.trim() };
+      case 'running':
+        return { report: null, note: `Comparing ${c.ready} completed runs with ${c.baseline} on the same test instances…` };
+      case 'failed':
+        return { report: null, note: `credit-lens compare failed: ${c.error}` };
+      case 'done':
+        return { report: c.report, note: waiting };
     }
   }
 
-
   dispose(): void {
-    for (const p of this.slurmPolls.values()) { p.abort.abort(); clearTimeout(p.timer); }
+    for (const p of this.slurmPolls.values()) {
+      p.abort.abort();
+      clearTimeout(p.timer);
+    }
     this.subscription.dispose();
     this.changed.dispose();
   }
 }
-

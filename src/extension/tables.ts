@@ -15,9 +15,7 @@ export interface TableRequest {
   step: number;
 }
 
-export type TableReply =
-  | { id: number; ok: true; episodes: EpisodeColumns; tokens?: TokenColumnsRead }
-  | { id: number; ok: false; error: string };
+export type TableReply = { id: number; ok: true; episodes: EpisodeColumns; tokens?: TokenColumnsRead } | { id: number; ok: false; error: string };
 
 interface Pending {
   resolve: (r: TableReply & { ok: true }) => void;
@@ -34,7 +32,10 @@ export class TableReader {
    * @param workerPath the bundled worker (dist/extension/table_worker.js)
    * @param timeoutMs how long one read may take before the worker is ended and the read fails
    */
-  constructor(private readonly workerPath = join(__dirname, 'table_worker.js'), private readonly timeoutMs = 30_000) {}
+  constructor(
+    private readonly workerPath = join(__dirname, 'table_worker.js'),
+    private readonly timeoutMs = 30_000,
+  ) {}
 
   /** A step's token and episode tables. */
   async step(runDir: string, step: number): Promise<{ tokens: TokenColumnsRead; episodes: EpisodeColumns }> {
@@ -63,7 +64,11 @@ export class TableReader {
     const fail = (why: string) => {
       if (this.worker !== w) return;
       this.worker = null;
-      for (const [id, p] of this.pending) { clearTimeout(p.timer); p.reject(new Error(why)); this.pending.delete(id); }
+      for (const [id, p] of this.pending) {
+        clearTimeout(p.timer);
+        p.reject(new Error(why));
+        this.pending.delete(id);
+      }
     };
     w.on('error', (e) => fail(`reading a step table failed: ${e.message}`));
     w.on('exit', (code) => fail(`the table reader stopped (exit ${code})`));
@@ -88,7 +93,11 @@ export class TableReader {
         // The worker may be stuck in that file: end it, and fail whatever else waited on it.
         if (this.worker === w) {
           this.worker = null;
-          for (const [other, p] of this.pending) { clearTimeout(p.timer); p.reject(new Error('the table reader was restarted')); this.pending.delete(other); }
+          for (const [other, p] of this.pending) {
+            clearTimeout(p.timer);
+            p.reject(new Error('the table reader was restarted'));
+            this.pending.delete(other);
+          }
           void w.terminate();
         }
       }, this.timeoutMs);
@@ -98,7 +107,10 @@ export class TableReader {
   }
 
   dispose(): void {
-    for (const p of this.pending.values()) { clearTimeout(p.timer); p.reject(new Error('the extension is shutting down')); }
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(new Error('the extension is shutting down'));
+    }
     this.pending.clear();
     void this.worker?.terminate();
     this.worker = null;

@@ -58,16 +58,25 @@ export abstract class WebviewPanelHost<P extends AnyProtocol> implements vscode.
   protected readonly disposables: vscode.Disposable[] = [];
   private disposed = false;
 
-  protected constructor(readonly panel: vscode.WebviewPanel, extensionUri: vscode.Uri, bundle: string, checks: ProtocolChecks<P>,
-    log?: vscode.LogOutputChannel) {
+  protected constructor(
+    readonly panel: vscode.WebviewPanel,
+    extensionUri: vscode.Uri,
+    bundle: string,
+    checks: ProtocolChecks<P>,
+    log?: vscode.LogOutputChannel,
+  ) {
     panel.webview.options = webviewOptions(extensionUri);
     panel.webview.html = webviewHtml(panel.webview, extensionUri, bundle, panel.title);
     panel.onDidDispose(() => this.dispose(), null, this.disposables);
-    panel.webview.onDidReceiveMessage((m: unknown) => {
-      const r = checks.toHost(m);
-      if (r.ok) this.onMessage(r.message);
-      else log?.warn(`${bundle} webview: dropped a message (${r.why})`);
-    }, null, this.disposables);
+    panel.webview.onDidReceiveMessage(
+      (m: unknown) => {
+        const r = checks.toHost(m);
+        if (r.ok) this.onMessage(r.message);
+        else log?.warn(`${bundle} webview: dropped a message (${r.why})`);
+      },
+      null,
+      this.disposables,
+    );
   }
 
   protected abstract onMessage(message: P['toHost']): void;

@@ -56,9 +56,15 @@ export const analysisChecks: ProtocolChecks<AnalysisProtocol> = {
   toWebview: messageCheck<AnalysisToWebview>('notification', {
     'analysis/busy': isAnalysisPanelState,
     'analysis/result': shape<AnalysisView>({
-      runDir: isString, id: isString,
+      runDir: isString,
+      id: isString,
       loggedSteps: nullable(shape<{ first: number; last: number; count: number }>({ first: isNumber, last: isNumber, count: isNumber })),
-      from: step, to: step, baselineDir: dir, report: nullable(isReport), error: nullable(isString), elapsedMs: isNumber,
+      from: step,
+      to: step,
+      baselineDir: dir,
+      report: nullable(isReport),
+      error: nullable(isString),
+      elapsedMs: isNumber,
     }),
   }),
   toHost: messageCheck<AnalysisToHost>('command', {

@@ -29,7 +29,13 @@ export function intervalText(i: SeedInterval | null, fmt: (x: number | null) => 
 }
 
 /** Mean over seeds with a two-sided 95 % t interval; lo/hi/half are null with fewer than two seeds. */
-export interface SeedInterval { mean: number | null; lo: number | null; hi: number | null; n: number; half: number | null }
+export interface SeedInterval {
+  mean: number | null;
+  lo: number | null;
+  hi: number | null;
+  n: number;
+  half: number | null;
+}
 
 export interface CompareRow {
   /** the run name without its seed part (`-seed2`) */
@@ -70,14 +76,23 @@ const n = nullable(isNumber);
 export const isSeedInterval: Check<SeedInterval> = shape<SeedInterval>({ mean: n, lo: n, hi: n, n: isNumber, half: n });
 
 export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
-  group: isString, label: isString, strategy: nullable(isString), baseline: isBoolean,
-  seeds: arrayOf(nullable(isNumber)), runs: arrayOf(isString), instances: isNumber, eval_success: isSeedInterval,
+  group: isString,
+  label: isString,
+  strategy: nullable(isString),
+  baseline: isBoolean,
+  seeds: arrayOf(nullable(isNumber)),
+  runs: arrayOf(isString),
+  instances: isNumber,
+  eval_success: isSeedInterval,
   diff: nullable(shape<NonNullable<CompareRow['diff']>>({ mean: isNumber, lo: isNumber, hi: isNumber, resamples: isNumber })),
   diff_seeds: nullable(isSeedInterval),
   mcnemar: nullable(shape<NonNullable<CompareRow['mcnemar']>>({ b: isNumber, c: isNumber, pairs: isNumber, p: isNumber })),
   significant: nullable(isBoolean),
-  filler_abs_c: nullable(isSeedInterval), reasoning_abs_c: nullable(isSeedInterval), filler_reasoning_ratio: nullable(isSeedInterval),
+  filler_abs_c: nullable(isSeedInterval),
+  reasoning_abs_c: nullable(isSeedInterval),
+  filler_reasoning_ratio: nullable(isSeedInterval),
 });
 
-export const isCompareReport: Check<CompareReport> = (v): v is CompareReport => isRecord(v)
-  && shape<CompareReport>({ split: oneOf('test', 'validation'), alpha: isNumber, baseline: isString, rows: arrayOf(isCompareRow), notes: arrayOf(isString) })(v);
+export const isCompareReport: Check<CompareReport> = (v): v is CompareReport =>
+  isRecord(v) &&
+  shape<CompareReport>({ split: oneOf('test', 'validation'), alpha: isNumber, baseline: isString, rows: arrayOf(isCompareRow), notes: arrayOf(isString) })(v);

@@ -73,9 +73,33 @@ export const RpcMethods = {
   stop: 'run/stop',
 } as const;
 
-export interface RunStartedParams { runDir: string; id: string; name: string; backend: string; totalSteps: number }
-export interface RunProgressParams { phase: Phase; step: number; total: number; message?: string }
-export interface RunMetricsParams { runDir: string; row: MetricsRow }
-export interface RunLogParams { level: 'info' | 'warn' | 'error'; message: string }
-export interface RunFinishedParams { status: RunStatus; runDir: string; error?: string }
-export interface RunStopResult { ok: boolean; checkpoint: string | null }
+export interface RunStartedParams {
+  runDir: string;
+  id: string;
+  name: string;
+  backend: string;
+  totalSteps: number;
+}
+export interface RunProgressParams {
+  phase: Phase;
+  step: number;
+  total: number;
+  message?: string;
+}
+export interface RunMetricsParams {
+  runDir: string;
+  row: MetricsRow;
+}
+export interface RunLogParams {
+  level: 'info' | 'warn' | 'error';
+  message: string;
+}
+export interface RunFinishedParams {
+  status: RunStatus;
+  runDir: string;
+  error?: string;
+}
+export interface RunStopResult {
+  ok: boolean;
+  checkpoint: string | null;
+}

@@ -49,7 +49,12 @@ export interface MetricsPanelState {
  * same eval instances (`credit-lens compare`). `groups` lists every configuration, so the page can offer the baseline
  * choice; `report` is null while it is computed or when it cannot be (`note` says why).
  */
-export interface MetricsComparison { groups: string[]; baseline: string | null; report: CompareReport | null; note: string }
+export interface MetricsComparison {
+  groups: string[];
+  baseline: string | null;
+  report: CompareReport | null;
+  note: string;
+}
 
 export type MetricsToWebview =
   | IpcNotification<'metrics/init', MetricsViewInit>
@@ -75,11 +80,18 @@ const isMode = oneOf('dashboard', 'compare');
 
 /** A metrics row needs a step and a phase; every other field is a number or a string (DESIGN §5). */
 export const isMetricsRow: Check<MetricsRow> = (v): v is MetricsRow =>
-  isRecord(v) && isNumber(v.step) && (v.phase === 'sft' || v.phase === 'grpo' || v.phase === 'eval')
-  && Object.values(v).every((x) => x === undefined || typeof x === 'number' || typeof x === 'string');
+  isRecord(v) &&
+  isNumber(v.step) &&
+  (v.phase === 'sft' || v.phase === 'grpo' || v.phase === 'eval') &&
+  Object.values(v).every((x) => x === undefined || typeof x === 'number' || typeof x === 'string');
 
 export const isMetricsRunData: Check<MetricsRunData> = shape<MetricsRunData>({
-  runDir: isString, id: isString, name: isString, strategy: nullable(isString), status: isString, sftSteps: isNumber,
+  runDir: isString,
+  id: isString,
+  name: isString,
+  strategy: nullable(isString),
+  status: isString,
+  sftSteps: isNumber,
   rows: arrayOf(isMetricsRow),
 });
 
@@ -91,7 +103,12 @@ export const metricsChecks: ProtocolChecks<MetricsProtocol> = {
   toWebview: messageCheck<MetricsToWebview>('notification', {
     'metrics/init': shape<MetricsViewInit>({ mode: isMode, runs: arrayOf(isMetricsRunData) }),
     'metrics/append': shape<MetricsAppend>({ runDir: isString, rows: arrayOf(isMetricsRow), status: isString, receivedAt: nullable(isNumber) }),
-    'metrics/comparison': shape<MetricsComparison>({ groups: arrayOf(isString), baseline: nullable(isString), report: nullable(isCompareReport), note: isString }),
+    'metrics/comparison': shape<MetricsComparison>({
+      groups: arrayOf(isString),
+      baseline: nullable(isString),
+      report: nullable(isCompareReport),
+      note: isString,
+    }),
   }),
   toHost: messageCheck<MetricsToHost>('command', {
     'webview/ready': isEmpty,

@@ -2,7 +2,13 @@
 // (which reads them): `<sweep>/slurm/sweep.json` and `credit-lens slurm status --json`. Types, and the one list of
 // the states in which a task is still alive, which both sides test against.
 
-export interface SlurmTaskJson { index: number; name: string; config: string; run_dir: string; overrides: Record<string, unknown> }
+export interface SlurmTaskJson {
+  index: number;
+  name: string;
+  config: string;
+  run_dir: string;
+  overrides: Record<string, unknown>;
+}
 
 /** `<output_dir>/sweep-<ts>/slurm/sweep.json`, and what `credit-lens sweep --executor slurm --json` prints. */
 export interface SlurmSweepJson {
@@ -35,7 +41,21 @@ export interface SlurmTaskStatus {
 }
 
 /** `credit-lens slurm status <sweep-dir> --json` */
-export interface SlurmStatusJson { job_id: string | null; sweep_dir: string; tasks: SlurmTaskStatus[] }
+export interface SlurmStatusJson {
+  job_id: string | null;
+  sweep_dir: string;
+  tasks: SlurmTaskStatus[];
+}
 
 /** Slurm states in which a task still waits or runs. */
-export const SLURM_ACTIVE_STATES = ['PENDING', 'CONFIGURING', 'RUNNING', 'COMPLETING', 'REQUEUED', 'RESIZING', 'SUSPENDED', 'REQUEUE_HOLD', 'REQUEUE_FED'] as const;
+export const SLURM_ACTIVE_STATES = [
+  'PENDING',
+  'CONFIGURING',
+  'RUNNING',
+  'COMPLETING',
+  'REQUEUED',
+  'RESIZING',
+  'SUSPENDED',
+  'REQUEUE_HOLD',
+  'REQUEUE_FED',
+] as const;

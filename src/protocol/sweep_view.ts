@@ -30,7 +30,12 @@ export interface SweepRow {
   slurm: SweepRowSlurm | null;
 }
 
-export interface SweepRowSlurm { job: string; state: string | null; reason: string | null; summary: string }
+export interface SweepRowSlurm {
+  job: string;
+  state: string | null;
+  reason: string | null;
+  summary: string;
+}
 
 export interface SweepView {
   sweepId: string;
@@ -52,10 +57,13 @@ export interface SweepView {
   comparison: SweepComparison | null;
 }
 
-export interface SweepComparison { report: CompareReport | null; note: string }
+export interface SweepComparison {
+  report: CompareReport | null;
+  note: string;
+}
 
-export type SweepSortKey = 'index' | 'name' | 'strategy' | 'status' | 'finalEvalSuccess' | 'bestEvalSuccess'
-  | 'stepsTo10pct' | 'meanGradNorm' | 'fillerReasoningRatio';
+export type SweepSortKey =
+  'index' | 'name' | 'strategy' | 'status' | 'finalEvalSuccess' | 'bestEvalSuccess' | 'stepsTo10pct' | 'meanGradNorm' | 'fillerReasoningRatio';
 
 export interface SweepPanelState {
   sweepId: string;
@@ -73,24 +81,48 @@ export type SweepToHost =
 
 export type SweepProtocol = WebviewProtocol<SweepToWebview, SweepToHost, SweepPanelState>;
 
-const SORT_KEYS = ['index', 'name', 'strategy', 'status', 'finalEvalSuccess', 'bestEvalSuccess', 'stepsTo10pct', 'meanGradNorm',
-  'fillerReasoningRatio'] as const satisfies readonly SweepSortKey[];
+const SORT_KEYS = [
+  'index',
+  'name',
+  'strategy',
+  'status',
+  'finalEvalSuccess',
+  'bestEvalSuccess',
+  'stepsTo10pct',
+  'meanGradNorm',
+  'fillerReasoningRatio',
+] as const satisfies readonly SweepSortKey[];
 
 const isStatus = oneOf('running', 'completed', 'failed', 'stopped', 'queued', 'cancelled') satisfies Check<SweepRowStatus>;
 const num = nullable(isNumber);
 const isParamValue = (v: unknown): v is SweepRow['params'][string] => v === null || ['string', 'number', 'boolean'].includes(typeof v);
 
 export const isSweepRow: Check<SweepRow> = shape<SweepRow>({
-  index: isNumber, name: isString, strategy: isString,
+  index: isNumber,
+  name: isString,
+  strategy: isString,
   params: (v): v is SweepRow['params'] => isRecord(v) && Object.values(v).every(isParamValue),
-  status: isStatus, runDir: nullable(isString), step: num, totalSteps: num, finalEvalSuccess: num, bestEvalSuccess: num,
-  stepsTo10pct: num, meanGradNorm: num, fillerReasoningRatio: num,
+  status: isStatus,
+  runDir: nullable(isString),
+  step: num,
+  totalSteps: num,
+  finalEvalSuccess: num,
+  bestEvalSuccess: num,
+  stepsTo10pct: num,
+  meanGradNorm: num,
+  fillerReasoningRatio: num,
   slurm: nullable(shape<SweepRowSlurm>({ job: isString, state: nullable(isString), reason: nullable(isString), summary: isString })),
 });
 
 export const isSweepView: Check<SweepView> = shape<SweepView>({
-  sweepId: isString, title: isString, configPath: isString, created: isString, rows: arrayOf(isSweepRow),
-  done: isNumber, total: isNumber, active: isBoolean,
+  sweepId: isString,
+  title: isString,
+  configPath: isString,
+  created: isString,
+  rows: arrayOf(isSweepRow),
+  done: isNumber,
+  total: isNumber,
+  active: isBoolean,
   slurm: nullable(shape<{ jobId: string; sweepDir: string }>({ jobId: isString, sweepDir: isString })),
   comparison: nullable(shape<SweepComparison>({ report: nullable(isCompareReport), note: isString })),
 });

@@ -21,7 +21,9 @@ const SECTIONS: Section[] = ['think', 'answer', 'other'];
 export function contributionTable(a: AnalyzeReport): Table {
   const c = a.contribution;
   return {
-    id: 'contribution', title: 'Contribution statistics', hint: 'c = Â × ℓ over every analysed token (seed 002: a rewarded episode has c ≤ 0)',
+    id: 'contribution',
+    title: 'Contribution statistics',
+    hint: 'c = Â × ℓ over every analysed token (seed 002: a rewarded episode has c ≤ 0)',
     header: ['tokens', 'mean c', 'std c', 'mean |c|', 'min c', 'max c'],
     rows: [[c.count, c.mean, c.std, c.mean_abs, c.min, c.max]],
   };
@@ -30,7 +32,9 @@ export function contributionTable(a: AnalyzeReport): Table {
 export function tStatTable(a: AnalyzeReport): Table {
   const t = a.position_t_stats;
   return {
-    id: 't_stats', title: 'T-statistics by position', hint: t.note,
+    id: 't_stats',
+    title: 'T-statistics by position',
+    hint: t.note,
     header: ['positions with t', '|t| > 3', '|t| < 1.5', 'mean |t|', 'excluded: n < 2', 'excluded: std 0'],
     rows: [[t.positions, t.frac_abs_t_gt_3, t.frac_abs_t_lt_1_5, t.mean_abs_t, t.excluded_n_lt_2, t.excluded_zero_std]],
     percentColumns: [1, 2],
@@ -42,31 +46,66 @@ export const binLabel = (lo: number, hi: number): string => `${+lo.toFixed(2)}�
 
 export function positionBinTable(a: AnalyzeReport): Table {
   return {
-    id: 'position_bins', title: 'Relative position', hint: 'tokens binned by position ÷ episode length (seed 002\'s full position table)',
+    id: 'position_bins',
+    title: 'Relative position',
+    hint: "tokens binned by position ÷ episode length (seed 002's full position table)",
     header: ['bin', 'position / length', 'tokens', 'mean c', 'std c', 'mean |c|', 'mean log-prob'],
-    rows: a.relative_position.map((b) => [b.bin, binLabel(b.lo, b.hi), b.count, b.mean_contribution, b.std_contribution, b.mean_abs_contribution, b.mean_logprob]),
+    rows: a.relative_position.map((b) => [
+      b.bin,
+      binLabel(b.lo, b.hi),
+      b.count,
+      b.mean_contribution,
+      b.std_contribution,
+      b.mean_abs_contribution,
+      b.mean_logprob,
+    ]),
   };
 }
 
 export function tokenTypeTable(a: AnalyzeReport): Table {
   const row = (name: string, s: TokenTypeStats): Cell[] => [name, s.count, s.share, s.mean_abs_contribution, s.mean_contribution, s.mean_logprob];
   return {
-    id: 'token_types', title: 'Filler vs reasoning tokens', hint: `reasoning: trimmed text matches /${a.meta.reasoning_regex}/; every other token is filler`,
+    id: 'token_types',
+    title: 'Filler vs reasoning tokens',
+    hint: `reasoning: trimmed text matches /${a.meta.reasoning_regex}/; every other token is filler`,
     header: ['type', 'tokens', 'share', 'mean |c|', 'mean c', 'mean log-prob'],
-    rows: [row('filler', a.token_types.filler), row('reasoning', a.token_types.reasoning),
-      ['filler ÷ reasoning |c|', null, null, a.meta.filler_reasoning_ratio, null, null]],
+    rows: [
+      row('filler', a.token_types.filler),
+      row('reasoning', a.token_types.reasoning),
+      ['filler ÷ reasoning |c|', null, null, a.meta.filler_reasoning_ratio, null, null],
+    ],
     percentColumns: [2],
   };
 }
 
 export function typeByPositionTable(a: AnalyzeReport): Table {
   return {
-    id: 'type_by_position', title: 'Token type × position', hint: 'seed 002\'s position-controlled analysis: 5 bins of position ÷ length; share is within the bin',
-    header: ['position / length', 'filler tokens', 'filler share', 'filler mean |c|', 'reasoning tokens', 'reasoning share', 'reasoning mean |c|', 'filler ÷ reasoning |c|'],
+    id: 'type_by_position',
+    title: 'Token type × position',
+    hint: "seed 002's position-controlled analysis: 5 bins of position ÷ length; share is within the bin",
+    header: [
+      'position / length',
+      'filler tokens',
+      'filler share',
+      'filler mean |c|',
+      'reasoning tokens',
+      'reasoning share',
+      'reasoning mean |c|',
+      'filler ÷ reasoning |c|',
+    ],
     rows: a.token_types_by_position.map((b) => {
       const f = b.filler.mean_abs_contribution;
       const r = b.reasoning.mean_abs_contribution;
-      return [binLabel(b.lo, b.hi), b.filler.count, b.filler.share, f, b.reasoning.count, b.reasoning.share, r, f !== null && r !== null && r > 0 ? f / r : null];
+      return [
+        binLabel(b.lo, b.hi),
+        b.filler.count,
+        b.filler.share,
+        f,
+        b.reasoning.count,
+        b.reasoning.share,
+        r,
+        f !== null && r !== null && r > 0 ? f / r : null,
+      ];
     }),
     percentColumns: [2, 5],
   };
@@ -75,7 +114,9 @@ export function typeByPositionTable(a: AnalyzeReport): Table {
 export function rewardSignTable(a: AnalyzeReport): Table {
   const { positive: p, zero: z, negative: n } = a.reward_sign;
   return {
-    id: 'reward_sign', title: 'Reward sign', hint: 'episodes split on their advantage A_i: > 0 (rewarded above the group), = 0 (a group of equal rewards: no gradient), < 0',
+    id: 'reward_sign',
+    title: 'Reward sign',
+    hint: 'episodes split on their advantage A_i: > 0 (rewarded above the group), = 0 (a group of equal rewards: no gradient), < 0',
     header: ['episodes', 'count', 'tokens', 'mean c', 'mean |c|'],
     rows: [
       ['A > 0', p.episodes, p.tokens, p.mean_contribution, p.mean_abs_contribution],
@@ -102,9 +143,23 @@ export function topTokenTable(a: AnalyzeReport, type: 'filler' | 'reasoning', by
 }
 
 export function weightTable(a: AnalyzeReport): Table {
-  const row = (s: Section, w: SectionWeightStats): Cell[] => [s, w.count, w.mean, w.std, w.min, w.p10, w.p50, w.p90, w.max, w.mean_abs_effective_advantage, w.mean_abs_contribution];
+  const row = (s: Section, w: SectionWeightStats): Cell[] => [
+    s,
+    w.count,
+    w.mean,
+    w.std,
+    w.min,
+    w.p10,
+    w.p50,
+    w.p90,
+    w.max,
+    w.mean_abs_effective_advantage,
+    w.mean_abs_contribution,
+  ];
   return {
-    id: 'weights', title: `Weights per section (${a.weights.strategy ?? '?'})`, hint: 'the strategy\'s weight w by section; percentiles interpolate linearly as numpy does',
+    id: 'weights',
+    title: `Weights per section (${a.weights.strategy ?? '?'})`,
+    hint: "the strategy's weight w by section; percentiles interpolate linearly as numpy does",
     header: ['section', 'tokens', 'mean w', 'std w', 'min', 'p10', 'p50', 'p90', 'max', 'mean |Â|', 'mean |c|'],
     rows: SECTIONS.map((s) => row(s, a.weights.sections[s])),
   };
@@ -123,13 +178,23 @@ export function evalTestCell(cmp: NonNullable<AnalyzeReport['appendix_b']>): str
 export function appendixBTable(a: AnalyzeReport): Table | null {
   const cmp = a.appendix_b;
   if (!cmp) return null;
-  const row = (who: string, r: typeof cmp.run): Cell[] => [who, r.label, r.eval_success, r.filler_mean_abs_contribution, r.reasoning_mean_abs_contribution, r.filler_reasoning_ratio];
+  const row = (who: string, r: typeof cmp.run): Cell[] => [
+    who,
+    r.label,
+    r.eval_success,
+    r.filler_mean_abs_contribution,
+    r.reasoning_mean_abs_contribution,
+    r.filler_reasoning_ratio,
+  ];
   const d = cmp.delta;
   return {
-    id: 'appendix_b', title: 'Appendix B: against the baseline', hint: 'eval success is the last greedy evaluation within the analysed steps',
+    id: 'appendix_b',
+    title: 'Appendix B: against the baseline',
+    hint: 'eval success is the last greedy evaluation within the analysed steps',
     header: ['', 'run', 'eval success', 'filler mean |c|', 'reasoning mean |c|', 'filler ÷ reasoning'],
     rows: [
-      row('baseline', cmp.baseline), row('this run', cmp.run),
+      row('baseline', cmp.baseline),
+      row('this run', cmp.run),
       ['Δ (run − baseline)', '', d.eval_success, d.filler_mean_abs_contribution, d.reasoning_mean_abs_contribution, d.filler_reasoning_ratio],
       ['paired test', evalTestCell(cmp), null, null, null, null],
     ],
@@ -139,9 +204,17 @@ export function appendixBTable(a: AnalyzeReport): Table | null {
 
 export function allTables(a: AnalyzeReport): Table[] {
   return [
-    contributionTable(a), tStatTable(a), positionBinTable(a), tokenTypeTable(a), typeByPositionTable(a), rewardSignTable(a),
-    weightTable(a), topTokenTable(a, 'filler', 'by_total_abs_contribution'), topTokenTable(a, 'reasoning', 'by_total_abs_contribution'),
-    topTokenTable(a, 'filler', 'by_count'), topTokenTable(a, 'reasoning', 'by_count'),
+    contributionTable(a),
+    tStatTable(a),
+    positionBinTable(a),
+    tokenTypeTable(a),
+    typeByPositionTable(a),
+    rewardSignTable(a),
+    weightTable(a),
+    topTokenTable(a, 'filler', 'by_total_abs_contribution'),
+    topTokenTable(a, 'reasoning', 'by_total_abs_contribution'),
+    topTokenTable(a, 'filler', 'by_count'),
+    topTokenTable(a, 'reasoning', 'by_count'),
     ...(a.appendix_b ? [appendixBTable(a)!] : []),
   ];
 }

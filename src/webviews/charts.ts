@@ -78,7 +78,12 @@ export class MetricChart {
   private signature = '';
   private data: AlignedChart = { x: [], columns: [], bands: [] };
 
-  constructor(private readonly host: HTMLElement, readonly spec: ChartSpec, private theme: ChartTheme, private readonly style: ChartStyle) {}
+  constructor(
+    private readonly host: HTMLElement,
+    readonly spec: ChartSpec,
+    private theme: ChartTheme,
+    private readonly style: ChartStyle,
+  ) {}
 
   /** Values drawn (non-null points over all columns): what the e2e suite counts. */
   get pointCount(): number {
@@ -117,8 +122,12 @@ export class MetricChart {
     const t = this.theme;
     const pct = !!this.spec.percent;
     const axis = (extra: Partial<uPlot.Axis>): uPlot.Axis => ({
-      stroke: t.muted, font: t.font, labelFont: t.font,
-      grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid, width: 1 }, ...extra,
+      stroke: t.muted,
+      font: t.font,
+      labelFont: t.font,
+      grid: { stroke: t.grid, width: 1 },
+      ticks: { stroke: t.grid, width: 1 },
+      ...extra,
     });
     const series: uPlot.Series[] = [{ label: 'step', value: (_u, v) => (v === null || v === undefined ? '—' : this.style.xLabel(v)) }];
     data.columns.forEach((c, index) => {

@@ -20,4 +20,3 @@ export function pCell(r: CompareRow): string {
   const p = pText(r.mcnemar.p);
   return r.significant ? p : `${p} n.s.`;
 }
-

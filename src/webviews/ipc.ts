@@ -23,12 +23,13 @@ export function connect<P extends AnyProtocol>(checks: ProtocolChecks<P>): Host<
   const api = acquireVsCodeApi<P['state']>();
   return {
     post: (m) => api.postMessage(m),
-    onMessage: (handler) => window.addEventListener('message', (e: MessageEvent<unknown>) => {
-      // Only the extension host should post into this frame; anything else, or a message of the wrong shape, is dropped.
-      const r = checks.toWebview(e.data);
-      if (r.ok) handler(r.message);
-      else console.warn(`credit-lens: dropped a message (${r.why})`);
-    }),
+    onMessage: (handler) =>
+      window.addEventListener('message', (e: MessageEvent<unknown>) => {
+        // Only the extension host should post into this frame; anything else, or a message of the wrong shape, is dropped.
+        const r = checks.toWebview(e.data);
+        if (r.ok) handler(r.message);
+        else console.warn(`credit-lens: dropped a message (${r.why})`);
+      }),
     // State saved by an older version of the page may not have today's shape.
     getState: () => {
       const s = api.getState();

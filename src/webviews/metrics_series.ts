@@ -30,10 +30,29 @@ export interface ChartSpec {
 export const EVAL_REWARD_KEY = 'eval_reward_mean';
 
 export const CHARTS: readonly ChartSpec[] = [
-  { id: 'reward', title: 'Reward (mean ± std)', hint: 'training batch reward: mean, and a band of ± one sample std over the batch', series: [{ key: 'reward_mean', label: 'reward' }], band: { mean: 'reward_mean', std: 'reward_std' } },
-  { id: 'success', title: 'Success rate', hint: 'share of training episodes solved, and greedy eval success at each evaluation', percent: true,
-    series: [{ key: 'success_rate', label: 'train' }, { key: 'eval_success', label: 'eval', style: 'points' }] },
-  { id: 'loss', title: 'Loss', hint: 'SFT: cross-entropy of the demonstrations; GRPO: the clipped surrogate (+ kl_beta·KL), aggregated by loss_agg', series: [{ key: 'loss', label: 'loss' }] },
+  {
+    id: 'reward',
+    title: 'Reward (mean ± std)',
+    hint: 'training batch reward: mean, and a band of ± one sample std over the batch',
+    series: [{ key: 'reward_mean', label: 'reward' }],
+    band: { mean: 'reward_mean', std: 'reward_std' },
+  },
+  {
+    id: 'success',
+    title: 'Success rate',
+    hint: 'share of training episodes solved, and greedy eval success at each evaluation',
+    percent: true,
+    series: [
+      { key: 'success_rate', label: 'train' },
+      { key: 'eval_success', label: 'eval', style: 'points' },
+    ],
+  },
+  {
+    id: 'loss',
+    title: 'Loss',
+    hint: 'SFT: cross-entropy of the demonstrations; GRPO: the clipped surrogate (+ kl_beta·KL), aggregated by loss_agg',
+    series: [{ key: 'loss', label: 'loss' }],
+  },
   { id: 'grad_norm', title: 'Gradient norm', hint: 'global gradient norm before clipping', series: [{ key: 'grad_norm', label: '|g|' }] },
   { id: 'kl', title: 'KL to reference', hint: 'mean k3 estimate of KL(π‖π_ref) over valid tokens', series: [{ key: 'kl', label: 'KL' }] },
   { id: 'entropy', title: 'Entropy', hint: 'mean policy entropy over sampled completion tokens (nats)', series: [{ key: 'entropy_mean', label: 'entropy' }] },
@@ -43,9 +62,22 @@ export const CHARTS: readonly ChartSpec[] = [
 ];
 
 const ATTRIBUTION_CHARTS: readonly ChartSpec[] = [
-  { id: 'attribution/attribution_entropy', title: 'Attribution entropy', hint: '−Σ α log α of the attribution softmax, mean over episodes', series: [{ key: 'attribution/attribution_entropy', label: 'entropy' }] },
-  { id: 'attribution/attribution_range', title: 'Attribution max / min / std', hint: 'max, min and std of α within an episode, mean over episodes',
-    series: [{ key: 'attribution/attribution_max', label: 'max' }, { key: 'attribution/attribution_min', label: 'min' }, { key: 'attribution/attribution_std', label: 'std' }] },
+  {
+    id: 'attribution/attribution_entropy',
+    title: 'Attribution entropy',
+    hint: '−Σ α log α of the attribution softmax, mean over episodes',
+    series: [{ key: 'attribution/attribution_entropy', label: 'entropy' }],
+  },
+  {
+    id: 'attribution/attribution_range',
+    title: 'Attribution max / min / std',
+    hint: 'max, min and std of α within an episode, mean over episodes',
+    series: [
+      { key: 'attribution/attribution_max', label: 'max' },
+      { key: 'attribution/attribution_min', label: 'min' },
+      { key: 'attribution/attribution_std', label: 'std' },
+    ],
+  },
 ];
 
 /** metrics.jsonl keys that are bookkeeping, not curves. */
@@ -172,5 +204,8 @@ export function chartCsv(spec: ChartSpec, data: AlignedChart, runLabels: readonl
     header.push(`${who} - ${spec.band!.std}`, `${who} + ${spec.band!.std}`);
     cols.push(b.lo, b.hi);
   }
-  return toCsv(header, data.x.map((x, i) => [x, phaseOfX(x), ...cols.map((c) => c[i])]));
+  return toCsv(
+    header,
+    data.x.map((x, i) => [x, phaseOfX(x), ...cols.map((c) => c[i])]),
+  );
 }

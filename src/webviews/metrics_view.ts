@@ -65,11 +65,14 @@ export function mountMetricsView(): void {
     plot.className = 'plot';
     el.append(title, plot);
     const chart = new MetricChart(plot, spec, theme, { colour: colourOf, xLabel });
-    render(html`<h2 title=${spec.hint}>${spec.title}</h2>
-      <span class="tools">
-        <vscode-button secondary class="png" title="Save this chart as a PNG image" @click=${() => exportPng(chart)}>PNG</vscode-button>
-        <vscode-button secondary class="csv" title="Save this chart's data as CSV" @click=${() => exportCsv(chart)}>CSV</vscode-button>
-      </span>`, title);
+    render(
+      html`<h2 title=${spec.hint}>${spec.title}</h2>
+        <span class="tools">
+          <vscode-button secondary class="png" title="Save this chart as a PNG image" @click=${() => exportPng(chart)}>PNG</vscode-button>
+          <vscode-button secondary class="csv" title="Save this chart's data as CSV" @click=${() => exportCsv(chart)}>CSV</vscode-button>
+        </span>`,
+      title,
+    );
     return { chart, card: el };
   }
 
@@ -109,32 +112,71 @@ export function mountMetricsView(): void {
     const median = sorted.length ? sorted[Math.floor((sorted.length - 1) / 2)] : null;
     const title = mode === 'compare' ? `Compare ${runs.length} runs` : runs[0] ? runLabel(runs[0]) : 'Run dashboard';
     const anySft = runs.some((r) => r.data.sftSteps > 0);
-    render(html`
-      <header class="top">
-        <div>
-          <h1>${title}</h1>
-          ${mode === 'dashboard' && runs[0] ? html`<p class="muted">${runs[0].data.strategy ?? '?'} · ${runs[0].data.runDir}</p>` : nothing}
-        </div>
-        <div class="actions">
-          ${live ? html`<vscode-badge class="live" title="points arrive as the engine logs them; median latency from the engine's notification reaching the extension host to the point drawn">live${
-            median !== null ? html` · ${median} ms` : nothing}</vscode-badge>` : nothing}
-          ${mode === 'dashboard' && runs[0] ? html`
-            <vscode-button secondary title="Overlay this run's charts with other runs" @click=${() => host.post({ kind: 'command', method: 'metrics/compareWith', params: { runDirs: [runs[0].data.runDir] } })}>Compare with…</vscode-button>
-            <vscode-button secondary title="Seed 002's credit tables for this run" @click=${() => host.post({ kind: 'command', method: 'metrics/openAnalysis', params: { runDir: runs[0].data.runDir } })}>Credit analysis</vscode-button>`
-            : nothing}
-          ${mode === 'compare' ? html`<vscode-button secondary title="Add runs to this comparison" @click=${() => host.post({ kind: 'command', method: 'metrics/compareWith', params: { runDirs: runs.map((r) => r.data.runDir) } })}>Add runs…</vscode-button>` : nothing}
-        </div>
-      </header>
-      ${mode === 'compare' ? html`<ul class="run-legend" aria-label="runs">
-        ${runs.map((r, i) => html`<li class="entry" data-run=${r.data.id} title=${r.data.runDir}>
-          <span class="swatch" data-colour=${runColour(i)}></span>
-          <a href="#" title="Open this run's dashboard" @click=${(e: Event) => { e.preventDefault(); host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir: r.data.runDir } }); }}>${runLabel(r)}</a>
-          ${runLabel(r) !== r.data.id ? html`<span class="muted">${r.data.id}</span>` : nothing}
-          <span class="muted">${r.data.strategy ?? '?'} · ${r.data.status}${summary(r)}</span>
-        </li>`)}
-      </ul>` : nothing}
-      ${mode === 'compare' && comparison ? comparisonSection(comparison) : nothing}
-      <p class="muted note">${anySft ? 'Shaded: the SFT warm start, drawn before GRPO step 0 (x < 0 counts SFT steps back from the eval before GRPO). ' : ''}Drag across a chart to zoom, double-click to reset.</p>`, head);
+    render(
+      html` <header class="top">
+          <div>
+            <h1>${title}</h1>
+            ${mode === 'dashboard' && runs[0] ? html`<p class="muted">${runs[0].data.strategy ?? '?'} · ${runs[0].data.runDir}</p>` : nothing}
+          </div>
+          <div class="actions">
+            ${
+              live
+                ? html`<vscode-badge
+                    class="live"
+                    title="points arrive as the engine logs them; median latency from the engine's notification reaching the extension host to the point drawn"
+                    >live${median !== null ? html` · ${median} ms` : nothing}</vscode-badge
+                  >`
+                : nothing
+            }
+            ${
+              mode === 'dashboard' && runs[0]
+                ? html` <vscode-button
+                      secondary
+                      title="Overlay this run's charts with other runs"
+                      @click=${() => host.post({ kind: 'command', method: 'metrics/compareWith', params: { runDirs: [runs[0].data.runDir] } })}
+                      >Compare with…</vscode-button
+                    >
+                    <vscode-button
+                      secondary
+                      title="Seed 002's credit tables for this run"
+                      @click=${() => host.post({ kind: 'command', method: 'metrics/openAnalysis', params: { runDir: runs[0].data.runDir } })}
+                      >Credit analysis</vscode-button
+                    >`
+                : nothing
+            }
+            ${mode === 'compare' ? html`<vscode-button secondary title="Add runs to this comparison" @click=${() => host.post({ kind: 'command', method: 'metrics/compareWith', params: { runDirs: runs.map((r) => r.data.runDir) } })}>Add runs…</vscode-button>` : nothing}
+          </div>
+        </header>
+        ${
+          mode === 'compare'
+            ? html`<ul class="run-legend" aria-label="runs">
+                ${runs.map(
+                  (r, i) =>
+                    html`<li class="entry" data-run=${r.data.id} title=${r.data.runDir}>
+                      <span class="swatch" data-colour=${runColour(i)}></span>
+                      <a
+                        href="#"
+                        title="Open this run's dashboard"
+                        @click=${(e: Event) => {
+                          e.preventDefault();
+                          host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir: r.data.runDir } });
+                        }}
+                        >${runLabel(r)}</a
+                      >
+                      ${runLabel(r) !== r.data.id ? html`<span class="muted">${r.data.id}</span>` : nothing}
+                      <span class="muted">${r.data.strategy ?? '?'} · ${r.data.status}${summary(r)}</span>
+                    </li>`,
+                )}
+              </ul>`
+            : nothing
+        }
+        ${mode === 'compare' && comparison ? comparisonSection(comparison) : nothing}
+        <p class="muted note">
+          ${anySft ? 'Shaded: the SFT warm start, drawn before GRPO step 0 (x < 0 counts SFT steps back from the eval before GRPO). ' : ''}Drag across a chart
+          to zoom, double-click to reset.
+        </p>`,
+      head,
+    );
     // A style attribute would need 'unsafe-inline'; the CSSOM does not.
     head.querySelectorAll<HTMLElement>('.swatch').forEach((s) => (s.style.background = s.dataset.colour ?? ''));
   }
@@ -142,11 +184,21 @@ export function mountMetricsView(): void {
   /** The paired test of the compared configurations (seeds together) against the chosen baseline. */
   function comparisonSection(c: MetricsComparison) {
     return html`<section class="significance" aria-label="paired test">
-      <h2>Eval success against
-        ${c.groups.length > 1 ? html`<select aria-label="baseline" title="the configuration every other one is tested against"
-          @change=${(e: Event) => host.post({ kind: 'command', method: 'metrics/setBaseline', params: { group: (e.target as HTMLSelectElement).value } })}>
-          ${c.groups.map((g) => html`<option value=${g} ?selected=${g === c.baseline}>${g}</option>`)}
-        </select>` : html`${c.baseline ?? 'a baseline'}`}, on the same eval instances</h2>
+      <h2>
+        Eval success against
+        ${
+          c.groups.length > 1
+            ? html`<select
+                aria-label="baseline"
+                title="the configuration every other one is tested against"
+                @change=${(e: Event) => host.post({ kind: 'command', method: 'metrics/setBaseline', params: { group: (e.target as HTMLSelectElement).value } })}
+              >
+                ${c.groups.map((g) => html`<option value=${g} ?selected=${g === c.baseline}>${g}</option>`)}
+              </select>`
+            : html`${c.baseline ?? 'a baseline'}`
+        },
+        on the same eval instances
+      </h2>
       ${c.report ? comparisonTable(c.report, { onOpen: (runDir) => host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir } }) }) : nothing}
       ${c.note ? html`<p class="muted comparison-status">${c.note}</p>` : nothing}
     </section>`;

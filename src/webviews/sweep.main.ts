@@ -33,24 +33,54 @@ interface Column {
 
 const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`);
 const num = (v: number | null, d: number) => (v === null ? '—' : v.toFixed(d));
-const paramText = (p: SweepRow['params']) => Object.entries(p).filter(([k]) => k !== 'credit.strategy')
-  .map(([k, v]) => `${k.replace(/^credit\./, '')}=${v}`).join(', ') || '—';
+const paramText = (p: SweepRow['params']) =>
+  Object.entries(p)
+    .filter(([k]) => k !== 'credit.strategy')
+    .map(([k, v]) => `${k.replace(/^credit\./, '')}=${v}`)
+    .join(', ') || '—';
 
 const COLUMNS: Column[] = [
   { key: 'index', title: '#', cell: (r) => r.index + 1 },
   { key: 'strategy', title: 'Strategy', cell: (r) => r.strategy },
   { key: null, title: 'Parameters', cell: (r) => paramText(r.params) },
-  { key: 'status', title: 'Status', cell: (r) => html`<span class="status status-${r.status}">${r.status}</span>${
-    r.status === 'running' && r.step !== null ? html` <span class="muted">${r.step}/${r.totalSteps ?? '?'}</span>` : nothing}${
-    r.slurm ? html`<br><span class="muted slurm" title=${r.slurm.summary}>${r.slurm.job}${r.slurm.state ? ` ${r.slurm.state}` : ''}${r.slurm.reason ? ` (${r.slurm.reason})` : ''}</span>${
-      r.status === 'queued' || r.status === 'running' ? html` <a href="#" class="cancel-run" title="scancel this run (it checkpoints and ends stopped)"
-        @click=${(e: Event) => { e.preventDefault(); e.stopPropagation(); host.post({ kind: 'command', method: 'sweep/cancelRun', params: { index: r.index } }); }}>cancel</a>` : nothing}` : nothing}` },
+  {
+    key: 'status',
+    title: 'Status',
+    cell: (r) =>
+      html`<span class="status status-${r.status}">${r.status}</span>${
+          r.status === 'running' && r.step !== null ? html` <span class="muted">${r.step}/${r.totalSteps ?? '?'}</span>` : nothing
+        }${
+          r.slurm
+            ? html`<br /><span class="muted slurm" title=${r.slurm.summary}
+                  >${r.slurm.job}${r.slurm.state ? ` ${r.slurm.state}` : ''}${r.slurm.reason ? ` (${r.slurm.reason})` : ''}</span
+                >${
+                  r.status === 'queued' || r.status === 'running'
+                    ? html` <a
+                        href="#"
+                        class="cancel-run"
+                        title="scancel this run (it checkpoints and ends stopped)"
+                        @click=${(e: Event) => {
+                          e.preventDefault();
+                          e.stopPropagation();
+                          host.post({ kind: 'command', method: 'sweep/cancelRun', params: { index: r.index } });
+                        }}
+                        >cancel</a
+                      >`
+                    : nothing
+                }`
+            : nothing
+        }`,
+  },
   { key: 'finalEvalSuccess', title: 'Final eval', hint: 'greedy eval success at the last evaluation', cell: (r) => pct(r.finalEvalSuccess) },
   { key: 'bestEvalSuccess', title: 'Best eval', hint: 'best greedy eval success over the run', cell: (r) => pct(r.bestEvalSuccess) },
   { key: 'stepsTo10pct', title: 'To 10%', hint: 'first GRPO step whose training success rate reached 10%', cell: (r) => r.stepsTo10pct ?? '—' },
   { key: 'meanGradNorm', title: 'Mean |g|', hint: 'mean gradient norm over GRPO steps (before clipping)', cell: (r) => num(r.meanGradNorm, 3) },
-  { key: 'fillerReasoningRatio', title: 'Filler ÷ reas.', hint: 'mean |contribution| of filler tokens ÷ that of reasoning tokens (seed 002), from credit-lens analyze',
-    cell: (r) => num(r.fillerReasoningRatio, 2) },
+  {
+    key: 'fillerReasoningRatio',
+    title: 'Filler ÷ reas.',
+    hint: 'mean |contribution| of filler tokens ÷ that of reasoning tokens (seed 002), from credit-lens analyze',
+    cell: (r) => num(r.fillerReasoningRatio, 2),
+  },
 ];
 
 /** The 95 % half-width of one run's eval success from its test instances alone (binomial, at the sweep's mean rate). */
@@ -94,8 +124,7 @@ function draw(): void {
     return;
   }
   const v = view;
-  const header = html`
-    <header>
+  const header = html` <header>
       <div>
         <h1>Sweep ${v.title}</h1>
         <p class="muted">${v.configPath} · started ${new Date(v.created).toLocaleString()}</p>
@@ -107,37 +136,60 @@ function draw(): void {
     </header>
     ${v.active ? html`<vscode-progress-bar aria-label="sweep progress" value=${(100 * v.done) / Math.max(1, v.total)} max="100"></vscode-progress-bar>` : nothing}`;
   const arrow = (c: Column) => (c.key && c.key === sort.key ? (sort.descending ? ' ▼' : ' ▲') : '');
-  const table = html`
-    <vscode-table zebra bordered-rows resizable
-      columns=${JSON.stringify(v.slurm ? ['4%', '15%', '14%', '21%', '9%', '9%', '8%', '9%', '11%'] : ['4%', '19%', '15%', '13%', '10%', '10%', '9%', '9%', '11%'])}>
-      <vscode-table-header slot="header">
-        ${COLUMNS.map((c) => html`<vscode-table-header-cell
-            class=${c.key ? 'sortable' : ''} title=${c.hint ?? (c.key ? 'sort' : '')}
-            @click=${c.key ? () => setSort(c.key!) : nothing}>${c.title}${arrow(c)}</vscode-table-header-cell>`)}
-      </vscode-table-header>
-      <vscode-table-body slot="body">
-        ${sortedRows(v.rows).map((r) => html`<vscode-table-row
-            class=${r.runDir ? 'run-row openable' : 'run-row'} data-run=${r.name} data-status=${r.status}
+  const table = html` <vscode-table
+    zebra
+    bordered-rows
+    resizable
+    columns=${JSON.stringify(v.slurm ? ['4%', '15%', '14%', '21%', '9%', '9%', '8%', '9%', '11%'] : ['4%', '19%', '15%', '13%', '10%', '10%', '9%', '9%', '11%'])}
+  >
+    <vscode-table-header slot="header">
+      ${COLUMNS.map(
+        (c) =>
+          html`<vscode-table-header-cell
+            class=${c.key ? 'sortable' : ''}
+            title=${c.hint ?? (c.key ? 'sort' : '')}
+            @click=${c.key ? () => setSort(c.key!) : nothing}
+            >${c.title}${arrow(c)}</vscode-table-header-cell
+          >`,
+      )}
+    </vscode-table-header>
+    <vscode-table-body slot="body">
+      ${sortedRows(v.rows).map(
+        (r) =>
+          html`<vscode-table-row
+            class=${r.runDir ? 'run-row openable' : 'run-row'}
+            data-run=${r.name}
+            data-status=${r.status}
             title=${r.runDir ? `${r.name}: click to open the run` : `${r.name}: not started`}
             tabindex=${r.runDir ? 0 : -1}
-            @click=${() => openRow(r)} @keydown=${(e: KeyboardEvent) => e.key === 'Enter' && openRow(r)}>
+            @click=${() => openRow(r)}
+            @keydown=${(e: KeyboardEvent) => e.key === 'Enter' && openRow(r)}
+          >
             ${COLUMNS.map((c) => html`<vscode-table-cell>${c.cell(r)}</vscode-table-cell>`)}
-          </vscode-table-row>`)}
-      </vscode-table-body>
-    </vscode-table>`;
+          </vscode-table-row>`,
+      )}
+    </vscode-table-body>
+  </vscode-table>`;
   const cmp = v.comparison;
-  const grouped = cmp ? html`<section class="by-config" aria-label="by configuration">
-      <h2>By configuration, against ${cmp.report?.baseline ?? 'the baseline'}</h2>
-      ${cmp.report ? comparisonTable(cmp.report, { onOpen: (runDir) => host.post({ kind: 'command', method: 'sweep/openRun', params: { runDir } }) }) : nothing}
-      ${cmp.note ? html`<p class="muted comparison-status">${cmp.note}</p>` : nothing}
-    </section>
-    <h2>Runs</h2>` : nothing;
+  const grouped = cmp
+    ? html`<section class="by-config" aria-label="by configuration">
+          <h2>By configuration, against ${cmp.report?.baseline ?? 'the baseline'}</h2>
+          ${cmp.report ? comparisonTable(cmp.report, { onOpen: (runDir) => host.post({ kind: 'command', method: 'sweep/openRun', params: { runDir } }) }) : nothing}
+          ${cmp.note ? html`<p class="muted comparison-status">${cmp.note}</p>` : nothing}
+        </section>
+        <h2>Runs</h2>`
+    : nothing;
   const foot = html`<p class="muted note">
-      Click a column to sort, a row to open its run.${noise(v) ? ` One run's eval success moves by about ±${noise(v)} points `
-        + 'from its test instances alone: compare configurations in the table above, not runs by rank.' : ''}
-      Filler/reasoning is computed by credit-lens analyze once a run has ended.
-      ${v.slurm ? html`<br>Slurm job ${v.slurm.jobId} · ${v.slurm.sweepDir}/slurm (script, configs, logs)` : nothing}
-    </p>`;
+    Click a column to sort, a row to open its
+    run.${
+      noise(v)
+        ? ` One run's eval success moves by about ±${noise(v)} points ` +
+          'from its test instances alone: compare configurations in the table above, not runs by rank.'
+        : ''
+    }
+    Filler/reasoning is computed by credit-lens analyze once a run has ended.
+    ${v.slurm ? html`<br />Slurm job ${v.slurm.jobId} · ${v.slurm.sweepDir}/slurm (script, configs, logs)` : nothing}
+  </p>`;
   render(html`${header}${grouped}${table}${foot}`, root);
   root.setAttribute('aria-busy', 'false');
 }

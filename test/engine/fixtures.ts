@@ -4,7 +4,9 @@ import { join } from 'node:path';
 
 export function tinyConfig(dir: string, task: 'countdown' | 'arithmetic', extra = ''): string {
   const p = join(dir, `${task}.credit.yaml`);
-  writeFileSync(p, `name: tiny-${task}
+  writeFileSync(
+    p,
+    `name: tiny-${task}
 seed: 7
 backend: wasm
 output_dir: runs
@@ -12,7 +14,8 @@ model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d
 task: { name: ${task}, numbers: [2, 3], max_number: 6, max_target: 20, train_size: 48, eval_size: 8 }
 sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
 grpo: { steps: 3, prompts_per_step: 2, group_size: 4, max_new_tokens: 24, eval_every: 2, checkpoint_every: 2 }
-${extra}`);
+${extra}`,
+  );
   return p;
 }
 
@@ -24,13 +27,16 @@ export function sevensConfig(dir: string, o: { name: string; seed: number; backe
   writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `q${i}:`, answer: '7' })).join('\n'));
   writeFileSync(join(dir, 'sevens.js'), 'module.exports.reward = (c) => { const s = [...c]; return s.filter((x) => x === "7").length / (s.length || 1); };\n');
   const p = join(dir, 'c.credit.yaml');
-  writeFileSync(p, `name: ${o.name}
+  writeFileSync(
+    p,
+    `name: ${o.name}
 seed: ${o.seed}
 backend: ${o.backend}
 output_dir: runs
 model: { source: scratch, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 32, max_seq_len: 32 }
 task: { name: jsonl, path: data.jsonl, reward_module: sevens.js, train_size: 32, eval_size: 4 }
 grpo: ${o.grpo}
-`);
+`,
+  );
   return p;
 }

@@ -18,7 +18,15 @@ function cli(...args: string[]) {
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
-interface Task { index: number; run_dir: string; slurm_job: string | null; slurm_state: string | null; slurm_reason: string | null; run_status: string | null; summary: string }
+interface Task {
+  index: number;
+  run_dir: string;
+  slurm_job: string | null;
+  slurm_state: string | null;
+  slurm_reason: string | null;
+  run_status: string | null;
+  summary: string;
+}
 function status(sweepDir: string): Task[] {
   const r = cli('slurm', 'status', sweepDir, '--json');
   assert.equal(r.code, 0, r.err);
@@ -37,7 +45,9 @@ async function until<T>(what: string, fn: () => T | null | undefined | false, ti
 
 function config(name: string, grpoSteps: number, slurm: string, grid = '{ credit.strategy: [none, outcome_conditional] }'): string {
   const p = join(dir, `${name}.credit.yaml`);
-  writeFileSync(p, `name: ${name}
+  writeFileSync(
+    p,
+    `name: ${name}
 seed: 3
 backend: wasm
 output_dir: runs
@@ -49,7 +59,8 @@ sweep:
   grid: ${grid}
   executor: slurm
   slurm: ${slurm}
-`);
+`,
+  );
   return p;
 }
 
@@ -69,7 +80,11 @@ before(() => {
 });
 after(async () => {
   // Cancel what is left and let the engines checkpoint before the daemons go (KillWait is 30 s).
-  try { execFileSync('scancel', ['-u', 'root'], { stdio: 'ignore' }); } catch { /* nothing queued */ }
+  try {
+    execFileSync('scancel', ['-u', 'root'], { stdio: 'ignore' });
+  } catch {
+    /* nothing queued */
+  }
   for (let i = 0; i < 60; i++) {
     const q = spawnSync('squeue', ['-h'], { encoding: 'utf8' });
     if (q.status !== 0 || !q.stdout.trim()) break;
@@ -88,13 +103,19 @@ test('a 2-run sweep submitted as one job array completes; both runs are readable
   for (const i of [0, 1]) assert.ok(existsSync(join(sweepDir, `slurm/configs/task-${i}.yaml`)));
   const first = status(sweepDir);
   assert.equal(first.length, 2);
-  assert.deepEqual(first.map((t) => t.slurm_job), [`${jobId}_0`, `${jobId}_1`]);
-  const done = await until('both runs completed', () => { const s = status(sweepDir); return s.every((t) => t.run_status === 'completed') && s; });
+  assert.deepEqual(
+    first.map((t) => t.slurm_job),
+    [`${jobId}_0`, `${jobId}_1`],
+  );
+  const done = await until('both runs completed', () => {
+    const s = status(sweepDir);
+    return s.every((t) => t.run_status === 'completed') && s;
+  });
   for (const t of done) {
     const info = runJson(t.run_dir);
     assert.equal(info.status, 'completed');
     assert.ok(existsSync(join(t.run_dir, 'metrics.jsonl')));
-    assert.ok(t.run_dir.startsWith(join(dir, 'runs')), 'the run directory is under the config\'s output_dir');
+    assert.ok(t.run_dir.startsWith(join(dir, 'runs')), "the run directory is under the config's output_dir");
   }
   assert.match(runJson(done[1].run_dir).name ?? '', /outcome_conditional|oc/);
   // The table a person reads on the login node.
@@ -107,11 +128,23 @@ test('scancel of a running task leaves a stopped, resumable run', async () => {
   const t = await until('the run has a checkpoint', () => {
     const [s] = status(sweepDir);
     // Checkpoints are pruned to the newest few, so "has one past the post-SFT step 0" is the test.
-    return s.run_status === 'running' && (runJson(s.run_dir).last_step ?? 0) >= 2 && readdirSync(join(s.run_dir, 'checkpoints')).some((c) => /^step-0*[1-9]\d*$/.test(c)) && s;
+    return (
+      s.run_status === 'running' &&
+      (runJson(s.run_dir).last_step ?? 0) >= 2 &&
+      readdirSync(join(s.run_dir, 'checkpoints')).some((c) => /^step-0*[1-9]\d*$/.test(c)) &&
+      s
+    );
   });
   const r = cli('slurm', 'cancel', sweepDir, '--task', '0');
   assert.equal(r.code, 0, r.err);
-  const info = await until('run.json says stopped', () => { const i = runJson(t.run_dir); return i.status !== 'running' && i; }, 60_000);
+  const info = await until(
+    'run.json says stopped',
+    () => {
+      const i = runJson(t.run_dir);
+      return i.status !== 'running' && i;
+    },
+    60_000,
+  );
   assert.equal(info.status, 'stopped');
   // Resumable: the CLI continues it to completion from its last checkpoint.
   const resumed = cli('train', '--resume', t.run_dir, '--set', 'grpo.steps=' + String(info.last_step + 1));
@@ -122,8 +155,18 @@ test('scancel of a running task leaves a stopped, resumable run', async () => {
 test('a task stopped by its time limit ends stopped, and resumes when requeued', async () => {
   // --time=1 with --signal=B:TERM@50: Slurm signals the batch shell up to a minute early, the engine checkpoints.
   const { sweepDir, jobId } = submit(config('limit', 100000, '{ time: "1", signal: "B:TERM@50" }', '{ credit.strategy: [none] }'));
-  const [t] = await until('the run has started', () => { const s = status(sweepDir); return s[0].run_status ? s : null; });
-  const stopped = await until('run.json says stopped', () => { const i = runJson(t.run_dir); return i.status !== 'running' && i; }, 150_000);
+  const [t] = await until('the run has started', () => {
+    const s = status(sweepDir);
+    return s[0].run_status ? s : null;
+  });
+  const stopped = await until(
+    'run.json says stopped',
+    () => {
+      const i = runJson(t.run_dir);
+      return i.status !== 'running' && i;
+    },
+    150_000,
+  );
   assert.equal(stopped.status, 'stopped', JSON.stringify(stopped));
   const stepBefore = stopped.last_step;
   assert.ok(stepBefore >= 1);
@@ -135,10 +178,14 @@ test('a task stopped by its time limit ends stopped, and resumes when requeued',
   // admin raising a preempted job's limit would: this test is about the resume, the stop was checked above.
   execFileSync('scontrol', ['update', `JobId=${jobId}_0`, 'TimeLimit=10']);
   execFileSync('scontrol', ['update', `JobId=${jobId}_0`, 'StartTime=now']);
-  await until('the run resumed past its checkpoint', () => {
-    const i = runJson(t.run_dir);
-    return i.resumed_from && i.last_step > stepBefore && i;
-  }, 150_000);
+  await until(
+    'the run resumed past its checkpoint',
+    () => {
+      const i = runJson(t.run_dir);
+      return i.resumed_from && i.last_step > stepBefore && i;
+    },
+    150_000,
+  );
   const log = readFileSync(join(sweepDir, `slurm/logs/${jobId}_0.out`), 'utf8');
   assert.match(log, /restart 1/);
   cli('slurm', 'cancel', sweepDir);
@@ -146,7 +193,7 @@ test('a task stopped by its time limit ends stopped, and resumes when requeued',
   assert.ok(runJson(t.run_dir).last_step > stepBefore, 'the stop after the resume keeps the steps trained since');
 });
 
-test('a bad partition gives Slurm\'s own message; no sbatch on PATH is a clear error', () => {
+test("a bad partition gives Slurm's own message; no sbatch on PATH is a clear error", () => {
   const cfgPath = config('badpart', 1, '{ partition: nosuchpartition }', '{ credit.strategy: [none] }');
   const r = cli('sweep', cfgPath);
   assert.equal(r.code, 2, r.err);

@@ -41,14 +41,18 @@ test('the real tree keeps the rules: the check and all three projects pass', { t
   }
 });
 
-test('deliberate cross-layer imports fail both the layer check and the layer\'s TypeScript project', { timeout: 300_000 }, (t) => {
+test("deliberate cross-layer imports fail both the layer check and the layer's TypeScript project", { timeout: 300_000 }, (t) => {
   const dir = copyTree();
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   // Each import is appended to a file its bundle reaches, so that esbuild's metafile records it.
-  appendFileSync(join(dir, 'src/engine/core/stats.ts'),
-    "\nimport * as vscode from 'vscode';\nimport { toCsv } from '../../webviews/csv';\nexport const probe = [vscode.window, toCsv];\n");
-  appendFileSync(join(dir, 'src/webviews/metrics_series.ts'),
-    "\nimport { readFileSync } from 'node:fs';\nimport { mean } from '../engine/core/stats';\nexport const probe = [readFileSync, mean];\n");
+  appendFileSync(
+    join(dir, 'src/engine/core/stats.ts'),
+    "\nimport * as vscode from 'vscode';\nimport { toCsv } from '../../webviews/csv';\nexport const probe = [vscode.window, toCsv];\n",
+  );
+  appendFileSync(
+    join(dir, 'src/webviews/metrics_series.ts'),
+    "\nimport { readFileSync } from 'node:fs';\nimport { mean } from '../engine/core/stats';\nexport const probe = [readFileSync, mean];\n",
+  );
   // The extension importing engine code that loads TensorFlow.js: well typed, so only the bundle check sees it.
   appendFileSync(join(dir, 'src/extension/args.ts'), "\nimport { Transformer } from '../engine/model/model';\nexport const probe = Transformer;\n");
   appendFileSync(join(dir, 'src/extension/markdown.ts'), "\nimport { toCsv } from '../webviews/csv';\nexport const probe = toCsv;\n");
@@ -63,9 +67,11 @@ test('deliberate cross-layer imports fail both the layer check and the layer\'s 
     // model.ts imports @tensorflow/tfjs itself, so the chain is one step long.
     'src/extension/args.ts → src/engine/model/model.ts → @tensorflow/tfjs: the extension may import only engine modules that load no TensorFlow.js',
     'src/extension/markdown.ts → src/webviews/csv.ts: src/extension must not import src/webviews',
-  ]) assert.ok(c.out.includes(line), `missing "${line}" in:\n${c.out}`);
+  ])
+    assert.ok(c.out.includes(line), `missing "${line}" in:\n${c.out}`);
 
-  const notListed = (file: string, layer: string) => `File '[^']*/${file.replace(/[./]/g, '\\$&')}' is not listed within the file list of project '[^']*tsconfig\\.${layer}\\.json'`;
+  const notListed = (file: string, layer: string) =>
+    `File '[^']*/${file.replace(/[./]/g, '\\$&')}' is not listed within the file list of project '[^']*tsconfig\\.${layer}\\.json'`;
   const engine = tsc(dir, 'engine');
   assert.notEqual(engine.status, 0);
   assert.match(engine.out, diag('src/engine/core/stats.ts', 'TS6307', notListed('scripts/layers/vscode_only_in_the_extension.ts', 'engine')));
@@ -79,7 +85,7 @@ test('deliberate cross-layer imports fail both the layer check and the layer\'s 
   assert.match(extension.out, diag('src/extension/markdown.ts', 'TS6307', notListed('src/webviews/csv.ts', 'extension')));
 });
 
-test('another environment\'s globals fail the layer\'s TypeScript project: the DOM in the engine, Node in a webview', { timeout: 240_000 }, (t) => {
+test("another environment's globals fail the layer's TypeScript project: the DOM in the engine, Node in a webview", { timeout: 240_000 }, (t) => {
   const dir = copyTree();
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   appendFileSync(join(dir, 'src/engine/core/stats.ts'), '\nexport const title = () => document.title;\n');

@@ -13,7 +13,6 @@ import { REASONING_TOKEN_RE } from '../tasks/sections';
 import { computeTables, diff, ratio } from './tables';
 import { checkRunDir, checkStep, compileRegex, evalSuccess, readConfigCredit, trainingSummary } from './inputs';
 
-
 export interface AnalyzeOptions {
   /** Inclusive step range of the token tables to analyse; open ends when omitted. */
   fromStep?: number;
@@ -24,10 +23,8 @@ export interface AnalyzeOptions {
   topK?: number;
 }
 
-
 /** The parameter each strategy's sweeps vary (seeds 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"), from the catalog. */
 const STRATEGY_PARAM: Record<string, string> = headlineParams();
-
 
 // ---- public API ----
 
@@ -51,7 +48,9 @@ export function analyzeRun(runDir: string, opts: AnalyzeOptions = {}): CreditAna
   const hi = opts.toStep ?? Infinity;
   const steps = logged.filter((s) => s >= lo && s <= hi);
   if (steps.length === 0) {
-    throw new UserError(`no token tables in steps ${opts.fromStep ?? '…'}–${opts.toStep ?? '…'}: ${runDir} logged steps ${logged[0]}–${logged[logged.length - 1]}`);
+    throw new UserError(
+      `no token tables in steps ${opts.fromStep ?? '…'}–${opts.toStep ?? '…'}: ${runDir} logged steps ${logged[0]}–${logged[logged.length - 1]}`,
+    );
   }
 
   const cols = readTokenTables(runDir, { fromStep: opts.fromStep, toStep: opts.toStep });
@@ -75,8 +74,10 @@ export function analyzeRun(runDir: string, opts: AnalyzeOptions = {}): CreditAna
       run_id: info?.id ?? null,
       name: info?.name ?? null,
       strategy,
-      strategy_param: paramName !== undefined && (typeof paramValue === 'number' || typeof paramValue === 'string' || typeof paramValue === 'boolean')
-        ? { name: paramName, value: paramValue } : null,
+      strategy_param:
+        paramName !== undefined && (typeof paramValue === 'number' || typeof paramValue === 'string' || typeof paramValue === 'boolean')
+          ? { name: paramName, value: paramValue }
+          : null,
       steps: { requested_from: opts.fromStep ?? null, requested_to: opts.toStep ?? null, from: steps[0], to: steps[steps.length - 1], count: steps.length },
       episodes: t.episodes,
       tokens: t.tokens,
@@ -127,8 +128,16 @@ export function compareRuns(run: CreditAnalysis, baseline: CreditAnalysis): Appe
   try {
     const row = compareSeeds([baseline.meta.run_dir], [run.meta.run_dir], { resamples: 5000, tokenTypes: false }).rows[1];
     evalTest = {
-      split: 'test', instances: row.mcnemar!.pairs, diff: row.diff!.mean, lo: row.diff!.lo, hi: row.diff!.hi,
-      mcnemar_b: row.mcnemar!.b, mcnemar_c: row.mcnemar!.c, p: row.mcnemar!.p, alpha: 0.05, significant: row.significant!,
+      split: 'test',
+      instances: row.mcnemar!.pairs,
+      diff: row.diff!.mean,
+      lo: row.diff!.lo,
+      hi: row.diff!.hi,
+      mcnemar_b: row.mcnemar!.b,
+      mcnemar_c: row.mcnemar!.c,
+      p: row.mcnemar!.p,
+      alpha: 0.05,
+      significant: row.significant!,
     };
   } catch (e) {
     if (!isUserError(e)) throw e;
@@ -149,5 +158,3 @@ export function compareRuns(run: CreditAnalysis, baseline: CreditAnalysis): Appe
 }
 
 // ---- CLI ----
-
-

@@ -113,7 +113,9 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   if (!steps.includes(at)) throw new UserError(`${runDir}: no eval table at step ${at} (steps: ${steps.join(', ')})`);
   const t = readEvalTable(evalFile(runDir, at));
   const success = new Map<string, boolean>();
-  t.instance_id.forEach((id, i) => { if (t.split[i] === split) success.set(id, t.success[i]); });
+  t.instance_id.forEach((id, i) => {
+    if (t.split[i] === split) success.set(id, t.success[i]);
+  });
   if (!success.size) throw new UserError(`${runDir}: the eval table of step ${at} has no ${split} instances`);
   let hits = 0;
   for (const v of success.values()) if (v) hits++;
@@ -121,8 +123,15 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   const strategy = info.strategy ?? (typeof cfg?.credit?.strategy === 'string' ? cfg.credit.strategy : null);
   const minutes = (Date.parse(info.ended ?? '') - Date.parse(info.started)) / 60_000;
   return {
-    runDir, name: info.name, group: runGroup(info.name), seed: typeof cfg?.seed === 'number' ? cfg.seed : null, step: at,
-    success, rate: hits / success.size, strategy, label: strategyLabel(strategy, cfg?.credit),
+    runDir,
+    name: info.name,
+    group: runGroup(info.name),
+    seed: typeof cfg?.seed === 'number' ? cfg.seed : null,
+    step: at,
+    success,
+    rate: hits / success.size,
+    strategy,
+    label: strategyLabel(strategy, cfg?.credit),
     minutes: Number.isFinite(minutes) ? minutes : null,
   };
 }
@@ -154,7 +163,8 @@ function pairs(base: RunEval[], g: RunEval[], notes: string[]): { x: boolean[]; 
       y.push(s);
       common++;
     }
-    if (common < r.success.size) notes.push(`${r.name}: ${r.success.size - common} of its instances are not in ${b.name}'s eval (different task or split_seed?)`);
+    if (common < r.success.size)
+      notes.push(`${r.name}: ${r.success.size - common} of its instances are not in ${b.name}'s eval (different task or split_seed?)`);
   });
   return { x, y };
 }
@@ -177,11 +187,16 @@ function pairedStats(base: RunEval[], runs: RunEval[], opts: CompareOptions, not
 /** The fields every row of a group has: its runs, label, instances and seed 002's |c| by token type. */
 function groupFields(group: string, runs: RunEval[], opts: CompareOptions, notes: string[]) {
   const types = opts.tokenTypes === false ? [] : runs.map((x) => runTokenTypeContributions(x.runDir)).filter((x) => x !== null);
-  if (types.length && types.length < runs.length) notes.push(`${group}: ${runs.length - types.length} of its runs logged no token tables; |c| is over the others`);
+  if (types.length && types.length < runs.length)
+    notes.push(`${group}: ${runs.length - types.length} of its runs logged no token tables; |c| is over the others`);
   if (runs.length < 3) notes.push(`${group}: ${runs.length} seed${runs.length === 1 ? '' : 's'}; an interval over seeds needs at least 3 to mean much`);
   return {
-    group, label: [...new Set(runs.map((x) => x.label))].join(' / '), strategy: runs[0].strategy, seeds: runs.map((x) => x.seed),
-    runs: runs.map((x) => x.runDir), instances: Math.max(...runs.map((x) => x.success.size)),
+    group,
+    label: [...new Set(runs.map((x) => x.label))].join(' / '),
+    strategy: runs[0].strategy,
+    seeds: runs.map((x) => x.seed),
+    runs: runs.map((x) => x.runDir),
+    instances: Math.max(...runs.map((x) => x.success.size)),
     filler_abs_c: types.length ? jsonInterval(types.map((x) => x.filler)) : null,
     reasoning_abs_c: types.length ? jsonInterval(types.map((x) => x.reasoning)) : null,
     filler_reasoning_ratio: types.length ? jsonInterval(types.map((x) => x.filler / x.reasoning)) : null,
@@ -191,7 +206,12 @@ function groupFields(group: string, runs: RunEval[], opts: CompareOptions, notes
 /** The directories as given, each once (two spellings of one folder count once). */
 function uniqueDirs(dirs: string[]): string[] {
   const seen = new Set<string>();
-  return dirs.filter((d) => { const k = resolve(d); if (seen.has(k)) return false; seen.add(k); return true; });
+  return dirs.filter((d) => {
+    const k = resolve(d);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 export interface CompareOptions {
@@ -212,7 +232,9 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   const baseSet = new Set(baselineDirs.map((d) => resolve(d)));
   const given = baselineDirs.map((d) => loadRunEval(d, split));
   const baseGroups = new Set(given.map((r) => r.group));
-  const rest = uniqueDirs(otherDirs).filter((d) => !baseSet.has(resolve(d))).map((d) => loadRunEval(d, split));
+  const rest = uniqueDirs(otherDirs)
+    .filter((d) => !baseSet.has(resolve(d)))
+    .map((d) => loadRunEval(d, split));
   const base = [...given, ...rest.filter((r) => baseGroups.has(r.group))];
   const others = rest.filter((r) => !baseGroups.has(r.group));
   const notes: string[] = [];
@@ -220,8 +242,13 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   const rows: CompareRow[] = [];
   const row = (group: string, runs: RunEval[], isBase: boolean): CompareRow => {
     const r: CompareRow = {
-      ...groupFields(group, runs, opts, notes), baseline: isBase, eval_success: jsonInterval(runs.map((x) => x.rate)),
-      diff: null, diff_seeds: null, mcnemar: null, significant: null,
+      ...groupFields(group, runs, opts, notes),
+      baseline: isBase,
+      eval_success: jsonInterval(runs.map((x) => x.rate)),
+      diff: null,
+      diff_seeds: null,
+      mcnemar: null,
+      significant: null,
     };
     if (!isBase) {
       const st = pairedStats(base, runs, opts, notes);
@@ -248,7 +275,9 @@ export function compareMarkdown(r: CompareReport): string {
   for (const x of r.rows) {
     const diff = x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '(baseline)';
     const p = x.mcnemar ? (x.significant ? `**${pText(x.mcnemar.p)}**` : `${pText(x.mcnemar.p)} n.s.`) : '';
-    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${x.diff_seeds ? diffText(x.diff_seeds.mean, x.diff_seeds.lo, x.diff_seeds.hi) : ''} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`);
+    lines.push(
+      `| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${x.diff_seeds ? diffText(x.diff_seeds.mean, x.diff_seeds.lo, x.diff_seeds.hi) : ''} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`,
+    );
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');
@@ -270,12 +299,18 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
   for (const [group, runs] of groupBy(finals)) {
     // loadRunEval names a missing step-0 table ("no eval table at step 0").
     const starts = runs.map((r) => loadRunEval(r.runDir, split, 0));
-    runs.forEach((r) => { if (r.step === 0) notes.push(`${r.name}: its last eval is at step 0 (no GRPO step evaluated yet); its gain is 0 by definition`); });
+    runs.forEach((r) => {
+      if (r.step === 0) notes.push(`${r.name}: its last eval is at step 0 (no GRPO step evaluated yet); its gain is 0 by definition`);
+    });
     const { pooled, overSeeds: gain, mcnemar } = pairedStats(starts, runs, opts, notes);
     rows.push({
       ...groupFields(group, runs, opts, notes),
-      start: jsonInterval(starts.map((x) => x.rate)), final: jsonInterval(runs.map((x) => x.rate)), final_steps: runs.map((x) => x.step),
-      gain, pooled, mcnemar,
+      start: jsonInterval(starts.map((x) => x.rate)),
+      final: jsonInterval(runs.map((x) => x.rate)),
+      final_steps: runs.map((x) => x.step),
+      gain,
+      pooled,
+      mcnemar,
       significant: mcnemar.p < alpha && gain.lo !== null && gain.hi !== null && (gain.lo > 0 || gain.hi < 0),
       minutes: runs.map((r) => r.minutes),
     });
@@ -294,7 +329,9 @@ export function gainMarkdown(r: GainReport): string {
   for (const x of r.rows) {
     const g = diffText(x.gain.mean, x.gain.lo, x.gain.hi);
     const mins = x.minutes.map((m) => (m === null ? '—' : m.toFixed(1))).join(', ');
-    lines.push(`| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.start, pctText)} | ${intervalText(x.final, pctText)} | ${x.significant ? `**${g}**` : `${g} n.s.`} | ${diffText(x.pooled.mean, x.pooled.lo, x.pooled.hi)} | ${x.mcnemar.b} / ${x.mcnemar.c} | ${pText(x.mcnemar.p)} | ${intervalText(x.filler_reasoning_ratio, sig3)} | ${mins} |`);
+    lines.push(
+      `| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.start, pctText)} | ${intervalText(x.final, pctText)} | ${x.significant ? `**${g}**` : `${g} n.s.`} | ${diffText(x.pooled.mean, x.pooled.lo, x.pooled.hi)} | ${x.mcnemar.b} / ${x.mcnemar.c} | ${pText(x.mcnemar.p)} | ${intervalText(x.filler_reasoning_ratio, sig3)} | ${mins} |`,
+    );
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');

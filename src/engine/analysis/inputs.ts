@@ -71,7 +71,10 @@ export function evalSuccess(rows: MetricsRow[], toStep: number | undefined): Eva
  */
 export function trainingSummary(rows: MetricsRow[], steps: number[]): CreditAnalysis['meta']['training'] {
   const wanted = new Set(steps);
-  let n = 0, nr = 0, success = 0, reward = 0;
+  let n = 0,
+    nr = 0,
+    success = 0,
+    reward = 0;
   for (const r of rows) {
     if (r.phase !== 'grpo' || !wanted.has(r.step)) continue;
     if (typeof r.success_rate === 'number') {
@@ -85,4 +88,3 @@ export function trainingSummary(rows: MetricsRow[], steps: number[]): CreditAnal
   }
   return { steps: Math.max(n, nr), success_rate: meanOfSum(success, n), reward_mean: meanOfSum(reward, nr) };
 }
-

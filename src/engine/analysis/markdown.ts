@@ -33,21 +33,49 @@ function typeRow(label: string, s: TokenTypeStats): string[] {
 function topTable(list: TopToken[]): string {
   if (list.length === 0) return '_none_';
   // The id tells apart tokens that print alike (EOS and padding both decode to "").
-  return table(['Token', 'Id', 'Count', 'Total \\|c\\|', 'Mean c', 'Mean \\|c\\|', 'Mean log-prob'],
-    list.map((t) => [tokenCell(t.token), String(t.token_id), String(t.count), num(t.total_abs_contribution), num(t.mean_contribution), num(t.mean_abs_contribution), num(t.mean_logprob)]));
+  return table(
+    ['Token', 'Id', 'Count', 'Total \\|c\\|', 'Mean c', 'Mean \\|c\\|', 'Mean log-prob'],
+    list.map((t) => [
+      tokenCell(t.token),
+      String(t.token_id),
+      String(t.count),
+      num(t.total_abs_contribution),
+      num(t.mean_contribution),
+      num(t.mean_abs_contribution),
+      num(t.mean_logprob),
+    ]),
+  );
 }
 
 function appendixB(cmp: AppendixBComparison): string {
-  const row = (r: AppendixBRow, tag: string) => [`${tag}${r.label}`, r.name ?? DASH,
+  const row = (r: AppendixBRow, tag: string) => [
+    `${tag}${r.label}`,
+    r.name ?? DASH,
     r.eval_success === null ? DASH : `${pct(r.eval_success, 0)}${r.eval_step !== null ? ` @ ${r.eval_step}` : ''}`,
-    num(r.filler_mean_abs_contribution), num(r.reasoning_mean_abs_contribution), times(r.filler_reasoning_ratio)];
+    num(r.filler_mean_abs_contribution),
+    num(r.reasoning_mean_abs_contribution),
+    times(r.filler_reasoning_ratio),
+  ];
   const d = cmp.delta;
-  return table(['Run', 'Name', 'Eval success', 'Filler \\|c\\|', 'Reasoning \\|c\\|', 'Ratio'], [
-    row(cmp.baseline, 'Baseline: '),
-    row(cmp.run, ''),
-    ['Δ (run − baseline)', '', signed(d.eval_success, (v) => `${(v * 100).toFixed(0)} pts`), signed(d.filler_mean_abs_contribution, (v) => num(v)),
-      signed(d.reasoning_mean_abs_contribution, (v) => num(v)), signed(d.filler_reasoning_ratio, (v) => `${v.toFixed(2)}×`)],
-  ]) + '\n\n' + evalTestLine(cmp);
+  return (
+    table(
+      ['Run', 'Name', 'Eval success', 'Filler \\|c\\|', 'Reasoning \\|c\\|', 'Ratio'],
+      [
+        row(cmp.baseline, 'Baseline: '),
+        row(cmp.run, ''),
+        [
+          'Δ (run − baseline)',
+          '',
+          signed(d.eval_success, (v) => `${(v * 100).toFixed(0)} pts`),
+          signed(d.filler_mean_abs_contribution, (v) => num(v)),
+          signed(d.reasoning_mean_abs_contribution, (v) => num(v)),
+          signed(d.filler_reasoning_ratio, (v) => `${v.toFixed(2)}×`),
+        ],
+      ],
+    ) +
+    '\n\n' +
+    evalTestLine(cmp)
+  );
 }
 
 /** The paired test under the table: significant differences in bold, the others marked n.s. (one seed each). */
@@ -57,8 +85,10 @@ export function evalTestLine(cmp: AppendixBComparison): string {
   const pts = (v: number) => `${v >= 0 ? '+' : ''}${(100 * v).toFixed(1)}`;
   const diff = `Δ ${pts(t.diff)} pts, 95 % paired-bootstrap CI [${pts(t.lo)}, ${pts(t.hi)}]`;
   const p = `McNemar exact p = ${t.p < 1e-4 ? t.p.toExponential(1) : t.p.toFixed(3)} (only the baseline solves ${t.mcnemar_b}, only this run ${t.mcnemar_c})`;
-  return `Paired test on eval success, the same ${t.instances} ${t.split} instances: ${t.significant ? `**${diff}**` : diff}; ${p}` +
-    `${t.significant ? '' : ' — n.s. at 5 %'}. One seed per side: a finding needs ≥ 3 seeds (\`credit-lens compare\`).`;
+  return (
+    `Paired test on eval success, the same ${t.instances} ${t.split} instances: ${t.significant ? `**${diff}**` : diff}; ${p}` +
+    `${t.significant ? '' : ' — n.s. at 5 %'}. One seed per side: a finding needs ≥ 3 seeds (\`credit-lens compare\`).`
+  );
 }
 
 /** The whole analysis as Markdown; with `cmp`, seed 002's Appendix-B table comes first. */
@@ -67,71 +97,139 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
   const out: string[] = [];
   const steps = m.steps.from === m.steps.to ? `step ${m.steps.from}` : `steps ${m.steps.from}–${m.steps.to}`;
   out.push(`# Credit analysis: ${m.name ?? m.run_dir}${m.run_id ? ` (${m.run_id})` : ''}`);
-  out.push([
-    `- Run directory: \`${m.run_dir}\``,
-    `- Strategy: ${m.strategy ?? 'unknown'}${m.strategy_param ? ` (${m.strategy_param.name} ${m.strategy_param.value})` : ''}`,
-    `- Analysed: ${steps} (${m.steps.count} logged step table${m.steps.count === 1 ? '' : 's'}), ${m.episodes} episodes, ${m.tokens} tokens`,
-    `- Eval success: ${pct(m.eval_success.before_grpo)} before GRPO → ${pct(m.eval_success.final)}${m.eval_success.final_step !== null ? ` at step ${m.eval_success.final_step}` : ''}`,
-    `- Training batches of these steps: success ${pct(m.training.success_rate)}, mean reward ${num(m.training.reward_mean)}`,
-    `- Filler |c| ${num(m.filler_mean_abs_contribution)}, reasoning |c| ${num(m.reasoning_mean_abs_contribution)}, ratio ${times(m.filler_reasoning_ratio)}`,
-    `- Reasoning tokens: \`/${m.reasoning_regex}/\`${m.reasoning_regex_is_default ? ' (DESIGN §4 default)' : ' (custom)'}; c = contribution = Â × log-prob, std is the sample std`,
-  ].join('\n'));
+  out.push(
+    [
+      `- Run directory: \`${m.run_dir}\``,
+      `- Strategy: ${m.strategy ?? 'unknown'}${m.strategy_param ? ` (${m.strategy_param.name} ${m.strategy_param.value})` : ''}`,
+      `- Analysed: ${steps} (${m.steps.count} logged step table${m.steps.count === 1 ? '' : 's'}), ${m.episodes} episodes, ${m.tokens} tokens`,
+      `- Eval success: ${pct(m.eval_success.before_grpo)} before GRPO → ${pct(m.eval_success.final)}${m.eval_success.final_step !== null ? ` at step ${m.eval_success.final_step}` : ''}`,
+      `- Training batches of these steps: success ${pct(m.training.success_rate)}, mean reward ${num(m.training.reward_mean)}`,
+      `- Filler |c| ${num(m.filler_mean_abs_contribution)}, reasoning |c| ${num(m.reasoning_mean_abs_contribution)}, ratio ${times(m.filler_reasoning_ratio)}`,
+      `- Reasoning tokens: \`/${m.reasoning_regex}/\`${m.reasoning_regex_is_default ? ' (DESIGN §4 default)' : ' (custom)'}; c = contribution = Â × log-prob, std is the sample std`,
+    ].join('\n'),
+  );
 
   if (cmp) out.push('## Mitigation summary (seed 002, Appendix B)', appendixB(cmp));
 
   const c = a.contribution;
-  out.push('## Contribution statistics', table(['Metric', 'Value'], [
-    ['Mean contribution', num(c.mean)], ['Std contribution', num(c.std)], ['Mean \\|contribution\\|', num(c.mean_abs)],
-    ['Range', c.min === null ? DASH : `${num(c.min)} to ${num(c.max)}`], ['Tokens', String(c.count)],
-  ]));
+  out.push(
+    '## Contribution statistics',
+    table(
+      ['Metric', 'Value'],
+      [
+        ['Mean contribution', num(c.mean)],
+        ['Std contribution', num(c.std)],
+        ['Mean \\|contribution\\|', num(c.mean_abs)],
+        ['Range', c.min === null ? DASH : `${num(c.min)} to ${num(c.max)}`],
+        ['Tokens', String(c.count)],
+      ],
+    ),
+  );
 
   const t = a.position_t_stats;
-  out.push('## T-statistics per position', table(['Metric', 'Value'], [
-    ['High t-stat (\\|t\\| > 3.0)', pct(t.frac_abs_t_gt_3)], ['Low t-stat (\\|t\\| < 1.5)', pct(t.frac_abs_t_lt_1_5)],
-    ['Mean \\|t-stat\\|', num(t.mean_abs_t, 2)], ['Positions', String(t.positions)],
-  ]), `_${t.note}_`);
+  out.push(
+    '## T-statistics per position',
+    table(
+      ['Metric', 'Value'],
+      [
+        ['High t-stat (\\|t\\| > 3.0)', pct(t.frac_abs_t_gt_3)],
+        ['Low t-stat (\\|t\\| < 1.5)', pct(t.frac_abs_t_lt_1_5)],
+        ['Mean \\|t-stat\\|', num(t.mean_abs_t, 2)],
+        ['Positions', String(t.positions)],
+      ],
+    ),
+    `_${t.note}_`,
+  );
 
-  out.push('## Position analysis (relative position in the episode)', table(
-    ['Bin', 'Position', 'Mean c', 'Std c', 'Mean \\|c\\|', 'Mean log-prob', 'Count'],
-    a.relative_position.map((b) => [String(b.bin), `${(b.lo * 100).toFixed(0)}–${(b.hi * 100).toFixed(0)}%`, num(b.mean_contribution),
-      num(b.std_contribution), num(b.mean_abs_contribution), num(b.mean_logprob), String(b.count)]),
-  ));
+  out.push(
+    '## Position analysis (relative position in the episode)',
+    table(
+      ['Bin', 'Position', 'Mean c', 'Std c', 'Mean \\|c\\|', 'Mean log-prob', 'Count'],
+      a.relative_position.map((b) => [
+        String(b.bin),
+        `${(b.lo * 100).toFixed(0)}–${(b.hi * 100).toFixed(0)}%`,
+        num(b.mean_contribution),
+        num(b.std_contribution),
+        num(b.mean_abs_contribution),
+        num(b.mean_logprob),
+        String(b.count),
+      ]),
+    ),
+  );
 
   const s = a.reward_sign;
-  out.push('## By reward sign (episode advantage)', table(['Episode type', 'Episodes', 'Tokens', 'Mean c', 'Mean \\|c\\|'], [
-    ['Positive (A > 0)', String(s.positive.episodes), String(s.positive.tokens), num(s.positive.mean_contribution), num(s.positive.mean_abs_contribution)],
-    ['Zero (A = 0)', String(s.zero.episodes), String(s.zero.tokens), num(s.zero.mean_contribution), num(s.zero.mean_abs_contribution)],
-    ['Negative (A < 0)', String(s.negative.episodes), String(s.negative.tokens), num(s.negative.mean_contribution), num(s.negative.mean_abs_contribution)],
-  ]), '_A rewarded episode (A > 0) has c ≤ 0: contribution = Â × log-prob and log-probs are negative._');
+  out.push(
+    '## By reward sign (episode advantage)',
+    table(
+      ['Episode type', 'Episodes', 'Tokens', 'Mean c', 'Mean \\|c\\|'],
+      [
+        ['Positive (A > 0)', String(s.positive.episodes), String(s.positive.tokens), num(s.positive.mean_contribution), num(s.positive.mean_abs_contribution)],
+        ['Zero (A = 0)', String(s.zero.episodes), String(s.zero.tokens), num(s.zero.mean_contribution), num(s.zero.mean_abs_contribution)],
+        ['Negative (A < 0)', String(s.negative.episodes), String(s.negative.tokens), num(s.negative.mean_contribution), num(s.negative.mean_abs_contribution)],
+      ],
+    ),
+    '_A rewarded episode (A > 0) has c ≤ 0: contribution = Â × log-prob and log-probs are negative._',
+  );
 
-  out.push('## Token types', table(['Type', 'Count', '%', 'Mean \\|c\\|', 'Mean c', 'Mean log-prob'], [
-    typeRow('Filler', a.token_types.filler), typeRow('Reasoning', a.token_types.reasoning),
-  ]));
+  out.push(
+    '## Token types',
+    table(
+      ['Type', 'Count', '%', 'Mean \\|c\\|', 'Mean c', 'Mean log-prob'],
+      [typeRow('Filler', a.token_types.filler), typeRow('Reasoning', a.token_types.reasoning)],
+    ),
+  );
   if (m.filler_reasoning_ratio !== null) {
     const r = m.filler_reasoning_ratio;
     out.push(`Filler gets ${Math.abs((r - 1) * 100).toFixed(0)}% ${r >= 1 ? 'MORE' : 'LESS'} gradient magnitude than reasoning (ratio ${times(r)}).`);
   }
 
-  out.push('## Token types by position', table(
-    ['Position', 'Filler \\|c\\|', 'Reasoning \\|c\\|', 'Filler log-prob', 'Reasoning log-prob', 'Filler n', 'Reasoning n'],
-    a.token_types_by_position.map((b) => [`${(b.lo * 100).toFixed(0)}–${(b.hi * 100).toFixed(0)}%`, num(b.filler.mean_abs_contribution),
-      num(b.reasoning.mean_abs_contribution), num(b.filler.mean_logprob, 2), num(b.reasoning.mean_logprob, 2), String(b.filler.count), String(b.reasoning.count)]),
-  ));
+  out.push(
+    '## Token types by position',
+    table(
+      ['Position', 'Filler \\|c\\|', 'Reasoning \\|c\\|', 'Filler log-prob', 'Reasoning log-prob', 'Filler n', 'Reasoning n'],
+      a.token_types_by_position.map((b) => [
+        `${(b.lo * 100).toFixed(0)}–${(b.hi * 100).toFixed(0)}%`,
+        num(b.filler.mean_abs_contribution),
+        num(b.reasoning.mean_abs_contribution),
+        num(b.filler.mean_logprob, 2),
+        num(b.reasoning.mean_logprob, 2),
+        String(b.filler.count),
+        String(b.reasoning.count),
+      ]),
+    ),
+  );
 
   out.push('## Top tokens by type');
-  for (const [type, title] of [['filler', 'Filler'], ['reasoning', 'Reasoning']] as const) {
+  for (const [type, title] of [
+    ['filler', 'Filler'],
+    ['reasoning', 'Reasoning'],
+  ] as const) {
     out.push(`### ${title}, by total |c|`, topTable(a.top_tokens[type].by_total_abs_contribution));
     out.push(`### ${title}, by count`, topTable(a.top_tokens[type].by_count));
   }
 
-  out.push(`## Weights per section (strategy: ${a.weights.strategy ?? 'unknown'})`, table(
-    ['Section', 'Count', 'Mean w', 'Std', 'Min', 'p10', 'p50', 'p90', 'Max', 'Mean \\|Â\\|', 'Mean \\|c\\|'],
-    (['think', 'answer', 'other'] as const).map((name) => {
-      const w = a.weights.sections[name];
-      return [name, String(w.count), num(w.mean), num(w.std), num(w.min), num(w.p10), num(w.p50), num(w.p90), num(w.max),
-        num(w.mean_abs_effective_advantage), num(w.mean_abs_contribution)];
-    }),
-  ));
+  out.push(
+    `## Weights per section (strategy: ${a.weights.strategy ?? 'unknown'})`,
+    table(
+      ['Section', 'Count', 'Mean w', 'Std', 'Min', 'p10', 'p50', 'p90', 'Max', 'Mean \\|Â\\|', 'Mean \\|c\\|'],
+      (['think', 'answer', 'other'] as const).map((name) => {
+        const w = a.weights.sections[name];
+        return [
+          name,
+          String(w.count),
+          num(w.mean),
+          num(w.std),
+          num(w.min),
+          num(w.p10),
+          num(w.p50),
+          num(w.p90),
+          num(w.max),
+          num(w.mean_abs_effective_advantage),
+          num(w.mean_abs_contribution),
+        ];
+      }),
+    ),
+  );
 
   if (a.notes.length) out.push('## Notes', a.notes.map((n) => `- ${n}`).join('\n'));
   return out.join('\n\n') + '\n';

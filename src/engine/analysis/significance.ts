@@ -7,8 +7,10 @@ import { makeRng } from '../core/rng';
 
 /** ln Γ(x), Lanczos (g = 7, n = 9), |error| < 1e-13 for x > 0. */
 function lnGamma(x: number): number {
-  const c = [0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
-    12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7];
+  const c = [
+    0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+    9.9843695780195716e-6, 1.5056327351493116e-7,
+  ];
   if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - lnGamma(1 - x);
   x -= 1;
   let a = c[0];
@@ -28,12 +30,17 @@ function betacf(a: number, b: number, x: number): number {
   for (let m = 1; m <= 300; m++) {
     const m2 = 2 * m;
     let aa = (m * (b - m) * x) / ((a + m2 - 1) * (a + m2));
-    d = 1 + aa * d; if (Math.abs(d) < tiny) d = tiny;
-    c = 1 + aa / c; if (Math.abs(c) < tiny) c = tiny;
-    d = 1 / d; h *= d * c;
+    d = 1 + aa * d;
+    if (Math.abs(d) < tiny) d = tiny;
+    c = 1 + aa / c;
+    if (Math.abs(c) < tiny) c = tiny;
+    d = 1 / d;
+    h *= d * c;
     aa = (-(a + m) * (a + b + m) * x) / ((a + m2) * (a + m2 + 1));
-    d = 1 + aa * d; if (Math.abs(d) < tiny) d = tiny;
-    c = 1 + aa / c; if (Math.abs(c) < tiny) c = tiny;
+    d = 1 + aa * d;
+    if (Math.abs(d) < tiny) d = tiny;
+    c = 1 + aa / c;
+    if (Math.abs(c) < tiny) c = tiny;
     d = 1 / d;
     const del = d * c;
     h *= del;
@@ -64,12 +71,19 @@ export function studentTQuantile(p: number, df: number): number {
   let hi = 1e6;
   for (let i = 0; i < 200 && hi - lo > 1e-12 * Math.max(1, Math.abs(hi)); i++) {
     const mid = (lo + hi) / 2;
-    if (studentTCdf(mid, df) < p) lo = mid; else hi = mid;
+    if (studentTCdf(mid, df) < p) lo = mid;
+    else hi = mid;
   }
   return (lo + hi) / 2;
 }
 
-export interface Interval { mean: number; lo: number; hi: number; n: number; /** t interval's half width; NaN with one value */ half: number }
+export interface Interval {
+  mean: number;
+  lo: number;
+  hi: number;
+  n: number;
+  /** t interval's half width; NaN with one value */ half: number;
+}
 
 /** Mean and the two-sided `level` t interval over independent values (one per seed); one value gives no interval. */
 export function meanInterval(values: number[], level = 0.95): Interval {
@@ -96,7 +110,10 @@ export interface McNemar {
 export function mcnemarExact(pairs: readonly (readonly [boolean, boolean])[]): McNemar {
   let b = 0;
   let c = 0;
-  for (const [x, y] of pairs) { if (x && !y) b++; else if (!x && y) c++; }
+  for (const [x, y] of pairs) {
+    if (x && !y) b++;
+    else if (!x && y) c++;
+  }
   const n = b + c;
   if (n === 0) return { b, c, n: pairs.length, p: 1 };
   const k = Math.min(b, c);
@@ -107,14 +124,23 @@ export function mcnemarExact(pairs: readonly (readonly [boolean, boolean])[]): M
   return { b, c, n: pairs.length, p: Math.min(1, 2 * tail) };
 }
 
-
-export interface Bootstrap { diff: number; lo: number; hi: number; /** two-sided: 2·min(share ≤ 0, share ≥ 0) of resampled differences */ p: number; resamples: number }
+export interface Bootstrap {
+  diff: number;
+  lo: number;
+  hi: number;
+  /** two-sided: 2·min(share ≤ 0, share ≥ 0) of resampled differences */ p: number;
+  resamples: number;
+}
 
 /**
  * Paired bootstrap of mean(other − baseline) over instances: resample instance indices with replacement,
  * percentile interval at `level`. Seeded, so the same inputs print the same interval.
  */
-export function pairedBootstrap(baseline: readonly number[], other: readonly number[], opts: { resamples?: number; seed?: number; level?: number } = {}): Bootstrap {
+export function pairedBootstrap(
+  baseline: readonly number[],
+  other: readonly number[],
+  opts: { resamples?: number; seed?: number; level?: number } = {},
+): Bootstrap {
   if (baseline.length !== other.length) throw new Error('pairedBootstrap: the two runs must be measured on the same instances');
   const n = baseline.length;
   const resamples = opts.resamples ?? 10_000;

@@ -11,8 +11,40 @@ import { tokenType } from '../tasks/sections';
 
 // ---- benchmark ----
 
-const BENCH_VOCAB = [' ', '<think>', '</think>', '\n', '<answer>', '</answer>', 'so', ' the', ' try', ',', '>', ' to', 'answer',
-  '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '+', '-', '*', '/', '=', '(', ')', ' 12', ' -'];
+const BENCH_VOCAB = [
+  ' ',
+  '<think>',
+  '</think>',
+  '\n',
+  '<answer>',
+  '</answer>',
+  'so',
+  ' the',
+  ' try',
+  ',',
+  '>',
+  ' to',
+  'answer',
+  '0',
+  '1',
+  '2',
+  '3',
+  '4',
+  '5',
+  '6',
+  '7',
+  '8',
+  '9',
+  '+',
+  '-',
+  '*',
+  '/',
+  '=',
+  '(',
+  ')',
+  ' 12',
+  ' -',
+];
 
 /**
  * Write a synthetic run directory of `rows` token rows (steps of 64 episodes, 8 per prompt, lengths 8–64,
@@ -20,7 +52,16 @@ const BENCH_VOCAB = [' ', '<think>', '</think>', '\n', '<answer>', '</answer>', 
  */
 export function writeSyntheticRun(dir: string, rows: number, seed = 1): void {
   for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(dir, sub), { recursive: true });
-  writeRunInfo(dir, { id: 'synthetic', name: 'synthetic', status: 'completed', started: new Date(0).toISOString(), ended: null, backend: 'none', engine_version: '0', strategy: 'none' });
+  writeRunInfo(dir, {
+    id: 'synthetic',
+    name: 'synthetic',
+    status: 'completed',
+    started: new Date(0).toISOString(),
+    ended: null,
+    backend: 'none',
+    engine_version: '0',
+    strategy: 'none',
+  });
   const rng = makeRng(seed);
   const types = BENCH_VOCAB.map((t) => tokenType(t));
   const metrics: string[] = [JSON.stringify({ step: 0, phase: 'eval', eval_success: 0.1 })];
@@ -41,11 +82,23 @@ export function writeSyntheticRun(dir: string, rows: number, seed = 1): void {
     const n = lengths.reduce((a, b) => a + b, 0);
     left -= n;
     const cols = {
-      step: new Int32Array(n).fill(step), episode: new Int32Array(n), prompt_idx: new Int32Array(n), position: new Int32Array(n),
-      token_id: new Int32Array(n), token: new Array<string>(n), logprob: new Float32Array(n), entropy: new Float32Array(n),
-      advantage: new Float32Array(n), weight: new Float32Array(n).fill(1), effective_advantage: new Float32Array(n),
-      contribution: new Float32Array(n), attribution: null, importance: null, section: new Array<Section>(n),
-      token_type: new Array<TokenType>(n), reward: new Float32Array(n),
+      step: new Int32Array(n).fill(step),
+      episode: new Int32Array(n),
+      prompt_idx: new Int32Array(n),
+      position: new Int32Array(n),
+      token_id: new Int32Array(n),
+      token: new Array<string>(n),
+      logprob: new Float32Array(n),
+      entropy: new Float32Array(n),
+      advantage: new Float32Array(n),
+      weight: new Float32Array(n).fill(1),
+      effective_advantage: new Float32Array(n),
+      contribution: new Float32Array(n),
+      attribution: null,
+      importance: null,
+      section: new Array<Section>(n),
+      token_type: new Array<TokenType>(n),
+      reward: new Float32Array(n),
     };
     let i = 0;
     for (let e = 0; e < eps; e++) {
@@ -67,11 +120,17 @@ export function writeSyntheticRun(dir: string, rows: number, seed = 1): void {
     }
     writeTokenTable(stepFile(dir, 'tokens', step), cols);
     writeEpisodeTable(stepFile(dir, 'episodes', step), {
-      step: new Int32Array(eps).fill(step), episode: Int32Array.from({ length: eps }, (_, e) => e),
-      prompt_idx: Int32Array.from({ length: eps }, (_, e) => Math.floor(e / 8)), prompt: new Array<string>(eps).fill('3 5 2 -> 16'),
-      completion: new Array<string>(eps).fill(''), reward: Float32Array.from(adv.slice(0, eps), (a) => (a > 0 ? 1 : 0.1)),
-      reward_format: new Float32Array(eps).fill(1), reward_answer: Float32Array.from(adv.slice(0, eps), (a) => (a > 0 ? 1 : 0)),
-      success: adv.slice(0, eps).map((a) => a > 0), advantage: Float32Array.from(adv.slice(0, eps)), length: Int32Array.from(lengths.slice(0, eps)),
+      step: new Int32Array(eps).fill(step),
+      episode: Int32Array.from({ length: eps }, (_, e) => e),
+      prompt_idx: Int32Array.from({ length: eps }, (_, e) => Math.floor(e / 8)),
+      prompt: new Array<string>(eps).fill('3 5 2 -> 16'),
+      completion: new Array<string>(eps).fill(''),
+      reward: Float32Array.from(adv.slice(0, eps), (a) => (a > 0 ? 1 : 0.1)),
+      reward_format: new Float32Array(eps).fill(1),
+      reward_answer: Float32Array.from(adv.slice(0, eps), (a) => (a > 0 ? 1 : 0)),
+      success: adv.slice(0, eps).map((a) => a > 0),
+      advantage: Float32Array.from(adv.slice(0, eps)),
+      length: Int32Array.from(lengths.slice(0, eps)),
       oracle_span: new Array<null>(eps).fill(null),
     });
     metrics.push(JSON.stringify({ step, phase: 'grpo', reward_mean: 0.4 }));
@@ -99,4 +158,3 @@ export async function benchAnalysis(rows = 1_000_000): Promise<number> {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-

@@ -11,8 +11,6 @@ const TYPE_BINS = 5;
 const SECTIONS: Section[] = ['think', 'answer', 'other'];
 const TYPES: TokenType[] = ['filler', 'reasoning'];
 
-
-
 // ---- small numeric helpers ----
 
 /** A mean from its sum and count; null for no rows (the report's JSON writes null, never a 0 that looks measured). */
@@ -29,7 +27,9 @@ export const diff = (a: number | null, b: number | null): number | null => (a !=
  */
 export function selectKth(a: Float32Array, k: number, lo: number, hi: number): void {
   while (hi > lo) {
-    const x = a[lo], y = a[(lo + hi) >>> 1], z = a[hi];
+    const x = a[lo],
+      y = a[(lo + hi) >>> 1],
+      z = a[hi];
     const pivot = x < y ? (y < z ? y : x < z ? z : x) : x < z ? x : y < z ? z : y;
     let i = lo;
     let j = hi;
@@ -74,7 +74,6 @@ export function percentiles(a: Float32Array, ps: number[]): number[] {
   }
   return out;
 }
-
 
 // ---- the tables ----
 
@@ -155,8 +154,10 @@ export function reasoningFlags(c: TokenColumnsRead, re: RegExp | null): Uint8Arr
 }
 
 /** The tables of one pass, as CreditAnalysis has them, plus what the pass counted. */
-export type Tables = Pick<CreditAnalysis, 'contribution' | 'position_t_stats' | 'relative_position' | 'reward_sign' | 'token_types'
-  | 'token_types_by_position' | 'top_tokens'> & {
+export type Tables = Pick<
+  CreditAnalysis,
+  'contribution' | 'position_t_stats' | 'relative_position' | 'reward_sign' | 'token_types' | 'token_types_by_position' | 'top_tokens'
+> & {
   sections: Record<Section, SectionWeightStats>;
   episodes: number;
   tokens: number;
@@ -164,7 +165,13 @@ export type Tables = Pick<CreditAnalysis, 'contribution' | 'position_t_stats' | 
 };
 
 export function typeStats(n: number, total: number, sumAbs: number, sumC: number, sumLp: number): TokenTypeStats {
-  return { count: n, share: meanOfSum(n, total), mean_abs_contribution: meanOfSum(sumAbs, n), mean_contribution: meanOfSum(sumC, n), mean_logprob: meanOfSum(sumLp, n) };
+  return {
+    count: n,
+    share: meanOfSum(n, total),
+    mean_abs_contribution: meanOfSum(sumAbs, n),
+    mean_contribution: meanOfSum(sumC, n),
+    mean_logprob: meanOfSum(sumLp, n),
+  };
 }
 
 export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: number): Tables {
@@ -176,8 +183,12 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   const keep = new Uint8Array(total);
   let kept = 0;
   for (let i = 0; i < total; i++) {
-    const ok = Number.isFinite(all.contribution[i]) && Number.isFinite(all.logprob[i]) && Number.isFinite(all.weight[i])
-      && Number.isFinite(all.effective_advantage[i]) && Number.isFinite(all.advantage[i]);
+    const ok =
+      Number.isFinite(all.contribution[i]) &&
+      Number.isFinite(all.logprob[i]) &&
+      Number.isFinite(all.weight[i]) &&
+      Number.isFinite(all.effective_advantage[i]) &&
+      Number.isFinite(all.advantage[i]);
     keep[i] = ok ? 1 : 0;
     if (ok) kept++;
   }
@@ -194,7 +205,10 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   const { contribution: C, logprob: LP, position: POS, advantage: ADV, weight: W, effective_advantage: EA } = c;
   const reasoning = reasoningFlags(c, re);
 
-  let minPos = 0, maxPos = -1, minId = 0, maxId = -1;
+  let minPos = 0,
+    maxPos = -1,
+    minId = 0,
+    maxId = -1;
   for (let i = 0; i < n; i++) {
     if (POS[i] > maxPos) maxPos = POS[i];
     if (POS[i] < minPos) minPos = POS[i];
@@ -206,19 +220,40 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   if (maxPos >= 1 << 24) throw new UserError(`the token table's position column holds ${maxPos}, far beyond any completion length`);
 
   // ---- pass 1: sums ----
-  let sumC = 0, sumAbs = 0, minC = Infinity, maxC = -Infinity;
-  const rbN = new Float64Array(REL_BINS), rbC = new Float64Array(REL_BINS), rbAbs = new Float64Array(REL_BINS), rbLp = new Float64Array(REL_BINS);
+  let sumC = 0,
+    sumAbs = 0,
+    minC = Infinity,
+    maxC = -Infinity;
+  const rbN = new Float64Array(REL_BINS),
+    rbC = new Float64Array(REL_BINS),
+    rbAbs = new Float64Array(REL_BINS),
+    rbLp = new Float64Array(REL_BINS);
   // Episodes by the sign of A_i: 0 positive, 1 zero (a group of equal rewards: GRPO gives it no gradient), 2 negative.
-  const sgN = new Float64Array(3), sgC = new Float64Array(3), sgAbs = new Float64Array(3);
+  const sgN = new Float64Array(3),
+    sgC = new Float64Array(3),
+    sgAbs = new Float64Array(3);
   const sgEp = new Float64Array(3);
   const epSeen = new Uint8Array(ep.count);
   let episodes = 0;
-  const tyN = new Float64Array(2), tyC = new Float64Array(2), tyAbs = new Float64Array(2), tyLp = new Float64Array(2);
-  const tbN = new Float64Array(TYPE_BINS * 2), tbC = new Float64Array(TYPE_BINS * 2), tbAbs = new Float64Array(TYPE_BINS * 2), tbLp = new Float64Array(TYPE_BINS * 2);
+  const tyN = new Float64Array(2),
+    tyC = new Float64Array(2),
+    tyAbs = new Float64Array(2),
+    tyLp = new Float64Array(2);
+  const tbN = new Float64Array(TYPE_BINS * 2),
+    tbC = new Float64Array(TYPE_BINS * 2),
+    tbAbs = new Float64Array(TYPE_BINS * 2),
+    tbLp = new Float64Array(TYPE_BINS * 2);
   const P = maxPos + 1;
-  const pN = new Float64Array(P), pC = new Float64Array(P), pMin = new Float64Array(P).fill(Infinity), pMax = new Float64Array(P).fill(-Infinity);
-  const sN = new Float64Array(3), sW = new Float64Array(3), sMin = new Float64Array(3).fill(Infinity), sMax = new Float64Array(3).fill(-Infinity);
-  const sAbsA = new Float64Array(3), sAbsC = new Float64Array(3);
+  const pN = new Float64Array(P),
+    pC = new Float64Array(P),
+    pMin = new Float64Array(P).fill(Infinity),
+    pMax = new Float64Array(P).fill(-Infinity);
+  const sN = new Float64Array(3),
+    sW = new Float64Array(3),
+    sMin = new Float64Array(3).fill(Infinity),
+    sMax = new Float64Array(3).fill(-Infinity);
+  const sAbsA = new Float64Array(3),
+    sAbsC = new Float64Array(3);
   const bin10 = new Uint8Array(n);
   const sec = new Uint8Array(n);
   // Top tokens are grouped by (token id, type): a custom regex can class one id differently only if its text
@@ -289,7 +324,7 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     sAbsC[si] += ax;
 
     const key = c.token_id[i] * 2 + r;
-    let k = dense !== null ? dense[key] : sparse.get(key) ?? -1;
+    let k = dense !== null ? dense[key] : (sparse.get(key) ?? -1);
     if (k < 0) {
       k = firstRow.length;
       if (dense !== null) dense[key] = k;
@@ -311,7 +346,10 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   const sWeights = [0, 1, 2].map((s) => new Float32Array(sN[s]));
   const sFill = new Int32Array(3);
   const K = firstRow.length;
-  const kN = new Float64Array(K), kC = new Float64Array(K), kAbs = new Float64Array(K), kLp = new Float64Array(K);
+  const kN = new Float64Array(K),
+    kC = new Float64Array(K),
+    kAbs = new Float64Array(K),
+    kLp = new Float64Array(K);
   for (let i = 0; i < n; i++) {
     const x = C[i];
     const d = x - meanC;
@@ -335,7 +373,12 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   }
 
   // ---- t-statistics per position ----
-  let used = 0, nLt2 = 0, zeroStd = 0, gt3 = 0, lt15 = 0, sumAbsT = 0;
+  let used = 0,
+    nLt2 = 0,
+    zeroStd = 0,
+    gt3 = 0,
+    lt15 = 0,
+    sumAbsT = 0;
   const byPosition: PositionTStats['by_position'] = [];
   for (let p = 0; p < P; p++) {
     const np = pN[p];
@@ -356,15 +399,21 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   const excluded: string[] = [];
   if (nLt2) excluded.push(`${nLt2} reached by fewer than 2 episodes`);
   if (zeroStd) excluded.push(`${zeroStd} where every episode has the same contribution (std 0, e.g. all advantages 0)`);
-  const note = `t = mean(c)/(std(c)/√n) over the episodes reaching each position (sample std); ${used} of ${P} positions have one` +
+  const note =
+    `t = mean(c)/(std(c)/√n) over the episodes reaching each position (sample std); ${used} of ${P} positions have one` +
     (excluded.length ? `; left out: ${excluded.join(', ')}.` : '.');
 
   // ---- top tokens ----
   const topTokens = {} as Record<TokenType, TopTokenLists>;
   const text = (k: number) => c.token[firstRow[k]];
   const tok = (k: number): TopToken => ({
-    token_id: c.token_id[firstRow[k]], token: text(k), count: kN[k], total_abs_contribution: kAbs[k],
-    mean_contribution: kC[k] / kN[k], mean_abs_contribution: kAbs[k] / kN[k], mean_logprob: kLp[k] / kN[k],
+    token_id: c.token_id[firstRow[k]],
+    token: text(k),
+    count: kN[k],
+    total_abs_contribution: kAbs[k],
+    mean_contribution: kC[k] / kN[k],
+    mean_abs_contribution: kAbs[k] / kN[k],
+    mean_logprob: kLp[k] / kN[k],
   });
   const tieBreak = (a: number, b: number) => (text(a) < text(b) ? -1 : text(a) > text(b) ? 1 : c.token_id[firstRow[a]] - c.token_id[firstRow[b]]);
   TYPES.forEach((type, r) => {
@@ -381,21 +430,47 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     const m = sN[s];
     const [p10, p50, p90] = m > 0 ? percentiles(sWeights[s], [10, 50, 90]) : [null, null, null];
     sections[name] = {
-      count: m, mean: meanOfSum(sW[s], m), std: sampleStd(sSsd[s], m), min: m > 0 ? sMin[s] : null, p10, p50, p90, max: m > 0 ? sMax[s] : null,
-      mean_abs_effective_advantage: meanOfSum(sAbsA[s], m), mean_abs_contribution: meanOfSum(sAbsC[s], m),
+      count: m,
+      mean: meanOfSum(sW[s], m),
+      std: sampleStd(sSsd[s], m),
+      min: m > 0 ? sMin[s] : null,
+      p10,
+      p50,
+      p90,
+      max: m > 0 ? sMax[s] : null,
+      mean_abs_effective_advantage: meanOfSum(sAbsA[s], m),
+      mean_abs_contribution: meanOfSum(sAbsC[s], m),
     };
   });
 
   return {
-    contribution: { count: n, mean: meanOfSum(sumC, n), std: sampleStd(ssd, n), mean_abs: meanOfSum(sumAbs, n), min: n > 0 ? minC : null, max: n > 0 ? maxC : null },
+    contribution: {
+      count: n,
+      mean: meanOfSum(sumC, n),
+      std: sampleStd(ssd, n),
+      mean_abs: meanOfSum(sumAbs, n),
+      min: n > 0 ? minC : null,
+      max: n > 0 ? maxC : null,
+    },
     position_t_stats: {
-      positions: used, frac_abs_t_gt_3: meanOfSum(gt3, used), frac_abs_t_lt_1_5: meanOfSum(lt15, used), mean_abs_t: meanOfSum(sumAbsT, used),
-      excluded_n_lt_2: nLt2, excluded_zero_std: zeroStd, note, by_position: byPosition,
+      positions: used,
+      frac_abs_t_gt_3: meanOfSum(gt3, used),
+      frac_abs_t_lt_1_5: meanOfSum(lt15, used),
+      mean_abs_t: meanOfSum(sumAbsT, used),
+      excluded_n_lt_2: nLt2,
+      excluded_zero_std: zeroStd,
+      note,
+      by_position: byPosition,
     },
     relative_position: Array.from({ length: REL_BINS }, (_, b) => ({
-      bin: b, lo: b / REL_BINS, hi: (b + 1) / REL_BINS, count: rbN[b],
-      mean_contribution: meanOfSum(rbC[b], rbN[b]), std_contribution: sampleStd(rbSsd[b], rbN[b]),
-      mean_abs_contribution: meanOfSum(rbAbs[b], rbN[b]), mean_logprob: meanOfSum(rbLp[b], rbN[b]),
+      bin: b,
+      lo: b / REL_BINS,
+      hi: (b + 1) / REL_BINS,
+      count: rbN[b],
+      mean_contribution: meanOfSum(rbC[b], rbN[b]),
+      std_contribution: sampleStd(rbSsd[b], rbN[b]),
+      mean_abs_contribution: meanOfSum(rbAbs[b], rbN[b]),
+      mean_logprob: meanOfSum(rbLp[b], rbN[b]),
     })),
     reward_sign: {
       positive: { episodes: sgEp[0], tokens: sgN[0], mean_contribution: meanOfSum(sgC[0], sgN[0]), mean_abs_contribution: meanOfSum(sgAbs[0], sgN[0]) },
@@ -407,10 +482,13 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
       reasoning: typeStats(tyN[1], n, tyAbs[1], tyC[1], tyLp[1]),
     },
     token_types_by_position: Array.from({ length: TYPE_BINS }, (_, b) => {
-      const f = b * 2, r = b * 2 + 1;
+      const f = b * 2,
+        r = b * 2 + 1;
       const inBin = tbN[f] + tbN[r];
       return {
-        bin: b, lo: b / TYPE_BINS, hi: (b + 1) / TYPE_BINS,
+        bin: b,
+        lo: b / TYPE_BINS,
+        hi: (b + 1) / TYPE_BINS,
         filler: typeStats(tbN[f], inBin, tbAbs[f], tbC[f], tbLp[f]),
         reasoning: typeStats(tbN[r], inBin, tbAbs[r], tbC[r], tbLp[r]),
       };
@@ -422,4 +500,3 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     notes,
   };
 }
-

@@ -15,7 +15,10 @@ function closestFlag(k: string, known: readonly string[]): string | undefined {
   let bestD = Infinity;
   for (const c of known) {
     const d = levenshtein(k, c);
-    if (d < bestD) { best = c; bestD = d; }
+    if (d < bestD) {
+      best = c;
+      bestD = d;
+    }
   }
   return best !== undefined && bestD <= Math.max(1, Math.floor(k.length / 3)) ? best : undefined;
 }
@@ -27,9 +30,15 @@ export function parseArgs(argv: readonly string[], spec: { valued?: readonly str
   const flags = new Map<string, string[]>();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (!a.startsWith('--') || a === '--') { positional.push(a); continue; }
+    if (!a.startsWith('--') || a === '--') {
+      positional.push(a);
+      continue;
+    }
     const [k, inline] = a.slice(2).split(/=(.*)/s, 2);
-    if (boolean.includes(k) && inline === undefined) { flags.set(k, ['true']); continue; }
+    if (boolean.includes(k) && inline === undefined) {
+      flags.set(k, ['true']);
+      continue;
+    }
     if (!valued.includes(k)) {
       const guess = closestFlag(k, [...valued, ...boolean]);
       throw new UserError(`unknown option --${k}${guess ? `; did you mean --${guess}?` : ''}\n${usage}`);
@@ -57,7 +66,8 @@ export function intFlag(args: ParsedArgs, name: string, min = 0): number | undef
   const v = flag(args, name);
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min) throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected an integer ≥ ${min}`);
+  if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min)
+    throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected an integer ≥ ${min}`);
   return n;
 }
 

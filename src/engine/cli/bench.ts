@@ -19,8 +19,18 @@ import { pairedRounds, summarize, TorchServer, type PairedSummary } from './pair
 
 // The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
 export const REFERENCE: ModelConfig = {
-  arch: 'qwen2', vocabSize: 64, dModel: 128, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 512, maxSeqLen: 160,
-  ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true,
+  arch: 'qwen2',
+  vocabSize: 64,
+  dModel: 128,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 4,
+  dFf: 512,
+  maxSeqLen: 160,
+  ropeTheta: 10000,
+  rmsEps: 1e-6,
+  tieEmbeddings: true,
+  qkvBias: true,
 };
 
 /** The small model of issue 13: 4 layers, d_model 256, 8 heads, d_ff 1024, vocab 512 (train [16, 128], rollout 32 × 128). */
@@ -110,7 +120,9 @@ export function rolloutRunner(cfg: ModelConfig = REFERENCE, n = 64, newTokens = 
       const out = generate(model, prompts, { maxNewTokens: newTokens, temperature: 1, topP: 1, eosId: -1, rng });
       return out.reduce((a, s) => a + s.ids.length, 0) / ((performance.now() - t0) / 1000);
     },
-    dispose() { model.dispose(); },
+    dispose() {
+      model.dispose();
+    },
   };
 }
 
@@ -141,7 +153,9 @@ export async function attributionMemory(configPath: string): Promise<{ none: num
     const { getStrategy } = await import('../credit');
     const head = getStrategy(strategy).createHead?.(s.modelCfg.dModel, 1, { ...(await import('../credit/types')).DEFAULT_CREDIT_PARAMS }) ?? null;
     await grpoStep({ session: s, optimizer: opt, step: 1, head });
-    const info = await tf.profile(async () => { await grpoStep({ session: s, optimizer: opt, step: 2, head }); });
+    const info = await tf.profile(async () => {
+      await grpoStep({ session: s, optimizer: opt, step: 2, head });
+    });
     out[key] = info.peakBytes / 2 ** 20;
     head?.dispose();
     opt.dispose();
@@ -172,15 +186,19 @@ function emptyResult() {
       sgemm_torch: null as number | null,
     },
     spread_ms: {
-      reference_wasm_blas: null as [number, number] | null, reference_wasm: null as [number, number] | null,
-      small_wasm_blas: null as [number, number] | null, small_wasm: null as [number, number] | null,
+      reference_wasm_blas: null as [number, number] | null,
+      reference_wasm: null as [number, number] | null,
+      small_wasm_blas: null as [number, number] | null,
+      small_wasm: null as [number, number] | null,
     },
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     torch: null as unknown,
     /** wasm-blas against torch in alternating rounds (paired.ts): the figures above for both come from these */
     paired: {
-      reference_train: null as PairedSummary | null, reference_rollout: null as PairedSummary | null,
-      small_train: null as PairedSummary | null, small_rollout: null as PairedSummary | null,
+      reference_train: null as PairedSummary | null,
+      reference_rollout: null as PairedSummary | null,
+      small_train: null as PairedSummary | null,
+      small_rollout: null as PairedSummary | null,
     },
   };
 }
@@ -191,9 +209,12 @@ type BenchResult = ReturnType<typeof emptyResult>;
  * same rounds; the ratios are the medians of the rounds' ratios. Without: torch alone.
  */
 async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, result: BenchResult, say: (m: string) => void): Promise<void> {
-  const ms = (x: number) => `${x.toFixed(1)} ms`, rate = (x: number) => `${x.toFixed(0)} tok/s`;
+  const ms = (x: number) => `${x.toFixed(1)} ms`,
+    rate = (x: number) => `${x.toFixed(0)} tok/s`;
   const report = (label: string, p: PairedSummary, unit: (x: number) => string) =>
-    say(`wasm-blas${label}: ${unit(p.ours)} vs torch ${unit(p.torch)}: ${p.ratio.toFixed(2)}× torch (rounds ${p.ratio_range[0].toFixed(2)}–${p.ratio_range[1].toFixed(2)}, ${p.rounds} paired rounds)`);
+    say(
+      `wasm-blas${label}: ${unit(p.ours)} vs torch ${unit(p.torch)}: ${p.ratio.toFixed(2)}× torch (rounds ${p.ratio_range[0].toFixed(2)}–${p.ratio_range[1].toFixed(2)}, ${p.rounds} paired rounds)`,
+    );
   if (!paired) {
     result.train_step_ms.torch = median(await torch.train('reference', quick ? 3 : 10));
     result.rollout_tokens_per_s.torch = median(await torch.rollout('reference', quick ? 1 : 3));
@@ -203,11 +224,21 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
     result.gflops.small.torch = trainStepFlops(SMALL, 16, 128) / (result.small.train_step_ms.torch / 1000) / 1e9;
   } else {
     await initBackend('wasm-blas');
-    for (const [model, cfg, B, T, steps, rounds] of [['reference', REFERENCE, 32, 64, 4, quick ? 2 : 8], ['small', SMALL, 16, 128, 2, quick ? 1 : 4]] as const) {
+    for (const [model, cfg, B, T, steps, rounds] of [
+      ['reference', REFERENCE, 32, 64, 4, quick ? 2 : 8],
+      ['small', SMALL, 16, 128, 2, quick ? 1 : 4],
+    ] as const) {
       const runner = trainStepRunner(cfg, B, T);
       timeSteps(runner, 2);
       // each block: one untimed step (cold caches and pools after the other side's block), then the timed ones
-      const r = await pairedRounds(rounds, () => { timeSteps(runner, 1); return timeSteps(runner, steps); }, () => torch.train(model, steps, 1));
+      const r = await pairedRounds(
+        rounds,
+        () => {
+          timeSteps(runner, 1);
+          return timeSteps(runner, steps);
+        },
+        () => torch.train(model, steps, 1),
+      );
       runner.dispose();
       const p = summarize(r);
       const into = model === 'reference' ? result : result.small;
@@ -219,9 +250,19 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
       result.paired[`${model}_train`] = p;
       report(`${model === 'small' ? ', small model' : ''}: train step`, p, ms);
     }
-    for (const [model, cfg, n, newTokens, rounds] of [['reference', REFERENCE, 64, 64, quick ? 1 : 4], ['small', SMALL, 32, 128, quick ? 1 : 3]] as const) {
+    for (const [model, cfg, n, newTokens, rounds] of [
+      ['reference', REFERENCE, 64, 64, quick ? 1 : 4],
+      ['small', SMALL, 32, 128, quick ? 1 : 3],
+    ] as const) {
       const runner = rolloutRunner(cfg, n, newTokens);
-      const r = await pairedRounds(rounds, () => { runner.run(); return [runner.run()]; }, () => torch.rollout(model, 1, 1));
+      const r = await pairedRounds(
+        rounds,
+        () => {
+          runner.run();
+          return [runner.run()];
+        },
+        () => torch.rollout(model, 1, 1),
+      );
       runner.dispose();
       const p = summarize(r);
       const into = model === 'reference' ? result : result.small;
@@ -234,7 +275,10 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
 }
 
 export async function runBench(o: { json: boolean; quick: boolean }): Promise<void> {
-  const say = (m: string) => { if (!o.json) console.log(m); else process.stderr.write(m + '\n'); };
+  const say = (m: string) => {
+    if (!o.json) console.log(m);
+    else process.stderr.write(m + '\n');
+  };
   const iters = o.quick ? 3 : 10;
   const result = emptyResult();
   say('PyTorch reference (bench/torch_ref.py --serve, /usr/bin/python3)…');
@@ -280,7 +324,9 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       result.small.train_step_ms[key] = sm.median;
       result.spread_ms[`small_${key}`] = [sm.min, sm.max];
       result.gflops.small[key] = trainStepFlops(SMALL, 16, 128) / (sm.median / 1000) / 1e9;
-      say(`${backend}, small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small[key]!.toFixed(1)} GFLOP/s`);
+      say(
+        `${backend}, small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small[key]!.toFixed(1)} GFLOP/s`,
+      );
       const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
       result.small.rollout_tokens_per_s[key] = stps;
       say(`${backend}, small model: rollout ${stps.toFixed(0)} tok/s${ratio(stps, result.small.rollout_tokens_per_s.torch)}`);
@@ -302,12 +348,16 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       times.push((performance.now() - t0) / 1000);
     }
     result.grpo_step_s = median(times);
-    say(`countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update in ${config.grpo.gradient_accumulation_steps} micro-batches, ${s.backend.backend}) ${result.grpo_step_s.toFixed(2)} s`);
+    say(
+      `countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update in ${config.grpo.gradient_accumulation_steps} micro-batches, ${s.backend.backend}) ${result.grpo_step_s.toFixed(2)} s`,
+    );
     opt.dispose();
     s.model.dispose();
     result.attribution_peak_mb = await attributionMemory(exampleCfg);
     const m = result.attribution_peak_mb;
-    say(`peak tensor memory of a GRPO step: ${m.none.toFixed(1)} MB as the example runs it; in one pass: none ${m.none_one_pass.toFixed(1)} MB, attribution ${m.attribution.toFixed(1)} MB (+${(((m.attribution / m.none_one_pass) - 1) * 100).toFixed(1)}%)`);
+    say(
+      `peak tensor memory of a GRPO step: ${m.none.toFixed(1)} MB as the example runs it; in one pass: none ${m.none_one_pass.toFixed(1)} MB, attribution ${m.attribution.toFixed(1)} MB (+${((m.attribution / m.none_one_pass - 1) * 100).toFixed(1)}%)`,
+    );
   }
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();

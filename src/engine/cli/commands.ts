@@ -15,40 +15,53 @@ const data = () => import('./data_commands');
 
 export const COMMANDS: readonly Command[] = [
   {
-    name: 'train', usage: ['train <config.credit.yaml> [--set key=value]... [--rpc] [--resume <run-dir>] [--run-dir <dir>]'],
+    name: 'train',
+    usage: ['train <config.credit.yaml> [--set key=value]... [--rpc] [--resume <run-dir>] [--run-dir <dir>]'],
     run: async (a, u) => (await run()).cmdTrain(a, u),
   },
   {
-    name: 'sweep', usage: ['sweep <config.credit.yaml> [--set key=value]... [--executor local|slurm] [--json] [--dry-run]'],
+    name: 'sweep',
+    usage: ['sweep <config.credit.yaml> [--set key=value]... [--executor local|slurm] [--json] [--dry-run]'],
     run: async (a, u) => (await run()).cmdSweep(a, u),
   },
   {
-    name: 'slurm', usage: ['slurm status <sweep-dir> [--json] [--wait]', 'slurm cancel <sweep-dir> [--task I]'],
+    name: 'slurm',
+    usage: ['slurm status <sweep-dir> [--json] [--wait]', 'slurm cancel <sweep-dir> [--task I]'],
     run: async (a, u) => (await run()).cmdSlurm(a, u),
   },
   {
     name: 'compare',
-    usage: ['compare <run-dir>... --baseline <run-dir>... [--json] [--split test|validation]', 'compare <run-dir>... --from-start [--json] [--split test|validation]'],
+    usage: [
+      'compare <run-dir>... --baseline <run-dir>... [--json] [--split test|validation]',
+      'compare <run-dir>... --from-start [--json] [--split test|validation]',
+    ],
     run: async (a, u) => (await run()).cmdCompare(a, u),
   },
   { name: 'eval', usage: ['eval <run-dir> [--checkpoint N]'], run: async (a, u) => (await run()).cmdEval(a, u) },
   {
-    name: 'rollouts', usage: ['rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...'],
+    name: 'rollouts',
+    usage: ['rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...'],
     run: async (a) => (await data()).cmdRollouts(a),
   },
   {
-    name: 'importance', usage: ['importance train <config.credit.yaml> --rollouts <rollouts_gG.parquet> [--out dir]'],
+    name: 'importance',
+    usage: ['importance train <config.credit.yaml> --rollouts <rollouts_gG.parquet> [--out dir]'],
     run: async (a) => (await data()).cmdImportance(a),
   },
   {
     name: 'analyze',
-    usage: ['analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]', '                    [--reasoning-regex RE] [--top-k N]'],
+    usage: [
+      'analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]',
+      '                    [--reasoning-regex RE] [--top-k N]',
+    ],
     run: async (a) => (await data()).cmdAnalyze(a),
   },
   {
     name: 'import',
-    usage: ['import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]',
-      '                   [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]'],
+    usage: [
+      'import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]',
+      '                   [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]',
+    ],
     run: async (a) => (await data()).cmdImport(a),
   },
   { name: 'bench', usage: ['bench [--json] [--quick] [--profile [--backend wasm-blas|wasm]]'], run: async (a, u) => (await run()).cmdBench(a, u) },

@@ -51,39 +51,55 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
   return 0;
 }
 
-export const IMPORTANCE_USAGE = 'usage: credit-lens importance train <config.credit.yaml> --rollouts <rollouts.parquet> [--out dir] [--steps N] '
-  + '[--batch-size N] [--lr x] [--d-model N] [--layers N] [--heads N] [--heldout fraction] [--validation fraction] [--reward column] [--set key=value]...';
+export const IMPORTANCE_USAGE =
+  'usage: credit-lens importance train <config.credit.yaml> --rollouts <rollouts.parquet> [--out dir] [--steps N] ' +
+  '[--batch-size N] [--lr x] [--d-model N] [--layers N] [--heads N] [--heldout fraction] [--validation fraction] [--reward column] [--set key=value]...';
 
 export async function cmdImportance(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'train') throw new UserError(`importance: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${IMPORTANCE_USAGE}`);
-  const a = parseArgs(rest, { valued: ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'validation', 'reward', 'set'] }, IMPORTANCE_USAGE);
+  const a = parseArgs(
+    rest,
+    { valued: ['rollouts', 'out', 'steps', 'batch-size', 'lr', 'd-model', 'layers', 'heads', 'heldout', 'validation', 'reward', 'set'] },
+    IMPORTANCE_USAGE,
+  );
   if (a.positional.length !== 1) throw new UserError(`importance train needs exactly one config file\n${IMPORTANCE_USAGE}`);
   const rollouts = a.flags.get('rollouts')?.at(-1);
   if (!rollouts) throw new UserError(`importance train needs --rollouts <rollouts.parquet> (from \`credit-lens rollouts paired\`)\n${IMPORTANCE_USAGE}`);
   const net: Partial<ImportanceNetConfig> = {};
-  const d = intFlag(a, 'd-model', 2), l = intFlag(a, 'layers', 1), h = intFlag(a, 'heads', 1);
+  const d = intFlag(a, 'd-model', 2),
+    l = intFlag(a, 'layers', 1),
+    h = intFlag(a, 'heads', 1);
   if (d !== undefined) net.d_model = d;
   if (l !== undefined) net.n_layers = l;
   if (h !== undefined) net.n_heads = h;
   if (d !== undefined) net.d_ff = 2 * d;
   const r = await importanceTrain({
-    configPath: a.positional[0], rollouts, out: a.flags.get('out')?.at(-1), sets: a.flags.get('set'), net,
-    steps: intFlag(a, 'steps', 1), batchSize: intFlag(a, 'batch-size', 1),
+    configPath: a.positional[0],
+    rollouts,
+    out: a.flags.get('out')?.at(-1),
+    sets: a.flags.get('set'),
+    net,
+    steps: intFlag(a, 'steps', 1),
+    batchSize: intFlag(a, 'batch-size', 1),
     lr: numFlag(a, 'lr', (x) => x > 0, 'a positive number'),
     heldout: numFlag(a, 'heldout', (x) => x > 0 && x < 1, 'a fraction in (0, 1)'),
     validation: numFlag(a, 'validation', (x) => x >= 0 && x < 1, 'a fraction in [0, 1)'),
-    reward: a.flags.get('reward')?.at(-1), log: (m) => process.stderr.write(m + '\n'),
+    reward: a.flags.get('reward')?.at(-1),
+    log: (m) => process.stderr.write(m + '\n'),
   });
   const m = r.metrics;
-  process.stderr.write(`held-out NLL per pair: net ${m.heldout_nll.toFixed(4)}  constant f=${m.constant_f.toFixed(3)} ${m.heldout_nll_constant.toFixed(4)}  `
-    + `independent ${m.heldout_nll_independent.toFixed(4)}  (${m.heldout_pairs} pairs of ${m.heldout_prompts} prompts; ${m.train_pairs} training pairs; `
-    + `weights of step ${m.selected_step})\n`);
+  process.stderr.write(
+    `held-out NLL per pair: net ${m.heldout_nll.toFixed(4)}  constant f=${m.constant_f.toFixed(3)} ${m.heldout_nll_constant.toFixed(4)}  ` +
+      `independent ${m.heldout_nll_independent.toFixed(4)}  (${m.heldout_pairs} pairs of ${m.heldout_prompts} prompts; ${m.train_pairs} training pairs; ` +
+      `weights of step ${m.selected_step})\n`,
+  );
   console.log(r.dir);
   return 0;
 }
 
-export const ROLLOUTS_USAGE = 'usage: credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint-dir>] [--set key=value]... [--output-dir dir]';
+export const ROLLOUTS_USAGE =
+  'usage: credit-lens rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint-dir>] [--set key=value]... [--output-dir dir]';
 
 /** `credit-lens rollouts paired …` (argv after "rollouts"). Prints the parquet path on stdout. */
 export async function cmdRollouts(argv: string[]): Promise<number> {
@@ -92,8 +108,12 @@ export async function cmdRollouts(argv: string[]): Promise<number> {
   const a = parseArgs(rest, { valued: ['groups', 'checkpoint', 'set', 'output-dir'] }, ROLLOUTS_USAGE);
   if (a.positional.length !== 1) throw new UserError(`rollouts paired needs exactly one config file\n${ROLLOUTS_USAGE}`);
   const r = await pairedRollouts({
-    configPath: a.positional[0], sets: a.flags.get('set'), groups: intFlag(a, 'groups', 1),
-    checkpoint: a.flags.get('checkpoint')?.at(-1), outputDir: a.flags.get('output-dir')?.at(-1), argv: ['rollouts', ...argv],
+    configPath: a.positional[0],
+    sets: a.flags.get('set'),
+    groups: intFlag(a, 'groups', 1),
+    checkpoint: a.flags.get('checkpoint')?.at(-1),
+    outputDir: a.flags.get('output-dir')?.at(-1),
+    argv: ['rollouts', ...argv],
     log: (m) => process.stderr.write(m + '\n'),
   });
   process.stderr.write(`${r.rows} rollouts in ${r.groups} groups (${r.zeroVarianceGroups} with zero reward variance) → ${r.dir}\n`);
@@ -106,32 +126,49 @@ export const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model
          [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]`;
 
 export async function cmdImport(argv: string[]): Promise<number> {
-  const a = parseArgs(argv, { valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold'], boolean: ['json', 'progress-json'] }, IMPORT_USAGE);
+  const a = parseArgs(
+    argv,
+    { valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold'], boolean: ['json', 'progress-json'] },
+    IMPORT_USAGE,
+  );
   if (a.positional.length !== 1) throw new UserError(`import needs exactly one file or folder\n${IMPORT_USAGE}`);
   const format = flag(a, 'format') ?? 'auto';
-  if (format !== 'auto' && !(['verl', 'trl', 'prime', 'jsonl'] as string[]).includes(format)) throw new UserError(`--format ${format}: expected auto, verl, trl, prime or jsonl`);
+  if (format !== 'auto' && !(['verl', 'trl', 'prime', 'jsonl'] as string[]).includes(format))
+    throw new UserError(`--format ${format}: expected auto, verl, trl, prime or jsonl`);
   const sets = [...(a.flags.get('set') ?? [])];
   const strategy = flag(a, 'strategy');
   if (strategy) sets.push(`credit.strategy=${strategy}`);
   let last = 0;
   const t0 = Date.now();
   const progress = (done: number, total: number) => {
-    if (a.flags.has('progress-json')) { process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n'); return; }
+    if (a.flags.has('progress-json')) {
+      process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n');
+      return;
+    }
     if (done < total && Date.now() - last < 1000) return;
     last = Date.now();
     process.stderr.write(`scored ${done}/${total} completions (${((Date.now() - t0) / 1000).toFixed(0)}s)\n`);
   };
   const r = await importRollouts({
-    source: a.positional[0], format: format as ImportFormat | 'auto', model: flag(a, 'model'), tokenizer: flag(a, 'tokenizer'),
-    out: flag(a, 'out'), name: flag(a, 'name'), configPath: flag(a, 'config'), sets,
+    source: a.positional[0],
+    format: format as ImportFormat | 'auto',
+    model: flag(a, 'model'),
+    tokenizer: flag(a, 'tokenizer'),
+    out: flag(a, 'out'),
+    name: flag(a, 'name'),
+    configPath: flag(a, 'config'),
+    sets,
     successThreshold: numFlag(a, 'success-threshold', Number.isFinite, 'a number'),
-    progress, log: (level, m) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`),
+    progress,
+    log: (level, m) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`),
   });
   if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
   else {
     for (const p of r.problems) process.stderr.write(`skipped ${p.file}:${p.line}: ${p.reason}\n`);
     if (r.skipped > r.problems.length) process.stderr.write(`… and ${r.skipped - r.problems.length} more (engine.log lists them all)\n`);
-    console.log(`imported ${r.records} completions (${r.format}, ${r.steps.length} step${r.steps.length === 1 ? '' : 's'}, ${r.skipped} skipped) → ${r.runDir}`);
+    console.log(
+      `imported ${r.records} completions (${r.format}, ${r.steps.length} step${r.steps.length === 1 ? '' : 's'}, ${r.skipped} skipped) → ${r.runDir}`,
+    );
   }
   return 0;
 }

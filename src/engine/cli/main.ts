@@ -10,9 +10,17 @@ export async function main(argv: string[]): Promise<number> {
     const command = COMMANDS.find((c) => c.name === cmd);
     if (command) return await command.run(rest, usage());
     switch (cmd) {
-      case '--version': console.log(JSON.parse(readFileSync(`${__dirname}/../../package.json`, 'utf8')).version); return 0;
-      case undefined: case '-h': case '--help': case 'help': console.log(usage()); return cmd ? 0 : 2;
-      default: throw new UserError(`unknown command "${cmd}"\n${usage()}`);
+      case '--version':
+        console.log(JSON.parse(readFileSync(`${__dirname}/../../package.json`, 'utf8')).version);
+        return 0;
+      case undefined:
+      case '-h':
+      case '--help':
+      case 'help':
+        console.log(usage());
+        return cmd ? 0 : 2;
+      default:
+        throw new UserError(`unknown command "${cmd}"\n${usage()}`);
     }
   } catch (e) {
     if (isUserError(e)) {
@@ -25,5 +33,11 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (require.main === module) {
-  main(process.argv.slice(2)).then((code) => process.exit(code), (e) => { process.stderr.write(String(e) + "\n"); process.exit(1); });
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e) => {
+      process.stderr.write(String(e) + '\n');
+      process.exit(1);
+    },
+  );
 }

@@ -10,7 +10,11 @@ import { createInterface } from 'node:readline';
 import { median } from '../core/stats';
 
 /** One figure measured in alternating rounds: every sample of each side, and each round's ratio of medians (ours / torch). */
-export interface PairedRounds { ours: number[]; torch: number[]; ratios: number[] }
+export interface PairedRounds {
+  ours: number[];
+  torch: number[];
+  ratios: number[];
+}
 
 export interface PairedSummary {
   /** medians over every sample of each side */
@@ -24,8 +28,11 @@ export interface PairedSummary {
 
 export function summarize(r: PairedRounds): PairedSummary {
   return {
-    ours: median(r.ours), torch: median(r.torch), ratio: median(r.ratios),
-    ratio_range: [Math.min(...r.ratios), Math.max(...r.ratios)], rounds: r.ratios.length,
+    ours: median(r.ours),
+    torch: median(r.torch),
+    ratio: median(r.ratios),
+    ratio_range: [Math.min(...r.ratios), Math.max(...r.ratios)],
+    rounds: r.ratios.length,
   };
 }
 
@@ -39,7 +46,8 @@ const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
 export async function pairedRounds(rounds: number, ours: () => number[], torch: () => Promise<number[]>, pauseMs = 250): Promise<PairedRounds> {
   const out: PairedRounds = { ours: [], torch: [], ratios: [] };
   for (let r = 0; r < rounds; r++) {
-    let a: number[] = [], b: number[] = [];
+    let a: number[] = [],
+      b: number[] = [];
     if (r % 2 === 0) {
       b = await torch();
       await pause(pauseMs);
@@ -67,7 +75,9 @@ export class TorchServer {
 
   private constructor(private readonly child: ChildProcessWithoutNullStreams) {
     createInterface({ input: child.stdout }).on('line', (line) => this.waiting.shift()?.(line));
-    child.stderr.on('data', (d: Buffer) => { this.stderr = (this.stderr + d.toString()).slice(-2000); });
+    child.stderr.on('data', (d: Buffer) => {
+      this.stderr = (this.stderr + d.toString()).slice(-2000);
+    });
     child.on('exit', () => {
       this.exited = true;
       for (const w of this.waiting.splice(0)) w(null);
@@ -75,7 +85,9 @@ export class TorchServer {
   }
 
   /** Starts the server, or says why it cannot (no python, no script, torch not importable). */
-  static async start(python = '/usr/bin/python3'): Promise<{ server: TorchServer; version: string; threads: number; sgemm_gflops: number } | { error: string }> {
+  static async start(
+    python = '/usr/bin/python3',
+  ): Promise<{ server: TorchServer; version: string; threads: number; sgemm_gflops: number } | { error: string }> {
     const script = [join(__dirname, '../../bench/torch_ref.py'), resolve('bench/torch_ref.py')].find(existsSync);
     if (!existsSync(python) || !script) return { error: `no ${python} or bench/torch_ref.py` };
     const server = new TorchServer(spawn(python, [script, '--serve'], { stdio: 'pipe' }));

@@ -9,8 +9,18 @@ import { Transformer, type ModelConfig } from '../model/model';
 import { generate } from '../model/sampler';
 import { REFERENCE, trainStepRunner } from './bench';
 
-export interface OpRow { op: string; calls: number; ms: number; share: number }
-export interface ProfileTable { what: string; wallMs: number; kernelMs: number; rows: OpRow[] }
+export interface OpRow {
+  op: string;
+  calls: number;
+  ms: number;
+  share: number;
+}
+export interface ProfileTable {
+  what: string;
+  wallMs: number;
+  kernelMs: number;
+  rows: OpRow[];
+}
 
 /** Kernels grouped by name, largest total first; `share` is of the whole wall time. */
 export async function aggregate(what: string, wallMs: number, kernels: { name: string; kernelTimeMs: unknown }[]): Promise<ProfileTable> {
@@ -29,15 +39,20 @@ export async function aggregate(what: string, wallMs: number, kernels: { name: s
 
 export function profileMarkdown(t: ProfileTable, top = 14): string {
   const fmt = (x: number) => x.toFixed(x < 10 ? 2 : 1);
-  const lines = [`**${t.what}**: ${fmt(t.wallMs)} ms wall, ${fmt(t.kernelMs)} ms in kernels`, '', '| op | calls | total ms | % of wall |', '|---|---:|---:|---:|'];
+  const lines = [
+    `**${t.what}**: ${fmt(t.wallMs)} ms wall, ${fmt(t.kernelMs)} ms in kernels`,
+    '',
+    '| op | calls | total ms | % of wall |',
+    '|---|---:|---:|---:|',
+  ];
   for (const r of t.rows.slice(0, top)) lines.push(`| ${r.op} | ${r.calls} | ${fmt(r.ms)} | ${(100 * r.share).toFixed(1)} |`);
   const rest = t.rows.slice(top);
   if (rest.length) {
     const ms = rest.reduce((a, r) => a + r.ms, 0);
-    lines.push(`| ${rest.length} other ops | ${rest.reduce((a, r) => a + r.calls, 0)} | ${fmt(ms)} | ${(100 * ms / t.wallMs).toFixed(1)} |`);
+    lines.push(`| ${rest.length} other ops | ${rest.reduce((a, r) => a + r.calls, 0)} | ${fmt(ms)} | ${((100 * ms) / t.wallMs).toFixed(1)} |`);
   }
   const outside = Math.max(0, t.wallMs - t.kernelMs);
-  lines.push(`| outside kernels (JS, gradient bookkeeping, host round-trips) | | ${fmt(outside)} | ${(100 * outside / t.wallMs).toFixed(1)} |`);
+  lines.push(`| outside kernels (JS, gradient bookkeeping, host round-trips) | | ${fmt(outside)} | ${((100 * outside) / t.wallMs).toFixed(1)} |`);
   return lines.join('\n');
 }
 
@@ -47,7 +62,9 @@ export async function profileReference(cfg: ModelConfig = REFERENCE, backend: Ba
   const runner = trainStepRunner(cfg, 32, 64);
   for (let i = 0; i < 3; i++) runner.step();
   let t0 = performance.now();
-  const train = await tf.profile(() => { runner.step(); });
+  const train = await tf.profile(() => {
+    runner.step();
+  });
   const trainWall = performance.now() - t0;
   // tf.profile hands back the engine's one profile record, which the next tf.profile call empties: read it now.
   const trainTable = await aggregate(`train step, reference model, [32, 64], Adam, ${chosen}`, trainWall, train.kernels);
@@ -57,7 +74,9 @@ export async function profileReference(cfg: ModelConfig = REFERENCE, backend: Ba
   const rng = makeRng(3);
   generate(model, prompts, { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
   t0 = performance.now();
-  const decode = await tf.profile(() => { generate(model, prompts, { maxNewTokens: 16, temperature: 1, topP: 1, eosId: -1, rng }); });
+  const decode = await tf.profile(() => {
+    generate(model, prompts, { maxNewTokens: 16, temperature: 1, topP: 1, eosId: -1, rng });
+  });
   const decodeWall = performance.now() - t0;
   model.dispose();
   return [

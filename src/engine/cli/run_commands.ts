@@ -15,13 +15,25 @@ function humanReporter(): Reporter {
     progress: () => {},
     metrics: (_d, r) => {
       const f = (v: number | string | undefined, d = 3) => (typeof v === 'number' ? v.toFixed(d) : '-');
-      if (r.phase === 'sft') { if (r.step % 10 === 0 || r.step === 1) process.stderr.write(`${el()} sft  ${String(r.step).padStart(4)}  loss ${f(r.loss)}\n`); return; }
-      if (r.phase === 'eval') { process.stderr.write(`${el()} eval ${String(r.step).padStart(4)}  success ${f((r.eval_success ?? 0) * 100, 1)}%\n`); return; }
-      process.stderr.write(`${el()} grpo ${String(r.step).padStart(4)}  reward ${f(r.reward_mean)} ± ${f(r.reward_std)}  success ${f((r.success_rate ?? 0) * 100, 1)}%` +
-        `  loss ${f(r.loss, 4)}  |g| ${f(r.grad_norm)}  len ${f(r.response_len, 1)}  ${f(r.step_time_s, 2)}s` +
-        (r.eval_success !== undefined ? `  eval ${f(r.eval_success * 100, 1)}%` : '') + (r.skipped ? '  SKIPPED' : '') + '\n');
+      if (r.phase === 'sft') {
+        if (r.step % 10 === 0 || r.step === 1) process.stderr.write(`${el()} sft  ${String(r.step).padStart(4)}  loss ${f(r.loss)}\n`);
+        return;
+      }
+      if (r.phase === 'eval') {
+        process.stderr.write(`${el()} eval ${String(r.step).padStart(4)}  success ${f((r.eval_success ?? 0) * 100, 1)}%\n`);
+        return;
+      }
+      process.stderr.write(
+        `${el()} grpo ${String(r.step).padStart(4)}  reward ${f(r.reward_mean)} ± ${f(r.reward_std)}  success ${f((r.success_rate ?? 0) * 100, 1)}%` +
+          `  loss ${f(r.loss, 4)}  |g| ${f(r.grad_norm)}  len ${f(r.response_len, 1)}  ${f(r.step_time_s, 2)}s` +
+          (r.eval_success !== undefined ? `  eval ${f(r.eval_success * 100, 1)}%` : '') +
+          (r.skipped ? '  SKIPPED' : '') +
+          '\n',
+      );
     },
-    log: (level, m) => { if (level !== 'info' || /^(backend|resumed|eval before|shared warm start)/.test(m)) process.stderr.write(`${level === 'info' ? '' : level + ': '}${m}\n`); },
+    log: (level, m) => {
+      if (level !== 'info' || /^(backend|resumed|eval before|shared warm start)/.test(m)) process.stderr.write(`${level === 'info' ? '' : level + ': '}${m}\n`);
+    },
     finished: (p) => process.stderr.write(`${p.status}${p.error ? `: ${p.error}` : ''} — ${p.runDir}\n`),
   };
 }
@@ -51,8 +63,15 @@ export async function cmdTrain(argv: string[], usage: string): Promise<number> {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
   try {
-    const r = await train({ configPath: a.positional[0], sets: a.flags.get('set'), resume, reporter, controller,
-      outputDir: a.flags.get('output-dir')?.[0], runDir: a.flags.get('run-dir')?.[0] });
+    const r = await train({
+      configPath: a.positional[0],
+      sets: a.flags.get('set'),
+      resume,
+      reporter,
+      controller,
+      outputDir: a.flags.get('output-dir')?.[0],
+      runDir: a.flags.get('run-dir')?.[0],
+    });
     if (r.initialEval !== null && r.finalEval !== null && !a.flags.has('rpc')) {
       process.stderr.write(`greedy eval success: ${(r.initialEval * 100).toFixed(1)}% after SFT → ${(r.finalEval * 100).toFixed(1)}% after GRPO\n`);
     }
@@ -89,14 +108,23 @@ export async function cmdSweep(argv: string[], usage: string): Promise<number> {
     if (a.flags.has('json')) console.log(JSON.stringify({ executor: 'local', runs }, null, 2));
     else {
       console.log(`${runs.length} run${runs.length === 1 ? '' : 's'} (dry run: nothing trained)`);
-      for (const r of runs) console.log(`  ${r.name}  ${Object.entries(r.overrides).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`);
+      for (const r of runs)
+        console.log(
+          `  ${r.name}  ${Object.entries(r.overrides)
+            .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+            .join(' ')}`,
+        );
     }
     return 0;
   }
   const { runSweep, sweepTable } = await import('../sweep/run_sweep');
   const controller = new RunController();
   let signals = 0;
-  process.on('SIGINT', () => { if (++signals > 1) process.exit(130); process.stderr.write('SIGINT: stopping the current run (checkpoint) and skipping the rest\n'); void controller.stop(); });
+  process.on('SIGINT', () => {
+    if (++signals > 1) process.exit(130);
+    process.stderr.write('SIGINT: stopping the current run (checkpoint) and skipping the rest\n');
+    void controller.stop();
+  });
   process.on('SIGTERM', () => void controller.stop());
   const results = await runSweep(a.positional[0], a.flags.get('set') ?? [], humanReporter(), controller, (m) => process.stderr.write(m + '\n'));
   console.log(sweepTable(results));
@@ -155,7 +183,12 @@ export async function cmdCompare(argv: string[], usage: string): Promise<number>
 
 export async function cmdSlurm(argv: string[], usage: string): Promise<number> {
   const a = parseArgs(argv, { valued: ['task', 'poll'], boolean: ['json', 'wait'] }, usage);
-  return await (await import('../sweep/slurm_cli')).cmdSlurm(a.positional[0], a.positional[1],
+  return await (
+    await import('../sweep/slurm_cli')
+  ).cmdSlurm(
+    a.positional[0],
+    a.positional[1],
     { json: a.flags.has('json'), wait: a.flags.has('wait'), task: intFlag(a, 'task', 0), poll: numFlag(a, 'poll', (x) => x > 0, 'seconds > 0') },
-    (m) => console.log(m));
+    (m) => console.log(m),
+  );
 }

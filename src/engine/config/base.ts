@@ -17,120 +17,187 @@ export const STRATEGIES = STRATEGY_NAMES;
 export type { StrategyName } from '../credit/catalog';
 export { KEY_LIKE_ENV, keySafeUrl } from '../credit/catalog';
 
-export const modelSchema = section({
-  source: oneOf(['scratch', 'hf'], 'scratch: a small decoder trained from random init with the sizes below. hf: a local '
-    + 'directory with config.json, *.safetensors and tokenizer.json (the sizes below are then read from config.json).')
-    .default('scratch'),
-  path: pathOrNull('Model directory for source: hf.').default(null),
-  init_checkpoint: pathOrNull('Start from the weights of this checkpoint (a run\'s checkpoints/step-N folder, or a run folder '
-    + 'for its latest checkpoint) instead of the initial weights, e.g. one SFT warm start shared by every run of a sweep '
-    + '(not in DESIGN §3).').default(null),
-  tokenizer: oneOf(['char', 'bpe'], 'Tokenizer of a scratch model. char: one token per character of the task\'s alphabet. '
-    + 'bpe: a byte-level BPE trained on the task\'s training split and the chat template\'s tags (single tokens), saved in '
-    + 'the run folder as a Hugging Face tokenizer.json and reused on resume, eval and model.init_checkpoint.').default('char'),
-  vocab_size: int(262, 'Largest vocabulary of a bpe tokenizer: 6 special and tag tokens + 256 bytes + the merges (fewer when no pair '
-    + 'of the training split occurs twice).').default(512),
-  d_model: int(1, 'Hidden size of the scratch model.').default(128),
-  n_layers: int(1, 'Transformer blocks of the scratch model.').default(4),
-  n_heads: int(1, 'Attention (query) heads; must divide d_model.').default(4),
-  n_kv_heads: int(1, 'Key/value heads (grouped-query attention); must divide n_heads.').default(4),
-  d_ff: int(1, 'Feed-forward hidden size.').default(512),
-  max_seq_len: int(1, 'Longest prompt + completion, in tokens.').default(192),
-  rope_theta: num({ gt: 0 }, 'Rotary position embedding base (not in DESIGN §3; RoFormer/Llama use 10000).').default(10000),
-  tie_embeddings: bool('Share the input embedding and the output projection (not in DESIGN §3).').default(true),
-}, 'The policy model.').superRefine((m, ctx) => {
+export const modelSchema = section(
+  {
+    source: oneOf(
+      ['scratch', 'hf'],
+      'scratch: a small decoder trained from random init with the sizes below. hf: a local ' +
+        'directory with config.json, *.safetensors and tokenizer.json (the sizes below are then read from config.json).',
+    ).default('scratch'),
+    path: pathOrNull('Model directory for source: hf.').default(null),
+    init_checkpoint: pathOrNull(
+      "Start from the weights of this checkpoint (a run's checkpoints/step-N folder, or a run folder " +
+        'for its latest checkpoint) instead of the initial weights, e.g. one SFT warm start shared by every run of a sweep ' +
+        '(not in DESIGN §3).',
+    ).default(null),
+    tokenizer: oneOf(
+      ['char', 'bpe'],
+      "Tokenizer of a scratch model. char: one token per character of the task's alphabet. " +
+        "bpe: a byte-level BPE trained on the task's training split and the chat template's tags (single tokens), saved in " +
+        'the run folder as a Hugging Face tokenizer.json and reused on resume, eval and model.init_checkpoint.',
+    ).default('char'),
+    vocab_size: int(
+      262,
+      'Largest vocabulary of a bpe tokenizer: 6 special and tag tokens + 256 bytes + the merges (fewer when no pair ' + 'of the training split occurs twice).',
+    ).default(512),
+    d_model: int(1, 'Hidden size of the scratch model.').default(128),
+    n_layers: int(1, 'Transformer blocks of the scratch model.').default(4),
+    n_heads: int(1, 'Attention (query) heads; must divide d_model.').default(4),
+    n_kv_heads: int(1, 'Key/value heads (grouped-query attention); must divide n_heads.').default(4),
+    d_ff: int(1, 'Feed-forward hidden size.').default(512),
+    max_seq_len: int(1, 'Longest prompt + completion, in tokens.').default(192),
+    rope_theta: num({ gt: 0 }, 'Rotary position embedding base (not in DESIGN §3; RoFormer/Llama use 10000).').default(10000),
+    tie_embeddings: bool('Share the input embedding and the output projection (not in DESIGN §3).').default(true),
+  },
+  'The policy model.',
+).superRefine((m, ctx) => {
   if (m.source === 'hf' && m.path === null) {
-    ctx.addIssue({ code: 'custom', path: ['path'], params: { at: ['model', 'source'] },
-      message: 'got null; it is required when model.source is hf (a local folder with config.json, *.safetensors and '
-        + 'tokenizer.json)' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['path'],
+      params: { at: ['model', 'source'] },
+      message: 'got null; it is required when model.source is hf (a local folder with config.json, *.safetensors and ' + 'tokenizer.json)',
+    });
   }
   // The sizes only shape a scratch model; an hf model takes its own from config.json.
   if (m.source !== 'scratch') return;
   if (m.n_heads % m.n_kv_heads !== 0) {
-    ctx.addIssue({ code: 'custom', path: ['n_kv_heads'], message: `got ${m.n_kv_heads}, expected a divisor of `
-      + `model.n_heads (${m.n_heads}): grouped-query attention shares each key/value head among n_heads / n_kv_heads query heads` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['n_kv_heads'],
+      message:
+        `got ${m.n_kv_heads}, expected a divisor of ` +
+        `model.n_heads (${m.n_heads}): grouped-query attention shares each key/value head among n_heads / n_kv_heads query heads`,
+    });
   }
   if (m.d_model % m.n_heads !== 0) {
-    ctx.addIssue({ code: 'custom', path: ['n_heads'], message: `got ${m.n_heads}, expected a divisor of model.d_model `
-      + `(${m.d_model}): each head gets d_model / n_heads dimensions` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['n_heads'],
+      message: `got ${m.n_heads}, expected a divisor of model.d_model ` + `(${m.d_model}): each head gets d_model / n_heads dimensions`,
+    });
   } else if ((m.d_model / m.n_heads) % 2 !== 0) {
-    ctx.addIssue({ code: 'custom', path: ['n_heads'], message: `got ${m.n_heads}, but the head size d_model / n_heads = `
-      + `${m.d_model / m.n_heads} must be even: rotary embeddings rotate pairs of dimensions` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['n_heads'],
+      message:
+        `got ${m.n_heads}, but the head size d_model / n_heads = ` + `${m.d_model / m.n_heads} must be even: rotary embeddings rotate pairs of dimensions`,
+    });
   }
 });
 
 const operand = z.int().min(1).max(6);
-const numbersSchema = allow(z.tuple([operand, operand])
-  .refine((p) => p[0] <= p[1], { message: '', params: { expected: '[min, max] with min ≤ max' } })
-  .describe('[min, max] count of operands per countdown problem, 1 ≤ min ≤ max ≤ 6.'),
-'a [min, max] pair of integers with 1 ≤ min ≤ max ≤ 6');
+const numbersSchema = allow(
+  z
+    .tuple([operand, operand])
+    .refine((p) => p[0] <= p[1], { message: '', params: { expected: '[min, max] with min ≤ max' } })
+    .describe('[min, max] count of operands per countdown problem, 1 ≤ min ≤ max ≤ 6.'),
+  'a [min, max] pair of integers with 1 ≤ min ≤ max ≤ 6',
+);
 
-export const taskSchema = section({
-  name: oneOf(TASK_NAMES, `Task generator (tasks/catalog.ts). ${TASKS.map((t) => t.summary).join('. ')}.`).default('countdown'),
-  max_steps: int(1, 'word_problems: at most this many operations per problem.', 4).default(3),
-  numbers: numbersSchema.default([3, 3]),
-  max_number: int(1, 'Largest operand (countdown).').default(20),
-  max_target: int(1, 'Largest target (countdown).').default(100),
-  reward: oneOf(['grpo_zero', 'tinyzero'], 'grpo_zero: 0.1·format + answer. tinyzero: 0 without an <answer>, 0.1 if '
-    + 'wrong, 1 if correct.').default('grpo_zero'),
-  prompt: oneOf(['compact', 'tinyzero'], 'compact (e.g. "3 5 2 -> 16\\n<think>") keeps character-level scratch models fast; '
-    + 'tinyzero is the verbatim ~300-character TinyZero prompt, for real HF models.').default('compact'),
-  train_size: int(1, 'Training problems generated.').default(4096),
-  eval_size: int(1, 'Held-out problems used by evaluation: the test split the README and comparisons report.').default(128),
-  val_size: int(0, 'Validation problems, disjoint from train and test: evaluated with the test split and logged as '
-    + 'val_success / split "validation", for choices made by looking at results (early stopping, picking lr).').default(0),
-  split_seed: int(0, 'Seed of the train / test / validation draw, independent of the run seed, so that runs of several '
-    + 'seeds (and a shared SFT warm start) see the same splits.').default(1),
-  path: pathOrNull('jsonl: a file of lines {"prompt": ..., "answer": ...}.').default(null),
-  format: oneOf(['plain', 'gsm8k'], 'jsonl: plain lines {"prompt", "answer"}, or GSM8K\'s own {"question", "answer"} whose answer ends '
-    + 'in "#### N": the question becomes the prompt, the worked answer the SFT demonstration, and N is scored by the final '
-    + 'number (commas, ".0" and units tolerated).').default('plain'),
-  reward_module: pathOrNull('jsonl: a JS module exporting reward(completion, example) -> number | {total, parts}.')
-    .default(null),
-}, 'The task: prompts, answers and the reward.').superRefine((t, ctx) => {
+export const taskSchema = section(
+  {
+    name: oneOf(TASK_NAMES, `Task generator (tasks/catalog.ts). ${TASKS.map((t) => t.summary).join('. ')}.`).default('countdown'),
+    max_steps: int(1, 'word_problems: at most this many operations per problem.', 4).default(3),
+    numbers: numbersSchema.default([3, 3]),
+    max_number: int(1, 'Largest operand (countdown).').default(20),
+    max_target: int(1, 'Largest target (countdown).').default(100),
+    reward: oneOf(['grpo_zero', 'tinyzero'], 'grpo_zero: 0.1·format + answer. tinyzero: 0 without an <answer>, 0.1 if ' + 'wrong, 1 if correct.').default(
+      'grpo_zero',
+    ),
+    prompt: oneOf(
+      ['compact', 'tinyzero'],
+      'compact (e.g. "3 5 2 -> 16\\n<think>") keeps character-level scratch models fast; ' +
+        'tinyzero is the verbatim ~300-character TinyZero prompt, for real HF models.',
+    ).default('compact'),
+    train_size: int(1, 'Training problems generated.').default(4096),
+    eval_size: int(1, 'Held-out problems used by evaluation: the test split the README and comparisons report.').default(128),
+    val_size: int(
+      0,
+      'Validation problems, disjoint from train and test: evaluated with the test split and logged as ' +
+        'val_success / split "validation", for choices made by looking at results (early stopping, picking lr).',
+    ).default(0),
+    split_seed: int(
+      0,
+      'Seed of the train / test / validation draw, independent of the run seed, so that runs of several ' +
+        'seeds (and a shared SFT warm start) see the same splits.',
+    ).default(1),
+    path: pathOrNull('jsonl: a file of lines {"prompt": ..., "answer": ...}.').default(null),
+    format: oneOf(
+      ['plain', 'gsm8k'],
+      'jsonl: plain lines {"prompt", "answer"}, or GSM8K\'s own {"question", "answer"} whose answer ends ' +
+        'in "#### N": the question becomes the prompt, the worked answer the SFT demonstration, and N is scored by the final ' +
+        'number (commas, ".0" and units tolerated).',
+    ).default('plain'),
+    reward_module: pathOrNull('jsonl: a JS module exporting reward(completion, example) -> number | {total, parts}.').default(null),
+  },
+  'The task: prompts, answers and the reward.',
+).superRefine((t, ctx) => {
   const issue = taskSpec(t.name)?.check?.(t);
   if (issue) ctx.addIssue({ code: 'custom', path: issue.path, params: { at: ['task', 'name'] }, message: issue.message });
 });
 
-export const sftSchema = section({
-  steps: int(0, 'Supervised steps on generated demonstrations before GRPO; 0 skips the warm start.').default(0),
-  batch_size: int(1, 'Demonstrations per supervised step.').default(32),
-  lr: num({ gt: 0 }, 'Supervised learning rate.').default(1.0e-3),
-  share: bool('Train the warm start once and share it: every run whose model, task, sft section and backend agree (the runs of '
-    + 'a sweep over seeds, strategies or GRPO settings) starts from the same SFT checkpoint, trained with sft.seed in '
-    + '<output_dir>/<task>-warm-start-<key>/ by the first run that needs it while the others wait (not in DESIGN §3).').default(false),
-  seed: int(0, 'Seed of a shared warm start (sft.share): its weights do not follow the run seed, so runs of different seeds start '
-    + 'from one policy (not in DESIGN §3).').default(1),
-}, 'Optional supervised warm start on generated demonstrations.');
+export const sftSchema = section(
+  {
+    steps: int(0, 'Supervised steps on generated demonstrations before GRPO; 0 skips the warm start.').default(0),
+    batch_size: int(1, 'Demonstrations per supervised step.').default(32),
+    lr: num({ gt: 0 }, 'Supervised learning rate.').default(1.0e-3),
+    share: bool(
+      'Train the warm start once and share it: every run whose model, task, sft section and backend agree (the runs of ' +
+        'a sweep over seeds, strategies or GRPO settings) starts from the same SFT checkpoint, trained with sft.seed in ' +
+        '<output_dir>/<task>-warm-start-<key>/ by the first run that needs it while the others wait (not in DESIGN §3).',
+    ).default(false),
+    seed: int(
+      0,
+      'Seed of a shared warm start (sft.share): its weights do not follow the run seed, so runs of different seeds start ' +
+        'from one policy (not in DESIGN §3).',
+    ).default(1),
+  },
+  'Optional supervised warm start on generated demonstrations.',
+);
 
-export const grpoSchema = section({
-  steps: int(0, 'GRPO steps (TRL max_steps); 0 makes an SFT-only run whose final checkpoint other runs can start from (model.init_checkpoint).').default(100),
-  prompts_per_step: int(1, 'Prompts sampled per step; each gets group_size completions.').default(8),
-  group_size: int(2, 'Completions per prompt (TRL num_generations); the group baseline needs at least 2.').default(8),
-  max_new_tokens: int(1, 'Completion length cap (TRL max_completion_length).').default(64),
-  temperature: num({ gt: 0 }, 'Sampling temperature.').default(1.0),
-  top_p: num({ gt: 0, lte: 1 }, 'Nucleus sampling mass; 1 samples the full distribution.').default(1.0),
-  lr: num({ gt: 0 }, 'Policy learning rate (TRL learning_rate).').default(1.0e-4),
-  epochs_per_step: int(1, 'PPO inner epochs over each batch (mu; TRL num_iterations).').default(1),
-  gradient_accumulation_steps: int(1, 'Micro-batches per update (TRL gradient_accumulation_steps): the step\'s completions are '
-    + 'split into this many near-equal slices, whose gradients are summed into one update; the loss, advantages and credit '
-    + 'are still those of the whole batch (a first pass without a tape reads its log-probs). Peak memory falls to about one '
-    + 'slice\'s activations, for one more forward pass per update. Not with credit.strategy attribution.').default(1),
-  clip_eps: num({ gte: 0 }, 'Lower clip: the ratio is clipped at 1 − clip_eps (TRL epsilon).').default(0.2),
-  clip_eps_high: num({ gte: 0 }, 'Upper clip: the ratio is clipped at 1 + clip_eps_high (TRL epsilon_high; DAPO uses 0.28).')
-    .default(0.2),
-  kl_beta: num({ gte: 0 }, 'Weight of the k3 KL penalty to the reference model (TRL beta); 0 disables it.').default(0.0),
-  scale_rewards: oneOf(['group', 'batch', 'none'], 'Advantage normalisation, as TRL\'s scale_rewards: group: (r − mean_g)/(std_g + 1e-4); '
-    + 'batch: (r − mean_g)/(std_batch + 1e-4), the group mean with the whole batch\'s std; none: r − mean_g (Dr. GRPO).').default('group'),
-  loss_agg: oneOf(['token_mean', 'seq_mean_token_mean', 'seq_mean_token_sum_norm'], 'Loss aggregation (TRL loss_type): '
-    + 'token_mean: Σ m·loss / Σ m; seq_mean_token_mean: mean over episodes of per-episode token means; '
-    + 'seq_mean_token_sum_norm: Σ m·loss / (episodes · max_new_tokens).').default('token_mean'),
-  grad_clip: num({ gt: 0 }, 'Global gradient-norm clip (TRL max_grad_norm).').default(1.0),
-  eval_every: int(1, 'Evaluate on the held-out set every this many steps.').default(10),
-  checkpoint_every: int(1, 'Write a checkpoint every this many steps.').default(25),
-  max_nonfinite_steps: int(1, 'End the run as failed ("diverged at step N") after this many GRPO steps in a row whose loss or '
-    + 'gradient was not finite (each such update is skipped).').default(5),
-}, 'GRPO training.');
+export const grpoSchema = section(
+  {
+    steps: int(0, 'GRPO steps (TRL max_steps); 0 makes an SFT-only run whose final checkpoint other runs can start from (model.init_checkpoint).').default(100),
+    prompts_per_step: int(1, 'Prompts sampled per step; each gets group_size completions.').default(8),
+    group_size: int(2, 'Completions per prompt (TRL num_generations); the group baseline needs at least 2.').default(8),
+    max_new_tokens: int(1, 'Completion length cap (TRL max_completion_length).').default(64),
+    temperature: num({ gt: 0 }, 'Sampling temperature.').default(1.0),
+    top_p: num({ gt: 0, lte: 1 }, 'Nucleus sampling mass; 1 samples the full distribution.').default(1.0),
+    lr: num({ gt: 0 }, 'Policy learning rate (TRL learning_rate).').default(1.0e-4),
+    epochs_per_step: int(1, 'PPO inner epochs over each batch (mu; TRL num_iterations).').default(1),
+    gradient_accumulation_steps: int(
+      1,
+      "Micro-batches per update (TRL gradient_accumulation_steps): the step's completions are " +
+        'split into this many near-equal slices, whose gradients are summed into one update; the loss, advantages and credit ' +
+        'are still those of the whole batch (a first pass without a tape reads its log-probs). Peak memory falls to about one ' +
+        "slice's activations, for one more forward pass per update. Not with credit.strategy attribution.",
+    ).default(1),
+    clip_eps: num({ gte: 0 }, 'Lower clip: the ratio is clipped at 1 − clip_eps (TRL epsilon).').default(0.2),
+    clip_eps_high: num({ gte: 0 }, 'Upper clip: the ratio is clipped at 1 + clip_eps_high (TRL epsilon_high; DAPO uses 0.28).').default(0.2),
+    kl_beta: num({ gte: 0 }, 'Weight of the k3 KL penalty to the reference model (TRL beta); 0 disables it.').default(0.0),
+    scale_rewards: oneOf(
+      ['group', 'batch', 'none'],
+      "Advantage normalisation, as TRL's scale_rewards: group: (r − mean_g)/(std_g + 1e-4); " +
+        "batch: (r − mean_g)/(std_batch + 1e-4), the group mean with the whole batch's std; none: r − mean_g (Dr. GRPO).",
+    ).default('group'),
+    loss_agg: oneOf(
+      ['token_mean', 'seq_mean_token_mean', 'seq_mean_token_sum_norm'],
+      'Loss aggregation (TRL loss_type): ' +
+        'token_mean: Σ m·loss / Σ m; seq_mean_token_mean: mean over episodes of per-episode token means; ' +
+        'seq_mean_token_sum_norm: Σ m·loss / (episodes · max_new_tokens).',
+    ).default('token_mean'),
+    grad_clip: num({ gt: 0 }, 'Global gradient-norm clip (TRL max_grad_norm).').default(1.0),
+    eval_every: int(1, 'Evaluate on the held-out set every this many steps.').default(10),
+    checkpoint_every: int(1, 'Write a checkpoint every this many steps.').default(25),
+    max_nonfinite_steps: int(
+      1,
+      'End the run as failed ("diverged at step N") after this many GRPO steps in a row whose loss or ' +
+        'gradient was not finite (each such update is skipped).',
+    ).default(5),
+  },
+  'GRPO training.',
+);
 
 // The credit section comes from the strategy catalog: each strategy declares its own parameters once.
 export const creditSchema = section(creditShape(), 'Credit assignment.').superRefine((c, ctx) => {
@@ -138,20 +205,33 @@ export const creditSchema = section(creditShape(), 'Credit assignment.').superRe
   if (check) ctx.addIssue({ code: 'custom', path: check.path, params: { at: ['credit', 'strategy'] }, message: check.message });
 });
 
-const loggingSchema = section({
-  tokens: bool('Write the per-token Arrow tables (the heatmap\'s data).').default(true),
-  every: int(1, 'Log tables every this many steps.').default(1),
-}, 'What the run directory records.');
+const loggingSchema = section(
+  {
+    tokens: bool("Write the per-token Arrow tables (the heatmap's data).").default(true),
+    every: int(1, 'Log tables every this many steps.').default(1),
+  },
+  'What the run directory records.',
+);
 
 export const baseSchema = z.strictObject({
-  name: allow(z.string().regex(/^[A-Za-z0-9._-]+$/).describe('Run name; the run goes to <output_dir>/<name>-<yyyymmdd-hhmmss>/.'),
-    "letters, digits, '.', '_' or '-' (it names the run's folder)").default('countdown-baseline'),
+  name: allow(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9._-]+$/)
+      .describe('Run name; the run goes to <output_dir>/<name>-<yyyymmdd-hhmmss>/.'),
+    "letters, digits, '.', '_' or '-' (it names the run's folder)",
+  ).default('countdown-baseline'),
   seed: int(0, 'Seed of every random stream of the run.').default(1),
-  backend: oneOf(BACKENDS, 'TensorFlow.js backend. auto: tfjs-node-gpu if it sees a GPU, else tfjs-node, else wasm-blas '
-    + '(wasm with its matrix products on OpenBLAS, where libopenblas is installed), else wasm, else cpu. Each backend is '
-    + 'bit-reproducible with itself; they differ in float rounding.').default('auto'),
-  output_dir: allow(z.string().min(1).describe('Folder for runs, relative to the config file.'),
-    "a path (relative paths resolve against the config file's folder)").default('runs'),
+  backend: oneOf(
+    BACKENDS,
+    'TensorFlow.js backend. auto: tfjs-node-gpu if it sees a GPU, else tfjs-node, else wasm-blas ' +
+      '(wasm with its matrix products on OpenBLAS, where libopenblas is installed), else wasm, else cpu. Each backend is ' +
+      'bit-reproducible with itself; they differ in float rounding.',
+  ).default('auto'),
+  output_dir: allow(
+    z.string().min(1).describe('Folder for runs, relative to the config file.'),
+    "a path (relative paths resolve against the config file's folder)",
+  ).default('runs'),
   model: modelSchema.prefault({}),
   task: taskSchema.prefault({}),
   sft: sftSchema.prefault({}),
@@ -160,14 +240,20 @@ export const baseSchema = z.strictObject({
   logging: loggingSchema.prefault({}),
 });
 
-
 export const CONFIG_PATHS = collectPaths(baseSchema, '', []);
 export const CONFIG_PATH_SET = new Set(CONFIG_PATHS);
-export const ARRAY_VALUED_PATHS = new Set(CONFIG_PATHS.filter((p) => {
-  const t = defOf(core(schemaAt(baseSchema, p.split('.'))!)).type;
-  return t === 'tuple' || t === 'array';
-}));
+export const ARRAY_VALUED_PATHS = new Set(
+  CONFIG_PATHS.filter((p) => {
+    const t = defOf(core(schemaAt(baseSchema, p.split('.'))!)).type;
+    return t === 'tuple' || t === 'array';
+  }),
+);
 /** Keys holding file-system paths: resolved against the config's folder. */
-export const PATH_KEYS = ['output_dir', 'model.path', 'model.init_checkpoint', 'task.path', 'task.reward_module',
-  'credit.reward_variance.importance_checkpoint'];
-
+export const PATH_KEYS = [
+  'output_dir',
+  'model.path',
+  'model.init_checkpoint',
+  'task.path',
+  'task.reward_module',
+  'credit.reward_variance.importance_checkpoint',
+];

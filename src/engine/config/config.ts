@@ -28,7 +28,6 @@ export { configPathIssues } from './paths';
 // ---------------------------------------------------------------------------------------------------------
 // Overrides and paths.
 
-
 function parseOverride(set: string): { key: string; value: unknown } | string {
   const eq = set.indexOf('=');
   if (eq <= 0) return `--set ${set}: expected key=value, e.g. --set grpo.steps=3`;
@@ -51,7 +50,10 @@ export function applyOverrides(raw: object, sets: string[]): object {
   const errors: string[] = [];
   for (const set of sets) {
     const o = parseOverride(set);
-    if (typeof o === 'string') { errors.push(o); continue; }
+    if (typeof o === 'string') {
+      errors.push(o);
+      continue;
+    }
     if (o.key.startsWith('sweep.grid.')) {
       const gridKey = o.key.slice('sweep.grid.'.length);
       const bad = checkConfigKey(gridKey);
@@ -59,7 +61,7 @@ export function applyOverrides(raw: object, sets: string[]): object {
       if (bad) errors.push(`--set ${set}: ${bad}`);
       else if (Array.isArray(grid)) errors.push(`--set ${set}: sweep.grid is a list; replace it whole with --set sweep.grid=[...]`);
       else {
-        const g = grid && typeof grid === 'object' ? grid as Record<string, unknown> : {};
+        const g = grid && typeof grid === 'object' ? (grid as Record<string, unknown>) : {};
         g[gridKey] = o.value;
         setDotted(out, 'sweep.grid', g);
       }
@@ -67,9 +69,11 @@ export function applyOverrides(raw: object, sets: string[]): object {
     }
     // The sweep section is the whole schema's, not the base sections': `--set sweep.seeds=3` turns a run config
     // into a sweep over seeds.
-    const bad = o.key === 'sweep' || o.key === 'sweep.grid' ? undefined
-      : checkConfigKey(o.key, o.key.startsWith('sweep.') ? creditConfigSchema : undefined);
-    if (bad) { errors.push(`--set ${set}: ${bad}`); continue; }
+    const bad = o.key === 'sweep' || o.key === 'sweep.grid' ? undefined : checkConfigKey(o.key, o.key.startsWith('sweep.') ? creditConfigSchema : undefined);
+    if (bad) {
+      errors.push(`--set ${set}: ${bad}`);
+      continue;
+    }
     setDotted(out, o.key, o.value);
   }
   if (errors.length) throw new UserError(`Invalid --set (${errors.length}):\n${errors.map((e) => `  ${e}`).join('\n')}`);
@@ -85,8 +89,7 @@ export function loadConfig(path: string, sets: string[] = []): { config: CreditC
     text = readFileSync(configPath, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new UserError(`Cannot read config ${path}: ${code === 'ENOENT' ? 'no such file'
-      : code === 'EISDIR' ? 'it is a folder' : (e as Error).message}`);
+    throw new UserError(`Cannot read config ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a folder' : (e as Error).message}`);
   }
   const src = parseSource(text);
   if (src.issues.length) throw issuesError(path, src.issues);
@@ -96,7 +99,8 @@ export function loadConfig(path: string, sets: string[] = []): { config: CreditC
   if (!config) throw issuesError(path, issues);
   resolveConfigPaths(config, configDir);
   const missing = configPathIssues(config);
-  if (missing.length) throw new UserError(`Invalid config ${path} (${missing.length} problem${missing.length === 1 ? '' : 's'}):\n${missing.map((m) => `  ${m}`).join('\n')}`);
+  if (missing.length)
+    throw new UserError(`Invalid config ${path} (${missing.length} problem${missing.length === 1 ? '' : 's'}):\n${missing.map((m) => `  ${m}`).join('\n')}`);
   return { config, configPath, configDir };
 }
 
@@ -105,8 +109,7 @@ export function loadConfig(path: string, sets: string[] = []): { config: CreditC
 
 /** JSON Schema (draft-07) for the YAML extension's yamlValidation: descriptions, defaults, enums. */
 export function configJsonSchema(): Record<string, unknown> {
-  const schema = z.toJSONSchema(creditConfigSchema, { target: 'draft-07', io: 'input', unrepresentable: 'any' }) as
-    Record<string, unknown>;
+  const schema = z.toJSONSchema(creditConfigSchema, { target: 'draft-07', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
   schema.title = 'Credit Lens run config';
   // Completion for the grid's dotted keys, which zod models as a free-form record.
   const grid = getDotted(schema, 'properties.sweep.properties.grid') as { anyOf?: Record<string, unknown>[] } | undefined;
@@ -122,7 +125,10 @@ export function configJsonSchema(): Record<string, unknown> {
 
 // zod writes ±Number.MAX_SAFE_INTEGER bounds on every integer; they only clutter hovers.
 function stripIntLimits(node: unknown): void {
-  if (Array.isArray(node)) { node.forEach(stripIntLimits); return; }
+  if (Array.isArray(node)) {
+    node.forEach(stripIntLimits);
+    return;
+  }
   if (node === null || typeof node !== 'object') return;
   const o = node as Record<string, unknown>;
   if (o.maximum === Number.MAX_SAFE_INTEGER) delete o.maximum;

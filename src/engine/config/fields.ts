@@ -19,14 +19,27 @@ export function int(min: number, description: string, max?: number) {
   return allow(s.describe(description), max === undefined ? `an integer ≥ ${min}` : `an integer from ${min} to ${max}`);
 }
 
-export interface NumRange { gt?: number; gte?: number; lte?: number }
+export interface NumRange {
+  gt?: number;
+  gte?: number;
+  lte?: number;
+}
 
 export function num(range: NumRange, description: string) {
   let s = z.number();
   const parts: string[] = [];
-  if (range.gt !== undefined) { s = s.gt(range.gt); parts.push(`> ${range.gt}`); }
-  if (range.gte !== undefined) { s = s.gte(range.gte); parts.push(`≥ ${range.gte}`); }
-  if (range.lte !== undefined) { s = s.lte(range.lte); parts.push(`≤ ${range.lte}`); }
+  if (range.gt !== undefined) {
+    s = s.gt(range.gt);
+    parts.push(`> ${range.gt}`);
+  }
+  if (range.gte !== undefined) {
+    s = s.gte(range.gte);
+    parts.push(`≥ ${range.gte}`);
+  }
+  if (range.lte !== undefined) {
+    s = s.lte(range.lte);
+    parts.push(`≤ ${range.lte}`);
+  }
   return allow(s.describe(description), parts.length ? `a number ${parts.join(' and ')}` : 'a number');
 }
 
@@ -39,8 +52,7 @@ export function bool(description: string) {
 }
 
 export function pathOrNull(description: string) {
-  return allow(z.string().min(1).nullable().describe(description),
-    "a path (relative paths resolve against the config file's folder) or null");
+  return allow(z.string().min(1).nullable().describe(description), "a path (relative paths resolve against the config file's folder) or null");
 }
 
 export function strOrNull(description: string) {
@@ -51,12 +63,17 @@ export function section<T extends z.core.$ZodLooseShape>(shape: T, description: 
   return allow(z.strictObject(shape).describe(description), `a mapping with keys: ${Object.keys(shape).join(', ')}`);
 }
 
-
 // ---------------------------------------------------------------------------------------------------------
 // Walking the schema by path (for messages, did-you-mean, overrides and sweep keys).
 
-export interface Def { type: string; innerType?: z.ZodType; in?: z.ZodType; shape?: Record<string, z.ZodType>;
-  items?: z.ZodType[]; element?: z.ZodType }
+export interface Def {
+  type: string;
+  innerType?: z.ZodType;
+  in?: z.ZodType;
+  shape?: Record<string, z.ZodType>;
+  items?: z.ZodType[];
+  element?: z.ZodType;
+}
 
 export function defOf(s: z.ZodType): Def {
   return (s as unknown as { _zod: { def: Def } })._zod.def;

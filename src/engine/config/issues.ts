@@ -34,13 +34,11 @@ export function pathString(path: readonly Seg[]): string {
   return s;
 }
 
-
 export function fmtValue(v: unknown): string {
   if (v === undefined) return 'nothing';
   const s = JSON.stringify(v) ?? String(v);
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
-
 
 /** Whether a value must not be echoed: it may be a credential. */
 function hideValue(path: readonly Seg[]): boolean {
@@ -48,7 +46,13 @@ function hideValue(path: readonly Seg[]): boolean {
   return typeof last === 'string' && (looksSecret(last) || last === 'api_key_env');
 }
 
-interface RawIssue { path: Seg[]; message: string; value?: unknown; isKey?: boolean; at?: Seg[] }
+interface RawIssue {
+  path: Seg[];
+  message: string;
+  value?: unknown;
+  isKey?: boolean;
+  at?: Seg[];
+}
 
 function zodToRawIssues(issues: readonly z.core.$ZodIssue[], raw: unknown): RawIssue[] {
   const out: RawIssue[] = [];
@@ -60,8 +64,7 @@ function zodToRawIssues(issues: readonly z.core.$ZodIssue[], raw: unknown): RawI
         const name = pathString(p);
         let message: string;
         if (looksSecret(key)) {
-          message = `${name}: secrets never go in the config; put the value in an environment variable and name `
-            + 'that variable in credit.cal.api_key_env';
+          message = `${name}: secrets never go in the config; put the value in an environment variable and name ` + 'that variable in credit.cal.api_key_env';
         } else {
           const s = path.every((x) => typeof x === 'string') ? suggestFor(path as string[], key, creditConfigSchema) : undefined;
           if (s) {
@@ -82,9 +85,12 @@ function zodToRawIssues(issues: readonly z.core.$ZodIssue[], raw: unknown): RawI
       const params = (iss as { params?: { at?: Seg[]; expected?: string; key?: boolean } }).params ?? {};
       const value = getAt(raw, path);
       const name = pathString(path);
-      const message = params.expected !== undefined
-        ? `${name}: got ${hideValue(path) ? 'a value' : fmtValue(value)}, expected ${params.expected}`
-        : params.key ? `${pathString(path.slice(0, -1))}: ${iss.message}` : `${name}: ${iss.message}`;
+      const message =
+        params.expected !== undefined
+          ? `${name}: got ${hideValue(path) ? 'a value' : fmtValue(value)}, expected ${params.expected}`
+          : params.key
+            ? `${pathString(path.slice(0, -1))}: ${iss.message}`
+            : `${name}: ${iss.message}`;
       out.push({ path, message, value: hideValue(path) ? undefined : value, isKey: params.key, at: params.at });
       continue;
     }
@@ -99,8 +105,7 @@ function zodToRawIssues(issues: readonly z.core.$ZodIssue[], raw: unknown): RawI
       expected += ' (an empty section is written `{}` or left out)';
     }
     const shown = hideValue(p) ? 'a value' : fmtValue(value);
-    out.push({ path: p, message: `${pathString(p) || 'the config'}: got ${shown}, expected ${expected}`,
-      value: hideValue(p) ? undefined : value });
+    out.push({ path: p, message: `${pathString(p) || 'the config'}: got ${shown}, expected ${expected}`, value: hideValue(p) ? undefined : value });
   }
   // One problem per node: a tuple's two bad items, or a pattern and a refinement of one string, would otherwise
   // say the same thing twice.
@@ -114,7 +119,10 @@ function zodToRawIssues(issues: readonly z.core.$ZodIssue[], raw: unknown): RawI
 // ---------------------------------------------------------------------------------------------------------
 // YAML positions.
 
-interface Located { range: [number, number]; exact: boolean }
+interface Located {
+  range: [number, number];
+  exact: boolean;
+}
 
 function locate(doc: Document, path: readonly Seg[], isKey: boolean): Located | undefined {
   let node: unknown = doc.contents;
@@ -144,7 +152,11 @@ function locate(doc: Document, path: readonly Seg[], isKey: boolean): Located | 
   return r && { range: r, exact: true };
 }
 
-export interface Source { doc: Document; lines: LineCounter; overridden: string[] }
+export interface Source {
+  doc: Document;
+  lines: LineCounter;
+  overridden: string[];
+}
 
 function finish(raw: RawIssue[], src: Source | undefined): ConfigIssue[] {
   const issues = raw.map((r): ConfigIssue => {
@@ -168,8 +180,10 @@ function finish(raw: RawIssue[], src: Source | undefined): ConfigIssue[] {
     return issue;
   });
   // Document order reads best in a terminal; issues without a position (from --set) go last.
-  return issues.map((x, i) => [x, i] as const)
-    .sort((a, b) => (a[0].offset?.[0] ?? Infinity) - (b[0].offset?.[0] ?? Infinity) || a[1] - b[1]).map((x) => x[0]);
+  return issues
+    .map((x, i) => [x, i] as const)
+    .sort((a, b) => (a[0].offset?.[0] ?? Infinity) - (b[0].offset?.[0] ?? Infinity) || a[1] - b[1])
+    .map((x) => x[0]);
 }
 
 /** Validates an already-parsed config object (defaults filled). Paths are returned as written. */
@@ -192,13 +206,23 @@ export function parseSource(text: string): { raw: unknown; doc: Document; lines:
   });
   // A file of only comments or whitespace is a mistake (an unsaved buffer, a truncated copy), not a run of all defaults.
   if (!issues.length && (doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null))) {
-    issues.push({ path: '', message: 'empty config: nothing to run (a config sets at least name and the parts it changes, e.g. task and grpo)',
-      offset: [0, text.length], line: 1, col: 1 });
+    issues.push({
+      path: '',
+      message: 'empty config: nothing to run (a config sets at least name and the parts it changes, e.g. task and grpo)',
+      offset: [0, text.length],
+      line: 1,
+      col: 1,
+    });
   }
-  const raw = issues.length ? undefined : doc.toJS() ?? {};
+  const raw = issues.length ? undefined : (doc.toJS() ?? {});
   if (!issues.length && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) {
-    issues.push({ path: '', message: `the config must be a YAML mapping of keys (name, model, grpo, ...), got ${fmtValue(raw)}`,
-      offset: [0, text.length], line: 1, col: 1 });
+    issues.push({
+      path: '',
+      message: `the config must be a YAML mapping of keys (name, model, grpo, ...), got ${fmtValue(raw)}`,
+      offset: [0, text.length],
+      line: 1,
+      col: 1,
+    });
   }
   return { raw, doc, lines, issues };
 }
@@ -220,4 +244,3 @@ export function issuesError(file: string, issues: ConfigIssue[]): UserError {
   const n = issues.length;
   return new UserError(`Invalid config ${file} (${n} problem${n === 1 ? '' : 's'}):\n${lines.join('\n')}`);
 }
-

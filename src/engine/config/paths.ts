@@ -24,15 +24,17 @@ export function resolveConfigPaths(config: CreditConfig, dir: string): void {
     for (const key of Object.keys(entry)) {
       if (!PATH_KEYS.includes(key)) continue;
       const v = entry[key];
-      entry[key] = Array.isArray(v) ? v.map((x) => (typeof x === 'string' ? resolveOne(x, dir) : x))
-        : typeof v === 'string' ? resolveOne(v, dir) : v;
+      entry[key] = Array.isArray(v) ? v.map((x) => (typeof x === 'string' ? resolveOne(x, dir) : x)) : typeof v === 'string' ? resolveOne(v, dir) : v;
     }
   }
 }
 
 /** What each path key must name on disk; output_dir is created by the run, so it need not exist. */
 const PATH_KINDS: Record<string, 'file' | 'folder' | 'file or folder'> = {
-  'model.path': 'folder', 'model.init_checkpoint': 'folder', 'task.path': 'file', 'task.reward_module': 'file',
+  'model.path': 'folder',
+  'model.init_checkpoint': 'folder',
+  'task.path': 'file',
+  'task.reward_module': 'file',
   'credit.reward_variance.importance_checkpoint': 'folder',
 };
 
@@ -46,7 +48,11 @@ export function configPathIssues(config: CreditConfig): string[] {
     const kind = PATH_KINDS[key];
     if (!kind || typeof v !== 'string') return;
     let st: ReturnType<typeof statSync> | null = null;
-    try { st = statSync(v); } catch { /* reported below */ }
+    try {
+      st = statSync(v);
+    } catch {
+      /* reported below */
+    }
     const ok = st && (kind === 'file' ? st.isFile() : kind === 'folder' ? st.isDirectory() : true);
     if (!ok) out.push(`${where}: got ${JSON.stringify(v)}, ${st ? `expected a ${kind}` : `no such ${kind}`}`);
   };
@@ -57,4 +63,3 @@ export function configPathIssues(config: CreditConfig): string[] {
   }
   return out;
 }
-

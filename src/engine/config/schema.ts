@@ -9,16 +9,19 @@ import { checkConfigKey, enumHint } from './suggest';
 // Sweep grid: `{dotted.key: [values]}` (a cartesian product) or a list of such mappings (each its own product,
 // the runs concatenated), e.g. seed 001's mitigation list. A scalar stands for a one-value list.
 
-const GRID_DESCRIPTION = 'Runs of the sweep command. Either a mapping {dotted.key: [values]}: every combination '
-  + '(cartesian product) is one run, e.g. {credit.strategy: [none, outcome_conditional], credit.think_discount: '
-  + '[0.25, 0.5]}. Or a list of such mappings, each expanded on its own and the runs concatenated, for sweeps that '
-  + 'are not one product, e.g. [{credit.strategy: none}, {credit.strategy: outcome_conditional, '
-  + 'credit.think_discount: [0.25, 0.5, 0.75]}]. A scalar stands for a one-value list. A credit.* parameter that '
-  + 'the run\'s strategy does not use is dropped (and duplicate runs with it). Keys are config paths.';
+const GRID_DESCRIPTION =
+  'Runs of the sweep command. Either a mapping {dotted.key: [values]}: every combination ' +
+  '(cartesian product) is one run, e.g. {credit.strategy: [none, outcome_conditional], credit.think_discount: ' +
+  '[0.25, 0.5]}. Or a list of such mappings, each expanded on its own and the runs concatenated, for sweeps that ' +
+  'are not one product, e.g. [{credit.strategy: none}, {credit.strategy: outcome_conditional, ' +
+  'credit.think_discount: [0.25, 0.5, 0.75]}]. A scalar stands for a one-value list. A credit.* parameter that ' +
+  "the run's strategy does not use is dropped (and duplicate runs with it). Keys are config paths.";
 
 const gridEntry = z.record(z.string(), z.unknown());
-export const gridSchema = allow(z.union([gridEntry, z.array(gridEntry).min(1)]).describe(GRID_DESCRIPTION),
-  'a mapping of dotted config keys to lists of values, or a list of such mappings');
+export const gridSchema = allow(
+  z.union([gridEntry, z.array(gridEntry).min(1)]).describe(GRID_DESCRIPTION),
+  'a mapping of dotted config keys to lists of values, or a list of such mappings',
+);
 
 export type SweepGrid = Record<string, unknown> | Record<string, unknown>[];
 
@@ -29,51 +32,85 @@ export function gridValues(key: string, v: unknown): unknown[] {
   return v;
 }
 
-export const slurmSchema = section({
-  partition: strOrNull('sbatch --partition.').default(null),
-  time: allow(z.string().regex(/^(\d+-)?\d+(:\d{1,2}){0,2}$/).nullable().describe('sbatch --time per run, e.g. "2:00:00", "30", "1-12:00:00".'),
-    'a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS) or null').default(null),
-  cpus_per_task: allow(z.int().min(1).nullable().describe('sbatch --cpus-per-task.'), 'an integer ≥ 1 or null').default(null),
-  mem: allow(z.string().regex(/^\d+[KMGT]?$/).nullable().describe('sbatch --mem, e.g. "8G".'), 'a size like 4000, 8G or 512M, or null').default(null),
-  account: strOrNull('sbatch --account.').default(null),
-  qos: strOrNull('sbatch --qos.').default(null),
-  max_parallel: allow(z.int().min(1).nullable().describe('The array\'s %N throttle: at most this many runs at once.'), 'an integer ≥ 1 or null').default(null),
-  extra_args: allow(z.array(z.string().regex(/^--?[A-Za-z]/)).describe('Further sbatch flags, one per item, e.g. ["--gres=gpu:1"].'),
-    'a list of sbatch flags, each starting with - or --').default([]),
-  setup: allow(z.array(z.string()).describe('Shell lines run before the engine on the compute node, e.g. ["module load node/20"].'),
-    'a list of shell lines').default([]),
-  signal: allow(z.string().regex(/^(B:)?[A-Z0-9]+(@\d+)?$/).describe('sbatch --signal: B:TERM@120 asks the engine to checkpoint and stop 120 s before the time limit.'),
-    'a Slurm signal spec like B:TERM@120').default('B:TERM@120'),
-  requeue: bool('sbatch --requeue: a preempted or requeued run starts again and resumes from its last checkpoint.').default(true),
-  engine: oneOf(['bundled', 'path'], 'bundled: node + the engine shipped with the extension (a path the compute nodes must see). '
-    + 'path: `credit-lens` on the compute nodes\' PATH.').default('bundled'),
-  node: allow(z.string().min(1).describe('The Node.js executable on the compute nodes (engine: bundled).'), 'a command or path').default('node'),
-}, 'Slurm options for sweep.executor: slurm (one job array per sweep). output_dir must be on storage the login node and '
-  + 'the compute nodes share.');
+export const slurmSchema = section(
+  {
+    partition: strOrNull('sbatch --partition.').default(null),
+    time: allow(
+      z
+        .string()
+        .regex(/^(\d+-)?\d+(:\d{1,2}){0,2}$/)
+        .nullable()
+        .describe('sbatch --time per run, e.g. "2:00:00", "30", "1-12:00:00".'),
+      'a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS) or null',
+    ).default(null),
+    cpus_per_task: allow(z.int().min(1).nullable().describe('sbatch --cpus-per-task.'), 'an integer ≥ 1 or null').default(null),
+    mem: allow(
+      z
+        .string()
+        .regex(/^\d+[KMGT]?$/)
+        .nullable()
+        .describe('sbatch --mem, e.g. "8G".'),
+      'a size like 4000, 8G or 512M, or null',
+    ).default(null),
+    account: strOrNull('sbatch --account.').default(null),
+    qos: strOrNull('sbatch --qos.').default(null),
+    max_parallel: allow(z.int().min(1).nullable().describe("The array's %N throttle: at most this many runs at once."), 'an integer ≥ 1 or null').default(null),
+    extra_args: allow(
+      z.array(z.string().regex(/^--?[A-Za-z]/)).describe('Further sbatch flags, one per item, e.g. ["--gres=gpu:1"].'),
+      'a list of sbatch flags, each starting with - or --',
+    ).default([]),
+    setup: allow(
+      z.array(z.string()).describe('Shell lines run before the engine on the compute node, e.g. ["module load node/20"].'),
+      'a list of shell lines',
+    ).default([]),
+    signal: allow(
+      z
+        .string()
+        .regex(/^(B:)?[A-Z0-9]+(@\d+)?$/)
+        .describe('sbatch --signal: B:TERM@120 asks the engine to checkpoint and stop 120 s before the time limit.'),
+      'a Slurm signal spec like B:TERM@120',
+    ).default('B:TERM@120'),
+    requeue: bool('sbatch --requeue: a preempted or requeued run starts again and resumes from its last checkpoint.').default(true),
+    engine: oneOf(
+      ['bundled', 'path'],
+      'bundled: node + the engine shipped with the extension (a path the compute nodes must see). ' + "path: `credit-lens` on the compute nodes' PATH.",
+    ).default('bundled'),
+    node: allow(z.string().min(1).describe('The Node.js executable on the compute nodes (engine: bundled).'), 'a command or path').default('node'),
+  },
+  'Slurm options for sweep.executor: slurm (one job array per sweep). output_dir must be on storage the login node and ' + 'the compute nodes share.',
+);
 
 /** sweep.slurm with every default (what an absent block means). */
 export function slurmDefaults(): z.output<typeof slurmSchema> {
   return slurmSchema.parse({});
 }
 
-export const seedsSchema = allow(z.union([z.int().min(1).max(100), z.array(z.int().min(0)).min(1)])
-  .describe('Train every grid point once per seed: a list of seeds, or a count n for seeds seed, seed+1, …, seed+n−1.'),
-'a list of seeds (integers ≥ 0) or a count from 1 to 100');
+export const seedsSchema = allow(
+  z
+    .union([z.int().min(1).max(100), z.array(z.int().min(0)).min(1)])
+    .describe('Train every grid point once per seed: a list of seeds, or a count n for seeds seed, seed+1, …, seed+n−1.'),
+  'a list of seeds (integers ≥ 0) or a count from 1 to 100',
+);
 
-export const sweepSchema = section({
-  grid: gridSchema.optional(),
-  seeds: seedsSchema.optional(),
-  executor: oneOf(['local', 'slurm'], 'Where the sweep runs: local (this machine, one run after another) or slurm (one '
-    + 'job array; see sweep.slurm). The creditLens.executor setting applies when this is not set.').optional(),
-  slurm: slurmSchema.optional(),
-}, 'Optional; used by the sweep command.').superRefine((sw, ctx) => {
+export const sweepSchema = section(
+  {
+    grid: gridSchema.optional(),
+    seeds: seedsSchema.optional(),
+    executor: oneOf(
+      ['local', 'slurm'],
+      'Where the sweep runs: local (this machine, one run after another) or slurm (one ' +
+        'job array; see sweep.slurm). The creditLens.executor setting applies when this is not set.',
+    ).optional(),
+    slurm: slurmSchema.optional(),
+  },
+  'Optional; used by the sweep command.',
+).superRefine((sw, ctx) => {
   if (sw.grid === undefined) return;
   const entries = Array.isArray(sw.grid) ? sw.grid : [sw.grid];
   entries.forEach((entry, i) => {
     const at = Array.isArray(sw.grid) ? ['grid', i] : ['grid'];
     for (const [key, v] of Object.entries(entry)) {
-      const bad = key === 'sweep' || key.startsWith('sweep.') ? `\`${key}\`: a sweep cannot set the sweep`
-        : checkConfigKey(key);
+      const bad = key === 'sweep' || key.startsWith('sweep.') ? `\`${key}\`: a sweep cannot set the sweep` : checkConfigKey(key);
       if (bad) {
         ctx.addIssue({ code: 'custom', path: [...at, key], params: { key: true }, message: bad });
         continue;
@@ -88,8 +125,7 @@ export const sweepSchema = section({
         if (!r.success) {
           const p = values === v ? [...at, key, j] : [...at, key];
           const hint = typeof value === 'string' ? enumHint(leaf, value) : '';
-          ctx.addIssue({ code: 'custom', path: p, params: { expected: (allowedOf(leaf) ?? r.error.issues[0].message) + hint },
-            message: '' });
+          ctx.addIssue({ code: 'custom', path: p, params: { expected: (allowedOf(leaf) ?? r.error.issues[0].message) + hint }, message: '' });
         }
       });
     }
@@ -97,7 +133,6 @@ export const sweepSchema = section({
 });
 
 /** The config schema (zod): snake_case keys, every default from DESIGN §3, unknown keys rejected. */
-export const creditConfigSchema = baseSchema.extend({ sweep: sweepSchema.optional() })
-  .describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
+export const creditConfigSchema = baseSchema.extend({ sweep: sweepSchema.optional() }).describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
 
 export type CreditConfig = z.output<typeof creditConfigSchema>;

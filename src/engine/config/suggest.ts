@@ -14,7 +14,10 @@ export function closest(word: string, candidates: readonly string[]): string | u
   let bestD = Infinity;
   for (const c of candidates) {
     const d = levenshtein(w, c.toLowerCase());
-    if (d < bestD) { best = c; bestD = d; }
+    if (d < bestD) {
+      best = c;
+      bestD = d;
+    }
   }
   if (best !== undefined && bestD <= Math.max(1, Math.floor(Math.max(w.length, best.length) * 0.4))) return best;
   // A fragment of a key (`discount` for think_discount) is too far by edit distance but unambiguous.
@@ -42,8 +45,11 @@ export const FOREIGN_NAMES: Record<string, { path: string; from: string; note?: 
   eval_steps: { path: 'grpo.eval_every', from: "TRL's eval_steps" },
   save_steps: { path: 'grpo.checkpoint_every', from: "TRL's save_steps" },
   logging_steps: { path: 'logging.every', from: "TRL's logging_steps" },
-  top_entropy_quantile: { path: 'credit.mask_percentile', from: "TRL's top_entropy_quantile",
-    note: 'with credit.strategy: entropy_mask, mask_percentile = 100·(1 − top_entropy_quantile)' },
+  top_entropy_quantile: {
+    path: 'credit.mask_percentile',
+    from: "TRL's top_entropy_quantile",
+    note: 'with credit.strategy: entropy_mask, mask_percentile = 100·(1 − top_entropy_quantile)',
+  },
   mitigation: { path: 'credit.strategy', from: "seed 001's --mitigation" },
   hidden_size: { path: 'model.d_model', from: "Hugging Face's hidden_size" },
   n_embd: { path: 'model.d_model', from: "nanoGPT's n_embd" },
@@ -83,7 +89,10 @@ export function suggestFor(parent: readonly string[], key: string, root: z.ZodTy
   const elsewhere = CONFIG_PATHS.filter((p) => p.split('.').pop() === key.toLowerCase() && p !== join(key));
   if (elsewhere.length) return { path: elsewhere.join('` or `') };
   // A dotted path written with the wrong section (`--set think_discount=…` at the root).
-  const byLeaf = closest(key, CONFIG_PATHS.map((p) => p.split('.').pop()!));
+  const byLeaf = closest(
+    key,
+    CONFIG_PATHS.map((p) => p.split('.').pop()!),
+  );
   if (byLeaf) return { path: CONFIG_PATHS.filter((p) => p.endsWith(`.${byLeaf}`) || p === byLeaf).join('` or `') };
   return undefined;
 }

@@ -1,7 +1,10 @@
 // A UserError is a mistake the user can fix (bad config, missing file, throwing reward module).
 // The CLI prints its message without a stack trace and exits non-zero; anything else is a bug.
 export class UserError extends Error {
-  constructor(message: string, readonly hint?: string) {
+  constructor(
+    message: string,
+    readonly hint?: string,
+  ) {
     super(message);
     this.name = 'UserError';
   }

@@ -23,7 +23,12 @@ export const attentionCredit: CreditStrategy = {
       const hasAnswer = row.some((m, t) => m && isAnswer[t]);
       let sum = 0;
       let n = 0;
-      outside.forEach((o, t) => { if (o && a) { sum += a[t]; n++; } });
+      outside.forEach((o, t) => {
+        if (o && a) {
+          sum += a[t];
+          n++;
+        }
+      });
       const mean = n ? sum / n : 0;
       return row.map((m, t) => {
         if (!m) return 0;

@@ -7,7 +7,11 @@ import { alphaOf, scaledSoftmax, validMask, type CreditHead, type CreditParams, 
 
 class AttributionHead implements CreditHead {
   readonly params: Map<string, tf.Variable>;
-  constructor(dModel: number, seed: number, private readonly p: CreditParams) {
+  constructor(
+    dModel: number,
+    seed: number,
+    private readonly p: CreditParams,
+  ) {
     const rng = makeRng(seed);
     const v = Float32Array.from({ length: dModel }, () => randNormal(rng) * p.init_std);
     this.params = new Map([
@@ -17,7 +21,11 @@ class AttributionHead implements CreditHead {
   }
   logits(hidden: tf.Tensor3D): tf.Tensor2D {
     const [B, C, d] = hidden.shape;
-    return hidden.reshape([B * C, d]).matMul(this.params.get('attribution_head.weight')!).add(this.params.get('attribution_head.bias')!).reshape([B, C]);
+    return hidden
+      .reshape([B * C, d])
+      .matMul(this.params.get('attribution_head.weight')!)
+      .add(this.params.get('attribution_head.bias')!)
+      .reshape([B, C]);
   }
   weigh(out: ModelOutputs, mask: tf.Tensor2D): { w: tf.Tensor2D; batch: { attributionLogits: number[][] } } {
     if (!out.hidden) throw new Error('attribution: the training pass returned no hidden states (catalog needs.hidden)');
@@ -90,7 +98,11 @@ export function headObjective(x: HeadObjectiveInput): tf.Scalar {
 
 /** Seed 000's monitoring metrics, averaged over episodes: entropy, max, min and std of α. */
 export function attributionMetrics(alpha: number[][], mask: number[][]): Record<string, number> {
-  let ent = 0, mx = 0, mn = 0, sd = 0, k = 0;
+  let ent = 0,
+    mx = 0,
+    mn = 0,
+    sd = 0,
+    k = 0;
   alpha.forEach((row, i) => {
     const a = row.filter((_, t) => mask[i][t]);
     if (!a.length) return;

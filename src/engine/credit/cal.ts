@@ -14,7 +14,6 @@ import { oracleQuestion } from '../oracle/prompt';
 import { validMask, type CreditBatch, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
 import { meanStd } from '../core/stats';
 
-
 function hasSpan(row: number[] | null | undefined): row is number[] {
   return !!row && row.some((v) => v > 0);
 }
@@ -46,7 +45,11 @@ export function calEffectiveAdvantages(batch: CreditBatch, advantages: number[],
  */
 export function calDivisors(rewards: number[], groups: number[]): number[] {
   const byGroup = new Map<number, number[]>();
-  groups.forEach((g, i) => { const l = byGroup.get(g); if (l) l.push(rewards[i]); else byGroup.set(g, [rewards[i]]); });
+  groups.forEach((g, i) => {
+    const l = byGroup.get(g);
+    if (l) l.push(rewards[i]);
+    else byGroup.set(g, [rewards[i]]);
+  });
   const batch = meanStd(rewards).std;
   return groups.map((g) => {
     const std = meanStd(byGroup.get(g)!).std;
@@ -83,7 +86,9 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   const spanMask: (number[] | null)[] = episodes.map(() => null);
   const oracleSpans: (string | null)[] = episodes.map(() => null);
   const reasons = new Map<string, number>();
-  let spanTokens = 0, cacheHits = 0, requests = 0;
+  let spanTokens = 0,
+    cacheHits = 0,
+    requests = 0;
   wrong.forEach((e, j) => {
     const o = outcomes[j];
     if (o.cached) cacheHits++;
@@ -110,12 +115,25 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
     // Requests that failed and replies that could not be read are operational trouble worth a warning; a wrong
     // episode with nothing to blame, or a span the oracle misquoted, is the oracle's judgement and only counted.
     const trouble = [...reasons.keys()].some((r) => /^(request failed|malformed reply|reply without text)/.test(r));
-    ctx.log(trouble ? 'warn' : 'info', `step ${ctx.step}: cal: ${failures} of ${wrong.length} wrong episodes got no error span and keep their advantage (${list})`);
+    ctx.log(
+      trouble ? 'warn' : 'info',
+      `step ${ctx.step}: cal: ${failures} of ${wrong.length} wrong episodes got no error span and keep their advantage (${list})`,
+    );
   }
   // oracle_calls: wrong episodes put to the oracle; cache_hits: those answered without a request (disk cache, or an
   // identical query earlier in the step); requests: HTTP requests sent, retries included (what a paid API bills).
   return {
-    batch: { spanMask, ...(cal.scale === 'group_std' ? { calDivisor: calDivisors(episodes.map((e) => e.reward.total), episodes.map((e) => e.group)) } : {}) },
+    batch: {
+      spanMask,
+      ...(cal.scale === 'group_std'
+        ? {
+            calDivisor: calDivisors(
+              episodes.map((e) => e.reward.total),
+              episodes.map((e) => e.group),
+            ),
+          }
+        : {}),
+    },
     oracleSpans,
     metrics: {
       'cal/oracle_calls': wrong.length,

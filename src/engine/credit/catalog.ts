@@ -9,7 +9,11 @@ import { z } from 'zod';
 import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../config/fields';
 
 /** Model outputs the training forward pass returns for a strategy (the same pass as the log-probs). */
-export interface StrategyNeeds { attention?: boolean; hidden?: boolean; importance?: boolean }
+export interface StrategyNeeds {
+  attention?: boolean;
+  hidden?: boolean;
+  importance?: boolean;
+}
 
 export interface StrategySpec {
   readonly name: string;
@@ -36,7 +40,11 @@ const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 /** Why an oracle URL may not carry a key, or null: https anywhere, plain http only to this machine (a local vLLM, Ollama). */
 export function keySafeUrl(url: string): string | null {
   let u: URL;
-  try { u = new URL(url); } catch { return 'expected an http(s) URL'; }
+  try {
+    u = new URL(url);
+  } catch {
+    return 'expected an http(s) URL';
+  }
   if (u.username || u.password) return 'credentials in the URL would be logged and cached; give the key through api_key_env';
   if (u.protocol === 'https:') return null;
   if (u.protocol === 'http:' && (LOOPBACK.has(u.hostname) || /^127\.\d+\.\d+\.\d+$/.test(u.hostname))) return null;
@@ -44,46 +52,83 @@ export function keySafeUrl(url: string): string | null {
   return 'expected an http(s) URL';
 }
 
-const calSchema = section({
-  provider: oneOf(['rule', 'openai', 'gemini'], 'Error-span oracle. rule: offline, for countdown and arithmetic (first '
-    + 'wrong arithmetic step in <think>, else the answer expression). openai: an OpenAI-compatible /v1/chat/completions '
-    + 'at base_url. gemini: generateContent.').default('rule'),
-  model: strOrNull('Model name for the openai/gemini oracle.').default(null),
-  base_url: allow(z.string().regex(/^https?:\/\/\S+$/).nullable().describe('Endpoint root for provider openai, e.g. '
-    + 'https://api.openai.com. https, or http to this machine only: the API key goes there.'), 'an http(s) URL or null').default(null),
-  api_key_env: allow(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).refine((s) => !secretLikeEnvValue.test(s), { message: '', params: { expected: 'a variable name, not a key' } })
-    .nullable().describe('NAME of the environment variable holding the API key (e.g. OPENAI_API_KEY). The key itself '
-    + 'is never written in the config or the run directory.'),
-  'the NAME of an environment variable (like OPENAI_API_KEY), not the key itself; or null').default(null),
-  negative_reward: num({}, 'Effective advantage given to the tokens of the oracle\'s error span.').default(-1.0),
-  scale: oneOf(['raw', 'group_std'], 'raw: span tokens get negative_reward as it is (seed 003). group_std: divided by the '
-    + 'episode\'s group reward std + 1e-4, the scale GRPO divides advantages by (the batch std when the group\'s is 0, '
-    + 'and 1 when that is 0 too), so span credit is on the scale of the other episodes\' advantages.').default('raw'),
-  placement: oneOf(['span', 'episode'], 'span: the credit lands on the oracle\'s error span (CAL). episode: the ablation — '
-    + 'the same total, negative_reward × span tokens, spread evenly over every token of the episode, so that a comparison '
-    + 'isolates where the credit lands from how much of it there is.').default('span'),
-  max_error_span: int(1, 'The error span is cut to this many tokens from its start.').default(64),
-  timeout_s: num({ gt: 0 }, 'Per-request timeout, seconds.').default(30),
-  max_retries: int(0, 'Retries per oracle request.').default(3),
-  concurrency: int(1, 'Oracle requests in flight.').default(4),
-  cache: bool('Cache oracle replies on disk (~/.cache/credit-lens/oracle, by sha256 of provider, base URL, model and prompt) so reruns cost nothing.').default(true),
-}, 'cal strategy: an oracle names the error span of a wrong answer.').superRefine((c, ctx) => {
+const calSchema = section(
+  {
+    provider: oneOf(
+      ['rule', 'openai', 'gemini'],
+      'Error-span oracle. rule: offline, for countdown and arithmetic (first ' +
+        'wrong arithmetic step in <think>, else the answer expression). openai: an OpenAI-compatible /v1/chat/completions ' +
+        'at base_url. gemini: generateContent.',
+    ).default('rule'),
+    model: strOrNull('Model name for the openai/gemini oracle.').default(null),
+    base_url: allow(
+      z
+        .string()
+        .regex(/^https?:\/\/\S+$/)
+        .nullable()
+        .describe('Endpoint root for provider openai, e.g. ' + 'https://api.openai.com. https, or http to this machine only: the API key goes there.'),
+      'an http(s) URL or null',
+    ).default(null),
+    api_key_env: allow(
+      z
+        .string()
+        .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+        .refine((s) => !secretLikeEnvValue.test(s), { message: '', params: { expected: 'a variable name, not a key' } })
+        .nullable()
+        .describe(
+          'NAME of the environment variable holding the API key (e.g. OPENAI_API_KEY). The key itself ' +
+            'is never written in the config or the run directory.',
+        ),
+      'the NAME of an environment variable (like OPENAI_API_KEY), not the key itself; or null',
+    ).default(null),
+    negative_reward: num({}, "Effective advantage given to the tokens of the oracle's error span.").default(-1.0),
+    scale: oneOf(
+      ['raw', 'group_std'],
+      'raw: span tokens get negative_reward as it is (seed 003). group_std: divided by the ' +
+        "episode's group reward std + 1e-4, the scale GRPO divides advantages by (the batch std when the group's is 0, " +
+        "and 1 when that is 0 too), so span credit is on the scale of the other episodes' advantages.",
+    ).default('raw'),
+    placement: oneOf(
+      ['span', 'episode'],
+      "span: the credit lands on the oracle's error span (CAL). episode: the ablation — " +
+        'the same total, negative_reward × span tokens, spread evenly over every token of the episode, so that a comparison ' +
+        'isolates where the credit lands from how much of it there is.',
+    ).default('span'),
+    max_error_span: int(1, 'The error span is cut to this many tokens from its start.').default(64),
+    timeout_s: num({ gt: 0 }, 'Per-request timeout, seconds.').default(30),
+    max_retries: int(0, 'Retries per oracle request.').default(3),
+    concurrency: int(1, 'Oracle requests in flight.').default(4),
+    cache: bool(
+      'Cache oracle replies on disk (~/.cache/credit-lens/oracle, by sha256 of provider, base URL, model and prompt) so reruns cost nothing.',
+    ).default(true),
+  },
+  'cal strategy: an oracle names the error span of a wrong answer.',
+).superRefine((c, ctx) => {
   // Where a key may go: a config from someone else's repository must not be able to send it to their server.
   if (c.base_url !== null) {
     const why = keySafeUrl(c.base_url);
     if (why) ctx.addIssue({ code: 'custom', path: ['base_url'], message: `got ${JSON.stringify(c.base_url)}; ${why}` });
   }
   if (c.api_key_env !== null && !KEY_LIKE_ENV.test(c.api_key_env)) {
-    ctx.addIssue({ code: 'custom', path: ['api_key_env'], message: `got ${JSON.stringify(c.api_key_env)}, expected the name of a `
-      + 'key variable (ending in _API_KEY, _KEY or _TOKEN): the engine sends that variable\'s value to base_url, so it must not '
-      + 'be able to name PATH, HOME or any other variable' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['api_key_env'],
+      message:
+        `got ${JSON.stringify(c.api_key_env)}, expected the name of a ` +
+        "key variable (ending in _API_KEY, _KEY or _TOKEN): the engine sends that variable's value to base_url, so it must not " +
+        'be able to name PATH, HOME or any other variable',
+    });
   }
   if (c.provider === 'rule') return;
   const need: ('model' | 'api_key_env' | 'base_url')[] = c.provider === 'openai' ? ['model', 'base_url', 'api_key_env'] : ['model', 'api_key_env'];
   for (const k of need) {
     if (c[k] === null) {
-      ctx.addIssue({ code: 'custom', path: [k], params: { at: ['credit', 'cal', 'provider'] },
-        message: `got null; it is required when credit.cal.provider is ${c.provider}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: [k],
+        params: { at: ['credit', 'cal', 'provider'] },
+        message: `got null; it is required when credit.cal.provider is ${c.provider}`,
+      });
     }
   }
 });
@@ -97,73 +142,115 @@ const calSchema = section({
 export const CATALOG = [
   { name: 'none', summary: 'none: every token gets A (plain GRPO)' },
   {
-    name: 'outcome_conditional', summary: 'outcome_conditional: think_discount outside <answer> (seed 001)',
+    name: 'outcome_conditional',
+    summary: 'outcome_conditional: think_discount outside <answer> (seed 001)',
     params: { think_discount: num({ gte: 0 }, 'outcome_conditional: weight of tokens outside the answer (answer tokens get 1).').default(0.5) },
-    sweepValues: { 'credit.think_discount': [0.25, 0.5, 0.75] }, headline: 'think_discount',
+    sweepValues: { 'credit.think_discount': [0.25, 0.5, 0.75] },
+    headline: 'think_discount',
   },
   {
-    name: 'inverse_logprob', summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed 001)',
+    name: 'inverse_logprob',
+    summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed 001)',
     params: {
       epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1),
-      inverse_logprob_form: oneOf(['clean', 'seed'], 'inverse_logprob: clean: w = 1/(|ℓ|+ε) with ℓ detached (DESIGN §4). seed: '
-        + 'seed 001\'s code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by '
-        + 'ε/(|ℓ|+ε)²; the logged weight is then that factor.').default('clean'),
+      inverse_logprob_form: oneOf(
+        ['clean', 'seed'],
+        'inverse_logprob: clean: w = 1/(|ℓ|+ε) with ℓ detached (DESIGN §4). seed: ' +
+          "seed 001's code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by " +
+          'ε/(|ℓ|+ε)²; the logged weight is then that factor.',
+      ).default('clean'),
     },
-    sweepValues: { 'credit.epsilon': [0.01, 0.1, 0.5] }, headline: 'epsilon',
+    sweepValues: { 'credit.epsilon': [0.01, 0.1, 0.5] },
+    headline: 'epsilon',
   },
   {
-    name: 'attention_credit', summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (seed 001)',
+    name: 'attention_credit',
+    summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (seed 001)',
     params: { credit_scale: num({ gte: 0 }, 'attention_credit: w = max(0, 1 + credit_scale·(a/mean(a) − 1)).').default(2.0) },
-    sweepValues: { 'credit.credit_scale': [2.0] }, headline: 'credit_scale', needs: { attention: true },
+    sweepValues: { 'credit.credit_scale': [2.0] },
+    headline: 'credit_scale',
+    needs: { attention: true },
   },
   {
-    name: 'entropy_weighted', summary: 'entropy_weighted: n·softmax(H/entropy_temp) (seed 001)',
+    name: 'entropy_weighted',
+    summary: 'entropy_weighted: n·softmax(H/entropy_temp) (seed 001)',
     params: { entropy_temp: num({ gt: 0 }, 'entropy_weighted: softmax temperature; lower focuses on high-entropy tokens.').default(1.0) },
-    sweepValues: { 'credit.entropy_temp': [1.0] }, headline: 'entropy_temp',
+    sweepValues: { 'credit.entropy_temp': [1.0] },
+    headline: 'entropy_temp',
   },
   {
-    name: 'entropy_mask', summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed 001, after "Beyond the 80/20 Rule")',
+    name: 'entropy_mask',
+    summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed 001, after "Beyond the 80/20 Rule")',
     params: {
-      mask_percentile: num({ gte: 0, lte: 100 }, 'entropy_mask: tokens below this percentile of the batch\'s entropy get '
-        + 'weight 0 (80 keeps the top 20%, TRL top_entropy_quantile 0.2).').default(80),
-      entropy_mask_norm: oneOf(['valid', 'kept'], 'entropy_mask: valid: the loss averages over every valid token, masked ones '
-        + 'counting as 0 (DESIGN §4). kept: seed 001\'s code, which averages over the kept tokens only; the kept weights '
-        + 'become (valid tokens ÷ kept tokens) of the batch, which gives the same token_mean loss.').default('valid'),
+      mask_percentile: num(
+        { gte: 0, lte: 100 },
+        "entropy_mask: tokens below this percentile of the batch's entropy get " + 'weight 0 (80 keeps the top 20%, TRL top_entropy_quantile 0.2).',
+      ).default(80),
+      entropy_mask_norm: oneOf(
+        ['valid', 'kept'],
+        'entropy_mask: valid: the loss averages over every valid token, masked ones ' +
+          "counting as 0 (DESIGN §4). kept: seed 001's code, which averages over the kept tokens only; the kept weights " +
+          'become (valid tokens ÷ kept tokens) of the batch, which gives the same token_mean loss.',
+      ).default('valid'),
     },
-    sweepValues: { 'credit.mask_percentile': [70, 80, 90] }, headline: 'mask_percentile',
+    sweepValues: { 'credit.mask_percentile': [70, 80, 90] },
+    headline: 'mask_percentile',
   },
   {
-    name: 'attribution', summary: 'attribution: a learned head on the final hidden state (seed 000)',
-    block: { key: 'attribution', schema: section({
-      init_std: num({ gte: 0 }, 'Std of the attribution head\'s initial weights.').default(0.01),
-      detach_hidden: bool('Stop the policy loss from training the model through the head\'s input.').default(true),
-      objective: oneOf(['contribution', 'contribution_entropy', 'ppo'], 'What trains the head (the policy\'s loss is the same '
-        + 'for all three). contribution: minimise −Σ c·Â·ℓ (ℓ detached); linear in α, so its optimum puts all of an episode\'s '
-        + 'weight on one token (the most likely one when A > 0, the least likely when A < 0). contribution_entropy: the same '
-        + 'minus entropy_coef·H(α) per episode; its optimum is α_t = softmax_t(A·ℓ_t / entropy_coef): a Gibbs distribution '
-        + 'that entropy_coef tempers (∞: plain GRPO, 0: contribution). ppo: seed 000\'s form, the head inside the clipped '
-        + 'surrogate −min(ρÂ, clip(ρ)Â); at ρ = 1 (grpo.epochs_per_step 1) its gradient is exactly zero, so the head moves only '
-        + 'off-policy (epochs_per_step > 1), toward tokens whose ratio already moved with the advantage. Seed 000\'s own '
-        + 'results need ppo with epochs_per_step > 1.').default('contribution'),
-      entropy_coef: num({ gt: 0 }, 'contribution_entropy: weight of the entropy of α (larger: closer to uniform).').default(0.1),
-    }, 'attribution strategy: a linear head on the final hidden state, trained on credit.attribution.objective.').prefault({}) },
+    name: 'attribution',
+    summary: 'attribution: a learned head on the final hidden state (seed 000)',
+    block: {
+      key: 'attribution',
+      schema: section(
+        {
+          init_std: num({ gte: 0 }, "Std of the attribution head's initial weights.").default(0.01),
+          detach_hidden: bool("Stop the policy loss from training the model through the head's input.").default(true),
+          objective: oneOf(
+            ['contribution', 'contribution_entropy', 'ppo'],
+            "What trains the head (the policy's loss is the same " +
+              "for all three). contribution: minimise −Σ c·Â·ℓ (ℓ detached); linear in α, so its optimum puts all of an episode's " +
+              'weight on one token (the most likely one when A > 0, the least likely when A < 0). contribution_entropy: the same ' +
+              'minus entropy_coef·H(α) per episode; its optimum is α_t = softmax_t(A·ℓ_t / entropy_coef): a Gibbs distribution ' +
+              "that entropy_coef tempers (∞: plain GRPO, 0: contribution). ppo: seed 000's form, the head inside the clipped " +
+              'surrogate −min(ρÂ, clip(ρ)Â); at ρ = 1 (grpo.epochs_per_step 1) its gradient is exactly zero, so the head moves only ' +
+              "off-policy (epochs_per_step > 1), toward tokens whose ratio already moved with the advantage. Seed 000's own " +
+              'results need ppo with epochs_per_step > 1.',
+          ).default('contribution'),
+          entropy_coef: num({ gt: 0 }, 'contribution_entropy: weight of the entropy of α (larger: closer to uniform).').default(0.1),
+        },
+        'attribution strategy: a linear head on the final hidden state, trained on credit.attribution.objective.',
+      ).prefault({}),
+    },
     needs: { hidden: true },
   },
   {
-    name: 'cal', summary: 'cal: an oracle names the error span of a wrong answer (seed 003)',
+    name: 'cal',
+    summary: 'cal: an oracle names the error span of a wrong answer (seed 003)',
     block: { key: 'cal', schema: calSchema.prefault({}) },
   },
   {
-    name: 'reward_variance', summary: 'reward_variance: an importance net trained on paired rollouts (seed 004)',
-    block: { key: 'reward_variance', schema: section({
-      importance_checkpoint: pathOrNull('Checkpoint from `credit-lens importance train`.').default(null),
-      mode: oneOf(['variance_drop', 'raw'], 'raw: g = ρ_t. variance_drop: g_t = max(0, ρ_t − ρ_{t−1}).').default('variance_drop'),
-      temp: num({ gt: 0 }, 'Softmax temperature over g.').default(1.0),
-    }, 'reward_variance strategy: weights from an importance net trained on paired rollouts.').prefault({}) },
-    check: (c) => ((c.reward_variance as { importance_checkpoint: unknown }).importance_checkpoint === null
-      ? { path: ['reward_variance', 'importance_checkpoint'], message: 'got null; it is required when credit.strategy is reward_variance '
-        + '(train one with `credit-lens importance train <config> --rollouts <parquet>`)' }
-      : null),
+    name: 'reward_variance',
+    summary: 'reward_variance: an importance net trained on paired rollouts (seed 004)',
+    block: {
+      key: 'reward_variance',
+      schema: section(
+        {
+          importance_checkpoint: pathOrNull('Checkpoint from `credit-lens importance train`.').default(null),
+          mode: oneOf(['variance_drop', 'raw'], 'raw: g = ρ_t. variance_drop: g_t = max(0, ρ_t − ρ_{t−1}).').default('variance_drop'),
+          temp: num({ gt: 0 }, 'Softmax temperature over g.').default(1.0),
+        },
+        'reward_variance strategy: weights from an importance net trained on paired rollouts.',
+      ).prefault({}),
+    },
+    check: (c) =>
+      (c.reward_variance as { importance_checkpoint: unknown }).importance_checkpoint === null
+        ? {
+            path: ['reward_variance', 'importance_checkpoint'],
+            message:
+              'got null; it is required when credit.strategy is reward_variance ' +
+              '(train one with `credit-lens importance train <config> --rollouts <parquet>`)',
+          }
+        : null,
     needs: { importance: true },
   },
 ] as const satisfies readonly StrategySpec[];
@@ -190,7 +277,10 @@ type BlocksShape = UnionToIntersection<BlockOf<Entry>>;
 
 /** The `credit` section's shape: the strategy, every strategy's parameters and blocks. */
 export function creditShape() {
-  const strategy = oneOf(STRATEGY_NAMES, `Credit strategy: how the episode advantage is spread over its tokens (DESIGN §4). ${CATALOG.map((s) => s.summary).join('. ')}.`).default('none');
+  const strategy = oneOf(
+    STRATEGY_NAMES,
+    `Credit strategy: how the episode advantage is spread over its tokens (DESIGN §4). ${CATALOG.map((s) => s.summary).join('. ')}.`,
+  ).default('none');
   const shape: Record<string, z.ZodType> = { strategy };
   for (const s of CATALOG as readonly StrategySpec[]) {
     Object.assign(shape, s.params ?? {});

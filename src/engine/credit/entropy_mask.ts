@@ -9,7 +9,11 @@ export const entropyMask: CreditStrategy = {
   weights: (batch, p) => {
     const mask = validMask(batch);
     const all: number[] = [];
-    mask.forEach((row, i) => row.forEach((m, t) => { if (m) all.push(batch.entropies[i][t]); }));
+    mask.forEach((row, i) =>
+      row.forEach((m, t) => {
+        if (m) all.push(batch.entropies[i][t]);
+      }),
+    );
     const q = percentileLinear(all, p.mask_percentile);
     const w: number[][] = mask.map((row, i) => row.map((m, t) => (m && batch.entropies[i][t] >= q ? 1 : 0)));
     if (p.entropy_mask_norm !== 'kept') return w;

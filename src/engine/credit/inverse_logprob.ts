@@ -10,9 +10,11 @@ export const inverseLogprob: CreditStrategy = {
   name: 'inverse_logprob',
   rowLocal: true,
   weights: (batch, p) =>
-    validMask(batch).map((row, i) => row.map((m, t) => {
-      if (!m) return 0;
-      const d = Math.abs(batch.logprobs[i][t]) + p.epsilon;
-      return p.inverse_logprob_form === 'seed' ? p.epsilon / (d * d) : 1 / d;
-    })),
+    validMask(batch).map((row, i) =>
+      row.map((m, t) => {
+        if (!m) return 0;
+        const d = Math.abs(batch.logprobs[i][t]) + p.epsilon;
+        return p.inverse_logprob_form === 'seed' ? p.epsilon / (d * d) : 1 / d;
+      }),
+    ),
 };

@@ -26,7 +26,9 @@ export function loadImportanceCached(dir: string): ImportanceNet {
     const st = statSync(join(dir, 'model.safetensors'));
     stamp = `${st.mtimeMs}:${st.size}:${tf.getBackend()}`;
   } catch {
-    throw new UserError(`credit.reward_variance.importance_checkpoint: ${dir} has no model.safetensors (train one with \`credit-lens importance train <config> --rollouts <parquet>\`)`);
+    throw new UserError(
+      `credit.reward_variance.importance_checkpoint: ${dir} has no model.safetensors (train one with \`credit-lens importance train <config> --rollouts <parquet>\`)`,
+    );
   }
   const hit = cache.get(dir);
   if (hit && hit.stamp === stamp) return hit.net;
@@ -36,25 +38,30 @@ export function loadImportanceCached(dir: string): ImportanceNet {
   return net;
 }
 
-
-
 export const rewardVariance: CreditStrategy = {
   name: 'reward_variance',
   weights: (batch, p) => {
-    if (!batch.importance) throw new Error('reward_variance: batch.importance (ρ per completion token) is missing; the strategy\'s prepare() computes it');
+    if (!batch.importance) throw new Error("reward_variance: batch.importance (ρ per completion token) is missing; the strategy's prepare() computes it");
     return validMask(batch).map((row, i) => scaledSoftmax(importanceGains(batch.importance![i], batch.importancePrompt?.[i], row, p.mode), row, p.temp));
   },
   async prepare(episodes, ctx) {
     const dir = ctx.cfg.credit.reward_variance.importance_checkpoint;
     if (!dir) throw new UserError('credit.reward_variance.importance_checkpoint: required when credit.strategy is reward_variance');
     const net = loadImportanceCached(dir);
-    const want = tokenizerId(ctx.tokenizer), have = net.meta.tokenizer;
+    const want = tokenizerId(ctx.tokenizer),
+      have = net.meta.tokenizer;
     if (JSON.stringify(want) !== JSON.stringify(have)) {
-      const say = (t: typeof want) => (t.kind === 'char' ? `a character tokenizer over ${JSON.stringify(t.alphabet)}` : `an HF tokenizer of ${t.vocab_size} ids`);
-      throw new UserError(`credit.reward_variance.importance_checkpoint: ${dir} was trained on rollouts of ${say(have)}, but this run uses ${say(want)}; `
-        + 'train the importance net on paired rollouts of this config\'s policy');
+      const say = (t: typeof want) =>
+        t.kind === 'char' ? `a character tokenizer over ${JSON.stringify(t.alphabet)}` : `an HF tokenizer of ${t.vocab_size} ids`;
+      throw new UserError(
+        `credit.reward_variance.importance_checkpoint: ${dir} was trained on rollouts of ${say(have)}, but this run uses ${say(want)}; ` +
+          "train the importance net on paired rollouts of this config's policy",
+      );
     }
-    const r = net.episodeRho(episodes.map((e) => e.promptIds), episodes.map((e) => e.ids));
+    const r = net.episodeRho(
+      episodes.map((e) => e.promptIds),
+      episodes.map((e) => e.ids),
+    );
     return {
       batch: { importance: r.tokens, importancePrompt: r.prompt },
       metrics: { 'reward_variance/rho0_mean': mean(r.prompt), 'reward_variance/rho_mean': mean(r.tokens.flat()) },

@@ -127,7 +127,12 @@ export interface ModelOutputs {
   hidden?: import('@tensorflow/tfjs').Tensor3D;
 }
 
-export interface OutputsContext { promptLen: number; completionLen: number; sections: Section[][]; mask: number[][] }
+export interface OutputsContext {
+  promptLen: number;
+  completionLen: number;
+  sections: Section[][];
+  mask: number[][];
+}
 
 /** A strategy's behaviour. Its name, parameters and needs are its entry in catalog.ts. */
 export interface CreditStrategy {
@@ -163,7 +168,11 @@ export function validMask(batch: CreditBatch): number[][] {
 export function scaledSoftmax(x: number[], mask: number[], temp: number): number[] {
   let max = -Infinity;
   let n = 0;
-  for (let t = 0; t < x.length; t++) if (mask[t]) { n++; max = Math.max(max, x[t] / temp); }
+  for (let t = 0; t < x.length; t++)
+    if (mask[t]) {
+      n++;
+      max = Math.max(max, x[t] / temp);
+    }
   if (n === 0) return x.map(() => 0);
   let z = 0;
   const e = x.map((v, t) => (mask[t] ? Math.exp(v / temp - max) : 0));

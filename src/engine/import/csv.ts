@@ -25,7 +25,10 @@ export function parseCsv(text: string): { rows: CsvRow[]; error: { line: number;
     const c = text[i];
     if (quoted) {
       if (c === '"') {
-        if (text[i + 1] === '"') { cell += '"'; i++; } else quoted = false;
+        if (text[i + 1] === '"') {
+          cell += '"';
+          i++;
+        } else quoted = false;
       } else {
         if (c === '\n') line++;
         cell += c;
@@ -33,8 +36,10 @@ export function parseCsv(text: string): { rows: CsvRow[]; error: { line: number;
       continue;
     }
     if (c === '"' && cell === '') quoted = true;
-    else if (c === ',') { cells.push(cell); cell = ''; }
-    else if (c === '\n' || c === '\r') {
+    else if (c === ',') {
+      cells.push(cell);
+      cell = '';
+    } else if (c === '\n' || c === '\r') {
       if (c === '\r' && text[i + 1] === '\n') i++;
       endRow();
       line++;

@@ -102,7 +102,10 @@ export function listImportFiles(source: string): string[] {
 }
 
 type Obj = Record<string, unknown>;
-interface Row { line: number; value: Obj }
+interface Row {
+  line: number;
+  value: Obj;
+}
 
 /** The rows of a data file: JSONL lines, a W&B table's rows, or CSV rows (header → keys). Bad lines are problems. */
 export function readRows(path: string, shown: string, problems: ImportProblem[]): Row[] {
@@ -133,12 +136,17 @@ export function readRows(path: string, shown: string, problems: ImportProblem[])
     if (t && Array.isArray(t.columns) && Array.isArray(t.data)) {
       const cols = t.columns.map(String);
       return (t.data as unknown[]).flatMap((row, i): Row[] => {
-        if (!Array.isArray(row)) { problems.push({ file: shown, line: i + 1, reason: 'table row is not a list' }); return []; }
+        if (!Array.isArray(row)) {
+          problems.push({ file: shown, line: i + 1, reason: 'table row is not a list' });
+          return [];
+        }
         return [{ line: i + 1, value: Object.fromEntries(cols.map((c, k) => [c, row[k]])) }];
       });
     }
     if (Array.isArray(v)) {
-      return v.flatMap((x, i): Row[] => (isObj(x) ? [{ line: i + 1, value: x }] : (problems.push({ file: shown, line: i + 1, reason: 'array item is not an object' }), [])));
+      return v.flatMap((x, i): Row[] =>
+        isObj(x) ? [{ line: i + 1, value: x }] : (problems.push({ file: shown, line: i + 1, reason: 'array item is not an object' }), []),
+      );
     }
     problems.push({ file: shown, line: 1, reason: 'a .json file must be a W&B table ({"columns": [...], "data": [[...]]}) or an array of objects' });
     return [];
@@ -156,7 +164,10 @@ export function readRows(path: string, shown: string, problems: ImportProblem[])
       problems.push({ file: shown, line, reason: `not valid JSON (${(e as Error).message})` });
       continue;
     }
-    if (!isObj(v)) { problems.push({ file: shown, line, reason: 'not a JSON object' }); continue; }
+    if (!isObj(v)) {
+      problems.push({ file: shown, line, reason: 'not a JSON object' });
+      continue;
+    }
     rows.push({ line, value: v });
   }
   return rows;
@@ -188,7 +199,7 @@ export function detectFormat(files: string[], first: Obj | null): ImportFormat {
 
 /** Field errors of one row: the message names the key and what it holds. */
 class RowError extends Error {}
-const show = (v: unknown) => (v === undefined ? 'nothing' : JSON.stringify(v)?.slice(0, 60) ?? String(v));
+const show = (v: unknown) => (v === undefined ? 'nothing' : (JSON.stringify(v)?.slice(0, 60) ?? String(v)));
 
 function text(o: Obj, key: string): string {
   const v = o[key];
@@ -244,8 +255,13 @@ const TRL_NON_REWARD = new Set(['step', 'prompt', 'completion', 'advantage', 'im
 
 function verlRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'> {
   return {
-    step: step(o, fileStep(path)), group: groupOf(o), prompt: text(o, 'input'), completion: text(o, 'output'),
-    reward: num(o, 'score', true), advantage: null, success: successOf(o),
+    step: step(o, fileStep(path)),
+    group: groupOf(o),
+    prompt: text(o, 'input'),
+    completion: text(o, 'output'),
+    reward: num(o, 'score', true),
+    advantage: null,
+    success: successOf(o),
   };
 }
 
@@ -258,15 +274,25 @@ function trlRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'> 
     reward = parts.reduce((a, [, v]) => a + (v as number), 0);
   }
   return {
-    step: step(o, fileStep(path)), group: groupOf(o), prompt: text(o, 'prompt'), completion: text(o, 'completion'),
-    reward, advantage: num(o, 'advantage', false), success: successOf(o),
+    step: step(o, fileStep(path)),
+    group: groupOf(o),
+    prompt: text(o, 'prompt'),
+    completion: text(o, 'completion'),
+    reward,
+    advantage: num(o, 'advantage', false),
+    success: successOf(o),
   };
 }
 
 function jsonlRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'> {
   return {
-    step: step(o, fileStep(path)), group: groupOf(o), prompt: text(o, 'prompt'), completion: text(o, 'completion'),
-    reward: num(o, 'reward', true), advantage: num(o, 'advantage', false), success: successOf(o),
+    step: step(o, fileStep(path)),
+    group: groupOf(o),
+    prompt: text(o, 'prompt'),
+    completion: text(o, 'completion'),
+    reward: num(o, 'reward', true),
+    advantage: num(o, 'advantage', false),
+    success: successOf(o),
   };
 }
 
@@ -276,7 +302,8 @@ function numList(o: Obj, key: string, n: number, required: boolean, nullable = f
     if (required) throw new RowError(`${key}: missing`);
     return null;
   }
-  if (!Array.isArray(v) || v.length !== n) throw new RowError(`${key}: expected a list of ${n} numbers (one per token), got ${Array.isArray(v) ? `${v.length} items` : show(v)}`);
+  if (!Array.isArray(v) || v.length !== n)
+    throw new RowError(`${key}: expected a list of ${n} numbers (one per token), got ${Array.isArray(v) ? `${v.length} items` : show(v)}`);
   return v.map((x, i) => {
     if (x === null && nullable) return null;
     if (typeof x !== 'number' || !Number.isFinite(x)) throw new RowError(`${key}[${i}]: expected a finite number, got ${show(x)}`);
@@ -304,12 +331,15 @@ function primeRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'
     const col = numList(o, k, n, false, true);
     if (col && col.some((x) => x !== null)) extra[k === 'inference_logprobs' ? 'inference_logprob' : k] = pick(col);
   }
-  const reward = rewards ? pick(rewards).find((x) => x !== null) ?? null : num(o, 'reward', false);
+  const reward = rewards ? (pick(rewards).find((x) => x !== null) ?? null) : num(o, 'reward', false);
   return {
     step: step({ step: o.export_step ?? o.step }, fileStep(path)),
     group: null,
-    prompt: '', completion: '',
-    reward, advantage: null, success: null,
+    prompt: '',
+    completion: '',
+    reward,
+    advantage: null,
+    success: null,
     tokens: {
       promptIds: ids.slice(0, first) as number[],
       ids: pick(ids as number[]),
@@ -322,7 +352,10 @@ function primeRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'
 }
 
 const RECORD: Record<ImportFormat, (o: Obj, path: string) => Omit<ImportedRecord, 'file' | 'line'>> = {
-  verl: verlRecord, trl: trlRecord, jsonl: jsonlRecord, prime: primeRecord,
+  verl: verlRecord,
+  trl: trlRecord,
+  jsonl: jsonlRecord,
+  prime: primeRecord,
 };
 
 /** Read every record of `source` (file or folder) in `format` ('auto': detected). */

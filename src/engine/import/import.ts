@@ -87,32 +87,48 @@ const placeholder = (ids: number[]) => ids.map((id) => `⟨${id}⟩`);
 function decodeTokens(tok: Tokenizer | null, ids: number[]): { text: string; tokens: TokenSpan[] } {
   if (tok) return tok.decodeWithOffsets(ids);
   let at = 0;
-  const tokens = placeholder(ids).map((t, i): TokenSpan => { const s = { id: ids[i], text: t, start: at, end: at + t.length }; at += t.length; return s; });
+  const tokens = placeholder(ids).map((t, i): TokenSpan => {
+    const s = { id: ids[i], text: t, start: at, end: at + t.length };
+    at += t.length;
+    return s;
+  });
   return { text: tokens.map((t) => t.text).join(''), tokens };
 }
 
 function sectionsOf(prompt: string, text: string, tokens: TokenSpan[]): Section[] {
   // A prompt ending in "<think>" opens the think section (the chat template's prefill, DESIGN §4).
   const prefill = prompt.trimEnd().endsWith('<think>') ? '<think>' : '';
-  return computeSections(prefill + text, tokens.map((t) => ({ ...t, start: t.start + prefill.length, end: t.end + prefill.length })));
+  return computeSections(
+    prefill + text,
+    tokens.map((t) => ({ ...t, start: t.start + prefill.length, end: t.end + prefill.length })),
+  );
 }
 
 export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   const log = o.log ?? (() => {});
   const cfg = importConfig(o);
   if (!(IMPORT_STRATEGIES as readonly string[]).includes(cfg.credit.strategy)) {
-    throw new UserError(`credit.strategy: '${cfg.credit.strategy}' needs training (a head, a network or an oracle) and cannot score imported rollouts; use one of ${IMPORT_STRATEGIES.join(', ')}`);
+    throw new UserError(
+      `credit.strategy: '${cfg.credit.strategy}' needs training (a head, a network or an oracle) and cannot score imported rollouts; use one of ${IMPORT_STRATEGIES.join(', ')}`,
+    );
   }
   const threshold = o.successThreshold ?? 0.5;
   const source = resolve(o.source);
   const read = readImport(source, o.format ?? 'auto');
   const perToken = read.format === 'prime';
   if (!perToken && !o.model) {
-    throw new UserError(`import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> to score them`);
+    throw new UserError(
+      `import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> to score them`,
+    );
   }
   if (!read.records.length) {
-    const first = read.problems.slice(0, 3).map((p) => `  ${p.file}:${p.line}: ${p.reason}`).join('\n');
-    throw new UserError(`import: no readable completions in ${o.source} (${read.problems.length} problem${read.problems.length === 1 ? '' : 's'})${first ? `:\n${first}` : ''}`);
+    const first = read.problems
+      .slice(0, 3)
+      .map((p) => `  ${p.file}:${p.line}: ${p.reason}`)
+      .join('\n');
+    throw new UserError(
+      `import: no readable completions in ${o.source} (${read.problems.length} problem${read.problems.length === 1 ? '' : 's'})${first ? `:\n${first}` : ''}`,
+    );
   }
 
   const scorer: Scorer | null = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
@@ -127,13 +143,22 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   const problems = [...read.problems];
   const started = new Date().toISOString();
   const info: RunInfo = {
-    id: basename(runDir), name, status: 'running', started, ended: null,
-    backend: scorer ? 'wasm' : 'none', engine_version: ENGINE_VERSION, strategy: cfg.credit.strategy,
+    id: basename(runDir),
+    name,
+    status: 'running',
+    started,
+    ended: null,
+    backend: scorer ? 'wasm' : 'none',
+    engine_version: ENGINE_VERSION,
+    strategy: cfg.credit.strategy,
     imported: { source, format: read.format, model: scorer?.describe ?? null, records: 0, skipped: problems.length },
   };
   writeRunInfo(runDir, info);
   writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
-  elog.write('info', `import ${source} (${read.format}, ${read.files.length} file${read.files.length === 1 ? '' : 's'})${scorer ? ` scored with ${scorer.describe}` : ''}`);
+  elog.write(
+    'info',
+    `import ${source} (${read.format}, ${read.files.length} file${read.files.length === 1 ? '' : 's'})${scorer ? ` scored with ${scorer.describe}` : ''}`,
+  );
   try {
     // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
     const steps = [...new Set(read.records.map((r) => r.step))].sort((a, b) => a - b);
@@ -167,10 +192,17 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
           }
           const { text, tokens } = decodeTokens(tokenizer, ids);
           const reward = r.reward ?? NaN;
-          const adv = r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : r.advantage ?? NaN;
+          const adv = r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : (r.advantage ?? NaN);
           eps.push({
-            rec: { ...r, prompt: promptText }, promptIdx: promptIndex.get(pKey)!, promptIds, ids, text, tokens,
-            sections: sectionsOf(promptText, text, tokens), advantage: adv, reward,
+            rec: { ...r, prompt: promptText },
+            promptIdx: promptIndex.get(pKey)!,
+            promptIds,
+            ids,
+            text,
+            tokens,
+            sections: sectionsOf(promptText, text, tokens),
+            advantage: adv,
+            reward,
             success: r.success ?? (Number.isFinite(reward) && reward >= threshold),
             ...(r.tokens ? { logprob: r.tokens.logprob, entropy: r.tokens.entropy ?? r.tokens.logprob.map(() => NaN), extra: r.tokens.extra } : {}),
           });
@@ -182,8 +214,14 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
       // Advantages the source did not log: from the rewards, grouped as above.
       if (eps.some((e) => Number.isNaN(e.advantage))) {
         const gid = eps.map((e) => order.indexOf(key(e.rec)));
-        const a = groupAdvantages(eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)), gid, cfg.grpo.scale_rewards);
-        eps.forEach((e, i) => { if (Number.isNaN(e.advantage)) e.advantage = a[i]; });
+        const a = groupAdvantages(
+          eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)),
+          gid,
+          cfg.grpo.scale_rewards,
+        );
+        eps.forEach((e, i) => {
+          if (Number.isNaN(e.advantage)) e.advantage = a[i];
+        });
       }
       if (eps.length) byStep.set(step, eps);
     }
@@ -191,15 +229,18 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
     let done = 0;
     o.progress?.(0, total);
-    const budget = o.batchBudget ?? (1 << 24);
+    const budget = o.batchBudget ?? 1 << 24;
     const vocab = scorer?.model.cfg.vocabSize ?? 1;
     for (const [step, eps] of byStep) {
       if (perToken) {
-        const w = weighExported(eps.map((e) => ({ logprob: e.logprob!, entropy: e.entropy!, sections: e.sections, advantage: e.advantage })), cfg);
+        const w = weighExported(
+          eps.map((e) => ({ logprob: e.logprob!, entropy: e.entropy!, sections: e.sections, advantage: e.advantage })),
+          cfg,
+        );
         // The trainer's per-token advantage stays the effective advantage; the strategy's weight multiplies it.
         eps.forEach((e, i) => {
           const fileAdv = e.rec.tokens!.advantage;
-          e.weight = w[i].weight.map((wt, t) => (e.advantage !== 0 ? wt * fileAdv[t] / e.advantage : wt));
+          e.weight = w[i].weight.map((wt, t) => (e.advantage !== 0 ? (wt * fileAdv[t]) / e.advantage : wt));
           e.effAdv = w[i].weight.map((wt, t) => wt * fileAdv[t]);
         });
         done += eps.length;
@@ -212,7 +253,11 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
           let n = 1;
           while (s + n < order.length && (n + 1) * Math.max(width, eps[order[s + n]].ids.length) * vocab <= budget) n++;
           const idx = order.slice(s, s + n);
-          const out = scoreBatch(scorer!, idx.map((i) => eps[i]), cfg);
+          const out = scoreBatch(
+            scorer!,
+            idx.map((i) => eps[i]),
+            cfg,
+          );
           idx.forEach((i, k) => Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, weight: out[k].weight, effAdv: out[k].effAdv }));
           s += n;
           done += n;
@@ -223,7 +268,10 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     }
     for (const p of problems) elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
     Object.assign(info, {
-      status: 'completed', ended: new Date().toISOString(), total_steps: byStep.size, last_step: Math.max(...byStep.keys()),
+      status: 'completed',
+      ended: new Date().toISOString(),
+      total_steps: byStep.size,
+      last_step: Math.max(...byStep.keys()),
       imported: { ...info.imported!, records: total, skipped: problems.length },
     });
     writeRunInfo(runDir, info);
@@ -244,24 +292,40 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
 /** One step's token and episode tables (the trainer's own writer) and its metrics row. */
 function writeStep(runDir: string, step: number, eps: Pending[]): void {
   const episodes = eps.map((e): Episode => ({
-    example: { id: e.promptIdx, prompt: e.rec.prompt }, promptIds: e.promptIds, ids: e.ids, sampleLogprobs: e.logprob!,
-    entropies: e.entropy!, text: e.text, tokens: e.tokens, sections: e.sections, tokenTypes: e.tokens.map((t) => tokenType(t.text)),
-    reward: { total: e.reward, format: NaN, answer: e.success ? 1 : 0 }, success: e.success,
+    example: { id: e.promptIdx, prompt: e.rec.prompt },
+    promptIds: e.promptIds,
+    ids: e.ids,
+    sampleLogprobs: e.logprob!,
+    entropies: e.entropy!,
+    text: e.text,
+    tokens: e.tokens,
+    sections: e.sections,
+    tokenTypes: e.tokens.map((t) => tokenType(t.text)),
+    reward: { total: e.reward, format: NaN, answer: e.success ? 1 : 0 },
+    success: e.success,
   }));
   const extraNames = [...new Set(eps.flatMap((e) => Object.keys(e.extra ?? {})))];
   const tok: TokenLog = {
-    logprobs: eps.map((e) => e.logprob!), weights: eps.map((e) => e.weight!), effAdv: eps.map((e) => e.effAdv!), adv: eps.map((e) => e.advantage),
+    logprobs: eps.map((e) => e.logprob!),
+    weights: eps.map((e) => e.weight!),
+    effAdv: eps.map((e) => e.effAdv!),
+    adv: eps.map((e) => e.advantage),
     ...(extraNames.length ? { extra: Object.fromEntries(extraNames.map((n) => [n, eps.map((e) => e.extra?.[n] ?? e.ids.map(() => null))])) } : {}),
   };
   logTables(runDir, step, episodes, tok);
   const rewards = eps.map((e) => e.reward).filter(Number.isFinite);
   const ents = eps.flatMap((e) => e.entropy!).filter(Number.isFinite);
   const row: MetricsRow = {
-    step, phase: 'grpo',
+    step,
+    phase: 'grpo',
     success_rate: eps.filter((e) => e.success).length / eps.length,
     response_len: eps.reduce((a, e) => a + e.ids.length, 0) / eps.length,
   };
-  if (rewards.length) { const { mean, std } = meanStd(rewards); row.reward_mean = mean; row.reward_std = std; }
+  if (rewards.length) {
+    const { mean, std } = meanStd(rewards);
+    row.reward_mean = mean;
+    row.reward_std = std;
+  }
   if (ents.length) row.entropy_mean = ents.reduce((a, b) => a + b, 0) / ents.length;
   for (const n of extraNames) {
     const v = eps.flatMap((e) => e.extra?.[n] ?? []).filter((x): x is number => x !== null && Number.isFinite(x));
@@ -271,4 +335,3 @@ function writeStep(runDir: string, step: number, eps: Pending[]): void {
 }
 
 // ---- the command line ----
-

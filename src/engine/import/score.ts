@@ -29,7 +29,13 @@ export interface Scorer {
   dispose(): void;
 }
 
-const isDir = (p: string) => { try { return statSync(p).isDirectory(); } catch { return false; } };
+const isDir = (p: string) => {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+};
 
 /**
  * The model named by `--model`: an HF directory (config.json + safetensors + tokenizer.json), a run directory
@@ -67,7 +73,8 @@ export async function loadScorer(spec: string, cfg: CreditConfig, log: (m: strin
 export function loadTokenizerOnly(spec: string): Tokenizer {
   const p = resolve(spec);
   const dir = isDir(p) ? p : dirname(p);
-  if (!existsSync(join(dir, 'tokenizer.json'))) throw new UserError(`--tokenizer ${spec}: no tokenizer.json ${isDir(p) ? 'in that folder' : 'next to that file'}`);
+  if (!existsSync(join(dir, 'tokenizer.json')))
+    throw new UserError(`--tokenizer ${spec}: no tokenizer.json ${isDir(p) ? 'in that folder' : 'next to that file'}`);
   return HfTokenizer.fromDir(dir, { useChatTemplate: false });
 }
 
@@ -93,7 +100,11 @@ export interface ScoreOutput {
 export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig): ScoreOutput[] {
   const strategy = getStrategy(cfg.credit.strategy);
   const params = creditParams(cfg.credit);
-  const pb = policyBatch(items.map((x) => x.promptIds), items.map((x) => x.ids), scorer.tokenizer.padId);
+  const pb = policyBatch(
+    items.map((x) => x.promptIds),
+    items.map((x) => x.ids),
+    scorer.tokenizer.padId,
+  );
   try {
     const C = pb.completionLen;
     const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
@@ -102,7 +113,8 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
       const lp = out.logp.arraySync();
       const ent = out.entropy!.arraySync();
       const batch = { logprobs: lp, entropies: ent, sections: items.map((x) => pad(x.sections, 'other' as Section)), mask: pb.mask };
-      if (strategy.fromOutputs) Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: batch.sections, mask: pb.mask }));
+      if (strategy.fromOutputs)
+        Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: batch.sections, mask: pb.mask }));
       const adv = items.map((x) => x.advantage);
       const weights = strategy.weights(batch, params);
       const effAdv = strategy.effectiveAdvantages
@@ -119,7 +131,10 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
 }
 
 /** The same strategy on values a trainer exported per token (prime-rl): no model, no attention. */
-export function weighExported(items: { logprob: number[]; entropy: number[]; sections: Section[]; advantage: number }[], cfg: CreditConfig): { weight: number[]; effAdv: number[] }[] {
+export function weighExported(
+  items: { logprob: number[]; entropy: number[]; sections: Section[]; advantage: number }[],
+  cfg: CreditConfig,
+): { weight: number[]; effAdv: number[] }[] {
   const strategy = getStrategy(cfg.credit.strategy);
   if (strategy.needs.attention) throw new UserError(`credit.strategy ${cfg.credit.strategy} needs the model's attention: pass --model to score the tokens`);
   const params = creditParams(cfg.credit);
@@ -129,7 +144,12 @@ export function weighExported(items: { logprob: number[]; entropy: number[]; sec
     logprobs: items.map((x) => pad(x.logprob, 0)),
     entropies: items.map((x) => pad(x.entropy, 0)),
     sections: items.map((x) => pad(x.sections, 'other' as Section)),
-    mask: items.map((x) => pad(x.logprob.map(() => 1), 0)),
+    mask: items.map((x) =>
+      pad(
+        x.logprob.map(() => 1),
+        0,
+      ),
+    ),
   };
   const adv = items.map((x) => x.advantage);
   const weights = strategy.weights(batch, params);

@@ -27,14 +27,25 @@ export function configTokenizer(cfg: CreditConfig): Tokenizer {
   return CharTokenizer.fromAlphabet(makeTask(cfg.task, childSeed(cfg.seed, 'task')).alphabet());
 }
 
-
-
-export interface ImportanceTrainResult { dir: string; metrics: ImportanceMetrics }
+export interface ImportanceTrainResult {
+  dir: string;
+  metrics: ImportanceMetrics;
+}
 
 /** `credit-lens importance train`, as a function. */
 export async function importanceTrain(o: {
-  configPath: string; rollouts: string; out?: string; sets?: string[]; steps?: number; batchSize?: number; lr?: number;
-  net?: Partial<ImportanceNetConfig>; heldout?: number; validation?: number; reward?: string; log?: (m: string) => void;
+  configPath: string;
+  rollouts: string;
+  out?: string;
+  sets?: string[];
+  steps?: number;
+  batchSize?: number;
+  lr?: number;
+  net?: Partial<ImportanceNetConfig>;
+  heldout?: number;
+  validation?: number;
+  reward?: string;
+  log?: (m: string) => void;
 }): Promise<ImportanceTrainResult> {
   const t0 = performance.now();
   const log = o.log ?? (() => {});
@@ -47,14 +58,29 @@ export async function importanceTrain(o: {
   log(`${data.pairs.length} pairs from ${data.groups} groups; ${data.skippedGroups} zero-variance groups (${data.skippedPairs} pairs) skipped`);
   const net = { max_seq_len: cfg.model.max_seq_len, ...o.net };
   const { net: model, metrics } = trainImportance(data, {
-    net, steps: o.steps, batchSize: o.batchSize, lr: o.lr, heldout: o.heldout, validation: o.validation, seed: cfg.seed, tokenizer: tokenizerId(tokenizer), log,
+    net,
+    steps: o.steps,
+    batchSize: o.batchSize,
+    lr: o.lr,
+    heldout: o.heldout,
+    validation: o.validation,
+    seed: cfg.seed,
+    tokenizer: tokenizerId(tokenizer),
+    log,
   });
   try {
     const dir = o.out ?? createOutputFolder(cfg.output_dir, cfg.name, 'importance', new Date());
     model.save(dir, {
       training: {
-        rollouts: o.rollouts, reward: o.reward ?? 'reward', steps: o.steps ?? 300, batch_size: o.batchSize ?? 64, lr: o.lr ?? 1e-3,
-        heldout: o.heldout ?? 0.2, validation: o.validation ?? 0.15, seed: cfg.seed, runtime_s: (performance.now() - t0) / 1000,
+        rollouts: o.rollouts,
+        reward: o.reward ?? 'reward',
+        steps: o.steps ?? 300,
+        batch_size: o.batchSize ?? 64,
+        lr: o.lr ?? 1e-3,
+        heldout: o.heldout ?? 0.2,
+        validation: o.validation ?? 0.15,
+        seed: cfg.seed,
+        runtime_s: (performance.now() - t0) / 1000,
       },
     });
     return { dir, metrics };
@@ -64,4 +90,3 @@ export async function importanceTrain(o: {
 }
 
 /** `credit-lens importance train …` (argv after "importance"). Prints the checkpoint folder on stdout. */
-

@@ -85,25 +85,36 @@ export function pairNll(r1: number, r2: number, m: number, v: number, f: number)
  */
 export function fitConstantCorrelation(pairs: { z1: number; z2: number }[]): number {
   if (pairs.length === 0) return 0;
-  let A = 0, C = 0;
-  for (const p of pairs) { A += p.z1 * p.z1 + p.z2 * p.z2; C += p.z1 * p.z2; }
+  let A = 0,
+    C = 0;
+  for (const p of pairs) {
+    A += p.z1 * p.z1 + p.z2 * p.z2;
+    C += p.z1 * p.z2;
+  }
   A /= pairs.length;
   C /= pairs.length;
-  const lo = -1 + F_CLAMP, hi = 1 - F_CLAMP;
+  const lo = -1 + F_CLAMP,
+    hi = 1 - F_CLAMP;
   const obj = (f: number) => 0.5 * Math.log(1 - f * f) + (A - 2 * f * C) / (2 * (1 - f * f));
   const N = 2000;
-  let best = 0, bestV = Infinity;
+  let best = 0,
+    bestV = Infinity;
   for (let i = 0; i <= N; i++) {
     const f = lo + ((hi - lo) * i) / N;
     const v = obj(f);
-    if (v < bestV) { bestV = v; best = i; }
+    if (v < bestV) {
+      bestV = v;
+      best = i;
+    }
   }
   let a = lo + ((hi - lo) * Math.max(0, best - 1)) / N;
   let b = lo + ((hi - lo) * Math.min(N, best + 1)) / N;
   const g = (Math.sqrt(5) - 1) / 2;
   for (let it = 0; it < 100 && b - a > 1e-12; it++) {
-    const c = b - g * (b - a), d = a + g * (b - a);
-    if (obj(c) < obj(d)) b = d; else a = c;
+    const c = b - g * (b - a),
+      d = a + g * (b - a);
+    if (obj(c) < obj(d)) b = d;
+    else a = c;
   }
   return (a + b) / 2;
 }
@@ -128,8 +139,18 @@ export class ImportanceNet {
 
   static modelConfig(net: ImportanceNetConfig, vocabLen: number): ModelConfig {
     return {
-      arch: 'qwen2', vocabSize: vocabLen + 1, dModel: net.d_model, nLayers: net.n_layers, nHeads: net.n_heads, nKvHeads: net.n_heads,
-      dFf: net.d_ff, maxSeqLen: net.max_seq_len, ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true,
+      arch: 'qwen2',
+      vocabSize: vocabLen + 1,
+      dModel: net.d_model,
+      nLayers: net.n_layers,
+      nHeads: net.n_heads,
+      nKvHeads: net.n_heads,
+      dFf: net.d_ff,
+      maxSeqLen: net.max_seq_len,
+      ropeTheta: 10000,
+      rmsEps: 1e-6,
+      tieEmbeddings: true,
+      qkvBias: true,
     };
   }
 
@@ -151,16 +172,19 @@ export class ImportanceNet {
 
   static load(dir: string): ImportanceNet {
     const metaPath = join(dir, META);
-    if (!existsSync(metaPath)) throw new UserError(`importance checkpoint ${dir}: no ${META} (train one with \`credit-lens importance train <config> --rollouts <parquet>\`)`);
+    if (!existsSync(metaPath))
+      throw new UserError(`importance checkpoint ${dir}: no ${META} (train one with \`credit-lens importance train <config> --rollouts <parquet>\`)`);
     let meta: ImportanceMeta;
     try {
       meta = JSON.parse(readFileSync(metaPath, 'utf8')) as ImportanceMeta;
     } catch (e) {
       throw new UserError(`importance checkpoint ${dir}: ${META} is not valid JSON (${(e as Error).message})`);
     }
-    if (meta?.format !== FORMAT || !meta.net || !Array.isArray(meta.vocab) || !meta.tokenizer) throw new UserError(`importance checkpoint ${dir}: ${META} is not an importance-network record (format ${JSON.stringify(meta?.format)})`);
+    if (meta?.format !== FORMAT || !meta.net || !Array.isArray(meta.vocab) || !meta.tokenizer)
+      throw new UserError(`importance checkpoint ${dir}: ${META} is not an importance-network record (format ${JSON.stringify(meta?.format)})`);
     const { tensors } = readSafetensors(join(dir, WEIGHTS));
-    const w = tensors[HEAD_W], b = tensors[HEAD_B];
+    const w = tensors[HEAD_W],
+      b = tensors[HEAD_B];
     if (!w || !b) throw new UserError(`importance checkpoint ${dir}: ${WEIGHTS} lacks ${HEAD_W} / ${HEAD_B}`);
     const trunkW = Object.fromEntries(Object.entries(tensors).filter(([k]) => k !== HEAD_W && k !== HEAD_B));
     const trunk = Transformer.fromWeights(ImportanceNet.modelConfig(meta.net, meta.vocab.length), trunkW);
@@ -170,7 +194,11 @@ export class ImportanceNet {
   /** Weights then meta.json, each written to a temporary name and renamed: a folder with a meta.json is complete. */
   save(dir: string, extra: Partial<ImportanceMeta> = {}): void {
     mkdirSync(dir, { recursive: true });
-    const tensors = { ...this.trunk.exportWeights(), [HEAD_W]: { shape: this.headW.shape, data: this.headW.dataSync() as Float32Array }, [HEAD_B]: { shape: this.headB.shape, data: this.headB.dataSync() as Float32Array } };
+    const tensors = {
+      ...this.trunk.exportWeights(),
+      [HEAD_W]: { shape: this.headW.shape, data: this.headW.dataSync() as Float32Array },
+      [HEAD_B]: { shape: this.headB.shape, data: this.headB.dataSync() as Float32Array },
+    };
     const tmp = join(dir, `${WEIGHTS}.tmp-${process.pid}`);
     rmSync(join(dir, META), { force: true });
     writeSafetensors(tmp, tensors);
@@ -192,7 +220,11 @@ export class ImportanceNet {
     const [B, T] = ids.shape;
     // Only hidden states are used; logitsFrom T−1 keeps the unused projection to one position.
     const h = this.trunk.forward(ids, keyMask, { returnHidden: true, logitsFrom: T - 1 }).hidden!;
-    const z = h.reshape([B * T, this.meta.net.d_model]).matMul(this.headW).add(this.headB).reshape([B, T]);
+    const z = h
+      .reshape([B * T, this.meta.net.d_model])
+      .matMul(this.headW)
+      .add(this.headB)
+      .reshape([B, T]);
     // (1 − F_CLAMP)·tanh rather than a clip of tanh: a clip has zero gradient past the bound, and a prediction
     // pushed there by pairs with R1 = R2 (frequent with discrete rewards) could never come back.
     return tf.tanh(z).mul(1 - F_CLAMP) as tf.Tensor2D;
@@ -205,7 +237,9 @@ export class ImportanceNet {
       const batch = prefixes.slice(s, s + chunk);
       const r = tf.tidy(() => {
         const { ids, mask, T } = this.leftPadded(batch);
-        return this.rho(ids, mask).slice([0, T - 1], [batch.length, 1]).dataSync() as Float32Array;
+        return this.rho(ids, mask)
+          .slice([0, T - 1], [batch.length, 1])
+          .dataSync() as Float32Array;
       });
       out.push(...r);
     }
@@ -222,7 +256,8 @@ export class ImportanceNet {
     const prompt: number[] = [];
     const tokens: number[][] = [];
     for (let s = 0; s < promptIds.length; s += chunk) {
-      const ps = promptIds.slice(s, s + chunk), cs = completionIds.slice(s, s + chunk);
+      const ps = promptIds.slice(s, s + chunk),
+        cs = completionIds.slice(s, s + chunk);
       const B = ps.length;
       const P = Math.max(...ps.map((p) => p.length));
       const C = Math.max(1, ...cs.map((c) => c.length));
@@ -230,10 +265,21 @@ export class ImportanceNet {
       const km = new Float32Array(B * (P + C));
       for (let b = 0; b < B; b++) {
         const row = b * (P + C);
-        ps[b].forEach((id, i) => { ids[row + P - ps[b].length + i] = this.mapId(id); km[row + P - ps[b].length + i] = 1; });
-        cs[b].forEach((id, j) => { ids[row + P + j] = this.mapId(id); km[row + P + j] = 1; });
+        ps[b].forEach((id, i) => {
+          ids[row + P - ps[b].length + i] = this.mapId(id);
+          km[row + P - ps[b].length + i] = 1;
+        });
+        cs[b].forEach((id, j) => {
+          ids[row + P + j] = this.mapId(id);
+          km[row + P + j] = 1;
+        });
       }
-      const r = tf.tidy(() => this.rho(tf.tensor2d(ids, [B, P + C], 'int32'), tf.tensor2d(km, [B, P + C])).slice([0, P - 1], [B, C + 1]).arraySync() as number[][]);
+      const r = tf.tidy(
+        () =>
+          this.rho(tf.tensor2d(ids, [B, P + C], 'int32'), tf.tensor2d(km, [B, P + C]))
+            .slice([0, P - 1], [B, C + 1])
+            .arraySync() as number[][],
+      );
       r.forEach((row, b) => {
         prompt.push(row[0]);
         const t = row.slice(1, 1 + cs[b].length);
@@ -249,7 +295,12 @@ export class ImportanceNet {
     const T = Math.max(...prefixes.map((p) => p.length));
     const ids = new Int32Array(B * T);
     const mask = new Float32Array(B * T);
-    prefixes.forEach((p, b) => p.forEach((id, i) => { ids[b * T + T - p.length + i] = this.mapId(id); mask[b * T + T - p.length + i] = 1; }));
+    prefixes.forEach((p, b) =>
+      p.forEach((id, i) => {
+        ids[b * T + T - p.length + i] = this.mapId(id);
+        mask[b * T + T - p.length + i] = 1;
+      }),
+    );
     return { ids: tf.tensor2d(ids, [B, T], 'int32'), mask: tf.tensor2d(mask, [B, T]), T };
   }
 

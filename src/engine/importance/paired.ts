@@ -96,7 +96,10 @@ function budgetBuckets(rows: { len: number; budget: number }[], maxSeqLen: numbe
 }
 
 /** One row to sample: a prefix (prompt + shared completion tokens) and how many new tokens it may add. */
-export interface SampleRow { prefix: number[]; budget: number }
+export interface SampleRow {
+  prefix: number[];
+  budget: number;
+}
 /** Samples one continuation per row, each stopped as the sampler stops rows (EOS, "</answer>", its budget). */
 export type RowSampler = (rows: SampleRow[]) => number[][];
 
@@ -124,7 +127,13 @@ export interface PairDraw {
  * t and broke the exchangeability the bivariate-Gaussian model of the net assumes; a test shows both.)
  * Returns, per pair row, its split and both members' completion ids, and how many pairs fell back to t = 0.
  */
-export function drawPairs(prompts: number[][], maxNewTokens: number, sample: RowSampler, rng: Rng, ended: (ids: number[]) => boolean): { pairs: PairDraw[]; fallbacks: number } {
+export function drawPairs(
+  prompts: number[][],
+  maxNewTokens: number,
+  sample: RowSampler,
+  rng: Rng,
+  ended: (ids: number[]) => boolean,
+): { pairs: PairDraw[]; fallbacks: number } {
   const prefix: (number[] | null)[] = prompts.map(() => null);
   let pending = prompts.map((_, r) => r);
   for (let round = 0; round < MAX_PREFIX_ROUNDS && pending.length; round++) {
@@ -150,18 +159,28 @@ export function drawPairs(prompts: number[][], maxNewTokens: number, sample: Row
 /** The Transformer as a RowSampler: rows bucketed by prefix length and budget, each stopped as if sampled alone. */
 function modelSampler(model: Transformer, tokenizer: Tokenizer, o: PairedSampling): RowSampler {
   const sampleOpts = {
-    temperature: o.temperature, topP: o.topP, eosId: tokenizer.eosIds ?? tokenizer.eosId,
-    stopAfter: [STOP], decode: (ids: number[]) => tokenizer.decode(ids), rng: o.rng,
+    temperature: o.temperature,
+    topP: o.topP,
+    eosId: tokenizer.eosIds ?? tokenizer.eosId,
+    stopAfter: [STOP],
+    decode: (ids: number[]) => tokenizer.decode(ids),
+    rng: o.rng,
   };
   return (rows) => {
     const out: number[][] = new Array(rows.length);
     const sized = rows.map((r) => ({ len: r.prefix.length, budget: r.budget }));
     for (const bucket of budgetBuckets(sized, model.cfg.maxSeqLen)) {
       const maxNew = Math.max(...bucket.map((r) => rows[r].budget));
-      const cont = generate(model, bucket.map((r) => rows[r].prefix), { ...sampleOpts, maxNewTokens: maxNew });
+      const cont = generate(
+        model,
+        bucket.map((r) => rows[r].prefix),
+        { ...sampleOpts, maxNewTokens: maxNew },
+      );
       // A row with a smaller budget than its bucket's ran on: its first `budget` tokens are what it alone would have
       // sampled (sampling is autoregressive), the rest is cut.
-      bucket.forEach((r, j) => { out[r] = cont[j].ids.slice(0, rows[r].budget); });
+      bucket.forEach((r, j) => {
+        out[r] = cont[j].ids.slice(0, rows[r].budget);
+      });
     }
     return out;
   };
@@ -171,9 +190,18 @@ function modelSampler(model: Transformer, tokenizer: Tokenizer, o: PairedSamplin
  * G completions per example (G even) in G/2 exchangeable pairs (drawPairs). `groupIds[k]` numbers the group of
  * examples[k] (one prompt can be drawn for several groups). `fallbacks` counts pairs that shared the prompt only.
  */
-export function generatePairedGroups(model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], groupIds: number[],
-  G: number, o: PairedSampling, stats: { fallbacks: number } = { fallbacks: 0 }): PairedGroup[] {
-  if (!Number.isInteger(G) || G < 2 || G % 2 !== 0) throw new UserError(`grpo.group_size: got ${G}; paired rollouts need an even group size ≥ 2 (G/2 pairs per prompt)`);
+export function generatePairedGroups(
+  model: Transformer,
+  tokenizer: Tokenizer,
+  task: Task,
+  examples: Example[],
+  groupIds: number[],
+  G: number,
+  o: PairedSampling,
+  stats: { fallbacks: number } = { fallbacks: 0 },
+): PairedGroup[] {
+  if (!Number.isInteger(G) || G < 2 || G % 2 !== 0)
+    throw new UserError(`grpo.group_size: got ${G}; paired rollouts need an even group size ≥ 2 (G/2 pairs per prompt)`);
   const half = G / 2;
   const chunkRows = o.chunk ?? 128;
   const groupsPerChunk = Math.max(1, Math.floor(chunkRows / half));
@@ -188,7 +216,13 @@ export function generatePairedGroups(model: Transformer, tokenizer: Tokenizer, t
     const rowPrompt = exs.flatMap((_, k) => Array.from({ length: half }, () => k));
     const eos = new Set(tokenizer.eosIds ?? [tokenizer.eosId]);
     const ended = (ids: number[]) => eos.has(ids[ids.length - 1]) || tokenizer.decode(ids).includes(STOP);
-    const { pairs, fallbacks } = drawPairs(rowPrompt.map((k) => prompts[k]), o.maxNewTokens, (rows) => sampler(rows).map(stop), o.rng, ended);
+    const { pairs, fallbacks } = drawPairs(
+      rowPrompt.map((k) => prompts[k]),
+      o.maxNewTokens,
+      (rows) => sampler(rows).map(stop),
+      o.rng,
+      ended,
+    );
     stats.fallbacks += fallbacks;
     exs.forEach((ex, k) => {
       const completions: PairedCompletion[] = [];
@@ -225,17 +259,31 @@ export function pairedRows(groups: PairedGroup[]): PairedTable {
   const names: string[] = [];
   for (const g of groups) for (const c of g.completions) for (const k of Object.keys(partialRewards(c.reward))) if (!names.includes(k)) names.push(k);
   const cols: Record<string, unknown[]> = {
-    prompt_id: [], prompt_text: [], group_id: [], completion_id: [], pair_id: [], split_token_idx: [], completion_text: [],
-    completion_token_ids: [], reward: [], reward_group_mean: [], reward_group_var: [],
+    prompt_id: [],
+    prompt_text: [],
+    group_id: [],
+    completion_id: [],
+    pair_id: [],
+    split_token_idx: [],
+    completion_text: [],
+    completion_token_ids: [],
+    reward: [],
+    reward_group_mean: [],
+    reward_group_var: [],
   };
-  names.forEach((_, j) => { for (const s of ['', '_group_mean', '_group_var']) cols[`partial_reward_${j + 1}${s}`] = []; });
+  names.forEach((_, j) => {
+    for (const s of ['', '_group_mean', '_group_var']) cols[`partial_reward_${j + 1}${s}`] = [];
+  });
   let zeroVar = 0;
   for (const g of groups) {
     const total = meanVar(g.completions.map((c) => c.reward.total));
     if (total.var === 0) zeroVar++;
     // A part missing from some completions' dictionaries is null there and left out of the group's statistics.
     const parts = names.map((n) => g.completions.map((c) => partialRewards(c.reward)[n]));
-    const partStats = parts.map((vs) => { const present = vs.filter((v) => v !== undefined); return present.length ? meanVar(present) : null; });
+    const partStats = parts.map((vs) => {
+      const present = vs.filter((v) => v !== undefined);
+      return present.length ? meanVar(present) : null;
+    });
     g.completions.forEach((c, i) => {
       cols.prompt_id.push(g.example.id);
       cols.prompt_text.push(g.example.prompt);
@@ -273,7 +321,9 @@ function parquetWasm(): ParquetWasm {
       parquetWasmModule = require('parquet-wasm') as ParquetWasm;
     } catch (e) {
       // In the engine bundle the module looks for parquet_wasm_bg.wasm next to the bundle: a packaging fault.
-      throw new Error(`cannot load the Parquet writer (parquet-wasm): ${(e as Error).message}; the engine bundle needs node_modules/parquet-wasm/node/parquet_wasm_bg.wasm copied next to it`);
+      throw new Error(
+        `cannot load the Parquet writer (parquet-wasm): ${(e as Error).message}; the engine bundle needs node_modules/parquet-wasm/node/parquet_wasm_bg.wasm copied next to it`,
+      );
     }
   }
   return parquetWasmModule;
@@ -287,15 +337,23 @@ export async function encodeParquet(columns: Record<string, unknown[]>, kv: Reco
   const vectors: Record<string, Vector> = {};
   for (const [name, values] of Object.entries(columns)) {
     // Explicit types: vectorFromArray would dictionary-encode strings and guess list element types.
-    const type = INT_COLUMNS.has(name) ? new Int32() : TEXT_COLUMNS.has(name) ? new Utf8()
-      : name === 'completion_token_ids' ? new List(new Field('item', new Int32(), false)) : new Float64();
+    const type = INT_COLUMNS.has(name)
+      ? new Int32()
+      : TEXT_COLUMNS.has(name)
+        ? new Utf8()
+        : name === 'completion_token_ids'
+          ? new List(new Field('item', new Int32(), false))
+          : new Float64();
     vectors[name] = vectorFromArray(values as never[], type as never);
   }
   const table = new Table(vectors);
   const pw = parquetWasm();
   const wt = pw.Table.fromIPCStream(tableToIPC(table, 'stream'));
-  const props = new pw.WriterPropertiesBuilder().setCompression(pw.Compression.SNAPPY)
-    .setCreatedBy(`credit-lens ${ENGINE_VERSION}`).setKeyValueMetadata(new Map(Object.entries(kv))).build();
+  const props = new pw.WriterPropertiesBuilder()
+    .setCompression(pw.Compression.SNAPPY)
+    .setCreatedBy(`credit-lens ${ENGINE_VERSION}`)
+    .setKeyValueMetadata(new Map(Object.entries(kv)))
+    .build();
   return pw.writeParquet(wt, props);
 }
 
@@ -319,7 +377,8 @@ export async function readParquetTable(path: string): Promise<Table> {
 
 /** A run folder (its newest checkpoint) or a checkpoint folder → the checkpoint folder. */
 export function resolveCheckpointDir(p: string): string {
-  if (!existsSync(p) || !statSync(p).isDirectory()) throw new UserError(`--checkpoint ${p}: no such folder (give a run folder or one of its checkpoints/step-N folders)`);
+  if (!existsSync(p) || !statSync(p).isDirectory())
+    throw new UserError(`--checkpoint ${p}: no such folder (give a run folder or one of its checkpoints/step-N folders)`);
   if (existsSync(join(p, 'meta.json'))) return p;
   const latest = latestCheckpoint(p);
   if (!latest) throw new UserError(`--checkpoint ${p}: neither a checkpoint folder (meta.json) nor a run folder with checkpoints`);
@@ -369,7 +428,16 @@ function modelDescription(cfg: CreditConfig, checkpoint: string | null): Record<
   const m = cfg.model;
   return m.source === 'hf'
     ? { source: 'hf', path: m.path, checkpoint }
-    : { source: 'scratch', d_model: m.d_model, n_layers: m.n_layers, n_heads: m.n_heads, n_kv_heads: m.n_kv_heads, d_ff: m.d_ff, max_seq_len: m.max_seq_len, checkpoint };
+    : {
+        source: 'scratch',
+        d_model: m.d_model,
+        n_layers: m.n_layers,
+        n_heads: m.n_heads,
+        n_kv_heads: m.n_kv_heads,
+        d_ff: m.d_ff,
+        max_seq_len: m.max_seq_len,
+        checkpoint,
+      };
 }
 
 /** `credit-lens rollouts paired`: generate the groups and write the parquet file and its metadata. */
@@ -396,9 +464,21 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
     const order = shuffle(rng, s.task.train.slice());
     const examples = Array.from({ length: nGroups }, (_, k) => order[k % order.length]);
     const stats = { fallbacks: 0 };
-    const groups = generatePairedGroups(s.model, s.tokenizer, s.task, examples, examples.map((_, k) => k), G, {
-      maxNewTokens: cfg.grpo.max_new_tokens, temperature: cfg.grpo.temperature, topP: cfg.grpo.top_p, rng,
-    }, stats);
+    const groups = generatePairedGroups(
+      s.model,
+      s.tokenizer,
+      s.task,
+      examples,
+      examples.map((_, k) => k),
+      G,
+      {
+        maxNewTokens: cfg.grpo.max_new_tokens,
+        temperature: cfg.grpo.temperature,
+        topP: cfg.grpo.top_p,
+        rng,
+      },
+      stats,
+    );
     if (stats.fallbacks) log(`${stats.fallbacks} pairs shared the prompt only: every prefix drawn for them had ended (${MAX_PREFIX_ROUNDS} draws)`);
     const table = pairedRows(groups);
     const partials = Object.fromEntries(table.partialNames.map((n, j) => [`partial_reward_${j + 1}`, n]));
@@ -409,7 +489,14 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
     const rows = table.columns.reward.length;
     const runtime = (performance.now() - t0) / 1000;
     const metadata = {
-      arguments: { argv: o.argv ?? null, config: configPath, sets: o.sets ?? [], groups: nGroups, checkpoint: ckDir, output_dir: o.outputDir ?? cfg.output_dir },
+      arguments: {
+        argv: o.argv ?? null,
+        config: configPath,
+        sets: o.sets ?? [],
+        groups: nGroups,
+        checkpoint: ckDir,
+        output_dir: o.outputDir ?? cfg.output_dir,
+      },
       date: started.toISOString(),
       runtime_s: runtime,
       engine_version: ENGINE_VERSION,
@@ -435,7 +522,7 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
         pair_id: 'completions 2k-1 and 2k form pair k: they share the first split_token_idx completion tokens',
         split_token_idx: 'number of completion tokens the pair shares; both are sampled independently from that token on',
         completion_token_ids: 'the sampled token ids (EOS included when sampled)',
-        reward_group_var: 'unbiased (N-1) variance over the group\'s G rewards',
+        reward_group_var: "unbiased (N-1) variance over the group's G rewards",
       },
     };
     const metaPath = join(dir, 'rollouts_metadata.json');
@@ -445,4 +532,3 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
     s.model.dispose();
   }
 }
-

@@ -7,7 +7,16 @@ import { UserError } from '../core/errors';
 import { Adam, clipByGlobalNorm } from '../model/optim';
 import { childSeed, makeRng, shuffle } from '../core/rng';
 import type { Tokenizer } from '../core/types';
-import { DEFAULT_NET, fitConstantCorrelation, ImportanceNet, pairNll, ZERO_VAR, type ImportanceMetrics, type ImportanceNetConfig, type TokenizerId } from './net';
+import {
+  DEFAULT_NET,
+  fitConstantCorrelation,
+  ImportanceNet,
+  pairNll,
+  ZERO_VAR,
+  type ImportanceMetrics,
+  type ImportanceNetConfig,
+  type TokenizerId,
+} from './net';
 
 export type { ImportanceMetrics } from './net';
 
@@ -40,9 +49,15 @@ function col(t: Table, name: string): unknown[] {
 
 /** Pairs (same group_id and pair_id) of a paired-rollouts table; zero-variance groups are skipped and counted. */
 export function pairsFromTable(t: Table, tokenizer: Tokenizer, reward = 'reward'): PairData {
-  const promptId = col(t, 'prompt_id'), promptText = col(t, 'prompt_text'), group = col(t, 'group_id'), pair = col(t, 'pair_id');
-  const split = col(t, 'split_token_idx'), ids = col(t, 'completion_token_ids');
-  const r = col(t, reward), m = col(t, `${reward}_group_mean`), v = col(t, `${reward}_group_var`);
+  const promptId = col(t, 'prompt_id'),
+    promptText = col(t, 'prompt_text'),
+    group = col(t, 'group_id'),
+    pair = col(t, 'pair_id');
+  const split = col(t, 'split_token_idx'),
+    ids = col(t, 'completion_token_ids');
+  const r = col(t, reward),
+    m = col(t, `${reward}_group_mean`),
+    v = col(t, `${reward}_group_var`);
   const byPair = new Map<string, number[]>();
   for (let i = 0; i < t.numRows; i++) {
     const key = `${group[i]}/${pair[i]}`;
@@ -57,13 +72,21 @@ export function pairsFromTable(t: Table, tokenizer: Tokenizer, reward = 'reward'
     if (rows.length !== 2) throw new UserError(`rollouts file: pair ${key} (group_id/pair_id) has ${rows.length} rows, expected 2`);
     const [a, b] = rows;
     const variance = Number(v[a]);
-    if (!(variance > ZERO_VAR)) { skipped.add(group[a]); skippedPairs++; continue; }
+    if (!(variance > ZERO_VAR)) {
+      skipped.add(group[a]);
+      skippedPairs++;
+      continue;
+    }
     const t0 = Number(split[a]);
-    const ia = Array.from(ids[a] as ArrayLike<number>), ib = Array.from(ids[b] as ArrayLike<number>);
+    const ia = Array.from(ids[a] as ArrayLike<number>),
+      ib = Array.from(ids[b] as ArrayLike<number>);
     for (let k = 0; k < t0; k++) if (ia[k] !== ib[k]) throw new UserError(`rollouts file: pair ${key} does not share its first ${t0} tokens (split_token_idx)`);
     const text = String(promptText[a]);
     let p = promptCache.get(text);
-    if (!p) { p = tokenizer.encodePrompt(text); promptCache.set(text, p); }
+    if (!p) {
+      p = tokenizer.encodePrompt(text);
+      promptCache.set(text, p);
+    }
     pairs.push({ prompt: Number(promptId[a]), prefix: [...p, ...ia.slice(0, t0)], r1: Number(r[a]), r2: Number(r[b]), mean: Number(m[a]), var: variance });
   }
   return { pairs, skippedGroups: skipped.size, skippedPairs, groups: groups.size };
@@ -85,7 +108,6 @@ export interface TrainImportanceOptions {
   log?: (m: string) => void;
 }
 
-
 const zOf = (p: PairExample) => ({ z1: (p.r1 - p.mean) / Math.sqrt(p.var), z2: (p.r2 - p.mean) / Math.sqrt(p.var) });
 /** core/stats' mean, but NaN for no values: an empty held-out split writes null to meta.json, not a 0 that looks measured. */
 const meanOf = (xs: number[]) => (xs.length ? mean(xs) : NaN);
@@ -93,7 +115,10 @@ const meanOf = (xs: number[]) => (xs.length ? mean(xs) : NaN);
 /** Split by prompt: every pair of a held-out prompt is held out. */
 export function splitByPrompt(pairs: PairExample[], heldout: number, seed: number, tag = 'importance-split'): { train: PairExample[]; test: PairExample[] } {
   const prompts = [...new Set(pairs.map((p) => p.prompt))];
-  if (prompts.length < 2) throw new UserError(`the rollouts have ${prompts.length} prompt(s) with reward variance; a train/held-out split by prompt needs at least 2 (generate more groups)`);
+  if (prompts.length < 2)
+    throw new UserError(
+      `the rollouts have ${prompts.length} prompt(s) with reward variance; a train/held-out split by prompt needs at least 2 (generate more groups)`,
+    );
   shuffle(makeRng(childSeed(seed, tag)), prompts);
   const nHeld = Math.min(prompts.length - 1, Math.max(1, Math.round(heldout * prompts.length)));
   const held = new Set(prompts.slice(0, nHeld));
@@ -117,13 +142,17 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
   const batchSize = o.batchSize ?? 64;
   const evalEvery = o.evalEvery ?? 25;
   if (data.pairs.length === 0) {
-    throw new UserError(`no pair with reward variance to train on (${data.skippedGroups} of ${data.groups} groups have zero variance): `
-      + 'generate the rollouts with a trained policy (--checkpoint) or more groups');
+    throw new UserError(
+      `no pair with reward variance to train on (${data.skippedGroups} of ${data.groups} groups have zero variance): ` +
+        'generate the rollouts with a trained policy (--checkpoint) or more groups',
+    );
   }
   const { train, test } = splitByPrompt(data.pairs, o.heldout ?? 0.2, seed);
   const trainPrompts = new Set(train.map((p) => p.prompt)).size;
-  const { train: fit, test: val } = trainPrompts >= 2 && (o.validation ?? 0.15) > 0
-    ? splitByPrompt(train, o.validation ?? 0.15, seed, 'importance-validation') : { train, test: [] as PairExample[] };
+  const { train: fit, test: val } =
+    trainPrompts >= 2 && (o.validation ?? 0.15) > 0
+      ? splitByPrompt(train, o.validation ?? 0.15, seed, 'importance-validation')
+      : { train, test: [] as PairExample[] };
   const f0 = fitConstantCorrelation(train.map(zOf));
   const vocab = [...new Set(fit.flatMap((p) => p.prefix))].sort((a, b) => a - b);
   const netCfg: ImportanceNetConfig = { ...DEFAULT_NET, ...o.net };
@@ -142,16 +171,30 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
   let running = 0;
   try {
     for (let step = 1; step <= steps; step++) {
-      if (order.length < batchSize) order = order.concat(shuffle(rng, fit.map((_, i) => i)));
+      if (order.length < batchSize)
+        order = order.concat(
+          shuffle(
+            rng,
+            fit.map((_, i) => i),
+          ),
+        );
       const idx = order.splice(0, Math.min(batchSize, fit.length));
       const { value, grads } = tf.variableGrads(() => {
         const { ids, mask, T } = net.leftPadded(idx.map((i) => fit[i].prefix));
-        const f = net.rho(ids, mask).slice([0, T - 1], [idx.length, 1]).reshape([idx.length]);
+        const f = net
+          .rho(ids, mask)
+          .slice([0, T - 1], [idx.length, 1])
+          .reshape([idx.length]);
         const z1 = tf.tensor1d(idx.map((i) => fitZ[i].z1));
         const z2 = tf.tensor1d(idx.map((i) => fitZ[i].z2));
         const q = tf.sub(1, f.square());
         // The f-dependent part of pairNll; log 2π + log v does not change the gradient.
-        return tf.mean(q.log().mul(0.5).add(z1.square().add(z2.square()).sub(f.mul(z1).mul(z2).mul(2)).div(q.mul(2)))) as tf.Scalar;
+        return tf.mean(
+          q
+            .log()
+            .mul(0.5)
+            .add(z1.square().add(z2.square()).sub(f.mul(z1).mul(z2).mul(2)).div(q.mul(2))),
+        ) as tf.Scalar;
       }, [...params.values()]);
       running = step === 1 ? value.dataSync()[0] : 0.95 * running + 0.05 * value.dataSync()[0];
       value.dispose();
@@ -162,7 +205,9 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
       if (val.length && (step % evalEvery === 0 || step === steps)) {
         const v = validate();
         if (v < best.nll) best = { step, nll: v, weights: snapshot() };
-        log(`importance step ${step}/${steps}: train NLL (f-dependent part, running mean) ${running.toFixed(4)}, validation NLL ${v.toFixed(4)} (best ${best.nll.toFixed(4)} at step ${best.step})`);
+        log(
+          `importance step ${step}/${steps}: train NLL (f-dependent part, running mean) ${running.toFixed(4)}, validation NLL ${v.toFixed(4)} (best ${best.nll.toFixed(4)} at step ${best.step})`,
+        );
       } else if (step % 50 === 0 || step === steps) {
         log(`importance step ${step}/${steps}: train NLL (f-dependent part, running mean) ${running.toFixed(4)}`);
       }
@@ -185,11 +230,20 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
     skipped_pairs: data.skippedPairs,
     constant_f: f0,
     train_nll: meanNll(train, fTrain),
-    train_nll_constant: meanNll(train, train.map(() => f0)),
+    train_nll_constant: meanNll(
+      train,
+      train.map(() => f0),
+    ),
     validation_nll: val.length ? best.nll : null,
     heldout_nll: meanNll(test, fTest),
-    heldout_nll_constant: meanNll(test, test.map(() => f0)),
-    heldout_nll_independent: meanNll(test, test.map(() => 0)),
+    heldout_nll_constant: meanNll(
+      test,
+      test.map(() => f0),
+    ),
+    heldout_nll_independent: meanNll(
+      test,
+      test.map(() => 0),
+    ),
     heldout_gain: 0,
     heldout_f_mean: fMean,
     heldout_f_std: Math.sqrt(meanOf(fTest.map((f) => (f - fMean) ** 2))),
@@ -200,4 +254,3 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
   net.meta.metrics = metrics;
   return { net, metrics };
 }
-

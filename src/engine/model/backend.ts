@@ -131,7 +131,7 @@ function record(info: BackendInfo, log?: (m: string) => void): BackendChoice {
 const INSTALL_HINT =
   `Install it next to the engine: \`npm install ${NODE_CPU}@${tf.version_core}\` (or ${NODE_GPU}@${tf.version_core} with ` +
   'CUDA), in the folder that holds node_modules for the engine, or in a folder on NODE_PATH. Its install script ' +
-  'downloads libtensorflow, so it needs internet access and a system Node (VS Code\'s built-in runtime cannot load ' +
+  "downloads libtensorflow, so it needs internet access and a system Node (VS Code's built-in runtime cannot load " +
   'native addons built for it; set creditLens.nodePath). Or use backend: auto / wasm.';
 
 /**
@@ -144,9 +144,15 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
   if (pref === 'auto' || pref === 'tensorflow') {
     for (const pkg of [NODE_GPU, NODE_CPU]) {
       const loaded = loadNative(pkg);
-      if (!loaded.ok) { why.push(loaded.why); continue; }
+      if (!loaded.ok) {
+        why.push(loaded.why);
+        continue;
+      }
       const started = await useTensorflow();
-      if (!started.ok) { why.push(started.why); continue; }
+      if (!started.ok) {
+        why.push(started.why);
+        continue;
+      }
       const name = shortName(pkg);
       if (pkg === NODE_GPU && !started.gpu) {
         // tfjs-node-gpu without a visible GPU runs TensorFlow's CPU kernels, the same as tfjs-node would; and
@@ -155,8 +161,7 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
       } else {
         why.push(pkg === NODE_GPU ? `${name} with GPU` : `${name} (TensorFlow CPU)`);
       }
-      return record({ backend: 'tensorflow', reason: why.join('; '), package: pkg, tfjs_version: tf.version_core,
-        gpu: started.gpu }, log);
+      return record({ backend: 'tensorflow', reason: why.join('; '), package: pkg, tfjs_version: tf.version_core, gpu: started.gpu }, log);
     }
     if (pref === 'tensorflow') {
       throw new UserError(`backend: tensorflow needs ${NODE_CPU} or ${NODE_GPU} (${why.join('; ')}). ${INSTALL_HINT}`);
@@ -165,8 +170,7 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
   if (pref === 'auto' || pref === 'wasm-blas' || pref === 'wasm') {
     const w = await useWasm();
     if (w.ok) {
-      const wasm = { package: '@tensorflow/tfjs-backend-wasm', tfjs_version: tf.version_core, simd: w.simd,
-        patched_kernels: [...PATCHED_WASM_KERNELS] };
+      const wasm = { package: '@tensorflow/tfjs-backend-wasm', tfjs_version: tf.version_core, simd: w.simd, patched_kernels: [...PATCHED_WASM_KERNELS] };
       if (pref !== 'wasm') {
         let blas: string | null = null;
         try {

@@ -90,7 +90,11 @@ export function trainBpe(texts: readonly string[], o: BpeOptions): TrainedBpe {
     }
     let best: string | null = null;
     let bestCount = 0;
-    for (const [k, c] of pairs) if (c > bestCount || (c === bestCount && best !== null && k < best)) { best = k; bestCount = c; }
+    for (const [k, c] of pairs)
+      if (c > bestCount || (c === bestCount && best !== null && k < best)) {
+        best = k;
+        bestCount = c;
+      }
     if (best === null || bestCount < minFrequency) break;
     const [a, b] = best.split('\u0000');
     merges.push([a, b]);
@@ -101,25 +105,44 @@ export function trainBpe(texts: readonly string[], o: BpeOptions): TrainedBpe {
   }
 
   const vocab: Record<string, number> = Object.create(null);
-  added.forEach((t, i) => { vocab[t] = i; });
-  b2c.forEach((c, i) => { vocab[c] = added.length + i; });
-  merges.forEach(([a, b], i) => { vocab[a + b] = base + i; });
+  added.forEach((t, i) => {
+    vocab[t] = i;
+  });
+  b2c.forEach((c, i) => {
+    vocab[c] = added.length + i;
+  });
+  merges.forEach(([a, b], i) => {
+    vocab[a + b] = base + i;
+  });
   const byteLevel = { add_prefix_space: false, trim_offsets: true, use_regex: true };
   const tokenizer = {
     version: '1.0',
     truncation: null,
     padding: null,
     added_tokens: added.map((content, id) => ({
-      id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: specials.includes(content),
+      id,
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: specials.includes(content),
     })),
     normalizer: null,
     pre_tokenizer: { type: 'ByteLevel', ...byteLevel },
     post_processor: { type: 'ByteLevel', ...byteLevel, trim_offsets: false },
     decoder: { type: 'ByteLevel', ...byteLevel },
     model: {
-      type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
-      fuse_unk: false, byte_fallback: false, ignore_merges: false,
-      vocab, merges: merges.map(([a, b]) => `${a} ${b}`),
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab,
+      merges: merges.map(([a, b]) => `${a} ${b}`),
     },
   };
   const config = {

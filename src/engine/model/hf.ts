@@ -37,14 +37,17 @@ export function hfConfigToModelConfig(c: Record<string, unknown>, where = 'confi
   const archs = Array.isArray(c.architectures) ? (c.architectures as string[]) : [];
   const arch = archs.map((a) => ARCHITECTURES[a]).find(Boolean) ?? MODEL_TYPES[String(c.model_type)];
   if (!arch) {
-    throw new UserError(`${where}: unsupported model (architectures ${JSON.stringify(archs)}, model_type ${JSON.stringify(c.model_type)}); supported: ${Object.keys(ARCHITECTURES).join(', ')} (model_type ${Object.keys(MODEL_TYPES).join(' or ')})`);
+    throw new UserError(
+      `${where}: unsupported model (architectures ${JSON.stringify(archs)}, model_type ${JSON.stringify(c.model_type)}); supported: ${Object.keys(ARCHITECTURES).join(', ')} (model_type ${Object.keys(MODEL_TYPES).join(' or ')})`,
+    );
   }
   const num = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`${where}: "${key}" must be a number, got ${JSON.stringify(c[key])}`);
     return v;
   };
-  if (c.hidden_act !== undefined && c.hidden_act !== 'silu') throw new UserError(`${where}: hidden_act ${JSON.stringify(c.hidden_act)} is not supported (only silu)`);
+  if (c.hidden_act !== undefined && c.hidden_act !== 'silu')
+    throw new UserError(`${where}: hidden_act ${JSON.stringify(c.hidden_act)} is not supported (only silu)`);
   if (c.mlp_bias === true) throw new UserError(`${where}: mlp_bias = true is not supported`);
   const nHeads = num('num_attention_heads');
   let maxSeqLen = num('max_position_embeddings', arch === 'llama' ? 2048 : 32768);
@@ -107,7 +110,9 @@ export function readHfWeights(dir: string): Record<string, StTensor> {
   const files = readdirSync(dir);
   const hint = files.some((f) => f.endsWith('.bin') || f.endsWith('.pt'))
     ? ' (only safetensors weights can be read: re-save the model with save_pretrained(..., safe_serialization=True))'
-    : files.some((f) => f.endsWith('.safetensors')) ? ' (found .safetensors files but no model.safetensors.index.json naming them)' : '';
+    : files.some((f) => f.endsWith('.safetensors'))
+      ? ' (found .safetensors files but no model.safetensors.index.json naming them)'
+      : '';
   throw new UserError(`no model.safetensors or model.safetensors.index.json in ${dir}${hint}`);
 }
 
@@ -125,7 +130,9 @@ export function loadHfModel(dir: string, opts: LoadHfOptions = {}): { model: Tra
   if (opts.maxSeqLen !== undefined) cfg.maxSeqLen = opts.maxSeqLen;
   const tokenizer = HfTokenizer.fromDir(dir, { useChatTemplate: opts.useChatTemplate });
   if (tokenizer.vocabSize > cfg.vocabSize) {
-    throw new UserError(`the tokenizer in ${dir} has ${tokenizer.vocabSize} ids but config.json has vocab_size ${cfg.vocabSize}: tokenizer and weights do not belong together`);
+    throw new UserError(
+      `the tokenizer in ${dir} has ${tokenizer.vocabSize} ids but config.json has vocab_size ${cfg.vocabSize}: tokenizer and weights do not belong together`,
+    );
   }
   const weights = readHfWeights(dir);
   const model = Transformer.fromWeights(cfg, weights);

@@ -24,7 +24,23 @@ import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import { modelOps, type ModelOps } from './ops';
-import { headDimOf, MASKED, paramSpecs, ropeInvFreq, sizeOf, storedShape, transpose2d, validateConfig, type KvCache, type Layer, type ModelConfig, type ParamSpec, type PrefillOptions, type ForwardOptions, type WeightTensor } from './shapes';
+import {
+  headDimOf,
+  MASKED,
+  paramSpecs,
+  ropeInvFreq,
+  sizeOf,
+  storedShape,
+  transpose2d,
+  validateConfig,
+  type KvCache,
+  type Layer,
+  type ModelConfig,
+  type ParamSpec,
+  type PrefillOptions,
+  type ForwardOptions,
+  type WeightTensor,
+} from './shapes';
 
 export * from './shapes';
 
@@ -66,10 +82,12 @@ export class Transformer {
       const p = `model.layers.${i}.`;
       this.layers.push({
         ln1: g(p + 'input_layernorm.weight'),
-        wQkv: g(p + 'self_attn.qkv_proj.weight'), bQkv: this.params.get(p + 'self_attn.qkv_proj.bias'),
+        wQkv: g(p + 'self_attn.qkv_proj.weight'),
+        bQkv: this.params.get(p + 'self_attn.qkv_proj.bias'),
         wo: g(p + 'self_attn.o_proj.weight'),
         ln2: g(p + 'post_attention_layernorm.weight'),
-        wGateUp: g(p + 'mlp.gate_up_proj.weight'), wDown: g(p + 'mlp.down_proj.weight'),
+        wGateUp: g(p + 'mlp.gate_up_proj.weight'),
+        wDown: g(p + 'mlp.down_proj.weight'),
       });
     }
   }
@@ -197,9 +215,28 @@ export class Transformer {
       const spare = capacity - T;
       return {
         logits: this.project(last),
-        keys: r.keys.map((k) => tf.pad(tf.transpose(k, [0, 1, 3, 2]), [[0, 0], [0, 0], [0, 0], [0, spare]]) as tf.Tensor4D),
-        values: r.values.map((v) => tf.pad(v, [[0, 0], [0, 0], [0, spare], [0, 0]]) as tf.Tensor4D),
-        keyMask: tf.pad(mask, [[0, 0], [0, spare]]) as tf.Tensor2D,
+        keys: r.keys.map(
+          (k) =>
+            tf.pad(tf.transpose(k, [0, 1, 3, 2]), [
+              [0, 0],
+              [0, 0],
+              [0, 0],
+              [0, spare],
+            ]) as tf.Tensor4D,
+        ),
+        values: r.values.map(
+          (v) =>
+            tf.pad(v, [
+              [0, 0],
+              [0, 0],
+              [0, spare],
+              [0, 0],
+            ]) as tf.Tensor4D,
+        ),
+        keyMask: tf.pad(mask, [
+          [0, 0],
+          [0, spare],
+        ]) as tf.Tensor2D,
       };
     });
     return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length: T, inPlace } };
@@ -276,9 +313,7 @@ export class Transformer {
 
   /** Embedding rows of flat ids [N] → [N, d]. */
   private embedRows(flat: tf.Tensor1D): tf.Tensor2D {
-    return this.cfg.tieEmbeddings
-      ? (tf.transpose(tf.gather(this.embed, flat, 1)) as tf.Tensor2D)
-      : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
+    return this.cfg.tieEmbeddings ? (tf.transpose(tf.gather(this.embed, flat, 1)) as tf.Tensor2D) : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
   }
 
   /**
@@ -292,7 +327,10 @@ export class Transformer {
 
   /** x + down(SiLU(gate)·up) of rmsNorm(x) (the infer ops where no gradient is taken). */
   private mlp(ops: ModelOps, x: tf.Tensor2D, L: Layer, infer = false): tf.Tensor2D {
-    const gu = tf.matMul(infer ? ops.rmsNormInfer(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps) : ops.rmsNorm(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps), L.wGateUp) as tf.Tensor2D;
+    const gu = tf.matMul(
+      infer ? ops.rmsNormInfer(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps) : ops.rmsNorm(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps),
+      L.wGateUp,
+    ) as tf.Tensor2D;
     return tf.add(x, tf.matMul(infer ? ops.swigluInfer(gu) : ops.swiglu(gu), L.wDown));
   }
 
@@ -396,8 +434,13 @@ export class Transformer {
     const hd = this.hd;
     this.ensureRope(pos + 1);
     const attrs = {
-      pos, nHeads: this.cfg.nHeads, nKvHeads: this.cfg.nKvHeads, headDim: hd, scale: 1 / Math.sqrt(hd),
-      cos: this.ropeCos.subarray(pos * hd, (pos + 1) * hd), sin: this.ropeSin.subarray(pos * hd, (pos + 1) * hd),
+      pos,
+      nHeads: this.cfg.nHeads,
+      nKvHeads: this.cfg.nKvHeads,
+      headDim: hd,
+      scale: 1 / Math.sqrt(hd),
+      cos: this.ropeCos.subarray(pos * hd, (pos + 1) * hd),
+      sin: this.ropeSin.subarray(pos * hd, (pos + 1) * hd),
     };
     const c = cache;
     const ops = this.ops();
@@ -420,9 +463,28 @@ export class Transformer {
     const cap = cache.keyMask.shape[1];
     const spare = roundUp(Math.max(need, 2 * cap), CAPACITY_STEP) - cap;
     const res = tf.tidy(() => ({
-      keys: cache.keys.map((k) => tf.pad(k, [[0, 0], [0, 0], [0, 0], [0, spare]]) as tf.Tensor4D),
-      values: cache.values.map((v) => tf.pad(v, [[0, 0], [0, 0], [0, spare], [0, 0]]) as tf.Tensor4D),
-      keyMask: tf.pad(cache.keyMask, [[0, 0], [0, spare]]) as tf.Tensor2D,
+      keys: cache.keys.map(
+        (k) =>
+          tf.pad(k, [
+            [0, 0],
+            [0, 0],
+            [0, 0],
+            [0, spare],
+          ]) as tf.Tensor4D,
+      ),
+      values: cache.values.map(
+        (v) =>
+          tf.pad(v, [
+            [0, 0],
+            [0, 0],
+            [0, spare],
+            [0, 0],
+          ]) as tf.Tensor4D,
+      ),
+      keyMask: tf.pad(cache.keyMask, [
+        [0, 0],
+        [0, spare],
+      ]) as tf.Tensor2D,
     }));
     this.disposeCache(cache);
     return { ...res, length: cache.length, inPlace: true };
@@ -435,4 +497,3 @@ const CAPACITY_STEP = 8;
 function roundUp(n: number, step: number): number {
   return Math.ceil(n / step) * step;
 }
-

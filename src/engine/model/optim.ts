@@ -8,7 +8,10 @@
 import * as tf from '@tensorflow/tfjs';
 import { adamInPlace } from './kernels/fused';
 
-export interface NamedArray { shape: number[]; data: Float32Array }
+export interface NamedArray {
+  shape: number[];
+  data: Float32Array;
+}
 
 export class Adam {
   private m = new Map<string, tf.Variable>();
@@ -17,7 +20,12 @@ export class Adam {
   /** Update in place where the backend allows (see the file's head); false forces the op sequence everywhere. */
   inPlace = true;
 
-  constructor(public lr: number, readonly beta1 = 0.9, readonly beta2 = 0.999, readonly eps = 1e-8) {}
+  constructor(
+    public lr: number,
+    readonly beta1 = 0.9,
+    readonly beta2 = 0.999,
+    readonly eps = 1e-8,
+  ) {}
 
   /** Apply one update. `grads` are already clipped. */
   apply(params: Map<string, tf.Variable>, grads: Record<string, tf.Tensor>): void {
@@ -54,8 +62,16 @@ export class Adam {
   /** The same update in place (wasm): false when it cannot run there. */
   private applyInPlace(p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, bc1: number, bc2: number): boolean {
     const f = Math.fround;
-    return adamInPlace(p, g, m, v, { b1: f(this.beta1), c1: f(1 - this.beta1), b2: f(this.beta2), c2: f(1 - this.beta2),
-      d1: f(bc1), d2: f(bc2), eps: f(this.eps), lr: f(this.lr) });
+    return adamInPlace(p, g, m, v, {
+      b1: f(this.beta1),
+      c1: f(1 - this.beta1),
+      b2: f(this.beta2),
+      c2: f(1 - this.beta2),
+      d1: f(bc1),
+      d2: f(bc2),
+      eps: f(this.eps),
+      lr: f(this.lr),
+    });
   }
 
   exportState(): Record<string, NamedArray> {
@@ -90,9 +106,7 @@ export class Adam {
  * and the gradients are left untouched (the caller skips the step).
  */
 export function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): { norm: number; grads: Record<string, tf.Tensor> } {
-  const norm = Math.sqrt(
-    tf.tidy(() => tf.addN(Object.values(grads).map((g) => g.square().sum())).dataSync()[0]),
-  );
+  const norm = Math.sqrt(tf.tidy(() => tf.addN(Object.values(grads).map((g) => g.square().sum())).dataSync()[0]));
   if (!Number.isFinite(norm) || maxNorm <= 0 || norm <= maxNorm) return { norm, grads };
   const scale = maxNorm / (norm + 1e-6);
   const out: Record<string, tf.Tensor> = {};

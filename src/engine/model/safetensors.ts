@@ -52,7 +52,11 @@ export function f32ToBf16(v: number): number {
   return ((x + 0x7fff + lsb) >>> 16) & 0xffff;
 }
 
-export interface StEntry { dtype: StDtype; shape: number[]; data_offsets: [number, number] }
+export interface StEntry {
+  dtype: StDtype;
+  shape: number[];
+  data_offsets: [number, number];
+}
 
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
@@ -64,7 +68,8 @@ const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isS
  */
 function validateHeader(path: string, parsed: unknown, dataBytes: number): { header: Record<string, StEntry>; metadata: Record<string, string> } {
   const bad = (what: string) => new UserError(`${path}: corrupt safetensors header: ${what}`);
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw bad(`expected a JSON object, got ${parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : typeof parsed}`);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw bad(`expected a JSON object, got ${parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : typeof parsed}`);
   const header: Record<string, StEntry> = Object.create(null);
   const metadata: Record<string, string> = Object.create(null);
   for (const [name, v] of Object.entries(parsed as Record<string, unknown>)) {
@@ -79,15 +84,19 @@ function validateHeader(path: string, parsed: unknown, dataBytes: number): { hea
     if (name === '__proto__' || name === 'constructor' || name === 'prototype') throw bad(`tensor name ${JSON.stringify(name)} is not allowed`);
     if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad(`tensor ${name} is not an object`);
     const e = v as Record<string, unknown>;
-    if (typeof e.dtype !== 'string' || !(e.dtype in BYTES)) throw bad(`tensor ${name} has dtype ${JSON.stringify(e.dtype)} (supported: ${Object.keys(BYTES).join(', ')})`);
-    if (!Array.isArray(e.shape) || !e.shape.every(isCount)) throw bad(`tensor ${name} has shape ${JSON.stringify(e.shape)}; expected a list of non-negative integers`);
+    if (typeof e.dtype !== 'string' || !(e.dtype in BYTES))
+      throw bad(`tensor ${name} has dtype ${JSON.stringify(e.dtype)} (supported: ${Object.keys(BYTES).join(', ')})`);
+    if (!Array.isArray(e.shape) || !e.shape.every(isCount))
+      throw bad(`tensor ${name} has shape ${JSON.stringify(e.shape)}; expected a list of non-negative integers`);
     const off = e.data_offsets;
     if (!Array.isArray(off) || off.length !== 2 || !off.every(isCount) || off[0] > off[1]) {
       throw bad(`tensor ${name} has data_offsets ${JSON.stringify(off)}; expected [begin, end] with 0 ≤ begin ≤ end`);
     }
     const count = (e.shape as number[]).reduce((a, d) => a * d, 1);
     if (!Number.isSafeInteger(count * BYTES[e.dtype as StDtype]) || off[1] - off[0] !== count * BYTES[e.dtype as StDtype]) {
-      throw bad(`tensor ${name}: data_offsets span ${off[1] - off[0]} bytes but shape ${JSON.stringify(e.shape)} of ${e.dtype} needs ${count * BYTES[e.dtype as StDtype]}`);
+      throw bad(
+        `tensor ${name}: data_offsets span ${off[1] - off[0]} bytes but shape ${JSON.stringify(e.shape)} of ${e.dtype} needs ${count * BYTES[e.dtype as StDtype]}`,
+      );
     }
     if (off[1] > dataBytes) throw bad(`tensor ${name} ends at byte ${off[1]} of the data but the file holds ${dataBytes} (truncated?)`);
     header[name] = { dtype: e.dtype as StDtype, shape: e.shape as number[], data_offsets: [off[0], off[1]] };
@@ -135,11 +144,21 @@ export function readSafetensors(path: string): { tensors: Record<string, StTenso
     const out = new Float32Array(count);
     const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
     switch (info.dtype) {
-      case 'F32': for (let i = 0; i < count; i++) out[i] = dv.getFloat32(i * 4, true); break;
-      case 'F64': for (let i = 0; i < count; i++) out[i] = dv.getFloat64(i * 8, true); break;
-      case 'I32': for (let i = 0; i < count; i++) out[i] = dv.getInt32(i * 4, true); break;
-      case 'I64': for (let i = 0; i < count; i++) out[i] = Number(dv.getBigInt64(i * 8, true)); break;
-      case 'F16': for (let i = 0; i < count; i++) out[i] = f16ToF32(dv.getUint16(i * 2, true)); break;
+      case 'F32':
+        for (let i = 0; i < count; i++) out[i] = dv.getFloat32(i * 4, true);
+        break;
+      case 'F64':
+        for (let i = 0; i < count; i++) out[i] = dv.getFloat64(i * 8, true);
+        break;
+      case 'I32':
+        for (let i = 0; i < count; i++) out[i] = dv.getInt32(i * 4, true);
+        break;
+      case 'I64':
+        for (let i = 0; i < count; i++) out[i] = Number(dv.getBigInt64(i * 8, true));
+        break;
+      case 'F16':
+        for (let i = 0; i < count; i++) out[i] = f16ToF32(dv.getUint16(i * 2, true));
+        break;
       case 'BF16': {
         const u = new Uint32Array(out.buffer);
         for (let i = 0; i < count; i++) u[i] = dv.getUint16(i * 2, true) << 16;
@@ -152,7 +171,11 @@ export function readSafetensors(path: string): { tensors: Record<string, StTenso
 }
 
 /** Write tensors in the given dtype (default F32). Names are written sorted, as the Python library does. */
-export function writeSafetensors(path: string, tensors: Record<string, StTensor>, opts: { dtype?: 'F32' | 'F16' | 'BF16'; metadata?: Record<string, string> } = {}): void {
+export function writeSafetensors(
+  path: string,
+  tensors: Record<string, StTensor>,
+  opts: { dtype?: 'F32' | 'F16' | 'BF16'; metadata?: Record<string, string> } = {},
+): void {
   const dtype = opts.dtype ?? 'F32';
   const bpe = BYTES[dtype];
   const names = Object.keys(tensors).sort();
@@ -173,9 +196,17 @@ export function writeSafetensors(path: string, tensors: Record<string, StTensor>
   let p = 8 + hbuf.length;
   for (const n of names) {
     const d = tensors[n].data;
-    if (dtype === 'F32') { Buffer.from(d.buffer, d.byteOffset, d.byteLength).copy(out, p); p += d.byteLength; continue; }
+    if (dtype === 'F32') {
+      Buffer.from(d.buffer, d.byteOffset, d.byteLength).copy(out, p);
+      p += d.byteLength;
+      continue;
+    }
     for (let i = 0; i < d.length; i++, p += 2) out.writeUInt16LE(dtype === 'F16' ? f32ToF16(d[i]) : f32ToBf16(d[i]), p);
   }
   const fd = openSync(path, 'w');
-  try { writeSync(fd, out); } finally { closeSync(fd); }
+  try {
+    writeSync(fd, out);
+  } finally {
+    closeSync(fd);
+  }
 }

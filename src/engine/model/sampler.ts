@@ -51,10 +51,13 @@ export function generate(model: Transformer, prompts: number[][], opts: SampleOp
   const T0 = Math.max(...prompts.map((p) => p.length));
   if (prompts.some((p) => p.length === 0)) throw new UserError('cannot sample from an empty prompt');
   if (T0 + maxNewTokens > model.cfg.maxSeqLen) {
-    throw new UserError(`the longest prompt (${T0} tokens) + max_new_tokens (${maxNewTokens}) = ${T0 + maxNewTokens} exceeds the model's max_seq_len (${model.cfg.maxSeqLen})`,
-      'shorten the prompt, lower grpo.max_new_tokens or raise model.max_seq_len');
+    throw new UserError(
+      `the longest prompt (${T0} tokens) + max_new_tokens (${maxNewTokens}) = ${T0 + maxNewTokens} exceeds the model's max_seq_len (${model.cfg.maxSeqLen})`,
+      'shorten the prompt, lower grpo.max_new_tokens or raise model.max_seq_len',
+    );
   }
-  for (const p of prompts) for (const id of p) if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new Error(`generate: prompt token id ${id} outside the vocabulary [0, ${V})`);
+  for (const p of prompts)
+    for (const id of p) if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new Error(`generate: prompt token id ${id} outside the vocabulary [0, ${V})`);
   const eos = new Set(Array.isArray(opts.eosId) ? opts.eosId : [opts.eosId]);
   // TRL computes the old/ref log-probs at the sampling temperature; greedy decoding reports the plain policy.
   const temperature = greedy ? 1 : opts.temperature;

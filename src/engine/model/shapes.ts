@@ -110,10 +110,19 @@ export function headDimOf(cfg: ModelConfig): number {
 }
 
 export function validateConfig(cfg: ModelConfig): void {
-  if (cfg.headDim === undefined && cfg.dModel % cfg.nHeads !== 0) throw new UserError(`model d_model (${cfg.dModel}) must be divisible by n_heads (${cfg.nHeads})`);
+  if (cfg.headDim === undefined && cfg.dModel % cfg.nHeads !== 0)
+    throw new UserError(`model d_model (${cfg.dModel}) must be divisible by n_heads (${cfg.nHeads})`);
   const hd = headDimOf(cfg);
-  const ints: [string, number][] = [['vocabSize', cfg.vocabSize], ['dModel', cfg.dModel], ['nLayers', cfg.nLayers], ['nHeads', cfg.nHeads],
-    ['nKvHeads', cfg.nKvHeads], ['dFf', cfg.dFf], ['maxSeqLen', cfg.maxSeqLen], ['headDim', hd]];
+  const ints: [string, number][] = [
+    ['vocabSize', cfg.vocabSize],
+    ['dModel', cfg.dModel],
+    ['nLayers', cfg.nLayers],
+    ['nHeads', cfg.nHeads],
+    ['nKvHeads', cfg.nKvHeads],
+    ['dFf', cfg.dFf],
+    ['maxSeqLen', cfg.maxSeqLen],
+    ['headDim', hd],
+  ];
   for (const [k, v] of ints) if (!Number.isInteger(v) || v <= 0) throw new UserError(`model ${k} must be a positive integer, got ${v}`);
   if (cfg.nHeads % cfg.nKvHeads !== 0) throw new UserError(`model n_heads (${cfg.nHeads}) must be a multiple of n_kv_heads (${cfg.nKvHeads})`);
   if (hd % 2 !== 0) throw new UserError(`model head dimension must be even for RoPE, got ${hd}`);
@@ -125,25 +134,50 @@ export function paramSpecs(cfg: ModelConfig): ParamSpec[] {
   const hd = headDimOf(cfg);
   const qDim = cfg.nHeads * hd;
   const kvDim = cfg.nKvHeads * hd;
-  const one = (name: string, hfShape: number[], transposed: boolean, init: ParamSpec['init']): ParamSpec =>
-    ({ name, parts: [{ name, hfShape }], transposed, init });
+  const one = (name: string, hfShape: number[], transposed: boolean, init: ParamSpec['init']): ParamSpec => ({
+    name,
+    parts: [{ name, hfShape }],
+    transposed,
+    init,
+  });
   const specs: ParamSpec[] = [one('model.embed_tokens.weight', [cfg.vocabSize, d], cfg.tieEmbeddings, 'normal')];
   for (let i = 0; i < cfg.nLayers; i++) {
     const p = `model.layers.${i}.`;
     const a = p + 'self_attn.';
     specs.push(one(p + 'input_layernorm.weight', [d], false, 'ones'));
-    specs.push({ name: a + 'qkv_proj.weight', transposed: true, init: 'normal', parts: [
-      { name: a + 'q_proj.weight', hfShape: [qDim, d] }, { name: a + 'k_proj.weight', hfShape: [kvDim, d] },
-      { name: a + 'v_proj.weight', hfShape: [kvDim, d] }] });
+    specs.push({
+      name: a + 'qkv_proj.weight',
+      transposed: true,
+      init: 'normal',
+      parts: [
+        { name: a + 'q_proj.weight', hfShape: [qDim, d] },
+        { name: a + 'k_proj.weight', hfShape: [kvDim, d] },
+        { name: a + 'v_proj.weight', hfShape: [kvDim, d] },
+      ],
+    });
     if (cfg.qkvBias) {
-      specs.push({ name: a + 'qkv_proj.bias', transposed: false, init: 'zeros', parts: [
-        { name: a + 'q_proj.bias', hfShape: [qDim] }, { name: a + 'k_proj.bias', hfShape: [kvDim] },
-        { name: a + 'v_proj.bias', hfShape: [kvDim] }] });
+      specs.push({
+        name: a + 'qkv_proj.bias',
+        transposed: false,
+        init: 'zeros',
+        parts: [
+          { name: a + 'q_proj.bias', hfShape: [qDim] },
+          { name: a + 'k_proj.bias', hfShape: [kvDim] },
+          { name: a + 'v_proj.bias', hfShape: [kvDim] },
+        ],
+      });
     }
     specs.push(one(a + 'o_proj.weight', [d, qDim], true, 'residual'));
     specs.push(one(p + 'post_attention_layernorm.weight', [d], false, 'ones'));
-    specs.push({ name: p + 'mlp.gate_up_proj.weight', transposed: true, init: 'normal', parts: [
-      { name: p + 'mlp.gate_proj.weight', hfShape: [cfg.dFf, d] }, { name: p + 'mlp.up_proj.weight', hfShape: [cfg.dFf, d] }] });
+    specs.push({
+      name: p + 'mlp.gate_up_proj.weight',
+      transposed: true,
+      init: 'normal',
+      parts: [
+        { name: p + 'mlp.gate_proj.weight', hfShape: [cfg.dFf, d] },
+        { name: p + 'mlp.up_proj.weight', hfShape: [cfg.dFf, d] },
+      ],
+    });
     specs.push(one(p + 'mlp.down_proj.weight', [d, cfg.dFf], true, 'residual'));
   }
   specs.push(one('model.norm.weight', [d], false, 'ones'));
@@ -198,4 +232,3 @@ export function ropeInvFreq(cfg: ModelConfig): Float64Array {
   }
   return inv;
 }
-

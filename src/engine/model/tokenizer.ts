@@ -44,8 +44,10 @@ export class CharTokenizer implements Tokenizer {
       else ids.push(id);
     }
     if (unknown.size > 0) {
-      throw new UserError(`text has characters outside the tokenizer's alphabet: ${[...unknown].map((c) => JSON.stringify(c)).join(', ')}`,
-        'the scratch model can only read the characters its task produces');
+      throw new UserError(
+        `text has characters outside the tokenizer's alphabet: ${[...unknown].map((c) => JSON.stringify(c)).join(', ')}`,
+        'the scratch model can only read the characters its task produces',
+      );
     }
     return ids;
   }
@@ -161,7 +163,15 @@ export class HfTokenizer implements Tokenizer {
   private readonly byteLevel: boolean;
   private readonly byteOf = byteLevelDecoderMap();
 
-  private constructor(tokJson: JsonObj, tokCfg: JsonObj, modelCfg: JsonObj, genCfg: JsonObj, chatTemplate: string | null, opts: HfTokenizerOptions, dir: string) {
+  private constructor(
+    tokJson: JsonObj,
+    tokCfg: JsonObj,
+    modelCfg: JsonObj,
+    genCfg: JsonObj,
+    chatTemplate: string | null,
+    opts: HfTokenizerOptions,
+    dir: string,
+  ) {
     try {
       this.tok = new HfJsTokenizer(tokJson, tokCfg);
     } catch (e) {
@@ -178,7 +188,7 @@ export class HfTokenizer implements Tokenizer {
     this.literal = new Set(added.map((t) => String(t.content)).filter((c) => !this.skipped.has(c)));
     this.byteLevel = (tokJson.decoder as JsonObj | null)?.type === 'ByteLevel';
 
-    const idOf = (content: string | null): number => (content === null ? -1 : this.tok.token_to_id(content) ?? -1);
+    const idOf = (content: string | null): number => (content === null ? -1 : (this.tok.token_to_id(content) ?? -1));
     this.specialTokens = new Map();
     for (const k of ['bos_token', 'eos_token', 'pad_token', 'unk_token']) {
       const c = tokenContent(tokCfg[k]);
@@ -190,7 +200,9 @@ export class HfTokenizer implements Tokenizer {
     this.useChatTemplate = !!opts.useChatTemplate;
     this.chatTemplate = chatTemplate;
     if (this.useChatTemplate && !chatTemplate) {
-      throw new UserError(`the tokenizer in ${dir} has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja), but the chat template was requested`);
+      throw new UserError(
+        `the tokenizer in ${dir} has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja), but the chat template was requested`,
+      );
     }
     const eos: number[] = [];
     // A ChatML template (Qwen) ends the assistant turn with <|im_end|>, which base checkpoints do not list as
@@ -200,7 +212,9 @@ export class HfTokenizer implements Tokenizer {
     eos.push(idOf(this.specialTokens.get('eos_token') ?? null), ...idList(genCfg.eos_token_id), ...idList(modelCfg.eos_token_id));
     this.eosIds = [...new Set(eos.filter((id) => id >= 0 && id < this.vocabSize))];
     if (this.eosIds.length === 0) {
-      throw new UserError(`cannot tell the end-of-sequence token of the tokenizer in ${dir}: expected "eos_token" in tokenizer_config.json or "eos_token_id" in config.json`);
+      throw new UserError(
+        `cannot tell the end-of-sequence token of the tokenizer in ${dir}: expected "eos_token" in tokenizer_config.json or "eos_token_id" in config.json`,
+      );
     }
     this.eosId = this.eosIds[0];
     const pad = idOf(this.specialTokens.get('pad_token') ?? null);

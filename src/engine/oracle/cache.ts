@@ -43,7 +43,9 @@ export function normalizeBaseUrl(url: string | null): string {
 }
 
 export function cacheKey(provider: string, baseUrl: string | null, model: string, prompt: OraclePrompt): string {
-  return createHash('sha256').update(JSON.stringify([provider, normalizeBaseUrl(baseUrl), model, prompt.system, prompt.user])).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify([provider, normalizeBaseUrl(baseUrl), model, prompt.system, prompt.user]))
+    .digest('hex');
 }
 
 export class OracleCache {
@@ -71,8 +73,10 @@ export class OracleCache {
       writeFileAtomic(this.path(key), JSON.stringify(entry));
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code ?? 'error';
-      throw new UserError(`cannot write the oracle cache in ${this.dir} (${code})`,
-        'point XDG_CACHE_HOME at a writable folder, or set credit.cal.cache: false');
+      throw new UserError(
+        `cannot write the oracle cache in ${this.dir} (${code})`,
+        'point XDG_CACHE_HOME at a writable folder, or set credit.cal.cache: false',
+      );
     }
   }
 }

@@ -69,7 +69,10 @@ export const MAX_REPLY_BYTES = 256 * 1024;
 /** The body as text, read until MAX_REPLY_BYTES and no further. */
 async function readCapped(res: Response): Promise<{ text: string } | { tooLarge: true }> {
   const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (declared > MAX_REPLY_BYTES) { await res.body?.cancel().catch(() => {}); return { tooLarge: true }; }
+  if (declared > MAX_REPLY_BYTES) {
+    await res.body?.cancel().catch(() => {});
+    return { tooLarge: true };
+  }
   if (!res.body) return { text: '' };
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -78,7 +81,10 @@ async function readCapped(res: Response): Promise<{ text: string } | { tooLarge:
     const { done, value } = await reader.read();
     if (done) break;
     n += value.byteLength;
-    if (n > MAX_REPLY_BYTES) { await reader.cancel().catch(() => {}); return { tooLarge: true }; }
+    if (n > MAX_REPLY_BYTES) {
+      await reader.cancel().catch(() => {});
+      return { tooLarge: true };
+    }
     chunks.push(value);
   }
   return { text: Buffer.concat(chunks).toString('utf8') };
@@ -136,12 +142,17 @@ async function attempt(req: HttpRequest, timeoutMs: number, secrets: string[], c
     }
     if (res.status >= 300 && res.status < 400) {
       await res.body?.cancel().catch(() => {});
-      return { error: `HTTP ${res.status}: the endpoint redirects; the key is never sent on to another address (set credit.cal.base_url to the final URL)`, status: res.status, retryable: false };
+      return {
+        error: `HTTP ${res.status}: the endpoint redirects; the key is never sent on to another address (set credit.cal.base_url to the final URL)`,
+        status: res.status,
+        retryable: false,
+      };
     }
     let text: string;
     try {
       const body = await readCapped(res);
-      if ('tooLarge' in body) return { error: `HTTP ${res.status} with a reply over ${MAX_REPLY_BYTES / 1024} KB; refused`, status: res.status, retryable: false };
+      if ('tooLarge' in body)
+        return { error: `HTTP ${res.status} with a reply over ${MAX_REPLY_BYTES / 1024} KB; refused`, status: res.status, retryable: false };
       text = body.text;
     } catch (e) {
       if (cancel?.aborted) return { error: 'cancelled', retryable: false };
@@ -173,14 +184,24 @@ async function attempt(req: HttpRequest, timeoutMs: number, secrets: string[], c
 function sleep(ms: number, cancel?: AbortSignal): Promise<void> {
   return new Promise<void>((r) => {
     if (cancel?.aborted) return r();
-    const done = () => { clearTimeout(t); cancel?.removeEventListener('abort', done); r(); };
+    const done = () => {
+      clearTimeout(t);
+      cancel?.removeEventListener('abort', done);
+      r();
+    };
     const t = setTimeout(done, ms);
     cancel?.addEventListener('abort', done);
   });
 }
 
 /** POST a JSON body and parse the JSON answer, retrying transient failures per `policy`. Never throws. */
-export async function postJson(req: HttpRequest, policy: RetryPolicy, secrets: string[], random: () => number = Math.random, cancel?: AbortSignal): Promise<HttpResult> {
+export async function postJson(
+  req: HttpRequest,
+  policy: RetryPolicy,
+  secrets: string[],
+  random: () => number = Math.random,
+  cancel?: AbortSignal,
+): Promise<HttpResult> {
   for (let k = 0; ; k++) {
     if (cancel?.aborted) return { ok: false, error: 'cancelled', fatal: false, attempts: k };
     const a = await attempt(req, policy.timeoutMs, secrets, cancel);
@@ -193,7 +214,13 @@ export async function postJson(req: HttpRequest, policy: RetryPolicy, secrets: s
       return { ok: false, error: error + tail, status: a.status, fatal, attempts };
     }
     if (a.retryAfterMs !== undefined && a.retryAfterMs > RETRY_AFTER_CAP_MS) {
-      return { ok: false, error: `${error} (the server asks to wait ${Math.round(a.retryAfterMs / 1000)} s; giving up)`, status: a.status, fatal: false, attempts };
+      return {
+        ok: false,
+        error: `${error} (the server asks to wait ${Math.round(a.retryAfterMs / 1000)} s; giving up)`,
+        status: a.status,
+        fatal: false,
+        attempts,
+      };
     }
     const backoff = Math.min(policy.backoffCapMs, policy.backoffBaseMs * 2 ** k) * (0.5 + 0.5 * random());
     await sleep(Math.max(backoff, a.retryAfterMs ?? 0), cancel);

@@ -53,23 +53,28 @@ export function readApiKey(variable: string | null, provider: string): string {
   if (!variable) throw new UserError(`credit.cal.api_key_env: required for provider ${provider} (the NAME of the environment variable holding the key)`);
   const key = process.env[variable];
   if (!key || !key.trim()) {
-    throw new UserError(`credit.cal.api_key_env: the environment variable ${variable} is not set (or empty); the ${provider} oracle reads its API key from it`,
-      `export ${variable}=... in the shell that starts the engine (or VS Code)`);
+    throw new UserError(
+      `credit.cal.api_key_env: the environment variable ${variable} is not set (or empty); the ${provider} oracle reads its API key from it`,
+      `export ${variable}=... in the shell that starts the engine (or VS Code)`,
+    );
   }
   return key.trim();
 }
 
 function ruleOracle(o: OracleOptions): Oracle {
   if (o.task !== 'countdown' && o.task !== 'arithmetic') {
-    throw new UserError(`credit.cal.provider: rule checks arithmetic steps, so it works for the countdown and arithmetic tasks, not ${o.task}`,
-      'use provider openai or gemini for a jsonl task');
+    throw new UserError(
+      `credit.cal.provider: rule checks arithmetic steps, so it works for the countdown and arithmetic tasks, not ${o.task}`,
+      'use provider openai or gemini for a jsonl task',
+    );
   }
   return {
     provider: 'rule',
-    ask: async (queries) => queries.map((q) => {
-      const span = ruleErrorSpan(q.incorrect, o.reward);
-      return span ? { span, cached: false, requests: 0 } : { span: null, failure: 'no wrong step and no answer', cached: false, requests: 0 };
-    }),
+    ask: async (queries) =>
+      queries.map((q) => {
+        const span = ruleErrorSpan(q.incorrect, o.reward);
+        return span ? { span, cached: false, requests: 0 } : { span: null, failure: 'no wrong step and no answer', cached: false, requests: 0 };
+      }),
   };
 }
 
@@ -81,8 +86,10 @@ function remoteOracle(o: OracleOptions): Oracle {
   const model = cal.model;
   const cache = o.cacheDir ? new OracleCache(o.cacheDir) : null;
   const policy = {
-    timeoutMs: cal.timeout_s * 1000, maxRetries: cal.max_retries,
-    backoffBaseMs: o.backoffBaseMs ?? BACKOFF_BASE_MS, backoffCapMs: BACKOFF_CAP_MS,
+    timeoutMs: cal.timeout_s * 1000,
+    maxRetries: cal.max_retries,
+    backoffBaseMs: o.backoffBaseMs ?? BACKOFF_BASE_MS,
+    backoffCapMs: BACKOFF_CAP_MS,
   };
 
   return {
@@ -95,17 +102,18 @@ function remoteOracle(o: OracleOptions): Oracle {
       const inFlight = new Map<string, Promise<{ reply: string | null; failure?: string; requests: number }>>();
 
       const fetchReply = async (prompt: ReturnType<typeof buildOraclePrompt>) => {
-        const req: HttpRequest = provider === 'openai'
-          ? openaiRequest(cal.base_url!, model, key, prompt)
-          : geminiRequest(cal.base_url, model, key, prompt);
+        const req: HttpRequest = provider === 'openai' ? openaiRequest(cal.base_url!, model, key, prompt) : geminiRequest(cal.base_url, model, key, prompt);
         // A query keeps its slot through its retries' backoff, so a rate-limited server never sees more than
         // `concurrency` clients from us.
         const r = await sem.run(() => postJson(req, policy, secrets, Math.random, cancel));
         if (!r.ok) {
           if (r.fatal) {
-            throw new UserError(`credit.cal: the ${provider} oracle refused the request: ${r.error}`,
-              r.status === 404 ? `check credit.cal.model (${model}) and credit.cal.base_url`
-                : `check the key in $${cal.api_key_env} and its access to model ${model}`);
+            throw new UserError(
+              `credit.cal: the ${provider} oracle refused the request: ${r.error}`,
+              r.status === 404
+                ? `check credit.cal.model (${model}) and credit.cal.base_url`
+                : `check the key in $${cal.api_key_env} and its access to model ${model}`,
+            );
           }
           return { reply: null, failure: `request failed: ${r.error}`, requests: r.attempts };
         }
@@ -114,32 +122,37 @@ function remoteOracle(o: OracleOptions): Oracle {
         return { reply: redact(text, secrets), requests: r.attempts };
       };
 
-      return Promise.all(queries.map(async (q): Promise<OracleOutcome> => {
-        const prompt = buildOraclePrompt(q);
-        const k = cacheKey(provider, cal.base_url, model, prompt);
-        let reply = cache?.get(k) ?? null;
-        let cached = reply !== null;
-        let requests = 0;
-        let fresh = false;
-        if (reply === null) {
-          let pending = cache ? inFlight.get(k) : undefined;
-          if (pending) cached = true;
-          else {
-            pending = fetchReply(prompt);
-            inFlight.set(k, pending);
+      return Promise.all(
+        queries.map(async (q): Promise<OracleOutcome> => {
+          const prompt = buildOraclePrompt(q);
+          const k = cacheKey(provider, cal.base_url, model, prompt);
+          let reply = cache?.get(k) ?? null;
+          let cached = reply !== null;
+          let requests = 0;
+          let fresh = false;
+          if (reply === null) {
+            let pending = cache ? inFlight.get(k) : undefined;
+            if (pending) cached = true;
+            else {
+              pending = fetchReply(prompt);
+              inFlight.set(k, pending);
+            }
+            const r = await pending;
+            if (!cached) {
+              requests = r.requests;
+              fresh = true;
+            }
+            if (r.reply === null) return { span: null, failure: r.failure, cached, requests };
+            reply = r.reply;
           }
-          const r = await pending;
-          if (!cached) { requests = r.requests; fresh = true; }
-          if (r.reply === null) return { span: null, failure: r.failure, cached, requests };
-          reply = r.reply;
-        }
-        const parsed = parseErrorSpan(reply);
-        if (parsed.span === null) return { span: null, failure: parsed.reason, cached, requests };
-        // Only replies that parsed are kept: a malformed one is asked again next time, not replayed forever.
-        if (fresh) cache?.put(k, { provider, model, prompt, reply, created: new Date().toISOString() });
-        const span = locateSpan(q.incorrect, parsed.span);
-        return span ? { span, cached, requests } : { span: null, failure: 'span not found', cached, requests };
-      }));
+          const parsed = parseErrorSpan(reply);
+          if (parsed.span === null) return { span: null, failure: parsed.reason, cached, requests };
+          // Only replies that parsed are kept: a malformed one is asked again next time, not replayed forever.
+          if (fresh) cache?.put(k, { provider, model, prompt, reply, created: new Date().toISOString() });
+          const span = locateSpan(q.incorrect, parsed.span);
+          return span ? { span, cached, requests } : { span: null, failure: 'span not found', cached, requests };
+        }),
+      );
     },
   };
 }

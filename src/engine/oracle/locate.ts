@@ -22,7 +22,10 @@ export function locateSpan(text: string, span: string): CharSpan | null {
   let squeezed = '';
   const origin: number[] = [];
   for (let i = 0; i < text.length; i++) {
-    if (!WS.test(text[i])) { squeezed += text[i]; origin.push(i); }
+    if (!WS.test(text[i])) {
+      squeezed += text[i];
+      origin.push(i);
+    }
   }
   const needle = span.replace(/\s+/g, '');
   const k = squeezed.indexOf(needle);

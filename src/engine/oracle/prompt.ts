@@ -19,27 +19,34 @@ export interface OraclePrompt {
 /** The problem in words for the oracle; jsonl tasks have no structure to rephrase, so their prompt is used. */
 export function oracleQuestion(task: Task['name'], ex: Example): string {
   if (task === 'countdown' && ex.numbers && ex.target !== undefined) {
-    return `Using the numbers [${ex.numbers.join(', ')}], create an equation that equals ${ex.target}. Each number must `
-      + 'be used exactly once; the operations are +, -, * and /. The solution reasons inside <think> </think> and gives '
-      + 'the equation inside <answer> </answer>.';
+    return (
+      `Using the numbers [${ex.numbers.join(', ')}], create an equation that equals ${ex.target}. Each number must ` +
+      'be used exactly once; the operations are +, -, * and /. The solution reasons inside <think> </think> and gives ' +
+      'the equation inside <answer> </answer>.'
+    );
   }
   const expression = ex.record?.expression;
   if (task === 'arithmetic' && typeof expression === 'string') {
-    return `Compute the value of ${expression} (* and / before + and -, left to right otherwise). The solution reasons `
-      + 'inside <think> </think> and gives the integer inside <answer> </answer>.';
+    return (
+      `Compute the value of ${expression} (* and / before + and -, left to right otherwise). The solution reasons ` +
+      'inside <think> </think> and gives the integer inside <answer> </answer>.'
+    );
   }
   return ex.prompt;
 }
 
-const SYSTEM = 'You find mistakes in solutions to problems. You are shown a problem, sometimes a correct solution, and an '
-  + 'incorrect solution. You point at the first place where the incorrect solution goes wrong by quoting it exactly.';
+const SYSTEM =
+  'You find mistakes in solutions to problems. You are shown a problem, sometimes a correct solution, and an ' +
+  'incorrect solution. You point at the first place where the incorrect solution goes wrong by quoting it exactly.';
 
 export function buildOraclePrompt(q: OracleQuery): OraclePrompt {
   const parts = [`Problem:\n${q.question}`];
   if (q.correct !== null) parts.push(`Correct solution:\n<correct_solution>\n${q.correct}\n</correct_solution>`);
   parts.push(`Incorrect solution:\n<incorrect_solution>\n${q.incorrect}\n</incorrect_solution>`);
-  parts.push('Quote the shortest substring of the incorrect solution that contains its first error, copied character '
-    + 'for character (same spacing and symbols). Reply with JSON only: {"error_span": "..."}');
+  parts.push(
+    'Quote the shortest substring of the incorrect solution that contains its first error, copied character ' +
+      'for character (same spacing and symbols). Reply with JSON only: {"error_span": "..."}',
+  );
   return { system: SYSTEM, user: parts.join('\n\n') };
 }
 
@@ -90,7 +97,11 @@ function braceObjects(text: string): string[] {
   for (let j = 0; j < text.length; j++) {
     const c = text[j];
     if (depth === 0) {
-      if (c === '{') { depth = 1; start = j; inString = false; }
+      if (c === '{') {
+        depth = 1;
+        start = j;
+        inString = false;
+      }
       continue;
     }
     if (inString) {

@@ -20,7 +20,10 @@ export function openaiRequest(baseUrl: string, model: string, key: string, p: Or
     headers: { authorization: `Bearer ${key}` },
     body: {
       model,
-      messages: [{ role: 'system', content: p.system }, { role: 'user', content: p.user }],
+      messages: [
+        { role: 'system', content: p.system },
+        { role: 'user', content: p.user },
+      ],
       temperature: 0,
     },
   };

@@ -15,9 +15,7 @@ const STEP_RE = /[0-9+\-*/×÷−(). \t]*=[0-9+\-*/×÷−(). \t=]*/g;
  * "3.5" as (35/10), which keep the value exactly.
  */
 function exactValue(side: string): BigRational | null {
-  const text = side
-    .replace(/(\d+)\.(\d+)/g, (_, a: string, b: string) => `(${BigInt(a + b)}/1${'0'.repeat(b.length)})`)
-    .replace(/(^|\()(\s*)[-−]/g, '$1$20-');
+  const text = side.replace(/(\d+)\.(\d+)/g, (_, a: string, b: string) => `(${BigInt(a + b)}/1${'0'.repeat(b.length)})`).replace(/(^|\()(\s*)[-−]/g, '$1$20-');
   const r = evaluateExpression(text);
   return r.ok ? evalExact(r.ast) : null;
 }

@@ -100,19 +100,53 @@ const float32 = (name: string, nullable = false) => new Field(name, new Float32(
 const utf8 = (name: string, nullable = false) => new Field(name, new Utf8(), nullable);
 
 /** DESIGN §5 token table, in contract column order. */
-export const TOKEN_SCHEMA = new Schema([
-  int32('step'), int32('episode'), int32('prompt_idx'), int32('position'), int32('token_id'), utf8('token'),
-  float32('logprob'), float32('entropy'), float32('advantage'), float32('weight'), float32('effective_advantage'),
-  float32('contribution'), float32('attribution', true), float32('importance', true),
-  utf8('section'), utf8('token_type'), float32('reward'),
-], new Map([['credit_lens.table', 'tokens'], ['credit_lens.version', '1']]));
+export const TOKEN_SCHEMA = new Schema(
+  [
+    int32('step'),
+    int32('episode'),
+    int32('prompt_idx'),
+    int32('position'),
+    int32('token_id'),
+    utf8('token'),
+    float32('logprob'),
+    float32('entropy'),
+    float32('advantage'),
+    float32('weight'),
+    float32('effective_advantage'),
+    float32('contribution'),
+    float32('attribution', true),
+    float32('importance', true),
+    utf8('section'),
+    utf8('token_type'),
+    float32('reward'),
+  ],
+  new Map([
+    ['credit_lens.table', 'tokens'],
+    ['credit_lens.version', '1'],
+  ]),
+);
 
 /** DESIGN §5 episode table, in contract column order. */
-export const EPISODE_SCHEMA = new Schema([
-  int32('step'), int32('episode'), int32('prompt_idx'), utf8('prompt'), utf8('completion'),
-  float32('reward'), float32('reward_format'), float32('reward_answer'), new Field('success', new Bool(), false),
-  float32('advantage'), int32('length'), utf8('oracle_span', true),
-], new Map([['credit_lens.table', 'episodes'], ['credit_lens.version', '1']]));
+export const EPISODE_SCHEMA = new Schema(
+  [
+    int32('step'),
+    int32('episode'),
+    int32('prompt_idx'),
+    utf8('prompt'),
+    utf8('completion'),
+    float32('reward'),
+    float32('reward_format'),
+    float32('reward_answer'),
+    new Field('success', new Bool(), false),
+    float32('advantage'),
+    int32('length'),
+    utf8('oracle_span', true),
+  ],
+  new Map([
+    ['credit_lens.table', 'episodes'],
+    ['credit_lens.version', '1'],
+  ]),
+);
 
 // ---- writing ----
 
@@ -195,11 +229,16 @@ function utf8Data(v: readonly (string | null)[]): Data {
 
 function columnData(field: Field, col: AnyColumn, n: number): Data {
   switch (field.type.typeId) {
-    case Type.Int: return int32Data(col as Int32Array);
-    case Type.Float: return float32Data(col as Float32Array | (number | null)[] | null, n);
-    case Type.Bool: return boolData(col as boolean[]);
-    case Type.Utf8: return utf8Data(col === null ? new Array<null>(n).fill(null) : (col as (string | null)[]));
-    default: throw new Error(`no writer for column ${field.name} of type ${field.type}`);
+    case Type.Int:
+      return int32Data(col as Int32Array);
+    case Type.Float:
+      return float32Data(col as Float32Array | (number | null)[] | null, n);
+    case Type.Bool:
+      return boolData(col as boolean[]);
+    case Type.Utf8:
+      return utf8Data(col === null ? new Array<null>(n).fill(null) : (col as (string | null)[]));
+    default:
+      throw new Error(`no writer for column ${field.name} of type ${field.type}`);
   }
 }
 
@@ -267,7 +306,6 @@ export function readTable(path: string): Source {
   return { path, table };
 }
 
-
 /** The column of each source; null where a nullable column is absent (an older writer left it out). */
 function column(sources: Source[], schema: Schema, name: string): (Vector | null)[] {
   const field = schema.fields.find((f) => f.name === name)!;
@@ -278,9 +316,12 @@ function column(sources: Source[], schema: Schema, name: string): (Vector | null
       throw new UserError(`${path} has no column ${name} (DESIGN §5 requires it)`);
     }
     const t = v.type as DataType;
-    const ok = field.type.typeId === Type.Utf8 ? t.typeId === Type.Utf8 || t.typeId === Type.LargeUtf8 || t.typeId === Type.Dictionary
-      : field.type.typeId === Type.Bool ? t.typeId === Type.Bool
-      : t.typeId === Type.Int || t.typeId === Type.Float;
+    const ok =
+      field.type.typeId === Type.Utf8
+        ? t.typeId === Type.Utf8 || t.typeId === Type.LargeUtf8 || t.typeId === Type.Dictionary
+        : field.type.typeId === Type.Bool
+          ? t.typeId === Type.Bool
+          : t.typeId === Type.Int || t.typeId === Type.Float;
     if (!ok) throw new UserError(`${path}: column ${name} has type ${t}, expected ${field.type}`);
     return v;
   });
@@ -466,7 +507,13 @@ function extraColumns(sources: Source[], lengths: number[], total: number): Reco
     }
   }
   const out: Record<string, Float32Array> = {};
-  for (const name of names) out[name] = float32Column(sources.map(({ table }) => table.getChild(name) ?? null), lengths, total, false)!;
+  for (const name of names)
+    out[name] = float32Column(
+      sources.map(({ table }) => table.getChild(name) ?? null),
+      lengths,
+      total,
+      false,
+    )!;
   return out;
 }
 

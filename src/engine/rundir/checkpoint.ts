@@ -219,8 +219,15 @@ export function loadCheckpoint(dir: string): LoadedCheckpoint {
   if (typeof meta !== 'object' || meta === null || meta.format !== FORMAT) throw corrupted(`${META} is not a Credit Lens checkpoint record`);
   const opt = meta.optimizer as { name?: unknown; step?: unknown } | undefined;
   const files = meta.files as Record<string, unknown> | undefined;
-  if (typeof meta.step !== 'number' || typeof opt?.name !== 'string' || typeof opt.step !== 'number'
-    || typeof files !== 'object' || files === null || typeof meta.meta !== 'object' || meta.meta === null) {
+  if (
+    typeof meta.step !== 'number' ||
+    typeof opt?.name !== 'string' ||
+    typeof opt.step !== 'number' ||
+    typeof files !== 'object' ||
+    files === null ||
+    typeof meta.meta !== 'object' ||
+    meta.meta === null
+  ) {
     throw corrupted(`${META} lacks step, optimizer {name, step}, files or meta`);
   }
   if (!(MODEL in files) || !(OPTIMIZER in files)) throw corrupted(`${META} does not list ${MODEL} and ${OPTIMIZER}`);

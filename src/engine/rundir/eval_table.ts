@@ -48,7 +48,8 @@ export function readEvalTable(path: string): EvalRows {
   };
   const strings = (name: string) => Array.from(col(name) as Iterable<unknown>, (x) => (x == null ? '' : String(x)));
   const split = strings('split');
-  for (const s of new Set(split)) if (s !== 'validation' && s !== 'test') throw new UserError(`${path}: split ${JSON.stringify(s)}; expected validation or test`);
+  for (const s of new Set(split))
+    if (s !== 'validation' && s !== 'test') throw new UserError(`${path}: split ${JSON.stringify(s)}; expected validation or test`);
   return {
     instance_id: strings('instance_id'),
     split: split as EvalSplit[],
@@ -66,5 +67,9 @@ export function listEvalSteps(runDir: string): number[] {
   } catch {
     return [];
   }
-  return names.map((n) => /^step-(\d+)\.arrow$/.exec(n)).filter((m): m is RegExpExecArray => m !== null).map((m) => Number(m[1])).sort((a, b) => a - b);
+  return names
+    .map((n) => /^step-(\d+)\.arrow$/.exec(n))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b);
 }

@@ -13,15 +13,35 @@ const MAGIC = 'ARROW1';
 
 /** Bounds-checked little-endian flatbuffer reads over one region of the file. */
 class Fb {
-  constructor(readonly buf: Buffer, readonly lo: number, readonly hi: number, readonly what: string) {}
+  constructor(
+    readonly buf: Buffer,
+    readonly lo: number,
+    readonly hi: number,
+    readonly what: string,
+  ) {}
   private need(at: number, n: number): void {
     if (!(at >= this.lo && at + n <= this.hi)) throw new Error(`${this.what}: read of ${n} bytes at ${at} outside ${this.lo}..${this.hi}`);
   }
-  u8(at: number): number { this.need(at, 1); return this.buf.readUInt8(at); }
-  u16(at: number): number { this.need(at, 2); return this.buf.readUInt16LE(at); }
-  i32(at: number): number { this.need(at, 4); return this.buf.readInt32LE(at); }
-  u32(at: number): number { this.need(at, 4); return this.buf.readUInt32LE(at); }
-  i64(at: number): number { this.need(at, 8); return Number(this.buf.readBigInt64LE(at)); }
+  u8(at: number): number {
+    this.need(at, 1);
+    return this.buf.readUInt8(at);
+  }
+  u16(at: number): number {
+    this.need(at, 2);
+    return this.buf.readUInt16LE(at);
+  }
+  i32(at: number): number {
+    this.need(at, 4);
+    return this.buf.readInt32LE(at);
+  }
+  u32(at: number): number {
+    this.need(at, 4);
+    return this.buf.readUInt32LE(at);
+  }
+  i64(at: number): number {
+    this.need(at, 8);
+    return Number(this.buf.readBigInt64LE(at));
+  }
   /** The position of field `i` of the table at `table`, or null when the field is absent. */
   field(table: number, i: number): number | null {
     const vt = table - this.i32(table);
@@ -44,7 +64,8 @@ class Fb {
     if (f === null) return [0, 0];
     const v = f + this.u32(f);
     const n = this.u32(v);
-    if (v + 4 + n * elemBytes > this.hi) throw new Error(`${this.what}: a vector claims ${n} entries of ${elemBytes} bytes but ${this.hi - v - 4} bytes remain`);
+    if (v + 4 + n * elemBytes > this.hi)
+      throw new Error(`${this.what}: a vector claims ${n} entries of ${elemBytes} bytes but ${this.hi - v - 4} bytes remain`);
     return [v + 4, n];
   }
 }

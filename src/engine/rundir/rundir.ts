@@ -149,7 +149,10 @@ export interface RunScan {
  * a budget of directory entries and milliseconds, so `output_dir: /` or a huge `creditLens.runDirectories` entry
  * ends in a partial list and a reason instead of a frozen window. The same rules as findRunDirs otherwise.
  */
-export async function findRunDirsAsync(root: string, opts: { maxDepth?: number; maxEntries?: number; budgetMs?: number; signal?: AbortSignal } = {}): Promise<RunScan> {
+export async function findRunDirsAsync(
+  root: string,
+  opts: { maxDepth?: number; maxEntries?: number; budgetMs?: number; signal?: AbortSignal } = {},
+): Promise<RunScan> {
   const maxDepth = opts.maxDepth ?? 4;
   const maxEntries = opts.maxEntries ?? 50_000;
   const deadline = Date.now() + (opts.budgetMs ?? 3000);
@@ -168,7 +171,10 @@ export async function findRunDirsAsync(root: string, opts: { maxDepth?: number; 
         continue; // unreadable or vanished while we walked: not a run
       }
       entries += list.length;
-      if (list.some((e) => e.name === RUN_JSON && e.isFile())) { found.push(dir); continue; }
+      if (list.some((e) => e.name === RUN_JSON && e.isFile())) {
+        found.push(dir);
+        continue;
+      }
       if (entries > maxEntries) return { dirs: found.sort(), truncated: `stopped after ${maxEntries} entries in ${root}` };
       if (depth >= maxDepth) continue;
       for (const e of list) if (e.isDirectory() && !e.name.startsWith('.') && !SKIP_DIRS.has(e.name)) next.push(join(dir, e.name));
@@ -204,13 +210,15 @@ const runInfoSchema = z.looseObject({
   pid: optNum,
   error: z.string().optional(),
   resumed_from: z.string().nullable().optional(),
-  imported: z.looseObject({
-    source: z.string(),
-    format: z.enum(['verl', 'trl', 'prime', 'jsonl']),
-    model: z.string().nullable(),
-    records: z.number().int().min(0),
-    skipped: z.number().int().min(0),
-  }).optional(),
+  imported: z
+    .looseObject({
+      source: z.string(),
+      format: z.enum(['verl', 'trl', 'prime', 'jsonl']),
+      model: z.string().nullable(),
+      records: z.number().int().min(0),
+      skipped: z.number().int().min(0),
+    })
+    .optional(),
 });
 
 export type RunInfoRead = { ok: true; info: RunInfo } | { ok: false; missing: boolean; reason: string };
@@ -221,7 +229,11 @@ export function readRunInfoChecked(runDir: string): RunInfoRead {
   try {
     text = readFileSync(join(runDir, RUN_JSON), 'utf8');
   } catch (e) {
-    return { ok: false, missing: (e as NodeJS.ErrnoException).code === 'ENOENT', reason: `run.json cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})` };
+    return {
+      ok: false,
+      missing: (e as NodeJS.ErrnoException).code === 'ENOENT',
+      reason: `run.json cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+    };
   }
   let v: unknown;
   try {
@@ -234,7 +246,11 @@ export function readRunInfoChecked(runDir: string): RunInfoRead {
     const i = r.error.issues[0];
     const at = i.path.length ? i.path.join('.') : 'run.json';
     const got = i.path.reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Record<PropertyKey, unknown>)[k as PropertyKey] : undefined), v);
-    return { ok: false, missing: false, reason: `${at}: ${i.code === 'invalid_value' || i.code === 'invalid_type' ? `got ${JSON.stringify(got) ?? 'nothing'}; ` : ''}${i.message}` };
+    return {
+      ok: false,
+      missing: false,
+      reason: `${at}: ${i.code === 'invalid_value' || i.code === 'invalid_type' ? `got ${JSON.stringify(got) ?? 'nothing'}; ` : ''}${i.message}`,
+    };
   }
   return { ok: true, info: r.data as RunInfo };
 }
@@ -321,7 +337,6 @@ export function readMetrics(runDir: string): MetricsRow[] {
   return parseMetricsLines(text).map((x) => x.row);
 }
 
-
 // ---- per-step tables ----
 
 export function stepFile(runDir: string, kind: TableKind, step: number): string {
@@ -390,7 +405,11 @@ export function openEngineLog(runDir: string, opts: { secrets?: readonly string[
 
 export const RUN_LOCK = '.lock';
 
-export interface LockHolder { pid: number; host: string; started: string }
+export interface LockHolder {
+  pid: number;
+  host: string;
+  started: string;
+}
 
 /** The run is locked by another live engine (a caller that may wait, such as a shared warm start, tells it apart). */
 export class RunLockedError extends UserError {
@@ -420,22 +439,32 @@ export function acquireRunLock(runDir: string, host = hostname()): () => void {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const fd = openSync(path, 'wx');
-      try { writeSync(fd, JSON.stringify(me) + '\n'); } finally { closeSync(fd); }
+      try {
+        writeSync(fd, JSON.stringify(me) + '\n');
+      } finally {
+        closeSync(fd);
+      }
       return () => {
         try {
           const cur = JSON.parse(readFileSync(path, 'utf8')) as LockHolder;
           if (cur.pid === me.pid && cur.host === me.host) rmSync(path, { force: true });
-        } catch { /* already gone */ }
+        } catch {
+          /* already gone */
+        }
       };
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new UserError(`cannot lock ${runDir} (${(e as NodeJS.ErrnoException).code}): is the run directory writable?`);
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST')
+        throw new UserError(`cannot lock ${runDir} (${(e as NodeJS.ErrnoException).code}): is the run directory writable?`);
     }
     let holder: LockHolder | null = null;
-    try { holder = JSON.parse(readFileSync(path, 'utf8')) as LockHolder; } catch { /* torn or being written */ }
+    try {
+      holder = JSON.parse(readFileSync(path, 'utf8')) as LockHolder;
+    } catch {
+      /* torn or being written */
+    }
     if (holder && typeof holder.pid === 'number') {
       if (holder.host !== host) {
-        throw new RunLockedError(`run is already running (pid ${holder.pid} on ${holder.host}): ${runDir}`,
-          `if that process is gone, delete ${path}`);
+        throw new RunLockedError(`run is already running (pid ${holder.pid} on ${holder.host}): ${runDir}`, `if that process is gone, delete ${path}`);
       }
       if (processAlive(holder.pid) && holder.pid !== process.pid) throw new RunLockedError(`run is already running (pid ${holder.pid}): ${runDir}`);
     } else if (attempt === 0) {

@@ -3,9 +3,22 @@ import { loadConfig } from '../config/config';
 import { expandSweep } from './sweep';
 import { train, type Reporter, type RunController } from '../train/train';
 
-export interface SweepRunResult { name: string; runDir: string | null; status: string; initialEval: number | null; finalEval: number | null; error?: string }
+export interface SweepRunResult {
+  name: string;
+  runDir: string | null;
+  status: string;
+  initialEval: number | null;
+  finalEval: number | null;
+  error?: string;
+}
 
-export async function runSweep(configPath: string, sets: string[], reporter: Reporter, controller: RunController, log: (m: string) => void): Promise<SweepRunResult[]> {
+export async function runSweep(
+  configPath: string,
+  sets: string[],
+  reporter: Reporter,
+  controller: RunController,
+  log: (m: string) => void,
+): Promise<SweepRunResult[]> {
   const { config } = loadConfig(configPath, sets);
   const runs = expandSweep(config);
   log(`sweep: ${runs.length} runs from ${configPath}`);
@@ -30,6 +43,9 @@ export async function runSweep(configPath: string, sets: string[], reporter: Rep
 export function sweepTable(results: SweepRunResult[]): string {
   const pct = (x: number | null) => (x === null ? '—' : `${(x * 100).toFixed(1)}%`);
   const lines = ['| run | status | eval before GRPO | final eval | run directory |', '|---|---|---|---|---|'];
-  for (const r of results) lines.push(`| ${r.name} | ${r.status}${r.error ? ` (${r.error.split('\n')[0]})` : ''} | ${pct(r.initialEval)} | ${pct(r.finalEval)} | ${r.runDir ?? '—'} |`);
+  for (const r of results)
+    lines.push(
+      `| ${r.name} | ${r.status}${r.error ? ` (${r.error.split('\n')[0]})` : ''} | ${pct(r.initialEval)} | ${pct(r.finalEval)} | ${r.runDir ?? '—'} |`,
+    );
   return lines.join('\n');
 }

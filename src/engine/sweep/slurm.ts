@@ -88,7 +88,7 @@ export function sbatchScript(sweep: SlurmSweep, o: SlurmOptions, cliPath: string
     'echo "credit-lens: task $i on $(hostname), restart ${SLURM_RESTART_COUNT:-0}: $RUN_DIR"',
     `${engineCommand(o, cliPath)} train "$CONFIG" --run-dir "$RUN_DIR" &`,
     'pid=$!',
-    "trap 'kill -TERM \"$pid\" 2>/dev/null' TERM INT",
+    'trap \'kill -TERM "$pid" 2>/dev/null\' TERM INT',
     'wait "$pid"; rc=$?',
     // `wait` returns early (status > 128) when the trap ran; wait again until the engine has checkpointed and exited
     'while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done',
@@ -112,7 +112,12 @@ function checkWritable(dir: string, key: string): void {
 export function findOnPath(cmd: string, path = process.env.PATH ?? ''): string | null {
   for (const d of path.split(delimiter).filter(Boolean)) {
     const p = join(d, cmd);
-    try { accessSync(p, constants.X_OK); if (statSync(p).isFile()) return p; } catch { /* next */ }
+    try {
+      accessSync(p, constants.X_OK);
+      if (statSync(p).isFile()) return p;
+    } catch {
+      /* next */
+    }
   }
   return null;
 }
@@ -120,13 +125,19 @@ export function findOnPath(cmd: string, path = process.env.PATH ?? ''): string |
 function requireSlurm(cmd: string): string {
   const p = findOnPath(cmd);
   if (!p) {
-    throw new UserError(`${cmd} is not on PATH: a Slurm sweep needs Slurm's client commands (sbatch, squeue, scontrol, `
-      + 'scancel) on this machine, i.e. a cluster login node. Use sweep.executor: local to train here.');
+    throw new UserError(
+      `${cmd} is not on PATH: a Slurm sweep needs Slurm's client commands (sbatch, squeue, scontrol, ` +
+        'scancel) on this machine, i.e. a cluster login node. Use sweep.executor: local to train here.',
+    );
   }
   return p;
 }
 
-export interface CmdResult { code: number; stdout: string; stderr: string }
+export interface CmdResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 /** Runs a Slurm command without blocking the event loop, with a time budget (a busy controller can be slow). */
 export function runSlurm(cmd: string, args: string[], timeoutMs = 20_000): Promise<CmdResult> {
@@ -140,7 +151,15 @@ export function runSlurm(cmd: string, args: string[], timeoutMs = 20_000): Promi
   });
 }
 
-export interface PrepareOptions { configPath: string; outputDir: string; runs: SweepRun[]; slurm: SlurmOptions; cliPath: string; cwd?: string; now?: Date }
+export interface PrepareOptions {
+  configPath: string;
+  outputDir: string;
+  runs: SweepRun[];
+  slurm: SlurmOptions;
+  cliPath: string;
+  cwd?: string;
+  now?: Date;
+}
 
 /** Writes the sweep folder (configs, script, sweep.json) without submitting it. */
 export function prepareSlurmSweep(p: PrepareOptions): SlurmSweep {
@@ -165,8 +184,14 @@ export function prepareSlurmSweep(p: PrepareOptions): SlurmSweep {
     return { index, name: run.name, config, run_dir: runDir, overrides: run.overrides };
   });
   const sweep: SlurmSweep = {
-    kind: 'credit-lens-slurm-sweep', version: 1, sweep_dir: sweepDir, config: resolve(p.configPath),
-    created: (p.now ?? new Date()).toISOString(), job_id: null, script: join(sweepDir, 'slurm', 'sweep.sbatch'), tasks,
+    kind: 'credit-lens-slurm-sweep',
+    version: 1,
+    sweep_dir: sweepDir,
+    config: resolve(p.configPath),
+    created: (p.now ?? new Date()).toISOString(),
+    job_id: null,
+    script: join(sweepDir, 'slurm', 'sweep.sbatch'),
+    tasks,
   };
   writeFileAtomic(join(sweepDir, 'slurm', 'run_dirs.txt'), tasks.map((t) => t.run_dir).join('\n') + '\n');
   writeFileAtomic(sweep.script, sbatchScript(sweep, p.slurm, p.cliPath, p.cwd ?? process.cwd()));
@@ -189,14 +214,23 @@ export async function submitSlurmSweep(sweep: SlurmSweep, o: SlurmOptions): Prom
 export function readSlurmSweep(sweepDir: string): SlurmSweep {
   const p = join(sweepDir, SWEEP_JSON);
   let v: unknown;
-  try { v = JSON.parse(readFileSync(p, 'utf8')); } catch (e) { throw new UserError(`${p}: not a readable Slurm sweep (${(e as Error).message})`); }
+  try {
+    v = JSON.parse(readFileSync(p, 'utf8'));
+  } catch (e) {
+    throw new UserError(`${p}: not a readable Slurm sweep (${(e as Error).message})`);
+  }
   const s = v as SlurmSweep;
   if (s?.kind !== 'credit-lens-slurm-sweep' || !Array.isArray(s.tasks)) throw new UserError(`${p}: not a Credit Lens Slurm sweep file`);
   return s;
 }
 
 /** Slurm's view of one array task: state, pending reason, exit code, restarts. */
-export interface SlurmTaskState { state: string; reason: string | null; exit_code: string | null; restarts: number }
+export interface SlurmTaskState {
+  state: string;
+  reason: string | null;
+  exit_code: string | null;
+  restarts: number;
+}
 
 /** `scontrol show job` prints one record per array task, `Key=Value` pairs separated by spaces and lines. */
 export function parseScontrol(text: string): Map<number, SlurmTaskState> {
@@ -224,7 +258,10 @@ export function parseSqueue(text: string): Map<number, SlurmTaskState> {
     const [ids, state, reason] = line.trim().split('|');
     if (!ids || !state) continue;
     const r = reason && reason !== 'None' ? reason : null;
-    for (const part of ids.replace(/^\[|\]$/g, '').replace(/%\d+$/, '').split(',')) {
+    for (const part of ids
+      .replace(/^\[|\]$/g, '')
+      .replace(/%\d+$/, '')
+      .split(',')) {
       const m = /^(\d+)(?:-(\d+))?$/.exec(part);
       if (!m) continue;
       for (let i = Number(m[1]); i <= Number(m[2] ?? m[1]); i++) out.set(i, { state, reason: r, exit_code: null, restarts: 0 });
@@ -255,7 +292,14 @@ function summarize(s: SlurmTaskState | undefined, run: ReturnType<typeof readRun
   if (s && active) return s.state.toLowerCase() + (s.reason ? ` (${s.reason})` : '');
   if (s && SLURM_FAILURES[s.state]) {
     const log = jobId ? join(sweepDir, 'slurm', 'logs', `${jobId}_${index}.out`) : null;
-    const tail = log && existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').filter((l) => /credit-lens:|error/i.test(l)).pop() : null;
+    const tail =
+      log && existsSync(log)
+        ? readFileSync(log, 'utf8')
+            .trim()
+            .split('\n')
+            .filter((l) => /credit-lens:|error/i.test(l))
+            .pop()
+        : null;
     return `${SLURM_FAILURES[s.state]}${tail ? `: ${tail}` : ''}${run ? '' : ' before the run started'}`;
   }
   if (torn) return `ended by Slurm (${s!.state}) while the run was training; resume it from its last checkpoint`;
@@ -270,15 +314,19 @@ export async function slurmStatus(sweep: SlurmSweep): Promise<TaskStatus[]> {
     const sc = await runSlurm('scontrol', ['show', 'job', sweep.job_id]);
     if (sc.code === 0) for (const [k, v] of parseScontrol(sc.stdout)) states.set(k, v);
     const sq = await runSlurm('squeue', ['-h', '-r', '-j', sweep.job_id, '-o', '%K|%T|%r']);
-    if (sq.code === 0) for (const [k, v] of parseSqueue(sq.stdout)) states.set(k, { ...v, restarts: states.get(k)?.restarts ?? 0, exit_code: states.get(k)?.exit_code ?? null });
+    if (sq.code === 0)
+      for (const [k, v] of parseSqueue(sq.stdout)) states.set(k, { ...v, restarts: states.get(k)?.restarts ?? 0, exit_code: states.get(k)?.exit_code ?? null });
   }
   return sweep.tasks.map((t) => {
     const s = states.get(t.index);
     const run = existsSync(t.run_dir) ? readRunInfo(t.run_dir) : null;
     return {
-      index: t.index, name: t.name, run_dir: t.run_dir,
+      index: t.index,
+      name: t.name,
+      run_dir: t.run_dir,
       slurm_job: sweep.job_id ? `${sweep.job_id}_${t.index}` : null,
-      slurm_state: s?.state ?? null, slurm_reason: s?.reason ?? null,
+      slurm_state: s?.state ?? null,
+      slurm_reason: s?.reason ?? null,
       run_status: run?.status ?? null,
       summary: !s && !run && sweep.cancelled?.includes(t.index) ? 'cancelled before it started' : summarize(s, run, sweep.sweep_dir, sweep.job_id, t.index),
     };
@@ -287,14 +335,14 @@ export async function slurmStatus(sweep: SlurmSweep): Promise<TaskStatus[]> {
 
 /** Whether any task is still waiting or running, by Slurm's account or its run directory's. */
 export function sweepActive(tasks: TaskStatus[]): boolean {
-  return tasks.some((t) => (t.slurm_state && ACTIVE.has(t.slurm_state))
-    || (!t.slurm_state && t.run_status === 'running'));
+  return tasks.some((t) => (t.slurm_state && ACTIVE.has(t.slurm_state)) || (!t.slurm_state && t.run_status === 'running'));
 }
 
 /** scancel one task (`index`) or the whole array. The engine gets SIGTERM and ends `stopped`, resumable. */
 export async function slurmCancel(sweep: SlurmSweep, index?: number): Promise<void> {
   if (!sweep.job_id) throw new UserError(`${sweep.sweep_dir}: the sweep was never submitted`);
-  if (index !== undefined && !sweep.tasks.some((t) => t.index === index)) throw new UserError(`--task ${index}: the sweep has tasks 0–${sweep.tasks.length - 1}`);
+  if (index !== undefined && !sweep.tasks.some((t) => t.index === index))
+    throw new UserError(`--task ${index}: the sweep has tasks 0–${sweep.tasks.length - 1}`);
   const r = await runSlurm('scancel', [index === undefined ? sweep.job_id : `${sweep.job_id}_${index}`]);
   if (r.code !== 0) throw new UserError(`scancel failed: ${(r.stderr || r.stdout).trim()}`);
   // Slurm forgets a pending array task the moment it is cancelled; the sweep's own file remembers it.

@@ -4,7 +4,18 @@
 import { join } from 'node:path';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
-import { DEFAULT_SLURM, prepareSlurmSweep, readSlurmSweep, slurmCancel, slurmStatus, submitSlurmSweep, sweepActive, type SlurmOptions, type SlurmSweep, type TaskStatus } from './slurm';
+import {
+  DEFAULT_SLURM,
+  prepareSlurmSweep,
+  readSlurmSweep,
+  slurmCancel,
+  slurmStatus,
+  submitSlurmSweep,
+  sweepActive,
+  type SlurmOptions,
+  type SlurmSweep,
+  type TaskStatus,
+} from './slurm';
 import type { SweepRun } from './sweep';
 
 /** The engine bundle a task runs (`engine: bundled`): this very file's bundle, dist/engine/cli.js. */
@@ -12,8 +23,13 @@ export function bundledCli(): string {
   return process.argv[1] && /cli\.js$/.test(process.argv[1]) ? process.argv[1] : join(__dirname, 'cli.js');
 }
 
-export async function submitSweep(configPath: string, config: CreditConfig, runs: SweepRun[], slurm: Partial<SlurmOptions> | undefined,
-  opts: { dryRun?: boolean; cliPath?: string } = {}): Promise<SlurmSweep> {
+export async function submitSweep(
+  configPath: string,
+  config: CreditConfig,
+  runs: SweepRun[],
+  slurm: Partial<SlurmOptions> | undefined,
+  opts: { dryRun?: boolean; cliPath?: string } = {},
+): Promise<SlurmSweep> {
   const o: SlurmOptions = { ...DEFAULT_SLURM, ...(slurm ?? {}) };
   const sweep = prepareSlurmSweep({ configPath, outputDir: config.output_dir, runs, slurm: o, cliPath: opts.cliPath ?? bundledCli() });
   return opts.dryRun ? sweep : submitSlurmSweep(sweep, o);
@@ -22,14 +38,20 @@ export async function submitSweep(configPath: string, config: CreditConfig, runs
 export function statusTable(tasks: TaskStatus[]): string {
   const lines = ['| task | run | Slurm job | Slurm state | status | run directory |', '|---|---|---|---|---|---|'];
   for (const t of tasks) {
-    lines.push(`| ${t.index} | ${t.name} | ${t.slurm_job ?? '—'} | ${t.slurm_state ?? '—'}${t.slurm_reason ? ` (${t.slurm_reason})` : ''} | ${t.summary} | ${t.run_dir} |`);
+    lines.push(
+      `| ${t.index} | ${t.name} | ${t.slurm_job ?? '—'} | ${t.slurm_state ?? '—'}${t.slurm_reason ? ` (${t.slurm_reason})` : ''} | ${t.summary} | ${t.run_dir} |`,
+    );
   }
   return lines.join('\n');
 }
 
 /** `credit-lens slurm status <sweep-dir> [--json] [--wait] [--poll S]` and `credit-lens slurm cancel <sweep-dir> [--task I]`. */
-export async function cmdSlurm(sub: string | undefined, sweepDir: string | undefined, flags: { json?: boolean; wait?: boolean; poll?: number; task?: number },
-  out: (s: string) => void): Promise<number> {
+export async function cmdSlurm(
+  sub: string | undefined,
+  sweepDir: string | undefined,
+  flags: { json?: boolean; wait?: boolean; poll?: number; task?: number },
+  out: (s: string) => void,
+): Promise<number> {
   if (!sweepDir) throw new UserError('slurm status|cancel needs the sweep folder (<output_dir>/sweep-<ts>)');
   const sweep = readSlurmSweep(sweepDir);
   if (sub === 'cancel') {

@@ -9,7 +9,11 @@ import { UserError } from '../core/errors';
 /** The credit.* keys each strategy reads (DESIGN §4), from the strategy catalog. A key listed for no strategy is read by all of them. */
 export const STRATEGY_PARAMS: Record<StrategyName, string[]> = strategyKeys();
 
-export interface SweepRun { name: string; overrides: Record<string, unknown>; config: CreditConfig }
+export interface SweepRun {
+  name: string;
+  overrides: Record<string, unknown>;
+  config: CreditConfig;
+}
 
 // `credit.attribution` (a whole sub-mapping) is attribution's; `credit` as a whole belongs to no one strategy.
 function touches(key: string, param: string): boolean {
@@ -24,14 +28,27 @@ function unusedByStrategy(key: string, strategy: StrategyName): boolean {
 
 // Short names for run-name suffixes; other keys use their initials (think_discount → td).
 const ABBREV: Record<string, string> = {
-  epsilon: 'eps', kl_beta: 'kl', clip_eps: 'clip', clip_eps_high: 'cliph', temperature: 'temp', top_p: 'topp',
-  numbers: 'n', seed: 'seed', steps: 'steps', lr: 'lr',
+  epsilon: 'eps',
+  kl_beta: 'kl',
+  clip_eps: 'clip',
+  clip_eps_high: 'cliph',
+  temperature: 'temp',
+  top_p: 'topp',
+  numbers: 'n',
+  seed: 'seed',
+  steps: 'steps',
+  lr: 'lr',
 };
 
 function abbrev(key: string): string {
   const leaf = key.split('.').pop()!;
   if (ABBREV[leaf]) return ABBREV[leaf];
-  if (leaf.includes('_')) return leaf.split('_').filter(Boolean).map((w) => w[0]).join('');
+  if (leaf.includes('_'))
+    return leaf
+      .split('_')
+      .filter(Boolean)
+      .map((w) => w[0])
+      .join('');
   return leaf.length <= 6 ? leaf : leaf.slice(0, 4);
 }
 
@@ -47,7 +64,9 @@ function abbreviations(keys: string[]): Map<string, string> {
 function valueLabel(v: unknown): string {
   if (Array.isArray(v)) return v.map(valueLabel).join('-');
   if (v !== null && typeof v === 'object') {
-    return Object.entries(v).map(([k, x]) => `${abbrev(k)}${valueLabel(x)}`).join('-');
+    return Object.entries(v)
+      .map(([k, x]) => `${abbrev(k)}${valueLabel(x)}`)
+      .join('-');
   }
   if (typeof v === 'string') return v.split(/[\\/]/).filter(Boolean).pop() ?? v;
   return String(v);
@@ -81,10 +100,12 @@ export function expandSweep(config: CreditConfig, grid: SweepGrid | undefined = 
   // Every grid point once per seed (issue 9): the runs of one point differ only in `seed`, and their names end in
   // -seed<N>, which `credit-lens compare` strips to group them.
   const list = typeof seeds === 'number' ? Array.from({ length: seeds }, (_, k) => config.seed + k) : [...new Set(seeds)];
-  return runs.flatMap((r) => list.map((seed) => {
-    const name = sanitize(`${r.name}-seed${seed}`);
-    return { name, overrides: { ...r.overrides, seed }, config: { ...structuredClone(r.config), seed, name } };
-  }));
+  return runs.flatMap((r) =>
+    list.map((seed) => {
+      const name = sanitize(`${r.name}-seed${seed}`);
+      return { name, overrides: { ...r.overrides, seed }, config: { ...structuredClone(r.config), seed, name } };
+    }),
+  );
 }
 
 function expandGrid(config: CreditConfig, grid: SweepGrid | undefined): SweepRun[] {
@@ -99,8 +120,11 @@ function expandGrid(config: CreditConfig, grid: SweepGrid | undefined): SweepRun
   const entries = Array.isArray(grid) ? grid : [grid];
   const abbr = abbreviations([...new Set(entries.flatMap((e) => Object.keys(e)))]);
   // A key set to one value in every run names nothing that varies, so it stays out of the run names.
-  const constant = new Set([...abbr.keys()].filter((k) => entries.every((e) => k in e)
-    && new Set(entries.flatMap((e) => gridValues(k, e[k]).map((v) => JSON.stringify(v)))).size === 1));
+  const constant = new Set(
+    [...abbr.keys()].filter(
+      (k) => entries.every((e) => k in e) && new Set(entries.flatMap((e) => gridValues(k, e[k]).map((v) => JSON.stringify(v)))).size === 1,
+    ),
+  );
 
   const runs: SweepRun[] = [];
   const seen = new Set<string>();
@@ -122,7 +146,9 @@ function expandGrid(config: CreditConfig, grid: SweepGrid | undefined): SweepRun
       const raw = structuredClone(base) as unknown as Record<string, unknown>;
       for (const [k, v] of Object.entries(overrides)) setDotted(raw, k, structuredClone(v));
       const stem = typeof overrides.name === 'string' ? overrides.name : config.name;
-      const parts = Object.entries(overrides).filter(([k]) => k !== 'name' && !constant.has(k)).map(([k, v]) => label(k, v, abbr.get(k)!));
+      const parts = Object.entries(overrides)
+        .filter(([k]) => k !== 'name' && !constant.has(k))
+        .map(([k, v]) => label(k, v, abbr.get(k)!));
       let name = sanitize([stem, ...parts].join('-'));
       if (runs.some((r) => r.name === name)) {
         let n = 2;

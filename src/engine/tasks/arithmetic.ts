@@ -54,10 +54,7 @@ function stepsInRange(node: ExprNode, limit: number): boolean {
  * printed text parses back to (printing drops redundant parentheses, which can regroup a*(b/c) as a*b/c).
  * Null when the draw breaks that rule; the caller draws again.
  */
-export function drawArithmeticInstance(
-  rng: Rng,
-  o: Pick<GeneratedTaskOptions, 'numbers' | 'max_number' | 'max_target'>,
-): ArithmeticInstance | null {
+export function drawArithmeticInstance(rng: Rng, o: Pick<GeneratedTaskOptions, 'numbers' | 'max_number' | 'max_target'>): ArithmeticInstance | null {
   const count = randInt(rng, o.numbers[0], o.numbers[1]);
   const tree = randomTree(rng, count, o.max_number, o.max_target);
   if (!tree) return null;
@@ -104,7 +101,11 @@ function expressionOf(ex: Example): string {
 
 export function makeArithmeticTask(o: GeneratedTaskOptions, seed: number): Task {
   checkGeneratedOptions(o, 'arithmetic', 8);
-  const { train, eval: evalSet, validation } = drawDisjointSplits(
+  const {
+    train,
+    eval: evalSet,
+    validation,
+  } = drawDisjointSplits(
     seed,
     { train: o.train_size, eval: o.eval_size, validation: o.val_size ?? 0 },
     (rng) => {
@@ -122,9 +123,7 @@ export function makeArithmeticTask(o: GeneratedTaskOptions, seed: number): Task 
   const trainEx = train.map((x, i) => toExample(x, i));
   const evalEx = evalSet.map((x, i) => toExample(x, train.length + i));
   const valEx = validation.map((x, i) => toExample(x, train.length + evalSet.length + i));
-  const alphabet = uniqueChars(
-    arithmeticPrompt('0123456789+-*/()', o.prompt) + '0123456789+-*/()=\n</think>\n<answer></answer>',
-  );
+  const alphabet = uniqueChars(arithmeticPrompt('0123456789+-*/()', o.prompt) + '0123456789+-*/()=\n</think>\n<answer></answer>');
   return {
     name: 'arithmetic',
     prefill: THINK_PREFILL,

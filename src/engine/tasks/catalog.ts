@@ -40,10 +40,11 @@ export const TASKS = [
   { name: 'countdown', summary: 'countdown: reach a target from given numbers with + − × ÷ (TinyZero)', make: makeCountdownTask },
   { name: 'arithmetic', summary: 'arithmetic: evaluate an expression', make: makeArithmeticTask },
   {
-    name: 'jsonl', summary: 'jsonl: prompts and answers read from task.path', make: makeJsonlTask,
-    check: (t) => (t.path === null
-      ? { path: ['path'], message: 'got null; it is required when task.name is jsonl (a file of lines {"prompt": ..., "answer": ...})' }
-      : null),
+    name: 'jsonl',
+    summary: 'jsonl: prompts and answers read from task.path',
+    make: makeJsonlTask,
+    check: (t) =>
+      t.path === null ? { path: ['path'], message: 'got null; it is required when task.name is jsonl (a file of lines {"prompt": ..., "answer": ...})' } : null,
   },
   { name: 'word_problems', summary: 'word_problems: GSM8K-like multi-step problems in words, rewarded by the final number', make: makeWordProblemsTask },
 ] as const satisfies readonly TaskSpec[];

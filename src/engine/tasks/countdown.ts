@@ -70,11 +70,7 @@ export interface AnswerJudgement {
  *   whether the block is present. TinyZero also only looks at the text's last line; we read the last block
  *   wherever it is, as DESIGN §4 states.
  */
-export function formattedReward(
-  text: string,
-  kind: RewardKind,
-  judge: (content: string | null) => AnswerJudgement,
-): RewardResult {
+export function formattedReward(text: string, kind: RewardKind, judge: (content: string | null) => AnswerJudgement): RewardResult {
   if (kind === 'grpo_zero') {
     const format = grpoZeroFormat(text);
     const j = judge(firstAnswer(text));
@@ -117,12 +113,7 @@ export function judgeCountdownAnswer(content: string | null, numbers: number[], 
  * Countdown reward of `completion`, the full text starting at the prefilled "<think>" (DESIGN §4, §6).
  * parts: format, answer, uses_all_numbers, valid_expression.
  */
-export function countdownReward(
-  completion: string,
-  numbers: number[],
-  target: number,
-  kind: RewardKind,
-): RewardResult {
+export function countdownReward(completion: string, numbers: number[], target: number, kind: RewardKind): RewardResult {
   return formattedReward(completion, kind, (c) => judgeCountdownAnswer(c, numbers, target));
 }
 
@@ -179,14 +170,23 @@ export function solveCountdown(numbers: number[], maxTarget: number): Map<number
     const keep = (op: BinaryOp, a: Reach, b: Reach): void => {
       let n: number;
       let d: number;
-      if (op === '+') { n = a.n * b.d + b.n * a.d; d = a.d * b.d; }
-      else if (op === '-') { n = a.n * b.d - b.n * a.d; d = a.d * b.d; }
-      else if (op === '*') { n = a.n * b.n; d = a.d * b.d; }
-      else {
+      if (op === '+') {
+        n = a.n * b.d + b.n * a.d;
+        d = a.d * b.d;
+      } else if (op === '-') {
+        n = a.n * b.d - b.n * a.d;
+        d = a.d * b.d;
+      } else if (op === '*') {
+        n = a.n * b.n;
+        d = a.d * b.d;
+      } else {
         if (b.n === 0) return;
         n = a.n * b.d;
         d = a.d * b.n;
-        if (d < 0) { n = -n; d = -d; }
+        if (d < 0) {
+          n = -n;
+          d = -d;
+        }
       }
       const g = gcd(n, d) || 1;
       n /= g;
@@ -286,7 +286,10 @@ function abandonedAttempt(numbers: number[], target: number, rng: Rng): string[]
   let acc = order[0];
   const steps: string[] = [];
   for (const x of order.slice(1)) {
-    const options: [number, BinaryOp, number, number][] = [[acc, '+', x, acc + x], [acc, '*', x, acc * x]];
+    const options: [number, BinaryOp, number, number][] = [
+      [acc, '+', x, acc + x],
+      [acc, '*', x, acc * x],
+    ];
     options.push(acc >= x ? [acc, '-', x, acc - x] : [x, '-', acc, x - acc]);
     if (x !== 0 && acc % x === 0) options.push([acc, '/', x, acc / x]);
     const [a, op, b, v] = options[randInt(rng, 0, options.length - 1)];
@@ -330,8 +333,7 @@ export function uniqueChars(text: string): string {
 export function checkGeneratedOptions(o: GeneratedTaskOptions, task: string, maxCount: number): void {
   const [lo, hi] = o.numbers;
   if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo < 2 || hi < lo || hi > maxCount) {
-    throw new UserError(`task.numbers: [${lo}, ${hi}] is not a valid operand count range for ${task}`,
-      `use [min, max] with 2 <= min <= max <= ${maxCount}`);
+    throw new UserError(`task.numbers: [${lo}, ${hi}] is not a valid operand count range for ${task}`, `use [min, max] with 2 <= min <= max <= ${maxCount}`);
   }
   if (!Number.isInteger(o.max_number) || o.max_number < 1) {
     throw new UserError(`task.max_number: ${o.max_number} must be an integer >= 1`);
@@ -390,7 +392,11 @@ function countdownOf(ex: Example): { numbers: number[]; target: number } {
 export function makeCountdownTask(o: GeneratedTaskOptions, seed: number): Task {
   checkGeneratedOptions(o, 'countdown', 5);
   const cache = new Map<string, Map<number, string>>();
-  const { train, eval: evalSet, validation } = drawDisjointSplits(
+  const {
+    train,
+    eval: evalSet,
+    validation,
+  } = drawDisjointSplits(
     seed,
     { train: o.train_size, eval: o.eval_size, validation: o.val_size ?? 0 },
     (rng) => {
@@ -410,9 +416,7 @@ export function makeCountdownTask(o: GeneratedTaskOptions, seed: number): Task {
   const trainEx = train.map((x, i) => toExample(x, i));
   const evalEx = evalSet.map((x, i) => toExample(x, train.length + i));
   const valEx = validation.map((x, i) => toExample(x, train.length + evalSet.length + i));
-  const alphabet = uniqueChars(
-    countdownPrompt([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0, o.prompt) + '0123456789+-*/()=\n</think>\n<answer></answer>',
-  );
+  const alphabet = uniqueChars(countdownPrompt([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0, o.prompt) + '0123456789+-*/()=\n</think>\n<answer></answer>');
   return {
     name: 'countdown',
     prefill: THINK_PREFILL,

@@ -8,13 +8,9 @@
 
 export type BinaryOp = '+' | '-' | '*' | '/';
 
-export type ExprNode =
-  | { kind: 'num'; value: number }
-  | { kind: 'bin'; op: BinaryOp; left: ExprNode; right: ExprNode };
+export type ExprNode = { kind: 'num'; value: number } | { kind: 'bin'; op: BinaryOp; left: ExprNode; right: ExprNode };
 
-export type ExprResult =
-  | { ok: true; value: number; numbers: number[]; ast: ExprNode }
-  | { ok: false; error: string };
+export type ExprResult = { ok: true; value: number; numbers: number[]; ast: ExprNode } | { ok: false; error: string };
 
 /** Longer input is refused before parsing: an answer block is a short formula, not an essay. */
 export const MAX_EXPRESSION_LENGTH = 200;
@@ -126,10 +122,14 @@ export function evalFloat(node: ExprNode): number | null {
   const b = evalFloat(node.right);
   if (b === null) return null;
   switch (node.op) {
-    case '+': return a + b;
-    case '-': return a - b;
-    case '*': return a * b;
-    case '/': return b === 0 ? null : a / b;
+    case '+':
+      return a + b;
+    case '-':
+      return a - b;
+    case '*':
+      return a * b;
+    case '/':
+      return b === 0 ? null : a / b;
   }
 }
 
@@ -162,10 +162,14 @@ export function evalExact(node: ExprNode): BigRational | null {
 /** a op b exactly; null on division by zero. */
 export function applyExact(op: BinaryOp, a: BigRational, b: BigRational): BigRational | null {
   switch (op) {
-    case '+': return bigRat(a.num * b.den + b.num * a.den, a.den * b.den);
-    case '-': return bigRat(a.num * b.den - b.num * a.den, a.den * b.den);
-    case '*': return bigRat(a.num * b.num, a.den * b.den);
-    case '/': return b.num === 0n ? null : bigRat(a.num * b.den, a.den * b.num);
+    case '+':
+      return bigRat(a.num * b.den + b.num * a.den, a.den * b.den);
+    case '-':
+      return bigRat(a.num * b.den - b.num * a.den, a.den * b.den);
+    case '*':
+      return bigRat(a.num * b.num, a.den * b.den);
+    case '/':
+      return b.num === 0n ? null : bigRat(a.num * b.den, a.den * b.num);
   }
 }
 

@@ -24,8 +24,11 @@ function splitHash(xs: readonly Example[]): string {
 
 export function taskIdentity(task: Task, splitSeed: number): TaskIdentity {
   return {
-    name: task.name, split_seed: splitSeed, sizes: [task.train.length, task.eval.length, task.validation.length],
-    train_hash: splitHash(task.train), test_hash: splitHash(task.eval),
+    name: task.name,
+    split_seed: splitSeed,
+    sizes: [task.train.length, task.eval.length, task.validation.length],
+    train_hash: splitHash(task.train),
+    test_hash: splitHash(task.eval),
   };
 }
 
@@ -44,9 +47,14 @@ export function checkTaskIdentity(where: string, saved: unknown, current: TaskId
   }
   const s = t as TaskIdentity;
   if (s.name !== current.name || s.test_hash !== current.test_hash) {
-    throw new UserError(`${where}: the checkpoint was trained on ${describe(s)}, but this run draws ${describe(current)}: `
-      + 'its test split could hold instances the checkpoint trained on',
-    `use the checkpoint's task settings and task.split_seed: ${s.split_seed}, or train a new warm start for these`);
+    throw new UserError(
+      `${where}: the checkpoint was trained on ${describe(s)}, but this run draws ${describe(current)}: ` +
+        'its test split could hold instances the checkpoint trained on',
+      `use the checkpoint's task settings and task.split_seed: ${s.split_seed}, or train a new warm start for these`,
+    );
   }
-  if (s.train_hash !== current.train_hash) warn(`${where}: the checkpoint trained on another training split (${s.sizes[0]} instances) than this run (${current.sizes[0]}); the test split is the same`);
+  if (s.train_hash !== current.train_hash)
+    warn(
+      `${where}: the checkpoint trained on another training split (${s.sizes[0]} instances) than this run (${current.sizes[0]}); the test split is the same`,
+    );
 }

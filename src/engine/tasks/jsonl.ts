@@ -63,7 +63,10 @@ export function readJsonlExamples(path: string, format: 'plain' | 'gsm8k' = 'pla
       throw new UserError(`${where}: expected a JSON object {"prompt": ..., "answer": ...}`);
     }
     const r = rec as Record<string, unknown>;
-    if (format === 'gsm8k') { out.push(gsm8kExample(r, i + 1, where, style)); return; }
+    if (format === 'gsm8k') {
+      out.push(gsm8kExample(r, i + 1, where, style));
+      return;
+    }
     if (typeof r.prompt !== 'string') throw new UserError(`${where}: missing string field "prompt"`);
     const a = r.answer;
     if (typeof a !== 'string' && !(typeof a === 'number' && Number.isFinite(a))) {
@@ -104,8 +107,10 @@ export function callUserReward(fn: UserRewardFn, modulePath: string, text: strin
     throw new UserError(`reward module ${modulePath} threw on example ${ex.id}: ${(e as Error)?.message ?? String(e)}`);
   }
   const bad = (what: string): never => {
-    throw new UserError(`reward module ${modulePath} returned ${what} for example ${ex.id}`,
-      'return a finite number or {total: number, parts?: {name: number}}');
+    throw new UserError(
+      `reward module ${modulePath} returned ${what} for example ${ex.id}`,
+      'return a finite number or {total: number, parts?: {name: number}}',
+    );
   };
   let total: unknown = out;
   let parts: Record<string, number> | undefined;

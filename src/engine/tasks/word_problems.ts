@@ -14,8 +14,16 @@ export interface WordProblemOptions extends Omit<GeneratedTaskOptions, 'numbers'
 }
 
 const PEOPLE: [name: string, subject: string, object: string][] = [
-  ['Tom', 'he', 'him'], ['Ana', 'she', 'her'], ['Lee', 'he', 'him'], ['Mia', 'she', 'her'], ['Sam', 'he', 'him'],
-  ['Zoe', 'she', 'her'], ['Raj', 'he', 'him'], ['Ivy', 'she', 'her'], ['Ben', 'he', 'him'], ['Eva', 'she', 'her'],
+  ['Tom', 'he', 'him'],
+  ['Ana', 'she', 'her'],
+  ['Lee', 'he', 'him'],
+  ['Mia', 'she', 'her'],
+  ['Sam', 'he', 'him'],
+  ['Zoe', 'she', 'her'],
+  ['Raj', 'he', 'him'],
+  ['Ivy', 'she', 'her'],
+  ['Ben', 'he', 'him'],
+  ['Eva', 'she', 'her'],
 ];
 const ITEMS = ['apples', 'pens', 'books', 'coins', 'stickers', 'marbles', 'cards', 'shells', 'stamps', 'beads'];
 const DISTRACTORS = [
@@ -57,13 +65,22 @@ function drawStep(rng: Rng, v: number, he: string, o: WordProblemOptions): { ste
     () => {
       const k = randInt(rng, 2, 4);
       if (v * k > o.max_target) return null;
-      return { value: v * k, step: { question: `${subj} ends up with ${k} times as many.`, worked: `${subj} ends up with ${k} times as many, so ${he} has ${v} * ${k} = ${v * k}.` } };
+      return {
+        value: v * k,
+        step: { question: `${subj} ends up with ${k} times as many.`, worked: `${subj} ends up with ${k} times as many, so ${he} has ${v} * ${k} = ${v * k}.` },
+      };
     },
     () => {
       const ks = [2, 3, 4, 5].filter((k) => v % k === 0 && v / k >= 1);
       if (!ks.length) return null;
       const k = ks[randInt(rng, 0, ks.length - 1)];
-      return { value: v / k, step: { question: `${subj} shares them equally among ${k} bags and keeps one bag.`, worked: `${subj} keeps one of ${k} equal bags, so ${he} has ${v} / ${k} = ${v / k}.` } };
+      return {
+        value: v / k,
+        step: {
+          question: `${subj} shares them equally among ${k} bags and keeps one bag.`,
+          worked: `${subj} keeps one of ${k} equal bags, so ${he} has ${v} / ${k} = ${v / k}.`,
+        },
+      };
     },
   ];
   return ops[randInt(rng, 0, ops.length - 1)]();
@@ -130,16 +147,30 @@ export function makeWordProblemsTask(o: WordProblemOptions, seed: number): Task 
   if (!Number.isInteger(o.max_steps) || o.max_steps < 1 || o.max_steps > 4) {
     throw new UserError(`task.max_steps: ${o.max_steps} must be an integer from 1 to 4`);
   }
-  const { train, eval: evalSet, validation } = drawDisjointSplits(seed, { train: o.train_size, eval: o.eval_size, validation: o.val_size ?? 0 },
-    (rng) => { const p = drawWordProblem(rng, o); return p && { key: p.text, item: p }; }, 'word problem');
+  const {
+    train,
+    eval: evalSet,
+    validation,
+  } = drawDisjointSplits(
+    seed,
+    { train: o.train_size, eval: o.eval_size, validation: o.val_size ?? 0 },
+    (rng) => {
+      const p = drawWordProblem(rng, o);
+      return p && { key: p.text, item: p };
+    },
+    'word problem',
+  );
   const toExample = (p: WordProblem, id: number): Example => ({
-    id, prompt: wordProblemPrompt(p.text, o.prompt), answer: String(p.answer), record: { problem: p.text, worked: p.steps.map((s) => s.worked) },
+    id,
+    prompt: wordProblemPrompt(p.text, o.prompt),
+    answer: String(p.answer),
+    record: { problem: p.text, worked: p.steps.map((s) => s.worked) },
   });
   const trainEx = train.map((p, i) => toExample(p, i));
   const evalEx = evalSet.map((p, i) => toExample(p, train.length + i));
   const valEx = validation.map((p, i) => toExample(p, train.length + evalSet.length + i));
   const alphabet = uniqueChars(
-    wordProblemPrompt('', o.prompt) + 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,?!\'$+-*/=()\n</think>\n<answer></answer>',
+    wordProblemPrompt('', o.prompt) + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,?!'$+-*/=()\n</think>\n<answer></answer>",
   );
   return {
     name: 'word_problems',

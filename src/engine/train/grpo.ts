@@ -21,7 +21,11 @@ export function advantages(rewards: number[], groupSize: number, scale: ScaleRew
   if (groupSize < 1 || rewards.length % groupSize !== 0) {
     throw new Error(`advantages: ${rewards.length} rewards do not split into groups of ${groupSize}`);
   }
-  return groupAdvantages(rewards, rewards.map((_, i) => Math.floor(i / groupSize)), scale);
+  return groupAdvantages(
+    rewards,
+    rewards.map((_, i) => Math.floor(i / groupSize)),
+    scale,
+  );
 }
 
 /**
@@ -30,7 +34,11 @@ export function advantages(rewards: number[], groupSize: number, scale: ScaleRew
  */
 export function groupAdvantages(rewards: number[], groups: number[], scale: ScaleRewards): number[] {
   const members = new Map<number, number[]>();
-  groups.forEach((g, i) => { const l = members.get(g); if (l) l.push(i); else members.set(g, [i]); });
+  groups.forEach((g, i) => {
+    const l = members.get(g);
+    if (l) l.push(i);
+    else members.set(g, [i]);
+  });
   const batchStd = scale === 'batch' ? meanStd(rewards).std : 0;
   const out = new Array<number>(rewards.length);
   for (const idx of members.values()) {

@@ -20,10 +20,16 @@ import { pick, renameGrads, trainables } from './steps';
 
 /** A step abandoned before its update because the run was asked to stop while the step waited. */
 export class StepCancelled extends Error {
-  constructor(readonly step: number) { super(`step ${step} cancelled by a stop`); }
+  constructor(readonly step: number) {
+    super(`step ${step} cancelled by a stop`);
+  }
 }
 
-export interface GrpoStepResult { row: MetricsRow; episodes: Episode[]; tok: TokenLog }
+export interface GrpoStepResult {
+  row: MetricsRow;
+  episodes: Episode[];
+  tok: TokenLog;
+}
 
 export interface GrpoStepOptions {
   session: Session;
@@ -49,7 +55,11 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const t0 = performance.now();
   const episodes = sample(s, step);
   const genSeconds = (performance.now() - t0) / 1000;
-  const adv = advantages(episodes.map((e) => e.reward.total), s.cfg.grpo.group_size, s.cfg.grpo.scale_rewards);
+  const adv = advantages(
+    episodes.map((e) => e.reward.total),
+    s.cfg.grpo.group_size,
+    s.cfg.grpo.scale_rewards,
+  );
   const prepared = await prepare(strategy, s, episodes, adv, { step, runDir: o.runDir ?? '', log, signal: o.signal });
   if (o.signal?.aborted) throw new StepCancelled(step);
   const u = update({ s, opt: o.optimizer, ref: o.ref ?? null, head: o.head ?? null, strategy, episodes, adv, prepared, log, step });
@@ -57,8 +67,13 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
   if (prepared.metrics) Object.assign(row, prepared.metrics);
   const tok: TokenLog = {
-    logprobs: u.credit.logprobs, weights: u.credit.weights, effAdv: u.credit.effAdv, adv,
-    attribution: o.head ? alphaOf(u.credit.weights, u.mask) : undefined, importance: u.importance, oracleSpans: prepared.oracleSpans,
+    logprobs: u.credit.logprobs,
+    weights: u.credit.weights,
+    effAdv: u.credit.effAdv,
+    adv,
+    attribution: o.head ? alphaOf(u.credit.weights, u.mask) : undefined,
+    importance: u.importance,
+    oracleSpans: prepared.oracleSpans,
   };
   return { row, episodes, tok };
 }
@@ -77,13 +92,27 @@ export function sample(s: Session, step: number): Episode[] {
 // ---- prepare ----
 
 /** The strategy's per-step inputs computed before the loss (CAL's oracle spans, reward_variance's ρ); {} for most. */
-export async function prepare(strategy: Strategy, s: Session, episodes: Episode[], adv: number[],
-  ctx: { step: number; runDir: string; log: (l: 'info' | 'warn', m: string) => void; signal?: AbortSignal }): Promise<Prepared> {
+export async function prepare(
+  strategy: Strategy,
+  s: Session,
+  episodes: Episode[],
+  adv: number[],
+  ctx: { step: number; runDir: string; log: (l: 'info' | 'warn', m: string) => void; signal?: AbortSignal },
+): Promise<Prepared> {
   if (!strategy.prepare) return {};
   const G = s.cfg.grpo.group_size;
   const views = episodes.map((e, i): EpisodeView => ({
-    index: i, group: Math.floor(i / G), example: e.example, prefill: s.task.prefill, completion: e.text,
-    tokens: e.tokens, promptIds: e.promptIds, ids: e.ids, reward: e.reward, success: e.success, advantage: adv[i],
+    index: i,
+    group: Math.floor(i / G),
+    example: e.example,
+    prefill: s.task.prefill,
+    completion: e.text,
+    tokens: e.tokens,
+    promptIds: e.promptIds,
+    ids: e.ids,
+    reward: e.reward,
+    success: e.success,
+    advantage: adv[i],
   }));
   return strategy.prepare(views, { ...ctx, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer });
 }
@@ -91,21 +120,42 @@ export async function prepare(strategy: Strategy, s: Session, episodes: Episode[
 // ---- update ----
 
 interface UpdateInputs {
-  s: Session; opt: Adam; ref: Transformer | null; head: CreditHead | null; strategy: Strategy;
-  episodes: Episode[]; adv: number[]; prepared: Prepared; log: (l: 'info' | 'warn', m: string) => void; step: number;
+  s: Session;
+  opt: Adam;
+  ref: Transformer | null;
+  head: CreditHead | null;
+  strategy: Strategy;
+  episodes: Episode[];
+  adv: number[];
+  prepared: Prepared;
+  log: (l: 'info' | 'warn', m: string) => void;
+  step: number;
 }
 
 /** The credit of some rows: their log-probs, the strategy's weights and the effective advantages Â. */
-export interface Credit { logprobs: number[][]; weights: number[][]; effAdv: number[][] }
+export interface Credit {
+  logprobs: number[][];
+  weights: number[][];
+  effAdv: number[][];
+}
 
 interface Update {
-  credit: Credit; mask: number[][]; importance?: number[][];
-  loss: number; gradNorm: number; kl: number; clipFrac: number; skipped: number;
+  credit: Credit;
+  mask: number[][];
+  importance?: number[][];
+  loss: number;
+  gradNorm: number;
+  kl: number;
+  clipFrac: number;
+  skipped: number;
 }
 
 /** What every pass over the batch shares: the batch, the strategy's padded per-row inputs, the loss's constants. */
 interface Batch {
-  x: UpdateInputs; pb: PolicyBatch; params: CreditParams; trainable: Map<string, tf.Variable>;
+  x: UpdateInputs;
+  pb: PolicyBatch;
+  params: CreditParams;
+  trainable: Map<string, tf.Variable>;
   /** the loss's aggregation coefficients of the whole batch (token_mean divides by every token of it) */
   c: number[][];
   refLogprobs?: number[][];
@@ -121,9 +171,16 @@ interface Batch {
  */
 function update(x: UpdateInputs): Update {
   const g = x.s.cfg.grpo;
-  const pb = policyBatch(x.episodes.map((e) => e.promptIds), x.episodes.map((e) => e.ids), x.s.tokenizer.padId);
+  const pb = policyBatch(
+    x.episodes.map((e) => e.promptIds),
+    x.episodes.map((e) => e.ids),
+    x.s.tokenizer.padId,
+  );
   const b: Batch = {
-    x, pb, params: creditParams(x.s.cfg.credit), trainable: trainables(x.s, x.head),
+    x,
+    pb,
+    params: creditParams(x.s.cfg.credit),
+    trainable: trainables(x.s, x.head),
     c: aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens),
     refLogprobs: x.ref && g.kl_beta > 0 ? tf.tidy(() => completionLogprobs(x.ref!, pb, g.temperature).logp.arraySync()) : undefined,
     rows: creditRows(x.episodes, x.prepared, pb),
@@ -143,7 +200,10 @@ function update(x: UpdateInputs): Update {
     out.clipFrac += pass.info.clipFrac / g.epochs_per_step;
     if (!Number.isFinite(pass.info.loss) || !Number.isFinite(norm)) {
       out.skipped++;
-      x.log('warn', `step ${x.step}: non-finite ${Number.isFinite(pass.info.loss) ? 'gradient norm' : 'loss'} (loss=${pass.info.loss}, grad_norm=${norm}); update skipped`);
+      x.log(
+        'warn',
+        `step ${x.step}: non-finite ${Number.isFinite(pass.info.loss) ? 'gradient norm' : 'loss'} (loss=${pass.info.loss}, grad_norm=${norm}); update skipped`,
+      );
     } else {
       x.opt.apply(b.trainable, grads);
     }
@@ -183,7 +243,8 @@ function creditBatch(b: Batch, a: number, e: number, lp: number[][], outputs: Pa
 
 /** The strategy's weights and Â = A_i·w (or its own Â) of rows [a, b). */
 function creditOf(b: Batch, a: number, e: number, cb: CreditBatch): Credit {
-  const s = b.x.strategy, adv = b.x.adv.slice(a, e);
+  const s = b.x.strategy,
+    adv = b.x.adv.slice(a, e);
   const weights = s.weights(cb, b.params);
   const effAdv = s.effectiveAdvantages
     ? s.effectiveAdvantages(cb, adv, b.params)
@@ -236,13 +297,31 @@ function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) 
         parts.push(cr);
         const info = policyLossAndGrad(
           { logprobs: lp, oldLogprobs: fixed ? fixed.logprobs.slice(a, e) : lp, refLogprobs: b.refLogprobs?.slice(a, e), advantages: cr.effAdv, mask: mb.mask },
-          { clipEps: g.clip_eps, clipEpsHigh: g.clip_eps_high, klBeta: g.kl_beta, lossAgg: g.loss_agg, maxNewTokens: g.max_new_tokens, aggregation: b.c.slice(a, e) },
+          {
+            clipEps: g.clip_eps,
+            clipEpsHigh: g.clip_eps_high,
+            klBeta: g.kl_beta,
+            lossAgg: g.loss_agg,
+            maxNewTokens: g.max_new_tokens,
+            aggregation: b.c.slice(a, e),
+          },
         );
         infos.push({ info, n: mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0) });
         const sur = out.logp.mul(tf.tensor2d(info.grad)).sum();
-        return (weighed
-          ? sur.add(head!.objective({ w: weighed.w, mask: tf.tensor2d(mb.mask), adv: tf.tensor2d(b.x.adv.slice(a, e), [e - a, 1]), logprobs: lp, c: b.c.slice(a, e), gradAdv: info.gradAdv }))
-          : sur) as tf.Scalar;
+        return (
+          weighed
+            ? sur.add(
+                head!.objective({
+                  w: weighed.w,
+                  mask: tf.tensor2d(mb.mask),
+                  adv: tf.tensor2d(b.x.adv.slice(a, e), [e - a, 1]),
+                  logprobs: lp,
+                  c: b.c.slice(a, e),
+                  gradAdv: info.gradAdv,
+                }),
+              )
+            : sur
+        ) as tf.Scalar;
       }, [...b.trainable.values()]);
       value.dispose();
       return grads;

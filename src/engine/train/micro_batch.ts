@@ -10,16 +10,21 @@ export function microBatchRanges(B: number, n: number): [number, number][] {
 }
 
 /** Sums the gradients of each range's loss (from `gradsOf`) into one map, holding one range's tape at a time. */
-export function accumulateGrads(ranges: [number, number][],
-  gradsOf: (start: number, end: number) => tf.NamedTensorMap): tf.NamedTensorMap {
+export function accumulateGrads(ranges: [number, number][], gradsOf: (start: number, end: number) => tf.NamedTensorMap): tf.NamedTensorMap {
   let acc: tf.NamedTensorMap | null = null;
   for (const [a, b] of ranges) {
     const g = gradsOf(a, b);
-    if (!acc) { acc = g; continue; }
+    if (!acc) {
+      acc = g;
+      continue;
+    }
     for (const [k, t] of Object.entries(g)) {
       const prev: tf.Tensor | undefined = acc[k];
       acc[k] = prev ? prev.add(t) : t;
-      if (prev) { prev.dispose(); t.dispose(); }
+      if (prev) {
+        prev.dispose();
+        t.dispose();
+      }
     }
   }
   return acc ?? {};

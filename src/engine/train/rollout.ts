@@ -53,7 +53,15 @@ export function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, ex
   return out;
 }
 
-export function scoreEpisode(tokenizer: Tokenizer, task: Task, example: Example, promptIds: number[], ids: number[], logprobs: number[], entropies: number[]): Episode {
+export function scoreEpisode(
+  tokenizer: Tokenizer,
+  task: Task,
+  example: Example,
+  promptIds: number[],
+  ids: number[],
+  logprobs: number[],
+  entropies: number[],
+): Episode {
   const { text, tokens } = tokenizer.decodeWithOffsets(ids);
   const reward = task.reward(text, example);
   // Sections are defined on the completion including the prefilled "<think>" of the prompt (DESIGN §4).
@@ -95,7 +103,11 @@ export function slicePolicyBatch(pb: PolicyBatch, start: number, end: number): P
     mask: pb.mask.slice(start, end),
     promptLen: pb.promptLen,
     completionLen: pb.completionLen,
-    dispose() { t.ids.dispose(); t.keyMask.dispose(); t.targets.dispose(); },
+    dispose() {
+      t.ids.dispose();
+      t.keyMask.dispose();
+      t.targets.dispose();
+    },
   };
   return t;
 }
@@ -113,8 +125,15 @@ export function policyBatch(promptIds: number[][], completionIds: number[][], pa
     const p = promptIds[b];
     const c = completionIds[b];
     const row = b * (P + C);
-    for (let i = 0; i < p.length; i++) { ids[row + P - p.length + i] = p[i]; km[row + P - p.length + i] = 1; }
-    for (let j = 0; j < c.length; j++) { ids[row + P + j] = c[j]; km[row + P + j] = 1; tg[b * C + j] = c[j]; }
+    for (let i = 0; i < p.length; i++) {
+      ids[row + P - p.length + i] = p[i];
+      km[row + P - p.length + i] = 1;
+    }
+    for (let j = 0; j < c.length; j++) {
+      ids[row + P + j] = c[j];
+      km[row + P + j] = 1;
+      tg[b * C + j] = c[j];
+    }
     mask.push(Array.from({ length: C }, (_, j) => (j < c.length ? 1 : 0)));
   }
   const t = {
@@ -124,7 +143,11 @@ export function policyBatch(promptIds: number[][], completionIds: number[][], pa
     mask,
     promptLen: P,
     completionLen: C,
-    dispose() { t.ids.dispose(); t.keyMask.dispose(); t.targets.dispose(); },
+    dispose() {
+      t.ids.dispose();
+      t.keyMask.dispose();
+      t.targets.dispose();
+    },
   };
   return t;
 }
@@ -134,7 +157,12 @@ export function policyBatch(promptIds: number[][], completionIds: number[][], pa
  * (TRL's convention), from one forward pass that can also return the last layer's attention and the final
  * hidden states for credit strategies. The logits at position p predict the token at p + 1.
  */
-export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperature: number, needs: { attention?: boolean; hidden?: boolean; entropy?: boolean } = {}): { logp: tf.Tensor2D; attention?: tf.Tensor4D; hidden?: tf.Tensor3D; entropy?: tf.Tensor2D } {
+export function completionLogprobs(
+  model: Transformer,
+  pb: PolicyBatch,
+  temperature: number,
+  needs: { attention?: boolean; hidden?: boolean; entropy?: boolean } = {},
+): { logp: tf.Tensor2D; attention?: tf.Tensor4D; hidden?: tf.Tensor3D; entropy?: tf.Tensor2D } {
   const P = pb.promptLen;
   const C = pb.completionLen;
   // Only the positions that predict completion tokens need logits (a 150k vocabulary makes the rest costly).
@@ -150,7 +178,12 @@ export function completionLogprobs(model: Transformer, pb: PolicyBatch, temperat
   } else {
     // the entropy needs the whole log-softmax: the composition, picking each target with one flat gather
     lsm = tf.logSoftmax(scaled);
-    const flatIdx = tf.tidy(() => tf.range(0, B * C, 1, 'int32').mul(tf.scalar(V, 'int32')).add(pb.targets.reshape([B * C])));
+    const flatIdx = tf.tidy(() =>
+      tf
+        .range(0, B * C, 1, 'int32')
+        .mul(tf.scalar(V, 'int32'))
+        .add(pb.targets.reshape([B * C])),
+    );
     logp = tf.gather(lsm.reshape([B * C * V]), flatIdx).reshape([B, C]) as tf.Tensor2D;
   }
   let hidden: tf.Tensor3D | undefined;

@@ -68,7 +68,10 @@ export function useWeights(s: Session, weights: LoadedCheckpoint['model']): void
  * A session whose policy holds the weights of a checkpoint folder (eval, scoring imported runs, paired rollouts), or
  * the config's own starting policy without one. The checkpoint comes back too, for its metadata.
  */
-export async function openSession(cfg: CreditConfig, o: { runDir?: string; checkpoint?: string | null; log?: (m: string) => void } = {}): Promise<{ session: Session; checkpoint: LoadedCheckpoint | null }> {
+export async function openSession(
+  cfg: CreditConfig,
+  o: { runDir?: string; checkpoint?: string | null; log?: (m: string) => void } = {},
+): Promise<{ session: Session; checkpoint: LoadedCheckpoint | null }> {
   const session = await buildSession(cfg, o.log, o.runDir);
   if (!o.checkpoint) return { session, checkpoint: null };
   const checkpoint = loadCheckpoint(o.checkpoint);

@@ -18,7 +18,12 @@ export function evaluate(s: Session, examples: Example[] = s.task.eval, split: E
   const rows: EvalRows = { instance_id: [], split: [], success: [], reward: new Float32Array(examples.length), completion: [] };
   if (examples.length === 0) return { success: 0, reward: 0, rows };
   const eps = rollout(s.model, s.tokenizer, s.task, examples, {
-    maxNewTokens: s.cfg.grpo.max_new_tokens, temperature: 1, topP: 1, greedy: true, rng: () => 0, chunk: 128,
+    maxNewTokens: s.cfg.grpo.max_new_tokens,
+    temperature: 1,
+    topP: 1,
+    greedy: true,
+    rng: () => 0,
+    chunk: 128,
   });
   eps.forEach((e, i) => {
     rows.instance_id.push(`${s.cfg.task.name}:${e.example.id}`);

@@ -6,8 +6,13 @@ import type { Section, TokenType } from '../core/types';
 
 /** A step's per-token columns, per episode over its completion tokens (GRPO steps and imported steps). */
 export interface TokenLog {
-  logprobs: number[][]; weights: number[][]; effAdv: number[][]; adv: number[];
-  attribution?: number[][]; importance?: number[][]; oracleSpans?: (string | null)[];
+  logprobs: number[][];
+  weights: number[][];
+  effAdv: number[][];
+  adv: number[];
+  attribution?: number[][];
+  importance?: number[][];
+  oracleSpans?: (string | null)[];
   /** per-token columns beyond the contract, by name, per episode (imported runs: prime-rl's importance_ratio, …) */
   extra?: Record<string, (number | null)[][]>;
 }
@@ -76,4 +81,3 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     oracle_span: episodes.map((_, i) => tok.oracleSpans?.[i] ?? null),
   });
 }
-

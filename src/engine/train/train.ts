@@ -12,7 +12,18 @@ import { isUserError, UserError } from '../core/errors';
 import { Transformer } from '../model/model';
 import { Adam } from '../model/optim';
 import { childSeed } from '../core/rng';
-import { writeFileAtomic, acquireRunLock, appendMetrics, createRunDir, openEngineLog, readMetrics, readRunInfo, readRunInfoChecked, redactSecrets, writeRunInfo } from '../rundir/rundir';
+import {
+  writeFileAtomic,
+  acquireRunLock,
+  appendMetrics,
+  createRunDir,
+  openEngineLog,
+  readMetrics,
+  readRunInfo,
+  readRunInfoChecked,
+  redactSecrets,
+  writeRunInfo,
+} from '../rundir/rundir';
 import { buildSession, useWeights, type Session } from './session';
 import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
 import { ENGINE_VERSION } from '../core/version';
@@ -51,7 +62,6 @@ export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
   return Object.fromEntries(Object.entries(row).filter(([k]) => !TIMING_KEYS.has(k))) as MetricsRow;
 }
 
-
 /**
  * The test split's greedy eval, and the validation split's when the task has one, into one eval table (rows marked
  * by split): the success rates and the test split's mean reward.
@@ -83,20 +93,39 @@ function keepFirstMetrics(runDir: string, n: number): void {
   writeFileAtomic(join(runDir, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r) + '\n').join(''));
 }
 
-interface Progress { phase: 'sft' | 'grpo'; step: number }
+interface Progress {
+  phase: 'sft' | 'grpo';
+  step: number;
+}
 
 function exportVars(vars: Map<string, tf.Variable>): Record<string, { shape: number[]; data: Float32Array }> {
   return Object.fromEntries([...vars].map(([k, v]) => [k, { shape: v.shape, data: v.dataSync() as Float32Array }]));
 }
 
-function checkpoint(runDir: string, s: Session, head: CreditHead | null, sftOpt: Adam, grpoOpt: Adam, p: Progress, initialEval: number | null, metricsRows: number): string {
+function checkpoint(
+  runDir: string,
+  s: Session,
+  head: CreditHead | null,
+  sftOpt: Adam,
+  grpoOpt: Adam,
+  p: Progress,
+  initialEval: number | null,
+  metricsRows: number,
+): string {
   const opt = p.phase === 'sft' ? sftOpt : grpoOpt;
   return saveCheckpoint(runDir, p.phase === 'sft' ? 0 : p.step, {
     model: s.model.exportWeights(),
     ...(head ? { head: exportVars(head.params) } : {}),
     optimizer: { name: 'adam', step: opt.step, state: opt.exportState() },
-    meta: { phase: p.phase, step: p.step, initial_eval: initialEval, metrics_rows: metricsRows, engine_version: ENGINE_VERSION, strategy: s.cfg.credit.strategy,
-      task: taskIdentity(s.task, s.cfg.task.split_seed) },
+    meta: {
+      phase: p.phase,
+      step: p.step,
+      initial_eval: initialEval,
+      metrics_rows: metricsRows,
+      engine_version: ENGINE_VERSION,
+      strategy: s.cfg.credit.strategy,
+      task: taskIdentity(s.task, s.cfg.task.split_seed),
+    },
   });
 }
 
@@ -111,7 +140,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   if (resumeDir) {
     const checked = readRunInfoChecked(resumeDir);
     if (!checked.ok) throw new UserError(`--resume ${resumeDir}: not a run directory (${checked.reason})`);
-    if (checked.info.imported) throw new UserError(`--resume ${resumeDir}: an imported run (rollouts from ${checked.info.imported.source}) has no training to resume`);
+    if (checked.info.imported)
+      throw new UserError(`--resume ${resumeDir}: an imported run (rollouts from ${checked.info.imported.source}) has no training to resume`);
     release = acquireRunLock(resumeDir);
     try {
       resumed = loadLatestGoodCheckpoint(resumeDir);
@@ -122,7 +152,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         // The run directory stays readable: its status says why the resume failed.
         const cur = readRunInfo(resumeDir);
         if (cur) writeRunInfo(resumeDir, { ...cur, status: 'failed', ended: new Date().toISOString(), error: e.message });
-        try { appendFileSync(join(resumeDir, 'engine.log'), `${new Date().toISOString()} error ${e.message}\n`); } catch { /* read-only folder */ }
+        try {
+          appendFileSync(join(resumeDir, 'engine.log'), `${new Date().toISOString()} error ${e.message}\n`);
+        } catch {
+          /* read-only folder */
+        }
       }
       release();
       throw e;
@@ -160,8 +194,13 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   }
 }
 
-async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, resumeFrom: string | null,
-  resumed: ReturnType<typeof loadLatestGoodCheckpoint>): Promise<TrainResult> {
+async function trainIn(
+  opts: TrainOptions,
+  cfg: CreditConfig,
+  runDir: string,
+  resumeFrom: string | null,
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
+): Promise<TrainResult> {
   const reporter = opts.reporter ?? silentReporter;
   const ctl = opts.controller ?? new RunController();
   // Defence in depth: the API key is never put in a message on purpose, but anything that echoes it is masked.
@@ -169,12 +208,24 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
   // The key as read and as the oracle trims it: either could be echoed back.
   const secrets = keyVar && process.env[keyVar] ? [...new Set([process.env[keyVar]!, process.env[keyVar]!.trim()])].filter(Boolean) : [];
   const elog = openEngineLog(runDir, { secrets });
-  const log = (level: 'info' | 'warn' | 'error', m: string) => { elog.write(level, m); reporter.log(level, redactSecrets(m, secrets)); };
+  const log = (level: 'info' | 'warn' | 'error', m: string) => {
+    elog.write(level, m);
+    reporter.log(level, redactSecrets(m, secrets));
+  };
   const started = new Date().toISOString();
   const info: RunInfo = {
-    id: runDir.split(/[\\/]/).pop()!, name: cfg.name, status: 'running', started, ended: null,
-    backend: 'pending', engine_version: ENGINE_VERSION, strategy: cfg.credit.strategy,
-    total_steps: cfg.grpo.steps, last_step: 0, pid: process.pid, resumed_from: resumeFrom,
+    id: runDir.split(/[\\/]/).pop()!,
+    name: cfg.name,
+    status: 'running',
+    started,
+    ended: null,
+    backend: 'pending',
+    engine_version: ENGINE_VERSION,
+    strategy: cfg.credit.strategy,
+    total_steps: cfg.grpo.steps,
+    last_step: 0,
+    pid: process.pid,
+    resumed_from: resumeFrom,
     config_path: opts.configPath,
   };
   writeRunInfo(runDir, info);
@@ -204,12 +255,18 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     info.backend = s.backend.backend;
     info.backend_reason = s.backend.reason;
     writeRunInfo(runDir, info);
-    log('info', `backend ${s.backend.backend} (${s.backend.reason}); model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`);
+    log(
+      'info',
+      `backend ${s.backend.backend} (${s.backend.reason}); model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`,
+    );
     const strategy = getStrategy(cfg.credit.strategy);
     head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg.credit)) ?? null;
     if (head && cfg.credit.attribution.objective === 'ppo' && cfg.grpo.epochs_per_step === 1) {
-      log('warn', 'credit.attribution.objective ppo with grpo.epochs_per_step 1: at ρ = 1 the head\'s gradient is exactly zero, so it '
-        + 'stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed 000\'s form');
+      log(
+        'warn',
+        "credit.attribution.objective ppo with grpo.epochs_per_step 1: at ρ = 1 the head's gradient is exactly zero, so it " +
+          "stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed 000's form",
+      );
     }
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
@@ -220,11 +277,17 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
     const checkDiverged = (row: MetricsRow, what: string, step: number) => {
       nonFinite = row.skipped ? nonFinite + 1 : 0;
       if (nonFinite >= cfg.grpo.max_nonfinite_steps) {
-        throw new UserError(`diverged at ${what} ${step}: ${nonFinite} steps in a row had a non-finite loss or gradient (grpo.max_nonfinite_steps ${cfg.grpo.max_nonfinite_steps})`,
-          `lower ${row.phase === 'sft' ? 'sft' : 'grpo'}.lr`);
+        throw new UserError(
+          `diverged at ${what} ${step}: ${nonFinite} steps in a row had a non-finite loss or gradient (grpo.max_nonfinite_steps ${cfg.grpo.max_nonfinite_steps})`,
+          `lower ${row.phase === 'sft' ? 'sft' : 'grpo'}.lr`,
+        );
       }
     };
-    const emit = (row: MetricsRow) => { appendMetrics(runDir, row); metricsRows++; reporter.metrics(runDir, row); };
+    const emit = (row: MetricsRow) => {
+      appendMetrics(runDir, row);
+      metricsRows++;
+      reporter.metrics(runDir, row);
+    };
     const stopNow = () => ctl.stopRequested;
 
     // ---- SFT warm start ----
@@ -310,14 +373,28 @@ async function trainIn(opts: TrainOptions, cfg: CreditConfig, runDir: string, re
   }
 }
 
-interface Restored { progress: Progress; initialEval: number | null; metricsRows: number; startWeights: ReturnType<Transformer['exportWeights']> | null }
+interface Restored {
+  progress: Progress;
+  initialEval: number | null;
+  metricsRows: number;
+  startWeights: ReturnType<Transformer['exportWeights']> | null;
+}
 
 /**
  * The policy a run starts or resumes from: model.init_checkpoint's weights, then on a resume the checkpoint's weights,
  * optimizer state and head, its progress, and metrics.jsonl cut back to the checkpoint's rows.
  */
-function restore(o: { s: Session; cfg: CreditConfig; head: CreditHead | null; sftOpt: Adam; grpoOpt: Adam; runDir: string; resumeFrom: string | null;
-  resumed: ReturnType<typeof loadLatestGoodCheckpoint>; log: (level: 'info' | 'warn', m: string) => void }): Restored {
+function restore(o: {
+  s: Session;
+  cfg: CreditConfig;
+  head: CreditHead | null;
+  sftOpt: Adam;
+  grpoOpt: Adam;
+  runDir: string;
+  resumeFrom: string | null;
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>;
+  log: (level: 'info' | 'warn', m: string) => void;
+}): Restored {
   const { s, cfg, head, resumeFrom, resumed, log } = o;
   const out: Restored = { progress: { phase: 'sft', step: 0 }, initialEval: null, metricsRows: 0, startWeights: null };
   if (cfg.model.init_checkpoint) {
@@ -364,7 +441,8 @@ function klReference(s: Session, runDir: string, resumed: ReturnType<typeof load
   if (!resumedInGrpo) return Transformer.fromWeights(s.modelCfg, s.model.exportWeights());
   if (s.cfg.sft.steps > 0) {
     const start = checkpointDir(runDir, 0);
-    if (!existsSync(start)) throw new UserError(`${runDir}: kl_beta > 0 needs the post-SFT checkpoint ${start} as the KL reference on resume, and it is missing`);
+    if (!existsSync(start))
+      throw new UserError(`${runDir}: kl_beta > 0 needs the post-SFT checkpoint ${start} as the KL reference on resume, and it is missing`);
     return Transformer.fromWeights(s.modelCfg, loadCheckpoint(start).model);
   }
   return Transformer.fromWeights(s.modelCfg, startWeights!);

@@ -17,7 +17,10 @@ import type { Reporter, RunController, TrainResult } from './run_control';
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v !== null && typeof v === 'object') {
-    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v);
 }
@@ -30,7 +33,10 @@ export function warmStartIdentity(cfg: CreditConfig): Record<string, unknown> {
 }
 
 export function warmStartKey(cfg: CreditConfig): string {
-  return createHash('sha256').update(canonical(warmStartIdentity(cfg))).digest('hex').slice(0, 12);
+  return createHash('sha256')
+    .update(canonical(warmStartIdentity(cfg)))
+    .digest('hex')
+    .slice(0, 12);
 }
 
 export function warmStartDir(cfg: CreditConfig): string {
@@ -95,8 +101,10 @@ export async function ensureWarmStart(cfg: CreditConfig, d: WarmStartDeps): Prom
       if (r.status === 'completed') continue;
       if (r.status === 'stopped') return null;
       const why = readRunInfo(dir)?.error;
-      throw new UserError(`the shared warm start in ${dir} ended ${r.status}${why ? `: ${why}` : ''}`,
-        'fix the cause and start again: the warm start resumes from its last checkpoint');
+      throw new UserError(
+        `the shared warm start in ${dir} ended ${r.status}${why ? `: ${why}` : ''}`,
+        'fix the cause and start again: the warm start resumes from its last checkpoint',
+      );
     } catch (e) {
       if (!(e instanceof RunLockedError)) throw e;
       if (!waited) say(`shared warm start: another engine is training ${dir}; waiting for it`);

@@ -48,10 +48,15 @@ export async function openPair(store: EpisodeStore, ref: EpisodeRef, otherRunDir
   const prompt = tables.episodes.prompt[i];
   const other = await findSamePrompt(otherRunDir, prompt, ref.step, ref.episode, tables.episodes.reward[i], (d, s) => store.reader.episodes(d, s));
   if (!other) {
-    void vscode.window.showInformationMessage(`Credit Lens: ${basename(otherRunDir)} has no episode of the prompt ${JSON.stringify(prompt.replace(/\s+/g, ' ').trim())}.`);
+    void vscode.window.showInformationMessage(
+      `Credit Lens: ${basename(otherRunDir)} has no episode of the prompt ${JSON.stringify(prompt.replace(/\s+/g, ' ').trim())}.`,
+    );
     return false;
   }
-  const left = await showEpisode({ ...ref, pair: other }, { viewColumn: column ?? vscode.window.activeTextEditor?.viewColumn ?? vscode.ViewColumn.One, preview: true });
+  const left = await showEpisode(
+    { ...ref, pair: other },
+    { viewColumn: column ?? vscode.window.activeTextEditor?.viewColumn ?? vscode.ViewColumn.One, preview: true },
+  );
   await showEpisode({ ...other, pair: ref }, { viewColumn: vscode.ViewColumn.Beside, preview: true, preserveFocus: true });
   // Beside a column that was the rightmost, Beside opens a new one; focus stays on the episode asked for.
   await vscode.window.showTextDocument(left.document, { viewColumn: left.viewColumn, preserveFocus: false });

@@ -23,7 +23,12 @@ export class StepTables {
   private readonly ranges = new Map<MetricId, Range | null>();
   private availableMetrics: MetricId[] | null = null;
 
-  constructor(readonly runDir: string, readonly step: number, readonly tokens: TokenColumnsRead, readonly episodes: EpisodeColumns) {
+  constructor(
+    readonly runDir: string,
+    readonly step: number,
+    readonly tokens: TokenColumnsRead,
+    readonly episodes: EpisodeColumns,
+  ) {
     const lists = new Map<number, number[]>();
     for (let i = 0; i < tokens.episode.length; i++) {
       const e = tokens.episode[i];
@@ -176,7 +181,11 @@ export function runStrategy(runDir: string): string {
  * Lay out an episode: the header line, an empty line, then the prompt immediately followed by the completion,
  * as the model read them (the prompt ends with the task's prefill, e.g. "<think>", that the completion continues).
  */
-export function buildHeatmapEpisode(tables: StepTables, ref: EpisodeRef, opts: { runName?: string; strategy?: string; pair?: PairNote | null } = {}): HeatmapEpisode {
+export function buildHeatmapEpisode(
+  tables: StepTables,
+  ref: EpisodeRef,
+  opts: { runName?: string; strategy?: string; pair?: PairNote | null } = {},
+): HeatmapEpisode {
   const index = tables.episodeIndex(ref.episode);
   if (index < 0) throw new Error(`step ${ref.step} of ${ref.runDir} has no episode ${ref.episode}`);
   const ep = tables.episodes;
@@ -203,8 +212,21 @@ export function buildHeatmapEpisode(tables: StepTables, ref: EpisodeRef, opts: {
   const promptOffset = header.length + 2;
   const text = `${header}\n\n${prompt}${completion}`;
   return {
-    ref, runName, strategy, tables, index, rows, starts, ends, textMatches, pair, header, text,
-    promptOffset, completionOffset: promptOffset + prompt.length, lineStarts: lineStarts(text),
+    ref,
+    runName,
+    strategy,
+    tables,
+    index,
+    rows,
+    starts,
+    ends,
+    textMatches,
+    pair,
+    header,
+    text,
+    promptOffset,
+    completionOffset: promptOffset + prompt.length,
+    lineStarts: lineStarts(text),
   };
 }
 
@@ -219,8 +241,14 @@ export function episodeSteps(runDir: string): number[] {
  * (runs with the same seed sample the same prompts in the same order), else the one whose reward is
  * closest to `reward` (so a solved episode is compared with a solved one where there is one).
  */
-export async function findSamePrompt(runDir: string, prompt: string, step: number, episode: number, reward: number,
-  read: (runDir: string, step: number) => Promise<EpisodeColumns>): Promise<EpisodeRef | null> {
+export async function findSamePrompt(
+  runDir: string,
+  prompt: string,
+  step: number,
+  episode: number,
+  reward: number,
+  read: (runDir: string, step: number) => Promise<EpisodeColumns>,
+): Promise<EpisodeRef | null> {
   const steps = episodeSteps(runDir).sort((a, b) => Math.abs(a - step) - Math.abs(b - step) || a - b);
   for (const s of steps) {
     let t: EpisodeColumns;
@@ -249,7 +277,12 @@ export type Move = 'nextEpisode' | 'previousEpisode' | 'nextStep' | 'previousSte
  * Where a navigation move lands, or null at either end of the run. Episodes go in episode order and run on into
  * the neighbouring logged step; a step move keeps the episode number.
  */
-export async function neighbour(ref: EpisodeRef, move: Move, steps: readonly number[], episodesOf: (step: number) => Promise<readonly number[]>): Promise<EpisodeRef | null> {
+export async function neighbour(
+  ref: EpisodeRef,
+  move: Move,
+  steps: readonly number[],
+  episodesOf: (step: number) => Promise<readonly number[]>,
+): Promise<EpisodeRef | null> {
   const si = steps.indexOf(ref.step);
   if (si < 0) return null;
   if (move === 'nextStep' || move === 'previousStep') {

@@ -65,7 +65,10 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
   // mtime/size check the next time the document is opened.
   private readonly disposables: vscode.Disposable[] = [this.loaded];
 
-  constructor(readonly reader: TableReader, private readonly maxSteps = 8) {
+  constructor(
+    readonly reader: TableReader,
+    private readonly maxSteps = 8,
+  ) {
     vscode.workspace.onDidCloseTextDocument((d) => this.views.delete(d.uri.toString()), null, this.disposables);
   }
 

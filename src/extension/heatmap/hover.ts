@@ -31,11 +31,22 @@ export function tokenFields(view: HeatmapEpisode, i: number): TokenFields {
   const r = view.rows[i];
   const opt = (c: Float32Array | null) => (c && !Number.isNaN(c[r]) ? c[r] : null);
   return {
-    text: t.token[r], id: t.token_id[r], position: t.position[r], section: t.section[r], tokenType: t.token_type[r],
-    logprob: t.logprob[r], entropy: t.entropy[r], advantage: t.advantage[r], weight: t.weight[r],
-    effectiveAdvantage: t.effective_advantage[r], contribution: t.contribution[r],
-    attribution: opt(t.attribution), importance: opt(t.importance),
-    extra: Object.entries(t.extra ?? {}).filter(([, c]) => !Number.isNaN(c[r])).map(([k, c]) => [k, c[r]]),
+    text: t.token[r],
+    id: t.token_id[r],
+    position: t.position[r],
+    section: t.section[r],
+    tokenType: t.token_type[r],
+    logprob: t.logprob[r],
+    entropy: t.entropy[r],
+    advantage: t.advantage[r],
+    weight: t.weight[r],
+    effectiveAdvantage: t.effective_advantage[r],
+    contribution: t.contribution[r],
+    attribution: opt(t.attribution),
+    importance: opt(t.importance),
+    extra: Object.entries(t.extra ?? {})
+      .filter(([, c]) => !Number.isNaN(c[r]))
+      .map(([k, c]) => [k, c[r]]),
   };
 }
 
@@ -46,7 +57,10 @@ function shownText(s: string): string {
 }
 
 export class EpisodeHoverProvider implements vscode.HoverProvider {
-  constructor(private readonly store: EpisodeStore, private readonly metricOf: (view: HeatmapEpisode) => MetricId) {}
+  constructor(
+    private readonly store: EpisodeStore,
+    private readonly metricOf: (view: HeatmapEpisode) => MetricId,
+  ) {}
 
   provideHover(doc: vscode.TextDocument, pos: vscode.Position): vscode.Hover | undefined {
     const view = this.store.view(doc.uri);
@@ -68,7 +82,9 @@ export class EpisodeHoverProvider implements vscode.HoverProvider {
     if (f.importance !== null) rows.push(['importance ρ', formatValue(f.importance), 'importance']);
     for (const [name, value] of f.extra) rows.push([escapeMarkdown(metricDef(`extra.${name}`).label), formatValue(value), `extra.${name}`]);
     const md = new vscode.MarkdownString();
-    md.appendMarkdown(`${inlineCode(shownText(f.text))} — token id ${f.id} · position ${f.position} · section ${escapeMarkdown(f.section)} · ${escapeMarkdown(f.tokenType)}\n\n`);
+    md.appendMarkdown(
+      `${inlineCode(shownText(f.text))} — token id ${f.id} · position ${f.position} · section ${escapeMarkdown(f.section)} · ${escapeMarkdown(f.tokenType)}\n\n`,
+    );
     md.appendMarkdown('| | |\n|---|---:|\n');
     // The painted metric is in bold, so the hover says which number the colour stands for.
     for (const [name, value, metric] of rows) md.appendMarkdown(metric === painted ? `| **${name}** | **${value}** |\n` : `| ${name} | ${value} |\n`);

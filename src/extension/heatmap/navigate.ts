@@ -26,7 +26,10 @@ export async function navigate(store: EpisodeStore, move: Move): Promise<void> {
   };
   const next = await neighbour(t, move, episodeSteps(t.runDir), episodesOf);
   if (!next) {
-    vscode.window.setStatusBarMessage(`Credit Lens: ${move.startsWith('next') ? 'last' : 'first'} ${move.endsWith('Step') ? 'step' : 'episode'} of ${basename(t.runDir)}`, 3000);
+    vscode.window.setStatusBarMessage(
+      `Credit Lens: ${move.startsWith('next') ? 'last' : 'first'} ${move.endsWith('Step') ? 'step' : 'episode'} of ${basename(t.runDir)}`,
+      3000,
+    );
     return;
   }
   if (t.pair && (await openPair(store, next, t.pair.runDir, editor.viewColumn))) return;

@@ -16,7 +16,7 @@ export async function showEpisode(t: EpisodeTarget, opts: vscode.TextDocumentSho
 
 /** Runs with at least one logged episode table, newest first. */
 export async function runsWithEpisodes(): Promise<FoundRun[]> {
-  const runs = (await findRuns(runRoots(await findConfigs())));
+  const runs = await findRuns(runRoots(await findConfigs()));
   return runs.filter((r) => episodeSteps(r.runDir).length > 0).sort((a, b) => b.info.started.localeCompare(a.info.started));
 }
 
@@ -43,7 +43,11 @@ export async function openRollouts(tables: TableReader, arg?: unknown): Promise<
       void vscode.window.showInformationMessage('Credit Lens: no run with logged episodes yet (logging.tokens must be on).');
       return;
     }
-    const pick = await vscode.window.showQuickPick(runs.map(runPickItem), { title: 'Open Rollouts: run', placeHolder: 'a run with logged episodes', matchOnDescription: true });
+    const pick = await vscode.window.showQuickPick(runs.map(runPickItem), {
+      title: 'Open Rollouts: run',
+      placeHolder: 'a run with logged episodes',
+      matchOnDescription: true,
+    });
     if (!pick) return;
     runDir = pick.run.runDir;
   }
@@ -57,17 +61,30 @@ export async function openRollouts(tables: TableReader, arg?: unknown): Promise<
 async function pickStep(runDir: string): Promise<number | undefined> {
   const steps = episodeSteps(runDir);
   if (steps.length === 1) return steps[0];
-  const rows = new Map(readMetrics(runDir).filter((r) => r.phase === 'grpo').map((r) => [r.step, r]));
-  const items = steps.slice().reverse().map((s) => {
-    const r = rows.get(s);
-    const parts = r ? [
-      r.reward_mean !== undefined ? `reward ${r.reward_mean.toFixed(3)}` : '',
-      r.success_rate !== undefined ? `success ${(100 * r.success_rate).toFixed(0)}%` : '',
-      r.response_len !== undefined ? `${r.response_len.toFixed(0)} tokens` : '',
-    ].filter(Boolean) : [];
-    return { label: `step ${s}`, description: parts.join(' · '), step: s };
+  const rows = new Map(
+    readMetrics(runDir)
+      .filter((r) => r.phase === 'grpo')
+      .map((r) => [r.step, r]),
+  );
+  const items = steps
+    .slice()
+    .reverse()
+    .map((s) => {
+      const r = rows.get(s);
+      const parts = r
+        ? [
+            r.reward_mean !== undefined ? `reward ${r.reward_mean.toFixed(3)}` : '',
+            r.success_rate !== undefined ? `success ${(100 * r.success_rate).toFixed(0)}%` : '',
+            r.response_len !== undefined ? `${r.response_len.toFixed(0)} tokens` : '',
+          ].filter(Boolean)
+        : [];
+      return { label: `step ${s}`, description: parts.join(' · '), step: s };
+    });
+  const pick = await vscode.window.showQuickPick(items, {
+    title: `Open Rollouts: step of ${basename(runDir)}`,
+    placeHolder: 'latest first; type a step number',
+    matchOnDescription: true,
   });
-  const pick = await vscode.window.showQuickPick(items, { title: `Open Rollouts: step of ${basename(runDir)}`, placeHolder: 'latest first; type a step number', matchOnDescription: true });
   return pick?.step;
 }
 

@@ -7,8 +7,20 @@ import { onSettingChange, readSettings, setHeatmapNormalization } from '../vscod
 import { positionOf, valueRangeOfEpisode, type HeatmapEpisode } from './episode';
 import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
-  bucketColors, formatScale, isMetricId, metricDef, nextMetric, quantise, scaleFor, unionRange,
-  DIVERGING_SIDE, METRICS, type MetricId, type Normalization, type Scale, type ThemeKind,
+  bucketColors,
+  formatScale,
+  isMetricId,
+  metricDef,
+  nextMetric,
+  quantise,
+  scaleFor,
+  unionRange,
+  DIVERGING_SIDE,
+  METRICS,
+  type MetricId,
+  type Normalization,
+  type Scale,
+  type ThemeKind,
 } from './scales';
 
 const METRIC_KEY = 'creditLens.heatmap.metric';
@@ -68,10 +80,14 @@ interface Palette {
 
 function themeKind(): ThemeKind {
   switch (vscode.window.activeColorTheme.kind) {
-    case vscode.ColorThemeKind.Light: return 'light';
-    case vscode.ColorThemeKind.HighContrast: return 'highContrast';
-    case vscode.ColorThemeKind.HighContrastLight: return 'highContrastLight';
-    default: return 'dark';
+    case vscode.ColorThemeKind.Light:
+      return 'light';
+    case vscode.ColorThemeKind.HighContrast:
+      return 'highContrast';
+    case vscode.ColorThemeKind.HighContrastLight:
+      return 'highContrastLight';
+    default:
+      return 'dark';
   }
 }
 
@@ -97,11 +113,18 @@ export class Painter implements vscode.Disposable {
   private generation = 0;
   last: PaintResult | null = null;
 
-  constructor(private readonly store: EpisodeStore, readonly state: HeatmapState, private readonly log: vscode.LogOutputChannel) {
+  constructor(
+    private readonly store: EpisodeStore,
+    readonly state: HeatmapState,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
     this.status.name = 'Credit Lens Heatmap';
     this.status.command = 'creditLens.heatmap.chooseMetric';
     this.disposables.push(
-      this.promptType, this.headerType, this.legendType, this.status,
+      this.promptType,
+      this.headerType,
+      this.legendType,
+      this.status,
       state.onDidChange(() => this.repaintAll()),
       store.onDidLoad(() => this.repaintAll()),
       vscode.window.onDidChangeVisibleTextEditors(() => this.paintVisible()),
@@ -118,7 +141,7 @@ export class Painter implements vscode.Disposable {
   /** The metric an episode is painted by: the chosen one, or the first one its run has when it lacks that one. */
   metricFor(view: HeatmapEpisode): MetricId {
     const available = view.tables.available();
-    return available.includes(this.state.metric) ? this.state.metric : available[0] ?? this.state.metric;
+    return available.includes(this.state.metric) ? this.state.metric : (available[0] ?? this.state.metric);
   }
 
   /** Metrics of the active episode's run, for cycling and for the QuickPick. */
@@ -198,15 +221,19 @@ export class Painter implements vscode.Disposable {
     editor.setDecorations(this.headerType, [new vscode.Range(0, 0, 0, headerEnd)]);
     editor.setDecorations(this.promptType, [new vscode.Range(at(view.promptOffset), at(view.completionOffset))]);
     const norm = this.state.normalization;
-    editor.setDecorations(this.legendType, [{
-      // On the empty line under the header: a header that wraps would push it off the right edge.
-      range: new vscode.Range(1, 0, 1, 0),
-      renderOptions: { after: { contentText: `${metricDef(metric).label} ${formatScale(scale)} · per ${norm}${view.pair ? ' · shared' : ''}` } },
-    }]);
+    editor.setDecorations(this.legendType, [
+      {
+        // On the empty line under the header: a header that wraps would push it off the right edge.
+        range: new vscode.Range(1, 0, 1, 0),
+        renderOptions: { after: { contentText: `${metricDef(metric).label} ${formatScale(scale)} · per ${norm}${view.pair ? ' · shared' : ''}` } },
+      },
+    ]);
     const ms = performance.now() - t0;
     this.painted.set(editor, this.paintKey());
     this.last = { uri: editor.document.uri.toString(), metric, normalization: norm, scale, tokens: view.rows.length, ms };
-    this.log.info(`heatmap: painted ${view.rows.length} tokens of ${view.runName} step ${view.ref.step} episode ${view.ref.episode} by ${metric} ${formatScale(scale)} per ${norm} in ${ms.toFixed(2)} ms`);
+    this.log.info(
+      `heatmap: painted ${view.rows.length} tokens of ${view.runName} step ${view.ref.step} episode ${view.ref.episode} by ${metric} ${formatScale(scale)} per ${norm} in ${ms.toFixed(2)} ms`,
+    );
     if (editor === vscode.window.activeTextEditor) this.updateStatus();
     return this.last;
   }
@@ -256,7 +283,9 @@ export class Painter implements vscode.Disposable {
       });
     });
     this.palette = { kind, highContrast: hc, types };
-    this.log.debug(`heatmap: ${n} ${kind} decoration types (${hc ? 'high contrast' : 'light/dark'}; ${kind === 'diverging' ? `${DIVERGING_SIDE} per sign` : 'sequential'})`);
+    this.log.debug(
+      `heatmap: ${n} ${kind} decoration types (${hc ? 'high contrast' : 'light/dark'}; ${kind === 'diverging' ? `${DIVERGING_SIDE} per sign` : 'sequential'})`,
+    );
     return types;
   }
 
@@ -277,7 +306,9 @@ export class Painter implements vscode.Disposable {
     this.status.text = `$(symbol-color) ${metricDef(metric).label} ${formatScale(scale)}`;
     const md = new vscode.MarkdownString(undefined, true);
     md.appendMarkdown(`**Heatmap: ${metricDef(metric).label}** — ${metricDef(metric).description}\n\n`);
-    md.appendMarkdown(`${scale?.kind ?? 'no'} scale ${formatScale(scale)}, normalised per ${norm}${view.pair ? ' and shared with the compared episode' : ''}\n\n`);
+    md.appendMarkdown(
+      `${scale?.kind ?? 'no'} scale ${formatScale(scale)}, normalised per ${norm}${view.pair ? ' and shared with the compared episode' : ''}\n\n`,
+    );
     const last = this.last;
     if (last && last.uri === vscode.window.activeTextEditor?.document.uri.toString()) {
       md.appendMarkdown(`painted ${last.tokens} tokens in ${last.ms.toFixed(1)} ms\n\n`);

@@ -25,13 +25,13 @@ export interface MetricDef {
 }
 
 export const METRICS: readonly MetricDef[] = [
-  { id: 'contribution', label: 'contribution', signed: true, description: 'c = Â·ℓ, the token\'s share of the policy-gradient objective (seed 002)' },
+  { id: 'contribution', label: 'contribution', signed: true, description: "c = Â·ℓ, the token's share of the policy-gradient objective (seed 002)" },
   { id: 'effective_advantage', label: 'effective advantage', signed: true, description: 'Â = A·w, the advantage this token was trained with' },
   { id: 'entropy', label: 'entropy', signed: false, description: 'entropy of the sampling distribution at this position (nats)' },
-  { id: 'attribution', label: 'attribution', signed: false, description: 'α, the learned attribution head\'s share of the credit (seed 000)' },
-  { id: 'importance', label: 'importance', signed: true, description: 'ρ, the importance net\'s predicted reward correlation (seed 004)' },
+  { id: 'attribution', label: 'attribution', signed: false, description: "α, the learned attribution head's share of the credit (seed 000)" },
+  { id: 'importance', label: 'importance', signed: true, description: "ρ, the importance net's predicted reward correlation (seed 004)" },
   { id: 'logprob', label: 'log-prob', signed: false, invert: true, description: 'ℓ = log π(token), strongest colour for the least likely tokens' },
-  { id: 'weight', label: 'weight', signed: false, description: 'w, the credit strategy\'s per-token weight' },
+  { id: 'weight', label: 'weight', signed: false, description: "w, the credit strategy's per-token weight" },
 ];
 
 /**
@@ -39,10 +39,19 @@ export const METRICS: readonly MetricDef[] = [
  * `credit-lens import`. Any other extra column is painted on a sequential scale under its own name.
  */
 const KNOWN_EXTRA: Record<string, Omit<MetricDef, 'id'>> = {
-  importance_ratio: { label: 'importance ratio', signed: false, description: 'π_trainer / π_inference of the token (prime-rl export): off-policy drift between the inference engine and the trainer' },
+  importance_ratio: {
+    label: 'importance ratio',
+    signed: false,
+    description: 'π_trainer / π_inference of the token (prime-rl export): off-policy drift between the inference engine and the trainer',
+  },
   log_importance_ratio: { label: 'log importance ratio', signed: true, description: 'log π_trainer − log π_inference of the token (prime-rl export)' },
   mismatch_kl: { label: 'mismatch KL', signed: false, description: 'per-token KL between the inference and trainer distributions (prime-rl export)' },
-  inference_logprob: { label: 'inference log-prob', signed: false, invert: true, description: 'log-prob of the token under the inference engine that sampled it (prime-rl export)' },
+  inference_logprob: {
+    label: 'inference log-prob',
+    signed: false,
+    invert: true,
+    description: 'log-prob of the token under the inference engine that sampled it (prime-rl export)',
+  },
   prob_delta: { label: 'prob delta', signed: true, description: 'π_trainer − π_inference of the token (prime-rl export)' },
 };
 
@@ -51,7 +60,10 @@ const EXTRA_ID_RE = /^extra\.[a-z][a-z0-9_]{0,63}$/;
 export function metricDef(id: MetricId): MetricDef {
   if (id.startsWith('extra.')) {
     const name = id.slice('extra.'.length);
-    return { id, ...(KNOWN_EXTRA[name] ?? { label: name.replace(/_/g, ' '), signed: false, description: `${name}: a per-token column the source of this run logged` }) };
+    return {
+      id,
+      ...(KNOWN_EXTRA[name] ?? { label: name.replace(/_/g, ' '), signed: false, description: `${name}: a per-token column the source of this run logged` }),
+    };
   }
   const m = METRICS.find((d) => d.id === id);
   if (!m) throw new Error(`unknown heatmap metric ${id}`);

@@ -36,7 +36,9 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
       if (opts.baselineDir) existing.setBaseline(opts.baselineDir);
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(ANALYSIS_VIEW_TYPE, `Credit analysis: ${basename(runDir)}`, vscode.ViewColumn.Active, { enableScripts: true });
+    const panel = vscode.window.createWebviewPanel(ANALYSIS_VIEW_TYPE, `Credit analysis: ${basename(runDir)}`, vscode.ViewColumn.Active, {
+      enableScripts: true,
+    });
     return new AnalysisPanel(panel, deps, { runDir, from: null, to: null, baselineDir: opts.baselineDir ?? null });
   }
 
@@ -52,7 +54,11 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
     };
   }
 
-  private constructor(panel: vscode.WebviewPanel, private readonly deps: AnalysisDeps, state: AnalysisPanelState) {
+  private constructor(
+    panel: vscode.WebviewPanel,
+    private readonly deps: AnalysisDeps,
+    state: AnalysisPanelState,
+  ) {
     super(panel, deps.extensionUri, 'analysis', analysisChecks, deps.log);
     this.runDir = state.runDir;
     this.from = state.from;
@@ -82,7 +88,11 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
     this.post({ kind: 'notification', method: 'analysis/busy', params: { runDir, from, to, baselineDir } });
     const logged = listLoggedSteps(runDir, 'tokens');
     const base: Omit<AnalysisView, 'report' | 'error' | 'elapsedMs'> = {
-      runDir, id: basename(runDir), from, to, baselineDir,
+      runDir,
+      id: basename(runDir),
+      from,
+      to,
+      baselineDir,
       loggedSteps: logged.length ? { first: logged[0], last: logged[logged.length - 1], count: logged.length } : null,
     };
     const t0 = Date.now();
@@ -108,8 +118,9 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
         this.analyze();
         break;
       case 'analysis/pickBaseline':
-        void pickRunDir(`baseline for ${basename(this.runDir)}`, { exclude: [this.runDir], filter: hasTokenTables })
-          .then((dir) => dir && this.setBaseline(dir));
+        void pickRunDir(`baseline for ${basename(this.runDir)}`, { exclude: [this.runDir], filter: hasTokenTables }).then(
+          (dir) => dir && this.setBaseline(dir),
+        );
         break;
       case 'analysis/clearBaseline':
         this.setBaseline(null);
@@ -125,7 +136,9 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
 
   private async saveCsv(name: string, csv: string): Promise<void> {
     const target = await vscode.window.showSaveDialog({
-      defaultUri: vscode.Uri.file(join(this.runDir, `analysis-${safeFileName(name)}.csv`)), filters: { CSV: ['csv'] }, title: 'Credit Lens: export table',
+      defaultUri: vscode.Uri.file(join(this.runDir, `analysis-${safeFileName(name)}.csv`)),
+      filters: { CSV: ['csv'] },
+      title: 'Credit Lens: export table',
     });
     if (!target) return;
     try {

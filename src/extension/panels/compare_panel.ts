@@ -70,9 +70,18 @@ export class ComparePanel extends MetricsPanel {
       const info = readRunInfo(dir);
       return info ? [{ dir, name: info.name, strategy: info.strategy ?? null, ready: !isTraining(info.status), ended: info.ended ?? '' }] : [];
     });
-    const c = this.deps.analysis.compareGroups(runs, this.baseline, runs.filter((r) => r.ready).map((r) => r.ended).join(','));
+    const c = this.deps.analysis.compareGroups(
+      runs,
+      this.baseline,
+      runs
+        .filter((r) => r.ready)
+        .map((r) => r.ended)
+        .join(','),
+    );
     const training = runs.length - c.ready;
-    const skipped = training ? `${training} run${training === 1 ? '' : 's'} still training ${training === 1 ? 'is' : 'are'} left out until ${training === 1 ? 'it ends' : 'they end'}.` : '';
+    const skipped = training
+      ? `${training} run${training === 1 ? '' : 's'} still training ${training === 1 ? 'is' : 'are'} left out until ${training === 1 ? 'it ends' : 'they end'}.`
+      : '';
     const note = {
       single: 'Add runs of another configuration (for example a second strategy, each with its seeds) to test their difference on the same eval instances.',
       waiting: `Waiting for ended runs of ${c.baseline} and another configuration. ${skipped}`.trim(),
@@ -82,7 +91,6 @@ export class ComparePanel extends MetricsPanel {
     }[c.state];
     return { groups: c.groups, baseline: c.baseline, report: c.report, note };
   }
-
 
   protected retitle(): void {
     const names = this.runDirs.map((d) => basename(d));

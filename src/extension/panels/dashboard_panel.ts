@@ -16,7 +16,12 @@ export class DashboardPanel extends MetricsPanel {
       existing.panel.reveal(undefined, preserveFocus);
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, `Dashboard: ${basename(runDir)}`, { viewColumn: column, preserveFocus }, { enableScripts: true });
+    const panel = vscode.window.createWebviewPanel(
+      DASHBOARD_VIEW_TYPE,
+      `Dashboard: ${basename(runDir)}`,
+      { viewColumn: column, preserveFocus },
+      { enableScripts: true },
+    );
     return new DashboardPanel(panel, deps, runDir);
   }
 

@@ -13,17 +13,24 @@ import { runDirOf, runDirsOf } from '../args';
 import { pickRunDir, pickRunDirs } from '../pick';
 
 export function registerPanels(ctx: Ctx): void {
-  const deps: PanelDeps & AnalysisDeps = { extensionUri: ctx.extensionUri, runs: ctx.runs, log: ctx.log, cli: ctx.engineCli, runWatcher: ctx.runWatcher, analysis: ctx.analysis };
+  const deps: PanelDeps & AnalysisDeps = {
+    extensionUri: ctx.extensionUri,
+    runs: ctx.runs,
+    log: ctx.log,
+    cli: ctx.engineCli,
+    runWatcher: ctx.runWatcher,
+    analysis: ctx.analysis,
+  };
   const reg = (id: string, fn: (...args: unknown[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
   reg('creditLens.openDashboard', async (arg) => {
-    const runDir = runDirOf(arg) ?? await pickRunDir('open the dashboard of');
+    const runDir = runDirOf(arg) ?? (await pickRunDir('open the dashboard of'));
     if (runDir) DashboardPanel.show(deps, runDir);
   });
 
   reg('creditLens.compareRuns', async (arg, selection) => {
     let dirs = runDirsOf(arg, selection);
-    if (dirs.length === 1) dirs = [...dirs, ...await pickRunDirs(`compare ${basename(dirs[0])} with`, { exclude: dirs })];
+    if (dirs.length === 1) dirs = [...dirs, ...(await pickRunDirs(`compare ${basename(dirs[0])} with`, { exclude: dirs }))];
     else if (!dirs.length) dirs = await pickRunDirs('runs to compare', { minimum: 2 });
     if (dirs.length < 2) {
       if (dirs.length) void vscode.window.showInformationMessage('Credit Lens: pick at least one more run to compare with.');
@@ -33,7 +40,7 @@ export function registerPanels(ctx: Ctx): void {
   });
 
   reg('creditLens.openAnalysis', async (arg, baseline) => {
-    const runDir = runDirOf(arg) ?? await pickRunDir('analyse', { filter: hasTokenTables });
+    const runDir = runDirOf(arg) ?? (await pickRunDir('analyse', { filter: hasTokenTables }));
     if (runDir) AnalysisPanel.show(deps, runDir, { baselineDir: typeof baseline === 'string' ? baseline : undefined });
   });
 

@@ -43,7 +43,12 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
   private readonly latencies: number[] = [];
   private ready = false;
 
-  protected constructor(panel: vscode.WebviewPanel, protected readonly deps: PanelDeps, readonly mode: Mode, protected runDirs: string[]) {
+  protected constructor(
+    panel: vscode.WebviewPanel,
+    protected readonly deps: PanelDeps,
+    readonly mode: Mode,
+    protected runDirs: string[],
+  ) {
     // The dashboard and the comparison are one bundle; the init message tells it which to be.
     super(panel, deps.extensionUri, 'metrics', metricsChecks, deps.log);
     panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');
@@ -112,7 +117,11 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
     this.lastLive.set(dir, row);
     const changed = status !== this.lastStatus.get(dir);
     this.lastStatus.set(dir, status);
-    this.post({ kind: 'notification', method: 'metrics/append', params: { runDir: dir, rows: newRow ? [row] : [], status, receivedAt: newRow ? receivedAt : null } });
+    this.post({
+      kind: 'notification',
+      method: 'metrics/append',
+      params: { runDir: dir, rows: newRow ? [row] : [], status, receivedAt: newRow ? receivedAt : null },
+    });
     if (changed) this.onStatusChange(dir);
   }
 
@@ -123,10 +132,13 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
 
   private scheduleDiskRead(dir: string): void {
     if (this.timers.has(dir)) return;
-    this.timers.set(dir, setTimeout(() => {
-      this.timers.delete(dir);
-      this.readDisk(dir);
-    }, 300));
+    this.timers.set(
+      dir,
+      setTimeout(() => {
+        this.timers.delete(dir);
+        this.readDisk(dir);
+      }, 300),
+    );
   }
 
   private readDisk(dir: string): void {
@@ -160,7 +172,9 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
         if (this.latencies.length > MAX_LATENCIES) this.latencies.splice(0, this.latencies.length - MAX_LATENCIES);
         const sorted = [...this.latencies].sort((a, b) => a - b);
         const median = sorted[Math.floor((sorted.length - 1) / 2)];
-        this.deps.log.info(`dashboard: ${basename(m.params.runDir)} step ${m.params.step} drawn ${m.params.latencyMs} ms after its run/metrics notification (median ${median} ms over ${sorted.length})`);
+        this.deps.log.info(
+          `dashboard: ${basename(m.params.runDir)} step ${m.params.step} drawn ${m.params.latencyMs} ms after its run/metrics notification (median ${median} ms over ${sorted.length})`,
+        );
         break;
       }
       case 'metrics/exportPng':
@@ -176,8 +190,9 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
         void vscode.commands.executeCommand('creditLens.openDashboard', m.params.runDir);
         break;
       case 'metrics/compareWith':
-        void pickRunDirs(this.mode === 'compare' ? 'add runs to the comparison' : `compare ${basename(this.runDirs[0])} with`, { exclude: m.params.runDirs })
-          .then((picked) => picked.length && this.compareWith(picked));
+        void pickRunDirs(this.mode === 'compare' ? 'add runs to the comparison' : `compare ${basename(this.runDirs[0])} with`, {
+          exclude: m.params.runDirs,
+        }).then((picked) => picked.length && this.compareWith(picked));
         break;
       case 'metrics/setBaseline':
         this.setBaseline(m.params.group);

@@ -43,7 +43,11 @@ export class SweepPanel extends WebviewPanelHost<SweepProtocol> {
 
   private readonly sweeps: SweepManager;
 
-  private constructor(panel: vscode.WebviewPanel, deps: SweepPanelDeps, readonly sweepId: string) {
+  private constructor(
+    panel: vscode.WebviewPanel,
+    deps: SweepPanelDeps,
+    readonly sweepId: string,
+  ) {
     super(panel, deps.extensionUri, 'sweep', sweepChecks, deps.log);
     const sweeps = (this.sweeps = deps.sweeps);
     panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');

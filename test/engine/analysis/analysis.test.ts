@@ -66,18 +66,34 @@ function makeRun(rows: Row[], o: { strategy?: string; credit?: string; metrics?:
   const dir = tmp();
   for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(dir, sub));
   const strategy = o.strategy ?? 'outcome_conditional';
-  writeRunInfo(dir, { id: `${o.name ?? 'fixture'}-20260101-000000`, name: o.name ?? 'fixture', status: 'completed', started: '2026-01-01T00:00:00Z', ended: null, backend: 'cpu', engine_version: '0', strategy });
-  writeFileSync(join(dir, 'config.yaml'), `name: ${o.name ?? 'fixture'}\ncredit:\n  strategy: ${strategy}\n${o.credit ?? '  think_discount: 0.5\n  epsilon: 0.1\n'}`);
+  writeRunInfo(dir, {
+    id: `${o.name ?? 'fixture'}-20260101-000000`,
+    name: o.name ?? 'fixture',
+    status: 'completed',
+    started: '2026-01-01T00:00:00Z',
+    ended: null,
+    backend: 'cpu',
+    engine_version: '0',
+    strategy,
+  });
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `name: ${o.name ?? 'fixture'}\ncredit:\n  strategy: ${strategy}\n${o.credit ?? '  think_discount: 0.5\n  epsilon: 0.1\n'}`,
+  );
   writeFileSync(join(dir, 'metrics.jsonl'), (o.metrics ?? []).map((m) => JSON.stringify(m) + '\n').join(''));
   for (const step of [...new Set(rows.map((r) => r.step))]) {
     const mine = rows.filter((r) => r.step === step);
     writeTokenTable(stepFile(dir, 'tokens', step), tokenColumns(mine));
     const eps = [...new Set(mine.map((r) => r.episode))];
     writeEpisodeTable(stepFile(dir, 'episodes', step), {
-      step: Int32Array.from(eps, () => step), episode: Int32Array.from(eps), prompt_idx: new Int32Array(eps.length),
-      prompt: eps.map(() => 'p'), completion: eps.map(() => 'c'),
+      step: Int32Array.from(eps, () => step),
+      episode: Int32Array.from(eps),
+      prompt_idx: new Int32Array(eps.length),
+      prompt: eps.map(() => 'p'),
+      completion: eps.map(() => 'c'),
       reward: Float32Array.from(eps, (e) => (mine.find((r) => r.episode === e)!.adv > 0 ? 1 : 0)),
-      reward_format: new Float32Array(eps.length), reward_answer: new Float32Array(eps.length),
+      reward_format: new Float32Array(eps.length),
+      reward_answer: new Float32Array(eps.length),
       success: eps.map((e) => mine.find((r) => r.episode === e)!.adv > 0),
       advantage: Float32Array.from(eps, (e) => mine.find((r) => r.episode === e)!.adv),
       length: Int32Array.from(eps, (e) => mine.filter((r) => r.episode === e).length),
@@ -87,8 +103,18 @@ function makeRun(rows: Row[], o: { strategy?: string; credit?: string; metrics?:
   return dir;
 }
 
-const row = (step: number, episode: number, position: number, id: number, token: string, type: TokenType, section: Section, lp: number, adv: number, w: number): Row =>
-  ({ step, episode, position, id, token, type, section, lp, adv, w });
+const row = (
+  step: number,
+  episode: number,
+  position: number,
+  id: number,
+  token: string,
+  type: TokenType,
+  section: Section,
+  lp: number,
+  adv: number,
+  w: number,
+): Row => ({ step, episode, position, id, token, type, section, lp, adv, w });
 
 // The main fixture: an outcome_conditional-like run (w = 0.5 in think, 1 in answer; two w = 0 tokens for variety).
 //   step 1, episode 0: A = +1, length 3
@@ -136,7 +162,10 @@ test('contribution statistics, relative-position bins and reward sign of the han
   // bin = floor(10·p/len): len 3 → p0:0, p1:3, p2:6; len 4 → 0, 2, 5, 7; len 1 → 0.
   const rb = a.relative_position;
   assert.equal(rb.length, 10);
-  assert.deepEqual(rb.map((b) => b.count), [3, 0, 1, 1, 0, 1, 1, 1, 0, 0]);
+  assert.deepEqual(
+    rb.map((b) => b.count),
+    [3, 0, 1, 1, 0, 1, 1, 1, 0, 0],
+  );
   // bin 0: c = -0.5, 1, -0.25 → mean 1/12; deviations -7/12, 11/12, -4/12 → ssd 186/144, std √(93/144)
   close(rb[0].mean_contribution, 1 / 12);
   close(rb[0].std_contribution, Math.sqrt(93) / 12);
@@ -158,11 +187,19 @@ test('contribution statistics, relative-position bins and reward sign of the han
 
 test('reward sign: A > 0, A = 0 (a group of equal rewards) and A < 0 are three buckets, by hand', () => {
   // ep0 A = +1: c = 1·−1 = −1, 1·−0.5 = −0.5; ep1 A = 0: c = 0, 0, 0; ep2 A = −0.5: c = −0.5·−2 = 1.
-  const a = analyzeRun(makeRun([
-    row(1, 0, 0, 10, ' so', 'filler', 'think', -1, 1, 1), row(1, 0, 1, 3, '3', 'reasoning', 'think', -0.5, 1, 1),
-    row(1, 1, 0, 10, ' so', 'filler', 'think', -1, 0, 1), row(1, 1, 1, 3, '3', 'reasoning', 'think', -3, 0, 1), row(1, 1, 2, 3, '3', 'reasoning', 'think', -2, 0, 1),
-    row(1, 2, 0, 10, ' so', 'filler', 'think', -2, -0.5, 1),
-  ], { strategy: 'none', name: 'sign' }));
+  const a = analyzeRun(
+    makeRun(
+      [
+        row(1, 0, 0, 10, ' so', 'filler', 'think', -1, 1, 1),
+        row(1, 0, 1, 3, '3', 'reasoning', 'think', -0.5, 1, 1),
+        row(1, 1, 0, 10, ' so', 'filler', 'think', -1, 0, 1),
+        row(1, 1, 1, 3, '3', 'reasoning', 'think', -3, 0, 1),
+        row(1, 1, 2, 3, '3', 'reasoning', 'think', -2, 0, 1),
+        row(1, 2, 0, 10, ' so', 'filler', 'think', -2, -0.5, 1),
+      ],
+      { strategy: 'none', name: 'sign' },
+    ),
+  );
   assert.deepEqual(a.reward_sign.positive, { episodes: 1, tokens: 2, mean_contribution: -0.75, mean_abs_contribution: 0.75 });
   assert.deepEqual(a.reward_sign.zero, { episodes: 1, tokens: 3, mean_contribution: 0, mean_abs_contribution: 0 });
   assert.deepEqual(a.reward_sign.negative, { episodes: 1, tokens: 1, mean_contribution: 1, mean_abs_contribution: 1 });
@@ -174,7 +211,8 @@ test('token types overall and by position, top tokens, and the ratio, from the l
   // filler rows: ' go'(-0.5, ℓ-1), '<answer>'(0, -0.25), ' go'(1, -2), '<answer>'(0.25, -0.25), 'x'(-0.25, -0.5)
   //   count 5, share 5/8, mean |c| 2/5 = 0.4, mean c 0.5/5 = 0.1, mean ℓ -4/5
   // reasoning rows: '3'(-0.25, -0.5), '3'(0.5, -1), '+'(0, -0.5): count 3, mean |c| 0.75/3, mean c 0.25/3, mean ℓ -2/3
-  const f = a.token_types.filler, r = a.token_types.reasoning;
+  const f = a.token_types.filler,
+    r = a.token_types.reasoning;
   assert.equal(f.count, 5);
   close(f.share, 0.625);
   close(f.mean_abs_contribution, 0.4);
@@ -194,7 +232,16 @@ test('token types overall and by position, top tokens, and the ratio, from the l
   //   bin 2: reasoning '+' (0; -.5)   bin 3: filler '<answer>' ×2 (|c| 0, .25; ℓ -.25 ×2)   bin 4: empty
   const tb = a.token_types_by_position;
   assert.equal(tb.length, 5);
-  assert.deepEqual(tb.map((b) => [b.filler.count, b.reasoning.count]), [[3, 0], [0, 2], [0, 1], [2, 0], [0, 0]]);
+  assert.deepEqual(
+    tb.map((b) => [b.filler.count, b.reasoning.count]),
+    [
+      [3, 0],
+      [0, 2],
+      [0, 1],
+      [2, 0],
+      [0, 0],
+    ],
+  );
   close(tb[0].filler.mean_abs_contribution, 1.75 / 3);
   close(tb[0].filler.mean_logprob, -3.5 / 3);
   close(tb[0].filler.share, 1);
@@ -208,12 +255,40 @@ test('token types overall and by position, top tokens, and the ratio, from the l
   //   'x' count 1, Σ|c| .25. By Σ|c|: ' go', then the 0.25 tie broken by count: '<answer>' (2) before 'x' (1).
   //   By count: ' go' and '<answer>' tie at 2, broken by Σ|c|: ' go' first.
   const ft = a.top_tokens.filler;
-  assert.deepEqual(ft.by_total_abs_contribution.map((t) => t.token), [' go', '<answer>', 'x']);
-  assert.deepEqual(ft.by_count.map((t) => t.token), [' go', '<answer>', 'x']);
-  assert.deepEqual(ft.by_total_abs_contribution[0], { token_id: 10, token: ' go', count: 2, total_abs_contribution: 1.5, mean_contribution: 0.25, mean_abs_contribution: 0.75, mean_logprob: -1.5 });
-  assert.deepEqual(ft.by_total_abs_contribution[1], { token_id: 20, token: '<answer>', count: 2, total_abs_contribution: 0.25, mean_contribution: 0.125, mean_abs_contribution: 0.125, mean_logprob: -0.25 });
+  assert.deepEqual(
+    ft.by_total_abs_contribution.map((t) => t.token),
+    [' go', '<answer>', 'x'],
+  );
+  assert.deepEqual(
+    ft.by_count.map((t) => t.token),
+    [' go', '<answer>', 'x'],
+  );
+  assert.deepEqual(ft.by_total_abs_contribution[0], {
+    token_id: 10,
+    token: ' go',
+    count: 2,
+    total_abs_contribution: 1.5,
+    mean_contribution: 0.25,
+    mean_abs_contribution: 0.75,
+    mean_logprob: -1.5,
+  });
+  assert.deepEqual(ft.by_total_abs_contribution[1], {
+    token_id: 20,
+    token: '<answer>',
+    count: 2,
+    total_abs_contribution: 0.25,
+    mean_contribution: 0.125,
+    mean_abs_contribution: 0.125,
+    mean_logprob: -0.25,
+  });
   // reasoning tokens: '3' count 2, Σ|c| .75, mean c .125, ℓ -.75; '+' count 1, Σ|c| 0
-  assert.deepEqual(a.top_tokens.reasoning.by_total_abs_contribution.map((t) => [t.token, t.count, t.total_abs_contribution]), [['3', 2, 0.75], ['+', 1, 0]]);
+  assert.deepEqual(
+    a.top_tokens.reasoning.by_total_abs_contribution.map((t) => [t.token, t.count, t.total_abs_contribution]),
+    [
+      ['3', 2, 0.75],
+      ['+', 1, 0],
+    ],
+  );
   close(a.top_tokens.reasoning.by_count[0].mean_contribution, 0.125);
 });
 
@@ -250,14 +325,14 @@ test('weights per section: count, mean, sample std, min, numpy-style percentiles
 test('section weight percentiles agree with a sort-based numpy formula on 1000 random weights', () => {
   // 1000 weights in think (one episode of 1000 tokens); the reference sorts and interpolates as numpy does.
   let s = 12345;
-  const rand = () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const rand = () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648;
   const rows: Row[] = Array.from({ length: 1000 }, (_, p) => row(1, 0, p, 1, 'a', 'filler', 'think', -0.5, 1, Math.fround(rand() * 3)));
   // a few exact repeats, as entropy_mask's 0/1 weights make
   for (let p = 0; p < 100; p++) rows[p * 7].w = 1;
   const a = analyzeRun(makeRun(rows));
   const sorted = rows.map((r) => Math.fround(r.w)).sort((x, y) => x - y);
   const ref = (q: number) => {
-    const h = (sorted.length - 1) * q / 100;
+    const h = ((sorted.length - 1) * q) / 100;
     const k = Math.floor(h);
     return sorted[k] + (h - k) * ((sorted[k + 1] ?? sorted[k]) - sorted[k]);
   };
@@ -335,10 +410,16 @@ test('a custom reasoning regex re-classifies tokens from their (trimmed) text', 
   assert.equal(a.meta.reasoning_regex_is_default, false);
   assert.ok(a.notes.some((n) => n.includes('custom regex')));
   // by count: ' go' 2 and '<answer>' 2 (Σ|c| 1.5 > .25), then 'x' 1 (Σ|c| .25) before '+' 1 (Σ|c| 0)
-  assert.deepEqual(a.top_tokens.filler.by_count.map((t) => t.token), [' go', '<answer>', 'x', '+']);
+  assert.deepEqual(
+    a.top_tokens.filler.by_count.map((t) => t.token),
+    [' go', '<answer>', 'x', '+'],
+  );
   // The text is trimmed before matching: ' go' counts as "go".
   const g = analyzeRun(dir, { reasoningRegex: '^go$' });
-  assert.deepEqual(g.top_tokens.reasoning.by_count.map((t) => [t.token, t.count]), [[' go', 2]]);
+  assert.deepEqual(
+    g.top_tokens.reasoning.by_count.map((t) => [t.token, t.count]),
+    [[' go', 2]],
+  );
   // The default regex reproduces the logged column.
   const d = analyzeRun(dir, { reasoningRegex: '^[0-9+\\-*/=().×÷]+$' });
   assert.deepEqual(d.token_types, analyzeRun(dir).token_types);
@@ -357,14 +438,29 @@ test('rows with a non-finite value are left out with a note; ids outside a dense
   close(a.contribution.mean, -1.75 / 3);
   assert.ok(a.notes.some((n) => n.startsWith('1 of 4 token rows')));
   // relative position keeps the logged episode length (4): p0 → 0, p1 → floor(10/4) = 2, p2 → 5
-  assert.deepEqual(a.relative_position.map((b) => b.count), [1, 0, 1, 0, 0, 1, 0, 0, 0, 0]);
-  assert.deepEqual(a.top_tokens.filler.by_count.map((t) => [t.token_id, t.count]), [[-1, 2], [5_000_000, 1]]);
+  assert.deepEqual(
+    a.relative_position.map((b) => b.count),
+    [1, 0, 1, 0, 0, 1, 0, 0, 0, 0],
+  );
+  assert.deepEqual(
+    a.top_tokens.filler.by_count.map((t) => [t.token_id, t.count]),
+    [
+      [-1, 2],
+      [5_000_000, 1],
+    ],
+  );
 });
 
 test('topK caps every top-token list', () => {
   const a = analyzeRun(makeRun(MAIN), { topK: 1 });
-  assert.deepEqual(a.top_tokens.filler.by_count.map((t) => t.token), [' go']);
-  assert.deepEqual(a.top_tokens.reasoning.by_total_abs_contribution.map((t) => t.token), ['3']);
+  assert.deepEqual(
+    a.top_tokens.filler.by_count.map((t) => t.token),
+    [' go'],
+  );
+  assert.deepEqual(
+    a.top_tokens.reasoning.by_total_abs_contribution.map((t) => t.token),
+    ['3'],
+  );
 });
 
 function userError(f: () => unknown, re: RegExp): void {
@@ -391,9 +487,20 @@ test('compareRuns gives seed 002 Appendix B: eval, filler |c|, reasoning |c|, ra
   //   c = A·ℓ: ' go' -1, '3' -0.5, '<answer>' -0.25 | ' go' 2, '3' 1, '+' 0.5, '<answer>' 0.25 | 'x' -0.25
   //   filler |c| = (1 + .25 + 2 + .25 + .25)/5 = 0.75; reasoning |c| = (.5 + 1 + .5)/3 = 2/3; ratio 1.125
   const run = analyzeRun(makeRun(MAIN, { metrics: MAIN_METRICS }));
-  const base = analyzeRun(makeRun(MAIN.map((r) => ({ ...r, w: 1 })), {
-    strategy: 'none', credit: '', name: 'base', metrics: [{ step: 0, phase: 'eval', eval_success: 0 }, { step: 2, phase: 'grpo', eval_success: 0.5 }],
-  }));
+  const base = analyzeRun(
+    makeRun(
+      MAIN.map((r) => ({ ...r, w: 1 })),
+      {
+        strategy: 'none',
+        credit: '',
+        name: 'base',
+        metrics: [
+          { step: 0, phase: 'eval', eval_success: 0 },
+          { step: 2, phase: 'grpo', eval_success: 0.5 },
+        ],
+      },
+    ),
+  );
   const cmp = compareRuns(run, base);
   assert.equal(cmp.run.label, 'outcome_conditional (think_discount 0.5)');
   assert.equal(cmp.baseline.label, 'none');
@@ -415,8 +522,17 @@ test('compareRuns gives seed 002 Appendix B: eval, filler |c|, reasoning |c|, ra
 
 test('Markdown lays out every table of seed 002', () => {
   const md = analysisToMarkdown(analyzeRun(makeRun(MAIN, { metrics: MAIN_METRICS })));
-  for (const h of ['## Contribution statistics', '## T-statistics per position', '## Position analysis', '## By reward sign', '## Token types',
-    '## Token types by position', '### Filler, by total |c|', '### Reasoning, by count', '## Weights per section (strategy: outcome_conditional)']) {
+  for (const h of [
+    '## Contribution statistics',
+    '## T-statistics per position',
+    '## Position analysis',
+    '## By reward sign',
+    '## Token types',
+    '## Token types by position',
+    '### Filler, by total |c|',
+    '### Reasoning, by count',
+    '## Weights per section (strategy: outcome_conditional)',
+  ]) {
     assert.ok(md.includes(h), h);
   }
   assert.match(md, /\| Mean contribution \| 0\.094 \|/); // 0.09375
@@ -426,9 +542,12 @@ test('Markdown lays out every table of seed 002', () => {
   assert.match(md, /Eval success: 12\.5% before GRPO → 25\.0% at step 2/);
 });
 
-test('Appendix B carries the paired test on eval success from both runs\' per-instance eval tables, by hand', () => {
+test("Appendix B carries the paired test on eval success from both runs' per-instance eval tables, by hand", () => {
   const run = makeRun(MAIN, { metrics: MAIN_METRICS });
-  const base = makeRun(MAIN.map((r) => ({ ...r, w: 1 })), { strategy: 'none', credit: '', name: 'base' });
+  const base = makeRun(
+    MAIN.map((r) => ({ ...r, w: 1 })),
+    { strategy: 'none', credit: '', name: 'base' },
+  );
   // Without eval tables: no test, and the reason.
   const none = compareRuns(analyzeRun(run), analyzeRun(base));
   assert.equal(none.eval_test, null);
@@ -436,11 +555,14 @@ test('Appendix B carries the paired test on eval success from both runs\' per-in
   assert.match(analysisToMarkdown(analyzeRun(run), none), /Paired test on eval success: not available/);
   // 40 test instances: the baseline solves 0–9, the run 0–19. b = 0 (only the baseline), c = 10 (only the run):
   // McNemar exact p = 2·2^−10 = 0.001953; Δ = +25 pts.
-  const evalOf = (dir: string, solved: number) => writeEvalTable(evalFile(dir, 2), {
-    instance_id: Array.from({ length: 40 }, (_, i) => `t${i}`), split: Array(40).fill('test'),
-    success: Array.from({ length: 40 }, (_, i) => i < solved), reward: Float32Array.from({ length: 40 }, (_, i) => (i < solved ? 1 : 0)),
-    completion: Array(40).fill(''),
-  });
+  const evalOf = (dir: string, solved: number) =>
+    writeEvalTable(evalFile(dir, 2), {
+      instance_id: Array.from({ length: 40 }, (_, i) => `t${i}`),
+      split: Array(40).fill('test'),
+      success: Array.from({ length: 40 }, (_, i) => i < solved),
+      reward: Float32Array.from({ length: 40 }, (_, i) => (i < solved ? 1 : 0)),
+      completion: Array(40).fill(''),
+    });
   evalOf(base, 10);
   evalOf(run, 20);
   const cmp = compareRuns(analyzeRun(run), analyzeRun(base));
@@ -448,7 +570,10 @@ test('Appendix B carries the paired test on eval success from both runs\' per-in
   assert.deepEqual([t.instances, t.mcnemar_b, t.mcnemar_c, t.significant, t.split], [40, 0, 10, true, 'test']);
   assert.ok(Math.abs(t.p - 2 * 2 ** -10) < 1e-12, String(t.p));
   assert.ok(Math.abs(t.diff - 0.25) < 1e-12 && t.lo > 0.05 && t.hi <= 0.45, JSON.stringify(t));
-  assert.match(analysisToMarkdown(analyzeRun(run), cmp), /the same 40 test instances: \*\*Δ \+25\.0 pts, 95 % paired-bootstrap CI \[\+\d+\.\d, \+\d+\.\d\]\*\*; McNemar exact p = 0\.002/);
+  assert.match(
+    analysisToMarkdown(analyzeRun(run), cmp),
+    /the same 40 test instances: \*\*Δ \+25\.0 pts, 95 % paired-bootstrap CI \[\+\d+\.\d, \+\d+\.\d\]\*\*; McNemar exact p = 0\.002/,
+  );
   // A one-instance difference is n.s.
   evalOf(run, 11);
   const ns = compareRuns(analyzeRun(run), analyzeRun(base));
@@ -458,7 +583,10 @@ test('Appendix B carries the paired test on eval success from both runs\' per-in
 
 test('cmdAnalyze writes JSON or Markdown by the --out extension and adds the baseline comparison', async () => {
   const run = makeRun(MAIN, { metrics: MAIN_METRICS });
-  const base = makeRun(MAIN.map((r) => ({ ...r, w: 1 })), { strategy: 'none', credit: '' });
+  const base = makeRun(
+    MAIN.map((r) => ({ ...r, w: 1 })),
+    { strategy: 'none', credit: '' },
+  );
   const out = tmp();
   assert.equal(await cmdAnalyze([run, '--out', join(out, 'a.json'), '--to-step', '1', '--baseline', base]), 0);
   const j = JSON.parse(readFileSync(join(out, 'a.json'), 'utf8')) as CreditAnalysis & { appendix_b?: { baseline: { label: string } } };
@@ -501,8 +629,12 @@ function assertConsistent(a: CreditAnalysis): void {
   assert.equal(sum(a.position_t_stats.by_position.map((p) => p.n)), n);
   assert.equal(a.position_t_stats.positions + a.position_t_stats.excluded_n_lt_2 + a.position_t_stats.excluded_zero_std, a.position_t_stats.by_position.length);
   // mean |c| overall is the count-weighted mean of the per-type means
-  close(a.contribution.mean_abs!, ((a.token_types.filler.mean_abs_contribution ?? 0) * a.token_types.filler.count
-    + (a.token_types.reasoning.mean_abs_contribution ?? 0) * a.token_types.reasoning.count) / n);
+  close(
+    a.contribution.mean_abs!,
+    ((a.token_types.filler.mean_abs_contribution ?? 0) * a.token_types.filler.count +
+      (a.token_types.reasoning.mean_abs_contribution ?? 0) * a.token_types.reasoning.count) /
+      n,
+  );
   for (const type of ['filler', 'reasoning'] as const) {
     for (const t of a.top_tokens[type].by_count) close(t.mean_abs_contribution, t.total_abs_contribution / t.count);
   }
@@ -524,7 +656,8 @@ test('a real tiny countdown run: every table present and consistent', async () =
   assert.equal(a.meta.training.steps, 3);
   assertConsistent(a);
   // strategy none: w = 1 everywhere, so every section's weights are exactly 1
-  for (const s of Object.values(a.weights.sections)) if (s.count > 0) assert.deepEqual([s.min, s.p10, s.p50, s.p90, s.max, s.std], [1, 1, 1, 1, 1, s.count > 1 ? 0 : null]);
+  for (const s of Object.values(a.weights.sections))
+    if (s.count > 0) assert.deepEqual([s.min, s.p10, s.p50, s.p90, s.max, s.std], [1, 1, 1, 1, 1, s.count > 1 ? 0 : null]);
   // Rewarded episodes push c ≤ 0 (seed 002's sign check), the others c ≥ 0.
   if (a.reward_sign.positive.tokens) assert.ok(a.reward_sign.positive.mean_contribution! <= 0);
   if (a.reward_sign.negative.tokens) assert.ok(a.reward_sign.negative.mean_contribution! >= 0);

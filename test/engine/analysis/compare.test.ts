@@ -33,25 +33,49 @@ function run(name: string, seed: number, ok: (i: number) => boolean): string {
 function gainRun(name: string, seed: number, start: number, final: number, withStart = true): string {
   const d = join(root, `${name}-20260101-000000`);
   mkdirSync(join(d, 'eval'), { recursive: true });
-  writeRunInfo(d, { id: name, name, status: 'completed', started: '2026-01-01T00:00:00Z', ended: '2026-01-01T00:06:00Z', backend: 'wasm', engine_version: 't' });
+  writeRunInfo(d, {
+    id: name,
+    name,
+    status: 'completed',
+    started: '2026-01-01T00:00:00Z',
+    ended: '2026-01-01T00:06:00Z',
+    backend: 'wasm',
+    engine_version: 't',
+  });
   writeFileSync(join(d, 'config.yaml'), `name: ${name}\nseed: ${seed}\ncredit:\n  strategy: none\n`);
   const ids = Array.from({ length: N }, (_, i) => `test-${i}`);
-  for (const [step, k] of withStart ? [[0, start], [5, final]] : [[5, final]]) {
+  for (const [step, k] of withStart
+    ? [
+        [0, start],
+        [5, final],
+      ]
+    : [[5, final]]) {
     writeEvalTable(evalFile(d, step), {
-      instance_id: ids, split: ids.map(() => 'test'), success: ids.map((_, i) => i < k),
-      reward: Float32Array.from(ids, (_, i) => (i < k ? 1 : 0)), completion: ids.map(() => ''),
+      instance_id: ids,
+      split: ids.map(() => 'test'),
+      success: ids.map((_, i) => i < k),
+      reward: Float32Array.from(ids, (_, i) => (i < k ? 1 : 0)),
+      completion: ids.map(() => ''),
     });
   }
   return d;
 }
 
-test('compare --from-start: the gain over each run\'s own step 0, over seeds and paired', () => {
+test("compare --from-start: the gain over each run's own step 0, over seeds and paired", () => {
   // "learns": every seed starts at 10/40 = 25 % and ends at 14, 16, 18 of 40 → gains 0.10, 0.15, 0.20: mean 0.15,
   // sd 0.05, half-width t(0.975, 2)·0.05/√3 = 4.302653·0.028868 = 0.124207 → [0.025793, 0.274207], excludes 0.
   // Pooled pairs: b = 0, c = 4 + 6 + 8 = 18 of 120 → McNemar p = 2·2^−18 = 7.629e−6; bootstrap mean 18/120 = 0.15.
   // "flat": 10 → 12, 8, 10 → gains +0.05, −0.05, 0: mean 0; b = 2 (seed 2), c = 2 (seed 1) → p = 1, n.s.
-  const learns = [[1, 14], [2, 16], [3, 18]].map(([s, f]) => gainRun(`learns-seed${s}`, s, 10, f));
-  const flat = [[1, 12], [2, 8], [3, 10]].map(([s, f]) => gainRun(`flat-seed${s}`, s, 10, f));
+  const learns = [
+    [1, 14],
+    [2, 16],
+    [3, 18],
+  ].map(([s, f]) => gainRun(`learns-seed${s}`, s, 10, f));
+  const flat = [
+    [1, 12],
+    [2, 8],
+    [3, 10],
+  ].map(([s, f]) => gainRun(`flat-seed${s}`, s, 10, f));
   const r = gainFromStart([...learns, ...flat], { resamples: 2000 });
   const [l, f] = r.rows;
   assert.deepEqual([l.group, f.group], ['learns', 'flat']);
@@ -101,7 +125,10 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
   // `--baseline runs/base-seed*` in a shell gives one --baseline and the other seeds as positional arguments: the
   // baseline group's other seeds are still the baseline, and the report is the same.
   const globbed = compareSeeds([base[0]], [base[1], base[2], ...better, ...same], { resamples: 2000 });
-  assert.deepEqual(globbed.rows.map((x) => [x.group, x.seeds]), r.rows.map((x) => [x.group, x.seeds]));
+  assert.deepEqual(
+    globbed.rows.map((x) => [x.group, x.seeds]),
+    r.rows.map((x) => [x.group, x.seeds]),
+  );
   assert.deepEqual(globbed.rows[0].seeds, [1, 2, 3]);
   assert.deepEqual(globbed.rows[1].mcnemar, r.rows[1].mcnemar);
   assert.deepEqual(globbed.notes, []);
@@ -151,7 +178,13 @@ test('real runs write per-instance eval tables, and compare reads them: 3 seeds 
     }
   }
   const report = compareSeeds(runs.none, runs.outcome_conditional, { resamples: 500 });
-  assert.deepEqual(report.rows.map((x) => [x.group, x.seeds]), [['tiny-none', [1, 2, 3]], ['tiny-outcome_conditional', [1, 2, 3]]]);
+  assert.deepEqual(
+    report.rows.map((x) => [x.group, x.seeds]),
+    [
+      ['tiny-none', [1, 2, 3]],
+      ['tiny-outcome_conditional', [1, 2, 3]],
+    ],
+  );
   const oc = report.rows[1];
   assert.equal(oc.mcnemar!.pairs, 24, '3 seeds × 8 instances, paired by seed');
   assert.ok(oc.mcnemar!.p >= 0 && oc.mcnemar!.p <= 1);
@@ -169,17 +202,44 @@ test('filler and reasoning |c| get a mean ± 95 % t interval over seeds; a glob 
     const n = 4;
     const zeros = () => new Float32Array(n);
     writeTokenTable(stepFile(d, 'tokens', 1), {
-      step: Int32Array.from([1, 1, 1, 1]), episode: Int32Array.from([0, 0, 0, 0]), prompt_idx: new Int32Array(n), position: Int32Array.from([0, 1, 2, 3]),
-      token_id: new Int32Array(n), token: ['so', 'the', '3', '+'], logprob: zeros(), entropy: zeros(), advantage: zeros(), weight: zeros(),
-      effective_advantage: zeros(), contribution: Float32Array.from([f, -f, 2, -2]), attribution: null, importance: null,
-      section: ['think', 'think', 'think', 'think'], token_type: ['filler', 'filler', 'reasoning', 'reasoning'], reward: zeros(),
+      step: Int32Array.from([1, 1, 1, 1]),
+      episode: Int32Array.from([0, 0, 0, 0]),
+      prompt_idx: new Int32Array(n),
+      position: Int32Array.from([0, 1, 2, 3]),
+      token_id: new Int32Array(n),
+      token: ['so', 'the', '3', '+'],
+      logprob: zeros(),
+      entropy: zeros(),
+      advantage: zeros(),
+      weight: zeros(),
+      effective_advantage: zeros(),
+      contribution: Float32Array.from([f, -f, 2, -2]),
+      attribution: null,
+      importance: null,
+      section: ['think', 'think', 'think', 'think'],
+      token_type: ['filler', 'filler', 'reasoning', 'reasoning'],
+      reward: zeros(),
     });
     return d;
   };
-  const base = [1, 2, 3].map((s) => withTokens(run(`tb-seed${s}`, s, (i) => i < 10), [1, 3, 2][s - 1]));
-  const other = [1, 2, 3].map((s) => withTokens(run(`tx-seed${s}`, s, (i) => i < 12), 2));
+  const base = [1, 2, 3].map((s) =>
+    withTokens(
+      run(`tb-seed${s}`, s, (i) => i < 10),
+      [1, 3, 2][s - 1],
+    ),
+  );
+  const other = [1, 2, 3].map((s) =>
+    withTokens(
+      run(`tx-seed${s}`, s, (i) => i < 12),
+      2,
+    ),
+  );
   const r = compareSeeds(base, [...base, ...other], { resamples: 200 });
-  assert.deepEqual(r.rows.map((x) => x.group), ['tb', 'tx'], 'the baseline runs in the positional list are not a second group');
+  assert.deepEqual(
+    r.rows.map((x) => x.group),
+    ['tb', 'tx'],
+    'the baseline runs in the positional list are not a second group',
+  );
   const b = r.rows[0];
   assert.equal(b.filler_abs_c!.n, 3);
   assert.ok(Math.abs(b.filler_abs_c!.mean! - 2) < 1e-6);

@@ -8,7 +8,14 @@ import { incompleteBeta, mcnemarExact, meanInterval, pairedBootstrap, studentTCd
 const close = (a: number, b: number, tol: number, what: string) => assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} vs ${b}`);
 
 test('Student t: 0.975 quantiles match the printed table to its 3 decimals', () => {
-  for (const [df, t] of [[1, 12.706], [2, 4.303], [4, 2.776], [10, 2.228], [30, 2.042]] as const) close(studentTQuantile(0.975, df), t, 5e-4, `df ${df}`);
+  for (const [df, t] of [
+    [1, 12.706],
+    [2, 4.303],
+    [4, 2.776],
+    [10, 2.228],
+    [30, 2.042],
+  ] as const)
+    close(studentTQuantile(0.975, df), t, 5e-4, `df ${df}`);
   // Symmetry, and the CDF of the quantile is the probability back.
   close(studentTQuantile(0.025, 3), -studentTQuantile(0.975, 3), 1e-9, 'symmetry');
   close(studentTCdf(studentTQuantile(0.9, 7), 7), 0.9, 1e-9, 'round trip');
@@ -20,7 +27,7 @@ test('Student t: 0.975 quantiles match the printed table to its 3 decimals', () 
 
 test('mean ± 95 % t interval over seeds', () => {
   // Values 0.10, 0.12, 0.14: mean 0.12, sample sd 0.02, half width t(0.975, 2)·0.02/√3 = 4.30265·0.011547 = 0.049683.
-  const r = meanInterval([0.10, 0.12, 0.14]);
+  const r = meanInterval([0.1, 0.12, 0.14]);
   close(r.mean, 0.12, 1e-12, 'mean');
   close(r.half, 0.049683, 1e-6, 'half width');
   close(r.lo, 0.12 - 0.049683, 1e-6, 'lo');
@@ -31,8 +38,11 @@ test('mean ± 95 % t interval over seeds', () => {
 });
 
 test('McNemar exact: two-sided binomial tails worked by hand', () => {
-  const pairs = (b: number, c: number, same: number): [boolean, boolean][] =>
-    [...Array(b).fill([true, false]), ...Array(c).fill([false, true]), ...Array(same).fill([true, true])];
+  const pairs = (b: number, c: number, same: number): [boolean, boolean][] => [
+    ...Array(b).fill([true, false]),
+    ...Array(c).fill([false, true]),
+    ...Array(same).fill([true, true]),
+  ];
   // b = 1, c = 6: n = 7, P(X ≤ 1) = (1 + 7)/128 = 0.0625, p = 0.125.
   let r = mcnemarExact(pairs(1, 6, 10));
   assert.deepEqual([r.b, r.c, r.n], [1, 6, 17]);

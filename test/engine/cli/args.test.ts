@@ -16,14 +16,20 @@ test('positional arguments, --k v and --k=v, repeated flags in order, booleans',
 
 test('an unknown flag names itself, suggests the closest, and prints the usage; a missing value is named', () => {
   assert.throws(() => parseArgs(['--jsn'], spec, 'USAGE TEXT'), /unknown option --jsn; did you mean --json\?\nUSAGE TEXT/);
-  assert.throws(() => parseArgs(['--frobnicate'], spec, 'u'), (e: Error) => !/did you mean/.test(e.message) && /unknown option --frobnicate/.test(e.message));
+  assert.throws(
+    () => parseArgs(['--frobnicate'], spec, 'u'),
+    (e: Error) => !/did you mean/.test(e.message) && /unknown option --frobnicate/.test(e.message),
+  );
   assert.throws(() => parseArgs(['--out'], spec, 'u'), /--out needs a value/);
 });
 
 test('numbers are checked where they are read, with the flag, the value and what is allowed', () => {
   const a = parseArgs(['--from-step', '3', '--lr', '1e-3'], spec, 'u');
   assert.equal(intFlag(a, 'from-step', 0), 3);
-  assert.equal(numFlag(a, 'lr', (x) => x > 0, 'a positive number'), 0.001);
+  assert.equal(
+    numFlag(a, 'lr', (x) => x > 0, 'a positive number'),
+    0.001,
+  );
   assert.equal(intFlag(a, 'out'), undefined);
   assert.throws(() => intFlag(parseArgs(['--from-step', '2.5'], spec, 'u'), 'from-step', 0), /--from-step: got "2\.5"; expected an integer ≥ 0/);
   assert.throws(() => intFlag(parseArgs(['--from-step', '-1'], spec, 'u'), 'from-step', 0), /expected an integer ≥ 0/);

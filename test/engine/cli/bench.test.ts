@@ -29,10 +29,21 @@ test('profile tables: kernels grouped by name, largest first, shares of the wall
   const { aggregate, profileMarkdown } = await import('../../../src/engine/cli/profile');
   // 10 ms wall: BatchMatMul 3 + 2 ms (2 calls), Add 1 ms, a kernel whose time is a promise (0.5 ms), one that failed.
   const t = await aggregate('step', 10, [
-    { name: 'BatchMatMul', kernelTimeMs: 3 }, { name: 'Add', kernelTimeMs: 1 }, { name: 'BatchMatMul', kernelTimeMs: 2 },
-    { name: 'Exp', kernelTimeMs: Promise.resolve(0.5) }, { name: 'Sum', kernelTimeMs: { error: 'no timer' } },
+    { name: 'BatchMatMul', kernelTimeMs: 3 },
+    { name: 'Add', kernelTimeMs: 1 },
+    { name: 'BatchMatMul', kernelTimeMs: 2 },
+    { name: 'Exp', kernelTimeMs: Promise.resolve(0.5) },
+    { name: 'Sum', kernelTimeMs: { error: 'no timer' } },
   ]);
-  assert.deepEqual(t.rows.map((r) => [r.op, r.calls, r.ms, r.share]), [['BatchMatMul', 2, 5, 0.5], ['Add', 1, 1, 0.1], ['Exp', 1, 0.5, 0.05], ['Sum', 1, 0, 0]]);
+  assert.deepEqual(
+    t.rows.map((r) => [r.op, r.calls, r.ms, r.share]),
+    [
+      ['BatchMatMul', 2, 5, 0.5],
+      ['Add', 1, 1, 0.1],
+      ['Exp', 1, 0.5, 0.05],
+      ['Sum', 1, 0, 0],
+    ],
+  );
   assert.equal(t.kernelMs, 6.5);
   const md = profileMarkdown(t, 2);
   assert.match(md, /\| BatchMatMul \| 2 \| 5\.00 \| 50\.0 \|/);
@@ -40,7 +51,7 @@ test('profile tables: kernels grouped by name, largest first, shares of the wall
   assert.match(md, /\| outside kernels .* \| \| 3\.50 \| 35\.0 \|/);
 });
 
-test('paired rounds: sides alternate which goes first, each round\'s ratio is its medians\' ratio, the summary their median and range', async () => {
+test("paired rounds: sides alternate which goes first, each round's ratio is its medians' ratio, the summary their median and range", async () => {
   const { pairedRounds, summarize } = await import('../../../src/engine/cli/paired');
   const { median } = await import('../../../src/engine/core/stats');
   assert.equal(median([3, 1, 2]), 2);
@@ -48,9 +59,17 @@ test('paired rounds: sides alternate which goes first, each round\'s ratio is it
   const order: string[] = [];
   let round = 0;
   // ours: [10, 12, 11] then [20, 22, 21] …; torch: [5, 5, 6] then [10, 11, 10] …: round ratios 11/5, 21/10, 31/15
-  const ours = () => { order.push('ours'); const k = ++round; return [10 * k, 10 * k + 2, 10 * k + 1]; };
+  const ours = () => {
+    order.push('ours');
+    const k = ++round;
+    return [10 * k, 10 * k + 2, 10 * k + 1];
+  };
   let t = 0;
-  const torch = async () => { order.push('torch'); const k = ++t; return [5 * k, 5 * k + (k === 1 ? 0 : 1), 5 * k + (k === 1 ? 1 : 0)]; };
+  const torch = async () => {
+    order.push('torch');
+    const k = ++t;
+    return [5 * k, 5 * k + (k === 1 ? 0 : 1), 5 * k + (k === 1 ? 1 : 0)];
+  };
   const r = await pairedRounds(3, ours, torch, 0);
   assert.deepEqual(order, ['torch', 'ours', 'ours', 'torch', 'torch', 'ours']);
   assert.deepEqual(r.ratios, [11 / 5, 21 / 10, 31 / 15]);
@@ -63,23 +82,30 @@ test('paired rounds: sides alternate which goes first, each round\'s ratio is it
 
 const torchImportable = existsSync('/usr/bin/python3') && spawnSync('/usr/bin/python3', ['-c', 'import torch'], { encoding: 'utf8' }).status === 0;
 
-test('bench/torch_ref.py --serve answers timing requests line by line, and a bad request with an error', { skip: !torchImportable && 'no torch under /usr/bin/python3' }, async () => {
-  const { TorchServer } = await import('../../../src/engine/cli/paired');
-  const started = await TorchServer.start();
-  assert.ok(!('error' in started), 'error' in started ? started.error : '');
-  const { server, threads, sgemm_gflops } = started as Exclude<typeof started, { error: string }>;
-  try {
-    assert.ok(threads >= 1 && sgemm_gflops > 0);
-    const ms = await server.train('reference', 2);
-    assert.equal(ms.length, 2);
-    assert.ok(ms.every((x) => x > 0 && x < 60_000), String(ms));
-    const rate = await server.rollout('reference', 1);
-    assert.equal(rate.length, 1);
-    assert.ok(rate[0] > 0);
-    await assert.rejects(server.ask({ op: 'train', model: 'huge' }), /torch_ref\.py: unknown request/);
-    // still serving after the bad request
-    assert.equal((await server.train('reference', 1)).length, 1);
-  } finally {
-    server.close();
-  }
-});
+test(
+  'bench/torch_ref.py --serve answers timing requests line by line, and a bad request with an error',
+  { skip: !torchImportable && 'no torch under /usr/bin/python3' },
+  async () => {
+    const { TorchServer } = await import('../../../src/engine/cli/paired');
+    const started = await TorchServer.start();
+    assert.ok(!('error' in started), 'error' in started ? started.error : '');
+    const { server, threads, sgemm_gflops } = started as Exclude<typeof started, { error: string }>;
+    try {
+      assert.ok(threads >= 1 && sgemm_gflops > 0);
+      const ms = await server.train('reference', 2);
+      assert.equal(ms.length, 2);
+      assert.ok(
+        ms.every((x) => x > 0 && x < 60_000),
+        String(ms),
+      );
+      const rate = await server.rollout('reference', 1);
+      assert.equal(rate.length, 1);
+      assert.ok(rate[0] > 0);
+      await assert.rejects(server.ask({ op: 'train', model: 'huge' }), /torch_ref\.py: unknown request/);
+      // still serving after the bad request
+      assert.equal((await server.train('reference', 1)).length, 1);
+    } finally {
+      server.close();
+    }
+  },
+);

@@ -47,8 +47,7 @@ test('malformed YAML', () => assertClean(run('train', cfg('bad.credit.yaml', 'na
 test('unknown strategy names the field and the allowed values', () =>
   assertClean(run('train', cfg('s.credit.yaml', base({ credit: 'credit: { strategy: magic }\n' }))), /credit\.strategy.*magic[\s\S]*outcome_conditional/));
 
-test('negative size names the field', () =>
-  assertClean(run('train', cfg('n.credit.yaml', base({ grpo: 'grpo: { steps: -3 }\n' }))), /grpo\.steps/));
+test('negative size names the field', () => assertClean(run('train', cfg('n.credit.yaml', base({ grpo: 'grpo: { steps: -3 }\n' }))), /grpo\.steps/));
 
 test('unreadable model path', () =>
   assertClean(run('train', cfg('m.credit.yaml', base({ model: 'model: { source: hf, path: ./no-such-model }\n' }))), /no-such-model/));
@@ -56,7 +55,10 @@ test('unreadable model path', () =>
 test('a reward module that throws', () => {
   writeFileSync(join(dir, 'data.jsonl'), Array.from({ length: 12 }, (_, i) => JSON.stringify({ prompt: `q${i} <think>`, answer: String(i) })).join('\n'));
   writeFileSync(join(dir, 'reward.js'), 'module.exports.reward = () => { throw new Error("boom in user code"); };\n');
-  const r = run('train', cfg('j.credit.yaml', base({ task: 'task: { name: jsonl, path: data.jsonl, reward_module: reward.js, train_size: 8, eval_size: 2 }\n' })));
+  const r = run(
+    'train',
+    cfg('j.credit.yaml', base({ task: 'task: { name: jsonl, path: data.jsonl, reward_module: reward.js, train_size: 8, eval_size: 2 }\n' })),
+  );
   assert.notEqual(r.code, 0);
   assert.match(r.err, /reward\.js/);
   assert.match(r.err, /boom in user code/);
@@ -74,7 +76,10 @@ test('import: bad input is one clear message, and a good prime-rl export prints 
   assertClean(run('import', verl), /verl rollouts carry no per-token values; pass --model/);
   assertClean(run('import', verl, '--format', 'parquet'), /--format parquet: expected auto, verl, trl, prime or jsonl/);
   assertClean(run('import', verl, '--model', join(dir, 'nowhere')), /--model .*nowhere: no such folder/);
-  const prime = cfg('rank_0.jsonl', JSON.stringify({ step: 4, token_ids: [1, 2, 3], loss_mask: [false, true, true], advantages: [0, 1, 1], trainer_logprobs: [0, -0.5, -1] }) + '\n{oops\n');
+  const prime = cfg(
+    'rank_0.jsonl',
+    JSON.stringify({ step: 4, token_ids: [1, 2, 3], loss_mask: [false, true, true], advantages: [0, 1, 1], trainer_logprobs: [0, -0.5, -1] }) + '\n{oops\n',
+  );
   const ok = run('import', prime, '--format', 'prime', '--out', join(dir, 'imported'));
   assert.equal(ok.code, 0, ok.err);
   assert.match(ok.out, /imported 1 completions \(prime, 1 step, 1 skipped\) → .*imported[/\\]import-rank_0-\d{8}-\d{6}/);
@@ -88,9 +93,15 @@ test('sweep --dry-run on the local executor lists the runs (seeds from --set swe
   assert.equal(r.code, 0, r.err);
   const j = JSON.parse(r.out) as { executor: string; runs: { name: string; overrides: Record<string, unknown> }[] };
   assert.equal(j.executor, 'local');
-  assert.deepEqual(j.runs.map((x) => [x.name, x.overrides.seed, x.overrides['credit.strategy']]), [
-    ['t-none-seed4', 4, 'none'], ['t-none-seed5', 5, 'none'], ['t-inverse_logprob-seed4', 4, 'inverse_logprob'], ['t-inverse_logprob-seed5', 5, 'inverse_logprob'],
-  ]);
+  assert.deepEqual(
+    j.runs.map((x) => [x.name, x.overrides.seed, x.overrides['credit.strategy']]),
+    [
+      ['t-none-seed4', 4, 'none'],
+      ['t-none-seed5', 5, 'none'],
+      ['t-inverse_logprob-seed4', 4, 'inverse_logprob'],
+      ['t-inverse_logprob-seed5', 5, 'inverse_logprob'],
+    ],
+  );
   assert.equal(existsSync(out), false, 'a dry run writes no run directory');
   const text = run('sweep', p, '--set', 'sweep.seeds=2', '--dry-run');
   assert.match(text.out, /^2 runs \(dry run: nothing trained\)\n  t-seed1  seed=1\n  t-seed2  seed=2$/m);

@@ -5,8 +5,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import {
-  applyOverrides, type ConfigIssue, configJsonSchema, configToYaml, type CreditConfig, getDotted, loadConfig,
-  parseConfigText, redactConfig, setDotted, STRATEGIES,
+  applyOverrides,
+  type ConfigIssue,
+  configJsonSchema,
+  configToYaml,
+  type CreditConfig,
+  getDotted,
+  loadConfig,
+  parseConfigText,
+  redactConfig,
+  setDotted,
+  STRATEGIES,
 } from '../../../src/engine/config/config';
 import { isUserError } from '../../../src/engine/core/errors';
 
@@ -119,8 +128,7 @@ test('the DESIGN §3 example itself (with its sweep) is valid and keeps what it 
   const text = `${DESIGN_DEFAULTS}sweep:\n  grid: { credit.strategy: [none, outcome_conditional], credit.think_discount: [0.25, 0.5, 0.75] }\n`;
   const { config, issues } = parseConfigText(text);
   assert.deepEqual(issues, []);
-  assert.deepEqual(config!.sweep, { grid: { 'credit.strategy': ['none', 'outcome_conditional'],
-    'credit.think_discount': [0.25, 0.5, 0.75] } });
+  assert.deepEqual(config!.sweep, { grid: { 'credit.strategy': ['none', 'outcome_conditional'], 'credit.think_discount': [0.25, 0.5, 0.75] } });
 });
 
 test('partial sections keep their other defaults', () => {
@@ -160,14 +168,14 @@ test('a wrong enum value names the path, the value, the choices and the nearest 
 });
 
 test('sizes must be positive integers and ranges are stated', () => {
-  const issues = issuesOf('model:\n  d_model: -8\ngrpo:\n  group_size: 1\n  top_p: 0\n  prompts_per_step: 2.5\n'
-    + 'credit:\n  mask_percentile: 101\n  epsilon: 0\n');
+  const issues = issuesOf(
+    'model:\n  d_model: -8\ngrpo:\n  group_size: 1\n  top_p: 0\n  prompts_per_step: 2.5\n' + 'credit:\n  mask_percentile: 101\n  epsilon: 0\n',
+  );
   assert.equal(only(issues, 'model.d_model').message, 'model.d_model: got -8, expected an integer ≥ 1');
   assert.equal(only(issues, 'grpo.group_size').message, 'grpo.group_size: got 1, expected an integer ≥ 2');
   assert.equal(only(issues, 'grpo.top_p').message, 'grpo.top_p: got 0, expected a number > 0 and ≤ 1');
   assert.equal(only(issues, 'grpo.prompts_per_step').message, 'grpo.prompts_per_step: got 2.5, expected an integer ≥ 1');
-  assert.equal(only(issues, 'credit.mask_percentile').message,
-    'credit.mask_percentile: got 101, expected a number ≥ 0 and ≤ 100');
+  assert.equal(only(issues, 'credit.mask_percentile').message, 'credit.mask_percentile: got 101, expected a number ≥ 0 and ≤ 100');
   assert.equal(only(issues, 'credit.epsilon').message, 'credit.epsilon: got 0, expected a number > 0');
   assert.equal(issues.length, 6, 'all errors are reported, not only the first');
 });
@@ -193,14 +201,20 @@ test('task.numbers is a [min, max] pair with 1 ≤ min ≤ max ≤ 6', () => {
 
 test('head counts must divide: n_heads | d_model (even head size), n_kv_heads | n_heads', () => {
   // 128 / 3 is not an integer.
-  assert.match(only(issuesOf('model:\n  n_heads: 3\n  n_kv_heads: 1\n'), 'model.n_heads').message,
-    /^model\.n_heads: got 3, expected a divisor of model\.d_model \(128\)/);
+  assert.match(
+    only(issuesOf('model:\n  n_heads: 3\n  n_kv_heads: 1\n'), 'model.n_heads').message,
+    /^model\.n_heads: got 3, expected a divisor of model\.d_model \(128\)/,
+  );
   // 4 query heads cannot share 3 key/value heads.
-  assert.match(only(issuesOf('model:\n  n_kv_heads: 3\n'), 'model.n_kv_heads').message,
-    /^model\.n_kv_heads: got 3, expected a divisor of model\.n_heads \(4\)/);
+  assert.match(
+    only(issuesOf('model:\n  n_kv_heads: 3\n'), 'model.n_kv_heads').message,
+    /^model\.n_kv_heads: got 3, expected a divisor of model\.n_heads \(4\)/,
+  );
   // 96 / 32 = 3 dimensions per head: odd, so rotary pairs do not fit.
-  assert.match(only(issuesOf('model:\n  d_model: 96\n  n_heads: 32\n  n_kv_heads: 8\n'), 'model.n_heads').message,
-    /head size d_model \/ n_heads = 3 must be even/);
+  assert.match(
+    only(issuesOf('model:\n  d_model: 96\n  n_heads: 32\n  n_kv_heads: 8\n'), 'model.n_heads').message,
+    /head size d_model \/ n_heads = 3 must be even/,
+  );
   // GQA that divides is fine: 8 heads over 2 kv heads, 128 / 8 = 16 per head.
   assert.deepEqual(parseConfigText('model:\n  n_heads: 8\n  n_kv_heads: 2\n').issues, []);
 });
@@ -212,13 +226,17 @@ test('conditionally required keys: hf path, jsonl path, reward_variance checkpoi
   // model.path is absent, so the position falls back to the value that made it required.
   assert.equal(hf.slice(...issue.offset!), 'hf');
   assert.match(only(issuesOf('task:\n  name: jsonl\n'), 'task.path').message, /required when task\.name is jsonl/);
-  assert.match(only(issuesOf('credit:\n  strategy: reward_variance\n'), 'credit.reward_variance.importance_checkpoint')
-    .message, /required when credit\.strategy is reward_variance/);
+  assert.match(
+    only(issuesOf('credit:\n  strategy: reward_variance\n'), 'credit.reward_variance.importance_checkpoint').message,
+    /required when credit\.strategy is reward_variance/,
+  );
   const openai = issuesOf('credit:\n  cal: {provider: openai}\n');
-  assert.deepEqual(openai.map((i) => i.path).sort(),
-    ['credit.cal.api_key_env', 'credit.cal.base_url', 'credit.cal.model']);
+  assert.deepEqual(openai.map((i) => i.path).sort(), ['credit.cal.api_key_env', 'credit.cal.base_url', 'credit.cal.model']);
   const gemini = issuesOf('credit:\n  cal: {provider: gemini, model: gemini-2.0-flash}\n');
-  assert.deepEqual(gemini.map((i) => i.path), ['credit.cal.api_key_env']);
+  assert.deepEqual(
+    gemini.map((i) => i.path),
+    ['credit.cal.api_key_env'],
+  );
   assert.deepEqual(parseConfigText('model:\n  source: hf\n  path: ./qwen\n').issues, []);
 });
 
@@ -246,7 +264,10 @@ test('offsets, line and col point at the offending node', () => {
   assert.equal(text.slice(...strat.offset!), 'nope');
   assert.equal(strat.line, 6);
   // Document order.
-  assert.deepEqual(issues.map((i) => i.line), [4, 5, 6]);
+  assert.deepEqual(
+    issues.map((i) => i.line),
+    [4, 5, 6],
+  );
 });
 
 test('YAML syntax errors and a non-mapping document are issues with a position', () => {
@@ -271,8 +292,7 @@ test('sweep grid keys must be config paths; values are checked against their key
   const key = only(issues, 'sweep.grid[1].credit.think_discont');
   assert.match(key.message, /`credit\.think_discont` is not a config key; did you mean `credit\.think_discount`\?/);
   assert.equal(text.slice(...key.offset!), 'credit.think_discont');
-  assert.match(only(issuesOf('sweep:\n  grid: {sweep.grid: [1]}\n'), 'sweep.grid.sweep.grid').message,
-    /cannot set the sweep/);
+  assert.match(only(issuesOf('sweep:\n  grid: {sweep.grid: [1]}\n'), 'sweep.grid.sweep.grid').message, /cannot set the sweep/);
   assert.match(only(issuesOf('sweep:\n  grid: {seed: []}\n'), 'sweep.grid.seed').message, /at least one value/);
 });
 
@@ -285,10 +305,24 @@ test('setDotted / getDotted / applyOverrides', () => {
   assert.equal(getDotted(o, 'credit.nope.x'), undefined);
 
   const raw = { grpo: { steps: 100 } };
-  const out = applyOverrides(raw, ['grpo.steps=3', 'task.numbers=[3,4]', 'model.path=null', 'name=run-a',
-    'credit.attribution={init_std: 0.5}', 'sweep.grid.seed=[1, 2]', 'sweep.seeds=[1, 2, 3]', 'sweep.slurm.partition=debug']);
-  assert.deepEqual(out, { grpo: { steps: 3 }, task: { numbers: [3, 4] }, model: { path: null }, name: 'run-a',
-    credit: { attribution: { init_std: 0.5 } }, sweep: { grid: { seed: [1, 2] }, seeds: [1, 2, 3], slurm: { partition: 'debug' } } });
+  const out = applyOverrides(raw, [
+    'grpo.steps=3',
+    'task.numbers=[3,4]',
+    'model.path=null',
+    'name=run-a',
+    'credit.attribution={init_std: 0.5}',
+    'sweep.grid.seed=[1, 2]',
+    'sweep.seeds=[1, 2, 3]',
+    'sweep.slurm.partition=debug',
+  ]);
+  assert.deepEqual(out, {
+    grpo: { steps: 3 },
+    task: { numbers: [3, 4] },
+    model: { path: null },
+    name: 'run-a',
+    credit: { attribution: { init_std: 0.5 } },
+    sweep: { grid: { seed: [1, 2] }, seeds: [1, 2, 3], slurm: { partition: 'debug' } },
+  });
   assert.deepEqual(raw, { grpo: { steps: 100 } }, 'the input is not modified');
 });
 
@@ -322,8 +356,11 @@ test('loadConfig: overrides, validation and relative paths against the config fo
     mkdirSync(join(dir, 'abs'));
     writeFileSync(join(dir, 'exp', 'data.jsonl'), '');
     writeFileSync(join(dir, 'abs', 'reward.js'), '');
-    writeFileSync(file, 'name: a\nmodel:\n  source: hf\n  path: ../models/qwen\ntask:\n  name: jsonl\n  path: data.jsonl\n'
-      + `  reward_module: ${join(dir, 'abs', 'reward.js')}\ncredit:\n  reward_variance: {importance_checkpoint: ckpt/imp}\n`);
+    writeFileSync(
+      file,
+      'name: a\nmodel:\n  source: hf\n  path: ../models/qwen\ntask:\n  name: jsonl\n  path: data.jsonl\n' +
+        `  reward_module: ${join(dir, 'abs', 'reward.js')}\ncredit:\n  reward_variance: {importance_checkpoint: ckpt/imp}\n`,
+    );
     const { config, configPath, configDir } = loadConfig(file, ['grpo.steps=3', 'task.numbers=[3,4]']);
     assert.equal(configPath, file);
     assert.equal(configDir, join(dir, 'exp'));
@@ -345,19 +382,24 @@ test('loadConfig: overrides, validation and relative paths against the config fo
 test('loadConfig errors: missing file, invalid values (with file:line:col), bad --set values', () => {
   const dir = tempDir();
   try {
-    assert.throws(() => loadConfig(join(dir, 'nope.credit.yaml')), (e: unknown) =>
-      isUserError(e) && /Cannot read config .*nope\.credit\.yaml: no such file/.test((e as Error).message));
+    assert.throws(
+      () => loadConfig(join(dir, 'nope.credit.yaml')),
+      (e: unknown) => isUserError(e) && /Cannot read config .*nope\.credit\.yaml: no such file/.test((e as Error).message),
+    );
     const file = join(dir, 'b.credit.yaml');
     writeFileSync(file, 'grpo:\n  group_size: 1\n  scale_rewards: group\n');
-    assert.throws(() => loadConfig(file, ['grpo.scale_rewards=bach']), (e: unknown) => {
-      const m = (e as Error).message;
-      assert.ok(isUserError(e));
-      assert.match(m, /Invalid config .*b\.credit\.yaml \(2 problems\)/);
-      assert.match(m, /b\.credit\.yaml:2:15: grpo\.group_size: got 1, expected an integer ≥ 2/);
-      // The bad value came from the command line, so no file position and a note saying so.
-      assert.match(m, /\n {2}grpo\.scale_rewards: got "bach", expected one of: group, batch, none; did you mean `batch`\? \(set by --set\)/);
-      return true;
-    });
+    assert.throws(
+      () => loadConfig(file, ['grpo.scale_rewards=bach']),
+      (e: unknown) => {
+        const m = (e as Error).message;
+        assert.ok(isUserError(e));
+        assert.match(m, /Invalid config .*b\.credit\.yaml \(2 problems\)/);
+        assert.match(m, /b\.credit\.yaml:2:15: grpo\.group_size: got 1, expected an integer ≥ 2/);
+        // The bad value came from the command line, so no file position and a note saying so.
+        assert.match(m, /\n {2}grpo\.scale_rewards: got "bach", expected one of: group, batch, none; did you mean `batch`\? \(set by --set\)/);
+        return true;
+      },
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -365,7 +407,12 @@ test('loadConfig errors: missing file, invalid values (with file:line:col), bad 
 
 /** The part of a JSON Schema node these checks read. */
 interface JsonSchemaNode {
-  type?: string; description?: string; default?: unknown; minimum?: number; enum?: unknown[]; additionalProperties?: boolean;
+  type?: string;
+  description?: string;
+  default?: unknown;
+  minimum?: number;
+  enum?: unknown[];
+  additionalProperties?: boolean;
   properties: Record<string, JsonSchemaNode>;
 }
 
@@ -424,14 +471,20 @@ test('an empty config is an error, not a run of all defaults; every path key mus
   try {
     const file = join(dir, 'a.credit.yaml');
     writeFileSync(join(dir, 'data.jsonl'), '');
-    writeFileSync(file, 'name: a\nmodel: {source: hf, path: nowhere}\ntask: {name: jsonl, path: data.jsonl, reward_module: data.jsonl}\n'
-      + 'sweep:\n  grid: {model.init_checkpoint: [ck1, .]}\n');
-    assert.throws(() => loadConfig(file), (e: Error) => {
-      assert.match(e.message, new RegExp(`model.path: got "${join(dir, 'nowhere')}", no such folder`));
-      assert.match(e.message, new RegExp(`sweep.grid.model.init_checkpoint: got "${join(dir, 'ck1')}", no such folder`));
-      assert.doesNotMatch(e.message, /task.path|sweep.grid.model.init_checkpoint: got "[^"]*\/\."/);
-      return true;
-    });
+    writeFileSync(
+      file,
+      'name: a\nmodel: {source: hf, path: nowhere}\ntask: {name: jsonl, path: data.jsonl, reward_module: data.jsonl}\n' +
+        'sweep:\n  grid: {model.init_checkpoint: [ck1, .]}\n',
+    );
+    assert.throws(
+      () => loadConfig(file),
+      (e: Error) => {
+        assert.match(e.message, new RegExp(`model.path: got "${join(dir, 'nowhere')}", no such folder`));
+        assert.match(e.message, new RegExp(`sweep.grid.model.init_checkpoint: got "${join(dir, 'ck1')}", no such folder`));
+        assert.doesNotMatch(e.message, /task.path|sweep.grid.model.init_checkpoint: got "[^"]*\/\."/);
+        return true;
+      },
+    );
     assert.deepEqual(readdirSync(dir).sort(), ['a.credit.yaml', 'data.jsonl'], 'nothing was written');
     writeFileSync(file, 'name: a\ntask: {name: jsonl, path: .}\n');
     assert.throws(() => loadConfig(file), /task.path: got ".*", expected a file/);
@@ -445,8 +498,10 @@ test('credit.cal: a key goes only over https or to this machine, and api_key_env
   assert.deepEqual(cal('base_url: "https://api.example.com/v1", api_key_env: OPENAI_API_KEY'), []);
   assert.deepEqual(cal('base_url: "http://127.0.0.1:8000", api_key_env: VLLM_TOKEN'), []);
   assert.deepEqual(cal('base_url: "http://localhost:11434", api_key_env: my_key'), []);
-  assert.match(cal('base_url: "http://collector.example.com", api_key_env: OPENAI_API_KEY')[0],
-    /^credit.cal.base_url: got "http:\/\/collector.example.com"; the API key is only sent over https, or over http to this machine/);
+  assert.match(
+    cal('base_url: "http://collector.example.com", api_key_env: OPENAI_API_KEY')[0],
+    /^credit.cal.base_url: got "http:\/\/collector.example.com"; the API key is only sent over https, or over http to this machine/,
+  );
   assert.match(cal('base_url: "https://user:pw@api.example.com", api_key_env: OPENAI_API_KEY')[0], /credentials in the URL/);
   assert.match(cal('base_url: "https://api.example.com", api_key_env: HOME')[0], /^credit.cal.api_key_env: got "HOME", expected the name of a key variable/);
   assert.match(cal('base_url: "https://api.example.com", api_key_env: AWS_REGION')[0], /api_key_env/);

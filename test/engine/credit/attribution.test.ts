@@ -17,20 +17,48 @@ const close = (a: number, b: number, tol = 1e-6) => assert.ok(Math.abs(a - b) <=
 
 test('attribution weights: n·softmax(z) over valid tokens; a uniform head is plain GRPO', () => {
   // z = [0, ln 3]: softmax = [1/4, 3/4], n = 2 → [0.5, 1.5]; the padding token gets 0.
-  const w = tokenWeights('attribution', {}, {
-    logprobs: [[-1, -1, -1], [-1, -1, -1]], entropies: [[0, 0, 0], [0, 0, 0]],
-    sections: [['think', 'think', 'answer'], ['think', 'answer', 'other']],
-    mask: [[1, 1, 0], [1, 1, 1]],
-    attributionLogits: [[0, Math.log(3), 9], [0.3, 0.3, 0.3]],
-  });
-  close(w[0][0], 0.5); close(w[0][1], 1.5); assert.equal(w[0][2], 0);
+  const w = tokenWeights(
+    'attribution',
+    {},
+    {
+      logprobs: [
+        [-1, -1, -1],
+        [-1, -1, -1],
+      ],
+      entropies: [
+        [0, 0, 0],
+        [0, 0, 0],
+      ],
+      sections: [
+        ['think', 'think', 'answer'],
+        ['think', 'answer', 'other'],
+      ],
+      mask: [
+        [1, 1, 0],
+        [1, 1, 1],
+      ],
+      attributionLogits: [
+        [0, Math.log(3), 9],
+        [0.3, 0.3, 0.3],
+      ],
+    },
+  );
+  close(w[0][0], 0.5);
+  close(w[0][1], 1.5);
+  assert.equal(w[0][2], 0);
   w[1].forEach((x) => close(x, 1));
 });
 
 test('the tensor weights used for the gradient equal the library weights', async () => {
   await initBackend('cpu');
-  const z = [[0.2, -1, 0.7, 3], [1, 2, 3, 4]];
-  const mask = [[1, 1, 1, 0], [1, 0, 0, 0]];
+  const z = [
+    [0.2, -1, 0.7, 3],
+    [1, 2, 3, 4],
+  ];
+  const mask = [
+    [1, 1, 1, 0],
+    [1, 0, 0, 0],
+  ];
   const wt = tf.tidy(() => maskedScaledSoftmax(tf.tensor2d(z), tf.tensor2d(mask)).arraySync());
   const wl = tokenWeights('attribution', {}, { logprobs: z, entropies: z, sections: z.map((r) => r.map(() => 'think' as const)), mask, attributionLogits: z });
   wt.flat().forEach((x, i) => close(x, wl.flat()[i], 1e-6));
@@ -49,13 +77,24 @@ test('an attribution run trains the head, logs α, checkpoints the head and resu
   // A longer SFT than the other fixtures so rewards vary within groups (A ≠ 0) and the head gets a gradient.
   const cfg = tinyConfig(dir, 'countdown', 'credit: { strategy: attribution }\n');
   const ctl = new RunController();
-  const reporter = { started() {}, metrics() {}, log() {}, finished() {}, progress(p: { phase: string; step: number }) { if (p.phase === 'grpo' && p.step === 2) void ctl.stop(); } };
+  const reporter = {
+    started() {},
+    metrics() {},
+    log() {},
+    finished() {},
+    progress(p: { phase: string; step: number }) {
+      if (p.phase === 'grpo' && p.step === 2) void ctl.stop();
+    },
+  };
   const sets = ['sft.steps=80', 'sft.lr=5e-3'];
   const stopped = await train({ configPath: cfg, controller: ctl, reporter, sets });
   const ck = loadCheckpoint(latestCheckpoint(stopped.runDir)!);
   assert.ok(ck.head && ck.head['attribution_head.weight'], 'head.safetensors in the checkpoint');
   const resumed = await train({ resume: stopped.runDir });
-  assert.ok(readMetrics(stopped.runDir).some((r) => r.phase === 'grpo' && (r.reward_std ?? 0) > 0), 'rewards vary');
+  assert.ok(
+    readMetrics(stopped.runDir).some((r) => r.phase === 'grpo' && (r.reward_std ?? 0) > 0),
+    'rewards vary',
+  );
   const full = await train({ configPath: cfg, sets });
   const rows = readMetrics(full.runDir).filter((r) => r.phase === 'grpo');
   for (const k of ['attribution_entropy', 'attribution_max', 'attribution_min', 'attribution_std']) {

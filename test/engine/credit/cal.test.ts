@@ -26,23 +26,46 @@ const dir = mkdtempSync(join(tmpdir(), 'cl-cal-'));
 
 test('effectiveAdvantages by hand: negative_reward on the span, 0 on the rest of its episode, A_i elsewhere', () => {
   const batch: CreditBatch = {
-    logprobs: [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
-    entropies: [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
-    sections: [['think', 'think', 'think', 'other'], ['think', 'think', 'answer', 'answer'], ['think', 'think', 'think', 'think']],
-    mask: [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]],
+    logprobs: [
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+    ],
+    entropies: [
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+    ],
+    sections: [
+      ['think', 'think', 'think', 'other'],
+      ['think', 'think', 'answer', 'answer'],
+      ['think', 'think', 'think', 'think'],
+    ],
+    mask: [
+      [1, 1, 1, 0],
+      [1, 1, 1, 1],
+      [1, 1, 0, 0],
+    ],
     // ep0: span on tokens 1-2; ep1: no span (correct, or the oracle failed); ep2: a null row.
     spanMask: [[0, 1, 1, 0], null, [0, 0, 0, 0]],
   };
   const adv = [-0.5, 1.2, -0.7];
   // ep0 → [0, −2, −2, 0 (padding)]; ep1 keeps A = 1.2 on its 4 valid tokens; ep2 (all-zero span row = no span)
   // keeps A = −0.7 on its 2 valid tokens.
-  assert.deepEqual(cal.effectiveAdvantages!(batch, adv, { ...DEFAULT_CREDIT_PARAMS, negative_reward: -2 } as never),
-    [[0, -2, -2, 0], [1.2, 1.2, 1.2, 1.2], [-0.7, -0.7, 0, 0]]);
+  assert.deepEqual(cal.effectiveAdvantages!(batch, adv, { ...DEFAULT_CREDIT_PARAMS, negative_reward: -2 } as never), [
+    [0, -2, -2, 0],
+    [1.2, 1.2, 1.2, 1.2],
+    [-0.7, -0.7, 0, 0],
+  ]);
   // The logged weight: the span as a 0/1 mask in span episodes, 1 on the valid tokens of the others.
-  assert.deepEqual(cal.weights(batch, DEFAULT_CREDIT_PARAMS), [[0, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]]);
+  assert.deepEqual(cal.weights(batch, DEFAULT_CREDIT_PARAMS), [
+    [0, 1, 1, 0],
+    [1, 1, 1, 1],
+    [1, 1, 0, 0],
+  ]);
 });
 
-test('cal.scale group_std and cal.placement episode by hand: the span signal on the advantages\' scale, or spread over the episode', () => {
+test("cal.scale group_std and cal.placement episode by hand: the span signal on the advantages' scale, or spread over the episode", () => {
   // Group 0 rewards {0, 1.1, 0.1} (one episode of the group has the span), group 1 {0, 0} (std 0).
   // Group 0: mean 0.4, sample std √(((0.4)² + (0.7)² + (0.3)²)/2) = √0.37 = 0.608276; divisor 0.608376.
   // Group 1: std 0 → the batch std of {0, 1.1, 0.1, 0, 0}: mean 0.24, Σ(r − mean)² = 0.0576·3 + 0.7396 + 0.0196 = 0.932,
@@ -51,18 +74,42 @@ test('cal.scale group_std and cal.placement episode by hand: the span signal on 
   assert.ok(Math.abs(d[0] - 0.608376) < 1e-6 && Math.abs(d[3] - 0.482801) < 1e-6, String(d));
   assert.deepEqual(calDivisors([0.1, 0.1], [0, 0]), [1, 1]);
   const batch: CreditBatch = {
-    logprobs: [[0, 0, 0, 0], [0, 0, 0, 0]], entropies: [[0, 0, 0, 0], [0, 0, 0, 0]],
-    sections: [['think', 'think', 'think', 'other'], ['think', 'think', 'answer', 'answer']],
-    mask: [[1, 1, 1, 0], [1, 1, 1, 1]], spanMask: [[0, 1, 1, 0], null], calDivisor: [0.5, 2],
+    logprobs: [
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+    ],
+    entropies: [
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+    ],
+    sections: [
+      ['think', 'think', 'think', 'other'],
+      ['think', 'think', 'answer', 'answer'],
+    ],
+    mask: [
+      [1, 1, 1, 0],
+      [1, 1, 1, 1],
+    ],
+    spanMask: [[0, 1, 1, 0], null],
+    calDivisor: [0.5, 2],
   };
   const p = { ...DEFAULT_CREDIT_PARAMS, negative_reward: -1 } as never;
   // group_std: −1 / 0.5 = −2 on the span; the other episode keeps A.
-  assert.deepEqual(cal.effectiveAdvantages!(batch, [0.3, 0.4], p), [[0, -2, -2, 0], [0.4, 0.4, 0.4, 0.4]]);
+  assert.deepEqual(cal.effectiveAdvantages!(batch, [0.3, 0.4], p), [
+    [0, -2, -2, 0],
+    [0.4, 0.4, 0.4, 0.4],
+  ]);
   // episode placement: the span's total −2·2 = −4 spread over the 3 valid tokens: −4/3 each; the sum is the same.
   const ep = cal.effectiveAdvantages!(batch, [0.3, 0.4], { ...(p as object), placement: 'episode' } as never);
-  assert.deepEqual(ep[0].map((x) => Math.round(x * 1e6) / 1e6), [-1.333333, -1.333333, -1.333333, 0]);
+  assert.deepEqual(
+    ep[0].map((x) => Math.round(x * 1e6) / 1e6),
+    [-1.333333, -1.333333, -1.333333, 0],
+  );
   assert.ok(Math.abs(ep[0].reduce((a, b) => a + b, 0) - -4) < 1e-12);
-  assert.deepEqual(cal.weights(batch, { ...(p as object), placement: 'episode' } as never), [[1, 1, 1, 0], [1, 1, 1, 1]]);
+  assert.deepEqual(cal.weights(batch, { ...(p as object), placement: 'episode' } as never), [
+    [1, 1, 1, 0],
+    [1, 1, 1, 1],
+  ]);
   // Both keys are in the config schema with their defaults.
   const { config } = validateConfig({ credit: { strategy: 'cal' } });
   assert.deepEqual([config!.credit.cal.scale, config!.credit.cal.placement], ['raw', 'span']);
@@ -86,12 +133,33 @@ test('prepare with the rule oracle: spans, oracle_span text, metrics; the span i
   ];
   const episodes: EpisodeView[] = groups.map(([ex, completion], i) => {
     const reward = task.reward(completion, ex);
-    return { index: i, group: i < 2 ? 0 : 1, example: ex, prefill: task.prefill, completion, tokens: charTokens(completion),
-      promptIds: [], ids: [...completion].map(() => 3), reward, success: task.isSuccess(reward), advantage: 0 };
+    return {
+      index: i,
+      group: i < 2 ? 0 : 1,
+      example: ex,
+      prefill: task.prefill,
+      completion,
+      tokens: charTokens(completion),
+      promptIds: [],
+      ids: [...completion].map(() => 3),
+      reward,
+      success: task.isSuccess(reward),
+      advantage: 0,
+    };
   });
-  assert.deepEqual(episodes.map((e) => e.reward.answer), [1, 0, 0, 0]);
+  assert.deepEqual(
+    episodes.map((e) => e.reward.answer),
+    [1, 0, 0, 0],
+  );
   const logs: string[] = [];
-  const ctx: PrepareContext = { step: 1, runDir: dir, cfg: config!, task, tokenizer: CharTokenizer.fromAlphabet(task.alphabet()), log: (_l, m) => logs.push(m) };
+  const ctx: PrepareContext = {
+    step: 1,
+    runDir: dir,
+    cfg: config!,
+    task,
+    tokenizer: CharTokenizer.fromAlphabet(task.alphabet()),
+    log: (_l, m) => logs.push(m),
+  };
   const p = await cal.prepare!(episodes, ctx);
   // ep1: "5+3=9" is characters 0..5, cut to 4 tokens "5+3="; ep3: "(2+3)*4*1" starts after "2+3=5\n5*4=20</think>\n<answer>"
   // (6 + 6 + 9 + 8 = 29), cut to "(2+3".
@@ -105,17 +173,24 @@ test('prepare with the rule oracle: spans, oracle_span text, metrics; the span i
 test('the rule oracle refuses a jsonl task with a UserError', async () => {
   const { config } = validateConfig({ credit: { strategy: 'cal' } });
   const { createOracle } = await import('../../../src/engine/oracle');
-  assert.throws(() => createOracle({ cal: config!.credit.cal, task: 'jsonl', reward: 'grpo_zero', cacheDir: null }),
-    (e: Error) => isUserError(e) && /countdown and arithmetic/.test(e.message));
+  assert.throws(
+    () => createOracle({ cal: config!.credit.cal, task: 'jsonl', reward: 'grpo_zero', cacheDir: null }),
+    (e: Error) => isUserError(e) && /countdown and arithmetic/.test(e.message),
+  );
 });
 
-interface Logged { tok: ReturnType<typeof readTokenTable>; ep: ReturnType<typeof readEpisodeTable> }
+interface Logged {
+  tok: ReturnType<typeof readTokenTable>;
+  ep: ReturnType<typeof readEpisodeTable>;
+}
 
 function loggedSteps(runDir: string): Logged[] {
-  return readdirSync(join(runDir, 'tokens')).sort().map((f) => ({
-    tok: readTokenTable(join(runDir, 'tokens', f)),
-    ep: readEpisodeTable(join(runDir, 'episodes', f)),
-  }));
+  return readdirSync(join(runDir, 'tokens'))
+    .sort()
+    .map((f) => ({
+      tok: readTokenTable(join(runDir, 'tokens', f)),
+      ep: readEpisodeTable(join(runDir, 'episodes', f)),
+    }));
 }
 
 /** Checks DESIGN §4 `cal` on the logged tables; returns how many episodes got a span. */
@@ -191,13 +266,23 @@ test('a countdown run with cal + the rule oracle trains, and logs spans that are
 
 function filesUnder(root: string): string[] {
   const out: string[] = [];
-  const walk = (d: string) => { for (const f of readdirSync(d)) { const p = join(d, f); if (statSync(p).isDirectory()) walk(p); else out.push(p); } };
+  const walk = (d: string) => {
+    for (const f of readdirSync(d)) {
+      const p = join(d, f);
+      if (statSync(p).isDirectory()) walk(p);
+      else out.push(p);
+    }
+  };
   walk(root);
   return out;
 }
 
-test('a run with cal.scale group_std and cal.placement episode trains; a span episode\'s credit is even and sums to the scaled span total', async () => {
-  const cfg = tinyConfig(dir, 'countdown', 'credit: { strategy: cal, cal: { provider: rule, negative_reward: -1, max_error_span: 4, scale: group_std, placement: episode } }\n');
+test("a run with cal.scale group_std and cal.placement episode trains; a span episode's credit is even and sums to the scaled span total", async () => {
+  const cfg = tinyConfig(
+    dir,
+    'countdown',
+    'credit: { strategy: cal, cal: { provider: rule, negative_reward: -1, max_error_span: 4, scale: group_std, placement: episode } }\n',
+  );
   const r = await train({ configPath: cfg, sets: ['name=cal-ablation', 'sft.steps=80', 'sft.lr=5e-3'] });
   assert.equal(r.status, 'completed');
   let checked = 0;
@@ -207,7 +292,10 @@ test('a run with cal.scale group_std and cal.placement episode trains; a span ep
       const rows = [...tok.episode.keys()].filter((k) => tok.episode[k] === ep.episode[i]);
       const vals = rows.map((k) => tok.effective_advantage[k]);
       // placement episode: one value over the whole episode, negative (the span's scaled total spread evenly).
-      assert.ok(vals.every((v) => Math.abs(v - vals[0]) < 1e-6 && v < 0), String(vals));
+      assert.ok(
+        vals.every((v) => Math.abs(v - vals[0]) < 1e-6 && v < 0),
+        String(vals),
+      );
       checked++;
     }
   }
@@ -239,8 +327,12 @@ test('a countdown run with cal + the openai oracle on a local server trains; the
     finished: (p) => reported.push(JSON.stringify(p)),
   };
   try {
-    const cfg = tinyConfig(dir, 'countdown', `credit: { strategy: cal, cal: { provider: openai, model: judge, base_url: "${srv.url}", `
-      + `api_key_env: ${keyEnv}, max_retries: 0, concurrency: 2 } }\n`);
+    const cfg = tinyConfig(
+      dir,
+      'countdown',
+      `credit: { strategy: cal, cal: { provider: openai, model: judge, base_url: "${srv.url}", ` +
+        `api_key_env: ${keyEnv}, max_retries: 0, concurrency: 2 } }\n`,
+    );
     const r = await train({ configPath: cfg, sets: ['sft.steps=80', 'sft.lr=5e-3'], reporter });
     assert.equal(r.status, 'completed');
     assert.ok(srv.received.length > 1);
@@ -259,7 +351,10 @@ test('a countdown run with cal + the openai oracle on a local server trains; the
 
     // Everything the run wrote (run directory and the oracle cache) and everything it reported: no key.
     const written = [...filesUnder(r.runDir), ...filesUnder(cacheRoot)];
-    assert.ok(written.some((f) => f.startsWith(join(cacheRoot, 'credit-lens', 'oracle'))), 'replies were cached');
+    assert.ok(
+      written.some((f) => f.startsWith(join(cacheRoot, 'credit-lens', 'oracle'))),
+      'replies were cached',
+    );
     for (const f of written) assert.ok(!readFileSync(f).includes(key), `key found in ${f}`);
     for (const x of reported) assert.ok(!x.includes(key), `key reported: ${x.slice(0, 200)}`);
     assert.match(readFileSync(join(r.runDir, 'config.yaml'), 'utf8'), new RegExp(`api_key_env: ${keyEnv}`));
@@ -271,10 +366,16 @@ test('a countdown run with cal + the openai oracle on a local server trains; the
     assert.equal(again.status, 'completed');
     assert.equal(srv.received.length - before, 1);
     const rerun = readMetrics(again.runDir).filter((m) => m.phase === 'grpo');
-    assert.equal(rerun.reduce((a, m) => a + (m['cal/requests'] as number), 0), 1);
+    assert.equal(
+      rerun.reduce((a, m) => a + (m['cal/requests'] as number), 0),
+      1,
+    );
   } finally {
     await srv.close();
-    for (const [k, v] of [[keyEnv, saved.key], ['XDG_CACHE_HOME', saved.xdg]] as const) {
+    for (const [k, v] of [
+      [keyEnv, saved.key],
+      ['XDG_CACHE_HOME', saved.xdg],
+    ] as const) {
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;
     }
@@ -283,6 +384,8 @@ test('a countdown run with cal + the openai oracle on a local server trains; the
 
 test('a missing key variable fails the run with a UserError naming it', async () => {
   const cfg = tinyConfig(dir, 'countdown', 'credit: { strategy: cal, cal: { provider: gemini, model: g, api_key_env: CREDIT_LENS_NOT_SET_ANYWHERE_KEY } }\n');
-  await assert.rejects(train({ configPath: cfg, sets: ['sft.steps=0'] }),
-    (e: Error) => isUserError(e) && /CREDIT_LENS_NOT_SET_ANYWHERE_KEY is not set/.test(e.message));
+  await assert.rejects(
+    train({ configPath: cfg, sets: ['sft.steps=0'] }),
+    (e: Error) => isUserError(e) && /CREDIT_LENS_NOT_SET_ANYWHERE_KEY is not set/.test(e.message),
+  );
 });

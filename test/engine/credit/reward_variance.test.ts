@@ -20,8 +20,12 @@ import { tinyConfig } from '../fixtures';
 
 const close = (a: number, b: number, tol = 1e-9) => Math.abs(a - b) <= tol;
 const batchOf = (importance: number[][], importancePrompt: number[], mask?: number[][]) => ({
-  logprobs: importance.map((r) => r.map(() => 0)), entropies: importance.map((r) => r.map(() => 0)),
-  sections: importance.map((r) => r.map(() => 'other' as const)), importance, importancePrompt, mask,
+  logprobs: importance.map((r) => r.map(() => 0)),
+  entropies: importance.map((r) => r.map(() => 0)),
+  sections: importance.map((r) => r.map(() => 'other' as const)),
+  importance,
+  importancePrompt,
+  mask,
 });
 
 test('raw: w = n·softmax(ρ/temp)', () => {
@@ -47,7 +51,21 @@ test('one-token episodes, padding and all-equal ρ', () => {
   }
   // A padding token (mask 0) gets 0 and does not count in n: ρ_0 = .3, ρ = [.3, .8, pad] → g = [0, .5],
   // 2·softmax([0, .5]) = 2·[1, e^.5]/(1 + e^.5) = [0.75508, 1.24492]. The padded ρ (.99) must not matter.
-  const w = tokenWeights('reward_variance', { mode: 'variance_drop', temp: 1 }, batchOf([[0.3, 0.8, 0.99], [0.1, 0.2, 0.3]], [0.3, 0], [[1, 1, 0], [1, 1, 1]]));
+  const w = tokenWeights(
+    'reward_variance',
+    { mode: 'variance_drop', temp: 1 },
+    batchOf(
+      [
+        [0.3, 0.8, 0.99],
+        [0.1, 0.2, 0.3],
+      ],
+      [0.3, 0],
+      [
+        [1, 1, 0],
+        [1, 1, 1],
+      ],
+    ),
+  );
   assert.ok(close(w[0][0], 0.7550813375962908) && close(w[0][1], 1.2449186624037092));
   assert.equal(w[0][2], 0);
   // second episode: ρ_0 = 0, ρ = [.1, .2, .3] → g = [.1, .1, .1], all equal → uniform
@@ -68,17 +86,46 @@ test('end to end: paired rollouts of a trained tiny run → importance net → a
   assert.equal(policy.status, 'completed');
 
   const out = join(dir, 'paired');
-  assert.equal(await cmdRollouts(['paired', cfg, '--groups', '16', '--checkpoint', policy.runDir, '--output-dir', out, ...sets.flatMap((s) => ['--set', s])]), 0);
+  assert.equal(
+    await cmdRollouts(['paired', cfg, '--groups', '16', '--checkpoint', policy.runDir, '--output-dir', out, ...sets.flatMap((s) => ['--set', s])]),
+    0,
+  );
   const [folder] = readdirSync(out);
   const parquet = join(out, folder, 'rollouts_g4.parquet');
   const ck = join(dir, 'importance');
-  assert.equal(await cmdImportance(['train', cfg, '--rollouts', parquet, '--out', ck, '--steps', '60', '--d-model', '16', '--layers', '1', '--heads', '2',
-    ...sets.flatMap((s) => ['--set', s])]), 0);
+  assert.equal(
+    await cmdImportance([
+      'train',
+      cfg,
+      '--rollouts',
+      parquet,
+      '--out',
+      ck,
+      '--steps',
+      '60',
+      '--d-model',
+      '16',
+      '--layers',
+      '1',
+      '--heads',
+      '2',
+      ...sets.flatMap((s) => ['--set', s]),
+    ]),
+    0,
+  );
 
   const run = await train({
     configPath: cfg,
-    sets: [...sets, 'sft.steps=30', 'sft.lr=1e-2', 'grpo.steps=2', 'credit.strategy=reward_variance', `credit.reward_variance.importance_checkpoint=${ck}`,
-      'credit.reward_variance.mode=variance_drop', 'credit.reward_variance.temp=0.5'],
+    sets: [
+      ...sets,
+      'sft.steps=30',
+      'sft.lr=1e-2',
+      'grpo.steps=2',
+      'credit.strategy=reward_variance',
+      `credit.reward_variance.importance_checkpoint=${ck}`,
+      'credit.reward_variance.mode=variance_drop',
+      'credit.reward_variance.temp=0.5',
+    ],
   });
   assert.equal(run.status, 'completed');
   const m = readMetrics(run.runDir).filter((r) => r.phase === 'grpo');
@@ -102,11 +149,21 @@ test('end to end: paired rollouts of a trained tiny run → importance net → a
     loggedW[tok.episode[i]].push(tok.weight[i]);
   }
   const net = loadImportanceCached(ck);
-  const rho = net.episodeRho(Array.from(eps.prompt, (p) => tokenizer.encodePrompt(p)), ids);
+  const rho = net.episodeRho(
+    Array.from(eps.prompt, (p) => tokenizer.encodePrompt(p)),
+    ids,
+  );
   const C = Math.max(...ids.map((r) => r.length));
   const pad = (r: number[]) => [...r, ...Array(C - r.length).fill(0)];
-  const expected = tokenWeights('reward_variance', { mode: 'variance_drop', temp: 0.5 },
-    batchOf(rho.tokens.map(pad), rho.prompt, ids.map((r) => pad(r.map(() => 1)))));
+  const expected = tokenWeights(
+    'reward_variance',
+    { mode: 'variance_drop', temp: 0.5 },
+    batchOf(
+      rho.tokens.map(pad),
+      rho.prompt,
+      ids.map((r) => pad(r.map(() => 1))),
+    ),
+  );
   for (let e = 0; e < rows; e++) {
     ids[e].forEach((_, k) => {
       // ρ after the final token is defined as 1 (the completion fixes its reward); the others are the net's tanh.
@@ -116,15 +173,29 @@ test('end to end: paired rollouts of a trained tiny run → importance net → a
       assert.ok(close(loggedW[e][k], expected[e][k], 1e-4), `w e${e} t${k + 1}: ${loggedW[e][k]} vs ${expected[e][k]}`);
     });
     const n = ids[e].length;
-    assert.ok(close(loggedW[e].reduce((a, b) => a + b, 0), n, 1e-3 * n), 'weights average 1 over the episode');
+    assert.ok(
+      close(
+        loggedW[e].reduce((a, b) => a + b, 0),
+        n,
+        1e-3 * n,
+      ),
+      'weights average 1 over the episode',
+    );
   }
   for (let e = 0; e < 2; e++) {
-    t.diagnostic(`episode ${e} (reward ${eps.reward[e].toFixed(2)}), ρ_0 ${rho.prompt[e].toFixed(3)}: `
-      + ids[e].map((id, k) => `${JSON.stringify(tokenizer.decode([id]))} ρ${logged[e][k].toFixed(3)} w${loggedW[e][k].toFixed(2)}`).join(' | '));
+    t.diagnostic(
+      `episode ${e} (reward ${eps.reward[e].toFixed(2)}), ρ_0 ${rho.prompt[e].toFixed(3)}: ` +
+        ids[e].map((id, k) => `${JSON.stringify(tokenizer.decode([id]))} ρ${logged[e][k].toFixed(3)} w${loggedW[e][k].toFixed(2)}`).join(' | '),
+    );
   }
 
   // A checkpoint trained on another tokenizer's rollouts is refused with the reason.
   const arith = tinyConfig(dir, 'arithmetic');
-  await assert.rejects(train({ configPath: arith, sets: ['sft.steps=0', 'grpo.steps=1', 'credit.strategy=reward_variance', `credit.reward_variance.importance_checkpoint=${ck}`] }),
-    (e) => isUserError(e) && /trained on rollouts of a character tokenizer/.test((e as Error).message));
+  await assert.rejects(
+    train({
+      configPath: arith,
+      sets: ['sft.steps=0', 'grpo.steps=1', 'credit.strategy=reward_variance', `credit.reward_variance.importance_checkpoint=${ck}`],
+    }),
+    (e) => isUserError(e) && /trained on rollouts of a character tokenizer/.test((e as Error).message),
+  );
 });

@@ -44,19 +44,23 @@ for (const [strategy, param] of Object.entries(PARAMS)) {
     const logged = padded((i) => tok.weight[i], 0);
     if (strategy === 'attention_credit') {
       // The attention is not logged; check the contract's invariants instead: 1 on answer tokens, ≥ 0, mean-like scale.
-      rows.forEach((idx) => idx.forEach((i) => {
-        assert.ok(tok.weight[i] >= 0);
-        if (tok.section[i] === 'answer') assert.equal(tok.weight[i], 1);
-      }));
+      rows.forEach((idx) =>
+        idx.forEach((i) => {
+          assert.ok(tok.weight[i] >= 0);
+          if (tok.section[i] === 'answer') assert.equal(tok.weight[i], 1);
+        }),
+      );
       return;
     }
     const [k, v] = param.split(': ');
     const expected = tokenWeights(strategy, { [k]: Number(v) }, batch);
     // float32 storage of ℓ and H → compare within float32 rounding
-    expected.forEach((row, e) => row.forEach((w, t) => {
-      if (!batch.mask[e][t]) return;
-      assert.ok(Math.abs(w - logged[e][t]) <= 1e-4 * Math.max(1, Math.abs(w)), `${strategy} e${e} t${t}: ${w} vs ${logged[e][t]}`);
-    }));
+    expected.forEach((row, e) =>
+      row.forEach((w, t) => {
+        if (!batch.mask[e][t]) return;
+        assert.ok(Math.abs(w - logged[e][t]) <= 1e-4 * Math.max(1, Math.abs(w)), `${strategy} e${e} t${t}: ${w} vs ${logged[e][t]}`);
+      }),
+    );
   });
 }
 
@@ -64,7 +68,13 @@ test('a 2-run sweep trains both runs in turn', async () => {
   const cfg = tinyConfig(dir, 'arithmetic', 'sweep: { grid: { credit.strategy: [none, outcome_conditional] } }\n');
   const logs: string[] = [];
   const results = await runSweep(cfg, [], silentReporter, new RunController(), (m) => logs.push(m));
-  assert.deepEqual(results.map((r) => r.status), ['completed', 'completed']);
-  assert.deepEqual(results.map((r) => r.name), ['tiny-arithmetic-none', 'tiny-arithmetic-outcome_conditional']);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['completed', 'completed'],
+  );
+  assert.deepEqual(
+    results.map((r) => r.name),
+    ['tiny-arithmetic-none', 'tiny-arithmetic-outcome_conditional'],
+  );
   assert.match(logs[0], /2 runs/);
 });

@@ -47,20 +47,36 @@ test('a new strategy is one file, one catalog entry and one registry line; it tr
   writeFileSync(join(credit, 'catalog.ts'), catalog.slice(0, end) + CATALOG_ENTRY + catalog.slice(end));
   const registry = readFileSync(join(credit, 'index.ts'), 'utf8');
   assert.match(registry, /^ {2}rewardVariance,$/m);
-  writeFileSync(join(credit, 'index.ts'), registry
-    .replace("import { rewardVariance } from './reward_variance';", "import { rewardVariance } from './reward_variance';\nimport { lastToken } from './last_token';")
-    .replace(/^ {2}rewardVariance,$/m, '  rewardVariance,\n  lastToken,'));
+  writeFileSync(
+    join(credit, 'index.ts'),
+    registry
+      .replace(
+        "import { rewardVariance } from './reward_variance';",
+        "import { rewardVariance } from './reward_variance';\nimport { lastToken } from './last_token';",
+      )
+      .replace(/^ {2}rewardVariance,$/m, '  rewardVariance,\n  lastToken,'),
+  );
 
   // The engine bundle exactly as esbuild.mjs builds it, with the wasm binaries beside it.
   const out = join(dir, 'dist/engine');
   mkdirSync(out, { recursive: true });
-  await esbuild.build({ entryPoints: { cli: join(dir, 'src/engine/cli/main.ts') }, outdir: out, bundle: true, platform: 'node', format: 'cjs',
-    target: 'node20', logLevel: 'error', absWorkingDir: dir });
+  await esbuild.build({
+    entryPoints: { cli: join(dir, 'src/engine/cli/main.ts') },
+    outdir: out,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    logLevel: 'error',
+    absWorkingDir: dir,
+  });
   const wasmDir = join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm/dist');
   for (const f of readdirSync(wasmDir).filter((f) => f.endsWith('.wasm'))) cpSync(join(wasmDir, f), join(out, f));
   const cli = (...args: string[]) => spawnSync(process.execPath, [join(out, 'cli.js'), ...args], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
 
-  writeFileSync(join(dir, 'toy.credit.yaml'), `name: toy
+  writeFileSync(
+    join(dir, 'toy.credit.yaml'),
+    `name: toy
 seed: 5
 backend: wasm
 output_dir: runs
@@ -69,13 +85,14 @@ task: { name: countdown, numbers: [2, 3], max_number: 6, max_target: 20, train_s
 sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
 grpo: { steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 16, eval_every: 2, checkpoint_every: 2 }
 credit: { strategy: last_token, floor: 0.5 }
-`);
+`,
+  );
   // The schema knows the new key from its catalog entry: a bad value is refused with the key and the range.
   const bad = cli('train', 'toy.credit.yaml', '--set', 'credit.floor=-1');
   assert.equal(bad.status, 2, bad.stderr);
   assert.match(bad.stderr, /credit\.floor: got -1, expected a number ≥ 0/);
   const schema = JSON.parse(cli('schema').stdout);
-  assert.ok(schema.properties.credit.properties.floor, 'the JSON Schema has the toy\'s parameter');
+  assert.ok(schema.properties.credit.properties.floor, "the JSON Schema has the toy's parameter");
 
   const r = cli('train', 'toy.credit.yaml');
   assert.equal(r.status, 0, r.stderr);

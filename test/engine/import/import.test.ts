@@ -54,17 +54,25 @@ test('formats: detection from documented keys; CSV with quoted line breaks equal
   assert.equal(detectFormat(['a.jsonl'], { prompt: 'p', completion: 'c', reward: 1 }), 'jsonl');
   assert.equal(detectFormat(['a.jsonl'], { step: 1, prompt: 'p', completion: 'c', accuracy_reward: 1, advantage: 0.5 }), 'trl');
   assert.equal(detectFormat(['t.csv'], null), 'trl');
-  assert.throws(() => detectFormat(['a.jsonl'], { foo: 1 }), (e: unknown) => isUserError(e) && /--format/.test((e as Error).message));
+  assert.throws(
+    () => detectFormat(['a.jsonl'], { foo: 1 }),
+    (e: unknown) => isUserError(e) && /--format/.test((e as Error).message),
+  );
 
   assert.deepEqual(parseCsv('a,b\n1,"x, ""y""\nz"\n\n2,w\r\n').rows, [
-    { line: 1, cells: ['a', 'b'] }, { line: 2, cells: ['1', 'x, "y"\nz'] }, { line: 5, cells: ['2', 'w'] },
+    { line: 1, cells: ['a', 'b'] },
+    { line: 2, cells: ['1', 'x, "y"\nz'] },
+    { line: 5, cells: ['2', 'w'] },
   ]);
   assert.match(parseCsv('a\n"open').error!.reason, /unterminated/);
 
   const dir = tmp();
   try {
     const cols = ['step', 'prompt', 'completion', 'accuracy_reward', 'format_reward', 'advantage'];
-    const data = [[3, 'Q1', 'line one\nline "two"', 1, 0.5, 0.9], [3, 'Q1', 'other', 0, 0.5, -0.9]];
+    const data = [
+      [3, 'Q1', 'line one\nline "two"', 1, 0.5, 0.9],
+      [3, 'Q1', 'other', 0, 0.5, -0.9],
+    ];
     writeFileSync(join(dir, 'table.json'), JSON.stringify({ columns: cols, data }));
     writeFileSync(join(dir, 'table.csv'), [cols.join(','), '3,Q1,"line one\nline ""two""",1,0.5,0.9', '3,Q1,other,0,0.5,-0.9'].join('\n'));
     const j = readImport(join(dir, 'table.json'));
@@ -74,7 +82,13 @@ test('formats: detection from documented keys; CSV with quoted line breaks equal
     const strip = (r: typeof j) => r.records.map(({ file: _f, line: _l, ...rest }) => rest);
     assert.deepEqual(strip(c), strip(j));
     // TRL logs one column per reward function; the reward is their sum (reward_weights 1), the advantage is TRL's.
-    assert.deepEqual(j.records.map((r) => [r.step, r.reward, r.advantage, r.completion]), [[3, 1.5, 0.9, 'line one\nline "two"'], [3, 0.5, -0.9, 'other']]);
+    assert.deepEqual(
+      j.records.map((r) => [r.step, r.reward, r.advantage, r.completion]),
+      [
+        [3, 1.5, 0.9, 'line one\nline "two"'],
+        [3, 0.5, -0.9, 'other'],
+      ],
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -91,24 +105,43 @@ test('import veRL dumps with an HF model: log-probs and entropies match a float6
     const src = join(dir, 'rollouts');
     mkdirSync(src);
     // trainer.rollout_data_dir: one <step>.jsonl per step; lines {input, output, score, step} (+ gts, extra infos)
-    writeFileSync(join(src, '1.jsonl'), jsonl([
-      { input: 'Using 3, 5: make 8.', output: ' 3 + 5 = 8', gts: '8', score: 1, step: 1 },
-      { input: 'Using 3, 5: make 8.', output: ' 5 - 3', gts: '8', score: 0, step: 1 },
-      { input: 'Using 2, 2: make 4.', output: ' 2 * 2', gts: '4', score: 0.5, step: 1 },
-      { input: 'Using 2, 2: make 4.', output: ' 2 + 2', gts: '4', score: 0.5, step: 1 },
-    ]));
-    writeFileSync(join(src, '2.jsonl'), jsonl([
-      { input: 'Using 1, 4: make 5.', output: ' 1 + 4', score: 1, step: 2 },
-      '{not json',
-      { input: 'Using 1, 4: make 5.', output: ' 4' },
-      { input: 'Using 1, 4: make 5.', output: ' 4 - 1', score: 0, step: 2 },
-    ]));
+    writeFileSync(
+      join(src, '1.jsonl'),
+      jsonl([
+        { input: 'Using 3, 5: make 8.', output: ' 3 + 5 = 8', gts: '8', score: 1, step: 1 },
+        { input: 'Using 3, 5: make 8.', output: ' 5 - 3', gts: '8', score: 0, step: 1 },
+        { input: 'Using 2, 2: make 4.', output: ' 2 * 2', gts: '4', score: 0.5, step: 1 },
+        { input: 'Using 2, 2: make 4.', output: ' 2 + 2', gts: '4', score: 0.5, step: 1 },
+      ]),
+    );
+    writeFileSync(
+      join(src, '2.jsonl'),
+      jsonl([
+        { input: 'Using 1, 4: make 5.', output: ' 1 + 4', score: 1, step: 2 },
+        '{not json',
+        { input: 'Using 1, 4: make 5.', output: ' 4' },
+        { input: 'Using 1, 4: make 5.', output: ' 4 - 1', score: 0, step: 2 },
+      ]),
+    );
     const progress: [number, number][] = [];
-    const r = await importRollouts({ source: src, model: hf, out: join(dir, 'runs'), sets: ['backend=cpu'], progress: (d, t) => progress.push([d, t]), ...quiet });
+    const r = await importRollouts({
+      source: src,
+      model: hf,
+      out: join(dir, 'runs'),
+      sets: ['backend=cpu'],
+      progress: (d, t) => progress.push([d, t]),
+      ...quiet,
+    });
     assert.equal(r.format, 'verl');
     assert.equal(r.records, 6);
     assert.equal(r.skipped, 2);
-    assert.deepEqual(r.problems.map((p) => [p.file, p.line]), [['2.jsonl', 2], ['2.jsonl', 3]]);
+    assert.deepEqual(
+      r.problems.map((p) => [p.file, p.line]),
+      [
+        ['2.jsonl', 2],
+        ['2.jsonl', 3],
+      ],
+    );
     assert.match(r.problems[0].reason, /not valid JSON/);
     assert.match(r.problems[1].reason, /score: missing/);
     assert.deepEqual(progress.at(-1), [6, 6]);
@@ -152,7 +185,10 @@ test('import veRL dumps with an HF model: log-probs and entropies match a float6
     }
     assert.ok(checked >= 12);
     const m = readMetrics(r.runDir);
-    assert.deepEqual(m.map((x) => x.step), [1, 2]);
+    assert.deepEqual(
+      m.map((x) => x.step),
+      [1, 2],
+    );
     assert.equal(m[0].reward_mean, 0.5);
     assert.equal(m[0].success_rate, 0.75); // success = reward ≥ 0.5 without a success field
   } finally {
@@ -169,26 +205,69 @@ test('import prime-rl token exports: per-token values kept, extra columns painta
     const n = prompt.length + comp.length;
     const onComp = <T>(vals: T[], fill: T) => [...prompt.map(() => fill), ...vals];
     const seq = (adv: number, reward: number, lps: number[]) => ({
-      schema_version: 2, step: 7, export_step: 7, rank: 0, micro_step: 0, sample_id: null, run_id: null, env_name: 'math',
-      token_ids: [...prompt, ...comp], position_ids: Array.from({ length: n }, (_, i) => i),
-      loss_mask: onComp(comp.map(() => true), false), temperatures: Array(n).fill(1),
-      advantages: onComp(comp.map(() => adv), 0), rewards: onComp(comp.map(() => reward), null),
-      inference_logprobs: onComp(lps.map((x) => x - 0.01), 0), trainer_logprobs: onComp(lps, 0),
-      entropy: onComp(comp.map((_, i) => 0.1 * (i + 1)), 0),
-      importance_ratio: onComp(comp.map((_, i) => 1 + 0.01 * i), null), mismatch_kl: onComp(comp.map(() => 0.002), null),
-      log_importance_ratio: null, prob_delta: null,
+      schema_version: 2,
+      step: 7,
+      export_step: 7,
+      rank: 0,
+      micro_step: 0,
+      sample_id: null,
+      run_id: null,
+      env_name: 'math',
+      token_ids: [...prompt, ...comp],
+      position_ids: Array.from({ length: n }, (_, i) => i),
+      loss_mask: onComp(
+        comp.map(() => true),
+        false,
+      ),
+      temperatures: Array(n).fill(1),
+      advantages: onComp(
+        comp.map(() => adv),
+        0,
+      ),
+      rewards: onComp(
+        comp.map(() => reward),
+        null,
+      ),
+      inference_logprobs: onComp(
+        lps.map((x) => x - 0.01),
+        0,
+      ),
+      trainer_logprobs: onComp(lps, 0),
+      entropy: onComp(
+        comp.map((_, i) => 0.1 * (i + 1)),
+        0,
+      ),
+      importance_ratio: onComp(
+        comp.map((_, i) => 1 + 0.01 * i),
+        null,
+      ),
+      mismatch_kl: onComp(
+        comp.map(() => 0.002),
+        null,
+      ),
+      log_importance_ratio: null,
+      prob_delta: null,
     });
     const lps = comp.map((_, i) => -0.5 * (i + 1));
     const src = join(dir, 'out', 'token_exports', 'step_7');
     mkdirSync(src, { recursive: true });
-    writeFileSync(join(src, 'rank_0.jsonl'), jsonl([seq(0.5, 1, lps), seq(-0.5, 0, lps), { token_ids: [1, 2], loss_mask: [false, false], advantages: [0, 0], trainer_logprobs: [0, 0] }]));
+    writeFileSync(
+      join(src, 'rank_0.jsonl'),
+      jsonl([seq(0.5, 1, lps), seq(-0.5, 0, lps), { token_ids: [1, 2], loss_mask: [false, false], advantages: [0, 0], trainer_logprobs: [0, 0] }]),
+    );
     // The trainer's output folder also holds other JSONL (logs): only token_exports/ is read from it.
     writeFileSync(join(dir, 'out', 'orchestrator.jsonl'), jsonl([{ level: 'info', msg: 'step 7' }]));
-    assert.deepEqual(readImport(join(dir, 'out')).files.map((f) => f.slice(dir.length)), [join('/out', 'token_exports', 'step_7', 'rank_0.jsonl')]);
+    assert.deepEqual(
+      readImport(join(dir, 'out')).files.map((f) => f.slice(dir.length)),
+      [join('/out', 'token_exports', 'step_7', 'rank_0.jsonl')],
+    );
     const r = await importRollouts({ source: join(dir, 'out', 'token_exports'), tokenizer: QWEN_TOK, out: join(dir, 'runs'), ...quiet });
     assert.equal(r.format, 'prime');
     assert.equal(r.records, 2);
-    assert.deepEqual(r.problems.map((p) => [p.file, p.line, /no completion token/.test(p.reason)]), [[join('step_7', 'rank_0.jsonl'), 3, true]]);
+    assert.deepEqual(
+      r.problems.map((p) => [p.file, p.line, /no completion token/.test(p.reason)]),
+      [[join('step_7', 'rank_0.jsonl'), 3, true]],
+    );
     assert.equal(readRunInfo(r.runDir)!.imported!.model, null);
     const tt = readTokenTable(stepFile(r.runDir, 'tokens', 7));
     const ep = readEpisodeTable(stepFile(r.runDir, 'episodes', 7));
@@ -198,13 +277,16 @@ test('import prime-rl token exports: per-token values kept, extra columns painta
     assert.deepEqual([...ep.reward], [1, 0]);
     const k = comp.length;
     assert.deepEqual([...tt.logprob.slice(0, k)], lps.map(Math.fround));
-    assert.deepEqual([...tt.entropy.slice(0, k)], comp.map((_, i) => Math.fround(0.1 * (i + 1))));
+    assert.deepEqual(
+      [...tt.entropy.slice(0, k)],
+      comp.map((_, i) => Math.fround(0.1 * (i + 1))),
+    );
     // c = Â·ℓ with Â the exported per-token advantage: 0.5 × −0.5 = −0.25 at the first token
     assert.equal(tt.contribution[0], -0.25);
     assert.equal(tt.contribution[k], 0.25);
     assert.deepEqual(Object.keys(tt.extra).sort(), ['importance_ratio', 'inference_logprob', 'mismatch_kl']);
     assert.deepEqual([...tt.extra.importance_ratio.slice(0, 3)], [1, 1.01, 1.02].map(Math.fround));
-    assert.ok(Math.abs(readMetrics(r.runDir)[0].mismatch_kl_mean as number - 0.002) < 1e-12);
+    assert.ok(Math.abs((readMetrics(r.runDir)[0].mismatch_kl_mean as number) - 0.002) < 1e-12);
 
     // Without a tokenizer the tokens are their ids.
     const r2 = await importRollouts({ source: join(dir, 'out', 'token_exports'), out: join(dir, 'runs2'), ...quiet });
@@ -226,7 +308,13 @@ test('import plain JSONL scored by a run folder: a strategy without training, an
     // one completion with both sections, written by hand in the task's alphabet
     rows.push({ prompt: ep.prompt[0], completion: 'think 2+3=5</think> <answer>2+3</answer>', reward: 1, step: 5 });
     writeFileSync(src, jsonl(rows));
-    const r = await importRollouts({ source: src, model: run.runDir, out: join(dir, 'runs'), sets: ['backend=cpu', 'credit.strategy=outcome_conditional', 'credit.think_discount=0.25'], ...quiet });
+    const r = await importRollouts({
+      source: src,
+      model: run.runDir,
+      out: join(dir, 'runs'),
+      sets: ['backend=cpu', 'credit.strategy=outcome_conditional', 'credit.think_discount=0.25'],
+      ...quiet,
+    });
     assert.equal(r.format, 'jsonl');
     assert.equal(r.records, ep.prompt.length + 1);
     const tt = readTokenTable(stepFile(r.runDir, 'tokens', 5));
@@ -238,7 +326,10 @@ test('import plain JSONL scored by a run folder: a strategy without training, an
     await assert.rejects(train({ resume: r.runDir }), (e: unknown) => isUserError(e) && /imported run/.test((e as Error).message));
     // A format that carries no per-token values needs a model; a strategy that needs training is refused.
     await assert.rejects(importRollouts({ source: src, out: join(dir, 'runs'), ...quiet }), /pass --model/);
-    await assert.rejects(importRollouts({ source: src, model: run.runDir, out: join(dir, 'runs'), sets: ['credit.strategy=attribution'], ...quiet }), /needs training/);
+    await assert.rejects(
+      importRollouts({ source: src, model: run.runDir, out: join(dir, 'runs'), sets: ['credit.strategy=attribution'], ...quiet }),
+      /needs training/,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

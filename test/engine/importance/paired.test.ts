@@ -10,7 +10,16 @@ import { initBackend } from '../../../src/engine/model/backend';
 import { isUserError } from '../../../src/engine/core/errors';
 import { Transformer } from '../../../src/engine/model/model';
 import { cmdRollouts } from '../../../src/engine/cli/data_commands';
-import { drawPairs, generatePairedGroups, meanVar, pairedRollouts, pairedRows, type PairDraw, type PairedGroup, type RowSampler } from '../../../src/engine/importance/paired';
+import {
+  drawPairs,
+  generatePairedGroups,
+  meanVar,
+  pairedRollouts,
+  pairedRows,
+  type PairDraw,
+  type PairedGroup,
+  type RowSampler,
+} from '../../../src/engine/importance/paired';
 import { childSeed, makeRng } from '../../../src/engine/core/rng';
 import { scratchModelConfig } from '../../../src/engine/train/session';
 import { loadConfig } from '../../../src/engine/config/config';
@@ -27,15 +36,28 @@ test('pairs share exactly split_token_idx tokens and both members go on from the
   const tok = CharTokenizer.fromAlphabet(task.alphabet());
   const model = Transformer.init(scratchModelConfig(cfg, tok.vocabSize), 5);
   const maxNew = 24;
-  const groups = generatePairedGroups(model, tok, task, task.train.slice(0, 24), Array.from({ length: 24 }, (_, k) => 100 + k), 6,
-    { maxNewTokens: maxNew, temperature: 1, topP: 1, rng: makeRng(9) });
+  const groups = generatePairedGroups(
+    model,
+    tok,
+    task,
+    task.train.slice(0, 24),
+    Array.from({ length: 24 }, (_, k) => 100 + k),
+    6,
+    { maxNewTokens: maxNew, temperature: 1, topP: 1, rng: makeRng(9) },
+  );
   model.dispose();
   assert.equal(groups.length, 24);
   const splits: number[] = [];
   for (const [k, g] of groups.entries()) {
     assert.equal(g.groupId, 100 + k);
-    assert.deepEqual(g.completions.map((c) => c.completionId), [1, 2, 3, 4, 5, 6]);
-    assert.deepEqual(g.completions.map((c) => c.pairId), [1, 1, 2, 2, 3, 3]);
+    assert.deepEqual(
+      g.completions.map((c) => c.completionId),
+      [1, 2, 3, 4, 5, 6],
+    );
+    assert.deepEqual(
+      g.completions.map((c) => c.pairId),
+      [1, 1, 2, 2, 3, 3],
+    );
     for (let p = 0; p < 3; p++) {
       const [a, b] = [g.completions[2 * p], g.completions[2 * p + 1]];
       assert.equal(a.split, b.split);
@@ -60,7 +82,11 @@ test('pairs share exactly split_token_idx tokens and both members go on from the
 
 /** Exact two-sided sign test: P(a Binomial(n, ½) count at least as far from n/2 as k). */
 function signTestP(k: number, n: number): number {
-  const logC = (m: number) => { let s = 0; for (let i = 1; i <= m; i++) s += Math.log(i); return s; };
+  const logC = (m: number) => {
+    let s = 0;
+    for (let i = 1; i <= m; i++) s += Math.log(i);
+    return s;
+  };
   const lf = logC(n);
   const pmf = (j: number) => Math.exp(lf - logC(j) - logC(n - j) - n * Math.LN2);
   const far = Math.abs(k - n / 2);
@@ -69,27 +95,39 @@ function signTestP(k: number, n: number): number {
   return Math.min(1, p);
 }
 
-test('exchangeable pairs (seed 004): on a synthetic policy the members\' lengths and rewards are equally distributed; the old scheme fails the same test', () => {
+test("exchangeable pairs (seed 004): on a synthetic policy the members' lengths and rewards are equally distributed; the old scheme fails the same test", () => {
   // A synthetic policy with a geometric length: after any token, EOS (id 2) with probability 0.12, else one of ids 3..9.
   // The reward: 1 when a completion holds three or more id-3 tokens (depends on length and content).
-  const EOS = 2, MAX = 40;
+  const EOS = 2,
+    MAX = 40;
   const policy = makeRng(123);
-  const sample: RowSampler = (rows) => rows.map((r) => {
-    const out: number[] = [];
-    while (out.length < r.budget) {
-      if (policy() < 0.12) { out.push(EOS); break; }
-      out.push(3 + Math.floor(policy() * 7));
-    }
-    return out;
-  });
+  const sample: RowSampler = (rows) =>
+    rows.map((r) => {
+      const out: number[] = [];
+      while (out.length < r.budget) {
+        if (policy() < 0.12) {
+          out.push(EOS);
+          break;
+        }
+        out.push(3 + Math.floor(policy() * 7));
+      }
+      return out;
+    });
   const reward = (ids: number[]) => (ids.filter((x) => x === 3).length >= 3 ? 1 : 0);
   const N = 600;
   const prompts = Array.from({ length: N }, () => [1]);
   const { pairs, fallbacks } = drawPairs(prompts, MAX, sample, makeRng(7), (ids) => ids[ids.length - 1] === EOS);
   assert.equal(fallbacks, 0);
   const signs = (f: (p: PairDraw) => [number, number]) => {
-    let gt = 0, n = 0;
-    for (const p of pairs) { const [a, b] = f(p); if (a !== b) { n++; if (a > b) gt++; } }
+    let gt = 0,
+      n = 0;
+    for (const p of pairs) {
+      const [a, b] = f(p);
+      if (a !== b) {
+        n++;
+        if (a > b) gt++;
+      }
+    }
     return { gt, n, p: signTestP(gt, n) };
   };
   const len = signs((p) => [p.first.length, p.second.length]);
@@ -104,11 +142,22 @@ test('exchangeable pairs (seed 004): on a synthetic policy the members\' lengths
   const old = makeRng(7);
   const firsts = sample(prompts.map((p) => ({ prefix: p, budget: MAX })));
   const ts = firsts.map((f) => Math.floor(old() * f.length));
-  const seconds = sample(firsts.map((f, i) => ({ prefix: [1, ...f.slice(0, ts[i])], budget: MAX - ts[i] }))).map((c, i) => [...firsts[i].slice(0, ts[i]), ...c]);
-  let gt = 0, n = 0;
-  firsts.forEach((f, i) => { if (f.length !== seconds[i].length) { n++; if (f.length > seconds[i].length) gt++; } });
+  const seconds = sample(firsts.map((f, i) => ({ prefix: [1, ...f.slice(0, ts[i])], budget: MAX - ts[i] }))).map((c, i) => [
+    ...firsts[i].slice(0, ts[i]),
+    ...c,
+  ]);
+  let gt = 0,
+    n = 0;
+  firsts.forEach((f, i) => {
+    if (f.length !== seconds[i].length) {
+      n++;
+      if (f.length > seconds[i].length) gt++;
+    }
+  });
   const pOld = signTestP(gt, n);
-  process.stderr.write(`paired scheme: lengths ${len.gt}/${len.n} p=${len.p.toFixed(3)}, rewards ${rew.gt}/${rew.n} p=${rew.p.toFixed(3)}; old scheme lengths ${gt}/${n} p=${pOld.toExponential(1)}\n`);
+  process.stderr.write(
+    `paired scheme: lengths ${len.gt}/${len.n} p=${len.p.toFixed(3)}, rewards ${rew.gt}/${rew.n} p=${rew.p.toFixed(3)}; old scheme lengths ${gt}/${n} p=${pOld.toExponential(1)}\n`,
+  );
   assert.ok(pOld < 1e-6, `old scheme: ${gt} of ${n} first-longer, p = ${pOld}`);
 });
 
@@ -116,7 +165,9 @@ test('group statistics: mean and unbiased (N−1) variance of the total and of e
   const ex = { id: 3, prompt: 'p' };
   const rr = (total: number, format: number, answer: number) => ({ total, format, answer, parts: { format, answer } });
   const g: PairedGroup = {
-    groupId: 0, example: ex, completions: [
+    groupId: 0,
+    example: ex,
+    completions: [
       { completionId: 1, pairId: 1, split: 2, ids: [5, 6, 7], text: 'abc', reward: rr(0, 0, 0) },
       { completionId: 2, pairId: 1, split: 2, ids: [5, 6, 8], text: 'abd', reward: rr(1.1, 1, 1) },
       { completionId: 3, pairId: 2, split: 0, ids: [9], text: 'e', reward: rr(1.1, 1, 1) },
@@ -156,13 +207,28 @@ test('rollouts paired writes rollouts_g<G>.parquet that hyparquet reads, and the
   const file = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
   const meta = parquetMetadata(file);
   const fields = parquetSchema(meta).children.map((c) => c.element.name);
-  const seedColumns = ['prompt_id', 'prompt_text', 'group_id', 'completion_id', 'split_token_idx', 'completion_text', 'reward',
-    'reward_group_mean', 'reward_group_var'];
+  const seedColumns = [
+    'prompt_id',
+    'prompt_text',
+    'group_id',
+    'completion_id',
+    'split_token_idx',
+    'completion_text',
+    'reward',
+    'reward_group_mean',
+    'reward_group_var',
+  ];
   for (const c of seedColumns) assert.ok(fields.includes(c), `column ${c}`);
   // countdown's partial rewards: format, answer, uses_all_numbers, valid_expression
-  for (let k = 1; k <= 4; k++) for (const s of ['', '_group_mean', '_group_var']) assert.ok(fields.includes(`partial_reward_${k}${s}`), `partial_reward_${k}${s}`);
+  for (let k = 1; k <= 4; k++)
+    for (const s of ['', '_group_mean', '_group_var']) assert.ok(fields.includes(`partial_reward_${k}${s}`), `partial_reward_${k}${s}`);
   const kv = Object.fromEntries((meta.key_value_metadata ?? []).map((e) => [e.key, e.value]));
-  assert.deepEqual(JSON.parse(kv.partial_rewards!), { partial_reward_1: 'format', partial_reward_2: 'answer', partial_reward_3: 'uses_all_numbers', partial_reward_4: 'valid_expression' });
+  assert.deepEqual(JSON.parse(kv.partial_rewards!), {
+    partial_reward_1: 'format',
+    partial_reward_2: 'answer',
+    partial_reward_3: 'uses_all_numbers',
+    partial_reward_4: 'valid_expression',
+  });
 
   const rows = await parquetReadObjects({ file });
   assert.equal(rows.length, 20);
@@ -170,7 +236,10 @@ test('rollouts paired writes rollouts_g<G>.parquet that hyparquet reads, and the
   const task = makeTask(c.task, childSeed(c.task.split_seed, 'task'));
   for (let g = 0; g < 5; g++) {
     const grp = rows.filter((x) => x.group_id === g);
-    assert.deepEqual(grp.map((x) => x.completion_id), [1, 2, 3, 4]);
+    assert.deepEqual(
+      grp.map((x) => x.completion_id),
+      [1, 2, 3, 4],
+    );
     const { mean, var: v } = meanVar(grp.map((x) => x.reward as number));
     for (const x of grp) {
       assert.ok(Math.abs((x.reward_group_mean as number) - mean) < 1e-12);
@@ -207,8 +276,10 @@ test('rollouts paired writes rollouts_g<G>.parquet that hyparquet reads, and the
 
 test('an odd group size and bad arguments are user errors', async () => {
   const cfg = tinyConfig(dir, 'arithmetic');
-  await assert.rejects(pairedRollouts({ configPath: cfg, sets: ['grpo.group_size=5'], groups: 1, outputDir: join(dir, 'odd') }),
-    (e) => isUserError(e) && /group_size: got 5.*even/.test((e as Error).message));
+  await assert.rejects(
+    pairedRollouts({ configPath: cfg, sets: ['grpo.group_size=5'], groups: 1, outputDir: join(dir, 'odd') }),
+    (e) => isUserError(e) && /group_size: got 5.*even/.test((e as Error).message),
+  );
   await assert.rejects(cmdRollouts(['serial', cfg]), (e) => isUserError(e) && /unknown subcommand "serial"/.test((e as Error).message));
   await assert.rejects(cmdRollouts(['paired', cfg, '--groups', '0']), (e) => isUserError(e) && /--groups/.test((e as Error).message));
   await assert.rejects(cmdRollouts(['paired', cfg, '--checkpoint', join(dir, 'nope')]), (e) => isUserError(e) && /no such folder/.test((e as Error).message));

@@ -20,9 +20,19 @@ test('merges worked by hand: most frequent pair first, ties to the smallest pair
   // With min frequency 1 the ties break by the smaller pair: "a\0b" < "aa\0a" < "aa\0b" → merge "a b"; words [aa,ab] and
   // [aa,b]; then "aa\0ab" < "aa\0b" → merge "aa ab". The word "aab" keeps its leading space as GPT-2's Ġ.
   const r = trainBpe(['aaab aab'], opts(BASE + 10, 1));
-  assert.deepEqual(r.merges.slice(0, 3), [['a', 'a'], ['a', 'b'], ['aa', 'ab']]);
+  assert.deepEqual(r.merges.slice(0, 3), [
+    ['a', 'a'],
+    ['a', 'b'],
+    ['aa', 'ab'],
+  ]);
   assert.equal(byteToChar()[32], 'Ġ');
-  assert.deepEqual([...pretokenize(['aaab aab'], [])], [['aaab', 1], ['Ġaab', 1]]);
+  assert.deepEqual(
+    [...pretokenize(['aaab aab'], [])],
+    [
+      ['aaab', 1],
+      ['Ġaab', 1],
+    ],
+  );
   // The vocabulary stops at vocab_size.
   assert.equal(trainBpe(['aaab aab'], opts(BASE + 2, 1)).vocabSize, BASE + 2);
   assert.throws(() => trainBpe(['x'], opts(100)), /vocab_size 100 is below 262/);
@@ -36,7 +46,10 @@ test('deterministic: the same corpus gives the same tokenizer.json, whatever the
 });
 
 test('tokenizer.json loads in @huggingface/tokenizers: tags are single tokens, text round-trips, and HfTokenizer gives offsets', () => {
-  const corpus = Array.from({ length: 200 }, (_, i) => `<think>Tom has ${i} apples and buys ${i % 7} more, so he has ${i} + ${i % 7} = ${i + (i % 7)}.</think>\n<answer>${i + (i % 7)}</answer>`);
+  const corpus = Array.from(
+    { length: 200 },
+    (_, i) => `<think>Tom has ${i} apples and buys ${i % 7} more, so he has ${i} + ${i % 7} = ${i + (i % 7)}.</think>\n<answer>${i + (i % 7)}</answer>`,
+  );
   const t = trainBpe(corpus, opts(400));
   const hf = new Tokenizer(t.tokenizer, t.config);
   const text = '<think>Tom has 12 apples and buys 3 more, so he has 12 + 3 = 15.</think>\n<answer>15</answer>';

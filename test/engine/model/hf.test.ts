@@ -35,9 +35,18 @@ const cases: { name: string; cfg: HfCfg; dtype: 'F32' | 'F16' | 'BF16'; sharded:
     // model_type only, no architectures; llama3 rope scaling with a tiny original context so that both the
     // divided (wavelength 628 > 16) and the interpolated (4 ≤ 6.28 ≤ 16) frequency bands occur
     name: 'Llama, F32, untied, llama3 rope scaling, no bias',
-    cfg: { ...qwenBase, architectures: undefined, tie_word_embeddings: false, model_type: 'llama', num_key_value_heads: 2, hidden_size: 8, num_attention_heads: 2,
-      rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16 } },
-    dtype: 'F32', sharded: false,
+    cfg: {
+      ...qwenBase,
+      architectures: undefined,
+      tie_word_embeddings: false,
+      model_type: 'llama',
+      num_key_value_heads: 2,
+      hidden_size: 8,
+      num_attention_heads: 2,
+      rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16 },
+    },
+    dtype: 'F32',
+    sharded: false,
   },
 ];
 
@@ -90,7 +99,11 @@ test('loadHfModel: clear errors for what is missing or unsupported', async () =>
   await tf.setBackend('cpu');
   const root = mkdtempSync(join(tmpdir(), 'cl-hf-'));
   const fails = (dir: string, re: RegExp) =>
-    assert.throws(() => loadHfModel(dir), (e: unknown) => isUserError(e) && re.test((e as Error).message), re.source);
+    assert.throws(
+      () => loadHfModel(dir),
+      (e: unknown) => isUserError(e) && re.test((e as Error).message),
+      re.source,
+    );
   try {
     fails(join(root, 'nope'), /cannot read model directory .*expected a Hugging Face model directory/);
     fails(root, /no config\.json in/);

@@ -48,18 +48,24 @@ function rmsNorm(x: number[], g: Float32Array, eps: number): number[] {
 }
 
 export function referenceLogits(c: HfCfg, w: W, ids: number[]): number[][] {
-  const d = c.hidden_size, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const hd = c.head_dim ?? d / H, rep = H / Hkv, T = ids.length, V = c.vocab_size;
+  const d = c.hidden_size,
+    H = c.num_attention_heads,
+    Hkv = c.num_key_value_heads;
+  const hd = c.head_dim ?? d / H,
+    rep = H / Hkv,
+    T = ids.length,
+    V = c.vocab_size;
   const bias = c.model_type === 'qwen2';
   const inv = invFreqRef(c, hd);
   const E = w['model.embed_tokens.weight'].data;
   let x = ids.map((id) => Array.from(E.subarray(id * d, (id + 1) * d)));
   // apply_rotary_pos_emb: x·cos + rotate_half(x)·sin, rotate_half(x) = [−x2, x1], angles cat(freqs, freqs)
-  const rope = (v: number[], pos: number) => v.map((val, j) => {
-    const i = j % (hd / 2);
-    const rot = j < hd / 2 ? -v[j + hd / 2] : v[j - hd / 2];
-    return val * Math.cos(pos * inv[i]) + rot * Math.sin(pos * inv[i]);
-  });
+  const rope = (v: number[], pos: number) =>
+    v.map((val, j) => {
+      const i = j % (hd / 2);
+      const rot = j < hd / 2 ? -v[j + hd / 2] : v[j - hd / 2];
+      return val * Math.cos(pos * inv[i]) + rot * Math.sin(pos * inv[i]);
+    });
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const p = `model.layers.${l}.`;
     const h = x.map((r) => rmsNorm(r, w[p + 'input_layernorm.weight'].data, c.rms_norm_eps));
@@ -116,7 +122,10 @@ export function referenceLogits(c: HfCfg, w: W, ids: number[]): number[][] {
 
 export function randomWeights(c: HfCfg, seed: number): W {
   const rng = makeRng(seed);
-  const d = c.hidden_size, H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim ?? d / H;
+  const d = c.hidden_size,
+    H = c.num_attention_heads,
+    Hkv = c.num_key_value_heads,
+    hd = c.head_dim ?? d / H;
   const w: W = {};
   // Values on a grid every storage dtype holds exactly (k/256 with |k| < 128, norms 1 + k/64 with |k| ≤ 12: at most
   // 8 significant bits, BF16's precision), so F32/F16/BF16 files all store these very numbers and the reference
@@ -167,9 +176,19 @@ export function writeCheckpoint(dir: string, c: HfCfg, w: W, dtype: 'F32' | 'F16
 }
 
 export const qwenBase: HfCfg = {
-  architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', hidden_size: 16, num_hidden_layers: 2,
-  num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 24, rms_norm_eps: 1e-6, rope_theta: 10000,
-  tie_word_embeddings: true, vocab_size: 151936, max_position_embeddings: 64, hidden_act: 'silu',
-  bos_token_id: 151643, eos_token_id: 151643,
+  architectures: ['Qwen2ForCausalLM'],
+  model_type: 'qwen2',
+  hidden_size: 16,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  intermediate_size: 24,
+  rms_norm_eps: 1e-6,
+  rope_theta: 10000,
+  tie_word_embeddings: true,
+  vocab_size: 151936,
+  max_position_embeddings: 64,
+  hidden_act: 'silu',
+  bos_token_id: 151643,
+  eos_token_id: 151643,
 };
-

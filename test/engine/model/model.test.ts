@@ -8,8 +8,18 @@ import { isUserError } from '../../../src/engine/core/errors';
 // hf.test.ts; these tests check the invariances the trainer and sampler rely on.
 
 const qwenCfg: ModelConfig = {
-  vocabSize: 23, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 24, maxSeqLen: 32,
-  ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true, arch: 'qwen2',
+  vocabSize: 23,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 2,
+  dFf: 24,
+  maxSeqLen: 32,
+  ropeTheta: 10000,
+  rmsEps: 1e-6,
+  tieEmbeddings: true,
+  qkvBias: true,
+  arch: 'qwen2',
 };
 const llamaCfg: ModelConfig = { ...qwenCfg, tieEmbeddings: false, qkvBias: false, nKvHeads: 4, arch: 'llama' };
 
@@ -36,7 +46,10 @@ function sharpModel(cfg: ModelConfig, seed: number): Transformer {
 function run(m: Transformer, rows: number[][], pad: number[]): number[][][] {
   const T = rows[0].length;
   const ids = tf.tensor2d(rows.flat(), [rows.length, T], 'int32');
-  const mask = tf.tensor2d(rows.flatMap((r, b) => r.map((_, t) => (t < pad[b] ? 0 : 1))), [rows.length, T]);
+  const mask = tf.tensor2d(
+    rows.flatMap((r, b) => r.map((_, t) => (t < pad[b] ? 0 : 1))),
+    [rows.length, T],
+  );
   const { logits } = m.forward(ids, mask);
   const out = logits.arraySync() as number[][][];
   tf.dispose([ids, mask, logits]);
@@ -82,14 +95,18 @@ test('fused q/k/v and gate/up parameters hold the HF projections side by side', 
     for (let c = 0; c < 8; c++) assert.equal(s[i][24 + c], hf('v_proj.weight', c, i));
   }
   const bias = m.params.get('model.layers.1.self_attn.qkv_proj.bias')!.dataSync();
-  assert.deepEqual(Array.from(bias), [...w['model.layers.1.self_attn.q_proj.bias'].data, ...w['model.layers.1.self_attn.k_proj.bias'].data,
-    ...w['model.layers.1.self_attn.v_proj.bias'].data]);
+  assert.deepEqual(Array.from(bias), [
+    ...w['model.layers.1.self_attn.q_proj.bias'].data,
+    ...w['model.layers.1.self_attn.k_proj.bias'].data,
+    ...w['model.layers.1.self_attn.v_proj.bias'].data,
+  ]);
   const gu = m.params.get('model.layers.0.mlp.gate_up_proj.weight')!.arraySync() as number[][];
   assert.deepEqual([gu.length, gu[0].length], [16, 48]);
-  for (let i = 0; i < 16; i++) for (let c = 0; c < 24; c++) {
-    assert.equal(gu[i][c], w['model.layers.0.mlp.gate_proj.weight'].data[c * 16 + i]);
-    assert.equal(gu[i][24 + c], w['model.layers.0.mlp.up_proj.weight'].data[c * 16 + i]);
-  }
+  for (let i = 0; i < 16; i++)
+    for (let c = 0; c < 24; c++) {
+      assert.equal(gu[i][c], w['model.layers.0.mlp.gate_proj.weight'].data[c * 16 + i]);
+      assert.equal(gu[i][24 + c], w['model.layers.0.mlp.up_proj.weight'].data[c * 16 + i]);
+    }
   assert.ok(!m.params.has('model.layers.0.self_attn.q_proj.weight'));
   m.dispose();
 });
@@ -118,12 +135,27 @@ test('prefill + decodeStep reproduce the full forward logits (with padding and r
   await setup();
   for (const cfg of [qwenCfg, llamaCfg]) {
     const m = sharpModel(cfg, 4);
-    const rows = [[0, 0, 5, 6, 7], [1, 2, 3, 4, 5], [0, 0, 0, 9, 10]];
+    const rows = [
+      [0, 0, 5, 6, 7],
+      [1, 2, 3, 4, 5],
+      [0, 0, 0, 9, 10],
+    ];
     const pad = [2, 0, 3];
-    const next = [[12, 13, 14], [15, 16, 17], [18, 19, 20]];
-    const full = run(m, rows.map((r, i) => [...r, ...next[i]]), pad);
+    const next = [
+      [12, 13, 14],
+      [15, 16, 17],
+      [18, 19, 20],
+    ];
+    const full = run(
+      m,
+      rows.map((r, i) => [...r, ...next[i]]),
+      pad,
+    );
     const ids = tf.tensor2d(rows.flat(), [3, 5], 'int32');
-    const mask = tf.tensor2d(rows.flatMap((r, b) => r.map((_, t) => (t < pad[b] ? 0 : 1))), [3, 5]);
+    const mask = tf.tensor2d(
+      rows.flatMap((r, b) => r.map((_, t) => (t < pad[b] ? 0 : 1))),
+      [3, 5],
+    );
     let { logits, cache } = m.prefill(ids, mask);
     tf.dispose([ids, mask]);
     let live = [0, 1, 2];
@@ -136,7 +168,10 @@ test('prefill + decodeStep reproduce the full forward logits (with padding and r
         cache = m.keepCacheRows(cache, [0, 2]);
         live = [0, 2];
       }
-      ({ logits, cache } = m.decodeStep(cache, live.map((row) => next[row][s])));
+      ({ logits, cache } = m.decodeStep(
+        cache,
+        live.map((row) => next[row][s]),
+      ));
     }
     logits.dispose();
     m.disposeCache(cache);
@@ -147,8 +182,21 @@ test('prefill + decodeStep reproduce the full forward logits (with padding and r
 test('logitsFrom, hidden and attention outputs', async () => {
   await setup();
   const m = sharpModel(qwenCfg, 9);
-  const ids = tf.tensor2d([[0, 0, 3, 4, 5], [6, 7, 8, 9, 10]], [2, 5], 'int32');
-  const mask = tf.tensor2d([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], [2, 5]);
+  const ids = tf.tensor2d(
+    [
+      [0, 0, 3, 4, 5],
+      [6, 7, 8, 9, 10],
+    ],
+    [2, 5],
+    'int32',
+  );
+  const mask = tf.tensor2d(
+    [
+      [0, 0, 1, 1, 1],
+      [1, 1, 1, 1, 1],
+    ],
+    [2, 5],
+  );
   const full = m.forward(ids, mask, { returnHidden: true, returnAttention: true });
   const part = m.forward(ids, mask, { logitsFrom: 3 });
   assert.deepEqual(part.logits.shape, [2, 2, 23]);
@@ -156,12 +204,14 @@ test('logitsFrom, hidden and attention outputs', async () => {
   assert.deepEqual(full.hidden!.shape, [2, 5, 16]);
   const att = full.attention!.arraySync() as number[][][][];
   assert.deepEqual(full.attention!.shape, [2, 4, 5, 5]);
-  for (let b = 0; b < 2; b++) for (let h = 0; h < 4; h++) for (let i = 0; i < 5; i++) {
-    if (b === 0 && i < 2) continue; // padded query rows are garbage by design
-    const row = att[b][h][i];
-    assert.ok(Math.abs(row.reduce((s, v) => s + v, 0) - 1) < 1e-5);
-    for (let j = 0; j < 5; j++) if (j > i || (b === 0 && j < 2)) assert.equal(row[j], 0, `future/padded key b${b} h${h} i${i} j${j}`);
-  }
+  for (let b = 0; b < 2; b++)
+    for (let h = 0; h < 4; h++)
+      for (let i = 0; i < 5; i++) {
+        if (b === 0 && i < 2) continue; // padded query rows are garbage by design
+        const row = att[b][h][i];
+        assert.ok(Math.abs(row.reduce((s, v) => s + v, 0) - 1) < 1e-5);
+        for (let j = 0; j < 5; j++) if (j > i || (b === 0 && j < 2)) assert.equal(row[j], 0, `future/padded key b${b} h${h} i${i} j${j}`);
+      }
   // hidden is RMS-normed with unit weights: mean square ≈ 1 per position (formula: x·rsqrt(mean(x²)+eps))
   const hid = full.hidden!.arraySync() as number[][][];
   assert.ok(Math.abs(hid[1][2].reduce((s, v) => s + v * v, 0) / 16 - 1) < 1e-3);
@@ -172,8 +222,21 @@ test('logitsFrom, hidden and attention outputs', async () => {
 test('no tensors leak across forward / prefill / decode', async () => {
   await setup();
   const m = Transformer.init(qwenCfg, 1);
-  const ids = tf.tensor2d([[1, 2, 3], [0, 4, 5]], [2, 3], 'int32');
-  const mask = tf.tensor2d([[1, 1, 1], [0, 1, 1]], [2, 3]);
+  const ids = tf.tensor2d(
+    [
+      [1, 2, 3],
+      [0, 4, 5],
+    ],
+    [2, 3],
+    'int32',
+  );
+  const mask = tf.tensor2d(
+    [
+      [1, 1, 1],
+      [0, 1, 1],
+    ],
+    [2, 3],
+  );
   const once = () => {
     const r = m.forward(ids, mask, { returnHidden: true, returnAttention: true });
     tf.dispose([r.logits, r.hidden!, r.attention!]);
@@ -198,18 +261,51 @@ test('every parameter gets a finite, non-zero gradient (tied and untied)', async
   await setup();
   for (const cfg of [qwenCfg, llamaCfg]) {
     const m = sharpModel(cfg, 2);
-    const ids = tf.tensor2d([[0, 3, 4, 5], [6, 7, 8, 9]], [2, 4], 'int32');
-    const mask = tf.tensor2d([[0, 1, 1, 1], [1, 1, 1, 1]], [2, 4]);
+    const ids = tf.tensor2d(
+      [
+        [0, 3, 4, 5],
+        [6, 7, 8, 9],
+      ],
+      [2, 4],
+      'int32',
+    );
+    const mask = tf.tensor2d(
+      [
+        [0, 1, 1, 1],
+        [1, 1, 1, 1],
+      ],
+      [2, 4],
+    );
     const { value, grads } = tf.variableGrads(() => {
       const { logits } = m.forward(ids, mask);
-      return tf.mean(tf.mul(tf.logSoftmax(logits), tf.oneHot(tf.tensor2d([[1, 2, 3, 4], [5, 6, 7, 8]], [2, 4], 'int32'), 23))).neg() as tf.Scalar;
+      return tf
+        .mean(
+          tf.mul(
+            tf.logSoftmax(logits),
+            tf.oneHot(
+              tf.tensor2d(
+                [
+                  [1, 2, 3, 4],
+                  [5, 6, 7, 8],
+                ],
+                [2, 4],
+                'int32',
+              ),
+              23,
+            ),
+          ),
+        )
+        .neg() as tf.Scalar;
     }, [...m.params.values()]);
     assert.ok(Number.isFinite(value.dataSync()[0]));
     assert.equal(Object.keys(grads).length, m.params.size);
     for (const [name, v] of m.params) {
       const g = grads[v.name].dataSync();
       assert.ok(g.every(Number.isFinite), `${name} finite`);
-      assert.ok(g.some((x) => x !== 0), `${name} has gradient`);
+      assert.ok(
+        g.some((x) => x !== 0),
+        `${name} has gradient`,
+      );
     }
     tf.dispose([ids, mask, value, ...Object.values(grads)]);
     m.dispose();
@@ -226,8 +322,7 @@ test('exportWeights → fromWeights round trip; HF layout and clear errors', asy
   const m2 = Transformer.fromWeights(llamaCfg, w);
   assert.deepEqual(run(m2, [[1, 2, 3]], [0]), run(m, [[1, 2, 3]], [0]));
 
-  const expectUserError = (f: () => unknown, re: RegExp) =>
-    assert.throws(f, (e: unknown) => isUserError(e) && re.test((e as Error).message));
+  const expectUserError = (f: () => unknown, re: RegExp) => assert.throws(f, (e: unknown) => isUserError(e) && re.test((e as Error).message));
   const missing = { ...w };
   delete missing['model.layers.1.mlp.gate_proj.weight'];
   expectUserError(() => Transformer.fromWeights(llamaCfg, missing), /missing tensor model\.layers\.1\.mlp\.gate_proj\.weight \(expected shape \[24, 16\]\)/);
@@ -243,13 +338,19 @@ test('exportWeights → fromWeights round trip; HF layout and clear errors', asy
 test('RoPE inverse frequencies, with llama3 scaling', () => {
   // theta^(−2i/hd): hd = 4, theta = 10000 → [1, 10000^(−1/2) = 0.01]
   const base = ropeInvFreq({ ...qwenCfg, dModel: 8, nHeads: 2 });
-  assert.deepEqual(Array.from(base).map((v) => +v.toPrecision(12)), [1, 0.01]);
+  assert.deepEqual(
+    Array.from(base).map((v) => +v.toPrecision(12)),
+    [1, 0.01],
+  );
   // llama3 (factor 8, low 1, high 4, original context 8192): wavelengths above 8192/1 are divided by 8, those
   // below 8192/4 = 2048 kept, those between interpolated with s = (8192/wavelen − 1)/(4 − 1).
   const scaling = { type: 'llama3' as const, factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 };
   // hd = 6, theta 1e6 → [1, 0.01, 1e-4], wavelengths 2π·[1, 100, 10000] ≈ [6.3, 628, 62832]: kept, kept, /8
   const l3a = ropeInvFreq({ ...qwenCfg, dModel: 12, nHeads: 2, ropeTheta: 1e6, ropeScaling: scaling });
-  assert.deepEqual(Array.from(l3a).map((v) => +v.toPrecision(12)), [1, 0.01, 1.25e-5]);
+  assert.deepEqual(
+    Array.from(l3a).map((v) => +v.toPrecision(12)),
+    [1, 0.01, 1.25e-5],
+  );
   // hd = 4, theta 1e6 → [1, 0.001]; 2π·1000 ≈ 6283 is in the band: s = (8192/6283.19 − 1)/3 = 0.1012658,
   // inv = (1 − s)·0.001/8 + s·0.001 = 0.000213608 (python: 0.00021360754402756864)
   const l3b = ropeInvFreq({ ...qwenCfg, dModel: 8, nHeads: 2, ropeTheta: 1e6, ropeScaling: scaling });

@@ -9,8 +9,22 @@ import { opsName } from '../../../src/engine/model/ops';
 import { initBackend } from '../../../src/engine/model/backend';
 import { blasThreads } from '../../../src/engine/model/kernels/blas';
 import {
-  attention, ATTENTION, ATTENTION_GRAD, QKV_HEADS, QKV_HEADS_GRAD, qkvHeads, RMS_NORM_GRAD, RMS_NORM_TRAIN,
-  rmsNormNative, swiglu, swigluGrad, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD, tokenLogprob, TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD,
+  attention,
+  ATTENTION,
+  ATTENTION_GRAD,
+  QKV_HEADS,
+  QKV_HEADS_GRAD,
+  qkvHeads,
+  RMS_NORM_GRAD,
+  RMS_NORM_TRAIN,
+  rmsNormNative,
+  swiglu,
+  swigluGrad,
+  SWIGLU_NATIVE,
+  SWIGLU_NATIVE_GRAD,
+  tokenLogprob,
+  TOKEN_LOGPROB,
+  TOKEN_LOGPROB_GRAD,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { completionLogprobs, policyBatch } from '../../../src/engine/train/rollout';
@@ -18,29 +32,40 @@ import { makeRng, randNormal } from '../../../src/engine/core/rng';
 
 function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
   assert.equal(got.length, want.length);
-  let d = 0, w = 0;
-  for (let i = 0; i < want.length; i++) { d += (got[i] - want[i]) ** 2; w += want[i] ** 2; }
+  let d = 0,
+    w = 0;
+  for (let i = 0; i < want.length; i++) {
+    d += (got[i] - want[i]) ** 2;
+    w += want[i] ** 2;
+  }
   return Math.sqrt(d / w);
 }
 
 /** Runs f under tf.profile and checks that each of the named kernels ran in it. */
 async function ranKernels(kernels: string[], f: () => void): Promise<void> {
   const names = (await tf.profile(f)).kernels.map((k) => k.name);
-  assert.ok(kernels.every((k) => names.includes(k)), 'the native kernels ran');
+  assert.ok(
+    kernels.every((k) => names.includes(k)),
+    'the native kernels ran',
+  );
 }
 
 test('token log-prob kernel: values and gradient against float64, rows of any scale, a vocabulary off the vector width', async () => {
   await initBackend('wasm-blas');
   assert.equal(opsName(), 'wasm-blas');
   // the second size is past SPLIT_MIN_FLOATS in native/common.h: its rows are split over two threads
-  for (const [N, V] of [[13, 37], [7100, 37]]) {
+  for (const [N, V] of [
+    [13, 37],
+    [7100, 37],
+  ]) {
     const rng = makeRng(4);
     // Row scales from 1e-3 to 60 (a confident row whose other tokens sit ~100 nats below), one row all equal.
-    const z = Float32Array.from({ length: N * V }, (_, i) => Math.floor(i / V) === 5 ? 0.25 : randNormal(rng) * [1e-3, 1, 8, 60][Math.floor(i / V) % 4]);
+    const z = Float32Array.from({ length: N * V }, (_, i) => (Math.floor(i / V) === 5 ? 0.25 : randNormal(rng) * [1e-3, 1, 8, 60][Math.floor(i / V) % 4]));
     const t = Int32Array.from({ length: N }, (_, n) => (n * 11) % V);
     const dy = Float32Array.from({ length: N }, () => randNormal(rng));
     // float64 reference: logp = z_t − log Σ e^z; d logp / dz_v = δ(v, t) − softmax_v, times dy.
-    const wantLp: number[] = [], wantGrad: number[] = [];
+    const wantLp: number[] = [],
+      wantGrad: number[] = [];
     for (let n = 0; n < N; n++) {
       const row = Array.from(z.subarray(n * V, (n + 1) * V));
       const mx = Math.max(...row);
@@ -48,7 +73,9 @@ test('token log-prob kernel: values and gradient against float64, rows of any sc
       wantLp.push(row[t[n]] - lse);
       for (let v = 0; v < V; v++) wantGrad.push(dy[n] * ((v === t[n] ? 1 : 0) - Math.exp(row[v] - lse)));
     }
-    const zT = tf.tensor2d(z, [N, V]), tT = tf.tensor1d(t, 'int32'), dyT = tf.tensor1d(dy);
+    const zT = tf.tensor2d(z, [N, V]),
+      tT = tf.tensor1d(t, 'int32'),
+      dyT = tf.tensor1d(dy);
     await ranKernels([TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD], () => {
       const { value, grads } = tf.valueAndGrads((x: tf.Tensor) => tf.sum(tf.mul(tokenLogprob(x as tf.Tensor2D, tT), dyT)))([zT]);
       const lp = tf.tidy(() => tokenLogprob(zT, tT));
@@ -57,7 +84,10 @@ test('token log-prob kernel: values and gradient against float64, rows of any sc
       assert.ok(relErr(got.lp, wantLp) < 1e-6, `log-probs: ${relErr(got.lp, wantLp)}`);
       assert.ok(relErr(got.grad, wantGrad) < 1e-6, `gradient: ${relErr(got.grad, wantGrad)}`);
     });
-    const bad = tf.tensor1d(Int32Array.from({ length: N }, (_, n) => (n === 7 ? V : 0)), 'int32');
+    const bad = tf.tensor1d(
+      Int32Array.from({ length: N }, (_, n) => (n === 7 ? V : 0)),
+      'int32',
+    );
     assert.throws(() => tokenLogprob(zT, bad), /target 37 at row 7 is outside the vocabulary \[0, 37\)/);
     tf.dispose([zT, tT, dyT, bad]);
   }
@@ -70,13 +100,33 @@ test('plain wasm keeps the ops (its bits stay those of earlier runs); wasm-blas 
   assert.equal(opsName(), 'wasm-blas');
 });
 
-const CFG: ModelConfig = { arch: 'qwen2', vocabSize: 40, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 64, maxSeqLen: 16,
-  ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: true, qkvBias: true };
+const CFG: ModelConfig = {
+  arch: 'qwen2',
+  vocabSize: 40,
+  dModel: 32,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 2,
+  dFf: 64,
+  maxSeqLen: 16,
+  ropeTheta: 10000,
+  rmsEps: 1e-6,
+  tieEmbeddings: true,
+  qkvBias: true,
+};
 
-test('completionLogprobs on wasm-blas (native log-prob) gives the cpu backend\'s log-probs and parameter gradients (1e-5 relative)', async () => {
+test("completionLogprobs on wasm-blas (native log-prob) gives the cpu backend's log-probs and parameter gradients (1e-5 relative)", async () => {
   const rng = makeRng(21);
-  const prompts = [[1, 5, 9], [2, 7], [3, 3, 3, 4]];
-  const comps = [[11, 12, 13, 14, 2], [20, 21], [30, 31, 32, 33, 34, 35]];
+  const prompts = [
+    [1, 5, 9],
+    [2, 7],
+    [3, 3, 3, 4],
+  ];
+  const comps = [
+    [11, 12, 13, 14, 2],
+    [20, 21],
+    [30, 31, 32, 33, 34, 35],
+  ];
   const weights = comps.map((c) => c.map(() => rng() * 2 - 1));
   const run = async (backend: 'cpu' | 'wasm-blas', temperature: number) => {
     await initBackend(backend);
@@ -101,7 +151,10 @@ test('completionLogprobs on wasm-blas (native log-prob) gives the cpu backend\'s
     const blas = await run('wasm-blas', temperature);
     assert.ok(relErr(blas.lp, cpu.lp) < 1e-5, `log-probs at T=${temperature}: ${relErr(blas.lp, cpu.lp)}`);
     for (const [name, c] of cpu.g) {
-      assert.ok(c.some((x) => x !== 0), `${name}: a zero gradient would make the comparison vacuous`);
+      assert.ok(
+        c.some((x) => x !== 0),
+        `${name}: a zero gradient would make the comparison vacuous`,
+      );
       const e = relErr(blas.g.get(name)!, c);
       assert.ok(e < 1e-5, `${name} at T=${temperature}: ${e}`);
     }
@@ -112,22 +165,37 @@ test('native RMSNorm: values and gradients (x and w) against float64, rows of an
   await initBackend('wasm-blas');
   const eps = 1e-6;
   // the second size is past SPLIT_MIN_FLOATS in native/common.h: its rows are split over two threads
-  for (const [N, d] of [[9, 20], [4700, 28]]) {
+  for (const [N, d] of [
+    [9, 20],
+    [4700, 28],
+  ]) {
     const rng = makeRng(8);
     const x = Float32Array.from({ length: N * d }, (_, i) => randNormal(rng) * [1e-3, 1, 30][Math.floor(i / d) % 3]);
     const w = Float32Array.from({ length: d }, () => 1 + 0.3 * randNormal(rng));
     const dy = Float32Array.from({ length: N * d }, () => randNormal(rng));
     // float64: r = (Σx²/d + eps)^(−1/2), y = x·r·w; with g = dy·w, dx = r·g − x·r³·(Σ g·x)/d; dw = Σ_rows dy·x·r
-    const y: number[] = [], dx: number[] = [], dw = new Array(d).fill(0);
+    const y: number[] = [],
+      dx: number[] = [],
+      dw = new Array(d).fill(0);
     for (let n = 0; n < N; n++) {
-      const row = Array.from(x.subarray(n * d, (n + 1) * d)), g = row.map((_, j) => dy[n * d + j] * w[j]);
+      const row = Array.from(x.subarray(n * d, (n + 1) * d)),
+        g = row.map((_, j) => dy[n * d + j] * w[j]);
       const r = 1 / Math.sqrt(row.reduce((a, v) => a + v * v, 0) / d + eps);
       const gx = g.reduce((a, gj, j) => a + gj * row[j], 0);
-      row.forEach((v, j) => { y.push(v * r * w[j]); dx.push(r * g[j] - v * r ** 3 * gx / d); dw[j] += dy[n * d + j] * v * r; });
+      row.forEach((v, j) => {
+        y.push(v * r * w[j]);
+        dx.push(r * g[j] - (v * r ** 3 * gx) / d);
+        dw[j] += dy[n * d + j] * v * r;
+      });
     }
-    const xT = tf.tensor2d(x, [N, d]), wT = tf.tensor1d(w), dyT = tf.tensor2d(dy, [N, d]);
+    const xT = tf.tensor2d(x, [N, d]),
+      wT = tf.tensor1d(w),
+      dyT = tf.tensor2d(dy, [N, d]);
     await ranKernels([RMS_NORM_TRAIN, RMS_NORM_GRAD], () => {
-      const { value, grads } = tf.valueAndGrads((a: tf.Tensor, b: tf.Tensor) => tf.sum(tf.mul(rmsNormNative(a as tf.Tensor2D, b as tf.Tensor1D, eps), dyT)))([xT, wT]);
+      const { value, grads } = tf.valueAndGrads((a: tf.Tensor, b: tf.Tensor) => tf.sum(tf.mul(rmsNormNative(a as tf.Tensor2D, b as tf.Tensor1D, eps), dyT)))([
+        xT,
+        wT,
+      ]);
       const yT = rmsNormNative(xT, wT, eps);
       assert.ok(relErr(yT.dataSync(), y) < 1e-6, `y: ${relErr(yT.dataSync(), y)}`);
       assert.ok(relErr(grads[0].dataSync(), dx) < 1e-5, `dx: ${relErr(grads[0].dataSync(), dx)}`);
@@ -141,14 +209,22 @@ test('native RMSNorm: values and gradients (x and w) against float64, rows of an
 test('native attention: context, probabilities and the gradient in q, k, v against float64; GQA, a prefix, a fully masked row', async () => {
   await initBackend('wasm-blas');
   // 2 query heads per kv head, T = 5 new queries over Tk = 7 keys (a prefix of 2), head dim 6 (off the vector width)
-  const B = 2, H = 4, Hkv = 2, rep = H / Hkv, T = 5, Tk = 7, hd = 6;
+  const B = 2,
+    H = 4,
+    Hkv = 2,
+    rep = H / Hkv,
+    T = 5,
+    Tk = 7,
+    hd = 6;
   const rng = makeRng(12);
   const q = Float32Array.from({ length: B * H * T * hd }, () => 1.5 * randNormal(rng));
   const k = Float32Array.from({ length: B * Hkv * Tk * hd }, () => 1.5 * randNormal(rng));
   const v = Float32Array.from({ length: k.length }, () => randNormal(rng));
   // mask [B, 1, T, Tk]: causal with an offset of 2, batch 1 hides key 0, and batch 1's query 0 sees nothing
   const m = Float32Array.from({ length: B * T * Tk }, (_, i) => {
-    const b = Math.floor(i / (T * Tk)), t = Math.floor(i / Tk) % T, j = i % Tk;
+    const b = Math.floor(i / (T * Tk)),
+      t = Math.floor(i / Tk) % T,
+      j = i % Tk;
     return j <= t + 2 && !(b === 1 && (j === 0 || t === 0)) ? 0 : -1e9;
   });
   const dy = Float32Array.from({ length: B * T * H * hd }, () => randNormal(rng));
@@ -159,8 +235,11 @@ test('native attention: context, probabilities and the gradient in q, k, v again
   const K = (b: number, g: number, j: number, i: number) => k[((b * Hkv + g) * Tk + j) * hd + i];
   const Vv = (b: number, g: number, j: number, i: number) => v[((b * Hkv + g) * Tk + j) * hd + i];
   const dO = (b: number, h: number, t: number, i: number) => dy[(b * T + t) * H * hd + h * hd + i];
-  const p = new Array(B * H * T * Tk).fill(0), ctx = new Array(dy.length).fill(0);
-  const dq = new Array(q.length).fill(0), dk = new Array(k.length).fill(0), dv = new Array(v.length).fill(0);
+  const p = new Array(B * H * T * Tk).fill(0),
+    ctx = new Array(dy.length).fill(0);
+  const dq = new Array(q.length).fill(0),
+    dk = new Array(k.length).fill(0),
+    dv = new Array(v.length).fill(0);
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < H; h++) {
       const g = Math.floor(h / rep);
@@ -170,7 +249,10 @@ test('native attention: context, probabilities and the gradient in q, k, v again
           const s = Array.from({ length: hd }, (__, i) => Q(b, h, t, i) * K(b, g, j, i)).reduce((a, x) => a + x, 0);
           return m[(b * T + t) * Tk + j] === 0 ? s : Math.fround(s + m[(b * T + t) * Tk + j]);
         });
-        const mx = Math.max(...z), e = z.map((x) => Math.exp(x - mx)), sum = e.reduce((a, x) => a + x, 0), pr = e.map((x) => x / sum);
+        const mx = Math.max(...z),
+          e = z.map((x) => Math.exp(x - mx)),
+          sum = e.reduce((a, x) => a + x, 0),
+          pr = e.map((x) => x / sum);
         const dP = pr.map((_, j) => Array.from({ length: hd }, (__, i) => dO(b, h, t, i) * Vv(b, g, j, i)).reduce((a, x) => a + x, 0));
         const c = pr.reduce((a, x, j) => a + x * dP[j], 0);
         pr.forEach((pj, j) => {
@@ -186,10 +268,14 @@ test('native attention: context, probabilities and the gradient in q, k, v again
       }
     }
   }
-  const qT = tf.tensor4d(q, [B, H, T, hd]), kT = tf.tensor4d(k, [B, Hkv, Tk, hd]), vT = tf.tensor4d(v, [B, Hkv, Tk, hd]);
-  const mT = tf.tensor4d(m, [B, 1, T, Tk]), dyT = tf.tensor2d(dy, [B * T, H * hd]);
+  const qT = tf.tensor4d(q, [B, H, T, hd]),
+    kT = tf.tensor4d(k, [B, Hkv, Tk, hd]),
+    vT = tf.tensor4d(v, [B, Hkv, Tk, hd]);
+  const mT = tf.tensor4d(m, [B, 1, T, Tk]),
+    dyT = tf.tensor2d(dy, [B * T, H * hd]);
   const run = () => {
-    const loss = (a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(attention(a as tf.Tensor4D, b as tf.Tensor4D, c as tf.Tensor4D, mT).context, dyT)) as tf.Scalar;
+    const loss = (a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) =>
+      tf.sum(tf.mul(attention(a as tf.Tensor4D, b as tf.Tensor4D, c as tf.Tensor4D, mT).context, dyT)) as tf.Scalar;
     const { value, grads } = tf.valueAndGrads(loss)([qT, kT, vT]);
     const out = attention(qT, kT, vT, mT);
     const got = [out.context, out.probs, ...grads].map((t) => Array.from(t.dataSync()));
@@ -197,7 +283,9 @@ test('native attention: context, probabilities and the gradient in q, k, v again
     return got;
   };
   let got: number[][] = [];
-  await ranKernels([ATTENTION, ATTENTION_GRAD], () => { got = run(); });
+  await ranKernels([ATTENTION, ATTENTION_GRAD], () => {
+    got = run();
+  });
   assert.deepEqual([got[0].length, got[1].length], [B * T * H * hd, B * H * T * Tk]);
   [ctx, p, dq, dk, dv].forEach((want, i) => {
     assert.ok(relErr(got[i], want) < 1e-5, `${['context', 'probs', 'dq', 'dk', 'dv'][i]}: ${relErr(got[i], want)}`);
@@ -217,19 +305,30 @@ test('native attention: context, probabilities and the gradient in q, k, v again
 test('native attention heads: q, k rotated and v split out of the fused projection, and the gradient, against float64', async () => {
   await initBackend('wasm-blas');
   // hd 6: half 3, off the vector width; 2 query heads per kv head
-  const H = 4, Hkv = 2, hd = 6, half = hd / 2, W = (H + 2 * Hkv) * hd;
+  const H = 4,
+    Hkv = 2,
+    hd = 6,
+    half = hd / 2,
+    W = (H + 2 * Hkv) * hd;
   // the second size is past SPLIT_MIN_FLOATS in native/common.h: its batch rows are split over two threads
-  for (const [B, T] of [[2, 3], [7, 400]]) {
+  for (const [B, T] of [
+    [2, 3],
+    [7, 400],
+  ]) {
     const rng = makeRng(31);
     const x = Float32Array.from({ length: B * T * W }, () => randNormal(rng));
     // Tables as Model.ropeTables builds them: angle a = (pos0 + t)·f_i; cos on both halves; sin sign-folded, −sin on the first
     // half and +sin on the second; q's rows (h < H) times 1/√hd. pos0 = 5 and frequencies 1, 0.3, 0.01.
-    const freqs = [1, 0.3, 0.01], pos0 = 5;
-    const cos = new Float32Array((H + Hkv) * T * hd), sin = new Float32Array(cos.length);
+    const freqs = [1, 0.3, 0.01],
+      pos0 = 5;
+    const cos = new Float32Array((H + Hkv) * T * hd),
+      sin = new Float32Array(cos.length);
     for (let h = 0; h < H + Hkv; h++) {
       for (let t = 0; t < T; t++) {
         for (let i = 0; i < half; i++) {
-          const a = (pos0 + t) * freqs[i], sc = h < H ? 1 / Math.sqrt(hd) : 1, o = (h * T + t) * hd;
+          const a = (pos0 + t) * freqs[i],
+            sc = h < H ? 1 / Math.sqrt(hd) : 1,
+            o = (h * T + t) * hd;
           cos[o + i] = cos[o + half + i] = Math.cos(a) * sc;
           sin[o + i] = -Math.sin(a) * sc;
           sin[o + half + i] = Math.sin(a) * sc;
@@ -245,24 +344,41 @@ test('native attention heads: q, k rotated and v split out of the fused projecti
     for (let b = 0; b < B; b++) {
       for (let t = 0; t < T; t++) {
         for (let h = 0; h < H + 2 * Hkv; h++) {
-          const which = h < H ? 0 : h < H + Hkv ? 1 : 2, hh = h - [0, H, H + Hkv][which], n = [H, Hkv, Hkv][which];
-          const src = ((b * T + t) * (H + 2 * Hkv) + h) * hd, dst = ((b * n + hh) * T + t) * hd, tab = (h * T + t) * hd;
+          const which = h < H ? 0 : h < H + Hkv ? 1 : 2,
+            hh = h - [0, H, H + Hkv][which],
+            n = [H, Hkv, Hkv][which];
+          const src = ((b * T + t) * (H + 2 * Hkv) + h) * hd,
+            dst = ((b * n + hh) * T + t) * hd,
+            tab = (h * T + t) * hd;
           for (let i = 0; i < hd; i++) {
-            if (which === 2) { want[2][dst + i] = x[src + i]; dx[src + i] = up[2][dst + i]; continue; }
+            if (which === 2) {
+              want[2][dst + i] = x[src + i];
+              dx[src + i] = up[2][dst + i];
+              continue;
+            }
             want[which][dst + i] = x[src + i] * cos[tab + i] + x[src + p(i)] * sin[tab + i];
             dx[src + i] = up[which][dst + i] * cos[tab + i] + up[which][dst + p(i)] * sin[tab + p(i)];
           }
         }
       }
     }
-    const xT = tf.tensor2d(x, [B * T, W]), cT = tf.tensor4d(cos, [1, H + Hkv, T, hd]), sT = tf.tensor4d(sin, [1, H + Hkv, T, hd]);
+    const xT = tf.tensor2d(x, [B * T, W]),
+      cT = tf.tensor4d(cos, [1, H + Hkv, T, hd]),
+      sT = tf.tensor4d(sin, [1, H + Hkv, T, hd]);
     const upT = up.map((u, i) => tf.tensor4d(u, [B, [H, Hkv, Hkv][i], T, hd]));
     const dims = { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd };
     await ranKernels([QKV_HEADS, QKV_HEADS_GRAD], () => {
       const loss = (a: tf.Tensor) => tf.addN(qkvHeads(a as tf.Tensor2D, cT, sT, dims).map((o, i) => tf.sum(tf.mul(o, upT[i])))) as tf.Scalar;
       const { value, grads } = tf.valueAndGrads(loss)([xT]);
       const outs = qkvHeads(xT, cT, sT, dims);
-      assert.deepEqual(outs.map((o) => o.shape), [[B, H, T, hd], [B, Hkv, T, hd], [B, Hkv, T, hd]]);
+      assert.deepEqual(
+        outs.map((o) => o.shape),
+        [
+          [B, H, T, hd],
+          [B, Hkv, T, hd],
+          [B, Hkv, T, hd],
+        ],
+      );
       outs.forEach((o, i) => assert.ok(relErr(o.dataSync(), want[i]) < 1e-6, `${'qkv'[i]}: ${relErr(o.dataSync(), want[i])}`));
       assert.ok(relErr(grads[0].dataSync(), dx) < 1e-6, `dx: ${relErr(grads[0].dataSync(), dx)}`);
       // Only q used: k's and v's columns take no gradient (the tape passes zeros for the unused outputs).
@@ -276,7 +392,10 @@ test('native attention heads: q, k rotated and v split out of the fused projecti
       }
       tf.dispose([value, ...grads, ...outs, onlyQ]);
     });
-    assert.throws(() => qkvHeads(xT, cT, sT, { ...dims, T: T + 1 }), new RegExp(`CreditLensQkvHeads: .* do not fit B ${B}, T ${T + 1}, 4 heads, 2 kv heads of 6`));
+    assert.throws(
+      () => qkvHeads(xT, cT, sT, { ...dims, T: T + 1 }),
+      new RegExp(`CreditLensQkvHeads: .* do not fit B ${B}, T ${T + 1}, 4 heads, 2 kv heads of 6`),
+    );
     tf.dispose([xT, cT, sT, ...upT]);
   }
 });
@@ -284,24 +403,33 @@ test('native attention heads: q, k rotated and v split out of the fused projecti
 test('native SwiGLU: values and gradient against float64, gates from −100 to 100, a width off the vector size', async () => {
   await initBackend('wasm-blas');
   // the second size is past SPLIT_MIN_FLOATS in native/common.h: its rows are split over two threads
-  for (const [N, F] of [[6, 13], [5100, 13]]) {
+  for (const [N, F] of [
+    [6, 13],
+    [5100, 13],
+  ]) {
     const rng = makeRng(31);
     // every ninth gate ±100-ish: σ saturates to 1 or to ~e^−100 (the exp is clamped at −87, where σ·g·u is ~1e−36)
     const gu = Float32Array.from({ length: N * 2 * F }, (_, i) => randNormal(rng) * (i % 9 === 0 ? 100 : 3));
     const dy = Float32Array.from({ length: N * F }, () => randNormal(rng));
     // float64: σ = 1/(1 + e^−g), y = g·σ·u; dg = dy·u·σ·(1 + g·(1 − σ)), du = dy·g·σ
-    const y: number[] = [], dgu: number[] = [];
+    const y: number[] = [],
+      dgu: number[] = [];
     for (let n = 0; n < N; n++) {
-      const dg: number[] = [], du: number[] = [];
+      const dg: number[] = [],
+        du: number[] = [];
       for (let j = 0; j < F; j++) {
-        const g = gu[n * 2 * F + j], u = gu[n * 2 * F + F + j], s = 1 / (1 + Math.exp(-g)), d = dy[n * F + j];
+        const g = gu[n * 2 * F + j],
+          u = gu[n * 2 * F + F + j],
+          s = 1 / (1 + Math.exp(-g)),
+          d = dy[n * F + j];
         y.push(g * s * u);
         dg.push(d * u * s * (1 + g * (1 - s)));
         du.push(d * g * s);
       }
       dgu.push(...dg, ...du);
     }
-    const guT = tf.tensor2d(gu, [N, 2 * F]), dyT = tf.tensor2d(dy, [N, F]);
+    const guT = tf.tensor2d(gu, [N, 2 * F]),
+      dyT = tf.tensor2d(dy, [N, F]);
     await ranKernels([SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD], () => {
       const { act, sig } = swiglu(guT, SWIGLU_NATIVE);
       const grad = swigluGrad(guT, sig, dyT, SWIGLU_NATIVE_GRAD);
@@ -309,7 +437,10 @@ test('native SwiGLU: values and gradient against float64, gates from −100 to 1
       assert.ok(relErr(grad.dataSync(), dgu) < 1e-6, `grad: ${relErr(grad.dataSync(), dgu)}`);
       tf.dispose([act, sig, grad]);
     });
-    assert.throws(() => swigluGrad(guT, dyT, tf.zeros([N, F + 1]) as tf.Tensor2D, SWIGLU_NATIVE_GRAD), new RegExp(`CreditLensSwiGLUNative: gu \\[${N},${2 * F}\\] .* do not fit`));
+    assert.throws(
+      () => swigluGrad(guT, dyT, tf.zeros([N, F + 1]) as tf.Tensor2D, SWIGLU_NATIVE_GRAD),
+      new RegExp(`CreditLensSwiGLUNative: gu \\[${N},${2 * F}\\] .* do not fit`),
+    );
     tf.dispose([guT, dyT]);
   }
 });

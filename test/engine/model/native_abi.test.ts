@@ -29,9 +29,11 @@ test('the built addon reports the declared arguments; a disagreement is named ke
     return;
   }
   assert.equal(abiMismatch(addon.abi()), null);
-  const edited = addon.abi().map((e) => (e.startsWith('swiglu:') ? 'swiglu:gu,sig,out,N,F' : e)).filter((e) => !e.startsWith('decodeStep:'));
-  assert.equal(abiMismatch([...edited, 'extra:x']),
-    'swiglu: built (gu,sig,out,N,F), engine (gu,out,sig,N,F); decodeStep: missing; extra: not in the engine');
+  const edited = addon
+    .abi()
+    .map((e) => (e.startsWith('swiglu:') ? 'swiglu:gu,sig,out,N,F' : e))
+    .filter((e) => !e.startsWith('decodeStep:'));
+  assert.equal(abiMismatch([...edited, 'extra:x']), 'swiglu: built (gu,sig,out,N,F), engine (gu,out,sig,N,F); decodeStep: missing; extra: not in the engine');
 });
 
 test('positional: a call by name becomes the declared order', () => {

@@ -49,9 +49,11 @@ for (const backend of ['wasm', 'cpu'] as const) {
     assert.equal(ops.kept, false, 'the op sequence assigns new buffers');
     // wasm: the in-place update keeps each parameter's buffer (the route was taken); cpu has only the op sequence.
     assert.equal(fused.kept, backend === 'wasm');
-    for (const [i, p] of ops.params.entries()) assert.deepEqual(new Uint32Array(fused.params[i].buffer.slice(0)), new Uint32Array(p.buffer.slice(0)), `parameter ${i}`);
+    for (const [i, p] of ops.params.entries())
+      assert.deepEqual(new Uint32Array(fused.params[i].buffer.slice(0)), new Uint32Array(p.buffer.slice(0)), `parameter ${i}`);
     assert.equal(fused.state.length, 4);
-    for (const [i, m] of ops.state.entries()) assert.deepEqual(new Uint32Array(fused.state[i].buffer.slice(0)), new Uint32Array(m.buffer.slice(0)), `moment ${i}`);
+    for (const [i, m] of ops.state.entries())
+      assert.deepEqual(new Uint32Array(fused.state[i].buffer.slice(0)), new Uint32Array(m.buffer.slice(0)), `moment ${i}`);
     assert.equal(tf.memory().numTensors, before, 'no tensor leaks');
   });
 
@@ -64,7 +66,10 @@ for (const backend of ['wasm', 'cpu'] as const) {
     opt.apply(new Map([['p', p]]), { p: g });
     assert.deepEqual([...view.dataSync()], [1, 2, 3]);
     // First step by hand: m̂ = g, v̂ = g², so p − lr·g / (|g| + eps) = p − 0.1·sign(g) (eps 1e-8 is below float32's resolution here).
-    assert.deepEqual([...p.dataSync()].map((x) => Math.round(x * 1e6) / 1e6), [0.9, 2.1, 2.9]);
+    assert.deepEqual(
+      [...p.dataSync()].map((x) => Math.round(x * 1e6) / 1e6),
+      [0.9, 2.1, 2.9],
+    );
     tf.dispose([p, view, g]);
     opt.dispose();
   });
@@ -75,7 +80,8 @@ test('Adam: two steps against values worked out by hand in float64', async () =>
   // β1 0.9, β2 0.999, lr 0.01, eps 1e-8; g = 2 then −1 on p0 = 0.5:
   // step 1: m = 0.2, v = 0.004, m̂ = 2, v̂ = 4, p1 = 0.5 − 0.01·2/(2 + 1e-8)
   // step 2: m = 0.9·0.2 − 0.1 = 0.08, v = 0.999·0.004 + 0.001 = 0.004996, m̂ = 0.08/0.19, v̂ = 0.004996/0.001999
-  const m2 = 0.08 / (1 - 0.9 ** 2), v2 = 0.004996 / (1 - 0.999 ** 2);
+  const m2 = 0.08 / (1 - 0.9 ** 2),
+    v2 = 0.004996 / (1 - 0.999 ** 2);
   const p1 = 0.5 - (0.01 * 2) / (2 + 1e-8);
   const want = p1 - (0.01 * m2) / (Math.sqrt(v2) + 1e-8);
   const p = tf.variable(tf.tensor1d([0.5]), true, 'hand');
@@ -90,13 +96,25 @@ test('Adam: two steps against values worked out by hand in float64', async () =>
   opt.dispose();
 });
 
-test('Adam in place drops XNNPACK\'s packing of the parameter (a product after the update uses the new weights)', async () => {
+test("Adam in place drops XNNPACK's packing of the parameter (a product after the update uses the new weights)", async () => {
   await initBackend('wasm');
   setSimdProducts(false); // products on XNNPACK, which caches the packed right operand on the tensor's id
   try {
     const rng = makeRng(9);
-    const x = tf.tensor2d(Float32Array.from({ length: 8 * 16 }, () => randNormal(rng)), [8, 16]);
-    const w = tf.tidy(() => tf.variable(tf.tensor2d(Float32Array.from({ length: 16 * 12 }, () => randNormal(rng)), [16, 12]), true, 'xnn-w'));
+    const x = tf.tensor2d(
+      Float32Array.from({ length: 8 * 16 }, () => randNormal(rng)),
+      [8, 16],
+    );
+    const w = tf.tidy(() =>
+      tf.variable(
+        tf.tensor2d(
+          Float32Array.from({ length: 16 * 12 }, () => randNormal(rng)),
+          [16, 12],
+        ),
+        true,
+        'xnn-w',
+      ),
+    );
     const opt = new Adam(0.5);
     tf.matMul(x, w).dispose(); // packs w
     const g = tf.onesLike(w);
@@ -105,12 +123,14 @@ test('Adam in place drops XNNPACK\'s packing of the parameter (a product after t
     assert.equal(w.dataId, id, 'updated in place');
     const got = tf.matMul(x, w).dataSync();
     // float64 product with the updated weights, read back
-    const xv = x.dataSync(), wv = w.dataSync();
-    for (let i = 0; i < 8; i++) for (let j = 0; j < 12; j++) {
-      let s = 0;
-      for (let k = 0; k < 16; k++) s += xv[i * 16 + k] * wv[k * 12 + j];
-      assert.ok(Math.abs(got[i * 12 + j] - s) < 1e-4, `[${i}, ${j}]: ${got[i * 12 + j]} vs ${s}`);
-    }
+    const xv = x.dataSync(),
+      wv = w.dataSync();
+    for (let i = 0; i < 8; i++)
+      for (let j = 0; j < 12; j++) {
+        let s = 0;
+        for (let k = 0; k < 16; k++) s += xv[i * 16 + k] * wv[k * 12 + j];
+        assert.ok(Math.abs(got[i * 12 + j] - s) < 1e-4, `[${i}, ${j}]: ${got[i * 12 + j]} vs ${s}`);
+      }
     tf.dispose([x, w, g]);
     opt.dispose();
   } finally {

@@ -7,8 +7,18 @@ import { makeRng } from '../../../src/engine/core/rng';
 import { isUserError } from '../../../src/engine/core/errors';
 
 const cfg: ModelConfig = {
-  vocabSize: 23, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 32, maxSeqLen: 40,
-  ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: false, qkvBias: true, arch: 'qwen2',
+  vocabSize: 23,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 2,
+  dFf: 32,
+  maxSeqLen: 40,
+  ropeTheta: 10000,
+  rmsEps: 1e-6,
+  tieEmbeddings: false,
+  qkvBias: true,
+  arch: 'qwen2',
 };
 
 /** Weights of std ≈ 0.3 so the next-token distributions are far from uniform and depend on the context. */
@@ -33,7 +43,11 @@ function fullLogprobs(m: Transformer, seq: number[], temperature: number): numbe
   return out;
 }
 
-const prompts = [[3, 4, 5, 6, 7], [8, 9], [10, 11, 12]];
+const prompts = [
+  [3, 4, 5, 6, 7],
+  [8, 9],
+  [10, 11, 12],
+];
 const base = { maxNewTokens: 8, temperature: 1, topP: 1, eosId: -1 };
 
 test('greedy with the KV cache equals greedy by re-running the full forward', async () => {
@@ -88,10 +102,16 @@ test('seeded sampling is reproducible; a tiny top-p is greedy', async () => {
   const b = generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(7) });
   const c = generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(8) });
   assert.deepEqual(a, b);
-  assert.notDeepEqual(a.map((s) => s.ids), c.map((s) => s.ids));
+  assert.notDeepEqual(
+    a.map((s) => s.ids),
+    c.map((s) => s.ids),
+  );
   const greedy = generate(m, prompts, { ...base, greedy: true, rng: makeRng(0) });
   const tiny = generate(m, prompts, { ...base, topP: 1e-6, rng: makeRng(5) });
-  assert.deepEqual(tiny.map((s) => s.ids), greedy.map((s) => s.ids));
+  assert.deepEqual(
+    tiny.map((s) => s.ids),
+    greedy.map((s) => s.ids),
+  );
   m.dispose();
 });
 
@@ -152,8 +172,10 @@ test('no tensor leaks, and prompt + max_new_tokens must fit max_seq_len', async 
   generate(m, prompts, { ...base, greedy: true, rng: makeRng(2) });
   assert.equal(tf.memory().numTensors, before);
   // longest prompt 5 + 36 = 41 > 40
-  assert.throws(() => generate(m, prompts, { ...base, maxNewTokens: 36, rng: makeRng(1) }),
-    (e: unknown) => isUserError(e) && /5 tokens\) \+ max_new_tokens \(36\) = 41 exceeds the model's max_seq_len \(40\)/.test((e as Error).message));
+  assert.throws(
+    () => generate(m, prompts, { ...base, maxNewTokens: 36, rng: makeRng(1) }),
+    (e: unknown) => isUserError(e) && /5 tokens\) \+ max_new_tokens \(36\) = 41 exceeds the model's max_seq_len \(40\)/.test((e as Error).message),
+  );
   assert.equal(tf.memory().numTensors, before);
   m.dispose();
 });
@@ -177,7 +199,7 @@ test('nucleus picks by the cumulative mass; row entropy (hand-computed)', () => 
   assert.equal(nucleus(flat, 0.5, 0), 0);
 });
 
-test('logSoftmaxRows (the sampler\'s host-side log-softmax): hand-computed rows and tf.logSoftmax on cpu', async () => {
+test("logSoftmaxRows (the sampler's host-side log-softmax): hand-computed rows and tf.logSoftmax on cpu", async () => {
   // [0, ln 3] → p = [1/4, 3/4]; at temperature 2 the logits halve: [0, ln 3 / 2] → p ∝ [1, √3].
   const got = logSoftmaxRows(Float32Array.from([0, Math.log(3), 0, Math.log(3)]), 2, 1);
   assert.ok(Math.abs(got[0] - Math.log(1 / 4)) < 1e-7 && Math.abs(got[1] - Math.log(3 / 4)) < 1e-7, String(got));

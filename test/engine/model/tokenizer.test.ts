@@ -35,8 +35,19 @@ test('CharTokenizer: ids, round trip, offsets, unknown characters', () => {
   assert.equal(tok.decode([1, 4, 6, 0, 2]), 'a🙂');
   const { text, tokens } = tok.decodeWithOffsets([4, 6, 5, 2]);
   assert.equal(text, 'a🙂b');
-  assert.deepEqual(tokens.map((t) => [t.start, t.end]), [[0, 1], [1, 3], [3, 4], [4, 4]]); // 🙂 is 2 UTF-16 units
-  assert.throws(() => tok.encode('abc!a'), (e: unknown) => isUserError(e) && (e as Error).message.includes('"c", "!"'));
+  assert.deepEqual(
+    tokens.map((t) => [t.start, t.end]),
+    [
+      [0, 1],
+      [1, 3],
+      [3, 4],
+      [4, 4],
+    ],
+  ); // 🙂 is 2 UTF-16 units
+  assert.throws(
+    () => tok.encode('abc!a'),
+    (e: unknown) => isUserError(e) && (e as Error).message.includes('"c", "!"'),
+  );
 
   const cd = CharTokenizer.fromAlphabet('0123456789+-*/() =,<>/thinkanswer\n');
   const ids = cd.encode(countdown);
@@ -72,7 +83,14 @@ test('HfTokenizer round trips ASCII, unicode and the countdown format', () => {
   // Qwen's embedding has 151936 rows but the tokenizer 151669 ids: a sampled id past the tokenizer decodes to ''
   const oov = [...qwen.encode('ab'), 151700, ...qwen.encode('c')];
   assert.equal(qwen.decode(oov), 'abc');
-  assert.deepEqual(qwen.decodeWithOffsets(oov).tokens.map((t) => [t.start, t.end]), [[0, 2], [2, 2], [2, 3]]);
+  assert.deepEqual(
+    qwen.decodeWithOffsets(oov).tokens.map((t) => [t.start, t.end]),
+    [
+      [0, 2],
+      [2, 2],
+      [2, 3],
+    ],
+  );
 });
 
 test('HfTokenizer offsets: a character split over several byte-level tokens', () => {
@@ -81,7 +99,15 @@ test('HfTokenizer offsets: a character split over several byte-level tokens', ()
   assert.equal(ids.length, 4);
   const { tokens } = qwen.decodeWithOffsets(ids);
   // the partial token gets an empty span at the character's position; the completing one gets 𝄞 (2 UTF-16 units)
-  assert.deepEqual(tokens.map((t) => [t.start, t.end, t.text]), [[0, 1, 'x'], [1, 1, ''], [1, 3, '𝄞'], [3, 4, 'y']]);
+  assert.deepEqual(
+    tokens.map((t) => [t.start, t.end, t.text]),
+    [
+      [0, 1, 'x'],
+      [1, 1, ''],
+      [1, 3, '𝄞'],
+      [3, 4, 'y'],
+    ],
+  );
 
   // A completion cut inside a character, then EOS: decode() shows the dangling bytes as U+FFFD, held by the
   // token that left them; EOS (special, dropped by decode) is an empty span after it.
@@ -89,13 +115,27 @@ test('HfTokenizer offsets: a character split over several byte-level tokens', ()
   const r = qwen.decodeWithOffsets(cut);
   assert.equal(r.text, qwen.decode(cut));
   assert.equal(r.text, 'x\uFFFD');
-  assert.deepEqual(r.tokens.map((t) => [t.start, t.end]), [[0, 1], [1, 2], [2, 2]]);
+  assert.deepEqual(
+    r.tokens.map((t) => [t.start, t.end]),
+    [
+      [0, 1],
+      [1, 2],
+      [2, 2],
+    ],
+  );
 
   // Specials inside a character do not interrupt it (decode drops them before joining the bytes).
   const mid = [ids[1], 151643, ids[2]];
   const m = qwen.decodeWithOffsets(mid);
   assert.equal(m.text, '𝄞');
-  assert.deepEqual(m.tokens.map((t) => [t.start, t.end]), [[0, 0], [0, 0], [0, 2]]);
+  assert.deepEqual(
+    m.tokens.map((t) => [t.start, t.end]),
+    [
+      [0, 0],
+      [0, 0],
+      [0, 2],
+    ],
+  );
 });
 
 test('HfTokenizer: the byte-level fast path agrees with the generic prefix-decode offsets', () => {
@@ -129,14 +169,26 @@ test('HfTokenizer: chat template and EOS ids from config.json', () => {
 test('HfTokenizer: clear errors', () => {
   const dir = mkdtempSync(join(tmpdir(), 'cl-tok-'));
   try {
-    assert.throws(() => HfTokenizer.fromDir(dir), (e: unknown) => isUserError(e) && /no tokenizer\.json in/.test((e as Error).message));
+    assert.throws(
+      () => HfTokenizer.fromDir(dir),
+      (e: unknown) => isUserError(e) && /no tokenizer\.json in/.test((e as Error).message),
+    );
     writeFileSync(join(dir, 'tokenizer.json'), '{not json');
-    assert.throws(() => HfTokenizer.fromDir(dir), (e: unknown) => isUserError(e) && /not a valid tokenizer file/.test((e as Error).message));
+    assert.throws(
+      () => HfTokenizer.fromDir(dir),
+      (e: unknown) => isUserError(e) && /not a valid tokenizer file/.test((e as Error).message),
+    );
     copyFileSync(join(QWEN_DIR, 'tokenizer.json'), join(dir, 'tokenizer.json'));
     // no tokenizer_config.json and no config.json: nothing names the EOS token
-    assert.throws(() => HfTokenizer.fromDir(dir), (e: unknown) => isUserError(e) && /end-of-sequence/.test((e as Error).message));
+    assert.throws(
+      () => HfTokenizer.fromDir(dir),
+      (e: unknown) => isUserError(e) && /end-of-sequence/.test((e as Error).message),
+    );
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ eos_token_id: [151643] }));
-    assert.throws(() => HfTokenizer.fromDir(dir, { useChatTemplate: true }), (e: unknown) => isUserError(e) && /no chat template/.test((e as Error).message));
+    assert.throws(
+      () => HfTokenizer.fromDir(dir, { useChatTemplate: true }),
+      (e: unknown) => isUserError(e) && /no chat template/.test((e as Error).message),
+    );
     assert.equal(HfTokenizer.fromDir(dir).eosId, 151643);
   } finally {
     rmSync(dir, { recursive: true, force: true });

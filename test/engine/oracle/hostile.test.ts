@@ -18,19 +18,34 @@ const KEY = `sk-hostile-${Date.now().toString(16)}`;
 process.env[KEY_ENV] = KEY;
 
 function oracleFor(url: string, over: Record<string, unknown> = {}, cacheDir: string | null = null, backoffBaseMs = 5) {
-  const { config, issues } = validateConfig({ credit: { strategy: 'cal', cal: { provider: 'openai', model: 'judge-1', base_url: url, api_key_env: KEY_ENV, max_retries: 2, ...over } } });
+  const { config, issues } = validateConfig({
+    credit: { strategy: 'cal', cal: { provider: 'openai', model: 'judge-1', base_url: url, api_key_env: KEY_ENV, max_retries: 2, ...over } },
+  });
   assert.deepEqual(issues, []);
   return createOracle({ cal: config!.credit.cal, task: 'countdown', reward: 'grpo_zero', cacheDir, backoffBaseMs });
 }
 
-const Q: OracleQuery = { question: 'Using the numbers [3, 5, 2], create an equation that equals 16.', correct: '<think>5+3=8\n8*2=16</think>\n<answer>(5+3)*2</answer>',
-  incorrect: '<think>5+3=8\n8*2=17</think>\n<answer>(5+3)*2+1</answer>' };
+const Q: OracleQuery = {
+  question: 'Using the numbers [3, 5, 2], create an equation that equals 16.',
+  correct: '<think>5+3=8\n8*2=16</think>\n<answer>(5+3)*2</answer>',
+  incorrect: '<think>5+3=8\n8*2=17</think>\n<answer>(5+3)*2+1</answer>',
+};
 const good = () => ({ body: openaiAnswer(JSON.stringify({ error_span: '8*2=17' })) });
 
 function countFiles(d: string): number {
   let n = 0;
-  const walk = (x: string) => { for (const f of readdirSync(x)) { const p = join(x, f); if (statSync(p).isDirectory()) walk(p); else n++; } };
-  try { walk(d); } catch { return 0; }
+  const walk = (x: string) => {
+    for (const f of readdirSync(x)) {
+      const p = join(x, f);
+      if (statSync(p).isDirectory()) walk(p);
+      else n++;
+    }
+  };
+  try {
+    walk(d);
+  } catch {
+    return 0;
+  }
   return n;
 }
 
@@ -86,7 +101,9 @@ test('only replies that parsed are cached; the base URL is part of the key', asy
     const p = { system: 's', user: 'u' };
     assert.notEqual(cacheKey('openai', 'http://127.0.0.1:1', 'm', p), cacheKey('openai', 'http://127.0.0.1:2', 'm', p));
   } finally {
-    await bad.close(); await ok1.close(); await ok2.close();
+    await bad.close();
+    await ok1.close();
+    await ok2.close();
   }
 });
 

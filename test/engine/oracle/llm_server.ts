@@ -29,7 +29,11 @@ export interface LlmServer {
 
 function promptOf(body: unknown): string {
   const b = body as { messages?: { role: string; content: string }[]; contents?: { parts: { text: string }[] }[] };
-  if (b?.messages) return b.messages.filter((m) => m.role === 'user').map((m) => m.content).join('\n');
+  if (b?.messages)
+    return b.messages
+      .filter((m) => m.role === 'user')
+      .map((m) => m.content)
+      .join('\n');
   if (b?.contents) return b.contents.flatMap((c) => c.parts.map((p) => p.text)).join('\n');
   return '';
 }
@@ -41,13 +45,22 @@ export async function startLlmServer(handler: (r: Received, n: number) => Action
     state.inFlight++;
     state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
     let done = false;
-    const finish = () => { if (!done) { done = true; state.inFlight--; } };
+    const finish = () => {
+      if (!done) {
+        done = true;
+        state.inFlight--;
+      }
+    };
     res.on('close', finish);
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
     let body: unknown = null;
-    try { body = JSON.parse(text); } catch { body = text; }
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = text;
+    }
     const r: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, prompt: promptOf(body) };
     const n = state.received.length;
     state.received.push(r);
@@ -63,23 +76,31 @@ export async function startLlmServer(handler: (r: Received, n: number) => Action
     res.writeHead(a.status ?? 200, { 'content-type': 'application/json', ...a.headers });
     res.end(a.body);
   });
-  server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
   await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     received: state.received,
-    get maxInFlight() { return state.maxInFlight; },
-    close: () => new Promise<void>((ok) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => ok());
-    }),
+    get maxInFlight() {
+      return state.maxInFlight;
+    },
+    close: () =>
+      new Promise<void>((ok) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => ok());
+      }),
   };
 }
 
 export function openaiAnswer(content: string): string {
   return JSON.stringify({
-    id: 'chatcmpl-test', object: 'chat.completion', model: 'judge',
+    id: 'chatcmpl-test',
+    object: 'chat.completion',
+    model: 'judge',
     choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
   });
 }
@@ -98,6 +119,9 @@ export function incorrectOf(prompt: string): string {
 /** A plausible judge: blames the first non-empty line of the completion after its "<think>", tags stripped. */
 export function firstLineSpan(incorrect: string): string {
   const body = incorrect.replace(/^<think>/, '');
-  const line = body.split('\n').map((l) => l.replace(/<\/?(think|answer)>/g, '').trim()).find((l) => l !== '');
+  const line = body
+    .split('\n')
+    .map((l) => l.replace(/<\/?(think|answer)>/g, '').trim())
+    .find((l) => l !== '');
   return line ?? body;
 }

@@ -34,16 +34,33 @@ test('the prompt: question in words, correct solution when there is one, the inc
   assert.match(oracleQuestion('arithmetic', { id: 0, prompt: '(3+4)*2=\n<think>', record: { expression: '(3+4)*2' } }), /^Compute the value of \(3\+4\)\*2 /);
   assert.equal(oracleQuestion('jsonl', { id: 0, prompt: 'What is 2+2?' }), 'What is 2+2?');
   const p = buildOraclePrompt({ question: 'Q?', correct: 'RIGHT', incorrect: 'WRONG' });
-  assert.equal(p.user, 'Problem:\nQ?\n\nCorrect solution:\n<correct_solution>\nRIGHT\n</correct_solution>\n\n'
-    + 'Incorrect solution:\n<incorrect_solution>\nWRONG\n</incorrect_solution>\n\nQuote the shortest substring of the '
-    + 'incorrect solution that contains its first error, copied character for character (same spacing and symbols). '
-    + 'Reply with JSON only: {"error_span": "..."}');
+  assert.equal(
+    p.user,
+    'Problem:\nQ?\n\nCorrect solution:\n<correct_solution>\nRIGHT\n</correct_solution>\n\n' +
+      'Incorrect solution:\n<incorrect_solution>\nWRONG\n</incorrect_solution>\n\nQuote the shortest substring of the ' +
+      'incorrect solution that contains its first error, copied character for character (same spacing and symbols). ' +
+      'Reply with JSON only: {"error_span": "..."}',
+  );
   assert.ok(!buildOraclePrompt({ question: 'Q?', correct: null, incorrect: 'WRONG' }).user.includes('Correct solution'));
 });
 
 test('reply text from each wire format', () => {
   assert.equal(openaiReply({ choices: [{ message: { content: 'x' } }] }), 'x');
-  assert.equal(openaiReply({ choices: [{ message: { content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] } }] }), 'ab');
+  assert.equal(
+    openaiReply({
+      choices: [
+        {
+          message: {
+            content: [
+              { type: 'text', text: 'a' },
+              { type: 'text', text: 'b' },
+            ],
+          },
+        },
+      ],
+    }),
+    'ab',
+  );
   assert.equal(openaiReply({ choices: [] }), null);
   assert.equal(openaiReply(null), null);
   assert.equal(geminiReply({ candidates: [{ content: { parts: [{ text: 'plan', thought: true }, { text: 'a' }, { text: 'b' }] } }] }), 'ab');
@@ -67,18 +84,27 @@ test('redact: the secret and anything shaped like a bearer token', () => {
 
 test('Semaphore: at most n at once, all complete, FIFO hand-over', async () => {
   const sem = new Semaphore(2);
-  let active = 0, peak = 0;
+  let active = 0,
+    peak = 0;
   const order: number[] = [];
-  await Promise.all([0, 1, 2, 3, 4].map((i) => sem.run(async () => {
-    active++;
-    peak = Math.max(peak, active);
-    await new Promise((r) => setTimeout(r, 5));
-    order.push(i);
-    active--;
-  })));
+  await Promise.all(
+    [0, 1, 2, 3, 4].map((i) =>
+      sem.run(async () => {
+        active++;
+        peak = Math.max(peak, active);
+        await new Promise((r) => setTimeout(r, 5));
+        order.push(i);
+        active--;
+      }),
+    ),
+  );
   assert.equal(peak, 2);
   assert.deepEqual([...order].sort(), [0, 1, 2, 3, 4]);
   // A task that throws still frees its slot.
-  await assert.rejects(sem.run(async () => { throw new Error('x'); }));
+  await assert.rejects(
+    sem.run(async () => {
+      throw new Error('x');
+    }),
+  );
   assert.equal(await sem.run(async () => 7), 7);
 });

@@ -35,7 +35,13 @@ const blame = (_r: Received): Action => ({ body: openaiAnswer(JSON.stringify({ e
 
 function cacheFiles(dir: string): string[] {
   const out: string[] = [];
-  const walk = (d: string) => { for (const f of readdirSync(d)) { const p = join(d, f); if (statSync(p).isDirectory()) walk(p); else out.push(p); } };
+  const walk = (d: string) => {
+    for (const f of readdirSync(d)) {
+      const p = join(d, f);
+      if (statSync(p).isDirectory()) walk(p);
+      else out.push(p);
+    }
+  };
   walk(dir);
   return out;
 }
@@ -52,7 +58,10 @@ test('openai: POST /v1/chat/completions with a bearer key; the span is located i
     assert.equal(r.headers.authorization, `Bearer ${KEY}`);
     const body = r.body as { model: string; messages: { role: string; content: string }[] };
     assert.equal(body.model, 'judge-1');
-    assert.deepEqual(body.messages.map((m) => m.role), ['system', 'user']);
+    assert.deepEqual(
+      body.messages.map((m) => m.role),
+      ['system', 'user'],
+    );
     // The prompt carries the question, the correct completion and the incorrect one.
     assert.ok(r.prompt.includes(Q.question) && r.prompt.includes(RIGHT));
     assert.equal(incorrectOf(r.prompt), WRONG);
@@ -165,8 +174,14 @@ test('a span that does not occur in the completion is a failure, and the run goe
   const srv = await startLlmServer(() => ({ body: openaiAnswer('{"error_span": "9*9=81"}') }));
   try {
     const outs = await oracleFor(srv.url).ask([Q, { ...Q, incorrect: `${WRONG} ` }]);
-    assert.deepEqual(outs.map((o) => o.failure), ['span not found', 'span not found']);
-    assert.deepEqual(outs.map((o) => o.span), [null, null]);
+    assert.deepEqual(
+      outs.map((o) => o.failure),
+      ['span not found', 'span not found'],
+    );
+    assert.deepEqual(
+      outs.map((o) => o.span),
+      [null, null],
+    );
   } finally {
     await srv.close();
   }
@@ -181,8 +196,14 @@ test('malformed replies and a reply with no text are failures; a 4xx other than 
   const srv = await startLlmServer((r) => replies[Number(/#(\d)/.exec(r.prompt)![1])]);
   try {
     const outs = await oracleFor(srv.url, { cache: false }).ask([0, 1, 2].map((i) => ({ ...Q, question: `#${i}` })));
-    assert.deepEqual(outs.map((o) => o.failure), ['malformed reply', 'reply without text', 'request failed: HTTP 400: {"error":"context too long"}']);
-    assert.deepEqual(outs.map((o) => o.requests), [1, 1, 1]);
+    assert.deepEqual(
+      outs.map((o) => o.failure),
+      ['malformed reply', 'reply without text', 'request failed: HTTP 400: {"error":"context too long"}'],
+    );
+    assert.deepEqual(
+      outs.map((o) => o.requests),
+      [1, 1, 1],
+    );
   } finally {
     await srv.close();
   }
@@ -196,13 +217,33 @@ test('cache: a rerun with the same queries sends no request; the cache holds nei
     const first = await oracleFor(srv.url, {}, cacheDir).ask(qs);
     // The third query repeats the first: answered by the first one's request.
     assert.equal(srv.received.length, 2);
-    assert.deepEqual(first.map((o) => [o.cached, o.requests]), [[false, 1], [false, 1], [true, 0]]);
+    assert.deepEqual(
+      first.map((o) => [o.cached, o.requests]),
+      [
+        [false, 1],
+        [false, 1],
+        [true, 0],
+      ],
+    );
     const again = await oracleFor(srv.url, {}, cacheDir).ask(qs);
     assert.equal(srv.received.length, 2, 'the rerun reached the server');
-    assert.deepEqual(again.map((o) => o.cached), [true, true, true]);
-    assert.deepEqual(again.map((o) => o.span), first.map((o) => o.span));
+    assert.deepEqual(
+      again.map((o) => o.cached),
+      [true, true, true],
+    );
+    assert.deepEqual(
+      again.map((o) => o.span),
+      first.map((o) => o.span),
+    );
     // First lines "5+3=8" at 7..12 and "2*3=7" at 7..12 of their completions.
-    assert.deepEqual(first.map((o) => o.span), [{ start: 7, end: 12 }, { start: 7, end: 12 }, { start: 7, end: 12 }]);
+    assert.deepEqual(
+      first.map((o) => o.span),
+      [
+        { start: 7, end: 12 },
+        { start: 7, end: 12 },
+        { start: 7, end: 12 },
+      ],
+    );
     const files = cacheFiles(cacheDir);
     assert.equal(files.length, 2);
     for (const f of files) {
@@ -239,8 +280,10 @@ test('the key: a missing variable is a UserError naming it; a 401 stops with a U
     return n === 0 ? { status: 500, body: echo } : { status: 401, body: echo };
   });
   try {
-    await assert.rejects(oracleFor(srv.url, { api_key_env: 'CREDIT_LENS_UNSET_VAR_KEY' }).ask([Q]),
-      (e: Error) => isUserError(e) && /CREDIT_LENS_UNSET_VAR_KEY is not set/.test(e.message));
+    await assert.rejects(
+      oracleFor(srv.url, { api_key_env: 'CREDIT_LENS_UNSET_VAR_KEY' }).ask([Q]),
+      (e: Error) => isUserError(e) && /CREDIT_LENS_UNSET_VAR_KEY is not set/.test(e.message),
+    );
     assert.equal(srv.received.length, 0);
     const [o] = await oracleFor(srv.url, { max_retries: 0 }).ask([Q]);
     assert.ok(o.failure!.startsWith('request failed: HTTP 500: {"error":"bad request, you sent authorization: Bearer [redacted]"}'), o.failure);
@@ -262,8 +305,10 @@ test('an unwritable cache folder stops with a UserError that says how to fix it'
   writeFileSync(join(parent, 'cache'), '');
   const srv = await startLlmServer(blame);
   try {
-    await assert.rejects(oracleFor(srv.url, {}, join(parent, 'cache')).ask([Q]),
-      (e: Error) => isUserError(e) && /cannot write the oracle cache/.test(e.message) && /XDG_CACHE_HOME/.test((e as { hint?: string }).hint ?? ''));
+    await assert.rejects(
+      oracleFor(srv.url, {}, join(parent, 'cache')).ask([Q]),
+      (e: Error) => isUserError(e) && /cannot write the oracle cache/.test(e.message) && /XDG_CACHE_HOME/.test((e as { hint?: string }).hint ?? ''),
+    );
   } finally {
     await srv.close();
   }

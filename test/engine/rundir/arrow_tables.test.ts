@@ -25,17 +25,37 @@ function tmp(): string {
 // Column names, Arrow types and nullability transcribed by hand from DESIGN §5 (the "null when unused"
 // columns are the only nullable ones).
 const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
-  ['step', 'Int32', false], ['episode', 'Int32', false], ['prompt_idx', 'Int32', false], ['position', 'Int32', false],
-  ['token_id', 'Int32', false], ['token', 'Utf8', false], ['logprob', 'Float32', false], ['entropy', 'Float32', false],
-  ['advantage', 'Float32', false], ['weight', 'Float32', false], ['effective_advantage', 'Float32', false],
-  ['contribution', 'Float32', false], ['attribution', 'Float32', true], ['importance', 'Float32', true],
-  ['section', 'Utf8', false], ['token_type', 'Utf8', false], ['reward', 'Float32', false],
+  ['step', 'Int32', false],
+  ['episode', 'Int32', false],
+  ['prompt_idx', 'Int32', false],
+  ['position', 'Int32', false],
+  ['token_id', 'Int32', false],
+  ['token', 'Utf8', false],
+  ['logprob', 'Float32', false],
+  ['entropy', 'Float32', false],
+  ['advantage', 'Float32', false],
+  ['weight', 'Float32', false],
+  ['effective_advantage', 'Float32', false],
+  ['contribution', 'Float32', false],
+  ['attribution', 'Float32', true],
+  ['importance', 'Float32', true],
+  ['section', 'Utf8', false],
+  ['token_type', 'Utf8', false],
+  ['reward', 'Float32', false],
 ];
 const DESIGN_EPISODE_COLUMNS: [string, string, boolean][] = [
-  ['step', 'Int32', false], ['episode', 'Int32', false], ['prompt_idx', 'Int32', false], ['prompt', 'Utf8', false],
-  ['completion', 'Utf8', false], ['reward', 'Float32', false], ['reward_format', 'Float32', false],
-  ['reward_answer', 'Float32', false], ['success', 'Bool', false], ['advantage', 'Float32', false],
-  ['length', 'Int32', false], ['oracle_span', 'Utf8', true],
+  ['step', 'Int32', false],
+  ['episode', 'Int32', false],
+  ['prompt_idx', 'Int32', false],
+  ['prompt', 'Utf8', false],
+  ['completion', 'Utf8', false],
+  ['reward', 'Float32', false],
+  ['reward_format', 'Float32', false],
+  ['reward_answer', 'Float32', false],
+  ['success', 'Bool', false],
+  ['advantage', 'Float32', false],
+  ['length', 'Int32', false],
+  ['oracle_span', 'Utf8', true],
 ];
 
 const describe = (fields: { name: string; type: unknown; nullable: boolean }[]) => fields.map((f) => [f.name, String(f.type), f.nullable]);
@@ -159,8 +179,23 @@ test('an empty step writes and reads back as zero rows', () => {
     const e = new Float32Array(0);
     const i = new Int32Array(0);
     writeTokenTable(join(dir, 't.arrow'), {
-      step: i, episode: i, prompt_idx: i, position: i, token_id: i, token: [], logprob: e, entropy: e, advantage: e,
-      weight: e, effective_advantage: e, contribution: e, attribution: null, importance: e, section: [], token_type: [], reward: e,
+      step: i,
+      episode: i,
+      prompt_idx: i,
+      position: i,
+      token_id: i,
+      token: [],
+      logprob: e,
+      entropy: e,
+      advantage: e,
+      weight: e,
+      effective_advantage: e,
+      contribution: e,
+      attribution: null,
+      importance: e,
+      section: [],
+      token_type: [],
+      reward: e,
     });
     const back = readTokenTable(join(dir, 't.arrow'));
     assert.equal(back.step.length, 0);
@@ -188,7 +223,10 @@ test('a truncated table file is a UserError naming the file', () => {
     writeTokenTable(p, sampleTokens());
     const bytes = readFileSync(p);
     writeFileSync(p, bytes.subarray(0, bytes.length >> 1));
-    assert.throws(() => readTokenTable(p), (e) => isUserError(e) && e.message.includes(p));
+    assert.throws(
+      () => readTokenTable(p),
+      (e) => isUserError(e) && e.message.includes(p),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -197,17 +235,39 @@ test('a truncated table file is a UserError naming the file', () => {
 // Built with apache-arrow's own builders, independently of our writer.
 function libraryTable(start: number, tokens: (string | null)[], importance: (number | null)[], dictionarySection: boolean): Table {
   const n = tokens.length;
-  const ints = (f: (i: number) => number) => vectorFromArray(Array.from({ length: n }, (_, i) => f(start + i)), new Int32());
-  const floats = (f: (i: number) => number) => vectorFromArray(Array.from({ length: n }, (_, i) => f(start + i)), new Float32());
+  const ints = (f: (i: number) => number) =>
+    vectorFromArray(
+      Array.from({ length: n }, (_, i) => f(start + i)),
+      new Int32(),
+    );
+  const floats = (f: (i: number) => number) =>
+    vectorFromArray(
+      Array.from({ length: n }, (_, i) => f(start + i)),
+      new Float32(),
+    );
   return new Table({
-    step: ints(() => 9), episode: ints((i) => i), prompt_idx: ints(() => 0), position: ints((i) => i), token_id: ints((i) => 100 + i),
+    step: ints(() => 9),
+    episode: ints((i) => i),
+    prompt_idx: ints(() => 0),
+    position: ints((i) => i),
+    token_id: ints((i) => 100 + i),
     token: vectorFromArray(tokens, new Utf8()),
-    logprob: floats((i) => -i), entropy: floats((i) => i / 2), advantage: floats(() => 1), weight: floats(() => 1),
-    effective_advantage: floats(() => 1), contribution: floats((i) => -i),
+    logprob: floats((i) => -i),
+    entropy: floats((i) => i / 2),
+    advantage: floats(() => 1),
+    weight: floats(() => 1),
+    effective_advantage: floats(() => 1),
+    contribution: floats((i) => -i),
     importance: vectorFromArray(importance, new Float32()),
     // without a type, the library dictionary-encodes strings, as polars/pyarrow may also write them
-    section: vectorFromArray(Array.from({ length: n }, (_, i) => ((start + i) % 2 ? 'answer' : 'think')), dictionarySection ? undefined : new Utf8()),
-    token_type: vectorFromArray(Array.from({ length: n }, () => 'reasoning'), new Utf8()),
+    section: vectorFromArray(
+      Array.from({ length: n }, (_, i) => ((start + i) % 2 ? 'answer' : 'think')),
+      dictionarySection ? undefined : new Utf8(),
+    ),
+    token_type: vectorFromArray(
+      Array.from({ length: n }, () => 'reasoning'),
+      new Utf8(),
+    ),
     reward: floats(() => 0.5),
   });
 }
@@ -254,11 +314,24 @@ test('readTokenTables concatenates logged steps in order within [fromStep, toSte
       const c = sampleTokens();
       const cut = <T extends { slice(a: number, b: number): T }>(a: T) => a.slice(0, n);
       return {
-        ...c, step: new Int32Array(n).fill(step), episode: cut(c.episode), prompt_idx: cut(c.prompt_idx), position: cut(c.position),
-        token_id: cut(c.token_id), token: cut(c.token), logprob: cut(c.logprob), entropy: cut(c.entropy), advantage: cut(c.advantage),
-        weight: cut(c.weight), effective_advantage: cut(c.effective_advantage), contribution: cut(c.contribution),
-        attribution: withAttribution ? new Float32Array(n).fill(step) : null, importance: null,
-        section: cut(c.section), token_type: cut(c.token_type), reward: cut(c.reward),
+        ...c,
+        step: new Int32Array(n).fill(step),
+        episode: cut(c.episode),
+        prompt_idx: cut(c.prompt_idx),
+        position: cut(c.position),
+        token_id: cut(c.token_id),
+        token: cut(c.token),
+        logprob: cut(c.logprob),
+        entropy: cut(c.entropy),
+        advantage: cut(c.advantage),
+        weight: cut(c.weight),
+        effective_advantage: cut(c.effective_advantage),
+        contribution: cut(c.contribution),
+        attribution: withAttribution ? new Float32Array(n).fill(step) : null,
+        importance: null,
+        section: cut(c.section),
+        token_type: cut(c.token_type),
+        reward: cut(c.reward),
       };
     };
     // written out of order; step 10 sorts after step 2 numerically, before it as text
@@ -294,10 +367,16 @@ test('extra per-token columns: written after the contract columns as nullable fl
     writeTokenTable(stepFile(dir, 'tokens', 2), { ...c, step: new Int32Array(n).fill(2) });
     const t = tableFromIPC(readFileSync(stepFile(dir, 'tokens', 1)));
     // the contract's columns first, in order, so that a DESIGN §5 schema check still passes on the prefix
-    assert.deepEqual(t.schema.fields.map((f) => f.name), [...TOKEN_SCHEMA.fields.map((f) => f.name), 'importance_ratio']);
+    assert.deepEqual(
+      t.schema.fields.map((f) => f.name),
+      [...TOKEN_SCHEMA.fields.map((f) => f.name), 'importance_ratio'],
+    );
     assert.equal(String(t.schema.fields.at(-1)!.type), 'Float32');
     const one = readTokenTable(stepFile(dir, 'tokens', 1));
-    assert.deepEqual(Array.from(one.extra.importance_ratio), ratio.map((x) => (x === null ? NaN : Math.fround(x))));
+    assert.deepEqual(
+      Array.from(one.extra.importance_ratio),
+      ratio.map((x) => (x === null ? NaN : Math.fround(x))),
+    );
     const both = readTokenTables(dir);
     assert.deepEqual(Array.from(both.extra.importance_ratio.slice(n)), Array(n).fill(NaN), 'rows of a step without the column');
     assert.deepEqual(readTokenTable(stepFile(dir, 'tokens', 2)).extra, {});
@@ -317,12 +396,23 @@ test('timing: 100k-token step write + read (printed, not asserted)', () => {
     const sections = ['think', 'answer', 'other'] as const;
     const f = (k: number) => Float32Array.from({ length: n }, (_, i) => ((i * k) % 97) / 97);
     const cols: TokenColumns = {
-      step: new Int32Array(n).fill(1), episode: Int32Array.from({ length: n }, (_, i) => i >> 6),
-      prompt_idx: Int32Array.from({ length: n }, (_, i) => i >> 9), position: Int32Array.from({ length: n }, (_, i) => i & 63),
-      token_id: Int32Array.from({ length: n }, (_, i) => i % vocab.length), token: Array.from({ length: n }, (_, i) => vocab[i % vocab.length]),
-      logprob: f(1), entropy: f(2), advantage: f(3), weight: f(5), effective_advantage: f(7), contribution: f(11),
-      attribution: f(13), importance: null, section: Array.from({ length: n }, (_, i) => sections[i % 3]),
-      token_type: Array.from({ length: n }, (_, i) => (i % 2 ? 'reasoning' : 'filler')), reward: f(17),
+      step: new Int32Array(n).fill(1),
+      episode: Int32Array.from({ length: n }, (_, i) => i >> 6),
+      prompt_idx: Int32Array.from({ length: n }, (_, i) => i >> 9),
+      position: Int32Array.from({ length: n }, (_, i) => i & 63),
+      token_id: Int32Array.from({ length: n }, (_, i) => i % vocab.length),
+      token: Array.from({ length: n }, (_, i) => vocab[i % vocab.length]),
+      logprob: f(1),
+      entropy: f(2),
+      advantage: f(3),
+      weight: f(5),
+      effective_advantage: f(7),
+      contribution: f(11),
+      attribution: f(13),
+      importance: null,
+      section: Array.from({ length: n }, (_, i) => sections[i % 3]),
+      token_type: Array.from({ length: n }, (_, i) => (i % 2 ? 'reasoning' : 'filler')),
+      reward: f(17),
     };
     const p = join(dir, 'big.arrow');
     const t0 = performance.now();

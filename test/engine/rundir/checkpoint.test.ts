@@ -4,14 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, tr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isUserError } from '../../../src/engine/core/errors';
-import {
-  checkpointDir,
-  latestCheckpoint,
-  listCheckpoints,
-  loadCheckpoint,
-  saveCheckpoint,
-  type CheckpointParts,
-} from '../../../src/engine/rundir/checkpoint';
+import { checkpointDir, latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint, type CheckpointParts } from '../../../src/engine/rundir/checkpoint';
 import { readSafetensors } from '../../../src/engine/model/safetensors';
 
 function withRun(fn: (runDir: string) => void): void {
@@ -73,11 +66,17 @@ test('save then load returns the same model, head, optimizer state and meta', ()
 test('keeps only the newest K checkpoints; latestCheckpoint is the highest step', () => {
   withRun((run) => {
     for (const s of [5, 10, 15, 20]) saveCheckpoint(run, s, parts(s));
-    assert.deepEqual(listCheckpoints(run).map((c) => c.step), [10, 15, 20]); // default K = 3
+    assert.deepEqual(
+      listCheckpoints(run).map((c) => c.step),
+      [10, 15, 20],
+    ); // default K = 3
     // Past six digits the names stop sorting as text ('step-1000000' < 'step-999999'): order is by number.
     saveCheckpoint(run, 999_999, parts(1));
     saveCheckpoint(run, 1_000_000, parts(2), { keep: 2 });
-    assert.deepEqual(listCheckpoints(run).map((c) => c.step), [999_999, 1_000_000]);
+    assert.deepEqual(
+      listCheckpoints(run).map((c) => c.step),
+      [999_999, 1_000_000],
+    );
     assert.equal(latestCheckpoint(run), join(run, 'checkpoints', 'step-1000000'));
   });
 });
@@ -94,7 +93,10 @@ test('a leftover .tmp-* folder from a crashed save is ignored, and removed once 
       writeFileSync(join(d, 'model.safetensors'), 'half');
     }
     assert.equal(latestCheckpoint(run), checkpointDir(run, 10));
-    assert.deepEqual(listCheckpoints(run).map((c) => c.step), [10]);
+    assert.deepEqual(
+      listCheckpoints(run).map((c) => c.step),
+      [10],
+    );
 
     saveCheckpoint(run, 15, parts(15));
     const names = readdirSync(join(run, 'checkpoints')).sort();
@@ -125,14 +127,17 @@ test('a tensor whose data does not fill its shape is refused before anything is 
 });
 
 function assertCorrupted(dir: string, what: RegExp, previous: string | null): void {
-  assert.throws(() => loadCheckpoint(dir), (e) => {
-    assert.ok(isUserError(e), `expected a UserError, got ${e}`);
-    assert.ok(e.message.includes(dir), `message names the folder: ${e.message}`);
-    assert.match(e.message, what);
-    if (previous) assert.ok(e.message.includes(`previous checkpoint ${previous}`), e.message);
-    else assert.match(e.message, /no earlier checkpoint/);
-    return true;
-  });
+  assert.throws(
+    () => loadCheckpoint(dir),
+    (e) => {
+      assert.ok(isUserError(e), `expected a UserError, got ${e}`);
+      assert.ok(e.message.includes(dir), `message names the folder: ${e.message}`);
+      assert.match(e.message, what);
+      if (previous) assert.ok(e.message.includes(`previous checkpoint ${previous}`), e.message);
+      else assert.match(e.message, /no earlier checkpoint/);
+      return true;
+    },
+  );
 }
 
 test('a truncated model.safetensors is a UserError naming the folder and the previous checkpoint', () => {
@@ -172,6 +177,9 @@ test('garbage or missing meta.json, or a missing file, is a UserError naming the
     rmSync(join(first, 'optimizer.safetensors'));
     assertCorrupted(first, /optimizer\.safetensors is missing/, null);
 
-    assert.throws(() => loadCheckpoint(join(run, 'checkpoints', 'step-000099')), (e) => isUserError(e) && /does not exist/.test(e.message));
+    assert.throws(
+      () => loadCheckpoint(join(run, 'checkpoints', 'step-000099')),
+      (e) => isUserError(e) && /does not exist/.test(e.message),
+    );
   });
 });

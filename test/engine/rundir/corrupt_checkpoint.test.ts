@@ -23,12 +23,15 @@ function withHeader(name: string, header: string, dataBytes = 16): string {
 }
 
 function rejects(p: string, re: RegExp): void {
-  assert.throws(() => readSafetensors(p), (e: unknown) => {
-    assert.ok(isUserError(e), `a UserError, got ${(e as Error)?.stack}`);
-    assert.ok(e.message.includes(p), `names the file: ${e.message}`);
-    assert.match(e.message, re);
-    return true;
-  });
+  assert.throws(
+    () => readSafetensors(p),
+    (e: unknown) => {
+      assert.ok(isUserError(e), `a UserError, got ${(e as Error)?.stack}`);
+      assert.ok(e.message.includes(p), `names the file: ${e.message}`);
+      assert.match(e.message, re);
+      return true;
+    },
+  );
 }
 
 test('headers that are not an object of tensors name the file and the fault', () => {

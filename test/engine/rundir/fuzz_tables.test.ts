@@ -72,21 +72,33 @@ test(`${COPIES} damaged copies each of a real token table and episode table: a c
   assert.ok(e.errors > 0 && e.reads > 0, JSON.stringify(e));
 });
 
-test('the two hangs the fuzzing found: a schema vtable size and a field\'s children count, each a clear error at once', () => {
+test("the two hangs the fuzzing found: a schema vtable size and a field's children count, each a clear error at once", () => {
   // An episode table as the trainer writes it; positions found by walking its flatbuffers here (Arrow IPC file format).
   const dir2 = mkdtempSync(join(tmpdir(), 'cl-fuzz-'));
   const p = join(dir2, 'e.arrow');
   writeEpisodeTable(p, {
-    step: Int32Array.of(1, 1), episode: Int32Array.of(0, 1), prompt_idx: Int32Array.of(0, 0), prompt: ['p', 'p'], completion: ['a', 'b'],
-    reward: Float32Array.of(1, 0), reward_format: Float32Array.of(1, 1), reward_answer: Float32Array.of(1, 0), success: [true, false],
-    advantage: Float32Array.of(1, -1), length: Int32Array.of(1, 1), oracle_span: [null, 'b'],
+    step: Int32Array.of(1, 1),
+    episode: Int32Array.of(0, 1),
+    prompt_idx: Int32Array.of(0, 0),
+    prompt: ['p', 'p'],
+    completion: ['a', 'b'],
+    reward: Float32Array.of(1, 0),
+    reward_format: Float32Array.of(1, 1),
+    reward_answer: Float32Array.of(1, 0),
+    success: [true, false],
+    advantage: Float32Array.of(1, -1),
+    length: Int32Array.of(1, 1),
+    oracle_span: [null, 'b'],
   });
   const good = readFileSync(p);
   const u32 = (b: Buffer, at: number) => b.readUInt32LE(at);
   const check = (bytes: Buffer, re: RegExp) => {
     writeFileSync(p, bytes);
     const t0 = performance.now();
-    assert.throws(() => readEpisodeTable(p), (e: unknown) => isUserError(e) && (e as Error).message.includes(p) && re.test((e as Error).message));
+    assert.throws(
+      () => readEpisodeTable(p),
+      (e: unknown) => isUserError(e) && (e as Error).message.includes(p) && re.test((e as Error).message),
+    );
     assert.ok(performance.now() - t0 < PER_READ_MS);
   };
   // 1. The stream's Schema message (after "ARROW1\0\0", 0xFFFFFFFF and its length): the high byte of its vtable size.
@@ -98,7 +110,11 @@ test('the two hangs the fuzzing found: a schema vtable size and a field\'s child
   // 2. The footer's schema: the first field's children vector claims 2^19 entries.
   const footerLen = good.readInt32LE(good.length - 10);
   const fs = good.length - 10 - footerLen;
-  const field = (t: number, i: number) => { const v = t - good.readInt32LE(t); const off = good.readUInt16LE(v + 4 + 2 * i); return off ? t + off : null; };
+  const field = (t: number, i: number) => {
+    const v = t - good.readInt32LE(t);
+    const off = good.readUInt16LE(v + 4 + 2 * i);
+    return off ? t + off : null;
+  };
   const footer = fs + u32(good, fs);
   const schemaAt = field(footer, 1)!;
   const schema = schemaAt + u32(good, schemaAt);

@@ -49,14 +49,17 @@ test('run.json: each malformed field is named with the value found; a good one r
 });
 
 test('metrics.jsonl: null and non-finite values are dropped from their row, rows without a step or phase are dropped', () => {
-  const d = runWith(JSON.stringify(good), [
-    '{"step": 1, "phase": "grpo", "reward_mean": null, "loss": 0.5}',
-    '{"step": "2", "phase": "grpo", "loss": 1}',
-    '{"step": 3, "phase": "warmup", "loss": 1}',
-    '{"step": 4, "phase": "eval", "eval_success": 0.25, "note": "x", "bad": {"a": 1}}',
-    '[5]',
-    '{"step": 6, "phase": "gr',
-  ].join('\n'));
+  const d = runWith(
+    JSON.stringify(good),
+    [
+      '{"step": 1, "phase": "grpo", "reward_mean": null, "loss": 0.5}',
+      '{"step": "2", "phase": "grpo", "loss": 1}',
+      '{"step": 3, "phase": "warmup", "loss": 1}',
+      '{"step": 4, "phase": "eval", "eval_success": 0.25, "note": "x", "bad": {"a": 1}}',
+      '[5]',
+      '{"step": 6, "phase": "gr',
+    ].join('\n'),
+  );
   assert.deepEqual(readMetrics(d), [
     { step: 1, phase: 'grpo', loss: 0.5 },
     { step: 4, phase: 'eval', eval_success: 0.25, note: 'x' },
@@ -69,7 +72,10 @@ test('one engine per run directory: a live holder is named, a dead one is stale,
   const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)']);
   try {
     writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: child.pid, host: 'here', started: '' }));
-    assert.throws(() => acquireRunLock(d, 'here'), (e: unknown) => isUserError(e) && e.message.startsWith(`run is already running (pid ${child.pid})`));
+    assert.throws(
+      () => acquireRunLock(d, 'here'),
+      (e: unknown) => isUserError(e) && e.message.startsWith(`run is already running (pid ${child.pid})`),
+    );
   } finally {
     child.kill();
     await new Promise((r) => child.on('exit', r));
@@ -82,7 +88,10 @@ test('one engine per run directory: a live holder is named, a dead one is stale,
   assert.equal(existsSync(join(d, RUN_LOCK)), false);
   // A lock from another host cannot be checked from here.
   writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: 1, host: 'node-7', started: '' }));
-  assert.throws(() => acquireRunLock(d, 'here'), (e: unknown) => isUserError(e) && /pid 1 on node-7/.test(e.message));
+  assert.throws(
+    () => acquireRunLock(d, 'here'),
+    (e: unknown) => isUserError(e) && /pid 1 on node-7/.test(e.message),
+  );
 });
 
 test('an asynchronous run scan finds what findRunDirs finds, and a huge tree ends on its budget with a reason', async () => {
@@ -96,7 +105,10 @@ test('an asynchronous run scan finds what findRunDirs finds, and a huge tree end
   mkdirSync(join(base, 'a/r1/tokens'), { recursive: true });
   const scan = await findRunDirsAsync(base);
   assert.deepEqual(scan, { dirs: findRunDirs(base), truncated: null });
-  assert.deepEqual(scan.dirs.map((d) => d.slice(base.length + 1)), ['a/b/r2', 'a/r1', 'c/d/e/r3']);
+  assert.deepEqual(
+    scan.dirs.map((d) => d.slice(base.length + 1)),
+    ['a/b/r2', 'a/r1', 'c/d/e/r3'],
+  );
   // 3,000 empty folders against a budget of 500 entries: a partial answer and why, not a walk of everything.
   const wide = join(root, 'wide');
   for (let i = 0; i < 3000; i++) mkdirSync(join(wide, `d${i}`, 'x'), { recursive: true });

@@ -30,8 +30,14 @@ function withTmp(fn: (dir: string) => void): void {
 }
 
 const info = (over: Partial<RunInfo> = {}): RunInfo => ({
-  id: 'r1', name: 'countdown-baseline', status: 'running', started: '2026-01-02T03:04:05.000Z', ended: null,
-  backend: 'wasm', engine_version: '0.1.0', ...over,
+  id: 'r1',
+  name: 'countdown-baseline',
+  status: 'running',
+  started: '2026-01-02T03:04:05.000Z',
+  ended: null,
+  backend: 'wasm',
+  engine_version: '0.1.0',
+  ...over,
 });
 
 test('createRunDir names the folder <name>-<yyyymmdd-hhmmss> in local time, then -2, -3', () => {
@@ -53,7 +59,10 @@ test('createRunDir names the folder <name>-<yyyymmdd-hhmmss> in local time, then
 
 test('createRunDir refuses a name that is a path', () => {
   withTmp((root) => {
-    assert.throws(() => createRunDir(root, '../escape'), (e) => isUserError(e) && /folder name/.test(e.message));
+    assert.throws(
+      () => createRunDir(root, '../escape'),
+      (e) => isUserError(e) && /folder name/.test(e.message),
+    );
     assert.throws(() => createRunDir(root, ''), isUserError);
   });
 });
@@ -73,7 +82,10 @@ test('run.json: write, read, update; a missing or half-written file reads as nul
     assert.equal(readRunInfo(dir), null);
     writeFileSync(join(dir, 'run.json'), '[1, 2]');
     assert.equal(readRunInfo(dir), null);
-    assert.throws(() => updateRunInfo(dir, { status: 'failed' }), (e) => isUserError(e) && e.message.includes(join(dir, 'run.json')));
+    assert.throws(
+      () => updateRunInfo(dir, { status: 'failed' }),
+      (e) => isUserError(e) && e.message.includes(join(dir, 'run.json')),
+    );
   });
 });
 
@@ -87,7 +99,12 @@ test('writeFileAtomic replaces the whole file', () => {
   });
 });
 
-const row = (step: number, phase: MetricsRow['phase'] = 'grpo', extra: Partial<MetricsRow> = {}): MetricsRow => ({ step, phase, reward_mean: step / 10, ...extra });
+const row = (step: number, phase: MetricsRow['phase'] = 'grpo', extra: Partial<MetricsRow> = {}): MetricsRow => ({
+  step,
+  phase,
+  reward_mean: step / 10,
+  ...extra,
+});
 
 test('metrics: one JSON line per row; a torn last line is skipped and not glued to the next row', () => {
   withTmp((dir) => {
@@ -98,9 +115,15 @@ test('metrics: one JSON line per row; a torn last line is skipped and not glued 
     assert.deepEqual(readMetrics(dir), [row(1, 'grpo', { 'attribution/attribution_entropy': 1.5 }), row(2)]);
 
     appendFileSync(join(dir, 'metrics.jsonl'), '{"step":3,"phase":"grp'); // a crash in mid-write
-    assert.deepEqual(readMetrics(dir).map((r) => r.step), [1, 2]);
+    assert.deepEqual(
+      readMetrics(dir).map((r) => r.step),
+      [1, 2],
+    );
     appendMetrics(dir, row(3)); // the resumed or continuing writer
-    assert.deepEqual(readMetrics(dir).map((r) => r.step), [1, 2, 3]);
+    assert.deepEqual(
+      readMetrics(dir).map((r) => r.step),
+      [1, 2, 3],
+    );
   });
 });
 

@@ -26,24 +26,51 @@ test('scontrol show job: one state per array task, reason None as null, restarts
 
 test('squeue -r -o %K|%T|%r: single tasks and the ranges a pending array prints', () => {
   const m = parseSqueue('1|RUNNING|None\n[2-4%2]|PENDING|JobArrayTaskLimit\n7|PENDING|Resources\n');
-  assert.deepEqual([...m.keys()].sort((a, b) => a - b), [1, 2, 3, 4, 7]);
+  assert.deepEqual(
+    [...m.keys()].sort((a, b) => a - b),
+    [1, 2, 3, 4, 7],
+  );
   assert.equal(m.get(1)!.reason, null);
   assert.equal(m.get(3)!.reason, 'JobArrayTaskLimit');
   assert.equal(m.get(7)!.state, 'PENDING');
 });
 
 test('sbatch directives: the array with its throttle, the signal, requeue, and only the options that are set', () => {
-  const d = sbatchDirectives({ ...DEFAULT_SLURM, partition: 'gpu', time: '2:00:00', cpus_per_task: 4, mem: '8G', max_parallel: 3, extra_args: ['--gres=gpu:1'] }, 12, 'credit-lens-x', '/s/logs');
-  assert.deepEqual(d, ['--job-name=credit-lens-x', '--array=0-11%3', '--output=/s/logs/%A_%a.out', '--open-mode=append',
-    '--partition=gpu', '--time=2:00:00', '--cpus-per-task=4', '--mem=8G', '--signal=B:TERM@120', '--requeue', '--gres=gpu:1']);
+  const d = sbatchDirectives(
+    { ...DEFAULT_SLURM, partition: 'gpu', time: '2:00:00', cpus_per_task: 4, mem: '8G', max_parallel: 3, extra_args: ['--gres=gpu:1'] },
+    12,
+    'credit-lens-x',
+    '/s/logs',
+  );
+  assert.deepEqual(d, [
+    '--job-name=credit-lens-x',
+    '--array=0-11%3',
+    '--output=/s/logs/%A_%a.out',
+    '--open-mode=append',
+    '--partition=gpu',
+    '--time=2:00:00',
+    '--cpus-per-task=4',
+    '--mem=8G',
+    '--signal=B:TERM@120',
+    '--requeue',
+    '--gres=gpu:1',
+  ]);
   const bare = sbatchDirectives(DEFAULT_SLURM, 1, 'j', '/l');
   assert.ok(bare.includes('--array=0-0'));
   assert.ok(!bare.some((x) => x.startsWith('--partition') || x.startsWith('--time')));
 });
 
 test('the script forwards SIGTERM to the engine, waits for its checkpoint, and quotes paths', () => {
-  const sweep: SlurmSweep = { kind: 'credit-lens-slurm-sweep', version: 1, sweep_dir: "/shared/it's here/sweep-1", config: '/c.yaml', created: '',
-    job_id: null, script: '/shared/sweep.sbatch', tasks: [{ index: 0, name: 'a-none', config: '/x', run_dir: '/r', overrides: {} }] };
+  const sweep: SlurmSweep = {
+    kind: 'credit-lens-slurm-sweep',
+    version: 1,
+    sweep_dir: "/shared/it's here/sweep-1",
+    config: '/c.yaml',
+    created: '',
+    job_id: null,
+    script: '/shared/sweep.sbatch',
+    tasks: [{ index: 0, name: 'a-none', config: '/x', run_dir: '/r', overrides: {} }],
+  };
   const s = sbatchScript(sweep, { ...DEFAULT_SLURM, setup: ['module load node/20'] }, '/opt/cl/dist/engine/cli.js', '/work');
   assert.match(s, /^#!\/bin\/bash\n/);
   assert.ok(s.includes(`SWEEP_DIR=${shq("/shared/it's here/sweep-1")}`));
@@ -61,6 +88,15 @@ test('an output directory that cannot be written is refused before anything is s
   const { prepareSlurmSweep } = await import('../../../src/engine/sweep/slurm');
   const { parseConfigText } = await import('../../../src/engine/config/config');
   const config = parseConfigText('name: x\noutput_dir: /dev/null/runs\n').config!;
-  assert.throws(() => prepareSlurmSweep({ configPath: '/c.yaml', outputDir: config.output_dir, runs: [{ name: 'x', overrides: {}, config }],
-    slurm: DEFAULT_SLURM, cliPath: '/cli.js' }), /output_dir: \/dev\/null\/runs cannot be written \(ENOTDIR/);
+  assert.throws(
+    () =>
+      prepareSlurmSweep({
+        configPath: '/c.yaml',
+        outputDir: config.output_dir,
+        runs: [{ name: 'x', overrides: {}, config }],
+        slurm: DEFAULT_SLURM,
+        cliPath: '/cli.js',
+      }),
+    /output_dir: \/dev\/null\/runs cannot be written \(ENOTDIR/,
+  );
 });

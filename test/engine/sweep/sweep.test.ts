@@ -25,20 +25,23 @@ sweep:
 
 test('the seed-001 mitigation list expands to exactly its 12 runs, named by strategy and parameter', () => {
   const runs = expandSweep(config(SEED_001));
-  assert.deepEqual(runs.map((r) => r.name), [
-    'countdown-baseline-none',
-    'countdown-baseline-outcome_conditional-td0.25',
-    'countdown-baseline-outcome_conditional-td0.5',
-    'countdown-baseline-outcome_conditional-td0.75',
-    'countdown-baseline-inverse_logprob-eps0.01',
-    'countdown-baseline-inverse_logprob-eps0.1',
-    'countdown-baseline-inverse_logprob-eps0.5',
-    'countdown-baseline-attention_credit-cs2',
-    'countdown-baseline-entropy_weighted-et1',
-    'countdown-baseline-entropy_mask-mp70',
-    'countdown-baseline-entropy_mask-mp80',
-    'countdown-baseline-entropy_mask-mp90',
-  ]);
+  assert.deepEqual(
+    runs.map((r) => r.name),
+    [
+      'countdown-baseline-none',
+      'countdown-baseline-outcome_conditional-td0.25',
+      'countdown-baseline-outcome_conditional-td0.5',
+      'countdown-baseline-outcome_conditional-td0.75',
+      'countdown-baseline-inverse_logprob-eps0.01',
+      'countdown-baseline-inverse_logprob-eps0.1',
+      'countdown-baseline-inverse_logprob-eps0.5',
+      'countdown-baseline-attention_credit-cs2',
+      'countdown-baseline-entropy_weighted-et1',
+      'countdown-baseline-entropy_mask-mp70',
+      'countdown-baseline-entropy_mask-mp80',
+      'countdown-baseline-entropy_mask-mp90',
+    ],
+  );
   const td = runs[2];
   assert.deepEqual(td.overrides, { 'credit.strategy': 'outcome_conditional', 'credit.think_discount': 0.5 });
   assert.equal(td.config.credit.strategy, 'outcome_conditional');
@@ -55,12 +58,15 @@ test('a mapping grid is a cartesian product; parameters the strategy ignores are
   // three combinations are one run: 1 + 3 = 4.
   const cfg = config('sweep:\n  grid: {credit.strategy: [none, outcome_conditional], credit.think_discount: [0.25, 0.5, 0.75]}\n');
   const runs = expandSweep(cfg);
-  assert.deepEqual(runs.map((r) => r.name), [
-    'countdown-baseline-none',
-    'countdown-baseline-outcome_conditional-td0.25',
-    'countdown-baseline-outcome_conditional-td0.5',
-    'countdown-baseline-outcome_conditional-td0.75',
-  ]);
+  assert.deepEqual(
+    runs.map((r) => r.name),
+    [
+      'countdown-baseline-none',
+      'countdown-baseline-outcome_conditional-td0.25',
+      'countdown-baseline-outcome_conditional-td0.5',
+      'countdown-baseline-outcome_conditional-td0.75',
+    ],
+  );
   assert.deepEqual(runs[0].overrides, { 'credit.strategy': 'none' });
   assert.equal(runs[0].config.credit.think_discount, 0.5, 'the dropped override does not leak into the config');
 });
@@ -68,15 +74,32 @@ test('a mapping grid is a cartesian product; parameters the strategy ignores are
 test('a full product of keys every strategy uses: 2 × 3 = 6 runs with distinct names', () => {
   const runs = expandSweep(config('name: lr\n'), { 'grpo.lr': [1e-4, 3e-4], seed: [1, 2, 3] });
   assert.equal(runs.length, 6);
-  assert.deepEqual(runs.map((r) => r.name), ['lr-lr0.0001-seed1', 'lr-lr0.0001-seed2', 'lr-lr0.0001-seed3',
-    'lr-lr0.0003-seed1', 'lr-lr0.0003-seed2', 'lr-lr0.0003-seed3']);
-  assert.deepEqual(runs.map((r) => [r.config.grpo.lr, r.config.seed]),
-    [[1e-4, 1], [1e-4, 2], [1e-4, 3], [3e-4, 1], [3e-4, 2], [3e-4, 3]]);
+  assert.deepEqual(
+    runs.map((r) => r.name),
+    ['lr-lr0.0001-seed1', 'lr-lr0.0001-seed2', 'lr-lr0.0001-seed3', 'lr-lr0.0003-seed1', 'lr-lr0.0003-seed2', 'lr-lr0.0003-seed3'],
+  );
+  assert.deepEqual(
+    runs.map((r) => [r.config.grpo.lr, r.config.seed]),
+    [
+      [1e-4, 1],
+      [1e-4, 2],
+      [1e-4, 3],
+      [3e-4, 1],
+      [3e-4, 2],
+      [3e-4, 3],
+    ],
+  );
 });
 
 test('names: clashing abbreviations get their section, booleans and pairs read plainly, constants are left out', () => {
   const runs = expandSweep(config('name: x\n'), {
-    'sft.lr': [0.1, 0.2], 'grpo.lr': 0.01, 'task.numbers': [[3, 3], [3, 4]], 'logging.tokens': [true, false],
+    'sft.lr': [0.1, 0.2],
+    'grpo.lr': 0.01,
+    'task.numbers': [
+      [3, 3],
+      [3, 4],
+    ],
+    'logging.tokens': [true, false],
   });
   // 2 × 1 × 2 × 2 = 8 runs; grpo.lr has one value everywhere, so it names nothing.
   assert.equal(runs.length, 8);
@@ -100,20 +123,25 @@ test('no grid: the config itself is the one run', () => {
 
 test('bad grids throw a UserError naming the key, with did-you-mean', () => {
   const cfg = config('name: x\n');
-  assert.throws(() => expandSweep(cfg, { 'grpo.num_generations': [4, 8] }), (e: unknown) =>
-    isUserError(e) && /did you mean `grpo\.group_size`\?/.test((e as Error).message));
-  assert.throws(() => expandSweep(cfg, { 'credit.strategy': ['none', 'entropy_masking'] }), (e: unknown) =>
-    isUserError(e) && /sweep\.grid\.credit\.strategy\[1\]: got "entropy_masking".*did you mean `entropy_mask`\?/
-      .test((e as Error).message));
+  assert.throws(
+    () => expandSweep(cfg, { 'grpo.num_generations': [4, 8] }),
+    (e: unknown) => isUserError(e) && /did you mean `grpo\.group_size`\?/.test((e as Error).message),
+  );
+  assert.throws(
+    () => expandSweep(cfg, { 'credit.strategy': ['none', 'entropy_masking'] }),
+    (e: unknown) => isUserError(e) && /sweep\.grid\.credit\.strategy\[1\]: got "entropy_masking".*did you mean `entropy_mask`\?/.test((e as Error).message),
+  );
 });
 
 test('each run is re-validated, so a strategy missing its requirements is reported by run name', () => {
-  assert.throws(() => expandSweep(config('name: x\n'),
-    [{ 'credit.strategy': 'none' }, { 'credit.strategy': 'reward_variance' }]), (e: unknown) =>
-    isUserError(e) && /x-reward_variance: credit\.reward_variance\.importance_checkpoint: got null; it is required/
-      .test((e as Error).message));
-  assert.throws(() => expandSweep(config('name: x\n'), { 'model.n_heads': [3, 4] }), (e: unknown) =>
-    isUserError(e) && /x-nh3: model\.n_heads: got 3, expected a divisor of model\.d_model/.test((e as Error).message));
+  assert.throws(
+    () => expandSweep(config('name: x\n'), [{ 'credit.strategy': 'none' }, { 'credit.strategy': 'reward_variance' }]),
+    (e: unknown) => isUserError(e) && /x-reward_variance: credit\.reward_variance\.importance_checkpoint: got null; it is required/.test((e as Error).message),
+  );
+  assert.throws(
+    () => expandSweep(config('name: x\n'), { 'model.n_heads': [3, 4] }),
+    (e: unknown) => isUserError(e) && /x-nh3: model\.n_heads: got 3, expected a divisor of model\.d_model/.test((e as Error).message),
+  );
 });
 
 test('STRATEGY_PARAMS covers every strategy and names real config keys', () => {
@@ -132,13 +160,25 @@ test('STRATEGY_PARAMS covers every strategy and names real config keys', () => {
 
 test('sweep.seeds runs every grid point once per seed (a list, or a count from the config seed), named -seed<N>', () => {
   const listed = expandSweep(config('name: m\nseed: 1\nsweep:\n  grid: {credit.strategy: [none, entropy_mask]}\n  seeds: [1, 2, 3]\n'));
-  assert.deepEqual(listed.map((r) => r.name), ['m-none-seed1', 'm-none-seed2', 'm-none-seed3', 'm-entropy_mask-seed1', 'm-entropy_mask-seed2', 'm-entropy_mask-seed3']);
-  assert.deepEqual(listed.map((r) => r.config.seed), [1, 2, 3, 1, 2, 3]);
+  assert.deepEqual(
+    listed.map((r) => r.name),
+    ['m-none-seed1', 'm-none-seed2', 'm-none-seed3', 'm-entropy_mask-seed1', 'm-entropy_mask-seed2', 'm-entropy_mask-seed3'],
+  );
+  assert.deepEqual(
+    listed.map((r) => r.config.seed),
+    [1, 2, 3, 1, 2, 3],
+  );
   assert.deepEqual(listed[4].overrides, { 'credit.strategy': 'entropy_mask', seed: 2 });
   assert.equal(listed[4].config.credit.strategy, 'entropy_mask');
   // A count starts at the config's seed; no grid means the config itself, once per seed.
   const counted = expandSweep(config('name: m\nseed: 7\nsweep:\n  seeds: 2\n'));
-  assert.deepEqual(counted.map((r) => [r.name, r.config.seed]), [['m-seed7', 7], ['m-seed8', 8]]);
+  assert.deepEqual(
+    counted.map((r) => [r.name, r.config.seed]),
+    [
+      ['m-seed7', 7],
+      ['m-seed8', 8],
+    ],
+  );
   assert.equal(parseConfigText('name: m\nsweep: {seeds: 0}\n').issues[0].path, 'sweep.seeds');
 });
 

@@ -31,8 +31,19 @@ test('reward: GRPO-Zero format plus an exact integer answer', () => {
 });
 
 const base: TaskOptions = {
-  name: 'arithmetic', numbers: [2, 5], max_number: 20, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 400, eval_size: 50, path: null, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1,
+  name: 'arithmetic',
+  numbers: [2, 5],
+  max_number: 20,
+  max_target: 100,
+  reward: 'grpo_zero',
+  prompt: 'compact',
+  train_size: 400,
+  eval_size: 50,
+  path: null,
+  reward_module: null,
+  max_steps: 3,
+  format: 'plain',
+  split_seed: 1,
 };
 
 test('instances: every written step is correct integer arithmetic within 0..max_target', () => {
@@ -75,7 +86,10 @@ test('splits: disjoint by expression, seed-reproducible', () => {
 test('a too small expression space is a UserError', () => {
   // Two operands from 1..1: 1+1, 1-1, 1*1, 1/1 are the only 4 expressions; 3 + 2 cannot be filled, 2 + 2 can.
   const small: TaskOptions = { ...base, numbers: [2, 2], max_number: 1, train_size: 3, eval_size: 2 };
-  assert.throws(() => makeTask(small, 1), (e) => isUserError(e) && /only draw 4 distinct arithmetic/.test(e.message));
+  assert.throws(
+    () => makeTask(small, 1),
+    (e) => isUserError(e) && /only draw 4 distinct arithmetic/.test(e.message),
+  );
   const fit = makeTask({ ...small, train_size: 2 }, 1);
   assert.deepEqual([...fit.train, ...fit.eval].map((e) => e.record!.expression).sort(), ['1*1', '1+1', '1-1', '1/1']);
 });

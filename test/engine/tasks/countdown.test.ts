@@ -2,13 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isUserError } from '../../../src/engine/core/errors';
 import { makeRng } from '../../../src/engine/core/rng';
-import {
-  countdownDemonstration,
-  countdownKey,
-  countdownPrompt,
-  countdownReward,
-  solveCountdown,
-} from '../../../src/engine/tasks/countdown';
+import { countdownDemonstration, countdownKey, countdownPrompt, countdownReward, solveCountdown } from '../../../src/engine/tasks/countdown';
 import { applyExact, evalExact, evaluateExpression, type BigRational } from '../../../src/engine/tasks/expr';
 import { makeTask, type TaskOptions } from '../../../src/engine/tasks';
 
@@ -101,7 +95,10 @@ test('grpo_zero: unicode operators, float tolerance, first answer block', () => 
 
 test('tinyzero: 0 when the last answer is missing, 0.1 when wrong, 1 when correct', () => {
   assert.deepEqual(tiny('<think>x</think>'), {
-    total: 0, format: 0, answer: 0, parts: { format: 0, answer: 0, uses_all_numbers: 0, valid_expression: 0 },
+    total: 0,
+    format: 0,
+    answer: 0,
+    parts: { format: 0, answer: 0, uses_all_numbers: 0, valid_expression: 0 },
   });
   assert.equal(tiny('<think>x</think>\n<answer>(5+3)*2').total, 0); // unclosed → missing
   assert.equal(tiny('<think>x</think>\n<answer>5*2+3</answer>').total, 0.1); // 13 ≠ 16
@@ -110,7 +107,10 @@ test('tinyzero: 0 when the last answer is missing, 0.1 when wrong, 1 when correc
   assert.equal(tiny('<answer>2/(4-4)</answer>', [4, 4, 2], 2).total, 0.1); // division by zero
   const ok = tiny('<think>x</think>\n<answer>(5+3)*2</answer>');
   assert.deepEqual(ok, {
-    total: 1, format: 1, answer: 1, parts: { format: 1, answer: 1, uses_all_numbers: 1, valid_expression: 1 },
+    total: 1,
+    format: 1,
+    answer: 1,
+    parts: { format: 1, answer: 1, uses_all_numbers: 1, valid_expression: 1 },
   });
   // No think needed, text around is ignored: correct → 1.
   assert.equal(tiny('blah <answer>2*(3+5)</answer> trailing').total, 1);
@@ -145,7 +145,12 @@ function bruteTargets(numbers: number[], maxTarget: number): number[] {
 
 test('solver: reachable targets match an independent brute force, and each solution checks out', () => {
   const rng = makeRng(7);
-  const cases = [[1, 1], [3, 5, 2], [1, 5, 5, 5], [8, 3, 8, 3]];
+  const cases = [
+    [1, 1],
+    [3, 5, 2],
+    [1, 5, 5, 5],
+    [8, 3, 8, 3],
+  ];
   for (let i = 0; i < 6; i++) cases.push(Array.from({ length: 3 + (i % 2) }, () => 1 + Math.floor(rng() * 20)));
   for (const nums of cases) {
     const sols = solveCountdown(nums, 100);
@@ -153,7 +158,11 @@ test('solver: reachable targets match an independent brute force, and each solut
     for (const [t, s] of sols) {
       const r = evaluateExpression(s);
       assert.ok(r.ok, s);
-      assert.deepEqual([...r.numbers].sort((a, b) => a - b), [...nums].sort((a, b) => a - b), s);
+      assert.deepEqual(
+        [...r.numbers].sort((a, b) => a - b),
+        [...nums].sort((a, b) => a - b),
+        s,
+      );
       assert.deepEqual(evalExact(r.ast), { num: BigInt(t), den: 1n }, s);
     }
   }
@@ -164,8 +173,19 @@ test('solver: reachable targets match an independent brute force, and each solut
 });
 
 const base: TaskOptions = {
-  name: 'countdown', numbers: [3, 4], max_number: 20, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 300, eval_size: 40, path: null, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1,
+  name: 'countdown',
+  numbers: [3, 4],
+  max_number: 20,
+  max_target: 100,
+  reward: 'grpo_zero',
+  prompt: 'compact',
+  train_size: 300,
+  eval_size: 40,
+  path: null,
+  reward_module: null,
+  max_steps: 3,
+  format: 'plain',
+  split_seed: 1,
 };
 
 test('generated instances are solvable: the stored solution re-parses to the target with the numbers', () => {
@@ -191,7 +211,10 @@ test('splits are disjoint, sized, seed-reproducible, and eval does not move with
   const key = (e: { numbers?: number[]; target?: number }) => countdownKey(e.numbers!, e.target!);
   const trainKeys = new Set(a.train.map(key));
   assert.equal(trainKeys.size, 300, 'train has no duplicates');
-  assert.ok(a.eval.every((e) => !trainKeys.has(key(e))), 'no eval instance is in train');
+  assert.ok(
+    a.eval.every((e) => !trainKeys.has(key(e))),
+    'no eval instance is in train',
+  );
   assert.equal(new Set([...a.train, ...a.eval].map((e) => e.id)).size, 340, 'ids are unique');
   assert.deepEqual(makeTask(base, 5).train, a.train);
   assert.notDeepEqual(makeTask(base, 6).train.map(key), a.train.map(key));
@@ -205,8 +228,14 @@ test('a space too small for train_size + eval_size is a UserError; an exact fit 
   const t = makeTask(tiny, 1);
   const all = [...t.train, ...t.eval].map((e) => countdownKey(e.numbers!, e.target!)).sort();
   assert.deepEqual(all, ['1,1->1', '1,1->2', '1,2->1', '1,2->2', '1,2->3', '2,2->1', '2,2->4']);
-  assert.throws(() => makeTask({ ...tiny, train_size: 6 }, 1), (e) => isUserError(e) && /only draw 7 distinct/.test(e.message));
-  assert.throws(() => makeTask({ ...base, numbers: [1, 3] }, 1), (e) => isUserError(e) && /task\.numbers/.test(e.message));
+  assert.throws(
+    () => makeTask({ ...tiny, train_size: 6 }, 1),
+    (e) => isUserError(e) && /only draw 7 distinct/.test(e.message),
+  );
+  assert.throws(
+    () => makeTask({ ...base, numbers: [1, 3] }, 1),
+    (e) => isUserError(e) && /task\.numbers/.test(e.message),
+  );
 });
 
 test('prompts: compact, and the verbatim TinyZero template', () => {
@@ -225,7 +254,10 @@ test('prompts: compact, and the verbatim TinyZero template', () => {
 
 test('demonstrations: steps of the solution, sometimes after an abandoned attempt', () => {
   // rng 0.99 ≥ 0.25: no abandoned attempt, just the post-order steps 5+3 = 8, 8·2 = 16.
-  assert.equal(countdownDemonstration(N, T, '(5+3)*2', () => 0.99), '5+3=8\n8*2=16</think>\n<answer>(5+3)*2</answer>');
+  assert.equal(
+    countdownDemonstration(N, T, '(5+3)*2', () => 0.99),
+    '5+3=8\n8*2=16</think>\n<answer>(5+3)*2</answer>',
+  );
   // rng ≡ 0: abandon (0 < 0.25). Fisher–Yates with j = 0 turns [3,5,2] into [2,5,3] then [5,2,3]; each step picks
   // the first option (+): 5+2 = 7, 7+3 = 10 ≠ 16, then the solution. 6+7+6+6 step characters + 9 for
   // "</think>\n" + 24 for the answer block = 58, within the 64 budget.

@@ -1,13 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  evalExact,
-  evaluateExpression,
-  exprSteps,
-  formatExpr,
-  MAX_EXPRESSION_DEPTH,
-  MAX_EXPRESSION_LENGTH,
-} from '../../../src/engine/tasks/expr';
+import { evalExact, evaluateExpression, exprSteps, formatExpr, MAX_EXPRESSION_DEPTH, MAX_EXPRESSION_LENGTH } from '../../../src/engine/tasks/expr';
 
 function ok(src: string): { value: number; numbers: number[] } {
   const r = evaluateExpression(src);

@@ -22,13 +22,34 @@ const lines = [
   { prompt: 'Q1 <think>', answer: 'duplicate prompt' },
 ];
 // Line 4 is blank and skipped, so the six records sit on lines 1, 2, 3, 5, 6, 7.
-const goodText = lines.slice(0, 3).map((l) => JSON.stringify(l)).join('\n') + '\n\n' +
-  lines.slice(3).map((l) => JSON.stringify(l)).join('\n') + '\n';
+const goodText =
+  lines
+    .slice(0, 3)
+    .map((l) => JSON.stringify(l))
+    .join('\n') +
+  '\n\n' +
+  lines
+    .slice(3)
+    .map((l) => JSON.stringify(l))
+    .join('\n') +
+  '\n';
 const good = file('good.jsonl', goodText);
 
 const opts = (over: Partial<TaskOptions>): TaskOptions => ({
-  name: 'jsonl', numbers: [3, 3], max_number: 20, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 3, eval_size: 2, path: good, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1, ...over,
+  name: 'jsonl',
+  numbers: [3, 3],
+  max_number: 20,
+  max_target: 100,
+  reward: 'grpo_zero',
+  prompt: 'compact',
+  train_size: 3,
+  eval_size: 2,
+  path: good,
+  reward_module: null,
+  max_steps: 3,
+  format: 'plain',
+  split_seed: 1,
+  ...over,
 });
 
 const userErr = (re: RegExp) => (e: unknown) => isUserError(e) && re.test((e as Error).message);
@@ -64,8 +85,18 @@ test('default reward: GRPO-Zero format plus exact match of the answer block', ()
   assert.ok(t.isSuccess(r));
   // "42.0" is not the same text → only the format: 0.1.
   assert.ok(Math.abs(t.reward('x</think>\n<answer>42.0</answer>', q3).total - 0.1) < 1e-12);
-  assert.equal(t.demonstration(q3, () => 0), '</think>\n<answer>42</answer>');
-  assert.ok(Math.abs(t.reward(t.demonstration(q3, () => 0), q3).total - 1.1) < 1e-12);
+  assert.equal(
+    t.demonstration(q3, () => 0),
+    '</think>\n<answer>42</answer>',
+  );
+  assert.ok(
+    Math.abs(
+      t.reward(
+        t.demonstration(q3, () => 0),
+        q3,
+      ).total - 1.1,
+    ) < 1e-12,
+  );
   for (const ch of q3.prompt + t.demonstration(q3, () => 0)) assert.ok(t.alphabet().includes(ch));
 });
 
@@ -76,7 +107,10 @@ test('prefill is empty unless every prompt ends with <think>', () => {
   const ex = t.train[0];
   // Nothing is prepended, so the completion must open the think block itself for the full format.
   assert.equal(t.reward(`<think></think>\n<answer>${ex.answer}</answer>`, ex).format, 1);
-  assert.equal(t.demonstration(ex, () => 0), `<think></think>\n<answer>${ex.answer}</answer>`);
+  assert.equal(
+    t.demonstration(ex, () => 0),
+    `<think></think>\n<answer>${ex.answer}</answer>`,
+  );
 });
 
 test('bad files are UserErrors naming the file and line', () => {
@@ -103,8 +137,12 @@ test('user reward modules: numbers, {total, parts}, ESM, and failures as UserErr
   assert.deepEqual([miss.total, miss.answer, t.isSuccess(miss)], [0.25, 0, false]);
 
   const parts = file('parts.cjs', 'module.exports = { reward: () => ({ total: 0.7, parts: { format: 1, answer: 0, style: 0.5 } }) };\n');
-  assert.deepEqual(makeTask(opts({ reward_module: parts }), 1).reward('x', ex),
-    { total: 0.7, format: 1, answer: 0, parts: { format: 1, answer: 0, style: 0.5 } });
+  assert.deepEqual(makeTask(opts({ reward_module: parts }), 1).reward('x', ex), {
+    total: 0.7,
+    format: 1,
+    answer: 0,
+    parts: { format: 1, answer: 0, style: 0.5 },
+  });
 
   const esm = file('reward.mjs', 'export function reward(c, ex) { return ex.id; }\n');
   assert.equal(makeTask(opts({ reward_module: esm }), 1).reward('x', ex).total, ex.id);
@@ -114,8 +152,10 @@ test('user reward modules: numbers, {total, parts}, ESM, and failures as UserErr
   assert.throws(() => tt.reward('x', ex), userErr(new RegExp(`throws\\.cjs threw on example ${ex.id}: boom`)));
 
   const nan = file('nan.cjs', 'exports.reward = () => NaN;\n');
-  assert.throws(() => makeTask(opts({ reward_module: nan }), 1).reward('x', ex),
-    userErr(new RegExp(`nan\\.cjs returned a non-finite total NaN for example ${ex.id}`)));
+  assert.throws(
+    () => makeTask(opts({ reward_module: nan }), 1).reward('x', ex),
+    userErr(new RegExp(`nan\\.cjs returned a non-finite total NaN for example ${ex.id}`)),
+  );
   const str = file('str.cjs', 'exports.reward = () => "1";\n');
   assert.throws(() => makeTask(opts({ reward_module: str }), 1).reward('x', ex), userErr(/str\.cjs returned a non-finite total 1/));
 

@@ -20,9 +20,15 @@ test('multi-character tokens straddling tag boundaries', () => {
   const text = pieces.join('');
   assert.equal(text, '<think>5+3=8</think>\n<answer>(5+3)*2</answer> ok');
   assert.deepEqual(computeSections(text, spans(pieces)), [
-    'think', 'think', 'think', 'think', // everything up to and including "</think>" (ends at 20)
+    'think',
+    'think',
+    'think',
+    'think', // everything up to and including "</think>" (ends at 20)
     'other', // "\n" [20, 21) touches neither span
-    'answer', 'answer', 'answer', 'answer', // "<ans" starts the answer span; ">" [44, 45) closes it
+    'answer',
+    'answer',
+    'answer',
+    'answer', // "<ans" starts the answer span; ">" [44, 45) closes it
     'other', // " ok" is after "</answer>"
   ]);
   // A token holding the end of </think>, the newline and the start of <answer> touches both: answer wins.

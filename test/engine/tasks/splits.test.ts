@@ -75,8 +75,12 @@ test('a warm start records its task; a run from it with another split_seed is re
     // Seeds 2 and 3 from the shared warm start: accepted (same splits).
     const ok = await train({ configPath: cfg, sets: ['name=seed2', 'seed=2', `model.init_checkpoint=${sft.runDir}`, 'grpo.steps=1'] });
     assert.equal(ok.status, 'completed');
-    await assert.rejects(train({ configPath: cfg, sets: ['name=leak', 'task.split_seed=5', `model.init_checkpoint=${sft.runDir}`] }), (e: unknown) =>
-      isUserError(e) && /model\.init_checkpoint .*trained on task countdown with split_seed 1 .* this run draws task countdown with split_seed 5/.test((e as Error).message));
+    await assert.rejects(
+      train({ configPath: cfg, sets: ['name=leak', 'task.split_seed=5', `model.init_checkpoint=${sft.runDir}`] }),
+      (e: unknown) =>
+        isUserError(e) &&
+        /model\.init_checkpoint .*trained on task countdown with split_seed 1 .* this run draws task countdown with split_seed 5/.test((e as Error).message),
+    );
     const warnings: string[] = [];
     const cur = taskIdentity({ name: 'countdown', train: [], eval: [], validation: [] } as never, 1);
     checkTaskIdentity('model.init_checkpoint x', undefined, cur, (m) => warnings.push(m));

@@ -54,13 +54,23 @@ test('a new task is one file and one catalog entry; it trains through the CLI', 
 
   const out = join(dir, 'dist/engine');
   mkdirSync(out, { recursive: true });
-  await esbuild.build({ entryPoints: { cli: join(dir, 'src/engine/cli/main.ts') }, outdir: out, bundle: true, platform: 'node', format: 'cjs',
-    target: 'node20', logLevel: 'error', absWorkingDir: dir });
+  await esbuild.build({
+    entryPoints: { cli: join(dir, 'src/engine/cli/main.ts') },
+    outdir: out,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    logLevel: 'error',
+    absWorkingDir: dir,
+  });
   const wasmDir = join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm/dist');
   for (const f of readdirSync(wasmDir).filter((f) => f.endsWith('.wasm'))) cpSync(join(wasmDir, f), join(out, f));
   const cli = (...args: string[]) => spawnSync(process.execPath, [join(out, 'cli.js'), ...args], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
 
-  writeFileSync(join(dir, 'toy.credit.yaml'), `name: toytask
+  writeFileSync(
+    join(dir, 'toy.credit.yaml'),
+    `name: toytask
 seed: 5
 backend: wasm
 output_dir: runs
@@ -68,7 +78,8 @@ model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d
 task: { name: repeat_b, train_size: 40, eval_size: 8 }
 sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
 grpo: { steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 6, eval_every: 2, checkpoint_every: 2 }
-`);
+`,
+  );
   const bad = cli('train', 'toy.credit.yaml', '--set', 'task.name=repeat_c');
   assert.equal(bad.status, 2, bad.stderr);
   assert.match(bad.stderr, /task\.name: got "?repeat_c"?, expected one of: countdown, arithmetic, jsonl, word_problems, repeat_b/);

@@ -12,8 +12,19 @@ import { isUserError } from '../../../src/engine/core/errors';
 import { evaluateExpression } from '../../../src/engine/tasks/expr';
 
 const base: TaskOptions = {
-  name: 'word_problems', numbers: [3, 3], max_number: 12, max_target: 100, reward: 'grpo_zero', prompt: 'compact',
-  train_size: 300, eval_size: 60, path: null, reward_module: null, max_steps: 3, format: 'plain', split_seed: 1,
+  name: 'word_problems',
+  numbers: [3, 3],
+  max_number: 12,
+  max_target: 100,
+  reward: 'grpo_zero',
+  prompt: 'compact',
+  train_size: 300,
+  eval_size: 60,
+  path: null,
+  reward_module: null,
+  max_steps: 3,
+  format: 'plain',
+  split_seed: 1,
 };
 
 test('final number: commas, a trailing .0, units and currency are tolerated; the last number counts', () => {
@@ -65,7 +76,10 @@ test('task: disjoint splits, eval independent of train_size, demonstrations rewa
   assert.equal(t.eval.length, 60);
   const trainPrompts = new Set(t.train.map((e) => e.prompt));
   assert.ok(t.eval.every((e) => !trainPrompts.has(e.prompt)));
-  assert.deepEqual(makeTask({ ...base, train_size: 100 }, 7).eval.map((e) => e.prompt), t.eval.map((e) => e.prompt));
+  assert.deepEqual(
+    makeTask({ ...base, train_size: 100 }, 7).eval.map((e) => e.prompt),
+    t.eval.map((e) => e.prompt),
+  );
   assert.notDeepEqual(makeTask(base, 8).eval, t.eval);
   for (const ex of [...t.train.slice(0, 30), ...t.eval.slice(0, 10)]) {
     const demo = t.demonstration(ex, makeRng(1));
@@ -74,7 +88,10 @@ test('task: disjoint splits, eval independent of train_size, demonstrations rewa
     for (const c of ex.prompt + demo) assert.ok(t.alphabet().includes(c), JSON.stringify(c));
   }
   assert.match(t.demonstration(t.train[0], makeRng(1)), /^\w+ has \d+ \w+ and .* = \d+\.<\/think>\n<answer>\d+<\/answer>$/);
-  assert.throws(() => makeTask({ ...base, max_steps: 5 }, 1), (e: unknown) => isUserError(e) && /task\.max_steps/.test((e as Error).message));
+  assert.throws(
+    () => makeTask({ ...base, max_steps: 5 }, 1),
+    (e: unknown) => isUserError(e) && /task\.max_steps/.test((e as Error).message),
+  );
 });
 
 test('jsonl with task.format gsm8k: question → prompt, worked answer → demonstration, "#### N" scored by the final number', () => {
@@ -82,9 +99,15 @@ test('jsonl with task.format gsm8k: question → prompt, worked answer → demon
   try {
     // Two lines in GSM8K's own format (train.jsonl of openai/gsm8k): calculator annotations <<…>> and "#### N".
     const rows = [
-      { question: 'Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?',
-        answer: 'Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72' },
-      { question: 'A shop sold 1,000 pens and then 250 more. How many pens did it sell?', answer: 'It sold 1,000 + 250 = <<1000+250=1250>>1,250 pens.\n#### 1,250' },
+      {
+        question:
+          'Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?',
+        answer: 'Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72',
+      },
+      {
+        question: 'A shop sold 1,000 pens and then 250 more. How many pens did it sell?',
+        answer: 'It sold 1,000 + 250 = <<1000+250=1250>>1,250 pens.\n#### 1,250',
+      },
       { question: 'Q3', answer: '#### 3' },
     ];
     const path = join(dir, 'gsm8k.jsonl');
@@ -101,7 +124,10 @@ test('jsonl with task.format gsm8k: question → prompt, worked answer → demon
     assert.equal(pens.answer, '1250');
     assert.equal(t.reward('x</think>\n<answer>1,250 pens</answer>', pens).answer, 1);
     writeFileSync(path, JSON.stringify({ question: 'Q', answer: 'no final line' }) + '\n');
-    assert.throws(() => makeTask({ ...base, name: 'jsonl', path, format: 'gsm8k', train_size: 1, eval_size: 0 }, 1), /:1: "answer" does not end in "#### <number>"/);
+    assert.throws(
+      () => makeTask({ ...base, name: 'jsonl', path, format: 'gsm8k', train_size: 1, eval_size: 0 }, 1),
+      /:1: "answer" does not end in "#### <number>"/,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -16,8 +16,15 @@ const CLI = resolve(__dirname, '../../../dist/engine/cli.js');
 
 function stopAt(step: number) {
   const ctl = new RunController();
-  const reporter = { started() {}, metrics() {}, log() {}, finished() {},
-    progress(p: { phase: string; step: number }) { if (p.phase === 'grpo' && p.step === step) void ctl.stop(); } };
+  const reporter = {
+    started() {},
+    metrics() {},
+    log() {},
+    finished() {},
+    progress(p: { phase: string; step: number }) {
+      if (p.phase === 'grpo' && p.step === step) void ctl.stop();
+    },
+  };
   return { controller: ctl, reporter };
 }
 
@@ -41,16 +48,23 @@ test('a run whose loss stays non-finite ends failed, "diverged at step N", inste
   // is NaN (each update skipped), and the run must say so rather than train on.
   const dir = tmp();
   const cfg = tinyConfig(dir, 'countdown');
-  await assert.rejects(train({ configPath: cfg, sets: ['sft.steps=20', 'sft.lr=1e38', 'grpo.max_nonfinite_steps=3'] }),
-    /diverged at SFT step \d+: 3 steps in a row had a non-finite loss or gradient/);
-  const runs = spawnSync('ls', [join(dir, 'runs')], { encoding: 'utf8' }).stdout.trim().split('\n');
+  await assert.rejects(
+    train({ configPath: cfg, sets: ['sft.steps=20', 'sft.lr=1e38', 'grpo.max_nonfinite_steps=3'] }),
+    /diverged at SFT step \d+: 3 steps in a row had a non-finite loss or gradient/,
+  );
+  const runs = spawnSync('ls', [join(dir, 'runs')], { encoding: 'utf8' })
+    .stdout.trim()
+    .split('\n');
   const runDir = join(dir, 'runs', runs[0]);
   const info = readRunInfo(runDir)!;
   assert.equal(info.status, 'failed');
   assert.match(info.error ?? '', /diverged at SFT step \d+/);
   const rows = readMetrics(runDir).filter((r) => r.phase === 'sft');
   assert.ok(rows.length < 20, `stopped early (${rows.length} steps)`);
-  assert.deepEqual(rows.slice(-3).map((r) => r.skipped), [1, 1, 1]);
+  assert.deepEqual(
+    rows.slice(-3).map((r) => r.skipped),
+    [1, 1, 1],
+  );
 });
 
 test('Stop while the oracle hangs: the run stops at once, keeps every finished step, and drops the interrupted one', async () => {
@@ -63,17 +77,33 @@ test('Stop while the oracle hangs: the run stops at once, keeps every finished s
     const ctl = new RunController();
     let asked = false;
     const started = Date.now();
-    const poll = setInterval(() => { if (!asked && srv.received.length > 0) { asked = true; void ctl.stop(); } }, 20);
+    const poll = setInterval(() => {
+      if (!asked && srv.received.length > 0) {
+        asked = true;
+        void ctl.stop();
+      }
+    }, 20);
     const r = await train({
-      configPath: cfg, controller: ctl,
-      sets: ['credit.strategy=cal', 'credit.cal.provider=openai', 'credit.cal.model=judge', `credit.cal.base_url=${srv.url}`,
-        'credit.cal.api_key_env=CREDIT_LENS_FAULTS_KEY', 'credit.cal.timeout_s=60', 'credit.cal.cache=false', 'sft.steps=0'],
+      configPath: cfg,
+      controller: ctl,
+      sets: [
+        'credit.strategy=cal',
+        'credit.cal.provider=openai',
+        'credit.cal.model=judge',
+        `credit.cal.base_url=${srv.url}`,
+        'credit.cal.api_key_env=CREDIT_LENS_FAULTS_KEY',
+        'credit.cal.timeout_s=60',
+        'credit.cal.cache=false',
+        'sft.steps=0',
+      ],
     });
     clearInterval(poll);
     assert.ok(asked, 'the oracle was asked');
     assert.equal(r.status, 'stopped');
     assert.ok(Date.now() - started < 30_000, 'not held by the 60 s oracle timeout');
-    const grpo = readMetrics(r.runDir).filter((m) => m.phase === 'grpo').map((m) => m.step);
+    const grpo = readMetrics(r.runDir)
+      .filter((m) => m.phase === 'grpo')
+      .map((m) => m.step);
     const info = readRunInfo(r.runDir)!;
     assert.equal(info.last_step, grpo.length ? grpo[grpo.length - 1] : 0);
     assert.ok(existsSync(join(r.runDir, 'checkpoints')));
@@ -82,13 +112,15 @@ test('Stop while the oracle hangs: the run stops at once, keeps every finished s
   }
 });
 
-test('two engines on one run directory: the second is refused with the first one\'s pid; --run-dir starts, then resumes', async () => {
+test("two engines on one run directory: the second is refused with the first one's pid; --run-dir starts, then resumes", async () => {
   assert.ok(existsSync(CLI), 'npm run build first');
   const dir = tmp();
   const cfg = tinyConfig(dir, 'countdown');
   const runDir = join(dir, 'runs', 'fixed');
   // A long run in a fixed folder, in its own process.
-  const first = spawn(process.execPath, [CLI, 'train', cfg, '--run-dir', runDir, '--set', 'grpo.steps=400', '--set', 'grpo.checkpoint_every=1'], { stdio: 'ignore' });
+  const first = spawn(process.execPath, [CLI, 'train', cfg, '--run-dir', runDir, '--set', 'grpo.steps=400', '--set', 'grpo.checkpoint_every=1'], {
+    stdio: 'ignore',
+  });
   try {
     for (let i = 0; i < 600 && !(readRunInfo(runDir)?.last_step ?? 0); i++) await new Promise((r) => setTimeout(r, 100));
     assert.ok(readRunInfo(runDir)?.status === 'running');

@@ -46,10 +46,26 @@ test('advantages reject a batch that is not whole groups', () => {
 //   t0: ρ = 1 → L = 2; t1: ρ = e^0.3 = 1.3498588076; min(−2.6997176152, −2.4) = −2.6997 (unclipped) → L = 2.6997176152
 // ep2: ℓ = [−0.2], ℓ_old = [−0.5], Â = 0.5: ρ = 1.3498588076; min(0.6749294, 1.2·0.5 = 0.6) = 0.6 clipped → L = −0.6, no gradient
 const fixture = {
-  logprobs: [[-1, -0.5, -2], [-0.3, -0.7, 0], [-0.2, 0, 0]],
-  oldLogprobs: [[-1.1, -0.5, -1], [-0.3, -1.0, 0], [-0.5, 0, 0]],
-  advantages: [[1, 1, 1], [-2, -2, 0], [0.5, 0, 0]],
-  mask: [[1, 1, 1], [1, 1, 0], [1, 0, 0]],
+  logprobs: [
+    [-1, -0.5, -2],
+    [-0.3, -0.7, 0],
+    [-0.2, 0, 0],
+  ],
+  oldLogprobs: [
+    [-1.1, -0.5, -1],
+    [-0.3, -1.0, 0],
+    [-0.5, 0, 0],
+  ],
+  advantages: [
+    [1, 1, 1],
+    [-2, -2, 0],
+    [0.5, 0, 0],
+  ],
+  mask: [
+    [1, 1, 1],
+    [1, 1, 0],
+    [1, 0, 0],
+  ],
 };
 const tokLoss = [[-1.1051709180756477, -1, -0.36787944117144233], [2, 2.6997176151520064], [-0.6]];
 const opts = { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, maxNewTokens: 4 };
@@ -89,7 +105,14 @@ test('k3 KL term: exp(ℓref−ℓ) − (ℓref−ℓ) − 1', () => {
 });
 
 test('policyLossAndGrad gradient matches central finite differences (every loss_agg, with KL)', () => {
-  const x = { ...fixture, refLogprobs: [[-0.9, -0.6, -1.8], [-0.4, -0.6, 0], [-0.3, 0, 0]] };
+  const x = {
+    ...fixture,
+    refLogprobs: [
+      [-0.9, -0.6, -1.8],
+      [-0.4, -0.6, 0],
+      [-0.3, 0, 0],
+    ],
+  };
   for (const lossAgg of ['token_mean', 'seq_mean_token_mean', 'seq_mean_token_sum_norm'] as LossAgg[]) {
     const o = { ...opts, klBeta: 0.05, lossAgg };
     const r = policyLossAndGrad(x, o);

@@ -27,7 +27,10 @@ test('bpe: trained into the run folder, loads in @huggingface/tokenizers, tags a
     const hf = new Tokenizer(JSON.parse(json), JSON.parse(readFileSync(join(r.runDir, 'tokenizer_config.json'), 'utf8')));
     for (const tag of ['<think>', '</think>', '<answer>', '</answer>']) assert.equal(hf.encode(tag, { add_special_tokens: false }).ids.length, 1, tag);
     const t = readTokenTable(stepFile(r.runDir, 'tokens', 3));
-    assert.ok(t.token.some((x) => x.length > 1), 'some logged tokens are several characters long');
+    assert.ok(
+      t.token.some((x) => x.length > 1),
+      'some logged tokens are several characters long',
+    );
     // Deterministic: the same config trains the same tokenizer.
     const again = await train({ configPath: cfg, sets: [...BPE, 'name=again'] });
     assert.equal(readFileSync(join(again.runDir, 'tokenizer.json'), 'utf8'), json);
@@ -44,7 +47,7 @@ test('bpe: trained into the run folder, loads in @huggingface/tokenizers, tags a
     s.model.dispose();
     const child = await train({ configPath: cfg, sets: [...BPE, 'name=child', `model.init_checkpoint=${r.runDir}`, 'model.vocab_size=400'] });
     assert.equal(child.status, 'completed');
-    assert.equal(readFileSync(join(child.runDir, 'tokenizer.json'), 'utf8'), json, 'the init checkpoint\'s tokenizer, not a new one of 400');
+    assert.equal(readFileSync(join(child.runDir, 'tokenizer.json'), 'utf8'), json, "the init checkpoint's tokenizer, not a new one of 400");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -54,7 +57,10 @@ test('bpe: a vocab_size below the bytes and tags is a config error naming the fi
   const dir = mkdtempSync(join(tmpdir(), 'cl-bpe-run-'));
   try {
     const cfg = tinyConfig(dir, 'countdown');
-    assert.throws(() => loadConfig(cfg, ['model.tokenizer=bpe', 'model.vocab_size=100']), (e: unknown) => isUserError(e) && /model\.vocab_size/.test((e as Error).message) && /100/.test((e as Error).message));
+    assert.throws(
+      () => loadConfig(cfg, ['model.tokenizer=bpe', 'model.vocab_size=100']),
+      (e: unknown) => isUserError(e) && /model\.vocab_size/.test((e as Error).message) && /100/.test((e as Error).message),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

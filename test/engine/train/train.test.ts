@@ -22,9 +22,27 @@ for (const task of ['countdown', 'arithmetic'] as const) {
     assert.equal(info.backend, 'wasm');
     assert.ok(existsSync(join(r.runDir, 'config.yaml')) && existsSync(join(r.runDir, 'engine.log')));
     const rows = readMetrics(r.runDir);
-    assert.deepEqual(rows.filter((m) => m.phase === 'grpo').map((m) => m.step), [1, 2, 3]);
-    assert.deepEqual(rows.filter((m) => m.phase === 'sft').map((m) => m.step), [1, 2]);
-    for (const k of ['reward_mean', 'reward_std', 'success_rate', 'loss', 'grad_norm', 'kl', 'entropy_mean', 'clip_frac', 'response_len', 'step_time_s', 'tokens_per_s']) {
+    assert.deepEqual(
+      rows.filter((m) => m.phase === 'grpo').map((m) => m.step),
+      [1, 2, 3],
+    );
+    assert.deepEqual(
+      rows.filter((m) => m.phase === 'sft').map((m) => m.step),
+      [1, 2],
+    );
+    for (const k of [
+      'reward_mean',
+      'reward_std',
+      'success_rate',
+      'loss',
+      'grad_norm',
+      'kl',
+      'entropy_mean',
+      'clip_frac',
+      'response_len',
+      'step_time_s',
+      'tokens_per_s',
+    ]) {
       assert.equal(typeof rows.find((m) => m.phase === 'grpo')![k], 'number', k);
     }
     assert.ok(rows.some((m) => m.eval_success !== undefined));
@@ -61,13 +79,23 @@ test('stop + resume continues from the checkpoint and matches an uninterrupted r
   const cfg = tinyConfig(dir, 'countdown', '');
   const ctl = new RunController();
   const reporter = {
-    started() {}, metrics() {}, log() {}, finished() {},
-    progress(p: { phase: string; step: number }) { if (p.phase === 'grpo' && p.step === 2) void ctl.stop(); },
+    started() {},
+    metrics() {},
+    log() {},
+    finished() {},
+    progress(p: { phase: string; step: number }) {
+      if (p.phase === 'grpo' && p.step === 2) void ctl.stop();
+    },
   };
   const stopped = await train({ configPath: cfg, controller: ctl, reporter });
   assert.equal(stopped.status, 'stopped');
   assert.equal(readRunInfo(stopped.runDir)!.status, 'stopped');
-  assert.deepEqual(readMetrics(stopped.runDir).filter((m) => m.phase === 'grpo').map((m) => m.step), [1, 2]);
+  assert.deepEqual(
+    readMetrics(stopped.runDir)
+      .filter((m) => m.phase === 'grpo')
+      .map((m) => m.step),
+    [1, 2],
+  );
   const resumed = await train({ resume: stopped.runDir });
   assert.equal(resumed.status, 'completed');
   assert.equal(resumed.runDir, stopped.runDir);
@@ -80,7 +108,15 @@ test('stop + resume continues from the checkpoint and matches an uninterrupted r
 test('resume skips a damaged checkpoint for the previous good one, and reports clearly when none is left', async () => {
   const dir = tmp();
   const ctl = new RunController();
-  const reporter = { started() {}, metrics() {}, log() {}, finished() {}, progress(p: { phase: string; step: number }) { if (p.phase === 'grpo' && p.step === 1) void ctl.stop(); } };
+  const reporter = {
+    started() {},
+    metrics() {},
+    log() {},
+    finished() {},
+    progress(p: { phase: string; step: number }) {
+      if (p.phase === 'grpo' && p.step === 1) void ctl.stop();
+    },
+  };
   const r = await train({ configPath: tinyConfig(dir, 'arithmetic'), controller: ctl, reporter });
   const ck = latestCheckpoint(r.runDir)!;
   assert.match(ck, /step-000001$/);
@@ -92,7 +128,10 @@ test('resume skips a damaged checkpoint for the previous good one, and reports c
   assert.match(readRunInfo(r.runDir)!.resumed_from ?? '', /step-000000$/);
   // With every checkpoint damaged, the resume fails with the reasons and leaves a readable run directory.
   for (const c of readdirSync(join(r.runDir, 'checkpoints'))) truncateSync(join(r.runDir, 'checkpoints', c, 'model.safetensors'), 50);
-  await assert.rejects(train({ resume: r.runDir }), (e: Error) => e.name === 'UserError' && /no checkpoint can be loaded/.test(e.message) && /corrupt/.test(e.message));
+  await assert.rejects(
+    train({ resume: r.runDir }),
+    (e: Error) => e.name === 'UserError' && /no checkpoint can be loaded/.test(e.message) && /corrupt/.test(e.message),
+  );
   assert.equal(readRunInfo(r.runDir)!.status, 'failed');
   assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /no checkpoint can be loaded/);
 });
@@ -101,10 +140,20 @@ test('GRPO raises a reward it can learn: the fraction of "7"s in the completion'
   // A check of the whole loop's sign and plumbing (sampling → rewards → advantages → loss → Adam), independent
   // of any task: an untrained model emits few 7s; with lr 1e-2 thirty steps drive the mean reward towards 1.
   const dir = tmp();
-  sevensConfig(dir, { name: 'clip', seed: 3, backend: 'wasm',
-    grpo: '{ steps: 3, prompts_per_step: 2, group_size: 8, max_new_tokens: 8, lr: 0.05, epochs_per_step: 4, clip_eps: 0.02, clip_eps_high: 0.02, eval_every: 3 }' });
+  sevensConfig(dir, {
+    name: 'clip',
+    seed: 3,
+    backend: 'wasm',
+    grpo: '{ steps: 3, prompts_per_step: 2, group_size: 8, max_new_tokens: 8, lr: 0.05, epochs_per_step: 4, clip_eps: 0.02, clip_eps_high: 0.02, eval_every: 3 }',
+  });
   const r = await train({ configPath: join(dir, 'c.credit.yaml') });
   const grpo = readMetrics(r.runDir).filter((m) => m.phase === 'grpo');
-  assert.ok(grpo.some((m) => (m.clip_frac ?? 0) > 0), JSON.stringify(grpo.map((m) => m.clip_frac)));
-  assert.ok(grpo.every((m) => (m.clip_frac ?? 0) <= 0.75), 'at most 3 of 4 epochs can clip');
+  assert.ok(
+    grpo.some((m) => (m.clip_frac ?? 0) > 0),
+    JSON.stringify(grpo.map((m) => m.clip_frac)),
+  );
+  assert.ok(
+    grpo.every((m) => (m.clip_frac ?? 0) <= 0.75),
+    'at most 3 of 4 epochs can clip',
+  );
 });

@@ -34,8 +34,12 @@ function trainCli(cfg: string, sets: string[]): Promise<{ code: number | null; o
   return new Promise((res) => {
     const p = spawn(process.execPath, [CLI, 'train', cfg, ...sets.flatMap((s) => ['--set', s])], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { out += d; });
+    p.stdout.on('data', (d) => {
+      out += d;
+    });
+    p.stderr.on('data', (d) => {
+      out += d;
+    });
     p.on('close', (code) => res({ code, out }));
   });
 }
@@ -61,7 +65,10 @@ test('two engines started at once share one SFT warm start, trained once with sf
   assert.equal(readMetrics(wsDir).filter((r) => r.phase === 'sft').length, 60);
   assert.equal(readMetrics(wsDir).filter((r) => r.phase === 'grpo').length, 0);
   assert.equal((parse(readFileSync(join(wsDir, 'config.yaml'), 'utf8')) as { seed: number }).seed, 5);
-  assert.ok([a.out, b.out].some((o) => /another engine is training .*countdown-warm-start-.*; waiting for it/.test(o)), `${a.out}\n${b.out}`);
+  assert.ok(
+    [a.out, b.out].some((o) => /another engine is training .*countdown-warm-start-.*; waiting for it/.test(o)),
+    `${a.out}\n${b.out}`,
+  );
   const own = runs.filter((r) => r.startsWith('ws-seed')).map((r) => join(dir, 'runs', r));
   assert.equal(own.length, 2);
   for (const r of own) {

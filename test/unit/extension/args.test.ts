@@ -22,7 +22,8 @@ test('runDirOf takes a string, a file Uri or a run node, and nothing else', () =
 });
 
 test('runDirsOf prefers the tree multi-selection, keeps order and drops duplicates and non-runs', () => {
-  const a = runNode('/w/a'), b = runNode('/w/b');
+  const a = runNode('/w/a'),
+    b = runNode('/w/b');
   assert.deepEqual(runDirsOf(a, [a, b, runNode('/w/a'), runNode(null)]), ['/w/a', '/w/b']);
   // Right-click on one item: VS Code passes [item] as the selection.
   assert.deepEqual(runDirsOf(b, [b]), ['/w/b']);

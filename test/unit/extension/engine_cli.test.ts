@@ -15,17 +15,38 @@ const script = (name: string, body: string) => {
   return p;
 };
 // The shape of a version 1 report that matters here; the ratio sits under `meta`, as CreditAnalysis declares.
-const echoCli = script('echo.js', `process.stdout.write(JSON.stringify({ version: 1, meta: { run_dir: process.argv[3], filler_reasoning_ratio: 1.31, args: process.argv.slice(2) }, token_types: {} }));`);
+const echoCli = script(
+  'echo.js',
+  `process.stdout.write(JSON.stringify({ version: 1, meta: { run_dir: process.argv[3], filler_reasoning_ratio: 1.31, args: process.argv.slice(2) }, token_types: {} }));`,
+);
 const failCli = script('fail.js', `console.error('Error: no token tables in /r\\n    at main (cli.js:1:1)'); process.exit(2);`);
 const slowCli = script('slow.js', `setTimeout(() => process.stdout.write('{}'), 30000);`);
 const cli = (path: string) => new EngineCli(path, () => process.execPath);
-const ended: RunInfo = { id: 'a', name: 'a', status: 'completed', started: '2026-11-24T00:00:00Z', ended: '2026-11-24T01:00:00Z', backend: 'wasm', engine_version: '0' };
+const ended: RunInfo = {
+  id: 'a',
+  name: 'a',
+  status: 'completed',
+  started: '2026-11-24T00:00:00Z',
+  ended: '2026-11-24T01:00:00Z',
+  backend: 'wasm',
+  engine_version: '0',
+};
 
 test('analyzeArgs passes only the options that are set', () => {
   assert.deepEqual(analyzeArgs('/r'), ['analyze', '/r', '--json']);
   assert.deepEqual(analyzeArgs('/r', { from: null, to: null, baselineDir: null }), ['analyze', '/r', '--json']);
   // Step 0 is a real step (the eval before GRPO), so it must not be dropped as falsy.
-  assert.deepEqual(analyzeArgs('/r', { from: 0, to: 10, baselineDir: '/b' }), ['analyze', '/r', '--json', '--from-step', '0', '--to-step', '10', '--baseline', '/b']);
+  assert.deepEqual(analyzeArgs('/r', { from: 0, to: 10, baselineDir: '/b' }), [
+    'analyze',
+    '/r',
+    '--json',
+    '--from-step',
+    '0',
+    '--to-step',
+    '10',
+    '--baseline',
+    '/b',
+  ]);
 });
 
 test('cliError keeps the message and drops stack frames', () => {
@@ -61,12 +82,19 @@ test('aborting kills the process and rejects with CancelledError, long before it
   await assert.rejects(cli(echoCli).analyze('/r', { signal: abort.signal }), CancelledError);
 });
 
-test('the sweep table reads the ratio from the report\'s meta (the key it used to miss), once per ended run', async () => {
+test("the sweep table reads the ratio from the report's meta (the key it used to miss), once per ended run", async () => {
   let results = 0;
   let resolveDone!: () => void;
   const done = new Promise<void>((r) => (resolveDone = r));
   const warnings: string[] = [];
-  const runner = new AnalysisRunner(cli(echoCli), () => { results++; resolveDone(); }, (m) => warnings.push(m));
+  const runner = new AnalysisRunner(
+    cli(echoCli),
+    () => {
+      results++;
+      resolveDone();
+    },
+    (m) => warnings.push(m),
+  );
   assert.equal(runner.ratio('/runs/a', ended), null); // started, not known yet
   assert.equal(runner.ratio('/runs/a', { ...ended, status: 'running', ended: null }), null); // training: never analysed
   await done;
@@ -78,11 +106,14 @@ test('the sweep table reads the ratio from the report\'s meta (the key it used t
 
 // A stand-in import: progress lines on stderr as the engine writes them with --progress-json, a warning in between,
 // then the JSON answer; or an error exit with the engine's message.
-const importCli = script('import.js', `
+const importCli = script(
+  'import.js',
+  `
   const total = 3;
   for (let d = 0; d <= total; d++) console.error(JSON.stringify({ progress: { done: d, total } }));
   console.error('warning: no --tokenizer');
-  process.stdout.write(JSON.stringify({ runDir: '/runs/import-x', format: 'verl', records: 3, skipped: 1, steps: [12], problems: [], args: process.argv.slice(2) }));`);
+  process.stdout.write(JSON.stringify({ runDir: '/runs/import-x', format: 'verl', records: 3, skipped: 1, steps: [12], problems: [], args: process.argv.slice(2) }));`,
+);
 const importFail = script('import_fail.js', `console.error('error: import: verl rollouts carry no per-token values; pass --model'); process.exit(2);`);
 
 test('importArgs: the source, --out, JSON answers, and only the options that are set', () => {
@@ -94,10 +125,18 @@ test('importArgs: the source, --out, JSON answers, and only the options that are
 test('importRollouts streams the progress lines and resolves with the JSON answer; a refusal rejects with its message', async () => {
   const seen: [number, number][] = [];
   const r = await cli(importCli).importRollouts(importArgs('/d', { out: '/o' }), (d, t) => seen.push([d, t]));
-  assert.deepEqual(seen, [[0, 3], [1, 3], [2, 3], [3, 3]]);
+  assert.deepEqual(seen, [
+    [0, 3],
+    [1, 3],
+    [2, 3],
+    [3, 3],
+  ]);
   assert.equal(r.runDir, '/runs/import-x');
   assert.equal(r.skipped, 1);
-  await assert.rejects(cli(importFail).importRollouts(['import', '/d'], () => {}), /carry no per-token values; pass --model/);
+  await assert.rejects(
+    cli(importFail).importRollouts(['import', '/d'], () => {}),
+    /carry no per-token values; pass --model/,
+  );
   const abort = new AbortController();
   const p = cli(slowCli).importRollouts(['import', '/d'], () => {}, abort.signal);
   setTimeout(() => abort.abort(), 100);

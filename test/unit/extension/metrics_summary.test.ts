@@ -30,8 +30,13 @@ test('summary of a run: latest values, final and best eval after GRPO, first ste
 test('summary before any GRPO step has no values, and the threshold is a parameter', () => {
   const s = summarizeMetrics(rows.slice(0, 2));
   assert.deepEqual(s, {
-    lastGrpoStep: 0, latestReward: null, latestEvalSuccess: 0.05, finalEvalSuccess: null, bestEvalSuccess: null,
-    stepsToThreshold: null, meanGradNorm: null,
+    lastGrpoStep: 0,
+    latestReward: null,
+    latestEvalSuccess: 0.05,
+    finalEvalSuccess: null,
+    bestEvalSuccess: null,
+    stepsToThreshold: null,
+    meanGradNorm: null,
   });
   assert.equal(summarizeMetrics(rows, 0.5).stepsToThreshold, 3);
 });
@@ -46,9 +51,15 @@ test('percent formats fractions and shows a dash for missing values', () => {
 test('setArg writes values the CLI reads back as the same YAML value', async () => {
   const { parse } = await import('yaml');
   const cases: [string, unknown][] = [
-    ['credit.strategy', 'outcome_conditional'], ['credit.think_discount', 0.25], ['grpo.steps', 3],
-    ['name', 'sweep-outcome_conditional-td0.25'], ['task.numbers', [3, 4]], ['credit.cal.model', null],
-    ['credit.attribution.detach_hidden', false], ['task.path', 'data/my file.jsonl'], ['credit.cal.provider', 'true'],
+    ['credit.strategy', 'outcome_conditional'],
+    ['credit.think_discount', 0.25],
+    ['grpo.steps', 3],
+    ['name', 'sweep-outcome_conditional-td0.25'],
+    ['task.numbers', [3, 4]],
+    ['credit.cal.model', null],
+    ['credit.attribution.detach_hidden', false],
+    ['task.path', 'data/my file.jsonl'],
+    ['credit.cal.provider', 'true'],
     ['name', '1e3'],
   ];
   for (const [key, value] of cases) {

@@ -24,7 +24,7 @@ test('chooseNode: the setting wins, a wrong setting is an error that names it', 
   assert.throws(() => chooseNode('/no/such/node'), /creditLens\.nodePath/);
 });
 
-test('chooseNode without a setting: node on PATH, else VS Code\'s runtime as Node', { skip: !posix }, () => {
+test("chooseNode without a setting: node on PATH, else VS Code's runtime as Node", { skip: !posix }, () => {
   const saved = process.env.PATH;
   try {
     const onPath = chooseNode('');

@@ -11,32 +11,63 @@ test('every typed setting is declared in package.json with the same default, and
     assert.ok(declared[`creditLens.${key}`], `creditLens.${key} is not in package.json`);
     assert.deepEqual(declared[`creditLens.${key}`].default, SETTING_DEFAULTS[field], `default of creditLens.${key}`);
   }
-  assert.deepEqual(Object.keys(declared).sort(), Object.values(SETTING_KEYS).map((k) => `creditLens.${k}`).sort());
+  assert.deepEqual(
+    Object.keys(declared).sort(),
+    Object.values(SETTING_KEYS)
+      .map((k) => `creditLens.${k}`)
+      .sort(),
+  );
 });
 
 test('unset settings read as the declared defaults', () => {
-  assert.deepEqual(parseSettings(() => undefined), SETTING_DEFAULTS);
+  assert.deepEqual(
+    parseSettings(() => undefined),
+    SETTING_DEFAULTS,
+  );
 });
 
 test('values of the right type pass through', () => {
   const raw: Record<string, unknown> = {
-    nodePath: ' /usr/bin/node ', maxConcurrentRuns: 3, stopGraceSeconds: 5, runDirectories: ['a', '/b'], 'heatmap.normalization': 'step',
+    nodePath: ' /usr/bin/node ',
+    maxConcurrentRuns: 3,
+    stopGraceSeconds: 5,
+    runDirectories: ['a', '/b'],
+    'heatmap.normalization': 'step',
     executor: 'slurm',
   };
-  assert.deepEqual(parseSettings((k) => raw[k]), {
-    nodePath: '/usr/bin/node', maxConcurrentRuns: 3, stopGraceSeconds: 5, runDirectories: ['a', '/b'], heatmapNormalization: 'step',
-    executor: 'slurm',
-  });
+  assert.deepEqual(
+    parseSettings((k) => raw[k]),
+    {
+      nodePath: '/usr/bin/node',
+      maxConcurrentRuns: 3,
+      stopGraceSeconds: 5,
+      runDirectories: ['a', '/b'],
+      heatmapNormalization: 'step',
+      executor: 'slurm',
+    },
+  );
 });
 
 test('hand-edited settings.json values of the wrong type or range fall back to something usable', () => {
   const raw: Record<string, unknown> = {
-    nodePath: 42, maxConcurrentRuns: 0, stopGraceSeconds: -1, runDirectories: ['ok', 7, ''], 'heatmap.normalization': 'global',
+    nodePath: 42,
+    maxConcurrentRuns: 0,
+    stopGraceSeconds: -1,
+    runDirectories: ['ok', 7, ''],
+    'heatmap.normalization': 'global',
     executor: 'pbs',
   };
   // maxConcurrentRuns 0 would never start a run: it is raised to package.json's minimum of 1.
-  assert.deepEqual(parseSettings((k) => raw[k]), {
-    nodePath: '', maxConcurrentRuns: 1, stopGraceSeconds: 30, runDirectories: ['ok'], heatmapNormalization: 'episode', executor: 'local',
-  });
+  assert.deepEqual(
+    parseSettings((k) => raw[k]),
+    {
+      nodePath: '',
+      maxConcurrentRuns: 1,
+      stopGraceSeconds: 30,
+      runDirectories: ['ok'],
+      heatmapNormalization: 'episode',
+      executor: 'local',
+    },
+  );
   assert.equal(parseSettings((k) => (k === 'maxConcurrentRuns' ? 2.7 : undefined)).maxConcurrentRuns, 2);
 });

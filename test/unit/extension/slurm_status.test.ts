@@ -4,8 +4,16 @@ import assert from 'node:assert/strict';
 import { slurmRowStatus, slurmTaskActive } from '../../../src/extension/slurm_status';
 import type { SlurmTaskStatus } from '../../../src/protocol/slurm';
 
-const task = (slurm_state: string | null, run_status: string | null = null): SlurmTaskStatus =>
-  ({ index: 0, name: 'r', run_dir: '/r', slurm_job: '7_0', slurm_state, slurm_reason: null, run_status, summary: '' });
+const task = (slurm_state: string | null, run_status: string | null = null): SlurmTaskStatus => ({
+  index: 0,
+  name: 'r',
+  run_dir: '/r',
+  slurm_job: '7_0',
+  slurm_state,
+  slurm_reason: null,
+  run_status,
+  summary: '',
+});
 
 test('before a run directory exists, Slurm decides: pending is queued, running is running, a failure is failed', () => {
   assert.equal(slurmRowStatus(task('PENDING'), null, false), 'queued');

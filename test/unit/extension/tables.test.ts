@@ -17,17 +17,38 @@ function writeRun(n: number): string {
   for (const sub of ['tokens', 'episodes']) mkdirSync(join(dir, sub));
   const f = (g: (i: number) => number) => Float32Array.from({ length: n }, (_, i) => g(i));
   writeTokenTable(stepFile(dir, 'tokens', 3), {
-    step: new Int32Array(n).fill(3), episode: Int32Array.from({ length: n }, (_, i) => i % 4), prompt_idx: new Int32Array(n),
-    position: Int32Array.from({ length: n }, (_, i) => i >> 2), token_id: Int32Array.from({ length: n }, (_, i) => i % 97),
-    token: Array.from({ length: n }, (_, i) => (i % 3 ? ' so' : '7é')), logprob: f((i) => -i / n), entropy: f((i) => (i % 5) / 2),
-    advantage: f((i) => (i % 4) - 1.5), weight: f(() => 1), effective_advantage: f((i) => (i % 4) - 1.5), contribution: f((i) => ((i % 4) - 1.5) * (-i / n)),
-    attribution: null, importance: Array.from({ length: n }, (_, i) => (i % 7 ? i / n : null)), section: Array.from({ length: n }, () => 'think'),
-    token_type: Array.from({ length: n }, (_, i) => (i % 3 ? 'filler' : 'reasoning')), reward: f(() => 1), extra: { importance_ratio: f((i) => 1 + i / n) },
+    step: new Int32Array(n).fill(3),
+    episode: Int32Array.from({ length: n }, (_, i) => i % 4),
+    prompt_idx: new Int32Array(n),
+    position: Int32Array.from({ length: n }, (_, i) => i >> 2),
+    token_id: Int32Array.from({ length: n }, (_, i) => i % 97),
+    token: Array.from({ length: n }, (_, i) => (i % 3 ? ' so' : '7é')),
+    logprob: f((i) => -i / n),
+    entropy: f((i) => (i % 5) / 2),
+    advantage: f((i) => (i % 4) - 1.5),
+    weight: f(() => 1),
+    effective_advantage: f((i) => (i % 4) - 1.5),
+    contribution: f((i) => ((i % 4) - 1.5) * (-i / n)),
+    attribution: null,
+    importance: Array.from({ length: n }, (_, i) => (i % 7 ? i / n : null)),
+    section: Array.from({ length: n }, () => 'think'),
+    token_type: Array.from({ length: n }, (_, i) => (i % 3 ? 'filler' : 'reasoning')),
+    reward: f(() => 1),
+    extra: { importance_ratio: f((i) => 1 + i / n) },
   });
   writeEpisodeTable(stepFile(dir, 'episodes', 3), {
-    step: new Int32Array(4).fill(3), episode: Int32Array.of(0, 1, 2, 3), prompt_idx: new Int32Array(4), prompt: ['p', 'p', 'q', 'q'],
-    completion: ['a', 'b', 'c', 'd'], reward: Float32Array.of(1, 0, 1, 0), reward_format: new Float32Array(4), reward_answer: new Float32Array(4),
-    success: [true, false, true, false], advantage: Float32Array.of(1, -1, 1, -1), length: new Int32Array(4), oracle_span: [null, 'x', null, null],
+    step: new Int32Array(4).fill(3),
+    episode: Int32Array.of(0, 1, 2, 3),
+    prompt_idx: new Int32Array(4),
+    prompt: ['p', 'p', 'q', 'q'],
+    completion: ['a', 'b', 'c', 'd'],
+    reward: Float32Array.of(1, 0, 1, 0),
+    reward_format: new Float32Array(4),
+    reward_answer: new Float32Array(4),
+    success: [true, false, true, false],
+    advantage: Float32Array.of(1, -1, 1, -1),
+    length: new Int32Array(4),
+    oracle_span: [null, 'x', null, null],
   });
   return dir;
 }

@@ -6,9 +6,22 @@ import type { CompareRow } from '../../../src/protocol/compare';
 import { diffCell, diffSeedsCell, intervalCell, pCell, pct, sig } from '../../../src/webviews/compare_cells';
 
 const row = (over: Partial<CompareRow>): CompareRow => ({
-  group: 'g', label: 'none', strategy: 'none', baseline: false, seeds: [1, 2, 3], runs: ['/a', '/b', '/c'], instances: 256,
-  eval_success: { mean: 0.125, lo: 0.1, hi: 0.15, n: 3, half: 0.025 }, diff: null, diff_seeds: null, mcnemar: null, significant: null,
-  filler_abs_c: null, reasoning_abs_c: null, filler_reasoning_ratio: null, ...over,
+  group: 'g',
+  label: 'none',
+  strategy: 'none',
+  baseline: false,
+  seeds: [1, 2, 3],
+  runs: ['/a', '/b', '/c'],
+  instances: 256,
+  eval_success: { mean: 0.125, lo: 0.1, hi: 0.15, n: 3, half: 0.025 },
+  diff: null,
+  diff_seeds: null,
+  mcnemar: null,
+  significant: null,
+  filler_abs_c: null,
+  reasoning_abs_c: null,
+  filler_reasoning_ratio: null,
+  ...over,
 });
 
 test('eval success: mean ± the 95 % half-width in points; one seed shows the mean alone', () => {
@@ -31,7 +44,7 @@ test('a significant difference shows its interval and p; one within noise is mar
   assert.equal(pCell(row({ baseline: true })), '');
 });
 
-test('the difference over seeds: mean [t interval] from the same seed\'s baseline; the mean alone with one seed; empty for the baseline', () => {
+test("the difference over seeds: mean [t interval] from the same seed's baseline; the mean alone with one seed; empty for the baseline", () => {
   assert.equal(diffSeedsCell(row({ diff_seeds: { mean: -0.02, lo: -0.15, hi: 0.11, n: 3, half: 0.13 } })), '-2.0 [-15.0, +11.0]');
   assert.equal(diffSeedsCell(row({ diff_seeds: { mean: 0.05, lo: null, hi: null, n: 1, half: null } })), '+5.0');
   assert.equal(diffSeedsCell(row({ baseline: true })), '');

@@ -3,7 +3,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { MetricsRow } from '../../../src/protocol';
-import { alignChart, CHARTS, chartCsv, chartsFor, EVAL_REWARD_KEY, phaseOfX, pointsOf, runLabels, upsertRow, xOf, type ChartSpec } from '../../../src/webviews/metrics_series';
+import {
+  alignChart,
+  CHARTS,
+  chartCsv,
+  chartsFor,
+  EVAL_REWARD_KEY,
+  phaseOfX,
+  pointsOf,
+  runLabels,
+  upsertRow,
+  xOf,
+  type ChartSpec,
+} from '../../../src/webviews/metrics_series';
 
 const spec = (id: string): ChartSpec => CHARTS.find((c) => c.id === id)!;
 
@@ -12,8 +24,35 @@ const RUN_A: MetricsRow[] = [
   { step: 1, phase: 'sft', loss: 3, grad_norm: 2, tokens_per_s: 1000 },
   { step: 2, phase: 'sft', loss: 2.5, grad_norm: 1.5, tokens_per_s: 1100 },
   { step: 0, phase: 'eval', eval_success: 0.25, reward_mean: 0.375 },
-  { step: 1, phase: 'grpo', reward_mean: 0.5, reward_std: 0.25, success_rate: 0.25, loss: 0.125, grad_norm: 0.5, kl: 0, entropy_mean: 0.75, clip_frac: 0, response_len: 40, tokens_per_s: 15000 },
-  { step: 2, phase: 'grpo', reward_mean: 0.75, reward_std: 0.125, success_rate: 0.5, loss: -0.0625, grad_norm: 0.25, kl: 0, entropy_mean: 0.5, clip_frac: 0.125, response_len: 42, tokens_per_s: 16000, eval_success: 0.5 },
+  {
+    step: 1,
+    phase: 'grpo',
+    reward_mean: 0.5,
+    reward_std: 0.25,
+    success_rate: 0.25,
+    loss: 0.125,
+    grad_norm: 0.5,
+    kl: 0,
+    entropy_mean: 0.75,
+    clip_frac: 0,
+    response_len: 40,
+    tokens_per_s: 15000,
+  },
+  {
+    step: 2,
+    phase: 'grpo',
+    reward_mean: 0.75,
+    reward_std: 0.125,
+    success_rate: 0.5,
+    loss: -0.0625,
+    grad_norm: 0.25,
+    kl: 0,
+    entropy_mean: 0.5,
+    clip_frac: 0.125,
+    response_len: 42,
+    tokens_per_s: 16000,
+    eval_success: 0.5,
+  },
 ];
 
 test('x positions: SFT step s at s − sftSteps − 1, the pre-GRPO eval at 0, GRPO step k at k', () => {
@@ -50,10 +89,13 @@ test('reward chart: GRPO steps only, with the mean ± std band', () => {
 test('success chart: train rate on GRPO steps, eval success where it was measured', () => {
   const a = alignChart(spec('success'), [{ label: 'A', points: pointsOf(RUN_A, 2) }]);
   assert.deepEqual(a.x, [0, 1, 2]);
-  assert.deepEqual(a.columns.map((c) => [c.label, c.style, c.values]), [
-    ['train', 'line', [null, 0.25, 0.5]],
-    ['eval', 'points', [0.25, null, 0.5]],
-  ]);
+  assert.deepEqual(
+    a.columns.map((c) => [c.label, c.style, c.values]),
+    [
+      ['train', 'line', [null, 0.25, 0.5]],
+      ['eval', 'points', [0.25, null, 0.5]],
+    ],
+  );
 });
 
 test('loss chart spans SFT and GRPO with a gap at the eval', () => {
@@ -67,41 +109,67 @@ test('comparison: x is the union of both runs, null where a run has no value, se
     { step: 1, phase: 'grpo', loss: 1, success_rate: 0.125 },
     { step: 3, phase: 'grpo', loss: 2, success_rate: 0.375, eval_success: 0.25 },
   ];
-  const runs = [{ label: 'A', points: pointsOf(RUN_A, 2) }, { label: 'B', points: pointsOf(b, 0) }];
+  const runs = [
+    { label: 'A', points: pointsOf(RUN_A, 2) },
+    { label: 'B', points: pointsOf(b, 0) },
+  ];
   const loss = alignChart(spec('loss'), runs);
   // A: −2, −1, 1, 2; B: 1, 3 → union −2, −1, 1, 2, 3.
   assert.deepEqual(loss.x, [-2, -1, 1, 2, 3]);
-  assert.deepEqual(loss.columns.map((c) => [c.run, c.label, c.values]), [
-    [0, 'A', [3, 2.5, 0.125, -0.0625, null]],
-    [1, 'B', [null, null, 1, null, 2]],
-  ]);
+  assert.deepEqual(
+    loss.columns.map((c) => [c.run, c.label, c.values]),
+    [
+      [0, 'A', [3, 2.5, 0.125, -0.0625, null]],
+      [1, 'B', [null, null, 1, null, 2]],
+    ],
+  );
   const success = alignChart(spec('success'), runs);
-  assert.deepEqual(success.columns.map((c) => c.label), ['A · train', 'A · eval', 'B · train', 'B · eval']);
+  assert.deepEqual(
+    success.columns.map((c) => c.label),
+    ['A · train', 'A · eval', 'B · train', 'B · eval'],
+  );
   assert.deepEqual(success.x, [0, 1, 2, 3]);
   assert.deepEqual(success.columns[3].values, [null, null, null, 0.25]);
   // B logged no reward_std, so only A has a band on the reward chart.
-  assert.deepEqual(alignChart(spec('reward'), runs).bands.map((x) => x.run), [0]);
+  assert.deepEqual(
+    alignChart(spec('reward'), runs).bands.map((x) => x.run),
+    [0],
+  );
 });
 
 test('chartsFor: fixed charts with data, attribution charts, one chart per other namespaced metric', () => {
   const sftOnly = pointsOf(RUN_A.slice(0, 2), 2);
-  assert.deepEqual(chartsFor([sftOnly]).map((c) => c.id), ['loss', 'grad_norm', 'tokens_per_s']);
-  const attr = pointsOf([{ step: 1, phase: 'grpo', reward_mean: 1, 'attribution/attribution_entropy': 2.5, 'attribution/attribution_max': 0.5, 'cal/oracle_calls': 3 }], 0);
-  assert.deepEqual(chartsFor([attr]).map((c) => c.id), ['reward', 'attribution/attribution_entropy', 'attribution/attribution_range', 'cal/oracle_calls']);
+  assert.deepEqual(
+    chartsFor([sftOnly]).map((c) => c.id),
+    ['loss', 'grad_norm', 'tokens_per_s'],
+  );
+  const attr = pointsOf(
+    [{ step: 1, phase: 'grpo', reward_mean: 1, 'attribution/attribution_entropy': 2.5, 'attribution/attribution_max': 0.5, 'cal/oracle_calls': 3 }],
+    0,
+  );
+  assert.deepEqual(
+    chartsFor([attr]).map((c) => c.id),
+    ['reward', 'attribution/attribution_entropy', 'attribution/attribution_range', 'cal/oracle_calls'],
+  );
   // Every fixed chart has data in RUN_A (kl is all zeros, which is still data).
-  assert.deepEqual(chartsFor([pointsOf(RUN_A, 2)]).map((c) => c.id), CHARTS.map((c) => c.id));
+  assert.deepEqual(
+    chartsFor([pointsOf(RUN_A, 2)]).map((c) => c.id),
+    CHARTS.map((c) => c.id),
+  );
 });
 
 test('CSV of a chart: step, phase, one column per series, the band bounds, empty cells for missing values', () => {
   const one = [{ label: 'A', points: pointsOf(RUN_A, 2) }];
-  assert.equal(chartCsv(spec('reward'), alignChart(spec('reward'), one), ['A']),
-    'step,phase,reward,reward_mean - reward_std,reward_mean + reward_std\n' +
-    '1,grpo,0.5,0.25,0.75\n' +
-    '2,grpo,0.75,0.625,0.875\n');
-  assert.equal(chartCsv(spec('success'), alignChart(spec('success'), one), ['A']),
-    'step,phase,train,eval\n0,eval,,0.25\n1,grpo,0.25,\n2,grpo,0.5,0.5\n');
+  assert.equal(
+    chartCsv(spec('reward'), alignChart(spec('reward'), one), ['A']),
+    'step,phase,reward,reward_mean - reward_std,reward_mean + reward_std\n' + '1,grpo,0.5,0.25,0.75\n' + '2,grpo,0.75,0.625,0.875\n',
+  );
+  assert.equal(chartCsv(spec('success'), alignChart(spec('success'), one), ['A']), 'step,phase,train,eval\n0,eval,,0.25\n1,grpo,0.25,\n2,grpo,0.5,0.5\n');
   // A run label with a comma and a quote is quoted, its quote doubled (RFC 4180).
-  const odd = [{ label: 'run,"1"', points: pointsOf([{ step: 1, phase: 'grpo', loss: 0.5 }], 0) }, { label: 'B', points: pointsOf([{ step: 1, phase: 'grpo', loss: 1 }], 0) }];
+  const odd = [
+    { label: 'run,"1"', points: pointsOf([{ step: 1, phase: 'grpo', loss: 0.5 }], 0) },
+    { label: 'B', points: pointsOf([{ step: 1, phase: 'grpo', loss: 1 }], 0) },
+  ];
   assert.equal(chartCsv(spec('loss'), alignChart(spec('loss'), odd), ['run,"1"', 'B']), 'step,phase,"run,""1""",B\n1,grpo,0.5,1\n');
 });
 

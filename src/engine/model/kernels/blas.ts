@@ -84,16 +84,19 @@ export function setBlasProducts(on: boolean): void {
   if (on && !addon) loadBlas();
   active = on;
 }
-export function blasProducts(): boolean { return active; }
+export function blasProducts(): boolean {
+  return active;
+}
 /** OpenBLAS's thread count; sets it first when n > 0. */
-export function blasThreads(n?: number): number { return addon ? addon.threads(n) : 0; }
+export function blasThreads(n?: number): number {
+  return addon ? addon.threads(n) : 0;
+}
 
 /**
  * For each (a, b, c) triple of float offsets into the heap, C[M,N] = op(A)·op(B), op = transpose when the flag is set;
  * A is stored [M,K] (or [K,M] transposed), B [K,N] (or [N,K]). All triples run in one call into the addon.
  */
-export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: number, N: number, K: number,
-  offsets: Int32Array): void {
+export function blasGemm(be: WasmBackend, transA: boolean, transB: boolean, M: number, N: number, K: number, offsets: Int32Array): void {
   blasStats.calls++;
   addon!.gemm(heapF32(be), transA, transB, M, N, K, offsets);
 }

@@ -19,12 +19,15 @@ export function unsortedSegmentSum(args: KernelArgs): Info {
   const n = sizeOf(segmentIds.shape);
   const out = be.makeOutput([numSegments, ...x.shape.slice(r)], x.dtype);
   // Views are taken after makeOutput: an allocation can grow the wasm memory and detach older views.
-  const xs = be.typedArrayFromHeap(x), ids = be.typedArrayFromHeap(segmentIds), o = be.typedArrayFromHeap(out);
+  const xs = be.typedArrayFromHeap(x),
+    ids = be.typedArrayFromHeap(segmentIds),
+    o = be.typedArrayFromHeap(out);
   o.fill(0);
   for (let i = 0; i < n; i++) {
     const s = ids[i];
     if (s < 0 || s >= numSegments) continue;
-    const ob = s * inner, xb = i * inner;
+    const ob = s * inner,
+      xb = i * inner;
     for (let j = 0; j < inner; j++) o[ob + j] += xs[xb + j];
   }
   return out;
@@ -36,13 +39,19 @@ export function canonicalTranspose(shape: number[], perm: number[]): { shape: nu
   // Renumber the axes that remain once size-1 dims are gone, so that adjacency is judged without them.
   const renum: number[] = [];
   const kept: number[] = [];
-  shape.forEach((d, ax) => { if (d !== 1) { renum[ax] = kept.length; kept.push(d); } });
+  shape.forEach((d, ax) => {
+    if (d !== 1) {
+      renum[ax] = kept.length;
+      kept.push(d);
+    }
+  });
   const p = perm.filter((ax) => shape[ax] !== 1).map((ax) => renum[ax]);
   // Runs of consecutive axes in output order become one axis.
   const groups: number[][] = [];
   for (const ax of p) {
     const last = groups[groups.length - 1];
-    if (last && last[last.length - 1] + 1 === ax) last.push(ax); else groups.push([ax]);
+    if (last && last[last.length - 1] + 1 === ax) last.push(ax);
+    else groups.push([ax]);
   }
   const byFirst = [...groups].sort((g, h) => g[0] - h[0]);
   const newShape = byFirst.map((g) => g.reduce((s, ax) => s * kept[ax], 1));
@@ -53,10 +62,14 @@ export function canonicalTranspose(shape: number[], perm: number[]): { shape: nu
 export function jsTransposeNd(h: Int32Array, src: number, dst: number, shape: number[], perm: number[]): void {
   const rank = shape.length;
   const inStrides = new Array<number>(rank);
-  for (let s = 1, d = rank - 1; d >= 0; d--) { inStrides[d] = s; s *= shape[d]; }
+  for (let s = 1, d = rank - 1; d >= 0; d--) {
+    inStrides[d] = s;
+    s *= shape[d];
+  }
   const outShape = perm.map((ax) => shape[ax]);
   const step = perm.map((ax) => inStrides[ax]);
-  const inner = outShape[rank - 1], innerStep = step[rank - 1];
+  const inner = outShape[rank - 1],
+    innerStep = step[rank - 1];
   const idx = new Array<number>(rank).fill(0);
   const total = sizeOf(shape);
   let srcBase = src;
@@ -85,7 +98,8 @@ export function jsTransposeLast2(h: Int32Array, src: number, dst: number, batch:
       for (let c0 = 0; c0 < C; c0 += TILE) {
         const c1 = Math.min(c0 + TILE, C);
         for (let r = r0; r < r1; r++) {
-          let i = src + r * C + c0, o = dst + c0 * R + r;
+          let i = src + r * C + c0,
+            o = dst + c0 * R + r;
           for (let c = c0; c < c1; c++, i++, o += R) h[o] = h[i];
         }
       }
@@ -95,7 +109,8 @@ export function jsTransposeLast2(h: Int32Array, src: number, dst: number, batch:
 export function simdTransposeLast2(be: WasmBackend, src: number, dst: number, batch: number, R: number, C: number): void {
   const loops = simdLoops(be);
   const h = heap32(be);
-  const R4 = R & ~3, C4 = C & ~3;
+  const R4 = R & ~3,
+    C4 = C & ~3;
   for (let b = 0; b < batch; b++, src += R * C, dst += R * C) {
     loops.transpose(4 * src, 4 * dst, R, C);
     // the ragged edges the 4×4 blocks leave: last R % 4 rows (all columns), last C % 4 columns (other rows)
@@ -105,10 +120,14 @@ export function simdTransposeLast2(be: WasmBackend, src: number, dst: number, ba
 }
 export let tiledTransposeMin = 16384;
 /** Bench hook: matrices of at least this many elements are transposed by the tiled JS loop (without SIMD). */
-export function setTiledTransposeMin(n: number): void { tiledTransposeMin = n; }
+export function setTiledTransposeMin(n: number): void {
+  tiledTransposeMin = n;
+}
 export let simdTransposeMin = 256;
 /** Bench hook: matrices of at least this many elements are transposed by the SIMD loop. */
-export function setSimdTransposeMin(n: number): void { simdTransposeMin = n; }
+export function setSimdTransposeMin(n: number): void {
+  simdTransposeMin = n;
+}
 
 export function transpose(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
@@ -137,8 +156,11 @@ export function transpose(original: tf.KernelFunc) {
       }
     }
     if (c.shape.length <= 4) {
-      const out = original({ inputs: { x: { dataId: x.dataId, shape: c.shape, dtype: x.dtype } },
-        backend: be, attrs: { perm: c.perm } } as Parameters<tf.KernelFunc>[0]) as Info;
+      const out = original({
+        inputs: { x: { dataId: x.dataId, shape: c.shape, dtype: x.dtype } },
+        backend: be,
+        attrs: { perm: c.perm },
+      } as Parameters<tf.KernelFunc>[0]) as Info;
       return { ...out, shape: outShape };
     }
     if (!is4Bytes(x)) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
@@ -161,10 +183,15 @@ export function sliceInfo(be: WasmBackend, x: Info, begin: number[], size: numbe
   const out = be.makeOutput(size, x.dtype);
   const n = sizeOf(size);
   if (n === 0) return out;
-  const h = heap32(be), src = at32(be, x), dst = at32(be, out);
+  const h = heap32(be),
+    src = at32(be, x),
+    dst = at32(be, out);
   const rank = x.shape.length;
   const strides = new Array<number>(rank);
-  for (let s = 1, d = rank - 1; d >= 0; d--) { strides[d] = s; s *= x.shape[d]; }
+  for (let s = 1, d = rank - 1; d >= 0; d--) {
+    strides[d] = s;
+    s *= x.shape[d];
+  }
   // Trailing dims taken whole are contiguous in x: copy them as one run.
   let k = rank - 1;
   while (k > 0 && size[k] === x.shape[k]) k--;
@@ -190,8 +217,7 @@ export function slice(original: tf.KernelFunc) {
   return (args: KernelArgs): Info => {
     const { x } = args.inputs as { x: Info };
     if (!is4Bytes(x)) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
-    const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, args.attrs?.begin as number[],
-      args.attrs?.size as number[]);
+    const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, args.attrs?.begin as number[], args.attrs?.size as number[]);
     return sliceInfo(args.backend as WasmBackend, x, begin, size);
   };
 }
@@ -222,8 +248,14 @@ export function concat(original: tf.KernelFunc) {
     const inputs = args.inputs as unknown as Info[];
     if (!is4Bytes(inputs[0])) return original(args as Parameters<tf.KernelFunc>[0]) as Info;
     const axis = tf.util.parseAxisParam(args.attrs?.axis as number, inputs[0].shape)[0];
-    tf.backend_util.assertParamsConsistent(inputs.map((t) => t.shape), axis);
-    const outShape = tf.backend_util.computeOutShape(inputs.map((t) => t.shape), axis);
+    tf.backend_util.assertParamsConsistent(
+      inputs.map((t) => t.shape),
+      axis,
+    );
+    const outShape = tf.backend_util.computeOutShape(
+      inputs.map((t) => t.shape),
+      axis,
+    );
     const parts = inputs.filter((t) => sizeOf(t.shape) > 0);
     const out = be.makeOutput(outShape, inputs[0].dtype);
     if (sizeOf(outShape) === 0) return out;
@@ -251,16 +283,20 @@ export function gatherV2(original: tf.KernelFunc) {
     }
     const axis = tf.util.parseAxisParam(args.attrs?.axis as number, x.shape)[0];
     const dim = x.shape[axis];
-    const outer = sizeOf(x.shape.slice(0, axis)), inner = sizeOf(x.shape.slice(axis + 1));
+    const outer = sizeOf(x.shape.slice(0, axis)),
+      inner = sizeOf(x.shape.slice(axis + 1));
     const outShape = [...x.shape.slice(0, axis), ...indices.shape, ...x.shape.slice(axis + 1)];
     const n = sizeOf(indices.shape);
-    const ids = heap32(be), i0 = at32(be, indices);
+    const ids = heap32(be),
+      i0 = at32(be, indices);
     for (let i = i0; i < i0 + n; i++) {
       if (!(ids[i] >= 0 && ids[i] <= dim - 1)) throw new Error(`GatherV2: the index value ${ids[i]} is not in [0, ${dim - 1}]`);
     }
     const out = be.makeOutput(outShape, x.dtype);
     if (sizeOf(outShape) === 0) return out;
-    const h = heap32(be), src = at32(be, x), k0 = at32(be, indices);
+    const h = heap32(be),
+      src = at32(be, x),
+      k0 = at32(be, indices);
     for (let o = 0, to = at32(be, out); o < outer; o++) {
       const base = src + o * dim * inner;
       if (inner === 1) for (let k = k0; k < k0 + n; k++) h[to++] = h[base + h[k]];
@@ -285,17 +321,27 @@ export function sum(original: tf.KernelFunc) {
     if (args.attrs?.keepDims) outShape = tf.backend_util.expandShapeToKeepDim(outShape, axes);
     const out = be.makeOutput(outShape, 'float32');
     const dst = be.typedArrayFromHeap(out);
-    if (sizeOf(x.shape) === 0) { dst.fill(0); return out; }
+    if (sizeOf(x.shape) === 0) {
+      dst.fill(0);
+      return out;
+    }
     // Merge neighbouring dims of the same kind (reduced / kept), dropping size-1 dims.
-    const dims: number[] = [], reduced: boolean[] = [];
+    const dims: number[] = [],
+      reduced: boolean[] = [];
     x.shape.forEach((d, ax) => {
       if (d === 1) return;
       const r = axes.includes(ax);
       if (dims.length && reduced[reduced.length - 1] === r) dims[dims.length - 1] *= d;
-      else { dims.push(d); reduced.push(r); }
+      else {
+        dims.push(d);
+        reduced.push(r);
+      }
     });
     const rank = dims.length;
-    if (rank === 0) { dst.set(be.typedArrayFromHeap(x)); return out; } // every dim was 1
+    if (rank === 0) {
+      dst.set(be.typedArrayFromHeap(x));
+      return out;
+    } // every dim was 1
     // [(kept,) reduced, kept]: the bias and norm-weight gradients. Column sums on the SIMD loop.
     const colsumShape = rank >= 2 && rank <= 3 && !reduced[rank - 1] && reduced[rank - 2] && dims[rank - 1] >= 8;
     if (colsumShape && hasSimd()) {
@@ -305,7 +351,8 @@ export function sum(original: tf.KernelFunc) {
       const loops = simdLoops(be);
       for (let k = 0; k < K; k++) {
         loops.colsum(4 * (at32(be, x) + k * R * C), 4 * at32(be, scratch), R, C, C8);
-        const heap = be.typedArrayFromHeap(x), o = be.typedArrayFromHeap(out);
+        const heap = be.typedArrayFromHeap(x),
+          o = be.typedArrayFromHeap(out);
         const acc = new Float64Array(be.wasm.HEAPU8.buffer, 4 * at32(be, scratch), C8);
         for (let c = 0; c < C8; c++) o[k * C + c] = acc[c];
         for (let c = C8; c < C; c++) {
@@ -318,10 +365,14 @@ export function sum(original: tf.KernelFunc) {
       return out;
     }
     const outStep = new Array<number>(rank);
-    for (let s = 1, d = rank - 1; d >= 0; d--) { outStep[d] = reduced[d] ? 0 : s; if (!reduced[d]) s *= dims[d]; }
+    for (let s = 1, d = rank - 1; d >= 0; d--) {
+      outStep[d] = reduced[d] ? 0 : s;
+      if (!reduced[d]) s *= dims[d];
+    }
     const acc = new Float64Array(dst.length);
     const src = be.typedArrayFromHeap(x);
-    const inner = dims[rank - 1], innerReduced = reduced[rank - 1];
+    const inner = dims[rank - 1],
+      innerReduced = reduced[rank - 1];
     const idx = new Array<number>(rank).fill(0);
     let obase = 0;
     for (let i = 0; i < src.length; i += inner) {
@@ -364,4 +415,3 @@ export function cast(original: tf.KernelFunc) {
     return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
   };
 }
-

@@ -21,7 +21,6 @@ export const DECODE_ATTENTION_NATIVE = 'CreditLensDecodeAttentionNative';
 
 export type { DecodeAttentionAttrs } from '../ops/ops';
 
-
 /**
  * One decode step of attention for every row, with the KV cache written IN PLACE: `keys` [B, Hkv, hd, cap]
  * (transposed), `values` [B, Hkv, cap, hd] and `keyMask` [B, cap] (1 = real token) receive the new token at
@@ -30,12 +29,17 @@ export type { DecodeAttentionAttrs } from '../ops/ops';
  * Mutating inputs is outside tfjs's model of immutable tensors: the caller must own those three tensors
  * exclusively (model.ts's in-place KvCache does).
  */
-export function decodeAttention(qkv: tf.Tensor2D, keys: tf.Tensor4D, values: tf.Tensor4D, keyMask: tf.Tensor2D,
-  attrs: DecodeAttentionAttrs, kernel: typeof DECODE_ATTENTION | typeof DECODE_ATTENTION_NATIVE): tf.Tensor2D {
+export function decodeAttention(
+  qkv: tf.Tensor2D,
+  keys: tf.Tensor4D,
+  values: tf.Tensor4D,
+  keyMask: tf.Tensor2D,
+  attrs: DecodeAttentionAttrs,
+  kernel: typeof DECODE_ATTENTION | typeof DECODE_ATTENTION_NATIVE,
+): tf.Tensor2D {
   // `kernel`: the SIMD loops (plain wasm) or the native step (wasm-blas), by the backend's ops table (ops/)
   return tf.engine().runKernel(kernel, { qkv, keys, values, keyMask }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 }
-
 
 export function decodeAttentionKernel(args: KernelArgs): Info {
   return decodeStep(args, false);
@@ -49,7 +53,10 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
   const be = args.backend as WasmBackend;
   const { qkv, keys, values, keyMask } = args.inputs as { qkv: Info; keys: Info; values: Info; keyMask: Info };
   const { pos, nHeads: H, nKvHeads: Hkv, headDim: hd, scale, cos, sin } = args.attrs as unknown as DecodeAttentionAttrs;
-  const B = qkv.shape[0], cap = keyMask.shape[1], rep = H / Hkv, half = hd / 2;
+  const B = qkv.shape[0],
+    cap = keyMask.shape[1],
+    rep = H / Hkv,
+    half = hd / 2;
   const want = (t: Info, shape: number[], what: string) => {
     if (t.dtype !== 'float32' || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
       throw new Error(`${DECODE_ATTENTION}: ${what} has shape [${t.shape}] (${t.dtype}), expected float32 [${shape}]`);
@@ -64,14 +71,29 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
   }
   const out = be.makeOutput([B, H * hd], 'float32');
   // RoPE: x·cos + roll(x)·sin, roll(x) = [x2, x1] (the sign of rotate_half is folded into sin); q's tables scaled
-  const qc = Float32Array.from(cos, (c) => c * scale), qs = Float32Array.from(sin, (v) => v * scale);
+  const qc = Float32Array.from(cos, (c) => c * scale),
+    qs = Float32Array.from(sin, (v) => v * scale);
   if (native) {
     // the whole step in one native call: rotate, write the cache, attend (native/ decodeStep)
     const tabs = be.makeOutput([4, hd], 'float32');
-    const tp = at32(be, tabs), f = heapF32(be);
+    const tp = at32(be, tabs),
+      f = heapF32(be);
     [qc, qs, cos, sin].forEach((t, i) => f.set(t, tp + i * hd));
     try {
-      nativeCall(be, 'decodeStep', { qkv: at32(be, qkv), tabs: tp, keys: at32(be, keys), values: at32(be, values), mask: at32(be, keyMask), out: at32(be, out), B, H, Hkv, hd, cap, pos });
+      nativeCall(be, 'decodeStep', {
+        qkv: at32(be, qkv),
+        tabs: tp,
+        keys: at32(be, keys),
+        values: at32(be, values),
+        mask: at32(be, keyMask),
+        out: at32(be, out),
+        B,
+        H,
+        Hkv,
+        hd,
+        cap,
+        pos,
+      });
     } catch (e) {
       be.disposeData(out.dataId);
       throw e;
@@ -87,21 +109,28 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
   let probs: Info | null = null;
   try {
     const f = heapF32(be);
-    const src = at32(be, qkv), kp = at32(be, keys), vp = at32(be, values), mp = at32(be, keyMask), qp = at32(be, q);
+    const src = at32(be, qkv),
+      kp = at32(be, keys),
+      vp = at32(be, values),
+      mp = at32(be, keyMask),
+      qp = at32(be, q);
     const row = (H + 2 * Hkv) * hd;
     for (let b = 0; b < B; b++) {
       const base = src + b * row;
       f[mp + b * cap + pos] = 1;
       for (let h = 0; h < H; h++) {
-        const x = base + h * hd, o = qp + (b * H + h) * hd;
+        const x = base + h * hd,
+          o = qp + (b * H + h) * hd;
         for (let i = 0; i < half; i++) f[o + i] = f[x + i] * qc[i] + f[x + half + i] * qs[i];
         for (let i = half; i < hd; i++) f[o + i] = f[x + i] * qc[i] + f[x - half + i] * qs[i];
       }
       for (let g = 0; g < Hkv; g++) {
-        const x = base + (H + g) * hd, o = kp + (b * Hkv + g) * hd * cap + pos;
+        const x = base + (H + g) * hd,
+          o = kp + (b * Hkv + g) * hd * cap + pos;
         for (let i = 0; i < half; i++) f[o + i * cap] = f[x + i] * cos[i] + f[x + half + i] * sin[i];
         for (let i = half; i < hd; i++) f[o + i * cap] = f[x + i] * cos[i] + f[x - half + i] * sin[i];
-        const v = base + (H + Hkv + g) * hd, ov = vp + ((b * Hkv + g) * cap + pos) * hd;
+        const v = base + (H + Hkv + g) * hd,
+          ov = vp + ((b * Hkv + g) * cap + pos) * hd;
         for (let i = 0; i < hd; i++) f[ov + i] = f[v + i];
       }
     }
@@ -114,7 +143,8 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
       }
     }
     probs = runKernel('Softmax', { inputs: { logits: scores }, backend: be, attrs: { dim: 1 } });
-    const pp = at32(be, probs), op = at32(be, out);
+    const pp = at32(be, probs),
+      op = at32(be, out);
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < H; h++) {
         const g = b * Hkv + Math.floor(h / rep);
@@ -128,4 +158,3 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
   }
   return out;
 }
-

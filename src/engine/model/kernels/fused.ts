@@ -12,7 +12,6 @@ import { hasSimd, simdLoops } from './simd';
 
 export const ROPE = 'CreditLensRope';
 
-
 /**
  * y = x·cos + swap(x)·sin, swap exchanging the halves of the last axis (HF's rotate_half with its sign folded
  * into sin). x [..., hd]; cos and sin hold a whole number of x's trailing [rows, hd] blocks' worth of rows and
@@ -27,14 +26,17 @@ export function ropeKernel(args: KernelArgs): Info {
   const be = args.backend as WasmBackend;
   const { x, cos, sin } = args.inputs as { x: Info; cos: Info; sin: Info };
   const hd = x.shape[x.shape.length - 1];
-  const rows = sizeOf(x.shape) / hd, tableRows = sizeOf(cos.shape) / hd;
-  if (x.dtype !== 'float32' || hd % 8 !== 0 || sizeOf(sin.shape) !== sizeOf(cos.shape) || cos.shape[cos.shape.length - 1] !== hd
-    || rows % tableRows !== 0) {
+  const rows = sizeOf(x.shape) / hd,
+    tableRows = sizeOf(cos.shape) / hd;
+  if (x.dtype !== 'float32' || hd % 8 !== 0 || sizeOf(sin.shape) !== sizeOf(cos.shape) || cos.shape[cos.shape.length - 1] !== hd || rows % tableRows !== 0) {
     throw new Error(`${ROPE}: x [${x.shape}] and tables [${cos.shape}] / [${sin.shape}] do not fit (head dim a multiple of 8, tables repeating over x)`);
   }
   const out = be.makeOutput(x.shape, 'float32');
   const loops = simdLoops(be);
-  const xp = at32(be, x), cp = at32(be, cos), sp = at32(be, sin), op = at32(be, out);
+  const xp = at32(be, x),
+    cp = at32(be, cos),
+    sp = at32(be, sin),
+    op = at32(be, out);
   for (let r = 0; r < rows; r += tableRows) loops.rope(4 * (xp + r * hd), 4 * cp, 4 * sp, 4 * (op + r * hd), tableRows, hd / 2);
   return out;
 }
@@ -47,7 +49,6 @@ export function ropeKernel(args: KernelArgs): Info {
 
 export const SWIGLU = 'CreditLensSwiGLU';
 export const SWIGLU_GRAD = 'CreditLensSwiGLUGrad';
-
 
 /**
  * gu [N, 2F] (gate | up) → SiLU(gate)·up [N, F], and σ(gate) [N, F] for swigluGrad. `kernel` is SWIGLU (the SIMD
@@ -111,7 +112,6 @@ export const [swigluKernel, swigluGradKernel] = swigluKernels({
   backward: (be, gu, sig, dy, out, N, F) => simdLoops(be).swigluGrad(4 * gu, 4 * sig, 4 * dy, 4 * out, N, F),
 });
 
-
 // ---- RMSNorm (inference) ---------------------------------------------------------------------------------
 //
 // x·rsqrt(mean(x²) + eps)·w as stock ops is six kernels (square, mean, add, rsqrt, two multiplies). A decode step
@@ -119,7 +119,6 @@ export const [swigluKernel, swigluGradKernel] = swigluKernels({
 // here, summing in float64. No gradient: model.ts uses it where nothing is recorded (the KV-cache decode step).
 
 export const RMS_NORM = 'CreditLensRmsNorm';
-
 
 /** x [N, d] · rsqrt(mean over d of x² + eps) · w [d]; forward only. */
 export function rmsNormInfer(x: tf.Tensor2D, w: tf.Tensor, eps: number): tf.Tensor2D {
@@ -136,18 +135,22 @@ export function rmsNormKernel(args: KernelArgs): Info {
   }
   const out = be.makeOutput(x.shape, 'float32');
   const heap = heapF32(be);
-  const xp = at32(be, x), wp = at32(be, w), op = at32(be, out);
+  const xp = at32(be, x),
+    wp = at32(be, w),
+    op = at32(be, out);
   const rows = sizeOf(x.shape) / d;
   for (let r = 0; r < rows; r++) {
     const o = r * d;
     let ss = 0;
-    for (let i = 0; i < d; i++) { const v = heap[xp + o + i]; ss += v * v; }
+    for (let i = 0; i < d; i++) {
+      const v = heap[xp + o + i];
+      ss += v * v;
+    }
     const inv = 1 / Math.sqrt(Math.fround(ss / d) + eps);
     for (let i = 0; i < d; i++) heap[op + o + i] = heap[xp + o + i] * inv * heap[wp + i];
   }
   return out;
 }
-
 
 // ---- Adam, in place --------------------------------------------------------------------------------------
 //
@@ -158,7 +161,16 @@ export function rmsNormKernel(args: KernelArgs): Info {
 // Caches keyed on a tensor's id (XNNPACK's packed weights) are dropped after each update.
 
 /** Adam's scalars, each rounded to float32 as tfjs rounds a number it makes a tensor of. */
-export interface AdamScalars { b1: number; c1: number; b2: number; c2: number; d1: number; d2: number; eps: number; lr: number }
+export interface AdamScalars {
+  b1: number;
+  c1: number;
+  b2: number;
+  c2: number;
+  d1: number;
+  d2: number;
+  eps: number;
+  lr: number;
+}
 
 /**
  * p, m, v ← one Adam update for gradient g, in place on the wasm heap: m·b1 + g·c1, v·b2 + g²·c2, p − (m/d1) / (√(v/d2)
@@ -173,12 +185,26 @@ export function adamInPlace(p: tf.Tensor, g: tf.Tensor, m: tf.Tensor, v: tf.Tens
   const [pp, gp, mp, vp] = [p, g, m, v].map((t) => at32(be, t));
   const n4 = n & ~3;
   if (n4) {
-    simdLoops(be).adam(4 * pp, 4 * gp, 4 * mp, 4 * vp, n4, f32Bits(s.b1), f32Bits(s.c1), f32Bits(s.b2), f32Bits(s.c2),
-      f32Bits(s.d1), f32Bits(s.d2), f32Bits(s.eps), f32Bits(s.lr));
+    simdLoops(be).adam(
+      4 * pp,
+      4 * gp,
+      4 * mp,
+      4 * vp,
+      n4,
+      f32Bits(s.b1),
+      f32Bits(s.c1),
+      f32Bits(s.b2),
+      f32Bits(s.c2),
+      f32Bits(s.d1),
+      f32Bits(s.d2),
+      f32Bits(s.eps),
+      f32Bits(s.lr),
+    );
   }
   // The last n mod 4 in float64 rounded to float32 after each operation: the same bits as float32 arithmetic (an
   // exact sum, product, quotient or root of floats rounded once from float64 is the correctly rounded float result).
-  const heap = heapF32(be), f = Math.fround;
+  const heap = heapF32(be),
+    f = Math.fround;
   for (let i = n4; i < n; i++) {
     const gi = heap[gp + i];
     const m1 = f(f(heap[mp + i] * s.b1) + f(gi * s.c1));

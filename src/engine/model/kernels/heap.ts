@@ -2,14 +2,18 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-
-
 export type Info = tf.TensorInfo;
 export type FloatLike = Float32Array | Int32Array | Uint8Array;
 
 // The parts of BackendWasm (dist/backend_wasm.js) these kernels use. Not all of them are public in its
 // typings (dataIdNextNumber is private there), hence this structural view.
-export interface TensorRecord { id: number; memoryOffset: number; shape: number[]; dtype: tf.DataType; refCount: number }
+export interface TensorRecord {
+  id: number;
+  memoryOffset: number;
+  shape: number[];
+  dtype: tf.DataType;
+  refCount: number;
+}
 export interface WasmModule {
   HEAPU8: Uint8Array;
   cwrap(name: string, ret: null, args: string[]): (...args: unknown[]) => void;
@@ -26,8 +30,17 @@ export interface WasmBackend {
 }
 
 export type KernelArgs = { inputs: tf.NamedTensorInfoMap; backend: object; attrs?: tf.NamedAttrMap };
-export type MatMulFn = (aId: number, aShape: Uint8Array, aRank: number, bId: number, bShape: Uint8Array, bRank: number,
-  transposeA: boolean, transposeB: boolean, outId: number) => void;
+export type MatMulFn = (
+  aId: number,
+  aShape: Uint8Array,
+  aRank: number,
+  bId: number,
+  bShape: Uint8Array,
+  bRank: number,
+  transposeA: boolean,
+  transposeB: boolean,
+  outId: number,
+) => void;
 
 export const BYTES_F32 = 4;
 export const sizeOf = (shape: readonly number[]) => shape.reduce((p, d) => p * d, 1);
@@ -43,7 +56,10 @@ export let heapBuffer: ArrayBufferLike | null = null;
 export let heapView: Int32Array = new Int32Array(0);
 export function heap32(be: WasmBackend): Int32Array {
   const buf = be.wasm.HEAPU8.buffer;
-  if (buf !== heapBuffer) { heapBuffer = buf; heapView = new Int32Array(buf); }
+  if (buf !== heapBuffer) {
+    heapBuffer = buf;
+    heapView = new Int32Array(buf);
+  }
   return heapView;
 }
 /** Element offset of a 4-byte tensor in heap32. */
@@ -54,7 +70,10 @@ let heapF32Buffer: ArrayBufferLike | null = null;
 let heapF32View: Float32Array = new Float32Array(0);
 export function heapF32(be: WasmBackend): Float32Array {
   const buf = be.wasm.HEAPU8.buffer;
-  if (buf !== heapF32Buffer) { heapF32Buffer = buf; heapF32View = new Float32Array(buf); }
+  if (buf !== heapF32Buffer) {
+    heapF32Buffer = buf;
+    heapF32View = new Float32Array(buf);
+  }
   return heapF32View;
 }
 
@@ -63,4 +82,3 @@ export function runKernel(name: string, args: KernelArgs): Info {
   if (!k) throw new Error(`wasm kernel ${name} is not registered`);
   return k.kernelFunc(args as Parameters<tf.KernelFunc>[0]) as Info;
 }
-

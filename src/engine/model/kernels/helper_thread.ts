@@ -30,14 +30,18 @@ export let helper: Helper | null | undefined;
  * hardly run, and then the copies are pure cost: below HELPER_MIN_SHARE the next HELPER_BACKOFF products stay on
  * this thread before the worker is tried again.
  */
-export let helperShare = 0.5, helperSkip = 0;
-export const HELPER_MIN_SHARE = 0.15, HELPER_BACKOFF = 64;
+export let helperShare = 0.5,
+  helperSkip = 0;
+export const HELPER_MIN_SHARE = 0.15,
+  HELPER_BACKOFF = 64;
 export const helperStats = { products: 0, chunks: 0, workerChunks: 0, byRows: 0, uneven: 0 };
 /**
  * Products shared with the helper thread so far (of them split by rows), their chunks, how many of those the
  * worker computed, and in how many products the worker did part of its half (this thread took the rest).
  */
-export function helperThreadStats(): typeof helperStats { return { ...helperStats }; }
+export function helperThreadStats(): typeof helperStats {
+  return { ...helperStats };
+}
 /**
  * Products of at least this many multiply-adds are shared. Measured on the reference model (2 idle cores): every
  * dense product of a training step (≥ 2²⁴ at batch·seq 2048) gets 1.6–1.9× faster; the decode step's (≤ 2²³ at 64
@@ -46,13 +50,17 @@ export function helperThreadStats(): typeof helperStats { return { ...helperStat
 export const PARALLEL_MIN_MACS = 1 << 24;
 export let parallelMinMacs = PARALLEL_MIN_MACS;
 /** Bench / test hook: products of at least this many multiply-adds are shared with the helper thread. */
-export function setParallelMinMacs(n: number): void { parallelMinMacs = n; }
+export function setParallelMinMacs(n: number): void {
+  parallelMinMacs = n;
+}
 export let sequenced = 0;
 /**
  * Test hook: with n > 0 the worker takes at most n chunks and this thread starts only once it is done, so which
  * chunks come back from the worker is deterministic; 0 restores the race.
  */
-export function setHelperSequenced(n: number): void { sequenced = n; }
+export function setHelperSequenced(n: number): void {
+  sequenced = n;
+}
 
 // ctrl layout (Int32): 0 state, 1 claims (next chunk from the front | end of the unclaimed range << 16),
 // 2 by rows (1) or columns (0), 3 chunk count, 4 chunk unit (rows or columns), 5 first chunk the worker may take,
@@ -72,7 +80,8 @@ export function chunkBounds(i: number, count: number, unit: number, size: number
 export function claimChunk(ctrl: Int32Array, fromBack: boolean, floor: number): number {
   for (;;) {
     const cur = Atomics.load(ctrl, 1);
-    const lo = cur & 0xffff, hi = cur >>> 16;
+    const lo = cur & 0xffff,
+      hi = cur >>> 16;
     if (lo >= hi || (fromBack && hi - 1 < floor)) return -1;
     const next = fromBack ? lo | ((hi - 1) << 16) : (lo + 1) | (hi << 16);
     if (Atomics.compareExchange(ctrl, 1, cur, next) === cur) return fromBack ? hi - 1 : lo;
@@ -80,15 +89,32 @@ export function claimChunk(ctrl: Int32Array, fromBack: boolean, floor: number): 
 }
 
 /** The worker's side of one job: claim chunks from the back (not below ctrl[5]) and compute them on the copies. */
-export function helperJob(gemm: SimdLoops['gemm'], heap: Int32Array, ctrl: Int32Array, blocked: typeof blockedGemm,
-  claim: typeof claimChunk, bounds: typeof chunkBounds): void {
-  const byRows = ctrl[2] === 1, count = ctrl[3], unit = ctrl[4], first = ctrl[5];
-  const a = ctrl[6], b = ctrl[7], c = ctrl[8], M = ctrl[9], K = ctrl[10], N = ctrl[11], scratch = ctrl[12];
-  const origin = first * unit, limit = ctrl[16];
+export function helperJob(
+  gemm: SimdLoops['gemm'],
+  heap: Int32Array,
+  ctrl: Int32Array,
+  blocked: typeof blockedGemm,
+  claim: typeof claimChunk,
+  bounds: typeof chunkBounds,
+): void {
+  const byRows = ctrl[2] === 1,
+    count = ctrl[3],
+    unit = ctrl[4],
+    first = ctrl[5];
+  const a = ctrl[6],
+    b = ctrl[7],
+    c = ctrl[8],
+    M = ctrl[9],
+    K = ctrl[10],
+    N = ctrl[11],
+    scratch = ctrl[12];
+  const origin = first * unit,
+    limit = ctrl[16];
   for (let n = 1, i = claim(ctrl, true, first); i >= 0; n++, i = limit > 0 && n > limit ? -1 : claim(ctrl, true, first)) {
     // M (rows) or N (columns) is what the copies hold, from `origin` on
     const [s0, s1] = bounds(i, count, unit, byRows ? M + origin : N + origin);
-    const o0 = s0 - origin, len = s1 - s0;
+    const o0 = s0 - origin,
+      len = s1 - s0;
     if (byRows) blocked(gemm, heap, a + o0 * K, b, c + o0 * N, len, K, N, K, N, N, scratch, ctrl[13], ctrl[14]);
     else blocked(gemm, heap, a, b + o0, c + o0, M, K, len, K, N, N, scratch, ctrl[13], ctrl[14]);
   }
@@ -130,8 +156,12 @@ export function getHelper(): Helper | null {
     // the worker must not keep the process alive, nor take it down: on any error products stay on this thread
     worker.unref();
     const h: Helper = { worker, memory, ctrl, failed: false };
-    worker.on('error', () => { h.failed = true; });
-    worker.on('exit', () => { h.failed = true; });
+    worker.on('error', () => {
+      h.failed = true;
+    });
+    worker.on('exit', () => {
+      h.failed = true;
+    });
     helper = h;
   } catch {
     helper = null;
@@ -141,7 +171,8 @@ export function getHelper(): Helper | null {
 
 /** Grows the helper's memory to hold `floats` floats; false if it cannot. */
 export function helperSpace(h: Helper, floats: number): boolean {
-  const have = h.memory.buffer.byteLength, need = floats * 4;
+  const have = h.memory.buffer.byteLength,
+    need = floats * 4;
   if (need <= have) return true;
   const pages = Math.ceil((need - have) / 65536);
   if (have / 65536 + pages > HELPER_MAX_PAGES) return false;
@@ -163,18 +194,28 @@ export function parallelGemm(be: WasmBackend, a: number, b: number, c: number, M
   const h = getHelper();
   if (!h || h.failed || Atomics.load(h.ctrl, 0) !== 0) return false;
   // 16 chunks, tiles whole (4 rows, 8 columns): the worker may take the back half
-  const rowCopy = (M / 2) * K + K * N + (M / 2) * N, colCopy = M * K + (K * N) / 2 + (M * N) / 2;
+  const rowCopy = (M / 2) * K + K * N + (M / 2) * N,
+    colCopy = M * K + (K * N) / 2 + (M * N) / 2;
   const byRows = rowCopy <= colCopy;
-  const size = byRows ? M : N, tile = byRows ? 4 : 8;
+  const size = byRows ? M : N,
+    tile = byRows ? 4 : 8;
   const unit = Math.max(tile, Math.floor(size / 16 / tile) * tile);
   const count = Math.min(Math.floor(size / unit), 0xffff);
   if (count < 2) return false;
-  const first = count >> 1, origin = first * unit;
+  const first = count >> 1,
+    origin = first * unit;
   const [hm, hn] = byRows ? [M - origin, N] : [M, N - origin];
-  const aSize = hm * K, bSize = K * hn, cSize = hm * hn, scratchSize = gemmScratch(K, hn);
+  const aSize = hm * K,
+    bSize = K * hn,
+    cSize = hm * hn,
+    scratchSize = gemmScratch(K, hn);
   if (!helperSpace(h, aSize + bSize + cSize + scratchSize)) return false;
-  const src = heapF32(be), dst = new Float32Array(h.memory.buffer);
-  const ha = 0, hb = aSize, hc = aSize + bSize, hs = aSize + bSize + cSize;
+  const src = heapF32(be),
+    dst = new Float32Array(h.memory.buffer);
+  const ha = 0,
+    hb = aSize,
+    hc = aSize + bSize,
+    hs = aSize + bSize + cSize;
   if (byRows) {
     dst.set(src.subarray(a + origin * K, a + M * K), ha);
     dst.set(src.subarray(b, b + K * N), hb);
@@ -183,8 +224,7 @@ export function parallelGemm(be: WasmBackend, a: number, b: number, c: number, M
     for (let k = 0; k < K; k++) dst.set(src.subarray(b + k * N + origin, b + (k + 1) * N), hb + k * hn);
   }
   const ctrl = h.ctrl;
-  ctrl.set([count << 16, byRows ? 1 : 0, count, unit, first, ha, hb, hc, hm, K, hn, hs, gemmBlockK, gemmBlockN, 0,
-    sequenced], 1);
+  ctrl.set([count << 16, byRows ? 1 : 0, count, unit, first, ha, hb, hc, hm, K, hn, hs, gemmBlockK, gemmBlockN, 0, sequenced], 1);
   Atomics.store(ctrl, 0, 1);
   Atomics.notify(ctrl, 0);
   if (sequenced > 0) while (Atomics.load(ctrl, 0) === 1) Atomics.wait(ctrl, 0, 1);
@@ -212,7 +252,8 @@ export function parallelGemm(be: WasmBackend, a: number, b: number, c: number, M
   }
   if (done < count) {
     const from = done * unit - origin;
-    const out = heapF32(be), res = new Float32Array(h.memory.buffer);
+    const out = heapF32(be),
+      res = new Float32Array(h.memory.buffer);
     if (byRows) out.set(res.subarray(hc + from * N, hc + cSize), c + (origin + from) * N);
     else for (let m = 0; m < M; m++) out.set(res.subarray(hc + m * hn + from, hc + (m + 1) * hn), c + m * N + origin + from);
   }

@@ -12,8 +12,7 @@ export const matMulFns = new WeakMap<WasmModule, MatMulFn>();
 export function wasmMatMul(be: WasmBackend): MatMulFn {
   let fn = matMulFns.get(be.wasm);
   if (!fn) {
-    fn = be.wasm.cwrap('BatchMatMul', null,
-      ['number', 'array', 'number', 'number', 'array', 'number', 'number', 'number', 'number']) as MatMulFn;
+    fn = be.wasm.cwrap('BatchMatMul', null, ['number', 'array', 'number', 'number', 'array', 'number', 'number', 'number', 'number']) as MatMulFn;
     matMulFns.set(be.wasm, fn);
   }
   return fn;
@@ -35,8 +34,16 @@ export function registerView(be: WasmBackend, ptr: number, size: number): number
 export const packedK = new WeakMap<object, number>();
 
 /** out[M,N] = a[M,K] · b[K,N] for row-major float32 blocks given as heap pointers, on the XNNPACK path. */
-export function fastProduct(be: WasmBackend, aPtr: number, bPtr: number, outPtr: number, M: number, K: number,
-  N: number, bWhole?: { dataId: object; id: number }): void {
+export function fastProduct(
+  be: WasmBackend,
+  aPtr: number,
+  bPtr: number,
+  outPtr: number,
+  M: number,
+  K: number,
+  N: number,
+  bWhole?: { dataId: object; id: number },
+): void {
   const aId = registerView(be, aPtr, M * K);
   const outId = registerView(be, outPtr, M * N);
   let bId: number;
@@ -63,9 +70,13 @@ export function batchIndex(outBatch: number[], batch: number[]): Int32Array {
   const idx = new Int32Array(n);
   const offset = outBatch.length - batch.length;
   const strides: number[] = new Array(batch.length);
-  for (let s = 1, d = batch.length - 1; d >= 0; d--) { strides[d] = batch[d] === 1 ? 0 : s; s *= batch[d]; }
+  for (let s = 1, d = batch.length - 1; d >= 0; d--) {
+    strides[d] = batch[d] === 1 ? 0 : s;
+    s *= batch[d];
+  }
   for (let i = 0; i < n; i++) {
-    let rem = i, j = 0;
+    let rem = i,
+      j = 0;
     for (let d = outBatch.length - 1; d >= 0; d--) {
       const c = rem % outBatch[d];
       rem = (rem - c) / outBatch[d];
@@ -76,12 +87,12 @@ export function batchIndex(outBatch: number[], batch: number[]): Int32Array {
   return idx;
 }
 
-
 /** [batch, rows, cols] → [batch, cols, rows] as a new tensor, through whichever Transpose is registered. */
 export function transposeLast2(be: WasmBackend, x: Info, batch: number, rows: number, cols: number): Info {
   return runKernel('Transpose', {
     inputs: { x: { dataId: x.dataId, shape: [batch, rows, cols], dtype: x.dtype } },
-    backend: be, attrs: { perm: [0, 2, 1] },
+    backend: be,
+    attrs: { perm: [0, 2, 1] },
   });
 }
 
@@ -90,15 +101,21 @@ export function transposeLast2(be: WasmBackend, x: Info, batch: number, rows: nu
 // between 2048 and 4096 (bench/kernels.ts, thresholds).
 export let smallProductMacs = 4096;
 /** Bench hook: change the threshold under which batched products stay on the stock kernel. */
-export function setSmallProductMacs(n: number): void { smallProductMacs = n; }
+export function setSmallProductMacs(n: number): void {
+  smallProductMacs = n;
+}
 
 export let strategy: 'auto' | 'direct' | 'swapped' = 'auto';
 /** Bench hook: force the direct or the swapped form of transposed products. */
-export function setMatMulStrategy(s: 'auto' | 'direct' | 'swapped'): void { strategy = s; }
+export function setMatMulStrategy(s: 'auto' | 'direct' | 'swapped'): void {
+  strategy = s;
+}
 
 export let simdProducts = true;
 /** Bench hook: route products through the SIMD loop (default) or through XNNPACK / the stock loop. */
-export function setSimdProducts(on: boolean): void { simdProducts = on; }
+export function setSimdProducts(on: boolean): void {
+  simdProducts = on;
+}
 
 /**
  * BatchMatMul on the SIMD loop: transposed operands are materialised (SIMD transposes cost ~0.3 ns/element) in
@@ -107,9 +124,22 @@ export function setSimdProducts(on: boolean): void { simdProducts = on; }
  * product) and has no per-product setup, so a batch of 128 attention-sized products costs 128 loop calls.
  * Returns null when the loop's tile (4 rows × 8 columns) does not fit either form.
  */
-export function simdBatchMatMul(be: WasmBackend, a: Info, b: Info, tA: boolean, tB: boolean, M: number, K: number, N: number,
-  aBatch: number[], bBatch: number[], outBatch: number[]): Info | null {
-  const batch = sizeOf(outBatch), batchA = sizeOf(aBatch), batchB = sizeOf(bBatch);
+export function simdBatchMatMul(
+  be: WasmBackend,
+  a: Info,
+  b: Info,
+  tA: boolean,
+  tB: boolean,
+  M: number,
+  K: number,
+  N: number,
+  aBatch: number[],
+  bBatch: number[],
+  outBatch: number[],
+): Info | null {
+  const batch = sizeOf(outBatch),
+    batchA = sizeOf(aBatch),
+    batchB = sizeOf(bBatch);
   // a right operand shared by every batch element: one product over all of A's rows
   const sharedB = batchB === 1;
   const rowsA = sharedB ? batch * M : M;
@@ -127,11 +157,14 @@ export function simdBatchMatMul(be: WasmBackend, a: Info, b: Info, tA: boolean, 
   const [leftBatch, rightBatch] = swap ? [bBatch, aBatch] : [aBatch, bBatch];
   const out = be.makeOutput(swap ? [...outBatch, N, M] : outShape, 'float32');
   try {
-    const lp = at32(be, left), rp = at32(be, right), op = at32(be, out);
+    const lp = at32(be, left),
+      rp = at32(be, right),
+      op = at32(be, out);
     if (sharedB && !swap) {
       product(be, lp, rp, op, batch * M, K, N);
     } else {
-      const il = batchIndex(outBatch, leftBatch), ir = batchIndex(outBatch, rightBatch);
+      const il = batchIndex(outBatch, leftBatch),
+        ir = batchIndex(outBatch, rightBatch);
       for (let i = 0; i < batch; i++) product(be, lp + il[i] * P * K, rp + ir[i] * K * Q, op + i * P * Q, P, K, Q);
     }
     if (!swap) return out;
@@ -148,16 +181,30 @@ export function simdBatchMatMul(be: WasmBackend, a: Info, b: Info, tA: boolean, 
  * A right operand shared by every batch element makes one product over all of A's rows (when A is not transposed, its
  * batch elements are consecutive rows); otherwise one sgemm per batch element, all in one call into the addon.
  */
-export function blasBatchMatMul(be: WasmBackend, a: Info, b: Info, tA: boolean, tB: boolean, M: number, K: number, N: number,
-  aBatch: number[], bBatch: number[], outBatch: number[]): Info {
+export function blasBatchMatMul(
+  be: WasmBackend,
+  a: Info,
+  b: Info,
+  tA: boolean,
+  tB: boolean,
+  M: number,
+  K: number,
+  N: number,
+  aBatch: number[],
+  bBatch: number[],
+  outBatch: number[],
+): Info {
   const batch = sizeOf(outBatch);
   const out = be.makeOutput([...outBatch, M, N], 'float32');
-  const ap = at32(be, a), bp = at32(be, b), cp = at32(be, out);
+  const ap = at32(be, a),
+    bp = at32(be, b),
+    cp = at32(be, out);
   if (sizeOf(bBatch) === 1 && sizeOf(aBatch) === batch && !tA) {
     blasGemm(be, false, tB, batch * M, N, K, Int32Array.of(ap, bp, cp));
     return out;
   }
-  const il = batchIndex(outBatch, aBatch), ir = batchIndex(outBatch, bBatch);
+  const il = batchIndex(outBatch, aBatch),
+    ir = batchIndex(outBatch, bBatch);
   const offsets = new Int32Array(3 * batch);
   for (let i = 0; i < batch; i++) {
     offsets[3 * i] = ap + il[i] * M * K;
@@ -177,18 +224,24 @@ export function batchMatMul(original: tf.KernelFunc) {
     if (a.dtype !== 'float32' || b.dtype !== 'float32') {
       throw new Error('BatchMatMul for non non-float32 tensors not yet supported.');
     }
-    const aRank = a.shape.length, bRank = b.shape.length;
+    const aRank = a.shape.length,
+      bRank = b.shape.length;
     const M = transposeA ? a.shape[aRank - 1] : a.shape[aRank - 2];
     const K = transposeA ? a.shape[aRank - 2] : a.shape[aRank - 1];
     const kB = transposeB ? b.shape[bRank - 1] : b.shape[bRank - 2];
     const N = transposeB ? b.shape[bRank - 2] : b.shape[bRank - 1];
     if (K !== kB) {
-      throw new Error(`Error in matMul: inner shapes (${K}) and (${kB}) of Tensors with shapes ${a.shape} and ` +
-        `${b.shape} and transposeA=${transposeA} and transposeB=${transposeB} must match.`);
+      throw new Error(
+        `Error in matMul: inner shapes (${K}) and (${kB}) of Tensors with shapes ${a.shape} and ` +
+          `${b.shape} and transposeA=${transposeA} and transposeB=${transposeB} must match.`,
+      );
     }
-    const aBatch = a.shape.slice(0, -2), bBatch = b.shape.slice(0, -2);
+    const aBatch = a.shape.slice(0, -2),
+      bBatch = b.shape.slice(0, -2);
     const outBatch = tf.backend_util.assertAndGetBroadcastShape(aBatch, bBatch);
-    const batch = sizeOf(outBatch), batchA = sizeOf(aBatch), batchB = sizeOf(bBatch);
+    const batch = sizeOf(outBatch),
+      batchA = sizeOf(aBatch),
+      batchB = sizeOf(bBatch);
     const outShape = [...outBatch, M, N];
 
     if (M * N > 0 && batch > 0 && K > 0 && blasProducts()) {
@@ -223,8 +276,7 @@ export function batchMatMul(original: tf.KernelFunc) {
     const direct = (transposeA ? M * K : 0) + (transposeB ? N * K : 0) + PACK * K * N;
     const swapped = (transposeB ? 0 : N * K) + (transposeA ? 0 : M * K) + M * N + PACK * K * M;
     // A shared `b` turns the direct form into one big product, which beats any per-batch loop.
-    const swap = strategy === 'auto' ? swapped < direct && !(batchB === 1 && batchA > 1)
-      : strategy === 'swapped' && !(batchB === 1 && batchA > 1);
+    const swap = strategy === 'auto' ? swapped < direct && !(batchB === 1 && batchA > 1) : strategy === 'swapped' && !(batchB === 1 && batchA > 1);
     if (!swap) {
       const left = transposeA ? transposeLast2(be, a, batchA, K, M) : a;
       const right = transposeB ? transposeLast2(be, b, batchB, N, K) : b;
@@ -256,22 +308,33 @@ export function batchMatMul(original: tf.KernelFunc) {
  * [P, K] blocks and right [K, Q] blocks, row-major. `rightIsInput` says `right` is a caller's tensor (not a
  * temporary), whose packed form XNNPACK may cache.
  */
-export function productInto(be: WasmBackend, left: Info, leftBatch: number[], right: Info, rightBatch: number[],
-  outBatch: number[], out: Info, P: number, K: number, Q: number, rightIsInput: boolean): void {
-  const lRec = be.dataIdMap.get(left.dataId), rRec = be.dataIdMap.get(right.dataId);
+export function productInto(
+  be: WasmBackend,
+  left: Info,
+  leftBatch: number[],
+  right: Info,
+  rightBatch: number[],
+  outBatch: number[],
+  out: Info,
+  P: number,
+  K: number,
+  Q: number,
+  rightIsInput: boolean,
+): void {
+  const lRec = be.dataIdMap.get(left.dataId),
+    rRec = be.dataIdMap.get(right.dataId);
   const outPtr = be.dataIdMap.get(out.dataId).memoryOffset;
   const batch = sizeOf(outBatch);
   if (sizeOf(rightBatch) === 1) {
     // One right operand for every batch element (dense layers, shared weights): a single [batch·P, K]·[K, Q]
     // product, since the batches of `left` are contiguous rows.
-    fastProduct(be, lRec.memoryOffset, rRec.memoryOffset, outPtr, batch * P, K, Q,
-      rightIsInput ? { dataId: right.dataId, id: rRec.id } : undefined);
+    fastProduct(be, lRec.memoryOffset, rRec.memoryOffset, outPtr, batch * P, K, Q, rightIsInput ? { dataId: right.dataId, id: rRec.id } : undefined);
     return;
   }
-  const il = batchIndex(outBatch, leftBatch), ir = batchIndex(outBatch, rightBatch);
+  const il = batchIndex(outBatch, leftBatch),
+    ir = batchIndex(outBatch, rightBatch);
   for (let i = 0; i < batch; i++) {
-    fastProduct(be, lRec.memoryOffset + il[i] * P * K * BYTES_F32, rRec.memoryOffset + ir[i] * K * Q * BYTES_F32,
-      outPtr + i * P * Q * BYTES_F32, P, K, Q);
+    fastProduct(be, lRec.memoryOffset + il[i] * P * K * BYTES_F32, rRec.memoryOffset + ir[i] * K * Q * BYTES_F32, outPtr + i * P * Q * BYTES_F32, P, K, Q);
   }
 }
 

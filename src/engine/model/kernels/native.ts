@@ -21,7 +21,6 @@ import { Info, KernelArgs, WasmBackend, at32, f32Bits, heap32, sizeOf } from './
 export const TOKEN_LOGPROB = 'CreditLensTokenLogprob';
 export const TOKEN_LOGPROB_GRAD = 'CreditLensTokenLogprobGrad';
 
-
 /** logits [N, V], targets [N] (int32) → log softmax(logits)[n, targets[n]] [N], differentiable in logits. */
 export function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
   const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
@@ -30,8 +29,7 @@ export function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tens
     save([z, lse]);
     return {
       value: logp,
-      gradFunc: (dy: tf.Tensor1D, [zz, l]: tf.Tensor[]) =>
-        tf.engine().runKernel(TOKEN_LOGPROB_GRAD, { logits: zz, targets, lse: l, dy }) as tf.Tensor2D,
+      gradFunc: (dy: tf.Tensor1D, [zz, l]: tf.Tensor[]) => tf.engine().runKernel(TOKEN_LOGPROB_GRAD, { logits: zz, targets, lse: l, dy }) as tf.Tensor2D,
     };
   });
   return op(logits);
@@ -43,11 +41,16 @@ export function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tens
  */
 function checked(be: WasmBackend, logits: Info, targets: Info, validateTargets: boolean, ...rows: Info[]): [number, number] {
   const [N, V] = logits.shape;
-  const ok = logits.shape.length === 2 && logits.dtype === 'float32' && targets.dtype === 'int32' && sizeOf(targets.shape) === N
-    && rows.every((r) => r.dtype === 'float32' && sizeOf(r.shape) === N);
+  const ok =
+    logits.shape.length === 2 &&
+    logits.dtype === 'float32' &&
+    targets.dtype === 'int32' &&
+    sizeOf(targets.shape) === N &&
+    rows.every((r) => r.dtype === 'float32' && sizeOf(r.shape) === N);
   if (!ok) throw new Error(`${TOKEN_LOGPROB}: logits [${logits.shape}] (float32) and targets [${targets.shape}] (int32) do not fit`);
   if (!validateTargets) return [N, V];
-  const heap = heap32(be), tp = at32(be, targets);
+  const heap = heap32(be),
+    tp = at32(be, targets);
   for (let n = 0; n < N; n++) {
     const t = heap[tp + n];
     if (t < 0 || t >= V) throw new Error(`${TOKEN_LOGPROB}: target ${t} at row ${n} is outside the vocabulary [0, ${V})`);
@@ -91,8 +94,7 @@ export function rmsNormNative(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.T
     save([xx, ww, rinv]);
     return {
       value: y as tf.Tensor2D,
-      gradFunc: (dy: tf.Tensor2D, [sx, sw, sr]: tf.Tensor[]) =>
-        tf.engine().runKernel(RMS_NORM_GRAD, { x: sx, w: sw, rinv: sr, dy }) as unknown as tf.Tensor[],
+      gradFunc: (dy: tf.Tensor2D, [sx, sw, sr]: tf.Tensor[]) => tf.engine().runKernel(RMS_NORM_GRAD, { x: sx, w: sw, rinv: sr, dy }) as unknown as tf.Tensor[],
     };
   });
   return op(x, w);
@@ -108,7 +110,12 @@ export function rmsNormNativeInfer(x: tf.Tensor2D, w: tf.Tensor1D, eps: number):
 function normShapes(x: Info, w: Info, ...same: Info[]): [number, number] {
   const d = x.shape[x.shape.length - 1];
   const N = sizeOf(x.shape) / d;
-  if (x.dtype !== 'float32' || w.dtype !== 'float32' || sizeOf(w.shape) !== d || same.some((t) => t.dtype !== 'float32' || sizeOf(t.shape) !== sizeOf(x.shape))) {
+  if (
+    x.dtype !== 'float32' ||
+    w.dtype !== 'float32' ||
+    sizeOf(w.shape) !== d ||
+    same.some((t) => t.dtype !== 'float32' || sizeOf(t.shape) !== sizeOf(x.shape))
+  ) {
     throw new Error(`${RMS_NORM_TRAIN}: x [${x.shape}] and w [${w.shape}] do not fit (float32, w as long as x's last axis)`);
   }
   return [N, d];
@@ -175,14 +182,30 @@ export function attention(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: 
 }
 
 /** [B, H, Hkv, T, Tk, hd] of attention's operands, after checking they fit together. */
-function attentionDims(name: string, q: Info, k: Info, v: Info, last: Info, lastShape: (B: number, H: number, T: number, Tk: number, hd: number) => number[]): number[] {
-  const [B, H, T, hd] = q.shape, [, Hkv, Tk] = k.shape;
+function attentionDims(
+  name: string,
+  q: Info,
+  k: Info,
+  v: Info,
+  last: Info,
+  lastShape: (B: number, H: number, T: number, Tk: number, hd: number) => number[],
+): number[] {
+  const [B, H, T, hd] = q.shape,
+    [, Hkv, Tk] = k.shape;
   const same = (t: Info, s: number[]) => t.dtype === 'float32' && t.shape.length === s.length && t.shape.every((n, i) => n === s[i]);
-  const fits = q.shape.length === 4 && same(q, [B, H, T, hd]) && same(k, [B, Hkv, Tk, hd]) && same(v, [B, Hkv, Tk, hd])
-    && Hkv > 0 && H % Hkv === 0 && same(last, lastShape(B, H, T, Tk, hd));
+  const fits =
+    q.shape.length === 4 &&
+    same(q, [B, H, T, hd]) &&
+    same(k, [B, Hkv, Tk, hd]) &&
+    same(v, [B, Hkv, Tk, hd]) &&
+    Hkv > 0 &&
+    H % Hkv === 0 &&
+    same(last, lastShape(B, H, T, Tk, hd));
   if (!fits) {
-    throw new Error(`${name}: q [${q.shape}], k [${k.shape}], v [${v.shape}] and [${last.shape}] do not fit `
-      + `(q [B, H, T, hd], k and v [B, Hkv, Tk, hd] with H a multiple of Hkv, then [${lastShape(B, H, T, Tk, hd)}])`);
+    throw new Error(
+      `${name}: q [${q.shape}], k [${k.shape}], v [${v.shape}] and [${last.shape}] do not fit ` +
+        `(q [B, H, T, hd], k and v [B, Hkv, Tk, hd] with H a multiple of Hkv, then [${lastShape(B, H, T, Tk, hd)}])`,
+    );
   }
   return [B, H, Hkv, T, Tk, hd];
 }
@@ -193,7 +216,20 @@ export function attentionKernel(args: KernelArgs): Info[] {
   const [B, H, Hkv, T, Tk, hd] = attentionDims(ATTENTION, q, k, v, mask, (B, _H, T, Tk) => [B, 1, T, Tk]);
   const context = be.makeOutput([B * T, H * hd], 'float32');
   const probs = be.makeOutput([B, H, T, Tk], 'float32');
-  nativeCall(be, 'attention', { q: at32(be, q), k: at32(be, k), v: at32(be, v), mask: at32(be, mask), p: at32(be, probs), o: at32(be, context), B, H, Hkv, T, Tk, hd });
+  nativeCall(be, 'attention', {
+    q: at32(be, q),
+    k: at32(be, k),
+    v: at32(be, v),
+    mask: at32(be, mask),
+    p: at32(be, probs),
+    o: at32(be, context),
+    B,
+    H,
+    Hkv,
+    T,
+    Tk,
+    hd,
+  });
   return [context, probs];
 }
 
@@ -205,8 +241,22 @@ export function attentionGradKernel(args: KernelArgs): Info[] {
   const dq = be.makeOutput(q.shape, 'float32');
   const dk = be.makeOutput(k.shape, 'float32');
   const dv = be.makeOutput(v.shape, 'float32');
-  nativeCall(be, 'attentionGrad', { q: at32(be, q), k: at32(be, k), v: at32(be, v), p: at32(be, probs), dO: at32(be, dy), dq: at32(be, dq), dk: at32(be, dk),
-    dv: at32(be, dv), B, H, Hkv, T, Tk, hd });
+  nativeCall(be, 'attentionGrad', {
+    q: at32(be, q),
+    k: at32(be, k),
+    v: at32(be, v),
+    p: at32(be, probs),
+    dO: at32(be, dy),
+    dq: at32(be, dq),
+    dk: at32(be, dk),
+    dv: at32(be, dv),
+    B,
+    H,
+    Hkv,
+    T,
+    Tk,
+    hd,
+  });
   return [dq, dk, dv];
 }
 
@@ -217,7 +267,6 @@ export function attentionGradKernel(args: KernelArgs): Info[] {
 
 export const QKV_HEADS = 'CreditLensQkvHeads';
 export const QKV_HEADS_GRAD = 'CreditLensQkvHeadsGrad';
-
 
 /**
  * The fused projection qkv [B·T, (H + 2·Hkv)·hd] as head-major q, k, v, with q and k rotated by the RoPE tables
@@ -248,10 +297,14 @@ export function qkvHeads(qkv: tf.Tensor2D, cos: tf.Tensor4D, sin: tf.Tensor4D, d
 function headShapes(name: string, attrs: unknown, width: Info, tables: Info[], parts: Info[]): number[] {
   const { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd } = attrs as HeadDims;
   const W = (H + 2 * Hkv) * hd;
-  const fits = [B, T, H, Hkv, hd].every((n) => Number.isInteger(n) && n > 0) && hd % 2 === 0
-    && width.dtype === 'float32' && sizeOf(width.shape) === B * T * W && width.shape[width.shape.length - 1] === W
-    && tables.every((t) => t.dtype === 'float32' && sizeOf(t.shape) === (H + Hkv) * T * hd)
-    && parts.every((p, i) => p.dtype === 'float32' && sizeOf(p.shape) === B * (i === 0 ? H : Hkv) * T * hd);
+  const fits =
+    [B, T, H, Hkv, hd].every((n) => Number.isInteger(n) && n > 0) &&
+    hd % 2 === 0 &&
+    width.dtype === 'float32' &&
+    sizeOf(width.shape) === B * T * W &&
+    width.shape[width.shape.length - 1] === W &&
+    tables.every((t) => t.dtype === 'float32' && sizeOf(t.shape) === (H + Hkv) * T * hd) &&
+    parts.every((p, i) => p.dtype === 'float32' && sizeOf(p.shape) === B * (i === 0 ? H : Hkv) * T * hd);
   if (!fits) {
     const shapes = [width, ...tables, ...parts].map((t) => `[${t.shape}]`).join(', ');
     throw new Error(`${name}: ${shapes} do not fit B ${B}, T ${T}, ${H} heads, ${Hkv} kv heads of ${hd} (even)`);
@@ -276,7 +329,19 @@ export function qkvHeadsGradKernel(args: KernelArgs): Info {
   const { B, T, nHeads: H, nKvHeads: Hkv, headDim: hd } = args.attrs as unknown as HeadDims;
   const dx = be.makeOutput([B * T, (H + 2 * Hkv) * hd], 'float32');
   headShapes(QKV_HEADS_GRAD, args.attrs, dx, [cos, sin], [dq, dk, dv]);
-  nativeCall(be, 'qkvHeadsGrad', { dq: at32(be, dq), dk: at32(be, dk), dv: at32(be, dv), cos: at32(be, cos), sin: at32(be, sin), dqkv: at32(be, dx), B, T, H, Hkv, hd });
+  nativeCall(be, 'qkvHeadsGrad', {
+    dq: at32(be, dq),
+    dk: at32(be, dk),
+    dv: at32(be, dv),
+    cos: at32(be, cos),
+    sin: at32(be, sin),
+    dqkv: at32(be, dx),
+    B,
+    T,
+    H,
+    Hkv,
+    hd,
+  });
   return dx;
 }
 
@@ -298,8 +363,14 @@ export const [swigluNativeKernel, swigluNativeGradKernel] = swigluKernels({
 
 /** The kernels above by name, for wasm_kernels.ts to register. */
 export const NATIVE_KERNELS: [string, (args: KernelArgs) => Info | Info[]][] = [
-  [TOKEN_LOGPROB, tokenLogprobKernel], [TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel], [RMS_NORM_TRAIN, rmsNormTrainKernel],
-  [RMS_NORM_GRAD, rmsNormGradKernel], [ATTENTION, attentionKernel], [ATTENTION_GRAD, attentionGradKernel],
-  [QKV_HEADS, qkvHeadsKernel], [QKV_HEADS_GRAD, qkvHeadsGradKernel], [SWIGLU_NATIVE, swigluNativeKernel],
+  [TOKEN_LOGPROB, tokenLogprobKernel],
+  [TOKEN_LOGPROB_GRAD, tokenLogprobGradKernel],
+  [RMS_NORM_TRAIN, rmsNormTrainKernel],
+  [RMS_NORM_GRAD, rmsNormGradKernel],
+  [ATTENTION, attentionKernel],
+  [ATTENTION_GRAD, attentionGradKernel],
+  [QKV_HEADS, qkvHeadsKernel],
+  [QKV_HEADS_GRAD, qkvHeadsGradKernel],
+  [SWIGLU_NATIVE, swigluNativeKernel],
   [SWIGLU_NATIVE_GRAD, swigluNativeGradKernel],
 ];

@@ -34,7 +34,7 @@ export function positional<K extends NativeKernel>(kernel: K, args: NativeArgs<K
 export function abiHeader(): string {
   const lines = [
     '// Generated from src/engine/model/kernels/native_abi.ts (npx tsx src/engine/model/kernels/native_abi.ts --write); do not edit.',
-    '// Each native kernel\'s int32 arguments, by name in call order: KERNEL_ARGS(name) in common.h reads them into a name##_args.',
+    "// Each native kernel's int32 arguments, by name in call order: KERNEL_ARGS(name) in common.h reads them into a name##_args.",
     '#pragma once',
     '#include <stdint.h>',
     '',

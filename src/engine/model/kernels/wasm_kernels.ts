@@ -34,14 +34,31 @@ import { batchMatMul } from './matmul';
 export { canonicalTranspose, setSimdTransposeMin, setTiledTransposeMin } from './data_ops';
 export { DECODE_ATTENTION, DECODE_ATTENTION_NATIVE, type DecodeAttentionAttrs, decodeAttention } from './decode_attention';
 export { RMS_NORM, ROPE, SWIGLU, SWIGLU_GRAD, rmsNormInfer, ropeRotate, swiglu, swigluGrad } from './fused';
-export { ATTENTION, ATTENTION_GRAD, QKV_HEADS, QKV_HEADS_GRAD, RMS_NORM_GRAD, RMS_NORM_TRAIN, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD,
-  TOKEN_LOGPROB, TOKEN_LOGPROB_GRAD, attention, qkvHeads, rmsNormNative, rmsNormNativeInfer, tokenLogprob }
-  from './native';
+export {
+  ATTENTION,
+  ATTENTION_GRAD,
+  QKV_HEADS,
+  QKV_HEADS_GRAD,
+  RMS_NORM_GRAD,
+  RMS_NORM_TRAIN,
+  SWIGLU_NATIVE,
+  SWIGLU_NATIVE_GRAD,
+  TOKEN_LOGPROB,
+  TOKEN_LOGPROB_GRAD,
+  attention,
+  qkvHeads,
+  rmsNormNative,
+  rmsNormNativeInfer,
+  tokenLogprob,
+} from './native';
 export { PARALLEL_MIN_MACS, helperThreadStats, setHelperSequenced, setParallelMinMacs } from './helper_thread';
 export { setMatMulStrategy, setSimdProducts, setSmallProductMacs } from './matmul';
 export { setGemmBlocks } from './simd';
 
-interface Replacement { kernelName: string; make: (original: tf.KernelFunc) => tf.KernelFunc }
+interface Replacement {
+  kernelName: string;
+  make: (original: tf.KernelFunc) => tf.KernelFunc;
+}
 const REPLACEMENTS: Replacement[] = [
   { kernelName: 'BatchMatMul', make: (o) => batchMatMul(o) as unknown as tf.KernelFunc },
   { kernelName: 'Transpose', make: (o) => transpose(o) as unknown as tf.KernelFunc },
@@ -55,8 +72,17 @@ const REPLACEMENTS: Replacement[] = [
 ];
 
 /** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
-export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), 'UnsortedSegmentSum', DECODE_ATTENTION,
-  DECODE_ATTENTION_NATIVE, ROPE, SWIGLU, SWIGLU_GRAD, RMS_NORM, ...NATIVE_KERNELS.map(([name]) => name)];
+export const PATCHED_WASM_KERNELS: readonly string[] = [
+  ...REPLACEMENTS.map((r) => r.kernelName),
+  'UnsortedSegmentSum',
+  DECODE_ATTENTION,
+  DECODE_ATTENTION_NATIVE,
+  ROPE,
+  SWIGLU,
+  SWIGLU_GRAD,
+  RMS_NORM,
+  ...NATIVE_KERNELS.map(([name]) => name),
+];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -76,12 +102,17 @@ export function registerWasmKernels(): void {
     tf.registerKernel({ ...stock, kernelFunc: r.make(stock.kernelFunc) });
   }
   if (!tf.getKernel('UnsortedSegmentSum', 'wasm')) {
-    tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm',
-      kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
+    tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
   }
-  const added: [string, (args: KernelArgs) => Info | Info[]][] = [[DECODE_ATTENTION, decodeAttentionKernel],
-    [DECODE_ATTENTION_NATIVE, decodeAttentionNativeKernel], [ROPE, ropeKernel],
-    [SWIGLU, swigluKernel], [SWIGLU_GRAD, swigluGradKernel], [RMS_NORM, rmsNormKernel], ...NATIVE_KERNELS];
+  const added: [string, (args: KernelArgs) => Info | Info[]][] = [
+    [DECODE_ATTENTION, decodeAttentionKernel],
+    [DECODE_ATTENTION_NATIVE, decodeAttentionNativeKernel],
+    [ROPE, ropeKernel],
+    [SWIGLU, swigluKernel],
+    [SWIGLU_GRAD, swigluGradKernel],
+    [RMS_NORM, rmsNormKernel],
+    ...NATIVE_KERNELS,
+  ];
   for (const [kernelName, f] of added) {
     if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
   }
@@ -101,4 +132,3 @@ export function unregisterWasmKernels(): void {
   originals.clear();
   registered = false;
 }
-

@@ -9,8 +9,12 @@ export type SplitHeads = (x: tf.Tensor4D, sizes: number[]) => tf.Tensor4D[];
 
 /** [x2, x1] as one gather of the last axis: the cpu backend splits and concatenates a non-leading axis element by element, ~10× slower than its gather. */
 export const gatherRotate: Rotate = (x, cos, sin) => {
-  const hd = x.shape[x.rank - 1], half = hd / 2;
-  const swap = tf.tensor1d(Int32Array.from({ length: hd }, (_, i) => (i + half) % hd), 'int32');
+  const hd = x.shape[x.rank - 1],
+    half = hd / 2;
+  const swap = tf.tensor1d(
+    Int32Array.from({ length: hd }, (_, i) => (i + half) % hd),
+    'int32',
+  );
   return tf.add(tf.mul(x, cos), tf.mul(tf.gather(x, swap, x.rank - 1), sin));
 };
 
@@ -54,13 +58,15 @@ function rmsNorm(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D {
 function swiglu(gu: tf.Tensor2D): tf.Tensor2D {
   // [N, 2, F] → [2, N, F]: the halves become contiguous blocks, which every backend splits fast (the cpu backend splits
   // a non-leading axis element by element, ~9× slower than this transpose)
-  const N = gu.shape[0], F = gu.shape[1] / 2;
+  const N = gu.shape[0],
+    F = gu.shape[1] / 2;
   const [gate, up] = tf.split(tf.transpose(gu.reshape([N, 2, F]), [1, 0, 2]), 2, 0).map((t) => t.reshape([N, F]));
   return tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
 }
 
 function attention(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: tf.Tensor4D): { context: tf.Tensor2D; probs: tf.Tensor4D } {
-  const [B, H, T, hd] = q.shape, [, Hkv, Tk] = k.shape;
+  const [B, H, T, hd] = q.shape,
+    [, Hkv, Tk] = k.shape;
   const rep = H / Hkv;
   // GQA without copying k/v: query heads hkv·rep … hkv·rep+rep−1 share kv head hkv (HF repeat_kv order), so
   // [B,H,T,hd] viewed as [B,Hkv,rep·T,hd] lines every query row up with its kv head.

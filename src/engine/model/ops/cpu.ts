@@ -4,7 +4,6 @@ import * as tf from '@tensorflow/tfjs';
 import { composedHeads, gatherRotate, type SplitHeads } from './composed';
 import type { BackendOps } from './ops';
 
-const splitLeading: SplitHeads = (x, sizes) =>
-  tf.split(tf.transpose(x, [1, 0, 2, 3]), sizes, 0).map((p) => tf.transpose(p, [1, 0, 2, 3]) as tf.Tensor4D);
+const splitLeading: SplitHeads = (x, sizes) => tf.split(tf.transpose(x, [1, 0, 2, 3]), sizes, 0).map((p) => tf.transpose(p, [1, 0, 2, 3]) as tf.Tensor4D);
 
 export const CPU_OPS: BackendOps = { name: 'cpu', ops: { heads: { run: composedHeads(gatherRotate, splitLeading) } } };

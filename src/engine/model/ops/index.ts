@@ -17,11 +17,16 @@ const resolved = new Map<string, ModelOps>();
 /** The table of a backend as initBackend names it (tensorflow | wasm-blas | wasm | cpu). */
 export function tableFor(backend: string): BackendOps {
   switch (backend) {
-    case 'wasm-blas': return wasmBlasOps();
-    case 'wasm': return wasmOps();
-    case 'cpu': return CPU_OPS;
-    case 'tensorflow': return TENSORFLOW_OPS;
-    default: throw new Error(`no ops table for backend ${backend}`);
+    case 'wasm-blas':
+      return wasmBlasOps();
+    case 'wasm':
+      return wasmOps();
+    case 'cpu':
+      return CPU_OPS;
+    case 'tensorflow':
+      return TENSORFLOW_OPS;
+    default:
+      throw new Error(`no ops table for backend ${backend}`);
   }
 }
 

@@ -7,9 +7,18 @@
 import type * as tf from '@tensorflow/tfjs';
 
 /** The model sizes an op's support can depend on (the SIMD loops want multiples of 4 or 8). */
-export interface OpDims { headDim: number; dFf: number }
+export interface OpDims {
+  headDim: number;
+  dFf: number;
+}
 
-export interface HeadDims { B: number; T: number; nHeads: number; nKvHeads: number; headDim: number }
+export interface HeadDims {
+  B: number;
+  T: number;
+  nHeads: number;
+  nKvHeads: number;
+  headDim: number;
+}
 
 export interface DecodeAttentionAttrs {
   /** the new token's position: where its key and value are written */
@@ -53,7 +62,10 @@ export interface ModelOps {
 }
 
 /** One op of a backend's table: its implementation and, where it has limits, the sizes it supports. */
-export interface OpEntry<F> { run: F; supports?: (d: OpDims) => boolean }
+export interface OpEntry<F> {
+  run: F;
+  supports?: (d: OpDims) => boolean;
+}
 
 /** A backend's ops: what it implements; the rest is composed.ts's. */
 export interface BackendOps {

@@ -38,12 +38,17 @@ export function wasmOps(): BackendOps {
     name: simd ? 'wasm' : 'wasm (no SIMD)',
     ops: {
       rmsNormInfer: { run: rmsNormInfer },
-      ...(simd ? {
-        swiglu: { run: train, supports: swigluFits },
-        swigluInfer: { run: infer, supports: swigluFits },
-        heads: { run: composedHeads(ropeRotate, splitOnHeads), supports: ({ headDim }) => headDim % 8 === 0 },
-        decodeAttention: { run: (qkv, k, v, m, attrs) => decodeAttention(qkv, k, v, m, attrs, DECODE_ATTENTION), supports: ({ headDim }) => headDim % 4 === 0 },
-      } : {}),
+      ...(simd
+        ? {
+            swiglu: { run: train, supports: swigluFits },
+            swigluInfer: { run: infer, supports: swigluFits },
+            heads: { run: composedHeads(ropeRotate, splitOnHeads), supports: ({ headDim }) => headDim % 8 === 0 },
+            decodeAttention: {
+              run: (qkv, k, v, m, attrs) => decodeAttention(qkv, k, v, m, attrs, DECODE_ATTENTION),
+              supports: ({ headDim }) => headDim % 4 === 0,
+            },
+          }
+        : {}),
     },
   };
 }

@@ -24,7 +24,10 @@ export function wasmBlasOps(): BackendOps {
       attention: { run: attention },
       tokenLogprob: { run: tokenLogprob },
       // the decode kernel scores 4 keys at a time; the in-place cache exists where WebAssembly SIMD does
-      decodeAttention: { run: (qkv, k, v, m, attrs) => decodeAttention(qkv, k, v, m, attrs, DECODE_ATTENTION_NATIVE), supports: ({ headDim }) => headDim % 4 === 0 && hasSimd() },
+      decodeAttention: {
+        run: (qkv, k, v, m, attrs) => decodeAttention(qkv, k, v, m, attrs, DECODE_ATTENTION_NATIVE),
+        supports: ({ headDim }) => headDim % 4 === 0 && hasSimd(),
+      },
     },
   };
 }

@@ -3,11 +3,26 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readEpisodeTable, readTokenTable, writeEpisodeTable, writeTokenTable, type EpisodeColumns, type TokenColumns } from '../../../../src/engine/rundir/arrow_tables';
+import {
+  readEpisodeTable,
+  readTokenTable,
+  writeEpisodeTable,
+  writeTokenTable,
+  type EpisodeColumns,
+  type TokenColumns,
+} from '../../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../../src/engine/rundir/rundir';
 import type { Section } from '../../../../src/protocol/index';
 import {
-  buildHeatmapEpisode, findSamePrompt, lineStarts, neighbour, positionOf, rebuildOffsets, StepTables, tokenAt, valueRangeOfEpisode,
+  buildHeatmapEpisode,
+  findSamePrompt,
+  lineStarts,
+  neighbour,
+  positionOf,
+  rebuildOffsets,
+  StepTables,
+  tokenAt,
+  valueRangeOfEpisode,
 } from '../../../../src/extension/heatmap/episode';
 
 /** A step's tables as the extension's table worker hands them over. */
@@ -47,7 +62,14 @@ test('line starts and (line, character) of an offset', () => {
   assert.deepEqual(positionOf(ls, 6), [2, 0]);
 });
 
-interface Ep { prompt: string; tokens: string[]; completion?: string; reward: number; advantage: number; episode?: number }
+interface Ep {
+  prompt: string;
+  tokens: string[];
+  completion?: string;
+  reward: number;
+  advantage: number;
+  episode?: number;
+}
 
 /** A step written with the engine's own writers: token values are chosen so every row is recognisable. */
 function writeStep(runDir: string, step: number, eps: Ep[], opts: { attribution?: boolean; reverseRows?: boolean } = {}): void {
@@ -102,15 +124,23 @@ function tmpRun(): string {
 test('an episode view: rows in position order whatever the file order, header, prompt then completion, token ranges', () => {
   const dir = tmpRun();
   try {
-    writeStep(dir, 3, [
-      { prompt: '1 2 -> 3\n<think>', tokens: ['1', '+', '2', '</think>\n', '<answer>', '3', '</answer>'], reward: 1.1, advantage: 0.5 },
-      { prompt: '1 2 -> 3\n<think>', tokens: ['no'], reward: 0.1, advantage: -0.5 },
-    ], { reverseRows: true });
+    writeStep(
+      dir,
+      3,
+      [
+        { prompt: '1 2 -> 3\n<think>', tokens: ['1', '+', '2', '</think>\n', '<answer>', '3', '</answer>'], reward: 1.1, advantage: 0.5 },
+        { prompt: '1 2 -> 3\n<think>', tokens: ['no'], reward: 0.1, advantage: -0.5 },
+      ],
+      { reverseRows: true },
+    );
     const tables = readStep(dir, 3);
     const v = buildHeatmapEpisode(tables, { runDir: dir, step: 3, episode: 0 }, { runName: 'run-a', strategy: 'none' });
     // Rows were written last-to-first: episode 0's 7 tokens are rows 7…1 (row 0 is episode 1's token).
     assert.deepEqual(Array.from(v.rows), [7, 6, 5, 4, 3, 2, 1]);
-    assert.deepEqual(Array.from(v.rows, (r) => tables.tokens.position[r]), [0, 1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(
+      Array.from(v.rows, (r) => tables.tokens.position[r]),
+      [0, 1, 2, 3, 4, 5, 6],
+    );
     assert.ok(v.textMatches);
     assert.equal(v.header, 'run-a · step 3 · episode 0 · reward 1.100 (format 0.100, answer 1.000) ✓ solved · advantage +0.500 · strategy none · 7 tokens');
     assert.equal(v.promptOffset, v.header.length + 2);
@@ -134,9 +164,15 @@ test('a completion that is not the concatenation of its tokens: the tokens are s
     assert.equal(v.textMatches, false);
     assert.equal(v.text.slice(v.completionOffset), 'abc');
     assert.match(v.header, /advantage −1\.000 .*⚠ the logged completion differs from its tokens/);
-    const paired = buildHeatmapEpisode(readStep(dir, 1), { runDir: dir, step: 1, episode: 0 }, {
-      runName: 'r', strategy: 's', pair: { runDir: '/x/other', runName: 'other', step: 2, episode: 5 },
-    });
+    const paired = buildHeatmapEpisode(
+      readStep(dir, 1),
+      { runDir: dir, step: 1, episode: 0 },
+      {
+        runName: 'r',
+        strategy: 's',
+        pair: { runDir: '/x/other', runName: 'other', step: 2, episode: 5 },
+      },
+    );
     assert.match(paired.header, / · same colour scale as other step 2 episode 5/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -170,8 +206,14 @@ test('the same prompt in another run: nearest step (earlier on a tie), the same 
     const P = '4 5 -> 9\n<think>';
     const read = async (d: string, st: number) => readEpisodeTable(stepFile(d, 'episodes', st));
     writeStep(dir, 1, [{ prompt: P, tokens: ['x'], reward: 0, advantage: 0 }]);
-    writeStep(dir, 2, [{ prompt: 'other', tokens: ['x'], reward: 0, advantage: 0 }, { prompt: P, tokens: ['y'], reward: 0, advantage: 0, episode: 3 }]);
-    writeStep(dir, 4, [{ prompt: P, tokens: ['a'], reward: 0.1, advantage: 0 }, { prompt: P, tokens: ['b'], reward: 1.1, advantage: 0 }]);
+    writeStep(dir, 2, [
+      { prompt: 'other', tokens: ['x'], reward: 0, advantage: 0 },
+      { prompt: P, tokens: ['y'], reward: 0, advantage: 0, episode: 3 },
+    ]);
+    writeStep(dir, 4, [
+      { prompt: P, tokens: ['a'], reward: 0.1, advantage: 0 },
+      { prompt: P, tokens: ['b'], reward: 1.1, advantage: 0 },
+    ]);
     // From step 3, steps 2 and 4 are both 1 away: step 2 wins the tie, and its only episode of P is #3.
     assert.deepEqual(await findSamePrompt(dir, P, 3, 0, 0, read), { runDir: dir, step: 2, episode: 3 });
     // Step 4 itself: episode 1 has the prompt, so it is the one.

@@ -1,8 +1,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  bucketAlpha, bucketColors, bucketOf, formatScale, formatValue, isMetricId, metricDef, METRICS, nextMetric, quantise,
-  quantileRange, scaleFor, unionRange,
+  bucketAlpha,
+  bucketColors,
+  bucketOf,
+  formatScale,
+  formatValue,
+  isMetricId,
+  metricDef,
+  METRICS,
+  nextMetric,
+  quantise,
+  quantileRange,
+  scaleFor,
+  unionRange,
 } from '../../../../src/extension/heatmap/scales';
 
 test('the range is the 1% and 99% quantiles by nearest rank, skipping NaN (null rows); null without a value', () => {
@@ -83,7 +94,16 @@ test('union of ranges: the shared scale of two compared episodes', () => {
   assert.deepEqual(unionRange([{ min: -1, max: 2 }, null, { min: -3, max: 1 }]), { min: -3, max: 2 });
   assert.equal(unionRange([null, null]), null);
   // Shared diverging scale: max(|−3|, |2|) = 3.
-  assert.deepEqual(scaleFor(metricDef('contribution'), unionRange([{ min: -1, max: 2 }, { min: -3, max: 1 }])), { kind: 'diverging', lo: -3, hi: 3, invert: false, buckets: 12 });
+  assert.deepEqual(
+    scaleFor(
+      metricDef('contribution'),
+      unionRange([
+        { min: -1, max: 2 },
+        { min: -3, max: 1 },
+      ]),
+    ),
+    { kind: 'diverging', lo: -3, hi: 3, invert: false, buckets: 12 },
+  );
 });
 
 test('cycling metrics skips the ones the run does not log, and wraps around', () => {
@@ -128,7 +148,7 @@ test('values and ranges are printed short', () => {
   assert.equal(formatScale(null), 'no values');
 });
 
-test('extra columns (an imported trainer\'s own values) are metrics: known ones keep their meaning, others their name', () => {
+test("extra columns (an imported trainer's own values) are metrics: known ones keep their meaning, others their name", () => {
   assert.ok(isMetricId('extra.importance_ratio') && isMetricId('extra.my_metric'));
   assert.ok(!isMetricId('extra.') && !isMetricId('extra.Bad-Name') && !isMetricId('tokens'));
   assert.deepEqual([metricDef('extra.importance_ratio').label, metricDef('extra.importance_ratio').signed], ['importance ratio', false]);

@@ -10,7 +10,16 @@ import { loadRunData, pngBytes, safeFileName, sftStepsOf } from '../../../../src
 function runDir(config: string | null): string {
   const dir = join(mkdtempSync(join(tmpdir(), 'credit-lens-rundata-')), 'demo-20260101-000000');
   mkdirSync(dir);
-  writeRunInfo(dir, { id: 'demo-20260101-000000', name: 'demo', status: 'completed', started: '2026-01-01T00:00:00Z', ended: null, backend: 'cpu', engine_version: '0', strategy: 'entropy_mask' });
+  writeRunInfo(dir, {
+    id: 'demo-20260101-000000',
+    name: 'demo',
+    status: 'completed',
+    started: '2026-01-01T00:00:00Z',
+    ended: null,
+    backend: 'cpu',
+    engine_version: '0',
+    strategy: 'entropy_mask',
+  });
   if (config !== null) writeFileSync(join(dir, 'config.yaml'), config);
   for (let s = 1; s <= 3; s++) appendMetrics(dir, { step: s, phase: 'sft', loss: 1 / s });
   appendMetrics(dir, { step: 1, phase: 'grpo', reward_mean: 0.5 });
