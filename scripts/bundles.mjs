@@ -26,7 +26,7 @@ export function bundles(root = '.') {
       external: ['vscode'] } });
   }
   if (has('src/extension/extension.ts')) {
-    // table_worker: the worker thread that reads Arrow step tables off the host's main thread (src/extension/tables.ts)
+    // table_worker: the worker thread that reads Arrow step tables off the host's main thread (src/extension/table_reader.ts)
     jobs.push({ layer: 'extension', options: { ...node, entryPoints: { extension: 'src/extension/extension.ts', table_worker: 'src/extension/table_worker.ts' },
       outdir: 'dist/extension', external: ['vscode'] } });
   }

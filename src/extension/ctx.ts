@@ -10,7 +10,7 @@ import { RunManager } from './runs';
 import { RunDirWatcher } from './run_watcher';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
 import { SweepManager } from './sweeps';
-import { TableReader } from './tables';
+import { TableReader } from './table_reader';
 
 export class Ctx {
   readonly log: vscode.LogOutputChannel;

@@ -5,7 +5,7 @@
 import { parentPort } from 'node:worker_threads';
 import { readEpisodeTable, readTokenTable } from '../engine/rundir/arrow_tables';
 import { stepFile } from '../engine/rundir/rundir';
-import type { TableRequest, TableReply } from './tables';
+import type { TableRequest, TableReply } from './table_reader';
 
 function transferables(o: object): ArrayBuffer[] {
   const out: ArrayBuffer[] = [];

@@ -10,7 +10,7 @@ import { isUserError, UserError } from '../core/errors';
 import { compareSeeds } from './compare';
 import { listLoggedSteps, readMetrics, readRunInfo } from '../rundir/rundir';
 import { REASONING_TOKEN_RE } from '../tasks/sections';
-import { computeTables, diff, ratio } from './tables';
+import { computeTables, diff, ratio } from './credit_tables';
 import { checkRunDir, checkStep, compileRegex, evalSuccess, readConfigCredit, trainingSummary } from './inputs';
 
 export interface AnalyzeOptions {

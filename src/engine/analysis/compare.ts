@@ -13,7 +13,7 @@ import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundi
 import { readTokenTables } from '../rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
 import { mcnemarExact, meanInterval, pairedBootstrap } from './significance';
-import { computeTables } from './tables';
+import { computeTables } from './credit_tables';
 
 export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
 

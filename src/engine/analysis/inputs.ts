@@ -1,6 +1,6 @@
 // What the analysis reads from a run directory besides its token tables: run.json, config.yaml's credit block,
 // metrics.jsonl's eval and training summaries; each failure a UserError naming the file.
-import { meanOfSum } from './tables';
+import { meanOfSum } from './credit_tables';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';

@@ -15,7 +15,7 @@ import { generate } from '../model/sampler';
 import { buildSession } from '../train/session';
 import { grpoStep } from '../train/train';
 import { median } from '../core/stats';
-import { pairedRounds, summarize, TorchServer, type PairedSummary } from './paired';
+import { benchRounds, summarize, TorchServer, type RoundsSummary } from './bench_rounds';
 
 // The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
 export const REFERENCE: ModelConfig = {
@@ -195,10 +195,10 @@ function emptyResult() {
     torch: null as unknown,
     /** wasm-blas against torch in alternating rounds (paired.ts): the figures above for both come from these */
     paired: {
-      reference_train: null as PairedSummary | null,
-      reference_rollout: null as PairedSummary | null,
-      small_train: null as PairedSummary | null,
-      small_rollout: null as PairedSummary | null,
+      reference_train: null as RoundsSummary | null,
+      reference_rollout: null as RoundsSummary | null,
+      small_train: null as RoundsSummary | null,
+      small_rollout: null as RoundsSummary | null,
     },
   };
 }
@@ -211,7 +211,7 @@ type BenchResult = ReturnType<typeof emptyResult>;
 async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, result: BenchResult, say: (m: string) => void): Promise<void> {
   const ms = (x: number) => `${x.toFixed(1)} ms`,
     rate = (x: number) => `${x.toFixed(0)} tok/s`;
-  const report = (label: string, p: PairedSummary, unit: (x: number) => string) =>
+  const report = (label: string, p: RoundsSummary, unit: (x: number) => string) =>
     say(
       `wasm-blas${label}: ${unit(p.ours)} vs torch ${unit(p.torch)}: ${p.ratio.toFixed(2)}× torch (rounds ${p.ratio_range[0].toFixed(2)}–${p.ratio_range[1].toFixed(2)}, ${p.rounds} paired rounds)`,
     );
@@ -231,7 +231,7 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
       const runner = trainStepRunner(cfg, B, T);
       timeSteps(runner, 2);
       // each block: one untimed step (cold caches and pools after the other side's block), then the timed ones
-      const r = await pairedRounds(
+      const r = await benchRounds(
         rounds,
         () => {
           timeSteps(runner, 1);
@@ -255,7 +255,7 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
       ['small', SMALL, 32, 128, quick ? 1 : 3],
     ] as const) {
       const runner = rolloutRunner(cfg, n, newTokens);
-      const r = await pairedRounds(
+      const r = await benchRounds(
         rounds,
         () => {
           runner.run();

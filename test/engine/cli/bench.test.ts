@@ -52,7 +52,7 @@ test('profile tables: kernels grouped by name, largest first, shares of the wall
 });
 
 test("paired rounds: sides alternate which goes first, each round's ratio is its medians' ratio, the summary their median and range", async () => {
-  const { pairedRounds, summarize } = await import('../../../src/engine/cli/paired');
+  const { benchRounds, summarize } = await import('../../../src/engine/cli/bench_rounds');
   const { median } = await import('../../../src/engine/core/stats');
   assert.equal(median([3, 1, 2]), 2);
   assert.equal(median([4, 1, 3, 2]), 2.5);
@@ -70,7 +70,7 @@ test("paired rounds: sides alternate which goes first, each round's ratio is its
     const k = ++t;
     return [5 * k, 5 * k + (k === 1 ? 0 : 1), 5 * k + (k === 1 ? 1 : 0)];
   };
-  const r = await pairedRounds(3, ours, torch, 0);
+  const r = await benchRounds(3, ours, torch, 0);
   assert.deepEqual(order, ['torch', 'ours', 'ours', 'torch', 'torch', 'ours']);
   assert.deepEqual(r.ratios, [11 / 5, 21 / 10, 31 / 15]);
   const s = summarize(r);
@@ -86,7 +86,7 @@ test(
   'bench/torch_ref.py --serve answers timing requests line by line, and a bad request with an error',
   { skip: !torchImportable && 'no torch under /usr/bin/python3' },
   async () => {
-    const { TorchServer } = await import('../../../src/engine/cli/paired');
+    const { TorchServer } = await import('../../../src/engine/cli/bench_rounds');
     const started = await TorchServer.start();
     assert.ok(!('error' in started), 'error' in started ? started.error : '');
     const { server, threads, sgemm_gflops } = started as Exclude<typeof started, { error: string }>;

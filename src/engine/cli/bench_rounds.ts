@@ -16,7 +16,7 @@ export interface PairedRounds {
   ratios: number[];
 }
 
-export interface PairedSummary {
+export interface RoundsSummary {
   /** medians over every sample of each side */
   ours: number;
   torch: number;
@@ -26,7 +26,7 @@ export interface PairedSummary {
   rounds: number;
 }
 
-export function summarize(r: PairedRounds): PairedSummary {
+export function summarize(r: PairedRounds): RoundsSummary {
   return {
     ours: median(r.ours),
     torch: median(r.torch),
@@ -43,7 +43,7 @@ const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
  * after the other's threads went idle. A pause between blocks lets the other side's OpenBLAS threads stop spinning.
  * Each block starts with an untimed repetition (the bench's blocks do), as the caches and thread pools are cold.
  */
-export async function pairedRounds(rounds: number, ours: () => number[], torch: () => Promise<number[]>, pauseMs = 250): Promise<PairedRounds> {
+export async function benchRounds(rounds: number, ours: () => number[], torch: () => Promise<number[]>, pauseMs = 250): Promise<PairedRounds> {
   const out: PairedRounds = { ours: [], torch: [], ratios: [] };
   for (let r = 0; r < rounds; r++) {
     let a: number[] = [],
