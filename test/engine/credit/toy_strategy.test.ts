@@ -5,14 +5,10 @@
 // toy's weights.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import * as esbuild from 'esbuild';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildCli, copySources } from '../source_copy';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
-
-const ROOT = resolve(__dirname, '../../..');
 
 // 1. The strategy's file: w = 1 on each episode's last valid token, `floor` on the others.
 const TOY_FILE = `// Toy: all the credit on the last token, floor elsewhere.
@@ -35,9 +31,7 @@ const CATALOG_ENTRY = `  {
 `;
 
 test('a new strategy is one file, one catalog entry and one registry line; it trains through the CLI', { timeout: 180_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cl-toy-'));
-  cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  const dir = copySources('cl-toy-');
   const credit = join(dir, 'src/engine/credit');
 
   writeFileSync(join(credit, 'last_token.ts'), TOY_FILE);
@@ -58,21 +52,7 @@ test('a new strategy is one file, one catalog entry and one registry line; it tr
   );
 
   // The engine bundle exactly as esbuild.mjs builds it, with the wasm binaries beside it.
-  const out = join(dir, 'dist/engine');
-  mkdirSync(out, { recursive: true });
-  await esbuild.build({
-    entryPoints: { cli: join(dir, 'src/engine/cli/main.ts') },
-    outdir: out,
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    logLevel: 'error',
-    absWorkingDir: dir,
-  });
-  const wasmDir = join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm/dist');
-  for (const f of readdirSync(wasmDir).filter((f) => f.endsWith('.wasm'))) cpSync(join(wasmDir, f), join(out, f));
-  const cli = (...args: string[]) => spawnSync(process.execPath, [join(out, 'cli.js'), ...args], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+  const cli = await buildCli(dir);
 
   writeFileSync(
     join(dir, 'toy.credit.yaml'),

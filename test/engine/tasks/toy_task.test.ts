@@ -4,14 +4,10 @@
 // lists it), an unknown name is refused with the catalog's names, and the episode table holds the toy's rewards.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import * as esbuild from 'esbuild';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildCli, copySources } from '../source_copy';
 import { readEpisodeTable } from '../../../src/engine/rundir/arrow_tables';
-
-const ROOT = resolve(__dirname, '../../..');
 
 // 1. The task's file: prompts "aN:" with answer "b", reward 1 for a completion that is exactly the answer, else
 // 0.5 if it starts with it, else 0; the splits are disjoint ranges of N.
@@ -40,9 +36,7 @@ const CATALOG_ENTRY = `  { name: 'repeat_b', summary: 'repeat_b: answer b (a tes
 `;
 
 test('a new task is one file and one catalog entry; it trains through the CLI', { timeout: 180_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cl-toytask-'));
-  cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  const dir = copySources('cl-toytask-');
   const tasks = join(dir, 'src/engine/tasks');
 
   writeFileSync(join(tasks, 'repeat_b.ts'), TOY_FILE);
@@ -52,21 +46,7 @@ test('a new task is one file and one catalog entry; it trains through the CLI', 
   // the entry, and the import of the function it names (an import may stand anywhere at the top level)
   writeFileSync(join(tasks, 'catalog.ts'), catalog.slice(0, end) + CATALOG_ENTRY + catalog.slice(end) + "import { makeRepeatTask } from './repeat_b';\n");
 
-  const out = join(dir, 'dist/engine');
-  mkdirSync(out, { recursive: true });
-  await esbuild.build({
-    entryPoints: { cli: join(dir, 'src/engine/cli/main.ts') },
-    outdir: out,
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    logLevel: 'error',
-    absWorkingDir: dir,
-  });
-  const wasmDir = join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm/dist');
-  for (const f of readdirSync(wasmDir).filter((f) => f.endsWith('.wasm'))) cpSync(join(wasmDir, f), join(out, f));
-  const cli = (...args: string[]) => spawnSync(process.execPath, [join(out, 'cli.js'), ...args], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+  const cli = await buildCli(dir);
 
   writeFileSync(
     join(dir, 'toy.credit.yaml'),

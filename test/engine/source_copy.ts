@@ -1,0 +1,36 @@
+// A copy of src/ that a test edits, and the engine CLI built from it exactly as esbuild.mjs builds it (the wasm
+// binaries beside it): how the toy-strategy and toy-task tests show what adding one takes.
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import * as esbuild from 'esbuild';
+
+const ROOT = resolve(__dirname, '../..');
+
+/** A temporary folder holding a copy of src/ (and node_modules linked), for the test to edit. */
+export function copySources(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return dir;
+}
+
+/** Builds the edited copy's engine CLI; returns a function that runs it in `dir`. */
+export async function buildCli(dir: string): Promise<(...args: string[]) => SpawnSyncReturns<string>> {
+  const out = join(dir, 'dist/engine');
+  mkdirSync(out, { recursive: true });
+  await esbuild.build({
+    entryPoints: { cli: join(dir, 'src/engine/cli/main.ts') },
+    outdir: out,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    logLevel: 'error',
+    absWorkingDir: dir,
+  });
+  const wasmDir = join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm/dist');
+  for (const f of readdirSync(wasmDir).filter((f) => f.endsWith('.wasm'))) cpSync(join(wasmDir, f), join(out, f));
+  return (...args: string[]) => spawnSync(process.execPath, [join(out, 'cli.js'), ...args], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+}
