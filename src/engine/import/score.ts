@@ -14,7 +14,7 @@ import { initBackend } from '../model/backend';
 import { loadHfModel } from '../model/hf';
 import { Transformer } from '../model/model';
 import { HfTokenizer } from '../model/tokenizer';
-import { loadLatestGoodCheckpoint } from '../rundir/checkpoint';
+import { loadLatestGoodCheckpoint, type LoadedCheckpoint } from '../rundir/checkpoint';
 import { completionLogprobs, policyBatch } from '../train/rollout';
 import { openSession } from '../train/session';
 
@@ -56,16 +56,17 @@ export async function loadScorer(spec: string, cfg: CreditConfig, log: (m: strin
     throw new UserError(`--model ${spec}: neither a Hugging Face model folder (no config.json) nor a run folder (no config.yaml) nor a checkpoint of one`);
   }
   const { config } = loadConfig(join(runDir, 'config.yaml'));
-  let checkpoint = dir;
+  let checkpoint: string | LoadedCheckpoint = dir;
   if (!ckptOfRun) {
     const latest = loadLatestGoodCheckpoint(runDir);
     if (!latest) throw new UserError(`--model ${spec}: the run has no readable checkpoint`);
     for (const sk of latest.skipped) log(`skipped checkpoint ${sk.dir}: ${sk.reason}`);
-    checkpoint = latest.checkpoint.dir;
+    // already read (and checked) while looking for it: handed on, not read again
+    checkpoint = latest.checkpoint;
   }
   const { session: s } = await openSession(config, { runDir, checkpoint, log });
   const model = s.model;
-  const describe = checkpoint;
+  const describe = typeof checkpoint === 'string' ? checkpoint : checkpoint.dir;
   return { model, tokenizer: s.tokenizer, describe, dispose: () => model.dispose() };
 }
 

@@ -292,7 +292,8 @@ function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) 
       const { value, grads } = tf.variableGrads(() => {
         const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
         const lp = out.logp.arraySync();
-        const weighed = head ? head.weigh(out, tf.tensor2d(mb.mask)) : null;
+        const maskT = head ? tf.tensor2d(mb.mask) : null;
+        const weighed = head ? head.weigh(out, maskT!) : null;
         const cr = fixed && !head ? slice(fixed, a, e, lp) : creditOf(b, a, e, creditBatch(b, a, e, lp, { ...outputsOf(b, out, a, e), ...weighed?.batch }));
         parts.push(cr);
         const info = policyLossAndGrad(
@@ -313,7 +314,7 @@ function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) 
             ? sur.add(
                 head!.objective({
                   w: weighed.w,
-                  mask: tf.tensor2d(mb.mask),
+                  mask: maskT!,
                   adv: tf.tensor2d(b.x.adv.slice(a, e), [e - a, 1]),
                   logprobs: lp,
                   c: b.c.slice(a, e),

@@ -70,11 +70,11 @@ export function useWeights(s: Session, weights: LoadedCheckpoint['model']): void
  */
 export async function openSession(
   cfg: CreditConfig,
-  o: { runDir?: string; checkpoint?: string | null; log?: (m: string) => void } = {},
+  o: { runDir?: string; checkpoint?: string | LoadedCheckpoint | null; log?: (m: string) => void } = {},
 ): Promise<{ session: Session; checkpoint: LoadedCheckpoint | null }> {
   const session = await buildSession(cfg, o.log, o.runDir);
   if (!o.checkpoint) return { session, checkpoint: null };
-  const checkpoint = loadCheckpoint(o.checkpoint);
+  const checkpoint = typeof o.checkpoint === 'string' ? loadCheckpoint(o.checkpoint) : o.checkpoint;
   useWeights(session, checkpoint.model);
   return { session, checkpoint };
 }
