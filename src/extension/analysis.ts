@@ -1,5 +1,5 @@
 // The filler/reasoning |contribution| ratio for the sweep table comes from the engine's own analysis
-// (seed 002's token-type table, `meta.filler_reasoning_ratio` of `credit-lens analyze`), never from a
+// (seed doc 002's token-type table, `meta.filler_reasoning_ratio` of `credit-lens analyze`), never from a
 // re-implementation here. Each ended run is analysed once per end time, in the background.
 import { runGroup, type CompareReport } from '../protocol/compare';
 import type { RunInfo } from '../protocol/index';

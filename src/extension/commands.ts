@@ -20,7 +20,7 @@ import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './panels/sweep_panel';
 import { importRolloutsCommand } from './import';
 
-/** Parameter values offered for each strategy's knob: the values seed 001 compared ("Compare All Mitigations"). */
+/** Parameter values offered for each strategy's knob: the values seed doc 001 compared ("Compare All Mitigations"). */
 /** The values Run Sweep offers for each strategy's parameter, as the strategy catalog declares them. */
 export const SEED_VALUES: Record<string, number[]> = sweepValues();
 

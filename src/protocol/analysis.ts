@@ -1,10 +1,10 @@
-// The JSON of `credit-lens analyze <run> --json`: seed 002's credit tables, recomputed from a run's own token
+// The JSON of `credit-lens analyze <run> --json`: seed doc 002's credit tables, recomputed from a run's own token
 // and episode tables by src/engine/analysis/analysis.ts. Types only (DESIGN §1): the CLI, the sweep table and the
 // credit-analysis webview read this one shape.
 //
 // Conventions, the same in every table:
 // - c is the token table's `contribution` = Â × ℓ (DESIGN §4). A rewarded episode (advantage > 0) has c ≤ 0,
-//   as in seed 002 ("good episodes get negative contribution").
+//   as in seed doc 002 ("good episodes get negative contribution").
 // - `std` is the sample standard deviation (N − 1), as pandas' default that produced the seed's tables;
 //   it is null for fewer than 2 values.
 // - A statistic of an empty group is null, never NaN: JSON has no NaN.
@@ -20,9 +20,9 @@ export interface CreditAnalysis {
   /** 10 bins of position / episode length: bin k holds the tokens with floor(10·position/length) = k. */
   relative_position: RelativePositionBin[];
   reward_sign: RewardSignStats;
-  /** Seed 002's "Overall Distribution" table. `token_types.filler.mean_abs_contribution` is what the sweep table reads. */
+  /** Seed doc 002's "Overall Distribution" table. `token_types.filler.mean_abs_contribution` is what the sweep table reads. */
   token_types: Record<TokenType, TokenTypeStats>;
-  /** Seed 002's "Position-Controlled Analysis": 5 bins of floor(5·position/length). */
+  /** Seed doc 002's "Position-Controlled Analysis": 5 bins of floor(5·position/length). */
   token_types_by_position: TokenTypePositionBin[];
   top_tokens: Record<TokenType, TopTokenLists>;
   weights: WeightTable;
@@ -39,7 +39,7 @@ export interface AnalysisMeta {
   /** `credit.strategy` (run.json's `strategy`, else config.yaml's). */
   strategy: string | null;
   /**
-   * The strategy's own parameter from config.yaml, the one seed 001/002 vary (think_discount, epsilon,
+   * The strategy's own parameter from config.yaml, the one seed doc 001/002 vary (think_discount, epsilon,
    * credit_scale, entropy_temp or mask_percentile); null for strategies without one.
    */
   strategy_param: { name: string; value: number | string | boolean | null } | null;
@@ -57,7 +57,7 @@ export interface AnalysisMeta {
   /** The regex that classed tokens as reasoning (source text), and whether it is DESIGN §4's default. */
   reasoning_regex: string;
   reasoning_regex_is_default: boolean;
-  /** Mean |c| of filler tokens, of reasoning tokens, and filler ÷ reasoning (seed 002's baseline: 0.333, 0.254, 1.31). */
+  /** Mean |c| of filler tokens, of reasoning tokens, and filler ÷ reasoning (seed doc 002's baseline: 0.333, 0.254, 1.31). */
   filler_mean_abs_contribution: number | null;
   reasoning_mean_abs_contribution: number | null;
   filler_reasoning_ratio: number | null;
@@ -82,7 +82,7 @@ export interface EvalSuccess {
   final_step: number | null;
 }
 
-/** Seed 002's "Contribution Statistics". */
+/** Seed doc 002's "Contribution Statistics". */
 export interface ContributionStats {
   count: number;
   mean: number | null;
@@ -93,7 +93,7 @@ export interface ContributionStats {
 }
 
 /**
- * Seed 002's "T-Statistics (Corrected)": for each absolute position p, over the episodes that reach p,
+ * Seed doc 002's "T-Statistics (Corrected)": for each absolute position p, over the episodes that reach p,
  * t = mean(c) / (std(c) / √n) (a one-sample t-test of c = 0, as scipy's ttest_1samp).
  */
 export interface PositionTStats {
@@ -111,7 +111,7 @@ export interface PositionTStats {
   by_position: { position: number; n: number; mean: number | null; t: number | null }[];
 }
 
-/** One row of seed 002's "Full Position Analysis Table". */
+/** One row of seed doc 002's "Full Position Analysis Table". */
 export interface RelativePositionBin {
   bin: number;
   /** The bin's share of the episode: [lo, hi) of position / length. */
@@ -132,7 +132,7 @@ export interface SignGroup {
 }
 
 /**
- * Seed 002's "Reward-Based Analysis", split on the episode's advantage A_i: > 0, = 0 and < 0. A = 0 (every episode
+ * Seed doc 002's "Reward-Based Analysis", split on the episode's advantage A_i: > 0, = 0 and < 0. A = 0 (every episode
  * of the group got the same reward) has its own bucket: its tokens carry no GRPO gradient, and counting them with the
  * negative ones would pull that bucket's mean |c| toward 0.
  */
@@ -170,7 +170,7 @@ export interface TopToken {
   mean_logprob: number;
 }
 
-/** Seed 002's "Top Tokens by Type". Ties break by the other key (count, resp. total |c|), then by text. */
+/** Seed doc 002's "Top Tokens by Type". Ties break by the other key (count, resp. total |c|), then by text. */
 export interface TopTokenLists {
   by_total_abs_contribution: TopToken[];
   by_count: TopToken[];
@@ -197,7 +197,7 @@ export interface WeightTable {
   sections: Record<Section, SectionWeightStats>;
 }
 
-/** One run's line of seed 002's Appendix-B summary table. */
+/** One run's line of seed doc 002's Appendix-B summary table. */
 export interface AppendixBRow {
   run_id: string | null;
   name: string | null;
@@ -230,7 +230,7 @@ export interface EvalPairedTest {
   significant: boolean;
 }
 
-/** Seed 002's Appendix B: a run next to its baseline, and run − baseline (null where either side is null). */
+/** Seed doc 002's Appendix B: a run next to its baseline, and run − baseline (null where either side is null). */
 export interface AppendixBComparison {
   baseline: AppendixBRow;
   run: AppendixBRow;

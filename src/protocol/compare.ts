@@ -58,7 +58,7 @@ export interface CompareRow {
   /** McNemar's exact test on per-(seed, instance) success; b: only the baseline succeeded, c: only this group */
   mcnemar: { b: number; c: number; pairs: number; p: number } | null;
   significant: boolean | null;
-  /** seed 002's mean |contribution| of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
+  /** seed doc 002's mean |contribution| of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
   filler_abs_c: SeedInterval | null;
   reasoning_abs_c: SeedInterval | null;
   filler_reasoning_ratio: SeedInterval | null;

@@ -5,7 +5,7 @@ export type RunStatus = 'running' | 'completed' | 'failed' | 'stopped';
 export type Phase = 'sft' | 'grpo' | 'eval';
 /** Where a completion token sits (DESIGN §4 "Sections"). */
 export type Section = 'think' | 'answer' | 'other';
-/** Seed 002's token classes (DESIGN §4 "Token types"). */
+/** Seed doc 002's token classes (DESIGN §4 "Token types"). */
 export type TokenType = 'filler' | 'reasoning';
 
 /** `<run>/run.json` (DESIGN §5). */

@@ -1,4 +1,4 @@
-// The credit-analysis view: seed 002's tables for one run from `credit-lens analyze --json`, bar charts of
+// The credit-analysis view: seed doc 002's tables for one run from `credit-lens analyze --json`, bar charts of
 // the position bins and of t by position, the weight distribution per section, a step-range filter that
 // re-runs the analysis, and the Appendix-B comparison against a baseline run.
 import '@vscode-elements/elements/dist/vscode-badge/index.js';
@@ -203,7 +203,7 @@ function draw(): void {
           <vscode-button
             secondary
             class="baseline"
-            title="Seed 002's Appendix B: compare with a baseline run"
+            title="Seed doc 002's Appendix B: compare with a baseline run"
             @click=${() => send({ kind: 'command', method: 'analysis/pickBaseline', params: {} })}
             >${v.baselineDir ? 'Change baseline…' : 'Compare with baseline…'}</vscode-button
           >

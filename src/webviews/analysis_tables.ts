@@ -1,6 +1,6 @@
 // `credit-lens analyze --json` (src/protocol/analysis.ts) → the tables of the credit-analysis view, each a
 // header and rows of plain values, so one renderer draws them and one function writes any of them as CSV.
-// Column names follow seed 002's tables. Pure (no DOM).
+// Column names follow seed doc 002's tables. Pure (no DOM).
 import type { AnalyzeReport, SectionWeightStats, TokenTypeStats, TopToken } from '../protocol/analysis';
 import type { Section } from '../protocol/index';
 
@@ -23,7 +23,7 @@ export function contributionTable(a: AnalyzeReport): Table {
   return {
     id: 'contribution',
     title: 'Contribution statistics',
-    hint: 'c = Â × ℓ over every analysed token (seed 002: a rewarded episode has c ≤ 0)',
+    hint: 'c = Â × ℓ over every analysed token (seed doc 002: a rewarded episode has c ≤ 0)',
     header: ['tokens', 'mean c', 'std c', 'mean |c|', 'min c', 'max c'],
     rows: [[c.count, c.mean, c.std, c.mean_abs, c.min, c.max]],
   };
@@ -48,7 +48,7 @@ export function positionBinTable(a: AnalyzeReport): Table {
   return {
     id: 'position_bins',
     title: 'Relative position',
-    hint: "tokens binned by position ÷ episode length (seed 002's full position table)",
+    hint: "tokens binned by position ÷ episode length (seed doc 002's full position table)",
     header: ['bin', 'position / length', 'tokens', 'mean c', 'std c', 'mean |c|', 'mean log-prob'],
     rows: a.relative_position.map((b) => [
       b.bin,
@@ -82,7 +82,7 @@ export function typeByPositionTable(a: AnalyzeReport): Table {
   return {
     id: 'type_by_position',
     title: 'Token type × position',
-    hint: "seed 002's position-controlled analysis: 5 bins of position ÷ length; share is within the bin",
+    hint: "seed doc 002's position-controlled analysis: 5 bins of position ÷ length; share is within the bin",
     header: [
       'position / length',
       'filler tokens',
@@ -174,7 +174,7 @@ export function evalTestCell(cmp: NonNullable<AnalyzeReport['appendix_b']>): str
   return `${t.instances} ${t.split} instances: Δ ${pts(t.diff)} pts [${pts(t.lo)}, ${pts(t.hi)}], McNemar p ${p}${t.significant ? '' : ' · n.s.'} (one seed each)`;
 }
 
-/** Seed 002's Appendix B: the run next to the baseline, and run − baseline. */
+/** Seed doc 002's Appendix B: the run next to the baseline, and run − baseline. */
 export function appendixBTable(a: AnalyzeReport): Table | null {
   const cmp = a.appendix_b;
   if (!cmp) return null;

@@ -1,6 +1,6 @@
 // The comparison of seeded run groups against a baseline (`credit-lens compare`, DESIGN §10), as the sweep summary and
 // Compare Runs show it: eval success as mean ± 95 % CI over seeds, the paired difference with its interval and
-// McNemar's p, and seed 002's filler / reasoning |c| with their intervals. Rows keep the order they were given (the
+// McNemar's p, and seed doc 002's filler / reasoning |c| with their intervals. Rows keep the order they were given (the
 // baseline first): nothing is ranked, and a difference that is not significant is greyed and marked n.s.
 import { html, nothing, type TemplateResult } from 'lit';
 import type { CompareReport, CompareRow } from '../protocol/compare';
@@ -35,8 +35,8 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
           >
             Δ over seeds
           </th>
-          <th class="num" title="seed 002: mean |contribution| of filler tokens, mean ± 95 % t half-width over seeds">Filler |c|</th>
-          <th class="num" title="seed 002: mean |contribution| of reasoning tokens">Reasoning |c|</th>
+          <th class="num" title="seed doc 002: mean |contribution| of filler tokens, mean ± 95 % t half-width over seeds">Filler |c|</th>
+          <th class="num" title="seed doc 002: mean |contribution| of reasoning tokens">Reasoning |c|</th>
           <th class="num" title="filler |c| ÷ reasoning |c| per run, over seeds">Filler ÷ reas.</th>
         </tr>
       </thead>

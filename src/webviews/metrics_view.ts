@@ -138,7 +138,7 @@ export function mountMetricsView(): void {
                     >
                     <vscode-button
                       secondary
-                      title="Seed 002's credit tables for this run"
+                      title="Seed doc 002's credit tables for this run"
                       @click=${() => host.post({ kind: 'command', method: 'metrics/openAnalysis', params: { runDir: runs[0].data.runDir } })}
                       >Credit analysis</vscode-button
                     >`

@@ -178,7 +178,7 @@ scenario('Sweep on a config without a grid asks for strategies and values, shows
   await shot(page, '07-sweep-strategies');
   await page.keyboard.press('Enter');
   await quick.locator('.quick-input-title', { hasText: 'credit.think_discount' }).waitFor({ timeout: 15_000 });
-  // Seed 001's three think_discounts come checked; drop 0.75.
+  // Seed doc 001's three think_discounts come checked; drop 0.75.
   await quick.locator('.monaco-list-row', { hasText: /^0\.75/ }).click();
   await page.keyboard.press('Enter');
   const dialog = page.locator('.monaco-dialog-box');

@@ -1,4 +1,4 @@
-// Seed 002's credit analysis, recomputed from a run's own logs (`credit-lens analyze`, issue 3): contribution
+// Seed doc 002's credit analysis, recomputed from a run's own logs (`credit-lens analyze`, issue 3): contribution
 // statistics, t-statistics per position, relative-position bins, reward sign, filler vs reasoning tokens, top
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.
@@ -23,12 +23,12 @@ export interface AnalyzeOptions {
   topK?: number;
 }
 
-/** The parameter each strategy's sweeps vary (seeds 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"), from the catalog. */
+/** The parameter each strategy's sweeps vary (seed docs 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"), from the catalog. */
 const STRATEGY_PARAM: Record<string, string> = headlineParams();
 
 // ---- public API ----
 
-/** Seed 002's credit tables for one run, from its token tables (and episode tables, metrics, run.json, config.yaml). */
+/** Seed doc 002's credit tables for one run, from its token tables (and episode tables, metrics, run.json, config.yaml). */
 export function analyzeRun(runDir: string, opts: AnalyzeOptions = {}): CreditAnalysis {
   checkRunDir(runDir);
   checkStep('--from-step', opts.fromStep);
@@ -117,7 +117,7 @@ function appendixBRow(a: CreditAnalysis): AppendixBRow {
   };
 }
 
-/** Seed 002's Appendix-B summary: eval success, filler |c|, reasoning |c| and their ratio, and run − baseline. */
+/** Seed doc 002's Appendix-B summary: eval success, filler |c|, reasoning |c| and their ratio, and run − baseline. */
 export function compareRuns(run: CreditAnalysis, baseline: CreditAnalysis): AppendixBComparison {
   const r = appendixBRow(run);
   const b = appendixBRow(baseline);

@@ -79,7 +79,7 @@ function readConfig(runDir: string): { seed?: unknown; credit?: Record<string, u
 
 const HEADLINE: Record<string, string> = headlineParams();
 
-/** "outcome_conditional (think_discount 0.5)": the strategy and the parameter its sweeps vary (seeds 001/002's labels). */
+/** "outcome_conditional (think_discount 0.5)": the strategy and the parameter its sweeps vary (seed docs 001/002's labels). */
 function strategyLabel(strategy: string | null, credit: Record<string, unknown> | undefined): string {
   if (!strategy) return '—';
   const key = HEADLINE[strategy];
@@ -94,7 +94,7 @@ function jsonInterval(values: number[]): SeedInterval {
   return { mean: f(i.mean), lo: f(i.lo), hi: f(i.hi), n: i.n, half: f(i.half) };
 }
 
-/** Seed 002's filler and reasoning mean |c| of one run, from all its token tables; null when it logged none. */
+/** Seed doc 002's filler and reasoning mean |c| of one run, from all its token tables; null when it logged none. */
 export function runTokenTypeContributions(runDir: string): { filler: number; reasoning: number } | null {
   if (!listLoggedSteps(runDir, 'tokens').length) return null;
   const t = computeTables(readTokenTables(runDir), null, 1).token_types;
@@ -184,7 +184,7 @@ function pairedStats(base: RunEval[], runs: RunEval[], opts: CompareOptions, not
   };
 }
 
-/** The fields every row of a group has: its runs, label, instances and seed 002's |c| by token type. */
+/** The fields every row of a group has: its runs, label, instances and seed doc 002's |c| by token type. */
 function groupFields(group: string, runs: RunEval[], opts: CompareOptions, notes: string[]) {
   const types = opts.tokenTypes === false ? [] : runs.map((x) => runTokenTypeContributions(x.runDir)).filter((x) => x !== null);
   if (types.length && types.length < runs.length)
@@ -218,7 +218,7 @@ export interface CompareOptions {
   split?: EvalSplit;
   alpha?: number;
   resamples?: number;
-  /** read each run's token tables for seed 002's filler / reasoning |c| (default true) */
+  /** read each run's token tables for seed doc 002's filler / reasoning |c| (default true) */
   tokenTypes?: boolean;
 }
 
@@ -267,7 +267,7 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
 /** The table for a terminal or a README: significant differences in bold, the rest marked n.s. */
 export function compareMarkdown(r: CompareReport): string {
   const lines = [
-    `Eval success on the ${r.split} split: mean over seeds ± the 95 % t half-width; Δ vs ${r.baseline}: paired bootstrap 95 % interval over instances pooled over seeds; p: McNemar's exact test (α = ${r.alpha}); Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], which also counts how much the seeds disagree; |c|: seed 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
+    `Eval success on the ${r.split} split: mean over seeds ± the 95 % t half-width; Δ vs ${r.baseline}: paired bootstrap 95 % interval over instances pooled over seeds; p: McNemar's exact test (α = ${r.alpha}); Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], which also counts how much the seeds disagree; |c|: seed doc 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
     '',
     '| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | McNemar b / c | p | Δ over seeds (pp) | filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
@@ -321,7 +321,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
 /** The gain table for a terminal or a README. */
 export function gainMarkdown(r: GainReport): string {
   const lines = [
-    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width; gain: last − start per seed, mean [95 % t interval over seeds]; pooled: paired bootstrap 95 % interval over (seed, instance) pairs; p: McNemar's exact test (α = ${r.alpha}). A gain is in bold when the test and the seeds' interval both exclude 0. |c|: seed 002's mean |contribution| over all logged steps.`,
+    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width; gain: last − start per seed, mean [95 % t interval over seeds]; pooled: paired bootstrap 95 % interval over (seed, instance) pairs; p: McNemar's exact test (α = ${r.alpha}). A gain is in bold when the test and the seeds' interval both exclude 0. |c|: seed doc 002's mean |contribution| over all logged steps.`,
     '',
     '| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp), over seeds | pooled (pp) | McNemar b / c | p | filler ÷ reasoning \\|c\\| | minutes per run |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',

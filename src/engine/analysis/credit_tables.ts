@@ -1,4 +1,4 @@
-// Seed 002's tables over a run's token columns (which filler/reasoning |contribution| statistics, by position,
+// Seed doc 002's tables over a run's token columns (which filler/reasoning |contribution| statistics, by position,
 // reward sign, token type and section), in a few linear passes over typed arrays with no per-row objects.
 import type { Section, TokenType } from '../../protocol';
 import type { CreditAnalysis, PositionTStats, SectionWeightStats, TokenTypeStats, TopToken, TopTokenLists } from '../../protocol/analysis';

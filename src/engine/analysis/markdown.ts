@@ -1,4 +1,4 @@
-// Markdown for people: the credit analysis laid out as seed 002's tables, in the seed's order, so a run's
+// Markdown for people: the credit analysis laid out as seed doc 002's tables, in the seed's order, so a run's
 // report reads side by side with the seed. The JSON (src/protocol/analysis.ts) is the data; this is a view.
 import type { AppendixBComparison, AppendixBRow, CreditAnalysis, TokenTypeStats, TopToken } from '../../protocol/analysis';
 
@@ -91,7 +91,7 @@ export function evalTestLine(cmp: AppendixBComparison): string {
   );
 }
 
-/** The whole analysis as Markdown; with `cmp`, seed 002's Appendix-B table comes first. */
+/** The whole analysis as Markdown; with `cmp`, seed doc 002's Appendix-B table comes first. */
 export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison): string {
   const m = a.meta;
   const out: string[] = [];
@@ -109,7 +109,7 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
     ].join('\n'),
   );
 
-  if (cmp) out.push('## Mitigation summary (seed 002, Appendix B)', appendixB(cmp));
+  if (cmp) out.push('## Mitigation summary (seed doc 002, Appendix B)', appendixB(cmp));
 
   const c = a.contribution;
   out.push(

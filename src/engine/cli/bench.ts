@@ -137,7 +137,7 @@ export function rolloutTokensPerS(reps: number, cfg: ModelConfig = REFERENCE, n 
 /**
  * Peak live tensor bytes (tf.profile) of one GRPO step of the example: `none` as the example runs it (its
  * grpo.gradient_accumulation_steps), and the attribution head against plain GRPO both in one pass (the head trains on the
- * whole batch), for seed 000's ~15–20 % extra memory of the head.
+ * whole batch), for seed doc 000's ~15–20 % extra memory of the head.
  */
 export async function attributionMemory(configPath: string): Promise<{ none: number; attribution: number; none_one_pass: number }> {
   const out = { none: 0, attribution: 0, none_one_pass: 0 };
@@ -361,6 +361,6 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   }
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();
-  say(`credit analysis of 1,000,000 token rows (seed 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
+  say(`credit analysis of 1,000,000 token rows (seed doc 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
   if (o.json) console.log(JSON.stringify(result));
 }

@@ -15,7 +15,7 @@ import { flag, intFlag, numFlag, parseArgs } from './args';
 
 export const ANALYZE_USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
                            [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N]
-  Prints seed 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
+  Prints seed doc 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
   (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.`;
 
 /** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */

@@ -7,7 +7,7 @@ import { checkConfigKey, enumHint } from './suggest';
 
 // ---------------------------------------------------------------------------------------------------------
 // Sweep grid: `{dotted.key: [values]}` (a cartesian product) or a list of such mappings (each its own product,
-// the runs concatenated), e.g. seed 001's mitigation list. A scalar stands for a one-value list.
+// the runs concatenated), e.g. seed doc 001's mitigation list. A scalar stands for a one-value list.
 
 const GRID_DESCRIPTION =
   'Runs of the sweep command. Either a mapping {dotted.key: [values]}: every combination ' +

@@ -1,5 +1,5 @@
 // Did-you-mean for config keys and values: edit distance over the schema's paths, plus the names researchers bring
-// from TRL's GRPOConfig, Hugging Face configs, nanoGPT and seed 001's CLI.
+// from TRL's GRPOConfig, Hugging Face configs, nanoGPT and seed doc 001's CLI.
 import type { z } from 'zod';
 import { baseSchema, CONFIG_PATHS, CONFIG_PATH_SET } from './base';
 import { core, defOf, schemaAt, shapeOf, type Def } from './fields';
@@ -28,7 +28,7 @@ export function closest(word: string, candidates: readonly string[]): string | u
   return undefined;
 }
 
-// Names a researcher brings from TRL's GRPOConfig, Hugging Face model configs, nanoGPT and seed 001's CLI.
+// Names a researcher brings from TRL's GRPOConfig, Hugging Face model configs, nanoGPT and seed doc 001's CLI.
 export const FOREIGN_NAMES: Record<string, { path: string; from: string; note?: string }> = {
   num_generations: { path: 'grpo.group_size', from: "TRL's num_generations" },
   beta: { path: 'grpo.kl_beta', from: "TRL's beta" },
@@ -50,7 +50,7 @@ export const FOREIGN_NAMES: Record<string, { path: string; from: string; note?: 
     from: "TRL's top_entropy_quantile",
     note: 'with credit.strategy: entropy_mask, mask_percentile = 100·(1 − top_entropy_quantile)',
   },
-  mitigation: { path: 'credit.strategy', from: "seed 001's --mitigation" },
+  mitigation: { path: 'credit.strategy', from: "seed doc 001's --mitigation" },
   hidden_size: { path: 'model.d_model', from: "Hugging Face's hidden_size" },
   n_embd: { path: 'model.d_model', from: "nanoGPT's n_embd" },
   intermediate_size: { path: 'model.d_ff', from: "Hugging Face's intermediate_size" },

@@ -49,7 +49,7 @@ export interface RewardResult {
   total: number;
   format: number;
   answer: number;
-  /** optional named partial rewards (seed 004) */
+  /** optional named partial rewards (seed doc 004) */
   parts?: Record<string, number>;
 }
 

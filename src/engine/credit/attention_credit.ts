@@ -1,4 +1,4 @@
-// Seed 001 mitigation 3: tokens the answer attends to get more credit. a_t (the attention the answer tokens
+// Seed doc 001 mitigation 3: tokens the answer attends to get more credit. a_t (the attention the answer tokens
 // pay to t, summed over answer tokens, averaged over last-layer heads) comes from the same forward pass as the
 // log-probs. w = max(0, 1 + credit_scale·(a/ā − 1)) outside the answer, 1 on it; no answer → w = 1.
 import * as tf from '@tensorflow/tfjs';

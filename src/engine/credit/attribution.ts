@@ -1,4 +1,4 @@
-// Seed 000: a learned attribution head. z = v·h + b on the final hidden state h that predicted token t
+// Seed doc 000: a learned attribution head. z = v·h + b on the final hidden state h that predicted token t
 // (detached when detach_hidden), α = softmax_t z over the episode's valid tokens, w = n_i·α — so a uniform head
 // (v ≈ 0 at init, std 0.01) is plain GRPO. The head trains through the policy loss (dLoss/dÂ flows into w).
 import * as tf from '@tensorflow/tfjs';
@@ -96,7 +96,7 @@ export function headObjective(x: HeadObjectiveInput): tf.Scalar {
   });
 }
 
-/** Seed 000's monitoring metrics, averaged over episodes: entropy, max, min and std of α. */
+/** Seed doc 000's monitoring metrics, averaged over episodes: entropy, max, min and std of α. */
 export function attributionMetrics(alpha: number[][], mask: number[][]): Record<string, number> {
   let ent = 0,
     mx = 0,
@@ -132,6 +132,6 @@ export const attribution: CreditStrategy = {
     return mask.map((row, i) => scaledSoftmax(batch.attributionLogits?.[i] ?? row.map(() => 0), row, 1));
   },
   createHead: (dModel, seed, p) => new AttributionHead(dModel, seed, p),
-  // Seed 000's monitoring metrics of α = w / n_i.
+  // Seed doc 000's monitoring metrics of α = w / n_i.
   stepMetrics: (weights, mask) => attributionMetrics(alphaOf(weights, mask), mask),
 };

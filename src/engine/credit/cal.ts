@@ -1,4 +1,4 @@
-// Seed 003, CAL (fine-grained credit assignment from an oracle), DESIGN §4 `cal`: for an episode whose answer is
+// Seed doc 003, CAL (fine-grained credit assignment from an oracle), DESIGN §4 `cal`: for an episode whose answer is
 // wrong (answer reward below 1), an oracle names the erroneous substring; its tokens (by character offsets, cut to
 // max_error_span tokens from its start) get Â = negative_reward and the episode's other tokens Â = 0. Correct
 // episodes, and wrong ones the oracle gives no span for, keep Â = A_i.

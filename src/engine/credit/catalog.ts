@@ -27,7 +27,7 @@ export interface StrategySpec {
   readonly check?: (credit: Record<string, unknown>) => { path: string[]; message: string } | null;
   /** values the Run Sweep QuickPicks offer, by dotted key */
   readonly sweepValues?: Record<string, number[]>;
-  /** the parameter comparisons label a run with (seeds 001/002: "Outcome-conditional (0.75)"), a key of `params` */
+  /** the parameter comparisons label a run with (seed docs 001/002: "Outcome-conditional (0.75)"), a key of `params` */
   readonly headline?: string;
   readonly needs?: StrategyNeeds;
 }
@@ -84,7 +84,7 @@ const calSchema = section(
     negative_reward: num({}, "Effective advantage given to the tokens of the oracle's error span.").default(-1.0),
     scale: oneOf(
       ['raw', 'group_std'],
-      'raw: span tokens get negative_reward as it is (seed 003). group_std: divided by the ' +
+      'raw: span tokens get negative_reward as it is (seed doc 003). group_std: divided by the ' +
         "episode's group reward std + 1e-4, the scale GRPO divides advantages by (the batch std when the group's is 0, " +
         "and 1 when that is 0 too), so span credit is on the scale of the other episodes' advantages.",
     ).default('raw'),
@@ -143,20 +143,20 @@ export const CATALOG = [
   { name: 'none', summary: 'none: every token gets A (plain GRPO)' },
   {
     name: 'outcome_conditional',
-    summary: 'outcome_conditional: think_discount outside <answer> (seed 001)',
+    summary: 'outcome_conditional: think_discount outside <answer> (seed doc 001)',
     params: { think_discount: num({ gte: 0 }, 'outcome_conditional: weight of tokens outside the answer (answer tokens get 1).').default(0.5) },
     sweepValues: { 'credit.think_discount': [0.25, 0.5, 0.75] },
     headline: 'think_discount',
   },
   {
     name: 'inverse_logprob',
-    summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed 001)',
+    summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed doc 001)',
     params: {
       epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1),
       inverse_logprob_form: oneOf(
         ['clean', 'seed'],
         'inverse_logprob: clean: w = 1/(|ℓ|+ε) with ℓ detached (DESIGN §4). seed: ' +
-          "seed 001's code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by " +
+          "seed doc 001's code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by " +
           'ε/(|ℓ|+ε)²; the logged weight is then that factor.',
       ).default('clean'),
     },
@@ -165,7 +165,7 @@ export const CATALOG = [
   },
   {
     name: 'attention_credit',
-    summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (seed 001)',
+    summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (seed doc 001)',
     params: { credit_scale: num({ gte: 0 }, 'attention_credit: w = max(0, 1 + credit_scale·(a/mean(a) − 1)).').default(2.0) },
     sweepValues: { 'credit.credit_scale': [2.0] },
     headline: 'credit_scale',
@@ -173,14 +173,14 @@ export const CATALOG = [
   },
   {
     name: 'entropy_weighted',
-    summary: 'entropy_weighted: n·softmax(H/entropy_temp) (seed 001)',
+    summary: 'entropy_weighted: n·softmax(H/entropy_temp) (seed doc 001)',
     params: { entropy_temp: num({ gt: 0 }, 'entropy_weighted: softmax temperature; lower focuses on high-entropy tokens.').default(1.0) },
     sweepValues: { 'credit.entropy_temp': [1.0] },
     headline: 'entropy_temp',
   },
   {
     name: 'entropy_mask',
-    summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed 001, after "Beyond the 80/20 Rule")',
+    summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed doc 001, after "Beyond the 80/20 Rule")',
     params: {
       mask_percentile: num(
         { gte: 0, lte: 100 },
@@ -189,7 +189,7 @@ export const CATALOG = [
       entropy_mask_norm: oneOf(
         ['valid', 'kept'],
         'entropy_mask: valid: the loss averages over every valid token, masked ones ' +
-          "counting as 0 (DESIGN §4). kept: seed 001's code, which averages over the kept tokens only; the kept weights " +
+          "counting as 0 (DESIGN §4). kept: seed doc 001's code, which averages over the kept tokens only; the kept weights " +
           'become (valid tokens ÷ kept tokens) of the batch, which gives the same token_mean loss.',
       ).default('valid'),
     },
@@ -198,7 +198,7 @@ export const CATALOG = [
   },
   {
     name: 'attribution',
-    summary: 'attribution: a learned head on the final hidden state (seed 000)',
+    summary: 'attribution: a learned head on the final hidden state (seed doc 000)',
     block: {
       key: 'attribution',
       schema: section(
@@ -211,9 +211,9 @@ export const CATALOG = [
               "for all three). contribution: minimise −Σ c·Â·ℓ (ℓ detached); linear in α, so its optimum puts all of an episode's " +
               'weight on one token (the most likely one when A > 0, the least likely when A < 0). contribution_entropy: the same ' +
               'minus entropy_coef·H(α) per episode; its optimum is α_t = softmax_t(A·ℓ_t / entropy_coef): a Gibbs distribution ' +
-              "that entropy_coef tempers (∞: plain GRPO, 0: contribution). ppo: seed 000's form, the head inside the clipped " +
+              "that entropy_coef tempers (∞: plain GRPO, 0: contribution). ppo: seed doc 000's form, the head inside the clipped " +
               'surrogate −min(ρÂ, clip(ρ)Â); at ρ = 1 (grpo.epochs_per_step 1) its gradient is exactly zero, so the head moves only ' +
-              "off-policy (epochs_per_step > 1), toward tokens whose ratio already moved with the advantage. Seed 000's own " +
+              "off-policy (epochs_per_step > 1), toward tokens whose ratio already moved with the advantage. Seed doc 000's own " +
               'results need ppo with epochs_per_step > 1.',
           ).default('contribution'),
           entropy_coef: num({ gt: 0 }, 'contribution_entropy: weight of the entropy of α (larger: closer to uniform).').default(0.1),
@@ -225,12 +225,12 @@ export const CATALOG = [
   },
   {
     name: 'cal',
-    summary: 'cal: an oracle names the error span of a wrong answer (seed 003)',
+    summary: 'cal: an oracle names the error span of a wrong answer (seed doc 003)',
     block: { key: 'cal', schema: calSchema.prefault({}) },
   },
   {
     name: 'reward_variance',
-    summary: 'reward_variance: an importance net trained on paired rollouts (seed 004)',
+    summary: 'reward_variance: an importance net trained on paired rollouts (seed doc 004)',
     block: {
       key: 'reward_variance',
       schema: section(

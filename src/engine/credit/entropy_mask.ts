@@ -17,7 +17,7 @@ export const entropyMask: CreditStrategy = {
     const q = percentileLinear(all, p.mask_percentile);
     const w: number[][] = mask.map((row, i) => row.map((m, t) => (m && batch.entropies[i][t] >= q ? 1 : 0)));
     if (p.entropy_mask_norm !== 'kept') return w;
-    // Seed 001's code averages the loss over the kept tokens: with token_mean that is the same as scaling the kept
+    // Seed doc 001's code averages the loss over the kept tokens: with token_mean that is the same as scaling the kept
     // weights by (valid ÷ kept) of the batch.
     const kept = w.flat().reduce((a, b) => a + b, 0);
     const scale = kept > 0 ? all.length / kept : 0;

@@ -1,4 +1,4 @@
-// Seed 001 mitigation 1: full advantage on the <answer> section, think_discount elsewhere.
+// Seed doc 001 mitigation 1: full advantage on the <answer> section, think_discount elsewhere.
 import { validMask, type CreditStrategy } from './types';
 
 export const outcomeConditional: CreditStrategy = {

@@ -64,7 +64,7 @@ export interface Prepared {
 }
 
 /**
- * A trainable credit head (seed 000's attribution head): its parameters train with the policy and are checkpointed. It
+ * A trainable credit head (seed doc 000's attribution head): its parameters train with the policy and are checkpointed. It
  * plugs into the taped pass of every micro-batch: `weigh` gives the rows' weights, differentiable in the head, and
  * `objective` the surrogate term whose gradient trains it.
  */

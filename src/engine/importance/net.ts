@@ -1,4 +1,4 @@
-// Seed 004, part 2: the importance network f_θ(prefix) ∈ (−1, 1), the correlation of the rewards of two
+// Seed doc 004, part 2: the importance network f_θ(prefix) ∈ (−1, 1), the correlation of the rewards of two
 // rollouts that share `prefix` and then continue independently. Trained by maximum likelihood of each pair
 // (R1, R2) ~ N((m_q, m_q), v_q [[1, f], [f, 1]]), m_q and v_q the mean and variance of its group's rewards.
 //

@@ -1,4 +1,4 @@
-// Seed 004, part 1: paired rollouts. For each prompt, G rollouts in G/2 pairs; the two members of a pair share
+// Seed doc 004, part 1: paired rollouts. For each prompt, G rollouts in G/2 pairs; the two members of a pair share
 // the completion's first t tokens and are then sampled independently (drawPairs: t uniform in 0..max_new_tokens − 1,
 // drawn before any continuation, a prefix that already ended redrawn, both members fresh from the prefix, so the two
 // are exchangeable). The rewards of the pairs are what the importance network (importance.ts) learns a correlation
@@ -118,7 +118,7 @@ export interface PairDraw {
 }
 
 /**
- * Seed 004's pairs, drawn so that the two members are exchangeable: for each pair, t is drawn uniformly in
+ * Seed doc 004's pairs, drawn so that the two members are exchangeable: for each pair, t is drawn uniformly in
  * 0..max_new_tokens − 1 with no look at any continuation; a prefix of t tokens is sampled from the prompt (a full
  * sample cut at t: sampling is autoregressive, so its first t tokens are a sample of t tokens); a prefix that already
  * ended (the sample stopped within its first t tokens) is rejected and both t and the prefix are drawn again; then BOTH

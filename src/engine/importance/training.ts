@@ -1,4 +1,4 @@
-// Training the importance net (seed 004, part 2): pairs from the paired-rollout table, a held-out split by prompt,
+// Training the importance net (seed doc 004, part 2): pairs from the paired-rollout table, a held-out split by prompt,
 // maximum likelihood of the bivariate-normal pair model, and the constant-correlation baseline it must beat.
 import { mean } from '../core/stats';
 import * as tf from '@tensorflow/tfjs';

@@ -1,4 +1,4 @@
-// The CAL error-span oracle (seed 003): given a wrong completion (and a right one from its group, when there is one),
+// The CAL error-span oracle (seed doc 003): given a wrong completion (and a right one from its group, when there is one),
 // name the span where it goes wrong, as character offsets in the wrong completion. Providers: `rule` (offline),
 // `openai` (any OpenAI-compatible server) and `gemini`. Failures are outcomes, not exceptions, so a run goes on
 // without the span; only what the user must fix (a missing key variable, a rejected key, an unknown model) throws.

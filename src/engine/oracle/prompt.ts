@@ -1,4 +1,4 @@
-// What the LLM oracle is asked (seed 003: the question, a correct completion of the same group when one exists, the
+// What the LLM oracle is asked (seed doc 003: the question, a correct completion of the same group when one exists, the
 // incorrect completion, and a request for the exact erroneous substring as JSON), and how its reply is read.
 import type { Example, Task } from '../core/types';
 

@@ -27,56 +27,33 @@ import {
   type Vector,
 } from 'apache-arrow';
 import { readFileSync } from 'node:fs';
-import type { Section, TokenType } from '../../protocol';
+import type { TokenType } from '../../protocol';
+import { EXTRA_COLUMN_RE, TOKEN_COLUMNS, type TokenContractColumns, type TokenContractColumnsRead } from '../../protocol/token_columns';
 import { UserError } from '../core/errors';
 import { ipcFileFault, tableFault } from './ipc_check';
 import { listLoggedSteps, stepFile, writeFileAtomic } from './rundir';
 
 export type { TokenType };
+export { EXTRA_COLUMN_RE };
 
-/** Columns of `<run>/tokens/step-NNNNNN.arrow`; every array has one entry per completion token. */
-export interface TokenColumns {
-  step: Int32Array;
-  episode: Int32Array;
-  prompt_idx: Int32Array;
-  position: Int32Array;
-  token_id: Int32Array;
-  token: string[];
-  logprob: Float32Array;
-  entropy: Float32Array;
-  /** A_i, the episode's advantage. */
-  advantage: Float32Array;
-  weight: Float32Array;
-  /** Â = A_i·w. */
-  effective_advantage: Float32Array;
-  contribution: Float32Array;
-  /**
-   * null: the strategy does not produce it, and the whole column is written as nulls. When writing, a
-   * `(number | null)[]` marks single rows null; when reading, single null rows come back as NaN.
-   */
-  attribution: Float32Array | (number | null)[] | null;
-  importance: Float32Array | (number | null)[] | null;
-  section: Section[];
-  token_type: TokenType[];
-  reward: Float32Array;
+/**
+ * Columns of `<run>/tokens/step-NNNNNN.arrow` as the writer takes them: the contract columns declared in
+ * protocol/token_columns.ts, one entry per completion token each.
+ */
+export type TokenColumns = TokenContractColumns & {
   /**
    * Per-token values beyond the contract, one nullable float32 column each after the contract columns: what an
    * imported trainer logged and we keep (prime-rl's importance_ratio, mismatch_kl, …). Names are snake_case and
    * never a contract column's name (EXTRA_COLUMN_RE).
    */
   extra?: Record<string, Float32Array | (number | null)[]>;
-}
+};
 
 /** What the readers return: nullable float columns are a Float32Array (NaN where a row is null) or null. */
-export type TokenColumnsRead = Omit<TokenColumns, 'attribution' | 'importance' | 'extra'> & {
-  attribution: Float32Array | null;
-  importance: Float32Array | null;
+export type TokenColumnsRead = TokenContractColumnsRead & {
   /** every numeric column beyond the contract (NaN where null; NaN in the rows of a step without it) */
   extra: Record<string, Float32Array>;
 };
-
-/** The name an extra token column may have. */
-export const EXTRA_COLUMN_RE = /^[a-z][a-z0-9_]{0,63}$/;
 
 /** Columns of `<run>/episodes/step-NNNNNN.arrow`; one entry per episode. */
 export interface EpisodeColumns {
@@ -99,27 +76,11 @@ const int32 = (name: string) => new Field(name, new Int32(), false);
 const float32 = (name: string, nullable = false) => new Field(name, new Float32(), nullable);
 const utf8 = (name: string, nullable = false) => new Field(name, new Utf8(), nullable);
 
-/** DESIGN §5 token table, in contract column order. */
+const ARROW_TYPE = { int32: () => new Int32(), float32: () => new Float32(), utf8: () => new Utf8() };
+
+/** DESIGN §5 token table, in contract column order: protocol/token_columns.ts, as an Arrow schema. */
 export const TOKEN_SCHEMA = new Schema(
-  [
-    int32('step'),
-    int32('episode'),
-    int32('prompt_idx'),
-    int32('position'),
-    int32('token_id'),
-    utf8('token'),
-    float32('logprob'),
-    float32('entropy'),
-    float32('advantage'),
-    float32('weight'),
-    float32('effective_advantage'),
-    float32('contribution'),
-    float32('attribution', true),
-    float32('importance', true),
-    utf8('section'),
-    utf8('token_type'),
-    float32('reward'),
-  ],
+  TOKEN_COLUMNS.map((c) => new Field(c.name, ARROW_TYPE[c.type](), c.nullable)),
   new Map([
     ['credit_lens.table', 'tokens'],
     ['credit_lens.version', '1'],
@@ -156,8 +117,8 @@ function rowCount(kind: string, schema: Schema, cols: Record<string, AnyColumn>)
   let n = -1;
   for (const f of schema.fields) {
     const c = cols[f.name];
-    if (c === undefined) throw new Error(`${kind} table: column ${f.name} is missing`);
-    if (c === null) {
+    if (c === undefined && !f.nullable) throw new Error(`${kind} table: column ${f.name} is missing`);
+    if (c === null || c === undefined) {
       if (!f.nullable) throw new Error(`${kind} table: column ${f.name} cannot be null`);
       continue;
     }
@@ -244,7 +205,7 @@ function columnData(field: Field, col: AnyColumn, n: number): Data {
 
 function writeTable(kind: string, path: string, schema: Schema, cols: Record<string, AnyColumn>): void {
   const n = rowCount(kind, schema, cols);
-  const children = schema.fields.map((f) => columnData(f, cols[f.name], n));
+  const children = schema.fields.map((f) => columnData(f, cols[f.name] ?? null, n)); // an absent nullable column is all nulls
   const batch = new RecordBatch(schema, makeData({ type: new Struct(schema.fields), length: n, nullCount: 0, children }));
   writeFileAtomic(path, tableToIPC(new Table(schema, [batch]), 'file'));
 }
@@ -471,30 +432,15 @@ function readTokens(paths: string[]): TokenColumnsRead {
   const sources = paths.map(readTable);
   const lengths = sources.map((s) => s.table.numRows);
   const total = lengths.reduce((a, b) => a + b, 0);
-  const col = (name: string) => column(sources, TOKEN_SCHEMA, name);
-  const ints = (name: string) => int32Column(col(name), total);
-  const floats = (name: string) => float32Column(col(name), lengths, total, false)!;
-  const strings = (name: string, intern = false) => stringColumn(col(name), lengths, total, '', intern);
-  return {
-    step: ints('step'),
-    episode: ints('episode'),
-    prompt_idx: ints('prompt_idx'),
-    position: ints('position'),
-    token_id: ints('token_id'),
-    token: strings('token'),
-    logprob: floats('logprob'),
-    entropy: floats('entropy'),
-    advantage: floats('advantage'),
-    weight: floats('weight'),
-    effective_advantage: floats('effective_advantage'),
-    contribution: floats('contribution'),
-    attribution: float32Column(col('attribution'), lengths, total, true),
-    importance: float32Column(col('importance'), lengths, total, true),
-    section: strings('section', true) as Section[],
-    token_type: strings('token_type', true) as TokenType[],
-    reward: floats('reward'),
-    extra: extraColumns(sources, lengths, total),
-  };
+  const out: Record<string, unknown> = {};
+  for (const c of TOKEN_COLUMNS) {
+    const parts = column(sources, TOKEN_SCHEMA, c.name);
+    if (c.type === 'int32') out[c.name] = int32Column(parts, total);
+    else if (c.type === 'float32') out[c.name] = float32Column(parts, lengths, total, c.nullable);
+    else out[c.name] = stringColumn(parts, lengths, total, '', 'few_values' in c && c.few_values);
+  }
+  out.extra = extraColumns(sources, lengths, total);
+  return out as TokenColumnsRead;
 }
 
 /** Numeric columns beyond the contract, in first-seen order; NaN for the rows of a source without one. */

@@ -58,7 +58,7 @@ export function lastAnswer(text: string): string | null {
 
 export interface AnswerJudgement {
   correct: boolean;
-  /** extra named partial rewards, 0/1 each (seed 004's partial_reward_k) */
+  /** extra named partial rewards, 0/1 each (seed doc 004's partial_reward_k) */
   parts?: Record<string, number>;
 }
 
@@ -75,7 +75,7 @@ export function formattedReward(text: string, kind: RewardKind, judge: (content:
     const format = grpoZeroFormat(text);
     const j = judge(firstAnswer(text));
     const answer = j.correct ? 1 : 0;
-    // Partial rewards are 0/1 each (seed 004), so parts.format is the full-format match, not the graded score.
+    // Partial rewards are 0/1 each (seed doc 004), so parts.format is the full-format match, not the graded score.
     const parts = { format: format === 1 ? 1 : 0, answer, ...j.parts };
     return { total: 0.1 * format + answer, format, answer, parts };
   }
@@ -97,7 +97,7 @@ function sameMultiset(a: number[], b: number[]): boolean {
   return x.every((v, i) => v === y[i]);
 }
 
-/** Answer check shared by both schemes; parts uses_all_numbers/valid_expression are seed 004's partial rewards. */
+/** Answer check shared by both schemes; parts uses_all_numbers/valid_expression are seed doc 004's partial rewards. */
 export function judgeCountdownAnswer(content: string | null, numbers: number[], target: number): AnswerJudgement {
   if (content === null) return { correct: false, parts: { uses_all_numbers: 0, valid_expression: 0 } };
   // Both references collect the integers with a \d+ regex before evaluating, so "uses all numbers" is judged

@@ -1,5 +1,5 @@
 // Which part of a completion a token belongs to (think / answer / other) and whether it is a filler or a
-// reasoning token (seed 002). Both work on the decoded text's character offsets (DESIGN §4).
+// reasoning token (seed doc 002). Both work on the decoded text's character offsets (DESIGN §4).
 import type { Section, TokenSpan, TokenType } from '../core/types';
 
 interface Span {
@@ -47,7 +47,7 @@ export function computeSections(text: string, tokens: TokenSpan[]): Section[] {
   });
 }
 
-/** Seed 002's reasoning tokens: digits, + - * / = ( ) . and × ÷ only. Configurable in analysis. */
+/** Seed doc 002's reasoning tokens: digits, + - * / = ( ) . and × ÷ only. Configurable in analysis. */
 export const REASONING_TOKEN_RE = /^[0-9+\-*/=().×÷]+$/;
 
 /** `reasoning` iff the trimmed token text is non-empty and matches `re`; everything else is `filler`. */

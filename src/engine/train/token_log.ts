@@ -55,7 +55,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
       cols.advantage[k] = tok.adv[i];
       cols.weight[k] = tok.weights[i][t];
       cols.effective_advantage[k] = tok.effAdv[i][t];
-      // contribution = Â × ℓ (seed 002), computed in float32 like the stored columns so the identity holds exactly.
+      // contribution = Â × ℓ (seed doc 002), computed in float32 like the stored columns so the identity holds exactly.
       cols.contribution[k] = Math.fround(Math.fround(tok.effAdv[i][t]) * Math.fround(lp));
       if (tok.attribution) cols.attribution[k] = tok.attribution[i][t];
       if (tok.importance) cols.importance[k] = tok.importance[i][t];

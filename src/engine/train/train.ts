@@ -265,7 +265,7 @@ async function trainIn(
       log(
         'warn',
         "credit.attribution.objective ppo with grpo.epochs_per_step 1: at ρ = 1 the head's gradient is exactly zero, so it " +
-          "stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed 000's form",
+          "stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed doc 000's form",
       );
     }
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });

@@ -1,4 +1,4 @@
-// A shared SFT warm start (`sft.share: true`). Seed 001's comparisons, and any sweep over seeds, should start every
+// A shared SFT warm start (`sft.share: true`). Seed doc 001's comparisons, and any sweep over seeds, should start every
 // run from one policy: otherwise a difference between strategies mixes with a difference between SFT warm starts.
 // The warm start is an ordinary SFT-only run (grpo.steps 0) in `<output_dir>/<task>-warm-start-<key>/`, where the
 // key hashes exactly what determines its weights: model, task, sft section (with sft.seed) and backend. The first

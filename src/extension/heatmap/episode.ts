@@ -9,7 +9,8 @@
 import type { EpisodeColumns, TokenColumnsRead } from '../../engine/rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
-import { METRICS, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
+import { METRICS, metricDef, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
+import { TOKEN_COLUMNS, type TokenColumnDef } from '../../protocol/token_columns';
 
 export interface EpisodeRef {
   runDir: string;
@@ -228,6 +229,37 @@ export function buildHeatmapEpisode(
     completionOffset: promptOffset + prompt.length,
     lineStarts: lineStarts(text),
   };
+}
+
+export interface TokenFields {
+  text: string;
+  id: number;
+  position: number;
+  section: string;
+  tokenType: string;
+  /**
+   * The hover's rows: every column protocol/token_columns.ts gives a hover label, in catalog order, then the extra
+   * columns (an imported trainer's per-token values); a nullable column's row only where it has a value here.
+   */
+  values: { column: string; label: string; value: number; metric: MetricId | null }[];
+}
+
+const HOVER_COLUMNS = (TOKEN_COLUMNS as readonly TokenColumnDef[]).filter((c) => c.hover !== undefined && c.type === 'float32');
+
+/** Every logged field of the i-th token of a view. */
+export function tokenFields(view: HeatmapEpisode, i: number): TokenFields {
+  const t = view.tables.tokens;
+  const r = view.rows[i];
+  const values: TokenFields['values'] = [];
+  for (const c of HOVER_COLUMNS) {
+    const col = t[c.name as keyof typeof t] as Float32Array | null;
+    if (!col || Number.isNaN(col[r])) continue;
+    values.push({ column: c.name, label: c.hover!, value: col[r], metric: c.heatmap ? (c.name as MetricId) : null });
+  }
+  for (const [name, col] of Object.entries(t.extra ?? {})) {
+    if (!Number.isNaN(col[r])) values.push({ column: name, label: metricDef(`extra.${name}`).label, value: col[r], metric: `extra.${name}` });
+  }
+  return { text: t.token[r], id: t.token_id[r], position: t.position[r], section: t.section[r], tokenType: t.token_type[r], values };
 }
 
 /** Steps of a run with an episode table, ascending. */

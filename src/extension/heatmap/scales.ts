@@ -5,64 +5,42 @@
 // a diverging scale centred on 0 (equal magnitudes of either sign get equally strong colours), the others a
 // sequential one from the smallest to the largest value in the normalisation scope.
 
-/** The token-table columns (DESIGN §5) a heatmap can paint. */
-export type BuiltinMetricId = 'contribution' | 'effective_advantage' | 'entropy' | 'attribution' | 'importance' | 'logprob' | 'weight';
+import { KNOWN_EXTRA_COLUMNS, TOKEN_COLUMNS, type HeatmapScale, type PaintableColumn, type TokenColumnDef } from '../../protocol/token_columns';
+
+/** The token-table columns (DESIGN §5) a heatmap can paint: those protocol/token_columns.ts gives a heatmap scale. */
+export type BuiltinMetricId = PaintableColumn;
 /** A builtin column, or `extra.<name>`: a numeric column beyond the contract (what an imported trainer logged). */
 export type MetricId = BuiltinMetricId | `extra.${string}`;
 
-export interface MetricDef {
+export interface MetricDef extends HeatmapScale {
   id: MetricId;
-  label: string;
-  /** Signed by definition: painted on a diverging scale around 0. */
-  signed: boolean;
-  /**
-   * Sequential metrics whose *small* values are the notable ones get the strongest colour at the low end:
-   * a low log-prob is a surprising token.
-   */
-  invert?: boolean;
   /** Hover and QuickPick text: what the value is (DESIGN §4). */
   description: string;
 }
 
-export const METRICS: readonly MetricDef[] = [
-  { id: 'contribution', label: 'contribution', signed: true, description: "c = Â·ℓ, the token's share of the policy-gradient objective (seed 002)" },
-  { id: 'effective_advantage', label: 'effective advantage', signed: true, description: 'Â = A·w, the advantage this token was trained with' },
-  { id: 'entropy', label: 'entropy', signed: false, description: 'entropy of the sampling distribution at this position (nats)' },
-  { id: 'attribution', label: 'attribution', signed: false, description: "α, the learned attribution head's share of the credit (seed 000)" },
-  { id: 'importance', label: 'importance', signed: true, description: "ρ, the importance net's predicted reward correlation (seed 004)" },
-  { id: 'logprob', label: 'log-prob', signed: false, invert: true, description: 'ℓ = log π(token), strongest colour for the least likely tokens' },
-  { id: 'weight', label: 'weight', signed: false, description: "w, the credit strategy's per-token weight" },
-];
+/** The metric picker's order for the columns it has always shown; a column added later follows them in catalog order. */
+const PICKER_ORDER: readonly string[] = ['contribution', 'effective_advantage', 'entropy', 'attribution', 'importance', 'logprob', 'weight'];
+const pickerRank = (id: string) => (PICKER_ORDER.includes(id) ? PICKER_ORDER.indexOf(id) : PICKER_ORDER.length);
 
-/**
- * Extra columns we know the meaning of: prime-rl's token exports (trainer.enable_token_export), kept by
- * `credit-lens import`. Any other extra column is painted on a sequential scale under its own name.
- */
-const KNOWN_EXTRA: Record<string, Omit<MetricDef, 'id'>> = {
-  importance_ratio: {
-    label: 'importance ratio',
-    signed: false,
-    description: 'π_trainer / π_inference of the token (prime-rl export): off-policy drift between the inference engine and the trainer',
-  },
-  log_importance_ratio: { label: 'log importance ratio', signed: true, description: 'log π_trainer − log π_inference of the token (prime-rl export)' },
-  mismatch_kl: { label: 'mismatch KL', signed: false, description: 'per-token KL between the inference and trainer distributions (prime-rl export)' },
-  inference_logprob: {
-    label: 'inference log-prob',
-    signed: false,
-    invert: true,
-    description: 'log-prob of the token under the inference engine that sampled it (prime-rl export)',
-  },
-  prob_delta: { label: 'prob delta', signed: true, description: 'π_trainer − π_inference of the token (prime-rl export)' },
-};
+const paintable = (c: TokenColumnDef): c is TokenColumnDef & { heatmap: HeatmapScale } => c.heatmap !== undefined;
+
+/** The paintable columns, in the order of the metric picker (contribution first: the product's headline column). */
+export const METRICS: readonly MetricDef[] = (TOKEN_COLUMNS as readonly TokenColumnDef[])
+  .filter(paintable)
+  .map((c) => ({ id: c.name as BuiltinMetricId, ...c.heatmap, description: c.meaning }))
+  .sort((a, b) => pickerRank(a.id) - pickerRank(b.id));
 
 const EXTRA_ID_RE = /^extra\.[a-z][a-z0-9_]{0,63}$/;
 
 export function metricDef(id: MetricId): MetricDef {
   if (id.startsWith('extra.')) {
     const name = id.slice('extra.'.length);
+    const known = KNOWN_EXTRA_COLUMNS.find((c) => c.name === name);
     return {
       id,
-      ...(KNOWN_EXTRA[name] ?? { label: name.replace(/_/g, ' '), signed: false, description: `${name}: a per-token column the source of this run logged` }),
+      ...(known
+        ? { ...known.heatmap, description: known.meaning }
+        : { label: name.replace(/_/g, ' '), signed: false, description: `${name}: a per-token column the source of this run logged` }),
     };
   }
   const m = METRICS.find((d) => d.id === id);

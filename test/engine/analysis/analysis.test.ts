@@ -1,4 +1,4 @@
-// Seed 002's credit analysis (src/engine/analysis/analysis.ts) on hand-made token tables whose every statistic is
+// Seed doc 002's credit analysis (src/engine/analysis/analysis.ts) on hand-made token tables whose every statistic is
 // worked out in the comments, plus one real tiny run. Values are binary fractions, exact in float32.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -481,7 +481,7 @@ test('user errors: not a run directory, no token tables, bad regex, empty step r
   userError(() => analyzeRun(dir, { topK: 0 }), /--top-k/);
 });
 
-test('compareRuns gives seed 002 Appendix B: eval, filler |c|, reasoning |c|, ratio and the deltas', () => {
+test('compareRuns gives seed doc 002 Appendix B: eval, filler |c|, reasoning |c|, ratio and the deltas', () => {
   // run: MAIN (filler .4, reasoning .25, ratio 1.6, final eval .25 at step 2)
   // baseline: MAIN with every weight 1 and strategy none, and its own metrics (final eval .5 at step 2):
   //   c = A·ℓ: ' go' -1, '3' -0.5, '<answer>' -0.25 | ' go' 2, '3' 1, '+' 0.5, '<answer>' 0.25 | 'x' -0.25
@@ -514,13 +514,13 @@ test('compareRuns gives seed 002 Appendix B: eval, filler |c|, reasoning |c|, ra
   close(cmp.delta.filler_reasoning_ratio, 1.6 - 1.125);
 
   const md = analysisToMarkdown(run, cmp);
-  assert.match(md, /## Mitigation summary \(seed 002, Appendix B\)/);
+  assert.match(md, /## Mitigation summary \(seed doc 002, Appendix B\)/);
   assert.match(md, /\| Baseline: none \| base \| 50% @ 2 \| 0\.750 \| 0\.667 \| 1\.13× \|/);
   assert.match(md, /\| outcome_conditional \(think_discount 0\.5\) \| fixture \| 25% @ 2 \| 0\.400 \| 0\.250 \| 1\.60× \|/);
   assert.match(md, /\| Δ \(run − baseline\) \|  \| −25 pts \| −0\.350 \| −0\.417 \| \+0\.48× \|/);
 });
 
-test('Markdown lays out every table of seed 002', () => {
+test('Markdown lays out every table of seed doc 002', () => {
   const md = analysisToMarkdown(analyzeRun(makeRun(MAIN, { metrics: MAIN_METRICS })));
   for (const h of [
     '## Contribution statistics',
@@ -658,7 +658,7 @@ test('a real tiny countdown run: every table present and consistent', async () =
   // strategy none: w = 1 everywhere, so every section's weights are exactly 1
   for (const s of Object.values(a.weights.sections))
     if (s.count > 0) assert.deepEqual([s.min, s.p10, s.p50, s.p90, s.max, s.std], [1, 1, 1, 1, 1, s.count > 1 ? 0 : null]);
-  // Rewarded episodes push c ≤ 0 (seed 002's sign check), the others c ≥ 0.
+  // Rewarded episodes push c ≤ 0 (seed doc 002's sign check), the others c ≥ 0.
   if (a.reward_sign.positive.tokens) assert.ok(a.reward_sign.positive.mean_contribution! <= 0);
   if (a.reward_sign.negative.tokens) assert.ok(a.reward_sign.negative.mean_contribution! >= 0);
   // A = 0 gives c = Â·ℓ = 0 under every strategy that scales A (all but cal): its tokens' mean |c| is 0.

@@ -163,7 +163,7 @@ test('a wrong enum value names the path, the value, the choices and the nearest 
   const sr = only(issues, 'grpo.scale_rewards');
   assert.equal(sr.message, 'grpo.scale_rewards: got "grop", expected one of: group, batch, none; did you mean `group`?');
   assert.equal(sr.value, 'grop');
-  // Seed 001 calls it entropy_masking.
+  // Seed doc 001 calls it entropy_masking.
   assert.match(only(issues, 'credit.strategy').message, /one of: none, outcome_conditional, .*did you mean `entropy_mask`\?/);
 });
 

@@ -1,4 +1,4 @@
-// credit.strategy cal (seed 003, DESIGN §4): Â by hand, prepare() with the rule oracle on hand-made episodes, and
+// credit.strategy cal (seed doc 003, DESIGN §4): Â by hand, prepare() with the rule oracle on hand-made episodes, and
 // two runs of the real trainer: one with the rule oracle, one with the openai oracle against a local HTTP server, after
 // which every file the run wrote and everything it reported is searched for the API key.
 import { test } from 'node:test';

@@ -54,7 +54,7 @@ test('entropy_mask: all-equal entropies keep every token (H ≥ q)', () => {
   assert.deepEqual(w, [[1, 1]]);
 });
 
-test('entropy_mask, kept norm: seed 001 averages over the kept tokens — kept weights are valid ÷ kept', () => {
+test('entropy_mask, kept norm: seed doc 001 averages over the kept tokens — kept weights are valid ÷ kept', () => {
   // Same batch as above: 5 valid tokens, 1 kept (H = 0.9) → its weight is 5/1 = 5; token_mean over the 5 valid tokens
   // then equals the seed's mean over the 1 kept token.
   const w = tokenWeights('entropy_mask', { mask_percentile: 80, entropy_mask_norm: 'kept' } as never, {

@@ -20,7 +20,7 @@ test('inverse_logprob: 1/(|ℓ| + epsilon)', () => {
   );
 });
 
-test("inverse_logprob, seed form: the gradient weight ε/(|ℓ|+ε)² of seed 001's undetached w(ℓ)·ℓ", () => {
+test("inverse_logprob, seed form: the gradient weight ε/(|ℓ|+ε)² of seed doc 001's undetached w(ℓ)·ℓ", () => {
   const w = tokenWeights('inverse_logprob', { epsilon: 0.1, inverse_logprob_form: 'seed' } as never, {
     logprobs: [[-0.4, -1.9, 0, -3]],
     entropies: [[0, 0, 0, 0]],

@@ -318,7 +318,7 @@ test('import plain JSONL scored by a run folder: a strategy without training, an
     assert.equal(r.format, 'jsonl');
     assert.equal(r.records, ep.prompt.length + 1);
     const tt = readTokenTable(stepFile(r.runDir, 'tokens', 5));
-    // outcome_conditional (seed 001): weight 1 on <answer> tokens, think_discount elsewhere
+    // outcome_conditional (seed doc 001): weight 1 on <answer> tokens, think_discount elsewhere
     for (let i = 0; i < tt.weight.length; i++) assert.equal(tt.weight[i], tt.section[i] === 'answer' ? 1 : 0.25);
     assert.ok(tt.section.includes('answer') && tt.section.includes('think'));
     const a = analyzeRun(r.runDir);

@@ -1,4 +1,4 @@
-// The importance network (seed 004, part 2): its likelihood, the constant baseline, the split, the checkpoint,
+// The importance network (seed doc 004, part 2): its likelihood, the constant baseline, the split, the checkpoint,
 // and learning on synthetic pairs whose true correlation is a known function of the prefix.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

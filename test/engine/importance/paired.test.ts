@@ -1,4 +1,4 @@
-// Paired rollouts (seed 004, part 1): pair structure, group statistics, and the Parquet file read back by an
+// Paired rollouts (seed doc 004, part 1): pair structure, group statistics, and the Parquet file read back by an
 // independent reader (hyparquet).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -95,7 +95,7 @@ function signTestP(k: number, n: number): number {
   return Math.min(1, p);
 }
 
-test("exchangeable pairs (seed 004): on a synthetic policy the members' lengths and rewards are equally distributed; the old scheme fails the same test", () => {
+test("exchangeable pairs (seed doc 004): on a synthetic policy the members' lengths and rewards are equally distributed; the old scheme fails the same test", () => {
   // A synthetic policy with a geometric length: after any token, EOS (id 2) with probability 0.12, else one of ids 3..9.
   // The reward: 1 when a completion holds three or more id-3 tokens (depends on length and content).
   const EOS = 2,

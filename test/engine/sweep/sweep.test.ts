@@ -10,9 +10,9 @@ function config(text: string): CreditConfig {
   return r.config!;
 }
 
-// Seed 001's "Compare All Mitigations" list: 1 baseline + 3 think_discounts + 3 epsilons + 1 credit_scale
+// Seed doc 001's "Compare All Mitigations" list: 1 baseline + 3 think_discounts + 3 epsilons + 1 credit_scale
 // + 1 entropy_temp + 3 mask_percentiles = 12 runs.
-const SEED_001 = `name: countdown-baseline
+const SEED_DOC_001 = `name: countdown-baseline
 sweep:
   grid:
     - {credit.strategy: none}
@@ -23,8 +23,8 @@ sweep:
     - {credit.strategy: entropy_mask, credit.mask_percentile: [70, 80, 90]}
 `;
 
-test('the seed-001 mitigation list expands to exactly its 12 runs, named by strategy and parameter', () => {
-  const runs = expandSweep(config(SEED_001));
+test("seed doc 001's mitigation list expands to exactly its 12 runs, named by strategy and parameter", () => {
+  const runs = expandSweep(config(SEED_DOC_001));
   assert.deepEqual(
     runs.map((r) => r.name),
     [

@@ -44,7 +44,7 @@ test('grpo_zero: partial format scores', () => {
   const c = grpo('<think>hmm</think>');
   close(c.total, 0.01);
   assert.equal(c.format, 0.1);
-  // parts are 0/1 (seed 004): parts.format is the full-format match, which this is not.
+  // parts are 0/1 (seed doc 004): parts.format is the full-format match, which this is not.
   assert.deepEqual(c.parts, { format: 0, answer: 0, uses_all_numbers: 0, valid_expression: 0 });
   // Unclosed answer is no answer block: format 0.1 → 0.01.
   close(grpo('<think>x</think>\n<answer>(5+3)*2').total, 0.01);

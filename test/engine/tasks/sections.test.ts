@@ -63,11 +63,11 @@ test('several answer blocks each count', () => {
   assert.deepEqual(computeSections(pieces.join(''), spans(pieces)), ['answer', 'other', 'answer']);
 });
 
-test('token types (seed 002): digits, + - * / = ( ) . × ÷ are reasoning after trimming', () => {
+test('token types (seed doc 002): digits, + - * / = ( ) . × ÷ are reasoning after trimming', () => {
   for (const t of ['1', ' 12', ' -', '=', '(5+3)*2', '3.5', '\u00d7', '\u00f7', ' 8/2 \n']) {
     assert.equal(tokenType(t), 'reasoning', JSON.stringify(t));
   }
-  // Seed 002's top filler tokens, plus empty / whitespace-only, letters mixed in, and the unicode minus (not listed).
+  // Seed doc 002's top filler tokens, plus empty / whitespace-only, letters mixed in, and the unicode minus (not listed).
   for (const t of [' ', '>', 'answer', ',', ' </', ' to', '>\n', '', '\n', '3a', '\u2212', '<think>']) {
     assert.equal(tokenType(t), 'filler', JSON.stringify(t));
   }

@@ -36,6 +36,12 @@ export function useOps(backend: string): void {
   resolved.clear();
 }
 
+/** Runs models on `t` in place of the backend's own table, until the next useOps: the per-op tier bench (bench/ops_tiers.ts). */
+export function useOpsTable(t: BackendOps): void {
+  table = t;
+  resolved.clear();
+}
+
 /** The name of the table in use (run.json records it with the backend; tests check which table runs). */
 export function opsName(): string {
   return table.name;

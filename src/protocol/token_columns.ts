@@ -1,0 +1,174 @@
+// The token table's columns (DESIGN §5), each declared once: its name, Arrow type, nullability, meaning, and how the
+// heatmap paints it and the hover shows it. The Arrow schema and the readers (engine/rundir/arrow_tables.ts), the
+// column types, the heatmap's metrics (extension/heatmap/scales.ts) and the hover (extension/heatmap/hover.ts) all
+// derive from this list, so a new column is one entry here plus the line in train/token_log.ts that fills it.
+// Pure data like the rest of src/protocol: the engine, the extension and the webviews import it alike.
+import type { Section, TokenType } from './index';
+
+/** How a numeric column is painted: a diverging scale around 0 when signed, else sequential (invert: low is notable). */
+export interface HeatmapScale {
+  /** the name in the metric picker and the status bar */
+  label: string;
+  signed: boolean;
+  /** the strongest colour at the low end of a sequential scale (a low log-prob is a surprising token) */
+  invert?: boolean;
+}
+
+export interface TokenColumnDef {
+  name: string;
+  type: 'int32' | 'float32' | 'utf8';
+  /** a nullable column may be null row by row, or wholly (a strategy that does not produce it) */
+  nullable: boolean;
+  /** what the value is: the hover, the metric picker and DESIGN §5 say this */
+  meaning: string;
+  /** paintable on the heatmap, and how */
+  heatmap?: HeatmapScale;
+  /** a row of the token hover, under this label (a nullable column's row is left out where it is null) */
+  hover?: string;
+  /** utf8 columns with a handful of distinct values: the reader shares one string per value */
+  few_values?: boolean;
+}
+
+/** DESIGN §5's token table, in contract column order. */
+export const TOKEN_COLUMNS = [
+  { name: 'step', type: 'int32', nullable: false, meaning: 'the GRPO step the episode was sampled at' },
+  { name: 'episode', type: 'int32', nullable: false, meaning: "the episode's index within its step" },
+  { name: 'prompt_idx', type: 'int32', nullable: false, meaning: "the prompt's index in the task's split" },
+  { name: 'position', type: 'int32', nullable: false, meaning: "the token's position in its completion (0 = first generated token)" },
+  { name: 'token_id', type: 'int32', nullable: false, meaning: "the token's id in the model's vocabulary" },
+  { name: 'token', type: 'utf8', nullable: false, meaning: "the token's text" },
+  {
+    name: 'logprob',
+    type: 'float32',
+    nullable: false,
+    meaning: 'ℓ = log π(token), strongest colour for the least likely tokens',
+    heatmap: { label: 'log-prob', signed: false, invert: true },
+    hover: 'log-prob ℓ',
+  },
+  {
+    name: 'entropy',
+    type: 'float32',
+    nullable: false,
+    meaning: 'entropy of the sampling distribution at this position (nats)',
+    heatmap: { label: 'entropy', signed: false },
+    hover: 'entropy',
+  },
+  { name: 'advantage', type: 'float32', nullable: false, meaning: "A, the episode's advantage (broadcast to each of its tokens)", hover: 'advantage A' },
+  {
+    name: 'weight',
+    type: 'float32',
+    nullable: false,
+    meaning: "w, the credit strategy's per-token weight",
+    heatmap: { label: 'weight', signed: false },
+    hover: 'weight w',
+  },
+  {
+    name: 'effective_advantage',
+    type: 'float32',
+    nullable: false,
+    meaning: 'Â = A·w, the advantage this token was trained with',
+    heatmap: { label: 'effective advantage', signed: true },
+    hover: 'effective advantage Â',
+  },
+  {
+    name: 'contribution',
+    type: 'float32',
+    nullable: false,
+    meaning: "c = Â·ℓ, the token's share of the policy-gradient objective (seed doc 002)",
+    heatmap: { label: 'contribution', signed: true },
+    hover: 'contribution c',
+  },
+  {
+    name: 'attribution',
+    type: 'float32',
+    nullable: true,
+    meaning: "α, the learned attribution head's share of the credit (seed doc 000)",
+    heatmap: { label: 'attribution', signed: false },
+    hover: 'attribution α',
+  },
+  {
+    name: 'importance',
+    type: 'float32',
+    nullable: true,
+    meaning: "ρ, the importance net's predicted reward correlation (seed doc 004)",
+    heatmap: { label: 'importance', signed: true },
+    hover: 'importance ρ',
+  },
+  { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: think, answer or other (DESIGN §4)', few_values: true },
+  { name: 'token_type', type: 'utf8', nullable: false, meaning: "seed doc 002's token class: filler or reasoning", few_values: true },
+  { name: 'reward', type: 'float32', nullable: false, meaning: "the episode's total reward" },
+] as const satisfies readonly TokenColumnDef[];
+
+/**
+ * Per-token columns beyond the contract whose meaning we know: prime-rl's token exports (trainer.enable_token_export),
+ * kept by `credit-lens import` as nullable float32 columns. Any other extra column is painted on a sequential scale
+ * under its own name.
+ */
+export const KNOWN_EXTRA_COLUMNS: readonly (Omit<TokenColumnDef, 'type' | 'nullable' | 'heatmap'> & { heatmap: HeatmapScale })[] = [
+  {
+    name: 'importance_ratio',
+    meaning: 'π_trainer / π_inference of the token (prime-rl export): off-policy drift between the inference engine and the trainer',
+    heatmap: { label: 'importance ratio', signed: false },
+  },
+  {
+    name: 'log_importance_ratio',
+    meaning: 'log π_trainer − log π_inference of the token (prime-rl export)',
+    heatmap: { label: 'log importance ratio', signed: true },
+  },
+  {
+    name: 'mismatch_kl',
+    meaning: 'per-token KL between the inference and trainer distributions (prime-rl export)',
+    heatmap: { label: 'mismatch KL', signed: false },
+  },
+  {
+    name: 'inference_logprob',
+    meaning: 'log-prob of the token under the inference engine that sampled it (prime-rl export)',
+    heatmap: { label: 'inference log-prob', signed: false, invert: true },
+  },
+  { name: 'prob_delta', meaning: 'π_trainer − π_inference of the token (prime-rl export)', heatmap: { label: 'prob delta', signed: true } },
+];
+
+/** The name an extra token column may have (snake_case, and never a contract column's name). */
+export const EXTRA_COLUMN_RE = /^[a-z][a-z0-9_]{0,63}$/;
+
+type Def = (typeof TOKEN_COLUMNS)[number];
+export type TokenColumnName = Def['name'];
+/** The columns the heatmap can paint. */
+export type PaintableColumn = Extract<Def, { heatmap: HeatmapScale }>['name'];
+/** The nullable columns (whole-column null when the strategy does not produce them). */
+export type NullableColumn = Extract<Def, { nullable: true }>['name'];
+
+/** The value type of a string column whose values are known. */
+interface StringValues {
+  section: Section;
+  token_type: TokenType;
+}
+type StringOf<N> = N extends keyof StringValues ? StringValues[N] : string;
+type ReadColumn<D extends Def> = D['type'] extends 'int32'
+  ? Int32Array
+  : D['type'] extends 'float32'
+    ? D['nullable'] extends true
+      ? Float32Array | null
+      : Float32Array
+    : StringOf<D['name']>[];
+type WriteColumn<D extends Def> = D['type'] extends 'float32'
+  ? D['nullable'] extends true
+    ? Float32Array | (number | null)[] | null
+    : Float32Array
+  : ReadColumn<D>;
+
+/**
+ * A token table's contract columns as the writer takes them: every array has one entry per completion token. A
+ * nullable column may be left out or null when the strategy does not produce it (the whole column is written as
+ * nulls), or a `(number | null)[]` marking single rows null. A non-nullable column must be filled by every writer
+ * (train/token_log.ts, and analysis/synthetic.ts's bench tables): the compiler names each one that does not.
+ */
+export type TokenContractColumns = { [D in Def as D['nullable'] extends true ? never : D['name']]: WriteColumn<D> } & {
+  [D in Def as D['nullable'] extends true ? D['name'] : never]?: WriteColumn<D>;
+};
+/** The contract columns as the readers return them: a nullable float column is a Float32Array (NaN where a row is null) or null. */
+export type TokenContractColumnsRead = { [D in Def as D['name']]: ReadColumn<D> };
+
+export function tokenColumn(name: string): TokenColumnDef | undefined {
+  return (TOKEN_COLUMNS as readonly TokenColumnDef[]).find((c) => c.name === name);
+}
