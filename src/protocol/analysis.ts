@@ -212,8 +212,9 @@ export interface AppendixBRow {
 }
 
 /**
- * Eval success of the run against the baseline on the same instances (their last per-instance eval tables): the
- * paired difference with a 95 % bootstrap interval over instances and McNemar's exact test (issue 9).
+ * Eval success of the run against the baseline on the same instances (their per-instance eval tables at the step the
+ * table shows): the difference with a 95 % bootstrap interval over instances and the exact sign-flip test over
+ * instances, which with one seed per side is McNemar's exact test (compare.ts, issue 25). One seed each: exploratory.
  */
 export interface EvalPairedTest {
   split: 'test' | 'validation';
@@ -222,12 +223,21 @@ export interface EvalPairedTest {
   diff: number;
   lo: number;
   hi: number;
+  /** the eval step both runs were read at */
+  step: number;
   /** instances only the baseline solves (b) and only the run solves (c) */
-  mcnemar_b: number;
-  mcnemar_c: number;
+  b: number;
+  c: number;
   p: number;
+  /** the same p: one row, a family of one */
+  p_adjusted: number;
   alpha: number;
+  /** p_adjusted < alpha, the rule of every comparison */
   significant: boolean;
+  /** the smallest difference this pair of runs detects with 80 % power */
+  mde: number | null;
+  /** one seed per side: always true here */
+  exploratory: boolean;
 }
 
 /** Seed doc 002's Appendix B: a run next to its baseline, and run − baseline (null where either side is null). */

@@ -37,6 +37,29 @@ export interface SeedInterval {
   half: number | null;
 }
 
+/**
+ * The paired test of a row (issue 25): a sign-flip permutation test on each eval instance's difference summed over the
+ * seeds, exact; the instance is the cluster, so k copies of one seed give that seed's p. b / c count the (seed, instance)
+ * pairs where only the baseline, resp. only this group, succeeded: descriptive, not the test's unit.
+ */
+export interface PairedTest {
+  b: number;
+  c: number;
+  /** (seed, instance) pairs */
+  pairs: number;
+  /** instances: the clusters the test and the bootstrap resample */
+  instances: number;
+  /** the test's own two-sided p */
+  p: number;
+}
+
+/** Which rows a p-value was adjusted over, and how. */
+export interface Adjustment {
+  method: 'holm';
+  /** the rows of this comparison that carry a test (every group but the baseline) */
+  family: number;
+}
+
 export interface CompareRow {
   /** the run name without its seed part (`-seed2`) */
   group: string;
@@ -47,17 +70,29 @@ export interface CompareRow {
   seeds: (number | null)[];
   runs: string[];
   instances: number;
+  /** the eval step every run of the comparison was read at */
+  step: number;
   eval_success: SeedInterval;
-  /** vs the baseline: paired bootstrap over instances pooled over seeds; null for the baseline itself */
+  /** vs the baseline: cluster bootstrap over instances (each with all its seeds); null for the baseline itself */
   diff: { mean: number; lo: number; hi: number; resamples: number } | null;
   /**
    * vs the baseline run of the same seed: the per-seed differences of eval success, mean ± the 95 % t half-width over
-   * seeds. Wider than `diff` when seeds disagree: it counts the seed-to-seed spread that pooling instances leaves out.
+   * seeds. Information about how much the seeds disagree, not a second gate.
    */
   diff_seeds: SeedInterval | null;
-  /** McNemar's exact test on per-(seed, instance) success; b: only the baseline succeeded, c: only this group */
-  mcnemar: { b: number; c: number; pairs: number; p: number } | null;
+  test: PairedTest | null;
+  /** Holm-adjusted over the comparison's rows (Adjustment); significance is p_adjusted < alpha */
+  p_adjusted: number | null;
   significant: boolean | null;
+  /**
+   * Minimum detectable effect: the smallest true difference in success rate the test detects with 80 % power at this
+   * row's instances and seeds, at α / family (Holm's strictest step); null for the baseline.
+   */
+  mde: number | null;
+  /** `--power-for d`: about how many seeds on these instances detect a difference of d with 80 % power; seeds null when no number does */
+  seeds_needed: { diff: number; seeds: number | null } | null;
+  /** fewer than 3 seeds, or a run that did not complete: a hint, not a finding */
+  exploratory: boolean;
   /** seed doc 002's mean |contribution| of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
   filler_abs_c: SeedInterval | null;
   reasoning_abs_c: SeedInterval | null;
@@ -67,13 +102,24 @@ export interface CompareRow {
 export interface CompareReport {
   split: 'test' | 'validation';
   alpha: number;
+  adjustment: Adjustment;
+  /** the power the MDE is computed at */
+  power: number;
   baseline: string;
   rows: CompareRow[];
   notes: string[];
 }
 
+/** How a row's verdict reads everywhere: "p_adj 0.012", with n.s. when it is not significant. */
+export function verdictText(r: { p_adjusted: number | null; significant: boolean | null }): string {
+  if (r.p_adjusted === null) return '';
+  return r.significant ? pText(r.p_adjusted) : `${pText(r.p_adjusted)} n.s.`;
+}
+
 const n = nullable(isNumber);
 export const isSeedInterval: Check<SeedInterval> = shape<SeedInterval>({ mean: n, lo: n, hi: n, n: isNumber, half: n });
+
+const isPairedTest = shape<PairedTest>({ b: isNumber, c: isNumber, pairs: isNumber, instances: isNumber, p: isNumber });
 
 export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
   group: isString,
@@ -83,11 +129,16 @@ export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
   seeds: arrayOf(nullable(isNumber)),
   runs: arrayOf(isString),
   instances: isNumber,
+  step: isNumber,
   eval_success: isSeedInterval,
   diff: nullable(shape<NonNullable<CompareRow['diff']>>({ mean: isNumber, lo: isNumber, hi: isNumber, resamples: isNumber })),
   diff_seeds: nullable(isSeedInterval),
-  mcnemar: nullable(shape<NonNullable<CompareRow['mcnemar']>>({ b: isNumber, c: isNumber, pairs: isNumber, p: isNumber })),
+  test: nullable(isPairedTest),
+  p_adjusted: nullable(isNumber),
   significant: nullable(isBoolean),
+  mde: nullable(isNumber),
+  seeds_needed: nullable(shape<NonNullable<CompareRow['seeds_needed']>>({ diff: isNumber, seeds: nullable(isNumber) })),
+  exploratory: isBoolean,
   filler_abs_c: nullable(isSeedInterval),
   reasoning_abs_c: nullable(isSeedInterval),
   filler_reasoning_ratio: nullable(isSeedInterval),
@@ -95,4 +146,12 @@ export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
 
 export const isCompareReport: Check<CompareReport> = (v): v is CompareReport =>
   isRecord(v) &&
-  shape<CompareReport>({ split: oneOf('test', 'validation'), alpha: isNumber, baseline: isString, rows: arrayOf(isCompareRow), notes: arrayOf(isString) })(v);
+  shape<CompareReport>({
+    split: oneOf('test', 'validation'),
+    alpha: isNumber,
+    adjustment: shape<Adjustment>({ method: oneOf('holm'), family: isNumber }),
+    power: isNumber,
+    baseline: isString,
+    rows: arrayOf(isCompareRow),
+    notes: arrayOf(isString),
+  })(v);

@@ -8,6 +8,22 @@ export type Section = 'think' | 'answer' | 'other';
 /** Seed doc 002's token classes (DESIGN §4 "Token types"). */
 export type TokenType = 'filler' | 'reasoning';
 
+/**
+ * What a run or checkpoint draws its data from (issue 9): the task, its split seed and a hash of each split's
+ * instances. Two runs are compared on the same instances only when their identities agree.
+ */
+export interface TaskIdentity {
+  name: string;
+  split_seed: number;
+  /** sizes of train / test / validation */
+  sizes: [number, number, number];
+  /** sha256 (first 16 hex digits) of each split's prompts and answers, in order */
+  train_hash: string;
+  test_hash: string;
+  /** absent in checkpoints of engines before issue 25 */
+  validation_hash?: string;
+}
+
 /** `<run>/run.json` (DESIGN §5). */
 export interface RunInfo {
   id: string;
@@ -25,6 +41,8 @@ export interface RunInfo {
   pid?: number;
   error?: string;
   resumed_from?: string | null;
+  /** the task and splits the run draws (set once its session is open); compare pairs runs only when these agree */
+  task?: TaskIdentity;
   /** set when the run was made by `credit-lens import` from another trainer's rollouts, not trained here */
   imported?: ImportedInfo;
 }

@@ -165,13 +165,14 @@ export function weightTable(a: AnalyzeReport): Table {
   };
 }
 
-/** The paired test on eval success in one cell: the interval, McNemar's p, and n.s. when it is not significant. */
+/** The paired test on eval success in one cell: the interval, the exact test's p, the MDE, n.s. and the exploratory mark. */
 export function evalTestCell(cmp: NonNullable<AnalyzeReport['appendix_b']>): string {
   const t = cmp.eval_test;
   if (!t) return `not available: ${cmp.eval_test_note ?? 'no per-instance eval tables'}`;
   const pts = (v: number) => `${v >= 0 ? '+' : ''}${(100 * v).toFixed(1)}`;
   const p = t.p < 1e-4 ? t.p.toExponential(1) : t.p.toFixed(3);
-  return `${t.instances} ${t.split} instances: Δ ${pts(t.diff)} pts [${pts(t.lo)}, ${pts(t.hi)}], McNemar p ${p}${t.significant ? '' : ' · n.s.'} (one seed each)`;
+  const mde = t.mde === null ? '' : ` · MDE ± ${(100 * t.mde).toFixed(1)} pp`;
+  return `step ${t.step}, ${t.instances} ${t.split} instances: Δ ${pts(t.diff)} pts [${pts(t.lo)}, ${pts(t.hi)}], p ${p}${t.significant ? '' : ' · n.s.'}${mde} · exploratory (one seed each)`;
 }
 
 /** Seed doc 002's Appendix B: the run next to the baseline, and run − baseline. */

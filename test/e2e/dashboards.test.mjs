@@ -215,10 +215,14 @@ scenario('the credit-analysis view shows the position-bin table, re-runs on a st
   const appendix = frame.locator('section[data-table="appendix_b"] tbody tr');
   await appendix.first().waitFor({ timeout: 60_000 });
   assert.equal(await appendix.count(), 4, 'baseline, this run, delta, paired test');
-  // The paired test on the same eval instances (issue 9): the interval and McNemar's p, marked n.s. when not significant.
+  // The paired test on the same eval instances (issues 9, 25): at the step shown, the interval, the exact test's p (one
+  // seed per side: McNemar's), n.s. when not significant, the MDE, and the exploratory mark (one seed each).
   const paired = (await appendix.nth(3).innerText()).replace(/\s+/g, ' ');
   log(`appendix B paired test: ${paired}`);
-  assert.match(paired, /paired test \d+ test instances: Δ [+-]\d+\.\d pts \[[+-]?\d+\.\d, [+-]?\d+\.\d\], McNemar p [\d.e-]+( · n\.s\.)? \(one seed each\)/);
+  assert.match(
+    paired,
+    /paired test step \d+, \d+ test instances: Δ [+-]\d+\.\d pts \[[+-]?\d+\.\d, [+-]?\d+\.\d\], p [\d.e-]+( · n\.s\.)?( · MDE ± \d+\.\d pp)? · exploratory \(one seed each\)/,
+  );
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   // The export notifications of the scenario before would cover the tables.
   await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });

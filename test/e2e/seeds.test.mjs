@@ -1,8 +1,9 @@
 // Seeds, intervals and paired tests in VS Code (issue 9): a 3-seed sweep of two strategies from one shared SFT warm
 // start, started from the Sweep CodeLens. The sweep summary groups the seeds, and so does Compare Runs over the six
-// runs picked from the palette: eval success with its 95 % interval, the paired difference with McNemar's p (greyed
-// and marked n.s. when it is not significant). Every figure is checked against `credit-lens compare --json` run here
-// on the same run folders. Harness and how to run: harness.mjs.
+// runs picked from the palette: eval success with its 95 % interval, the difference with its interval over instances,
+// the Holm-adjusted p of the instance-clustered test (greyed and marked n.s. when not significant), the MDE, and the
+// exploratory mark on groups of fewer than 3 seeds (issue 25). Every figure is checked against `credit-lens compare
+// --json` run here on the same run folders. Harness and how to run: harness.mjs.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -23,8 +24,8 @@ after(finishSuite);
 const webview = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
 
 /** `credit-lens compare --json` on the sweep's folders: the numbers the views must show. */
-function cliCompare() {
-  const runs = runDirs('seeds');
+function cliCompare(pick = (runs) => runs) {
+  const runs = pick(runDirs('seeds'));
   const base = runs.filter((d) => readJson(join(d, 'run.json')).name.startsWith('seeds-none-'));
   const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'compare', ...runs, ...base.flatMap((d) => ['--baseline', d]), '--json'], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
@@ -32,6 +33,10 @@ function cliCompare() {
 }
 
 const pct = (x) => (100 * x).toFixed(1);
+const pText = (p) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
+/** The p_adj cell: the adjusted p, n.s. when not significant. */
+const verdict = (row) => (row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`);
+const mde = (row) => `± ${(100 * row.mde).toFixed(1)} pp`;
 
 scenario('a 3-seed sweep of two strategies: the summary groups the seeds with intervals and the paired test', async () => {
   const { page } = vs;
@@ -65,15 +70,16 @@ scenario('a 3-seed sweep of two strategies: the summary groups the seeds with in
   assert.equal(shown[0].cells[3], 'baseline');
   assert.equal(shown[1].cells[2], `${pct(oc.eval_success.mean)} ± ${pct(oc.eval_success.half)}`);
   assert.match(shown[1].cells[3], /^[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]$/);
-  assert.equal(shown[1].cells[4].replace(' n.s.', ''), oc.mcnemar.p < 1e-4 ? oc.mcnemar.p.toExponential(1) : oc.mcnemar.p.toPrecision(2));
-  // Not significant → greyed (class ns) and marked n.s.; significant → neither.
+  // The one rule: the Holm-adjusted p decides; not significant → greyed (class ns) and marked n.s.
+  assert.equal(shown[1].cells[4], verdict(oc));
   assert.equal(shown[1].cls, oc.significant ? 'significant' : 'ns');
-  assert.equal(shown[1].cells[4].endsWith('n.s.'), !oc.significant);
+  assert.equal(shown[1].cells[5], mde(oc), 'the MDE');
   const signed = (x) => `${x >= 0 ? '+' : ''}${pct(x)}`;
   const ds = oc.diff_seeds;
-  assert.equal(shown[1].cells[5], `${signed(ds.mean)} [${signed(ds.lo)}, ${signed(ds.hi)}]`, 'the difference over seeds');
-  assert.equal(shown[0].cells[5], '', 'no difference over seeds for the baseline');
-  assert.match(shown[0].cells[6], /^\d\.\d+(e-\d+)? ± \d/, 'filler |c| with its interval');
+  assert.equal(shown[1].cells[6], `${signed(ds.mean)} [${signed(ds.lo)}, ${signed(ds.hi)}]`, 'the difference over seeds');
+  assert.equal(shown[0].cells[6], '', 'no difference over seeds for the baseline');
+  assert.match(shown[0].cells[7], /^\d\.\d+(e-\d+)? ± \d/, 'filler |c| with its interval');
+  assert.ok(!shown.some((s) => s.cls.includes('exploratory')), '3 seeds each: no exploratory mark');
   await shot(page, 'seeds-sweep-summary', { readme: 'seeds-sweep' });
 });
 
@@ -99,7 +105,8 @@ scenario('Compare Runs over the six runs groups the seeds, tests against plain G
   log(`compare runs: ${JSON.stringify(cells)}`);
   assert.equal(cells[0][3], 'baseline');
   assert.equal(cells[1][2], `${pct(expected.rows[1].eval_success.mean)} ± ${pct(expected.rows[1].eval_success.half)}`);
-  assert.equal(cells[1][4].endsWith('n.s.'), !expected.rows[1].significant);
+  assert.equal(cells[1][4], verdict(expected.rows[1]), 'the Holm-adjusted p, n.s. when not significant');
+  assert.equal(cells[1][5], mde(expected.rows[1]), 'the MDE');
   await shot(page, 'seeds-compare-runs', { readme: 'seeds-compare' });
   // The other configuration as the baseline: the rows swap roles and the difference changes sign.
   await frame.locator('section.significance select').selectOption('seeds-outcome_conditional');
@@ -107,4 +114,43 @@ scenario('Compare Runs over the six runs groups the seeds, tests against plain G
   const swapped = await frame.locator('section.significance tr[data-group="seeds-none"] td.diff').textContent();
   const d = expected.rows[1].diff.mean;
   assert.equal(swapped.trim().split(' ')[0], `${-d >= 0 ? '+' : ''}${(-100 * d).toFixed(1)}`);
+});
+
+scenario('Compare Runs over two seeds of each configuration marks both groups exploratory', async () => {
+  const { page } = vs;
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+  await palette(page, 'Credit Lens: Compare Runs', { pick: 'Credit Lens: Compare Runs' });
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ timeout: 15_000 });
+  // seeds 1 and 2 of each configuration (the run names end in -seed<N>-<timestamp>)
+  await input.fill('seeds-');
+  await sleep(300);
+  const items = page.locator('.quick-input-widget .monaco-list-row');
+  const labels = await items.evaluateAll((rows) => rows.map((r) => r.textContent));
+  let picked = 0;
+  for (let i = 0; i < labels.length; i++) {
+    if (/-seed[12]\b/.test(labels[i])) {
+      await items.nth(i).click();
+      picked++;
+    }
+  }
+  assert.equal(picked, 4, JSON.stringify(labels));
+  await page.locator('.quick-input-widget .quick-input-count', { hasText: '4 Selected' }).waitFor({ timeout: 10_000 });
+  await page.locator('.quick-input-widget .monaco-button', { hasText: 'OK' }).click();
+  const frame = webview(page);
+  const groups = frame.locator('section.significance table.comparison tbody tr');
+  await groups.nth(1).waitFor({ timeout: 120_000 });
+  const expected = cliCompare((runs) => runs.filter((d) => /-seed[12]-/.test(d)));
+  assert.deepEqual(expected.rows.map((r) => r.exploratory), [true, true]);
+  const shown = await groups.evaluateAll((trs) => trs.map((tr) => ({ cls: tr.className, title: tr.title, tag: tr.querySelector('.exploratory-tag')?.textContent ?? null })));
+  log(`two seeds: ${JSON.stringify(shown)}`);
+  for (const s of shown) {
+    assert.match(s.cls, /exploratory/);
+    assert.equal(s.tag, 'exploratory');
+    assert.match(s.title, /Exploratory: fewer than 3 seeds/);
+  }
+  const cells = await groups.evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim())));
+  assert.equal(cells[1][4], verdict(expected.rows[1]));
+  assert.equal(cells[1][5], mde(expected.rows[1]));
+  assert.match(await frame.locator('.compare-note').innerText(), /exploratory rows are hints, not findings/);
 });

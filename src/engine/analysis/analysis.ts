@@ -126,18 +126,25 @@ export function compareRuns(run: CreditAnalysis, baseline: CreditAnalysis): Appe
   let evalTest: AppendixBComparison['eval_test'] = null;
   let note: string | undefined;
   try {
-    const row = compareSeeds([baseline.meta.run_dir], [run.meta.run_dir], { resamples: 5000, tokenTypes: false }).rows[1];
+    // At the step the table shows (the last eval at or before --to-step), not the runs' last eval.
+    const step = r.eval_step ?? undefined;
+    const report = compareSeeds([baseline.meta.run_dir], [run.meta.run_dir], { resamples: 5000, tokenTypes: false, step });
+    const row = report.rows[1];
     evalTest = {
       split: 'test',
-      instances: row.mcnemar!.pairs,
+      step: row.step,
+      instances: row.test!.instances,
       diff: row.diff!.mean,
       lo: row.diff!.lo,
       hi: row.diff!.hi,
-      mcnemar_b: row.mcnemar!.b,
-      mcnemar_c: row.mcnemar!.c,
-      p: row.mcnemar!.p,
-      alpha: 0.05,
+      b: row.test!.b,
+      c: row.test!.c,
+      p: row.test!.p,
+      p_adjusted: row.p_adjusted!,
+      alpha: report.alpha,
       significant: row.significant!,
+      mde: row.mde,
+      exploratory: row.exploratory,
     };
   } catch (e) {
     if (!isUserError(e)) throw e;

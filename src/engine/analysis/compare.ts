@@ -1,18 +1,32 @@
 // `credit-lens compare <run-dir>... --baseline <run-dir>...`: eval success of groups of runs (one group per
-// configuration, one run per seed) against a baseline group, on the same test instances (DESIGN §10). Each group
-// gets its mean over seeds with a 95 % t interval; each non-baseline group gets the paired difference (bootstrap
-// interval over instances, pooled over seeds) and McNemar's exact test on per-(seed, instance) success. A difference
-// whose test is not significant at `alpha` is marked n.s. and nothing is ranked by it.
+// configuration, one run per seed) against a baseline group, on the same test instances (DESIGN §10, issue 25). Each
+// group gets its mean over seeds with a 95 % t interval; each non-baseline group gets the difference with a cluster
+// bootstrap interval and an exact sign-flip test, both with the *instance* as the unit (each with all its seeds:
+// significance.ts says why), the p-value Holm-adjusted over the comparison's rows, and the power figures. One rule
+// decides significance everywhere: p_adjusted < alpha. The seeds' t interval is shown beside it, as information.
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
-import { diffText, intervalText, pctText, pText, runGroup, sig3, type CompareReport, type CompareRow, type SeedInterval } from '../../protocol/compare';
+import {
+  diffText,
+  intervalText,
+  pctText,
+  pText,
+  runGroup,
+  sig3,
+  verdictText,
+  type CompareReport,
+  type CompareRow,
+  type PairedTest,
+  type SeedInterval,
+} from '../../protocol/compare';
+import type { RunStatus, TaskIdentity } from '../../protocol';
 import { headlineParams } from '../credit/catalog';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
 import { readTokenTables } from '../rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
-import { mcnemarExact, meanInterval, pairedBootstrap } from './significance';
+import { clusterBootstrap, clustersOf, holm, meanInterval, powerOf, seedsNeeded, signFlipP, type Clusters } from './significance';
 import { computeTables } from './credit_tables';
 
 export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
@@ -31,14 +45,18 @@ export interface GainRow {
   final: SeedInterval;
   /** the GRPO step of each run's last eval */
   final_steps: number[];
-  /** final − start per seed, mean ± the 95 % t half-width over seeds: the gain "over 3 seeds" */
+  /** final − start per seed, mean ± the 95 % t half-width over seeds: information, not a gate */
   gain: SeedInterval;
-  /** the same gain as a paired bootstrap over (seed, instance) pairs */
-  pooled: { mean: number; lo: number; hi: number; resamples: number };
-  /** McNemar's exact test on per-(seed, instance) success; b: only the start succeeded, c: only the final policy */
-  mcnemar: { b: number; c: number; pairs: number; p: number };
-  /** McNemar p < alpha and the seeds' interval excludes 0 */
+  /** the gain as a cluster bootstrap over instances (each with all its seeds) */
+  diff: { mean: number; lo: number; hi: number; resamples: number };
+  /** the sign-flip test over instances; b: only the start succeeded, c: only the final policy */
+  test: PairedTest;
+  /** Holm-adjusted over the report's rows; significant: p_adjusted < alpha */
+  p_adjusted: number;
   significant: boolean;
+  mde: number;
+  seeds_needed: { diff: number; seeds: number | null } | null;
+  exploratory: boolean;
   /** wall-clock minutes of each run (run.json started → ended), null when it did not end */
   minutes: (number | null)[];
   filler_abs_c: SeedInterval | null;
@@ -49,6 +67,8 @@ export interface GainRow {
 export interface GainReport {
   split: 'test' | 'validation';
   alpha: number;
+  adjustment: { method: 'holm'; family: number };
+  power: number;
   rows: GainRow[];
   notes: string[];
 }
@@ -67,11 +87,16 @@ export interface RunEval {
   label: string;
   /** wall-clock minutes from run.json (started → ended), null while it has not ended */
   minutes: number | null;
+  status: RunStatus;
+  /** what the run drew its instances from: run.json's task identity, else its config's task section */
+  task: string | null;
 }
 
-function readConfig(runDir: string): { seed?: unknown; credit?: Record<string, unknown> } | null {
+type RunConfig = { seed?: unknown; credit?: Record<string, unknown>; task?: Record<string, unknown> };
+
+function readConfig(runDir: string): RunConfig | null {
   try {
-    return parse(readFileSync(join(runDir, 'config.yaml'), 'utf8')) as { seed?: unknown; credit?: Record<string, unknown> };
+    return parse(readFileSync(join(runDir, 'config.yaml'), 'utf8')) as RunConfig;
   } catch {
     return null;
   }
@@ -123,6 +148,8 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   const strategy = info.strategy ?? (typeof cfg?.credit?.strategy === 'string' ? cfg.credit.strategy : null);
   const minutes = (Date.parse(info.ended ?? '') - Date.parse(info.started)) / 60_000;
   return {
+    status: info.status,
+    task: taskKey(info.task, cfg?.task, split),
     runDir,
     name: info.name,
     group: runGroup(info.name),
@@ -134,6 +161,17 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
     label: strategyLabel(strategy, cfg?.credit),
     minutes: Number.isFinite(minutes) ? minutes : null,
   };
+}
+
+/**
+ * The instances a run's `split` comes from: the split's hash in run.json's task identity; for a run of an engine before
+ * issue 25, its config's task section (the splits are a function of it).
+ */
+function taskKey(identity: TaskIdentity | undefined, task: Record<string, unknown> | undefined, split: EvalSplit): string | null {
+  if (identity) return `${identity.name}: ${split} split ${split === 'test' ? identity.test_hash : (identity.validation_hash ?? '?')}`;
+  if (!task) return null;
+  const sorted = Object.fromEntries(Object.entries(task).sort(([a], [b]) => (a < b ? -1 : 1)));
+  return `task ${JSON.stringify(sorted)}`;
 }
 
 function groupBy(runs: RunEval[]): Map<string, RunEval[]> {
@@ -148,40 +186,78 @@ function partner(base: RunEval[], r: RunEval, k: number): RunEval {
   return base.find((bb) => bb.seed !== null && bb.seed === r.seed) ?? base[k % base.length];
 }
 
-/** Pair each run of `g` with its baseline run (`partner`) and pool their common instances. */
-function pairs(base: RunEval[], g: RunEval[], notes: string[]): { x: boolean[]; y: boolean[] } {
-  const x: boolean[] = [];
-  const y: boolean[] = [];
-  g.forEach((r, k) => {
-    const b = partner(base, r, k);
-    if (b.seed !== r.seed) notes.push(`${r.name} (seed ${r.seed}) is paired with ${b.name} (seed ${b.seed}): no baseline run has its seed`);
-    let common = 0;
-    for (const [id, s] of r.success) {
-      const bs = b.success.get(id);
-      if (bs === undefined) continue;
-      x.push(bs);
-      y.push(s);
-      common++;
-    }
-    if (common < r.success.size)
-      notes.push(`${r.name}: ${r.success.size - common} of its instances are not in ${b.name}'s eval (different task or split_seed?)`);
-  });
-  return { x, y };
+/** Each run of `g` with its baseline run (`partner`), as instance-clustered outcomes over their common instances. */
+function pairs(base: RunEval[], g: RunEval[], notes: string[]): Clusters {
+  return clustersOf(
+    g.map((r, k) => {
+      const b = partner(base, r, k);
+      if (b.seed !== r.seed) notes.push(`${r.name} (seed ${r.seed}) is paired with ${b.name} (seed ${b.seed}): no baseline run has its seed`);
+      const out: { id: string; baseline: boolean; other: boolean }[] = [];
+      for (const [id, s] of r.success) {
+        const bs = b.success.get(id);
+        if (bs !== undefined) out.push({ id, baseline: bs, other: s });
+      }
+      if (out.length < r.success.size)
+        notes.push(`${r.name}: ${r.success.size - out.length} of its instances are not in ${b.name}'s eval (different task or split_seed?)`);
+      return out;
+    }),
+  );
 }
 
 /**
- * A group against its baseline runs (or its runs against their own starts), paired run by run: the paired bootstrap
- * and McNemar's test over the pooled (seed, instance) pairs, and the per-run difference with a t interval over seeds.
+ * A group against its baseline runs (or its runs against their own starts), paired run by run: the cluster bootstrap and
+ * the sign-flip test with the instance as the unit, the per-seed difference with a t interval over seeds, and the
+ * clusters for the power figures. The p-value is adjusted, and the MDE taken, once the family of rows is known.
  */
 function pairedStats(base: RunEval[], runs: RunEval[], opts: CompareOptions, notes: string[]) {
-  const p = pairs(base, runs, notes);
-  const m = mcnemarExact(p.x.map((v, i) => [v, p.y[i]] as const));
-  const bs = pairedBootstrap(p.x.map(Number), p.y.map(Number), { resamples: opts.resamples ?? 10_000, seed: 1 });
+  const cl = pairs(base, runs, notes);
+  const bs = clusterBootstrap(cl, { resamples: opts.resamples ?? 10_000, seed: 1 });
   return {
-    pooled: { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples },
+    clusters: cl,
+    diff: { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples },
     overSeeds: jsonInterval(runs.map((x, k) => x.rate - partner(base, x, k).rate)),
-    mcnemar: { b: m.b, c: m.c, pairs: p.x.length, p: m.p },
+    test: { b: cl.b, c: cl.c, pairs: cl.pairs, instances: cl.d.length, p: signFlipP(cl) } satisfies PairedTest,
   };
+}
+
+/** The power figures of a row, at α over the family (Holm's strictest step): MDE, and the seeds `powerFor` needs. */
+function powerFields(cl: Clusters, alpha: number, family: number, powerFor: number | undefined) {
+  const pw = powerOf(cl, alpha / Math.max(1, family), POWER);
+  return {
+    mde: Number.isFinite(pw.mde) ? pw.mde : null,
+    seeds_needed: powerFor === undefined ? null : { diff: powerFor, seeds: seedsNeeded(pw, powerFor) },
+  };
+}
+
+const POWER = 0.8;
+
+/**
+ * Every run of a comparison must have been evaluated at the same step, on instances drawn from the same task splits:
+ * anything else is refused, never pooled. A run that did not complete is allowed, but its rows are exploratory.
+ */
+function checkComparable(runs: RunEval[], notes: string[]): Set<string> {
+  const steps = new Set(runs.map((r) => r.step));
+  if (steps.size > 1)
+    throw new UserError(
+      `compare: the runs were last evaluated at different steps (${runs.map((r) => `${r.name} ${r.step}`).join(', ')}); pairing them would compare different training lengths`,
+      'give --step N to read every run at step N (each must have an eval table there)',
+    );
+  const tasks = new Map<string, string[]>();
+  for (const r of runs) if (r.task !== null) tasks.set(r.task, [...(tasks.get(r.task) ?? []), r.name]);
+  if (tasks.size > 1)
+    throw new UserError(
+      `compare: the runs draw their eval instances from different task splits: ${[...tasks].map(([k, names]) => `${names.join(', ')} (${k})`).join('; ')}`,
+      'compare runs of one task with the same task.split_seed and sizes',
+    );
+  const missing = runs.filter((r) => r.task === null);
+  if (missing.length) notes.push(`${missing.map((r) => r.name).join(', ')}: no task identity or config.yaml; paired on instance ids alone`);
+  const incomplete = new Set<string>();
+  for (const r of runs)
+    if (r.status !== 'completed') {
+      notes.push(`${r.name} is ${r.status}, not completed: its group's rows are exploratory`);
+      incomplete.add(r.group);
+    }
+  return incomplete;
 }
 
 /** The fields every row of a group has: its runs, label, instances and seed doc 002's |c| by token type. */
@@ -189,7 +265,7 @@ function groupFields(group: string, runs: RunEval[], opts: CompareOptions, notes
   const types = opts.tokenTypes === false ? [] : runs.map((x) => runTokenTypeContributions(x.runDir)).filter((x) => x !== null);
   if (types.length && types.length < runs.length)
     notes.push(`${group}: ${runs.length - types.length} of its runs logged no token tables; |c| is over the others`);
-  if (runs.length < 3) notes.push(`${group}: ${runs.length} seed${runs.length === 1 ? '' : 's'}; an interval over seeds needs at least 3 to mean much`);
+  if (runs.length < 3) notes.push(`${group}: ${runs.length} seed${runs.length === 1 ? '' : 's'}, fewer than 3: exploratory, a hint and not a finding`);
   return {
     group,
     label: [...new Set(runs.map((x) => x.label))].join(' / '),
@@ -220,6 +296,10 @@ export interface CompareOptions {
   resamples?: number;
   /** read each run's token tables for seed doc 002's filler / reasoning |c| (default true) */
   tokenTypes?: boolean;
+  /** read every run's eval at this step instead of its last */
+  step?: number;
+  /** a difference in success rate (0.05 = 5 points): each row says about how many seeds detect it with 80 % power */
+  powerFor?: number;
 }
 
 export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: CompareOptions = {}): CompareReport {
@@ -230,54 +310,90 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   // So are the other seeds of the baseline's group: `--baseline runs/x-none-seed*` expands to one --baseline and the
   // rest of the glob as positional arguments.
   const baseSet = new Set(baselineDirs.map((d) => resolve(d)));
-  const given = baselineDirs.map((d) => loadRunEval(d, split));
+  const given = baselineDirs.map((d) => loadRunEval(d, split, opts.step));
   const baseGroups = new Set(given.map((r) => r.group));
   const rest = uniqueDirs(otherDirs)
     .filter((d) => !baseSet.has(resolve(d)))
-    .map((d) => loadRunEval(d, split));
+    .map((d) => loadRunEval(d, split, opts.step));
   const base = [...given, ...rest.filter((r) => baseGroups.has(r.group))];
   const others = rest.filter((r) => !baseGroups.has(r.group));
   const notes: string[] = [];
+  const incomplete = checkComparable([...base, ...others], notes);
   const baseGroup = base[0].group;
-  const rows: CompareRow[] = [];
-  const row = (group: string, runs: RunEval[], isBase: boolean): CompareRow => {
-    const r: CompareRow = {
+  const baseExploratory = base.length < 3 || incomplete.has(baseGroup);
+  const groups = [...groupBy(others)];
+  const family = groups.length;
+  const stats = groups.map(([, runs]) => pairedStats(base, runs, opts, notes));
+  const adjusted = holm(stats.map((st) => st.test.p));
+  const row = (group: string, runs: RunEval[], k: number | null): CompareRow => {
+    const st = k === null ? null : stats[k];
+    const exploratory = baseExploratory || runs.length < 3 || incomplete.has(group);
+    return {
       ...groupFields(group, runs, opts, notes),
-      baseline: isBase,
+      baseline: st === null,
+      step: runs[0].step,
       eval_success: jsonInterval(runs.map((x) => x.rate)),
-      diff: null,
-      diff_seeds: null,
-      mcnemar: null,
-      significant: null,
+      diff: st?.diff ?? null,
+      diff_seeds: st?.overSeeds ?? null,
+      test: st?.test ?? null,
+      p_adjusted: k === null ? null : adjusted[k],
+      significant: k === null ? null : adjusted[k] < alpha,
+      ...(st ? powerFields(st.clusters, alpha, family, opts.powerFor) : { mde: null, seeds_needed: null }),
+      exploratory,
     };
-    if (!isBase) {
-      const st = pairedStats(base, runs, opts, notes);
-      r.diff = st.pooled;
-      r.diff_seeds = st.overSeeds;
-      r.mcnemar = st.mcnemar;
-      r.significant = st.mcnemar.p < alpha;
-    }
-    return r;
   };
-  rows.push(row(baseGroup, base, true));
-  for (const [g, runs] of groupBy(others)) rows.push(row(g, runs, false));
-  return { split, alpha, baseline: baseGroup, rows, notes: [...new Set(notes)] };
+  const rows = [row(baseGroup, base, null), ...groups.map(([g, runs], k) => row(g, runs, k))];
+  return { split, alpha, adjustment: { method: 'holm', family }, power: POWER, baseline: baseGroup, rows, notes: [...new Set(notes)] };
+}
+
+/** The seeds a power figure speaks of: "about 7 seeds", or that no number of seeds gets there. */
+export function seedsNeededText(s: { diff: number; seeds: number | null } | null): string {
+  if (!s) return '';
+  const d = `${(100 * s.diff).toFixed(1)} pp`;
+  return s.seeds === null ? `${d}: not within 1000 seeds on these instances (needs more instances)` : `${d}: about ${s.seeds} seed${s.seeds === 1 ? '' : 's'}`;
+}
+
+const seedList = (seeds: (number | null)[]) => seeds.map((x) => x ?? '?').join(', ');
+
+/** The sentence under a table: which family was adjusted, what the marks mean. */
+function ruleText(alpha: number, family: number, power: number): string {
+  return (
+    `p: exact sign-flip test over instances (each instance's difference summed over its seeds), Holm-adjusted over the ${family} row${family === 1 ? '' : 's'} compared; ` +
+    `a row is significant (bold) when p_adj < ${alpha}, else n.s. MDE: the smallest true difference this design detects with ${Math.round(power * 100)} % power at α = ${alpha}/${family}. ` +
+    'Rows marked exploratory have fewer than 3 seeds or a run that did not complete.'
+  );
 }
 
 /** The table for a terminal or a README: significant differences in bold, the rest marked n.s. */
 export function compareMarkdown(r: CompareReport): string {
+  const needed = r.rows.some((x) => x.seeds_needed !== null);
   const lines = [
-    `Eval success on the ${r.split} split: mean over seeds ± the 95 % t half-width; Δ vs ${r.baseline}: paired bootstrap 95 % interval over instances pooled over seeds; p: McNemar's exact test (α = ${r.alpha}); Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], which also counts how much the seeds disagree; |c|: seed doc 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
+    `Eval success on the ${r.split} split at step ${r.rows[0]?.step ?? '?'}: mean over seeds ± the 95 % t half-width. Δ vs ${r.baseline}: cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], shown as information about how much the seeds disagree. |c|: seed doc 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
     '',
-    '| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | McNemar b / c | p | Δ over seeds (pp) | filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    `| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | b / c | p | p_adj | MDE | Δ over seeds (pp) |${needed ? ' seeds needed |' : ''} filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |`,
+    `|---|---|---|---|---|---|---|---|---|---|---|${needed ? '---|' : ''}---|---|---|`,
   ];
   for (const x of r.rows) {
     const diff = x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '(baseline)';
-    const p = x.mcnemar ? (x.significant ? `**${pText(x.mcnemar.p)}**` : `${pText(x.mcnemar.p)} n.s.`) : '';
-    lines.push(
-      `| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.eval_success, pctText)} | ${x.significant ? `**${diff}**` : diff} | ${x.mcnemar ? `${x.mcnemar.b} / ${x.mcnemar.c}` : ''} | ${p} | ${x.diff_seeds ? diffText(x.diff_seeds.mean, x.diff_seeds.lo, x.diff_seeds.hi) : ''} | ${intervalText(x.filler_abs_c, sig3)} | ${intervalText(x.reasoning_abs_c, sig3)} | ${intervalText(x.filler_reasoning_ratio, sig3)} |`,
-    );
+    const group = x.exploratory ? `${x.group} (exploratory)` : x.group;
+    const cells = [
+      group,
+      x.label,
+      seedList(x.seeds),
+      String(x.instances),
+      intervalText(x.eval_success, pctText),
+      x.significant ? `**${diff}**` : diff,
+      x.test ? `${x.test.b} / ${x.test.c}` : '',
+      x.test ? pText(x.test.p) : '',
+      x.significant ? `**${verdictText(x)}**` : verdictText(x),
+      x.mde === null ? '' : `± ${(100 * x.mde).toFixed(1)} pp`,
+      x.diff_seeds ? diffText(x.diff_seeds.mean, x.diff_seeds.lo, x.diff_seeds.hi) : '',
+      ...(needed ? [seedsNeededText(x.seeds_needed)] : []),
+      intervalText(x.filler_abs_c, sig3),
+      intervalText(x.reasoning_abs_c, sig3),
+      intervalText(x.filler_reasoning_ratio, sig3),
+    ];
+    lines.push(`| ${cells.join(' | ')} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');
@@ -286,52 +402,79 @@ export function compareMarkdown(r: CompareReport): string {
 /**
  * `credit-lens compare <run-dir>... --from-start`: what GRPO gained over the policy it started from. Each run's last
  * eval is paired with its own step-0 eval (after SFT, or its model.init_checkpoint) on the same instances; each group
- * (one configuration over seeds) gets the gain per seed with a 95 % t interval over seeds, the paired bootstrap and
- * McNemar's test over (seed, instance) pairs. A gain is significant when both the test and the seeds' interval say so.
+ * (one configuration over seeds) gets the gain per seed with a 95 % t interval over seeds (information), and the cluster
+ * bootstrap and sign-flip test over instances, Holm-adjusted over the groups. Significant: p_adjusted < alpha.
  */
 export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainReport {
   const split = opts.split ?? 'test';
   const alpha = opts.alpha ?? 0.05;
   if (!dirs.length) throw new UserError('compare --from-start needs at least one run directory');
   const notes: string[] = [];
-  const finals = uniqueDirs(dirs).map((d) => loadRunEval(d, split));
-  const rows: GainRow[] = [];
-  for (const [group, runs] of groupBy(finals)) {
+  const finals = uniqueDirs(dirs).map((d) => loadRunEval(d, split, opts.step));
+  const incomplete = checkComparable(finals, notes);
+  const groups = [...groupBy(finals)];
+  const family = groups.length;
+  const parts = groups.map(([, runs]) => {
     // loadRunEval names a missing step-0 table ("no eval table at step 0").
     const starts = runs.map((r) => loadRunEval(r.runDir, split, 0));
     runs.forEach((r) => {
       if (r.step === 0) notes.push(`${r.name}: its last eval is at step 0 (no GRPO step evaluated yet); its gain is 0 by definition`);
     });
-    const { pooled, overSeeds: gain, mcnemar } = pairedStats(starts, runs, opts, notes);
-    rows.push({
+    return { starts, st: pairedStats(starts, runs, opts, notes) };
+  });
+  const adjusted = holm(parts.map((x) => x.st.test.p));
+  const rows: GainRow[] = groups.map(([group, runs], k) => {
+    const { starts, st } = parts[k];
+    const pw = powerFields(st.clusters, alpha, family, opts.powerFor);
+    return {
       ...groupFields(group, runs, opts, notes),
       start: jsonInterval(starts.map((x) => x.rate)),
       final: jsonInterval(runs.map((x) => x.rate)),
       final_steps: runs.map((x) => x.step),
-      gain,
-      pooled,
-      mcnemar,
-      significant: mcnemar.p < alpha && gain.lo !== null && gain.hi !== null && (gain.lo > 0 || gain.hi < 0),
+      gain: st.overSeeds,
+      diff: st.diff,
+      test: st.test,
+      p_adjusted: adjusted[k],
+      significant: adjusted[k] < alpha,
+      mde: pw.mde ?? NaN,
+      seeds_needed: pw.seeds_needed,
+      exploratory: runs.length < 3 || incomplete.has(group),
       minutes: runs.map((r) => r.minutes),
-    });
-  }
-  return { split, alpha, rows, notes: [...new Set(notes)] };
+    };
+  });
+  return { split, alpha, adjustment: { method: 'holm', family }, power: POWER, rows, notes: [...new Set(notes)] };
 }
 
 /** The gain table for a terminal or a README. */
 export function gainMarkdown(r: GainReport): string {
+  const needed = r.rows.some((x) => x.seeds_needed !== null);
   const lines = [
-    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width; gain: last − start per seed, mean [95 % t interval over seeds]; pooled: paired bootstrap 95 % interval over (seed, instance) pairs; p: McNemar's exact test (α = ${r.alpha}). A gain is in bold when the test and the seeds' interval both exclude 0. |c|: seed doc 002's mean |contribution| over all logged steps.`,
+    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width. gain: last − start, cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} gain over seeds: last − start per seed, mean [95 % t interval over seeds], as information. |c|: seed doc 002's mean |contribution| over all logged steps.`,
     '',
-    '| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp), over seeds | pooled (pp) | McNemar b / c | p | filler ÷ reasoning \\|c\\| | minutes per run |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    `| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp) | b / c | p | p_adj | MDE | gain over seeds (pp) |${needed ? ' seeds needed |' : ''} filler ÷ reasoning \\|c\\| | minutes per run |`,
+    `|---|---|---|---|---|---|---|---|---|---|---|---|${needed ? '---|' : ''}---|---|`,
   ];
   for (const x of r.rows) {
-    const g = diffText(x.gain.mean, x.gain.lo, x.gain.hi);
+    const g = diffText(x.diff.mean, x.diff.lo, x.diff.hi);
     const mins = x.minutes.map((m) => (m === null ? '—' : m.toFixed(1))).join(', ');
-    lines.push(
-      `| ${x.group} | ${x.label} | ${x.seeds.map((s) => s ?? '?').join(', ')} | ${x.instances} | ${intervalText(x.start, pctText)} | ${intervalText(x.final, pctText)} | ${x.significant ? `**${g}**` : `${g} n.s.`} | ${diffText(x.pooled.mean, x.pooled.lo, x.pooled.hi)} | ${x.mcnemar.b} / ${x.mcnemar.c} | ${pText(x.mcnemar.p)} | ${intervalText(x.filler_reasoning_ratio, sig3)} | ${mins} |`,
-    );
+    const cells = [
+      x.exploratory ? `${x.group} (exploratory)` : x.group,
+      x.label,
+      seedList(x.seeds),
+      String(x.instances),
+      intervalText(x.start, pctText),
+      intervalText(x.final, pctText),
+      x.significant ? `**${g}**` : g,
+      `${x.test.b} / ${x.test.c}`,
+      pText(x.test.p),
+      x.significant ? `**${verdictText(x)}**` : verdictText(x),
+      Number.isFinite(x.mde) ? `± ${(100 * x.mde).toFixed(1)} pp` : '',
+      diffText(x.gain.mean, x.gain.lo, x.gain.hi),
+      ...(needed ? [seedsNeededText(x.seeds_needed)] : []),
+      intervalText(x.filler_reasoning_ratio, sig3),
+      mins,
+    ];
+    lines.push(`| ${cells.join(' | ')} |`);
   }
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');

@@ -78,16 +78,17 @@ function appendixB(cmp: AppendixBComparison): string {
   );
 }
 
-/** The paired test under the table: significant differences in bold, the others marked n.s. (one seed each). */
+/** The paired test under the table: significant differences in bold, the others marked n.s. (one seed each: exploratory). */
 export function evalTestLine(cmp: AppendixBComparison): string {
   const t = cmp.eval_test;
   if (!t) return `Paired test on eval success: not available (${cmp.eval_test_note ?? 'no per-instance eval tables'}).`;
   const pts = (v: number) => `${v >= 0 ? '+' : ''}${(100 * v).toFixed(1)}`;
-  const diff = `Δ ${pts(t.diff)} pts, 95 % paired-bootstrap CI [${pts(t.lo)}, ${pts(t.hi)}]`;
-  const p = `McNemar exact p = ${t.p < 1e-4 ? t.p.toExponential(1) : t.p.toFixed(3)} (only the baseline solves ${t.mcnemar_b}, only this run ${t.mcnemar_c})`;
+  const diff = `Δ ${pts(t.diff)} pts, 95 % bootstrap CI over instances [${pts(t.lo)}, ${pts(t.hi)}]`;
+  const p = `exact test p = ${t.p < 1e-4 ? t.p.toExponential(1) : t.p.toFixed(3)} (one seed per side: McNemar's; only the baseline solves ${t.b}, only this run ${t.c})`;
+  const mde = t.mde === null ? '' : `, MDE ± ${(100 * t.mde).toFixed(1)} pp`;
   return (
-    `Paired test on eval success, the same ${t.instances} ${t.split} instances: ${t.significant ? `**${diff}**` : diff}; ${p}` +
-    `${t.significant ? '' : ' — n.s. at 5 %'}. One seed per side: a finding needs ≥ 3 seeds (\`credit-lens compare\`).`
+    `Paired test on eval success at step ${t.step}, the same ${t.instances} ${t.split} instances: ${t.significant ? `**${diff}**` : diff}; ${p}${mde}` +
+    `${t.significant ? '' : ` — n.s. at α = ${t.alpha}`}. Exploratory: one seed per side; a finding needs ≥ 3 seeds (\`credit-lens compare\`).`
   );
 }
 

@@ -1,81 +1,21 @@
-// Inference for comparisons (DESIGN §10): a 95 % t interval over seeds, McNemar's exact test on paired per-instance
-// successes, and a seeded paired bootstrap. Pure numbers in and out, so the CLI, the sweep summary and Compare Runs
-// print the same figures. No library on npm covers these three without pulling a large dependency; each is a few
-// lines from its textbook definition, and the tests check them against published table values.
-
+// Inference for comparisons (DESIGN §10, issue 25). Pure numbers in and out, so the CLI, the JSON, the sweep summary,
+// Compare Runs and the analysis view print the same figures.
+//
+// The unit of a comparison is the eval *instance*, not the (seed, instance) pair. Each instance appears once per seed,
+// and the runs of one configuration share their SFT start and their per-seed random streams, so the outcomes of one
+// instance across seeds are correlated: an instance one method happens to solve tends to be solved in every seed.
+// Counting 3 seeds × 256 instances as 768 independent pairs (McNemar's test pooled over seeds) inflates significance:
+// three copies of one seed's table would look three times as sure. So:
+// - the test is a sign-flip permutation test on each instance's summed difference over seeds, exact (the whole
+//   randomisation distribution, by convolution); with one seed it *is* McNemar's exact test;
+// - the interval is a cluster bootstrap that resamples instances, each with all of its seeds;
+// - p-values of one comparison's rows are Holm-adjusted over those rows (@stdlib/stats-padjust);
+// - the power figures (MDE, seeds needed) come from the same per-instance differences.
+// The t interval over seeds (meanInterval) stays as information about seed-to-seed spread.
+import padjust from '@stdlib/stats-padjust';
+import normalQuantile from '@stdlib/stats-base-dists-normal-quantile';
+import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 import { makeRng } from '../core/rng';
-
-/** ln Γ(x), Lanczos (g = 7, n = 9), |error| < 1e-13 for x > 0. */
-function lnGamma(x: number): number {
-  const c = [
-    0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905, -0.13857109526572012,
-    9.9843695780195716e-6, 1.5056327351493116e-7,
-  ];
-  if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - lnGamma(1 - x);
-  x -= 1;
-  let a = c[0];
-  const t = x + 7.5;
-  for (let i = 1; i < 9; i++) a += c[i] / (x + i);
-  return 0.5 * Math.log(2 * Math.PI) + (x + 0.5) * Math.log(t) - t + Math.log(a);
-}
-
-/** Continued fraction of the regularised incomplete beta (modified Lentz). */
-function betacf(a: number, b: number, x: number): number {
-  const tiny = 1e-300;
-  let c = 1;
-  let d = 1 - ((a + b) * x) / (a + 1);
-  if (Math.abs(d) < tiny) d = tiny;
-  d = 1 / d;
-  let h = d;
-  for (let m = 1; m <= 300; m++) {
-    const m2 = 2 * m;
-    let aa = (m * (b - m) * x) / ((a + m2 - 1) * (a + m2));
-    d = 1 + aa * d;
-    if (Math.abs(d) < tiny) d = tiny;
-    c = 1 + aa / c;
-    if (Math.abs(c) < tiny) c = tiny;
-    d = 1 / d;
-    h *= d * c;
-    aa = (-(a + m) * (a + b + m) * x) / ((a + m2) * (a + m2 + 1));
-    d = 1 + aa * d;
-    if (Math.abs(d) < tiny) d = tiny;
-    c = 1 + aa / c;
-    if (Math.abs(c) < tiny) c = tiny;
-    d = 1 / d;
-    const del = d * c;
-    h *= del;
-    if (Math.abs(del - 1) < 1e-15) break;
-  }
-  return h;
-}
-
-/** I_x(a, b). */
-export function incompleteBeta(x: number, a: number, b: number): number {
-  if (x <= 0) return 0;
-  if (x >= 1) return 1;
-  const front = Math.exp(lnGamma(a + b) - lnGamma(a) - lnGamma(b) + a * Math.log(x) + b * Math.log(1 - x));
-  return x < (a + 1) / (a + b + 2) ? (front * betacf(a, b, x)) / a : 1 - (front * betacf(b, a, 1 - x)) / b;
-}
-
-/** P(T ≤ t) for Student's t with `df` degrees of freedom. */
-export function studentTCdf(t: number, df: number): number {
-  const tail = 0.5 * incompleteBeta(df / (df + t * t), df / 2, 0.5);
-  return t >= 0 ? 1 - tail : tail;
-}
-
-/** The p-quantile of Student's t (bisection on the CDF to 1e-12). */
-export function studentTQuantile(p: number, df: number): number {
-  if (!(p > 0 && p < 1) || !(df > 0)) return NaN;
-  if (p === 0.5) return 0;
-  let lo = -1e6;
-  let hi = 1e6;
-  for (let i = 0; i < 200 && hi - lo > 1e-12 * Math.max(1, Math.abs(hi)); i++) {
-    const mid = (lo + hi) / 2;
-    if (studentTCdf(mid, df) < p) lo = mid;
-    else hi = mid;
-  }
-  return (lo + hi) / 2;
-}
 
 export interface Interval {
   mean: number;
@@ -92,75 +32,189 @@ export function meanInterval(values: number[], level = 0.95): Interval {
   const mean = values.reduce((a, b) => a + b, 0) / n;
   if (n === 1) return { mean, lo: NaN, hi: NaN, n, half: NaN };
   const sd = Math.sqrt(values.reduce((a, v) => a + (v - mean) ** 2, 0) / (n - 1));
-  const half = studentTQuantile(1 - (1 - level) / 2, n - 1) * (sd / Math.sqrt(n));
+  const half = tQuantile(1 - (1 - level) / 2, n - 1) * (sd / Math.sqrt(n));
   return { mean, lo: mean - half, hi: mean + half, n, half };
 }
 
-export interface McNemar {
-  /** pairs where only the baseline succeeded */
+/**
+ * Paired outcomes grouped by instance: `d[i][s]` is other − baseline (−1, 0 or +1 for success) of instance i in the
+ * s-th run pair; an instance missing from a pair's common instances has fewer entries.
+ */
+export interface Clusters {
+  d: number[][];
+  /** pairs where only the baseline succeeded, and where only the other run did (over all seeds: descriptive) */
   b: number;
-  /** pairs where only the other run succeeded */
   c: number;
-  n: number;
-  /** two-sided exact p-value: 2·P(X ≤ min(b, c)), X ~ Binomial(b + c, 1/2), capped at 1 */
-  p: number;
+  pairs: number;
+  /** the number of run pairs (seeds) */
+  seeds: number;
 }
 
-/** McNemar's exact test on paired binary outcomes [baseline, other], e.g. per (seed, instance) success. */
-export function mcnemarExact(pairs: readonly (readonly [boolean, boolean])[]): McNemar {
+/** Group (instance, baseline, other) outcomes of several run pairs by instance. `runs[s]` lists pair s's instances. */
+export function clustersOf(runs: readonly (readonly { id: string; baseline: boolean; other: boolean }[])[]): Clusters {
+  const byId = new Map<string, number[]>();
   let b = 0;
   let c = 0;
-  for (const [x, y] of pairs) {
-    if (x && !y) b++;
-    else if (!x && y) c++;
+  let pairs = 0;
+  for (const run of runs) {
+    for (const { id, baseline, other } of run) {
+      let row = byId.get(id);
+      if (!row) byId.set(id, (row = []));
+      row.push(Number(other) - Number(baseline));
+      if (baseline && !other) b++;
+      else if (!baseline && other) c++;
+      pairs++;
+    }
   }
-  const n = b + c;
-  if (n === 0) return { b, c, n: pairs.length, p: 1 };
-  const k = Math.min(b, c);
-  // Σ_{i ≤ k} C(n, i) / 2^n in log space (n can be thousands).
-  const lnC = (i: number) => lnGamma(n + 1) - lnGamma(i + 1) - lnGamma(n - i + 1) - n * Math.LN2;
+  return { d: [...byId.values()], b, c, pairs, seeds: runs.length };
+}
+
+/** Each instance's difference summed over its seeds. */
+const sums = (cl: Clusters) => cl.d.map((row) => row.reduce((a, x) => a + x, 0));
+
+/** Mean of other − baseline over all (seed, instance) pairs: the difference in success rate. */
+export function meanDiff(cl: Clusters): number {
+  return cl.pairs ? sums(cl).reduce((a, x) => a + x, 0) / cl.pairs : NaN;
+}
+
+/**
+ * Two-sided exact sign-flip permutation test of Σ_i D_i, D_i the instance's summed difference over seeds: under the
+ * null each instance's D_i is as likely to be −D_i (the two methods exchangeable on that instance), so the statistic's
+ * randomisation distribution is that of Σ ε_i·D_i with independent fair signs ε_i. Computed exactly by convolving one
+ * instance at a time over the integer sums. p = P(|Σ ε_i D_i| ≥ |Σ D_i|). With one seed the D_i are the discordant pairs'
+ * ±1 and this is McNemar's exact test; with k identical copies of one seed every D_i is k times larger and p is the same.
+ */
+export function signFlipP(cl: Clusters): number {
+  const D = sums(cl)
+    .map((x) => Math.round(x))
+    .filter((x) => x !== 0);
+  if (!D.length) return 1;
+  const M = D.reduce((a, x) => a + Math.abs(x), 0);
+  let dist = new Float64Array(2 * M + 1);
+  let next = new Float64Array(2 * M + 1);
+  dist[M] = 1;
+  let reach = 0;
+  for (const x of D) {
+    const a = Math.abs(x);
+    next.fill(0, M - reach - a, M + reach + a + 1);
+    for (let j = M - reach; j <= M + reach; j++) {
+      const p = dist[j];
+      if (p === 0) continue;
+      next[j - a] += 0.5 * p;
+      next[j + a] += 0.5 * p;
+    }
+    reach += a;
+    [dist, next] = [next, dist];
+  }
+  const t = Math.abs(D.reduce((a, x) => a + x, 0));
   let tail = 0;
-  for (let i = 0; i <= k; i++) tail += Math.exp(lnC(i));
-  return { b, c, n: pairs.length, p: Math.min(1, 2 * tail) };
+  for (let j = 0; j <= 2 * M; j++) if (Math.abs(j - M) >= t) tail += dist[j];
+  return Math.min(1, tail);
 }
 
 export interface Bootstrap {
   diff: number;
   lo: number;
   hi: number;
-  /** two-sided: 2·min(share ≤ 0, share ≥ 0) of resampled differences */ p: number;
   resamples: number;
 }
 
 /**
- * Paired bootstrap of mean(other − baseline) over instances: resample instance indices with replacement,
- * percentile interval at `level`. Seeded, so the same inputs print the same interval.
+ * Cluster bootstrap of the success-rate difference: resample instances with replacement, each with all of its seeds,
+ * and take the ratio Σ D / Σ pairs of the resample; percentile interval at `level`. Seeded, so the same inputs print
+ * the same interval.
  */
-export function pairedBootstrap(
-  baseline: readonly number[],
-  other: readonly number[],
-  opts: { resamples?: number; seed?: number; level?: number } = {},
-): Bootstrap {
-  if (baseline.length !== other.length) throw new Error('pairedBootstrap: the two runs must be measured on the same instances');
-  const n = baseline.length;
+export function clusterBootstrap(cl: Clusters, opts: { resamples?: number; seed?: number; level?: number } = {}): Bootstrap {
   const resamples = opts.resamples ?? 10_000;
   const level = opts.level ?? 0.95;
-  const d = other.map((v, i) => v - baseline[i]);
-  const diff = n ? d.reduce((a, x) => a + x, 0) / n : NaN;
-  if (n === 0) return { diff, lo: NaN, hi: NaN, p: 1, resamples };
+  const n = cl.d.length;
+  const diff = meanDiff(cl);
+  if (n === 0) return { diff, lo: NaN, hi: NaN, resamples };
+  const D = Float64Array.from(sums(cl));
+  const k = Float64Array.from(cl.d, (row) => row.length);
   const rand = makeRng(opts.seed ?? 1);
   const stats = new Float64Array(resamples);
-  let le = 0;
-  let ge = 0;
   for (let r = 0; r < resamples; r++) {
     let s = 0;
-    for (let i = 0; i < n; i++) s += d[Math.floor(rand() * n)];
-    const m = s / n;
-    stats[r] = m;
-    if (m <= 0) le++;
-    if (m >= 0) ge++;
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+      const j = Math.floor(rand() * n);
+      s += D[j];
+      m += k[j];
+    }
+    stats[r] = s / m;
   }
   stats.sort();
   const q = (p: number) => stats[Math.min(resamples - 1, Math.max(0, Math.floor(p * resamples)))];
-  return { diff, lo: q((1 - level) / 2), hi: q(1 - (1 - level) / 2), p: Math.min(1, (2 * Math.min(le, ge)) / resamples), resamples };
+  return { diff, lo: q((1 - level) / 2), hi: q(1 - (1 - level) / 2), resamples };
+}
+
+/** Holm's step-down adjustment over one family of p-values (the rows of one comparison), in the given order. */
+export function holm(ps: readonly number[]): number[] {
+  if (ps.length === 0) return [];
+  return padjust([...ps], 'holm');
+}
+
+export interface Power {
+  /** the smallest true difference (success-rate points as a fraction) the test detects with `power` at this design */
+  mde: number;
+  /** per-(seed, instance) variance of the difference, and the covariance of two seeds' differences on one instance */
+  within: number;
+  between: number;
+  /** true with one seed: the between-seed covariance cannot be estimated and is taken as 0 (seeds independent) */
+  assumedIndependent: boolean;
+  instances: number;
+  seeds: number;
+  /** the per-test α the MDE is computed at (α over the family's rows: Holm's strictest step) */
+  alpha: number;
+  power: number;
+}
+
+/**
+ * Power of the instance-clustered comparison, from the observed per-instance differences (normal approximation to the
+ * sign-flip test). The summed difference of an instance over S seeds has variance S·w + S(S − 1)·c, w the variance of
+ * one seed's difference and c the covariance of two seeds' on the same instance (method of moments, c clamped to
+ * [0, w]); the mean difference's standard error with S seeds is √((w + (S − 1)c) / (n·S)), and the MDE is
+ * (z₁₋α/₂ + z_power)·SE. More seeds shrink the first part only: with c > 0 the SE never falls below √(c/n).
+ */
+export function powerOf(cl: Clusters, alpha: number, power = 0.8): Power {
+  const n = cl.d.length;
+  const S = Math.max(1, cl.seeds);
+  // w: each seed's variance of d over instances, averaged over seeds
+  let within = 0;
+  let seedsSeen = 0;
+  for (let s = 0; s < S; s++) {
+    const col = cl.d.filter((row) => row.length > s).map((row) => row[s]);
+    if (col.length < 2) continue;
+    const m = col.reduce((a, x) => a + x, 0) / col.length;
+    within += col.reduce((a, x) => a + (x - m) ** 2, 0) / (col.length - 1);
+    seedsSeen++;
+  }
+  within = seedsSeen ? within / seedsSeen : 0;
+  let between = 0;
+  const complete = cl.d.filter((row) => row.length === S).map((row) => row.reduce((a, x) => a + x, 0));
+  if (S > 1 && complete.length > 1) {
+    const m = complete.reduce((a, x) => a + x, 0) / complete.length;
+    const varSum = complete.reduce((a, x) => a + (x - m) ** 2, 0) / (complete.length - 1);
+    between = Math.min(within, Math.max(0, (varSum - S * within) / (S * (S - 1))));
+  }
+  const z = normalQuantile(1 - alpha / 2, 0, 1) + normalQuantile(power, 0, 1);
+  const mde = n ? z * Math.sqrt((within + (S - 1) * between) / (n * S)) : NaN;
+  return { mde, within, between, assumedIndependent: S === 1, instances: n, seeds: S, alpha, power };
+}
+
+/** MDE with `seeds` seeds on the same instances (the variance components of `p`). */
+export function mdeWithSeeds(p: Power, seeds: number): number {
+  const z = normalQuantile(1 - p.alpha / 2, 0, 1) + normalQuantile(p.power, 0, 1);
+  return z * Math.sqrt((p.within + (seeds - 1) * p.between) / (p.instances * seeds));
+}
+
+/**
+ * The fewest seeds (up to `max`) whose MDE on these instances is at most |diff|; null when no number of seeds gets
+ * there (the between-seed covariance sets a floor: more instances are needed, not more seeds).
+ */
+export function seedsNeeded(p: Power, diff: number, max = 1000): number | null {
+  if (!(p.instances > 0) || !(Math.abs(diff) > 0)) return null;
+  for (let s = 1; s <= max; s++) if (mdeWithSeeds(p, s) <= Math.abs(diff)) return s;
+  return null;
 }

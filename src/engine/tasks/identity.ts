@@ -5,16 +5,9 @@
 import { createHash } from 'node:crypto';
 import type { Example, Task } from '../core/types';
 import { UserError } from '../core/errors';
+import type { TaskIdentity } from '../../protocol';
 
-export interface TaskIdentity {
-  name: string;
-  split_seed: number;
-  /** sizes of train / test / validation */
-  sizes: [number, number, number];
-  /** sha256 (first 16 hex digits) of each split's prompts and answers, in order */
-  train_hash: string;
-  test_hash: string;
-}
+export type { TaskIdentity } from '../../protocol';
 
 function splitHash(xs: readonly Example[]): string {
   const h = createHash('sha256');
@@ -29,6 +22,7 @@ export function taskIdentity(task: Task, splitSeed: number): TaskIdentity {
     sizes: [task.train.length, task.eval.length, task.validation.length],
     train_hash: splitHash(task.train),
     test_hash: splitHash(task.eval),
+    validation_hash: splitHash(task.validation),
   };
 }
 
@@ -51,6 +45,15 @@ export function checkTaskIdentity(where: string, saved: unknown, current: TaskId
       `${where}: the checkpoint was trained on ${describe(s)}, but this run draws ${describe(current)}: ` +
         'its test split could hold instances the checkpoint trained on',
       `use the checkpoint's task settings and task.split_seed: ${s.split_seed}, or train a new warm start for these`,
+    );
+  }
+  // A warm start trained on a larger train split can hold this run's validation instances: choices made on that
+  // validation split would then be made on training data.
+  if (typeof s.validation_hash === 'string' && s.validation_hash !== current.validation_hash && current.sizes[2] > 0) {
+    throw new UserError(
+      `${where}: the checkpoint was drawn with another validation split (${s.sizes[2]} instances, ${s.validation_hash}) than this run's ` +
+        `(${current.sizes[2]}, ${current.validation_hash}): its training split could hold this run's validation instances`,
+      `use the checkpoint's task sizes (train_size, eval_size, val_size) and task.split_seed: ${s.split_seed}, or train a new warm start`,
     );
   }
   if (s.train_hash !== current.train_hash)

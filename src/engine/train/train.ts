@@ -254,6 +254,7 @@ async function trainIn(
     s = await buildSession(cfg, (m) => log('info', m), runDir);
     info.backend = s.backend.backend;
     info.backend_reason = s.backend.reason;
+    info.task = taskIdentity(s.task, cfg.task.split_seed);
     writeRunInfo(runDir, info);
     log(
       'info',

@@ -553,10 +553,10 @@ test("Appendix B carries the paired test on eval success from both runs' per-ins
   assert.equal(none.eval_test, null);
   assert.match(none.eval_test_note!, /no per-instance eval tables/);
   assert.match(analysisToMarkdown(analyzeRun(run), none), /Paired test on eval success: not available/);
-  // 40 test instances: the baseline solves 0–9, the run 0–19. b = 0 (only the baseline), c = 10 (only the run):
-  // McNemar exact p = 2·2^−10 = 0.001953; Δ = +25 pts.
-  const evalOf = (dir: string, solved: number) =>
-    writeEvalTable(evalFile(dir, 2), {
+  // 40 test instances: the baseline solves 0–9, the run 0–19. b = 0 (only the baseline), c = 10 (only the run): the
+  // exact test (one seed per side: McNemar's) p = 2·2^−10 = 0.001953; Δ = +25 pts. A family of one: p_adj = p.
+  const evalOf = (dir: string, solved: number, step = 2) =>
+    writeEvalTable(evalFile(dir, step), {
       instance_id: Array.from({ length: 40 }, (_, i) => `t${i}`),
       split: Array(40).fill('test'),
       success: Array.from({ length: 40 }, (_, i) => i < solved),
@@ -567,18 +567,42 @@ test("Appendix B carries the paired test on eval success from both runs' per-ins
   evalOf(run, 20);
   const cmp = compareRuns(analyzeRun(run), analyzeRun(base));
   const t = cmp.eval_test!;
-  assert.deepEqual([t.instances, t.mcnemar_b, t.mcnemar_c, t.significant, t.split], [40, 0, 10, true, 'test']);
+  assert.deepEqual([t.instances, t.b, t.c, t.significant, t.split, t.step, t.exploratory], [40, 0, 10, true, 'test', 2, true]);
   assert.ok(Math.abs(t.p - 2 * 2 ** -10) < 1e-12, String(t.p));
+  assert.equal(t.p_adjusted, t.p);
   assert.ok(Math.abs(t.diff - 0.25) < 1e-12 && t.lo > 0.05 && t.hi <= 0.45, JSON.stringify(t));
   assert.match(
     analysisToMarkdown(analyzeRun(run), cmp),
-    /the same 40 test instances: \*\*Δ \+25\.0 pts, 95 % paired-bootstrap CI \[\+\d+\.\d, \+\d+\.\d\]\*\*; McNemar exact p = 0\.002/,
+    /at step 2, the same 40 test instances: \*\*Δ \+25\.0 pts, 95 % bootstrap CI over instances \[\+\d+\.\d, \+\d+\.\d\]\*\*; exact test p = 0\.002 .*MDE ± \d+\.\d pp\. Exploratory/,
   );
   // A one-instance difference is n.s.
   evalOf(run, 11);
   const ns = compareRuns(analyzeRun(run), analyzeRun(base));
   assert.equal(ns.eval_test!.significant, false);
-  assert.match(analysisToMarkdown(analyzeRun(run), ns), /McNemar exact p = 1\.000 .* — n\.s\. at 5 %/);
+  assert.match(analysisToMarkdown(analyzeRun(run), ns), /exact test p = 1\.000 .* — n\.s\. at α = 0\.05/);
+
+  // --to-step: the table shows the eval at step 2, so the test is at step 2 too, not at the runs' last eval (step 4,
+  // where the run solves nothing the baseline does not).
+  evalOf(run, 20);
+  evalOf(base, 20, 4);
+  evalOf(run, 20, 4);
+  const later = [...MAIN_METRICS, { step: 4, phase: 'grpo', reward_mean: 0.75, success_rate: 0, eval_success: 0.5 }];
+  const run4 = makeRun(MAIN, { metrics: later });
+  const base4 = makeRun(
+    MAIN.map((r) => ({ ...r, w: 1 })),
+    { strategy: 'none', credit: '', name: 'base', metrics: later },
+  );
+  for (const [d, solved] of [
+    [base4, 10],
+    [run4, 20],
+  ] as const) {
+    evalOf(d, solved);
+    evalOf(d, 20, 4);
+  }
+  const at2 = compareRuns(analyzeRun(run4, { toStep: 3 }), analyzeRun(base4, { toStep: 3 })).eval_test!;
+  assert.deepEqual([at2.step, at2.c, at2.significant], [2, 10, true]);
+  const at4 = compareRuns(analyzeRun(run4), analyzeRun(base4)).eval_test!;
+  assert.deepEqual([at4.step, at4.b, at4.c, at4.significant], [4, 0, 0, false]);
 });
 
 test('cmdAnalyze writes JSON or Markdown by the --out extension and adds the baseline comparison', async () => {

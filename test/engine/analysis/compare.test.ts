@@ -8,18 +8,37 @@ import { join } from 'node:path';
 import { compareMarkdown, compareSeeds, gainFromStart, gainMarkdown } from '../../../src/engine/analysis/compare';
 import { evalFile, readEvalTable, writeEvalTable } from '../../../src/engine/rundir/eval_table';
 import { writeRunInfo } from '../../../src/engine/rundir/rundir';
+import type { RunStatus } from '../../../src/protocol';
 
 const root = mkdtempSync(join(tmpdir(), 'cl-compare-'));
 const N = 40;
 
 /** A run whose test instances i0…i39 succeed where `ok(i)`; 10 validation instances that must be ignored. */
-function run(name: string, seed: number, ok: (i: number) => boolean): string {
+function run(name: string, seed: number, ok: (i: number) => boolean, o: { step?: number; status?: RunStatus; testHash?: string; n?: number } = {}): string {
   const d = join(root, `${name}-20260101-000000`);
   mkdirSync(join(d, 'eval'), { recursive: true });
-  writeRunInfo(d, { id: name, name, status: 'completed', started: '2026-01-01T00:00:00Z', ended: null, backend: 'wasm', engine_version: 't' });
+  const task = {
+    name: 'countdown',
+    split_seed: 0,
+    sizes: [100, N, 10] as [number, number, number],
+    train_hash: 'a',
+    test_hash: o.testHash ?? 'b',
+    validation_hash: 'c',
+  };
+  writeRunInfo(d, {
+    id: name,
+    name,
+    status: o.status ?? 'completed',
+    started: '2026-01-01T00:00:00Z',
+    ended: null,
+    backend: 'wasm',
+    engine_version: 't',
+    task,
+  });
   writeFileSync(join(d, 'config.yaml'), `name: ${name}\nseed: ${seed}\n`);
-  const ids = [...Array.from({ length: N }, (_, i) => `test-${i}`), ...Array.from({ length: 10 }, (_, i) => `val-${i}`)];
-  writeEvalTable(evalFile(d, 5), {
+  const n = o.n ?? N;
+  const ids = [...Array.from({ length: n }, (_, i) => `test-${i}`), ...Array.from({ length: 10 }, (_, i) => `val-${i}`)];
+  writeEvalTable(evalFile(d, o.step ?? 5), {
     instance_id: ids,
     split: ids.map((id) => (id.startsWith('val') ? 'validation' : 'test')),
     success: ids.map((id, i) => (id.startsWith('val') ? true : ok(i))),
@@ -64,8 +83,11 @@ function gainRun(name: string, seed: number, start: number, final: number, withS
 test("compare --from-start: the gain over each run's own step 0, over seeds and paired", () => {
   // "learns": every seed starts at 10/40 = 25 % and ends at 14, 16, 18 of 40 → gains 0.10, 0.15, 0.20: mean 0.15,
   // sd 0.05, half-width t(0.975, 2)·0.05/√3 = 4.302653·0.028868 = 0.124207 → [0.025793, 0.274207], excludes 0.
-  // Pooled pairs: b = 0, c = 4 + 6 + 8 = 18 of 120 → McNemar p = 2·2^−18 = 7.629e−6; bootstrap mean 18/120 = 0.15.
-  // "flat": 10 → 12, 8, 10 → gains +0.05, −0.05, 0: mean 0; b = 2 (seed 2), c = 2 (seed 1) → p = 1, n.s.
+  // Instances, each summed over its seeds: i10–13 gain in all 3 seeds (D = 3), i14–15 in 2 (D = 2), i16–17 in 1
+  // (D = 1); Σ D = 18 is the largest of the 2^8 sign patterns, so the exact sign-flip p = 2/2^8 = 0.0078125 (pooled
+  // McNemar, b = 0, c = 18 of 120 pairs, would say 2·2^−18 = 7.6e−6). Cluster bootstrap mean 18/120 = 0.15.
+  // "flat": 10 → 12, 8, 10 → gains +0.05, −0.05, 0: D = +1 (i10, i11), −1 (i8, i9) → Σ D = 0, p = 1, n.s.
+  // Holm over the 2 groups: learns 2·0.0078125 = 0.015625 < 0.05, significant; flat 1.
   const learns = [
     [1, 14],
     [2, 16],
@@ -84,16 +106,23 @@ test("compare --from-start: the gain over each run's own step 0, over seeds and 
   assert.deepEqual(l.final_steps, [5, 5, 5]);
   assert.ok(Math.abs(l.gain.mean! - 0.15) < 1e-12);
   assert.ok(Math.abs(l.gain.half! - 0.124207) < 1e-6, String(l.gain.half));
-  assert.deepEqual([l.mcnemar.b, l.mcnemar.c, l.mcnemar.pairs], [0, 18, 120]);
-  assert.ok(Math.abs(l.mcnemar.p / 7.62939453125e-6 - 1) < 1e-9, String(l.mcnemar.p));
-  assert.ok(Math.abs(l.pooled.mean - 0.15) < 1e-12 && l.pooled.lo > 0.05 && l.pooled.hi < 0.25, JSON.stringify(l.pooled));
+  assert.deepEqual([l.test.b, l.test.c, l.test.pairs, l.test.instances], [0, 18, 120, 40]);
+  assert.equal(l.test.p, 0.0078125);
+  assert.equal(l.p_adjusted, 0.015625);
+  assert.ok(Math.abs(l.diff.mean - 0.15) < 1e-12 && l.diff.lo > 0.05 && l.diff.hi < 0.3, JSON.stringify(l.diff));
   assert.equal(l.significant, true);
+  assert.equal(l.exploratory, false);
+  assert.deepEqual(r.adjustment, { method: 'holm', family: 2 });
   assert.deepEqual(l.minutes, [6, 6, 6]);
   assert.ok(Math.abs(f.gain.mean!) < 1e-12);
-  assert.deepEqual([f.mcnemar.b, f.mcnemar.c, f.mcnemar.p, f.significant], [2, 2, 1, false]);
+  assert.deepEqual([f.test.b, f.test.c, f.test.p, f.p_adjusted, f.significant], [2, 2, 1, 1, false]);
   const md = gainMarkdown(r);
-  assert.match(md, /\| learns \| none \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| 40\.0 ± 12\.4 \| \*\*\+15\.0 \[\+2\.6, \+27\.4\]\*\* \|/);
-  assert.match(md, /\| flat \| .* n\.s\. \|/);
+  assert.match(
+    md,
+    /\| learns \| none \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| 40\.0 ± 12\.4 \| \*\*\+15\.0 \[[^\]]+\]\*\* \| 0 \/ 18 \| 0\.0078 \| \*\*0\.016\*\* \| ± [\d.]+ pp \| \+15\.0 \[\+2\.6, \+27\.4\] \|/,
+  );
+  assert.match(md, /\| flat \| .* 1\.0 n\.s\. \|/);
+  assert.match(md, /Holm-adjusted over the 2 rows compared/);
   assert.match(md, /\| 6\.0, 6\.0, 6\.0 \|$/m);
   assert.throws(() => gainFromStart([gainRun('nostart-seed1', 1, 0, 3, false)]), /no eval table at step 0/);
 
@@ -115,9 +144,10 @@ test('eval tables round-trip', () => {
 
 test('a clear gain is significant; a one-instance difference is n.s.; validation instances are not counted', () => {
   // Baseline seeds 1–3 solve instances 0–9 (25 %). "better" solves 0–19 (50 %) on every seed: per seed 10 instances
-  // only it solves, none only the baseline solves → pooled b = 0, c = 30, McNemar p = 2·2^−30 ≈ 1.9e−9; Δ = +25 pp,
-  // with a bootstrap interval around it (it resamples the 120 pooled instance pairs).
-  // "same" solves 0–8 plus 10 (still 25 %): per seed b = 1 (instance 9), c = 1 (instance 10) → b = 3, c = 3, p = 1.
+  // only it solves, none only the baseline solves: 10 instances with D = 3 summed over seeds, all positive → exact
+  // sign-flip p = 2/2^10 = 0.001953125 (pooled McNemar on the 120 pairs would claim 2·2^−30); Δ = +25 pp with a
+  // bootstrap interval over the 40 instances. "same" solves 0–8 plus 10 (still 25 %): instance 9 D = −3, instance 10
+  // D = +3 → p = 1. Holm over the 2 rows: 0.00390625 and 1.
   const base = [1, 2, 3].map((s) => run(`base-seed${s}`, s, (i) => i < 10));
   const better = [1, 2, 3].map((s) => run(`better-seed${s}`, s, (i) => i < 20));
   const same = [1, 2, 3].map((s) => run(`same-seed${s}`, s, (i) => i < 9 || i === 10));
@@ -130,7 +160,7 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
     r.rows.map((x) => [x.group, x.seeds]),
   );
   assert.deepEqual(globbed.rows[0].seeds, [1, 2, 3]);
-  assert.deepEqual(globbed.rows[1].mcnemar, r.rows[1].mcnemar);
+  assert.deepEqual(globbed.rows[1].test, r.rows[1].test);
   assert.deepEqual(globbed.notes, []);
   assert.equal(r.baseline, 'base');
   const [b, g, s] = r.rows;
@@ -139,12 +169,13 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
   assert.equal(b.eval_success.mean, 0.25);
   assert.equal(b.eval_success.half, 0, 'identical seeds: zero width');
   assert.equal(g.eval_success.mean, 0.5);
-  assert.deepEqual([g.mcnemar!.b, g.mcnemar!.c, g.mcnemar!.pairs], [0, 30, 120]);
-  assert.ok(Math.abs(g.mcnemar!.p / (2 * 2 ** -30) - 1) < 1e-9, String(g.mcnemar!.p));
+  assert.deepEqual([g.test!.b, g.test!.c, g.test!.pairs, g.test!.instances], [0, 30, 120, 40]);
+  assert.equal(g.test!.p, 0.001953125);
+  assert.equal(g.p_adjusted, 0.00390625);
   assert.equal(g.significant, true);
   assert.ok(Math.abs(g.diff!.mean - 0.25) < 1e-12);
   assert.ok(g.diff!.lo > 0.1 && g.diff!.hi <= 0.4, JSON.stringify(g.diff));
-  assert.deepEqual([s.mcnemar!.b, s.mcnemar!.c, s.mcnemar!.p, s.significant], [3, 3, 1, false]);
+  assert.deepEqual([s.test!.b, s.test!.c, s.test!.p, s.p_adjusted, s.significant], [3, 3, 1, 1, false]);
   const md = compareMarkdown(r);
   assert.match(md, /\| better \| — \| 1, 2, 3 \| 40 \| 50\.0 ± 0\.0 \| \*\*\+25\.0 \[/);
   assert.match(md, /\| same \| .* \| 1\.0 n\.s\. \|/);
@@ -153,7 +184,12 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
 test('fewer than 3 seeds is said; a missing eval table is a clear error', () => {
   const base = [run('b2-seed1', 1, (i) => i < 5)];
   const r = compareSeeds(base, [run('x2-seed1', 1, (i) => i < 6)], { resamples: 200 });
-  assert.ok(r.notes.some((n) => /1 seed; an interval over seeds needs at least 3/.test(n)));
+  assert.ok(r.notes.some((n) => /1 seed, fewer than 3: exploratory/.test(n)));
+  assert.deepEqual(
+    r.rows.map((x) => x.exploratory),
+    [true, true],
+  );
+  assert.match(compareMarkdown(r), /\| x2 \(exploratory\) \|/);
   const empty = join(root, 'noeval');
   mkdirSync(empty);
   writeRunInfo(empty, { id: 'e', name: 'e', status: 'completed', started: 'x', ended: null, backend: 'wasm', engine_version: 't' });
@@ -186,8 +222,10 @@ test('real runs write per-instance eval tables, and compare reads them: 3 seeds 
     ],
   );
   const oc = report.rows[1];
-  assert.equal(oc.mcnemar!.pairs, 24, '3 seeds × 8 instances, paired by seed');
-  assert.ok(oc.mcnemar!.p >= 0 && oc.mcnemar!.p <= 1);
+  assert.equal(oc.test!.pairs, 24, '3 seeds × 8 instances, paired by seed');
+  assert.equal(oc.test!.instances, 8);
+  assert.ok(oc.test!.p >= 0 && oc.test!.p <= 1);
+  assert.equal(oc.step, 3);
   assert.ok(Number.isFinite(oc.eval_success.mean));
 });
 
@@ -248,9 +286,79 @@ test('filler and reasoning |c| get a mean ± 95 % t interval over seeds; a glob 
   assert.equal(b.reasoning_abs_c!.half, 0);
   assert.ok(Math.abs(b.filler_reasoning_ratio!.half! - 1.242069) < 1e-5);
   const md = compareMarkdown(r);
-  assert.match(md, /\| tb \| — \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| \(baseline\) \| {2}\| {2}\| {2}\| 2\.00 ± 2\.48 \| 2\.00 ± 0\.00 \| 1\.00 ± 1\.24 \|/);
+  assert.match(
+    md,
+    /\| tb \| — \| 1, 2, 3 \| 40 \| 25\.0 ± 0\.0 \| \(baseline\) \| {2}\| {2}\| {2}\| {2}\| {2}\| 2\.00 ± 2\.48 \| 2\.00 ± 0\.00 \| 1\.00 ± 1\.24 \|/,
+  );
   // One seed: no interval, and JSON carries nulls, not NaN.
   const one = compareSeeds([base[0]], [other[0]], { resamples: 100 });
   assert.equal(one.rows[0].filler_abs_c!.half, null);
   assert.equal(JSON.parse(JSON.stringify(one)).rows[0].eval_success.lo, null);
+});
+
+test("three identical copies of one seed get that seed's verdict, not a pooled one (issue 25's worked case)", () => {
+  // One run pair on 256 instances: only the baseline solves 10, only the other 20, both 50. McNemar exact (and the
+  // sign-flip test with one seed) p = 2·P(X ≤ 10), X ~ Bin(30, ½) = 0.0987: n.s. Three copies as seeds 1–3: each
+  // instance's sum triples, the test's p stays 0.0987 (pooled McNemar on 768 pairs would say ≈ 0.002).
+  const ok = (b: boolean) => (i: number) => (b ? i < 10 : i >= 10 && i < 30) || (i >= 30 && i < 80);
+  const base1 = [run('wc-base-seed1', 1, ok(true), { n: 256 })];
+  const other1 = [run('wc-other-seed1', 1, ok(false), { n: 256 })];
+  const base3 = [1, 2, 3].map((s) => run(`wc3-base-seed${s}`, s, ok(true), { n: 256 }));
+  const other3 = [1, 2, 3].map((s) => run(`wc3-other-seed${s}`, s, ok(false), { n: 256 }));
+  const one = compareSeeds(base1, other1, { resamples: 2000, tokenTypes: false }).rows[1];
+  const three = compareSeeds(base3, other3, { resamples: 2000, tokenTypes: false }).rows[1];
+  assert.ok(Math.abs(one.test!.p - 0.0987371467) < 1e-9, String(one.test!.p));
+  assert.equal(three.test!.p, one.test!.p);
+  assert.deepEqual([one.significant, three.significant], [false, false]);
+  assert.deepEqual([three.diff!.lo, three.diff!.hi], [one.diff!.lo, one.diff!.hi], 'the same interval');
+  assert.deepEqual([one.exploratory, three.exploratory], [true, false]);
+  // The MDE of the copies is the single seed's (they add no information): 2.801585·√(0.116115/256) = 0.0597.
+  assert.ok(Math.abs(one.mde! - 0.059666) < 1e-6 && Math.abs(three.mde! - one.mde!) < 1e-9, `${one.mde} ${three.mde}`);
+  // --power-for: more copies never reach 3 points; independent seeds would need 4 (significance.test.ts works it).
+  const pf = compareSeeds(base3, other3, { resamples: 200, tokenTypes: false, powerFor: 0.03 });
+  assert.deepEqual(pf.rows[1].seeds_needed, { diff: 0.03, seeds: null });
+  assert.match(compareMarkdown(pf), /3\.0 pp: not within 1000 seeds on these instances/);
+  assert.deepEqual(compareSeeds(base1, other1, { resamples: 200, tokenTypes: false, powerFor: 0.03 }).rows[1].seeds_needed, { diff: 0.03, seeds: 4 });
+
+  // --from-start on the copies: the gain interval is the bootstrap over instances, not of zero width.
+  const g = gainFromStart(
+    [1, 2, 3].map((s) => gainRun(`wcg-seed${s}`, s, 10, 16)),
+    { resamples: 2000, tokenTypes: false },
+  ).rows[0];
+  assert.equal(g.gain.half, 0, 'identical seeds: the t interval over seeds has zero width (information only)');
+  assert.ok(g.diff.hi - g.diff.lo > 0.05, JSON.stringify(g.diff));
+  // 6 instances gained in all 3 copies: p = 2/2^6 = 0.03125, the single seed's p.
+  assert.equal(g.test.p, 0.03125);
+});
+
+test('compare refuses runs read at different steps or drawn from different splits, and marks unfinished runs exploratory', () => {
+  const base = [1, 2, 3].map((s) => run(`st-base-seed${s}`, s, (i) => i < 10));
+  const late = [1, 2, 3].map((s) => run(`st-late-seed${s}`, s, (i) => i < 12, { step: 9 }));
+  assert.throws(() => compareSeeds(base, late, { tokenTypes: false }), /last evaluated at different steps \(st-base-seed1 5, .*st-late-seed1 9/);
+  assert.throws(() => compareSeeds(base, late, { tokenTypes: false, step: 9 }), /st-base-seed1.*no eval table at step 9/s);
+  const other = [1, 2, 3].map((s) => run(`st-other-seed${s}`, s, (i) => i < 12, { testHash: 'zz' }));
+  assert.throws(() => compareSeeds(base, other, { tokenTypes: false }), /different task splits: .*st-other-seed1.*test split zz/);
+  const stopped = [1, 2, 3].map((s) => run(`st-stop-seed${s}`, s, (i) => i < 12, { status: s === 2 ? 'stopped' : 'completed' }));
+  const r = compareSeeds(base, stopped, { tokenTypes: false, resamples: 200 });
+  assert.deepEqual(
+    r.rows.map((x) => x.exploratory),
+    [false, true],
+  );
+  assert.ok(r.notes.some((n) => /st-stop-seed2 is stopped, not completed/.test(n)));
+});
+
+test('Holm over the rows of one comparison: significance uses the adjusted p', () => {
+  // Three groups against one baseline (25 %): +10 instances (p = 2/2^10), +5 (p = 2/2^5 = 0.0625 → n.s. anyway), and
+  // +6 (p = 2/2^6 = 0.03125 raw, significant alone; Holm: the second smallest of 3 is ×2 = 0.0625 → n.s.).
+  const base = [1, 2, 3].map((s) => run(`h-base-seed${s}`, s, (i) => i < 10));
+  const a = [1, 2, 3].map((s) => run(`h-a-seed${s}`, s, (i) => i < 20));
+  const b = [1, 2, 3].map((s) => run(`h-b-seed${s}`, s, (i) => i < 15));
+  const c = [1, 2, 3].map((s) => run(`h-c-seed${s}`, s, (i) => i < 16));
+  const r = compareSeeds(base, [...a, ...b, ...c], { tokenTypes: false, resamples: 200 });
+  const [, ra, rb, rc] = r.rows;
+  assert.deepEqual([ra.test!.p, rb.test!.p, rc.test!.p], [2 / 1024, 0.0625, 0.03125]);
+  // sorted: 2/1024·3 = 0.005859375; 0.03125·2 = 0.0625; 0.0625·1 = 0.0625
+  assert.deepEqual([ra.p_adjusted, rb.p_adjusted, rc.p_adjusted], [0.005859375, 0.0625, 0.0625]);
+  assert.deepEqual([ra.significant, rb.significant, rc.significant], [true, false, false]);
+  assert.equal(r.adjustment.family, 3);
 });

@@ -175,11 +175,29 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
   ]);
   // The paired test row: without eval tables the reason; with them the interval and McNemar's p, n.s. when not significant.
   assert.deepEqual(t.rows[3], ['paired test', 'not available: no per-instance eval tables', null, null, null, null]);
-  const test = { split: 'test' as const, instances: 40, diff: 0.025, lo: -0.05, hi: 0.1, mcnemar_b: 1, mcnemar_c: 2, p: 1, alpha: 0.05, significant: false };
-  assert.equal(evalTestCell({ ...withB.appendix_b!, eval_test: test }), '40 test instances: Δ +2.5 pts [-5.0, +10.0], McNemar p 1.000 · n.s. (one seed each)');
+  const test = {
+    split: 'test' as const,
+    step: 30,
+    instances: 40,
+    diff: 0.025,
+    lo: -0.05,
+    hi: 0.1,
+    b: 1,
+    c: 2,
+    p: 1,
+    p_adjusted: 1,
+    alpha: 0.05,
+    significant: false,
+    mde: 0.0931,
+    exploratory: true,
+  };
   assert.equal(
-    evalTestCell({ ...withB.appendix_b!, eval_test: { ...test, p: 1.9e-9, significant: true } }),
-    '40 test instances: Δ +2.5 pts [-5.0, +10.0], McNemar p 1.9e-9 (one seed each)',
+    evalTestCell({ ...withB.appendix_b!, eval_test: test }),
+    'step 30, 40 test instances: Δ +2.5 pts [-5.0, +10.0], p 1.000 · n.s. · MDE ± 9.3 pp · exploratory (one seed each)',
+  );
+  assert.equal(
+    evalTestCell({ ...withB.appendix_b!, eval_test: { ...test, p: 1.9e-9, p_adjusted: 1.9e-9, significant: true, mde: null } }),
+    'step 30, 40 test instances: Δ +2.5 pts [-5.0, +10.0], p 1.9e-9 · exploratory (one seed each)',
   );
   assert.equal(allTables(withB).at(-1)!.id, 'appendix_b');
   assert.equal(allTables(REPORT).length, 11);

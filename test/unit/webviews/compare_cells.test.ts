@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { CompareRow } from '../../../src/protocol/compare';
-import { diffCell, diffSeedsCell, intervalCell, pCell, pct, sig } from '../../../src/webviews/compare_cells';
+import { diffCell, diffSeedsCell, intervalCell, mdeCell, pCell, pct, sig } from '../../../src/webviews/compare_cells';
 
 const row = (over: Partial<CompareRow>): CompareRow => ({
   group: 'g',
@@ -13,11 +13,16 @@ const row = (over: Partial<CompareRow>): CompareRow => ({
   seeds: [1, 2, 3],
   runs: ['/a', '/b', '/c'],
   instances: 256,
+  step: 40,
   eval_success: { mean: 0.125, lo: 0.1, hi: 0.15, n: 3, half: 0.025 },
   diff: null,
   diff_seeds: null,
-  mcnemar: null,
+  test: null,
+  p_adjusted: null,
   significant: null,
+  mde: null,
+  seeds_needed: null,
+  exploratory: false,
   filler_abs_c: null,
   reasoning_abs_c: null,
   filler_reasoning_ratio: null,
@@ -31,17 +36,21 @@ test('eval success: mean ± the 95 % half-width in points; one seed shows the me
   assert.equal(intervalCell({ mean: 0.01234, lo: 0, hi: 0, n: 3, half: 0.000456 }, sig), '0.0123 ± 0.000456');
 });
 
-test('a significant difference shows its interval and p; one within noise is marked n.s.; the baseline says so', () => {
-  const win = row({ diff: { mean: 0.0625, lo: 0.03125, hi: 0.09375, resamples: 1000 }, mcnemar: { b: 2, c: 20, pairs: 768, p: 1.0e-4 }, significant: true });
+test('the p cell is the Holm-adjusted p, n.s. when not significant; the MDE cell; the baseline says so', () => {
+  const t = (p: number) => ({ b: 2, c: 20, pairs: 768, instances: 256, p });
+  const win = row({ diff: { mean: 0.0625, lo: 0.03125, hi: 0.09375, resamples: 1000 }, test: t(1.0e-4), p_adjusted: 3.0e-4, significant: true, mde: 0.0412 });
   assert.equal(diffCell(win), '+6.3 [+3.1, +9.4]');
-  assert.equal(pCell(win), '0.00010');
-  const tiny = row({ mcnemar: { b: 1, c: 2, pairs: 768, p: 3e-7 }, significant: true });
+  assert.equal(pCell(win), '0.00030', 'the adjusted p, not the raw one');
+  assert.equal(mdeCell(win), '± 4.1 pp');
+  const tiny = row({ test: t(1e-7), p_adjusted: 3e-7, significant: true });
   assert.equal(pCell(tiny), '3.0e-7');
-  const noise = row({ diff: { mean: -0.005, lo: -0.03, hi: 0.02, resamples: 1000 }, mcnemar: { b: 12, c: 10, pairs: 768, p: 0.83 }, significant: false });
-  assert.equal(diffCell(noise), '-0.5 [-3.0, +2.0]');
-  assert.equal(pCell(noise), '0.83 n.s.');
+  // raw p 0.03 would pass alone; adjusted over the family it does not, and the cell says n.s.
+  const adjustedAway = row({ diff: { mean: -0.005, lo: -0.03, hi: 0.02, resamples: 1000 }, test: t(0.03), p_adjusted: 0.09, significant: false });
+  assert.equal(diffCell(adjustedAway), '-0.5 [-3.0, +2.0]');
+  assert.equal(pCell(adjustedAway), '0.090 n.s.');
   assert.equal(diffCell(row({ baseline: true })), 'baseline');
   assert.equal(pCell(row({ baseline: true })), '');
+  assert.equal(mdeCell(row({ baseline: true })), '');
 });
 
 test("the difference over seeds: mean [t interval] from the same seed's baseline; the mean alone with one seed; empty for the baseline", () => {
