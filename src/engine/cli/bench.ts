@@ -1,5 +1,6 @@
 // `credit-lens bench` / `npm run bench`: the engine's figures next to a PyTorch CPU reference measured in the
 // same invocation (bench/torch_ref.py under Debian's /usr/bin/python3), printed as ratios to it.
+import { chooseOpenblasCore } from '../model/kernels/blas';
 import * as tf from '@tensorflow/tfjs';
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -279,6 +280,10 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     if (!o.json) console.log(m);
     else process.stderr.write(m + '\n');
   };
+  // Both sides on the same OpenBLAS kernels: the core named from the CPU's flags (blas.ts), inherited by the PyTorch
+  // reference's process, which would otherwise be left to OpenBLAS's detection on its own.
+  const core = chooseOpenblasCore();
+  if (core) say(`OpenBLAS core ${core} (from the CPU's flags; set OPENBLAS_CORETYPE to choose another)`);
   const iters = o.quick ? 3 : 10;
   const result = emptyResult();
   say('PyTorch reference (bench/torch_ref.py --serve, /usr/bin/python3)…');
