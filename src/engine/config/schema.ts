@@ -133,6 +133,33 @@ export const sweepSchema = section(
 });
 
 /** The config schema (zod): snake_case keys, every default from DESIGN §3, unknown keys rejected. */
-export const creditConfigSchema = baseSchema.extend({ sweep: sweepSchema.optional() }).describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
+export const creditConfigSchema = baseSchema
+  .extend({ sweep: sweepSchema.optional() })
+  .superRefine((c, ctx) => {
+    // Settings of one section that mean something only with a setting of another (issue 25).
+    if (c.credit.strategy === 'cal' && c.credit.cal.scale === 'group_std' && c.grpo.scale_rewards !== 'group')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['credit', 'cal', 'scale'],
+        params: {
+          expected:
+            `raw with grpo.scale_rewards: ${c.grpo.scale_rewards} (group_std divides span credit by the group's reward std, which ` +
+            `this run's advantages are not divided by), or grpo.scale_rewards: group`,
+        },
+        message: '',
+      });
+    if (c.credit.strategy === 'entropy_mask' && c.credit.entropy_mask_norm === 'kept' && c.grpo.loss_agg !== 'token_mean')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['credit', 'entropy_mask_norm'],
+        params: {
+          expected:
+            `valid with grpo.loss_agg: ${c.grpo.loss_agg} (kept reproduces seed doc 001's average over the kept tokens only ` +
+            'under token_mean), or grpo.loss_agg: token_mean',
+        },
+        message: '',
+      });
+  })
+  .describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
 
 export type CreditConfig = z.output<typeof creditConfigSchema>;

@@ -86,7 +86,8 @@ const calSchema = section(
       ['raw', 'group_std'],
       'raw: span tokens get negative_reward as it is (seed doc 003). group_std: divided by the ' +
         "episode's group reward std + 1e-4, the scale GRPO divides advantages by (the batch std when the group's is 0, " +
-        "and 1 when that is 0 too), so span credit is on the scale of the other episodes' advantages.",
+        "and 1 when that is 0 too), so span credit is on the scale of the other episodes' advantages; it needs " +
+        'grpo.scale_rewards: group, the scaling it follows.',
     ).default('raw'),
     placement: oneOf(
       ['span', 'episode'],
@@ -190,7 +191,8 @@ export const CATALOG = [
         ['valid', 'kept'],
         'entropy_mask: valid: the loss averages over every valid token, masked ones ' +
           "counting as 0 (DESIGN §4). kept: seed doc 001's code, which averages over the kept tokens only; the kept weights " +
-          'become (valid tokens ÷ kept tokens) of the batch, which gives the same token_mean loss.',
+          'become (valid tokens ÷ kept tokens) of the batch, which gives the same loss under grpo.loss_agg token_mean only ' +
+          '(the config refuses kept with the other aggregations).',
       ).default('valid'),
     },
     sweepValues: { 'credit.mask_percentile': [70, 80, 90] },

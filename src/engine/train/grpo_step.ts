@@ -148,6 +148,8 @@ interface Update {
   kl: number;
   clipFrac: number;
   skipped: number;
+  /** a trainable head over several epochs: mean |w_last − w_0| over valid tokens, how far its weights moved */
+  headDrift?: number;
 }
 
 /** What every pass over the batch shares: the batch, the strategy's padded per-row inputs, the loss's constants. */
@@ -167,7 +169,9 @@ interface Batch {
  * grpo.epochs_per_step PPO epochs of the clipped loss. Epoch 0 gives the credit: a row-local strategy (and the whole
  * batch in one micro-batch) weighs each micro-batch inside its own pass; any other takes a first pass without a tape
  * over the whole batch. Later epochs keep epoch 0's credit and log-probs (ℓ_old), except a trainable head's, which
- * weighs anew each epoch.
+ * weighs anew each epoch. The log keeps epoch 0's credit for every strategy: the weights that trained the policy on
+ * policy (ρ ≡ 1), with the log-probs they were paired with, so c = Â·ℓ holds for one snapshot (issue 25: the head's
+ * last-epoch weights were logged before); how far the head moved after that is the metric attribution/epoch_drift.
  */
 function update(x: UpdateInputs): Update {
   const g = x.s.cfg.grpo;
@@ -210,9 +214,23 @@ function update(x: UpdateInputs): Update {
     tf.dispose(Object.values(grads));
   }
   pb.dispose();
-  // the log keeps epoch 0's log-probs; a head's weights are the last epoch's, everyone else's epoch 0's
-  out.credit = { ...credit!, logprobs: first!.logprobs };
+  out.credit = first!;
+  if (x.head && g.epochs_per_step > 1) out.headDrift = meanAbsChange(first!.weights, credit!.weights, pb.mask);
   return out;
+}
+
+/** Mean |b − a| over the valid tokens of `mask`. */
+function meanAbsChange(a: number[][], b: number[][], mask: number[][]): number {
+  let sum = 0;
+  let n = 0;
+  mask.forEach((row, i) =>
+    row.forEach((m, t) => {
+      if (!m) return;
+      sum += Math.abs(b[i][t] - a[i][t]);
+      n++;
+    }),
+  );
+  return n ? sum / n : 0;
 }
 
 /** The strategy's per-row inputs other than log-probs (entropies, sections, prepare()'s extras), padded to C tokens. */
@@ -371,5 +389,6 @@ function metrics(episodes: Episode[], u: Update, t: { step: number; genSeconds: 
     tokens_per_s: nGen / t.genSeconds,
   };
   if (u.skipped) row.skipped = u.skipped;
+  if (u.headDrift !== undefined) row['attribution/epoch_drift'] = u.headDrift;
   return row;
 }

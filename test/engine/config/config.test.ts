@@ -506,3 +506,18 @@ test('credit.cal: a key goes only over https or to this machine, and api_key_env
   assert.match(cal('base_url: "https://api.example.com", api_key_env: HOME')[0], /^credit.cal.api_key_env: got "HOME", expected the name of a key variable/);
   assert.match(cal('base_url: "https://api.example.com", api_key_env: AWS_REGION')[0], /api_key_env/);
 });
+
+test('settings that only mean something with another section are refused with the combination that works (issue 25)', () => {
+  const base = 'name: x\ntask: {name: countdown}\n';
+  const msgs = (t: string) => parseConfigText(t).issues.map((i) => i.message);
+  // CAL's group_std divides span credit by the group std; with scale_rewards none the other advantages are not divided.
+  assert.deepEqual(msgs(base + 'credit: {strategy: cal, cal: {scale: group_std, provider: rule}}\ngrpo: {scale_rewards: none}\n'), [
+    'credit.cal.scale: got "group_std", expected raw with grpo.scale_rewards: none (group_std divides span credit by the group\'s reward std, which this run\'s advantages are not divided by), or grpo.scale_rewards: group',
+  ]);
+  assert.deepEqual(msgs(base + 'credit: {strategy: cal, cal: {scale: group_std, provider: rule}}\n'), [], 'group_std with scale_rewards group');
+  // entropy_mask_norm kept is seed doc 001's normalisation only under token_mean.
+  assert.deepEqual(msgs(base + 'credit: {strategy: entropy_mask, entropy_mask_norm: kept}\ngrpo: {loss_agg: seq_mean_token_mean}\n'), [
+    'credit.entropy_mask_norm: got "kept", expected valid with grpo.loss_agg: seq_mean_token_mean (kept reproduces seed doc 001\'s average over the kept tokens only under token_mean), or grpo.loss_agg: token_mean',
+  ]);
+  assert.deepEqual(msgs(base + 'credit: {strategy: entropy_mask, entropy_mask_norm: kept}\n'), []);
+});

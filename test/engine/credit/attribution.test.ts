@@ -10,7 +10,7 @@ import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { loadCheckpoint, latestCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
-import { tinyConfig } from '../fixtures';
+import { sevensConfig, tinyConfig } from '../fixtures';
 import { initBackend } from '../../../src/engine/model/backend';
 
 const close = (a: number, b: number, tol = 1e-6) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
@@ -117,4 +117,25 @@ test('an attribution run trains the head, logs α, checkpoints the head and resu
   const init = ck.head!['attribution_head.weight'].data;
   const after = ck2.head!['attribution_head.weight'].data;
   assert.ok(after.some((x, i) => x !== init[i]));
+});
+
+test('with epochs_per_step 2 the log keeps the weights that trained the policy on policy (epoch 0), and the drift after', { timeout: 120_000 }, async () => {
+  // Step 1 of a 2-epoch run and of a 1-epoch run share everything up to the end of epoch 0 (same seed, same SFT, same
+  // rollouts, the same head), so epoch 0's weights — what the log must hold — are the same bits in both. The head
+  // learns during epoch 0, so the 2-epoch run's second-epoch weights differ: logging those (the old behaviour) fails.
+  const dir = mkdtempSync(join(tmpdir(), 'cl-attr-epochs-'));
+  // The sevens task: every group's rewards differ, so advantages (and the head's gradient) are never all zero.
+  const cfg = sevensConfig(dir, { name: 'e', seed: 3, backend: 'wasm', grpo: '{ steps: 1, prompts_per_step: 2, group_size: 4, max_new_tokens: 8 }' });
+  const sets = ['credit.strategy=attribution', 'sft.steps=1'];
+  const one = await train({ configPath: cfg, sets: [...sets, 'name=e1'] });
+  const two = await train({ configPath: cfg, sets: [...sets, 'grpo.epochs_per_step=2', 'name=e2'] });
+  const a = readTokenTable(join(one.runDir, 'tokens', 'step-000001.arrow'));
+  const b = readTokenTable(join(two.runDir, 'tokens', 'step-000001.arrow'));
+  assert.ok(a.weight.length > 0);
+  assert.deepEqual(b.weight, a.weight, "the 2-epoch run logs epoch 0's weights");
+  assert.deepEqual(b.attribution, a.attribution);
+  assert.deepEqual(b.logprob, a.logprob);
+  const drift = readMetrics(two.runDir).find((r) => r.phase === 'grpo' && r.step === 1)!['attribution/epoch_drift'];
+  assert.ok(typeof drift === 'number' && drift > 0, `the head moved in epoch 0, so epoch 1's weights differ: drift ${drift}`);
+  assert.equal(readMetrics(one.runDir).find((r) => r.phase === 'grpo' && r.step === 1)!['attribution/epoch_drift'], undefined);
 });
