@@ -33,6 +33,11 @@ export interface CreditAnalysis {
 export interface AnalysisMeta {
   /** The run directory as given to the analysis. */
   run_dir: string;
+  /**
+   * Which contribution c the seed-doc-002 tables are over: episode, c = A·ℓ (seed doc 002's definition, the default),
+   * or weighted, c = Â·ℓ (the logged column, with the strategy's weight). The weights table's |c| is always Â·ℓ.
+   */
+  contribution: 'episode' | 'weighted';
   /** From run.json; null when run.json is missing or unreadable. */
   run_id: string | null;
   name: string | null;

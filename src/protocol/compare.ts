@@ -93,7 +93,7 @@ export interface CompareRow {
   seeds_needed: { diff: number; seeds: number | null } | null;
   /** fewer than 3 seeds, or a run that did not complete: a hint, not a finding */
   exploratory: boolean;
-  /** seed doc 002's mean |contribution| of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
+  /** seed doc 002's mean |c|, c = A·ℓ, of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
   filler_abs_c: SeedInterval | null;
   reasoning_abs_c: SeedInterval | null;
   filler_reasoning_ratio: SeedInterval | null;

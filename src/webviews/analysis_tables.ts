@@ -18,12 +18,17 @@ export interface Table {
 
 const SECTIONS: Section[] = ['think', 'answer', 'other'];
 
+/** Which c the tables are over: seed doc 002's A × ℓ, or the weighted Â × ℓ (the analysis's --contribution). */
+export function cText(a: AnalyzeReport): string {
+  return a.meta.contribution === 'weighted' ? "c = Â × ℓ (the strategy's weighted advantage)" : "c = A × ℓ (the episode's advantage, seed doc 002's)";
+}
+
 export function contributionTable(a: AnalyzeReport): Table {
   const c = a.contribution;
   return {
     id: 'contribution',
     title: 'Contribution statistics',
-    hint: 'c = Â × ℓ over every analysed token (seed doc 002: a rewarded episode has c ≤ 0)',
+    hint: `${cText(a)} over every analysed token (seed doc 002: a rewarded episode has c ≤ 0)`,
     header: ['tokens', 'mean c', 'std c', 'mean |c|', 'min c', 'max c'],
     rows: [[c.count, c.mean, c.std, c.mean_abs, c.min, c.max]],
   };
@@ -67,7 +72,7 @@ export function tokenTypeTable(a: AnalyzeReport): Table {
   return {
     id: 'token_types',
     title: 'Filler vs reasoning tokens',
-    hint: `reasoning: trimmed text matches /${a.meta.reasoning_regex}/; every other token is filler`,
+    hint: `${cText(a)}; reasoning: trimmed text matches /${a.meta.reasoning_regex}/; every other token (punctuation alone too) is filler`,
     header: ['type', 'tokens', 'share', 'mean |c|', 'mean c', 'mean log-prob'],
     rows: [
       row('filler', a.token_types.filler),

@@ -10,7 +10,7 @@ import { isUserError, UserError } from '../core/errors';
 import { compareSeeds } from './compare';
 import { listLoggedSteps, readMetrics, readRunInfo } from '../rundir/rundir';
 import { REASONING_TOKEN_RE } from '../tasks/sections';
-import { computeTables, diff, ratio } from './credit_tables';
+import { computeTables, diff, ratio, type ContributionKind } from './credit_tables';
 import { checkRunDir, checkStep, compileRegex, evalSuccess, readConfigCredit, trainingSummary } from './inputs';
 
 export interface AnalyzeOptions {
@@ -21,6 +21,8 @@ export interface AnalyzeOptions {
   reasoningRegex?: string;
   /** Length of each top-token list (default 20). */
   topK?: number;
+  /** c = A·ℓ (episode, seed doc 002's definition; the default) or Â·ℓ (weighted, the logged column) */
+  contribution?: ContributionKind;
 }
 
 /** The parameter each strategy's sweeps vary (seed docs 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"), from the catalog. */
@@ -54,9 +56,10 @@ export function analyzeRun(runDir: string, opts: AnalyzeOptions = {}): CreditAna
   }
 
   const cols = readTokenTables(runDir, { fromStep: opts.fromStep, toStep: opts.toStep });
-  const t = computeTables(cols, re, topK);
+  const kind = opts.contribution ?? 'episode';
+  const t = computeTables(cols, re, topK, kind);
   if (t.tokens === 0) t.notes.push('the token tables of this range hold no analysable rows; every statistic is empty.');
-  if (re !== null) t.notes.push(`token types re-classified with the custom regex /${re.source}/ instead of the logged token_type column.`);
+  if (re !== null) t.notes.push(`token types classified with the custom regex /${re.source}/ instead of seed doc 002's.`);
 
   const metrics = readMetrics(runDir);
   const info: RunInfo | null = readRunInfo(runDir);
@@ -71,6 +74,7 @@ export function analyzeRun(runDir: string, opts: AnalyzeOptions = {}): CreditAna
     version: 1,
     meta: {
       run_dir: runDir,
+      contribution: kind,
       run_id: info?.id ?? null,
       name: info?.name ?? null,
       strategy,

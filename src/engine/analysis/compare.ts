@@ -368,7 +368,7 @@ function ruleText(alpha: number, family: number, power: number): string {
 export function compareMarkdown(r: CompareReport): string {
   const needed = r.rows.some((x) => x.seeds_needed !== null);
   const lines = [
-    `Eval success on the ${r.split} split at step ${r.rows[0]?.step ?? '?'}: mean over seeds ± the 95 % t half-width. Δ vs ${r.baseline}: cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], shown as information about how much the seeds disagree. |c|: seed doc 002's mean |contribution| of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
+    `Eval success on the ${r.split} split at step ${r.rows[0]?.step ?? '?'}: mean over seeds ± the 95 % t half-width. Δ vs ${r.baseline}: cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], shown as information about how much the seeds disagree. |c|: seed doc 002's mean |contribution| c = A·ℓ (the episode's advantage times the log-prob) of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
     '',
     `| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | b / c | p | p_adj | MDE | Δ over seeds (pp) |${needed ? ' seeds needed |' : ''} filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |`,
     `|---|---|---|---|---|---|---|---|---|---|---|${needed ? '---|' : ''}---|---|---|`,
@@ -449,7 +449,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
 export function gainMarkdown(r: GainReport): string {
   const needed = r.rows.some((x) => x.seeds_needed !== null);
   const lines = [
-    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width. gain: last − start, cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} gain over seeds: last − start per seed, mean [95 % t interval over seeds], as information. |c|: seed doc 002's mean |contribution| over all logged steps.`,
+    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width. gain: last − start, cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} gain over seeds: last − start per seed, mean [95 % t interval over seeds], as information. |c|: seed doc 002's mean |contribution| c = A·ℓ over all logged steps.`,
     '',
     `| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp) | b / c | p | p_adj | MDE | gain over seeds (pp) |${needed ? ' seeds needed |' : ''} filler ÷ reasoning \\|c\\| | minutes per run |`,
     `|---|---|---|---|---|---|---|---|---|---|---|---|${needed ? '---|' : ''}---|---|`,

@@ -4,7 +4,7 @@ import type { Section, TokenType } from '../../protocol';
 import type { CreditAnalysis, PositionTStats, SectionWeightStats, TokenTypeStats, TopToken, TopTokenLists } from '../../protocol/analysis';
 import { type TokenColumnsRead } from '../rundir/arrow_tables';
 import { UserError } from '../core/errors';
-import { tokenType } from '../tasks/sections';
+import { REASONING_TOKEN_RE, tokenType } from '../tasks/sections';
 
 const REL_BINS = 10;
 const TYPE_BINS = 5;
@@ -128,14 +128,15 @@ export function episodeIds(step: Int32Array, episode: Int32Array): { id: Int32Ar
   return { id, length: Int32Array.from(lengths), count: seen.size };
 }
 
-/** 1 where a row is a reasoning token: the logged column, or the token text re-classified with a custom regex. */
+/**
+ * 1 where a row is a reasoning token, classified from the token text with `re` (seed doc 002's REASONING_TOKEN_RE by
+ * default), not read from the logged token_type column: runs logged by an engine with another definition (before
+ * issue 25 "." was reasoning) are then read by today's.
+ */
 export function reasoningFlags(c: TokenColumnsRead, re: RegExp | null): Uint8Array {
   const n = c.token_id.length;
   const out = new Uint8Array(n);
-  if (re === null) {
-    for (let i = 0; i < n; i++) out[i] = c.token_type[i] === 'reasoning' ? 1 : 0;
-    return out;
-  }
+  const rx = re ?? REASONING_TOKEN_RE;
   // One regex test per distinct token: a token id keeps its text, and the text check catches the rare
   // tokenizer whose decoded piece depends on context.
   const byId = new Map<number, { text: string; r: number }>();
@@ -145,11 +146,26 @@ export function reasoningFlags(c: TokenColumnsRead, re: RegExp | null): Uint8Arr
     if (e !== undefined && e.text === text) {
       out[i] = e.r;
     } else {
-      const r = tokenType(text, re) === 'reasoning' ? 1 : 0;
+      const r = tokenType(text, rx) === 'reasoning' ? 1 : 0;
       if (e === undefined) byId.set(c.token_id[i], { text, r });
       out[i] = r;
     }
   }
+  return out;
+}
+
+/**
+ * Which contribution the tables are over. episode: c = A·ℓ, the episode's advantage times the token's log-prob, seed doc
+ * 002's definition (its GRPO broadcasts one advantage to every token; the default). weighted: c = Â·ℓ, the logged
+ * contribution column, with the strategy's per-token weight in Â = A·w: what the strategy actually trained with.
+ */
+export type ContributionKind = 'episode' | 'weighted';
+
+/** The contribution column of `kind`: A·ℓ computed in float32 like the logged column, or the logged Â·ℓ. */
+export function contributionOf(c: TokenColumnsRead, kind: ContributionKind): Float32Array {
+  if (kind === 'weighted') return c.contribution;
+  const out = new Float32Array(c.advantage.length);
+  for (let i = 0; i < out.length; i++) out[i] = Math.fround(c.advantage[i]) * Math.fround(c.logprob[i]);
   return out;
 }
 
@@ -174,7 +190,7 @@ export function typeStats(n: number, total: number, sumAbs: number, sumC: number
   };
 }
 
-export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: number): Tables {
+export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: number, kind: ContributionKind = 'episode'): Tables {
   const notes: string[] = [];
   const ep = episodeIds(all.step, all.episode);
 
@@ -202,7 +218,8 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   }
   const n = kept;
   const epLen = ep.length;
-  const { contribution: C, logprob: LP, position: POS, advantage: ADV, weight: W, effective_advantage: EA } = c;
+  const { logprob: LP, position: POS, advantage: ADV, weight: W, effective_advantage: EA } = c;
+  const C = contributionOf(c, kind);
   const reasoning = reasoningFlags(c, re);
 
   let minPos = 0,
@@ -321,7 +338,8 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     if (w < sMin[si]) sMin[si] = w;
     if (w > sMax[si]) sMax[si] = w;
     sAbsA[si] += Math.abs(EA[i]);
-    sAbsC[si] += ax;
+    // the weights table is about what the strategy trained with: its |c| is the logged Â·ℓ whatever `kind` is
+    sAbsC[si] += Math.abs(c.contribution[i]);
 
     const key = c.token_id[i] * 2 + r;
     let k = dense !== null ? dense[key] : (sparse.get(key) ?? -1);

@@ -106,7 +106,7 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
       `- Eval success: ${pct(m.eval_success.before_grpo)} before GRPO → ${pct(m.eval_success.final)}${m.eval_success.final_step !== null ? ` at step ${m.eval_success.final_step}` : ''}`,
       `- Training batches of these steps: success ${pct(m.training.success_rate)}, mean reward ${num(m.training.reward_mean)}`,
       `- Filler |c| ${num(m.filler_mean_abs_contribution)}, reasoning |c| ${num(m.reasoning_mean_abs_contribution)}, ratio ${times(m.filler_reasoning_ratio)}`,
-      `- Reasoning tokens: \`/${m.reasoning_regex}/\`${m.reasoning_regex_is_default ? ' (DESIGN §4 default)' : ' (custom)'}; c = contribution = Â × log-prob, std is the sample std`,
+      `- Reasoning tokens: \`/${m.reasoning_regex}/\`${m.reasoning_regex_is_default ? " (seed doc 002's, the default)" : ' (custom)'}; ${contributionText(m.contribution)}; std is the sample std`,
     ].join('\n'),
   );
 
@@ -169,7 +169,7 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
         ['Negative (A < 0)', String(s.negative.episodes), String(s.negative.tokens), num(s.negative.mean_contribution), num(s.negative.mean_abs_contribution)],
       ],
     ),
-    '_A rewarded episode (A > 0) has c ≤ 0: contribution = Â × log-prob and log-probs are negative._',
+    '_A rewarded episode (A > 0) has c ≤ 0: c is an advantage times a log-prob, and log-probs are negative._',
   );
 
   out.push(
@@ -234,4 +234,11 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
 
   if (a.notes.length) out.push('## Notes', a.notes.map((n) => `- ${n}`).join('\n'));
   return out.join('\n\n') + '\n';
+}
+
+/** What c is in the tables: seed doc 002's A × log-prob, or the weighted Â × log-prob the strategy trained with. */
+export function contributionText(kind: 'episode' | 'weighted'): string {
+  return kind === 'episode'
+    ? "c = A × log-prob, the episode's advantage (seed doc 002's contribution; --contribution weighted for Â × log-prob)"
+    : "c = Â × log-prob, the strategy's weighted advantage (the logged contribution; seed doc 002's is A × log-prob)";
 }

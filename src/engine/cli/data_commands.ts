@@ -11,16 +11,21 @@ import type { ImportFormat } from '../import/formats';
 import { importanceTrain } from '../importance/importance';
 import type { ImportanceNetConfig } from '../importance/net';
 import { pairedRollouts } from '../importance/paired';
-import { flag, intFlag, numFlag, parseArgs } from './args';
+import { flag, choiceFlag, intFlag, numFlag, parseArgs } from './args';
 
 export const ANALYZE_USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
-                           [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N]
+                           [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted]
   Prints seed doc 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
-  (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.`;
+  (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.
+  --contribution: c = A·log-prob, seed doc 002's (episode, the default), or Â·log-prob with the strategy's weight.`;
 
 /** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */
 export async function cmdAnalyze(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, { valued: ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k'], boolean: ['json'] }, ANALYZE_USAGE);
+  const args = parseArgs(
+    argv,
+    { valued: ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k', 'contribution'], boolean: ['json'] },
+    ANALYZE_USAGE,
+  );
   const { positional } = args;
   const json = args.flags.has('json');
   const flags = new Map([...args.flags].map(([k, v]) => [k, v.at(-1)!]));
@@ -30,6 +35,7 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
     toStep: intFlag(args, 'to-step'),
     reasoningRegex: flags.get('reasoning-regex'),
     topK: intFlag(args, 'top-k'),
+    contribution: choiceFlag(args, 'contribution', ['episode', 'weighted'] as const, 'episode'),
   };
   const analysis = analyzeRun(positional[0], opts);
   const baselineDir = flags.get('baseline');

@@ -47,8 +47,12 @@ export function computeSections(text: string, tokens: TokenSpan[]): Section[] {
   });
 }
 
-/** Seed doc 002's reasoning tokens: digits, + - * / = ( ) . and × ÷ only. Configurable in analysis. */
-export const REASONING_TOKEN_RE = /^[0-9+\-*/=().×÷]+$/;
+/**
+ * Seed doc 002's reasoning tokens: made of digits, + - * / = ( ) . × ÷ only, with at least one digit or operator.
+ * Punctuation alone — a sentence-final ".", a bare "(" or ")" — is filler, as seed doc 002 counts it (issue 25: "."
+ * counted as reasoning before); "3." and "(4" stay reasoning. Configurable in analysis (--reasoning-regex).
+ */
+export const REASONING_TOKEN_RE = /^(?=.*[0-9+\-*/=×÷])[0-9+\-*/=().×÷]+$/;
 
 /** `reasoning` iff the trimmed token text is non-empty and matches `re`; everything else is `filler`. */
 export function tokenType(text: string, re: RegExp = REASONING_TOKEN_RE): TokenType {

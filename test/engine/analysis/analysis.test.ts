@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evalFile, writeEvalTable } from '../../../src/engine/rundir/eval_table';
-import { analyzeRun, compareRuns } from '../../../src/engine/analysis/analysis';
+import { analyzeRun as analyzeWith, compareRuns, type AnalyzeOptions } from '../../../src/engine/analysis/analysis';
 import { cmdAnalyze } from '../../../src/engine/cli/data_commands';
 import { writeSyntheticRun } from '../../../src/engine/analysis/synthetic';
 import { analysisToMarkdown } from '../../../src/engine/analysis/markdown';
@@ -19,6 +19,11 @@ import type { CreditAnalysis } from '../../../src/protocol/analysis';
 import { tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-analysis-'));
+/**
+ * The hand-worked tables below are over the weighted contribution c = Â·ℓ (the fixture's weights are not 1); the
+ * default, seed doc 002's c = A·ℓ, has its own test ("seed doc 002's definitions").
+ */
+const analyzeRun = (dir: string, o: AnalyzeOptions = {}) => analyzeWith(dir, { contribution: 'weighted', ...o });
 const close = (a: number | null, b: number, msg?: string) => {
   assert.ok(a !== null && Math.abs(a - b) < 1e-9, `${msg ?? ''} ${a} ≉ ${b}`);
 };
@@ -689,4 +694,39 @@ test('a real tiny countdown run: every table present and consistent', async () =
   if (a.reward_sign.zero.tokens) assert.equal(a.reward_sign.zero.mean_abs_contribution, 0);
   const md = analysisToMarkdown(a);
   assert.match(md, /## Token types by position/);
+});
+
+test("seed doc 002's definitions by default: c = A·ℓ without the weights, and punctuation alone is filler", async () => {
+  const { tokenType } = await import('../../../src/engine/tasks/sections');
+  // seed doc 002 counts punctuation as filler: a sentence-final "." or a bare parenthesis; a number with one stays reasoning
+  for (const [t, want] of [
+    ['.', 'filler'],
+    [' .', 'filler'],
+    ['(', 'filler'],
+    [').', 'filler'],
+    ['3.', 'reasoning'],
+    ['(4', 'reasoning'],
+    [' -', 'reasoning'],
+    ['=', 'reasoning'],
+    ['12', 'reasoning'],
+    [' so', 'filler'],
+  ] as const)
+    assert.equal(tokenType(t), want, JSON.stringify(t));
+  // The MAIN fixture with one more token, a sentence-final "." (id 5) of step 2 with ℓ −0.5 and A +0.5 (logged as
+  // reasoning by an older engine): by A·ℓ, filler |c| = (|1·−1| + |1·−0.25| + |−1·−2| + |−1·−0.25| + |0.5·−0.5| +
+  // |0.5·−0.5|)/6 = (1 + 0.25 + 2 + 0.25 + 0.25 + 0.25)/6 = 2/3; reasoning |c| = (0.5 + 1 + 0.5)/3 = 2/3.
+  const rows = [...MAIN, row(2, 0, 1, 5, '.', 'reasoning', 'other', -0.5, 0.5, 1)];
+  const a = analyzeWith(makeRun(rows, { metrics: MAIN_METRICS }));
+  assert.equal(a.meta.contribution, 'episode');
+  assert.equal(a.token_types.filler.count, 6, 'the "." is filler whatever the logged column says');
+  close(a.token_types.filler.mean_abs_contribution, 2 / 3, 'filler |A·ℓ|');
+  close(a.token_types.reasoning.mean_abs_contribution, 2 / 3, 'reasoning |A·ℓ|');
+  // The weighted view of the same run: Â·ℓ, the logged column (w = 0.5 in think, 0 on two tokens).
+  const w = analyzeWith(makeRun(rows, { metrics: MAIN_METRICS }), { contribution: 'weighted' });
+  assert.equal(w.meta.contribution, 'weighted');
+  // filler Â·ℓ: 0.5, 0, 1, 0.25, 0.25, 0.25 → 2.25/6 = 0.375; reasoning: 0.25, 0.5, 0 → 0.25
+  close(w.token_types.filler.mean_abs_contribution, 0.375, 'filler |Â·ℓ|');
+  close(w.token_types.reasoning.mean_abs_contribution, 0.25, 'reasoning |Â·ℓ|');
+  assert.match(analysisToMarkdown(a), /c = A × log-prob, the episode's advantage \(seed doc 002's contribution/);
+  assert.match(analysisToMarkdown(w), /c = Â × log-prob, the strategy's weighted advantage/);
 });

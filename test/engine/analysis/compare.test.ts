@@ -232,7 +232,8 @@ test('real runs write per-instance eval tables, and compare reads them: 3 seeds 
 test('filler and reasoning |c| get a mean ± 95 % t interval over seeds; a glob that includes the baseline does not compare it with itself', async () => {
   const { writeTokenTable } = await import('../../../src/engine/rundir/arrow_tables');
   const { stepFile } = await import('../../../src/engine/rundir/rundir');
-  // Each run logs one step of 4 tokens: 2 filler tokens with |c| = f (signs +, −) and 2 reasoning tokens with |c| = 2.
+  // Each run logs one step of 4 tokens: 2 filler tokens with |A·ℓ| = f and 2 reasoning tokens with |A·ℓ| = 2 (the logged
+  // weighted column is 0: compare reads seed doc 002's definition).
   // Seeds 1, 2, 3 have f = 1, 3, 2 → filler |c| mean 2, sample sd 1, half-width t(0.975, 2)·1/√3 = 4.302653·0.577350
   // = 2.484138 (t quantile from a t table); reasoning |c| 2 ± 0; ratio f/2 → 1 ± 1.242069.
   const withTokens = (d: string, f: number) => {
@@ -246,12 +247,13 @@ test('filler and reasoning |c| get a mean ± 95 % t interval over seeds; a glob 
       position: Int32Array.from([0, 1, 2, 3]),
       token_id: new Int32Array(n),
       token: ['so', 'the', '3', '+'],
-      logprob: zeros(),
+      // seed doc 002's c = A·ℓ (compare's default): |1·−f|, |−1·−f|, |1·−2|, |−1·−2|
+      logprob: Float32Array.from([-f, -f, -2, -2]),
       entropy: zeros(),
-      advantage: zeros(),
+      advantage: Float32Array.from([1, -1, 1, -1]),
       weight: zeros(),
       effective_advantage: zeros(),
-      contribution: Float32Array.from([f, -f, 2, -2]),
+      contribution: zeros(),
       attribution: null,
       importance: null,
       section: ['think', 'think', 'think', 'think'],

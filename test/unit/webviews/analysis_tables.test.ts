@@ -40,6 +40,7 @@ const REPORT: AnalyzeReport = {
   version: 1,
   meta: {
     run_dir: '/runs/a',
+    contribution: 'episode',
     run_id: 'a',
     name: 'a',
     strategy: 'outcome_conditional',
