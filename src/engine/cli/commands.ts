@@ -61,6 +61,7 @@ export const COMMANDS: readonly Command[] = [
     usage: [
       'import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]',
       '                   [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]',
+      '                   [--chat-template auto|apply|as-logged]',
     ],
     run: async (a) => (await data()).cmdImport(a),
   },

@@ -129,12 +129,18 @@ export async function cmdRollouts(argv: string[]): Promise<number> {
 
 export const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model <HF model folder | run folder | checkpoint>]
          [--format auto|verl|trl|prime|jsonl] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
-         [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]`;
+         [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]
+         [--chat-template auto|apply|as-logged]
+  --chat-template: a logged prompt without the model's chat-template markers (veRL and TRL ≤ 0.19 log prompts decoded with
+  skip_special_tokens) gets them back, or the template applied (auto, the default); apply always; as-logged never.`;
 
 export async function cmdImport(argv: string[]): Promise<number> {
   const a = parseArgs(
     argv,
-    { valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold'], boolean: ['json', 'progress-json'] },
+    {
+      valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold', 'chat-template'],
+      boolean: ['json', 'progress-json'],
+    },
     IMPORT_USAGE,
   );
   if (a.positional.length !== 1) throw new UserError(`import needs exactly one file or folder\n${IMPORT_USAGE}`);
@@ -165,6 +171,7 @@ export async function cmdImport(argv: string[]): Promise<number> {
     configPath: flag(a, 'config'),
     sets,
     successThreshold: numFlag(a, 'success-threshold', Number.isFinite, 'a number'),
+    chatTemplate: choiceFlag(a, 'chat-template', ['auto', 'apply', 'as-logged'] as const, 'auto'),
     progress,
     log: (level, m) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`),
   });

@@ -24,6 +24,8 @@ import type { TokenLog } from '../train/token_log';
 import { logTables } from '../train/token_log';
 import { readImport, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
 import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, scoreBatch, weighExported, type Scorer } from './score';
+import { PromptTemplater, type ChatTemplateMode } from './chat_template';
+import { HfTokenizer } from '../model/tokenizer';
 
 export interface ImportOptions {
   source: string;
@@ -37,6 +39,11 @@ export interface ImportOptions {
   name?: string;
   configPath?: string;
   sets?: string[];
+  /**
+   * How a logged prompt text is encoded for scoring (chat_template.ts): auto (the default) puts the chat template's
+   * markers back or applies the template where the prompt lacks them; apply always does; as-logged never does.
+   */
+  chatTemplate?: ChatTemplateMode;
   /** success = reward ≥ this, unless the source has a success / acc / correct field */
   successThreshold?: number;
   /** completion tokens × vocabulary entries per scoring batch (bounds the logits' memory) */
@@ -58,6 +65,8 @@ export interface ImportResult {
 /** One episode as it will be logged, before scoring. */
 interface Pending {
   rec: ImportedRecord;
+  /** its group in the step (the logged prompt, or the source's group id): advantages are taken over these */
+  group: number;
   promptIdx: number;
   promptIds: number[];
   ids: number[];
@@ -166,6 +175,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     const byStep = new Map<number, Pending[]>();
     const skip = (r: ImportedRecord, reason: string) => problems.push({ file: r.file, line: r.line, reason });
     const maxSeq = scorer?.model.cfg.maxSeqLen ?? Infinity;
+    const templater = new PromptTemplater(scorer?.tokenizer instanceof HfTokenizer ? scorer.tokenizer : null, o.chatTemplate ?? 'auto');
     for (const step of steps) {
       const recs = read.records.filter((r) => r.step === step);
       const key = (r: ImportedRecord) => r.group ?? (r.tokens ? `ids:${r.tokens.promptIds.join(',')}` : `p:${r.prompt}`);
@@ -174,7 +184,9 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
       const eps: Pending[] = [];
       for (const r of recs) {
         try {
-          const promptText = r.tokens ? (tokenizer ? tokenizer.decode(r.tokens.promptIds) : `⟨${r.tokens.promptIds.length} prompt tokens⟩`) : r.prompt;
+          // a logged prompt text is scored (and shown) as the chat template makes it; token ids are what the model saw
+          const scored = r.tokens ? null : templater.text(r.prompt).text;
+          const promptText = r.tokens ? (tokenizer ? tokenizer.decode(r.tokens.promptIds) : `⟨${r.tokens.promptIds.length} prompt tokens⟩`) : scored!;
           const pKey = r.tokens ? `ids:${r.tokens.promptIds.join(',')}` : r.prompt;
           if (!promptIndex.has(pKey)) promptIndex.set(pKey, promptIndex.size);
           let promptIds: number[];
@@ -183,7 +195,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
             promptIds = r.tokens.promptIds;
             ids = r.tokens.ids;
           } else {
-            promptIds = scorer!.tokenizer.encodePrompt(r.prompt);
+            promptIds = scorer!.tokenizer.encodePrompt(scored!);
             ids = scorer!.tokenizer.encode(r.completion);
             if (!ids.length) throw new UserError('empty completion');
             if (ids.length + 1 > maxSeq) throw new UserError(`completion is ${ids.length} tokens, the model's context is ${maxSeq}`);
@@ -195,6 +207,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
           const adv = r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : (r.advantage ?? NaN);
           eps.push({
             rec: { ...r, prompt: promptText },
+            group: order.indexOf(key(r)),
             promptIdx: promptIndex.get(pKey)!,
             promptIds,
             ids,
@@ -213,7 +226,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
       }
       // Advantages the source did not log: from the rewards, grouped as above.
       if (eps.some((e) => Number.isNaN(e.advantage))) {
-        const gid = eps.map((e) => order.indexOf(key(e.rec)));
+        const gid = eps.map((e) => e.group);
         const a = groupAdvantages(
           eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)),
           gid,
@@ -267,6 +280,11 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
       writeStep(runDir, step, eps);
     }
     for (const p of problems) elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
+    const templated = templater.summary();
+    if (templated) {
+      elog.write('info', templated);
+      log('info', templated);
+    }
     Object.assign(info, {
       status: 'completed',
       ended: new Date().toISOString(),

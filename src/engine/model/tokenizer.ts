@@ -254,22 +254,33 @@ export class HfTokenizer implements Tokenizer {
 
   /** The prompt text after the chat template (unchanged when the template is off). */
   renderPrompt(prompt: string): string {
-    if (!this.useChatTemplate) return prompt;
+    return this.useChatTemplate ? this.renderChat(prompt) : prompt;
+  }
+
+  /** The special tokens' texts that decoding with skip_special_tokens drops (the template's markers among them). */
+  specialTexts(): string[] {
+    return [...this.skipped];
+  }
+
+  /** `content` as the user's message under the tokenizer's chat template, with the generation prompt; needs a template. */
+  renderChat(content: string): string {
+    if (!this.chatTemplate) throw new UserError('the tokenizer has no chat template');
     const vars: Record<string, unknown> = {
-      messages: [{ role: 'user', content: prompt }],
+      messages: [{ role: 'user', content }],
       add_generation_prompt: true,
     };
     for (const [k, v] of this.specialTokens) vars[k] = v;
     try {
-      return new Template(this.chatTemplate!).render(vars);
+      return new Template(this.chatTemplate).render(vars);
     } catch (e) {
       throw new UserError(`the tokenizer's chat template failed: ${(e as Error).message}`);
     }
   }
 
+  /** The prompt's ids as fed to the model: BOS first where the tokenizer adds one, never a second (issue 25). */
   encodePrompt(prompt: string): number[] {
     const ids = this.encode(this.renderPrompt(prompt));
-    return this.prependBos && !this.useChatTemplate ? [this.bosId, ...ids] : ids;
+    return this.prependBos && !this.useChatTemplate && ids[0] !== this.bosId ? [this.bosId, ...ids] : ids;
   }
 
   decodeWithOffsets(ids: number[]): { text: string; tokens: TokenSpan[] } {

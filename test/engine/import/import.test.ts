@@ -184,6 +184,9 @@ test('import veRL dumps with an HF model: log-probs and entropies match a float6
       });
     }
     assert.ok(checked >= 12);
+    // The bare prompts were scored under Qwen's chat template (auto), and engine.log says so.
+    assert.equal(ep.prompt[0], tok.renderChat('Using 3, 5: make 8.'));
+    assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /chat template \(auto.*: 6 had no template: applied/);
     const m = readMetrics(r.runDir);
     assert.deepEqual(
       m.map((x) => x.step),
@@ -330,6 +333,48 @@ test('import plain JSONL scored by a run folder: a strategy without training, an
       importRollouts({ source: src, model: run.runDir, out: join(dir, 'runs'), sets: ['credit.strategy=attribution'], ...quiet }),
       /needs training/,
     );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('import: prompts logged without their template markers are scored as the policy saw them; as-logged keeps them', async () => {
+  await tf.setBackend('cpu');
+  const dir = tmp();
+  try {
+    const hf = join(dir, 'model');
+    const cfg = { ...qwenBase, num_hidden_layers: 1 };
+    writeCheckpoint(hf, cfg, randomWeights(cfg, 5), 'F32', false);
+    const tok = HfTokenizer.fromDir(hf, { useChatTemplate: false });
+    const q = 'Using 3, 5: make 8.';
+    // veRL's dump: the templated prompt decoded with skip_special_tokens, markers gone
+    const stripped = tok.decode(tok.encode(tok.renderChat(q)));
+    assert.ok(!stripped.includes('<|im_start|>'));
+    const dump = (name: string, input: string) => {
+      const src = join(dir, name);
+      mkdirSync(src);
+      writeFileSync(
+        join(src, '1.jsonl'),
+        jsonl([
+          { input, output: ' 3 + 5 = 8', score: 1, step: 1 },
+          { input, output: ' 5 - 3', score: 0, step: 1 },
+        ]),
+      );
+      return src;
+    };
+    const run = async (src: string, chatTemplate?: 'as-logged') =>
+      (await importRollouts({ source: src, model: hf, out: join(dir, 'runs'), sets: ['backend=cpu'], ...(chatTemplate ? { chatTemplate } : {}), ...quiet }))
+        .runDir;
+    const templatedRun = await run(dump('templated', tok.renderChat(q)));
+    const restoredRun = await run(dump('stripped', stripped));
+    const asLoggedRun = await run(dump('stripped2', stripped), 'as-logged');
+    const lp = (d: string) => [...readTokenTable(stepFile(d, 'tokens', 1)).logprob];
+    assert.deepEqual(lp(restoredRun), lp(templatedRun), 'markers restored: the same context, the same log-probs');
+    assert.notDeepEqual(lp(asLoggedRun), lp(templatedRun), 'as logged: another context, other log-probs');
+    assert.equal(readEpisodeTable(stepFile(restoredRun, 'episodes', 1)).prompt[0], tok.renderChat(q));
+    assert.match(readFileSync(join(restoredRun, 'engine.log'), 'utf8'), /2 were the template's text with its markers stripped/);
+    assert.match(readFileSync(join(templatedRun, 'engine.log'), 'utf8'), /2 already carried the template's markers/);
+    assert.match(readFileSync(join(asLoggedRun, 'engine.log'), 'utf8'), /as-logged: 2 prompts encoded exactly as logged/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
