@@ -11,6 +11,7 @@
 import { initBackend } from '../src/engine/model/backend';
 import { REFERENCE, SMALL, rolloutRunner, trainStepRunner } from '../src/engine/cli/bench';
 import { tableFor, useOpsTable, type BackendOps } from '../src/engine/model/ops';
+import { WASM_BLAS_ALTERNATIVES } from '../src/engine/model/ops/wasm_blas';
 
 const arg = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : dflt);
 const rounds = arg('--rounds', 3);
@@ -44,6 +45,11 @@ function variants(backend: 'wasm' | 'wasm-blas'): Variant[] {
   for (const op of Object.keys(own.ops)) {
     if (backend === 'wasm-blas' && op in simd.ops) out.push({ backend, op, tier: 'SIMD wasm', table: withOp(own, op, simd) });
     out.push({ backend, op, tier: 'composition', table: without(own, op) });
+  }
+  // the native kernels the table leaves out, taken *up* a tier: the measurement that decided it
+  if (backend === 'wasm-blas') {
+    const alt = { name: 'alternatives', ops: WASM_BLAS_ALTERNATIVES };
+    for (const op of Object.keys(WASM_BLAS_ALTERNATIVES)) out.push({ backend, op, tier: 'native C (not in the table)', table: withOp(own, op, alt) });
   }
   return out;
 }

@@ -54,7 +54,7 @@ export interface GainRow {
   /** Holm-adjusted over the report's rows; significant: p_adjusted < alpha */
   p_adjusted: number;
   significant: boolean;
-  mde: number;
+  mde: number | null;
   seeds_needed: { diff: number; seeds: number | null } | null;
   exploratory: boolean;
   /** wall-clock minutes of each run (run.json started → ended), null when it did not end */
@@ -436,7 +436,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
       test: st.test,
       p_adjusted: adjusted[k],
       significant: adjusted[k] < alpha,
-      mde: pw.mde ?? NaN,
+      mde: pw.mde,
       seeds_needed: pw.seeds_needed,
       exploratory: runs.length < 3 || incomplete.has(group),
       minutes: runs.map((r) => r.minutes),
@@ -468,7 +468,7 @@ export function gainMarkdown(r: GainReport): string {
       `${x.test.b} / ${x.test.c}`,
       pText(x.test.p),
       x.significant ? `**${verdictText(x)}**` : verdictText(x),
-      Number.isFinite(x.mde) ? `± ${(100 * x.mde).toFixed(1)} pp` : '',
+      x.mde === null ? '' : `± ${(100 * x.mde).toFixed(1)} pp`,
       diffText(x.gain.mean, x.gain.lo, x.gain.hi),
       ...(needed ? [seedsNeededText(x.seeds_needed)] : []),
       intervalText(x.filler_reasoning_ratio, sig3),
