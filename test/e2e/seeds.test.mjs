@@ -33,6 +33,30 @@ function cliCompare(pick = (runs) => runs) {
 }
 
 const pct = (x) => (100 * x).toFixed(1);
+
+/**
+ * Credit Lens: Compare Runs from the palette, the sweep's runs ticked where `want(label)` (a click on a row of a
+ * multi-select QuickPick ticks it; OK accepts the ticked ones). Returns every label offered.
+ */
+async function pickCompareRuns(page, want) {
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+  await palette(page, 'Credit Lens: Compare Runs', { pick: 'Credit Lens: Compare Runs' });
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ timeout: 15_000 });
+  await input.fill('seeds-');
+  await sleep(300);
+  const items = page.locator('.quick-input-widget .monaco-list-row');
+  const labels = await items.evaluateAll((rows) => rows.map((r) => r.textContent));
+  let picked = 0;
+  for (let i = 0; i < labels.length; i++) {
+    if (!want(labels[i])) continue;
+    await items.nth(i).click();
+    picked++;
+  }
+  await page.locator('.quick-input-widget .quick-input-count', { hasText: `${picked} Selected` }).waitFor({ timeout: 10_000 });
+  await page.locator('.quick-input-widget .monaco-button', { hasText: 'OK' }).click();
+  return labels;
+}
 const pText = (p) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
 /** The p_adj cell: the adjusted p, n.s. when not significant. */
 const verdict = (row) => (row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`);
@@ -85,18 +109,8 @@ scenario('a 3-seed sweep of two strategies: the summary groups the seeds with in
 
 scenario('Compare Runs over the six runs groups the seeds, tests against plain GRPO and lets the baseline change', async () => {
   const { page } = vs;
-  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
-  await palette(page, 'Credit Lens: Compare Runs', { pick: 'Credit Lens: Compare Runs' });
-  const input = page.locator('.quick-input-widget .quick-input-box input');
-  await input.waitFor({ timeout: 15_000 });
-  await input.fill('seeds-');
-  await sleep(300);
-  const items = page.locator('.quick-input-widget .monaco-list-row');
-  assert.equal(await items.count(), 6, 'the six sweep runs, and not the warm start');
-  // A click on a row of a multi-select QuickPick ticks it; OK accepts the ticked ones.
-  for (let i = 0; i < 6; i++) await items.nth(i).click();
-  await page.locator('.quick-input-widget .quick-input-count', { hasText: '6 Selected' }).waitFor({ timeout: 10_000 });
-  await page.locator('.quick-input-widget .monaco-button', { hasText: 'OK' }).click();
+  const labels = await pickCompareRuns(page, () => true);
+  assert.equal(labels.length, 6, 'the six sweep runs, and not the warm start');
   const frame = webview(page);
   const groups = frame.locator('section.significance table.comparison tbody tr');
   await groups.nth(1).waitFor({ timeout: 120_000 });
@@ -118,25 +132,9 @@ scenario('Compare Runs over the six runs groups the seeds, tests against plain G
 
 scenario('Compare Runs over two seeds of each configuration marks both groups exploratory', async () => {
   const { page } = vs;
-  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
-  await palette(page, 'Credit Lens: Compare Runs', { pick: 'Credit Lens: Compare Runs' });
-  const input = page.locator('.quick-input-widget .quick-input-box input');
-  await input.waitFor({ timeout: 15_000 });
   // seeds 1 and 2 of each configuration (the run names end in -seed<N>-<timestamp>)
-  await input.fill('seeds-');
-  await sleep(300);
-  const items = page.locator('.quick-input-widget .monaco-list-row');
-  const labels = await items.evaluateAll((rows) => rows.map((r) => r.textContent));
-  let picked = 0;
-  for (let i = 0; i < labels.length; i++) {
-    if (/-seed[12]\b/.test(labels[i])) {
-      await items.nth(i).click();
-      picked++;
-    }
-  }
-  assert.equal(picked, 4, JSON.stringify(labels));
-  await page.locator('.quick-input-widget .quick-input-count', { hasText: '4 Selected' }).waitFor({ timeout: 10_000 });
-  await page.locator('.quick-input-widget .monaco-button', { hasText: 'OK' }).click();
+  const labels = await pickCompareRuns(page, (label) => /-seed[12]\b/.test(label));
+  assert.equal(labels.filter((l) => /-seed[12]\b/.test(l)).length, 4, JSON.stringify(labels));
   const frame = webview(page);
   const groups = frame.locator('section.significance table.comparison tbody tr');
   await groups.nth(1).waitFor({ timeout: 120_000 });
