@@ -36,7 +36,8 @@ export class CancelledError extends Error {
 
 /** `credit-lens compare` arguments after the CLI path. */
 export function compareArgs(baselineDirs: string[], otherDirs: string[], split: 'test' | 'validation' = 'test'): string[] {
-  return ['compare', ...otherDirs, ...baselineDirs.flatMap((d) => ['--baseline', d]), '--split', split, '--json'];
+  // --common-step: runs that ended early (stopped, failed) are compared at the latest step all evaluated, marked exploratory
+  return ['compare', ...otherDirs, ...baselineDirs.flatMap((d) => ['--baseline', d]), '--split', split, '--common-step', '--json'];
 }
 
 /** A one-shot command's JSON answer; `what` names the command in the error. */

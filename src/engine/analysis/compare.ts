@@ -232,6 +232,23 @@ function powerFields(cl: Clusters, alpha: number, family: number, powerFor: numb
 const POWER = 0.8;
 
 /**
+ * The latest step every run has an eval table at, when their last evals differ (undefined when they agree: each run's
+ * last); a note says so. Refused when no step is common to all.
+ */
+function commonEvalStep(dirs: string[], notes: string[]): number | undefined {
+  const lists = dirs.map((d) => ({ d, steps: listEvalSteps(d) }));
+  const lasts = new Set(lists.map((l) => l.steps.at(-1)));
+  if (lasts.size <= 1) return undefined;
+  const common = lists[0].steps.filter((s) => lists.every((l) => l.steps.includes(s)));
+  if (!common.length) throw new UserError('compare: the runs have no eval step in common; they cannot be paired');
+  const at = common[common.length - 1];
+  notes.push(
+    `the runs' last evals are at different steps (${[...lasts].join(', ')}): every run is read at step ${at}, the latest all of them evaluated; its rows are exploratory`,
+  );
+  return at;
+}
+
+/**
  * Every run of a comparison must have been evaluated at the same step, on instances drawn from the same task splits:
  * anything else is refused, never pooled. A run that did not complete is allowed, but its rows are exploratory.
  */
@@ -298,6 +315,11 @@ export interface CompareOptions {
   tokenTypes?: boolean;
   /** read every run's eval at this step instead of its last */
   step?: number;
+  /**
+   * When the runs' last evals are at different steps: read every run at the latest step all of them evaluated, with a
+   * note and the rows exploratory, instead of refusing (the sweep summary and Compare Runs, over runs that ended early)
+   */
+  commonStep?: boolean;
   /** a difference in success rate (0.05 = 5 points): each row says about how many seeds detect it with 80 % power */
   powerFor?: number;
 }
@@ -310,15 +332,17 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   // So are the other seeds of the baseline's group: `--baseline runs/x-none-seed*` expands to one --baseline and the
   // rest of the glob as positional arguments.
   const baseSet = new Set(baselineDirs.map((d) => resolve(d)));
-  const given = baselineDirs.map((d) => loadRunEval(d, split, opts.step));
+  const notes: string[] = [];
+  const step = opts.step ?? (opts.commonStep ? commonEvalStep([...baselineDirs, ...otherDirs], notes) : undefined);
+  const given = baselineDirs.map((d) => loadRunEval(d, split, step));
   const baseGroups = new Set(given.map((r) => r.group));
   const rest = uniqueDirs(otherDirs)
     .filter((d) => !baseSet.has(resolve(d)))
-    .map((d) => loadRunEval(d, split, opts.step));
+    .map((d) => loadRunEval(d, split, step));
   const base = [...given, ...rest.filter((r) => baseGroups.has(r.group))];
   const others = rest.filter((r) => !baseGroups.has(r.group));
-  const notes: string[] = [];
   const incomplete = checkComparable([...base, ...others], notes);
+  if (step !== undefined && opts.step === undefined) for (const r of [...base, ...others]) incomplete.add(r.group);
   const baseGroup = base[0].group;
   const baseExploratory = base.length < 3 || incomplete.has(baseGroup);
   const groups = [...groupBy(others)];

@@ -166,7 +166,7 @@ export async function cmdBench(argv: string[], usage: string): Promise<number> {
 }
 
 export async function cmdCompare(argv: string[], usage: string): Promise<number> {
-  const a = parseArgs(argv, { valued: ['baseline', 'split', 'alpha', 'step', 'power-for'], boolean: ['json', 'from-start'] }, usage);
+  const a = parseArgs(argv, { valued: ['baseline', 'split', 'alpha', 'step', 'power-for'], boolean: ['json', 'from-start', 'common-step'] }, usage);
   const { compareSeeds, compareMarkdown, gainFromStart, gainMarkdown } = await import('../analysis/compare');
   const split = choiceFlag(a, 'split', ['test', 'validation'] as const, 'test');
   const opts = {
@@ -174,6 +174,7 @@ export async function cmdCompare(argv: string[], usage: string): Promise<number>
     alpha: numFlag(a, 'alpha', (x) => x > 0 && x < 1, 'a level in (0, 1)') ?? 0.05,
     step: numFlag(a, 'step', (x) => Number.isInteger(x) && x >= 0, 'a step number ≥ 0'),
     powerFor: numFlag(a, 'power-for', (x) => x > 0 && x < 1, 'a difference in success rate in (0, 1), e.g. 0.05 for 5 points'),
+    commonStep: a.flags.has('common-step'),
   } as const;
   if (a.flags.has('from-start')) {
     if (a.flags.has('baseline')) throw new UserError('compare: --from-start measures each run against its own step 0; it takes no --baseline');

@@ -338,6 +338,19 @@ test('compare refuses runs read at different steps or drawn from different split
   const late = [1, 2, 3].map((s) => run(`st-late-seed${s}`, s, (i) => i < 12, { step: 9 }));
   assert.throws(() => compareSeeds(base, late, { tokenTypes: false }), /last evaluated at different steps \(st-base-seed1 5, .*st-late-seed1 9/);
   assert.throws(() => compareSeeds(base, late, { tokenTypes: false, step: 9 }), /st-base-seed1.*no eval table at step 9/s);
+  // --common-step (what the sweep summary and Compare Runs ask): read at the latest step every run evaluated, said and
+  // marked exploratory. The "late" runs have their eval at step 9 only, the baseline at 5 only: none in common.
+  assert.throws(() => compareSeeds(base, late, { tokenTypes: false, commonStep: true }), /no eval step in common/);
+  for (const d of late) writeEvalTable(evalFile(d, 5), readEvalTable(evalFile(base[0], 5)));
+  const common = compareSeeds(base, late, { tokenTypes: false, commonStep: true, resamples: 200 });
+  assert.deepEqual(
+    common.rows.map((x) => [x.step, x.exploratory]),
+    [
+      [5, true],
+      [5, true],
+    ],
+  );
+  assert.ok(common.notes.some((n) => /last evals are at different steps \(5, 9\): every run is read at step 5/.test(n)));
   const other = [1, 2, 3].map((s) => run(`st-other-seed${s}`, s, (i) => i < 12, { testHash: 'zz' }));
   assert.throws(() => compareSeeds(base, other, { tokenTypes: false }), /different task splits: .*st-other-seed1.*test split zz/);
   const stopped = [1, 2, 3].map((s) => run(`st-stop-seed${s}`, s, (i) => i < 12, { status: s === 2 ? 'stopped' : 'completed' }));
