@@ -30,8 +30,9 @@ const describe = (t: TaskIdentity) => `task ${t.name} with split_seed ${t.split_
 
 /**
  * Refuses a checkpoint whose test split is not this run's: its training data could then be in this run's test split.
- * A checkpoint without an identity (an older engine's) is accepted with a warning; a different training split with
- * the same test split only warns (the test split stays clean: every split is drawn disjoint from it).
+ * A checkpoint without an identity (an older engine's) is accepted with a warning. A different training split with the
+ * same test split is refused when this run has a validation split (the checkpoint's training data could be in it), and
+ * only warns without one (the test split stays clean: every split is drawn disjoint from it).
  */
 export function checkTaskIdentity(where: string, saved: unknown, current: TaskIdentity, warn: (m: string) => void): void {
   const t = saved as Partial<TaskIdentity> | undefined;
@@ -47,13 +48,14 @@ export function checkTaskIdentity(where: string, saved: unknown, current: TaskId
       `use the checkpoint's task settings and task.split_seed: ${s.split_seed}, or train a new warm start for these`,
     );
   }
-  // A warm start trained on a larger train split can hold this run's validation instances: choices made on that
-  // validation split would then be made on training data.
-  if (typeof s.validation_hash === 'string' && s.validation_hash !== current.validation_hash && current.sizes[2] > 0) {
+  // Validation is drawn disjoint from this run's train and test splits, so a checkpoint trained on this run's train split
+  // cannot hold a validation instance; one trained on another train split (a larger train_size, another split_seed)
+  // can, and choices made on validation would then be made on its training data (issue 25).
+  if (s.train_hash !== current.train_hash && current.sizes[2] > 0) {
     throw new UserError(
-      `${where}: the checkpoint was drawn with another validation split (${s.sizes[2]} instances, ${s.validation_hash}) than this run's ` +
-        `(${current.sizes[2]}, ${current.validation_hash}): its training split could hold this run's validation instances`,
-      `use the checkpoint's task sizes (train_size, eval_size, val_size) and task.split_seed: ${s.split_seed}, or train a new warm start`,
+      `${where}: the checkpoint trained on another training split (${s.sizes[0]} instances, ${s.train_hash}) than this run's ` +
+        `(${current.sizes[0]}, ${current.train_hash}), which may hold instances of this run's validation split (${current.sizes[2]} instances)`,
+      `use the checkpoint's task settings (train_size, task.split_seed: ${s.split_seed}), train a new warm start, or set task.val_size: 0`,
     );
   }
   if (s.train_hash !== current.train_hash)

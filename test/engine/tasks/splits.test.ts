@@ -89,3 +89,27 @@ test('a warm start records its task; a run from it with another split_seed is re
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a checkpoint trained on another train split is refused when the run has a validation split (issue 25)', () => {
+  // Identities as taskIdentity makes them, from hand-made splits: the checkpoint's train split is a superset (a larger
+  // train_size), the test split is the same.
+  const ex = (id: number) => ({ id, prompt: `p${id}`, answer: `a${id}` });
+  const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => ex(from + i));
+  const ident = (train: number, val: number) =>
+    taskIdentity({ name: 'countdown', train: range(0, train), eval: range(1000, 8), validation: range(train, val) } as never, 1);
+  const warnings: string[] = [];
+  const warn = (m: string) => warnings.push(m);
+  // same train split: validation is disjoint from it by construction, accepted silently
+  checkTaskIdentity('model.init_checkpoint w', ident(40, 0), ident(40, 5), warn);
+  assert.deepEqual(warnings, []);
+  // a larger train split (0–59) against this run's train 0–39 and validation 40–44: refused, naming both
+  assert.throws(
+    () => checkTaskIdentity('model.init_checkpoint w', ident(60, 0), ident(40, 5), warn),
+    (e: unknown) =>
+      isUserError(e) && /another training split \(60 instances, .*\) than this run's \(40, .*validation split \(5 instances\)/.test((e as Error).message),
+  );
+  // without a validation split it only warns, as before
+  checkTaskIdentity('model.init_checkpoint w', ident(60, 0), ident(40, 0), warn);
+  assert.match(warnings[0], /another training split \(60 instances\) than this run \(40\); the test split is the same/);
+  assert.match(ident(40, 5).validation_hash!, /^[0-9a-f]{16}$/);
+});
