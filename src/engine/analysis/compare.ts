@@ -435,8 +435,11 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
   if (!dirs.length) throw new UserError('compare --from-start needs at least one run directory');
   const notes: string[] = [];
   const finals = uniqueDirs(dirs).map((d) => loadRunEval(d, split, opts.step));
-  const incomplete = checkComparable(finals, notes);
   const groups = [...groupBy(finals)];
+  // Each run is paired with its own start: the seeds of one group must agree (step, splits); groups may differ (the
+  // README's table puts four examples side by side).
+  const incomplete = new Set<string>();
+  for (const [, runs] of groups) for (const g of checkComparable(runs, notes)) incomplete.add(g);
   const family = groups.length;
   const parts = groups.map(([, runs]) => {
     // loadRunEval names a missing step-0 table ("no eval table at step 0").

@@ -125,6 +125,17 @@ test("compare --from-start: the gain over each run's own step 0, over seeds and 
   assert.match(md, /Holm-adjusted over the 2 rows compared/);
   assert.match(md, /\| 6\.0, 6\.0, 6\.0 \|$/m);
   assert.throws(() => gainFromStart([gainRun('nostart-seed1', 1, 0, 3, false)]), /no eval table at step 0/);
+  // Groups of other tasks and lengths side by side (the README's table of every example): each group is checked on its
+  // own; a group whose seeds disagree is refused.
+  const other = [1, 2, 3].map((s) => run(`othertask-seed${s}`, s, (i) => i < 10, { step: 9, testHash: 'other' }));
+  for (const d of other) writeEvalTable(evalFile(d, 0), readEvalTable(evalFile(d, 9)));
+  assert.deepEqual(
+    gainFromStart([...learns, ...other], { resamples: 100, tokenTypes: false }).rows.map((x) => x.group),
+    ['learns', 'othertask'],
+  );
+  const mixed = [...learns.slice(0, 2), run('learns-seed9', 9, (i) => i < 10, { step: 9 })];
+  writeEvalTable(evalFile(mixed[2], 0), readEvalTable(evalFile(mixed[2], 9)));
+  assert.throws(() => gainFromStart(mixed, { tokenTypes: false }), /last evaluated at different steps/);
 
   // Δ over seeds, "learns" against "flat" at their last evals, seed by seed: 14−12, 16−8, 18−10 of 40 = 0.05, 0.20,
   // 0.20 → mean 0.15, sd √(((−0.1)² + 0.05² + 0.05²)/2) = √0.0075 = 0.086603, half-width 4.302653·0.086603/√3 = 0.215133.
