@@ -225,7 +225,8 @@ function powerFields(cl: Clusters, alpha: number, family: number, powerFor: numb
   const pw = powerOf(cl, alpha / Math.max(1, family), POWER);
   return {
     mde: Number.isFinite(pw.mde) ? pw.mde : null,
-    seeds_needed: powerFor === undefined ? null : { diff: powerFor, seeds: seedsNeeded(pw, powerFor) },
+    // without any discordant outcome there is no variance to plan from: no figure rather than a wrong one
+    seeds_needed: powerFor === undefined || !Number.isFinite(pw.mde) ? null : { diff: powerFor, seeds: seedsNeeded(pw, powerFor) },
   };
 }
 

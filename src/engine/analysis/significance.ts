@@ -199,7 +199,8 @@ export function powerOf(cl: Clusters, alpha: number, power = 0.8): Power {
     between = Math.min(within, Math.max(0, (varSum - S * within) / (S * (S - 1))));
   }
   const z = normalQuantile(1 - alpha / 2, 0, 1) + normalQuantile(power, 0, 1);
-  const mde = n ? z * Math.sqrt((within + (S - 1) * between) / (n * S)) : NaN;
+  // No discordant outcome at all leaves no variance to estimate from: an MDE of 0 would claim any difference is visible.
+  const mde = n && within > 0 ? z * Math.sqrt((within + (S - 1) * between) / (n * S)) : NaN;
   return { mde, within, between, assumedIndependent: S === 1, instances: n, seeds: S, alpha, power };
 }
 
@@ -214,7 +215,7 @@ export function mdeWithSeeds(p: Power, seeds: number): number {
  * there (the between-seed covariance sets a floor: more instances are needed, not more seeds).
  */
 export function seedsNeeded(p: Power, diff: number, max = 1000): number | null {
-  if (!(p.instances > 0) || !(Math.abs(diff) > 0)) return null;
+  if (!(p.instances > 0) || !(Math.abs(diff) > 0) || !(p.within > 0)) return null;
   for (let s = 1; s <= max; s++) if (mdeWithSeeds(p, s) <= Math.abs(diff)) return s;
   return null;
 }

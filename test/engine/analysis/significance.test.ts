@@ -140,6 +140,10 @@ test('power: the MDE and the seeds needed, from the variance components worked b
   close(three.mde, one.mde, 1e-9, 'MDE copies');
   assert.equal(seedsNeeded(three, 0.03), null);
   assert.equal(seedsNeeded(three, 0.07), 1);
+  // No discordant instance: nothing to estimate a variance from, so no MDE (not a claim that any difference is visible).
+  const none = powerOf(clustersOf([pairRun(0, 0, 5, 40)]), 0.05);
+  assert.ok(Number.isNaN(none.mde));
+  assert.equal(seedsNeeded(none, 0.05), null);
 });
 
 /**
