@@ -64,6 +64,7 @@ scenario('Compare Runs over the mitigation sweep: six groups, Holm-adjusted p, M
     // the one rule: the Holm-adjusted p, n.s. when not significant, greyed
     assert.equal(s.cells[4], row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`);
     assert.equal(s.cls, row.significant ? 'significant' : 'ns');
+    assert.ok(row.mde !== null, 'these runs disagree on many instances: the MDE is estimable');
     assert.equal(s.cells[5], `± ${(100 * row.mde).toFixed(1)} pp`);
   }
   // the rows differ: not six runs at the same success

@@ -60,7 +60,8 @@ async function pickCompareRuns(page, want) {
 const pText = (p) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
 /** The p_adj cell: the adjusted p, n.s. when not significant. */
 const verdict = (row) => (row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`);
-const mde = (row) => `± ${(100 * row.mde).toFixed(1)} pp`;
+/** The MDE cell: empty where no instance is discordant (nothing to estimate a variance from). */
+const mde = (row) => (row.mde === null ? '' : `± ${(100 * row.mde).toFixed(1)} pp`);
 
 scenario('a 3-seed sweep of two strategies: the summary groups the seeds with intervals and the paired test', async () => {
   const { page } = vs;
