@@ -7,7 +7,8 @@
 // `--only matmul|others|thresholds|step` runs one section.
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/engine/model/backend';
-import { Transformer, type ModelConfig } from '../src/engine/model/model';
+import { REFERENCE } from '../src/engine/cli/bench';
+import { Transformer } from '../src/engine/model/model';
 import { Adam, clipByGlobalNorm } from '../src/engine/model/optim';
 import { makeRng } from '../src/engine/core/rng';
 import {
@@ -330,21 +331,7 @@ function benchThresholds(): void {
   }
 }
 
-// The reference config of the issue (also src/engine/cli/bench.ts).
-const REFERENCE: ModelConfig = {
-  arch: 'qwen2',
-  vocabSize: 64,
-  dModel: 128,
-  nLayers: 2,
-  nHeads: 4,
-  nKvHeads: 4,
-  dFf: 512,
-  maxSeqLen: 160,
-  ropeTheta: 10000,
-  rmsEps: 1e-6,
-  tieEmbeddings: true,
-  qkvBias: true,
-};
+// The reference config of the issue: the bench's own (src/engine/cli/bench.ts).
 
 /** One policy-gradient-like step: forward, log-softmax of the targets, backward, clip, Adam. Median ms. */
 function trainStepMs(iters: number, warmup: number): number {

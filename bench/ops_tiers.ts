@@ -9,6 +9,7 @@
 // interleaved rounds (the machine drifts 20–30 % over minutes); each figure is the median over rounds, and the
 // spread of the full table's rounds says what is noise. An op earns its tier when taking it away costs more than that.
 import { initBackend } from '../src/engine/model/backend';
+import { median } from '../src/engine/core/stats';
 import { REFERENCE, SMALL, rolloutRunner, trainStepRunner } from '../src/engine/cli/bench';
 import { tableFor, useOpsTable, type BackendOps } from '../src/engine/model/ops';
 import { WASM_BLAS_ALTERNATIVES } from '../src/engine/model/ops/wasm_blas';
@@ -53,11 +54,6 @@ function variants(backend: 'wasm' | 'wasm-blas'): Variant[] {
   }
   return out;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 function measure(v: Variant): { stepMs: number; tokS: number } {
   useOpsTable(v.table);

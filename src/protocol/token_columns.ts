@@ -166,6 +166,10 @@ type WriteColumn<D extends Def> = D['type'] extends 'float32'
 export type TokenContractColumns = { [D in Def as D['nullable'] extends true ? never : D['name']]: WriteColumn<D> } & {
   [D in Def as D['nullable'] extends true ? D['name'] : never]?: WriteColumn<D>;
 };
+/** Every contract column as a writer fills it: allocated, nullable ones too (a writer sets to null what it does not produce). */
+export type TokenColumnArrays = {
+  [D in Def as D['name']]: D['type'] extends 'int32' ? Int32Array : D['type'] extends 'float32' ? Float32Array : StringOf<D['name']>[];
+};
 /** The contract columns as the readers return them: a nullable float column is a Float32Array (NaN where a row is null) or null. */
 export type TokenContractColumnsRead = { [D in Def as D['name']]: ReadColumn<D> };
 

@@ -3,8 +3,7 @@ import { analyzeRun } from './analysis';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Section, TokenType } from '../../protocol';
-import { writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
+import { allocTokenColumns, writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
 import { makeRng, randNormal } from '../core/rng';
 import { METRICS_JSONL, stepFile, writeRunInfo } from '../rundir/rundir';
 import { tokenType } from '../tasks/sections';
@@ -81,25 +80,9 @@ export function writeSyntheticRun(dir: string, rows: number, seed = 1): void {
     const eps = lengths.filter((l) => l > 0).length;
     const n = lengths.reduce((a, b) => a + b, 0);
     left -= n;
-    const cols = {
-      step: new Int32Array(n).fill(step),
-      episode: new Int32Array(n),
-      prompt_idx: new Int32Array(n),
-      position: new Int32Array(n),
-      token_id: new Int32Array(n),
-      token: new Array<string>(n),
-      logprob: new Float32Array(n),
-      entropy: new Float32Array(n),
-      advantage: new Float32Array(n),
-      weight: new Float32Array(n).fill(1),
-      effective_advantage: new Float32Array(n),
-      contribution: new Float32Array(n),
-      attribution: null,
-      importance: null,
-      section: new Array<Section>(n),
-      token_type: new Array<TokenType>(n),
-      reward: new Float32Array(n),
-    };
+    const cols = allocTokenColumns(n);
+    cols.step.fill(step);
+    cols.weight.fill(1);
     let i = 0;
     for (let e = 0; e < eps; e++) {
       for (let p = 0; p < lengths[e]; p++, i++) {
@@ -118,7 +101,7 @@ export function writeSyntheticRun(dir: string, rows: number, seed = 1): void {
         cols.token_type[i] = types[id];
       }
     }
-    writeTokenTable(stepFile(dir, 'tokens', step), cols);
+    writeTokenTable(stepFile(dir, 'tokens', step), { ...cols, attribution: null, importance: null });
     writeEpisodeTable(stepFile(dir, 'episodes', step), {
       step: new Int32Array(eps).fill(step),
       episode: Int32Array.from({ length: eps }, (_, e) => e),

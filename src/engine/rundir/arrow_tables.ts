@@ -28,7 +28,7 @@ import {
 } from 'apache-arrow';
 import { readFileSync } from 'node:fs';
 import type { TokenType } from '../../protocol';
-import { EXTRA_COLUMN_RE, TOKEN_COLUMNS, type TokenContractColumns, type TokenContractColumnsRead } from '../../protocol/token_columns';
+import { EXTRA_COLUMN_RE, TOKEN_COLUMNS, type TokenColumnArrays, type TokenContractColumns, type TokenContractColumnsRead } from '../../protocol/token_columns';
 import { UserError } from '../core/errors';
 import { ipcFileFault, tableFault } from './ipc_check';
 import { listLoggedSteps, stepFile, writeFileAtomic } from './rundir';
@@ -54,6 +54,17 @@ export type TokenColumnsRead = TokenContractColumnsRead & {
   /** every numeric column beyond the contract (NaN where null; NaN in the rows of a step without it) */
   extra: Record<string, Float32Array>;
 };
+
+/**
+ * Every contract column of a token table of `n` rows, zeroed, from the catalog (protocol/token_columns.ts): the writers
+ * (train/token_log.ts, analysis/synthetic.ts) fill them and null what they do not produce, so a new column needs no
+ * allocation line of its own.
+ */
+export function allocTokenColumns(n: number): TokenColumnArrays {
+  const cols: Record<string, Int32Array | Float32Array | string[]> = {};
+  for (const c of TOKEN_COLUMNS) cols[c.name] = c.type === 'int32' ? new Int32Array(n) : c.type === 'float32' ? new Float32Array(n) : new Array<string>(n);
+  return cols as TokenColumnArrays;
+}
 
 /** Columns of `<run>/episodes/step-NNNNNN.arrow`; one entry per episode. */
 export interface EpisodeColumns {

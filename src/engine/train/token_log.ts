@@ -1,8 +1,7 @@
 // The per-step token and episode tables of a GRPO step (DESIGN §5): what the heatmaps and the analysis read.
-import { writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
+import { allocTokenColumns, writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
 import { type Episode } from './rollout';
 import { stepFile } from '../rundir/rundir';
-import type { Section, TokenType } from '../core/types';
 
 /** A step's per-token columns, per episode over its completion tokens (GRPO steps and imported steps). */
 export interface TokenLog {
@@ -20,25 +19,8 @@ export interface TokenLog {
 export function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
   let n = 0;
   for (const e of episodes) n += e.ids.length;
-  const cols = {
-    step: new Int32Array(n).fill(step),
-    episode: new Int32Array(n),
-    prompt_idx: new Int32Array(n),
-    position: new Int32Array(n),
-    token_id: new Int32Array(n),
-    token: new Array<string>(n),
-    logprob: new Float32Array(n),
-    entropy: new Float32Array(n),
-    advantage: new Float32Array(n),
-    weight: new Float32Array(n),
-    effective_advantage: new Float32Array(n),
-    contribution: new Float32Array(n),
-    attribution: new Array<number | null>(n).fill(null),
-    importance: new Array<number | null>(n).fill(null),
-    section: new Array<Section>(n),
-    token_type: new Array<TokenType>(n),
-    reward: new Float32Array(n),
-  };
+  const cols = allocTokenColumns(n);
+  cols.step.fill(step);
   // Extra per-token columns (an imported trainer's own values), flattened in the same row order.
   const extra = tok.extra ? Object.fromEntries(Object.keys(tok.extra).map((name) => [name, new Array<number | null>(n).fill(null)])) : undefined;
   let k = 0;
@@ -65,7 +47,9 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
       if (extra) for (const name in extra) extra[name][k] = tok.extra![name][i][t] ?? null;
     }
   });
-  writeTokenTable(stepFile(runDir, 'tokens', step), extra ? { ...cols, extra } : cols);
+  // a strategy without attribution or importance writes those columns as nulls
+  const written = { ...cols, attribution: tok.attribution ? cols.attribution : null, importance: tok.importance ? cols.importance : null };
+  writeTokenTable(stepFile(runDir, 'tokens', step), extra ? { ...written, extra } : written);
   writeEpisodeTable(stepFile(runDir, 'episodes', step), {
     step: new Int32Array(episodes.length).fill(step),
     episode: Int32Array.from(episodes.map((_, i) => i)),
