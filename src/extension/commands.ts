@@ -5,13 +5,13 @@ import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { sweepValues } from '../engine/credit/catalog';
 import { parseDocument } from 'yaml';
-import { getDotted, parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
+import { parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
 import { readRunInfo } from '../engine/rundir/rundir';
-import { expandSweep, STRATEGY_PARAMS } from '../engine/sweep/sweep';
+import { describeSweepRun, expandSweep, STRATEGY_PARAMS } from '../engine/sweep/sweep';
 import { readSettings } from './vscode_settings';
 import type { Ctx } from './ctx';
 import { runDirOf } from './args';
-import { findConfigs } from './discovery';
+import { findConfigs, findSweeps, runRoots } from './discovery';
 import { pickRunDir } from './pick';
 import { setArg } from './metrics_summary';
 import { isEnded } from './run_status';
@@ -268,10 +268,6 @@ async function newExperiment(ctx: Ctx): Promise<void> {
 
 // ---- sweeps ----
 
-function describeValue(v: unknown): string | number | boolean | null {
-  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : JSON.stringify(v);
-}
-
 /** QuickPicks for a config without `sweep.grid`: strategies, then each picked strategy's values. */
 async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
   const strategies = await vscode.window.showQuickPick(
@@ -316,14 +312,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   if (!grid) return;
   const runs = expandSweep(config, grid);
   const executor = config.sweep?.executor ?? readSettings().executor;
-  const describe = (r: (typeof runs)[number]) => {
-    // The strategy's own knob shows even when the grid does not vary it (outcome_conditional at the config's 0.5).
-    const knobs = STRATEGY_PARAMS[r.config.credit.strategy].filter((k) => SEED_VALUES[k]).map((k) => [k, getDotted(r.config, k)]);
-    const params = Object.fromEntries(
-      [...knobs, ...Object.entries(r.overrides)].filter(([k]) => k !== 'name' && k !== 'credit.strategy').map(([k, v]) => [k, describeValue(v)]),
-    );
-    return { name: r.name, strategy: r.config.credit.strategy, params };
-  };
+  const describe = (r: (typeof runs)[number]) => ({ name: r.name, ...describeSweepRun(r) });
   if (executor === 'slurm') {
     const s = config.sweep?.slurm;
     const opts = [s?.partition && `partition ${s.partition}`, s?.time && `time ${s.time}`, s?.max_parallel && `at most ${s.max_parallel} at once`]
@@ -378,16 +367,37 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
 async function pickSweep(ctx: Ctx, arg: unknown, title: string, onlyActive: boolean): Promise<string | undefined> {
   if (typeof arg === 'string' && ctx.sweeps.get(arg)) return arg;
   const all = ctx.sweeps.all().filter((s) => !onlyActive || ctx.sweeps.isActive(s.id));
-  if (!all.length) {
+  // Sweeps started from a terminal (`credit-lens sweep`) or another window keep a record in their sweep folder.
+  const known = new Set(ctx.sweeps.all().map((s) => (s.local ?? s.slurm)?.sweepDir));
+  const found = onlyActive ? [] : (await findSweeps(runRoots(await findConfigs()))).filter((f) => !known.has(f.sweepDir));
+  if (!all.length && !found.length) {
     void vscode.window.showInformationMessage(onlyActive ? 'Credit Lens: no sweep is running.' : 'Credit Lens: no sweep has been run in this workspace.');
     return undefined;
   }
-  if (all.length === 1) return all[0].id;
-  const pick = await vscode.window.showQuickPick(
-    all.map((s) => ({ label: s.title, description: `${s.runs.length} runs · ${new Date(s.created).toLocaleString()}`, id: s.id })),
-    { title },
-  );
-  return pick?.id;
+  if (all.length === 1 && !found.length) return all[0].id;
+  const items = [
+    ...all.map((s) => ({
+      label: s.title,
+      description: `${s.runs.length} runs · ${new Date(s.created).toLocaleString()}`,
+      created: s.created,
+      id: s.id,
+      found: undefined,
+    })),
+    ...found.map((f) => {
+      const j = 'local' in f ? f.local : f.slurm;
+      return {
+        label: 'local' in f ? f.local.name : basename(f.slurm.config).replace(/\.credit\.ya?ml$/, ''),
+        description: `${j.tasks.length} runs · ${new Date(j.created).toLocaleString()} · ${'local' in f ? 'from a terminal' : 'Slurm'}`,
+        detail: f.sweepDir,
+        created: j.created,
+        id: undefined,
+        found: f,
+      };
+    }),
+  ].sort((a, b) => Date.parse(b.created) - Date.parse(a.created));
+  const pick = await vscode.window.showQuickPick(items, { title, matchOnDetail: true });
+  if (!pick) return undefined;
+  return pick.id ?? (await ctx.sweeps.adopt(pick.found!)).id;
 }
 
 async function openSweepSummary(ctx: Ctx, arg: unknown): Promise<void> {

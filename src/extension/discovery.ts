@@ -2,11 +2,14 @@
 // plus the folders in `creditLens.runDirectories`, searched for run directories (a folder with run.json).
 // A run trained elsewhere and copied into one of those folders is found like any other.
 import { readFileSync } from 'node:fs';
-import { isAbsolute, join, resolve, sep } from 'node:path';
+import { readdir } from 'node:fs/promises';
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import * as vscode from 'vscode';
 import { parse } from 'yaml';
 import { readSettings } from './vscode_settings';
 import type { RunInfo } from '../protocol/index';
+import type { SlurmSweepJson } from '../protocol/slurm';
+import { isLocalSweepJson, LOCAL_SWEEP_JSON, type LocalSweepJson } from '../protocol/sweep_record';
 import { findRunDirsAsync, readRunInfoChecked } from '../engine/rundir/rundir';
 
 export const CONFIG_GLOB = '**/*.credit.yaml';
@@ -107,5 +110,67 @@ export function engineAlive(info: RunInfo): boolean {
     return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** A sweep folder under a run root, started from the command line or another window: its record on disk. */
+export type FoundSweep = { sweepDir: string; local: LocalSweepJson } | { sweepDir: string; slurm: SlurmSweepJson };
+
+/**
+ * The sweep folders directly under the roots (`sweep-<ts>/`): a local sweep's `sweep.json` or a Slurm sweep's
+ * `slurm/sweep.json`. A record that does not parse is skipped: it is not a sweep this version can show.
+ */
+export async function findSweeps(roots: readonly string[]): Promise<FoundSweep[]> {
+  const out: FoundSweep[] = [];
+  for (const root of roots) {
+    let names: string[];
+    try {
+      names = (await readdir(root, { withFileTypes: true })).filter((d) => d.isDirectory() && d.name.startsWith('sweep-')).map((d) => d.name);
+    } catch {
+      continue; // no runs yet
+    }
+    for (const name of names.sort()) {
+      const sweepDir = join(root, name);
+      const local = readLocalSweep(sweepDir);
+      if (local) {
+        out.push({ sweepDir, local });
+        continue;
+      }
+      const slurm = readJson(join(sweepDir, 'slurm', 'sweep.json')) as SlurmSweepJson | null;
+      if (slurm?.kind === 'credit-lens-slurm-sweep' && Array.isArray(slurm.tasks)) {
+        const move = rebase(slurm.sweep_dir, sweepDir);
+        out.push({
+          sweepDir,
+          slurm: { ...slurm, sweep_dir: sweepDir, tasks: slurm.tasks.map((t) => ({ ...t, run_dir: move(t.run_dir), config: move(t.config) })) },
+        });
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * A terminal sweep's record, or null. A sweep folder copied or moved with its runs (from a cluster, into a test
+ * fixture) names the folders where they were made: paths under the output_dir it was written in are read as under
+ * the one it is in now.
+ */
+export function readLocalSweep(sweepDir: string): LocalSweepJson | null {
+  const j = readJson(join(sweepDir, LOCAL_SWEEP_JSON));
+  if (!isLocalSweepJson(j)) return null;
+  const move = rebase(j.sweep_dir, sweepDir);
+  return { ...j, sweep_dir: sweepDir, tasks: j.tasks.map((t) => ({ ...t, run_dir: t.run_dir === null ? null : move(t.run_dir) })) };
+}
+
+function rebase(recorded: string, actual: string): (p: string) => string {
+  const from = dirname(recorded) + sep;
+  const to = dirname(actual) + sep;
+  return (p) => (from !== to && p.startsWith(from) ? to + p.slice(from.length) : p);
+}
+
+function readJson(path: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8'));
+  } catch {
+    return null;
   }
 }

@@ -2,12 +2,19 @@
 // "k / n" notification for all of them. The list is kept in workspace state, so the summary table of a
 // sweep still shows its rows after a reload.
 import * as vscode from 'vscode';
-import type { SlurmTaskStatus } from '../protocol/slurm';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { basename } from 'node:path';
+import { parse } from 'yaml';
+import type { RunInfo } from '../protocol/index';
+import type { SlurmTaskJson, SlurmTaskStatus } from '../protocol/slurm';
+import type { LocalSweepTaskJson } from '../protocol/sweep_record';
 import type { SweepComparison, SweepRow, SweepView } from '../protocol/sweep_view';
 import type { EngineCli } from './engine_cli';
 import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
-import { engineAlive } from './discovery';
+import { engineAlive, readLocalSweep, type FoundSweep } from './discovery';
 import { summarizeMetrics } from './metrics_summary';
 import { isEnded, isTraining } from './run_status';
 import type { LiveRun, RunManager } from './runs';
@@ -32,9 +39,31 @@ export interface SweepRecord {
   runs: SweepRunRecord[];
   /** A sweep sent to Slurm: its job array and its folder (sweep.json, the script, logs). */
   slurm?: { jobId: string; sweepDir: string };
+  /** A sweep trained by `credit-lens sweep` in a terminal: its folder, whose sweep.json that process keeps up to date. */
+  local?: { sweepDir: string };
 }
 
 const STATE_KEY = 'creditLens.sweeps';
+
+/** A sweep row's strategy and knobs from a task of a record on disk (Slurm records before this field: its config). */
+function runOfTask(t: LocalSweepTaskJson | SlurmTaskJson): Pick<SweepRunRecord, 'index' | 'name' | 'strategy' | 'params' | 'sets'> {
+  let strategy = t.strategy;
+  if (!strategy && 'config' in t) {
+    try {
+      strategy = (parse(readFileSync(t.config, 'utf8')) as { credit?: { strategy?: string } })?.credit?.strategy;
+    } catch {
+      // the task's config is gone: the row says so through its name
+    }
+  }
+  const params =
+    t.params ??
+    Object.fromEntries(
+      Object.entries(t.overrides)
+        .filter(([k]) => k !== 'seed')
+        .map(([k, v]) => [k, typeof v === 'object' && v !== null ? JSON.stringify(v) : (v as string)]),
+    );
+  return { index: t.index, name: t.name, strategy: strategy ?? 'none', params, sets: [] };
+}
 
 /** Workspace state is not a database: the most recent sweeps are enough to reopen their tables. */
 const MAX_SWEEPS = 50;
@@ -184,13 +213,57 @@ export class SweepManager implements vscode.Disposable {
     await this.state.update(STATE_KEY, [rec, ...rest].slice(0, MAX_SWEEPS));
   }
 
+  /** The record of a sweep folder found on disk (started from a terminal or another window), added once. */
+  async adopt(found: FoundSweep): Promise<SweepRecord> {
+    const known = this.all().find((r) => (r.local ?? r.slurm)?.sweepDir === found.sweepDir);
+    if (known) return known;
+    const id = `${found.sweepDir.split(/[\\/]/).pop()}-${createHash('sha256').update(found.sweepDir).digest('hex').slice(0, 8)}`;
+    let rec: SweepRecord;
+    if ('local' in found) {
+      const j = found.local;
+      rec = {
+        id,
+        title: j.name,
+        configPath: j.config,
+        created: j.created,
+        runs: j.tasks.map((t) => ({ ...runOfTask(t), runDir: t.run_dir, cancelled: t.outcome === 'skipped' })),
+        local: { sweepDir: found.sweepDir },
+      };
+    } else {
+      const j = found.slurm;
+      rec = {
+        id,
+        title: basename(j.config).replace(/\.credit\.ya?ml$/, ''),
+        configPath: j.config,
+        created: j.created,
+        runs: j.tasks.map((t) => ({ ...runOfTask(t), runDir: t.run_dir, cancelled: j.cancelled?.includes(t.index) ?? false })),
+        slurm: { jobId: j.job_id ?? '', sweepDir: found.sweepDir },
+      };
+    }
+    await this.save(rec);
+    this.log.info(`sweep ${rec.title}: opened from ${found.sweepDir}`);
+    if (rec.slurm) this.watchSlurm(rec);
+    return rec;
+  }
+
+  /** A terminal sweep's record as its process last wrote it: run folders as they start, and whether it still runs. */
+  private refreshLocal(rec: SweepRecord): { alive: boolean; outcome: Map<number, string> } {
+    const j = rec.local ? readLocalSweep(rec.local.sweepDir) : null;
+    if (!j) return { alive: false, outcome: new Map() };
+    for (const t of j.tasks) if (rec.runs[t.index] && t.run_dir) rec.runs[t.index].runDir = t.run_dir;
+    const alive = j.pid !== null && j.host === hostname() && engineAlive({ pid: j.pid } as RunInfo);
+    return { alive, outcome: new Map(j.tasks.filter((t) => t.outcome).map((t) => [t.index, t.outcome!])) };
+  }
+
   /** Something a sweep's table shows changed outside its runs (an analysis finished). */
   notify(id: string): void {
     this.changed.fire(id);
   }
 
   isActive(id: string): boolean {
-    if (this.get(id)?.slurm) return this.slurmPolls.has(id) || (this.slurmTasks.get(id) ?? []).some(slurmTaskActive);
+    const rec = this.get(id);
+    if (rec?.local) return this.refreshLocal(rec).alive;
+    if (rec?.slurm) return this.slurmPolls.has(id) || (this.slurmTasks.get(id) ?? []).some(slurmTaskActive);
     return (this.live.get(id) ?? []).some((r) => !isEnded(r.status));
   }
 
@@ -231,6 +304,13 @@ export class SweepManager implements vscode.Disposable {
       this.slurmPolls.get(id)?.abort.abort();
       this.slurmPolls.delete(id);
       this.watchSlurm(rec);
+      return;
+    }
+    if (rec?.local) {
+      // The terminal's `credit-lens sweep` stops as on Ctrl-C: the training run checkpoints (`stopped`), the rest are skipped.
+      const j = readLocalSweep(rec.local.sweepDir);
+      if (j?.pid && this.refreshLocal(rec).alive) process.kill(j.pid, 'SIGINT');
+      this.changed.fire(id);
       return;
     }
     const live = this.live.get(id) ?? [];
@@ -287,6 +367,7 @@ export class SweepManager implements vscode.Disposable {
     if (!rec) return null;
     const live = this.live.get(id) ?? [];
     const slurm = rec.slurm ? (this.slurmTasks.get(rec.id) ?? []) : null;
+    const terminal = rec.local ? this.refreshLocal(rec) : null;
     const rows: SweepRow[] = rec.runs.map((r) => {
       const run = live[r.index];
       const runDir = r.runDir ?? run?.runDir ?? null;
@@ -299,6 +380,8 @@ export class SweepManager implements vscode.Disposable {
       else if (liveStatus) status = liveStatus as SweepRow['status'];
       else status = 'cancelled'; // queued in a window that has since closed: it never started
       if (r.cancelled && !info) status = 'cancelled';
+      if (terminal && !info)
+        status = terminal.outcome.get(r.index) === 'failed' ? 'failed' : terminal.alive && !terminal.outcome.has(r.index) ? 'queued' : 'cancelled';
       if (rec.slurm) status = slurmRowStatus(task, info?.status ?? null, r.cancelled);
       const s = runDir ? summarizeMetrics(readMetrics(runDir)) : null;
       return {

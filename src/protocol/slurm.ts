@@ -1,8 +1,9 @@
 // The Slurm executor's files and answers, shared by the engine (which writes and prints them) and the extension
 // (which reads them): `<sweep>/slurm/sweep.json` and `credit-lens slurm status --json`. Types, and the one list of
 // the states in which a task is still alive, which both sides test against.
+import type { SweepRunDescription } from './sweep_record';
 
-export interface SlurmTaskJson {
+export interface SlurmTaskJson extends Partial<SweepRunDescription> {
   index: number;
   name: string;
   config: string;

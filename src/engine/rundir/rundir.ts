@@ -88,22 +88,25 @@ export function runTimestamp(now: Date): string {
  * Two runs started in the same second (a sweep) get `-2`, `-3`, …; mkdir without `recursive` claims the
  * name atomically, so two processes cannot both take the same one.
  */
+/** Creates `base`, or `base-2`, `base-3`, … if taken: mkdir without `recursive` claims a name atomically. */
+export function claimFolder(base: string): string {
+  for (let k = 1; ; k++) {
+    const dir = k === 1 ? base : `${base}-${k}`;
+    try {
+      mkdirSync(dir);
+      return dir;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+  }
+}
+
 export function createRunDir(outputDir: string, name: string, now = new Date()): string {
   if (!name || name === '.' || name === '..' || /[/\\\0]/.test(name)) {
     throw new UserError(`run name ${JSON.stringify(name)} cannot be used as a folder name (it must be non-empty and contain no / or \\)`);
   }
   mkdirSync(outputDir, { recursive: true });
-  const base = join(outputDir, `${name}-${runTimestamp(now)}`);
-  let dir = base;
-  for (let k = 2; ; k++) {
-    try {
-      mkdirSync(dir);
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      dir = `${base}-${k}`;
-    }
-  }
+  const dir = claimFolder(join(outputDir, `${name}-${runTimestamp(now)}`));
   for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(dir, sub));
   return dir;
 }

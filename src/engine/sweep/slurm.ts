@@ -15,8 +15,8 @@ import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } 
 import { delimiter, join, resolve } from 'node:path';
 import { configToYaml, slurmDefaults, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
-import { readRunInfo, runTimestamp, writeFileAtomic } from '../rundir/rundir';
-import type { SweepRun } from './sweep';
+import { claimFolder, readRunInfo, runTimestamp, writeFileAtomic } from '../rundir/rundir';
+import { describeSweepRun, type SweepRun } from './sweep';
 import { SLURM_ACTIVE_STATES, type SlurmSweepJson, type SlurmTaskJson, type SlurmTaskStatus } from '../../protocol/slurm';
 
 const ACTIVE = new Set<string>(SLURM_ACTIVE_STATES);
@@ -167,8 +167,8 @@ export function prepareSlurmSweep(p: PrepareOptions): SlurmSweep {
   const outputDir = resolve(p.outputDir);
   checkWritable(outputDir, 'output_dir');
   const ts = runTimestamp(p.now ?? new Date());
-  let sweepDir = join(outputDir, `sweep-${ts}`);
-  for (let k = 2; existsSync(sweepDir); k++) sweepDir = join(outputDir, `sweep-${ts}-${k}`);
+  // Claimed atomically: a second sweep prepared in the same second gets sweep-<ts>-2, never this one.
+  const sweepDir = claimFolder(join(outputDir, `sweep-${ts}`));
   for (const sub of ['slurm/configs', 'slurm/logs']) mkdirSync(join(sweepDir, sub), { recursive: true });
   const taken = new Set<string>();
   const tasks: SlurmTask[] = p.runs.map((run, index) => {
@@ -181,7 +181,7 @@ export function prepareSlurmSweep(p: PrepareOptions): SlurmSweep {
     for (let k = 2; taken.has(runDir) || existsSync(runDir); k++) runDir = join(resolve(run.config.output_dir), `${run.name}-${ts}-${k}`);
     taken.add(runDir);
     checkWritable(resolve(run.config.output_dir), `output_dir of ${run.name}`);
-    return { index, name: run.name, config, run_dir: runDir, overrides: run.overrides };
+    return { index, name: run.name, config, run_dir: runDir, overrides: run.overrides, ...describeSweepRun(run) };
   });
   const sweep: SlurmSweep = {
     kind: 'credit-lens-slurm-sweep',

@@ -2,8 +2,9 @@
 // Two grid forms (see GRID_DESCRIPTION in config.ts): one mapping = one cartesian product; a list of mappings =
 // the concatenation of each one's product. The list form exists because seed doc 001's comparison is not a product:
 // a baseline, outcome_conditional at three think_discounts, inverse_logprob at three epsilons, and so on.
-import { type CreditConfig, type StrategyName, type SweepGrid, gridValues, setDotted, validateConfig } from '../config/config';
-import { strategyKeys } from '../credit/catalog';
+import { type CreditConfig, type StrategyName, type SweepGrid, getDotted, gridValues, setDotted, validateConfig } from '../config/config';
+import { strategyKeys, sweepValues } from '../credit/catalog';
+import type { SweepRunDescription } from '../../protocol/sweep_record';
 import { UserError } from '../core/errors';
 
 /** The credit.* keys each strategy reads (DESIGN §4), from the strategy catalog. A key listed for no strategy is read by all of them. */
@@ -77,6 +78,26 @@ function label(key: string, v: unknown, abbr: string): string {
   if (typeof v === 'string') return valueLabel(v);
   if (typeof v === 'boolean') return v ? abbr : `no_${abbr}`;
   return `${abbr}${valueLabel(v)}`;
+}
+
+const KNOB_VALUES: Record<string, number[]> = sweepValues();
+
+function describeValue(v: unknown): string | number | boolean | null {
+  return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : JSON.stringify(v);
+}
+
+/**
+ * What a sweep summary row shows for a run: its strategy, and its overrides plus the strategy's own knob even where
+ * the grid does not vary it (outcome_conditional at the config's 0.5). The extension's sweeps and the command line's
+ * sweep record both describe runs with this.
+ */
+export function describeSweepRun(r: SweepRun): SweepRunDescription {
+  const strategy = r.config.credit.strategy;
+  const knobs = STRATEGY_PARAMS[strategy].filter((k) => KNOB_VALUES[k]).map((k) => [k, getDotted(r.config, k)] as const);
+  const params = Object.fromEntries(
+    [...knobs, ...Object.entries(r.overrides)].filter(([k]) => k !== 'name' && k !== 'credit.strategy').map(([k, v]) => [k, describeValue(v)]),
+  );
+  return { strategy, params };
 }
 
 function sanitize(s: string): string {

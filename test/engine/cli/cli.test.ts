@@ -2,9 +2,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { claimFolder } from '../../../src/engine/rundir/rundir';
+import { isLocalSweepJson, type LocalSweepJson } from '../../../src/protocol/sweep_record';
 
 // The bundled CLI users run (`npm test` builds it first).
 const CLI = resolve(__dirname, '../../../dist/engine/cli.js');
@@ -106,4 +108,34 @@ test('sweep --dry-run on the local executor lists the runs (seeds from --set swe
   const text = run('sweep', p, '--set', 'sweep.seeds=2', '--dry-run');
   assert.match(text.out, /^2 runs \(dry run: nothing trained\)\n  t-seed1  seed=1\n  t-seed2  seed=2$/m);
   assertClean(run('sweep', p, '--set', 'sweep.seed=2', '--dry-run'), /did you mean `sweep\.seeds`/);
+});
+
+test('a terminal sweep keeps its record in <output_dir>/sweep-<ts>/sweep.json: every run, its strategy and knob, its folder, and no live process at the end', () => {
+  const out = join(dir, 'recorded-runs');
+  const p = cfg('rec.credit.yaml', base({}) + `output_dir: ${out}\n`);
+  const r = run('sweep', p, '--set', 'sweep.grid={credit.strategy: [none, outcome_conditional]}');
+  assert.equal(r.code, 0, r.err);
+  const sweeps = readdirSync(out).filter((d) => d.startsWith('sweep-'));
+  assert.equal(sweeps.length, 1, readdirSync(out).join(', '));
+  const rec = JSON.parse(readFileSync(join(out, sweeps[0], 'sweep.json'), 'utf8')) as LocalSweepJson;
+  assert.equal(isLocalSweepJson(rec), true);
+  assert.equal(rec.sweep_dir, join(out, sweeps[0]));
+  assert.equal(rec.config, p);
+  assert.equal(rec.name, 't');
+  assert.equal(rec.pid, null, 'the sweep has ended');
+  assert.deepEqual(
+    rec.tasks.map((t) => [t.index, t.name, t.strategy, t.params, t.outcome]),
+    [
+      [0, 't-none', 'none', {}, undefined],
+      // the strategy's own knob is named even though the grid does not vary it (the config's default, 0.5)
+      [1, 't-outcome_conditional', 'outcome_conditional', { 'credit.think_discount': 0.5 }, undefined],
+    ],
+  );
+  for (const t of rec.tasks) {
+    assert.ok(t.run_dir && t.run_dir.startsWith(join(out, `${t.name}-`)), String(t.run_dir));
+    assert.equal(JSON.parse(readFileSync(join(t.run_dir, 'run.json'), 'utf8')).status, 'completed');
+  }
+  // A second sweep in the same second gets a folder of its own (claimed, not tested with existsSync).
+  mkdirSync(join(out, `${sweeps[0]}-2`));
+  assert.equal(claimFolder(join(out, sweeps[0])), join(out, `${sweeps[0]}-3`));
 });
