@@ -77,6 +77,8 @@ export class SweepManager implements vscode.Disposable {
 
   /** The last Slurm status of each Slurm sweep, by sweep id; polled while any task waits or runs. */
   private readonly slurmTasks = new Map<string, SlurmTaskStatus[]>();
+  /** Why Slurm did not answer the last poll of a sweep, by sweep id (null once it answers again). */
+  private readonly slurmErrors = new Map<string, string | null>();
   private readonly slurmPolls = new Map<string, { timer: NodeJS.Timeout | undefined; abort: AbortController; soon(): void }>();
 
   constructor(
@@ -137,13 +139,22 @@ export class SweepManager implements vscode.Disposable {
     const tick = async () => {
       try {
         const st = await this.cli.slurmStatus(rec.slurm!.sweepDir, poll.abort.signal);
-        const before = JSON.stringify(this.slurmTasks.get(rec.id) ?? null);
-        this.slurmTasks.set(rec.id, st.tasks);
-        if (JSON.stringify(st.tasks) !== before) {
+        const error = st.slurm_error ?? null;
+        if (error !== (this.slurmErrors.get(rec.id) ?? null)) {
+          if (error) this.log.warn(`sweep ${rec.title}: Slurm did not answer: ${error}; asking again`);
+          this.slurmErrors.set(rec.id, error);
           this.changed.fire(rec.id);
-          delay = 2000;
         }
-        if (!st.tasks.some(slurmTaskActive)) {
+        // Silence is not an answer: the tasks keep their last known state, and polling goes on (backing off).
+        if (!error) {
+          const before = JSON.stringify(this.slurmTasks.get(rec.id) ?? null);
+          this.slurmTasks.set(rec.id, st.tasks);
+          if (JSON.stringify(st.tasks) !== before) {
+            this.changed.fire(rec.id);
+            delay = 2000;
+          }
+        }
+        if (!error && !st.tasks.some(slurmTaskActive)) {
           this.slurmPolls.delete(rec.id);
           this.updateContext();
           this.changed.fire(rec.id);
@@ -420,7 +431,7 @@ export class SweepManager implements vscode.Disposable {
       done: rows.filter((r) => isEnded(r.status)).length,
       total: rows.length,
       active: this.isActive(id),
-      slurm: rec.slurm ? { jobId: rec.slurm.jobId, sweepDir: rec.slurm.sweepDir } : null,
+      slurm: rec.slurm ? { jobId: rec.slurm.jobId, sweepDir: rec.slurm.sweepDir, error: this.slurmErrors.get(rec.id) ?? null } : null,
       comparison,
     };
   }

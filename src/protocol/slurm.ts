@@ -46,6 +46,8 @@ export interface SlurmStatusJson {
   job_id: string | null;
   sweep_dir: string;
   tasks: SlurmTaskStatus[];
+  /** why Slurm could not be asked (squeue or scontrol failed, not "job gone"); the tasks' Slurm states are then unknown */
+  slurm_error: string | null;
 }
 
 /** Slurm states in which a task still waits or runs. */

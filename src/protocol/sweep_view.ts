@@ -48,7 +48,8 @@ export interface SweepView {
   total: number;
   active: boolean;
   /** Set for a sweep that runs on Slurm: its job array and folder. */
-  slurm: { jobId: string; sweepDir: string } | null;
+  /** `error`: why Slurm did not answer the last poll (the rows keep their last known state), null when it did */
+  slurm: { jobId: string; sweepDir: string; error: string | null } | null;
   /**
    * The runs grouped by configuration (their seeds together) against the baseline group, on the same test instances
    * (`credit-lens compare` over the completed runs); null with fewer than two configurations. `note` says what is
@@ -123,7 +124,7 @@ export const isSweepView: Check<SweepView> = shape<SweepView>({
   done: isNumber,
   total: isNumber,
   active: isBoolean,
-  slurm: nullable(shape<{ jobId: string; sweepDir: string }>({ jobId: isString, sweepDir: isString })),
+  slurm: nullable(shape<{ jobId: string; sweepDir: string; error: string | null }>({ jobId: isString, sweepDir: isString, error: nullable(isString) })),
   comparison: nullable(shape<SweepComparison>({ report: nullable(isCompareReport), note: isString })),
 });
 

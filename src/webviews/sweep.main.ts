@@ -189,6 +189,11 @@ function draw(): void {
     }
     Filler/reasoning is computed by credit-lens analyze once a run has ended.
     ${v.slurm ? html`<br />Slurm job ${v.slurm.jobId} · ${v.slurm.sweepDir}/slurm (script, configs, logs)` : nothing}
+    ${
+      v.slurm?.error
+        ? html`<br /><span class="slurm-error">Slurm did not answer (${v.slurm.error}): the rows show what it said last; asking again with back-off.</span>`
+        : nothing
+    }
   </p>`;
   render(html`${header}${grouped}${table}${foot}`, root);
   root.setAttribute('aria-busy', 'false');

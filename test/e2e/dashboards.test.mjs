@@ -227,7 +227,7 @@ scenario('the credit-analysis view shows the position-bin table, re-runs on a st
   // The export notifications of the scenario before would cover the tables.
   await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });
   await sleep(800);
-  await shot(page, 'dash-04-analysis', { readme: 'analysis' });
+  await shot(page, 'dash-04-analysis');
 
   // After a reload the view comes back with its step range and baseline.
   await palette(page, 'Developer: Reload Window', { pick: 'Reload Window' });

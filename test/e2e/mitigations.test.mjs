@@ -1,13 +1,15 @@
-// A real comparison in Compare Runs (issue 25): the README's mitigation sweep — seed doc 001's five mitigations and plain
-// GRPO, 3 seeds each, 100 GRPO steps from one shared warm start — whose rows all differ. The e2e suite cannot train 18
-// runs in its time, so it opens the run directories the README's commands made (stop 32), kept as a fixture in
-// test/e2e/fixtures/mitigations-runs: run.json, config.yaml, metrics.jsonl and the eval tables of steps 0 and 100
-// (2.2 MB; no checkpoints and no token tables, so the |c| columns are empty). Every figure shown is checked against
-// `credit-lens compare --json` run here on the same folders, and the screenshot is the README's.
+// A real comparison (issue 25) in Compare Runs, the sweep summary and the credit-analysis view: the README's mitigation
+// sweep — seed doc 001's five mitigations and plain GRPO, 3 seeds each, 100 GRPO steps from one shared warm start —
+// whose rows all differ. The e2e suite cannot train 18 runs in its time, so it opens the run directories and the
+// sweep record that the README's command made from a terminal, kept as a fixture in test/e2e/fixtures/mitigations-runs
+// (made by test/e2e/fixtures/prune.mjs): the sweep's sweep.json, and of each run run.json, config.yaml, metrics.jsonl,
+// the eval tables of steps 0 and 100, and the token and episode tables of step 100 only (no checkpoints; see the
+// fixture's size in the README). Every figure shown is checked against `credit-lens compare --json` or
+// `credit-lens analyze --json` run here on the same folders, and the screenshots are the README's.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync } from 'node:fs';
+import { copyFileSync, cpSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, WS, finishSuite, log, palette, prepareSuite, runDirs, scenario, shot, sleep, startVsCode } from './harness.mjs';
 
@@ -21,6 +23,13 @@ before(async () => {
 });
 
 after(finishSuite);
+
+const cli = (...args) => {
+  const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), ...args], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+};
+const pct = (x) => (100 * x).toFixed(1);
 
 const webview = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
 const pText = (p) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
@@ -75,4 +84,89 @@ scenario('Compare Runs over the mitigation sweep: six groups, Holm-adjusted p, M
   await frame.locator('section.significance').evaluate((el) => el.scrollIntoView({ block: 'start' }));
   await sleep(500);
   await shot(page, 'mitigations-compare-runs', { readme: 'mitigations-compare' });
+});
+
+scenario('the sweep summary of the terminal sweep: Open Sweep Summary finds its record; 18 runs, six groups against plain GRPO', async () => {
+  const { page } = vs;
+  const runs = runDirs('mitigations');
+  const base = runs.filter((d) => /mitigations-none-seed/.test(d));
+  const expected = cli('compare', ...runs, ...base.flatMap((d) => ['--baseline', d]), '--json');
+  const sweepFolder = readdirSync(join(WS, 'runs')).find((d) => d.startsWith('sweep-'));
+  assert.ok(sweepFolder, 'the fixture holds the sweep folder');
+
+  await palette(page, 'Credit Lens: Open Sweep Summary', { pick: 'Credit Lens: Open Sweep Summary' });
+  // Never opened in this workspace: it is offered from its folder, as a sweep run from a terminal.
+  const item = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'from a terminal' }).first();
+  await item.waitFor({ timeout: 15_000 });
+  assert.match(await item.innerText(), /mitigations[\s\S]*18 runs/);
+  await item.click();
+
+  const frame = webview(page);
+  const rows = frame.locator('vscode-table-row.run-row');
+  await rows.nth(17).waitFor({ timeout: 60_000 });
+  assert.equal(await rows.count(), 18);
+  assert.equal(await frame.locator('vscode-table-row.run-row[data-status="completed"]').count(), 18, 'every run completed');
+  const groups = frame.locator('table.comparison tbody tr');
+  await groups.nth(5).waitFor({ timeout: 180_000 });
+  const shown = await groups.evaluateAll((trs) =>
+    trs.map((tr) => ({ group: tr.dataset.group, cls: tr.className, cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()) })),
+  );
+  log(`sweep summary: ${JSON.stringify(shown.map((s) => [s.group, s.cells.slice(2, 6)]))}`);
+  // plain GRPO is the baseline (the sweep has strategy none), and the groups keep the grid's order, never ranked
+  assert.deepEqual(
+    shown.map((s) => s.group),
+    expected.rows.map((r) => r.group),
+  );
+  for (const [i, s] of shown.entries()) {
+    const row = expected.rows[i];
+    assert.equal(s.cells[2], `${pct(row.eval_success.mean)} ± ${pct(row.eval_success.half)}`, `${s.group}: eval success`);
+    if (i === 0) continue;
+    assert.equal(s.cells[4], row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`, `${s.group}: adjusted p`);
+    assert.equal(s.cells[5], `± ${(100 * row.mde).toFixed(1)} pp`, `${s.group}: MDE`);
+  }
+  // the |c| ratio of each run, from `credit-lens analyze` over the step the fixture keeps (100)
+  await frame.locator('vscode-table-row.run-row vscode-table-cell:nth-child(9)', { hasText: /^\d/ }).nth(17).waitFor({ timeout: 180_000 });
+  const one = runs.find((d) => /mitigations-entropy_mask-mp80-seed1-/.test(d));
+  const analyzed = cli('analyze', one, '--json');
+  const cell = await frame.locator(`vscode-table-row.run-row[data-run="mitigations-entropy_mask-mp80-seed1"] vscode-table-cell`).nth(8).innerText();
+  const ratio = analyzed.meta.filler_reasoning_ratio;
+  assert.equal(cell.trim(), ratio.toFixed(2), 'the ratio analyze computes');
+  await frame.locator('section.by-config').evaluate((el) => el.scrollIntoView({ block: 'start' }));
+  await sleep(500);
+  await shot(page, 'mitigations-sweep-summary', { readme: 'sweep-summary' });
+});
+
+scenario('the credit analysis of an entropy_mask run at step 100 against plain GRPO of the same seed', async () => {
+  const { page } = vs;
+  const runs = runDirs('mitigations');
+  const run = runs.find((d) => /mitigations-entropy_mask-mp80-seed1-/.test(d));
+  const base = runs.find((d) => /mitigations-none-seed1-/.test(d));
+  await palette(page, 'Credit Lens: Open Credit Analysis');
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ timeout: 15_000 });
+  await input.fill('entropy_mask-mp80-seed1');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-entropy_mask-mp80-seed1-/ }).first().click();
+  const frame = webview(page);
+  const bins = frame.locator('table.position_bins tbody tr');
+  await bins.first().waitFor({ timeout: 120_000 });
+  const expected = cli('analyze', run, '--baseline', base, '--json');
+  assert.equal(Number(await bins.first().locator('td').nth(2).innerText()), expected.relative_position[0].count);
+
+  await frame.locator('vscode-button.baseline').click();
+  await input.waitFor({ timeout: 15_000 });
+  await input.fill('mitigations-none-seed1');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-none-seed1-/ }).first().click();
+  const appendix = frame.locator('section[data-table="appendix_b"] tbody tr');
+  await appendix.nth(3).waitFor({ timeout: 120_000 });
+  const paired = (await appendix.nth(3).innerText()).replace(/\s+/g, ' ');
+  log(`appendix B paired test: ${paired}`);
+  const t = expected.appendix_b?.eval_test;
+  assert.ok(t, 'analyze tests the eval difference');
+  assert.equal(t.step, 100);
+  assert.match(paired, new RegExp(`paired test step 100, ${t.instances} test instances: Δ [+-]${Math.abs(100 * t.diff).toFixed(1)} pts`));
+  assert.match(paired, /exploratory \(one seed each\)/);
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });
+  await sleep(800);
+  await shot(page, 'mitigations-analysis', { readme: 'analysis' });
 });

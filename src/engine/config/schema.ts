@@ -2,7 +2,7 @@
 // are checked against the base schema with the did-you-mean of suggest.ts.
 import { z } from 'zod';
 import { ARRAY_VALUED_PATHS, baseSchema } from './base';
-import { allow, allowedOf, bool, oneOf, schemaAt, section, strOrNull } from './fields';
+import { allow, allowedOf, bool, oneOf, schemaAt, section } from './fields';
 import { checkConfigKey, enumHint } from './suggest';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -32,9 +32,16 @@ export function gridValues(key: string, v: unknown): unknown[] {
   return v;
 }
 
+// Every sweep.slurm string becomes part of an #SBATCH line or a line of the job script: a newline or other control
+// character would start a line of its own (an option, or a command, that the config does not show).
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
+const CONTROL = /^[^\u0000-\u001f\u007f]*$/;
+const ONE_LINE = 'with no newline or other control character';
+const slurmText = (description: string) => allow(z.string().min(1).regex(CONTROL).nullable().describe(description), `a non-empty string ${ONE_LINE}, or null`);
+
 export const slurmSchema = section(
   {
-    partition: strOrNull('sbatch --partition.').default(null),
+    partition: slurmText('sbatch --partition.').default(null),
     time: allow(
       z
         .string()
@@ -52,16 +59,23 @@ export const slurmSchema = section(
         .describe('sbatch --mem, e.g. "8G".'),
       'a size like 4000, 8G or 512M, or null',
     ).default(null),
-    account: strOrNull('sbatch --account.').default(null),
-    qos: strOrNull('sbatch --qos.').default(null),
+    account: slurmText('sbatch --account.').default(null),
+    qos: slurmText('sbatch --qos.').default(null),
     max_parallel: allow(z.int().min(1).nullable().describe("The array's %N throttle: at most this many runs at once."), 'an integer ≥ 1 or null').default(null),
     extra_args: allow(
-      z.array(z.string().regex(/^--?[A-Za-z]/)).describe('Further sbatch flags, one per item, e.g. ["--gres=gpu:1"].'),
-      'a list of sbatch flags, each starting with - or --',
+      z
+        .array(
+          z
+            .string()
+            .regex(/^--?[A-Za-z]/)
+            .regex(CONTROL),
+        )
+        .describe('Further sbatch flags, one per item, e.g. ["--gres=gpu:1"].'),
+      `a list of sbatch flags, each starting with - or -- and ${ONE_LINE}`,
     ).default([]),
     setup: allow(
-      z.array(z.string()).describe('Shell lines run before the engine on the compute node, e.g. ["module load node/20"].'),
-      'a list of shell lines',
+      z.array(z.string().regex(CONTROL)).describe('Shell lines run before the engine on the compute node, e.g. ["module load node/20"].'),
+      `a list of shell lines, each one line (${ONE_LINE})`,
     ).default([]),
     signal: allow(
       z
@@ -75,7 +89,10 @@ export const slurmSchema = section(
       ['bundled', 'path'],
       'bundled: node + the engine shipped with the extension (a path the compute nodes must see). ' + "path: `credit-lens` on the compute nodes' PATH.",
     ).default('bundled'),
-    node: allow(z.string().min(1).describe('The Node.js executable on the compute nodes (engine: bundled).'), 'a command or path').default('node'),
+    node: allow(
+      z.string().min(1).regex(CONTROL).describe('The Node.js executable on the compute nodes (engine: bundled).'),
+      `a command or path ${ONE_LINE}`,
+    ).default('node'),
   },
   'Slurm options for sweep.executor: slurm (one job array per sweep). output_dir must be on storage the login node and ' + 'the compute nodes share.',
 );

@@ -31,6 +31,9 @@ export type SlurmSweep = SlurmSweepJson;
 
 export const SWEEP_JSON = 'slurm/sweep.json';
 
+/** A job id as sbatch --parsable prints it, or an array task of one. */
+const JOB_ID = /^\d+(_\d+)?$/;
+
 /** POSIX single quotes: the only quoting that needs no further escaping. */
 export function shq(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
@@ -41,7 +44,8 @@ export function sbatchDirectives(o: SlurmOptions, n: number, name: string, logDi
   const d: string[] = [
     `--job-name=${name}`,
     `--array=0-${n - 1}${o.max_parallel ? `%${o.max_parallel}` : ''}`,
-    `--output=${join(logDir, '%A_%a.out')}`,
+    // quoted: sbatch reads an #SBATCH line's double quotes, so a log folder with a space stays one option
+    `--output="${join(logDir, '%A_%a.out')}"`,
     '--open-mode=append',
   ];
   if (o.partition) d.push(`--partition=${o.partition}`);
@@ -165,22 +169,26 @@ export interface PrepareOptions {
 export function prepareSlurmSweep(p: PrepareOptions): SlurmSweep {
   if (p.runs.length === 0) throw new UserError('sweep.grid expands to no runs: nothing to submit');
   const outputDir = resolve(p.outputDir);
+  // The log folder goes into an #SBATCH line in double quotes, and every path into the script: a quote or a newline in
+  // it would end the option (or the line) early.
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
+  if (/["\u0000-\u001f\u007f]/.test(outputDir))
+    throw new UserError(`output_dir: ${JSON.stringify(outputDir)} cannot hold a Slurm sweep: its path has a double quote or a control character`);
   checkWritable(outputDir, 'output_dir');
   const ts = runTimestamp(p.now ?? new Date());
   // Claimed atomically: a second sweep prepared in the same second gets sweep-<ts>-2, never this one.
   const sweepDir = claimFolder(join(outputDir, `sweep-${ts}`));
   for (const sub of ['slurm/configs', 'slurm/logs']) mkdirSync(join(sweepDir, sub), { recursive: true });
-  const taken = new Set<string>();
   const tasks: SlurmTask[] = p.runs.map((run, index) => {
     const cfg: CreditConfig = { ...run.config, name: run.name };
     delete (cfg as { sweep?: unknown }).sweep;
     // Not *.credit.yaml: the workspace would take each expanded copy for a config of its own.
     const config = join(sweepDir, 'slurm', 'configs', `task-${index}.yaml`);
     writeFileAtomic(config, configToYaml(cfg));
-    let runDir = join(resolve(run.config.output_dir), `${run.name}-${ts}`);
-    for (let k = 2; taken.has(runDir) || existsSync(runDir); k++) runDir = join(resolve(run.config.output_dir), `${run.name}-${ts}-${k}`);
-    taken.add(runDir);
     checkWritable(resolve(run.config.output_dir), `output_dir of ${run.name}`);
+    // Reserved now, not when the task starts: a sweep prepared in the same second cannot be given the same folder (its
+    // task would resume this run with its own config). The task's `train --run-dir` starts in the empty folder.
+    const runDir = claimFolder(join(resolve(run.config.output_dir), `${run.name}-${ts}`));
     return { index, name: run.name, config, run_dir: runDir, overrides: run.overrides, ...describeSweepRun(run) };
   });
   const sweep: SlurmSweep = {
@@ -221,6 +229,11 @@ export function readSlurmSweep(sweepDir: string): SlurmSweep {
   }
   const s = v as SlurmSweep;
   if (s?.kind !== 'credit-lens-slurm-sweep' || !Array.isArray(s.tasks)) throw new UserError(`${p}: not a Credit Lens Slurm sweep file`);
+  // The job id goes to scancel, squeue and scontrol: only what sbatch --parsable answers (digits, an array task's _N).
+  if (s.job_id !== null && (typeof s.job_id !== 'string' || !JOB_ID.test(s.job_id)))
+    throw new UserError(
+      `${p}: job_id ${JSON.stringify(s.job_id)} is not a Slurm job id (digits, optionally _ and an array task); the file was changed by hand?`,
+    );
   return s;
 }
 
@@ -307,17 +320,34 @@ function summarize(s: SlurmTaskState | undefined, run: ReturnType<typeof readRun
   return jobId ? 'unknown to Slurm (finished long ago?)' : 'not submitted';
 }
 
+/** What Slurm says when it no longer knows a job (it ended before MinJobAge): an answer, not a failure. */
+const JOB_GONE = /invalid job id/i;
+
+export interface SlurmStatus {
+  tasks: TaskStatus[];
+  /**
+   * Why Slurm could not be asked (a controller timeout, squeue missing its daemon), or null when it answered. Without an
+   * answer a task's Slurm state is unknown, not ended: watchers keep polling.
+   */
+  unanswered: string | null;
+}
+
 /** Every task's state, from Slurm (squeue, then scontrol for tasks squeue no longer lists) and the run directories. */
-export async function slurmStatus(sweep: SlurmSweep): Promise<TaskStatus[]> {
+export async function slurmStatus(sweep: SlurmSweep): Promise<SlurmStatus> {
   const states = new Map<number, SlurmTaskState>();
+  let unanswered: string | null = null;
   if (sweep.job_id) {
+    const failed = (cmd: string, r: CmdResult) =>
+      r.code !== 0 && !JOB_GONE.test(r.stderr) && `${cmd}: ${(r.stderr || r.stdout).trim() || `exit code ${r.code}`}`;
     const sc = await runSlurm('scontrol', ['show', 'job', sweep.job_id]);
     if (sc.code === 0) for (const [k, v] of parseScontrol(sc.stdout)) states.set(k, v);
     const sq = await runSlurm('squeue', ['-h', '-r', '-j', sweep.job_id, '-o', '%K|%T|%r']);
     if (sq.code === 0)
       for (const [k, v] of parseSqueue(sq.stdout)) states.set(k, { ...v, restarts: states.get(k)?.restarts ?? 0, exit_code: states.get(k)?.exit_code ?? null });
+    // squeue lists what waits or runs; scontrol what ended lately. Without either answer nothing can be said.
+    unanswered = failed('squeue', sq) || failed('scontrol', sc) || null;
   }
-  return sweep.tasks.map((t) => {
+  const tasks = sweep.tasks.map((t) => {
     const s = states.get(t.index);
     const run = existsSync(t.run_dir) ? readRunInfo(t.run_dir) : null;
     return {
@@ -328,9 +358,15 @@ export async function slurmStatus(sweep: SlurmSweep): Promise<TaskStatus[]> {
       slurm_state: s?.state ?? null,
       slurm_reason: s?.reason ?? null,
       run_status: run?.status ?? null,
-      summary: !s && !run && sweep.cancelled?.includes(t.index) ? 'cancelled before it started' : summarize(s, run, sweep.sweep_dir, sweep.job_id, t.index),
+      summary:
+        !s && !run && sweep.cancelled?.includes(t.index)
+          ? 'cancelled before it started'
+          : !s && unanswered && run?.status !== 'completed'
+            ? `Slurm did not answer (${unanswered.split('\n')[0]})${run ? `; the run says ${run.status}` : ''}`
+            : summarize(s, run, sweep.sweep_dir, sweep.job_id, t.index),
     };
   });
+  return { tasks, unanswered };
 }
 
 /** Whether any task is still waiting or running, by Slurm's account or its run directory's. */

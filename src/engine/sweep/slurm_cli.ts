@@ -17,6 +17,7 @@ import {
   type TaskStatus,
 } from './slurm';
 import type { SweepRun } from './sweep';
+import type { SlurmStatusJson } from '../../protocol/slurm';
 
 /** The engine bundle a task runs (`engine: bundled`): this very file's bundle, dist/engine/cli.js. */
 export function bundledCli(): string {
@@ -60,14 +61,17 @@ export async function cmdSlurm(
     return 0;
   }
   if (sub !== 'status') throw new UserError(`slurm ${sub ?? ''}: expected status or cancel`);
-  let tasks = await slurmStatus(sweep);
-  // Poll with a growing interval: Slurm's controller is shared by everyone on the cluster.
+  let st = await slurmStatus(sweep);
+  // Poll with a growing interval: Slurm's controller is shared by everyone on the cluster. A poll Slurm did not answer
+  // says nothing about the tasks: --wait goes on (saying so), it never reads silence as the end.
   let delay = (flags.poll ?? 2) * 1000;
-  while (flags.wait && sweepActive(tasks)) {
+  while (flags.wait && (st.unanswered || sweepActive(st.tasks))) {
+    if (st.unanswered) process.stderr.write(`Slurm did not answer (${st.unanswered}); asking again in ${Math.round(delay / 1000)} s\n`);
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 1.5, 30_000);
-    tasks = await slurmStatus(sweep);
+    st = await slurmStatus(sweep);
   }
-  out(flags.json ? JSON.stringify({ job_id: sweep.job_id, sweep_dir: sweep.sweep_dir, tasks }, null, 2) : statusTable(tasks));
+  const json: SlurmStatusJson = { job_id: sweep.job_id, sweep_dir: sweep.sweep_dir, tasks: st.tasks, slurm_error: st.unanswered };
+  out(flags.json ? JSON.stringify(json, null, 2) : statusTable(st.tasks) + (st.unanswered ? `\nSlurm did not answer: ${st.unanswered}` : ''));
   return 0;
 }

@@ -62,7 +62,7 @@ test('sweep: a real view passes; a row with an unknown status or an object param
     done: 1,
     total: 2,
     active: true,
-    slurm: { jobId: '12', sweepDir: '/w/runs/sweep-1' },
+    slurm: { jobId: '12', sweepDir: '/w/runs/sweep-1', error: null },
     rows: [
       {
         index: 0,
