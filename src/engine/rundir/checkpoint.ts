@@ -63,8 +63,38 @@ function listIn(root: string): CheckpointEntry[] {
   return out.sort((a, b) => a.step - b.step);
 }
 
-/** The run's complete checkpoints, oldest first. `.tmp-*` / `.old-*` folders of an interrupted save are not. */
+/**
+ * Finishes a replacement that a kill interrupted. Replacing `step-N` renames it to `step-N.old-<pid>`, then the complete
+ * `step-N.tmp-<pid>` to `step-N`; a writer killed between the two renames leaves no `step-N` at all. For a dead
+ * writer's pair: the new one takes the name when it is complete (its meta.json is written last), else the old one
+ * goes back. Without this, the leftovers were dropped as litter and the checkpoint was lost.
+ */
+function recoverInterruptedSwaps(root: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    const m = /^(step-\d+)\.old-(\d+)$/.exec(n);
+    if (!m || Number(m[2]) === process.pid || pidAlive(Number(m[2]))) continue;
+    const final = join(root, m[1]);
+    const old = join(root, n);
+    if (existsSync(final)) continue; // the swap finished; the old copy is litter that prune drops
+    const fresh = join(root, `${m[1]}.tmp-${m[2]}`);
+    if (existsSync(join(fresh, META))) {
+      renameWithRetry(fresh, final);
+      rmSync(old, { recursive: true, force: true });
+    } else {
+      renameWithRetry(old, final);
+    }
+  }
+}
+
+/** The run's complete checkpoints, oldest first (an interrupted replacement is finished first; `.tmp-*` folders are not). */
 export function listCheckpoints(runDir: string): CheckpointEntry[] {
+  recoverInterruptedSwaps(checkpointsRoot(runDir));
   return listIn(checkpointsRoot(runDir));
 }
 
@@ -171,6 +201,7 @@ export function saveCheckpoint(runDir: string, step: number, parts: CheckpointPa
 }
 
 function prune(root: string, keep: number): void {
+  recoverInterruptedSwaps(root);
   // Step 0 is the end of the SFT warm start: the branching point other runs start from (model.init_checkpoint)
   // and what GRPO's gain is measured against, so it is never pruned.
   const all = listIn(root).filter((c) => c.step !== 0);

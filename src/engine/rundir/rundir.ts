@@ -364,6 +364,42 @@ export function listLoggedSteps(runDir: string, kind: TableKind = 'tokens'): num
   return steps.sort((a, b) => a - b);
 }
 
+/** Where a resume puts the tables of the trajectory it does not continue. */
+export const ABANDONED_DIR = 'abandoned';
+
+/**
+ * A resume continues from a checkpoint; the per-step tables written after it (tokens, episodes, eval) belong to a
+ * trajectory that will not be continued, and would otherwise be read with the new one's (analyze and compare would mix
+ * two trajectories if the resumed run stopped before overwriting them). They are moved to
+ * `<run>/abandoned/<ts>/<kind>/`, one rename per file: nothing is deleted, and a resume interrupted while moving moves
+ * the rest the next time. `after.tables` / `after.eval`: the last step whose tables the checkpoint covers (-1: none).
+ * Returns the folder they went to, or null when nothing was past the checkpoint.
+ */
+export function setAsideTablesAfter(runDir: string, after: { tables: number; eval: number }, now = new Date()): string | null {
+  const moves: [string, string][] = [];
+  for (const kind of ['tokens', 'episodes', 'eval'] as const) {
+    const last = kind === 'eval' ? after.eval : after.tables;
+    let names: string[];
+    try {
+      names = readdirSync(join(runDir, kind));
+    } catch {
+      continue;
+    }
+    for (const n of names) {
+      const m = STEP_FILE.exec(n);
+      if (m && Number(m[1]) > last) moves.push([kind, n]);
+    }
+  }
+  if (!moves.length) return null;
+  mkdirSync(join(runDir, ABANDONED_DIR), { recursive: true });
+  const dest = claimFolder(join(runDir, ABANDONED_DIR, runTimestamp(now)));
+  for (const [kind, n] of moves) {
+    mkdirSync(join(dest, kind), { recursive: true });
+    renameWithRetry(join(runDir, kind, n), join(dest, kind, n));
+  }
+  return dest;
+}
+
 // ---- engine.log ----
 
 /**

@@ -22,6 +22,7 @@ import {
   readRunInfo,
   readRunInfoChecked,
   redactSecrets,
+  setAsideTablesAfter,
   writeRunInfo,
 } from '../rundir/rundir';
 import { buildSession, useWeights, type Session } from './session';
@@ -427,6 +428,10 @@ function restore(o: {
     out.progress = { phase: meta.phase, step: meta.step };
     out.initialEval = meta.initial_eval ?? null;
     keepFirstMetrics(o.runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
+    // The tables past the checkpoint are the abandoned trajectory's: out of the way before this one writes its own.
+    const grpoStep = meta.phase === 'grpo' ? meta.step : 0;
+    const aside = setAsideTablesAfter(o.runDir, { tables: grpoStep, eval: meta.phase === 'grpo' || meta.initial_eval !== null ? grpoStep : -1 });
+    if (aside) log('info', `the tables written after ${meta.phase} step ${meta.step} belong to the trajectory this resume abandons: moved to ${aside}`);
     out.metricsRows = (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0;
     log('info', `resumed from ${resumeFrom} (${meta.phase} step ${meta.step})`);
   }

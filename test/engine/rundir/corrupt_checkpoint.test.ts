@@ -3,7 +3,8 @@
 // newest checkpoint that still loads.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isUserError } from '../../../src/engine/core/errors';
@@ -11,6 +12,12 @@ import { readSafetensors, writeSafetensors } from '../../../src/engine/model/saf
 import { loadLatestGoodCheckpoint, saveCheckpoint } from '../../../src/engine/rundir/checkpoint';
 
 const dir = mkdtempSync(join(tmpdir(), 'cl-st-'));
+
+const parts = (step: number) => ({
+  model: { w: { shape: [2], data: Float32Array.from([step, 1]) } },
+  optimizer: { name: 'adam', step, state: { 'm/w': { shape: [2], data: new Float32Array(2) } } },
+  meta: { phase: 'grpo' },
+});
 
 /** A file with the given header JSON text and `dataBytes` zero bytes of data. */
 function withHeader(name: string, header: string, dataBytes = 16): string {
@@ -73,11 +80,6 @@ test('__proto__ and other prototype names are refused; a valid file still reads'
 test('resume falls back to the newest checkpoint that loads, and says which it skipped and why', () => {
   const run = join(dir, 'run');
   mkdirSync(join(run, 'checkpoints'), { recursive: true });
-  const parts = (step: number) => ({
-    model: { w: { shape: [2], data: Float32Array.from([step, 1]) } },
-    optimizer: { name: 'adam', step, state: { 'm/w': { shape: [2], data: new Float32Array(2) } } },
-    meta: { phase: 'grpo' },
-  });
   saveCheckpoint(run, 2, parts(2));
   const newest = saveCheckpoint(run, 4, parts(4));
   // Damage the newest one's model header in place (same size, so the size check passes and the header check must catch it).
@@ -93,4 +95,32 @@ test('resume falls back to the newest checkpoint that loads, and says which it s
   // None left: one error listing every checkpoint's fault.
   rmSync(join(run, 'checkpoints', 'step-000002', 'meta.json'));
   assert.throws(() => loadLatestGoodCheckpoint(run), /no checkpoint can be loaded:[\s\S]*shape \[9\][\s\S]*meta.json is missing/);
+});
+
+/** The pid of a process that has exited: a writer killed mid-save. */
+function deadPid(): number {
+  const r = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' });
+  return Number(r.stdout.trim());
+}
+
+test('a kill between the two renames that replace a checkpoint loses nothing: the complete new one, else the old one, takes its name', () => {
+  for (const complete of [true, false]) {
+    const run = join(dir, `swap-${complete}`);
+    mkdirSync(run, { recursive: true });
+    const old = saveCheckpoint(run, 0, parts(1));
+    // What a writer killed between `step-0 → step-0.old-P` and `step-0.tmp-P → step-0` leaves behind.
+    const pid = deadPid();
+    const fresh = saveCheckpoint(join(dir, `scratch-${complete}`), 0, parts(7));
+    renameSync(old, `${old}.old-${pid}`);
+    cpSync(fresh, `${old}.tmp-${pid}`, { recursive: true });
+    if (!complete) rmSync(join(`${old}.tmp-${pid}`, 'meta.json')); // killed before its meta.json (written last)
+    const r = loadLatestGoodCheckpoint(run);
+    assert.ok(r, 'the checkpoint is still there');
+    assert.equal(r.checkpoint.step, 0);
+    assert.equal(r.checkpoint.model.w.data[0], complete ? 7 : 1, complete ? 'the new one, complete' : 'the old one, back');
+    // and the next save's clean-up does not take it away
+    saveCheckpoint(run, 2, parts(2));
+    assert.ok(existsSync(old), 'step 0 survives the next save');
+    assert.deepEqual(readdirSync(join(run, 'checkpoints')).sort(), ['step-000000', 'step-000002']);
+  }
 });

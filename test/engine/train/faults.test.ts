@@ -3,10 +3,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { readMetrics, readRunInfo } from '../../../src/engine/rundir/rundir';
+import { listLoggedSteps, readMetrics, readRunInfo, updateRunInfo } from '../../../src/engine/rundir/rundir';
+import { checkpointDir } from '../../../src/engine/rundir/checkpoint';
+import { listEvalSteps } from '../../../src/engine/rundir/eval_table';
 import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
 import { startLlmServer } from '../oracle/llm_server';
 import { tinyConfig } from '../fixtures';
@@ -142,4 +144,42 @@ test("two engines on one run directory: the second is refused with the first one
   assert.match(done.resumed_from ?? '', /checkpoints\/step-/);
   assert.ok(!existsSync(join(runDir, '.lock')), 'the lock is released');
   assert.ok(readFileSync(join(runDir, 'config.yaml'), 'utf8').includes('name: tiny-countdown'));
+});
+
+test('a resume sets aside the tables the abandoned trajectory wrote after its checkpoint, so no reader mixes two trajectories', async () => {
+  const cfg = tinyConfig(tmp(), 'countdown');
+  const sets = ['grpo.steps=4', 'grpo.checkpoint_every=2', 'grpo.eval_every=1'];
+  const first = await train({ configPath: cfg, sets });
+  const runDir = first.runDir;
+  // A kill after step 4's tables were written but before its checkpoint: the newest checkpoint is step 2.
+  rmSync(checkpointDir(runDir, 4), { recursive: true });
+  updateRunInfo(runDir, { status: 'failed' });
+  const oldStep4 = readFileSync(join(runDir, 'tokens', 'step-000004.arrow'));
+  // The resumed run stops after step 3: nothing overwrites step 4's tables.
+  const resumed = await train({ resume: runDir, ...stopAt(3) });
+  assert.equal(resumed.status, 'stopped');
+  assert.deepEqual(listLoggedSteps(runDir, 'tokens'), [1, 2, 3]);
+  assert.deepEqual(listLoggedSteps(runDir, 'episodes'), [1, 2, 3]);
+  assert.deepEqual(listEvalSteps(runDir), [0, 1, 2, 3]);
+  assert.deepEqual(
+    readMetrics(runDir).map((r) => r.step),
+    [
+      ...readMetrics(runDir)
+        .filter((r) => r.phase === 'sft')
+        .map((r) => r.step),
+      0,
+      1,
+      2,
+      3,
+    ],
+    'metrics end at step 3 too',
+  );
+  // Nothing is deleted: the abandoned trajectory's steps 3 and 4 are kept aside, byte for byte.
+  const aside = readdirSync(join(runDir, 'abandoned'));
+  assert.equal(aside.length, 1);
+  const kept = join(runDir, 'abandoned', aside[0]);
+  assert.deepEqual(readdirSync(join(kept, 'tokens')).sort(), ['step-000003.arrow', 'step-000004.arrow']);
+  assert.deepEqual(readdirSync(join(kept, 'eval')).sort(), ['step-000003.arrow', 'step-000004.arrow']);
+  assert.ok(readFileSync(join(kept, 'tokens', 'step-000004.arrow')).equals(oldStep4));
+  assert.match(readFileSync(join(runDir, 'engine.log'), 'utf8'), /belong to the trajectory this resume abandons: moved to .*abandoned/);
 });
