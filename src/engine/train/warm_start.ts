@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { latestCheckpoint } from '../rundir/checkpoint';
-import { readRunInfo, RunLockedError } from '../rundir/rundir';
+import { LOCK_STALE_MS, readRunInfo, RunLockedError } from '../rundir/rundir';
 import type { Reporter, RunController, TrainResult } from './run_control';
 
 /** Canonical JSON (sorted keys), so that the key does not depend on the order a config was written in. */
@@ -107,7 +107,15 @@ export async function ensureWarmStart(cfg: CreditConfig, d: WarmStartDeps): Prom
       );
     } catch (e) {
       if (!(e instanceof RunLockedError)) throw e;
-      if (!waited) say(`shared warm start: another engine is training ${dir}; waiting for it`);
+      // The wait is bounded by the holder's life: the lock's heartbeat stops with it, and once the heartbeat is
+      // LOCK_STALE_MS old the next look takes the lock over and resumes the warm start here.
+      if (!waited) {
+        const h = e.holder;
+        say(
+          `shared warm start: ${h ? `pid ${h.pid} on ${h.host}` : 'another engine'} is training ${dir}; waiting for it ` +
+            `(if its heartbeat stops for ${Math.round(LOCK_STALE_MS / 60_000)} min, this run takes the warm start over and resumes it)`,
+        );
+      }
       waited = true;
       await new Promise((res) => setTimeout(res, d.pollMs ?? 2000));
     }

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isUserError } from '../../../src/engine/core/errors';
@@ -86,12 +86,92 @@ test('one engine per run directory: a live holder is named, a dead one is stale,
   assert.throws(() => acquireRunLock(d, 'elsewhere'), /run is already running \(pid \d+ on here\)/);
   release();
   assert.equal(existsSync(join(d, RUN_LOCK)), false);
-  // A lock from another host cannot be checked from here.
+  // A lock from another host cannot be checked from here: while its heartbeat is fresh it is live, and the error says
+  // when it will be taken over.
   writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: 1, host: 'node-7', started: '' }));
   assert.throws(
     () => acquireRunLock(d, 'here'),
-    (e: unknown) => isUserError(e) && /pid 1 on node-7/.test(e.message),
+    (e: unknown) => isUserError(e) && /pid 1 on node-7/.test(e.message) && /taken over once its heartbeat \(last \d+ s ago\) is 600 s old/.test(e.hint ?? ''),
   );
+});
+
+// ---- the lock's heartbeat and its take-over (issue 30): each failed on the code before ----
+
+const age = (path: string, ms: number) => {
+  const t = new Date(Date.now() - ms);
+  utimesSync(path, t, t);
+};
+
+test('a lock whose heartbeat stopped is stale whatever its host: a trainer killed on another node, a renamed host', () => {
+  const d = runWith(JSON.stringify(good));
+  for (const host of ['node-7', 'here-before-rename']) {
+    writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: 4242, host, started: '' }));
+    age(join(d, RUN_LOCK), 11 * 60_000);
+    const release = acquireRunLock(d, 'here');
+    assert.equal(JSON.parse(readFileSync(join(d, RUN_LOCK), 'utf8')).host, 'here', `taken over from ${host}`);
+    release();
+  }
+});
+
+test("a live holder with the newcomer's own pid (containers on one host) is not taken over while it beats", () => {
+  const d = runWith(JSON.stringify(good));
+  writeFileSync(join(d, RUN_LOCK), JSON.stringify({ pid: process.pid, host: 'here', started: '', token: 'another-container' }));
+  assert.throws(
+    () => acquireRunLock(d, 'here'),
+    (e: unknown) => isUserError(e) && e.message.startsWith(`run is already running (pid ${process.pid})`),
+  );
+  age(join(d, RUN_LOCK), 11 * 60_000);
+  acquireRunLock(d, 'here')();
+});
+
+test('the holder keeps its lock fresh: the heartbeat touches it while it lives, and stops at release', async () => {
+  const d = runWith(JSON.stringify(good));
+  const release = acquireRunLock(d, { host: 'here', heartbeatMs: 20 });
+  const path = join(d, RUN_LOCK);
+  age(path, 60_000);
+  await new Promise((r) => setTimeout(r, 120));
+  assert.ok(Date.now() - statSync(path).mtimeMs < 1000, 'touched again');
+  release();
+  assert.equal(existsSync(path), false);
+});
+
+test('taking over a stale lock is atomic: 4 processes released at once, 15 times, end with exactly one holder each time', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-lock-race-'));
+  const rounds = 15;
+  const workers = 4;
+  const start = Date.now() + 4000; // after every worker has started
+  for (let r = 0; r < rounds; r++) {
+    mkdirSync(join(dir, `r${r}`));
+    // a stale lock on this host: a pid that has exited
+    const dead = Number(spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' }).stdout);
+    writeFileSync(join(dir, `r${r}`, RUN_LOCK), JSON.stringify({ pid: dead, host: 'here', started: '' }));
+  }
+  const script = join(dir, 'worker.ts');
+  writeFileSync(
+    script,
+    `import { acquireRunLock } from ${JSON.stringify(join(__dirname, '../../../src/engine/rundir/rundir'))};
+import { appendFileSync } from 'node:fs';
+const [dir, rounds, start] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x)) as [string, number, number];
+for (let r = 0; r < rounds; r++) {
+  const t = start + r * 400;
+  while (Date.now() < t) {} // released together: a busy wait, not a timer
+  try {
+    acquireRunLock(dir + '/r' + r, 'here'); // held to the end: a second holder would also succeed
+    appendFileSync(dir + '/held', r + ' ' + process.pid + '\\n');
+  } catch {}
+}
+`,
+  );
+  const procs = Array.from({ length: workers }, () =>
+    spawn(process.execPath, ['--import', 'tsx', script, dir, String(rounds), String(start)], { stdio: 'inherit' }),
+  );
+  await Promise.all(procs.map((p) => new Promise((res) => p.on('exit', res))));
+  const held = readFileSync(join(dir, 'held'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => Number(l.split(' ')[0]));
+  const perRound = Array.from({ length: rounds }, (_, r) => held.filter((x) => x === r).length);
+  assert.deepEqual(perRound, Array(rounds).fill(1), `holders per round: ${perRound.join(' ')}`);
 });
 
 test('an asynchronous run scan finds what findRunDirs finds, and a huge tree ends on its budget with a reason', async () => {

@@ -66,7 +66,7 @@ test('two engines started at once share one SFT warm start, trained once with sf
   assert.equal(readMetrics(wsDir).filter((r) => r.phase === 'grpo').length, 0);
   assert.equal((parse(readFileSync(join(wsDir, 'config.yaml'), 'utf8')) as { seed: number }).seed, 5);
   assert.ok(
-    [a.out, b.out].some((o) => /another engine is training .*countdown-warm-start-.*; waiting for it/.test(o)),
+    [a.out, b.out].some((o) => /pid \d+ on \S+ is training .*countdown-warm-start-.*; waiting for it \(if its heartbeat stops/.test(o)),
     `${a.out}\n${b.out}`,
   );
   const own = runs.filter((r) => r.startsWith('ws-seed')).map((r) => join(dir, 'runs', r));
