@@ -161,7 +161,18 @@ export async function cmdImport(argv: string[]): Promise<number> {
     last = Date.now();
     process.stderr.write(`scored ${done}/${total} completions (${((Date.now() - t0) / 1000).toFixed(0)}s)\n`);
   };
+  // Cancel (the extension's SIGTERM) or Ctrl-C: the import stops between batches and records why, so its run does not
+  // read "running" forever. A second signal ends the process at once.
+  const abort = new AbortController();
+  const onSignal = (sig: string) => {
+    if (abort.signal.aborted) process.exit(130);
+    process.stderr.write(`${sig}: stopping the import\n`);
+    abort.abort();
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   const r = await importRollouts({
+    signal: abort.signal,
     source: a.positional[0],
     format: format as ImportFormat | 'auto',
     model: flag(a, 'model'),

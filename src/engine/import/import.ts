@@ -50,6 +50,8 @@ export interface ImportOptions {
   batchBudget?: number;
   progress?: (done: number, total: number) => void;
   log?: (level: 'info' | 'warn', message: string) => void;
+  /** aborted by a SIGTERM or SIGINT (the extension's Cancel): the import ends `failed`, saying how far it got */
+  signal?: AbortSignal;
 }
 
 export interface ImportResult {
@@ -160,6 +162,8 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     backend: scorer ? 'wasm' : 'none',
     engine_version: ENGINE_VERSION,
     strategy: cfg.credit.strategy,
+    // the pid lets a reader tell a live import from one that was killed (engineAlive), as for a trained run
+    pid: process.pid,
     imported: { source, format: read.format, model: scorer?.describe ?? null, records: 0, skipped: problems.length },
   };
   writeRunInfo(runDir, info);
@@ -240,11 +244,24 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     }
 
     const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
+    if (total === 0) {
+      const first = problems
+        .slice(0, 3)
+        .map((p) => `  ${p.file}:${p.line}: ${p.reason}`)
+        .join('\n');
+      throw new UserError(`import: every one of the ${problems.length} completions was skipped; nothing to show${first ? `:\n${first}` : ''}`);
+    }
+    // Scoring is synchronous: each batch first lets the event loop run, so a SIGTERM's handler can abort.
+    const cancelled = async () => {
+      await new Promise((r) => setImmediate(r));
+      if (o.signal?.aborted) throw new UserError(`import cancelled after ${done} of ${total} completions; run it again to import them all`);
+    };
     let done = 0;
     o.progress?.(0, total);
     const budget = o.batchBudget ?? 1 << 24;
     const vocab = scorer?.model.cfg.vocabSize ?? 1;
     for (const [step, eps] of byStep) {
+      await cancelled();
       if (perToken) {
         const w = weighExported(
           eps.map((e) => ({ logprob: e.logprob!, entropy: e.entropy!, sections: e.sections, advantage: e.advantage })),
@@ -262,6 +279,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
         // Batches sorted by length, sized so that completion tokens × vocabulary stays within the budget.
         const order = eps.map((_, i) => i).sort((a, b) => eps[a].ids.length - eps[b].ids.length);
         for (let s = 0; s < order.length;) {
+          await cancelled();
           const width = eps[order[s]].ids.length;
           let n = 1;
           while (s + n < order.length && (n + 1) * Math.max(width, eps[order[s + n]].ids.length) * vocab <= budget) n++;
@@ -289,7 +307,8 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
       status: 'completed',
       ended: new Date().toISOString(),
       total_steps: byStep.size,
-      last_step: Math.max(...byStep.keys()),
+      // not Math.max(...keys): a spread of 130,000 steps overflows the call stack
+      last_step: [...byStep.keys()].reduce((a, b) => Math.max(a, b), -Infinity),
       imported: { ...info.imported!, records: total, skipped: problems.length },
     });
     writeRunInfo(runDir, info);

@@ -3,9 +3,10 @@
 // ordinary run directory that the readers, analyze and the heatmap use unchanged.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { detectFormat, readImport } from '../../../src/engine/import/formats';
 import { parseCsv } from '../../../src/engine/import/csv';
@@ -22,6 +23,7 @@ import { tinyConfig } from '../fixtures';
 
 const jsonl = (rows: unknown[]) => rows.map((r) => (typeof r === 'string' ? r : JSON.stringify(r))).join('\n') + '\n';
 const quiet = { log: () => {} };
+const CLI = resolve(__dirname, '../../../dist/engine/cli.js');
 
 function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'cl-import-'));
@@ -375,6 +377,54 @@ test('import: prompts logged without their template markers are scored as the po
     assert.match(readFileSync(join(restoredRun, 'engine.log'), 'utf8'), /2 were the template's text with its markers stripped/);
     assert.match(readFileSync(join(templatedRun, 'engine.log'), 'utf8'), /2 already carried the template's markers/);
     assert.match(readFileSync(join(asLoggedRun, 'engine.log'), 'utf8'), /as-logged: 2 prompts encoded exactly as logged/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('an import whose every completion is skipped ends failed with the reasons; a cancelled one (SIGTERM) ends failed, never "running"', async () => {
+  const dir = tmp();
+  try {
+    const run = await train({ configPath: tinyConfig(dir, 'countdown') });
+    // Every completion is longer than the tiny model's 64-token context.
+    const long = join(dir, 'long.jsonl');
+    writeFileSync(long, jsonl([1, 2, 3].map((step) => ({ prompt: '3 4 ->', completion: '1+2='.repeat(40), reward: 0, step }))));
+    const out = join(dir, 'runs-long');
+    await assert.rejects(
+      importRollouts({ source: long, model: run.runDir, out, sets: ['backend=cpu'], ...quiet }),
+      /every one of the 3 completions was skipped; nothing to show:\n .*long\.jsonl:1: completion is \d+ tokens, the model's context is 64/,
+    );
+    const [failed] = readdirSync(out);
+    const info = readRunInfo(join(out, failed))!;
+    assert.equal(info.status, 'failed');
+    assert.match(info.error ?? '', /every one of the 3 completions was skipped/);
+
+    // A large import stopped by SIGTERM (the extension's Cancel) after its first progress line.
+    const big = join(dir, 'big.jsonl');
+    writeFileSync(
+      big,
+      jsonl(Array.from({ length: 3000 }, (_, i) => ({ prompt: '3 4 ->', completion: 'think 3+4=7</think> <answer>3+4</answer>', reward: 1, step: i + 1 }))),
+    );
+    const outBig = join(dir, 'runs-big');
+    const child = spawn(process.execPath, [CLI, 'import', big, '--model', run.runDir, '--out', outBig, '--progress-json', '--set', 'backend=cpu'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let err = '';
+    await new Promise<void>((res) =>
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+        if (/"done":[1-9]/.test(err)) res();
+      }),
+    );
+    const [cancelledDir] = readdirSync(outBig);
+    assert.equal(readRunInfo(join(outBig, cancelledDir))!.pid, child.pid, 'the import records its pid');
+    child.kill('SIGTERM');
+    const code = await new Promise((res) => child.on('exit', res));
+    assert.notEqual(code, 0);
+    const end = readRunInfo(join(outBig, cancelledDir))!;
+    assert.equal(end.status, 'failed', err);
+    assert.match(end.error ?? '', /^import cancelled after \d+ of 3000 completions; run it again/);
+    assert.ok(!existsSync(join(outBig, cancelledDir, '.lock')), 'the lock is released');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
