@@ -15,7 +15,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative } from 'node:path';
 import { UserError } from '../core/errors';
-import { parseCsv } from './csv';
+import { readCsv } from './csv';
 
 export const IMPORT_FORMATS = ['verl', 'trl', 'prime', 'jsonl'] as const;
 export type ImportFormat = (typeof IMPORT_FORMATS)[number];
@@ -108,21 +108,22 @@ interface Row {
 }
 
 /** The rows of a data file: JSONL lines, a W&B table's rows, or CSV rows (header → keys). Bad lines are problems. */
-export function readRows(path: string, shown: string, problems: ImportProblem[]): Row[] {
+export async function readRows(path: string, shown: string, problems: ImportProblem[]): Promise<Row[]> {
+  const ext = extname(path).toLowerCase();
+  if (ext === '.csv') {
+    // streamed from the file: a CSV export can be larger than the text a string may hold
+    const { rows, error } = await readCsv(path);
+    if (error) problems.push({ file: shown, line: error.line, reason: error.reason });
+    if (!rows.length) return [];
+    const header = rows[0].cells;
+    return rows.slice(1).map((r) => ({ line: r.line, value: Object.fromEntries(header.map((h, i) => [h, csvValue(r.cells[i] ?? '')])) }));
+  }
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
     problems.push({ file: shown, line: 0, reason: `cannot read the file: ${(e as Error).message}` });
     return [];
-  }
-  const ext = extname(path).toLowerCase();
-  if (ext === '.csv') {
-    const { rows, error } = parseCsv(text);
-    if (error) problems.push({ file: shown, line: error.line, reason: error.reason });
-    if (!rows.length) return [];
-    const header = rows[0].cells;
-    return rows.slice(1).map((r) => ({ line: r.line, value: Object.fromEntries(header.map((h, i) => [h, csvValue(r.cells[i] ?? '')])) }));
   }
   if (ext === '.json') {
     let v: unknown;
@@ -245,9 +246,12 @@ function groupOf(o: Obj): string | null {
   return null;
 }
 
-/** The step a veRL dump file is named after (`<step>.jsonl`), when its lines lack one. */
-function fileStep(path: string): number {
-  const m = /(?:^|[/\\_])(\d+)\.jsonl$/i.exec(path) ?? /step_(\d+)/.exec(path);
+/**
+ * The step a file is named after, when its lines lack one: prime-rl's `step_<N>/` folder (whose files are
+ * `rank_<R>.jsonl`: a rank, not a step), else a veRL dump's `<N>.jsonl`.
+ */
+export function fileStep(path: string): number {
+  const m = /(?:^|[/\\])step_(\d+)(?:[/\\]|$)/.exec(path) ?? /(?:^|[/\\])(\d+)\.jsonl$/i.exec(path);
   return m ? Number(m[1]) : 0;
 }
 
@@ -359,7 +363,7 @@ const RECORD: Record<ImportFormat, (o: Obj, path: string) => Omit<ImportedRecord
 };
 
 /** Read every record of `source` (file or folder) in `format` ('auto': detected). */
-export function readImport(source: string, format: ImportFormat | 'auto' = 'auto'): ReadResult {
+export async function readImport(source: string, format: ImportFormat | 'auto' = 'auto'): Promise<ReadResult> {
   const files = listImportFiles(source);
   const root = statSync(source).isDirectory() ? source : join(source, '..');
   const problems: ImportProblem[] = [];
@@ -367,8 +371,9 @@ export function readImport(source: string, format: ImportFormat | 'auto' = 'auto
   let fmt: ImportFormat | null = format === 'auto' ? null : format;
   for (const f of files) {
     const shown = relative(root, f) || f;
-    const rows = readRows(f, shown, problems);
-    if (!fmt) fmt = detectFormat(files, rows[0]?.value ?? null);
+    const rows = await readRows(f, shown, problems);
+    if (!rows.length) continue; // an empty file (a step that logged nothing) tells nothing about the format
+    if (!fmt) fmt = detectFormat(files, rows[0].value);
     for (const r of rows) {
       try {
         records.push({ file: shown, line: r.line, ...RECORD[fmt](r.value, f) });

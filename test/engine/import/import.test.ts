@@ -3,14 +3,14 @@
 // ordinary run directory that the readers, analyze and the heatmap use unchanged.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { detectFormat, readImport } from '../../../src/engine/import/formats';
-import { parseCsv } from '../../../src/engine/import/csv';
-import { importRollouts } from '../../../src/engine/import/import';
+import { detectFormat, fileStep, readImport } from '../../../src/engine/import/formats';
+import { readCsv } from '../../../src/engine/import/csv';
+import { importRollouts, lastOf, planSteps } from '../../../src/engine/import/import';
 import { advantages, groupAdvantages } from '../../../src/engine/train/grpo';
 import { readEpisodeTable, readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { readMetrics, readRunInfo, stepFile } from '../../../src/engine/rundir/rundir';
@@ -49,7 +49,7 @@ test('groupAdvantages (imported groups of any size and order): hand-worked value
   }
 });
 
-test('formats: detection from documented keys; CSV with quoted line breaks equals the W&B table JSON', () => {
+test('formats: detection from documented keys; CSV with quoted line breaks equals the W&B table JSON', async () => {
   assert.equal(detectFormat(['r/1.jsonl'], { input: 'p', output: 'c', score: 1, step: 1 }), 'verl');
   assert.equal(detectFormat(['x/token_exports/step_1/rank_0.jsonl'], null), 'prime');
   assert.equal(detectFormat(['a.jsonl'], { token_ids: [1], loss_mask: [true] }), 'prime');
@@ -61,15 +61,43 @@ test('formats: detection from documented keys; CSV with quoted line breaks equal
     (e: unknown) => isUserError(e) && /--format/.test((e as Error).message),
   );
 
-  assert.deepEqual(parseCsv('a,b\n1,"x, ""y""\nz"\n\n2,w\r\n').rows, [
-    { line: 1, cells: ['a', 'b'] },
-    { line: 2, cells: ['1', 'x, "y"\nz'] },
-    { line: 5, cells: ['2', 'w'] },
-  ]);
-  assert.match(parseCsv('a\n"open').error!.reason, /unterminated/);
-
   const dir = tmp();
   try {
+    const csv = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    assert.deepEqual((await readCsv(csv('q.csv', '\ufeffa,b\n1,"x, ""y""\nz"\n\n2,w\r\n'))).rows, [
+      { line: 1, cells: ['a', 'b'] },
+      { line: 2, cells: ['1', 'x, "y"\nz'] },
+      { line: 5, cells: ['2', 'w'] },
+    ]);
+    assert.match((await readCsv(csv('open.csv', 'a\n"open'))).error!.reason, /unterminated/);
+    // A row past the cap is refused with its line; the rows before it are kept.
+    const capped = await readCsv(csv('big.csv', `a,b\n1,2\n3,"${'x'.repeat(5000)}"\n`), { maxRowChars: 1000 });
+    assert.deepEqual(
+      capped.rows.map((r) => r.cells),
+      [
+        ['a', 'b'],
+        ['1', '2'],
+      ],
+    );
+    assert.match(capped.error!.reason, /a row longer than .* \(the import's limit per row\)/);
+    // A 40 M-character cell reads within a 300 MB heap (the old parser needed about 33 bytes per character: 1.3 GB).
+    const huge = csv('huge.csv', `step,prompt,completion\n1,p,"${'y'.repeat(40 << 20)}"\n`);
+    const probe = spawnSync(
+      process.execPath,
+      [
+        '--max-old-space-size=300',
+        '--import',
+        'tsx',
+        '-e',
+        `require(${JSON.stringify(resolve(__dirname, '../../../src/engine/import/csv'))}).readCsv(${JSON.stringify(huge)}).then((r) => console.log(r.rows[1].cells[2].length, r.error))`,
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(probe.status, 0, probe.stderr.slice(-500));
+    assert.equal(probe.stdout.trim(), `${40 << 20} null`);
     const cols = ['step', 'prompt', 'completion', 'accuracy_reward', 'format_reward', 'advantage'];
     const data = [
       [3, 'Q1', 'line one\nline "two"', 1, 0.5, 0.9],
@@ -77,11 +105,11 @@ test('formats: detection from documented keys; CSV with quoted line breaks equal
     ];
     writeFileSync(join(dir, 'table.json'), JSON.stringify({ columns: cols, data }));
     writeFileSync(join(dir, 'table.csv'), [cols.join(','), '3,Q1,"line one\nline ""two""",1,0.5,0.9', '3,Q1,other,0,0.5,-0.9'].join('\n'));
-    const j = readImport(join(dir, 'table.json'));
-    const c = readImport(join(dir, 'table.csv'));
+    const j = await readImport(join(dir, 'table.json'));
+    const c = await readImport(join(dir, 'table.csv'));
     assert.equal(j.format, 'trl');
     assert.equal(c.format, 'trl');
-    const strip = (r: typeof j) => r.records.map(({ file: _f, line: _l, ...rest }) => rest);
+    const strip = (r: Awaited<typeof j>) => r.records.map(({ file: _f, line: _l, ...rest }) => rest);
     assert.deepEqual(strip(c), strip(j));
     // TRL logs one column per reward function; the reward is their sum (reward_weights 1), the advantage is TRL's.
     assert.deepEqual(
@@ -263,7 +291,7 @@ test('import prime-rl token exports: per-token values kept, extra columns painta
     // The trainer's output folder also holds other JSONL (logs): only token_exports/ is read from it.
     writeFileSync(join(dir, 'out', 'orchestrator.jsonl'), jsonl([{ level: 'info', msg: 'step 7' }]));
     assert.deepEqual(
-      readImport(join(dir, 'out')).files.map((f) => f.slice(dir.length)),
+      (await readImport(join(dir, 'out'))).files.map((f) => f.slice(dir.length)),
       [join('/out', 'token_exports', 'step_7', 'rank_0.jsonl')],
     );
     const r = await importRollouts({ source: join(dir, 'out', 'token_exports'), tokenizer: QWEN_TOK, out: join(dir, 'runs'), ...quiet });
@@ -425,6 +453,77 @@ test('an import whose every completion is skipped ends failed with the reasons; 
     assert.equal(end.status, 'failed', err);
     assert.match(end.error ?? '', /^import cancelled after \d+ of 3000 completions; run it again/);
     assert.ok(!existsSync(join(outBig, cancelledDir, '.lock')), 'the lock is released');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('import edge cases: an empty first file, prime-rl rank files, ids outside the tokenizer, 100,000 steps', async () => {
+  const dir = tmp();
+  try {
+    // An empty first file (a step that logged nothing) does not decide the format.
+    mkdirSync(join(dir, 'dump'));
+    writeFileSync(join(dir, 'dump', '1.jsonl'), '');
+    writeFileSync(join(dir, 'dump', '2.jsonl'), jsonl([{ input: 'p', output: 'c', score: 1 }]));
+    const r = await readImport(join(dir, 'dump'));
+    assert.equal(r.format, 'verl');
+    assert.deepEqual(
+      r.records.map((x) => x.step),
+      [2],
+    );
+    // prime-rl's rank_<R>.jsonl is a rank, not a step: the step is its step_<N> folder.
+    assert.equal(fileStep(join('out', 'token_exports', 'step_5', 'rank_3.jsonl')), 5);
+    assert.equal(fileStep(join('dump', '12.jsonl')), 12);
+    assert.equal(fileStep('rank_3.jsonl'), 0);
+
+    // Token ids outside a character tokenizer's vocabulary skip their line with the reason; the others import.
+    const run = await train({ configPath: tinyConfig(dir, 'countdown') });
+    const seq = (ids: number[]) => ({
+      token_ids: ids,
+      loss_mask: ids.map((_, i) => i > 0),
+      advantages: ids.map(() => 1),
+      trainer_logprobs: ids.map(() => -0.5),
+    });
+    mkdirSync(join(dir, 'token_exports', 'step_4'), { recursive: true });
+    writeFileSync(join(dir, 'token_exports', 'step_4', 'rank_3.jsonl'), jsonl([seq([3, 4, 5]), seq([3, 999, 5])]));
+    const imp = await importRollouts({ source: join(dir, 'token_exports'), model: run.runDir, out: join(dir, 'runs'), sets: ['backend=cpu'], ...quiet });
+    assert.deepEqual(imp.steps, [4]);
+    assert.equal(imp.records, 1);
+    assert.deepEqual(
+      imp.problems.map((p) => [p.line, p.reason]),
+      [[2, "token id 999 is outside the tokenizer's vocabulary [0, 34): exported with another tokenizer?"]],
+    );
+
+    // 100,000 steps of one record, and one step of 20,000 prompts: planned in one linear pass, grouped in first-seen
+    // order, and the last step found without a spread (Math.max(...steps) threw RangeError).
+    const many = Array.from({ length: 100_000 }, (_, i) => ({
+      file: 'f',
+      line: i + 1,
+      step: 100_000 - i,
+      group: null,
+      prompt: `p${i % 7}`,
+      completion: '',
+      reward: 0,
+      advantage: null,
+      success: null,
+    }));
+    const plan = planSteps(many);
+    assert.equal(plan.length, 100_000);
+    assert.equal(plan[0].step, 1);
+    assert.equal(lastOf(plan.map((p) => p.step)), 100_000);
+    const wide = Array.from({ length: 20_000 }, (_, i) => ({ ...many[0], line: i + 1, step: 1, prompt: `p${(i * 7919) % 5000}` }));
+    const [one] = planSteps(wide);
+    assert.equal(new Set(one.group).size, 5000);
+    assert.ok(
+      one.group.every((g, i) => i === 0 || g >= one.group[i - 1]),
+      'members of a group are consecutive',
+    );
+    assert.equal(one.records[0].prompt, one.records[1].prompt, 'p0 appears 4 times: first');
+    assert.deepEqual(
+      one.records.filter((x) => x.prompt === 'p0').map((x) => x.line),
+      wide.filter((x) => x.prompt === 'p0').map((x) => x.line),
+      'in their order',
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
