@@ -110,6 +110,16 @@ int fit(napi_env env, size_t heapLen, const int64_t *spans, size_t pairs) {
   return 1;
 }
 
+#ifndef CL_SOURCE_HASH
+#define CL_SOURCE_HASH ""
+#endif
+
+// sourceHash() → the hash of native/ this build was compiled from (scripts/native_hash.mjs), "" if built without one.
+static napi_value SourceHash(napi_env env, napi_callback_info info) {
+  (void)info;
+  return str(env, CL_SOURCE_HASH);
+}
+
 // abi() → ["name:arg,arg,…", …]: the argument names this build was compiled with (abi.h), for the engine to check.
 static napi_value Abi(napi_env env, napi_callback_info info) {
   (void)info;
@@ -139,6 +149,7 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
       {"threads", NULL, Threads, NULL, NULL, NULL, napi_default, NULL},
       {"abi", NULL, Abi, NULL, NULL, NULL, napi_default, NULL},
+      {"sourceHash", NULL, SourceHash, NULL, NULL, NULL, napi_default, NULL},
       {"gemm", NULL, Gemm, NULL, NULL, NULL, napi_default, NULL},
       {"logprob", NULL, Logprob, NULL, NULL, NULL, napi_default, NULL},
       {"logprobGrad", NULL, LogprobGrad, NULL, NULL, NULL, napi_default, NULL},

@@ -1,4 +1,6 @@
 // A token's log-prob, log softmax(z)[target], and its gradient (kernels/native.ts tokenLogprob).
+#include <stdio.h>
+
 #include "common.h"
 
 // out[i] = e^(row[i] − shift) for i < n
@@ -31,12 +33,27 @@ static void logprob_rows(const rows_ctx *c, int32_t from, int32_t to, int part) 
   }
 }
 
+// Whether every target is in [0, V); throws a RangeError naming the first that is not (it would index outside its row).
+static int targets_in_range(napi_env env, const float *heap, int32_t tOff, int32_t N, int32_t V) {
+  const int32_t *targets = (const int32_t *)(heap + tOff);
+  for (int32_t n = 0; n < N; n++) {
+    if (targets[n] < 0 || targets[n] >= V) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "blas.node: target %d at row %d is outside the vocabulary [0, %d)", targets[n], n, V);
+      napi_throw_range_error(env, NULL, msg);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 // logprob(heap, logits, targets, N, V, logp, lse): per row n of logits [N, V], lse[n] = log Σ_v e^z (max-shifted, the
-// sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, in range (checked by the caller).
+// sum in float64) and logp[n] = z[targets[n]] − lse[n]; targets is int32, each in [0, V) (checked here and by the caller).
 napi_value Logprob(napi_env env, napi_callback_info info) {
   KERNEL_ARGS(logprob);
   const int32_t zOff = A.logits, tOff = A.targets, N = A.N, V = A.V, lpOff = A.logp, lseOff = A.lse;
   if (!FIT(zOff, (int64_t)N * V, tOff, N, lpOff, N, lseOff, N)) return NULL;
+  if (!targets_in_range(env, heap, tOff, N, V)) return NULL;
   float *tmp = malloc(sizeof(float) * 2 * (V > 0 ? V : 1));
   if (!tmp) { napi_throw_error(env, NULL, "blas.node: out of memory"); return NULL; }
   split_rows(logprob_rows, &(rows_ctx){heap, &A, tmp}, N, (int64_t)N * V);
@@ -64,6 +81,7 @@ napi_value LogprobGrad(napi_env env, napi_callback_info info) {
   KERNEL_ARGS(logprobGrad);
   const int32_t zOff = A.logits, tOff = A.targets, lseOff = A.lse, dyOff = A.dy, outOff = A.out, N = A.N, V = A.V;
   if (!FIT(zOff, (int64_t)N * V, tOff, N, lseOff, N, dyOff, N, outOff, (int64_t)N * V)) return NULL;
+  if (!targets_in_range(env, heap, tOff, N, V)) return NULL;
   split_rows(logprob_grad_rows, &(rows_ctx){heap, &A, NULL}, N, (int64_t)N * 2 * V);
   return NULL;
 }

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nativeSourceHash } from './native_hash.mjs';
 
 const NATIVE = 'native';
 const OUT = 'dist/engine/blas.node';
@@ -30,7 +31,9 @@ export function buildNative() {
   try {
     // -fno-trapping-math lets GCC turn the clamps and selects of the exp loops into vector blends (with trapping math a
     // float compare is control flow, and those loops stay scalar); neither flag changes a value.
-    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-pthread', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', ...sources, '-o', OUT, '-ldl'],
+    // stamped with its sources' hash: the engine refuses a blas.node whose stamp is not its own
+    const stamp = `-DCL_SOURCE_HASH="${nativeSourceHash()}"`;
+    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-pthread', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', stamp, ...sources, '-o', OUT, '-ldl'],
       { stdio: ['ignore', 'inherit', 'inherit'] });
   } catch (e) {
     return `native: ${OUT} not built (${cc} failed: ${e instanceof Error ? e.message.split('\n')[0] : e}), backend wasm-blas unavailable`;

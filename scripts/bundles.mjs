@@ -4,6 +4,7 @@
 import { builtinModules } from 'node:module';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { nativeSourceHash } from './native_hash.mjs';
 
 /** @typedef {'engine' | 'extension' | 'webviews'} Layer */
 /** @type {import('esbuild').BuildOptions} */
@@ -22,6 +23,8 @@ export function bundles(root = '.') {
   if (has('src/engine/cli/main.ts')) {
     jobs.push({ layer: 'engine', options: { ...node, entryPoints: { cli: 'src/engine/cli/main.ts', index: 'src/engine/index.ts' },
       outdir: 'dist/engine', banner: { js: '#!/usr/bin/env node' },
+      // the native sources this engine was built with: blas.node must carry the same stamp (kernels/blas.ts)
+      define: { __CL_NATIVE_SOURCE_HASH__: JSON.stringify(nativeSourceHash(root)) },
       // Never loaded by the engine; external so that a stray import reaches the layer check by name.
       external: ['vscode'] } });
   }

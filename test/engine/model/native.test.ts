@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { opsName } from '../../../src/engine/model/ops';
 import { initBackend } from '../../../src/engine/model/backend';
-import { blasThreads } from '../../../src/engine/model/kernels/blas';
+import { blasThreads, nativeCall } from '../../../src/engine/model/kernels/blas';
 import {
   attention,
   ATTENTION,
@@ -89,8 +89,31 @@ test('token log-prob kernel: values and gradient against float64, rows of any sc
       'int32',
     );
     assert.throws(() => tokenLogprob(zT, bad), /target 37 at row 7 is outside the vocabulary \[0, 37\)/);
+    // The backward kernel checks too (issue 30): run on its own it wrote outside its row.
+    const lseT = tf.zeros([N]);
+    assert.throws(
+      () => tf.engine().runKernel(TOKEN_LOGPROB_GRAD, { logits: zT, targets: bad, lse: lseT, dy: dyT }),
+      /target 37 at row 7 is outside the vocabulary \[0, 37\)/,
+    );
+    lseT.dispose();
     tf.dispose([zT, tT, dyT, bad]);
   }
+});
+
+test('the addon itself refuses a log-prob target outside the vocabulary, forward and backward (a RangeError, no write)', async () => {
+  await initBackend('wasm-blas');
+  // a heap of our own: logits [2, 5] at 0, targets at 10, lse at 12, dy at 14, out [2, 5] at 16
+  const heap = new Float32Array(32);
+  const be = { wasm: { HEAPU8: new Uint8Array(heap.buffer) } } as unknown as Parameters<typeof nativeCall>[0];
+  new Int32Array(heap.buffer, 10 * 4, 2).set([1, 5]);
+  heap.fill(7, 16, 26);
+  assert.throws(
+    () => nativeCall(be, 'logprobGrad', { logits: 0, targets: 10, lse: 12, dy: 14, out: 16, N: 2, V: 5 }),
+    /target 5 at row 1 is outside the vocabulary \[0, 5\)/,
+  );
+  assert.deepEqual(Array.from(heap.subarray(16, 26)), Array(10).fill(7), 'nothing written');
+  new Int32Array(heap.buffer, 10 * 4, 2).set([-1, 0]);
+  assert.throws(() => nativeCall(be, 'logprob', { logits: 0, targets: 10, N: 2, V: 5, logp: 12, lse: 14 }), /target -1 at row 0 is outside/);
 });
 
 test('plain wasm keeps the ops (its bits stay those of earlier runs); wasm-blas runs the kernel', async () => {

@@ -6,7 +6,8 @@
 // the WebAssembly memory, with the transpose flags passed through: no copies, no materialised transposes. Everything
 // else stays on the wasm kernels. Measured here, OpenBLAS runs the train step's products at 180–200 GFLOP/s on 2
 // threads where the wasm SIMD loop reaches 30–49 (bench/PROFILE.md).
-import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { WasmBackend, heapF32 } from './heap';
@@ -18,6 +19,8 @@ interface BlasAddon {
   gemm(heap: Float32Array, transA: boolean, transB: boolean, M: number, N: number, K: number, offsets: Int32Array): void;
   /** "name:arg,arg,…" per native kernel: the argument names it was built with (native/abi.h) */
   abi(): string[];
+  /** the hash of the native/ sources it was compiled from (scripts/native_hash.mjs); absent in builds before it */
+  sourceHash?(): string;
   /** The native kernels (kernels/native.ts): heap, then int32 element offsets, sizes and float bits. */
   [kernel: string]: unknown;
 }
@@ -32,14 +35,103 @@ let config = '';
 let active = false;
 
 /** Where the addon is: next to the engine bundle (dist/engine), or there from the sources (tests run from src). */
+/** CREDIT_LENS_BLAS_ADDON (a blas.node built elsewhere), else the one next to the engine bundle, else dist/'s (tests). */
 function addonPath(): string | null {
+  const own = process.env.CREDIT_LENS_BLAS_ADDON;
+  if (own) return existsSync(own) ? own : null;
   return [join(__dirname, ADDON), resolve(__dirname, '../../../../dist/engine', ADDON)].find(existsSync) ?? null;
+}
+
+declare const __CL_NATIVE_SOURCE_HASH__: string | null | undefined;
+
+/**
+ * The stamp blas.node must carry: the engine bundle's (the build defines it), or, running from source (tests), the hash
+ * of native/ computed as scripts/native_hash.mjs does; null when neither is known (nothing to check against).
+ */
+export function expectedNativeHash(): string | null {
+  if (typeof __CL_NATIVE_SOURCE_HASH__ !== 'undefined') return __CL_NATIVE_SOURCE_HASH__;
+  const dir = resolve(__dirname, '../../../../native');
+  if (!existsSync(dir)) return null;
+  const h = createHash('sha256');
+  for (const f of readdirSync(dir)
+    .filter((n) => /\.[ch]$/.test(n))
+    .sort())
+    h.update(`${f}\n`)
+      .update(readFileSync(join(dir, f)))
+      .update('\n');
+  return h.digest('hex').slice(0, 16);
+}
+
+/**
+ * Why this OpenBLAS must not be used, from its config string, or null. Before 0.3.10 OpenBLAS has races when two
+ * threads call it at once (the engine's kernels and OpenBLAS's own workers do); a 64-bit-integer build (USE64BITINT,
+ * the "ILP64" interface) reads cblas_sgemm's int arguments as int64 and would multiply garbage.
+ */
+export function openblasRefusal(config: string): string | null {
+  const m = /OpenBLAS\s+(\d+)\.(\d+)\.(\d+)/.exec(config);
+  if (m) {
+    const [maj, min, pat] = m.slice(1).map(Number);
+    if (maj === 0 && (min < 3 || (min === 3 && pat < 10)))
+      return `OpenBLAS ${maj}.${min}.${pat} is older than 0.3.10, whose threads race when two callers use it at once`;
+  }
+  if (/USE64BITINT/.test(config)) return 'a 64-bit-integer (ILP64) build of OpenBLAS: its cblas_sgemm takes int64 sizes';
+  return null;
 }
 
 /**
  * Loads the addon and opens OpenBLAS once per process. Returns the library's config string (e.g. "OpenBLAS 0.3.21
- * … Cooperlake MAX_THREADS=64"), or throws an Error whose message says why not.
+ * … Cooperlake MAX_THREADS=64"), or throws an Error whose message says why not (the backend then falls back to wasm
+ * and run.json's backend_reason says so).
  */
+export function loadBlas(): string {
+  if (addon) return config;
+  if (loadError) throw new Error(loadError);
+  const path = addonPath();
+  if (!path) {
+    loadError = `${ADDON} not built (npm run build compiles native/ when gcc and Node's headers are present)`;
+    throw new Error(loadError);
+  }
+  let a: BlasAddon;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    a = require(path) as BlasAddon;
+  } catch (e) {
+    loadError = `${ADDON} failed to load (${e instanceof Error ? e.message.split('\n')[0] : String(e)})`;
+    throw new Error(loadError);
+  }
+  const want = expectedNativeHash();
+  const stamp = typeof a.sourceHash === 'function' ? a.sourceHash() : '';
+  if (want && stamp !== want) {
+    loadError = `${path} was built from other native/ sources than this engine (stamp ${stamp || 'none'}, engine ${want}): a stale build left by a failed rebuild? Rebuild it: npm run build`;
+    throw new Error(loadError);
+  }
+  const mismatch = abiMismatch(typeof a.abi === 'function' ? a.abi() : []);
+  if (mismatch) {
+    loadError = `${ADDON} was built for other kernel arguments than this engine's (${mismatch}); rebuild it: npm run build`;
+    throw new Error(loadError);
+  }
+  chooseOpenblasCore();
+  const names = [process.env.CREDIT_LENS_BLAS, ...BLAS_LIBRARIES].filter((n): n is string => !!n);
+  const failures: string[] = [];
+  for (const name of names) {
+    try {
+      const c = a.open(name);
+      const refused = openblasRefusal(c);
+      if (refused) {
+        failures.push(`${name}: ${refused}`);
+        continue;
+      }
+      config = c;
+      addon = a;
+      return config;
+    } catch (e) {
+      failures.push(`${name}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  loadError = `no usable OpenBLAS library (${failures.join('; ')}); on Debian: apt-get install libopenblas0-pthread`;
+  throw new Error(loadError);
+}
+
 /**
  * The OpenBLAS core to name for this CPU, from its feature flags (/proc/cpuinfo), or null to leave the choice to
  * OpenBLAS. OpenBLAS 0.3.21 (Debian bookworm) picks its kernels by CPU model number; on a model it does not know (a VM
@@ -70,43 +162,6 @@ export function chooseOpenblasCore(): string | null {
   const core = openblasCoreFor(flags);
   if (core) process.env.OPENBLAS_CORETYPE = core;
   return core;
-}
-
-export function loadBlas(): string {
-  if (addon) return config;
-  if (loadError) throw new Error(loadError);
-  const path = addonPath();
-  if (!path) {
-    loadError = `${ADDON} not built (npm run build compiles native/ when gcc and Node's headers are present)`;
-    throw new Error(loadError);
-  }
-  let a: BlasAddon;
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    a = require(path) as BlasAddon;
-  } catch (e) {
-    loadError = `${ADDON} failed to load (${e instanceof Error ? e.message.split('\n')[0] : String(e)})`;
-    throw new Error(loadError);
-  }
-  const mismatch = abiMismatch(typeof a.abi === 'function' ? a.abi() : []);
-  if (mismatch) {
-    loadError = `${ADDON} was built for other kernel arguments than this engine's (${mismatch}); rebuild it: npm run build`;
-    throw new Error(loadError);
-  }
-  chooseOpenblasCore();
-  const names = [process.env.CREDIT_LENS_BLAS, ...BLAS_LIBRARIES].filter((n): n is string => !!n);
-  const failures: string[] = [];
-  for (const name of names) {
-    try {
-      config = a.open(name);
-      addon = a;
-      return config;
-    } catch (e) {
-      failures.push(`${name}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-  }
-  loadError = `no OpenBLAS library could be opened (${failures.join('; ')}); on Debian: apt-get install libopenblas0-pthread`;
-  throw new Error(loadError);
 }
 
 /** Calls into the addon since the process started (tests check the route was taken). */

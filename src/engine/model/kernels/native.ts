@@ -36,10 +36,10 @@ export function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tens
 }
 
 /**
- * [N, V] from the inputs, after checking dtypes and shapes, and (forward) that every target is a vocabulary index; the
- * backward pass gets the same targets tensor, so it checks shapes only.
+ * [N, V] from the inputs, after checking dtypes and shapes and that every target is a vocabulary index. The backward
+ * pass checks again: it can be run on its own (runKernel), and a target out of range would write outside its row.
  */
-function checked(be: WasmBackend, logits: Info, targets: Info, validateTargets: boolean, ...rows: Info[]): [number, number] {
+function checked(be: WasmBackend, logits: Info, targets: Info, ...rows: Info[]): [number, number] {
   const [N, V] = logits.shape;
   const ok =
     logits.shape.length === 2 &&
@@ -48,7 +48,6 @@ function checked(be: WasmBackend, logits: Info, targets: Info, validateTargets: 
     sizeOf(targets.shape) === N &&
     rows.every((r) => r.dtype === 'float32' && sizeOf(r.shape) === N);
   if (!ok) throw new Error(`${TOKEN_LOGPROB}: logits [${logits.shape}] (float32) and targets [${targets.shape}] (int32) do not fit`);
-  if (!validateTargets) return [N, V];
   const heap = heap32(be),
     tp = at32(be, targets);
   for (let n = 0; n < N; n++) {
@@ -61,7 +60,7 @@ function checked(be: WasmBackend, logits: Info, targets: Info, validateTargets: 
 export function tokenLogprobKernel(args: KernelArgs): Info[] {
   const be = args.backend as WasmBackend;
   const { logits, targets } = args.inputs as { logits: Info; targets: Info };
-  const [N, V] = checked(be, logits, targets, true);
+  const [N, V] = checked(be, logits, targets);
   const logp = be.makeOutput([N], 'float32');
   const lse = be.makeOutput([N], 'float32');
   nativeCall(be, 'logprob', { logits: at32(be, logits), targets: at32(be, targets), N, V, logp: at32(be, logp), lse: at32(be, lse) });
@@ -71,7 +70,7 @@ export function tokenLogprobKernel(args: KernelArgs): Info[] {
 export function tokenLogprobGradKernel(args: KernelArgs): Info {
   const be = args.backend as WasmBackend;
   const { logits, targets, lse, dy } = args.inputs as { logits: Info; targets: Info; lse: Info; dy: Info };
-  const [N, V] = checked(be, logits, targets, false, lse, dy);
+  const [N, V] = checked(be, logits, targets, lse, dy);
   const out = be.makeOutput([N, V], 'float32');
   nativeCall(be, 'logprobGrad', { logits: at32(be, logits), targets: at32(be, targets), lse: at32(be, lse), dy: at32(be, dy), out: at32(be, out), N, V });
   return out;
