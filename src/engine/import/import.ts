@@ -322,7 +322,8 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
         done += eps.length;
         o.progress?.(done, total);
       } else {
-        // Batches sorted by length, sized so that completion tokens × vocabulary stays within the budget.
+        // Batches sorted by length, sized so that completion tokens × vocabulary stays within the budget; inside a batch
+        // (one long completion included) the lm head runs in blocks of at most `budget` logits (model.scoreTokens).
         const order = eps.map((_, i) => i).sort((a, b) => eps[a].ids.length - eps[b].ids.length);
         for (let s = 0; s < order.length;) {
           await cancelled();
@@ -334,6 +335,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
             scorer!,
             idx.map((i) => eps[i]),
             cfg,
+            { budget },
           );
           idx.forEach((i, k) => Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, weight: out[k].weight, effAdv: out[k].effAdv }));
           s += n;

@@ -15,7 +15,7 @@ import { loadHfModel } from '../model/hf';
 import { Transformer } from '../model/model';
 import { HfTokenizer } from '../model/tokenizer';
 import { loadLatestGoodCheckpoint, type LoadedCheckpoint } from '../rundir/checkpoint';
-import { completionLogprobs, policyBatch } from '../train/rollout';
+import { policyBatch } from '../train/rollout';
 import { openSession } from '../train/session';
 
 /** Strategies whose weights come from the batch alone: no trained head, network or oracle. */
@@ -98,7 +98,7 @@ export interface ScoreOutput {
  * advantages, computed as a GRPO step computes them (steps.ts) so that an imported run's columns mean what a
  * trained run's do. Rows are left-padded prompts and right-padded completions (policyBatch).
  */
-export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig): ScoreOutput[] {
+export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig, opts: { budget?: number } = {}): ScoreOutput[] {
   const strategy = getStrategy(cfg.credit.strategy);
   const params = creditParams(cfg.credit);
   const pb = policyBatch(
@@ -106,13 +106,29 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
     items.map((x) => x.ids),
     scorer.tokenizer.padId,
   );
+  let sc: ReturnType<Scorer['model']['scoreTokens']> | undefined;
   try {
     const C = pb.completionLen;
     const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
+    // The lm head and log-softmax in blocks (model.scoreTokens): one long completion over a large vocabulary never
+    // materialises its logits, whatever its length.
+    const scored = scorer.model.scoreTokens(
+      pb.ids,
+      pb.keyMask,
+      { from: pb.promptLen - 1, count: C },
+      pb.targets.dataSync() as Int32Array,
+      cfg.grpo.temperature,
+      {
+        budget: opts.budget,
+        returnAttention: strategy.needs.attention,
+      },
+    );
+    sc = scored;
+    const rows = (a: Float32Array) => items.map((_, i) => Array.from(a.subarray(i * C, (i + 1) * C)));
     return tf.tidy(() => {
-      const out = completionLogprobs(scorer.model, pb, cfg.grpo.temperature, { attention: strategy.needs.attention, entropy: true });
-      const lp = out.logp.arraySync();
-      const ent = out.entropy!.arraySync();
+      const out = { attention: scored.attention };
+      const lp = rows(scored.logp);
+      const ent = rows(scored.entropy);
       const batch = { logprobs: lp, entropies: ent, sections: items.map((x) => pad(x.sections, 'other' as Section)), mask: pb.mask };
       if (strategy.fromOutputs)
         Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: batch.sections, mask: pb.mask }));
@@ -128,6 +144,7 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
     });
   } finally {
     pb.dispose();
+    sc?.attention?.dispose();
   }
 }
 

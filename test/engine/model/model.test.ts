@@ -357,3 +357,57 @@ test('RoPE inverse frequencies, with llama3 scaling', () => {
   assert.equal(l3b[0], 1);
   assert.ok(Math.abs(l3b[1] - 0.00021360754402756864) < 1e-15);
 });
+
+test('scoreTokens: log-probs and entropies in blocks of rows and vocabulary equal the whole log-softmax, and a long completion over a large vocabulary never holds its logits', async () => {
+  const { completionLogprobs, policyBatch } = await import('../../../src/engine/train/rollout');
+  await setup();
+  const cfg: ModelConfig = { ...qwenCfg, vocabSize: 97, maxSeqLen: 64 };
+  // sharp weights: confident rows (entropy near 0) and flat ones both occur
+  const m = sharpModel(cfg, 3);
+  const pb = policyBatch(
+    [
+      [1, 5, 9],
+      [1, 7],
+    ],
+    [
+      [11, 12, 13, 14],
+      [20, 21],
+    ],
+    0,
+  );
+  const C = pb.completionLen;
+  const ref = tf.tidy(() => {
+    const o = completionLogprobs(m, pb, 0.7, { entropy: true });
+    return { lp: o.logp.dataSync().slice(), ent: o.entropy!.dataSync().slice() };
+  });
+  // budgets from one logit per block (97 vocabulary blocks of one row each) to everything at once
+  for (const budget of [1, 10, 97, 300, 1 << 20]) {
+    const s = m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, pb.targets.dataSync() as Int32Array, 0.7, { budget });
+    for (let i = 0; i < ref.lp.length; i++) {
+      assert.ok(Math.abs(s.logp[i] - ref.lp[i]) < 2e-5, `budget ${budget}: logp[${i}] ${s.logp[i]} vs ${ref.lp[i]}`);
+      assert.ok(Math.abs(s.entropy[i] - ref.ent[i]) < 2e-5, `budget ${budget}: entropy[${i}] ${s.entropy[i]} vs ${ref.ent[i]}`);
+    }
+  }
+  pb.dispose();
+  m.dispose();
+
+  // 250 completion tokens × a 60,000-token vocabulary: 15 M logits (60 MB) whole. The whole log-softmax (the old
+  // scoring) peaks at several times that; in blocks of 256 K floats the peak is the weights and a few blocks.
+  const big = Transformer.init({ ...cfg, nLayers: 1, vocabSize: 60_000, maxSeqLen: 300 }, 4);
+  const ids = Array.from({ length: 250 }, (_, i) => 3 + ((i * 7919) % 59_990));
+  const pb2 = policyBatch([[1, 2]], [ids], 0);
+  // (tf.profile returns one object that the next profile overwrites: read each peak at once)
+  const blockedPeak = (
+    await tf.profile(() => {
+      const r = big.scoreTokens(pb2.ids, pb2.keyMask, { from: pb2.promptLen - 1, count: pb2.completionLen }, pb2.targets.dataSync() as Int32Array, 1, {
+        budget: 1 << 18,
+      });
+      assert.ok(r.logp.every(Number.isFinite) && r.entropy.every((h) => h >= 0 && h <= Math.log(60_000) + 1e-3));
+    })
+  ).peakBytes;
+  const wholePeak = (await tf.profile(() => tf.tidy(() => void completionLogprobs(big, pb2, 1, { entropy: true })))).peakBytes;
+  assert.ok(wholePeak > 120e6, `the whole log-softmax peaks at ${(wholePeak / 1e6).toFixed(0)} MB`);
+  assert.ok(blockedPeak < 20e6, `in blocks: peak ${(blockedPeak / 1e6).toFixed(1)} MB`);
+  pb2.dispose();
+  big.dispose();
+});
