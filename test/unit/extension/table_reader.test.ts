@@ -112,26 +112,21 @@ test('a read that hangs times out with the file named; a reader that dies fails 
 test('the time limit counts the read, not its wait in the queue: five reads of 200 ms each under a 500 ms limit all succeed', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'cl-tables-'));
   try {
-    const slow = join(dir, 'slow.js');
-    writeFileSync(
-      slow,
-      "const { parentPort } = require('node:worker_threads');\n" +
-        "parentPort.on('message', (r) => { const t = Date.now() + 200; while (Date.now() < t) {} parentPort.postMessage({ id: r.id, ok: true, episodes: { step: r.step } }); });",
-    );
-    const reader = new TableReader(slow, 500);
+    /** A stand-in worker that runs `before` on each request, then answers with the request's step as its episodes. */
+    const worker = (name: string, before: string) => {
+      const p = join(dir, name);
+      const reply = 'parentPort.postMessage({ id: r.id, ok: true, episodes: { step: r.step } })';
+      writeFileSync(p, `const { parentPort } = require('node:worker_threads');\nparentPort.on('message', (r) => { ${before}; ${reply}; });`);
+      return p;
+    };
+    const reader = new TableReader(worker('slow.js', 'const t = Date.now() + 200; while (Date.now() < t) {}'), 500);
     const got = await Promise.all([1, 2, 3, 4, 5].map((k) => reader.episodes('/runs/r', k)));
     assert.deepEqual(
       got.map((e) => (e as unknown as { step: number }).step),
       [1, 2, 3, 4, 5],
     );
     // A read that hangs fails alone; the reads queued behind it go to a new worker.
-    const hang = join(dir, 'hang-once.js');
-    writeFileSync(
-      hang,
-      "const { parentPort } = require('node:worker_threads');\n" +
-        "parentPort.on('message', (r) => { if (r.step === 9) for (;;) {} parentPort.postMessage({ id: r.id, ok: true, episodes: { step: r.step } }); });",
-    );
-    const once = new TableReader(hang, 300);
+    const once = new TableReader(worker('hang-once.js', 'if (r.step === 9) for (;;) {}'), 300);
     const [a, b] = await Promise.allSettled([once.episodes('/runs/r', 9), once.episodes('/runs/r', 2)]);
     assert.equal(a.status, 'rejected');
     assert.match(String((a as PromiseRejectedResult).reason), /step-000009\.arrow took longer than 0\.3 s/);
