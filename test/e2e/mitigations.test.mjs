@@ -9,7 +9,7 @@
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync, readdirSync } from 'node:fs';
+import { copyFileSync, cpSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, WS, finishSuite, log, palette, prepareSuite, runDirs, scenario, shot, sleep, startVsCode } from './harness.mjs';
 
@@ -112,13 +112,16 @@ scenario('the sweep summary of the terminal sweep: Open Sweep Summary finds its 
     trs.map((tr) => ({ group: tr.dataset.group, cls: tr.className, cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()) })),
   );
   log(`sweep summary: ${JSON.stringify(shown.map((s) => [s.group, s.cells.slice(2, 6)]))}`);
-  // plain GRPO is the baseline (the sweep has strategy none), and the groups keep the grid's order, never ranked
+  // plain GRPO is the baseline (the sweep has strategy none), and the groups keep the sweep's own order (its record's),
+  // never ranked
+  const record = JSON.parse(readFileSync(join(WS, 'runs', sweepFolder, 'sweep.json'), 'utf8'));
   assert.deepEqual(
     shown.map((s) => s.group),
-    expected.rows.map((r) => r.group),
+    [...new Set(record.tasks.map((t) => t.name.replace(/-seed\d+$/, '')))],
   );
+  const byGroup = new Map(expected.rows.map((row) => [row.group, row]));
   for (const [i, s] of shown.entries()) {
-    const row = expected.rows[i];
+    const row = byGroup.get(s.group);
     assert.equal(s.cells[2], `${pct(row.eval_success.mean)} ± ${pct(row.eval_success.half)}`, `${s.group}: eval success`);
     if (i === 0) continue;
     assert.equal(s.cells[4], row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`, `${s.group}: adjusted p`);
