@@ -6,6 +6,7 @@ import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { existsSync, readdirSync } from 'node:fs';
 import {
   ROOT, finishSuite, log, openSweepDialog, prepareSuite, readJson, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
 } from './harness.mjs';
@@ -64,10 +65,14 @@ scenario('Run Sweep with executor slurm: one job array; the tree shows Slurm sta
   await frame.locator('.slurm', { hasText: `${job}_1 COMPLETED` }).waitFor({ timeout: 60_000 });
   await shot(page, 'slurm-sweep', { readme: 'slurm-sweep' });
 
-  // On disk: two completed run directories under the config's output_dir; the cancelled task never made one.
-  const dirs = runDirs('slurm');
-  assert.equal(dirs.length, 2, JSON.stringify(dirs));
+  // On disk: two completed run directories under the config's output_dir; the cancelled task's folder was reserved when
+  // the sweep was prepared (so no other sweep can take it) and stays empty: no run.json, not a run.
+  const all = runDirs('slurm');
+  assert.equal(all.length, 3, JSON.stringify(all));
+  const dirs = all.filter((d) => existsSync(join(d, 'run.json')));
+  assert.equal(dirs.length, 2, JSON.stringify(all));
   for (const d of dirs) assert.equal(readJson(join(d, 'run.json')).status, 'completed');
+  assert.deepEqual(readdirSync(all.find((d) => !dirs.includes(d))), [], 'the cancelled task never started in its folder');
   await showRunsView(page);
   await waitForRow(page, new RegExp(`completed .*slurm ${job}_1 COMPLETED`), 60_000);
 });
