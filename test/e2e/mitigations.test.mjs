@@ -142,13 +142,14 @@ scenario('the sweep summary of the terminal sweep: Open Sweep Summary finds its 
 scenario('the credit analysis of an entropy_mask run at step 100 against plain GRPO of the same seed', async () => {
   const { page } = vs;
   const runs = runDirs('mitigations');
-  const run = runs.find((d) => /mitigations-entropy_mask-mp80-seed1-/.test(d));
-  const base = runs.find((d) => /mitigations-none-seed1-/.test(d));
+  // seed 2: its entropy_mask run and its plain-GRPO run differ at step 100 (16.0 % against 11.3 %)
+  const run = runs.find((d) => /mitigations-entropy_mask-mp80-seed2-/.test(d));
+  const base = runs.find((d) => /mitigations-none-seed2-/.test(d));
   await palette(page, 'Credit Lens: Open Credit Analysis');
   const input = page.locator('.quick-input-widget .quick-input-box input');
   await input.waitFor({ timeout: 15_000 });
-  await input.fill('entropy_mask-mp80-seed1');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-entropy_mask-mp80-seed1-/ }).first().click();
+  await input.fill('entropy_mask-mp80-seed2');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-entropy_mask-mp80-seed2-/ }).first().click();
   const frame = webview(page);
   const bins = frame.locator('table.position_bins tbody tr');
   await bins.first().waitFor({ timeout: 120_000 });
@@ -157,8 +158,8 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
 
   await frame.locator('vscode-button.baseline').click();
   await input.waitFor({ timeout: 15_000 });
-  await input.fill('mitigations-none-seed1');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-none-seed1-/ }).first().click();
+  await input.fill('mitigations-none-seed2');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-none-seed2-/ }).first().click();
   const appendix = frame.locator('section[data-table="appendix_b"] tbody tr');
   await appendix.nth(3).waitFor({ timeout: 120_000 });
   const paired = (await appendix.nth(3).innerText()).replace(/\s+/g, ' ');
@@ -168,8 +169,11 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   assert.equal(t.step, 100);
   assert.match(paired, new RegExp(`paired test step 100, ${t.instances} test instances: Δ [+-]${Math.abs(100 * t.diff).toFixed(1)} pts`));
   assert.match(paired, /exploratory \(one seed each\)/);
-  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  assert.ok(t.diff !== 0, 'a pair that differs');
+  // the tables get the width (the side bar closed, whatever the scenarios before left), no hover over them
+  await palette(page, 'View: Close Primary Side Bar', { pick: 'Close Primary Side Bar' });
   await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });
+  await page.mouse.move(700, 860);
   await sleep(800);
   await shot(page, 'mitigations-analysis', { readme: 'analysis' });
 });
