@@ -171,7 +171,8 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   assert.match(paired, /exploratory \(one seed each\)/);
   assert.ok(t.diff !== 0, 'a pair that differs');
   // the tables get the width (the side bar closed, whatever the scenarios before left), no hover over them
-  await palette(page, 'View: Close Primary Side Bar', { pick: 'Close Primary Side Bar' });
+  if (await page.locator('.part.sidebar').isVisible())
+    await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });
   await page.mouse.move(700, 860);
   await sleep(800);
