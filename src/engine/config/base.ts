@@ -187,6 +187,22 @@ export const grpoSchema = section(
         'token_mean: Σ m·loss / Σ m; seq_mean_token_mean: mean over episodes of per-episode token means; ' +
         'seq_mean_token_sum_norm: Σ m·loss / (episodes · max_new_tokens).',
     ).default('token_mean'),
+    importance_sampling_level: oneOf(
+      ['token', 'sequence'],
+      "The importance ratio's level (TRL importance_sampling_level): token: ρ_t = π/π_old per token (GRPO); sequence: " +
+        "GSPO's s = exp(mean over the completion's tokens of log ρ_t), one ratio and one clip per sequence, the gradient " +
+        'flowing through the mean. On-policy (epochs_per_step 1) both give the same update.',
+    ).default('token'),
+    policy_loss: oneOf(
+      ['ppo', 'cispo'],
+      "The policy loss (veRL loss_mode): ppo: −min(ρÂ, clip(ρ)Â), the clipped token's gradient cut; cispo: " +
+        '−sg(w)·Â·log π with w the clipped ratio (MiniMax-M1), so a clipped token keeps a bounded gradient (see cispo_clip).',
+    ).default('ppo'),
+    cispo_clip: oneOf(
+      ['two_sided', 'top'],
+      "CISPO's weight w: two_sided: clip(ρ, 1 − clip_eps, 1 + clip_eps_high) (veRL); top: min(ρ, clip_eps_high), " +
+        'clip_eps_high then an absolute cap (TRL loss_type cispo, 5.0 recommended).',
+    ).default('two_sided'),
     grad_clip: num({ gt: 0 }, 'Global gradient-norm clip (TRL max_grad_norm).').default(1.0),
     eval_every: int(1, 'Evaluate on the held-out set every this many steps.').default(10),
     checkpoint_every: int(1, 'Write a checkpoint every this many steps.').default(25),

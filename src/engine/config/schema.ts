@@ -176,6 +176,24 @@ export const creditConfigSchema = baseSchema
         },
         message: '',
       });
+    if (c.grpo.policy_loss === 'cispo' && c.grpo.importance_sampling_level === 'sequence')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['grpo', 'importance_sampling_level'],
+        params: { expected: 'token with grpo.policy_loss: cispo (CISPO weighs each token by its own ratio), or grpo.policy_loss: ppo for GSPO' },
+        message: '',
+      });
+    if (c.grpo.policy_loss === 'cispo' && c.grpo.cispo_clip === 'top' && c.grpo.clip_eps_high < 1)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['grpo', 'cispo_clip'],
+        params: {
+          expected:
+            `two_sided with grpo.clip_eps_high: ${c.grpo.clip_eps_high}, or grpo.clip_eps_high of at least 1 (with top it is the ` +
+            `ratio's absolute ceiling, as in TRL; 5.0 recommended; ${c.grpo.clip_eps_high} would scale every token's gradient down)`,
+        },
+        message: '',
+      });
   })
   .describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
 

@@ -4,6 +4,12 @@
 
 export type ScaleRewards = 'group' | 'batch' | 'none';
 export type LossAgg = 'token_mean' | 'seq_mean_token_mean' | 'seq_mean_token_sum_norm';
+/** ppo: −min(ρÂ, clip(ρ)Â); cispo: −sg(w(ρ))·Â·log π (MiniMax-M1; veRL `loss_mode: cispo`). */
+export type PolicyLoss = 'ppo' | 'cispo';
+/** token: one ratio per token; sequence: GSPO's s_i = exp(mean_t log ρ_{i,t}), one per sequence (TRL's key). */
+export type ImportanceSamplingLevel = 'token' | 'sequence';
+/** CISPO's weight: two_sided clip(ρ, 1 − ε, 1 + ε_high) (veRL); top min(ρ, ε_high), an absolute cap (TRL). */
+export type CispoClip = 'two_sided' | 'top';
 
 export { meanStd } from '../core/stats';
 import { meanStd } from '../core/stats';
@@ -70,6 +76,12 @@ export interface PolicyLossOptions {
    * the whole batch. Default: aggregationWeights of x.mask.
    */
   aggregation?: number[][];
+  /** default ppo */
+  policyLoss?: PolicyLoss;
+  /** default token */
+  importanceSamplingLevel?: ImportanceSamplingLevel;
+  /** default two_sided */
+  cispoClip?: CispoClip;
 }
 
 export interface PolicyLossResult {
@@ -106,6 +118,9 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
   const c = opts.aggregation ?? aggregationWeights(x.mask, opts.lossAgg, opts.maxNewTokens);
   const lo = 1 - opts.clipEps;
   const hi = 1 + opts.clipEpsHigh;
+  const cispo = opts.policyLoss === 'cispo';
+  const sequence = opts.importanceSamplingLevel === 'sequence';
+  if (cispo && sequence) throw new Error('policyLossAndGrad: cispo has token-level ratios only (importanceSamplingLevel token)');
   let loss = 0;
   let clipped = 0;
   let valid = 0;
@@ -113,23 +128,54 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
   const grad: number[][] = [];
   const gradAdv: number[][] = [];
   for (let i = 0; i < x.logprobs.length; i++) {
-    const gRow = new Array<number>(x.logprobs[i].length).fill(0);
-    const aRow = new Array<number>(x.logprobs[i].length).fill(0);
-    for (let t = 0; t < x.logprobs[i].length; t++) {
+    const T = x.logprobs[i].length;
+    const gRow = new Array<number>(T).fill(0);
+    const aRow = new Array<number>(T).fill(0);
+    // GSPO: one ratio for the sequence, s = exp(mean over its tokens of log ρ); ds/dℓ_u = s/n for each of its tokens
+    let seqRatio = 1;
+    let n = 0;
+    if (sequence) {
+      let sum = 0;
+      for (let t = 0; t < T; t++) {
+        if (!x.mask[i][t]) continue;
+        sum += x.logprobs[i][t] - x.oldLogprobs[i][t];
+        n++;
+      }
+      seqRatio = n ? Math.exp(sum / n) : 1;
+    }
+    let seqGrad = 0; // Σ_t c_t·∂(token t's term)/∂s, spread over the sequence's tokens as ·s/n
+    for (let t = 0; t < T; t++) {
       const m = x.mask[i][t];
       if (!m) continue;
       valid++;
       const l = x.logprobs[i][t];
       const A = x.advantages[i][t];
-      const ratio = Math.exp(l - x.oldLogprobs[i][t]);
-      const clippedRatio = Math.min(Math.max(ratio, lo), hi);
-      const unclippedTerm = ratio * A;
-      const clippedTerm = clippedRatio * A;
-      // −min(ρÂ, clip(ρ)Â): the unclipped branch carries the gradient unless the clipped one is strictly smaller.
-      const takeClipped = clippedTerm < unclippedTerm;
-      let tokLoss = -(takeClipped ? clippedTerm : unclippedTerm);
-      let dl = takeClipped ? (ratio < lo || ratio > hi ? 0 : -ratio * A) : -ratio * A;
-      if (takeClipped && (ratio < lo || ratio > hi)) clipped++;
+      const ratio = sequence ? seqRatio : Math.exp(l - x.oldLogprobs[i][t]);
+      let tokLoss: number;
+      let dl: number;
+      if (cispo) {
+        // −sg(w)·Â·ℓ: the weight is a constant, so every token keeps a gradient −w·Â (clipping only bounds it)
+        const w = opts.cispoClip === 'top' ? Math.min(ratio, opts.clipEpsHigh) : Math.min(Math.max(ratio, lo), hi);
+        if (w !== ratio) clipped++;
+        tokLoss = -w * A * l;
+        dl = -w * A;
+        aRow[t] = -c[i][t] * w * l;
+      } else {
+        const clippedRatio = Math.min(Math.max(ratio, lo), hi);
+        const unclippedTerm = ratio * A;
+        const clippedTerm = clippedRatio * A;
+        // −min(ρÂ, clip(ρ)Â): the unclipped branch carries the gradient unless the clipped one is strictly smaller.
+        const takeClipped = clippedTerm < unclippedTerm;
+        const cut = takeClipped && (ratio < lo || ratio > hi);
+        tokLoss = -(takeClipped ? clippedTerm : unclippedTerm);
+        if (cut) clipped++;
+        // ∂term/∂ρ = −Â where the gradient flows; token level ∂ρ/∂ℓ_t = ρ, sequence level handled below
+        if (sequence) {
+          if (!cut) seqGrad += c[i][t] * -A;
+          dl = 0;
+        } else dl = cut ? 0 : -ratio * A;
+        aRow[t] = -c[i][t] * (takeClipped ? clippedRatio : ratio);
+      }
       if (opts.klBeta > 0 && x.refLogprobs) {
         const d = x.refLogprobs[i][t] - l;
         const k = Math.exp(d) - d - 1; // k3 estimator (Schulman), ≥ 0
@@ -139,8 +185,8 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       }
       loss += c[i][t] * tokLoss;
       gRow[t] = c[i][t] * dl;
-      aRow[t] = -c[i][t] * (takeClipped ? clippedRatio : ratio);
     }
+    if (sequence && n) for (let t = 0; t < T; t++) if (x.mask[i][t]) gRow[t] += (seqGrad * seqRatio) / n;
     grad.push(gRow);
     gradAdv.push(aRow);
   }

@@ -323,6 +323,9 @@ function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) 
             lossAgg: g.loss_agg,
             maxNewTokens: g.max_new_tokens,
             aggregation: b.c.slice(a, e),
+            policyLoss: g.policy_loss,
+            importanceSamplingLevel: g.importance_sampling_level,
+            cispoClip: g.cispo_clip,
           },
         );
         infos.push({ info, n: mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0) });

@@ -521,3 +521,17 @@ test('settings that only mean something with another section are refused with th
   ]);
   assert.deepEqual(msgs(base + 'credit: {strategy: entropy_mask, entropy_mask_norm: kept}\n'), []);
 });
+
+test('GSPO and CISPO settings: the combinations that mean nothing are refused with what works (issue 27)', () => {
+  const base = 'name: x\ntask: {name: countdown}\n';
+  const msgs = (t: string) => parseConfigText(t).issues.map((i) => i.message);
+  assert.deepEqual(msgs(base + 'grpo: {policy_loss: cispo, importance_sampling_level: sequence}\n'), [
+    'grpo.importance_sampling_level: got "sequence", expected token with grpo.policy_loss: cispo (CISPO weighs each token by its own ratio), or grpo.policy_loss: ppo for GSPO',
+  ]);
+  assert.deepEqual(msgs(base + 'grpo: {policy_loss: cispo, cispo_clip: top}\n'), [
+    'grpo.cispo_clip: got "top", expected two_sided with grpo.clip_eps_high: 0.2, or grpo.clip_eps_high of at least 1 (with top it is the ratio\'s absolute ceiling, as in TRL; 5.0 recommended; 0.2 would scale every token\'s gradient down)',
+  ]);
+  assert.deepEqual(msgs(base + 'grpo: {policy_loss: cispo, cispo_clip: top, clip_eps_high: 5}\n'), []);
+  assert.deepEqual(msgs(base + 'grpo: {importance_sampling_level: sequence}\n'), []);
+  assert.match(msgs(base + 'grpo: {policy_loss: sapo}\n')[0], /^grpo.policy_loss: got "sapo", expected one of: ppo, cispo/);
+});

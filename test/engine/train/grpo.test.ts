@@ -138,3 +138,85 @@ test('DAPO asymmetric clip: clip_eps_high widens only the upper bound', () => {
   close(policyLossAndGrad(x, { ...opts, clipEpsHigh: 0.28, lossAgg: 'token_mean' }).loss, -1.28, 1e-12);
   close(policyLossAndGrad(x, { ...opts, clipEpsHigh: 0.3, lossAgg: 'token_mean' }).loss, -Math.exp(0.25), 1e-12);
 });
+
+// ---- GSPO and CISPO (issue 27): hand-worked on the fixture above, token_mean (c = 1/6 per token) ----
+
+test('GSPO (importance_sampling_level sequence): one ratio per sequence, exp(mean log ρ), clipped per sequence; gradient through the mean', () => {
+  // ep0: log ρ = 0.1, 0, −1 → mean −0.3 → s = e^−0.3 = 0.7408182207; Â = 1: min(sÂ, clip(s)Â) = min(0.7408, 0.8) = s
+  //      (unclipped) → each token −0.7408182207
+  // ep1: log ρ = 0, 0.3 → s = e^0.15 = 1.1618342427 (inside [0.8, 1.2]); Â = −2 → each token +2.3236684854
+  // ep2: s = e^0.3 = 1.3498588076 > 1.2, Â = 0.5 → clipped: −0.6, no gradient
+  // loss = (3·(−0.7408182207) + 2·2.3236684854 − 0.6)/6 = 0.3041470514
+  // ∂loss/∂ℓ: ep0 each token Σ_t c·(−Â) · s/n = (3·(1/6)·(−1))·0.7408182207/3 = −0.1234697035
+  //           ep1 each token (2·(1/6)·2)·1.1618342427/2 = 0.3872780809; ep2: 0
+  const r = policyLossAndGrad(fixture, { ...opts, lossAgg: 'token_mean', importanceSamplingLevel: 'sequence' });
+  close(r.loss, (3 * -Math.exp(-0.3) + 2 * 2 * Math.exp(0.15) - 0.6) / 6, 1e-12);
+  close(r.loss, 0.3041470514, 1e-9);
+  for (const g of r.grad[0]) close(g, -0.1234697035, 1e-9);
+  close(r.grad[1][0], 0.3872780809, 1e-9);
+  close(r.grad[1][1], 0.3872780809, 1e-9);
+  assert.equal(r.grad[1][2], 0, 'padding');
+  assert.equal(r.grad[2][0], 0, 'a clipped sequence passes no gradient');
+  close(r.clipFrac, 1 / 6, 1e-12);
+  // on-policy (ρ = 1 everywhere) GSPO and GRPO give the same loss and gradient
+  const on = { ...fixture, oldLogprobs: fixture.logprobs };
+  const [a, b] = (['token', 'sequence'] as const).map((level) => policyLossAndGrad(on, { ...opts, lossAgg: 'token_mean', importanceSamplingLevel: level }));
+  close(a.loss, b.loss, 1e-12);
+  a.grad.forEach((row, i) => row.forEach((g, t) => close(g, b.grad[i][t], 1e-12)));
+});
+
+test('CISPO (policy_loss cispo): −sg(w)·Â·ℓ, a clipped token keeps a bounded gradient; two_sided (veRL) and top (TRL)', () => {
+  // two_sided, w = clip(ρ, 0.8, 1.2):
+  //   ep0: ρ = 1.1051709181, 1, 0.3678794412 → w = 1.1051709181, 1, 0.8 (clipped); Â = 1, ℓ = −1, −0.5, −2
+  //        terms −wÂℓ = 1.1051709181, 0.5, 1.6; ∂/∂ℓ = −wÂ = −1.1051709181, −1, −0.8
+  //   ep1: ρ = 1, 1.3498588076 → w = 1, 1.2 (clipped); Â = −2, ℓ = −0.3, −0.7 → terms −0.6, −1.68; ∂/∂ℓ = 2, 2.4
+  //   ep2: ρ = 1.3498588076 → w = 1.2 (clipped); Â = 0.5, ℓ = −0.2 → term 0.12; ∂/∂ℓ = −0.6
+  //   loss = (1.1051709181 + 0.5 + 1.6 − 0.6 − 1.68 + 0.12)/6 = 0.1741951530; 3 of 6 tokens clipped
+  const two = policyLossAndGrad(fixture, { ...opts, lossAgg: 'token_mean', policyLoss: 'cispo' });
+  close(two.loss, 0.174195153, 1e-9);
+  const want = [[-1.1051709181, -1, -0.8], [2, 2.4], [-0.6]];
+  want.forEach((row, i) => row.forEach((g, t) => close(two.grad[i][t], g / 6, 1e-9)));
+  close(two.clipFrac, 0.5, 1e-12);
+  // top with an absolute cap of 5 (TRL): no ratio here reaches it, so w = ρ:
+  //   terms 1.1051709181, 0.5, 0.7357588823, −0.6, −1.8898023306, 0.1349858808 → loss −0.0138866494/6 = −0.0023144416
+  const top = policyLossAndGrad(fixture, { ...opts, clipEpsHigh: 5, lossAgg: 'token_mean', policyLoss: 'cispo', cispoClip: 'top' });
+  close(top.loss, -0.0023144416, 1e-9);
+  close(top.grad[0][2], -Math.exp(-1) / 6, 1e-12);
+  close(top.clipFrac, 0, 1e-12);
+  // and capped at 1.3: ep1 t1 and ep2 (ρ = 1.3498588076) take w = 1.3
+  const capped = policyLossAndGrad(fixture, { ...opts, clipEpsHigh: 1.3, lossAgg: 'token_mean', policyLoss: 'cispo', cispoClip: 'top' });
+  close(capped.grad[1][1], (-1.3 * -2) / 6, 1e-12);
+  close(capped.clipFrac, 2 / 6, 1e-12);
+});
+
+test('GSPO and CISPO gradients match central finite differences (every loss_agg, with KL)', () => {
+  const x = {
+    ...fixture,
+    refLogprobs: [
+      [-0.9, -0.6, -1.8],
+      [-0.4, -0.6, 0],
+      [-0.3, 0, 0],
+    ],
+  };
+  // CISPO's stop-gradient is on w: its loss is not differentiated through w, so its finite differences hold w fixed
+  const variants = [{ importanceSamplingLevel: 'sequence' as const }, { policyLoss: 'cispo' as const, fixedW: true }];
+  for (const v of variants)
+    for (const lossAgg of ['token_mean', 'seq_mean_token_mean', 'seq_mean_token_sum_norm'] as LossAgg[]) {
+      const o = { ...opts, klBeta: 0.05, lossAgg, ...v };
+      const r = policyLossAndGrad(x, o);
+      const h = 1e-6;
+      for (let i = 0; i < 3; i++)
+        for (let t = 0; t < 3; t++) {
+          if (!x.mask[i][t]) continue;
+          const shift = (d: number) => {
+            const lp = structuredClone(x.logprobs);
+            lp[i][t] += d;
+            // holding w fixed = moving the old log-prob with the new one, so ρ (and w) stay as they were
+            const old = v.fixedW ? structuredClone(x.oldLogprobs) : x.oldLogprobs;
+            if (v.fixedW) old[i][t] += d;
+            return policyLossAndGrad({ ...x, logprobs: lp, oldLogprobs: old }, o).loss;
+          };
+          close(r.grad[i][t], (shift(h) - shift(-h)) / (2 * h), 1e-7);
+        }
+    }
+});
