@@ -220,3 +220,14 @@ test('GSPO and CISPO gradients match central finite differences (every loss_agg,
         }
     }
 });
+
+test('GSPO averages per-token credit away even on-policy: each token gets the sequence summed credit ÷ its length', () => {
+  // one completion of 3 tokens, on-policy (ρ = 1), token credit Â = 3, 0, −0.6, token_mean c = 1/3:
+  // token level: ∂/∂ℓ_t = −c·Â_t = −1, 0, 0.2; sequence level: Σ_t c·(−Â_t) · s/n = (−1 + 0 + 0.2)·1/3 = −0.2667 for each
+  const x = { logprobs: [[-1, -2, -0.5]], oldLogprobs: [[-1, -2, -0.5]], advantages: [[3, 0, -0.6]], mask: [[1, 1, 1]] };
+  const tok = policyLossAndGrad(x, { ...opts, lossAgg: 'token_mean' });
+  const seq = policyLossAndGrad(x, { ...opts, lossAgg: 'token_mean', importanceSamplingLevel: 'sequence' });
+  [-1, 0, 0.2].forEach((g, t) => close(tok.grad[0][t], g, 1e-12));
+  for (const g of seq.grad[0]) close(g, -0.8 / 3, 1e-12);
+  close(tok.loss, seq.loss, 1e-12);
+});
