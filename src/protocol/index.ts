@@ -66,6 +66,8 @@ export interface MetricsRow {
   reward_mean?: number;
   reward_std?: number;
   success_rate?: number;
+  /** share of the step's groups whose rewards are not all equal (the groups that carry a signal) */
+  effective_groups?: number;
   eval_success?: number;
   /** greedy success on the validation split (task.val_size > 0), at the same steps as eval_success */
   val_success?: number;

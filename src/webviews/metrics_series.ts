@@ -56,6 +56,13 @@ export const CHARTS: readonly ChartSpec[] = [
   { id: 'grad_norm', title: 'Gradient norm', hint: 'global gradient norm before clipping', series: [{ key: 'grad_norm', label: '|g|' }] },
   { id: 'kl', title: 'KL to reference', hint: 'mean k3 estimate of KL(π‖π_ref) over valid tokens', series: [{ key: 'kl', label: 'KL' }] },
   { id: 'entropy', title: 'Entropy', hint: 'mean policy entropy over sampled completion tokens (nats)', series: [{ key: 'entropy_mean', label: 'entropy' }] },
+  {
+    id: 'effective_groups',
+    title: 'Effective groups',
+    hint: 'share of groups whose rewards are not all equal: the only groups whose advantages are not 0',
+    percent: true,
+    series: [{ key: 'effective_groups', label: 'effective' }],
+  },
   { id: 'clip_frac', title: 'Clip fraction', hint: 'share of tokens whose ratio was clipped', percent: true, series: [{ key: 'clip_frac', label: 'clipped' }] },
   { id: 'response_len', title: 'Response length', hint: 'mean completion length in tokens', series: [{ key: 'response_len', label: 'tokens' }] },
   { id: 'tokens_per_s', title: 'Throughput', hint: 'tokens processed per second of step time', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] },

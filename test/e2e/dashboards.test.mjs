@@ -82,7 +82,7 @@ scenario('the dashboard of a finished run draws every chart from metrics.jsonl, 
   const charts = await chartState(frame);
   log(`charts: ${charts.map((c) => `${c.id}=${c.points}${c.ink ? '' : ' (blank)'}`).join(', ')}`);
   const ids = charts.map((c) => c.id);
-  for (const id of ['reward', 'success', 'loss', 'grad_norm', 'kl', 'entropy', 'clip_frac', 'response_len', 'tokens_per_s']) assert.ok(ids.includes(id), `${id} chart`);
+  for (const id of ['reward', 'success', 'loss', 'grad_norm', 'kl', 'entropy', 'effective_groups', 'clip_frac', 'response_len', 'tokens_per_s']) assert.ok(ids.includes(id), `${id} chart`);
   assert.ok(charts.every((c) => c.points > 0 && c.ink), 'every chart has values and painted pixels');
   const rows = readFileSync(join(baseline, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
   // The reward chart holds one point per GRPO step (the eval's greedy reward is kept off it) …

@@ -63,7 +63,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const prepared = await prepare(strategy, s, episodes, adv, { step, runDir: o.runDir ?? '', log, signal: o.signal });
   if (o.signal?.aborted) throw new StepCancelled(step);
   const u = update({ s, opt: o.optimizer, ref: o.ref ?? null, head: o.head ?? null, strategy, episodes, adv, prepared, log, step });
-  const row = metrics(episodes, u, { step, genSeconds, seconds: (performance.now() - t0) / 1000 });
+  const row = metrics(episodes, u, { step, genSeconds, seconds: (performance.now() - t0) / 1000, groupSize: s.cfg.grpo.group_size });
   if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
   if (prepared.metrics) Object.assign(row, prepared.metrics);
   const tok: TokenLog = {
@@ -372,7 +372,21 @@ function joinInfos(infos: { info: PolicyLossResult; n: number }[]): Pick<PolicyL
 
 // ---- metrics ----
 
-function metrics(episodes: Episode[], u: Update, t: { step: number; genSeconds: number; seconds: number }): MetricsRow {
+/**
+ * The share of groups whose rewards are not all equal: only these carry a learning signal (GRPO's advantages of an
+ * all-equal group are 0), so a falling share is a run running out of signal (DAPO's reason for dynamic sampling).
+ */
+export function effectiveGroups(rewards: readonly number[], groupSize: number): number {
+  const groups = Math.floor(rewards.length / groupSize);
+  let live = 0;
+  for (let g = 0; g < groups; g++) {
+    const r = rewards.slice(g * groupSize, (g + 1) * groupSize);
+    if (r.some((x) => x !== r[0])) live++;
+  }
+  return groups ? live / groups : 0;
+}
+
+function metrics(episodes: Episode[], u: Update, t: { step: number; genSeconds: number; seconds: number; groupSize: number }): MetricsRow {
   const nGen = episodes.reduce((a, e) => a + e.ids.length, 0);
   const ent = episodes.flatMap((e) => e.entropies);
   const { mean: rMean, std: rStd } = meanStd(episodes.map((e) => e.reward.total));
@@ -382,6 +396,10 @@ function metrics(episodes: Episode[], u: Update, t: { step: number; genSeconds: 
     reward_mean: rMean,
     reward_std: rStd,
     success_rate: episodes.filter((e) => e.success).length / episodes.length,
+    effective_groups: effectiveGroups(
+      episodes.map((e) => e.reward.total),
+      t.groupSize,
+    ),
     loss: u.loss,
     grad_norm: u.gradNorm,
     kl: u.kl,

@@ -231,3 +231,11 @@ test('GSPO averages per-token credit away even on-policy: each token gets the se
   for (const g of seq.grad[0]) close(g, -0.8 / 3, 1e-12);
   close(tok.loss, seq.loss, 1e-12);
 });
+
+test('effective_groups: the share of groups whose rewards are not all equal (hand-counted)', async () => {
+  const { effectiveGroups } = await import('../../../src/engine/train/grpo_step');
+  // groups of 3: [1,1,1] none, [0,1,0] live, [0.5,0.5,0.5] none, [0,0,0.05] live (a format reward alone still differs)
+  close(effectiveGroups([1, 1, 1, 0, 1, 0, 0.5, 0.5, 0.5, 0, 0, 0.05], 3), 0.5, 1e-12);
+  close(effectiveGroups([0, 0, 1, 1], 2), 0, 1e-12);
+  close(effectiveGroups([0, 1], 2), 1, 1e-12);
+});

@@ -34,6 +34,7 @@ for (const task of ['countdown', 'arithmetic'] as const) {
       'reward_mean',
       'reward_std',
       'success_rate',
+      'effective_groups',
       'loss',
       'grad_norm',
       'kl',
