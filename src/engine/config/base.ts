@@ -187,6 +187,24 @@ export const grpoSchema = section(
         'token_mean: Σ m·loss / Σ m; seq_mean_token_mean: mean over episodes of per-episode token means; ' +
         'seq_mean_token_sum_norm: Σ m·loss / (episodes · max_new_tokens).',
     ).default('token_mean'),
+    overlong_buffer: allow(
+      z
+        .strictObject({
+          len: z.int().min(1).describe('The buffer: the last this many tokens before max_new_tokens.'),
+          penalty: z.number().min(0).describe('The penalty at max_new_tokens (veRL overlong_penalty_factor).'),
+        })
+        .nullable()
+        .describe(
+          "DAPO's soft overlong punishment (veRL reward_manager.overlong_buffer): a completion of L tokens that ends inside the last " +
+            'len tokens of max_new_tokens gets −penalty·(L − (max_new_tokens − len))/len added to its reward, reaching −penalty at ' +
+            'max_new_tokens. null: off.',
+        ),
+      'a mapping {len: an integer ≥ 1, penalty: a number ≥ 0}, or null',
+    ).default(null),
+    mask_truncated_completions: bool(
+      "Leave completions that hit max_new_tokens without ending (no EOS, no </answer>) out of the loss (TRL's " +
+        'mask_truncated_completions): their tokens get no gradient and do not count in loss_agg.',
+    ).default(false),
     importance_sampling_level: oneOf(
       ['token', 'sequence'],
       "The importance ratio's level (TRL importance_sampling_level): token: ρ_t = π/π_old per token (GRPO); sequence: " +

@@ -194,6 +194,13 @@ export const creditConfigSchema = baseSchema
         },
         message: '',
       });
+    if (c.grpo.overlong_buffer && c.grpo.overlong_buffer.len > c.grpo.max_new_tokens)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['grpo', 'overlong_buffer', 'len'],
+        params: { expected: `at most grpo.max_new_tokens (${c.grpo.max_new_tokens}): the buffer is the last len tokens before it` },
+        message: '',
+      });
   })
   .describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
 

@@ -55,6 +55,10 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const t0 = performance.now();
   const episodes = sample(s, step);
   const genSeconds = (performance.now() - t0) / 1000;
+  const overlong = s.cfg.grpo.overlong_buffer;
+  const penalties = overlong ? episodes.map((e) => overlongPenalty(e.ids.length, s.cfg.grpo.max_new_tokens, overlong.len, overlong.penalty)) : null;
+  // the shaped reward is the episode's reward from here on: advantages, the episode table and the metrics see it
+  if (penalties) episodes.forEach((e, i) => (e.reward = { ...e.reward, total: e.reward.total + penalties[i] }));
   const adv = advantages(
     episodes.map((e) => e.reward.total),
     s.cfg.grpo.group_size,
@@ -64,6 +68,8 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   if (o.signal?.aborted) throw new StepCancelled(step);
   const u = update({ s, opt: o.optimizer, ref: o.ref ?? null, head: o.head ?? null, strategy, episodes, adv, prepared, log, step });
   const row = metrics(episodes, u, { step, genSeconds, seconds: (performance.now() - t0) / 1000, groupSize: s.cfg.grpo.group_size });
+  row.truncated_frac = episodes.filter((e) => e.truncated).length / episodes.length;
+  if (penalties) row.overlong_penalty_mean = penalties.reduce((a, p) => a + p, 0) / penalties.length;
   if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
   if (prepared.metrics) Object.assign(row, prepared.metrics);
   const tok: TokenLog = {
@@ -185,7 +191,12 @@ function update(x: UpdateInputs): Update {
     pb,
     params: creditParams(x.s.cfg.credit),
     trainable: trainables(x.s, x.head),
-    c: aggregationWeights(pb.mask, g.loss_agg, g.max_new_tokens),
+    // TRL's mask_truncated_completions: a truncated completion's tokens weigh nothing in the loss and are not counted
+    c: aggregationWeights(
+      g.mask_truncated_completions ? pb.mask.map((row, i) => (x.episodes[i].truncated ? row.map(() => 0) : row)) : pb.mask,
+      g.loss_agg,
+      g.max_new_tokens,
+    ),
     refLogprobs: x.ref && g.kl_beta > 0 ? tf.tidy(() => completionLogprobs(x.ref!, pb, g.temperature).logp.arraySync()) : undefined,
     rows: creditRows(x.episodes, x.prepared, pb),
   };
@@ -371,6 +382,15 @@ function joinInfos(infos: { info: PolicyLossResult; n: number }[]): Pick<PolicyL
 }
 
 // ---- metrics ----
+
+/**
+ * DAPO's soft overlong punishment (veRL): 0 up to max − len tokens, then falling linearly to −penalty at max tokens,
+ * min(−(L − (max − len))/len · penalty, 0).
+ */
+export function overlongPenalty(length: number, maxNewTokens: number, len: number, penalty: number): number {
+  const exceed = length - (maxNewTokens - len);
+  return Math.min((-exceed / len) * penalty, 0);
+}
 
 /**
  * The share of groups whose rewards are not all equal: only these carry a learning signal (GRPO's advantages of an

@@ -19,6 +19,8 @@ export interface Episode {
   tokenTypes: TokenType[];
   reward: RewardResult;
   success: boolean;
+  /** the sampler stopped at max_new_tokens, before EOS or the stop text (absent for imported episodes) */
+  truncated?: boolean;
 }
 
 export interface RolloutOptions {
@@ -48,7 +50,9 @@ export function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, ex
       decode: (ids) => tokenizer.decode(ids),
       rng: o.rng,
     });
-    seqs.forEach((seq, k) => out.push(scoreEpisode(tokenizer, task, exs[k], prompts[k], seq.ids, seq.logprobs, seq.entropies)));
+    seqs.forEach((seq, k) =>
+      out.push({ ...scoreEpisode(tokenizer, task, exs[k], prompts[k], seq.ids, seq.logprobs, seq.entropies), truncated: seq.stopped === 'length' }),
+    );
   }
   return out;
 }

@@ -533,5 +533,10 @@ test('GSPO and CISPO settings: the combinations that mean nothing are refused wi
   ]);
   assert.deepEqual(msgs(base + 'grpo: {policy_loss: cispo, cispo_clip: top, clip_eps_high: 5}\n'), []);
   assert.deepEqual(msgs(base + 'grpo: {importance_sampling_level: sequence}\n'), []);
+  // DAPO's overlong buffer lies inside max_new_tokens
+  assert.deepEqual(msgs(base + 'grpo: {max_new_tokens: 32, overlong_buffer: {len: 40, penalty: 1}}\n'), [
+    'grpo.overlong_buffer.len: got 40, expected at most grpo.max_new_tokens (32): the buffer is the last len tokens before it',
+  ]);
+  assert.deepEqual(msgs(base + 'grpo: {max_new_tokens: 32, overlong_buffer: {len: 8, penalty: 1}, mask_truncated_completions: true}\n'), []);
   assert.match(msgs(base + 'grpo: {policy_loss: sapo}\n')[0], /^grpo.policy_loss: got "sapo", expected one of: ppo, cispo/);
 });

@@ -239,3 +239,17 @@ test('effective_groups: the share of groups whose rewards are not all equal (han
   close(effectiveGroups([0, 0, 1, 1], 2), 0, 1e-12);
   close(effectiveGroups([0, 1], 2), 1, 1e-12);
 });
+
+test("DAPO's soft overlong punishment, veRL's formula, by hand: max 64, buffer 16, penalty 1", async () => {
+  const { overlongPenalty } = await import('../../../src/engine/train/grpo_step');
+  // expected length 64 − 16 = 48; −(L − 48)/16 · 1, never above 0
+  for (const [L, want] of [
+    [30, 0],
+    [48, 0],
+    [52, -0.25],
+    [56, -0.5],
+    [64, -1],
+  ])
+    close(overlongPenalty(L, 64, 16, 1), want, 1e-12);
+  close(overlongPenalty(60, 64, 16, 0.5), -0.375, 1e-12);
+});

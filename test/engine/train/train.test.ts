@@ -11,6 +11,7 @@ import { metricsWithoutTiming, RunController, train } from '../../../src/engine/
 import { sevensConfig, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-train-'));
+const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 
 for (const task of ['countdown', 'arithmetic'] as const) {
   test(`a 3-step ${task} run writes every DESIGN §5 file and column`, async () => {
@@ -191,4 +192,29 @@ test('GSPO and CISPO train from --set: off-policy epochs clip (per sequence, or 
   const cfgOf = (r: { runDir: string }) => readFileSync(join(r.runDir, 'config.yaml'), 'utf8');
   assert.match(cfgOf(runs.gspo), /importance_sampling_level: sequence/);
   assert.match(cfgOf(runs.cispo), /policy_loss: cispo/);
+});
+
+test('mask_truncated_completions leaves truncated completions out of the loss; overlong_buffer shapes the logged reward', async () => {
+  const dir = tmp();
+  // an untrained model stops (EOS) within 8 tokens in some completions only: the rest are truncated
+  sevensConfig(dir, {
+    name: 'trunc',
+    seed: 3,
+    backend: 'wasm',
+    grpo: '{ steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 8, lr: 0.05, eval_every: 2 }',
+  });
+  const cfg = join(dir, 'c.credit.yaml');
+  const grpo = (r: { runDir: string }) => readMetrics(r.runDir).filter((m) => m.phase === 'grpo');
+  const plain = grpo(await train({ configPath: cfg }));
+  const masked = grpo(await train({ configPath: cfg, sets: ['grpo.mask_truncated_completions=true'] }));
+  // step 1 samples the same completions in both runs (same seed, same weights): some truncated, some not
+  assert.equal(masked[0].truncated_frac, plain[0].truncated_frac);
+  assert.ok(plain[0].truncated_frac! > 0 && plain[0].truncated_frac! < 1, String(plain[0].truncated_frac));
+  // the masked loss is over the finished completions only, so it differs
+  assert.notEqual(masked[0].loss, plain[0].loss);
+  // a 4-token buffer and penalty 0.5: a truncated completion (8 tokens) loses 0.5, one that stopped at L ≤ 4 tokens
+  // nothing; the step's mean reward falls by exactly the logged mean penalty
+  const shaped = grpo(await train({ configPath: cfg, sets: ['grpo.overlong_buffer={len: 4, penalty: 0.5}'] }));
+  assert.ok(shaped[0].overlong_penalty_mean! <= -0.5 * plain[0].truncated_frac!, String(shaped[0].overlong_penalty_mean));
+  close(shaped[0].reward_mean!, plain[0].reward_mean! + shaped[0].overlong_penalty_mean!, 1e-6);
 });
