@@ -68,6 +68,10 @@ export interface MetricsRow {
   success_rate?: number;
   /** share of the step's groups whose rewards are not all equal (the groups that carry a signal) */
   effective_groups?: number;
+  /** share of the step's completions that hit max_new_tokens without ending */
+  truncated_frac?: number;
+  /** mean of grpo.overlong_buffer's reward penalty over the step's completions (≤ 0) */
+  overlong_penalty_mean?: number;
   eval_success?: number;
   /** greedy success on the validation split (task.val_size > 0), at the same steps as eval_success */
   val_success?: number;
