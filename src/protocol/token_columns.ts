@@ -94,6 +94,24 @@ export const TOKEN_COLUMNS = [
     heatmap: { label: 'importance', signed: true },
     hover: 'importance ρ',
   },
+  {
+    name: 'is_weight',
+    type: 'float32',
+    nullable: true,
+    meaning:
+      "the importance weight that multiplied the token's gradient, mean over the step's PPO epochs: ρ (ppo), the " +
+      "sequence's s (GSPO), the clipped w (CISPO); 1 on-policy; 0 in an epoch whose clip cut the gradient",
+    heatmap: { label: 'IS weight', signed: false },
+    hover: 'IS weight',
+  },
+  {
+    name: 'clipped',
+    type: 'float32',
+    nullable: true,
+    meaning: "the share of the step's PPO epochs in which the clip cut the token's gradient (ppo) or bounded its weight (cispo)",
+    heatmap: { label: 'clipped', signed: false },
+    hover: 'clipped (share of epochs)',
+  },
   { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: think, answer or other (DESIGN §4)', few_values: true },
   { name: 'token_type', type: 'utf8', nullable: false, meaning: "seed doc 002's token class: filler or reasoning", few_values: true },
   { name: 'reward', type: 'float32', nullable: false, meaning: "the episode's total reward" },

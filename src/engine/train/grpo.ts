@@ -94,6 +94,10 @@ export interface PolicyLossResult {
   clipFrac: number;
   /** mean k3 KL over valid tokens (0 without reference) */
   kl: number;
+  /** per token: the importance weight that multiplied its gradient (ρ, the sequence's s, CISPO's w; 0 where cut) */
+  isWeight: number[][];
+  /** per token: 1 where the clip cut its gradient (ppo) or bounded its weight (cispo), else 0 */
+  cut: number[][];
 }
 
 /** Per-token aggregation coefficients c such that loss = Σ c·loss_tok (DESIGN §4 "Aggregation"). */
@@ -127,10 +131,14 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
   let klSum = 0;
   const grad: number[][] = [];
   const gradAdv: number[][] = [];
+  const isWeight: number[][] = [];
+  const cutRows: number[][] = [];
   for (let i = 0; i < x.logprobs.length; i++) {
     const T = x.logprobs[i].length;
     const gRow = new Array<number>(T).fill(0);
     const aRow = new Array<number>(T).fill(0);
+    const wRow = new Array<number>(T).fill(0);
+    const cRow = new Array<number>(T).fill(0);
     // GSPO: one ratio for the sequence, s = exp(mean over its tokens of log ρ); ds/dℓ_u = s/n for each of its tokens
     let seqRatio = 1;
     let n = 0;
@@ -156,7 +164,11 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       if (cispo) {
         // −sg(w)·Â·ℓ: the weight is a constant, so every token keeps a gradient −w·Â (clipping only bounds it)
         const w = opts.cispoClip === 'top' ? Math.min(ratio, opts.clipEpsHigh) : Math.min(Math.max(ratio, lo), hi);
-        if (w !== ratio) clipped++;
+        if (w !== ratio) {
+          clipped++;
+          cRow[t] = 1;
+        }
+        wRow[t] = w;
         tokLoss = -w * A * l;
         dl = -w * A;
         aRow[t] = -c[i][t] * w * l;
@@ -168,7 +180,11 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
         const takeClipped = clippedTerm < unclippedTerm;
         const cut = takeClipped && (ratio < lo || ratio > hi);
         tokLoss = -(takeClipped ? clippedTerm : unclippedTerm);
-        if (cut) clipped++;
+        if (cut) {
+          clipped++;
+          cRow[t] = 1;
+        }
+        wRow[t] = cut ? 0 : ratio;
         // ∂term/∂ρ = −Â where the gradient flows; token level ∂ρ/∂ℓ_t = ρ, sequence level handled below
         if (sequence) {
           if (!cut) seqGrad += c[i][t] * -A;
@@ -189,6 +205,8 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
     if (sequence && n) for (let t = 0; t < T; t++) if (x.mask[i][t]) gRow[t] += (seqGrad * seqRatio) / n;
     grad.push(gRow);
     gradAdv.push(aRow);
+    isWeight.push(wRow);
+    cutRows.push(cRow);
   }
-  return { loss, grad, gradAdv, clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0 };
+  return { loss, grad, gradAdv, clipFrac: valid ? clipped / valid : 0, kl: valid ? klSum / valid : 0, isWeight, cut: cutRows };
 }

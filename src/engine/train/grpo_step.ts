@@ -79,6 +79,8 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     adv,
     attribution: o.head ? alphaOf(u.credit.weights, u.mask) : undefined,
     importance: u.importance,
+    isWeight: u.isWeight,
+    clipped: u.clipped,
     oracleSpans: prepared.oracleSpans,
   };
   return { row, episodes, tok };
@@ -156,6 +158,9 @@ interface Update {
   skipped: number;
   /** a trainable head over several epochs: mean |w_last − w_0| over valid tokens, how far its weights moved */
   headDrift?: number;
+  /** per token, mean over the PPO epochs: the importance weight on its gradient, and the share of epochs that cut it */
+  isWeight: number[][];
+  clipped: number[][];
 }
 
 /** What every pass over the batch shares: the batch, the strategy's padded per-row inputs, the loss's constants. */
@@ -203,7 +208,19 @@ function update(x: UpdateInputs): Update {
   const ranges = microBatchRanges(pb.mask.length, g.gradient_accumulation_steps);
   let first: Credit | null = ranges.length > 1 && !x.strategy.rowLocal ? firstPass(b, ranges) : null;
   let credit: Credit | null = null;
-  const out: Update = { credit: null as unknown as Credit, mask: pb.mask, importance: b.rows.importance, loss: 0, gradNorm: 0, kl: 0, clipFrac: 0, skipped: 0 };
+  const zeros = () => pb.mask.map((row) => row.map(() => 0));
+  const out: Update = {
+    credit: null as unknown as Credit,
+    mask: pb.mask,
+    importance: b.rows.importance,
+    loss: 0,
+    gradNorm: 0,
+    kl: 0,
+    clipFrac: 0,
+    skipped: 0,
+    isWeight: zeros(),
+    clipped: zeros(),
+  };
   for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
     const pass = epochGrads(b, ranges, first);
     credit = pass.credit;
@@ -213,6 +230,11 @@ function update(x: UpdateInputs): Update {
     // Epoch 0 runs at ρ ≡ 1, where nothing is ever clipped: the fraction is averaged over every epoch (as TRL logs
     // clip_ratio), or it would read 0 whatever the update did.
     out.clipFrac += pass.info.clipFrac / g.epochs_per_step;
+    for (let i = 0; i < pb.mask.length; i++)
+      for (let t = 0; t < pb.mask[i].length; t++) {
+        out.isWeight[i][t] += pass.isWeight[i][t] / g.epochs_per_step;
+        out.clipped[i][t] += pass.cut[i][t] / g.epochs_per_step;
+      }
     if (!Number.isFinite(pass.info.loss) || !Number.isFinite(norm)) {
       out.skipped++;
       x.log(
@@ -362,7 +384,10 @@ function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) 
       if (mb !== b.pb) mb.dispose();
     }
   });
-  return { grads, info: joinInfos(infos), credit: joinRows(parts) };
+  // per token, in row order (the micro-batches run in order): the weight on its gradient and whether the clip cut it
+  const isWeight = infos.flatMap((p) => p.info.isWeight);
+  const cut = infos.flatMap((p) => p.info.cut);
+  return { grads, info: joinInfos(infos), credit: joinRows(parts), isWeight, cut };
 }
 
 /** Rows [a, b) of a known credit, with this pass's log-probs. */

@@ -11,6 +11,9 @@ export interface TokenLog {
   adv: number[];
   attribution?: number[][];
   importance?: number[][];
+  /** what the loss did to each token (GRPO steps; absent for imported runs): the weight on its gradient, the share of epochs cut */
+  isWeight?: number[][];
+  clipped?: number[][];
   oracleSpans?: (string | null)[];
   /** per-token columns beyond the contract, by name, per episode (imported runs: prime-rl's importance_ratio, …) */
   extra?: Record<string, (number | null)[][]>;
@@ -41,14 +44,22 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
       cols.contribution[k] = Math.fround(Math.fround(tok.effAdv[i][t]) * Math.fround(lp));
       if (tok.attribution) cols.attribution[k] = tok.attribution[i][t];
       if (tok.importance) cols.importance[k] = tok.importance[i][t];
+      if (tok.isWeight) cols.is_weight[k] = tok.isWeight[i][t];
+      if (tok.clipped) cols.clipped[k] = tok.clipped[i][t];
       cols.section[k] = e.sections[t];
       cols.token_type[k] = e.tokenTypes[t];
       cols.reward[k] = e.reward.total;
       if (extra) for (const name in extra) extra[name][k] = tok.extra![name][i][t] ?? null;
     }
   });
-  // a strategy without attribution or importance writes those columns as nulls
-  const written = { ...cols, attribution: tok.attribution ? cols.attribution : null, importance: tok.importance ? cols.importance : null };
+  // a strategy without attribution or importance writes those columns as nulls, an imported step the loss's
+  const written = {
+    ...cols,
+    attribution: tok.attribution ? cols.attribution : null,
+    importance: tok.importance ? cols.importance : null,
+    is_weight: tok.isWeight ? cols.is_weight : null,
+    clipped: tok.clipped ? cols.clipped : null,
+  };
   writeTokenTable(stepFile(runDir, 'tokens', step), extra ? { ...written, extra } : written);
   writeEpisodeTable(stepFile(runDir, 'episodes', step), {
     step: new Int32Array(episodes.length).fill(step),

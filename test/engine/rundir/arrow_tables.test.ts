@@ -39,6 +39,9 @@ const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   ['contribution', 'Float32', false],
   ['attribution', 'Float32', true],
   ['importance', 'Float32', true],
+  // what the loss did to each token (issue 27): null where no loss ran (imported runs)
+  ['is_weight', 'Float32', true],
+  ['clipped', 'Float32', true],
   ['section', 'Utf8', false],
   ['token_type', 'Utf8', false],
   ['reward', 'Float32', false],

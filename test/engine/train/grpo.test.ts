@@ -253,3 +253,28 @@ test("DAPO's soft overlong punishment, veRL's formula, by hand: max 64, buffer 1
     close(overlongPenalty(L, 64, 16, 1), want, 1e-12);
   close(overlongPenalty(60, 64, 16, 0.5), -0.375, 1e-12);
 });
+
+test('what the loss did to each token: the weight on its gradient and whether the clip cut it (hand-worked on the fixture)', () => {
+  const e = Math.exp;
+  // ppo, token level: ρ where the gradient flows, 0 where cut (ep2)
+  const ppo = policyLossAndGrad(fixture, { ...opts, lossAgg: 'token_mean' });
+  const rows = (m: number[][]) =>
+    m.map((r, i) =>
+      r.slice(
+        0,
+        fixture.mask[i].reduce((a, b) => a + b, 0),
+      ),
+    );
+  const near = (got: number[][], want: number[][]) => want.forEach((r, i) => r.forEach((w, t) => close(got[i][t], w, 1e-9)));
+  near(rows(ppo.isWeight), [[e(0.1), 1, e(-1)], [1, e(0.3)], [0]]);
+  assert.deepEqual(rows(ppo.cut), [[0, 0, 0], [0, 0], [1]]);
+  // cispo two-sided: the clipped weight, and clipped where w ≠ ρ
+  const cispo = policyLossAndGrad(fixture, { ...opts, lossAgg: 'token_mean', policyLoss: 'cispo' });
+  near(rows(cispo.isWeight), [[e(0.1), 1, 0.8], [1, 1.2], [1.2]]);
+  assert.deepEqual(rows(cispo.cut), [[0, 0, 1], [0, 1], [1]]);
+  // GSPO: the sequence's s on each token (e^−0.3, e^0.15), 0 on the cut sequence
+  const gspo = policyLossAndGrad(fixture, { ...opts, lossAgg: 'token_mean', importanceSamplingLevel: 'sequence' });
+  near(rows(gspo.isWeight), [[e(-0.3), e(-0.3), e(-0.3)], [e(0.15), e(0.15)], [0]]);
+  assert.deepEqual(rows(gspo.cut), [[0, 0, 0], [0, 0], [1]]);
+  assert.equal(ppo.isWeight[1][2], 0, 'padding');
+});

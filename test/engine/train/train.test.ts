@@ -53,6 +53,9 @@ for (const task of ['countdown', 'arithmetic'] as const) {
     for (const f of TOKEN_SCHEMA.fields) assert.ok(f.name in tok, `token column ${f.name}`);
     const n = (tok.logprob as Float32Array).length;
     assert.ok(n > 0);
+    // on-policy (one epoch): every token's gradient weight is 1 and no clip cut it
+    assert.ok([...(tok.is_weight as Float32Array)].every((w) => w === 1));
+    assert.ok([...(tok.clipped as Float32Array)].every((c) => c === 0));
     const eff = tok.effective_advantage as Float32Array;
     const lp = tok.logprob as Float32Array;
     const c = tok.contribution as Float32Array;
@@ -189,6 +192,21 @@ test('GSPO and CISPO train from --set: off-policy epochs clip (per sequence, or 
   // the first step's sampling is the same (same seed, same weights); the updates differ, so the second step's do too
   const loss2 = Object.values(runs).map((r) => grpo(r)[1].loss);
   assert.equal(new Set(loss2).size, 3, JSON.stringify(loss2));
+  // the token table says what the loss did: over 4 epochs each token is cut in 0 to 3 of them (epoch 0 is on-policy,
+  // weight 1); its weight is the mean over epochs of ρ where the gradient flowed and 0 where it was cut, so a token cut
+  // in all three later epochs has exactly (1 + 0 + 0 + 0)/4
+  const tt = readTokenTable(join(runs.ppo.runDir, 'tokens', 'step-000001.arrow'));
+  assert.ok(tt.clipped && tt.is_weight);
+  assert.ok(
+    [...tt.clipped].every((c) => [0, 0.25, 0.5, 0.75].includes(c)),
+    'a share of 4 epochs',
+  );
+  assert.ok([...tt.clipped].some((c) => c > 0));
+  assert.ok(
+    [...tt.is_weight].every((w) => w >= 0.25 - 1e-7),
+    'epoch 0 gives every token 1/4',
+  );
+  for (let k = 0; k < tt.clipped.length; k++) if (tt.clipped[k] === 0.75) close(tt.is_weight[k], 0.25, 1e-7);
   const cfgOf = (r: { runDir: string }) => readFileSync(join(r.runDir, 'config.yaml'), 'utf8');
   assert.match(cfgOf(runs.gspo), /importance_sampling_level: sequence/);
   assert.match(cfgOf(runs.cispo), /policy_loss: cispo/);
