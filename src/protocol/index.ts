@@ -72,6 +72,9 @@ export interface MetricsRow {
   truncated_frac?: number;
   /** mean of grpo.overlong_buffer's reward penalty over the step's completions (≤ 0) */
   overlong_penalty_mean?: number;
+  /** grpo.dynamic_sampling: groups sampled to fill the step, and the share of the kept ones that came from extra draws */
+  groups_drawn?: number;
+  resampled_frac?: number;
   eval_success?: number;
   /** greedy success on the validation split (task.val_size > 0), at the same steps as eval_success */
   val_success?: number;

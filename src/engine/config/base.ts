@@ -201,6 +201,15 @@ export const grpoSchema = section(
         ),
       'a mapping {len: an integer ≥ 1, penalty: a number ≥ 0}, or null',
     ).default(null),
+    dynamic_sampling: bool(
+      "DAPO's dynamic sampling (veRL algorithm.filter_groups): drop the groups whose rewards are all equal (every advantage 0) " +
+        'and draw more prompts until prompts_per_step groups carry a signal, up to max_resample_batches more draws. Logged ' +
+        'as groups_drawn and resampled_frac.',
+    ).default(false),
+    max_resample_batches: int(
+      0,
+      'With dynamic_sampling: at most this many extra draws of prompts_per_step prompts per step (veRL max_num_gen_batches).',
+    ).default(4),
     mask_truncated_completions: bool(
       "Leave completions that hit max_new_tokens without ending (no EOS, no </answer>) out of the loss (TRL's " +
         'mask_truncated_completions): their tokens get no gradient and do not count in loss_agg.',

@@ -53,12 +53,9 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const log = o.log ?? (() => {});
   const strategy = getStrategy(s.cfg.credit.strategy);
   const t0 = performance.now();
-  const episodes = sample(s, step);
+  const drawn = collectGroups(s, step, log);
+  const { episodes, penalties } = drawn;
   const genSeconds = (performance.now() - t0) / 1000;
-  const overlong = s.cfg.grpo.overlong_buffer;
-  const penalties = overlong ? episodes.map((e) => overlongPenalty(e.ids.length, s.cfg.grpo.max_new_tokens, overlong.len, overlong.penalty)) : null;
-  // the shaped reward is the episode's reward from here on: advantages, the episode table and the metrics see it
-  if (penalties) episodes.forEach((e, i) => (e.reward = { ...e.reward, total: e.reward.total + penalties[i] }));
   const adv = advantages(
     episodes.map((e) => e.reward.total),
     s.cfg.grpo.group_size,
@@ -70,6 +67,10 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const row = metrics(episodes, u, { step, genSeconds, seconds: (performance.now() - t0) / 1000, groupSize: s.cfg.grpo.group_size });
   row.truncated_frac = episodes.filter((e) => e.truncated).length / episodes.length;
   if (penalties) row.overlong_penalty_mean = penalties.reduce((a, p) => a + p, 0) / penalties.length;
+  if (s.cfg.grpo.dynamic_sampling) {
+    row.groups_drawn = drawn.groupsDrawn;
+    row.resampled_frac = drawn.resampledFrac;
+  }
   if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
   if (prepared.metrics) Object.assign(row, prepared.metrics);
   const tok: TokenLog = {
@@ -89,9 +90,64 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
 // ---- sample ----
 
 /** prompts_per_step prompts drawn with the step's seed, each sampled group_size times; rewards scored as sampled. */
-export function sample(s: Session, step: number): Episode[] {
+/**
+ * The step's groups, their rewards shaped (grpo.overlong_buffer): the shaped reward is the episode's reward from here on
+ * (advantages, the episode table, the metrics). With grpo.dynamic_sampling (DAPO; veRL's filter_groups) the groups whose
+ * rewards are all equal (no signal: every advantage 0) are dropped and more prompts drawn, each draw from its own
+ * seeded stream, until prompts_per_step groups are kept or max_resample_batches more draws were made; a step that
+ * finds none keeps its first draw (its update is then zero) and says so.
+ */
+function collectGroups(
+  s: Session,
+  step: number,
+  log: (l: 'info' | 'warn', m: string) => void,
+): { episodes: Episode[]; penalties: number[] | null; groupsDrawn: number; resampledFrac: number } {
   const g = s.cfg.grpo;
-  const rng = makeRng(childSeed(s.cfg.seed, `grpo-${step}`));
+  const G = g.group_size;
+  const shape = (eps: Episode[]) => {
+    if (!g.overlong_buffer) return null;
+    const p = eps.map((e) => overlongPenalty(e.ids.length, g.max_new_tokens, g.overlong_buffer!.len, g.overlong_buffer!.penalty));
+    eps.forEach((e, i) => (e.reward = { ...e.reward, total: e.reward.total + p[i] }));
+    return p;
+  };
+  const first = sample(s, step);
+  const firstPenalties = shape(first);
+  if (!g.dynamic_sampling) return { episodes: first, penalties: firstPenalties, groupsDrawn: first.length / G, resampledFrac: 0 };
+  const kept: { eps: Episode[]; penalties: number[] | null; draw: number }[] = [];
+  let groupsDrawn = 0;
+  for (let draw = 0; draw <= g.max_resample_batches && kept.length < g.prompts_per_step; draw++) {
+    const eps = draw === 0 ? first : sample(s, step, draw);
+    const pen = draw === 0 ? firstPenalties : shape(eps);
+    for (let k = 0; k < eps.length / G && kept.length < g.prompts_per_step; k++) {
+      groupsDrawn++;
+      const group = eps.slice(k * G, (k + 1) * G);
+      if (
+        effectiveGroups(
+          group.map((e) => e.reward.total),
+          G,
+        ) > 0
+      )
+        kept.push({ eps: group, penalties: pen && pen.slice(k * G, (k + 1) * G), draw });
+    }
+  }
+  if (!kept.length) {
+    log('warn', `step ${step}: dynamic sampling found no group with differing rewards in ${groupsDrawn} groups; training on the first draw (no signal)`);
+    return { episodes: first, penalties: firstPenalties, groupsDrawn, resampledFrac: 0 };
+  }
+  if (kept.length < g.prompts_per_step)
+    log('info', `step ${step}: dynamic sampling kept ${kept.length} of ${g.prompts_per_step} groups after ${groupsDrawn} drawn (grpo.max_resample_batches)`);
+  return {
+    episodes: kept.flatMap((k) => k.eps),
+    penalties: firstPenalties ? kept.flatMap((k) => k.penalties!) : null,
+    groupsDrawn,
+    resampledFrac: kept.filter((k) => k.draw > 0).length / kept.length,
+  };
+}
+
+/** One draw of the step's prompts, G completions each; draw 0 is the step's own stream (the same as before resampling). */
+export function sample(s: Session, step: number, draw = 0): Episode[] {
+  const g = s.cfg.grpo;
+  const rng = makeRng(childSeed(s.cfg.seed, draw === 0 ? `grpo-${step}` : `grpo-${step}-draw-${draw}`));
   const prompts = pick(rng, s.task.train, g.prompts_per_step);
   const examples = prompts.flatMap((ex) => Array.from({ length: g.group_size }, () => ex));
   return rollout(s.model, s.tokenizer, s.task, examples, { maxNewTokens: g.max_new_tokens, temperature: g.temperature, topP: g.top_p, rng });

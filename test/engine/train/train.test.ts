@@ -236,3 +236,42 @@ test('mask_truncated_completions leaves truncated completions out of the loss; o
   assert.ok(shaped[0].overlong_penalty_mean! <= -0.5 * plain[0].truncated_frac!, String(shaped[0].overlong_penalty_mean));
   close(shaped[0].reward_mean!, plain[0].reward_mean! + shaped[0].overlong_penalty_mean!, 1e-6);
 });
+
+test('dynamic sampling (DAPO) keeps only groups whose rewards differ, drawing more prompts from their own streams; off, none is drawn', async () => {
+  const dir = tmp();
+  // groups of 2 one-or-two-token completions: many groups score alike (both without a 7, or both all 7s)
+  sevensConfig(dir, {
+    name: 'dyn',
+    seed: 5,
+    backend: 'wasm',
+    grpo: '{ steps: 3, prompts_per_step: 4, group_size: 2, max_new_tokens: 2, lr: 0.05, eval_every: 3 }',
+  });
+  const cfg = join(dir, 'c.credit.yaml');
+  const grpo = (r: { runDir: string }) => readMetrics(r.runDir).filter((m) => m.phase === 'grpo');
+  const plain = grpo(await train({ configPath: cfg }));
+  assert.ok(
+    plain.some((m) => m.effective_groups! < 1),
+    `some groups without a signal: ${JSON.stringify(plain.map((m) => m.effective_groups))}`,
+  );
+  assert.ok(plain.every((m) => m.groups_drawn === undefined));
+  const dynRun = await train({ configPath: cfg, sets: ['grpo.dynamic_sampling=true', 'grpo.max_resample_batches=6'] });
+  const dyn = grpo(dynRun);
+  for (const m of dyn) {
+    assert.equal(m.effective_groups, 1, 'every kept group carries a signal');
+    assert.ok(m.groups_drawn! >= 4);
+  }
+  // step 1 draws the same first prompts: its groups without a signal were replaced from extra draws
+  const dropped = Math.round((1 - plain[0].effective_groups!) * 4);
+  assert.ok(dropped > 0 || plain.slice(1).some((m) => m.effective_groups! < 1));
+  if (dropped > 0) {
+    assert.ok(dyn[0].groups_drawn! > 4, JSON.stringify(dyn[0]));
+    assert.ok(dyn[0].resampled_frac! > 0);
+  }
+  // the episodes logged are the kept groups (at most 4 of 2), and within each the rewards differ; a step that kept fewer
+  // than 4 after max_resample_batches says so in engine.log
+  const runDir = dynRun.runDir;
+  const ep = readEpisodeTable(join(runDir, 'episodes', 'step-000001.arrow'));
+  assert.ok(ep.reward.length % 2 === 0 && ep.reward.length <= 8 && ep.reward.length > 0, String(ep.reward.length));
+  for (let k = 0; k < ep.reward.length; k += 2) assert.notEqual(ep.reward[k], ep.reward[k + 1]);
+  if (ep.reward.length < 8) assert.match(readFileSync(join(runDir, 'engine.log'), 'utf8'), /dynamic sampling kept \d of 4 groups after \d+ drawn/);
+});
