@@ -180,6 +180,10 @@ export const CATALOG = [
     headline: 'entropy_temp',
   },
   {
+    name: 'gtpo',
+    summary: "gtpo: H_t / mean_episode(H), seed doc 002's strategy 1 (GTPO-style, linear in the entropy)",
+  },
+  {
     name: 'entropy_mask',
     summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed doc 001, after "Beyond the 80/20 Rule")',
     params: {

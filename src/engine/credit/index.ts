@@ -6,6 +6,7 @@ import { attribution } from './attribution';
 import { cal } from './cal';
 import { entropyMask } from './entropy_mask';
 import { entropyWeighted } from './entropy_weighted';
+import { gtpo } from './gtpo';
 import { inverseLogprob } from './inverse_logprob';
 import { none } from './none';
 import { outcomeConditional } from './outcome_conditional';
@@ -19,6 +20,7 @@ const REGISTRY: readonly CreditStrategy[] = [
   inverseLogprob,
   attentionCredit,
   entropyWeighted,
+  gtpo,
   entropyMask,
   attribution,
   cal,

@@ -121,6 +121,14 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.credit.attribution.entropy_coef = 0.1;
   // issue 13: micro-batched updates
   expected.grpo.gradient_accumulation_steps = 1;
+  // issue 27: the peers' losses (TRL's and veRL's names), all off by default
+  expected.grpo.importance_sampling_level = 'token';
+  expected.grpo.policy_loss = 'ppo';
+  expected.grpo.cispo_clip = 'two_sided';
+  expected.grpo.overlong_buffer = null;
+  expected.grpo.mask_truncated_completions = false;
+  expected.grpo.dynamic_sampling = false;
+  expected.grpo.max_resample_batches = 4;
   assert.deepEqual(config, expected);
 });
 
