@@ -194,7 +194,7 @@ test('every strategy that declares rowLocal gives each row of a slice what it gi
     return whole.every((row, i) => row.every((v, t) => Math.abs(parts[i][t] - v) < 1e-12));
   };
   const local = strategyNames().filter((n) => getStrategy(n).rowLocal);
-  assert.deepEqual(local.sort(), ['attention_credit', 'attribution', 'entropy_weighted', 'inverse_logprob', 'none']);
+  assert.deepEqual(local.sort(), ['attention_credit', 'attribution', 'entropy_weighted', 'gtpo', 'inverse_logprob', 'none']);
   for (const name of local) assert.ok(agrees(name), `${name} declares rowLocal but a slice changes its credit`);
   // The check can fail: entropy_mask's percentile is over the whole batch, so its slices disagree.
   assert.equal(agrees('entropy_mask'), false);
