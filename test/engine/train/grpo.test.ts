@@ -104,15 +104,18 @@ test('k3 KL term: exp(ℓref−ℓ) − (ℓref−ℓ) − 1', () => {
   close(r.kl, 0.1065306597126334, 1e-12);
 });
 
+/** The fixture with a reference policy's log-probs, for the KL term in the finite-difference checks. */
+const withRef = {
+  ...fixture,
+  refLogprobs: [
+    [-0.9, -0.6, -1.8],
+    [-0.4, -0.6, 0],
+    [-0.3, 0, 0],
+  ],
+};
+
 test('policyLossAndGrad gradient matches central finite differences (every loss_agg, with KL)', () => {
-  const x = {
-    ...fixture,
-    refLogprobs: [
-      [-0.9, -0.6, -1.8],
-      [-0.4, -0.6, 0],
-      [-0.3, 0, 0],
-    ],
-  };
+  const x = withRef;
   for (const lossAgg of ['token_mean', 'seq_mean_token_mean', 'seq_mean_token_sum_norm'] as LossAgg[]) {
     const o = { ...opts, klBeta: 0.05, lossAgg };
     const r = policyLossAndGrad(x, o);
@@ -190,14 +193,7 @@ test('CISPO (policy_loss cispo): −sg(w)·Â·ℓ, a clipped token keeps a boun
 });
 
 test('GSPO and CISPO gradients match central finite differences (every loss_agg, with KL)', () => {
-  const x = {
-    ...fixture,
-    refLogprobs: [
-      [-0.9, -0.6, -1.8],
-      [-0.4, -0.6, 0],
-      [-0.3, 0, 0],
-    ],
-  };
+  const x = withRef;
   // CISPO's stop-gradient is on w: its loss is not differentiated through w, so its finite differences hold w fixed
   const variants = [{ importanceSamplingLevel: 'sequence' as const }, { policyLoss: 'cispo' as const, fixedW: true }];
   for (const v of variants)
