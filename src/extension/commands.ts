@@ -3,11 +3,10 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
-import { sweepValues } from '../engine/credit/catalog';
 import { parseDocument } from 'yaml';
 import { parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
 import { readRunInfo } from '../engine/rundir/rundir';
-import { describeSweepRun, expandSweep, STRATEGY_PARAMS } from '../engine/sweep/sweep';
+import { describeSweepRun, expandSweep, KNOB_VALUES, STRATEGY_PARAMS } from '../engine/sweep/sweep';
 import { readSettings } from './vscode_settings';
 import type { Ctx } from './ctx';
 import { runDirOf } from './args';
@@ -19,10 +18,6 @@ import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
 import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './panels/sweep_panel';
 import { importRolloutsCommand } from './import';
-
-/** Parameter values offered for each strategy's knob: the values seed doc 001 compared ("Compare All Mitigations"). */
-/** The values Run Sweep offers for each strategy's parameter, as the strategy catalog declares them. */
-export const SEED_VALUES: Record<string, number[]> = sweepValues();
 
 export function registerCommands(ctx: Ctx): void {
   const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
@@ -274,7 +269,7 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
     STRATEGIES.map((s) => ({
       label: s,
       description: STRATEGY_PARAMS[s]
-        .filter((p) => SEED_VALUES[p])
+        .filter((p) => KNOB_VALUES[p])
         .map((p) => p.replace('credit.', ''))
         .join(', '),
       picked: s === 'none' || s === config.credit.strategy,
@@ -284,11 +279,11 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
   if (!strategies?.length) return undefined;
   const grid: Record<string, unknown>[] = [];
   for (const { label: s } of strategies) {
-    const knobs = STRATEGY_PARAMS[s as keyof typeof STRATEGY_PARAMS].filter((p) => SEED_VALUES[p]);
+    const knobs = STRATEGY_PARAMS[s as keyof typeof STRATEGY_PARAMS].filter((p) => KNOB_VALUES[p]);
     const entry: Record<string, unknown> = { 'credit.strategy': s };
     for (const knob of knobs) {
       const current = knob.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], config);
-      const values = [...new Set([...SEED_VALUES[knob], ...(typeof current === 'number' ? [current] : [])])].sort((a, b) => a - b);
+      const values = [...new Set([...KNOB_VALUES[knob], ...(typeof current === 'number' ? [current] : [])])].sort((a, b) => a - b);
       const picked = await vscode.window.showQuickPick(
         values.map((v) => ({ label: String(v), value: v, picked: true, description: v === current ? "the config's value" : undefined })),
         { title: `Sweep ${config.name}: ${s} — values of ${knob} (2/2)`, canPickMany: true },

@@ -10,7 +10,7 @@ import { readSettings } from './vscode_settings';
 import type { RunInfo } from '../protocol/index';
 import type { SlurmSweepJson } from '../protocol/slurm';
 import { isLocalSweepJson, LOCAL_SWEEP_JSON, type LocalSweepJson } from '../protocol/sweep_record';
-import { findRunDirsAsync, readRunInfoChecked } from '../engine/rundir/rundir';
+import { findRunDirsAsync, processAlive, readRunInfoChecked } from '../engine/rundir/rundir';
 
 export const CONFIG_GLOB = '**/*.credit.yaml';
 const EXCLUDE_GLOB = '{**/node_modules/**,**/.git/**}';
@@ -104,13 +104,7 @@ export async function findRuns(roots: readonly string[]): Promise<FoundRun[]> {
 
 /** Whether the process that wrote a `running` run.json is still alive here (false: it died with its window). */
 export function engineAlive(info: RunInfo): boolean {
-  if (!info.pid) return true;
-  try {
-    process.kill(info.pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return !info.pid || processAlive(info.pid);
 }
 
 /** A sweep folder under a run root, started from the command line or another window: its record on disk. */

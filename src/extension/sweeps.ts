@@ -7,12 +7,11 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { basename } from 'node:path';
 import { parse } from 'yaml';
-import type { RunInfo } from '../protocol/index';
 import type { SlurmTaskJson, SlurmTaskStatus } from '../protocol/slurm';
 import type { LocalSweepTaskJson } from '../protocol/sweep_record';
 import type { SweepComparison, SweepRow, SweepView } from '../protocol/sweep_view';
 import type { EngineCli } from './engine_cli';
-import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
+import { processAlive, readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import type { AnalysisRunner } from './analysis';
 import { engineAlive, readLocalSweep, type FoundSweep } from './discovery';
 import { summarizeMetrics } from './metrics_summary';
@@ -258,12 +257,13 @@ export class SweepManager implements vscode.Disposable {
   }
 
   /** A terminal sweep's record as its process last wrote it: run folders as they start, and whether it still runs. */
-  private refreshLocal(rec: SweepRecord): { alive: boolean; outcome: Map<number, string> } {
+  private refreshLocal(rec: SweepRecord): { pid: number | null; outcome: Map<number, string> } {
     const j = rec.local ? readLocalSweep(rec.local.sweepDir) : null;
-    if (!j) return { alive: false, outcome: new Map() };
+    if (!j) return { pid: null, outcome: new Map() };
     for (const t of j.tasks) if (rec.runs[t.index] && t.run_dir) rec.runs[t.index].runDir = t.run_dir;
-    const alive = j.pid !== null && j.host === hostname() && engineAlive({ pid: j.pid } as RunInfo);
-    return { alive, outcome: new Map(j.tasks.filter((t) => t.outcome).map((t) => [t.index, t.outcome!])) };
+    // `pid`: the sweep's process while it still trains here, else null
+    const pid = j.pid !== null && j.host === hostname() && processAlive(j.pid) ? j.pid : null;
+    return { pid, outcome: new Map(j.tasks.filter((t) => t.outcome).map((t) => [t.index, t.outcome!])) };
   }
 
   /** Something a sweep's table shows changed outside its runs (an analysis finished). */
@@ -273,7 +273,7 @@ export class SweepManager implements vscode.Disposable {
 
   isActive(id: string): boolean {
     const rec = this.get(id);
-    if (rec?.local) return this.refreshLocal(rec).alive;
+    if (rec?.local) return this.refreshLocal(rec).pid !== null;
     if (rec?.slurm) return this.slurmPolls.has(id) || (this.slurmTasks.get(id) ?? []).some(slurmTaskActive);
     return (this.live.get(id) ?? []).some((r) => !isEnded(r.status));
   }
@@ -319,8 +319,8 @@ export class SweepManager implements vscode.Disposable {
     }
     if (rec?.local) {
       // The terminal's `credit-lens sweep` stops as on Ctrl-C: the training run checkpoints (`stopped`), the rest are skipped.
-      const j = readLocalSweep(rec.local.sweepDir);
-      if (j?.pid && this.refreshLocal(rec).alive) process.kill(j.pid, 'SIGINT');
+      const { pid } = this.refreshLocal(rec);
+      if (pid !== null) process.kill(pid, 'SIGINT');
       this.changed.fire(id);
       return;
     }
@@ -392,7 +392,7 @@ export class SweepManager implements vscode.Disposable {
       else status = 'cancelled'; // queued in a window that has since closed: it never started
       if (r.cancelled && !info) status = 'cancelled';
       if (terminal && !info)
-        status = terminal.outcome.get(r.index) === 'failed' ? 'failed' : terminal.alive && !terminal.outcome.has(r.index) ? 'queued' : 'cancelled';
+        status = terminal.outcome.get(r.index) === 'failed' ? 'failed' : terminal.pid !== null && !terminal.outcome.has(r.index) ? 'queued' : 'cancelled';
       if (rec.slurm) status = slurmRowStatus(task, info?.status ?? null, r.cancelled);
       const s = runDir ? summarizeMetrics(readMetrics(runDir)) : null;
       return {
@@ -430,7 +430,8 @@ export class SweepManager implements vscode.Disposable {
       rows,
       done: rows.filter((r) => isEnded(r.status)).length,
       total: rows.length,
-      active: this.isActive(id),
+      // a terminal sweep's record was just read above: not again
+      active: terminal ? terminal.pid !== null : this.isActive(id),
       slurm: rec.slurm ? { jobId: rec.slurm.jobId, sweepDir: rec.slurm.sweepDir, error: this.slurmErrors.get(rec.id) ?? null } : null,
       comparison,
     };

@@ -106,7 +106,7 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
     items.map((x) => x.ids),
     scorer.tokenizer.padId,
   );
-  let sc: ReturnType<Scorer['model']['scoreTokens']> | undefined;
+  let attention: tf.Tensor4D | undefined;
   try {
     const C = pb.completionLen;
     const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
@@ -123,10 +123,10 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
         returnAttention: strategy.needs.attention,
       },
     );
-    sc = scored;
+    attention = scored.attention;
     const rows = (a: Float32Array) => items.map((_, i) => Array.from(a.subarray(i * C, (i + 1) * C)));
     return tf.tidy(() => {
-      const out = { attention: scored.attention };
+      const out = { attention };
       const lp = rows(scored.logp);
       const ent = rows(scored.entropy);
       const batch = { logprobs: lp, entropies: ent, sections: items.map((x) => pad(x.sections, 'other' as Section)), mask: pb.mask };
@@ -144,7 +144,7 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
     });
   } finally {
     pb.dispose();
-    sc?.attention?.dispose();
+    attention?.dispose();
   }
 }
 

@@ -228,50 +228,57 @@ export class Transformer {
       const hh = r.hidden.slice([0, from, 0], [B, count, d]).reshape([N, d]) as tf.Tensor2D;
       return { h: hh, attention: r.attention };
     });
-    const lse = new Float64Array(N);
+    // running max m, s0 = Σ e^{z−m}, s1 = Σ e^{z−m}(z − m) per row, merged over the vocabulary blocks
+    const m = new Float64Array(N).fill(-Infinity);
+    const s0 = new Float64Array(N);
+    const s1 = new Float64Array(N);
     const logp = new Float32Array(N);
     const entropy = new Float32Array(N);
     try {
+      // vocabulary blocks outside, rows inside: each block of the lm head is sliced once, not once per row block
+      for (let v0 = 0; v0 < V; v0 += vBlock) {
+        const vc = Math.min(vBlock, V - v0);
+        const Wb = vc === V ? W : tf.slice(W, [0, v0], [d, vc]);
+        try {
+          for (let r0 = 0; r0 < N; r0 += rBlock) {
+            const R = Math.min(rBlock, N - r0);
+            const [mc, s0c, s1c] = tf.tidy(() => {
+              const z = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb).div(temperature) as tf.Tensor2D;
+              const mx = z.max(1, true);
+              const zc = z.sub(mx);
+              const e = tf.exp(zc);
+              // Σ e^{z−m}(z − m), relative to the block's max: bounded terms, no cancellation for a confident row
+              return [mx.reshape([R]), e.sum(1), e.mul(zc).sum(1)];
+            });
+            const [a, b, c] = [mc.dataSync(), s0c.dataSync(), s1c.dataSync()];
+            tf.dispose([mc, s0c, s1c]);
+            for (let i = 0, n = r0; i < R; i++, n++) {
+              // rebase both sums on the new max M: e^{z−M}(z−M) = e^{m−M}·(e^{z−m}(z−m) + e^{z−m}(m−M))
+              const M = Math.max(m[n], a[i]);
+              const k0 = m[n] === -Infinity ? 0 : Math.exp(m[n] - M);
+              const k1 = Math.exp(a[i] - M);
+              s1[n] = (m[n] === -Infinity ? 0 : k0 * (s1[n] + s0[n] * (m[n] - M))) + k1 * (c[i] + b[i] * (a[i] - M));
+              s0[n] = s0[n] * k0 + b[i] * k1;
+              m[n] = M;
+            }
+          }
+        } finally {
+          if (Wb !== W) Wb.dispose();
+        }
+      }
       for (let r0 = 0; r0 < N; r0 += rBlock) {
         const R = Math.min(rBlock, N - r0);
-        const m = new Float64Array(R).fill(-Infinity);
-        const s0 = new Float64Array(R);
-        const s1 = new Float64Array(R);
-        const hr = tf.slice(h, [r0, 0], [R, d]);
-        for (let v0 = 0; v0 < V; v0 += vBlock) {
-          const vc = Math.min(vBlock, V - v0);
-          const [mc, s0c, s1c] = tf.tidy(() => {
-            const z = tf.matMul(hr, vc === V ? W : tf.slice(W, [0, v0], [d, vc])).div(temperature) as tf.Tensor2D;
-            const mx = z.max(1, true);
-            const zc = z.sub(mx);
-            const e = tf.exp(zc);
-            // Σ e^{z−m}(z − m), relative to the block's max: bounded terms, no cancellation for a confident row
-            return [mx.reshape([R]), e.sum(1), e.mul(zc).sum(1)];
-          });
-          const [a, b, c] = [mc.dataSync(), s0c.dataSync(), s1c.dataSync()];
-          tf.dispose([mc, s0c, s1c]);
-          for (let i = 0; i < R; i++) {
-            // rebase both sums on the new max M: e^{z−M}(z−M) = e^{m−M}·(e^{z−m}(z−m) + e^{z−m}(m−M))
-            const M = Math.max(m[i], a[i]);
-            const k0 = m[i] === -Infinity ? 0 : Math.exp(m[i] - M);
-            const k1 = Math.exp(a[i] - M);
-            s1[i] = (m[i] === -Infinity ? 0 : k0 * (s1[i] + s0[i] * (m[i] - M))) + k1 * (c[i] + b[i] * (a[i] - M));
-            s0[i] = s0[i] * k0 + b[i] * k1;
-            m[i] = M;
-          }
-        }
         // the target's logit: its column of the lm head, one dot product per row
         const zt = tf.tidy(() => {
           const cols = tf.gather(W, tf.tensor1d(targets.subarray(r0, r0 + R), 'int32'), 1); // [d, R]
-          return tf.sum(tf.mul(hr, tf.transpose(cols)), 1).div(temperature);
+          return tf.sum(tf.mul(tf.slice(h, [r0, 0], [R, d]), tf.transpose(cols)), 1).div(temperature);
         });
         const ztv = zt.dataSync();
-        tf.dispose([zt, hr]);
-        for (let i = 0; i < R; i++) {
+        zt.dispose();
+        for (let i = 0, n = r0; i < R; i++, n++) {
           // lse = M + ln s0; H = lse − E[z] = ln s0 − s1/s0 (s1 = Σ e^{z−M}(z − M))
-          lse[r0 + i] = m[i] + Math.log(s0[i]);
-          logp[r0 + i] = ztv[i] - lse[r0 + i];
-          entropy[r0 + i] = Math.log(s0[i]) - s1[i] / s0[i];
+          logp[n] = ztv[i] - (m[n] + Math.log(s0[n]));
+          entropy[n] = Math.log(s0[n]) - s1[n] / s0[n];
         }
       }
     } finally {

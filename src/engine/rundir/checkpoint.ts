@@ -6,7 +6,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { isUserError, UserError } from '../core/errors';
-import { renameWithRetry, writeFileAtomic } from './rundir';
+import { processAlive, renameWithRetry, writeFileAtomic } from './rundir';
 import { readSafetensors, writeSafetensors, type StTensor } from '../model/safetensors';
 
 export type TensorMap = Record<string, StTensor>;
@@ -48,13 +48,15 @@ export function checkpointDir(runDir: string, step: number): string {
   return join(checkpointsRoot(runDir), `step-${String(step).padStart(6, '0')}`);
 }
 
-function listIn(root: string): CheckpointEntry[] {
-  let names: string[];
+function namesIn(root: string): string[] {
   try {
-    names = readdirSync(root);
+    return readdirSync(root);
   } catch {
     return [];
   }
+}
+
+function listIn(root: string, names = namesIn(root)): CheckpointEntry[] {
   const out: CheckpointEntry[] = [];
   for (const n of names) {
     const m = FINAL_NAME.exec(n);
@@ -67,18 +69,14 @@ function listIn(root: string): CheckpointEntry[] {
  * Finishes a replacement that a kill interrupted. Replacing `step-N` renames it to `step-N.old-<pid>`, then the complete
  * `step-N.tmp-<pid>` to `step-N`; a writer killed between the two renames leaves no `step-N` at all. For a dead
  * writer's pair: the new one takes the name when it is complete (its meta.json is written last), else the old one
- * goes back. Without this, the leftovers were dropped as litter and the checkpoint was lost.
+ * goes back. Without this, the leftovers were dropped as litter and the checkpoint was lost. `names`: the folder's
+ * entries as just read; returns whether it renamed anything (the listing is then stale).
  */
-function recoverInterruptedSwaps(root: string): void {
-  let names: string[];
-  try {
-    names = readdirSync(root);
-  } catch {
-    return;
-  }
+function recoverInterruptedSwaps(root: string, names: string[]): boolean {
+  let renamed = false;
   for (const n of names) {
     const m = /^(step-\d+)\.old-(\d+)$/.exec(n);
-    if (!m || Number(m[2]) === process.pid || pidAlive(Number(m[2]))) continue;
+    if (!m || Number(m[2]) === process.pid || processAlive(Number(m[2]))) continue;
     const final = join(root, m[1]);
     const old = join(root, n);
     if (existsSync(final)) continue; // the swap finished; the old copy is litter that prune drops
@@ -89,28 +87,22 @@ function recoverInterruptedSwaps(root: string): void {
     } else {
       renameWithRetry(old, final);
     }
+    renamed = true;
   }
+  return renamed;
 }
 
 /** The run's complete checkpoints, oldest first (an interrupted replacement is finished first; `.tmp-*` folders are not). */
 export function listCheckpoints(runDir: string): CheckpointEntry[] {
-  recoverInterruptedSwaps(checkpointsRoot(runDir));
-  return listIn(checkpointsRoot(runDir));
+  const root = checkpointsRoot(runDir);
+  const names = namesIn(root);
+  return recoverInterruptedSwaps(root, names) ? listIn(root) : listIn(root, names);
 }
 
 /** The newest complete checkpoint's folder, or null when the run has none. */
 export function latestCheckpoint(runDir: string): string | null {
   const all = listCheckpoints(runDir);
   return all.length ? all[all.length - 1].dir : null;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
-  }
 }
 
 /** Flush a file or folder to disk. Windows cannot open folders for fsync; NTFS journals the rename anyway. */
@@ -201,7 +193,7 @@ export function saveCheckpoint(runDir: string, step: number, parts: CheckpointPa
 }
 
 function prune(root: string, keep: number): void {
-  recoverInterruptedSwaps(root);
+  recoverInterruptedSwaps(root, namesIn(root));
   // Step 0 is the end of the SFT warm start: the branching point other runs start from (model.init_checkpoint)
   // and what GRPO's gain is measured against, so it is never pruned.
   const all = listIn(root).filter((c) => c.step !== 0);
@@ -209,7 +201,7 @@ function prune(root: string, keep: number): void {
   for (const n of readdirSync(root)) {
     const m = LEFTOVER_NAME.exec(n);
     // Another live process may be mid-save into its own tmp folder; only a dead writer's leftovers go.
-    if (m && Number(m[1]) !== process.pid && !pidAlive(Number(m[1]))) rmSync(join(root, n), { recursive: true, force: true });
+    if (m && Number(m[1]) !== process.pid && !processAlive(Number(m[1]))) rmSync(join(root, n), { recursive: true, force: true });
   }
 }
 

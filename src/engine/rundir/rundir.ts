@@ -484,7 +484,8 @@ export class RunLockedError extends UserError {
   }
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -549,12 +550,7 @@ export function acquireRunLock(runDir: string, opts: RunLockOptions | string = {
   const deadline = Date.now() + 10_000;
   for (let attempt = 0; ; attempt++) {
     try {
-      const fd = openSync(path, 'wx');
-      try {
-        writeSync(fd, mine);
-      } finally {
-        closeSync(fd);
-      }
+      writeFileSync(path, mine, { flag: 'wx' });
       return held();
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST')

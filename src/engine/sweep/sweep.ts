@@ -80,7 +80,8 @@ function label(key: string, v: unknown, abbr: string): string {
   return `${abbr}${valueLabel(v)}`;
 }
 
-const KNOB_VALUES: Record<string, number[]> = sweepValues();
+/** The values a sweep offers for each strategy's knob (the catalog's sweepValues: seed doc 001's comparison). */
+export const KNOB_VALUES: Record<string, number[]> = sweepValues();
 
 function describeValue(v: unknown): string | number | boolean | null {
   return v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : JSON.stringify(v);

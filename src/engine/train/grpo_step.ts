@@ -54,7 +54,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const strategy = getStrategy(s.cfg.credit.strategy);
   const t0 = performance.now();
   const drawn = collectGroups(s, step, log);
-  const { episodes, penalties } = drawn;
+  const { episodes } = drawn;
   const genSeconds = (performance.now() - t0) / 1000;
   const adv = advantages(
     episodes.map((e) => e.reward.total),
@@ -66,7 +66,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const u = update({ s, opt: o.optimizer, ref: o.ref ?? null, head: o.head ?? null, strategy, episodes, adv, prepared, log, step });
   const row = metrics(episodes, u, { step, genSeconds, seconds: (performance.now() - t0) / 1000, groupSize: s.cfg.grpo.group_size });
   row.truncated_frac = episodes.filter((e) => e.truncated).length / episodes.length;
-  if (penalties) row.overlong_penalty_mean = penalties.reduce((a, p) => a + p, 0) / penalties.length;
+  if (s.cfg.grpo.overlong_buffer) row.overlong_penalty_mean = episodes.reduce((a, e) => a + (e.overlongPenalty ?? 0), 0) / episodes.length;
   if (s.cfg.grpo.dynamic_sampling) {
     row.groups_drawn = drawn.groupsDrawn;
     row.resampled_frac = drawn.resampledFrac;
@@ -89,7 +89,6 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
 
 // ---- sample ----
 
-/** prompts_per_step prompts drawn with the step's seed, each sampled group_size times; rewards scored as sampled. */
 /**
  * The step's groups, their rewards shaped (grpo.overlong_buffer): the shaped reward is the episode's reward from here on
  * (advantages, the episode table, the metrics). With grpo.dynamic_sampling (DAPO; veRL's filter_groups) the groups whose
@@ -101,50 +100,44 @@ function collectGroups(
   s: Session,
   step: number,
   log: (l: 'info' | 'warn', m: string) => void,
-): { episodes: Episode[]; penalties: number[] | null; groupsDrawn: number; resampledFrac: number } {
+): { episodes: Episode[]; groupsDrawn: number; resampledFrac: number } {
   const g = s.cfg.grpo;
   const G = g.group_size;
-  const shape = (eps: Episode[]) => {
-    if (!g.overlong_buffer) return null;
-    const p = eps.map((e) => overlongPenalty(e.ids.length, g.max_new_tokens, g.overlong_buffer!.len, g.overlong_buffer!.penalty));
-    eps.forEach((e, i) => (e.reward = { ...e.reward, total: e.reward.total + p[i] }));
-    return p;
+  const draw = (k: number) => {
+    const eps = sample(s, step, k);
+    const ob = g.overlong_buffer;
+    if (ob)
+      for (const e of eps) {
+        e.overlongPenalty = overlongPenalty(e.ids.length, g.max_new_tokens, ob.len, ob.penalty);
+        e.reward = { ...e.reward, total: e.reward.total + e.overlongPenalty };
+      }
+    return eps;
   };
-  const first = sample(s, step);
-  const firstPenalties = shape(first);
-  if (!g.dynamic_sampling) return { episodes: first, penalties: firstPenalties, groupsDrawn: first.length / G, resampledFrac: 0 };
-  const kept: { eps: Episode[]; penalties: number[] | null; draw: number }[] = [];
+  const first = draw(0);
+  if (!g.dynamic_sampling) return { episodes: first, groupsDrawn: first.length / G, resampledFrac: 0 };
+  const kept: { eps: Episode[]; draw: number }[] = [];
   let groupsDrawn = 0;
-  for (let draw = 0; draw <= g.max_resample_batches && kept.length < g.prompts_per_step; draw++) {
-    const eps = draw === 0 ? first : sample(s, step, draw);
-    const pen = draw === 0 ? firstPenalties : shape(eps);
-    for (let k = 0; k < eps.length / G && kept.length < g.prompts_per_step; k++) {
+  for (let k = 0; k <= g.max_resample_batches && kept.length < g.prompts_per_step; k++) {
+    const eps = k === 0 ? first : draw(k);
+    for (let i = 0; i < eps.length / G && kept.length < g.prompts_per_step; i++) {
       groupsDrawn++;
-      const group = eps.slice(k * G, (k + 1) * G);
-      if (
-        effectiveGroups(
-          group.map((e) => e.reward.total),
-          G,
-        ) > 0
-      )
-        kept.push({ eps: group, penalties: pen && pen.slice(k * G, (k + 1) * G), draw });
+      const group = eps.slice(i * G, (i + 1) * G);
+      if (rewardsDiffer(group.map((e) => e.reward.total))) kept.push({ eps: group, draw: k });
     }
   }
   if (!kept.length) {
     log('warn', `step ${step}: dynamic sampling found no group with differing rewards in ${groupsDrawn} groups; training on the first draw (no signal)`);
-    return { episodes: first, penalties: firstPenalties, groupsDrawn, resampledFrac: 0 };
+    return { episodes: first, groupsDrawn, resampledFrac: 0 };
   }
   if (kept.length < g.prompts_per_step)
     log('info', `step ${step}: dynamic sampling kept ${kept.length} of ${g.prompts_per_step} groups after ${groupsDrawn} drawn (grpo.max_resample_batches)`);
-  return {
-    episodes: kept.flatMap((k) => k.eps),
-    penalties: firstPenalties ? kept.flatMap((k) => k.penalties!) : null,
-    groupsDrawn,
-    resampledFrac: kept.filter((k) => k.draw > 0).length / kept.length,
-  };
+  return { episodes: kept.flatMap((k) => k.eps), groupsDrawn, resampledFrac: kept.filter((k) => k.draw > 0).length / kept.length };
 }
 
-/** One draw of the step's prompts, G completions each; draw 0 is the step's own stream (the same as before resampling). */
+/**
+ * One draw: prompts_per_step prompts drawn with the step's seed, each sampled group_size times, rewards scored as
+ * sampled; draw 0 is the step's own stream (the same as before resampling), each later draw a stream of its own.
+ */
 export function sample(s: Session, step: number, draw = 0): Episode[] {
   const g = s.cfg.grpo;
   const rng = makeRng(childSeed(s.cfg.seed, draw === 0 ? `grpo-${step}` : `grpo-${step}-draw-${draw}`));
@@ -480,11 +473,13 @@ export function overlongPenalty(length: number, maxNewTokens: number, len: numbe
 export function effectiveGroups(rewards: readonly number[], groupSize: number): number {
   const groups = Math.floor(rewards.length / groupSize);
   let live = 0;
-  for (let g = 0; g < groups; g++) {
-    const r = rewards.slice(g * groupSize, (g + 1) * groupSize);
-    if (r.some((x) => x !== r[0])) live++;
-  }
+  for (let g = 0; g < groups; g++) if (rewardsDiffer(rewards.slice(g * groupSize, (g + 1) * groupSize))) live++;
   return groups ? live / groups : 0;
+}
+
+/** Whether a group's rewards are not all equal: its advantages are not all 0. */
+function rewardsDiffer(r: readonly number[]): boolean {
+  return r.some((x) => x !== r[0]);
 }
 
 function metrics(episodes: Episode[], u: Update, t: { step: number; genSeconds: number; seconds: number; groupSize: number }): MetricsRow {

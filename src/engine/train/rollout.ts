@@ -21,6 +21,8 @@ export interface Episode {
   success: boolean;
   /** the sampler stopped at max_new_tokens, before EOS or the stop text (absent for imported episodes) */
   truncated?: boolean;
+  /** grpo.overlong_buffer's penalty, already added to reward.total (absent when the buffer is off) */
+  overlongPenalty?: number;
 }
 
 export interface RolloutOptions {
