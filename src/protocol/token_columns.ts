@@ -112,6 +112,16 @@ export const TOKEN_COLUMNS = [
     heatmap: { label: 'clipped', signed: false },
     hover: 'clipped (share of epochs)',
   },
+  {
+    name: 'grad_norm',
+    type: 'float32',
+    nullable: true,
+    meaning:
+      "the size of the gradient the token's term Â·log π sends to the logits: |Â|·√(1 − 2π + Σπ²)/T, from the full " +
+      'distribution that gave its entropy (null where none was seen, e.g. an import without a model)',
+    heatmap: { label: 'gradient norm', signed: false },
+    hover: 'gradient norm',
+  },
   { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: think, answer or other (DESIGN §4)', few_values: true },
   { name: 'token_type', type: 'utf8', nullable: false, meaning: "seed doc 002's token class: filler or reasoning", few_values: true },
   { name: 'reward', type: 'float32', nullable: false, meaning: "the episode's total reward" },

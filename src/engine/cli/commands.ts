@@ -65,6 +65,14 @@ export const COMMANDS: readonly Command[] = [
     ],
     run: async (a) => (await data()).cmdImport(a),
   },
+  {
+    name: 'probe',
+    usage: [
+      'probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M] [--positions every|segments:S|cutpoints:τ]',
+      '                   [--temperature T] [--seed s] [--replace] [--json] [--progress-json]',
+    ],
+    run: async (a) => (await import('./probe_command')).cmdProbe(a),
+  },
   { name: 'bench', usage: ['bench [--json] [--quick] [--profile [--backend wasm-blas|wasm]]'], run: async (a, u) => (await run()).cmdBench(a, u) },
   { name: 'schema', usage: ['schema [--out file]'], run: async (a, u) => (await run()).cmdSchema(a, u) },
 ];

@@ -252,6 +252,11 @@ const loggingSchema = section(
   {
     tokens: bool("Write the per-token Arrow tables (the heatmap's data).").default(true),
     every: int(1, 'Log tables every this many steps.').default(1),
+    probe_every: int(
+      0,
+      "Keep the policy that sampled step 1 and every this many steps (<run>/policies/, the model's weights in float32) so " +
+        '`credit-lens probe --step N` can sample from it; checkpoint N − 1 serves too where it is kept. 0 keeps none.',
+    ).default(25),
   },
   'What the run directory records.',
 );

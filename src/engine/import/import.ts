@@ -20,8 +20,7 @@ import { ENGINE_VERSION } from '../core/version';
 import { acquireRunLock, appendMetrics, createRunDir, openEngineLog, writeRunInfo } from '../rundir/rundir';
 import { computeSections, tokenType } from '../tasks/sections';
 import type { Episode } from '../train/rollout';
-import type { TokenLog } from '../train/token_log';
-import { logTables } from '../train/token_log';
+import { gradNorms, logTables, type TokenLog } from '../train/token_log';
 import { readImport, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
 import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, scoreBatch, weighExported, type Scorer } from './score';
 import { PromptTemplater, type ChatTemplateMode } from './chat_template';
@@ -80,6 +79,8 @@ interface Pending {
   success: boolean;
   logprob?: number[];
   entropy?: number[];
+  /** Σ_j π_j² at each position, where a model scored the tokens */
+  probSq?: number[];
   weight?: number[];
   effAdv?: number[];
   extra?: Record<string, (number | null)[]>;
@@ -337,13 +338,15 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
             cfg,
             { budget },
           );
-          idx.forEach((i, k) => Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, weight: out[k].weight, effAdv: out[k].effAdv }));
+          idx.forEach((i, k) =>
+            Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, probSq: out[k].probSq, weight: out[k].weight, effAdv: out[k].effAdv }),
+          );
           s += n;
           done += n;
           o.progress?.(done, total);
         }
       }
-      writeStep(runDir, step, eps);
+      writeStep(runDir, step, eps, cfg.grpo.temperature);
     }
     for (const p of problems) elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
     const templated = templater.summary();
@@ -374,7 +377,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
 }
 
 /** One step's token and episode tables (the trainer's own writer) and its metrics row. */
-function writeStep(runDir: string, step: number, eps: Pending[]): void {
+function writeStep(runDir: string, step: number, eps: Pending[], temperature: number): void {
   const episodes = eps.map((e): Episode => ({
     example: { id: e.promptIdx, prompt: e.rec.prompt },
     promptIds: e.promptIds,
@@ -394,6 +397,12 @@ function writeStep(runDir: string, step: number, eps: Pending[]): void {
     weights: eps.map((e) => e.weight!),
     effAdv: eps.map((e) => e.effAdv!),
     adv: eps.map((e) => e.advantage),
+    gradNorm: gradNorms(
+      eps.map((e) => e.effAdv!),
+      eps.map((e) => e.logprob!),
+      eps.map((e) => e.probSq),
+      temperature,
+    ),
     ...(extraNames.length ? { extra: Object.fromEntries(extraNames.map((n) => [n, eps.map((e) => e.extra?.[n] ?? e.ids.map(() => null))])) } : {}),
   };
   logTables(runDir, step, episodes, tok);

@@ -19,7 +19,7 @@ import { policyBatch } from '../train/rollout';
 import { openSession } from '../train/session';
 
 /** Strategies whose weights come from the batch alone: no trained head, network or oracle. */
-export const IMPORT_STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted', 'entropy_mask'] as const;
+export const IMPORT_STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted', 'entropy_mask', 'gtpo'] as const;
 
 export interface Scorer {
   model: Transformer;
@@ -89,6 +89,8 @@ export interface ScoreInput {
 export interface ScoreOutput {
   logprob: number[];
   entropy: number[];
+  /** Σ_j π_j² at each position */
+  probSq: number[];
   weight: number[];
   effAdv: number[];
 }
@@ -99,7 +101,30 @@ export interface ScoreOutput {
  * trained run's do. Rows are left-padded prompts and right-padded completions (policyBatch).
  */
 export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig, opts: { budget?: number } = {}): ScoreOutput[] {
-  const strategy = getStrategy(cfg.credit.strategy);
+  const name = cfg.credit.strategy;
+  return scoreStrategies(scorer, items, cfg, [name], opts).map(({ credit, ...x }) => ({ ...x, weight: credit[name].weight, effAdv: credit[name].effAdv }));
+}
+
+export interface StrategyScores {
+  logprob: number[];
+  entropy: number[];
+  probSq: number[];
+  /** per strategy, its weights and effective advantages */
+  credit: Record<string, { weight: number[]; effAdv: number[] }>;
+}
+
+/**
+ * scoreBatch for several strategies that need no training (IMPORT_STRATEGIES) from one forward pass: each gets the
+ * run config's parameters (`cfg.credit`, where every strategy's keys have their values or defaults).
+ */
+export function scoreStrategies(
+  scorer: Scorer,
+  items: ScoreInput[],
+  cfg: CreditConfig,
+  names: readonly string[],
+  opts: { budget?: number } = {},
+): StrategyScores[] {
+  const strategies = names.map((n) => [n, getStrategy(n)] as const);
   const params = creditParams(cfg.credit);
   const pb = policyBatch(
     items.map((x) => x.promptIds),
@@ -120,7 +145,7 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
       cfg.grpo.temperature,
       {
         budget: opts.budget,
-        returnAttention: strategy.needs.attention,
+        returnAttention: strategies.some(([, st]) => st.needs.attention),
       },
     );
     attention = scored.attention;
@@ -129,17 +154,28 @@ export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfi
       const out = { attention };
       const lp = rows(scored.logp);
       const ent = rows(scored.entropy);
-      const batch = { logprobs: lp, entropies: ent, sections: items.map((x) => pad(x.sections, 'other' as Section)), mask: pb.mask };
-      if (strategy.fromOutputs)
-        Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections: batch.sections, mask: pb.mask }));
+      const sq = rows(scored.probSq);
       const adv = items.map((x) => x.advantage);
-      const weights = strategy.weights(batch, params);
-      const effAdv = strategy.effectiveAdvantages
-        ? strategy.effectiveAdvantages(batch, adv, params)
-        : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+      const sections = items.map((x) => pad(x.sections, 'other' as Section));
+      const credit = strategies.map(([, strategy]) => {
+        const batch = { logprobs: lp, entropies: ent, sections, mask: pb.mask };
+        if (strategy.fromOutputs) Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections, mask: pb.mask }));
+        const weights = strategy.weights(batch, params);
+        const effAdv = strategy.effectiveAdvantages
+          ? strategy.effectiveAdvantages(batch, adv, params)
+          : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+        return { weights, effAdv };
+      });
       return items.map((x, i) => {
         const n = x.ids.length;
-        return { logprob: lp[i].slice(0, n), entropy: ent[i].slice(0, n), weight: weights[i].slice(0, n), effAdv: effAdv[i].slice(0, n) };
+        return {
+          logprob: lp[i].slice(0, n),
+          entropy: ent[i].slice(0, n),
+          probSq: sq[i].slice(0, n),
+          credit: Object.fromEntries(
+            strategies.map(([name], k) => [name, { weight: credit[k].weights[i].slice(0, n), effAdv: credit[k].effAdv[i].slice(0, n) }]),
+          ),
+        };
       });
     });
   } finally {

@@ -199,7 +199,7 @@ export class Transformer {
   /**
    * Teacher-forced scores without the logits tensor: for the positions [from, from + count) of each row (flattened
    * [N = B·count], row-major), log p(target) and the entropy H = −Σ_v p_v log p_v of softmax(logits / temperature), with the lm head applied
-   * a block of rows × a block of the vocabulary at a time so that no block holds more than `budget` floats. The
+   * a block of rows × a block of the vocabulary at a time (and Σ_v p_v², for the gradient norm) so that no block holds more than `budget` floats. The
    * log-sum-exp and Σ p·(z − max) are merged across vocabulary blocks in float64 (the online softmax), so a 2,000-token
    * completion over a 152k vocabulary (300 M logits, 1.2 GB) costs one block of memory. No gradient (import scoring).
    */
@@ -210,7 +210,7 @@ export class Transformer {
     targets: Int32Array,
     temperature: number,
     opts: { budget?: number; returnAttention?: boolean } = {},
-  ): { logp: Float32Array; entropy: Float32Array; attention?: tf.Tensor4D } {
+  ): { logp: Float32Array; entropy: Float32Array; probSq: Float32Array; attention?: tf.Tensor4D } {
     this.checkLive();
     const [B, T] = ids.shape;
     const { from, count } = positions;
@@ -232,8 +232,11 @@ export class Transformer {
     const m = new Float64Array(N).fill(-Infinity);
     const s0 = new Float64Array(N);
     const s1 = new Float64Array(N);
+    // s2 = Σ e^{2(z−m)}: Σ p² = s2 / s0²
+    const s2 = new Float64Array(N);
     const logp = new Float32Array(N);
     const entropy = new Float32Array(N);
+    const probSq = new Float32Array(N);
     try {
       // vocabulary blocks outside, rows inside: each block of the lm head is sliced once, not once per row block
       for (let v0 = 0; v0 < V; v0 += vBlock) {
@@ -242,16 +245,16 @@ export class Transformer {
         try {
           for (let r0 = 0; r0 < N; r0 += rBlock) {
             const R = Math.min(rBlock, N - r0);
-            const [mc, s0c, s1c] = tf.tidy(() => {
+            const [mc, s0c, s1c, s2c] = tf.tidy(() => {
               const z = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb).div(temperature) as tf.Tensor2D;
               const mx = z.max(1, true);
               const zc = z.sub(mx);
               const e = tf.exp(zc);
               // Σ e^{z−m}(z − m), relative to the block's max: bounded terms, no cancellation for a confident row
-              return [mx.reshape([R]), e.sum(1), e.mul(zc).sum(1)];
+              return [mx.reshape([R]), e.sum(1), e.mul(zc).sum(1), e.square().sum(1)];
             });
-            const [a, b, c] = [mc.dataSync(), s0c.dataSync(), s1c.dataSync()];
-            tf.dispose([mc, s0c, s1c]);
+            const [a, b, c, q] = [mc.dataSync(), s0c.dataSync(), s1c.dataSync(), s2c.dataSync()];
+            tf.dispose([mc, s0c, s1c, s2c]);
             for (let i = 0, n = r0; i < R; i++, n++) {
               // rebase both sums on the new max M: e^{z−M}(z−M) = e^{m−M}·(e^{z−m}(z−m) + e^{z−m}(m−M))
               const M = Math.max(m[n], a[i]);
@@ -259,6 +262,7 @@ export class Transformer {
               const k1 = Math.exp(a[i] - M);
               s1[n] = (m[n] === -Infinity ? 0 : k0 * (s1[n] + s0[n] * (m[n] - M))) + k1 * (c[i] + b[i] * (a[i] - M));
               s0[n] = s0[n] * k0 + b[i] * k1;
+              s2[n] = s2[n] * k0 * k0 + q[i] * k1 * k1;
               m[n] = M;
             }
           }
@@ -279,12 +283,13 @@ export class Transformer {
           // lse = M + ln s0; H = lse − E[z] = ln s0 − s1/s0 (s1 = Σ e^{z−M}(z − M))
           logp[n] = ztv[i] - (m[n] + Math.log(s0[n]));
           entropy[n] = Math.log(s0[n]) - s1[n] / s0[n];
+          probSq[n] = s2[n] / (s0[n] * s0[n]);
         }
       }
     } finally {
       h.dispose();
     }
-    return { logp, entropy, ...(attention ? { attention } : {}) };
+    return { logp, entropy, probSq, ...(attention ? { attention } : {}) };
   }
 
   /** log softmax(logits)[n, targets[n]] for logits [N, V] and int32 targets [N], differentiable: the backend's op. */

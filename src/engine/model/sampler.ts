@@ -17,9 +17,21 @@ export interface SampleOptions {
   eosId: number | number[];
   /** e.g. ['</answer>']: stop a row once its decoded completion contains one of these */
   stopAfter?: string[];
-  /** needed with stopAfter */
-  decode?: (ids: number[]) => string;
+  /**
+   * needed with stopAfter: the text the stop strings are looked for in, from a row's new ids and its index in the
+   * output (a continuation of a completion prefix decodes the prefix too, so a stop text across the join is seen)
+   */
+  decode?: (ids: number[], row: number) => string;
   rng: () => number;
+  /** one stream per output row instead of `rng`: a row's draws then do not depend on which rows share its batch */
+  rngs?: (() => number)[];
+  /**
+   * Sample this many continuations of each prompt (output row b·repeat + m): the prompt's prefill is computed once
+   * and its keys and values copied to its rows.
+   */
+  repeat?: number;
+  /** per output row, at most this many new tokens (≤ maxNewTokens): a row stops there with 'length' */
+  budgets?: number[];
 }
 
 export interface SampledSeq {
@@ -28,6 +40,8 @@ export interface SampledSeq {
   logprobs: number[];
   /** entropy of that full temperature-scaled distribution */
   entropies: number[];
+  /** Σ_j π_j² of that distribution: with π of the token, the size of the log-prob's gradient (token_log.ts gradNorms) */
+  probSq: number[];
   stopped: 'eos' | 'stop' | 'length';
 }
 
@@ -38,8 +52,13 @@ export interface SampledSeq {
 const NUCLEUS_FIRST_THRESHOLD = 1e-3;
 
 export function generate(model: Transformer, prompts: number[][], opts: SampleOptions): SampledSeq[] {
-  const B = prompts.length;
-  if (B === 0) return [];
+  const P = prompts.length;
+  if (P === 0) return [];
+  const repeat = opts.repeat ?? 1;
+  if (!Number.isInteger(repeat) || repeat < 1) throw new Error(`generate: repeat must be a positive integer, got ${repeat}`);
+  const B = P * repeat;
+  if (opts.rngs && opts.rngs.length !== B) throw new Error(`generate: ${opts.rngs.length} rngs for ${B} output rows`);
+  if (opts.budgets && opts.budgets.length !== B) throw new Error(`generate: ${opts.budgets.length} budgets for ${B} output rows`);
   const { maxNewTokens } = opts;
   if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new UserError(`max_new_tokens must be a positive integer, got ${maxNewTokens}`);
   const greedy = !!opts.greedy;
@@ -63,24 +82,31 @@ export function generate(model: Transformer, prompts: number[][], opts: SampleOp
   const temperature = greedy ? 1 : opts.temperature;
 
   // Left padding (pad id 0, masked) so every row's last prompt token sits at position T0 − 1.
-  const ids = new Int32Array(B * T0);
-  const mask = new Float32Array(B * T0);
+  const ids = new Int32Array(P * T0);
+  const mask = new Float32Array(P * T0);
   prompts.forEach((p, b) => {
     const off = b * T0 + (T0 - p.length);
     ids.set(p, off);
     mask.fill(1, off, (b + 1) * T0);
   });
-  const idsT = tf.tensor2d(ids, [B, T0], 'int32');
-  const maskT = tf.tensor2d(mask, [B, T0], 'float32');
+  const idsT = tf.tensor2d(ids, [P, T0], 'int32');
+  const maskT = tf.tensor2d(mask, [P, T0], 'float32');
   // room for every new token, so an in-place cache never has to grow
   const first = model.prefill(idsT, maskT, { capacity: T0 + maxNewTokens });
   tf.dispose([idsT, maskT]);
   let logits: tf.Tensor2D | null = first.logits;
   let cache = first.cache;
+  if (repeat > 1) {
+    const rows = Array.from({ length: B }, (_, r) => Math.floor(r / repeat));
+    cache = model.keepCacheRows(cache, rows);
+    const l0 = logits;
+    logits = tf.tidy(() => tf.gather(l0, tf.tensor1d(Int32Array.from(rows), 'int32'), 0) as tf.Tensor2D);
+    l0.dispose();
+  }
 
-  const out: SampledSeq[] = prompts.map(() => ({ ids: [], logprobs: [], entropies: [], stopped: 'length' }));
+  const out: SampledSeq[] = Array.from({ length: B }, () => ({ ids: [], logprobs: [], entropies: [], probSq: [], stopped: 'length' }));
   /** original row index of each cache row */
-  let live = prompts.map((_, b) => b);
+  let live = out.map((_, b) => b);
   try {
     for (let step = 0; logits; step++) {
       // The log-softmax of each row, on the host: the logits are read once (they have to come back for the draw anyway),
@@ -92,20 +118,22 @@ export function generate(model: Transformer, prompts: number[][], opts: SampleOp
       const next: number[] = [];
       for (let r = 0; r < live.length; r++) {
         const row = data.subarray(r * V, (r + 1) * V);
-        const { entropy: h, mass } = rowStats(row);
-        const id = greedy ? argmax(row) : opts.topP < 1 ? nucleus(row, opts.topP, opts.rng()) : sampleFull(row, mass, opts.rng());
+        const { entropy: h, mass, sumSq } = rowStats(row);
+        const rng = opts.rngs ? opts.rngs[live[r]] : opts.rng;
+        const id = greedy ? argmax(row) : opts.topP < 1 ? nucleus(row, opts.topP, rng()) : sampleFull(row, mass, rng());
         const seq = out[live[r]];
         seq.ids.push(id);
         seq.logprobs.push(row[id]);
         seq.entropies.push(h);
+        seq.probSq.push(sumSq);
         // EOS stays as the row's last token: choosing to stop is an action of the policy, so it is part of the
         // completion the loss sees (as in TRL and GRPO-Zero).
         if (eos.has(id)) seq.stopped = 'eos';
         else if (stops.length > 0) {
-          const text = opts.decode!(seq.ids);
+          const text = opts.decode!(seq.ids, live[r]);
           if (stops.some((s) => text.includes(s))) seq.stopped = 'stop';
         }
-        if (seq.stopped === 'length') {
+        if (seq.stopped === 'length' && !(opts.budgets && seq.ids.length >= opts.budgets[live[r]])) {
           keep.push(r);
           next.push(id);
         }
@@ -148,18 +176,20 @@ function argmax(row: Float32Array): number {
   return best;
 }
 
-/** Entropy −Σ p log p of a row of log-probs and its total mass Σ p (≈ 1), accumulated in float64. */
-export function rowStats(logp: Float32Array): { entropy: number; mass: number } {
+/** Entropy −Σ p log p of a row of log-probs, its total mass Σ p (≈ 1) and Σ p², accumulated in float64. */
+export function rowStats(logp: Float32Array): { entropy: number; mass: number; sumSq: number } {
   let h = 0;
   let mass = 0;
+  let sumSq = 0;
   for (let i = 0; i < logp.length; i++) {
     const l = logp[i];
     if (l === -Infinity) continue;
     const p = Math.exp(l);
     mass += p;
+    sumSq += p * p;
     h -= p * l;
   }
-  return { entropy: h, mass };
+  return { entropy: h, mass, sumSq };
 }
 
 /** Inverse-CDF draw from the full distribution. */

@@ -120,6 +120,30 @@ export const EPISODE_SCHEMA = new Schema(
   ]),
 );
 
+/**
+ * `<run>/probes/step-NNNNNN.arrow` (issue 26): one row per probed (episode, position) of a step, sorted by both. value V_t
+ * is the mean reward of `rollouts` continuations of the prompt plus the completion's first t tokens (V_n, the whole
+ * completion, is the episode's reward with rollouts 0 and value_se 0); delta = V_{t+1} − V_t, null where t + 1 was not
+ * probed. It joins the token table on (episode, position).
+ */
+export interface ProbeColumns {
+  episode: Int32Array;
+  position: Int32Array;
+  value: Float32Array;
+  value_se: Float32Array;
+  rollouts: Int32Array;
+  /** NaN where null (as the readers give nullable floats) */
+  delta: Float32Array;
+}
+
+export const PROBE_SCHEMA = new Schema(
+  [int32('episode'), int32('position'), float32('value'), float32('value_se'), int32('rollouts'), float32('delta', true)],
+  new Map([
+    ['credit_lens.table', 'probes'],
+    ['credit_lens.version', '1'],
+  ]),
+);
+
 // ---- writing ----
 
 type AnyColumn = Int32Array | Float32Array | readonly unknown[] | null;
@@ -242,6 +266,12 @@ export function writeTokenTable(path: string, cols: TokenColumns): void {
 /** Write one step's episode table atomically (tmp + rename). Column lengths must agree. */
 export function writeEpisodeTable(path: string, cols: EpisodeColumns): void {
   writeTable('episode', path, EPISODE_SCHEMA, cols as unknown as Record<string, AnyColumn>);
+}
+
+/** Write one step's probe table atomically; a NaN delta is written as null. */
+export function writeProbeTable(path: string, cols: ProbeColumns): void {
+  const delta = Array.from(cols.delta, (d) => (Number.isNaN(d) ? null : d));
+  writeTable('probe', path, PROBE_SCHEMA, { ...cols, delta } as unknown as Record<string, AnyColumn>);
 }
 
 // ---- reading ----
@@ -512,4 +542,34 @@ export function readEpisodeTable(path: string): EpisodeColumns {
     length: int32Column(col('length'), total),
     oracle_span: stringColumn(col('oracle_span'), lengths, total, null),
   };
+}
+
+/** Read one probe table, checked as every table is, and for what a probe table must hold (positions, counts, order). */
+export function readProbeTable(path: string): ProbeColumns {
+  const sources = [readTable(path)];
+  const lengths = [sources[0].table.numRows];
+  const total = lengths[0];
+  const col = (name: string) => column(sources, PROBE_SCHEMA, name);
+  const out: ProbeColumns = {
+    episode: int32Column(col('episode'), total),
+    position: int32Column(col('position'), total),
+    value: float32Column(col('value'), lengths, total, false)!,
+    value_se: float32Column(col('value_se'), lengths, total, false)!,
+    rollouts: int32Column(col('rollouts'), total),
+    delta: float32Column(col('delta'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
+  };
+  for (let i = 0; i < total; i++) {
+    const bad =
+      out.episode[i] < 0 || out.position[i] < 0
+        ? 'a negative episode or position'
+        : out.rollouts[i] < 0
+          ? 'a negative rollout count'
+          : !Number.isFinite(out.value[i]) || !(out.value_se[i] >= 0)
+            ? 'a value that is not finite or a negative standard error'
+            : i > 0 && (out.episode[i] < out.episode[i - 1] || (out.episode[i] === out.episode[i - 1] && out.position[i] <= out.position[i - 1]))
+              ? 'rows out of (episode, position) order'
+              : null;
+    if (bad) throw new UserError(`${path} is corrupted: row ${i} has ${bad}`);
+  }
+  return out;
 }

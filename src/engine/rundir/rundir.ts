@@ -30,7 +30,7 @@ export const RUN_JSON = 'run.json';
 export const METRICS_JSONL = 'metrics.jsonl';
 export const ENGINE_LOG = 'engine.log';
 export const CONFIG_YAML = 'config.yaml';
-export type TableKind = 'tokens' | 'episodes';
+export type TableKind = 'tokens' | 'episodes' | 'probes';
 
 // ---- atomic writes ----
 

@@ -15,7 +15,7 @@ import { advantages, aggregationWeights, policyLossAndGrad, type PolicyLossResul
 import { accumulateGrads, concatRows, microBatchRanges } from './micro_batch';
 import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode, type PolicyBatch } from './rollout';
 import type { Session } from './session';
-import type { TokenLog } from './token_log';
+import { gradNorms, type TokenLog } from './token_log';
 import { pick, renameGrads, trainables } from './steps';
 
 /** A step abandoned before its update because the run was asked to stop while the step waited. */
@@ -82,6 +82,13 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     importance: u.importance,
     isWeight: u.isWeight,
     clipped: u.clipped,
+    // on the sampling distribution, whose Σπ² the sampler saw (on-policy it is the policy the loss differentiates)
+    gradNorm: gradNorms(
+      u.credit.effAdv,
+      episodes.map((e) => e.sampleLogprobs),
+      episodes.map((e) => e.probSq),
+      s.cfg.grpo.temperature,
+    ),
     oracleSpans: prepared.oracleSpans,
   };
   return { row, episodes, tok };

@@ -13,6 +13,8 @@ export interface Episode {
   /** sampler's log-probs (temperature-scaled policy at sampling time) */
   sampleLogprobs: number[];
   entropies: number[];
+  /** Σ_j π_j² of the sampling distribution at each position (absent where no full distribution was seen) */
+  probSq?: number[];
   text: string;
   tokens: TokenSpan[];
   sections: Section[];
@@ -53,7 +55,11 @@ export function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, ex
       rng: o.rng,
     });
     seqs.forEach((seq, k) =>
-      out.push({ ...scoreEpisode(tokenizer, task, exs[k], prompts[k], seq.ids, seq.logprobs, seq.entropies), truncated: seq.stopped === 'length' }),
+      out.push({
+        ...scoreEpisode(tokenizer, task, exs[k], prompts[k], seq.ids, seq.logprobs, seq.entropies),
+        truncated: seq.stopped === 'length',
+        probSq: seq.probSq,
+      }),
     );
   }
   return out;

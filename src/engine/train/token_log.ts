@@ -14,9 +14,27 @@ export interface TokenLog {
   /** what the loss did to each token (GRPO steps; absent for imported runs): the weight on its gradient, the share of epochs cut */
   isWeight?: number[][];
   clipped?: number[][];
+  /** |Â|·‖∂ log π/∂z‖ per token (gradNorms), where the sampler or the scorer saw the full distribution */
+  gradNorm?: number[][];
   oracleSpans?: (string | null)[];
   /** per-token columns beyond the contract, by name, per episode (imported runs: prime-rl's importance_ratio, …) */
   extra?: Record<string, (number | null)[][]>;
+}
+
+/**
+ * The size of the gradient each token's term Â·log π(a) sends to the logits z: log π = log softmax(z/T)_a has gradient
+ * (e_a − π)/T, whose norm is √(1 − 2π_a + Σ_j π_j²)/T, so the term's is |Â|·√(1 − 2π_a + Σ_j π_j²)/T (issue 26; the
+ * issue writes T = 1). π_a from the token's log-prob, Σ π² (probSq) from the same full distribution. Rows without
+ * probSq get none.
+ */
+export function gradNorms(effAdv: number[][], logprobs: number[][], probSq: (number[] | undefined)[], temperature: number): number[][] | undefined {
+  if (probSq.some((p) => !p)) return undefined;
+  return effAdv.map((row, i) =>
+    probSq[i]!.map((sq, t) => {
+      const p = Math.exp(logprobs[i][t]);
+      return (Math.abs(row[t]) * Math.sqrt(Math.max(0, 1 - 2 * p + sq))) / temperature;
+    }),
+  );
 }
 
 export function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
@@ -46,6 +64,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
       if (tok.importance) cols.importance[k] = tok.importance[i][t];
       if (tok.isWeight) cols.is_weight[k] = tok.isWeight[i][t];
       if (tok.clipped) cols.clipped[k] = tok.clipped[i][t];
+      if (tok.gradNorm) cols.grad_norm[k] = tok.gradNorm[i][t];
       cols.section[k] = e.sections[t];
       cols.token_type[k] = e.tokenTypes[t];
       cols.reward[k] = e.reward.total;
@@ -59,6 +78,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     importance: tok.importance ? cols.importance : null,
     is_weight: tok.isWeight ? cols.is_weight : null,
     clipped: tok.clipped ? cols.clipped : null,
+    grad_norm: tok.gradNorm ? cols.grad_norm : null,
   };
   writeTokenTable(stepFile(runDir, 'tokens', step), extra ? { ...written, extra } : written);
   writeEpisodeTable(stepFile(runDir, 'episodes', step), {

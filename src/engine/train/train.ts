@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunInfo } from '../../protocol';
+import { keepsPolicy, savePolicy } from '../rundir/policies';
 import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
 import { getStrategy } from '../credit';
@@ -321,6 +322,8 @@ async function trainIn(
       await tick();
       if (stopNow()) break;
       const step = progress.step + 1;
+      // the policy about to sample this step, for `credit-lens probe` (a resumed step writes the same weights again)
+      if (cfg.logging.tokens && step % cfg.logging.every === 0 && keepsPolicy(step, cfg.logging.probe_every)) savePolicy(runDir, step, s.model.exportWeights());
       let r: GrpoStepResult;
       try {
         r = await grpoStep({ session: s, optimizer: grpoOpt, ref, step, log, head, runDir, signal: ctl.signal });

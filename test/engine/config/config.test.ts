@@ -129,6 +129,8 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.grpo.mask_truncated_completions = false;
   expected.grpo.dynamic_sampling = false;
   expected.grpo.max_resample_batches = 4;
+  // issue 26: the sampling policies probes need
+  expected.logging.probe_every = 25;
   assert.deepEqual(config, expected);
 });
 

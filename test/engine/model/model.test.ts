@@ -380,12 +380,25 @@ test('scoreTokens: log-probs and entropies in blocks of rows and vocabulary equa
     const o = completionLogprobs(m, pb, 0.7, { entropy: true });
     return { lp: o.logp.dataSync().slice(), ent: o.entropy!.dataSync().slice() };
   });
+  // Σ p² of each scored position, in float64 from the whole logits (the gradient norm's input)
+  const refSq = tf.tidy(() => {
+    const { logits } = m.forward(pb.ids, pb.keyMask, { logitsFrom: pb.promptLen - 1 });
+    const rows = (logits.arraySync() as number[][][]).flatMap((r) => r.slice(0, C));
+    return rows.map((z) => {
+      const s = z.map((x) => x / 0.7);
+      const mx = Math.max(...s);
+      const e = s.map((x) => Math.exp(x - mx));
+      const tot = e.reduce((a, b) => a + b, 0);
+      return e.reduce((a, b) => a + (b / tot) ** 2, 0);
+    });
+  });
   // budgets from one logit per block (97 vocabulary blocks of one row each) to everything at once
   for (const budget of [1, 10, 97, 300, 1 << 20]) {
     const s = m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, pb.targets.dataSync() as Int32Array, 0.7, { budget });
     for (let i = 0; i < ref.lp.length; i++) {
       assert.ok(Math.abs(s.logp[i] - ref.lp[i]) < 2e-5, `budget ${budget}: logp[${i}] ${s.logp[i]} vs ${ref.lp[i]}`);
       assert.ok(Math.abs(s.entropy[i] - ref.ent[i]) < 2e-5, `budget ${budget}: entropy[${i}] ${s.entropy[i]} vs ${ref.ent[i]}`);
+      assert.ok(Math.abs(s.probSq[i] - refSq[i]) < 2e-6, `budget ${budget}: Σp²[${i}] ${s.probSq[i]} vs ${refSq[i]}`);
     }
   }
   pb.dispose();

@@ -42,6 +42,7 @@ const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   // what the loss did to each token (issue 27): null where no loss ran (imported runs)
   ['is_weight', 'Float32', true],
   ['clipped', 'Float32', true],
+  ['grad_norm', 'Float32', true],
   ['section', 'Utf8', false],
   ['token_type', 'Utf8', false],
   ['reward', 'Float32', false],

@@ -100,7 +100,7 @@ grpo: { steps: 1, prompts_per_step: 2, group_size: 4, max_new_tokens: 8, eval_ev
   assert.deepEqual(row, { column: 'surprisal', label: 'surprisal −ℓ', value: -tokens.logprob[view.rows[0]], metric: 'surprisal' });
   assert.deepEqual(
     fields.values.map((v) => v.column),
-    ['logprob', 'entropy', 'advantage', 'weight', 'effective_advantage', 'contribution', 'is_weight', 'clipped', 'surprisal'],
+    ['logprob', 'entropy', 'advantage', 'weight', 'effective_advantage', 'contribution', 'is_weight', 'clipped', 'grad_norm', 'surprisal'],
     'catalog order; attribution and importance are null under grpo and left out',
   );
 });

@@ -1,0 +1,93 @@
+// `credit-lens probe` (issue 26): flags in, probeRun called, its report printed.
+import { UserError } from '../core/errors';
+import { probeRun, type ProbeReport } from '../probe/probe';
+import { flag, intFlag, numFlag, parseArgs } from './args';
+
+export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M]
+         [--positions every|segments:S|cutpoints:τ] [--temperature T] [--seed s] [--replace] [--json] [--progress-json]
+  Monte Carlo values V_t of the step's completion prefixes (M continuations each, from the policy that sampled the step)
+  and δ_t = V_{t+1} − V_t, into <run>/probes/step-N.arrow; then each credit strategy's accuracy against them.
+  --episodes K (default 32) spreads K episodes over the step's groups. Ctrl-C stops keeping finished episodes; the same
+  command resumes.`;
+
+const pct = (x: number | null) => (x === null ? '   —  ' : `${(100 * x).toFixed(1).padStart(5)}%`);
+const num = (x: number | null) => (x === null ? '   —  ' : x.toFixed(3).padStart(6));
+
+/** The accuracy table as text, one row per strategy. */
+export function accuracyText(r: ProbeReport): string {
+  const a = r.accuracy;
+  if (!a) return 'no episode finished: no accuracy\n';
+  const ci = (e: { lo: number | null; hi: number | null }, f: (x: number | null) => string) => (e.lo === null ? '' : ` [${f(e.lo).trim()}, ${f(e.hi).trim()}]`);
+  const lines = [
+    `credit accuracy over ${a.episodes} episodes of ${a.prompts} prompts (95% intervals resample prompts); uniform credit's decisive share ${pct(a.uniform_share.mean).trim()}`,
+    `${'strategy'.padEnd(22)} ${'spearman |Â|~|δ|'.padEnd(26)} ${'decisive share'.padEnd(26)} sign agreement`,
+  ];
+  for (const [name, s] of Object.entries(a.accuracy)) {
+    const label = name === r.run_strategy ? `${name} (the run's)` : name;
+    lines.push(
+      `${label.padEnd(22)} ${(num(s.spearman.mean) + ci(s.spearman, num)).padEnd(26)} ${(pct(s.decisive_share.mean) + ci(s.decisive_share, pct)).padEnd(26)} ${pct(s.sign_agreement.mean)}${ci(s.sign_agreement, pct)}`,
+    );
+  }
+  return lines.join('\n') + '\n';
+}
+
+export async function cmdProbe(argv: string[]): Promise<number> {
+  const a = parseArgs(
+    argv,
+    { valued: ['step', 'episodes', 'episode', 'rollouts', 'positions', 'temperature', 'seed'], boolean: ['json', 'progress-json', 'replace'] },
+    PROBE_USAGE,
+  );
+  if (a.positional.length !== 1) throw new UserError(`probe needs exactly one run directory\n${PROBE_USAGE}`);
+  const step = intFlag(a, 'step', 1);
+  if (step === undefined) throw new UserError(`probe needs --step N (a logged GRPO step)\n${PROBE_USAGE}`);
+  const list = flag(a, 'episode');
+  if (list !== undefined && a.flags.has('episodes')) throw new UserError('--episodes and --episode: give one (a count, or a list of episode indices)');
+  const episodeList = list?.split(',').map((x) => {
+    const v = Number(x.trim());
+    if (!Number.isInteger(v) || v < 0) throw new UserError(`--episode: ${JSON.stringify(x)} is not an episode index (expected e.g. --episode 0,3,17)`);
+    return v;
+  });
+  const t0 = Date.now();
+  let last = 0;
+  const progress = (done: number, total: number) => {
+    if (a.flags.has('progress-json')) {
+      process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n');
+      return;
+    }
+    if (done < total && Date.now() - last < 1000) return;
+    last = Date.now();
+    const w = 30;
+    const f = total ? done / total : 1;
+    process.stderr.write(
+      `\r[${'#'.repeat(Math.round(f * w)).padEnd(w)}] ${done}/${total} continuations ${((Date.now() - t0) / 1000).toFixed(0)}s${done >= total ? '\n' : ''}`,
+    );
+  };
+  const abort = new AbortController();
+  const onSignal = (sig: string) => {
+    if (abort.signal.aborted) process.exit(130);
+    process.stderr.write(`\n${sig}: stopping after the current batch; finished episodes are kept\n`);
+    abort.abort();
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  const r = await probeRun({
+    runDir: a.positional[0],
+    step,
+    episodes: intFlag(a, 'episodes', 1),
+    episodeList,
+    rollouts: intFlag(a, 'rollouts', 2),
+    positions: flag(a, 'positions'),
+    temperature: numFlag(a, 'temperature', (x) => x > 0, 'a number > 0'),
+    seed: intFlag(a, 'seed', 0),
+    replace: a.flags.has('replace'),
+    progress,
+    log: (m) => process.stderr.write(`${m}\n`),
+    signal: abort.signal,
+  });
+  if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
+  else {
+    console.log(`probed ${r.episodes.length} episodes of step ${r.step} (${r.continuations} continuations, ${r.seconds.toFixed(1)} s) → ${r.table}`);
+    process.stdout.write(accuracyText(r));
+  }
+  return r.complete ? 0 : 130;
+}

@@ -1,0 +1,160 @@
+// Monte Carlo values of completion prefixes (issue 26; VinePPO's and Segment PO's estimator). For an episode with
+// completion y (n tokens) and a probed position t (0 ≤ t ≤ n), V_t is the mean reward of M continuations sampled by
+// the policy from the prompt plus y_<t, with the run's sampler, temperature, stop rules and max length; V_n is the
+// episode's own reward. The credit of token t is δ_t = V_{t+1} − V_t.
+//
+// Every continuation draws from its own stream, seeded by (seed, step, episode, t, m): a probe is reproducible, whatever
+// else shares its batch, and a resumed probe redoes an unfinished episode exactly. Each prefix is prefilled once and its
+// keys and values copied to its M rows (generate's `repeat`); rows stop at EOS, at "</answer>" (seen across the join of
+// prefix and continuation) or at their own budget, max_new_tokens − t.
+import type { Example, Tokenizer } from '../core/types';
+import { childSeed, makeRng } from '../core/rng';
+import { UserError } from '../core/errors';
+import type { Transformer } from '../model/model';
+import { generate } from '../model/sampler';
+
+export type PositionRule = { kind: 'every' } | { kind: 'segments'; size: number } | { kind: 'cutpoints'; tau: number };
+
+/** `every`, `segments:S` (S ≥ 1 tokens) or `cutpoints:τ` (0 < τ < 1), as `--positions` takes it. */
+export function parsePositions(spec: string): PositionRule {
+  if (spec === 'every') return { kind: 'every' };
+  const m = /^(segments|cutpoints):(.+)$/.exec(spec);
+  const v = m ? Number(m[2]) : NaN;
+  if (m?.[1] === 'segments' && Number.isInteger(v) && v >= 1) return { kind: 'segments', size: v };
+  if (m?.[1] === 'cutpoints' && v > 0 && v < 1) return { kind: 'cutpoints', tau: v };
+  throw new UserError(
+    `--positions: got ${JSON.stringify(spec)}; expected every, segments:S (S an integer ≥ 1: every S-th position) or cutpoints:τ ` +
+      '(0 < τ < 1: each token whose probability is below τ, probed before and after it, as Segment PO cuts)',
+  );
+}
+
+/**
+ * The positions probed in a completion of n tokens, ascending, always with 0 and n. cutpoints: t and t + 1 for each
+ * token t with π(y_t) < τ, so δ_t is measured exactly at the low-probability choices (SPO's cutpoints).
+ */
+export function probePositions(n: number, rule: PositionRule, logprobs: ArrayLike<number>): number[] {
+  const set = new Set<number>([0, n]);
+  if (rule.kind === 'every') for (let t = 1; t < n; t++) set.add(t);
+  else if (rule.kind === 'segments') for (let t = rule.size; t < n; t += rule.size) set.add(t);
+  else
+    for (let t = 0; t < n; t++)
+      if (Math.exp(logprobs[t]) < rule.tau) {
+        set.add(t);
+        set.add(t + 1);
+      }
+  return [...set].sort((a, b) => a - b);
+}
+
+export interface ProbeEpisode {
+  /** the episode's index in its step */
+  episode: number;
+  example: Example;
+  promptIds: number[];
+  /** completion token ids */
+  ids: number[];
+  /** the episode's reward as the run shaped it: V_n */
+  reward: number;
+}
+
+export interface ProbeRow {
+  episode: number;
+  position: number;
+  value: number;
+  valueSe: number;
+  rollouts: number;
+}
+
+export interface EstimateOptions {
+  rollouts: number;
+  temperature: number;
+  topP: number;
+  maxNewTokens: number;
+  seed: number;
+  step: number;
+  /** the reward of a whole completion (its text without the prefill, and its length in tokens), as the run shapes it */
+  reward(text: string, example: Example, length: number): number;
+  /** continuation rows per generate() call */
+  rowsPerBatch?: number;
+  /** continuations done so far in this episode (after each batch) */
+  onRows?(done: number): void;
+  /** checked between batches: a stop leaves the episode unfinished */
+  stopped?(): boolean;
+}
+
+const STOP = '</answer>';
+
+/** The seed of continuation m of position t of an episode. */
+export function probeSeed(seed: number, step: number, episode: number, t: number, m: number): number {
+  return childSeed(seed, `probe/${step}/${episode}/${t}/${m}`);
+}
+
+/** Mean and standard error (sample sd / √M) of M rewards. */
+export function meanSe(xs: number[]): { mean: number; se: number } {
+  const M = xs.length;
+  const mean = xs.reduce((a, b) => a + b, 0) / M;
+  if (M < 2) return { mean, se: 0 };
+  const v = xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (M - 1);
+  return { mean, se: Math.sqrt(v / M) };
+}
+
+/**
+ * V_t for each of `positions` of one episode; null when `stopped()` ended it before all were done. Prefixes go through
+ * generate() in buckets whose padded length fits max_seq_len (a prefix is at most the prompt plus max_new_tokens − 1
+ * tokens, so each fits alone) and whose rows stay under rowsPerBatch.
+ */
+export function estimateEpisode(model: Transformer, tokenizer: Tokenizer, ep: ProbeEpisode, positions: number[], o: EstimateOptions): ProbeRow[] | null {
+  const n = ep.ids.length;
+  const M = o.rollouts;
+  const rowsPerBatch = Math.max(M, o.rowsPerBatch ?? 256);
+  const P = ep.promptIds.length;
+  const open = positions.filter((t) => t < n);
+  const rewards = new Map<number, number[]>();
+  const eosIds = tokenizer.eosIds ?? [tokenizer.eosId];
+  let done = 0;
+  for (let i = 0; i < open.length;) {
+    if (o.stopped?.()) return null;
+    // positions ascending: the bucket's longest prefix is its last, its largest budget its first
+    const bucket = [open[i]];
+    while (
+      i + bucket.length < open.length &&
+      (bucket.length + 1) * M <= rowsPerBatch &&
+      P + open[i + bucket.length] + (o.maxNewTokens - open[i]) <= model.cfg.maxSeqLen
+    )
+      bucket.push(open[i + bucket.length]);
+    i += bucket.length;
+    const rowT = bucket.flatMap((t) => Array<number>(M).fill(t));
+    const out = generate(
+      model,
+      bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
+      {
+        maxNewTokens: o.maxNewTokens - bucket[0],
+        temperature: o.temperature,
+        topP: o.topP,
+        eosId: eosIds,
+        stopAfter: [STOP],
+        // the prefix's last tokens too, so a "</answer>" split across the join stops the row as it would have in the run
+        decode: (ids, row) => tokenizer.decode([...ep.ids.slice(Math.max(0, rowT[row] - STOP.length), rowT[row]), ...ids]),
+        rng: () => {
+          throw new Error('unreachable: every row has its own stream');
+        },
+        rngs: rowT.map((t, r) => makeRng(probeSeed(o.seed, o.step, ep.episode, t, r % M))),
+        repeat: M,
+        budgets: rowT.map((t) => o.maxNewTokens - t),
+      },
+    );
+    out.forEach((seq, r) => {
+      const t = rowT[r];
+      const full = [...ep.ids.slice(0, t), ...seq.ids];
+      const list = rewards.get(t) ?? [];
+      list.push(o.reward(tokenizer.decode(full), ep.example, full.length));
+      rewards.set(t, list);
+    });
+    done += out.length;
+    o.onRows?.(done);
+  }
+  return positions.map((t) => {
+    if (t === n) return { episode: ep.episode, position: t, value: ep.reward, valueSe: 0, rollouts: 0 };
+    const { mean, se } = meanSe(rewards.get(t)!);
+    return { episode: ep.episode, position: t, value: mean, valueSe: se, rollouts: M };
+  });
+}

@@ -1,0 +1,320 @@
+// `credit-lens probe` (issue 26): Monte Carlo values of a logged step's completion prefixes under the policy that
+// sampled them, written to `<run>/probes/step-NNNNNN.arrow`, and how accurately each credit strategy places credit
+// against them. `<run>/probes/step-NNNNNN.json` records the probe's settings, its finished episodes and the accuracy: a
+// probe stopped by Ctrl-C keeps every finished episode, and the same command resumes it.
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig } from '../config/config';
+import { UserError } from '../core/errors';
+import type { Example, Section } from '../core/types';
+import { IMPORT_STRATEGIES, scoreStrategies } from '../import/score';
+import { readEpisodeTable, readProbeTable, readTokenTable, writeProbeTable, type EpisodeColumns, type ProbeColumns } from '../rundir/arrow_tables';
+import { probePolicy } from '../rundir/policies';
+import { readRunInfo, stepFile, writeFileAtomic } from '../rundir/rundir';
+import { overlongPenalty } from '../train/grpo_step';
+import { openSession, useWeights } from '../train/session';
+import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
+import { estimateEpisode, parsePositions, probePositions, type ProbeEpisode, type ProbeRow } from './estimate';
+
+export interface ProbeOptions {
+  runDir: string;
+  step: number;
+  /** probe this many episodes, spread over the step's groups (default 32) */
+  episodes?: number;
+  /** or exactly these */
+  episodeList?: number[];
+  rollouts?: number;
+  positions?: string;
+  temperature?: number;
+  seed?: number;
+  /** start again when the step was probed with other settings */
+  replace?: boolean;
+  progress?(done: number, total: number): void;
+  log?(message: string): void;
+  /** stop between batches, keeping finished episodes */
+  signal?: AbortSignal;
+}
+
+/** What a probe's settings are: a resumed probe must have the same ones. */
+interface ProbeSettings {
+  rollouts: number;
+  positions: string;
+  temperature: number;
+  top_p: number;
+  seed: number;
+}
+
+export interface ProbeRecord extends ProbeSettings {
+  format: 'credit-lens-probe';
+  step: number;
+  policy: string;
+  /** finished episodes, ascending */
+  episodes: number[];
+  /** episodes asked for and not finished (a stopped probe) */
+  pending: number[];
+  continuations: number;
+  seconds: number;
+  /** the run's own strategy, whose Â are the token table's effective advantages */
+  run_strategy: string;
+  /** over the finished episodes; null before any */
+  accuracy: AccuracyReport | null;
+}
+
+export interface ProbeReport extends ProbeRecord {
+  run_dir: string;
+  table: string;
+  complete: boolean;
+}
+
+export function probeTableFile(runDir: string, step: number): string {
+  return stepFile(runDir, 'probes', step);
+}
+
+export function probeRecordFile(runDir: string, step: number): string {
+  return probeTableFile(runDir, step).replace(/\.arrow$/, '.json');
+}
+
+/** The record of a probed step, or null when the step has none. */
+export function readProbeRecord(runDir: string, step: number): ProbeRecord | null {
+  const path = probeRecordFile(runDir, step);
+  if (!existsSync(path)) return null;
+  try {
+    const r = JSON.parse(readFileSync(path, 'utf8')) as ProbeRecord;
+    if (r.format !== 'credit-lens-probe' || !Array.isArray(r.episodes)) throw new Error('not a probe record');
+    return r;
+  } catch (e) {
+    throw new UserError(`${path} is not a readable probe record (${(e as Error).message}); probe the step again with --replace`);
+  }
+}
+
+/**
+ * `n` episodes spread over the step's groups: the first episode of every group, then the second of every group, …, so
+ * a small probe covers many prompts (the clusters of the accuracy's interval) and still has several episodes per prompt.
+ */
+export function spreadEpisodes(promptIdx: ArrayLike<number>, n: number): number[] {
+  const groups: number[][] = [];
+  for (let i = 0; i < promptIdx.length; i++) {
+    if (i === 0 || promptIdx[i] !== promptIdx[i - 1]) groups.push([]);
+    groups[groups.length - 1].push(i);
+  }
+  const out: number[] = [];
+  for (let r = 0; out.length < n; r++) {
+    let any = false;
+    for (const g of groups) {
+      if (r < g.length && out.length < n) {
+        out.push(g[r]);
+        any = true;
+      }
+    }
+    if (!any) break;
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/** Per episode of the step: its token rows in position order. */
+function rowsByEpisode(episodeCol: Int32Array, position: Int32Array, count: number): number[][] {
+  const out: number[][] = Array.from({ length: count }, () => []);
+  for (let k = 0; k < episodeCol.length; k++) out[episodeCol[k]]?.push(k);
+  for (const rows of out) rows.sort((a, b) => position[a] - position[b]);
+  return out;
+}
+
+function toColumns(rows: ProbeRow[]): ProbeColumns {
+  rows.sort((a, b) => a.episode - b.episode || a.position - b.position);
+  const n = rows.length;
+  const delta = new Float32Array(n).fill(NaN);
+  for (let i = 0; i + 1 < n; i++) {
+    if (rows[i + 1].episode === rows[i].episode && rows[i + 1].position === rows[i].position + 1) delta[i] = rows[i + 1].value - rows[i].value;
+  }
+  return {
+    episode: Int32Array.from(rows, (r) => r.episode),
+    position: Int32Array.from(rows, (r) => r.position),
+    value: Float32Array.from(rows, (r) => r.value),
+    value_se: Float32Array.from(rows, (r) => r.valueSe),
+    rollouts: Int32Array.from(rows, (r) => r.rollouts),
+    delta,
+  };
+}
+
+function fromColumns(c: ProbeColumns): ProbeRow[] {
+  return Array.from(c.episode, (e, i) => ({ episode: e, position: c.position[i], value: c.value[i], valueSe: c.value_se[i], rollouts: c.rollouts[i] }));
+}
+
+export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
+  const t0 = performance.now();
+  const { runDir, step } = o;
+  const log = o.log ?? (() => {});
+  if (!existsSync(join(runDir, 'config.yaml'))) throw new UserError(`${runDir} is not a run folder (no config.yaml)`);
+  if (readRunInfo(runDir)?.imported)
+    throw new UserError(
+      `${runDir} is an imported run: its completions were sampled by another trainer, whose policy Credit Lens does not have, so it cannot be probed`,
+    );
+  const { config: cfg } = loadConfig(join(runDir, 'config.yaml'));
+  const tokenFile = stepFile(runDir, 'tokens', step);
+  if (!existsSync(tokenFile))
+    throw new UserError(`step ${step} of ${runDir} has no token table (logging.every ${cfg.logging.every}, or the run has not reached it)`);
+  const policy = probePolicy(runDir, step);
+  const settings: ProbeSettings = {
+    rollouts: o.rollouts ?? 8,
+    positions: o.positions ?? 'every',
+    temperature: o.temperature ?? cfg.grpo.temperature,
+    top_p: cfg.grpo.top_p,
+    seed: o.seed ?? cfg.seed,
+  };
+  if (!Number.isInteger(settings.rollouts) || settings.rollouts < 2)
+    throw new UserError(`--rollouts: got ${settings.rollouts}; expected an integer ≥ 2 (a standard error needs two)`);
+  if (!(settings.temperature > 0)) throw new UserError(`--temperature: got ${settings.temperature}; expected a number > 0`);
+  const rule = parsePositions(settings.positions);
+
+  const tok = readTokenTable(tokenFile);
+  const eps: EpisodeColumns = readEpisodeTable(stepFile(runDir, 'episodes', step));
+  const count = eps.episode.length;
+  let wanted: number[];
+  if (o.episodeList) {
+    const bad = o.episodeList.filter((e) => !(Number.isInteger(e) && e >= 0 && e < count));
+    if (bad.length) throw new UserError(`--episode: ${bad.join(', ')} not in step ${step}, whose episodes are 0–${count - 1}`);
+    wanted = [...new Set(o.episodeList)].sort((a, b) => a - b);
+  } else {
+    const k = o.episodes ?? 32;
+    if (!Number.isInteger(k) || k < 1) throw new UserError(`--episodes: got ${k}; expected an integer ≥ 1`);
+    wanted = spreadEpisodes(eps.prompt_idx, Math.min(k, count));
+  }
+
+  // resume: the finished episodes of an earlier probe with the same settings are kept
+  mkdirSync(join(runDir, 'probes'), { recursive: true });
+  const tableFile = probeTableFile(runDir, step);
+  const prior = readProbeRecord(runDir, step);
+  let rows: ProbeRow[] = [];
+  let doneEpisodes = new Set<number>();
+  let continuations = 0;
+  if (prior) {
+    const same = (Object.keys(settings) as (keyof ProbeSettings)[]).every((k) => prior[k] === settings[k]);
+    if (!same && !o.replace) {
+      throw new UserError(
+        `step ${step} was probed with --rollouts ${prior.rollouts} --positions ${prior.positions} --temperature ${prior.temperature} --seed ${prior.seed}; ` +
+          'probe it with the same settings to add episodes, or pass --replace to start again',
+      );
+    }
+    if (same && !o.replace && existsSync(tableFile)) {
+      const keep = new Set(prior.episodes);
+      rows = fromColumns(readProbeTable(tableFile)).filter((r) => keep.has(r.episode));
+      doneEpisodes = keep;
+      continuations = prior.continuations;
+      log(`resuming: ${keep.size} episode${keep.size === 1 ? '' : 's'} already probed`);
+    }
+  }
+
+  const { session: s } = await openSession(cfg, { runDir, log });
+  try {
+    useWeights(s, policy.weights);
+    const examples = new Map<number, Example>(s.task.train.map((ex) => [ex.id, ex]));
+    const byEpisode = rowsByEpisode(tok.episode, tok.position, count);
+    const ob = cfg.grpo.overlong_buffer;
+    const reward = (text: string, ex: Example, length: number) =>
+      s.task.reward(text, ex).total + (ob ? overlongPenalty(length, cfg.grpo.max_new_tokens, ob.len, ob.penalty) : 0);
+    const probeEp = (e: number): { ep: ProbeEpisode; positions: number[] } => {
+      const ex = examples.get(eps.prompt_idx[e]);
+      if (!ex || ex.prompt !== eps.prompt[e])
+        throw new UserError(
+          `episode ${e}'s prompt is not prompt ${eps.prompt_idx[e]} of the task's train split: the run's task or split_seed changed since it trained`,
+        );
+      const r = byEpisode[e];
+      const ids = r.map((k) => tok.token_id[k]);
+      return {
+        ep: { episode: e, example: ex, promptIds: s.tokenizer.encodePrompt(ex.prompt), ids, reward: eps.reward[e] },
+        positions: probePositions(
+          ids.length,
+          rule,
+          r.map((k) => tok.logprob[k]),
+        ),
+      };
+    };
+    const todo = wanted.filter((e) => !doneEpisodes.has(e)).map(probeEp);
+    const total = todo.reduce((a, x) => a + x.positions.filter((t) => t < x.ep.ids.length).length * settings.rollouts, 0);
+    let done = 0;
+    const record = (pending: number[]): ProbeRecord => ({
+      format: 'credit-lens-probe',
+      step,
+      policy: policy.source,
+      ...settings,
+      episodes: [...doneEpisodes].sort((a, b) => a - b),
+      pending,
+      continuations,
+      seconds: (prior && doneEpisodes.size > 0 ? prior.seconds : 0) + (performance.now() - t0) / 1000,
+      run_strategy: cfg.credit.strategy,
+      accuracy: null,
+    });
+    o.progress?.(0, total);
+    let stopped = false;
+    for (const [k, { ep, positions }] of todo.entries()) {
+      const got = estimateEpisode(s.model, s.tokenizer, ep, positions, {
+        rollouts: settings.rollouts,
+        temperature: settings.temperature,
+        topP: settings.top_p,
+        maxNewTokens: cfg.grpo.max_new_tokens,
+        seed: settings.seed,
+        step,
+        reward,
+        onRows: (n) => o.progress?.(done + n, total),
+        stopped: () => !!o.signal?.aborted,
+      });
+      if (!got) {
+        stopped = true;
+        break;
+      }
+      const n = positions.filter((t) => t < ep.ids.length).length * settings.rollouts;
+      done += n;
+      continuations += n;
+      rows.push(...got);
+      doneEpisodes.add(ep.episode);
+      writeProbeTable(tableFile, toColumns(rows));
+      writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(record(todo.slice(k + 1).map((x) => x.ep.episode)), null, 2) + '\n');
+    }
+    const pending = wanted.filter((e) => !doneEpisodes.has(e));
+    const rec = record(pending);
+    if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
+    rec.accuracy = doneEpisodes.size ? accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]) : null;
+    writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
+    return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };
+  } finally {
+    s.model.dispose();
+  }
+}
+
+/**
+ * Each strategy that needs no training, scored on the whole step under the sampling policy (a strategy that normalises
+ * over the batch, as entropy_mask's percentile does, sees the batch it would have trained on), and the run's own Â from
+ * the token table, against the probed episodes' Monte Carlo values.
+ */
+function accuracyOf(
+  s: Awaited<ReturnType<typeof openSession>>['session'],
+  cfg: Parameters<typeof scoreStrategies>[2],
+  tok: ReturnType<typeof readTokenTable>,
+  eps: EpisodeColumns,
+  byEpisode: number[][],
+  rows: ProbeRow[],
+  probed: number[],
+): AccuracyReport {
+  const items = byEpisode.map((r, e) => {
+    const ex = { id: eps.prompt_idx[e], prompt: eps.prompt[e] };
+    return {
+      promptIds: s.tokenizer.encodePrompt(ex.prompt),
+      ids: r.map((k) => tok.token_id[k]),
+      sections: r.map((k) => tok.section[k] as Section),
+      advantage: eps.advantage[e],
+    };
+  });
+  const names = IMPORT_STRATEGIES.filter((n) => n !== cfg.credit.strategy);
+  const scored = scoreStrategies({ model: s.model, tokenizer: s.tokenizer, describe: 'probe', dispose: () => {} }, items, cfg, names);
+  probed.sort((a, b) => a - b);
+  const byEp = new Map<number, ProbeRow[]>();
+  for (const r of rows) byEp.set(r.episode, [...(byEp.get(r.episode) ?? []), r]);
+  const episodes: ProbedEpisode[] = probed.map((e) => {
+    const pr = byEp.get(e)!.sort((a, b) => a.position - b.position);
+    return { prompt: eps.prompt_idx[e], n: byEpisode[e].length, positions: pr.map((r) => r.position), values: pr.map((r) => r.value) };
+  });
+  const effAdv: Record<string, number[][]> = {};
+  effAdv[cfg.credit.strategy] = probed.map((e) => byEpisode[e].map((k) => tok.effective_advantage[k]));
+  for (const n of names) effAdv[n] = probed.map((e) => scored[e].credit[n].effAdv);
+  return creditAccuracy(episodes, effAdv);
+}
