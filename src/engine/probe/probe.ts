@@ -119,12 +119,14 @@ function rowsByEpisode(episodeCol: Int32Array, position: Int32Array, count: numb
   return out;
 }
 
+/** The table's columns; δ from the float32 values, so a resumed probe (whose finished rows come back as float32) writes the same bits. */
 function toColumns(rows: ProbeRow[]): ProbeColumns {
   rows.sort((a, b) => a.episode - b.episode || a.position - b.position);
   const n = rows.length;
   const delta = new Float32Array(n).fill(NaN);
   for (let i = 0; i + 1 < n; i++) {
-    if (rows[i + 1].episode === rows[i].episode && rows[i + 1].position === rows[i].position + 1) delta[i] = rows[i + 1].value - rows[i].value;
+    if (rows[i + 1].episode === rows[i].episode && rows[i + 1].position === rows[i].position + 1)
+      delta[i] = Math.fround(rows[i + 1].value) - Math.fround(rows[i].value);
   }
   return {
     episode: Int32Array.from(rows, (r) => r.episode),
