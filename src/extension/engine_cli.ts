@@ -7,6 +7,7 @@
 import { isCompareReport, type CompareReport } from '../protocol/compare';
 import { execFile, spawn } from 'node:child_process';
 import type { AnalyzeReport } from '../protocol/analysis';
+import type { ProbeReport } from '../engine/probe/probe';
 import type { ImportedInfo } from '../protocol';
 import type { SlurmStatusJson, SlurmSweepJson } from '../protocol/slurm';
 import { chooseNode } from './node';
@@ -107,6 +108,23 @@ export function importArgs(source: string, o: { model?: string | null; out: stri
   return args;
 }
 
+/** `credit-lens probe` arguments for one episode (the heatmap's Probe This Episode…). */
+export function probeArgs(runDir: string, step: number, episode: number, o: { rollouts: number; replace?: boolean }): string[] {
+  return [
+    'probe',
+    runDir,
+    '--step',
+    String(step),
+    '--episode',
+    String(episode),
+    '--rollouts',
+    String(o.rollouts),
+    ...(o.replace ? ['--replace'] : []),
+    '--json',
+    '--progress-json',
+  ];
+}
+
 export class EngineCli {
   constructor(
     readonly cliPath: string,
@@ -161,12 +179,18 @@ export class EngineCli {
     await this.run(['slurm', 'cancel', sweepDir, ...(task === undefined ? [] : ['--task', String(task)])], 'scancel');
   }
 
-  /**
-   * `credit-lens import`: streams `{"progress": {done, total}}` lines from stderr to `onProgress` while the engine
-   * scores, and resolves with its JSON answer. No time limit (a large file takes as long as it takes); aborting
-   * kills the process and rejects with a CancelledError.
-   */
+  /** `credit-lens import … --json --progress-json`: resolves with its JSON, reporting progress; aborting sends SIGTERM. */
   importRollouts(args: string[], onProgress: (done: number, total: number) => void, signal?: AbortSignal): Promise<ImportJson> {
+    return this.withProgress<ImportJson>(args, 'credit-lens import', onProgress, signal);
+  }
+
+  /** `credit-lens probe … --json --progress-json` (probeArgs): the probe's report. Aborting stops it keeping finished episodes. */
+  probe(args: string[], onProgress: (done: number, total: number) => void, signal?: AbortSignal): Promise<ProbeReport> {
+    return this.withProgress<ProbeReport>(args, 'credit-lens probe', onProgress, signal);
+  }
+
+  /** A long command that prints `{"progress": {done, total}}` lines on stderr and its JSON answer on stdout. */
+  private withProgress<T>(args: string[], what: string, onProgress: (done: number, total: number) => void, signal?: AbortSignal): Promise<T> {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(new CancelledError());
       let node;
@@ -197,11 +221,11 @@ export class EngineCli {
       child.on('close', (code) => {
         signal?.removeEventListener('abort', onAbort);
         if (signal?.aborted) return reject(new CancelledError());
-        if (code !== 0) return reject(new Error(cliError((stderr + partial).replace(/^error: /m, ''), `credit-lens import exited with code ${code}`)));
+        if (code !== 0) return reject(new Error(cliError((stderr + partial).replace(/^error: /m, ''), `${what} exited with code ${code}`)));
         try {
-          resolve(JSON.parse(stdout) as ImportJson);
+          resolve(JSON.parse(stdout) as T);
         } catch {
-          reject(new Error("credit-lens import: the engine's answer is not JSON"));
+          reject(new Error(`${what}: the engine's answer is not JSON`));
         }
       });
     });

@@ -3,7 +3,8 @@
 // runs, and a damaged file must never be able to. The columns come back as transferred typed arrays (no copy) and
 // plain string arrays. No vscode here: a worker cannot reach the API.
 import { parentPort } from 'node:worker_threads';
-import { readEpisodeTable, readTokenTable } from '../engine/rundir/arrow_tables';
+import { existsSync } from 'node:fs';
+import { joinProbeColumns, readEpisodeTable, readProbeTable, readTokenTable } from '../engine/rundir/arrow_tables';
 import { stepFile } from '../engine/rundir/rundir';
 import type { TableRequest, TableReply } from './table_reader';
 
@@ -22,6 +23,9 @@ parentPort?.on('message', (req: TableRequest) => {
   try {
     const episodes = readEpisodeTable(stepFile(req.runDir, 'episodes', req.step));
     const tokens = req.kind === 'step' ? readTokenTable(stepFile(req.runDir, 'tokens', req.step)) : undefined;
+    // a probed step (`credit-lens probe`): its Monte Carlo values become the tokens' mc_* columns
+    const probe = stepFile(req.runDir, 'probes', req.step);
+    if (tokens && existsSync(probe)) joinProbeColumns(tokens, readProbeTable(probe));
     reply = { id: req.id, ok: true, episodes, tokens };
   } catch (e) {
     reply = { id: req.id, ok: false, error: (e as Error).message };

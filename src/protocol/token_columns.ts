@@ -154,6 +154,19 @@ export const KNOWN_EXTRA_COLUMNS: readonly (Omit<TokenColumnDef, 'type' | 'nulla
     heatmap: { label: 'inference log-prob', signed: false, invert: true },
   },
   { name: 'prob_delta', meaning: 'π_trainer − π_inference of the token (prime-rl export)', heatmap: { label: 'prob delta', signed: true } },
+  // `credit-lens probe` (issue 26), joined from <run>/probes/step-N.arrow where the step was probed
+  {
+    name: 'mc_value',
+    meaning: 'V_t, the Monte Carlo value of the prefix before this token: the mean reward of M continuations from it (credit-lens probe)',
+    heatmap: { label: 'MC value', signed: false },
+  },
+  { name: 'mc_value_se', meaning: "the standard error of the token's MC value", heatmap: { label: 'MC value se', signed: false } },
+  {
+    name: 'mc_delta',
+    meaning: 'δ_t = V_{t+1} − V_t, the Monte Carlo credit of this token: how much choosing it changed the expected reward (credit-lens probe)',
+    heatmap: { label: 'MC credit δ', signed: true },
+  },
+  { name: 'mc_rollouts', meaning: 'M, the continuations behind the MC value', heatmap: { label: 'MC rollouts M', signed: false } },
 ];
 
 /** The name an extra token column may have (snake_case, and never a contract column's name). */

@@ -573,3 +573,31 @@ export function readProbeTable(path: string): ProbeColumns {
   }
   return out;
 }
+
+/** The probe columns a token table gets when its step was probed (joinProbeColumns), in the order the hover lists them. */
+export const PROBE_TOKEN_COLUMNS = ['mc_value', 'mc_value_se', 'mc_delta', 'mc_rollouts'] as const;
+
+/**
+ * Join a step's probe table onto its token table by (episode, position), as extra columns: mc_value V_t (the value of
+ * the prefix before the token), mc_value_se, mc_delta δ_t = V_{t+1} − V_t and mc_rollouts M. NaN where the token was
+ * not probed (or, for δ, where t + 1 was not).
+ */
+export function joinProbeColumns(tokens: TokenColumnsRead, probe: ProbeColumns): void {
+  const n = tokens.episode.length;
+  const key = (e: number, t: number) => e * 0x100000 + t;
+  const at = new Map<number, number>();
+  for (let i = 0; i < probe.episode.length; i++) at.set(key(probe.episode[i], probe.position[i]), i);
+  const cols = Object.fromEntries(PROBE_TOKEN_COLUMNS.map((c) => [c, new Float32Array(n).fill(NaN)])) as Record<
+    (typeof PROBE_TOKEN_COLUMNS)[number],
+    Float32Array
+  >;
+  for (let k = 0; k < n; k++) {
+    const i = at.get(key(tokens.episode[k], tokens.position[k]));
+    if (i === undefined) continue;
+    cols.mc_value[k] = probe.value[i];
+    cols.mc_value_se[k] = probe.value_se[i];
+    cols.mc_delta[k] = probe.delta[i];
+    cols.mc_rollouts[k] = probe.rollouts[i];
+  }
+  Object.assign(tokens.extra, cols);
+}

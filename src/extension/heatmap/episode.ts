@@ -242,6 +242,8 @@ export interface TokenFields {
    * columns (an imported trainer's per-token values); a nullable column's row only where it has a value here.
    */
   values: { column: string; label: string; value: number; metric: MetricId | null }[];
+  /** what the hover says besides the values (a probed step's token without a Monte Carlo value) */
+  notes: string[];
 }
 
 const HOVER_COLUMNS = (TOKEN_COLUMNS as readonly TokenColumnDef[]).filter((c) => c.hover !== undefined && c.type === 'float32');
@@ -259,7 +261,10 @@ export function tokenFields(view: HeatmapEpisode, i: number): TokenFields {
   for (const [name, col] of Object.entries(t.extra ?? {})) {
     if (!Number.isNaN(col[r])) values.push({ column: name, label: metricDef(`extra.${name}`).label, value: col[r], metric: `extra.${name}` });
   }
-  return { text: t.token[r], id: t.token_id[r], position: t.position[r], section: t.section[r], tokenType: t.token_type[r], values };
+  const notes: string[] = [];
+  const mc = t.extra?.mc_value;
+  if (mc && Number.isNaN(mc[r])) notes.push('not probed: this step has Monte Carlo values, but not for this token (Probe This Episode…)');
+  return { text: t.token[r], id: t.token_id[r], position: t.position[r], section: t.section[r], tokenType: t.token_type[r], values, notes };
 }
 
 /** Steps of a run with an episode table, ascending. */

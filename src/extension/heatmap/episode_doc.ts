@@ -45,7 +45,17 @@ export function parseEpisodeUri(uri: vscode.Uri): EpisodeTarget | null {
 interface CachedStep {
   mtimeMs: number;
   size: number;
+  /** the step's probe table's mtime when read, −1 without one: a new probe makes the cache stale */
+  probeMtimeMs: number;
   tables: StepTables;
+}
+
+function probeMtime(runDir: string, step: number): number {
+  try {
+    return statSync(stepFile(runDir, 'probes', step)).mtimeMs;
+  } catch {
+    return -1;
+  }
 }
 
 /**
@@ -83,7 +93,7 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
     } catch {
       return null;
     }
-    if (hit.mtimeMs !== st.mtimeMs || hit.size !== st.size) return null;
+    if (hit.mtimeMs !== st.mtimeMs || hit.size !== st.size || hit.probeMtimeMs !== probeMtime(runDir, step)) return null;
     this.steps.delete(key);
     this.steps.set(key, hit);
     return hit.tables;
@@ -98,9 +108,10 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
     if (inFlight) return inFlight;
     const p = (async () => {
       const st = statSync(stepFile(runDir, 'tokens', step));
+      const probeMtimeMs = probeMtime(runDir, step);
       const { tokens, episodes } = await this.reader.step(runDir, step);
       const tables = new StepTables(runDir, step, tokens, episodes);
-      this.steps.set(key, { mtimeMs: st.mtimeMs, size: st.size, tables });
+      this.steps.set(key, { mtimeMs: st.mtimeMs, size: st.size, probeMtimeMs, tables });
       while (this.steps.size > this.maxSteps) this.steps.delete(this.steps.keys().next().value!);
       this.loaded.fire();
       return tables;
@@ -117,6 +128,19 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
     });
     this.views.set(uri.toString(), view);
     return view.text;
+  }
+
+  /**
+   * Read a step's tables again (its probe table changed: `credit-lens probe` ran) and rebuild the views of its open
+   * episode documents on them; their text is unchanged, their columns are new, so the painter repaints.
+   */
+  async reload(runDir: string, step: number): Promise<void> {
+    const tables = await this.tables(runDir, step);
+    for (const [uri, view] of this.views) {
+      if (view.ref.runDir !== runDir || view.ref.step !== step || view.tables === tables) continue;
+      this.views.set(uri, buildHeatmapEpisode(tables, view.ref, { pair: view.pair }));
+    }
+    this.loaded.fire();
   }
 
   /** The view of an open episode document (set when VS Code asked for its text). */

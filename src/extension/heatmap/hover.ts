@@ -35,6 +35,7 @@ export class EpisodeHoverProvider implements vscode.HoverProvider {
     md.appendMarkdown('| | |\n|---|---:|\n');
     // The painted metric is in bold, so the hover says which number the colour stands for.
     for (const [name, value, metric] of rows) md.appendMarkdown(metric === painted ? `| **${name}** | **${value}** |\n` : `| ${name} | ${value} |\n`);
+    for (const note of f.notes) md.appendMarkdown(`\n_${escapeMarkdown(note)}_\n`);
     const [l0, c0] = positionOf(view.lineStarts, view.completionOffset + view.starts[i]);
     const [l1, c1] = positionOf(view.lineStarts, view.completionOffset + view.ends[i]);
     return new vscode.Hover(md, new vscode.Range(l0, c0, l1, c1));

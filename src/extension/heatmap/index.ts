@@ -6,6 +6,7 @@ import { compareWith } from './compare';
 import { EPISODE_SCHEME, EpisodeStore } from './episode_doc';
 import { EpisodeHoverProvider } from './hover';
 import { navigate, type Move } from './navigate';
+import { probeEpisodeCommand } from './probe';
 import { openRollouts } from './open_rollouts';
 import { HeatmapState, Painter, type PaintResult } from './paint';
 import { formatScale, metricDef, METRICS } from './scales';
@@ -22,6 +23,7 @@ export function registerHeatmap(ctx: Ctx): void {
   reg('creditLens.openEpisode', (arg?: unknown) => openRollouts(ctx.tables, arg));
   reg('creditLens.openRollouts', (arg?: unknown) => openRollouts(ctx.tables, arg));
   reg('creditLens.heatmap.compareWith', (arg?: unknown) => compareWith(store, arg));
+  reg('creditLens.heatmap.probeEpisode', () => probeEpisodeCommand(ctx, store, painter));
   reg('creditLens.heatmap.cycleMetric', () => painter.cycleMetric(1));
   reg('creditLens.heatmap.chooseMetric', () => chooseMetric(painter));
   reg('creditLens.heatmap.toggleNormalization', () => state.setNormalization(state.normalization === 'episode' ? 'step' : 'episode'));

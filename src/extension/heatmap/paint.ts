@@ -69,6 +69,8 @@ export interface PaintResult {
   normalization: Normalization;
   scale: Scale | null;
   tokens: number;
+  /** painted by an MC metric: tokens without a Monte Carlo value */
+  unprobed: number;
   ms: number;
 }
 
@@ -104,6 +106,12 @@ export class Painter implements vscode.Disposable {
   private readonly legendType = vscode.window.createTextEditorDecorationType({
     after: { color: new vscode.ThemeColor('descriptionForeground'), fontStyle: 'italic' },
   });
+  /** Painted by a Monte Carlo metric (mc_*): the tokens the probe has no value for, shown as not probed. */
+  private readonly unprobedType = vscode.window.createTextEditorDecorationType({
+    textDecoration: 'underline dotted',
+    opacity: '0.7',
+    rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
+  });
   /** Token ranges of each view, built on its first paint and reused by every repaint. */
   private readonly ranges = new WeakMap<HeatmapEpisode, (vscode.Range | null)[]>();
   /** What each editor shows now; an editor whose key differs (new, or shown again) is repainted. */
@@ -124,6 +132,7 @@ export class Painter implements vscode.Disposable {
       this.promptType,
       this.headerType,
       this.legendType,
+      this.unprobedType,
       this.status,
       state.onDidChange(() => this.repaintAll()),
       store.onDidLoad(() => this.repaintAll()),
@@ -199,6 +208,16 @@ export class Painter implements vscode.Disposable {
     const scale = this.scaleOf(view, metric);
     const col = view.tables.column(metric);
     const ranges = this.tokenRanges(view);
+    let unprobed = 0;
+    if (isProbeMetric(metric)) {
+      const value = view.tables.column('extra.mc_value');
+      const missing: vscode.Range[] = [];
+      view.rows.forEach((r, i) => {
+        if ((!value || Number.isNaN(value[r])) && ranges[i]) missing.push(ranges[i]!);
+      });
+      unprobed = missing.length;
+      editor.setDecorations(this.unprobedType, missing);
+    } else editor.setDecorations(this.unprobedType, []);
     if (scale && col) {
       const types = this.typesFor(scale.kind);
       const buckets = quantise(scale, col, view.rows);
@@ -225,12 +244,16 @@ export class Painter implements vscode.Disposable {
       {
         // On the empty line under the header: a header that wraps would push it off the right edge.
         range: new vscode.Range(1, 0, 1, 0),
-        renderOptions: { after: { contentText: `${metricDef(metric).label} ${formatScale(scale)} · per ${norm}${view.pair ? ' · shared' : ''}` } },
+        renderOptions: {
+          after: {
+            contentText: `${metricDef(metric).label} ${formatScale(scale)} · per ${norm}${view.pair ? ' · shared' : ''}${unprobed ? ` · ${unprobed} tokens not probed (dotted)` : ''}`,
+          },
+        },
       },
     ]);
     const ms = performance.now() - t0;
     this.painted.set(editor, this.paintKey());
-    this.last = { uri: editor.document.uri.toString(), metric, normalization: norm, scale, tokens: view.rows.length, ms };
+    this.last = { uri: editor.document.uri.toString(), metric, normalization: norm, scale, tokens: view.rows.length, unprobed, ms };
     this.log.info(
       `heatmap: painted ${view.rows.length} tokens of ${view.runName} step ${view.ref.step} episode ${view.ref.episode} by ${metric} ${formatScale(scale)} per ${norm} in ${ms.toFixed(2)} ms`,
     );
@@ -332,4 +355,9 @@ function isHighContrast(t: ThemeKind): boolean {
 /** The bucket's hue at full opacity, for the overview ruler and the high-contrast underline. */
 function opaque(rgba: string): string {
   return rgba.replace(/^rgba\((\d+), (\d+), (\d+), [\d.]+\)$/, 'rgb($1, $2, $3)');
+}
+
+/** The metrics a probe gives (credit-lens probe's mc_* columns). */
+export function isProbeMetric(metric: MetricId): boolean {
+  return metric.startsWith('extra.mc_');
 }

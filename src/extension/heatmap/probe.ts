@@ -1,0 +1,81 @@
+// "Probe This Episode…" (issue 26): Monte Carlo values of the shown episode's prefixes (`credit-lens probe --episode`),
+// with a cancellable progress notification, then the episode painted by its MC credit δ. A cancelled probe keeps the
+// episodes it finished (none, for one episode), and the same command starts it again.
+import { existsSync, readFileSync } from 'node:fs';
+import * as vscode from 'vscode';
+import { stepFile } from '../../engine/rundir/rundir';
+import type { Ctx } from '../ctx';
+import { CancelledError, probeArgs } from '../engine_cli';
+import { UNTRUSTED_MESSAGE } from '../runs';
+import type { EpisodeStore } from './episode_doc';
+import type { Painter } from './paint';
+
+/** The rollouts an earlier probe of the step used (a new probe with another count replaces it), or null. */
+function priorRollouts(runDir: string, step: number): number | null {
+  const file = stepFile(runDir, 'probes', step).replace(/\.arrow$/, '.json');
+  if (!existsSync(file)) return null;
+  try {
+    const r = JSON.parse(readFileSync(file, 'utf8')) as { rollouts?: unknown };
+    return typeof r.rollouts === 'number' ? r.rollouts : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter: Painter): Promise<void> {
+  if (!vscode.workspace.isTrusted) {
+    void vscode.window.showWarningMessage(`Credit Lens: ${UNTRUSTED_MESSAGE}`);
+    return;
+  }
+  const view = painter.activeView();
+  if (!view) {
+    void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Rollouts…), then probe it.');
+    return;
+  }
+  const { runDir, step, episode } = view.ref;
+  const prior = priorRollouts(runDir, step);
+  const counts = [...new Set([prior ?? 8, 8, 16, 32, 4])];
+  const pick = await vscode.window.showQuickPick(
+    counts.map((m) => ({
+      label: `${m} rollouts per position`,
+      description: prior !== null && m !== prior ? `replaces this step's probe (made with ${prior})` : m === 8 ? 'default' : '',
+      detail: `${m} continuations from every prefix of the ${view.rows.length}-token completion: ≈ ${m * view.rows.length} samples; the standard error of V is ≤ ${(0.5 / Math.sqrt(m)).toFixed(2)} × the reward range`,
+      m,
+    })),
+    { title: `Probe step ${step} episode ${episode}: Monte Carlo values of its prefixes`, placeHolder: 'continuations per position' },
+  );
+  if (!pick) return;
+  const args = probeArgs(runDir, step, episode, { rollouts: pick.m, replace: prior !== null && pick.m !== prior });
+  ctx.log.info(`probe ${runDir} step ${step} episode ${episode} with ${pick.m} rollouts per position`);
+  let report;
+  try {
+    report = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Credit Lens: probing step ${step} episode ${episode}`, cancellable: true },
+      async (progress, token) => {
+        const abort = new AbortController();
+        token.onCancellationRequested(() => abort.abort());
+        let shown = 0;
+        return ctx.engineCli.probe(
+          args,
+          (done, total) => {
+            const pct = total ? (100 * done) / total : 0;
+            progress.report({ increment: pct - shown, message: `${done} of ${total} continuations` });
+            shown = pct;
+          },
+          abort.signal,
+        );
+      },
+    );
+  } catch (e) {
+    if (e instanceof CancelledError) return;
+    ctx.log.warn(`probe failed: ${(e as Error).message}`);
+    void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`);
+    return;
+  }
+  await store.reload(runDir, step);
+  await painter.state.setMetric('extra.mc_delta');
+  ctx.log.info(`probed step ${step} episode ${episode}: ${report.continuations} continuations in ${report.seconds.toFixed(1)} s → ${report.table}`);
+  void vscode.window.showInformationMessage(
+    `Credit Lens: probed episode ${episode} of step ${step} (${report.continuations} continuations, ${report.seconds.toFixed(1)} s); painted by MC credit δ. Hover a token for V ± se, δ and M.`,
+  );
+}
