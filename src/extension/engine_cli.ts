@@ -58,7 +58,8 @@ export function parseCompareReport(stdout: string): CompareReport {
 
 /** `credit-lens analyze` arguments after the CLI path (src/engine/analysis USAGE). */
 export function analyzeArgs(runDir: string, o: AnalyzeOptions = {}): string[] {
-  const args = ['analyze', runDir, '--json'];
+  // --probe: a probed run's credit-accuracy tables (empty for the others)
+  const args = ['analyze', runDir, '--json', '--probe'];
   if (o.from != null) args.push('--from-step', String(o.from));
   if (o.to != null) args.push('--to-step', String(o.to));
   if (o.baselineDir) args.push('--baseline', o.baselineDir);

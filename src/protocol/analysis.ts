@@ -28,6 +28,45 @@ export interface CreditAnalysis {
   weights: WeightTable;
   /** What the reader should know to read the tables right: rows left out and why, a custom regex, … */
   notes: string[];
+  /** `analyze --probe`: each probed step's credit accuracy (`credit-lens probe`), ascending by step. */
+  probes?: ProbeAccuracy[];
+}
+
+/** A mean over episodes with its 95 % interval from a bootstrap that resamples prompts; null where undefined. */
+export interface Estimate {
+  mean: number | null;
+  lo: number | null;
+  hi: number | null;
+  /** episodes it is defined on */
+  n: number;
+}
+
+/** How well one strategy's Â matches the Monte Carlo credit δ (src/engine/probe/accuracy.ts says how each is computed). */
+export interface StrategyAccuracy {
+  /** rank correlation of |Â| and |δ| within an episode */
+  spearman: Estimate;
+  /** share of an episode's Σ|Â| on its top 10 % |δ| tokens */
+  decisive_share: Estimate;
+  /** |δ|-weighted share of tokens where sign(Â) = sign(δ) */
+  sign_agreement: Estimate;
+}
+
+export interface AccuracyReport {
+  /** per strategy name */
+  accuracy: Record<string, StrategyAccuracy>;
+  /** the decisive share uniform credit would give, for comparison */
+  uniform_share: Estimate;
+  episodes: number;
+  prompts: number;
+}
+
+/** One probed step (`<run>/probes/step-N.json`). */
+export interface ProbeAccuracy extends AccuracyReport {
+  step: number;
+  rollouts: number;
+  positions: string;
+  /** the run's own strategy: its Â are the token table's */
+  run_strategy: string;
 }
 
 export interface AnalysisMeta {
@@ -154,6 +193,11 @@ export interface TokenTypeStats {
   mean_abs_contribution: number | null;
   mean_contribution: number | null;
   mean_logprob: number | null;
+  /**
+   * Mean grad_norm (issue 26): |Â|·√(1 − 2π + Σπ²)/T, the size of the gradient the token's term sends to the logits,
+   * which |c| = |Â·ℓ| is not; null where the run logged none.
+   */
+  mean_grad_norm: number | null;
 }
 
 export interface TokenTypePositionBin {

@@ -1,7 +1,7 @@
 // `credit-lens analyze --json` (src/protocol/analysis.ts) → the tables of the credit-analysis view, each a
 // header and rows of plain values, so one renderer draws them and one function writes any of them as CSV.
 // Column names follow seed doc 002's tables. Pure (no DOM).
-import type { AnalyzeReport, SectionWeightStats, TokenTypeStats, TopToken } from '../protocol/analysis';
+import type { AnalyzeReport, Estimate, ProbeAccuracy, SectionWeightStats, TokenTypeStats, TopToken } from '../protocol/analysis';
 import type { Section } from '../protocol/index';
 
 export type Cell = string | number | null;
@@ -68,16 +68,32 @@ export function positionBinTable(a: AnalyzeReport): Table {
 }
 
 export function tokenTypeTable(a: AnalyzeReport): Table {
-  const row = (name: string, s: TokenTypeStats): Cell[] => [name, s.count, s.share, s.mean_abs_contribution, s.mean_contribution, s.mean_logprob];
+  const row = (name: string, s: TokenTypeStats): Cell[] => [
+    name,
+    s.count,
+    s.share,
+    s.mean_abs_contribution,
+    s.mean_grad_norm,
+    s.mean_contribution,
+    s.mean_logprob,
+  ];
   return {
     id: 'token_types',
     title: 'Filler vs reasoning tokens',
     hint: `${cText(a)}; reasoning: trimmed text matches /${a.meta.reasoning_regex}/; every other token (punctuation alone too) is filler`,
-    header: ['type', 'tokens', 'share', 'mean |c|', 'mean c', 'mean log-prob'],
+    header: ['type', 'tokens', 'share', 'mean |c|', 'mean grad norm', 'mean c', 'mean log-prob'],
     rows: [
       row('filler', a.token_types.filler),
       row('reasoning', a.token_types.reasoning),
-      ['filler ÷ reasoning |c|', null, null, a.meta.filler_reasoning_ratio, null, null],
+      [
+        'filler ÷ reasoning',
+        null,
+        null,
+        a.meta.filler_reasoning_ratio,
+        ratioOf(a.token_types.filler.mean_grad_norm, a.token_types.reasoning.mean_grad_norm),
+        null,
+        null,
+      ],
     ],
     percentColumns: [2],
   };
@@ -97,6 +113,8 @@ export function typeByPositionTable(a: AnalyzeReport): Table {
       'reasoning share',
       'reasoning mean |c|',
       'filler ÷ reasoning |c|',
+      'filler mean grad norm',
+      'reasoning mean grad norm',
     ],
     rows: a.token_types_by_position.map((b) => {
       const f = b.filler.mean_abs_contribution;
@@ -109,7 +127,9 @@ export function typeByPositionTable(a: AnalyzeReport): Table {
         b.reasoning.count,
         b.reasoning.share,
         r,
-        f !== null && r !== null && r > 0 ? f / r : null,
+        ratioOf(f, r),
+        b.filler.mean_grad_norm,
+        b.reasoning.mean_grad_norm,
       ];
     }),
     percentColumns: [2, 5],
@@ -222,5 +242,30 @@ export function allTables(a: AnalyzeReport): Table[] {
     topTokenTable(a, 'filler', 'by_count'),
     topTokenTable(a, 'reasoning', 'by_count'),
     ...(a.appendix_b ? [appendixBTable(a)!] : []),
+    ...(a.probes ?? []).map(probeTable),
   ];
+}
+
+const ratioOf = (f: number | null, r: number | null): number | null => (f !== null && r !== null && r > 0 ? f / r : null);
+
+/** One probed step's credit accuracy (`analyze --probe`): each measure's mean and its 95 % interval over prompts. */
+export function probeTable(p: ProbeAccuracy): Table {
+  const e = (x: Estimate): Cell[] => [x.mean, x.lo, x.hi];
+  return {
+    id: `probe_${p.step}`,
+    title: `Credit accuracy, step ${p.step} (Monte Carlo probe)`,
+    hint:
+      `${p.episodes} probed episodes of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); intervals resample prompts. ` +
+      `Spearman of |Â| and |δ| per episode; decisive share: Σ|Â| on the top 10 % |δ| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
+      "sign agreement: |δ|-weighted share of tokens where Â has δ's sign. Episodes with A = 0 carry no credit and are left out.",
+    header: ['strategy', 'spearman', 'lo', 'hi', 'decisive share', 'lo', 'hi', 'sign agreement', 'lo', 'hi', 'episodes'],
+    rows: Object.entries(p.accuracy).map(([name, s]) => [
+      name === p.run_strategy ? `${name} (the run's)` : name,
+      ...e(s.spearman),
+      ...e(s.decisive_share),
+      ...e(s.sign_agreement),
+      s.sign_agreement.n,
+    ]),
+    percentColumns: [4, 5, 6, 7, 8, 9],
+  };
 }

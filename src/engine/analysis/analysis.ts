@@ -2,6 +2,7 @@
 // statistics, t-statistics per position, relative-position bins, reward sign, filler vs reasoning tokens, top
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.
+import { probeAccuracies } from '../probe/record';
 import { headlineParams } from '../credit/catalog';
 import type { RunInfo } from '../../protocol';
 import type { AppendixBComparison, AppendixBRow, CreditAnalysis } from '../../protocol/analysis';
@@ -23,6 +24,8 @@ export interface AnalyzeOptions {
   topK?: number;
   /** c = A·ℓ (episode, seed doc 002's definition; the default) or Â·ℓ (weighted, the logged column) */
   contribution?: ContributionKind;
+  /** add each probed step's credit accuracy (`credit-lens probe`'s records) */
+  probe?: boolean;
 }
 
 /** The parameter each strategy's sweeps vary (seed docs 001/002: "Outcome-conditional (0.75)", "Inverse logprob (0.1)"), from the catalog. */
@@ -102,6 +105,7 @@ export function analyzeRun(runDir: string, opts: AnalyzeOptions = {}): CreditAna
     top_tokens: t.top_tokens,
     weights: { strategy, sections: t.sections },
     notes: t.notes,
+    ...(opts.probe ? { probes: probeAccuracies(runDir) } : {}),
   };
 }
 

@@ -97,6 +97,8 @@ export function keepRows(c: TokenColumnsRead, keep: Uint8Array, kept: number): T
     weight: pick(c.weight),
     effective_advantage: pick(c.effective_advantage),
     contribution: pick(c.contribution),
+    entropy: pick(c.entropy),
+    grad_norm: c.grad_norm ? pick(c.grad_norm) : null,
     section: pickArr(c.section),
     token_type: pickArr(c.token_type),
     extra: Object.fromEntries(Object.entries(c.extra ?? {}).map(([k, v]) => [k, pick(v)])),
@@ -180,13 +182,14 @@ export type Tables = Pick<
   notes: string[];
 };
 
-export function typeStats(n: number, total: number, sumAbs: number, sumC: number, sumLp: number): TokenTypeStats {
+export function typeStats(n: number, total: number, sumAbs: number, sumC: number, sumLp: number, sumG = 0, nG = 0): TokenTypeStats {
   return {
     count: n,
     share: meanOfSum(n, total),
     mean_abs_contribution: meanOfSum(sumAbs, n),
     mean_contribution: meanOfSum(sumC, n),
     mean_logprob: meanOfSum(sumLp, n),
+    mean_grad_norm: meanOfSum(sumG, nG),
   };
 }
 
@@ -255,11 +258,18 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   const tyN = new Float64Array(2),
     tyC = new Float64Array(2),
     tyAbs = new Float64Array(2),
-    tyLp = new Float64Array(2);
+    tyLp = new Float64Array(2),
+    tyG = new Float64Array(2),
+    tyGN = new Float64Array(2);
   const tbN = new Float64Array(TYPE_BINS * 2),
     tbC = new Float64Array(TYPE_BINS * 2),
     tbAbs = new Float64Array(TYPE_BINS * 2),
-    tbLp = new Float64Array(TYPE_BINS * 2);
+    tbLp = new Float64Array(TYPE_BINS * 2),
+    tbG = new Float64Array(TYPE_BINS * 2),
+    tbGN = new Float64Array(TYPE_BINS * 2);
+  // grad_norm (issue 26 §4): the gradient's size beside |c|; a run without the column (older, or an import without a
+  // model) has none, and NaN rows are left out of its means only
+  const G = c.grad_norm;
   const P = maxPos + 1;
   const pN = new Float64Array(P),
     pC = new Float64Array(P),
@@ -323,6 +333,12 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     tbC[tb] += x;
     tbAbs[tb] += ax;
     tbLp[tb] += lp;
+    if (G && !Number.isNaN(G[i])) {
+      tyG[r] += G[i];
+      tyGN[r]++;
+      tbG[tb] += G[i];
+      tbGN[tb]++;
+    }
 
     pN[pos]++;
     pC[pos] += x;
@@ -496,8 +512,8 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
       negative: { episodes: sgEp[2], tokens: sgN[2], mean_contribution: meanOfSum(sgC[2], sgN[2]), mean_abs_contribution: meanOfSum(sgAbs[2], sgN[2]) },
     },
     token_types: {
-      filler: typeStats(tyN[0], n, tyAbs[0], tyC[0], tyLp[0]),
-      reasoning: typeStats(tyN[1], n, tyAbs[1], tyC[1], tyLp[1]),
+      filler: typeStats(tyN[0], n, tyAbs[0], tyC[0], tyLp[0], tyG[0], tyGN[0]),
+      reasoning: typeStats(tyN[1], n, tyAbs[1], tyC[1], tyLp[1], tyG[1], tyGN[1]),
     },
     token_types_by_position: Array.from({ length: TYPE_BINS }, (_, b) => {
       const f = b * 2,
@@ -507,8 +523,8 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
         bin: b,
         lo: b / TYPE_BINS,
         hi: (b + 1) / TYPE_BINS,
-        filler: typeStats(tbN[f], inBin, tbAbs[f], tbC[f], tbLp[f]),
-        reasoning: typeStats(tbN[r], inBin, tbAbs[r], tbC[r], tbLp[r]),
+        filler: typeStats(tbN[f], inBin, tbAbs[f], tbC[f], tbLp[f], tbG[f], tbGN[f]),
+        reasoning: typeStats(tbN[r], inBin, tbAbs[r], tbC[r], tbLp[r], tbG[r], tbGN[r]),
       };
     }),
     top_tokens: topTokens,

@@ -1,6 +1,6 @@
 // Markdown for people: the credit analysis laid out as seed doc 002's tables, in the seed's order, so a run's
 // report reads side by side with the seed. The JSON (src/protocol/analysis.ts) is the data; this is a view.
-import type { AppendixBComparison, AppendixBRow, CreditAnalysis, TokenTypeStats, TopToken } from '../../protocol/analysis';
+import type { AppendixBComparison, AppendixBRow, CreditAnalysis, Estimate, ProbeAccuracy, TokenTypeStats, TopToken } from '../../protocol/analysis';
 
 const DASH = '—';
 
@@ -27,7 +27,7 @@ function table(head: string[], rows: string[][]): string {
 }
 
 function typeRow(label: string, s: TokenTypeStats): string[] {
-  return [label, String(s.count), pct(s.share), num(s.mean_abs_contribution), num(s.mean_contribution), num(s.mean_logprob, 3)];
+  return [label, String(s.count), pct(s.share), num(s.mean_abs_contribution), num(s.mean_grad_norm), num(s.mean_contribution), num(s.mean_logprob, 3)];
 }
 
 function topTable(list: TopToken[]): string {
@@ -175,7 +175,7 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
   out.push(
     '## Token types',
     table(
-      ['Type', 'Count', '%', 'Mean \\|c\\|', 'Mean c', 'Mean log-prob'],
+      ['Type', 'Count', '%', 'Mean \\|c\\|', 'Mean grad norm', 'Mean c', 'Mean log-prob'],
       [typeRow('Filler', a.token_types.filler), typeRow('Reasoning', a.token_types.reasoning)],
     ),
   );
@@ -183,15 +183,35 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
     const r = m.filler_reasoning_ratio;
     out.push(`Filler gets ${Math.abs((r - 1) * 100).toFixed(0)}% ${r >= 1 ? 'MORE' : 'LESS'} gradient magnitude than reasoning (ratio ${times(r)}).`);
   }
+  const gf = a.token_types.filler.mean_grad_norm;
+  const gr = a.token_types.reasoning.mean_grad_norm;
+  if (gf !== null && gr !== null && gr > 0) {
+    const r = gf / gr;
+    out.push(
+      `Measured by the gradient each token's term sends to the logits (grad_norm, |Â|·√(1 − 2π + Σπ²)) instead of |c|, filler gets ${Math.abs((r - 1) * 100).toFixed(0)}% ${r >= 1 ? 'MORE' : 'LESS'} than reasoning (ratio ${times(r)}).`,
+    );
+  }
 
   out.push(
     '## Token types by position',
     table(
-      ['Position', 'Filler \\|c\\|', 'Reasoning \\|c\\|', 'Filler log-prob', 'Reasoning log-prob', 'Filler n', 'Reasoning n'],
+      [
+        'Position',
+        'Filler \\|c\\|',
+        'Reasoning \\|c\\|',
+        'Filler grad norm',
+        'Reasoning grad norm',
+        'Filler log-prob',
+        'Reasoning log-prob',
+        'Filler n',
+        'Reasoning n',
+      ],
       a.token_types_by_position.map((b) => [
         `${(b.lo * 100).toFixed(0)}–${(b.hi * 100).toFixed(0)}%`,
         num(b.filler.mean_abs_contribution),
         num(b.reasoning.mean_abs_contribution),
+        num(b.filler.mean_grad_norm),
+        num(b.reasoning.mean_grad_norm),
         num(b.filler.mean_logprob, 2),
         num(b.reasoning.mean_logprob, 2),
         String(b.filler.count),
@@ -232,8 +252,39 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
     ),
   );
 
+  if (a.probes) out.push(...probeSection(a.probes));
   if (a.notes.length) out.push('## Notes', a.notes.map((n) => `- ${n}`).join('\n'));
   return out.join('\n\n') + '\n';
+}
+
+/** An estimate with its interval: "0.279 [0.198, 0.341]". */
+function est(e: Estimate, f: (x: number | null) => string): string {
+  return e.mean === null ? DASH : `${f(e.mean)}${e.lo !== null ? ` [${f(e.lo)}, ${f(e.hi)}]` : ''}`;
+}
+
+/** `analyze --probe`: each probed step's credit accuracy against the Monte Carlo credit δ. */
+export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
+  const out = ['## Credit accuracy against Monte Carlo values (credit-lens probe)'];
+  if (!probes.length) return [...out, '_No step of this run has been probed: `credit-lens probe <run> --step N`._'];
+  out.push(
+    "_Per episode: the rank correlation of |Â| and |δ| over its tokens, the share of its Σ|Â| on its top 10 % |δ| tokens, and the |δ|-weighted share of tokens whose Â has δ's sign; means over episodes with 95 % intervals that resample prompts. Episodes with A = 0 carry no credit and are left out; uniform credit ranks nothing (Spearman —)._",
+  );
+  for (const p of probes) {
+    out.push(
+      `### Step ${p.step}: ${p.episodes} episodes of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); uniform credit's decisive share ${est(p.uniform_share, (x) => pct(x))}`,
+      table(
+        ['Strategy', 'Spearman \\|Â\\| ~ \\|δ\\|', 'Decisive share', 'Sign agreement', 'Episodes'],
+        Object.entries(p.accuracy).map(([name, s]) => [
+          name === p.run_strategy ? `${name} (the run's)` : name,
+          est(s.spearman, (x) => num(x)),
+          est(s.decisive_share, (x) => pct(x)),
+          est(s.sign_agreement, (x) => pct(x)),
+          String(s.sign_agreement.n),
+        ]),
+      ),
+    );
+  }
+  return out;
 }
 
 /** What c is in the tables: seed doc 002's A × log-prob, or the weighted Â × log-prob the strategy trained with. */

@@ -52,7 +52,7 @@ export const COMMANDS: readonly Command[] = [
     name: 'analyze',
     usage: [
       'analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]',
-      '                    [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted]',
+      '                    [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted] [--probe]',
     ],
     run: async (a) => (await data()).cmdAnalyze(a),
   },

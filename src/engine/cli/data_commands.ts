@@ -14,16 +14,17 @@ import { pairedRollouts } from '../importance/paired';
 import { flag, choiceFlag, intFlag, numFlag, parseArgs } from './args';
 
 export const ANALYZE_USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
-                           [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted]
+                           [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted] [--probe]
   Prints seed doc 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
   (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.
-  --contribution: c = A·log-prob, seed doc 002's (episode, the default), or Â·log-prob with the strategy's weight.`;
+  --contribution: c = A·log-prob, seed doc 002's (episode, the default), or Â·log-prob with the strategy's weight.
+  --probe adds each probed step's credit accuracy (credit-lens probe).`;
 
 /** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */
 export async function cmdAnalyze(argv: string[]): Promise<number> {
   const args = parseArgs(
     argv,
-    { valued: ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k', 'contribution'], boolean: ['json'] },
+    { valued: ['out', 'from-step', 'to-step', 'baseline', 'reasoning-regex', 'top-k', 'contribution'], boolean: ['json', 'probe'] },
     ANALYZE_USAGE,
   );
   const { positional } = args;
@@ -36,6 +37,7 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
     reasoningRegex: flags.get('reasoning-regex'),
     topK: intFlag(args, 'top-k'),
     contribution: choiceFlag(args, 'contribution', ['episode', 'weighted'] as const, 'episode'),
+    probe: args.flags.has('probe'),
   };
   const analysis = analyzeRun(positional[0], opts);
   const baselineDir = flags.get('baseline');

@@ -7,12 +7,15 @@
 // - spearman: the rank correlation of |Â| and |δ| over its units (average ranks for ties); undefined, and left out,
 //   when either side is constant (uniform credit ranks nothing) or the episode has fewer than 3 units;
 // - decisive_share: the share of the episode's Σ|Â| that falls on its top 10 % units by |δ| (⌈U/10⌉ units, ties to the
-//   earlier unit); uniform credit would put (tokens in those units)/n there, reported as uniform_share; undefined when
+//   earlier unit); uniform credit would put (tokens in those units)/n there, reported as uniform_share; both undefined when
 //   Σ|Â| = 0 (an episode whose advantage is 0);
 // - sign_agreement: Σ|δ|·[Â·δ > 0] / Σ|δ| over its units (Â = 0 does not agree); undefined when Σ|δ| = 0 or Σ|Â| = 0
 //   (an episode of a group whose rewards were all equal gets no credit at all under any strategy: nothing to score).
 // Episodes are averaged with a 95 % cluster-bootstrap interval that resamples prompts, each with all of its episodes.
+import type { AccuracyReport, Estimate, StrategyAccuracy } from '../../protocol/analysis';
 import { clusterBootstrap } from '../analysis/significance';
+
+export type { AccuracyReport, Estimate, StrategyAccuracy };
 
 export interface ProbedEpisode {
   /** the prompt: the cluster */
@@ -29,20 +32,6 @@ export interface EpisodeScores {
   decisive_share: number | null;
   uniform_share: number | null;
   sign_agreement: number | null;
-}
-
-export interface Estimate {
-  mean: number | null;
-  lo: number | null;
-  hi: number | null;
-  /** episodes it is defined on */
-  n: number;
-}
-
-export interface StrategyAccuracy {
-  spearman: Estimate;
-  decisive_share: Estimate;
-  sign_agreement: Estimate;
 }
 
 /** Average ranks (1-based), ties sharing the mean of their ranks. */
@@ -96,7 +85,7 @@ export function episodeScores(ep: ProbedEpisode, effAdv: readonly number[]): Epi
     .sort((i, j) => absD[j] - absD[i] || i - j)
     .slice(0, k);
   const decisive = sumA > 0 && units.length > 0 ? top.reduce((a, i) => a + absA[i], 0) / sumA : null;
-  const uniform = units.length > 0 && ep.n > 0 ? top.reduce((a, i) => a + units[i].len, 0) / ep.n : null;
+  const uniform = sumA > 0 && units.length > 0 && ep.n > 0 ? top.reduce((a, i) => a + units[i].len, 0) / ep.n : null;
   const sumD = absD.reduce((a, b) => a + b, 0);
   const sign = sumD > 0 && sumA > 0 ? units.reduce((a, u, i) => a + (u.adv * u.delta > 0 ? absD[i] : 0), 0) / sumD : null;
   return { spearman: rho, decisive_share: decisive, uniform_share: uniform, sign_agreement: sign };
@@ -118,15 +107,6 @@ export function clusteredMean(values: readonly (number | null)[], prompts: reado
   // one prompt: resampling prompts cannot show any spread, so no interval
   const single = byPrompt.size < 2;
   return { mean: b.diff, lo: single ? null : b.lo, hi: single ? null : b.hi, n };
-}
-
-export interface AccuracyReport {
-  /** per strategy name */
-  accuracy: Record<string, StrategyAccuracy>;
-  /** what uniform credit's decisive share would be, for comparison */
-  uniform_share: Estimate;
-  episodes: number;
-  prompts: number;
 }
 
 /** Every strategy's accuracy over the probed episodes; `effAdv[name][i]` is episode i's Â under that strategy. */

@@ -2,7 +2,7 @@
 // sampled them, written to `<run>/probes/step-NNNNNN.arrow`, and how accurately each credit strategy places credit
 // against them. `<run>/probes/step-NNNNNN.json` records the probe's settings, its finished episodes and the accuracy: a
 // probe stopped by Ctrl-C keeps every finished episode, and the same command resumes it.
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../config/config';
 import { UserError } from '../core/errors';
@@ -14,6 +14,9 @@ import { readRunInfo, stepFile, writeFileAtomic } from '../rundir/rundir';
 import { overlongPenalty } from '../train/grpo_step';
 import { openSession, useWeights } from '../train/session';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
+import { probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeSettings } from './record';
+
+export { readProbeRecord };
 import { estimateEpisode, parsePositions, probePositions, type ProbeEpisode, type ProbeRow } from './estimate';
 
 export interface ProbeOptions {
@@ -33,58 +36,6 @@ export interface ProbeOptions {
   log?(message: string): void;
   /** stop between batches, keeping finished episodes */
   signal?: AbortSignal;
-}
-
-/** What a probe's settings are: a resumed probe must have the same ones. */
-interface ProbeSettings {
-  rollouts: number;
-  positions: string;
-  temperature: number;
-  top_p: number;
-  seed: number;
-}
-
-export interface ProbeRecord extends ProbeSettings {
-  format: 'credit-lens-probe';
-  step: number;
-  policy: string;
-  /** finished episodes, ascending */
-  episodes: number[];
-  /** episodes asked for and not finished (a stopped probe) */
-  pending: number[];
-  continuations: number;
-  seconds: number;
-  /** the run's own strategy, whose Â are the token table's effective advantages */
-  run_strategy: string;
-  /** over the finished episodes; null before any */
-  accuracy: AccuracyReport | null;
-}
-
-export interface ProbeReport extends ProbeRecord {
-  run_dir: string;
-  table: string;
-  complete: boolean;
-}
-
-export function probeTableFile(runDir: string, step: number): string {
-  return stepFile(runDir, 'probes', step);
-}
-
-export function probeRecordFile(runDir: string, step: number): string {
-  return probeTableFile(runDir, step).replace(/\.arrow$/, '.json');
-}
-
-/** The record of a probed step, or null when the step has none. */
-export function readProbeRecord(runDir: string, step: number): ProbeRecord | null {
-  const path = probeRecordFile(runDir, step);
-  if (!existsSync(path)) return null;
-  try {
-    const r = JSON.parse(readFileSync(path, 'utf8')) as ProbeRecord;
-    if (r.format !== 'credit-lens-probe' || !Array.isArray(r.episodes)) throw new Error('not a probe record');
-    return r;
-  } catch (e) {
-    throw new UserError(`${path} is not a readable probe record (${(e as Error).message}); probe the step again with --replace`);
-  }
 }
 
 /**
@@ -140,6 +91,12 @@ function toColumns(rows: ProbeRow[]): ProbeColumns {
 
 function fromColumns(c: ProbeColumns): ProbeRow[] {
   return Array.from(c.episode, (e, i) => ({ episode: e, position: c.position[i], value: c.value[i], valueSe: c.value_se[i], rollouts: c.rollouts[i] }));
+}
+
+export interface ProbeReport extends ProbeRecord {
+  run_dir: string;
+  table: string;
+  complete: boolean;
 }
 
 export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {

@@ -1,9 +1,8 @@
 // "Probe This Episode…" (issue 26): Monte Carlo values of the shown episode's prefixes (`credit-lens probe --episode`),
 // with a cancellable progress notification, then the episode painted by its MC credit δ. A cancelled probe keeps the
 // episodes it finished (none, for one episode), and the same command starts it again.
-import { existsSync, readFileSync } from 'node:fs';
 import * as vscode from 'vscode';
-import { stepFile } from '../../engine/rundir/rundir';
+import { readProbeRecord } from '../../engine/probe/record';
 import type { Ctx } from '../ctx';
 import { CancelledError, probeArgs } from '../engine_cli';
 import { UNTRUSTED_MESSAGE } from '../runs';
@@ -12,13 +11,10 @@ import type { Painter } from './paint';
 
 /** The rollouts an earlier probe of the step used (a new probe with another count replaces it), or null. */
 function priorRollouts(runDir: string, step: number): number | null {
-  const file = stepFile(runDir, 'probes', step).replace(/\.arrow$/, '.json');
-  if (!existsSync(file)) return null;
   try {
-    const r = JSON.parse(readFileSync(file, 'utf8')) as { rollouts?: unknown };
-    return typeof r.rollouts === 'number' ? r.rollouts : null;
+    return readProbeRecord(runDir, step)?.rollouts ?? null;
   } catch {
-    return null;
+    return null; // an unreadable record: the probe replaces it
   }
 }
 

@@ -23,7 +23,7 @@ test('token-level scores of one episode', () => {
   // agreeing: token 1 (δ 0.5, Â 0.2) and token 2 (−0.75, −0.4); token 3 (−0.25, 0.3) not: 1.25 / 1.5
   close(s.sign_agreement, 1.25 / 1.5);
   // an episode without credit (A = 0) is scored on nothing
-  assert.deepEqual(episodeScores(ep, [0, 0, 0, 0]), { spearman: null, decisive_share: null, uniform_share: 0.25, sign_agreement: null });
+  assert.deepEqual(episodeScores(ep, [0, 0, 0, 0]), { spearman: null, decisive_share: null, uniform_share: null, sign_agreement: null });
 });
 
 test('segment units: credit summed over each probed stretch', () => {

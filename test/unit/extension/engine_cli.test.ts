@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AnalysisRunner } from '../../../src/extension/analysis';
-import { analyzeArgs, CancelledError, cliError, EngineCli, importArgs, parseAnalyzeReport } from '../../../src/extension/engine_cli';
+import { analyzeArgs, CancelledError, cliError, EngineCli, importArgs, parseAnalyzeReport, probeArgs } from '../../../src/extension/engine_cli';
 import type { RunInfo } from '../../../src/protocol/index';
 
 // Stand-ins for dist/engine/cli.js, run with this test's own Node (an absolute nodePath, as a user would set it).
@@ -33,13 +33,14 @@ const ended: RunInfo = {
 };
 
 test('analyzeArgs passes only the options that are set', () => {
-  assert.deepEqual(analyzeArgs('/r'), ['analyze', '/r', '--json']);
-  assert.deepEqual(analyzeArgs('/r', { from: null, to: null, baselineDir: null }), ['analyze', '/r', '--json']);
+  assert.deepEqual(analyzeArgs('/r'), ['analyze', '/r', '--json', '--probe']);
+  assert.deepEqual(analyzeArgs('/r', { from: null, to: null, baselineDir: null }), ['analyze', '/r', '--json', '--probe']);
   // Step 0 is a real step (the eval before GRPO), so it must not be dropped as falsy.
   assert.deepEqual(analyzeArgs('/r', { from: 0, to: 10, baselineDir: '/b' }), [
     'analyze',
     '/r',
     '--json',
+    '--probe',
     '--from-step',
     '0',
     '--to-step',
@@ -47,6 +48,11 @@ test('analyzeArgs passes only the options that are set', () => {
     '--baseline',
     '/b',
   ]);
+});
+
+test('probeArgs probes one episode with its rollouts, replacing only when asked', () => {
+  assert.deepEqual(probeArgs('/r', 4, 9, { rollouts: 8 }), ['probe', '/r', '--step', '4', '--episode', '9', '--rollouts', '8', '--json', '--progress-json']);
+  assert.ok(probeArgs('/r', 4, 9, { rollouts: 16, replace: true }).includes('--replace'));
 });
 
 test('cliError keeps the message and drops stack frames', () => {
@@ -63,7 +69,7 @@ test('parseAnalyzeReport rejects text that is not JSON and JSON that is not a ve
 
 test('analyze runs the CLI with its arguments and returns the typed report', async () => {
   const { report, elapsedMs } = await cli(echoCli).analyze('/runs/a', { from: 2 });
-  assert.deepEqual((report.meta as unknown as { args: string[] }).args, ['analyze', '/runs/a', '--json', '--from-step', '2']);
+  assert.deepEqual((report.meta as unknown as { args: string[] }).args, ['analyze', '/runs/a', '--json', '--probe', '--from-step', '2']);
   assert.ok(elapsedMs >= 0);
 });
 

@@ -1,0 +1,71 @@
+// A probed step's record, `<run>/probes/step-NNNNNN.json` (issue 26): the probe's settings, its finished episodes and
+// the credit accuracy. Plain files only, so the analysis and the extension read it without loading a model.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AccuracyReport, ProbeAccuracy } from '../../protocol/analysis';
+import { UserError } from '../core/errors';
+import { stepFile } from '../rundir/rundir';
+
+/** What a probe's settings are: a resumed probe must have the same ones. */
+export interface ProbeSettings {
+  rollouts: number;
+  positions: string;
+  temperature: number;
+  top_p: number;
+  seed: number;
+}
+
+export interface ProbeRecord extends ProbeSettings {
+  format: 'credit-lens-probe';
+  step: number;
+  policy: string;
+  /** finished episodes, ascending */
+  episodes: number[];
+  /** episodes asked for and not finished (a stopped probe) */
+  pending: number[];
+  continuations: number;
+  seconds: number;
+  /** the run's own strategy, whose Â are the token table's effective advantages */
+  run_strategy: string;
+  /** over the finished episodes; null before any */
+  accuracy: AccuracyReport | null;
+}
+
+export function probeTableFile(runDir: string, step: number): string {
+  return stepFile(runDir, 'probes', step);
+}
+
+export function probeRecordFile(runDir: string, step: number): string {
+  return probeTableFile(runDir, step).replace(/\.arrow$/, '.json');
+}
+
+/** The record of a probed step, or null when the step has none. */
+export function readProbeRecord(runDir: string, step: number): ProbeRecord | null {
+  const path = probeRecordFile(runDir, step);
+  if (!existsSync(path)) return null;
+  try {
+    const r = JSON.parse(readFileSync(path, 'utf8')) as ProbeRecord;
+    if (r.format !== 'credit-lens-probe' || !Array.isArray(r.episodes)) throw new Error('not a probe record');
+    return r;
+  } catch (e) {
+    throw new UserError(`${path} is not a readable probe record (${(e as Error).message}); probe the step again with --replace`);
+  }
+}
+
+/** Every probed step's accuracy, ascending by step (for `analyze --probe`); steps without a finished episode are left out. */
+export function probeAccuracies(runDir: string): ProbeAccuracy[] {
+  let names: string[] = [];
+  try {
+    names = readdirSync(join(runDir, 'probes'));
+  } catch {
+    return [];
+  }
+  const out: ProbeAccuracy[] = [];
+  for (const n of names) {
+    const m = /^step-(\d+)\.json$/.exec(n);
+    if (!m) continue;
+    const r = readProbeRecord(runDir, Number(m[1]));
+    if (r?.accuracy) out.push({ step: r.step, rollouts: r.rollouts, positions: r.positions, run_strategy: r.run_strategy, ...r.accuracy });
+  }
+  return out.sort((a, b) => a.step - b.step);
+}
