@@ -58,6 +58,8 @@ function tokenColumns(rows: Row[]): TokenColumns {
     weight: f((r) => r.w),
     effective_advantage: f((r) => r.adv * r.w),
     contribution: f((r) => r.adv * r.w * r.lp),
+    // grad_norm = 2·|c|, so its per-type means are twice the hand-worked mean |c| (weighted c)
+    grad_norm: f((r) => 2 * Math.abs(r.adv * r.w * r.lp)),
     attribution: null,
     importance: null,
     section: rows.map((r) => r.section),
@@ -541,7 +543,10 @@ test('Markdown lays out every table of seed doc 002', () => {
     assert.ok(md.includes(h), h);
   }
   assert.match(md, /\| Mean contribution \| 0\.094 \|/); // 0.09375
-  assert.match(md, /\| Filler \| 5 \| 62\.5% \| 0\.400 \| 0\.100 \| -0\.800 \|/);
+  assert.match(md, /\| Filler \| 5 \| 62\.5% \| 0\.400 \| 0\.800 \| 0\.100 \| -0\.800 \|/);
+  // grad norm beside |c|: filler 2 × 0.400, reasoning 2 × 0.250
+  assert.match(md, /\| Reasoning \| 3 \| 37\.5% \| 0\.250 \| 0\.500 \|/);
+  assert.match(md, /instead of \|c\|, filler gets 60% MORE than reasoning \(ratio 1\.60×\)/);
   assert.match(md, /\| `"<answer>"` \| 20 \| 2 \| 0\.250 \|/);
   assert.match(md, /Filler gets 60% MORE gradient magnitude than reasoning \(ratio 1\.60×\)/);
   assert.match(md, /Eval success: 12\.5% before GRPO → 25\.0% at step 2/);

@@ -22,6 +22,7 @@ const types = (count: number, share: number, abs: number): TokenTypeStats => ({
   mean_abs_contribution: abs,
   mean_contribution: -abs / 2,
   mean_logprob: -1,
+  mean_grad_norm: abs / 5,
 });
 const weights = (count: number, mean: number): SectionWeightStats => ({
   count,
@@ -129,7 +130,8 @@ test('token type × position: the per-bin filler ÷ reasoning |c| ratio', () => 
     t.rows.map((r) => r[7]),
     [1.5, 0],
   );
-  assert.deepEqual(t.rows[0], ['0–0.2', 150, 0.75, 0.75, 50, 0.25, 0.5, 1.5]);
+  // grad norm: abs / 5 of each type's fixture
+  assert.deepEqual(t.rows[0], ['0–0.2', 150, 0.75, 0.75, 50, 0.25, 0.5, 1.5, 0.15, 0.1]);
   assert.deepEqual(t.percentColumns, [2, 5]);
 });
 
@@ -202,6 +204,33 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
   );
   assert.equal(allTables(withB).at(-1)!.id, 'appendix_b');
   assert.equal(allTables(REPORT).length, 11);
+  // a probed run (analyze --probe): one accuracy table per probed step, after the others
+  const est = (mean: number, lo: number, hi: number, n: number) => ({ mean, lo, hi, n });
+  const probed: AnalyzeReport = {
+    ...REPORT,
+    probes: [
+      {
+        step: 51,
+        rollouts: 8,
+        positions: 'every',
+        run_strategy: 'none',
+        episodes: 32,
+        prompts: 16,
+        uniform_share: est(0.107, 0.105, 0.109, 8),
+        accuracy: {
+          none: { spearman: { mean: null, lo: null, hi: null, n: 0 }, decisive_share: est(0.105, 0.1, 0.11, 8), sign_agreement: est(0.53, 0.5, 0.57, 8) },
+          gtpo: { spearman: est(0.28, 0.2, 0.34, 8), decisive_share: est(0.22, 0.18, 0.28, 8), sign_agreement: est(0.53, 0.5, 0.57, 8) },
+        },
+      },
+    ],
+  };
+  const pt = allTables(probed).at(-1)!;
+  assert.equal(pt.id, 'probe_51');
+  assert.deepEqual(pt.rows, [
+    ["none (the run's)", null, null, null, 0.105, 0.1, 0.11, 0.53, 0.5, 0.57, 8],
+    ['gtpo', 0.28, 0.2, 0.34, 0.22, 0.18, 0.28, 0.53, 0.5, 0.57, 8],
+  ]);
+  assert.match(pt.hint, /uniform credit: 10\.7 %/);
 });
 
 test('a table as CSV', () => {
