@@ -175,6 +175,8 @@ function emptyResult() {
     grpo_step_s: null as number | null,
     grpo_step_backend: null as string | null,
     analysis_1m_rows_s: null as number | null,
+    /** issue 26's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
+    probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
     small: {
       train_step_ms: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
@@ -347,15 +349,26 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     const opt = new Adam(config.grpo.lr);
     await grpoStep({ session: s, optimizer: opt, step: 1 });
     const times: number[] = [];
+    let last = null;
     for (let i = 2; i < 2 + (o.quick ? 1 : 3); i++) {
       const t0 = performance.now();
-      await grpoStep({ session: s, optimizer: opt, step: i });
+      last = await grpoStep({ session: s, optimizer: opt, step: i });
       times.push((performance.now() - t0) / 1000);
     }
     result.grpo_step_s = median(times);
     say(
       `countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update in ${config.grpo.gradient_accumulation_steps} micro-batches, ${s.backend.backend}) ${result.grpo_step_s.toFixed(2)} s`,
     );
+    // A probe of that step's completions, as `credit-lens probe --episodes 32 --rollouts 8` runs it. The example's
+    // policy here is untrained (no SFT), so completions run long: a harder case than a trained run's.
+    if (last) {
+      const { probeBench } = await import('../probe/bench');
+      result.probe = { ...probeBench(s, last.episodes, 32, 8), backend: s.backend.backend };
+      const p = result.probe;
+      say(
+        `probe: ${p.episodes} episodes × every position (mean length ${p.mean_length.toFixed(1)}) × 8 rollouts = ${p.continuations} continuations in ${p.seconds.toFixed(1)} s (${s.backend.backend}; target ≤ 60 s)`,
+      );
+    }
     opt.dispose();
     s.model.dispose();
     result.attribution_peak_mb = await attributionMemory(exampleCfg);

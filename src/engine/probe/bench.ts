@@ -1,0 +1,36 @@
+// The probe's figure for `npm run bench` (issue 26's target): K episodes of a GRPO step, every position, M rollouts.
+import type { Episode } from '../train/rollout';
+import type { Session } from '../train/session';
+import { estimateEpisode, probePositions } from './estimate';
+import { spreadEpisodes } from './probe';
+
+export function probeBench(
+  s: Session,
+  episodes: Episode[],
+  k: number,
+  rollouts: number,
+): { episodes: number; continuations: number; mean_length: number; seconds: number } {
+  const chosen = spreadEpisodes(
+    episodes.map((e) => e.example.id),
+    k,
+  );
+  const t0 = performance.now();
+  let continuations = 0;
+  let tokens = 0;
+  for (const i of chosen) {
+    const e = episodes[i];
+    tokens += e.ids.length;
+    const positions = probePositions(e.ids.length, { kind: 'every' }, []);
+    estimateEpisode(s.model, s.tokenizer, { episode: i, example: e.example, promptIds: e.promptIds, ids: e.ids, reward: e.reward.total }, positions, {
+      rollouts,
+      temperature: s.cfg.grpo.temperature,
+      topP: s.cfg.grpo.top_p,
+      maxNewTokens: s.cfg.grpo.max_new_tokens,
+      seed: s.cfg.seed,
+      step: 1,
+      reward: (text, ex) => s.task.reward(text, ex).total,
+    });
+    continuations += e.ids.length * rollouts;
+  }
+  return { episodes: chosen.length, continuations, mean_length: tokens / chosen.length, seconds: (performance.now() - t0) / 1000 };
+}
