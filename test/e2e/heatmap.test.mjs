@@ -145,7 +145,7 @@ before(async () => {
   train('words', 'task.name=word_problems', 'task.max_steps=2', 'task.max_number=12', 'task.max_target=60', 'task.train_size=2048',
     'task.eval_size=16', 'model.tokenizer=bpe', 'model.vocab_size=512', 'model.d_model=128', 'model.n_layers=2', 'model.n_heads=4',
     'model.n_kv_heads=2', 'model.d_ff=384', 'model.max_seq_len=128', 'sft.steps=150', 'sft.batch_size=32', 'sft.lr=2e-3',
-    'grpo.steps=2', 'grpo.prompts_per_step=4', 'grpo.max_new_tokens=64');
+    'grpo.steps=2', 'grpo.prompts_per_step=4', 'grpo.max_new_tokens=64', 'logging.probe_every=1');
   await writeSyntheticRun();
   log(`runs trained and written in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   vs = await startVsCode('heatmap', { trusted: true, settings: { 'workbench.colorTheme': 'Default Dark Modern' } });
@@ -399,4 +399,56 @@ scenario('a word-problem episode of a BPE model: subword tokens painted, the hov
   await shot(page, '25-word-problem-heatmap', { readme: 'word-problem-heatmap' });
   await page.mouse.move(5, 450);
   await page.keyboard.press('Escape');
+});
+
+scenario('Probe This Episode… estimates Monte Carlo values of the word problem and paints its MC credit δ; the hover shows V ± se, δ and M', async () => {
+  const { page } = vs;
+  const editor = page.locator(ACTIVE);
+  const tab = await page.locator('.tab.active').getAttribute('aria-label');
+  const episode = Number(/step 2 · episode (\d+)/.exec(tab)[1]);
+  await editor.locator('.view-lines').click();
+  await palette(page, 'Credit Lens: Probe This Episode', { pick: 'Probe This Episode' });
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^8 rollouts per position/ }).first().click({ timeout: 15_000 });
+  await page.locator('.notifications-toasts', { hasText: new RegExp(`probed episode ${episode} of step 2`) }).first().waitFor({ timeout: 180_000 });
+  // painted by the new metric, read from the probe table the engine wrote
+  await page.locator('.statusbar [aria-label^="Heatmap metric MC credit δ"]').first().waitFor({ timeout: 30_000 });
+  const run = readdirSync(join(WS, 'runs')).find((d) => /^words-\d{8}-\d{6}$/.test(d));
+  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
+  const probe = tables.readProbeTable(join(WS, 'runs', run, 'probes', 'step-000002.arrow'));
+  const eps = tables.readEpisodeTable(join(WS, 'runs', run, 'episodes', 'step-000002.arrow'));
+  const rows = [...probe.episode.keys()].filter((i) => probe.episode[i] === episode);
+  const n = eps.length[eps.episode.indexOf(episode)];
+  assert.equal(rows.length, n + 1, 'every position 0…n of the episode');
+  assert.ok(rows.slice(0, -1).every((i) => probe.rollouts[i] === 8));
+  assert.equal(probe.value[rows.at(-1)], eps.reward[eps.episode.indexOf(episode)], 'V_n is the reward');
+  log(`probe: V = ${rows.map((i) => probe.value[i].toFixed(2)).join(' ')}`);
+  // the hover of a token: V, its se, δ and M, the painted one (δ) in bold
+  let text = '';
+  for (let k = 0; k < 12 && !/MC credit δ/.test(text); k++) {
+    const hover = await hoverToken(page, editor, k);
+    text = (await hover.innerText()).replace(/\s+/g, ' ');
+    if (!/MC credit δ/.test(text)) {
+      await page.mouse.move(5, 450);
+      await sleep(150);
+    }
+  }
+  log(`probe hover: ${text}`);
+  for (const field of ['MC value', 'MC value se', 'MC credit δ', 'MC rollouts M 8']) assert.ok(text.includes(field), `hover shows ${field}`);
+  await shot(page, '26-probe', { readme: 'probe' });
+  await page.mouse.move(5, 450);
+  await page.keyboard.press('Escape');
+  // another episode of the step was not probed: the hover says so
+  await page.keyboard.press(episode < 7 ? 'Alt+]' : 'Alt+[');
+  await page.locator(`.tab.active[aria-label*="step 2 · episode ${episode < 7 ? episode + 1 : episode - 1}"]`).waitFor({ timeout: 15_000 });
+  let other = '';
+  for (let i = 0; i < 20 && !/not probed/.test(other); i++, await sleep(300)) {
+    const cells = page.locator(ACTIVE).locator('.view-overlays [class*="ced-"], .view-lines [class*="ced-"]');
+    if (!(await cells.count())) continue;
+    const box = await cells.first().boundingBox();
+    if (!box) continue;
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    other = await page.locator('.monaco-hover:not(.hidden)').first().innerText({ timeout: 3000 }).catch(() => '');
+  }
+  assert.match(other, /not probed/);
+  await page.mouse.move(5, 450);
 });
