@@ -442,9 +442,11 @@ scenario('Probe This Episode… estimates Monte Carlo values of the word problem
   await page.locator(`.tab.active[aria-label*="step 2 · episode ${episode < 7 ? episode + 1 : episode - 1}"]`).waitFor({ timeout: 15_000 });
   let other = '';
   for (let i = 0; i < 20 && !/not probed/.test(other); i++, await sleep(300)) {
-    const cells = page.locator(ACTIVE).locator('.view-overlays [class*="ced-"], .view-lines [class*="ced-"]');
-    if (!(await cells.count())) continue;
-    const box = await cells.first().boundingBox();
+    // the dotted tokens (the first inline decoration is the legend on line 2, not a token)
+    const cells = page.locator(ACTIVE).locator('.view-lines [class*="ced-"]');
+    const count = await cells.count();
+    if (count < 2) continue;
+    const box = await cells.nth(count - 1 - (i % (count - 1))).boundingBox();
     if (!box) continue;
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
     other = await page.locator('.monaco-hover:not(.hidden)').first().innerText({ timeout: 3000 }).catch(() => '');

@@ -5,7 +5,9 @@ import * as vscode from 'vscode';
 import { positionOf, tokenAt, tokenFields, type HeatmapEpisode } from './episode';
 import type { EpisodeStore } from './episode_doc';
 import { escapeMarkdown, inlineCode } from '../markdown';
-import { formatValue, type MetricId } from './scales';
+import { formatValue, isProbeMetric, type MetricId } from './scales';
+
+const isMc = (m: MetricId | null) => m !== null && isProbeMetric(m);
 
 /** A token's text as code, with whitespace made visible: a hover of " " or "\n" would otherwise look empty. */
 function shownText(s: string): string {
@@ -27,7 +29,10 @@ export class EpisodeHoverProvider implements vscode.HoverProvider {
     if (i < 0) return undefined;
     const f = tokenFields(view, i);
     const painted = this.metricOf(view);
-    const rows = f.values.map((v) => [escapeMarkdown(v.label), formatValue(v.value), v.metric] as const);
+    // Painted by a Monte Carlo metric: V, its se, δ and M first (a hover taller than the window is cut at the bottom).
+    const mcFirst = isProbeMetric(painted);
+    const values = mcFirst ? [...f.values].sort((a, b) => Number(isMc(b.metric)) - Number(isMc(a.metric))) : f.values;
+    const rows = values.map((v) => [escapeMarkdown(v.label), formatValue(v.value), v.metric] as const);
     const md = new vscode.MarkdownString();
     md.appendMarkdown(
       `${inlineCode(shownText(f.text))} — token id ${f.id} · position ${f.position} · section ${escapeMarkdown(f.section)} · ${escapeMarkdown(f.tokenType)}\n\n`,

@@ -19,6 +19,7 @@ import {
   METRICS,
   type MetricId,
   type Normalization,
+  isProbeMetric,
   type Scale,
   type ThemeKind,
 } from './scales';
@@ -355,9 +356,4 @@ function isHighContrast(t: ThemeKind): boolean {
 /** The bucket's hue at full opacity, for the overview ruler and the high-contrast underline. */
 function opaque(rgba: string): string {
   return rgba.replace(/^rgba\((\d+), (\d+), (\d+), [\d.]+\)$/, 'rgb($1, $2, $3)');
-}
-
-/** The metrics a probe gives (credit-lens probe's mc_* columns). */
-export function isProbeMetric(metric: MetricId): boolean {
-  return metric.startsWith('extra.mc_');
 }

@@ -204,3 +204,8 @@ export function formatScale(scale: Scale | null): string {
   if (!scale) return 'no values';
   return `[${formatValue(scale.lo)}, ${formatValue(scale.hi)}]`;
 }
+
+/** The metrics a probe gives (credit-lens probe's mc_* columns, joined from <run>/probes/). */
+export function isProbeMetric(metric: MetricId): boolean {
+  return metric.startsWith('extra.mc_');
+}
