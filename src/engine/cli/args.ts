@@ -78,3 +78,40 @@ export function numFlag(args: ParsedArgs, name: string, ok: (x: number) => boole
   if (v.trim() === '' || !Number.isFinite(n) || !ok(n)) throw new UserError(`--${name}: got ${JSON.stringify(v)}; expected ${what}`);
   return n;
 }
+
+/**
+ * The progress of a long command: with --progress-json one `{"progress": {done, total}}` line per report on stderr (the
+ * extension's progress notification reads them), else a bar on stderr at most once a second; `unit` names what is counted.
+ */
+export function progressPrinter(args: ParsedArgs, unit: string): (done: number, total: number) => void {
+  const t0 = Date.now();
+  let last = 0;
+  return (done, total) => {
+    if (args.flags.has('progress-json')) {
+      process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n');
+      return;
+    }
+    if (done < total && Date.now() - last < 1000) return;
+    last = Date.now();
+    const w = 30;
+    const f = total ? done / total : 1;
+    const bar = `[${'#'.repeat(Math.round(f * w)).padEnd(w)}] ${done}/${total} ${unit} ${((Date.now() - t0) / 1000).toFixed(0)}s`;
+    process.stderr.write(process.stderr.isTTY ? `\r${bar}${done >= total ? '\n' : ''}` : `${bar}\n`);
+  };
+}
+
+/**
+ * Ctrl-C or SIGTERM (the extension's Cancel) aborts the returned signal, saying `what` happens next; the command stops
+ * between batches and keeps what is done. A second signal ends the process at once.
+ */
+export function stopOnSignals(what: string): AbortSignal {
+  const abort = new AbortController();
+  const onSignal = (sig: string) => {
+    if (abort.signal.aborted) process.exit(130);
+    process.stderr.write(`\n${sig}: ${what}\n`);
+    abort.abort();
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  return abort.signal;
+}

@@ -11,7 +11,7 @@ import type { ImportFormat } from '../import/formats';
 import { importanceTrain } from '../importance/importance';
 import type { ImportanceNetConfig } from '../importance/net';
 import { pairedRollouts } from '../importance/paired';
-import { flag, choiceFlag, intFlag, numFlag, parseArgs } from './args';
+import { flag, choiceFlag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 
 export const ANALYZE_USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
                            [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted] [--probe]
@@ -152,29 +152,12 @@ export async function cmdImport(argv: string[]): Promise<number> {
   const sets = [...(a.flags.get('set') ?? [])];
   const strategy = flag(a, 'strategy');
   if (strategy) sets.push(`credit.strategy=${strategy}`);
-  let last = 0;
-  const t0 = Date.now();
-  const progress = (done: number, total: number) => {
-    if (a.flags.has('progress-json')) {
-      process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n');
-      return;
-    }
-    if (done < total && Date.now() - last < 1000) return;
-    last = Date.now();
-    process.stderr.write(`scored ${done}/${total} completions (${((Date.now() - t0) / 1000).toFixed(0)}s)\n`);
-  };
+  const progress = progressPrinter(a, 'completions scored');
   // Cancel (the extension's SIGTERM) or Ctrl-C: the import stops between batches and records why, so its run does not
-  // read "running" forever. A second signal ends the process at once.
-  const abort = new AbortController();
-  const onSignal = (sig: string) => {
-    if (abort.signal.aborted) process.exit(130);
-    process.stderr.write(`${sig}: stopping the import\n`);
-    abort.abort();
-  };
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  process.on('SIGINT', () => onSignal('SIGINT'));
+  // read "running" forever.
+  const signal = stopOnSignals('stopping the import');
   const r = await importRollouts({
-    signal: abort.signal,
+    signal,
     source: a.positional[0],
     format: format as ImportFormat | 'auto',
     model: flag(a, 'model'),

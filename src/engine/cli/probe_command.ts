@@ -1,7 +1,7 @@
 // `credit-lens probe` (issue 26): flags in, probeRun called, its report printed.
 import { UserError } from '../core/errors';
 import { probeRun, type ProbeReport } from '../probe/probe';
-import { flag, intFlag, numFlag, parseArgs } from './args';
+import { flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 
 export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M]
          [--positions every|segments:S|cutpoints:τ] [--temperature T] [--seed s] [--replace] [--json] [--progress-json]
@@ -47,29 +47,8 @@ export async function cmdProbe(argv: string[]): Promise<number> {
     if (!Number.isInteger(v) || v < 0) throw new UserError(`--episode: ${JSON.stringify(x)} is not an episode index (expected e.g. --episode 0,3,17)`);
     return v;
   });
-  const t0 = Date.now();
-  let last = 0;
-  const progress = (done: number, total: number) => {
-    if (a.flags.has('progress-json')) {
-      process.stderr.write(JSON.stringify({ progress: { done, total } }) + '\n');
-      return;
-    }
-    if (done < total && Date.now() - last < 1000) return;
-    last = Date.now();
-    const w = 30;
-    const f = total ? done / total : 1;
-    process.stderr.write(
-      `\r[${'#'.repeat(Math.round(f * w)).padEnd(w)}] ${done}/${total} continuations ${((Date.now() - t0) / 1000).toFixed(0)}s${done >= total ? '\n' : ''}`,
-    );
-  };
-  const abort = new AbortController();
-  const onSignal = (sig: string) => {
-    if (abort.signal.aborted) process.exit(130);
-    process.stderr.write(`\n${sig}: stopping after the current batch; finished episodes are kept\n`);
-    abort.abort();
-  };
-  process.on('SIGINT', () => onSignal('SIGINT'));
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  const progress = progressPrinter(a, 'continuations');
+  const signal = stopOnSignals('stopping after the current batch; finished episodes are kept');
   const r = await probeRun({
     runDir: a.positional[0],
     step,
@@ -82,7 +61,7 @@ export async function cmdProbe(argv: string[]): Promise<number> {
     replace: a.flags.has('replace'),
     progress,
     log: (m) => process.stderr.write(`${m}\n`),
-    signal: abort.signal,
+    signal,
   });
   if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
   else {

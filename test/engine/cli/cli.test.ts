@@ -139,3 +139,27 @@ test('a terminal sweep keeps its record in <output_dir>/sweep-<ts>/sweep.json: e
   mkdirSync(join(out, `${sweeps[0]}-2`));
   assert.equal(claimFolder(join(out, sweeps[0])), join(out, `${sweeps[0]}-3`));
 });
+
+test('probe: bad input is one clear message; a probe prints its accuracy JSON and writes its table', () => {
+  const config = cfg('p.credit.yaml', base({ head: 'name: probe-cli\nseed: 1\nbackend: wasm\n' }));
+  const trained = run('train', config);
+  assert.equal(trained.code, 0, trained.err);
+  const runDir = join(
+    dir,
+    'runs',
+    readdirSync(join(dir, 'runs')).find((d) => /^probe-cli-\d{8}-\d{6}$/.test(d))!,
+  );
+  assertClean(run('probe', runDir), /probe needs --step N/);
+  assertClean(run('probe', join(dir, 'nowhere'), '--step', '1'), /nowhere is not a run folder/);
+  assertClean(run('probe', runDir, '--step', '1', '--positions', 'all'), /--positions: got "all"; expected every, segments:S/);
+  assertClean(run('probe', runDir, '--step', '1', '--rollouts', '1'), /--rollouts/);
+  assertClean(run('probe', runDir, '--step', '1', '--episode', '0,x'), /--episode: "x" is not an episode index/);
+  assertClean(run('probe', runDir, '--step', '1', '--episode', '9'), /--episode: 9 not in step 1, whose episodes are 0–1/);
+  const r = run('probe', runDir, '--step', '1', '--rollouts', '2', '--json');
+  assert.equal(r.code, 0, r.err);
+  const report = JSON.parse(r.out) as { complete: boolean; episodes: number[]; accuracy: { episodes: number } | null; table: string };
+  assert.equal(report.complete, true);
+  assert.deepEqual(report.episodes, [0, 1]);
+  assert.ok(existsSync(report.table));
+  assert.ok(existsSync(join(runDir, 'probes', 'step-000001.json')));
+});
