@@ -5,6 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Table, tableFromIPC, tableToIPC, vectorFromArray, Utf8, Float32, Int32 } from 'apache-arrow';
 import {
+  joinProbeColumns,
+  PROBE_SCHEMA,
+  readProbeTable,
+  writeProbeTable,
   EPISODE_SCHEMA,
   TOKEN_SCHEMA,
   readEpisodeTable,
@@ -427,6 +431,60 @@ test('timing: 100k-token step write + read (printed, not asserted)', () => {
     console.log(`# 100k token rows: write ${(t1 - t0).toFixed(1)} ms, read ${(t2 - t1).toFixed(1)} ms`);
     assert.equal(back.token[99_999], vocab[99_999 % vocab.length]);
     assert.equal(back.attribution![12345], cols.attribution![12345]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('probe tables: the issue 26 schema, written and read back with null δ, checked on read, and joined onto the tokens', () => {
+  const dir = tmp();
+  try {
+    assert.deepEqual(describe(PROBE_SCHEMA.fields), [
+      ['episode', 'Int32', false],
+      ['position', 'Int32', false],
+      ['value', 'Float32', false],
+      ['value_se', 'Float32', false],
+      ['rollouts', 'Int32', false],
+      ['delta', 'Float32', true],
+    ]);
+    // episode 1 probed at 0, 1, 2 (n = 2: V_2 is its reward); episode 3 at 0 and 2 only (segments of 2)
+    const cols = {
+      episode: Int32Array.of(1, 1, 1, 3, 3),
+      position: Int32Array.of(0, 1, 2, 0, 2),
+      value: Float32Array.of(0.25, 0.5, 1, 0.125, 0),
+      value_se: Float32Array.of(0.1, 0.1, 0, 0.05, 0),
+      rollouts: Int32Array.of(8, 8, 0, 8, 0),
+      delta: Float32Array.of(0.25, 0.5, NaN, NaN, NaN),
+    };
+    const path = join(dir, 'p.arrow');
+    writeProbeTable(path, cols);
+    const t = tableFromIPC(readFileSync(path));
+    assert.deepEqual(describe(t.schema.fields), describe(PROBE_SCHEMA.fields));
+    assert.equal(t.getChild('delta')!.nullCount, 3, 'NaN δ is written as null');
+    const back = readProbeTable(path);
+    assert.deepEqual(back, cols);
+    // tokens of step: episode 1 has 2 tokens, episode 3 has 2 tokens, episode 0 was not probed
+    const tokens = {
+      episode: Int32Array.of(0, 1, 1, 3, 3),
+      position: Int32Array.of(0, 0, 1, 0, 1),
+      extra: {} as Record<string, Float32Array>,
+    };
+    joinProbeColumns(tokens as unknown as Parameters<typeof joinProbeColumns>[0], back);
+    const nan = NaN;
+    assert.deepEqual(tokens.extra.mc_value, Float32Array.of(nan, 0.25, 0.5, 0.125, nan));
+    assert.deepEqual(tokens.extra.mc_delta, Float32Array.of(nan, 0.25, 0.5, nan, nan));
+    assert.deepEqual(tokens.extra.mc_rollouts, Float32Array.of(nan, 8, 8, 8, nan));
+    // out of order rows are a corrupted table, named as such
+    writeProbeTable(path, { ...cols, position: Int32Array.of(0, 2, 1, 0, 2) });
+    assert.throws(
+      () => readProbeTable(path),
+      (e: unknown) => isUserError(e) && /row 2 has rows out of \(episode, position\) order/.test(e.message),
+    );
+    writeFileSync(path, readFileSync(path).subarray(0, 100));
+    assert.throws(
+      () => readProbeTable(path),
+      (e: unknown) => isUserError(e) && /not a readable Arrow IPC file/.test(e.message),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
