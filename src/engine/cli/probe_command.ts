@@ -15,14 +15,14 @@ const num = (x: number | null) => (x === null ? '   —  ' : x.toFixed(3).padSta
 
 /** The accuracy table as text, one row per strategy. */
 export function accuracyText(r: ProbeReport): string {
-  const a = r.accuracy;
-  if (!a) return 'no episode finished: no accuracy\n';
+  const acc = r.accuracy;
+  if (!acc || !r.uniform_share) return 'no episode finished: no accuracy\n';
   const ci = (e: { lo: number | null; hi: number | null }, f: (x: number | null) => string) => (e.lo === null ? '' : ` [${f(e.lo).trim()}, ${f(e.hi).trim()}]`);
   const lines = [
-    `credit accuracy over ${a.episodes} episodes of ${a.prompts} prompts (95% intervals resample prompts); uniform credit's decisive share ${pct(a.uniform_share.mean).trim()}`,
+    `credit accuracy over ${r.accuracy_episodes} episodes of ${r.accuracy_prompts} prompts (95% intervals resample prompts; episodes with A = 0 left out); uniform credit's decisive share ${pct(r.uniform_share.mean).trim()}`,
     `${'strategy'.padEnd(22)} ${'spearman |Â|~|δ|'.padEnd(26)} ${'decisive share'.padEnd(26)} sign agreement`,
   ];
-  for (const [name, s] of Object.entries(a.accuracy)) {
+  for (const [name, s] of Object.entries(acc)) {
     const label = name === r.run_strategy ? `${name} (the run's)` : name;
     lines.push(
       `${label.padEnd(22)} ${(num(s.spearman.mean) + ci(s.spearman, num)).padEnd(26)} ${(pct(s.decisive_share.mean) + ci(s.decisive_share, pct)).padEnd(26)} ${pct(s.sign_agreement.mean)}${ci(s.sign_agreement, pct)}`,

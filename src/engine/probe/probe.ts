@@ -202,6 +202,9 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
       seconds: (prior && doneEpisodes.size > 0 ? prior.seconds : 0) + (performance.now() - t0) / 1000,
       run_strategy: cfg.credit.strategy,
       accuracy: null,
+      uniform_share: null,
+      accuracy_episodes: 0,
+      accuracy_prompts: 0,
     });
     o.progress?.(0, total);
     let stopped = false;
@@ -232,7 +235,10 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     const pending = wanted.filter((e) => !doneEpisodes.has(e));
     const rec = record(pending);
     if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
-    rec.accuracy = doneEpisodes.size ? accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]) : null;
+    if (doneEpisodes.size) {
+      const acc = accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
+      Object.assign(rec, { accuracy: acc.accuracy, uniform_share: acc.uniform_share, accuracy_episodes: acc.episodes, accuracy_prompts: acc.prompts });
+    }
     writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
     return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };
   } finally {

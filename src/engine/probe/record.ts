@@ -28,7 +28,13 @@ export interface ProbeRecord extends ProbeSettings {
   /** the run's own strategy, whose Â are the token table's effective advantages */
   run_strategy: string;
   /** over the finished episodes; null before any */
-  accuracy: AccuracyReport | null;
+  /** per strategy, its credit accuracy over the finished episodes (issue 26's `accuracy: {strategy: {…}}`); null before any */
+  accuracy: AccuracyReport['accuracy'] | null;
+  /** the decisive share uniform credit would give on the same episodes */
+  uniform_share: AccuracyReport['uniform_share'] | null;
+  /** the finished episodes and their prompts the accuracy is over (episodes with A = 0 count here; each measure's n leaves them out) */
+  accuracy_episodes: number;
+  accuracy_prompts: number;
 }
 
 export function probeTableFile(runDir: string, step: number): string {
@@ -65,7 +71,17 @@ export function probeAccuracies(runDir: string): ProbeAccuracy[] {
     const m = /^step-(\d+)\.json$/.exec(n);
     if (!m) continue;
     const r = readProbeRecord(runDir, Number(m[1]));
-    if (r?.accuracy) out.push({ step: r.step, rollouts: r.rollouts, positions: r.positions, run_strategy: r.run_strategy, ...r.accuracy });
+    if (r?.accuracy && r.uniform_share)
+      out.push({
+        step: r.step,
+        rollouts: r.rollouts,
+        positions: r.positions,
+        run_strategy: r.run_strategy,
+        accuracy: r.accuracy,
+        uniform_share: r.uniform_share,
+        episodes: r.accuracy_episodes,
+        prompts: r.accuracy_prompts,
+      });
   }
   return out.sort((a, b) => a.step - b.step);
 }

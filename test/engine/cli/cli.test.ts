@@ -157,9 +157,10 @@ test('probe: bad input is one clear message; a probe prints its accuracy JSON an
   assertClean(run('probe', runDir, '--step', '1', '--episode', '9'), /--episode: 9 not in step 1, whose episodes are 0–1/);
   const r = run('probe', runDir, '--step', '1', '--rollouts', '2', '--json');
   assert.equal(r.code, 0, r.err);
-  const report = JSON.parse(r.out) as { complete: boolean; episodes: number[]; accuracy: { episodes: number } | null; table: string };
+  const report = JSON.parse(r.out) as { complete: boolean; episodes: number[]; accuracy: Record<string, { spearman: { n: number } }> | null; table: string };
   assert.equal(report.complete, true);
   assert.deepEqual(report.episodes, [0, 1]);
+  assert.ok(report.accuracy && 'entropy_mask' in report.accuracy && report.accuracy.none.spearman.n === 0, 'uniform credit ranks nothing');
   assert.ok(existsSync(report.table));
   assert.ok(existsSync(join(runDir, 'probes', 'step-000001.json')));
 });

@@ -71,7 +71,10 @@ test('a probed step of a real run: invariants, policies kept, resume, and errors
   }
   assert.ok(pairs >= 4, 'episodes spread over groups, two per prompt');
   // accuracy: the run's own strategy from the token table, the others scored under the same policy
-  const acc = r.accuracy!;
+  // probe --json's accuracy: {strategy: {spearman, decisive_share, sign_agreement}}, each {mean, lo, hi, n}
+  const acc = { accuracy: r.accuracy! };
+  assert.deepEqual(Object.keys(acc.accuracy.none.spearman).sort(), ['hi', 'lo', 'mean', 'n']);
+  assert.equal(r.accuracy_episodes, 8);
   assert.equal(r.run_strategy, 'none');
   assert.ok(['none', 'entropy_mask', 'gtpo', 'attention_credit'].every((k) => k in acc.accuracy));
   assert.ok(acc.accuracy.none.sign_agreement.n > 0);
