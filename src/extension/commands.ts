@@ -277,6 +277,12 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
     { title: `Sweep ${config.name}: strategies to compare (1/2)`, canPickMany: true, placeHolder: 'none = the GRPO baseline' },
   );
   if (!strategies?.length) return undefined;
+  // the peers' losses, each crossed with every strategy (issue 27); the config's own loss alone by default
+  const losses = await vscode.window.showQuickPick(
+    LOSS_VARIANTS.map((v) => ({ label: v.label, description: v.description, picked: v.key === 'config', variant: v })),
+    { title: `Sweep ${config.name}: losses to train each strategy with`, canPickMany: true, placeHolder: "the config's own loss, or the peers'" },
+  );
+  if (!losses?.length) return undefined;
   const grid: Record<string, unknown>[] = [];
   for (const { label: s } of strategies) {
     const knobs = STRATEGY_PARAMS[s as keyof typeof STRATEGY_PARAMS].filter((p) => KNOB_VALUES[p]);
@@ -292,10 +298,18 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
       if (!picked.length) continue;
       entry[knob] = picked.map((p) => p.value);
     }
-    grid.push(entry);
+    for (const { variant } of losses) grid.push({ ...entry, ...variant.set });
   }
   return grid;
 }
+
+/** The loss variants Run Sweep offers (TRL's and veRL's names; see the config's grpo section). */
+const LOSS_VARIANTS: { key: string; label: string; description: string; set: Record<string, unknown> }[] = [
+  { key: 'config', label: "the config's loss", description: 'as the config sets grpo.*', set: {} },
+  { key: 'cispo', label: 'CISPO', description: 'grpo.policy_loss cispo (veRL loss_mode, MiniMax-M1)', set: { 'grpo.policy_loss': 'cispo' } },
+  { key: 'gspo', label: 'GSPO', description: 'grpo.importance_sampling_level sequence (TRL)', set: { 'grpo.importance_sampling_level': 'sequence' } },
+  { key: 'dapo', label: 'DAPO dynamic sampling', description: 'grpo.dynamic_sampling true (veRL filter_groups)', set: { 'grpo.dynamic_sampling': true } },
+];
 
 async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   const uri = await configFrom(arg, 'sweep');

@@ -177,6 +177,10 @@ scenario('Sweep on a config without a grid asks for strategies and values, shows
   await quick.locator('.monaco-list-row', { hasText: /^outcome_conditional/ }).click();
   await shot(page, '07-sweep-strategies');
   await page.keyboard.press('Enter');
+  // The peers' losses, crossed with each strategy; the config's own loss comes checked.
+  await quick.locator('.quick-input-title', { hasText: 'losses to train each strategy with' }).waitFor({ timeout: 15_000 });
+  for (const loss of ['CISPO', 'GSPO', 'DAPO dynamic sampling']) await quick.locator('.monaco-list-row', { hasText: loss }).first().waitFor({ timeout: 5_000 });
+  await page.keyboard.press('Enter');
   await quick.locator('.quick-input-title', { hasText: 'credit.think_discount' }).waitFor({ timeout: 15_000 });
   // Seed doc 001's three think_discounts come checked; drop 0.75.
   await quick.locator('.monaco-list-row', { hasText: /^0\.75/ }).click();

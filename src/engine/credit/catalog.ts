@@ -181,7 +181,97 @@ export const CATALOG = [
   },
   {
     name: 'gtpo',
-    summary: "gtpo: H_t / mean_episode(H), seed doc 002's strategy 1 (GTPO-style, linear in the entropy)",
+    summary: "gtpo: H_t / mean_episode(H), seed doc 002's strategy 1 (GTPO-style), or GTPO's paper form (gtpo.form)",
+    block: {
+      key: 'gtpo',
+      schema: section(
+        {
+          form: oneOf(
+            ['seed', 'gtpo'],
+            "seed: seed doc 002's w_t = H_t / mean_episode(H). gtpo: the paper's (arXiv 2508.04349) entropy-shaped token " +
+              'rewards, successes rewarded by their entropy share and failures penalised by their inverse-entropy share, each set ' +
+              'standardised apart (credit/gtpo.ts).',
+          ).default('seed'),
+          alpha1: num({ gte: 0 }, "gtpo form: α₁, the outcome's weight in the shaped reward.").default(1.0),
+          alpha2: num({ gte: 0 }, "gtpo form: α₂, the entropy term's weight (the ports' 0.1).").default(0.1),
+          entropy_clip: allow(
+            z
+              .tuple([z.number().min(0), z.number().min(0)])
+              .nullable()
+              .describe('gtpo form: clip each entropy to [lo, hi] first (the ports use [0.2, 0.28]); null: no clip.'),
+            'a pair [lo, hi] of numbers ≥ 0, or null',
+          ).default(null),
+        },
+        'gtpo strategy: which form, and the paper form’s α₁, α₂ and entropy clip.',
+      ).prefault({}),
+    },
+  },
+  {
+    name: 'ktae',
+    summary: "ktae: A_i + KT[token id], the key-token bonus of KTAE (arXiv 2505.16826) from each id's split of the group's correct and wrong rollouts",
+    block: {
+      key: 'ktae',
+      schema: section(
+        {
+          alpha: num({ gte: 0 }, "Weight of F = exp(−2p), p the token's Fisher exact p (the authors' code: 1).").default(1.0),
+          beta: num({ gte: 0 }, 'Weight of the information gain (the authors’ code: 1).').default(1.0),
+          tf: bool("Add the BM25-style term-frequency ratio to Cohen's h, as the authors' code does (gamma_tf 1).").default(true),
+        },
+        "ktae strategy: the key-token score's weights, as the authors' advantage estimator sets them.",
+      ).prefault({}),
+    },
+  },
+  {
+    name: 'reward_decomposition',
+    summary: "reward_decomposition: each reward part's own group advantage on the tokens it judges (seed doc 002's strategy 4)",
+    block: {
+      key: 'reward_decomposition',
+      schema: section(
+        {
+          reasoning: bool(
+            "Credit the <think> tokens with a reasoning reward, the share of the think section's arithmetic steps that hold " +
+              "(countdown, arithmetic, word problems); off: they take the answer's advantage.",
+          ).default(true),
+        },
+        'reward_decomposition strategy: format → tags and text outside the sections, answer → <answer>, reasoning → <think>.',
+      ).prefault({}),
+    },
+  },
+  {
+    name: 'otb',
+    summary: "otb: veRL's Optimal Token Baseline, r_i − B_t with a per-position baseline weighted by the realized energy Σ(1 − 2π + Σπ²)",
+    block: {
+      key: 'otb',
+      schema: section(
+        {
+          handle_zero_tail: bool(
+            "veRL's handle_zero_tail: a group's lone longest completion gets baseline 0 past the second-longest (else its own reward, and Â 0).",
+          ).default(true),
+        },
+        "otb strategy (veRL's optimal_token_baseline).",
+      ).prefault({}),
+    },
+  },
+  {
+    name: 'mc_value',
+    summary: 'mc_value: Monte Carlo segment advantages V̂(s_{k+1}) − V̂(s_k) from rollouts at segment boundaries (VinePPO, Segment PO)',
+    block: {
+      key: 'mc_value',
+      schema: section(
+        {
+          segments: oneOf(
+            ['fixed', 'cutpoints'],
+            'fixed: a boundary every segment_len tokens; cutpoints: before every cutpoints_per_segment-th token with π < cutpoint_tau (SPO).',
+          ).default('fixed'),
+          segment_len: int(1, 'fixed: tokens per segment.').default(8),
+          cutpoint_tau: num({ gt: 0, lte: 1 }, 'cutpoints: a token whose probability is below this is a cutpoint.').default(0.5),
+          cutpoints_per_segment: int(1, 'cutpoints: cutpoints per segment (SPO chain’s k).').default(1),
+          rollouts: int(1, 'Continuations per boundary (VinePPO’s K; 9 in the paper).').default(4),
+          prob_mask: bool("SPO's probability mask: only a segment's cutpoint tokens get its advantage.").default(false),
+        },
+        'mc_value strategy: where segments start, and how many rollouts estimate each boundary’s value.',
+      ).prefault({}),
+    },
   },
   {
     name: 'entropy_mask',

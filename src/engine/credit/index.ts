@@ -8,8 +8,12 @@ import { entropyMask } from './entropy_mask';
 import { entropyWeighted } from './entropy_weighted';
 import { gtpo } from './gtpo';
 import { inverseLogprob } from './inverse_logprob';
+import { ktae } from './ktae';
+import { mcValue } from './mc_value';
 import { none } from './none';
+import { otb } from './otb';
 import { outcomeConditional } from './outcome_conditional';
+import { rewardDecomposition } from './reward_decomposition';
 import { rewardVariance } from './reward_variance';
 import { DEFAULT_CREDIT_PARAMS, type CreditBatch, type CreditParams, type CreditStrategy } from './types';
 
@@ -21,6 +25,10 @@ const REGISTRY: readonly CreditStrategy[] = [
   attentionCredit,
   entropyWeighted,
   gtpo,
+  ktae,
+  rewardDecomposition,
+  otb,
+  mcValue,
   entropyMask,
   attribution,
   cal,

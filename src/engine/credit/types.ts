@@ -22,6 +22,13 @@ export interface CreditBatch {
   spanMask?: (number[] | null)[];
   /** CAL with scale group_std: per episode, what negative_reward is divided by (group std + 1e-4, see cal.ts) */
   calDivisor?: number[];
+  /**
+   * Â per token, set by a strategy's prepare() where the method defines it directly rather than as A_i·w (ktae's A_i + KT,
+   * otb's r_i − B_t, reward_decomposition's per-part advantages, gtpo's paper form, mc_value's segment advantages)
+   */
+  tokenAdvantages?: number[][];
+  /** the weight logged beside tokenAdvantages: Â/A_i (1 where A_i = 0: the weight column must be finite) */
+  tokenWeights?: number[][];
 }
 
 /** What a strategy's `prepare` hook sees of each episode of the step (in batch order; groups are consecutive). */
@@ -41,6 +48,13 @@ export interface EpisodeView {
   success: boolean;
   /** episode advantage A_i */
   advantage: number;
+  /** per completion token: the sampler's log-prob, the entropy and Σπ² of its distribution (absent: not seen), the section */
+  logprobs: number[];
+  entropies: number[];
+  probSq?: number[];
+  sections: Section[];
+  /** the completion stopped at max_new_tokens */
+  truncated?: boolean;
 }
 
 export interface PrepareContext {
@@ -52,6 +66,10 @@ export interface PrepareContext {
   log(level: 'info' | 'warn', message: string): void;
   /** aborted when the run is asked to stop: long waits (oracle requests and their back-off) end at once */
   signal?: AbortSignal;
+  /** the policy that sampled the episodes (mc_value samples continuations from it) */
+  model?: import('../model/model').Transformer;
+  /** the reward of a whole completion as the run shapes it (text without the prefill, its length in tokens) */
+  reward?(text: string, example: Example, length: number): number;
 }
 
 /** Extra per-step inputs a strategy computes before the loss (oracle spans, importance network outputs). */
@@ -152,6 +170,11 @@ export interface CreditStrategy {
   /** async per-step preparation (CAL's oracle calls, reward_variance's importance network); runs before the loss */
   prepare?(episodes: EpisodeView[], ctx: PrepareContext): Promise<Prepared>;
   /**
+   * prepare() reads the episodes and the config only (no oracle, no file, no model): `credit-lens import` and the probe's
+   * accuracy can run it on logged episodes
+   */
+  readonly localPrepare?: boolean;
+  /**
    * Strategies that set Â directly instead of A_i·w (CAL: negative_reward on the span, 0 elsewhere). The logged
    * `weight` is still `weights()`.
    */
@@ -179,3 +202,25 @@ export function scaledSoftmax(x: number[], mask: number[], temp: number): number
   for (const v of e) z += v;
   return e.map((v) => (n * v) / z);
 }
+
+/** What prepare() returns for a strategy that sets Â per token: Â and its weight Â/A_i (1 where A_i = 0). */
+export function tokenAdvantageBatch(adv: number[][], episodes: readonly { advantage: number }[]): Partial<CreditBatch> {
+  return {
+    tokenAdvantages: adv,
+    tokenWeights: adv.map((row, i) => row.map((a) => (episodes[i].advantage !== 0 ? a / episodes[i].advantage : 1))),
+  };
+}
+
+/** A prepare()-set field of the batch, masked (a strategy that sets its Â in prepare() reads them here). */
+function preparedRows(batch: CreditBatch, key: 'tokenAdvantages' | 'tokenWeights'): number[][] {
+  const rows = batch[key];
+  if (!rows) throw new Error(`this strategy sets ${key} in prepare(); its batch has none`);
+  const mask = validMask(batch);
+  return mask.map((m, i) => m.map((v, t) => (v ? (rows[i][t] ?? 0) : 0)));
+}
+
+/** The members of a strategy whose Â comes from prepare(): weights and effectiveAdvantages read what it set. */
+export const PREPARED_CREDIT = {
+  weights: (batch: CreditBatch) => preparedRows(batch, 'tokenWeights'),
+  effectiveAdvantages: (batch: CreditBatch) => preparedRows(batch, 'tokenAdvantages'),
+} as const;

@@ -45,6 +45,20 @@ function thinkContent(text: string): CharSpan | null {
   return { start, end: Math.min(...ends) };
 }
 
+/** The arithmetic steps of the think section (as firstWrongStep reads them), and how many of them hold. */
+export function thinkSteps(text: string): { steps: number; holding: number } {
+  const think = thinkContent(text);
+  if (!think) return { steps: 0, holding: 0 };
+  let steps = 0;
+  let holding = 0;
+  for (const m of text.slice(think.start, think.end).matchAll(STEP_RE)) {
+    if (!/[0-9]/.test(m[0])) continue;
+    steps++;
+    if (stepHolds(m[0].trim().replace(/\.+$/, ''))) holding++;
+  }
+  return { steps, holding };
+}
+
 /** The first step of the think section that does not hold, as trimmed offsets in `text`. */
 export function firstWrongStep(text: string): CharSpan | null {
   const think = thinkContent(text);

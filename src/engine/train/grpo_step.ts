@@ -9,6 +9,7 @@ import { alphaOf, creditParams, type CreditHead, type CreditParams, type Episode
 import { childSeed, makeRng } from '../core/rng';
 import { meanStd } from '../core/stats';
 import type { Adam } from '../model/optim';
+import type { Example } from '../core/types';
 import { clipByGlobalNorm } from '../model/optim';
 import type { Transformer } from '../model/model';
 import { advantages, aggregationWeights, policyLossAndGrad, type PolicyLossResult } from './grpo';
@@ -177,8 +178,16 @@ export async function prepare(
     reward: e.reward,
     success: e.success,
     advantage: adv[i],
+    logprobs: e.sampleLogprobs,
+    entropies: e.entropies,
+    probSq: e.probSq,
+    sections: e.sections,
+    truncated: e.truncated,
   }));
-  return strategy.prepare(views, { ...ctx, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer });
+  const ob = s.cfg.grpo.overlong_buffer;
+  const reward = (text: string, ex: Example, length: number) =>
+    s.task.reward(text, ex).total + (ob ? overlongPenalty(length, s.cfg.grpo.max_new_tokens, ob.len, ob.penalty) : 0);
+  return strategy.prepare(views, { ...ctx, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, model: s.model, reward });
 }
 
 // ---- update ----
@@ -334,6 +343,8 @@ function creditRows(episodes: Episode[], prepared: Prepared, pb: PolicyBatch): B
     ...(extra.importancePrompt ? { importancePrompt: extra.importancePrompt } : {}),
     ...(extra.spanMask ? { spanMask: extra.spanMask.map((r) => r && pad(r, 0)) } : {}),
     ...(extra.calDivisor ? { calDivisor: extra.calDivisor } : {}),
+    ...(extra.tokenAdvantages ? { tokenAdvantages: extra.tokenAdvantages.map((r) => pad(r, 0)) } : {}),
+    ...(extra.tokenWeights ? { tokenWeights: extra.tokenWeights.map((r) => pad(r, 0)) } : {}),
   };
 }
 
@@ -345,6 +356,8 @@ function creditBatch(b: Batch, a: number, e: number, lp: number[][], outputs: Pa
   if (r.importancePrompt) cb.importancePrompt = r.importancePrompt;
   if (r.spanMask) cb.spanMask = r.spanMask.slice(a, e);
   if (r.calDivisor) cb.calDivisor = r.calDivisor;
+  if (r.tokenAdvantages) cb.tokenAdvantages = r.tokenAdvantages.slice(a, e);
+  if (r.tokenWeights) cb.tokenWeights = r.tokenWeights.slice(a, e);
   return Object.assign(cb, outputs);
 }
 

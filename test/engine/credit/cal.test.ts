@@ -145,6 +145,9 @@ test('prepare with the rule oracle: spans, oracle_span text, metrics; the span i
       reward,
       success: task.isSuccess(reward),
       advantage: 0,
+      logprobs: [...completion].map(() => -1),
+      entropies: [...completion].map(() => 1),
+      sections: [...completion].map(() => 'think' as const),
     };
   });
   assert.deepEqual(

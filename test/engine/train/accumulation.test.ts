@@ -100,7 +100,18 @@ test("concatRows joins per-row arrays in order; accumulateGrads sums each slice'
 
 const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(1e-12, Math.abs(b));
 
-for (const strategy of ['none', 'attention_credit', 'inverse_logprob', 'entropy_weighted', 'entropy_mask', 'outcome_conditional', 'attribution'] as const) {
+for (const strategy of [
+  'none',
+  'attention_credit',
+  'inverse_logprob',
+  'entropy_weighted',
+  'entropy_mask',
+  'outcome_conditional',
+  'attribution',
+  'ktae',
+  'otb',
+  'reward_decomposition',
+] as const) {
   test(`one GRPO step over 3 micro-batches equals the step over the whole batch (${strategy}: ${getStrategy(strategy).rowLocal ? 'row-local, one pass' : 'two passes'}, cpu)`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cl-accum-'));
     try {
@@ -174,6 +185,9 @@ test('every strategy that declares rowLocal gives each row of a slice what it gi
     sections: mask.map((row) => row.map((_, t): Section => (t >= 2 && t < 4 ? 'answer' : 'think'))),
     mask,
     answerAttention: mask.map((row) => row.map(() => rng())),
+    // what a strategy that sets Â in prepare() (ktae, otb, reward_decomposition, mc_value, gtpo's paper form) reads
+    tokenAdvantages: mask.map((row) => row.map(() => rng() - 0.5)),
+    tokenWeights: mask.map((row) => row.map(() => rng())),
   };
   const adv = Array.from({ length: B }, () => rng() * 2 - 1);
   const slice = (a: number, b: number): CreditBatch => ({
@@ -182,6 +196,8 @@ test('every strategy that declares rowLocal gives each row of a slice what it gi
     sections: batch.sections.slice(a, b),
     mask: mask.slice(a, b),
     answerAttention: batch.answerAttention!.slice(a, b),
+    tokenAdvantages: batch.tokenAdvantages!.slice(a, b),
+    tokenWeights: batch.tokenWeights!.slice(a, b),
   });
   const credit = (name: string, cb: CreditBatch, advRows: number[]) => {
     const s = getStrategy(name);
@@ -194,7 +210,18 @@ test('every strategy that declares rowLocal gives each row of a slice what it gi
     return whole.every((row, i) => row.every((v, t) => Math.abs(parts[i][t] - v) < 1e-12));
   };
   const local = strategyNames().filter((n) => getStrategy(n).rowLocal);
-  assert.deepEqual(local.sort(), ['attention_credit', 'attribution', 'entropy_weighted', 'gtpo', 'inverse_logprob', 'none']);
+  assert.deepEqual(local.sort(), [
+    'attention_credit',
+    'attribution',
+    'entropy_weighted',
+    'gtpo',
+    'inverse_logprob',
+    'ktae',
+    'mc_value',
+    'none',
+    'otb',
+    'reward_decomposition',
+  ]);
   for (const name of local) assert.ok(agrees(name), `${name} declares rowLocal but a slice changes its credit`);
   // The check can fail: entropy_mask's percentile is over the whole batch, so its slices disagree.
   assert.equal(agrees('entropy_mask'), false);
