@@ -131,6 +131,12 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.grpo.max_resample_batches = 4;
   // issue 26: the sampling policies probes need
   expected.logging.probe_every = 25;
+  // issue 27: the literature's methods, each with its block
+  expected.credit.gtpo = { form: 'seed', alpha1: 1, alpha2: 0.1, entropy_clip: null };
+  expected.credit.ktae = { alpha: 1, beta: 1, tf: true };
+  expected.credit.reward_decomposition = { reasoning: true };
+  expected.credit.otb = { handle_zero_tail: true };
+  expected.credit.mc_value = { segments: 'fixed', segment_len: 8, cutpoint_tau: 0.5, cutpoints_per_segment: 1, rollouts: 4, prob_mask: false };
   assert.deepEqual(config, expected);
 });
 
