@@ -9,7 +9,7 @@ import { loadConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import type { Section, Tokenizer } from '../core/types';
 import { getStrategy } from '../credit';
-import { creditParams } from '../credit/types';
+import { creditParams, type CreditBatch, type EpisodeView, type PrepareContext } from '../credit/types';
 import { initBackend } from '../model/backend';
 import { loadHfModel } from '../model/hf';
 import { Transformer } from '../model/model';
@@ -18,8 +18,36 @@ import { loadLatestGoodCheckpoint, type LoadedCheckpoint } from '../rundir/check
 import { policyBatch } from '../train/rollout';
 import { openSession } from '../train/session';
 
-/** Strategies whose weights come from the batch alone: no trained head, network or oracle. */
+/** Strategies whose weights come from the batch alone: no trained head, network or oracle (what an import can score). */
 export const IMPORT_STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted', 'entropy_mask', 'gtpo'] as const;
+
+/**
+ * Strategies whose Â come from the episodes alone through a local prepare() (ktae, otb, reward_decomposition, and gtpo's
+ * paper form): the probe's accuracy scores them on the logged episodes (localCredit).
+ */
+export const LOCAL_PREPARE_STRATEGIES = ['ktae', 'otb', 'reward_decomposition'] as const;
+
+/**
+ * Â of a strategy whose prepare() is local, on logged episodes (their log-probs, entropies and Σπ² as scored under the
+ * policy): prepare() then its effectiveAdvantages, as a GRPO step runs them.
+ */
+export async function localCredit(name: string, views: EpisodeView[], ctx: PrepareContext): Promise<number[][]> {
+  const strategy = getStrategy(name);
+  if (!strategy.localPrepare || !strategy.prepare) throw new Error(`${name} has no local prepare()`);
+  const prepared = await strategy.prepare(views, ctx);
+  const batch: CreditBatch = {
+    logprobs: views.map((v) => v.logprobs),
+    entropies: views.map((v) => v.entropies),
+    sections: views.map((v) => v.sections),
+    mask: views.map((v) => v.ids.map(() => 1)),
+    ...prepared.batch,
+  };
+  const adv = views.map((v) => v.advantage);
+  const params = creditParams(ctx.cfg.credit);
+  return strategy.effectiveAdvantages
+    ? strategy.effectiveAdvantages(batch, adv, params)
+    : strategy.weights(batch, params).map((row, i) => row.map((w) => adv[i] * w));
+}
 
 export interface Scorer {
   model: Transformer;

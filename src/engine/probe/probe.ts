@@ -4,10 +4,11 @@
 // probe stopped by Ctrl-C keeps every finished episode, and the same command resumes it.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../config/config';
+import { applyOverrides, loadConfig, validateConfig, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import type { Example, Section } from '../core/types';
-import { IMPORT_STRATEGIES, scoreStrategies } from '../import/score';
+import type { EpisodeView } from '../credit/types';
+import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../import/score';
 import { readEpisodeTable, readProbeTable, readTokenTable, writeProbeTable, type EpisodeColumns, type ProbeColumns } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
 import { readRunInfo, stepFile, writeFileAtomic } from '../rundir/rundir';
@@ -236,7 +237,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     const rec = record(pending);
     if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
     if (doneEpisodes.size) {
-      const acc = accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
+      const acc = await accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
       Object.assign(rec, { accuracy: acc.accuracy, uniform_share: acc.uniform_share, accuracy_episodes: acc.episodes, accuracy_prompts: acc.prompts });
     }
     writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
@@ -251,7 +252,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
  * over the batch, as entropy_mask's percentile does, sees the batch it would have trained on), and the run's own Â from
  * the token table, against the probed episodes' Monte Carlo values.
  */
-function accuracyOf(
+async function accuracyOf(
   s: Awaited<ReturnType<typeof openSession>>['session'],
   cfg: Parameters<typeof scoreStrategies>[2],
   tok: ReturnType<typeof readTokenTable>,
@@ -259,7 +260,7 @@ function accuracyOf(
   byEpisode: number[][],
   rows: ProbeRow[],
   probed: number[],
-): AccuracyReport {
+): Promise<AccuracyReport> {
   const items = byEpisode.map((r, e) => {
     const ex = { id: eps.prompt_idx[e], prompt: eps.prompt[e] };
     return {
@@ -281,5 +282,65 @@ function accuracyOf(
   const effAdv: Record<string, number[][]> = {};
   effAdv[cfg.credit.strategy] = probed.map((e) => byEpisode[e].map((k) => tok.effective_advantage[k]));
   for (const n of names) effAdv[n] = probed.map((e) => scored[e].credit[n].effAdv);
+  // the methods that set Â from the whole group (ktae, otb, reward_decomposition, gtpo's paper form): their prepare() on
+  // the step's episodes, with the rewards recomputed by the task and the distributions scored under the policy
+  const examples = new Map<number, Example>(s.task.train.map((ex) => [ex.id, ex]));
+  const groupOf = groupIndex(eps.prompt_idx);
+  const views: EpisodeView[] = byEpisode.map((r, e) => {
+    const example = examples.get(eps.prompt_idx[e]) ?? { id: eps.prompt_idx[e], prompt: eps.prompt[e] };
+    let at = 0;
+    const tokens = r.map((k) => {
+      const text = tok.token[k];
+      const span = { id: tok.token_id[k], text, start: at, end: at + text.length };
+      at += text.length;
+      return span;
+    });
+    const completion = tokens.map((t) => t.text).join('');
+    return {
+      index: e,
+      group: groupOf[e],
+      example,
+      prefill: s.task.prefill,
+      completion,
+      tokens,
+      promptIds: items[e].promptIds,
+      ids: items[e].ids,
+      // the task's parts, with the total the run trained on (shaped by grpo.overlong_buffer)
+      reward: { ...s.task.reward(completion, example), total: eps.reward[e] },
+      success: eps.success[e],
+      advantage: eps.advantage[e],
+      logprobs: scored[e].logprob,
+      entropies: scored[e].entropy,
+      probSq: scored[e].probSq,
+      sections: items[e].sections,
+    };
+  });
+  const ctx = { step: 0, runDir: '', cfg, task: s.task, tokenizer: s.tokenizer, log: () => {} };
+  const local: [string, string[]][] = [...LOCAL_PREPARE_STRATEGIES.map((n) => [n, []] as [string, string[]]), ['gtpo (paper form)', ['credit.gtpo.form=gtpo']]];
+  for (const [label, sets] of local) {
+    if (label === cfg.credit.strategy && !sets.length) continue;
+    const c = sets.length ? loadConfigWith(cfg, sets) : cfg;
+    const name = label.split(' ')[0];
+    const rowsAdv = await localCredit(name, views, { ...ctx, cfg: c });
+    effAdv[label] = probed.map((e) => rowsAdv[e]);
+  }
   return creditAccuracy(episodes, effAdv);
+}
+
+/** Each episode's group: consecutive episodes of one prompt (the step's layout). */
+function groupIndex(promptIdx: ArrayLike<number>): number[] {
+  const out: number[] = [];
+  let g = -1;
+  for (let i = 0; i < promptIdx.length; i++) {
+    if (i === 0 || promptIdx[i] !== promptIdx[i - 1]) g++;
+    out.push(g);
+  }
+  return out;
+}
+
+/** The run's config with a few keys set (gtpo's paper form for its accuracy row). */
+function loadConfigWith(cfg: CreditConfig, sets: string[]): CreditConfig {
+  const { config, issues } = validateConfig(applyOverrides(cfg as unknown as Record<string, unknown>, sets));
+  if (!config) throw new Error(`cannot set ${sets.join(', ')}: ${issues.map((i) => i.message).join('; ')}`);
+  return config;
 }

@@ -76,7 +76,7 @@ test('a probed step of a real run: invariants, policies kept, resume, and errors
   assert.deepEqual(Object.keys(acc.accuracy.none.spearman).sort(), ['hi', 'lo', 'mean', 'n']);
   assert.equal(r.accuracy_episodes, 8);
   assert.equal(r.run_strategy, 'none');
-  assert.ok(['none', 'entropy_mask', 'gtpo', 'attention_credit'].every((k) => k in acc.accuracy));
+  assert.ok(['none', 'entropy_mask', 'gtpo', 'attention_credit', 'ktae', 'otb', 'reward_decomposition', 'gtpo (paper form)'].every((k) => k in acc.accuracy));
   assert.ok(acc.accuracy.none.sign_agreement.n > 0);
   // the token table's grad_norm: |Â|·√(1 − 2π + Σπ²) ≥ |Â|·(1 − π) (Σπ² ≥ π²), and ≤ |Â|·√2
   for (let k = 0; k < tok.grad_norm!.length; k++) {
