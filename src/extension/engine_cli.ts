@@ -7,7 +7,7 @@
 import { isCompareReport, type CompareReport } from '../protocol/compare';
 import { execFile, spawn } from 'node:child_process';
 import type { AnalyzeReport } from '../protocol/analysis';
-import type { ProbeReport } from '../engine/probe/probe';
+import type { ProbeReport } from '../engine/probe/record';
 import type { ImportedInfo } from '../protocol';
 import type { SlurmStatusJson, SlurmSweepJson } from '../protocol/slurm';
 import { chooseNode } from './node';

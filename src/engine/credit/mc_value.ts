@@ -10,7 +10,7 @@
 // baseline and no std scaling: the values are in reward units, as in both papers. The continuations' count and time are
 // logged per step (mc_value/rollouts, mc_value/seconds).
 import { childSeed } from '../core/rng';
-import { estimateEpisode } from '../probe/estimate';
+import { estimateEpisode } from '../model/prefix_values';
 import { PREPARED_CREDIT, tokenAdvantageBatch, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
 
 export interface McValueParams {

@@ -9,7 +9,7 @@
 //             checkable steps) the think tokens take the answer's advantage.
 // The logged weight is Â/A_i (1 where A_i = 0).
 import { thinkSteps } from '../oracle/rule';
-import { groupAdvantages } from '../train/grpo';
+import { groupAdvantages } from './advantages';
 import { PREPARED_CREDIT, tokenAdvantageBatch, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared } from './types';
 
 const TAGS = ['<think>', '</think>', '<answer>', '</answer>'];

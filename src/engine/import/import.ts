@@ -420,6 +420,11 @@ function writeStep(runDir: string, step: number, eps: Pending[], temperature: nu
     row.reward_std = std;
   }
   if (ents.length) row.entropy_mean = ents.reduce((a, b) => a + b, 0) / ents.length;
+  // the share of the step's groups (of any size) whose rewards are not all equal, as a GRPO step logs it
+  const byGroup = new Map<number, number[]>();
+  for (const e of eps) byGroup.set(e.group, [...(byGroup.get(e.group) ?? []), e.reward]);
+  const sized = [...byGroup.values()].filter((r) => r.length > 1);
+  if (sized.length) row.effective_groups = sized.filter((r) => r.some((x) => x !== r[0])).length / sized.length;
   for (const n of extraNames) {
     const v = eps.flatMap((e) => e.extra?.[n] ?? []).filter((x): x is number => x !== null && Number.isFinite(x));
     if (v.length) row[`${n}_mean`] = v.reduce((a, b) => a + b, 0) / v.length;

@@ -1,7 +1,7 @@
 // The probe's figure for `npm run bench` (issue 26's target): K episodes of a GRPO step, every position, M rollouts.
 import type { Episode } from '../train/rollout';
 import type { Session } from '../train/session';
-import { estimateEpisode, probePositions } from './estimate';
+import { estimateEpisode, probePositions } from '../model/prefix_values';
 import { spreadEpisodes } from './probe';
 
 export function probeBench(

@@ -15,10 +15,12 @@ import { readRunInfo, stepFile, writeFileAtomic } from '../rundir/rundir';
 import { overlongPenalty } from '../train/grpo_step';
 import { openSession, useWeights } from '../train/session';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
-import { probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeSettings } from './record';
+import { probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeReport, type ProbeSettings } from './record';
+
+export type { ProbeReport };
 
 export { readProbeRecord };
-import { estimateEpisode, parsePositions, probePositions, type ProbeEpisode, type ProbeRow } from './estimate';
+import { estimateEpisode, parsePositions, probePositions, type ProbeEpisode, type ProbeRow } from '../model/prefix_values';
 
 export interface ProbeOptions {
   runDir: string;
@@ -92,12 +94,6 @@ function toColumns(rows: ProbeRow[]): ProbeColumns {
 
 function fromColumns(c: ProbeColumns): ProbeRow[] {
   return Array.from(c.episode, (e, i) => ({ episode: e, position: c.position[i], value: c.value[i], valueSe: c.value_se[i], rollouts: c.rollouts[i] }));
-}
-
-export interface ProbeReport extends ProbeRecord {
-  run_dir: string;
-  table: string;
-  complete: boolean;
 }
 
 export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {

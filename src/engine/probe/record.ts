@@ -4,7 +4,6 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AccuracyReport, ProbeAccuracy } from '../../protocol/analysis';
 import { UserError } from '../core/errors';
-import { stepFile } from '../rundir/rundir';
 
 /** What a probe's settings are: a resumed probe must have the same ones. */
 export interface ProbeSettings {
@@ -37,8 +36,16 @@ export interface ProbeRecord extends ProbeSettings {
   accuracy_prompts: number;
 }
 
+/** What `credit-lens probe --json` prints: the record, where the run and its table are, and whether every episode asked for is done. */
+export interface ProbeReport extends ProbeRecord {
+  run_dir: string;
+  table: string;
+  complete: boolean;
+}
+
+/** `<run>/probes/step-NNNNNN.arrow` (rundir's stepFile layout, spelled here so this file stays free of the run-directory code). */
 export function probeTableFile(runDir: string, step: number): string {
-  return stepFile(runDir, 'probes', step);
+  return join(runDir, 'probes', `step-${String(step).padStart(6, '0')}.arrow`);
 }
 
 export function probeRecordFile(runDir: string, step: number): string {

@@ -2,7 +2,6 @@
 // log-probs are read out, the loss and dLoss/dlogprob are computed here, and the gradient is pushed back
 // through the network as sum(logprob ⊙ stopgrad(dLoss/dlogprob)) — so a test of these functions tests training.
 
-export type ScaleRewards = 'group' | 'batch' | 'none';
 export type LossAgg = 'token_mean' | 'seq_mean_token_mean' | 'seq_mean_token_sum_norm';
 /** ppo: −min(ρÂ, clip(ρ)Â); cispo: −sg(w(ρ))·Â·log π (MiniMax-M1; veRL `loss_mode: cispo`). */
 export type PolicyLoss = 'ppo' | 'cispo';
@@ -12,48 +11,7 @@ export type ImportanceSamplingLevel = 'token' | 'sequence';
 export type CispoClip = 'two_sided' | 'top';
 
 export { meanStd } from '../core/stats';
-import { meanStd } from '../core/stats';
-
-/**
- * Episode advantages. Rewards are laid out group after group (groupSize consecutive episodes share a prompt), and
- * r − mean_g is always centred on the group, as in TRL's GRPOTrainer:
- *   group: divided by the group's std + 1e-4 (GRPO, GRPO-Zero, TRL's default);
- *   batch: divided by the whole batch's std + 1e-4 (TRL's scale_rewards="batch", after "Tricks or Traps?", Liu et al.
- *          2025: a group's own std over-weights groups that are nearly all right or all wrong);
- *   none:  not divided (Dr. GRPO).
- * Stds are sample stds (N − 1), as torch.std.
- */
-export function advantages(rewards: number[], groupSize: number, scale: ScaleRewards): number[] {
-  if (groupSize < 1 || rewards.length % groupSize !== 0) {
-    throw new Error(`advantages: ${rewards.length} rewards do not split into groups of ${groupSize}`);
-  }
-  return groupAdvantages(
-    rewards,
-    rewards.map((_, i) => Math.floor(i / groupSize)),
-    scale,
-  );
-}
-
-/**
- * The same for groups of any size and order (`groups[i]` names episode i's group): imported rollouts, whose groups
- * are what the source logged. Within a group the members keep their order, so equal groups give advantages() exactly.
- */
-export function groupAdvantages(rewards: number[], groups: number[], scale: ScaleRewards): number[] {
-  const members = new Map<number, number[]>();
-  groups.forEach((g, i) => {
-    const l = members.get(g);
-    if (l) l.push(i);
-    else members.set(g, [i]);
-  });
-  const batchStd = scale === 'batch' ? meanStd(rewards).std : 0;
-  const out = new Array<number>(rewards.length);
-  for (const idx of members.values()) {
-    const { mean, std } = meanStd(idx.map((i) => rewards[i]));
-    const div = scale === 'group' ? std + 1e-4 : scale === 'batch' ? batchStd + 1e-4 : 1;
-    for (const i of idx) out[i] = (rewards[i] - mean) / div;
-  }
-  return out;
-}
+export { advantages, groupAdvantages, type ScaleRewards } from '../credit/advantages';
 
 export interface PolicyLossInput {
   logprobs: number[][];

@@ -224,6 +224,10 @@ test('import veRL dumps with an HF model: log-probs and entropies match a float6
     );
     assert.equal(m[0].reward_mean, 0.5);
     assert.equal(m[0].success_rate, 0.75); // success = reward ≥ 0.5 without a success field
+    // groups {1, 0} and {0.5, 0.5}: one of the two has a reward spread
+    assert.equal(m[0].effective_groups, 0.5);
+    // scored with a model: the gradient norm |Â|·√(1 − 2π + Σπ²) (T = 1) is logged, 0 where Â = 0 (the second group)
+    assert.ok(tt.grad_norm && [...tt.episode.keys()].every((i) => (tt.episode[i] >= 2 ? tt.grad_norm![i] === 0 : tt.grad_norm![i] > 0)));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
-import { estimateEpisode, meanSe, parsePositions, probePositions, type ProbeEpisode } from '../../../src/engine/probe/estimate';
+import { estimateEpisode, meanSe, parsePositions, probePositions, type ProbeEpisode } from '../../../src/engine/model/prefix_values';
 import type { Tokenizer } from '../../../src/engine/core/types';
 import { isUserError } from '../../../src/engine/core/errors';
 

@@ -10,8 +10,8 @@
 import type { Example, Tokenizer } from '../core/types';
 import { childSeed, makeRng } from '../core/rng';
 import { UserError } from '../core/errors';
-import type { Transformer } from '../model/model';
-import { generate } from '../model/sampler';
+import type { Transformer } from './model';
+import { generate } from './sampler';
 
 export type PositionRule = { kind: 'every' } | { kind: 'segments'; size: number } | { kind: 'cutpoints'; tau: number };
 
