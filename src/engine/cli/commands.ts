@@ -40,7 +40,10 @@ export const COMMANDS: readonly Command[] = [
   { name: 'eval', usage: ['eval <run-dir> [--checkpoint N]'], run: async (a, u) => (await run()).cmdEval(a, u) },
   {
     name: 'rollouts',
-    usage: ['rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...'],
+    usage: [
+      'rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...',
+      'rollouts <run-dir> [--steps a:b] [--where EXPR] [--search REGEX] [--group-by token|prompt|step] [--sort [-]F] [--limit N] [--json|--csv]',
+    ],
     run: async (a) => (await data()).cmdRollouts(a),
   },
   {

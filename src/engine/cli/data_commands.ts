@@ -112,7 +112,8 @@ export const ROLLOUTS_USAGE =
 /** `credit-lens rollouts paired …` (argv after "rollouts"). Prints the parquet path on stdout. */
 export async function cmdRollouts(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub !== 'paired') throw new UserError(`rollouts: unknown subcommand ${sub === undefined ? '(none)' : JSON.stringify(sub)}\n${ROLLOUTS_USAGE}`);
+  // `rollouts <run-dir> …`: the query engine (Browse Rollouts from the command line)
+  if (sub !== 'paired') return (await import('./rollouts_command')).cmdRolloutsQuery(argv);
   const a = parseArgs(rest, { valued: ['groups', 'checkpoint', 'set', 'output-dir'] }, ROLLOUTS_USAGE);
   if (a.positional.length !== 1) throw new UserError(`rollouts paired needs exactly one config file\n${ROLLOUTS_USAGE}`);
   const r = await pairedRollouts({
