@@ -1,0 +1,236 @@
+// The rollout query engine on hand-built tables, every expected answer worked out by hand from the rows below.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { allocTokenColumns, writeEpisodeTable, writeProbeTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
+import { stepFile } from '../../../src/engine/rundir/rundir';
+import { loadRollouts } from '../../../src/engine/query/rollouts';
+import { parseWhere } from '../../../src/engine/query/expr';
+import { isUserError } from '../../../src/engine/core/errors';
+
+// step 1: prompt 7 → episodes 0 (correct, reward 1.1) and 1 (wrong, 0.1); prompt 9 → episodes 2 and 3 (both no answer, 0)
+// step 2: prompt 7 → episodes 0 (truncated: 6 tokens = max_new_tokens, no </answer>) and 1 (correct)
+interface Ep {
+  prompt: number;
+  tokens: string[];
+  reward: number;
+  success: boolean;
+  adv: number;
+  c: number[];
+  h: number[];
+}
+const STEPS: Record<number, Ep[]> = {
+  1: [
+    {
+      prompt: 7,
+      tokens: ['1', '+', '2', '<answer>', '3', '</answer>'],
+      reward: 1.1,
+      success: true,
+      adv: 0.5,
+      c: [-0.1, -0.2, -0.3, 0, -0.4, 0],
+      h: [1, 2, 3, 0.5, 0.1, 0],
+    },
+    { prompt: 7, tokens: [' Wait', ' 1', '<answer>', '4', '</answer>'], reward: 0.1, success: false, adv: -0.5, c: [0.6, 0.2, 0, 0.2, 0], h: [4, 1, 0, 1, 0] },
+    { prompt: 9, tokens: [' so', ' Wait'], reward: 0, success: false, adv: 0, c: [0, 0], h: [1, 3] },
+    { prompt: 9, tokens: [' hm'], reward: 0, success: false, adv: 0, c: [0], h: [2] },
+  ],
+  2: [
+    { prompt: 7, tokens: ['1', '1', '1', '1', '1', '1'], reward: 0, success: false, adv: -0.55, c: [0.1, 0.1, 0.1, 0.1, 0.1, 0.1], h: [1, 1, 1, 1, 1, 1] },
+    { prompt: 7, tokens: ['<answer>', '3', '</answer>'], reward: 1.1, success: true, adv: 0.55, c: [0, -0.3, 0], h: [0, 0.3, 0] },
+  ],
+};
+
+function fixture(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-query-'));
+  for (const sub of ['tokens', 'episodes', 'probes']) mkdirSync(join(dir, sub));
+  writeFileSync(join(dir, 'config.yaml'), 'name: q\ngrpo:\n  max_new_tokens: 6\n');
+  for (const [s, eps] of Object.entries(STEPS)) {
+    const step = Number(s);
+    const n = eps.reduce((a, e) => a + e.tokens.length, 0);
+    const cols = allocTokenColumns(n);
+    let k = 0;
+    eps.forEach((e, i) =>
+      e.tokens.forEach((t, p) => {
+        cols.step[k] = step;
+        cols.episode[k] = i;
+        cols.prompt_idx[k] = e.prompt;
+        cols.position[k] = p;
+        cols.token[k] = t;
+        cols.entropy[k] = e.h[p];
+        cols.advantage[k] = e.adv;
+        cols.weight[k] = 1;
+        cols.effective_advantage[k] = e.adv;
+        cols.contribution[k] = e.c[p];
+        cols.section[k] = 'think';
+        cols.token_type[k] = /\d/.test(t) ? 'reasoning' : 'filler';
+        cols.reward[k] = e.reward;
+        k++;
+      }),
+    );
+    writeTokenTable(stepFile(dir, 'tokens', step), { ...cols, attribution: null, importance: null, is_weight: null, clipped: null, grad_norm: null });
+    writeEpisodeTable(stepFile(dir, 'episodes', step), {
+      step: new Int32Array(eps.length).fill(step),
+      episode: Int32Array.from(eps, (_, i) => i),
+      prompt_idx: Int32Array.from(eps, (e) => e.prompt),
+      prompt: eps.map((e) => `p${e.prompt}`),
+      completion: eps.map((e) => e.tokens.join('')),
+      reward: Float32Array.from(eps, (e) => e.reward),
+      reward_format: Float32Array.from(eps, () => 0),
+      reward_answer: Float32Array.from(eps, (e) => (e.success ? 1 : 0)),
+      success: eps.map((e) => e.success),
+      advantage: Float32Array.from(eps, (e) => e.adv),
+      length: Int32Array.from(eps, (e) => e.tokens.length),
+      oracle_span: eps.map(() => null),
+    });
+  }
+  // step 1's episode 1 probed: V = 0.5, 0.25, 0.25, 0.25, 0.1, 0.1 → δ of ' Wait' = −0.25
+  writeProbeTable(stepFile(dir, 'probes', 1), {
+    episode: Int32Array.of(1, 1, 1, 1, 1, 1),
+    position: Int32Array.of(0, 1, 2, 3, 4, 5),
+    value: Float32Array.of(0.5, 0.25, 0.25, 0.25, 0.1, 0.1),
+    value_se: new Float32Array(6),
+    rollouts: Int32Array.of(8, 8, 8, 8, 8, 0),
+    delta: Float32Array.of(-0.25, 0, 0, -0.15, 0, NaN),
+  });
+  return dir;
+}
+
+const dir = fixture();
+const idx = loadRollouts(dir);
+const keys = (rows: Int32Array) => [...rows].map((i) => `${idx.step[i]}:${idx.episode[i]}`);
+
+test('episode features: status, zero-variance groups, mean |c| and max entropy', () => {
+  assert.equal(idx.episodes, 6);
+  assert.deepEqual(
+    [...idx.filter()].map((i) => idx.row(i).status),
+    ['correct', 'wrong', 'no_answer', 'no_answer', 'truncated', 'correct'],
+  );
+  // prompt 9 at step 1: rewards 0 and 0 → zero variance; the others differ
+  assert.deepEqual(keys(idx.filter('zero_var')), ['1:2', '1:3']);
+  // step 1 episode 1: |c| 0.6 + 0.2 + 0 + 0.2 + 0 over 5 tokens = 0.2; max entropy 4
+  const r = idx.row(1);
+  assert.ok(Math.abs(r.mean_abs_c - 0.2) < 1e-7);
+  assert.equal(r.max_entropy, 4);
+});
+
+test('filters: comparisons, ranges, booleans, and/or/not with parentheses', () => {
+  assert.deepEqual(keys(idx.filter('status = wrong')), ['1:1']);
+  assert.deepEqual(keys(idx.filter('status != correct and step in 2:2')), ['2:0']);
+  assert.deepEqual(keys(idx.filter('reward >= 1 or truncated')), ['1:0', '2:0', '2:1']);
+  assert.deepEqual(keys(idx.filter('not (success or zero_var)')), ['1:1', '2:0']);
+  assert.deepEqual(keys(idx.filter('length < 3 and advantage = 0')), ['1:2', '1:3']);
+  assert.deepEqual(keys(idx.filter("status = 'no_answer' and prompt = 9 and episode > 2")), ['1:3']);
+  assert.deepEqual(keys(idx.filter('success = false and max_entropy > 3.5')), ['1:1']);
+  assert.equal(idx.filter('reward > 5').length, 0, 'an empty result is an empty list');
+  // sorting: -mean_abs_c descending; ties keep table order
+  assert.deepEqual(keys(idx.sort(idx.filter(), '-mean_abs_c')), ['1:1', '1:0', '2:0', '2:1', '1:2', '1:3']);
+});
+
+test('a bad expression names the character, the part and what is allowed', () => {
+  const cases: [string, RegExp][] = [
+    ['reward <', /at character 9 \(the end\): reward is a number: expected a number after </],
+    ['rewrd > 1', /at character 1 \("rewrd > 1"\): unknown field "rewrd"; the fields are .*reward/],
+    ['status = lost', /status is one of correct, wrong, truncated, no_answer, not "lost"/],
+    ['status < wrong', /status is text: compare it with = or !=/],
+    ['(reward > 1', /expected "\)"/],
+    ['reward > 1 reward', /expected "and", "or" or the end/],
+    ['step in 3', /expected ":" between the range's ends/],
+    ['', /the expression is empty/],
+    ['reward ! 1', /"!" alone is not an operator/],
+  ];
+  for (const [src, re] of cases)
+    assert.throws(
+      () => parseWhere(src, idx.fields),
+      (e: unknown) => isUserError(e) && re.test(e.message),
+      src,
+    );
+  assert.throws(
+    () => idx.sort(idx.filter(), 'status'),
+    (e: unknown) => isUserError(e) && /not a number field/.test(e.message),
+  );
+});
+
+test('search: plain and regex, with the token each hit starts in, its context, and regex edge cases', () => {
+  const all = idx.filter();
+  const wait = idx.search('Wait', all, { plain: true });
+  assert.equal(wait.total, 2);
+  assert.deepEqual(
+    wait.hits.map((h) => [h.step, h.episode, h.position, h.match]),
+    [
+      [1, 1, 0, 'Wait'],
+      [1, 2, 1, 'Wait'],
+    ],
+  );
+  assert.equal(wait.hits[1].before, ' so ');
+  // a regex across tokens: "<answer>" then a digit; the hit starts in the <answer> token
+  const ans = idx.search('<answer>\\d', all);
+  assert.deepEqual(
+    ans.hits.map((h) => [h.step, h.episode, h.position]),
+    [
+      [1, 0, 3],
+      [1, 1, 2],
+      [2, 1, 0],
+    ],
+  );
+  // plain text with regex characters is taken literally; the regex form of "1+" matches runs of 1s
+  assert.equal(idx.search('1+', all, { plain: true }).total, 1);
+  // as a regex, "1+" is a run of 1s: the "1" of "1+2", the "1" of " 1" and "111111" once
+  assert.equal(idx.search('1+', all).total, 3);
+  assert.equal(idx.search('wait', all, { plain: true, ignoreCase: true }).total, 2);
+  assert.equal(idx.search('wait', all, { plain: true }).total, 0);
+  // filtered rows only; a limit keeps the total
+  assert.equal(idx.search('Wait', idx.filter('zero_var'), { plain: true }).total, 1);
+  assert.equal(idx.search('\\d', all, { limit: 2 }).hits.length, 2);
+  assert.throws(
+    () => idx.search('(', all),
+    (e: unknown) => isUserError(e) && /not a regular expression/.test(e.message),
+  );
+  assert.throws(
+    () => idx.search('x*', all),
+    (e: unknown) => isUserError(e) && /matches the empty string/.test(e.message),
+  );
+});
+
+test('aggregation by token string: counts, means with 95 % t intervals, MC δ where probed, type filter', () => {
+  const agg = idx.aggregateTokens(idx.filter());
+  const one = agg.find((g) => g.token === '1')!;
+  // "1" occurs once in step 1 episode 0 (|c| 0.1) and 6 times in step 2 episode 0 (|c| 0.1 each): mean 0.1, sd 0
+  assert.equal(one.count, 7);
+  assert.ok(Math.abs(one.abs_contribution.mean! - 0.1) < 1e-7 && Math.abs(one.abs_contribution.hi! - one.abs_contribution.lo!) < 1e-6);
+  // Â of "1": 0.5 once, −0.55 six times: mean (0.5 − 3.3)/7 = −0.4
+  assert.ok(Math.abs(one.effective_advantage.mean! + 0.4) < 1e-6);
+  // " Wait": |c| 0.6 and 0: mean 0.3, sd 0.4243, t(1) 12.706 → half width 12.706·0.4243/√2 = 3.8118
+  const wait = agg.find((g) => g.token === ' Wait')!;
+  assert.equal(wait.count, 2);
+  assert.ok(Math.abs(wait.abs_contribution.mean! - 0.3) < 1e-6);
+  assert.ok(Math.abs(wait.abs_contribution.hi! - 0.3 - 3.8118) < 1e-3);
+  // MC δ only where probed: " Wait" of step 1 episode 1 (−0.25); its other occurrence was not probed
+  assert.equal(wait.mc_delta.n, 1);
+  assert.ok(Math.abs(wait.mc_delta.mean! + 0.25) < 1e-7);
+  assert.equal(wait.grad_norm.n, 0, 'no grad_norm column: no value');
+  // sorted by count; the token-type filter keeps reasoning tokens only
+  assert.equal(agg[0].token, '1');
+  assert.ok(idx.aggregateTokens(idx.filter(), { tokenType: 'reasoning' }).every((g) => /\d/.test(g.token)));
+  assert.deepEqual(idx.aggregateTokens(idx.filter('reward > 5')), []);
+});
+
+test('group by step and prompt; a group; histograms', () => {
+  const bySteps = idx.groupBy(idx.filter(), 'step');
+  // step 1: groups {7: 1.1, 0.1} live and {9: 0, 0} dead → 1/2; step 2: one live group
+  assert.deepEqual(
+    bySteps.map((s) => [s.key, s.episodes, s.effective_groups]),
+    [
+      [1, 4, 0.5],
+      [2, 2, 1],
+    ],
+  );
+  const byPrompt = idx.groupBy(idx.filter(), 'prompt');
+  // prompt 7: rewards 1.1, 0.1, 0, 1.1 → mean 0.575, success 2/4
+  assert.ok(Math.abs(byPrompt[0].reward_mean - 0.575) < 1e-6 && byPrompt[0].success_rate === 0.5);
+  assert.deepEqual(keys(idx.group(1, 9)), ['1:2', '1:3']);
+  const h = idx.histogram(Float32Array.of(0, 0.5, 1, 1, NaN), 2);
+  assert.deepEqual(h, { lo: 0, hi: 1, counts: [1, 3] });
+  assert.equal(idx.tokenValues(idx.filter('step = 2'), 'entropy').length, 9);
+});
