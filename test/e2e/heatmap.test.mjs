@@ -454,3 +454,71 @@ scenario('Probe This Episode… estimates Monte Carlo values of the word problem
   assert.match(other, /not probed/);
   await page.mouse.move(5, 450);
 });
+
+scenario('Browse Rollouts from the Runs tree: filter to wrong answers, search a token and open the hit, a group side by side, the token aggregate sorted', async () => {
+  const { page } = vs;
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+  await showRunsView(page);
+  const runRow = page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ }).first();
+  await runRow.click({ button: 'right' });
+  const item = page.locator('.monaco-menu .action-label', { hasText: 'Browse Rollouts' });
+  await item.hover({ timeout: 10_000 });
+  await item.click();
+  if (await item.isVisible().catch(() => false)) await page.keyboard.press('Enter');
+  const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+  const count = frame.locator('.count b').first();
+  await count.waitFor({ timeout: 60_000 });
+  const total = Number(await count.innerText());
+  log(`browse: ${total} episodes`);
+  assert.ok(total >= 16, 'every logged episode');
+  // filter to wrong answers with the quick filter, then check against the table
+  await frame.locator('vscode-button.quick', { hasText: 'wrong' }).click();
+  for (let i = 0; i < 50 && (await frame.locator('#where').inputValue()) !== 'status = wrong'; i++) await sleep(200);
+  for (let i = 0; i < 50 && Number(await count.innerText()) === total; i++) await sleep(200);
+  const wrong = Number(await count.innerText());
+  const statuses = await frame.locator('.row .status').allInnerTexts();
+  log(`wrong: ${wrong}; statuses shown ${[...new Set(statuses)]}`);
+  assert.ok(wrong > 0 && wrong < total && statuses.every((x) => x === 'wrong'));
+  await shot(page, '27-browse-episodes', { readme: 'browse-episodes' });
+  // the token aggregate, sorted by mean |c| descending
+  await frame.locator('button.tab[data-tab="tokens"]').click();
+  await frame.locator('table.tokens tbody tr').first().waitFor({ timeout: 30_000 });
+  await frame.locator('table.tokens th[data-sort="abs_contribution"]').click();
+  await frame.locator('table.tokens th[data-sort="abs_contribution"]', { hasText: '▼' }).waitFor({ timeout: 30_000 });
+  const means = await frame.locator('table.tokens tbody tr td:nth-child(4)').evaluateAll((tds) => tds.slice(0, 20).map((td) => parseFloat(td.textContent)));
+  log(`mean |c| sorted: ${means.slice(0, 6).join(', ')}`);
+  assert.ok(means.length > 3 && means.every((v, i) => i === 0 || Number.isNaN(v) || v <= means[i - 1] + 1e-12), 'descending');
+  await shot(page, '28-browse-tokens', { readme: 'browse-tokens' });
+  // search a token across every step (clear the filter first), and open a hit's painted episode
+  await frame.locator('button.tab[data-tab="episodes"]').click();
+  await frame.locator('vscode-button', { hasText: 'clear' }).click();
+  for (let i = 0; i < 50 && Number(await count.innerText()) !== total; i++) await sleep(200);
+  await frame.locator('button.tab[data-tab="search"]').click();
+  const search = frame.locator('#search');
+  await search.waitFor({ timeout: 15_000 });
+  await search.fill(' has');
+  await search.press('Enter');
+  const hit = frame.locator('.hits .hit').first();
+  await hit.waitFor({ timeout: 30_000 });
+  const hitText = await hit.innerText();
+  log(`first hit: ${hitText.replace(/\s+/g, ' ')}`);
+  const [, step, ep, pos] = /step (\d+) · #(\d+) · token (\d+)/.exec(hitText).map(Number);
+  await hit.click();
+  await page.locator(`.tab.active[aria-label*="step ${step} · episode ${ep}"]`).waitFor({ timeout: 30_000 });
+  // the hit's token is selected in the painted episode
+  await sleep(500);
+  const selected = await page.locator('.editor-group-container.active .monaco-editor .selected-text').count();
+  log(`opened step ${step} episode ${ep} at token ${pos}; selection elements ${selected}`);
+  assert.ok(selected > 0, 'the token is selected');
+  // back to the view: a group side by side, on one scale
+  await page.locator('.tab', { hasText: /^Rollouts: words/ }).first().click();
+  await frame.locator('button.tab[data-tab="episodes"]').click();
+  await frame.locator('.row .links a', { hasText: 'group' }).first().click();
+  const members = frame.locator('.group .member');
+  await members.first().waitFor({ timeout: 30_000 });
+  const n = await members.count();
+  log(`group: ${n} completions`);
+  assert.equal(n, 4, "the config's group size");
+  await shot(page, '29-browse-group', { readme: 'browse-group' });
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+});

@@ -20,7 +20,12 @@ export function registerHeatmap(ctx: Ctx): void {
 
   const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
 
-  reg('creditLens.openEpisode', (arg?: unknown) => openRollouts(ctx.tables, arg));
+  reg('creditLens.openEpisode', async (arg?: unknown) => {
+    await openRollouts(ctx.tables, arg);
+    // Browse Rollouts' search hit: the token it starts in, selected and scrolled to
+    const position = (arg as { position?: unknown } | undefined)?.position;
+    if (typeof position === 'number') revealToken(store, position);
+  });
   reg('creditLens.openRollouts', (arg?: unknown) => openRollouts(ctx.tables, arg));
   reg('creditLens.heatmap.compareWith', (arg?: unknown) => compareWith(store, arg));
   reg('creditLens.heatmap.probeEpisode', () => probeEpisodeCommand(ctx, store, painter));
@@ -54,4 +59,19 @@ async function chooseMetric(painter: Painter): Promise<void> {
     matchOnDetail: true,
   });
   if (pick) await painter.state.setMetric(pick.id);
+}
+
+/** Select the token at `position` of the active episode document once its view is built (its text may still be loading). */
+function revealToken(store: EpisodeStore, position: number, tries = 50): void {
+  const ed = vscode.window.activeTextEditor;
+  const view = ed && ed.document.uri.scheme === EPISODE_SCHEME ? store.view(ed.document.uri) : undefined;
+  if (!ed || !view || ed.document.getText() !== view.text) {
+    if (tries > 0) setTimeout(() => revealToken(store, position, tries - 1), 100);
+    return;
+  }
+  const i = Math.min(position, view.rows.length - 1);
+  if (i < 0) return;
+  const range = new vscode.Range(ed.document.positionAt(view.completionOffset + view.starts[i]), ed.document.positionAt(view.completionOffset + view.ends[i]));
+  ed.selection = new vscode.Selection(range.start, range.end);
+  ed.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
 }

@@ -1,0 +1,147 @@
+// Browse Rollouts' answer to one query (src/protocol/browse_view.ts) from a loaded RolloutIndex: the filtered and sorted
+// episodes, and what the open tab shows (search hits, the token aggregate, a group side by side, a prompt over time,
+// histograms). Pure: the extension's query worker calls it, and so do the tests.
+import { toCsv } from '../../protocol/csv';
+import type { BrowseEpisode, BrowseQuery, BrowseResult, BrowseTokenRow } from '../../protocol/browse_view';
+import { isUserError } from '../core/errors';
+import type { RolloutIndex } from './rollouts';
+
+/** Episode rows a result carries at most (the table scrolls through them; the total says how many matched). */
+export const MAX_ROWS = 5000;
+const MAX_TOKENS = 2000;
+const MAX_HITS = 2000;
+
+const finite = (x: number) => (Number.isFinite(x) ? x : null);
+
+function episode(idx: RolloutIndex, i: number): BrowseEpisode {
+  const r = idx.row(i);
+  return {
+    step: r.step,
+    episode: r.episode,
+    prompt: r.prompt,
+    reward: r.reward,
+    advantage: r.advantage,
+    length: r.length,
+    status: r.status,
+    zero_var: r.zero_var,
+    mean_abs_c: finite(r.mean_abs_c),
+    max_entropy: finite(r.max_entropy),
+    snippet: r.snippet,
+  };
+}
+
+const TOKEN_SORTS: Record<string, (t: BrowseTokenRow) => number> = {
+  count: (t) => t.count,
+  effective_advantage: (t) => t.effective_advantage.mean ?? NaN,
+  abs_contribution: (t) => t.abs_contribution.mean ?? NaN,
+  entropy: (t) => t.entropy.mean ?? NaN,
+  grad_norm: (t) => t.grad_norm.mean ?? NaN,
+  mc_delta: (t) => t.mc_delta.mean ?? NaN,
+};
+
+/** The token aggregate sorted by a column ("-abs_contribution" descending); NaN last. */
+export function sortTokens(rows: BrowseTokenRow[], by: string): BrowseTokenRow[] {
+  const desc = by.startsWith('-');
+  const key = TOKEN_SORTS[desc ? by.slice(1) : by] ?? TOKEN_SORTS.count;
+  return rows
+    .map((r, i) => ({ r, i, v: key(r) }))
+    .sort((a, b) => {
+      if (Number.isNaN(a.v) || Number.isNaN(b.v)) return Number.isNaN(a.v) ? (Number.isNaN(b.v) ? a.i - b.i : 1) : -1;
+      return (desc ? b.v - a.v : a.v - b.v) || a.i - b.i;
+    })
+    .map((x) => x.r);
+}
+
+export function answer(idx: RolloutIndex, q: BrowseQuery, loadMs: number): BrowseResult {
+  const t0 = performance.now();
+  const base: BrowseResult = {
+    runDir: idx.runDir,
+    id: idx.runDir.split(/[\\/]/).pop() ?? idx.runDir,
+    query: q,
+    total: 0,
+    episodes: [],
+    search: null,
+    tokens: null,
+    group: null,
+    prompt: null,
+    histograms: null,
+    fields: Object.keys(idx.fields),
+    stats: { episodes: idx.episodes, tokens: idx.tokens.step.length, loadMs, queryMs: 0 },
+    error: null,
+  };
+  try {
+    let rows = idx.filter(q.where);
+    if (q.sort) rows = idx.sort(rows, q.sort);
+    base.total = rows.length;
+    base.episodes = [...rows.subarray(0, MAX_ROWS)].map((i) => episode(idx, i));
+    if (q.tab === 'search' && q.search) base.search = idx.search(q.search, rows, { plain: !q.regex, limit: MAX_HITS });
+    if (q.tab === 'tokens')
+      base.tokens = sortTokens(idx.aggregateTokens(rows, { tokenType: q.tokenType || undefined, section: q.section || undefined }), q.tokenSort).slice(
+        0,
+        MAX_TOKENS,
+      );
+    if (q.tab === 'group' && q.group) {
+      const members = idx.group(q.group.step, q.group.prompt);
+      let scale = 0;
+      const m = [...members].map((i) => {
+        const tokens: { text: string; c: number }[] = [];
+        for (let k = idx.start[i]; k < idx.start[i] + idx.len[i]; k++) {
+          const c = idx.tokens.contribution[k];
+          scale = Math.max(scale, Math.abs(c));
+          tokens.push({ text: idx.tokens.token[k], c });
+        }
+        return { episode: episode(idx, i), tokens };
+      });
+      base.group = { step: q.group.step, prompt: q.group.prompt, scale, members: m };
+    }
+    if (q.tab === 'prompt' && q.prompt !== null) {
+      const all = idx.filter(`prompt = ${q.prompt}`);
+      const bySteps = new Map<number, BrowseEpisode[]>();
+      for (const i of all) bySteps.set(idx.step[i], [...(bySteps.get(idx.step[i]) ?? []), episode(idx, i)]);
+      base.prompt = {
+        prompt: q.prompt,
+        text: all.length ? idx.promptText[all[0]] : '',
+        steps: [...bySteps.entries()].sort((a, b) => a[0] - b[0]).map(([step, members]) => ({ step, members })),
+      };
+    }
+    if (q.tab === 'histograms') {
+      const of = (f: (i: number) => number) => Float64Array.from(rows, f);
+      base.histograms = [
+        { name: 'reward', ...idx.histogram(of((i) => idx.reward[i])) },
+        { name: 'advantage', ...idx.histogram(of((i) => idx.advantage[i])) },
+        { name: 'length', ...idx.histogram(of((i) => idx.len[i])) },
+        { name: '|c| of filler tokens', ...idx.histogram(idx.tokenValues(rows, 'abs_contribution', 'filler')) },
+        { name: '|c| of reasoning tokens', ...idx.histogram(idx.tokenValues(rows, 'abs_contribution', 'reasoning')) },
+        { name: 'entropy of filler tokens', ...idx.histogram(idx.tokenValues(rows, 'entropy', 'filler')) },
+        { name: 'entropy of reasoning tokens', ...idx.histogram(idx.tokenValues(rows, 'entropy', 'reasoning')) },
+      ];
+    }
+  } catch (e) {
+    if (!isUserError(e)) throw e;
+    base.error = e.message;
+  }
+  base.stats.queryMs = performance.now() - t0;
+  return base;
+}
+
+/** The filtered episodes (every one, not only the shown) or the token aggregate, as CSV or JSON lines. */
+export function exportRows(idx: RolloutIndex, q: BrowseQuery, what: 'episodes' | 'tokens', format: 'csv' | 'jsonl'): string {
+  let rows = idx.filter(q.where);
+  if (q.sort) rows = idx.sort(rows, q.sort);
+  if (what === 'episodes') {
+    const eps = [...rows].map((i) => ({ ...episode(idx, i), completion: idx.completion[i] }));
+    if (format === 'jsonl') return eps.map((e) => JSON.stringify(e)).join('\n') + '\n';
+    const header = ['step', 'episode', 'prompt', 'reward', 'advantage', 'length', 'status', 'zero_var', 'mean_abs_c', 'max_entropy', 'completion'];
+    return toCsv(
+      header,
+      eps.map((e) => [e.step, e.episode, e.prompt, e.reward, e.advantage, e.length, e.status, e.zero_var ? 1 : 0, e.mean_abs_c, e.max_entropy, e.completion]),
+    );
+  }
+  const toks = sortTokens(idx.aggregateTokens(rows, { tokenType: q.tokenType || undefined, section: q.section || undefined }), q.tokenSort);
+  if (format === 'jsonl') return toks.map((t) => JSON.stringify(t)).join('\n') + '\n';
+  const stats = ['effective_advantage', 'abs_contribution', 'entropy', 'grad_norm', 'mc_delta'] as const;
+  return toCsv(
+    ['token', 'count', ...stats.flatMap((s) => [`${s}_mean`, `${s}_lo`, `${s}_hi`, `${s}_n`])],
+    toks.map((t) => [t.token, t.count, ...stats.flatMap((s) => [t[s].mean, t[s].lo, t[s].hi, t[s].n])]),
+  );
+}

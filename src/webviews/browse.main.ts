@@ -1,0 +1,394 @@
+// Browse Rollouts (issue 28): a run's episodes filtered, searched, grouped and aggregated. The queries run in the
+// extension host's query worker (src/engine/query/); this page sends the query (kept in its state, so a reload keeps
+// every filter, tab and sort) and draws the answer. The episode table renders only the rows in view.
+import '@vscode-elements/elements/dist/vscode-button/index.js';
+import '@vscode-elements/elements/dist/vscode-checkbox/index.js';
+import '@vscode-elements/elements/dist/vscode-progress-bar/index.js';
+import { html, nothing, render, type TemplateResult } from 'lit';
+import {
+  BROWSE_TABS,
+  browseChecks,
+  DEFAULT_QUERY,
+  type BrowseCi,
+  type BrowseEpisode,
+  type BrowseProtocol,
+  type BrowseQuery,
+  type BrowseResult,
+  type BrowseTab,
+} from '../protocol/browse_view';
+import { drawBars, fmt, readTheme } from './charts';
+import { adoptCss, connect } from './ipc';
+import css from './browse.css';
+import baseCss from './base.css';
+
+adoptCss(baseCss);
+adoptCss(css);
+const host = connect<BrowseProtocol>(browseChecks);
+const root = document.getElementById('root')!;
+const saved = host.getState();
+const runDir = saved?.runDir ?? '';
+let query: BrowseQuery = (({ runDir: _, ...q }) => ({ ...DEFAULT_QUERY, ...q }))(saved ?? { runDir: '', ...DEFAULT_QUERY });
+let result: BrowseResult | null = null;
+let busy = true;
+let scrollTop = 0;
+
+const ROW_H = 24;
+const TAB_TITLES: Record<BrowseTab, string> = {
+  episodes: 'Episodes',
+  search: 'Search',
+  tokens: 'Tokens',
+  group: 'Group',
+  prompt: 'Prompt over time',
+  histograms: 'Histograms',
+};
+const QUICK: [string, string][] = [
+  ['wrong', 'status = wrong'],
+  ['truncated', 'truncated'],
+  ['no answer', 'status = no_answer'],
+  ['zero-variance groups', 'zero_var'],
+  ['solved', 'success'],
+];
+
+function send(q: Partial<BrowseQuery>): void {
+  query = { ...query, ...q };
+  if (result) host.setState({ runDir: result.runDir, ...query });
+  busy = true;
+  draw();
+  host.post({ kind: 'command', method: 'browse/query', params: query });
+}
+
+const num = (v: number | null, d = 3) => (v === null || !Number.isFinite(v) ? '—' : v.toFixed(d));
+const ci = (c: BrowseCi, d = 3) =>
+  c.mean === null ? '—' : c.lo === null ? num(c.mean, d) : html`${num(c.mean, d)} <span class="muted">[${num(c.lo, d)}, ${num(c.hi, d)}]</span>`;
+const open = (e: BrowseEpisode, position: number | null = null) =>
+  host.post({ kind: 'command', method: 'browse/openEpisode', params: { step: e.step, episode: e.episode, position } });
+
+function toolbar(r: BrowseResult | null): TemplateResult {
+  return html`<div class="toolbar">
+      <label class="where"
+        >Filter
+        <input
+          id="where"
+          type="text"
+          spellcheck="false"
+          placeholder="e.g. reward < 0.5 and status = wrong   (Enter applies)"
+          .value=${query.where}
+          @keydown=${(e: KeyboardEvent) => e.key === 'Enter' && send({ where: (e.target as HTMLInputElement).value })}
+      /></label>
+      ${QUICK.map(
+        ([label, expr]) =>
+          html`<vscode-button secondary class="quick" @click=${() => send({ where: query.where.trim() ? `(${query.where}) and ${expr}` : expr })}
+            >${label}</vscode-button
+          >`,
+      )}
+      <vscode-button secondary @click=${() => send({ where: '' })}>clear</vscode-button>
+      <span class="count"
+        >${r ? html`<b>${r.total}</b> of ${r.stats.episodes} episodes · ${r.stats.tokens} tokens · ${r.stats.queryMs.toFixed(0)} ms` : nothing}</span
+      >
+    </div>
+    ${r?.error ? html`<p class="error" role="alert">${r.error}</p>` : nothing}
+    ${r ? html`<p class="hint muted">fields: ${r.fields.join(', ')}; and / or / not, ( ), a:b ranges (step in 10:50)</p>` : nothing}
+    <div class="tabs" role="tablist">
+      ${BROWSE_TABS.map(
+        (t) =>
+          html`<button
+            role="tab"
+            class="tab ${t === query.tab ? 'active' : ''}"
+            aria-selected=${t === query.tab}
+            data-tab=${t}
+            @click=${() => send({ tab: t })}
+          >
+            ${TAB_TITLES[t]}
+          </button>`,
+      )}
+    </div>`;
+}
+
+const COLS: [string, string, (e: BrowseEpisode) => unknown][] = [
+  ['step', 'step', (e) => e.step],
+  ['episode', '#', (e) => e.episode],
+  ['prompt', 'prompt', (e) => e.prompt],
+  ['reward', 'reward', (e) => num(e.reward)],
+  ['advantage', 'A', (e) => num(e.advantage)],
+  ['length', 'len', (e) => e.length],
+  [
+    '',
+    'status',
+    (e) =>
+      html`<span class="status ${e.status}">${e.status.replace('_', ' ')}</span
+        >${e.zero_var ? html` <span class="muted" title="every reward of its group is equal">=</span>` : nothing}`,
+  ],
+  ['mean_abs_c', 'mean |c|', (e) => num(e.mean_abs_c, 4)],
+  ['max_entropy', 'max H', (e) => num(e.max_entropy, 2)],
+];
+
+function episodesTab(r: BrowseResult): TemplateResult {
+  const n = r.episodes.length;
+  const first = Math.max(0, Math.floor(scrollTop / ROW_H) - 10);
+  const last = Math.min(n, first + 60);
+  const sortKey = query.sort.replace(/^-/, '');
+  return html`<div class="table-head">
+      ${COLS.map(
+        ([key, title]) =>
+          html`<span
+            class="cell ${key ? 'sortable' : ''}"
+            data-sort=${key}
+            @click=${() => key && send({ sort: sortKey === key && !query.sort.startsWith('-') ? `-${key}` : key })}
+            >${title}${sortKey === key ? (query.sort.startsWith('-') ? ' ▼' : ' ▲') : ''}</span
+          >`,
+      )}<span class="cell grow">completion</span><span class="cell"></span>
+    </div>
+    <div
+      class="scroller"
+      @scroll=${(e: Event) => {
+        scrollTop = (e.target as HTMLElement).scrollTop;
+        draw();
+      }}
+    >
+      <div style="height:${n * ROW_H}px;position:relative">
+        ${r.episodes.slice(first, last).map(
+          (e, k) =>
+            html`<div
+              class="row"
+              role="button"
+              tabindex="0"
+              style="top:${(first + k) * ROW_H}px"
+              title="open the painted episode"
+              @click=${() => open(e)}
+              @keydown=${(ev: KeyboardEvent) => ev.key === 'Enter' && open(e)}
+            >
+              ${COLS.map(([, , cell]) => html`<span class="cell">${cell(e)}</span>`)}<span class="cell grow snippet">${e.snippet}</span>
+              <span class="cell links"
+                ><a
+                  href="#"
+                  title="its group side by side"
+                  @click=${(ev: Event) => (ev.preventDefault(), ev.stopPropagation(), send({ tab: 'group', group: { step: e.step, prompt: e.prompt } }))}
+                  >group</a
+                >
+                <a
+                  href="#"
+                  title="this prompt across steps"
+                  @click=${(ev: Event) => (ev.preventDefault(), ev.stopPropagation(), send({ tab: 'prompt', prompt: e.prompt }))}
+                  >over time</a
+                ></span
+              >
+            </div>`,
+        )}
+      </div>
+    </div>
+    ${r.total > n ? html`<p class="muted">showing the first ${n} of ${r.total}; narrow the filter or export them all</p>` : nothing}
+    <div class="exports">
+      <vscode-button secondary @click=${() => host.post({ kind: 'command', method: 'browse/export', params: { what: 'episodes', format: 'csv', query } })}
+        >Export CSV</vscode-button
+      >
+      <vscode-button secondary @click=${() => host.post({ kind: 'command', method: 'browse/export', params: { what: 'episodes', format: 'jsonl', query } })}
+        >Export JSONL</vscode-button
+      >
+    </div>`;
+}
+
+function searchTab(r: BrowseResult): TemplateResult {
+  const hits = r.search?.hits ?? [];
+  return html`<div class="toolbar">
+      <label class="where"
+        >Search completions
+        <input
+          id="search"
+          type="text"
+          spellcheck="false"
+          placeholder="a token string or a regular expression (Enter)"
+          .value=${query.search}
+          @keydown=${(e: KeyboardEvent) => e.key === 'Enter' && send({ search: (e.target as HTMLInputElement).value })}
+      /></label>
+      <vscode-checkbox ?checked=${query.regex} @change=${(e: Event) => send({ regex: (e.target as HTMLInputElement).checked })}
+        >regular expression</vscode-checkbox
+      >
+      ${r.search ? html`<span class="count"><b>${r.search.total}</b> matches${r.search.total > hits.length ? ` (first ${hits.length})` : ''}</span>` : nothing}
+    </div>
+    <div class="hits">
+      ${hits.map(
+        (h) =>
+          html`<div
+            class="hit"
+            role="button"
+            tabindex="0"
+            title="open the episode at this token"
+            @click=${() => host.post({ kind: 'command', method: 'browse/openEpisode', params: { step: h.step, episode: h.episode, position: h.position } })}
+            @keydown=${(e: KeyboardEvent) => e.key === 'Enter' && host.post({ kind: 'command', method: 'browse/openEpisode', params: { step: h.step, episode: h.episode, position: h.position } })}
+          >
+            <span class="muted">step ${h.step} · #${h.episode} · token ${h.position}</span>
+            <code>${h.before.replace(/\n/g, '⏎')}<mark>${h.match}</mark>${h.after.replace(/\n/g, '⏎')}</code>
+          </div>`,
+      )}
+    </div>`;
+}
+
+const TOKEN_COLS: [string, string, string][] = [
+  ['count', 'count', ''],
+  ['effective_advantage', 'mean Â', ''],
+  ['abs_contribution', 'mean |c|', ''],
+  ['entropy', 'mean entropy', ''],
+  ['grad_norm', 'mean grad norm', 'the size of the gradient the token sends to the logits'],
+  ['mc_delta', 'mean MC δ', 'Monte Carlo credit, where probed (credit-lens probe)'],
+];
+
+function tokensTab(r: BrowseResult): TemplateResult {
+  const rows = r.tokens ?? [];
+  const key = query.tokenSort.replace(/^-/, '');
+  const select = (label: string, value: string, options: string[], set: (v: string) => Partial<BrowseQuery>) =>
+    html`<label
+      >${label}
+      <select @change=${(e: Event) => send(set((e.target as HTMLSelectElement).value))}>
+        ${options.map((o) => html`<option value=${o} ?selected=${o === value}>${o || 'all'}</option>`)}
+      </select></label
+    >`;
+  return html`<div class="toolbar">
+      ${select('token type', query.tokenType, ['', 'filler', 'reasoning'], (v) => ({ tokenType: v }))}
+      ${select('section', query.section, ['', 'think', 'answer', 'other'], (v) => ({ section: v }))}
+      <span class="muted">means over the filtered episodes' tokens, 95 % t intervals</span>
+      <vscode-button secondary @click=${() => host.post({ kind: 'command', method: 'browse/export', params: { what: 'tokens', format: 'csv', query } })}
+        >Export CSV</vscode-button
+      >
+    </div>
+    <table class="tokens">
+      <thead>
+        <tr>
+          <th>token</th>
+          ${TOKEN_COLS.map(
+            ([k, title, hint]) =>
+              html`<th
+                class="sortable"
+                title=${hint}
+                data-sort=${k}
+                @click=${() => send({ tokenSort: key === k && query.tokenSort.startsWith('-') ? k : `-${k}` })}
+              >
+                ${title}${key === k ? (query.tokenSort.startsWith('-') ? ' ▼' : ' ▲') : ''}
+              </th>`,
+          )}
+        </tr>
+      </thead>
+      <tbody>
+        ${rows.slice(0, 500).map(
+          (t) =>
+            html`<tr>
+              <td><code>${JSON.stringify(t.token)}</code></td>
+              <td>${t.count}</td>
+              <td>${ci(t.effective_advantage)}</td>
+              <td>${ci(t.abs_contribution, 4)}</td>
+              <td>${ci(t.entropy)}</td>
+              <td>${ci(t.grad_norm, 4)}</td>
+              <td>${ci(t.mc_delta)}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`;
+}
+
+/** A token's background on the group's shared diverging scale (blue > 0, red < 0, as the editor heatmap). */
+function paint(c: number, scale: number): string {
+  if (!scale || !c) return '';
+  const a = Math.min(1, Math.abs(c) / scale) * 0.7;
+  return c > 0 ? `background: rgba(56, 139, 253, ${a.toFixed(3)})` : `background: rgba(248, 81, 73, ${a.toFixed(3)})`;
+}
+
+function groupTab(r: BrowseResult): TemplateResult {
+  const g = r.group;
+  if (!g) return html`<p class="muted">Choose "group" on an episode's row: its prompt's completions at that step, side by side.</p>`;
+  return html`<p>Step ${g.step}, prompt ${g.prompt}: ${g.members.length} completions, painted by contribution c on one scale (|c| ≤ ${fmt(g.scale)}).</p>
+    <div class="group">
+      ${g.members.map(
+        (m) =>
+          html`<div class="member" role="button" tabindex="0" title="open the painted episode" @click=${() => open(m.episode)}>
+            <div class="member-head">
+              #${m.episode.episode} · reward ${num(m.episode.reward)} · A ${num(m.episode.advantage)} ·
+              <span class="status ${m.episode.status}">${m.episode.status.replace('_', ' ')}</span>
+            </div>
+            <pre>${m.tokens.map((t) => html`<span style=${paint(t.c, g.scale)}>${t.text}</span>`)}</pre>
+          </div>`,
+      )}
+    </div>`;
+}
+
+function promptTab(r: BrowseResult): TemplateResult {
+  const p = r.prompt;
+  if (!p) return html`<p class="muted">Choose "over time" on an episode's row: that prompt's completions at every step it was drawn, oldest first.</p>`;
+  return html`<p>Prompt ${p.prompt}: <code>${p.text.replace(/\n/g, '⏎')}</code> — drawn at ${p.steps.length} step${p.steps.length === 1 ? '' : 's'}</p>
+    ${p.steps.map(
+      (s) =>
+        html`<h3>step ${s.step}</h3>
+          ${s.members.map(
+            (e) =>
+              html`<div class="over-time" role="button" tabindex="0" @click=${() => open(e)}>
+                <span class="status ${e.status}">${e.status.replace('_', ' ')}</span> ${num(e.reward)} <span class="muted">#${e.episode}</span>
+                <code>${e.snippet}</code>
+              </div>`,
+          )}`,
+    )}`;
+}
+
+function histogramsTab(r: BrowseResult): TemplateResult {
+  return html`<div class="histograms">
+    ${(r.histograms ?? []).map(
+      (h) =>
+        html`<figure>
+          <figcaption>${h.name} <span class="muted">[${fmt(h.lo)}, ${fmt(h.hi)}]</span></figcaption>
+          <canvas data-hist=${h.name}></canvas>
+        </figure>`,
+    )}
+  </div>`;
+}
+
+function draw(): void {
+  const r = result;
+  const body = !r
+    ? html`<p class="muted">loading the run's tables…</p>`
+    : query.tab === 'episodes'
+      ? episodesTab(r)
+      : query.tab === 'search'
+        ? searchTab(r)
+        : query.tab === 'tokens'
+          ? tokensTab(r)
+          : query.tab === 'group'
+            ? groupTab(r)
+            : query.tab === 'prompt'
+              ? promptTab(r)
+              : histogramsTab(r);
+  render(
+    html`${busy ? html`<vscode-progress-bar></vscode-progress-bar>` : nothing}
+      <h2>${r?.id ?? runDir}</h2>
+      ${toolbar(r)}
+      <section class="body" data-tab=${query.tab}>${body}</section>`,
+    root,
+  );
+  root.setAttribute('aria-busy', String(busy));
+  if (r && query.tab === 'histograms') {
+    const theme = readTheme();
+    for (const h of r.histograms ?? []) {
+      const canvas = root.querySelector<HTMLCanvasElement>(`canvas[data-hist="${CSS.escape(h.name)}"]`);
+      if (!canvas) continue;
+      const w = (h.hi - h.lo) / h.counts.length;
+      drawBars(
+        canvas,
+        h.counts.map((c, i) => ({ label: i % 5 === 0 ? fmt(h.lo + i * w) : '', value: c })),
+        theme,
+        theme.palette[0],
+      );
+    }
+  }
+}
+
+host.onMessage((m) => {
+  if (m.method === 'browse/busy') {
+    busy = true;
+    draw();
+    return;
+  }
+  result = m.params;
+  busy = false;
+  query = m.params.query;
+  host.setState({ runDir: m.params.runDir, ...query });
+  draw();
+});
+draw();
+// the host answers with the query it holds: a restored panel's, which the serializer handed it from this page's state
+host.post({ kind: 'command', method: 'webview/ready', params: {} });
