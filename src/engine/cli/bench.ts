@@ -175,6 +175,8 @@ function emptyResult() {
     grpo_step_s: null as number | null,
     grpo_step_backend: null as string | null,
     analysis_1m_rows_s: null as number | null,
+    /** issue 28: Browse Rollouts' queries on a million token rows */
+    rollouts_1m: null as import('../query/bench').RolloutsBench | null,
     /** issue 26's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
     probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
@@ -380,5 +382,11 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();
   say(`credit analysis of 1,000,000 token rows (seed doc 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
+  const { benchRollouts } = await import('../query/bench');
+  result.rollouts_1m = benchRollouts();
+  const b = result.rollouts_1m;
+  say(
+    `Browse Rollouts on ${b.rows} token rows (${b.episodes} episodes): first table ${b.first_table_s.toFixed(2)} s, filter ${b.filter_ms.toFixed(0)} ms, search ${b.search_ms.toFixed(0)} ms, token aggregate ${b.aggregate_ms.toFixed(0)} ms, +${b.memory_mb.toFixed(0)} MB resident`,
+  );
   if (o.json) console.log(JSON.stringify(result));
 }

@@ -339,59 +339,82 @@ export class RolloutIndex {
    */
   aggregateTokens(rows: Int32Array, o: { tokenType?: string; section?: string } = {}): TokenAggregate[] {
     const t = this.tokens;
-    const ids = new Map<string, number>();
-    const names: string[] = [];
-    // five running sums per string: Σx and Σx² for each statistic, and counts for the nullable ones
-    const stats: Float64Array[] = [];
+    const { key, names } = this.tokenKeys();
+    // per string, 16 slots: the count, then Σx, Σx² and n for Â, |c|, entropy, grad_norm and MC δ
+    const S = 16;
+    const acc = new Float64Array(names.length * S);
     const delta = t.extra?.mc_delta;
     const grad = t.grad_norm;
+    const ea = t.effective_advantage;
+    const c = t.contribution;
+    const h = t.entropy;
+    const add = (base: number, v: number) => {
+      if (v !== v) return; // NaN: not logged here
+      acc[base] += v;
+      acc[base + 1] += v * v;
+      acc[base + 2]++;
+    };
     for (const i of rows) {
-      for (let k = this.start[i]; k < this.start[i] + this.len[i]; k++) {
+      const end = this.start[i] + this.len[i];
+      for (let k = this.start[i]; k < end; k++) {
         if (o.tokenType && t.token_type[k] !== o.tokenType) continue;
         if (o.section && t.section[k] !== o.section) continue;
-        const s = t.token[k];
-        let id = ids.get(s);
-        if (id === undefined) {
-          id = names.length;
-          ids.set(s, id);
-          names.push(s);
-          stats.push(new Float64Array(16));
-        }
-        const a = stats[id];
-        a[0]++;
-        const add = (slot: number, v: number) => {
-          if (Number.isNaN(v)) return;
-          a[slot] += v;
-          a[slot + 1] += v * v;
-          a[slot + 2]++;
-        };
-        add(1, t.effective_advantage[k]);
-        add(4, Math.abs(t.contribution[k]));
-        add(7, t.entropy[k]);
-        if (grad) add(10, grad[k]);
-        if (delta) add(13, delta[k]);
+        const b = key[k] * S;
+        acc[b]++;
+        add(b + 1, ea[k]);
+        add(b + 4, Math.abs(c[k]));
+        add(b + 7, h[k]);
+        if (grad) add(b + 10, grad[k]);
+        if (delta) add(b + 13, delta[k]);
       }
     }
-    const ci = (a: Float64Array, slot: number): MeanCi => {
-      const n = a[slot + 2];
+    const ci = (b: number): MeanCi => {
+      const n = acc[b + 2];
       if (!n) return { mean: null, lo: null, hi: null, n: 0 };
-      const mean = a[slot] / n;
+      const mean = acc[b] / n;
       if (n < 2) return { mean, lo: null, hi: null, n };
-      const v = Math.max(0, (a[slot + 1] - n * mean * mean) / (n - 1));
+      const v = Math.max(0, (acc[b + 1] - n * mean * mean) / (n - 1));
       const half = tCritical(n - 1) * Math.sqrt(v / n);
       return { mean, lo: mean - half, hi: mean + half, n };
     };
-    return names
-      .map((token, id) => ({
+    const out: TokenAggregate[] = [];
+    names.forEach((token, id) => {
+      const b = id * S;
+      if (!acc[b]) return;
+      out.push({
         token,
-        count: stats[id][0],
-        effective_advantage: ci(stats[id], 1),
-        abs_contribution: ci(stats[id], 4),
-        entropy: ci(stats[id], 7),
-        grad_norm: ci(stats[id], 10),
-        mc_delta: ci(stats[id], 13),
-      }))
-      .sort((x, y) => y.count - x.count || (x.token < y.token ? -1 : x.token > y.token ? 1 : 0));
+        count: acc[b],
+        effective_advantage: ci(b + 1),
+        abs_contribution: ci(b + 4),
+        entropy: ci(b + 7),
+        grad_norm: ci(b + 10),
+        mc_delta: ci(b + 13),
+      });
+    });
+    return out.sort((x, y) => y.count - x.count || (x.token < y.token ? -1 : x.token > y.token ? 1 : 0));
+  }
+
+  private keys: { key: Int32Array; names: string[] } | null = null;
+
+  /** Each token row's string as a dense id (built once: the aggregation then indexes typed arrays). */
+  private tokenKeys(): { key: Int32Array; names: string[] } {
+    if (!this.keys) {
+      const tok = this.tokens.token;
+      const ids = new Map<string, number>();
+      const names: string[] = [];
+      const key = new Int32Array(tok.length);
+      for (let k = 0; k < tok.length; k++) {
+        let id = ids.get(tok[k]);
+        if (id === undefined) {
+          id = names.length;
+          ids.set(tok[k], id);
+          names.push(tok[k]);
+        }
+        key[k] = id;
+      }
+      this.keys = { key, names };
+    }
+    return this.keys;
   }
 
   /** Episodes of `rows` grouped by step or by prompt: count, mean reward, success rate, and (by step) the share of groups with a reward spread. */
