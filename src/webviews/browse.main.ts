@@ -136,7 +136,7 @@ function episodesTab(r: BrowseResult): TemplateResult {
             @click=${() => key && send({ sort: sortKey === key && !query.sort.startsWith('-') ? `-${key}` : key })}
             >${title}${sortKey === key ? (query.sort.startsWith('-') ? ' ▼' : ' ▲') : ''}</span
           >`,
-      )}<span class="cell grow">completion</span><span class="cell"></span>
+      )}<span class="cell links"></span><span class="cell grow">completion</span>
     </div>
     <div
       class="scroller"
@@ -157,7 +157,7 @@ function episodesTab(r: BrowseResult): TemplateResult {
               @click=${() => open(e)}
               @keydown=${(ev: KeyboardEvent) => ev.key === 'Enter' && open(e)}
             >
-              ${COLS.map(([, , cell]) => html`<span class="cell">${cell(e)}</span>`)}<span class="cell grow snippet">${e.snippet}</span>
+              ${COLS.map(([, , cell]) => html`<span class="cell">${cell(e)}</span>`)}
               <span class="cell links"
                 ><a
                   href="#"
@@ -171,7 +171,7 @@ function episodesTab(r: BrowseResult): TemplateResult {
                   @click=${(ev: Event) => (ev.preventDefault(), ev.stopPropagation(), send({ tab: 'prompt', prompt: e.prompt }))}
                   >over time</a
                 ></span
-              >
+              ><span class="cell grow snippet">${e.snippet}</span>
             </div>`,
         )}
       </div>
