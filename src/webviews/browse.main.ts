@@ -145,14 +145,14 @@ function episodesTab(r: BrowseResult): TemplateResult {
         draw();
       }}
     >
-      <div style="height:${n * ROW_H}px;position:relative">
+      <div class="spacer" data-height=${n * ROW_H}>
         ${r.episodes.slice(first, last).map(
           (e, k) =>
             html`<div
               class="row"
               role="button"
               tabindex="0"
-              style="top:${(first + k) * ROW_H}px"
+              data-top=${(first + k) * ROW_H}
               title="open the painted episode"
               @click=${() => open(e)}
               @keydown=${(ev: KeyboardEvent) => ev.key === 'Enter' && open(e)}
@@ -288,7 +288,17 @@ function tokensTab(r: BrowseResult): TemplateResult {
 function paint(c: number, scale: number): string {
   if (!scale || !c) return '';
   const a = Math.min(1, Math.abs(c) / scale) * 0.7;
-  return c > 0 ? `background: rgba(56, 139, 253, ${a.toFixed(3)})` : `background: rgba(248, 81, 73, ${a.toFixed(3)})`;
+  return c > 0 ? `rgba(56, 139, 253, ${a.toFixed(3)})` : `rgba(248, 81, 73, ${a.toFixed(3)})`;
+}
+
+/**
+ * Positions and colours go through the CSSOM after each render: the page's CSP refuses style attributes (lit's styleMap
+ * writes one on first render), and element.style is allowed.
+ */
+function applyStyles(): void {
+  for (const el of root.querySelectorAll<HTMLElement>('[data-top]')) el.style.top = `${el.dataset.top}px`;
+  for (const el of root.querySelectorAll<HTMLElement>('[data-height]')) el.style.height = `${el.dataset.height}px`;
+  for (const el of root.querySelectorAll<HTMLElement>('[data-bg]')) el.style.background = el.dataset.bg ?? '';
 }
 
 function groupTab(r: BrowseResult): TemplateResult {
@@ -303,7 +313,7 @@ function groupTab(r: BrowseResult): TemplateResult {
               #${m.episode.episode} · reward ${num(m.episode.reward)} · A ${num(m.episode.advantage)} ·
               <span class="status ${m.episode.status}">${m.episode.status.replace('_', ' ')}</span>
             </div>
-            <pre>${m.tokens.map((t) => html`<span style=${paint(t.c, g.scale)}>${t.text}</span>`)}</pre>
+            <pre>${m.tokens.map((t) => html`<span data-bg=${paint(t.c, g.scale)}>${t.text}</span>`)}</pre>
           </div>`,
       )}
     </div>`;
@@ -361,6 +371,7 @@ function draw(): void {
     root,
   );
   root.setAttribute('aria-busy', String(busy));
+  applyStyles();
   if (r && query.tab === 'histograms') {
     const theme = readTheme();
     for (const h of r.histograms ?? []) {
