@@ -84,6 +84,8 @@ export interface BrowseResult {
   group: { step: number; prompt: number; scale: number; members: BrowseGroupMember[] } | null;
   prompt: { prompt: number; text: string; steps: { step: number; members: BrowseEpisode[] }[] } | null;
   histograms: BrowseHistogram[] | null;
+  /** with the histograms: per step, the share of groups whose rewards are not all equal (effective groups), and the success rate */
+  steps: { step: number; effective_groups: number; success_rate: number }[] | null;
   /** the fields --where knows (with the imported run's extra columns), for the filter's hint */
   fields: string[];
   stats: { episodes: number; tokens: number; loadMs: number; queryMs: number };

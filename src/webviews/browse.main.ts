@@ -345,6 +345,14 @@ function histogramsTab(r: BrowseResult): TemplateResult {
           <canvas data-hist=${h.name}></canvas>
         </figure>`,
     )}
+    ${
+      r.steps?.length
+        ? html`<figure>
+            <figcaption>effective groups per step <span class="muted">(the share whose rewards are not all equal: the ones with a signal)</span></figcaption>
+            <canvas data-steps="effective"></canvas>
+          </figure>`
+        : nothing
+    }
   </div>`;
 }
 
@@ -385,6 +393,15 @@ function draw(): void {
         theme.palette[0],
       );
     }
+    const steps = root.querySelector<HTMLCanvasElement>('canvas[data-steps="effective"]');
+    const every = Math.max(1, Math.ceil((r.steps?.length ?? 0) / 10));
+    if (steps && r.steps)
+      drawBars(
+        steps,
+        r.steps.map((s, i) => ({ label: i % every === 0 ? String(s.step) : '', value: s.effective_groups })),
+        theme,
+        theme.palette[2],
+      );
   }
 }
 

@@ -65,6 +65,7 @@ export function answer(idx: RolloutIndex, q: BrowseQuery, loadMs: number): Brows
     group: null,
     prompt: null,
     histograms: null,
+    steps: null,
     fields: Object.keys(idx.fields),
     stats: { episodes: idx.episodes, tokens: idx.tokens.step.length, loadMs, queryMs: 0 },
     error: null,
@@ -115,6 +116,7 @@ export function answer(idx: RolloutIndex, q: BrowseQuery, loadMs: number): Brows
         { name: 'entropy of filler tokens', ...idx.histogram(idx.tokenValues(rows, 'entropy', 'filler')) },
         { name: 'entropy of reasoning tokens', ...idx.histogram(idx.tokenValues(rows, 'entropy', 'reasoning')) },
       ];
+      base.steps = idx.groupBy(rows, 'step').map((g) => ({ step: g.key, effective_groups: g.effective_groups ?? 0, success_rate: g.success_rate }));
     }
   } catch (e) {
     if (!isUserError(e)) throw e;

@@ -87,6 +87,7 @@ export class BrowsePanel extends WebviewPanelHost<BrowseProtocol> {
             group: null,
             prompt: null,
             histograms: null,
+            steps: null,
             fields: [],
             stats: { episodes: 0, tokens: 0, loadMs: 0, queryMs: 0 },
             error: e.message,

@@ -234,3 +234,54 @@ test('group by step and prompt; a group; histograms', () => {
   assert.deepEqual(h, { lo: 0, hi: 1, counts: [1, 3] });
   assert.equal(idx.tokenValues(idx.filter('step = 2'), 'entropy').length, 9);
 });
+
+test("Browse Rollouts' answers: each tab from one query, and the exports", async () => {
+  const { answer, exportRows } = await import('../../../src/engine/query/browse');
+  const { DEFAULT_QUERY } = await import('../../../src/protocol/browse_view');
+  const q = (p: object) => answer(idx, { ...DEFAULT_QUERY, ...p }, 0);
+  const wrongFirst = q({ where: 'not success', sort: '-reward' });
+  assert.equal(wrongFirst.total, 4);
+  assert.deepEqual(
+    wrongFirst.episodes.map((e) => e.reward),
+    [Math.fround(0.1), 0, 0, 0],
+  );
+  assert.equal(q({ where: 'rewrd > 1' }).error?.includes('unknown field "rewrd"'), true, 'a bad filter comes back as the error');
+  const g = q({ tab: 'group', group: { step: 1, prompt: 7 } }).group!;
+  // the group's scale is its largest |c|: 0.6 (' Wait' of episode 1)
+  assert.equal(g.members.length, 2);
+  assert.ok(Math.abs(g.scale - 0.6) < 1e-7);
+  assert.deepEqual(
+    g.members[1].tokens.map((t) => t.text),
+    STEPS[1][1].tokens,
+  );
+  const p = q({ tab: 'prompt', prompt: 7 }).prompt!;
+  assert.deepEqual(
+    p.steps.map((s) => [s.step, s.members.length]),
+    [
+      [1, 2],
+      [2, 2],
+    ],
+  );
+  const h = q({ tab: 'histograms' });
+  assert.equal(h.histograms!.length, 7);
+  assert.deepEqual(
+    h.steps!.map((s) => [s.step, s.effective_groups]),
+    [
+      [1, 0.5],
+      [2, 1],
+    ],
+  );
+  const tokens = q({ tab: 'tokens', tokenSort: '-abs_contribution' }).tokens!;
+  // the largest mean |c| first: "3" (0.4 and 0.3: 0.35), then " Wait" (0.6 and 0: 0.3)
+  assert.deepEqual(
+    tokens.slice(0, 2).map((t) => t.token),
+    ['3', ' Wait'],
+  );
+  // exports: every filtered episode with its completion; the aggregate with each mean's interval
+  const csv = exportRows(idx, { ...DEFAULT_QUERY, where: 'status = wrong' }, 'episodes', 'csv');
+  assert.equal(csv.split('\n')[0], 'step,episode,prompt,reward,advantage,length,status,zero_var,mean_abs_c,max_entropy,completion');
+  assert.match(csv.split('\n')[1], /^1,1,7,0\.1.*, Wait 1<answer>4<\/answer>$/);
+  const jsonl = exportRows(idx, DEFAULT_QUERY, 'tokens', 'jsonl').trim().split('\n');
+  assert.equal(JSON.parse(jsonl[0]).token, '1');
+  assert.match(exportRows(idx, DEFAULT_QUERY, 'tokens', 'csv').split('\n')[0], /^token,count,effective_advantage_mean,effective_advantage_lo/);
+});
