@@ -470,6 +470,8 @@ scenario('Browse Rollouts from the Runs tree: filter to wrong answers, search a 
   await count.waitFor({ timeout: 60_000 });
   const total = Number(await count.innerText());
   log(`browse: ${total} episodes`);
+  // the view gets the window's width for its pictures
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   assert.ok(total >= 16, 'every logged episode');
   // filter to wrong answers with the quick filter, then check against the table
   await frame.locator('vscode-button.quick', { hasText: 'wrong' }).click();
@@ -513,12 +515,20 @@ scenario('Browse Rollouts from the Runs tree: filter to wrong answers, search a 
   // back to the view: a group side by side, on one scale
   await page.locator('.tab', { hasText: /^Rollouts: words/ }).first().click();
   await frame.locator('button.tab[data-tab="episodes"]').click();
+  // a group whose rewards differ, so its completions carry credit to paint
+  await frame.locator('#where').fill('not zero_var');
+  await frame.locator('#where').press('Enter');
+  for (let i = 0; i < 50 && (await frame.locator('.row .status').allInnerTexts()).some((x) => x.includes('=')); i++) await sleep(200);
   await frame.locator('.row .links a', { hasText: 'group' }).first().click();
   const members = frame.locator('.group .member');
   await members.first().waitFor({ timeout: 30_000 });
   const n = await members.count();
   log(`group: ${n} completions`);
   assert.equal(n, 4, "the config's group size");
+  const painted = await frame.locator('.group .member pre span').evaluateAll((ss) => ss.filter((x) => x.style.background).length);
+  log(`group tokens painted: ${painted}`);
+  assert.ok(painted > 0, 'the group is painted by contribution');
   await shot(page, '29-browse-group', { readme: 'browse-group' });
+  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
 });
