@@ -177,6 +177,8 @@ function emptyResult() {
     analysis_1m_rows_s: null as number | null,
     /** issue 28: Browse Rollouts' queries on a million token rows */
     rollouts_1m: null as import('../query/bench').RolloutsBench | null,
+    /** issue 28: importing a prime-rl export without a model at two sizes (linear: the same seconds per million) */
+    import_prime: null as { tokens: number; seconds: number; s_per_million: number }[] | null,
     /** issue 26's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
     probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
@@ -382,6 +384,11 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();
   say(`credit analysis of 1,000,000 token rows (seed doc 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
+  const { benchImport } = await import('../import/bench');
+  result.import_prime = await benchImport();
+  say(
+    `credit-lens import of a prime-rl export, no model: ${result.import_prime.map((r) => `${r.tokens} tokens ${r.seconds.toFixed(1)} s (${r.s_per_million.toFixed(1)} s per million)`).join('; ')}`,
+  );
   const { benchRollouts } = await import('../query/bench');
   result.rollouts_1m = benchRollouts();
   const b = result.rollouts_1m;
