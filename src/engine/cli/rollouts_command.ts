@@ -47,15 +47,10 @@ export async function cmdRolloutsQuery(argv: string[]): Promise<number> {
     if (a.flags.has('json')) console.log(JSON.stringify(json, null, 2));
     else if (a.flags.has('csv')) process.stdout.write(toCsv(header, table));
     else {
-      const widths = header.map((h, c) => Math.min(60, Math.max(h.length, ...table.map((r) => String(r[c] ?? '').length))));
-      const line = (r: readonly CsvValue[]) =>
-        r
-          .map((v, c) =>
-            String(v ?? '')
-              .slice(0, 60)
-              .padEnd(widths[c]),
-          )
-          .join('  ');
+      // float32 columns printed at 4 decimals (0.1 reads 0.1000, not 0.10000000149011612); the JSON and CSV keep every digit
+      const text = (v: CsvValue) => (typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : String(v ?? ''));
+      const widths = header.map((h, c) => Math.min(60, Math.max(h.length, ...table.map((r) => text(r[c]).length))));
+      const line = (r: readonly CsvValue[]) => r.map((v, c) => text(v).slice(0, 60).padEnd(widths[c])).join('  ');
       console.log([line(header), ...table.map(line)].join('\n'));
     }
   };
