@@ -164,3 +164,23 @@ export const DEFAULT_QUERY: BrowseQuery = {
   group: null,
   prompt: null,
 };
+
+/** A result with nothing in it yet: what a query starts from, and what a failed one reports with its error. */
+export function emptyResult(runDir: string, query: BrowseQuery, error: string | null = null): BrowseResult {
+  return {
+    runDir,
+    id: runDir.split(/[\\/]/).pop() ?? runDir,
+    query,
+    total: 0,
+    episodes: [],
+    search: null,
+    tokens: null,
+    group: null,
+    prompt: null,
+    histograms: null,
+    steps: null,
+    fields: [],
+    stats: { episodes: 0, tokens: 0, loadMs: 0, queryMs: 0 },
+    error,
+  };
+}

@@ -2,7 +2,7 @@
 // episodes, and what the open tab shows (search hits, the token aggregate, a group side by side, a prompt over time,
 // histograms). Pure: the extension's query worker calls it, and so do the tests.
 import { toCsv } from '../../protocol/csv';
-import type { BrowseEpisode, BrowseQuery, BrowseResult, BrowseTokenRow } from '../../protocol/browse_view';
+import { emptyResult, type BrowseEpisode, type BrowseQuery, type BrowseResult, type BrowseTokenRow } from '../../protocol/browse_view';
 import { isUserError } from '../core/errors';
 import type { RolloutIndex } from './rollouts';
 
@@ -55,20 +55,9 @@ export function sortTokens(rows: BrowseTokenRow[], by: string): BrowseTokenRow[]
 export function answer(idx: RolloutIndex, q: BrowseQuery, loadMs: number): BrowseResult {
   const t0 = performance.now();
   const base: BrowseResult = {
-    runDir: idx.runDir,
-    id: idx.runDir.split(/[\\/]/).pop() ?? idx.runDir,
-    query: q,
-    total: 0,
-    episodes: [],
-    search: null,
-    tokens: null,
-    group: null,
-    prompt: null,
-    histograms: null,
-    steps: null,
+    ...emptyResult(idx.runDir, q),
     fields: Object.keys(idx.fields),
     stats: { episodes: idx.episodes, tokens: idx.tokens.step.length, loadMs, queryMs: 0 },
-    error: null,
   };
   try {
     let rows = idx.filter(q.where);

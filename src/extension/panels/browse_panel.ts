@@ -3,7 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
-import { browseChecks, DEFAULT_QUERY, type BrowsePanelState, type BrowseProtocol, type BrowseQuery } from '../../protocol/browse_view';
+import { browseChecks, DEFAULT_QUERY, emptyResult, type BrowsePanelState, type BrowseProtocol, type BrowseQuery } from '../../protocol/browse_view';
 import { QueryClient } from '../query_client';
 import { WebviewPanelHost } from '../webview';
 import { safeFileName } from './run_data';
@@ -73,26 +73,7 @@ export class BrowsePanel extends WebviewPanelHost<BrowseProtocol> {
       (e: Error) => {
         if (mine !== this.seq) return;
         this.deps.log.warn(`browse ${this.runDir}: ${e.message}`);
-        this.post({
-          kind: 'notification',
-          method: 'browse/result',
-          params: {
-            runDir: this.runDir,
-            id: basename(this.runDir),
-            query: this.query,
-            total: 0,
-            episodes: [],
-            search: null,
-            tokens: null,
-            group: null,
-            prompt: null,
-            histograms: null,
-            steps: null,
-            fields: [],
-            stats: { episodes: 0, tokens: 0, loadMs: 0, queryMs: 0 },
-            error: e.message,
-          },
-        });
+        this.post({ kind: 'notification', method: 'browse/result', params: emptyResult(this.runDir, this.query, e.message) });
       },
     );
   }
