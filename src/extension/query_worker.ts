@@ -14,14 +14,9 @@ let cached: { runDir: string; key: string; index: RolloutIndex; loadMs: number }
 function keyOf(runDir: string): string {
   const steps = listLoggedSteps(runDir, 'episodes');
   const last = steps[steps.length - 1];
+  // a new or redone probe changes the tokens' mc_* columns: the probed steps' tables by mtime
   let probes = '';
-  for (const s of steps) {
-    try {
-      probes += `${s}:${statSync(stepFile(runDir, 'probes', s)).mtimeMs};`;
-    } catch {
-      // not probed
-    }
-  }
+  for (const s of listLoggedSteps(runDir, 'probes')) probes += `${s}:${statSync(stepFile(runDir, 'probes', s)).mtimeMs};`;
   return `${steps.length}:${last}:${probes}`;
 }
 

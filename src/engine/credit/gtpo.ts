@@ -10,7 +10,7 @@
 //   and each set's shaped rewards are standardised over its own tokens in the group, Â = (r̃ − mean)/(std + 1e-4) (sample
 //   std), so a confident failure token is penalised most and an uncertain success token rewarded most. α₁ = 1, α₂ = 0.1
 //   as the ports use; entropy_clip [lo, hi] clips H first (the ports' [0.2, 0.28]; null: no clip). Success is the task's.
-import { validMask, type CreditBatch, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared, tokenAdvantageBatch } from './types';
+import { preparedRows, validMask, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared, tokenAdvantageBatch } from './types';
 
 export function gtpoSeedWeights(entropies: number[], mask: number[]): number[] {
   let sum = 0;
@@ -72,16 +72,14 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   return { batch: tokenAdvantageBatch(adv, episodes) };
 }
 
-const masked = (batch: CreditBatch, rows: number[][]) => validMask(batch).map((m, i) => m.map((v, t) => (v ? (rows[i][t] ?? 0) : 0)));
-
 export const gtpo: CreditStrategy = {
   name: 'gtpo',
   rowLocal: true,
   localPrepare: true,
   prepare,
-  weights: (batch) => (batch.tokenWeights ? masked(batch, batch.tokenWeights) : validMask(batch).map((row, i) => gtpoSeedWeights(batch.entropies[i], row))),
+  weights: (batch) => (batch.tokenWeights ? preparedRows(batch, 'tokenWeights') : validMask(batch).map((row, i) => gtpoSeedWeights(batch.entropies[i], row))),
   effectiveAdvantages: (batch, adv, params) =>
     batch.tokenAdvantages
-      ? masked(batch, batch.tokenAdvantages)
+      ? preparedRows(batch, 'tokenAdvantages')
       : gtpo.weights(batch, params).map((row, i) => row.map((w, t) => (validMask(batch)[i][t] ? adv[i] * w : 0))),
 };

@@ -212,7 +212,7 @@ export function tokenAdvantageBatch(adv: number[][], episodes: readonly { advant
 }
 
 /** A prepare()-set field of the batch, masked (a strategy that sets its Â in prepare() reads them here). */
-function preparedRows(batch: CreditBatch, key: 'tokenAdvantages' | 'tokenWeights'): number[][] {
+export function preparedRows(batch: CreditBatch, key: 'tokenAdvantages' | 'tokenWeights'): number[][] {
   const rows = batch[key];
   if (!rows) throw new Error(`this strategy sets ${key} in prepare(); its batch has none`);
   const mask = validMask(batch);

@@ -9,6 +9,7 @@
 // prefix and continuation) or at their own budget, max_new_tokens − t.
 import type { Example, Tokenizer } from '../core/types';
 import { childSeed, makeRng } from '../core/rng';
+import { meanVar } from '../core/stats';
 import { UserError } from '../core/errors';
 import type { Transformer } from './model';
 import { generate } from './sampler';
@@ -90,11 +91,8 @@ export function probeSeed(seed: number, step: number, episode: number, t: number
 
 /** Mean and standard error (sample sd / √M) of M rewards. */
 export function meanSe(xs: number[]): { mean: number; se: number } {
-  const M = xs.length;
-  const mean = xs.reduce((a, b) => a + b, 0) / M;
-  if (M < 2) return { mean, se: 0 };
-  const v = xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (M - 1);
-  return { mean, se: Math.sqrt(v / M) };
+  const { mean, var: v } = meanVar(xs);
+  return { mean, se: Math.sqrt(v / xs.length) };
 }
 
 /**
@@ -123,6 +121,8 @@ export function estimateEpisode(model: Transformer, tokenizer: Tokenizer, ep: Pr
       bucket.push(open[i + bucket.length]);
     i += bucket.length;
     const rowT = bucket.flatMap((t) => Array<number>(M).fill(t));
+    // the prefix's last tokens, where a "</answer>" split across the join would start (sliced once per prefix)
+    const tails = new Map(bucket.map((t) => [t, ep.ids.slice(Math.max(0, t - STOP.length), t)]));
     const out = generate(
       model,
       bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
@@ -133,7 +133,7 @@ export function estimateEpisode(model: Transformer, tokenizer: Tokenizer, ep: Pr
         eosId: eosIds,
         stopAfter: [STOP],
         // the prefix's last tokens too, so a "</answer>" split across the join stops the row as it would have in the run
-        decode: (ids, row) => tokenizer.decode([...ep.ids.slice(Math.max(0, rowT[row] - STOP.length), rowT[row]), ...ids]),
+        decode: (ids, row) => tokenizer.decode([...tails.get(rowT[row])!, ...ids]),
         rng: () => {
           throw new Error('unreachable: every row has its own stream');
         },

@@ -12,7 +12,7 @@ import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategi
 import { readEpisodeTable, readProbeTable, readTokenTable, writeProbeTable, type EpisodeColumns, type ProbeColumns } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
 import { readRunInfo, stepFile, writeFileAtomic } from '../rundir/rundir';
-import { overlongPenalty } from '../train/grpo_step';
+import { shapedReward } from '../train/grpo_step';
 import { openSession, useWeights } from '../train/session';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
 import { probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeReport, type ProbeSettings } from './record';
@@ -165,9 +165,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     useWeights(s, policy.weights);
     const examples = new Map<number, Example>(s.task.train.map((ex) => [ex.id, ex]));
     const byEpisode = rowsByEpisode(tok.episode, tok.position, count);
-    const ob = cfg.grpo.overlong_buffer;
-    const reward = (text: string, ex: Example, length: number) =>
-      s.task.reward(text, ex).total + (ob ? overlongPenalty(length, cfg.grpo.max_new_tokens, ob.len, ob.penalty) : 0);
+    const reward = shapedReward(s);
     const probeEp = (e: number): { ep: ProbeEpisode; positions: number[] } => {
       const ex = examples.get(eps.prompt_idx[e]);
       if (!ex || ex.prompt !== eps.prompt[e])

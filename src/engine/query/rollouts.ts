@@ -5,6 +5,7 @@
 // answer in tens of milliseconds once loaded.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 import { parse as parseYaml } from 'yaml';
 import { UserError } from '../core/errors';
 import { joinProbeColumns, readEpisodeTable, readProbeTable, readTokenTables, type EpisodeColumns, type TokenColumnsRead } from '../rundir/arrow_tables';
@@ -374,7 +375,7 @@ export class RolloutIndex {
       const mean = acc[b] / n;
       if (n < 2) return { mean, lo: null, hi: null, n };
       const v = Math.max(0, (acc[b + 1] - n * mean * mean) / (n - 1));
-      const half = tCritical(n - 1) * Math.sqrt(v / n);
+      const half = tQuantile(0.975, n - 1) * Math.sqrt(v / n);
       return { mean, lo: mean - half, hi: mean + half, n };
     };
     const out: TokenAggregate[] = [];
@@ -487,15 +488,6 @@ export class RolloutIndex {
   }
 }
 
-/** Two-sided 95 % t critical value for df degrees of freedom (table to 30, then the normal's 1.96 corrected). */
-function tCritical(df: number): number {
-  const T = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145, 2.131, 2.12, 2.11, 2.101, 2.093, 2.086, 2.08, 2.074,
-    2.069, 2.064, 2.06, 2.056, 2.052, 2.048, 2.045, 2.042,
-  ];
-  return df <= 30 ? T[df - 1] : 1.96 + 2.4 / df;
-}
-
 /** A run's logged steps in [fromStep, toStep], loaded into a RolloutIndex (probed steps' MC δ joined onto their tokens). */
 export function loadRollouts(runDir: string, range: { fromStep?: number; toStep?: number } = {}): RolloutIndex {
   if (!existsSync(join(runDir, 'run.json')) && !existsSync(join(runDir, 'config.yaml')))
@@ -511,7 +503,8 @@ export function loadRollouts(runDir: string, range: { fromStep?: number; toStep?
   const parts = steps.map((s) => readEpisodeTable(stepFile(runDir, 'episodes', s)));
   const eps = concatEpisodes(parts);
   // probed steps: their mc_* columns, NaN elsewhere
-  const probed = steps.filter((s) => existsSync(stepFile(runDir, 'probes', s)));
+  const have = new Set(listLoggedSteps(runDir, 'probes'));
+  const probed = steps.filter((s) => have.has(s));
   if (probed.length) {
     for (const s of probed) {
       const a = lowerBound(tokens.step, s);

@@ -184,10 +184,7 @@ export async function prepare(
     sections: e.sections,
     truncated: e.truncated,
   }));
-  const ob = s.cfg.grpo.overlong_buffer;
-  const reward = (text: string, ex: Example, length: number) =>
-    s.task.reward(text, ex).total + (ob ? overlongPenalty(length, s.cfg.grpo.max_new_tokens, ob.len, ob.penalty) : 0);
-  return strategy.prepare(views, { ...ctx, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, model: s.model, reward });
+  return strategy.prepare(views, { ...ctx, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, model: s.model, reward: shapedReward(s) });
 }
 
 // ---- update ----
@@ -476,6 +473,12 @@ function joinInfos(infos: { info: PolicyLossResult; n: number }[]): Pick<PolicyL
 }
 
 // ---- metrics ----
+
+/** A whole completion's reward as the run trains on it: the task's, plus grpo.overlong_buffer's penalty by its length. */
+export function shapedReward(s: Pick<Session, 'task' | 'cfg'>): (text: string, ex: Example, length: number) => number {
+  const ob = s.cfg.grpo.overlong_buffer;
+  return (text, ex, length) => s.task.reward(text, ex).total + (ob ? overlongPenalty(length, s.cfg.grpo.max_new_tokens, ob.len, ob.penalty) : 0);
+}
 
 /**
  * DAPO's soft overlong punishment (veRL): 0 up to max − len tokens, then falling linearly to −penalty at max tokens,
