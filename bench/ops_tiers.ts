@@ -55,7 +55,7 @@ function variants(backend: 'wasm' | 'wasm-blas'): Variant[] {
   return out;
 }
 
-function measure(v: Variant): { stepMs: number; tokS: number } {
+async function measure(v: Variant): Promise<{ stepMs: number; tokS: number }> {
   useOpsTable(v.table);
   const step = trainStepRunner(cfg, B, T);
   for (let i = 0; i < 3; i++) step.step();
@@ -66,8 +66,8 @@ function measure(v: Variant): { stepMs: number; tokS: number } {
     times.push(performance.now() - t0);
   }
   step.dispose();
-  const roll = rolloutRunner(cfg, nSeq, newTokens);
-  const rates = [roll.run(), roll.run()];
+  const roll = await rolloutRunner(cfg, nSeq, newTokens);
+  const rates = [await roll.run(), await roll.run()];
   roll.dispose();
   return { stepMs: median(times), tokS: Math.max(...rates) };
 }
@@ -85,7 +85,7 @@ async function main(): Promise<void> {
       await initBackend(backend);
       const vs = all.filter((v) => v.backend === backend);
       for (const v of r % 2 ? [...vs].reverse() : vs) {
-        const m = measure(v);
+        const m = await measure(v);
         const acc = results.get(v) ?? { stepMs: [], tokS: [] };
         acc.stepMs.push(m.stepMs);
         acc.tokS.push(m.tokS);

@@ -110,15 +110,15 @@ function timeSteps(runner: { step(): void }, n: number): number[] {
  * `n` sequences × `newTokens` new tokens with the KV cache from prompts of 8 tokens, as a closure that returns the
  * tokens per second of one rollout (warmed up on a short one).
  */
-export function rolloutRunner(cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): { run(): number; dispose(): void } {
+export async function rolloutRunner(cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): Promise<{ run(): Promise<number>; dispose(): void }> {
   const model = Transformer.init(cfg, 1);
   const prompts = Array.from({ length: n }, (_, i) => Array.from({ length: 8 }, (_, j) => 3 + ((i * 7 + j * 3) % 60)));
   const rng = makeRng(3);
-  generate(model, prompts.slice(0, 4), { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
+  await generate(model, prompts.slice(0, 4), { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
   return {
-    run() {
+    async run() {
       const t0 = performance.now();
-      const out = generate(model, prompts, { maxNewTokens: newTokens, temperature: 1, topP: 1, eosId: -1, rng });
+      const out = await generate(model, prompts, { maxNewTokens: newTokens, temperature: 1, topP: 1, eosId: -1, rng });
       return out.reduce((a, s) => a + s.ids.length, 0) / ((performance.now() - t0) / 1000);
     },
     dispose() {
@@ -128,9 +128,10 @@ export function rolloutRunner(cfg: ModelConfig = REFERENCE, n = 64, newTokens = 
 }
 
 /** The median tokens/s of `reps` rollouts (rolloutRunner). */
-export function rolloutTokensPerS(reps: number, cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): number {
-  const runner = rolloutRunner(cfg, n, newTokens);
-  const rates = Array.from({ length: reps }, () => runner.run());
+export async function rolloutTokensPerS(reps: number, cfg: ModelConfig = REFERENCE, n = 64, newTokens = 64): Promise<number> {
+  const runner = await rolloutRunner(cfg, n, newTokens);
+  const rates: number[] = [];
+  for (let i = 0; i < reps; i++) rates.push(await runner.run());
   runner.dispose();
   return median(rates);
 }
@@ -261,12 +262,12 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
       ['reference', REFERENCE, 64, 64, quick ? 1 : 4],
       ['small', SMALL, 32, 128, quick ? 1 : 3],
     ] as const) {
-      const runner = rolloutRunner(cfg, n, newTokens);
+      const runner = await rolloutRunner(cfg, n, newTokens);
       const r = await benchRounds(
         rounds,
-        () => {
-          runner.run();
-          return [runner.run()];
+        async () => {
+          await runner.run();
+          return [await runner.run()];
         },
         () => torch.rollout(model, 1, 1),
       );
@@ -326,7 +327,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
         result.gflops.reference[key] = trainStepFlops(REFERENCE, 32, 64) / (ms / 1000) / 1e9;
       }
       say(`${backend}: train step ${ms.toFixed(1)} ms (${st.min.toFixed(0)}–${st.max.toFixed(0)})${ratio(ms, result.train_step_ms.torch)}`);
-      const tps = rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
+      const tps = await rolloutTokensPerS(backend === 'cpu' ? 1 : o.quick ? 1 : 3);
       result.rollout_tokens_per_s[key] = tps;
       say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratio(tps, result.rollout_tokens_per_s.torch)}`);
       if (key === 'cpu') continue;
@@ -338,7 +339,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       say(
         `${backend}, small model: train step ${sm.median.toFixed(1)} ms (${sm.min.toFixed(0)}–${sm.max.toFixed(0)})${ratio(sm.median, result.small.train_step_ms.torch)}, ${result.gflops.small[key]!.toFixed(1)} GFLOP/s`,
       );
-      const stps = rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
+      const stps = await rolloutTokensPerS(o.quick ? 1 : 2, SMALL, 32, 128);
       result.small.rollout_tokens_per_s[key] = stps;
       say(`${backend}, small model: rollout ${stps.toFixed(0)} tok/s${ratio(stps, result.small.rollout_tokens_per_s.torch)}`);
     }
@@ -367,7 +368,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     // policy here is untrained (no SFT), so completions run long: a harder case than a trained run's.
     if (last) {
       const { probeBench } = await import('../probe/bench');
-      result.probe = { ...probeBench(s, last.episodes, 32, 8), backend: s.backend.backend };
+      result.probe = { ...(await probeBench(s, last.episodes, 32, 8)), backend: s.backend.backend };
       const p = result.probe;
       say(
         `probe: ${p.episodes} episodes × every position (mean length ${p.mean_length.toFixed(1)}) × 8 rollouts = ${p.continuations} continuations in ${p.seconds.toFixed(1)} s (${s.backend.backend}; target ≤ 60 s)`,

@@ -72,10 +72,10 @@ export async function profileReference(cfg: ModelConfig = REFERENCE, backend: Ba
   const model = Transformer.init(cfg, 1);
   const prompts = Array.from({ length: 64 }, (_, i) => Array.from({ length: 8 }, (_, j) => 3 + ((i * 7 + j * 3) % 60)));
   const rng = makeRng(3);
-  generate(model, prompts, { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
+  await generate(model, prompts, { maxNewTokens: 4, temperature: 1, topP: 1, eosId: -1, rng });
   t0 = performance.now();
-  const decode = await tf.profile(() => {
-    generate(model, prompts, { maxNewTokens: 16, temperature: 1, topP: 1, eosId: -1, rng });
+  const decode = await tf.profile(async () => {
+    await generate(model, prompts, { maxNewTokens: 16, temperature: 1, topP: 1, eosId: -1, rng });
   });
   const decodeWall = performance.now() - t0;
   model.dispose();

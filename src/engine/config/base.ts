@@ -12,7 +12,7 @@ import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, sc
 // ---------------------------------------------------------------------------------------------------------
 // The schema.
 
-export const BACKENDS = ['auto', 'tensorflow', 'wasm-blas', 'wasm', 'cpu'] as const;
+export const BACKENDS = ['auto', 'webgpu', 'tensorflow', 'wasm-blas', 'wasm', 'cpu'] as const;
 export const STRATEGIES = STRATEGY_NAMES;
 export type { StrategyName } from '../credit/catalog';
 export { KEY_LIKE_ENV, keySafeUrl } from '../credit/catalog';
@@ -272,7 +272,8 @@ export const baseSchema = z.strictObject({
   seed: int(0, 'Seed of every random stream of the run.').default(1),
   backend: oneOf(
     BACKENDS,
-    'TensorFlow.js backend. auto: tfjs-node-gpu if it sees a GPU, else tfjs-node, else wasm-blas ' +
+    'TensorFlow.js backend. auto: webgpu on a hardware GPU adapter (never a software one such as llvmpipe; backend webgpu ' +
+      'takes one, with a warning), else tfjs-node-gpu if it sees a GPU, else tfjs-node, else wasm-blas ' +
       '(wasm with its matrix products on OpenBLAS, where libopenblas is installed), else wasm, else cpu. Each backend is ' +
       'bit-reproducible with itself; they differ in float rounding.',
   ).default('auto'),

@@ -54,7 +54,7 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   const adv: number[][] = [];
   for (const e of episodes) {
     const { bounds, cut } = mcBoundaries(e.logprobs, p);
-    const rows = estimateEpisode(
+    const rows = await estimateEpisode(
       ctx.model,
       ctx.tokenizer,
       { episode: e.index, example: e.example, promptIds: e.promptIds, ids: e.ids, reward: e.reward.total },

@@ -101,7 +101,7 @@ export interface SampleRow {
   budget: number;
 }
 /** Samples one continuation per row, each stopped as the sampler stops rows (EOS, "</answer>", its budget). */
-export type RowSampler = (rows: SampleRow[]) => number[][];
+export type RowSampler = (rows: SampleRow[]) => Promise<number[][]>;
 
 /**
  * After this many rounds a pair whose prefixes all ended falls back to t = 0 (the prompt alone; always valid). A
@@ -127,19 +127,19 @@ export interface PairDraw {
  * t and broke the exchangeability the bivariate-Gaussian model of the net assumes; a test shows both.)
  * Returns, per pair row, its split and both members' completion ids, and how many pairs fell back to t = 0.
  */
-export function drawPairs(
+export async function drawPairs(
   prompts: number[][],
   maxNewTokens: number,
   sample: RowSampler,
   rng: Rng,
   ended: (ids: number[]) => boolean,
-): { pairs: PairDraw[]; fallbacks: number } {
+): Promise<{ pairs: PairDraw[]; fallbacks: number }> {
   const prefix: (number[] | null)[] = prompts.map(() => null);
   let pending = prompts.map((_, r) => r);
   for (let round = 0; round < MAX_PREFIX_ROUNDS && pending.length; round++) {
     const ts = pending.map(() => Math.floor(rng() * maxNewTokens));
     // Only t tokens are sampled: the prefix. It had ended when the sampler stopped it short of t, or at its t-th token.
-    const got = sample(pending.map((r, j) => ({ prefix: prompts[r], budget: ts[j] })));
+    const got = await sample(pending.map((r, j) => ({ prefix: prompts[r], budget: ts[j] })));
     const still: number[] = [];
     pending.forEach((r, j) => {
       if (got[j].length === ts[j] && !(ts[j] > 0 && ended(got[j]))) prefix[r] = got[j];
@@ -149,7 +149,7 @@ export function drawPairs(
   }
   for (const r of pending) prefix[r] = [];
   const rows = prompts.flatMap((p, r) => [0, 1].map(() => ({ prefix: [...p, ...prefix[r]!], budget: maxNewTokens - prefix[r]!.length })));
-  const cont = sample(rows);
+  const cont = await sample(rows);
   return {
     pairs: prompts.map((_, r) => ({ split: prefix[r]!.length, first: [...prefix[r]!, ...cont[2 * r]], second: [...prefix[r]!, ...cont[2 * r + 1]] })),
     fallbacks: pending.length,
@@ -166,12 +166,12 @@ function modelSampler(model: Transformer, tokenizer: Tokenizer, o: PairedSamplin
     decode: (ids: number[]) => tokenizer.decode(ids),
     rng: o.rng,
   };
-  return (rows) => {
+  return async (rows) => {
     const out: number[][] = new Array(rows.length);
     const sized = rows.map((r) => ({ len: r.prefix.length, budget: r.budget }));
     for (const bucket of budgetBuckets(sized, model.cfg.maxSeqLen)) {
       const maxNew = Math.max(...bucket.map((r) => rows[r].budget));
-      const cont = generate(
+      const cont = await generate(
         model,
         bucket.map((r) => rows[r].prefix),
         { ...sampleOpts, maxNewTokens: maxNew },
@@ -190,7 +190,7 @@ function modelSampler(model: Transformer, tokenizer: Tokenizer, o: PairedSamplin
  * G completions per example (G even) in G/2 exchangeable pairs (drawPairs). `groupIds[k]` numbers the group of
  * examples[k] (one prompt can be drawn for several groups). `fallbacks` counts pairs that shared the prompt only.
  */
-export function generatePairedGroups(
+export async function generatePairedGroups(
   model: Transformer,
   tokenizer: Tokenizer,
   task: Task,
@@ -199,7 +199,7 @@ export function generatePairedGroups(
   G: number,
   o: PairedSampling,
   stats: { fallbacks: number } = { fallbacks: 0 },
-): PairedGroup[] {
+): Promise<PairedGroup[]> {
   if (!Number.isInteger(G) || G < 2 || G % 2 !== 0)
     throw new UserError(`grpo.group_size: got ${G}; paired rollouts need an even group size ≥ 2 (G/2 pairs per prompt)`);
   const half = G / 2;
@@ -216,10 +216,10 @@ export function generatePairedGroups(
     const rowPrompt = exs.flatMap((_, k) => Array.from({ length: half }, () => k));
     const eos = new Set(tokenizer.eosIds ?? [tokenizer.eosId]);
     const ended = (ids: number[]) => eos.has(ids[ids.length - 1]) || tokenizer.decode(ids).includes(STOP);
-    const { pairs, fallbacks } = drawPairs(
+    const { pairs, fallbacks } = await drawPairs(
       rowPrompt.map((k) => prompts[k]),
       o.maxNewTokens,
-      (rows) => sampler(rows).map(stop),
+      async (rows) => (await sampler(rows)).map(stop),
       o.rng,
       ended,
     );
@@ -464,7 +464,7 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
     const order = shuffle(rng, s.task.train.slice());
     const examples = Array.from({ length: nGroups }, (_, k) => order[k % order.length]);
     const stats = { fallbacks: 0 };
-    const groups = generatePairedGroups(
+    const groups = await generatePairedGroups(
       s.model,
       s.tokenizer,
       s.task,

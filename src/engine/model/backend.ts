@@ -1,4 +1,5 @@
-// Backend selection (DESIGN §7). `auto`: tfjs-node-gpu if it loads and sees a GPU, else tfjs-node, else wasm-blas
+// Backend selection (DESIGN §7). `auto`: WebGPU on a hardware adapter (webgpu.ts; a software adapter such as Mesa's
+// llvmpipe is never auto-picked), else tfjs-node-gpu if it loads and sees a GPU, else tfjs-node, else wasm-blas
 // (the wasm backend with its products on OpenBLAS, kernels/blas.ts), else wasm, else cpu. The native packages are optional and never bundled: their install scripts download libtensorflow,
 // so most machines (and VS Code's own runtime, whose Node ABI differs) will not have them. They are loaded with
 // a require made by createRequire, which esbuild leaves alone (it only follows literal `require(...)` calls),
@@ -12,11 +13,12 @@ import { UserError } from '../core/errors';
 import { blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
 import { PATCHED_WASM_KERNELS, registerWasmKernels } from './kernels/wasm_kernels';
 import { useOps } from './ops';
+import { describeAdapter, probeAdapter, type AdapterInfo } from './webgpu';
 
-export type BackendPreference = 'auto' | 'tensorflow' | 'wasm-blas' | 'wasm' | 'cpu';
+export type BackendPreference = 'auto' | 'webgpu' | 'tensorflow' | 'wasm-blas' | 'wasm' | 'cpu';
 
 export interface BackendChoice {
-  /** tensorflow | wasm-blas | wasm | cpu (wasm-blas is tfjs's wasm backend with BatchMatMul on OpenBLAS) */
+  /** webgpu | tensorflow | wasm-blas | wasm | cpu (wasm-blas is tfjs's wasm backend with BatchMatMul on OpenBLAS) */
   backend: string;
   /** why this one, e.g. "tfjs-node-gpu not installed; tfjs-node not installed; wasm SIMD" */
   reason: string;
@@ -36,6 +38,8 @@ export interface BackendInfo extends BackendChoice {
   /** wasm-blas: the BLAS library's own description (openblas_get_config) and its thread count */
   blas?: string;
   blas_threads?: number;
+  /** webgpu: the adapter tfjs runs on (vendor, architecture, description, limits) */
+  adapter?: AdapterInfo;
 }
 
 const NODE_GPU = '@tensorflow/tfjs-node-gpu';
@@ -114,6 +118,35 @@ async function useWasm(): Promise<Attempt & { simd?: boolean }> {
   return { ok: true, gpu: false, simd };
 }
 
+/**
+ * WebGPU through Dawn: the adapter first (a software one is refused unless asked for by name), then tfjs-backend-webgpu,
+ * imported here for the first time so that it sees navigator.gpu and registers.
+ */
+async function useWebgpu(pref: BackendPreference, log?: (m: string) => void): Promise<{ ok: true; info: AdapterInfo; note: string } | { ok: false; why: string }> {
+  const probe = await probeAdapter();
+  if (!probe.ok) return probe;
+  const name = describeAdapter(probe.info);
+  if (probe.info.software && pref === 'auto') return { ok: false, why: `webgpu adapter ${name} is a CPU rasteriser, not picked by auto` };
+  try {
+    await import('@tensorflow/tfjs-backend-webgpu');
+  } catch (e) {
+    return { ok: false, why: `@tensorflow/tfjs-backend-webgpu not loadable (${e instanceof Error ? e.message.split('\n')[0] : String(e)})` };
+  }
+  if (!tf.findBackendFactory('webgpu')) return { ok: false, why: 'tfjs-backend-webgpu registered no backend (navigator.gpu was not set before it loaded)' };
+  try {
+    if (!(await tf.setBackend('webgpu'))) return { ok: false, why: `webgpu backend failed to start on ${name}` };
+    await tf.ready();
+  } catch (e) {
+    return { ok: false, why: `webgpu backend failed to start on ${name} (${e instanceof Error ? e.message : String(e)})` };
+  }
+  let note = `webgpu on ${name}`;
+  if (probe.info.software) {
+    note += ': a software adapter, chosen because backend webgpu was asked for (it runs on the CPU, slower than wasm-blas: for testing)';
+    log?.(`warning: ${note}`);
+  }
+  return { ok: true, info: probe.info, note };
+}
+
 async function useCpu(): Promise<boolean> {
   if (!(await tf.setBackend('cpu'))) return false;
   await tf.ready();
@@ -141,6 +174,21 @@ const INSTALL_HINT =
 export async function initBackend(pref: BackendPreference, log?: (m: string) => void): Promise<BackendChoice> {
   const why: string[] = [];
   setBlasProducts(false);
+  if (pref === 'auto' || pref === 'webgpu') {
+    const g = await useWebgpu(pref, log);
+    if (g.ok) {
+      why.push(g.note);
+      const pkg = '@tensorflow/tfjs-backend-webgpu';
+      return record({ backend: 'webgpu', reason: why.join('; '), package: pkg, tfjs_version: tf.version_core, gpu: !g.info.software, adapter: g.info }, log);
+    }
+    if (pref === 'webgpu') {
+      throw new UserError(
+        `backend: webgpu is not available here: ${g.why}. It needs the optional npm packages webgpu and @tensorflow/tfjs-backend-webgpu ` +
+          '(installed by npm ci where Dawn has binaries: linux-x64/arm64, darwin, win32) and a GPU driver Dawn accepts. Or use backend: auto.',
+      );
+    }
+    why.push(g.why);
+  }
   if (pref === 'auto' || pref === 'tensorflow') {
     for (const pkg of [NODE_GPU, NODE_CPU]) {
       const loaded = loadNative(pkg);
@@ -199,5 +247,5 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
 
 /** The backend chosen by the last initBackend call, for run.json; null before any. */
 export function backendInfo(): BackendInfo | null {
-  return current ? { ...current, patched_kernels: current.patched_kernels?.slice() } : null;
+  return current ? { ...current, patched_kernels: current.patched_kernels?.slice(), ...(current.adapter ? { adapter: { ...current.adapter } } : {}) } : null;
 }

@@ -100,7 +100,7 @@ export function meanSe(xs: number[]): { mean: number; se: number } {
  * generate() in buckets whose padded length fits max_seq_len (a prefix is at most the prompt plus max_new_tokens − 1
  * tokens, so each fits alone) and whose rows stay under rowsPerBatch.
  */
-export function estimateEpisode(model: Transformer, tokenizer: Tokenizer, ep: ProbeEpisode, positions: number[], o: EstimateOptions): ProbeRow[] | null {
+export async function estimateEpisode(model: Transformer, tokenizer: Tokenizer, ep: ProbeEpisode, positions: number[], o: EstimateOptions): Promise<ProbeRow[] | null> {
   const n = ep.ids.length;
   const M = o.rollouts;
   const rowsPerBatch = Math.max(M, o.rowsPerBatch ?? 256);
@@ -123,7 +123,7 @@ export function estimateEpisode(model: Transformer, tokenizer: Tokenizer, ep: Pr
     const rowT = bucket.flatMap((t) => Array<number>(M).fill(t));
     // the prefix's last tokens, where a "</answer>" split across the join would start (sliced once per prefix)
     const tails = new Map(bucket.map((t) => [t, ep.ids.slice(Math.max(0, t - STOP.length), t)]));
-    const out = generate(
+    const out = await generate(
       model,
       bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
       {

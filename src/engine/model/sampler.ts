@@ -51,7 +51,7 @@ export interface SampledSeq {
  */
 const NUCLEUS_FIRST_THRESHOLD = 1e-3;
 
-export function generate(model: Transformer, prompts: number[][], opts: SampleOptions): SampledSeq[] {
+export async function generate(model: Transformer, prompts: number[][], opts: SampleOptions): Promise<SampledSeq[]> {
   const P = prompts.length;
   if (P === 0) return [];
   const repeat = opts.repeat ?? 1;
@@ -110,8 +110,9 @@ export function generate(model: Transformer, prompts: number[][], opts: SampleOp
   try {
     for (let step = 0; logits; step++) {
       // The log-softmax of each row, on the host: the logits are read once (they have to come back for the draw anyway),
-      // instead of six kernel launches per step for a few thousand numbers.
-      const data = logSoftmaxRows(logits.dataSync() as Float32Array, V, temperature);
+      // instead of six kernel launches per step for a few thousand numbers. Read asynchronously: a GPU backend (webgpu)
+      // has no synchronous read.
+      const data = logSoftmaxRows((await logits.data()) as Float32Array, V, temperature);
       logits.dispose();
       logits = null;
       const keep: number[] = [];

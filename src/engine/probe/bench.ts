@@ -4,12 +4,12 @@ import type { Session } from '../train/session';
 import { estimateEpisode, probePositions } from '../model/prefix_values';
 import { spreadEpisodes } from './probe';
 
-export function probeBench(
+export async function probeBench(
   s: Session,
   episodes: Episode[],
   k: number,
   rollouts: number,
-): { episodes: number; continuations: number; mean_length: number; seconds: number } {
+): Promise<{ episodes: number; continuations: number; mean_length: number; seconds: number }> {
   const chosen = spreadEpisodes(
     episodes.map((e) => e.example.id),
     k,
@@ -21,7 +21,7 @@ export function probeBench(
     const e = episodes[i];
     tokens += e.ids.length;
     const positions = probePositions(e.ids.length, { kind: 'every' }, []);
-    estimateEpisode(s.model, s.tokenizer, { episode: i, example: e.example, promptIds: e.promptIds, ids: e.ids, reward: e.reward.total }, positions, {
+    await estimateEpisode(s.model, s.tokenizer, { episode: i, example: e.example, promptIds: e.promptIds, ids: e.ids, reward: e.reward.total }, positions, {
       rollouts,
       temperature: s.cfg.grpo.temperature,
       topP: s.cfg.grpo.top_p,

@@ -204,7 +204,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     o.progress?.(0, total);
     let stopped = false;
     for (const [k, { ep, positions }] of todo.entries()) {
-      const got = estimateEpisode(s.model, s.tokenizer, ep, positions, {
+      const got = await estimateEpisode(s.model, s.tokenizer, ep, positions, {
         rollouts: settings.rollouts,
         temperature: settings.temperature,
         topP: settings.top_p,

@@ -13,7 +13,7 @@ export async function evalRun(runDir: string, step?: number): Promise<{ checkpoi
   if (!ckDir || !existsSync(ckDir)) throw new UserError(`${runDir}: no checkpoint ${step === undefined ? '' : `for step ${step} `}to evaluate`);
   const { config } = loadConfig(join(runDir, 'config.yaml'));
   const { session: s } = await openSession(config, { runDir, checkpoint: ckDir });
-  const r = evaluate(s);
+  const r = await evaluate(s);
   s.model.dispose();
   return { checkpoint: ckDir, success: r.success, reward: r.reward, n: s.task.eval.length };
 }

@@ -54,7 +54,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   const log = o.log ?? (() => {});
   const strategy = getStrategy(s.cfg.credit.strategy);
   const t0 = performance.now();
-  const drawn = collectGroups(s, step, log);
+  const drawn = await collectGroups(s, step, log);
   const { episodes } = drawn;
   const genSeconds = (performance.now() - t0) / 1000;
   const adv = advantages(
@@ -104,15 +104,15 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
  * seeded stream, until prompts_per_step groups are kept or max_resample_batches more draws were made; a step that
  * finds none keeps its first draw (its update is then zero) and says so.
  */
-function collectGroups(
+async function collectGroups(
   s: Session,
   step: number,
   log: (l: 'info' | 'warn', m: string) => void,
-): { episodes: Episode[]; groupsDrawn: number; resampledFrac: number } {
+): Promise<{ episodes: Episode[]; groupsDrawn: number; resampledFrac: number }> {
   const g = s.cfg.grpo;
   const G = g.group_size;
-  const draw = (k: number) => {
-    const eps = sample(s, step, k);
+  const draw = async (k: number) => {
+    const eps = await sample(s, step, k);
     const ob = g.overlong_buffer;
     if (ob)
       for (const e of eps) {
@@ -121,12 +121,12 @@ function collectGroups(
       }
     return eps;
   };
-  const first = draw(0);
+  const first = await draw(0);
   if (!g.dynamic_sampling) return { episodes: first, groupsDrawn: first.length / G, resampledFrac: 0 };
   const kept: { eps: Episode[]; draw: number }[] = [];
   let groupsDrawn = 0;
   for (let k = 0; k <= g.max_resample_batches && kept.length < g.prompts_per_step; k++) {
-    const eps = k === 0 ? first : draw(k);
+    const eps = k === 0 ? first : await draw(k);
     for (let i = 0; i < eps.length / G && kept.length < g.prompts_per_step; i++) {
       groupsDrawn++;
       const group = eps.slice(i * G, (i + 1) * G);
@@ -146,7 +146,7 @@ function collectGroups(
  * One draw: prompts_per_step prompts drawn with the step's seed, each sampled group_size times, rewards scored as
  * sampled; draw 0 is the step's own stream (the same as before resampling), each later draw a stream of its own.
  */
-export function sample(s: Session, step: number, draw = 0): Episode[] {
+export async function sample(s: Session, step: number, draw = 0): Promise<Episode[]> {
   const g = s.cfg.grpo;
   const rng = makeRng(childSeed(s.cfg.seed, draw === 0 ? `grpo-${step}` : `grpo-${step}-draw-${draw}`));
   const prompts = pick(rng, s.task.train, g.prompts_per_step);

@@ -38,13 +38,13 @@ export interface RolloutOptions {
 }
 
 /** Generate one completion per entry of `examples` (repeat an example G times for a group). */
-export function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], o: RolloutOptions): Episode[] {
+export async function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], o: RolloutOptions): Promise<Episode[]> {
   const out: Episode[] = [];
   const chunk = o.chunk ?? 128;
   for (let s = 0; s < examples.length; s += chunk) {
     const exs = examples.slice(s, s + chunk);
     const prompts = exs.map((ex) => tokenizer.encodePrompt(ex.prompt));
-    const seqs = generate(model, prompts, {
+    const seqs = await generate(model, prompts, {
       maxNewTokens: o.maxNewTokens,
       temperature: o.greedy ? 1 : o.temperature,
       topP: o.topP,

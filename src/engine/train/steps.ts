@@ -14,10 +14,10 @@ import type { Example } from '../core/types';
  * Greedy eval (deterministic) on the test split, or on the validation split: the success rate, the mean reward, and
  * one row per instance (DESIGN §10), so that two runs can be compared on the same instances.
  */
-export function evaluate(s: Session, examples: Example[] = s.task.eval, split: EvalSplit = 'test'): { success: number; reward: number; rows: EvalRows } {
+export async function evaluate(s: Session, examples: Example[] = s.task.eval, split: EvalSplit = 'test'): Promise<{ success: number; reward: number; rows: EvalRows }> {
   const rows: EvalRows = { instance_id: [], split: [], success: [], reward: new Float32Array(examples.length), completion: [] };
   if (examples.length === 0) return { success: 0, reward: 0, rows };
-  const eps = rollout(s.model, s.tokenizer, s.task, examples, {
+  const eps = await rollout(s.model, s.tokenizer, s.task, examples, {
     maxNewTokens: s.cfg.grpo.max_new_tokens,
     temperature: 1,
     topP: 1,

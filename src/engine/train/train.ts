@@ -68,12 +68,12 @@ export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
  * The test split's greedy eval, and the validation split's when the task has one, into one eval table (rows marked
  * by split): the success rates and the test split's mean reward.
  */
-function evaluateSplits(s: Session, runDir: string, step: number): { success: number; reward: number; val: number | null } {
-  const ev = evaluate(s);
+async function evaluateSplits(s: Session, runDir: string, step: number): Promise<{ success: number; reward: number; val: number | null }> {
+  const ev = await evaluate(s);
   const rows = ev.rows;
   let val: number | null = null;
   if (s.task.validation.length) {
-    const v = evaluate(s, s.task.validation, 'validation');
+    const v = await evaluate(s, s.task.validation, 'validation');
     val = v.success;
     rows.instance_id.push(...v.rows.instance_id);
     rows.split.push(...v.rows.split);
@@ -313,7 +313,7 @@ async function trainIn(
     // ---- GRPO ----
     const ref = progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? klReference(s, runDir, resumed, start.startWeights) : null;
     if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
-      const ev = evaluateSplits(s, runDir, 0);
+      const ev = await evaluateSplits(s, runDir, 0);
       initialEval = ev.success;
       emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
       log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
@@ -335,7 +335,7 @@ async function trainIn(
       }
       if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
-        const ev = evaluateSplits(s, runDir, step);
+        const ev = await evaluateSplits(s, runDir, step);
         r.row.eval_success = ev.success;
         if (ev.val !== null) r.row.val_success = ev.val;
         finalEval = ev.success;

@@ -36,7 +36,7 @@ test('pairs share exactly split_token_idx tokens and both members go on from the
   const tok = CharTokenizer.fromAlphabet(task.alphabet());
   const model = Transformer.init(scratchModelConfig(cfg, tok.vocabSize), 5);
   const maxNew = 24;
-  const groups = generatePairedGroups(
+  const groups = await generatePairedGroups(
     model,
     tok,
     task,
@@ -95,13 +95,13 @@ function signTestP(k: number, n: number): number {
   return Math.min(1, p);
 }
 
-test("exchangeable pairs (seed doc 004): on a synthetic policy the members' lengths and rewards are equally distributed; the old scheme fails the same test", () => {
+test("exchangeable pairs (seed doc 004): on a synthetic policy the members' lengths and rewards are equally distributed; the old scheme fails the same test", async () => {
   // A synthetic policy with a geometric length: after any token, EOS (id 2) with probability 0.12, else one of ids 3..9.
   // The reward: 1 when a completion holds three or more id-3 tokens (depends on length and content).
   const EOS = 2,
     MAX = 40;
   const policy = makeRng(123);
-  const sample: RowSampler = (rows) =>
+  const sampleNow = (rows: Parameters<RowSampler>[0]) =>
     rows.map((r) => {
       const out: number[] = [];
       while (out.length < r.budget) {
@@ -113,10 +113,11 @@ test("exchangeable pairs (seed doc 004): on a synthetic policy the members' leng
       }
       return out;
     });
+  const sample: RowSampler = async (rows) => sampleNow(rows);
   const reward = (ids: number[]) => (ids.filter((x) => x === 3).length >= 3 ? 1 : 0);
   const N = 600;
   const prompts = Array.from({ length: N }, () => [1]);
-  const { pairs, fallbacks } = drawPairs(prompts, MAX, sample, makeRng(7), (ids) => ids[ids.length - 1] === EOS);
+  const { pairs, fallbacks } = await drawPairs(prompts, MAX, sample, makeRng(7), (ids) => ids[ids.length - 1] === EOS);
   assert.equal(fallbacks, 0);
   const signs = (f: (p: PairDraw) => [number, number]) => {
     let gt = 0,
@@ -140,9 +141,9 @@ test("exchangeable pairs (seed doc 004): on a synthetic policy the members' leng
   // uniform over its own length, only the second is resampled from prefix t. E[L2] = E[t] + E[L] ≈ 1.5·E[L1] for a
   // geometric length, so the second member is longer far more often than not.
   const old = makeRng(7);
-  const firsts = sample(prompts.map((p) => ({ prefix: p, budget: MAX })));
+  const firsts = sampleNow(prompts.map((p) => ({ prefix: p, budget: MAX })));
   const ts = firsts.map((f) => Math.floor(old() * f.length));
-  const seconds = sample(firsts.map((f, i) => ({ prefix: [1, ...f.slice(0, ts[i])], budget: MAX - ts[i] }))).map((c, i) => [
+  const seconds = sampleNow(firsts.map((f, i) => ({ prefix: [1, ...f.slice(0, ts[i])], budget: MAX - ts[i] }))).map((c, i) => [
     ...firsts[i].slice(0, ts[i]),
     ...c,
   ]);

@@ -839,9 +839,9 @@ for (const backend of ['wasm', 'wasm-blas'] as const)
       [11, 12, 13],
     ];
     const opts = { maxNewTokens: 12, temperature: 0.8, topP: 1, eosId: 39 };
-    const cpu = generate(model, prompts, { ...opts, rng: makeRng(5) });
+    const cpu = await generate(model, prompts, { ...opts, rng: makeRng(5) });
     await initBackend(backend);
-    const wasm = generate(model, prompts, { ...opts, rng: makeRng(5) });
+    const wasm = await generate(model, prompts, { ...opts, rng: makeRng(5) });
     for (let r = 0; r < prompts.length; r++) {
       assert.deepEqual(wasm[r].ids, cpu[r].ids, `row ${r}`);
       assert.equal(wasm[r].stopped, cpu[r].stopped);

@@ -53,7 +53,7 @@ const base = { maxNewTokens: 8, temperature: 1, topP: 1, eosId: -1 };
 test('greedy with the KV cache equals greedy by re-running the full forward', async () => {
   await tf.setBackend('cpu');
   const m = sharpModel(1);
-  const got = generate(m, prompts, { ...base, greedy: true, rng: makeRng(0) });
+  const got = await generate(m, prompts, { ...base, greedy: true, rng: makeRng(0) });
   for (let b = 0; b < prompts.length; b++) {
     const seq = [...prompts[b]];
     for (let s = 0; s < 8; s++) {
@@ -71,7 +71,7 @@ test('greedy with the KV cache equals greedy by re-running the full forward', as
 test('returned logprobs and entropies equal a fresh full forward (temperature 0.7, top-p 0.9)', async () => {
   await tf.setBackend('cpu');
   const m = sharpModel(2);
-  const got = generate(m, prompts, { ...base, temperature: 0.7, topP: 0.9, rng: makeRng(11) });
+  const got = await generate(m, prompts, { ...base, temperature: 0.7, topP: 0.9, rng: makeRng(11) });
   for (let b = 0; b < prompts.length; b++) {
     const P = prompts[b].length;
     const lp = fullLogprobs(m, [...prompts[b], ...got[b].ids], 0.7);
@@ -89,7 +89,7 @@ test('entropy of a uniform policy is log V and its logprob is −log V', async (
   await tf.setBackend('cpu');
   // lm_head = 0 → all logits 0 → uniform over V = 23 tokens: H = log 23 = 3.135494, logprob = −3.135494
   const m = sharpModel(3, (w) => w['lm_head.weight'].data.fill(0));
-  const got = generate(m, [[1, 2]], { ...base, maxNewTokens: 3, temperature: 0.5, rng: makeRng(1) });
+  const got = await generate(m, [[1, 2]], { ...base, maxNewTokens: 3, temperature: 0.5, rng: makeRng(1) });
   for (const h of got[0].entropies) assert.ok(Math.abs(h - Math.log(23)) < 1e-5);
   for (const l of got[0].logprobs) assert.ok(Math.abs(l + Math.log(23)) < 1e-5);
   m.dispose();
@@ -98,16 +98,16 @@ test('entropy of a uniform policy is log V and its logprob is −log V', async (
 test('seeded sampling is reproducible; a tiny top-p is greedy', async () => {
   await tf.setBackend('cpu');
   const m = sharpModel(4);
-  const a = generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(7) });
-  const b = generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(7) });
-  const c = generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(8) });
+  const a = await generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(7) });
+  const b = await generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(7) });
+  const c = await generate(m, prompts, { ...base, temperature: 1.3, rng: makeRng(8) });
   assert.deepEqual(a, b);
   assert.notDeepEqual(
     a.map((s) => s.ids),
     c.map((s) => s.ids),
   );
-  const greedy = generate(m, prompts, { ...base, greedy: true, rng: makeRng(0) });
-  const tiny = generate(m, prompts, { ...base, topP: 1e-6, rng: makeRng(5) });
+  const greedy = await generate(m, prompts, { ...base, greedy: true, rng: makeRng(0) });
+  const tiny = await generate(m, prompts, { ...base, topP: 1e-6, rng: makeRng(5) });
   assert.deepEqual(
     tiny.map((s) => s.ids),
     greedy.map((s) => s.ids),
@@ -118,9 +118,9 @@ test('seeded sampling is reproducible; a tiny top-p is greedy', async () => {
 test('EOS is kept as the last token and stops its row; stopAfter stops on the decoded text', async () => {
   await tf.setBackend('cpu');
   const m = sharpModel(5);
-  const free = generate(m, prompts, { ...base, greedy: true, rng: makeRng(0) });
+  const free = await generate(m, prompts, { ...base, greedy: true, rng: makeRng(0) });
   const eosId = free[0].ids[2];
-  const withEos = generate(m, prompts, { ...base, greedy: true, eosId: [99, eosId], rng: makeRng(0) });
+  const withEos = await generate(m, prompts, { ...base, greedy: true, eosId: [99, eosId], rng: makeRng(0) });
   free.forEach((f, b) => {
     const k = f.ids.indexOf(eosId);
     if (k < 0) {
@@ -136,7 +136,7 @@ test('EOS is kept as the last token and stops its row; stopAfter stops on the de
 
   const decode = (ids: number[]) => ids.map((i) => String.fromCharCode(97 + i)).join('');
   const stop = decode(free[1].ids.slice(1, 3));
-  const stopped = generate(m, prompts, { ...base, greedy: true, stopAfter: ['nope', stop], decode, rng: makeRng(0) });
+  const stopped = await generate(m, prompts, { ...base, greedy: true, stopAfter: ['nope', stop], decode, rng: makeRng(0) });
   free.forEach((f, b) => {
     const text = decode(f.ids);
     const at = text.indexOf(stop);
@@ -154,22 +154,22 @@ test('batching is invisible: each row equals its own single-row generation', asy
   await tf.setBackend('cpu');
   const m = sharpModel(6);
   const eosId = 4;
-  const batch = generate(m, prompts, { ...base, greedy: true, eosId, rng: makeRng(0) });
-  prompts.forEach((p, b) => {
-    const alone = generate(m, [p], { ...base, greedy: true, eosId, rng: makeRng(0) })[0];
+  const batch = await generate(m, prompts, { ...base, greedy: true, eosId, rng: makeRng(0) });
+  for (const [b, p] of prompts.entries()) {
+    const alone = (await generate(m, [p], { ...base, greedy: true, eosId, rng: makeRng(0) }))[0];
     assert.deepEqual(batch[b].ids, alone.ids);
     batch[b].logprobs.forEach((l, t) => assert.ok(Math.abs(l - alone.logprobs[t]) < 1e-5));
-  });
+  }
   m.dispose();
 });
 
 test('no tensor leaks, and prompt + max_new_tokens must fit max_seq_len', async () => {
   await tf.setBackend('cpu');
   const m = sharpModel(7);
-  generate(m, prompts, { ...base, eosId: 3, rng: makeRng(1) });
+  await generate(m, prompts, { ...base, eosId: 3, rng: makeRng(1) });
   const before = tf.memory().numTensors;
-  generate(m, prompts, { ...base, eosId: 3, topP: 0.8, rng: makeRng(2) });
-  generate(m, prompts, { ...base, greedy: true, rng: makeRng(2) });
+  await generate(m, prompts, { ...base, eosId: 3, topP: 0.8, rng: makeRng(2) });
+  await generate(m, prompts, { ...base, greedy: true, rng: makeRng(2) });
   assert.equal(tf.memory().numTensors, before);
   // longest prompt 5 + 36 = 41 > 40
   assert.throws(

@@ -81,7 +81,7 @@ test('V_t and δ_t match the closed form within their standard errors, with 95 %
   let checks = 0;
   const seeds = 40;
   for (let seed = 1; seed <= seeds; seed++) {
-    const rows = estimateEpisode(m, tokenizer, ep, positions, {
+    const rows = (await estimateEpisode(m, tokenizer, ep, positions, {
       rollouts: 64,
       temperature: 1,
       topP: 1,
@@ -89,7 +89,7 @@ test('V_t and δ_t match the closed form within their standard errors, with 95 %
       seed,
       step: 1,
       reward,
-    })!;
+    }))!;
     assert.equal(rows.length, 7);
     // V_n is the episode's own reward, not sampled
     assert.deepEqual(rows[6], { episode: 0, position: 6, value: 1, valueSe: 0, rollouts: 0 });
@@ -118,17 +118,17 @@ test('a probe is reproducible, and a position draws the same continuations whate
   const m = iidModel();
   const ep: ProbeEpisode = { episode: 3, example: { id: 0, prompt: 'q' }, promptIds: [4], ids: [3, 3, 3, 3, 1], reward: 0 };
   const o = { rollouts: 16, temperature: 1, topP: 1, maxNewTokens: L, seed: 5, step: 7, reward };
-  const all = estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], o)!;
-  assert.deepEqual(estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], o), all);
+  const all = (await estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], o))!;
+  assert.deepEqual(await estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], o), all);
   // one row per generate() call instead of all in one
-  const single = estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], { ...o, rowsPerBatch: 16 })!;
+  const single = (await estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], { ...o, rowsPerBatch: 16 }))!;
   assert.deepEqual(single, all);
-  const some = estimateEpisode(m, tokenizer, ep, [2, 5], o)!;
+  const some = (await estimateEpisode(m, tokenizer, ep, [2, 5], o))!;
   assert.deepEqual(some, [all[2], all[5]]);
   // another seed, another draw
-  assert.notDeepEqual(estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], { ...o, seed: 6 }), all);
+  assert.notDeepEqual(await estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], { ...o, seed: 6 }), all);
   // a stop request before a batch leaves the episode unfinished
-  assert.equal(estimateEpisode(m, tokenizer, ep, [0, 1], { ...o, stopped: () => true }), null);
+  assert.equal(await estimateEpisode(m, tokenizer, ep, [0, 1], { ...o, stopped: () => true }), null);
   m.dispose();
 });
 

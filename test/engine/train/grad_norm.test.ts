@@ -46,7 +46,7 @@ test('grad_norm equals the norm of the finite-difference gradient of Â·log π(
   const m = sharpModel(5);
   const T = 0.7;
   const prompt = [2, 3, 4];
-  const [seq] = generate(m, [prompt], { maxNewTokens: 10, temperature: T, topP: 1, eosId: -1, rng: makeRng(9) });
+  const [seq] = await generate(m, [prompt], { maxNewTokens: 10, temperature: T, topP: 1, eosId: -1, rng: makeRng(9) });
   assert.equal(seq.ids.length, 10);
   // the logits at every position, from one full forward of prompt + completion
   const full = [...prompt, ...seq.ids];

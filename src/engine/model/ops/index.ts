@@ -5,6 +5,7 @@ import { CPU_OPS } from './cpu';
 import { resolveOps, type BackendOps, type ModelOps, type OpDims } from './ops';
 import { wasmOps } from './wasm';
 import { wasmBlasOps } from './wasm_blas';
+import { webgpuOps } from './webgpu';
 
 export type { BackendOps, DecodeAttentionAttrs, HeadDims, ModelOps, OpDims } from './ops';
 
@@ -25,6 +26,8 @@ export function tableFor(backend: string): BackendOps {
       return CPU_OPS;
     case 'tensorflow':
       return TENSORFLOW_OPS;
+    case 'webgpu':
+      return webgpuOps();
     default:
       throw new Error(`no ops table for backend ${backend}`);
   }

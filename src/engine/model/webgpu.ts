@@ -1,0 +1,134 @@
+// WebGPU in the engine process: Dawn's Node bindings (the `webgpu` npm package's prebuilt dawn.node, an optional
+// dependency) give `navigator.gpu`, and @tensorflow/tfjs-backend-webgpu (bundled; it registers its backend when it is
+// first imported, and only if navigator.gpu exists by then) runs tfjs on the adapter.
+//
+// dawn.node is loaded directly with a require made by createRequire (the package's own index.js is an ES module that
+// only picks the file by platform): first from next to the bundle (`dawn/<platform>-<arch>/dawn.node`, where
+// esbuild.mjs copies it so the .vsix carries it), then from node_modules.
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+/** What run.json records about the adapter (GPUAdapterInfo's fields, plus the limits a model's tensors must fit). */
+export interface AdapterInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  /** a CPU / software rasteriser (Mesa's llvmpipe, SwiftShader, WARP): never picked by backend auto */
+  software: boolean;
+  /** the largest single GPU buffer, and the largest one a kernel can bind: every tensor must fit the second */
+  max_buffer_size: number;
+  max_storage_buffer_binding_size: number;
+  /** where dawn.node was loaded from */
+  dawn: string;
+}
+
+export type AdapterProbe = { ok: true; info: AdapterInfo } | { ok: false; why: string };
+
+interface DawnModule {
+  create(flags: string[]): GpuLike;
+  globals: Record<string, unknown>;
+}
+interface GpuLike {
+  requestAdapter(opts?: { powerPreference?: string }): Promise<AdapterLike | null>;
+}
+interface AdapterLike {
+  info?: { vendor?: string; architecture?: string; device?: string; description?: string; isFallbackAdapter?: boolean };
+  isFallbackAdapter?: boolean;
+  limits: { maxBufferSize: number; maxStorageBufferBindingSize: number };
+}
+
+const requireHere = createRequire(__filename);
+const PLATFORM_DIR = `${process.platform}-${process.platform === 'darwin' ? 'universal' : process.arch}`;
+let loaded: { dawn: DawnModule; path: string } | null = null;
+let probed: AdapterProbe | null = null;
+
+/** Adapters that are a CPU in disguise: their names, where the architecture field does not say 'software'. */
+const SOFTWARE_NAMES = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|\bwarp\b/i;
+
+/** dawn.node's path: the bundle's copy (the .vsix), else the `webgpu` package's; null with the places looked. */
+export function dawnPath(): { path: string } | { path: null; looked: string[] } {
+  const looked: string[] = [];
+  const bundled = join(__dirname, 'dawn', PLATFORM_DIR, 'dawn.node');
+  looked.push(bundled);
+  if (existsSync(bundled)) return { path: bundled };
+  try {
+    const pkg = dirname(requireHere.resolve('webgpu/package.json'));
+    const p = join(pkg, 'dist', PLATFORM_DIR, 'dawn.node');
+    looked.push(p);
+    if (existsSync(p)) return { path: p };
+  } catch {
+    looked.push('node_modules/webgpu (not installed)');
+  }
+  return { path: null, looked };
+}
+
+function loadDawn(): { ok: true } | { ok: false; why: string } {
+  if (loaded) return { ok: true };
+  const where = dawnPath();
+  if (where.path === null) return { ok: false, why: `webgpu: no Dawn binary for ${PLATFORM_DIR} (looked in ${where.looked.join(', ')})` };
+  try {
+    const dawn = requireHere(where.path) as DawnModule;
+    // tfjs-backend-webgpu reads GPUBufferUsage, GPUMapMode and GPUShaderStage as globals, as in a browser
+    Object.assign(globalThis, dawn.globals);
+    loaded = { dawn, path: where.path };
+    return { ok: true };
+  } catch (e) {
+    return { ok: false, why: `webgpu: ${where.path} failed to load (${e instanceof Error ? e.message.split('\n')[0] : String(e)})` };
+  }
+}
+
+/**
+ * Loads Dawn once and asks it for the high-performance adapter: its description, whether it is software, its limits.
+ * Sets navigator.gpu for tfjs-backend-webgpu. Later calls answer from the first.
+ */
+export async function probeAdapter(): Promise<AdapterProbe> {
+  if (probed) return probed;
+  const l = loadDawn();
+  if (!l.ok) return (probed = l);
+  const gpu = loaded!.dawn.create([]);
+  const nav = ((globalThis as unknown as { navigator?: Record<string, unknown> }).navigator ??= {});
+  if (!('gpu' in nav) || !nav.gpu) {
+    try {
+      nav.gpu = gpu;
+    } catch {
+      Object.defineProperty(nav, 'gpu', { value: gpu, configurable: true });
+    }
+  }
+  let adapter: AdapterLike | null;
+  try {
+    adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  } catch (e) {
+    return (probed = { ok: false, why: `webgpu: requestAdapter failed (${e instanceof Error ? e.message : String(e)})` });
+  }
+  if (!adapter) {
+    return (probed = {
+      ok: false,
+      why: 'webgpu: Dawn found no adapter (no Vulkan, Metal or D3D12 driver it accepts; on Linux, Mesa ≥ 23 or a GPU vendor driver with libvulkan1)',
+    });
+  }
+  const a = adapter.info ?? {};
+  const description = a.description || a.device || '';
+  const architecture = a.architecture ?? '';
+  const software = architecture === 'software' || Boolean(adapter.isFallbackAdapter ?? a.isFallbackAdapter) || SOFTWARE_NAMES.test(`${description} ${a.device ?? ''}`);
+  return (probed = {
+    ok: true,
+    info: {
+      vendor: a.vendor ?? '',
+      architecture,
+      device: a.device ?? '',
+      description,
+      software,
+      max_buffer_size: adapter.limits.maxBufferSize,
+      max_storage_buffer_binding_size: adapter.limits.maxStorageBufferBindingSize,
+      dawn: loaded!.path,
+    },
+  });
+}
+
+/** "llvmpipe: Mesa 25.0.7 (software)": the adapter in one line, for logs and reasons. */
+export function describeAdapter(info: AdapterInfo): string {
+  const name = info.description || [info.vendor, info.device].filter(Boolean).join(' ') || 'unnamed adapter';
+  return `${name} (${info.software ? 'software' : info.architecture || info.vendor || 'hardware'})`;
+}

@@ -1,0 +1,121 @@
+// The webgpu backend (tfjs-backend-webgpu on Dawn) against the cpu backend. Here and in CI the adapter is Mesa's
+// lavapipe (llvmpipe), a software Vulkan driver from Debian bookworm-backports that .ci/run installs: these tests check
+// correctness only, never speed.
+//
+// Tolerance: 1e-4 relative per parameter's gradient. The GPU kernels compute in float32 like cpu, but reduce in a
+// different order (workgroup tree sums of 64–256 partial sums in matMul and softmax, against cpu's sequential loops),
+// and tfjs-backend-webgpu's exp / log are the driver's (WGSL allows them 3 ulp + 2^-21 relative error; V8's are
+// correctly rounded to ~1 ulp). Over two layers and a softmax that is a few 1e-6 per value; 1e-4 leaves room for the
+// ill-conditioned parameters (small gradients that are differences of large terms) without hiding a wrong kernel,
+// which shows up as 1e-1 or worse.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import { backendInfo, initBackend } from '../../../src/engine/model/backend';
+import { opsName } from '../../../src/engine/model/ops';
+import { probeAdapter } from '../../../src/engine/model/webgpu';
+import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
+import { makeRng } from '../../../src/engine/core/rng';
+import { generate } from '../../../src/engine/model/sampler';
+
+const TOL = 1e-4;
+
+function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  assert.equal(got.length, want.length);
+  let d = 0,
+    w = 0;
+  for (let i = 0; i < want.length; i++) {
+    d += (got[i] - want[i]) ** 2;
+    w += want[i] ** 2;
+  }
+  return w === 0 ? Math.sqrt(d) : Math.sqrt(d / w);
+}
+
+function config(tie: boolean): ModelConfig {
+  return { arch: 'qwen2', vocabSize: 40, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 64, maxSeqLen: 32, ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: tie, qkvBias: true };
+}
+
+test('Dawn finds the lavapipe adapter here; auto never picks a software adapter; backend webgpu takes it with a warning and records it', async () => {
+  const probe = await probeAdapter();
+  assert.ok(probe.ok, `no WebGPU adapter: ${probe.ok ? '' : probe.why} (.ci/run installs mesa-vulkan-drivers and libvulkan1 from bookworm-backports)`);
+  assert.equal(probe.info.software, true, `expected lavapipe (software) on this machine, got ${JSON.stringify(probe.info)}`);
+  assert.match(probe.info.description, /llvmpipe/);
+  const auto = await initBackend('auto');
+  assert.notEqual(auto.backend, 'webgpu');
+  assert.match(auto.reason, /^webgpu adapter llvmpipe.* is a CPU rasteriser, not picked by auto; /);
+  const logs: string[] = [];
+  const chosen = await initBackend('webgpu', (m) => logs.push(m));
+  assert.equal(chosen.backend, 'webgpu');
+  assert.equal(tf.getBackend(), 'webgpu');
+  assert.equal(opsName(), 'webgpu');
+  assert.ok(
+    logs.some((l) => /^warning: webgpu on llvmpipe.*software adapter/.test(l)),
+    logs.join('\n'),
+  );
+  const info = backendInfo()!;
+  assert.equal(info.backend, 'webgpu');
+  assert.equal(info.package, '@tensorflow/tfjs-backend-webgpu');
+  assert.equal(info.gpu, false);
+  assert.equal(info.adapter?.software, true);
+  assert.equal(info.adapter?.vendor, 'mesa');
+  assert.ok((info.adapter?.max_storage_buffer_binding_size ?? 0) >= 128 * 2 ** 20);
+  assert.match(info.adapter?.dawn ?? '', /dawn\.node$/);
+});
+
+test(`gradients of the whole model on webgpu equal the cpu backend (per parameter, ${TOL} relative)`, async () => {
+  const B = 3,
+    T = 12;
+  const rng = makeRng(15);
+  const ids = Int32Array.from({ length: B * T }, () => Math.floor(rng() * 40));
+  const keyMask = Float32Array.from({ length: B * T }, (_, i) => (Math.floor(i / T) === 1 && i % T < 4 ? 0 : 1));
+  const chosen = Int32Array.from({ length: B * T }, () => Math.floor(rng() * 40));
+  const weights = Float32Array.from({ length: B * T }, (_, i) => keyMask[i] * (rng() * 2 - 1));
+  for (const tie of [true, false]) {
+    const grads = async (backend: 'cpu' | 'webgpu') => {
+      await initBackend(backend);
+      const model = Transformer.init(config(tie), 7);
+      const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
+      const { grads: g, value } = tf.variableGrads(() => {
+        const { logits } = model.forward(tf.tensor2d(ids, [B, T], 'int32'), tf.tensor2d(keyMask, [B, T]));
+        const picked = model.tokenLogprob(logits.reshape([B * T, 40]) as tf.Tensor2D, tf.tensor1d(chosen, 'int32'));
+        return tf.mean(tf.mul(picked, tf.tensor1d(weights))) as tf.Scalar;
+      }, [...model.params.values()]);
+      const out = new Map<string, Float32Array>();
+      for (const [k, t] of Object.entries(g)) out.set(byVar.get(k)!, Float32Array.from(await t.data()));
+      tf.dispose([...Object.values(g), value]);
+      model.dispose();
+      return out;
+    };
+    const cpu = await grads('cpu');
+    const gpu = await grads('webgpu');
+    assert.equal(gpu.size, cpu.size);
+    for (const [n, c] of cpu) {
+      assert.ok(
+        c.some((v) => v !== 0),
+        `${n}: zero gradient`,
+      );
+      const e = relErr(gpu.get(n)!, c);
+      assert.ok(e <= TOL, `tie=${tie} ${n}: relative error ${e.toExponential(2)} > ${TOL}`);
+    }
+  }
+});
+
+test('sampling on webgpu gives the cpu backend’s greedy tokens, log-probs and entropies (KV cache grown by concatenation)', async () => {
+  const run = async (backend: 'cpu' | 'webgpu') => {
+    await initBackend(backend);
+    const model = Transformer.init(config(true), 3);
+    const out = generate(model, [[1, 2, 3], [4, 5], [6]], { maxNewTokens: 10, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) });
+    model.dispose();
+    return out;
+  };
+  const cpu = await run('cpu');
+  const gpu = await run('webgpu');
+  assert.deepEqual(
+    gpu.map((r) => r.ids),
+    cpu.map((r) => r.ids),
+  );
+  for (let i = 0; i < cpu.length; i++) {
+    assert.ok(relErr(gpu[i].logprobs, cpu[i].logprobs) < TOL, `row ${i} log-probs`);
+    assert.ok(relErr(gpu[i].entropies, cpu[i].entropies) < TOL, `row ${i} entropies`);
+  }
+});
