@@ -22,6 +22,14 @@ cpSync('node_modules/parquet-wasm/node/parquet_wasm_bg.wasm', 'dist/engine/parqu
 // OpenBLAS products (backend wasm-blas): a small Node-API addon, compiled when a C compiler is present.
 const native = buildNative();
 if (native) console.log(native);
+// WebGPU (backend webgpu): Dawn's Node binding for this platform, from the optional `webgpu` package, next to the engine
+// (model/webgpu.ts looks in dawn/<platform>-<arch>/ first), so that the .vsix carries it.
+const dawnPlatform = `${process.platform}-${process.platform === 'darwin' ? 'universal' : process.arch}`;
+const dawnSrc = join('node_modules/webgpu/dist', dawnPlatform, 'dawn.node');
+if (existsSync(dawnSrc)) {
+  mkdirSync(join('dist/engine/dawn', dawnPlatform), { recursive: true });
+  cpSync(dawnSrc, join('dist/engine/dawn', dawnPlatform, 'dawn.node'));
+} else console.log(`webgpu: no Dawn binary for ${dawnPlatform} (optional dependency webgpu not installed): the engine runs without backend webgpu`);
 
 if (watch) {
   for (const { options } of jobs) (await esbuild.context(options)).watch();

@@ -334,7 +334,7 @@ function benchThresholds(): void {
 // The reference config of the issue: the bench's own (src/engine/cli/bench.ts).
 
 /** One policy-gradient-like step: forward, log-softmax of the targets, backward, clip, Adam. Median ms. */
-function trainStepMs(iters: number, warmup: number): number {
+async function trainStepMs(iters: number, warmup: number): Promise<number> {
   const B = 32,
     T = 64,
     V = REFERENCE.vocabSize;
@@ -364,7 +364,7 @@ function trainStepMs(iters: number, warmup: number): number {
       return tf.neg(tf.mean(tf.mul(tf.gather(lsm.reshape([-1]), flat), adv))) as tf.Scalar;
     }, [...model.params.values()]);
     const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
-    const { grads: clipped } = clipByGlobalNorm(named, 1.0);
+    const { grads: clipped } = await clipByGlobalNorm(named, 1.0);
     opt.apply(model.params, clipped);
     tf.dispose(Object.values(clipped));
     tf.dispose(Object.values(grads));
@@ -386,14 +386,14 @@ async function main(): Promise<void> {
   if (!want('step')) return;
   console.log('\n== Training step, reference config (2 layers, d 128, 4 heads, d_ff 512, vocab 64, seq 64, batch 32, Adam)');
   ours();
-  const withOurs = trainStepMs(quick ? 2 : 5, 2);
+  const withOurs = await trainStepMs(quick ? 2 : 5, 2);
   console.log(`wasm + our kernels      ${num(withOurs)} ms/step`);
   stock();
-  const withStock = trainStepMs(quick ? 1 : 2, 1);
+  const withStock = await trainStepMs(quick ? 1 : 2, 1);
   console.log(`wasm, stock kernels     ${num(withStock)} ms/step (plus our UnsortedSegmentSum, without which it throws)`);
   ours();
   await initBackend('cpu');
-  const cpu = trainStepMs(quick ? 1 : 2, 1);
+  const cpu = await trainStepMs(quick ? 1 : 2, 1);
   console.log(`cpu                     ${num(cpu)} ms/step`);
   console.log(`speedup of our kernels: ${(withStock / withOurs).toFixed(1)}× over stock wasm, ${(cpu / withOurs).toFixed(1)}× over cpu`);
 }

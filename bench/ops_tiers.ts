@@ -58,11 +58,11 @@ function variants(backend: 'wasm' | 'wasm-blas'): Variant[] {
 async function measure(v: Variant): Promise<{ stepMs: number; tokS: number }> {
   useOpsTable(v.table);
   const step = trainStepRunner(cfg, B, T);
-  for (let i = 0; i < 3; i++) step.step();
+  for (let i = 0; i < 3; i++) await step.step();
   const times: number[] = [];
   for (let i = 0; i < (small ? 8 : 15); i++) {
     const t0 = performance.now();
-    step.step();
+    await step.step();
     times.push(performance.now() - t0);
   }
   step.dispose();

@@ -43,6 +43,11 @@ export function chooseNode(setting: string | undefined): NodeChoice {
   }
   const onPath = findOnPath('node');
   if (onPath) return { command: onPath, env: {}, reason: '`node` on PATH' };
-  // Electron's Node: native tfjs-node addons are built for the system Node's ABI, so only wasm/cpu work here.
-  return { command: process.execPath, env: { ELECTRON_RUN_AS_NODE: '1' }, reason: "VS Code's own runtime (no `node` on PATH; wasm/cpu backends only)" };
+  // Electron's Node: tfjs-node's addons are built for the system Node's ABI and do not load here; the engine's own
+  // addons (blas.node for wasm-blas, Dawn's dawn.node for webgpu) are Node-API, whose ABI does not depend on the runtime.
+  return {
+    command: process.execPath,
+    env: { ELECTRON_RUN_AS_NODE: '1' },
+    reason: "VS Code's own runtime (no `node` on PATH; backends webgpu, wasm-blas, wasm and cpu, not tfjs-node)",
+  };
 }

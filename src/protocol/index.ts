@@ -33,6 +33,8 @@ export interface RunInfo {
   ended: string | null;
   backend: string;
   backend_reason?: string;
+  /** backend webgpu: the adapter it ran on (vendor, architecture, description, whether software, buffer limits) */
+  adapter?: { vendor: string; architecture: string; description: string; software: boolean; [k: string]: unknown };
   engine_version: string;
   config_path?: string;
   strategy?: string;

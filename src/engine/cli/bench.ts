@@ -53,7 +53,7 @@ export function trainStepFlops(c: ModelConfig, B: number, T: number): number {
  * One training step exactly as GRPO runs it (forward, log-probs, loss + grad from grpo.ts, backward, clip, Adam) on a
  * fixed random batch, as a closure: timed by trainStepTimes, profiled per kernel by profile.ts.
  */
-export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): { step(): void; dispose(): void } {
+export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): { step(): Promise<void>; dispose(): void } {
   const model = Transformer.init(cfg, 1);
   const rng = makeRng(2);
   const prompts = Array.from({ length: B }, () => [1]);
@@ -61,7 +61,7 @@ export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): {
   const adv = Array.from({ length: B }, () => rng() * 2 - 1);
   const opt = new Adam(1e-4);
   return {
-    step() {
+    async step() {
       const pb = policyBatch(prompts, comps, 0);
       const { grads } = tf.variableGrads(() => {
         const { logp } = completionLogprobs(model, pb, 1);
@@ -74,7 +74,7 @@ export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): {
       }, [...model.params.values()]);
       const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
       const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
-      const { grads: clipped } = clipByGlobalNorm(named, 1.0);
+      const { grads: clipped } = await clipByGlobalNorm(named, 1.0);
       opt.apply(model.params, clipped);
       tf.dispose(Object.values(clipped));
       pb.dispose();
@@ -87,20 +87,26 @@ export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): {
 }
 
 /** The step's median and its spread (min, max) over `iters` timed repetitions after `warmup`. */
-export function trainStepTimes(iters: number, warmup: number, cfg: ModelConfig = REFERENCE, B = 32, T = 64): { median: number; min: number; max: number } {
+export async function trainStepTimes(
+  iters: number,
+  warmup: number,
+  cfg: ModelConfig = REFERENCE,
+  B = 32,
+  T = 64,
+): Promise<{ median: number; min: number; max: number }> {
   const runner = trainStepRunner(cfg, B, T);
-  timeSteps(runner, warmup);
-  const times = timeSteps(runner, iters);
+  await timeSteps(runner, warmup);
+  const times = await timeSteps(runner, iters);
   runner.dispose();
   return { median: median(times), min: Math.min(...times), max: Math.max(...times) };
 }
 
 /** Times of n steps of the runner, in ms. */
-function timeSteps(runner: { step(): void }, n: number): number[] {
+async function timeSteps(runner: { step(): Promise<void> }, n: number): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
-    runner.step();
+    await runner.step();
     times.push(performance.now() - t0);
   }
   return times;
@@ -237,12 +243,12 @@ async function benchTorch(torch: TorchServer, paired: boolean, quick: boolean, r
       ['small', SMALL, 16, 128, 2, quick ? 1 : 4],
     ] as const) {
       const runner = trainStepRunner(cfg, B, T);
-      timeSteps(runner, 2);
+      await timeSteps(runner, 2);
       // each block: one untimed step (cold caches and pools after the other side's block), then the timed ones
       const r = await benchRounds(
         rounds,
-        () => {
-          timeSteps(runner, 1);
+        async () => {
+          await timeSteps(runner, 1);
           return timeSteps(runner, steps);
         },
         () => torch.train(model, steps, 1),
@@ -319,7 +325,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       if (backend === 'wasm-blas' && torch) continue; // measured in the paired rounds
       await initBackend(backend);
       const key = backend === 'wasm-blas' ? 'wasm_blas' : backend;
-      const st = trainStepTimes(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
+      const st = await trainStepTimes(backend === 'cpu' ? Math.min(iters, 3) : iters, backend === 'cpu' ? 1 : 2);
       const ms = st.median;
       result.train_step_ms[key] = ms;
       if (key !== 'cpu') {
@@ -332,7 +338,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratio(tps, result.rollout_tokens_per_s.torch)}`);
       if (key === 'cpu') continue;
       // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
-      const sm = trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
+      const sm = await trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
       result.small.train_step_ms[key] = sm.median;
       result.spread_ms[`small_${key}`] = [sm.min, sm.max];
       result.gflops.small[key] = trainStepFlops(SMALL, 16, 128) / (sm.median / 1000) / 1e9;

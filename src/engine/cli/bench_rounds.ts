@@ -43,7 +43,12 @@ const pause = (ms: number) => new Promise((done) => setTimeout(done, ms));
  * after the other's threads went idle. A pause between blocks lets the other side's OpenBLAS threads stop spinning.
  * Each block starts with an untimed repetition (the bench's blocks do), as the caches and thread pools are cold.
  */
-export async function benchRounds(rounds: number, ours: () => number[] | Promise<number[]>, torch: () => Promise<number[]>, pauseMs = 250): Promise<PairedRounds> {
+export async function benchRounds(
+  rounds: number,
+  ours: () => number[] | Promise<number[]>,
+  torch: () => Promise<number[]>,
+  pauseMs = 250,
+): Promise<PairedRounds> {
   const out: PairedRounds = { ours: [], torch: [], ratios: [] };
   for (let r = 0; r < rounds; r++) {
     let a: number[] = [],

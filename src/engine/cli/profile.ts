@@ -60,10 +60,10 @@ export function profileMarkdown(t: ProfileTable, top = 14): string {
 export async function profileReference(cfg: ModelConfig = REFERENCE, backend: BackendPreference = 'auto'): Promise<ProfileTable[]> {
   const chosen = (await initBackend(backend)).backend;
   const runner = trainStepRunner(cfg, 32, 64);
-  for (let i = 0; i < 3; i++) runner.step();
+  for (let i = 0; i < 3; i++) await runner.step();
   let t0 = performance.now();
-  const train = await tf.profile(() => {
-    runner.step();
+  const train = await tf.profile(async () => {
+    await runner.step();
   });
   const trainWall = performance.now() - t0;
   // tf.profile hands back the engine's one profile record, which the next tf.profile call empties: read it now.

@@ -8,11 +8,13 @@ export const attentionCredit: CreditStrategy = {
   name: 'attention_credit',
   rowLocal: true,
   // Last layer's attention averaged over heads, restricted to completion queries and keys.
-  fromOutputs: (out, ctx) => {
+  fromOutputs: async (out, ctx) => {
     if (!out.attention) return {};
     const P = ctx.promptLen;
     const C = ctx.completionLen;
-    const att = tf.tidy(() => out.attention!.mean(1).slice([0, P, P], [-1, C, C]).arraySync() as number[][][]);
+    const rows = tf.tidy(() => out.attention!.mean(1).slice([0, P, P], [-1, C, C]));
+    const att = (await rows.array()) as number[][][];
+    rows.dispose();
     return { answerAttention: answerAttention(att, ctx.sections, ctx.mask) };
   },
   weights: (batch, p) =>

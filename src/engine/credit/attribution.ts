@@ -27,12 +27,20 @@ class AttributionHead implements CreditHead {
       .add(this.params.get('attribution_head.bias')!)
       .reshape([B, C]);
   }
-  weigh(out: ModelOutputs, mask: tf.Tensor2D): { w: tf.Tensor2D; batch: { attributionLogits: number[][] } } {
+  weigh(out: ModelOutputs, mask: tf.Tensor2D): tf.Tensor2D {
     if (!out.hidden) throw new Error('attribution: the training pass returned no hidden states (catalog needs.hidden)');
-    // Detaching copies the values out of the graph, so no gradient reaches the trunk through the head.
-    const h = this.p.detach_hidden ? tf.tensor3d(out.hidden.dataSync() as Float32Array, out.hidden.shape) : out.hidden;
-    const z = this.logits(h);
-    return { w: maskedScaledSoftmax(z, mask), batch: { attributionLogits: z.arraySync() } };
+    // Detached: the hidden states pass forward unchanged and no gradient reaches the trunk through the head.
+    const h = this.p.detach_hidden ? stopGradient(out.hidden) : out.hidden;
+    return maskedScaledSoftmax(this.logits(h), mask);
+  }
+  async read(out: ModelOutputs): Promise<{ attributionLogits: number[][] }> {
+    if (!out.hidden) throw new Error('attribution: the pass returned no hidden states (catalog needs.hidden)');
+    const z = this.logits(out.hidden);
+    try {
+      return { attributionLogits: (await z.array()) as number[][] };
+    } finally {
+      z.dispose();
+    }
   }
   objective(x: HeadStepInput): tf.Scalar {
     return headObjective({ ...x, objective: this.p.objective, entropyCoef: this.p.entropy_coef });
@@ -40,6 +48,14 @@ class AttributionHead implements CreditHead {
   dispose(): void {
     for (const v of this.params.values()) v.dispose();
   }
+}
+
+/** x's values with a zero gradient (torch's detach), without copying them off the device. */
+function stopGradient<T extends tf.Tensor>(x: T): T {
+  return tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const v = args[0] as T;
+    return { value: tf.clone(v), gradFunc: (dy: tf.Tensor) => tf.zerosLike(dy) };
+  })(x) as T;
 }
 
 /** Differentiable n_i·softmax_t(z) over valid tokens (mask 1), the tensor twin of `scaledSoftmax`. */

@@ -58,7 +58,7 @@ export const rewardVariance: CreditStrategy = {
           "train the importance net on paired rollouts of this config's policy",
       );
     }
-    const r = net.episodeRho(
+    const r = await net.episodeRho(
       episodes.map((e) => e.promptIds),
       episodes.map((e) => e.ids),
     );

@@ -90,9 +90,14 @@ export interface CreditHead {
   readonly params: Map<string, import('@tensorflow/tfjs').Variable>;
   /**
    * From the training pass's outputs (its `hidden`) of some rows and their mask [rows, C]: w [rows, C], differentiable in
-   * the head's parameters, and what the credit batch gets from it (attributionLogits z) for `weights` to read.
+   * the head's parameters (nothing is read back inside the tape).
    */
-  weigh(out: ModelOutputs, mask: import('@tensorflow/tfjs').Tensor2D): { w: import('@tensorflow/tfjs').Tensor2D; batch: Partial<CreditBatch> };
+  weigh(out: ModelOutputs, mask: import('@tensorflow/tfjs').Tensor2D): import('@tensorflow/tfjs').Tensor2D;
+  /**
+   * What the credit batch gets from the head (attributionLogits z) for `weights` to read, from a pass without a tape over
+   * the same rows (read asynchronously: a GPU backend has no synchronous read).
+   */
+  read(out: ModelOutputs): Promise<Partial<CreditBatch>>;
   /** the term added to the rows' surrogate, whose gradient w.r.t. the head is its objective's */
   objective(x: HeadStepInput): import('@tensorflow/tfjs').Scalar;
   dispose(): void;
@@ -162,7 +167,7 @@ export interface CreditStrategy {
    */
   readonly rowLocal?: boolean;
   /** per-step inputs taken from the training forward pass (attention_credit's a_t from the attention rows) */
-  fromOutputs?(out: ModelOutputs, ctx: OutputsContext): Partial<CreditBatch>;
+  fromOutputs?(out: ModelOutputs, ctx: OutputsContext): Promise<Partial<CreditBatch>>;
   /** the strategy's own step metrics (metrics.jsonl), from the weights it gave */
   stepMetrics?(weights: number[][], mask: number[][]): Record<string, number>;
   /** constant (no-gradient) weights; trainable strategies return their current weights here */

@@ -57,7 +57,7 @@ export async function importanceTrain(o: {
   const data = pairsFromTable(table, tokenizer, o.reward ?? 'reward');
   log(`${data.pairs.length} pairs from ${data.groups} groups; ${data.skippedGroups} zero-variance groups (${data.skippedPairs} pairs) skipped`);
   const net = { max_seq_len: cfg.model.max_seq_len, ...o.net };
-  const { net: model, metrics } = trainImportance(data, {
+  const { net: model, metrics } = await trainImportance(data, {
     net,
     steps: o.steps,
     batchSize: o.batchSize,
@@ -70,7 +70,7 @@ export async function importanceTrain(o: {
   });
   try {
     const dir = o.out ?? createOutputFolder(cfg.output_dir, cfg.name, 'importance', new Date());
-    model.save(dir, {
+    await model.save(dir, {
       training: {
         rollouts: o.rollouts,
         reward: o.reward ?? 'reward',

@@ -192,12 +192,12 @@ export class ImportanceNet {
   }
 
   /** Weights then meta.json, each written to a temporary name and renamed: a folder with a meta.json is complete. */
-  save(dir: string, extra: Partial<ImportanceMeta> = {}): void {
+  async save(dir: string, extra: Partial<ImportanceMeta> = {}): Promise<void> {
     mkdirSync(dir, { recursive: true });
     const tensors = {
-      ...this.trunk.exportWeights(),
-      [HEAD_W]: { shape: this.headW.shape, data: this.headW.dataSync() as Float32Array },
-      [HEAD_B]: { shape: this.headB.shape, data: this.headB.dataSync() as Float32Array },
+      ...(await this.trunk.readWeights()),
+      [HEAD_W]: { shape: this.headW.shape, data: (await this.headW.data()) as Float32Array },
+      [HEAD_B]: { shape: this.headB.shape, data: (await this.headB.data()) as Float32Array },
     };
     const tmp = join(dir, `${WEIGHTS}.tmp-${process.pid}`);
     rmSync(join(dir, META), { force: true });
@@ -231,17 +231,16 @@ export class ImportanceNet {
   }
 
   /** f of each whole prefix (policy ids), read at its last token. */
-  prefixRho(prefixes: number[][], chunk = 128): number[] {
+  async prefixRho(prefixes: number[][], chunk = 128): Promise<number[]> {
     const out: number[] = [];
     for (let s = 0; s < prefixes.length; s += chunk) {
       const batch = prefixes.slice(s, s + chunk);
-      const r = tf.tidy(() => {
+      const t = tf.tidy(() => {
         const { ids, mask, T } = this.leftPadded(batch);
-        return this.rho(ids, mask)
-          .slice([0, T - 1], [batch.length, 1])
-          .dataSync() as Float32Array;
+        return this.rho(ids, mask).slice([0, T - 1], [batch.length, 1]);
       });
-      out.push(...r);
+      out.push(...((await t.data()) as Float32Array));
+      t.dispose();
     }
     return out;
   }
@@ -252,7 +251,7 @@ export class ImportanceNet {
    * final token, is defined as 1, not predicted: the finished completion fixes its reward, and the net never trains
    * on a whole completion as a prefix (a pair always differs after its shared prefix; paired.ts).
    */
-  episodeRho(promptIds: number[][], completionIds: number[][], chunk = 64): { prompt: number[]; tokens: number[][] } {
+  async episodeRho(promptIds: number[][], completionIds: number[][], chunk = 64): Promise<{ prompt: number[]; tokens: number[][] }> {
     const prompt: number[] = [];
     const tokens: number[][] = [];
     for (let s = 0; s < promptIds.length; s += chunk) {
@@ -274,12 +273,9 @@ export class ImportanceNet {
           km[row + P + j] = 1;
         });
       }
-      const r = tf.tidy(
-        () =>
-          this.rho(tf.tensor2d(ids, [B, P + C], 'int32'), tf.tensor2d(km, [B, P + C]))
-            .slice([0, P - 1], [B, C + 1])
-            .arraySync() as number[][],
-      );
+      const rt = tf.tidy(() => this.rho(tf.tensor2d(ids, [B, P + C], 'int32'), tf.tensor2d(km, [B, P + C])).slice([0, P - 1], [B, C + 1]));
+      const r = (await rt.array()) as number[][];
+      rt.dispose();
       r.forEach((row, b) => {
         prompt.push(row[0]);
         const t = row.slice(1, 1 + cs[b].length);

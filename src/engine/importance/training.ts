@@ -135,7 +135,7 @@ const meanNll = (ps: PairExample[], fs: number[]) => meanOf(ps.map((p, i) => pai
  * few hundred pairs the net overfits into it within a few hundred steps. Selection on validation prompts stops
  * it there, and falls back to the baseline when the prefix carries nothing the net can use.
  */
-export function trainImportance(data: PairData, o: TrainImportanceOptions): { net: ImportanceNet; metrics: ImportanceMetrics } {
+export async function trainImportance(data: PairData, o: TrainImportanceOptions): Promise<{ net: ImportanceNet; metrics: ImportanceMetrics }> {
   const log = o.log ?? (() => {});
   const seed = o.seed ?? 1;
   const steps = o.steps ?? 300;
@@ -164,9 +164,17 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
   const fitZ = fit.map(zOf);
   // variableGrads keys gradients by the variables' tfjs names; the optimizer keys them by parameter name.
   const byVar = new Map([...params].map(([k, v]) => [v.name, k]));
-  const snapshot = () => new Map([...params].map(([k, v]) => [k, (v.dataSync() as Float32Array).slice()]));
-  const validate = () => meanNll(val, net.prefixRho(val.map((p) => p.prefix)));
-  let best = { step: 0, nll: val.length ? validate() : NaN, weights: val.length ? snapshot() : null };
+  const snapshot = async () => {
+    const out = new Map<string, Float32Array>();
+    for (const [k, v] of params) out.set(k, ((await v.data()) as Float32Array).slice());
+    return out;
+  };
+  const validate = async () => meanNll(val, await net.prefixRho(val.map((p) => p.prefix)));
+  let best: { step: number; nll: number; weights: Map<string, Float32Array> | null } = {
+    step: 0,
+    nll: val.length ? await validate() : NaN,
+    weights: val.length ? await snapshot() : null,
+  };
   let order: number[] = [];
   let running = 0;
   try {
@@ -196,15 +204,16 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
             .add(z1.square().add(z2.square()).sub(f.mul(z1).mul(z2).mul(2)).div(q.mul(2))),
         ) as tf.Scalar;
       }, [...params.values()]);
-      running = step === 1 ? value.dataSync()[0] : 0.95 * running + 0.05 * value.dataSync()[0];
+      const nll = (await value.data())[0];
+      running = step === 1 ? nll : 0.95 * running + 0.05 * nll;
       value.dispose();
       const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k) ?? k, g]));
-      const clipped = clipByGlobalNorm(named, 1.0);
+      const clipped = await clipByGlobalNorm(named, 1.0);
       if (Number.isFinite(clipped.norm)) opt.apply(params, clipped.grads);
       tf.dispose(Object.values(clipped.grads));
       if (val.length && (step % evalEvery === 0 || step === steps)) {
-        const v = validate();
-        if (v < best.nll) best = { step, nll: v, weights: snapshot() };
+        const v = await validate();
+        if (v < best.nll) best = { step, nll: v, weights: await snapshot() };
         log(
           `importance step ${step}/${steps}: train NLL (f-dependent part, running mean) ${running.toFixed(4)}, validation NLL ${v.toFixed(4)} (best ${best.nll.toFixed(4)} at step ${best.step})`,
         );
@@ -216,8 +225,8 @@ export function trainImportance(data: PairData, o: TrainImportanceOptions): { ne
     opt.dispose();
   }
   if (best.weights) for (const [k, v] of params) v.assign(tf.tensor(best.weights.get(k)!, v.shape));
-  const fTest = net.prefixRho(test.map((p) => p.prefix));
-  const fTrain = net.prefixRho(train.map((p) => p.prefix));
+  const fTest = await net.prefixRho(test.map((p) => p.prefix));
+  const fTrain = await net.prefixRho(train.map((p) => p.prefix));
   const fMean = meanOf(fTest);
   const metrics: ImportanceMetrics = {
     train_pairs: train.length,

@@ -122,7 +122,10 @@ async function useWasm(): Promise<Attempt & { simd?: boolean }> {
  * WebGPU through Dawn: the adapter first (a software one is refused unless asked for by name), then tfjs-backend-webgpu,
  * imported here for the first time so that it sees navigator.gpu and registers.
  */
-async function useWebgpu(pref: BackendPreference, log?: (m: string) => void): Promise<{ ok: true; info: AdapterInfo; note: string } | { ok: false; why: string }> {
+async function useWebgpu(
+  pref: BackendPreference,
+  log?: (m: string) => void,
+): Promise<{ ok: true; info: AdapterInfo; note: string } | { ok: false; why: string }> {
   const probe = await probeAdapter();
   if (!probe.ok) return probe;
   const name = describeAdapter(probe.info);
@@ -243,6 +246,14 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
   if (!(await useCpu())) throw new Error(`cpu backend failed to start${why.length ? ` (${why.join('; ')})` : ''}`);
   why.push(pref === 'cpu' ? 'cpu requested' : 'plain JavaScript cpu backend');
   return record({ backend: 'cpu', reason: why.join('; '), package: '@tensorflow/tfjs-backend-cpu', tfjs_version: tf.version_core }, log);
+}
+
+/**
+ * Whether the running backend can read a tensor synchronously (dataSync). tfjs-backend-webgpu reads synchronously only
+ * through a browser's OffscreenCanvas, which Node lacks: on webgpu every read must be awaited.
+ */
+export function readsSync(): boolean {
+  return tf.getBackend() !== 'webgpu';
 }
 
 /** The backend chosen by the last initBackend call, for run.json; null before any. */

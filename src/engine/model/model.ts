@@ -162,20 +162,31 @@ export class Transformer {
     return new Transformer(cfg, values);
   }
 
-  /** All weights in the Hugging Face layout and names (copies). */
+  /** All weights in the Hugging Face layout and names (copies), read synchronously: not on webgpu (readWeights). */
   exportWeights(): Record<string, WeightTensor> {
+    return this.toHf(this.specs.map((s) => this.params.get(s.name)!.dataSync() as Float32Array));
+  }
+
+  /** exportWeights read asynchronously, as every backend allows (a GPU backend has no synchronous read). */
+  async readWeights(): Promise<Record<string, WeightTensor>> {
+    const data: Float32Array[] = [];
+    for (const s of this.specs) data.push((await this.params.get(s.name)!.data()) as Float32Array);
+    return this.toHf(data);
+  }
+
+  /** The stored parameters' values (in specs order) as HF tensors: separate projections, [out, in] layout. */
+  private toHf(values: Float32Array[]): Record<string, WeightTensor> {
     const out: Record<string, WeightTensor> = {};
-    for (const s of this.specs) {
+    this.specs.forEach((s, i) => {
       const shape = storedShape(s);
-      const data = this.params.get(s.name)!.dataSync() as Float32Array;
-      const stacked = s.transposed ? transpose2d(data, shape[0], shape[1]) : data;
+      const stacked = s.transposed ? transpose2d(values[i], shape[0], shape[1]) : values[i];
       let off = 0;
       for (const p of s.parts) {
         const n = sizeOf(p.hfShape);
         out[p.name] = { shape: p.hfShape.slice(), data: stacked.slice(off, off + n) };
         off += n;
       }
-    }
+    });
     return out;
   }
 

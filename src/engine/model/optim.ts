@@ -74,10 +74,10 @@ export class Adam {
     });
   }
 
-  exportState(): Record<string, NamedArray> {
+  async exportState(): Promise<Record<string, NamedArray>> {
     const out: Record<string, NamedArray> = {};
-    for (const [name, t] of this.m) out[`m.${name}`] = { shape: t.shape, data: t.dataSync() as Float32Array };
-    for (const [name, t] of this.v) out[`v.${name}`] = { shape: t.shape, data: t.dataSync() as Float32Array };
+    for (const [name, t] of this.m) out[`m.${name}`] = { shape: t.shape, data: (await t.data()) as Float32Array };
+    for (const [name, t] of this.v) out[`v.${name}`] = { shape: t.shape, data: (await t.data()) as Float32Array };
     return out;
   }
 
@@ -105,8 +105,17 @@ export class Adam {
  * applies (max_norm / (total_norm + 1e-6)). Returns the pre-clip norm; a non-finite norm is returned as is
  * and the gradients are left untouched (the caller skips the step).
  */
-export function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): { norm: number; grads: Record<string, tf.Tensor> } {
-  const norm = Math.sqrt(tf.tidy(() => tf.addN(Object.values(grads).map((g) => g.square().sum())).dataSync()[0]));
+export async function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): Promise<{ norm: number; grads: Record<string, tf.Tensor> }> {
+  // read asynchronously: a GPU backend has no synchronous read
+  // a left fold of adds, not one tf.addN: webgpu's AddN binds every input at once, more storage buffers than an adapter
+  // need allow (8 per shader stage); the fold sums in addN's order, so the bits on wasm and cpu are addN's
+  const sq = tf.tidy(() =>
+    Object.values(grads)
+      .map((g) => g.square().sum())
+      .reduce((a, b) => a.add(b)),
+  );
+  const norm = Math.sqrt((await sq.data())[0]);
+  sq.dispose();
   if (!Number.isFinite(norm) || maxNorm <= 0 || norm <= maxNorm) return { norm, grads };
   const scale = maxNorm / (norm + 1e-6);
   const out: Record<string, tf.Tensor> = {};

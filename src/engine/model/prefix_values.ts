@@ -100,7 +100,13 @@ export function meanSe(xs: number[]): { mean: number; se: number } {
  * generate() in buckets whose padded length fits max_seq_len (a prefix is at most the prompt plus max_new_tokens − 1
  * tokens, so each fits alone) and whose rows stay under rowsPerBatch.
  */
-export async function estimateEpisode(model: Transformer, tokenizer: Tokenizer, ep: ProbeEpisode, positions: number[], o: EstimateOptions): Promise<ProbeRow[] | null> {
+export async function estimateEpisode(
+  model: Transformer,
+  tokenizer: Tokenizer,
+  ep: ProbeEpisode,
+  positions: number[],
+  o: EstimateOptions,
+): Promise<ProbeRow[] | null> {
   const n = ep.ids.length;
   const M = o.rollouts;
   const rowsPerBatch = Math.max(M, o.rowsPerBatch ?? 256);

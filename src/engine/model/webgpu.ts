@@ -111,7 +111,8 @@ export async function probeAdapter(): Promise<AdapterProbe> {
   const a = adapter.info ?? {};
   const description = a.description || a.device || '';
   const architecture = a.architecture ?? '';
-  const software = architecture === 'software' || Boolean(adapter.isFallbackAdapter ?? a.isFallbackAdapter) || SOFTWARE_NAMES.test(`${description} ${a.device ?? ''}`);
+  const software =
+    architecture === 'software' || Boolean(adapter.isFallbackAdapter ?? a.isFallbackAdapter) || SOFTWARE_NAMES.test(`${description} ${a.device ?? ''}`);
   return (probed = {
     ok: true,
     info: {

@@ -208,6 +208,8 @@ const runInfoSchema = z.looseObject({
   ended: z.string().nullable().optional(),
   backend: z.string().optional(),
   backend_reason: z.string().optional(),
+  /** backend webgpu: the adapter (GPUAdapterInfo's vendor, architecture, description; its buffer limits) */
+  adapter: z.looseObject({ vendor: z.string(), architecture: z.string(), description: z.string(), software: z.boolean() }).optional(),
   engine_version: z.string().optional(),
   config_path: z.string().optional(),
   strategy: z.string().optional(),

@@ -11,6 +11,7 @@ import { meanStd } from '../core/stats';
 import type { Adam } from '../model/optim';
 import type { Example } from '../core/types';
 import { clipByGlobalNorm } from '../model/optim';
+import { readsSync } from '../model/backend';
 import type { Transformer } from '../model/model';
 import { advantages, aggregationWeights, policyLossAndGrad, type PolicyLossResult } from './grpo';
 import { accumulateGrads, concatRows, microBatchRanges } from './micro_batch';
@@ -64,7 +65,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
   );
   const prepared = await prepare(strategy, s, episodes, adv, { step, runDir: o.runDir ?? '', log, signal: o.signal });
   if (o.signal?.aborted) throw new StepCancelled(step);
-  const u = update({ s, opt: o.optimizer, ref: o.ref ?? null, head: o.head ?? null, strategy, episodes, adv, prepared, log, step });
+  const u = await update({ s, opt: o.optimizer, ref: o.ref ?? null, head: o.head ?? null, strategy, episodes, adv, prepared, log, step });
   const row = metrics(episodes, u, { step, genSeconds, seconds: (performance.now() - t0) / 1000, groupSize: s.cfg.grpo.group_size });
   row.truncated_frac = episodes.filter((e) => e.truncated).length / episodes.length;
   if (s.cfg.grpo.overlong_buffer) row.overlong_penalty_mean = episodes.reduce((a, e) => a + (e.overlongPenalty ?? 0), 0) / episodes.length;
@@ -236,6 +237,41 @@ interface Batch {
   refLogprobs?: number[][];
   /** the per-row inputs the strategy reads besides log-probs and model outputs, padded to the batch's width */
   rows: Omit<CreditBatch, 'logprobs'>;
+  /**
+   * Read each micro-batch's log-probs and outputs in a pass without a tape before its taped pass (readAhead), instead
+   * of inside the tape: on a backend without synchronous reads (webgpu), and for a strategy that reads model outputs
+   * (attention_credit) or a head (attribution), whose reads are asynchronous. The taped pass then gives the same values
+   * (the same weights and kernels), so the update is the one the in-tape read gives; it costs one forward pass more.
+   */
+  readAhead: boolean;
+}
+
+/** A [rows, C] tensor's values as rows, read asynchronously (a GPU backend has no synchronous read); disposes it. */
+async function readRows(t: tf.Tensor2D): Promise<number[][]> {
+  try {
+    return (await t.array()) as number[][];
+  } finally {
+    t.dispose();
+  }
+}
+
+/** What a micro-batch's pass without a tape read: its log-probs, the strategy's outputs and a head's. */
+interface ReadAhead {
+  lp: number[][];
+  outputs: Partial<CreditBatch>;
+}
+
+/** Rows [a, e) of the batch (`mb`) through the policy without a tape: what the taped pass will need to read. */
+async function readAhead(b: Batch, mb: PolicyBatch, a: number, e: number): Promise<ReadAhead> {
+  const { s, strategy, head } = b.x;
+  const out = completionLogprobs(s.model, mb, s.cfg.grpo.temperature, strategy.needs);
+  try {
+    const lp = (await out.logp.array()) as number[][];
+    const outputs = { ...(await outputsOf(b, out, a, e)), ...(head ? await head.read(out) : {}) };
+    return { lp, outputs };
+  } finally {
+    tf.dispose([out.logp, out.attention, out.hidden, out.entropy].filter((t) => t !== undefined));
+  }
 }
 
 /**
@@ -246,7 +282,7 @@ interface Batch {
  * policy (ρ ≡ 1), with the log-probs they were paired with, so c = Â·ℓ holds for one snapshot (issue 25: the head's
  * last-epoch weights were logged before); how far the head moved after that is the metric attribution/epoch_drift.
  */
-function update(x: UpdateInputs): Update {
+async function update(x: UpdateInputs): Promise<Update> {
   const g = x.s.cfg.grpo;
   const pb = policyBatch(
     x.episodes.map((e) => e.promptIds),
@@ -264,11 +300,12 @@ function update(x: UpdateInputs): Update {
       g.loss_agg,
       g.max_new_tokens,
     ),
-    refLogprobs: x.ref && g.kl_beta > 0 ? tf.tidy(() => completionLogprobs(x.ref!, pb, g.temperature).logp.arraySync()) : undefined,
+    refLogprobs: x.ref && g.kl_beta > 0 ? await readRows(tf.tidy(() => completionLogprobs(x.ref!, pb, g.temperature).logp)) : undefined,
     rows: creditRows(x.episodes, x.prepared, pb),
+    readAhead: !readsSync() || !!x.strategy.fromOutputs || !!x.head,
   };
   const ranges = microBatchRanges(pb.mask.length, g.gradient_accumulation_steps);
-  let first: Credit | null = ranges.length > 1 && !x.strategy.rowLocal ? firstPass(b, ranges) : null;
+  let first: Credit | null = ranges.length > 1 && !x.strategy.rowLocal ? await firstPass(b, ranges) : null;
   let credit: Credit | null = null;
   const zeros = () => pb.mask.map((row) => row.map(() => 0));
   const out: Update = {
@@ -284,10 +321,10 @@ function update(x: UpdateInputs): Update {
     clipped: zeros(),
   };
   for (let epoch = 0; epoch < g.epochs_per_step; epoch++) {
-    const pass = epochGrads(b, ranges, first);
+    const pass = await epochGrads(b, ranges, first);
     credit = pass.credit;
     if (epoch === 0) first ??= pass.credit;
-    const { norm, grads } = clipByGlobalNorm(renameGrads(b.trainable, pass.grads), g.grad_clip);
+    const { norm, grads } = await clipByGlobalNorm(renameGrads(b.trainable, pass.grads), g.grad_clip);
     if (epoch === 0) Object.assign(out, { loss: pass.info.loss, gradNorm: norm, kl: pass.info.kl });
     // Epoch 0 runs at ρ ≡ 1, where nothing is ever clipped: the fraction is averaged over every epoch (as TRL logs
     // clip_ratio), or it would read 0 whatever the update did.
@@ -370,25 +407,31 @@ function creditOf(b: Batch, a: number, e: number, cb: CreditBatch): Credit {
 }
 
 /** The model outputs the strategy reads, for rows [a, b) (attention_credit's a_t). */
-function outputsOf(b: Batch, out: ReturnType<typeof completionLogprobs>, a: number, e: number): Partial<CreditBatch> {
+async function outputsOf(b: Batch, out: ReturnType<typeof completionLogprobs>, a: number, e: number): Promise<Partial<CreditBatch>> {
   const s = b.x.strategy;
   return s.fromOutputs
-    ? s.fromOutputs(out, { promptLen: b.pb.promptLen, completionLen: b.pb.completionLen, sections: b.rows.sections.slice(a, e), mask: b.pb.mask.slice(a, e) })
+    ? await s.fromOutputs(out, {
+        promptLen: b.pb.promptLen,
+        completionLen: b.pb.completionLen,
+        sections: b.rows.sections.slice(a, e),
+        mask: b.pb.mask.slice(a, e),
+      })
     : {};
 }
 
 /** A strategy whose credit needs the whole batch, micro-batched: every slice's forward pass without a tape first. */
-function firstPass(b: Batch, ranges: [number, number][]): Credit {
+async function firstPass(b: Batch, ranges: [number, number][]): Promise<Credit> {
   const lp: number[][] = [];
   const outputs: Partial<CreditBatch>[] = [];
   for (const [a, e] of ranges) {
     const mb = slicePolicyBatch(b.pb, a, e);
-    tf.tidy(() => {
-      const out = completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature, b.x.strategy.needs);
-      lp.push(...out.logp.arraySync());
-      outputs.push(outputsOf(b, out, a, e));
-    });
-    mb.dispose();
+    try {
+      const r = await readAhead(b, mb, a, e);
+      lp.push(...r.lp);
+      outputs.push(r.outputs);
+    } finally {
+      mb.dispose();
+    }
   }
   return creditOf(b, 0, b.pb.mask.length, creditBatch(b, 0, b.pb.mask.length, lp, concatRows(outputs)));
 }
@@ -398,20 +441,22 @@ function firstPass(b: Batch, ranges: [number, number][]): Credit {
  * the credit is already known), its loss and dLoss/dℓ with the whole batch's c, and the surrogate Σ (dLoss/dℓ)·ℓ (plus
  * a head's objective) whose gradient is the loss's.
  */
-function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) {
+async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) {
   const { s, strategy, head } = b.x;
   const g = s.cfg.grpo;
   const parts: Credit[] = [];
   const infos: { info: PolicyLossResult; n: number }[] = [];
-  const grads = accumulateGrads(ranges, (a, e) => {
+  const grads = await accumulateGrads(ranges, async (a, e) => {
     const mb = a === 0 && e === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, a, e);
     try {
+      const ahead = b.readAhead ? await readAhead(b, mb, a, e) : null;
       const { value, grads } = tf.variableGrads(() => {
         const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
-        const lp = out.logp.arraySync();
+        // without readAhead only a backend with synchronous reads gets here, with a strategy that reads no outputs
+        const lp = ahead ? ahead.lp : out.logp.arraySync();
         const maskT = head ? tf.tensor2d(mb.mask) : null;
-        const weighed = head ? head.weigh(out, maskT!) : null;
-        const cr = fixed && !head ? slice(fixed, a, e, lp) : creditOf(b, a, e, creditBatch(b, a, e, lp, { ...outputsOf(b, out, a, e), ...weighed?.batch }));
+        const w = head ? head.weigh(out, maskT!) : null;
+        const cr = fixed && !head ? slice(fixed, a, e, lp) : creditOf(b, a, e, creditBatch(b, a, e, lp, ahead?.outputs ?? {}));
         parts.push(cr);
         const info = policyLossAndGrad(
           { logprobs: lp, oldLogprobs: fixed ? fixed.logprobs.slice(a, e) : lp, refLogprobs: b.refLogprobs?.slice(a, e), advantages: cr.effAdv, mask: mb.mask },
@@ -430,10 +475,10 @@ function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | null) 
         infos.push({ info, n: mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0) });
         const sur = out.logp.mul(tf.tensor2d(info.grad)).sum();
         return (
-          weighed
+          w
             ? sur.add(
                 head!.objective({
-                  w: weighed.w,
+                  w,
                   mask: maskT!,
                   adv: tf.tensor2d(b.x.adv.slice(a, e), [e - a, 1]),
                   logprobs: lp,

@@ -10,10 +10,13 @@ export function microBatchRanges(B: number, n: number): [number, number][] {
 }
 
 /** Sums the gradients of each range's loss (from `gradsOf`) into one map, holding one range's tape at a time. */
-export function accumulateGrads(ranges: [number, number][], gradsOf: (start: number, end: number) => tf.NamedTensorMap): tf.NamedTensorMap {
+export async function accumulateGrads(
+  ranges: [number, number][],
+  gradsOf: (start: number, end: number) => Promise<tf.NamedTensorMap>,
+): Promise<tf.NamedTensorMap> {
   let acc: tf.NamedTensorMap | null = null;
   for (const [a, b] of ranges) {
-    const g = gradsOf(a, b);
+    const g = await gradsOf(a, b);
     if (!acc) {
       acc = g;
       continue;

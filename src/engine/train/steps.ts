@@ -14,7 +14,11 @@ import type { Example } from '../core/types';
  * Greedy eval (deterministic) on the test split, or on the validation split: the success rate, the mean reward, and
  * one row per instance (DESIGN §10), so that two runs can be compared on the same instances.
  */
-export async function evaluate(s: Session, examples: Example[] = s.task.eval, split: EvalSplit = 'test'): Promise<{ success: number; reward: number; rows: EvalRows }> {
+export async function evaluate(
+  s: Session,
+  examples: Example[] = s.task.eval,
+  split: EvalSplit = 'test',
+): Promise<{ success: number; reward: number; rows: EvalRows }> {
   const rows: EvalRows = { instance_id: [], split: [], success: [], reward: new Float32Array(examples.length), completion: [] };
   if (examples.length === 0) return { success: 0, reward: 0, rows };
   const eps = await rollout(s.model, s.tokenizer, s.task, examples, {
@@ -44,7 +48,7 @@ export function pick(rng: Rng, xs: Example[], n: number): Example[] {
 }
 
 /** Token-mean cross-entropy on demonstration completions: the SFT warm start. */
-export function sftStep(s: Session, opt: Adam, step: number): MetricsRow {
+export async function sftStep(s: Session, opt: Adam, step: number): Promise<MetricsRow> {
   const t0 = performance.now();
   const rng = makeRng(childSeed(s.cfg.seed, `sft-${step}`));
   const exs = pick(rng, s.task.train, s.cfg.sft.batch_size);
@@ -57,12 +61,12 @@ export function sftStep(s: Session, opt: Adam, step: number): MetricsRow {
     const { logp } = completionLogprobs(s.model, pb, 1);
     return logp.mul(maskT).sum().neg().div(nTok) as tf.Scalar;
   }, [...s.model.params.values()]);
-  const loss = value.dataSync()[0];
+  const loss = (await value.data())[0];
   value.dispose();
   maskT.dispose();
   pb.dispose();
   const named = renameGrads(s.model.params, grads);
-  const { norm, grads: clipped } = clipByGlobalNorm(named, s.cfg.grpo.grad_clip);
+  const { norm, grads: clipped } = await clipByGlobalNorm(named, s.cfg.grpo.grad_clip);
   let skipped = 0;
   if (Number.isFinite(loss) && Number.isFinite(norm)) opt.apply(s.model.params, clipped);
   else skipped = 1;

@@ -1,5 +1,6 @@
 // The training loop: optional SFT warm start, then GRPO steps (DESIGN §4), writing the run directory (§5).
 import * as tf from '@tensorflow/tfjs';
+import { backendInfo } from '../model/backend';
 import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunInfo } from '../../protocol';
@@ -100,11 +101,13 @@ interface Progress {
   step: number;
 }
 
-function exportVars(vars: Map<string, tf.Variable>): Record<string, { shape: number[]; data: Float32Array }> {
-  return Object.fromEntries([...vars].map(([k, v]) => [k, { shape: v.shape, data: v.dataSync() as Float32Array }]));
+async function exportVars(vars: Map<string, tf.Variable>): Promise<Record<string, { shape: number[]; data: Float32Array }>> {
+  const out: Record<string, { shape: number[]; data: Float32Array }> = {};
+  for (const [k, v] of vars) out[k] = { shape: v.shape, data: (await v.data()) as Float32Array };
+  return out;
 }
 
-function checkpoint(
+async function checkpoint(
   runDir: string,
   s: Session,
   head: CreditHead | null,
@@ -113,12 +116,12 @@ function checkpoint(
   p: Progress,
   initialEval: number | null,
   metricsRows: number,
-): string {
+): Promise<string> {
   const opt = p.phase === 'sft' ? sftOpt : grpoOpt;
   return saveCheckpoint(runDir, p.phase === 'sft' ? 0 : p.step, {
-    model: s.model.exportWeights(),
-    ...(head ? { head: exportVars(head.params) } : {}),
-    optimizer: { name: 'adam', step: opt.step, state: opt.exportState() },
+    model: await s.model.readWeights(),
+    ...(head ? { head: await exportVars(head.params) } : {}),
+    optimizer: { name: 'adam', step: opt.step, state: await opt.exportState() },
     meta: {
       phase: p.phase,
       step: p.step,
@@ -256,6 +259,8 @@ async function trainIn(
     s = await buildSession(cfg, (m) => log('info', m), runDir);
     info.backend = s.backend.backend;
     info.backend_reason = s.backend.reason;
+    const adapter = backendInfo()?.adapter;
+    if (adapter) info.adapter = { ...adapter };
     info.task = taskIdentity(s.task, cfg.task.split_seed);
     writeRunInfo(runDir, info);
     log(
@@ -273,7 +278,7 @@ async function trainIn(
     }
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
-    const start = restore({ s, cfg, head, sftOpt, grpoOpt, runDir, resumeFrom, resumed, log });
+    const start = await restore({ s, cfg, head, sftOpt, grpoOpt, runDir, resumeFrom, resumed, log });
     ({ progress, initialEval, metricsRows } = start);
 
     let nonFinite = 0;
@@ -298,7 +303,7 @@ async function trainIn(
       for (let step = progress.step + 1; step <= cfg.sft.steps && !stopNow(); step++) {
         await tick();
         if (stopNow()) break;
-        const row = sftStep(s, sftOpt, step);
+        const row = await sftStep(s, sftOpt, step);
         emit(row);
         progress = { phase: 'sft', step };
         checkDiverged(row, 'SFT step', step);
@@ -306,12 +311,12 @@ async function trainIn(
       }
       if (!stopNow()) {
         progress = { phase: 'grpo', step: 0 };
-        if (cfg.sft.steps > 0) ckpt();
+        if (cfg.sft.steps > 0) await ckpt();
       }
     }
 
     // ---- GRPO ----
-    const ref = progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? klReference(s, runDir, resumed, start.startWeights) : null;
+    const ref = progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, start.startWeights) : null;
     if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
       const ev = await evaluateSplits(s, runDir, 0);
       initialEval = ev.success;
@@ -323,7 +328,8 @@ async function trainIn(
       if (stopNow()) break;
       const step = progress.step + 1;
       // the policy about to sample this step, for `credit-lens probe` (a resumed step writes the same weights again)
-      if (cfg.logging.tokens && step % cfg.logging.every === 0 && keepsPolicy(step, cfg.logging.probe_every)) savePolicy(runDir, step, s.model.exportWeights());
+      if (cfg.logging.tokens && step % cfg.logging.every === 0 && keepsPolicy(step, cfg.logging.probe_every))
+        savePolicy(runDir, step, await s.model.readWeights());
       let r: GrpoStepResult;
       try {
         r = await grpoStep({ session: s, optimizer: grpoOpt, ref, step, log, head, runDir, signal: ctl.signal });
@@ -345,12 +351,12 @@ async function trainIn(
       info.last_step = step;
       checkDiverged(r.row, 'step', step);
       reporter.progress({ phase: 'grpo', step, total: cfg.grpo.steps, message: `reward ${r.row.reward_mean?.toFixed(3)}` });
-      if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) ckpt();
+      if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) await ckpt();
       writeRunInfo(runDir, info);
     }
     ref?.dispose();
 
-    const ck = ckpt();
+    const ck = await ckpt();
     const stopped = ctl.stopRequested && !(progress.phase === 'grpo' && progress.step >= cfg.grpo.steps);
     info.status = stopped ? 'stopped' : 'completed';
     info.ended = new Date().toISOString();
@@ -389,7 +395,7 @@ interface Restored {
  * The policy a run starts or resumes from: model.init_checkpoint's weights, then on a resume the checkpoint's weights,
  * optimizer state and head, its progress, and metrics.jsonl cut back to the checkpoint's rows.
  */
-function restore(o: {
+async function restore(o: {
   s: Session;
   cfg: CreditConfig;
   head: CreditHead | null;
@@ -399,7 +405,7 @@ function restore(o: {
   resumeFrom: string | null;
   resumed: ReturnType<typeof loadLatestGoodCheckpoint>;
   log: (level: 'info' | 'warn', m: string) => void;
-}): Restored {
+}): Promise<Restored> {
   const { s, cfg, head, resumeFrom, resumed, log } = o;
   const out: Restored = { progress: { phase: 'sft', step: 0 }, initialEval: null, metricsRows: 0, startWeights: null };
   if (cfg.model.init_checkpoint) {
@@ -412,7 +418,7 @@ function restore(o: {
   }
   // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
   // without SFT that resumes in GRPO: the reference must not be the resumed weights.
-  out.startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 ? s.model.exportWeights() : null;
+  out.startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 ? await s.model.readWeights() : null;
   for (const sk of resumed?.skipped ?? []) log('warn', `skipped a damaged checkpoint: ${sk.reason}`);
   if (resumeFrom && resumed) {
     const ck = resumed.checkpoint;
@@ -445,9 +451,14 @@ function restore(o: {
  * The KL reference: the policy GRPO started from. The weights now, when GRPO starts in this process; on a resume inside
  * GRPO, the post-SFT checkpoint (step 0) or, without SFT, the run's starting weights.
  */
-function klReference(s: Session, runDir: string, resumed: ReturnType<typeof loadLatestGoodCheckpoint>, startWeights: Restored['startWeights']): Transformer {
+async function klReference(
+  s: Session,
+  runDir: string,
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
+  startWeights: Restored['startWeights'],
+): Promise<Transformer> {
   const resumedInGrpo = (resumed?.checkpoint.meta as { phase?: string } | undefined)?.phase === 'grpo';
-  if (!resumedInGrpo) return Transformer.fromWeights(s.modelCfg, s.model.exportWeights());
+  if (!resumedInGrpo) return Transformer.fromWeights(s.modelCfg, await s.model.readWeights());
   if (s.cfg.sft.steps > 0) {
     const start = checkpointDir(runDir, 0);
     if (!existsSync(start))

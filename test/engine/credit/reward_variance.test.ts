@@ -149,7 +149,7 @@ test('end to end: paired rollouts of a trained tiny run → importance net → a
     loggedW[tok.episode[i]].push(tok.weight[i]);
   }
   const net = loadImportanceCached(ck);
-  const rho = net.episodeRho(
+  const rho = await net.episodeRho(
     Array.from(eps.prompt, (p) => tokenizer.encodePrompt(p)),
     ids,
   );

@@ -193,7 +193,7 @@ test('on synthetic pairs with a known correlation, the net beats the constant ba
   await initBackend('wasm');
   const tok = CharTokenizer.fromAlphabet('abcx>');
   const { pairs, truth } = synthetic(tok);
-  const { net, metrics } = trainImportance(
+  const { net, metrics } = await trainImportance(
     { pairs, skippedGroups: 0, skippedPairs: 0, groups: 100 },
     {
       tokenizer: { kind: 'char', alphabet: tok.alphabet },
@@ -219,7 +219,7 @@ test('on synthetic pairs with a known correlation, the net beats the constant ba
     assert.ok(oracle < metrics.heldout_nll_constant - 0.1, 'the generator puts information in the prefix');
     assert.ok(metrics.heldout_nll < metrics.heldout_nll_constant - 0.08, `net ${metrics.heldout_nll} vs constant ${metrics.heldout_nll_constant}`);
     // And it learned the function: ρ̂ on held-out prefixes with an "x" is well above ρ̂ on those without.
-    const f = net.prefixRho(held.map((p) => p.prefix));
+    const f = await net.prefixRho(held.map((p) => p.prefix));
     const withX = f.filter((_, i) => rhoOf.get(held[i]) === 0.9),
       without = f.filter((_, i) => rhoOf.get(held[i]) === 0.1);
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -228,10 +228,10 @@ test('on synthetic pairs with a known correlation, the net beats the constant ba
 
     // Checkpoint: reload gives the same ρ̂, and meta.json carries config, tokenizer and metrics.
     const ck = join(dir, 'ck');
-    net.save(ck);
+    await net.save(ck);
     const back = ImportanceNet.load(ck);
     try {
-      const g = back.prefixRho(held.map((p) => p.prefix));
+      const g = await back.prefixRho(held.map((p) => p.prefix));
       g.forEach((x, i) => assert.ok(Math.abs(x - f[i]) < 1e-6));
       const meta = JSON.parse(readFileSync(join(ck, 'meta.json'), 'utf8'));
       assert.deepEqual(meta.net, { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 192 });
@@ -248,16 +248,16 @@ test('on synthetic pairs with a known correlation, the net beats the constant ba
       // (and ρ_0 at the last prompt token), whatever the padding of the batch.
       const prompts = [tok.encodePrompt('ab>'), tok.encodePrompt('>')];
       const comps = [tok.encode('abxcab'), tok.encode('cb')];
-      const r = back.episodeRho(prompts, comps);
-      comps.forEach((c, b) => {
+      const r = await back.episodeRho(prompts, comps);
+      for (const [b, c] of comps.entries()) {
         assert.equal(r.tokens[b].length, c.length);
-        const direct = back.prefixRho(Array.from({ length: c.length + 1 }, (_, t) => [...prompts[b], ...c.slice(0, t)]));
+        const direct = await back.prefixRho(Array.from({ length: c.length + 1 }, (_, t) => [...prompts[b], ...c.slice(0, t)]));
         assert.ok(Math.abs(r.prompt[b] - direct[0]) < 1e-5);
         // ρ after the final token is defined as 1 (the finished completion fixes the reward), not the net's output.
         r.tokens[b].forEach((x, t) =>
           assert.ok(t === c.length - 1 ? x === 1 : Math.abs(x - direct[t + 1]) < 1e-5, `episode ${b} token ${t + 1}: ${x} vs ${direct[t + 1]}`),
         );
-      });
+      }
     } finally {
       back.dispose();
     }
@@ -297,12 +297,12 @@ test('the weights kept are those of the step with the best validation NLL (step 
     seed: 2,
     evalEvery: 10,
   };
-  const kept = trainImportance({ pairs, skippedGroups: 0, skippedPairs: 0, groups: 40 }, opts);
-  const last = trainImportance({ pairs, skippedGroups: 0, skippedPairs: 0, groups: 40 }, { ...opts, validation: 0 });
+  const kept = await trainImportance({ pairs, skippedGroups: 0, skippedPairs: 0, groups: 40 }, opts);
+  const last = await trainImportance({ pairs, skippedGroups: 0, skippedPairs: 0, groups: 40 }, { ...opts, validation: 0 });
   try {
     const probe = [tok.encodePrompt('aa'), tok.encodePrompt('ab'), tok.encodePrompt('ba'), tok.encodePrompt('bb')];
-    const fk = kept.net.prefixRho(probe),
-      fl = last.net.prefixRho(probe);
+    const fk = await kept.net.prefixRho(probe),
+      fl = await last.net.prefixRho(probe);
     t.diagnostic(
       `ρ̂ for aa ab ba bb: kept (step ${kept.metrics.selected_step}) ${fk.map((x) => x.toFixed(3)).join(' ')}; last step ${fl.map((x) => x.toFixed(3)).join(' ')}`,
     );
@@ -315,11 +315,11 @@ test('the weights kept are those of the step with the best validation NLL (step 
       2,
       kept.metrics.constant_f,
     );
-    fresh.prefixRho(probe).forEach((f, i) => assert.ok(Math.abs(f - fk[i]) < 1e-6, `${fk[i]} vs fresh ${f}`));
+    (await fresh.prefixRho(probe)).forEach((f, i) => assert.ok(Math.abs(f - fk[i]) < 1e-6, `${fk[i]} vs fresh ${f}`));
     fresh.dispose();
     // validation_nll is the NLL of the kept net on the validation pairs
     const valPairs = splitByPrompt(splitByPrompt(pairs, 0.2, 2).train, 0.15, 2, 'importance-validation').test;
-    const fv = kept.net.prefixRho(valPairs.map((p) => p.prefix));
+    const fv = await kept.net.prefixRho(valPairs.map((p) => p.prefix));
     const vNll = valPairs.reduce((a, p, i) => a + pairNll(p.r1, p.r2, 0, 1, fv[i]), 0) / valPairs.length;
     assert.ok(Math.abs(vNll - kept.metrics.validation_nll!) < 1e-9);
     // without a validation split the last step is kept, and it has learned the fitted prompts' sign
@@ -331,8 +331,8 @@ test('the weights kept are those of the step with the best validation NLL (step 
   }
 });
 
-test('no pair with variance is a user error', () => {
-  assert.throws(
+test('no pair with variance is a user error', async () => {
+  await assert.rejects(
     () => trainImportance({ pairs: [], skippedGroups: 3, skippedPairs: 6, groups: 3 }, { tokenizer: { kind: 'hf', vocab_size: 10 } }),
     (e) => isUserError(e) && /3 of 3 groups have zero variance/.test((e as Error).message),
   );

@@ -20,7 +20,7 @@ function values(seed: number, n: number): Float32Array {
 }
 
 /** Runs `steps` Adam updates of two parameters from fixed values; returns the parameters and moments as bytes. */
-function run(inPlace: boolean, steps: number): { params: Float32Array[]; state: Float32Array[]; kept: boolean } {
+async function run(inPlace: boolean, steps: number): Promise<{ params: Float32Array[]; state: Float32Array[]; kept: boolean }> {
   const params = new Map<string, tf.Variable>([
     ['w', tf.tidy(() => tf.variable(tf.tensor2d(values(1, 6 * 35), [6, 35]), true, `w${inPlace}`))],
     ['b', tf.tidy(() => tf.variable(tf.tensor1d(values(2, 35)), true, `b${inPlace}`))],
@@ -34,7 +34,7 @@ function run(inPlace: boolean, steps: number): { params: Float32Array[]; state: 
     tf.dispose(Object.values(grads));
   }
   const kept = [...params.values()].every((p, i) => p.dataId === ids[i]);
-  const out = { params: [...params.values()].map((p) => p.dataSync() as Float32Array), state: Object.values(opt.exportState()).map((a) => a.data), kept };
+  const out = { params: [...params.values()].map((p) => p.dataSync() as Float32Array), state: Object.values(await opt.exportState()).map((a) => a.data), kept };
   opt.dispose();
   for (const p of params.values()) p.dispose();
   return out;
@@ -44,8 +44,8 @@ for (const backend of ['wasm', 'cpu'] as const) {
   test(`Adam in place gives the op sequence's bits (${backend})`, async () => {
     await initBackend(backend);
     const before = tf.memory().numTensors;
-    const ops = run(false, 6);
-    const fused = run(true, 6);
+    const ops = await run(false, 6);
+    const fused = await run(true, 6);
     assert.equal(ops.kept, false, 'the op sequence assigns new buffers');
     // wasm: the in-place update keeps each parameter's buffer (the route was taken); cpu has only the op sequence.
     assert.equal(fused.kept, backend === 'wasm');

@@ -172,7 +172,7 @@ test('no tensor leaks, and prompt + max_new_tokens must fit max_seq_len', async 
   await generate(m, prompts, { ...base, greedy: true, rng: makeRng(2) });
   assert.equal(tf.memory().numTensors, before);
   // longest prompt 5 + 36 = 41 > 40
-  assert.throws(
+  await assert.rejects(
     () => generate(m, prompts, { ...base, maxNewTokens: 36, rng: makeRng(1) }),
     (e: unknown) => isUserError(e) && /5 tokens\) \+ max_new_tokens \(36\) = 41 exceeds the model's max_seq_len \(40\)/.test((e as Error).message),
   );

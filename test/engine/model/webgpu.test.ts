@@ -32,7 +32,20 @@ function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
 }
 
 function config(tie: boolean): ModelConfig {
-  return { arch: 'qwen2', vocabSize: 40, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 64, maxSeqLen: 32, ropeTheta: 10000, rmsEps: 1e-6, tieEmbeddings: tie, qkvBias: true };
+  return {
+    arch: 'qwen2',
+    vocabSize: 40,
+    dModel: 32,
+    nLayers: 2,
+    nHeads: 4,
+    nKvHeads: 2,
+    dFf: 64,
+    maxSeqLen: 32,
+    ropeTheta: 10000,
+    rmsEps: 1e-6,
+    tieEmbeddings: tie,
+    qkvBias: true,
+  };
 }
 
 test('Dawn finds the lavapipe adapter here; auto never picks a software adapter; backend webgpu takes it with a warning and records it', async () => {
@@ -104,7 +117,7 @@ test('sampling on webgpu gives the cpu backend’s greedy tokens, log-probs and 
   const run = async (backend: 'cpu' | 'webgpu') => {
     await initBackend(backend);
     const model = Transformer.init(config(true), 3);
-    const out = generate(model, [[1, 2, 3], [4, 5], [6]], { maxNewTokens: 10, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) });
+    const out = await generate(model, [[1, 2, 3], [4, 5], [6]], { maxNewTokens: 10, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) });
     model.dispose();
     return out;
   };

@@ -83,7 +83,7 @@ test("concatRows joins per-row arrays in order; accumulateGrads sums each slice'
       .mul(y.slice([a, 0], [b - a, -1]))
       .sum() as tf.Scalar;
   const whole = tf.variableGrads(loss(0, 5), [W]);
-  const sliced = accumulateGrads(microBatchRanges(5, 3), (a, b) => {
+  const sliced = await accumulateGrads(microBatchRanges(5, 3), async (a, b) => {
     const r = tf.variableGrads(loss(a, b), [W]);
     r.value.dispose();
     return r.grads;
