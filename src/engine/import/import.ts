@@ -332,7 +332,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
           let n = 1;
           while (s + n < order.length && (n + 1) * Math.max(width, eps[order[s + n]].ids.length) * vocab <= budget) n++;
           const idx = order.slice(s, s + n);
-          const out = scoreBatch(
+          const out = await scoreBatch(
             scorer!,
             idx.map((i) => eps[i]),
             cfg,

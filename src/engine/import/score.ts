@@ -128,9 +128,13 @@ export interface ScoreOutput {
  * advantages, computed as a GRPO step computes them (steps.ts) so that an imported run's columns mean what a
  * trained run's do. Rows are left-padded prompts and right-padded completions (policyBatch).
  */
-export function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig, opts: { budget?: number } = {}): ScoreOutput[] {
+export async function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig, opts: { budget?: number } = {}): Promise<ScoreOutput[]> {
   const name = cfg.credit.strategy;
-  return scoreStrategies(scorer, items, cfg, [name], opts).map(({ credit, ...x }) => ({ ...x, weight: credit[name].weight, effAdv: credit[name].effAdv }));
+  return (await scoreStrategies(scorer, items, cfg, [name], opts)).map(({ credit, ...x }) => ({
+    ...x,
+    weight: credit[name].weight,
+    effAdv: credit[name].effAdv,
+  }));
 }
 
 export interface StrategyScores {
@@ -145,13 +149,13 @@ export interface StrategyScores {
  * scoreBatch for several strategies that need no training (IMPORT_STRATEGIES) from one forward pass: each gets the
  * run config's parameters (`cfg.credit`, where every strategy's keys have their values or defaults).
  */
-export function scoreStrategies(
+export async function scoreStrategies(
   scorer: Scorer,
   items: ScoreInput[],
   cfg: CreditConfig,
   names: readonly string[],
   opts: { budget?: number } = {},
-): StrategyScores[] {
+): Promise<StrategyScores[]> {
   const strategies = names.map((n) => [n, getStrategy(n)] as const);
   const params = creditParams(cfg.credit);
   const pb = policyBatch(
@@ -165,11 +169,11 @@ export function scoreStrategies(
     const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
     // The lm head and log-softmax in blocks (model.scoreTokens): one long completion over a large vocabulary never
     // materialises its logits, whatever its length.
-    const scored = scorer.model.scoreTokens(
+    const scored = await scorer.model.scoreTokens(
       pb.ids,
       pb.keyMask,
       { from: pb.promptLen - 1, count: C },
-      pb.targets.dataSync() as Int32Array,
+      (await pb.targets.data()) as Int32Array,
       cfg.grpo.temperature,
       {
         budget: opts.budget,
@@ -178,33 +182,32 @@ export function scoreStrategies(
     );
     attention = scored.attention;
     const rows = (a: Float32Array) => items.map((_, i) => Array.from(a.subarray(i * C, (i + 1) * C)));
-    return tf.tidy(() => {
-      const out = { attention };
-      const lp = rows(scored.logp);
-      const ent = rows(scored.entropy);
-      const sq = rows(scored.probSq);
-      const adv = items.map((x) => x.advantage);
-      const sections = items.map((x) => pad(x.sections, 'other' as Section));
-      const credit = strategies.map(([, strategy]) => {
-        const batch = { logprobs: lp, entropies: ent, sections, mask: pb.mask };
-        if (strategy.fromOutputs) Object.assign(batch, strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections, mask: pb.mask }));
-        const weights = strategy.weights(batch, params);
-        const effAdv = strategy.effectiveAdvantages
-          ? strategy.effectiveAdvantages(batch, adv, params)
-          : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
-        return { weights, effAdv };
-      });
-      return items.map((x, i) => {
-        const n = x.ids.length;
-        return {
-          logprob: lp[i].slice(0, n),
-          entropy: ent[i].slice(0, n),
-          probSq: sq[i].slice(0, n),
-          credit: Object.fromEntries(
-            strategies.map(([name], k) => [name, { weight: credit[k].weights[i].slice(0, n), effAdv: credit[k].effAdv[i].slice(0, n) }]),
-          ),
-        };
-      });
+    const out = { attention };
+    const lp = rows(scored.logp);
+    const ent = rows(scored.entropy);
+    const sq = rows(scored.probSq);
+    const adv = items.map((x) => x.advantage);
+    const sections = items.map((x) => pad(x.sections, 'other' as Section));
+    const credit: { weights: number[][]; effAdv: number[][] }[] = [];
+    for (const [, strategy] of strategies) {
+      const batch = { logprobs: lp, entropies: ent, sections, mask: pb.mask };
+      if (strategy.fromOutputs) Object.assign(batch, await strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections, mask: pb.mask }));
+      const weights = strategy.weights(batch, params);
+      const effAdv = strategy.effectiveAdvantages
+        ? strategy.effectiveAdvantages(batch, adv, params)
+        : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
+      credit.push({ weights, effAdv });
+    }
+    return items.map((x, i) => {
+      const n = x.ids.length;
+      return {
+        logprob: lp[i].slice(0, n),
+        entropy: ent[i].slice(0, n),
+        probSq: sq[i].slice(0, n),
+        credit: Object.fromEntries(
+          strategies.map(([name], k) => [name, { weight: credit[k].weights[i].slice(0, n), effAdv: credit[k].effAdv[i].slice(0, n) }]),
+        ),
+      };
     });
   } finally {
     pb.dispose();

@@ -214,14 +214,14 @@ export class Transformer {
    * log-sum-exp and Σ p·(z − max) are merged across vocabulary blocks in float64 (the online softmax), so a 2,000-token
    * completion over a 152k vocabulary (300 M logits, 1.2 GB) costs one block of memory. No gradient (import scoring).
    */
-  scoreTokens(
+  async scoreTokens(
     ids: tf.Tensor2D,
     keyMask: tf.Tensor2D,
     positions: { from: number; count: number },
     targets: Int32Array,
     temperature: number,
     opts: { budget?: number; returnAttention?: boolean } = {},
-  ): { logp: Float32Array; entropy: Float32Array; probSq: Float32Array; attention?: tf.Tensor4D } {
+  ): Promise<{ logp: Float32Array; entropy: Float32Array; probSq: Float32Array; attention?: tf.Tensor4D }> {
     this.checkLive();
     const [B, T] = ids.shape;
     const { from, count } = positions;
@@ -264,7 +264,7 @@ export class Transformer {
               // Σ e^{z−m}(z − m), relative to the block's max: bounded terms, no cancellation for a confident row
               return [mx.reshape([R]), e.sum(1), e.mul(zc).sum(1), e.square().sum(1)];
             });
-            const [a, b, c, q] = [mc.dataSync(), s0c.dataSync(), s1c.dataSync(), s2c.dataSync()];
+            const [a, b, c, q] = await Promise.all([mc.data(), s0c.data(), s1c.data(), s2c.data()]);
             tf.dispose([mc, s0c, s1c, s2c]);
             for (let i = 0, n = r0; i < R; i++, n++) {
               // rebase both sums on the new max M: e^{z−M}(z−M) = e^{m−M}·(e^{z−m}(z−m) + e^{z−m}(m−M))
@@ -288,7 +288,7 @@ export class Transformer {
           const cols = tf.gather(W, tf.tensor1d(targets.subarray(r0, r0 + R), 'int32'), 1); // [d, R]
           return tf.sum(tf.mul(tf.slice(h, [r0, 0], [R, d]), tf.transpose(cols)), 1).div(temperature);
         });
-        const ztv = zt.dataSync();
+        const ztv = await zt.data();
         zt.dispose();
         for (let i = 0, n = r0; i < R; i++, n++) {
           // lse = M + ln s0; H = lse − E[z] = ln s0 − s1/s0 (s1 = Σ e^{z−M}(z − M))

@@ -265,7 +265,7 @@ async function accuracyOf(
     };
   });
   const names = IMPORT_STRATEGIES.filter((n) => n !== cfg.credit.strategy);
-  const scored = scoreStrategies({ model: s.model, tokenizer: s.tokenizer, describe: 'probe', dispose: () => {} }, items, cfg, names);
+  const scored = await scoreStrategies({ model: s.model, tokenizer: s.tokenizer, describe: 'probe', dispose: () => {} }, items, cfg, names);
   probed.sort((a, b) => a - b);
   const byEp = new Map<number, ProbeRow[]>();
   for (const r of rows) byEp.set(r.episode, [...(byEp.get(r.episode) ?? []), r]);

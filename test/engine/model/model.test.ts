@@ -394,7 +394,7 @@ test('scoreTokens: log-probs and entropies in blocks of rows and vocabulary equa
   });
   // budgets from one logit per block (97 vocabulary blocks of one row each) to everything at once
   for (const budget of [1, 10, 97, 300, 1 << 20]) {
-    const s = m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, pb.targets.dataSync() as Int32Array, 0.7, { budget });
+    const s = await m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, pb.targets.dataSync() as Int32Array, 0.7, { budget });
     for (let i = 0; i < ref.lp.length; i++) {
       assert.ok(Math.abs(s.logp[i] - ref.lp[i]) < 2e-5, `budget ${budget}: logp[${i}] ${s.logp[i]} vs ${ref.lp[i]}`);
       assert.ok(Math.abs(s.entropy[i] - ref.ent[i]) < 2e-5, `budget ${budget}: entropy[${i}] ${s.entropy[i]} vs ${ref.ent[i]}`);
@@ -411,8 +411,8 @@ test('scoreTokens: log-probs and entropies in blocks of rows and vocabulary equa
   const pb2 = policyBatch([[1, 2]], [ids], 0);
   // (tf.profile returns one object that the next profile overwrites: read each peak at once)
   const blockedPeak = (
-    await tf.profile(() => {
-      const r = big.scoreTokens(pb2.ids, pb2.keyMask, { from: pb2.promptLen - 1, count: pb2.completionLen }, pb2.targets.dataSync() as Int32Array, 1, {
+    await tf.profile(async () => {
+      const r = await big.scoreTokens(pb2.ids, pb2.keyMask, { from: pb2.promptLen - 1, count: pb2.completionLen }, pb2.targets.dataSync() as Int32Array, 1, {
         budget: 1 << 18,
       });
       assert.ok(r.logp.every(Number.isFinite) && r.entropy.every((h) => h >= 0 && h <= Math.log(60_000) + 1e-3));
