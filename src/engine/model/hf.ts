@@ -16,6 +16,8 @@ export interface LoadHfOptions {
   useChatTemplate?: boolean;
   /** override max_position_embeddings (the sampler refuses prompts + completions longer than this) */
   maxSeqLen?: number;
+  /** called with the config and tokenizer before the weights are read (a run's memory check: model/memory.ts) */
+  beforeWeights?: (cfg: ModelConfig, tokenizer: HfTokenizer) => void;
 }
 
 function readJsonFile(path: string): Record<string, unknown> {
@@ -134,6 +136,7 @@ export function loadHfModel(dir: string, opts: LoadHfOptions = {}): { model: Tra
       `the tokenizer in ${dir} has ${tokenizer.vocabSize} ids but config.json has vocab_size ${cfg.vocabSize}: tokenizer and weights do not belong together`,
     );
   }
+  opts.beforeWeights?.(cfg, tokenizer);
   const weights = readHfWeights(dir);
   const model = Transformer.fromWeights(cfg, weights);
   return { model, tokenizer, cfg };

@@ -1,6 +1,7 @@
 // Everything a run needs before its first step: backend, task, tokenizer, model. Shared by train, eval,
 // bench and paired rollouts so they all build the same objects from a config.
-import { initBackend } from '../model/backend';
+import { backendInfo, initBackend } from '../model/backend';
+import { backendCapacity, checkFits, describeEstimate, estimateTrainingMemory, gb, type MemoryEstimate } from '../model/memory';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { loadHfModel } from '../model/hf';
@@ -41,20 +42,40 @@ export function scratchModelConfig(cfg: CreditConfig, vocabSize: number): ModelC
 /**
  * `runDir`: the run this session trains or reads, where a bpe tokenizer is saved and found again (tokenizer_for.ts).
  */
-export async function buildSession(cfg: CreditConfig, log: (m: string) => void = () => {}, runDir?: string): Promise<Session> {
+export async function buildSession(cfg: CreditConfig, log: (m: string) => void = () => {}, runDir?: string, o: { training?: boolean } = {}): Promise<Session> {
   const backend = await initBackend(cfg.backend, log);
   // The splits follow task.split_seed, not the run seed: runs of several seeds, and every run started from a shared
   // warm start, evaluate on the same test instances, none of which the warm start trained on.
   const task = makeTask(cfg.task, childSeed(cfg.task.split_seed, 'task'));
+  // a run that cannot fit stops here, before the weights are read and before step 1 (model/memory.ts)
+  const preflight = (modelCfg: ModelConfig, tokenizer: Tokenizer) => {
+    if (o.training) checkTrainingMemory(cfg, modelCfg, tokenizer, task, log);
+  };
   if (cfg.model.source === 'hf') {
     if (!cfg.model.path) throw new UserError('model.path: required when model.source is hf (a local Hugging Face directory)');
-    const { model, tokenizer, cfg: modelCfg } = loadHfModel(cfg.model.path);
+    const { model, tokenizer, cfg: modelCfg } = loadHfModel(cfg.model.path, { beforeWeights: preflight });
     return { cfg, backend, task, tokenizer, model, modelCfg };
   }
   const tokenizer = scratchTokenizer(cfg, task, runDir, log);
   const modelCfg = scratchModelConfig(cfg, tokenizer.vocabSize);
+  preflight(modelCfg, tokenizer);
   const model = Transformer.init(modelCfg, childSeed(cfg.seed, 'init'));
   return { cfg, backend, task, tokenizer, model, modelCfg };
+}
+
+/** The run's training memory (memory.ts) against the backend's: a UserError with the numbers when it does not fit. */
+export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, tokenizer: Tokenizer, task: Task, log: (m: string) => void): MemoryEstimate {
+  const g = cfg.grpo;
+  const prompts = [...task.train, ...task.validation];
+  const promptLen = prompts.reduce((a, ex) => Math.max(a, tokenizer.encodePrompt(ex.prompt).length), 1);
+  // GRPO's micro-batch, or SFT's batch (demonstrations no longer than max_new_tokens) where that is larger
+  const rows = Math.max(Math.ceil((g.prompts_per_step * g.group_size) / g.gradient_accumulation_steps), cfg.sft.steps > 0 ? cfg.sft.batch_size : 0);
+  const est = estimateTrainingMemory(modelCfg, { rows, promptLen, completionLen: g.max_new_tokens, klReference: g.kl_beta > 0 });
+  const info = backendInfo();
+  const where = `${rows} rows × ${promptLen + g.max_new_tokens} tokens per micro-batch`;
+  if (info) checkFits(est, backendCapacity(info), info.backend, where);
+  log(`memory: ${gb(est.total)} estimated for training (${describeEstimate(est)}; ${where})`);
+  return est;
 }
 
 /** Replaces the session's policy with a model holding these weights (a checkpoint's, a warm start's). */

@@ -256,7 +256,7 @@ async function trainIn(
   let head: CreditHead | null = null;
   const ckpt = () => checkpoint(runDir, s!, head, sftOpt, grpoOpt, progress, initialEval, metricsRows);
   try {
-    s = await buildSession(cfg, (m) => log('info', m), runDir);
+    s = await buildSession(cfg, (m) => log('info', m), runDir, { training: true });
     info.backend = s.backend.backend;
     info.backend_reason = s.backend.reason;
     const adapter = backendInfo()?.adapter;

@@ -1,0 +1,157 @@
+// What a training run needs in memory, estimated before anything trains, against what the backend can hold: a run that
+// cannot fit stops before step 1 with the numbers instead of running out of memory mid-run.
+//
+// The parts (float32 everywhere):
+//   weights      every parameter of the policy
+//   gradients    one per trainable parameter, twice: the pass's gradients and the accumulated (or clipped) copy
+//   adam         the first and second moments of every trainable parameter
+//   reference    a frozen copy of the weights for the KL penalty (grpo.kl_beta > 0); none with LoRA (the base is it)
+//   activations  what the backward pass keeps of one micro-batch (rows × prompt + completion tokens): per layer and token
+//                the residual stream and norms, q|k|v and the rotated heads, the attention scores and probabilities
+//                (2·H·T per token), the context, the MLP's gate|up, SwiGLU and down outputs; and per completion token
+//                the lm head's logits, log-softmax and their gradients (4·V)
+// The activation count follows the ops as the model composes them (model.ts, ops/composed.ts); fused kernels keep less,
+// so the estimate errs high. Sampling (no gradients, a KV cache) needs far less than a step and is not counted.
+import { totalmem } from 'node:os';
+import { UserError } from '../core/errors';
+import type { BackendInfo } from './backend';
+import { headDimOf, paramSpecs, sizeOf, type ModelConfig } from './shapes';
+
+export interface TrainShape {
+  /** rows of one micro-batch: prompts_per_step × group_size / gradient_accumulation_steps */
+  rows: number;
+  /** the longest prompt, in tokens */
+  promptLen: number;
+  /** max_new_tokens */
+  completionLen: number;
+  /** grpo.kl_beta > 0 */
+  klReference: boolean;
+  /** parameters the optimizer updates (all of them unless LoRA or freezing says otherwise) */
+  trainableParams?: number;
+  /** LoRA's adapter parameters, held beside the frozen weights */
+  adapterParams?: number;
+}
+
+export interface MemoryPart {
+  name: 'weights' | 'adapters' | 'gradients' | 'adam' | 'reference' | 'activations';
+  bytes: number;
+}
+
+export interface MemoryEstimate {
+  params: number;
+  trainable: number;
+  parts: MemoryPart[];
+  total: number;
+  /** the largest single tensor (bytes): a GPU adapter must be able to bind it */
+  largestTensor: { name: string; bytes: number };
+}
+
+/** Parameters of a model config (HF count: tied embeddings once). */
+export function paramCount(cfg: ModelConfig): number {
+  return paramSpecs(cfg).reduce((a, s) => a + s.parts.reduce((b, p) => b + sizeOf(p.hfShape), 0), 0);
+}
+
+/** Floats the backward pass keeps for one token of one layer (see the file comment), T the sequence length. */
+function layerFloatsPerToken(cfg: ModelConfig, T: number): number {
+  const d = cfg.dModel,
+    hd = headDimOf(cfg),
+    H = cfg.nHeads,
+    Hkv = cfg.nKvHeads,
+    F = cfg.dFf;
+  const qkv = (H + 2 * Hkv) * hd;
+  return 7 * d + 2 * qkv + (H + Hkv) * hd + 2 * H * hd + 2 * H * T + 5 * F;
+}
+
+export function estimateTrainingMemory(cfg: ModelConfig, shape: TrainShape): MemoryEstimate {
+  const params = paramCount(cfg);
+  const adapters = shape.adapterParams ?? 0;
+  const trainable = shape.trainableParams ?? params;
+  const T = shape.promptLen + shape.completionLen;
+  const tokens = shape.rows * T;
+  const activations = 4 * (tokens * cfg.nLayers * layerFloatsPerToken(cfg, T) + shape.rows * shape.completionLen * 4 * cfg.vocabSize);
+  const parts: MemoryPart[] = [
+    { name: 'weights', bytes: 4 * params },
+    ...(adapters ? [{ name: 'adapters' as const, bytes: 4 * adapters }] : []),
+    { name: 'gradients', bytes: 2 * 4 * trainable },
+    { name: 'adam', bytes: 2 * 4 * trainable },
+    { name: 'reference', bytes: shape.klReference && !adapters ? 4 * params : 0 },
+    { name: 'activations', bytes: activations },
+  ];
+  const biggest = paramSpecs(cfg)
+    .map((s) => ({ name: s.name, bytes: 4 * s.parts.reduce((a, p) => a + sizeOf(p.hfShape), 0) }))
+    .reduce((a, b) => (b.bytes > a.bytes ? b : a));
+  // the logits of one micro-batch's completion tokens are one tensor too
+  const logits = { name: 'the logits of a micro-batch', bytes: 4 * shape.rows * shape.completionLen * cfg.vocabSize };
+  return {
+    params,
+    trainable,
+    parts,
+    total: parts.reduce((a, p) => a + p.bytes, 0),
+    largestTensor: logits.bytes > biggest.bytes ? logits : biggest,
+  };
+}
+
+/** What the backend can hold: bytes in all, and for a GPU the largest tensor it can bind; with the words for it. */
+export interface Capacity {
+  total: number | null;
+  perTensor: number | null;
+  what: string;
+}
+
+/** The wasm backend's heap: 32-bit WebAssembly addresses 4 GiB (tfjs-backend-wasm grows its memory up to 65,535 pages). */
+export const WASM_HEAP_BYTES = 65535 * 65536;
+
+export function backendCapacity(info: Pick<BackendInfo, 'backend' | 'adapter'>): Capacity {
+  switch (info.backend) {
+    case 'wasm':
+    case 'wasm-blas':
+      return { total: WASM_HEAP_BYTES, perTensor: null, what: 'wasm heap' };
+    case 'webgpu': {
+      const a = info.adapter;
+      // WebGPU does not report an adapter's memory; its limits say how large one buffer may be
+      return {
+        total: null,
+        perTensor: a ? Math.min(a.max_buffer_size, a.max_storage_buffer_binding_size) : null,
+        what: `the ${a?.description || 'WebGPU'} adapter's buffers`,
+      };
+    }
+    default:
+      return { total: totalmem(), perTensor: null, what: 'system memory' };
+  }
+}
+
+export const gb = (b: number) => `${(b / 1e9).toFixed(2)} GB`;
+
+/** "weights 1.98 GB, gradients 3.95 GB, …": the estimate's non-zero parts. */
+export function describeEstimate(e: MemoryEstimate): string {
+  const words: Record<MemoryPart['name'], string> = {
+    weights: 'weights',
+    adapters: 'LoRA adapters',
+    gradients: 'gradients',
+    adam: "Adam's moments",
+    reference: 'KL reference',
+    activations: 'activations',
+  };
+  return e.parts
+    .filter((p) => p.bytes > 0)
+    .map((p) => `${words[p.name]} ${gb(p.bytes)}`)
+    .join(', ');
+}
+
+/**
+ * Throws a UserError with the numbers when the estimate does not fit the backend: before step 1, never mid-run. `where`
+ * names the shape ("8 rows × 190 tokens per micro-batch").
+ */
+export function checkFits(e: MemoryEstimate, cap: Capacity, backend: string, where: string): void {
+  const fixes = 'use backend webgpu on a GPU, model.lora (train adapters only), grpo.gradient_accumulation_steps, or a smaller model';
+  if (cap.total !== null && e.total > cap.total) {
+    throw new UserError(
+      `this run needs ${gb(e.total)} of ${cap.what} (${describeEstimate(e)}; ${where}), the ${backend} backend holds ${gb(cap.total)}: ${fixes}`,
+    );
+  }
+  if (cap.perTensor !== null && e.largestTensor.bytes > cap.perTensor) {
+    throw new UserError(
+      `this run's largest tensor, ${e.largestTensor.name}, needs ${gb(e.largestTensor.bytes)} in one buffer; ${cap.what} hold at most ${gb(cap.perTensor)} each: ${fixes}`,
+    );
+  }
+}

@@ -1,0 +1,96 @@
+// The training-memory estimate (model/memory.ts) against numbers worked out by hand from its stated formula, and the
+// check that stops a run before step 1 (before the weights are even read) when it cannot fit the backend.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hfConfigToModelConfig } from '../../../src/engine/model/hf';
+import { backendCapacity, checkFits, estimateTrainingMemory, paramCount, WASM_HEAP_BYTES } from '../../../src/engine/model/memory';
+import { QWEN25_05B_CONFIG } from '../../../src/engine/model/shaped_checkpoint';
+import { isUserError } from '../../../src/engine/core/errors';
+import { train } from '../../../src/engine/train/train';
+import { readRunInfo } from '../../../src/engine/rundir/rundir';
+import { qwen05bFolder } from './qwen05b';
+
+const QWEN = hfConfigToModelConfig(QWEN25_05B_CONFIG);
+
+test('0.5B: 494,032,768 parameters; weights, gradients, Adam and activations by hand', () => {
+  // embed 151936·896 = 136,134,656; per layer: q 896·896 + 896, k and v 128·896 + 128 each, o 896·896, MLP 3·4864·896,
+  // two norms 2·896 = 14,912,384; ×24 = 357,897,216; final norm 896 → 494,032,768
+  assert.equal(paramCount(QWEN), 494_032_768);
+  const e = estimateTrainingMemory(QWEN, { rows: 8, promptLen: 32, completionLen: 128, klReference: true });
+  const part = (n: string) => e.parts.find((p) => p.name === n)!.bytes;
+  assert.equal(part('weights'), 4 * 494_032_768);
+  assert.equal(part('gradients'), 8 * 494_032_768);
+  assert.equal(part('adam'), 8 * 494_032_768);
+  assert.equal(part('reference'), 4 * 494_032_768);
+  // per layer and token: 7·896 + 2·(14 + 4)·64 + 16·64 + 2·14·64 + 2·14·160 + 5·4864 = 40,192 floats; 8 rows × 160 tokens
+  // × 24 layers → 1,234,698,240; the head: 8·128 completion tokens × 4·151,936 = 622,329,856; × 4 bytes
+  assert.equal(part('activations'), 4 * (1_234_698_240 + 622_329_856));
+  assert.equal(e.total, 24 * 494_032_768 + 4 * (1_234_698_240 + 622_329_856));
+  assert.deepEqual(e.largestTensor, { name: 'the logits of a micro-batch', bytes: 4 * 8 * 128 * 151_936 });
+  const one = estimateTrainingMemory(QWEN, { rows: 1, promptLen: 32, completionLen: 16, klReference: false });
+  assert.deepEqual(one.largestTensor, { name: 'model.embed_tokens.weight', bytes: 4 * 136_134_656 });
+});
+
+test('checkFits: the wasm heap (4 GiB) and a GPU adapter’s buffer limit, each with the numbers and what to do', () => {
+  const e = estimateTrainingMemory(QWEN, { rows: 8, promptLen: 32, completionLen: 128, klReference: false });
+  const wasm = backendCapacity({ backend: 'wasm-blas' });
+  assert.equal(wasm.total, WASM_HEAP_BYTES);
+  assert.throws(
+    () => checkFits(e, wasm, 'wasm-blas', '8 rows × 160 tokens per micro-batch'),
+    (err: unknown) =>
+      isUserError(err) &&
+      /^this run needs 17\.31 GB of wasm heap \(weights 1\.98 GB, gradients 3\.95 GB, Adam's moments 3\.95 GB, activations 7\.43 GB; 8 rows × 160 tokens per micro-batch\), the wasm-blas backend holds 4\.29 GB: use backend webgpu on a GPU, model\.lora/.test(
+        (err as Error).message,
+      ),
+  );
+  const lavapipe = {
+    max_buffer_size: 2 ** 32 - 1,
+    max_storage_buffer_binding_size: 2 ** 27,
+    description: 'llvmpipe',
+    vendor: 'mesa',
+    architecture: 'software',
+    device: '',
+    software: true,
+    dawn: '',
+  };
+  const small = estimateTrainingMemory(QWEN, { rows: 1, promptLen: 8, completionLen: 8, klReference: false });
+  assert.throws(
+    () => checkFits(small, backendCapacity({ backend: 'webgpu', adapter: lavapipe }), 'webgpu', ''),
+    (err: unknown) =>
+      isUserError(err) &&
+      /model\.embed_tokens\.weight, needs 0\.54 GB in one buffer; the llvmpipe adapter's buffers hold at most 0\.13 GB each/.test((err as Error).message),
+  );
+  // a small model fits everywhere
+  const tiny = estimateTrainingMemory(
+    { ...QWEN, vocabSize: 64, dModel: 32, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 64 },
+    { rows: 8, promptLen: 8, completionLen: 16, klReference: true },
+  );
+  checkFits(tiny, wasm, 'wasm', '');
+});
+
+test('a GRPO run of the 0.5B folder on wasm-blas stops before step 1, before reading the weights, with the numbers; its run directory says why', async () => {
+  const { dir: model } = qwen05bFolder();
+  const dir = mkdtempSync(join(tmpdir(), 'cl-05b-fit-'));
+  try {
+    const cfg = join(dir, 'big.credit.yaml');
+    writeFileSync(
+      cfg,
+      `name: big\nbackend: wasm-blas\nmodel: { source: hf, path: ${model} }\ntask: { name: countdown }\nsft: { steps: 0 }\ngrpo: { steps: 1, prompts_per_step: 4, group_size: 4, max_new_tokens: 64 }\n`,
+    );
+    const t0 = performance.now();
+    const msg =
+      /^this run needs \d+\.\d\d GB of wasm heap \(weights 1\.98 GB, gradients 3\.95 GB, Adam's moments 3\.95 GB, activations [\d.]+ GB; 16 rows × \d+ tokens per micro-batch\), the wasm-blas backend holds 4\.29 GB/;
+    await assert.rejects(train({ configPath: cfg }), (e: unknown) => isUserError(e) && msg.test((e as Error).message));
+    assert.ok(performance.now() - t0 < 20_000, 'refused before the 988 MB of weights were read');
+    const runs = readdirSync(join(dir, 'runs'));
+    assert.equal(runs.length, 1);
+    const info = readRunInfo(join(dir, 'runs', runs[0]))!;
+    assert.equal(info.status, 'failed');
+    assert.match(info.error ?? '', msg);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
