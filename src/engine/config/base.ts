@@ -12,6 +12,9 @@ import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, sc
 // ---------------------------------------------------------------------------------------------------------
 // The schema.
 
+/** The projections LoRA can adapt, by PEFT's module names. */
+export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+
 export const BACKENDS = ['auto', 'webgpu', 'tensorflow', 'wasm-blas', 'wasm', 'cpu'] as const;
 export const STRATEGIES = STRATEGY_NAMES;
 export type { StrategyName } from '../credit/catalog';
@@ -48,6 +51,29 @@ export const modelSchema = section(
     max_seq_len: int(1, 'Longest prompt + completion, in tokens.').default(192),
     rope_theta: num({ gt: 0 }, 'Rotary position embedding base (not in DESIGN §3; RoFormer/Llama use 10000).').default(10000),
     tie_embeddings: bool('Share the input embedding and the output projection (not in DESIGN §3).').default(true),
+    lora: allow(
+      z
+        .strictObject({
+          r: z.int().min(1).describe('Rank of each adapter (PEFT r).'),
+          alpha: z.number().positive().describe('Scale numerator: the update is (alpha / r)·B·A (PEFT lora_alpha).').optional(),
+          targets: z.array(z.enum(LORA_TARGETS)).min(1).describe('Projections that get an adapter (PEFT target_modules).').optional(),
+        })
+        .nullable()
+        .describe(
+          'LoRA (not in DESIGN §3): train rank-r adapters on the frozen weights instead of every weight; gradients and ' +
+            "Adam's moments then cover the adapters only, and the KL reference is the frozen base (no copy). alpha defaults to 2·r, " +
+            'targets to every projection. Checkpoints hold the merged weights and the adapters.',
+        ),
+      `null, or {r: a positive integer, alpha: a positive number, targets: a list of ${LORA_TARGETS.join(', ')}}`,
+    ).default(null),
+    freeze_embeddings: bool(
+      'Keep the token embeddings (and a tied lm head) fixed: at 0.5B they are 28 % of the weights, and their gradients and ' +
+        "Adam's moments are as large (not in DESIGN §3).",
+    ).default(false),
+    trainable_layers: allow(
+      z.int().min(1).nullable().describe('Train only the last k transformer blocks and the final norm; null trains all (not in DESIGN §3).'),
+      'null or a positive integer (at most the number of layers)',
+    ).default(null),
   },
   'The policy model.',
 ).superRefine((m, ctx) => {
@@ -57,6 +83,14 @@ export const modelSchema = section(
       path: ['path'],
       params: { at: ['model', 'source'] },
       message: 'got null; it is required when model.source is hf (a local folder with config.json, *.safetensors and ' + 'tokenizer.json)',
+    });
+  }
+  if (m.lora && (m.freeze_embeddings || m.trainable_layers !== null)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [m.freeze_embeddings ? 'freeze_embeddings' : 'trainable_layers'],
+      params: { at: ['model', 'lora'] },
+      message: `got ${m.freeze_embeddings ? 'true' : m.trainable_layers}; with model.lora every weight is already frozen and only the adapters train: leave it ${m.freeze_embeddings ? 'false' : 'null'}`,
     });
   }
   // The sizes only shape a scratch model; an hf model takes its own from config.json.

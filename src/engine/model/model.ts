@@ -25,7 +25,21 @@ import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
 import { modelOps, type ModelOps } from './ops';
 import {
+  createLora,
+  disposeLora,
+  importAdapters,
+  exportAdapters,
+  loraDelta,
+  loraScale,
+  loraVariables,
+  mergeInto,
+  type LayerLora,
+  type LoraConfig,
+  type LoraSlots,
+} from './lora';
+import {
   headDimOf,
+  isTrainable,
   MASKED,
   paramSpecs,
   ropeInvFreq,
@@ -39,6 +53,7 @@ import {
   type ParamSpec,
   type PrefillOptions,
   type ForwardOptions,
+  type TrainableSpec,
   type WeightTensor,
 } from './shapes';
 
@@ -60,6 +75,12 @@ export class Transformer {
   private ropeSin = new Float32Array(0);
   private ropeLen = 0;
   private disposed = false;
+  /** model.lora: the adapters' config (null without LoRA) */
+  private loraCfg: LoraConfig | null = null;
+  /** a view of another model's weights (baseView): disposing it leaves them */
+  private sharesParams = false;
+  /** what the optimizer updates: every weight, a subset (TrainableSpec), or LoRA's adapters */
+  trainable: Map<string, tf.Variable>;
 
   private constructor(cfg: ModelConfig, values: Map<string, tf.Tensor>) {
     this.cfg = { ...cfg };
@@ -90,6 +111,62 @@ export class Transformer {
         wDown: g(p + 'mlp.down_proj.weight'),
       });
     }
+    this.trainable = this.params;
+  }
+
+  /**
+   * Adds LoRA adapters (lora.ts) to every layer, seeded; from then on only they train (`trainable`), and readWeights
+   * gives the merged weights (the policy that samples).
+   */
+  enableLora(lora: LoraConfig, seed: number): void {
+    if (this.loraCfg) throw new Error('enableLora: the model already has adapters');
+    const layers = createLora(this.cfg, lora, seed);
+    this.layers.forEach((L, i) => (L.lora = layers[i]));
+    this.loraCfg = { ...lora };
+    this.trainable = loraVariables(layers);
+  }
+
+  /** Trains only the weights `spec` selects (model.freeze_embeddings, model.trainable_layers); not with LoRA. */
+  setTrainable(spec: TrainableSpec): void {
+    if (this.loraCfg) throw new Error('setTrainable: with LoRA only the adapters train');
+    this.trainable = new Map([...this.params].filter(([n]) => isTrainable(this.cfg, n, spec)));
+  }
+
+  /** LoRA's adapters in PEFT's layout and names (empty without LoRA). */
+  async readAdapters(): Promise<Record<string, WeightTensor>> {
+    return this.loraCfg ? exportAdapters(this.loraLayers()) : {};
+  }
+
+  /** Sets the adapters from readAdapters' output (a resumed LoRA run). */
+  loadAdapters(w: Record<string, WeightTensor>): void {
+    if (!this.loraCfg) throw new Error('loadAdapters: the model has no adapters');
+    importAdapters(this.loraLayers(), w);
+  }
+
+  /**
+   * The same weights without the adapters, sharing them (no copy): LoRA's KL reference is the frozen base. Disposing
+   * the view leaves the weights to this model.
+   */
+  baseView(): Transformer {
+    const v = Object.create(Transformer.prototype) as Transformer;
+    Object.assign(v, this);
+    const fields = v as unknown as { layers: Layer[]; loraCfg: LoraConfig | null; sharesParams: boolean; trainable: Map<string, tf.Variable> };
+    fields.layers = this.layers.map((L) => ({ ...L, lora: undefined }));
+    fields.loraCfg = null;
+    fields.sharesParams = true;
+    fields.trainable = new Map();
+    return v;
+  }
+
+  private loraLayers(): LayerLora[] {
+    return this.layers.map((L) => L.lora!);
+  }
+
+  /** x·W plus the adapters' update of this projection. */
+  private proj(x: tf.Tensor2D, w: tf.Variable, slots: LoraSlots | undefined): tf.Tensor2D {
+    const y = tf.matMul(x, w) as tf.Tensor2D;
+    const delta = slots && this.loraCfg ? loraDelta(x, slots, loraScale(this.loraCfg)) : null;
+    return delta ? (tf.add(y, delta) as tf.Tensor2D) : y;
   }
 
   /**
@@ -171,7 +248,10 @@ export class Transformer {
   async readWeights(): Promise<Record<string, WeightTensor>> {
     const data: Float32Array[] = [];
     for (const s of this.specs) data.push((await this.params.get(s.name)!.data()) as Float32Array);
-    return this.toHf(data);
+    const out = this.toHf(data);
+    // with LoRA: the merged weights W + (α/r)·B·A, the policy that samples
+    if (this.loraCfg) await mergeInto(out, this.loraLayers(), loraScale(this.loraCfg));
+    return out;
   }
 
   /** The stored parameters' values (in specs order) as HF tensors: separate projections, [out, in] layout. */
@@ -396,7 +476,9 @@ export class Transformer {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    if (this.sharesParams) return;
     for (const v of this.params.values()) v.dispose();
+    if (this.loraCfg) disposeLora(this.loraLayers());
   }
 
   private checkLive(): void {
@@ -428,17 +510,18 @@ export class Transformer {
    * SIMD product (wasm_kernels.ts) outruns by more than the separate bias add costs.
    */
   private qkv(h: tf.Tensor2D, L: Layer): tf.Tensor2D {
-    const y = tf.matMul(h, L.wQkv) as tf.Tensor2D;
+    const y = this.proj(h, L.wQkv, L.lora?.qkv);
     return L.bQkv ? (tf.add(y, L.bQkv) as tf.Tensor2D) : y;
   }
 
   /** x + down(SiLU(gate)·up) of rmsNorm(x) (the infer ops where no gradient is taken). */
   private mlp(ops: ModelOps, x: tf.Tensor2D, L: Layer, infer = false): tf.Tensor2D {
-    const gu = tf.matMul(
+    const gu = this.proj(
       infer ? ops.rmsNormInfer(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps) : ops.rmsNorm(x, L.ln2 as tf.Tensor1D, this.cfg.rmsEps),
       L.wGateUp,
-    ) as tf.Tensor2D;
-    return tf.add(x, tf.matMul(infer ? ops.swigluInfer(gu) : ops.swiglu(gu), L.wDown));
+      L.lora?.gateUp,
+    );
+    return tf.add(x, this.proj(infer ? ops.swigluInfer(gu) : ops.swiglu(gu), L.wDown, L.lora?.down));
   }
 
   private ensureRope(len: number): void {
@@ -525,7 +608,7 @@ export class Transformer {
       values.push(v);
       const { context, probs } = ops.attention(q, k, v, maskAdd);
       if (wantAttention && li === this.layers.length - 1) attention = probs;
-      x = this.mlp(ops, tf.add(x, tf.matMul(context, L.wo)), L);
+      x = this.mlp(ops, tf.add(x, this.proj(context, L.wo, L.lora?.o)), L);
     }
     const hidden = ops.rmsNorm(x, this.finalNorm as tf.Tensor1D, eps).reshape([B, T, d]) as tf.Tensor3D;
     return { hidden, keys, values, attention };
@@ -558,7 +641,7 @@ export class Transformer {
       for (let li = 0; li < this.layers.length; li++) {
         const L = this.layers[li];
         const ctx = decode(this.qkv(ops.rmsNormInfer(x, L.ln1 as tf.Tensor1D, eps), L), c.keys[li], c.values[li], c.keyMask, attrs);
-        x = this.mlp(ops, tf.add(x, tf.matMul(ctx, L.wo)), L, true);
+        x = this.mlp(ops, tf.add(x, this.proj(ctx, L.wo, L.lora?.o)), L, true);
       }
       return this.project(ops.rmsNormInfer(x, this.finalNorm as tf.Tensor1D, eps));
     });

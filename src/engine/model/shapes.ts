@@ -89,6 +89,27 @@ export interface Layer {
   /** [d, 2·dFf], columns gate | up */
   wGateUp: tf.Variable;
   wDown: tf.Variable;
+  /** model.lora's adapters of this layer (lora.ts) */
+  lora?: import('./lora').LayerLora;
+}
+
+/** Which weights train without LoRA: all, or not the embeddings (model.freeze_embeddings), or the last k blocks only. */
+export interface TrainableSpec {
+  freezeEmbeddings?: boolean;
+  /** the last this many blocks (with the final norm, and an untied lm head unless the embeddings are frozen) */
+  lastLayers?: number | null;
+}
+
+/** Whether the stored parameter `name` trains under `spec`. */
+export function isTrainable(cfg: ModelConfig, name: string, spec: TrainableSpec): boolean {
+  if (name === 'model.embed_tokens.weight' || name === 'lm_head.weight') {
+    if (spec.freezeEmbeddings) return false;
+    // with the last k blocks only, the input embedding stays fixed; an untied output head trains with them
+    return !spec.lastLayers || name === 'lm_head.weight';
+  }
+  const m = /^model\.layers\.(\d+)\./.exec(name);
+  if (m && spec.lastLayers) return Number(m[1]) >= cfg.nLayers - spec.lastLayers;
+  return true;
 }
 
 /**

@@ -15,6 +15,12 @@ export interface CheckpointParts {
   model: TensorMap;
   /** The attribution strategy's head (DESIGN §4: "The head is saved in checkpoints"). */
   head?: TensorMap;
+  /**
+   * model.lora's adapters (PEFT names and layout: lora_A [r, in], lora_B [out, r]); `model` then holds the merged
+   * weights W + (α/r)·B·A, the policy every reader (eval, probe, import --model) runs, and a resume rebuilds the
+   * adapters on the base model from these.
+   */
+  adapters?: TensorMap;
   /** `state` holds the optimizer's slot tensors (e.g. Adam's first and second moments), by name. */
   optimizer: { name: string; step: number; state: TensorMap };
   /** Phase, RNG state, config hash, metrics so far…: anything JSON can hold. */
@@ -35,6 +41,7 @@ const FORMAT = 'credit-lens-checkpoint';
 const VERSION = 1;
 const MODEL = 'model.safetensors';
 const HEAD = 'head.safetensors';
+const ADAPTERS = 'adapters.safetensors';
 const OPTIMIZER = 'optimizer.safetensors';
 const META = 'meta.json';
 const FINAL_NAME = /^step-(\d+)$/;
@@ -141,6 +148,7 @@ export function saveCheckpoint(runDir: string, step: number, parts: CheckpointPa
   if (!(keep >= 1)) throw new Error(`checkpoint keep must be at least 1, got ${keep}`);
   checkTensors('model', parts.model);
   if (parts.head) checkTensors('head', parts.head);
+  if (parts.adapters) checkTensors('adapters', parts.adapters);
   checkTensors('optimizer', parts.optimizer.state);
 
   const root = checkpointsRoot(runDir);
@@ -159,6 +167,7 @@ export function saveCheckpoint(runDir: string, step: number, parts: CheckpointPa
     };
     put(MODEL, parts.model);
     if (parts.head) put(HEAD, parts.head);
+    if (parts.adapters) put(ADAPTERS, parts.adapters);
     put(OPTIMIZER, parts.optimizer.state);
     // File sizes let the loader tell a truncated file from an intact one before parsing it.
     const meta = {
@@ -277,6 +286,7 @@ export function loadCheckpoint(dir: string): LoadedCheckpoint {
     dir,
     model: load(MODEL),
     ...(HEAD in files ? { head: load(HEAD) } : {}),
+    ...(ADAPTERS in files ? { adapters: load(ADAPTERS) } : {}),
     optimizer: { name: opt.name, step: opt.step, state: load(OPTIMIZER) },
     meta: meta.meta as Record<string, unknown>,
   };

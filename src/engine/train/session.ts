@@ -6,7 +6,8 @@ import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { loadHfModel } from '../model/hf';
 import { loadCheckpoint, type LoadedCheckpoint } from '../rundir/checkpoint';
-import { Transformer, type ModelConfig } from '../model/model';
+import { isTrainable, paramSpecs, sizeOf, Transformer, type ModelConfig } from '../model/model';
+import { loraParamCount } from '../model/lora';
 import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
 import { scratchTokenizer } from './tokenizer_for';
@@ -54,13 +55,30 @@ export async function buildSession(cfg: CreditConfig, log: (m: string) => void =
   if (cfg.model.source === 'hf') {
     if (!cfg.model.path) throw new UserError('model.path: required when model.source is hf (a local Hugging Face directory)');
     const { model, tokenizer, cfg: modelCfg } = loadHfModel(cfg.model.path, { beforeWeights: preflight });
+    configureTrainable(cfg, model);
     return { cfg, backend, task, tokenizer, model, modelCfg };
   }
   const tokenizer = scratchTokenizer(cfg, task, runDir, log);
   const modelCfg = scratchModelConfig(cfg, tokenizer.vocabSize);
   preflight(modelCfg, tokenizer);
   const model = Transformer.init(modelCfg, childSeed(cfg.seed, 'init'));
+  configureTrainable(cfg, model);
   return { cfg, backend, task, tokenizer, model, modelCfg };
+}
+
+/**
+ * What trains (model.lora's adapters, model.freeze_embeddings, model.trainable_layers; everything by default). LoRA's
+ * adapters are seeded by the run seed, so a resumed run or one started from model.init_checkpoint gets the same fresh ones.
+ */
+export function configureTrainable(cfg: CreditConfig, model: Transformer): void {
+  const m = cfg.model;
+  if (m.lora) {
+    model.enableLora({ r: m.lora.r, alpha: m.lora.alpha, targets: m.lora.targets }, childSeed(cfg.seed, 'lora'));
+    return;
+  }
+  if (m.trainable_layers !== null && m.trainable_layers > model.cfg.nLayers)
+    throw new UserError(`model.trainable_layers: got ${m.trainable_layers}, the model has ${model.cfg.nLayers} layers`);
+  if (m.freeze_embeddings || m.trainable_layers !== null) model.setTrainable({ freezeEmbeddings: m.freeze_embeddings, lastLayers: m.trainable_layers });
 }
 
 /** The run's training memory (memory.ts) against the backend's: a UserError with the numbers when it does not fit. */
@@ -70,7 +88,22 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
   const promptLen = prompts.reduce((a, ex) => Math.max(a, tokenizer.encodePrompt(ex.prompt).length), 1);
   // GRPO's micro-batch, or SFT's batch (demonstrations no longer than max_new_tokens) where that is larger
   const rows = Math.max(Math.ceil((g.prompts_per_step * g.group_size) / g.gradient_accumulation_steps), cfg.sft.steps > 0 ? cfg.sft.batch_size : 0);
-  const est = estimateTrainingMemory(modelCfg, { rows, promptLen, completionLen: g.max_new_tokens, klReference: g.kl_beta > 0 });
+  const m = cfg.model;
+  const adapters = m.lora ? loraParamCount(modelCfg, { r: m.lora.r, targets: m.lora.targets }) : 0;
+  const spec = { freezeEmbeddings: m.freeze_embeddings, lastLayers: m.trainable_layers };
+  const trainable = m.lora
+    ? adapters
+    : paramSpecs(modelCfg)
+        .filter((s) => isTrainable(modelCfg, s.name, spec))
+        .reduce((a, s) => a + s.parts.reduce((b, p) => b + sizeOf(p.hfShape), 0), 0);
+  const est = estimateTrainingMemory(modelCfg, {
+    rows,
+    promptLen,
+    completionLen: g.max_new_tokens,
+    klReference: g.kl_beta > 0,
+    trainableParams: trainable,
+    adapterParams: adapters,
+  });
   const info = backendInfo();
   const where = `${rows} rows × ${promptLen + g.max_new_tokens} tokens per micro-batch`;
   if (info) checkFits(est, backendCapacity(info), info.backend, where);
@@ -81,6 +114,7 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
 /** Replaces the session's policy with a model holding these weights (a checkpoint's, a warm start's). */
 export function useWeights(s: Session, weights: LoadedCheckpoint['model']): void {
   const model = Transformer.fromWeights(s.modelCfg, weights);
+  configureTrainable(s.cfg, model);
   s.model.dispose();
   s.model = model;
 }

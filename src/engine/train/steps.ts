@@ -60,15 +60,15 @@ export async function sftStep(s: Session, opt: Adam, step: number): Promise<Metr
   const { value, grads } = tf.variableGrads(() => {
     const { logp } = completionLogprobs(s.model, pb, 1);
     return logp.mul(maskT).sum().neg().div(nTok) as tf.Scalar;
-  }, [...s.model.params.values()]);
+  }, [...s.model.trainable.values()]);
   const loss = (await value.data())[0];
   value.dispose();
   maskT.dispose();
   pb.dispose();
-  const named = renameGrads(s.model.params, grads);
+  const named = renameGrads(s.model.trainable, grads);
   const { norm, grads: clipped } = await clipByGlobalNorm(named, s.cfg.grpo.grad_clip);
   let skipped = 0;
-  if (Number.isFinite(loss) && Number.isFinite(norm)) opt.apply(s.model.params, clipped);
+  if (Number.isFinite(loss) && Number.isFinite(norm)) opt.apply(s.model.trainable, clipped);
   else skipped = 1;
   tf.dispose(Object.values(clipped));
   const dt = (performance.now() - t0) / 1000;
@@ -77,7 +77,7 @@ export async function sftStep(s: Session, opt: Adam, step: number): Promise<Metr
 
 /** The policy's parameters plus a credit head's, under the names the optimizer and checkpoints use. */
 export function trainables(s: Session, head: CreditHead | null): Map<string, tf.Variable> {
-  return head ? new Map([...s.model.params, ...head.params]) : s.model.params;
+  return head ? new Map([...s.model.trainable, ...head.params]) : s.model.trainable;
 }
 
 export function renameGrads(params: Map<string, tf.Variable>, grads: tf.NamedTensorMap): Record<string, tf.Tensor> {

@@ -120,6 +120,7 @@ async function checkpoint(
   const opt = p.phase === 'sft' ? sftOpt : grpoOpt;
   return saveCheckpoint(runDir, p.phase === 'sft' ? 0 : p.step, {
     model: await s.model.readWeights(),
+    ...(s.cfg.model.lora ? { adapters: await s.model.readAdapters() } : {}),
     ...(head ? { head: await exportVars(head.params) } : {}),
     optimizer: { name: 'adam', step: opt.step, state: await opt.exportState() },
     meta: {
@@ -418,13 +419,19 @@ async function restore(o: {
   }
   // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
   // without SFT that resumes in GRPO: the reference must not be the resumed weights.
-  out.startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 ? await s.model.readWeights() : null;
+  out.startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 && !cfg.model.lora ? await s.model.readWeights() : null;
   for (const sk of resumed?.skipped ?? []) log('warn', `skipped a damaged checkpoint: ${sk.reason}`);
   if (resumeFrom && resumed) {
     const ck = resumed.checkpoint;
     const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };
     checkTaskIdentity(`--resume ${resumeFrom}`, ck.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
-    useWeights(s, ck.model);
+    // LoRA: the base stays the config's (or init_checkpoint's) and the trained adapters come back; ck.model holds the
+    // merged weights, which as a base would count the adapters twice
+    if (cfg.model.lora) {
+      if (!ck.adapters)
+        throw new UserError(`${resumeFrom}: checkpoint has no adapters.safetensors, but model.lora is set (was it written by a run without LoRA?)`);
+      s.model.loadAdapters(ck.adapters);
+    } else useWeights(s, ck.model);
     (meta.phase === 'sft' ? o.sftOpt : o.grpoOpt).importState(ck.optimizer.step, ck.optimizer.state);
     if (head) {
       if (!ck.head) throw new UserError(`${resumeFrom}: checkpoint has no head.safetensors, but credit.strategy ${cfg.credit.strategy} needs its trained head`);
@@ -457,6 +464,8 @@ async function klReference(
   resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
   startWeights: Restored['startWeights'],
 ): Promise<Transformer> {
+  // LoRA: the frozen base, shared (TRL's reference for a PEFT model: the model with its adapters disabled)
+  if (s.cfg.model.lora) return s.model.baseView();
   const resumedInGrpo = (resumed?.checkpoint.meta as { phase?: string } | undefined)?.phase === 'grpo';
   if (!resumedInGrpo) return Transformer.fromWeights(s.modelCfg, await s.model.readWeights());
   if (s.cfg.sft.steps > 0) {

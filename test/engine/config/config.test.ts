@@ -101,6 +101,10 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.model.rope_theta = 10000;
   expected.model.tie_embeddings = true;
   expected.model.init_checkpoint = null;
+  // issue 29: LoRA and the frozen-weights options (the smaller footprints of the seeds' model size)
+  expected.model.lora = null;
+  expected.model.freeze_embeddings = false;
+  expected.model.trainable_layers = null;
   expected.grpo.max_nonfinite_steps = 5;
   expected.credit.inverse_logprob_form = 'clean';
   expected.credit.entropy_mask_norm = 'valid';
