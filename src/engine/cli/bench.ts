@@ -5,7 +5,7 @@ import * as tf from '@tensorflow/tfjs';
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
-import { initBackend } from '../model/backend';
+import { initBackend, readsSync } from '../model/backend';
 import { loadConfig } from '../config/config';
 import { policyLossAndGrad } from '../train/grpo';
 import { Transformer, type ModelConfig } from '../model/model';
@@ -63,9 +63,16 @@ export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): {
   return {
     async step() {
       const pb = policyBatch(prompts, comps, 0);
+      // a backend without synchronous reads (webgpu) reads the log-probs ahead of the taped pass, as grpo_step does
+      let ahead: number[][] | null = null;
+      if (!readsSync()) {
+        const first = tf.tidy(() => completionLogprobs(model, pb, 1).logp);
+        ahead = (await first.array()) as number[][];
+        first.dispose();
+      }
       const { grads } = tf.variableGrads(() => {
         const { logp } = completionLogprobs(model, pb, 1);
-        const lp = logp.arraySync();
+        const lp = ahead ?? logp.arraySync();
         const r = policyLossAndGrad(
           { logprobs: lp, oldLogprobs: lp, advantages: pb.mask.map((row, b) => row.map((m) => m * adv[b])), mask: pb.mask },
           { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, lossAgg: 'token_mean', maxNewTokens: T },
@@ -189,6 +196,10 @@ function emptyResult() {
     /** issue 26's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
     probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
+    /** issue 29: the webgpu backend's train-step profile (kernels, uploads, downloads) on the adapter Dawn offers */
+    webgpu: null as import('./bench_size').WebgpuProfile | { error: string } | null,
+    /** issue 29: the seeds' model size (Qwen2.5-0.5B shape) on wasm-blas, paired with PyTorch on the same folder */
+    size_05b: null as import('./bench_size').SizeBench | { error: string } | null,
     small: {
       train_step_ms: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
       rollout_tokens_per_s: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
@@ -402,5 +413,15 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   say(
     `Browse Rollouts on ${b.rows} token rows (${b.episodes} episodes): first table ${b.first_table_s.toFixed(2)} s, filter ${b.filter_ms.toFixed(0)} ms, search ${b.search_ms.toFixed(0)} ms, token aggregate ${b.aggregate_ms.toFixed(0)} ms, +${b.memory_mb.toFixed(0)} MB resident`,
   );
+  const { benchModelSize, profileWebgpu } = await import('./bench_size');
+  result.webgpu = await profileWebgpu(() => trainStepRunner(REFERENCE, 32, 64));
+  const w = result.webgpu;
+  say(
+    'error' in w
+      ? `webgpu: unavailable (${w.error}); no GPU figure measured`
+      : `webgpu on ${w.adapter}: one train step of the reference model [32, 64] dispatches ${w.kernels} kernels, ${w.uploads.count} uploads (${w.uploads.mb.toFixed(2)} MB), ${w.downloads.count} downloads (${w.downloads.mb.toFixed(3)} MB); ${w.step_ms.toFixed(0)} ms${w.software ? ' (a software adapter: a CPU figure, not a GPU one)' : ''}`,
+  );
+  result.size_05b = await benchModelSize({ quick: o.quick, say });
+  if ('error' in result.size_05b) say(`0.5B rows: unavailable (${result.size_05b.error})`);
   if (o.json) console.log(JSON.stringify(result));
 }

@@ -93,9 +93,8 @@ export class TorchServer {
   static async start(
     python = '/usr/bin/python3',
   ): Promise<{ server: TorchServer; version: string; threads: number; sgemm_gflops: number } | { error: string }> {
-    const script = [join(__dirname, '../../bench/torch_ref.py'), resolve('bench/torch_ref.py')].find(existsSync);
-    if (!existsSync(python) || !script) return { error: `no ${python} or bench/torch_ref.py` };
-    const server = new TorchServer(spawn(python, [script, '--serve'], { stdio: 'pipe' }));
+    const server = TorchServer.spawn('torch_ref.py', ['--serve'], python);
+    if ('error' in server) return server;
     try {
       const info = await server.ask<{ torch_version: string; threads: number; sgemm_gflops: number }>({ op: 'info' });
       return { server, version: info.torch_version, threads: info.threads, sgemm_gflops: info.sgemm_gflops };
@@ -103,6 +102,13 @@ export class TorchServer {
       server.close();
       return { error: e instanceof Error ? e.message : String(e) };
     }
+  }
+
+  /** bench/<script> under `python`, speaking one JSON line per request (torch_ref.py --serve, torch_hf.py). */
+  static spawn(script: string, args: string[] = [], python = '/usr/bin/python3', env: NodeJS.ProcessEnv = process.env): TorchServer | { error: string } {
+    const path = [join(__dirname, '../../bench', script), resolve('bench', script)].find(existsSync);
+    if (!existsSync(python) || !path) return { error: `no ${python} or bench/${script}` };
+    return new TorchServer(spawn(python, [path, ...args], { stdio: 'pipe', env }));
   }
 
   async ask<T>(req: object): Promise<T> {

@@ -120,13 +120,40 @@ export function loraVariables(layers: LayerLora[]): Map<string, tf.Variable> {
   return out;
 }
 
-/** (α/r)·(x·A)·B per adapted block, zeros elsewhere: what the adapters add to a fused projection's output [N, Σ widths]. */
+/**
+ * (α/r)·(x·A)·B per adapted block, zeros elsewhere: what the adapters add to a fused projection's output [N, Σ widths].
+ * As one product of x·[A_1 | A_2 …]·(α/r) [N, n·r] with the block matrix whose rows n·r hold each B in its own columns
+ * (B_i padded with zeros): per token the pass keeps n·r + n·r + Σ widths floats, where a product per block and their
+ * concatenation kept several times Σ widths (at 0.5B, LoRA on every projection then doubled a step's activations). The
+ * gradient reaches each A_i and B_i through the concatenation and the padding: the zeros never train.
+ */
 export function loraDelta(x: tf.Tensor2D, slots: LoraSlots, scale: number): tf.Tensor2D | null {
-  if (slots.parts.every((p) => p === null)) return null;
-  const N = x.shape[0];
-  const blocks = slots.parts.map((p, j) => (p ? tf.matMul(tf.matMul(x, p.A), p.B) : tf.zeros([N, slots.widths[j]])));
-  const y = blocks.length === 1 ? blocks[0] : tf.concat(blocks, 1);
-  return tf.mul(y, scale) as tf.Tensor2D;
+  const total = slots.widths.reduce((a, w) => a + w, 0);
+  const used: { p: LoraPart; off: number; w: number }[] = [];
+  let off = 0;
+  slots.parts.forEach((p, j) => {
+    if (p) used.push({ p, off, w: slots.widths[j] });
+    off += slots.widths[j];
+  });
+  if (!used.length) return null;
+  const A =
+    used.length === 1
+      ? used[0].p.A
+      : tf.concat(
+          used.map((u) => u.p.A),
+          1,
+        );
+  const xa = tf.mul(tf.matMul(x, A), scale);
+  const blocks = used.map((u) =>
+    u.w === total
+      ? u.p.B
+      : tf.pad(u.p.B, [
+          [0, 0],
+          [u.off, total - u.off - u.w],
+        ]),
+  );
+  const B = blocks.length === 1 ? blocks[0] : tf.concat(blocks, 0);
+  return tf.matMul(xa, B) as tf.Tensor2D;
 }
 
 /** The adapters in PEFT's layout: lora_A [r, in], lora_B [out, r] (read asynchronously). */

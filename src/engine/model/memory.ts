@@ -6,12 +6,16 @@
 //   gradients    one per trainable parameter, twice: the pass's gradients and the accumulated (or clipped) copy
 //   adam         the first and second moments of every trainable parameter
 //   reference    a frozen copy of the weights for the KL penalty (grpo.kl_beta > 0); none with LoRA (the base is it)
-//   activations  what the backward pass keeps of one micro-batch (rows × prompt + completion tokens): per layer and token
-//                the residual stream and norms, q|k|v and the rotated heads, the attention scores and probabilities
-//                (2·H·T per token), the context, the MLP's gate|up, SwiGLU and down outputs; and per completion token
-//                the lm head's logits, log-softmax and their gradients (4·V)
-// The activation count follows the ops as the model composes them (model.ts, ops/composed.ts); fused kernels keep less,
-// so the estimate errs high. Sampling (no gradients, a KV cache) needs far less than a step and is not counted.
+//   activations  what one micro-batch's pass keeps (rows × prompt + completion tokens), twice: tfjs holds every forward
+//                output the tape saw and every gradient of one until the backward pass ends. Per layer and token the
+//                residual stream and norms, q|k|v and the rotated heads, the attention scores and probabilities
+//                (2·H·T per token), the context, the MLP's gate|up, SwiGLU and down outputs; with LoRA each adapted
+//                projection's x·A (n·r) and its update and sum (2 × its width); and per completion token the lm head's
+//                logits, log-softmax and their gradients (4·V)
+// The count follows the ops as the model composes them (model.ts, ops/composed.ts); wasm-blas's fused kernels keep less,
+// so the estimate errs high: at 0.5B with LoRA on wasm-blas the wasm heap grew by 1.08 GB for 1 × 96 tokens and
+// 1.66 GB for 2 × 80, against 1.33 and 2.2 GB estimated. Sampling (no gradients, a KV cache) needs far less than a
+// step and is not counted.
 import { totalmem } from 'node:os';
 import { UserError } from '../core/errors';
 import type { BackendInfo } from './backend';
@@ -30,6 +34,8 @@ export interface TrainShape {
   trainableParams?: number;
   /** LoRA's adapter parameters, held beside the frozen weights */
   adapterParams?: number;
+  /** LoRA's rank and targets: each adapted projection keeps more per token */
+  lora?: { r: number; targets?: readonly string[] };
 }
 
 export interface MemoryPart {
@@ -51,15 +57,25 @@ export function paramCount(cfg: ModelConfig): number {
   return paramSpecs(cfg).reduce((a, s) => a + s.parts.reduce((b, p) => b + sizeOf(p.hfShape), 0), 0);
 }
 
-/** Floats the backward pass keeps for one token of one layer (see the file comment), T the sequence length. */
-function layerFloatsPerToken(cfg: ModelConfig, T: number): number {
+/** Floats the forward pass keeps for one token of one layer (see the file comment), T the sequence length. */
+export function layerFloatsPerToken(cfg: ModelConfig, T: number, lora?: TrainShape['lora']): number {
   const d = cfg.dModel,
     hd = headDimOf(cfg),
     H = cfg.nHeads,
     Hkv = cfg.nKvHeads,
     F = cfg.dFf;
   const qkv = (H + 2 * Hkv) * hd;
-  return 7 * d + 2 * qkv + (H + Hkv) * hd + 2 * H * hd + 2 * H * T + 5 * F;
+  const base = 7 * d + 2 * qkv + (H + Hkv) * hd + 2 * H * hd + 2 * H * T + 5 * F;
+  if (!lora) return base;
+  const t = new Set(lora.targets ?? ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
+  // the fused projections: [their adapted parts, their width]
+  const groups: [number, number][] = [
+    [['q_proj', 'k_proj', 'v_proj'].filter((n) => t.has(n)).length, qkv],
+    [t.has('o_proj') ? 1 : 0, d],
+    [['gate_proj', 'up_proj'].filter((n) => t.has(n)).length, 2 * F],
+    [t.has('down_proj') ? 1 : 0, d],
+  ];
+  return base + groups.reduce((a, [n, width]) => a + (n ? 2 * n * lora.r + 2 * width : 0), 0);
 }
 
 export function estimateTrainingMemory(cfg: ModelConfig, shape: TrainShape): MemoryEstimate {
@@ -68,7 +84,7 @@ export function estimateTrainingMemory(cfg: ModelConfig, shape: TrainShape): Mem
   const trainable = shape.trainableParams ?? params;
   const T = shape.promptLen + shape.completionLen;
   const tokens = shape.rows * T;
-  const activations = 4 * (tokens * cfg.nLayers * layerFloatsPerToken(cfg, T) + shape.rows * shape.completionLen * 4 * cfg.vocabSize);
+  const activations = 4 * (2 * tokens * cfg.nLayers * layerFloatsPerToken(cfg, T, shape.lora) + shape.rows * shape.completionLen * 4 * cfg.vocabSize);
   const parts: MemoryPart[] = [
     { name: 'weights', bytes: 4 * params },
     ...(adapters ? [{ name: 'adapters' as const, bytes: 4 * adapters }] : []),

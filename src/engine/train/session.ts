@@ -103,6 +103,7 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
     klReference: g.kl_beta > 0,
     trainableParams: trainable,
     adapterParams: adapters,
+    ...(m.lora ? { lora: { r: m.lora.r, targets: m.lora.targets } } : {}),
   });
   const info = backendInfo();
   const where = `${rows} rows × ${promptLen + g.max_new_tokens} tokens per micro-batch`;

