@@ -171,6 +171,11 @@ function modelSampler(model: Transformer, tokenizer: Tokenizer, o: PairedSamplin
     const sized = rows.map((r) => ({ len: r.prefix.length, budget: r.budget }));
     for (const bucket of budgetBuckets(sized, model.cfg.maxSeqLen)) {
       const maxNew = Math.max(...bucket.map((r) => rows[r].budget));
+      if (maxNew === 0) {
+        // every row of the bucket asks for no token (a prefix of length 0 was drawn): nothing to sample
+        for (const r of bucket) out[r] = [];
+        continue;
+      }
       const cont = await generate(
         model,
         bucket.map((r) => rows[r].prefix),

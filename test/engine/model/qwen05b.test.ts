@@ -4,7 +4,7 @@
 // (bench/torch_hf.py: its own safetensors reader and a plain-PyTorch Qwen2 with repeat_kv), not from this engine.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { initBackend } from '../../../src/engine/model/backend';
@@ -12,8 +12,11 @@ import { loadHfModel } from '../../../src/engine/model/hf';
 import { generate } from '../../../src/engine/model/sampler';
 import { makeRng } from '../../../src/engine/core/rng';
 import { importRollouts } from '../../../src/engine/import/import';
-import { readEpisodeTable, readTokenTable } from '../../../src/engine/rundir/arrow_tables';
-import { stepFile } from '../../../src/engine/rundir/rundir';
+import { readMetrics, stepFile } from '../../../src/engine/rundir/rundir';
+import { train } from '../../../src/engine/train/train';
+import { probeRun } from '../../../src/engine/probe/probe';
+import { readEpisodeTable, readProbeTable, readTokenTable } from '../../../src/engine/rundir/arrow_tables';
+import { pairedRollouts } from '../../../src/engine/importance/paired';
 import { HfTokenizer } from '../../../src/engine/model/tokenizer';
 import { qwen05bFolder, TorchHf } from './qwen05b';
 
@@ -88,5 +91,41 @@ test('sampling at 0.5B: greedy decoding with the KV cache gives PyTorch’s toke
     });
   } finally {
     torch.stop();
+  }
+});
+
+test('at 0.5B on CPU: a LoRA GRPO run trains and keeps its policy, credit-lens probe samples continuations of its episodes, and rollouts paired samples pairs', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-05b-run-'));
+  try {
+    const cfg = join(dir, 'lora.credit.yaml');
+    writeFileSync(
+      cfg,
+      [
+        'name: lora05b',
+        'seed: 1',
+        'backend: wasm-blas',
+        `model: { source: hf, path: ${MODEL}, lora: { r: 8 } }`,
+        'task: { name: countdown, train_size: 16, eval_size: 2 }',
+        'sft: { steps: 0 }',
+        'grpo: { steps: 1, prompts_per_step: 1, group_size: 2, max_new_tokens: 8, eval_every: 100, checkpoint_every: 100 }',
+        'logging: { probe_every: 1 }',
+        '',
+      ].join('\n'),
+    );
+    const run = await train({ configPath: cfg });
+    assert.equal(run.status, 'completed');
+    const m = readMetrics(run.runDir).find((r) => r.phase === 'grpo')!;
+    assert.ok(Number.isFinite(m.loss!) && Number.isFinite(m.grad_norm!) && (m.step_time_s as number) > 0);
+    assert.ok(existsSync(join(run.runDir, 'policies', 'step-000001.safetensors')), 'the policy that sampled step 1 is kept for the probe');
+    const probe = await probeRun({ runDir: run.runDir, step: 1, episodeList: [0], rollouts: 2, positions: 'segments:2' });
+    assert.equal(probe.complete, true);
+    const table = readProbeTable(probe.table);
+    assert.ok(table.position.length >= 3, 'positions 0, a segment boundary and n');
+    assert.ok([...table.value].every((v) => v >= 0 && v <= 1));
+    const paired = await pairedRollouts({ configPath: cfg, groups: 1, outputDir: join(dir, 'paired'), log: () => {} });
+    assert.equal(paired.groups, 1);
+    assert.equal(paired.rows, 2, 'one row per member of the group’s one pair');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
