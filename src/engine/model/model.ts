@@ -23,7 +23,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
-import { modelOps, type ModelOps } from './ops';
+import { keepsTables, modelOps, type ModelOps } from './ops';
 import {
   createLora,
   disposeLora,
@@ -74,6 +74,8 @@ export class Transformer {
   private ropeCos = new Float32Array(0);
   private ropeSin = new Float32Array(0);
   private ropeLen = 0;
+  /** ropeTables' last device tensors, by `${pos0},${T}`, oldest first */
+  private tables = new Map<string, { cos: tf.Tensor4D; sin: tf.Tensor4D; causal: tf.Tensor4D }>();
   private disposed = false;
   /** model.lora: the adapters' config (null without LoRA) */
   private loraCfg: LoraConfig | null = null;
@@ -477,6 +479,8 @@ export class Transformer {
     if (this.disposed) return;
     this.disposed = true;
     if (this.sharesParams) return;
+    for (const t of this.tables.values()) tf.dispose([t.cos, t.sin, t.causal]);
+    this.tables.clear();
     for (const v of this.params.values()) v.dispose();
     if (this.loraCfg) disposeLora(this.loraLayers());
   }
@@ -552,7 +556,17 @@ export class Transformer {
    * cos / sin tables [1, H + Hkv, T, hd] for positions pos0..pos0+T−1, matching the q | k heads of the fused
    * projection. 1/√hd is folded into q's rows: one multiply of the tables instead of one over the scores.
    */
-  private ropeTables(pos0: number, T: number): { cos: tf.Tensor4D; sin: tf.Tensor4D } {
+  private ropeTables(pos0: number, T: number): { cos: tf.Tensor4D; sin: tf.Tensor4D; causal: tf.Tensor4D } {
+    // the last few (pos0, T) stay on the device: a training step runs the same shapes two or three times (the pass that
+    // reads ahead, the taped pass, the reference), and a GPU backend would upload them each time
+    const keep = keepsTables();
+    const key = `${pos0},${T}`;
+    const hit = keep ? this.tables.get(key) : undefined;
+    if (hit) {
+      this.tables.delete(key);
+      this.tables.set(key, hit);
+      return hit;
+    }
     const hd = this.hd;
     const heads = this.cfg.nHeads + this.cfg.nKvHeads;
     this.ensureRope(pos0 + T);
@@ -569,7 +583,22 @@ export class Transformer {
         sin[off + i] = rowSin[i] * s;
       }
     }
-    return { cos: tf.tensor4d(cos, [1, heads, T, hd]), sin: tf.tensor4d(sin, [1, heads, T, hd]) };
+    const Tk = pos0 + T;
+    // key j is visible to query i (absolute position pos0 + i) iff j ≤ pos0 + i
+    const causal = new Float32Array(T * Tk);
+    for (let i = 0; i < T; i++) causal.fill(1, i * Tk, i * Tk + pos0 + i + 1);
+    const t = { cos: tf.tensor4d(cos, [1, heads, T, hd]), sin: tf.tensor4d(sin, [1, heads, T, hd]), causal: tf.tensor4d(causal, [1, 1, T, Tk]) };
+    if (!keep) return t;
+    tf.keep(t.cos);
+    tf.keep(t.sin);
+    tf.keep(t.causal);
+    this.tables.set(key, t);
+    if (this.tables.size > TABLES_KEPT) {
+      const [oldest, v] = this.tables.entries().next().value!;
+      this.tables.delete(oldest);
+      tf.dispose([v.cos, v.sin, v.causal]);
+    }
+    return t;
   }
 
   /**
@@ -584,12 +613,10 @@ export class Transformer {
     const d = cfg.dModel;
     const Tk = pos0 + T;
 
-    const { cos, sin } = this.ropeTables(pos0, T);
+    const { cos, sin, causal } = this.ropeTables(pos0, T);
     // Additive mask [B, 1, T, Tk]: key j is visible to query i (absolute position pos0+i) iff j ≤ pos0+i and j is
     // a real token. −1e9 rather than −∞ so a padded query row (all keys hidden) stays finite instead of NaN.
-    const causal = new Float32Array(T * Tk);
-    for (let i = 0; i < T; i++) causal.fill(1, i * Tk, i * Tk + pos0 + i + 1);
-    const allowed = tf.mul(tf.tensor4d(causal, [1, 1, T, Tk]), mask.reshape([B, 1, 1, Tk]));
+    const allowed = tf.mul(causal, mask.reshape([B, 1, 1, Tk]));
     const maskAdd = tf.mul(tf.sub(1, allowed), MASKED) as tf.Tensor4D;
     const ops = this.ops();
     const eps = cfg.rmsEps;
@@ -680,6 +707,9 @@ export class Transformer {
     return { ...res, length: cache.length, inPlace: true };
   }
 }
+
+/** ropeTables keeps this many (pos0, T) on the device. */
+const TABLES_KEPT = 4;
 
 /** In-place caches hold a multiple of this many positions: the decode kernel scores 4 keys at a time. */
 const CAPACITY_STEP = 8;

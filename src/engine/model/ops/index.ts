@@ -45,6 +45,11 @@ export function useOpsTable(t: BackendOps): void {
   resolved.clear();
 }
 
+/** Whether the backend in use keeps the model's constant tables on the device (BackendOps.keepTables). */
+export function keepsTables(): boolean {
+  return table.keepTables === true;
+}
+
 /** The name of the table in use (run.json records it with the backend; tests check which table runs). */
 export function opsName(): string {
   return table.name;

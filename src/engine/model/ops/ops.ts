@@ -70,6 +70,11 @@ export interface OpEntry<F> {
 /** A backend's ops: what it implements; the rest is composed.ts's. */
 export interface BackendOps {
   name: string;
+  /**
+   * Keep the model's RoPE tables and causal masks of the last few shapes on the device (a GPU backend uploads each host
+   * tensor it meets; on wasm and cpu a new one is a copy in the same memory, so they are made per pass)
+   */
+  keepTables?: boolean;
   ops: { [K in keyof ModelOps]?: OpEntry<NonNullable<ModelOps[K]>> };
 }
 
