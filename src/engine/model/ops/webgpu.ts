@@ -2,8 +2,10 @@
 // except where this table has an op of ours. What the profile of a train step showed (bench_size.ts profileWebgpu):
 // every host tensor a pass meets is an upload, so the model's constant tables stay on the device (keepTables), and
 // RMSNorm has its gradient written out, because tfjs's Mean gradient builds a tensor of ones on the host
-// ([rows, d], uploaded once per norm per step).
+// ([rows, d], uploaded once per norm per step). A token's log-prob runs as two WGSL kernels (kernels/webgpu_logprob.ts):
+// the fusion wasm-blas has natively, and without the float atomics of tfjs's gather gradient.
 import * as tf from '@tensorflow/tfjs';
+import { tokenLogprobWebgpu } from '../kernels/webgpu_logprob';
 import type { BackendOps } from './ops';
 
 /**
@@ -29,5 +31,5 @@ export function rmsNormOnDevice(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf
 }
 
 export function webgpuOps(): BackendOps {
-  return { name: 'webgpu', keepTables: true, ops: { rmsNorm: { run: rmsNormOnDevice } } };
+  return { name: 'webgpu', keepTables: true, ops: { rmsNorm: { run: rmsNormOnDevice }, tokenLogprob: { run: tokenLogprobWebgpu } } };
 }
