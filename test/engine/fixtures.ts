@@ -1,6 +1,39 @@
-// Shared fixtures for engine tests: a tiny scratch config that trains in about a second on wasm.
+// Shared fixtures for engine tests: a tiny scratch config that trains in about a second on wasm, the sevens task, a
+// reporter that stops a run at a step, and the relative error the numeric comparisons use.
+import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { RunController } from '../../src/engine/train/run_control';
+
+/** ‖got − want‖ / ‖want‖ (‖got − want‖ when want is 0) */
+export function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  assert.equal(got.length, want.length);
+  let d = 0,
+    w = 0;
+  for (let i = 0; i < want.length; i++) {
+    d += (got[i] - want[i]) ** 2;
+    w += want[i] ** 2;
+  }
+  return w === 0 ? Math.sqrt(d) : Math.sqrt(d / w);
+}
+
+/** A controller and a reporter that stops the run once it reports GRPO step `step` (train's options). */
+export function stopAtStep(step: number): {
+  controller: RunController;
+  reporter: { started(): void; metrics(): void; log(): void; finished(): void; progress(p: { phase: string; step: number }): void };
+} {
+  const controller = new RunController();
+  const reporter = {
+    started() {},
+    metrics() {},
+    log() {},
+    finished() {},
+    progress(p: { phase: string; step: number }) {
+      if (p.phase === 'grpo' && p.step === step) void controller.stop();
+    },
+  };
+  return { controller, reporter };
+}
 
 export function tinyConfig(dir: string, task: 'countdown' | 'arithmetic', extra = ''): string {
   const p = join(dir, `${task}.credit.yaml`);

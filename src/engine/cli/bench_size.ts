@@ -61,8 +61,8 @@ export async function benchModelSize(o: { quick: boolean; say: (m: string) => vo
   o.say(`0.5B: writing or reusing the Qwen2.5-0.5B-shaped folder ${dir}…`);
   const params = writeShapedCheckpoint(dir, QWEN25_05B_CONFIG, tok);
   await initBackend('wasm-blas');
-  let t0 = performance.now();
-  const { model, tokenizer } = loadHfModel(dir, { useChatTemplate: false });
+  const t0 = performance.now();
+  const { model } = loadHfModel(dir, { useChatTemplate: false });
   const load_s = (performance.now() - t0) / 1000;
   const torchSpawn = TorchServer.spawn('torch_hf.py', [], '/usr/bin/python3', { ...process.env, TORCH_HF_THREADS: '2' });
   const torch = 'error' in torchSpawn ? null : torchSpawn;

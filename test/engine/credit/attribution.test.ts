@@ -9,8 +9,8 @@ import { attributionMetrics, maskedScaledSoftmax } from '../../../src/engine/cre
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { loadCheckpoint, latestCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
-import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
-import { sevensConfig, tinyConfig } from '../fixtures';
+import { metricsWithoutTiming, train } from '../../../src/engine/train/train';
+import { sevensConfig, stopAtStep, tinyConfig } from '../fixtures';
 import { initBackend } from '../../../src/engine/model/backend';
 
 const close = (a: number, b: number, tol = 1e-6) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
@@ -76,16 +76,7 @@ test('an attribution run trains the head, logs α, checkpoints the head and resu
   const dir = mkdtempSync(join(tmpdir(), 'cl-attr-'));
   // A longer SFT than the other fixtures so rewards vary within groups (A ≠ 0) and the head gets a gradient.
   const cfg = tinyConfig(dir, 'countdown', 'credit: { strategy: attribution }\n');
-  const ctl = new RunController();
-  const reporter = {
-    started() {},
-    metrics() {},
-    log() {},
-    finished() {},
-    progress(p: { phase: string; step: number }) {
-      if (p.phase === 'grpo' && p.step === 2) void ctl.stop();
-    },
-  };
+  const { controller: ctl, reporter } = stopAtStep(2);
   const sets = ['sft.steps=80', 'sft.lr=5e-3'];
   const stopped = await train({ configPath: cfg, controller: ctl, reporter, sets });
   const ck = loadCheckpoint(latestCheckpoint(stopped.runDir)!);

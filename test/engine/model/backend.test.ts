@@ -25,6 +25,7 @@ import {
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { generate } from '../../../src/engine/model/sampler';
 import { blasProducts, blasStats, blasThreads } from '../../../src/engine/model/kernels/blas';
+import { relErr } from '../fixtures';
 
 const TOL = 1e-5;
 
@@ -32,18 +33,6 @@ function randArray(rng: Rng, n: number): Float32Array {
   const a = new Float32Array(n);
   for (let i = 0; i < n; i++) a[i] = randNormal(rng);
   return a;
-}
-
-/** ‖got − want‖ / ‖want‖ */
-function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  assert.equal(got.length, want.length);
-  let d = 0,
-    w = 0;
-  for (let i = 0; i < want.length; i++) {
-    d += (got[i] - want[i]) ** 2;
-    w += want[i] ** 2;
-  }
-  return w === 0 ? Math.sqrt(d) : Math.sqrt(d / w);
 }
 
 function assertClose(got: ArrayLike<number>, want: ArrayLike<number>, what: string, tol = TOL): void {

@@ -14,11 +14,10 @@ import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { loraParamCount } from '../../../src/engine/model/lora';
 import { makeRng } from '../../../src/engine/core/rng';
 import { train } from '../../../src/engine/train/train';
-import { RunController } from '../../../src/engine/train/run_control';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { latestCheckpoint, loadCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { readSafetensors } from '../../../src/engine/model/safetensors';
-import { tinyConfig } from '../fixtures';
+import { relErr, stopAtStep, tinyConfig } from '../fixtures';
 
 const cfg: ModelConfig = {
   arch: 'qwen2',
@@ -46,16 +45,6 @@ function loss(m: Transformer): tf.Scalar {
   const { logits } = m.forward(tf.tensor2d(ids, [B, T], 'int32'), tf.tensor2d(mask, [B, T]));
   return tf.mean(tf.mul(m.tokenLogprob(logits.reshape([B * T, 40]) as tf.Tensor2D, tf.tensor1d(pick, 'int32')), tf.tensor1d(wts))) as tf.Scalar;
 }
-
-const relErr = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  let d = 0,
-    n = 0;
-  for (let i = 0; i < b.length; i++) {
-    d += (a[i] - b[i]) ** 2;
-    n += b[i] ** 2;
-  }
-  return Math.sqrt(d / n);
-};
 
 test('adapter count by hand; fresh adapters change nothing; trained ones equal the merged weights run as a plain model', async () => {
   await initBackend('cpu');
@@ -134,17 +123,7 @@ test('a LoRA GRPO run: only the adapters train, checkpoints hold adapters and me
   const dir = mkdtempSync(join(tmpdir(), 'cl-lora-'));
   const config = tinyConfig(dir, 'countdown');
   const sets = ['model.lora={r: 4, targets: [q_proj, v_proj, down_proj]}', 'sft.steps=4', 'sft.lr=1e-2', 'grpo.lr=1e-2', 'grpo.kl_beta=0.05'];
-  const ctl = new RunController();
-  const reporter = {
-    started() {},
-    metrics() {},
-    log() {},
-    finished() {},
-    progress(p: { phase: string; step: number }) {
-      if (p.phase === 'grpo' && p.step === 2) void ctl.stop();
-    },
-  };
-  const stopped = await train({ configPath: config, sets, controller: ctl, reporter });
+  const stopped = await train({ configPath: config, sets, ...stopAtStep(2) });
   assert.equal(stopped.status, 'stopped');
   const ck = latestCheckpoint(stopped.runDir)!;
   assert.ok(existsSync(join(ck, 'adapters.safetensors')));

@@ -29,17 +29,7 @@ import {
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { completionLogprobs, policyBatch } from '../../../src/engine/train/rollout';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
-
-function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  assert.equal(got.length, want.length);
-  let d = 0,
-    w = 0;
-  for (let i = 0; i < want.length; i++) {
-    d += (got[i] - want[i]) ** 2;
-    w += want[i] ** 2;
-  }
-  return Math.sqrt(d / w);
-}
+import { relErr } from '../fixtures';
 
 /** Runs f under tf.profile and checks that each of the named kernels ran in it. */
 async function ranKernels(kernels: string[], f: () => void): Promise<void> {

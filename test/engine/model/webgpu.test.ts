@@ -18,19 +18,9 @@ import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { makeRng } from '../../../src/engine/core/rng';
 import { generate } from '../../../src/engine/model/sampler';
 import { tokenLogprobWebgpu } from '../../../src/engine/model/kernels/webgpu_logprob';
+import { relErr } from '../fixtures';
 
 const TOL = 1e-4;
-
-function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  assert.equal(got.length, want.length);
-  let d = 0,
-    w = 0;
-  for (let i = 0; i < want.length; i++) {
-    d += (got[i] - want[i]) ** 2;
-    w += want[i] ** 2;
-  }
-  return w === 0 ? Math.sqrt(d) : Math.sqrt(d / w);
-}
 
 function config(tie: boolean): ModelConfig {
   return {

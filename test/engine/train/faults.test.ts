@@ -11,30 +11,16 @@ import { checkpointDir } from '../../../src/engine/rundir/checkpoint';
 import { listEvalSteps } from '../../../src/engine/rundir/eval_table';
 import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
 import { startLlmServer } from '../oracle/llm_server';
-import { tinyConfig } from '../fixtures';
+import { stopAtStep, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-faults-'));
 const CLI = resolve(__dirname, '../../../dist/engine/cli.js');
-
-function stopAt(step: number) {
-  const ctl = new RunController();
-  const reporter = {
-    started() {},
-    metrics() {},
-    log() {},
-    finished() {},
-    progress(p: { phase: string; step: number }) {
-      if (p.phase === 'grpo' && p.step === step) void ctl.stop();
-    },
-  };
-  return { controller: ctl, reporter };
-}
 
 test('KL on resume: the reference is the post-SFT policy, so a resumed run reproduces the uninterrupted one', async () => {
   const cfg = tinyConfig(tmp(), 'countdown');
   const sets = ['grpo.kl_beta=0.5', 'grpo.steps=4', 'grpo.checkpoint_every=1'];
   const full = await train({ configPath: cfg, sets });
-  const stopped = await train({ configPath: cfg, sets, ...stopAt(2) });
+  const stopped = await train({ configPath: cfg, sets, ...stopAtStep(2) });
   assert.equal(stopped.status, 'stopped');
   const resumed = await train({ resume: stopped.runDir });
   assert.equal(resumed.status, 'completed');
@@ -156,7 +142,7 @@ test('a resume sets aside the tables the abandoned trajectory wrote after its ch
   updateRunInfo(runDir, { status: 'failed' });
   const oldStep4 = readFileSync(join(runDir, 'tokens', 'step-000004.arrow'));
   // The resumed run stops after step 3: nothing overwrites step 4's tables.
-  const resumed = await train({ resume: runDir, ...stopAt(3) });
+  const resumed = await train({ resume: runDir, ...stopAtStep(3) });
   assert.equal(resumed.status, 'stopped');
   assert.deepEqual(listLoggedSteps(runDir, 'tokens'), [1, 2, 3]);
   assert.deepEqual(listLoggedSteps(runDir, 'episodes'), [1, 2, 3]);

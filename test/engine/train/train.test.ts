@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { readEpisodeTable, readTokenTable, TOKEN_SCHEMA, EPISODE_SCHEMA } from '../../../src/engine/rundir/arrow_tables';
 import { latestCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { readMetrics, readRunInfo } from '../../../src/engine/rundir/rundir';
-import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
-import { sevensConfig, tinyConfig } from '../fixtures';
+import { metricsWithoutTiming, train } from '../../../src/engine/train/train';
+import { sevensConfig, stopAtStep, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-train-'));
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
@@ -82,16 +82,7 @@ test('the same seed twice gives identical metrics', async () => {
 test('stop + resume continues from the checkpoint and matches an uninterrupted run', async () => {
   const dir = tmp();
   const cfg = tinyConfig(dir, 'countdown', '');
-  const ctl = new RunController();
-  const reporter = {
-    started() {},
-    metrics() {},
-    log() {},
-    finished() {},
-    progress(p: { phase: string; step: number }) {
-      if (p.phase === 'grpo' && p.step === 2) void ctl.stop();
-    },
-  };
+  const { controller: ctl, reporter } = stopAtStep(2);
   const stopped = await train({ configPath: cfg, controller: ctl, reporter });
   assert.equal(stopped.status, 'stopped');
   assert.equal(readRunInfo(stopped.runDir)!.status, 'stopped');
@@ -112,16 +103,7 @@ test('stop + resume continues from the checkpoint and matches an uninterrupted r
 
 test('resume skips a damaged checkpoint for the previous good one, and reports clearly when none is left', async () => {
   const dir = tmp();
-  const ctl = new RunController();
-  const reporter = {
-    started() {},
-    metrics() {},
-    log() {},
-    finished() {},
-    progress(p: { phase: string; step: number }) {
-      if (p.phase === 'grpo' && p.step === 1) void ctl.stop();
-    },
-  };
+  const { controller: ctl, reporter } = stopAtStep(1);
   const r = await train({ configPath: tinyConfig(dir, 'arithmetic'), controller: ctl, reporter });
   const ck = latestCheckpoint(r.runDir)!;
   assert.match(ck, /step-000001$/);
