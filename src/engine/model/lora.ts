@@ -7,7 +7,9 @@
 // Stored as PEFT names it: `<module>.lora_A.weight` [r, in] and `<module>.lora_B.weight` [out, r] (exportAdapters).
 import * as tf from '@tensorflow/tfjs';
 import { makeRng } from '../core/rng';
-import { headDimOf, type ModelConfig, type WeightTensor } from './shapes';
+import { headDimOf, type LayerLora, type LoraPart, type LoraSlots, type ModelConfig, type WeightTensor } from './shapes';
+
+export type { LayerLora, LoraPart, LoraSlots } from './shapes';
 
 export type LoraTarget = 'q_proj' | 'k_proj' | 'v_proj' | 'o_proj' | 'gate_proj' | 'up_proj' | 'down_proj';
 export const ALL_LORA_TARGETS: LoraTarget[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
@@ -18,28 +20,6 @@ export interface LoraConfig {
   alpha?: number;
   /** default every projection */
   targets?: LoraTarget[];
-}
-
-/** One adapted module: A [in, r], B [r, out] (the part's own columns of its fused projection). */
-export interface LoraPart {
-  /** the HF module name, e.g. model.layers.3.self_attn.q_proj */
-  module: string;
-  A: tf.Variable;
-  B: tf.Variable;
-}
-
-/** A fused projection's adapters, one slot per column block (null: that block is not adapted). */
-export interface LoraSlots {
-  parts: (LoraPart | null)[];
-  /** each block's width (its columns in the fused output) */
-  widths: number[];
-}
-
-export interface LayerLora {
-  qkv: LoraSlots;
-  o: LoraSlots;
-  gateUp: LoraSlots;
-  down: LoraSlots;
 }
 
 /** The fused projections of layer i: [name in the fused order, module, in, out]. */

@@ -90,7 +90,29 @@ export interface Layer {
   wGateUp: tf.Variable;
   wDown: tf.Variable;
   /** model.lora's adapters of this layer (lora.ts) */
-  lora?: import('./lora').LayerLora;
+  lora?: LayerLora;
+}
+
+/** One adapted module: A [in, r], B [r, out] (the part's own columns of its fused projection). */
+export interface LoraPart {
+  /** the HF module name, e.g. model.layers.3.self_attn.q_proj */
+  module: string;
+  A: tf.Variable;
+  B: tf.Variable;
+}
+
+/** A fused projection's adapters, one slot per column block (null: that block is not adapted). */
+export interface LoraSlots {
+  parts: (LoraPart | null)[];
+  /** each block's width (its columns in the fused output) */
+  widths: number[];
+}
+
+export interface LayerLora {
+  qkv: LoraSlots;
+  o: LoraSlots;
+  gateUp: LoraSlots;
+  down: LoraSlots;
 }
 
 /** Which weights train without LoRA: all, or not the embeddings (model.freeze_embeddings), or the last k blocks only. */
