@@ -4,9 +4,11 @@
 // On the wasm backend one update is a single SIMD pass per parameter that rewrites the parameter and both moments in
 // place (adamInPlace, kernels/fused.ts), instead of twelve kernels per parameter, each with its own output buffer. It
 // rounds every intermediate to float32 where the kernels do, so it gives the op sequence's bits (tested against it). A
-// parameter whose buffer another tensor shares, and every parameter on other backends, takes the op sequence.
+// parameter whose buffer another tensor shares, and every parameter on other backends, takes the op sequence; on
+// webgpu the update is three WGSL kernels per parameter with its numbers as uniforms (kernels/webgpu_adam.ts).
 import * as tf from '@tensorflow/tfjs';
 import { adamInPlace } from './kernels/fused';
+import { adamWebgpu } from './kernels/webgpu_adam';
 
 export interface NamedArray {
   shape: number[];
@@ -59,19 +61,11 @@ export class Adam {
     });
   }
 
-  /** The same update in place (wasm): false when it cannot run there. */
+  /** The same update in place (wasm), or in three WGSL kernels (webgpu): false when neither can run. */
   private applyInPlace(p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, bc1: number, bc2: number): boolean {
     const f = Math.fround;
-    return adamInPlace(p, g, m, v, {
-      b1: f(this.beta1),
-      c1: f(1 - this.beta1),
-      b2: f(this.beta2),
-      c2: f(1 - this.beta2),
-      d1: f(bc1),
-      d2: f(bc2),
-      eps: f(this.eps),
-      lr: f(this.lr),
-    });
+    const s = { b1: f(this.beta1), c1: f(1 - this.beta1), b2: f(this.beta2), c2: f(1 - this.beta2), d1: f(bc1), d2: f(bc2), eps: f(this.eps), lr: f(this.lr) };
+    return adamInPlace(p, g, m, v, s) || adamWebgpu(p, g, m, v, s);
   }
 
   async exportState(): Promise<Record<string, NamedArray>> {

@@ -18,6 +18,7 @@ import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { makeRng } from '../../../src/engine/core/rng';
 import { generate } from '../../../src/engine/model/sampler';
 import { tokenLogprobWebgpu } from '../../../src/engine/model/kernels/webgpu_logprob';
+import { Adam } from '../../../src/engine/model/optim';
 import { relErr } from '../fixtures';
 
 const TOL = 1e-4;
@@ -164,4 +165,43 @@ test('the WGSL token log-prob kernels against float64: values and gradients, a v
     assert.deepEqual(b.g, a.g);
     tf.dispose([z, t, w]);
   }
+});
+
+test('Adam on webgpu (three WGSL kernels per parameter) gives the op sequence’s update on cpu, over three steps', async () => {
+  const run = async (backend: 'cpu' | 'webgpu') => {
+    await initBackend(backend);
+    const rng = makeRng(3);
+    const vals = (n: number) => Float32Array.from({ length: n }, () => rng() * 2 - 1);
+    const params = new Map<string, tf.Variable>([
+      ['w', tf.variable(tf.tensor2d(vals(6 * 35), [6, 35]))],
+      ['b', tf.variable(tf.tensor1d(vals(35)))],
+    ]);
+    const opt = new Adam(3e-3);
+    for (let s = 0; s < 3; s++) {
+      const grads = { w: tf.tensor2d(vals(6 * 35), [6, 35]), b: tf.tensor1d(vals(35)) };
+      opt.apply(params, grads);
+      tf.dispose(Object.values(grads));
+    }
+    const out = { w: Float32Array.from(await params.get('w')!.data()), b: Float32Array.from(await params.get('b')!.data()), state: await opt.exportState() };
+    opt.dispose();
+    for (const p of params.values()) p.dispose();
+    return out;
+  };
+  const cpu = await run('cpu');
+  const gpu = await run('webgpu');
+  for (const k of ['w', 'b'] as const) assert.ok(relErr(gpu[k], cpu[k]) < 1e-6, `${k}: ${relErr(gpu[k], cpu[k])}`);
+  for (const k of Object.keys(cpu.state)) assert.ok(relErr(gpu.state[k].data, cpu.state[k].data) < 1e-6, k);
+  // the update is the kernels': one Adam step of a parameter dispatches three of them
+  await initBackend('webgpu');
+  const p = new Map([['x', tf.variable(tf.ones([1000]))]]);
+  const opt = new Adam(1e-3);
+  const g = { x: tf.fill([1000], 0.5) };
+  const names = (await tf.profile(() => opt.apply(p, g))).kernels.map((k) => k.name);
+  assert.deepEqual(
+    names.filter((n) => n.startsWith('ClAdam')),
+    ['ClAdamMomentWebgpu', 'ClAdamMomentWebgpu', 'ClAdamParamWebgpu'],
+  );
+  assert.ok(!names.includes('Multiply'), names.join(','));
+  tf.dispose([...p.values(), g.x]);
+  opt.dispose();
 });
