@@ -19,6 +19,8 @@ import { makeRng } from '../../../src/engine/core/rng';
 import { generate } from '../../../src/engine/model/sampler';
 import { tokenLogprobWebgpu } from '../../../src/engine/model/kernels/webgpu_logprob';
 import { Adam } from '../../../src/engine/model/optim';
+import { attentionWebgpu } from '../../../src/engine/model/kernels/webgpu_attention';
+import { COMPOSED } from '../../../src/engine/model/ops/composed';
 import { relErr } from '../fixtures';
 
 const TOL = 1e-4;
@@ -204,4 +206,39 @@ test('Adam on webgpu (three WGSL kernels per parameter) gives the op sequence’
   assert.ok(!names.includes('Multiply'), names.join(','));
   tf.dispose([...p.values(), g.x]);
   opt.dispose();
+});
+
+test('attention on webgpu (WGSL scores + mask + softmax, and its gradient) equals the composition on cpu: 70 keys, GQA, a padded row', async () => {
+  const [B, H, Hkv, T, hd] = [2, 4, 2, 70, 16];
+  const rng = makeRng(8);
+  const vals = (n: number) => Float32Array.from({ length: n }, () => rng() * 2 - 1);
+  const qv = vals(B * H * T * hd),
+    kv = vals(B * Hkv * T * hd),
+    vv = vals(B * Hkv * T * hd),
+    dctx = vals(B * T * H * hd),
+    dprobs = vals(B * H * T * T);
+  // causal, and row 1 left-padded by 5 keys
+  const mv = new Float32Array(B * T * T);
+  for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) mv[(b * T + i) * T + j] = j <= i && !(b === 1 && j < 5) ? 0 : -1e9;
+  const run = async (backend: 'cpu' | 'webgpu') => {
+    await initBackend(backend);
+    const attention = backend === 'cpu' ? COMPOSED.attention : attentionWebgpu;
+    const q = tf.tensor4d(qv, [B, H, T, hd]),
+      k = tf.tensor4d(kv, [B, Hkv, T, hd]),
+      v = tf.tensor4d(vv, [B, Hkv, T, hd]),
+      mask = tf.tensor4d(mv, [B, 1, T, T]);
+    const f = (a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => {
+      const { context, probs } = attention(a as tf.Tensor4D, b as tf.Tensor4D, c as tf.Tensor4D, mask);
+      return tf.add(tf.sum(tf.mul(context, tf.tensor2d(dctx, [B * T, H * hd]))), tf.sum(tf.mul(probs, tf.tensor4d(dprobs, [B, H, T, T]))));
+    };
+    const out = attention(q, k, v, mask);
+    const grads = tf.grads(f)([q, k, v]);
+    const read = async (t: tf.Tensor) => Float32Array.from(await t.data());
+    const r = { context: await read(out.context), probs: await read(out.probs), dq: await read(grads[0]), dk: await read(grads[1]), dv: await read(grads[2]) };
+    tf.dispose([q, k, v, mask, out.context, out.probs, ...grads]);
+    return r;
+  };
+  const cpu = await run('cpu');
+  const gpu = await run('webgpu');
+  for (const key of ['context', 'probs', 'dq', 'dk', 'dv'] as const) assert.ok(relErr(gpu[key], cpu[key]) < 1e-4, `${key}: ${relErr(gpu[key], cpu[key])}`);
 });

@@ -3,8 +3,10 @@
 // every host tensor a pass meets is an upload, so the model's constant tables stay on the device (keepTables), and
 // RMSNorm has its gradient written out, because tfjs's Mean gradient builds a tensor of ones on the host
 // ([rows, d], uploaded once per norm per step). A token's log-prob runs as two WGSL kernels (kernels/webgpu_logprob.ts):
-// the fusion wasm-blas has natively, and without the float atomics of tfjs's gather gradient.
+// the fusion wasm-blas has natively, and without the float atomics of tfjs's gather gradient; attention's scores, mask
+// and softmax as one kernel each way (kernels/webgpu_attention.ts).
 import * as tf from '@tensorflow/tfjs';
+import { attentionWebgpu } from '../kernels/webgpu_attention';
 import { tokenLogprobWebgpu } from '../kernels/webgpu_logprob';
 import type { BackendOps } from './ops';
 
@@ -31,5 +33,9 @@ export function rmsNormOnDevice(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf
 }
 
 export function webgpuOps(): BackendOps {
-  return { name: 'webgpu', keepTables: true, ops: { rmsNorm: { run: rmsNormOnDevice }, tokenLogprob: { run: tokenLogprobWebgpu } } };
+  return {
+    name: 'webgpu',
+    keepTables: true,
+    ops: { rmsNorm: { run: rmsNormOnDevice }, tokenLogprob: { run: tokenLogprobWebgpu }, attention: { run: attentionWebgpu } },
+  };
 }
