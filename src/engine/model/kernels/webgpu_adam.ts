@@ -6,44 +6,14 @@
 // copy). The arithmetic is the op sequence's, in its order.
 import * as tf from '@tensorflow/tfjs';
 import type { AdamScalars } from './fused';
+import { flatProgram, runProgram, type Program } from './webgpu_program';
 
 const MOMENT = 'ClAdamMomentWebgpu';
 const PARAM = 'ClAdamParamWebgpu';
 const THREADS = 128;
 
-interface Program {
-  variableNames: string[];
-  outputShape: number[];
-  shaderKey: string;
-  dispatchLayout: { x: number[] };
-  dispatch: [number, number, number];
-  workgroupSize: [number, number, number];
-  uniforms: string;
-  size: boolean;
-  getUserCode(): string;
-}
-
-interface WebgpuBackendLike {
-  runWebGPUProgram(p: Program, inputs: tf.TensorInfo[], dtype: 'float32', uniforms: { type: 'float32'; data: number[] }[]): tf.TensorInfo;
-}
-
-function flat(n: number, variableNames: string[], shaderKey: string, uniforms: string, body: string): Program {
-  return {
-    variableNames,
-    outputShape: [n],
-    shaderKey,
-    dispatchLayout: { x: [0] },
-    dispatch: [Math.ceil(n / THREADS), 1, 1],
-    workgroupSize: [THREADS, 1, 1],
-    uniforms,
-    size: true,
-    getUserCode: () => `
-      fn main(index : i32) {
-        if (index < uniforms.size) {
-          ${body}
-        }
-      }`,
-  };
+function flat(n: number, inputs: string[], key: string, uniforms: string, body: string): Program {
+  return flatProgram({ inputs, outputShape: [n], key, uniforms, threads: THREADS, code: `fn main(index : i32) { if (index < uniforms.size) { ${body} } }` });
 }
 
 let registered = false;
@@ -67,10 +37,15 @@ function register(): void {
         'beta : f32, oneMinus : f32,',
         `setOutputAtIndex(index, s[index] * uniforms.beta + (${gx}) * uniforms.oneMinus);`,
       );
-      return (backend as unknown as WebgpuBackendLike).runWebGPUProgram(p, [s, g], 'float32', [
-        { type: 'float32', data: [beta] },
-        { type: 'float32', data: [oneMinus] },
-      ]);
+      return runProgram(
+        backend,
+        p,
+        [s, g],
+        [
+          { type: 'float32', data: [beta] },
+          { type: 'float32', data: [oneMinus] },
+        ],
+      );
     },
   });
   // p' = p − ((m / d1) / (sqrt(v / d2) + ε))·lr
@@ -88,12 +63,17 @@ function register(): void {
         'd1 : f32, d2 : f32, eps : f32, lr : f32,',
         'setOutputAtIndex(index, p[index] - ((m[index] / uniforms.d1) / (sqrt(v[index] / uniforms.d2) + uniforms.eps)) * uniforms.lr);',
       );
-      return (backend as unknown as WebgpuBackendLike).runWebGPUProgram(prog, [p, m, v], 'float32', [
-        { type: 'float32', data: [a.d1] },
-        { type: 'float32', data: [a.d2] },
-        { type: 'float32', data: [a.eps] },
-        { type: 'float32', data: [a.lr] },
-      ]);
+      return runProgram(
+        backend,
+        prog,
+        [p, m, v],
+        [
+          { type: 'float32', data: [a.d1] },
+          { type: 'float32', data: [a.d2] },
+          { type: 'float32', data: [a.eps] },
+          { type: 'float32', data: [a.lr] },
+        ],
+      );
     },
   });
 }

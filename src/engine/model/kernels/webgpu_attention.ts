@@ -7,65 +7,22 @@
 // products around them (P·V, and dP, dQ, dK, dV) stay tfjs's tiled matMul. Grouped-query attention: query head h reads
 // kv head ⌊h / (H / Hkv)⌋ (HF repeat_kv order).
 import * as tf from '@tensorflow/tfjs';
+import { flatProgram, runProgram, workgroupReductions, type Program } from './webgpu_program';
 
 const FWD = 'ClAttentionProbsWebgpu';
 const BWD = 'ClSoftmaxGradWebgpu';
 const THREADS = 64;
 
-interface Program {
-  variableNames: string[];
-  outputShape: number[];
-  shaderKey: string;
-  dispatchLayout: { x: number[] };
-  dispatch: [number, number, number];
-  workgroupSize: [number, number, number];
-  uniforms: string;
-  size: boolean;
-  getUserCode(): string;
-}
-
-interface WebgpuBackendLike {
-  runWebGPUProgram(p: Program, inputs: tf.TensorInfo[], dtype: 'float32', uniforms: { type: 'int32'; data: number[] }[]): tf.TensorInfo;
-}
-
-/** Max and sum reductions of one value per thread over the workgroup (THREADS a power of two). */
-const REDUCE = `
-  var<workgroup> red : array<f32, ${THREADS}>;
-  fn reduceMax(x : f32, lane : i32) -> f32 {
-    red[lane] = x;
-    workgroupBarrier();
-    for (var s = ${THREADS / 2}; s > 0; s = s / 2) {
-      if (lane < s) { red[lane] = max(red[lane], red[lane + s]); }
-      workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-  }
-  fn reduceSum(x : f32, lane : i32) -> f32 {
-    red[lane] = x;
-    workgroupBarrier();
-    for (var s = ${THREADS / 2}; s > 0; s = s / 2) {
-      if (lane < s) { red[lane] = red[lane] + red[lane + s]; }
-      workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-  }`;
-
 function probsProgram(B: number, H: number, T: number, Tk: number): Program {
-  return {
-    variableNames: ['q', 'k', 'mask'],
+  return flatProgram({
+    inputs: ['q', 'k', 'mask'],
     outputShape: [B, H, T, Tk],
-    shaderKey: 'cl_attention_probs',
-    dispatchLayout: { x: [0, 1, 2] },
-    dispatch: [B * H * T, 1, 1],
-    workgroupSize: [THREADS, 1, 1],
+    key: 'cl_attention_probs',
     uniforms: 'heads : i32, kvHeads : i32, queries : i32, keys : i32, headDim : i32,',
-    size: true,
-    getUserCode: () => `
-      ${REDUCE}
+    threads: THREADS,
+    workgroups: B * H * T,
+    code: `
+      ${workgroupReductions(THREADS)}
       fn main(index : i32) {
         let row = index / ${THREADS};
         let lane = i32(localId.x);
@@ -100,21 +57,19 @@ function probsProgram(B: number, H: number, T: number, Tk: number): Program {
           setOutputAtIndex(oBase + j, result[oBase + j] / total);
         }
       }`,
-  };
+  });
 }
 
 function softmaxGradProgram(rows: number, Tk: number): Program {
-  return {
-    variableNames: ['p', 'dp'],
+  return flatProgram({
+    inputs: ['p', 'dp'],
     outputShape: [rows, Tk],
-    shaderKey: 'cl_softmax_grad',
-    dispatchLayout: { x: [0] },
-    dispatch: [rows, 1, 1],
-    workgroupSize: [THREADS, 1, 1],
+    key: 'cl_softmax_grad',
     uniforms: 'keys : i32,',
-    size: true,
-    getUserCode: () => `
-      ${REDUCE}
+    threads: THREADS,
+    workgroups: rows,
+    code: `
+      ${workgroupReductions(THREADS)}
       fn main(index : i32) {
         let row = index / ${THREADS};
         let lane = i32(localId.x);
@@ -127,7 +82,7 @@ function softmaxGradProgram(rows: number, Tk: number): Program {
           setOutputAtIndex(base + j, p[base + j] * (dp[base + j] - d));
         }
       }`,
-  };
+  });
 }
 
 let registered = false;
@@ -142,13 +97,18 @@ function register(): void {
       const { q, k, mask } = inputs as { q: tf.TensorInfo; k: tf.TensorInfo; mask: tf.TensorInfo };
       const [B, H, T, hd] = q.shape;
       const [, Hkv, Tk] = k.shape;
-      return (backend as unknown as WebgpuBackendLike).runWebGPUProgram(probsProgram(B, H, T, Tk), [q, k, mask], 'float32', [
-        { type: 'int32', data: [H] },
-        { type: 'int32', data: [Hkv] },
-        { type: 'int32', data: [T] },
-        { type: 'int32', data: [Tk] },
-        { type: 'int32', data: [hd] },
-      ]);
+      return runProgram(
+        backend,
+        probsProgram(B, H, T, Tk),
+        [q, k, mask],
+        [
+          { type: 'int32', data: [H] },
+          { type: 'int32', data: [Hkv] },
+          { type: 'int32', data: [T] },
+          { type: 'int32', data: [Tk] },
+          { type: 'int32', data: [hd] },
+        ],
+      );
     },
   });
   tf.registerKernel({
@@ -158,7 +118,7 @@ function register(): void {
       const { p, dp } = inputs as { p: tf.TensorInfo; dp: tf.TensorInfo };
       const Tk = p.shape[p.shape.length - 1];
       const rows = p.shape.reduce((a, d) => a * d, 1) / Tk;
-      return (backend as unknown as WebgpuBackendLike).runWebGPUProgram(softmaxGradProgram(rows, Tk), [p, dp], 'float32', [{ type: 'int32', data: [Tk] }]);
+      return runProgram(backend, softmaxGradProgram(rows, Tk), [p, dp], [{ type: 'int32', data: [Tk] }]);
     },
   });
 }

@@ -6,41 +6,23 @@
 // dense UnsortedSegmentSum whose float atomics add in no fixed order). Both kernels read each logit once or twice and
 // add in a fixed order: the same bits on every run on one adapter.
 import * as tf from '@tensorflow/tfjs';
+import { flatProgram, runProgram, workgroupReductions, type Program } from './webgpu_program';
 
 const FWD = 'ClTokenLogprobWebgpu';
 const BWD = 'ClTokenLogprobGradWebgpu';
 const ROW_THREADS = 256;
 const ELEM_THREADS = 128;
 
-/** The subset of tfjs-backend-webgpu's program interface these kernels fill (its WebGPUProgram). */
-interface Program {
-  variableNames: string[];
-  outputShape: number[];
-  shaderKey: string;
-  dispatchLayout: { x: number[] };
-  dispatch: [number, number, number];
-  workgroupSize: [number, number, number];
-  uniforms: string;
-  size: boolean;
-  getUserCode(): string;
-}
-
-interface WebgpuBackendLike {
-  runWebGPUProgram(p: Program, inputs: tf.TensorInfo[], dtype: 'float32', uniforms: { type: 'int32'; data: number[] }[]): tf.TensorInfo;
-}
-
 function forwardProgram(N: number): Program {
-  return {
-    variableNames: ['z', 't'],
+  return flatProgram({
+    inputs: ['z', 't'],
     outputShape: [N, 2],
-    shaderKey: 'cl_token_logprob_fwd',
-    dispatchLayout: { x: [0] },
-    dispatch: [N, 1, 1],
-    workgroupSize: [ROW_THREADS, 1, 1],
+    key: 'cl_token_logprob_fwd',
     uniforms: 'vocab : i32,',
-    size: true,
-    getUserCode: () => `
-      var<workgroup> red : array<f32, ${ROW_THREADS}>;
+    threads: ROW_THREADS,
+    workgroups: N,
+    code: `
+      ${workgroupReductions(ROW_THREADS)}
       fn main(index : i32) {
         let row = index / ${ROW_THREADS};
         let lane = i32(localId.x);
@@ -48,42 +30,27 @@ function forwardProgram(N: number): Program {
         let base = row * V;
         var m = -3.402823e38;
         for (var v = lane; v < V; v = v + ${ROW_THREADS}) { m = max(m, z[base + v]); }
-        red[lane] = m;
-        workgroupBarrier();
-        for (var s = ${ROW_THREADS / 2}; s > 0; s = s / 2) {
-          if (lane < s) { red[lane] = max(red[lane], red[lane + s]); }
-          workgroupBarrier();
-        }
-        let mx = red[0];
-        workgroupBarrier();
+        let mx = reduceMax(m, lane);
         var acc = 0.0;
         for (var v = lane; v < V; v = v + ${ROW_THREADS}) { acc = acc + exp(z[base + v] - mx); }
-        red[lane] = acc;
-        workgroupBarrier();
-        for (var s = ${ROW_THREADS / 2}; s > 0; s = s / 2) {
-          if (lane < s) { red[lane] = red[lane] + red[lane + s]; }
-          workgroupBarrier();
-        }
+        let total = reduceSum(acc, lane);
         if (lane == 0) {
-          let lse = mx + log(red[0]);
+          let lse = mx + log(total);
           setOutputAtIndex(row * 2, z[base + t[row]] - lse);
           setOutputAtIndex(row * 2 + 1, lse);
         }
       }`,
-  };
+  });
 }
 
 function backwardProgram(N: number, V: number): Program {
-  return {
-    variableNames: ['dy', 'z', 't', 'stats'],
+  return flatProgram({
+    inputs: ['dy', 'z', 't', 'stats'],
     outputShape: [N, V],
-    shaderKey: 'cl_token_logprob_bwd',
-    dispatchLayout: { x: [0, 1] },
-    dispatch: [Math.ceil((N * V) / ELEM_THREADS), 1, 1],
-    workgroupSize: [ELEM_THREADS, 1, 1],
+    key: 'cl_token_logprob_bwd',
     uniforms: 'vocab : i32,',
-    size: true,
-    getUserCode: () => `
+    threads: ELEM_THREADS,
+    code: `
       fn main(index : i32) {
         if (index < uniforms.size) {
           let row = index / uniforms.vocab;
@@ -93,7 +60,7 @@ function backwardProgram(N: number, V: number): Program {
           setOutputAtIndex(index, dy[row] * g);
         }
       }`,
-  };
+  });
 }
 
 let registered = false;
@@ -108,7 +75,7 @@ export function registerWebgpuLogprob(): void {
     kernelFunc: ({ inputs, backend }) => {
       const { z, t } = inputs as { z: tf.TensorInfo; t: tf.TensorInfo };
       const [N, V] = z.shape;
-      return (backend as unknown as WebgpuBackendLike).runWebGPUProgram(forwardProgram(N), [z, t], 'float32', [{ type: 'int32', data: [V] }]);
+      return runProgram(backend, forwardProgram(N), [z, t], [{ type: 'int32', data: [V] }]);
     },
   });
   tf.registerKernel({
@@ -117,7 +84,7 @@ export function registerWebgpuLogprob(): void {
     kernelFunc: ({ inputs, backend }) => {
       const { dy, z, t, stats } = inputs as { dy: tf.TensorInfo; z: tf.TensorInfo; t: tf.TensorInfo; stats: tf.TensorInfo };
       const [N, V] = z.shape;
-      return (backend as unknown as WebgpuBackendLike).runWebGPUProgram(backwardProgram(N, V), [dy, z, t, stats], 'float32', [{ type: 'int32', data: [V] }]);
+      return runProgram(backend, backwardProgram(N, V), [dy, z, t, stats], [{ type: 'int32', data: [V] }]);
     },
   });
 }
