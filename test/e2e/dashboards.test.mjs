@@ -106,7 +106,8 @@ scenario('the dashboard of a training run adds points as run/metrics arrive', as
   await pickRun(page, /^live-\d{8}/);
   const frame = webview(page);
   const reward = frame.locator('section.chart[data-chart="reward"]');
-  await reward.waitFor({ timeout: 30_000 });
+  // the run trains on both cores while the webview loads: on a loaded 2-core machine the first paint took over 30 s once
+  await reward.waitFor({ timeout: 90_000 });
   await frame.locator('vscode-badge.live').waitFor({ timeout: 15_000 });
   const first = Number(await reward.getAttribute('data-points'));
   // Ten more steps drawn while it trains.
