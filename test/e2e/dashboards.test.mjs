@@ -130,6 +130,13 @@ scenario('the dashboard of a training run adds points as run/metrics arrive', as
   await waitForRow(page, /^live-\d{8}-\d{6}.*\bstopped\b/, 120_000);
   await frame.locator('vscode-badge.live').waitFor({ state: 'detached', timeout: 15_000 });
   await closeEditors(page);
+  // The engine that trained it is the installed .vsix's, which has no node_modules: Dawn's dawn.node and the OpenBLAS
+  // addon it loaded are the copies the .vsix carries. Here Dawn offers only lavapipe, which auto passes over.
+  const [live] = runDirs('live');
+  const info = JSON.parse(readFileSync(join(live, 'run.json'), 'utf8'));
+  log(`live run: backend ${info.backend} (${info.backend_reason})`);
+  assert.equal(info.backend, 'wasm-blas');
+  assert.match(info.backend_reason, /^webgpu adapter llvmpipe.* is a CPU rasteriser, not picked by auto; .*wasm SIMD with products on OpenBLAS/);
 });
 
 scenario('two runs selected in the Runs tree compare with a legend entry each; a chart exports as PNG and CSV', async () => {
