@@ -4,6 +4,26 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RunController } from '../../src/engine/train/run_control';
+import type { ModelConfig } from '../../src/engine/model/model';
+
+/** A two-layer Qwen2-style model of a few thousand weights (GQA 4 over 2, q/k/v biases, tied), with `o` changed. */
+export function smallModelConfig(o: Partial<ModelConfig> = {}): ModelConfig {
+  return {
+    arch: 'qwen2',
+    vocabSize: 40,
+    dModel: 32,
+    nLayers: 2,
+    nHeads: 4,
+    nKvHeads: 2,
+    dFf: 64,
+    maxSeqLen: 16,
+    ropeTheta: 10000,
+    rmsEps: 1e-6,
+    tieEmbeddings: true,
+    qkvBias: true,
+    ...o,
+  };
+}
 
 /** ‖got − want‖ / ‖want‖ (‖got − want‖ when want is 0) */
 export function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {

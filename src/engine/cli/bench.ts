@@ -5,18 +5,18 @@ import * as tf from '@tensorflow/tfjs';
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
-import { initBackend, readsSync } from '../model/backend';
+import { initBackend } from '../model/backend';
 import { loadConfig } from '../config/config';
-import { policyLossAndGrad } from '../train/grpo';
 import { Transformer, type ModelConfig } from '../model/model';
-import { Adam, clipByGlobalNorm } from '../model/optim';
+import { Adam } from '../model/optim';
 import { makeRng } from '../core/rng';
-import { completionLogprobs, policyBatch } from '../train/rollout';
+import { policyBatch } from '../train/rollout';
 import { generate } from '../model/sampler';
 import { buildSession } from '../train/session';
 import { grpoStep } from '../train/train';
 import { median } from '../core/stats';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './bench_rounds';
+import { benchUpdate } from './bench_step';
 
 // The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
 export const REFERENCE: ModelConfig = {
@@ -63,27 +63,7 @@ export function trainStepRunner(cfg: ModelConfig = REFERENCE, B = 32, T = 64): {
   return {
     async step() {
       const pb = policyBatch(prompts, comps, 0);
-      // a backend without synchronous reads (webgpu) reads the log-probs ahead of the taped pass, as grpo_step does
-      let ahead: number[][] | null = null;
-      if (!readsSync()) {
-        const first = tf.tidy(() => completionLogprobs(model, pb, 1).logp);
-        ahead = (await first.array()) as number[][];
-        first.dispose();
-      }
-      const { grads } = tf.variableGrads(() => {
-        const { logp } = completionLogprobs(model, pb, 1);
-        const lp = ahead ?? logp.arraySync();
-        const r = policyLossAndGrad(
-          { logprobs: lp, oldLogprobs: lp, advantages: pb.mask.map((row, b) => row.map((m) => m * adv[b])), mask: pb.mask },
-          { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, lossAgg: 'token_mean', maxNewTokens: T },
-        );
-        return logp.mul(tf.tensor2d(r.grad)).sum() as tf.Scalar;
-      }, [...model.params.values()]);
-      const byVar = new Map([...model.params].map(([n, v]) => [v.name, n]));
-      const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
-      const { grads: clipped } = await clipByGlobalNorm(named, 1.0);
-      opt.apply(model.params, clipped);
-      tf.dispose(Object.values(clipped));
+      await benchUpdate(model, model.params, pb, adv, opt);
       pb.dispose();
     },
     dispose() {

@@ -10,13 +10,13 @@ import { dirname, join, resolve } from 'node:path';
 import { makeRng } from '../core/rng';
 import { initBackend } from '../model/backend';
 import { loadHfModel } from '../model/hf';
-import { Adam, clipByGlobalNorm } from '../model/optim';
+import { Adam } from '../model/optim';
 import { generate } from '../model/sampler';
 import { QWEN25_05B_CONFIG, writeShapedCheckpoint } from '../model/shaped_checkpoint';
 import { probeAdapter, describeAdapter } from '../model/webgpu';
-import { policyLossAndGrad } from '../train/grpo';
-import { completionLogprobs, policyBatch } from '../train/rollout';
+import { policyBatch } from '../train/rollout';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './bench_rounds';
+import { benchUpdate } from './bench_step';
 import type { Transformer } from '../model/model';
 
 export interface SizeBench {
@@ -166,25 +166,11 @@ async function loraStep(model: Transformer, n: number): Promise<SizeBench['lora_
   const opt = new Adam(1e-4);
   const trainable = model.trainable;
   const adapter_params = [...trainable.values()].reduce((a, v) => a + v.size, 0);
-  const byVar = new Map([...trainable].map(([k, v]) => [v.name, k]));
   const ms: number[] = [];
   for (let i = 0; i <= n; i++) {
     const t = performance.now();
     const pb = policyBatch(prompts, comps, 0);
-    const { grads, value } = tf.variableGrads(() => {
-      const { logp } = completionLogprobs(model, pb, 1);
-      const lp = logp.arraySync();
-      const res = policyLossAndGrad(
-        { logprobs: lp, oldLogprobs: lp, advantages: pb.mask.map((row, b) => row.map((m) => m * adv[b])), mask: pb.mask },
-        { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, lossAgg: 'token_mean', maxNewTokens: 64 },
-      );
-      return logp.mul(tf.tensor2d(res.grad)).sum() as tf.Scalar;
-    }, [...trainable.values()]);
-    value.dispose();
-    const named = Object.fromEntries(Object.entries(grads).map(([k, g]) => [byVar.get(k)!, g]));
-    const { grads: clipped } = await clipByGlobalNorm(named, 1.0);
-    opt.apply(trainable, clipped);
-    tf.dispose(Object.values(clipped));
+    await benchUpdate(model, trainable, pb, adv, opt);
     pb.dispose();
     if (i > 0) ms.push(performance.now() - t);
   }

@@ -19,7 +19,7 @@
 import { totalmem } from 'node:os';
 import { UserError } from '../core/errors';
 import type { BackendInfo } from './backend';
-import { headDimOf, paramSpecs, sizeOf, type ModelConfig } from './shapes';
+import { headDimOf, paramSpecs, sizeOf, type ModelConfig, type ParamSpec } from './shapes';
 
 export interface TrainShape {
   /** rows of one micro-batch: prompts_per_step × group_size / gradient_accumulation_steps */
@@ -52,9 +52,14 @@ export interface MemoryEstimate {
   largestTensor: { name: string; bytes: number };
 }
 
-/** Parameters of a model config (HF count: tied embeddings once). */
-export function paramCount(cfg: ModelConfig): number {
-  return paramSpecs(cfg).reduce((a, s) => a + s.parts.reduce((b, p) => b + sizeOf(p.hfShape), 0), 0);
+/** Parameters of a model config (HF count: tied embeddings once), or of the stored weights `keep` selects. */
+export function paramCount(cfg: ModelConfig, keep: (storedName: string) => boolean = () => true): number {
+  return paramSpecs(cfg).reduce((a, s) => a + (keep(s.name) ? specParams(s) : 0), 0);
+}
+
+/** Parameters of one stored weight (the sum of its HF parts). */
+function specParams(s: ParamSpec): number {
+  return s.parts.reduce((b, p) => b + sizeOf(p.hfShape), 0);
 }
 
 /** Floats the forward pass keeps for one token of one layer (see the file comment), T the sequence length. */
@@ -94,7 +99,7 @@ export function estimateTrainingMemory(cfg: ModelConfig, shape: TrainShape): Mem
     { name: 'activations', bytes: activations },
   ];
   const biggest = paramSpecs(cfg)
-    .map((s) => ({ name: s.name, bytes: 4 * s.parts.reduce((a, p) => a + sizeOf(p.hfShape), 0) }))
+    .map((s) => ({ name: s.name, bytes: 4 * specParams(s) }))
     .reduce((a, b) => (b.bytes > a.bytes ? b : a));
   // the logits of one micro-batch's completion tokens are one tensor too
   const logits = { name: 'the logits of a micro-batch', bytes: 4 * shape.rows * shape.completionLen * cfg.vocabSize };

@@ -1,12 +1,12 @@
 // Everything a run needs before its first step: backend, task, tokenizer, model. Shared by train, eval,
 // bench and paired rollouts so they all build the same objects from a config.
 import { backendInfo, initBackend } from '../model/backend';
-import { backendCapacity, checkFits, describeEstimate, estimateTrainingMemory, gb, type MemoryEstimate } from '../model/memory';
+import { backendCapacity, checkFits, describeEstimate, estimateTrainingMemory, gb, paramCount, type MemoryEstimate } from '../model/memory';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { loadHfModel } from '../model/hf';
 import { loadCheckpoint, type LoadedCheckpoint } from '../rundir/checkpoint';
-import { isTrainable, paramSpecs, sizeOf, Transformer, type ModelConfig } from '../model/model';
+import { isTrainable, Transformer, type ModelConfig } from '../model/model';
 import { loraParamCount } from '../model/lora';
 import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
@@ -91,11 +91,7 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
   const m = cfg.model;
   const adapters = m.lora ? loraParamCount(modelCfg, { r: m.lora.r, targets: m.lora.targets }) : 0;
   const spec = { freezeEmbeddings: m.freeze_embeddings, lastLayers: m.trainable_layers };
-  const trainable = m.lora
-    ? adapters
-    : paramSpecs(modelCfg)
-        .filter((s) => isTrainable(modelCfg, s.name, spec))
-        .reduce((a, s) => a + s.parts.reduce((b, p) => b + sizeOf(p.hfShape), 0), 0);
+  const trainable = m.lora ? adapters : paramCount(modelCfg, (name) => isTrainable(modelCfg, name, spec));
   const est = estimateTrainingMemory(modelCfg, {
     rows,
     promptLen,

@@ -25,7 +25,7 @@ import {
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { generate } from '../../../src/engine/model/sampler';
 import { blasProducts, blasStats, blasThreads } from '../../../src/engine/model/kernels/blas';
-import { relErr } from '../fixtures';
+import { relErr, smallModelConfig } from '../fixtures';
 
 const TOL = 1e-5;
 
@@ -577,20 +577,7 @@ test('transpose (rank 2–6, size-1 dims, identity) and slice match the cpu back
 });
 
 function smallConfig(tie: boolean): ModelConfig {
-  return {
-    arch: 'qwen2',
-    vocabSize: 40,
-    dModel: 32,
-    nLayers: 2,
-    nHeads: 4,
-    nKvHeads: 2,
-    dFf: 64,
-    maxSeqLen: 16,
-    ropeTheta: 10000,
-    rmsEps: 1e-6,
-    tieEmbeddings: tie,
-    qkvBias: true,
-  };
+  return smallModelConfig({ tieEmbeddings: tie });
 }
 
 for (const backend of ['wasm', 'wasm-blas'] as const)

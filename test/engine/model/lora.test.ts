@@ -17,22 +17,9 @@ import { train } from '../../../src/engine/train/train';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { latestCheckpoint, loadCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { readSafetensors } from '../../../src/engine/model/safetensors';
-import { relErr, stopAtStep, tinyConfig } from '../fixtures';
+import { relErr, smallModelConfig, stopAtStep, tinyConfig } from '../fixtures';
 
-const cfg: ModelConfig = {
-  arch: 'qwen2',
-  vocabSize: 40,
-  dModel: 32,
-  nLayers: 2,
-  nHeads: 4,
-  nKvHeads: 2,
-  dFf: 48,
-  maxSeqLen: 16,
-  ropeTheta: 10000,
-  rmsEps: 1e-6,
-  tieEmbeddings: true,
-  qkvBias: true,
-};
+const cfg: ModelConfig = smallModelConfig({ dFf: 48 });
 const B = 2,
   T = 7;
 const rng = makeRng(4);

@@ -21,25 +21,12 @@ import { tokenLogprobWebgpu } from '../../../src/engine/model/kernels/webgpu_log
 import { Adam } from '../../../src/engine/model/optim';
 import { attentionWebgpu } from '../../../src/engine/model/kernels/webgpu_attention';
 import { COMPOSED } from '../../../src/engine/model/ops/composed';
-import { relErr } from '../fixtures';
+import { relErr, smallModelConfig } from '../fixtures';
 
 const TOL = 1e-4;
 
 function config(tie: boolean): ModelConfig {
-  return {
-    arch: 'qwen2',
-    vocabSize: 40,
-    dModel: 32,
-    nLayers: 2,
-    nHeads: 4,
-    nKvHeads: 2,
-    dFf: 64,
-    maxSeqLen: 32,
-    ropeTheta: 10000,
-    rmsEps: 1e-6,
-    tieEmbeddings: tie,
-    qkvBias: true,
-  };
+  return smallModelConfig({ tieEmbeddings: tie, maxSeqLen: 32 });
 }
 
 test('Dawn finds the lavapipe adapter here; auto never picks a software adapter; backend webgpu takes it with a warning and records it', async () => {

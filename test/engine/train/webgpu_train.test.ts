@@ -18,7 +18,7 @@ import { buildSession } from '../../../src/engine/train/session';
 import { train } from '../../../src/engine/train/train';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
-import { sevensConfig, tinyConfig } from '../fixtures';
+import { relErr, sevensConfig, tinyConfig } from '../fixtures';
 
 const TOL = 1e-4;
 const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(1e-6, Math.abs(b));
@@ -72,14 +72,8 @@ for (const strategy of strategyNames().filter((n) => !ELSEWHERE.has(n))) {
       for (const [name, w] of cpu.params) {
         // the head's bias has an exact gradient of 0 (softmax ignores a shift): its float one is rounding noise
         if (name === 'attribution_head.bias') continue;
-        const m = gpu.params.get(name)!;
-        let d = 0,
-          n = 0;
-        for (let i = 0; i < w.length; i++) {
-          d += (m[i] - w[i]) ** 2;
-          n += w[i] ** 2;
-        }
-        assert.ok(Math.sqrt(d / n) < TOL, `${name} after the update: relative difference ${Math.sqrt(d / n)}`);
+        const e = relErr(gpu.params.get(name)!, w);
+        assert.ok(e < TOL, `${name} after the update: relative difference ${e}`);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
