@@ -1,5 +1,5 @@
 // @ts-check
-// ESLint (typescript-eslint's recommended rules) over src/, test/, scripts/ and bench/; `npm run lint`, part of
+// ESLint (typescript-eslint's recommended rules) over src/, test/ and scripts/; `npm run lint`, part of
 // `npm run typecheck` and so of CI. Formatting is Prettier's (.prettierrc.json), checked on the files it owns.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';

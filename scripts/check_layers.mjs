@@ -7,6 +7,11 @@
 //                  catalogs): the extension bundle contains no tfjs;
 //   src/webviews   never src/engine, src/extension, vscode, a Node built-in or TensorFlow.js;
 //   src/protocol   shared by all three, so it imports nothing outside src/protocol.
+// Inside src/engine, the folders form one order (ENGINE_ORDER, lowest first): a module imports only from its own folder
+// or a folder below it, so the import graph has no arrow running back up; and no file imports itself through others
+// (no circle, which would also make initialisation order matter). Type-only imports are erased before bundling and are
+// not arrows here: the config's type is derived from the catalogs its schema is built from, so a catalog entry whose
+// check reads the whole config must name that type, but it loads nothing from above.
 // The build (esbuild.mjs) runs layerViolations on its bundles; `node scripts/check_layers.mjs` (npm run typecheck)
 // builds them in memory and checks them without writing dist/.
 import * as esbuild from 'esbuild';
@@ -16,6 +21,20 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { bundles } from './bundles.mjs';
 
 const TFJS = /(^|\/)node_modules\/@tensorflow\//;
+/**
+ * src/engine's folders, lowest first. Each may import only from itself and those before it:
+ *   core       errors, RNG, statistics, zod field builders, atomic writes: what everything needs and nothing owns;
+ *   model      the transformer, tokenizers, kernels and op tables, the tensor file format, the importance net;
+ *   tasks      prompts, rewards, sections; rundir the run directory's files; oracle CAL's error-span oracles;
+ *   credit     the strategies and their catalog; config the schema built from the catalogs;
+ *   session    what every consumer needs to run a model on a task: the session, rollouts, reward shaping, token log;
+ *   importance, import, probe, analysis, query: consumers of sessions and run directories;
+ *   train      the GRPO loop and step; sweep runs of train; bench times all of it; cli the commands.
+ */
+export const ENGINE_ORDER = ['core', 'model', 'tasks', 'rundir', 'oracle', 'credit', 'config', 'session', 'importance', 'import',
+  'probe', 'analysis', 'query', 'train', 'sweep', 'bench', 'cli', '(root)'];
+/** The engine folder of a source path: its first folder under src/engine, or (root) for a file directly in it. */
+const engineFolder = (/** @type {string} */ p) => (p.startsWith('src/engine/') ? (/^src\/engine\/([^/]+)\//.exec(p)?.[1] ?? '(root)') : undefined);
 const BUILTIN = new Set(builtinModules);
 /** @typedef {import('esbuild').Metafile} Metafile */
 const layerOf = (/** @type {string} */ p) => /^src\/(engine|extension|webviews|protocol)\//.exec(p)?.[1];
@@ -60,10 +79,11 @@ export function layerViolations(layer, metafile) {
   for (const [file, info] of Object.entries(inputs)) {
     const from = layerOf(file);
     for (const imp of info.imports) {
-      const why = rule(from, imp.path, imp.external);
+      const why = rule(from, imp.path, imp.external) ?? (imp.external ? undefined : engineOrderRule(file, imp.path));
       if (why) out.push(`${file} → ${imp.external ? imp.path : show(imp.path)}: ${why}`);
     }
   }
+  out.push(...cycles(inputs));
   if (layer === 'extension') {
     // The first step out of src/extension that leads to tfjs, with the chain of imports that gets there.
     const chain = tfjsChains(inputs);
@@ -82,6 +102,92 @@ export function layerViolations(layer, metafile) {
     out.push('the webview bundles contain TensorFlow.js');
   }
   return [...new Set(out)];
+}
+
+/** Why an import between two src/engine modules runs against ENGINE_ORDER, or undefined. */
+function engineOrderRule(/** @type {string} */ file, /** @type {string} */ target) {
+  const a = engineFolder(file);
+  const b = engineFolder(target);
+  if (a === undefined || b === undefined || a === b) return undefined;
+  const ra = ENGINE_ORDER.indexOf(a);
+  const rb = ENGINE_ORDER.indexOf(b);
+  const place = (/** @type {string} */ x) => `src/engine/${x}/ is not in ENGINE_ORDER (scripts/check_layers.mjs): give the new folder its place in the order`;
+  if (ra < 0) return place(a);
+  if (rb < 0) return place(b);
+  if (rb > ra) return `src/engine/${a}/ is below src/engine/${b}/ (ENGINE_ORDER: ${ENGINE_ORDER.join(' < ')}); move what both need down, or the importer up`;
+  return undefined;
+}
+
+/**
+ * Each circle of runtime imports among src/ files, as one line naming its files in order (Tarjan's strongly connected
+ * components: a component of more than one file, or a file importing itself, is a circle).
+ * @param {Metafile['inputs']} inputs @returns {string[]}
+ */
+function cycles(inputs) {
+  const ours = Object.keys(inputs).filter((p) => layerOf(p));
+  /** @type {Map<string, string[]>} */
+  const next = new Map(ours.map((p) => [p, inputs[p].imports.filter((i) => !i.external && layerOf(i.path)).map((i) => i.path)]));
+  /** @type {Map<string, number>} */
+  const index = new Map();
+  /** @type {Map<string, number>} */
+  const low = new Map();
+  /** @type {string[]} */
+  const stack = [];
+  const on = new Set();
+  /** @type {string[]} */
+  const out = [];
+  let n = 0;
+  /** @param {string} v */
+  const visit = (v) => {
+    index.set(v, n);
+    low.set(v, n++);
+    stack.push(v);
+    on.add(v);
+    for (const w of next.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(/** @type {number} */ (low.get(v)), /** @type {number} */ (low.get(w))));
+      } else if (on.has(w)) low.set(v, Math.min(/** @type {number} */ (low.get(v)), /** @type {number} */ (index.get(w))));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const comp = [];
+    let w;
+    do {
+      w = /** @type {string} */ (stack.pop());
+      on.delete(w);
+      comp.push(w);
+    } while (w !== v);
+    if (comp.length > 1 || (next.get(v) ?? []).includes(v)) out.push(`a circle of imports: ${shortestCircle(v, new Set(comp), next).join(' → ')}; break it (no module may load itself through others)`);
+  };
+  for (const p of ours) if (!index.has(p)) visit(p);
+  return out;
+}
+
+/**
+ * The shortest path of imports from `v` back to itself inside one strongly connected component (breadth-first).
+ * @param {string} v @param {Set<string>} comp @param {Map<string, string[]>} next @returns {string[]}
+ */
+function shortestCircle(v, comp, next) {
+  const from = new Map([[v, '']]);
+  let frontier = [v];
+  while (frontier.length) {
+    const after = [];
+    for (const p of frontier) {
+      for (const q of next.get(p) ?? []) {
+        if (q === v) {
+          const path = [v];
+          for (let x = p; x !== v; x = /** @type {string} */ (from.get(x))) path.splice(1, 0, x);
+          return [...path, v];
+        }
+        if (comp.has(q) && !from.has(q)) {
+          from.set(q, p);
+          after.push(q);
+        }
+      }
+    }
+    frontier = after;
+  }
+  return [v, v];
 }
 
 /**
@@ -146,5 +252,5 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
     console.error(`Layer rules broken (DESIGN §2):\n${lines.map((l) => `  ${l}`).join('\n')}`);
     process.exit(1);
   }
-  console.log('layers: ok (engine, extension, webviews)');
+  console.log(`layers: ok (engine, extension, webviews; engine folders ${ENGINE_ORDER.join(' < ')}; no circles)`);
 }

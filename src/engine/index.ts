@@ -1,5 +1,7 @@
 // Library API (DESIGN §6), bundled as CommonJS dist/engine/index.js. Training calls these same functions.
-export { advantages, policyLossAndGrad, aggregationWeights, meanStd } from './train/grpo';
+export { policyLossAndGrad, aggregationWeights } from './train/grpo';
+export { advantages } from './credit/advantages';
+export { meanStd } from './core/stats';
 export { tokenWeights, strategyNames } from './credit';
 export { countdownReward } from './tasks/countdown';
 export { computeSections, tokenType } from './tasks/sections';

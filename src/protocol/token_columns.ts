@@ -1,7 +1,7 @@
 // The token table's columns (DESIGN §5), each declared once: its name, Arrow type, nullability, meaning, and how the
 // heatmap paints it and the hover shows it. The Arrow schema and the readers (engine/rundir/arrow_tables.ts), the
 // column types, the heatmap's metrics (extension/heatmap/scales.ts) and the hover (extension/heatmap/hover.ts) all
-// derive from this list, so a new column is one entry here plus the line in train/token_log.ts that fills it.
+// derive from this list, so a new column is one entry here plus the line in session/token_log.ts that fills it.
 // Pure data like the rest of src/protocol: the engine, the extension and the webviews import it alike.
 import type { Section, TokenType } from './index';
 
@@ -202,7 +202,7 @@ type WriteColumn<D extends Def> = D['type'] extends 'float32'
  * A token table's contract columns as the writer takes them: every array has one entry per completion token. A
  * nullable column may be left out or null when the strategy does not produce it (the whole column is written as
  * nulls), or a `(number | null)[]` marking single rows null. A non-nullable column must be filled by every writer
- * (train/token_log.ts, and analysis/synthetic.ts's bench tables): the compiler names each one that does not.
+ * (session/token_log.ts, and analysis/synthetic.ts's bench tables): the compiler names each one that does not.
  */
 export type TokenContractColumns = { [D in Def as D['nullable'] extends true ? never : D['name']]: WriteColumn<D> } & {
   [D in Def as D['nullable'] extends true ? D['name'] : never]?: WriteColumn<D>;

@@ -97,3 +97,17 @@ test("another environment's globals fail the layer's TypeScript project: the DOM
   assert.notEqual(w.status, 0);
   assert.match(w.out, diag('src/webviews/csv.ts', 'TS2580|TS2591|TS2304', "Cannot find name 'process'"));
 });
+
+test('inside the engine, an import against ENGINE_ORDER and a circle of imports fail the layer check', { timeout: 240_000 }, (t) => {
+  const dir = copyTree();
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // core importing the session layer runs back up.
+  appendFileSync(join(dir, 'src/engine/core/stats.ts'), "\nimport { shapedReward } from '../session/reward';\nexport const probeUp = shapedReward;\n");
+  // Two files of one folder that import each other: no order is broken, but it is a circle.
+  appendFileSync(join(dir, 'src/engine/tasks/expr.ts'), "\nimport { TASK_NAMES } from './catalog';\nexport const probeCircle = TASK_NAMES;\n");
+  appendFileSync(join(dir, 'src/engine/tasks/catalog.ts'), "\nimport { evalExact } from './expr';\nexport const probeCircleBack = evalExact;\n");
+  const c = checkLayers(dir);
+  assert.equal(c.status, 1, c.out);
+  assert.ok(c.out.includes('src/engine/core/stats.ts → src/engine/session/reward.ts: src/engine/core/ is below src/engine/session/'), c.out);
+  assert.match(c.out, /a circle of imports: [^\n]*src\/engine\/tasks\/(expr|catalog)\.ts → [^\n]*src\/engine\/tasks\/(catalog|expr)\.ts/);
+});

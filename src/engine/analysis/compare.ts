@@ -26,7 +26,7 @@ import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
 import { readTokenTables } from '../rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
-import { clusterBootstrap, clustersOf, holm, meanInterval, powerOf, seedsNeeded, signFlipP, type Clusters } from './significance';
+import { clusterBootstrap, clustersOf, holm, meanInterval, powerOf, seedsNeeded, signFlipP, type Clusters } from '../core/significance';
 import { computeTables } from './credit_tables';
 
 export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';

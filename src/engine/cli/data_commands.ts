@@ -9,7 +9,7 @@ import { UserError } from '../core/errors';
 import { importRollouts } from '../import/import';
 import type { ImportFormat } from '../import/formats';
 import { importanceTrain } from '../importance/importance';
-import type { ImportanceNetConfig } from '../importance/net';
+import type { ImportanceNetConfig } from '../model/importance_net';
 import { pairedRollouts } from '../importance/paired';
 import { flag, choiceFlag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 

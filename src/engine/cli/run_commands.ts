@@ -160,7 +160,7 @@ export async function cmdBench(argv: string[], usage: string): Promise<number> {
     for (const t of await profileReference(undefined, backend)) console.log(profileMarkdown(t) + '\n');
     return 0;
   }
-  const { runBench } = await import('./bench');
+  const { runBench } = await import('../bench/bench');
   await runBench({ json: a.flags.has('json'), quick: a.flags.has('quick') });
   return 0;
 }

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { creditShape, STRATEGY_NAMES, strategySpec } from '../credit/catalog';
 import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
-import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from './fields';
+import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from '../core/fields';
 
 // ---------------------------------------------------------------------------------------------------------
 // The schema.

@@ -5,7 +5,7 @@ import { Document, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument } 
 import { z } from 'zod';
 import { UserError } from '../core/errors';
 import { getAt } from './dotted';
-import { allowedOf, schemaAt, shapeOf } from './fields';
+import { allowedOf, schemaAt, shapeOf } from '../core/fields';
 import { resolveConfigPaths } from './paths';
 import { creditConfigSchema, type CreditConfig } from './schema';
 import { enumHint, looksSecret, suggestFor } from './suggest';

@@ -2,7 +2,7 @@
 // are checked against the base schema with the did-you-mean of suggest.ts.
 import { z } from 'zod';
 import { ARRAY_VALUED_PATHS, baseSchema } from './base';
-import { allow, allowedOf, bool, oneOf, schemaAt, section } from './fields';
+import { allow, allowedOf, bool, oneOf, schemaAt, section } from '../core/fields';
 import { checkConfigKey, enumHint } from './suggest';
 
 // ---------------------------------------------------------------------------------------------------------

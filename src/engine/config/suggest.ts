@@ -2,7 +2,7 @@
 // from TRL's GRPOConfig, Hugging Face configs, nanoGPT and seed doc 001's CLI.
 import type { z } from 'zod';
 import { baseSchema, CONFIG_PATHS, CONFIG_PATH_SET } from './base';
-import { core, defOf, schemaAt, shapeOf, type Def } from './fields';
+import { core, defOf, schemaAt, shapeOf, type Def } from '../core/fields';
 import { levenshtein } from '../core/text';
 
 // ---------------------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //
 // A new strategy is: its file in this folder (the weights), one entry below, one line in index.ts (the registry).
 import { z } from 'zod';
-import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../config/fields';
+import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../core/fields';
 
 /** Model outputs the training forward pass returns for a strategy (the same pass as the log-probs). */
 export interface StrategyNeeds {

@@ -7,7 +7,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
 import { mean } from '../core/stats';
-import { ImportanceNet, tokenizerId } from '../importance/importance';
+import { ImportanceNet, tokenizerId } from '../model/importance_net';
 import { scaledSoftmax, validMask, type CreditParams, type CreditStrategy } from './types';
 
 /** g over one episode's completion tokens (before the softmax). */

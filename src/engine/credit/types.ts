@@ -2,8 +2,8 @@
 // episodes into per-token weights w; the trainer sets Â = A_i·w. Arrays are per episode, over completion
 // tokens; `mask` (1 = valid) marks padding — invalid tokens always get w = 0 and do not count in n_i.
 import type { CreditConfig } from '../config/config';
-import { creditSchema } from '../config/base';
-import { flattenCredit, type BlockKey } from './catalog';
+import { z } from 'zod';
+import { creditShape, flattenCredit, type BlockKey } from './catalog';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan } from '../core/types';
 
 export interface CreditBatch {
@@ -135,8 +135,8 @@ type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) exten
  */
 export type CreditParams = Omit<Credit, 'strategy' | BlockKey> & UnionToIntersection<Credit[BlockKey]>;
 
-/** Every parameter at its default. */
-export const DEFAULT_CREDIT_PARAMS: CreditParams = creditParams(creditSchema.parse({}) as Credit);
+/** Every parameter at its default (from the catalog's own shapes, as the config's credit section is built). */
+export const DEFAULT_CREDIT_PARAMS: CreditParams = creditParams(z.object(creditShape()).parse({}) as Credit);
 
 export function creditParams(credit: Credit): CreditParams {
   return flattenCredit(credit) as CreditParams;

@@ -14,13 +14,13 @@ import { applyOverrides, configToYaml, loadConfig, redactConfig, validateConfig,
 import { issuesError } from '../config/issues';
 import { UserError, isUserError } from '../core/errors';
 import { meanStd } from '../core/stats';
-import { groupAdvantages } from '../train/grpo';
+import { groupAdvantages } from '../credit/advantages';
 import type { Section, Tokenizer, TokenSpan } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
 import { acquireRunLock, appendMetrics, createRunDir, openEngineLog, writeRunInfo } from '../rundir/rundir';
 import { computeSections, tokenType } from '../tasks/sections';
-import type { Episode } from '../train/rollout';
-import { gradNorms, logTables, type TokenLog } from '../train/token_log';
+import type { Episode } from '../session/rollout';
+import { gradNorms, logTables, type TokenLog } from '../session/token_log';
 import { readImport, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
 import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, scoreBatch, weighExported, type Scorer } from './score';
 import { PromptTemplater, type ChatTemplateMode } from './chat_template';

@@ -15,8 +15,8 @@ import { loadHfModel } from '../model/hf';
 import { Transformer } from '../model/model';
 import { HfTokenizer } from '../model/tokenizer';
 import { loadLatestGoodCheckpoint, type LoadedCheckpoint } from '../rundir/checkpoint';
-import { policyBatch } from '../train/rollout';
-import { openSession } from '../train/session';
+import { policyBatch } from '../session/rollout';
+import { openSession } from '../session/session';
 
 /** Strategies whose weights come from the batch alone: no trained head, network or oracle (what an import can score). */
 export const IMPORT_STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted', 'entropy_mask', 'gtpo'] as const;

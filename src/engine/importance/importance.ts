@@ -9,10 +9,10 @@ import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
 import { CharTokenizer, HfTokenizer } from '../model/tokenizer';
 import type { Tokenizer } from '../core/types';
-import { tokenizerId, type ImportanceNetConfig } from './net';
+import { tokenizerId, type ImportanceNetConfig } from '../model/importance_net';
 import { pairsFromTable, trainImportance, type ImportanceMetrics } from './training';
 
-export * from './net';
+export * from '../model/importance_net';
 export * from './training';
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -17,9 +17,10 @@ import { loadConfig, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { Transformer } from '../model/model';
 import { childSeed, makeRng, shuffle, type Rng } from '../core/rng';
-import { runTimestamp, writeFileAtomic } from '../rundir/rundir';
+import { runTimestamp } from '../rundir/rundir';
+import { writeFileAtomic } from '../core/files';
 import { generate } from '../model/sampler';
-import { openSession } from '../train/session';
+import { openSession } from '../session/session';
 import type { Example, RewardResult, Task, Tokenizer } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
 

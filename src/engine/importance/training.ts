@@ -16,9 +16,9 @@ import {
   type ImportanceMetrics,
   type ImportanceNetConfig,
   type TokenizerId,
-} from './net';
+} from '../model/importance_net';
 
-export type { ImportanceMetrics } from './net';
+export type { ImportanceMetrics } from '../model/importance_net';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Data and training

@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
-import { writeFileAtomic } from '../rundir/rundir';
+import { writeFileAtomic } from '../core/files';
 import type { OraclePrompt } from './prompt';
 
 /** The base URL is in the key's hash but not in the entry: a URL can carry a token (`?key=`, `user:pass@`). */

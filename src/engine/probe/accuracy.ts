@@ -13,7 +13,7 @@
 //   (an episode of a group whose rewards were all equal gets no credit at all under any strategy: nothing to score).
 // Episodes are averaged with a 95 % cluster-bootstrap interval that resamples prompts, each with all of its episodes.
 import type { AccuracyReport, Estimate, StrategyAccuracy } from '../../protocol/analysis';
-import { clusterBootstrap } from '../analysis/significance';
+import { clusterBootstrap } from '../core/significance';
 
 export type { AccuracyReport, Estimate, StrategyAccuracy };
 

@@ -11,9 +11,10 @@ import type { EpisodeView } from '../credit/types';
 import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../import/score';
 import { readEpisodeTable, readProbeTable, readTokenTable, writeProbeTable, type EpisodeColumns, type ProbeColumns } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
-import { readRunInfo, stepFile, writeFileAtomic } from '../rundir/rundir';
-import { shapedReward } from '../train/grpo_step';
-import { openSession, useWeights } from '../train/session';
+import { readRunInfo, stepFile } from '../rundir/rundir';
+import { writeFileAtomic } from '../core/files';
+import { shapedReward } from '../session/reward';
+import { openSession, useWeights } from '../session/session';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
 import { probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeReport, type ProbeSettings } from './record';
 

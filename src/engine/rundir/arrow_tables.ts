@@ -31,7 +31,8 @@ import type { TokenType } from '../../protocol';
 import { EXTRA_COLUMN_RE, TOKEN_COLUMNS, type TokenColumnArrays, type TokenContractColumns, type TokenContractColumnsRead } from '../../protocol/token_columns';
 import { UserError } from '../core/errors';
 import { ipcFileFault, tableFault } from './ipc_check';
-import { listLoggedSteps, stepFile, writeFileAtomic } from './rundir';
+import { listLoggedSteps, stepFile } from './rundir';
+import { writeFileAtomic } from '../core/files';
 
 export type { TokenType };
 export { EXTRA_COLUMN_RE };
@@ -57,7 +58,7 @@ export type TokenColumnsRead = TokenContractColumnsRead & {
 
 /**
  * Every contract column of a token table of `n` rows, zeroed, from the catalog (protocol/token_columns.ts): the writers
- * (train/token_log.ts, analysis/synthetic.ts) fill them and null what they do not produce, so a new column needs no
+ * (session/token_log.ts, analysis/synthetic.ts) fill them and null what they do not produce, so a new column needs no
  * allocation line of its own.
  */
 export function allocTokenColumns(n: number): TokenColumnArrays {

@@ -6,7 +6,8 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { isUserError, UserError } from '../core/errors';
-import { processAlive, renameWithRetry, writeFileAtomic } from './rundir';
+import { processAlive } from './rundir';
+import { renameWithRetry, writeFileAtomic } from '../core/files';
 import { readSafetensors, writeSafetensors, type StTensor } from '../model/safetensors';
 
 export type TensorMap = Record<string, StTensor>;

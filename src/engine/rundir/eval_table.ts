@@ -7,7 +7,7 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors';
 import { readTable } from './arrow_tables';
-import { writeFileAtomic } from './rundir';
+import { writeFileAtomic } from '../core/files';
 
 export type EvalSplit = 'validation' | 'test';
 

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { UserError } from '../core/errors';
 import { readSafetensors, writeSafetensors, type StTensor } from '../model/safetensors';
 import { checkpointDir, listCheckpoints, loadCheckpoint } from './checkpoint';
-import { listLoggedSteps, renameWithRetry } from './rundir';
+import { listLoggedSteps } from './rundir';
+import { renameWithRetry } from '../core/files';
 
 const POLICY_FILE = /^step-(\d+)\.safetensors$/;
 

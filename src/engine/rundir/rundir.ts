@@ -5,7 +5,6 @@ import {
   closeSync,
   existsSync,
   fstatSync,
-  fsyncSync,
   mkdirSync,
   openSync,
   readFileSync,
@@ -25,57 +24,13 @@ import { join } from 'node:path';
 import type { MetricsRow, Phase, RunInfo } from '../../protocol';
 import { z } from 'zod';
 import { UserError } from '../core/errors';
+import { renameWithRetry, sleepSync, writeFileAtomic } from '../core/files';
 
 export const RUN_JSON = 'run.json';
 export const METRICS_JSONL = 'metrics.jsonl';
 export const ENGINE_LOG = 'engine.log';
 export const CONFIG_YAML = 'config.yaml';
 export type TableKind = 'tokens' | 'episodes' | 'probes';
-
-// ---- atomic writes ----
-
-function sleepSync(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-/**
- * rename(2) replaces the target atomically on POSIX. On Windows it fails with EPERM/EACCES/EBUSY while
- * another process (the extension reading run.json, a virus scanner) has the target open, so retry briefly.
- */
-export function renameWithRetry(from: string, to: string): void {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      renameSync(from, to);
-      return;
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      const transient = process.platform === 'win32' && (code === 'EPERM' || code === 'EACCES' || code === 'EBUSY');
-      if (!transient || attempt >= 10) throw e;
-      sleepSync(10 * (attempt + 1));
-    }
-  }
-}
-
-/**
- * Write `data` to `path` through `path.tmp-<pid>` + rename. With `fsync`, the bytes reach the disk before
- * the rename, so even a power cut leaves the old file or the complete new one (used for checkpoints).
- */
-export function writeFileAtomic(path: string, data: string | Uint8Array, opts: { fsync?: boolean } = {}): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  try {
-    const fd = openSync(tmp, 'w');
-    try {
-      writeFileSync(fd, data);
-      if (opts.fsync) fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameWithRetry(tmp, path);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
-}
 
 // ---- creating and finding runs ----
 

@@ -7,7 +7,8 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/config';
 import { describeSweepRun, expandSweep } from './sweep';
 import { train, type Reporter, type RunController } from '../train/train';
-import { claimFolder, runTimestamp, writeFileAtomic } from '../rundir/rundir';
+import { claimFolder, runTimestamp } from '../rundir/rundir';
+import { writeFileAtomic } from '../core/files';
 import { LOCAL_SWEEP_JSON, type LocalSweepJson } from '../../protocol/sweep_record';
 
 export interface SweepRunResult {

@@ -15,7 +15,8 @@ import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } 
 import { delimiter, join, resolve } from 'node:path';
 import { configToYaml, slurmDefaults, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
-import { claimFolder, readRunInfo, runTimestamp, writeFileAtomic } from '../rundir/rundir';
+import { claimFolder, readRunInfo, runTimestamp } from '../rundir/rundir';
+import { writeFileAtomic } from '../core/files';
 import { describeSweepRun, type SweepRun } from './sweep';
 import { SLURM_ACTIVE_STATES, type SlurmSweepJson, type SlurmTaskJson, type SlurmTaskStatus } from '../../protocol/slurm';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { latestCheckpoint } from '../rundir/checkpoint';
 import { loadConfig } from '../config/config';
 import { UserError } from '../core/errors';
-import { openSession } from './session';
+import { openSession } from '../session/session';
 import { evaluate } from './train';
 
 export async function evalRun(runDir: string, step?: number): Promise<{ checkpoint: string; success: number; reward: number; n: number }> {

@@ -10,9 +10,6 @@ export type ImportanceSamplingLevel = 'token' | 'sequence';
 /** CISPO's weight: two_sided clip(ρ, 1 − ε, 1 + ε_high) (veRL); top min(ρ, ε_high), an absolute cap (TRL). */
 export type CispoClip = 'two_sided' | 'top';
 
-export { meanStd } from '../core/stats';
-export { advantages, groupAdvantages, type ScaleRewards } from '../credit/advantages';
-
 export interface PolicyLossInput {
   logprobs: number[][];
   oldLogprobs: number[][];

@@ -9,15 +9,16 @@ import { alphaOf, creditParams, type CreditHead, type CreditParams, type Episode
 import { childSeed, makeRng } from '../core/rng';
 import { meanStd } from '../core/stats';
 import type { Adam } from '../model/optim';
-import type { Example } from '../core/types';
 import { clipByGlobalNorm } from '../model/optim';
 import { readsSync } from '../model/backend';
 import type { Transformer } from '../model/model';
-import { advantages, aggregationWeights, policyLossAndGrad, type PolicyLossResult } from './grpo';
+import { advantages } from '../credit/advantages';
+import { aggregationWeights, policyLossAndGrad, type PolicyLossResult } from './grpo';
 import { accumulateGrads, concatRows, microBatchRanges } from './micro_batch';
-import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode, type PolicyBatch } from './rollout';
-import type { Session } from './session';
-import { gradNorms, type TokenLog } from './token_log';
+import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode, type PolicyBatch } from '../session/rollout';
+import { shapedReward, shapeRewards } from '../session/reward';
+import type { Session } from '../session/session';
+import { gradNorms, type TokenLog } from '../session/token_log';
 import { pick, renameGrads, trainables } from './steps';
 
 /** A step abandoned before its update because the run was asked to stop while the step waited. */
@@ -114,12 +115,7 @@ async function collectGroups(
   const G = g.group_size;
   const draw = async (k: number) => {
     const eps = await sample(s, step, k);
-    const ob = g.overlong_buffer;
-    if (ob)
-      for (const e of eps) {
-        e.overlongPenalty = overlongPenalty(e.ids.length, g.max_new_tokens, ob.len, ob.penalty);
-        e.reward = { ...e.reward, total: e.reward.total + e.overlongPenalty };
-      }
+    shapeRewards(s.cfg, eps);
     return eps;
   };
   const first = await draw(0);
@@ -518,21 +514,6 @@ function joinInfos(infos: { info: PolicyLossResult; n: number }[]): Pick<PolicyL
 }
 
 // ---- metrics ----
-
-/** A whole completion's reward as the run trains on it: the task's, plus grpo.overlong_buffer's penalty by its length. */
-export function shapedReward(s: Pick<Session, 'task' | 'cfg'>): (text: string, ex: Example, length: number) => number {
-  const ob = s.cfg.grpo.overlong_buffer;
-  return (text, ex, length) => s.task.reward(text, ex).total + (ob ? overlongPenalty(length, s.cfg.grpo.max_new_tokens, ob.len, ob.penalty) : 0);
-}
-
-/**
- * DAPO's soft overlong punishment (veRL): 0 up to max − len tokens, then falling linearly to −penalty at max tokens,
- * min(−(L − (max − len))/len · penalty, 0).
- */
-export function overlongPenalty(length: number, maxNewTokens: number, len: number, penalty: number): number {
-  const exceed = length - (maxNewTokens - len);
-  return Math.min((-exceed / len) * penalty, 0);
-}
 
 /**
  * The share of groups whose rewards are not all equal: only these carry a learning signal (GRPO's advantages of an

@@ -6,8 +6,8 @@ import type { EvalRows, EvalSplit } from '../rundir/eval_table';
 import type { CreditHead } from '../credit/types';
 import { Adam, clipByGlobalNorm } from '../model/optim';
 import { childSeed, makeRng, randInt, type Rng } from '../core/rng';
-import { completionLogprobs, policyBatch, rollout } from './rollout';
-import type { Session } from './session';
+import { completionLogprobs, policyBatch, rollout } from '../session/rollout';
+import type { Session } from '../session/session';
 import type { Example } from '../core/types';
 
 /**

@@ -15,7 +15,6 @@ import { Transformer } from '../model/model';
 import { Adam } from '../model/optim';
 import { childSeed } from '../core/rng';
 import {
-  writeFileAtomic,
   acquireRunLock,
   appendMetrics,
   createRunDir,
@@ -27,14 +26,15 @@ import {
   setAsideTablesAfter,
   writeRunInfo,
 } from '../rundir/rundir';
-import { buildSession, useWeights, type Session } from './session';
+import { writeFileAtomic } from '../core/files';
+import { buildSession, useWeights, type Session } from '../session/session';
 import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
 import { ENGINE_VERSION } from '../core/version';
 import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
 import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
 import { evaluate, sftStep } from './steps';
-import { logTables } from './token_log';
+import { logTables } from '../session/token_log';
 import { ensureWarmStart, fromWarmStart } from './warm_start';
 
 export { grpoStep, StepCancelled, type GrpoStepOptions } from './grpo_step';

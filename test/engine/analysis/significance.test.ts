@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import binomialCdf from '@stdlib/stats-base-dists-binomial-cdf';
-import { clusterBootstrap, clustersOf, holm, meanInterval, mdeWithSeeds, powerOf, seedsNeeded, signFlipP } from '../../../src/engine/analysis/significance';
+import { clusterBootstrap, clustersOf, holm, meanInterval, mdeWithSeeds, powerOf, seedsNeeded, signFlipP } from '../../../src/engine/core/significance';
 import { makeRng } from '../../../src/engine/core/rng';
 
 const close = (a: number, b: number, tol: number, what: string) => assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} vs ${b}`);

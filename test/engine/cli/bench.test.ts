@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { REFERENCE, SMALL, trainStepFlops } from '../../../src/engine/cli/bench';
+import { REFERENCE, SMALL, trainStepFlops } from '../../../src/engine/bench/bench';
 
 test('train-step FLOPs by hand: d 4, 2 heads, kv 4, ff 8, V 10, 1 layer, B 2 × T 3', () => {
   // Per token: 2·4·4 (q, o) + 2·4·4 (k, v) + 3·4·8 (MLP) + 2·3·4 (QKᵀ, PV over T = 3) = 32 + 32 + 96 + 24 = 184,
@@ -52,7 +52,7 @@ test('profile tables: kernels grouped by name, largest first, shares of the wall
 });
 
 test("paired rounds: sides alternate which goes first, each round's ratio is its medians' ratio, the summary their median and range", async () => {
-  const { benchRounds, summarize } = await import('../../../src/engine/cli/bench_rounds');
+  const { benchRounds, summarize } = await import('../../../src/engine/bench/rounds');
   const { median } = await import('../../../src/engine/core/stats');
   assert.equal(median([3, 1, 2]), 2);
   assert.equal(median([4, 1, 3, 2]), 2.5);
@@ -86,7 +86,7 @@ test(
   'bench/torch_ref.py --serve answers timing requests line by line, and a bad request with an error',
   { skip: !torchImportable && 'no torch under /usr/bin/python3' },
   async () => {
-    const { TorchServer } = await import('../../../src/engine/cli/bench_rounds');
+    const { TorchServer } = await import('../../../src/engine/bench/rounds');
     const started = await TorchServer.start();
     assert.ok(!('error' in started), 'error' in started ? started.error : '');
     const { server, threads, sgemm_gflops } = started as Exclude<typeof started, { error: string }>;

@@ -11,7 +11,7 @@ import * as tf from '@tensorflow/tfjs';
 import { detectFormat, fileStep, readImport } from '../../../src/engine/import/formats';
 import { readCsv } from '../../../src/engine/import/csv';
 import { importRollouts, lastOf, planSteps } from '../../../src/engine/import/import';
-import { advantages, groupAdvantages } from '../../../src/engine/train/grpo';
+import { advantages, groupAdvantages } from '../../../src/engine/credit/advantages';
 import { readEpisodeTable, readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { readMetrics, readRunInfo, stepFile } from '../../../src/engine/rundir/rundir';
 import { analyzeRun } from '../../../src/engine/analysis/analysis';

@@ -21,7 +21,7 @@ import {
   type RowSampler,
 } from '../../../src/engine/importance/paired';
 import { childSeed, makeRng } from '../../../src/engine/core/rng';
-import { scratchModelConfig } from '../../../src/engine/train/session';
+import { scratchModelConfig } from '../../../src/engine/session/session';
 import { loadConfig } from '../../../src/engine/config/config';
 import { makeTask } from '../../../src/engine/tasks';
 import { CharTokenizer } from '../../../src/engine/model/tokenizer';

@@ -359,7 +359,7 @@ test('RoPE inverse frequencies, with llama3 scaling', () => {
 });
 
 test('scoreTokens: log-probs and entropies in blocks of rows and vocabulary equal the whole log-softmax, and a long completion over a large vocabulary never holds its logits', async () => {
-  const { completionLogprobs, policyBatch } = await import('../../../src/engine/train/rollout');
+  const { completionLogprobs, policyBatch } = await import('../../../src/engine/session/rollout');
   await setup();
   const cfg: ModelConfig = { ...qwenCfg, vocabSize: 97, maxSeqLen: 64 };
   // sharp weights: confident rows (entropy near 0) and flat ones both occur

@@ -27,7 +27,7 @@ import {
   TOKEN_LOGPROB_GRAD,
 } from '../../../src/engine/model/kernels/wasm_kernels';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
-import { completionLogprobs, policyBatch } from '../../../src/engine/train/rollout';
+import { completionLogprobs, policyBatch } from '../../../src/engine/session/rollout';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
 import { relErr } from '../fixtures';
 

@@ -16,9 +16,9 @@ import {
   redactSecrets,
   stepFile,
   updateRunInfo,
-  writeFileAtomic,
   writeRunInfo,
 } from '../../../src/engine/rundir/rundir';
+import { writeFileAtomic } from '../../../src/engine/core/files';
 
 function withTmp(fn: (dir: string) => void): void {
   const dir = mkdtempSync(join(tmpdir(), 'cl-rundir-'));

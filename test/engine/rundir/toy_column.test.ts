@@ -1,5 +1,5 @@
 // What adding a token column takes, shown by doing it (issue 24): on a copy of src/, the test declares a toy column
-// once — one entry in protocol/token_columns.ts — and fills it with one line in train/token_log.ts. The copy then
+// once — one entry in protocol/token_columns.ts — and fills it with one line in session/token_log.ts. The copy then
 // type-checks (the writer's column type comes from the entry; leaving the fill line out is a type error), a 2-step run
 // through the copy's CLI writes it, the copy's reader reads it back with the declared type, and the copy's heatmap
 // lists it as a paintable metric with the declared scale and meaning. No other file changes.
@@ -44,7 +44,7 @@ test('a new token column is one catalog entry and one writer line; the schema, r
   assert.ok(end > 0, 'the catalog is one array literal');
   writeFileSync(catalogPath, catalog.slice(0, end) + ENTRY + catalog.slice(end));
 
-  const logPath = join(dir, 'src/engine/train/token_log.ts');
+  const logPath = join(dir, 'src/engine/session/token_log.ts');
   const log = readFileSync(logPath, 'utf8');
   const fill = log.indexOf('      cols.reward[k] = e.reward.total;\n');
   assert.ok(fill > 0, 'token_log.ts fills the columns');

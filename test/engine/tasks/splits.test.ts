@@ -12,7 +12,7 @@ import { readEvalTable } from '../../../src/engine/rundir/eval_table';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { loadCheckpoint, latestCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { checkTaskIdentity, taskIdentity } from '../../../src/engine/tasks/identity';
-import { buildSession } from '../../../src/engine/train/session';
+import { buildSession } from '../../../src/engine/session/session';
 import { train } from '../../../src/engine/train/train';
 import { tinyConfig } from '../fixtures';
 

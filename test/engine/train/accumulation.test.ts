@@ -12,7 +12,7 @@ import * as tf from '@tensorflow/tfjs';
 import { loadConfig } from '../../../src/engine/config/config';
 import { initBackend } from '../../../src/engine/model/backend';
 import { Adam } from '../../../src/engine/model/optim';
-import { buildSession } from '../../../src/engine/train/session';
+import { buildSession } from '../../../src/engine/session/session';
 import { getStrategy, strategyNames } from '../../../src/engine/credit';
 import { DEFAULT_CREDIT_PARAMS, type CreditBatch } from '../../../src/engine/credit/types';
 import { makeRng } from '../../../src/engine/core/rng';

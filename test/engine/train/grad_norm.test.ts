@@ -7,7 +7,7 @@ import * as tf from '@tensorflow/tfjs';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { generate } from '../../../src/engine/model/sampler';
 import { makeRng } from '../../../src/engine/core/rng';
-import { gradNorms } from '../../../src/engine/train/token_log';
+import { gradNorms } from '../../../src/engine/session/token_log';
 
 const cfg: ModelConfig = {
   vocabSize: 19,

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { advantages, policyLossAndGrad, type LossAgg } from '../../../src/engine/train/grpo';
+import { advantages } from '../../../src/engine/credit/advantages';
+import { policyLossAndGrad, type LossAgg } from '../../../src/engine/train/grpo';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 
@@ -237,7 +238,7 @@ test('effective_groups: the share of groups whose rewards are not all equal (han
 });
 
 test("DAPO's soft overlong punishment, veRL's formula, by hand: max 64, buffer 16, penalty 1", async () => {
-  const { overlongPenalty } = await import('../../../src/engine/train/grpo_step');
+  const { overlongPenalty } = await import('../../../src/engine/session/reward');
   // expected length 64 − 16 = 48; −(L − 48)/16 · 1, never above 0
   for (const [L, want] of [
     [30, 0],

@@ -9,7 +9,7 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { loadConfig } from '../../../src/engine/config/config';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../src/engine/rundir/rundir';
-import { buildSession } from '../../../src/engine/train/session';
+import { buildSession } from '../../../src/engine/session/session';
 import { train } from '../../../src/engine/train/train';
 import { evalRun } from '../../../src/engine/train/evalrun';
 import { isUserError } from '../../../src/engine/core/errors';

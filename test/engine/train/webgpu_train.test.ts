@@ -14,7 +14,7 @@ import { getStrategy, strategyNames } from '../../../src/engine/credit';
 import { creditParams } from '../../../src/engine/credit/types';
 import { Adam } from '../../../src/engine/model/optim';
 import { grpoStep } from '../../../src/engine/train/grpo_step';
-import { buildSession } from '../../../src/engine/train/session';
+import { buildSession } from '../../../src/engine/session/session';
 import { train } from '../../../src/engine/train/train';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';

@@ -89,7 +89,7 @@ export function jsTransposeNd(h: Int32Array, src: number, dst: number, shape: nu
 // Transposing the last two dims of [batch, R, C]. The stock rank-2 loop writes with a stride of R floats; for
 // large power-of-two R those writes alias in cache and it runs at ~8 ns/element ([2048, 512]). The SIMD loop
 // runs 4×4 blocks at ~0.3 ns/element; without SIMD, 8×8 tiles in JS run at 1.5–3 ns/element. For small matrices
-// the stock loop wins over the JS tiles (bench/kernels.ts, thresholds).
+// the stock loop wins over the JS tiles (src/engine/bench/kernels.ts, thresholds).
 export const TILE = 8;
 export function jsTransposeLast2(h: Int32Array, src: number, dst: number, batch: number, R: number, C: number): void {
   for (let b = 0; b < batch; b++, src += R * C, dst += R * C) {

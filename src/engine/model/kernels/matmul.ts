@@ -98,7 +98,7 @@ export function transposeLast2(be: WasmBackend, x: Info, batch: number, rows: nu
 
 // Below this many multiply-adds per batch element, the stock kernel's scalar loop beats the per-product
 // overhead of the XNNPACK route (three view registrations and an operator creation, ~2.5 µs); the two cross
-// between 2048 and 4096 (bench/kernels.ts, thresholds).
+// between 2048 and 4096 (src/engine/bench/kernels.ts, thresholds).
 export let smallProductMacs = 4096;
 /** Bench hook: change the threshold under which batched products stay on the stock kernel. */
 export function setSmallProductMacs(n: number): void {
@@ -269,7 +269,7 @@ export function batchMatMul(original: tf.KernelFunc) {
     // XNNPACK wants both operands row-major and untransposed, so transposes are materialised. Either
     // C = op(A)·op(B) directly, or Cᵀ = op(B)ᵀ·op(A)ᵀ followed by one transpose of C. The cost model counts
     // the floats transposed plus a quarter of those packed as XNNPACK weights (the right operand); with that
-    // weight it picks the faster form for every training shape that bench/kernels.ts times both ways. The
+    // weight it picks the faster form for every training shape that src/engine/bench/kernels.ts times both ways. The
     // swapped form wins for Aᵀ·B with M > N (the down-projection gradient hᵀ·dy) and for x·Eᵀ with few rows
     // and a large E (9× for [8,128]·[4096,128]ᵀ).
     const PACK = 0.25;

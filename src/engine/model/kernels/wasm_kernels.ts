@@ -1,6 +1,6 @@
 // Kernels that make the wasm backend of @tensorflow/tfjs-backend-wasm 4.22 fit for training.
 //
-// Measured on Node 20 (bench/kernels.ts prints the figures), the stock backend has these problems in a
+// Measured on Node 20 (src/engine/bench/kernels.ts prints the figures), the stock backend has these problems in a
 // training step:
 // - it has no UnsortedSegmentSum kernel, so the gradient of tf.gather (embedding lookups) throws;
 // - its BatchMatMul reaches XNNPACK's fully-connected operator (~40 GFLOP/s) only when neither side is
@@ -120,7 +120,7 @@ export function registerWasmKernels(): void {
 }
 
 /**
- * Puts the stock kernels back (bench/kernels.ts compares both). UnsortedSegmentSum and the fused kernels (decode
+ * Puts the stock kernels back (src/engine/bench/kernels.ts compares both). UnsortedSegmentSum and the fused kernels (decode
  * attention, RoPE, SwiGLU) stay: stock has none of them.
  */
 export function unregisterWasmKernels(): void {

@@ -39,7 +39,7 @@ export function useOps(backend: string): void {
   resolved.clear();
 }
 
-/** Runs models on `t` in place of the backend's own table, until the next useOps: the per-op tier bench (bench/ops_tiers.ts). */
+/** Runs models on `t` in place of the backend's own table, until the next useOps: the per-op tier bench (src/engine/bench/ops_tiers.ts). */
 export function useOpsTable(t: BackendOps): void {
   table = t;
   resolved.clear();

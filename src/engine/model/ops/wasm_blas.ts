@@ -9,7 +9,7 @@ import type { BackendOps } from './ops';
 import { fusedSwiglu } from './wasm';
 
 /**
- * Native ops the bench measures but the table does not run (bench/PROFILE.md says why): bench/ops_tiers.ts times each
+ * Native ops the bench measures but the table does not run (bench/PROFILE.md says why): src/engine/bench/ops_tiers.ts times each
  * against the table, so the decision can be re-measured on another host.
  */
 export const WASM_BLAS_ALTERNATIVES: BackendOps['ops'] = { attention: { run: attention } };

@@ -1,5 +1,5 @@
 // The webgpu backend's ops (tfjs-backend-webgpu on a Dawn adapter): the compositions run as tfjs's own WGSL kernels,
-// except where this table has an op of ours. What the profile of a train step showed (bench_size.ts profileWebgpu):
+// except where this table has an op of ours. What the profile of a train step showed (bench/size.ts profileWebgpu):
 // every host tensor a pass meets is an upload, so the model's constant tables stay on the device (keepTables), and
 // RMSNorm has its gradient written out, because tfjs's Mean gradient builds a tensor of ones on the host
 // ([rows, d], uploaded once per norm per step). A token's log-prob runs as two WGSL kernels (kernels/webgpu_logprob.ts):

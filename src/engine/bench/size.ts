@@ -14,9 +14,9 @@ import { Adam } from '../model/optim';
 import { generate } from '../model/sampler';
 import { QWEN25_05B_CONFIG, writeShapedCheckpoint } from '../model/shaped_checkpoint';
 import { probeAdapter, describeAdapter } from '../model/webgpu';
-import { policyBatch } from '../train/rollout';
-import { benchRounds, summarize, TorchServer, type RoundsSummary } from './bench_rounds';
-import { benchUpdate } from './bench_step';
+import { policyBatch } from '../session/rollout';
+import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
+import { benchUpdate } from './step';
 import type { Transformer } from '../model/model';
 
 export interface SizeBench {

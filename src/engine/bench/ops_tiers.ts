@@ -1,18 +1,18 @@
 // Do all three tiers of each fused op earn their place (issue 24)? Run by hand after `npm run build`:
-// `node --import tsx bench/ops_tiers.ts [--rounds N] [--small]`.
+// `node --import tsx src/engine/bench/ops_tiers.ts [--rounds N] [--small]`.
 //
 // An op of src/engine/model/ops can run as the plain tfjs composition (composed.ts), as a hand-assembled SIMD
 // WebAssembly kernel (the wasm table) or as C (the wasm-blas table). This bench times the bench's two workloads —
-// the reference model's train step and its rollout (src/engine/cli/bench.ts, the figures `npm run bench` reports
+// the reference model's train step and its rollout (src/engine/bench/bench.ts, the figures `npm run bench` reports
 // against PyTorch) — with each backend's whole table, and with one op at a time taken down a tier: on wasm, to the
 // composition; on wasm-blas, to the SIMD kernel where one exists, and to the composition. Variants run in
 // interleaved rounds (the machine drifts 20–30 % over minutes); each figure is the median over rounds, and the
 // spread of the full table's rounds says what is noise. An op earns its tier when taking it away costs more than that.
-import { initBackend } from '../src/engine/model/backend';
-import { median } from '../src/engine/core/stats';
-import { REFERENCE, SMALL, rolloutRunner, trainStepRunner } from '../src/engine/cli/bench';
-import { tableFor, useOpsTable, type BackendOps } from '../src/engine/model/ops';
-import { WASM_BLAS_ALTERNATIVES } from '../src/engine/model/ops/wasm_blas';
+import { initBackend } from '../model/backend';
+import { median } from '../core/stats';
+import { REFERENCE, SMALL, rolloutRunner, trainStepRunner } from './bench';
+import { tableFor, useOpsTable, type BackendOps } from '../model/ops';
+import { WASM_BLAS_ALTERNATIVES } from '../model/ops/wasm_blas';
 
 const arg = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : dflt);
 const rounds = arg('--rounds', 3);

@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRng } from '../core/rng';
-import { importRollouts } from './import';
+import { importRollouts } from '../import/import';
 
 /** A prime-rl export of about `tokens` completion tokens: 64-token sequences, 256 per step, one rank file per step. */
 function writePrimeExport(dir: string, tokens: number, seed = 1): void {

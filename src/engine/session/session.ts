@@ -10,7 +10,7 @@ import { isTrainable, Transformer, type ModelConfig } from '../model/model';
 import { loraParamCount } from '../model/lora';
 import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
-import { scratchTokenizer } from './tokenizer_for';
+import { scratchTokenizer } from './tokenizer';
 import type { Task, Tokenizer } from '../core/types';
 
 export interface Session {

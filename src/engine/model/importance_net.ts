@@ -15,11 +15,11 @@ import * as tf from '@tensorflow/tfjs';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
-import { Transformer, type ModelConfig } from '../model/model';
+import { Transformer, type ModelConfig } from './model';
 import { childSeed, makeRng, randNormal } from '../core/rng';
-import { writeFileAtomic } from '../rundir/rundir';
-import { readSafetensors, writeSafetensors } from '../model/safetensors';
-import { CharTokenizer } from '../model/tokenizer';
+import { writeFileAtomic } from '../core/files';
+import { readSafetensors, writeSafetensors } from './safetensors';
+import { CharTokenizer } from './tokenizer';
 import type { Tokenizer } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
 

@@ -11,7 +11,7 @@ import { childSeed, makeRng } from '../core/rng';
 import type { Task, Tokenizer } from '../core/types';
 import { trainBpe } from '../model/bpe';
 import { CharTokenizer, HfTokenizer } from '../model/tokenizer';
-import { writeFileAtomic } from '../rundir/rundir';
+import { writeFileAtomic } from '../core/files';
 
 export const TOKENIZER_JSON = 'tokenizer.json';
 const TAGS = ['<think>', '</think>', '<answer>', '</answer>'];

@@ -7,8 +7,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { DEFAULT_QUERY, type BrowseQuery } from '../../protocol/browse_view';
 import { writeSyntheticRun } from '../analysis/synthetic';
-import { answer } from './browse';
-import { loadRollouts } from './rollouts';
+import { answer } from '../query/browse';
+import { loadRollouts } from '../query/rollouts';
 
 export interface RolloutsBench {
   rows: number;

@@ -1,8 +1,8 @@
 // The probe's figure for `npm run bench` (issue 26's target): K episodes of a GRPO step, every position, M rollouts.
-import type { Episode } from '../train/rollout';
-import type { Session } from '../train/session';
+import type { Episode } from '../session/rollout';
+import type { Session } from '../session/session';
 import { estimateEpisode, probePositions } from '../model/prefix_values';
-import { spreadEpisodes } from './probe';
+import { spreadEpisodes } from '../probe/probe';
 
 export async function probeBench(
   s: Session,

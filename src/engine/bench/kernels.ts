@@ -1,16 +1,16 @@
 // Micro-benchmark of the wasm kernels in src/engine/model/kernels/ against the stock ones of
-// @tensorflow/tfjs-backend-wasm, run by hand: `node --import tsx bench/kernels.ts [--quick]`.
+// @tensorflow/tfjs-backend-wasm, run by hand: `node --import tsx src/engine/bench/kernels.ts [--quick]`.
 // Prints GFLOP/s for the products of a training step (dense layers at B·T = 2048, d = 128; attention at
 // B·H = 128, T = 64, head dim 32, and their gradients), the other kernels we replaced, and ms per step of
 // the reference model (2 layers, d 128, 4 heads, d_ff 512, vocab 64, seq 64, batch 32, Adam) on wasm with
 // and without our kernels and on cpu. The machine has 2 shared cores: figures are the best of several runs.
 // `--only matmul|others|thresholds|step` runs one section.
 import * as tf from '@tensorflow/tfjs';
-import { initBackend } from '../src/engine/model/backend';
-import { REFERENCE } from '../src/engine/cli/bench';
-import { Transformer } from '../src/engine/model/model';
-import { Adam, clipByGlobalNorm } from '../src/engine/model/optim';
-import { makeRng } from '../src/engine/core/rng';
+import { initBackend } from '../model/backend';
+import { REFERENCE } from './bench';
+import { Transformer } from '../model/model';
+import { Adam, clipByGlobalNorm } from '../model/optim';
+import { makeRng } from '../core/rng';
 import {
   helperThreadStats,
   PARALLEL_MIN_MACS,
@@ -22,7 +22,7 @@ import {
   setSmallProductMacs,
   setTiledTransposeMin,
   unregisterWasmKernels,
-} from '../src/engine/model/kernels/wasm_kernels';
+} from '../model/kernels/wasm_kernels';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null;
@@ -331,7 +331,7 @@ function benchThresholds(): void {
   }
 }
 
-// The reference config of the issue: the bench's own (src/engine/cli/bench.ts).
+// The reference config of the issue: the bench's own (src/engine/bench/bench.ts).
 
 /** One policy-gradient-like step: forward, log-softmax of the targets, backward, clip, Adam. Median ms. */
 async function trainStepMs(iters: number, warmup: number): Promise<number> {

@@ -15,7 +15,7 @@
 import padjust from '@stdlib/stats-padjust';
 import normalQuantile from '@stdlib/stats-base-dists-normal-quantile';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
-import { makeRng } from '../core/rng';
+import { makeRng } from './rng';
 
 export interface Interval {
   mean: number;

@@ -1,4 +1,4 @@
-// The update the bench times (`trainStepRunner`, and the 0.5B LoRA step in bench_size.ts): one GRPO-like step exactly as
+// The update the bench times (`trainStepRunner`, and the 0.5B LoRA step in bench/size.ts): one GRPO-like step exactly as
 // grpo_step.ts runs it for one micro-batch (forward, log-probs, loss and its gradient from grpo.ts, backward, clip,
 // Adam) on the parameters given: every weight, or LoRA's adapters.
 import * as tf from '@tensorflow/tfjs';
@@ -6,7 +6,7 @@ import { readsSync } from '../model/backend';
 import type { Transformer } from '../model/model';
 import { clipByGlobalNorm, type Adam } from '../model/optim';
 import { policyLossAndGrad } from '../train/grpo';
-import { completionLogprobs, type PolicyBatch } from '../train/rollout';
+import { completionLogprobs, type PolicyBatch } from '../session/rollout';
 import { renameGrads } from '../train/steps';
 
 /** One update of `params` on the batch `pb` with per-row advantages `adv`. */

@@ -10,13 +10,13 @@ import { loadConfig } from '../config/config';
 import { Transformer, type ModelConfig } from '../model/model';
 import { Adam } from '../model/optim';
 import { makeRng } from '../core/rng';
-import { policyBatch } from '../train/rollout';
+import { policyBatch } from '../session/rollout';
 import { generate } from '../model/sampler';
-import { buildSession } from '../train/session';
+import { buildSession } from '../session/session';
 import { grpoStep } from '../train/train';
 import { median } from '../core/stats';
-import { benchRounds, summarize, TorchServer, type RoundsSummary } from './bench_rounds';
-import { benchUpdate } from './bench_step';
+import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
+import { benchUpdate } from './step';
 
 // The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
 export const REFERENCE: ModelConfig = {
@@ -170,16 +170,16 @@ function emptyResult() {
     grpo_step_backend: null as string | null,
     analysis_1m_rows_s: null as number | null,
     /** issue 28: Browse Rollouts' queries on a million token rows */
-    rollouts_1m: null as import('../query/bench').RolloutsBench | null,
+    rollouts_1m: null as import('./query').RolloutsBench | null,
     /** issue 28: importing a prime-rl export without a model at two sizes (linear: the same seconds per million) */
     import_prime: null as { tokens: number; seconds: number; s_per_million: number }[] | null,
     /** issue 26's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
     probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
     /** issue 29: the webgpu backend's train-step profile (kernels, uploads, downloads) on the adapter Dawn offers */
-    webgpu: null as import('./bench_size').WebgpuProfile | { error: string } | null,
+    webgpu: null as import('./size').WebgpuProfile | { error: string } | null,
     /** issue 29: the seeds' model size (Qwen2.5-0.5B shape) on wasm-blas, paired with PyTorch on the same folder */
-    size_05b: null as import('./bench_size').SizeBench | { error: string } | null,
+    size_05b: null as import('./size').SizeBench | { error: string } | null,
     small: {
       train_step_ms: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
       rollout_tokens_per_s: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
@@ -364,7 +364,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     // A probe of that step's completions, as `credit-lens probe --episodes 32 --rollouts 8` runs it. The example's
     // policy here is untrained (no SFT), so completions run long: a harder case than a trained run's.
     if (last) {
-      const { probeBench } = await import('../probe/bench');
+      const { probeBench } = await import('./probe');
       result.probe = { ...(await probeBench(s, last.episodes, 32, 8)), backend: s.backend.backend };
       const p = result.probe;
       say(
@@ -382,18 +382,18 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();
   say(`credit analysis of 1,000,000 token rows (seed doc 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
-  const { benchImport } = await import('../import/bench');
+  const { benchImport } = await import('./import');
   result.import_prime = await benchImport();
   say(
     `credit-lens import of a prime-rl export, no model: ${result.import_prime.map((r) => `${r.tokens} tokens ${r.seconds.toFixed(1)} s (${r.s_per_million.toFixed(1)} s per million)`).join('; ')}`,
   );
-  const { benchRollouts } = await import('../query/bench');
+  const { benchRollouts } = await import('./query');
   result.rollouts_1m = benchRollouts();
   const b = result.rollouts_1m;
   say(
     `Browse Rollouts on ${b.rows} token rows (${b.episodes} episodes): first table ${b.first_table_s.toFixed(2)} s, filter ${b.filter_ms.toFixed(0)} ms, search ${b.search_ms.toFixed(0)} ms, token aggregate ${b.aggregate_ms.toFixed(0)} ms, +${b.memory_mb.toFixed(0)} MB resident`,
   );
-  const { benchModelSize, profileWebgpu } = await import('./bench_size');
+  const { benchModelSize, profileWebgpu } = await import('./size');
   result.webgpu = await profileWebgpu(() => trainStepRunner(REFERENCE, 32, 64));
   const w = result.webgpu;
   say(

@@ -1,0 +1,46 @@
+// Whole-file writes that a concurrent reader never sees half done: through a temporary file and a rename. The run
+// directory, checkpoints, caches and model files all write this way, so it sits below every one of them.
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+
+export function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * rename(2) replaces the target atomically on POSIX. On Windows it fails with EPERM/EACCES/EBUSY while
+ * another process (the extension reading run.json, a virus scanner) has the target open, so retry briefly.
+ */
+export function renameWithRetry(from: string, to: string): void {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      renameSync(from, to);
+      return;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      const transient = process.platform === 'win32' && (code === 'EPERM' || code === 'EACCES' || code === 'EBUSY');
+      if (!transient || attempt >= 10) throw e;
+      sleepSync(10 * (attempt + 1));
+    }
+  }
+}
+
+/**
+ * Write `data` to `path` through `path.tmp-<pid>` + rename. With `fsync`, the bytes reach the disk before
+ * the rename, so even a power cut leaves the old file or the complete new one (used for checkpoints).
+ */
+export function writeFileAtomic(path: string, data: string | Uint8Array, opts: { fsync?: boolean } = {}): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  try {
+    const fd = openSync(tmp, 'w');
+    try {
+      writeFileSync(fd, data);
+      if (opts.fsync) fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameWithRetry(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+}
