@@ -5,7 +5,7 @@
 //   model.init_checkpoint start from a checkpoint's weights (share one SFT warm start across a sweep).
 //   grpo.max_nonfinite_steps  end a run that diverged instead of skipping every later update.
 import { z } from 'zod';
-import { creditShape, STRATEGY_NAMES, strategySpec } from '../credit/catalog';
+import { creditShape, STRATEGY_NAMES } from '../credit/catalog';
 import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
 import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from '../core/fields';
 
@@ -276,11 +276,9 @@ export const grpoSchema = section(
   'GRPO training.',
 );
 
-// The credit section comes from the strategy catalog: each strategy declares its own parameters once.
-export const creditSchema = section(creditShape(), 'Credit assignment.').superRefine((c, ctx) => {
-  const check = strategySpec(c.strategy)?.check?.(c as Record<string, unknown>);
-  if (check) ctx.addIssue({ code: 'custom', path: check.path, params: { at: ['credit', 'strategy'] }, message: check.message });
-});
+// The credit section comes from the strategy catalog: each strategy declares its own parameters once (and its checks
+// across sections, which run on the whole config: schema.ts).
+export const creditSchema = section(creditShape(), 'Credit assignment.');
 
 const loggingSchema = section(
   {

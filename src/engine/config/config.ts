@@ -20,7 +20,7 @@ import { creditConfigSchema, type CreditConfig } from './schema';
 import { checkConfigKey, looksSecret } from './suggest';
 
 export { BACKENDS, STRATEGIES, KEY_LIKE_ENV, keySafeUrl, type StrategyName } from './base';
-export { creditConfigSchema, gridValues, slurmDefaults, type CreditConfig, type SweepGrid } from './schema';
+export { creditConfigSchema, gridValues, slurmDefaults, type CreditConfig, type SweepGrid, type WholeConfig } from './schema';
 export { parseConfigText, validateConfig, type ConfigIssue } from './issues';
 export { getDotted, setDotted } from './dotted';
 export { configPathIssues } from './paths';

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ARRAY_VALUED_PATHS, baseSchema } from './base';
 import { allow, allowedOf, bool, oneOf, schemaAt, section } from '../core/fields';
 import { checkConfigKey, enumHint } from './suggest';
+import { strategySpec } from '../credit/catalog';
 
 // ---------------------------------------------------------------------------------------------------------
 // Sweep grid: `{dotted.key: [values]}` (a cartesian product) or a list of such mappings (each its own product,
@@ -153,28 +154,14 @@ export const sweepSchema = section(
 export const creditConfigSchema = baseSchema
   .extend({ sweep: sweepSchema.optional() })
   .superRefine((c, ctx) => {
-    // Settings of one section that mean something only with a setting of another (issue 25).
-    if (c.credit.strategy === 'cal' && c.credit.cal.scale === 'group_std' && c.grpo.scale_rewards !== 'group')
+    // Settings of one section that mean something only with a setting of another. The chosen strategy's own checks are
+    // its catalog entry's.
+    for (const issue of strategySpec(c.credit.strategy)?.check?.(c as CreditConfig) ?? [])
       ctx.addIssue({
         code: 'custom',
-        path: ['credit', 'cal', 'scale'],
-        params: {
-          expected:
-            `raw with grpo.scale_rewards: ${c.grpo.scale_rewards} (group_std divides span credit by the group's reward std, which ` +
-            `this run's advantages are not divided by), or grpo.scale_rewards: group`,
-        },
-        message: '',
-      });
-    if (c.credit.strategy === 'entropy_mask' && c.credit.entropy_mask_norm === 'kept' && c.grpo.loss_agg !== 'token_mean')
-      ctx.addIssue({
-        code: 'custom',
-        path: ['credit', 'entropy_mask_norm'],
-        params: {
-          expected:
-            `valid with grpo.loss_agg: ${c.grpo.loss_agg} (kept reproduces seed doc 001's average over the kept tokens only ` +
-            'under token_mean), or grpo.loss_agg: token_mean',
-        },
-        message: '',
+        path: issue.path,
+        params: { ...(issue.expected !== undefined && { expected: issue.expected }), ...(issue.at && { at: issue.at }) },
+        message: issue.message ?? '',
       });
     if (c.grpo.policy_loss === 'cispo' && c.grpo.importance_sampling_level === 'sequence')
       ctx.addIssue({
@@ -205,3 +192,10 @@ export const creditConfigSchema = baseSchema
   .describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
 
 export type CreditConfig = z.output<typeof creditConfigSchema>;
+/**
+ * The same config as an interface, for the catalogs' checks, secrets and warnings, which take the whole config while the
+ * config's type is built from the catalogs: an interface is resolved lazily, so that loop is a reference and not a
+ * circular type. Every CreditConfig is one.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface WholeConfig extends CreditConfig {}

@@ -4,15 +4,34 @@
 // its JSON Schema, the sweep QuickPicks, the sweep's per-strategy keys and the analysis labels. It imports zod and
 // the config's leaf builders only (no tfjs), so the extension reads it too.
 //
-// A new strategy is: its file in this folder (the weights), one entry below, one line in index.ts (the registry).
+// A new strategy is: its file in this folder (the weights), one entry below, one line in index.ts (the registry). The
+// entry holds everything else the engine knows of it: its checks on the whole config, its secrets, its warnings, and
+// whether logged episodes can be scored with it offline (import, probe).
 import { z } from 'zod';
 import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../core/fields';
+import type { WholeConfig } from '../config/config';
 
 /** Model outputs the training forward pass returns for a strategy (the same pass as the log-probs). */
 export interface StrategyNeeds {
   attention?: boolean;
   hidden?: boolean;
   importance?: boolean;
+}
+
+/** A finding of a catalog entry's check: the key it is about (from the root), what is allowed there or what is wrong,
+ *  and `at`, the key that made the check run (the diagnostic's second place). */
+export interface CatalogIssue {
+  path: string[];
+  expected?: string;
+  message?: string;
+  at?: string[];
+}
+
+/** An environment variable holding a secret, the config key that names it, and what reads it. */
+export interface SecretVar {
+  env: string;
+  path: string;
+  user: string;
 }
 
 export interface StrategySpec {
@@ -23,8 +42,22 @@ export interface StrategySpec {
   readonly params?: Record<string, z.ZodType>;
   /** or its own block `credit.<key>: {…}` (parameters that belong together, like an oracle's) */
   readonly block?: { readonly key: string; readonly schema: z.ZodType };
-  /** a check across sections, run when this strategy is chosen (e.g. a required file) */
-  readonly check?: (credit: Record<string, unknown>) => { path: string[]; message: string } | null;
+  /**
+   * Checks across sections on the whole config, run when this strategy is chosen: a required file, a setting that means
+   * something only with another section's. Each finding names its key from the root.
+   */
+  readonly check?: (cfg: WholeConfig) => CatalogIssue[];
+  /** Environment variables whose values the strategy sends somewhere (an API key): required before a run starts, and
+   *  masked in every log line. */
+  readonly secrets?: (cfg: WholeConfig) => SecretVar[];
+  /** Settings that are valid but are probably not what was meant: logged as warnings when a run starts. */
+  readonly warnings?: (cfg: WholeConfig) => string[];
+  /**
+   * What it needs to score logged episodes without training. outputs: its weights need only the batch and the forward
+   * pass (`credit-lens import` and the probe score it). prepare: its prepare() reads only the episodes and the config
+   * (the probe runs it, then its weights). Absent: it needs a trained head, a network or an oracle.
+   */
+  readonly offline?: 'outputs' | 'prepare';
   /** values the Run Sweep QuickPicks offer, by dotted key */
   readonly sweepValues?: Record<string, number[]>;
   /** the parameter comparisons label a run with (seed docs 001/002: "Outcome-conditional (0.75)"), a key of `params` */
@@ -141,9 +174,10 @@ const calSchema = section(
  * the reward's variance each prefix fixes).
  */
 export const CATALOG = [
-  { name: 'none', summary: 'none: every token gets A (plain GRPO)' },
+  { name: 'none', summary: 'none: every token gets A (plain GRPO)', offline: 'outputs' },
   {
     name: 'outcome_conditional',
+    offline: 'outputs',
     summary: 'outcome_conditional: think_discount outside <answer> (seed doc 001)',
     params: { think_discount: num({ gte: 0 }, 'outcome_conditional: weight of tokens outside the answer (answer tokens get 1).').default(0.5) },
     sweepValues: { 'credit.think_discount': [0.25, 0.5, 0.75] },
@@ -151,6 +185,7 @@ export const CATALOG = [
   },
   {
     name: 'inverse_logprob',
+    offline: 'outputs',
     summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed doc 001)',
     params: {
       epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1),
@@ -166,6 +201,7 @@ export const CATALOG = [
   },
   {
     name: 'attention_credit',
+    offline: 'outputs',
     summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (seed doc 001)',
     params: { credit_scale: num({ gte: 0 }, 'attention_credit: w = max(0, 1 + credit_scale·(a/mean(a) − 1)).').default(2.0) },
     sweepValues: { 'credit.credit_scale': [2.0] },
@@ -174,6 +210,7 @@ export const CATALOG = [
   },
   {
     name: 'entropy_weighted',
+    offline: 'outputs',
     summary: 'entropy_weighted: n·softmax(H/entropy_temp) (seed doc 001)',
     params: { entropy_temp: num({ gt: 0 }, 'entropy_weighted: softmax temperature; lower focuses on high-entropy tokens.').default(1.0) },
     sweepValues: { 'credit.entropy_temp': [1.0] },
@@ -181,6 +218,7 @@ export const CATALOG = [
   },
   {
     name: 'gtpo',
+    offline: 'outputs',
     summary: "gtpo: H_t / mean_episode(H), seed doc 002's strategy 1 (GTPO-style), or GTPO's paper form (gtpo.form)",
     block: {
       key: 'gtpo',
@@ -208,6 +246,7 @@ export const CATALOG = [
   },
   {
     name: 'ktae',
+    offline: 'prepare',
     summary: "ktae: A_i + KT[token id], the key-token bonus of KTAE (arXiv 2505.16826) from each id's split of the group's correct and wrong rollouts",
     block: {
       key: 'ktae',
@@ -223,6 +262,7 @@ export const CATALOG = [
   },
   {
     name: 'reward_decomposition',
+    offline: 'prepare',
     summary: "reward_decomposition: each reward part's own group advantage on the tokens it judges (seed doc 002's strategy 4)",
     block: {
       key: 'reward_decomposition',
@@ -239,6 +279,7 @@ export const CATALOG = [
   },
   {
     name: 'otb',
+    offline: 'prepare',
     summary: "otb: veRL's Optimal Token Baseline, r_i − B_t with a per-position baseline weighted by the realized energy Σ(1 − 2π + Σπ²)",
     block: {
       key: 'otb',
@@ -275,6 +316,7 @@ export const CATALOG = [
   },
   {
     name: 'entropy_mask',
+    offline: 'outputs',
     summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed doc 001, after "Beyond the 80/20 Rule")',
     params: {
       mask_percentile: num(
@@ -291,6 +333,17 @@ export const CATALOG = [
     },
     sweepValues: { 'credit.mask_percentile': [70, 80, 90] },
     headline: 'mask_percentile',
+    check: (c): CatalogIssue[] =>
+      c.credit.entropy_mask_norm === 'kept' && c.grpo.loss_agg !== 'token_mean'
+        ? [
+            {
+              path: ['credit', 'entropy_mask_norm'],
+              expected:
+                `valid with grpo.loss_agg: ${c.grpo.loss_agg} (kept reproduces seed doc 001's average over the kept tokens only ` +
+                'under token_mean), or grpo.loss_agg: token_mean',
+            },
+          ]
+        : [],
   },
   {
     name: 'attribution',
@@ -318,11 +371,33 @@ export const CATALOG = [
       ).prefault({}),
     },
     needs: { hidden: true },
+    warnings: (c): string[] =>
+      c.credit.attribution.objective === 'ppo' && c.grpo.epochs_per_step === 1
+        ? [
+            "credit.attribution.objective ppo with grpo.epochs_per_step 1: at ρ = 1 the head's gradient is exactly zero, so it " +
+              "stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed doc 000's form",
+          ]
+        : [],
   },
   {
     name: 'cal',
     summary: 'cal: an oracle names the error span of a wrong answer (seed doc 003)',
     block: { key: 'cal', schema: calSchema.prefault({}) },
+    check: (c): CatalogIssue[] =>
+      c.credit.cal.scale === 'group_std' && c.grpo.scale_rewards !== 'group'
+        ? [
+            {
+              path: ['credit', 'cal', 'scale'],
+              expected:
+                `raw with grpo.scale_rewards: ${c.grpo.scale_rewards} (group_std divides span credit by the group's reward std, which ` +
+                `this run's advantages are not divided by), or grpo.scale_rewards: group`,
+            },
+          ]
+        : [],
+    secrets: (c): SecretVar[] =>
+      c.credit.cal.provider !== 'rule' && c.credit.cal.api_key_env
+        ? [{ env: c.credit.cal.api_key_env, path: 'credit.cal.api_key_env', user: `the ${c.credit.cal.provider} oracle` }]
+        : [],
   },
   {
     name: 'reward_variance',
@@ -338,15 +413,18 @@ export const CATALOG = [
         'reward_variance strategy: weights from an importance net trained on paired rollouts.',
       ).prefault({}),
     },
-    check: (c) =>
-      (c.reward_variance as { importance_checkpoint: unknown }).importance_checkpoint === null
-        ? {
-            path: ['reward_variance', 'importance_checkpoint'],
-            message:
-              'got null; it is required when credit.strategy is reward_variance ' +
-              '(train one with `credit-lens importance train <config> --rollouts <parquet>`)',
-          }
-        : null,
+    check: (c): CatalogIssue[] =>
+      c.credit.reward_variance.importance_checkpoint === null
+        ? [
+            {
+              path: ['credit', 'reward_variance', 'importance_checkpoint'],
+              at: ['credit', 'strategy'],
+              message:
+                'got null; it is required when credit.strategy is reward_variance ' +
+                '(train one with `credit-lens importance train <config> --rollouts <parquet>`)',
+            },
+          ]
+        : [],
     needs: { importance: true },
   },
 ] as const satisfies readonly StrategySpec[];
@@ -419,4 +497,9 @@ export function sweepValues(): Record<string, number[]> {
 /** strategy → the parameter comparisons label it by. */
 export function headlineParams(): Record<string, string> {
   return Object.fromEntries((CATALOG as readonly StrategySpec[]).filter((s) => s.headline).map((s) => [s.name, s.headline!]));
+}
+
+/** The strategies whose weights need only the batch and the forward pass: what an import scores, and the probe's rows. */
+export function offlineStrategies(kind: 'outputs' | 'prepare'): StrategyName[] {
+  return (CATALOG as readonly StrategySpec[]).filter((s) => s.offline === kind).map((s) => s.name as StrategyName);
 }

@@ -75,7 +75,7 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
 export const gtpo: CreditStrategy = {
   name: 'gtpo',
   rowLocal: true,
-  localPrepare: true,
+
   prepare,
   weights: (batch) => (batch.tokenWeights ? preparedRows(batch, 'tokenWeights') : validMask(batch).map((row, i) => gtpoSeedWeights(batch.entropies[i], row))),
   effectiveAdvantages: (batch, adv, params) =>

@@ -128,4 +128,4 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   return { batch: tokenAdvantageBatch(adv, episodes) };
 }
 
-export const ktae: CreditStrategy = { name: 'ktae', rowLocal: true, localPrepare: true, prepare, ...PREPARED_CREDIT };
+export const ktae: CreditStrategy = { name: 'ktae', rowLocal: true, prepare, ...PREPARED_CREDIT };

@@ -66,4 +66,4 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   return { batch: tokenAdvantageBatch(adv, episodes) };
 }
 
-export const otb: CreditStrategy = { name: 'otb', rowLocal: true, localPrepare: true, prepare, ...PREPARED_CREDIT };
+export const otb: CreditStrategy = { name: 'otb', rowLocal: true, prepare, ...PREPARED_CREDIT };

@@ -63,4 +63,4 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   return { batch: tokenAdvantageBatch(adv, episodes), metrics };
 }
 
-export const rewardDecomposition: CreditStrategy = { name: 'reward_decomposition', rowLocal: true, localPrepare: true, prepare, ...PREPARED_CREDIT };
+export const rewardDecomposition: CreditStrategy = { name: 'reward_decomposition', rowLocal: true, prepare, ...PREPARED_CREDIT };

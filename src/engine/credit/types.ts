@@ -175,13 +175,8 @@ export interface CreditStrategy {
   /** async per-step preparation (CAL's oracle calls, reward_variance's importance network); runs before the loss */
   prepare?(episodes: EpisodeView[], ctx: PrepareContext): Promise<Prepared>;
   /**
-   * prepare() reads the episodes and the config only (no oracle, no file, no model): `credit-lens import` and the probe's
-   * accuracy can run it on logged episodes
-   */
-  readonly localPrepare?: boolean;
-  /**
    * Strategies that set Â directly instead of A_i·w (CAL: negative_reward on the span, 0 elsewhere). The logged
-   * `weight` is still `weights()`.
+   * `weight` is still `weights()`. Callers go through effectiveAdvantages() below.
    */
   effectiveAdvantages?(batch: CreditBatch, advantages: number[], params: CreditParams): number[][];
   /** trainable strategies create their head here */
@@ -229,3 +224,22 @@ export const PREPARED_CREDIT = {
   weights: (batch: CreditBatch) => preparedRows(batch, 'tokenWeights'),
   effectiveAdvantages: (batch: CreditBatch) => preparedRows(batch, 'tokenAdvantages'),
 } as const;
+
+/**
+ * What a strategy gives a batch: its weights w, and the effective advantages Â it trains with: its own Â where it sets
+ * one (CAL, the strategies whose Â comes from prepare()), else Â = A_i·w on valid tokens and 0 on padding. The GRPO step,
+ * the importer and the probe all score through here, so the three cannot disagree on what a token was told.
+ */
+export function effectiveAdvantages(
+  strategy: CreditStrategy,
+  batch: CreditBatch,
+  advantages: readonly number[],
+  params: CreditParams,
+): { weights: number[][]; effAdv: number[][] } {
+  const weights = strategy.weights(batch, params);
+  const mask = validMask(batch);
+  const effAdv = strategy.effectiveAdvantages
+    ? strategy.effectiveAdvantages(batch, advantages as number[], params)
+    : weights.map((row, i) => row.map((w, t) => (mask[i][t] ? advantages[i] * w : 0)));
+  return { weights, effAdv };
+}

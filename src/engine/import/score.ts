@@ -9,7 +9,8 @@ import { loadConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import type { Section, Tokenizer } from '../core/types';
 import { getStrategy } from '../credit';
-import { creditParams, type CreditBatch, type EpisodeView, type PrepareContext } from '../credit/types';
+import { offlineStrategies, strategySpec } from '../credit/catalog';
+import { creditParams, effectiveAdvantages, type CreditBatch, type EpisodeView, type PrepareContext } from '../credit/types';
 import { initBackend } from '../model/backend';
 import { loadHfModel } from '../model/hf';
 import { Transformer } from '../model/model';
@@ -19,13 +20,13 @@ import { policyBatch } from '../session/rollout';
 import { openSession } from '../session/session';
 
 /** Strategies whose weights come from the batch alone: no trained head, network or oracle (what an import can score). */
-export const IMPORT_STRATEGIES = ['none', 'outcome_conditional', 'inverse_logprob', 'attention_credit', 'entropy_weighted', 'entropy_mask', 'gtpo'] as const;
+export const IMPORT_STRATEGIES = offlineStrategies('outputs');
 
 /**
- * Strategies whose Â come from the episodes alone through a local prepare() (ktae, otb, reward_decomposition, and gtpo's
- * paper form): the probe's accuracy scores them on the logged episodes (localCredit).
+ * Strategies whose Â come from the episodes alone through a local prepare() (ktae, otb, reward_decomposition; gtpo's
+ * paper form too): the probe's accuracy scores them on the logged episodes (localCredit).
  */
-export const LOCAL_PREPARE_STRATEGIES = ['ktae', 'otb', 'reward_decomposition'] as const;
+export const LOCAL_PREPARE_STRATEGIES = offlineStrategies('prepare');
 
 /**
  * Â of a strategy whose prepare() is local, on logged episodes (their log-probs, entropies and Σπ² as scored under the
@@ -33,7 +34,7 @@ export const LOCAL_PREPARE_STRATEGIES = ['ktae', 'otb', 'reward_decomposition'] 
  */
 export async function localCredit(name: string, views: EpisodeView[], ctx: PrepareContext): Promise<number[][]> {
   const strategy = getStrategy(name);
-  if (!strategy.localPrepare || !strategy.prepare) throw new Error(`${name} has no local prepare()`);
+  if (!strategySpec(name)?.offline || !strategy.prepare) throw new Error(`${name} has no local prepare()`);
   const prepared = await strategy.prepare(views, ctx);
   const batch: CreditBatch = {
     logprobs: views.map((v) => v.logprobs),
@@ -42,11 +43,12 @@ export async function localCredit(name: string, views: EpisodeView[], ctx: Prepa
     mask: views.map((v) => v.ids.map(() => 1)),
     ...prepared.batch,
   };
-  const adv = views.map((v) => v.advantage);
-  const params = creditParams(ctx.cfg.credit);
-  return strategy.effectiveAdvantages
-    ? strategy.effectiveAdvantages(batch, adv, params)
-    : strategy.weights(batch, params).map((row, i) => row.map((w) => adv[i] * w));
+  return effectiveAdvantages(
+    strategy,
+    batch,
+    views.map((v) => v.advantage),
+    creditParams(ctx.cfg.credit),
+  ).effAdv;
 }
 
 export interface Scorer {
@@ -192,11 +194,7 @@ export async function scoreStrategies(
     for (const [, strategy] of strategies) {
       const batch = { logprobs: lp, entropies: ent, sections, mask: pb.mask };
       if (strategy.fromOutputs) Object.assign(batch, await strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections, mask: pb.mask }));
-      const weights = strategy.weights(batch, params);
-      const effAdv = strategy.effectiveAdvantages
-        ? strategy.effectiveAdvantages(batch, adv, params)
-        : weights.map((row, i) => row.map((w, t) => (pb.mask[i][t] ? adv[i] * w : 0)));
-      credit.push({ weights, effAdv });
+      credit.push(effectiveAdvantages(strategy, batch, adv, params));
     }
     return items.map((x, i) => {
       const n = x.ids.length;
@@ -237,9 +235,6 @@ export function weighExported(
     ),
   };
   const adv = items.map((x) => x.advantage);
-  const weights = strategy.weights(batch, params);
-  const effAdv = strategy.effectiveAdvantages
-    ? strategy.effectiveAdvantages(batch, adv, params)
-    : weights.map((row, i) => row.map((w, t) => (batch.mask[i][t] ? adv[i] * w : 0)));
+  const { weights, effAdv } = effectiveAdvantages(strategy, batch, adv, params);
   return items.map((x, i) => ({ weight: weights[i].slice(0, x.logprob.length), effAdv: effAdv[i].slice(0, x.logprob.length) }));
 }

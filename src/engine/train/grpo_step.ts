@@ -5,7 +5,7 @@
 import * as tf from '@tensorflow/tfjs';
 import type { MetricsRow } from '../../protocol';
 import { getStrategy, type CreditBatch } from '../credit';
-import { alphaOf, creditParams, type CreditHead, type CreditParams, type EpisodeView, type Prepared } from '../credit/types';
+import { alphaOf, creditParams, effectiveAdvantages, type CreditHead, type CreditParams, type EpisodeView, type Prepared } from '../credit/types';
 import { childSeed, makeRng } from '../core/rng';
 import { meanStd } from '../core/stats';
 import type { Adam } from '../model/optim';
@@ -393,12 +393,7 @@ function creditBatch(b: Batch, a: number, e: number, lp: number[][], outputs: Pa
 
 /** The strategy's weights and Â = A_i·w (or its own Â) of rows [a, b). */
 function creditOf(b: Batch, a: number, e: number, cb: CreditBatch): Credit {
-  const s = b.x.strategy,
-    adv = b.x.adv.slice(a, e);
-  const weights = s.weights(cb, b.params);
-  const effAdv = s.effectiveAdvantages
-    ? s.effectiveAdvantages(cb, adv, b.params)
-    : weights.map((row, i) => row.map((w, t) => (cb.mask![i][t] ? adv[i] * w : 0)));
+  const { weights, effAdv } = effectiveAdvantages(b.x.strategy, cb, b.x.adv.slice(a, e), b.params);
   return { logprobs: cb.logprobs, weights, effAdv };
 }
 

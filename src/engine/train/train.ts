@@ -8,6 +8,7 @@ import { keepsPolicy, savePolicy } from '../rundir/policies';
 import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
 import { getStrategy } from '../credit';
+import { strategySpec } from '../credit/catalog';
 import { creditParams } from '../credit/types';
 import type { CreditHead } from '../credit/types';
 import { isUserError, UserError } from '../core/errors';
@@ -209,10 +210,11 @@ async function trainIn(
 ): Promise<TrainResult> {
   const reporter = opts.reporter ?? silentReporter;
   const ctl = opts.controller ?? new RunController();
-  // Defence in depth: the API key is never put in a message on purpose, but anything that echoes it is masked.
-  const keyVar = cfg.credit.strategy === 'cal' && cfg.credit.cal.provider !== 'rule' ? cfg.credit.cal.api_key_env : null;
-  // The key as read and as the oracle trims it: either could be echoed back.
-  const secrets = keyVar && process.env[keyVar] ? [...new Set([process.env[keyVar]!, process.env[keyVar]!.trim()])].filter(Boolean) : [];
+  // Defence in depth: an API key is never put in a message on purpose, but anything that echoes it is masked.
+  const spec = strategySpec(cfg.credit.strategy);
+  const secretVars = spec?.secrets?.(cfg) ?? [];
+  // Each key as read and as its user trims it: either could be echoed back.
+  const secrets = [...new Set(secretVars.flatMap((v) => (process.env[v.env] ? [process.env[v.env]!, process.env[v.env]!.trim()] : [])))].filter(Boolean);
   const elog = openEngineLog(runDir, { secrets });
   const log = (level: 'info' | 'warn' | 'error', m: string) => {
     elog.write(level, m);
@@ -236,9 +238,10 @@ async function trainIn(
   };
   writeRunInfo(runDir, info);
 
-  if (keyVar !== null && !process.env[keyVar]) {
+  const unset = secretVars.find((v) => !process.env[v.env]);
+  if (unset) {
     // Fail before the SFT warm start, not at the first GRPO step.
-    const msg = `credit.cal.api_key_env: the environment variable ${keyVar} is not set (the ${cfg.credit.cal.provider} oracle reads its API key from it)`;
+    const msg = `${unset.path}: the environment variable ${unset.env} is not set (${unset.user} reads its API key from it)`;
     writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
     elog.write('error', msg);
     elog.close();
@@ -270,13 +273,7 @@ async function trainIn(
     );
     const strategy = getStrategy(cfg.credit.strategy);
     head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg.credit)) ?? null;
-    if (head && cfg.credit.attribution.objective === 'ppo' && cfg.grpo.epochs_per_step === 1) {
-      log(
-        'warn',
-        "credit.attribution.objective ppo with grpo.epochs_per_step 1: at ρ = 1 the head's gradient is exactly zero, so it " +
-          "stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed doc 000's form",
-      );
-    }
+    for (const w of spec?.warnings?.(cfg) ?? []) log('warn', w);
     reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
 
     const start = await restore({ s, cfg, head, sftOpt, grpoOpt, runDir, resumeFrom, resumed, log });
