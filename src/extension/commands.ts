@@ -277,7 +277,7 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
     { title: `Sweep ${config.name}: strategies to compare (1/2)`, canPickMany: true, placeHolder: 'none = the GRPO baseline' },
   );
   if (!strategies?.length) return undefined;
-  // the peers' losses, each crossed with every strategy (issue 27); the config's own loss alone by default
+  // the peers' losses, each crossed with every strategy; the config's own loss alone by default
   const losses = await vscode.window.showQuickPick(
     LOSS_VARIANTS.map((v) => ({ label: v.label, description: v.description, picked: v.key === 'config', variant: v })),
     { title: `Sweep ${config.name}: losses to train each strategy with`, canPickMany: true, placeHolder: "the config's own loss, or the peers'" },

@@ -1,4 +1,4 @@
-// The worker thread that answers Browse Rollouts' queries (issue 28): it loads a run's tables into a RolloutIndex once,
+// The worker thread that answers Browse Rollouts' queries: it loads a run's tables into a RolloutIndex once,
 // keeps it while the run's logged steps stay the same, and answers each query from memory. Loading a million token rows
 // and every query run here, never on the extension host's main thread. No vscode here.
 import { statSync } from 'node:fs';

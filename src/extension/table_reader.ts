@@ -1,4 +1,4 @@
-// Step tables read off the extension host's main thread (issue 11): one worker thread (table_worker.ts) reads and
+// Step tables read off the extension host's main thread: one worker thread (table_worker.ts) reads and
 // checks the Arrow files, and a read that takes longer than a time limit ends the worker and fails with a message
 // naming the file, instead of freezing the host. Requests queue on the host and go to the one worker one at a time, so
 // the limit times the read itself; a new worker starts on demand.

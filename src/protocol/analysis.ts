@@ -194,7 +194,7 @@ export interface TokenTypeStats {
   mean_contribution: number | null;
   mean_logprob: number | null;
   /**
-   * Mean grad_norm (issue 26): |Â|·√(1 − 2π + Σπ²)/T, the size of the gradient the token's term sends to the logits,
+   * Mean grad_norm: |Â|·√(1 − 2π + Σπ²)/T, the size of the gradient the token's term sends to the logits,
    * which |c| = |Â·ℓ| is not; null where the run logged none.
    */
   mean_grad_norm: number | null;
@@ -263,7 +263,7 @@ export interface AppendixBRow {
 /**
  * Eval success of the run against the baseline on the same instances (their per-instance eval tables at the step the
  * table shows): the difference with a 95 % bootstrap interval over instances and the exact sign-flip test over
- * instances, which with one seed per side is McNemar's exact test (compare.ts, issue 25). One seed each: exploratory.
+ * instances, which with one seed per side is McNemar's exact test (compare.ts). One seed each: exploratory.
  */
 export interface EvalPairedTest {
   split: 'test' | 'validation';

@@ -38,7 +38,7 @@ export interface SeedInterval {
 }
 
 /**
- * The paired test of a row (issue 25): a sign-flip permutation test on each eval instance's difference summed over the
+ * The paired test of a row: a sign-flip permutation test on each eval instance's difference summed over the
  * seeds, exact; the instance is the cluster, so k copies of one seed give that seed's p. b / c count the (seed, instance)
  * pairs where only the baseline, resp. only this group, succeeded: descriptive, not the test's unit.
  */

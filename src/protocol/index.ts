@@ -9,7 +9,7 @@ export type Section = 'think' | 'answer' | 'other';
 export type TokenType = 'filler' | 'reasoning';
 
 /**
- * What a run or checkpoint draws its data from (issue 9): the task, its split seed and a hash of each split's
+ * What a run or checkpoint draws its data from: the task, its split seed and a hash of each split's
  * instances. Two runs are compared on the same instances only when their identities agree.
  */
 export interface TaskIdentity {
@@ -20,7 +20,7 @@ export interface TaskIdentity {
   /** sha256 (first 16 hex digits) of each split's prompts and answers, in order */
   train_hash: string;
   test_hash: string;
-  /** absent in checkpoints of engines before issue 25 */
+  /** absent in checkpoints of engines that did not record the task's splits */
   validation_hash?: string;
 }
 

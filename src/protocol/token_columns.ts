@@ -154,7 +154,7 @@ export const KNOWN_EXTRA_COLUMNS: readonly (Omit<TokenColumnDef, 'type' | 'nulla
     heatmap: { label: 'inference log-prob', signed: false, invert: true },
   },
   { name: 'prob_delta', meaning: 'π_trainer − π_inference of the token (prime-rl export)', heatmap: { label: 'prob delta', signed: true } },
-  // `credit-lens probe` (issue 26), joined from <run>/probes/step-N.arrow where the step was probed
+  // `credit-lens probe`, joined from <run>/probes/step-N.arrow where the step was probed
   {
     name: 'mc_value',
     meaning: 'V_t, the Monte Carlo value of the prefix before this token: the mean reward of M continuations from it (credit-lens probe)',

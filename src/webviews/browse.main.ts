@@ -1,4 +1,4 @@
-// Browse Rollouts (issue 28): a run's episodes filtered, searched, grouped and aggregated. The queries run in the
+// Browse Rollouts: a run's episodes filtered, searched, grouped and aggregated. The queries run in the
 // extension host's query worker (src/engine/query/); this page sends the query (kept in its state, so a reload keeps
 // every filter, tab and sort) and draws the answer. The episode table renders only the rows in view.
 import '@vscode-elements/elements/dist/vscode-button/index.js';

@@ -1,4 +1,4 @@
-// The dashboards (issue 6): the run dashboard on a finished run and live on a training one (with its update
+// The dashboards: the run dashboard on a finished run and live on a training one (with its update
 // latency), two runs compared from the Runs tree's multi-selection with chart export, and the credit-analysis
 // view with its step range, baseline comparison and restore after a reload. Harness and how to run: harness.mjs.
 import { after, before } from 'node:test';
@@ -223,7 +223,7 @@ scenario('the credit-analysis view shows the position-bin table, re-runs on a st
   const appendix = frame.locator('section[data-table="appendix_b"] tbody tr');
   await appendix.first().waitFor({ timeout: 60_000 });
   assert.equal(await appendix.count(), 4, 'baseline, this run, delta, paired test');
-  // The paired test on the same eval instances (issues 9, 25): at the step shown, the interval, the exact test's p (one
+  // The paired test on the same eval instances: at the step shown, the interval, the exact test's p (one
   // seed per side: McNemar's), n.s. when not significant, the MDE, and the exploratory mark (one seed each).
   const paired = (await appendix.nth(3).innerText()).replace(/\s+/g, ' ');
   log(`appendix B paired test: ${paired}`);

@@ -1,4 +1,4 @@
-// The extension's own scenarios (issue 5): running, stopping, resuming, sweeping, crashes, Workspace Trust.
+// The extension's own scenarios: running, stopping, resuming, sweeping, crashes, Workspace Trust.
 // Harness and how to run: harness.mjs.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Token heatmaps in real VS Code (issue 6): an episode opened from the Runs tree is painted in at least five
+// Token heatmaps in real VS Code: an episode opened from the Runs tree is painted in at least five
 // colours, a hover shows every logged field, another metric repaints, Compare With… opens two editors on one
 // scale, and a 5,000-token episode paints in under 50 ms in the extension host. Harness: harness.mjs.
 import { after, before } from 'node:test';
@@ -141,7 +141,7 @@ before(async () => {
   // completions), other token weights. entropy_mask keeps the credit of the highest-entropy tokens only.
   train('tiny-mask', 'credit.strategy=entropy_mask');
   train('tiny-attr', 'credit.strategy=attribution');
-  // Word problems on a subword (BPE) model, warm-started long enough to write worked sentences (issue 10).
+  // Word problems on a subword (BPE) model, warm-started long enough to write worked sentences.
   train('words', 'task.name=word_problems', 'task.max_steps=2', 'task.max_number=12', 'task.max_target=60', 'task.train_size=2048',
     'task.eval_size=16', 'model.tokenizer=bpe', 'model.vocab_size=512', 'model.d_model=128', 'model.n_layers=2', 'model.n_heads=4',
     'model.n_kv_heads=2', 'model.d_ff=384', 'model.max_seq_len=128', 'sft.steps=150', 'sft.batch_size=32', 'sft.lr=2e-3',

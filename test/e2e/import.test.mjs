@@ -1,4 +1,4 @@
-// Importing another trainer's rollouts in real VS Code (issue 14): "Credit Lens: Import Rollouts…" from the command
+// Importing another trainer's rollouts in real VS Code: "Credit Lens: Import Rollouts…" from the command
 // palette, the file picker (code-server's simple dialog: type the path), the model picker (a run of the workspace),
 // the progress notification, then "Open Rollouts" on the imported run and a painted heatmap with its hover. A
 // prime-rl token export is imported with no model and painted by its own importance ratio. Harness: harness.mjs.

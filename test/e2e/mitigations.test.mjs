@@ -1,4 +1,4 @@
-// A real comparison (issue 25) in Compare Runs, the sweep summary and the credit-analysis view: the README's mitigation
+// A real comparison in Compare Runs, the sweep summary and the credit-analysis view: the README's mitigation
 // sweep — seed doc 001's five mitigations and plain GRPO, 3 seeds each, 100 GRPO steps from one shared warm start —
 // whose rows all differ. The e2e suite cannot train 18 runs in its time, so it opens the run directories and the
 // sweep record that the README's command made from a terminal, kept as a fixture in test/e2e/fixtures/mitigations-runs

@@ -1,8 +1,8 @@
-// Seeds, intervals and paired tests in VS Code (issue 9): a 3-seed sweep of two strategies from one shared SFT warm
+// Seeds, intervals and paired tests in VS Code: a 3-seed sweep of two strategies from one shared SFT warm
 // start, started from the Sweep CodeLens. The sweep summary groups the seeds, and so does Compare Runs over the six
 // runs picked from the palette: eval success with its 95 % interval, the difference with its interval over instances,
 // the Holm-adjusted p of the instance-clustered test (greyed and marked n.s. when not significant), the MDE, and the
-// exploratory mark on groups of fewer than 3 seeds (issue 25). Every figure is checked against `credit-lens compare
+// exploratory mark on groups of fewer than 3 seeds. Every figure is checked against `credit-lens compare
 // --json` run here on the same run folders. Harness and how to run: harness.mjs.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';

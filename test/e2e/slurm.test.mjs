@@ -1,4 +1,4 @@
-// Sweeps on Slurm in VS Code (issue 12), against the real one-node cluster of test/slurm/cluster.sh: Run Sweep on a
+// Sweeps on Slurm in VS Code, against the real one-node cluster of test/slurm/cluster.sh: Run Sweep on a
 // config with `sweep.executor: slurm` submits one job array; the Runs tree shows each task's Slurm job and state
 // (pending tasks before they have a run directory), the sweep summary fills in as runs finish, and one run is
 // cancelled from the summary with scancel. Harness and how to run: harness.mjs.

@@ -1,4 +1,4 @@
-// Seed doc 002's credit analysis, recomputed from a run's own logs (`credit-lens analyze`, issue 3): contribution
+// Seed doc 002's credit analysis, recomputed from a run's own logs (`credit-lens analyze`): contribution
 // statistics, t-statistics per position, relative-position bins, reward sign, filler vs reasoning tokens, top
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.

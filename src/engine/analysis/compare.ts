@@ -1,5 +1,5 @@
 // `credit-lens compare <run-dir>... --baseline <run-dir>...`: eval success of groups of runs (one group per
-// configuration, one run per seed) against a baseline group, on the same test instances (DESIGN §10, issue 25). Each
+// configuration, one run per seed) against a baseline group, on the same test instances (DESIGN §10). Each
 // group gets its mean over seeds with a 95 % t interval; each non-baseline group gets the difference with a cluster
 // bootstrap interval and an exact sign-flip test, both with the *instance* as the unit (each with all its seeds:
 // significance.ts says why), the p-value Holm-adjusted over the comparison's rows, and the power figures. One rule
@@ -165,7 +165,7 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
 
 /**
  * The instances a run's `split` comes from: the split's hash in run.json's task identity; for a run of an engine before
- * issue 25, its config's task section (the splits are a function of it).
+ * splits were recorded, its config's task section (the splits are a function of it).
  */
 function taskKey(identity: TaskIdentity | undefined, task: Record<string, unknown> | undefined, split: EvalSplit): string | null {
   if (identity) return `${identity.name}: ${split} split ${split === 'test' ? identity.test_hash : (identity.validation_hash ?? '?')}`;

@@ -133,7 +133,7 @@ export function episodeIds(step: Int32Array, episode: Int32Array): { id: Int32Ar
 /**
  * 1 where a row is a reasoning token, classified from the token text with `re` (seed doc 002's REASONING_TOKEN_RE by
  * default), not read from the logged token_type column: runs logged by an engine with another definition (before
- * issue 25 "." was reasoning) are then read by today's.
+ * older engines counted a lone "." as reasoning) are then read by today's.
  */
 export function reasoningFlags(c: TokenColumnsRead, re: RegExp | null): Uint8Array {
   const n = c.token_id.length;
@@ -267,7 +267,7 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     tbLp = new Float64Array(TYPE_BINS * 2),
     tbG = new Float64Array(TYPE_BINS * 2),
     tbGN = new Float64Array(TYPE_BINS * 2);
-  // grad_norm (issue 26 §4): the gradient's size beside |c|; a run without the column (older, or an import without a
+  // grad_norm: the gradient's size beside |c|; a run without the column (older, or an import without a
   // model) has none, and NaN rows are left out of its means only
   const G = c.grad_norm;
   const P = maxPos + 1;

@@ -34,7 +34,7 @@ export const REFERENCE: ModelConfig = {
   qkvBias: true,
 };
 
-/** The small model of issue 13: 4 layers, d_model 256, 8 heads, d_ff 1024, vocab 512 (train [16, 128], rollout 32 × 128). */
+/** The small model: 4 layers, d_model 256, 8 heads, d_ff 1024, vocab 512 (train [16, 128], rollout 32 × 128). */
 export const SMALL: ModelConfig = { ...REFERENCE, vocabSize: 512, dModel: 256, nLayers: 4, nHeads: 8, nKvHeads: 8, dFf: 1024, maxSeqLen: 160 };
 
 /**
@@ -169,16 +169,16 @@ function emptyResult() {
     grpo_step_s: null as number | null,
     grpo_step_backend: null as string | null,
     analysis_1m_rows_s: null as number | null,
-    /** issue 28: Browse Rollouts' queries on a million token rows */
+    /** Browse Rollouts' queries on a million token rows */
     rollouts_1m: null as import('./query').RolloutsBench | null,
-    /** issue 28: importing a prime-rl export without a model at two sizes (linear: the same seconds per million) */
+    /** importing a prime-rl export without a model at two sizes (linear: the same seconds per million) */
     import_prime: null as { tokens: number; seconds: number; s_per_million: number }[] | null,
-    /** issue 26's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
+    /** the probe's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
     probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
-    /** issue 29: the webgpu backend's train-step profile (kernels, uploads, downloads) on the adapter Dawn offers */
+    /** the webgpu backend's train-step profile (kernels, uploads, downloads) on the adapter Dawn offers */
     webgpu: null as import('./size').WebgpuProfile | { error: string } | null,
-    /** issue 29: the seeds' model size (Qwen2.5-0.5B shape) on wasm-blas, paired with PyTorch on the same folder */
+    /** the seeds' model size (Qwen2.5-0.5B shape) on wasm-blas, paired with PyTorch on the same folder */
     size_05b: null as import('./size').SizeBench | { error: string } | null,
     small: {
       train_step_ms: { wasm_blas: null as number | null, wasm: null as number | null, torch: null as number | null },
@@ -328,7 +328,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       result.rollout_tokens_per_s[key] = tps;
       say(`${backend}: rollout ${tps.toFixed(0)} tok/s${ratio(tps, result.rollout_tokens_per_s.torch)}`);
       if (key === 'cpu') continue;
-      // The small model (issue 13's new rows): train step [16, 128] and rollout 32 × 128.
+      // The small model: train step [16, 128] and rollout 32 × 128.
       const sm = await trainStepTimes(o.quick ? 2 : Math.max(5, Math.round(iters / 2)), 1, SMALL, 16, 128);
       result.small.train_step_ms[key] = sm.median;
       result.spread_ms[`small_${key}`] = [sm.min, sm.max];

@@ -1,4 +1,4 @@
-// `credit-lens import` of a prime-rl token export without a model, timed at two sizes for `npm run bench` (issue 28):
+// `credit-lens import` of a prime-rl token export without a model, timed at two sizes for `npm run bench`:
 // the time per token should not grow with the export (the import is linear: one pass to bucket records by step).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// Do all three tiers of each fused op earn their place (issue 24)? Run by hand after `npm run build`:
+// Do all three tiers of each fused op earn their place? Run by hand after `npm run build`:
 // `node --import tsx src/engine/bench/ops_tiers.ts [--rounds N] [--small]`.
 //
 // An op of src/engine/model/ops can run as the plain tfjs composition (composed.ts), as a hand-assembled SIMD

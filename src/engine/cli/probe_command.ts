@@ -1,4 +1,4 @@
-// `credit-lens probe` (issue 26): flags in, probeRun called, its report printed.
+// `credit-lens probe`: flags in, probeRun called, its report printed.
 import { UserError } from '../core/errors';
 import { probeRun, type ProbeReport } from '../probe/probe';
 import { flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';

@@ -1,4 +1,4 @@
-// `credit-lens bench --profile` (issue 13, "profile first"): where the time of one train step and of one rollout goes,
+// `credit-lens bench --profile` ("profile first"): where the time of one train step and of one rollout goes,
 // per tfjs kernel, from tf.profile on the chosen backend (auto by default: wasm-blas where OpenBLAS is installed). Kernel times are each kernel's own wall time as the backend
 // measures it; "outside kernels" is the rest of the step's wall time: JS around the ops, gradient bookkeeping, host
 // round-trips (arraySync of the log-probs), allocation. The tables go to bench/PROFILE.md.

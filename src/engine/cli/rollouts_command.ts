@@ -1,4 +1,4 @@
-// `credit-lens rollouts <run-dir> …` (issue 28): the queries of Browse Rollouts from the command line, so they can be
+// `credit-lens rollouts <run-dir> …`: the queries of Browse Rollouts from the command line, so they can be
 // scripted and tested. `rollouts paired <config>` (seed doc 004's paired rollouts) is data_commands.ts's.
 import { toCsv, type CsvValue } from '../../protocol/csv';
 import { UserError } from '../core/errors';

@@ -1,4 +1,4 @@
-// The credit strategies, declared once, as data (issue 15): name, what it does, its parameters (the config keys under
+// The credit strategies, declared once, as data: name, what it does, its parameters (the config keys under
 // `credit`, with defaults, ranges and descriptions), the values a sweep offers, the parameter a comparison labels it
 // by, and which model outputs its training step needs. From this list come the config schema's `credit` section and
 // its JSON Schema, the sweep QuickPicks, the sweep's per-strategy keys and the analysis labels. It imports zod and

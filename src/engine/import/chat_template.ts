@@ -1,4 +1,4 @@
-// The context an imported prompt is scored under (issue 25). veRL's rollout dumps, and TRL up to 0.19, log prompts
+// The context an imported prompt is scored under. veRL's rollout dumps, and TRL up to 0.19, log prompts
 // decoded with skip_special_tokens=True: the chat template's markers (<|im_start|>, <|im_end|>) are gone, but the text
 // between them stays ("system\nYou are …\nuser\nWhat is …\nassistant\n"). Teacher-forcing the completion after that
 // text scores it under a context the policy never saw. So, before encoding a logged prompt:

@@ -1,4 +1,4 @@
-// Readers for rollouts logged by other trainers (`credit-lens import`, issue 14). Each turns its source's records into
+// Readers for rollouts logged by other trainers (`credit-lens import`). Each turns its source's records into
 // ImportedRecords; a record that cannot be read is reported with its file and line and skipped, and the reading goes on.
 //
 // The formats, with the keys each trainer documents:

@@ -1,4 +1,4 @@
-// A byte-level BPE trainer for scratch models (issue 10), small enough to read in one sitting. It writes a standard
+// A byte-level BPE trainer for scratch models, small enough to read in one sitting. It writes a standard
 // Hugging Face `tokenizer.json` (GPT-2's byte-level pre-tokenizer and decoder, a BPE model with `vocab` and
 // `merges`, the chat template's tags as added tokens), so the engine loads it with the same HfTokenizer as a real
 // model's — offsets, sections and token types included — and Python's `tokenizers` loads it unchanged.

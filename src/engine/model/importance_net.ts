@@ -23,7 +23,7 @@ import { CharTokenizer } from './tokenizer';
 import type { Tokenizer } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
 
-/** |f| stays within 1 − F_CLAMP so the bivariate normal stays proper (issue 4: clamp f to ±(1 − 1e-4)). */
+/** |f| stays within 1 − F_CLAMP so the bivariate normal stays proper (f is clamped to ±(1 − 1e-4)). */
 export const F_CLAMP = 1e-4;
 /** A group whose reward variance is at most this has no pair information (z-scores undefined): skipped. */
 export const ZERO_VAR = 1e-12;

@@ -1,4 +1,4 @@
-// Monte Carlo values of completion prefixes (issue 26; VinePPO's and Segment PO's estimator). For an episode with
+// Monte Carlo values of completion prefixes (VinePPO's and Segment PO's estimator). For an episode with
 // completion y (n tokens) and a probed position t (0 ≤ t ≤ n), V_t is the mean reward of M continuations sampled by
 // the policy from the prompt plus y_<t, with the run's sampler, temperature, stop rules and max length; V_n is the
 // episode's own reward. The credit of token t is δ_t = V_{t+1} − V_t.

@@ -277,7 +277,7 @@ export class HfTokenizer implements Tokenizer {
     }
   }
 
-  /** The prompt's ids as fed to the model: BOS first where the tokenizer adds one, never a second (issue 25). */
+  /** The prompt's ids as fed to the model: BOS first where the tokenizer adds one, never a second. */
   encodePrompt(prompt: string): number[] {
     const ids = this.encode(this.renderPrompt(prompt));
     return this.prependBos && !this.useChatTemplate && ids[0] !== this.bosId ? [this.bosId, ...ids] : ids;

@@ -1,4 +1,4 @@
-// Credit accuracy (issue 26 §3): how well a strategy's per-token effective advantages Â put credit where the Monte Carlo
+// Credit accuracy: how well a strategy's per-token effective advantages Â put credit where the Monte Carlo
 // values say it belongs. Pure numbers in and out.
 //
 // The unit of comparison is the stretch between two consecutive probed positions a < b of an episode: its Monte Carlo

@@ -1,4 +1,4 @@
-// `credit-lens probe` (issue 26): Monte Carlo values of a logged step's completion prefixes under the policy that
+// `credit-lens probe`: Monte Carlo values of a logged step's completion prefixes under the policy that
 // sampled them, written to `<run>/probes/step-NNNNNN.arrow`, and how accurately each credit strategy places credit
 // against them. `<run>/probes/step-NNNNNN.json` records the probe's settings, its finished episodes and the accuracy: a
 // probe stopped by Ctrl-C keeps every finished episode, and the same command resumes it.

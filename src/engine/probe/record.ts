@@ -1,4 +1,4 @@
-// A probed step's record, `<run>/probes/step-NNNNNN.json` (issue 26): the probe's settings, its finished episodes and
+// A probed step's record, `<run>/probes/step-NNNNNN.json`: the probe's settings, its finished episodes and
 // the credit accuracy. Plain files only, so the analysis and the extension read it without loading a model.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,7 +27,7 @@ export interface ProbeRecord extends ProbeSettings {
   /** the run's own strategy, whose Â are the token table's effective advantages */
   run_strategy: string;
   /** over the finished episodes; null before any */
-  /** per strategy, its credit accuracy over the finished episodes (issue 26's `accuracy: {strategy: {…}}`); null before any */
+  /** per strategy, its credit accuracy over the finished episodes (`accuracy: {strategy: {…}}`); null before any */
   accuracy: AccuracyReport['accuracy'] | null;
   /** the decisive share uniform credit would give on the same episodes */
   uniform_share: AccuracyReport['uniform_share'] | null;

@@ -1,4 +1,4 @@
-// The filter language of Browse Rollouts and `credit-lens rollouts --where` (issue 28): comparisons of an episode's
+// The filter language of Browse Rollouts and `credit-lens rollouts --where`: comparisons of an episode's
 // fields joined by and / or / not, with parentheses, as a pandas `query` or a SQL WHERE reads.
 //   reward < 0.5 and status = wrong
 //   step in 10:50 and (truncated or zero_var)

@@ -1,4 +1,4 @@
-// The query engine of Browse Rollouts and `credit-lens rollouts` (issue 28): a run's episodes and tokens, loaded once
+// The query engine of Browse Rollouts and `credit-lens rollouts`: a run's episodes and tokens, loaded once
 // as columns, then filtered (the `--where` language, query/expr.ts), searched (a regex over each completion's text,
 // mapped back to the token it starts in), sorted, grouped and aggregated. No per-token objects: features are computed
 // in one pass over the token columns at load, and every query is a pass over typed arrays, so a million token rows

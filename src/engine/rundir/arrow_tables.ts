@@ -122,7 +122,7 @@ export const EPISODE_SCHEMA = new Schema(
 );
 
 /**
- * `<run>/probes/step-NNNNNN.arrow` (issue 26): one row per probed (episode, position) of a step, sorted by both. value V_t
+ * `<run>/probes/step-NNNNNN.arrow`: one row per probed (episode, position) of a step, sorted by both. value V_t
  * is the mean reward of `rollouts` continuations of the prompt plus the completion's first t tokens (V_n, the whole
  * completion, is the episode's reward with rollouts 0 and value_se 0); delta = V_{t+1} − V_t, null where t + 1 was not
  * probed. It joins the token table on (episode, position).

@@ -1,4 +1,4 @@
-// The policies a probe needs (issue 26): `credit-lens probe --step N` samples from the policy that sampled step N, the
+// The policies a probe needs: `credit-lens probe --step N` samples from the policy that sampled step N, the
 // weights after N − 1 updates. A run keeps them as `<run>/policies/step-NNNNNN.safetensors` (the model's weights only,
 // float32) for step 1 and every logging.probe_every-th logged step; checkpoint N − 1, where the run still has it, is
 // the same policy.

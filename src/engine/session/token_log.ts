@@ -23,7 +23,7 @@ export interface TokenLog {
 
 /**
  * The size of the gradient each token's term Â·log π(a) sends to the logits z: log π = log softmax(z/T)_a has gradient
- * (e_a − π)/T, whose norm is √(1 − 2π_a + Σ_j π_j²)/T, so the term's is |Â|·√(1 − 2π_a + Σ_j π_j²)/T (issue 26; the
+ * (e_a − π)/T, whose norm is √(1 − 2π_a + Σ_j π_j²)/T, so the term's is |Â|·√(1 − 2π_a + Σ_j π_j²)/T (the
  * issue writes T = 1). π_a from the token's log-prob, Σ π² (probSq) from the same full distribution. Rows without
  * probSq get none.
  */

@@ -1,4 +1,4 @@
-// The tokenizer of a scratch model (`model.tokenizer`, issue 10). `char` is built from the task's alphabet each time.
+// The tokenizer of a scratch model (`model.tokenizer`). `char` is built from the task's alphabet each time.
 // `bpe` is trained once per run: on the prompts and the SFT demonstrations of the task's training split, with the
 // chat template's tags as single tokens, and saved in the run folder as tokenizer.json + tokenizer_config.json (the
 // Hugging Face format, so Python's `tokenizers` loads it too). A resumed run, an eval and a run that starts from

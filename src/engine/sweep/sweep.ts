@@ -119,7 +119,7 @@ export function expandSweep(config: CreditConfig, grid: SweepGrid | undefined = 
   const runs = expandGrid(config, grid);
   const seeds = config.sweep?.seeds;
   if (seeds === undefined) return runs;
-  // Every grid point once per seed (issue 9): the runs of one point differ only in `seed`, and their names end in
+  // Every grid point once per seed: the runs of one point differ only in `seed`, and their names end in
   // -seed<N>, which `credit-lens compare` strips to group them.
   const list = typeof seeds === 'number' ? Array.from({ length: seeds }, (_, k) => config.seed + k) : [...new Set(seeds)];
   return runs.flatMap((r) =>

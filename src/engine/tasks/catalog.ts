@@ -1,4 +1,4 @@
-// The tasks, declared once (issue 24): name, one clause for the config's description, the function that builds it, and
+// The tasks, declared once: name, one clause for the config's description, the function that builds it, and
 // any check the config runs when it is chosen. The config schema's `task.name` and its description, and makeTask
 // (index.ts), come from this list. It loads no TensorFlow.js, so the extension's config diagnostics read it too.
 //

@@ -1,4 +1,4 @@
-// What a checkpoint was trained on (issue 9): the task, its split seed and a hash of each split's instances, stored
+// What a checkpoint was trained on: the task, its split seed and a hash of each split's instances, stored
 // in checkpoint metadata. A run that starts from another run's weights (model.init_checkpoint) or resumes one must
 // evaluate on a test split the checkpoint never trained on; comparing the test split's hash catches a sweep whose
 // runs would otherwise draw other splits than their shared warm start.
@@ -50,7 +50,7 @@ export function checkTaskIdentity(where: string, saved: unknown, current: TaskId
   }
   // Validation is drawn disjoint from this run's train and test splits, so a checkpoint trained on this run's train split
   // cannot hold a validation instance; one trained on another train split (a larger train_size, another split_seed)
-  // can, and choices made on validation would then be made on its training data (issue 25).
+  // can, and choices made on validation would then be made on its training data.
   if (s.train_hash !== current.train_hash && current.sizes[2] > 0) {
     throw new UserError(
       `${where}: the checkpoint trained on another training split (${s.sizes[0]} instances, ${s.train_hash}) than this run's ` +

@@ -49,7 +49,7 @@ export function computeSections(text: string, tokens: TokenSpan[]): Section[] {
 
 /**
  * Seed doc 002's reasoning tokens: made of digits, + - * / = ( ) . × ÷ only, with at least one digit or operator.
- * Punctuation alone — a sentence-final ".", a bare "(" or ")" — is filler, as seed doc 002 counts it (issue 25: "."
+ * Punctuation alone — a sentence-final ".", a bare "(" or ")" — is filler, as seed doc 002 counts it ("."
  * counted as reasoning before); "3." and "(4" stay reasoning. Configurable in analysis (--reasoning-regex).
  */
 export const REASONING_TOKEN_RE = /^(?=.*[0-9+\-*/=×÷])[0-9+\-*/=().×÷]+$/;

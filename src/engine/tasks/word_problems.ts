@@ -1,4 +1,4 @@
-// Word problems (issue 10): a seeded generator of multi-step grade-school problems, GSM8K-like, whose demonstrations
+// Word problems: a seeded generator of multi-step grade-school problems, GSM8K-like, whose demonstrations
 // reason in words ("Tom has 3 apples and buys 5 more, so he has 3 + 5 = 8."). Quantities, up to four operations
 // (task.max_steps) and distractor sentences with numbers that do not matter. The reward is the final number, read
 // tolerantly (commas, a trailing ".0", units); format and answer parts are logged as for countdown. GSM8K's own

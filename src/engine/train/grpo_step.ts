@@ -275,7 +275,7 @@ async function readAhead(b: Batch, mb: PolicyBatch, a: number, e: number): Promi
  * batch in one micro-batch) weighs each micro-batch inside its own pass; any other takes a first pass without a tape
  * over the whole batch. Later epochs keep epoch 0's credit and log-probs (ℓ_old), except a trainable head's, which
  * weighs anew each epoch. The log keeps epoch 0's credit for every strategy: the weights that trained the policy on
- * policy (ρ ≡ 1), with the log-probs they were paired with, so c = Â·ℓ holds for one snapshot (issue 25: the head's
+ * policy (ρ ≡ 1), with the log-probs they were paired with, so c = Â·ℓ holds for one snapshot (the head's
  * last-epoch weights were logged before); how far the head moved after that is the metric attribution/epoch_drift.
  */
 async function update(x: UpdateInputs): Promise<Update> {

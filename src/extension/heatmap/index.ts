@@ -1,4 +1,4 @@
-// The token heatmap (issue 6): episode documents, their painting, the hover, the status-bar item and the
+// The token heatmap: episode documents, their painting, the hover, the status-bar item and the
 // commands, registered on the extension's cleanup list.
 import * as vscode from 'vscode';
 import type { Ctx } from '../ctx';

@@ -1,4 +1,4 @@
-// "Probe This Episode…" (issue 26): Monte Carlo values of the shown episode's prefixes (`credit-lens probe --episode`),
+// "Probe This Episode…": Monte Carlo values of the shown episode's prefixes (`credit-lens probe --episode`),
 // with a cancellable progress notification, then the episode painted by its MC credit δ. A cancelled probe keeps the
 // episodes it finished (none, for one episode), and the same command starts it again.
 import * as vscode from 'vscode';

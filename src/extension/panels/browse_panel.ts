@@ -1,4 +1,4 @@
-// Browse Rollouts' host half (issue 28): one panel per run, its queries answered by the query worker (query_client.ts),
+// Browse Rollouts' host half: one panel per run, its queries answered by the query worker (query_client.ts),
 // an episode opened painted in the editor (at the token of a search hit), exports written where the person chooses.
 import { writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';

@@ -309,7 +309,7 @@ test('filler and reasoning |c| get a mean ± 95 % t interval over seeds; a glob 
   assert.equal(JSON.parse(JSON.stringify(one)).rows[0].eval_success.lo, null);
 });
 
-test("three identical copies of one seed get that seed's verdict, not a pooled one (issue 25's worked case)", () => {
+test("three identical copies of one seed get that seed's verdict, not a pooled one (the worked case: one seed copied three times)", () => {
   // One run pair on 256 instances: only the baseline solves 10, only the other 20, both 50. McNemar exact (and the
   // sign-flip test with one seed) p = 2·P(X ≤ 10), X ~ Bin(30, ½) = 0.0987: n.s. Three copies as seeds 1–3: each
   // instance's sum triples, the test's p stays 0.0987 (pooled McNemar on 768 pairs would say ≈ 0.002).

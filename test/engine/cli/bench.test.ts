@@ -1,4 +1,4 @@
-// The bench's FLOP count (issue 13): worked by hand for a tiny shape, and equal to bench/torch_ref.py's count of the
+// The bench's FLOP count: worked by hand for a tiny shape, and equal to bench/torch_ref.py's count of the
 // same model (the GFLOP/s of both sides must divide the same number).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

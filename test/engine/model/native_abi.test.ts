@@ -42,7 +42,7 @@ test('positional: a call by name becomes the declared order', () => {
   assert.deepEqual(positional('swiglu', { F: 5, N: 4, sig: 3, out: 2, gu: 1 }), [1, 2, 3, 4, 5]);
 });
 
-// ---- the addon's identity and the library it opens (issue 30) ----
+// ---- the addon's identity and the library it opens ----
 
 test('the build stamps blas.node with its sources, and the engine computes the same stamp (bundle and source)', async () => {
   const { expectedNativeHash } = await import('../../../src/engine/model/kernels/blas');

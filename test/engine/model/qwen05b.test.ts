@@ -1,4 +1,4 @@
-// The seeds' model size (issue 29): a Qwen2.5-0.5B-shaped folder (24 layers, d 896, 14 heads over 2 kv heads, d_ff 4864,
+// The seeds' model size: a Qwen2.5-0.5B-shaped folder (24 layers, d 896, 14 heads over 2 kv heads, d_ff 4864,
 // vocabulary 151,936, tied embeddings, rope θ 1e6, random BF16 weights, the real Qwen tokenizer) loads, scores an
 // imported veRL dump and samples, on CPU (wasm-blas). The expected numbers come from PyTorch running the same folder
 // (bench/torch_hf.py: its own safetensors reader and a plain-PyTorch Qwen2 with repeat_kv), not from this engine.

@@ -1,4 +1,4 @@
-// The oracle against hostile or careless servers on 127.0.0.1 (issue 11): a redirect never carries the key on, a
+// The oracle against hostile or careless servers on 127.0.0.1: a redirect never carries the key on, a
 // huge reply is refused without being read whole, a malformed reply is not cached, two endpoints serving one model
 // name keep separate cache entries, and a Stop ends a back-off wait at once.
 import { test } from 'node:test';

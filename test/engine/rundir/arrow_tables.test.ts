@@ -43,7 +43,7 @@ const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   ['contribution', 'Float32', false],
   ['attribution', 'Float32', true],
   ['importance', 'Float32', true],
-  // what the loss did to each token (issue 27): null where no loss ran (imported runs)
+  // what the loss did to each token: null where no loss ran (imported runs)
   ['is_weight', 'Float32', true],
   ['clipped', 'Float32', true],
   ['grad_norm', 'Float32', true],
@@ -436,7 +436,7 @@ test('timing: 100k-token step write + read (printed, not asserted)', () => {
   }
 });
 
-test('probe tables: the issue 26 schema, written and read back with null δ, checked on read, and joined onto the tokens', () => {
+test('probe tables: their schema, written and read back with null δ, checked on read, and joined onto the tokens', () => {
   const dir = tmp();
   try {
     assert.deepEqual(describe(PROBE_SCHEMA.fields), [

@@ -1,4 +1,4 @@
-// Hostile and damaged safetensors headers (issue 11): each is a UserError that names the file and says what is
+// Hostile and damaged safetensors headers: each is a UserError that names the file and says what is
 // wrong — never "internal error", never a name that reaches Object.prototype — and resume falls back to the
 // newest checkpoint that still loads.
 import { test } from 'node:test';

@@ -1,4 +1,4 @@
-// Damaged Arrow tables (issue 11): copies of a real run's token and episode files with flipped bytes or cut short.
+// Damaged Arrow tables: copies of a real run's token and episode files with flipped bytes or cut short.
 // Each read must end in a clear UserError naming the file, or in a read whose columns all have the table's row count,
 // quickly: never a hang, never a crash deeper in, never columns of the wrong length.
 import { test } from 'node:test';

@@ -1,4 +1,4 @@
-// run.json and metrics.jsonl from older versions, other tools or a bad merge (issue 11): a reader gets the record or
+// run.json and metrics.jsonl from older versions, other tools or a bad merge: a reader gets the record or
 // the reason it is unreadable, never a crash and never a half-valid record; and one engine per run directory.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -95,7 +95,7 @@ test('one engine per run directory: a live holder is named, a dead one is stale,
   );
 });
 
-// ---- the lock's heartbeat and its take-over (issue 30): each failed on the code before ----
+// ---- the lock's heartbeat and its take-over: each failed on the code before ----
 
 const age = (path: string, ms: number) => {
   const t = new Date(Date.now() - ms);

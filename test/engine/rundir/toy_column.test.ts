@@ -1,4 +1,4 @@
-// What adding a token column takes, shown by doing it (issue 24): on a copy of src/, the test declares a toy column
+// What adding a token column takes, shown by doing it: on a copy of src/, the test declares a toy column
 // once — one entry in protocol/token_columns.ts — and fills it with one line in session/token_log.ts. The copy then
 // type-checks (the writer's column type comes from the entry; leaving the fill line out is a type error), a 2-step run
 // through the copy's CLI writes it, the copy's reader reads it back with the declared type, and the copy's heatmap

@@ -101,7 +101,7 @@ test('an output directory that cannot be written is refused before anything is s
   );
 });
 
-// ---- faults (issue 30): each test injects one and failed on the code before it ----
+// ---- faults: each test injects one and failed on the code before it ----
 
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// Splits that do not leak (issue 9, items 2 and 3): task.split_seed alone fixes train / test / validation, the three
+// Splits that do not leak: task.split_seed alone fixes train / test / validation, the three
 // are disjoint, the test split does not move when train_size or val_size do, and a checkpoint records what it trained
 // on so that a run starting from it refuses a test split the checkpoint may have trained on.
 import { test } from 'node:test';
@@ -90,7 +90,7 @@ test('a warm start records its task; a run from it with another split_seed is re
   }
 });
 
-test('a checkpoint trained on another train split is refused when the run has a validation split (issue 25)', () => {
+test('a checkpoint trained on another train split is refused when the run has a validation split', () => {
   // Identities as taskIdentity makes them, from hand-made splits: the checkpoint's train split is a superset (a larger
   // train_size), the test split is the same.
   const ex = (id: number) => ({ id, prompt: `p${id}`, answer: `a${id}` });

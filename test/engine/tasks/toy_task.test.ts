@@ -1,4 +1,4 @@
-// What adding a task takes, shown by doing it (issue 24): on a copy of src/, the test adds a toy task in exactly two
+// What adding a task takes, shown by doing it: on a copy of src/, the test adds a toy task in exactly two
 // places — its own file in src/engine/tasks/ and one entry in tasks/catalog.ts — builds the engine CLI from that copy
 // with the project's esbuild, and trains 2 steps through it. The config accepts the new task.name (and its JSON Schema
 // lists it), an unknown name is refused with the catalog's names, and the episode table holds the toy's rewards.

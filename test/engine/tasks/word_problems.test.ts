@@ -1,4 +1,4 @@
-// Word problems (issue 10): seeded, disjoint splits, demonstrations that compute the answer in words, and a final-number
+// Word problems: seeded, disjoint splits, demonstrations that compute the answer in words, and a final-number
 // reward whose edge cases are worked by hand. GSM8K's own format, read by the jsonl task, scored by the same rule.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

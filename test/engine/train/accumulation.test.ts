@@ -1,4 +1,4 @@
-// grpo.gradient_accumulation_steps (issue 13, peak memory): an update over micro-batches must be the update over the
+// grpo.gradient_accumulation_steps (peak memory): an update over micro-batches must be the update over the
 // whole batch. The reference is the same step run in one pass (gradient_accumulation_steps: 1), from the same seed and
 // the same rollouts, on the cpu backend; the loss, the gradient norm, the credit the strategy gave and the updated
 // parameters must agree up to float32 summation order.

@@ -1,4 +1,4 @@
-// Faults injected into real runs of a tiny model (issues 9 and 11): a resumed run with a KL term, a run that diverges,
+// Faults injected into real runs of a tiny model: a resumed run with a KL term, a run that diverges,
 // a Stop while the oracle hangs, two engines on one run directory, and a run started in a fixed folder (Slurm tasks).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// grad_norm (issue 26 §4): the size of the gradient a token's term Â·log π(a) sends to the logits. Expected values come
+// grad_norm: the size of the gradient a token's term Â·log π(a) sends to the logits. Expected values come
 // from central finite differences of f(z) = Â·log softmax(z/T)_a in float64, on the logits a real (tiny) model gives
 // at each position of a sampled completion; nothing here reuses the formula under test.
 import { test } from 'node:test';

@@ -143,7 +143,7 @@ test('DAPO asymmetric clip: clip_eps_high widens only the upper bound', () => {
   close(policyLossAndGrad(x, { ...opts, clipEpsHigh: 0.3, lossAgg: 'token_mean' }).loss, -Math.exp(0.25), 1e-12);
 });
 
-// ---- GSPO and CISPO (issue 27): hand-worked on the fixture above, token_mean (c = 1/6 per token) ----
+// ---- GSPO and CISPO: hand-worked on the fixture above, token_mean (c = 1/6 per token) ----
 
 test('GSPO (importance_sampling_level sequence): one ratio per sequence, exp(mean log ρ), clipped per sequence; gradient through the mean', () => {
   // ep0: log ρ = 0.1, 0, −1 → mean −0.3 → s = e^−0.3 = 0.7408182207; Â = 1: min(sÂ, clip(s)Â) = min(0.7408, 0.8) = s

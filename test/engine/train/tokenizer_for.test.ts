@@ -1,4 +1,4 @@
-// model.tokenizer: bpe (issue 10): trained once per run on the task's training split, saved in the run folder as a
+// model.tokenizer: bpe: trained once per run on the task's training split, saved in the run folder as a
 // Hugging Face tokenizer.json, deterministic, and reused by eval, resume and a run that starts from its checkpoint.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -28,7 +28,7 @@ export function wasmBlasOps(): BackendOps {
       swigluInfer: { run: swigluInfer, supports: swigluFits },
       heads: { run: qkvHeads },
       // attention over a sequence runs as the composition (tfjs's batched products on OpenBLAS): 2.8× faster in the
-      // step on this host than the native kernel (bench/PROFILE.md, stop 32), which WASM_BLAS_ALTERNATIVES keeps
+      // step on this host than the native kernel (bench/PROFILE.md), which WASM_BLAS_ALTERNATIVES keeps
       tokenLogprob: { run: tokenLogprob },
       // the decode kernel scores 4 keys at a time; the in-place cache exists where WebAssembly SIMD does
       decodeAttention: {
