@@ -6,11 +6,24 @@ import { z } from 'zod';
 import { creditShape, flattenCredit, type BlockKey } from './catalog';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan } from '../core/types';
 
+/**
+ * One of a batch's per-row inputs beyond the log-probs: a row of numbers per episode, one per completion token (null
+ * where an episode has none, as CAL's span of a solved episode), or one number per episode.
+ */
+export type RowInput = (number[] | null)[] | number[];
+
+/**
+ * What a strategy's weights read, one row per episode. Beside the log-probs, entropies and sections, a strategy's own
+ * inputs (from its prepare(), its fromOutputs() or its head's read()) go under any name of its choosing: the trainer pads
+ * and slices every one of them by rows in one place (padRowInputs, sliceRows), so a new strategy adds no field here. The
+ * named ones below are the bundled strategies' inputs, documented.
+ */
 export interface CreditBatch {
   logprobs: number[][];
   entropies: number[][];
   sections: Section[][];
   mask?: number[][];
+  [input: string]: RowInput | Section[][] | undefined;
   /** a_t: attention paid to token t by the answer tokens, summed over them, averaged over last-layer heads */
   answerAttention?: number[][];
   /** ρ_t from the importance network (reward_variance), and ρ_0 at the last prompt token per episode */
@@ -242,4 +255,27 @@ export function effectiveAdvantages(
     ? strategy.effectiveAdvantages(batch, advantages as number[], params)
     : weights.map((row, i) => row.map((w, t) => (mask[i][t] ? advantages[i] * w : 0)));
   return { weights, effAdv };
+}
+
+/**
+ * A strategy's own inputs (everything but entropies, sections and mask, which the trainer builds itself) padded to
+ * `width` tokens: token rows are padded with 0, per-episode numbers and null rows are kept as they are.
+ */
+export function padRowInputs(inputs: Partial<CreditBatch>, width: number): Record<string, RowInput> {
+  const out: Record<string, RowInput> = {};
+  for (const [k, v] of Object.entries(inputs)) {
+    if (v === undefined || k === 'entropies' || k === 'sections' || k === 'mask' || k === 'logprobs') continue;
+    const rows = v as RowInput;
+    out[k] = rows.some((r) => Array.isArray(r))
+      ? (rows as (number[] | null)[]).map((r) => r && [...r, ...new Array<number>(Math.max(0, width - r.length)).fill(0)])
+      : rows;
+  }
+  return out;
+}
+
+/** Rows [a, e) of every per-row input of a batch: each is one entry per episode, so each is sliced alike. */
+export function sliceRows<T extends Partial<CreditBatch>>(batch: T, a: number, e: number): T {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(batch)) if (v !== undefined) out[k] = (v as unknown[]).slice(a, e);
+  return out as T;
 }

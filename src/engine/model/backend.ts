@@ -13,7 +13,7 @@ import { UserError } from '../core/errors';
 import { blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
 import { PATCHED_WASM_KERNELS, registerWasmKernels } from './kernels/wasm_kernels';
 import { useOps } from './ops';
-import { describeAdapter, probeAdapter, type AdapterInfo } from './webgpu';
+import { describeAdapter, probeAdapter, probeAdapterIsolated, type AdapterInfo } from './webgpu';
 
 export type BackendPreference = 'auto' | 'webgpu' | 'tensorflow' | 'wasm-blas' | 'wasm' | 'cpu';
 
@@ -126,6 +126,12 @@ async function useWebgpu(
   pref: BackendPreference,
   log?: (m: string) => void,
 ): Promise<{ ok: true; info: AdapterInfo; note: string } | { ok: false; why: string }> {
+  if (pref === 'auto') {
+    // Asked in a child first: Dawn loads into the engine only where auto would take its adapter (probeAdapterIsolated).
+    const first = probeAdapterIsolated();
+    if (!first.probe.ok) return first.probe;
+    if (first.probe.info.software) return { ok: false, why: `webgpu adapter ${describeAdapter(first.probe.info)} is a CPU rasteriser, not picked by auto` };
+  }
   const probe = await probeAdapter();
   if (!probe.ok) return probe;
   const name = describeAdapter(probe.info);
@@ -156,12 +162,25 @@ async function useCpu(): Promise<boolean> {
   return true;
 }
 
-function record(info: BackendInfo, log?: (m: string) => void): BackendChoice {
+/**
+ * Makes `info` the process's backend and says so in one line: the backend and why it was chosen (the last of the
+ * reasons; the ones passed over stay in run.json's backend_reason). A second line only where a faster backend is one
+ * install away.
+ */
+function record(info: BackendInfo, log?: (m: string) => void, hint?: string): BackendChoice {
   current = info;
   // the backend's fused ops, chosen here once (ops/index.ts)
   useOps(info.backend);
-  log?.(`backend ${info.backend}: ${info.reason}`);
+  log?.(`backend ${info.backend}: ${info.reason.split('; ').pop()}`);
+  if (hint) log?.(hint);
   return { backend: info.backend, reason: info.reason };
+}
+
+/** OpenBLAS missing (not the addon, which npm run build compiles): the package that makes auto pick wasm-blas. */
+export function blasHint(why: string): string | undefined {
+  if (!/no usable OpenBLAS library/.test(why)) return undefined;
+  const install = process.platform === 'linux' ? 'apt-get install libopenblas0-pthread (Debian, Ubuntu)' : 'install OpenBLAS';
+  return `faster: ${install}, and backend auto trains on wasm-blas (its products on OpenBLAS)`;
 }
 
 const INSTALL_HINT =
@@ -238,7 +257,7 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
         }
       }
       why.push(w.simd ? 'wasm SIMD' : 'wasm (no SIMD support in this runtime)');
-      return record({ backend: 'wasm', reason: why.join('; '), ...wasm }, log);
+      return record({ backend: 'wasm', reason: why.join('; '), ...wasm }, log, pref === 'auto' ? blasHint(why.join('; ')) : undefined);
     }
     if (pref !== 'auto') throw new Error(w.why);
     why.push(w.why);

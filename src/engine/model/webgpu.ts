@@ -6,6 +6,7 @@
 // only picks the file by platform): first from next to the bundle (`dawn/<platform>-<arch>/dawn.node`, where
 // esbuild.mjs copies it so the .vsix carries it), then from node_modules.
 import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
@@ -43,6 +44,8 @@ const requireHere = createRequire(__filename);
 const PLATFORM_DIR = `${process.platform}-${process.platform === 'darwin' ? 'universal' : process.arch}`;
 let loaded: { dawn: DawnModule; path: string } | null = null;
 let probed: AdapterProbe | null = null;
+
+const NO_ADAPTER = 'webgpu: Dawn found no adapter (no Vulkan, Metal or D3D12 driver it accepts; on Linux, Mesa ≥ 23 or a GPU vendor driver with libvulkan1)';
 
 /** Adapters that are a CPU in disguise: their names, where the architecture field does not say 'software'. */
 const SOFTWARE_NAMES = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|\bwarp\b/i;
@@ -102,30 +105,75 @@ export async function probeAdapter(): Promise<AdapterProbe> {
   } catch (e) {
     return (probed = { ok: false, why: `webgpu: requestAdapter failed (${e instanceof Error ? e.message : String(e)})` });
   }
-  if (!adapter) {
-    return (probed = {
-      ok: false,
-      why: 'webgpu: Dawn found no adapter (no Vulkan, Metal or D3D12 driver it accepts; on Linux, Mesa ≥ 23 or a GPU vendor driver with libvulkan1)',
-    });
-  }
+  if (!adapter) return (probed = { ok: false, why: NO_ADAPTER });
+  return (probed = { ok: true, info: adapterInfo(adapter, loaded!.path) });
+}
+
+/** What an adapter says of itself, and whether it is a CPU in disguise. */
+function adapterInfo(adapter: Pick<AdapterLike, 'info' | 'isFallbackAdapter' | 'limits'>, dawn: string): AdapterInfo {
   const a = adapter.info ?? {};
   const description = a.description || a.device || '';
   const architecture = a.architecture ?? '';
   const software =
     architecture === 'software' || Boolean(adapter.isFallbackAdapter ?? a.isFallbackAdapter) || SOFTWARE_NAMES.test(`${description} ${a.device ?? ''}`);
-  return (probed = {
-    ok: true,
-    info: {
-      vendor: a.vendor ?? '',
-      architecture,
-      device: a.device ?? '',
-      description,
-      software,
-      max_buffer_size: adapter.limits.maxBufferSize,
-      max_storage_buffer_binding_size: adapter.limits.maxStorageBufferBindingSize,
-      dawn: loaded!.path,
-    },
+  return {
+    vendor: a.vendor ?? '',
+    architecture,
+    device: a.device ?? '',
+    description,
+    software,
+    max_buffer_size: adapter.limits.maxBufferSize,
+    max_storage_buffer_binding_size: adapter.limits.maxStorageBufferBindingSize,
+    dawn,
+  };
+}
+
+/** The child's script: load dawn.node, ask for the adapter, print what it says of itself as one JSON line. */
+const PROBE_SCRIPT = `
+const dawn = require(process.argv[1]);
+const gpu = dawn.create([]);
+const done = (x) => { process.stdout.write(JSON.stringify(x) + '\\n', () => process.exit(0)); };
+gpu.requestAdapter({ powerPreference: 'high-performance' }).then((a) => {
+  if (!a) return done({ adapter: null });
+  const i = a.info || {};
+  done({ adapter: { info: { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description,
+    isFallbackAdapter: i.isFallbackAdapter }, isFallbackAdapter: a.isFallbackAdapter,
+    limits: { maxBufferSize: a.limits.maxBufferSize, maxStorageBufferBindingSize: a.limits.maxStorageBufferBindingSize } } });
+}, (e) => done({ error: String(e && e.message || e) }));
+`;
+let isolated: AdapterProbe | null = null;
+
+/**
+ * The adapter as probeAdapter sees it, asked in a child process. Dawn writes its own messages straight to the process's
+ * stderr from C++ (a missing Vulkan driver with its source path, limits it lowers on a software adapter), where no
+ * JavaScript can catch them. `auto` asks here first and loads Dawn into the engine only for a hardware adapter, so the
+ * first run on a machine without a GPU prints nothing of Dawn's. What the child wrote to stderr is returned for the log.
+ */
+export function probeAdapterIsolated(): { probe: AdapterProbe; stderr: string } {
+  const where = dawnPath();
+  if (where.path === null)
+    return { probe: { ok: false, why: `webgpu: no Dawn binary for ${PLATFORM_DIR} (looked in ${where.looked.join(', ')})` }, stderr: '' };
+  if (isolated) return { probe: isolated, stderr: '' };
+  const r = spawnSync(process.execPath, ['-e', PROBE_SCRIPT, where.path], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' },
   });
+  const stderr = (r.stderr ?? '').trim();
+  const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
+  let answer: { adapter?: Parameters<typeof adapterInfo>[0] | null; error?: string } | null = null;
+  try {
+    answer = line ? JSON.parse(line) : null;
+  } catch {
+    answer = null;
+  }
+  if (!answer) {
+    const how = r.error ? r.error.message : r.signal ? `killed by ${r.signal}` : `exit ${r.status}`;
+    return { probe: (isolated = { ok: false, why: `webgpu: probing the adapter failed (${how}${stderr ? `: ${stderr.split('\n')[0]}` : ''})` }), stderr };
+  }
+  if (answer.error) return { probe: (isolated = { ok: false, why: `webgpu: requestAdapter failed (${answer.error})` }), stderr };
+  if (!answer.adapter) return { probe: (isolated = { ok: false, why: NO_ADAPTER }), stderr };
+  return { probe: (isolated = { ok: true, info: adapterInfo(answer.adapter, where.path) }), stderr };
 }
 
 /** "llvmpipe: Mesa 25.0.7 (software)": the adapter in one line, for logs and reasons. */

@@ -5,7 +5,17 @@
 import * as tf from '@tensorflow/tfjs';
 import type { MetricsRow } from '../../protocol';
 import { getStrategy, type CreditBatch } from '../credit';
-import { alphaOf, creditParams, effectiveAdvantages, type CreditHead, type CreditParams, type EpisodeView, type Prepared } from '../credit/types';
+import {
+  alphaOf,
+  creditParams,
+  effectiveAdvantages,
+  padRowInputs,
+  sliceRows,
+  type CreditHead,
+  type CreditParams,
+  type EpisodeView,
+  type Prepared,
+} from '../credit/types';
 import { childSeed, makeRng } from '../core/rng';
 import { meanStd } from '../core/stats';
 import type { Adam } from '../model/optim';
@@ -232,7 +242,7 @@ interface Batch {
   c: number[][];
   refLogprobs?: number[][];
   /** the per-row inputs the strategy reads besides log-probs and model outputs, padded to the batch's width */
-  rows: Omit<CreditBatch, 'logprobs'>;
+  rows: Partial<CreditBatch> & Pick<CreditBatch, 'entropies' | 'sections' | 'mask'>;
   /**
    * Read each micro-batch's log-probs and outputs in a pass without a tape before its taped pass (readAhead), instead
    * of inside the tape: on a backend without synchronous reads (webgpu), and for a strategy that reads model outputs
@@ -364,31 +374,17 @@ function meanAbsChange(a: number[][], b: number[][], mask: number[][]): number {
 /** The strategy's per-row inputs other than log-probs (entropies, sections, prepare()'s extras), padded to C tokens. */
 function creditRows(episodes: Episode[], prepared: Prepared, pb: PolicyBatch): Batch['rows'] {
   const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(pb.completionLen - row.length).fill(fill)];
-  const extra = prepared.batch ?? {};
   return {
+    ...padRowInputs(prepared.batch ?? {}, pb.completionLen),
     entropies: episodes.map((e) => pad(e.entropies, 0)),
     sections: episodes.map((e) => pad(e.sections, 'other')),
     mask: pb.mask,
-    ...(extra.importance ? { importance: extra.importance.map((r) => pad(r, 0)) } : {}),
-    ...(extra.importancePrompt ? { importancePrompt: extra.importancePrompt } : {}),
-    ...(extra.spanMask ? { spanMask: extra.spanMask.map((r) => r && pad(r, 0)) } : {}),
-    ...(extra.calDivisor ? { calDivisor: extra.calDivisor } : {}),
-    ...(extra.tokenAdvantages ? { tokenAdvantages: extra.tokenAdvantages.map((r) => pad(r, 0)) } : {}),
-    ...(extra.tokenWeights ? { tokenWeights: extra.tokenWeights.map((r) => pad(r, 0)) } : {}),
   };
 }
 
 /** Rows [a, b) of the strategy's inputs, with those rows' log-probs and model outputs. */
 function creditBatch(b: Batch, a: number, e: number, lp: number[][], outputs: Partial<CreditBatch>): CreditBatch {
-  const r = b.rows;
-  const cb: CreditBatch = { logprobs: lp, entropies: r.entropies.slice(a, e), sections: r.sections.slice(a, e), mask: r.mask!.slice(a, e) };
-  if (r.importance) cb.importance = r.importance.slice(a, e);
-  if (r.importancePrompt) cb.importancePrompt = r.importancePrompt;
-  if (r.spanMask) cb.spanMask = r.spanMask.slice(a, e);
-  if (r.calDivisor) cb.calDivisor = r.calDivisor;
-  if (r.tokenAdvantages) cb.tokenAdvantages = r.tokenAdvantages.slice(a, e);
-  if (r.tokenWeights) cb.tokenWeights = r.tokenWeights.slice(a, e);
-  return Object.assign(cb, outputs);
+  return Object.assign({ ...sliceRows(b.rows, a, e), logprobs: lp }, outputs);
 }
 
 /** The strategy's weights and Â = A_i·w (or its own Â) of rows [a, b). */

@@ -269,7 +269,7 @@ async function trainIn(
     writeRunInfo(runDir, info);
     log(
       'info',
-      `backend ${s.backend.backend} (${s.backend.reason}); model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`,
+      `model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`,
     );
     const strategy = getStrategy(cfg.credit.strategy);
     head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg.credit)) ?? null;

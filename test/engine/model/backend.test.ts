@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import * as tf from '@tensorflow/tfjs';
-import { backendInfo, initBackend } from '../../../src/engine/model/backend';
+import { backendInfo, blasHint, initBackend } from '../../../src/engine/model/backend';
 import { isUserError } from '../../../src/engine/core/errors';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
 import { makeRng, randNormal, type Rng } from '../../../src/engine/core/rng';
@@ -827,3 +827,17 @@ for (const backend of ['wasm', 'wasm-blas'] as const)
     assert.ok(new Set(cpu.flatMap((s) => s.ids)).size > 4, 'varied tokens, so agreement is not trivial');
     model.dispose();
   });
+
+test('the first run says its backend in one line, and adds a second only where OpenBLAS is one install away', () => {
+  const missing =
+    'webgpu adapter llvmpipe (software) is a CPU rasteriser, not picked by auto; wasm-blas unavailable: no usable OpenBLAS library (libopenblas.so.0: cannot open shared object file); on Debian: apt-get install libopenblas0-pthread; wasm SIMD';
+  const hint = blasHint(missing);
+  assert.ok(hint?.startsWith('faster: '), hint);
+  if (process.platform === 'linux') assert.match(hint!, /apt-get install libopenblas0-pthread/);
+  // The addon itself missing is not one package away (it needs a compiler): no hint.
+  assert.equal(
+    blasHint("wasm-blas unavailable: blas.node not built (npm run build compiles native/ when gcc and Node's headers are present); wasm SIMD"),
+    undefined,
+  );
+  assert.equal(blasHint('wasm SIMD with products on OpenBLAS 0.3.21'), undefined);
+});
