@@ -18,6 +18,8 @@ import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
 import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './panels/sweep_panel';
 import { importRolloutsCommand } from './import';
+import { LOSSES } from '../engine/losses/catalog';
+import type { PolicyLossSpec } from '../engine/losses/types';
 
 export function registerCommands(ctx: Ctx): void {
   const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
@@ -303,10 +305,13 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
   return grid;
 }
 
-/** The loss variants Run Sweep offers (TRL's and veRL's names; see the config's grpo section). */
+/**
+ * The loss variants Run Sweep offers (TRL's and veRL's names; see the config's grpo section): each policy loss of the
+ * loss catalog that has a sweep entry, then GSPO's ratio level and DAPO's sampling, which combine with any loss.
+ */
 const LOSS_VARIANTS: { key: string; label: string; description: string; set: Record<string, unknown> }[] = [
   { key: 'config', label: "the config's loss", description: 'as the config sets grpo.*', set: {} },
-  { key: 'cispo', label: 'CISPO', description: 'grpo.policy_loss cispo (veRL loss_mode, MiniMax-M1)', set: { 'grpo.policy_loss': 'cispo' } },
+  ...(LOSSES as readonly PolicyLossSpec[]).flatMap((l) => (l.sweep ? [{ key: l.name, ...l.sweep, set: { 'grpo.policy_loss': l.name } }] : [])),
   { key: 'gspo', label: 'GSPO', description: 'grpo.importance_sampling_level sequence (TRL)', set: { 'grpo.importance_sampling_level': 'sequence' } },
   { key: 'dapo', label: 'DAPO dynamic sampling', description: 'grpo.dynamic_sampling true (veRL filter_groups)', set: { 'grpo.dynamic_sampling': true } },
 ];

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { creditShape, STRATEGY_NAMES } from '../credit/catalog';
 import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
+import { lossShape } from '../losses/catalog';
 import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from '../core/fields';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -254,16 +255,8 @@ export const grpoSchema = section(
         "GSPO's s = exp(mean over the completion's tokens of log ρ_t), one ratio and one clip per sequence, the gradient " +
         'flowing through the mean. On-policy (epochs_per_step 1) both give the same update.',
     ).default('token'),
-    policy_loss: oneOf(
-      ['ppo', 'cispo'],
-      "The policy loss (veRL loss_mode): ppo: −min(ρÂ, clip(ρ)Â), the clipped token's gradient cut; cispo: " +
-        '−sg(w)·Â·log π with w the clipped ratio (MiniMax-M1), so a clipped token keeps a bounded gradient (see cispo_clip).',
-    ).default('ppo'),
-    cispo_clip: oneOf(
-      ['two_sided', 'top'],
-      "CISPO's weight w: two_sided: clip(ρ, 1 − clip_eps, 1 + clip_eps_high) (veRL); top: min(ρ, clip_eps_high), " +
-        'clip_eps_high then an absolute cap (TRL loss_type cispo, 5.0 recommended).',
-    ).default('two_sided'),
+    // grpo.policy_loss and each variant's own keys come from the loss catalog: each declares its options once.
+    ...lossShape(),
     grad_clip: num({ gt: 0 }, 'Global gradient-norm clip (TRL max_grad_norm).').default(1.0),
     eval_every: int(1, 'Evaluate on the held-out set every this many steps.').default(10),
     checkpoint_every: int(1, 'Write a checkpoint every this many steps.').default(25),

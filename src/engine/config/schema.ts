@@ -5,6 +5,7 @@ import { ARRAY_VALUED_PATHS, baseSchema } from './base';
 import { allow, allowedOf, bool, oneOf, schemaAt, section } from '../core/fields';
 import { checkConfigKey, enumHint } from './suggest';
 import { strategySpec } from '../credit/catalog';
+import { lossSpec } from '../losses/catalog';
 
 // ---------------------------------------------------------------------------------------------------------
 // Sweep grid: `{dotted.key: [values]}` (a cartesian product) or a list of such mappings (each its own product,
@@ -154,32 +155,18 @@ export const sweepSchema = section(
 export const creditConfigSchema = baseSchema
   .extend({ sweep: sweepSchema.optional() })
   .superRefine((c, ctx) => {
-    // Settings of one section that mean something only with a setting of another. The chosen strategy's own checks are
-    // its catalog entry's.
-    for (const issue of strategySpec(c.credit.strategy)?.check?.(c as CreditConfig) ?? [])
+    // Settings of one section that mean something only with a setting of another. The chosen strategy's and loss's own
+    // checks are their catalog entries'.
+    const checks = [
+      ...(strategySpec(c.credit.strategy)?.check?.(c as CreditConfig) ?? []),
+      ...(lossSpec(c.grpo.policy_loss)?.check?.(c as CreditConfig) ?? []),
+    ];
+    for (const issue of checks)
       ctx.addIssue({
         code: 'custom',
         path: issue.path,
         params: { ...(issue.expected !== undefined && { expected: issue.expected }), ...(issue.at && { at: issue.at }) },
         message: issue.message ?? '',
-      });
-    if (c.grpo.policy_loss === 'cispo' && c.grpo.importance_sampling_level === 'sequence')
-      ctx.addIssue({
-        code: 'custom',
-        path: ['grpo', 'importance_sampling_level'],
-        params: { expected: 'token with grpo.policy_loss: cispo (CISPO weighs each token by its own ratio), or grpo.policy_loss: ppo for GSPO' },
-        message: '',
-      });
-    if (c.grpo.policy_loss === 'cispo' && c.grpo.cispo_clip === 'top' && c.grpo.clip_eps_high < 1)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['grpo', 'cispo_clip'],
-        params: {
-          expected:
-            `two_sided with grpo.clip_eps_high: ${c.grpo.clip_eps_high}, or grpo.clip_eps_high of at least 1 (with top it is the ` +
-            `ratio's absolute ceiling, as in TRL; 5.0 recommended; ${c.grpo.clip_eps_high} would scale every token's gradient down)`,
-        },
-        message: '',
       });
     if (c.grpo.overlong_buffer && c.grpo.overlong_buffer.len > c.grpo.max_new_tokens)
       ctx.addIssue({

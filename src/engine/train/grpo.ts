@@ -2,13 +2,14 @@
 // log-probs are read out, the loss and dLoss/dlogprob are computed here, and the gradient is pushed back
 // through the network as sum(logprob ⊙ stopgrad(dLoss/dlogprob)) — so a test of these functions tests training.
 
+import { lossSpec, type PolicyLoss } from '../losses/catalog';
+import type { CispoClip } from '../losses/cispo';
+
+export type { PolicyLoss } from '../losses/catalog';
+export type { CispoClip } from '../losses/cispo';
 export type LossAgg = 'token_mean' | 'seq_mean_token_mean' | 'seq_mean_token_sum_norm';
-/** ppo: −min(ρÂ, clip(ρ)Â); cispo: −sg(w(ρ))·Â·log π (MiniMax-M1; veRL `loss_mode: cispo`). */
-export type PolicyLoss = 'ppo' | 'cispo';
 /** token: one ratio per token; sequence: GSPO's s_i = exp(mean_t log ρ_{i,t}), one per sequence (TRL's key). */
 export type ImportanceSamplingLevel = 'token' | 'sequence';
-/** CISPO's weight: two_sided clip(ρ, 1 − ε, 1 + ε_high) (veRL); top min(ρ, ε_high), an absolute cap (TRL). */
-export type CispoClip = 'two_sided' | 'top';
 
 export interface PolicyLossInput {
   logprobs: number[][];
@@ -31,11 +32,13 @@ export interface PolicyLossOptions {
    * the whole batch. Default: aggregationWeights of x.mask.
    */
   aggregation?: number[][];
-  /** default ppo */
+  /** the loss variant (losses/catalog.ts); default ppo */
   policyLoss?: PolicyLoss;
   /** default token */
   importanceSamplingLevel?: ImportanceSamplingLevel;
-  /** default two_sided */
+  /** the variant's own options by their grpo key (cispo_clip) */
+  lossOptions?: Record<string, unknown>;
+  /** CISPO's weight (grpo.cispo_clip), the same as lossOptions.cispo_clip; default two_sided */
   cispoClip?: CispoClip;
 }
 
@@ -73,13 +76,18 @@ export function aggregationWeights(mask: number[][], lossAgg: LossAgg, maxNewTok
   return mask.map((row) => row.map((m) => m / (B * maxNewTokens)));
 }
 
+/**
+ * The policy loss of a batch and its gradients. The per-token term is the variant's (losses/); the loop, the
+ * aggregation, the KL term and GSPO's sequence-level ratio are the same for every variant and live here once.
+ */
 export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): PolicyLossResult {
   const c = opts.aggregation ?? aggregationWeights(x.mask, opts.lossAgg, opts.maxNewTokens);
-  const lo = 1 - opts.clipEps;
-  const hi = 1 + opts.clipEpsHigh;
-  const cispo = opts.policyLoss === 'cispo';
+  const spec = lossSpec(opts.policyLoss ?? 'ppo');
+  if (!spec) throw new Error(`policyLossAndGrad: no policy loss ${opts.policyLoss}`);
   const sequence = opts.importanceSamplingLevel === 'sequence';
-  if (cispo && sequence) throw new Error('policyLossAndGrad: cispo has token-level ratios only (importanceSamplingLevel token)');
+  if (sequence && !spec.sequence) throw new Error(`policyLossAndGrad: ${spec.name} has token-level ratios only (importanceSamplingLevel token)`);
+  const options = { ...(opts.cispoClip !== undefined && { cispo_clip: opts.cispoClip }), ...opts.lossOptions };
+  const bounds = { lo: 1 - opts.clipEps, hi: 1 + opts.clipEpsHigh, clipEpsHigh: opts.clipEpsHigh, options };
   let loss = 0;
   let clipped = 0;
   let valid = 0;
@@ -108,45 +116,23 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
     }
     let seqGrad = 0; // Σ_t c_t·∂(token t's term)/∂s, spread over the sequence's tokens as ·s/n
     for (let t = 0; t < T; t++) {
-      const m = x.mask[i][t];
-      if (!m) continue;
+      if (!x.mask[i][t]) continue;
       valid++;
       const l = x.logprobs[i][t];
-      const A = x.advantages[i][t];
       const ratio = sequence ? seqRatio : Math.exp(l - x.oldLogprobs[i][t]);
-      let tokLoss: number;
+      const term = spec.term({ ratio, logprob: l, advantage: x.advantages[i][t], ...bounds });
+      let tokLoss = term.loss;
       let dl: number;
-      if (cispo) {
-        // −sg(w)·Â·ℓ: the weight is a constant, so every token keeps a gradient −w·Â (clipping only bounds it)
-        const w = opts.cispoClip === 'top' ? Math.min(ratio, opts.clipEpsHigh) : Math.min(Math.max(ratio, lo), hi);
-        if (w !== ratio) {
-          clipped++;
-          cRow[t] = 1;
-        }
-        wRow[t] = w;
-        tokLoss = -w * A * l;
-        dl = -w * A;
-        aRow[t] = -c[i][t] * w * l;
-      } else {
-        const clippedRatio = Math.min(Math.max(ratio, lo), hi);
-        const unclippedTerm = ratio * A;
-        const clippedTerm = clippedRatio * A;
-        // −min(ρÂ, clip(ρ)Â): the unclipped branch carries the gradient unless the clipped one is strictly smaller.
-        const takeClipped = clippedTerm < unclippedTerm;
-        const cut = takeClipped && (ratio < lo || ratio > hi);
-        tokLoss = -(takeClipped ? clippedTerm : unclippedTerm);
-        if (cut) {
-          clipped++;
-          cRow[t] = 1;
-        }
-        wRow[t] = cut ? 0 : ratio;
-        // ∂term/∂ρ = −Â where the gradient flows; token level ∂ρ/∂ℓ_t = ρ, sequence level handled below
-        if (sequence) {
-          if (!cut) seqGrad += c[i][t] * -A;
-          dl = 0;
-        } else dl = cut ? 0 : -ratio * A;
-        aRow[t] = -c[i][t] * (takeClipped ? clippedRatio : ratio);
+      if (sequence) {
+        seqGrad += c[i][t] * term.dRatio;
+        dl = 0;
+      } else dl = term.dLogprob;
+      if (term.cut) {
+        clipped++;
+        cRow[t] = 1;
       }
+      wRow[t] = term.isWeight;
+      aRow[t] = c[i][t] * term.dAdvantage;
       if (opts.klBeta > 0 && x.refLogprobs) {
         const d = x.refLogprobs[i][t] - l;
         const k = Math.exp(d) - d - 1; // k3 estimator (Schulman), ≥ 0

@@ -24,6 +24,7 @@ import { readsSync } from '../model/backend';
 import type { Transformer } from '../model/model';
 import { advantages } from '../credit/advantages';
 import { aggregationWeights, policyLossAndGrad, type PolicyLossResult } from './grpo';
+import { lossOptions, lossSpec } from '../losses/catalog';
 import { accumulateGrads, concatRows, microBatchRanges } from './micro_batch';
 import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode, type PolicyBatch } from '../session/rollout';
 import { shapedReward, shapeRewards } from '../session/reward';
@@ -456,7 +457,7 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
             aggregation: b.c.slice(a, e),
             policyLoss: g.policy_loss,
             importanceSamplingLevel: g.importance_sampling_level,
-            cispoClip: g.cispo_clip,
+            lossOptions: lossOptions(lossSpec(g.policy_loss)!, g),
           },
         );
         infos.push({ info, n: mb.mask.reduce((t, row) => t + row.reduce((u, m) => u + m, 0), 0) });
