@@ -13,7 +13,8 @@ One JSON request per stdin line, one JSON answer per stdout line:
       -> {"logp": [[..]], "entropy": [[..]], "tokens_per_s": [k rates]}   (full vocabulary log-softmax, in row chunks)
   {"op": "decode", "prompts": [[ids]], "new": m, "greedy": bool, "n": k}
       -> {"ids": [[..]], "logp": [[..]], "tokens_per_s": [k rates]}
-Run with /usr/bin/python3 (Debian's python3-torch).
+Run with /usr/bin/python3 (Debian's python3-torch). TORCH_HF_DEVICE=cuda runs it on the GPU machine (fp32, TF32 off);
+every answer ends in a read back to the host (.tolist()), so its time includes the device's work.
 """
 
 import json
@@ -40,12 +41,13 @@ def read_safetensors(torch, path):
 
 
 class Model:
-    def __init__(self, torch, folder):
+    def __init__(self, torch, folder, device="cpu"):
         self.torch = torch
+        self.dev = torch.device(device)
         cfg = json.load(open(os.path.join(folder, "config.json")))
         self.cfg = cfg
         path = os.path.join(folder, "model.safetensors")
-        self.w = read_safetensors(torch, path)
+        self.w = {k: v.to(self.dev) for k, v in read_safetensors(torch, path).items()}
         self.L = cfg["num_hidden_layers"]
         self.H = cfg["num_attention_heads"]
         self.Hkv = cfg.get("num_key_value_heads", self.H)
@@ -61,7 +63,7 @@ class Model:
         inv = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd))
         f = torch.outer(torch.arange(start, start + t, dtype=torch.float64), inv)
         emb = torch.cat((f, f), -1)
-        return emb.cos().float(), emb.sin().float()
+        return emb.cos().float().to(self.dev), emb.sin().float().to(self.dev)
 
     def norm(self, x, w):
         return x * self.torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
@@ -119,7 +121,8 @@ class Model:
         for b, c in enumerate(completions):
             ids[b, :P] = torch.tensor(prompt)
             ids[b, P:P + len(c)] = torch.tensor(c)
-        causal = torch.full((P + C, P + C), float("-inf")).triu(1)
+        ids = ids.to(self.dev)
+        causal = torch.full((P + C, P + C), float("-inf"), device=self.dev).triu(1)
         with torch.inference_mode():
             h = self.hidden(ids, causal, 0, None)[:, P - 1:P + C - 1].reshape(B * C, self.d)
             logp, ent = [], []
@@ -137,11 +140,11 @@ class Model:
         """Prompts of one length; m new tokens each with the KV cache (append per step, as the engine's webgpu path)."""
         torch = self.torch
         B, P = len(prompts), len(prompts[0])
-        ids = torch.tensor(prompts)
+        ids = torch.tensor(prompts, device=self.dev)
         caches = [[None, None] for _ in range(self.L)]
         out, lps = [], []
         with torch.inference_mode():
-            causal = torch.full((P, P), float("-inf")).triu(1)
+            causal = torch.full((P, P), float("-inf"), device=self.dev).triu(1)
             h = self.hidden(ids, causal, 0, caches)[:, -1]
             pos = P
             for step in range(new):
@@ -164,6 +167,12 @@ def main():
         print(json.dumps({"error": "torch not importable: %s" % e}), flush=True)
         return 1
     torch.set_num_threads(threads)
+    device = os.environ.get("TORCH_HF_DEVICE", "cpu")
+    if device != "cpu":
+        if not torch.cuda.is_available():
+            print(json.dumps({"error": "TORCH_HF_DEVICE=%s: torch.cuda.is_available() is False" % device}), flush=True)
+            return 1
+        torch.backends.cuda.matmul.allow_tf32 = False
     model = None
     for line in sys.stdin:
         if not line.strip():
@@ -173,8 +182,9 @@ def main():
             op = req.get("op")
             if op == "load":
                 t0 = time.perf_counter()
-                model = Model(torch, req["dir"])
-                ans = {"params": model.params, "seconds": round(time.perf_counter() - t0, 3), "torch_version": torch.__version__, "threads": threads}
+                model = Model(torch, req["dir"], device)
+                ans = {"params": model.params, "seconds": round(time.perf_counter() - t0, 3), "torch_version": torch.__version__, "threads": threads,
+                       "device": device}
             elif op == "score":
                 rates = []
                 for _ in range(max(1, int(req.get("n", 1)))):

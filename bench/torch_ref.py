@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch CPU reference for `npm run bench`.
+"""PyTorch reference for `npm run bench` (CPU) and the GPU machine's bench (`--device cuda`, bench/device/run.sh).
 
 Runs the same two workloads as the engine's benchmark, written in plain PyTorch from the formulas (no
 transformers library, no scaled_dot_product_attention, no torch.compile), so that the TF.js figures can be
@@ -73,6 +73,8 @@ def parse_args(argv):
     p.add_argument("--iters", type=int, default=20, help="timed repetitions of each workload")
     p.add_argument("--warmup", type=int, default=3, help="untimed repetitions before timing")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu",
+                   help="where the model runs: cpu (Debian's torch on OpenBLAS), or cuda on a GPU machine (fp32, TF32 off)")
     p.add_argument("--check", action="store_true",
                    help="only verify that KV-cache sampling matches a full forward pass, then exit")
     p.add_argument("--serve", action="store_true",
@@ -105,15 +107,24 @@ def main(argv):
     return run(args)
 
 
+def sync(torch, device):
+    """Waits for the device's queued work: a CUDA call returns before its kernels finish, so a timer must wait."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def sgemm_gflops(torch, args):
-    """The practical ceiling: a 1024 x 1024 x 1024 float32 product through the same OpenBLAS, median of runs."""
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    """The practical ceiling: a 1024 x 1024 x 1024 float32 product through the same BLAS (cuBLAS on cuda), median."""
+    dev = torch.device(args.device)
+    a, b = torch.randn(1024, 1024, device=dev), torch.randn(1024, 1024, device=dev)
     for _ in range(3):
         torch.mm(a, b)
+    sync(torch, dev)
     times = []
     for _ in range(max(5, args.iters // 2)):
         t0 = time.perf_counter()
         torch.mm(a, b)
+        sync(torch, dev)
         times.append(time.perf_counter() - t0)
     return 2 * 1024 ** 3 / statistics.median(times) / 1e9
 
@@ -123,6 +134,13 @@ def run(args):
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
+    if args.device != "cpu":
+        if not torch.cuda.is_available():
+            print(json.dumps({"error": "--device %s: torch.cuda.is_available() is False" % args.device}))
+            return 0 if args.json or args.serve else 1
+        # fp32 as the engine computes: no TF32 in matmuls or convolutions
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     if args.check:
         return measure(torch, CONFIG, args, check_only=True)
     if args.serve:
@@ -181,11 +199,12 @@ def serve(torch, args):
             req = json.loads(line)
             op = req.get("op")
             if op == "info":
-                ans = {"torch_version": torch.__version__, "threads": args.threads, "sgemm_gflops": round(sgemm_gflops(torch, args), 2)}
+                ans = {"torch_version": torch.__version__, "threads": args.threads, "sgemm_gflops": round(sgemm_gflops(torch, args), 2),
+                       "device": args.device, "device_name": torch.cuda.get_device_name() if args.device != "cpu" else "cpu"}
             elif op in ("train", "rollout") and req.get("model") in models:
                 name = req["model"]
                 if name not in built:
-                    built[name] = build(torch, models[name])
+                    built[name] = build(torch, models[name], args.device)
                 w, cfg = built[name], models[name]
                 fn = w["train_step"] if op == "train" else w["rollout"]
                 warmup = max(0, int(req.get("warmup", 0)))
@@ -207,9 +226,12 @@ def serve(torch, args):
     return 0
 
 
-def build(torch, cfg):
-    """The model of cfg with Adam, as closures: train_step() (one GRPO-like step) and rollout(prompt=None)."""
+def build(torch, cfg, device="cpu"):
+    """The model of cfg with Adam, as closures: train_step() (one GRPO-like step) and rollout(prompt=None). Both end in a
+    read back to the host (loss.item(), .tolist()), so on cuda their wall time includes the device's work."""
     import torch.nn as nn
+
+    dev = torch.device(device)
 
     class RMSNorm(nn.Module):
         def __init__(self, dim, eps):
@@ -308,7 +330,7 @@ def build(torch, cfg):
             # A single decode step attends to every cached key, so only multi-token passes need the mask.
             mask = None
             if t > 1:
-                mask = torch.full((t, t), float("-inf")).triu(1)
+                mask = torch.full((t, t), float("-inf"), device=tokens.device).triu(1)
             x = self.embed_tokens(tokens)
             for i, layer in enumerate(self.layers):
                 x = layer(x, cos, sin, mask, None if caches is None else caches[i])
@@ -317,14 +339,14 @@ def build(torch, cfg):
 
     ro = cfg["rollout"]
     max_len = max(cfg["seq_len"], ro["prompt_len"] + ro["max_new_tokens"])
-    model = Decoder(max_len)
+    model = Decoder(max_len).to(dev)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
     n_params = sum(p.numel() for p in model.parameters())
 
     b, t, v = cfg["batch_size"], cfg["seq_len"], cfg["vocab_size"]
-    tokens = torch.randint(0, v, (b, t))
+    tokens = torch.randint(0, v, (b, t), device=dev)
     # Fixed random per-sequence advantages stand in for group-normalised rewards.
-    advantages = torch.randn(b, 1)
+    advantages = torch.randn(b, 1, device=dev)
 
     def train_step():
         logits = model(tokens)
@@ -340,7 +362,7 @@ def build(torch, cfg):
     def rollout(prompt=None):
         n, p, new = ro["num_sequences"], ro["prompt_len"], ro["max_new_tokens"]
         if prompt is None:
-            prompt = torch.randint(0, v, (n, p))
+            prompt = torch.randint(0, v, (n, p), device=dev)
         caches = [[None, None] for _ in range(cfg["n_layers"])]
         out_tokens, out_logp, out_ent = [], [], []
         with torch.inference_mode():
@@ -364,7 +386,7 @@ def build(torch, cfg):
 
 
 def measure(torch, cfg, args, check_only=False):
-    w = build(torch, cfg)
+    w = build(torch, cfg, args.device)
     ro, b, t, v = cfg["rollout"], cfg["batch_size"], cfg["seq_len"], cfg["vocab_size"]
     train_step, rollout, n_params = w["train_step"], w["rollout"], w["n_params"]
     if check_only:

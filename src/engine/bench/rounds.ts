@@ -92,12 +92,13 @@ export class TorchServer {
   /** Starts the server, or says why it cannot (no python, no script, torch not importable). */
   static async start(
     python = '/usr/bin/python3',
-  ): Promise<{ server: TorchServer; version: string; threads: number; sgemm_gflops: number } | { error: string }> {
-    const server = TorchServer.spawn('torch_ref.py', ['--serve'], python);
+    device = 'cpu',
+  ): Promise<{ server: TorchServer; version: string; threads: number; sgemm_gflops: number; device_name: string } | { error: string }> {
+    const server = TorchServer.spawn('torch_ref.py', ['--serve', '--device', device], python);
     if ('error' in server) return server;
     try {
-      const info = await server.ask<{ torch_version: string; threads: number; sgemm_gflops: number }>({ op: 'info' });
-      return { server, version: info.torch_version, threads: info.threads, sgemm_gflops: info.sgemm_gflops };
+      const info = await server.ask<{ torch_version: string; threads: number; sgemm_gflops: number; device_name?: string }>({ op: 'info' });
+      return { server, version: info.torch_version, threads: info.threads, sgemm_gflops: info.sgemm_gflops, device_name: info.device_name ?? device };
     } catch (e) {
       server.close();
       return { error: e instanceof Error ? e.message : String(e) };
@@ -107,7 +108,9 @@ export class TorchServer {
   /** bench/<script> under `python`, speaking one JSON line per request (torch_ref.py --serve, torch_hf.py). */
   static spawn(script: string, args: string[] = [], python = '/usr/bin/python3', env: NodeJS.ProcessEnv = process.env): TorchServer | { error: string } {
     const path = [join(__dirname, '../../bench', script), resolve('bench', script)].find(existsSync);
-    if (!existsSync(python) || !path) return { error: `no ${python} or bench/${script}` };
+    if (!path) return { error: `no bench/${script}` };
+    // a bare name (python3) is looked up on PATH by spawn; a path must exist
+    if (python.includes('/') && !existsSync(python)) return { error: `no ${python}` };
     return new TorchServer(spawn(python, [path, ...args], { stdio: 'pipe', env }));
   }
 

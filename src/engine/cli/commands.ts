@@ -76,7 +76,14 @@ export const COMMANDS: readonly Command[] = [
     ],
     run: async (a) => (await import('./probe_command')).cmdProbe(a),
   },
-  { name: 'bench', usage: ['bench [--json] [--quick] [--profile [--backend wasm-blas|wasm]]'], run: async (a, u) => (await run()).cmdBench(a, u) },
+  {
+    name: 'bench',
+    usage: [
+      'bench [--json] [--quick] [--profile [--backend wasm-blas|wasm]]',
+      'bench --device [--local] [--quick] [--out <file.json>] [--torch-python <python>] [--torch-device cuda|cpu] [--tokenizer-dir <dir>]',
+    ],
+    run: async (a, u) => (await run()).cmdBench(a, u),
+  },
   { name: 'schema', usage: ['schema [--out file]'], run: async (a, u) => (await run()).cmdSchema(a, u) },
 ];
 

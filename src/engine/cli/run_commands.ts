@@ -153,7 +153,27 @@ export async function cmdSchema(argv: string[], usage: string): Promise<number> 
 }
 
 export async function cmdBench(argv: string[], usage: string): Promise<number> {
-  const a = parseArgs(argv, { valued: ['backend'], boolean: ['json', 'quick', 'profile'] }, usage);
+  const a = parseArgs(
+    argv,
+    { valued: ['backend', 'torch-python', 'torch-device', 'out', 'tokenizer-dir'], boolean: ['json', 'quick', 'profile', 'device', 'local'] },
+    usage,
+  );
+  if (a.flags.has('device')) {
+    // The GPU machine's figures (bench/device/run.sh): webgpu against PyTorch on the same machine, one JSON report.
+    const { runDeviceBench } = await import('../bench/device');
+    const local = a.flags.has('local');
+    const report = await runDeviceBench({
+      local,
+      quick: a.flags.has('quick'),
+      torchPython: a.flags.get('torch-python')?.[0] ?? (local ? '/usr/bin/python3' : 'python3'),
+      torchDevice: a.flags.get('torch-device')?.[0] ?? (local ? 'cpu' : 'cuda'),
+      tokenizerDir: a.flags.get('tokenizer-dir')?.[0],
+      out: a.flags.get('out')?.[0] ?? null,
+      say: (m) => process.stderr.write(m + '\n'),
+    });
+    console.log(JSON.stringify(report));
+    return 0;
+  }
   if (a.flags.has('profile')) {
     const { profileReference, profileMarkdown } = await import('./profile');
     const backend: BackendPreference = choiceFlag(a, 'backend', BACKENDS, 'auto');

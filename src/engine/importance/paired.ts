@@ -17,7 +17,7 @@ import { loadConfig, type CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { Transformer } from '../model/model';
 import { childSeed, makeRng, shuffle, type Rng } from '../core/rng';
-import { runTimestamp } from '../rundir/rundir';
+import { claimFolder, runTimestamp } from '../rundir/rundir';
 import { writeFileAtomic } from '../core/files';
 import { generate } from '../model/sampler';
 import { openSession } from '../session/session';
@@ -391,21 +391,11 @@ export function resolveCheckpointDir(p: string): string {
   return latest;
 }
 
-function outputFolder(outputDir: string, name: string, kind: string, now: Date): string {
+/** `<output_dir>/<name>-<kind>-<yyyymmdd-hhmmss>`, claimed as a new folder as a run's is (a `-2`, `-3` … if taken). */
+export function createOutputFolder(outputDir: string, name: string, kind: string, now: Date): string {
   mkdirSync(outputDir, { recursive: true });
-  const base = join(outputDir, `${name}-${kind}-${runTimestamp(now)}`);
-  for (let k = 1; ; k++) {
-    const dir = k === 1 ? base : `${base}-${k}`;
-    try {
-      mkdirSync(dir);
-      return dir;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    }
-  }
+  return claimFolder(join(outputDir, `${name}-${kind}-${runTimestamp(now)}`));
 }
-
-export { outputFolder as createOutputFolder };
 
 export interface PairedOptions {
   configPath: string;
@@ -489,7 +479,7 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
     const table = pairedRows(groups);
     const partials = Object.fromEntries(table.partialNames.map((n, j) => [`partial_reward_${j + 1}`, n]));
     const bytes = await encodeParquet(table.columns, { partial_rewards: JSON.stringify(partials), group_size: String(G) });
-    const dir = outputFolder(o.outputDir ?? cfg.output_dir, cfg.name, 'paired', started);
+    const dir = createOutputFolder(o.outputDir ?? cfg.output_dir, cfg.name, 'paired', started);
     const parquet = join(dir, `rollouts_g${G}.parquet`);
     writeFileAtomic(parquet, bytes);
     const rows = table.columns.reward.length;

@@ -1,0 +1,228 @@
+// `credit-lens bench --device`: the GPU machine's figures, for bench/device/run.sh. The engine on webgpu against PyTorch
+// on the same machine in the same run (CUDA there; `--local` here: this machine's lavapipe against torch on the CPU, so
+// that the script cannot rot between loans). Each stage runs alone: one that fails records its error and the next one
+// runs, and the report is written after every stage, so a machine that is taken back half way still returns numbers.
+import * as tf from '@tensorflow/tfjs';
+import { writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { loadConfig } from '../config/config';
+import { Adam } from '../model/optim';
+import { initBackend } from '../model/backend';
+import { describeAdapter, probeAdapter } from '../model/webgpu';
+import { buildSession } from '../session/session';
+import { grpoStep } from '../train/train';
+import { REFERENCE, SMALL, rolloutRunner, trainStepRunner } from './bench';
+import { median } from '../core/stats';
+import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
+import { benchModelSize, webgpuTraffic } from './size';
+
+export interface DeviceBenchOptions {
+  /** this machine: a software adapter is accepted, and torch runs on the CPU */
+  local: boolean;
+  /** one round, the reference model only, and no 0.5B stage (CI's form) */
+  quick: boolean;
+  torchPython: string;
+  torchDevice: string;
+  /** the Qwen tokenizer's folder where the dev dependency is not installed */
+  tokenizerDir?: string;
+  /** where the report goes (also printed as the last line of stdout) */
+  out: string | null;
+  say(m: string): void;
+}
+
+type Stage = Record<string, unknown> | { error: string };
+
+export interface DeviceReport {
+  date: string;
+  mode: 'device' | 'local';
+  quick: boolean;
+  machine: { cpus: number; cpu_model: string; mem_gb: number; node: string };
+  adapter: Stage | null;
+  torch: Stage | null;
+  stages: Record<string, Stage>;
+  /** seconds each stage took, and the whole run */
+  seconds: Record<string, number>;
+}
+
+/** A figure measured in alternating rounds, as the report keeps it. */
+function paired(p: RoundsSummary, unit: string): Record<string, unknown> {
+  return { unit, webgpu: p.ours, torch: p.torch, ratio: p.ratio, ratio_range: p.ratio_range, rounds: p.rounds };
+}
+
+export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceReport> {
+  const started = performance.now();
+  const report: DeviceReport = {
+    date: new Date().toISOString(),
+    mode: o.local ? 'local' : 'device',
+    quick: o.quick,
+    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
+    adapter: null,
+    torch: null,
+    stages: {},
+    seconds: {},
+  };
+  const save = () => {
+    report.seconds.total = (performance.now() - started) / 1000;
+    if (o.out) writeFileSync(o.out, JSON.stringify(report, null, 2) + '\n');
+  };
+  const stage = async (name: string, run: () => Promise<Record<string, unknown>>): Promise<void> => {
+    const t = performance.now();
+    o.say(`== ${name}`);
+    try {
+      report.stages[name] = await run();
+      o.say(`   ${JSON.stringify(report.stages[name])}`);
+    } catch (e) {
+      const error = e instanceof Error ? e.message.split('\n')[0] : String(e);
+      report.stages[name] = { error };
+      o.say(`   failed: ${error}`);
+    }
+    report.seconds[name] = (performance.now() - t) / 1000;
+    save();
+  };
+
+  // The adapter first: the figures mean nothing on a CPU in disguise, unless this is the local rehearsal.
+  o.say('== adapter');
+  const probe = await probeAdapter();
+  let gpu = false;
+  if (!probe.ok) report.adapter = { error: probe.why };
+  else if (probe.info.software && !o.local) report.adapter = { error: `${describeAdapter(probe.info)} is a software adapter, not a GPU`, ...probe.info };
+  else {
+    try {
+      await initBackend('webgpu');
+      report.adapter = { ...probe.info, name: describeAdapter(probe.info) };
+      gpu = true;
+    } catch (e) {
+      report.adapter = { error: e instanceof Error ? e.message : String(e), ...probe.info };
+    }
+  }
+  o.say(`   ${JSON.stringify(report.adapter)}`);
+  save();
+
+  o.say(`== torch (${o.torchPython}, ${o.torchDevice})`);
+  const t = await TorchServer.start(o.torchPython, o.torchDevice);
+  const torch = 'error' in t ? null : t.server;
+  report.torch = 'error' in t ? { error: t.error } : { version: t.version, device: o.torchDevice, device_name: t.device_name, sgemm_gflops: t.sgemm_gflops };
+  o.say(`   ${JSON.stringify(report.torch)}`);
+  save();
+
+  const needs = () => {
+    if (!gpu) throw new Error(`no webgpu backend (${(report.adapter as { error?: string })?.error ?? 'adapter unavailable'})`);
+  };
+  /** Ours against torch in alternating rounds, or ours alone where torch is unavailable (still a figure). */
+  const against = async (rounds: number, ours: () => Promise<number[]>, theirs: (th: TorchServer) => Promise<number[]>, unit: string) => {
+    if (torch) return paired(summarize(await benchRounds(rounds, ours, () => theirs(torch))), unit);
+    const all: number[] = [];
+    for (let i = 0; i < rounds; i++) all.push(...(await ours()));
+    return { unit, webgpu: median(all), torch: null, ratio: null, rounds, torch_error: (report.torch as { error?: string })?.error };
+  };
+  try {
+    const models = o.quick ? (['reference'] as const) : (['reference', 'small'] as const);
+    for (const [model, cfg, B, T, steps, rounds] of [
+      ['reference', REFERENCE, 32, 64, 4, o.quick ? 1 : 5],
+      ['small', SMALL, 16, 128, 2, 3],
+    ] as const) {
+      if (!(models as readonly string[]).includes(model)) continue;
+      await stage(`${model}_train_step`, async () => {
+        needs();
+        const runner = trainStepRunner(cfg, B, T);
+        try {
+          await runner.step();
+          const timed = async (n: number) => {
+            const ms: number[] = [];
+            for (let i = 0; i < n; i++) {
+              const t0 = performance.now();
+              await runner.step();
+              ms.push(performance.now() - t0);
+            }
+            return ms;
+          };
+          return {
+            batch: [B, T],
+            ...(await against(
+              rounds,
+              () => timed(steps),
+              (th) => th.train(model, steps, 1),
+              'ms',
+            )),
+          };
+        } finally {
+          runner.dispose();
+        }
+      });
+    }
+    for (const [model, cfg, n, newTokens, rounds] of [
+      ['reference', REFERENCE, 64, 64, o.quick ? 1 : 3],
+      ['small', SMALL, 32, 128, 2],
+    ] as const) {
+      if (!(models as readonly string[]).includes(model)) continue;
+      await stage(`${model}_rollout`, async () => {
+        needs();
+        const runner = await rolloutRunner(cfg, n, newTokens);
+        try {
+          await runner.run();
+          const r = await against(
+            rounds,
+            async () => [await runner.run()],
+            (th) => th.rollout(model, 1, 1),
+            'tokens/s',
+          );
+          return { sequences: n, new_tokens: newTokens, ...r };
+        } finally {
+          runner.dispose();
+        }
+      });
+    }
+  } finally {
+    torch?.close();
+  }
+
+  // One GRPO step of the bundled example on webgpu: what a real step dispatches, uploads and reads back.
+  await stage('example_grpo_step', async () => {
+    if (!gpu) throw new Error('no webgpu backend');
+    const path = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
+    if (!path) throw new Error('examples/countdown-tiny.credit.yaml not found');
+    const { config } = loadConfig(path, ['backend=webgpu']);
+    const s = await buildSession(config);
+    const opt = new Adam(config.grpo.lr);
+    try {
+      await grpoStep({ session: s, optimizer: opt, step: 1 });
+      const traffic = await webgpuTraffic(async () => {
+        await grpoStep({ session: s, optimizer: opt, step: 2 });
+      });
+      return {
+        rollouts: config.grpo.prompts_per_step * config.grpo.group_size,
+        micro_batches: config.grpo.gradient_accumulation_steps,
+        kernels: traffic.kernels,
+        uploads: traffic.uploads,
+        downloads: traffic.downloads,
+        seconds: traffic.ms / 1000,
+      };
+    } finally {
+      opt.dispose();
+      s.model.dispose();
+    }
+  });
+
+  // The seeds' model size: scoring, greedy decoding and LoRA updates of the Qwen2.5-0.5B-shaped folder.
+  if (!o.quick) {
+    await stage('qwen05b', async () => {
+      if (!gpu) throw new Error('no webgpu backend');
+      const r = await benchModelSize({
+        quick: false,
+        say: (m) => o.say(`   ${m}`),
+        backend: 'webgpu',
+        torchPython: o.torchPython,
+        torchDevice: o.torchDevice,
+        loraRows: [1, 8],
+        tokenizerDir: o.tokenizerDir,
+      });
+      if ('error' in r) throw new Error(r.error);
+      return r as unknown as Record<string, unknown>;
+    });
+  }
+  tf.disposeVariables();
+  save();
+  return report;
+}

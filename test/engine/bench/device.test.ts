@@ -1,0 +1,54 @@
+// bench/device/run.sh, the one command for a lent GPU machine, kept from rotting between loans: here it runs in its
+// local form on Mesa's lavapipe with torch on the CPU (the stages a GPU machine runs, quick), and in its GPU form from
+// the carry folder that bench/device/pack.sh builds, which must unpack its own Node and engine and refuse lavapipe as
+// a GPU. Both need `npm run build` (test:unit builds first).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(__dirname, '../../..');
+const run = (args: string[], out: string) =>
+  spawnSync('bash', ['bench/device/run.sh', ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, OUT: out }, timeout: 600_000 });
+const torchHere = spawnSync('/usr/bin/python3', ['-c', 'import torch'], { encoding: 'utf8' }).status === 0;
+
+test('run.sh --local --quick: every stage measures on lavapipe against torch, and the report is one JSON object', { timeout: 600_000 }, (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'cl-device-'));
+  t.after(() => rmSync(out, { recursive: true, force: true }));
+  const r = run(['--local', '--quick'], out);
+  assert.equal(r.status, 0, r.stderr + r.stdout);
+  const report = JSON.parse(readFileSync(join(out, 'device.json'), 'utf8'));
+  assert.deepEqual(JSON.parse(r.stdout.slice(r.stdout.indexOf('{'))), report, 'stdout ends with the same report');
+  assert.equal(report.mode, 'local');
+  assert.ok(report.adapter && !report.adapter.error, `adapter: ${JSON.stringify(report.adapter)}`);
+  assert.equal(report.adapter.software, true, 'here the adapter is lavapipe');
+  const train = report.stages.reference_train_step;
+  assert.ok(train.webgpu > 0 && !train.error, JSON.stringify(train));
+  if (torchHere) assert.ok(train.torch > 0 && train.ratio > 0, JSON.stringify(train));
+  const rollout = report.stages.reference_rollout;
+  assert.ok(rollout.webgpu > 0 && !rollout.error, JSON.stringify(rollout));
+  const step = report.stages.example_grpo_step;
+  assert.ok(step.kernels > 0 && step.seconds > 0 && step.uploads.count > 0, JSON.stringify(step));
+  assert.ok(!('qwen05b' in report.stages), 'quick leaves the 0.5B stage out');
+  assert.ok(report.seconds.total > 0);
+});
+
+test('pack.sh builds a carry within the limit and says its size; run.sh from it refuses a software adapter as a GPU', { timeout: 600_000 }, (t) => {
+  const p = spawnSync('bash', ['bench/device/pack.sh'], { cwd: ROOT, encoding: 'utf8', timeout: 600_000 });
+  assert.equal(p.status, 0, p.stderr + p.stdout);
+  assert.match(p.stdout, /pack: bench\/device\/carry \d+ MiB \+ working tree \d+ MiB = (\d+) MiB \(limit 64 MiB\)/);
+  for (const f of ['node.xz', 'engine.tar.xz', 'tokenizer.tar.xz']) assert.ok(existsSync(join(ROOT, 'bench/device/carry', f)), f);
+  const out = mkdtempSync(join(tmpdir(), 'cl-device-gpu-'));
+  t.after(() => rmSync(out, { recursive: true, force: true }));
+  // The GPU form on this machine: its own Node and engine from the carry, Dawn's adapter is lavapipe, so no stage
+  // measures and the script says why, with exit status 3.
+  const r = run(['--quick'], out);
+  assert.equal(r.status, 3, r.stderr + r.stdout);
+  assert.match(r.stdout, /node: v\d+/);
+  const report = JSON.parse(readFileSync(join(out, 'device.json'), 'utf8'));
+  assert.equal(report.mode, 'device');
+  assert.match(report.adapter.error, /software adapter, not a GPU/);
+  assert.match(report.stages.reference_train_step.error, /no webgpu backend/);
+});

@@ -1,0 +1,56 @@
+// docs/architecture.md's map of the tree cannot go stale: every folder under src/ and every top-level folder of the
+// repository has its line in the map, and every line names a folder that exists. Folders are read from git's own list
+// of tracked files, so build outputs (dist/, node_modules/) are not part of the tree.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+
+const ROOT = resolve(__dirname, '../..');
+
+/** The folders the map names: a line `<indent>name/  text`, two spaces of indent per level under the line above it. */
+export function mapFolders(markdown: string): string[] {
+  const block = /## Map[\s\S]*?```\n([\s\S]*?)```/.exec(markdown)?.[1];
+  assert.ok(block, 'docs/architecture.md has a "## Map" section with a code block');
+  const out: string[] = [];
+  const stack: string[] = [];
+  for (const line of block.split('\n')) {
+    const m = /^( *)([a-z_][a-z0-9_.-]*)\/(\s|$)/.exec(line);
+    if (!m) continue;
+    const depth = m[1].length / 2;
+    assert.ok(Number.isInteger(depth) && depth <= stack.length, `the map's indentation is two spaces a level: "${line}"`);
+    stack.length = depth;
+    stack.push(m[2]);
+    out.push(stack.join('/'));
+  }
+  return out;
+}
+
+/** The tree's folders: every folder under src/, and every top-level folder that is not hidden. */
+function treeFolders(): string[] {
+  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\n').filter(Boolean);
+  const dirs = new Set<string>();
+  for (const f of files) {
+    if (f.startsWith('.')) continue;
+    const parts = dirname(f).split('/');
+    if (parts[0] === '.') continue;
+    if (parts[0] === 'src') for (let i = 1; i <= parts.length; i++) dirs.add(parts.slice(0, i).join('/'));
+    else dirs.add(parts[0]);
+  }
+  return [...dirs];
+}
+
+test('docs/architecture.md maps every folder of the tree, and only folders that exist', () => {
+  const mapped = mapFolders(readFileSync(join(ROOT, 'docs/architecture.md'), 'utf8'));
+  const tree = treeFolders();
+  const missing = tree.filter((d) => !mapped.includes(d)).sort();
+  const stale = mapped.filter((d) => !tree.includes(d)).sort();
+  assert.deepEqual(missing, [], `folders without a line in the map: ${missing.join(', ')}`);
+  assert.deepEqual(stale, [], `lines of the map naming no folder: ${stale.join(', ')}`);
+});
+
+test('the map reader follows indentation: nested lines are paths under the line above', () => {
+  const md = '## Map\n\n```\nsrc/   a\n  engine/   b\n    core/  c\n      more text\n  webviews/  d\ndocs/  e\n```\n';
+  assert.deepEqual(mapFolders(md), ['src', 'src/engine', 'src/engine/core', 'src/webviews', 'docs']);
+});
