@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '../..');
@@ -53,4 +53,17 @@ test('docs/architecture.md maps every folder of the tree, and only folders that 
 test('the map reader follows indentation: nested lines are paths under the line above', () => {
   const md = '## Map\n\n```\nsrc/   a\n  engine/   b\n    core/  c\n      more text\n  webviews/  d\ndocs/  e\n```\n';
   assert.deepEqual(mapFolders(md), ['src', 'src/engine', 'src/engine/core', 'src/webviews', 'docs']);
+});
+
+test('every relative link and picture in the README and docs/ points at a file that exists', () => {
+  const broken: string[] = [];
+  const docs = ['README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'));
+  for (const f of docs) {
+    const text = readFileSync(join(ROOT, f), 'utf8');
+    for (const m of text.matchAll(/\]\(([^)\s#]+)(#[^)]*)?\)/g)) {
+      if (/^[a-z]+:/.test(m[1])) continue;
+      if (!existsSync(resolve(ROOT, dirname(f), m[1]))) broken.push(`${f}: ${m[1]}`);
+    }
+  }
+  assert.deepEqual(broken, []);
 });
