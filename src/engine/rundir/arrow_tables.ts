@@ -482,6 +482,38 @@ function readTokens(paths: string[]): TokenColumnsRead {
     else out[c.name] = stringColumn(parts, lengths, total, '', 'few_values' in c && c.few_values);
   }
   out.extra = extraColumns(sources, lengths, total);
+  return inRowOrder(out as TokenColumnsRead, paths);
+}
+
+/**
+ * The token rows in the order every reader assumes: by step, then episode, then position, so that an episode's tokens
+ * are one contiguous run of rows. Our writer lays them out so; a table written otherwise (another tool, a hand-made
+ * fixture) is put in that order here, every column alike, instead of each reader walking it its own way. Two rows of
+ * one (step, episode, position) mean a corrupted table: a UserError that names the file.
+ */
+function inRowOrder(t: TokenColumnsRead, paths: string[]): TokenColumnsRead {
+  const n = t.step.length;
+  const before = (a: number, b: number) => t.step[a] - t.step[b] || t.episode[a] - t.episode[b] || t.position[a] - t.position[b];
+  let ordered = true;
+  for (let i = 1; i < n && ordered; i++) if (before(i - 1, i) >= 0) ordered = false;
+  if (ordered) return t;
+  const order = Int32Array.from({ length: n }, (_, i) => i).sort(before);
+  for (let i = 1; i < n; i++)
+    if (before(order[i - 1], order[i]) === 0) {
+      const k = order[i];
+      throw new UserError(`${paths.join(', ')}: corrupted: two rows of step ${t.step[k]}, episode ${t.episode[k]}, position ${t.position[k]}`);
+    }
+  const permute = <T extends { length: number }>(col: T): T => {
+    if (col instanceof Int32Array) return Int32Array.from(order, (i) => col[i]) as unknown as T;
+    if (col instanceof Float32Array) return Float32Array.from(order, (i) => col[i]) as unknown as T;
+    if (Array.isArray(col)) return Array.from(order, (i) => col[i]) as unknown as T;
+    return col;
+  };
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(t)) {
+    if (k === 'extra') out.extra = Object.fromEntries(Object.entries(t.extra ?? {}).map(([x, col]) => [x, permute(col)]));
+    else out[k] = v === null || v === undefined || (v as { length?: number }).length !== n ? v : permute(v as { length: number });
+  }
   return out as TokenColumnsRead;
 }
 
