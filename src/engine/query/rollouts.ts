@@ -8,12 +8,21 @@ import { join } from 'node:path';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 import { parse as parseYaml } from 'yaml';
 import { UserError } from '../core/errors';
-import { joinProbeColumns, readEpisodeTable, readProbeTable, readTokenTables, type EpisodeColumns, type TokenColumnsRead } from '../rundir/arrow_tables';
+import {
+  joinProbeColumns,
+  orderTokenRows,
+  readEpisodeTable,
+  readProbeTable,
+  readTokenTables,
+  type EpisodeColumns,
+  type TokenColumnsRead,
+} from '../rundir/arrow_tables';
 import { listLoggedSteps, stepFile } from '../rundir/rundir';
 import { compileWhere, parseWhere, type FieldKind } from './expr';
+import { answerStatus, STATUSES, type AnswerStatus } from '../tasks/sections';
 
-export const STATUSES = ['correct', 'wrong', 'truncated', 'no_answer'] as const;
-export type Status = (typeof STATUSES)[number];
+export { STATUSES };
+export type Status = AnswerStatus;
 
 /** One episode's row as the view and the CLI show it. */
 export interface EpisodeRow {
@@ -127,11 +136,13 @@ export class RolloutIndex {
     const extraNames = Object.keys(tokens.extra ?? {});
     this.extraStats = Object.fromEntries(extraNames.map((x) => [x, { mean: new Float32Array(n).fill(NaN), max: new Float32Array(n).fill(NaN) }]));
     for (let i = 0; i < n; i++) {
+      // What the writer recorded (the sampler knew whether it stopped at max_new_tokens); for runs of older engines and
+      // imports, inferred: max_new_tokens reached without a closing </answer>.
       const text = eps.completion[i];
-      const hasAnswer = text.includes('<answer>');
-      const closed = text.includes('</answer>');
-      const truncated = this.maxNewTokens !== null && eps.length[i] >= this.maxNewTokens && !closed;
-      this.status[i] = eps.success[i] ? 0 : truncated ? 2 : !hasAnswer ? 3 : 1;
+      const recorded = eps.status?.[i];
+      const truncated = eps.truncated?.[i] ?? (this.maxNewTokens !== null && eps.length[i] >= this.maxNewTokens && !text.includes('</answer>'));
+      const rec = STATUSES.indexOf(recorded as AnswerStatus);
+      this.status[i] = rec >= 0 ? rec : STATUSES.indexOf(answerStatus(text, eps.success[i], truncated));
       let sc = 0;
       let sw = 0;
       let mh = -Infinity;
@@ -499,7 +510,8 @@ export function loadRollouts(runDir: string, range: { fromStep?: number; toStep?
     throw new UserError(
       `${runDir} has no logged steps${range.fromStep !== undefined || range.toStep !== undefined ? ' in that range' : ''} (tokens/ and episodes/ tables)`,
     );
-  const tokens = readTokenTables(runDir, { fromStep: steps[0], toStep: steps[steps.length - 1] });
+  // one contiguous run of rows per episode, as the index's [start, start + len) ranges need
+  const tokens = orderTokenRows(readTokenTables(runDir, { fromStep: steps[0], toStep: steps[steps.length - 1] }), [join(runDir, 'tokens')]);
   const parts = steps.map((s) => readEpisodeTable(stepFile(runDir, 'episodes', s)));
   const eps = concatEpisodes(parts);
   // probed steps: their mc_* columns, NaN elsewhere
@@ -561,6 +573,8 @@ function concatEpisodes(parts: EpisodeColumns[]): EpisodeColumns {
     advantage: cat((p) => p.advantage, Float32Array),
     length: cat((p) => p.length, Int32Array),
     oracle_span: parts.flatMap((p) => p.oracle_span),
+    truncated: parts.flatMap((p) => p.truncated ?? new Array<null>(p.step.length).fill(null)),
+    status: parts.flatMap((p) => p.status ?? new Array<null>(p.step.length).fill(null)),
   };
 }
 

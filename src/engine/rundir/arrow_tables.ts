@@ -82,6 +82,13 @@ export interface EpisodeColumns {
   length: Int32Array;
   /** The CAL oracle's error span text, null for an episode without one (and for every other strategy). */
   oracle_span: (string | null)[];
+  /**
+   * The completion stopped at max_new_tokens, as the sampler saw it; null where the writer did not know (an import, an
+   * older engine: readers then infer it).
+   */
+  truncated?: (boolean | null)[];
+  /** correct | wrong | truncated | no_answer (tasks/sections.ts answerStatus); null where the writer did not record it */
+  status?: (string | null)[];
 }
 
 const int32 = (name: string) => new Field(name, new Int32(), false);
@@ -114,6 +121,8 @@ export const EPISODE_SCHEMA = new Schema(
     float32('advantage'),
     int32('length'),
     utf8('oracle_span', true),
+    new Field('truncated', new Bool(), true),
+    utf8('status', true),
   ],
   new Map([
     ['credit_lens.table', 'episodes'],
@@ -188,9 +197,11 @@ function float32Data(v: Float32Array | (number | null)[] | null, n: number): Dat
   return makeData({ type: new Float32(), length: n, nullCount: unset, data, ...(unset ? { nullBitmap: bitmap } : {}) });
 }
 
-function boolData(v: readonly boolean[]): Data {
-  const { bitmap } = bitmapOf(v.length, (i) => v[i]);
-  return makeData({ type: new Bool(), length: v.length, nullCount: 0, data: bitmap });
+function boolData(v: readonly (boolean | null)[] | null, n: number): Data {
+  if (v === null) return makeData({ type: new Bool(), length: n, nullCount: n, data: new Uint8Array((n + 7) >> 3), nullBitmap: new Uint8Array((n + 7) >> 3) });
+  const { bitmap } = bitmapOf(n, (i) => v[i] === true);
+  const { bitmap: valid, unset } = bitmapOf(n, (i) => v[i] !== null);
+  return makeData({ type: new Bool(), length: n, nullCount: unset, data: bitmap, ...(unset ? { nullBitmap: valid } : {}) });
 }
 
 /**
@@ -231,7 +242,7 @@ function columnData(field: Field, col: AnyColumn, n: number): Data {
     case Type.Float:
       return float32Data(col as Float32Array | (number | null)[] | null, n);
     case Type.Bool:
-      return boolData(col as boolean[]);
+      return boolData(col as (boolean | null)[] | null, n);
     case Type.Utf8:
       return utf8Data(col === null ? new Array<null>(n).fill(null) : (col as (string | null)[]));
     default:
@@ -376,6 +387,22 @@ function float32Column(parts: (Vector | null)[], lengths: number[], total: numbe
   return out;
 }
 
+/** A nullable bool column: null where a row is null, and every row null for a file without the column. */
+function nullableBoolColumn(parts: (Vector | null)[], total: number): (boolean | null)[] {
+  const out = new Array<boolean | null>(total).fill(null);
+  let base = 0;
+  for (const v of parts) {
+    if (v === null) continue;
+    for (const d of v.data) {
+      const bits = d.values as Uint8Array;
+      const valid = d.nullBitmap as Uint8Array | null | undefined;
+      for (let i = 0; i < d.length; i++) if (!valid || d.nullCount === 0 || bitSet(valid, d.offset + i)) out[base + i] = bitSet(bits, d.offset + i);
+      base += d.length;
+    }
+  }
+  return out;
+}
+
 function boolColumn(parts: (Vector | null)[], total: number): boolean[] {
   const out = new Array<boolean>(total);
   let base = 0;
@@ -482,16 +509,17 @@ function readTokens(paths: string[]): TokenColumnsRead {
     else out[c.name] = stringColumn(parts, lengths, total, '', 'few_values' in c && c.few_values);
   }
   out.extra = extraColumns(sources, lengths, total);
-  return inRowOrder(out as TokenColumnsRead, paths);
+  return out as TokenColumnsRead;
 }
 
 /**
- * The token rows in the order every reader assumes: by step, then episode, then position, so that an episode's tokens
- * are one contiguous run of rows. Our writer lays them out so; a table written otherwise (another tool, a hand-made
- * fixture) is put in that order here, every column alike, instead of each reader walking it its own way. Two rows of
- * one (step, episode, position) mean a corrupted table: a UserError that names the file.
+ * The token rows in the order a reader that walks episodes needs: by step, then episode, then position, so that an
+ * episode's tokens are one contiguous run of rows. Our trainer writes them so; a table written otherwise (another
+ * tool, a hand-made or synthetic table) is put in that order here, every column alike, instead of being walked as if
+ * it were. Two rows of one (step, episode, position) mean a corrupted table: a UserError that names the files.
+ * The readers above keep the file's order (the extension's episode view orders its own rows).
  */
-function inRowOrder(t: TokenColumnsRead, paths: string[]): TokenColumnsRead {
+export function orderTokenRows(t: TokenColumnsRead, paths: string[]): TokenColumnsRead {
   const n = t.step.length;
   const before = (a: number, b: number) => t.step[a] - t.step[b] || t.episode[a] - t.episode[b] || t.position[a] - t.position[b];
   let ordered = true;
@@ -574,6 +602,8 @@ export function readEpisodeTable(path: string): EpisodeColumns {
     advantage: floats('advantage'),
     length: int32Column(col('length'), total),
     oracle_span: stringColumn(col('oracle_span'), lengths, total, null),
+    truncated: nullableBoolColumn(col('truncated'), total),
+    status: stringColumn(col('status'), lengths, total, null),
   };
 }
 

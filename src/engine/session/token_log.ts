@@ -2,6 +2,7 @@
 import { allocTokenColumns, writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
 import { type Episode } from './rollout';
 import { stepFile } from '../rundir/rundir';
+import { answerStatus } from '../tasks/sections';
 
 /** A step's per-token columns, per episode over its completion tokens (GRPO steps and imported steps). */
 export interface TokenLog {
@@ -94,5 +95,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     advantage: Float32Array.from(tok.adv),
     length: Int32Array.from(episodes.map((e) => e.ids.length)),
     oracle_span: episodes.map((_, i) => tok.oracleSpans?.[i] ?? null),
+    truncated: episodes.map((e) => e.truncated ?? null),
+    status: episodes.map((e) => (e.truncated === undefined ? null : answerStatus(e.text, e.success, e.truncated))),
   });
 }

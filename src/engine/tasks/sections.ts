@@ -61,3 +61,15 @@ export function tokenType(text: string, re: RegExp = REASONING_TOKEN_RE): TokenT
   re.lastIndex = 0; // a /g or /y regex keeps state between test() calls
   return re.test(t) ? 'reasoning' : 'filler';
 }
+
+/** What became of an episode's answer, as Browse Rollouts filters by it. */
+export const STATUSES = ['correct', 'wrong', 'truncated', 'no_answer'] as const;
+export type AnswerStatus = (typeof STATUSES)[number];
+
+/**
+ * correct where the task scored it a success; else truncated where the completion stopped at max_new_tokens; else
+ * no_answer where it holds no `<answer>` tag (the answer section's start, as computeSections finds it); else wrong.
+ */
+export function answerStatus(text: string, success: boolean, truncated: boolean): AnswerStatus {
+  return success ? 'correct' : truncated ? 'truncated' : !text.includes('<answer>') ? 'no_answer' : 'wrong';
+}

@@ -1,13 +1,13 @@
 // Token rows out of order: every reader assumes an episode's tokens are one contiguous run of rows, positions
 // ascending, as our writer lays them out. A table written otherwise (here: episode 0's last two tokens after episode 1)
-// is put in that order by the one token reader (rundir/arrow_tables.ts), so Browse Rollouts sees the whole episode
+// is put in that order by orderTokenRows (rundir/arrow_tables.ts), so Browse Rollouts sees the whole episode
 // rather than its first chunk; two rows of one token are a corrupted table, refused with the file and the token.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { allocTokenColumns, readTokenTable, writeEpisodeTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
+import { allocTokenColumns, orderTokenRows, readTokenTable, writeEpisodeTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../src/engine/rundir/rundir';
 import { loadRollouts } from '../../../src/engine/query/rollouts';
 import { isUserError } from '../../../src/engine/core/errors';
@@ -57,8 +57,9 @@ function run(rows: [number, number, string, number][]): string {
   return dir;
 }
 
-test('the token reader puts rows written out of order into (step, episode, position) order, every column alike', () => {
-  const t = readTokenTable(stepFile(run(ROWS), 'tokens', 1));
+test('orderTokenRows puts rows written out of order into (step, episode, position) order, every column alike', () => {
+  const path = stepFile(run(ROWS), 'tokens', 1);
+  const t = orderTokenRows(readTokenTable(path), [path]);
   assert.deepEqual([...t.episode], [0, 0, 0, 0, 1, 1, 1]);
   assert.deepEqual([...t.position], [0, 1, 2, 3, 0, 1, 2]);
   assert.deepEqual(t.token, ['1', '+', '2', '=3', ' so', '<answer>', '5']);
@@ -84,6 +85,6 @@ test('two rows of one (step, episode, position) are a corrupted table, refused w
   const dup = [...ROWS.slice(0, 6), [0, 2, '2', -0.3] as [number, number, string, number]];
   assert.throws(
     () => loadRollouts(run(dup)),
-    (e: Error) => isUserError(e) && /tokens\/step-000001\.arrow: corrupted: two rows of step 1, episode 0, position 2/.test(e.message),
+    (e: Error) => isUserError(e) && /tokens: corrupted: two rows of step 1, episode 0, position 2/.test(e.message),
   );
 });

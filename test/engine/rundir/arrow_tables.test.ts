@@ -64,6 +64,9 @@ const DESIGN_EPISODE_COLUMNS: [string, string, boolean][] = [
   ['advantage', 'Float32', false],
   ['length', 'Int32', false],
   ['oracle_span', 'Utf8', true],
+  // what the sampler knew: null where the writer did not (imports, older engines)
+  ['truncated', 'Bool', true],
+  ['status', 'Utf8', true],
 ];
 
 const describe = (fields: { name: string; type: unknown; nullable: boolean }[]) => fields.map((f) => [f.name, String(f.type), f.nullable]);
