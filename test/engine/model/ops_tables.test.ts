@@ -1,0 +1,205 @@
+// Every entry of every backend's ops table against the plain tfjs composition (ops/composed.ts) run on the cpu backend,
+// forward and gradient, from one table of cases, as ggml's test-backend-ops checks each backend's ops against the CPU.
+// A table entry without a case here fails the test, so a new op, or an op a backend newly implements, comes with its
+// check. The composition on cpu is the reference: the tables' ops exist to be faster, never to compute something else.
+//
+// decodeAttention is the exception: it writes the KV cache in place and has no composition to compare with (without it
+// the cache grows by concatenation); the sampler's tests check it end to end (greedy decoding with the cache equals the
+// full forward pass, test/engine/model/sampler.test.ts).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import { initBackend, type BackendPreference } from '../../../src/engine/model/backend';
+import { COMPOSED } from '../../../src/engine/model/ops/composed';
+import { tableFor, type ModelOps, type OpDims } from '../../../src/engine/model/ops';
+import { WASM_BLAS_ALTERNATIVES } from '../../../src/engine/model/ops/wasm_blas';
+import { makeRng, randNormal } from '../../../src/engine/core/rng';
+
+/** Sizes every table supports (the SIMD loops want multiples of 4 and 8): 3 query heads over 1 kv head (GQA). */
+const D: OpDims = { headDim: 8, dFf: 16 };
+const B = 2,
+  T = 5,
+  H = 3,
+  HKV = 1,
+  HD = D.headDim,
+  N = B * T,
+  DM = 12,
+  V = 37;
+
+type Arr = { shape: number[]; values: Float32Array; dtype?: 'float32' | 'int32' };
+
+interface Case {
+  /** the op's inputs, as host arrays (made on each backend from the same numbers) */
+  inputs(rng: () => number): Arr[];
+  /** the op on tensors: its outputs to compare (and to differentiate, unless forwardOnly) */
+  call(op: NonNullable<ModelOps[keyof ModelOps]>, x: tf.Tensor[]): tf.Tensor[];
+  /** which inputs a gradient is taken with respect to (their indices) */
+  wrt: number[];
+  /** which outputs the gradient flows from (default all): attention's probabilities are for reading, not training */
+  trainedOutputs?: number[];
+  forwardOnly?: boolean;
+  tol: { forward: number; grad: number };
+}
+
+const normal = (rng: () => number, shape: number[], scale = 1): Arr => ({
+  shape,
+  values: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => randNormal(rng) * scale),
+});
+// an additive causal mask: 0 where key j is visible to query i (j ≤ i), −1e9 elsewhere
+const causalMask = (): Arr => ({
+  shape: [B, 1, T, T],
+  values: Float32Array.from({ length: B * T * T }, (_, k) => (k % T <= Math.floor(k / T) % T ? 0 : -1e9)),
+});
+
+const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention'>, Case> = {
+  rmsNorm: {
+    inputs: (r) => [normal(r, [N, DM]), normal(r, [DM])],
+    call: (op, [x, w]) => [(op as ModelOps['rmsNorm'])(x as tf.Tensor2D, w as tf.Tensor1D, 1e-6)],
+    wrt: [0, 1],
+    tol: { forward: 1e-5, grad: 1e-4 },
+  },
+  rmsNormInfer: {
+    inputs: (r) => [normal(r, [N, DM]), normal(r, [DM])],
+    call: (op, [x, w]) => [(op as ModelOps['rmsNormInfer'])(x as tf.Tensor2D, w as tf.Tensor1D, 1e-6)],
+    wrt: [],
+    forwardOnly: true,
+    tol: { forward: 1e-5, grad: 0 },
+  },
+  swiglu: {
+    inputs: (r) => [normal(r, [N, 2 * D.dFf])],
+    call: (op, [gu]) => [(op as ModelOps['swiglu'])(gu as tf.Tensor2D)],
+    wrt: [0],
+    tol: { forward: 1e-5, grad: 1e-4 },
+  },
+  swigluInfer: {
+    inputs: (r) => [normal(r, [N, 2 * D.dFf])],
+    call: (op, [gu]) => [(op as ModelOps['swigluInfer'])(gu as tf.Tensor2D)],
+    wrt: [],
+    forwardOnly: true,
+    tol: { forward: 1e-5, grad: 0 },
+  },
+  heads: {
+    // cos and sin as the model builds them: [1, H + Hkv, T, hd], one row per position, 1/√hd folded into the q heads
+    inputs: (r) => [normal(r, [N, (H + 2 * HKV) * HD]), normal(r, [1, H + HKV, T, HD], 0.7), normal(r, [1, H + HKV, T, HD], 0.7)],
+    call: (op, [qkv, cos, sin]) =>
+      (op as ModelOps['heads'])(qkv as tf.Tensor2D, cos as tf.Tensor4D, sin as tf.Tensor4D, { B, T, nHeads: H, nKvHeads: HKV, headDim: HD }),
+    wrt: [0],
+    tol: { forward: 1e-5, grad: 1e-4 },
+  },
+  attention: {
+    inputs: (r) => [normal(r, [B, H, T, HD]), normal(r, [B, HKV, T, HD]), normal(r, [B, HKV, T, HD]), causalMask()],
+    call: (op, [q, k, v, m]) => {
+      const { context, probs } = (op as ModelOps['attention'])(q as tf.Tensor4D, k as tf.Tensor4D, v as tf.Tensor4D, m as tf.Tensor4D);
+      return [context, probs];
+    },
+    wrt: [0, 1, 2],
+    // the model trains through the context only; probs feed attention_credit's weights, which are constants
+    trainedOutputs: [0],
+    tol: { forward: 1e-5, grad: 1e-4 },
+  },
+  tokenLogprob: {
+    inputs: (r) => [normal(r, [N, V], 2), { shape: [N], values: Float32Array.from({ length: N }, () => Math.floor(r() * V)), dtype: 'int32' }],
+    call: (op, [logits, targets]) => [(op as ModelOps['tokenLogprob'])(logits as tf.Tensor2D, targets as tf.Tensor1D)],
+    wrt: [0],
+    tol: { forward: 1e-5, grad: 1e-5 },
+  },
+};
+
+interface Result {
+  outputs: number[][];
+  grads: number[][];
+}
+
+/**
+ * The op's outputs and, unless forward-only, the gradients of Σ_o Σ out_o·R_o (fixed random weights R; the trained
+ * outputs only) by its inputs.
+ */
+async function evaluate(c: Case, op: NonNullable<ModelOps[keyof ModelOps]>, inputs: Arr[], seed: number): Promise<Result> {
+  const xs = inputs.map((a) => (a.dtype === 'int32' ? tf.tensor(Int32Array.from(a.values), a.shape, 'int32') : tf.tensor(a.values, a.shape)));
+  try {
+    const outs = c.call(op, xs);
+    const outputs = await Promise.all(outs.map(async (o) => Array.from((await o.data()) as Float32Array)));
+    const rng = makeRng(seed);
+    const weights = outs.map((o) =>
+      tf.tensor(
+        Float32Array.from({ length: o.size }, () => randNormal(rng)),
+        o.shape,
+      ),
+    );
+    tf.dispose(outs);
+    let grads: number[][] = [];
+    if (!c.forwardOnly) {
+      const f = (...wrt: tf.Tensor[]) => {
+        const all = xs.map((x, i) => (c.wrt.includes(i) ? wrt[c.wrt.indexOf(i)] : x));
+        const terms = c.call(op, all).flatMap((o, k) => (!c.trainedOutputs || c.trainedOutputs.includes(k) ? [tf.sum(tf.mul(o, weights[k]))] : []));
+        return tf.addN(terms) as tf.Scalar;
+      };
+      const g = tf.grads(f)(c.wrt.map((i) => xs[i]));
+      grads = await Promise.all(g.map(async (t) => Array.from((await t.data()) as Float32Array)));
+      tf.dispose(g);
+    }
+    tf.dispose(weights);
+    return { outputs, grads };
+  } finally {
+    tf.dispose(xs);
+  }
+}
+
+/** max |a − b| / (1 + |b|): relative for large values, absolute near zero. */
+function worst(a: number[], b: number[]): number {
+  let w = 0;
+  for (let i = 0; i < a.length; i++) w = Math.max(w, Math.abs(a[i] - b[i]) / (1 + Math.abs(b[i])));
+  return w;
+}
+
+const TABLES: { backend: BackendPreference; extra?: Partial<Record<keyof ModelOps, unknown>> }[] = [
+  { backend: 'cpu' },
+  { backend: 'wasm' },
+  // the native attention is kept beside the table for the tier bench: checked here too
+  { backend: 'wasm-blas', extra: WASM_BLAS_ALTERNATIVES as Partial<Record<keyof ModelOps, unknown>> },
+  { backend: 'webgpu' },
+];
+
+for (const { backend, extra } of TABLES) {
+  test(`ops table ${backend}: every entry equals the composition on cpu, forward and gradient`, { timeout: 120_000 }, async (t) => {
+    const table = tableFor(backend);
+    const entries = [
+      ...Object.entries(table.ops).map(([name, e]) => ({ name, entry: e!, label: name })),
+      ...Object.entries(extra ?? {}).map(([name, e]) => ({
+        name,
+        entry: e as { run: unknown; supports?: (d: OpDims) => boolean },
+        label: `${name} (alternative)`,
+      })),
+    ].filter(({ name }) => name !== 'decodeAttention');
+    for (const { name } of entries) assert.ok(name in CASES, `ops table ${backend} has ${name}, which has no case here: add one`);
+    // the references first, on cpu, from the same host numbers the backend's run gets
+    await initBackend('cpu');
+    const refs = new Map<string, { inputs: Arr[]; ref: Result }>();
+    for (const { name, label } of entries) {
+      const c = CASES[name as keyof typeof CASES];
+      const inputs = c.inputs(makeRng(label.length * 7919 + 17));
+      refs.set(label, { inputs, ref: await evaluate(c, COMPOSED[name as keyof typeof CASES], inputs, 3) });
+    }
+    try {
+      await initBackend(backend);
+    } catch (e) {
+      t.skip(`${backend} is not available here: ${(e as Error).message.split('\n')[0]}`);
+      return;
+    }
+    let checked = 0;
+    for (const { name, entry, label } of entries) {
+      if (entry.supports && !entry.supports(D)) assert.fail(`${label} on ${backend} does not support the test's sizes ${JSON.stringify(D)}`);
+      const c = CASES[name as keyof typeof CASES];
+      const { inputs, ref } = refs.get(label)!;
+      const got = await evaluate(c, entry.run as NonNullable<ModelOps[keyof ModelOps]>, inputs, 3);
+      got.outputs.forEach((o, k) =>
+        assert.ok(worst(o, ref.outputs[k]) <= c.tol.forward, `${label} on ${backend}: output ${k} off by ${worst(o, ref.outputs[k])}`),
+      );
+      got.grads.forEach((g, k) =>
+        assert.ok(worst(g, ref.grads[k]) <= c.tol.grad, `${label} on ${backend}: gradient by input ${c.wrt[k]} off by ${worst(g, ref.grads[k])}`),
+      );
+      checked++;
+    }
+    assert.equal(checked, entries.length);
+  });
+}
