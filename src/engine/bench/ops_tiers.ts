@@ -32,11 +32,11 @@ interface Variant {
 function without(t: BackendOps, op: string): BackendOps {
   const ops = { ...t.ops } as Record<string, unknown>;
   delete ops[op];
-  return { name: `${t.name} − ${op}`, ops: ops as BackendOps['ops'] };
+  return { ...t, name: `${t.name} − ${op}`, ops: ops as BackendOps['ops'] };
 }
 
 function withOp(t: BackendOps, op: string, from: BackendOps): BackendOps {
-  return { name: `${t.name} (${op} from ${from.name})`, ops: { ...t.ops, [op]: (from.ops as Record<string, unknown>)[op] } as BackendOps['ops'] };
+  return { ...t, name: `${t.name} (${op} from ${from.name})`, ops: { ...t.ops, [op]: (from.ops as Record<string, unknown>)[op] } as BackendOps['ops'] };
 }
 
 function variants(backend: 'wasm' | 'wasm-blas'): Variant[] {
@@ -49,7 +49,7 @@ function variants(backend: 'wasm' | 'wasm-blas'): Variant[] {
   }
   // the native kernels the table leaves out, taken *up* a tier: the measurement that decided it
   if (backend === 'wasm-blas') {
-    const alt = { name: 'alternatives', ops: WASM_BLAS_ALTERNATIVES };
+    const alt: BackendOps = { ...own, name: 'alternatives', ops: WASM_BLAS_ALTERNATIVES };
     for (const op of Object.keys(WASM_BLAS_ALTERNATIVES)) out.push({ backend, op, tier: 'native C (not in the table)', table: withOp(own, op, alt) });
   }
   return out;

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors';
 import { blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
 import { PATCHED_WASM_KERNELS, registerWasmKernels } from './kernels/wasm_kernels';
-import { useOps } from './ops';
+import { backendCaps, useOps } from './ops';
 import { describeAdapter, probeAdapter, probeAdapterIsolated, type AdapterInfo } from './webgpu';
 
 export type BackendPreference = 'auto' | 'webgpu' | 'tensorflow' | 'wasm-blas' | 'wasm' | 'cpu';
@@ -267,12 +267,9 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
   return record({ backend: 'cpu', reason: why.join('; '), package: '@tensorflow/tfjs-backend-cpu', tfjs_version: tf.version_core }, log);
 }
 
-/**
- * Whether the running backend can read a tensor synchronously (dataSync). tfjs-backend-webgpu reads synchronously only
- * through a browser's OffscreenCanvas, which Node lacks: on webgpu every read must be awaited.
- */
+/** Whether the backend in use reads a tensor synchronously (dataSync): its capabilities say (ops/ops.ts BackendCaps). */
 export function readsSync(): boolean {
-  return tf.getBackend() !== 'webgpu';
+  return backendCaps().syncReads;
 }
 
 /** The backend chosen by the last initBackend call, for run.json; null before any. */

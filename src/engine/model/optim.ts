@@ -7,8 +7,7 @@
 // parameter whose buffer another tensor shares, and every parameter on other backends, takes the op sequence; on
 // webgpu the update is three WGSL kernels per parameter with its numbers as uniforms (kernels/webgpu_adam.ts).
 import * as tf from '@tensorflow/tfjs';
-import { adamInPlace } from './kernels/fused';
-import { adamWebgpu } from './kernels/webgpu_adam';
+import { adamStep } from './ops';
 
 export interface NamedArray {
   shape: number[];
@@ -65,7 +64,7 @@ export class Adam {
   private applyInPlace(p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, bc1: number, bc2: number): boolean {
     const f = Math.fround;
     const s = { b1: f(this.beta1), c1: f(1 - this.beta1), b2: f(this.beta2), c2: f(1 - this.beta2), d1: f(bc1), d2: f(bc2), eps: f(this.eps), lr: f(this.lr) };
-    return adamInPlace(p, g, m, v, s) || adamWebgpu(p, g, m, v, s);
+    return adamStep(p, g, m, v, s);
   }
 
   async exportState(): Promise<Record<string, NamedArray>> {

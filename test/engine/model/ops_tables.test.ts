@@ -203,3 +203,28 @@ for (const { backend, extra } of TABLES) {
     assert.equal(checked, entries.length);
   });
 }
+
+test('a backend is one description: its capabilities and Adam step come from its table, and its ops resolve per size', async () => {
+  const { readsSync } = await import('../../../src/engine/model/backend');
+  const { backendCaps, modelOps } = await import('../../../src/engine/model/ops');
+  const want: Record<string, { syncReads: boolean; keepTables: boolean; adam: boolean }> = {
+    cpu: { syncReads: true, keepTables: false, adam: false },
+    wasm: { syncReads: true, keepTables: false, adam: true },
+    'wasm-blas': { syncReads: true, keepTables: false, adam: true },
+    webgpu: { syncReads: false, keepTables: true, adam: true },
+    tensorflow: { syncReads: true, keepTables: false, adam: false },
+  };
+  for (const [name, w] of Object.entries(want)) {
+    const table = tableFor(name);
+    assert.deepEqual(table.caps, { syncReads: w.syncReads, keepTables: w.keepTables }, name);
+    assert.equal(typeof table.adamStep === 'function', w.adam, `${name}: adamStep`);
+  }
+  await initBackend('wasm');
+  assert.equal(readsSync(), backendCaps().syncReads);
+  // swiglu's SIMD route needs dFf a multiple of 4: two models of one head size but another width resolve apart
+  const fits = modelOps({ headDim: 8, dFf: 16 });
+  const odd = modelOps({ headDim: 8, dFf: 18 });
+  assert.notEqual(fits.swiglu, odd.swiglu);
+  assert.equal(odd.swiglu, COMPOSED.swiglu);
+  assert.equal(modelOps({ headDim: 8, dFf: 16 }), fits, 'resolved once per size');
+});

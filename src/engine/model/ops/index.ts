@@ -2,17 +2,17 @@
 // by the model for its sizes (modelOps). ops.ts says what an op is; cpu.ts, wasm.ts and wasm_blas.ts what each backend has.
 import { COMPOSED } from './composed';
 import { CPU_OPS } from './cpu';
-import { resolveOps, type BackendOps, type ModelOps, type OpDims } from './ops';
+import { HOST_CAPS, resolveOps, type AdamStep, type BackendCaps, type BackendOps, type ModelOps, type OpDims } from './ops';
 import { wasmOps } from './wasm';
 import { wasmBlasOps } from './wasm_blas';
 import { webgpuOps } from './webgpu';
 
-export type { BackendOps, DecodeAttentionAttrs, HeadDims, ModelOps, OpDims } from './ops';
+export type { AdamScalars, AdamStep, BackendCaps, BackendOps, DecodeAttentionAttrs, HeadDims, ModelOps, OpDims } from './ops';
 
 /** TensorFlow's own kernels (tfjs-node) implement none of ours: it runs the compositions. */
-const TENSORFLOW_OPS: BackendOps = { name: 'tensorflow', ops: {} };
+const TENSORFLOW_OPS: BackendOps = { name: 'tensorflow', caps: HOST_CAPS, ops: {} };
 
-let table: BackendOps = { name: 'none', ops: {} };
+let table: BackendOps = { name: 'none', caps: HOST_CAPS, ops: {} };
 const resolved = new Map<string, ModelOps>();
 
 /** The table of a backend as initBackend names it (tensorflow | wasm-blas | wasm | cpu). */
@@ -45,9 +45,19 @@ export function useOpsTable(t: BackendOps): void {
   resolved.clear();
 }
 
-/** Whether the backend in use keeps the model's constant tables on the device (BackendOps.keepTables). */
+/** The capabilities of the backend in use (BackendOps.caps). */
+export function backendCaps(): BackendCaps {
+  return table.caps;
+}
+
+/** Whether the backend in use keeps the model's constant tables on the device (BackendCaps.keepTables). */
 export function keepsTables(): boolean {
-  return table.keepTables === true;
+  return table.caps.keepTables;
+}
+
+/** Adam's fused update on the backend in use; false where it has none or cannot run it (the optimizer then runs ops). */
+export function adamStep(...args: Parameters<AdamStep>): boolean {
+  return table.adamStep?.(...args) ?? false;
 }
 
 /** The name of the table in use (run.json records it with the backend; tests check which table runs). */
@@ -55,9 +65,12 @@ export function opsName(): string {
   return table.name;
 }
 
-/** The ops a model of these sizes runs on the current backend. */
+/** The ops a model of these sizes runs on the current backend (resolved once per size, keyed on every size field). */
 export function modelOps(d: OpDims): ModelOps {
-  const key = `${d.headDim},${d.dFf}`;
+  const key = (Object.keys(d) as (keyof OpDims)[])
+    .sort()
+    .map((k) => `${k}=${d[k]}`)
+    .join(',');
   let ops = resolved.get(key);
   if (!ops) resolved.set(key, (ops = resolveOps(table, COMPOSED, d)));
   return ops;

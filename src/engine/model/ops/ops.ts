@@ -5,6 +5,9 @@
 // any op a table lacks, or whose shape it does not support, runs as the plain tfjs composition (composed.ts), in one
 // place: resolveOps below. A new backend (webgpu) is one more table and one line in tableFor.
 import type * as tf from '@tensorflow/tfjs';
+import type { AdamScalars } from '../kernels/fused';
+
+export type { AdamScalars } from '../kernels/fused';
 
 /** The model sizes an op's support can depend on (the SIMD loops want multiples of 4 or 8). */
 export interface OpDims {
@@ -67,16 +70,36 @@ export interface OpEntry<F> {
   supports?: (d: OpDims) => boolean;
 }
 
-/** A backend's ops: what it implements; the rest is composed.ts's. */
-export interface BackendOps {
-  name: string;
+/** What the engine must know of a backend beside its ops. */
+export interface BackendCaps {
+  /**
+   * It reads a tensor synchronously (dataSync). tfjs-backend-webgpu reads synchronously only through a browser's
+   * OffscreenCanvas, which Node lacks: there every read is awaited, and the GRPO step reads ahead of its taped pass.
+   */
+  syncReads: boolean;
   /**
    * Keep the model's RoPE tables and causal masks of the last few shapes on the device (a GPU backend uploads each host
    * tensor it meets; on wasm and cpu a new one is a copy in the same memory, so they are made per pass)
    */
-  keepTables?: boolean;
+  keepTables: boolean;
+}
+
+/** Adam's update of one parameter in place (m, v and p written where they are); false where it cannot run. */
+export type AdamStep = (p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, s: AdamScalars) => boolean;
+
+/**
+ * A backend, as ggml describes a device: its name, its capabilities, its ops (the rest is composed.ts's), and Adam's
+ * fused update where it has one (the optimizer runs the tfjs ops otherwise).
+ */
+export interface BackendOps {
+  name: string;
+  caps: BackendCaps;
+  adamStep?: AdamStep;
   ops: { [K in keyof ModelOps]?: OpEntry<NonNullable<ModelOps[K]>> };
 }
+
+/** A CPU-side backend's capabilities: synchronous reads, constant tables made per pass. */
+export const HOST_CAPS: BackendCaps = { syncReads: true, keepTables: false };
 
 /**
  * The ops a model of these sizes runs with `table`: the table's op where it has one that supports the sizes, the

@@ -2,10 +2,10 @@
 // decode step, one pass for RMSNorm where no gradient is taken. Each SIMD op needs a runtime with WebAssembly SIMD.
 import * as tf from '@tensorflow/tfjs';
 import { DECODE_ATTENTION, decodeAttention } from '../kernels/decode_attention';
-import { ropeRotate, rmsNormInfer, swiglu, swigluGrad, SWIGLU, SWIGLU_GRAD } from '../kernels/fused';
+import { adamInPlace, ropeRotate, rmsNormInfer, swiglu, swigluGrad, SWIGLU, SWIGLU_GRAD } from '../kernels/fused';
 import { hasSimd } from '../kernels/simd';
 import { composedHeads, splitOnHeads } from './composed';
-import type { BackendOps, ModelOps } from './ops';
+import { HOST_CAPS, type BackendOps, type ModelOps } from './ops';
 
 /** swiglu / swigluInfer on a kernel pair (the SIMD loops here, the native ones on wasm-blas): one kernel each way. */
 export function fusedSwiglu(fwd: string, bwd: string): Pick<ModelOps, 'swiglu' | 'swigluInfer'> {
@@ -36,6 +36,8 @@ export function wasmOps(): BackendOps {
   const { swiglu: train, swigluInfer: infer } = fusedSwiglu(SWIGLU, SWIGLU_GRAD);
   return {
     name: simd ? 'wasm' : 'wasm (no SIMD)',
+    caps: HOST_CAPS,
+    adamStep: adamInPlace,
     ops: {
       rmsNormInfer: { run: rmsNormInfer },
       ...(simd

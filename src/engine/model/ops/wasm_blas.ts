@@ -5,7 +5,8 @@
 import { DECODE_ATTENTION_NATIVE, decodeAttention } from '../kernels/decode_attention';
 import { attention, qkvHeads, rmsNormNative, rmsNormNativeInfer, SWIGLU_NATIVE, SWIGLU_NATIVE_GRAD, tokenLogprob } from '../kernels/native';
 import { hasSimd } from '../kernels/simd';
-import type { BackendOps } from './ops';
+import { adamInPlace } from '../kernels/fused';
+import { HOST_CAPS, type BackendOps } from './ops';
 import { fusedSwiglu } from './wasm';
 
 /**
@@ -21,6 +22,8 @@ export function wasmBlasOps(): BackendOps {
   const swigluFits = ({ dFf }: { dFf: number }) => dFf % 4 === 0 && hasSimd();
   return {
     name: 'wasm-blas',
+    caps: HOST_CAPS,
+    adamStep: adamInPlace,
     ops: {
       rmsNorm: { run: rmsNormNative },
       rmsNormInfer: { run: rmsNormNativeInfer },

@@ -8,6 +8,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { attentionWebgpu } from '../kernels/webgpu_attention';
 import { tokenLogprobWebgpu } from '../kernels/webgpu_logprob';
+import { adamWebgpu } from '../kernels/webgpu_adam';
 import type { BackendOps } from './ops';
 
 /**
@@ -35,7 +36,8 @@ export function rmsNormOnDevice(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf
 export function webgpuOps(): BackendOps {
   return {
     name: 'webgpu',
-    keepTables: true,
+    caps: { syncReads: false, keepTables: true },
+    adamStep: adamWebgpu,
     ops: { rmsNorm: { run: rmsNormOnDevice }, tokenLogprob: { run: tokenLogprobWebgpu }, attention: { run: attentionWebgpu } },
   };
 }
