@@ -25,7 +25,7 @@ export class Ctx {
   readonly engineCli: EngineCli;
   readonly analysis: AnalysisRunner;
   readonly sweeps: SweepManager;
-  /** Step tables read in a worker thread, never on the host's main thread (tables.ts). */
+  /** Step tables read in a worker thread, never on the host's main thread (table_reader.ts). */
   readonly tables: TableReader;
 
   constructor(readonly extCtx: vscode.ExtensionContext) {

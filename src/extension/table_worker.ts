@@ -1,4 +1,4 @@
-// The worker thread that reads Arrow step tables for the extension host (tables.ts). A token table of a long run
+// The worker thread that reads Arrow step tables for the extension host (table_reader.ts). A token table of a long run
 // is tens of megabytes; reading and checking it on the host's main thread would freeze every extension while it
 // runs, and a damaged file must never be able to. The columns come back as transferred typed arrays (no copy) and
 // plain string arrays. No vscode here: a worker cannot reach the API.

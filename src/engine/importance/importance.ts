@@ -1,4 +1,4 @@
-// `credit-lens importance train`: the importance net (net.ts) trained (training.ts) on a config's paired rollouts,
+// `credit-lens importance train`: the importance net (model/importance_net.ts) trained (training.ts) on a config's paired rollouts,
 // saved as a checkpoint that `credit.reward_variance.importance_checkpoint` names.
 import { existsSync, statSync } from 'node:fs';
 import { initBackend } from '../model/backend';

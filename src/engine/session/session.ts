@@ -41,7 +41,7 @@ export function scratchModelConfig(cfg: CreditConfig, vocabSize: number): ModelC
 }
 
 /**
- * `runDir`: the run this session trains or reads, where a bpe tokenizer is saved and found again (tokenizer_for.ts).
+ * `runDir`: the run this session trains or reads, where a bpe tokenizer is saved and found again (tokenizer.ts).
  */
 export async function buildSession(cfg: CreditConfig, log: (m: string) => void = () => {}, runDir?: string, o: { training?: boolean } = {}): Promise<Session> {
   const backend = await initBackend(cfg.backend, log);
