@@ -10,7 +10,8 @@ import { readSettings } from './vscode_settings';
 import type { RunInfo } from '../protocol/index';
 import type { SlurmSweepJson } from '../protocol/slurm';
 import { isLocalSweepJson, LOCAL_SWEEP_JSON, type LocalSweepJson } from '../protocol/sweep_record';
-import { findRunDirsAsync, processAlive, readRunInfoChecked } from '../engine/rundir/rundir';
+import { findRunDirsAsync, readRunInfoChecked } from '../engine/rundir/rundir';
+import { processAlive } from '../engine/rundir/run_lock';
 
 export const CONFIG_GLOB = '**/*.credit.yaml';
 const EXCLUDE_GLOB = '{**/node_modules/**,**/.git/**}';

@@ -6,7 +6,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { isUserError, UserError } from '../core/errors';
-import { processAlive } from './rundir';
+import { processAlive } from './run_lock';
 import { renameWithRetry, writeFileAtomic } from '../core/files';
 import { readSafetensors, writeSafetensors, type StTensor } from '../model/safetensors';
 

@@ -16,7 +16,6 @@ import { Transformer } from '../model/model';
 import { Adam } from '../model/optim';
 import { childSeed } from '../core/rng';
 import {
-  acquireRunLock,
   appendMetrics,
   createRunDir,
   openEngineLog,
@@ -27,6 +26,7 @@ import {
   setAsideTablesAfter,
   writeRunInfo,
 } from '../rundir/rundir';
+import { acquireRunLock } from '../rundir/run_lock';
 import { writeFileAtomic } from '../core/files';
 import { buildSession, useWeights, type Session } from '../session/session';
 import { checkTaskIdentity, taskIdentity } from '../tasks/identity';

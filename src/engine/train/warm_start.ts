@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { latestCheckpoint } from '../rundir/checkpoint';
-import { LOCK_STALE_MS, readRunInfo, RunLockedError } from '../rundir/rundir';
+import { readRunInfo } from '../rundir/rundir';
+import { LOCK_STALE_MS, RunLockedError } from '../rundir/run_lock';
 import type { Reporter, RunController, TrainResult } from './run_control';
 
 /** Canonical JSON (sorted keys), so that the key does not depend on the order a config was written in. */

@@ -7,7 +7,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, utimesSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isUserError } from '../../../src/engine/core/errors';
-import { acquireRunLock, readMetrics, readRunInfo, readRunInfoChecked, RUN_LOCK } from '../../../src/engine/rundir/rundir';
+import { readMetrics, readRunInfo, readRunInfoChecked } from '../../../src/engine/rundir/rundir';
+import { acquireRunLock, RUN_LOCK } from '../../../src/engine/rundir/run_lock';
 
 const root = mkdtempSync(join(tmpdir(), 'cl-hostile-run-'));
 let k = 0;
