@@ -150,7 +150,7 @@ test('taking over a stale lock is atomic: 4 processes released at once, 15 times
   const script = join(dir, 'worker.ts');
   writeFileSync(
     script,
-    `import { acquireRunLock } from ${JSON.stringify(join(__dirname, '../../../src/engine/rundir/rundir'))};
+    `import { acquireRunLock } from ${JSON.stringify(join(__dirname, '../../../src/engine/rundir/run_lock'))};
 import { appendFileSync } from 'node:fs';
 const [dir, rounds, start] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x)) as [string, number, number];
 for (let r = 0; r < rounds; r++) {
