@@ -17,7 +17,7 @@ import {
   trainImportance,
   type PairExample,
 } from '../../../src/engine/importance/importance';
-import { encodeParquet, readParquetTable } from '../../../src/engine/importance/paired';
+import { encodeParquet, readParquetTable } from '../../../src/engine/importance/parquet';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
 import { CharTokenizer } from '../../../src/engine/model/tokenizer';
 
