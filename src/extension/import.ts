@@ -8,7 +8,8 @@ import * as vscode from 'vscode';
 import { listCheckpoints } from '../engine/rundir/checkpoint';
 import type { Ctx } from './ctx';
 import { findConfigs, findRuns, runRoots } from './discovery';
-import { CancelledError, importArgs } from './engine_cli';
+import { importArgs } from './engine_cli';
+import { withCancellableProgress } from './progress';
 import { UNTRUSTED_MESSAGE } from './runs';
 
 type ModelItem = vscode.QuickPickItem & { model: string | null | 'browse' };
@@ -87,25 +88,13 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
   ctx.log.info(`import ${source}${model ? ` scored with ${model}` : ''} → ${out}`);
   let result;
   try {
-    result = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `Credit Lens: importing ${basename(source)}`, cancellable: true },
-      async (progress, token) => {
-        const abort = new AbortController();
-        token.onCancellationRequested(() => abort.abort());
-        let shown = 0;
-        return ctx.engineCli.importRollouts(
-          importArgs(source!, { model, out }),
-          (done, total) => {
-            const pct = total ? (100 * done) / total : 0;
-            progress.report({ increment: pct - shown, message: `${model ? 'scored' : 'read'} ${done} of ${total} completions` });
-            shown = pct;
-          },
-          abort.signal,
-        );
-      },
+    result = await withCancellableProgress(
+      `Credit Lens: importing ${basename(source)}`,
+      (done, total) => `${model ? 'scored' : 'read'} ${done} of ${total} completions`,
+      (onProgress, signal) => ctx.engineCli.importRollouts(importArgs(source!, { model, out }), onProgress, signal),
     );
+    if (result === null) return;
   } catch (e) {
-    if (e instanceof CancelledError) return;
     ctx.log.warn(`import failed: ${(e as Error).message}`);
     void vscode.window.showErrorMessage(`Credit Lens: import failed: ${(e as Error).message}`);
     return;

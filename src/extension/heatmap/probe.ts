@@ -4,7 +4,8 @@
 import * as vscode from 'vscode';
 import { readProbeRecord } from '../../engine/probe/record';
 import type { Ctx } from '../ctx';
-import { CancelledError, probeArgs } from '../engine_cli';
+import { probeArgs } from '../engine_cli';
+import { withCancellableProgress } from '../progress';
 import { UNTRUSTED_MESSAGE } from '../runs';
 import type { EpisodeStore } from './episode_doc';
 import type { Painter } from './paint';
@@ -45,25 +46,13 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
   ctx.log.info(`probe ${runDir} step ${step} episode ${episode} with ${pick.m} rollouts per position`);
   let report;
   try {
-    report = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `Credit Lens: probing step ${step} episode ${episode}`, cancellable: true },
-      async (progress, token) => {
-        const abort = new AbortController();
-        token.onCancellationRequested(() => abort.abort());
-        let shown = 0;
-        return ctx.engineCli.probe(
-          args,
-          (done, total) => {
-            const pct = total ? (100 * done) / total : 0;
-            progress.report({ increment: pct - shown, message: `${done} of ${total} continuations` });
-            shown = pct;
-          },
-          abort.signal,
-        );
-      },
+    report = await withCancellableProgress(
+      `Credit Lens: probing step ${step} episode ${episode}`,
+      (done, total) => `${done} of ${total} continuations`,
+      (onProgress, signal) => ctx.engineCli.probe(args, onProgress, signal),
     );
+    if (report === null) return;
   } catch (e) {
-    if (e instanceof CancelledError) return;
     ctx.log.warn(`probe failed: ${(e as Error).message}`);
     void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`);
     return;
