@@ -93,3 +93,40 @@ grpo: ${o.grpo}
   );
   return p;
 }
+
+/**
+ * Three completions of 3, 2 and 1 valid tokens for the policy loss: ratios exp(ℓ − ℓ_old) of 1.105, 1, 0.368 | 1, 1.35 |
+ * 1.35, inside, at and beyond both clip bounds (0.8, 1.2), with advantages of both signs (grpo.test.ts, losses.test.ts).
+ */
+export const POLICY_FIXTURE = {
+  logprobs: [
+    [-1, -0.5, -2],
+    [-0.3, -0.7, 0],
+    [-0.2, 0, 0],
+  ],
+  oldLogprobs: [
+    [-1.1, -0.5, -1],
+    [-0.3, -1.0, 0],
+    [-0.5, 0, 0],
+  ],
+  advantages: [
+    [1, 1, 1],
+    [-2, -2, 0],
+    [0.5, 0, 0],
+  ],
+  mask: [
+    [1, 1, 1],
+    [1, 1, 0],
+    [1, 0, 0],
+  ],
+};
+
+/** The fixture with a reference policy's log-probs, for the KL term in the finite-difference checks. */
+export const POLICY_FIXTURE_REF = {
+  ...POLICY_FIXTURE,
+  refLogprobs: [
+    [-0.9, -0.6, -1.8],
+    [-0.4, -0.6, 0],
+    [-0.3, 0, 0],
+  ],
+};

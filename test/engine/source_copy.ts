@@ -1,7 +1,7 @@
 // A copy of src/ that a test edits, and the engine CLI built from it exactly as esbuild.mjs builds it (the wasm
 // binaries beside it): how the toy-strategy and toy-task tests show what adding one takes.
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
@@ -33,4 +33,29 @@ export async function buildCli(dir: string): Promise<(...args: string[]) => Spaw
   const wasmDir = join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm/dist');
   for (const f of readdirSync(wasmDir).filter((f) => f.endsWith('.wasm'))) cpSync(join(wasmDir, f), join(out, f));
   return (...args: string[]) => spawnSync(process.execPath, [join(out, 'cli.js'), ...args], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+}
+
+/**
+ * Adds a strategy to the copy of src/ at `dir` in the three places a strategy takes: its file in src/engine/credit/, one
+ * entry at the end of credit/catalog.ts, one line in the registry (credit/index.ts) naming `exportName` from the file.
+ */
+export function addStrategy(dir: string, o: { file: string; source: string; exportName: string; entry: string }): void {
+  const credit = join(dir, 'src/engine/credit');
+  writeFileSync(join(credit, o.file), o.source);
+  const catalog = readFileSync(join(credit, 'catalog.ts'), 'utf8');
+  const end = catalog.indexOf('] as const satisfies readonly StrategySpec[];');
+  if (end < 0) throw new Error('addStrategy: the catalog is no longer one array literal');
+  writeFileSync(join(credit, 'catalog.ts'), catalog.slice(0, end) + o.entry + catalog.slice(end));
+  const registry = readFileSync(join(credit, 'index.ts'), 'utf8');
+  if (!/^ {2}rewardVariance,$/m.test(registry)) throw new Error('addStrategy: the registry no longer lists rewardVariance last');
+  const module = `./${o.file.replace(/\.ts$/, '')}`;
+  writeFileSync(
+    join(credit, 'index.ts'),
+    registry
+      .replace(
+        "import { rewardVariance } from './reward_variance';",
+        `import { rewardVariance } from './reward_variance';\nimport { ${o.exportName} } from '${module}';`,
+      )
+      .replace(/^ {2}rewardVariance,$/m, `  rewardVariance,\n  ${o.exportName},`),
+  );
 }

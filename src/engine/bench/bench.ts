@@ -89,7 +89,7 @@ export async function trainStepTimes(
 }
 
 /** Times of n steps of the runner, in ms. */
-async function timeSteps(runner: { step(): Promise<void> }, n: number): Promise<number[]> {
+export async function timeSteps(runner: { step(): Promise<void> }, n: number): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();

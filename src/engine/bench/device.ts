@@ -13,7 +13,7 @@ import { initBackend } from '../model/backend';
 import { describeAdapter, probeAdapter } from '../model/webgpu';
 import { buildSession } from '../session/session';
 import { grpoStep } from '../train/train';
-import { REFERENCE, SMALL, rolloutRunner, trainStepRunner } from './bench';
+import { REFERENCE, SMALL, rolloutRunner, timeSteps, trainStepRunner } from './bench';
 import { median } from '../core/stats';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
 import { benchModelSize, webgpuTraffic } from './size';
@@ -129,15 +129,7 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
         const runner = trainStepRunner(cfg, B, T);
         try {
           await runner.step();
-          const timed = async (n: number) => {
-            const ms: number[] = [];
-            for (let i = 0; i < n; i++) {
-              const t0 = performance.now();
-              await runner.step();
-              ms.push(performance.now() - t0);
-            }
-            return ms;
-          };
+          const timed = (n: number) => timeSteps(runner, n);
           return {
             batch: [B, T],
             ...(await against(

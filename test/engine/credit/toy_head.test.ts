@@ -4,9 +4,9 @@
 // saved in checkpoints, and its weights are what the token table logs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildCli, copySources } from '../source_copy';
+import { addStrategy, buildCli, copySources } from '../source_copy';
 import { sevensConfig } from '../fixtures';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { readSafetensorsHeader } from '../../../src/engine/model/safetensors';
@@ -65,20 +65,7 @@ const CATALOG_ENTRY = `  {
 
 test('a strategy with a trained head is one file, one catalog entry and one registry line; the head trains and is saved', { timeout: 180_000 }, async () => {
   const dir = copySources('cl-toy-head-');
-  const credit = join(dir, 'src/engine/credit');
-  writeFileSync(join(credit, 'gate.ts'), TOY_FILE);
-  const catalog = readFileSync(join(credit, 'catalog.ts'), 'utf8');
-  const end = catalog.indexOf('] as const satisfies readonly StrategySpec[];');
-  assert.ok(end > 0, 'the catalog is one array literal');
-  writeFileSync(join(credit, 'catalog.ts'), catalog.slice(0, end) + CATALOG_ENTRY + catalog.slice(end));
-  const registry = readFileSync(join(credit, 'index.ts'), 'utf8');
-  assert.match(registry, /^ {2}rewardVariance,$/m);
-  writeFileSync(
-    join(credit, 'index.ts'),
-    registry
-      .replace("import { rewardVariance } from './reward_variance';", "import { rewardVariance } from './reward_variance';\nimport { gate } from './gate';")
-      .replace(/^ {2}rewardVariance,$/m, '  rewardVariance,\n  gate,'),
-  );
+  addStrategy(dir, { file: 'gate.ts', source: TOY_FILE, exportName: 'gate', entry: CATALOG_ENTRY });
   const cli = await buildCli(dir);
 
   // A task where every group's rewards differ (the share of "7"s), so every step has tokens with A ≠ 0 and the head moves.

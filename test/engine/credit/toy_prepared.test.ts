@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildCli, copySources } from '../source_copy';
+import { addStrategy, buildCli, copySources } from '../source_copy';
 import { sevensConfig } from '../fixtures';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 
@@ -43,20 +43,7 @@ test(
   { timeout: 180_000 },
   async () => {
     const dir = copySources('cl-toy-prepared-');
-    const credit = join(dir, 'src/engine/credit');
-    writeFileSync(join(credit, 'ramp.ts'), TOY_FILE);
-    const catalog = readFileSync(join(credit, 'catalog.ts'), 'utf8');
-    const end = catalog.indexOf('] as const satisfies readonly StrategySpec[];');
-    assert.ok(end > 0, 'the catalog is one array literal');
-    writeFileSync(join(credit, 'catalog.ts'), catalog.slice(0, end) + CATALOG_ENTRY + catalog.slice(end));
-    const registry = readFileSync(join(credit, 'index.ts'), 'utf8');
-    assert.match(registry, /^ {2}rewardVariance,$/m);
-    writeFileSync(
-      join(credit, 'index.ts'),
-      registry
-        .replace("import { rewardVariance } from './reward_variance';", "import { rewardVariance } from './reward_variance';\nimport { ramp } from './ramp';")
-        .replace(/^ {2}rewardVariance,$/m, '  rewardVariance,\n  ramp,'),
-    );
+    addStrategy(dir, { file: 'ramp.ts', source: TOY_FILE, exportName: 'ramp', entry: CATALOG_ENTRY });
     // The probe's offline rows come from the catalog: the copy's list now holds the toy.
     writeFileSync(
       join(dir, 'offline.ts'),

@@ -5,9 +5,9 @@
 // toy's weights.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildCli, copySources } from '../source_copy';
+import { addStrategy, buildCli, copySources } from '../source_copy';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 
 // 1. The strategy's file: w = 1 on each episode's last valid token, `floor` on the others.
@@ -32,24 +32,7 @@ const CATALOG_ENTRY = `  {
 
 test('a new strategy is one file, one catalog entry and one registry line; it trains through the CLI', { timeout: 180_000 }, async () => {
   const dir = copySources('cl-toy-');
-  const credit = join(dir, 'src/engine/credit');
-
-  writeFileSync(join(credit, 'last_token.ts'), TOY_FILE);
-  const catalog = readFileSync(join(credit, 'catalog.ts'), 'utf8');
-  const end = catalog.indexOf('] as const satisfies readonly StrategySpec[];');
-  assert.ok(end > 0, 'the catalog is one array literal');
-  writeFileSync(join(credit, 'catalog.ts'), catalog.slice(0, end) + CATALOG_ENTRY + catalog.slice(end));
-  const registry = readFileSync(join(credit, 'index.ts'), 'utf8');
-  assert.match(registry, /^ {2}rewardVariance,$/m);
-  writeFileSync(
-    join(credit, 'index.ts'),
-    registry
-      .replace(
-        "import { rewardVariance } from './reward_variance';",
-        "import { rewardVariance } from './reward_variance';\nimport { lastToken } from './last_token';",
-      )
-      .replace(/^ {2}rewardVariance,$/m, '  rewardVariance,\n  lastToken,'),
-  );
+  addStrategy(dir, { file: 'last_token.ts', source: TOY_FILE, exportName: 'lastToken', entry: CATALOG_ENTRY });
 
   // The engine bundle exactly as esbuild.mjs builds it, with the wasm binaries beside it.
   const cli = await buildCli(dir);

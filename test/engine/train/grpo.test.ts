@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { advantages } from '../../../src/engine/credit/advantages';
 import { policyLossAndGrad, type LossAgg } from '../../../src/engine/train/grpo';
+import { POLICY_FIXTURE as fixture, POLICY_FIXTURE_REF as withRef } from '../fixtures';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 
@@ -46,28 +47,6 @@ test('advantages reject a batch that is not whole groups', () => {
 // ep1: ℓ = [−0.3, −0.7, pad], ℓ_old = [−0.3, −1.0, pad], Â = −2
 //   t0: ρ = 1 → L = 2; t1: ρ = e^0.3 = 1.3498588076; min(−2.6997176152, −2.4) = −2.6997 (unclipped) → L = 2.6997176152
 // ep2: ℓ = [−0.2], ℓ_old = [−0.5], Â = 0.5: ρ = 1.3498588076; min(0.6749294, 1.2·0.5 = 0.6) = 0.6 clipped → L = −0.6, no gradient
-const fixture = {
-  logprobs: [
-    [-1, -0.5, -2],
-    [-0.3, -0.7, 0],
-    [-0.2, 0, 0],
-  ],
-  oldLogprobs: [
-    [-1.1, -0.5, -1],
-    [-0.3, -1.0, 0],
-    [-0.5, 0, 0],
-  ],
-  advantages: [
-    [1, 1, 1],
-    [-2, -2, 0],
-    [0.5, 0, 0],
-  ],
-  mask: [
-    [1, 1, 1],
-    [1, 1, 0],
-    [1, 0, 0],
-  ],
-};
 const tokLoss = [[-1.1051709180756477, -1, -0.36787944117144233], [2, 2.6997176151520064], [-0.6]];
 const opts = { clipEps: 0.2, clipEpsHigh: 0.2, klBeta: 0, maxNewTokens: 4 };
 
@@ -104,16 +83,6 @@ test('k3 KL term: exp(ℓref−ℓ) − (ℓref−ℓ) − 1', () => {
   close(r.grad[0][0], 0.03934693402873666, 1e-12);
   close(r.kl, 0.1065306597126334, 1e-12);
 });
-
-/** The fixture with a reference policy's log-probs, for the KL term in the finite-difference checks. */
-const withRef = {
-  ...fixture,
-  refLogprobs: [
-    [-0.9, -0.6, -1.8],
-    [-0.4, -0.6, 0],
-    [-0.3, 0, 0],
-  ],
-};
 
 test('policyLossAndGrad gradient matches central finite differences (every loss_agg, with KL)', () => {
   const x = withRef;

@@ -12,39 +12,13 @@ import type { PolicyLossSpec } from '../../../src/engine/losses/types';
 import { policyLossAndGrad, type LossAgg } from '../../../src/engine/train/grpo';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { buildCli, copySources } from '../source_copy';
-import { tinyConfig } from '../fixtures';
+import { POLICY_FIXTURE_REF, tinyConfig } from '../fixtures';
 
 const close = (a: number, b: number, tol: number, what: string) => assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} vs ${b}`);
 
-// Ratios exp(ℓ − ℓ_old) of 1.105, 1, 0.368 | 1, 1.35 | 1.35: inside, at and beyond both clip bounds (0.8, 1.2), with
-// advantages of both signs and a reference policy for the KL term. No ratio sits exactly on a bound (a kink).
-const x = {
-  logprobs: [
-    [-1, -0.5, -2],
-    [-0.3, -0.7, 0],
-    [-0.2, 0, 0],
-  ],
-  oldLogprobs: [
-    [-1.1, -0.5, -1],
-    [-0.3, -1.0, 0],
-    [-0.5, 0, 0],
-  ],
-  refLogprobs: [
-    [-0.9, -0.6, -1.8],
-    [-0.4, -0.6, 0],
-    [-0.3, 0, 0],
-  ],
-  advantages: [
-    [1, 1, 1],
-    [-2, -2, 0],
-    [0.5, 0, 0],
-  ],
-  mask: [
-    [1, 1, 1],
-    [1, 1, 0],
-    [1, 0, 0],
-  ],
-};
+// The policy fixture: ratios inside, at and beyond both clip bounds, advantages of both signs, a reference policy for
+// the KL term. No ratio sits exactly on a bound (a kink).
+const x = POLICY_FIXTURE_REF;
 
 for (const spec of LOSSES as readonly PolicyLossSpec[]) {
   const levels = spec.sequence ? (['token', 'sequence'] as const) : (['token'] as const);
