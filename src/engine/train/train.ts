@@ -201,6 +201,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   }
 }
 
+/**
+ * One training run, GRPO-Zero's way: phases that each fit a screen, sharing one Run. The warm start (SFT) and the GRPO
+ * steps write metrics, tables and checkpoints as they go; a stop ends the current step and checkpoints; any error marks
+ * the run failed with a readable message and keeps its directory resumable.
+ */
 async function trainIn(
   opts: TrainOptions,
   cfg: CreditConfig,
@@ -208,24 +213,103 @@ async function trainIn(
   resumeFrom: string | null,
   resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
 ): Promise<TrainResult> {
+  const run = openRun(opts, cfg, runDir, resumeFrom);
+  try {
+    const start = await startRun(run, resumeFrom, resumed);
+    await warmStartPhase(run);
+    await grpoPhase(run, resumed, start.startWeights);
+    return await finishRun(run);
+  } catch (e) {
+    failRun(run, e);
+    throw e;
+  } finally {
+    run.close();
+  }
+}
+
+/** What the phases of one run share: its config and directory, its session and optimizers, and where it has got to. */
+class Run {
+  s: Session | null = null;
+  head: CreditHead | null = null;
+  readonly sftOpt: Adam;
+  readonly grpoOpt: Adam;
+  progress: Progress = { phase: 'sft', step: 0 };
+  initialEval: number | null = null;
+  finalEval: number | null = null;
+  metricsRows = 0;
+  private nonFinite = 0;
+
+  constructor(
+    readonly cfg: CreditConfig,
+    readonly runDir: string,
+    readonly info: RunInfo,
+    readonly reporter: Reporter,
+    readonly ctl: RunController,
+    private readonly elog: ReturnType<typeof openEngineLog>,
+    readonly secrets: string[],
+  ) {
+    this.sftOpt = new Adam(cfg.sft.lr);
+    this.grpoOpt = new Adam(cfg.grpo.lr);
+  }
+
+  log(level: 'info' | 'warn' | 'error', m: string): void {
+    this.elog.write(level, m);
+    this.reporter.log(level, redactSecrets(m, this.secrets));
+  }
+
+  get stopNow(): boolean {
+    return this.ctl.stopRequested;
+  }
+
+  emit(row: MetricsRow): void {
+    appendMetrics(this.runDir, row);
+    this.metricsRows++;
+    this.reporter.metrics(this.runDir, row);
+  }
+
+  /** Ends the run as diverged after grpo.max_nonfinite_steps skipped steps in a row. */
+  checkDiverged(row: MetricsRow, what: string, step: number): void {
+    this.nonFinite = row.skipped ? this.nonFinite + 1 : 0;
+    if (this.nonFinite >= this.cfg.grpo.max_nonfinite_steps) {
+      throw new UserError(
+        `diverged at ${what} ${step}: ${this.nonFinite} steps in a row had a non-finite loss or gradient (grpo.max_nonfinite_steps ${this.cfg.grpo.max_nonfinite_steps})`,
+        `lower ${row.phase === 'sft' ? 'sft' : 'grpo'}.lr`,
+      );
+    }
+  }
+
+  ckpt(): Promise<string> {
+    return checkpoint(this.runDir, this.s!, this.head, this.sftOpt, this.grpoOpt, this.progress, this.initialEval, this.metricsRows);
+  }
+
+  close(): void {
+    this.elog.close();
+    this.sftOpt.dispose();
+    this.grpoOpt.dispose();
+    this.s?.model.dispose();
+    this.head?.dispose();
+  }
+}
+
+/** Steps run synchronously; yielding between them lets signals and the RPC `run/stop` request through. */
+const tick = () => new Promise<void>((r) => setImmediate(r));
+
+/**
+ * The run's engine log (its secrets masked) and run.json marked running. A strategy's secret that is not set fails the
+ * run here, before the SFT warm start, not at the first GRPO step.
+ */
+function openRun(opts: TrainOptions, cfg: CreditConfig, runDir: string, resumeFrom: string | null): Run {
   const reporter = opts.reporter ?? silentReporter;
-  const ctl = opts.controller ?? new RunController();
   // Defence in depth: an API key is never put in a message on purpose, but anything that echoes it is masked.
-  const spec = strategySpec(cfg.credit.strategy);
-  const secretVars = spec?.secrets?.(cfg) ?? [];
+  const secretVars = strategySpec(cfg.credit.strategy)?.secrets?.(cfg) ?? [];
   // Each key as read and as its user trims it: either could be echoed back.
   const secrets = [...new Set(secretVars.flatMap((v) => (process.env[v.env] ? [process.env[v.env]!, process.env[v.env]!.trim()] : [])))].filter(Boolean);
   const elog = openEngineLog(runDir, { secrets });
-  const log = (level: 'info' | 'warn' | 'error', m: string) => {
-    elog.write(level, m);
-    reporter.log(level, redactSecrets(m, secrets));
-  };
-  const started = new Date().toISOString();
   const info: RunInfo = {
     id: runDir.split(/[\\/]/).pop()!,
     name: cfg.name,
     status: 'running',
-    started,
+    started: new Date().toISOString(),
     ended: null,
     backend: 'pending',
     engine_version: ENGINE_VERSION,
@@ -237,10 +321,8 @@ async function trainIn(
     config_path: opts.configPath,
   };
   writeRunInfo(runDir, info);
-
   const unset = secretVars.find((v) => !process.env[v.env]);
   if (unset) {
-    // Fail before the SFT warm start, not at the first GRPO step.
     const msg = `${unset.path}: the environment variable ${unset.env} is not set (${unset.user} reads its API key from it)`;
     writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
     elog.write('error', msg);
@@ -248,92 +330,84 @@ async function trainIn(
     reporter.finished({ status: 'failed', runDir, error: msg });
     throw new UserError(msg);
   }
-  let s: Session | null = null;
-  const sftOpt = new Adam(cfg.sft.lr);
-  const grpoOpt = new Adam(cfg.grpo.lr);
-  let progress: Progress = { phase: 'sft', step: 0 };
-  let initialEval: number | null = null;
-  let finalEval: number | null = null;
-  let metricsRows = 0;
-  // Steps run synchronously; yielding between them lets signals and the RPC `run/stop` request through.
-  const tick = () => new Promise<void>((r) => setImmediate(r));
-  let head: CreditHead | null = null;
-  const ckpt = () => checkpoint(runDir, s!, head, sftOpt, grpoOpt, progress, initialEval, metricsRows);
+  return new Run(cfg, runDir, info, reporter, opts.controller ?? new RunController(), elog, secrets);
+}
+
+/** The session (backend, model, task) recorded in run.json, the strategy's head and warnings, and the resume point. */
+async function startRun(
+  run: Run,
+  resumeFrom: string | null,
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
+): Promise<Awaited<ReturnType<typeof restore>>> {
+  const { cfg, runDir, info } = run;
+  const s = (run.s = await buildSession(cfg, (m) => run.log('info', m), runDir, { training: true }));
+  info.backend = s.backend.backend;
+  info.backend_reason = s.backend.reason;
+  const adapter = backendInfo()?.adapter;
+  if (adapter) info.adapter = { ...adapter };
+  info.task = taskIdentity(s.task, cfg.task.split_seed);
+  writeRunInfo(runDir, info);
+  run.log(
+    'info',
+    `model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`,
+  );
+  const strategy = getStrategy(cfg.credit.strategy);
+  run.head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg.credit)) ?? null;
+  for (const w of strategySpec(cfg.credit.strategy)?.warnings?.(cfg) ?? []) run.log('warn', w);
+  run.reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
+  const start = await restore({ s, cfg, head: run.head, sftOpt: run.sftOpt, grpoOpt: run.grpoOpt, runDir, resumeFrom, resumed, log: (l, m) => run.log(l, m) });
+  ({ progress: run.progress, initialEval: run.initialEval, metricsRows: run.metricsRows } = start);
+  return start;
+}
+
+/** The SFT warm start's steps, then a checkpoint that starts GRPO at step 0. */
+async function warmStartPhase(run: Run): Promise<void> {
+  const { cfg, s } = run;
+  if (run.progress.phase !== 'sft') return;
+  for (let step = run.progress.step + 1; step <= cfg.sft.steps && !run.stopNow; step++) {
+    await tick();
+    if (run.stopNow) break;
+    const row = await sftStep(s!, run.sftOpt, step);
+    run.emit(row);
+    run.progress = { phase: 'sft', step };
+    run.checkDiverged(row, 'SFT step', step);
+    run.reporter.progress({ phase: 'sft', step, total: cfg.sft.steps, message: `loss ${row.loss?.toFixed(3)}` });
+  }
+  if (!run.stopNow) {
+    run.progress = { phase: 'grpo', step: 0 };
+    if (cfg.sft.steps > 0) await run.ckpt();
+  }
+}
+
+/** The eval before GRPO, then each GRPO step: its policy kept for probes, its tables, evals and checkpoints. */
+async function grpoPhase(
+  run: Run,
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
+  startWeights: Awaited<ReturnType<typeof restore>>['startWeights'],
+): Promise<void> {
+  const { cfg, runDir, info } = run;
+  const s = run.s!;
+  const ref = run.progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, startWeights) : null;
   try {
-    s = await buildSession(cfg, (m) => log('info', m), runDir, { training: true });
-    info.backend = s.backend.backend;
-    info.backend_reason = s.backend.reason;
-    const adapter = backendInfo()?.adapter;
-    if (adapter) info.adapter = { ...adapter };
-    info.task = taskIdentity(s.task, cfg.task.split_seed);
-    writeRunInfo(runDir, info);
-    log(
-      'info',
-      `model ${s.modelCfg.nLayers}×d${s.modelCfg.dModel}, vocab ${s.modelCfg.vocabSize}; task ${cfg.task.name} (${s.task.train.length} train / ${s.task.eval.length} eval)`,
-    );
-    const strategy = getStrategy(cfg.credit.strategy);
-    head = strategy.createHead?.(s.modelCfg.dModel, childSeed(cfg.seed, 'credit-head'), creditParams(cfg.credit)) ?? null;
-    for (const w of spec?.warnings?.(cfg) ?? []) log('warn', w);
-    reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
-
-    const start = await restore({ s, cfg, head, sftOpt, grpoOpt, runDir, resumeFrom, resumed, log });
-    ({ progress, initialEval, metricsRows } = start);
-
-    let nonFinite = 0;
-    const checkDiverged = (row: MetricsRow, what: string, step: number) => {
-      nonFinite = row.skipped ? nonFinite + 1 : 0;
-      if (nonFinite >= cfg.grpo.max_nonfinite_steps) {
-        throw new UserError(
-          `diverged at ${what} ${step}: ${nonFinite} steps in a row had a non-finite loss or gradient (grpo.max_nonfinite_steps ${cfg.grpo.max_nonfinite_steps})`,
-          `lower ${row.phase === 'sft' ? 'sft' : 'grpo'}.lr`,
-        );
-      }
-    };
-    const emit = (row: MetricsRow) => {
-      appendMetrics(runDir, row);
-      metricsRows++;
-      reporter.metrics(runDir, row);
-    };
-    const stopNow = () => ctl.stopRequested;
-
-    // ---- SFT warm start ----
-    if (progress.phase === 'sft') {
-      for (let step = progress.step + 1; step <= cfg.sft.steps && !stopNow(); step++) {
-        await tick();
-        if (stopNow()) break;
-        const row = await sftStep(s, sftOpt, step);
-        emit(row);
-        progress = { phase: 'sft', step };
-        checkDiverged(row, 'SFT step', step);
-        reporter.progress({ phase: 'sft', step, total: cfg.sft.steps, message: `loss ${row.loss?.toFixed(3)}` });
-      }
-      if (!stopNow()) {
-        progress = { phase: 'grpo', step: 0 };
-        if (cfg.sft.steps > 0) await ckpt();
-      }
-    }
-
-    // ---- GRPO ----
-    const ref = progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, start.startWeights) : null;
-    if (progress.phase === 'grpo' && progress.step === 0 && !stopNow()) {
+    if (run.progress.phase === 'grpo' && run.progress.step === 0 && !run.stopNow) {
       const ev = await evaluateSplits(s, runDir, 0);
-      initialEval = ev.success;
-      emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
-      log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
+      run.initialEval = ev.success;
+      run.emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
+      run.log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
     }
-    while (progress.phase === 'grpo' && progress.step < cfg.grpo.steps && !stopNow()) {
+    while (run.progress.phase === 'grpo' && run.progress.step < cfg.grpo.steps && !run.stopNow) {
       await tick();
-      if (stopNow()) break;
-      const step = progress.step + 1;
+      if (run.stopNow) break;
+      const step = run.progress.step + 1;
       // the policy about to sample this step, for `credit-lens probe` (a resumed step writes the same weights again)
       if (cfg.logging.tokens && step % cfg.logging.every === 0 && keepsPolicy(step, cfg.logging.probe_every))
         savePolicy(runDir, step, await s.model.readWeights());
       let r: GrpoStepResult;
       try {
-        r = await grpoStep({ session: s, optimizer: grpoOpt, ref, step, log, head, runDir, signal: ctl.signal });
+        r = await grpoStep({ session: s, optimizer: run.grpoOpt, ref, step, log: (l, m) => run.log(l, m), head: run.head, runDir, signal: run.ctl.signal });
       } catch (e) {
-        // Stopped while the step waited (on the oracle): the step is dropped whole, and the checkpoint below holds
-        // the last finished one.
+        // Stopped while the step waited (on the oracle): the step is dropped whole, and the final checkpoint holds the
+        // last finished one.
         if (e instanceof StepCancelled) break;
         throw e;
       }
@@ -342,44 +416,46 @@ async function trainIn(
         const ev = await evaluateSplits(s, runDir, step);
         r.row.eval_success = ev.success;
         if (ev.val !== null) r.row.val_success = ev.val;
-        finalEval = ev.success;
+        run.finalEval = ev.success;
       }
-      emit(r.row);
-      progress = { phase: 'grpo', step };
+      run.emit(r.row);
+      run.progress = { phase: 'grpo', step };
       info.last_step = step;
-      checkDiverged(r.row, 'step', step);
-      reporter.progress({ phase: 'grpo', step, total: cfg.grpo.steps, message: `reward ${r.row.reward_mean?.toFixed(3)}` });
-      if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) await ckpt();
+      run.checkDiverged(r.row, 'step', step);
+      run.reporter.progress({ phase: 'grpo', step, total: cfg.grpo.steps, message: `reward ${r.row.reward_mean?.toFixed(3)}` });
+      if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) await run.ckpt();
       writeRunInfo(runDir, info);
     }
-    ref?.dispose();
-
-    const ck = await ckpt();
-    const stopped = ctl.stopRequested && !(progress.phase === 'grpo' && progress.step >= cfg.grpo.steps);
-    info.status = stopped ? 'stopped' : 'completed';
-    info.ended = new Date().toISOString();
-    writeRunInfo(runDir, info);
-    log('info', `${info.status} at ${progress.phase} step ${progress.step}; checkpoint ${ck}`);
-    ctl.settle(ck);
-    reporter.finished({ status: info.status, runDir });
-    return { runDir, status: info.status, finalEval, initialEval };
-  } catch (e) {
-    const msg = redactSecrets(isUserError(e) ? e.message : `internal error: ${(e as Error).stack ?? e}`, secrets);
-    info.status = 'failed';
-    info.ended = new Date().toISOString();
-    info.error = redactSecrets(isUserError(e) ? e.message : (e as Error).message, secrets);
-    writeRunInfo(runDir, info);
-    log('error', msg);
-    ctl.settle(null);
-    reporter.finished({ status: 'failed', runDir, error: info.error });
-    throw e;
   } finally {
-    elog.close();
-    sftOpt.dispose();
-    grpoOpt.dispose();
-    s?.model.dispose();
-    head?.dispose();
+    ref?.dispose();
   }
+}
+
+/** The last checkpoint, and run.json completed (or stopped, where a stop came before the last step). */
+async function finishRun(run: Run): Promise<TrainResult> {
+  const { cfg, runDir, info } = run;
+  const ck = await run.ckpt();
+  const stopped = run.ctl.stopRequested && !(run.progress.phase === 'grpo' && run.progress.step >= cfg.grpo.steps);
+  info.status = stopped ? 'stopped' : 'completed';
+  info.ended = new Date().toISOString();
+  writeRunInfo(runDir, info);
+  run.log('info', `${info.status} at ${run.progress.phase} step ${run.progress.step}; checkpoint ${ck}`);
+  run.ctl.settle(ck);
+  run.reporter.finished({ status: info.status, runDir });
+  return { runDir, status: info.status, finalEval: run.finalEval, initialEval: run.initialEval };
+}
+
+/** run.json failed with the error (a user error as it is, any other as an internal error with its stack in the log). */
+function failRun(run: Run, e: unknown): void {
+  const { runDir, info, secrets } = run;
+  const msg = redactSecrets(isUserError(e) ? e.message : `internal error: ${(e as Error).stack ?? e}`, secrets);
+  info.status = 'failed';
+  info.ended = new Date().toISOString();
+  info.error = redactSecrets(isUserError(e) ? e.message : (e as Error).message, secrets);
+  writeRunInfo(runDir, info);
+  run.log('error', msg);
+  run.ctl.settle(null);
+  run.reporter.finished({ status: 'failed', runDir, error: info.error });
 }
 
 interface Restored {
