@@ -42,11 +42,7 @@ export async function cmdProbe(argv: string[]): Promise<number> {
   if (step === undefined) throw new UserError(`probe needs --step N (a logged GRPO step)\n${PROBE_USAGE}`);
   const list = flag(a, 'episode');
   if (list !== undefined && a.flags.has('episodes')) throw new UserError('--episodes and --episode: give one (a count, or a list of episode indices)');
-  const episodeList = list?.split(',').map((x) => {
-    const v = Number(x.trim());
-    if (!Number.isInteger(v) || v < 0) throw new UserError(`--episode: ${JSON.stringify(x)} is not an episode index (expected e.g. --episode 0,3,17)`);
-    return v;
-  });
+  const episodeList = list === undefined ? undefined : parseEpisodeList(list);
   const progress = progressPrinter(a, 'continuations');
   const signal = stopOnSignals('stopping after the current batch; finished episodes are kept');
   const r = await probeRun({
@@ -69,4 +65,18 @@ export async function cmdProbe(argv: string[]): Promise<number> {
     process.stdout.write(accuracyText(r));
   }
   return r.complete ? 0 : 130;
+}
+
+/**
+ * `--episode 0,3,17`: the episode indices, each a whole number ≥ 0. An empty item (`3,,5`, `3,`, `,`) is an error, not
+ * episode 0 (Number('') is 0).
+ */
+export function parseEpisodeList(list: string): number[] {
+  return list.split(',').map((x) => {
+    if (!x.trim())
+      throw new UserError(`--episode: ${JSON.stringify(list)} has an empty item; expected episode indices separated by commas, e.g. --episode 0,3,17`);
+    const v = Number(x.trim());
+    if (!Number.isInteger(v) || v < 0) throw new UserError(`--episode: ${JSON.stringify(x)} is not an episode index (expected e.g. --episode 0,3,17)`);
+    return v;
+  });
 }

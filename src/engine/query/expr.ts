@@ -69,10 +69,20 @@ function bad(src: string, at: number, what: string): UserError {
   return new UserError(`--where: at character ${at + 1}${near ? ` ("${near}")` : ' (the end)'}: ${what}`);
 }
 
+/** The most a filter may nest (parentheses and `not`) and the most comparisons it may hold: the parser and the
+ *  compiled predicate recurse once a level, and a filter of thousands of terms is a mistake, not a query. */
+export const WHERE_MAX_DEPTH = 64;
+export const WHERE_MAX_TERMS = 1000;
+
 /** Parse `src` against the known fields; a UserError names the part that is wrong and what is allowed. */
 export function parseWhere(src: string, fields: Readonly<Record<string, FieldKind>>): Expr {
   const toks = lex(src);
   let p = 0;
+  let depth = 0;
+  let terms = 0;
+  const deeper = (at: number) => {
+    if (++depth > WHERE_MAX_DEPTH) throw bad(src, at, `the filter nests more than ${WHERE_MAX_DEPTH} levels of parentheses and "not"`);
+  };
   const peek = () => toks[p];
   const next = () => toks[p++];
   const isWord = (w: string) => peek().t === 'word' && peek().v.toLowerCase() === w;
@@ -96,8 +106,10 @@ export function parseWhere(src: string, fields: Readonly<Record<string, FieldKin
   };
   const not = (): Expr => {
     if (isWord('not')) {
-      next();
-      return { op: 'not', arg: not() };
+      deeper(next().at);
+      const e: Expr = { op: 'not', arg: not() };
+      depth--;
+      return e;
     }
     return atom();
   };
@@ -109,14 +121,18 @@ export function parseWhere(src: string, fields: Readonly<Record<string, FieldKin
   const atom = (): Expr => {
     const t = next();
     if (t.t === 'lp') {
+      deeper(t.at);
       const e = or();
       const r = next();
       if (r.t !== 'rp') throw bad(src, r.at, 'expected ")"');
+      depth--;
       return e;
     }
     if (t.t !== 'word') throw bad(src, t.at, `expected a field (${names()})`);
+    if (++terms > WHERE_MAX_TERMS) throw bad(src, t.at, `the filter has more than ${WHERE_MAX_TERMS} comparisons`);
     const field = t.v;
-    const kind = fields[field];
+    // own fields only: "constructor" or "toString" are names of every object's prototype, not fields
+    const kind = Object.hasOwn(fields, field) ? fields[field] : undefined;
     if (!kind) throw bad(src, t.at, `unknown field "${field}"; the fields are ${names()}`);
     if (isWord('in')) {
       next();
