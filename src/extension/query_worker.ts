@@ -1,27 +1,17 @@
 // The worker thread that answers Browse Rollouts' queries: it loads a run's tables into a RolloutIndex once,
-// keeps it while the run's logged steps stay the same, and answers each query from memory. Loading a million token rows
+// keeps it while the run's step tables stay the same on disk (tablesIdentity), and answers each query from memory. Loading a million token rows
 // and every query run here, never on the extension host's main thread. No vscode here.
-import { statSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import { answer, exportRows } from '../engine/query/browse';
 import { loadRollouts, type RolloutIndex } from '../engine/query/rollouts';
-import { listLoggedSteps, stepFile } from '../engine/rundir/rundir';
+import { tablesIdentity } from '../engine/rundir/rundir';
 import type { QueryReply, QueryRequest } from './query_client';
 
 let cached: { runDir: string; key: string; index: RolloutIndex; loadMs: number } | null = null;
 
-/** What makes a loaded index stale: the logged steps and the last step's table (a run still training appends steps). */
-function keyOf(runDir: string): string {
-  const steps = listLoggedSteps(runDir, 'episodes');
-  const last = steps[steps.length - 1];
-  // a new or redone probe changes the tokens' mc_* columns: the probed steps' tables by mtime
-  let probes = '';
-  for (const s of listLoggedSteps(runDir, 'probes')) probes += `${s}:${statSync(stepFile(runDir, 'probes', s)).mtimeMs};`;
-  return `${steps.length}:${last}:${probes}`;
-}
-
 function index(runDir: string): { index: RolloutIndex; loadMs: number } {
-  const key = keyOf(runDir);
+  // stale when any step table changed on disk: appended, probed, or rewritten under the same step number
+  const key = tablesIdentity(runDir);
   if (cached && cached.runDir === runDir && cached.key === key) return cached;
   cached = null;
   const t0 = performance.now();

@@ -1,7 +1,7 @@
 // The run directory (DESIGN §5, contract): the engine writes it, the extension, the webviews and
 // `credit-lens analyze` read it, often while a run is still writing. Every whole-file write therefore goes
 // through a temporary file and a rename, so a reader sees the old file or the new one, never half of one.
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, writeSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { MetricsRow, Phase, RunInfo } from '../../protocol';
@@ -308,6 +308,26 @@ export function listLoggedSteps(runDir: string, kind: TableKind = 'tokens'): num
 }
 
 /** Where a resume puts the tables of the trajectory it does not continue. */
+/**
+ * The identity of a run's step tables as they are on disk: every logged step's token, episode and probe table by size,
+ * modification time and inode. A reader that keeps tables in memory (Browse Rollouts' worker) reloads when it changes:
+ * a run still training appends steps, a probe rewrites its table, and a restart or a resume that set steps aside
+ * rewrites tables under the same step numbers, which a key of step numbers alone would not see.
+ */
+export function tablesIdentity(runDir: string): string {
+  let key = '';
+  for (const kind of ['tokens', 'episodes', 'probes'] as const)
+    for (const s of listLoggedSteps(runDir, kind)) {
+      try {
+        const st = statSync(stepFile(runDir, kind, s));
+        key += `${kind}/${s}:${st.size}:${st.mtimeMs}:${st.ino};`;
+      } catch {
+        key += `${kind}/${s}:gone;`;
+      }
+    }
+  return key;
+}
+
 export const ABANDONED_DIR = 'abandoned';
 
 /**
