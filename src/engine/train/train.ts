@@ -156,9 +156,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       cfg = loadConfig(join(resumeDir, 'config.yaml'), opts.sets).config;
     } catch (e) {
       if (isUserError(e)) {
-        // The run directory stays readable: its status says why the resume failed.
-        const cur = readRunInfo(resumeDir);
-        if (cur) writeRunInfo(resumeDir, { ...cur, status: 'failed', ended: new Date().toISOString(), error: e.message });
+        // A refused resume changes nothing of the run: its run.json (a completed run stays completed, and compare goes on
+        // counting it) is left exactly as it was; only its engine.log notes the attempt.
         try {
           appendFileSync(join(resumeDir, 'engine.log'), `${new Date().toISOString()} error ${e.message}\n`);
         } catch {
