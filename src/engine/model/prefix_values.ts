@@ -11,7 +11,7 @@ import type { Example, Tokenizer } from '../core/types';
 import { childSeed, makeRng } from '../core/rng';
 import { meanVar } from '../core/stats';
 import { UserError } from '../core/errors';
-import type { Transformer } from './model';
+import type { ModelConfig, Transformer } from './model';
 import { generate } from './sampler';
 
 export type PositionRule = { kind: 'every' } | { kind: 'segments'; size: number } | { kind: 'cutpoints'; tau: number };
@@ -95,10 +95,27 @@ export function meanSe(xs: number[]): { mean: number; se: number } {
   return { mean, se: Math.sqrt(v / xs.length) };
 }
 
+/** The most continuations a position may take: V_t's standard error falls as 1/√M, so 4,096 already pins it to a
+ *  sixty-fourth of the reward's spread; more is a typo, not a measurement. */
+export const PROBE_MAX_ROLLOUTS = 4096;
+
+/** The KV cache of one sampled row at its full length (keys and values, every layer, float32), in bytes. */
+export function kvBytesPerRow(cfg: Pick<ModelConfig, 'nLayers' | 'nKvHeads' | 'nHeads' | 'dModel'> & { headDim?: number }, length: number): number {
+  const hd = cfg.headDim ?? cfg.dModel / cfg.nHeads;
+  return 2 * cfg.nLayers * cfg.nKvHeads * hd * length * 4;
+}
+
+/** Rows per generate() call for rows of `length` tokens: their KV caches within 256 MiB, at most 256 rows, at least 1. */
+export function probeRowsPerBatch(cfg: Parameters<typeof kvBytesPerRow>[0], length: number): number {
+  return Math.max(1, Math.min(256, Math.floor((256 * 2 ** 20) / kvBytesPerRow(cfg, length))));
+}
+
 /**
  * V_t for each of `positions` of one episode; null when `stopped()` ended it before all were done. Prefixes go through
  * generate() in buckets whose padded length fits max_seq_len (a prefix is at most the prompt plus max_new_tokens − 1
- * tokens, so each fits alone) and whose rows stay under rowsPerBatch.
+ * tokens, so each fits alone) and whose rows stay under rowsPerBatch (by default from the KV cache's size:
+ * probeRowsPerBatch); a position whose M continuations alone are more rows is sampled in several calls. Continuation m
+ * of position t draws from its own seeded stream, so how the rows are batched never changes a value.
  */
 export async function estimateEpisode(
   model: Transformer,
@@ -109,8 +126,10 @@ export async function estimateEpisode(
 ): Promise<ProbeRow[] | null> {
   const n = ep.ids.length;
   const M = o.rollouts;
-  const rowsPerBatch = Math.max(M, o.rowsPerBatch ?? 256);
+  if (!Number.isInteger(M) || M < 1 || M > PROBE_MAX_ROLLOUTS)
+    throw new UserError(`--rollouts: got ${M}; expected an integer from 2 to ${PROBE_MAX_ROLLOUTS} continuations per position`);
   const P = ep.promptIds.length;
+  const rowsPerBatch = Math.max(1, o.rowsPerBatch ?? probeRowsPerBatch(model.cfg, P + o.maxNewTokens));
   const open = positions.filter((t) => t < n);
   const rewards = new Map<number, number[]>();
   const eosIds = tokenizer.eosIds ?? [tokenizer.eosId];
@@ -126,37 +145,43 @@ export async function estimateEpisode(
     )
       bucket.push(open[i + bucket.length]);
     i += bucket.length;
-    const rowT = bucket.flatMap((t) => Array<number>(M).fill(t));
     // the prefix's last tokens, where a "</answer>" split across the join would start (sliced once per prefix)
     const tails = new Map(bucket.map((t) => [t, ep.ids.slice(Math.max(0, t - STOP.length), t)]));
-    const out = await generate(
-      model,
-      bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
-      {
-        maxNewTokens: o.maxNewTokens - bucket[0],
-        temperature: o.temperature,
-        topP: o.topP,
-        eosId: eosIds,
-        stopAfter: [STOP],
-        // the prefix's last tokens too, so a "</answer>" split across the join stops the row as it would have in the run
-        decode: (ids, row) => tokenizer.decode([...tails.get(rowT[row])!, ...ids]),
-        rng: () => {
-          throw new Error('unreachable: every row has its own stream');
+    // a bucket of several positions holds all their M rows; one position with more than rowsPerBatch rows goes in parts
+    const part = bucket.length > 1 ? M : Math.min(M, rowsPerBatch);
+    for (let m0 = 0; m0 < M; m0 += part) {
+      if (m0 > 0 && o.stopped?.()) return null;
+      const k = Math.min(part, M - m0);
+      const rowT = bucket.flatMap((t) => Array<number>(k).fill(t));
+      const out = await generate(
+        model,
+        bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
+        {
+          maxNewTokens: o.maxNewTokens - bucket[0],
+          temperature: o.temperature,
+          topP: o.topP,
+          eosId: eosIds,
+          stopAfter: [STOP],
+          // the prefix's last tokens too, so a "</answer>" split across the join stops the row as it would have in the run
+          decode: (ids, row) => tokenizer.decode([...tails.get(rowT[row])!, ...ids]),
+          rng: () => {
+            throw new Error('unreachable: every row has its own stream');
+          },
+          rngs: rowT.map((t, r) => makeRng(probeSeed(o.seed, o.step, ep.episode, t, m0 + (r % k)))),
+          repeat: k,
+          budgets: rowT.map((t) => o.maxNewTokens - t),
         },
-        rngs: rowT.map((t, r) => makeRng(probeSeed(o.seed, o.step, ep.episode, t, r % M))),
-        repeat: M,
-        budgets: rowT.map((t) => o.maxNewTokens - t),
-      },
-    );
-    out.forEach((seq, r) => {
-      const t = rowT[r];
-      const full = [...ep.ids.slice(0, t), ...seq.ids];
-      const list = rewards.get(t) ?? [];
-      list.push(o.reward(tokenizer.decode(full), ep.example, full.length));
-      rewards.set(t, list);
-    });
-    done += out.length;
-    o.onRows?.(done);
+      );
+      out.forEach((seq, r) => {
+        const t = rowT[r];
+        const full = [...ep.ids.slice(0, t), ...seq.ids];
+        const list = rewards.get(t) ?? [];
+        list.push(o.reward(tokenizer.decode(full), ep.example, full.length));
+        rewards.set(t, list);
+      });
+      done += out.length;
+      o.onRows?.(done);
+    }
   }
   return positions.map((t) => {
     if (t === n) return { episode: ep.episode, position: t, value: ep.reward, valueSe: 0, rollouts: 0 };

@@ -21,7 +21,7 @@ import { probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, typ
 export type { ProbeReport };
 
 export { readProbeRecord };
-import { estimateEpisode, parsePositions, probePositions, type ProbeEpisode, type ProbeRow } from '../model/prefix_values';
+import { estimateEpisode, parsePositions, PROBE_MAX_ROLLOUTS, probePositions, type ProbeEpisode, type ProbeRow } from '../model/prefix_values';
 
 export interface ProbeOptions {
   runDir: string;
@@ -118,8 +118,11 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     top_p: cfg.grpo.top_p,
     seed: o.seed ?? cfg.seed,
   };
-  if (!Number.isInteger(settings.rollouts) || settings.rollouts < 2)
-    throw new UserError(`--rollouts: got ${settings.rollouts}; expected an integer ≥ 2 (a standard error needs two)`);
+  if (!Number.isInteger(settings.rollouts) || settings.rollouts < 2 || settings.rollouts > PROBE_MAX_ROLLOUTS)
+    throw new UserError(
+      `--rollouts: got ${settings.rollouts}; expected an integer from 2 (a standard error needs two) to ${PROBE_MAX_ROLLOUTS} ` +
+        `(V_t's standard error falls as 1/√M: ${PROBE_MAX_ROLLOUTS} continuations already pin it to a sixty-fourth of the reward's spread)`,
+    );
   if (!(settings.temperature > 0)) throw new UserError(`--temperature: got ${settings.temperature}; expected a number > 0`);
   const rule = parsePositions(settings.positions);
 

@@ -7,7 +7,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { Transformer, type ModelConfig } from '../../../src/engine/model/model';
-import { estimateEpisode, meanSe, parsePositions, probePositions, type ProbeEpisode } from '../../../src/engine/model/prefix_values';
+import {
+  estimateEpisode,
+  meanSe,
+  parsePositions,
+  PROBE_MAX_ROLLOUTS,
+  probePositions,
+  probeRowsPerBatch,
+  type ProbeEpisode,
+} from '../../../src/engine/model/prefix_values';
 import type { Tokenizer } from '../../../src/engine/core/types';
 import { isUserError } from '../../../src/engine/core/errors';
 
@@ -129,6 +137,28 @@ test('a probe is reproducible, and a position draws the same continuations whate
   assert.notDeepEqual(await estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], { ...o, seed: 6 }), all);
   // a stop request before a batch leaves the episode unfinished
   assert.equal(await estimateEpisode(m, tokenizer, ep, [0, 1], { ...o, stopped: () => true }), null);
+  m.dispose();
+});
+
+test("a position's M continuations in parts of at most rowsPerBatch rows give the same values; M is bounded", async () => {
+  await tf.setBackend('cpu');
+  const m = iidModel();
+  const ep: ProbeEpisode = { episode: 3, example: { id: 0, prompt: 'q' }, promptIds: [4], ids: [3, 3, 3, 3, 1], reward: 0 };
+  const o = { rollouts: 16, temperature: 1, topP: 1, maxNewTokens: L, seed: 5, step: 7, reward };
+  const all = (await estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], o))!;
+  // 16 continuations of each position in calls of 5, 5, 5 and 1 rows: continuation m draws from its own stream
+  let calls = 0;
+  const parts = (await estimateEpisode(m, tokenizer, ep, [0, 1, 2, 3, 4, 5], { ...o, rowsPerBatch: 5, onRows: () => calls++ }))!;
+  assert.deepEqual(parts, all);
+  assert.equal(calls, 5 * 4, '5 open positions × 4 parts');
+  // the default batch follows the KV cache's size: 256 rows of this tiny model, 1 of a model whose rows are huge
+  assert.equal(probeRowsPerBatch(cfg, 16), 256);
+  assert.equal(probeRowsPerBatch({ ...cfg, nLayers: 24, nKvHeads: 2, nHeads: 14, dModel: 896 }, 1 << 20), 1);
+  await assert.rejects(
+    estimateEpisode(m, tokenizer, ep, [0], { ...o, rollouts: PROBE_MAX_ROLLOUTS + 1 }),
+    (e: unknown) =>
+      isUserError(e) && new RegExp(`--rollouts: got ${PROBE_MAX_ROLLOUTS + 1}; expected an integer from 2 to ${PROBE_MAX_ROLLOUTS}`).test((e as Error).message),
+  );
   m.dispose();
 });
 
