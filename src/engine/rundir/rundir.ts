@@ -290,6 +290,8 @@ export function stepFile(runDir: string, kind: TableKind, step: number): string 
 }
 
 const STEP_FILE = /^step-(\d+)\.arrow$/;
+/** A file keyed by a step: a table, a probe's record, a kept policy. */
+const STEP_KEYED = /^step-(\d+)\.(arrow|json|safetensors)$/;
 
 /** Steps that have a complete table of `kind`, ascending (`.tmp-*` files of a write in progress are not). */
 export function listLoggedSteps(runDir: string, kind: TableKind = 'tokens'): number[] {
@@ -331,16 +333,17 @@ export function tablesIdentity(runDir: string): string {
 export const ABANDONED_DIR = 'abandoned';
 
 /**
- * A resume continues from a checkpoint; the per-step tables written after it (tokens, episodes, eval) belong to a
- * trajectory that will not be continued, and would otherwise be read with the new one's (analyze and compare would mix
- * two trajectories if the resumed run stopped before overwriting them). They are moved to
+ * A resume continues from a checkpoint; everything keyed by a step after it (the tokens, episodes and eval tables, the
+ * probes of those steps and the policies kept for probing them) belongs to a trajectory that will not be continued, and
+ * would otherwise be read with the new one's (analyze and compare would mix two trajectories, and a probe's δ would be
+ * painted on the new trajectory's tokens). They are moved to
  * `<run>/abandoned/<ts>/<kind>/`, one rename per file: nothing is deleted, and a resume interrupted while moving moves
  * the rest the next time. `after.tables` / `after.eval`: the last step whose tables the checkpoint covers (-1: none).
  * Returns the folder they went to, or null when nothing was past the checkpoint.
  */
 export function setAsideTablesAfter(runDir: string, after: { tables: number; eval: number }, now = new Date()): string | null {
   const moves: [string, string][] = [];
-  for (const kind of ['tokens', 'episodes', 'eval'] as const) {
+  for (const kind of ['tokens', 'episodes', 'eval', 'probes', 'policies'] as const) {
     const last = kind === 'eval' ? after.eval : after.tables;
     let names: string[];
     try {
@@ -349,7 +352,7 @@ export function setAsideTablesAfter(runDir: string, after: { tables: number; eva
       continue;
     }
     for (const n of names) {
-      const m = STEP_FILE.exec(n);
+      const m = STEP_KEYED.exec(n);
       if (m && Number(m[1]) > last) moves.push([kind, n]);
     }
   }
