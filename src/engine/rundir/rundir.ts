@@ -333,6 +333,23 @@ export function tablesIdentity(runDir: string): string {
 export const ABANDONED_DIR = 'abandoned';
 
 /**
+ * A restart in place of a run that died before its first checkpoint: every step-keyed file and metrics.jsonl go to
+ * `<run>/abandoned/<ts>/`, so the new attempt starts from an empty run directory. Returns the folder, or null when
+ * there was nothing to move.
+ */
+export function setAsideForRestart(runDir: string, now = new Date()): string | null {
+  let dest = setAsideTablesAfter(runDir, { tables: -1, eval: -1 }, now);
+  if (existsSync(join(runDir, METRICS_JSONL))) {
+    if (!dest) {
+      mkdirSync(join(runDir, ABANDONED_DIR), { recursive: true });
+      dest = claimFolder(join(runDir, ABANDONED_DIR, runTimestamp(now)));
+    }
+    renameWithRetry(join(runDir, METRICS_JSONL), join(dest, METRICS_JSONL));
+  }
+  return dest;
+}
+
+/**
  * A resume continues from a checkpoint; everything keyed by a step after it (the tokens, episodes and eval tables, the
  * probes of those steps and the policies kept for probing them) belongs to a trajectory that will not be continued, and
  * would otherwise be read with the new one's (analyze and compare would mix two trajectories, and a probe's δ would be

@@ -1,7 +1,7 @@
 // The training loop: optional SFT warm start, then GRPO steps (DESIGN §4), writing the run directory (§5).
 import * as tf from '@tensorflow/tfjs';
 import { backendInfo } from '../model/backend';
-import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunInfo } from '../../protocol';
 import { keepsPolicy, savePolicy } from '../rundir/policies';
@@ -23,6 +23,7 @@ import {
   readRunInfo,
   readRunInfoChecked,
   redactSecrets,
+  setAsideForRestart,
   setAsideTablesAfter,
   writeRunInfo,
 } from '../rundir/rundir';
@@ -185,8 +186,12 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       runDir = opts.runDir;
       for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(runDir, sub), { recursive: true });
       release = acquireRunLock(runDir);
-      // A start that died before its first checkpoint: begin again in place, without its partial rows.
-      rmSync(join(runDir, 'metrics.jsonl'), { force: true });
+      // A start that died before its first checkpoint (a requeued Slurm task): begin again in place from an empty run
+      // directory. Its tables, probes, kept policies and metrics are set aside as a resume sets aside an abandoned
+      // trajectory's, never read as this run's.
+      const aside = setAsideForRestart(runDir);
+      if (aside)
+        appendFileSync(join(runDir, 'engine.log'), `${new Date().toISOString()} info  restarted in place: the dead attempt's files moved to ${aside}\n`);
     } else {
       runDir = createRunDir(opts.outputDir ?? cfg.output_dir, cfg.name);
       release = acquireRunLock(runDir);
