@@ -7,6 +7,7 @@ import type { MetricsRow, RunInfo } from '../../protocol';
 import { keepsPolicy, savePolicy } from '../rundir/policies';
 import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
+import { LORA_TARGETS } from '../config/base';
 import { getStrategy } from '../credit';
 import { strategySpec } from '../credit/catalog';
 import { creditParams } from '../credit/types';
@@ -155,6 +156,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       resumed = loadLatestGoodCheckpoint(resumeDir);
       if (!resumed) throw new UserError(`--resume ${resumeDir}: the run has no checkpoint to resume from; start it again instead`);
       cfg = loadConfig(join(resumeDir, 'config.yaml'), opts.sets).config;
+      // The adapters the checkpoint holds are of the run's LoRA settings: another rank, scale or set of targets would
+      // drop or rescale what they learned, so a resume cannot change them.
+      const changed = loraChanges(loadConfig(join(resumeDir, 'config.yaml')).config, cfg);
+      if (changed.length)
+        throw new UserError(
+          `--resume ${resumeDir}: the run's LoRA settings cannot change on a resume (its checkpoint holds adapters of them): ` +
+            `${changed.join('; ')}. Resume without those --set, or start a new run`,
+        );
     } catch (e) {
       if (isUserError(e)) {
         // A refused resume changes nothing of the run: its run.json (a completed run stays completed, and compare goes on
@@ -552,4 +561,20 @@ async function klReference(
     return Transformer.fromWeights(s.modelCfg, loadCheckpoint(start).model);
   }
   return Transformer.fromWeights(s.modelCfg, startWeights!);
+}
+
+/**
+ * How the effective LoRA settings of `next` differ from `trained`'s (alpha defaults to 2·r, targets to every
+ * projection), one "model.lora.<key>: the run trained with …, now …" a key.
+ */
+export function loraChanges(trained: CreditConfig, next: CreditConfig): string[] {
+  const eff = (c: CreditConfig) =>
+    c.model.lora
+      ? { r: c.model.lora.r, alpha: c.model.lora.alpha ?? 2 * c.model.lora.r, targets: [...(c.model.lora.targets ?? LORA_TARGETS)].sort().join(', ') }
+      : null;
+  const a = eff(trained);
+  const b = eff(next);
+  if (!a && !b) return [];
+  if (!a || !b) return [`model.lora: the run trained ${a ? 'with adapters' : 'every weight'}, now ${b ? 'with adapters' : 'without'}`];
+  return (['r', 'alpha', 'targets'] as const).filter((k) => a[k] !== b[k]).map((k) => `model.lora.${k}: the run trained with ${a[k]}, now ${b[k]}`);
 }
