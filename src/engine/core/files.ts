@@ -1,6 +1,7 @@
 // Whole-file writes that a concurrent reader never sees half done: through a temporary file and a rename. The run
 // directory, checkpoints, caches and model files all write this way, so it sits below every one of them.
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { UserError } from './errors';
 
 export function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
@@ -41,6 +42,18 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, opts: {
     renameWithRetry(tmp, path);
   } catch (e) {
     rmSync(tmp, { force: true });
-    throw e;
+    throw diskFullError(e, path);
   }
+}
+
+/**
+ * A write that failed for want of space, as the user should read it: which file, and that what was written before is
+ * intact (every whole-file write goes through a temporary file, so the previous checkpoint survives). Other errors pass
+ * through unchanged.
+ */
+export function diskFullError(e: unknown, path: string): unknown {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT')
+    return new UserError(`disk full while writing ${path}`, 'free some space, then resume the run: its last checkpoint is intact');
+  return e;
 }

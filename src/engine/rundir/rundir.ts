@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { MetricsRow, Phase, RunInfo } from '../../protocol';
 import { z } from 'zod';
 import { UserError } from '../core/errors';
-import { renameWithRetry, writeFileAtomic } from '../core/files';
+import { diskFullError, renameWithRetry, writeFileAtomic } from '../core/files';
 
 export const RUN_JSON = 'run.json';
 export const METRICS_JSONL = 'metrics.jsonl';
@@ -234,6 +234,8 @@ export function appendMetrics(runDir: string, row: MetricsRow): void {
       if (last[0] !== 0x0a) line = '\n' + line;
     }
     writeSync(fd, line);
+  } catch (e) {
+    throw diskFullError(e, path);
   } finally {
     closeSync(fd);
   }
@@ -414,7 +416,12 @@ export function openEngineLog(runDir: string, opts: { secrets?: readonly string[
     write(level, msg) {
       if (fd === null) return;
       const text = secrets.length ? redactSecrets(msg, secrets) : msg;
-      writeSync(fd, `${new Date().toISOString()} ${level.toUpperCase().padEnd(5)} ${text.replace(/\r?\n/g, '\n    ')}\n`);
+      try {
+        writeSync(fd, `${new Date().toISOString()} ${level.toUpperCase().padEnd(5)} ${text.replace(/\r?\n/g, '\n    ')}\n`);
+      } catch (e) {
+        // a full disk must not turn every log line into a crash: the message still reaches the reporter
+        if (diskFullError(e, ENGINE_LOG) === e) throw e;
+      }
     },
     close() {
       if (fd !== null) closeSync(fd);

@@ -29,7 +29,7 @@ import {
   writeRunInfo,
 } from '../rundir/rundir';
 import { acquireRunLock } from '../rundir/run_lock';
-import { writeFileAtomic } from '../core/files';
+import { diskFullError, writeFileAtomic } from '../core/files';
 import { buildSession, useWeights, type Session } from '../session/session';
 import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
 import { ENGINE_VERSION } from '../core/version';
@@ -233,8 +233,9 @@ async function trainIn(
     await grpoPhase(run, resumed, start.startWeights);
     return await finishRun(run);
   } catch (e) {
-    failRun(run, e);
-    throw e;
+    const err = diskFullError(e, (e as NodeJS.ErrnoException).path ?? runDir);
+    failRun(run, err);
+    throw err;
   } finally {
     run.close();
   }
@@ -465,7 +466,13 @@ function failRun(run: Run, e: unknown): void {
   info.status = 'failed';
   info.ended = new Date().toISOString();
   info.error = redactSecrets(isUserError(e) ? e.message : (e as Error).message, secrets);
-  writeRunInfo(runDir, info);
+  try {
+    writeRunInfo(runDir, info);
+  } catch (w) {
+    // a full disk: run.json keeps saying running with a pid that is gone, which readers take for a crashed run; the
+    // checkpoint before it is intact and resumable
+    if (diskFullError(w, runDir) === w) throw w;
+  }
   run.log('error', msg);
   run.ctl.settle(null);
   run.reporter.finished({ status: 'failed', runDir, error: info.error });
