@@ -150,7 +150,10 @@ export async function estimateEpisode(
     // a bucket of several positions holds all their M rows; one position with more than rowsPerBatch rows goes in parts
     const part = bucket.length > 1 ? M : Math.min(M, rowsPerBatch);
     for (let m0 = 0; m0 < M; m0 += part) {
-      if (m0 > 0 && o.stopped?.()) return null;
+      // Sampling runs synchronously between its awaits: a macrotask turn before each batch lets a SIGINT's handler run,
+      // so a stop is seen within a batch, not after the whole probe.
+      await new Promise<void>((r) => setImmediate(r));
+      if (o.stopped?.()) return null;
       const k = Math.min(part, M - m0);
       const rowT = bucket.flatMap((t) => Array<number>(k).fill(t));
       const out = await generate(
