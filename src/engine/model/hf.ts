@@ -3,6 +3,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
+import { paramCount } from './memory';
 import { Transformer, type ModelConfig, type RopeScaling } from './model';
 import { readSafetensors, type StTensor } from './safetensors';
 import { HfTokenizer } from './tokenizer';
@@ -34,8 +35,28 @@ function readJsonFile(path: string): Record<string, unknown> {
   }
 }
 
+/**
+ * The ranges config.json's numbers must fall in: [lowest, highest, integer]. A lowest of 0 means "above 0". Far above
+ * any released model of the family, so a hostile or corrupted file is refused with its field before anything is
+ * allocated from it, instead of an allocation of gigabytes or an internal error.
+ */
+const HF_RANGES: Record<string, [number, number, boolean]> = {
+  vocab_size: [1, 2 ** 24, true],
+  hidden_size: [1, 65536, true],
+  num_hidden_layers: [1, 1024, true],
+  num_attention_heads: [1, 1024, true],
+  num_key_value_heads: [1, 1024, true],
+  intermediate_size: [1, 2 ** 20, true],
+  max_position_embeddings: [1, 2 ** 24, true],
+  head_dim: [2, 1024, true],
+  rope_theta: [0, 1e12, false],
+  rms_norm_eps: [0, 0.1, false],
+};
+
 /** config.json (transformers' Qwen2Config / LlamaConfig field names) → ModelConfig. */
 export function hfConfigToModelConfig(c: Record<string, unknown>, where = 'config.json'): ModelConfig {
+  if (c === null || typeof c !== 'object' || Array.isArray(c))
+    throw new UserError(`${where}: expected a JSON object of the model's settings, got ${JSON.stringify(c)?.slice(0, 40)}`);
   const archs = Array.isArray(c.architectures) ? (c.architectures as string[]) : [];
   const arch = archs.map((a) => ARCHITECTURES[a]).find(Boolean) ?? MODEL_TYPES[String(c.model_type)];
   if (!arch) {
@@ -46,6 +67,12 @@ export function hfConfigToModelConfig(c: Record<string, unknown>, where = 'confi
   const num = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`${where}: "${key}" must be a number, got ${JSON.stringify(c[key])}`);
+    const range = HF_RANGES[key];
+    if (range) {
+      const [lo, hi, int] = range;
+      if ((int && !Number.isInteger(v)) || v < lo || v > hi || (lo === 0 && v === 0))
+        throw new UserError(`${where}: "${key}" is ${v}; expected ${int ? 'an integer' : 'a number'} ${lo === 0 ? 'above 0' : `from ${lo}`} to ${hi}`);
+    }
     return v;
   };
   if (c.hidden_act !== undefined && c.hidden_act !== 'silu')
@@ -71,7 +98,13 @@ export function hfConfigToModelConfig(c: Record<string, unknown>, where = 'confi
     qkvBias: arch === 'qwen2' ? true : c.attention_bias === true,
     arch,
   };
-  if (typeof c.head_dim === 'number') cfg.headDim = c.head_dim;
+  if (c.head_dim !== undefined && c.head_dim !== null) cfg.headDim = num('head_dim');
+  const hd = cfg.headDim ?? cfg.dModel / nHeads;
+  if (!Number.isInteger(hd) || hd % 2)
+    throw new UserError(
+      `${where}: hidden_size ${cfg.dModel} / num_attention_heads ${nHeads} is ${hd}; each head needs an even whole number of dimensions (RoPE rotates pairs), or give head_dim`,
+    );
+  if (nHeads % cfg.nKvHeads) throw new UserError(`${where}: num_key_value_heads ${cfg.nKvHeads} must divide num_attention_heads ${nHeads}`);
   const rs = c.rope_scaling as Record<string, unknown> | null | undefined;
   if (rs) {
     const type = String(rs.rope_type ?? rs.type);
@@ -90,6 +123,20 @@ export function hfConfigToModelConfig(c: Record<string, unknown>, where = 'confi
     }
   }
   return cfg;
+}
+
+/** The bytes of the weights files (model.safetensors, or the shards its index lists); null where they cannot be listed. */
+function weightFilesBytes(dir: string): number | null {
+  try {
+    const index = join(dir, 'model.safetensors.index.json');
+    if (existsSync(index)) {
+      const map = readJsonFile(index).weight_map as Record<string, string>;
+      return [...new Set(Object.values(map))].reduce((a, f) => a + statSync(join(dir, f)).size, 0);
+    }
+    return statSync(join(dir, 'model.safetensors')).size;
+  } catch {
+    return null;
+  }
 }
 
 /** All tensors of model.safetensors, or of the shards listed by model.safetensors.index.json. */
@@ -137,6 +184,15 @@ export function loadHfModel(dir: string, opts: LoadHfOptions = {}): { model: Tra
     );
   }
   opts.beforeWeights?.(cfg, tokenizer);
+  // Before anything is allocated from the config: weights stored in 16 bits take 2 bytes a parameter, so files smaller
+  // than that cannot hold the model config.json describes (a corrupted or hostile config, or the wrong folder).
+  const held = weightFilesBytes(dir);
+  const params = paramCount(cfg);
+  if (held !== null && 2 * params > held * 1.01)
+    throw new UserError(
+      `${configPath} describes ${params.toLocaleString('en-US')} parameters (${((2 * params) / 1e9).toFixed(2)} GB in 16 bits), but the weights files ` +
+        `in ${dir} hold ${(held / 1e9).toFixed(2)} GB: config.json and the weights do not belong together`,
+    );
   const weights = readHfWeights(dir);
   const model = Transformer.fromWeights(cfg, weights);
   return { model, tokenizer, cfg };

@@ -1,0 +1,51 @@
+// A hostile or corrupted config.json (import --model, serve, train from a HF folder) is refused with the file and the
+// field, before anything is allocated from it: no TypeError, no internal error, no gigabytes grown first.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hfConfigToModelConfig, loadHfModel } from '../../../src/engine/model/hf';
+import { QWEN25_05B_CONFIG } from '../../../src/engine/model/shaped_checkpoint';
+import { isUserError } from '../../../src/engine/core/errors';
+import { QWEN_TOKENIZER_DIR } from './qwen05b';
+
+const GOOD = QWEN25_05B_CONFIG as unknown as Record<string, unknown>;
+const refused = (c: unknown, re: RegExp) =>
+  assert.throws(
+    () => hfConfigToModelConfig(c as Record<string, unknown>, 'x/config.json'),
+    (e: Error) => isUserError(e) && e.message.startsWith('x/config.json: ') && re.test(e.message),
+    JSON.stringify(c)?.slice(0, 80),
+  );
+
+test('every field has a type and a range; a value outside it is refused naming the file and the field', () => {
+  assert.equal(hfConfigToModelConfig(GOOD).nLayers, 24, 'the real 0.5B config passes');
+  refused({ ...GOOD, vocab_size: 1e12 }, /"vocab_size" is 1000000000000; expected an integer from 1 to 16777216/);
+  refused({ ...GOOD, head_dim: 2e8 }, /"head_dim" is 200000000; expected an integer from 2 to 1024/);
+  refused({ ...GOOD, rms_norm_eps: -1 }, /"rms_norm_eps" is -1; expected a number above 0 to 0.1/);
+  refused({ ...GOOD, num_hidden_layers: 1e7 }, /"num_hidden_layers" is 10000000; expected an integer from 1 to 1024/);
+  refused({ ...GOOD, hidden_size: 'wide' }, /"hidden_size" must be a number, got "wide"/);
+  refused({ ...GOOD, num_hidden_layers: 2.5 }, /"num_hidden_layers" is 2.5; expected an integer/);
+  refused({ ...GOOD, num_key_value_heads: 5 }, /num_key_value_heads 5 must divide num_attention_heads 14/);
+  refused({ ...GOOD, hidden_size: 900 }, /hidden_size 900 \/ num_attention_heads 14 is 64\.28/);
+  refused(null, /expected a JSON object/);
+  refused([1, 2], /expected a JSON object/);
+});
+
+test('a config.json that is null, or that describes more parameters than its weights files hold, is refused before the weights are read', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-hostile-hf-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const f of readdirSync(QWEN_TOKENIZER_DIR)) cpSync(join(QWEN_TOKENIZER_DIR, f), join(dir, f));
+  writeFileSync(join(dir, 'model.safetensors'), Buffer.alloc(1024));
+  writeFileSync(join(dir, 'config.json'), 'null');
+  assert.throws(
+    () => loadHfModel(dir),
+    (e: Error) => isUserError(e) && e.message.includes(join(dir, 'config.json')) && /expected a JSON object/.test(e.message),
+  );
+  // the 0.5B's config over a 1 KB weights file: 494 million parameters cannot be in it
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(GOOD));
+  assert.throws(
+    () => loadHfModel(dir),
+    (e: Error) => isUserError(e) && /describes 494,032,768 parameters .* but the weights files in .* hold 0\.00 GB/.test(e.message),
+  );
+});
