@@ -117,6 +117,27 @@ function idList(v: unknown): number[] {
   return [];
 }
 
+/** The most ids a tokenizer may have: far above any real vocabulary (the largest are a few hundred thousand). */
+export const MAX_TOKEN_ID = 2 ** 24;
+
+/**
+ * Every id of tokenizer.json a whole number in [0, MAX_TOKEN_ID). The tokenizer library sizes its tables by the largest
+ * id, so an added token with id 4,294,967,294 had it build a table of four billion entries, for minutes, deaf to
+ * signals, before anything could fail: refused here, with the token. (Whether the ids fit the model's vocab_size is
+ * loadHfModel's check, which has the model's config.)
+ */
+function checkTokenIds(tokJson: JsonObj, path: string): void {
+  const vocab = ((tokJson.model as JsonObj | undefined)?.vocab ?? {}) as Record<string, unknown> | unknown[];
+  const ids: [string, unknown][] = Array.isArray(vocab) ? [] : Object.entries(vocab);
+  const added = Array.isArray(tokJson.added_tokens) ? (tokJson.added_tokens as JsonObj[]) : [];
+  const bad = (id: unknown) => typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= MAX_TOKEN_ID;
+  const refuse = (what: string, id: unknown) => {
+    throw new UserError(`${path}: ${what} has id ${JSON.stringify(id)}, outside [0, ${MAX_TOKEN_ID}): a corrupted or foreign tokenizer`);
+  };
+  for (const [token, id] of ids) if (bad(id)) refuse(`token ${JSON.stringify(token)}`, id);
+  for (const t of added) if (bad(t.id)) refuse(`added token ${JSON.stringify(t.content)}`, t.id);
+}
+
 /**
  * GPT-2's byte-level alphabet: each byte is written as one printable character. Bytes that are printable
  * Latin-1 ('!'..'~', '¡'..'¬', '®'..'ÿ') stand for themselves, the other 68 take code points 256, 257, … in
@@ -172,6 +193,7 @@ export class HfTokenizer implements Tokenizer {
     opts: HfTokenizerOptions,
     dir: string,
   ) {
+    checkTokenIds(tokJson, join(dir, 'tokenizer.json'));
     try {
       this.tok = new HfJsTokenizer(tokJson, tokCfg);
     } catch (e) {

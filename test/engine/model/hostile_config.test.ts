@@ -2,10 +2,11 @@
 // field, before anything is allocated from it: no TypeError, no internal error, no gigabytes grown first.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hfConfigToModelConfig, loadHfModel } from '../../../src/engine/model/hf';
+import { HfTokenizer } from '../../../src/engine/model/tokenizer';
 import { QWEN25_05B_CONFIG } from '../../../src/engine/model/shaped_checkpoint';
 import { isUserError } from '../../../src/engine/core/errors';
 import { QWEN_TOKENIZER_DIR } from './qwen05b';
@@ -48,4 +49,22 @@ test('a config.json that is null, or that describes more parameters than its wei
     () => loadHfModel(dir),
     (e: Error) => isUserError(e) && /describes 494,032,768 parameters .* but the weights files in .* hold 0\.00 GB/.test(e.message),
   );
+});
+
+test('a tokenizer.json whose added token has id 2³² − 2 is refused at once, naming the token', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-hostile-tok-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const f of readdirSync(QWEN_TOKENIZER_DIR)) cpSync(join(QWEN_TOKENIZER_DIR, f), join(dir, f));
+  const tok = JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')) as { added_tokens: { id: number; content: string }[] };
+  tok.added_tokens.push({ ...tok.added_tokens[0], id: 2 ** 32 - 2, content: '<|evil|>' });
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tok));
+  const t0 = Date.now();
+  assert.throws(
+    () => HfTokenizer.fromDir(dir),
+    (e: Error) =>
+      isUserError(e) &&
+      e.message.includes(join(dir, 'tokenizer.json')) &&
+      /added token "<\|evil\|>" has id 4294967294, outside \[0, 16777216\)/.test(e.message),
+  );
+  assert.ok(Date.now() - t0 < 5000, `refused in ${Date.now() - t0} ms, not after building a table of four billion entries`);
 });
