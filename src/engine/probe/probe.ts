@@ -11,6 +11,7 @@ import type { EpisodeView } from '../credit/types';
 import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../import/score';
 import { readEpisodeTable, readProbeTable, readTokenTable, writeProbeTable, type EpisodeColumns, type ProbeColumns } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
+import { acquireRunLock } from '../rundir/run_lock';
 import { readRunInfo, stepFile } from '../rundir/rundir';
 import { writeFileAtomic } from '../core/files';
 import { shapedReward } from '../session/reward';
@@ -140,108 +141,115 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     wanted = spreadEpisodes(eps.prompt_idx, Math.min(k, count));
   }
 
-  // resume: the finished episodes of an earlier probe with the same settings are kept
+  // One probe of a step at a time: two would each rewrite the whole table and record, and lose the other's episodes.
+  // The lock is the run lock's kind (stale once its holder dies, host-aware); the merge below reads under it.
   mkdirSync(join(runDir, 'probes'), { recursive: true });
-  const tableFile = probeTableFile(runDir, step);
-  const prior = readProbeRecord(runDir, step);
-  let rows: ProbeRow[] = [];
-  let doneEpisodes = new Set<number>();
-  let continuations = 0;
-  if (prior) {
-    const same = (Object.keys(settings) as (keyof ProbeSettings)[]).every((k) => prior[k] === settings[k]);
-    if (!same && !o.replace) {
-      throw new UserError(
-        `step ${step} was probed with --rollouts ${prior.rollouts} --positions ${prior.positions} --temperature ${prior.temperature} --seed ${prior.seed}; ` +
-          'probe it with the same settings to add episodes, or pass --replace to start again',
-      );
-    }
-    if (same && !o.replace && existsSync(tableFile)) {
-      const keep = new Set(prior.episodes);
-      rows = fromColumns(readProbeTable(tableFile)).filter((r) => keep.has(r.episode));
-      doneEpisodes = keep;
-      continuations = prior.continuations;
-      log(`resuming: ${keep.size} episode${keep.size === 1 ? '' : 's'} already probed`);
-    }
-  }
-
-  const { session: s } = await openSession(cfg, { runDir, log });
+  const release = acquireRunLock(runDir, { file: probeLockFile(step), doing: `step ${step} is already being probed` });
   try {
-    useWeights(s, policy.weights);
-    const examples = new Map<number, Example>(s.task.train.map((ex) => [ex.id, ex]));
-    const byEpisode = rowsByEpisode(tok.episode, tok.position, count);
-    const reward = shapedReward(s);
-    const probeEp = (e: number): { ep: ProbeEpisode; positions: number[] } => {
-      const ex = examples.get(eps.prompt_idx[e]);
-      if (!ex || ex.prompt !== eps.prompt[e])
+    // resume: the finished episodes of an earlier probe with the same settings are kept
+    const tableFile = probeTableFile(runDir, step);
+    const prior = readProbeRecord(runDir, step);
+    let rows: ProbeRow[] = [];
+    let doneEpisodes = new Set<number>();
+    let continuations = 0;
+    if (prior) {
+      const same = (Object.keys(settings) as (keyof ProbeSettings)[]).every((k) => prior[k] === settings[k]);
+      if (!same && !o.replace) {
         throw new UserError(
-          `episode ${e}'s prompt is not prompt ${eps.prompt_idx[e]} of the task's train split: the run's task or split_seed changed since it trained`,
+          `step ${step} was probed with --rollouts ${prior.rollouts} --positions ${prior.positions} --temperature ${prior.temperature} --seed ${prior.seed}; ` +
+            'probe it with the same settings to add episodes, or pass --replace to start again',
         );
-      const r = byEpisode[e];
-      const ids = r.map((k) => tok.token_id[k]);
-      return {
-        ep: { episode: e, example: ex, promptIds: s.tokenizer.encodePrompt(ex.prompt), ids, reward: eps.reward[e] },
-        positions: probePositions(
-          ids.length,
-          rule,
-          r.map((k) => tok.logprob[k]),
-        ),
-      };
-    };
-    const todo = wanted.filter((e) => !doneEpisodes.has(e)).map(probeEp);
-    const total = todo.reduce((a, x) => a + x.positions.filter((t) => t < x.ep.ids.length).length * settings.rollouts, 0);
-    let done = 0;
-    const record = (pending: number[]): ProbeRecord => ({
-      format: 'credit-lens-probe',
-      step,
-      policy: policy.source,
-      ...settings,
-      episodes: [...doneEpisodes].sort((a, b) => a - b),
-      pending,
-      continuations,
-      seconds: (prior && doneEpisodes.size > 0 ? prior.seconds : 0) + (performance.now() - t0) / 1000,
-      run_strategy: cfg.credit.strategy,
-      accuracy: null,
-      uniform_share: null,
-      accuracy_episodes: 0,
-      accuracy_prompts: 0,
-    });
-    o.progress?.(0, total);
-    let stopped = false;
-    for (const [k, { ep, positions }] of todo.entries()) {
-      const got = await estimateEpisode(s.model, s.tokenizer, ep, positions, {
-        rollouts: settings.rollouts,
-        temperature: settings.temperature,
-        topP: settings.top_p,
-        maxNewTokens: cfg.grpo.max_new_tokens,
-        seed: settings.seed,
-        step,
-        reward,
-        onRows: (n) => o.progress?.(done + n, total),
-        stopped: () => !!o.signal?.aborted,
-      });
-      if (!got) {
-        stopped = true;
-        break;
       }
-      const n = positions.filter((t) => t < ep.ids.length).length * settings.rollouts;
-      done += n;
-      continuations += n;
-      rows.push(...got);
-      doneEpisodes.add(ep.episode);
-      writeProbeTable(tableFile, toColumns(rows));
-      writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(record(todo.slice(k + 1).map((x) => x.ep.episode)), null, 2) + '\n');
+      if (same && !o.replace && existsSync(tableFile)) {
+        const keep = new Set(prior.episodes);
+        rows = fromColumns(readProbeTable(tableFile)).filter((r) => keep.has(r.episode));
+        doneEpisodes = keep;
+        continuations = prior.continuations;
+        log(`resuming: ${keep.size} episode${keep.size === 1 ? '' : 's'} already probed`);
+      }
     }
-    const pending = wanted.filter((e) => !doneEpisodes.has(e));
-    const rec = record(pending);
-    if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
-    if (doneEpisodes.size) {
-      const acc = await accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
-      Object.assign(rec, { accuracy: acc.accuracy, uniform_share: acc.uniform_share, accuracy_episodes: acc.episodes, accuracy_prompts: acc.prompts });
+
+    const { session: s } = await openSession(cfg, { runDir, log });
+    try {
+      useWeights(s, policy.weights);
+      const examples = new Map<number, Example>(s.task.train.map((ex) => [ex.id, ex]));
+      const byEpisode = rowsByEpisode(tok.episode, tok.position, count);
+      const reward = shapedReward(s);
+      const probeEp = (e: number): { ep: ProbeEpisode; positions: number[] } => {
+        const ex = examples.get(eps.prompt_idx[e]);
+        if (!ex || ex.prompt !== eps.prompt[e])
+          throw new UserError(
+            `episode ${e}'s prompt is not prompt ${eps.prompt_idx[e]} of the task's train split: the run's task or split_seed changed since it trained`,
+          );
+        const r = byEpisode[e];
+        const ids = r.map((k) => tok.token_id[k]);
+        return {
+          ep: { episode: e, example: ex, promptIds: s.tokenizer.encodePrompt(ex.prompt), ids, reward: eps.reward[e] },
+          positions: probePositions(
+            ids.length,
+            rule,
+            r.map((k) => tok.logprob[k]),
+          ),
+        };
+      };
+      const todo = wanted.filter((e) => !doneEpisodes.has(e)).map(probeEp);
+      const total = todo.reduce((a, x) => a + x.positions.filter((t) => t < x.ep.ids.length).length * settings.rollouts, 0);
+      let done = 0;
+      const record = (pending: number[]): ProbeRecord => ({
+        format: 'credit-lens-probe',
+        step,
+        policy: policy.source,
+        ...settings,
+        episodes: [...doneEpisodes].sort((a, b) => a - b),
+        pending,
+        continuations,
+        seconds: (prior && doneEpisodes.size > 0 ? prior.seconds : 0) + (performance.now() - t0) / 1000,
+        run_strategy: cfg.credit.strategy,
+        accuracy: null,
+        uniform_share: null,
+        accuracy_episodes: 0,
+        accuracy_prompts: 0,
+      });
+      o.progress?.(0, total);
+      let stopped = false;
+      for (const [k, { ep, positions }] of todo.entries()) {
+        const got = await estimateEpisode(s.model, s.tokenizer, ep, positions, {
+          rollouts: settings.rollouts,
+          temperature: settings.temperature,
+          topP: settings.top_p,
+          maxNewTokens: cfg.grpo.max_new_tokens,
+          seed: settings.seed,
+          step,
+          reward,
+          onRows: (n) => o.progress?.(done + n, total),
+          stopped: () => !!o.signal?.aborted,
+        });
+        if (!got) {
+          stopped = true;
+          break;
+        }
+        const n = positions.filter((t) => t < ep.ids.length).length * settings.rollouts;
+        done += n;
+        continuations += n;
+        rows.push(...got);
+        doneEpisodes.add(ep.episode);
+        writeProbeTable(tableFile, toColumns(rows));
+        writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(record(todo.slice(k + 1).map((x) => x.ep.episode)), null, 2) + '\n');
+      }
+      const pending = wanted.filter((e) => !doneEpisodes.has(e));
+      const rec = record(pending);
+      if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
+      if (doneEpisodes.size) {
+        const acc = await accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
+        Object.assign(rec, { accuracy: acc.accuracy, uniform_share: acc.uniform_share, accuracy_episodes: acc.episodes, accuracy_prompts: acc.prompts });
+      }
+      writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
+      return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };
+    } finally {
+      s.model.dispose();
     }
-    writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
-    return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };
   } finally {
-    s.model.dispose();
+    release();
   }
 }
 
@@ -341,4 +349,9 @@ function loadConfigWith(cfg: CreditConfig, sets: string[]): CreditConfig {
   const { config, issues } = validateConfig(applyOverrides(cfg as unknown as Record<string, unknown>, sets));
   if (!config) throw new Error(`cannot set ${sets.join(', ')}: ${issues.map((i) => i.message).join('; ')}`);
   return config;
+}
+
+/** The probe lock of a step, relative to the run directory: `probes/step-NNNNNN.lock`. */
+export function probeLockFile(step: number): string {
+  return join('probes', `step-${String(step).padStart(6, '0')}.lock`);
 }

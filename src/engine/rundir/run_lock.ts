@@ -33,6 +33,10 @@ export interface RunLockOptions {
   host?: string;
   heartbeatMs?: number;
   staleMs?: number;
+  /** the lock file, relative to the run directory: `.lock` for training, `probes/step-N.lock` for a step's probe */
+  file?: string;
+  /** what its holder is doing, for the refusal (default "run is already running") */
+  doing?: string;
 }
 
 /** The run is locked by another live engine (a caller that may wait, such as a shared warm start, tells it apart). */
@@ -92,7 +96,7 @@ export function acquireRunLock(runDir: string, opts: RunLockOptions | string = {
   const host = o.host ?? hostname();
   const heartbeatMs = o.heartbeatMs ?? LOCK_HEARTBEAT_MS;
   const staleMs = o.staleMs ?? LOCK_STALE_MS;
-  const path = join(runDir, RUN_LOCK);
+  const path = join(runDir, o.file ?? RUN_LOCK);
   const me: LockHolder = { pid: process.pid, host, started: new Date().toISOString(), token: randomBytes(8).toString('hex') };
   const mine = JSON.stringify(me) + '\n';
   const held = (): (() => void) => {
@@ -136,7 +140,7 @@ export function acquireRunLock(runDir: string, opts: RunLockOptions | string = {
       const gone = here && !processAlive(h.pid);
       if (!gone) {
         const hint = `it is taken over once its heartbeat (last ${seconds(cur.ageMs)} ago) is ${seconds(staleMs)} old; if that process is gone and you cannot wait, delete ${path}`;
-        throw new RunLockedError(`run is already running (pid ${h.pid}${here ? '' : ` on ${h.host}`}): ${runDir}`, hint, h, cur.ageMs);
+        throw new RunLockedError(`${o.doing ?? 'run is already running'} (pid ${h.pid}${here ? '' : ` on ${h.host}`}): ${runDir}`, hint, h, cur.ageMs);
       }
     }
     takeOver(path, cur.text, mine);

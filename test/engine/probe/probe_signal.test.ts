@@ -52,3 +52,28 @@ test('SIGINT stops a probe within a couple of seconds; it keeps and records its 
     );
   }
 });
+
+test('a second probe of a step being probed is refused, naming the first; the step lock is gone once the first ends', { timeout: 180_000 }, async (t) => {
+  const { spawnSync } = await import('node:child_process');
+  const { existsSync } = await import('node:fs');
+  const dir = mkdtempSync(join(tmpdir(), 'cl-probe-lock-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const r = await train({ configPath: tinyConfig(dir, 'countdown'), sets: ['grpo.steps=1'] });
+  const first = spawn(process.execPath, [CLI, 'probe', r.runDir, '--step', '1', '--episodes', '8', '--rollouts', '512', '--progress-json'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((res) => first.on('exit', (code) => res(code)));
+  const lines = createInterface({ input: first.stderr });
+  for await (const line of lines) if (/^\{"progress"/.test(line)) break;
+  const second = spawnSync(process.execPath, [CLI, 'probe', r.runDir, '--step', '1', '--episode', '0', '--rollouts', '2'], { encoding: 'utf8' });
+  assert.notEqual(second.status, 0);
+  assert.match(second.stderr, new RegExp(`step 1 is already being probed \\(pid ${first.pid}\\)`));
+  first.kill('SIGINT');
+  lines.close();
+  first.stderr.resume();
+  assert.equal(await exited, 130);
+  assert.equal(existsSync(join(r.runDir, 'probes', 'step-000001.lock')), false, 'released');
+  // now the second one runs
+  const again = spawnSync(process.execPath, [CLI, 'probe', r.runDir, '--step', '1', '--episode', '0', '--rollouts', '2', '--replace'], { encoding: 'utf8' });
+  assert.equal(again.status, 0, again.stderr);
+});
