@@ -5,6 +5,7 @@
 import { parentPort } from 'node:worker_threads';
 import { existsSync } from 'node:fs';
 import { joinProbeColumns, readEpisodeTable, readProbeTable, readTokenTable } from '../engine/rundir/arrow_tables';
+import { probeFitsTokens } from '../engine/probe/record';
 import { stepFile } from '../engine/rundir/rundir';
 import type { TableRequest, TableReply } from './table_reader';
 
@@ -25,7 +26,9 @@ parentPort?.on('message', (req: TableRequest) => {
     const tokens = req.kind === 'step' ? readTokenTable(stepFile(req.runDir, 'tokens', req.step)) : undefined;
     // a probed step (`credit-lens probe`): its Monte Carlo values become the tokens' mc_* columns
     const probe = stepFile(req.runDir, 'probes', req.step);
-    if (tokens && existsSync(probe)) joinProbeColumns(tokens, readProbeTable(probe));
+    // (only where it was made on this token table: a table rewritten since is painted without another trajectory's δ)
+    if (tokens && existsSync(probe) && probeFitsTokens(req.runDir, req.step, stepFile(req.runDir, 'tokens', req.step)))
+      joinProbeColumns(tokens, readProbeTable(probe));
     reply = { id: req.id, ok: true, episodes, tokens };
   } catch (e) {
     reply = { id: req.id, ok: false, error: (e as Error).message };

@@ -1,6 +1,7 @@
 // Whole-file writes that a concurrent reader never sees half done: through a temporary file and a rename. The run
 // directory, checkpoints, caches and model files all write this way, so it sits below every one of them.
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { UserError } from './errors';
 
 export function sleepSync(ms: number): void {
@@ -56,4 +57,13 @@ export function diskFullError(e: unknown, path: string): unknown {
   if (code === 'ENOSPC' || code === 'EDQUOT')
     return new UserError(`disk full while writing ${path}`, 'free some space, then resume the run: its last checkpoint is intact');
   return e;
+}
+
+/** The sha256 of a file's bytes, hex; null where it cannot be read. */
+export function sha256File(path: string): string | null {
+  try {
+    return createHash('sha256').update(readFileSync(path)).digest('hex');
+  } catch {
+    return null;
+  }
 }

@@ -12,6 +12,7 @@ import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategi
 import { readEpisodeTable, readProbeTable, readTokenTable, writeProbeTable, type EpisodeColumns, type ProbeColumns } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
 import { acquireRunLock } from '../rundir/run_lock';
+import { sha256File } from '../core/files';
 import { readRunInfo, stepFile } from '../rundir/rundir';
 import { writeFileAtomic } from '../core/files';
 import { shapedReward } from '../session/reward';
@@ -152,7 +153,11 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     let rows: ProbeRow[] = [];
     let doneEpisodes = new Set<number>();
     let continuations = 0;
-    if (prior) {
+    const tokensSha = sha256File(tokenFile);
+    // a probe of another token table under this step number (the run restarted or resumed since): not this step's
+    const stale = prior?.tokens_sha256 ? prior.tokens_sha256 !== tokensSha : false;
+    if (stale) log(`the probe of step ${step} was made on another token table (the run was restarted or resumed since): probing afresh`);
+    if (prior && !stale) {
       const same = (Object.keys(settings) as (keyof ProbeSettings)[]).every((k) => prior[k] === settings[k]);
       if (!same && !o.replace) {
         throw new UserError(
@@ -199,6 +204,8 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
         format: 'credit-lens-probe',
         step,
         policy: policy.source,
+        policy_sha256: sha256File(policy.source),
+        tokens_sha256: tokensSha,
         ...settings,
         episodes: [...doneEpisodes].sort((a, b) => a - b),
         pending,

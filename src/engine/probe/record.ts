@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AccuracyReport, ProbeAccuracy } from '../../protocol/analysis';
 import { UserError } from '../core/errors';
+import { sha256File } from '../core/files';
 
 /** What a probe's settings are: a resumed probe must have the same ones. */
 export interface ProbeSettings {
@@ -18,6 +19,13 @@ export interface ProbeRecord extends ProbeSettings {
   format: 'credit-lens-probe';
   step: number;
   policy: string;
+  /**
+   * sha256 of the policy file and of the step's token table when probed (absent in records of older engines): a table
+   * rewritten since (a restart, a resume of another trajectory) is not the one probed, and its δ is neither joined onto
+   * it nor kept by the next probe.
+   */
+  policy_sha256?: string | null;
+  tokens_sha256?: string | null;
   /** finished episodes, ascending */
   episodes: number[];
   /** episodes asked for and not finished (a stopped probe) */
@@ -91,4 +99,19 @@ export function probeAccuracies(runDir: string): ProbeAccuracy[] {
       });
   }
   return out.sort((a, b) => a.step - b.step);
+}
+
+/**
+ * Whether the step's probe was made on the token table now at `tokenFile`: true where its record says so, or where the
+ * record predates the hash (an older engine's probe is joined as before); false where the table changed since.
+ */
+export function probeFitsTokens(runDir: string, step: number, tokenFile: string): boolean {
+  let rec: ProbeRecord | null;
+  try {
+    rec = readProbeRecord(runDir, step);
+  } catch {
+    return false;
+  }
+  if (!rec?.tokens_sha256) return true;
+  return sha256File(tokenFile) === rec.tokens_sha256;
 }

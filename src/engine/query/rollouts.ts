@@ -18,6 +18,7 @@ import {
   type TokenColumnsRead,
 } from '../rundir/arrow_tables';
 import { listLoggedSteps, stepFile } from '../rundir/rundir';
+import { probeFitsTokens } from '../probe/record';
 import { compileWhere, parseWhere, type FieldKind } from './expr';
 import { answerStatus, STATUSES, type AnswerStatus } from '../tasks/sections';
 
@@ -516,7 +517,8 @@ export function loadRollouts(runDir: string, range: { fromStep?: number; toStep?
   const eps = concatEpisodes(parts);
   // probed steps: their mc_* columns, NaN elsewhere
   const have = new Set(listLoggedSteps(runDir, 'probes'));
-  const probed = steps.filter((s) => have.has(s));
+  // a probe of a token table since rewritten (a restart, a resume) is not joined: its δ belong to other tokens
+  const probed = steps.filter((s) => have.has(s) && probeFitsTokens(runDir, s, stepFile(runDir, 'tokens', s)));
   if (probed.length) {
     for (const s of probed) {
       const a = lowerBound(tokens.step, s);
