@@ -3,6 +3,7 @@
 // through the network as sum(logprob ⊙ stopgrad(dLoss/dlogprob)) — so a test of these functions tests training.
 
 import { lossSpec, type PolicyLoss } from '../losses/catalog';
+import type { TokenTermInput } from '../losses/types';
 import type { CispoClip } from '../losses/cispo';
 
 export type { PolicyLoss } from '../losses/catalog';
@@ -87,7 +88,8 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
   const sequence = opts.importanceSamplingLevel === 'sequence';
   if (sequence && !spec.sequence) throw new Error(`policyLossAndGrad: ${spec.name} has token-level ratios only (importanceSamplingLevel token)`);
   const options = { ...(opts.cispoClip !== undefined && { cispo_clip: opts.cispoClip }), ...opts.lossOptions };
-  const bounds = { lo: 1 - opts.clipEps, hi: 1 + opts.clipEpsHigh, clipEpsHigh: opts.clipEpsHigh, options };
+  // one input object, its per-token fields rewritten: no allocation per token on the hot path
+  const input: TokenTermInput = { ratio: 1, logprob: 0, advantage: 0, lo: 1 - opts.clipEps, hi: 1 + opts.clipEpsHigh, clipEpsHigh: opts.clipEpsHigh, options };
   let loss = 0;
   let clipped = 0;
   let valid = 0;
@@ -120,7 +122,10 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       valid++;
       const l = x.logprobs[i][t];
       const ratio = sequence ? seqRatio : Math.exp(l - x.oldLogprobs[i][t]);
-      const term = spec.term({ ratio, logprob: l, advantage: x.advantages[i][t], ...bounds });
+      input.ratio = ratio;
+      input.logprob = l;
+      input.advantage = x.advantages[i][t];
+      const term = spec.term(input);
       let tokLoss = term.loss;
       let dl: number;
       if (sequence) {
