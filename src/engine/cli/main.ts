@@ -1,7 +1,7 @@
 // `credit-lens` command line (DESIGN §7): the command table (commands.ts) dispatched. User errors print one clear
 // message and exit 2; nothing else prints a bare stack trace unless it is a bug (exit 1, stack in engine.log and stderr).
 import { readFileSync } from 'node:fs';
-import { isUserError, UserError } from '../core/errors';
+import { isUserError, StoppedError, UserError } from '../core/errors';
 import { COMMANDS, usage } from './commands';
 
 export async function main(argv: string[]): Promise<number> {
@@ -25,7 +25,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     if (isUserError(e)) {
       process.stderr.write(`error: ${e.message}\n`);
-      return 2;
+      return e instanceof StoppedError ? e.exitCode : 2;
     }
     process.stderr.write(`credit-lens internal error (a bug — please report it): ${(e as Error).stack ?? e}\n`);
     return 1;

@@ -12,7 +12,7 @@ import { basename, extname, join, resolve } from 'node:path';
 import type { MetricsRow, RunInfo } from '../../protocol';
 import { applyOverrides, configToYaml, loadConfig, redactConfig, validateConfig, type CreditConfig } from '../config/config';
 import { issuesError } from '../config/issues';
-import { UserError, isUserError } from '../core/errors';
+import { StoppedError, UserError, isUserError } from '../core/errors';
 import { meanStd } from '../core/stats';
 import { groupAdvantages } from '../credit/advantages';
 import type { Section, Tokenizer, TokenSpan } from '../core/types';
@@ -302,7 +302,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     // Scoring is synchronous: each batch first lets the event loop run, so a SIGTERM's handler can abort.
     const cancelled = async () => {
       await new Promise((r) => setImmediate(r));
-      if (o.signal?.aborted) throw new UserError(`import cancelled after ${done} of ${total} completions; run it again to import them all`);
+      if (o.signal?.aborted) throw new StoppedError(`import cancelled after ${done} of ${total} completions; run it again to import them all`);
     };
     let done = 0;
     o.progress?.(0, total);
@@ -368,7 +368,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   } catch (e) {
     const msg = (e as Error).message;
     elog.write('error', msg);
-    writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
+    writeRunInfo(runDir, { ...info, status: e instanceof StoppedError ? 'stopped' : 'failed', ended: new Date().toISOString(), error: msg });
     throw e;
   } finally {
     elog.close();

@@ -414,7 +414,7 @@ test('import: prompts logged without their template markers are scored as the po
   }
 });
 
-test('an import whose every completion is skipped ends failed with the reasons; a cancelled one (SIGTERM) ends failed, never "running"', async () => {
+test('an import whose every completion is skipped ends failed with the reasons; a cancelled one (SIGTERM) ends stopped (exit 130), never "running"', async () => {
   const dir = tmp();
   try {
     const run = await train({ configPath: tinyConfig(dir, 'countdown') });
@@ -452,9 +452,10 @@ test('an import whose every completion is skipped ends failed with the reasons; 
     assert.equal(readRunInfo(join(outBig, cancelledDir))!.pid, child.pid, 'the import records its pid');
     child.kill('SIGTERM');
     const code = await new Promise((res) => child.on('exit', res));
-    assert.notEqual(code, 0);
+    // a stop, not a failure: exit 130 and status stopped, as a stopped training run
+    assert.equal(code, 130);
     const end = readRunInfo(join(outBig, cancelledDir))!;
-    assert.equal(end.status, 'failed', err);
+    assert.equal(end.status, 'stopped', err);
     assert.match(end.error ?? '', /^import cancelled after \d+ of 3000 completions; run it again/);
     assert.ok(!existsSync(join(outBig, cancelledDir, '.lock')), 'the lock is released');
   } finally {
