@@ -4,6 +4,7 @@
 // bootstrap interval and an exact sign-flip test, both with the *instance* as the unit (each with all its seeds:
 // significance.ts says why), the p-value Holm-adjusted over the comparison's rows, and the power figures. One rule
 // decides significance everywhere: p_adjusted < alpha. The seeds' t interval is shown beside it, as information.
+// One file although long: the groups, the tests and their power share one rule of significance, read from here by every view.
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';

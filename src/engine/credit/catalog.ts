@@ -7,6 +7,7 @@
 // A new strategy is: its file in this folder (the weights), one entry below, one line in index.ts (the registry). The
 // entry holds everything else the engine knows of it: its checks on the whole config, its secrets, its warnings, and
 // whether logged episodes can be scored with it offline (import, probe).
+// One file although long: the catalog is one array literal whose types yield the config's credit section.
 import { z } from 'zod';
 import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../core/fields';
 import type { WholeConfig } from '../config/config';

@@ -20,6 +20,7 @@
 //
 // The fused ops (RMSNorm, SwiGLU, the attention heads with RoPE, attention, the decode step) come from the running
 // backend's table (ops/): this file never asks which backend runs.
+// One file although long: the forward pass, the decode step and scoring share the layers' weights and the RoPE tables' cache.
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';

@@ -3,6 +3,7 @@
 // mapped back to the token it starts in), sorted, grouped and aggregated. No per-token objects: features are computed
 // in one pass over the token columns at load, and every query is a pass over typed arrays, so a million token rows
 // answer in tens of milliseconds once loaded.
+// One file although long: the index's columns and the queries over them are one structure; the queries are its methods.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';

@@ -8,6 +8,7 @@
 // check against DESIGN §5 ("token:utf8") would fail in every reader but ours. The price: with their 4-byte
 // offsets the three columns take about 28 bytes per token instead of 12 for int32 indices, in rows of about
 // 85 bytes, so a step file is roughly a fifth larger (8.4 MB per 100k tokens).
+// One file although long: the writers and readers share the schemas, so a column added to the catalog reaches both here.
 import {
   Bool,
   Field,
