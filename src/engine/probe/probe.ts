@@ -99,10 +99,9 @@ function fromColumns(c: ProbeColumns): ProbeRow[] {
   return Array.from(c.episode, (e, i) => ({ episode: e, position: c.position[i], value: c.value[i], valueSe: c.value_se[i], rollouts: c.rollouts[i] }));
 }
 
-export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
-  const t0 = performance.now();
+/** What a probe of step `o.step` works on: the run's config, the step's tables and policy, the settings, the episodes. */
+function probeInputs(o: ProbeOptions) {
   const { runDir, step } = o;
-  const log = o.log ?? (() => {});
   if (!existsSync(join(runDir, 'config.yaml'))) throw new UserError(`${runDir} is not a run folder (no config.yaml)`);
   if (readRunInfo(runDir)?.imported)
     throw new UserError(
@@ -142,37 +141,57 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     wanted = spreadEpisodes(eps.prompt_idx, Math.min(k, count));
   }
 
+  return { cfg, tokenFile, policy, settings, rule, tok, eps, count, wanted };
+}
+
+/**
+ * The finished episodes of an earlier probe of the step with the same settings, kept (a resumed probe); none where it
+ * had other settings and --replace asks to start again, or where it was made on another token table (the run was
+ * restarted or resumed since). Other settings without --replace are an error naming them.
+ */
+function earlierProbe(o: ProbeOptions, settings: ProbeSettings, tokensSha: string | null, tableFile: string, log: (m: string) => void) {
+  const { runDir, step } = o;
+  const prior = readProbeRecord(runDir, step);
+  let rows: ProbeRow[] = [];
+  let doneEpisodes = new Set<number>();
+  let continuations = 0;
+  // a probe of another token table under this step number (the run restarted or resumed since): not this step's
+  const stale = prior?.tokens_sha256 ? prior.tokens_sha256 !== tokensSha : false;
+  if (stale) log(`the probe of step ${step} was made on another token table (the run was restarted or resumed since): probing afresh`);
+  if (prior && !stale) {
+    const same = (Object.keys(settings) as (keyof ProbeSettings)[]).every((k) => prior[k] === settings[k]);
+    if (!same && !o.replace) {
+      throw new UserError(
+        `step ${step} was probed with --rollouts ${prior.rollouts} --positions ${prior.positions} --temperature ${prior.temperature} --seed ${prior.seed}; ` +
+          'probe it with the same settings to add episodes, or pass --replace to start again',
+      );
+    }
+    if (same && !o.replace && existsSync(tableFile)) {
+      const keep = new Set(prior.episodes);
+      rows = fromColumns(readProbeTable(tableFile)).filter((r) => keep.has(r.episode));
+      doneEpisodes = keep;
+      continuations = prior.continuations;
+      log(`resuming: ${keep.size} episode${keep.size === 1 ? '' : 's'} already probed`);
+    }
+  }
+  return { prior, rows, doneEpisodes, continuations };
+}
+
+export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
+  const t0 = performance.now();
+  const { runDir, step } = o;
+  const log = o.log ?? (() => {});
+  const { cfg, tokenFile, policy, settings, rule, tok, eps, count, wanted } = probeInputs(o);
+
   // One probe of a step at a time: two would each rewrite the whole table and record, and lose the other's episodes.
   // The lock is the run lock's kind (stale once its holder dies, host-aware); the merge below reads under it.
   mkdirSync(join(runDir, 'probes'), { recursive: true });
   const release = acquireRunLock(runDir, { file: probeLockFile(step), doing: `step ${step} is already being probed` });
   try {
-    // resume: the finished episodes of an earlier probe with the same settings are kept
     const tableFile = probeTableFile(runDir, step);
-    const prior = readProbeRecord(runDir, step);
-    let rows: ProbeRow[] = [];
-    let doneEpisodes = new Set<number>();
-    let continuations = 0;
     const tokensSha = sha256File(tokenFile);
-    // a probe of another token table under this step number (the run restarted or resumed since): not this step's
-    const stale = prior?.tokens_sha256 ? prior.tokens_sha256 !== tokensSha : false;
-    if (stale) log(`the probe of step ${step} was made on another token table (the run was restarted or resumed since): probing afresh`);
-    if (prior && !stale) {
-      const same = (Object.keys(settings) as (keyof ProbeSettings)[]).every((k) => prior[k] === settings[k]);
-      if (!same && !o.replace) {
-        throw new UserError(
-          `step ${step} was probed with --rollouts ${prior.rollouts} --positions ${prior.positions} --temperature ${prior.temperature} --seed ${prior.seed}; ` +
-            'probe it with the same settings to add episodes, or pass --replace to start again',
-        );
-      }
-      if (same && !o.replace && existsSync(tableFile)) {
-        const keep = new Set(prior.episodes);
-        rows = fromColumns(readProbeTable(tableFile)).filter((r) => keep.has(r.episode));
-        doneEpisodes = keep;
-        continuations = prior.continuations;
-        log(`resuming: ${keep.size} episode${keep.size === 1 ? '' : 's'} already probed`);
-      }
-    }
+    const { prior, rows, doneEpisodes, continuations: kept } = earlierProbe(o, settings, tokensSha, tableFile, log);
+    let continuations = kept;
 
     const { session: s } = await openSession(cfg, { runDir, log });
     try {
