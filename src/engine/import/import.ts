@@ -219,77 +219,8 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   );
   try {
     // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
-    const plan = planSteps(read.records);
-    const promptIndex = new Map<string, number>();
-    const byStep = new Map<number, Pending[]>();
-    const skip = (r: ImportedRecord, reason: string) => problems.push({ file: r.file, line: r.line, reason });
-    const maxSeq = scorer?.model.cfg.maxSeqLen ?? Infinity;
     const templater = new PromptTemplater(scorer?.tokenizer instanceof HfTokenizer ? scorer.tokenizer : null, o.chatTemplate ?? 'auto');
-    for (const { step, records: recs, group: groups } of plan) {
-      const eps: Pending[] = [];
-      for (const [k, r] of recs.entries()) {
-        try {
-          // Token ids from another trainer's tokenizer: one outside ours (or the scoring model's) skips the line with
-          // its reason, rather than aborting the import inside a decoder.
-          if (r.tokens && tokenizer) {
-            const n = Math.min(tokenizer.vocabSize, scorer?.model.cfg.vocabSize ?? Infinity);
-            const bad = [...r.tokens.promptIds, ...r.tokens.ids].find((id) => !Number.isInteger(id) || id < 0 || id >= n);
-            if (bad !== undefined) throw new UserError(`token id ${bad} is outside the tokenizer's vocabulary [0, ${n}): exported with another tokenizer?`);
-          }
-          // a logged prompt text is scored (and shown) as the chat template makes it; token ids are what the model saw
-          const scored = r.tokens ? null : templater.text(r.prompt).text;
-          const promptText = r.tokens ? (tokenizer ? tokenizer.decode(r.tokens.promptIds) : `⟨${r.tokens.promptIds.length} prompt tokens⟩`) : scored!;
-          const pKey = r.tokens ? `ids:${r.tokens.promptIds.join(',')}` : r.prompt;
-          if (!promptIndex.has(pKey)) promptIndex.set(pKey, promptIndex.size);
-          let promptIds: number[];
-          let ids: number[];
-          if (r.tokens) {
-            promptIds = r.tokens.promptIds;
-            ids = r.tokens.ids;
-          } else {
-            promptIds = scorer!.tokenizer.encodePrompt(scored!);
-            ids = scorer!.tokenizer.encode(r.completion);
-            if (!ids.length) throw new UserError('empty completion');
-            if (ids.length + 1 > maxSeq) throw new UserError(`completion is ${ids.length} tokens, the model's context is ${maxSeq}`);
-            // Keep the prompt's end (the tokens the completion follows) when both do not fit.
-            if (promptIds.length + ids.length > maxSeq) promptIds = promptIds.slice(promptIds.length + ids.length - maxSeq);
-          }
-          const { text, tokens } = decodeTokens(tokenizer, ids);
-          const reward = r.reward ?? NaN;
-          const adv = r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : (r.advantage ?? NaN);
-          eps.push({
-            rec: { ...r, prompt: promptText },
-            group: groups[k],
-            promptIdx: promptIndex.get(pKey)!,
-            promptIds,
-            ids,
-            text,
-            tokens,
-            sections: sectionsOf(promptText, text, tokens),
-            advantage: adv,
-            reward,
-            success: r.success ?? (Number.isFinite(reward) && reward >= threshold),
-            ...(r.tokens ? { logprob: r.tokens.logprob, entropy: r.tokens.entropy ?? r.tokens.logprob.map(() => NaN), extra: r.tokens.extra } : {}),
-          });
-        } catch (e) {
-          if (!isUserError(e)) throw e;
-          skip(r, e.message);
-        }
-      }
-      // Advantages the source did not log: from the rewards, grouped as above.
-      if (eps.some((e) => Number.isNaN(e.advantage))) {
-        const gid = eps.map((e) => e.group);
-        const a = groupAdvantages(
-          eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)),
-          gid,
-          cfg.grpo.scale_rewards,
-        );
-        eps.forEach((e, i) => {
-          if (Number.isNaN(e.advantage)) e.advantage = a[i];
-        });
-      }
-      if (eps.length) byStep.set(step, eps);
-    }
+    const byStep = episodesByStep(read.records, { scorer, tokenizer, cfg, threshold, templater, problems });
 
     const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
     if (total === 0) {
@@ -375,6 +306,89 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     release();
     scorer?.dispose();
   }
+}
+
+/**
+ * The imported records as episodes, by step: token ids checked against the vocabulary, prompts through the chat template
+ * as the scoring model saw them, texts and sections decoded, and advantages the source did not log computed from the
+ * rewards by group. A record that cannot be an episode is skipped into `problems` with its reason.
+ */
+function episodesByStep(
+  records: ImportedRecord[],
+  c: { scorer: Scorer | null; tokenizer: Tokenizer | null; cfg: CreditConfig; threshold: number; templater: PromptTemplater; problems: ImportProblem[] },
+): Map<number, Pending[]> {
+  const { scorer, tokenizer, cfg, threshold, templater, problems } = c;
+  const plan = planSteps(records);
+  const promptIndex = new Map<string, number>();
+  const byStep = new Map<number, Pending[]>();
+  const skip = (r: ImportedRecord, reason: string) => problems.push({ file: r.file, line: r.line, reason });
+  const maxSeq = scorer?.model.cfg.maxSeqLen ?? Infinity;
+  for (const { step, records: recs, group: groups } of plan) {
+    const eps: Pending[] = [];
+    for (const [k, r] of recs.entries()) {
+      try {
+        // Token ids from another trainer's tokenizer: one outside ours (or the scoring model's) skips the line with
+        // its reason, rather than aborting the import inside a decoder.
+        if (r.tokens && tokenizer) {
+          const n = Math.min(tokenizer.vocabSize, scorer?.model.cfg.vocabSize ?? Infinity);
+          const bad = [...r.tokens.promptIds, ...r.tokens.ids].find((id) => !Number.isInteger(id) || id < 0 || id >= n);
+          if (bad !== undefined) throw new UserError(`token id ${bad} is outside the tokenizer's vocabulary [0, ${n}): exported with another tokenizer?`);
+        }
+        // a logged prompt text is scored (and shown) as the chat template makes it; token ids are what the model saw
+        const scored = r.tokens ? null : templater.text(r.prompt).text;
+        const promptText = r.tokens ? (tokenizer ? tokenizer.decode(r.tokens.promptIds) : `⟨${r.tokens.promptIds.length} prompt tokens⟩`) : scored!;
+        const pKey = r.tokens ? `ids:${r.tokens.promptIds.join(',')}` : r.prompt;
+        if (!promptIndex.has(pKey)) promptIndex.set(pKey, promptIndex.size);
+        let promptIds: number[];
+        let ids: number[];
+        if (r.tokens) {
+          promptIds = r.tokens.promptIds;
+          ids = r.tokens.ids;
+        } else {
+          promptIds = scorer!.tokenizer.encodePrompt(scored!);
+          ids = scorer!.tokenizer.encode(r.completion);
+          if (!ids.length) throw new UserError('empty completion');
+          if (ids.length + 1 > maxSeq) throw new UserError(`completion is ${ids.length} tokens, the model's context is ${maxSeq}`);
+          // Keep the prompt's end (the tokens the completion follows) when both do not fit.
+          if (promptIds.length + ids.length > maxSeq) promptIds = promptIds.slice(promptIds.length + ids.length - maxSeq);
+        }
+        const { text, tokens } = decodeTokens(tokenizer, ids);
+        const reward = r.reward ?? NaN;
+        const adv = r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : (r.advantage ?? NaN);
+        eps.push({
+          rec: { ...r, prompt: promptText },
+          group: groups[k],
+          promptIdx: promptIndex.get(pKey)!,
+          promptIds,
+          ids,
+          text,
+          tokens,
+          sections: sectionsOf(promptText, text, tokens),
+          advantage: adv,
+          reward,
+          success: r.success ?? (Number.isFinite(reward) && reward >= threshold),
+          ...(r.tokens ? { logprob: r.tokens.logprob, entropy: r.tokens.entropy ?? r.tokens.logprob.map(() => NaN), extra: r.tokens.extra } : {}),
+        });
+      } catch (e) {
+        if (!isUserError(e)) throw e;
+        skip(r, e.message);
+      }
+    }
+    // Advantages the source did not log: from the rewards, grouped as above.
+    if (eps.some((e) => Number.isNaN(e.advantage))) {
+      const gid = eps.map((e) => e.group);
+      const a = groupAdvantages(
+        eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)),
+        gid,
+        cfg.grpo.scale_rewards,
+      );
+      eps.forEach((e, i) => {
+        if (Number.isNaN(e.advantage)) e.advantage = a[i];
+      });
+    }
+    if (eps.length) byStep.set(step, eps);
+  }
+  return byStep;
 }
 
 /** One step's token and episode tables (the trainer's own writer) and its metrics row. */
