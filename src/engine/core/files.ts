@@ -1,6 +1,6 @@
 // Whole-file writes that a concurrent reader never sees half done: through a temporary file and a rename. The run
 // directory, checkpoints, caches and model files all write this way, so it sits below every one of them.
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { UserError } from './errors';
 
@@ -53,16 +53,32 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, opts: {
  * through unchanged.
  */
 export function diskFullError(e: unknown, path: string): unknown {
-  const code = (e as NodeJS.ErrnoException | null)?.code;
-  if (code === 'ENOSPC' || code === 'EDQUOT')
-    return new UserError(`disk full while writing ${path}`, 'free some space, then resume the run: its last checkpoint is intact');
+  if (isDiskFull(e)) return new UserError(`disk full while writing ${path}`, 'free some space, then resume the run: its last checkpoint is intact');
   return e;
 }
 
-/** The sha256 of a file's bytes, hex; null where it cannot be read. */
+/** The error of a write that found no space (or no quota) left. */
+export function isDiskFull(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
+}
+
+const hashes = new Map<string, { identity: string; hash: string }>();
+
+/**
+ * The sha256 of a file's bytes, hex; null where it cannot be read. Remembered by the file's identity (size, mtime,
+ * inode), so a reader that asks again for a file that has not changed (every heatmap read of a probed step) pays a
+ * stat, not a read of the whole file.
+ */
 export function sha256File(path: string): string | null {
   try {
-    return createHash('sha256').update(readFileSync(path)).digest('hex');
+    const st = statSync(path);
+    const identity = `${st.size}:${st.mtimeMs}:${st.ino}`;
+    const known = hashes.get(path);
+    if (known?.identity === identity) return known.hash;
+    const hash = createHash('sha256').update(readFileSync(path)).digest('hex');
+    hashes.set(path, { identity, hash });
+    return hash;
   } catch {
     return null;
   }

@@ -129,8 +129,8 @@ async function useWebgpu(
   if (pref === 'auto') {
     // Asked in a child first: Dawn loads into the engine only where auto would take its adapter (probeAdapterIsolated).
     const first = probeAdapterIsolated();
-    if (!first.probe.ok) return first.probe;
-    if (first.probe.info.software) return { ok: false, why: `webgpu adapter ${describeAdapter(first.probe.info)} is a CPU rasteriser, not picked by auto` };
+    if (!first.ok) return first;
+    if (first.info.software) return { ok: false, why: `webgpu adapter ${describeAdapter(first.info)} is a CPU rasteriser, not picked by auto` };
   }
   const probe = await probeAdapter();
   if (!probe.ok) return probe;

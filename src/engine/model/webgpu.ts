@@ -147,13 +147,12 @@ let isolated: AdapterProbe | null = null;
  * The adapter as probeAdapter sees it, asked in a child process. Dawn writes its own messages straight to the process's
  * stderr from C++ (a missing Vulkan driver with its source path, limits it lowers on a software adapter), where no
  * JavaScript can catch them. `auto` asks here first and loads Dawn into the engine only for a hardware adapter, so the
- * first run on a machine without a GPU prints nothing of Dawn's. What the child wrote to stderr is returned for the log.
+ * first run on a machine without a GPU prints nothing of Dawn's.
  */
-export function probeAdapterIsolated(): { probe: AdapterProbe; stderr: string } {
+export function probeAdapterIsolated(): AdapterProbe {
   const where = dawnPath();
-  if (where.path === null)
-    return { probe: { ok: false, why: `webgpu: no Dawn binary for ${PLATFORM_DIR} (looked in ${where.looked.join(', ')})` }, stderr: '' };
-  if (isolated) return { probe: isolated, stderr: '' };
+  if (where.path === null) return { ok: false, why: `webgpu: no Dawn binary for ${PLATFORM_DIR} (looked in ${where.looked.join(', ')})` };
+  if (isolated) return isolated;
   const r = spawnSync(process.execPath, ['-e', PROBE_SCRIPT, where.path], {
     encoding: 'utf8',
     timeout: 30_000,
@@ -169,11 +168,11 @@ export function probeAdapterIsolated(): { probe: AdapterProbe; stderr: string } 
   }
   if (!answer) {
     const how = r.error ? r.error.message : r.signal ? `killed by ${r.signal}` : `exit ${r.status}`;
-    return { probe: (isolated = { ok: false, why: `webgpu: probing the adapter failed (${how}${stderr ? `: ${stderr.split('\n')[0]}` : ''})` }), stderr };
+    return (isolated = { ok: false, why: `webgpu: probing the adapter failed (${how}${stderr ? `: ${stderr.split('\n')[0]}` : ''})` });
   }
-  if (answer.error) return { probe: (isolated = { ok: false, why: `webgpu: requestAdapter failed (${answer.error})` }), stderr };
-  if (!answer.adapter) return { probe: (isolated = { ok: false, why: NO_ADAPTER }), stderr };
-  return { probe: (isolated = { ok: true, info: adapterInfo(answer.adapter, where.path) }), stderr };
+  if (answer.error) return (isolated = { ok: false, why: `webgpu: requestAdapter failed (${answer.error})` });
+  if (!answer.adapter) return (isolated = { ok: false, why: NO_ADAPTER });
+  return (isolated = { ok: true, info: adapterInfo(answer.adapter, where.path) });
 }
 
 /** "llvmpipe: Mesa 25.0.7 (software)": the adapter in one line, for logs and reasons. */

@@ -190,6 +190,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
   try {
     const tableFile = probeTableFile(runDir, step);
     const tokensSha = sha256File(tokenFile);
+    const policySha = sha256File(policy.source);
     const { prior, rows, doneEpisodes, continuations: kept } = earlierProbe(o, settings, tokensSha, tableFile, log);
     let continuations = kept;
 
@@ -223,7 +224,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
         format: 'credit-lens-probe',
         step,
         policy: policy.source,
-        policy_sha256: sha256File(policy.source),
+        policy_sha256: policySha,
         tokens_sha256: tokensSha,
         ...settings,
         episodes: [...doneEpisodes].sort((a, b) => a - b),

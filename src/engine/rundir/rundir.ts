@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { MetricsRow, Phase, RunInfo } from '../../protocol';
 import { z } from 'zod';
 import { UserError } from '../core/errors';
-import { diskFullError, renameWithRetry, writeFileAtomic } from '../core/files';
+import { diskFullError, isDiskFull, renameWithRetry, writeFileAtomic } from '../core/files';
 
 export const RUN_JSON = 'run.json';
 export const METRICS_JSONL = 'metrics.jsonl';
@@ -420,7 +420,7 @@ export function openEngineLog(runDir: string, opts: { secrets?: readonly string[
         writeSync(fd, `${new Date().toISOString()} ${level.toUpperCase().padEnd(5)} ${text.replace(/\r?\n/g, '\n    ')}\n`);
       } catch (e) {
         // a full disk must not turn every log line into a crash: the message still reaches the reporter
-        if (diskFullError(e, ENGINE_LOG) === e) throw e;
+        if (!isDiskFull(e)) throw e;
       }
     },
     close() {

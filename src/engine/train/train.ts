@@ -30,7 +30,7 @@ import {
   writeRunInfo,
 } from '../rundir/rundir';
 import { acquireRunLock } from '../rundir/run_lock';
-import { diskFullError, writeFileAtomic } from '../core/files';
+import { diskFullError, isDiskFull, writeFileAtomic } from '../core/files';
 import { buildSession, useWeights, type Session } from '../session/session';
 import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
 import { ENGINE_VERSION } from '../core/version';
@@ -472,7 +472,7 @@ function failRun(run: Run, e: unknown): void {
   } catch (w) {
     // a full disk: run.json keeps saying running with a pid that is gone, which readers take for a crashed run; the
     // checkpoint before it is intact and resumable
-    if (diskFullError(w, runDir) === w) throw w;
+    if (!isDiskFull(w)) throw w;
   }
   run.log('error', msg);
   run.ctl.settle(null);

@@ -65,13 +65,19 @@ export function opsName(): string {
   return table.name;
 }
 
-/** The ops a model of these sizes runs on the current backend (resolved once per size, keyed on every size field). */
+/**
+ * The ops a model of these sizes runs on the current backend, resolved once per size. The key names every field of
+ * OpDims (KEYED below fails to compile when a field is added without it); it is built on every decode step, so it is
+ * a template, not a walk over the object.
+ */
 export function modelOps(d: OpDims): ModelOps {
-  const key = (Object.keys(d) as (keyof OpDims)[])
-    .sort()
-    .map((k) => `${k}=${d[k]}`)
-    .join(',');
+  const key = `${d.headDim},${d.dFf}`;
   let ops = resolved.get(key);
   if (!ops) resolved.set(key, (ops = resolveOps(table, COMPOSED, d)));
   return ops;
 }
+
+/** Every OpDims field is in modelOps' key: a field added to OpDims and not to the key is a compile error here. */
+type KeyedFields = 'headDim' | 'dFf';
+const KEYED: Record<Exclude<keyof OpDims, KeyedFields>, never> & Record<KeyedFields, true> = { headDim: true, dFf: true };
+void KEYED;
