@@ -6,8 +6,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  ROOT, WS, clickCodeLens, codeLens, finishSuite, log, notification, openFile, openSweepDialog, palette, prepareSuite, problemCount, readJson, runDirs,
-  scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
+  ROOT, WS, clickCodeLens, codeLens, finishSuite, log, notification, openFile, openSweepDialog, palette, prepareSuite, readJson, runDirs,
+  scenario, settledProblemCount, shot, showRunsView, sleep, startVsCode, waitForRow,
 } from './harness.mjs';
 
 let vs;
@@ -103,7 +103,7 @@ scenario('a config that would send the API key to a remote plain-http host, or n
 
 scenario('New Experiment scaffolds a valid config from a bundled example', async () => {
   const { page } = vs;
-  const problemsBefore = await problemCount(page);
+  const problemsBefore = await settledProblemCount(page);
   await palette(page, 'Credit Lens: New Experiment');
   const quick = page.locator('.quick-input-widget');
   await quick.locator('.monaco-list-row', { hasText: /^countdown-tiny/ }).click({ timeout: 15_000 });
@@ -118,8 +118,7 @@ scenario('New Experiment scaffolds a valid config from a bundled example', async
   assert.match(text, /^name: my-first$/m);
   assert.match(text, /^#/, "the example's comments are kept");
   // Valid as scaffolded: the status bar's problem count does not change.
-  await sleep(1000);
-  assert.equal(await problemCount(page), problemsBefore, 'the new config adds no problem');
+  assert.equal(await settledProblemCount(page), problemsBefore, 'the new config adds no problem');
 });
 
 scenario('Stop mid-run leaves status stopped, and Resume continues from the checkpoint', async () => {

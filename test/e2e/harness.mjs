@@ -298,6 +298,23 @@ export function problemCount(page) {
 }
 
 /**
+ * The status bar's problem count once it has stopped changing for `quietMs`. Diagnostics of an edited or closed file
+ * are withdrawn asynchronously, so a count read right after an earlier scenario's Revert can still include them.
+ */
+export async function settledProblemCount(page, { quietMs = 2000, timeoutMs = 30_000 } = {}) {
+  const end = Date.now() + timeoutMs;
+  let last = await problemCount(page);
+  let since = Date.now();
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 250));
+    const now = await problemCount(page);
+    if (now !== last) [last, since] = [now, Date.now()];
+    else if (Date.now() - since >= quietMs) return now;
+  }
+  return last;
+}
+
+/**
  * A screenshot into test-artifacts/e2e/. `readme: 'name'` marks it as the README's media/screenshots/name.png,
  * written there only with E2E_README_SCREENSHOTS=1 so that an ordinary run leaves the tracked images alone.
  */
