@@ -263,7 +263,9 @@ export interface AppendixBRow {
 /**
  * Eval success of the run against the baseline on the same instances (their per-instance eval tables at the step the
  * table shows): the difference with a 95 % bootstrap interval over instances and the exact sign-flip test over
- * instances, which with one seed per side is McNemar's exact test (compare.ts). One seed each: exploratory.
+ * instances, which with one seed per side is McNemar's exact test (compare.ts). It is conditional on these two
+ * checkpoints: it says whether these two trained policies differ on these instances. Whether the methods train
+ * differently needs runs of several seeds a side (`credit-lens compare`'s run-level gate); one seed each: exploratory.
  */
 export interface EvalPairedTest {
   split: 'test' | 'validation';
@@ -281,7 +283,7 @@ export interface EvalPairedTest {
   /** the same p: one row, a family of one */
   p_adjusted: number;
   alpha: number;
-  /** p_adjusted < alpha, the rule of every comparison */
+  /** p_adjusted < alpha: these two checkpoints differ (not a verdict on the methods) */
   significant: boolean;
   /** the smallest difference this pair of runs detects with 80 % power */
   mde: number | null;

@@ -38,26 +38,62 @@ export interface SeedInterval {
 }
 
 /**
- * The paired test of a row: a sign-flip permutation test on each eval instance's difference summed over the
- * seeds, exact; the instance is the cluster, so k copies of one seed give that seed's p. b / c count the (seed, instance)
- * pairs where only the baseline, resp. only this group, succeeded: descriptive, not the test's unit.
+ * The gate of a row: the run-level test, with the training run as its unit (core/significance.ts says why). Δ is the
+ * difference of the two groups' mean success over their runs, its standard error the two-way variance
+ * σ_seed²/S per side + σ_inst²/n, the reference Student's t with Satterthwaite's df. Seeds are not paired by number:
+ * two runs that share a seed number share nothing else.
  */
-export interface PairedTest {
+export interface RunTest {
+  method: 'two-way t';
+  /** Δ and its 95 % t interval, from the same se and df as p */
+  diff: number;
+  lo: number;
+  hi: number;
+  se: number;
+  df: number;
+  p: number;
+  /** runs on the baseline side (for a gain: the run's own start) and on this row's */
+  runs_baseline: number;
+  runs: number;
+  /** the standard deviation of a run's success rate across seeds (σ_seed² + σ_e²/n, pooled over the sides); null with one run a side */
+  run_sd: number | null;
+  /** the method × instance interaction's standard deviation per instance (0 when the estimate is not positive) */
+  instance_sd: number;
+  instances: number;
+}
+
+/**
+ * The instance-clustered test, conditional on these checkpoints: do these trained policies differ on these instances?
+ * Every baseline run against every run of the row (no seed pairing), each instance's summed difference sign-flipped,
+ * exact; with one run a side it is McNemar's exact test. b / c count the (run pair, instance) outcomes where only the
+ * baseline, resp. only this row, succeeded: descriptive. It is not the gate: it holds the seeds fixed.
+ */
+export interface ConditionalTest {
+  diff: { mean: number; lo: number; hi: number; resamples: number };
   b: number;
   c: number;
-  /** (seed, instance) pairs */
   pairs: number;
-  /** instances: the clusters the test and the bootstrap resample */
   instances: number;
-  /** the test's own two-sided p */
   p: number;
+  /** Holm over the same rows as the gate */
+  p_adjusted: number;
+  /** the smallest difference between these checkpoints this test detects with 80 % power (instances as the only noise) */
+  mde: number | null;
 }
 
 /** Which rows a p-value was adjusted over, and how. */
 export interface Adjustment {
   method: 'holm';
-  /** the rows of this comparison that carry a test (every group but the baseline) */
+  /** the rows of this comparison that carry a run-level test */
   family: number;
+}
+
+/** `--power-for d`, or else the observed Δ: about how many seeds per side the run-level gate needs to detect it with 80 % power. */
+export interface SeedsNeeded {
+  diff: number;
+  basis: 'power-for' | 'observed';
+  /** null when no number of seeds gets there on these instances, or the seed variance is unknown */
+  seeds: number | null;
 }
 
 export interface CompareRow {
@@ -73,24 +109,23 @@ export interface CompareRow {
   /** the eval step every run of the comparison was read at */
   step: number;
   eval_success: SeedInterval;
-  /** vs the baseline: cluster bootstrap over instances (each with all its seeds); null for the baseline itself */
-  diff: { mean: number; lo: number; hi: number; resamples: number } | null;
-  /**
-   * vs the baseline run of the same seed: the per-seed differences of eval success, mean ± the 95 % t half-width over
-   * seeds. Information about how much the seeds disagree, not a second gate.
-   */
-  diff_seeds: SeedInterval | null;
-  test: PairedTest | null;
-  /** Holm-adjusted over the comparison's rows (Adjustment); significance is p_adjusted < alpha */
+  /** vs the baseline: the gate's Δ with its 95 % t interval; null for the baseline and where the gate is withheld */
+  diff: { mean: number; lo: number; hi: number } | null;
+  /** the gate; null for the baseline, and with fewer than 2 runs on a side (verdict_withheld says so) */
+  run_test: RunTest | null;
+  /** the instance-clustered test, conditional on these checkpoints; null for the baseline */
+  conditional: ConditionalTest | null;
+  /** the gate's p, Holm-adjusted over the rows that have one; significance is p_adjusted < alpha */
   p_adjusted: number | null;
   significant: boolean | null;
+  /** why a non-baseline row has no verdict (too few runs to know the seed variance); null otherwise */
+  verdict_withheld: string | null;
   /**
-   * Minimum detectable effect: the smallest true difference in success rate the test detects with 80 % power at this
-   * row's instances and seeds, at α / family (Holm's strictest step); null for the baseline.
+   * Minimum detectable effect of the gate: the smallest true difference detected with 80 % power at α / family (Holm's
+   * strictest step), with this row's seeds, the run-to-run variance of the runs at hand, and these instances.
    */
   mde: number | null;
-  /** `--power-for d`: about how many seeds on these instances detect a difference of d with 80 % power; seeds null when no number does */
-  seeds_needed: { diff: number; seeds: number | null } | null;
+  seeds_needed: SeedsNeeded | null;
   /** fewer than 3 seeds, or a run that did not complete: a hint, not a finding */
   exploratory: boolean;
   /** seed doc 002's mean |c|, c = A·ℓ, of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
@@ -110,16 +145,40 @@ export interface CompareReport {
   notes: string[];
 }
 
-/** How a row's verdict reads everywhere: "p_adj 0.012", with n.s. when it is not significant. */
-export function verdictText(r: { p_adjusted: number | null; significant: boolean | null }): string {
-  if (r.p_adjusted === null) return '';
+/** How a row's verdict reads everywhere: "0.012", with n.s. when it is not significant, "no verdict" when withheld. */
+export function verdictText(r: { p_adjusted: number | null; significant: boolean | null; verdict_withheld?: string | null }): string {
+  if (r.p_adjusted === null) return r.verdict_withheld ? 'no verdict' : '';
   return r.significant ? pText(r.p_adjusted) : `${pText(r.p_adjusted)} n.s.`;
 }
 
 const n = nullable(isNumber);
 export const isSeedInterval: Check<SeedInterval> = shape<SeedInterval>({ mean: n, lo: n, hi: n, n: isNumber, half: n });
 
-const isPairedTest = shape<PairedTest>({ b: isNumber, c: isNumber, pairs: isNumber, instances: isNumber, p: isNumber });
+const isRunTest = shape<RunTest>({
+  method: oneOf('two-way t'),
+  diff: isNumber,
+  lo: isNumber,
+  hi: isNumber,
+  se: isNumber,
+  df: isNumber,
+  p: isNumber,
+  runs_baseline: isNumber,
+  runs: isNumber,
+  run_sd: n,
+  instance_sd: isNumber,
+  instances: isNumber,
+});
+
+const isConditionalTest = shape<ConditionalTest>({
+  diff: shape<ConditionalTest['diff']>({ mean: isNumber, lo: isNumber, hi: isNumber, resamples: isNumber }),
+  b: isNumber,
+  c: isNumber,
+  pairs: isNumber,
+  instances: isNumber,
+  p: isNumber,
+  p_adjusted: isNumber,
+  mde: n,
+});
 
 export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
   group: isString,
@@ -131,13 +190,14 @@ export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
   instances: isNumber,
   step: isNumber,
   eval_success: isSeedInterval,
-  diff: nullable(shape<NonNullable<CompareRow['diff']>>({ mean: isNumber, lo: isNumber, hi: isNumber, resamples: isNumber })),
-  diff_seeds: nullable(isSeedInterval),
-  test: nullable(isPairedTest),
-  p_adjusted: nullable(isNumber),
+  diff: nullable(shape<NonNullable<CompareRow['diff']>>({ mean: isNumber, lo: isNumber, hi: isNumber })),
+  run_test: nullable(isRunTest),
+  conditional: nullable(isConditionalTest),
+  p_adjusted: n,
   significant: nullable(isBoolean),
-  mde: nullable(isNumber),
-  seeds_needed: nullable(shape<NonNullable<CompareRow['seeds_needed']>>({ diff: isNumber, seeds: nullable(isNumber) })),
+  verdict_withheld: nullable(isString),
+  mde: n,
+  seeds_needed: nullable(shape<SeedsNeeded>({ diff: isNumber, basis: oneOf('power-for', 'observed'), seeds: n })),
   exploratory: isBoolean,
   filler_abs_c: nullable(isSeedInterval),
   reasoning_abs_c: nullable(isSeedInterval),

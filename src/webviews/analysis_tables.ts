@@ -197,7 +197,7 @@ export function evalTestCell(cmp: NonNullable<AnalyzeReport['appendix_b']>): str
   const pts = (v: number) => `${v >= 0 ? '+' : ''}${(100 * v).toFixed(1)}`;
   const p = t.p < 1e-4 ? t.p.toExponential(1) : t.p.toFixed(3);
   const mde = t.mde === null ? '' : ` · MDE ± ${(100 * t.mde).toFixed(1)} pp`;
-  return `step ${t.step}, ${t.instances} ${t.split} instances: Δ ${pts(t.diff)} pts [${pts(t.lo)}, ${pts(t.hi)}], p ${p}${t.significant ? '' : ' · n.s.'}${mde} · exploratory (one seed each)`;
+  return `step ${t.step}, ${t.instances} ${t.split} instances: Δ ${pts(t.diff)} pts [${pts(t.lo)}, ${pts(t.hi)}], p ${p}${t.significant ? '' : ' · n.s.'}${mde} · conditional on these two checkpoints, no verdict on the methods (one seed each)`;
 }
 
 /** Seed doc 002's Appendix B: the run next to the baseline, and run − baseline. */

@@ -1,24 +1,31 @@
 // The comparison table's cells as text (compare_table.ts renders them), pure so the unit tests read them directly.
-import { diffText, verdictText, type CompareRow } from '../protocol/compare';
+import { diffText, pText, verdictText, type CompareRow } from '../protocol/compare';
 
 // The number formats and the interval cell are the CLI's too (src/protocol/compare.ts).
 export { intervalText as intervalCell, pctText as pct, sig3 as sig } from '../protocol/compare';
 
-/** The difference cell: "+4.2 [+1.0, +7.5]" in points. */
+/** The difference cell, the run-level gate's Δ and 95 % interval: "+4.2 [+1.0, +7.5]" in points; '—' when withheld. */
 export function diffCell(r: CompareRow): string {
-  if (!r.diff) return 'baseline';
-  return diffText(r.diff.mean, r.diff.lo, r.diff.hi);
+  if (r.baseline) return 'baseline';
+  return r.diff ? diffText(r.diff.mean, r.diff.lo, r.diff.hi) : '—';
 }
 
-/** The per-seed difference from the same seed's baseline run, over seeds: "-2.0 [-15.0, +11.0]". */
-export function diffSeedsCell(r: CompareRow): string {
-  return r.diff_seeds ? diffText(r.diff_seeds.mean, r.diff_seeds.lo, r.diff_seeds.hi) : '';
+/** The instance-clustered difference, conditional on these checkpoints: "+1.3 [-0.7, +3.4] · p 0.26". */
+export function conditionalCell(r: CompareRow): string {
+  const c = r.conditional;
+  return c ? `${diffText(c.diff.mean, c.diff.lo, c.diff.hi)} · p ${pText(c.p)}` : '';
 }
 
-/** The adjusted p with n.s. when it is not significant (the one rule: p_adjusted < alpha), and the test's own p. */
+/** The gate's adjusted p with n.s. when it is not significant (the one rule: p_adjusted < alpha); "no verdict" when withheld. */
 export function pCell(r: CompareRow): string {
-  if (!r.test) return '';
-  return verdictText(r);
+  return r.baseline ? '' : verdictText(r);
+}
+
+/** "5.0 pp: 7 a side": the seeds per side the gate needs for --power-for, or for the observed Δ. */
+export function seedsNeededCell(r: CompareRow): string {
+  const s = r.seeds_needed;
+  if (!s) return '';
+  return `${(100 * s.diff).toFixed(1)} pp${s.basis === 'observed' ? ' (observed)' : ''}: ${s.seeds === null ? 'not within 1000' : `${s.seeds} a side`}`;
 }
 
 /** "± 4.1 pp": the minimum detectable effect at 80 % power. */

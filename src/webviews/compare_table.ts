@@ -5,7 +5,7 @@
 // greyed and marked n.s., and a group with fewer than 3 seeds or an unfinished run is marked exploratory.
 import { html, nothing, type TemplateResult } from 'lit';
 import type { CompareReport, CompareRow } from '../protocol/compare';
-import { diffCell, diffSeedsCell, intervalCell, mdeCell, pCell, pct, sig } from './compare_cells';
+import { conditionalCell, diffCell, intervalCell, mdeCell, pCell, pct, seedsNeededCell, sig } from './compare_cells';
 import { pText } from '../protocol/compare';
 import { adoptCss } from './ipc';
 import css from './compare_table.css';
@@ -15,12 +15,25 @@ adoptCss(css);
 function rowTitle(r: CompareRow, report: CompareReport): string {
   const mark = r.exploratory ? ' Exploratory: fewer than 3 seeds or a run that did not complete; a hint, not a finding.' : '';
   if (r.baseline) return `${r.group}: the baseline (${r.runs.length} run${r.runs.length === 1 ? '' : 's'}).${mark}`;
-  const t = r.test!;
+  const t = r.run_test;
+  const c = r.conditional;
+  const cond = c
+    ? ` Conditional on these checkpoints (instances as the only noise): exact sign-flip test p = ${pText(c.p)}; only the baseline solved ${c.b}, only this group ${c.c} (run pair, instance) outcomes.`
+    : '';
+  const gate = t
+    ? `Run-level test (the training run as the unit, ${t.runs} against ${t.runs_baseline} runs, ${t.instances} instances): t with ${t.df.toFixed(1)} df, p = ${pText(t.p)}, Holm-adjusted over ${report.adjustment.family} row${report.adjustment.family === 1 ? '' : 's'}: ${pText(r.p_adjusted!)}. ` +
+      (r.significant
+        ? `p_adj < ${report.alpha}: a difference between the methods.`
+        : `p_adj ≥ ${report.alpha}: within the noise of runs and instances, not a difference.`)
+    : `No verdict: ${r.verdict_withheld ?? 'no run-level test'}.`;
+  const needed = r.seeds_needed
+    ? ` To detect ${(100 * r.seeds_needed.diff).toFixed(1)} points${r.seeds_needed.basis === 'observed' ? ' (the observed difference)' : ''}: ${r.seeds_needed.seeds === null ? 'not within 1000 seeds a side' : `about ${r.seeds_needed.seeds} seeds a side`}.`
+    : '';
   return (
-    `${r.group} vs ${report.baseline}: ${t.instances} instances × ${r.runs.length} seed${r.runs.length === 1 ? '' : 's'}; only the baseline solved ${t.b}, only this group ${t.c} (seed, instance) pairs. ` +
-    `Exact sign-flip test over instances p = ${pText(t.p)}, Holm-adjusted over ${report.adjustment.family} row${report.adjustment.family === 1 ? '' : 's'}: ${pText(r.p_adjusted!)}. ` +
-    (r.significant ? `p_adj < ${report.alpha}: a difference.` : `p_adj ≥ ${report.alpha}: within noise, not a difference.`) +
+    `${r.group} vs ${report.baseline}: ${gate}` +
     (r.mde !== null ? ` This design detects a true difference of ${(100 * r.mde).toFixed(1)} points with 80 % power.` : '') +
+    needed +
+    cond +
     mark
   );
 }
@@ -33,19 +46,24 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
           <th title="strategy and its headline parameter (run group)">Configuration</th>
           <th class="num" title="runs (seeds) in the group">Seeds</th>
           <th class="num" title="eval success on the ${report.split} split: mean over seeds ± the 95 % t half-width">Eval success %</th>
-          <th class="num" title="cluster bootstrap 95 % interval over instances (each with all its seeds), in points">Δ vs baseline</th>
+          <th class="num" title="the run-level difference of mean success over the runs, with its 95 % t interval (seeds and instances as noise), in points">
+            Δ vs baseline
+          </th>
           <th
             class="num"
-            title="exact sign-flip test over instances, Holm-adjusted over the ${report.adjustment.family} rows compared; n.s. when p_adj ≥ ${report.alpha}"
+            title="the run-level test (the training run as the unit), Holm-adjusted over the ${report.adjustment.family} rows tested; n.s. when p_adj ≥ ${report.alpha}; no verdict with fewer than 2 runs a side"
           >
             p_adj
           </th>
-          <th class="num" title="minimum detectable effect: the smallest true difference this design detects with 80 % power">MDE</th>
+          <th class="num" title="minimum detectable effect of the run-level test: the smallest true difference it detects with 80 % power">MDE</th>
+          <th class="num" title="seeds per side the run-level test needs to detect --power-for's difference, or else the observed one, with 80 % power">
+            Seeds needed
+          </th>
           <th
             class="num"
-            title="the difference from the same seed's baseline run, mean [95 % t interval over seeds]: counts how much the seeds disagree, which pooling instances does not"
+            title="conditional on these checkpoints: cluster bootstrap interval over instances and the exact sign-flip test's p; whether these trained policies differ on these instances, not whether the method trains better ones"
           >
-            Δ over seeds
+            These checkpoints
           </th>
           <th
             class="num"
@@ -61,7 +79,7 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
         ${report.rows.map(
           (r) =>
             html`<tr
-              class="${r.baseline ? 'baseline' : r.significant ? 'significant' : 'ns'}${r.exploratory ? ' exploratory' : ''}"
+              class="${r.baseline ? 'baseline' : r.significant ? 'significant' : r.verdict_withheld ? 'ns withheld' : 'ns'}${r.exploratory ? ' exploratory' : ''}"
               data-group=${r.group}
               title=${rowTitle(r, report)}
             >
@@ -86,7 +104,8 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
               <td class="num diff">${diffCell(r)}</td>
               <td class="num p">${pCell(r)}</td>
               <td class="num mde">${mdeCell(r)}</td>
-              <td class="num diff-seeds">${diffSeedsCell(r)}</td>
+              <td class="num seeds-needed">${seedsNeededCell(r)}</td>
+              <td class="num conditional">${conditionalCell(r)}</td>
               <td class="num">${intervalCell(r.filler_abs_c, sig)}</td>
               <td class="num">${intervalCell(r.reasoning_abs_c, sig)}</td>
               <td class="num">${intervalCell(r.filler_reasoning_ratio, sig)}</td>
@@ -95,9 +114,10 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
       </tbody>
     </table>
     <p class="muted compare-note">
-      ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}, paired across runs with the instance as the
-      unit. Intervals are 95 %: t over seeds, cluster bootstrap over instances for Δ. p_adj: Holm over the ${report.adjustment.family} rows compared;
-      significant when p_adj &lt; ${report.alpha}. Δ over seeds is information, not a second gate. Rows are not ranked; greyed rows (n.s.) are within noise of
+      ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}. The verdict has the training run as its unit:
+      Δ and p_adj come from a two-way t test whose noise is the run-to-run variance over seeds plus the instances (Holm over the ${report.adjustment.family}
+      rows tested; significant when p_adj &lt; ${report.alpha}); with fewer than 2 runs a side there is no verdict, only the seeds needed. "These checkpoints"
+      is the instance-clustered test, conditional on the trained runs: information, not the gate. Rows are not ranked; greyed rows (n.s.) are within noise of
       ${report.baseline}. ${seeds < 3 ? html`<strong>Fewer than 3 seeds in a group: exploratory rows are hints, not findings.</strong>` : nothing}
       ${report.notes.map((n) => html`<br />${n}`)}
     </p>`;

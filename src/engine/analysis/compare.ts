@@ -1,9 +1,10 @@
 // `credit-lens compare <run-dir>... --baseline <run-dir>...`: eval success of groups of runs (one group per
-// configuration, one run per seed) against a baseline group, on the same test instances (DESIGN §10). Each
-// group gets its mean over seeds with a 95 % t interval; each non-baseline group gets the difference with a cluster
-// bootstrap interval and an exact sign-flip test, both with the *instance* as the unit (each with all its seeds:
-// significance.ts says why), the p-value Holm-adjusted over the comparison's rows, and the power figures. One rule
-// decides significance everywhere: p_adjusted < alpha. The seeds' t interval is shown beside it, as information.
+// configuration, one run per seed) against a baseline group, on the same test instances (DESIGN §10). The verdict of a
+// row ("significant" or n.s.) comes from the run-level gate, with the training run as its unit: the two-way variance
+// of the difference of group means over seeds and instances, Student's t with Satterthwaite's df (core/significance.ts
+// says why), Holm-adjusted over the comparison's rows, with its MDE and the seeds a difference needs. Beside it, labelled
+// "conditional on these checkpoints", the instance-clustered bootstrap and exact sign-flip test: they answer whether
+// these trained policies differ on these instances, not whether the method trains better policies.
 // One file although long: the groups, the tests and their power share one rule of significance, read from here by every view.
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -18,8 +19,10 @@ import {
   verdictText,
   type CompareReport,
   type CompareRow,
-  type PairedTest,
+  type ConditionalTest,
+  type RunTest,
   type SeedInterval,
+  type SeedsNeeded,
 } from '../../protocol/compare';
 import type { RunStatus, TaskIdentity } from '../../protocol';
 import { headlineParams } from '../credit/catalog';
@@ -27,7 +30,19 @@ import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
 import { readTokenTables } from '../rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
-import { clusterBootstrap, clustersOf, holm, meanInterval, powerOf, seedsNeeded, signFlipP, type Clusters } from '../core/significance';
+import {
+  clusterBootstrap,
+  clustersOf,
+  holm,
+  meanInterval,
+  powerOf,
+  runComponents,
+  runLevelMde,
+  runLevelTest,
+  runsNeeded,
+  signFlipP,
+  type RunSide,
+} from '../core/significance';
 import { computeTables } from './credit_tables';
 
 export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
@@ -46,17 +61,18 @@ export interface GainRow {
   final: SeedInterval;
   /** the GRPO step of each run's last eval */
   final_steps: number[];
-  /** final − start per seed, mean ± the 95 % t half-width over seeds: information, not a gate */
-  gain: SeedInterval;
-  /** the gain as a cluster bootstrap over instances (each with all its seeds) */
-  diff: { mean: number; lo: number; hi: number; resamples: number };
-  /** the sign-flip test over instances; b: only the start succeeded, c: only the final policy */
-  test: PairedTest;
-  /** Holm-adjusted over the report's rows; significant: p_adjusted < alpha */
-  p_adjusted: number;
-  significant: boolean;
+  /** the gain (last − start, each run against its own start) with the gate's 95 % t interval; null when withheld */
+  diff: { mean: number; lo: number; hi: number } | null;
+  /** the gate: the run is the unit (one-sample two-way t over the runs' gains); null with one run */
+  run_test: RunTest | null;
+  /** each run against its own start, instance-clustered: conditional on these checkpoints; b: only the start succeeded */
+  conditional: ConditionalTest;
+  /** the gate's p Holm-adjusted over the report's rows that have one; significant: p_adjusted < alpha */
+  p_adjusted: number | null;
+  significant: boolean | null;
+  verdict_withheld: string | null;
   mde: number | null;
-  seeds_needed: { diff: number; seeds: number | null } | null;
+  seeds_needed: SeedsNeeded | null;
   exploratory: boolean;
   /** wall-clock minutes of each run (run.json started → ended), null when it did not end */
   minutes: (number | null)[];
@@ -181,54 +197,75 @@ function groupBy(runs: RunEval[]): Map<string, RunEval[]> {
   return m;
 }
 
-/** The baseline run paired with run `k` of a group: the one of the same seed (the one at `k` first), else by position. */
-function partner(base: RunEval[], r: RunEval, k: number): RunEval {
-  if (base[k] && base[k].seed === r.seed) return base[k];
-  return base.find((bb) => bb.seed !== null && bb.seed === r.seed) ?? base[k % base.length];
+/** The instance ids every one of `runs` was evaluated on (in the first run's order); a note names what is left out. */
+function commonInstances(runs: RunEval[], notes: string[]): string[] {
+  const ids = [...runs[0].success.keys()].filter((id) => runs.every((r) => r.success.has(id)));
+  for (const r of runs)
+    if (r.success.size > ids.length)
+      notes.push(
+        `${r.name}: ${r.success.size - ids.length} of its instances are not in every compared run's eval (different task or split_seed?); they are left out`,
+      );
+  return ids;
 }
 
-/** Each run of `g` with its baseline run (`partner`), as instance-clustered outcomes over their common instances. */
-function pairs(base: RunEval[], g: RunEval[], notes: string[]): Clusters {
-  return clustersOf(
-    g.map((r, k) => {
-      const b = partner(base, r, k);
-      if (b.seed !== r.seed) notes.push(`${r.name} (seed ${r.seed}) is paired with ${b.name} (seed ${b.seed}): no baseline run has its seed`);
-      const out: { id: string; baseline: boolean; other: boolean }[] = [];
-      for (const [id, s] of r.success) {
-        const bs = b.success.get(id);
-        if (bs !== undefined) out.push({ id, baseline: bs, other: s });
-      }
-      if (out.length < r.success.size)
-        notes.push(`${r.name}: ${r.success.size - out.length} of its instances are not in ${b.name}'s eval (different task or split_seed?)`);
-      return out;
-    }),
-  );
-}
+const outcomes = (r: RunEval, ids: readonly string[]) => ids.map((id) => Number(r.success.get(id)));
 
 /**
- * A group against its baseline runs (or its runs against their own starts), paired run by run: the cluster bootstrap and
- * the sign-flip test with the instance as the unit, the per-seed difference with a t interval over seeds, and the
- * clusters for the power figures. The p-value is adjusted, and the MDE taken, once the family of rows is known.
+ * The instance-clustered test of run pairs (baseline, other), conditional on these checkpoints: the cluster bootstrap
+ * and the exact sign-flip test with the instance as the unit (each with all its run pairs).
  */
-function pairedStats(base: RunEval[], runs: RunEval[], opts: CompareOptions, notes: string[]) {
-  const cl = pairs(base, runs, notes);
+function conditionalStats(pairsOf: [RunEval, RunEval][], ids: readonly string[], opts: CompareOptions, family: number) {
+  const cl = clustersOf(pairsOf.map(([b, o]) => ids.map((id) => ({ id, baseline: b.success.get(id)!, other: o.success.get(id)! }))));
   const bs = clusterBootstrap(cl, { resamples: opts.resamples ?? 10_000, seed: 1 });
+  const mde = powerOf(cl, (opts.alpha ?? 0.05) / Math.max(1, family), POWER).mde;
   return {
-    clusters: cl,
+    mde: Number.isFinite(mde) ? mde : null,
     diff: { mean: bs.diff, lo: bs.lo, hi: bs.hi, resamples: bs.resamples },
-    overSeeds: jsonInterval(runs.map((x, k) => x.rate - partner(base, x, k).rate)),
-    test: { b: cl.b, c: cl.c, pairs: cl.pairs, instances: cl.d.length, p: signFlipP(cl) } satisfies PairedTest,
+    b: cl.b,
+    c: cl.c,
+    pairs: cl.pairs,
+    instances: cl.d.length,
+    p: signFlipP(cl),
   };
 }
 
-/** The power figures of a row, at α over the family (Holm's strictest step): MDE, and the seeds `powerFor` needs. */
-function powerFields(cl: Clusters, alpha: number, family: number, powerFor: number | undefined) {
-  const pw = powerOf(cl, alpha / Math.max(1, family), POWER);
-  return {
-    mde: Number.isFinite(pw.mde) ? pw.mde : null,
-    // without any discordant outcome there is no variance to plan from: no figure rather than a wrong one
-    seeds_needed: powerFor === undefined || !Number.isFinite(pw.mde) ? null : { diff: powerFor, seeds: seedsNeeded(pw, powerFor) },
+/** The gate of a row from its sides, and the components its power figures plan from. */
+function gateStats(sides: RunSide[], baselineRuns: number) {
+  const rt = runLevelTest(sides);
+  const comp = runComponents(sides);
+  const test: RunTest | null = rt && {
+    method: 'two-way t',
+    diff: rt.diff,
+    lo: rt.lo,
+    hi: rt.hi,
+    se: rt.se,
+    df: rt.df,
+    p: rt.p,
+    runs_baseline: baselineRuns,
+    runs: sides[0].runs.length,
+    run_sd: comp.pooledRunVar === null ? null : Math.sqrt(comp.pooledRunVar),
+    instance_sd: Math.sqrt(comp.instanceVar),
+    instances: comp.instances,
   };
+  return { test, comp };
+}
+
+/** Why a row has no run-level verdict. */
+function withheldText(runs: number, baselineRuns: number | null): string {
+  const sides = baselineRuns === null ? `${runs} run` : `${runs} run${runs === 1 ? '' : 's'} against ${baselineRuns}`;
+  return runs < 2 || (baselineRuns !== null && baselineRuns < 2)
+    ? `${sides}: the run-level test needs at least 2 runs on each side to know the run-to-run variance; no verdict, only the seeds needed`
+    : `${sides}: the runs show no variance at all (identical success rates), so there is nothing to test a difference against`;
+}
+
+/** The power figures of a row at α over the family (Holm's strictest step): the gate's MDE, and the seeds a difference needs. */
+function powerFields(comp: ReturnType<typeof runComponents>, observed: number, alpha: number, family: number, powerFor: number | undefined) {
+  const a = alpha / Math.max(1, family);
+  const mde = runLevelMde(comp, comp.runs, a, POWER);
+  const d = powerFor ?? Math.abs(observed);
+  const seeds_needed: SeedsNeeded | null =
+    Number.isFinite(d) && d > 0 ? { diff: d, basis: powerFor === undefined ? 'observed' : 'power-for', seeds: runsNeeded(comp, d, a, POWER) } : null;
+  return { mde, seeds_needed };
 }
 
 const POWER = 0.8;
@@ -348,23 +385,45 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   const baseGroup = base[0].group;
   const baseExploratory = base.length < 3 || incomplete.has(baseGroup);
   const groups = [...groupBy(others)];
-  const family = groups.length;
-  const stats = groups.map(([, runs]) => pairedStats(base, runs, opts, notes));
-  const adjusted = holm(stats.map((st) => st.test.p));
+  const stats = groups.map(([, runs]) => {
+    const ids = commonInstances([...base, ...runs], notes);
+    const gate = gateStats(
+      [
+        { sign: 1, runs: runs.map((r) => outcomes(r, ids)) },
+        { sign: -1, runs: base.map((r) => outcomes(r, ids)) },
+      ],
+      base.length,
+    );
+    // every baseline run against every run of the group: no seed pairing, and no baseline run counted twice
+    const cond = conditionalStats(
+      base.flatMap((b) => runs.map((r): [RunEval, RunEval] => [b, r])),
+      ids,
+      opts,
+      groups.length,
+    );
+    return { ...gate, cond };
+  });
+  const tested = stats.flatMap((st, k) => (st.test ? [k] : []));
+  const family = tested.length;
+  const adjusted = new Map(holm(tested.map((k) => stats[k].test!.p)).map((p, j) => [tested[j], p]));
+  const condAdjusted = holm(stats.map((st) => st.cond.p));
   const row = (group: string, runs: RunEval[], k: number | null): CompareRow => {
     const st = k === null ? null : stats[k];
     const exploratory = baseExploratory || runs.length < 3 || incomplete.has(group);
+    const p = k === null ? undefined : adjusted.get(k);
+    const rt = st?.test ?? null;
     return {
       ...groupFields(group, runs, opts, notes),
       baseline: st === null,
       step: runs[0].step,
       eval_success: jsonInterval(runs.map((x) => x.rate)),
-      diff: st?.diff ?? null,
-      diff_seeds: st?.overSeeds ?? null,
-      test: st?.test ?? null,
-      p_adjusted: k === null ? null : adjusted[k],
-      significant: k === null ? null : adjusted[k] < alpha,
-      ...(st ? powerFields(st.clusters, alpha, family, opts.powerFor) : { mde: null, seeds_needed: null }),
+      diff: rt && { mean: rt.diff, lo: rt.lo, hi: rt.hi },
+      run_test: rt,
+      conditional: st && k !== null ? { ...st.cond, p_adjusted: condAdjusted[k] } : null,
+      p_adjusted: p ?? null,
+      significant: p === undefined ? null : p < alpha,
+      verdict_withheld: st && !rt ? withheldText(runs.length, base.length) : null,
+      ...(st ? powerFields(st.comp, rt?.diff ?? st.cond.diff.mean, alpha, groups.length, opts.powerFor) : { mde: null, seeds_needed: null }),
       exploratory,
     };
   };
@@ -372,35 +431,40 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   return { split, alpha, adjustment: { method: 'holm', family }, power: POWER, baseline: baseGroup, rows, notes: [...new Set(notes)] };
 }
 
-/** The seeds a power figure speaks of: "about 7 seeds", or that no number of seeds gets there. */
-export function seedsNeededText(s: { diff: number; seeds: number | null } | null): string {
+/** The seeds a power figure speaks of: "5.0 pp: about 7 seeds a side", or that no number of seeds gets there. */
+export function seedsNeededText(s: SeedsNeeded | null): string {
   if (!s) return '';
-  const d = `${(100 * s.diff).toFixed(1)} pp`;
-  return s.seeds === null ? `${d}: not within 1000 seeds on these instances (needs more instances)` : `${d}: about ${s.seeds} seed${s.seeds === 1 ? '' : 's'}`;
+  const d = `${(100 * s.diff).toFixed(1)} pp${s.basis === 'observed' ? ' (the observed Δ)' : ''}`;
+  return s.seeds === null
+    ? `${d}: not within 1000 seeds (needs more instances, or 2 runs a side to know the seed variance)`
+    : `${d}: about ${s.seeds} seeds a side`;
 }
 
 const seedList = (seeds: (number | null)[]) => seeds.map((x) => x ?? '?').join(', ');
 
-/** The sentence under a table: which family was adjusted, what the marks mean. */
+/** The sentence under a table: which test gates, which family was adjusted, what the marks mean. */
 function ruleText(alpha: number, family: number, power: number): string {
   return (
-    `p: exact sign-flip test over instances (each instance's difference summed over its seeds), Holm-adjusted over the ${family} row${family === 1 ? '' : 's'} compared; ` +
-    `a row is significant (bold) when p_adj < ${alpha}, else n.s. MDE: the smallest true difference this design detects with ${Math.round(power * 100)} % power at α = ${alpha}/${family}. ` +
+    `Δ [95 % CI], p: the run-level gate, the training run as the unit: Δ of the groups' mean success over their runs, its variance σ_seed²/S per side + σ_inst²/n (two-way), Student's t with Satterthwaite's df; ` +
+    `p Holm-adjusted over the ${family} row${family === 1 ? '' : 's'} tested; a row is significant (bold) when p_adj < ${alpha}, else n.s.; with fewer than 2 runs a side there is no verdict, only the seeds needed. ` +
+    `MDE: the smallest true difference the gate detects with ${Math.round(power * 100)} % power at α / rows, with these seeds and instances. ` +
+    'Conditional on these checkpoints: the cluster bootstrap over instances and the exact sign-flip test (every baseline run against every run of the row); they say whether these trained policies differ on these instances, not whether the method trains better ones. ' +
     'Rows marked exploratory have fewer than 3 seeds or a run that did not complete.'
   );
 }
 
+const condText = (c: ConditionalTest | null) => (c ? `${diffText(c.diff.mean, c.diff.lo, c.diff.hi)}, b / c ${c.b} / ${c.c}, p ${pText(c.p)}` : '');
+
 /** The table for a terminal or a README: significant differences in bold, the rest marked n.s. */
 export function compareMarkdown(r: CompareReport): string {
-  const needed = r.rows.some((x) => x.seeds_needed !== null);
   const lines = [
-    `Eval success on the ${r.split} split at step ${r.rows[0]?.step ?? '?'}: mean over seeds ± the 95 % t half-width. Δ vs ${r.baseline}: cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} Δ over seeds: the difference from the same seed's baseline run, mean [95 % t interval over seeds], shown as information about how much the seeds disagree. |c|: seed doc 002's mean |contribution| c = A·ℓ (the episode's advantage times the log-prob) of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
+    `Eval success on the ${r.split} split at step ${r.rows[0]?.step ?? '?'}: mean over seeds ± the 95 % t half-width. ${ruleText(r.alpha, r.adjustment.family, r.power)} |c|: seed doc 002's mean |contribution| c = A·ℓ (the episode's advantage times the log-prob) of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
     '',
-    `| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | b / c | p | p_adj | MDE | Δ over seeds (pp) |${needed ? ' seeds needed |' : ''} filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |`,
-    `|---|---|---|---|---|---|---|---|---|---|---|${needed ? '---|' : ''}---|---|---|`,
+    `| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | p | p_adj | MDE | seeds needed | conditional on these checkpoints: Δ [bootstrap], b / c, p | filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |`,
+    `|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`,
   ];
   for (const x of r.rows) {
-    const diff = x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '(baseline)';
+    const diff = x.baseline ? '(baseline)' : x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '—';
     const group = x.exploratory ? `${x.group} (exploratory)` : x.group;
     const cells = [
       group,
@@ -409,19 +473,19 @@ export function compareMarkdown(r: CompareReport): string {
       String(x.instances),
       intervalText(x.eval_success, pctText),
       x.significant ? `**${diff}**` : diff,
-      x.test ? `${x.test.b} / ${x.test.c}` : '',
-      x.test ? pText(x.test.p) : '',
+      x.run_test ? pText(x.run_test.p) : '',
       x.significant ? `**${verdictText(x)}**` : verdictText(x),
       x.mde === null ? '' : `± ${(100 * x.mde).toFixed(1)} pp`,
-      x.diff_seeds ? diffText(x.diff_seeds.mean, x.diff_seeds.lo, x.diff_seeds.hi) : '',
-      ...(needed ? [seedsNeededText(x.seeds_needed)] : []),
+      seedsNeededText(x.seeds_needed),
+      condText(x.conditional),
       intervalText(x.filler_abs_c, sig3),
       intervalText(x.reasoning_abs_c, sig3),
       intervalText(x.filler_reasoning_ratio, sig3),
     ];
     lines.push(`| ${cells.join(' | ')} |`);
   }
-  if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
+  const withheld = r.rows.filter((x) => x.verdict_withheld);
+  if (withheld.length || r.notes.length) lines.push('', ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`), ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');
 }
 
@@ -442,31 +506,45 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
   // README's table puts four examples side by side).
   const incomplete = new Set<string>();
   for (const [, runs] of groups) for (const g of checkComparable(runs, notes)) incomplete.add(g);
-  const family = groups.length;
   const parts = groups.map(([, runs]) => {
     // loadRunEval names a missing step-0 table ("no eval table at step 0").
     const starts = runs.map((r) => loadRunEval(r.runDir, split, 0));
     runs.forEach((r) => {
       if (r.step === 0) notes.push(`${r.name}: its last eval is at step 0 (no GRPO step evaluated yet); its gain is 0 by definition`);
     });
-    return { starts, st: pairedStats(starts, runs, opts, notes) };
+    const ids = commonInstances([...starts, ...runs], notes);
+    // one side: each run's own gain on each instance (final − start), the run as the unit
+    const gate = gateStats(
+      [{ sign: 1, runs: runs.map((r, k) => ids.map((id) => Number(r.success.get(id)) - Number(starts[k].success.get(id)))) }],
+      runs.length,
+    );
+    const cond = conditionalStats(
+      runs.map((r, k): [RunEval, RunEval] => [starts[k], r]),
+      ids,
+      opts,
+      groups.length,
+    );
+    return { starts, ...gate, cond };
   });
-  const adjusted = holm(parts.map((x) => x.st.test.p));
+  const tested = parts.flatMap((x, k) => (x.test ? [k] : []));
+  const family = tested.length;
+  const adjusted = new Map(holm(tested.map((k) => parts[k].test!.p)).map((p, j) => [tested[j], p]));
+  const condAdjusted = holm(parts.map((x) => x.cond.p));
   const rows: GainRow[] = groups.map(([group, runs], k) => {
-    const { starts, st } = parts[k];
-    const pw = powerFields(st.clusters, alpha, family, opts.powerFor);
+    const { starts, test, comp, cond } = parts[k];
+    const p = adjusted.get(k);
     return {
       ...groupFields(group, runs, opts, notes),
       start: jsonInterval(starts.map((x) => x.rate)),
       final: jsonInterval(runs.map((x) => x.rate)),
       final_steps: runs.map((x) => x.step),
-      gain: st.overSeeds,
-      diff: st.diff,
-      test: st.test,
-      p_adjusted: adjusted[k],
-      significant: adjusted[k] < alpha,
-      mde: pw.mde,
-      seeds_needed: pw.seeds_needed,
+      diff: test && { mean: test.diff, lo: test.lo, hi: test.hi },
+      run_test: test ? { ...test, runs_baseline: runs.length } : null,
+      conditional: { ...cond, p_adjusted: condAdjusted[k] },
+      p_adjusted: p ?? null,
+      significant: p === undefined ? null : p < alpha,
+      verdict_withheld: test ? null : withheldText(runs.length, null),
+      ...powerFields(comp, test?.diff ?? cond.diff.mean, alpha, groups.length, opts.powerFor),
       exploratory: runs.length < 3 || incomplete.has(group),
       minutes: runs.map((r) => r.minutes),
     };
@@ -476,15 +554,14 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
 
 /** The gain table for a terminal or a README. */
 export function gainMarkdown(r: GainReport): string {
-  const needed = r.rows.some((x) => x.seeds_needed !== null);
   const lines = [
-    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width. gain: last − start, cluster bootstrap 95 % interval over instances (each with all its seeds). ${ruleText(r.alpha, r.adjustment.family, r.power)} gain over seeds: last − start per seed, mean [95 % t interval over seeds], as information. |c|: seed doc 002's mean |contribution| c = A·ℓ over all logged steps.`,
+    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width. gain: last − start, each run against its own start. ${ruleText(r.alpha, r.adjustment.family, r.power)} |c|: seed doc 002's mean |contribution| c = A·ℓ over all logged steps.`,
     '',
-    `| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp) | b / c | p | p_adj | MDE | gain over seeds (pp) |${needed ? ' seeds needed |' : ''} filler ÷ reasoning \\|c\\| | minutes per run |`,
-    `|---|---|---|---|---|---|---|---|---|---|---|---|${needed ? '---|' : ''}---|---|`,
+    `| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp) | p | p_adj | MDE | seeds needed | conditional on these checkpoints: gain [bootstrap], b / c, p | filler ÷ reasoning \\|c\\| | minutes per run |`,
+    `|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`,
   ];
   for (const x of r.rows) {
-    const g = diffText(x.diff.mean, x.diff.lo, x.diff.hi);
+    const g = x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '—';
     const mins = x.minutes.map((m) => (m === null ? '—' : m.toFixed(1))).join(', ');
     const cells = [
       x.exploratory ? `${x.group} (exploratory)` : x.group,
@@ -494,17 +571,17 @@ export function gainMarkdown(r: GainReport): string {
       intervalText(x.start, pctText),
       intervalText(x.final, pctText),
       x.significant ? `**${g}**` : g,
-      `${x.test.b} / ${x.test.c}`,
-      pText(x.test.p),
+      x.run_test ? pText(x.run_test.p) : '',
       x.significant ? `**${verdictText(x)}**` : verdictText(x),
       x.mde === null ? '' : `± ${(100 * x.mde).toFixed(1)} pp`,
-      diffText(x.gain.mean, x.gain.lo, x.gain.hi),
-      ...(needed ? [seedsNeededText(x.seeds_needed)] : []),
+      seedsNeededText(x.seeds_needed),
+      condText(x.conditional),
       intervalText(x.filler_reasoning_ratio, sig3),
       mins,
     ];
     lines.push(`| ${cells.join(' | ')} |`);
   }
-  if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
+  const withheld = r.rows.filter((x) => x.verdict_withheld);
+  if (withheld.length || r.notes.length) lines.push('', ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`), ...r.notes.map((n) => `- ${n}`));
   return lines.join('\n');
 }

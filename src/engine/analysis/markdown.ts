@@ -88,7 +88,7 @@ export function evalTestLine(cmp: AppendixBComparison): string {
   const mde = t.mde === null ? '' : `, MDE ± ${(100 * t.mde).toFixed(1)} pp`;
   return (
     `Paired test on eval success at step ${t.step}, the same ${t.instances} ${t.split} instances: ${t.significant ? `**${diff}**` : diff}; ${p}${mde}` +
-    `${t.significant ? '' : ` — n.s. at α = ${t.alpha}`}. Exploratory: one seed per side; a finding needs ≥ 3 seeds (\`credit-lens compare\`).`
+    `${t.significant ? '' : ` — n.s. at α = ${t.alpha}`}. Conditional on these two checkpoints: whether these two policies differ on these instances, not whether the methods train differently; that needs several seeds a side (\`credit-lens compare\`'s run-level test).`
   );
 }
 

@@ -15,6 +15,7 @@
 import padjust from '@stdlib/stats-padjust';
 import normalQuantile from '@stdlib/stats-base-dists-normal-quantile';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
+import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import { makeRng } from './rng';
 
 export interface Interval {
@@ -217,5 +218,156 @@ export function mdeWithSeeds(p: Power, seeds: number): number {
 export function seedsNeeded(p: Power, diff: number, max = 1000): number | null {
   if (!(p.instances > 0) || !(Math.abs(diff) > 0) || !(p.within > 0)) return null;
   for (let s = 1; s <= max; s++) if (mdeWithSeeds(p, s) <= Math.abs(diff)) return s;
+  return null;
+}
+
+// ---- The run-level gate ----
+//
+// "Method B trains better policies than method A" is a claim about training runs, so its test has the run as its unit.
+// A run's success rate on fixed instances varies from seed to seed by more than instance noise: a seed whose policy is
+// better on many instances at once moves all of their differences together, which the instance-clustered test above
+// reads as evidence. The gate is therefore the two-way variance of the difference of group means,
+//
+//   Var(Δ̂) = Σ_k s_k²/S_k + σ̂_inst²/n,
+//
+// with s_k² the variance of run k's success rate across its S_k seeds (which is σ_seed² + σ_e²/n: the run effect and the
+// residual noise of n instances) and σ̂_inst² the method × instance interaction (how differently the two methods find
+// each instance), so that the conclusion holds for new seeds *and* new instances from the same task. The t statistic
+// gets Satterthwaite's degrees of freedom from the components. We chose it over an exact permutation of run labels
+// because at the sizes people run (3 seeds a side) the permutation has 20 labelings and cannot reach p < 0.1, whereas
+// the t reference is calibrated there (the null simulation in significance.test.ts). Fewer than 2 runs on a side leave
+// the seed variance unknown: no verdict, only the seeds needed.
+
+/** One side of a run-level contrast: ±1 times the mean over its runs; `runs[s][i]` is run s's outcome on instance i. */
+export interface RunSide {
+  sign: 1 | -1;
+  runs: readonly (readonly number[])[];
+}
+
+/** The variance components of a run-level contrast, estimated from the runs at hand. */
+export interface RunComponents {
+  /** runs per side */
+  runs: number[];
+  /** each side's variance of a run's mean outcome across its seeds (σ_seed² + σ_e²/n); null with one run */
+  runVar: (number | null)[];
+  /** the run variance pooled over the sides that have ≥ 2 runs (df-weighted); null when none has */
+  pooledRunVar: number | null;
+  pooledDf: number;
+  /** the interaction variance per instance, σ̂_inst² (method of moments, clamped at 0) */
+  instanceVar: number;
+  instances: number;
+}
+
+export interface RunLevelTest {
+  /** the contrast: Σ_k sign_k · mean over side k's runs of the run's mean outcome */
+  diff: number;
+  se: number;
+  df: number;
+  t: number;
+  p: number;
+  /** the 95 % t interval of diff, from the same se and df as p */
+  lo: number;
+  hi: number;
+  components: RunComponents;
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
+const sampleVar = (xs: readonly number[]) => {
+  const m = mean(xs);
+  return xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1);
+};
+
+export function runComponents(sides: readonly RunSide[]): RunComponents {
+  const n = sides[0]?.runs[0]?.length ?? 0;
+  for (const s of sides) for (const r of s.runs) if (r.length !== n) throw new Error('runComponents: every run needs the same instances, in the same order');
+  const runVar = sides.map((s) => (s.runs.length >= 2 ? sampleVar(s.runs.map(mean)) : null));
+  let num = 0;
+  let pooledDf = 0;
+  sides.forEach((s, k) => {
+    if (runVar[k] === null) return;
+    num += runVar[k]! * (s.runs.length - 1);
+    pooledDf += s.runs.length - 1;
+  });
+  // d_i = Σ_k sign_k · (side k's mean on instance i); its variance over instances is σ_inst² plus each side's
+  // within-instance spread across seeds divided by its runs, which is subtracted (method of moments).
+  let instanceVar = 0;
+  if (n >= 2) {
+    const d = Array.from({ length: n }, (_, i) => sides.reduce((a, s) => a + s.sign * mean(s.runs.map((r) => r[i])), 0));
+    let within = 0;
+    for (const s of sides) {
+      if (s.runs.length < 2) continue;
+      let v = 0;
+      for (let i = 0; i < n; i++) v += sampleVar(s.runs.map((r) => r[i]));
+      within += v / n / s.runs.length;
+    }
+    instanceVar = Math.max(0, sampleVar(d) - within);
+  }
+  return { runs: sides.map((s) => s.runs.length), runVar, pooledRunVar: pooledDf ? num / pooledDf : null, pooledDf, instanceVar, instances: n };
+}
+
+/** Var(Δ̂) and its Satterthwaite df with `runs[k]` seeds on side k and each side's own run variance (pooled where unknown). */
+function varianceAt(c: RunComponents, runs: readonly number[]): { v: number; df: number } | null {
+  const parts: { v: number; df: number }[] = [];
+  for (let k = 0; k < runs.length; k++) {
+    const own = c.runVar[k];
+    const s2 = own ?? c.pooledRunVar;
+    if (s2 === null) return null;
+    // the df a test with runs[k] seeds on this side would have: for the test at hand its own, for a plan the planned one
+    parts.push({ v: s2 / runs[k], df: Math.max(1, runs[k] - 1) });
+  }
+  if (c.instanceVar > 0) parts.push({ v: c.instanceVar / c.instances, df: c.instances - 1 });
+  const v = parts.reduce((a, p) => a + p.v, 0);
+  const den = parts.reduce((a, p) => a + (p.v * p.v) / p.df, 0);
+  return { v, df: den > 0 ? (v * v) / den : Infinity };
+}
+
+/**
+ * The gate: Δ̂ over t with Satterthwaite df, two-sided. Null when a side has fewer than 2 runs (its seed variance is
+ * unknown), or when the runs show no variance at all (identical rates and no interaction: nothing to test against).
+ */
+export function runLevelTest(sides: readonly RunSide[], level = 0.95): RunLevelTest | null {
+  if (!sides.length || sides.some((s) => s.runs.length < 2)) return null;
+  const c = runComponents(sides);
+  const diff = sides.reduce((a, s) => a + s.sign * mean(s.runs.map(mean)), 0);
+  const at = varianceAt(
+    { ...c, pooledRunVar: null },
+    sides.map((s) => s.runs.length),
+  );
+  if (!at || !(at.v > 0)) return null;
+  const se = Math.sqrt(at.v);
+  const t = diff / se;
+  const p = Math.min(1, 2 * tCdf(-Math.abs(t), at.df));
+  const half = tQuantile(1 - (1 - level) / 2, at.df) * se;
+  return { diff, se, df: at.df, t, p, lo: diff - half, hi: diff + half, components: c };
+}
+
+/**
+ * The smallest true |Δ| the gate detects with `power` at level `alpha` with `runs[k]` seeds on side k (these instances):
+ * (t_{1−α/2, df} + t_{power, df})·SE. Null when no side has 2 runs to estimate the seed variance from.
+ */
+export function runLevelMde(c: RunComponents, runs: readonly number[], alpha: number, power = 0.8): number | null {
+  const at = varianceAt(c, runs);
+  if (!at || !(at.v > 0)) return null;
+  const df = Number.isFinite(at.df) ? at.df : 1e6;
+  return (tQuantile(1 - alpha / 2, df) + tQuantile(power, df)) * Math.sqrt(at.v);
+}
+
+/**
+ * The fewest seeds per side (every side the same, up to `max`) at which the MDE is at most |diff|; null when none is
+ * (the interaction σ_inst²/n sets a floor that seeds cannot lower: more instances are needed) or the seed variance is
+ * unknown.
+ */
+export function runsNeeded(c: RunComponents, diff: number, alpha: number, power = 0.8, max = 1000): number | null {
+  if (!(Math.abs(diff) > 0)) return null;
+  for (let s = 2; s <= max; s++) {
+    const m = runLevelMde(
+      c,
+      c.runs.map(() => s),
+      alpha,
+      power,
+    );
+    if (m === null) return null;
+    if (m <= Math.abs(diff)) return s;
+  }
   return null;
 }

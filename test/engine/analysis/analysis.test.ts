@@ -583,7 +583,7 @@ test("Appendix B carries the paired test on eval success from both runs' per-ins
   assert.ok(Math.abs(t.diff - 0.25) < 1e-12 && t.lo > 0.05 && t.hi <= 0.45, JSON.stringify(t));
   assert.match(
     analysisToMarkdown(analyzeRun(run), cmp),
-    /at step 2, the same 40 test instances: \*\*Δ \+25\.0 pts, 95 % bootstrap CI over instances \[\+\d+\.\d, \+\d+\.\d\]\*\*; exact test p = 0\.002 .*MDE ± \d+\.\d pp\. Exploratory/,
+    /at step 2, the same 40 test instances: \*\*Δ \+25\.0 pts, 95 % bootstrap CI over instances \[\+\d+\.\d, \+\d+\.\d\]\*\*; exact test p = 0\.002 .*MDE ± \d+\.\d pp\. Conditional on these two checkpoints/,
   );
   // A one-instance difference is n.s.
   evalOf(run, 11);

@@ -196,11 +196,11 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
   };
   assert.equal(
     evalTestCell({ ...withB.appendix_b!, eval_test: test }),
-    'step 30, 40 test instances: Δ +2.5 pts [-5.0, +10.0], p 1.000 · n.s. · MDE ± 9.3 pp · exploratory (one seed each)',
+    'step 30, 40 test instances: Δ +2.5 pts [-5.0, +10.0], p 1.000 · n.s. · MDE ± 9.3 pp · conditional on these two checkpoints, no verdict on the methods (one seed each)',
   );
   assert.equal(
     evalTestCell({ ...withB.appendix_b!, eval_test: { ...test, p: 1.9e-9, p_adjusted: 1.9e-9, significant: true, mde: null } }),
-    'step 30, 40 test instances: Δ +2.5 pts [-5.0, +10.0], p 1.9e-9 · exploratory (one seed each)',
+    'step 30, 40 test instances: Δ +2.5 pts [-5.0, +10.0], p 1.9e-9 · conditional on these two checkpoints, no verdict on the methods (one seed each)',
   );
   assert.equal(allTables(withB).at(-1)!.id, 'appendix_b');
   assert.equal(allTables(REPORT).length, 11);
