@@ -168,7 +168,7 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   assert.ok(t, 'analyze tests the eval difference');
   assert.equal(t.step, 100);
   assert.match(paired, new RegExp(`paired test step 100, ${t.instances} test instances: Δ [+-]${Math.abs(100 * t.diff).toFixed(1)} pts`));
-  assert.match(paired, /exploratory \(one seed each\)/);
+  assert.match(paired, /conditional on these two checkpoints, no verdict on the methods \(one seed each\)/);
   assert.ok(t.diff !== 0, 'a pair that differs');
   // the tables get the width (the side bar closed, whatever the scenarios before left), no hover over them
   if (await page.locator('.part.sidebar').isVisible())

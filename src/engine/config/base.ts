@@ -208,8 +208,16 @@ export const grpoSchema = section(
         'are still those of the whole batch (a first pass without a tape reads its log-probs). Peak memory falls to about one ' +
         "slice's activations, for one more forward pass per update. Not with credit.strategy attribution.",
     ).default(1),
-    clip_eps: num({ gte: 0 }, 'Lower clip: the ratio is clipped at 1 − clip_eps (TRL epsilon).').default(0.2),
-    clip_eps_high: num({ gte: 0 }, 'Upper clip: the ratio is clipped at 1 + clip_eps_high (TRL epsilon_high; DAPO uses 0.28).').default(0.2),
+    clip_eps: num(
+      { gte: 0 },
+      'Lower clip: the ratio is clipped at 1 − clip_eps (TRL epsilon). Default 0.2; with importance_sampling_level: sequence, ' +
+        "GSPO's 3e-4 (its sequence ratio moves far less than a token's).",
+    ).default(0.2),
+    clip_eps_high: num(
+      { gte: 0 },
+      'Upper clip: the ratio is clipped at 1 + clip_eps_high (TRL epsilon_high; DAPO uses 0.28). Default 0.2; with ' +
+        "importance_sampling_level: sequence, GSPO's 4e-4.",
+    ).default(0.2),
     kl_beta: num({ gte: 0 }, 'Weight of the k3 KL penalty to the reference model (TRL beta); 0 disables it.').default(0.0),
     scale_rewards: oneOf(
       ['group', 'batch', 'none'],
@@ -237,9 +245,10 @@ export const grpoSchema = section(
       'a mapping {len: an integer ≥ 1, penalty: a number ≥ 0}, or null',
     ).default(null),
     dynamic_sampling: bool(
-      "DAPO's dynamic sampling (veRL algorithm.filter_groups): drop the groups whose rewards are all equal (every advantage 0) " +
-        'and draw more prompts until prompts_per_step groups carry a signal, up to max_resample_batches more draws. Logged ' +
-        'as groups_drawn and resampled_frac.',
+      "DAPO's dynamic sampling (veRL algorithm.filter_groups with DAPO's metric acc): drop the groups whose answers are all " +
+        "correct or all wrong by the task's success (not by the total reward, whose format part and overlong penalty would keep " +
+        'groups with no answer signal) and draw more prompts until prompts_per_step groups carry one, up to ' +
+        'max_resample_batches more draws. Logged as groups_drawn and resampled_frac.',
     ).default(false),
     max_resample_batches: int(
       0,
@@ -253,7 +262,9 @@ export const grpoSchema = section(
       ['token', 'sequence'],
       "The importance ratio's level (TRL importance_sampling_level): token: ρ_t = π/π_old per token (GRPO); sequence: " +
         "GSPO's s = exp(mean over the completion's tokens of log ρ_t), one ratio and one clip per sequence, the gradient " +
-        'flowing through the mean. On-policy (epochs_per_step 1) both give the same update.',
+        "flowing through the mean, so every token of a completion gets the mean of its advantages: a credit strategy's " +
+        'per-token credit is averaged away, and sequence is refused with any credit.strategy but none. Its clip defaults ' +
+        "are GSPO's (clip_eps 3e-4, clip_eps_high 4e-4) unless set. With strategy none and epochs_per_step 1 both levels give the same update.",
     ).default('token'),
     // grpo.policy_loss and each variant's own keys come from the loss catalog: each declares its options once.
     ...lossShape(),

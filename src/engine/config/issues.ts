@@ -191,8 +191,22 @@ export function validateConfig(raw: unknown): { config: CreditConfig | null; iss
   return validateWith(raw, undefined);
 }
 
+/**
+ * Defaults that depend on another key, filled in before the schema's own: GSPO's clip range (Zheng et al. 2025, 3e-4 and
+ * 4e-4) when importance_sampling_level is sequence, since a sequence ratio (the geometric mean of the token ratios)
+ * stays within a few 1e-4 of 1 where a token ratio moves by tenths, and the token default 0.2 would never clip.
+ */
+export function dependentDefaults(raw: unknown): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const grpo = (raw as Record<string, unknown>).grpo;
+  if (!grpo || typeof grpo !== 'object' || Array.isArray(grpo)) return raw;
+  const g = grpo as Record<string, unknown>;
+  if (g.importance_sampling_level !== 'sequence') return raw;
+  return { ...raw, grpo: { clip_eps: 3e-4, clip_eps_high: 4e-4, ...g } };
+}
+
 export function validateWith(raw: unknown, src: Source | undefined): { config: CreditConfig | null; issues: ConfigIssue[] } {
-  const r = creditConfigSchema.safeParse(raw);
+  const r = creditConfigSchema.safeParse(dependentDefaults(raw));
   if (r.success) return { config: r.data, issues: [] };
   return { config: null, issues: finish(zodToRawIssues(r.error.issues, raw), src) };
 }

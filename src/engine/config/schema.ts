@@ -168,6 +168,17 @@ export const creditConfigSchema = baseSchema
         params: { ...(issue.expected !== undefined && { expected: issue.expected }), ...(issue.at && { at: issue.at }) },
         message: issue.message ?? '',
       });
+    // GSPO's one ratio per sequence hands every token the mean of its completion's advantages: a strategy's per-token
+    // credit would be averaged away while the run is labelled with it.
+    if (c.grpo.importance_sampling_level === 'sequence' && c.credit.strategy !== 'none')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['grpo', 'importance_sampling_level'],
+        params: {
+          expected: `token with credit.strategy: ${c.credit.strategy} (a sequence-level ratio gives every token its completion's mean advantage, averaging the strategy's per-token credit away), or credit.strategy: none for GSPO`,
+        },
+        message: '',
+      });
     if (c.grpo.overlong_buffer && c.grpo.overlong_buffer.len > c.grpo.max_new_tokens)
       ctx.addIssue({
         code: 'custom',

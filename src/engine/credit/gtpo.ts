@@ -10,6 +10,12 @@
 //   and each set's shaped rewards are standardised over its own tokens in the group, Â = (r̃ − mean)/(std + 1e-4) (sample
 //   std), so a confident failure token is penalised most and an uncertain success token rewarded most. α₁ = 1, α₂ = 0.1
 //   as the ports use; entropy_clip [lo, hi] clips H first (the ports' [0.2, 0.28]; null: no clip). Success is the task's.
+//   What the separate standardisation (the paper's Eq. 6, as the ports read it) implies, said here because it surprises:
+//   Â sums to 0 over a group's successful tokens, so about half of a correct answer's tokens are pushed down (the
+//   lower-entropy ones) and the outcome itself carries no signal beyond which set a token is in. One departure, named: a
+//   group whose rollouts are all correct or all wrong gets Â = 0. The paper trains on DAPO's dynamically sampled batches,
+//   where such groups never reach the loss; standardising one set alone would give its tokens |Â| up to about 6 from
+//   entropy differences only.
 import { preparedRows, validMask, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared, tokenAdvantageBatch } from './types';
 
 export function gtpoSeedWeights(entropies: number[], mask: number[]): number[] {
@@ -45,6 +51,7 @@ export function gtpoPaperAdvantages(group: GtpoSeq[], p: { alpha1: number; alpha
     for (const j of neg) shaped[j][t] = -p.alpha1 - (p.alpha2 * neg.length * (1 / Math.max(H[j][t], 1e-8))) / sumInv;
   }
   const out = group.map((s) => new Array<number>(s.entropies.length).fill(0));
+  if (group.every((s) => s.success) || group.every((s) => !s.success)) return out;
   for (const success of [true, false]) {
     const members = group.map((_, i) => i).filter((i) => group[i].success === success);
     const vals = members.flatMap((i) => shaped[i]);

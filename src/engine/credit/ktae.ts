@@ -1,7 +1,10 @@
 // KTAE, key-token advantage estimation (arXiv 2505.16826; the authors' code: xiaolizh1/KTAE,
 // verl/workers/actor/compute_key_tokens.py and compute_ktae_outcome_advantage_and_keytokens in core_algos.py).
 // Per group, every token id gets a bonus KT ∈ (−1, 1) from how its appearance splits the group's correct and wrong
-// rollouts, and Â_{i,t} = A_i + KT[y_{i,t}] (the same bonus on every occurrence of the id in the group). For a token id,
+// rollouts, and Â_{i,t} = A_i + KT[y_{i,t}] (the same bonus on every occurrence of the id in the group), where A_i is the
+// group's std-scaled advantage (r − mean_g)/(std_g + 1e-6) as in the authors' compute_ktae_outcome_advantage_and_keytokens,
+// whatever grpo.scale_rewards says: the bonus is sized against a unit-scale advantage, and added to Dr. GRPO's unscaled
+// r − mean_g it would weigh 1/std_g times more (2–8× on countdown's groups). For a token id,
 // with a / b the correct / wrong rollouts it appears in and c / d those it does not:
 //   F  = exp(−2p) for the two-sided Fisher exact p of [[a, b], [c, d]] (0 when p = 1)
 //   IG = H(Y) − H(Y | X), in bits, Y = correct or wrong, X = appears or not
@@ -110,6 +113,18 @@ export function keyTokenBonus(ids: number[][], correct: boolean[], p: KtaeParams
   return out;
 }
 
+/**
+ * The authors' advantage of one group: its episode advantages (centred on the group under every grpo.scale_rewards)
+ * divided by their sample std + 1e-6 (torch.std, their epsilon). Under scale_rewards group it is A itself up to the
+ * epsilons; under none it is the std scaling the authors' code applies before adding the bonus.
+ */
+export function stdScaled(adv: readonly number[]): number[] {
+  const n = adv.length;
+  const mean = adv.reduce((a, x) => a + x, 0) / n;
+  const std = n > 1 ? Math.sqrt(adv.reduce((a, x) => a + (x - mean) ** 2, 0) / (n - 1)) : 0;
+  return adv.map((a) => (a - mean) / (std + 1e-6));
+}
+
 async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Prepared> {
   const p = ctx.cfg.credit.ktae;
   const eos = new Set(ctx.tokenizer.eosIds ?? [ctx.tokenizer.eosId]);
@@ -123,7 +138,8 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
       { alpha: p.alpha, beta: p.beta, tf: p.tf },
       eos,
     );
-    for (const e of members) adv[e.index] = e.ids.map((id) => e.advantage + (kt.get(id) ?? 0));
+    const scaled = stdScaled(members.map((e) => e.advantage));
+    members.forEach((e, k) => (adv[e.index] = e.ids.map((id) => scaled[k] + (kt.get(id) ?? 0))));
   }
   return { batch: tokenAdvantageBatch(adv, episodes) };
 }

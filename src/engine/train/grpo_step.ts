@@ -113,8 +113,10 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
 
 /**
  * The step's groups, their rewards shaped (grpo.overlong_buffer): the shaped reward is the episode's reward from here on
- * (advantages, the episode table, the metrics). With grpo.dynamic_sampling (DAPO; veRL's filter_groups) the groups whose
- * rewards are all equal (no signal: every advantage 0) are dropped and more prompts drawn, each draw from its own
+ * (advantages, the episode table, the metrics). With grpo.dynamic_sampling (DAPO; veRL's filter_groups with DAPO's metric
+ * acc) the groups whose rollouts are all correct or all wrong by the task's success are dropped, as DAPO does: filtering
+ * on the total reward would keep a group whose only differences are the format part or the overlong penalty. More
+ * prompts are drawn, each draw from its own
  * seeded stream, until prompts_per_step groups are kept or max_resample_batches more draws were made; a step that
  * finds none keeps its first draw (its update is then zero) and says so.
  */
@@ -139,11 +141,11 @@ async function collectGroups(
     for (let i = 0; i < eps.length / G && kept.length < g.prompts_per_step; i++) {
       groupsDrawn++;
       const group = eps.slice(i * G, (i + 1) * G);
-      if (rewardsDiffer(group.map((e) => e.reward.total))) kept.push({ eps: group, draw: k });
+      if (rewardsDiffer(group.map((e) => Number(e.success)))) kept.push({ eps: group, draw: k });
     }
   }
   if (!kept.length) {
-    log('warn', `step ${step}: dynamic sampling found no group with differing rewards in ${groupsDrawn} groups; training on the first draw (no signal)`);
+    log('warn', `step ${step}: dynamic sampling found no group with both correct and wrong answers in ${groupsDrawn} groups; training on the first draw`);
     return { episodes: first, groupsDrawn, resampledFrac: 0 };
   }
   if (kept.length < g.prompts_per_step)

@@ -553,6 +553,18 @@ test('GSPO and CISPO settings: the combinations that mean nothing are refused wi
   ]);
   assert.deepEqual(msgs(base + 'grpo: {policy_loss: cispo, cispo_clip: top, clip_eps_high: 5}\n'), []);
   assert.deepEqual(msgs(base + 'grpo: {importance_sampling_level: sequence}\n'), []);
+  // GSPO's clip range by default (its paper: 3e-4 and 4e-4); the token level keeps 0.2; an explicit clip stays
+  const clips = (t: string) => {
+    const g = parseConfigText(base + t).config!.grpo;
+    return [g.clip_eps, g.clip_eps_high];
+  };
+  assert.deepEqual(clips('grpo: {importance_sampling_level: sequence}\n'), [3e-4, 4e-4]);
+  assert.deepEqual(clips('grpo: {importance_sampling_level: token}\n'), [0.2, 0.2]);
+  assert.deepEqual(clips('grpo: {importance_sampling_level: sequence, clip_eps_high: 1e-3}\n'), [3e-4, 1e-3]);
+  // a sequence-level ratio averages a strategy's per-token credit away: refused, with what works
+  assert.deepEqual(msgs(base + 'grpo: {importance_sampling_level: sequence}\ncredit: {strategy: entropy_weighted}\n'), [
+    'grpo.importance_sampling_level: got "sequence", expected token with credit.strategy: entropy_weighted (a sequence-level ratio gives every token its completion\'s mean advantage, averaging the strategy\'s per-token credit away), or credit.strategy: none for GSPO',
+  ]);
   // DAPO's overlong buffer lies inside max_new_tokens
   assert.deepEqual(msgs(base + 'grpo: {max_new_tokens: 32, overlong_buffer: {len: 40, penalty: 1}}\n'), [
     'grpo.overlong_buffer.len: got 40, expected at most grpo.max_new_tokens (32): the buffer is the last len tokens before it',

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { otbAdvantages } from '../../../src/engine/credit/otb';
-import { fisherExactP, informationGain, keyTokenBonus } from '../../../src/engine/credit/ktae';
+import { fisherExactP, informationGain, keyTokenBonus, stdScaled } from '../../../src/engine/credit/ktae';
 import { rewardParts, tagTokens } from '../../../src/engine/credit/reward_decomposition';
 import { gtpoPaperAdvantages } from '../../../src/engine/credit/gtpo';
 import { mcBoundaries, segmentAdvantages } from '../../../src/engine/credit/mc_value';
@@ -59,6 +59,18 @@ test('ktae: Fisher exact p, information gain and the key-token bonus by hand', (
   assert.equal(keyTokenBonus(ids, [true, true, true, true], { alpha: 1, beta: 1, tf: true }).size, 0);
 });
 
+test("ktae adds its bonus to the authors' std-scaled advantage, whatever grpo.scale_rewards is", () => {
+  // rewards 1, 0, 0, 0 under scale_rewards none: A = r − mean = 0.75, −0.25, −0.25, −0.25; sample std 0.5, so the
+  // authors' (r − mean)/(std + 1e-6) = 1.5, −0.5, −0.5, −0.5 (÷ 1.000002). Under scale_rewards group the same group's
+  // A = (r − mean)/(0.5 + 1e-4) already has std ≈ 1 (0.9998), and scaling leaves it within 1e-5.
+  const none = stdScaled([0.75, -0.25, -0.25, -0.25]);
+  [1.5, -0.5, -0.5, -0.5].forEach((v, k) => close(none[k], v / (1 + 2e-6), 1e-12, `none ${k}`));
+  const group = stdScaled([0.75, -0.25, -0.25, -0.25].map((a) => a / (0.5 + 1e-4)));
+  [1.5, -0.5, -0.5, -0.5].forEach((v, k) => close(group[k], v, 1e-5, `group ${k}`));
+  // a group of equal rewards stays 0 (no bonus either: keyTokenBonus needs both outcomes)
+  assert.deepEqual(stdScaled([0, 0, 0, 0]), [0, 0, 0, 0]);
+});
+
 test('reward_decomposition: tag tokens, the parts and the reasoning share of holding steps', () => {
   const completion = '5+3=8\n4*2=9</think>\n<answer>8</answer>';
   const tokens = [...completion].map((ch, i) => ({ id: i, text: ch, start: i, end: i + 1 }));
@@ -93,6 +105,21 @@ test("gtpo's paper form: entropy-shared rewards, successes and failures standard
   // the confident failure token (low H, larger 1/H share) is penalised most
   [-zf, zf].forEach((v, t) => close(f1[t], v, 1e-9, `F1 t${t}`));
   [zf, -zf].forEach((v, t) => close(f2[t], v, 1e-9, `F2 t${t}`));
+  // Eq. 6's separate standardisation: Â sums to 0 over the successes' tokens (half of each correct answer pushed down)
+  close(s1[0] + s1[1] + s2[0] + s2[1], 0, 1e-12, 'Σ Â over successes');
+  // A group of one outcome gets Â = 0 (the paper trains on DAPO's dynamic sampling, which drops such groups). Without
+  // that, failures F1 H = (1, 0.1), F2 H = (2, 0.1) alone would be standardised to ± about 0.87–1.5 from entropy alone.
+  const wrong = gtpoPaperAdvantages(
+    [
+      { success: false, reward: 0, entropies: [1, 0.1] },
+      { success: false, reward: 0, entropies: [2, 0.1] },
+    ],
+    { alpha1: 1, alpha2: 0.1, entropyClip: null },
+  );
+  assert.deepEqual(wrong, [
+    [0, 0],
+    [0, 0],
+  ]);
 });
 
 test('mc_value: boundaries (fixed, cutpoints), segment advantages and the probability mask', () => {
@@ -130,11 +157,19 @@ test('ktae, otb, reward_decomposition, gtpo (paper form) and mc_value train end 
     assert.ok(tok.effective_advantage.every(Number.isFinite) && tok.weight.every(Number.isFinite), strategy);
     const G = 4;
     if (strategy === 'ktae') {
-      // the bonus Â − A belongs to the token id within its group: the same on every occurrence
+      // the bonus Â − A_std belongs to the token id within its group: the same on every occurrence (A_std: the group's
+      // episode advantages over their sample std, the authors' scaling)
+      const episodeAdv = new Map<number, number>();
+      for (let k = 0; k < tok.episode.length; k++) episodeAdv.set(tok.episode[k], tok.advantage[k]);
+      const scaled = new Map<number, number>();
+      for (let g = 0; g * G < 8; g++) {
+        const members = Array.from({ length: G }, (_, j) => g * G + j);
+        stdScaled(members.map((e) => episodeAdv.get(e) ?? 0)).forEach((a, j) => scaled.set(members[j], a));
+      }
       const bonus = new Map<string, number>();
       for (let k = 0; k < tok.episode.length; k++) {
         const key = `${Math.floor(tok.episode[k] / G)}:${tok.token_id[k]}`;
-        const b = tok.effective_advantage[k] - tok.advantage[k];
+        const b = tok.effective_advantage[k] - scaled.get(tok.episode[k])!;
         if (bonus.has(key)) close(b, bonus.get(key)!, 1e-5, key);
         else bonus.set(key, b);
         assert.ok(Math.abs(b) < 1);

@@ -220,7 +220,7 @@ test('mask_truncated_completions leaves truncated completions out of the loss; o
   close(shaped[0].reward_mean!, plain[0].reward_mean! + shaped[0].overlong_penalty_mean!, 1e-6);
 });
 
-test('dynamic sampling (DAPO) keeps only groups whose rewards differ, drawing more prompts from their own streams; off, none is drawn', async () => {
+test('dynamic sampling (DAPO) keeps only groups with both a correct and a wrong answer, drawing more prompts from their own streams; off, none is drawn', async () => {
   const dir = tmp();
   // groups of 2 one-or-two-token completions: many groups score alike (both without a 7, or both all 7s)
   sevensConfig(dir, {
@@ -255,6 +255,8 @@ test('dynamic sampling (DAPO) keeps only groups whose rewards differ, drawing mo
   const runDir = dynRun.runDir;
   const ep = readEpisodeTable(join(runDir, 'episodes', 'step-000001.arrow'));
   assert.ok(ep.reward.length % 2 === 0 && ep.reward.length <= 8 && ep.reward.length > 0, String(ep.reward.length));
-  for (let k = 0; k < ep.reward.length; k += 2) assert.notEqual(ep.reward[k], ep.reward[k + 1]);
+  // DAPO filters on accuracy: each kept group has one correct and one wrong answer (the reward alone may differ in
+  // groups of two wrong answers)
+  for (let k = 0; k < ep.reward.length; k += 2) assert.notEqual(ep.success[k], ep.success[k + 1]);
   if (ep.reward.length < 8) assert.match(readFileSync(join(runDir, 'engine.log'), 'utf8'), /dynamic sampling kept \d of 4 groups after \d+ drawn/);
 });
