@@ -286,6 +286,7 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
   );
   if (!losses?.length) return undefined;
   const grid: Record<string, unknown>[] = [];
+  let gspoSkipped = false;
   for (const { label: s } of strategies) {
     const knobs = STRATEGY_PARAMS[s as keyof typeof STRATEGY_PARAMS].filter((p) => KNOB_VALUES[p]);
     const entry: Record<string, unknown> = { 'credit.strategy': s };
@@ -300,7 +301,23 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
       if (!picked.length) continue;
       entry[knob] = picked.map((p) => p.value);
     }
-    for (const { variant } of losses) grid.push({ ...entry, ...variant.set });
+    for (const { variant } of losses) {
+      // GSPO's one ratio per sequence gives every token its completion's mean advantage: with a strategy it would train
+      // plain GRPO under the strategy's name, and the config check refuses it.
+      if (variant.set['grpo.importance_sampling_level'] === 'sequence' && s !== 'none') {
+        gspoSkipped = true;
+        continue;
+      }
+      grid.push({ ...entry, ...variant.set });
+    }
+  }
+  if (gspoSkipped)
+    void vscode.window.showInformationMessage(
+      "GSPO is swept with strategy none only: its one importance ratio per sequence averages a strategy's per-token credit away.",
+    );
+  if (!grid.length) {
+    void vscode.window.showErrorMessage('Nothing to sweep: GSPO was the only loss picked, and it combines with strategy none only.');
+    return undefined;
   }
   return grid;
 }
