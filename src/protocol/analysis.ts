@@ -43,12 +43,37 @@ export interface Estimate {
 
 /** How well one strategy's Â matches the Monte Carlo credit δ (src/engine/probe/accuracy.ts says how each is computed). */
 export interface StrategyAccuracy {
-  /** rank correlation of |Â| and |δ| within an episode */
+  /** rank correlation of |Â| and |δ̂| within an episode (|δ̂| is biased upward by the probe's noise: see spearman_unbiased) */
   spearman: Estimate;
-  /** share of an episode's Σ|Â| on its top 10 % |δ| tokens */
+  /** share of an episode's Σ|Â| on its top 10 % |δ̂| tokens */
   decisive_share: Estimate;
-  /** |δ|-weighted share of tokens where sign(Â) = sign(δ) */
+  /** |δ̂|-weighted share of tokens where sign(Â) = sign(δ̂) */
   sign_agreement: Estimate;
+  /** rank correlation of |Â| and δ̂ᴬ·δ̂ᴮ, the two independent halves' product, which estimates δ² without the noise's bias */
+  spearman_unbiased?: Estimate;
+  /** the same rank correlation against |δ̂ᴬ − δ̂ᴮ|: pure estimation error, what a measure scores from noise alone */
+  placebo?: Estimate;
+  /** spearman_unbiased minus the best trivial baseline's, episode by episode, with its interval; `over` names the baseline */
+  excess?: Estimate & { over: string | null };
+  /** QVal's measures: Pearson r and Kendall τ-b of the signed Â against the signed δ̂ within an episode */
+  pearson?: Estimate;
+  kendall?: Estimate;
+  /** over every unit where Â and δ̂ are both non-zero: how many agree in sign, and the exact two-sided binomial p against ½ */
+  sign_test?: { agree: number; units: number; p: number };
+}
+
+/** How much of the probe's δ̂ is signal: its two independent halves of the M continuations against each other. */
+export interface ProbeReliability {
+  /** Pearson r of δ̂ᴬ and δ̂ᴮ over every unit of the episode set: the split-half reliability of one half */
+  half: number | null;
+  /** Spearman–Brown's 2r/(1 + r): the reliability of δ̂ from all M, the ceiling of any strategy's correlation with it */
+  full: number | null;
+  /** mean within-episode Spearman of |δ̂ᴬ| and |δ̂ᴮ|: the ceiling of a rank measure against |δ| */
+  abs_rank_half: Estimate;
+  /** the units (token stretches) with both halves */
+  units: number;
+  /** share of the full-M δ̂ that are exactly 0 */
+  zero_share: number | null;
 }
 
 export interface AccuracyReport {
@@ -56,8 +81,15 @@ export interface AccuracyReport {
   accuracy: Record<string, StrategyAccuracy>;
   /** the decisive share uniform credit would give, for comparison */
   uniform_share: Estimate;
+  /** episodes scored (every row on the same set: the probed episodes whose advantage A ≠ 0) and their prompts */
   episodes: number;
   prompts: number;
+  /** trivial credit scored the same way, A·w with w = 1 − π(y_t), the entropy H_t, or the position t; absent in older records */
+  baselines?: Record<string, StrategyAccuracy>;
+  /** the split-half reliability; null where the probe kept no halves (an older engine's table) */
+  reliability?: ProbeReliability | null;
+  /** what limits the report: few prompts (t intervals), no halves */
+  warnings?: string[];
 }
 
 /** One probed step (`<run>/probes/step-N.json`). */

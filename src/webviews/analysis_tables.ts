@@ -250,22 +250,37 @@ const ratioOf = (f: number | null, r: number | null): number | null => (f !== nu
 
 /** One probed step's credit accuracy (`analyze --probe`): each measure's mean and its 95 % interval over prompts. */
 export function probeTable(p: ProbeAccuracy): Table {
-  const e = (x: Estimate): Cell[] => [x.mean, x.lo, x.hi];
+  const none: Estimate = { mean: null, lo: null, hi: null, n: 0 };
+  const e = (x: Estimate | undefined): Cell[] => [(x ?? none).mean, (x ?? none).lo, (x ?? none).hi];
+  const rel = p.reliability;
+  const f2 = (x: number | null) => (x === null ? '—' : x.toFixed(2));
+  const row = (label: string, s: ProbeAccuracy['accuracy'][string], excess: boolean): Cell[] => [
+    label,
+    ...e(s.spearman_unbiased),
+    (s.placebo ?? none).mean,
+    ...(excess ? e(s.excess) : [null, null, null]),
+    (s.decisive_share ?? none).mean,
+    (s.kendall ?? none).mean,
+    s.sign_test ? s.sign_test.p : null,
+    s.decisive_share.n,
+  ];
   return {
     id: `probe_${p.step}`,
     title: `Credit accuracy, step ${p.step} (Monte Carlo probe)`,
     hint:
-      `${p.episodes} probed episodes of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); intervals resample prompts. ` +
-      `Spearman of |Â| and |δ| per episode; decisive share: Σ|Â| on the top 10 % |δ| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
-      "sign agreement: |δ|-weighted share of tokens where Â has δ's sign. Episodes with A = 0 carry no credit and are left out.",
-    header: ['strategy', 'spearman', 'lo', 'hi', 'decisive share', 'lo', 'hi', 'sign agreement', 'lo', 'hi', 'episodes'],
-    rows: Object.entries(p.accuracy).map(([name, s]) => [
-      name === p.run_strategy ? `${name} (the run's)` : name,
-      ...e(s.spearman),
-      ...e(s.decisive_share),
-      ...e(s.sign_agreement),
-      s.sign_agreement.n,
-    ]),
-    percentColumns: [4, 5, 6, 7, 8, 9],
+      `${p.episodes} episodes with A ≠ 0 of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); intervals over prompts. ` +
+      (rel
+        ? `Reliability of δ̂: split-half r ${f2(rel.half)}, for all M ${f2(rel.full)}: no score can exceed about √${f2(rel.full)}. `
+        : 'Reliability unknown: this probe kept no independent halves (probe again with --replace). ') +
+      'score: Spearman of |Â| with δ̂ᴬ·δ̂ᴮ (noise-unbiased); placebo: the same against |δ̂ᴬ − δ̂ᴮ|, pure noise; excess: the score minus the best trivial baseline’s ' +
+      `(1 − π, entropy, position); decisive share: Σ|Â| on the top 10 % |δ̂| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
+      "Kendall τ of the signed Â and δ̂, and the sign test's p over all tokens (QVal's measures)." +
+      (p.warnings?.length ? ` ${p.warnings.join(' ')}` : ''),
+    header: ['strategy', 'score', 'lo', 'hi', 'placebo', 'excess', 'lo', 'hi', 'decisive share', 'kendall τ', 'sign test p', 'episodes'],
+    rows: [
+      ...Object.entries(p.accuracy).map(([name, s]) => row(name === p.run_strategy ? `${name} (the run's)` : name, s, true)),
+      ...Object.entries(p.baselines ?? {}).map(([name, s]) => row(`baseline: ${name}`, s, false)),
+    ],
+    percentColumns: [8],
   };
 }

@@ -267,20 +267,44 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
   const out = ['## Credit accuracy against Monte Carlo values (credit-lens probe)'];
   if (!probes.length) return [...out, '_No step of this run has been probed: `credit-lens probe <run> --step N`._'];
   out.push(
-    "_Per episode: the rank correlation of |Â| and |δ| over its tokens, the share of its Σ|Â| on its top 10 % |δ| tokens, and the |δ|-weighted share of tokens whose Â has δ's sign; means over episodes with 95 % intervals that resample prompts. Episodes with A = 0 carry no credit and are left out; uniform credit ranks nothing (Spearman —)._",
+    "_Per episode, against the probe's two independent halves of its continuations: score, the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ (which estimates δ² without the noise's bias); placebo, the same against |δ̂ᴬ − δ̂ᴮ|, pure estimation error; excess, the score minus the best trivial baseline's (A·(1 − π), A·H or A·position), episode by episode. Also the decisive share (Σ|Â| on the top 10 % |δ̂| tokens), QVal's Kendall τ of the signed Â and δ̂, and the sign test over all units. Means over the episodes with A ≠ 0 (one set for every row), with 95 % intervals over prompts. Reliability: the halves' split-half correlation, and Spearman–Brown's value for all M, the ceiling of any score._",
   );
   for (const p of probes) {
+    const rel = p.reliability;
     out.push(
       `### Step ${p.step}: ${p.episodes} episodes of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); uniform credit's decisive share ${est(p.uniform_share, (x) => pct(x))}`,
+      rel
+        ? `Reliability of δ̂: split-half r ${num(rel.half)}, all M ${num(rel.full)} (${rel.units} units; ${rel.zero_share === null ? DASH : pct(rel.zero_share)} of δ̂ exactly 0).`
+        : 'Reliability of δ̂: unknown (the probe kept no independent halves; probe again with --replace).',
+      ...(p.warnings ?? []).map((w) => `> ${w}`),
       table(
-        ['Strategy', 'Spearman \\|Â\\| ~ \\|δ\\|', 'Decisive share', 'Sign agreement', 'Episodes'],
-        Object.entries(p.accuracy).map(([name, s]) => [
-          name === p.run_strategy ? `${name} (the run's)` : name,
-          est(s.spearman, (x) => num(x)),
-          est(s.decisive_share, (x) => pct(x)),
-          est(s.sign_agreement, (x) => pct(x)),
-          String(s.sign_agreement.n),
-        ]),
+        ['Strategy', 'Score', 'Placebo', 'Excess over the best baseline', 'Decisive share', 'Kendall τ', 'Sign agreement (p)', 'Episodes'],
+        [
+          ...Object.entries(p.accuracy).map(([name, s]) => [
+            name === p.run_strategy ? `${name} (the run's)` : name,
+            s.spearman_unbiased ? est(s.spearman_unbiased, (x) => num(x)) : DASH,
+            s.placebo ? est(s.placebo, (x) => num(x)) : DASH,
+            s.excess ? `${est(s.excess, (x) => num(x))}${s.excess.over ? ` (over ${s.excess.over})` : ''}` : DASH,
+            est(s.decisive_share, (x) => pct(x)),
+            s.kendall ? est(s.kendall, (x) => num(x)) : DASH,
+            s.sign_test
+              ? `${s.sign_test.agree}/${s.sign_test.units} (${s.sign_test.p < 1e-4 ? s.sign_test.p.toExponential(1) : s.sign_test.p.toPrecision(2)})`
+              : DASH,
+            String(s.decisive_share.n),
+          ]),
+          ...Object.entries(p.baselines ?? {}).map(([name, s]) => [
+            `baseline: ${name}`,
+            s.spearman_unbiased ? est(s.spearman_unbiased, (x) => num(x)) : DASH,
+            s.placebo ? est(s.placebo, (x) => num(x)) : DASH,
+            '',
+            est(s.decisive_share, (x) => pct(x)),
+            s.kendall ? est(s.kendall, (x) => num(x)) : DASH,
+            s.sign_test
+              ? `${s.sign_test.agree}/${s.sign_test.units} (${s.sign_test.p < 1e-4 ? s.sign_test.p.toExponential(1) : s.sign_test.p.toPrecision(2)})`
+              : DASH,
+            String(s.decisive_share.n),
+          ]),
+        ],
       ),
     );
   }

@@ -13,21 +13,27 @@ export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episo
 const pct = (x: number | null) => (x === null ? '   —  ' : `${(100 * x).toFixed(1).padStart(5)}%`);
 const num = (x: number | null) => (x === null ? '   —  ' : x.toFixed(3).padStart(6));
 
-/** The accuracy table as text, one row per strategy. */
+/** The accuracy table as text: the probe's reliability, then one row per strategy and per trivial baseline. */
 export function accuracyText(r: ProbeReport): string {
   const acc = r.accuracy;
   if (!acc || !r.uniform_share) return 'no episode finished: no accuracy\n';
-  const ci = (e: { lo: number | null; hi: number | null }, f: (x: number | null) => string) => (e.lo === null ? '' : ` [${f(e.lo).trim()}, ${f(e.hi).trim()}]`);
+  const ci = (e: { lo: number | null; hi: number | null } | undefined, f: (x: number | null) => string) =>
+    !e || e.lo === null ? '' : ` [${f(e.lo).trim()}, ${f(e.hi).trim()}]`;
+  const m = (e: { mean: number | null } | undefined, f: (x: number | null) => string) => f(e?.mean ?? null);
+  const rel = r.reliability;
   const lines = [
-    `credit accuracy over ${r.accuracy_episodes} episodes of ${r.accuracy_prompts} prompts (95% intervals resample prompts; episodes with A = 0 left out); uniform credit's decisive share ${pct(r.uniform_share.mean).trim()}`,
-    `${'strategy'.padEnd(22)} ${'spearman |Â|~|δ|'.padEnd(26)} ${'decisive share'.padEnd(26)} sign agreement`,
+    `credit accuracy over ${r.accuracy_episodes} episodes (those with A ≠ 0, one set for every row) of ${r.accuracy_prompts} prompts; 95% intervals over prompts`,
+    rel
+      ? `probe reliability: split-half r of δ̂ ${num(rel.half).trim()}, for all M (Spearman–Brown) ${num(rel.full).trim()}; |δ̂| rank agreement of the halves ${num(rel.abs_rank_half.mean).trim()}; ${pct(rel.zero_share).trim()} of δ̂ exactly 0`
+      : 'probe reliability: unknown (no independent halves in this table; probe again with --replace)',
+    `score: Spearman of |Â| with δ̂ᴬ·δ̂ᴮ (noise-unbiased); placebo: the same against |δ̂ᴬ − δ̂ᴮ| (pure noise); excess: over the best trivial baseline; uniform credit's decisive share ${pct(r.uniform_share.mean).trim()}`,
+    `${'strategy'.padEnd(24)} ${'score'.padEnd(24)} ${'placebo'.padEnd(8)} ${'excess'.padEnd(24)} ${'decisive'.padEnd(8)} ${'kendall τ'.padEnd(9)} sign agree (p)`,
   ];
-  for (const [name, s] of Object.entries(acc)) {
-    const label = name === r.run_strategy ? `${name} (the run's)` : name;
-    lines.push(
-      `${label.padEnd(22)} ${(num(s.spearman.mean) + ci(s.spearman, num)).padEnd(26)} ${(pct(s.decisive_share.mean) + ci(s.decisive_share, pct)).padEnd(26)} ${pct(s.sign_agreement.mean)}${ci(s.sign_agreement, pct)}`,
-    );
-  }
+  const row = (label: string, s: (typeof acc)[string], excess: boolean) =>
+    `${label.padEnd(24)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${(excess ? m(s.excess, num) + ci(s.excess, num) : '').padEnd(24)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${s.sign_test.p < 1e-4 ? s.sign_test.p.toExponential(1) : s.sign_test.p.toPrecision(2)})` : ''}`;
+  for (const [name, s] of Object.entries(acc)) lines.push(row(name === r.run_strategy ? `${name} (the run's)` : name, s, true));
+  for (const [name, s] of Object.entries(r.baselines ?? {})) lines.push(row(`baseline: ${name}`, s, false));
+  for (const w of r.warnings ?? []) lines.push(`warning: ${w}`);
   return lines.join('\n') + '\n';
 }
 

@@ -63,6 +63,13 @@ export interface ProbeRow {
   value: number;
   valueSe: number;
   rollouts: number;
+  /**
+   * The value from each independent half of the M continuations (m < ⌊M/2⌋, and the rest): two estimates of V_t whose
+   * errors are independent, for the probe's split-half reliability and its noise-unbiased target. At t = n both are the
+   * episode's reward; null with M < 2.
+   */
+  valueA: number | null;
+  valueB: number | null;
 }
 
 export interface EstimateOptions {
@@ -186,9 +193,14 @@ export async function estimateEpisode(
       o.onRows?.(done);
     }
   }
+  const half = Math.floor(M / 2);
+  const avg = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
   return positions.map((t) => {
-    if (t === n) return { episode: ep.episode, position: t, value: ep.reward, valueSe: 0, rollouts: 0 };
-    const { mean, se } = meanSe(rewards.get(t)!);
-    return { episode: ep.episode, position: t, value: mean, valueSe: se, rollouts: M };
+    if (t === n) return { episode: ep.episode, position: t, value: ep.reward, valueSe: 0, rollouts: 0, valueA: ep.reward, valueB: ep.reward };
+    const r = rewards.get(t)!;
+    const { mean, se } = meanSe(r);
+    // rows arrive in continuation order m = 0…M − 1 for each position (each part appends m0…m0 + k − 1)
+    const [valueA, valueB] = half >= 1 ? [avg(r.slice(0, half)), avg(r.slice(half))] : [null, null];
+    return { episode: ep.episode, position: t, value: mean, valueSe: se, rollouts: M, valueA, valueB };
   });
 }

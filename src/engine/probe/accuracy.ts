@@ -1,19 +1,30 @@
 // Credit accuracy: how well a strategy's per-token effective advantages Â put credit where the Monte Carlo
-// values say it belongs. Pure numbers in and out.
+// values say it belongs, and how much of that the probe's own noise could produce. Pure numbers in and out.
 //
 // The unit of comparison is the stretch between two consecutive probed positions a < b of an episode: its Monte Carlo
 // credit is δ = V_b − V_a, its credit under a strategy Â = Σ_{a ≤ t < b} Â_t. With --positions every each unit is one
-// token and δ is δ_t = V_{t+1} − V_t; segments and cutpoints give longer units, scored the same way. Per episode:
-// - spearman: the rank correlation of |Â| and |δ| over its units (average ranks for ties); undefined, and left out,
-//   when either side is constant (uniform credit ranks nothing) or the episode has fewer than 3 units;
-// - decisive_share: the share of the episode's Σ|Â| that falls on its top 10 % units by |δ| (⌈U/10⌉ units, ties to the
-//   earlier unit); uniform credit would put (tokens in those units)/n there, reported as uniform_share; both undefined when
-//   Σ|Â| = 0 (an episode whose advantage is 0);
-// - sign_agreement: Σ|δ|·[Â·δ > 0] / Σ|δ| over its units (Â = 0 does not agree); undefined when Σ|δ| = 0 or Σ|Â| = 0
-//   (an episode of a group whose rewards were all equal gets no credit at all under any strategy: nothing to score).
-// Episodes are averaged with a 95 % cluster-bootstrap interval that resamples prompts, each with all of its episodes.
-import type { AccuracyReport, Estimate, StrategyAccuracy } from '../../protocol/analysis';
-import { clusterBootstrap } from '../core/significance';
+// token and δ is δ_t = V_{t+1} − V_t; segments and cutpoints give longer units, scored the same way.
+//
+// The probe's δ̂ is noisy: at M = 8 most are exactly 0, and |δ̂| is biased upward by the noise in proportion to the
+// token's uncertainty, which any weight growing with 1 − π or with entropy then "matches". So the probe splits its M
+// continuations into two independent halves (δ̂ᴬ, δ̂ᴮ) and scores against what noise cannot fake:
+// - spearman_unbiased: the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ, whose expectation is δ² (the halves' errors are
+//   independent), the headline;
+// - placebo: the same measure against |δ̂ᴬ − δ̂ᴮ|, pure estimation error: a score there is noise's;
+// - baselines: trivial credit A·w with w = 1 − π(y_t) (|δ_t| ≤ (1 − π(y_t))·R_max bounds it mechanically), the entropy
+//   H_t, or the position t, scored the same way; excess: a strategy's score minus the best baseline's, episode by
+//   episode, with its interval;
+// - reliability: the split-half correlation of δ̂ᴬ and δ̂ᴮ and its Spearman–Brown value for all M, the ceiling.
+// Per episode, also: spearman of |Â| and |δ̂| (biased, kept for continuity), decisive_share (the share of Σ|Â| on the
+// top 10 % units by |δ̂|, ⌈U/10⌉ units, ties to the earlier; uniform_share what uniform credit puts there),
+// sign_agreement (Σ|δ̂|·[Â·δ̂ > 0] / Σ|δ̂|), and QVal's Pearson r and Kendall τ-b of the signed Â and δ̂ and a sign test
+// over all units. A rank measure is undefined, and left out, when either side is constant or the episode has fewer than
+// 3 units. Every row is scored on one episode set: the probed episodes whose advantage A ≠ 0 (an episode of a group whose
+// rewards were all equal carries no credit under GRPO; a strategy that still gives it some is not scored on more
+// episodes than the others). Episodes are averaged with a 95 % interval over prompts: a cluster bootstrap from 10
+// prompts up, a t interval over the prompts' means below that (with a warning: few clusters).
+import type { AccuracyReport, Estimate, ProbeReliability, StrategyAccuracy } from '../../protocol/analysis';
+import { clusterBootstrap, meanInterval } from '../core/significance';
 
 export type { AccuracyReport, Estimate, StrategyAccuracy };
 
@@ -25,6 +36,14 @@ export interface ProbedEpisode {
   /** probed positions, ascending, with their values V */
   positions: number[];
   values: number[];
+  /** the two independent halves' values at the same positions (absent: a probe that kept none) */
+  valuesA?: (number | null)[];
+  valuesB?: (number | null)[];
+  /** the episode's advantage A under the run (the episode set is A ≠ 0); absent: every episode is scored */
+  advantage?: number;
+  /** per completion token, for the trivial baselines: the sampled token's log-prob and the entropy */
+  logprobs?: number[];
+  entropies?: number[];
 }
 
 export interface EpisodeScores {
@@ -32,6 +51,13 @@ export interface EpisodeScores {
   decisive_share: number | null;
   uniform_share: number | null;
   sign_agreement: number | null;
+  spearman_unbiased: number | null;
+  placebo: number | null;
+  pearson: number | null;
+  kendall: number | null;
+  /** units where Â and δ̂ are both non-zero, and how many of them agree in sign */
+  sign_units: number;
+  sign_agree: number;
 }
 
 /** Average ranks (1-based), ties sharing the mean of their ranks. */
@@ -65,15 +91,68 @@ export function spearman(x: readonly number[], y: readonly number[]): number | n
   return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : null;
 }
 
-/** The three measures of one episode for one strategy's Â (one value per completion token). */
+/** Pearson's r; null when either side is constant or there are fewer than 3 values. */
+export function pearson(x: readonly number[], y: readonly number[]): number | null {
+  const n = x.length;
+  if (n < 3) return null;
+  const mx = x.reduce((a, b) => a + b, 0) / n;
+  const my = y.reduce((a, b) => a + b, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < n; i++) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) ** 2;
+    syy += (y[i] - my) ** 2;
+  }
+  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : null;
+}
+
+/** Kendall's τ-b (ties on either side corrected for, as scipy.stats.kendalltau); null when either side is constant. */
+export function kendallTauB(x: readonly number[], y: readonly number[]): number | null {
+  const n = x.length;
+  if (n < 3) return null;
+  let concordant = 0;
+  let discordant = 0;
+  let tieX = 0;
+  let tieY = 0;
+  for (let i = 0; i < n; i++)
+    for (let j = i + 1; j < n; j++) {
+      const dx = Math.sign(x[i] - x[j]);
+      const dy = Math.sign(y[i] - y[j]);
+      if (dx === 0 && dy === 0) continue;
+      if (dx === 0) tieX++;
+      else if (dy === 0) tieY++;
+      else if (dx === dy) concordant++;
+      else discordant++;
+    }
+  const den = Math.sqrt((concordant + discordant + tieX) * (concordant + discordant + tieY));
+  return den > 0 ? (concordant - discordant) / den : null;
+}
+
+/** Exact two-sided binomial p of k successes in n against ½: the sum of the outcomes at most as likely as k. */
+export function binomialTwoSided(k: number, n: number): number {
+  if (n === 0) return 1;
+  const logC = new Float64Array(n + 1);
+  let lf = 0;
+  const logFact = [0];
+  for (let i = 1; i <= n; i++) logFact.push((lf += Math.log(i)));
+  for (let i = 0; i <= n; i++) logC[i] = logFact[n] - logFact[i] - logFact[n - i] - n * Math.LN2;
+  let p = 0;
+  for (let i = 0; i <= n; i++) if (logC[i] <= logC[k] + 1e-9) p += Math.exp(logC[i]);
+  return Math.min(1, p);
+}
+
+/** The measures of one episode for one strategy's Â (one value per completion token). */
 export function episodeScores(ep: ProbedEpisode, effAdv: readonly number[]): EpisodeScores {
-  const units: { delta: number; adv: number; len: number }[] = [];
+  const units: { delta: number; adv: number; len: number; dA: number | null; dB: number | null }[] = [];
   for (let k = 0; k + 1 < ep.positions.length; k++) {
     const a = ep.positions[k];
     const b = ep.positions[k + 1];
     let adv = 0;
     for (let t = a; t < b; t++) adv += effAdv[t];
-    units.push({ delta: ep.values[k + 1] - ep.values[k], adv, len: b - a });
+    const half = (v: (number | null)[] | undefined) => (v && v[k] !== null && v[k + 1] !== null ? v[k + 1]! - v[k]! : null);
+    units.push({ delta: ep.values[k + 1] - ep.values[k], adv, len: b - a, dA: half(ep.valuesA), dB: half(ep.valuesB) });
   }
   const absD = units.map((u) => Math.abs(u.delta));
   const absA = units.map((u) => Math.abs(u.adv));
@@ -88,10 +167,51 @@ export function episodeScores(ep: ProbedEpisode, effAdv: readonly number[]): Epi
   const uniform = sumA > 0 && units.length > 0 && ep.n > 0 ? top.reduce((a, i) => a + units[i].len, 0) / ep.n : null;
   const sumD = absD.reduce((a, b) => a + b, 0);
   const sign = sumD > 0 && sumA > 0 ? units.reduce((a, u, i) => a + (u.adv * u.delta > 0 ? absD[i] : 0), 0) / sumD : null;
-  return { spearman: rho, decisive_share: decisive, uniform_share: uniform, sign_agreement: sign };
+  // the halves: only where every unit has both (a probe that kept them has them everywhere)
+  const halves = units.length >= 3 && units.every((u) => u.dA !== null && u.dB !== null);
+  const unbiased = halves
+    ? spearman(
+        absA,
+        units.map((u) => u.dA! * u.dB!),
+      )
+    : null;
+  const placebo = halves
+    ? spearman(
+        absA,
+        units.map((u) => Math.abs(u.dA! - u.dB!)),
+      )
+    : null;
+  const signedA = units.map((u) => u.adv);
+  const signedD = units.map((u) => u.delta);
+  let signUnits = 0;
+  let signAgree = 0;
+  for (const u of units)
+    if (u.adv !== 0 && u.delta !== 0) {
+      signUnits++;
+      if (u.adv * u.delta > 0) signAgree++;
+    }
+  return {
+    spearman: rho,
+    decisive_share: decisive,
+    uniform_share: uniform,
+    sign_agreement: sign,
+    spearman_unbiased: unbiased,
+    placebo,
+    pearson: pearson(signedA, signedD),
+    kendall: kendallTauB(signedA, signedD),
+    sign_units: signUnits,
+    sign_agree: signAgree,
+  };
 }
 
-/** Mean over episodes with the prompt-clustered bootstrap interval; `values[i]` null where undefined. */
+/** Prompts below which resampling them is too coarse an interval: a t interval over the prompts' means instead. */
+export const FEW_PROMPTS = 10;
+
+/**
+ * Mean over episodes with a 95 % interval over prompts; `values[i]` null where undefined. From FEW_PROMPTS prompts on, a
+ * cluster bootstrap that resamples prompts, each with all of its episodes; below, a t interval over the prompts' means
+ * (a bootstrap over 4 prompts covers about 80 %).
+ */
 export function clusteredMean(values: readonly (number | null)[], prompts: readonly number[], seed = 1): Estimate {
   const byPrompt = new Map<number, number[]>();
   let n = 0;
@@ -105,32 +225,138 @@ export function clusteredMean(values: readonly (number | null)[], prompts: reado
   if (n === 0) return { mean: null, lo: null, hi: null, n };
   const b = clusterBootstrap({ d: [...byPrompt.values()], b: 0, c: 0, pairs: n, seeds: 1 }, { seed });
   // one prompt: resampling prompts cannot show any spread, so no interval
-  const single = byPrompt.size < 2;
-  return { mean: b.diff, lo: single ? null : b.lo, hi: single ? null : b.hi, n };
+  if (byPrompt.size < 2) return { mean: b.diff, lo: null, hi: null, n };
+  if (byPrompt.size < FEW_PROMPTS) {
+    const t = meanInterval([...byPrompt.values()].map((r) => r.reduce((a, x) => a + x, 0) / r.length));
+    // the point estimate stays the mean over episodes; the interval's width comes from the prompts' spread
+    return { mean: b.diff, lo: b.diff - t.half, hi: b.diff + t.half, n };
+  }
+  return { mean: b.diff, lo: b.lo, hi: b.hi, n };
 }
 
-/** Every strategy's accuracy over the probed episodes; `effAdv[name][i]` is episode i's Â under that strategy. */
-export function creditAccuracy(episodes: readonly ProbedEpisode[], effAdv: Record<string, readonly (readonly number[])[]>): AccuracyReport {
+/** One row of the report from its per-episode scores. */
+function rowOf(scores: EpisodeScores[], prompts: number[]): StrategyAccuracy {
+  const est = (f: (s: EpisodeScores) => number | null) => clusteredMean(scores.map(f), prompts);
+  const units = scores.reduce((a, s) => a + s.sign_units, 0);
+  const agree = scores.reduce((a, s) => a + s.sign_agree, 0);
+  return {
+    spearman: est((s) => s.spearman),
+    decisive_share: est((s) => s.decisive_share),
+    sign_agreement: est((s) => s.sign_agreement),
+    spearman_unbiased: est((s) => s.spearman_unbiased),
+    placebo: est((s) => s.placebo),
+    pearson: est((s) => s.pearson),
+    kendall: est((s) => s.kendall),
+    sign_test: { agree, units, p: binomialTwoSided(agree, units) },
+  };
+}
+
+/** Trivial credit A·w per token: w = 1 − π(y_t), the entropy, or the position t + 1. */
+export const BASELINES: Record<string, (ep: ProbedEpisode, t: number) => number | null> = {
+  one_minus_p: (ep, t) => (ep.logprobs ? 1 - Math.exp(ep.logprobs[t]) : null),
+  entropy: (ep, t) => (ep.entropies ? ep.entropies[t] : null),
+  position: (_, t) => t + 1,
+};
+
+/** The split-half reliability of δ̂ over the episode set. */
+export function reliability(episodes: readonly ProbedEpisode[]): ProbeReliability | null {
+  const a: number[] = [];
+  const b: number[] = [];
+  const absRank: (number | null)[] = [];
+  let zeros = 0;
+  let all = 0;
+  for (const ep of episodes) {
+    const dA: number[] = [];
+    const dB: number[] = [];
+    for (let k = 0; k + 1 < ep.positions.length; k++) {
+      all++;
+      if (ep.values[k + 1] - ep.values[k] === 0) zeros++;
+      const va = ep.valuesA;
+      const vb = ep.valuesB;
+      if (!va || !vb || va[k] === null || va[k + 1] === null || vb[k] === null || vb[k + 1] === null) continue;
+      dA.push(va[k + 1]! - va[k]!);
+      dB.push(vb[k + 1]! - vb[k]!);
+    }
+    a.push(...dA);
+    b.push(...dB);
+    absRank.push(dA.length >= 3 ? spearman(dA.map(Math.abs), dB.map(Math.abs)) : null);
+  }
+  if (!a.length) return null;
+  const r = pearson(a, b);
+  return {
+    half: r,
+    full: r === null ? null : (2 * r) / (1 + r),
+    abs_rank_half: clusteredMean(
+      absRank,
+      episodes.map((e) => e.prompt),
+    ),
+    units: a.length,
+    zero_share: all ? zeros / all : null,
+  };
+}
+
+/**
+ * Every strategy's accuracy over the probed episodes whose advantage is not 0 (one set for every row), the trivial
+ * baselines' on the same set, each strategy's excess over the best baseline, and the probe's split-half reliability.
+ * `effAdv[name][i]` is episode i's Â under that strategy.
+ */
+export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<string, readonly (readonly number[])[]>): AccuracyReport {
+  const keep = all.map((e, i) => i).filter((i) => all[i].advantage === undefined || all[i].advantage !== 0);
+  const episodes = keep.map((i) => all[i]);
   const prompts = episodes.map((e) => e.prompt);
+  const nPrompts = new Set(prompts).size;
+  const scoresOf = (rows: readonly (readonly number[])[]) => keep.map((i, j) => episodeScores(episodes[j], rows[i]));
   const accuracy: Record<string, StrategyAccuracy> = {};
+  const perEpisode: Record<string, EpisodeScores[]> = {};
   let uniform: (number | null)[] = [];
   for (const [name, rows] of Object.entries(effAdv)) {
-    const scores = episodes.map((e, i) => episodeScores(e, rows[i]));
-    accuracy[name] = {
-      spearman: clusteredMean(
-        scores.map((s) => s.spearman),
-        prompts,
-      ),
-      decisive_share: clusteredMean(
-        scores.map((s) => s.decisive_share),
-        prompts,
-      ),
-      sign_agreement: clusteredMean(
-        scores.map((s) => s.sign_agreement),
-        prompts,
-      ),
-    };
+    const scores = scoresOf(rows);
+    perEpisode[name] = scores;
+    accuracy[name] = rowOf(scores, prompts);
     uniform = scores.map((s) => s.uniform_share);
   }
-  return { accuracy, uniform_share: clusteredMean(uniform, prompts), episodes: episodes.length, prompts: new Set(prompts).size };
+  const baselines: Record<string, StrategyAccuracy> = {};
+  const basePer: Record<string, EpisodeScores[]> = {};
+  for (const [name, w] of Object.entries(BASELINES)) {
+    if (episodes.some((e) => e.n > 0 && w(e, 0) === null)) continue;
+    const scores = episodes.map((e) =>
+      episodeScores(
+        e,
+        Array.from({ length: e.n }, (_, t) => (e.advantage ?? 1) * (w(e, t) ?? 0)),
+      ),
+    );
+    basePer[name] = scores;
+    baselines[name] = rowOf(scores, prompts);
+  }
+  // the excess over the best baseline by the headline measure, episode by episode (the same episodes on both sides)
+  const best = Object.entries(baselines)
+    .filter(([, b]) => b.spearman_unbiased?.mean !== null && b.spearman_unbiased?.mean !== undefined)
+    .sort(([, x], [, y]) => y.spearman_unbiased!.mean! - x.spearman_unbiased!.mean!)[0]?.[0];
+  for (const [name, scores] of Object.entries(perEpisode)) {
+    const diffs = scores.map((s, j) => {
+      const base = best ? basePer[best][j].spearman_unbiased : null;
+      return s.spearman_unbiased === null || base === null ? null : s.spearman_unbiased - base;
+    });
+    accuracy[name].excess = { ...clusteredMean(diffs, prompts), over: best ?? null };
+  }
+  const rel = reliability(episodes);
+  const warnings: string[] = [];
+  if (nPrompts < FEW_PROMPTS)
+    warnings.push(
+      `${nPrompts} prompt${nPrompts === 1 ? '' : 's'}: the intervals are t intervals over the prompts' means; below ${FEW_PROMPTS} clusters neither they nor a bootstrap can be trusted far`,
+    );
+  if (!rel) warnings.push('the probe kept no independent halves (an older table): no reliability, placebo or noise-unbiased score; probe again with --replace');
+  else if (rel.full !== null && rel.full < 0.5)
+    warnings.push(
+      `the probe's split-half reliability is ${rel.full.toFixed(2)}: most of δ̂ is noise at this M, and no strategy can correlate with δ̂ beyond √${rel.full.toFixed(2)} = ${Math.sqrt(Math.max(0, rel.full)).toFixed(2)}`,
+    );
+  return {
+    accuracy,
+    uniform_share: clusteredMean(uniform, prompts),
+    episodes: episodes.length,
+    prompts: nPrompts,
+    baselines,
+    reliability: rel,
+    warnings,
+  };
 }

@@ -92,11 +92,32 @@ function toColumns(rows: ProbeRow[]): ProbeColumns {
     value_se: Float32Array.from(rows, (r) => r.valueSe),
     rollouts: Int32Array.from(rows, (r) => r.rollouts),
     delta,
+    value_a: Float32Array.from(rows, (r) => r.valueA ?? NaN),
+    value_b: Float32Array.from(rows, (r) => r.valueB ?? NaN),
   };
 }
 
+const orNull = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? null : x);
+
 function fromColumns(c: ProbeColumns): ProbeRow[] {
-  return Array.from(c.episode, (e, i) => ({ episode: e, position: c.position[i], value: c.value[i], valueSe: c.value_se[i], rollouts: c.rollouts[i] }));
+  return Array.from(c.episode, (e, i) => ({
+    episode: e,
+    position: c.position[i],
+    value: c.value[i],
+    valueSe: c.value_se[i],
+    rollouts: c.rollouts[i],
+    valueA: orNull(c.value_a?.[i]),
+    valueB: orNull(c.value_b?.[i]),
+  }));
+}
+
+/**
+ * A fresh row as the table will hold it (float32): the accuracy is computed from these, so a probe that finishes in one
+ * go and one resumed from its table score exactly alike (ties among float64 values can break apart in float32).
+ */
+function asStored(r: ProbeRow): ProbeRow {
+  const f = (x: number | null) => (x === null ? null : Math.fround(x));
+  return { ...r, value: Math.fround(r.value), valueSe: Math.fround(r.valueSe), valueA: f(r.valueA), valueB: f(r.valueB) };
 }
 
 /** What a probe of step `o.step` works on: the run's config, the step's tables and policy, the settings, the episodes. */
@@ -258,7 +279,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
         const n = positions.filter((t) => t < ep.ids.length).length * settings.rollouts;
         done += n;
         continuations += n;
-        rows.push(...got);
+        rows.push(...got.map(asStored));
         doneEpisodes.add(ep.episode);
         writeProbeTable(tableFile, toColumns(rows));
         writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(record(todo.slice(k + 1).map((x) => x.ep.episode)), null, 2) + '\n');
@@ -268,7 +289,15 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
       if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
       if (doneEpisodes.size) {
         const acc = await accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
-        Object.assign(rec, { accuracy: acc.accuracy, uniform_share: acc.uniform_share, accuracy_episodes: acc.episodes, accuracy_prompts: acc.prompts });
+        Object.assign(rec, {
+          accuracy: acc.accuracy,
+          uniform_share: acc.uniform_share,
+          accuracy_episodes: acc.episodes,
+          accuracy_prompts: acc.prompts,
+          baselines: acc.baselines ?? {},
+          reliability: acc.reliability ?? null,
+          warnings: acc.warnings ?? [],
+        });
       }
       writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
       return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };
@@ -310,7 +339,17 @@ async function accuracyOf(
   for (const r of rows) byEp.set(r.episode, [...(byEp.get(r.episode) ?? []), r]);
   const episodes: ProbedEpisode[] = probed.map((e) => {
     const pr = byEp.get(e)!.sort((a, b) => a.position - b.position);
-    return { prompt: eps.prompt_idx[e], n: byEpisode[e].length, positions: pr.map((r) => r.position), values: pr.map((r) => r.value) };
+    return {
+      prompt: eps.prompt_idx[e],
+      n: byEpisode[e].length,
+      positions: pr.map((r) => r.position),
+      values: pr.map((r) => r.value),
+      valuesA: pr.map((r) => r.valueA),
+      valuesB: pr.map((r) => r.valueB),
+      advantage: eps.advantage[e],
+      logprobs: byEpisode[e].map((k) => tok.logprob[k]),
+      entropies: byEpisode[e].map((k) => tok.entropy[k]),
+    };
   });
   const effAdv: Record<string, number[][]> = {};
   effAdv[cfg.credit.strategy] = probed.map((e) => byEpisode[e].map((k) => tok.effective_advantage[k]));

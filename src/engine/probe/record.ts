@@ -39,9 +39,13 @@ export interface ProbeRecord extends ProbeSettings {
   accuracy: AccuracyReport['accuracy'] | null;
   /** the decisive share uniform credit would give on the same episodes */
   uniform_share: AccuracyReport['uniform_share'] | null;
-  /** the finished episodes and their prompts the accuracy is over (episodes with A = 0 count here; each measure's n leaves them out) */
+  /** the episodes and their prompts the accuracy is over: the finished episodes whose advantage A ≠ 0, one set for every row */
   accuracy_episodes: number;
   accuracy_prompts: number;
+  /** the trivial baselines scored on the same set; the split-half reliability; what limits the report (absent in older records) */
+  baselines?: AccuracyReport['baselines'];
+  reliability?: AccuracyReport['reliability'];
+  warnings?: string[];
 }
 
 /** What `credit-lens probe --json` prints: the record, where the run and its table are, and whether every episode asked for is done. */
@@ -96,6 +100,9 @@ export function probeAccuracies(runDir: string): ProbeAccuracy[] {
         uniform_share: r.uniform_share,
         episodes: r.accuracy_episodes,
         prompts: r.accuracy_prompts,
+        baselines: r.baselines ?? {},
+        reliability: r.reliability ?? null,
+        warnings: r.warnings ?? [],
       });
   }
   return out.sort((a, b) => a.step - b.step);

@@ -145,10 +145,22 @@ export interface ProbeColumns {
   rollouts: Int32Array;
   /** NaN where null (as the readers give nullable floats) */
   delta: Float32Array;
+  /** the values of the two independent halves of the continuations; NaN where absent (tables before halves were kept) */
+  value_a?: Float32Array;
+  value_b?: Float32Array;
 }
 
 export const PROBE_SCHEMA = new Schema(
-  [int32('episode'), int32('position'), float32('value'), float32('value_se'), int32('rollouts'), float32('delta', true)],
+  [
+    int32('episode'),
+    int32('position'),
+    float32('value'),
+    float32('value_se'),
+    int32('rollouts'),
+    float32('delta', true),
+    float32('value_a', true),
+    float32('value_b', true),
+  ],
   new Map([
     ['credit_lens.table', 'probes'],
     ['credit_lens.version', '1'],
@@ -283,8 +295,13 @@ export function writeEpisodeTable(path: string, cols: EpisodeColumns): void {
 
 /** Write one step's probe table atomically; a NaN delta is written as null. */
 export function writeProbeTable(path: string, cols: ProbeColumns): void {
-  const delta = Array.from(cols.delta, (d) => (Number.isNaN(d) ? null : d));
-  writeTable('probe', path, PROBE_SCHEMA, { ...cols, delta } as unknown as Record<string, AnyColumn>);
+  const nullable = (c: Float32Array | undefined) => (c ? Array.from(c, (d) => (Number.isNaN(d) ? null : d)) : null);
+  writeTable('probe', path, PROBE_SCHEMA, {
+    ...cols,
+    delta: nullable(cols.delta),
+    value_a: nullable(cols.value_a),
+    value_b: nullable(cols.value_b),
+  } as unknown as Record<string, AnyColumn>);
 }
 
 // ---- reading ----
@@ -621,6 +638,8 @@ export function readProbeTable(path: string): ProbeColumns {
     value_se: float32Column(col('value_se'), lengths, total, false)!,
     rollouts: int32Column(col('rollouts'), total),
     delta: float32Column(col('delta'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
+    value_a: float32Column(col('value_a'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
+    value_b: float32Column(col('value_b'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
   };
   for (let i = 0; i < total; i++) {
     const bad =

@@ -100,7 +100,12 @@ test('V_t and δ_t match the closed form within their standard errors, with 95 %
     }))!;
     assert.equal(rows.length, 7);
     // V_n is the episode's own reward, not sampled
-    assert.deepEqual(rows[6], { episode: 0, position: 6, value: 1, valueSe: 0, rollouts: 0 });
+    assert.deepEqual(rows[6], { episode: 0, position: 6, value: 1, valueSe: 0, rollouts: 0, valueA: 1, valueB: 1 });
+    // the two halves of the M continuations (⌊M/2⌋ and the rest) average back to V
+    for (const r of rows.slice(0, 6)) {
+      const h = Math.floor(r.rollouts / 2);
+      assert.ok(Math.abs((h * r.valueA! + (r.rollouts - h) * r.valueB!) / r.rollouts - r.value) < 1e-12, `halves of position ${r.position}`);
+    }
     for (const r of rows.slice(0, 6)) {
       const want = exact(ep.ids, r.position);
       if (want === 1) {

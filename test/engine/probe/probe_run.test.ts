@@ -74,7 +74,18 @@ test('a probed step of a real run: invariants, policies kept, resume, and errors
   // probe --json's accuracy: {strategy: {spearman, decisive_share, sign_agreement}}, each {mean, lo, hi, n}
   const acc = { accuracy: r.accuracy! };
   assert.deepEqual(Object.keys(acc.accuracy.none.spearman).sort(), ['hi', 'lo', 'mean', 'n']);
-  assert.equal(r.accuracy_episodes, 8);
+  // one episode set for every row: the probed episodes whose advantage is not 0
+  const eps2 = readEpisodeTable(join(runDir, 'episodes', 'step-000002.arrow'));
+  assert.equal(r.accuracy_episodes, r.episodes.filter((e) => eps2.advantage[e] !== 0).length);
+  assert.ok(r.accuracy_episodes > 0);
+  // the probe's report of its own reliability: the split halves, the placebo, the trivial baselines, the excess
+  assert.ok(r.reliability && r.reliability.units > 0, JSON.stringify(r.reliability));
+  assert.deepEqual(Object.keys(r.baselines!).sort(), ['entropy', 'one_minus_p', 'position']);
+  assert.ok(acc.accuracy.none.placebo && acc.accuracy.none.excess && acc.accuracy.none.sign_test);
+  assert.ok(
+    r.warnings!.some((w) => /prompts?: the intervals are t intervals/.test(w)),
+    JSON.stringify(r.warnings),
+  );
   assert.equal(r.run_strategy, 'none');
   assert.ok(['none', 'entropy_mask', 'gtpo', 'attention_credit', 'ktae', 'otb', 'reward_decomposition', 'gtpo (paper form)'].every((k) => k in acc.accuracy));
   assert.ok(acc.accuracy.none.sign_agreement.n > 0);
@@ -108,8 +119,10 @@ test('a probed step of a real run: invariants, policies kept, resume, and errors
   assert.equal(full.episodes.length, 12);
   // a fresh probe of the same 12 episodes gives the same table: resuming loses and changes nothing
   const before = readProbeTable(join(runDir, 'probes', 'step-000002.arrow'));
-  await probeRun({ runDir, step: 2, episodes: 12, rollouts: 6, replace: true });
+  const fresh = await probeRun({ runDir, step: 2, episodes: 12, rollouts: 6, replace: true });
   assert.deepEqual(readProbeTable(join(runDir, 'probes', 'step-000002.arrow')), before);
+  // and scores exactly alike: the resumed probe's accuracy is the uninterrupted one's, bit for bit
+  assert.deepEqual([full.accuracy, full.baselines, full.reliability], [fresh.accuracy, fresh.baselines, fresh.reliability]);
   await assert.rejects(
     probeRun({ runDir, step: 2, rollouts: 4 }),
     (e: unknown) => isUserError(e) && /probed with --rollouts 6/.test(e.message) && /--replace/.test(e.message),

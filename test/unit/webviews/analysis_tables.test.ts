@@ -219,17 +219,39 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
         uniform_share: est(0.107, 0.105, 0.109, 8),
         accuracy: {
           none: { spearman: { mean: null, lo: null, hi: null, n: 0 }, decisive_share: est(0.105, 0.1, 0.11, 8), sign_agreement: est(0.53, 0.5, 0.57, 8) },
-          gtpo: { spearman: est(0.28, 0.2, 0.34, 8), decisive_share: est(0.22, 0.18, 0.28, 8), sign_agreement: est(0.53, 0.5, 0.57, 8) },
+          gtpo: {
+            spearman: est(0.28, 0.2, 0.34, 8),
+            decisive_share: est(0.22, 0.18, 0.28, 8),
+            sign_agreement: est(0.53, 0.5, 0.57, 8),
+            spearman_unbiased: est(0.05, -0.02, 0.12, 8),
+            placebo: est(0.3, 0.25, 0.35, 8),
+            excess: { ...est(-0.1, -0.2, 0, 8), over: 'one_minus_p' },
+            kendall: est(0.04, 0, 0.08, 8),
+            sign_test: { agree: 60, units: 100, p: 0.057 },
+          },
         },
+        baselines: {
+          one_minus_p: {
+            spearman: est(0.3, 0.2, 0.4, 8),
+            decisive_share: est(0.2, 0.1, 0.3, 8),
+            sign_agreement: est(0.5, 0.4, 0.6, 8),
+            spearman_unbiased: est(0.15, 0.1, 0.2, 8),
+          },
+        },
+        reliability: { half: 0.2, full: 0.333, abs_rank_half: est(0.1, 0, 0.2, 8), units: 400, zero_share: 0.69 },
+        warnings: [],
       },
     ],
   };
   const pt = allTables(probed).at(-1)!;
   assert.equal(pt.id, 'probe_51');
+  // an older record (no halves) shows its other measures and dashes where the probe kept nothing; the baselines follow
   assert.deepEqual(pt.rows, [
-    ["none (the run's)", null, null, null, 0.105, 0.1, 0.11, 0.53, 0.5, 0.57, 8],
-    ['gtpo', 0.28, 0.2, 0.34, 0.22, 0.18, 0.28, 0.53, 0.5, 0.57, 8],
+    ["none (the run's)", null, null, null, null, null, null, null, 0.105, null, null, 8],
+    ['gtpo', 0.05, -0.02, 0.12, 0.3, -0.1, -0.2, 0, 0.22, 0.04, 0.057, 8],
+    ['baseline: one_minus_p', 0.15, 0.1, 0.2, null, null, null, null, 0.2, null, null, 8],
   ]);
+  assert.match(pt.hint, /split-half r 0\.20, for all M 0\.33/);
   assert.match(pt.hint, /uniform credit: 10\.7 %/);
 });
 
