@@ -53,8 +53,11 @@ export interface StrategyAccuracy {
   spearman_unbiased?: Estimate;
   /** the same rank correlation against |δ̂ᴬ − δ̂ᴮ|: pure estimation error, what a measure scores from noise alone */
   placebo?: Estimate;
-  /** spearman_unbiased minus the best trivial baseline's, episode by episode, with its interval; `over` names the baseline */
-  excess?: Estimate & { over: string | null };
+  /**
+   * spearman_unbiased minus the best trivial baseline's, episode by episode, with its interval; `over` names the baseline,
+   * prompt_sd is the standard deviation of its per-prompt means (what `probe --plan` sizes a probe from)
+   */
+  excess?: Estimate & { over: string | null; prompt_sd?: number | null };
   /** QVal's measures: Pearson r and Kendall τ-b of the signed Â against the signed δ̂ within an episode */
   pearson?: Estimate;
   kendall?: Estimate;

@@ -1,14 +1,22 @@
 // `credit-lens probe`: flags in, probeRun called, its report printed.
 import { UserError } from '../core/errors';
+import { PROBE_MAX_ROLLOUTS } from '../model/prefix_values';
+import { planProbe, planText } from '../probe/plan';
 import { probeRun, type ProbeReport } from '../probe/probe';
+import { readEpisodeTable } from '../rundir/arrow_tables';
+import { stepFile } from '../rundir/rundir';
 import { flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 
 export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M]
          [--positions every|segments:S|cutpoints:τ] [--temperature T] [--seed s] [--replace] [--json] [--progress-json]
+       credit-lens probe <run-dir> --step N --plan [--target H] [--episodes K] [--rollouts M]
   Monte Carlo values V_t of the step's completion prefixes (M continuations each, from the policy that sampled the step)
   and δ_t = V_{t+1} − V_t, into <run>/probes/step-N.arrow; then each credit strategy's accuracy against them.
   --episodes K (default 32) spreads K episodes over the step's groups. Ctrl-C stops keeping finished episodes; the same
-  command resumes.`;
+  command resumes.
+  --plan probes a pilot (--episodes, default 16; --rollouts, default 8; kept, so the real probe with the same settings
+  resumes from it) and says the prompts, episodes and M whose every excess over the trivial baselines has a 95 %
+  interval of ± H (--target, default 0.05), with its cost in continuations.`;
 
 const pct = (x: number | null) => (x === null ? '   —  ' : `${(100 * x).toFixed(1).padStart(5)}%`);
 const num = (x: number | null) => (x === null ? '   —  ' : x.toFixed(3).padStart(6));
@@ -40,7 +48,10 @@ export function accuracyText(r: ProbeReport): string {
 export async function cmdProbe(argv: string[]): Promise<number> {
   const a = parseArgs(
     argv,
-    { valued: ['step', 'episodes', 'episode', 'rollouts', 'positions', 'temperature', 'seed'], boolean: ['json', 'progress-json', 'replace'] },
+    {
+      valued: ['step', 'episodes', 'episode', 'rollouts', 'positions', 'temperature', 'seed', 'target'],
+      boolean: ['json', 'progress-json', 'replace', 'plan'],
+    },
     PROBE_USAGE,
   );
   if (a.positional.length !== 1) throw new UserError(`probe needs exactly one run directory\n${PROBE_USAGE}`);
@@ -51,10 +62,13 @@ export async function cmdProbe(argv: string[]): Promise<number> {
   const episodeList = list === undefined ? undefined : parseEpisodeList(list);
   const progress = progressPrinter(a, 'continuations');
   const signal = stopOnSignals('stopping after the current batch; finished episodes are kept');
+  const plan = a.flags.has('plan');
+  const target = numFlag(a, 'target', (x) => x > 0 && x < 2, 'a half-width between 0 and 2 (a difference of Spearman correlations)');
+  if (target !== undefined && !plan) throw new UserError('--target sizes a plan: give it with --plan');
   const r = await probeRun({
     runDir: a.positional[0],
     step,
-    episodes: intFlag(a, 'episodes', 1),
+    episodes: intFlag(a, 'episodes', 1) ?? (plan && !episodeList ? 16 : undefined),
     episodeList,
     rollouts: intFlag(a, 'rollouts', 2),
     positions: flag(a, 'positions'),
@@ -65,6 +79,35 @@ export async function cmdProbe(argv: string[]): Promise<number> {
     log: (m) => process.stderr.write(`${m}\n`),
     signal,
   });
+  if (plan && r.accuracy && r.uniform_share) {
+    const eps = readEpisodeTable(stepFile(r.run_dir, 'episodes', r.step));
+    const p = planProbe(
+      {
+        report: {
+          accuracy: r.accuracy,
+          uniform_share: r.uniform_share,
+          episodes: r.accuracy_episodes,
+          prompts: r.accuracy_prompts,
+          baselines: r.baselines,
+          reliability: r.reliability,
+          warnings: r.warnings,
+        },
+        rollouts: r.rollouts,
+        probed: r.episodes.length,
+        continuations: r.continuations,
+        seconds: r.seconds,
+        target: target ?? 0.05,
+        stepEpisodes: eps.episode.length,
+        stepPrompts: new Set(eps.prompt_idx).size,
+        maxRollouts: PROBE_MAX_ROLLOUTS,
+      },
+      r.run_dir,
+      r.step,
+    );
+    if (a.flags.has('json')) console.log(JSON.stringify({ plan: p, pilot: r }, null, 2));
+    else process.stdout.write(accuracyText(r) + planText(p));
+    return r.complete ? 0 : 130;
+  }
   if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
   else {
     console.log(`probed ${r.episodes.length} episodes of step ${r.step} (${r.continuations} continuations, ${r.seconds.toFixed(1)} s) → ${r.table}`);

@@ -234,6 +234,19 @@ export function clusteredMean(values: readonly (number | null)[], prompts: reado
   return { mean: b.diff, lo: b.lo, hi: b.hi, n };
 }
 
+/** The sample standard deviation of the per-prompt means of `values` (null where undefined); null under 2 prompts. */
+export function promptSd(values: readonly (number | null)[], prompts: readonly number[]): number | null {
+  const by = new Map<number, number[]>();
+  values.forEach((v, i) => {
+    if (v === null || !Number.isFinite(v)) return;
+    by.set(prompts[i], [...(by.get(prompts[i]) ?? []), v]);
+  });
+  const means = [...by.values()].map((r) => r.reduce((a, x) => a + x, 0) / r.length);
+  if (means.length < 2) return null;
+  const m = means.reduce((a, x) => a + x, 0) / means.length;
+  return Math.sqrt(means.reduce((a, x) => a + (x - m) ** 2, 0) / (means.length - 1));
+}
+
 /** One row of the report from its per-episode scores. */
 function rowOf(scores: EpisodeScores[], prompts: number[]): StrategyAccuracy {
   const est = (f: (s: EpisodeScores) => number | null) => clusteredMean(scores.map(f), prompts);
@@ -337,7 +350,7 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
       const base = best ? basePer[best][j].spearman_unbiased : null;
       return s.spearman_unbiased === null || base === null ? null : s.spearman_unbiased - base;
     });
-    accuracy[name].excess = { ...clusteredMean(diffs, prompts), over: best ?? null };
+    accuracy[name].excess = { ...clusteredMean(diffs, prompts), over: best ?? null, prompt_sd: promptSd(diffs, prompts) };
   }
   const rel = reliability(episodes);
   const warnings: string[] = [];
