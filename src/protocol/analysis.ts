@@ -93,6 +93,13 @@ export interface AccuracyReport {
   reliability?: ProbeReliability | null;
   /** what limits the report: few prompts (t intervals), no halves */
   warnings?: string[];
+  /**
+   * The cancellation hypothesis (arXiv 2605.08666), from the realized credit (logging.realized_credit): the mean δ̂ of
+   * the tokens the update boosted (realized > 0) minus that of the tokens it suppressed (realized < 0), within the
+   * episodes with A > 0 and within those with A < 0, and over all; beside it the same split by the sign of the run's
+   * own Â. Positive: the update raises the tokens worth more. null without a realized column.
+   */
+  cancellation?: { within_positive: Estimate; within_negative: Estimate; realized: Estimate; advantage: Estimate } | null;
 }
 
 /** One probed step (`<run>/probes/step-N.json`). */

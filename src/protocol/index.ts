@@ -77,6 +77,8 @@ export interface MetricsRow {
   /** grpo.dynamic_sampling: groups sampled to fill the step, and the share of the kept ones that came from extra draws */
   groups_drawn?: number;
   resampled_frac?: number;
+  /** logging.realized_credit: the seconds of the forward pass that re-scores the step under the updated policy */
+  realized_seconds?: number;
   eval_success?: number;
   /** greedy success on the validation split (task.val_size > 0), at the same steps as eval_success */
   val_success?: number;

@@ -122,6 +122,16 @@ export const TOKEN_COLUMNS = [
     heatmap: { label: 'gradient norm', signed: false },
     hover: 'gradient norm',
   },
+  {
+    name: 'realized',
+    type: 'float32',
+    nullable: true,
+    meaning:
+      "realized credit: log π_new(y_t) − log π_old(y_t), what the step's update actually did to the token's log-prob (the " +
+      'parameters are shared, so every token moves, not only as its Â told it); null unless logging.realized_credit',
+    heatmap: { label: 'realized credit', signed: true },
+    hover: 'realized Δ log π',
+  },
   { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: think, answer or other (DESIGN §4)', few_values: true },
   { name: 'token_type', type: 'utf8', nullable: false, meaning: "seed doc 002's token class: filler or reasoning", few_values: true },
   { name: 'reward', type: 'float32', nullable: false, meaning: "the episode's total reward" },

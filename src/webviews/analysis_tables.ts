@@ -275,6 +275,9 @@ export function probeTable(p: ProbeAccuracy): Table {
       'score: Spearman of |Â| with δ̂ᴬ·δ̂ᴮ (noise-unbiased); placebo: the same against |δ̂ᴬ − δ̂ᴮ|, pure noise; excess: the score minus the best trivial baseline’s ' +
       `(1 − π, entropy, position); decisive share: Σ|Â| on the top 10 % |δ̂| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
       "Kendall τ of the signed Â and δ̂, and the sign test's p over all tokens (QVal's measures)." +
+      (p.cancellation
+        ? ` Cancellation test: δ̂ of the tokens the update boosted minus those it suppressed, within A > 0 ${f2(p.cancellation.within_positive.mean)}, within A < 0 ${f2(p.cancellation.within_negative.mean)}.`
+        : '') +
       (p.warnings?.length ? ` ${p.warnings.join(' ')}` : ''),
     header: ['strategy', 'score', 'lo', 'hi', 'placebo', 'excess', 'lo', 'hi', 'decisive share', 'kendall τ', 'sign test p', 'episodes'],
     rows: [

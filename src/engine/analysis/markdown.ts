@@ -277,6 +277,11 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
         ? `Reliability of δ̂: split-half r ${num(rel.half)}, all M ${num(rel.full)} (${rel.units} units; ${rel.zero_share === null ? DASH : pct(rel.zero_share)} of δ̂ exactly 0).`
         : 'Reliability of δ̂: unknown (the probe kept no independent halves; probe again with --replace).',
       ...(p.warnings ?? []).map((w) => `> ${w}`),
+      ...(p.cancellation
+        ? [
+            `Cancellation test (realized credit): δ̂ of the tokens the update boosted minus those it suppressed, within A > 0 ${est(p.cancellation.within_positive, (x) => num(x))}, within A < 0 ${est(p.cancellation.within_negative, (x) => num(x))}, over all ${est(p.cancellation.realized, (x) => num(x))}; split by the sign of Â instead ${est(p.cancellation.advantage, (x) => num(x))}.`,
+          ]
+        : []),
       table(
         ['Strategy', 'Score', 'Placebo', 'Excess over the best baseline', 'Decisive share', 'Kendall τ', 'Sign agreement (p)', 'Episodes'],
         [

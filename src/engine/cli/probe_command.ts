@@ -41,6 +41,13 @@ export function accuracyText(r: ProbeReport): string {
     `${label.padEnd(24)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${(excess ? m(s.excess, num) + ci(s.excess, num) : '').padEnd(24)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${s.sign_test.p < 1e-4 ? s.sign_test.p.toExponential(1) : s.sign_test.p.toPrecision(2)})` : ''}`;
   for (const [name, s] of Object.entries(acc)) lines.push(row(name === r.run_strategy ? `${name} (the run's)` : name, s, true));
   for (const [name, s] of Object.entries(r.baselines ?? {})) lines.push(row(`baseline: ${name}`, s, false));
+  const c = r.cancellation;
+  if (c) {
+    const e = (x: { mean: number | null; lo: number | null; hi: number | null; n: number }) => `${num(x.mean).trim()}${ci(x, num)} (n ${x.n})`;
+    lines.push(
+      `cancellation test (δ̂ of the tokens the update boosted minus those it suppressed): within A > 0 ${e(c.within_positive)}; within A < 0 ${e(c.within_negative)}; over all ${e(c.realized)}; by Â's sign ${e(c.advantage)}`,
+    );
+  }
   for (const w of r.warnings ?? []) lines.push(`warning: ${w}`);
   return lines.join('\n') + '\n';
 }

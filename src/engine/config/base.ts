@@ -199,7 +199,9 @@ export const grpoSchema = section(
     max_new_tokens: int(1, 'Completion length cap (TRL max_completion_length).').default(64),
     temperature: num({ gt: 0 }, 'Sampling temperature.').default(1.0),
     top_p: num({ gt: 0, lte: 1 }, 'Nucleus sampling mass; 1 samples the full distribution.').default(1.0),
-    lr: num({ gt: 0 }, 'Policy learning rate (TRL learning_rate).').default(1.0e-4),
+    lr: num({ gte: 0 }, 'Policy learning rate (TRL learning_rate). 0 leaves the policy as it is: a control run, whose realized credit is exactly 0.').default(
+      1.0e-4,
+    ),
     epochs_per_step: int(1, 'PPO inner epochs over each batch (mu; TRL num_iterations).').default(1),
     gradient_accumulation_steps: int(
       1,
@@ -293,6 +295,11 @@ const loggingSchema = section(
       "Keep the policy that sampled step 1 and every this many steps (<run>/policies/, the model's weights in float32) so " +
         '`credit-lens probe --step N` can sample from it; checkpoint N − 1 serves too where it is kept. 0 keeps none.',
     ).default(25),
+    realized_credit: bool(
+      "After each logged update, re-score the step's episodes under the updated policy and log realized = log π_new(y_t) − " +
+        "log π_old(y_t) per token (the token table's realized column): what the update did to each token, against what its " +
+        'Â told it. One more forward pass over the step (logged as realized_seconds).',
+    ).default(false),
   },
   'What the run directory records.',
 );

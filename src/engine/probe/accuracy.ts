@@ -44,6 +44,9 @@ export interface ProbedEpisode {
   /** per completion token, for the trivial baselines: the sampled token's log-prob and the entropy */
   logprobs?: number[];
   entropies?: number[];
+  /** per completion token: what the step's update did to its log-prob, and the run's own Â (the cancellation test) */
+  realized?: number[];
+  ownAdv?: number[];
 }
 
 export interface EpisodeScores {
@@ -271,6 +274,68 @@ export const BASELINES: Record<string, (ep: ProbedEpisode, t: number) => number 
   position: (_, t) => t + 1,
 };
 
+/** Per-token δ̂ of an episode's units, token by token (a unit's δ̂ on its first token; --positions every: one each). */
+function tokenDeltas(ep: ProbedEpisode): { t: number; delta: number }[] {
+  const out: { t: number; delta: number }[] = [];
+  for (let k = 0; k + 1 < ep.positions.length; k++)
+    if (ep.positions[k + 1] === ep.positions[k] + 1) out.push({ t: ep.positions[k], delta: ep.values[k + 1] - ep.values[k] });
+  return out;
+}
+
+/** Mean δ̂ of the tokens where `sign(t)` > 0 minus where it is < 0; null when either side is empty. */
+function splitDiff(units: { t: number; delta: number }[], sign: (t: number) => number): number | null {
+  let up = 0;
+  let nUp = 0;
+  let down = 0;
+  let nDown = 0;
+  for (const u of units) {
+    const s = sign(u.t);
+    if (s > 0) {
+      up += u.delta;
+      nUp++;
+    } else if (s < 0) {
+      down += u.delta;
+      nDown++;
+    }
+  }
+  return nUp && nDown ? up / nUp - down / nDown : null;
+}
+
+/**
+ * The cancellation hypothesis: do the tokens the update boosted carry more Monte Carlo credit than those it suppressed,
+ * within positive episodes and within negative ones (where Â's sign is one for all tokens and says nothing)? Over all,
+ * beside Â's own sign; those two pool each prompt's episodes (Â's sign differs between episodes, not within).
+ */
+export function cancellation(episodes: readonly ProbedEpisode[]): AccuracyReport['cancellation'] {
+  if (!episodes.length || episodes.some((e) => !e.realized)) return null;
+  const prompts = episodes.map((e) => e.prompt);
+  const per = episodes.map((e) => ({ e, units: tokenDeltas(e) }));
+  const within = (sign: number) =>
+    clusteredMean(
+      per.map(({ e, units }) => (Math.sign(e.advantage ?? 0) === sign ? splitDiff(units, (t) => e.realized![t]) : null)),
+      prompts,
+    );
+  // over all: each prompt's tokens pooled, one value per prompt
+  const byPrompt = new Map<number, { realized: number; adv: number; delta: number }[]>();
+  for (const { e, units } of per)
+    for (const u of units)
+      byPrompt.set(e.prompt, [...(byPrompt.get(e.prompt) ?? []), { realized: e.realized![u.t], adv: e.ownAdv?.[u.t] ?? 0, delta: u.delta }]);
+  const pooled = (key: 'realized' | 'adv') => {
+    const keys = [...byPrompt.keys()];
+    return clusteredMean(
+      keys.map((p) => {
+        const rows = byPrompt.get(p)!;
+        return splitDiff(
+          rows.map((r, t) => ({ t, delta: r.delta })),
+          (t) => rows[t][key],
+        );
+      }),
+      keys,
+    );
+  };
+  return { within_positive: within(1), within_negative: within(-1), realized: pooled('realized'), advantage: pooled('adv') };
+}
+
 /** The split-half reliability of δ̂ over the episode set. */
 export function reliability(episodes: readonly ProbedEpisode[]): ProbeReliability | null {
   const a: number[] = [];
@@ -371,5 +436,6 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     baselines,
     reliability: rel,
     warnings,
+    cancellation: cancellation(episodes),
   };
 }

@@ -297,6 +297,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
           baselines: acc.baselines ?? {},
           reliability: acc.reliability ?? null,
           warnings: acc.warnings ?? [],
+          cancellation: acc.cancellation ?? null,
         });
       }
       writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
@@ -349,6 +350,8 @@ async function accuracyOf(
       advantage: eps.advantage[e],
       logprobs: byEpisode[e].map((k) => tok.logprob[k]),
       entropies: byEpisode[e].map((k) => tok.entropy[k]),
+      realized: tok.realized ? byEpisode[e].map((k) => tok.realized![k]) : undefined,
+      ownAdv: byEpisode[e].map((k) => tok.effective_advantage[k]),
     };
   });
   const effAdv: Record<string, number[][]> = {};
@@ -396,6 +399,10 @@ async function accuracyOf(
     const rowsAdv = await localCredit(name, views, { ...ctx, cfg: c });
     effAdv[label] = probed.map((e) => rowsAdv[e]);
   }
+  // what the update did, scored as credit: the signed measures (Pearson, Kendall, the sign test) read it directly
+  const realized = tok.realized;
+  if (realized && probed.every((e) => byEpisode[e].every((k) => !Number.isNaN(realized[k]))))
+    effAdv['realized (the update)'] = probed.map((e) => byEpisode[e].map((k) => realized[k]));
   return creditAccuracy(episodes, effAdv);
 }
 

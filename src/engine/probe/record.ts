@@ -46,6 +46,7 @@ export interface ProbeRecord extends ProbeSettings {
   baselines?: AccuracyReport['baselines'];
   reliability?: AccuracyReport['reliability'];
   warnings?: string[];
+  cancellation?: AccuracyReport['cancellation'];
 }
 
 /** What `credit-lens probe --json` prints: the record, where the run and its table are, and whether every episode asked for is done. */
@@ -103,6 +104,7 @@ export function probeAccuracies(runDir: string): ProbeAccuracy[] {
         baselines: r.baselines ?? {},
         reliability: r.reliability ?? null,
         warnings: r.warnings ?? [],
+        cancellation: r.cancellation ?? null,
       });
   }
   return out.sort((a, b) => a.step - b.step);

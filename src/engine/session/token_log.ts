@@ -17,6 +17,8 @@ export interface TokenLog {
   clipped?: number[][];
   /** |Â|·‖∂ log π/∂z‖ per token (gradNorms), where the sampler or the scorer saw the full distribution */
   gradNorm?: number[][];
+  /** log π_new − log π_old per token after the step's update (logging.realized_credit) */
+  realized?: number[][];
   oracleSpans?: (string | null)[];
   /** per-token columns beyond the contract, by name, per episode (imported runs: prime-rl's importance_ratio, …) */
   extra?: Record<string, (number | null)[][]>;
@@ -66,6 +68,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
       if (tok.isWeight) cols.is_weight[k] = tok.isWeight[i][t];
       if (tok.clipped) cols.clipped[k] = tok.clipped[i][t];
       if (tok.gradNorm) cols.grad_norm[k] = tok.gradNorm[i][t];
+      if (tok.realized) cols.realized[k] = tok.realized[i][t];
       cols.section[k] = e.sections[t];
       cols.token_type[k] = e.tokenTypes[t];
       cols.reward[k] = e.reward.total;
@@ -80,6 +83,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     is_weight: tok.isWeight ? cols.is_weight : null,
     clipped: tok.clipped ? cols.clipped : null,
     grad_norm: tok.gradNorm ? cols.grad_norm : null,
+    realized: tok.realized ? cols.realized : null,
   };
   writeTokenTable(stepFile(runDir, 'tokens', step), extra ? { ...written, extra } : written);
   writeEpisodeTable(stepFile(runDir, 'episodes', step), {

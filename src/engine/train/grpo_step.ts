@@ -86,6 +86,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     row.groups_drawn = drawn.groupsDrawn;
     row.resampled_frac = drawn.resampledFrac;
   }
+  if (u.realizedSeconds !== undefined) row.realized_seconds = u.realizedSeconds;
   if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
   if (prepared.metrics) Object.assign(row, prepared.metrics);
   const tok: TokenLog = {
@@ -105,6 +106,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
       s.cfg.grpo.temperature,
     ),
     oracleSpans: prepared.oracleSpans,
+    realized: u.realized,
   };
   return { row, episodes, tok };
 }
@@ -234,6 +236,9 @@ interface Update {
   /** per token, mean over the PPO epochs: the importance weight on its gradient, and the share of epochs that cut it */
   isWeight: number[][];
   clipped: number[][];
+  /** logging.realized_credit: log π_new − log π_old per token, and the seconds its forward pass took */
+  realized?: number[][];
+  realizedSeconds?: number;
 }
 
 /** What every pass over the batch shares: the batch, the strategy's padded per-row inputs, the loss's constants. */
@@ -355,9 +360,35 @@ async function update(x: UpdateInputs): Promise<Update> {
     }
     tf.dispose(Object.values(grads));
   }
+  const lg = x.s.cfg.logging;
+  // only where the step's tables are written: the column is all the measurement is for
+  if (lg.realized_credit && lg.tokens && x.step % lg.every === 0) {
+    const t0 = performance.now();
+    out.realized = await realizedCredit(b, ranges, first!.logprobs);
+    out.realizedSeconds = (performance.now() - t0) / 1000;
+  }
   pb.dispose();
   out.credit = first!;
   if (x.head && g.epochs_per_step > 1) out.headDrift = meanAbsChange(first!.weights, credit!.weights, pb.mask);
+  return out;
+}
+
+/**
+ * Realized credit: each token's log-prob under the updated policy minus its log-prob under the policy that sampled it,
+ * one forward pass without a tape in the update's own micro-batches (the same slices give the same float rounding, so
+ * an update that changed nothing reads exactly 0).
+ */
+async function realizedCredit(b: Batch, ranges: [number, number][], old: number[][]): Promise<number[][]> {
+  const out: number[][] = [];
+  for (const [a, e] of ranges) {
+    const mb = a === 0 && e === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, a, e);
+    try {
+      const lp = await readRows(tf.tidy(() => completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature).logp));
+      lp.forEach((row, i) => out.push(row.map((v, t) => (b.pb.mask[a + i][t] ? v - old[a + i][t] : 0))));
+    } finally {
+      if (mb !== b.pb) mb.dispose();
+    }
+  }
   return out;
 }
 

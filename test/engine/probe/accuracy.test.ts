@@ -153,3 +153,37 @@ test('one episode set for every row (A ≠ 0), the trivial baselines and the exc
   close(r.accuracy.a.sign_test!.p, 2 / 64);
   assert.ok(r.warnings!.some((w) => /2 prompts: the intervals are t intervals/.test(w)));
 });
+
+test('the cancellation test: δ̂ of the tokens the update boosted minus those it suppressed, by hand', () => {
+  // V 0.5 0.5 1 0.25 0 → δ̂ = 0, 0.5, −0.75, −0.25 per token
+  const ep = (prompt: number, advantage: number, realized: number[], ownAdv: number[]) => ({
+    prompt,
+    n: 4,
+    positions: [0, 1, 2, 3, 4],
+    values: [0.5, 0.5, 1, 0.25, 0],
+    advantage,
+    realized,
+    ownAdv,
+  });
+  const eps = [
+    // A > 0: boosted tokens 0 and 1 (δ̂ mean 0.25), suppressed 2 and 3 (mean −0.5): +0.75
+    ep(1, 1, [0.1, 0.2, -0.1, -0.3], [1, 1, 1, 1]),
+    // A < 0: boosted token 1 (0.5), suppressed 0, 2, 3 (mean −1/3): +0.8333
+    ep(2, -1, [-0.1, 0.2, -0.1, -0.3], [-1, -1, -1, -1]),
+  ];
+  const c = creditAccuracy(eps, {
+    a: [
+      [0.1, 0.2, -0.4, 0.3],
+      [0.1, 0.2, -0.4, 0.3],
+    ],
+  }).cancellation!;
+  close(c.within_positive.mean, 0.75);
+  close(c.within_negative.mean, 0.5 + 1 / 3);
+  assert.equal(c.within_positive.n, 1);
+  // over all, one value per prompt: prompt 1's is its episode's 0.75, prompt 2's 0.8333 → mean 0.791667
+  close(c.realized.mean, (0.75 + 0.5 + 1 / 3) / 2);
+  // Â's sign is one per episode: within a prompt of one episode there is no split, so nothing to score
+  assert.equal(c.advantage.mean, null);
+  // without realized credit there is no test
+  assert.equal(creditAccuracy([{ prompt: 1, n: 4, positions: [0, 1, 2, 3, 4], values: [0.5, 0.5, 1, 0.25, 0] }], { a: [[1, 1, 1, 1]] }).cancellation, null);
+});
