@@ -168,6 +168,8 @@ function emptyResult() {
     /** one GRPO step of the example as its config runs it (backend auto), and the backend that was */
     grpo_step_s: null as number | null,
     grpo_step_backend: null as string | null,
+    /** logging.realized_credit's extra forward pass in that step: its seconds and its share of the step */
+    realized_credit: null as { seconds: number; share_of_step: number } | null,
     analysis_1m_rows_s: null as number | null,
     /** Browse Rollouts' queries on a million token rows */
     rollouts_1m: null as import('./query').RolloutsBench | null,
@@ -345,21 +347,28 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   }
   const exampleCfg = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
   if (exampleCfg) {
-    const { config } = loadConfig(exampleCfg);
+    // with realized credit on, as the examples log it: its re-scoring pass is timed inside the step
+    const { config } = loadConfig(exampleCfg, ['logging.realized_credit=true']);
     const s = await buildSession(config);
     result.grpo_step_backend = s.backend.backend;
     const opt = new Adam(config.grpo.lr);
     await grpoStep({ session: s, optimizer: opt, step: 1 });
     const times: number[] = [];
+    const realized: number[] = [];
     let last = null;
     for (let i = 2; i < 2 + (o.quick ? 1 : 3); i++) {
       const t0 = performance.now();
       last = await grpoStep({ session: s, optimizer: opt, step: i });
       times.push((performance.now() - t0) / 1000);
+      if (last.row.realized_seconds !== undefined) realized.push(last.row.realized_seconds);
     }
     result.grpo_step_s = median(times);
+    if (realized.length) result.realized_credit = { seconds: median(realized), share_of_step: median(realized) / result.grpo_step_s };
     say(
-      `countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update in ${config.grpo.gradient_accumulation_steps} micro-batches, ${s.backend.backend}) ${result.grpo_step_s.toFixed(2)} s`,
+      `countdown example: one GRPO step (${config.grpo.prompts_per_step}×${config.grpo.group_size} rollouts + update in ${config.grpo.gradient_accumulation_steps} micro-batches, ${s.backend.backend}) ${result.grpo_step_s.toFixed(2)} s` +
+        (result.realized_credit
+          ? `, of which realized credit's re-scoring pass ${result.realized_credit.seconds.toFixed(3)} s (${(100 * result.realized_credit.share_of_step).toFixed(1)} %)`
+          : ''),
     );
     // A probe of that step's completions, as `credit-lens probe --episodes 32 --rollouts 8` runs it. The example's
     // policy here is untrained (no SFT), so completions run long: a harder case than a trained run's.

@@ -135,6 +135,8 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.grpo.max_resample_batches = 4;
   // the sampling policies probes need
   expected.logging.probe_every = 25;
+  // what each update did to each token (the realized credit column), off by default: it costs a forward pass
+  expected.logging.realized_credit = false;
   // the literature's methods, each with its block
   expected.credit.gtpo = { form: 'seed', alpha1: 1, alpha2: 0.1, entropy_clip: null };
   expected.credit.ktae = { alpha: 1, beta: 1, tf: true };
