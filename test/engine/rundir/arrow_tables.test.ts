@@ -47,6 +47,8 @@ const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   ['is_weight', 'Float32', true],
   ['clipped', 'Float32', true],
   ['grad_norm', 'Float32', true],
+  // what the step's update did to the token's log-prob: null unless logging.realized_credit
+  ['realized', 'Float32', true],
   ['section', 'Utf8', false],
   ['token_type', 'Utf8', false],
   ['reward', 'Float32', false],
@@ -449,6 +451,9 @@ test('probe tables: their schema, written and read back with null δ, checked on
       ['value_se', 'Float32', false],
       ['rollouts', 'Int32', false],
       ['delta', 'Float32', true],
+      // the two independent halves' values: null in tables of probes that kept none
+      ['value_a', 'Float32', true],
+      ['value_b', 'Float32', true],
     ]);
     // episode 1 probed at 0, 1, 2 (n = 2: V_2 is its reward); episode 3 at 0 and 2 only (segments of 2)
     const cols = {
@@ -458,6 +463,8 @@ test('probe tables: their schema, written and read back with null δ, checked on
       value_se: Float32Array.of(0.1, 0.1, 0, 0.05, 0),
       rollouts: Int32Array.of(8, 8, 0, 8, 0),
       delta: Float32Array.of(0.25, 0.5, NaN, NaN, NaN),
+      value_a: Float32Array.of(0.25, 0.75, 1, 0.25, 0),
+      value_b: Float32Array.of(0.25, 0.25, 1, 0, 0),
     };
     const path = join(dir, 'p.arrow');
     writeProbeTable(path, cols);
