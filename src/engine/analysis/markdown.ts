@@ -262,6 +262,22 @@ function est(e: Estimate, f: (x: number | null) => string): string {
   return e.mean === null ? DASH : `${f(e.mean)}${e.lo !== null ? ` [${f(e.lo)}, ${f(e.hi)}]` : ''}`;
 }
 
+/** One row of the accuracy table: a strategy's (with its excess) or a trivial baseline's. */
+function accuracyRow(label: string, s: ProbeAccuracy['accuracy'][string], excess: boolean): string[] {
+  const opt = (e: typeof s.placebo) => (e ? est(e, (x) => num(x)) : DASH);
+  const t = s.sign_test;
+  return [
+    label,
+    opt(s.spearman_unbiased),
+    opt(s.placebo),
+    excess && s.excess ? `${est(s.excess, (x) => num(x))}${s.excess.over ? ` (over ${s.excess.over})` : ''}` : excess ? DASH : '',
+    est(s.decisive_share, (x) => pct(x)),
+    opt(s.kendall),
+    t ? `${t.agree}/${t.units} (${t.p < 1e-4 ? t.p.toExponential(1) : t.p.toPrecision(2)})` : DASH,
+    String(s.decisive_share.n),
+  ];
+}
+
 /** `analyze --probe`: each probed step's credit accuracy against the Monte Carlo credit δ. */
 export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
   const out = ['## Credit accuracy against Monte Carlo values (credit-lens probe)'];
@@ -285,30 +301,8 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
       table(
         ['Strategy', 'Score', 'Placebo', 'Excess over the best baseline', 'Decisive share', 'Kendall τ', 'Sign agreement (p)', 'Episodes'],
         [
-          ...Object.entries(p.accuracy).map(([name, s]) => [
-            name === p.run_strategy ? `${name} (the run's)` : name,
-            s.spearman_unbiased ? est(s.spearman_unbiased, (x) => num(x)) : DASH,
-            s.placebo ? est(s.placebo, (x) => num(x)) : DASH,
-            s.excess ? `${est(s.excess, (x) => num(x))}${s.excess.over ? ` (over ${s.excess.over})` : ''}` : DASH,
-            est(s.decisive_share, (x) => pct(x)),
-            s.kendall ? est(s.kendall, (x) => num(x)) : DASH,
-            s.sign_test
-              ? `${s.sign_test.agree}/${s.sign_test.units} (${s.sign_test.p < 1e-4 ? s.sign_test.p.toExponential(1) : s.sign_test.p.toPrecision(2)})`
-              : DASH,
-            String(s.decisive_share.n),
-          ]),
-          ...Object.entries(p.baselines ?? {}).map(([name, s]) => [
-            `baseline: ${name}`,
-            s.spearman_unbiased ? est(s.spearman_unbiased, (x) => num(x)) : DASH,
-            s.placebo ? est(s.placebo, (x) => num(x)) : DASH,
-            '',
-            est(s.decisive_share, (x) => pct(x)),
-            s.kendall ? est(s.kendall, (x) => num(x)) : DASH,
-            s.sign_test
-              ? `${s.sign_test.agree}/${s.sign_test.units} (${s.sign_test.p < 1e-4 ? s.sign_test.p.toExponential(1) : s.sign_test.p.toPrecision(2)})`
-              : DASH,
-            String(s.decisive_share.n),
-          ]),
+          ...Object.entries(p.accuracy).map(([name, s]) => accuracyRow(name === p.run_strategy ? `${name} (the run's)` : name, s, true)),
+          ...Object.entries(p.baselines ?? {}).map(([name, s]) => accuracyRow(`baseline: ${name}`, s, false)),
         ],
       ),
     );
