@@ -136,7 +136,8 @@ const ACTIVE = '.editor-group-container.active .monaco-editor';
 before(async () => {
   prepareSuite();
   const t0 = Date.now();
-  train('tiny');
+  // with realized credit: what each update did to each token's log-prob, a metric of its own
+  train('tiny', 'logging.realized_credit=true');
   // The same config and seed with other credit strategies: the same prompts (and, this early, the same
   // completions), other token weights. entropy_mask keeps the credit of the highest-entropy tokens only.
   train('tiny-mask', 'credit.strategy=entropy_mask');
@@ -222,6 +223,18 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   // The chosen metric stays: the new episode is painted by entropy too.
   for (let i = 0; i < 50 && !(await paintedColours(page)).length; i++) await sleep(200);
   assert.ok((await paintedColours(page)).every((c) => c.startsWith('rgba(163, 113, 247')));
+  // Realized credit, log π_new − log π_old after the step's update: a signed metric, painted on the diverging scale.
+  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^realized credit/ }).first().click({ timeout: 15_000 });
+  await page.locator('.statusbar [aria-label^="Heatmap metric realized credit"]').first().waitFor({ timeout: 15_000 });
+  let realized = [];
+  for (let i = 0; i < 50; i++, await sleep(200)) {
+    realized = [...new Set(await paintedColours(page))];
+    if (realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(163, 113, 247'))) break;
+  }
+  log(`realized credit: ${realized.length} colours: ${realized.join(' ')}`);
+  assert.ok(realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(163, 113, 247')), `repainted off the sequential hue: ${realized.join(', ')}`);
+  await shot(page, '21b-realized-credit');
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ }).first().click({ timeout: 15_000 });
 
