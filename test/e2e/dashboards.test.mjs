@@ -224,12 +224,12 @@ scenario('the credit-analysis view shows the position-bin table, re-runs on a st
   await appendix.first().waitFor({ timeout: 60_000 });
   assert.equal(await appendix.count(), 4, 'baseline, this run, delta, paired test');
   // The paired test on the same eval instances: at the step shown, the interval, the exact test's p (one
-  // seed per side: McNemar's), n.s. when not significant, the MDE, and the exploratory mark (one seed each).
+  // seed per side: McNemar's), n.s. when not significant, the MDE, and that it is conditional on these two checkpoints (one seed each: no verdict on the methods).
   const paired = (await appendix.nth(3).innerText()).replace(/\s+/g, ' ');
   log(`appendix B paired test: ${paired}`);
   assert.match(
     paired,
-    /paired test step \d+, \d+ test instances: Δ [+-]\d+\.\d pts \[[+-]?\d+\.\d, [+-]?\d+\.\d\], p [\d.e-]+( · n\.s\.)?( · MDE ± \d+\.\d pp)? · exploratory \(one seed each\)/,
+    /paired test step \d+, \d+ test instances: Δ [+-]\d+\.\d pts \[[+-]?\d+\.\d, [+-]?\d+\.\d\], p [\d.e-]+( · n\.s\.)?( · MDE ± \d+\.\d pp)? · conditional on these two checkpoints, no verdict on the methods \(one seed each\)/,
   );
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   // The export notifications of the scenario before would cover the tables.
