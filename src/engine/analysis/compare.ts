@@ -232,7 +232,8 @@ function conditionalStats(pairsOf: [RunEval, RunEval][], ids: readonly string[],
 /** The gate of a row from its sides, and the components its power figures plan from. */
 function gateStats(sides: RunSide[], baselineRuns: number) {
   const rt = runLevelTest(sides);
-  const comp = runComponents(sides);
+  // the test estimates the components itself; without a test (too few runs) the power figures still need them
+  const comp = rt?.components ?? runComponents(sides);
   const test: RunTest | null = rt && {
     method: 'two-way t',
     diff: rt.diff,
@@ -539,7 +540,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
       final: jsonInterval(runs.map((x) => x.rate)),
       final_steps: runs.map((x) => x.step),
       diff: test && { mean: test.diff, lo: test.lo, hi: test.hi },
-      run_test: test ? { ...test, runs_baseline: runs.length } : null,
+      run_test: test,
       conditional: { ...cond, p_adjusted: condAdjusted[k] },
       p_adjusted: p ?? null,
       significant: p === undefined ? null : p < alpha,

@@ -1,6 +1,7 @@
 // Markdown for people: the credit analysis laid out as seed doc 002's tables, in the seed's order, so a run's
 // report reads side by side with the seed. The JSON (src/protocol/analysis.ts) is the data; this is a view.
 import type { AppendixBComparison, AppendixBRow, CreditAnalysis, Estimate, ProbeAccuracy, TokenTypeStats, TopToken } from '../../protocol/analysis';
+import { pText } from '../../protocol/compare';
 
 const DASH = '—';
 
@@ -273,7 +274,7 @@ function accuracyRow(label: string, s: ProbeAccuracy['accuracy'][string], excess
     excess && s.excess ? `${est(s.excess, (x) => num(x))}${s.excess.over ? ` (over ${s.excess.over})` : ''}` : excess ? DASH : '',
     est(s.decisive_share, (x) => pct(x)),
     opt(s.kendall),
-    t ? `${t.agree}/${t.units} (${t.p < 1e-4 ? t.p.toExponential(1) : t.p.toPrecision(2)})` : DASH,
+    t ? `${t.agree}/${t.units} (${pText(t.p)})` : DASH,
     String(s.decisive_share.n),
   ];
 }

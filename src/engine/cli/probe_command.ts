@@ -1,8 +1,10 @@
 // `credit-lens probe`: flags in, probeRun called, its report printed.
+import { pText } from '../../protocol/compare';
 import { UserError } from '../core/errors';
 import { PROBE_MAX_ROLLOUTS } from '../model/prefix_values';
 import { planProbe, planText } from '../probe/plan';
 import { probeRun, type ProbeReport } from '../probe/probe';
+import { recordAccuracy } from '../probe/record';
 import { readEpisodeTable } from '../rundir/arrow_tables';
 import { stepFile } from '../rundir/rundir';
 import { flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
@@ -38,7 +40,7 @@ export function accuracyText(r: ProbeReport): string {
     `${'strategy'.padEnd(24)} ${'score'.padEnd(24)} ${'placebo'.padEnd(8)} ${'excess'.padEnd(24)} ${'decisive'.padEnd(8)} ${'kendall τ'.padEnd(9)} sign agree (p)`,
   ];
   const row = (label: string, s: (typeof acc)[string], excess: boolean) =>
-    `${label.padEnd(24)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${(excess ? m(s.excess, num) + ci(s.excess, num) : '').padEnd(24)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${s.sign_test.p < 1e-4 ? s.sign_test.p.toExponential(1) : s.sign_test.p.toPrecision(2)})` : ''}`;
+    `${label.padEnd(24)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${(excess ? m(s.excess, num) + ci(s.excess, num) : '').padEnd(24)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${pText(s.sign_test.p)})` : ''}`;
   for (const [name, s] of Object.entries(acc)) lines.push(row(name === r.run_strategy ? `${name} (the run's)` : name, s, true));
   for (const [name, s] of Object.entries(r.baselines ?? {})) lines.push(row(`baseline: ${name}`, s, false));
   const c = r.cancellation;
@@ -86,19 +88,12 @@ export async function cmdProbe(argv: string[]): Promise<number> {
     log: (m) => process.stderr.write(`${m}\n`),
     signal,
   });
-  if (plan && r.accuracy && r.uniform_share) {
+  const report = recordAccuracy(r);
+  if (plan && report) {
     const eps = readEpisodeTable(stepFile(r.run_dir, 'episodes', r.step));
     const p = planProbe(
       {
-        report: {
-          accuracy: r.accuracy,
-          uniform_share: r.uniform_share,
-          episodes: r.accuracy_episodes,
-          prompts: r.accuracy_prompts,
-          baselines: r.baselines,
-          reliability: r.reliability,
-          warnings: r.warnings,
-        },
+        report,
         rollouts: r.rollouts,
         probed: r.episodes.length,
         continuations: r.continuations,

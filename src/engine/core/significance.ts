@@ -17,6 +17,7 @@ import normalQuantile from '@stdlib/stats-base-dists-normal-quantile';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import { makeRng } from './rng';
+import { mean, meanVar } from './stats';
 
 export interface Interval {
   mean: number;
@@ -271,16 +272,10 @@ export interface RunLevelTest {
   components: RunComponents;
 }
 
-const mean = (xs: readonly number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
-const sampleVar = (xs: readonly number[]) => {
-  const m = mean(xs);
-  return xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1);
-};
-
 export function runComponents(sides: readonly RunSide[]): RunComponents {
   const n = sides[0]?.runs[0]?.length ?? 0;
   for (const s of sides) for (const r of s.runs) if (r.length !== n) throw new Error('runComponents: every run needs the same instances, in the same order');
-  const runVar = sides.map((s) => (s.runs.length >= 2 ? sampleVar(s.runs.map(mean)) : null));
+  const runVar = sides.map((s) => (s.runs.length >= 2 ? meanVar(s.runs.map(mean)).var : null));
   let num = 0;
   let pooledDf = 0;
   sides.forEach((s, k) => {
@@ -292,15 +287,18 @@ export function runComponents(sides: readonly RunSide[]): RunComponents {
   // within-instance spread across seeds divided by its runs, which is subtracted (method of moments).
   let instanceVar = 0;
   if (n >= 2) {
-    const d = Array.from({ length: n }, (_, i) => sides.reduce((a, s) => a + s.sign * mean(s.runs.map((r) => r[i])), 0));
+    const d = new Float64Array(n);
     let within = 0;
     for (const s of sides) {
-      if (s.runs.length < 2) continue;
       let v = 0;
-      for (let i = 0; i < n; i++) v += sampleVar(s.runs.map((r) => r[i]));
-      within += v / n / s.runs.length;
+      for (let i = 0; i < n; i++) {
+        const at = meanVar(s.runs.map((r) => r[i]));
+        d[i] += s.sign * at.mean;
+        v += at.var;
+      }
+      if (s.runs.length >= 2) within += v / n / s.runs.length;
     }
-    instanceVar = Math.max(0, sampleVar(d) - within);
+    instanceVar = Math.max(0, meanVar(d).var - within);
   }
   return { runs: sides.map((s) => s.runs.length), runVar, pooledRunVar: pooledDf ? num / pooledDf : null, pooledDf, instanceVar, instances: n };
 }
@@ -329,8 +327,9 @@ export function runLevelTest(sides: readonly RunSide[], level = 0.95): RunLevelT
   if (!sides.length || sides.some((s) => s.runs.length < 2)) return null;
   const c = runComponents(sides);
   const diff = sides.reduce((a, s) => a + s.sign * mean(s.runs.map(mean)), 0);
+  // every side has its own run variance here: the pooled one is only for planning
   const at = varianceAt(
-    { ...c, pooledRunVar: null },
+    c,
     sides.map((s) => s.runs.length),
   );
   if (!at || !(at.v > 0)) return null;

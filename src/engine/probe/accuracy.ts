@@ -25,6 +25,7 @@
 // prompts up, a t interval over the prompts' means below that (with a warning: few clusters).
 import type { AccuracyReport, Estimate, ProbeReliability, StrategyAccuracy } from '../../protocol/analysis';
 import { clusterBootstrap, meanInterval } from '../core/significance';
+import { mean, meanVar } from '../core/stats';
 
 export type { AccuracyReport, Estimate, StrategyAccuracy };
 
@@ -76,28 +77,9 @@ export function ranks(xs: readonly number[]): number[] {
   return r;
 }
 
-/** Spearman's ρ: Pearson's correlation of the average ranks; null when either side is constant. */
-export function spearman(x: readonly number[], y: readonly number[]): number | null {
-  const rx = ranks(x);
-  const ry = ranks(y);
+/** The product-moment correlation; null when either side is constant. */
+function correlation(x: readonly number[], y: readonly number[]): number | null {
   const n = x.length;
-  const mx = rx.reduce((a, b) => a + b, 0) / n;
-  const my = ry.reduce((a, b) => a + b, 0) / n;
-  let sxy = 0;
-  let sxx = 0;
-  let syy = 0;
-  for (let i = 0; i < n; i++) {
-    sxy += (rx[i] - mx) * (ry[i] - my);
-    sxx += (rx[i] - mx) ** 2;
-    syy += (ry[i] - my) ** 2;
-  }
-  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : null;
-}
-
-/** Pearson's r; null when either side is constant or there are fewer than 3 values. */
-export function pearson(x: readonly number[], y: readonly number[]): number | null {
-  const n = x.length;
-  if (n < 3) return null;
   const mx = x.reduce((a, b) => a + b, 0) / n;
   const my = y.reduce((a, b) => a + b, 0) / n;
   let sxy = 0;
@@ -109,6 +91,16 @@ export function pearson(x: readonly number[], y: readonly number[]): number | nu
     syy += (y[i] - my) ** 2;
   }
   return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : null;
+}
+
+/** Spearman's ρ: Pearson's correlation of the average ranks; null when either side is constant. */
+export function spearman(x: readonly number[], y: readonly number[]): number | null {
+  return correlation(ranks(x), ranks(y));
+}
+
+/** Pearson's r; null when either side is constant or there are fewer than 3 values. */
+export function pearson(x: readonly number[], y: readonly number[]): number | null {
+  return x.length < 3 ? null : correlation(x, y);
 }
 
 /** Kendall's τ-b (ties on either side corrected for, as scipy.stats.kendalltau); null when either side is constant. */
@@ -216,38 +208,37 @@ export const FEW_PROMPTS = 10;
  * (a bootstrap over 4 prompts covers about 80 %).
  */
 export function clusteredMean(values: readonly (number | null)[], prompts: readonly number[], seed = 1): Estimate {
-  const byPrompt = new Map<number, number[]>();
+  const byPrompt = definedByPrompt(values, prompts);
   let n = 0;
-  values.forEach((v, i) => {
-    if (v === null || !Number.isFinite(v)) return;
-    n++;
-    const row = byPrompt.get(prompts[i]) ?? [];
-    row.push(v);
-    byPrompt.set(prompts[i], row);
-  });
+  for (const row of byPrompt.values()) n += row.length;
   if (n === 0) return { mean: null, lo: null, hi: null, n };
   const b = clusterBootstrap({ d: [...byPrompt.values()], b: 0, c: 0, pairs: n, seeds: 1 }, { seed });
   // one prompt: resampling prompts cannot show any spread, so no interval
   if (byPrompt.size < 2) return { mean: b.diff, lo: null, hi: null, n };
   if (byPrompt.size < FEW_PROMPTS) {
-    const t = meanInterval([...byPrompt.values()].map((r) => r.reduce((a, x) => a + x, 0) / r.length));
+    const t = meanInterval([...byPrompt.values()].map(mean));
     // the point estimate stays the mean over episodes; the interval's width comes from the prompts' spread
     return { mean: b.diff, lo: b.diff - t.half, hi: b.diff + t.half, n };
   }
   return { mean: b.diff, lo: b.lo, hi: b.hi, n };
 }
 
-/** The sample standard deviation of the per-prompt means of `values` (null where undefined); null under 2 prompts. */
-export function promptSd(values: readonly (number | null)[], prompts: readonly number[]): number | null {
+/** The finite values of each prompt, in order. */
+function definedByPrompt(values: readonly (number | null)[], prompts: readonly number[]): Map<number, number[]> {
   const by = new Map<number, number[]>();
   values.forEach((v, i) => {
     if (v === null || !Number.isFinite(v)) return;
-    by.set(prompts[i], [...(by.get(prompts[i]) ?? []), v]);
+    const row = by.get(prompts[i]);
+    if (row) row.push(v);
+    else by.set(prompts[i], [v]);
   });
-  const means = [...by.values()].map((r) => r.reduce((a, x) => a + x, 0) / r.length);
-  if (means.length < 2) return null;
-  const m = means.reduce((a, x) => a + x, 0) / means.length;
-  return Math.sqrt(means.reduce((a, x) => a + (x - m) ** 2, 0) / (means.length - 1));
+  return by;
+}
+
+/** The sample standard deviation of the per-prompt means of `values` (null where undefined); null under 2 prompts. */
+export function promptSd(values: readonly (number | null)[], prompts: readonly number[]): number | null {
+  const means = [...definedByPrompt(values, prompts).values()].map(mean);
+  return means.length < 2 ? null : Math.sqrt(meanVar(means).var);
 }
 
 /** One row of the report from its per-episode scores. */
@@ -317,9 +308,11 @@ export function cancellation(episodes: readonly ProbedEpisode[]): AccuracyReport
     );
   // over all: each prompt's tokens pooled, one value per prompt
   const byPrompt = new Map<number, { realized: number; adv: number; delta: number }[]>();
-  for (const { e, units } of per)
-    for (const u of units)
-      byPrompt.set(e.prompt, [...(byPrompt.get(e.prompt) ?? []), { realized: e.realized![u.t], adv: e.ownAdv?.[u.t] ?? 0, delta: u.delta }]);
+  for (const { e, units } of per) {
+    let rows = byPrompt.get(e.prompt);
+    if (!rows) byPrompt.set(e.prompt, (rows = []));
+    for (const u of units) rows.push({ realized: e.realized![u.t], adv: e.ownAdv?.[u.t] ?? 0, delta: u.delta });
+  }
   const pooled = (key: 'realized' | 'adv') => {
     const keys = [...byPrompt.keys()];
     return clusteredMean(

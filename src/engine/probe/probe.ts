@@ -18,7 +18,7 @@ import { writeFileAtomic } from '../core/files';
 import { shapedReward } from '../session/reward';
 import { openSession, useWeights } from '../session/session';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
-import { probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeReport, type ProbeSettings } from './record';
+import { accuracyFields, probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeReport, type ProbeSettings } from './record';
 
 export type { ProbeReport };
 
@@ -289,16 +289,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
       if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
       if (doneEpisodes.size) {
         const acc = await accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
-        Object.assign(rec, {
-          accuracy: acc.accuracy,
-          uniform_share: acc.uniform_share,
-          accuracy_episodes: acc.episodes,
-          accuracy_prompts: acc.prompts,
-          baselines: acc.baselines ?? {},
-          reliability: acc.reliability ?? null,
-          warnings: acc.warnings ?? [],
-          cancellation: acc.cancellation ?? null,
-        });
+        Object.assign(rec, accuracyFields(acc));
       }
       writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
       return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };

@@ -78,6 +78,37 @@ export function readProbeRecord(runDir: string, step: number): ProbeRecord | nul
   }
 }
 
+/** A record's fields for its accuracy report (its episode set's counts under the record's names). */
+export function accuracyFields(
+  acc: AccuracyReport,
+): Pick<ProbeRecord, 'accuracy' | 'uniform_share' | 'accuracy_episodes' | 'accuracy_prompts' | 'baselines' | 'reliability' | 'warnings' | 'cancellation'> {
+  return {
+    accuracy: acc.accuracy,
+    uniform_share: acc.uniform_share,
+    accuracy_episodes: acc.episodes,
+    accuracy_prompts: acc.prompts,
+    baselines: acc.baselines ?? {},
+    reliability: acc.reliability ?? null,
+    warnings: acc.warnings ?? [],
+    cancellation: acc.cancellation ?? null,
+  };
+}
+
+/** The accuracy report a record holds (an older engine's record has no baselines, reliability or warnings); null before any. */
+export function recordAccuracy(r: ProbeRecord): AccuracyReport | null {
+  if (!r.accuracy || !r.uniform_share) return null;
+  return {
+    accuracy: r.accuracy,
+    uniform_share: r.uniform_share,
+    episodes: r.accuracy_episodes,
+    prompts: r.accuracy_prompts,
+    baselines: r.baselines ?? {},
+    reliability: r.reliability ?? null,
+    warnings: r.warnings ?? [],
+    cancellation: r.cancellation ?? null,
+  };
+}
+
 /** Every probed step's accuracy, ascending by step (for `analyze --probe`); steps without a finished episode are left out. */
 export function probeAccuracies(runDir: string): ProbeAccuracy[] {
   let names: string[] = [];
@@ -91,21 +122,8 @@ export function probeAccuracies(runDir: string): ProbeAccuracy[] {
     const m = /^step-(\d+)\.json$/.exec(n);
     if (!m) continue;
     const r = readProbeRecord(runDir, Number(m[1]));
-    if (r?.accuracy && r.uniform_share)
-      out.push({
-        step: r.step,
-        rollouts: r.rollouts,
-        positions: r.positions,
-        run_strategy: r.run_strategy,
-        accuracy: r.accuracy,
-        uniform_share: r.uniform_share,
-        episodes: r.accuracy_episodes,
-        prompts: r.accuracy_prompts,
-        baselines: r.baselines ?? {},
-        reliability: r.reliability ?? null,
-        warnings: r.warnings ?? [],
-        cancellation: r.cancellation ?? null,
-      });
+    const acc = r && recordAccuracy(r);
+    if (r && acc) out.push({ step: r.step, rollouts: r.rollouts, positions: r.positions, run_strategy: r.run_strategy, ...acc });
   }
   return out.sort((a, b) => a.step - b.step);
 }

@@ -40,6 +40,11 @@ export function gradNorms(effAdv: number[][], logprobs: number[][], probSq: (num
   );
 }
 
+/** Whether step `step`'s token and episode tables are written (logging.tokens, every logging.every steps). */
+export function logsTables(logging: { tokens: boolean; every: number }, step: number): boolean {
+  return logging.tokens && step % logging.every === 0;
+}
+
 export function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
   let n = 0;
   for (const e of episodes) n += e.ids.length;

@@ -30,7 +30,7 @@ import { accumulateGrads, concatRows, microBatchRanges } from './micro_batch';
 import { completionLogprobs, policyBatch, rollout, slicePolicyBatch, type Episode, type PolicyBatch } from '../session/rollout';
 import { shapedReward, shapeRewards } from '../session/reward';
 import type { Session } from '../session/session';
-import { gradNorms, type TokenLog } from '../session/token_log';
+import { gradNorms, logsTables, type TokenLog } from '../session/token_log';
 import { pick, renameGrads, trainables } from './steps';
 
 /** A step abandoned before its update because the run was asked to stop while the step waited. */
@@ -362,7 +362,7 @@ async function update(x: UpdateInputs): Promise<Update> {
   }
   const lg = x.s.cfg.logging;
   // only where the step's tables are written: the column is all the measurement is for
-  if (lg.realized_credit && lg.tokens && x.step % lg.every === 0) {
+  if (lg.realized_credit && logsTables(lg, x.step)) {
     const t0 = performance.now();
     out.realized = await realizedCredit(b, ranges, first!.logprobs);
     out.realizedSeconds = (performance.now() - t0) / 1000;

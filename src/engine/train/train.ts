@@ -38,7 +38,7 @@ import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
 import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
 import { evaluate, sftStep } from './steps';
-import { logTables } from '../session/token_log';
+import { logsTables, logTables } from '../session/token_log';
 import { ensureWarmStart, fromWarmStart } from './warm_start';
 
 export { grpoStep, StepCancelled, type GrpoStepOptions } from './grpo_step';
@@ -415,8 +415,7 @@ async function grpoPhase(
       if (run.stopNow) break;
       const step = run.progress.step + 1;
       // the policy about to sample this step, for `credit-lens probe` (a resumed step writes the same weights again)
-      if (cfg.logging.tokens && step % cfg.logging.every === 0 && keepsPolicy(step, cfg.logging.probe_every))
-        savePolicy(runDir, step, await s.model.readWeights());
+      if (logsTables(cfg.logging, step) && keepsPolicy(step, cfg.logging.probe_every)) savePolicy(runDir, step, await s.model.readWeights());
       let r: GrpoStepResult;
       try {
         r = await grpoStep({ session: s, optimizer: run.grpoOpt, ref, step, log: (l, m) => run.log(l, m), head: run.head, runDir, signal: run.ctl.signal });
@@ -426,7 +425,7 @@ async function grpoPhase(
         if (e instanceof StepCancelled) break;
         throw e;
       }
-      if (cfg.logging.tokens && step % cfg.logging.every === 0) logTables(runDir, step, r.episodes, r.tok);
+      if (logsTables(cfg.logging, step)) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
         const ev = await evaluateSplits(s, runDir, step);
         r.row.eval_success = ev.success;
