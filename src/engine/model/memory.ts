@@ -98,7 +98,10 @@ export function estimateTrainingMemory(cfg: ModelConfig, shape: TrainShape): Mem
     { name: 'reference', bytes: shape.klReference && !adapters ? 4 * params : 0 },
     { name: 'activations', bytes: activations },
   ];
+  // The embedding and LM head are stored in vocabulary blocks where one binding holds less (vocab_blocks.ts), so the
+  // largest tensor that must fit one buffer is the largest other weight, or the logits.
   const biggest = paramSpecs(cfg)
+    .filter((s) => s.name !== 'model.embed_tokens.weight' && s.name !== 'lm_head.weight')
     .map((s) => ({ name: s.name, bytes: 4 * specParams(s) }))
     .reduce((a, b) => (b.bytes > a.bytes ? b : a));
   // the logits of one micro-batch's completion tokens are one tensor too

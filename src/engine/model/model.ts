@@ -24,7 +24,21 @@
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
-import { keepsTables, modelOps, type ModelOps } from './ops';
+import { keepsTables, maxBindingBytes, modelOps, type ModelOps } from './ops';
+import {
+  blockName,
+  blockRanges,
+  gatherVocab,
+  joinHost,
+  joinState,
+  projectVocab,
+  splitHost,
+  splitState,
+  vocabBlockWidth,
+  type VocabBlocks,
+  type VocabLayout,
+} from './vocab_blocks';
+import type { NamedArray } from './optim';
 import {
   createLora,
   disposeLora,
@@ -60,15 +74,32 @@ import {
 
 export * from './shapes';
 
+/** A stored weight's values on the host, in its stored layout. */
+interface HostTensor {
+  data: Float32Array;
+  shape: number[];
+}
+
+export interface BuildOptions {
+  /**
+   * Vocabulary entries per block of the embedding and LM head (vocab_blocks.ts). By default the widest block the
+   * backend lets one kernel bind: the whole vocabulary on host backends and on GPUs with large bindings.
+   */
+  vocabBlock?: number;
+}
+
 export class Transformer {
   readonly cfg: ModelConfig;
   /** trainable weights keyed by their stored names (layout and the two fused names: see the file comment) */
   readonly params: Map<string, tf.Variable>;
   private readonly specs: ParamSpec[];
   private readonly layers: Layer[];
-  private readonly embed: tf.Variable;
+  /** the embedding ([d, V] when tied, [V, d] otherwise) and the LM head ([d, V]; the embedding's blocks when tied) */
+  private readonly embed: VocabBlocks;
   private readonly finalNorm: tf.Variable;
-  private readonly lmHead: tf.Variable | null;
+  private readonly head: VocabBlocks;
+  /** the weights stored in more than one block (none unless a binding limit forced it) */
+  private readonly vocabLayouts: VocabLayout[] = [];
   private readonly hd: number;
   private readonly invFreq: Float64Array;
   /** cos / sign-folded sin tables [len, hd], grown on demand (float64 math, stored float32) */
@@ -85,22 +116,42 @@ export class Transformer {
   /** what the optimizer updates: every weight, a subset (TrainableSpec), or LoRA's adapters */
   trainable: Map<string, tf.Variable>;
 
-  private constructor(cfg: ModelConfig, values: Map<string, tf.Tensor>) {
+  private constructor(cfg: ModelConfig, values: Map<string, HostTensor>, opts: BuildOptions = {}) {
     this.cfg = { ...cfg };
     this.specs = paramSpecs(cfg);
     this.hd = headDimOf(cfg);
     this.invFreq = ropeInvFreq(cfg);
     this.params = new Map();
+    const V = cfg.vocabSize;
+    const width = opts.vocabBlock ?? vocabBlockWidth(V, cfg.dModel, maxBindingBytes());
+    if (!Number.isInteger(width) || width < 1) throw new Error(`vocabBlock ${width}: a positive integer`);
+    const ranges = blockRanges(V, Math.min(width, V));
+    const blocks = new Map<string, VocabBlocks>();
+    // Unnamed variables: tfjs names must be globally unique and a run holds several models (policy, reference).
+    const variable = (data: Float32Array, shape: number[]) => tf.tidy(() => tf.variable(tf.tensor(data, shape, 'float32'), true));
     for (const s of this.specs) {
-      const t = values.get(s.name)!;
-      // Unnamed variables: tfjs names must be globally unique and a run holds several models (policy, reference).
-      this.params.set(s.name, tf.variable(t, true));
-      t.dispose();
+      const v = values.get(s.name)!;
+      const axis =
+        s.name === 'lm_head.weight' || (s.name === 'model.embed_tokens.weight' && cfg.tieEmbeddings) ? 1 : s.name === 'model.embed_tokens.weight' ? 0 : null;
+      if (axis === null || ranges.starts.length === 1) {
+        const t = variable(v.data, v.shape);
+        this.params.set(s.name, t);
+        if (axis !== null) blocks.set(s.name, { vars: [t], starts: [0], widths: [V], axis });
+        continue;
+      }
+      const shape = v.shape as [number, number];
+      const vars = splitHost(v.data, shape, axis, ranges.starts, ranges.widths).map((data, i) => {
+        const t = variable(data, axis === 0 ? [ranges.widths[i], shape[1]] : [shape[0], ranges.widths[i]]);
+        this.params.set(blockName(s.name, i), t);
+        return t;
+      });
+      blocks.set(s.name, { vars, ...ranges, axis });
+      this.vocabLayouts.push({ name: s.name, shape, axis, ...ranges });
     }
     const g = (n: string) => this.params.get(n)!;
-    this.embed = g('model.embed_tokens.weight');
+    this.embed = blocks.get('model.embed_tokens.weight')!;
     this.finalNorm = g('model.norm.weight');
-    this.lmHead = cfg.tieEmbeddings ? null : g('lm_head.weight');
+    this.head = cfg.tieEmbeddings ? this.embed : blocks.get('lm_head.weight')!;
     this.layers = [];
     for (let i = 0; i < cfg.nLayers; i++) {
       const p = `model.layers.${i}.`;
@@ -177,12 +228,12 @@ export class Transformer {
    * stream (o_proj, down_proj) scaled by 1/√(2·nLayers) as in GPT-2; norms 1, biases 0. Values are drawn per HF
    * tensor in HF order, each filling its [in, out] block, so a seed gives the same network as before the fusion.
    */
-  static init(cfg: ModelConfig, seed: number): Transformer {
+  static init(cfg: ModelConfig, seed: number, opts: BuildOptions = {}): Transformer {
     validateConfig(cfg);
     const rng = makeRng(seed);
     const std = 0.02;
     const resStd = std / Math.sqrt(2 * cfg.nLayers);
-    const values = new Map<string, tf.Tensor>();
+    const values = new Map<string, HostTensor>();
     for (const s of paramSpecs(cfg)) {
       const shape = storedShape(s);
       const data = new Float32Array(sizeOf(shape));
@@ -199,13 +250,13 @@ export class Transformer {
           col0 += width;
         }
       }
-      values.set(s.name, tf.tensor(data, shape, 'float32'));
+      values.set(s.name, { data, shape });
     }
-    return new Transformer(cfg, values);
+    return new Transformer(cfg, values, opts);
   }
 
   /** Build from tensors in the Hugging Face layout (Linear weights [out, in]). */
-  static fromWeights(cfg: ModelConfig, w: Record<string, WeightTensor>): Transformer {
+  static fromWeights(cfg: ModelConfig, w: Record<string, WeightTensor>, opts: BuildOptions = {}): Transformer {
     validateConfig(cfg);
     const specs = paramSpecs(cfg);
     const known = new Set(specs.flatMap((s) => s.parts.map((p) => p.name)));
@@ -216,45 +267,78 @@ export class Transformer {
         throw new UserError(`checkpoint has tensor ${name}, which this ${cfg.arch} model does not have (different architecture or config?)`);
       }
     }
-    const values = new Map<string, tf.Tensor>();
-    try {
-      for (const s of specs) {
-        const shape = storedShape(s);
-        const stacked = new Float32Array(sizeOf(shape));
-        let off = 0;
-        for (const p of s.parts) {
-          const t = w[p.name];
-          if (!t) throw new UserError(`checkpoint is missing tensor ${p.name} (expected shape [${p.hfShape.join(', ')}])`);
-          const n = sizeOf(p.hfShape);
-          if (t.shape.length !== p.hfShape.length || t.shape.some((v, i) => v !== p.hfShape[i]) || t.data.length !== n) {
-            throw new UserError(`checkpoint tensor ${p.name} has shape [${t.shape.join(', ')}] (${t.data.length} values), expected [${p.hfShape.join(', ')}]`);
-          }
-          stacked.set(t.data, off);
-          off += n;
+    const values = new Map<string, HostTensor>();
+    for (const s of specs) {
+      const shape = storedShape(s);
+      const stacked = new Float32Array(sizeOf(shape));
+      let off = 0;
+      for (const p of s.parts) {
+        const t = w[p.name];
+        if (!t) throw new UserError(`checkpoint is missing tensor ${p.name} (expected shape [${p.hfShape.join(', ')}])`);
+        const n = sizeOf(p.hfShape);
+        if (t.shape.length !== p.hfShape.length || t.shape.some((v, i) => v !== p.hfShape[i]) || t.data.length !== n) {
+          throw new UserError(`checkpoint tensor ${p.name} has shape [${t.shape.join(', ')}] (${t.data.length} values), expected [${p.hfShape.join(', ')}]`);
         }
-        // stacked holds the HF parts one after the other: [Σ out, in] for Linear weights
-        values.set(s.name, tf.tensor(s.transposed ? transpose2d(stacked, shape[1], shape[0]) : stacked, shape, 'float32'));
+        stacked.set(t.data, off);
+        off += n;
       }
-    } catch (e) {
-      for (const v of values.values()) v.dispose();
-      throw e;
+      // stacked holds the HF parts one after the other: [Σ out, in] for Linear weights
+      values.set(s.name, { data: s.transposed ? transpose2d(stacked, shape[1], shape[0]) : stacked, shape });
     }
-    return new Transformer(cfg, values);
+    return new Transformer(cfg, values, opts);
   }
 
   /** All weights in the Hugging Face layout and names (copies), read synchronously: not on webgpu (readWeights). */
   exportWeights(): Record<string, WeightTensor> {
-    return this.toHf(this.specs.map((s) => this.params.get(s.name)!.dataSync() as Float32Array));
+    return this.toHf(
+      this.specs.map((s) =>
+        this.joinStored(
+          s.name,
+          this.storedVars(s.name).map((v) => v.dataSync() as Float32Array),
+        ),
+      ),
+    );
   }
 
   /** exportWeights read asynchronously, as every backend allows (a GPU backend has no synchronous read). */
   async readWeights(): Promise<Record<string, WeightTensor>> {
     const data: Float32Array[] = [];
-    for (const s of this.specs) data.push((await this.params.get(s.name)!.data()) as Float32Array);
+    for (const s of this.specs) {
+      const parts: Float32Array[] = [];
+      for (const v of this.storedVars(s.name)) parts.push((await v.data()) as Float32Array);
+      data.push(this.joinStored(s.name, parts));
+    }
     const out = this.toHf(data);
     // with LoRA: the merged weights W + (α/r)·B·A, the policy that samples
     if (this.loraCfg) await mergeInto(out, this.loraLayers(), loraScale(this.loraCfg));
     return out;
+  }
+
+  /** A stored weight's variables: its blocks where it is split, else itself. */
+  private storedVars(name: string): tf.Variable[] {
+    const L = this.vocabLayouts.find((l) => l.name === name);
+    return L ? L.starts.map((_, i) => this.params.get(blockName(name, i))!) : [this.params.get(name)!];
+  }
+
+  /** A stored weight's values from its variables' (storedVars) values: the blocks joined on the host. */
+  private joinStored(name: string, parts: Float32Array[]): Float32Array {
+    const L = this.vocabLayouts.find((l) => l.name === name);
+    return L ? joinHost(parts, L.shape, L.axis, L.starts, L.widths) : parts[0];
+  }
+
+  /** Optimizer state as a checkpoint keeps it: under the weights' own names, blocks joined (vocab_blocks.ts). */
+  joinOptimizerState(state: Record<string, NamedArray>): Record<string, NamedArray> {
+    return joinState(state, this.vocabLayouts);
+  }
+
+  /** A checkpoint's optimizer state for this model's blocks: joinOptimizerState's inverse. */
+  splitOptimizerState(state: Record<string, NamedArray>): Record<string, NamedArray> {
+    return splitState(state, this.vocabLayouts);
+  }
+
+  /** How many blocks the vocabulary-sized weights are stored in (1 unless a binding limit split them). */
+  get vocabBlocks(): number {
+    return this.embed.vars.length;
   }
 
   /** The stored parameters' values (in specs order) as HF tensors: separate projections, [out, in] layout. */
@@ -316,7 +400,7 @@ export class Transformer {
     const budget = Math.max(1, opts.budget ?? 1 << 24);
     const vBlock = Math.max(1, Math.min(V, budget));
     const rBlock = Math.max(1, Math.min(N, Math.floor(budget / vBlock)));
-    const W = this.lmHead ?? this.embed; // [d, V]
+    const W = this.head; // [d, V], in blocks of the vocabulary
     const { h, attention } = tf.tidy(() => {
       const r = this.run(ids, tf.cast(keyMask, 'float32') as tf.Tensor2D, 0, null, !!opts.returnAttention);
       const hh = r.hidden.slice([0, from, 0], [B, count, d]).reshape([N, d]) as tf.Tensor2D;
@@ -333,9 +417,12 @@ export class Transformer {
     const probSq = new Float32Array(N);
     try {
       // vocabulary blocks outside, rows inside: each block of the lm head is sliced once, not once per row block
-      for (let v0 = 0; v0 < V; v0 += vBlock) {
-        const vc = Math.min(vBlock, V - v0);
-        const Wb = vc === V ? W : tf.slice(W, [0, v0], [d, vc]);
+      for (const [W0, v0, vc] of W.vars.flatMap((Ws, b) => {
+        const out: [tf.Variable, number, number][] = [];
+        for (let o = 0; o < W.widths[b]; o += vBlock) out.push([Ws, o, Math.min(vBlock, W.widths[b] - o)]);
+        return out;
+      })) {
+        const Wb = vc === W0.shape[1] ? W0 : tf.slice(W0, [0, v0], [d, vc]);
         try {
           for (let r0 = 0; r0 < N; r0 += rBlock) {
             const R = Math.min(rBlock, N - r0);
@@ -361,14 +448,14 @@ export class Transformer {
             }
           }
         } finally {
-          if (Wb !== W) Wb.dispose();
+          if (Wb !== W0) Wb.dispose();
         }
       }
       for (let r0 = 0; r0 < N; r0 += rBlock) {
         const R = Math.min(rBlock, N - r0);
         // the target's logit: its column of the lm head, one dot product per row
         const zt = tf.tidy(() => {
-          const cols = tf.gather(W, tf.tensor1d(targets.subarray(r0, r0 + R), 'int32'), 1); // [d, R]
+          const cols = gatherVocab(W, tf.tensor1d(targets.subarray(r0, r0 + R), 'int32')); // [d, R]
           return tf.sum(tf.mul(tf.slice(h, [r0, 0], [R, d]), tf.transpose(cols)), 1).div(temperature);
         });
         const ztv = await zt.data();
@@ -502,12 +589,13 @@ export class Transformer {
 
   /** logits = h @ lm_head; h [N, d] → [N, V] */
   private project(h: tf.Tensor2D): tf.Tensor2D {
-    return tf.matMul(h, this.lmHead ?? this.embed);
+    return projectVocab(h, this.head);
   }
 
   /** Embedding rows of flat ids [N] → [N, d]. */
   private embedRows(flat: tf.Tensor1D): tf.Tensor2D {
-    return this.cfg.tieEmbeddings ? (tf.transpose(tf.gather(this.embed, flat, 1)) as tf.Tensor2D) : (tf.gather(this.embed, flat, 0) as tf.Tensor2D);
+    const rows = gatherVocab(this.embed, flat);
+    return this.cfg.tieEmbeddings ? (tf.transpose(rows) as tf.Tensor2D) : rows;
   }
 
   /**

@@ -123,7 +123,9 @@ export interface TrainableSpec {
 }
 
 /** Whether the stored parameter `name` trains under `spec`. */
-export function isTrainable(cfg: ModelConfig, name: string, spec: TrainableSpec): boolean {
+export function isTrainable(cfg: ModelConfig, stored: string, spec: TrainableSpec): boolean {
+  // a block of a weight split by the vocabulary (vocab_blocks.ts) trains as its weight does
+  const name = stored.replace(/#\d+$/, '');
   if (name === 'model.embed_tokens.weight' || name === 'lm_head.weight') {
     if (spec.freezeEmbeddings) return false;
     // with the last k blocks only, the input embedding stays fixed; an untied output head trains with them

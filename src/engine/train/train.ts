@@ -126,7 +126,7 @@ async function checkpoint(
     model: await s.model.readWeights(),
     ...(s.cfg.model.lora ? { adapters: await s.model.readAdapters() } : {}),
     ...(head ? { head: await exportVars(head.params) } : {}),
-    optimizer: { name: 'adam', step: opt.step, state: await opt.exportState() },
+    optimizer: { name: 'adam', step: opt.step, state: s.model.joinOptimizerState(await opt.exportState()) },
     meta: {
       phase: p.phase,
       step: p.step,
@@ -525,7 +525,7 @@ async function restore(o: {
         throw new UserError(`${resumeFrom}: checkpoint has no adapters.safetensors, but model.lora is set (was it written by a run without LoRA?)`);
       s.model.loadAdapters(ck.adapters);
     } else useWeights(s, ck.model);
-    (meta.phase === 'sft' ? o.sftOpt : o.grpoOpt).importState(ck.optimizer.step, ck.optimizer.state);
+    (meta.phase === 'sft' ? o.sftOpt : o.grpoOpt).importState(ck.optimizer.step, s.model.splitOptimizerState(ck.optimizer.state));
     if (head) {
       if (!ck.head) throw new UserError(`${resumeFrom}: checkpoint has no head.safetensors, but credit.strategy ${cfg.credit.strategy} needs its trained head`);
       for (const [name, v] of head.params) {

@@ -22,6 +22,8 @@ import { Adam } from '../../../src/engine/model/optim';
 import { attentionWebgpu } from '../../../src/engine/model/kernels/webgpu_attention';
 import { COMPOSED } from '../../../src/engine/model/ops/composed';
 import { relErr, smallModelConfig } from '../fixtures';
+import { loadHfModel } from '../../../src/engine/model/hf';
+import { qwen05bFolder } from './qwen05b';
 
 const TOL = 1e-4;
 
@@ -228,4 +230,39 @@ test('attention on webgpu (WGSL scores + mask + softmax, and its gradient) equal
   const cpu = await run('cpu');
   const gpu = await run('webgpu');
   for (const key of ['context', 'probs', 'dq', 'dk', 'dv'] as const) assert.ok(relErr(gpu[key], cpu[key]) < 1e-4, `${key}: ${relErr(gpu[key], cpu[key])}`);
+});
+
+test('the Qwen2.5-0.5B-shaped folder on webgpu: its 545 MiB embedding exceeds lavapipe’s 128 MiB binding, is stored in vocabulary blocks, and scores every token as wasm-blas does (1e-3)', async () => {
+  const { dir } = qwen05bFolder();
+  const rng = makeRng(9);
+  const B = 2,
+    P = 8,
+    C = 24;
+  const ids = Int32Array.from({ length: B * (P + C) }, () => 1000 + Math.floor(rng() * 100_000));
+  const keyMask = new Float32Array(B * (P + C)).fill(1);
+  const targets = Int32Array.from({ length: B * C }, (_, i) => ids[Math.floor(i / C) * (P + C) + P + (i % C)]);
+  const score = async (backend: 'wasm-blas' | 'webgpu') => {
+    await initBackend(backend);
+    const { model } = loadHfModel(dir, { useChatTemplate: false });
+    try {
+      const idsT = tf.tensor2d(ids, [B, P + C], 'int32');
+      const maskT = tf.tensor2d(keyMask, [B, P + C]);
+      // positions P−1 … P+C−2 predict the completion's tokens
+      const r = await model.scoreTokens(idsT, maskT, { from: P - 1, count: C }, targets, 1);
+      tf.dispose([idsT, maskT]);
+      return { blocks: model.vocabBlocks, ...r };
+    } finally {
+      model.dispose();
+    }
+  };
+  const cpu = await score('wasm-blas');
+  const gpu = await score('webgpu');
+  const limit = backendInfo()!.adapter!.max_storage_buffer_binding_size;
+  assert.equal(cpu.blocks, 1);
+  assert.equal(gpu.blocks, Math.ceil(151936 / Math.floor(limit / (4 * 896))), `binding limit ${limit}`);
+  assert.ok(gpu.blocks > 1, `lavapipe grants ${limit} bytes a binding; the embedding should not fit one`);
+  for (let i = 0; i < B * C; i++) {
+    assert.ok(Math.abs(gpu.logp[i] - cpu.logp[i]) < 1e-3, `token ${i}: log-prob ${gpu.logp[i]} vs ${cpu.logp[i]}`);
+    assert.ok(Math.abs(gpu.entropy[i] - cpu.entropy[i]) < 1e-3, `token ${i}: entropy ${gpu.entropy[i]} vs ${cpu.entropy[i]}`);
+  }
 });

@@ -60,6 +60,11 @@ export function adamStep(...args: Parameters<AdamStep>): boolean {
   return table.adamStep?.(...args) ?? false;
 }
 
+/** The most bytes of one tensor a kernel of the backend in use can bind (BackendCaps.maxBindingBytes). */
+export function maxBindingBytes(): number {
+  return table.caps.maxBindingBytes;
+}
+
 /** The name of the table in use (run.json records it with the backend; tests check which table runs). */
 export function opsName(): string {
   return table.name;

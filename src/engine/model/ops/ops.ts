@@ -82,6 +82,11 @@ export interface BackendCaps {
    * tensor it meets; on wasm and cpu a new one is a copy in the same memory, so they are made per pass)
    */
   keepTables: boolean;
+  /**
+   * The most bytes of one tensor a kernel can bind: WebGPU's maxStorageBufferBindingSize as the device granted it;
+   * unbounded on host backends. Larger vocabulary-sized weights are stored in blocks (vocab_blocks.ts).
+   */
+  maxBindingBytes: number;
 }
 
 /** Adam's update of one parameter in place (m, v and p written where they are); false where it cannot run. */
@@ -99,7 +104,7 @@ export interface BackendOps {
 }
 
 /** A CPU-side backend's capabilities: synchronous reads, constant tables made per pass. */
-export const HOST_CAPS: BackendCaps = { syncReads: true, keepTables: false };
+export const HOST_CAPS: BackendCaps = { syncReads: true, keepTables: false, maxBindingBytes: Infinity };
 
 /**
  * The ops a model of these sizes runs with `table`: the table's op where it has one that supports the sizes, the

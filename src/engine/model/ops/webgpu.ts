@@ -33,10 +33,19 @@ export function rmsNormOnDevice(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf
   return op(x, w);
 }
 
+/**
+ * The binding limit the device was granted (tfjs-backend-webgpu asks the adapter for its largest); WebGPU's default
+ * of 128 MiB where the backend exposes no device.
+ */
+function grantedBindingBytes(): number {
+  const device = (tf.findBackend('webgpu') as unknown as { device?: { limits?: { maxStorageBufferBindingSize?: number } } } | null)?.device;
+  return device?.limits?.maxStorageBufferBindingSize ?? 128 * 2 ** 20;
+}
+
 export function webgpuOps(): BackendOps {
   return {
     name: 'webgpu',
-    caps: { syncReads: false, keepTables: true },
+    caps: { syncReads: false, keepTables: true, maxBindingBytes: grantedBindingBytes() },
     adamStep: adamWebgpu,
     ops: { rmsNorm: { run: rmsNormOnDevice }, tokenLogprob: { run: tokenLogprobWebgpu }, attention: { run: attentionWebgpu } },
   };
