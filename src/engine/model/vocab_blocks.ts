@@ -95,14 +95,14 @@ export function gatherVocab(vb: VocabBlocks, ids: tf.Tensor1D): tf.Tensor2D {
   });
 }
 
+/** Adam's exported state: `m.<name>` and `v.<name>` arrays (optim.ts). */
+type OptimizerState = Record<string, { shape: number[]; data: Float32Array }>;
+
 /**
  * Optimizer state (`m.<name>`, `v.<name>`) saved under the weights' own names: a weight's blocks joined on the host,
  * so a checkpoint reads the same whatever binding limit the run had.
  */
-export function joinState(
-  state: Record<string, { shape: number[]; data: Float32Array }>,
-  layouts: VocabLayout[],
-): Record<string, { shape: number[]; data: Float32Array }> {
+export function joinState(state: OptimizerState, layouts: VocabLayout[]): OptimizerState {
   const out = { ...state };
   for (const L of layouts) {
     for (const kind of ['m.', 'v.']) {
@@ -125,10 +125,7 @@ export function joinState(
 }
 
 /** joinState's inverse, for the blocks of this run's model. */
-export function splitState(
-  state: Record<string, { shape: number[]; data: Float32Array }>,
-  layouts: VocabLayout[],
-): Record<string, { shape: number[]; data: Float32Array }> {
+export function splitState(state: OptimizerState, layouts: VocabLayout[]): OptimizerState {
   const out = { ...state };
   for (const L of layouts) {
     for (const kind of ['m.', 'v.']) {
