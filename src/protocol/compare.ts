@@ -20,6 +20,13 @@ export function diffText(mean: number | null, lo: number | null, hi: number | nu
 }
 
 /** A p-value with two significant figures, in exponent form below 1e-4 ("0.031", "1.6e-8"). */
+/** A group's seeds in numeric order ("1, 2, 10", not the folder names' "1, 10, 2"); an unknown seed is "?". */
+export const seedsText = (seeds: (number | null)[]) =>
+  [...seeds]
+    .sort((a, b) => (a ?? Infinity) - (b ?? Infinity))
+    .map((x) => x ?? '?')
+    .join(', ');
+
 export const pText = (p: number) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
 
 /** "12.3 ± 1.4" (mean ± the 95 % half-width), the mean alone with one seed, '—' without one: the CLI's and the views' cell. */

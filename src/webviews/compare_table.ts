@@ -6,7 +6,7 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import type { CompareReport, CompareRow } from '../protocol/compare';
 import { conditionalCell, diffCell, intervalCell, mdeCell, pCell, pct, seedsNeededCell, sig } from './compare_cells';
-import { pText } from '../protocol/compare';
+import { pText, seedsText } from '../protocol/compare';
 import { adoptCss } from './ipc';
 import css from './compare_table.css';
 
@@ -99,7 +99,7 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
                     : nothing
                 }<br /><span class="muted">${r.group}</span>${r.exploratory ? html` <span class="exploratory-tag">exploratory</span>` : nothing}
               </td>
-              <td class="num">${r.seeds.map((s) => s ?? '?').join(', ')}</td>
+              <td class="num">${seedsText(r.seeds)}</td>
               <td class="num">${intervalCell(r.eval_success, pct)}</td>
               <td class="num diff">${diffCell(r)}</td>
               <td class="num p">${pCell(r)}</td>

@@ -15,6 +15,7 @@ import {
   pctText,
   pText,
   runGroup,
+  seedsText,
   sig3,
   verdictText,
   type CompareReport,
@@ -441,8 +442,6 @@ export function seedsNeededText(s: SeedsNeeded | null): string {
     : `${d}: about ${s.seeds} seeds a side`;
 }
 
-const seedList = (seeds: (number | null)[]) => seeds.map((x) => x ?? '?').join(', ');
-
 /** The sentence under a table: which test gates, which family was adjusted, what the marks mean. */
 function ruleText(alpha: number, family: number, power: number): string {
   return (
@@ -470,7 +469,7 @@ export function compareMarkdown(r: CompareReport): string {
     const cells = [
       group,
       x.label,
-      seedList(x.seeds),
+      seedsText(x.seeds),
       String(x.instances),
       intervalText(x.eval_success, pctText),
       x.significant ? `**${diff}**` : diff,
@@ -567,7 +566,7 @@ export function gainMarkdown(r: GainReport): string {
     const cells = [
       x.exploratory ? `${x.group} (exploratory)` : x.group,
       x.label,
-      seedList(x.seeds),
+      seedsText(x.seeds),
       String(x.instances),
       intervalText(x.start, pctText),
       intervalText(x.final, pctText),

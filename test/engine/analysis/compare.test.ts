@@ -9,6 +9,7 @@ import { compareMarkdown, compareSeeds, gainFromStart, gainMarkdown } from '../.
 import { evalFile, readEvalTable, writeEvalTable } from '../../../src/engine/rundir/eval_table';
 import { writeRunInfo } from '../../../src/engine/rundir/rundir';
 import type { RunStatus } from '../../../src/protocol';
+import { seedsText } from '../../../src/protocol/compare';
 
 const root = mkdtempSync(join(tmpdir(), 'cl-compare-'));
 const N = 40;
@@ -184,6 +185,8 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
     r.rows.map((x) => [x.group, x.seeds]),
   );
   assert.deepEqual(globbed.rows[0].seeds, [1, 2, 3]);
+  // the table lists a group's seeds in numeric order, not in the folders' (seed10 sorts before seed2 as a name)
+  assert.equal(seedsText([1, 10, 11, 2, null, 3]), '1, 2, 3, 10, 11, ?');
   assert.deepEqual(globbed.rows[1].run_test, r.rows[1].run_test);
   assert.deepEqual(globbed.rows[1].conditional, r.rows[1].conditional);
   assert.deepEqual(globbed.notes, []);
