@@ -562,7 +562,9 @@ export function gainMarkdown(r: GainReport): string {
   ];
   for (const x of r.rows) {
     const g = x.diff ? diffText(x.diff.mean, x.diff.lo, x.diff.hi) : '—';
-    const mins = x.minutes.map((m) => (m === null ? '—' : m.toFixed(1))).join(', ');
+    // in the seeds' numeric order, as seedsText lists them
+    const bySeed = x.minutes.map((m, i) => ({ m, seed: x.seeds[i] ?? Infinity })).sort((a, b) => a.seed - b.seed);
+    const mins = bySeed.map(({ m }) => (m === null ? '—' : m.toFixed(1))).join(', ');
     const cells = [
       x.exploratory ? `${x.group} (exploratory)` : x.group,
       x.label,
