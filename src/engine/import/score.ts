@@ -139,6 +139,9 @@ export async function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: Credi
   }));
 }
 
+/** Rows per forward pass when scoring (scoreStrategies): a probed step's 2,048 episodes go in chunks of this many. */
+export const SCORE_ROWS = 64;
+
 export interface StrategyScores {
   logprob: number[];
   entropy: number[];
@@ -156,61 +159,77 @@ export async function scoreStrategies(
   items: ScoreInput[],
   cfg: CreditConfig,
   names: readonly string[],
-  opts: { budget?: number } = {},
+  opts: { budget?: number; rows?: number } = {},
 ): Promise<StrategyScores[]> {
   const strategies = names.map((n) => [n, getStrategy(n)] as const);
   const params = creditParams(cfg.credit);
-  const pb = policyBatch(
-    items.map((x) => x.promptIds),
-    items.map((x) => x.ids),
-    scorer.tokenizer.padId,
-  );
-  let attention: tf.Tensor4D | undefined;
-  try {
-    const C = pb.completionLen;
-    const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
-    // The lm head and log-softmax in blocks (model.scoreTokens): one long completion over a large vocabulary never
-    // materialises its logits, whatever its length.
-    const scored = await scorer.model.scoreTokens(
-      pb.ids,
-      pb.keyMask,
-      { from: pb.promptLen - 1, count: C },
-      (await pb.targets.data()) as Int32Array,
-      cfg.grpo.temperature,
-      {
-        budget: opts.budget,
-        returnAttention: strategies.some(([, st]) => st.needs.attention),
-      },
+  // The forward pass runs SCORE_ROWS rows at a time: a whole probed step (2,048 episodes) in one pass, with its
+  // attention rows, is more than the wasm heap's 4 GiB. Per-row outputs (log-probs, a row-local strategy's
+  // fromOutputs) are gathered over the chunks; the weights are then computed on the whole batch, so a strategy that
+  // normalises over the batch (entropy_mask's percentile) still sees all of it.
+  const chunk = strategies.some(([, st]) => st.fromOutputs && !st.rowLocal) ? items.length : Math.max(1, opts.rows ?? SCORE_ROWS);
+  const needsAttention = strategies.some(([, st]) => st.needs.attention);
+  const C = Math.max(1, ...items.map((x) => x.ids.length));
+  const padTo = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];
+  const lp: number[][] = [];
+  const ent: number[][] = [];
+  const sq: number[][] = [];
+  // each strategy's fromOutputs inputs, row by row
+  const extras: Record<string, number[][]>[] = strategies.map(() => ({}));
+  for (let r0 = 0; r0 < items.length; r0 += chunk) {
+    const part = items.slice(r0, r0 + chunk);
+    const pb = policyBatch(
+      part.map((x) => x.promptIds),
+      part.map((x) => x.ids),
+      scorer.tokenizer.padId,
     );
-    attention = scored.attention;
-    const rows = (a: Float32Array) => items.map((_, i) => Array.from(a.subarray(i * C, (i + 1) * C)));
-    const out = { attention };
-    const lp = rows(scored.logp);
-    const ent = rows(scored.entropy);
-    const sq = rows(scored.probSq);
-    const adv = items.map((x) => x.advantage);
-    const sections = items.map((x) => pad(x.sections, 'other' as Section));
-    const credit: { weights: number[][]; effAdv: number[][] }[] = [];
-    for (const [, strategy] of strategies) {
-      const batch = { logprobs: lp, entropies: ent, sections, mask: pb.mask };
-      if (strategy.fromOutputs) Object.assign(batch, await strategy.fromOutputs(out, { promptLen: pb.promptLen, completionLen: C, sections, mask: pb.mask }));
-      credit.push(effectiveAdvantages(strategy, batch, adv, params));
+    let attention: tf.Tensor4D | undefined;
+    try {
+      const Cp = pb.completionLen;
+      // The lm head and log-softmax in blocks (model.scoreTokens): one long completion over a large vocabulary never
+      // materialises its logits, whatever its length.
+      const scored = await scorer.model.scoreTokens(
+        pb.ids,
+        pb.keyMask,
+        { from: pb.promptLen - 1, count: Cp },
+        (await pb.targets.data()) as Int32Array,
+        cfg.grpo.temperature,
+        { budget: opts.budget, returnAttention: needsAttention },
+      );
+      attention = scored.attention;
+      part.forEach((x, i) => {
+        const row = (a: Float32Array) => padTo(Array.from(a.subarray(i * Cp, i * Cp + x.ids.length)), 0);
+        lp.push(row(scored.logp));
+        ent.push(row(scored.entropy));
+        sq.push(row(scored.probSq));
+      });
+      const sections = part.map((x) => [...x.sections, ...Array<Section>(Cp - x.sections.length).fill('other')]);
+      for (const [k, [, strategy]] of strategies.entries()) {
+        if (!strategy.fromOutputs) continue;
+        const got = await strategy.fromOutputs({ attention }, { promptLen: pb.promptLen, completionLen: Cp, sections, mask: pb.mask });
+        for (const [key, rows] of Object.entries(got) as [string, number[][]][])
+          (extras[k][key] ??= []).push(...rows.map((r, i) => padTo(r.slice(0, part[i].ids.length), 0)));
+      }
+    } finally {
+      pb.dispose();
+      attention?.dispose();
     }
-    return items.map((x, i) => {
-      const n = x.ids.length;
-      return {
-        logprob: lp[i].slice(0, n),
-        entropy: ent[i].slice(0, n),
-        probSq: sq[i].slice(0, n),
-        credit: Object.fromEntries(
-          strategies.map(([name], k) => [name, { weight: credit[k].weights[i].slice(0, n), effAdv: credit[k].effAdv[i].slice(0, n) }]),
-        ),
-      };
-    });
-  } finally {
-    pb.dispose();
-    attention?.dispose();
   }
+  const mask = items.map((x) => padTo(Array<number>(x.ids.length).fill(1), 0));
+  const sections = items.map((x) => padTo(x.sections, 'other' as Section));
+  const adv = items.map((x) => x.advantage);
+  const credit = strategies.map(([, strategy], k) =>
+    effectiveAdvantages(strategy, { logprobs: lp, entropies: ent, sections, mask, ...extras[k] }, adv, params),
+  );
+  return items.map((x, i) => {
+    const n = x.ids.length;
+    return {
+      logprob: lp[i].slice(0, n),
+      entropy: ent[i].slice(0, n),
+      probSq: sq[i].slice(0, n),
+      credit: Object.fromEntries(strategies.map(([name], k) => [name, { weight: credit[k].weights[i].slice(0, n), effAdv: credit[k].effAdv[i].slice(0, n) }])),
+    };
+  });
 }
 
 /** The same strategy on values a trainer exported per token (prime-rl): no model, no attention. */
