@@ -36,7 +36,6 @@ import {
   splitState,
   vocabBlockWidth,
   type VocabBlocks,
-  type VocabLayout,
 } from './vocab_blocks';
 import type { NamedArray } from './optim';
 import {
@@ -98,8 +97,8 @@ export class Transformer {
   private readonly embed: VocabBlocks;
   private readonly finalNorm: tf.Variable;
   private readonly head: VocabBlocks;
-  /** the weights stored in more than one block (none unless a binding limit forced it) */
-  private readonly vocabLayouts: VocabLayout[] = [];
+  /** the vocabulary-sized weights by name, each in its blocks (one unless a binding limit forced more) */
+  private readonly vocab = new Map<string, VocabBlocks>();
   private readonly hd: number;
   private readonly invFreq: Float64Array;
   /** cos / sign-folded sin tables [len, hd], grown on demand (float64 math, stored float32) */
@@ -126,32 +125,29 @@ export class Transformer {
     const width = opts.vocabBlock ?? vocabBlockWidth(V, cfg.dModel, maxBindingBytes());
     if (!Number.isInteger(width) || width < 1) throw new Error(`vocabBlock ${width}: a positive integer`);
     const ranges = blockRanges(V, Math.min(width, V));
-    const blocks = new Map<string, VocabBlocks>();
     // Unnamed variables: tfjs names must be globally unique and a run holds several models (policy, reference).
     const variable = (data: Float32Array, shape: number[]) => tf.tidy(() => tf.variable(tf.tensor(data, shape, 'float32'), true));
     for (const s of this.specs) {
       const v = values.get(s.name)!;
-      const axis =
-        s.name === 'lm_head.weight' || (s.name === 'model.embed_tokens.weight' && cfg.tieEmbeddings) ? 1 : s.name === 'model.embed_tokens.weight' ? 0 : null;
-      if (axis === null || ranges.starts.length === 1) {
-        const t = variable(v.data, v.shape);
-        this.params.set(s.name, t);
-        if (axis !== null) blocks.set(s.name, { vars: [t], starts: [0], widths: [V], axis });
+      // the vocabulary's axis in the stored layout: [d, V] for the LM head and a tied embedding, [V, d] otherwise
+      const axis = s.name === 'lm_head.weight' ? 1 : s.name === 'model.embed_tokens.weight' ? (cfg.tieEmbeddings ? 1 : 0) : null;
+      if (axis === null) {
+        this.params.set(s.name, variable(v.data, v.shape));
         continue;
       }
       const shape = v.shape as [number, number];
-      const vars = splitHost(v.data, shape, axis, ranges.starts, ranges.widths).map((data, i) => {
+      const one = ranges.starts.length === 1;
+      const vars = (one ? [v.data] : splitHost(v.data, shape, axis, ranges.starts, ranges.widths)).map((data, i) => {
         const t = variable(data, axis === 0 ? [ranges.widths[i], shape[1]] : [shape[0], ranges.widths[i]]);
-        this.params.set(blockName(s.name, i), t);
+        this.params.set(one ? s.name : blockName(s.name, i), t);
         return t;
       });
-      blocks.set(s.name, { vars, ...ranges, axis });
-      this.vocabLayouts.push({ name: s.name, shape, axis, ...ranges });
+      this.vocab.set(s.name, { name: s.name, shape, axis, ...ranges, vars });
     }
     const g = (n: string) => this.params.get(n)!;
-    this.embed = blocks.get('model.embed_tokens.weight')!;
+    this.embed = this.vocab.get('model.embed_tokens.weight')!;
     this.finalNorm = g('model.norm.weight');
-    this.head = cfg.tieEmbeddings ? this.embed : blocks.get('lm_head.weight')!;
+    this.head = cfg.tieEmbeddings ? this.embed : this.vocab.get('lm_head.weight')!;
     this.layers = [];
     for (let i = 0; i < cfg.nLayers; i++) {
       const p = `model.layers.${i}.`;
@@ -316,24 +312,28 @@ export class Transformer {
 
   /** A stored weight's variables: its blocks where it is split, else itself. */
   private storedVars(name: string): tf.Variable[] {
-    const L = this.vocabLayouts.find((l) => l.name === name);
-    return L ? L.starts.map((_, i) => this.params.get(blockName(name, i))!) : [this.params.get(name)!];
+    return this.vocab.get(name)?.vars ?? [this.params.get(name)!];
   }
 
   /** A stored weight's values from its variables' (storedVars) values: the blocks joined on the host. */
   private joinStored(name: string, parts: Float32Array[]): Float32Array {
-    const L = this.vocabLayouts.find((l) => l.name === name);
-    return L ? joinHost(parts, L.shape, L.axis, L.starts, L.widths) : parts[0];
+    const L = this.vocab.get(name);
+    return L && parts.length > 1 ? joinHost(parts, L.shape, L.axis, L.starts, L.widths) : parts[0];
   }
 
   /** Optimizer state as a checkpoint keeps it: under the weights' own names, blocks joined (vocab_blocks.ts). */
   joinOptimizerState(state: Record<string, NamedArray>): Record<string, NamedArray> {
-    return joinState(state, this.vocabLayouts);
+    return joinState(state, this.splitWeights());
   }
 
   /** A checkpoint's optimizer state for this model's blocks: joinOptimizerState's inverse. */
   splitOptimizerState(state: Record<string, NamedArray>): Record<string, NamedArray> {
-    return splitState(state, this.vocabLayouts);
+    return splitState(state, this.splitWeights());
+  }
+
+  /** The vocabulary-sized weights stored in more than one block (none unless a binding limit forced it). */
+  private splitWeights(): VocabBlocks[] {
+    return [...this.vocab.values()].filter((b) => b.vars.length > 1);
   }
 
   /** How many blocks the vocabulary-sized weights are stored in (1 unless a binding limit split them). */

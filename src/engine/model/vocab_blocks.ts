@@ -8,13 +8,20 @@
 // so forward values and gradients equal the unsplit model's exactly.
 import * as tf from '@tensorflow/tfjs';
 
-/** A weight stored as blocks of the vocabulary axis: [d, V] split by columns (axis 1), or [V, d] by rows (axis 0). */
-export interface VocabBlocks {
-  vars: tf.Variable[];
+/** A vocabulary-sized weight's stored layout: its name, stored shape, the vocabulary axis and the blocks' ranges along it. */
+export interface VocabLayout {
+  name: string;
+  /** [d, V] split by columns (axis 1), or [V, d] by rows (axis 0) */
+  shape: [number, number];
+  axis: 0 | 1;
   /** each block's first vocabulary index, and its width */
   starts: number[];
   widths: number[];
-  axis: 0 | 1;
+}
+
+/** The layout with its variables, one per block (a single one where the weight fits one binding). */
+export interface VocabBlocks extends VocabLayout {
+  vars: tf.Variable[];
 }
 
 /** A block's stored name: the weight's name and its index (`model.embed_tokens.weight#1`). */
@@ -138,15 +145,6 @@ export function splitState(state: OptimizerState, layouts: VocabLayout[]): Optim
     }
   }
   return out;
-}
-
-/** Where a split weight's blocks lie: its name, stored shape, axis and ranges. */
-export interface VocabLayout {
-  name: string;
-  shape: [number, number];
-  axis: 0 | 1;
-  starts: number[];
-  widths: number[];
 }
 
 /** h @ W for W [d, V] stored by column blocks: each block's product, concatenated along the vocabulary. */
