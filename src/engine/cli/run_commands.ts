@@ -75,7 +75,7 @@ export async function cmdTrain(argv: string[], usage: string): Promise<number> {
     if (r.initialEval !== null && r.finalEval !== null && !a.flags.has('rpc')) {
       process.stderr.write(`greedy eval success: ${(r.initialEval * 100).toFixed(1)}% after SFT → ${(r.finalEval * 100).toFixed(1)}% after GRPO\n`);
     }
-    return r.status === 'failed' ? 1 : 0;
+    return exitStatus([r.status]);
   } finally {
     // Let the last notifications flush before the connection closes.
     await new Promise((r) => setTimeout(r, 50));
@@ -128,7 +128,16 @@ export async function cmdSweep(argv: string[], usage: string): Promise<number> {
   process.on('SIGTERM', () => void controller.stop());
   const results = await runSweep(a.positional[0], a.flags.get('set') ?? [], humanReporter(), controller, (m) => process.stderr.write(m + '\n'));
   console.log(sweepTable(results));
-  return results.some((r) => r.status === 'failed') ? 1 : 0;
+  return exitStatus(results.map((r) => r.status));
+}
+
+/**
+ * 0 when every run completed, 1 when one failed, 130 when one was stopped (Ctrl-C, SIGTERM, Stop): the status a
+ * stopped probe and import exit with too, so a script can tell a stop (resumable) from a failure and from the end.
+ */
+export function exitStatus(statuses: string[]): number {
+  if (statuses.includes('failed')) return 1;
+  return statuses.includes('stopped') ? 130 : 0;
 }
 
 export async function cmdEval(argv: string[], usage: string): Promise<number> {

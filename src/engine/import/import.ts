@@ -268,7 +268,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
             scorer!,
             idx.map((i) => eps[i]),
             cfg,
-            { budget },
+            { budget, beforeChunk: cancelled },
           );
           idx.forEach((i, k) =>
             Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, probSq: out[k].probSq, weight: out[k].weight, effAdv: out[k].effAdv }),

@@ -130,7 +130,12 @@ export interface ScoreOutput {
  * advantages, computed as a GRPO step computes them (steps.ts) so that an imported run's columns mean what a
  * trained run's do. Rows are left-padded prompts and right-padded completions (policyBatch).
  */
-export async function scoreBatch(scorer: Scorer, items: ScoreInput[], cfg: CreditConfig, opts: { budget?: number } = {}): Promise<ScoreOutput[]> {
+export async function scoreBatch(
+  scorer: Scorer,
+  items: ScoreInput[],
+  cfg: CreditConfig,
+  opts: { budget?: number; beforeChunk?: () => Promise<void> } = {},
+): Promise<ScoreOutput[]> {
   const name = cfg.credit.strategy;
   return (await scoreStrategies(scorer, items, cfg, [name], opts)).map(({ credit, ...x }) => ({
     ...x,
@@ -159,7 +164,7 @@ export async function scoreStrategies(
   items: ScoreInput[],
   cfg: CreditConfig,
   names: readonly string[],
-  opts: { budget?: number; rows?: number } = {},
+  opts: { budget?: number; rows?: number; beforeChunk?: () => Promise<void> } = {},
 ): Promise<StrategyScores[]> {
   const strategies = names.map((n) => [n, getStrategy(n)] as const);
   const params = creditParams(cfg.credit);
@@ -177,6 +182,8 @@ export async function scoreStrategies(
   // each strategy's fromOutputs inputs, row by row
   const extras: Record<string, number[][]>[] = strategies.map(() => ({}));
   for (let r0 = 0; r0 < items.length; r0 += chunk) {
+    // the caller's stop check: each chunk is seconds of synchronous work at the seeds' model size
+    await opts.beforeChunk?.();
     const part = items.slice(r0, r0 + chunk);
     const pb = policyBatch(
       part.map((x) => x.promptIds),

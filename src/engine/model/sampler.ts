@@ -32,7 +32,22 @@ export interface SampleOptions {
   repeat?: number;
   /** per output row, at most this many new tokens (≤ maxNewTokens): a row stops there with 'length' */
   budgets?: number[];
+  /**
+   * Asked between decode steps (after a macrotask turn, so a signal's handler has run): true ends sampling with
+   * SamplingStopped. A long batch (a probe's continuations on a large model) then stops within a few tokens.
+   */
+  stop?: () => boolean;
 }
+
+/** generate() ended early because its `stop` said so; nothing it sampled is returned. */
+export class SamplingStopped extends Error {
+  constructor() {
+    super('sampling stopped');
+  }
+}
+
+/** Decode steps between two looks at `stop`: a macrotask turn costs microseconds, a decode step milliseconds. */
+const STOP_CHECK_EVERY = 4;
 
 export interface SampledSeq {
   ids: number[];
@@ -109,6 +124,10 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
   let live = out.map((_, b) => b);
   try {
     for (let step = 0; logits; step++) {
+      if (opts.stop && step % STOP_CHECK_EVERY === STOP_CHECK_EVERY - 1) {
+        await new Promise<void>((r) => setImmediate(r));
+        if (opts.stop()) throw new SamplingStopped();
+      }
       // The log-softmax of each row, on the host: the logits are read once (they have to come back for the draw anyway),
       // instead of six kernel launches per step for a few thousand numbers. Read asynchronously: a GPU backend (webgpu)
       // has no synchronous read.

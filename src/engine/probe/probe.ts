@@ -286,8 +286,10 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
       }
       const pending = wanted.filter((e) => !doneEpisodes.has(e));
       const rec = record(pending);
-      if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish`);
-      if (doneEpisodes.size) {
+      // A stopped probe exits now: the accuracy scores every episode of the step under the policy (minutes at the seeds'
+      // size), so it waits for the probe that finishes, which the same command resumes.
+      if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish (the accuracy is scored then)`);
+      else if (doneEpisodes.size) {
         const acc = await accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
         Object.assign(rec, accuracyFields(acc));
       }

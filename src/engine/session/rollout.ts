@@ -35,6 +35,8 @@ export interface RolloutOptions {
   rng: () => number;
   /** rows per generate() call, to bound memory */
   chunk?: number;
+  /** generate()'s stop: true ends the rollout with SamplingStopped */
+  stop?: () => boolean;
 }
 
 /** Generate one completion per entry of `examples` (repeat an example G times for a group). */
@@ -53,6 +55,7 @@ export async function rollout(model: Transformer, tokenizer: Tokenizer, task: Ta
       stopAfter: ['</answer>'],
       decode: (ids) => tokenizer.decode(ids),
       rng: o.rng,
+      stop: o.stop,
     });
     seqs.forEach((seq, k) =>
       out.push({

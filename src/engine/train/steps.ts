@@ -12,12 +12,14 @@ import type { Example } from '../core/types';
 
 /**
  * Greedy eval (deterministic) on the test split, or on the validation split: the success rate, the mean reward, and
- * one row per instance (DESIGN §10), so that two runs can be compared on the same instances.
+ * one row per instance (DESIGN §10), so that two runs can be compared on the same instances. `stop` ends it early
+ * (SamplingStopped): at the seeds' model size an eval is minutes of decoding.
  */
 export async function evaluate(
   s: Session,
   examples: Example[] = s.task.eval,
   split: EvalSplit = 'test',
+  stop?: () => boolean,
 ): Promise<{ success: number; reward: number; rows: EvalRows }> {
   const rows: EvalRows = { instance_id: [], split: [], success: [], reward: new Float32Array(examples.length), completion: [] };
   if (examples.length === 0) return { success: 0, reward: 0, rows };
@@ -28,6 +30,7 @@ export async function evaluate(
     greedy: true,
     rng: () => 0,
     chunk: 128,
+    stop,
   });
   eps.forEach((e, i) => {
     rows.instance_id.push(`${s.cfg.task.name}:${e.example.id}`);

@@ -2,7 +2,7 @@
 // One file although long: the phases share one Run, and the checkpoint, restore and KL reference they call are the loop's alone.
 import * as tf from '@tensorflow/tfjs';
 import { backendInfo } from '../model/backend';
-import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunInfo } from '../../protocol';
 import { keepsPolicy, savePolicy } from '../rundir/policies';
@@ -38,6 +38,7 @@ import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
 import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
 import { evaluate, sftStep } from './steps';
+import { SamplingStopped } from '../model/sampler';
 import { logsTables, logTables } from '../session/token_log';
 import { ensureWarmStart, fromWarmStart } from './warm_start';
 
@@ -73,12 +74,17 @@ export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
  * The test split's greedy eval, and the validation split's when the task has one, into one eval table (rows marked
  * by split): the success rates and the test split's mean reward.
  */
-async function evaluateSplits(s: Session, runDir: string, step: number): Promise<{ success: number; reward: number; val: number | null }> {
-  const ev = await evaluate(s);
+async function evaluateSplits(
+  s: Session,
+  runDir: string,
+  step: number,
+  stop?: () => boolean,
+): Promise<{ success: number; reward: number; val: number | null }> {
+  const ev = await evaluate(s, s.task.eval, 'test', stop);
   const rows = ev.rows;
   let val: number | null = null;
   if (s.task.validation.length) {
-    const v = await evaluate(s, s.task.validation, 'validation');
+    const v = await evaluate(s, s.task.validation, 'validation', stop);
     val = v.success;
     rows.instance_id.push(...v.rows.instance_id);
     rows.split.push(...v.rows.split);
@@ -91,6 +97,16 @@ async function evaluateSplits(s: Session, runDir: string, step: number): Promise
   }
   writeEvalTable(evalFile(runDir, step), rows);
   return { success: ev.success, reward: ev.reward, val };
+}
+
+/** The eval's answer, or null when a stop ended it (SamplingStopped). */
+async function evalOrStop<T>(f: () => Promise<T>): Promise<T | null> {
+  try {
+    return await f();
+  } catch (e) {
+    if (e instanceof SamplingStopped) return null;
+    throw e;
+  }
 }
 
 /** On resume, drop metrics rows written after the checkpoint so no step appears twice. */
@@ -227,15 +243,21 @@ async function trainIn(
   resumeFrom: string | null,
   resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
 ): Promise<TrainResult> {
+  // A resume refused before it trains (its task changed, the checkpoint lacks adapters, the model no longer fits, a
+  // secret is unset) changes nothing of the run: run.json goes back to these bytes, so a completed run stays completed.
+  const before = resumeFrom ? readFileSync(join(runDir, 'run.json')) : null;
   const run = openRun(opts, cfg, runDir, resumeFrom);
+  let started = false;
   try {
     const start = await startRun(run, resumeFrom, resumed);
+    started = true;
     await warmStartPhase(run);
     await grpoPhase(run, resumed, start.startWeights);
     return await finishRun(run);
   } catch (e) {
     const err = diskFullError(e, (e as NodeJS.ErrnoException).path ?? runDir);
-    failRun(run, err);
+    if (before && !started && isUserError(err)) refuseResume(run, err, before);
+    else failRun(run, err);
     throw err;
   } finally {
     run.close();
@@ -335,11 +357,12 @@ function openRun(opts: TrainOptions, cfg: CreditConfig, runDir: string, resumeFr
     resumed_from: resumeFrom,
     config_path: opts.configPath,
   };
-  writeRunInfo(runDir, info);
   const unset = secretVars.find((v) => !process.env[v.env]);
+  // checked before run.json is written: a resume refused for it leaves the run's record as it was
+  if (!unset || !resumeFrom) writeRunInfo(runDir, info);
   if (unset) {
     const msg = `${unset.path}: the environment variable ${unset.env} is not set (${unset.user} reads its API key from it)`;
-    writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
+    if (!resumeFrom) writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
     elog.write('error', msg);
     elog.close();
     reporter.finished({ status: 'failed', runDir, error: msg });
@@ -404,8 +427,11 @@ async function grpoPhase(
   const s = run.s!;
   const ref = run.progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, startWeights) : null;
   try {
+    // A stop during an eval ends it (a resume evaluates again); during the eval before GRPO nothing was trained yet.
+    const stop = () => run.stopNow;
     if (run.progress.phase === 'grpo' && run.progress.step === 0 && !run.stopNow) {
-      const ev = await evaluateSplits(s, runDir, 0);
+      const ev = await evalOrStop(() => evaluateSplits(s, runDir, 0, stop));
+      if (!ev) return;
       run.initialEval = ev.success;
       run.emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
       run.log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
@@ -427,10 +453,12 @@ async function grpoPhase(
       }
       if (logsTables(cfg.logging, step)) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
-        const ev = await evaluateSplits(s, runDir, step);
-        r.row.eval_success = ev.success;
-        if (ev.val !== null) r.row.val_success = ev.val;
-        run.finalEval = ev.success;
+        const ev = await evalOrStop(() => evaluateSplits(s, runDir, step, stop));
+        if (ev) {
+          r.row.eval_success = ev.success;
+          if (ev.val !== null) r.row.val_success = ev.val;
+          run.finalEval = ev.success;
+        } else run.log('info', `stopped during the eval of step ${step}: the step is kept without its eval`);
       }
       run.emit(r.row);
       run.progress = { phase: 'grpo', step };
@@ -476,6 +504,14 @@ function failRun(run: Run, e: unknown): void {
   run.log('error', msg);
   run.ctl.settle(null);
   run.reporter.finished({ status: 'failed', runDir, error: info.error });
+}
+
+/** A resume refused before it trained: run.json as it was before the attempt; engine.log says why. */
+function refuseResume(run: Run, e: UserError, before: Buffer): void {
+  writeFileAtomic(join(run.runDir, 'run.json'), before);
+  run.log('error', `resume refused, the run is as it was: ${redactSecrets(e.message, run.secrets)}`);
+  run.ctl.settle(null);
+  run.reporter.finished({ status: 'failed', runDir: run.runDir, error: redactSecrets(e.message, run.secrets) });
 }
 
 interface Restored {

@@ -35,3 +35,11 @@ test('numbers are checked where they are read, with the flag, the value and what
   assert.throws(() => intFlag(parseArgs(['--from-step', '-1'], spec, 'u'), 'from-step', 0), /expected an integer ≥ 0/);
   assert.throws(() => numFlag(parseArgs(['--lr', 'fast'], spec, 'u'), 'lr', (x) => x > 0, 'a positive number'), /--lr: got "fast"; expected a positive number/);
 });
+
+test('exit status: 0 when every run completed, 1 when one failed, 130 when one was stopped (as probe and import exit)', async () => {
+  const { exitStatus } = await import('../../../src/engine/cli/run_commands');
+  assert.equal(exitStatus(['completed']), 0);
+  assert.equal(exitStatus(['completed', 'stopped']), 130);
+  assert.equal(exitStatus(['stopped', 'failed']), 1);
+  assert.equal(exitStatus([]), 0);
+});

@@ -182,3 +182,38 @@ test('positions: every, segments and cutpoints, always with 0 and n; bad specs n
   // standard error: sample sd / √M (hand: 0,1,1,1 → mean 0.75, sd² = 0.25, se = 0.25)
   assert.deepEqual(meanSe([0, 1, 1, 1]), { mean: 0.75, se: 0.25 });
 });
+
+test("generate's stop ends a batch between decode steps, and a stop that never fires changes nothing", async () => {
+  await tf.setBackend('cpu');
+  const { generate, SamplingStopped } = await import('../../../src/engine/model/sampler');
+  const { makeRng } = await import('../../../src/engine/core/rng');
+  const m = Transformer.init({ ...cfg, maxSeqLen: 40 }, 3);
+  // an EOS id the model never draws (outside the vocabulary), so every row runs to its budget of 32 tokens
+  const opts = { maxNewTokens: 32, temperature: 1, topP: 1, eosId: 99 };
+  const plain = await generate(m, [[4, 3]], { ...opts, rng: makeRng(5), repeat: 4 });
+  let asked = 0;
+  const never = await generate(m, [[4, 3]], { ...opts, rng: makeRng(5), repeat: 4, stop: () => (asked++, false) });
+  assert.deepEqual(never, plain, 'the same draws');
+  assert.equal(asked, 8, 'asked every 4th of 32 decode steps');
+  // a stop that fires on its second look: sampling ends 8 decode steps in, long before the budget
+  let looks = 0;
+  await assert.rejects(generate(m, [[4, 3]], { ...opts, rng: makeRng(5), repeat: 4, stop: () => ++looks >= 2 }), (e) => e instanceof SamplingStopped);
+  assert.equal(looks, 2);
+  // the probe's estimate returns null (stopped) from inside its one batch
+  let calls = 0;
+  const ep: ProbeEpisode = { episode: 0, example: { id: 0, prompt: 'q' }, promptIds: [4], ids: Array(20).fill(3), reward: 0 };
+  const tok = { decode: () => '', eosId: 99 } as unknown as Tokenizer;
+  const got = await estimateEpisode(m, tok, ep, [0], {
+    rollouts: 64,
+    temperature: 1,
+    topP: 1,
+    maxNewTokens: 32,
+    seed: 1,
+    step: 1,
+    reward,
+    stopped: () => ++calls > 2,
+  });
+  assert.equal(got, null);
+  assert.equal(calls, 3, 'twice before the batch, then once inside generate');
+  m.dispose();
+});

@@ -109,6 +109,7 @@ test("two engines on one run directory: the second is refused with the first one
   const first = spawn(process.execPath, [CLI, 'train', cfg, '--run-dir', runDir, '--set', 'grpo.steps=400', '--set', 'grpo.checkpoint_every=1'], {
     stdio: 'ignore',
   });
+  let firstCode: number | null = null;
   try {
     for (let i = 0; i < 600 && !(readRunInfo(runDir)?.last_step ?? 0); i++) await new Promise((r) => setTimeout(r, 100));
     assert.ok(readRunInfo(runDir)?.status === 'running');
@@ -118,10 +119,11 @@ test("two engines on one run directory: the second is refused with the first one
     assert.equal(readRunInfo(runDir)?.status, 'running', 'the refused engine changed nothing');
   } finally {
     first.kill('SIGTERM');
-    await new Promise((r) => first.on('exit', r));
+    firstCode = await new Promise<number | null>((r) => first.on('exit', r));
   }
   const stopped = readRunInfo(runDir)!;
   assert.equal(stopped.status, 'stopped');
+  assert.equal(firstCode, 130, 'a stopped run exits 130, as a stopped probe or import does');
   // The same command again (a requeued Slurm task) resumes the run in place, to a shorter total.
   const again = spawnSync(process.execPath, [CLI, 'train', cfg, '--run-dir', runDir, '--set', `grpo.steps=${stopped.last_step! + 1}`], { encoding: 'utf8' });
   assert.equal(again.status, 0, again.stderr);
@@ -168,4 +170,43 @@ test('a resume sets aside the tables the abandoned trajectory wrote after its ch
   assert.deepEqual(readdirSync(join(kept, 'eval')).sort(), ['step-000003.arrow', 'step-000004.arrow']);
   assert.ok(readFileSync(join(kept, 'tokens', 'step-000004.arrow')).equals(oldStep4));
   assert.match(readFileSync(join(runDir, 'engine.log'), 'utf8'), /belong to the trajectory this resume abandons: moved to .*abandoned/);
+});
+
+test('Stop during an eval ends it within a few decode steps, writes no eval table for it, and the resume evaluates again', async () => {
+  const dir = tmp();
+  // a long eval before GRPO: 2,048 greedy completions of up to 48 tokens on a model that has not learned EOS
+  const cfg = tinyConfig(dir, 'countdown');
+  const ctl = new RunController();
+  let stoppedAt = 0;
+  const r = await train({
+    configPath: cfg,
+    controller: ctl,
+    sets: [
+      'sft.steps=0',
+      'task.numbers=[3, 3]',
+      'task.max_number=15',
+      'task.max_target=50',
+      'task.eval_size=2048',
+      'task.train_size=256',
+      'grpo.max_new_tokens=40',
+      'model.d_model=64',
+      'model.d_ff=128',
+      'model.max_seq_len=96',
+    ],
+    reporter: {
+      ...(await import('../../../src/engine/train/run_control')).silentReporter,
+      // half a second after the run starts (no SFT): the eval before GRPO is under way
+      started: () => void setTimeout(() => ((stoppedAt = Date.now()), void ctl.stop()), 500),
+    },
+  });
+  assert.ok(stoppedAt > 0, 'stop was requested');
+  assert.equal(r.status, 'stopped');
+  const after = (Date.now() - stoppedAt) / 1000;
+  assert.ok(after < 3, `ended ${after.toFixed(1)} s after the stop`);
+  assert.deepEqual(listEvalSteps(r.runDir), [], 'no eval table for an eval that was cut short');
+  assert.equal(r.initialEval, null);
+  const again = await train({ resume: r.runDir });
+  assert.equal(again.status, 'completed');
+  assert.equal(listEvalSteps(r.runDir)[0], 0, 'the resume evaluated before GRPO');
+  assert.equal(typeof again.initialEval, 'number');
 });

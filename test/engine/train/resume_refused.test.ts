@@ -18,6 +18,10 @@ test('a refused resume of a completed run leaves its run.json byte for byte', { 
   await assert.rejects(train({ resume: r.runDir, sets: ['grpo.lr=fast'] }), (e: Error) => isUserError(e) && /grpo\.lr/.test(e.message));
   assert.equal(readFileSync(join(r.runDir, 'run.json'), 'utf8'), before);
   assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /error Invalid config[^\n]*\n  grpo\.lr: got "fast"/);
+  // refused later, once the engine has opened the run: the task it would draw is not the one the run trained on
+  await assert.rejects(train({ resume: r.runDir, sets: ['task.split_seed=7'] }), (e: Error) => isUserError(e) && /split_seed|task/.test(e.message));
+  assert.equal(readFileSync(join(r.runDir, 'run.json'), 'utf8'), before, 'still completed, byte for byte');
+  assert.match(readFileSync(join(r.runDir, 'engine.log'), 'utf8'), /ERROR resume refused, the run is as it was: /);
 });
 
 test('a LoRA run resumed with other LoRA settings is refused before anything changes, naming each key with both values', { timeout: 120_000 }, async (t) => {

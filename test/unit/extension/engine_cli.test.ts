@@ -148,3 +148,27 @@ test('importRollouts streams the progress lines and resolves with the JSON answe
   setTimeout(() => abort.abort(), 100);
   await assert.rejects(p, CancelledError);
 });
+
+test('Cancel on Probe This Episode… sends the probe SIGTERM (which it handles as Ctrl-C) and rejects with CancelledError', async () => {
+  const got = join(dir, 'probe-signal.txt');
+  const probeCli = script(
+    'probe.js',
+    `process.on('SIGTERM', () => { require('node:fs').writeFileSync(${JSON.stringify(got)}, 'SIGTERM'); process.exit(130); });
+     console.error(JSON.stringify({ progress: { done: 1, total: 100 } }));
+     setTimeout(() => {}, 30000);`,
+  );
+  const abort = new AbortController();
+  const seen: number[] = [];
+  const p = cli(probeCli).probe(
+    ['probe', '/r', '--step', '1'],
+    (done) => {
+      seen.push(done);
+      abort.abort();
+    },
+    abort.signal,
+  );
+  await assert.rejects(p, CancelledError);
+  assert.deepEqual(seen, [1]);
+  const { readFileSync } = await import('node:fs');
+  assert.equal(readFileSync(got, 'utf8'), 'SIGTERM');
+});
