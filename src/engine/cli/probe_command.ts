@@ -14,8 +14,9 @@ export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episo
        credit-lens probe <run-dir> --step N --plan [--target H] [--episodes K] [--rollouts M]
   Monte Carlo values V_t of the step's completion prefixes (M continuations each, from the policy that sampled the step)
   and δ_t = V_{t+1} − V_t, into <run>/probes/step-N.arrow; then each credit strategy's accuracy against them.
-  --episodes K (default 32) spreads K episodes over the step's groups. Ctrl-C stops keeping finished episodes; the same
-  command resumes.
+  --episodes K (default 32) spreads K episodes over the step's groups. --rollouts M: 2 to 4,096 (default 8). Ctrl-C
+  stops within a few tokens, keeping finished episodes (exit 130); the same command resumes. One probe of a step runs
+  at a time (probes/step-N.lock): a second is refused with the first one's pid.
   --plan probes a pilot (--episodes, default 16; --rollouts, default 8; kept, so the real probe with the same settings
   resumes from it) and says the prompts, episodes and M whose every excess over the trivial baselines has a 95 %
   interval of ± H (--target, default 0.05), with its cost in continuations.`;

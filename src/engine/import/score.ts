@@ -17,7 +17,7 @@ import { Transformer } from '../model/model';
 import { HfTokenizer } from '../model/tokenizer';
 import { loadLatestGoodCheckpoint, type LoadedCheckpoint } from '../rundir/checkpoint';
 import { policyBatch } from '../session/rollout';
-import { openSession } from '../session/session';
+import { checkInferenceMemory, openSession } from '../session/session';
 
 /** Strategies whose weights come from the batch alone: no trained head, network or oracle (what an import can score). */
 export const IMPORT_STRATEGIES = offlineStrategies('outputs');
@@ -77,7 +77,7 @@ export async function loadScorer(spec: string, cfg: CreditConfig, log: (m: strin
   if (existsSync(join(dir, 'config.json'))) {
     await initBackend(cfg.backend, log);
     // Imported prompts are already templated by the trainer that sampled them: no chat template here.
-    const { model, tokenizer } = loadHfModel(dir, { useChatTemplate: false });
+    const { model, tokenizer } = loadHfModel(dir, { useChatTemplate: false, beforeWeights: (modelCfg) => void checkInferenceMemory(modelCfg, log) });
     return { model, tokenizer, describe: dir, dispose: () => model.dispose() };
   }
   const ckptOfRun = basename(dirname(dir)) === 'checkpoints' && existsSync(join(dir, '..', '..', 'config.yaml'));

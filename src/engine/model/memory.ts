@@ -166,8 +166,13 @@ export function describeEstimate(e: MemoryEstimate): string {
  * Throws a UserError with the numbers when the estimate does not fit the backend: before step 1, never mid-run. `where`
  * names the shape ("8 rows × 190 tokens per micro-batch").
  */
-export function checkFits(e: MemoryEstimate, cap: Capacity, backend: string, where: string): void {
-  const fixes = 'use backend webgpu on a GPU, model.lora (train adapters only), grpo.gradient_accumulation_steps, or a smaller model';
+export function checkFits(
+  e: MemoryEstimate,
+  cap: Capacity,
+  backend: string,
+  where: string,
+  fixes = 'use backend webgpu on a GPU, model.lora (train adapters only), grpo.gradient_accumulation_steps, or a smaller model',
+): void {
   if (cap.total !== null && e.total > cap.total) {
     throw new UserError(
       `this run needs ${gb(e.total)} of ${cap.what} (${describeEstimate(e)}; ${where}), the ${backend} backend holds ${gb(cap.total)}: ${fixes}`,

@@ -203,10 +203,28 @@ export function writeSafetensors(
     }
     for (let i = 0; i < d.length; i++, p += 2) out.writeUInt16LE(dtype === 'F16' ? f32ToF16(d[i]) : f32ToBf16(d[i]), p);
   }
-  const fd = openSync(path, 'w');
+  writeAll(path, out);
+}
+
+/**
+ * The whole buffer to `path`: writeSync may write less than asked (a full disk can end a write part-way), so it goes
+ * on until every byte is down; an error carries the file's path, so a full disk is reported as "disk full while
+ * writing <this file>".
+ */
+export function writeAll(path: string, out: Uint8Array, write: typeof writeSync = writeSync): void {
+  let fd: number | null = null;
   try {
-    writeSync(fd, out);
+    fd = openSync(path, 'w');
+    for (let at = 0; at < out.length;) {
+      const n = write(fd, out, at, out.length - at);
+      if (n <= 0) throw Object.assign(new Error(`short write to ${path}`), { code: 'ENOSPC' });
+      at += n;
+    }
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err && typeof err === 'object' && !err.path) err.path = path;
+    throw err;
   } finally {
-    closeSync(fd);
+    if (fd !== null) closeSync(fd);
   }
 }

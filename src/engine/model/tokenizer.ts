@@ -121,18 +121,22 @@ function idList(v: unknown): number[] {
 export const MAX_TOKEN_ID = 2 ** 24;
 
 /**
- * Every id of tokenizer.json a whole number in [0, MAX_TOKEN_ID). The tokenizer library sizes its tables by the largest
- * id, so an added token with id 4,294,967,294 had it build a table of four billion entries, for minutes, deaf to
- * signals, before anything could fail: refused here, with the token. (Whether the ids fit the model's vocab_size is
- * loadHfModel's check, which has the model's config.)
+ * Every id of tokenizer.json a whole number below the model's vocab_size (config.json beside it), or below
+ * MAX_TOKEN_ID where there is none. The tokenizer library sizes its tables by the largest id, so an added token with
+ * id 4,294,967,294 had it build a table of four billion entries, for minutes, deaf to signals, before anything could
+ * fail: refused here, with the token. An id at or above vocab_size has no embedding row.
  */
-function checkTokenIds(tokJson: JsonObj, path: string): void {
+function checkTokenIds(tokJson: JsonObj, path: string, modelCfg: JsonObj): void {
+  const v = modelCfg.vocab_size;
+  const fromModel = typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= MAX_TOKEN_ID;
+  const limit = fromModel ? v : MAX_TOKEN_ID;
+  const range = fromModel ? `[0, ${limit}) (config.json's vocab_size)` : `[0, ${limit})`;
   const vocab = ((tokJson.model as JsonObj | undefined)?.vocab ?? {}) as Record<string, unknown> | unknown[];
   const ids: [string, unknown][] = Array.isArray(vocab) ? [] : Object.entries(vocab);
   const added = Array.isArray(tokJson.added_tokens) ? (tokJson.added_tokens as JsonObj[]) : [];
-  const bad = (id: unknown) => typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= MAX_TOKEN_ID;
+  const bad = (id: unknown) => typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= limit;
   const refuse = (what: string, id: unknown) => {
-    throw new UserError(`${path}: ${what} has id ${JSON.stringify(id)}, outside [0, ${MAX_TOKEN_ID}): a corrupted or foreign tokenizer`);
+    throw new UserError(`${path}: ${what} has id ${JSON.stringify(id)}, outside ${range}: a corrupted or foreign tokenizer`);
   };
   for (const [token, id] of ids) if (bad(id)) refuse(`token ${JSON.stringify(token)}`, id);
   for (const t of added) if (bad(t.id)) refuse(`added token ${JSON.stringify(t.content)}`, t.id);
@@ -193,7 +197,7 @@ export class HfTokenizer implements Tokenizer {
     opts: HfTokenizerOptions,
     dir: string,
   ) {
-    checkTokenIds(tokJson, join(dir, 'tokenizer.json'));
+    checkTokenIds(tokJson, join(dir, 'tokenizer.json'), modelCfg);
     try {
       this.tok = new HfJsTokenizer(tokJson, tokCfg);
     } catch (e) {

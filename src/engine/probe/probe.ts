@@ -170,15 +170,25 @@ function probeInputs(o: ProbeOptions) {
  * had other settings and --replace asks to start again, or where it was made on another token table (the run was
  * restarted or resumed since). Other settings without --replace are an error naming them.
  */
-function earlierProbe(o: ProbeOptions, settings: ProbeSettings, tokensSha: string | null, tableFile: string, log: (m: string) => void) {
+function earlierProbe(
+  o: ProbeOptions,
+  settings: ProbeSettings,
+  sha: { tokens: string | null; policy: string | null },
+  tableFile: string,
+  log: (m: string) => void,
+) {
   const { runDir, step } = o;
   const prior = readProbeRecord(runDir, step);
   let rows: ProbeRow[] = [];
   let doneEpisodes = new Set<number>();
   let continuations = 0;
-  // a probe of another token table under this step number (the run restarted or resumed since): not this step's
-  const stale = prior?.tokens_sha256 ? prior.tokens_sha256 !== tokensSha : false;
-  if (stale) log(`the probe of step ${step} was made on another token table (the run was restarted or resumed since): probing afresh`);
+  // a probe of another token table or another policy under this step number (the run restarted or resumed since):
+  // not this step's
+  const otherTokens = prior?.tokens_sha256 ? prior.tokens_sha256 !== sha.tokens : false;
+  const otherPolicy = prior?.policy_sha256 ? prior.policy_sha256 !== sha.policy : false;
+  const stale = otherTokens || otherPolicy;
+  if (stale)
+    log(`the probe of step ${step} was made on another ${otherTokens ? 'token table' : 'policy'} (the run was restarted or resumed since): probing afresh`);
   if (prior && !stale) {
     const same = (Object.keys(settings) as (keyof ProbeSettings)[]).every((k) => prior[k] === settings[k]);
     if (!same && !o.replace) {
@@ -211,8 +221,8 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
   try {
     const tableFile = probeTableFile(runDir, step);
     const tokensSha = sha256File(tokenFile);
-    const policySha = sha256File(policy.source);
-    const { prior, rows, doneEpisodes, continuations: kept } = earlierProbe(o, settings, tokensSha, tableFile, log);
+    const policySha = sha256File(policy.file);
+    const { prior, rows, doneEpisodes, continuations: kept } = earlierProbe(o, settings, { tokens: tokensSha, policy: policySha }, tableFile, log);
     let continuations = kept;
 
     const { session: s } = await openSession(cfg, { runDir, log });

@@ -122,6 +122,8 @@ export function probeAccuracies(runDir: string): ProbeAccuracy[] {
     const m = /^step-(\d+)\.json$/.exec(n);
     if (!m) continue;
     const r = readProbeRecord(runDir, Number(m[1]));
+    // a probe of a table the step no longer has (the run restarted or resumed since) is not this run's
+    if (r && !probeFitsTokens(runDir, r.step, join(runDir, 'tokens', `step-${String(r.step).padStart(6, '0')}.arrow`))) continue;
     const acc = r && recordAccuracy(r);
     if (r && acc) out.push({ step: r.step, rollouts: r.rollouts, positions: r.positions, run_strategy: r.run_strategy, ...acc });
   }

@@ -41,6 +41,11 @@ export interface CheckpointEntry {
 const FORMAT = 'credit-lens-checkpoint';
 const VERSION = 1;
 const MODEL = 'model.safetensors';
+
+/** The file of a checkpoint that holds the policy's weights. */
+export function checkpointModelFile(dir: string): string {
+  return join(dir, MODEL);
+}
 const HEAD = 'head.safetensors';
 const ADAPTERS = 'adapters.safetensors';
 const OPTIMIZER = 'optimizer.safetensors';

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
 import { readSafetensors, writeSafetensors, type StTensor } from '../model/safetensors';
-import { checkpointDir, listCheckpoints, loadCheckpoint } from './checkpoint';
+import { checkpointDir, checkpointModelFile, listCheckpoints, loadCheckpoint } from './checkpoint';
 import { listLoggedSteps } from './rundir';
 import { renameWithRetry } from '../core/files';
 
@@ -53,12 +53,15 @@ export function probeableSteps(runDir: string): number[] {
   return listLoggedSteps(runDir, 'tokens').filter((s) => have.has(s));
 }
 
-/** The weights that sampled `step`, and where they came from; a UserError naming the steps that can be probed otherwise. */
-export function probePolicy(runDir: string, step: number): { weights: Record<string, StTensor>; source: string } {
+/**
+ * The weights that sampled `step`, where they came from, and the file that holds them (a kept policy, or a
+ * checkpoint's model.safetensors: what a probe hashes); a UserError naming the steps that can be probed otherwise.
+ */
+export function probePolicy(runDir: string, step: number): { weights: Record<string, StTensor>; source: string; file: string } {
   const file = policyFile(runDir, step);
-  if (existsSync(file)) return { weights: readSafetensors(file).tensors, source: file };
+  if (existsSync(file)) return { weights: readSafetensors(file).tensors, source: file, file };
   const ck = checkpointDir(runDir, step - 1);
-  if (step >= 1 && existsSync(ck)) return { weights: loadCheckpoint(ck).model, source: ck };
+  if (step >= 1 && existsSync(ck)) return { weights: loadCheckpoint(ck).model, source: ck, file: checkpointModelFile(ck) };
   const ok = probeableSteps(runDir);
   throw new UserError(
     `step ${step} cannot be probed: the run kept neither ${file} nor checkpoint ${step - 1} (the policy that sampled step ${step}). ` +

@@ -51,6 +51,7 @@ export async function buildSession(cfg: CreditConfig, log: (m: string) => void =
   // a run that cannot fit stops here, before the weights are read and before step 1 (model/memory.ts)
   const preflight = (modelCfg: ModelConfig, tokenizer: Tokenizer) => {
     if (o.training) checkTrainingMemory(cfg, modelCfg, tokenizer, task, log);
+    else checkInferenceMemory(modelCfg, log);
   };
   if (cfg.model.source === 'hf') {
     if (!cfg.model.path) throw new UserError('model.path: required when model.source is hf (a local Hugging Face directory)');
@@ -105,6 +106,20 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
   const where = `${rows} rows × ${promptLen + g.max_new_tokens} tokens per micro-batch`;
   if (info) checkFits(est, backendCapacity(info), info.backend, where);
   log(`memory: ${gb(est.total)} estimated for training (${describeEstimate(est)}; ${where})`);
+  return est;
+}
+
+/**
+ * A model that only samples or scores (probe, eval, import --model, paired rollouts) against the backend's memory: its
+ * float32 weights and one row's pass, before any weight is read. A config.json describing a 30B model fails here, with
+ * the numbers, not gigabytes into the allocation.
+ */
+export function checkInferenceMemory(modelCfg: ModelConfig, log: (m: string) => void): MemoryEstimate {
+  const est = estimateTrainingMemory(modelCfg, { rows: 1, promptLen: 1, completionLen: 1, klReference: false, trainableParams: 0 });
+  const info = backendInfo();
+  if (info)
+    checkFits(est, backendCapacity(info), info.backend, 'scoring and sampling, one row', 'use backend webgpu on a GPU that holds it, or a smaller model');
+  log(`memory: ${gb(est.total)} estimated for scoring and sampling (${describeEstimate(est)})`);
   return est;
 }
 

@@ -43,24 +43,32 @@ export function parseEpisodeUri(uri: vscode.Uri): EpisodeTarget | null {
 }
 
 interface CachedStep {
-  mtimeMs: number;
-  size: number;
-  /** the step's probe table's mtime when read, −1 without one: a new probe makes the cache stale */
-  probeMtimeMs: number;
+  /** the step's token, episode and probe tables as they were when read (stepIdentity) */
+  identity: string;
   tables: StepTables;
 }
 
-function probeMtime(runDir: string, step: number): number {
-  try {
-    return statSync(stepFile(runDir, 'probes', step)).mtimeMs;
-  } catch {
-    return -1;
-  }
+/**
+ * Size, mtime and inode of the step's token, episode and probe tables ("gone" where one is missing): a table rewritten
+ * under the same step number (a restart in place, a resume that set steps aside, a new probe) is read afresh, even
+ * where its size and mtime happen to match.
+ */
+function stepIdentity(runDir: string, step: number): string {
+  return (['tokens', 'episodes', 'probes'] as const)
+    .map((kind) => {
+      try {
+        const st = statSync(stepFile(runDir, kind, step));
+        return `${st.size}:${st.mtimeMs}:${st.ino}`;
+      } catch {
+        return 'gone';
+      }
+    })
+    .join(';');
 }
 
 /**
  * Step tables (a few, least recently used first out) and the views of open episode documents. A step file is
- * written once by an atomic rename; its mtime and size still guard against a run that was re-trained in place.
+ * written once by an atomic rename; its identity (size, mtime, inode) still guards against a run re-trained in place.
  * Tables are read by the TableReader's worker thread, so opening a long run's episode never blocks the host.
  */
 export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -72,7 +80,7 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
   readonly onDidLoad = this.loaded.event;
   // No onDidChange: an episode document's text comes from a step table the engine writes once (atomic rename)
   // and never appends to, so a shown document cannot go stale. A run re-trained in place is caught by the
-  // mtime/size check the next time the document is opened.
+  // tables' identity (stepIdentity) the next time the document is opened.
   private readonly disposables: vscode.Disposable[] = [this.loaded];
 
   constructor(
@@ -87,13 +95,7 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
     const key = `${runDir}\u0000${step}`;
     const hit = this.steps.get(key);
     if (!hit) return null;
-    let st;
-    try {
-      st = statSync(stepFile(runDir, 'tokens', step));
-    } catch {
-      return null;
-    }
-    if (hit.mtimeMs !== st.mtimeMs || hit.size !== st.size || hit.probeMtimeMs !== probeMtime(runDir, step)) return null;
+    if (hit.identity !== stepIdentity(runDir, step)) return null;
     this.steps.delete(key);
     this.steps.set(key, hit);
     return hit.tables;
@@ -107,11 +109,10 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
     const inFlight = this.loading.get(key);
     if (inFlight) return inFlight;
     const p = (async () => {
-      const st = statSync(stepFile(runDir, 'tokens', step));
-      const probeMtimeMs = probeMtime(runDir, step);
+      const identity = stepIdentity(runDir, step);
       const { tokens, episodes } = await this.reader.step(runDir, step);
       const tables = new StepTables(runDir, step, tokens, episodes);
-      this.steps.set(key, { mtimeMs: st.mtimeMs, size: st.size, probeMtimeMs, tables });
+      this.steps.set(key, { identity, tables });
       while (this.steps.size > this.maxSteps) this.steps.delete(this.steps.keys().next().value!);
       this.loaded.fire();
       return tables;

@@ -68,3 +68,56 @@ test('a tokenizer.json whose added token has id 2³² − 2 is refused at once, 
   );
   assert.ok(Date.now() - t0 < 5000, `refused in ${Date.now() - t0} ms, not after building a table of four billion entries`);
 });
+
+test("a tokenizer id at or above config.json's vocab_size is refused, naming the token and the vocabulary size", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-hostile-vocab-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const f of readdirSync(QWEN_TOKENIZER_DIR)) cpSync(join(QWEN_TOKENIZER_DIR, f), join(dir, f));
+  // Qwen's ids end at 151,668 and its models' vocab_size is 151,936: the table fits
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ vocab_size: 151936 }));
+  assert.ok(HfTokenizer.fromDir(dir));
+  // an added token past it (below the general bound of 2^24): no embedding row would hold it
+  const tok = JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')) as { added_tokens: { id: number; content: string }[] };
+  tok.added_tokens.push({ ...tok.added_tokens[0], id: 200_000, content: '<|far|>' });
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tok));
+  assert.throws(
+    () => HfTokenizer.fromDir(dir),
+    (e: Error) => isUserError(e) && /added token "<\|far\|>" has id 200000, outside \[0, 151936\) \(config\.json's vocab_size\)/.test(e.message),
+  );
+});
+
+test('a model too large for the backend is refused from its config.json, with the numbers, before a weight is read (import --model, probe, eval)', async (t) => {
+  const { loadScorer } = await import('../../../src/engine/import/score');
+  const { parseConfigText } = await import('../../../src/engine/config/config');
+  const dir = mkdtempSync(join(tmpdir(), 'cl-hostile-big-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const f of readdirSync(QWEN_TOKENIZER_DIR)) cpSync(join(QWEN_TOKENIZER_DIR, f), join(dir, f));
+  // Qwen2.5-7B's shape: 7.6 billion parameters, 30 GB in float32, far past the wasm heap's 4.29 GB; no weights file at
+  // all, so anything that reached for the weights would fail otherwise
+  writeFileSync(
+    join(dir, 'config.json'),
+    JSON.stringify({
+      architectures: ['Qwen2ForCausalLM'],
+      model_type: 'qwen2',
+      vocab_size: 152064,
+      hidden_size: 3584,
+      intermediate_size: 18944,
+      num_hidden_layers: 28,
+      num_attention_heads: 28,
+      num_key_value_heads: 4,
+      max_position_embeddings: 32768,
+      rms_norm_eps: 1e-6,
+      rope_theta: 1000000,
+      tie_word_embeddings: false,
+    }),
+  );
+  const cfg = parseConfigText('name: x\nbackend: wasm\ntask: { name: countdown }\n').config!;
+  await assert.rejects(
+    loadScorer(dir, cfg, () => {}),
+    (e: Error) =>
+      isUserError(e) &&
+      /this run needs 30\.\d\d GB of wasm heap \(weights 30\.\d\d GB.*the wasm backend holds 4\.29 GB: use backend webgpu on a GPU that holds it, or a smaller model/.test(
+        e.message,
+      ),
+  );
+});

@@ -41,3 +41,38 @@ test(
     }
   },
 );
+
+test('a checkpoint tensor file: short writes are continued, and ENOSPC part-way names the file (no mount needed)', async () => {
+  const { writeAll } = await import('../../../src/engine/model/safetensors');
+  const { diskFullError } = await import('../../../src/engine/core/files');
+  const { mkdtempSync: mk, readFileSync: rf, rmSync: rm, writeSync } = await import('node:fs');
+  const { tmpdir: td } = await import('node:os');
+  const { join: j } = await import('node:path');
+  const dir = mk(j(td(), 'cl-writeall-'));
+  try {
+    const data = Uint8Array.from({ length: 1000 }, (_, i) => i % 251);
+    // a write that takes at most 300 bytes at a time: every byte still lands
+    const p = j(dir, 'model.safetensors');
+    writeAll(p, data, ((fd: number, buf: Uint8Array, off: number, len: number) => writeSync(fd, buf, off, Math.min(len, 300))) as typeof writeSync);
+    assert.deepEqual(new Uint8Array(rf(p)), data);
+    // a disk that fills after 500 bytes
+    let written = 0;
+    const full = ((fd: number, buf: Uint8Array, off: number, len: number) => {
+      if (written >= 500) throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+      const n = writeSync(fd, buf, off, Math.min(len, 500 - written));
+      written += n;
+      return n;
+    }) as typeof writeSync;
+    let caught: unknown;
+    try {
+      writeAll(j(dir, 'b.safetensors'), data, full);
+    } catch (e) {
+      caught = e;
+    }
+    assert.equal((caught as NodeJS.ErrnoException).path, j(dir, 'b.safetensors'));
+    const said = diskFullError(caught, (caught as NodeJS.ErrnoException).path!) as Error;
+    assert.equal(said.message, `disk full while writing ${j(dir, 'b.safetensors')}`);
+  } finally {
+    rm(dir, { recursive: true, force: true });
+  }
+});
