@@ -1,5 +1,5 @@
 // The `creditLens.*` settings as one typed value (package.json `contributes.configuration` declares them).
-// Pure: `config.ts` hands it VS Code's getter, the unit tests a plain object, so a wrong-typed value in a
+// Pure: `vscode_settings.ts` hands it VS Code's getter, the unit tests a plain object, so a wrong-typed value in a
 // user's settings.json falls back to the declared default here, in one place, instead of at each reader.
 
 import type { Normalization } from './heatmap/scales';

@@ -240,9 +240,7 @@ function benchOthers(): void {
   tf.dispose([ids, x, e, big, q, h1, h2, five, table, vocabIds]);
 }
 
-// The two size thresholds in wasm_kernels.ts: batched products below smallProductMacs stay on the stock loop,
-// transposes of at least tiledTransposeMin elements per matrix use the tiled JS loop.
-// The size thresholds in wasm_kernels.ts: without SIMD, batched products below smallProductMacs stay on the stock
+// The size thresholds of the wasm kernels (kernels/matmul.ts, kernels/data_ops.ts, kernels/helper_thread.ts): without SIMD, batched products below smallProductMacs stay on the stock
 // loop and transposes of at least tiledTransposeMin elements per matrix use the tiled JS loop; with SIMD,
 // transposes of at least simdTransposeMin elements use the SIMD loop, and products of at least parallelMinMacs
 // multiply-adds are shared with the helper thread.

@@ -16,7 +16,16 @@
 //   group whose rollouts are all correct or all wrong gets Â = 0. The paper trains on DAPO's dynamically sampled batches,
 //   where such groups never reach the loss; standardising one set alone would give its tokens |Â| up to about 6 from
 //   entropy differences only.
-import { preparedRows, validMask, type CreditStrategy, type EpisodeView, type PrepareContext, type Prepared, tokenAdvantageBatch } from './types';
+import {
+  preparedRows,
+  scaledAdvantages,
+  validMask,
+  type CreditStrategy,
+  type EpisodeView,
+  type PrepareContext,
+  type Prepared,
+  tokenAdvantageBatch,
+} from './types';
 
 export function gtpoSeedWeights(entropies: number[], mask: number[]): number[] {
   let sum = 0;
@@ -86,7 +95,5 @@ export const gtpo: CreditStrategy = {
   prepare,
   weights: (batch) => (batch.tokenWeights ? preparedRows(batch, 'tokenWeights') : validMask(batch).map((row, i) => gtpoSeedWeights(batch.entropies[i], row))),
   effectiveAdvantages: (batch, adv, params) =>
-    batch.tokenAdvantages
-      ? preparedRows(batch, 'tokenAdvantages')
-      : gtpo.weights(batch, params).map((row, i) => row.map((w, t) => (validMask(batch)[i][t] ? adv[i] * w : 0))),
+    batch.tokenAdvantages ? preparedRows(batch, 'tokenAdvantages') : scaledAdvantages(batch, adv, gtpo.weights(batch, params)),
 };

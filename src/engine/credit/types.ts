@@ -250,11 +250,16 @@ export function effectiveAdvantages(
   params: CreditParams,
 ): { weights: number[][]; effAdv: number[][] } {
   const weights = strategy.weights(batch, params);
-  const mask = validMask(batch);
   const effAdv = strategy.effectiveAdvantages
     ? strategy.effectiveAdvantages(batch, advantages as number[], params)
-    : weights.map((row, i) => row.map((w, t) => (mask[i][t] ? advantages[i] * w : 0)));
+    : scaledAdvantages(batch, advantages, weights);
   return { weights, effAdv };
+}
+
+/** Â = A·w on the valid tokens, 0 elsewhere: every strategy's Â unless it sets its own (a group-level method). */
+export function scaledAdvantages(batch: CreditBatch, advantages: readonly number[], weights: number[][]): number[][] {
+  const mask = validMask(batch);
+  return weights.map((row, i) => row.map((w, t) => (mask[i][t] ? advantages[i] * w : 0)));
 }
 
 /**

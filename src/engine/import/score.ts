@@ -127,7 +127,7 @@ export interface ScoreOutput {
 
 /**
  * Teacher-forced log-probs and entropies of a batch of completions, and the strategy's weights and effective
- * advantages, computed as a GRPO step computes them (steps.ts) so that an imported run's columns mean what a
+ * advantages, computed as a GRPO step computes them (grpo_step.ts) so that an imported run's columns mean what a
  * trained run's do. Rows are left-padded prompts and right-padded completions (policyBatch).
  */
 export async function scoreBatch(

@@ -24,11 +24,6 @@ export function runTimestamp(now: Date): string {
   return `${now.getFullYear()}${pad(now.getMonth() + 1)}${pad(now.getDate())}-${pad(now.getHours())}${pad(now.getMinutes())}${pad(now.getSeconds())}`;
 }
 
-/**
- * Create `<outputDir>/<name>-<yyyymmdd-hhmmss>/` with `tokens/`, `episodes/` and `checkpoints/`.
- * Two runs started in the same second (a sweep) get `-2`, `-3`, …; mkdir without `recursive` claims the
- * name atomically, so two processes cannot both take the same one.
- */
 /** Creates `base`, or `base-2`, `base-3`, … if taken: mkdir without `recursive` claims a name atomically. */
 export function claimFolder(base: string): string {
   for (let k = 1; ; k++) {
@@ -42,6 +37,10 @@ export function claimFolder(base: string): string {
   }
 }
 
+/**
+ * Create `<outputDir>/<name>-<yyyymmdd-hhmmss>/` with `tokens/`, `episodes/` and `checkpoints/`. Two runs started in
+ * the same second (a sweep) get `-2`, `-3`, … (claimFolder), so two processes cannot both take the same one.
+ */
 export function createRunDir(outputDir: string, name: string, now = new Date()): string {
   if (!name || name === '.' || name === '..' || /[/\\\0]/.test(name)) {
     throw new UserError(`run name ${JSON.stringify(name)} cannot be used as a folder name (it must be non-empty and contain no / or \\)`);

@@ -1,5 +1,5 @@
 // Sweep expansion: a config's `sweep.grid` (or a grid passed in) becomes a list of single-run configs.
-// Two grid forms (see GRID_DESCRIPTION in config.ts): one mapping = one cartesian product; a list of mappings =
+// Two grid forms (see GRID_DESCRIPTION in config/schema.ts): one mapping = one cartesian product; a list of mappings =
 // the concatenation of each one's product. The list form exists because seed doc 001's comparison is not a product:
 // a baseline, outcome_conditional at three think_discounts, inverse_logprob at three epsilons, and so on.
 import { type CreditConfig, type StrategyName, type SweepGrid, getDotted, gridValues, setDotted, validateConfig } from '../config/config';
