@@ -80,9 +80,8 @@ test(
     writeTokenTable(tokenFile, { ...tok, logprob: tok.logprob.map((x) => x / 2), extra: {} } as unknown as Parameters<typeof writeTokenTable>[1]);
     assert.deepEqual(probeAccuracies(r.runDir), []);
     // the probe's own bound on --rollouts, with the numbers
-    await assert.rejects(
-      probeRun({ runDir: r.runDir, step: 3, episodeList: [0], rollouts: 4097 }),
-      (e: Error) => /--rollouts: got 4097; expected an integer from 2 .* to 4096/.test(e.message),
+    await assert.rejects(probeRun({ runDir: r.runDir, step: 3, episodeList: [0], rollouts: 4097 }), (e: Error) =>
+      /--rollouts: got 4097; expected an integer from 2 .* to 4096/.test(e.message),
     );
     rm(join(r.runDir, 'probes'), { recursive: true });
   },
