@@ -58,6 +58,18 @@ static napi_value Open(napi_env env, napi_callback_info info) {
   return str(env, get_config ? get_config() : path);
 }
 
+// builtin() → "built-in GEMM (<ISA>)": products on builtin_gemm.c, where no BLAS library could be opened.
+static napi_value Builtin(napi_env env, napi_callback_info info) {
+  (void)info;
+  char what[64];
+  snprintf(what, sizeof what, "built-in GEMM (%s)", builtin_gemm_isa());
+  sgemm = builtin_sgemm;
+  set_threads = NULL;
+  get_threads = NULL;
+  get_config = NULL;
+  return str(env, what);
+}
+
 // threads(n?) → sets OpenBLAS's thread count when n is given; returns the count in use (0 if unknown).
 static napi_value Threads(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -70,7 +82,7 @@ static napi_value Threads(napi_env env, napi_callback_info info) {
     CHECK(napi_get_value_int32(env, argv[0], &n));
     if (n > 0) set_threads(n);
   }
-  CHECK(napi_create_int32(env, get_threads ? get_threads() : 0, &out));
+  CHECK(napi_create_int32(env, get_threads ? get_threads() : sgemm == builtin_sgemm ? product_threads() : 0, &out));
   return out;
 }
 
@@ -148,6 +160,7 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, Open, NULL, NULL, NULL, napi_default, NULL},
       {"threads", NULL, Threads, NULL, NULL, NULL, napi_default, NULL},
+      {"builtin", NULL, Builtin, NULL, NULL, NULL, napi_default, NULL},
       {"abi", NULL, Abi, NULL, NULL, NULL, napi_default, NULL},
       {"sourceHash", NULL, SourceHash, NULL, NULL, NULL, napi_default, NULL},
       {"gemm", NULL, Gemm, NULL, NULL, NULL, napi_default, NULL},

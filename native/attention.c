@@ -102,7 +102,7 @@ static int attn_run(attn_part *part, void *(*fn)(void *), int32_t pairs) {
   part->from = 0;
   part->to = pairs;
   part->ok = 1;
-  const int threads = get_threads && set_threads ? get_threads() : 1;
+  const int threads = product_threads();
   if (pairs < 2 || threads < 2) {
     fn(part);
     return part->ok;

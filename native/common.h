@@ -2,6 +2,7 @@
 //   addon.c      the Node-API glue: open(), threads(), the kernels' argument prologue, the exports (abi included)
 //   threads.c    two cores for a kernel: on_two_cores, split_rows
 //   gemm.c       OpenBLAS products on the wasm heap
+//   builtin_gemm.c  the products where OpenBLAS is not installed (blocked, AVX2+FMA where the CPU has it)
 //   logprob.c, rmsnorm.c, attention.c (attention over a sequence, the heads with RoPE, the decode step), swiglu.c:
 //                the fused kernels, one file per family, each forward and backward
 // abi.h, generated from src/engine/model/kernels/native_abi.ts, declares each kernel's named int32 arguments.
@@ -21,8 +22,12 @@ typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float a
 typedef void (*set_threads_fn)(int);
 typedef int (*get_threads_fn)(void);
 
-// The BLAS library's functions, set by open() (addon.c); NULL before.
+// The BLAS library's functions, set by open() or builtin() (addon.c); NULL before.
 extern sgemm_fn sgemm;
+// builtin_gemm.c: the products where no BLAS library is installed, and the micro-kernel this CPU runs
+void builtin_sgemm(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc);
+const char *builtin_gemm_isa(void);
 extern set_threads_fn set_threads;
 extern get_threads_fn get_threads;
 
@@ -48,6 +53,10 @@ int fit(napi_env env, size_t heapLen, const int64_t *spans, size_t pairs);
   if (!heap) return NULL
 
 // ---- two cores (threads.c) ----------------------------------------------------------------------------------------
+
+// The threads a product or kernel may use: OpenBLAS's count, or the online cores with the built-in GEMM (which has no
+// pool of its own: the splits below are its only parallelism).
+int product_threads(void);
 
 // fn(first) on this thread and fn(second) on a new one (here, after the first, if none starts), with OpenBLAS on one
 // thread meanwhile so that each core runs its own products: the product splits, the attention's pairs, the row kernels.

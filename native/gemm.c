@@ -10,6 +10,11 @@
  * when OpenBLAS's pool is still awake and cheaper than a new thread.
  */
 #define LARGE_PRODUCT_MACS (1 << 24)
+/**
+ * The built-in GEMM has no pool: a product of more than this many multiply-adds (~0.1 ms on one core) is split in
+ * halves over two threads, whose start (~30 µs) it more than pays for.
+ */
+#define BUILTIN_LARGE_PRODUCT_MACS (1 << 21)
 
 
 typedef struct {
@@ -87,8 +92,9 @@ napi_value Gemm(napi_env env, napi_callback_info info) {
     }
   }
   gemm_batch part = {ta, tb, M, N, K, heap, off, 0, nOff / 3};
-  const int threads = get_threads && set_threads ? get_threads() : 1;
-  if (part.to == 1 && threads >= 2 && (int64_t)M * N * K > LARGE_PRODUCT_MACS && (M >= 64 || N >= 64)) {
+  const int threads = product_threads();
+  const int64_t large = sgemm == builtin_sgemm ? BUILTIN_LARGE_PRODUCT_MACS : LARGE_PRODUCT_MACS;
+  if (part.to == 1 && threads >= 2 && (int64_t)M * N * K > large && (M >= 64 || N >= 64)) {
     // One large product: its rows (or columns, whichever are more) in two halves, one per core with OpenBLAS on one
     // thread in each, instead of OpenBLAS's pool, whose workers had gone to sleep during the kernels before it.
     // Each element is one thread's whole sum over K, as in the pool. The halves are fixed by the shape, so a run's bits are

@@ -1,7 +1,15 @@
 // Two cores for a kernel (common.h says how each is used): on_two_cores, and split_rows for kernels of independent rows.
 #include <pthread.h>
+#include <unistd.h>
 
 #include "common.h"
+
+int product_threads(void) {
+  if (get_threads && set_threads) return get_threads();
+  // two at most: on_two_cores is the only parallelism the built-in GEMM has
+  if (sgemm == builtin_sgemm) return sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1;
+  return 1;
+}
 
 void on_two_cores(void *(*fn)(void *), void *first, void *second) {
   const int threads = get_threads && set_threads ? get_threads() : 1;

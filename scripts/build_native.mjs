@@ -33,7 +33,9 @@ export function buildNative() {
     // float compare is control flow, and those loops stay scalar); neither flag changes a value.
     // stamped with its sources' hash: the engine refuses a blas.node whose stamp is not its own
     const stamp = `-DCL_SOURCE_HASH="${nativeSourceHash()}"`;
-    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-pthread', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', stamp, ...sources, '-o', OUT, '-ldl'],
+    // macOS: the Node-API symbols resolve against the process that loads the addon, as node-gyp links addons there
+    const platform = process.platform === 'darwin' ? ['-undefined', 'dynamic_lookup'] : ['-ldl'];
+    execFileSync(cc, ['-O3', '-fno-trapping-math', '-fno-math-errno', '-Wall', '-pthread', '-shared', '-fPIC', `-I${headers}`, '-DNAPI_VERSION=8', stamp, ...sources, '-o', OUT, ...platform],
       { stdio: ['ignore', 'inherit', 'inherit'] });
   } catch (e) {
     return `native: ${OUT} not built (${cc} failed: ${e instanceof Error ? e.message.split('\n')[0] : e}), backend wasm-blas unavailable`;

@@ -29,10 +29,9 @@ export function bundles(root = '.') {
       external: ['vscode'] } });
   }
   if (has('src/extension/extension.ts')) {
-    // table_worker: the worker thread that reads Arrow step tables off the host's main thread (src/extension/table_reader.ts)
-    // query_worker: Browse Rollouts' queries over a run's tables in memory (src/extension/query_client.ts)
-    jobs.push({ layer: 'extension', options: { ...node, entryPoints: { extension: 'src/extension/extension.ts', table_worker: 'src/extension/table_worker.ts',
-      query_worker: 'src/extension/query_worker.ts' },
+    // run_worker: the worker thread that reads runs off the host's main thread, step tables and Browse Rollouts'
+    // queries alike (src/extension/worker_client.ts)
+    jobs.push({ layer: 'extension', options: { ...node, entryPoints: { extension: 'src/extension/extension.ts', run_worker: 'src/extension/run_worker.ts' },
       outdir: 'dist/extension', external: ['vscode'] } });
   }
   const views = has('src/webviews') ? readdirSync(join(root, 'src/webviews')).filter((f) => /^[a-z_]+\.main\.ts$/.test(f)) : [];

@@ -10,7 +10,7 @@ import { RunManager } from './runs';
 import { RunDirWatcher } from './run_watcher';
 import { RunsTreeProvider, type RunsTreeNode } from './runs_tree';
 import { SweepManager } from './sweeps';
-import { TableReader } from './table_reader';
+import { QueryClient, TableReader, WorkerClient } from './worker_client';
 
 export class Ctx {
   readonly log: vscode.LogOutputChannel;
@@ -25,8 +25,9 @@ export class Ctx {
   readonly engineCli: EngineCli;
   readonly analysis: AnalysisRunner;
   readonly sweeps: SweepManager;
-  /** Step tables read in a worker thread, never on the host's main thread (table_reader.ts). */
+  /** Step tables and Browse Rollouts' queries, read by one worker thread, never on the host's main thread (worker_client.ts). */
   readonly tables: TableReader;
+  readonly queries: QueryClient;
 
   constructor(readonly extCtx: vscode.ExtensionContext) {
     this.log = this.pushExtCleanup(vscode.window.createOutputChannel('Credit Lens', { log: true }));
@@ -34,7 +35,9 @@ export class Ctx {
     this.runs = new RunManager(this.cliPath, this.log);
     // Not on the cleanup list: deactivate() awaits runs.dispose() so engines checkpoint before the host exits.
     this.runWatcher = this.pushExtCleanup(new RunDirWatcher());
-    this.tables = this.pushExtCleanup(new TableReader(extCtx.asAbsolutePath('dist/extension/table_worker.js')));
+    const reader = this.pushExtCleanup(new WorkerClient(extCtx.asAbsolutePath('dist/extension/run_worker.js')));
+    this.tables = new TableReader(reader);
+    this.queries = new QueryClient(reader);
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs, this.runWatcher, this.tables));
     this.treeView = this.pushExtCleanup(
       vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }),

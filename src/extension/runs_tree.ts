@@ -14,7 +14,7 @@ import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
-import type { TableReader } from './table_reader';
+import type { TableReader } from './worker_client';
 
 export interface ConfigNode {
   kind: 'config';

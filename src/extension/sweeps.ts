@@ -111,12 +111,8 @@ export class SweepManager implements vscode.Disposable {
     runs: Omit<SweepRunRecord, 'index' | 'runDir' | 'cancelled' | 'sets'>[],
   ): Promise<SweepRecord> {
     const sweep = await this.cli.slurmSubmit(configPath, sets);
-    const created = new Date();
     const rec: SweepRecord = {
-      id: `${created.getTime().toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
-      title,
-      configPath,
-      created: created.toISOString(),
+      ...newSweepRecord(title, configPath),
       runs: sweep.tasks.map((t, index) => ({ ...runs[index], name: t.name, index, sets: [], runDir: t.run_dir, cancelled: false })),
       slurm: { jobId: sweep.job_id ?? '', sweepDir: sweep.sweep_dir },
     };
@@ -281,14 +277,7 @@ export class SweepManager implements vscode.Disposable {
 
   /** Queue every run of a sweep; resolves when all have ended (or were cancelled). */
   async start(title: string, configPath: string, runs: Omit<SweepRunRecord, 'index' | 'runDir' | 'cancelled'>[]): Promise<SweepRecord> {
-    const created = new Date();
-    const rec: SweepRecord = {
-      id: `${created.getTime().toString(36)}-${Math.random().toString(36).slice(2, 6)}`,
-      title,
-      configPath,
-      created: created.toISOString(),
-      runs: runs.map((r, index) => ({ ...r, index, runDir: null, cancelled: false })),
-    };
+    const rec: SweepRecord = { ...newSweepRecord(title, configPath), runs: runs.map((r, index) => ({ ...r, index, runDir: null, cancelled: false })) };
     await this.save(rec);
     const live = rec.runs.map((r) =>
       this.runs.enqueue({
@@ -473,4 +462,10 @@ export class SweepManager implements vscode.Disposable {
     this.subscription.dispose();
     this.changed.dispose();
   }
+}
+
+/** A new sweep's record header (id, title, config, when), for a local sweep and a Slurm one alike. */
+function newSweepRecord(title: string, configPath: string): Omit<SweepRecord, 'runs'> {
+  const created = new Date();
+  return { id: `${created.getTime().toString(36)}-${Math.random().toString(36).slice(2, 6)}`, title, configPath, created: created.toISOString() };
 }

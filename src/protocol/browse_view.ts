@@ -28,7 +28,11 @@ export interface BrowsePanelState extends BrowseQuery {
   runDir: string;
 }
 
-export interface BrowseEpisode {
+/**
+ * One episode's row, as `credit-lens rollouts` prints it (query/rollouts.ts EpisodeRow, whose measures are numbers) and
+ * as Browse Rollouts receives it (BrowseEpisode: a measure that is not finite travels as null in JSON).
+ */
+export interface EpisodeSummary<Measure = number | null> {
   step: number;
   episode: number;
   prompt: number;
@@ -37,10 +41,13 @@ export interface BrowseEpisode {
   length: number;
   status: string;
   zero_var: boolean;
-  mean_abs_c: number | null;
-  max_entropy: number | null;
+  mean_abs_c: Measure;
+  max_entropy: Measure;
+  /** the first line of the completion, shortened */
   snippet: string;
 }
+
+export type BrowseEpisode = EpisodeSummary;
 
 export interface BrowseCi {
   mean: number | null;

@@ -198,28 +198,7 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
   const notes: string[] = [];
   const ep = episodeIds(all.step, all.episode);
 
-  // Rows with a non-finite value (a step the NaN guard caught) would turn every mean into NaN: leave them out.
-  const total = all.contribution.length;
-  const keep = new Uint8Array(total);
-  let kept = 0;
-  for (let i = 0; i < total; i++) {
-    const ok =
-      Number.isFinite(all.contribution[i]) &&
-      Number.isFinite(all.logprob[i]) &&
-      Number.isFinite(all.weight[i]) &&
-      Number.isFinite(all.effective_advantage[i]) &&
-      Number.isFinite(all.advantage[i]);
-    keep[i] = ok ? 1 : 0;
-    if (ok) kept++;
-  }
-  let c = all;
-  let epId = ep.id;
-  if (kept < total) {
-    notes.push(`${total - kept} of ${total} token rows have a non-finite contribution, log-prob, advantage or weight and are left out of every table.`);
-    c = keepRows(all, keep, kept);
-    epId = new Int32Array(kept);
-    for (let i = 0, j = 0; i < total; i++) if (keep[i]) epId[j++] = ep.id[i];
-  }
+  const { c, epId, kept } = finiteRows(all, ep.id, notes);
   const n = kept;
   const epLen = ep.length;
   const { logprob: LP, position: POS, advantage: ADV, weight: W, effective_advantage: EA } = c;
@@ -407,76 +386,11 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     kLp[k] += LP[i];
   }
 
-  // ---- t-statistics per position ----
-  let used = 0,
-    nLt2 = 0,
-    zeroStd = 0,
-    gt3 = 0,
-    lt15 = 0,
-    sumAbsT = 0;
-  const byPosition: PositionTStats['by_position'] = [];
-  for (let p = 0; p < P; p++) {
-    const np = pN[p];
-    let t: number | null = null;
-    if (np < 2) nLt2++;
-    // All c equal (min = max) is a zero std exactly; the two-pass ssd of equal values can be a rounding speck.
-    else if (pMin[p] === pMax[p]) zeroStd++;
-    else {
-      t = pMean[p] / (Math.sqrt(pSsd[p] / (np - 1)) / Math.sqrt(np));
-      const at = Math.abs(t);
-      used++;
-      sumAbsT += at;
-      if (at > 3) gt3++;
-      if (at < 1.5) lt15++;
-    }
-    byPosition.push({ position: p, n: np, mean: np > 0 ? pMean[p] : null, t });
-  }
-  const excluded: string[] = [];
-  if (nLt2) excluded.push(`${nLt2} reached by fewer than 2 episodes`);
-  if (zeroStd) excluded.push(`${zeroStd} where every episode has the same contribution (std 0, e.g. all advantages 0)`);
-  const note =
-    `t = mean(c)/(std(c)/√n) over the episodes reaching each position (sample std); ${used} of ${P} positions have one` +
-    (excluded.length ? `; left out: ${excluded.join(', ')}.` : '.');
+  const positionT = positionTStats(pN, pMean, pSsd, pMin, pMax);
 
-  // ---- top tokens ----
-  const topTokens = {} as Record<TokenType, TopTokenLists>;
-  const text = (k: number) => c.token[firstRow[k]];
-  const tok = (k: number): TopToken => ({
-    token_id: c.token_id[firstRow[k]],
-    token: text(k),
-    count: kN[k],
-    total_abs_contribution: kAbs[k],
-    mean_contribution: kC[k] / kN[k],
-    mean_abs_contribution: kAbs[k] / kN[k],
-    mean_logprob: kLp[k] / kN[k],
-  });
-  const tieBreak = (a: number, b: number) => (text(a) < text(b) ? -1 : text(a) > text(b) ? 1 : c.token_id[firstRow[a]] - c.token_id[firstRow[b]]);
-  TYPES.forEach((type, r) => {
-    const keys: number[] = [];
-    for (let k = 0; k < K; k++) if (reasoning[firstRow[k]] === r) keys.push(k);
-    const byAbs = [...keys].sort((a, b) => kAbs[b] - kAbs[a] || kN[b] - kN[a] || tieBreak(a, b)).slice(0, topK);
-    const byCount = [...keys].sort((a, b) => kN[b] - kN[a] || kAbs[b] - kAbs[a] || tieBreak(a, b)).slice(0, topK);
-    topTokens[type] = { by_total_abs_contribution: byAbs.map(tok), by_count: byCount.map(tok) };
-  });
+  const topTokens = topTokenLists(c, reasoning, firstRow, { kN, kC, kAbs, kLp }, topK);
 
-  // ---- sections ----
-  const sections = {} as Record<Section, SectionWeightStats>;
-  SECTIONS.forEach((name, s) => {
-    const m = sN[s];
-    const [p10, p50, p90] = m > 0 ? percentiles(sWeights[s], [10, 50, 90]) : [null, null, null];
-    sections[name] = {
-      count: m,
-      mean: meanOfSum(sW[s], m),
-      std: sampleStd(sSsd[s], m),
-      min: m > 0 ? sMin[s] : null,
-      p10,
-      p50,
-      p90,
-      max: m > 0 ? sMax[s] : null,
-      mean_abs_effective_advantage: meanOfSum(sAbsA[s], m),
-      mean_abs_contribution: meanOfSum(sAbsC[s], m),
-    };
-  });
+  const sections = sectionStats({ sN, sW, sSsd, sMin, sMax, sAbsA, sAbsC }, sWeights);
 
   return {
     contribution: {
@@ -487,16 +401,7 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
       min: n > 0 ? minC : null,
       max: n > 0 ? maxC : null,
     },
-    position_t_stats: {
-      positions: used,
-      frac_abs_t_gt_3: meanOfSum(gt3, used),
-      frac_abs_t_lt_1_5: meanOfSum(lt15, used),
-      mean_abs_t: meanOfSum(sumAbsT, used),
-      excluded_n_lt_2: nLt2,
-      excluded_zero_std: zeroStd,
-      note,
-      by_position: byPosition,
-    },
+    position_t_stats: positionT,
     relative_position: Array.from({ length: REL_BINS }, (_, b) => ({
       bin: b,
       lo: b / REL_BINS,
@@ -534,4 +439,138 @@ export function computeTables(all: TokenColumnsRead, re: RegExp | null, topK: nu
     tokens: n,
     notes,
   };
+}
+
+/** Per position, t = mean(c)/(std(c)/√n) over the episodes reaching it, and the table's summary of them. */
+function positionTStats(pN: Float64Array, pMean: Float64Array, pSsd: Float64Array, pMin: Float64Array, pMax: Float64Array): PositionTStats {
+  const P = pN.length;
+  let used = 0,
+    nLt2 = 0,
+    zeroStd = 0,
+    gt3 = 0,
+    lt15 = 0,
+    sumAbsT = 0;
+  const byPosition: PositionTStats['by_position'] = [];
+  for (let p = 0; p < P; p++) {
+    const np = pN[p];
+    let t: number | null = null;
+    if (np < 2) nLt2++;
+    // All c equal (min = max) is a zero std exactly; the two-pass ssd of equal values can be a rounding speck.
+    else if (pMin[p] === pMax[p]) zeroStd++;
+    else {
+      t = pMean[p] / (Math.sqrt(pSsd[p] / (np - 1)) / Math.sqrt(np));
+      const at = Math.abs(t);
+      used++;
+      sumAbsT += at;
+      if (at > 3) gt3++;
+      if (at < 1.5) lt15++;
+    }
+    byPosition.push({ position: p, n: np, mean: np > 0 ? pMean[p] : null, t });
+  }
+  const excluded: string[] = [];
+  if (nLt2) excluded.push(`${nLt2} reached by fewer than 2 episodes`);
+  if (zeroStd) excluded.push(`${zeroStd} where every episode has the same contribution (std 0, e.g. all advantages 0)`);
+  const note =
+    `t = mean(c)/(std(c)/√n) over the episodes reaching each position (sample std); ${used} of ${P} positions have one` +
+    (excluded.length ? `; left out: ${excluded.join(', ')}.` : '.');
+
+  return {
+    positions: used,
+    frac_abs_t_gt_3: meanOfSum(gt3, used),
+    frac_abs_t_lt_1_5: meanOfSum(lt15, used),
+    mean_abs_t: meanOfSum(sumAbsT, used),
+    excluded_n_lt_2: nLt2,
+    excluded_zero_std: zeroStd,
+    note,
+    by_position: byPosition,
+  };
+}
+
+/** Per token type, the top tokens (by id and type) by total |c| and by count: `k*` are pass 2's sums per key. */
+function topTokenLists(
+  c: TokenColumnsRead,
+  reasoning: Uint8Array,
+  firstRow: number[],
+  sums: { kN: Float64Array; kC: Float64Array; kAbs: Float64Array; kLp: Float64Array },
+  topK: number,
+): Record<TokenType, TopTokenLists> {
+  const { kN, kC, kAbs, kLp } = sums;
+  const K = firstRow.length;
+  const topTokens = {} as Record<TokenType, TopTokenLists>;
+  const text = (k: number) => c.token[firstRow[k]];
+  const tok = (k: number): TopToken => ({
+    token_id: c.token_id[firstRow[k]],
+    token: text(k),
+    count: kN[k],
+    total_abs_contribution: kAbs[k],
+    mean_contribution: kC[k] / kN[k],
+    mean_abs_contribution: kAbs[k] / kN[k],
+    mean_logprob: kLp[k] / kN[k],
+  });
+  const tieBreak = (a: number, b: number) => (text(a) < text(b) ? -1 : text(a) > text(b) ? 1 : c.token_id[firstRow[a]] - c.token_id[firstRow[b]]);
+  TYPES.forEach((type, r) => {
+    const keys: number[] = [];
+    for (let k = 0; k < K; k++) if (reasoning[firstRow[k]] === r) keys.push(k);
+    const byAbs = [...keys].sort((a, b) => kAbs[b] - kAbs[a] || kN[b] - kN[a] || tieBreak(a, b)).slice(0, topK);
+    const byCount = [...keys].sort((a, b) => kN[b] - kN[a] || kAbs[b] - kAbs[a] || tieBreak(a, b)).slice(0, topK);
+    topTokens[type] = { by_total_abs_contribution: byAbs.map(tok), by_count: byCount.map(tok) };
+  });
+
+  return topTokens;
+}
+
+/** Per section (think, answer, other), the strategy's weights: mean, std, percentiles, and the |Â| and |c| they gave. */
+function sectionStats(
+  t: { sN: Float64Array; sW: Float64Array; sSsd: Float64Array; sMin: Float64Array; sMax: Float64Array; sAbsA: Float64Array; sAbsC: Float64Array },
+  sWeights: Float32Array[],
+): Record<Section, SectionWeightStats> {
+  const { sN, sW, sSsd, sMin, sMax, sAbsA, sAbsC } = t;
+  const sections = {} as Record<Section, SectionWeightStats>;
+  SECTIONS.forEach((name, s) => {
+    const m = sN[s];
+    const [p10, p50, p90] = m > 0 ? percentiles(sWeights[s], [10, 50, 90]) : [null, null, null];
+    sections[name] = {
+      count: m,
+      mean: meanOfSum(sW[s], m),
+      std: sampleStd(sSsd[s], m),
+      min: m > 0 ? sMin[s] : null,
+      p10,
+      p50,
+      p90,
+      max: m > 0 ? sMax[s] : null,
+      mean_abs_effective_advantage: meanOfSum(sAbsA[s], m),
+      mean_abs_contribution: meanOfSum(sAbsC[s], m),
+    };
+  });
+
+  return sections;
+}
+
+/**
+ * The rows whose contribution, log-prob, weight and advantages are finite, with their episode ids: rows with a
+ * non-finite value (a step the NaN guard caught) would turn every mean into NaN, so they are left out, and a note says so.
+ */
+function finiteRows(all: TokenColumnsRead, epIds: Int32Array, notes: string[]): { c: TokenColumnsRead; epId: Int32Array; kept: number } {
+  const total = all.contribution.length;
+  const keep = new Uint8Array(total);
+  let kept = 0;
+  for (let i = 0; i < total; i++) {
+    const ok =
+      Number.isFinite(all.contribution[i]) &&
+      Number.isFinite(all.logprob[i]) &&
+      Number.isFinite(all.weight[i]) &&
+      Number.isFinite(all.effective_advantage[i]) &&
+      Number.isFinite(all.advantage[i]);
+    keep[i] = ok ? 1 : 0;
+    if (ok) kept++;
+  }
+  let c = all;
+  let epId = epIds;
+  if (kept < total) {
+    notes.push(`${total - kept} of ${total} token rows have a non-finite contribution, log-prob, advantage or weight and are left out of every table.`);
+    c = keepRows(all, keep, kept);
+    epId = new Int32Array(kept);
+    for (let i = 0, j = 0; i < total; i++) if (keep[i]) epId[j++] = epIds[i];
+  }
+  return { c, epId, kept };
 }

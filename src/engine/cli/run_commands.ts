@@ -32,7 +32,8 @@ function humanReporter(): Reporter {
       );
     },
     log: (level, m) => {
-      if (level !== 'info' || /^(backend|resumed|eval before|shared warm start)/.test(m)) process.stderr.write(`${level === 'info' ? '' : level + ': '}${m}\n`);
+      if (level !== 'info' || /^(backend|faster|resumed|eval before|shared warm start)/.test(m))
+        process.stderr.write(`${level === 'info' ? '' : level + ': '}${m}\n`);
     },
     finished: (p) => process.stderr.write(`${p.status}${p.error ? `: ${p.error}` : ''} — ${p.runDir}\n`),
   };
@@ -132,12 +133,13 @@ export async function cmdSweep(argv: string[], usage: string): Promise<number> {
 }
 
 /**
- * 0 when every run completed, 1 when one failed, 130 when one was stopped (Ctrl-C, SIGTERM, Stop): the status a
- * stopped probe and import exit with too, so a script can tell a stop (resumable) from a failure and from the end.
+ * 0 when every run completed, 1 when one failed, 130 when one was stopped (Ctrl-C, SIGTERM, Stop) or skipped by the
+ * stop: the status a stopped probe and import exit with too, so a script can tell a stop (resumable) from a failure
+ * and from the end.
  */
 export function exitStatus(statuses: string[]): number {
   if (statuses.includes('failed')) return 1;
-  return statuses.includes('stopped') ? 130 : 0;
+  return statuses.includes('stopped') || statuses.includes('skipped') ? 130 : 0;
 }
 
 export async function cmdEval(argv: string[], usage: string): Promise<number> {
@@ -184,7 +186,7 @@ export async function cmdBench(argv: string[], usage: string): Promise<number> {
     return 0;
   }
   if (a.flags.has('profile')) {
-    const { profileReference, profileMarkdown } = await import('./profile');
+    const { profileReference, profileMarkdown } = await import('../bench/profile');
     const backend: BackendPreference = choiceFlag(a, 'backend', BACKENDS, 'auto');
     for (const t of await profileReference(undefined, backend)) console.log(profileMarkdown(t) + '\n');
     return 0;

@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors';
-import { blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
+import { blasBuiltinReason, blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
 import { PATCHED_WASM_KERNELS, registerWasmKernels } from './kernels/wasm_kernels';
 import { backendCaps, useOps } from './ops';
 import { describeAdapter, probeAdapter, probeAdapterIsolated, type AdapterInfo } from './webgpu';
@@ -180,7 +180,7 @@ function record(info: BackendInfo, log?: (m: string) => void, hint?: string): Ba
 export function blasHint(why: string): string | undefined {
   if (!/no usable OpenBLAS library/.test(why)) return undefined;
   const install = process.platform === 'linux' ? 'apt-get install libopenblas0-pthread (Debian, Ubuntu)' : 'install OpenBLAS';
-  return `faster: ${install}, and backend auto trains on wasm-blas (its products on OpenBLAS)`;
+  return `faster: ${install}, and backend auto runs its products on OpenBLAS`;
 }
 
 const INSTALL_HINT =
@@ -247,13 +247,19 @@ export async function initBackend(pref: BackendPreference, log?: (m: string) => 
           blas = loadBlas();
         } catch (e) {
           const msg = e instanceof Error ? e.message : String(e);
-          if (pref === 'wasm-blas') throw new UserError(`backend: wasm-blas needs OpenBLAS: ${msg}. Or use backend: wasm.`);
+          if (pref === 'wasm-blas') throw new UserError(`backend: wasm-blas needs the native addon: ${msg}. Or use backend: wasm.`);
           why.push(`wasm-blas unavailable: ${msg}`);
         }
         if (blas !== null) {
           setBlasProducts(true);
-          why.push(`wasm SIMD with products on ${blas.split(' ').slice(0, 2).join(' ')}`);
-          return record({ backend: 'wasm-blas', reason: why.join('; '), ...wasm, blas, blas_threads: blasThreads() }, log);
+          const builtin = blasBuiltinReason();
+          if (builtin) why.push(`OpenBLAS not used: ${builtin}`);
+          why.push(`wasm SIMD with products on ${builtin ? `the ${blas}` : blas.split(' ').slice(0, 2).join(' ')}`);
+          return record(
+            { backend: 'wasm-blas', reason: why.join('; '), ...wasm, blas, blas_threads: blasThreads() },
+            log,
+            pref === 'auto' && builtin ? blasHint(builtin) : undefined,
+          );
         }
       }
       why.push(w.simd ? 'wasm SIMD' : 'wasm (no SIMD support in this runtime)');

@@ -13,21 +13,10 @@ const MAX_HITS = 2000;
 
 const finite = (x: number) => (Number.isFinite(x) ? x : null);
 
+/** The CLI's row as the view receives it: without the CLI's own columns, measures that are not finite as null. */
 function episode(idx: RolloutIndex, i: number): BrowseEpisode {
-  const r = idx.row(i);
-  return {
-    step: r.step,
-    episode: r.episode,
-    prompt: r.prompt,
-    reward: r.reward,
-    advantage: r.advantage,
-    length: r.length,
-    status: r.status,
-    zero_var: r.zero_var,
-    mean_abs_c: finite(r.mean_abs_c),
-    max_entropy: finite(r.max_entropy),
-    snippet: r.snippet,
-  };
+  const { mean_weight, extra, ...row } = idx.row(i);
+  return { ...row, mean_abs_c: finite(row.mean_abs_c), max_entropy: finite(row.max_entropy) };
 }
 
 const TOKEN_SORTS: Record<string, (t: BrowseTokenRow) => number> = {

@@ -22,25 +22,15 @@ import { listLoggedSteps, stepFile } from '../rundir/rundir';
 import { probeFitsTokens } from '../probe/record';
 import { compileWhere, parseWhere, type FieldKind } from './expr';
 import { answerStatus, STATUSES, type AnswerStatus } from '../tasks/sections';
+import type { EpisodeSummary } from '../../protocol/browse_view';
 
 export { STATUSES };
 export type Status = AnswerStatus;
 
-/** One episode's row as the view and the CLI show it. */
-export interface EpisodeRow {
-  step: number;
-  episode: number;
-  prompt: number;
-  reward: number;
-  advantage: number;
-  length: number;
+/** One episode's row as the CLI shows it: Browse Rollouts' row (protocol's EpisodeSummary) and what only the CLI prints. */
+export interface EpisodeRow extends EpisodeSummary<number> {
   status: Status;
-  zero_var: boolean;
-  mean_abs_c: number;
-  max_entropy: number;
   mean_weight: number;
-  /** the first line of the completion, shortened */
-  snippet: string;
   /** per extra column (imported runs: mismatch_kl, …), its mean and max over the episode's tokens */
   extra: Record<string, { mean: number; max: number }>;
 }

@@ -256,7 +256,8 @@ async function trainIn(
     return await finishRun(run);
   } catch (e) {
     const err = diskFullError(e, (e as NodeJS.ErrnoException).path ?? runDir);
-    if (before && !started && isUserError(err)) refuseResume(run, err, before);
+    // (a full disk is not a refusal: the run may have changed, and failRun says so)
+    if (before && !started && isUserError(err) && !isDiskFull(e)) refuseResume(run, err, before);
     else failRun(run, err);
     throw err;
   } finally {
@@ -453,7 +454,8 @@ async function grpoPhase(
       }
       if (logsTables(cfg.logging, step)) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
-        const ev = await evalOrStop(() => evaluateSplits(s, runDir, step, stop));
+        // the last step's eval runs whole: the run ends with it, and no resume would come back for it
+        const ev = await evalOrStop(() => evaluateSplits(s, runDir, step, step === cfg.grpo.steps ? undefined : stop));
         if (ev) {
           r.row.eval_success = ev.success;
           if (ev.val !== null) r.row.val_success = ev.val;
@@ -508,7 +510,11 @@ function failRun(run: Run, e: unknown): void {
 
 /** A resume refused before it trained: run.json as it was before the attempt; engine.log says why. */
 function refuseResume(run: Run, e: UserError, before: Buffer): void {
-  writeFileAtomic(join(run.runDir, 'run.json'), before);
+  try {
+    writeFileAtomic(join(run.runDir, 'run.json'), before);
+  } catch (w) {
+    if (!isDiskFull(w)) throw w;
+  }
   run.log('error', `resume refused, the run is as it was: ${redactSecrets(e.message, run.secrets)}`);
   run.ctl.settle(null);
   run.reporter.finished({ status: 'failed', runDir: run.runDir, error: redactSecrets(e.message, run.secrets) });

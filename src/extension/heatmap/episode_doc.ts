@@ -6,7 +6,7 @@ import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { stepFile } from '../../engine/rundir/rundir';
 import { buildHeatmapEpisode, StepTables, type EpisodeRef, type HeatmapEpisode } from './episode';
-import type { TableReader } from '../table_reader';
+import type { TableReader } from '../worker_client';
 
 export const EPISODE_SCHEME = 'credit-lens-episode';
 

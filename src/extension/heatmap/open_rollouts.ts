@@ -2,7 +2,7 @@
 // step → episode, where typing filters the episodes by reward, solved/not solved, prompt or completion.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
-import type { TableReader } from '../table_reader';
+import type { TableReader } from '../worker_client';
 import { readMetrics } from '../../engine/rundir/rundir';
 import { episodeOf } from '../args';
 import { findConfigs, findRuns, runRoots, type FoundRun } from '../discovery';

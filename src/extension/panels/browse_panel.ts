@@ -1,10 +1,10 @@
-// Browse Rollouts' host half: one panel per run, its queries answered by the query worker (query_client.ts),
+// Browse Rollouts' host half: one panel per run, its queries answered by the run reader's worker (worker_client.ts),
 // an episode opened painted in the editor (at the token of a search hit), exports written where the person chooses.
 import { writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
 import { browseChecks, DEFAULT_QUERY, emptyResult, type BrowsePanelState, type BrowseProtocol, type BrowseQuery } from '../../protocol/browse_view';
-import { QueryClient } from '../query_client';
+import type { QueryClient } from '../worker_client';
 import { WebviewPanelHost } from '../webview';
 import { safeFileName } from './run_data';
 

@@ -6,7 +6,6 @@ import * as vscode from 'vscode';
 import type { Ctx } from '../ctx';
 import { ANALYSIS_VIEW_TYPE, AnalysisPanel, hasTokenTables, type AnalysisDeps } from './analysis_panel';
 import { BROWSE_VIEW_TYPE, BrowsePanel } from './browse_panel';
-import { QueryClient } from '../query_client';
 import { COMPARE_VIEW_TYPE, ComparePanel } from './compare_panel';
 import { DASHBOARD_VIEW_TYPE, DashboardPanel } from './dashboard_panel';
 import type { PanelDeps } from './metrics_panel';
@@ -46,9 +45,7 @@ export function registerPanels(ctx: Ctx): void {
     if (runDir) AnalysisPanel.show(deps, runDir, { baselineDir: typeof baseline === 'string' ? baseline : undefined });
   });
 
-  const queries = new QueryClient();
-  ctx.pushExtCleanup({ dispose: () => queries.dispose() });
-  const browse = { extensionUri: ctx.extensionUri, log: ctx.log, queries };
+  const browse = { extensionUri: ctx.extensionUri, log: ctx.log, queries: ctx.queries };
   reg('creditLens.browseRollouts', async (arg) => {
     const runDir = runDirOf(arg) ?? (await pickRunDir('browse the rollouts of', { filter: hasTokenTables }));
     if (runDir) BrowsePanel.show(browse, runDir);

@@ -41,5 +41,7 @@ test('exit status: 0 when every run completed, 1 when one failed, 130 when one w
   assert.equal(exitStatus(['completed']), 0);
   assert.equal(exitStatus(['completed', 'stopped']), 130);
   assert.equal(exitStatus(['stopped', 'failed']), 1);
+  // a sweep stopped as one run ended: that run completed, the rest were skipped by the stop
+  assert.equal(exitStatus(['completed', 'skipped']), 130);
   assert.equal(exitStatus([]), 0);
 });

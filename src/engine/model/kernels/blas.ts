@@ -15,6 +15,8 @@ import { NATIVE_ABI, positional, type NativeArgs, type NativeKernel } from './na
 
 interface BlasAddon {
   open(path: string): string;
+  /** products on the addon's own GEMM (native/builtin_gemm.c); absent in builds before it */
+  builtin?(): string;
   threads(n?: number): number;
   gemm(heap: Float32Array, transA: boolean, transB: boolean, M: number, N: number, K: number, offsets: Int32Array): void;
   /** "name:arg,arg,…" per native kernel: the argument names it was built with (native/abi.h) */
@@ -33,6 +35,11 @@ let addon: BlasAddon | null = null;
 let loadError: string | null = null;
 let config = '';
 let active = false;
+/** Why OpenBLAS was not used where the built-in GEMM runs the products instead; null with OpenBLAS. */
+let builtinBecause: string | null = null;
+
+/** CREDIT_LENS_BLAS=builtin: the built-in GEMM even where OpenBLAS is installed (tests, and the bench's comparison). */
+export const BUILTIN_BLAS = 'builtin';
 
 /** Where the addon is: next to the engine bundle (dist/engine), or there from the sources (tests run from src). */
 /** CREDIT_LENS_BLAS_ADDON (a blas.node built elsewhere), else the one next to the engine bundle, else dist/'s (tests). */
@@ -111,7 +118,8 @@ export function loadBlas(): string {
     throw new Error(loadError);
   }
   chooseOpenblasCore();
-  const names = [process.env.CREDIT_LENS_BLAS, ...BLAS_LIBRARIES].filter((n): n is string => !!n);
+  const forced = process.env.CREDIT_LENS_BLAS === BUILTIN_BLAS;
+  const names = forced ? [] : [process.env.CREDIT_LENS_BLAS, ...BLAS_LIBRARIES].filter((n): n is string => !!n);
   const failures: string[] = [];
   for (const name of names) {
     try {
@@ -128,8 +136,25 @@ export function loadBlas(): string {
       failures.push(`${name}: ${e instanceof Error ? e.message : String(e)}`);
     }
   }
-  loadError = `no usable OpenBLAS library (${failures.join('; ')}); on Debian: apt-get install libopenblas0-pthread`;
+  // (forced, the reason says so and no install hint follows: OpenBLAS may well be installed)
+  const missing = forced
+    ? `CREDIT_LENS_BLAS=${BUILTIN_BLAS}`
+    : `no usable OpenBLAS library (${failures.join('; ')}); on Debian: apt-get install libopenblas0-pthread`;
+  // Without OpenBLAS the addon's own GEMM runs the products: several times the wasm loop's rate, and the native
+  // kernels (attention, log-prob, RMSNorm, SwiGLU) with it.
+  if (typeof a.builtin === 'function') {
+    config = a.builtin();
+    addon = a;
+    builtinBecause = missing;
+    return config;
+  }
+  loadError = missing;
   throw new Error(loadError);
+}
+
+/** Why the built-in GEMM runs the products (no usable OpenBLAS, or CREDIT_LENS_BLAS=builtin); null with OpenBLAS. */
+export function blasBuiltinReason(): string | null {
+  return builtinBecause;
 }
 
 /**

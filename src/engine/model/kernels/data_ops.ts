@@ -118,12 +118,12 @@ export function simdTransposeLast2(be: WasmBackend, src: number, dst: number, ba
     for (let r = 0; r < R4; r++) for (let c = C4, i = src + r * C + C4, o = dst + C4 * R + r; c < C; c++, i++, o += R) h[o] = h[i];
   }
 }
-export let tiledTransposeMin = 16384;
+let tiledTransposeMin = 16384;
 /** Bench hook: matrices of at least this many elements are transposed by the tiled JS loop (without SIMD). */
 export function setTiledTransposeMin(n: number): void {
   tiledTransposeMin = n;
 }
-export let simdTransposeMin = 256;
+let simdTransposeMin = 256;
 /** Bench hook: matrices of at least this many elements are transposed by the SIMD loop. */
 export function setSimdTransposeMin(n: number): void {
   simdTransposeMin = n;

@@ -52,8 +52,8 @@ export const f32Bits = (x: number) => new Int32Array(new Float32Array([x]).buffe
 // 4 bytes and a bit copy is exact for either, and a single array type keeps every copy loop monomorphic
 // (mixing Float32Array/Int32Array/Uint8Array views at one site made them ~3× slower). The view is taken
 // after the kernel's allocations, since growing the wasm memory replaces the buffer.
-export let heapBuffer: ArrayBufferLike | null = null;
-export let heapView: Int32Array = new Int32Array(0);
+let heapBuffer: ArrayBufferLike | null = null;
+let heapView: Int32Array = new Int32Array(0);
 export function heap32(be: WasmBackend): Int32Array {
   const buf = be.wasm.HEAPU8.buffer;
   if (buf !== heapBuffer) {

@@ -4,7 +4,7 @@
 import '@tensorflow/tfjs-backend-wasm';
 
 import { WasmBackend, heapF32 } from './heap';
-import { HELPER_MAX_PAGES, SimdLoops, blockedGemm, gemmBlockK, gemmBlockN, gemmScratch, simdGemm, simdModule } from './simd';
+import { HELPER_MAX_PAGES, SimdLoops, blockedGemm, gemmBlocks, gemmScratch, simdGemm, simdModule } from './simd';
 
 // ---- A helper thread for large products ------------------------------------------------------------------
 //
@@ -24,13 +24,13 @@ export interface Helper {
   ctrl: Int32Array;
   failed: boolean;
 }
-export let helper: Helper | null | undefined;
+let helper: Helper | null | undefined;
 /**
  * The share of recent products' chunks the worker computed (moving average). On a busy machine the worker may
  * hardly run, and then the copies are pure cost: below HELPER_MIN_SHARE the next HELPER_BACKOFF products stay on
  * this thread before the worker is tried again.
  */
-export let helperShare = 0.5,
+let helperShare = 0.5,
   helperSkip = 0;
 export const HELPER_MIN_SHARE = 0.15,
   HELPER_BACKOFF = 64;
@@ -48,12 +48,12 @@ export function helperThreadStats(): typeof helperStats {
  * rows) got slower overall, the copies and the wake-up eating the halved compute.
  */
 export const PARALLEL_MIN_MACS = 1 << 24;
-export let parallelMinMacs = PARALLEL_MIN_MACS;
+let parallelMinMacs = PARALLEL_MIN_MACS;
 /** Bench / test hook: products of at least this many multiply-adds are shared with the helper thread. */
 export function setParallelMinMacs(n: number): void {
   parallelMinMacs = n;
 }
-export let sequenced = 0;
+let sequenced = 0;
 /**
  * Test hook: with n > 0 the worker takes at most n chunks and this thread starts only once it is done, so which
  * chunks come back from the worker is deterministic; 0 restores the race.
@@ -224,7 +224,7 @@ export function parallelGemm(be: WasmBackend, a: number, b: number, c: number, M
     for (let k = 0; k < K; k++) dst.set(src.subarray(b + k * N + origin, b + (k + 1) * N), hb + k * hn);
   }
   const ctrl = h.ctrl;
-  ctrl.set([count << 16, byRows ? 1 : 0, count, unit, first, ha, hb, hc, hm, K, hn, hs, gemmBlockK, gemmBlockN, 0, sequenced], 1);
+  ctrl.set([count << 16, byRows ? 1 : 0, count, unit, first, ha, hb, hc, hm, K, hn, hs, gemmBlocks().k, gemmBlocks().n, 0, sequenced], 1);
   Atomics.store(ctrl, 0, 1);
   Atomics.notify(ctrl, 0);
   if (sequenced > 0) while (Atomics.load(ctrl, 0) === 1) Atomics.wait(ctrl, 0, 1);

@@ -99,19 +99,19 @@ export function transposeLast2(be: WasmBackend, x: Info, batch: number, rows: nu
 // Below this many multiply-adds per batch element, the stock kernel's scalar loop beats the per-product
 // overhead of the XNNPACK route (three view registrations and an operator creation, ~2.5 µs); the two cross
 // between 2048 and 4096 (src/engine/bench/kernels.ts, thresholds).
-export let smallProductMacs = 4096;
+let smallProductMacs = 4096;
 /** Bench hook: change the threshold under which batched products stay on the stock kernel. */
 export function setSmallProductMacs(n: number): void {
   smallProductMacs = n;
 }
 
-export let strategy: 'auto' | 'direct' | 'swapped' = 'auto';
+let strategy: 'auto' | 'direct' | 'swapped' = 'auto';
 /** Bench hook: force the direct or the swapped form of transposed products. */
 export function setMatMulStrategy(s: 'auto' | 'direct' | 'swapped'): void {
   strategy = s;
 }
 
-export let simdProducts = true;
+let simdProducts = true;
 /** Bench hook: route products through the SIMD loop (default) or through XNNPACK / the stock loop. */
 export function setSimdProducts(on: boolean): void {
   simdProducts = on;

@@ -632,7 +632,7 @@ export interface SimdLoops {
     lr: number,
   ): void;
 }
-export let simdSupported: boolean | null = null;
+let simdSupported: boolean | null = null;
 /** Whether this runtime has WebAssembly SIMD (tfjs then runs its SIMD binary too). */
 export function hasSimd(): boolean {
   simdSupported ??= WebAssembly.validate(SIMD_MODULE);
@@ -650,8 +650,12 @@ export function simdLoops(be: WasmBackend): SimdLoops {
 }
 
 // Block sizes of simdGemm: a [KB, NB] block of B (256 KB) stays in L2 while every row tile of A passes over it.
-export let gemmBlockK = 256,
+let gemmBlockK = 256,
   gemmBlockN = 256;
+/** The K and N block sizes of the SIMD product (the helper thread uses the same). */
+export function gemmBlocks(): { k: number; n: number } {
+  return { k: gemmBlockK, n: gemmBlockN };
+}
 /** Bench hook: the K and N block sizes of the SIMD product. */
 export function setGemmBlocks(k: number, n: number): void {
   gemmBlockK = k;

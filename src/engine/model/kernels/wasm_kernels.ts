@@ -71,18 +71,20 @@ const REPLACEMENTS: Replacement[] = [
   { kernelName: 'Cast', make: (o) => cast(o) as unknown as tf.KernelFunc },
 ];
 
-/** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
-export const PATCHED_WASM_KERNELS: readonly string[] = [
-  ...REPLACEMENTS.map((r) => r.kernelName),
-  'UnsortedSegmentSum',
-  DECODE_ATTENTION,
-  DECODE_ATTENTION_NATIVE,
-  ROPE,
-  SWIGLU,
-  SWIGLU_GRAD,
-  RMS_NORM,
-  ...NATIVE_KERNELS.map(([name]) => name),
+/** The kernels this module adds to the wasm backend, by name (tfjs-backend-wasm has none of them, or no UnsortedSegmentSum). */
+const ADDED: [string, (args: KernelArgs) => Info | Info[]][] = [
+  ['UnsortedSegmentSum', unsortedSegmentSum as unknown as (args: KernelArgs) => Info],
+  [DECODE_ATTENTION, decodeAttentionKernel],
+  [DECODE_ATTENTION_NATIVE, decodeAttentionNativeKernel],
+  [ROPE, ropeKernel],
+  [SWIGLU, swigluKernel],
+  [SWIGLU_GRAD, swigluGradKernel],
+  [RMS_NORM, rmsNormKernel],
+  ...NATIVE_KERNELS,
 ];
+
+/** Kernel names this module replaces or adds on the wasm backend (recorded in run.json). */
+export const PATCHED_WASM_KERNELS: readonly string[] = [...REPLACEMENTS.map((r) => r.kernelName), ...ADDED.map(([name]) => name)];
 
 let registered = false;
 const originals = new Map<string, tf.KernelConfig>();
@@ -101,19 +103,7 @@ export function registerWasmKernels(): void {
     // Keep the stock setupFunc: our fallbacks call the stock kernelFunc, which needs its cwrap.
     tf.registerKernel({ ...stock, kernelFunc: r.make(stock.kernelFunc) });
   }
-  if (!tf.getKernel('UnsortedSegmentSum', 'wasm')) {
-    tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSum as unknown as tf.KernelFunc });
-  }
-  const added: [string, (args: KernelArgs) => Info | Info[]][] = [
-    [DECODE_ATTENTION, decodeAttentionKernel],
-    [DECODE_ATTENTION_NATIVE, decodeAttentionNativeKernel],
-    [ROPE, ropeKernel],
-    [SWIGLU, swigluKernel],
-    [SWIGLU_GRAD, swigluGradKernel],
-    [RMS_NORM, rmsNormKernel],
-    ...NATIVE_KERNELS,
-  ];
-  for (const [kernelName, f] of added) {
+  for (const [kernelName, f] of ADDED) {
     if (!tf.getKernel(kernelName, 'wasm')) tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: f as unknown as tf.KernelFunc });
   }
   registered = true;

@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { allocTokenColumns, writeEpisodeTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { stepFile, tablesIdentity } from '../../../src/engine/rundir/rundir';
-import { QueryClient } from '../../../src/extension/query_client';
+import { QueryClient } from '../../../src/extension/worker_client';
 import { DEFAULT_QUERY } from '../../../src/protocol/browse_view';
 
-const WORKER = resolve(__dirname, '../../../dist/extension/query_worker.js');
+const WORKER = resolve(__dirname, '../../../dist/extension/run_worker.js');
 
 /** Step 1 with `rewards.length` episodes of 2 tokens each. */
 function writeStep(dir: string, rewards: number[]): void {
@@ -61,5 +61,26 @@ test('a step table rewritten under the same step number is read afresh, not serv
     assert.equal(second.total, 3, 'the rewritten table, not the cached one');
   } finally {
     client.dispose();
+  }
+});
+
+test('one worker serves the heatmap and Browse Rollouts: step reads and queries through one client, answered in order', { timeout: 60_000 }, async (t) => {
+  const { TableReader, WorkerClient } = await import('../../../src/extension/worker_client');
+  const dir = mkdtempSync(join(tmpdir(), 'cl-run-worker-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const sub of ['tokens', 'episodes']) mkdirSync(join(dir, sub));
+  writeFileSync(join(dir, 'config.yaml'), 'name: w\n');
+  writeStep(dir, [1, 0]);
+  const shared = new WorkerClient(WORKER);
+  const tables = new TableReader(shared);
+  const queries = new QueryClient(shared);
+  try {
+    const [step, result, eps] = await Promise.all([tables.step(dir, 1), queries.query(dir, { ...DEFAULT_QUERY }), tables.episodes(dir, 1)]);
+    assert.equal(step.episodes.reward.length, 2);
+    assert.equal(step.tokens.step.length, step.tokens.episode.length);
+    assert.equal(result.total, 2);
+    assert.deepEqual([...eps.reward], [...step.episodes.reward]);
+  } finally {
+    shared.dispose();
   }
 });

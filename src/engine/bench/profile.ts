@@ -7,7 +7,7 @@ import { initBackend, type BackendPreference } from '../model/backend';
 import { makeRng } from '../core/rng';
 import { Transformer, type ModelConfig } from '../model/model';
 import { generate } from '../model/sampler';
-import { REFERENCE, trainStepRunner } from '../bench/bench';
+import { REFERENCE, trainStepRunner } from './bench';
 
 export interface OpRow {
   op: string;

@@ -26,7 +26,7 @@ test('the same count as bench/torch_ref.py for both models', { skip: !existsSync
 });
 
 test('profile tables: kernels grouped by name, largest first, shares of the wall time, and the time outside kernels', async () => {
-  const { aggregate, profileMarkdown } = await import('../../../src/engine/cli/profile');
+  const { aggregate, profileMarkdown } = await import('../../../src/engine/bench/profile');
   // 10 ms wall: BatchMatMul 3 + 2 ms (2 calls), Add 1 ms, a kernel whose time is a promise (0.5 ms), one that failed.
   const t = await aggregate('step', 10, [
     { name: 'BatchMatMul', kernelTimeMs: 3 },

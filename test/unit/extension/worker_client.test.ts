@@ -1,4 +1,4 @@
-// Step tables are read in a worker thread (src/extension/table_reader.ts): the same columns as a read on the spot, a damaged
+// Step tables are read in a worker thread (src/extension/worker_client.ts): the same columns as a read on the spot, a damaged
 // file a clear error naming it, and a reader that hangs or dies ends in an error instead of a frozen host.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { readEpisodeTable, readTokenTable, writeEpisodeTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../src/engine/rundir/rundir';
-import { TableReader } from '../../../src/extension/table_reader';
+import { TableReader } from '../../../src/extension/worker_client';
 
 // The bundled worker the extension ships (`npm run test:unit` builds first).
-const WORKER = resolve(__dirname, '../../../dist/extension/table_worker.js');
+const WORKER = resolve(__dirname, '../../../dist/extension/run_worker.js');
 
 function writeRun(n: number): string {
   const dir = mkdtempSync(join(tmpdir(), 'cl-tables-'));
