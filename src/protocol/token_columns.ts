@@ -38,6 +38,13 @@ export const TOKEN_COLUMNS = [
   { name: 'token_id', type: 'int32', nullable: false, meaning: "the token's id in the model's vocabulary" },
   { name: 'token', type: 'utf8', nullable: false, meaning: "the token's text" },
   {
+    name: 'char_start',
+    type: 'int32',
+    nullable: true,
+    meaning:
+      "where the token's text starts in its completion, in UTF-16 code units (the tokens' texts concatenate to the completion in position order); null in runs written before it",
+  },
+  {
     name: 'logprob',
     type: 'float32',
     nullable: false,
@@ -196,7 +203,9 @@ interface StringValues {
 }
 type StringOf<N> = N extends keyof StringValues ? StringValues[N] : string;
 type ReadColumn<D extends Def> = D['type'] extends 'int32'
-  ? Int32Array
+  ? D['nullable'] extends true
+    ? Int32Array | null
+    : Int32Array
   : D['type'] extends 'float32'
     ? D['nullable'] extends true
       ? Float32Array | null
@@ -207,6 +216,24 @@ type WriteColumn<D extends Def> = D['type'] extends 'float32'
     ? Float32Array | (number | null)[] | null
     : Float32Array
   : ReadColumn<D>;
+
+/**
+ * Each of `rows`' character start in the concatenation of their texts: the token table's char_start where the writer
+ * stored it, else rebuilt from the texts (runs written before the column). The one place a reader gets offsets.
+ */
+export function charStarts(t: { token: readonly string[]; char_start: Int32Array | null }, rows: ArrayLike<number>): Int32Array {
+  const out = new Int32Array(rows.length);
+  if (t.char_start) {
+    for (let i = 0; i < rows.length; i++) out[i] = t.char_start[rows[i]];
+    return out;
+  }
+  let at = 0;
+  for (let i = 0; i < rows.length; i++) {
+    out[i] = at;
+    at += t.token[rows[i]].length;
+  }
+  return out;
+}
 
 /**
  * A token table's contract columns as the writer takes them: every array has one entry per completion token. A

@@ -85,8 +85,10 @@ export function writeSyntheticRun(dir: string, rows: number, seed = 1): void {
     cols.weight.fill(1);
     let i = 0;
     for (let e = 0; e < eps; e++) {
-      for (let p = 0; p < lengths[e]; p++, i++) {
+      for (let p = 0, at = 0; p < lengths[e]; p++, i++) {
         const id = Math.floor(rng() * BENCH_VOCAB.length);
+        cols.char_start[i] = at;
+        at += BENCH_VOCAB[id].length;
         cols.episode[i] = e;
         cols.prompt_idx[i] = Math.floor(e / 8);
         cols.position[i] = p;

@@ -23,6 +23,7 @@ import { probeFitsTokens } from '../probe/record';
 import { compileWhere, parseWhere, type FieldKind } from './expr';
 import { answerStatus, STATUSES, type AnswerStatus } from '../tasks/sections';
 import type { EpisodeSummary } from '../../protocol/browse_view';
+import { charStarts } from '../../protocol/token_columns';
 
 export { STATUSES };
 export type Status = AnswerStatus;
@@ -305,23 +306,22 @@ export class RolloutIndex {
     if (re.test('')) throw new UserError(`--search: ${JSON.stringify(pattern)} matches the empty string, so it would match everywhere`);
     const limit = o.limit ?? 1000;
     const texts = this.completionTexts();
-    const tok = this.tokens.token;
     const hits: SearchHit[] = [];
     let total = 0;
     for (const i of rows) {
       const text = texts[i];
       re.lastIndex = 0;
+      let starts: Int32Array | null = null;
       for (let m = re.exec(text); m; m = re.exec(text)) {
         total++;
         if (hits.length < limit) {
-          // the token the match starts in
-          let at = 0;
+          // the token the match starts in: the last whose start is at or before it
+          starts ??= charStarts(
+            this.tokens,
+            Int32Array.from({ length: this.len[i] }, (_, k) => this.start[i] + k),
+          );
           let position = 0;
-          for (let k = this.start[i]; k < this.start[i] + this.len[i]; k++) {
-            if (at + tok[k].length > m.index) break;
-            at += tok[k].length;
-            position++;
-          }
+          while (position + 1 < starts.length && starts[position + 1] <= m.index) position++;
           hits.push({
             step: this.step[i],
             episode: this.episode[i],

@@ -64,7 +64,9 @@ export type TokenColumnsRead = TokenContractColumnsRead & {
  */
 export function allocTokenColumns(n: number): TokenColumnArrays {
   const cols: Record<string, Int32Array | Float32Array | string[]> = {};
-  for (const c of TOKEN_COLUMNS) cols[c.name] = c.type === 'int32' ? new Int32Array(n) : c.type === 'float32' ? new Float32Array(n) : new Array<string>(n);
+  // a nullable int32 column (char_start) starts at −1, "not filled": a writer that leaves it so writes it as null
+  for (const c of TOKEN_COLUMNS)
+    cols[c.name] = c.type === 'int32' ? new Int32Array(n).fill(c.nullable ? -1 : 0) : c.type === 'float32' ? new Float32Array(n) : new Array<string>(n);
   return cols as TokenColumnArrays;
 }
 
@@ -196,7 +198,13 @@ function bitmapOf(n: number, isSet: (i: number) => boolean): { bitmap: Uint8Arra
   return { bitmap, unset };
 }
 
-function int32Data(v: Int32Array): Data {
+/**
+ * An int32 column. Null, or a nullable column still at its allocation's −1 somewhere (allocTokenColumns: a writer that
+ * does not fill char_start), is written as all nulls.
+ */
+function int32Data(v: Int32Array | null, n: number, nullable: boolean): Data {
+  if (v === null || (nullable && v.some((x) => x < 0)))
+    return makeData({ type: new Int32(), length: n, nullCount: n, data: new Int32Array(n), nullBitmap: new Uint8Array((n + 7) >> 3) });
   return makeData({ type: new Int32(), length: v.length, nullCount: 0, data: v });
 }
 
@@ -251,7 +259,7 @@ function utf8Data(v: readonly (string | null)[]): Data {
 function columnData(field: Field, col: AnyColumn, n: number): Data {
   switch (field.type.typeId) {
     case Type.Int:
-      return int32Data(col as Int32Array);
+      return int32Data(col as Int32Array | null, n, field.nullable);
     case Type.Float:
       return float32Data(col as Float32Array | (number | null)[] | null, n);
     case Type.Bool:
@@ -522,7 +530,7 @@ function readTokens(paths: string[]): TokenColumnsRead {
   const out: Record<string, unknown> = {};
   for (const c of TOKEN_COLUMNS) {
     const parts = column(sources, TOKEN_SCHEMA, c.name);
-    if (c.type === 'int32') out[c.name] = int32Column(parts, total);
+    if (c.type === 'int32') out[c.name] = c.nullable && parts.some((v) => v === null || v.nullCount > 0) ? null : int32Column(parts, total);
     else if (c.type === 'float32') out[c.name] = float32Column(parts, lengths, total, c.nullable);
     else out[c.name] = stringColumn(parts, lengths, total, '', 'few_values' in c && c.few_values);
   }

@@ -54,7 +54,10 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
   const extra = tok.extra ? Object.fromEntries(Object.keys(tok.extra).map((name) => [name, new Array<number | null>(n).fill(null)])) : undefined;
   let k = 0;
   episodes.forEach((e, i) => {
+    let at = 0;
     for (let t = 0; t < e.ids.length; t++, k++) {
+      cols.char_start[k] = at;
+      at += e.tokens[t].text.length;
       cols.episode[k] = i;
       cols.prompt_idx[k] = e.example.id;
       cols.position[k] = t;

@@ -2,15 +2,15 @@
 // in position order, their character ranges in the completion, and the document text laid out around them.
 // Pure (no vscode): unit-tested on tables written with the engine's own writers.
 //
-// The token table has no character offsets. The engine's decoder guarantees the completion text is the
-// concatenation of its tokens' texts in position order (Tokenizer.decodeWithOffsets), so the offsets are
-// rebuilt by concatenating them; a completion that does not equal that concatenation (a table from another
-// writer) is shown as the tokens' text instead, so that every painted range still covers its own token.
+// The engine's decoder guarantees the completion text is the concatenation of its tokens' texts in position order
+// (Tokenizer.decodeWithOffsets); the token table stores each token's start (char_start), and runs written before it
+// get the starts from that concatenation (protocol's charStarts). A completion that does not equal the concatenation
+// (a table from another writer) is shown as the tokens' text instead, so that every painted range covers its token.
 import type { EpisodeColumns, TokenColumnsRead } from '../../engine/rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
 import { METRICS, metricDef, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
-import { TOKEN_COLUMNS, type TokenColumnDef } from '../../protocol/token_columns';
+import { charStarts, TOKEN_COLUMNS, type TokenColumnDef } from '../../protocol/token_columns';
 
 export interface EpisodeRef {
   runDir: string;
@@ -92,18 +92,21 @@ export function valueRangeOfEpisode(tables: StepTables, episode: number, metric:
   return col ? quantileRange(col, tables.rows(episode)) : null;
 }
 
-/** Character ranges [starts[i], ends[i]) of the tokens `rows` in the concatenation of their texts. */
-export function rebuildOffsets(tokens: readonly string[], rows: ArrayLike<number>): { text: string; starts: Int32Array; ends: Int32Array } {
-  const starts = new Int32Array(rows.length);
+/**
+ * Character ranges [starts[i], ends[i]) of the tokens `rows` in the concatenation of their texts, from the table's
+ * char_start where it has one (charStarts).
+ */
+export function rebuildOffsets(
+  tokens: readonly string[],
+  rows: ArrayLike<number>,
+  charStart: Int32Array | null = null,
+): { text: string; starts: Int32Array; ends: Int32Array } {
+  const starts = charStarts({ token: tokens, char_start: charStart }, rows);
   const ends = new Int32Array(rows.length);
   const parts = new Array<string>(rows.length);
-  let at = 0;
   for (let i = 0; i < rows.length; i++) {
-    const t = tokens[rows[i]];
-    parts[i] = t;
-    starts[i] = at;
-    at += t.length;
-    ends[i] = at;
+    parts[i] = tokens[rows[i]];
+    ends[i] = starts[i] + parts[i].length;
   }
   return { text: parts.join(''), starts, ends };
 }
@@ -191,7 +194,7 @@ export function buildHeatmapEpisode(
   if (index < 0) throw new Error(`step ${ref.step} of ${ref.runDir} has no episode ${ref.episode}`);
   const ep = tables.episodes;
   const rows = tables.rows(ref.episode);
-  const { text: tokenText, starts, ends } = rebuildOffsets(tables.tokens.token, rows);
+  const { text: tokenText, starts, ends } = rebuildOffsets(tables.tokens.token, rows, tables.tokens.char_start);
   // A run whose logging wrote no token rows for this episode still shows its text, unpainted.
   const textMatches = rows.length === 0 || tokenText === ep.completion[index];
   const completion = rows.length === 0 ? ep.completion[index] : tokenText;

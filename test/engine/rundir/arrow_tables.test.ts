@@ -26,8 +26,8 @@ function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'cl-arrow-'));
 }
 
-// Column names, Arrow types and nullability transcribed by hand from DESIGN §5 (the "null when unused"
-// columns are the only nullable ones).
+// Column names, Arrow types and nullability transcribed by hand from DESIGN §5 (the "null when unused" columns are the
+// only nullable ones), with char_start (null in runs written before it) after the token's text.
 const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   ['step', 'Int32', false],
   ['episode', 'Int32', false],
@@ -35,6 +35,7 @@ const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   ['position', 'Int32', false],
   ['token_id', 'Int32', false],
   ['token', 'Utf8', false],
+  ['char_start', 'Int32', true],
   ['logprob', 'Float32', false],
   ['entropy', 'Float32', false],
   ['advantage', 'Float32', false],
