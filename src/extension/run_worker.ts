@@ -4,7 +4,7 @@
 // arrays. No vscode here: a worker cannot reach the API.
 import { parentPort } from 'node:worker_threads';
 import { existsSync } from 'node:fs';
-import { joinProbeColumns, readEpisodeTable, readProbeTable, readTokenTable } from '../engine/rundir/arrow_tables';
+import { joinProbeColumns, readProbeTable, readStepTables } from '../engine/rundir/arrow_tables';
 import { probeFitsTokens } from '../engine/probe/record';
 import { stepFile, tablesIdentity } from '../engine/rundir/rundir';
 import { answer, exportRows } from '../engine/query/browse';
@@ -23,8 +23,7 @@ function transferables(o: object): ArrayBuffer[] {
 
 /** A step's tables, with a probe's Monte Carlo values as the tokens' mc_* columns where it was made on this table. */
 function stepTables(runDir: string, step: number, withTokens: boolean): RunReply {
-  const episodes = readEpisodeTable(stepFile(runDir, 'episodes', step));
-  const tokens = withTokens ? readTokenTable(stepFile(runDir, 'tokens', step)) : undefined;
+  const { tokens, episodes } = readStepTables(runDir, step, { tokens: withTokens });
   const probe = stepFile(runDir, 'probes', step);
   // (a table rewritten since the probe is painted without another trajectory's δ)
   if (tokens && existsSync(probe) && probeFitsTokens(runDir, step, stepFile(runDir, 'tokens', step))) joinProbeColumns(tokens, readProbeTable(probe));

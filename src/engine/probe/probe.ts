@@ -9,7 +9,7 @@ import { UserError } from '../core/errors';
 import type { Example, Section } from '../core/types';
 import type { EpisodeView } from '../credit/types';
 import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../import/score';
-import { readEpisodeTable, readProbeTable, readTokenTable, writeProbeTable, type EpisodeColumns, type ProbeColumns } from '../rundir/arrow_tables';
+import { readProbeTable, readStepTables, writeProbeTable, type EpisodeColumns, type ProbeColumns, type TokenColumnsRead } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
 import { acquireRunLock } from '../rundir/run_lock';
 import { sha256File } from '../core/files';
@@ -148,8 +148,8 @@ function probeInputs(o: ProbeOptions) {
   if (!(settings.temperature > 0)) throw new UserError(`--temperature: got ${settings.temperature}; expected a number > 0`);
   const rule = parsePositions(settings.positions);
 
-  const tok = readTokenTable(tokenFile);
-  const eps: EpisodeColumns = readEpisodeTable(stepFile(runDir, 'episodes', step));
+  const { tokens, episodes: eps } = readStepTables(runDir, step);
+  const tok = tokens!;
   const count = eps.episode.length;
   let wanted: number[];
   if (o.episodeList) {
@@ -321,7 +321,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
 async function accuracyOf(
   s: Awaited<ReturnType<typeof openSession>>['session'],
   cfg: Parameters<typeof scoreStrategies>[2],
-  tok: ReturnType<typeof readTokenTable>,
+  tok: TokenColumnsRead,
   eps: EpisodeColumns,
   byEpisode: number[][],
   rows: ProbeRow[],

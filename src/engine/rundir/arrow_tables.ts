@@ -597,6 +597,18 @@ export function readTokenTable(path: string): TokenColumnsRead {
 }
 
 /**
+ * A step's tables as every reader of one step wants them (the heatmap's worker, the probe): its token rows in (episode,
+ * position) order, checked (orderTokenRows: a table written out of order is sorted, a duplicated row is an error), and
+ * its episode table; without `tokens`, the episode table alone.
+ */
+export function readStepTables(runDir: string, step: number, o: { tokens?: boolean } = {}): { tokens?: TokenColumnsRead; episodes: EpisodeColumns } {
+  const episodes = readEpisodeTable(stepFile(runDir, 'episodes', step));
+  if (o.tokens === false) return { episodes };
+  const file = stepFile(runDir, 'tokens', step);
+  return { tokens: orderTokenRows(readTokenTable(file), [file]), episodes };
+}
+
+/**
  * Every logged step's token table in [fromStep, toStep] (inclusive; both optional), concatenated in
  * step order. Steps whose table is missing are simply not there (logging.every > 1, or a run still going).
  * A nullable column present in some steps only is NaN in the rows of the others.

@@ -88,3 +88,17 @@ test('two rows of one (step, episode, position) are a corrupted table, refused w
     (e: Error) => isUserError(e) && /tokens: corrupted: two rows of step 1, episode 0, position 2/.test(e.message),
   );
 });
+
+test("one step's reader (the heatmap's worker, the probe) gets the same order, and refuses the same corruption", async () => {
+  const { readStepTables } = await import('../../../src/engine/rundir/arrow_tables');
+  const dir = run(ROWS);
+  const { tokens, episodes } = readStepTables(dir, 1);
+  assert.deepEqual([...tokens!.episode], [0, 0, 0, 0, 1, 1, 1]);
+  assert.deepEqual(tokens!.token.slice(0, 4).join(''), episodes.completion[0]);
+  assert.equal(readStepTables(dir, 1, { tokens: false }).tokens, undefined);
+  const twice = run([...ROWS, [1, 2, '5', 0.2]]);
+  assert.throws(
+    () => readStepTables(twice, 1),
+    (e: Error) => isUserError(e) && /corrupted: two rows of step 1, episode 1, position 2/.test(e.message),
+  );
+});
