@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend, type BackendPreference } from '../../../src/engine/model/backend';
 import { COMPOSED } from '../../../src/engine/model/ops/composed';
-import { tableFor, type ModelOps, type OpDims } from '../../../src/engine/model/ops';
+import { tableFor, type BackendOps, type ModelOps, type OpDims } from '../../../src/engine/model/ops';
 import { WASM_BLAS_ALTERNATIVES } from '../../../src/engine/model/ops/wasm_blas';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
 
@@ -160,49 +160,68 @@ const TABLES: { backend: BackendPreference; extra?: Partial<Record<keyof ModelOp
   { backend: 'webgpu' },
 ];
 
+/**
+ * Every entry of `backend`'s table, plus `extra` entries beside it, against the composition on cpu: throws naming the
+ * first entry off by more than its tolerance; false where the backend cannot start here.
+ */
+async function checkTable(backend: BackendPreference, extra?: Partial<Record<keyof ModelOps, unknown>>, own?: BackendOps['ops']): Promise<boolean> {
+  const table = own ? { ops: own } : tableFor(backend);
+  const entries = [
+    ...Object.entries(table.ops).map(([name, e]) => ({ name, entry: e!, label: name })),
+    ...Object.entries(extra ?? {}).map(([name, e]) => ({
+      name,
+      entry: e as { run: unknown; supports?: (d: OpDims) => boolean },
+      label: `${name} (alternative)`,
+    })),
+  ].filter(({ name }) => name !== 'decodeAttention');
+  for (const { name } of entries) assert.ok(name in CASES, `ops table ${backend} has ${name}, which has no case here: add one`);
+  // the references first, on cpu, from the same host numbers the backend's run gets
+  await initBackend('cpu');
+  const refs = new Map<string, { inputs: Arr[]; ref: Result }>();
+  for (const { name, label } of entries) {
+    const c = CASES[name as keyof typeof CASES];
+    const inputs = c.inputs(makeRng(label.length * 7919 + 17));
+    refs.set(label, { inputs, ref: await evaluate(c, COMPOSED[name as keyof typeof CASES], inputs, 3) });
+  }
+  try {
+    await initBackend(backend);
+  } catch {
+    return false;
+  }
+  let checked = 0;
+  for (const { name, entry, label } of entries) {
+    if (entry.supports && !entry.supports(D)) assert.fail(`${label} on ${backend} does not support the test's sizes ${JSON.stringify(D)}`);
+    const c = CASES[name as keyof typeof CASES];
+    const { inputs, ref } = refs.get(label)!;
+    const got = await evaluate(c, entry.run as NonNullable<ModelOps[keyof ModelOps]>, inputs, 3);
+    got.outputs.forEach((o, k) =>
+      assert.ok(worst(o, ref.outputs[k]) <= c.tol.forward, `${label} on ${backend}: output ${k} off by ${worst(o, ref.outputs[k])}`),
+    );
+    got.grads.forEach((g, k) =>
+      assert.ok(worst(g, ref.grads[k]) <= c.tol.grad, `${label} on ${backend}: gradient by input ${c.wrt[k]} off by ${worst(g, ref.grads[k])}`),
+    );
+    checked++;
+  }
+  assert.equal(checked, entries.length);
+  return true;
+}
+
 for (const { backend, extra } of TABLES) {
   test(`ops table ${backend}: every entry equals the composition on cpu, forward and gradient`, { timeout: 120_000 }, async (t) => {
-    const table = tableFor(backend);
-    const entries = [
-      ...Object.entries(table.ops).map(([name, e]) => ({ name, entry: e!, label: name })),
-      ...Object.entries(extra ?? {}).map(([name, e]) => ({
-        name,
-        entry: e as { run: unknown; supports?: (d: OpDims) => boolean },
-        label: `${name} (alternative)`,
-      })),
-    ].filter(({ name }) => name !== 'decodeAttention');
-    for (const { name } of entries) assert.ok(name in CASES, `ops table ${backend} has ${name}, which has no case here: add one`);
-    // the references first, on cpu, from the same host numbers the backend's run gets
-    await initBackend('cpu');
-    const refs = new Map<string, { inputs: Arr[]; ref: Result }>();
-    for (const { name, label } of entries) {
-      const c = CASES[name as keyof typeof CASES];
-      const inputs = c.inputs(makeRng(label.length * 7919 + 17));
-      refs.set(label, { inputs, ref: await evaluate(c, COMPOSED[name as keyof typeof CASES], inputs, 3) });
-    }
-    try {
-      await initBackend(backend);
-    } catch (e) {
-      t.skip(`${backend} is not available here: ${(e as Error).message.split('\n')[0]}`);
-      return;
-    }
-    let checked = 0;
-    for (const { name, entry, label } of entries) {
-      if (entry.supports && !entry.supports(D)) assert.fail(`${label} on ${backend} does not support the test's sizes ${JSON.stringify(D)}`);
-      const c = CASES[name as keyof typeof CASES];
-      const { inputs, ref } = refs.get(label)!;
-      const got = await evaluate(c, entry.run as NonNullable<ModelOps[keyof ModelOps]>, inputs, 3);
-      got.outputs.forEach((o, k) =>
-        assert.ok(worst(o, ref.outputs[k]) <= c.tol.forward, `${label} on ${backend}: output ${k} off by ${worst(o, ref.outputs[k])}`),
-      );
-      got.grads.forEach((g, k) =>
-        assert.ok(worst(g, ref.grads[k]) <= c.tol.grad, `${label} on ${backend}: gradient by input ${c.wrt[k]} off by ${worst(g, ref.grads[k])}`),
-      );
-      checked++;
-    }
-    assert.equal(checked, entries.length);
+    if (!(await checkTable(backend, extra))) t.skip(`${backend} is not available here`);
   });
 }
+
+// A backend's new op is one entry in its table: the check above takes it as it is. A toy RMSNorm, the formula written
+// out again with tfjs ops, passes; the same with its ε inside the square root's wrong side fails, naming the op.
+test('toy op: an entry added to a table is checked like every other, and a wrong one is caught', { timeout: 60_000 }, async () => {
+  const rms =
+    (eps: (e: number) => number): ModelOps['rmsNorm'] =>
+    (x, w, e) =>
+      tf.tidy(() => tf.mul(tf.div(x, tf.sqrt(tf.add(tf.mean(tf.square(x), -1, true), eps(e)))), w) as tf.Tensor2D);
+  assert.equal(await checkTable('cpu', undefined, { rmsNorm: { run: rms((e) => e) } }), true);
+  await assert.rejects(checkTable('cpu', undefined, { rmsNorm: { run: rms(() => 0.5) } }), (e: Error) => /^rmsNorm on cpu: output 0 off by /.test(e.message));
+});
 
 test('a backend is one description: its capabilities and Adam step come from its table, and its ops resolve per size', async () => {
   const { readsSync } = await import('../../../src/engine/model/backend');
