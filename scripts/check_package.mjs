@@ -3,7 +3,7 @@
 import { existsSync, statSync } from 'node:fs';
 
 const need = {
-  'dist/engine/blas.node': 'the OpenBLAS addon (backend wasm-blas): needs a C compiler and Node headers at build time',
+  'dist/engine/blas.node': 'the native addon (backend wasm-blas: products on OpenBLAS or its built-in GEMM): needs a C compiler and Node headers at build time',
   'dist/engine/dawn/linux-x64/dawn.node': "Dawn's Node binding (backend webgpu): from the optional npm package webgpu",
 };
 let missing = 0;
