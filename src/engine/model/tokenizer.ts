@@ -130,13 +130,20 @@ function checkTokenIds(tokJson: JsonObj, path: string, modelCfg: JsonObj): void 
   const v = modelCfg.vocab_size;
   const fromModel = typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= MAX_TOKEN_ID;
   const limit = fromModel ? v : MAX_TOKEN_ID;
-  const range = fromModel ? `[0, ${limit}) (config.json's vocab_size)` : `[0, ${limit})`;
   const vocab = ((tokJson.model as JsonObj | undefined)?.vocab ?? {}) as Record<string, unknown> | unknown[];
   const ids: [string, unknown][] = Array.isArray(vocab) ? [] : Object.entries(vocab);
   const added = Array.isArray(tokJson.added_tokens) ? (tokJson.added_tokens as JsonObj[]) : [];
-  const bad = (id: unknown) => typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= limit;
+  const isId = (id: unknown): id is number => typeof id === 'number' && Number.isInteger(id) && id >= 0 && id < MAX_TOKEN_ID;
+  const bad = (id: unknown) => !isId(id) || id >= limit;
   const refuse = (what: string, id: unknown) => {
-    throw new UserError(`${path}: ${what} has id ${JSON.stringify(id)}, outside ${range}: a corrupted or foreign tokenizer`);
+    if (!isId(id) || !fromModel)
+      throw new UserError(`${path}: ${what} has id ${JSON.stringify(id)}, outside [0, ${MAX_TOKEN_ID}): a corrupted or foreign tokenizer`);
+    // a real id the model has no embedding row for: the tokenizer belongs to another model
+    let count = 0;
+    for (const x of [...ids.map(([, x]) => x), ...added.map((t) => t.id)]) if (isId(x) && x + 1 > count) count = x + 1;
+    throw new UserError(
+      `${path} has ${count} ids but config.json has vocab_size ${limit}: tokenizer and weights do not belong together (${what} has id ${id})`,
+    );
   };
   for (const [token, id] of ids) if (bad(id)) refuse(`token ${JSON.stringify(token)}`, id);
   for (const t of added) if (bad(t.id)) refuse(`added token ${JSON.stringify(t.content)}`, t.id);

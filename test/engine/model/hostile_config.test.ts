@@ -82,7 +82,11 @@ test("a tokenizer id at or above config.json's vocab_size is refused, naming the
   writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tok));
   assert.throws(
     () => HfTokenizer.fromDir(dir),
-    (e: Error) => isUserError(e) && /added token "<\|far\|>" has id 200000, outside \[0, 151936\) \(config\.json's vocab_size\)/.test(e.message),
+    (e: Error) =>
+      isUserError(e) &&
+      /has 200001 ids but config\.json has vocab_size 151936: tokenizer and weights do not belong together \(added token "<\|far\|>" has id 200000\)/.test(
+        e.message,
+      ),
   );
 });
 
