@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { readEpisodeTable, readTokenTable, writeEpisodeTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
+import { readStepTables, writeEpisodeTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../src/engine/rundir/rundir';
 import { TableReader } from '../../../src/extension/worker_client';
 
@@ -58,8 +58,8 @@ test('the worker returns exactly the columns a direct read returns', async () =>
   const reader = new TableReader(WORKER);
   try {
     const { tokens, episodes } = await reader.step(dir, 3);
-    assert.deepEqual(tokens, readTokenTable(stepFile(dir, 'tokens', 3)));
-    assert.deepEqual(episodes, readEpisodeTable(stepFile(dir, 'episodes', 3)));
+    // the step's one reader: token rows in (episode, position) order, checked
+    assert.deepEqual({ tokens, episodes }, readStepTables(dir, 3));
     assert.deepEqual(await reader.episodes(dir, 3), episodes);
     // Several reads queue on the one worker and each gets its own answer.
     const again = await Promise.all([reader.episodes(dir, 3), reader.step(dir, 3), reader.episodes(dir, 3)]);
