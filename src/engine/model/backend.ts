@@ -11,8 +11,8 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors';
 import { blasBuiltinReason, blasThreads, loadBlas, setBlasProducts } from './kernels/blas';
-import { PATCHED_WASM_KERNELS, registerWasmKernels } from './kernels/wasm_kernels';
-import { backendCaps, useOps } from './ops';
+import { PATCHED_WASM_KERNELS } from './kernels/wasm_kernels';
+import { backendCaps, tableFor, useOps } from './ops';
 import { describeAdapter, probeAdapter, probeAdapterIsolated, type AdapterInfo } from './webgpu';
 
 export type BackendPreference = 'auto' | 'webgpu' | 'tensorflow' | 'wasm-blas' | 'wasm' | 'cpu';
@@ -104,7 +104,8 @@ function wasmDir(): string {
 
 async function useWasm(): Promise<Attempt & { simd?: boolean }> {
   try {
-    registerWasmKernels();
+    // the table's kernels before the backend starts: tfjs runs each registered kernel's setup as it initialises
+    tableFor('wasm').register?.();
     if (!wasmPathsSet) {
       setWasmPaths(wasmDir());
       wasmPathsSet = true;
@@ -145,6 +146,7 @@ async function useWebgpu(
   try {
     if (!(await tf.setBackend('webgpu'))) return { ok: false, why: `webgpu backend failed to start on ${name}` };
     await tf.ready();
+    tableFor('webgpu').register?.();
   } catch (e) {
     return { ok: false, why: `webgpu backend failed to start on ${name} (${e instanceof Error ? e.message : String(e)})` };
   }

@@ -241,6 +241,8 @@ test('a backend is one description: its capabilities and Adam step come from its
     if (name === 'webgpu') assert.ok(Number.isFinite(maxBindingBytes) && maxBindingBytes >= 128 * 2 ** 20, `${name}: ${maxBindingBytes}`);
     else assert.equal(maxBindingBytes, Infinity, name);
     assert.equal(typeof table.adamStep === 'function', w.adam, `${name}: adamStep`);
+    // a backend with kernels of its own registers them in one place, its table's register(); initBackend calls it
+    assert.equal(typeof table.register === 'function', w.adam, `${name}: register`);
   }
   await initBackend('wasm');
   assert.equal(readsSync(), backendCaps().syncReads);

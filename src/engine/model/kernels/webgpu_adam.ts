@@ -18,7 +18,8 @@ function flat(n: number, inputs: string[], key: string, uniforms: string, body: 
 
 let registered = false;
 
-function register(): void {
+/** Registers the two Adam kernels with the webgpu backend (once): the webgpu table's register() (ops/webgpu.ts). */
+export function registerWebgpuAdam(): void {
   if (registered) return;
   registered = true;
   // m' = m·β + g·(1 − β), or with `square` v' = v·β + (g·g)·(1 − β)
@@ -81,7 +82,6 @@ function register(): void {
 /** One Adam update of p with gradient g and moments m, v, on webgpu; false on any other backend. */
 export function adamWebgpu(p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, s: AdamScalars): boolean {
   if (tf.getBackend() !== 'webgpu' || [p, g, m, v].some((t) => t.dtype !== 'float32')) return false;
-  register();
   tf.tidy(() => {
     const m1 = tf.engine().runKernel(MOMENT, { s: m, g }, { beta: s.b1, oneMinus: s.c1, square: false } as unknown as tf.NamedAttrMap) as tf.Tensor;
     const v1 = tf.engine().runKernel(MOMENT, { s: v, g }, { beta: s.b2, oneMinus: s.c2, square: true } as unknown as tf.NamedAttrMap) as tf.Tensor;

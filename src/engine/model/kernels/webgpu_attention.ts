@@ -87,7 +87,8 @@ function softmaxGradProgram(rows: number, Tk: number): Program {
 
 let registered = false;
 
-function register(): void {
+/** Registers the attention kernels with the webgpu backend (once): the webgpu table's register() (ops/webgpu.ts). */
+export function registerWebgpuAttention(): void {
   if (registered) return;
   registered = true;
   tf.registerKernel({
@@ -128,7 +129,6 @@ function register(): void {
  * context [B·T, H·hd] and the probabilities [B, H, T, Tk], as ModelOps.attention; the probabilities by the two kernels.
  */
 export function attentionWebgpu(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: tf.Tensor4D): { context: tf.Tensor2D; probs: tf.Tensor4D } {
-  register();
   const [B, H, T, hd] = q.shape;
   const [, Hkv, Tk] = k.shape;
   const rep = H / Hkv;

@@ -65,7 +65,7 @@ function backwardProgram(N: number, V: number): Program {
 
 let registered = false;
 
-/** Registers both kernels with the webgpu backend (once). */
+/** Registers both kernels with the webgpu backend (once): the webgpu table's register() (ops/webgpu.ts). */
 export function registerWebgpuLogprob(): void {
   if (registered) return;
   registered = true;
@@ -91,7 +91,6 @@ export function registerWebgpuLogprob(): void {
 
 /** log softmax(logits)[n, targets[n]] for logits [N, V] and int32 targets [N], differentiable in the logits: the two kernels. */
 export function tokenLogprobWebgpu(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
-  registerWebgpuLogprob();
   const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const [z, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
     const stats = tf.engine().runKernel(FWD, { z, t: targets }) as tf.Tensor2D;

@@ -99,6 +99,11 @@ export type AdamStep = (p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Vari
 export interface BackendOps {
   name: string;
   caps: BackendCaps;
+  /**
+   * Registers the backend's own tfjs kernels (idempotent): its ops and Adam step run them. initBackend calls it once the
+   * backend's package is loaded, before anything runs; the one way a kernel is registered.
+   */
+  register?(): void;
   adamStep?: AdamStep;
   ops: { [K in keyof ModelOps]?: OpEntry<NonNullable<ModelOps[K]>> };
 }

@@ -4,6 +4,7 @@ import * as tf from '@tensorflow/tfjs';
 import { DECODE_ATTENTION, decodeAttention } from '../kernels/decode_attention';
 import { adamInPlace, ropeRotate, rmsNormInfer, swiglu, swigluGrad, SWIGLU, SWIGLU_GRAD } from '../kernels/fused';
 import { hasSimd } from '../kernels/simd';
+import { registerWasmKernels } from '../kernels/wasm_kernels';
 import { composedHeads, splitOnHeads } from './composed';
 import { HOST_CAPS, type BackendOps, type ModelOps } from './ops';
 
@@ -37,6 +38,8 @@ export function wasmOps(): BackendOps {
   return {
     name: simd ? 'wasm' : 'wasm (no SIMD)',
     caps: HOST_CAPS,
+    // our kernels replace and add to tfjs-backend-wasm's before it starts (kernels/wasm_kernels.ts)
+    register: registerWasmKernels,
     adamStep: adamInPlace,
     ops: {
       rmsNormInfer: { run: rmsNormInfer },

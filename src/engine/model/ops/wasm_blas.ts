@@ -8,6 +8,7 @@ import { hasSimd } from '../kernels/simd';
 import { adamInPlace } from '../kernels/fused';
 import { HOST_CAPS, type BackendOps } from './ops';
 import { fusedSwiglu } from './wasm';
+import { registerWasmKernels } from '../kernels/wasm_kernels';
 
 /**
  * Native ops the bench measures but the table does not run (bench/PROFILE.md says why): src/engine/bench/ops_tiers.ts times each
@@ -23,6 +24,7 @@ export function wasmBlasOps(): BackendOps {
   return {
     name: 'wasm-blas',
     caps: HOST_CAPS,
+    register: registerWasmKernels,
     adamStep: adamInPlace,
     ops: {
       rmsNorm: { run: rmsNormNative },

@@ -6,9 +6,9 @@
 // the fusion wasm-blas has natively, and without the float atomics of tfjs's gather gradient; attention's scores, mask
 // and softmax as one kernel each way (kernels/webgpu_attention.ts).
 import * as tf from '@tensorflow/tfjs';
-import { attentionWebgpu } from '../kernels/webgpu_attention';
-import { tokenLogprobWebgpu } from '../kernels/webgpu_logprob';
-import { adamWebgpu } from '../kernels/webgpu_adam';
+import { attentionWebgpu, registerWebgpuAttention } from '../kernels/webgpu_attention';
+import { registerWebgpuLogprob, tokenLogprobWebgpu } from '../kernels/webgpu_logprob';
+import { adamWebgpu, registerWebgpuAdam } from '../kernels/webgpu_adam';
 import type { BackendOps } from './ops';
 
 /**
@@ -46,6 +46,11 @@ export function webgpuOps(): BackendOps {
   return {
     name: 'webgpu',
     caps: { syncReads: false, keepTables: true, maxBindingBytes: grantedBindingBytes() },
+    register: () => {
+      registerWebgpuLogprob();
+      registerWebgpuAttention();
+      registerWebgpuAdam();
+    },
     adamStep: adamWebgpu,
     ops: { rmsNorm: { run: rmsNormOnDevice }, tokenLogprob: { run: tokenLogprobWebgpu }, attention: { run: attentionWebgpu } },
   };
