@@ -35,9 +35,11 @@ export class Ctx {
     this.runs = new RunManager(this.cliPath, this.log);
     // Not on the cleanup list: deactivate() awaits runs.dispose() so engines checkpoint before the host exits.
     this.runWatcher = this.pushExtCleanup(new RunDirWatcher());
-    const reader = this.pushExtCleanup(new WorkerClient(extCtx.asAbsolutePath('dist/extension/run_worker.js')));
-    this.tables = new TableReader(reader);
-    this.queries = new QueryClient(reader);
+    // One worker program and one client, started twice: the Runs tree's and the heatmap's step reads come in bursts, and a
+    // Browse Rollouts query (or its index load) must not wait behind them, nor they behind it.
+    const worker = extCtx.asAbsolutePath('dist/extension/run_worker.js');
+    this.tables = new TableReader(this.pushExtCleanup(new WorkerClient(worker)));
+    this.queries = new QueryClient(this.pushExtCleanup(new WorkerClient(worker)));
     this.tree = this.pushExtCleanup(new RunsTreeProvider(this.runs, this.runWatcher, this.tables));
     this.treeView = this.pushExtCleanup(
       vscode.window.createTreeView('creditLens.runs', { treeDataProvider: this.tree, showCollapseAll: true, canSelectMany: true }),

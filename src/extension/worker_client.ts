@@ -1,5 +1,6 @@
-// The extension host's one worker thread for reading runs (run_worker.ts): the heatmap's step tables and Browse Rollouts'
-// queries over a run's tables held in memory. Reading a long run's tables on the host's main thread would freeze every
+// The extension host's worker for reading runs (run_worker.ts, one program): the heatmap's step tables and Browse
+// Rollouts' queries over a run's tables held in memory. The extension starts it twice (ctx.ts), so that a burst of step
+// reads and a query do not wait on each other. Reading a long run's tables on the host's main thread would freeze every
 // extension while it runs, and a damaged file must never be able to.
 //
 // One timeout rule for every request: requests queue on the host and go to the worker one at a time, and a request's

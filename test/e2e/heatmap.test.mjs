@@ -500,7 +500,14 @@ scenario('Browse Rollouts from the Runs tree: filter to wrong answers, search a 
   await frame.locator('table.tokens tbody tr').first().waitFor({ timeout: 30_000 });
   await frame.locator('table.tokens th[data-sort="abs_contribution"]').click();
   await frame.locator('table.tokens th[data-sort="abs_contribution"]', { hasText: '▼' }).waitFor({ timeout: 30_000 });
-  const means = await frame.locator('table.tokens tbody tr td:nth-child(4)').evaluateAll((tds) => tds.slice(0, 20).map((td) => parseFloat(td.textContent)));
+  // the arrow is drawn on the click; the sorted rows come with the worker's answer
+  const column = () => frame.locator('table.tokens tbody tr td:nth-child(4)').evaluateAll((tds) => tds.slice(0, 20).map((td) => parseFloat(td.textContent)));
+  const sorted = (xs) => xs.every((v, i) => i === 0 || Number.isNaN(v) || v <= xs[i - 1] + 1e-12);
+  let means = await column();
+  for (let i = 0; i < 50 && !sorted(means); i++) {
+    await sleep(200);
+    means = await column();
+  }
   log(`mean |c| sorted: ${means.slice(0, 6).join(', ')}`);
   assert.ok(means.length > 3 && means.every((v, i) => i === 0 || Number.isNaN(v) || v <= means[i - 1] + 1e-12), 'descending');
   await shot(page, '28-browse-tokens', { readme: 'browse-tokens' });
