@@ -4,10 +4,18 @@
 
 #include "common.h"
 
+static int builtin_threads = 0;
+static pthread_once_t builtin_threads_once = PTHREAD_ONCE_INIT;
+// two at most: on_two_cores is the only parallelism the built-in GEMM has. Read once: sysconf reads /sys per call, and
+// this is asked on every product.
+static void count_cores(void) { builtin_threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1; }
+
 int product_threads(void) {
   if (get_threads && set_threads) return get_threads();
-  // two at most: on_two_cores is the only parallelism the built-in GEMM has
-  if (sgemm == builtin_sgemm) return sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1;
+  if (sgemm == builtin_sgemm) {
+    pthread_once(&builtin_threads_once, count_cores);
+    return builtin_threads;
+  }
   return 1;
 }
 

@@ -121,17 +121,25 @@ export class WorkerClient {
   }
 }
 
-/** A worker client, or the path of the worker to start one on (tests' stand-ins). */
-const clientOf = (w: WorkerClient | string | undefined) => (w instanceof WorkerClient ? w : new WorkerClient(w));
-
-/** Step tables: a read that takes longer than its limit fails naming the file, which may be damaged. */
-export class TableReader {
+/** A typed view of a worker client with its own time limit; given a path (tests' stand-ins), it starts its own client. */
+abstract class WorkerView {
   readonly client: WorkerClient;
   constructor(
-    worker?: WorkerClient | string,
-    private readonly timeoutMs = 30_000,
+    worker: WorkerClient | string | undefined,
+    protected readonly timeoutMs: number,
   ) {
-    this.client = clientOf(worker);
+    this.client = worker instanceof WorkerClient ? worker : new WorkerClient(worker);
+  }
+
+  dispose(): void {
+    this.client.dispose();
+  }
+}
+
+/** Step tables: a read that takes longer than its limit fails naming the file, which may be damaged. */
+export class TableReader extends WorkerView {
+  constructor(worker?: WorkerClient | string, timeoutMs = 30_000) {
+    super(worker, timeoutMs);
   }
 
   /** A step's token and episode tables. */
@@ -153,20 +161,12 @@ export class TableReader {
       `reading ${file} took longer than ${this.timeoutMs / 1000} s and was stopped; the file may be damaged`,
     );
   }
-
-  dispose(): void {
-    this.client.dispose();
-  }
 }
 
 /** Browse Rollouts' queries and exports; the worker keeps the run's index loaded between them. */
-export class QueryClient {
-  readonly client: WorkerClient;
-  constructor(
-    worker?: WorkerClient | string,
-    private readonly timeoutMs = 120_000,
-  ) {
-    this.client = clientOf(worker);
+export class QueryClient extends WorkerView {
+  constructor(worker?: WorkerClient | string, timeoutMs = 120_000) {
+    super(worker, timeoutMs);
   }
 
   async query(runDir: string, query: BrowseQuery): Promise<BrowseResult> {
@@ -179,9 +179,5 @@ export class QueryClient {
 
   private late(): string {
     return `the query took longer than ${this.timeoutMs / 1000} s and was stopped`;
-  }
-
-  dispose(): void {
-    this.client.dispose();
   }
 }

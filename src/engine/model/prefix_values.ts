@@ -12,7 +12,7 @@ import { childSeed, makeRng } from '../core/rng';
 import { meanVar } from '../core/stats';
 import { UserError } from '../core/errors';
 import type { ModelConfig, Transformer } from './model';
-import { generate, SamplingStopped, type SampledSeq } from './sampler';
+import { generate, unlessStopped } from './sampler';
 
 export type PositionRule = { kind: 'every' } | { kind: 'segments'; size: number } | { kind: 'cutpoints'; tau: number };
 
@@ -124,16 +124,6 @@ export function probeRowsPerBatch(cfg: Parameters<typeof kvBytesPerRow>[0], leng
  * probeRowsPerBatch); a position whose M continuations alone are more rows is sampled in several calls. Continuation m
  * of position t draws from its own seeded stream, so how the rows are batched never changes a value.
  */
-/** generate(), or null when its `stop` ended it. */
-async function generateOrStop(...args: Parameters<typeof generate>): Promise<SampledSeq[] | null> {
-  try {
-    return await generate(...args);
-  } catch (e) {
-    if (e instanceof SamplingStopped) return null;
-    throw e;
-  }
-}
-
 export async function estimateEpisode(
   model: Transformer,
   tokenizer: Tokenizer,
@@ -173,25 +163,27 @@ export async function estimateEpisode(
       if (o.stopped?.()) return null;
       const k = Math.min(part, M - m0);
       const rowT = bucket.flatMap((t) => Array<number>(k).fill(t));
-      const out = await generateOrStop(
-        model,
-        bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
-        {
-          maxNewTokens: o.maxNewTokens - bucket[0],
-          temperature: o.temperature,
-          topP: o.topP,
-          eosId: eosIds,
-          stopAfter: [STOP],
-          // the prefix's last tokens too, so a "</answer>" split across the join stops the row as it would have in the run
-          decode: (ids, row) => tokenizer.decode([...tails.get(rowT[row])!, ...ids]),
-          rng: () => {
-            throw new Error('unreachable: every row has its own stream');
+      const out = await unlessStopped(() =>
+        generate(
+          model,
+          bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
+          {
+            maxNewTokens: o.maxNewTokens - bucket[0],
+            temperature: o.temperature,
+            topP: o.topP,
+            eosId: eosIds,
+            stopAfter: [STOP],
+            // the prefix's last tokens too, so a "</answer>" split across the join stops the row as it would have in the run
+            decode: (ids, row) => tokenizer.decode([...tails.get(rowT[row])!, ...ids]),
+            rng: () => {
+              throw new Error('unreachable: every row has its own stream');
+            },
+            rngs: rowT.map((t, r) => makeRng(probeSeed(o.seed, o.step, ep.episode, t, m0 + (r % k)))),
+            repeat: k,
+            budgets: rowT.map((t) => o.maxNewTokens - t),
+            stop: o.stopped,
           },
-          rngs: rowT.map((t, r) => makeRng(probeSeed(o.seed, o.step, ep.episode, t, m0 + (r % k)))),
-          repeat: k,
-          budgets: rowT.map((t) => o.maxNewTokens - t),
-          stop: o.stopped,
-        },
+        ),
       );
       if (!out) return null;
       out.forEach((seq, r) => {

@@ -46,6 +46,16 @@ export class SamplingStopped extends Error {
   }
 }
 
+/** What `f` returns, or null when a generate() inside it was ended by its `stop` (SamplingStopped). */
+export async function unlessStopped<T>(f: () => Promise<T>): Promise<T | null> {
+  try {
+    return await f();
+  } catch (e) {
+    if (e instanceof SamplingStopped) return null;
+    throw e;
+  }
+}
+
 /** Decode steps between two looks at `stop`: a macrotask turn costs microseconds, a decode step milliseconds. */
 const STOP_CHECK_EVERY = 4;
 

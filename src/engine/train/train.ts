@@ -38,7 +38,7 @@ import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
 import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
 import { evaluate, sftStep } from './steps';
-import { SamplingStopped } from '../model/sampler';
+import { unlessStopped } from '../model/sampler';
 import { logsTables, logTables } from '../session/token_log';
 import { ensureWarmStart, fromWarmStart } from './warm_start';
 
@@ -97,16 +97,6 @@ async function evaluateSplits(
   }
   writeEvalTable(evalFile(runDir, step), rows);
   return { success: ev.success, reward: ev.reward, val };
-}
-
-/** The eval's answer, or null when a stop ended it (SamplingStopped). */
-async function evalOrStop<T>(f: () => Promise<T>): Promise<T | null> {
-  try {
-    return await f();
-  } catch (e) {
-    if (e instanceof SamplingStopped) return null;
-    throw e;
-  }
 }
 
 /** On resume, drop metrics rows written after the checkpoint so no step appears twice. */
@@ -431,7 +421,7 @@ async function grpoPhase(
     // A stop during an eval ends it (a resume evaluates again); during the eval before GRPO nothing was trained yet.
     const stop = () => run.stopNow;
     if (run.progress.phase === 'grpo' && run.progress.step === 0 && !run.stopNow) {
-      const ev = await evalOrStop(() => evaluateSplits(s, runDir, 0, stop));
+      const ev = await unlessStopped(() => evaluateSplits(s, runDir, 0, stop));
       if (!ev) return;
       run.initialEval = ev.success;
       run.emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
@@ -455,7 +445,7 @@ async function grpoPhase(
       if (logsTables(cfg.logging, step)) logTables(runDir, step, r.episodes, r.tok);
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
         // the last step's eval runs whole: the run ends with it, and no resume would come back for it
-        const ev = await evalOrStop(() => evaluateSplits(s, runDir, step, step === cfg.grpo.steps ? undefined : stop));
+        const ev = await unlessStopped(() => evaluateSplits(s, runDir, step, step === cfg.grpo.steps ? undefined : stop));
         if (ev) {
           r.row.eval_success = ev.success;
           if (ev.val !== null) r.row.val_success = ev.val;
