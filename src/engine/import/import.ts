@@ -163,46 +163,23 @@ export function lastOf(xs: Iterable<number>): number | null {
 export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   const log = o.log ?? (() => {});
   const cfg = importConfig(o);
-  if (!(IMPORT_STRATEGIES as readonly string[]).includes(cfg.credit.strategy)) {
-    throw new UserError(
-      `credit.strategy: '${cfg.credit.strategy}' needs training (a head, a network or an oracle) and cannot score imported rollouts; use one of ${IMPORT_STRATEGIES.join(', ')}`,
-    );
-  }
-  const threshold = o.successThreshold ?? 0.5;
   const source = resolve(o.source);
-  const read = await readImport(source, o.format ?? 'auto');
+  const read = await readChecked(o, cfg, source);
   const perToken = read.format === 'prime';
-  if (!perToken && !o.model) {
-    throw new UserError(
-      `import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> to score them`,
-    );
-  }
-  if (!read.records.length) {
-    const first = read.problems
-      .slice(0, 3)
-      .map((p) => `  ${p.file}:${p.line}: ${p.reason}`)
-      .join('\n');
-    throw new UserError(
-      `import: no readable completions in ${o.source} (${read.problems.length} problem${read.problems.length === 1 ? '' : 's'})${first ? `:\n${first}` : ''}`,
-    );
-  }
-
   const scorer: Scorer | null = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
   const tokenizer: Tokenizer | null = scorer?.tokenizer ?? (o.tokenizer ? loadTokenizerOnly(o.tokenizer) : null);
   if (perToken && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
 
-  const outDir = resolve(o.out ?? cfg.output_dir);
   const name = o.name ?? `import-${basename(source, extname(source)).replace(/[^A-Za-z0-9._-]+/g, '-')}`;
-  const runDir = createRunDir(outDir, name);
+  const runDir = createRunDir(resolve(o.out ?? cfg.output_dir), name);
   const release = acquireRunLock(runDir);
   const elog = openEngineLog(runDir);
   const problems = [...read.problems];
-  const started = new Date().toISOString();
   const info: RunInfo = {
     id: basename(runDir),
     name,
     status: 'running',
-    started,
+    started: new Date().toISOString(),
     ended: null,
     backend: scorer ? 'wasm' : 'none',
     engine_version: ENGINE_VERSION,
@@ -220,66 +197,30 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   try {
     // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
     const templater = new PromptTemplater(scorer?.tokenizer instanceof HfTokenizer ? scorer.tokenizer : null, o.chatTemplate ?? 'auto');
-    const byStep = episodesByStep(read.records, { scorer, tokenizer, cfg, threshold, templater, problems });
-
+    const byStep = episodesByStep(read.records, { scorer, tokenizer, cfg, threshold: o.successThreshold ?? 0.5, templater, problems });
     const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
-    if (total === 0) {
-      const first = problems
-        .slice(0, 3)
-        .map((p) => `  ${p.file}:${p.line}: ${p.reason}`)
-        .join('\n');
-      throw new UserError(`import: every one of the ${problems.length} completions was skipped; nothing to show${first ? `:\n${first}` : ''}`);
-    }
+    if (total === 0) throw new UserError(`import: every one of the ${problems.length} completions was skipped; nothing to show${firstProblems(problems)}`);
+
     // Scoring is synchronous: each batch first lets the event loop run, so a SIGTERM's handler can abort.
+    let done = 0;
     const cancelled = async () => {
       await new Promise((r) => setImmediate(r));
       if (o.signal?.aborted) throw new StoppedError(`import cancelled after ${done} of ${total} completions; run it again to import them all`);
     };
-    let done = 0;
+    const scored = (n: number) => {
+      done += n;
+      o.progress?.(done, total);
+    };
     o.progress?.(0, total);
-    const budget = o.batchBudget ?? 1 << 24;
-    const vocab = scorer?.model.cfg.vocabSize ?? 1;
     for (const [step, eps] of byStep) {
       await cancelled();
       if (perToken) {
-        const w = weighExported(
-          eps.map((e) => ({ logprob: e.logprob!, entropy: e.entropy!, sections: e.sections, advantage: e.advantage })),
-          cfg,
-        );
-        // The trainer's per-token advantage stays the effective advantage; the strategy's weight multiplies it.
-        eps.forEach((e, i) => {
-          const fileAdv = e.rec.tokens!.advantage;
-          e.weight = w[i].weight.map((wt, t) => (e.advantage !== 0 ? (wt * fileAdv[t]) / e.advantage : wt));
-          e.effAdv = w[i].weight.map((wt, t) => wt * fileAdv[t]);
-        });
-        done += eps.length;
-        o.progress?.(done, total);
-      } else {
-        // Batches sorted by length, sized so that completion tokens × vocabulary stays within the budget; inside a batch
-        // (one long completion included) the lm head runs in blocks of at most `budget` logits (model.scoreTokens).
-        const order = eps.map((_, i) => i).sort((a, b) => eps[a].ids.length - eps[b].ids.length);
-        for (let s = 0; s < order.length;) {
-          await cancelled();
-          const width = eps[order[s]].ids.length;
-          let n = 1;
-          while (s + n < order.length && (n + 1) * Math.max(width, eps[order[s + n]].ids.length) * vocab <= budget) n++;
-          const idx = order.slice(s, s + n);
-          const out = await scoreBatch(
-            scorer!,
-            idx.map((i) => eps[i]),
-            cfg,
-            { budget, beforeChunk: cancelled },
-          );
-          idx.forEach((i, k) =>
-            Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, probSq: out[k].probSq, weight: out[k].weight, effAdv: out[k].effAdv }),
-          );
-          s += n;
-          done += n;
-          o.progress?.(done, total);
-        }
-      }
+        weighFromFile(eps, cfg);
+        scored(eps.length);
+      } else await scoreStep(eps, scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
       writeStep(runDir, step, eps, cfg.grpo.temperature);
     }
+
     for (const p of problems) elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
     const templated = templater.summary();
     if (templated) {
@@ -305,6 +246,83 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     elog.close();
     release();
     scorer?.dispose();
+  }
+}
+
+/** The first three problems, one per line, for an error message. */
+function firstProblems(problems: ImportProblem[]): string {
+  const first = problems
+    .slice(0, 3)
+    .map((p) => `  ${p.file}:${p.line}: ${p.reason}`)
+    .join('\n');
+  return first ? `:\n${first}` : '';
+}
+
+/** The source's records, refused before any folder is made where the strategy, the format or the records cannot be imported. */
+async function readChecked(o: ImportOptions, cfg: CreditConfig, source: string) {
+  if (!(IMPORT_STRATEGIES as readonly string[]).includes(cfg.credit.strategy)) {
+    throw new UserError(
+      `credit.strategy: '${cfg.credit.strategy}' needs training (a head, a network or an oracle) and cannot score imported rollouts; use one of ${IMPORT_STRATEGIES.join(', ')}`,
+    );
+  }
+  const read = await readImport(source, o.format ?? 'auto');
+  if (read.format !== 'prime' && !o.model) {
+    throw new UserError(
+      `import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> to score them`,
+    );
+  }
+  if (!read.records.length) {
+    throw new UserError(
+      `import: no readable completions in ${o.source} (${read.problems.length} problem${read.problems.length === 1 ? '' : 's'})${firstProblems(read.problems)}`,
+    );
+  }
+  return read;
+}
+
+/** A step whose tokens came with the trainer's own values (prime-rl): the strategy's weight multiplies its per-token advantage. */
+function weighFromFile(eps: Pending[], cfg: CreditConfig): void {
+  const w = weighExported(
+    eps.map((e) => ({ logprob: e.logprob!, entropy: e.entropy!, sections: e.sections, advantage: e.advantage })),
+    cfg,
+  );
+  // The trainer's per-token advantage stays the effective advantage; the strategy's weight multiplies it.
+  eps.forEach((e, i) => {
+    const fileAdv = e.rec.tokens!.advantage;
+    e.weight = w[i].weight.map((wt, t) => (e.advantage !== 0 ? (wt * fileAdv[t]) / e.advantage : wt));
+    e.effAdv = w[i].weight.map((wt, t) => wt * fileAdv[t]);
+  });
+}
+
+/**
+ * A step's completions scored by the model, in batches sorted by length and sized so that completion tokens ×
+ * vocabulary stays within the budget; inside a batch (one long completion included) the lm head runs in blocks of at
+ * most `budget` logits (model.scoreTokens).
+ */
+async function scoreStep(
+  eps: Pending[],
+  scorer: Scorer,
+  cfg: CreditConfig,
+  c: { budget: number; cancelled: () => Promise<void>; scored: (n: number) => void },
+): Promise<void> {
+  const vocab = scorer.model.cfg.vocabSize;
+  const order = eps.map((_, i) => i).sort((a, b) => eps[a].ids.length - eps[b].ids.length);
+  for (let start = 0; start < order.length;) {
+    await c.cancelled();
+    const width = eps[order[start]].ids.length;
+    let n = 1;
+    while (start + n < order.length && (n + 1) * Math.max(width, eps[order[start + n]].ids.length) * vocab <= c.budget) n++;
+    const batch = order.slice(start, start + n);
+    const out = await scoreBatch(
+      scorer,
+      batch.map((i) => eps[i]),
+      cfg,
+      { budget: c.budget, beforeChunk: c.cancelled },
+    );
+    batch.forEach((i, k) =>
+      Object.assign(eps[i], { logprob: out[k].logprob, entropy: out[k].entropy, probSq: out[k].probSq, weight: out[k].weight, effAdv: out[k].effAdv }),
+    );
+    start += n;
+    c.scored(n);
   }
 }
 

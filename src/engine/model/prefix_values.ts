@@ -8,11 +8,13 @@
 // keys and values copied to its M rows (generate's `repeat`); rows stop at EOS, at "</answer>" (seen across the join of
 // prefix and continuation) or at their own budget, max_new_tokens − t.
 import type { Example, Tokenizer } from '../core/types';
-import { childSeed, makeRng } from '../core/rng';
+import { childSeed } from '../core/rng';
 import { meanVar } from '../core/stats';
 import { UserError } from '../core/errors';
-import type { ModelConfig, Transformer } from './model';
-import { generate, unlessStopped } from './sampler';
+import type { Transformer } from './model';
+import { LocalSampler, type SampleRequest, type Sampler } from './sampling';
+
+export { kvBytesPerRow, probeRowsPerBatch } from './sampling';
 
 export type PositionRule = { kind: 'every' } | { kind: 'segments'; size: number } | { kind: 'cutpoints'; tau: number };
 
@@ -106,26 +108,14 @@ export function meanSe(xs: number[]): { mean: number; se: number } {
  *  sixty-fourth of the reward's spread; more is a typo, not a measurement. */
 export const PROBE_MAX_ROLLOUTS = 4096;
 
-/** The KV cache of one sampled row at its full length (keys and values, every layer, float32), in bytes. */
-export function kvBytesPerRow(cfg: Pick<ModelConfig, 'nLayers' | 'nKvHeads' | 'nHeads' | 'dModel'> & { headDim?: number }, length: number): number {
-  const hd = cfg.headDim ?? cfg.dModel / cfg.nHeads;
-  return 2 * cfg.nLayers * cfg.nKvHeads * hd * length * 4;
-}
-
-/** Rows per generate() call for rows of `length` tokens: their KV caches within 256 MiB, at most 256 rows, at least 1. */
-export function probeRowsPerBatch(cfg: Parameters<typeof kvBytesPerRow>[0], length: number): number {
-  return Math.max(1, Math.min(256, Math.floor((256 * 2 ** 20) / kvBytesPerRow(cfg, length))));
-}
-
 /**
- * V_t for each of `positions` of one episode; null when `stopped()` ended it before all were done. Prefixes go through
- * generate() in buckets whose padded length fits max_seq_len (a prefix is at most the prompt plus max_new_tokens − 1
- * tokens, so each fits alone) and whose rows stay under rowsPerBatch (by default from the KV cache's size:
- * probeRowsPerBatch); a position whose M continuations alone are more rows is sampled in several calls. Continuation m
- * of position t draws from its own seeded stream, so how the rows are batched never changes a value.
+ * V_t for each of `positions` of one episode; null when `stopped()` ended it before all were done. The M continuations
+ * of every open position go to the sampler in one call: a model runs them here (LocalSampler: buckets of prefixes whose
+ * rows fit the KV cache's budget, `rowsPerBatch`), a server samples them concurrently (serving/client.ts).
+ * Continuation m of position t draws from its own seeded stream, so how the rows are batched never changes a value.
  */
 export async function estimateEpisode(
-  model: Transformer,
+  model: Transformer | Sampler,
   tokenizer: Tokenizer,
   ep: ProbeEpisode,
   positions: number[],
@@ -135,75 +125,41 @@ export async function estimateEpisode(
   const M = o.rollouts;
   if (!Number.isInteger(M) || M < 1 || M > PROBE_MAX_ROLLOUTS)
     throw new UserError(`--rollouts: got ${M}; expected an integer from 2 to ${PROBE_MAX_ROLLOUTS} continuations per position`);
-  const P = ep.promptIds.length;
-  const rowsPerBatch = Math.max(1, o.rowsPerBatch ?? probeRowsPerBatch(model.cfg, P + o.maxNewTokens));
+  const sampler = 'sample' in model ? model : new LocalSampler(model, tokenizer, o.rowsPerBatch);
   const open = positions.filter((t) => t < n);
+  // positions ascending: the sampler batches neighbours, whose prefixes are close in length
+  const reqs: SampleRequest[] = open.map((t) => ({
+    prefix: [...ep.promptIds, ...ep.ids.slice(0, t)],
+    // the prefix's last tokens, where a "</answer>" split across the join would start
+    tail: ep.ids.slice(Math.max(0, t - STOP.length), t),
+    seeds: Array.from({ length: M }, (_, m) => probeSeed(o.seed, o.step, ep.episode, t, m)),
+    // a row stops at its own budget, max_new_tokens − t, as the completion it continues would have
+    maxNewTokens: o.maxNewTokens - t,
+  }));
+  if (o.stopped?.()) return null;
+  const out = await sampler.sample(
+    reqs,
+    { temperature: o.temperature, topP: o.topP, eosIds: tokenizer.eosIds ?? [tokenizer.eosId], stop: [STOP] },
+    { stop: o.stopped, progress: o.onRows },
+  );
+  if (!out) return null;
   const rewards = new Map<number, number[]>();
-  const eosIds = tokenizer.eosIds ?? [tokenizer.eosId];
-  let done = 0;
-  for (let i = 0; i < open.length;) {
-    if (o.stopped?.()) return null;
-    // positions ascending: the bucket's longest prefix is its last, its largest budget its first
-    const bucket = [open[i]];
-    while (
-      i + bucket.length < open.length &&
-      (bucket.length + 1) * M <= rowsPerBatch &&
-      P + open[i + bucket.length] + (o.maxNewTokens - open[i]) <= model.cfg.maxSeqLen
-    )
-      bucket.push(open[i + bucket.length]);
-    i += bucket.length;
-    // the prefix's last tokens, where a "</answer>" split across the join would start (sliced once per prefix)
-    const tails = new Map(bucket.map((t) => [t, ep.ids.slice(Math.max(0, t - STOP.length), t)]));
-    // a bucket of several positions holds all their M rows; one position with more than rowsPerBatch rows goes in parts
-    const part = bucket.length > 1 ? M : Math.min(M, rowsPerBatch);
-    for (let m0 = 0; m0 < M; m0 += part) {
-      // Sampling runs synchronously between its awaits: a macrotask turn before each batch lets a SIGINT's handler run,
-      // so a stop is seen within a batch, not after the whole probe.
-      await new Promise<void>((r) => setImmediate(r));
-      if (o.stopped?.()) return null;
-      const k = Math.min(part, M - m0);
-      const rowT = bucket.flatMap((t) => Array<number>(k).fill(t));
-      const out = await unlessStopped(() =>
-        generate(
-          model,
-          bucket.map((t) => [...ep.promptIds, ...ep.ids.slice(0, t)]),
-          {
-            maxNewTokens: o.maxNewTokens - bucket[0],
-            temperature: o.temperature,
-            topP: o.topP,
-            eosId: eosIds,
-            stopAfter: [STOP],
-            // the prefix's last tokens too, so a "</answer>" split across the join stops the row as it would have in the run
-            decode: (ids, row) => tokenizer.decode([...tails.get(rowT[row])!, ...ids]),
-            rng: () => {
-              throw new Error('unreachable: every row has its own stream');
-            },
-            rngs: rowT.map((t, r) => makeRng(probeSeed(o.seed, o.step, ep.episode, t, m0 + (r % k)))),
-            repeat: k,
-            budgets: rowT.map((t) => o.maxNewTokens - t),
-            stop: o.stopped,
-          },
-        ),
-      );
-      if (!out) return null;
-      out.forEach((seq, r) => {
-        const t = rowT[r];
-        const full = [...ep.ids.slice(0, t), ...seq.ids];
-        const list = rewards.get(t) ?? [];
-        list.push(o.reward(tokenizer.decode(full), ep.example, full.length));
-        rewards.set(t, list);
-      });
-      done += out.length;
-      o.onRows?.(done);
-    }
-  }
+  open.forEach((t, q) =>
+    rewards.set(
+      t,
+      out[q].map((c) => {
+        const full = [...ep.ids.slice(0, t), ...c.ids];
+        return o.reward(tokenizer.decode(full), ep.example, full.length);
+      }),
+    ),
+  );
   const half = Math.floor(M / 2);
   const avg = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
   return positions.map((t) => {
     if (t === n) return { episode: ep.episode, position: t, value: ep.reward, valueSe: 0, rollouts: 0, valueA: ep.reward, valueB: ep.reward };
     const r = rewards.get(t)!;
     const { mean, se } = meanSe(r);
-    // rows arrive in continuation order m = 0…M − 1 for each position (each part appends m0…m0 + k − 1)
+    // continuations come back in seed order m = 0…M − 1
     const [valueA, valueB] = half >= 1 ? [avg(r.slice(0, half)), avg(r.slice(half))] : [null, null];
     return { episode: ep.episode, position: t, value: mean, valueSe: se, rollouts: M, valueA, valueB };
   });
