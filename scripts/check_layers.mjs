@@ -28,10 +28,11 @@ const TFJS = /(^|\/)node_modules\/@tensorflow\//;
  *   tasks      prompts, rewards, sections; rundir the run directory's files; oracle CAL's error-span oracles;
  *   credit     the strategies and their catalog; losses the policy-loss variants; config the schema built from both;
  *   session    what every consumer needs to run a model on a task: the session, rollouts, reward shaping, token log;
+ *   serving    inference servers (SGLang, vLLM) as samplers, and `credit-lens serve`;
  *   importance, import, probe, analysis, query: consumers of sessions and run directories;
  *   train      the GRPO loop and step; sweep runs of train; bench times all of it; cli the commands.
  */
-export const ENGINE_ORDER = ['core', 'model', 'tasks', 'rundir', 'oracle', 'credit', 'losses', 'config', 'session', 'importance', 'import',
+export const ENGINE_ORDER = ['core', 'model', 'tasks', 'rundir', 'oracle', 'credit', 'losses', 'config', 'session', 'serving', 'importance', 'import',
   'probe', 'analysis', 'query', 'train', 'sweep', 'bench', 'cli', '(root)'];
 /** The engine folder of a source path: its first folder under src/engine, or (root) for a file directly in it. */
 const engineFolder = (/** @type {string} */ p) => (p.startsWith('src/engine/') ? (/^src\/engine\/([^/]+)\//.exec(p)?.[1] ?? '(root)') : undefined);

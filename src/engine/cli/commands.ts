@@ -73,8 +73,14 @@ export const COMMANDS: readonly Command[] = [
     usage: [
       'probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M] [--positions every|segments:S|cutpoints:τ]',
       '                   [--temperature T] [--seed s] [--replace] [--json] [--progress-json]',
+      '                   [--server URL [--server-api auto|sglang|vllm] [--server-concurrency C]]',
     ],
     run: async (a) => (await import('./probe_command')).cmdProbe(a),
+  },
+  {
+    name: 'serve',
+    usage: ['serve <run-dir | checkpoint | HF folder> [--step N] [--host 127.0.0.1] [--port 30000] [--backend B]'],
+    run: async (a) => (await import('./serve_command')).cmdServe(a),
   },
   {
     name: 'bench',

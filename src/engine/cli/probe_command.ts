@@ -7,10 +7,12 @@ import { probeRun, type ProbeReport } from '../probe/probe';
 import { recordAccuracy } from '../probe/record';
 import { readEpisodeTable } from '../rundir/arrow_tables';
 import { stepFile } from '../rundir/rundir';
+import { SERVER_APIS } from '../serving/client';
 import { flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 
 export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M]
          [--positions every|segments:S|cutpoints:τ] [--temperature T] [--seed s] [--replace] [--json] [--progress-json]
+         [--server URL [--server-api auto|sglang|vllm] [--server-concurrency C]]
        credit-lens probe <run-dir> --step N --plan [--target H] [--episodes K] [--rollouts M]
   Monte Carlo values V_t of the step's completion prefixes (M continuations each, from the policy that sampled the step)
   and δ_t = V_{t+1} − V_t, into <run>/probes/step-N.arrow; then each credit strategy's accuracy against them.
@@ -19,7 +21,10 @@ export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episo
   at a time (probes/step-N.lock): a second is refused with the first one's pid.
   --plan probes a pilot (--episodes, default 16; --rollouts, default 8; kept, so the real probe with the same settings
   resumes from it) and says the prompts, episodes and M whose every excess over the trivial baselines has a 95 %
-  interval of ± H (--target, default 0.05), with its cost in continuations.`;
+  interval of ± H (--target, default 0.05), with its cost in continuations.
+  --server URL samples the continuations on an SGLang or vLLM server (or credit-lens serve) that serves the policy of
+  step N; the run's tokenizer, stop rules and rewards stay here. --server-api auto asks the server which API it speaks;
+  --server-concurrency (default 64) bounds the requests in flight, one per prefix with its M continuations.`;
 
 const pct = (x: number | null) => (x === null ? '   —  ' : `${(100 * x).toFixed(1).padStart(5)}%`);
 const num = (x: number | null) => (x === null ? '   —  ' : x.toFixed(3).padStart(6));
@@ -59,7 +64,7 @@ export async function cmdProbe(argv: string[]): Promise<number> {
   const a = parseArgs(
     argv,
     {
-      valued: ['step', 'episodes', 'episode', 'rollouts', 'positions', 'temperature', 'seed', 'target'],
+      valued: ['step', 'episodes', 'episode', 'rollouts', 'positions', 'temperature', 'seed', 'target', 'server', 'server-api', 'server-concurrency'],
       boolean: ['json', 'progress-json', 'replace', 'plan'],
     },
     PROBE_USAGE,
@@ -75,6 +80,12 @@ export async function cmdProbe(argv: string[]): Promise<number> {
   const plan = a.flags.has('plan');
   const target = numFlag(a, 'target', (x) => x > 0 && x < 2, 'a half-width between 0 and 2 (a difference of Spearman correlations)');
   if (target !== undefined && !plan) throw new UserError('--target sizes a plan: give it with --plan');
+  const server = flag(a, 'server');
+  const api = flag(a, 'server-api') ?? 'auto';
+  if (!(SERVER_APIS as readonly string[]).includes(api))
+    throw new UserError(`--server-api: got ${JSON.stringify(api)}; expected one of ${SERVER_APIS.join(', ')}`);
+  const concurrency = intFlag(a, 'server-concurrency', 1);
+  if (!server && (a.flags.has('server-api') || concurrency !== undefined)) throw new UserError('--server-api and --server-concurrency go with --server URL');
   const r = await probeRun({
     runDir: a.positional[0],
     step,
@@ -88,6 +99,7 @@ export async function cmdProbe(argv: string[]): Promise<number> {
     progress,
     log: (m) => process.stderr.write(`${m}\n`),
     signal,
+    server: server ? { url: server, api: api as (typeof SERVER_APIS)[number], concurrency } : undefined,
   });
   const report = recordAccuracy(r);
   if (plan && report) {

@@ -37,6 +37,11 @@ export interface SampleOptions {
    * SamplingStopped. A long batch (a probe's continuations on a large model) then stops within a few tokens.
    */
   stop?: () => boolean;
+  /**
+   * Report each token's log-prob under the untempered policy (temperature 1), as vLLM does by default, instead of under
+   * the sampling distribution; the draw is the same either way.
+   */
+  rawLogprobs?: boolean;
 }
 
 /** generate() ended early because its `stop` said so; nothing it sampled is returned. */
@@ -141,7 +146,9 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
       // The log-softmax of each row, on the host: the logits are read once (they have to come back for the draw anyway),
       // instead of six kernel launches per step for a few thousand numbers. Read asynchronously: a GPU backend (webgpu)
       // has no synchronous read.
-      const data = logSoftmaxRows((await logits.data()) as Float32Array, V, temperature);
+      const raw = (await logits.data()) as Float32Array;
+      const data = logSoftmaxRows(raw, V, temperature);
+      const reported = opts.rawLogprobs && temperature !== 1 ? logSoftmaxRows(raw, V, 1) : data;
       logits.dispose();
       logits = null;
       const keep: number[] = [];
@@ -153,7 +160,7 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
         const id = greedy ? argmax(row) : opts.topP < 1 ? nucleus(row, opts.topP, rng()) : sampleFull(row, mass, rng());
         const seq = out[live[r]];
         seq.ids.push(id);
-        seq.logprobs.push(row[id]);
+        seq.logprobs.push(reported[r * V + id]);
         seq.entropies.push(h);
         seq.probSq.push(sumSq);
         // EOS stays as the row's last token: choosing to stop is an action of the policy, so it is part of the

@@ -31,6 +31,8 @@ export interface SampleSettings {
   eosIds: number[];
   /** stop strings, e.g. ['</answer>'] */
   stop: string[];
+  /** log-probs under the untempered policy (vLLM's default) rather than the sampling distribution (SGLang's) */
+  rawLogprobs?: boolean;
 }
 
 export type FinishReason = 'eos' | 'stop' | 'length';
@@ -174,7 +176,9 @@ export class LocalSampler implements Sampler {
             bucket.map((q) => reqs[q].prefix),
             {
               maxNewTokens: maxBudget,
-              temperature: s.temperature,
+              // temperature 0 is greedy decoding, as the servers read it
+              greedy: s.temperature === 0,
+              temperature: s.temperature || 1,
               topP: s.topP,
               eosId: s.eosIds,
               stopAfter: s.stop,
@@ -186,6 +190,7 @@ export class LocalSampler implements Sampler {
               repeat: k,
               budgets: rowReq.map((q) => reqs[q].maxNewTokens),
               stop: hooks.stop,
+              rawLogprobs: s.rawLogprobs,
             },
           ),
         );

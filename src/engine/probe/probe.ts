@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { applyOverrides, loadConfig, validateConfig, type CreditConfig } from '../config/config';
-import { UserError } from '../core/errors';
+import { UserError, isUserError } from '../core/errors';
 import type { Example, Section } from '../core/types';
 import type { EpisodeView } from '../credit/types';
 import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../import/score';
@@ -16,7 +16,9 @@ import { sha256File } from '../core/files';
 import { readRunInfo, stepFile } from '../rundir/rundir';
 import { writeFileAtomic } from '../core/files';
 import { shapedReward } from '../session/reward';
-import { openSession, useWeights } from '../session/session';
+import { openSession, useWeights, type Session } from '../session/session';
+import { LocalSampler, type Sampler, type SamplerProvenance } from '../model/sampling';
+import { ServerSampler, type ServerOptions } from '../serving/client';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
 import { accuracyFields, probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeReport, type ProbeSettings } from './record';
 
@@ -42,6 +44,11 @@ export interface ProbeOptions {
   log?(message: string): void;
   /** stop between batches, keeping finished episodes */
   signal?: AbortSignal;
+  /**
+   * Sample the continuations on an SGLang or vLLM server (or `credit-lens serve`) serving the policy that sampled the
+   * step, instead of in this process. The run's tokenizer, stop rules and rewards stay here.
+   */
+  server?: Omit<ServerOptions, 'log'>;
 }
 
 /**
@@ -132,7 +139,13 @@ function probeInputs(o: ProbeOptions) {
   const tokenFile = stepFile(runDir, 'tokens', step);
   if (!existsSync(tokenFile))
     throw new UserError(`step ${step} of ${runDir} has no token table (logging.every ${cfg.logging.every}, or the run has not reached it)`);
-  const policy = probePolicy(runDir, step);
+  // Through a server the policy is the server's: the run's copy, where it kept one, only scores the other strategies.
+  let policy: ReturnType<typeof probePolicy> | null = null;
+  try {
+    policy = probePolicy(runDir, step);
+  } catch (e) {
+    if (!o.server || !isUserError(e)) throw e;
+  }
   const settings: ProbeSettings = {
     rollouts: o.rollouts ?? 8,
     positions: o.positions ?? 'every',
@@ -162,7 +175,10 @@ function probeInputs(o: ProbeOptions) {
     wanted = spreadEpisodes(eps.prompt_idx, Math.min(k, count));
   }
 
-  return { cfg, tokenFile, policy, settings, rule, tok, eps, count, wanted };
+  const byEpisode = rowsByEpisode(tok.episode, tok.position, count);
+  let byId: Map<number, Example> | null = null;
+  const examples = (s: Session) => (byId ??= new Map(s.task.train.map((ex) => [ex.id, ex])));
+  return { cfg, tokenFile, policy, settings, rule, tok, eps, count, wanted, byEpisode, examples };
 }
 
 /**
@@ -174,6 +190,7 @@ function earlierProbe(
   o: ProbeOptions,
   settings: ProbeSettings,
   sha: { tokens: string | null; policy: string | null },
+  sampler: SamplerProvenance,
   tableFile: string,
   log: (m: string) => void,
 ) {
@@ -197,6 +214,17 @@ function earlierProbe(
           'probe it with the same settings to add episodes, or pass --replace to start again',
       );
     }
+    // Episodes sampled by another engine or another served model are not mixed into one table: the values would agree
+    // only in expectation, and a served model may not be this step's policy.
+    const was = prior.sampler ?? { api: 'local', model: null, weight_version: null };
+    const other = was.api !== sampler.api || was.model !== sampler.model || was.weight_version !== sampler.weight_version;
+    if (same && other && !o.replace) {
+      const say = (x: { api: string; model: string | null; weight_version: string | null }) =>
+        x.api === 'local' ? 'in this process' : `on ${x.api} (model ${x.model}${x.weight_version ? `, weights ${x.weight_version}` : ''})`;
+      throw new UserError(
+        `step ${step} was probed ${say(was)}, and this probe samples ${say(sampler)}; probe it where it was probed to add episodes, or pass --replace to start again`,
+      );
+    }
     if (same && !o.replace && existsSync(tableFile)) {
       const keep = new Set(prior.episodes);
       rows = fromColumns(readProbeTable(tableFile)).filter((r) => keep.has(r.episode));
@@ -212,105 +240,129 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
   const t0 = performance.now();
   const { runDir, step } = o;
   const log = o.log ?? (() => {});
-  const { cfg, tokenFile, policy, settings, rule, tok, eps, count, wanted } = probeInputs(o);
+  const inputs = probeInputs(o);
+  const { cfg, settings } = inputs;
 
   // One probe of a step at a time: two would each rewrite the whole table and record, and lose the other's episodes.
   // The lock is the run lock's kind (stale once its holder dies, host-aware); the merge below reads under it.
   mkdirSync(join(runDir, 'probes'), { recursive: true });
   const release = acquireRunLock(runDir, { file: probeLockFile(step), doing: `step ${step} is already being probed` });
   try {
-    const tableFile = probeTableFile(runDir, step);
-    const tokensSha = sha256File(tokenFile);
-    const policySha = sha256File(policy.file);
-    const { prior, rows, doneEpisodes, continuations: kept } = earlierProbe(o, settings, { tokens: tokensSha, policy: policySha }, tableFile, log);
-    let continuations = kept;
-
     const { session: s } = await openSession(cfg, { runDir, log });
+    let sampler: Sampler | null = null;
     try {
-      useWeights(s, policy.weights);
-      const examples = new Map<number, Example>(s.task.train.map((ex) => [ex.id, ex]));
-      const byEpisode = rowsByEpisode(tok.episode, tok.position, count);
-      const reward = shapedReward(s);
-      const probeEp = (e: number): { ep: ProbeEpisode; positions: number[] } => {
-        const ex = examples.get(eps.prompt_idx[e]);
-        if (!ex || ex.prompt !== eps.prompt[e])
-          throw new UserError(
-            `episode ${e}'s prompt is not prompt ${eps.prompt_idx[e]} of the task's train split: the run's task or split_seed changed since it trained`,
-          );
-        const r = byEpisode[e];
-        const ids = r.map((k) => tok.token_id[k]);
-        return {
-          ep: { episode: e, example: ex, promptIds: s.tokenizer.encodePrompt(ex.prompt), ids, reward: eps.reward[e] },
-          positions: probePositions(
-            ids.length,
-            rule,
-            r.map((k) => tok.logprob[k]),
-          ),
-        };
-      };
-      const todo = wanted.filter((e) => !doneEpisodes.has(e)).map(probeEp);
-      const total = todo.reduce((a, x) => a + x.positions.filter((t) => t < x.ep.ids.length).length * settings.rollouts, 0);
-      let done = 0;
+      // the policy that sampled the step, where the run kept it: it samples here, and it scores the other strategies
+      if (inputs.policy) useWeights(s, inputs.policy.weights);
+      sampler = o.server ? await ServerSampler.connect({ ...o.server, log }, s.tokenizer) : new LocalSampler(s.model, s.tokenizer);
+      const tableFile = probeTableFile(runDir, step);
+      const sha = { tokens: sha256File(inputs.tokenFile), policy: inputs.policy ? sha256File(inputs.policy.file) : null };
+      const earlier = earlierProbe(o, settings, sha, sampler.provenance, tableFile, log);
+      const todo = inputs.wanted.filter((e) => !earlier.doneEpisodes.has(e)).map((e) => probeTarget(s, inputs, e));
+      const state = { rows: earlier.rows, done: earlier.doneEpisodes, continuations: earlier.continuations };
       const record = (pending: number[]): ProbeRecord => ({
         format: 'credit-lens-probe',
         step,
-        policy: policy.source,
-        policy_sha256: policySha,
-        tokens_sha256: tokensSha,
+        policy: inputs.policy?.source ?? `${sampler!.provenance.url} (${sampler!.provenance.model})`,
+        policy_sha256: sha.policy,
+        tokens_sha256: sha.tokens,
+        sampler: sampler!.provenance,
         ...settings,
-        episodes: [...doneEpisodes].sort((a, b) => a - b),
+        episodes: [...state.done].sort((a, b) => a - b),
         pending,
-        continuations,
-        seconds: (prior && doneEpisodes.size > 0 ? prior.seconds : 0) + (performance.now() - t0) / 1000,
+        continuations: state.continuations,
+        seconds: (earlier.prior && earlier.doneEpisodes.size > 0 ? earlier.prior.seconds : 0) + (performance.now() - t0) / 1000,
         run_strategy: cfg.credit.strategy,
         accuracy: null,
         uniform_share: null,
         accuracy_episodes: 0,
         accuracy_prompts: 0,
       });
-      o.progress?.(0, total);
-      let stopped = false;
-      for (const [k, { ep, positions }] of todo.entries()) {
-        const got = await estimateEpisode(s.model, s.tokenizer, ep, positions, {
-          rollouts: settings.rollouts,
-          temperature: settings.temperature,
-          topP: settings.top_p,
-          maxNewTokens: cfg.grpo.max_new_tokens,
-          seed: settings.seed,
-          step,
-          reward,
-          onRows: (n) => o.progress?.(done + n, total),
-          stopped: () => !!o.signal?.aborted,
-        });
-        if (!got) {
-          stopped = true;
-          break;
-        }
-        const n = positions.filter((t) => t < ep.ids.length).length * settings.rollouts;
-        done += n;
-        continuations += n;
-        rows.push(...got.map(asStored));
-        doneEpisodes.add(ep.episode);
-        writeProbeTable(tableFile, toColumns(rows));
+      const stopped = await probeEpisodes(o, sampler, s, todo, settings, cfg.grpo.max_new_tokens, state, (k) => {
+        writeProbeTable(tableFile, toColumns(state.rows));
         writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(record(todo.slice(k + 1).map((x) => x.ep.episode)), null, 2) + '\n');
-      }
-      const pending = wanted.filter((e) => !doneEpisodes.has(e));
+      });
+      const pending = inputs.wanted.filter((e) => !state.done.has(e));
       const rec = record(pending);
       // A stopped probe exits now: the accuracy scores every episode of the step under the policy (minutes at the seeds'
       // size), so it waits for the probe that finishes, which the same command resumes.
-      if (stopped) log(`stopped: ${doneEpisodes.size} of ${wanted.length} episodes probed; run the same command again to finish (the accuracy is scored then)`);
-      else if (doneEpisodes.size) {
-        const acc = await accuracyOf(s, cfg, tok, eps, byEpisode, rows, [...doneEpisodes]);
+      if (stopped)
+        log(`stopped: ${state.done.size} of ${inputs.wanted.length} episodes probed; run the same command again to finish (the accuracy is scored then)`);
+      else if (state.done.size) {
+        const acc = await accuracyOf(s, cfg, inputs.tok, inputs.eps, inputs.byEpisode, state.rows, [...state.done], inputs.policy !== null);
         Object.assign(rec, accuracyFields(acc));
       }
       writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
       return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };
     } finally {
+      await sampler?.close();
       s.model.dispose();
     }
   } finally {
     release();
   }
+}
+
+type ProbeTarget = { ep: ProbeEpisode; positions: number[] };
+
+/** Episode e of the step as the probe continues it: its example from the task, its prompt's ids, its probed positions. */
+function probeTarget(s: Session, inputs: ReturnType<typeof probeInputs>, e: number): ProbeTarget {
+  const { eps, tok, byEpisode, rule, examples } = inputs;
+  const ex = examples(s).get(eps.prompt_idx[e]);
+  if (!ex || ex.prompt !== eps.prompt[e])
+    throw new UserError(
+      `episode ${e}'s prompt is not prompt ${eps.prompt_idx[e]} of the task's train split: the run's task or split_seed changed since it trained`,
+    );
+  const r = byEpisode[e];
+  const ids = r.map((k) => tok.token_id[k]);
+  return {
+    ep: { episode: e, example: ex, promptIds: s.tokenizer.encodePrompt(ex.prompt), ids, reward: eps.reward[e] },
+    positions: probePositions(
+      ids.length,
+      rule,
+      r.map((k) => tok.logprob[k]),
+    ),
+  };
+}
+
+/**
+ * The episodes' values, one episode at a time, each saved as it finishes (`saved(k)` after the k-th): a stop keeps every
+ * finished one. True when a stop ended it.
+ */
+async function probeEpisodes(
+  o: ProbeOptions,
+  sampler: Sampler,
+  s: Session,
+  todo: ProbeTarget[],
+  settings: ProbeSettings,
+  maxNewTokens: number,
+  state: { rows: ProbeRow[]; done: Set<number>; continuations: number },
+  saved: (k: number) => void,
+): Promise<boolean> {
+  const open = (x: ProbeTarget) => x.positions.filter((t) => t < x.ep.ids.length).length * settings.rollouts;
+  const total = todo.reduce((a, x) => a + open(x), 0);
+  const reward = shapedReward(s);
+  let done = 0;
+  o.progress?.(0, total);
+  for (const [k, { ep, positions }] of todo.entries()) {
+    const got = await estimateEpisode(sampler, s.tokenizer, ep, positions, {
+      rollouts: settings.rollouts,
+      temperature: settings.temperature,
+      topP: settings.top_p,
+      maxNewTokens,
+      seed: settings.seed,
+      step: o.step,
+      reward,
+      onRows: (n) => o.progress?.(done + n, total),
+      stopped: () => !!o.signal?.aborted,
+    });
+    if (!got) return true;
+    done += open({ ep, positions });
+    state.continuations += open({ ep, positions });
+    state.rows.push(...got.map(asStored));
+    state.done.add(ep.episode);
+    saved(k);
+  }
+  return false;
 }
 
 /**
@@ -326,7 +378,9 @@ async function accuracyOf(
   byEpisode: number[][],
   rows: ProbeRow[],
   probed: number[],
+  policyHere: boolean,
 ): Promise<AccuracyReport> {
+  if (!policyHere) return ownAccuracy(cfg, tok, eps, byEpisode, rows, probed);
   const items = byEpisode.map((r, e) => {
     const ex = { id: eps.prompt_idx[e], prompt: eps.prompt[e] };
     return {
@@ -339,24 +393,7 @@ async function accuracyOf(
   const names = IMPORT_STRATEGIES.filter((n) => n !== cfg.credit.strategy);
   const scored = await scoreStrategies({ model: s.model, tokenizer: s.tokenizer, describe: 'probe', dispose: () => {} }, items, cfg, names);
   probed.sort((a, b) => a - b);
-  const byEp = new Map<number, ProbeRow[]>();
-  for (const r of rows) byEp.set(r.episode, [...(byEp.get(r.episode) ?? []), r]);
-  const episodes: ProbedEpisode[] = probed.map((e) => {
-    const pr = byEp.get(e)!.sort((a, b) => a.position - b.position);
-    return {
-      prompt: eps.prompt_idx[e],
-      n: byEpisode[e].length,
-      positions: pr.map((r) => r.position),
-      values: pr.map((r) => r.value),
-      valuesA: pr.map((r) => r.valueA),
-      valuesB: pr.map((r) => r.valueB),
-      advantage: eps.advantage[e],
-      logprobs: byEpisode[e].map((k) => tok.logprob[k]),
-      entropies: byEpisode[e].map((k) => tok.entropy[k]),
-      realized: tok.realized ? byEpisode[e].map((k) => tok.realized![k]) : undefined,
-      ownAdv: byEpisode[e].map((k) => tok.effective_advantage[k]),
-    };
-  });
+  const episodes = probedEpisodes(tok, eps, byEpisode, rows, probed);
   const effAdv: Record<string, number[][]> = {};
   effAdv[cfg.credit.strategy] = probed.map((e) => byEpisode[e].map((k) => tok.effective_advantage[k]));
   for (const n of names) effAdv[n] = probed.map((e) => scored[e].credit[n].effAdv);
@@ -402,11 +439,53 @@ async function accuracyOf(
     const rowsAdv = await localCredit(name, views, { ...ctx, cfg: c });
     effAdv[label] = probed.map((e) => rowsAdv[e]);
   }
-  // what the update did, scored as credit: the signed measures (Pearson, Kendall, the sign test) read it directly
+  addRealized(effAdv, tok, byEpisode, probed);
+  return creditAccuracy(episodes, effAdv);
+}
+
+/** The probed episodes as the accuracy reads them: values by position, and the token table's columns. */
+function probedEpisodes(tok: TokenColumnsRead, eps: EpisodeColumns, byEpisode: number[][], rows: ProbeRow[], probed: number[]): ProbedEpisode[] {
+  const byEp = new Map<number, ProbeRow[]>();
+  for (const r of rows) byEp.set(r.episode, [...(byEp.get(r.episode) ?? []), r]);
+  return probed.map((e) => {
+    const pr = byEp.get(e)!.sort((a, b) => a.position - b.position);
+    return {
+      prompt: eps.prompt_idx[e],
+      n: byEpisode[e].length,
+      positions: pr.map((r) => r.position),
+      values: pr.map((r) => r.value),
+      valuesA: pr.map((r) => r.valueA),
+      valuesB: pr.map((r) => r.valueB),
+      advantage: eps.advantage[e],
+      logprobs: byEpisode[e].map((k) => tok.logprob[k]),
+      entropies: byEpisode[e].map((k) => tok.entropy[k]),
+      realized: tok.realized ? byEpisode[e].map((k) => tok.realized![k]) : undefined,
+      ownAdv: byEpisode[e].map((k) => tok.effective_advantage[k]),
+    };
+  });
+}
+
+/** What the update did, scored as credit: the signed measures (Pearson, Kendall, the sign test) read it directly. */
+function addRealized(effAdv: Record<string, number[][]>, tok: TokenColumnsRead, byEpisode: number[][], probed: number[]): void {
   const realized = tok.realized;
   if (realized && probed.every((e) => byEpisode[e].every((k) => !Number.isNaN(realized[k]))))
     effAdv['realized (the update)'] = probed.map((e) => byEpisode[e].map((k) => realized[k]));
-  return creditAccuracy(episodes, effAdv);
+}
+
+/**
+ * The accuracy of what the token table holds, when the step's policy is only on a server: the run's own Â and the
+ * update's realized credit. The other strategies are scored under the policy, which this process does not have.
+ */
+function ownAccuracy(cfg: CreditConfig, tok: TokenColumnsRead, eps: EpisodeColumns, byEpisode: number[][], rows: ProbeRow[], probed: number[]): AccuracyReport {
+  probed.sort((a, b) => a - b);
+  const effAdv: Record<string, number[][]> = { [cfg.credit.strategy]: probed.map((e) => byEpisode[e].map((k) => tok.effective_advantage[k])) };
+  addRealized(effAdv, tok, byEpisode, probed);
+  const acc = creditAccuracy(probedEpisodes(tok, eps, byEpisode, rows, probed), effAdv);
+  acc.warnings = [
+    ...(acc.warnings ?? []),
+    "only the run's own strategy (and the update's realized credit) is scored: the others are scored under the step's policy, which the run did not keep here (the server has it)",
+  ];
+  return acc;
 }
 
 /** Each episode's group: consecutive episodes of one prompt (the step's layout). */

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { AccuracyReport, ProbeAccuracy } from '../../protocol/analysis';
 import { UserError } from '../core/errors';
 import { sha256File } from '../core/files';
+import type { SamplerProvenance } from '../model/sampling';
 
 /** What a probe's settings are: a resumed probe must have the same ones. */
 export interface ProbeSettings {
@@ -26,6 +27,11 @@ export interface ProbeRecord extends ProbeSettings {
    */
   policy_sha256?: string | null;
   tokens_sha256?: string | null;
+  /**
+   * Where the continuations were sampled: in this process, or on an SGLang / vLLM server (its URL, the model and weight
+   * version it reported, and how far its seeding reproduces a draw). Absent in records of older engines: local.
+   */
+  sampler?: SamplerProvenance;
   /** finished episodes, ascending */
   episodes: number[];
   /** episodes asked for and not finished (a stopped probe) */

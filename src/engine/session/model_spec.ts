@@ -33,7 +33,7 @@ const isDir = (p: string) => {
  * The model named by `--model`: an HF directory (config.json + safetensors + tokenizer.json), a run directory
  * (config.yaml; its newest readable checkpoint) or a checkpoint directory `<run>/checkpoints/step-N`.
  */
-export async function loadScorer(spec: string, cfg: CreditConfig, log: (m: string) => void): Promise<Scorer> {
+export async function loadScorer(spec: string, cfg: Pick<CreditConfig, 'backend'>, log: (m: string) => void): Promise<Scorer> {
   const dir = resolve(spec);
   if (!isDir(dir)) throw new UserError(`--model ${spec}: no such folder (expected a Hugging Face model folder, a run folder or a checkpoint folder)`);
   if (existsSync(join(dir, 'config.json'))) {

@@ -1,0 +1,301 @@
+// An SGLang or vLLM server (or `credit-lens serve`) as the probe's sampler. What a server cannot give, the client does:
+// the run's stop rules (cutContinuation, across the join of prefix and continuation), the rewards (the caller's task),
+// and the tokenizer (the run's own, checked against the server's vocabulary before the first continuation is used).
+//
+// Requests go out concurrently, at most `concurrency` at a time, one per prefix with all its M continuations, so the
+// server's prefix cache shares the prefill. Connection errors and 5xx answers are retried with backoff, nothing else:
+// a 4xx is the request's fault and would fail again. A stop aborts what is in flight.
+import { UserError } from '../core/errors';
+import type { Tokenizer } from '../core/types';
+import {
+  cutContinuation,
+  type Continuation,
+  type SampleHooks,
+  type SampleRequest,
+  type Sampler,
+  type SampleSettings,
+  type SamplerProvenance,
+} from '../model/sampling';
+import { errorMessage, parseSglangGenerate, parseVllmCompletion, sglangGenerateBody, vllmCompletionBody, type RawContinuation, type ServerApi } from './wire';
+
+export interface ServerOptions {
+  url: string;
+  api?: ServerApi | 'auto';
+  /** requests in flight at once (default 64) */
+  concurrency?: number;
+  /** one request's limit in ms (default 10 minutes: a batch of long continuations on a busy server) */
+  timeoutMs?: number;
+  /** tries of a request that fails on the connection or with a 5xx (default 5), with backoff from `backoffMs` */
+  tries?: number;
+  backoffMs?: number;
+  log?: (m: string) => void;
+}
+
+export const SERVER_APIS = ['auto', 'sglang', 'vllm'] as const;
+
+/** A reply that is not the request's to retry: the server is unreachable, or it answered with a 5xx, or the connection dropped. */
+class Transient extends Error {}
+
+/** The server's answer to a request that failed for good (a 4xx, malformed JSON, a timeout), naming the URL. */
+export class ServerError extends UserError {}
+
+interface Reply {
+  status: number;
+  body: unknown;
+}
+
+function baseUrl(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new UserError(`--server: ${JSON.stringify(url)} is not a URL; expected e.g. http://127.0.0.1:30000`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UserError(`--server: ${url} is not http:// or https://`);
+  return u.toString().replace(/\/+$/, '');
+}
+
+export class ServerSampler implements Sampler {
+  readonly provenance: SamplerProvenance;
+  private readonly url: string;
+  private readonly concurrency: number;
+  private readonly timeoutMs: number;
+  private readonly tries: number;
+  private readonly backoffMs: number;
+  private closed = new AbortController();
+
+  private constructor(
+    o: ServerOptions,
+    readonly api: ServerApi,
+    private readonly modelName: string,
+    weightVersion: string | null,
+    private readonly tokenizer: Tokenizer,
+  ) {
+    this.url = baseUrl(o.url);
+    this.concurrency = Math.max(1, o.concurrency ?? 64);
+    this.timeoutMs = o.timeoutMs ?? 600_000;
+    this.tries = Math.max(1, o.tries ?? 5);
+    this.backoffMs = o.backoffMs ?? 500;
+    this.provenance = {
+      api,
+      url: this.url,
+      model: modelName,
+      weight_version: weightVersion,
+      seeding:
+        api === 'sglang'
+          ? 'each continuation carries its own sampling_seed; SGLang reproduces a draw only as far as its seeding does (bit-exact with --enable-deterministic-inference)'
+          : "vLLM: continuation m samples with the request's seed + m; reproducible only as far as vLLM's seeding is",
+    };
+  }
+
+  /**
+   * Connects: the API (auto asks the server which one it speaks), the model name, the weight version, and a check that
+   * the server's vocabulary holds the run tokenizer's ids.
+   */
+  static async connect(o: ServerOptions, tokenizer: Tokenizer): Promise<ServerSampler> {
+    const url = baseUrl(o.url);
+    const probe = new ServerSampler(o, 'sglang', '', null, tokenizer);
+    const info = await probe.identify(o.api ?? 'auto');
+    const s = new ServerSampler(o, info.api, info.model, info.weightVersion, tokenizer);
+    o.log?.(`server ${url}: ${info.api}, model ${info.model}${info.weightVersion ? `, weights ${info.weightVersion}` : ''}`);
+    await s.checkVocabulary();
+    return s;
+  }
+
+  private async identify(api: ServerApi | 'auto'): Promise<{ api: ServerApi; model: string; weightVersion: string | null }> {
+    if (api === 'sglang' || api === 'auto') {
+      // newer SGLang serves /model_info, older /get_model_info: the newer route first, the older on a 404
+      for (const path of ['/model_info', '/get_model_info']) {
+        const r = await this.call('GET', path, undefined, { tries: api === 'auto' ? 1 : this.tries });
+        const body = r.body as Record<string, unknown> | null;
+        if (r.status === 200 && body && typeof body === 'object' && 'model_path' in body) {
+          let version = typeof body.weight_version === 'string' ? body.weight_version : null;
+          if (version === null) {
+            const v = await this.call('GET', '/get_weight_version', undefined, { tries: 1 });
+            const vb = v.body as Record<string, unknown> | string | null;
+            if (v.status === 200) version = typeof vb === 'string' ? vb : typeof vb?.weight_version === 'string' ? vb.weight_version : null;
+          }
+          return { api: 'sglang', model: String(body.model_path), weightVersion: version };
+        }
+        if (r.status !== 404) break;
+      }
+      if (api === 'sglang') throw new ServerError(`${this.url} does not answer SGLang's GET /model_info or /get_model_info: is it an SGLang server?`);
+    }
+    const r = await this.call('GET', '/v1/models', undefined, { tries: api === 'auto' ? 1 : this.tries });
+    const data = (r.body as { data?: { id?: unknown }[] } | null)?.data;
+    if (r.status === 200 && Array.isArray(data) && typeof data[0]?.id === 'string') return { api: 'vllm', model: data[0].id, weightVersion: null };
+    throw new ServerError(
+      api === 'vllm'
+        ? `${this.url} does not answer vLLM's GET /v1/models with a model: is it a vLLM server?`
+        : `${this.url} speaks neither SGLang (GET /model_info, /get_model_info) nor vLLM (GET /v1/models); pass --server-api if it does`,
+    );
+  }
+
+  /**
+   * The run's tokenizer and the server's model must share a vocabulary: the top id of the run's must be one the server
+   * accepts (servers refuse ids outside theirs), and the server must return ids inside the run's.
+   */
+  private async checkVocabulary(): Promise<void> {
+    const V = this.tokenizer.vocabSize;
+    const eos = this.tokenizer.eosIds ?? [this.tokenizer.eosId];
+    const req: SampleRequest = { prefix: [V - 1], tail: [], seeds: [0], maxNewTokens: 1 };
+    const settings: SampleSettings = { temperature: 1, topP: 1, eosIds: eos, stop: [] };
+    try {
+      await this.one(req, settings, this.closed.signal);
+    } catch (e) {
+      if (!(e instanceof ServerError) || !/ answered 4\d\d/.test(e.message)) throw e;
+      throw new ServerError(
+        `the server's vocabulary does not hold the run's: ${this.url} refuses token id ${V - 1}, which the run's tokenizer has ` +
+          `(its vocabulary: ${V} ids, EOS ${eos.join(', ')}). The server said: ${e.message.replace(/^.*? answered /, '')}`,
+        'serve the policy the run sampled with (its tokenizer and weights), or probe another run',
+      );
+    }
+  }
+
+  async sample(reqs: SampleRequest[], s: SampleSettings, hooks: SampleHooks = {}): Promise<Continuation[][] | null> {
+    const out: Continuation[][] = Array(reqs.length);
+    const abort = new AbortController();
+    const onClose = () => abort.abort();
+    this.closed.signal.addEventListener('abort', onClose);
+    // a stop is seen by polling: the probe's signal handler only sets a flag
+    const poll = setInterval(() => {
+      if (hooks.stop?.()) abort.abort();
+    }, 50);
+    let next = 0;
+    let done = 0;
+    let failure: unknown = null;
+    const worker = async () => {
+      while (next < reqs.length && !abort.signal.aborted) {
+        const q = next++;
+        try {
+          out[q] = await this.one(reqs[q], s, abort.signal);
+          done += out[q].length;
+          hooks.progress?.(done);
+        } catch (e) {
+          if (!abort.signal.aborted) {
+            failure = e;
+            abort.abort();
+          }
+        }
+      }
+    };
+    try {
+      if (hooks.stop?.()) return null;
+      await Promise.all(Array.from({ length: Math.min(this.concurrency, reqs.length) }, worker));
+    } finally {
+      clearInterval(poll);
+      this.closed.signal.removeEventListener('abort', onClose);
+    }
+    if (failure) throw failure;
+    if (abort.signal.aborted) return null;
+    return out;
+  }
+
+  /** One prefix's M continuations, cut by the run's rules. */
+  private async one(req: SampleRequest, s: SampleSettings, signal: AbortSignal): Promise<Continuation[]> {
+    const M = req.seeds.length;
+    const [path, body] = this.api === 'sglang' ? ['/generate', sglangGenerateBody(req, s)] : ['/v1/completions', vllmCompletionBody(req, s, this.modelName)];
+    const r = await this.call('POST', path, body, { signal });
+    if (r.status !== 200) throw this.refusal(path, r);
+    const raw = this.api === 'sglang' ? parseSglangGenerate(r.body, M) : parseVllmCompletion(r.body, M);
+    if (typeof raw === 'string') throw new ServerError(`${this.url}${path} answered in a shape this client does not know: ${raw}`);
+    return raw.map((c) => this.cut(c, req, s));
+  }
+
+  private cut(c: RawContinuation, req: SampleRequest, s: SampleSettings): Continuation {
+    const V = this.tokenizer.vocabSize;
+    const bad = c.ids.find((id) => !(id >= 0 && id < V));
+    if (bad !== undefined)
+      throw new ServerError(
+        `the server's vocabulary does not match the run's: ${this.url} returned token id ${bad}, outside the run tokenizer's ${V} ids`,
+        'serve the policy the run sampled with (its tokenizer and weights)',
+      );
+    if (c.finish === 'abort') throw new ServerError(`${this.url} aborted a request (a pause, a weight update or its memory): the continuations are incomplete`);
+    const ids = [...c.ids];
+    const logprobs = [...c.logprobs];
+    // a server may leave the end-of-sequence id it stopped on out of the ids; the episode keeps it, as the engine's do
+    if (c.finish === 'stop' && typeof c.matched === 'number' && s.eosIds.includes(c.matched) && ids[ids.length - 1] !== c.matched) {
+      ids.push(c.matched);
+      logprobs.push(NaN);
+    }
+    const cut = cutContinuation(ids, logprobs, req.tail, req.maxNewTokens, s, (x) => this.tokenizer.decode(x));
+    if (c.finish === 'stop' && cut.finish === 'length' && cut.ids.length < req.maxNewTokens) {
+      const what = typeof c.matched === 'number' ? `id ${c.matched}` : c.matched === null ? `id ${ids[ids.length - 1]}` : JSON.stringify(c.matched);
+      throw new ServerError(
+        `the server's vocabulary does not match the run's: ${this.url} stopped a continuation on ${what}, which is not one of the run ` +
+          `tokenizer's EOS ids (${s.eosIds.join(', ')}) nor its stop strings`,
+        "serve the policy the run sampled with, whose tokenizer's end-of-sequence ids are the run's",
+      );
+    }
+    return cut;
+  }
+
+  private refusal(path: string, r: Reply): ServerError {
+    const msg = errorMessage(r.body) ?? (typeof r.body === 'string' ? r.body.slice(0, 300) : JSON.stringify(r.body).slice(0, 300));
+    return new ServerError(`${this.url}${path} answered ${r.status}: ${msg}`);
+  }
+
+  /**
+   * One HTTP request, retried with exponential backoff on a connection error or a 5xx; a timeout names the URL; a body
+   * that is not JSON is an error (a 200 with malformed JSON is not retried: the server would send it again).
+   */
+  private async call(method: 'GET' | 'POST', path: string, body: unknown, o: { signal?: AbortSignal; tries?: number } = {}): Promise<Reply> {
+    const tries = o.tries ?? this.tries;
+    let last = '';
+    for (let k = 0; k < tries; k++) {
+      if (k > 0) await sleep(this.backoffMs * 2 ** (k - 1), o.signal);
+      if (o.signal?.aborted) throw new Transient('aborted');
+      const timeout = AbortSignal.timeout(this.timeoutMs);
+      const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
+      let res: Response;
+      let text: string;
+      try {
+        res = await fetch(this.url + path, {
+          method,
+          headers: body === undefined ? undefined : { 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal,
+        });
+        text = await res.text();
+      } catch (e) {
+        if (o.signal?.aborted) throw new Transient('aborted');
+        if (timeout.aborted) throw new ServerError(`${method} ${this.url}${path} timed out after ${Math.round(this.timeoutMs / 1000)} s`);
+        const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+        last = cause?.code ?? cause?.message ?? (e as Error).message;
+        continue;
+      }
+      if (res.status >= 500) {
+        last = `${res.status} ${text.slice(0, 200)}`;
+        continue;
+      }
+      let parsed: unknown = text;
+      if ((res.headers.get('content-type') ?? '').includes('json') || res.status === 200) {
+        try {
+          parsed = text === '' ? null : JSON.parse(text);
+        } catch {
+          if (res.status === 200 && method === 'POST') throw new ServerError(`${this.url}${path} answered with malformed JSON: ${text.slice(0, 200)}`);
+          parsed = text;
+        }
+      }
+      return { status: res.status, body: parsed };
+    }
+    throw new ServerError(
+      `${method} ${this.url}${path} failed ${tries} time${tries === 1 ? '' : 's'}: ${last}`,
+      'is the server running and reachable from here? (`curl ' + this.url + '/health`)',
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closed.abort();
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}

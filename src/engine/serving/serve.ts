@@ -1,0 +1,514 @@
+// `credit-lens serve`: the engine's own model behind SGLang's native API and vLLM's OpenAI-compatible completions, so
+// the probe's server path is tested here for real and a Credit Lens checkpoint can be served to anything that speaks
+// either. Requests that arrive while a batch runs wait for the next one: every request queued at a tick goes into one
+// LocalSampler call (generate() in buckets), and the rows of one prefix share its prefill. A malformed request gets a
+// 400 in the engine's error shape naming the field, never a crash.
+import { randomInt } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join, resolve } from 'node:path';
+import { loadConfig } from '../config/config';
+import { UserError, isUserError } from '../core/errors';
+import type { Tokenizer } from '../core/types';
+import type { BackendPreference } from '../model/backend';
+import { Transformer } from '../model/model';
+import { LocalSampler, type Continuation, type SampleRequest, type SampleSettings } from '../model/sampling';
+import { readSafetensors } from '../model/safetensors';
+import { probePolicy } from '../rundir/policies';
+import { loadScorer } from '../session/model_spec';
+import { openSession, useWeights, type Session } from '../session/session';
+
+export interface ServeOptions {
+  /** a run folder, one of its checkpoints or a Hugging Face folder */
+  spec: string;
+  /** with a run folder: serve the policy that sampled this step (as `probe --step` uses), not the newest checkpoint */
+  step?: number;
+  host?: string;
+  port?: number;
+  backend?: BackendPreference;
+  log?: (m: string) => void;
+}
+
+export interface Served {
+  url: string;
+  server: Server;
+  close(): Promise<void>;
+}
+
+/** A request's fault, answered 400 (or `status`) in the route's error shape. */
+class BadRequest extends Error {
+  constructor(
+    message: string,
+    readonly param: string | null = null,
+    readonly status = 400,
+  ) {
+    super(message);
+  }
+}
+
+interface Job {
+  req: SampleRequest;
+  settings: SampleSettings;
+  resolve(c: Continuation[]): void;
+  reject(e: unknown): void;
+}
+
+interface Model {
+  model: Transformer;
+  tokenizer: Tokenizer;
+  path: string;
+  /** the model's own end-of-sequence ids: a server stops on them unless told to ignore them */
+  eos: number[];
+  session: Session | null;
+}
+
+async function loadServed(o: ServeOptions): Promise<Model> {
+  const log = o.log ?? (() => {});
+  const dir = resolve(o.spec);
+  if (o.step !== undefined) {
+    if (!existsSync(join(dir, 'config.yaml'))) throw new UserError(`serve --step: ${o.spec} is not a run folder (no config.yaml)`);
+    const { config } = loadConfig(join(dir, 'config.yaml'));
+    if (o.backend) config.backend = o.backend;
+    const policy = probePolicy(dir, o.step);
+    const { session } = await openSession(config, { runDir: dir, log });
+    useWeights(session, policy.weights);
+    const t = session.tokenizer;
+    return { model: session.model, tokenizer: t, path: policy.source, eos: t.eosIds ?? [t.eosId], session };
+  }
+  const scorer = await loadScorer(o.spec, { backend: o.backend ?? 'auto' }, log);
+  const t = scorer.tokenizer;
+  return { model: scorer.model, tokenizer: t, path: scorer.describe, eos: t.eosIds ?? [t.eosId], session: null };
+}
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+function intField(v: unknown, name: string, min: number, dflt: number): number {
+  if (v === undefined || v === null) return dflt;
+  if (!Number.isInteger(v) || (v as number) < min) throw new BadRequest(`${name} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`, name);
+  return v as number;
+}
+
+function numField(v: unknown, name: string, ok: (x: number) => boolean, allowed: string, dflt: number): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== 'number' || !ok(v)) throw new BadRequest(`${name} must be ${allowed}, got ${JSON.stringify(v)}`, name);
+  return v;
+}
+
+function stringsField(v: unknown, name: string): string[] {
+  if (v === undefined || v === null) return [];
+  if (typeof v === 'string') return [v];
+  if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v as string[];
+  throw new BadRequest(`${name} must be a string or a list of strings`, name);
+}
+
+function idsField(v: unknown, name: string, V: number): number[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw new BadRequest(`${name} must be a list of token ids`, name);
+  for (const id of v)
+    if (!Number.isInteger(id) || id < 0 || id >= V) throw new BadRequest(`${name}: token id ${JSON.stringify(id)} is outside the vocabulary [0, ${V})`, name);
+  return v as number[];
+}
+
+/** The settings every server route shares, read from one request's sampling fields. */
+interface RowSettings {
+  maxNewTokens: number;
+  temperature: number;
+  topP: number;
+  stop: string[];
+  stopIds: number[];
+  ignoreEos: boolean;
+  seed: number | null;
+}
+
+export class CreditLensServer {
+  private queue: Job[] = [];
+  private running: Promise<void> | null = null;
+  private updating: Promise<void> | null = null;
+  private weightVersion = 'default';
+  private sampler: LocalSampler;
+
+  constructor(
+    private m: Model,
+    private readonly name: string,
+  ) {
+    this.sampler = new LocalSampler(m.model, m.tokenizer);
+  }
+
+  get vocabSize(): number {
+    return this.m.model.cfg.vocabSize;
+  }
+
+  /** Queues one prefix's continuations; they run in the next batch. */
+  private submit(req: SampleRequest, settings: SampleSettings): Promise<Continuation[]> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ req, settings, resolve, reject });
+      if (!this.running) this.running = this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    // a tick: every request that arrived with this one joins its batch
+    await new Promise<void>((r) => setImmediate(r));
+    while (this.queue.length) {
+      if (this.updating) await this.updating;
+      const jobs = this.queue;
+      this.queue = [];
+      const groups = new Map<string, Job[]>();
+      for (const j of jobs) {
+        const key = JSON.stringify(j.settings);
+        groups.set(key, [...(groups.get(key) ?? []), j]);
+      }
+      for (const group of groups.values()) {
+        // shortest prefixes first, as the probe orders its positions: neighbours share a bucket
+        const sorted = [...group].sort((a, b) => a.req.prefix.length - b.req.prefix.length);
+        try {
+          const out = await this.sampler.sample(
+            sorted.map((j) => j.req),
+            sorted[0].settings,
+          );
+          sorted.forEach((j, k) => j.resolve(out![k]));
+        } catch (e) {
+          for (const j of sorted) j.reject(e);
+        }
+      }
+    }
+    this.running = null;
+  }
+
+  /** One row's settings as a sampling call takes them; `eosIds` are the stop ids plus, unless ignored, the model's. */
+  private settingsOf(r: RowSettings): SampleSettings {
+    const eos = [...new Set([...r.stopIds, ...(r.ignoreEos ? [] : this.m.eos)])];
+    return { temperature: r.temperature, topP: r.topP, eosIds: eos, stop: r.stop };
+  }
+
+  private checkLength(prefix: number[], maxNew: number, field: string): void {
+    if (prefix.length === 0) throw new BadRequest(`${field}: an empty prompt cannot be continued`, field);
+    const max = this.m.model.cfg.maxSeqLen;
+    if (prefix.length + maxNew > max)
+      throw new BadRequest(
+        `This model's maximum context length is ${max} tokens. However, you requested ${prefix.length + maxNew} tokens (${prefix.length} in the prompt, ${maxNew} for the completion)`,
+        field,
+      );
+  }
+
+  /** Why a row ended, as each engine reports it. */
+  private finishOf(c: Continuation, r: RowSettings): { sglang: Record<string, unknown>; vllm: [string, number | string | null] } {
+    if (c.finish === 'length') return { sglang: { type: 'length', length: c.ids.length }, vllm: ['length', null] };
+    if (c.finish === 'eos') {
+      const id = c.ids[c.ids.length - 1];
+      return { sglang: { type: 'stop', matched: id }, vllm: ['stop', r.stopIds.includes(id) ? id : null] };
+    }
+    const text = this.m.tokenizer.decode(c.ids);
+    const matched = r.stop.find((s) => text.includes(s)) ?? r.stop[0];
+    return { sglang: { type: 'stop', matched }, vllm: ['stop', matched] };
+  }
+
+  // ---- SGLang ----------------------------------------------------------------------------------------------------
+
+  private sglangRow(p: Record<string, unknown>): RowSettings & { n: number } {
+    if (p.top_k !== undefined && p.top_k !== -1 && !(Number.isInteger(p.top_k) && (p.top_k as number) >= this.vocabSize))
+      throw new BadRequest(`sampling_params.top_k: only -1 (the whole vocabulary) is served, got ${JSON.stringify(p.top_k)}`, 'top_k');
+    return {
+      maxNewTokens: intField(p.max_new_tokens, 'max_new_tokens', 0, 128),
+      temperature: numField(p.temperature, 'temperature', (x) => x >= 0, 'a number ≥ 0', 1),
+      topP: numField(p.top_p, 'top_p', (x) => x > 0 && x <= 1, 'in (0, 1]', 1),
+      stop: stringsField(p.stop, 'stop'),
+      stopIds: idsField(p.stop_token_ids, 'stop_token_ids', this.vocabSize),
+      ignoreEos: p.ignore_eos === true,
+      seed: p.sampling_seed === undefined || p.sampling_seed === null ? null : intField(p.sampling_seed, 'sampling_seed', 0, 0),
+      n: intField(p.n, 'n', 1, 1),
+    };
+  }
+
+  async sglangGenerate(body: unknown): Promise<unknown> {
+    if (!isObj(body)) throw new BadRequest('the request body must be a JSON object');
+    let prompts: number[][];
+    let batched: boolean;
+    if (body.input_ids !== undefined && body.input_ids !== null) {
+      const ids = body.input_ids;
+      if (!Array.isArray(ids) || ids.length === 0) throw new BadRequest('input_ids must be a list of token ids or a list of such lists', 'input_ids');
+      batched = Array.isArray(ids[0]);
+      prompts = (batched ? ids : [ids]).map((p: unknown) => idsField(p, 'input_ids', this.vocabSize));
+    } else if (typeof body.text === 'string' || (Array.isArray(body.text) && body.text.every((t) => typeof t === 'string'))) {
+      batched = Array.isArray(body.text);
+      prompts = (batched ? (body.text as string[]) : [body.text as string]).map((t) => this.m.tokenizer.encode(t));
+    } else throw new BadRequest('Either text or input_ids should be provided.', 'input_ids');
+    const sp = body.sampling_params ?? {};
+    const list = Array.isArray(sp) ? sp : prompts.map(() => sp);
+    if (list.length !== prompts.length) throw new BadRequest(`sampling_params has ${list.length} entries for ${prompts.length} prompts`, 'sampling_params');
+    if (!list.every(isObj)) throw new BadRequest('sampling_params must be an object or a list of objects', 'sampling_params');
+    if (intField(body.top_logprobs_num, 'top_logprobs_num', 0, 0) > 0)
+      throw new BadRequest('top_logprobs_num > 0 is not served by credit-lens serve: it returns the sampled tokens’ log-probs only', 'top_logprobs_num');
+    const returnLogprob = body.return_logprob === true;
+    const rows = list.map((p) => this.sglangRow(p));
+    const started = Date.now();
+    const jobs = prompts.flatMap((prompt, i) => {
+      const r = rows[i];
+      if (r.maxNewTokens === 0)
+        throw new BadRequest('max_new_tokens 0 (scoring) is not served by credit-lens serve: it samples continuations', 'max_new_tokens');
+      this.checkLength(prompt, r.maxNewTokens, 'input_ids');
+      return Array.from({ length: r.n }, () => ({ prompt, r }));
+    });
+    // rows of one prefix with the same settings share its prefill: one request with their seeds
+    const merged = new Map<string, { prompt: number[]; r: RowSettings; seeds: number[]; rows: number[] }>();
+    jobs.forEach(({ prompt, r }, row) => {
+      const { seed, ...rest } = r;
+      const key = JSON.stringify([prompt, rest]);
+      const m = merged.get(key) ?? { prompt, r, seeds: [], rows: [] };
+      m.seeds.push(seed ?? randomInt(2 ** 31));
+      m.rows.push(row);
+      merged.set(key, m);
+    });
+    const results: Continuation[] = Array(jobs.length);
+    await Promise.all(
+      [...merged.values()].map(async (m) => {
+        const out = await this.submit({ prefix: m.prompt, tail: [], seeds: m.seeds, maxNewTokens: m.r.maxNewTokens }, this.settingsOf(m.r));
+        out.forEach((c, k) => (results[m.rows[k]] = c));
+      }),
+    );
+    const answers = results.map((c, row) => {
+      const r = jobs[row].r;
+      const meta: Record<string, unknown> = {
+        id: `cl-${started.toString(36)}-${row}`,
+        finish_reason: this.finishOf(c, r).sglang,
+        prompt_tokens: jobs[row].prompt.length,
+        completion_tokens: c.ids.length,
+        cached_tokens: 0,
+        weight_version: this.weightVersion,
+        e2e_latency: (Date.now() - started) / 1000,
+      };
+      if (returnLogprob) {
+        meta.output_token_logprobs = c.ids.map((id, t) => [c.logprobs[t], id, null]);
+        meta.input_token_logprobs = [];
+      }
+      return { text: this.m.tokenizer.decode(c.ids), output_ids: c.ids, meta_info: meta };
+    });
+    return batched || answers.length > 1 ? answers : answers[0];
+  }
+
+  modelInfo(): unknown {
+    return {
+      model_path: this.m.path,
+      tokenizer_path: this.m.path,
+      is_generation: true,
+      preferred_sampling_params: null,
+      weight_version: this.weightVersion,
+      has_image_understanding: false,
+      has_audio_understanding: false,
+    };
+  }
+
+  /** Loads new weights between batches: a policy file, a checkpoint folder or a folder with model.safetensors. */
+  async updateWeightsFromDisk(body: unknown): Promise<unknown> {
+    if (!isObj(body) || typeof body.model_path !== 'string') throw new BadRequest('model_path must be a folder or a .safetensors file', 'model_path');
+    const path = resolve(body.model_path);
+    const file = existsSync(path) && statSync(path).isFile() ? path : join(path, 'model.safetensors');
+    if (!existsSync(file)) return { success: false, message: `no model.safetensors in ${path}`, num_paused_requests: 0 };
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const previous = this.updating;
+    this.updating = gate;
+    try {
+      await previous;
+      await this.running;
+      const weights = readSafetensors(file).tensors;
+      const next = Transformer.fromWeights(this.m.model.cfg, weights);
+      this.m.model.dispose();
+      this.m = { ...this.m, model: next, path };
+      if (this.m.session) this.m.session.model = next;
+      this.sampler = new LocalSampler(next, this.m.tokenizer);
+      this.weightVersion = typeof body.weight_version === 'string' ? body.weight_version : path;
+      return { success: true, message: `loaded ${file}`, num_paused_requests: 0 };
+    } catch (e) {
+      return { success: false, message: (e as Error).message, num_paused_requests: 0 };
+    } finally {
+      if (this.updating === gate) this.updating = null;
+      release();
+    }
+  }
+
+  // ---- vLLM ------------------------------------------------------------------------------------------------------
+
+  vllmModels(): unknown {
+    return {
+      object: 'list',
+      data: [
+        { id: this.name, object: 'model', created: 0, owned_by: 'credit-lens', root: this.m.path, parent: null, max_model_len: this.m.model.cfg.maxSeqLen },
+      ],
+    };
+  }
+
+  async vllmCompletions(body: unknown): Promise<unknown> {
+    if (!isObj(body)) throw new BadRequest('the request body must be a JSON object');
+    if (body.model !== undefined && body.model !== null && body.model !== this.name)
+      throw new BadRequest(`The model \`${String(body.model)}\` does not exist.`, 'model', 404);
+    const p = body.prompt;
+    let prompts: number[][];
+    if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'number')) prompts = [idsField(p, 'prompt', this.vocabSize)];
+    else if (Array.isArray(p) && p.length > 0 && p.every(Array.isArray)) prompts = p.map((x) => idsField(x, 'prompt', this.vocabSize));
+    else if (typeof p === 'string') prompts = [this.m.tokenizer.encode(p)];
+    else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'string')) prompts = (p as string[]).map((x) => this.m.tokenizer.encode(x));
+    else throw new BadRequest('prompt must be a string, a list of strings, a list of token ids or a list of such lists', 'prompt');
+    if (body.echo === true || (body.prompt_logprobs !== undefined && body.prompt_logprobs !== null))
+      throw new BadRequest(
+        'echo and prompt_logprobs (scoring) are not served by credit-lens serve: it samples continuations',
+        body.echo === true ? 'echo' : 'prompt_logprobs',
+      );
+    const logprobs = body.logprobs === undefined || body.logprobs === null ? null : intField(body.logprobs, 'logprobs', 0, 0);
+    if (logprobs !== null && logprobs > 0)
+      throw new BadRequest('logprobs > 0 (top-k lists) is not served by credit-lens serve: send logprobs: 0 for the sampled tokens', 'logprobs');
+    if (body.top_k !== undefined && body.top_k !== null && body.top_k !== -1 && body.top_k !== 0)
+      throw new BadRequest('top_k: only -1 (the whole vocabulary) is served', 'top_k');
+    const n = intField(body.n, 'n', 1, 1);
+    const r: RowSettings = {
+      maxNewTokens: intField(body.max_tokens, 'max_tokens', 1, 16),
+      temperature: numField(body.temperature, 'temperature', (x) => x >= 0, 'a number ≥ 0', 1),
+      topP: numField(body.top_p, 'top_p', (x) => x > 0 && x <= 1, 'in (0, 1]', 1),
+      stop: stringsField(body.stop, 'stop'),
+      stopIds: idsField(body.stop_token_ids, 'stop_token_ids', this.vocabSize),
+      ignoreEos: body.ignore_eos === true,
+      seed: body.seed === undefined || body.seed === null ? null : intField(body.seed, 'seed', 0, 0),
+    };
+    for (const prompt of prompts) this.checkLength(prompt, r.maxNewTokens, 'prompt');
+    const includeStop = body.include_stop_str_in_output === true;
+    const started = Math.floor(Date.now() / 1000);
+    // vLLM's parallel sampling: child i of a request with a seed samples with seed + i
+    const outs = await Promise.all(
+      prompts.map((prompt) => {
+        const base = r.seed ?? randomInt(2 ** 31);
+        return this.submit(
+          { prefix: prompt, tail: [], seeds: Array.from({ length: n }, (_, i) => base + i), maxNewTokens: r.maxNewTokens },
+          { ...this.settingsOf(r), rawLogprobs: true },
+        );
+      }),
+    );
+    let promptTokens = 0;
+    let completionTokens = 0;
+    const choices = outs.flatMap((cs, i) => {
+      promptTokens += prompts[i].length;
+      return cs.map((c, j) => {
+        completionTokens += c.ids.length;
+        const [finish, stopReason] = this.finishOf(c, r).vllm;
+        let text = this.m.tokenizer.decode(c.ids);
+        if (!includeStop && typeof stopReason === 'string') text = text.slice(0, text.indexOf(stopReason));
+        const choice: Record<string, unknown> = { index: i * n + j, text, finish_reason: finish, stop_reason: stopReason, prompt_logprobs: null };
+        choice.logprobs =
+          logprobs === null
+            ? null
+            : {
+                tokens: c.ids.map((id) => this.m.tokenizer.decode([id])),
+                token_logprobs: c.logprobs,
+                top_logprobs: c.ids.map((id, t) => ({ [this.m.tokenizer.decode([id])]: c.logprobs[t] })),
+                text_offset: [],
+              };
+        if (body.return_token_ids === true) Object.assign(choice, { token_ids: c.ids, prompt_token_ids: prompts[i] });
+        return choice;
+      });
+    });
+    return {
+      id: `cmpl-${started.toString(36)}${randomInt(1e9).toString(36)}`,
+      object: 'text_completion',
+      created: started,
+      model: this.name,
+      choices,
+      usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    };
+  }
+
+  dispose(): void {
+    this.m.model.dispose();
+  }
+}
+
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req) {
+    size += (c as Buffer).length;
+    if (size > 256 * 2 ** 20) throw new BadRequest('the request body is over 256 MiB');
+    chunks.push(c as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new BadRequest(`the request body is not JSON: ${(e as Error).message}`);
+  }
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json' });
+  res.end(text);
+}
+
+/** Starts the server; `port: 0` takes a free port (tests). It listens on 127.0.0.1 unless told otherwise. */
+export async function serve(o: ServeOptions): Promise<Served> {
+  const log = o.log ?? (() => {});
+  const m = await loadServed(o);
+  const name = m.path;
+  const api = new CreditLensServer(m, name);
+  const routes: Record<string, (body: unknown) => Promise<unknown> | unknown> = {
+    'GET /health': () => '',
+    'GET /health_generate': () => '',
+    'GET /model_info': () => api.modelInfo(),
+    'GET /get_model_info': () => api.modelInfo(),
+    'POST /generate': (b) => api.sglangGenerate(b),
+    'POST /update_weights_from_disk': (b) => api.updateWeightsFromDisk(b),
+    // no prefix cache is kept between batches: there is nothing to flush
+    'POST /flush_cache': () =>
+      'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n',
+    'GET /v1/models': () => api.vllmModels(),
+    'POST /v1/completions': (b) => api.vllmCompletions(b),
+  };
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const route = routes[`${req.method} ${path}`];
+    const vllm = path.startsWith('/v1/');
+    const fail = (status: number, message: string, param: string | null) =>
+      send(
+        res,
+        status,
+        vllm
+          ? { error: { message, type: status === 404 ? 'NotFoundError' : status >= 500 ? 'InternalServerError' : 'BadRequestError', param, code: status } }
+          : { error: { message } },
+      );
+    if (!route) {
+      fail(404, `${req.method} ${path}: no such route`, null);
+      return;
+    }
+    (async () => {
+      const body = req.method === 'POST' ? await readBody(req) : undefined;
+      send(res, 200, await route(body));
+    })().catch((e: unknown) => {
+      if (e instanceof BadRequest) fail(e.status, e.message, e.param);
+      else if (isUserError(e)) fail(400, e.message, null);
+      else {
+        log(`error: ${req.method} ${path}: ${(e as Error).stack ?? String(e)}`);
+        fail(500, (e as Error).message ?? String(e), null);
+      }
+    });
+  });
+  const host = o.host ?? '127.0.0.1';
+  await new Promise<void>((ok, bad) => {
+    server.once('error', bad);
+    server.listen(o.port ?? 30000, host, () => ok());
+  });
+  const addr = server.address() as AddressInfo;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`;
+  log(`serving ${m.path} at ${url} (SGLang: /generate, /model_info; vLLM: /v1/completions, /v1/models as model ${JSON.stringify(name)})`);
+  return {
+    url,
+    server,
+    close: () =>
+      new Promise<void>((ok) => {
+        server.closeAllConnections();
+        server.close(() => {
+          api.dispose();
+          ok();
+        });
+      }),
+  };
+}

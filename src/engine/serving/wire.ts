@@ -1,0 +1,139 @@
+// The two wire formats the probe samples through (../shared/SERVING.md, from the engines' sources): SGLang's native
+// `POST /generate` with `input_ids`, and vLLM's `POST /v1/completions` with a token-id `prompt`. Pure functions, one
+// request per prefix, so the clients and `credit-lens serve` are tested against the same recorded pairs.
+//
+// - SGLang: the M continuations of a prefix are M rows of one batch (its docs advise repeating a prompt rather than
+//   n > 1), each with its own `sampling_seed`, so every row can carry the engine's own seed.
+// - vLLM: one request with `n: M` and `seed`: child i samples with seed + i, and the children share the prefix's cached
+//   blocks. So continuation m's seed is the first seed + m.
+import type { SampleRequest, SampleSettings } from '../model/sampling';
+
+export type ServerApi = 'sglang' | 'vllm';
+
+/** A continuation as the server sent it, before the run's stop rules cut it. */
+export interface RawContinuation {
+  ids: number[];
+  logprobs: number[];
+  /** 'stop' (an id or a string the server matched), 'length' or 'abort' */
+  finish: string;
+  /** what the server says it matched: a token id, a stop string, or null (vLLM: the model's own EOS) */
+  matched: number | string | null;
+}
+
+export function sglangGenerateBody(req: SampleRequest, s: SampleSettings): Record<string, unknown> {
+  const params = (seed: number) => ({
+    max_new_tokens: req.maxNewTokens,
+    temperature: s.temperature,
+    top_p: s.topP,
+    top_k: -1,
+    stop_token_ids: s.eosIds,
+    stop: s.stop,
+    // keep the stop string's tokens in the output: the client cuts by the run's rules and the episode keeps them
+    no_stop_trim: true,
+    sampling_seed: seed,
+    n: 1,
+  });
+  return {
+    input_ids: req.seeds.map(() => req.prefix),
+    sampling_params: req.seeds.map(params),
+    return_logprob: true,
+    // -1: log-probs of the output tokens only
+    logprob_start_len: -1,
+    top_logprobs_num: 0,
+  };
+}
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/** SGLang may clamp −inf to a large negative number, and the first prompt entry may be null. */
+function logprobOf(x: unknown): number {
+  if (typeof x !== 'number') return NaN;
+  return x <= -1e8 ? -Infinity : x;
+}
+
+/** The rows of a /generate response (a list for a batch), or a message naming what is missing. */
+export function parseSglangGenerate(body: unknown, rows: number): RawContinuation[] | string {
+  const list = Array.isArray(body) ? body : [body];
+  if (list.length !== rows) return `expected ${rows} results, got ${list.length}`;
+  const out: RawContinuation[] = [];
+  for (const [i, r] of list.entries()) {
+    const meta = isObj(r) ? r.meta_info : undefined;
+    if (!isObj(meta)) return `result ${i} has no meta_info`;
+    const lp = meta.output_token_logprobs;
+    if (!Array.isArray(lp)) return `result ${i}'s meta_info has no output_token_logprobs (was return_logprob honoured?)`;
+    const ids: number[] = [];
+    const logprobs: number[] = [];
+    for (const e of lp) {
+      if (!Array.isArray(e) || !Number.isInteger(e[1]))
+        return `result ${i}'s output_token_logprobs entry ${JSON.stringify(e)} is not [logprob, token_id, text]`;
+      ids.push(e[1] as number);
+      logprobs.push(logprobOf(e[0]));
+    }
+    const fr = meta.finish_reason;
+    const finish = isObj(fr) && typeof fr.type === 'string' ? fr.type : 'abort';
+    const matched = isObj(fr) && (typeof fr.matched === 'number' || typeof fr.matched === 'string') ? fr.matched : null;
+    out.push({ ids, logprobs, finish, matched });
+  }
+  return out;
+}
+
+export function vllmCompletionBody(req: SampleRequest, s: SampleSettings, model: string): Record<string, unknown> {
+  return {
+    model,
+    prompt: req.prefix,
+    n: req.seeds.length,
+    // vLLM's default is 16: always sent
+    max_tokens: req.maxNewTokens,
+    temperature: s.temperature,
+    top_p: s.topP,
+    seed: req.seeds[0],
+    stop: s.stop,
+    stop_token_ids: s.eosIds,
+    include_stop_str_in_output: true,
+    logprobs: 0,
+    return_token_ids: true,
+    add_special_tokens: false,
+    skip_special_tokens: false,
+  };
+}
+
+/** The continuation m of each choice's `index`, or a message naming what is missing. */
+export function parseVllmCompletion(body: unknown, rows: number): RawContinuation[] | string {
+  if (!isObj(body) || !Array.isArray(body.choices)) return 'no choices';
+  const choices = body.choices.filter(isObj);
+  if (choices.length !== rows) return `expected ${rows} choices, got ${body.choices.length}`;
+  const out: (RawContinuation | undefined)[] = Array(rows);
+  for (const c of choices) {
+    const index = c.index;
+    if (!Number.isInteger(index) || (index as number) < 0 || (index as number) >= rows) return `choice index ${JSON.stringify(index)} outside 0–${rows - 1}`;
+    let ids: number[];
+    if (Array.isArray(c.token_ids)) ids = c.token_ids as number[];
+    else {
+      // older versions lack return_token_ids; with return_tokens_as_token_ids the tokens read "token_id:123"
+      const toks = isObj(c.logprobs) && Array.isArray(c.logprobs.tokens) ? c.logprobs.tokens : null;
+      const parsed = toks?.map((t) => (typeof t === 'string' && /^token_id:\d+$/.test(t) ? Number(t.slice(9)) : NaN));
+      if (!parsed || parsed.some((x) => !Number.isInteger(x)))
+        return `choice ${index} has no token_ids (a vLLM without return_token_ids: start it with --return-tokens-as-token-ids)`;
+      ids = parsed;
+    }
+    if (!ids.every((x) => Number.isInteger(x))) return `choice ${index}'s token_ids are not all integers`;
+    const tl = isObj(c.logprobs) && Array.isArray(c.logprobs.token_logprobs) ? c.logprobs.token_logprobs : null;
+    const logprobs = ids.map((_, t) => logprobOf(tl?.[t]));
+    const finish = typeof c.finish_reason === 'string' ? c.finish_reason : 'abort';
+    const sr = c.stop_reason;
+    out[index as number] = { ids, logprobs, finish, matched: typeof sr === 'number' || typeof sr === 'string' ? sr : null };
+  }
+  // a duplicate index leaves another unfilled (a hole, which some() would skip)
+  for (let m = 0; m < rows; m++) if (!out[m]) return `a choice index appears twice (none has index ${m})`;
+  return out as RawContinuation[];
+}
+
+/** The message of an error response in either engine's shape ({"error": {"message"}} or {"object": "error", "message"}). */
+export function errorMessage(body: unknown): string | null {
+  if (!isObj(body)) return null;
+  if (isObj(body.error) && typeof body.error.message === 'string') return body.error.message;
+  if (typeof body.error === 'string') return body.error;
+  if (typeof body.message === 'string') return body.message;
+  if (typeof body.detail === 'string') return body.detail;
+  return null;
+}
