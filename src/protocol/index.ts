@@ -43,6 +43,8 @@ export interface RunInfo {
   pid?: number;
   error?: string;
   resumed_from?: string | null;
+  /** rollout.server: the SGLang server that sampled the rollouts and evals, and every weight sync (step, folder, seconds) */
+  rollout_server?: { url: string; api: string; model: string | null; syncs: { step: number; path: string; seconds: number }[] };
   /** the task and splits the run draws (set once its session is open); compare pairs runs only when these agree */
   task?: TaskIdentity;
   /** set when the run was made by `credit-lens import` from another trainer's rollouts, not trained here */
@@ -59,6 +61,14 @@ export interface ImportedInfo {
   /** completions imported, and lines skipped as malformed */
   records: number;
   skipped: number;
+  /**
+   * Where the tokens were scored when an inference server scored them (`import --score-server`): its API, URL, model and
+   * weight version, and the K of its top-K log-probs. The token table's entropy is then NaN, and the columns
+   * `entropy_topk` and `grad_norm_topk` hold the top-K estimates (K tokens plus one bucket for the rest: lower bounds).
+   */
+  scored_by?: { api: string; url: string | null; model: string | null; weight_version: string | null; top_k: number };
+  /** the tokenizer the tokens were read with (`--tokenizer`, or the `--model`'s), so a probe can decode continuations */
+  tokenizer?: string | null;
 }
 
 /** One line of `<run>/metrics.jsonl` (DESIGN §5). */

@@ -65,6 +65,7 @@ export const COMMANDS: readonly Command[] = [
       'import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]',
       '                   [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]',
       '                   [--chat-template auto|apply|as-logged]',
+      '                   [--score-server URL [--server-api auto|sglang|vllm] [--server-concurrency C] [--top-k K]]',
     ],
     run: async (a) => (await data()).cmdImport(a),
   },

@@ -6,6 +6,7 @@ import type { AnalyzeReport } from '../../protocol/analysis';
 import { analyzeRun, compareRuns, type AnalyzeOptions } from '../analysis/analysis';
 import { analysisToMarkdown } from '../analysis/markdown';
 import { UserError } from '../core/errors';
+import { SERVER_APIS } from '../serving/client';
 import { importRollouts } from '../import/import';
 import type { ImportFormat } from '../import/formats';
 import { importanceTrain } from '../importance/importance';
@@ -133,7 +134,10 @@ export async function cmdRollouts(argv: string[]): Promise<number> {
 export const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model <HF model folder | run folder | checkpoint>]
          [--format auto|verl|trl|prime|jsonl] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
          [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]
-         [--chat-template auto|apply|as-logged]
+         [--chat-template auto|apply|as-logged] [--score-server URL [--server-api auto|sglang|vllm] [--server-concurrency C] [--top-k K]]
+  --score-server URL scores the tokens on an SGLang or vLLM server serving the policy, instead of --model: log-probs at
+  temperature 1 and the top K (default 20) at each position, read with --tokenizer. Entropy and the gradient norm then
+  come from the top K plus one bucket for the rest (columns entropy_topk, grad_norm_topk: lower bounds).
   --chat-template: a logged prompt without the model's chat-template markers (veRL and TRL ≤ 0.19 log prompts decoded with
   skip_special_tokens) gets them back, or the template applied (auto, the default); apply always; as-logged never.`;
 
@@ -141,7 +145,22 @@ export async function cmdImport(argv: string[]): Promise<number> {
   const a = parseArgs(
     argv,
     {
-      valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold', 'chat-template'],
+      valued: [
+        'model',
+        'format',
+        'out',
+        'name',
+        'tokenizer',
+        'config',
+        'set',
+        'strategy',
+        'success-threshold',
+        'chat-template',
+        'score-server',
+        'server-api',
+        'server-concurrency',
+        'top-k',
+      ],
       boolean: ['json', 'progress-json'],
     },
     IMPORT_USAGE,
@@ -157,8 +176,16 @@ export async function cmdImport(argv: string[]): Promise<number> {
   // Cancel (the extension's SIGTERM) or Ctrl-C: the import stops between batches and records why, so its run does not
   // read "running" forever.
   const signal = stopOnSignals('stopping the import');
+  const scoreServer = flag(a, 'score-server');
+  const api = choiceFlag(a, 'server-api', SERVER_APIS, 'auto');
+  const concurrency = intFlag(a, 'server-concurrency', 1);
+  const topK = intFlag(a, 'top-k', 1);
+  if (!scoreServer && (a.flags.has('server-api') || concurrency !== undefined || topK !== undefined))
+    throw new UserError('--server-api, --server-concurrency and --top-k go with --score-server URL');
   const r = await importRollouts({
     signal,
+    scoreServer: scoreServer ? { url: scoreServer, api, concurrency } : undefined,
+    topK,
     source: a.positional[0],
     format: format as ImportFormat | 'auto',
     model: flag(a, 'model'),

@@ -304,6 +304,29 @@ const loggingSchema = section(
   'What the run directory records.',
 );
 
+export const ROLLOUT_APIS = ['auto', 'sglang', 'vllm'] as const;
+
+const rolloutSchema = section(
+  {
+    server: allow(
+      z
+        .string()
+        .regex(/^https?:\/\/\S+$/)
+        .nullable()
+        .describe(
+          'An SGLang server (e.g. http://gpu-box:30000) that samples the GRPO rollouts and evals instead of this process; the ' +
+            'updates still run here. After each update the policy is written to <run>/rollout/ and loaded by the server ' +
+            '(POST /update_weights_from_disk) before the next step samples. null samples here (not in DESIGN §3).',
+        ),
+      'null, or an http:// or https:// URL',
+    ).default(null),
+    api: oneOf(ROLLOUT_APIS, "The server's API: auto asks it (GET /model_info is SGLang's, GET /v1/models vLLM's).").default('auto'),
+    sync: oneOf(['disk'], 'How the server gets each update: disk writes the policy as a safetensors folder and asks the server to load it.').default('disk'),
+    concurrency: int(1, 'Requests in flight at once, one per prompt with its group_size continuations.').default(64),
+  },
+  'Where GRPO samples its rollouts: here, or on an inference server (not in DESIGN §3).',
+);
+
 export const baseSchema = z.strictObject({
   name: allow(
     z
@@ -330,6 +353,7 @@ export const baseSchema = z.strictObject({
   grpo: grpoSchema.prefault({}),
   credit: creditSchema.prefault({}),
   logging: loggingSchema.prefault({}),
+  rollout: rolloutSchema.prefault({}),
 });
 
 export const CONFIG_PATHS = collectPaths(baseSchema, '', []);

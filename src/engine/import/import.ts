@@ -26,6 +26,8 @@ import { readImport, type ImportedRecord, type ImportFormat, type ImportProblem 
 import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, scoreBatch, weighExported, type Scorer } from './score';
 import { PromptTemplater, type ChatTemplateMode } from './chat_template';
 import { HfTokenizer } from '../model/tokenizer';
+import { ServerSampler, type ServerOptions } from '../serving/client';
+import { topKStats } from '../serving/wire';
 
 export interface ImportOptions {
   source: string;
@@ -52,6 +54,12 @@ export interface ImportOptions {
   log?: (level: 'info' | 'warn', message: string) => void;
   /** aborted by a SIGTERM or SIGINT (the extension's Cancel): the import ends `failed`, saying how far it got */
   signal?: AbortSignal;
+  /**
+   * Score the tokens on an SGLang or vLLM server (or `credit-lens serve`) instead of a local `--model`: log-probs at
+   * temperature 1 and the top `topK` (default 20) at each position, read with `--tokenizer`.
+   */
+  scoreServer?: Omit<ServerOptions, 'log'>;
+  topK?: number;
 }
 
 export interface ImportResult {
@@ -82,6 +90,8 @@ interface Pending {
   entropy?: number[];
   /** Σ_j π_j² at each position, where a model scored the tokens */
   probSq?: number[];
+  /** the same over a server's top K (a lower bound) */
+  probSqTopK?: number[];
   weight?: number[];
   effAdv?: number[];
   extra?: Record<string, (number | null)[]>;
@@ -169,6 +179,8 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   const scorer: Scorer | null = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
   const tokenizer: Tokenizer | null = scorer?.tokenizer ?? (o.tokenizer ? loadTokenizerOnly(o.tokenizer) : null);
   if (perToken && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
+  const server = o.scoreServer && !perToken ? await ServerSampler.connect({ ...o.scoreServer, log: (m) => log('info', m) }, tokenizer!) : null;
+  const topK = o.topK ?? 20;
 
   const name = o.name ?? `import-${basename(source, extname(source)).replace(/[^A-Za-z0-9._-]+/g, '-')}`;
   const runDir = createRunDir(resolve(o.out ?? cfg.output_dir), name);
@@ -186,18 +198,42 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     strategy: cfg.credit.strategy,
     // the pid lets a reader tell a live import from one that was killed (engineAlive), as for a trained run
     pid: process.pid,
-    imported: { source, format: read.format, model: scorer?.describe ?? null, records: 0, skipped: problems.length },
+    imported: {
+      source,
+      format: read.format,
+      model: scorer?.describe ?? server?.provenance.model ?? null,
+      records: 0,
+      skipped: problems.length,
+      tokenizer: o.model ? scorer!.describe : o.tokenizer ? resolve(o.tokenizer) : null,
+      ...(server
+        ? {
+            scored_by: {
+              api: server.api,
+              url: server.provenance.url,
+              model: server.provenance.model,
+              weight_version: server.provenance.weight_version,
+              top_k: topK,
+            },
+          }
+        : {}),
+    },
   };
   writeRunInfo(runDir, info);
   writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
   elog.write(
     'info',
-    `import ${source} (${read.format}, ${read.files.length} file${read.files.length === 1 ? '' : 's'})${scorer ? ` scored with ${scorer.describe}` : ''}`,
+    `import ${source} (${read.format}, ${read.files.length} file${read.files.length === 1 ? '' : 's'})${scorer ? ` scored with ${scorer.describe}` : ''}${server ? ` scored on ${server.provenance.api} at ${server.provenance.url} (model ${server.provenance.model}; top-${topK} entropies)` : ''}`,
   );
+  if (server?.api === 'vllm') elog.write('info', 'vLLM scores with prompt_logprobs, which skips its prefix cache: every prompt is prefilled again');
   try {
     // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
     const templater = new PromptTemplater(scorer?.tokenizer instanceof HfTokenizer ? scorer.tokenizer : null, o.chatTemplate ?? 'auto');
-    const byStep = episodesByStep(read.records, { scorer, tokenizer, cfg, threshold: o.successThreshold ?? 0.5, templater, problems });
+    const encoder = scorer
+      ? { tokenizer: scorer.tokenizer, vocab: scorer.model.cfg.vocabSize, maxSeq: scorer.model.cfg.maxSeqLen }
+      : server
+        ? { tokenizer: tokenizer!, vocab: tokenizer!.vocabSize, maxSeq: Infinity }
+        : null;
+    const byStep = episodesByStep(read.records, { encoder, tokenizer, cfg, threshold: o.successThreshold ?? 0.5, templater, problems });
     const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
     if (total === 0) throw new UserError(`import: every one of the ${problems.length} completions was skipped; nothing to show${firstProblems(problems)}`);
 
@@ -217,7 +253,8 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
       if (perToken) {
         weighFromFile(eps, cfg);
         scored(eps.length);
-      } else await scoreStep(eps, scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
+      } else if (server) await scoreStepOnServer(eps, server, cfg, topK, { cancelled, scored, stopped: () => !!o.signal?.aborted });
+      else await scoreStep(eps, scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
       writeStep(runDir, step, eps, cfg.grpo.temperature);
     }
 
@@ -246,6 +283,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     elog.close();
     release();
     scorer?.dispose();
+    await server?.close();
   }
 }
 
@@ -265,10 +303,23 @@ async function readChecked(o: ImportOptions, cfg: CreditConfig, source: string) 
       `credit.strategy: '${cfg.credit.strategy}' needs training (a head, a network or an oracle) and cannot score imported rollouts; use one of ${IMPORT_STRATEGIES.join(', ')}`,
     );
   }
+  if (o.model && o.scoreServer) throw new UserError('import: --model and --score-server both score the tokens; give one');
+  if (o.scoreServer) {
+    if (!o.tokenizer)
+      throw new UserError(
+        'import --score-server: pass --tokenizer <the policy’s Hugging Face folder or tokenizer.json>: the server scores token ids, read with it',
+      );
+    if (cfg.grpo.temperature !== 1)
+      throw new UserError(
+        `import --score-server: grpo.temperature is ${cfg.grpo.temperature}; a server's log-probs are taken at temperature 1 (SGLang returns them after its temperature, vLLM before: at 1 they agree). Score at 1 (--set grpo.temperature=1) or with --model`,
+      );
+    if (o.topK !== undefined && !(Number.isInteger(o.topK) && o.topK >= 1 && o.topK <= 100))
+      throw new UserError(`--top-k: got ${o.topK}; expected an integer from 1 to 100 (the top-K log-probs each position's entropy is estimated from)`);
+  }
   const read = await readImport(source, o.format ?? 'auto');
-  if (read.format !== 'prime' && !o.model) {
+  if (read.format !== 'prime' && !o.model && !o.scoreServer) {
     throw new UserError(
-      `import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> to score them`,
+      `import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> or --score-server URL to score them`,
     );
   }
   if (!read.records.length) {
@@ -327,20 +378,71 @@ async function scoreStep(
 }
 
 /**
+ * A step's completions scored on a server: each token's log-prob at temperature 1 and the top K at each position, from
+ * which `entropy_topk` and `grad_norm_topk` are estimated (topKStats: lower bounds, so never written under the exact
+ * names); the strategy weighs the tokens on those estimates (weighExported), as for an export that carries its own.
+ */
+async function scoreStepOnServer(
+  eps: Pending[],
+  server: ServerSampler,
+  cfg: CreditConfig,
+  topK: number,
+  c: { cancelled: () => Promise<void>; scored: (n: number) => void; stopped: () => boolean },
+): Promise<void> {
+  // chunks of 64 completions: progress between them, and a cancel seen within one chunk's requests
+  for (let start = 0; start < eps.length; start += 64) {
+    await c.cancelled();
+    const part = eps.slice(start, start + 64);
+    const out = await server.score(
+      part.map((e) => ({ prefix: e.promptIds, ids: e.ids })),
+      topK,
+      { stop: c.stopped },
+    );
+    if (!out) await c.cancelled();
+    part.forEach((e, i) => {
+      const stats = out![i].top.map((t) => topKStats(t.logprobs));
+      e.logprob = out![i].logprobs;
+      e.entropy = e.ids.map(() => NaN);
+      e.extra = { ...e.extra, entropy_topk: stats.map((x) => x.entropy) };
+      e.probSqTopK = stats.map((x) => x.probSq);
+    });
+    c.scored(part.length);
+  }
+  const w = weighExported(
+    eps.map((e) => ({ logprob: e.logprob!, entropy: e.extra!.entropy_topk as number[], sections: e.sections, advantage: e.advantage })),
+    cfg,
+    'through a server (no attention): score with --model instead',
+  );
+  eps.forEach((e, i) => {
+    e.weight = w[i].weight;
+    e.effAdv = w[i].effAdv;
+    e.extra!.grad_norm_topk = gradNorms([e.effAdv], [e.logprob!], [e.probSqTopK], 1)![0];
+  });
+}
+
+/**
  * The imported records as episodes, by step: token ids checked against the vocabulary, prompts through the chat template
  * as the scoring model saw them, texts and sections decoded, and advantages the source did not log computed from the
  * rewards by group. A record that cannot be an episode is skipped into `problems` with its reason.
  */
 function episodesByStep(
   records: ImportedRecord[],
-  c: { scorer: Scorer | null; tokenizer: Tokenizer | null; cfg: CreditConfig; threshold: number; templater: PromptTemplater; problems: ImportProblem[] },
+  c: {
+    /** what encodes logged texts for scoring: the scoring model's tokenizer, its vocabulary and context */
+    encoder: { tokenizer: Tokenizer; vocab: number; maxSeq: number } | null;
+    tokenizer: Tokenizer | null;
+    cfg: CreditConfig;
+    threshold: number;
+    templater: PromptTemplater;
+    problems: ImportProblem[];
+  },
 ): Map<number, Pending[]> {
-  const { scorer, tokenizer, cfg, threshold, templater, problems } = c;
+  const { encoder, tokenizer, cfg, threshold, templater, problems } = c;
   const plan = planSteps(records);
   const promptIndex = new Map<string, number>();
   const byStep = new Map<number, Pending[]>();
   const skip = (r: ImportedRecord, reason: string) => problems.push({ file: r.file, line: r.line, reason });
-  const maxSeq = scorer?.model.cfg.maxSeqLen ?? Infinity;
+  const maxSeq = encoder?.maxSeq ?? Infinity;
   for (const { step, records: recs, group: groups } of plan) {
     const eps: Pending[] = [];
     for (const [k, r] of recs.entries()) {
@@ -348,7 +450,7 @@ function episodesByStep(
         // Token ids from another trainer's tokenizer: one outside ours (or the scoring model's) skips the line with
         // its reason, rather than aborting the import inside a decoder.
         if (r.tokens && tokenizer) {
-          const n = Math.min(tokenizer.vocabSize, scorer?.model.cfg.vocabSize ?? Infinity);
+          const n = Math.min(tokenizer.vocabSize, encoder?.vocab ?? Infinity);
           const bad = [...r.tokens.promptIds, ...r.tokens.ids].find((id) => !Number.isInteger(id) || id < 0 || id >= n);
           if (bad !== undefined) throw new UserError(`token id ${bad} is outside the tokenizer's vocabulary [0, ${n}): exported with another tokenizer?`);
         }
@@ -363,8 +465,8 @@ function episodesByStep(
           promptIds = r.tokens.promptIds;
           ids = r.tokens.ids;
         } else {
-          promptIds = scorer!.tokenizer.encodePrompt(scored!);
-          ids = scorer!.tokenizer.encode(r.completion);
+          promptIds = encoder!.tokenizer.encodePrompt(scored!);
+          ids = encoder!.tokenizer.encode(r.completion);
           if (!ids.length) throw new UserError('empty completion');
           if (ids.length + 1 > maxSeq) throw new UserError(`completion is ${ids.length} tokens, the model's context is ${maxSeq}`);
           // Keep the prompt's end (the tokens the completion follows) when both do not fit.

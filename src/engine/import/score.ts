@@ -180,9 +180,10 @@ export async function scoreStrategies(
 export function weighExported(
   items: { logprob: number[]; entropy: number[]; sections: Section[]; advantage: number }[],
   cfg: CreditConfig,
+  why = 'pass --model to score the tokens',
 ): { weight: number[]; effAdv: number[] }[] {
   const strategy = getStrategy(cfg.credit.strategy);
-  if (strategy.needs.attention) throw new UserError(`credit.strategy ${cfg.credit.strategy} needs the model's attention: pass --model to score the tokens`);
+  if (strategy.needs.attention) throw new UserError(`credit.strategy ${cfg.credit.strategy} needs the model's attention: ${why}`);
   const params = creditParams(cfg.credit);
   const C = Math.max(1, ...items.map((x) => x.logprob.length));
   const pad = <T>(row: T[], fill: T) => [...row, ...Array<T>(C - row.length).fill(fill)];

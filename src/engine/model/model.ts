@@ -387,8 +387,15 @@ export class Transformer {
     positions: { from: number; count: number },
     targets: Int32Array,
     temperature: number,
-    opts: { budget?: number; returnAttention?: boolean } = {},
-  ): Promise<{ logp: Float32Array; entropy: Float32Array; probSq: Float32Array; attention?: tf.Tensor4D }> {
+    opts: { budget?: number; returnAttention?: boolean; topK?: number } = {},
+  ): Promise<{
+    logp: Float32Array;
+    entropy: Float32Array;
+    probSq: Float32Array;
+    attention?: tf.Tensor4D;
+    /** with opts.topK: the K most likely ids of each position and their log-probs (row-major), and the target's rank */
+    top?: { ids: Int32Array; logp: Float32Array; rank: Int32Array };
+  }> {
     this.checkLive();
     const [B, T] = ids.shape;
     const { from, count } = positions;
@@ -415,7 +422,24 @@ export class Transformer {
     const logp = new Float32Array(N);
     const entropy = new Float32Array(N);
     const probSq = new Float32Array(N);
+    // the K most likely tokens of each position (what a server's top_logprobs gives): merged over the vocabulary blocks
+    const K = Math.min(V, Math.max(0, opts.topK ?? 0));
+    const topIds = new Int32Array(N * K);
+    const topZ = new Float32Array(N * K).fill(-Infinity);
+    // with the top K, each target's rank: 1 + the tokens whose logit is above its own
+    const rank = new Int32Array(K > 0 ? N : 0).fill(1);
+    const zt = new Float32Array(N);
     try {
+      for (let r0 = 0; r0 < N; r0 += rBlock) {
+        const R = Math.min(rBlock, N - r0);
+        // the target's logit: its column of the lm head, one dot product per row
+        const z = tf.tidy(() => {
+          const cols = gatherVocab(W, tf.tensor1d(targets.subarray(r0, r0 + R), 'int32')); // [d, R]
+          return tf.sum(tf.mul(tf.slice(h, [r0, 0], [R, d]), tf.transpose(cols)), 1).div(temperature);
+        });
+        zt.set((await z.data()) as Float32Array, r0);
+        z.dispose();
+      }
       // vocabulary blocks outside, rows inside: each block of the lm head is sliced once, not once per row block
       for (const [W0, v0, vc] of W.vars.flatMap((Ws, b) => {
         const out: [tf.Variable, number, number][] = [];
@@ -436,6 +460,7 @@ export class Transformer {
             });
             const [a, b, c, q] = await Promise.all([mc.data(), s0c.data(), s1c.data(), s2c.data()]);
             tf.dispose([mc, s0c, s1c, s2c]);
+            if (K > 0) await this.mergeTop(h, Wb, r0, R, W.starts[W.vars.indexOf(W0)] + v0, temperature, K, topIds, topZ, zt, targets, rank);
             for (let i = 0, n = r0; i < R; i++, n++) {
               // rebase both sums on the new max M: e^{z−M}(z−M) = e^{m−M}·(e^{z−m}(z−m) + e^{z−m}(m−M))
               const M = Math.max(m[n], a[i]);
@@ -451,26 +476,69 @@ export class Transformer {
           if (Wb !== W0) Wb.dispose();
         }
       }
-      for (let r0 = 0; r0 < N; r0 += rBlock) {
-        const R = Math.min(rBlock, N - r0);
-        // the target's logit: its column of the lm head, one dot product per row
-        const zt = tf.tidy(() => {
-          const cols = gatherVocab(W, tf.tensor1d(targets.subarray(r0, r0 + R), 'int32')); // [d, R]
-          return tf.sum(tf.mul(tf.slice(h, [r0, 0], [R, d]), tf.transpose(cols)), 1).div(temperature);
-        });
-        const ztv = await zt.data();
-        zt.dispose();
-        for (let i = 0, n = r0; i < R; i++, n++) {
-          // lse = M + ln s0; H = lse − E[z] = ln s0 − s1/s0 (s1 = Σ e^{z−M}(z − M))
-          logp[n] = ztv[i] - (m[n] + Math.log(s0[n]));
-          entropy[n] = Math.log(s0[n]) - s1[n] / s0[n];
-          probSq[n] = s2[n] / (s0[n] * s0[n]);
-        }
+      for (let n = 0; n < N; n++) {
+        // lse = M + ln s0; H = lse − E[z] = ln s0 − s1/s0 (s1 = Σ e^{z−M}(z − M))
+        const lse = m[n] + Math.log(s0[n]);
+        logp[n] = zt[n] - lse;
+        entropy[n] = Math.log(s0[n]) - s1[n] / s0[n];
+        probSq[n] = s2[n] / (s0[n] * s0[n]);
+        for (let j = n * K; j < (n + 1) * K; j++) topZ[j] -= lse;
       }
     } finally {
       h.dispose();
     }
-    return { logp, entropy, probSq, ...(attention ? { attention } : {}) };
+    return { logp, entropy, probSq, ...(attention ? { attention } : {}), ...(K > 0 ? { top: { ids: topIds, logp: topZ, rank } } : {}) };
+  }
+
+  /**
+   * Rows [r0, r0 + R) of one vocabulary block (its first id `base`): each row's K largest logits merged into the running
+   * lists, kept in descending order (ties to the lower id).
+   */
+  private async mergeTop(
+    h: tf.Tensor2D,
+    Wb: tf.Tensor,
+    r0: number,
+    R: number,
+    base: number,
+    temperature: number,
+    K: number,
+    ids: Int32Array,
+    z: Float32Array,
+    zt: Float32Array,
+    targetIds: Int32Array,
+    rank: Int32Array,
+  ): Promise<void> {
+    const d = this.cfg.dModel;
+    const k = Math.min(K, Wb.shape[1] as number);
+    const { values, indices, above } = tf.tidy(() => {
+      const zb = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb as tf.Tensor2D).div(temperature) as tf.Tensor2D;
+      const top = tf.topk(zb, k, true);
+      const target = tf.tensor2d(zt.subarray(r0, r0 + R), [R, 1]);
+      // the target's own column is left out: its logit from this product and from the gathered dot product differ in rounding
+      const own = tf.notEqual(
+        tf.range(base, base + (Wb.shape[1] as number), 1, 'int32').reshape([1, -1]),
+        tf.tensor2d(targetIds.subarray(r0, r0 + R), [R, 1], 'int32'),
+      );
+      return { ...top, above: tf.sum(tf.cast(tf.logicalAnd(tf.greater(zb, target), own), 'int32'), 1) };
+    });
+    const [vals, idx, gt] = await Promise.all([
+      values.data() as Promise<Float32Array>,
+      indices.data() as Promise<Int32Array>,
+      above.data() as Promise<Int32Array>,
+    ]);
+    tf.dispose([values, indices, above]);
+    for (let i = 0; i < R; i++) rank[r0 + i] += gt[i];
+    for (let i = 0; i < R; i++) {
+      const n = r0 + i;
+      const merged: [number, number][] = [];
+      for (let j = 0; j < K; j++) if (z[n * K + j] > -Infinity) merged.push([z[n * K + j], ids[n * K + j]]);
+      for (let j = 0; j < k; j++) merged.push([vals[i * k + j], idx[i * k + j] + base]);
+      merged.sort((x, y) => y[0] - x[0] || x[1] - y[1]);
+      for (let j = 0; j < K; j++) {
+        z[n * K + j] = j < merged.length ? merged[j][0] : -Infinity;
+        ids[n * K + j] = j < merged.length ? merged[j][1] : 0;
+      }
+    }
   }
 
   /** log softmax(logits)[n, targets[n]] for logits [N, V] and int32 targets [N], differentiable: the backend's op. */

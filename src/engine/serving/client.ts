@@ -16,7 +16,21 @@ import {
   type SampleSettings,
   type SamplerProvenance,
 } from '../model/sampling';
-import { errorMessage, parseSglangGenerate, parseVllmCompletion, sglangGenerateBody, vllmCompletionBody, type RawContinuation, type ServerApi } from './wire';
+import {
+  errorMessage,
+  parseSglangGenerate,
+  parseSglangScore,
+  parseVllmCompletion,
+  parseVllmScore,
+  sglangGenerateBody,
+  sglangScoreBody,
+  vllmCompletionBody,
+  vllmScoreBody,
+  type RawContinuation,
+  type ScoreItem,
+  type ScoredTokens,
+  type ServerApi,
+} from './wire';
 
 export interface ServerOptions {
   url: string;
@@ -153,11 +167,44 @@ export class ServerSampler implements Sampler {
   }
 
   async sample(reqs: SampleRequest[], s: SampleSettings, hooks: SampleHooks = {}): Promise<Continuation[][] | null> {
-    const out: Continuation[][] = Array(reqs.length);
+    return this.pool(
+      reqs,
+      (r, signal) => this.one(r, s, signal),
+      (c) => c.length,
+      hooks,
+    );
+  }
+
+  /**
+   * The log-prob of each given completion token under the served policy at temperature 1, and the K most likely tokens
+   * at each position (K = 0: none). Null when `stop` ended the call.
+   */
+  async score(items: ScoreItem[], topK: number, hooks: SampleHooks = {}): Promise<ScoredTokens[] | null> {
+    return this.pool(
+      items,
+      async (item, signal) => {
+        const [path, body] =
+          this.api === 'sglang' ? ['/generate', sglangScoreBody(item, topK)] : ['/v1/completions', vllmScoreBody(item, topK, this.modelName)];
+        const r = await this.call('POST', path, body, { signal });
+        if (r.status !== 200) throw this.refusal(path, r);
+        const out = this.api === 'sglang' ? parseSglangScore(r.body, item, topK) : parseVllmScore(r.body, item, topK);
+        if (typeof out === 'string') throw new ServerError(`${this.url}${path} answered a scoring request in a shape this client does not know: ${out}`);
+        return out;
+      },
+      () => 1,
+      hooks,
+    );
+  }
+
+  /**
+   * `fn` over the items, at most `concurrency` at a time, results in item order; `rows` counts an item's results for the
+   * progress. A stop (polled: the probe's signal handler only sets a flag) or a failure aborts what is in flight.
+   */
+  private async pool<T, R>(items: T[], fn: (item: T, signal: AbortSignal) => Promise<R>, rows: (r: R) => number, hooks: SampleHooks): Promise<R[] | null> {
+    const out: R[] = Array(items.length);
     const abort = new AbortController();
     const onClose = () => abort.abort();
     this.closed.signal.addEventListener('abort', onClose);
-    // a stop is seen by polling: the probe's signal handler only sets a flag
     const poll = setInterval(() => {
       if (hooks.stop?.()) abort.abort();
     }, 50);
@@ -165,11 +212,11 @@ export class ServerSampler implements Sampler {
     let done = 0;
     let failure: unknown = null;
     const worker = async () => {
-      while (next < reqs.length && !abort.signal.aborted) {
+      while (next < items.length && !abort.signal.aborted) {
         const q = next++;
         try {
-          out[q] = await this.one(reqs[q], s, abort.signal);
-          done += out[q].length;
+          out[q] = await fn(items[q], abort.signal);
+          done += rows(out[q]);
           hooks.progress?.(done);
         } catch (e) {
           if (!abort.signal.aborted) {
@@ -181,7 +228,7 @@ export class ServerSampler implements Sampler {
     };
     try {
       if (hooks.stop?.()) return null;
-      await Promise.all(Array.from({ length: Math.min(this.concurrency, reqs.length) }, worker));
+      await Promise.all(Array.from({ length: Math.min(this.concurrency, items.length) }, worker));
     } finally {
       clearInterval(poll);
       this.closed.signal.removeEventListener('abort', onClose);
@@ -283,6 +330,26 @@ export class ServerSampler implements Sampler {
       `${method} ${this.url}${path} failed ${tries} time${tries === 1 ? '' : 's'}: ${last}`,
       'is the server running and reachable from here? (`curl ' + this.url + '/health`)',
     );
+  }
+
+  /** SGLang: loads a policy folder (flushing the prefix cache) under `version`. */
+  async updateWeightsFromDisk(dir: string, version: string): Promise<{ success: boolean; message: string }> {
+    const path = '/update_weights_from_disk';
+    const r = await this.call('POST', path, { model_path: dir, load_format: null, flush_cache: true, weight_version: version });
+    if (r.status !== 200) throw this.refusal(path, r);
+    const b = r.body as { success?: unknown; message?: unknown } | null;
+    return { success: b?.success === true, message: typeof b?.message === 'string' ? b.message : JSON.stringify(b) };
+  }
+
+  /** SGLang: the weight version the server reports (GET /model_info, or /get_weight_version on older builds). */
+  async weightVersion(): Promise<string | null> {
+    const r = await this.call('GET', '/model_info', undefined);
+    const b = r.body as { weight_version?: unknown } | null;
+    if (r.status === 200 && typeof b?.weight_version === 'string') return b.weight_version;
+    const v = await this.call('GET', '/get_weight_version', undefined);
+    const vb = v.body as { weight_version?: unknown } | string | null;
+    if (v.status === 200) return typeof vb === 'string' ? vb : typeof vb?.weight_version === 'string' ? vb.weight_version : null;
+    return null;
   }
 
   async close(): Promise<void> {

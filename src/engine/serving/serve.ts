@@ -3,6 +3,7 @@
 // either. Requests that arrive while a batch runs wait for the next one: every request queued at a tick goes into one
 // LocalSampler call (generate() in buckets), and the rows of one prefix share its prefill. A malformed request gets a
 // 400 in the engine's error shape naming the field, never a crash.
+import * as tf from '@tensorflow/tfjs';
 import { randomInt } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -204,6 +205,38 @@ export class CreditLensServer {
     return { sglang: { type: 'stop', matched }, vllm: ['stop', matched] };
   }
 
+  /**
+   * Teacher-forced log-probs of positions [start, T) of `ids` (position 0 has none: null), and with K > 0 the K most
+   * likely tokens at each and the given token's rank. Waits for a weight update in progress.
+   */
+  private async scoreRow(
+    ids: number[],
+    start: number,
+    K: number,
+    temperature: number,
+  ): Promise<{ lp: (number | null)[]; top: [number, number][][]; rank: number[] }> {
+    if (this.updating) await this.updating;
+    const first = Math.max(1, start);
+    const lp: (number | null)[] = start === 0 ? [null] : [];
+    const top: [number, number][][] = start === 0 ? [[]] : [];
+    const rank: number[] = start === 0 ? [0] : [];
+    if (first >= ids.length) return { lp, top, rank };
+    const count = ids.length - first;
+    const idsT = tf.tensor2d(Int32Array.from(ids), [1, ids.length], 'int32');
+    const mask = tf.ones([1, ids.length], 'float32') as tf.Tensor2D;
+    try {
+      const r = await this.m.model.scoreTokens(idsT, mask, { from: first - 1, count }, Int32Array.from(ids.slice(first)), temperature || 1, { topK: K });
+      for (let t = 0; t < count; t++) {
+        lp.push(r.logp[t]);
+        top.push(K > 0 ? Array.from({ length: K }, (_, j): [number, number] => [r.top!.logp[t * K + j], r.top!.ids[t * K + j]]) : []);
+        rank.push(K > 0 ? r.top!.rank[t] : 0);
+      }
+    } finally {
+      tf.dispose([idsT, mask]);
+    }
+    return { lp, top, rank };
+  }
+
   // ---- SGLang ----------------------------------------------------------------------------------------------------
 
   private sglangRow(p: Record<string, unknown>): RowSettings & { n: number } {
@@ -238,15 +271,54 @@ export class CreditLensServer {
     const list = Array.isArray(sp) ? sp : prompts.map(() => sp);
     if (list.length !== prompts.length) throw new BadRequest(`sampling_params has ${list.length} entries for ${prompts.length} prompts`, 'sampling_params');
     if (!list.every(isObj)) throw new BadRequest('sampling_params must be an object or a list of objects', 'sampling_params');
-    if (intField(body.top_logprobs_num, 'top_logprobs_num', 0, 0) > 0)
-      throw new BadRequest('top_logprobs_num > 0 is not served by credit-lens serve: it returns the sampled tokens’ log-probs only', 'top_logprobs_num');
+    const perRow = (v: unknown, name: string, dflt: number, min: number) => {
+      const xs = Array.isArray(v) ? v : prompts.map(() => v);
+      if (xs.length !== prompts.length) throw new BadRequest(`${name} has ${xs.length} entries for ${prompts.length} prompts`, name);
+      return xs.map((x) => intField(x, name, min, dflt));
+    };
+    const topK = perRow(body.top_logprobs_num, 'top_logprobs_num', 0, 0);
+    const startLen = perRow(body.logprob_start_len, 'logprob_start_len', -1, -1);
     const returnLogprob = body.return_logprob === true;
     const rows = list.map((p) => this.sglangRow(p));
+    if (rows.some((r) => r.maxNewTokens === 0)) {
+      // scoring: max_new_tokens 0 for every row, the prompt's log-probs from logprob_start_len on
+      if (!rows.every((r) => r.maxNewTokens === 0))
+        throw new BadRequest('max_new_tokens: 0 (scoring) and sampling rows in one batch are not served together', 'max_new_tokens');
+      const answers = [];
+      for (const [i, prompt] of prompts.entries()) {
+        if (startLen[i] >= prompt.length)
+          throw new BadRequest(`logprob_start_len ${startLen[i]} is not inside the prompt of ${prompt.length} tokens`, 'logprob_start_len');
+        this.checkLength(prompt, 0, 'input_ids');
+        const sc = returnLogprob && startLen[i] >= 0 ? await this.scoreRow(prompt, startLen[i], topK[i], rows[i].temperature) : null;
+        const meta: Record<string, unknown> = {
+          id: `cl-score-${Date.now().toString(36)}-${i}`,
+          finish_reason: { type: 'length', length: 0 },
+          prompt_tokens: prompt.length,
+          completion_tokens: 0,
+          cached_tokens: 0,
+          weight_version: this.weightVersion,
+        };
+        if (returnLogprob) {
+          const from = Math.max(0, startLen[i]);
+          Object.assign(meta, {
+            input_token_logprobs: sc ? sc.lp.map((l, t) => [l, prompt[from + t], null]) : [],
+            input_top_logprobs: sc && topK[i] > 0 ? sc.top.map((list, t) => (from + t === 0 ? null : list.map(([l, id]) => [l, id, null]))) : [],
+            output_token_logprobs: [],
+            output_top_logprobs: [],
+          });
+        }
+        answers.push({ text: '', output_ids: [], meta_info: meta });
+      }
+      return batched || answers.length > 1 ? answers : answers[0];
+    }
+    if (topK.some((k) => k > 0))
+      throw new BadRequest(
+        'top_logprobs_num > 0 is served for scoring (max_new_tokens 0) only: sampled tokens come with their own log-probs',
+        'top_logprobs_num',
+      );
     const started = Date.now();
     const jobs = prompts.flatMap((prompt, i) => {
       const r = rows[i];
-      if (r.maxNewTokens === 0)
-        throw new BadRequest('max_new_tokens 0 (scoring) is not served by credit-lens serve: it samples continuations', 'max_new_tokens');
       this.checkLength(prompt, r.maxNewTokens, 'input_ids');
       return Array.from({ length: r.n }, () => ({ prompt, r }));
     });
@@ -350,11 +422,10 @@ export class CreditLensServer {
     else if (typeof p === 'string') prompts = [this.m.tokenizer.encode(p)];
     else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'string')) prompts = (p as string[]).map((x) => this.m.tokenizer.encode(x));
     else throw new BadRequest('prompt must be a string, a list of strings, a list of token ids or a list of such lists', 'prompt');
-    if (body.echo === true || (body.prompt_logprobs !== undefined && body.prompt_logprobs !== null))
-      throw new BadRequest(
-        'echo and prompt_logprobs (scoring) are not served by credit-lens serve: it samples continuations',
-        body.echo === true ? 'echo' : 'prompt_logprobs',
-      );
+    const promptK = body.prompt_logprobs === undefined || body.prompt_logprobs === null ? null : intField(body.prompt_logprobs, 'prompt_logprobs', 0, 0);
+    if (body.max_tokens === 0) return this.vllmScore(body, prompts, promptK);
+    if (body.echo === true || promptK !== null)
+      throw new BadRequest('echo and prompt_logprobs are served for scoring only, with max_tokens: 0', body.echo === true ? 'echo' : 'prompt_logprobs');
     const logprobs = body.logprobs === undefined || body.logprobs === null ? null : intField(body.logprobs, 'logprobs', 0, 0);
     if (logprobs !== null && logprobs > 0)
       throw new BadRequest('logprobs > 0 (top-k lists) is not served by credit-lens serve: send logprobs: 0 for the sampled tokens', 'logprobs');
@@ -413,6 +484,46 @@ export class CreditLensServer {
       model: this.name,
       choices,
       usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    };
+  }
+
+  /** vLLM's scoring form: echo the prompt, sample nothing, and give each prompt position's log-probs (`prompt_logprobs`). */
+  private async vllmScore(body: Record<string, unknown>, prompts: number[][], K: number | null): Promise<unknown> {
+    if (body.echo !== true) throw new BadRequest('max_tokens 0 samples nothing: send echo: true with prompt_logprobs to score the prompt', 'max_tokens');
+    const created = Math.floor(Date.now() / 1000);
+    const choices = [];
+    for (const [i, prompt] of prompts.entries()) {
+      this.checkLength(prompt, 0, 'prompt');
+      const choice: Record<string, unknown> = {
+        index: i,
+        text: this.m.tokenizer.decode(prompt),
+        logprobs: null,
+        finish_reason: 'length',
+        stop_reason: null,
+        prompt_logprobs: null,
+      };
+      if (K !== null) {
+        // raw log-probs, before temperature (vLLM's default logprobs mode); each entry holds the given token and the top K
+        const sc = await this.scoreRow(prompt, 0, K, 1);
+        choice.prompt_logprobs = sc.lp.map((l, t) => {
+          if (l === null) return null;
+          const entry: Record<string, { logprob: number; rank: number; decoded_token: string }> = {};
+          sc.top[t].forEach(([lp, id], j) => (entry[String(id)] = { logprob: lp, rank: j + 1, decoded_token: this.m.tokenizer.decode([id]) }));
+          entry[String(prompt[t])] = { logprob: l, rank: sc.rank[t], decoded_token: this.m.tokenizer.decode([prompt[t]]) };
+          return entry;
+        });
+      }
+      if (body.return_token_ids === true) Object.assign(choice, { token_ids: [], prompt_token_ids: prompt });
+      choices.push(choice);
+    }
+    const promptTokens = prompts.reduce((a, p) => a + p.length, 0);
+    return {
+      id: `cmpl-${created.toString(36)}${randomInt(1e9).toString(36)}`,
+      object: 'text_completion',
+      created,
+      model: this.name,
+      choices,
+      usage: { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens },
     };
   }
 

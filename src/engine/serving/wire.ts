@@ -137,3 +137,113 @@ export function errorMessage(body: unknown): string | null {
   if (typeof body.detail === 'string') return body.detail;
   return null;
 }
+
+// ---- Scoring given tokens -----------------------------------------------------------------------------------------
+
+/** A completion to score after its prompt: the log-prob of each of `ids`, and the K most likely tokens at each. */
+export interface ScoreItem {
+  prefix: number[];
+  ids: number[];
+}
+
+export interface ScoredTokens {
+  logprobs: number[];
+  /** per completion position, the K most likely ids and their log-probs, most likely first */
+  top: { ids: number[]; logprobs: number[] }[];
+}
+
+/**
+ * SGLang scores with `max_new_tokens: 0` and `logprob_start_len` at the prompt's end: the prompt stays in its radix
+ * cache (the match is capped there). Temperature 1, at which its log-probs and the original ones agree.
+ */
+export function sglangScoreBody(item: ScoreItem, topK: number): Record<string, unknown> {
+  return {
+    input_ids: [...item.prefix, ...item.ids],
+    sampling_params: { max_new_tokens: 0, temperature: 1 },
+    return_logprob: true,
+    logprob_start_len: item.prefix.length,
+    top_logprobs_num: topK,
+  };
+}
+
+export function parseSglangScore(body: unknown, item: ScoreItem, topK: number): ScoredTokens | string {
+  const r = Array.isArray(body) ? body[0] : body;
+  const meta = isObj(r) ? r.meta_info : undefined;
+  if (!isObj(meta) || !Array.isArray(meta.input_token_logprobs)) return 'no meta_info.input_token_logprobs (was return_logprob honoured?)';
+  const C = item.ids.length;
+  const lp = meta.input_token_logprobs;
+  if (lp.length !== C) return `${lp.length} input_token_logprobs for the ${C} completion tokens after logprob_start_len ${item.prefix.length}`;
+  const top = topK > 0 ? meta.input_top_logprobs : [];
+  if (topK > 0 && (!Array.isArray(top) || top.length !== C)) return `input_top_logprobs has no list of ${C} positions`;
+  const out: ScoredTokens = { logprobs: [], top: [] };
+  for (let t = 0; t < C; t++) {
+    const e = lp[t];
+    if (!Array.isArray(e) || e[1] !== item.ids[t]) return `input_token_logprobs[${t}] is ${JSON.stringify(e)}, not the log-prob of token ${item.ids[t]}`;
+    out.logprobs.push(logprobOf(e[0]));
+    const list = topK > 0 ? (top as unknown[])[t] : [];
+    if (!Array.isArray(list)) return `input_top_logprobs[${t}] is not a list`;
+    out.top.push({ ids: list.map((x) => (Array.isArray(x) ? Number(x[1]) : NaN)), logprobs: list.map((x) => (Array.isArray(x) ? logprobOf(x[0]) : NaN)) });
+  }
+  return out;
+}
+
+/**
+ * vLLM scores with `echo` and `max_tokens: 0`, the prompt's log-probs from `prompt_logprobs: K` (each position's entry
+ * holds the given token, with its rank, and the top K). Such a request skips the prefix cache (SERVING.md): its whole
+ * prefill is recomputed.
+ */
+export function vllmScoreBody(item: ScoreItem, topK: number, model: string): Record<string, unknown> {
+  return {
+    model,
+    prompt: [...item.prefix, ...item.ids],
+    max_tokens: 0,
+    echo: true,
+    temperature: 1,
+    prompt_logprobs: topK,
+    return_token_ids: true,
+    add_special_tokens: false,
+  };
+}
+
+export function parseVllmScore(body: unknown, item: ScoreItem, topK: number): ScoredTokens | string {
+  const c = isObj(body) && Array.isArray(body.choices) ? body.choices[0] : undefined;
+  if (!isObj(c) || !Array.isArray(c.prompt_logprobs)) return 'no choices[0].prompt_logprobs';
+  const P = item.prefix.length;
+  const all = c.prompt_logprobs;
+  if (all.length !== P + item.ids.length) return `prompt_logprobs has ${all.length} positions for a prompt of ${P + item.ids.length} tokens`;
+  const out: ScoredTokens = { logprobs: [], top: [] };
+  for (let t = 0; t < item.ids.length; t++) {
+    const entry = all[P + t];
+    if (!isObj(entry)) return `prompt_logprobs[${P + t}] is not an object`;
+    const own = entry[String(item.ids[t])];
+    if (!isObj(own) || typeof own.logprob !== 'number') return `prompt_logprobs[${P + t}] lacks token ${item.ids[t]}`;
+    out.logprobs.push(logprobOf(own.logprob));
+    const ranked = Object.entries(entry)
+      .filter(([, v]) => isObj(v) && typeof v.rank === 'number' && v.rank <= topK)
+      .map(([id, v]) => ({ id: Number(id), lp: logprobOf((v as { logprob: unknown }).logprob), rank: (v as { rank: number }).rank }))
+      .sort((a, b) => a.rank - b.rank || a.id - b.id);
+    out.top.push({ ids: ranked.map((x) => x.id), logprobs: ranked.map((x) => x.lp) });
+  }
+  return out;
+}
+
+/**
+ * Entropy and Σπ² from a top-K distribution. The entropy counts the K listed tokens plus one bucket for the mass they
+ * leave; Σπ² counts the K only. Both are lower bounds of the whole distribution's (merging tokens lowers the entropy;
+ * the unlisted tokens' p² are left out), exact where the K hold all the mass.
+ */
+export function topKStats(logprobs: number[]): { entropy: number; probSq: number; rest: number } {
+  let h = 0;
+  let sq = 0;
+  let mass = 0;
+  for (const l of logprobs) {
+    if (!Number.isFinite(l)) continue;
+    const p = Math.exp(l);
+    mass += p;
+    h -= p * l;
+    sq += p * p;
+  }
+  const rest = Math.max(0, 1 - mass);
+  if (rest > 0) h -= rest * Math.log(rest);
+  return { entropy: h, probSq: sq, rest };
+}

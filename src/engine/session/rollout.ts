@@ -2,7 +2,8 @@
 // batch the policy forward pass needs (prompt left-padded, completion right-padded).
 import * as tf from '@tensorflow/tfjs';
 import type { Transformer } from '../model/model';
-import { generate } from '../model/sampler';
+import { generate, SamplingStopped } from '../model/sampler';
+import type { Sampler } from '../model/sampling';
 import { computeSections, tokenType } from '../tasks/sections';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan, TokenType } from '../core/types';
 
@@ -37,10 +38,17 @@ export interface RolloutOptions {
   chunk?: number;
   /** generate()'s stop: true ends the rollout with SamplingStopped */
   stop?: () => boolean;
+  /**
+   * Sample on this sampler (an inference server) instead of the model: each row's seed is drawn from `rng`. The
+   * log-probs, entropies and Σπ² of the sampled tokens are then computed here, by the model that is about to be updated,
+   * so the update's ratio compares the trainer with itself (the server's own log-probs differ in rounding).
+   */
+  sampler?: Sampler | null;
 }
 
 /** Generate one completion per entry of `examples` (repeat an example G times for a group). */
 export async function rollout(model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], o: RolloutOptions): Promise<Episode[]> {
+  if (o.sampler) return rolloutOn(o.sampler, model, tokenizer, task, examples, o);
   const out: Episode[] = [];
   const chunk = o.chunk ?? 128;
   for (let s = 0; s < examples.length; s += chunk) {
@@ -66,6 +74,53 @@ export async function rollout(model: Transformer, tokenizer: Tokenizer, task: Ta
     );
   }
   return out;
+}
+
+/**
+ * The rollout on a sampler: consecutive rows of one example (a group) go as one request with a seed per row, so the
+ * server shares their prefill; then the sampled tokens are scored here at the sampling temperature.
+ */
+async function rolloutOn(sampler: Sampler, model: Transformer, tokenizer: Tokenizer, task: Task, examples: Example[], o: RolloutOptions): Promise<Episode[]> {
+  const groups: { example: Example; rows: number[]; prompt: number[] }[] = [];
+  examples.forEach((ex, i) => {
+    const last = groups[groups.length - 1];
+    if (last && last.example === ex) last.rows.push(i);
+    else groups.push({ example: ex, rows: [i], prompt: tokenizer.encodePrompt(ex.prompt) });
+  });
+  const seeds = examples.map(() => Math.floor(o.rng() * 2 ** 31));
+  const out = await sampler.sample(
+    groups.map((g) => ({ prefix: g.prompt, tail: [], seeds: g.rows.map((r) => seeds[r]), maxNewTokens: o.maxNewTokens })),
+    { temperature: o.greedy ? 0 : o.temperature, topP: o.greedy ? 1 : o.topP, eosIds: tokenizer.eosIds ?? [tokenizer.eosId], stop: ['</answer>'] },
+    { stop: o.stop },
+  );
+  if (!out) throw new SamplingStopped();
+  const rows = groups.flatMap((g, q) => out[q].map((c) => ({ example: g.example, prompt: g.prompt, c })));
+  const temperature = o.greedy ? 1 : o.temperature;
+  const episodes: Episode[] = [];
+  for (let s = 0; s < rows.length; s += o.chunk ?? 128) {
+    const part = rows.slice(s, s + (o.chunk ?? 128));
+    const pb = policyBatch(
+      part.map((r) => r.prompt),
+      part.map((r) => r.c.ids),
+      tokenizer.padId,
+    );
+    try {
+      const C = pb.completionLen;
+      const sc = await model.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, (await pb.targets.data()) as Int32Array, temperature);
+      part.forEach((r, k) => {
+        const n = r.c.ids.length;
+        const at = (x: Float32Array) => Array.from(x.subarray(k * C, k * C + n));
+        episodes.push({
+          ...scoreEpisode(tokenizer, task, r.example, r.prompt, r.c.ids, at(sc.logp), at(sc.entropy)),
+          truncated: r.c.finish === 'length',
+          probSq: at(sc.probSq),
+        });
+      });
+    } finally {
+      pb.dispose();
+    }
+  }
+  return episodes;
 }
 
 export function scoreEpisode(

@@ -12,6 +12,7 @@ import { childSeed } from '../core/rng';
 import { makeTask } from '../tasks';
 import { scratchTokenizer } from './tokenizer';
 import type { Task, Tokenizer } from '../core/types';
+import type { Sampler } from '../model/sampling';
 
 export interface Session {
   cfg: CreditConfig;
@@ -20,6 +21,8 @@ export interface Session {
   tokenizer: Tokenizer;
   model: Transformer;
   modelCfg: ModelConfig;
+  /** where rollouts and evals are sampled when not by `model` (rollout.server): the train loop keeps it in sync */
+  rolloutSampler?: Sampler | null;
 }
 
 export function scratchModelConfig(cfg: CreditConfig, vocabSize: number): ModelConfig {

@@ -164,7 +164,13 @@ export async function sample(s: Session, step: number, draw = 0): Promise<Episod
   const rng = makeRng(childSeed(s.cfg.seed, draw === 0 ? `grpo-${step}` : `grpo-${step}-draw-${draw}`));
   const prompts = pick(rng, s.task.train, g.prompts_per_step);
   const examples = prompts.flatMap((ex) => Array.from({ length: g.group_size }, () => ex));
-  return rollout(s.model, s.tokenizer, s.task, examples, { maxNewTokens: g.max_new_tokens, temperature: g.temperature, topP: g.top_p, rng });
+  return rollout(s.model, s.tokenizer, s.task, examples, {
+    maxNewTokens: g.max_new_tokens,
+    temperature: g.temperature,
+    topP: g.top_p,
+    rng,
+    sampler: s.rolloutSampler,
+  });
 }
 
 // ---- prepare ----

@@ -31,6 +31,7 @@ export async function evaluate(
     rng: () => 0,
     chunk: 128,
     stop,
+    sampler: s.rolloutSampler,
   });
   eps.forEach((e, i) => {
     rows.instance_id.push(`${s.cfg.task.name}:${e.example.id}`);

@@ -38,6 +38,8 @@ import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
 import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
 import { evaluate, sftStep } from './steps';
+import { ServerError } from '../serving/client';
+import { RolloutServer } from '../serving/rollout_sync';
 import { unlessStopped } from '../model/sampler';
 import { logsTables, logTables } from '../session/token_log';
 import { ensureWarmStart, fromWarmStart } from './warm_start';
@@ -417,7 +419,17 @@ async function grpoPhase(
   const { cfg, runDir, info } = run;
   const s = run.s!;
   const ref = run.progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, startWeights) : null;
+  // rollout.server: the server samples; it loads the policy now (after the warm start, or the checkpoint resumed) and
+  // after every update, before anything samples again
+  const server = run.progress.phase === 'grpo' && cfg.rollout.server ? await RolloutServer.connect(cfg, runDir, s.tokenizer, (m) => run.log('info', m)) : null;
+  const sync = async (step: number) => {
+    const r = await server!.sync(step, await s.model.readWeights());
+    info.rollout_server = server!.info;
+    run.log('info', `rollout server: loaded the policy of step ${step} in ${r.seconds.toFixed(2)} s`);
+  };
+  s.rolloutSampler = server?.sampler ?? null;
   try {
+    if (server) await sync(run.progress.step);
     // A stop during an eval ends it (a resume evaluates again); during the eval before GRPO nothing was trained yet.
     const stop = () => run.stopNow;
     if (run.progress.phase === 'grpo' && run.progress.step === 0 && !run.stopNow) {
@@ -443,6 +455,17 @@ async function grpoPhase(
         throw e;
       }
       if (logsTables(cfg.logging, step)) logTables(runDir, step, r.episodes, r.tok);
+      if (server) {
+        try {
+          await sync(step);
+        } catch (e) {
+          // the update is done: the step is kept (without its eval) before the run stops, so its checkpoint is this step's
+          run.emit(r.row);
+          run.progress = { phase: 'grpo', step };
+          info.last_step = step;
+          throw e;
+        }
+      }
       if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
         // the last step's eval runs whole: the run ends with it, and no resume would come back for it
         const ev = await unlessStopped(() => evaluateSplits(s, runDir, step, step === cfg.grpo.steps ? undefined : stop));
@@ -460,8 +483,19 @@ async function grpoPhase(
       if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) await run.ckpt();
       writeRunInfo(runDir, info);
     }
+  } catch (e) {
+    // A rollout server that fails (dead, refusing, out of sync) stops the run with a checkpoint of its last finished
+    // step: nothing is resampled here, and --resume picks up once the server is back.
+    if (!(server && e instanceof ServerError)) throw e;
+    const at = await run.ckpt();
+    throw new ServerError(
+      `${e.message}. The run stopped at step ${run.progress.step} with a checkpoint (${at}); once the server is back, resume it with credit-lens train --resume ${runDir}`,
+      e.hint,
+    );
   } finally {
     ref?.dispose();
+    s.rolloutSampler = null;
+    await server?.close();
   }
 }
 

@@ -143,6 +143,8 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.credit.reward_decomposition = { reasoning: true };
   expected.credit.otb = { handle_zero_tail: true };
   expected.credit.mc_value = { segments: 'fixed', segment_len: 8, cutpoint_tau: 0.5, cutpoints_per_segment: 1, rollouts: 4, prob_mask: false };
+  // rollouts sampled here unless an inference server is named
+  expected.rollout = { server: null, api: 'auto', sync: 'disk', concurrency: 64 };
   assert.deepEqual(config, expected);
 });
 

@@ -392,13 +392,30 @@ test('scoreTokens: log-probs and entropies in blocks of rows and vocabulary equa
       return e.reduce((a, b) => a + (b / tot) ** 2, 0);
     });
   });
+  // the top 5 of each scored position and the target's rank (what a server's top_logprobs and vLLM's rank give), in
+  // float64 from the whole logits: sorted descending, ties to the lower id
+  const targets = pb.targets.dataSync() as Int32Array;
+  const refTop = tf.tidy(() => {
+    const { logits } = m.forward(pb.ids, pb.keyMask, { logitsFrom: pb.promptLen - 1 });
+    const rows = (logits.arraySync() as number[][][]).flatMap((r) => r.slice(0, C));
+    return rows.map((z, n) => {
+      const s = z.map((x) => x / 0.7);
+      const mx = Math.max(...s);
+      const lse = mx + Math.log(s.reduce((a, x) => a + Math.exp(x - mx), 0));
+      const order = s.map((_, i) => i).sort((a, b) => s[b] - s[a] || a - b);
+      return { ids: order.slice(0, 5), logp: order.slice(0, 5).map((i) => s[i] - lse), rank: 1 + s.filter((x) => x > s[targets[n]]).length };
+    });
+  });
   // budgets from one logit per block (97 vocabulary blocks of one row each) to everything at once
   for (const budget of [1, 10, 97, 300, 1 << 20]) {
-    const s = await m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, pb.targets.dataSync() as Int32Array, 0.7, { budget });
+    const s = await m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, targets, 0.7, { budget, topK: 5 });
     for (let i = 0; i < ref.lp.length; i++) {
       assert.ok(Math.abs(s.logp[i] - ref.lp[i]) < 2e-5, `budget ${budget}: logp[${i}] ${s.logp[i]} vs ${ref.lp[i]}`);
       assert.ok(Math.abs(s.entropy[i] - ref.ent[i]) < 2e-5, `budget ${budget}: entropy[${i}] ${s.entropy[i]} vs ${ref.ent[i]}`);
       assert.ok(Math.abs(s.probSq[i] - refSq[i]) < 2e-6, `budget ${budget}: Σp²[${i}] ${s.probSq[i]} vs ${refSq[i]}`);
+      assert.deepEqual([...s.top!.ids.slice(i * 5, i * 5 + 5)], refTop[i].ids, `budget ${budget}: top 5 of position ${i}`);
+      for (let j = 0; j < 5; j++) assert.ok(Math.abs(s.top!.logp[i * 5 + j] - refTop[i].logp[j]) < 2e-5);
+      assert.equal(s.top!.rank[i], refTop[i].rank, `budget ${budget}: rank of the target at ${i}`);
     }
   }
   pb.dispose();
