@@ -177,6 +177,8 @@ function emptyResult() {
     import_prime: null as { tokens: number; seconds: number; s_per_million: number }[] | null,
     /** the probe's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
     probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
+    /** that probe through `credit-lens serve` (SGLang's API on 127.0.0.1), and its time over the in-process probe's */
+    probe_served: null as { seconds: number; ratio: number } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
     /** the webgpu backend's train-step profile (kernels, uploads, downloads) on the adapter Dawn offers */
     webgpu: null as import('./size').WebgpuProfile | { error: string } | null,
@@ -379,6 +381,22 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
       say(
         `probe: ${p.episodes} episodes × every position (mean length ${p.mean_length.toFixed(1)}) × 8 rollouts = ${p.continuations} continuations in ${p.seconds.toFixed(1)} s (${s.backend.backend}; target ≤ 60 s)`,
       );
+      // The same probe through `credit-lens serve` of the same weights on 127.0.0.1 (SGLang's API, one request per
+      // prefix with its 8 rows and seeds): the serving path's overhead, HTTP and JSON and the per-tick batching.
+      const { serveModel } = await import('../serving/serve');
+      const { ServerSampler } = await import('../serving/client');
+      const served = await serveModel(s.model, s.tokenizer, 'bench');
+      try {
+        const client = await ServerSampler.connect({ url: served.url, api: 'sglang' }, s.tokenizer);
+        const viaServe = await probeBench(s, last.episodes, 32, 8, client);
+        await client.close();
+        result.probe_served = { seconds: viaServe.seconds, ratio: viaServe.seconds / p.seconds };
+        say(
+          `the same probe through credit-lens serve (SGLang API, 127.0.0.1): ${viaServe.seconds.toFixed(1)} s, ${result.probe_served.ratio.toFixed(2)}× in-process (target ≤ 1.15×)`,
+        );
+      } finally {
+        await served.close();
+      }
     }
     opt.dispose();
     s.model.dispose();

@@ -47,6 +47,9 @@ export interface ServerOptions {
 
 export const SERVER_APIS = ['auto', 'sglang', 'vllm'] as const;
 
+/** The most continuations one SGLang /generate batch carries. */
+const SGLANG_BATCH_ROWS = 256;
+
 /** A reply that is not the request's to retry: the server is unreachable, or it answered with a 5xx, or the connection dropped. */
 class Transient extends Error {}
 
@@ -155,7 +158,7 @@ export class ServerSampler implements Sampler {
     const req: SampleRequest = { prefix: [V - 1], tail: [], seeds: [0], maxNewTokens: 1 };
     const settings: SampleSettings = { temperature: 1, topP: 1, eosIds: eos, stop: [] };
     try {
-      await this.one(req, settings, this.closed.signal);
+      await this.one([req], settings, this.closed.signal);
     } catch (e) {
       if (!(e instanceof ServerError) || !/ answered 4\d\d/.test(e.message)) throw e;
       throw new ServerError(
@@ -167,12 +170,37 @@ export class ServerSampler implements Sampler {
   }
 
   async sample(reqs: SampleRequest[], s: SampleSettings, hooks: SampleHooks = {}): Promise<Continuation[][] | null> {
-    return this.pool(
-      reqs,
-      (r, signal) => this.one(r, s, signal),
-      (c) => c.length,
+    if (this.api === 'vllm')
+      return this.pool(
+        reqs,
+        (r, signal) => this.one([r], s, signal).then((x) => x[0]),
+        (c) => c.length,
+        hooks,
+      );
+    // SGLang takes a batch of prompts in one request: neighbouring prefixes go together up to SGLANG_BATCH_ROWS rows, so
+    // a probe's positions reach the server as one batch, not as dozens of requests arriving one by one
+    const batches: number[][] = [];
+    let rows = Infinity;
+    reqs.forEach((r, q) => {
+      if (rows + r.seeds.length > SGLANG_BATCH_ROWS) {
+        batches.push([]);
+        rows = 0;
+      }
+      batches[batches.length - 1].push(q);
+      rows += r.seeds.length;
+    });
+    const out = await this.pool(
+      batches,
+      (b, signal) =>
+        this.one(
+          b.map((q) => reqs[q]),
+          s,
+          signal,
+        ),
+      (cs) => cs.reduce((n, c) => n + c.length, 0),
       hooks,
     );
+    return out && out.flat();
   }
 
   /**
@@ -238,15 +266,17 @@ export class ServerSampler implements Sampler {
     return out;
   }
 
-  /** One prefix's M continuations, cut by the run's rules. */
-  private async one(req: SampleRequest, s: SampleSettings, signal: AbortSignal): Promise<Continuation[]> {
-    const M = req.seeds.length;
-    const [path, body] = this.api === 'sglang' ? ['/generate', sglangGenerateBody(req, s)] : ['/v1/completions', vllmCompletionBody(req, s, this.modelName)];
+  /** The M continuations of each prefix (vLLM: one prefix per request), cut by the run's rules. */
+  private async one(reqs: SampleRequest[], s: SampleSettings, signal: AbortSignal): Promise<Continuation[][]> {
+    const rows = reqs.reduce((n, r) => n + r.seeds.length, 0);
+    const [path, body] =
+      this.api === 'sglang' ? ['/generate', sglangGenerateBody(reqs, s)] : ['/v1/completions', vllmCompletionBody(reqs[0], s, this.modelName)];
     const r = await this.call('POST', path, body, { signal });
     if (r.status !== 200) throw this.refusal(path, r);
-    const raw = this.api === 'sglang' ? parseSglangGenerate(r.body, M) : parseVllmCompletion(r.body, M);
+    const raw = this.api === 'sglang' ? parseSglangGenerate(r.body, rows) : parseVllmCompletion(r.body, rows);
     if (typeof raw === 'string') throw new ServerError(`${this.url}${path} answered in a shape this client does not know: ${raw}`);
-    return raw.map((c) => this.cut(c, req, s));
+    let at = 0;
+    return reqs.map((req) => raw.slice(at, (at += req.seeds.length)).map((c) => this.cut(c, req, s)));
   }
 
   private cut(c: RawContinuation, req: SampleRequest, s: SampleSettings): Continuation {

@@ -122,8 +122,13 @@ interface RowSettings {
   seed: number | null;
 }
 
+/** A batch starts once no request has arrived for this long, or once it has waited the longest. */
+const BATCH_QUIET_MS = 2;
+const BATCH_WAIT_MS = 20;
+
 export class CreditLensServer {
   private queue: Job[] = [];
+  private lastArrival = 0;
   private running: Promise<void> | null = null;
   private updating: Promise<void> | null = null;
   private weightVersion = 'default';
@@ -144,13 +149,17 @@ export class CreditLensServer {
   private submit(req: SampleRequest, settings: SampleSettings): Promise<Continuation[]> {
     return new Promise((resolve, reject) => {
       this.queue.push({ req, settings, resolve, reject });
+      this.lastArrival = performance.now();
       if (!this.running) this.running = this.drain();
     });
   }
 
   private async drain(): Promise<void> {
-    // a tick: every request that arrived with this one joins its batch
-    await new Promise<void>((r) => setImmediate(r));
+    // Requests that a client sends together reach the server over several turns of the event loop (each body is read
+    // in its own callbacks, and a client opening connections sends them one by one): the batch waits until no request
+    // has arrived for BATCH_QUIET_MS, at most BATCH_WAIT_MS, so they share one call.
+    const t0 = performance.now();
+    while (performance.now() - this.lastArrival < BATCH_QUIET_MS && performance.now() - t0 < BATCH_WAIT_MS) await new Promise<void>((r) => setTimeout(r, 0));
     while (this.queue.length) {
       if (this.updating) await this.updating;
       const jobs = this.queue;
@@ -164,9 +173,12 @@ export class CreditLensServer {
         // shortest prefixes first, as the probe orders its positions: neighbours share a bucket
         const sorted = [...group].sort((a, b) => a.req.prefix.length - b.req.prefix.length);
         try {
+          // a stop that never fires still has generate() yield to the event loop every few tokens: requests arriving
+          // meanwhile are read and queued for the next batch instead of waiting for this one to end
           const out = await this.sampler.sample(
             sorted.map((j) => j.req),
             sorted[0].settings,
+            { stop: () => false },
           );
           sorted.forEach((j, k) => j.resolve(out![k]));
         } catch (e) {
@@ -557,8 +569,19 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 /** Starts the server; `port: 0` takes a free port (tests). It listens on 127.0.0.1 unless told otherwise. */
 export async function serve(o: ServeOptions): Promise<Served> {
+  return listen(await loadServed(o), o, true);
+}
+
+/**
+ * A model this process already holds, served (the bench's in-process comparison): `path` names it to clients. The model
+ * stays the caller's.
+ */
+export function serveModel(model: Transformer, tokenizer: Tokenizer, path: string, o: Pick<ServeOptions, 'host' | 'port' | 'log'> = {}): Promise<Served> {
+  return listen({ model, tokenizer, path, eos: tokenizer.eosIds ?? [tokenizer.eosId], session: null }, o, false);
+}
+
+async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, ownsModel: boolean): Promise<Served> {
   const log = o.log ?? (() => {});
-  const m = await loadServed(o);
   const name = m.path;
   const api = new CreditLensServer(m, name);
   const routes: Record<string, (body: unknown) => Promise<unknown> | unknown> = {
@@ -617,7 +640,7 @@ export async function serve(o: ServeOptions): Promise<Served> {
       new Promise<void>((ok) => {
         server.closeAllConnections();
         server.close(() => {
-          api.dispose();
+          if (ownsModel) api.dispose();
           ok();
         });
       }),

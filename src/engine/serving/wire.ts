@@ -20,8 +20,13 @@ export interface RawContinuation {
   matched: number | string | null;
 }
 
-export function sglangGenerateBody(req: SampleRequest, s: SampleSettings): Record<string, unknown> {
-  const params = (seed: number) => ({
+/**
+ * One /generate batch for several prefixes: every continuation is a row of its own (the prefix repeated), with its own
+ * sampling_seed, in request order then seed order.
+ */
+export function sglangGenerateBody(reqs: SampleRequest | SampleRequest[], s: SampleSettings): Record<string, unknown> {
+  const list = Array.isArray(reqs) ? reqs : [reqs];
+  const params = (req: SampleRequest, seed: number) => ({
     max_new_tokens: req.maxNewTokens,
     temperature: s.temperature,
     top_p: s.topP,
@@ -34,8 +39,8 @@ export function sglangGenerateBody(req: SampleRequest, s: SampleSettings): Recor
     n: 1,
   });
   return {
-    input_ids: req.seeds.map(() => req.prefix),
-    sampling_params: req.seeds.map(params),
+    input_ids: list.flatMap((req) => req.seeds.map(() => req.prefix)),
+    sampling_params: list.flatMap((req) => req.seeds.map((seed) => params(req, seed))),
     return_logprob: true,
     // -1: log-probs of the output tokens only
     logprob_start_len: -1,
