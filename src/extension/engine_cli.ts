@@ -110,7 +110,7 @@ export function importArgs(source: string, o: { model?: string | null; out: stri
 }
 
 /** `credit-lens probe` arguments for one episode (the heatmap's Probe This Episode…). */
-export function probeArgs(runDir: string, step: number, episode: number, o: { rollouts: number; replace?: boolean }): string[] {
+export function probeArgs(runDir: string, step: number, episode: number, o: { rollouts: number; replace?: boolean; server?: string }): string[] {
   return [
     'probe',
     runDir,
@@ -121,6 +121,7 @@ export function probeArgs(runDir: string, step: number, episode: number, o: { ro
     '--rollouts',
     String(o.rollouts),
     ...(o.replace ? ['--replace'] : []),
+    ...(o.server ? ['--server', o.server] : []),
     '--json',
     '--progress-json',
   ];

@@ -13,6 +13,8 @@ export interface Settings {
   heatmapNormalization: Normalization;
   /** Where Run Sweep trains when the config's sweep.executor does not say. */
   executor: 'local' | 'slurm';
+  /** Probe This Episode… samples on this SGLang / vLLM server (`probe --server`); empty: in the engine. */
+  probeServer: string;
 }
 
 /** The defaults package.json declares; a test checks the two agree. */
@@ -23,6 +25,7 @@ export const SETTING_DEFAULTS: Readonly<Settings> = Object.freeze({
   runDirectories: [],
   heatmapNormalization: 'episode',
   executor: 'local',
+  probeServer: '',
 });
 
 /** The settings' keys under `creditLens.`, as package.json spells them. */
@@ -33,6 +36,7 @@ export const SETTING_KEYS: Readonly<Record<keyof Settings, string>> = Object.fre
   runDirectories: 'runDirectories',
   heatmapNormalization: 'heatmap.normalization',
   executor: 'executor',
+  probeServer: 'probe.server',
 });
 
 /** `get(key)` returns the raw value under `creditLens.<key>` (undefined when unset). */
@@ -44,6 +48,7 @@ export function parseSettings(get: (key: string) => unknown): Settings {
   const dirs = get(SETTING_KEYS.runDirectories);
   const norm = get(SETTING_KEYS.heatmapNormalization);
   const executor = get(SETTING_KEYS.executor);
+  const probeServer = get(SETTING_KEYS.probeServer);
   return {
     nodePath: typeof nodePath === 'string' ? nodePath.trim() : d.nodePath,
     // package.json's `minimum: 1` is advice to the settings UI only; settings.json can still hold 0.
@@ -52,5 +57,7 @@ export function parseSettings(get: (key: string) => unknown): Settings {
     runDirectories: Array.isArray(dirs) ? dirs.filter((x): x is string => typeof x === 'string' && x.trim() !== '') : [...d.runDirectories],
     heatmapNormalization: norm === 'step' || norm === 'episode' ? norm : d.heatmapNormalization,
     executor: executor === 'slurm' || executor === 'local' ? executor : d.executor,
+    // only an http(s) URL: anything else would reach the engine as a flag value it refuses
+    probeServer: typeof probeServer === 'string' && /^https?:\/\/\S+$/.test(probeServer.trim()) ? probeServer.trim() : d.probeServer,
   };
 }

@@ -6,6 +6,7 @@ import { readProbeRecord } from '../../engine/probe/record';
 import type { Ctx } from '../ctx';
 import { probeArgs } from '../engine_cli';
 import { withCancellableProgress } from '../progress';
+import { readSettings } from '../vscode_settings';
 import { UNTRUSTED_MESSAGE } from '../runs';
 import type { EpisodeStore } from './episode_doc';
 import type { Painter } from './paint';
@@ -42,8 +43,9 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
     { title: `Probe step ${step} episode ${episode}: Monte Carlo values of its prefixes`, placeHolder: 'continuations per position' },
   );
   if (!pick) return;
-  const args = probeArgs(runDir, step, episode, { rollouts: pick.m, replace: prior !== null && pick.m !== prior });
-  ctx.log.info(`probe ${runDir} step ${step} episode ${episode} with ${pick.m} rollouts per position`);
+  const server = readSettings().probeServer;
+  const args = probeArgs(runDir, step, episode, { rollouts: pick.m, replace: prior !== null && pick.m !== prior, server: server || undefined });
+  ctx.log.info(`probe ${runDir} step ${step} episode ${episode} with ${pick.m} rollouts per position${server ? ` on ${server}` : ''}`);
   let report;
   try {
     report = await withCancellableProgress(

@@ -53,6 +53,8 @@ test('analyzeArgs passes only the options that are set', () => {
 test('probeArgs probes one episode with its rollouts, replacing only when asked', () => {
   assert.deepEqual(probeArgs('/r', 4, 9, { rollouts: 8 }), ['probe', '/r', '--step', '4', '--episode', '9', '--rollouts', '8', '--json', '--progress-json']);
   assert.ok(probeArgs('/r', 4, 9, { rollouts: 16, replace: true }).includes('--replace'));
+  // creditLens.probe.server: the continuations are sampled on that server
+  assert.deepEqual(probeArgs('/r', 4, 9, { rollouts: 8, server: 'http://gpu:30000' }).slice(8, 10), ['--server', 'http://gpu:30000']);
 });
 
 test('cliError keeps the message and drops stack frames', () => {

@@ -34,6 +34,7 @@ test('values of the right type pass through', () => {
     runDirectories: ['a', '/b'],
     'heatmap.normalization': 'step',
     executor: 'slurm',
+    'probe.server': ' http://gpu-box:30000 ',
   };
   assert.deepEqual(
     parseSettings((k) => raw[k]),
@@ -44,6 +45,7 @@ test('values of the right type pass through', () => {
       runDirectories: ['a', '/b'],
       heatmapNormalization: 'step',
       executor: 'slurm',
+      probeServer: 'http://gpu-box:30000',
     },
   );
 });
@@ -56,6 +58,7 @@ test('hand-edited settings.json values of the wrong type or range fall back to s
     runDirectories: ['ok', 7, ''],
     'heatmap.normalization': 'global',
     executor: 'pbs',
+    'probe.server': 'gpu-box:30000 --replace',
   };
   // maxConcurrentRuns 0 would never start a run: it is raised to package.json's minimum of 1.
   assert.deepEqual(
@@ -67,6 +70,7 @@ test('hand-edited settings.json values of the wrong type or range fall back to s
       runDirectories: ['ok'],
       heatmapNormalization: 'episode',
       executor: 'local',
+      probeServer: '',
     },
   );
   assert.equal(parseSettings((k) => (k === 'maxConcurrentRuns' ? 2.7 : undefined)).maxConcurrentRuns, 2);
