@@ -4,6 +4,7 @@
 // step (ours alone) and the process's peak resident memory. And the webgpu backend's profile of a train step: kernels
 // and host↔device traffic, on whatever adapter Dawn offers (on a software adapter the times are not a GPU's).
 import * as tf from '@tensorflow/tfjs';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -34,6 +35,8 @@ export interface SizeBench {
   lora_step: { r: number; rows: number; tokens: number; adapter_params: number; ms: number[] };
   /** the same at every batch size asked for (the first is lora_step) */
   lora_steps: SizeBench['lora_step'][];
+  /** scoring through `credit-lens serve` (both APIs, top 20) against in-process scoring, and one full-weight sync */
+  served: ServedRows | { error: string };
   peak_rss_gb: number;
   date: string;
 }
@@ -56,6 +59,96 @@ function qwenTokenizerDir(): string | null {
     }
   }
   return null;
+}
+
+export interface ServedRows {
+  /** completion tokens per second scored through serve, and that over in-process scoring's */
+  score_sglang: number;
+  score_vllm: number;
+  ratio_sglang: number;
+  ratio_vllm: number;
+  /** rollout.sync disk for the whole 0.5B policy: writing its safetensors, and the server loading it */
+  sync_write_s: number;
+  sync_load_s: number;
+}
+
+/**
+ * The serving rows: the same 4 completions scored through `credit-lens serve` of this model in this process (SGLang's
+ * and vLLM's scoring forms, top 20), one request per completion as `import --score-server` sends them; then a sync as
+ * rollout.sync disk does it, against a `credit-lens serve` process of the folder (a second copy does not fit this
+ * process's wasm heap): the policy written, then POST /update_weights_from_disk until it reports the new version.
+ */
+async function servedRows(
+  model: Transformer,
+  dir: string,
+  comps: number[][],
+  prompt: number[],
+  inProcess: number,
+  o: SizeBenchOptions,
+): Promise<ServedRows | { error: string }> {
+  const { serveModel } = await import('../serving/serve');
+  const { ServerSampler } = await import('../serving/client');
+  const { HfTokenizer } = await import('../model/tokenizer');
+  const tokenizer = HfTokenizer.fromDir(dir, { useChatTemplate: false });
+  const rate: Record<'sglang' | 'vllm', number> = { sglang: 0, vllm: 0 };
+  const s = await serveModel(model, tokenizer, dir);
+  try {
+    for (const api of ['sglang', 'vllm'] as const) {
+      const client = await ServerSampler.connect({ url: s.url, api }, tokenizer);
+      const items = comps.map((ids) => ({ prefix: prompt, ids }));
+      await client.score(items.slice(0, 1), 20);
+      const t = performance.now();
+      await client.score(items, 20);
+      rate[api] = (comps.length * comps[0].length) / ((performance.now() - t) / 1000);
+      await client.close();
+      o.say(`0.5B scoring through credit-lens serve (${api}, top 20): ${rate[api].toFixed(1)} tok/s, ${(rate[api] / inProcess).toFixed(2)}× in-process`);
+    }
+  } finally {
+    await s.close();
+  }
+  // the sync, against a server process of its own
+  const { spawn } = await import('node:child_process');
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { writeSafetensors } = await import('../model/safetensors');
+  const cli = [join(__dirname, 'cli.js'), resolve('dist/engine/cli.js')].find((p) => existsSync(p));
+  if (!cli) return { error: 'dist/engine/cli.js not built' };
+  const proc = spawn(process.execPath, [cli, 'serve', dir, '--port', '0', '--backend', o.backend ?? 'wasm-blas'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = mkdtempSync(join(tmpdir(), 'credit-lens-sync-'));
+  try {
+    const url = await new Promise<string>((ok, bad) => {
+      let text = '';
+      proc.stdout.on('data', (c) => {
+        text += c;
+        const m = /^(http:\/\/\S+)\n/.exec(text);
+        if (m) ok(m[1]);
+      });
+      proc.on('exit', (code) => bad(new Error(`serve exited ${code}`)));
+    });
+    const client = await ServerSampler.connect({ url, api: 'sglang', timeoutMs: 600_000 }, tokenizer);
+    const t0 = performance.now();
+    writeSafetensors(join(out, 'model.safetensors'), await model.readWeights());
+    const t1 = performance.now();
+    const r = await client.updateWeightsFromDisk(out, 'step-1');
+    const version = await client.weightVersion();
+    const t2 = performance.now();
+    await client.close();
+    if (!r.success || version !== 'step-1') return { error: `the sync failed: ${r.message}` };
+    const rows = {
+      score_sglang: rate.sglang,
+      score_vllm: rate.vllm,
+      ratio_sglang: rate.sglang / inProcess,
+      ratio_vllm: rate.vllm / inProcess,
+      sync_write_s: (t1 - t0) / 1000,
+      sync_load_s: (t2 - t1) / 1000,
+    };
+    o.say(`0.5B rollout sync (disk, whole policy): write ${rows.sync_write_s.toFixed(1)} s, server load ${rows.sync_load_s.toFixed(1)} s`);
+    return rows;
+  } catch (e) {
+    return { error: e instanceof Error ? e.message : String(e) };
+  } finally {
+    proc.kill('SIGTERM');
+    rmSync(out, { recursive: true, force: true });
+  }
 }
 
 export interface SizeBenchOptions {
@@ -152,6 +245,7 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
       : null;
     const decode = { rows: 4, prompt: 32, new_tokens: 16, ...side(dc, await decodeOurs()) };
     o.say(`0.5B greedy decoding (4 rows × 16 new tokens after 32): ${fmt(decode, 'tok/s')}`);
+    const served = await servedRows(model, dir, comps, prompt, score.ours, o);
     const loras: SizeBench['lora_step'][] = [];
     model.enableLora({ r: LORA_R }, 7);
     for (const rows of o.loraRows ?? [1]) {
@@ -176,6 +270,7 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
       decode,
       lora_step: lora,
       lora_steps: loras,
+      served,
       peak_rss_gb,
       date: new Date().toISOString().slice(0, 10),
     };

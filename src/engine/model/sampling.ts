@@ -5,6 +5,7 @@
 //   text of the completion so far plus the continuation contains a stop string ("</answer>" split across the join of
 //   prefix and continuation included), or at its budget of new tokens;
 // - its log-probs are the sampler's own (generate(): under the sampling temperature; a server: as it reports them).
+import * as tf from '@tensorflow/tfjs';
 import type { Tokenizer } from '../core/types';
 import { makeRng } from '../core/rng';
 import type { Transformer } from './model';
@@ -62,10 +63,27 @@ export interface SampleHooks {
   progress?: (rows: number) => void;
 }
 
+/** A completion to score after its prompt: the log-prob of each of `ids`, and the K most likely tokens at each. */
+export interface ScoreItem {
+  prefix: number[];
+  ids: number[];
+}
+
+export interface ScoredTokens {
+  logprobs: number[];
+  /** per completion position, the K most likely ids and their log-probs, most likely first */
+  top: { ids: number[]; logprobs: number[] }[];
+}
+
 export interface Sampler {
   readonly provenance: SamplerProvenance;
   /** the continuations of each request, in request order and seed order; null when `stop` ended the call */
   sample(reqs: SampleRequest[], settings: SampleSettings, hooks?: SampleHooks): Promise<Continuation[][] | null>;
+  /**
+   * The log-prob of each given completion token under the policy at temperature 1, and the K most likely tokens at each
+   * position (K = 0: none); null when `stop` ended the call.
+   */
+  score(items: ScoreItem[], topK: number, hooks?: SampleHooks): Promise<ScoredTokens[] | null>;
   close(): Promise<void>;
 }
 
@@ -199,6 +217,32 @@ export class LocalSampler implements Sampler {
         done += got.length;
         hooks.progress?.(done);
       }
+    }
+    return out;
+  }
+
+  async score(items: ScoreItem[], topK: number, hooks: SampleHooks = {}): Promise<ScoredTokens[] | null> {
+    const out: ScoredTokens[] = [];
+    for (const item of items) {
+      await new Promise<void>((r) => setImmediate(r));
+      if (hooks.stop?.()) return null;
+      const ids = [...item.prefix, ...item.ids];
+      const idsT = tf.tensor2d(Int32Array.from(ids), [1, ids.length], 'int32');
+      const mask = tf.ones([1, ids.length], 'float32') as tf.Tensor2D;
+      try {
+        const C = item.ids.length;
+        const r = await this.model.scoreTokens(idsT, mask, { from: item.prefix.length - 1, count: C }, Int32Array.from(item.ids), 1, { topK });
+        out.push({
+          logprobs: Array.from(r.logp),
+          top: Array.from({ length: C }, (_, t) => ({
+            ids: topK > 0 ? Array.from(r.top!.ids.subarray(t * topK, (t + 1) * topK)) : [],
+            logprobs: topK > 0 ? Array.from(r.top!.logp.subarray(t * topK, (t + 1) * topK)) : [],
+          })),
+        });
+      } finally {
+        tf.dispose([idsT, mask]);
+      }
+      hooks.progress?.(out.length);
     }
     return out;
   }

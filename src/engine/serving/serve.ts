@@ -16,6 +16,7 @@ import type { BackendPreference } from '../model/backend';
 import { Transformer } from '../model/model';
 import { LocalSampler, type Continuation, type SampleRequest, type SampleSettings } from '../model/sampling';
 import { readSafetensors } from '../model/safetensors';
+import { WASM_HEAP_BYTES } from '../model/memory';
 import { probePolicy } from '../rundir/policies';
 import { loadScorer } from '../session/model_spec';
 import { openSession, useWeights, type Session } from '../session/session';
@@ -129,6 +130,8 @@ const BATCH_WAIT_MS = 20;
 export class CreditLensServer {
   private queue: Job[] = [];
   private lastArrival = 0;
+  /** why there is no model to serve (a weight update that failed after the old model was dropped), or null */
+  private broken: string | null = null;
   private running: Promise<void> | null = null;
   private updating: Promise<void> | null = null;
   private weightVersion = 'default';
@@ -137,12 +140,24 @@ export class CreditLensServer {
   constructor(
     private m: Model,
     private readonly name: string,
+    /** false: the model is the caller's (serveModel), and stays alive until the caller disposes it */
+    private owns = true,
   ) {
     this.sampler = new LocalSampler(m.model, m.tokenizer);
   }
 
   get vocabSize(): number {
     return this.m.model.cfg.vocabSize;
+  }
+
+  private dropModel(why: string): void {
+    if (this.owns) this.m.model.dispose();
+    this.broken = why;
+  }
+
+  /** Refuses a request while there is no model (503, as a server that is not ready answers). */
+  checkReady(): void {
+    if (this.broken) throw new BadRequest(`no model is loaded: ${this.broken}; load one with POST /update_weights_from_disk`, null, 503);
   }
 
   /** Queues one prefix's continuations; they run in the next batch. */
@@ -397,8 +412,22 @@ export class CreditLensServer {
       await previous;
       await this.running;
       const weights = readSafetensors(file).tensors;
-      const next = Transformer.fromWeights(this.m.model.cfg, weights);
-      this.m.model.dispose();
+      // Two copies of a large model do not fit the wasm heap (4 GiB: a 0.5B model is 2 GB in float32), so the old
+      // one goes first there; a load that then fails leaves no model, and the server answers 503 until one loads.
+      const bytes = Object.values(weights).reduce((a, t) => a + t.data.length * 4, 0);
+      const first = 2 * bytes > 0.75 * WASM_HEAP_BYTES;
+      if (first) this.dropModel(`the update from ${file} is loading`);
+      let next: Transformer;
+      try {
+        next = Transformer.fromWeights(this.m.model.cfg, weights);
+      } catch (e) {
+        if (first) this.broken = `the weight update from ${file} failed: ${(e as Error).message}`;
+        throw e;
+      }
+      if (!first && this.owns) this.m.model.dispose();
+      // the model loaded here is the server's, whoever held the one it replaces
+      this.owns = true;
+      this.broken = null;
       this.m = { ...this.m, model: next, path };
       if (this.m.session) this.m.session.model = next;
       this.sampler = new LocalSampler(next, this.m.tokenizer);
@@ -540,7 +569,7 @@ export class CreditLensServer {
   }
 
   dispose(): void {
-    this.m.model.dispose();
+    if (this.owns && !this.broken) this.m.model.dispose();
   }
 }
 
@@ -583,19 +612,19 @@ export function serveModel(model: Transformer, tokenizer: Tokenizer, path: strin
 async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, ownsModel: boolean): Promise<Served> {
   const log = o.log ?? (() => {});
   const name = m.path;
-  const api = new CreditLensServer(m, name);
+  const api = new CreditLensServer(m, name, ownsModel);
   const routes: Record<string, (body: unknown) => Promise<unknown> | unknown> = {
-    'GET /health': () => '',
-    'GET /health_generate': () => '',
+    'GET /health': () => api.checkReady(),
+    'GET /health_generate': () => api.checkReady(),
     'GET /model_info': () => api.modelInfo(),
     'GET /get_model_info': () => api.modelInfo(),
-    'POST /generate': (b) => api.sglangGenerate(b),
+    'POST /generate': (b) => (api.checkReady(), api.sglangGenerate(b)),
     'POST /update_weights_from_disk': (b) => api.updateWeightsFromDisk(b),
     // no prefix cache is kept between batches: there is nothing to flush
     'POST /flush_cache': () =>
       'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n',
     'GET /v1/models': () => api.vllmModels(),
-    'POST /v1/completions': (b) => api.vllmCompletions(b),
+    'POST /v1/completions': (b) => (api.checkReady(), api.vllmCompletions(b)),
   };
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -615,7 +644,7 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
     }
     (async () => {
       const body = req.method === 'POST' ? await readBody(req) : undefined;
-      send(res, 200, await route(body));
+      send(res, 200, (await route(body)) ?? '');
     })().catch((e: unknown) => {
       if (e instanceof BadRequest) fail(e.status, e.message, e.param);
       else if (isUserError(e)) fail(400, e.message, null);
@@ -640,7 +669,7 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
       new Promise<void>((ok) => {
         server.closeAllConnections();
         server.close(() => {
-          if (ownsModel) api.dispose();
+          api.dispose();
           ok();
         });
       }),

@@ -6,7 +6,9 @@
 //   n > 1), each with its own `sampling_seed`, so every row can carry the engine's own seed.
 // - vLLM: one request with `n: M` and `seed`: child i samples with seed + i, and the children share the prefix's cached
 //   blocks. So continuation m's seed is the first seed + m.
-import type { SampleRequest, SampleSettings } from '../model/sampling';
+import type { SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../model/sampling';
+
+export type { ScoreItem, ScoredTokens };
 
 export type ServerApi = 'sglang' | 'vllm';
 
@@ -144,18 +146,6 @@ export function errorMessage(body: unknown): string | null {
 }
 
 // ---- Scoring given tokens -----------------------------------------------------------------------------------------
-
-/** A completion to score after its prompt: the log-prob of each of `ids`, and the K most likely tokens at each. */
-export interface ScoreItem {
-  prefix: number[];
-  ids: number[];
-}
-
-export interface ScoredTokens {
-  logprobs: number[];
-  /** per completion position, the K most likely ids and their log-probs, most likely first */
-  top: { ids: number[]; logprobs: number[] }[];
-}
 
 /**
  * SGLang scores with `max_new_tokens: 0` and `logprob_start_len` at the prompt's end: the prompt stays in its radix

@@ -9,6 +9,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { train } from '../../../src/engine/train/train';
 import { serve } from '../../../src/engine/serving/serve';
+import { ServerSampler } from '../../../src/engine/serving/client';
+import { LocalSampler } from '../../../src/engine/model/sampling';
+import { loadConfig } from '../../../src/engine/config/config';
+import { openSession, useWeights } from '../../../src/engine/session/session';
+import { latestCheckpoint, loadCheckpoint } from '../../../src/engine/rundir/checkpoint';
+import { writeSafetensors } from '../../../src/engine/model/safetensors';
 import { sevensConfig } from '../fixtures';
 
 async function trainedRun(): Promise<string> {
@@ -108,6 +114,28 @@ test('serve: SGLang and vLLM routes, seeded draws, a weight update, and 400s tha
       'SGLang reports log-probs after temperature, vLLM before',
     );
 
+    // scoring: the same log-probs and top 5 through either API as in this process (LocalSampler.score)
+    {
+      const { config } = loadConfig(join(runDir, 'config.yaml'));
+      const { session } = await openSession(config, { runDir });
+      useWeights(session, loadCheckpoint(latestCheckpoint(runDir)!).model);
+      const items = [
+        { prefix: [1, 2, 3], ids: [4, 5, 6, 7] },
+        { prefix: [2], ids: [3] },
+      ];
+      const here = (await new LocalSampler(session.model, session.tokenizer).score(items, 5))!;
+      for (const api of ['sglang', 'vllm'] as const) {
+        const client = await ServerSampler.connect({ url: s.url, api }, session.tokenizer);
+        const there = (await client.score(items, 5))!;
+        await client.close();
+        there.forEach((x, i) => {
+          x.logprobs.forEach((l, t) => assert.ok(Math.abs(l - here[i].logprobs[t]) < 1e-5, `${api}: ${l} vs ${here[i].logprobs[t]}`));
+          x.top.forEach((tp, t) => assert.deepEqual(tp.ids, here[i].top[t].ids, `${api}: top 5 at ${t}`));
+        });
+      }
+      session.model.dispose();
+    }
+
     // concurrent requests in one tick are answered, each with its own rows
     const many = await Promise.all([21, 22, 23, 24].map((seed) => gen([seed])));
     assert.ok(many.every((r) => r.status === 200));
@@ -143,6 +171,13 @@ test('serve: SGLang and vLLM routes, seeded draws, a weight update, and 400s tha
     assert.notDeepEqual(after.meta_info.output_token_logprobs, before.meta_info.output_token_logprobs, 'other weights, other log-probs');
     const missing = await post(`${s.url}/update_weights_from_disk`, { model_path: join(runDir, 'nowhere') });
     assert.equal(missing.body.success, false);
+    // weights of another model: refused, and the model loaded before keeps serving
+    const other = join(runDir, 'other.safetensors');
+    writeSafetensors(other, { 'model.embed_tokens.weight': { shape: [3, 2], data: new Float32Array(6) } });
+    const wrong = await post(`${s.url}/update_weights_from_disk`, { model_path: other, weight_version: 'bad' });
+    assert.equal(wrong.body.success, false);
+    assert.equal((await get(`${s.url}/model_info`)).body!.weight_version, 'step-1');
+    assert.equal((await gen([5])).status, 200);
     assert.equal((await fetch(`${s.url}/flush_cache`, { method: 'POST' })).status, 200);
   } finally {
     await s.close();
