@@ -175,65 +175,20 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   const cfg = importConfig(o);
   const source = resolve(o.source);
   const read = await readChecked(o, cfg, source);
-  const perToken = read.format === 'prime';
-  const scorer: Scorer | null = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
-  const tokenizer: Tokenizer | null = scorer?.tokenizer ?? (o.tokenizer ? loadTokenizerOnly(o.tokenizer) : null);
-  if (perToken && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
-  const server = o.scoreServer && !perToken ? await ServerSampler.connect({ ...o.scoreServer, log: (m) => log('info', m) }, tokenizer!) : null;
-  const topK = o.topK ?? 20;
-
-  const name = o.name ?? `import-${basename(source, extname(source)).replace(/[^A-Za-z0-9._-]+/g, '-')}`;
-  const runDir = createRunDir(resolve(o.out ?? cfg.output_dir), name);
-  const release = acquireRunLock(runDir);
-  const elog = openEngineLog(runDir);
+  const sc = await openScoring(o, cfg, read.format, log);
+  const { runDir, info, elog, release } = startImportRun(o, cfg, source, read, sc);
   const problems = [...read.problems];
-  const info: RunInfo = {
-    id: basename(runDir),
-    name,
-    status: 'running',
-    started: new Date().toISOString(),
-    ended: null,
-    backend: scorer ? 'wasm' : 'none',
-    engine_version: ENGINE_VERSION,
-    strategy: cfg.credit.strategy,
-    // the pid lets a reader tell a live import from one that was killed (engineAlive), as for a trained run
-    pid: process.pid,
-    imported: {
-      source,
-      format: read.format,
-      model: scorer?.describe ?? server?.provenance.model ?? null,
-      records: 0,
-      skipped: problems.length,
-      tokenizer: o.model ? scorer!.describe : o.tokenizer ? resolve(o.tokenizer) : null,
-      ...(server
-        ? {
-            scored_by: {
-              api: server.api,
-              url: server.provenance.url,
-              model: server.provenance.model,
-              weight_version: server.provenance.weight_version,
-              top_k: topK,
-            },
-          }
-        : {}),
-    },
-  };
-  writeRunInfo(runDir, info);
-  writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
-  elog.write(
-    'info',
-    `import ${source} (${read.format}, ${read.files.length} file${read.files.length === 1 ? '' : 's'})${scorer ? ` scored with ${scorer.describe}` : ''}${server ? ` scored on ${server.provenance.api} at ${server.provenance.url} (model ${server.provenance.model}; top-${topK} entropies)` : ''}`,
-  );
-  if (server?.api === 'vllm') elog.write('info', 'vLLM scores with prompt_logprobs, which skips its prefix cache: every prompt is prefilled again');
   try {
     // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
-    const templater = new PromptTemplater(scorer?.tokenizer instanceof HfTokenizer ? scorer.tokenizer : null, o.chatTemplate ?? 'auto');
-    const encoder = scorer
-      ? { tokenizer: scorer.tokenizer, vocab: scorer.model.cfg.vocabSize, maxSeq: scorer.model.cfg.maxSeqLen }
-      : server
-        ? { tokenizer: tokenizer!, vocab: tokenizer!.vocabSize, maxSeq: Infinity }
-        : null;
-    const byStep = episodesByStep(read.records, { encoder, tokenizer, cfg, threshold: o.successThreshold ?? 0.5, templater, problems });
+    const templater = new PromptTemplater(sc.scorer?.tokenizer instanceof HfTokenizer ? sc.scorer.tokenizer : null, o.chatTemplate ?? 'auto');
+    const byStep = episodesByStep(read.records, {
+      encoder: sc.encoder,
+      tokenizer: sc.tokenizer,
+      cfg,
+      threshold: o.successThreshold ?? 0.5,
+      templater,
+      problems,
+    });
     const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
     if (total === 0) throw new UserError(`import: every one of the ${problems.length} completions was skipped; nothing to show${firstProblems(problems)}`);
 
@@ -250,11 +205,11 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     o.progress?.(0, total);
     for (const [step, eps] of byStep) {
       await cancelled();
-      if (perToken) {
+      if (read.format === 'prime') {
         weighFromFile(eps, cfg);
         scored(eps.length);
-      } else if (server) await scoreStepOnServer(eps, server, cfg, topK, { cancelled, scored, stopped: () => !!o.signal?.aborted });
-      else await scoreStep(eps, scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
+      } else if (sc.server) await scoreStepOnServer(eps, sc.server, cfg, sc.topK, { cancelled, scored, stopped: () => !!o.signal?.aborted });
+      else await scoreStep(eps, sc.scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
       writeStep(runDir, step, eps, cfg.grpo.temperature);
     }
 
@@ -282,9 +237,71 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   } finally {
     elog.close();
     release();
-    scorer?.dispose();
-    await server?.close();
+    sc.scorer?.dispose();
+    await sc.server?.close();
   }
+}
+
+/** What scores the tokens: a local model (--model), a server (--score-server), or nothing (an export with its own values). */
+interface Scoring {
+  scorer: Scorer | null;
+  server: ServerSampler | null;
+  tokenizer: Tokenizer | null;
+  topK: number;
+  /** what encodes logged texts for scoring: the scoring model's tokenizer, its vocabulary and context */
+  encoder: { tokenizer: Tokenizer; vocab: number; maxSeq: number } | null;
+}
+
+async function openScoring(o: ImportOptions, cfg: CreditConfig, format: ImportFormat, log: (l: 'info' | 'warn', m: string) => void): Promise<Scoring> {
+  const perToken = format === 'prime';
+  const scorer = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
+  const tokenizer = scorer?.tokenizer ?? (o.tokenizer ? loadTokenizerOnly(o.tokenizer) : null);
+  if (perToken && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
+  const server = o.scoreServer && !perToken ? await ServerSampler.connect({ ...o.scoreServer, log: (m) => log('info', m) }, tokenizer!) : null;
+  const encoder = scorer
+    ? { tokenizer: scorer.tokenizer, vocab: scorer.model.cfg.vocabSize, maxSeq: scorer.model.cfg.maxSeqLen }
+    : server
+      ? { tokenizer: tokenizer!, vocab: tokenizer!.vocabSize, maxSeq: Infinity }
+      : null;
+  return { scorer, server, tokenizer, topK: o.topK ?? 20, encoder };
+}
+
+/** The import's run folder, locked, with its engine log and run.json (running) and its config. */
+function startImportRun(o: ImportOptions, cfg: CreditConfig, source: string, read: Awaited<ReturnType<typeof readChecked>>, sc: Scoring) {
+  const { scorer, server, topK } = sc;
+  const name = o.name ?? `import-${basename(source, extname(source)).replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+  const runDir = createRunDir(resolve(o.out ?? cfg.output_dir), name);
+  const release = acquireRunLock(runDir);
+  const elog = openEngineLog(runDir);
+  const p = server?.provenance;
+  const info: RunInfo = {
+    id: basename(runDir),
+    name,
+    status: 'running',
+    started: new Date().toISOString(),
+    ended: null,
+    backend: scorer ? 'wasm' : 'none',
+    engine_version: ENGINE_VERSION,
+    strategy: cfg.credit.strategy,
+    // the pid lets a reader tell a live import from one that was killed (engineAlive), as for a trained run
+    pid: process.pid,
+    imported: {
+      source,
+      format: read.format,
+      model: scorer?.describe ?? p?.model ?? null,
+      records: 0,
+      skipped: read.problems.length,
+      tokenizer: o.model ? scorer!.describe : o.tokenizer ? resolve(o.tokenizer) : null,
+      ...(p ? { scored_by: { api: p.api, url: p.url, model: p.model, weight_version: p.weight_version, top_k: topK } } : {}),
+    },
+  };
+  writeRunInfo(runDir, info);
+  writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
+  const files = `${read.files.length} file${read.files.length === 1 ? '' : 's'}`;
+  const by = scorer ? ` scored with ${scorer.describe}` : p ? ` scored on ${p.api} at ${p.url} (model ${p.model}; top-${topK} entropies)` : '';
+  elog.write('info', `import ${source} (${read.format}, ${files})${by}`);
+  if (p?.api === 'vllm') elog.write('info', 'vLLM scores with prompt_logprobs, which skips its prefix cache: every prompt is prefilled again');
+  return { runDir, info, elog, release };
 }
 
 /** The first three problems, one per line, for an error message. */
