@@ -282,13 +282,13 @@ interface ReadAhead {
   outputs: Partial<CreditBatch>;
 }
 
-/** Rows [a, e) of the batch (`mb`) through the policy without a tape: what the taped pass will need to read. */
-async function readAhead(b: Batch, mb: PolicyBatch, a: number, e: number): Promise<ReadAhead> {
+/** Rows [start, end) of the batch (`mb`) through the policy without a tape: what the taped pass will need to read. */
+async function readAhead(b: Batch, mb: PolicyBatch, start: number, end: number): Promise<ReadAhead> {
   const { s, strategy, head } = b.x;
   const out = completionLogprobs(s.model, mb, s.cfg.grpo.temperature, strategy.needs);
   try {
     const lp = (await out.logp.array()) as number[][];
-    const outputs = { ...(await outputsOf(b, out, a, e)), ...(head ? await head.read(out) : {}) };
+    const outputs = { ...(await outputsOf(b, out, start, end)), ...(head ? await head.read(out) : {}) };
     return { lp, outputs };
   } finally {
     tf.dispose([out.logp, out.attention, out.hidden, out.entropy].filter((t) => t !== undefined));
@@ -386,11 +386,11 @@ async function update(x: UpdateInputs): Promise<Update> {
  */
 async function realizedCredit(b: Batch, ranges: [number, number][], old: number[][]): Promise<number[][]> {
   const out: number[][] = [];
-  for (const [a, e] of ranges) {
-    const mb = a === 0 && e === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, a, e);
+  for (const [start, end] of ranges) {
+    const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
     try {
       const lp = await readRows(tf.tidy(() => completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature).logp));
-      lp.forEach((row, i) => out.push(row.map((v, t) => (b.pb.mask[a + i][t] ? v - old[a + i][t] : 0))));
+      lp.forEach((row, i) => out.push(row.map((v, t) => (b.pb.mask[start + i][t] ? v - old[start + i][t] : 0))));
     } finally {
       if (mb !== b.pb) mb.dispose();
     }
@@ -423,26 +423,26 @@ function creditRows(episodes: Episode[], prepared: Prepared, pb: PolicyBatch): B
   };
 }
 
-/** Rows [a, b) of the strategy's inputs, with those rows' log-probs and model outputs. */
-function creditBatch(b: Batch, a: number, e: number, lp: number[][], outputs: Partial<CreditBatch>): CreditBatch {
-  return Object.assign({ ...sliceRows(b.rows, a, e), logprobs: lp }, outputs);
+/** Rows [start, end) of the strategy's inputs, with those rows' log-probs and model outputs. */
+function creditBatch(b: Batch, start: number, end: number, lp: number[][], outputs: Partial<CreditBatch>): CreditBatch {
+  return Object.assign({ ...sliceRows(b.rows, start, end), logprobs: lp }, outputs);
 }
 
-/** The strategy's weights and Â = A_i·w (or its own Â) of rows [a, b). */
-function creditOf(b: Batch, a: number, e: number, cb: CreditBatch): Credit {
-  const { weights, effAdv } = effectiveAdvantages(b.x.strategy, cb, b.x.adv.slice(a, e), b.params);
+/** The strategy's weights and Â = A_i·w (or its own Â) of rows [start, end). */
+function creditOf(b: Batch, start: number, end: number, cb: CreditBatch): Credit {
+  const { weights, effAdv } = effectiveAdvantages(b.x.strategy, cb, b.x.adv.slice(start, end), b.params);
   return { logprobs: cb.logprobs, weights, effAdv };
 }
 
-/** The model outputs the strategy reads, for rows [a, b) (attention_credit's a_t). */
-async function outputsOf(b: Batch, out: ReturnType<typeof completionLogprobs>, a: number, e: number): Promise<Partial<CreditBatch>> {
+/** The model outputs the strategy reads, for rows [start, end) (attention_credit's a_t). */
+async function outputsOf(b: Batch, out: ReturnType<typeof completionLogprobs>, start: number, end: number): Promise<Partial<CreditBatch>> {
   const s = b.x.strategy;
   return s.fromOutputs
     ? await s.fromOutputs(out, {
         promptLen: b.pb.promptLen,
         completionLen: b.pb.completionLen,
-        sections: b.rows.sections.slice(a, e),
-        mask: b.pb.mask.slice(a, e),
+        sections: b.rows.sections.slice(start, end),
+        mask: b.pb.mask.slice(start, end),
       })
     : {};
 }
@@ -451,10 +451,10 @@ async function outputsOf(b: Batch, out: ReturnType<typeof completionLogprobs>, a
 async function firstPass(b: Batch, ranges: [number, number][]): Promise<Credit> {
   const lp: number[][] = [];
   const outputs: Partial<CreditBatch>[] = [];
-  for (const [a, e] of ranges) {
-    const mb = slicePolicyBatch(b.pb, a, e);
+  for (const [start, end] of ranges) {
+    const mb = slicePolicyBatch(b.pb, start, end);
     try {
-      const r = await readAhead(b, mb, a, e);
+      const r = await readAhead(b, mb, start, end);
       lp.push(...r.lp);
       outputs.push(r.outputs);
     } finally {
@@ -474,27 +474,33 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
   const g = s.cfg.grpo;
   const parts: Credit[] = [];
   const infos: { info: PolicyLossResult; n: number }[] = [];
-  const grads = await accumulateGrads(ranges, async (a, e) => {
-    const mb = a === 0 && e === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, a, e);
+  const grads = await accumulateGrads(ranges, async (start, end) => {
+    const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
     try {
-      const ahead = b.readAhead ? await readAhead(b, mb, a, e) : null;
+      const ahead = b.readAhead ? await readAhead(b, mb, start, end) : null;
       const { value, grads } = tf.variableGrads(() => {
         const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
         // without readAhead only a backend with synchronous reads gets here, with a strategy that reads no outputs
         const lp = ahead ? ahead.lp : out.logp.arraySync();
         const maskT = head ? tf.tensor2d(mb.mask) : null;
         const w = head ? head.weigh(out, maskT!) : null;
-        const cr = fixed && !head ? slice(fixed, a, e, lp) : creditOf(b, a, e, creditBatch(b, a, e, lp, ahead?.outputs ?? {}));
+        const cr = fixed && !head ? slice(fixed, start, end, lp) : creditOf(b, start, end, creditBatch(b, start, end, lp, ahead?.outputs ?? {}));
         parts.push(cr);
         const info = policyLossAndGrad(
-          { logprobs: lp, oldLogprobs: fixed ? fixed.logprobs.slice(a, e) : lp, refLogprobs: b.refLogprobs?.slice(a, e), advantages: cr.effAdv, mask: mb.mask },
+          {
+            logprobs: lp,
+            oldLogprobs: fixed ? fixed.logprobs.slice(start, end) : lp,
+            refLogprobs: b.refLogprobs?.slice(start, end),
+            advantages: cr.effAdv,
+            mask: mb.mask,
+          },
           {
             clipEps: g.clip_eps,
             clipEpsHigh: g.clip_eps_high,
             klBeta: g.kl_beta,
             lossAgg: g.loss_agg,
             maxNewTokens: g.max_new_tokens,
-            aggregation: b.c.slice(a, e),
+            aggregation: b.c.slice(start, end),
             policyLoss: g.policy_loss,
             importanceSamplingLevel: g.importance_sampling_level,
             lossOptions: lossOptions(lossSpec(g.policy_loss)!, g),
@@ -508,9 +514,9 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
                 head!.objective({
                   w,
                   mask: maskT!,
-                  adv: tf.tensor2d(b.x.adv.slice(a, e), [e - a, 1]),
+                  adv: tf.tensor2d(b.x.adv.slice(start, end), [end - start, 1]),
                   logprobs: lp,
-                  c: b.c.slice(a, e),
+                  c: b.c.slice(start, end),
                   gradAdv: info.gradAdv,
                 }),
               )
@@ -529,8 +535,12 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
   return { grads, info: joinInfos(infos), credit: joinRows(parts), isWeight, cut };
 }
 
-/** Rows [a, b) of a known credit, with this pass's log-probs. */
-const slice = (c: Credit, a: number, e: number, lp: number[][]): Credit => ({ logprobs: lp, weights: c.weights.slice(a, e), effAdv: c.effAdv.slice(a, e) });
+/** Rows [start, end) of a known credit, with this pass's log-probs. */
+const slice = (c: Credit, start: number, end: number, lp: number[][]): Credit => ({
+  logprobs: lp,
+  weights: c.weights.slice(start, end),
+  effAdv: c.effAdv.slice(start, end),
+});
 
 function joinRows(parts: Credit[]): Credit {
   if (parts.length === 1) return parts[0];
