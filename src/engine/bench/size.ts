@@ -70,6 +70,8 @@ export interface ServedRows {
   /** rollout.sync disk for the whole 0.5B policy: writing its safetensors, and the server loading it */
   sync_write_s: number;
   sync_load_s: number;
+  /** a LoRA run's sync: the adapters written as a PEFT folder and loaded (/load_lora_adapter) */
+  lora_sync_s: number;
 }
 
 /**
@@ -108,7 +110,9 @@ async function servedRows(
   }
   // the sync, against a server process of its own
   const { spawn } = await import('node:child_process');
-  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { mkdirSync, mkdtempSync, rmSync } = await import('node:fs');
+  const { writePeftAdapters } = await import('../serving/rollout_sync');
+  const { ALL_LORA_TARGETS } = await import('../model/lora');
   const { writeSafetensors } = await import('../model/safetensors');
   const cli = [join(__dirname, 'cli.js'), resolve('dist/engine/cli.js')].find((p) => existsSync(p));
   if (!cli) return { error: 'dist/engine/cli.js not built' };
@@ -131,8 +135,20 @@ async function servedRows(
     const r = await client.updateWeightsFromDisk(out, 'step-1');
     const version = await client.weightVersion();
     const t2 = performance.now();
-    await client.close();
     if (!r.success || version !== 'step-1') return { error: `the sync failed: ${r.message}` };
+    // a LoRA run's sync: its adapters (r 8, every projection) as a PEFT folder, loaded with /load_lora_adapter
+    const view = model.baseView();
+    view.enableLora({ r: LORA_R }, 7);
+    const adapters = await view.readAdapters();
+    view.dispose();
+    const lora = join(out, 'lora');
+    mkdirSync(lora);
+    const t3 = performance.now();
+    writePeftAdapters(lora, adapters, { r: LORA_R, alpha: 2 * LORA_R, targets: [...ALL_LORA_TARGETS] }, dir);
+    const lr = await client.loadLoraAdapter('step-1', lora);
+    const t4 = performance.now();
+    await client.close();
+    if (!lr.success) return { error: `the LoRA sync failed: ${lr.message}` };
     const rows = {
       score_sglang: rate.sglang,
       score_vllm: rate.vllm,
@@ -140,8 +156,11 @@ async function servedRows(
       ratio_vllm: rate.vllm / inProcess,
       sync_write_s: (t1 - t0) / 1000,
       sync_load_s: (t2 - t1) / 1000,
+      lora_sync_s: (t4 - t3) / 1000,
     };
-    o.say(`0.5B rollout sync (disk, whole policy): write ${rows.sync_write_s.toFixed(1)} s, server load ${rows.sync_load_s.toFixed(1)} s`);
+    o.say(
+      `0.5B rollout sync (disk): whole policy: write ${rows.sync_write_s.toFixed(1)} s, server load ${rows.sync_load_s.toFixed(1)} s; LoRA r ${LORA_R} adapters (write + /load_lora_adapter): ${rows.lora_sync_s.toFixed(2)} s`,
+    );
     return rows;
   } catch (e) {
     return { error: e instanceof Error ? e.message : String(e) };

@@ -179,14 +179,6 @@ export const creditConfigSchema = baseSchema
         },
         message: '',
       });
-    // The server loads a whole policy from disk; adapters would need its LoRA route and a run that writes PEFT folders.
-    if (c.rollout.server && c.model.lora)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['rollout', 'server'],
-        params: { expected: 'null with model.lora: a LoRA run samples here (the server path loads whole policies from disk)' },
-        message: '',
-      });
     if (c.grpo.overlong_buffer && c.grpo.overlong_buffer.len > c.grpo.max_new_tokens)
       ctx.addIssue({
         code: 'custom',

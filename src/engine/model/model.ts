@@ -208,6 +208,22 @@ export class Transformer {
     return v;
   }
 
+  /**
+   * A view of these weights with adapters of its own, set to `adapters` (PEFT layout): a served LoRA adapter on a shared
+   * base. Disposing the view disposes its adapters and leaves the weights to this model.
+   */
+  adaptedView(lora: LoraConfig, adapters: Record<string, WeightTensor>): Transformer {
+    const v = this.baseView();
+    v.enableLora(lora, 0);
+    try {
+      v.loadAdapters(adapters);
+    } catch (e) {
+      v.dispose();
+      throw e;
+    }
+    return v;
+  }
+
   private loraLayers(): LayerLora[] {
     return this.layers.map((L) => L.lora!);
   }
@@ -634,7 +650,11 @@ export class Transformer {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    if (this.sharesParams) return;
+    if (this.sharesParams) {
+      // a view's own adapters (adaptedView) are its to dispose; the weights are its model's
+      if (this.loraCfg) disposeLora(this.loraLayers());
+      return;
+    }
     for (const t of this.tables.values()) tf.dispose([t.cos, t.sin, t.causal]);
     this.tables.clear();
     for (const v of this.params.values()) v.dispose();

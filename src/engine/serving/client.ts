@@ -80,6 +80,8 @@ export class ServerSampler implements Sampler {
   private readonly tries: number;
   private readonly backoffMs: number;
   private closed = new AbortController();
+  /** SGLang: the LoRA adapter every sampling request names (rollout.server with model.lora), or null for the base */
+  lora: string | null = null;
 
   private constructor(
     o: ServerOptions,
@@ -270,7 +272,7 @@ export class ServerSampler implements Sampler {
   private async one(reqs: SampleRequest[], s: SampleSettings, signal: AbortSignal): Promise<Continuation[][]> {
     const rows = reqs.reduce((n, r) => n + r.seeds.length, 0);
     const [path, body] =
-      this.api === 'sglang' ? ['/generate', sglangGenerateBody(reqs, s)] : ['/v1/completions', vllmCompletionBody(reqs[0], s, this.modelName)];
+      this.api === 'sglang' ? ['/generate', sglangGenerateBody(reqs, s, this.lora)] : ['/v1/completions', vllmCompletionBody(reqs[0], s, this.modelName)];
     const r = await this.call('POST', path, body, { signal });
     if (r.status !== 200) throw this.refusal(path, r);
     const raw = this.api === 'sglang' ? parseSglangGenerate(r.body, rows) : parseVllmCompletion(r.body, rows);
@@ -369,6 +371,23 @@ export class ServerSampler implements Sampler {
     if (r.status !== 200) throw this.refusal(path, r);
     const b = r.body as { success?: unknown; message?: unknown } | null;
     return { success: b?.success === true, message: typeof b?.message === 'string' ? b.message : JSON.stringify(b) };
+  }
+
+  /** SGLang: loads a PEFT adapter folder under `name` (the server needs --enable-lora). */
+  async loadLoraAdapter(name: string, dir: string): Promise<{ success: boolean; message: string }> {
+    return this.adapterCall('/load_lora_adapter', { lora_name: name, lora_path: dir });
+  }
+
+  async unloadLoraAdapter(name: string): Promise<{ success: boolean; message: string }> {
+    return this.adapterCall('/unload_lora_adapter', { lora_name: name });
+  }
+
+  private async adapterCall(path: string, body: Record<string, string>): Promise<{ success: boolean; message: string }> {
+    const r = await this.call('POST', path, body);
+    if (r.status !== 200) throw this.refusal(path, r);
+    const b = r.body as { success?: unknown; error_message?: unknown; message?: unknown } | null;
+    const message = typeof b?.error_message === 'string' ? b.error_message : typeof b?.message === 'string' ? b.message : '';
+    return { success: b?.success === true, message };
   }
 
   /** SGLang: the weight version the server reports (GET /model_info, or /get_weight_version on older builds). */

@@ -5,7 +5,7 @@
 // 400 in the engine's error shape naming the field, never a crash.
 import * as tf from '@tensorflow/tfjs';
 import { randomInt } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -14,6 +14,7 @@ import { UserError, isUserError } from '../core/errors';
 import type { Tokenizer } from '../core/types';
 import type { BackendPreference } from '../model/backend';
 import { Transformer } from '../model/model';
+import { ALL_LORA_TARGETS, type LoraTarget } from '../model/lora';
 import { LocalSampler, type Continuation, type SampleRequest, type SampleSettings } from '../model/sampling';
 import { readSafetensors } from '../model/safetensors';
 import { WASM_HEAP_BYTES } from '../model/memory';
@@ -52,6 +53,8 @@ class BadRequest extends Error {
 interface Job {
   req: SampleRequest;
   settings: SampleSettings;
+  /** the LoRA adapter the request names (SGLang's lora_path), or null for the base weights */
+  lora: string | null;
   resolve(c: Continuation[]): void;
   reject(e: unknown): void;
 }
@@ -132,6 +135,8 @@ export class CreditLensServer {
   private lastArrival = 0;
   /** why there is no model to serve (a weight update that failed after the old model was dropped), or null */
   private broken: string | null = null;
+  /** LoRA adapters loaded by name (POST /load_lora_adapter): views of the base weights with adapters of their own */
+  private adapters = new Map<string, { view: Transformer; sampler: LocalSampler; path: string }>();
   private running: Promise<void> | null = null;
   private updating: Promise<void> | null = null;
   private weightVersion = 'default';
@@ -161,9 +166,9 @@ export class CreditLensServer {
   }
 
   /** Queues one prefix's continuations; they run in the next batch. */
-  private submit(req: SampleRequest, settings: SampleSettings): Promise<Continuation[]> {
+  private submit(req: SampleRequest, settings: SampleSettings, lora: string | null = null): Promise<Continuation[]> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ req, settings, resolve, reject });
+      this.queue.push({ req, settings, lora, resolve, reject });
       this.lastArrival = performance.now();
       if (!this.running) this.running = this.drain();
     });
@@ -181,7 +186,7 @@ export class CreditLensServer {
       this.queue = [];
       const groups = new Map<string, Job[]>();
       for (const j of jobs) {
-        const key = JSON.stringify(j.settings);
+        const key = JSON.stringify([j.settings, j.lora]);
         groups.set(key, [...(groups.get(key) ?? []), j]);
       }
       for (const group of groups.values()) {
@@ -190,7 +195,11 @@ export class CreditLensServer {
         try {
           // a stop that never fires still has generate() yield to the event loop every few tokens: requests arriving
           // meanwhile are read and queued for the next batch instead of waiting for this one to end
-          const out = await this.sampler.sample(
+          const lora = sorted[0].lora;
+          const sampler = lora === null ? this.sampler : this.adapters.get(lora)?.sampler;
+          // an adapter unloaded while its request waited
+          if (!sampler) throw new BadRequest(`lora_path: the adapter ${JSON.stringify(lora)} is not loaded`, 'lora_path');
+          const out = await sampler.sample(
             sorted.map((j) => j.req),
             sorted[0].settings,
             { stop: () => false },
@@ -307,6 +316,17 @@ export class CreditLensServer {
     const startLen = perRow(body.logprob_start_len, 'logprob_start_len', -1, -1);
     const returnLogprob = body.return_logprob === true;
     const rows = list.map((p) => this.sglangRow(p));
+    const loraList = Array.isArray(body.lora_path) ? body.lora_path : prompts.map(() => body.lora_path ?? null);
+    if (loraList.length !== prompts.length) throw new BadRequest(`lora_path has ${loraList.length} entries for ${prompts.length} prompts`, 'lora_path');
+    const loras = loraList.map((x: unknown) => {
+      if (x === null || x === undefined) return null;
+      if (typeof x !== 'string' || !this.adapters.has(x))
+        throw new BadRequest(
+          `lora_path: ${JSON.stringify(x)} is not a loaded adapter (loaded: ${[...this.adapters.keys()].join(', ') || 'none'})`,
+          'lora_path',
+        );
+      return x;
+    });
     if (rows.some((r) => r.maxNewTokens === 0)) {
       // scoring: max_new_tokens 0 for every row, the prompt's log-probs from logprob_start_len on
       if (!rows.every((r) => r.maxNewTokens === 0))
@@ -347,14 +367,14 @@ export class CreditLensServer {
     const jobs = prompts.flatMap((prompt, i) => {
       const r = rows[i];
       this.checkLength(prompt, r.maxNewTokens, 'input_ids');
-      return Array.from({ length: r.n }, () => ({ prompt, r }));
+      return Array.from({ length: r.n }, () => ({ prompt, r, lora: loras[i] }));
     });
     // rows of one prefix with the same settings share its prefill: one request with their seeds
-    const merged = new Map<string, { prompt: number[]; r: RowSettings; seeds: number[]; rows: number[] }>();
-    jobs.forEach(({ prompt, r }, row) => {
+    const merged = new Map<string, { prompt: number[]; r: RowSettings; lora: string | null; seeds: number[]; rows: number[] }>();
+    jobs.forEach(({ prompt, r, lora }, row) => {
       const { seed, ...rest } = r;
-      const key = JSON.stringify([prompt, rest]);
-      const m = merged.get(key) ?? { prompt, r, seeds: [], rows: [] };
+      const key = JSON.stringify([prompt, rest, lora]);
+      const m = merged.get(key) ?? { prompt, r, lora, seeds: [], rows: [] };
       m.seeds.push(seed ?? randomInt(2 ** 31));
       m.rows.push(row);
       merged.set(key, m);
@@ -362,7 +382,7 @@ export class CreditLensServer {
     const results: Continuation[] = Array(jobs.length);
     await Promise.all(
       [...merged.values()].map(async (m) => {
-        const out = await this.submit({ prefix: m.prompt, tail: [], seeds: m.seeds, maxNewTokens: m.r.maxNewTokens }, this.settingsOf(m.r));
+        const out = await this.submit({ prefix: m.prompt, tail: [], seeds: m.seeds, maxNewTokens: m.r.maxNewTokens }, this.settingsOf(m.r), m.lora);
         out.forEach((c, k) => (results[m.rows[k]] = c));
       }),
     );
@@ -412,6 +432,9 @@ export class CreditLensServer {
       await previous;
       await this.running;
       const weights = readSafetensors(file).tensors;
+      // adapters are views of the weights being replaced: they go with them
+      for (const a of this.adapters.values()) a.view.dispose();
+      this.adapters.clear();
       // Two copies of a large model do not fit the wasm heap (4 GiB: a 0.5B model is 2 GB in float32), so the old
       // one goes first there; a load that then fails leaves no model, and the server answers 503 until one loads.
       const bytes = Object.values(weights).reduce((a, t) => a + t.data.length * 4, 0);
@@ -439,6 +462,61 @@ export class CreditLensServer {
       if (this.updating === gate) this.updating = null;
       release();
     }
+  }
+
+  /**
+   * SGLang's POST /load_lora_adapter {lora_name, lora_path}: a PEFT folder (adapter_config.json with r, lora_alpha and
+   * target_modules; adapter_model.safetensors) on the base weights, selected by requests whose lora_path names it.
+   * Loading a name again replaces its adapter.
+   */
+  async loadLoraAdapter(body: unknown): Promise<unknown> {
+    if (!isObj(body) || typeof body.lora_name !== 'string' || body.lora_name === '') throw new BadRequest('lora_name must be a non-empty string', 'lora_name');
+    if (typeof body.lora_path !== 'string') throw new BadRequest('lora_path must be the folder of a PEFT adapter', 'lora_path');
+    const name = body.lora_name;
+    const dir = resolve(body.lora_path);
+    const fail = (m: string) => ({ success: false, error_message: m, loaded_adapters: this.loadedAdapters() });
+    if (this.updating) await this.updating;
+    let cfg: { r?: unknown; lora_alpha?: unknown; target_modules?: unknown };
+    try {
+      cfg = JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8'));
+    } catch (e) {
+      return fail(`no readable adapter_config.json in ${dir}: ${(e as Error).message}`);
+    }
+    const r = cfg.r;
+    const targets = Array.isArray(cfg.target_modules) ? (cfg.target_modules as string[]) : null;
+    if (!Number.isInteger(r) || (r as number) < 1 || !targets || !targets.every((t) => (ALL_LORA_TARGETS as string[]).includes(t)))
+      return fail(`adapter_config.json in ${dir}: r must be a positive integer and target_modules a list of ${ALL_LORA_TARGETS.join(', ')}`);
+    const file = join(dir, 'adapter_model.safetensors');
+    if (!existsSync(file)) return fail(`no adapter_model.safetensors in ${dir}`);
+    // PEFT saves `base_model.model.<module>.lora_A.weight`; the model's names start at <module>
+    const weights = Object.fromEntries(Object.entries(readSafetensors(file).tensors).map(([k, v]) => [k.replace(/^base_model\.model\./, ''), v]));
+    let view: Transformer;
+    try {
+      view = this.m.model.adaptedView(
+        { r: r as number, alpha: typeof cfg.lora_alpha === 'number' ? cfg.lora_alpha : undefined, targets: targets as LoraTarget[] },
+        weights,
+      );
+    } catch (e) {
+      return fail(`the adapter in ${dir} does not fit this model: ${(e as Error).message}`);
+    }
+    await this.running;
+    this.adapters.get(name)?.view.dispose();
+    this.adapters.set(name, { view, sampler: new LocalSampler(view, this.m.tokenizer), path: dir });
+    return { success: true, error_message: '', loaded_adapters: this.loadedAdapters() };
+  }
+
+  async unloadLoraAdapter(body: unknown): Promise<unknown> {
+    if (!isObj(body) || typeof body.lora_name !== 'string') throw new BadRequest('lora_name must be a string', 'lora_name');
+    await this.running;
+    const a = this.adapters.get(body.lora_name);
+    if (!a) return { success: false, error_message: `no adapter named ${JSON.stringify(body.lora_name)} is loaded`, loaded_adapters: this.loadedAdapters() };
+    a.view.dispose();
+    this.adapters.delete(body.lora_name);
+    return { success: true, error_message: '', loaded_adapters: this.loadedAdapters() };
+  }
+
+  private loadedAdapters(): Record<string, string> {
+    return Object.fromEntries([...this.adapters].map(([n, a]) => [n, a.path]));
   }
 
   // ---- vLLM ------------------------------------------------------------------------------------------------------
@@ -569,6 +647,8 @@ export class CreditLensServer {
   }
 
   dispose(): void {
+    for (const a of this.adapters.values()) a.view.dispose();
+    this.adapters.clear();
     if (this.owns && !this.broken) this.m.model.dispose();
   }
 }
@@ -620,6 +700,8 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
     'GET /get_model_info': () => api.modelInfo(),
     'POST /generate': (b) => (api.checkReady(), api.sglangGenerate(b)),
     'POST /update_weights_from_disk': (b) => api.updateWeightsFromDisk(b),
+    'POST /load_lora_adapter': (b) => api.loadLoraAdapter(b),
+    'POST /unload_lora_adapter': (b) => api.unloadLoraAdapter(b),
     // no prefix cache is kept between batches: there is nothing to flush
     'POST /flush_cache': () =>
       'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n',

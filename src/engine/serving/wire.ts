@@ -26,7 +26,7 @@ export interface RawContinuation {
  * One /generate batch for several prefixes: every continuation is a row of its own (the prefix repeated), with its own
  * sampling_seed, in request order then seed order.
  */
-export function sglangGenerateBody(reqs: SampleRequest | SampleRequest[], s: SampleSettings): Record<string, unknown> {
+export function sglangGenerateBody(reqs: SampleRequest | SampleRequest[], s: SampleSettings, lora: string | null = null): Record<string, unknown> {
   const list = Array.isArray(reqs) ? reqs : [reqs];
   const params = (req: SampleRequest, seed: number) => ({
     max_new_tokens: req.maxNewTokens,
@@ -47,6 +47,8 @@ export function sglangGenerateBody(reqs: SampleRequest | SampleRequest[], s: Sam
     // -1: log-probs of the output tokens only
     logprob_start_len: -1,
     top_logprobs_num: 0,
+    // a LoRA adapter loaded with /load_lora_adapter, by its name
+    ...(lora !== null ? { lora_path: lora } : {}),
   };
 }
 

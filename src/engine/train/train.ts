@@ -423,7 +423,7 @@ async function grpoPhase(
   // after every update, before anything samples again
   const server = run.progress.phase === 'grpo' && cfg.rollout.server ? await RolloutServer.connect(cfg, runDir, s.tokenizer, (m) => run.log('info', m)) : null;
   const sync = async (step: number) => {
-    const r = await server!.sync(step, await s.model.readWeights());
+    const r = await server!.sync(step, s.model);
     info.rollout_server = server!.info;
     run.log('info', `rollout server: loaded the policy of step ${step} in ${r.seconds.toFixed(2)} s`);
   };

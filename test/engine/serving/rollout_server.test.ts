@@ -119,3 +119,66 @@ test('a rollout server that dies mid-run: the run stops with a checkpoint and a 
     await s.close();
   }
 });
+
+test('a LoRA run with its rollouts on a server: the adapters synced as PEFT folders, the served adapter is the trained one', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-rollout-lora-'));
+  // the base: a finished run's checkpoint, which the server serves and the LoRA run starts from (model.init_checkpoint)
+  const base = (await train({ configPath: sevensConfig(dir, { name: 'base', seed: 4, backend: 'wasm', grpo: GRPO }) })).runDir;
+  const ckpt = latestCheckpoint(base)!;
+  const s = await serve({ spec: ckpt, port: 0, backend: 'wasm' });
+  try {
+    const cfg = sevensConfig(dir, {
+      name: 'lora',
+      seed: 1,
+      backend: 'wasm',
+      grpo: `${GRPO}\nrollout: { server: '${s.url}' }`,
+    });
+    // LoRA on the base's weights
+    const { readFileSync, writeFileSync } = await import('node:fs');
+    writeFileSync(cfg, readFileSync(cfg, 'utf8').replace('max_seq_len: 32 }', `max_seq_len: 32, lora: { r: 2 }, init_checkpoint: '${ckpt}' }`));
+    const r = await train({ configPath: cfg });
+    assert.equal(r.status, 'completed');
+    const rs = readRunInfo(r.runDir)!.rollout_server!;
+    assert.deepEqual(
+      rs.syncs.map((x) => x.step),
+      [0, 1, 2, 3],
+    );
+    const folder = join(r.runDir, 'rollout', 'step-000003');
+    assert.deepEqual(readdirSync(folder).sort(), ['adapter_config.json', 'adapter_model.safetensors']);
+    const peft = JSON.parse(readFileSync(join(folder, 'adapter_config.json'), 'utf8'));
+    assert.equal(peft.peft_type, 'LORA');
+    assert.equal(peft.r, 2);
+    assert.equal(peft.lora_alpha, 4);
+    // the previous adapters were unloaded: loading another name now lists only the two
+    const load = await fetch(`${s.url}/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'again', lora_path: folder }) });
+    assert.deepEqual(Object.keys(((await load.json()) as { loaded_adapters: object }).loaded_adapters).sort(), ['again', 'step-3']);
+
+    // the served adapter is the run's final one: the same seeds draw the same continuations with lora_path step-3
+    const { config } = loadConfig(join(r.runDir, 'config.yaml'));
+    const { session } = await openSession(config, { runDir: r.runDir, checkpoint: latestCheckpoint(r.runDir)! });
+    const local = new LocalSampler(session.model, session.tokenizer);
+    const req = { prefix: session.tokenizer.encodePrompt('q2:'), tail: [], seeds: [7, 8], maxNewTokens: 8 };
+    const eos = session.tokenizer.eosIds ?? [session.tokenizer.eosId];
+    const here = (await local.sample([req], { temperature: 1, topP: 1, eosIds: eos, stop: ['</answer>'] }))![0].map((c) => c.ids);
+    const res = await fetch(`${s.url}/generate`, {
+      method: 'POST',
+      body: JSON.stringify({
+        input_ids: req.seeds.map(() => req.prefix),
+        sampling_params: req.seeds.map((seed) => ({ max_new_tokens: 8, sampling_seed: seed, stop: ['</answer>'], stop_token_ids: eos })),
+        return_logprob: true,
+        lora_path: 'step-3',
+      }),
+    });
+    const there = ((await res.json()) as { meta_info: { output_token_logprobs: [number, number][] } }[]).map((x) =>
+      x.meta_info.output_token_logprobs.map(([, id]) => id),
+    );
+    assert.deepEqual(there, here);
+    session.model.dispose();
+    // an adapter that is not loaded is refused by name
+    const bad = await fetch(`${s.url}/generate`, { method: 'POST', body: JSON.stringify({ input_ids: req.prefix, lora_path: 'step-1' }) });
+    assert.equal(bad.status, 400);
+    assert.match(((await bad.json()) as { error: { message: string } }).error.message, /lora_path: "step-1" is not a loaded adapter/);
+  } finally {
+    await s.close();
+  }
+});
