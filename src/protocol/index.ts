@@ -69,6 +69,8 @@ export interface ImportedInfo {
   scored_by?: { api: string; url: string | null; model: string | null; weight_version: string | null; top_k: number };
   /** the tokenizer the tokens were read with (`--tokenizer`, or the `--model`'s), so a probe can decode continuations */
   tokenizer?: string | null;
+  /** how logged prompt texts were encoded (`--chat-template`), so a probe encodes the task's prompts the same way */
+  chat_template?: 'auto' | 'apply' | 'as-logged';
 }
 
 /** One line of `<run>/metrics.jsonl` (DESIGN §5). */

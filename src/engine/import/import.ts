@@ -292,6 +292,7 @@ function startImportRun(o: ImportOptions, cfg: CreditConfig, source: string, rea
       records: 0,
       skipped: read.problems.length,
       tokenizer: o.model ? scorer!.describe : o.tokenizer ? resolve(o.tokenizer) : null,
+      chat_template: o.chatTemplate ?? 'auto',
       ...(p ? { scored_by: { api: p.api, url: p.url, model: p.model, weight_version: p.weight_version, top_k: topK } } : {}),
     },
   };

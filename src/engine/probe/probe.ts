@@ -6,7 +6,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { applyOverrides, loadConfig, validateConfig, type CreditConfig } from '../config/config';
 import { UserError, isUserError } from '../core/errors';
-import type { Example, Section } from '../core/types';
+import type { Example, Section, Task, Tokenizer } from '../core/types';
 import type { EpisodeView } from '../credit/types';
 import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../import/score';
 import { readProbeTable, readStepTables, writeProbeTable, type EpisodeColumns, type ProbeColumns, type TokenColumnsRead } from '../rundir/arrow_tables';
@@ -17,6 +17,12 @@ import { readRunInfo, stepFile } from '../rundir/rundir';
 import { writeFileAtomic } from '../core/files';
 import { shapedReward } from '../session/reward';
 import { openSession, useWeights, type Session } from '../session/session';
+import { loadTokenizerOnly } from '../session/model_spec';
+import { makeTask } from '../tasks';
+import { childSeed } from '../core/rng';
+import { PromptTemplater } from '../import/chat_template';
+import { HfTokenizer } from '../model/tokenizer';
+import type { RunInfo } from '../../protocol';
 import { LocalSampler, type Sampler, type SamplerProvenance } from '../model/sampling';
 import { ServerSampler, type ServerOptions } from '../serving/client';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
@@ -131,10 +137,8 @@ function asStored(r: ProbeRow): ProbeRow {
 function probeInputs(o: ProbeOptions) {
   const { runDir, step } = o;
   if (!existsSync(join(runDir, 'config.yaml'))) throw new UserError(`${runDir} is not a run folder (no config.yaml)`);
-  if (readRunInfo(runDir)?.imported)
-    throw new UserError(
-      `${runDir} is an imported run: its completions were sampled by another trainer, whose policy Credit Lens does not have, so it cannot be probed`,
-    );
+  const imported = readRunInfo(runDir)?.imported ?? null;
+  if (imported) checkImportedProbe(runDir, imported, o);
   const { config: cfg } = loadConfig(join(runDir, 'config.yaml'));
   const tokenFile = stepFile(runDir, 'tokens', step);
   if (!existsSync(tokenFile))
@@ -142,7 +146,7 @@ function probeInputs(o: ProbeOptions) {
   // Through a server the policy is the server's: the run's copy, where it kept one, only scores the other strategies.
   let policy: ReturnType<typeof probePolicy> | null = null;
   try {
-    policy = probePolicy(runDir, step);
+    if (!imported) policy = probePolicy(runDir, step);
   } catch (e) {
     if (!o.server || !isUserError(e)) throw e;
   }
@@ -176,9 +180,7 @@ function probeInputs(o: ProbeOptions) {
   }
 
   const byEpisode = rowsByEpisode(tok.episode, tok.position, count);
-  let byId: Map<number, Example> | null = null;
-  const examples = (s: Session) => (byId ??= new Map(s.task.train.map((ex) => [ex.id, ex])));
-  return { cfg, tokenFile, policy, settings, rule, tok, eps, count, wanted, byEpisode, examples };
+  return { cfg, tokenFile, policy, settings, rule, tok, eps, count, wanted, byEpisode, imported };
 }
 
 /**
@@ -248,16 +250,15 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
   mkdirSync(join(runDir, 'probes'), { recursive: true });
   const release = acquireRunLock(runDir, { file: probeLockFile(step), doing: `step ${step} is already being probed` });
   try {
-    const { session: s } = await openSession(cfg, { runDir, log });
+    const ctx = await openProbeContext(inputs, runDir, log);
     let sampler: Sampler | null = null;
     try {
-      // the policy that sampled the step, where the run kept it: it samples here, and it scores the other strategies
-      if (inputs.policy) useWeights(s, inputs.policy.weights);
-      sampler = o.server ? await ServerSampler.connect({ ...o.server, log }, s.tokenizer) : new LocalSampler(s.model, s.tokenizer);
+      const s = ctx.session;
+      sampler = o.server ? await ServerSampler.connect({ ...o.server, log }, ctx.tokenizer) : new LocalSampler(s!.model, s!.tokenizer);
       const tableFile = probeTableFile(runDir, step);
       const sha = { tokens: sha256File(inputs.tokenFile), policy: inputs.policy ? sha256File(inputs.policy.file) : null };
       const earlier = earlierProbe(o, settings, sha, sampler.provenance, tableFile, log);
-      const todo = inputs.wanted.filter((e) => !earlier.doneEpisodes.has(e)).map((e) => probeTarget(s, inputs, e));
+      const todo = inputs.wanted.filter((e) => !earlier.doneEpisodes.has(e)).map((e) => probeTarget(ctx, inputs, e));
       const state = { rows: earlier.rows, done: earlier.doneEpisodes, continuations: earlier.continuations };
       const record = (pending: number[]): ProbeRecord => ({
         format: 'credit-lens-probe',
@@ -277,7 +278,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
         accuracy_episodes: 0,
         accuracy_prompts: 0,
       });
-      const stopped = await probeEpisodes(o, sampler, s, todo, settings, cfg.grpo.max_new_tokens, state, (k) => {
+      const stopped = await probeEpisodes(o, sampler, ctx, todo, settings, cfg.grpo.max_new_tokens, state, (k) => {
         writeProbeTable(tableFile, toColumns(state.rows));
         writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(record(todo.slice(k + 1).map((x) => x.ep.episode)), null, 2) + '\n');
       });
@@ -288,34 +289,115 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
       if (stopped)
         log(`stopped: ${state.done.size} of ${inputs.wanted.length} episodes probed; run the same command again to finish (the accuracy is scored then)`);
       else if (state.done.size) {
-        const acc = await accuracyOf(s, cfg, inputs.tok, inputs.eps, inputs.byEpisode, state.rows, [...state.done], inputs.policy !== null);
+        const acc =
+          s && inputs.policy
+            ? await accuracyOf(s, cfg, inputs.tok, inputs.eps, inputs.byEpisode, state.rows, [...state.done])
+            : ownAccuracy(cfg, inputs.tok, inputs.eps, inputs.byEpisode, state.rows, [...state.done]);
         Object.assign(rec, accuracyFields(acc));
       }
       writeFileAtomic(probeRecordFile(runDir, step), JSON.stringify(rec, null, 2) + '\n');
       return { ...rec, run_dir: runDir, table: tableFile, complete: pending.length === 0 };
     } finally {
       await sampler?.close();
-      s.model.dispose();
+      ctx.session?.model.dispose();
     }
   } finally {
     release();
   }
 }
 
+/** What a probe runs on: the run's config, task and tokenizer, the example each episode was sampled from, and the model where this process has one. */
+interface ProbeContext {
+  cfg: CreditConfig;
+  task: Task;
+  tokenizer: Tokenizer;
+  /** the run's session, with the step's policy where the run kept it; null for an imported run (its policy is the server's) */
+  session: Session | null;
+  exampleOf(e: number): Example;
+}
+
+async function openProbeContext(inputs: ReturnType<typeof probeInputs>, runDir: string, log: (m: string) => void): Promise<ProbeContext> {
+  const { cfg, eps, imported } = inputs;
+  if (imported) return importedContext(inputs);
+  const { session } = await openSession(cfg, { runDir, log });
+  // the policy that sampled the step, where the run kept it: it samples here, and it scores the other strategies
+  if (inputs.policy) useWeights(session, inputs.policy.weights);
+  const byId = new Map(session.task.train.map((ex) => [ex.id, ex]));
+  return {
+    cfg,
+    task: session.task,
+    tokenizer: session.tokenizer,
+    session,
+    exampleOf: (e) => {
+      const ex = byId.get(eps.prompt_idx[e]);
+      if (!ex || ex.prompt !== eps.prompt[e])
+        throw new UserError(
+          `episode ${e}'s prompt is not prompt ${eps.prompt_idx[e]} of the task's train split: the run's task or split_seed changed since it trained`,
+        );
+      return ex;
+    },
+  };
+}
+
+/**
+ * An imported run through a server: the tokenizer it was imported with, the task of its config (`import --config`),
+ * and each episode's example found by its prompt among the task's, encoded as the import encoded logged prompts.
+ */
+function importedContext(inputs: ReturnType<typeof probeInputs>): ProbeContext {
+  const { cfg, eps, imported } = inputs;
+  const tokenizer = loadTokenizerOnly(imported!.tokenizer!);
+  const task = makeTask(cfg.task, childSeed(cfg.task.split_seed, 'task'));
+  const templater = new PromptTemplater(tokenizer instanceof HfTokenizer ? tokenizer : null, imported!.chat_template ?? 'auto');
+  const byPrompt = new Map<string, Example>();
+  for (const ex of [...task.train, ...task.eval, ...task.validation]) {
+    byPrompt.set(ex.prompt, ex);
+    byPrompt.set(templater.text(ex.prompt).text, ex);
+  }
+  return {
+    cfg,
+    task,
+    tokenizer,
+    session: null,
+    exampleOf: (e) => {
+      const ex = byPrompt.get(eps.prompt[e]);
+      if (!ex)
+        throw new UserError(
+          `episode ${e}'s prompt is not a prompt of the task in the run's config.yaml (task.name ${cfg.task.name}): the probe rewards continuations with that task, ` +
+            'so import the run with --config <the config of the task it trained on> (for your own data: task.name jsonl with task.path and task.reward_module)',
+        );
+      return ex;
+    },
+  };
+}
+
+/** An imported run is probed only through the server that serves its policy, and only when its token ids can be read. */
+function checkImportedProbe(runDir: string, imported: NonNullable<RunInfo['imported']>, o: ProbeOptions): void {
+  if (!o.server)
+    throw new UserError(
+      `${runDir} is an imported run: its completions were sampled by another trainer, whose policy Credit Lens does not have here`,
+      'serve the checkpoint that sampled the step (SGLang or vLLM) and probe through it: credit-lens probe <run> --step N --server URL',
+    );
+  if (!imported.tokenizer)
+    throw new UserError(
+      `${runDir} was imported without --model or --tokenizer: its token ids cannot be read, so it cannot be probed; import it again with --tokenizer`,
+    );
+  if (imported.format === 'prime')
+    throw new UserError(
+      `${runDir} is a prime-rl token export: it keeps its prompts as token ids, whose text does not re-encode to them, so its prompts cannot be matched to a task's; import a veRL, TRL or JSONL dump of the run to probe it`,
+    );
+}
+
 type ProbeTarget = { ep: ProbeEpisode; positions: number[] };
 
 /** Episode e of the step as the probe continues it: its example from the task, its prompt's ids, its probed positions. */
-function probeTarget(s: Session, inputs: ReturnType<typeof probeInputs>, e: number): ProbeTarget {
-  const { eps, tok, byEpisode, rule, examples } = inputs;
-  const ex = examples(s).get(eps.prompt_idx[e]);
-  if (!ex || ex.prompt !== eps.prompt[e])
-    throw new UserError(
-      `episode ${e}'s prompt is not prompt ${eps.prompt_idx[e]} of the task's train split: the run's task or split_seed changed since it trained`,
-    );
+function probeTarget(ctx: ProbeContext, inputs: ReturnType<typeof probeInputs>, e: number): ProbeTarget {
+  const { eps, tok, byEpisode, rule } = inputs;
+  const ex = ctx.exampleOf(e);
   const r = byEpisode[e];
   const ids = r.map((k) => tok.token_id[k]);
   return {
-    ep: { episode: e, example: ex, promptIds: s.tokenizer.encodePrompt(ex.prompt), ids, reward: eps.reward[e] },
+    // the prompt as the episode was sampled (an import's: as it scored it, template included)
+    ep: { episode: e, example: ex, promptIds: ctx.tokenizer.encodePrompt(eps.prompt[e]), ids, reward: eps.reward[e] },
     positions: probePositions(
       ids.length,
       rule,
@@ -331,7 +413,7 @@ function probeTarget(s: Session, inputs: ReturnType<typeof probeInputs>, e: numb
 async function probeEpisodes(
   o: ProbeOptions,
   sampler: Sampler,
-  s: Session,
+  ctx: ProbeContext,
   todo: ProbeTarget[],
   settings: ProbeSettings,
   maxNewTokens: number,
@@ -340,11 +422,11 @@ async function probeEpisodes(
 ): Promise<boolean> {
   const open = (x: ProbeTarget) => x.positions.filter((t) => t < x.ep.ids.length).length * settings.rollouts;
   const total = todo.reduce((a, x) => a + open(x), 0);
-  const reward = shapedReward(s);
+  const reward = shapedReward(ctx);
   let done = 0;
   o.progress?.(0, total);
   for (const [k, { ep, positions }] of todo.entries()) {
-    const got = await estimateEpisode(sampler, s.tokenizer, ep, positions, {
+    const got = await estimateEpisode(sampler, ctx.tokenizer, ep, positions, {
       rollouts: settings.rollouts,
       temperature: settings.temperature,
       topP: settings.top_p,
@@ -378,9 +460,7 @@ async function accuracyOf(
   byEpisode: number[][],
   rows: ProbeRow[],
   probed: number[],
-  policyHere: boolean,
 ): Promise<AccuracyReport> {
-  if (!policyHere) return ownAccuracy(cfg, tok, eps, byEpisode, rows, probed);
   const items = byEpisode.map((r, e) => {
     const ex = { id: eps.prompt_idx[e], prompt: eps.prompt[e] };
     return {
