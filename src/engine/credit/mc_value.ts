@@ -55,7 +55,7 @@ async function prepare(episodes: EpisodeView[], ctx: PrepareContext): Promise<Pr
   for (const e of episodes) {
     const { bounds, cut } = mcBoundaries(e.logprobs, p);
     const rows = await estimateEpisode(
-      ctx.model,
+      ctx.sampler ?? ctx.model,
       ctx.tokenizer,
       { episode: e.index, example: e.example, promptIds: e.promptIds, ids: e.ids, reward: e.reward.total },
       bounds,

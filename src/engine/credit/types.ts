@@ -81,6 +81,8 @@ export interface PrepareContext {
   signal?: AbortSignal;
   /** the policy that sampled the episodes (mc_value samples continuations from it) */
   model?: import('../model/model').Transformer;
+  /** where the run samples (rollout.server), when not by `model`: a strategy that samples (mc_value) samples there */
+  sampler?: import('../model/sampling').Sampler | null;
   /** the reward of a whole completion as the run shapes it (text without the prefill, its length in tokens) */
   reward?(text: string, example: Example, length: number): number;
 }

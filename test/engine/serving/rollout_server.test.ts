@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { train } from '../../../src/engine/train/train';
-import { serve } from '../../../src/engine/serving/serve';
+import { CreditLensServer, serve } from '../../../src/engine/serving/serve';
 import { readRunInfo, readMetrics } from '../../../src/engine/rundir/rundir';
 import { loadCheckpoint, latestCheckpoint } from '../../../src/engine/rundir/checkpoint';
 import { isUserError } from '../../../src/engine/core/errors';
@@ -179,6 +179,39 @@ test('a LoRA run with its rollouts on a server: the adapters synced as PEFT fold
     assert.equal(bad.status, 400);
     assert.match(((await bad.json()) as { error: { message: string } }).error.message, /lora_path: "step-1" is not a loaded adapter/);
   } finally {
+    await s.close();
+  }
+});
+
+test("mc_value with its rollouts on a server: the strategy's Monte Carlo continuations are sampled there too", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-rollout-mc-'));
+  const seedRun = (await train({ configPath: sevensConfig(dir, { name: 'start', seed: 4, backend: 'wasm', grpo: GRPO }) })).runDir;
+  const s = await serve({ spec: seedRun, port: 0, backend: 'wasm' });
+  // rows the server sampled, counted at its /generate
+  let rows = 0;
+  const orig = CreditLensServer.prototype.sglangGenerate;
+  CreditLensServer.prototype.sglangGenerate = function (body: unknown) {
+    const ids = (body as { input_ids?: unknown[] }).input_ids;
+    if (Array.isArray(ids)) rows += Array.isArray(ids[0]) ? ids.length : 1;
+    return orig.call(this, body);
+  };
+  try {
+    const served = (strategy: string) =>
+      sevensConfig(dir, {
+        name: strategy,
+        seed: 1,
+        backend: 'wasm',
+        grpo: `${GRPO}\ncredit: { strategy: ${strategy}, mc_value: { rollouts: 2 } }\nrollout: { server: '${s.url}' }`,
+      });
+    rows = 0;
+    await train({ configPath: served('none') });
+    const plain = rows;
+    rows = 0;
+    const r = await train({ configPath: served('mc_value') });
+    assert.equal(r.status, 'completed');
+    assert.ok(rows > plain, `mc_value's continuations went to the server: ${rows} rows against ${plain} without it`);
+  } finally {
+    CreditLensServer.prototype.sglangGenerate = orig;
     await s.close();
   }
 });

@@ -127,6 +127,39 @@ test('a server killed mid-probe: the probe fails naming the URL, keeps its finis
   }
 });
 
+test('a stop (Ctrl-C) during a probe through a server ends it within a batch, keeps its finished episodes, and the same command resumes', async () => {
+  const runDir = await trainedRun();
+  const s = await serve({ spec: runDir, step: 2, port: 0, backend: 'wasm' });
+  try {
+    const abort = new AbortController();
+    let stoppedAt = 0;
+    const r = await probeRun({
+      runDir,
+      step: 2,
+      episodes: 8,
+      rollouts: 4,
+      server: { url: s.url },
+      signal: abort.signal,
+      progress: () => {
+        const rec = readProbeRecord(runDir, 2);
+        if (rec && rec.episodes.length > 0 && !abort.signal.aborted) {
+          stoppedAt = performance.now();
+          abort.abort();
+        }
+      },
+    });
+    assert.equal(r.complete, false);
+    assert.ok(r.episodes.length >= 1 && r.pending.length >= 1);
+    assert.equal(r.accuracy, null, 'a stopped probe leaves the accuracy to the probe that finishes');
+    assert.ok(performance.now() - stoppedAt < 5000, `stopped ${(performance.now() - stoppedAt).toFixed(0)} ms after the signal`);
+    const again = await probeRun({ runDir, step: 2, episodes: 8, rollouts: 4, server: { url: s.url } });
+    assert.equal(again.complete, true);
+    assert.equal(again.episodes.length, 8);
+  } finally {
+    await s.close();
+  }
+});
+
 /** An HTTP server on 127.0.0.1 that answers each route with a fixed status and body. */
 async function fake(routes: Record<string, [number, string]>): Promise<{ url: string; server: Server; seen: string[] }> {
   const seen: string[] = [];
