@@ -7,7 +7,21 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  ROOT, WS, clickCodeLens, finishSuite, log, openFile, palette, prepareSuite, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
+  ROOT,
+  WS,
+  clickCodeLens,
+  finishSuite,
+  log,
+  openFile,
+  palette,
+  prepareSuite,
+  runDirs,
+  scenario,
+  shot,
+  showRunsView,
+  sleep,
+  startVsCode,
+  waitForRow,
 } from './harness.mjs';
 
 let vs;
@@ -16,8 +30,10 @@ let attribution;
 
 /** Trained with the CLI before VS Code starts: finished runs on disk, as a run trained elsewhere would be. */
 function train(...sets) {
-  const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'train', join(WS, 'tiny.credit.yaml'), ...sets.flatMap((s) => ['--set', s])],
-    { cwd: WS, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'train', join(WS, 'tiny.credit.yaml'), ...sets.flatMap((s) => ['--set', s])], {
+    cwd: WS,
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 0, `credit-lens train failed:\n${r.stdout}\n${r.stderr}`);
 }
 
@@ -38,20 +54,26 @@ const webview = (page) => page.frameLocator('iframe.webview.ready').frameLocator
 
 async function closeEditors(page) {
   await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
-  await page.locator('iframe.webview').first().waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
+  await page
+    .locator('iframe.webview')
+    .first()
+    .waitFor({ state: 'detached', timeout: 10_000 })
+    .catch(() => {});
 }
 
 /** Per chart: the number of values drawn and whether its canvas has a painted pixel in the plotting area. */
 function chartState(frame) {
-  return frame.locator('section.chart').evaluateAll((cards) => cards.map((c) => {
-    const canvas = c.querySelector('canvas');
-    let ink = false;
-    if (canvas && canvas.width > 0 && canvas.height > 0) {
-      const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-      for (let i = 3; i < d.length && !ink; i += 4) ink = d[i] !== 0;
-    }
-    return { id: c.dataset.chart, points: Number(c.dataset.points ?? 0), ink };
-  }));
+  return frame.locator('section.chart').evaluateAll((cards) =>
+    cards.map((c) => {
+      const canvas = c.querySelector('canvas');
+      let ink = false;
+      if (canvas && canvas.width > 0 && canvas.height > 0) {
+        const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+        for (let i = 3; i < d.length && !ink; i += 4) ink = d[i] !== 0;
+      }
+      return { id: c.dataset.chart, points: Number(c.dataset.points ?? 0), ink };
+    }),
+  );
 }
 
 async function pickRun(page, re) {
@@ -82,9 +104,16 @@ scenario('the dashboard of a finished run draws every chart from metrics.jsonl, 
   const charts = await chartState(frame);
   log(`charts: ${charts.map((c) => `${c.id}=${c.points}${c.ink ? '' : ' (blank)'}`).join(', ')}`);
   const ids = charts.map((c) => c.id);
-  for (const id of ['reward', 'success', 'loss', 'grad_norm', 'kl', 'entropy', 'effective_groups', 'clip_frac', 'response_len', 'tokens_per_s']) assert.ok(ids.includes(id), `${id} chart`);
-  assert.ok(charts.every((c) => c.points > 0 && c.ink), 'every chart has values and painted pixels');
-  const rows = readFileSync(join(baseline, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  for (const id of ['reward', 'success', 'loss', 'grad_norm', 'kl', 'entropy', 'effective_groups', 'clip_frac', 'response_len', 'tokens_per_s'])
+    assert.ok(ids.includes(id), `${id} chart`);
+  assert.ok(
+    charts.every((c) => c.points > 0 && c.ink),
+    'every chart has values and painted pixels',
+  );
+  const rows = readFileSync(join(baseline, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   // The reward chart holds one point per GRPO step (the eval's greedy reward is kept off it) …
   assert.equal(charts.find((c) => c.id === 'reward').points, rows.filter((r) => r.phase === 'grpo').length);
   // … and the loss chart every SFT and GRPO step.
@@ -145,8 +174,8 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   const row = (re) => page.locator('.sidebar .pane-body .monaco-list-row', { hasText: re }).first();
   // Select exactly the two runs, and check that the tree shows both selected before asking: a tree refresh that
   // lands between the clicks (a run directory's watcher event) can re-render the rows and drop the Ctrl-click.
-  const selected = async () => (await row(/^tiny-\d{8}/).getAttribute('aria-selected')) === 'true'
-    && (await row(/^tiny-attr-\d{8}/).getAttribute('aria-selected')) === 'true';
+  const selected = async () =>
+    (await row(/^tiny-\d{8}/).getAttribute('aria-selected')) === 'true' && (await row(/^tiny-attr-\d{8}/).getAttribute('aria-selected')) === 'true';
   for (let attempt = 1; ; attempt++) {
     await row(/^tiny-\d{8}/).click();
     await row(/^tiny-attr-\d{8}/).click({ modifiers: ['Control'] });
@@ -173,8 +202,14 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   await sleep(800);
   const charts = await chartState(frame);
   // The attribution run adds its own metrics' charts.
-  assert.ok(charts.some((c) => c.id === 'attribution/attribution_entropy' && c.points > 0 && c.ink), 'attribution entropy chart');
-  assert.ok(charts.some((c) => c.id === 'attribution/attribution_range' && c.points > 0), 'attribution max/min/std chart');
+  assert.ok(
+    charts.some((c) => c.id === 'attribution/attribution_entropy' && c.points > 0 && c.ink),
+    'attribution entropy chart',
+  );
+  assert.ok(
+    charts.some((c) => c.id === 'attribution/attribution_range' && c.points > 0),
+    'attribution max/min/std chart',
+  );
   // Each run's curve is in the reward chart's uPlot legend.
   const series = await frame.locator('section.chart[data-chart="reward"] .u-legend .u-series').count();
   assert.equal(series, 3, 'x plus one reward series per run');
@@ -186,7 +221,10 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   const csv = readFileSync(csvPath, 'utf8').trim().split('\n');
   log(`csv: ${csv[0]}`);
   // Runs are named by their config name in a comparison when the names differ.
-  assert.equal(csv[0], 'step,phase,tiny,tiny-attr,tiny · reward_mean - reward_std,tiny · reward_mean + reward_std,tiny-attr · reward_mean - reward_std,tiny-attr · reward_mean + reward_std');
+  assert.equal(
+    csv[0],
+    'step,phase,tiny,tiny-attr,tiny · reward_mean - reward_std,tiny · reward_mean + reward_std,tiny-attr · reward_mean - reward_std,tiny-attr · reward_mean + reward_std',
+  );
   assert.equal(csv.length, 1 + 12, 'a line per GRPO step of the longer run (12)');
   const pngPath = join(WS, 'runs', 'compare-reward.png');
   await frame.locator('section.chart[data-chart="reward"] vscode-button.png').click();

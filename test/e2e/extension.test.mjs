@@ -6,8 +6,26 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  ROOT, WS, clickCodeLens, codeLens, finishSuite, log, notification, openFile, openSweepDialog, palette, prepareSuite, readJson, runDirs,
-  scenario, settledProblemCount, shot, showRunsView, sleep, startVsCode, waitForRow,
+  ROOT,
+  WS,
+  clickCodeLens,
+  codeLens,
+  finishSuite,
+  log,
+  notification,
+  openFile,
+  openSweepDialog,
+  palette,
+  prepareSuite,
+  readJson,
+  runDirs,
+  scenario,
+  settledProblemCount,
+  shot,
+  showRunsView,
+  sleep,
+  startVsCode,
+  waitForRow,
 } from './harness.mjs';
 
 let vs;
@@ -32,15 +50,26 @@ scenario('▶ Run on a config: the Runs tree shows it running, then completed, a
   const done = await waitForRow(page, /^tiny-\d{8}-\d{6}.*\bcompleted\b.*12\/12/, 180_000);
   log(`tree: ${done}`);
   // Its children are the logged steps, and a step's children its episodes, best reward first.
-  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ }).first().click();
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ })
+    .first()
+    .click();
   await waitForRow(page, /^step 12\b/, 15_000);
-  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 12/ }).first().click();
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 12/ })
+    .first()
+    .click();
   await waitForRow(page, /^-?\d+\.\d\d [✓✗] #\d+/, 15_000);
   const rewards = (await page.locator('.sidebar .pane-body .monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? '')))
-    .map((l) => /^(-?\d+\.\d\d) [✓✗] #\d+/.exec(l)?.[1]).filter(Boolean).map(Number);
+    .map((l) => /^(-?\d+\.\d\d) [✓✗] #\d+/.exec(l)?.[1])
+    .filter(Boolean)
+    .map(Number);
   assert.equal(rewards.length, 8, 'prompts_per_step 2 × group_size 4 episodes');
   assert.ok(new Set(rewards).size > 1, `rewards differ, so their order means something: ${rewards}`);
-  assert.deepEqual(rewards, [...rewards].sort((a, b) => b - a));
+  assert.deepEqual(
+    rewards,
+    [...rewards].sort((a, b) => b - a),
+  );
   await shot(page, '03-run-completed');
   const dirs = runDirs('tiny');
   assert.equal(dirs.length, 1, `one run directory under runs/: ${dirs}`);
@@ -66,9 +95,22 @@ scenario('an invalid config shows a Problems entry naming the field', async () =
 scenario('a config that would send the API key to a remote plain-http host, or name a non-key variable, is flagged as you type', async () => {
   const { page } = vs;
   // Valid as written: https, and a key-like variable name.
-  writeFileSync(join(WS, 'keys.credit.yaml'), ['# e2e: edited below into a config that would leak the key', 'name: keys', 'output_dir: runs',
-    'credit:', '  strategy: cal', '  cal:', '    provider: openai', '    model: gpt-4o-mini', '    api_key_env: OPENAI_API_KEY',
-    '    base_url: https://api.openai.com/v1', ''].join('\n'));
+  writeFileSync(
+    join(WS, 'keys.credit.yaml'),
+    [
+      '# e2e: edited below into a config that would leak the key',
+      'name: keys',
+      'output_dir: runs',
+      'credit:',
+      '  strategy: cal',
+      '  cal:',
+      '    provider: openai',
+      '    model: gpt-4o-mini',
+      '    api_key_env: OPENAI_API_KEY',
+      '    base_url: https://api.openai.com/v1',
+      '',
+    ].join('\n'),
+  );
   await openFile(page, 'keys.credit.yaml');
   await palette(page, 'Credit Lens: Validate Config', { pick: 'Validate Config' });
   await notification(page, /keys\.credit\.yaml is valid/);
@@ -151,15 +193,22 @@ scenario('Stop mid-run leaves status stopped, and Resume continues from the chec
   assert.equal(after.status, 'running');
   assert.match(after.resumed_from ?? '', /checkpoints[\\/]step-0*\d+/, 'run.json names the checkpoint it resumed from');
   // The engine is still appending: a last line caught mid-write is skipped.
-  const steps = readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n').flatMap((l) => {
-    try {
-      return [JSON.parse(l)];
-    } catch {
-      return [];
-    }
-  }).filter((r) => r.phase === 'grpo').map((r) => r.step);
+  const steps = readFileSync(join(dir, 'metrics.jsonl'), 'utf8')
+    .split('\n')
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l)];
+      } catch {
+        return [];
+      }
+    })
+    .filter((r) => r.phase === 'grpo')
+    .map((r) => r.step);
   // Each step once, in order, with no restart from 1 after the stop.
-  assert.deepEqual(steps, Array.from({ length: steps.length }, (_, i) => i + 1));
+  assert.deepEqual(
+    steps,
+    Array.from({ length: steps.length }, (_, i) => i + 1),
+  );
   assert.ok(steps.length > stoppedAt, `metrics continue past step ${stoppedAt}: ${steps.length} steps`);
   // 400 steps would take minutes: stop it again.
   await palette(page, 'Credit Lens: Stop Run');
@@ -204,7 +253,10 @@ scenario('Sweep on a config without a grid asks for strategies and values, shows
   const ended = await statuses();
   log(`after cancel: ${ended}`);
   await shot(page, '07b-sweep-cancelled');
-  assert.ok(ended.every((st) => ['completed', 'stopped', 'cancelled'].includes(st)), `${ended}`);
+  assert.ok(
+    ended.every((st) => ['completed', 'stopped', 'cancelled'].includes(st)),
+    `${ended}`,
+  );
   assert.ok(ended.includes('cancelled'), 'queued runs were cancelled');
   assert.ok(ended.filter((st) => st === 'completed').length < 3);
   assert.equal(runDirs('tiny').length - tinyBefore, ended.filter((st) => st !== 'cancelled').length, 'a cancelled run has no directory');
@@ -247,7 +299,10 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
   await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g| ▼' }).waitFor();
   const desc = await gradOrder();
   assert.ok(desc.every(Number.isFinite) && desc[0] !== desc[1], `two different mean grad norms: ${desc}`);
-  assert.deepEqual(desc, [...desc].sort((a, b) => b - a));
+  assert.deepEqual(
+    desc,
+    [...desc].sort((a, b) => b - a),
+  );
   await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g|' }).click();
   await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g| ▲' }).waitFor();
   assert.deepEqual(await gradOrder(), [...desc].reverse());
@@ -328,11 +383,24 @@ scenario('closing VS Code checkpoints and stops a training run', async () => {
   vs = undefined;
   // The engine is asked to stop and finishes its checkpoint on its own, detached, if the host exits first.
   let info = readJson(join(dir, 'run.json'));
-  for (let i = 0; i < 600 && info.status === 'running'; i++) { await sleep(100); info = readJson(join(dir, 'run.json')); }
+  for (let i = 0; i < 600 && info.status === 'running'; i++) {
+    await sleep(100);
+    info = readJson(join(dir, 'run.json'));
+  }
   log(`after closing: ${info.status} at step ${info.last_step}`);
   assert.equal(info.status, 'stopped');
-  assert.ok(readdirSync(join(dir, 'checkpoints')).some((c) => c === `step-${String(info.last_step).padStart(6, '0')}`), 'checkpoint of the last step');
-  const alive = () => { try { process.kill(pid, 0); return true; } catch { return false; } };
+  assert.ok(
+    readdirSync(join(dir, 'checkpoints')).some((c) => c === `step-${String(info.last_step).padStart(6, '0')}`),
+    'checkpoint of the last step',
+  );
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
   for (let i = 0; i < 100 && alive(); i++) await sleep(100);
   assert.throws(() => process.kill(pid, 0), /ESRCH/, 'the engine process has exited');
 });

@@ -78,8 +78,15 @@ function freePort() {
   });
 }
 
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-  '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'];
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-dev-shm-usage',
+];
 
 /**
  * One code-server with its own user-data dir and the .vsix installed; `trusted: false` keeps Workspace Trust on.
@@ -89,29 +96,47 @@ export async function startVsCode(name, { trusted, settings = {}, viewport = { w
   const userData = join(TMP, `${name}-user`);
   const extDir = join(TMP, `${name}-ext`);
   mkdirSync(join(userData, 'User'), { recursive: true });
-  writeFileSync(join(userData, 'User/settings.json'), JSON.stringify({
-    'workbench.startupEditor': 'none',
-    'workbench.tips.enabled': false,
-    'workbench.enableExperiments': false,
-    'telemetry.telemetryLevel': 'off',
-    'extensions.autoCheckUpdates': false,
-    'extensions.autoUpdate': false,
-    'update.mode': 'none',
-    'chat.commandCenter.enabled': false,
-    'workbench.secondarySideBar.defaultVisibility': 'hidden',
-    'security.workspace.trust.enabled': !trusted ? true : false,
-    'security.workspace.trust.startupPrompt': 'never',
-    'security.workspace.trust.banner': 'always',
-    'files.watcherExclude': { '**/runs/**/tokens/**': true, '**/runs/**/episodes/**': true },
-    ...settings,
-  }, null, 2));
+  writeFileSync(
+    join(userData, 'User/settings.json'),
+    JSON.stringify(
+      {
+        'workbench.startupEditor': 'none',
+        'workbench.tips.enabled': false,
+        'workbench.enableExperiments': false,
+        'telemetry.telemetryLevel': 'off',
+        'extensions.autoCheckUpdates': false,
+        'extensions.autoUpdate': false,
+        'update.mode': 'none',
+        'chat.commandCenter.enabled': false,
+        'workbench.secondarySideBar.defaultVisibility': 'hidden',
+        'security.workspace.trust.enabled': !trusted ? true : false,
+        'security.workspace.trust.startupPrompt': 'never',
+        'security.workspace.trust.banner': 'always',
+        'files.watcherExclude': { '**/runs/**/tokens/**': true, '**/runs/**/episodes/**': true },
+        ...settings,
+      },
+      null,
+      2,
+    ),
+  );
   const inst = spawnSync(CODE_SERVER, ['--extensions-dir', extDir, '--user-data-dir', userData, '--install-extension', VSIX], { encoding: 'utf8' });
   assert.equal(inst.status, 0, `installing ${VSIX} failed:\n${inst.stdout}\n${inst.stderr}`);
   assert.match(inst.stdout, /credit-lens/i, inst.stdout);
 
   const port = await freePort();
-  const args = ['--auth', 'none', '--bind-addr', `127.0.0.1:${port}`, '--disable-telemetry', '--disable-update-check',
-    '--disable-getting-started-override', '--extensions-dir', extDir, '--user-data-dir', userData];
+  const args = [
+    '--auth',
+    'none',
+    '--bind-addr',
+    `127.0.0.1:${port}`,
+    '--disable-telemetry',
+    '--disable-update-check',
+    '--disable-getting-started-override',
+    '--extensions-dir',
+    extDir,
+    '--user-data-dir',
+    userData,
+  ];
   if (trusted) args.push('--disable-workspace-trust');
   const proc = spawn(CODE_SERVER, [...args, WS], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const out = [];
@@ -227,7 +252,11 @@ export async function clickCodeLens(page, title, { timeout = 30_000 } = {}) {
   for (let attempt = 1; ; attempt++) {
     await page.mouse.move(5, 5);
     await page.keyboard.press('Escape');
-    await page.locator('.context-view .monaco-hover, .monaco-hover:not(.hidden)').first().waitFor({ state: 'hidden', timeout: 2_000 }).catch(() => {});
+    await page
+      .locator('.context-view .monaco-hover, .monaco-hover:not(.hidden)')
+      .first()
+      .waitFor({ state: 'hidden', timeout: 2_000 })
+      .catch(() => {});
     try {
       await lens.click({ timeout: 5_000 });
       return;
@@ -256,7 +285,12 @@ export async function openSweepDialog(page, config, { wholeWindow = false, timeo
  */
 export async function showRunsView(page) {
   const title = page.locator('.part.sidebar .title-label', { hasText: /credit lens/i });
-  if (!(await title.waitFor({ timeout: 3_000 }).then(() => true, () => false))) {
+  if (
+    !(await title.waitFor({ timeout: 3_000 }).then(
+      () => true,
+      () => false,
+    ))
+  ) {
     await palette(page, 'Credit Lens: Focus on Runs View', { pick: 'Focus on Runs View' });
     await title.waitFor({ timeout: 15_000 });
   }
@@ -329,7 +363,11 @@ export async function shot(page, name, { readme } = {}) {
 
 export function runDirs(prefix) {
   const dir = join(WS, 'runs');
-  return existsSync(dir) ? readdirSync(dir).filter((d) => d.startsWith(`${prefix}-`)).map((d) => join(dir, d)) : [];
+  return existsSync(dir)
+    ? readdirSync(dir)
+        .filter((d) => d.startsWith(`${prefix}-`))
+        .map((d) => join(dir, d))
+    : [];
 }
 
 /** node:test with a screenshot of the moment a scenario fails. */

@@ -8,9 +8,7 @@ import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
-import {
-  ROOT, TMP, WS, finishSuite, log, palette, prepareSuite, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
-} from './harness.mjs';
+import { ROOT, TMP, WS, finishSuite, log, palette, prepareSuite, scenario, shot, showRunsView, sleep, startVsCode, waitForRow } from './harness.mjs';
 
 let vs;
 const SYNTHETIC_TOKENS = 5000;
@@ -38,18 +36,37 @@ async function writeSyntheticRun() {
   const dir = join(WS, 'runs', 'synthetic-5k-20260101-000000');
   for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(dir, sub), { recursive: true });
   rundir.writeRunInfo(dir, {
-    id: 'synthetic-5k', name: 'synthetic-5k', status: 'completed', started: '2026-01-01T00:00:00.000Z', ended: '2026-01-01T00:00:01.000Z',
-    backend: 'none', engine_version: '0', strategy: 'none',
+    id: 'synthetic-5k',
+    name: 'synthetic-5k',
+    status: 'completed',
+    started: '2026-01-01T00:00:00.000Z',
+    ended: '2026-01-01T00:00:01.000Z',
+    backend: 'none',
+    engine_version: '0',
+    strategy: 'none',
   });
   const rng = makeRng(6);
   const vocab = [' so', ' 3', '+', '4', '=', '7', ',', ' then', ' 7', '*', '2', ' 14', ' try', ' -', '\n', '(', ')', ' answer'];
   const n = SYNTHETIC_TOKENS;
   const A = 0.8;
   const cols = {
-    step: new Int32Array(n).fill(1), episode: new Int32Array(n), prompt_idx: new Int32Array(n), position: Int32Array.from({ length: n }, (_, i) => i),
-    token_id: new Int32Array(n), token: new Array(n), logprob: new Float32Array(n), entropy: new Float32Array(n),
-    advantage: new Float32Array(n).fill(A), weight: new Float32Array(n), effective_advantage: new Float32Array(n),
-    contribution: new Float32Array(n), attribution: null, importance: null, section: new Array(n), token_type: new Array(n), reward: new Float32Array(n).fill(1),
+    step: new Int32Array(n).fill(1),
+    episode: new Int32Array(n),
+    prompt_idx: new Int32Array(n),
+    position: Int32Array.from({ length: n }, (_, i) => i),
+    token_id: new Int32Array(n),
+    token: new Array(n),
+    logprob: new Float32Array(n),
+    entropy: new Float32Array(n),
+    advantage: new Float32Array(n).fill(A),
+    weight: new Float32Array(n),
+    effective_advantage: new Float32Array(n),
+    contribution: new Float32Array(n),
+    attribution: null,
+    importance: null,
+    section: new Array(n),
+    token_type: new Array(n),
+    reward: new Float32Array(n).fill(1),
   };
   for (let i = 0; i < n; i++) {
     // A line break every 24 tokens or so, as reasoning text has.
@@ -66,9 +83,18 @@ async function writeSyntheticRun() {
   }
   tables.writeTokenTable(rundir.stepFile(dir, 'tokens', 1), cols);
   tables.writeEpisodeTable(rundir.stepFile(dir, 'episodes', 1), {
-    step: Int32Array.of(1), episode: Int32Array.of(0), prompt_idx: Int32Array.of(0), prompt: ['3 4 2 -> 14\n<think>'],
-    completion: [cols.token.join('')], reward: Float32Array.of(1), reward_format: Float32Array.of(0.1), reward_answer: Float32Array.of(1),
-    success: [true], advantage: Float32Array.of(A), length: Int32Array.of(n), oracle_span: [null],
+    step: Int32Array.of(1),
+    episode: Int32Array.of(0),
+    prompt_idx: Int32Array.of(0),
+    prompt: ['3 4 2 -> 14\n<think>'],
+    completion: [cols.token.join('')],
+    reward: Float32Array.of(1),
+    reward_format: Float32Array.of(0.1),
+    reward_answer: Float32Array.of(1),
+    success: [true],
+    advantage: Float32Array.of(A),
+    length: Int32Array.of(n),
+    oracle_span: [null],
   });
   return dir;
 }
@@ -113,9 +139,12 @@ function outputLog(userDir) {
  * no-break spaces.
  */
 function shownText(editor) {
-  return editor.evaluate((ed) => [...ed.querySelectorAll('.view-lines .view-line')]
-    .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
-    .map((l) => l.textContent.replace(/\u00a0/g, ' ')).join(''));
+  return editor.evaluate((ed) =>
+    [...ed.querySelectorAll('.view-lines .view-line')]
+      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
+      .map((l) => l.textContent.replace(/\u00a0/g, ' '))
+      .join(''),
+  );
 }
 
 /** The countdown prompt ("3 1 6 -> 21") an episode document shows. */
@@ -143,10 +172,30 @@ before(async () => {
   train('tiny-mask', 'credit.strategy=entropy_mask');
   train('tiny-attr', 'credit.strategy=attribution');
   // Word problems on a subword (BPE) model, warm-started long enough to write worked sentences.
-  train('words', 'task.name=word_problems', 'task.max_steps=2', 'task.max_number=12', 'task.max_target=60', 'task.train_size=2048',
-    'task.eval_size=16', 'model.tokenizer=bpe', 'model.vocab_size=512', 'model.d_model=128', 'model.n_layers=2', 'model.n_heads=4',
-    'model.n_kv_heads=2', 'model.d_ff=384', 'model.max_seq_len=128', 'sft.steps=150', 'sft.batch_size=32', 'sft.lr=2e-3',
-    'grpo.steps=2', 'grpo.prompts_per_step=4', 'grpo.max_new_tokens=64', 'logging.probe_every=1');
+  train(
+    'words',
+    'task.name=word_problems',
+    'task.max_steps=2',
+    'task.max_number=12',
+    'task.max_target=60',
+    'task.train_size=2048',
+    'task.eval_size=16',
+    'model.tokenizer=bpe',
+    'model.vocab_size=512',
+    'model.d_model=128',
+    'model.n_layers=2',
+    'model.n_heads=4',
+    'model.n_kv_heads=2',
+    'model.d_ff=384',
+    'model.max_seq_len=128',
+    'sft.steps=150',
+    'sft.batch_size=32',
+    'sft.lr=2e-3',
+    'grpo.steps=2',
+    'grpo.prompts_per_step=4',
+    'grpo.max_new_tokens=64',
+    'logging.probe_every=1',
+  );
   await writeSyntheticRun();
   log(`runs trained and written in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   vs = await startVsCode('heatmap', { trusted: true, settings: { 'workbench.colorTheme': 'Default Dark Modern' } });
@@ -159,16 +208,23 @@ after(finishSuite);
 scenario('an episode opened from the Runs tree is painted in at least 5 colours, and a hover shows every field', async () => {
   const { page } = vs;
   await showRunsView(page);
-  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ }).first().click();
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ })
+    .first()
+    .click();
   await waitForRow(page, /^step 4\b/, 30_000);
-  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 4/ }).first().click();
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 4/ })
+    .first()
+    .click();
   const first = await waitForRow(page, /^-?\d+\.\d\d [✓✗] #\d+/, 15_000);
   const episode = Number(/#(\d+)/.exec(first)[1]);
   await page.locator(`.sidebar .pane-body .monaco-list-row[aria-label="${first}"]`).click();
   await page.locator(`.tab.active[aria-label*="step 4 · episode ${episode}"]`).waitFor({ timeout: 15_000 });
   const editor = page.locator(ACTIVE);
   let headerText = '';
-  for (let i = 0; i < 50 && !/^tiny-\d{8}-\d{6} · step 4 · episode/.test(headerText); i++, await sleep(200)) headerText = await shownText(editor).catch(() => '');
+  for (let i = 0; i < 50 && !/^tiny-\d{8}-\d{6} · step 4 · episode/.test(headerText); i++, await sleep(200))
+    headerText = await shownText(editor).catch(() => '');
   log(`document: ${headerText}`);
   assert.match(headerText, /reward -?\d\.\d{3} \(format -?\d\.\d{3}, answer -?\d\.\d{3}\) [✓✗] .*advantage [+−]?\d\.\d{3} · strategy none/);
 
@@ -178,7 +234,10 @@ scenario('an episode opened from the Runs tree is painted in at least 5 colours,
   log(`contribution: ${colours.length} painted tokens in ${distinct.length} colours: ${distinct.join(' ')}`);
   assert.ok(distinct.length >= 5, `at least 5 distinct background colours, got ${distinct.join(', ')}`);
   // Contribution is signed: red for negative, blue for positive (scales.ts), at different opacities.
-  assert.ok(distinct.every((c) => /^rgba\((248, 81, 73|56, 139, 253), 0?\.\d+\)$/.test(c)), distinct.join(', '));
+  assert.ok(
+    distinct.every((c) => /^rgba\((248, 81, 73|56, 139, 253), 0?\.\d+\)$/.test(c)),
+    distinct.join(', '),
+  );
   assert.match(await statusText(page), /contribution \[-?[\d.e-]+, [\d.e-]+\]/);
   await shot(page, '20-heatmap', { readme: 'heatmap' });
 
@@ -199,7 +258,10 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   const { page } = vs;
   const before = new Set(await paintedColours(page));
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^entropy/ }).first().click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^entropy/ })
+    .first()
+    .click({ timeout: 15_000 });
   let colours = [];
   for (let i = 0; i < 50; i++, await sleep(200)) {
     colours = await paintedColours(page);
@@ -207,9 +269,15 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   }
   const distinct = [...new Set(colours)];
   log(`entropy: ${distinct.length} colours: ${distinct.join(' ')}`);
-  assert.ok(colours.every((c) => c.startsWith('rgba(163, 113, 247')), `every token repainted in the sequential hue: ${distinct.join(', ')}`);
+  assert.ok(
+    colours.every((c) => c.startsWith('rgba(163, 113, 247')),
+    `every token repainted in the sequential hue: ${distinct.join(', ')}`,
+  );
   assert.ok(distinct.length >= 5, `${distinct.length} shades`);
-  assert.ok(distinct.every((c) => !before.has(c)), 'no colour of the contribution scale is left');
+  assert.ok(
+    distinct.every((c) => !before.has(c)),
+    'no colour of the contribution scale is left',
+  );
   assert.match(await statusText(page), /^\S* ?entropy \[/);
 
   // The keyboard: Alt+] is the next episode of the same step.
@@ -225,7 +293,10 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   assert.ok((await paintedColours(page)).every((c) => c.startsWith('rgba(163, 113, 247')));
   // Realized credit, log π_new − log π_old after the step's update: a signed metric, painted on the diverging scale.
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^realized credit/ }).first().click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^realized credit/ })
+    .first()
+    .click({ timeout: 15_000 });
   await page.locator('.statusbar [aria-label^="Heatmap metric realized credit"]').first().waitFor({ timeout: 15_000 });
   let realized = [];
   for (let i = 0; i < 50; i++, await sleep(200)) {
@@ -236,7 +307,10 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   assert.ok(realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(163, 113, 247')), `repainted off the sequential hue: ${realized.join(', ')}`);
   await shot(page, '21b-realized-credit');
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ }).first().click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ })
+    .first()
+    .click({ timeout: 15_000 });
 
   // Per-step normalisation: the range is taken over all 320 tokens of the step (its 1%–99% quantiles), so it
   // is another one than the episode's.
@@ -274,14 +348,21 @@ scenario('light and high-contrast themes: the light shades, and in high contrast
   await colorTheme(page, 'Light Modern');
   const light = await settled((c) => c.every((x) => /^rgba\((207, 34, 46|9, 105, 218), /.test(x)));
   log(`light: ${[...new Set(light)].join(' ')}`);
-  assert.ok(light.every((x) => /^rgba\((207, 34, 46|9, 105, 218), /.test(x)), 'the darker hues for a light background');
+  assert.ok(
+    light.every((x) => /^rgba\((207, 34, 46|9, 105, 218), /.test(x)),
+    'the darker hues for a light background',
+  );
   await shot(page, '24-heatmap-light');
   await colorTheme(page, 'Dark High Contrast');
   const hc = await settled((c) => c.every((x) => Number(/, ([\d.]+)\)$/.exec(x)?.[1]) <= 0.4));
   log(`high contrast: ${[...new Set(hc)].join(' ')}`);
-  assert.ok(hc.every((x) => Number(/, ([\d.]+)\)$/.exec(x)?.[1]) <= 0.4), 'tints of at most 0.4 under white text');
-  const underlined = await editor.evaluate((ed) => [...ed.querySelectorAll('.view-overlays [class*="ced-"]')]
-    .filter((el) => getComputedStyle(el).borderBottomStyle === 'solid').length);
+  assert.ok(
+    hc.every((x) => Number(/, ([\d.]+)\)$/.exec(x)?.[1]) <= 0.4),
+    'tints of at most 0.4 under white text',
+  );
+  const underlined = await editor.evaluate(
+    (ed) => [...ed.querySelectorAll('.view-overlays [class*="ced-"]')].filter((el) => getComputedStyle(el).borderBottomStyle === 'solid').length,
+  );
   assert.ok(underlined > 0, 'the bucket colour repeated as an underline');
   await shot(page, '25-heatmap-high-contrast');
   await colorTheme(page, 'Dark Modern');
@@ -290,7 +371,10 @@ scenario('light and high-contrast themes: the light shades, and in high contrast
 scenario('Compare With… opens the same prompt from another run beside it, both on one scale', async () => {
   const { page } = vs;
   await palette(page, 'Credit Lens: Compare With');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-mask-\d{8}/ }).first().click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-mask-\d{8}/ })
+    .first()
+    .click({ timeout: 15_000 });
   const groups = page.locator('.editor-group-container');
   for (let i = 0; i < 50 && (await groups.count()) < 2; i++) await sleep(200);
   assert.equal(await groups.count(), 2, 'two editor columns');
@@ -321,7 +405,10 @@ scenario('Compare With… opens the same prompt from another run beside it, both
   // Compare With… again from the left: the attribution run replaces the right side; its hover has α.
   await left.locator('.view-lines').click();
   await palette(page, 'Credit Lens: Compare With');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-attr-\d{8}/ }).first().click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-attr-\d{8}/ })
+    .first()
+    .click({ timeout: 15_000 });
   for (let i = 0; i < 50 && !/^tiny-attr/.test(await shownText(right).catch(() => '')); i++) await sleep(200);
   assert.match(await shownText(right), /^tiny-attr-\d{8}-\d{6} · step 4 .*strategy attribution/);
   assert.equal(await groups.count(), 2, 'still two columns');
@@ -336,7 +423,10 @@ scenario('Compare With… opens the same prompt from another run beside it, both
 scenario('a 5,000-token episode paints in under 50 ms in the extension host', async () => {
   const { page } = vs;
   await palette(page, 'Credit Lens: Open Rollouts');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^synthetic-5k-/ }).first().click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^synthetic-5k-/ })
+    .first()
+    .click({ timeout: 15_000 });
   // One logged step: straight to its episodes.
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: /#0/ }).first().click({ timeout: 15_000 });
   await page.locator('.tab.active[aria-label*="synthetic-5k"]').waitFor({ timeout: 15_000 });
@@ -366,12 +456,26 @@ scenario('a word-problem episode of a BPE model: subword tokens painted, the hov
   await showRunsView(page);
   // Collapse the other runs first: the tree's rows are not in visual order in the DOM, so "the first step 2 row"
   // must be the only one.
-  await page.locator('.sidebar .title-actions .action-label[aria-label^="Collapse All"]').first().click({ timeout: 10_000 }).catch(() => {});
+  await page
+    .locator('.sidebar .title-actions .action-label[aria-label^="Collapse All"]')
+    .first()
+    .click({ timeout: 10_000 })
+    .catch(() => {});
   await sleep(300);
-  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny\.credit\.yaml/ }).first().locator('.monaco-tl-twistie').click();
-  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ }).first().click();
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny\.credit\.yaml/ })
+    .first()
+    .locator('.monaco-tl-twistie')
+    .click();
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ })
+    .first()
+    .click();
   await waitForRow(page, /^step 2\b/, 30_000);
-  await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 2/ }).first().click();
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 2/ })
+    .first()
+    .click();
   // An episode row of this run: its completion is a worked sentence (other runs' rows are expanded above).
   const first = await waitForRow(page, /^-?\d+\.\d\d [✓✗] #\d+ .*\bhas \d+/, 15_000);
   await page.locator(`.sidebar .pane-body .monaco-list-row[aria-label="${first}"]`).click();
@@ -421,8 +525,14 @@ scenario('Probe This Episode… estimates Monte Carlo values of the word problem
   const episode = Number(/step 2 · episode (\d+)/.exec(tab)[1]);
   await editor.locator('.view-lines').click();
   await palette(page, 'Credit Lens: Probe This Episode', { pick: 'Probe This Episode' });
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^8 rollouts per position/ }).first().click({ timeout: 15_000 });
-  await page.locator('.notifications-toasts', { hasText: new RegExp(`probed episode ${episode} of step 2`) }).first().waitFor({ timeout: 180_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^8 rollouts per position/ })
+    .first()
+    .click({ timeout: 15_000 });
+  await page
+    .locator('.notifications-toasts', { hasText: new RegExp(`probed episode ${episode} of step 2`) })
+    .first()
+    .waitFor({ timeout: 180_000 });
   // painted by the new metric, read from the probe table the engine wrote
   await page.locator('.statusbar [aria-label^="Heatmap metric MC credit δ"]').first().waitFor({ timeout: 30_000 });
   const run = readdirSync(join(WS, 'runs')).find((d) => /^words-\d{8}-\d{6}$/.test(d));
@@ -462,93 +572,103 @@ scenario('Probe This Episode… estimates Monte Carlo values of the word problem
     const box = await cells.nth(count - 1 - (i % (count - 1))).boundingBox();
     if (!box) continue;
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
-    other = await page.locator('.monaco-hover:not(.hidden)').first().innerText({ timeout: 3000 }).catch(() => '');
+    other = await page
+      .locator('.monaco-hover:not(.hidden)')
+      .first()
+      .innerText({ timeout: 3000 })
+      .catch(() => '');
   }
   assert.match(other, /not probed/);
   await page.mouse.move(5, 450);
 });
 
-scenario('Browse Rollouts from the Runs tree: filter to wrong answers, search a token and open the hit, a group side by side, the token aggregate sorted', async () => {
-  const { page } = vs;
-  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
-  await showRunsView(page);
-  const runRow = page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ }).first();
-  await runRow.click({ button: 'right' });
-  const item = page.locator('.monaco-menu .action-label', { hasText: 'Browse Rollouts' });
-  await item.hover({ timeout: 10_000 });
-  await item.click();
-  if (await item.isVisible().catch(() => false)) await page.keyboard.press('Enter');
-  const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
-  const count = frame.locator('.count b').first();
-  await count.waitFor({ timeout: 60_000 });
-  const total = Number(await count.innerText());
-  log(`browse: ${total} episodes`);
-  // the view gets the window's width for its pictures
-  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
-  assert.ok(total >= 16, 'every logged episode');
-  // filter to wrong answers with the quick filter, then check against the table
-  await frame.locator('vscode-button.quick', { hasText: 'wrong' }).click();
-  for (let i = 0; i < 50 && (await frame.locator('#where').inputValue()) !== 'status = wrong'; i++) await sleep(200);
-  for (let i = 0; i < 50 && Number(await count.innerText()) === total; i++) await sleep(200);
-  const wrong = Number(await count.innerText());
-  const statuses = await frame.locator('.row .status').allInnerTexts();
-  log(`wrong: ${wrong}; statuses shown ${[...new Set(statuses)]}`);
-  assert.ok(wrong > 0 && wrong < total && statuses.every((x) => x === 'wrong'));
-  await shot(page, '27-browse-episodes', { readme: 'browse-episodes' });
-  // the token aggregate, sorted by mean |c| descending
-  await frame.locator('button.tab[data-tab="tokens"]').click();
-  await frame.locator('table.tokens tbody tr').first().waitFor({ timeout: 30_000 });
-  await frame.locator('table.tokens th[data-sort="abs_contribution"]').click();
-  await frame.locator('table.tokens th[data-sort="abs_contribution"]', { hasText: '▼' }).waitFor({ timeout: 30_000 });
-  // the arrow is drawn on the click; the sorted rows come with the worker's answer
-  const column = () => frame.locator('table.tokens tbody tr td:nth-child(4)').evaluateAll((tds) => tds.slice(0, 20).map((td) => parseFloat(td.textContent)));
-  const sorted = (xs) => xs.every((v, i) => i === 0 || Number.isNaN(v) || v <= xs[i - 1] + 1e-12);
-  let means = await column();
-  for (let i = 0; i < 50 && !sorted(means); i++) {
-    await sleep(200);
-    means = await column();
-  }
-  log(`mean |c| sorted: ${means.slice(0, 6).join(', ')}`);
-  assert.ok(means.length > 3 && means.every((v, i) => i === 0 || Number.isNaN(v) || v <= means[i - 1] + 1e-12), 'descending');
-  await shot(page, '28-browse-tokens', { readme: 'browse-tokens' });
-  // search a token across every step (clear the filter first), and open a hit's painted episode
-  await frame.locator('button.tab[data-tab="episodes"]').click();
-  await frame.locator('vscode-button', { hasText: 'clear' }).click();
-  for (let i = 0; i < 50 && Number(await count.innerText()) !== total; i++) await sleep(200);
-  await frame.locator('button.tab[data-tab="search"]').click();
-  const search = frame.locator('#search');
-  await search.waitFor({ timeout: 15_000 });
-  await search.fill(' has');
-  await search.press('Enter');
-  const hit = frame.locator('.hits .hit').first();
-  await hit.waitFor({ timeout: 30_000 });
-  const hitText = await hit.innerText();
-  log(`first hit: ${hitText.replace(/\s+/g, ' ')}`);
-  const [, step, ep, pos] = /step (\d+) · #(\d+) · token (\d+)/.exec(hitText).map(Number);
-  await hit.click();
-  await page.locator(`.tab.active[aria-label*="step ${step} · episode ${ep}"]`).waitFor({ timeout: 30_000 });
-  // the hit's token is selected in the painted episode
-  await sleep(500);
-  const selected = await page.locator('.editor-group-container.active .monaco-editor .selected-text').count();
-  log(`opened step ${step} episode ${ep} at token ${pos}; selection elements ${selected}`);
-  assert.ok(selected > 0, 'the token is selected');
-  // back to the view: a group side by side, on one scale
-  await page.locator('.tab', { hasText: /^Rollouts: words/ }).first().click();
-  await frame.locator('button.tab[data-tab="episodes"]').click();
-  // a group whose rewards differ, so its completions carry credit to paint
-  await frame.locator('#where').fill('not zero_var');
-  await frame.locator('#where').press('Enter');
-  for (let i = 0; i < 50 && (await frame.locator('.row .status').allInnerTexts()).some((x) => x.includes('=')); i++) await sleep(200);
-  await frame.locator('.row .links a', { hasText: 'group' }).first().click();
-  const members = frame.locator('.group .member');
-  await members.first().waitFor({ timeout: 30_000 });
-  const n = await members.count();
-  log(`group: ${n} completions`);
-  assert.equal(n, 4, "the config's group size");
-  const painted = await frame.locator('.group .member pre span').evaluateAll((ss) => ss.filter((x) => x.style.background).length);
-  log(`group tokens painted: ${painted}`);
-  assert.ok(painted > 0, 'the group is painted by contribution');
-  await shot(page, '29-browse-group', { readme: 'browse-group' });
-  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
-  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
-});
+scenario(
+  'Browse Rollouts from the Runs tree: filter to wrong answers, search a token and open the hit, a group side by side, the token aggregate sorted',
+  async () => {
+    const { page } = vs;
+    await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+    await showRunsView(page);
+    const runRow = page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ }).first();
+    await runRow.click({ button: 'right' });
+    const item = page.locator('.monaco-menu .action-label', { hasText: 'Browse Rollouts' });
+    await item.hover({ timeout: 10_000 });
+    await item.click();
+    if (await item.isVisible().catch(() => false)) await page.keyboard.press('Enter');
+    const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+    const count = frame.locator('.count b').first();
+    await count.waitFor({ timeout: 60_000 });
+    const total = Number(await count.innerText());
+    log(`browse: ${total} episodes`);
+    // the view gets the window's width for its pictures
+    await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+    assert.ok(total >= 16, 'every logged episode');
+    // filter to wrong answers with the quick filter, then check against the table
+    await frame.locator('vscode-button.quick', { hasText: 'wrong' }).click();
+    for (let i = 0; i < 50 && (await frame.locator('#where').inputValue()) !== 'status = wrong'; i++) await sleep(200);
+    for (let i = 0; i < 50 && Number(await count.innerText()) === total; i++) await sleep(200);
+    const wrong = Number(await count.innerText());
+    const statuses = await frame.locator('.row .status').allInnerTexts();
+    log(`wrong: ${wrong}; statuses shown ${[...new Set(statuses)]}`);
+    assert.ok(wrong > 0 && wrong < total && statuses.every((x) => x === 'wrong'));
+    await shot(page, '27-browse-episodes', { readme: 'browse-episodes' });
+    // the token aggregate, sorted by mean |c| descending
+    await frame.locator('button.tab[data-tab="tokens"]').click();
+    await frame.locator('table.tokens tbody tr').first().waitFor({ timeout: 30_000 });
+    await frame.locator('table.tokens th[data-sort="abs_contribution"]').click();
+    await frame.locator('table.tokens th[data-sort="abs_contribution"]', { hasText: '▼' }).waitFor({ timeout: 30_000 });
+    // the arrow is drawn on the click; the sorted rows come with the worker's answer
+    const column = () => frame.locator('table.tokens tbody tr td:nth-child(4)').evaluateAll((tds) => tds.slice(0, 20).map((td) => parseFloat(td.textContent)));
+    const sorted = (xs) => xs.every((v, i) => i === 0 || Number.isNaN(v) || v <= xs[i - 1] + 1e-12);
+    let means = await column();
+    for (let i = 0; i < 50 && !sorted(means); i++) {
+      await sleep(200);
+      means = await column();
+    }
+    log(`mean |c| sorted: ${means.slice(0, 6).join(', ')}`);
+    assert.ok(means.length > 3 && means.every((v, i) => i === 0 || Number.isNaN(v) || v <= means[i - 1] + 1e-12), 'descending');
+    await shot(page, '28-browse-tokens', { readme: 'browse-tokens' });
+    // search a token across every step (clear the filter first), and open a hit's painted episode
+    await frame.locator('button.tab[data-tab="episodes"]').click();
+    await frame.locator('vscode-button', { hasText: 'clear' }).click();
+    for (let i = 0; i < 50 && Number(await count.innerText()) !== total; i++) await sleep(200);
+    await frame.locator('button.tab[data-tab="search"]').click();
+    const search = frame.locator('#search');
+    await search.waitFor({ timeout: 15_000 });
+    await search.fill(' has');
+    await search.press('Enter');
+    const hit = frame.locator('.hits .hit').first();
+    await hit.waitFor({ timeout: 30_000 });
+    const hitText = await hit.innerText();
+    log(`first hit: ${hitText.replace(/\s+/g, ' ')}`);
+    const [, step, ep, pos] = /step (\d+) · #(\d+) · token (\d+)/.exec(hitText).map(Number);
+    await hit.click();
+    await page.locator(`.tab.active[aria-label*="step ${step} · episode ${ep}"]`).waitFor({ timeout: 30_000 });
+    // the hit's token is selected in the painted episode
+    await sleep(500);
+    const selected = await page.locator('.editor-group-container.active .monaco-editor .selected-text').count();
+    log(`opened step ${step} episode ${ep} at token ${pos}; selection elements ${selected}`);
+    assert.ok(selected > 0, 'the token is selected');
+    // back to the view: a group side by side, on one scale
+    await page
+      .locator('.tab', { hasText: /^Rollouts: words/ })
+      .first()
+      .click();
+    await frame.locator('button.tab[data-tab="episodes"]').click();
+    // a group whose rewards differ, so its completions carry credit to paint
+    await frame.locator('#where').fill('not zero_var');
+    await frame.locator('#where').press('Enter');
+    for (let i = 0; i < 50 && (await frame.locator('.row .status').allInnerTexts()).some((x) => x.includes('=')); i++) await sleep(200);
+    await frame.locator('.row .links a', { hasText: 'group' }).first().click();
+    const members = frame.locator('.group .member');
+    await members.first().waitFor({ timeout: 30_000 });
+    const n = await members.count();
+    log(`group: ${n} completions`);
+    assert.equal(n, 4, "the config's group size");
+    const painted = await frame.locator('.group .member pre span').evaluateAll((ss) => ss.filter((x) => x.style.background).length);
+    log(`group tokens painted: ${painted}`);
+    assert.ok(painted > 0, 'the group is painted by contribution');
+    await shot(page, '29-browse-group', { readme: 'browse-group' });
+    await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+    await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+  },
+);

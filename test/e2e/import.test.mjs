@@ -9,9 +9,7 @@ import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
-import {
-  ROOT, WS, finishSuite, log, notification, palette, prepareSuite, readJson, scenario, shot, sleep, startVsCode,
-} from './harness.mjs';
+import { ROOT, WS, finishSuite, log, notification, palette, prepareSuite, readJson, scenario, shot, sleep, startVsCode } from './harness.mjs';
 
 let vs;
 let modelRun;
@@ -31,7 +29,7 @@ async function importVia(page, path, model) {
   // itself (Enter would open it). Click only once the box holds the path: a click before the dialog took the typed
   // value accepts the folder it was showing (the workspace).
   const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: model }).first();
-  const holdsPath = async () => ((await input.inputValue().catch(() => '')).replace(/\/+$/, '') === path);
+  const holdsPath = async () => (await input.inputValue().catch(() => '')).replace(/\/+$/, '') === path;
   const dialog = page.locator('.quick-input-widget .quick-input-title', { hasText: 'a veRL, TRL, prime-rl or JSONL' });
   for (let i = 0; i < 20 && !(await row.isVisible()); i++) {
     if (await dialog.isVisible()) {
@@ -39,7 +37,11 @@ async function importVia(page, path, model) {
         await input.fill(path);
         for (let k = 0; k < 20 && !(await holdsPath()); k++) await sleep(100);
       } else {
-        await page.locator('.quick-input-widget .monaco-button', { hasText: 'Import' }).first().click().catch(() => {});
+        await page
+          .locator('.quick-input-widget .monaco-button', { hasText: 'Import' })
+          .first()
+          .click()
+          .catch(() => {});
       }
     }
     await sleep(500);
@@ -49,11 +51,28 @@ async function importVia(page, path, model) {
 }
 
 /** The run folders whose name starts with `prefix` under the workspace's runs/. */
-const runsNamed = (prefix) => readdirSync(join(WS, 'runs')).filter((d) => d.startsWith(prefix)).map((d) => join(WS, 'runs', d));
+const runsNamed = (prefix) =>
+  readdirSync(join(WS, 'runs'))
+    .filter((d) => d.startsWith(prefix))
+    .map((d) => join(WS, 'runs', d));
 
 before(async () => {
   prepareSuite();
-  const args = [join(ROOT, 'dist/engine/cli.js'), 'train', join(WS, 'tiny.credit.yaml'), '--set', 'name=scorer', '--set', 'sft.steps=200', '--set', 'grpo.steps=2', '--set', 'grpo.max_new_tokens=40', '--set', 'model.max_seq_len=64'];
+  const args = [
+    join(ROOT, 'dist/engine/cli.js'),
+    'train',
+    join(WS, 'tiny.credit.yaml'),
+    '--set',
+    'name=scorer',
+    '--set',
+    'sft.steps=200',
+    '--set',
+    'grpo.steps=2',
+    '--set',
+    'grpo.max_new_tokens=40',
+    '--set',
+    'model.max_seq_len=64',
+  ];
   const r = spawnSync(process.execPath, args, { cwd: WS, encoding: 'utf8' });
   assert.equal(r.status, 0, `training failed:\n${r.stderr}`);
   modelRun = runsNamed('scorer-')[0];
@@ -77,13 +96,24 @@ before(async () => {
     const comp = Array.from({ length: 24 }, (_, t) => 5 + ((t * 7 + s * 3) % 30));
     const n = prompt.length + comp.length;
     const on = (f, fill) => [...prompt.map(() => fill), ...comp.map(f)];
-    seqs.push(JSON.stringify({
-      schema_version: 2, step: 3, export_step: 3, rank: 0, token_ids: [...prompt, ...comp], position_ids: Array.from({ length: n }, (_, i) => i),
-      loss_mask: on(() => true, false), advantages: on(() => (s % 2 ? -0.7 : 0.7), 0), rewards: on(() => (s % 2 ? 0 : 1), null),
-      trainer_logprobs: on((_, t) => -0.1 - ((t * 13 + s) % 9) / 4, 0), inference_logprobs: on((_, t) => -0.12 - ((t * 13 + s) % 9) / 4, 0),
-      entropy: on((_, t) => ((t * 5 + s) % 11) / 5, 0), importance_ratio: on((_, t) => 0.8 + ((t * 5 + s) % 9) / 20, null),
-      mismatch_kl: on((_, t) => ((t + s) % 5) / 1000, null),
-    }));
+    seqs.push(
+      JSON.stringify({
+        schema_version: 2,
+        step: 3,
+        export_step: 3,
+        rank: 0,
+        token_ids: [...prompt, ...comp],
+        position_ids: Array.from({ length: n }, (_, i) => i),
+        loss_mask: on(() => true, false),
+        advantages: on(() => (s % 2 ? -0.7 : 0.7), 0),
+        rewards: on(() => (s % 2 ? 0 : 1), null),
+        trainer_logprobs: on((_, t) => -0.1 - ((t * 13 + s) % 9) / 4, 0),
+        inference_logprobs: on((_, t) => -0.12 - ((t * 13 + s) % 9) / 4, 0),
+        entropy: on((_, t) => ((t * 5 + s) % 11) / 5, 0),
+        importance_ratio: on((_, t) => 0.8 + ((t * 5 + s) % 9) / 20, null),
+        mismatch_kl: on((_, t) => ((t + s) % 5) / 1000, null),
+      }),
+    );
   }
   writeFileSync(join(exportDir, 'rank_0.jsonl'), seqs.join('\n') + '\n');
   vs = await startVsCode('import', { trusted: true, settings: { 'workbench.colorTheme': 'Default Dark Modern' } });
@@ -117,7 +147,10 @@ scenario('Import Rollouts… on a veRL dump scored by a workspace run: progress,
   const first = page.locator('.quick-input-widget .monaco-list-row').first();
   await first.waitFor({ timeout: 15_000 });
   await page.locator('.quick-input-widget input').fill(`#${episode}`);
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: `#${episode}` }).first().click();
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: `#${episode}` })
+    .first()
+    .click();
   await page.locator(`.tab.active[aria-label*="step 12 · episode ${episode}"]`).waitFor({ timeout: 15_000 });
   let colours = [];
   for (let i = 0; i < 50 && new Set(colours).size < 4; i++, await sleep(200)) colours = await paintedColours(page);
@@ -156,5 +189,8 @@ scenario('a prime-rl token export imports with no model and paints by its own im
   await shot(page, '62-import-prime-importance-ratio', { readme: 'import-prime' });
   // Back to the default metric for whatever comes next.
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ }).first().click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ })
+    .first()
+    .click({ timeout: 15_000 });
 });

@@ -61,7 +61,11 @@ scenario('Compare Runs over the mitigation sweep: six groups, Holm-adjusted p, M
   const groups = frame.locator('section.significance table.comparison tbody tr');
   await groups.nth(5).waitFor({ timeout: 120_000 });
   const shown = await groups.evaluateAll((trs) =>
-    trs.map((tr) => ({ group: tr.dataset.group, cls: tr.className, cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()) })),
+    trs.map((tr) => ({
+      group: tr.dataset.group,
+      cls: tr.className,
+      cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()),
+    })),
   );
   log(`mitigations: ${JSON.stringify(shown.map((s) => [s.group, s.cells.slice(2, 6)]))}`);
   const byGroup = new Map(expected.rows.map((row) => [row.group, row]));
@@ -109,7 +113,11 @@ scenario('the sweep summary of the terminal sweep: Open Sweep Summary finds its 
   const groups = frame.locator('table.comparison tbody tr');
   await groups.nth(5).waitFor({ timeout: 180_000 });
   const shown = await groups.evaluateAll((trs) =>
-    trs.map((tr) => ({ group: tr.dataset.group, cls: tr.className, cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()) })),
+    trs.map((tr) => ({
+      group: tr.dataset.group,
+      cls: tr.className,
+      cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()),
+    })),
   );
   log(`sweep summary: ${JSON.stringify(shown.map((s) => [s.group, s.cells.slice(2, 6)]))}`);
   // plain GRPO is the baseline (the sweep has strategy none), and the groups keep the sweep's own order (its record's),
@@ -149,7 +157,10 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   const input = page.locator('.quick-input-widget .quick-input-box input');
   await input.waitFor({ timeout: 15_000 });
   await input.fill('entropy_mask-mp80-seed2');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-entropy_mask-mp80-seed2-/ }).first().click();
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-entropy_mask-mp80-seed2-/ })
+    .first()
+    .click();
   const frame = webview(page);
   const bins = frame.locator('table.position_bins tbody tr');
   await bins.first().waitFor({ timeout: 120_000 });
@@ -159,7 +170,10 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   await frame.locator('vscode-button.baseline').click();
   await input.waitFor({ timeout: 15_000 });
   await input.fill('mitigations-none-seed2');
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-none-seed2-/ }).first().click();
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-none-seed2-/ })
+    .first()
+    .click();
   const appendix = frame.locator('section[data-table="appendix_b"] tbody tr');
   await appendix.nth(3).waitFor({ timeout: 120_000 });
   const paired = (await appendix.nth(3).innerText()).replace(/\s+/g, ' ');

@@ -8,9 +8,7 @@ import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import {
-  ROOT, finishSuite, log, openSweepDialog, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode,
-} from './harness.mjs';
+import { ROOT, finishSuite, log, openSweepDialog, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode } from './harness.mjs';
 
 let vs;
 
@@ -27,7 +25,9 @@ const webview = (page) => page.frameLocator('iframe.webview.ready').frameLocator
 function cliCompare(pick = (runs) => runs) {
   const runs = pick(runDirs('seeds'));
   const base = runs.filter((d) => readJson(join(d, 'run.json')).name.startsWith('seeds-none-'));
-  const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'compare', ...runs, ...base.flatMap((d) => ['--baseline', d]), '--json'], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'compare', ...runs, ...base.flatMap((d) => ['--baseline', d]), '--json'], {
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout);
 }
@@ -59,7 +59,8 @@ async function pickCompareRuns(page, want) {
 }
 const pText = (p) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
 /** The p_adj cell: the adjusted p, n.s. when not significant. */
-const verdict = (row) => (row.p_adjusted === null ? (row.verdict_withheld ? 'no verdict' : '') : row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`);
+const verdict = (row) =>
+  row.p_adjusted === null ? (row.verdict_withheld ? 'no verdict' : '') : row.significant ? pText(row.p_adjusted) : `${pText(row.p_adjusted)} n.s.`;
 /** The MDE cell: empty where no instance is discordant (nothing to estimate a variance from). */
 const mde = (row) => (row.mde === null ? '' : `± ${(100 * row.mde).toFixed(1)} pp`);
 
@@ -84,12 +85,19 @@ scenario('a 3-seed sweep of two strategies: the summary groups the seeds with in
   await groups.nth(1).waitFor({ timeout: 120_000 });
   assert.equal(await groups.count(), 2);
   const expected = cliCompare();
-  const shown = await groups.evaluateAll((trs) => trs.map((tr) => ({
-    group: tr.dataset.group, cls: tr.className, cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()),
-  })));
+  const shown = await groups.evaluateAll((trs) =>
+    trs.map((tr) => ({
+      group: tr.dataset.group,
+      cls: tr.className,
+      cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.replace(/\s+/g, ' ').trim()),
+    })),
+  );
   log(`by configuration: ${JSON.stringify(shown)}`);
   const [base, oc] = expected.rows;
-  assert.deepEqual(shown.map((s) => s.group), ['seeds-none', 'seeds-outcome_conditional']);
+  assert.deepEqual(
+    shown.map((s) => s.group),
+    ['seeds-none', 'seeds-outcome_conditional'],
+  );
   assert.equal(shown[0].cells[1], '1, 2, 3');
   assert.equal(shown[0].cells[2], `${pct(base.eval_success.mean)} ± ${pct(base.eval_success.half)}`);
   assert.equal(shown[0].cells[3], 'baseline');
@@ -143,8 +151,13 @@ scenario('Compare Runs over two seeds of each configuration marks both groups ex
   const groups = frame.locator('section.significance table.comparison tbody tr');
   await groups.nth(1).waitFor({ timeout: 120_000 });
   const expected = cliCompare((runs) => runs.filter((d) => /-seed[12]-/.test(d)));
-  assert.deepEqual(expected.rows.map((r) => r.exploratory), [true, true]);
-  const shown = await groups.evaluateAll((trs) => trs.map((tr) => ({ cls: tr.className, title: tr.title, tag: tr.querySelector('.exploratory-tag')?.textContent ?? null })));
+  assert.deepEqual(
+    expected.rows.map((r) => r.exploratory),
+    [true, true],
+  );
+  const shown = await groups.evaluateAll((trs) =>
+    trs.map((tr) => ({ cls: tr.className, title: tr.title, tag: tr.querySelector('.exploratory-tag')?.textContent ?? null })),
+  );
   log(`two seeds: ${JSON.stringify(shown)}`);
   for (const s of shown) {
     assert.match(s.cls, /exploratory/);

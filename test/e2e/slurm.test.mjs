@@ -8,7 +8,19 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { existsSync, readdirSync } from 'node:fs';
 import {
-  ROOT, finishSuite, log, openSweepDialog, prepareSuite, readJson, runDirs, scenario, shot, showRunsView, sleep, startVsCode, waitForRow,
+  ROOT,
+  finishSuite,
+  log,
+  openSweepDialog,
+  prepareSuite,
+  readJson,
+  runDirs,
+  scenario,
+  shot,
+  showRunsView,
+  sleep,
+  startVsCode,
+  waitForRow,
 } from './harness.mjs';
 
 const CLUSTER = join(ROOT, 'test/slurm/cluster.sh');
@@ -59,7 +71,10 @@ scenario('Run Sweep with executor slurm: one job array; the tree shows Slurm sta
   const statuses = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-status')));
   assert.deepEqual(statuses, ['completed', 'completed', 'cancelled']);
   const evals = await rows.evaluateAll((rs) => rs.map((r) => r.querySelectorAll('vscode-table-cell')[4].textContent.trim()));
-  assert.ok(evals.slice(0, 2).every((t) => /^\d+\.\d%$/.test(t)), `final eval filled in: ${evals}`);
+  assert.ok(
+    evals.slice(0, 2).every((t) => /^\d+\.\d%$/.test(t)),
+    `final eval filled in: ${evals}`,
+  );
   // Slurm's own record catches up (COMPLETED), and with nothing left to wait for the sweep is no longer active.
   await frame.locator('vscode-button', { hasText: 'Cancel sweep' }).waitFor({ state: 'detached', timeout: 60_000 });
   await frame.locator('.slurm', { hasText: `${job}_1 COMPLETED` }).waitFor({ timeout: 60_000 });

@@ -403,13 +403,13 @@ export class Transformer {
     positions: { from: number; count: number },
     targets: Int32Array,
     temperature: number,
-    opts: { budget?: number; returnAttention?: boolean; topK?: number } = {},
+    opts: { budget?: number; returnAttention?: boolean; topK?: number; rank?: boolean } = {},
   ): Promise<{
     logp: Float32Array;
     entropy: Float32Array;
     probSq: Float32Array;
     attention?: tf.Tensor4D;
-    /** with opts.topK: the K most likely ids of each position and their log-probs (row-major), and the target's rank */
+    /** with opts.topK: the K most likely ids of each position and their log-probs (row-major); with opts.rank too, the target's rank */
     top?: { ids: Int32Array; logp: Float32Array; rank: Int32Array };
   }> {
     this.checkLive();
@@ -443,7 +443,7 @@ export class Transformer {
     const topIds = new Int32Array(N * K);
     const topZ = new Float32Array(N * K).fill(-Infinity);
     // with the top K, each target's rank: 1 + the tokens whose logit is above its own
-    const rank = new Int32Array(K > 0 ? N : 0).fill(1);
+    const rank = new Int32Array(K > 0 && opts.rank ? N : 0).fill(1);
     const zt = new Float32Array(N);
     try {
       for (let r0 = 0; r0 < N; r0 += rBlock) {
@@ -526,24 +526,34 @@ export class Transformer {
   ): Promise<void> {
     const d = this.cfg.dModel;
     const k = Math.min(K, Wb.shape[1] as number);
-    const { values, indices, above } = tf.tidy(() => {
+    const { values, indices, above, ownAbove } = tf.tidy(() => {
       const zb = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb as tf.Tensor2D).div(temperature) as tf.Tensor2D;
       const top = tf.topk(zb, k, true);
+      if (!rank.length) return { ...top, above: tf.zeros([R], 'int32'), ownAbove: tf.zeros([R], 'int32') };
       const target = tf.tensor2d(zt.subarray(r0, r0 + R), [R, 1]);
-      // the target's own column is left out: its logit from this product and from the gathered dot product differ in rounding
-      const own = tf.notEqual(
-        tf.range(base, base + (Wb.shape[1] as number), 1, 'int32').reshape([1, -1]),
-        tf.tensor2d(targetIds.subarray(r0, r0 + R), [R, 1], 'int32'),
-      );
-      return { ...top, above: tf.sum(tf.cast(tf.logicalAnd(tf.greater(zb, target), own), 'int32'), 1) };
+      // the target's own column, where it is in this block, counts when its logit from this product rounds above the
+      // gathered one: taken back out below
+      const cols = Array.from(targetIds.subarray(r0, r0 + R), (id) => Math.min(Math.max(id - base, 0), (Wb.shape[1] as number) - 1));
+      const own = tf.gather(zb, tf.tensor1d(cols, 'int32'), 1, 1).reshape([R]);
+      return {
+        ...top,
+        above: tf.sum(tf.cast(tf.greater(zb, target), 'int32'), 1),
+        ownAbove: tf.cast(tf.greater(own, target.reshape([R])), 'int32'),
+      };
     });
-    const [vals, idx, gt] = await Promise.all([
+    const [vals, idx, gt, og] = await Promise.all([
       values.data() as Promise<Float32Array>,
       indices.data() as Promise<Int32Array>,
       above.data() as Promise<Int32Array>,
+      ownAbove.data() as Promise<Int32Array>,
     ]);
-    tf.dispose([values, indices, above]);
-    for (let i = 0; i < R; i++) rank[r0 + i] += gt[i];
+    tf.dispose([values, indices, above, ownAbove]);
+    const width = Wb.shape[1] as number;
+    if (rank.length)
+      for (let i = 0; i < R; i++) {
+        const id = targetIds[r0 + i];
+        rank[r0 + i] += gt[i] - (id >= base && id < base + width ? og[i] : 0);
+      }
     for (let i = 0; i < R; i++) {
       const n = r0 + i;
       const merged: [number, number][] = [];

@@ -49,6 +49,8 @@ export const SERVER_APIS = ['auto', 'sglang', 'vllm'] as const;
 
 /** The most continuations one SGLang /generate batch carries. */
 const SGLANG_BATCH_ROWS = 256;
+/** The most completions one scoring request carries. */
+const SCORE_ITEMS = 32;
 
 /** A reply that is not the request's to retry: the server is unreachable, or it answered with a 5xx, or the connection dropped. */
 class Transient extends Error {}
@@ -210,20 +212,24 @@ export class ServerSampler implements Sampler {
    * at each position (K = 0: none). Null when `stop` ended the call.
    */
   async score(items: ScoreItem[], topK: number, hooks: SampleHooks = {}): Promise<ScoredTokens[] | null> {
-    return this.pool(
-      items,
-      async (item, signal) => {
+    // a batch of completions per request: both engines take a list of prompts
+    const per = SCORE_ITEMS;
+    const batches = Array.from({ length: Math.ceil(items.length / per) }, (_, b) => items.slice(b * per, (b + 1) * per));
+    const out = await this.pool(
+      batches,
+      async (batch, signal) => {
         const [path, body] =
-          this.api === 'sglang' ? ['/generate', sglangScoreBody(item, topK)] : ['/v1/completions', vllmScoreBody(item, topK, this.modelName)];
+          this.api === 'sglang' ? ['/generate', sglangScoreBody(batch, topK)] : ['/v1/completions', vllmScoreBody(batch, topK, this.modelName)];
         const r = await this.call('POST', path, body, { signal });
         if (r.status !== 200) throw this.refusal(path, r);
-        const out = this.api === 'sglang' ? parseSglangScore(r.body, item, topK) : parseVllmScore(r.body, item, topK);
-        if (typeof out === 'string') throw new ServerError(`${this.url}${path} answered a scoring request in a shape this client does not know: ${out}`);
-        return out;
+        const scored = this.api === 'sglang' ? parseSglangScore(r.body, batch, topK) : parseVllmScore(r.body, batch, topK);
+        if (typeof scored === 'string') throw new ServerError(`${this.url}${path} answered a scoring request in a shape this client does not know: ${scored}`);
+        return scored;
       },
-      () => 1,
+      (b) => b.length,
       hooks,
     );
+    return out && out.flat();
   }
 
   /**

@@ -3,7 +3,6 @@
 // either. Requests that arrive while a batch runs wait for the next one: every request queued at a tick goes into one
 // LocalSampler call (generate() in buckets), and the rows of one prefix share its prefill. A malformed request gets a
 // 400 in the engine's error shape naming the field, never a crash.
-import * as tf from '@tensorflow/tfjs';
 import { randomInt } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -21,6 +20,7 @@ import { WASM_HEAP_BYTES } from '../model/memory';
 import { probePolicy } from '../rundir/policies';
 import { loadScorer } from '../session/model_spec';
 import { openSession, useWeights, type Session } from '../session/session';
+import { policyBatch } from '../session/rollout';
 
 export interface ServeOptions {
   /** a run folder, one of its checkpoints or a Hugging Face folder */
@@ -129,6 +129,8 @@ interface RowSettings {
 /** A batch starts once no request has arrived for this long, or once it has waited the longest. */
 const BATCH_QUIET_MS = 2;
 const BATCH_WAIT_MS = 20;
+/** Rows per scoring pass: bounds the activations of a long batch (the lm head runs in vocabulary blocks anyway). */
+const SCORE_ROWS = 32;
 
 export class CreditLensServer {
   private queue: Job[] = [];
@@ -242,35 +244,56 @@ export class CreditLensServer {
   }
 
   /**
-   * Teacher-forced log-probs of positions [start, T) of `ids` (position 0 has none: null), and with K > 0 the K most
-   * likely tokens at each and the given token's rank. Waits for a weight update in progress.
+   * Teacher-forced log-probs of positions [start, T) of each row's `ids` (position 0 has none: null), and with K > 0 the
+   * K most likely tokens at each (and, with `rank`, the given token's rank), in batches of SCORE_ROWS rows: each row's
+   * scored part right-padded after its left-padded head. Waits for a weight update in progress.
    */
-  private async scoreRow(
-    ids: number[],
-    start: number,
+  private async scoreRows(
+    rows: { ids: number[]; start: number }[],
     K: number,
     temperature: number,
-  ): Promise<{ lp: (number | null)[]; top: [number, number][][]; rank: number[] }> {
+    rank: boolean,
+  ): Promise<{ lp: (number | null)[]; top: [number, number][][]; rank: number[] }[]> {
     if (this.updating) await this.updating;
-    const first = Math.max(1, start);
-    const lp: (number | null)[] = start === 0 ? [null] : [];
-    const top: [number, number][][] = start === 0 ? [[]] : [];
-    const rank: number[] = start === 0 ? [0] : [];
-    if (first >= ids.length) return { lp, top, rank };
-    const count = ids.length - first;
-    const idsT = tf.tensor2d(Int32Array.from(ids), [1, ids.length], 'int32');
-    const mask = tf.ones([1, ids.length], 'float32') as tf.Tensor2D;
-    try {
-      const r = await this.m.model.scoreTokens(idsT, mask, { from: first - 1, count }, Int32Array.from(ids.slice(first)), temperature || 1, { topK: K });
-      for (let t = 0; t < count; t++) {
-        lp.push(r.logp[t]);
-        top.push(K > 0 ? Array.from({ length: K }, (_, j): [number, number] => [r.top!.logp[t * K + j], r.top!.ids[t * K + j]]) : []);
-        rank.push(K > 0 ? r.top!.rank[t] : 0);
+    const out = rows.map((r) => ({
+      lp: (r.start === 0 ? [null] : []) as (number | null)[],
+      top: (r.start === 0 ? [[]] : []) as [number, number][][],
+      rank: r.start === 0 ? [0] : ([] as number[]),
+    }));
+    const todo = rows.map((r, i) => ({ i, first: Math.max(1, r.start), ids: r.ids })).filter((r) => r.first < r.ids.length);
+    for (let s0 = 0; s0 < todo.length; s0 += SCORE_ROWS) {
+      const part = todo.slice(s0, s0 + SCORE_ROWS);
+      const pb = policyBatch(
+        part.map((r) => r.ids.slice(0, r.first)),
+        part.map((r) => r.ids.slice(r.first)),
+        0,
+      );
+      try {
+        const C = pb.completionLen;
+        const sc = await this.m.model.scoreTokens(
+          pb.ids,
+          pb.keyMask,
+          { from: pb.promptLen - 1, count: C },
+          (await pb.targets.data()) as Int32Array,
+          temperature || 1,
+          {
+            topK: K,
+            rank,
+          },
+        );
+        part.forEach((r, k) => {
+          for (let t = 0; t < r.ids.length - r.first; t++) {
+            const n = k * C + t;
+            out[r.i].lp.push(sc.logp[n]);
+            out[r.i].top.push(K > 0 ? Array.from({ length: K }, (_, j): [number, number] => [sc.top!.logp[n * K + j], sc.top!.ids[n * K + j]]) : []);
+            out[r.i].rank.push(rank && K > 0 ? sc.top!.rank[n] : 0);
+          }
+        });
+      } finally {
+        pb.dispose();
       }
-    } finally {
-      tf.dispose([idsT, mask]);
     }
-    return { lp, top, rank };
+    return out;
   }
 
   // ---- SGLang ----------------------------------------------------------------------------------------------------
@@ -331,12 +354,27 @@ export class CreditLensServer {
       // scoring: max_new_tokens 0 for every row, the prompt's log-probs from logprob_start_len on
       if (!rows.every((r) => r.maxNewTokens === 0))
         throw new BadRequest('max_new_tokens: 0 (scoring) and sampling rows in one batch are not served together', 'max_new_tokens');
-      const answers = [];
-      for (const [i, prompt] of prompts.entries()) {
+      prompts.forEach((prompt, i) => {
         if (startLen[i] >= prompt.length)
           throw new BadRequest(`logprob_start_len ${startLen[i]} is not inside the prompt of ${prompt.length} tokens`, 'logprob_start_len');
         this.checkLength(prompt, 0, 'input_ids');
-        const sc = returnLogprob && startLen[i] >= 0 ? await this.scoreRow(prompt, startLen[i], topK[i], rows[i].temperature) : null;
+      });
+      // rows scored together where they share K and temperature (a batch from one client does)
+      const scored: ({ lp: (number | null)[]; top: [number, number][][] } | null)[] = prompts.map(() => null);
+      const wanted = prompts.map((_, i) => i).filter((i) => returnLogprob && startLen[i] >= 0);
+      const groups = new Map<string, number[]>();
+      for (const i of wanted) groups.set(`${topK[i]}/${rows[i].temperature}`, [...(groups.get(`${topK[i]}/${rows[i].temperature}`) ?? []), i]);
+      for (const idx of groups.values()) {
+        const res = await this.scoreRows(
+          idx.map((i) => ({ ids: prompts[i], start: startLen[i] })),
+          topK[idx[0]],
+          rows[idx[0]].temperature,
+          false,
+        );
+        idx.forEach((i, k) => (scored[i] = res[k]));
+      }
+      const answers = prompts.map((prompt, i) => {
+        const sc = scored[i];
         const meta: Record<string, unknown> = {
           id: `cl-score-${Date.now().toString(36)}-${i}`,
           finish_reason: { type: 'length', length: 0 },
@@ -354,8 +392,8 @@ export class CreditLensServer {
             output_top_logprobs: [],
           });
         }
-        answers.push({ text: '', output_ids: [], meta_info: meta });
-      }
+        return { text: '', output_ids: [], meta_info: meta };
+      });
       return batched || answers.length > 1 ? answers : answers[0];
     }
     if (topK.some((k) => k > 0))
@@ -610,9 +648,18 @@ export class CreditLensServer {
   private async vllmScore(body: Record<string, unknown>, prompts: number[][], K: number | null): Promise<unknown> {
     if (body.echo !== true) throw new BadRequest('max_tokens 0 samples nothing: send echo: true with prompt_logprobs to score the prompt', 'max_tokens');
     const created = Math.floor(Date.now() / 1000);
-    const choices = [];
-    for (const [i, prompt] of prompts.entries()) {
-      this.checkLength(prompt, 0, 'prompt');
+    for (const prompt of prompts) this.checkLength(prompt, 0, 'prompt');
+    // raw log-probs, before temperature (vLLM's default logprobs mode); each entry holds the given token and the top K
+    const scored =
+      K !== null
+        ? await this.scoreRows(
+            prompts.map((ids) => ({ ids, start: 0 })),
+            K,
+            1,
+            true,
+          )
+        : null;
+    const choices = prompts.map((prompt, i) => {
       const choice: Record<string, unknown> = {
         index: i,
         text: this.m.tokenizer.decode(prompt),
@@ -621,9 +668,8 @@ export class CreditLensServer {
         stop_reason: null,
         prompt_logprobs: null,
       };
-      if (K !== null) {
-        // raw log-probs, before temperature (vLLM's default logprobs mode); each entry holds the given token and the top K
-        const sc = await this.scoreRow(prompt, 0, K, 1);
+      const sc = scored?.[i];
+      if (sc)
         choice.prompt_logprobs = sc.lp.map((l, t) => {
           if (l === null) return null;
           const entry: Record<string, { logprob: number; rank: number; decoded_token: string }> = {};
@@ -631,10 +677,9 @@ export class CreditLensServer {
           entry[String(prompt[t])] = { logprob: l, rank: sc.rank[t], decoded_token: this.m.tokenizer.decode([prompt[t]]) };
           return entry;
         });
-      }
       if (body.return_token_ids === true) Object.assign(choice, { token_ids: [], prompt_token_ids: prompt });
-      choices.push(choice);
-    }
+      return choice;
+    });
     const promptTokens = prompts.reduce((a, p) => a + p.length, 0);
     return {
       id: `cmpl-${created.toString(36)}${randomInt(1e9).toString(36)}`,

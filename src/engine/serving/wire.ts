@@ -153,18 +153,32 @@ export function errorMessage(body: unknown): string | null {
  * SGLang scores with `max_new_tokens: 0` and `logprob_start_len` at the prompt's end: the prompt stays in its radix
  * cache (the match is capped there). Temperature 1, at which its log-probs and the original ones agree.
  */
-export function sglangScoreBody(item: ScoreItem, topK: number): Record<string, unknown> {
+export function sglangScoreBody(items: ScoreItem | ScoreItem[], topK: number): Record<string, unknown> {
+  const list = Array.isArray(items) ? items : [items];
   return {
-    input_ids: [...item.prefix, ...item.ids],
+    input_ids: list.map((item) => [...item.prefix, ...item.ids]),
     sampling_params: { max_new_tokens: 0, temperature: 1 },
     return_logprob: true,
-    logprob_start_len: item.prefix.length,
+    logprob_start_len: list.map((item) => item.prefix.length),
     top_logprobs_num: topK,
   };
 }
 
-export function parseSglangScore(body: unknown, item: ScoreItem, topK: number): ScoredTokens | string {
-  const r = Array.isArray(body) ? body[0] : body;
+/** Each item's log-probs and top K from a /generate scoring batch, or a message naming what is missing. */
+export function parseSglangScore(body: unknown, items: ScoreItem | ScoreItem[], topK: number): ScoredTokens[] | string {
+  const list = Array.isArray(items) ? items : [items];
+  const results = Array.isArray(body) ? body : [body];
+  if (results.length !== list.length) return `expected ${list.length} results, got ${results.length}`;
+  const out: ScoredTokens[] = [];
+  for (const [k, item] of list.entries()) {
+    const one = parseOneScore(results[k], item, topK);
+    if (typeof one === 'string') return list.length > 1 ? `result ${k}: ${one}` : one;
+    out.push(one);
+  }
+  return out;
+}
+
+function parseOneScore(r: unknown, item: ScoreItem, topK: number): ScoredTokens | string {
   const meta = isObj(r) ? r.meta_info : undefined;
   if (!isObj(meta) || !Array.isArray(meta.input_token_logprobs)) return 'no meta_info.input_token_logprobs (was return_logprob honoured?)';
   const C = item.ids.length;
@@ -177,9 +191,12 @@ export function parseSglangScore(body: unknown, item: ScoreItem, topK: number): 
     const e = lp[t];
     if (!Array.isArray(e) || e[1] !== item.ids[t]) return `input_token_logprobs[${t}] is ${JSON.stringify(e)}, not the log-prob of token ${item.ids[t]}`;
     out.logprobs.push(logprobOf(e[0]));
-    const list = topK > 0 ? (top as unknown[])[t] : [];
-    if (!Array.isArray(list)) return `input_top_logprobs[${t}] is not a list`;
-    out.top.push({ ids: list.map((x) => (Array.isArray(x) ? Number(x[1]) : NaN)), logprobs: list.map((x) => (Array.isArray(x) ? logprobOf(x[0]) : NaN)) });
+    const entries = topK > 0 ? (top as unknown[])[t] : [];
+    if (!Array.isArray(entries)) return `input_top_logprobs[${t}] is not a list`;
+    out.top.push({
+      ids: entries.map((x) => (Array.isArray(x) ? Number(x[1]) : NaN)),
+      logprobs: entries.map((x) => (Array.isArray(x) ? logprobOf(x[0]) : NaN)),
+    });
   }
   return out;
 }
@@ -189,10 +206,13 @@ export function parseSglangScore(body: unknown, item: ScoreItem, topK: number): 
  * holds the given token, with its rank, and the top K). Such a request skips the prefix cache (SERVING.md): its whole
  * prefill is recomputed.
  */
-export function vllmScoreBody(item: ScoreItem, topK: number, model: string): Record<string, unknown> {
+export function vllmScoreBody(items: ScoreItem | ScoreItem[], topK: number, model: string): Record<string, unknown> {
+  const list = Array.isArray(items) ? items : [items];
+  const prompts = list.map((item) => [...item.prefix, ...item.ids]);
   return {
     model,
-    prompt: [...item.prefix, ...item.ids],
+    // one token-id prompt, or a batch of them (one choice each, by index)
+    prompt: prompts.length === 1 ? prompts[0] : prompts,
     max_tokens: 0,
     echo: true,
     temperature: 1,
@@ -202,24 +222,33 @@ export function vllmScoreBody(item: ScoreItem, topK: number, model: string): Rec
   };
 }
 
-export function parseVllmScore(body: unknown, item: ScoreItem, topK: number): ScoredTokens | string {
-  const c = isObj(body) && Array.isArray(body.choices) ? body.choices[0] : undefined;
-  if (!isObj(c) || !Array.isArray(c.prompt_logprobs)) return 'no choices[0].prompt_logprobs';
-  const P = item.prefix.length;
-  const all = c.prompt_logprobs;
-  if (all.length !== P + item.ids.length) return `prompt_logprobs has ${all.length} positions for a prompt of ${P + item.ids.length} tokens`;
-  const out: ScoredTokens = { logprobs: [], top: [] };
-  for (let t = 0; t < item.ids.length; t++) {
-    const entry = all[P + t];
-    if (!isObj(entry)) return `prompt_logprobs[${P + t}] is not an object`;
-    const own = entry[String(item.ids[t])];
-    if (!isObj(own) || typeof own.logprob !== 'number') return `prompt_logprobs[${P + t}] lacks token ${item.ids[t]}`;
-    out.logprobs.push(logprobOf(own.logprob));
-    const ranked = Object.entries(entry)
-      .filter(([, v]) => isObj(v) && typeof v.rank === 'number' && v.rank <= topK)
-      .map(([id, v]) => ({ id: Number(id), lp: logprobOf((v as { logprob: unknown }).logprob), rank: (v as { rank: number }).rank }))
-      .sort((a, b) => a.rank - b.rank || a.id - b.id);
-    out.top.push({ ids: ranked.map((x) => x.id), logprobs: ranked.map((x) => x.lp) });
+/** Each item's log-probs and top K from the choices (by index) of a scoring request, or a message naming what is missing. */
+export function parseVllmScore(body: unknown, items: ScoreItem | ScoreItem[], topK: number): ScoredTokens[] | string {
+  const list = Array.isArray(items) ? items : [items];
+  const choices = isObj(body) && Array.isArray(body.choices) ? body.choices.filter(isObj) : [];
+  if (choices.length !== list.length) return `expected ${list.length} choices with prompt_logprobs, got ${choices.length}`;
+  const byIndex = new Map(choices.map((c, k) => [Number.isInteger(c.index) ? (c.index as number) : k, c]));
+  const out: ScoredTokens[] = [];
+  for (const [k, item] of list.entries()) {
+    const c = byIndex.get(k);
+    if (!c || !Array.isArray(c.prompt_logprobs)) return `no choices[${k}].prompt_logprobs`;
+    const P = item.prefix.length;
+    const all = c.prompt_logprobs;
+    if (all.length !== P + item.ids.length) return `prompt_logprobs has ${all.length} positions for a prompt of ${P + item.ids.length} tokens`;
+    const one: ScoredTokens = { logprobs: [], top: [] };
+    for (let t = 0; t < item.ids.length; t++) {
+      const entry = all[P + t];
+      if (!isObj(entry)) return `prompt_logprobs[${P + t}] is not an object`;
+      const own = entry[String(item.ids[t])];
+      if (!isObj(own) || typeof own.logprob !== 'number') return `prompt_logprobs[${P + t}] lacks token ${item.ids[t]}`;
+      one.logprobs.push(logprobOf(own.logprob));
+      const ranked = Object.entries(entry)
+        .filter(([, v]) => isObj(v) && typeof v.rank === 'number' && v.rank <= topK)
+        .map(([id, v]) => ({ id: Number(id), lp: logprobOf((v as { logprob: unknown }).logprob), rank: (v as { rank: number }).rank }))
+        .sort((x, y) => x.rank - y.rank || x.id - y.id);
+      one.top.push({ ids: ranked.map((x) => x.id), logprobs: ranked.map((x) => x.lp) });
+    }
+    out.push(one);
   }
   return out;
 }

@@ -203,7 +203,15 @@ export async function prepare(
     sections: e.sections,
     truncated: e.truncated,
   }));
-  return strategy.prepare(views, { ...ctx, cfg: s.cfg, task: s.task, tokenizer: s.tokenizer, model: s.model, sampler: s.rolloutSampler, reward: shapedReward(s) });
+  return strategy.prepare(views, {
+    ...ctx,
+    cfg: s.cfg,
+    task: s.task,
+    tokenizer: s.tokenizer,
+    model: s.model,
+    sampler: s.rolloutSampler,
+    reward: shapedReward(s),
+  });
 }
 
 // ---- update ----

@@ -408,7 +408,7 @@ test('scoreTokens: log-probs and entropies in blocks of rows and vocabulary equa
   });
   // budgets from one logit per block (97 vocabulary blocks of one row each) to everything at once
   for (const budget of [1, 10, 97, 300, 1 << 20]) {
-    const s = await m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, targets, 0.7, { budget, topK: 5 });
+    const s = await m.scoreTokens(pb.ids, pb.keyMask, { from: pb.promptLen - 1, count: C }, targets, 0.7, { budget, topK: 5, rank: true });
     for (let i = 0; i < ref.lp.length; i++) {
       assert.ok(Math.abs(s.logp[i] - ref.lp[i]) < 2e-5, `budget ${budget}: logp[${i}] ${s.logp[i]} vs ${ref.lp[i]}`);
       assert.ok(Math.abs(s.entropy[i] - ref.ent[i]) < 2e-5, `budget ${budget}: entropy[${i}] ${s.entropy[i]} vs ${ref.ent[i]}`);
