@@ -3,8 +3,8 @@
 // scale, and a 5,000-token episode paints in under 50 ms in the extension host. Harness: harness.mjs.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
@@ -581,6 +581,59 @@ scenario('Probe This Episode… estimates Monte Carlo values of the word problem
   assert.match(other, /not probed/);
   await page.mouse.move(5, 450);
 });
+
+scenario(
+  "With creditLens.probe.server set, Probe This Episode… samples on that server (credit-lens serve of the step's policy) and replaces the step's probe made in the engine",
+  async () => {
+    const { page } = vs;
+    const editor = page.locator(ACTIVE);
+    const run = readdirSync(join(WS, 'runs')).find((d) => /^words-\d{8}-\d{6}$/.test(d));
+    const runDir = join(WS, 'runs', run);
+    // the policy that sampled step 2, behind SGLang's and vLLM's APIs on 127.0.0.1
+    const server = spawn(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'serve', runDir, '--step', '2', '--port', '0', '--backend', 'wasm'], {
+      cwd: WS,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      const url = await new Promise((ok, bad) => {
+        let out = '';
+        server.stdout.on('data', (c) => {
+          out += c;
+          const m = /^(http:\/\/\S+)\n/.exec(out);
+          if (m) ok(m[1]);
+        });
+        server.on('exit', (code) => bad(new Error(`serve exited ${code}`)));
+      });
+      log(`serve: ${url}`);
+      // the user setting, as settings.json holds it (VS Code picks the file's change up)
+      const settingsFile = join(TMP, 'heatmap-user', 'User', 'settings.json');
+      writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(readFileSync(settingsFile, 'utf8')), 'creditLens.probe.server': url }, null, 2));
+      await sleep(1500);
+      const tab = await page.locator('.tab.active').getAttribute('aria-label');
+      const episode = Number(/step 2 · episode (\d+)/.exec(tab)[1]);
+      await editor.locator('.view-lines').click();
+      await palette(page, 'Credit Lens: Probe This Episode', { pick: 'Probe This Episode' });
+      const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: /^8 rollouts per position/ }).first();
+      await row.waitFor({ timeout: 15_000 });
+      const description = await row.innerText();
+      log(`quick pick: ${description.replace(/\s+/g, ' ')}`);
+      assert.match(description, /replaces this step's probe \(sampled in the engine; this one samples on http:\/\/127\.0\.0\.1:\d+\)/);
+      await row.click();
+      await page
+        .locator('.notifications-toasts', { hasText: new RegExp(`probed episode ${episode} of step 2`) })
+        .first()
+        .waitFor({ timeout: 180_000 });
+      const record = JSON.parse(readFileSync(join(runDir, 'probes', 'step-000002.json'), 'utf8'));
+      assert.equal(record.sampler.api, 'sglang', "auto asked the server: SGLang's /model_info answered");
+      assert.equal(record.sampler.url, url);
+      assert.deepEqual(record.episodes, [episode]);
+      writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(readFileSync(settingsFile, 'utf8')), 'creditLens.probe.server': '' }, null, 2));
+    } finally {
+      server.kill('SIGTERM');
+    }
+    await page.mouse.move(5, 450);
+  },
+);
 
 scenario(
   'Browse Rollouts from the Runs tree: filter to wrong answers, search a token and open the hit, a group side by side, the token aggregate sorted',

@@ -3,8 +3,17 @@
 // what a server returns (cutContinuation).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cutContinuation, type SampleRequest, type SampleSettings } from '../../src/engine/model/sampling';
-import { errorMessage, parseSglangGenerate, parseVllmCompletion, sglangGenerateBody, vllmCompletionBody } from '../../src/engine/serving/wire';
+import { cutContinuation, stopAfterTail, type SampleRequest, type SampleSettings } from '../../src/engine/model/sampling';
+import {
+  errorMessage,
+  parseSglangGenerate,
+  parseSglangScore,
+  parseVllmCompletion,
+  parseVllmScore,
+  sglangGenerateBody,
+  sglangScoreBody,
+  vllmCompletionBody,
+} from '../../src/engine/serving/wire';
 
 const req: SampleRequest = { prefix: [151644, 872, 198], tail: [], seeds: [12345, 777], maxNewTokens: 64 };
 const settings: SampleSettings = { temperature: 1, topP: 1, eosIds: [151643], stop: ['</answer>'] };
@@ -150,8 +159,79 @@ test('the run’s stop rules on a server’s continuation: a stop string split a
   // an EOS before the stop completes ends the row there, and is kept
   const withEos = [...enc('we'), 0, ...enc('r>')];
   assert.deepEqual(cutContinuation(withEos, [1, 2, 3, 4, 5], enc('</ans'), 64, s, decode), { ids: [...enc('we'), 0], logprobs: [1, 2, 3], finish: 'eos' });
-  // a stop string inside the tail already (the prompt's text is never in the tail) stops after one token, as generate() does
-  assert.deepEqual(cutContinuation(enc('ab'), [1, 2], enc('</answer>'), 64, s, decode).ids.length, 1);
+  // a stop string wholly inside the tail (an imported text that goes on past its "</answer>") was not produced by the
+  // continuation: it does not stop it, as a server scanning its output would not
+  assert.deepEqual(cutContinuation(enc('ab'), [1, 2], enc('</answer>'), 64, s, decode), { ids: enc('ab'), logprobs: [1, 2], finish: 'length' });
+  assert.equal(stopAfterTail('x</answer>ab', 10, ['</answer>']), false);
+  assert.equal(stopAfterTail('x</answer>ab', 9, ['</answer>']), true, "its last character is the continuation's");
   // no stop strings: only EOS and the budget
   assert.deepEqual(cutContinuation(enc('abc'), [1, 2, 3], [], 64, { ...s, stop: [] }, decode).finish, 'length');
+});
+
+test('SGLang scoring: logprob_start_len one before the completion, entry 0 (None, always padded) dropped; vLLM prompt_logprobs by rank', () => {
+  const item = { prefix: [1, 2, 3], ids: [4, 5] };
+  assert.deepEqual(sglangScoreBody([item], 2), {
+    input_ids: [[1, 2, 3, 4, 5]],
+    sampling_params: { max_new_tokens: 0, temperature: 1 },
+    return_logprob: true,
+    logprob_start_len: [2],
+    top_logprobs_num: 2,
+  });
+  // SGLang's scheduler pads the first input log-prob with None whatever logprob_start_len is
+  const response = [
+    {
+      text: '',
+      meta_info: {
+        input_token_logprobs: [
+          [null, 3, null],
+          [-0.5, 4, null],
+          [-1.5, 5, null],
+        ],
+        input_top_logprobs: [
+          null,
+          [
+            [-0.5, 4, null],
+            [-1.2, 9, null],
+          ],
+          [
+            [-0.3, 7, null],
+            [-1.5, 5, null],
+          ],
+        ],
+      },
+    },
+  ];
+  assert.deepEqual(parseSglangScore(response, [item], 2), [
+    {
+      logprobs: [-0.5, -1.5],
+      top: [
+        { ids: [4, 9], logprobs: [-0.5, -1.2] },
+        { ids: [7, 5], logprobs: [-0.3, -1.5] },
+      ],
+    },
+  ]);
+  // vLLM: prompt_logprobs[0] is null; each entry holds the given token (any rank) and the top K; −9999 is its clamped −inf
+  const v = {
+    choices: [
+      {
+        index: 0,
+        prompt_logprobs: [
+          null,
+          { '2': { logprob: -0.1, rank: 1, decoded_token: 'b' } },
+          { '3': { logprob: -0.2, rank: 1 } },
+          { '4': { logprob: -2, rank: 3 }, '8': { logprob: -0.4, rank: 1 }, '6': { logprob: -0.9, rank: 2 } },
+          { '5': { logprob: -9999, rank: 40 }, '1': { logprob: -0.01, rank: 1 }, '2': { logprob: -5, rank: 2 } },
+        ],
+      },
+    ],
+  };
+  assert.deepEqual(parseVllmScore(v, [item], 2), [
+    {
+      logprobs: [-2, -Infinity],
+      top: [
+        { ids: [8, 6], logprobs: [-0.4, -0.9] },
+        { ids: [1, 2], logprobs: [-0.01, -5] },
+      ],
+    },
+  ]);
 });

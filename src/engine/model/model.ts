@@ -443,7 +443,7 @@ export class Transformer {
     const topIds = new Int32Array(N * K);
     const topZ = new Float32Array(N * K).fill(-Infinity);
     // with the top K, each target's rank: 1 + the tokens whose logit is above its own
-    const rank = new Int32Array(K > 0 && opts.rank ? N : 0).fill(1);
+    const rank = new Int32Array(opts.rank ? N : 0).fill(1);
     const zt = new Float32Array(N);
     try {
       for (let r0 = 0; r0 < N; r0 += rBlock) {
@@ -476,7 +476,7 @@ export class Transformer {
             });
             const [a, b, c, q] = await Promise.all([mc.data(), s0c.data(), s1c.data(), s2c.data()]);
             tf.dispose([mc, s0c, s1c, s2c]);
-            if (K > 0) await this.mergeTop(h, Wb, r0, R, W.starts[W.vars.indexOf(W0)] + v0, temperature, K, topIds, topZ, zt, targets, rank);
+            if (K > 0 || rank.length) await this.mergeTop(h, Wb, r0, R, W.starts[W.vars.indexOf(W0)] + v0, temperature, K, topIds, topZ, zt, targets, rank);
             for (let i = 0, n = r0; i < R; i++, n++) {
               // rebase both sums on the new max M: e^{z−M}(z−M) = e^{m−M}·(e^{z−m}(z−m) + e^{z−m}(m−M))
               const M = Math.max(m[n], a[i]);
@@ -503,7 +503,7 @@ export class Transformer {
     } finally {
       h.dispose();
     }
-    return { logp, entropy, probSq, ...(attention ? { attention } : {}), ...(K > 0 ? { top: { ids: topIds, logp: topZ, rank } } : {}) };
+    return { logp, entropy, probSq, ...(attention ? { attention } : {}), ...(K > 0 || rank.length ? { top: { ids: topIds, logp: topZ, rank } } : {}) };
   }
 
   /**
@@ -528,7 +528,8 @@ export class Transformer {
     const k = Math.min(K, Wb.shape[1] as number);
     const { values, indices, above, ownAbove } = tf.tidy(() => {
       const zb = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb as tf.Tensor2D).div(temperature) as tf.Tensor2D;
-      const top = tf.topk(zb, k, true);
+      // K = 0 with a rank asked for: no list, only the count
+      const top = k > 0 ? tf.topk(zb, k, true) : { values: tf.zeros([R, 0]), indices: tf.zeros([R, 0], 'int32') };
       if (!rank.length) return { ...top, above: tf.zeros([R], 'int32'), ownAbove: tf.zeros([R], 'int32') };
       const target = tf.tensor2d(zt.subarray(r0, r0 + R), [R, 1]);
       // the target's own column, where it is in this block, counts when its logit from this product rounds above the

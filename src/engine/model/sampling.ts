@@ -114,10 +114,8 @@ export function cutContinuation(
   const eos = new Set(s.eosIds);
   const end = Math.min(ids.length, maxNewTokens);
   const eosAt = ids.slice(0, end).findIndex((id) => eos.has(id));
-  const has = (k: number) => {
-    const text = decode([...tail, ...ids.slice(0, k)]);
-    return s.stop.some((x) => text.includes(x));
-  };
+  const tailText = decode(tail);
+  const has = (k: number) => stopAfterTail(decode([...tail, ...ids.slice(0, k)]), tailText.length, s.stop);
   const head = (k: number, finish: FinishReason): Continuation => ({ ids: ids.slice(0, k), logprobs: logprobs.slice(0, k), finish });
   // As generate() decides token by token: an end-of-sequence id ends the row first, else a stop string in the text so
   // far. A head that holds a stop string stays holding it as it grows, so the shortest one is found by bisection.
@@ -125,6 +123,15 @@ export function cutContinuation(
   if (s.stop.length > 0 && before > 0 && has(before)) return head(1 + firstTrue(before, (i) => has(i + 1)), 'stop');
   if (eosAt >= 0) return head(eosAt + 1, 'eos');
   return head(end, 'length');
+}
+
+/**
+ * Whether `text` (the tail's text, then the continuation's) holds a stop string that ends after the tail's first
+ * `tailLength` characters: one that lies wholly in the tail was not produced by the continuation (an imported episode's
+ * text may go on past its "</answer>"), and a server, which scans its output only, would not stop on it.
+ */
+export function stopAfterTail(text: string, tailLength: number, stops: string[]): boolean {
+  return stops.some((x) => text.indexOf(x, Math.max(0, tailLength - x.length + 1)) >= 0);
 }
 
 /** The KV cache of one sampled row at its full length (keys and values, every layer, float32), in bytes. */
@@ -163,17 +170,22 @@ export class LocalSampler implements Sampler {
   async sample(reqs: SampleRequest[], s: SampleSettings, hooks: SampleHooks = {}): Promise<Continuation[][] | null> {
     const out: Continuation[][] = reqs.map(() => []);
     const maxSeqLen = this.model.cfg.maxSeqLen;
+    // each tail's text length: a stop string must end after it (stopAfterTail)
+    const tails = reqs.map((r) => (r.tail.length && s.stop.length ? this.tokenizer.decode(r.tail).length : 0));
+    const longestStop = Math.max(1, ...s.stop.map((x) => x.length));
     let done = 0;
     for (let i = 0; i < reqs.length;) {
       const M = reqs[i].seeds.length;
-      const rowsPerBatch = Math.max(1, this.rowsPerBatch ?? probeRowsPerBatch(this.model.cfg, reqs[i].prefix.length + reqs[i].maxNewTokens));
+      // every row's KV cache holds the bucket's longest prefix plus its largest budget (generate's capacity)
+      const rowsFor = (length: number) => Math.max(1, this.rowsPerBatch ?? probeRowsPerBatch(this.model.cfg, length));
+      const rowsPerBatch = rowsFor(reqs[i].prefix.length + reqs[i].maxNewTokens);
       const bucket = [i];
       let maxPrefix = reqs[i].prefix.length;
       let maxBudget = reqs[i].maxNewTokens;
-      for (let j = i + 1; j < reqs.length && reqs[j].seeds.length === M && (bucket.length + 1) * M <= rowsPerBatch; j++) {
+      for (let j = i + 1; j < reqs.length && reqs[j].seeds.length === M; j++) {
         const p = Math.max(maxPrefix, reqs[j].prefix.length);
         const b = Math.max(maxBudget, reqs[j].maxNewTokens);
-        if (p + b > maxSeqLen) break;
+        if (p + b > maxSeqLen || (bucket.length + 1) * M > rowsFor(p + b)) break;
         bucket.push(j);
         maxPrefix = p;
         maxBudget = b;
@@ -200,7 +212,11 @@ export class LocalSampler implements Sampler {
               topP: s.topP,
               eosId: s.eosIds,
               stopAfter: s.stop,
-              decode: (ids, row) => this.tokenizer.decode([...reqs[rowReq[row]].tail, ...ids]),
+              // the text after the tail's, less the last stop's length − 1 characters, where a stop across the join starts
+              decode: (ids, row) => {
+                const tail = tails[rowReq[row]];
+                return this.tokenizer.decode([...reqs[rowReq[row]].tail, ...ids]).slice(Math.max(0, tail - longestStop + 1));
+              },
               rng: () => {
                 throw new Error('unreachable: every row has its own stream');
               },

@@ -5,6 +5,8 @@
 // Requests go out concurrently, at most `concurrency` at a time, one per prefix with all its M continuations, so the
 // server's prefix cache shares the prefill. Connection errors and 5xx answers are retried with backoff, nothing else:
 // a 4xx is the request's fault and would fail again. A stop aborts what is in flight.
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { UserError } from '../core/errors';
 import type { Tokenizer } from '../core/types';
 import {
@@ -52,6 +54,9 @@ const SGLANG_BATCH_ROWS = 256;
 /** The most completions one scoring request carries. */
 const SCORE_ITEMS = 32;
 
+/** A request that ran past the client's limit. */
+class TimedOut extends Error {}
+
 /** A reply that is not the request's to retry: the server is unreachable, or it answered with a 5xx, or the connection dropped. */
 class Transient extends Error {}
 
@@ -82,6 +87,7 @@ export class ServerSampler implements Sampler {
   private readonly tries: number;
   private readonly backoffMs: number;
   private closed = new AbortController();
+  private readonly agents: { http: HttpAgent; https: HttpsAgent };
   /** SGLang: the LoRA adapter every sampling request names (rollout.server with model.lora), or null for the base */
   lora: string | null = null;
 
@@ -97,6 +103,10 @@ export class ServerSampler implements Sampler {
     this.timeoutMs = o.timeoutMs ?? 600_000;
     this.tries = Math.max(1, o.tries ?? 5);
     this.backoffMs = o.backoffMs ?? 500;
+    this.agents = {
+      http: new HttpAgent({ keepAlive: true, maxSockets: this.concurrency }),
+      https: new HttpsAgent({ keepAlive: true, maxSockets: this.concurrency }),
+    };
     this.provenance = {
       api,
       url: this.url,
@@ -330,36 +340,26 @@ export class ServerSampler implements Sampler {
     for (let k = 0; k < tries; k++) {
       if (k > 0) await sleep(this.backoffMs * 2 ** (k - 1), o.signal);
       if (o.signal?.aborted) throw new Transient('aborted');
-      const timeout = AbortSignal.timeout(this.timeoutMs);
-      const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
-      let res: Response;
-      let text: string;
+      let res: { status: number; contentType: string; text: string };
       try {
-        res = await fetch(this.url + path, {
-          method,
-          headers: body === undefined ? undefined : { 'content-type': 'application/json' },
-          body: body === undefined ? undefined : JSON.stringify(body),
-          signal,
-        });
-        text = await res.text();
+        res = await this.http(method, path, body, o.signal);
       } catch (e) {
         if (o.signal?.aborted) throw new Transient('aborted');
-        if (timeout.aborted) throw new ServerError(`${method} ${this.url}${path} timed out after ${Math.round(this.timeoutMs / 1000)} s`);
-        const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-        last = cause?.code ?? cause?.message ?? (e as Error).message;
+        if (e instanceof TimedOut) throw new ServerError(`${method} ${this.url}${path} timed out after ${Math.round(this.timeoutMs / 1000)} s`);
+        last = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
         continue;
       }
       if (res.status >= 500) {
-        last = `${res.status} ${text.slice(0, 200)}`;
+        last = `${res.status} ${res.text.slice(0, 200)}`;
         continue;
       }
-      let parsed: unknown = text;
-      if ((res.headers.get('content-type') ?? '').includes('json') || res.status === 200) {
+      let parsed: unknown = res.text;
+      if (res.contentType.includes('json') || res.status === 200) {
         try {
-          parsed = text === '' ? null : JSON.parse(text);
+          parsed = res.text === '' ? null : JSON.parse(res.text);
         } catch {
-          if (res.status === 200 && method === 'POST') throw new ServerError(`${this.url}${path} answered with malformed JSON: ${text.slice(0, 200)}`);
-          parsed = text;
+          if (res.status === 200 && method === 'POST') throw new ServerError(`${this.url}${path} answered with malformed JSON: ${res.text.slice(0, 200)}`);
+          parsed = res.text;
         }
       }
       return { status: res.status, body: parsed };
@@ -370,10 +370,49 @@ export class ServerSampler implements Sampler {
     );
   }
 
+  /**
+   * One request over node:http(s), with keep-alive connections (at most `concurrency`). Its limit is the client's own:
+   * fetch's undici would end a response whose headers take over 300 s (a long non-streaming batch sends none until it
+   * is done) and the client would take that for a dropped connection.
+   */
+  private http(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<{ status: number; contentType: string; text: string }> {
+    const target = new URL(this.url + path);
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      const req = send(
+        target,
+        {
+          method,
+          agent: target.protocol === 'https:' ? this.agents.https : this.agents.http,
+          headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {},
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text: Buffer.concat(chunks).toString('utf8') }),
+          );
+          res.on('error', reject);
+        },
+      );
+      const timer = setTimeout(() => req.destroy(new TimedOut()), this.timeoutMs);
+      const onAbort = () => req.destroy(new Error('aborted'));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      req.on('error', reject);
+      req.on('close', () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      });
+      req.end(payload);
+    });
+  }
+
   /** SGLang: loads a policy folder (flushing the prefix cache) under `version`. */
   async updateWeightsFromDisk(dir: string, version: string): Promise<{ success: boolean; message: string }> {
     const path = '/update_weights_from_disk';
-    const r = await this.call('POST', path, { model_path: dir, load_format: null, flush_cache: true, weight_version: version });
+    // not retried: a dropped connection may come after the server applied it (resume the run to sync again)
+    const r = await this.call('POST', path, { model_path: dir, load_format: null, flush_cache: true, weight_version: version }, { tries: 1 });
     if (r.status !== 200) throw this.refusal(path, r);
     const b = r.body as { success?: unknown; message?: unknown } | null;
     return { success: b?.success === true, message: typeof b?.message === 'string' ? b.message : JSON.stringify(b) };
@@ -389,7 +428,8 @@ export class ServerSampler implements Sampler {
   }
 
   private async adapterCall(path: string, body: Record<string, string>): Promise<{ success: boolean; message: string }> {
-    const r = await this.call('POST', path, body);
+    // not retried: a load that the server applied before the connection dropped would fail again as already loaded
+    const r = await this.call('POST', path, body, { tries: 1 });
     if (r.status !== 200) throw this.refusal(path, r);
     const b = r.body as { success?: unknown; error_message?: unknown; message?: unknown } | null;
     const message = typeof b?.error_message === 'string' ? b.error_message : typeof b?.message === 'string' ? b.message : '';
@@ -409,15 +449,19 @@ export class ServerSampler implements Sampler {
 
   async close(): Promise<void> {
     this.closed.abort();
+    this.agents.http.destroy();
+    this.agents.https.destroy();
   }
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
+    const done = () => {
       clearTimeout(t);
+      signal?.removeEventListener('abort', done);
       resolve();
-    });
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
   });
 }

@@ -99,7 +99,8 @@ export class RolloutServer {
     if (!r.success) throw new ServerError(`${this.info.url} could not load the adapters of step ${step} from ${dir}: ${r.message}`);
     const previous = this.sampler.lora;
     this.sampler.lora = name;
-    if (previous && previous !== name) await this.sampler.unloadLoraAdapter(previous);
+    // the previous adapter is only cleanup: a server restarted since no longer has it, and that is no reason to stop
+    if (previous && previous !== name) await this.sampler.unloadLoraAdapter(previous).catch(() => undefined);
     return this.done(step, dir, t0);
   }
 

@@ -45,6 +45,8 @@ class BadRequest extends Error {
     message: string,
     readonly param: string | null = null,
     readonly status = 400,
+    /** the route's own failure body (SGLang's weight routes answer {success: false, message}), else the error shape */
+    readonly body: unknown = null,
   ) {
     super(message);
   }
@@ -88,11 +90,18 @@ async function loadServed(o: ServeOptions): Promise<Model> {
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
-function intField(v: unknown, name: string, min: number, dflt: number): number {
+function intField(v: unknown, name: string, min: number, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined || v === null) return dflt;
-  if (!Number.isInteger(v) || (v as number) < min) throw new BadRequest(`${name} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`, name);
+  if (!Number.isInteger(v) || (v as number) < min || (v as number) > max)
+    throw new BadRequest(`${name} must be an integer from ${min}${max < Number.MAX_SAFE_INTEGER ? ` to ${max}` : ' up'}, got ${JSON.stringify(v)}`, name);
   return v as number;
 }
+
+/** The most continuations one request may ask for (n, or rows × n): more is a typo, and would exhaust memory. */
+const MAX_ROWS = 16_384;
+/** The most log-probs listed per position: vLLM's default max_logprobs is 20; SGLang has none, 100 is plenty. */
+const MAX_TOP_SGLANG = 100;
+const MAX_TOP_VLLM = 20;
 
 function numField(v: unknown, name: string, ok: (x: number) => boolean, allowed: string, dflt: number): number {
   if (v === undefined || v === null) return dflt;
@@ -124,6 +133,8 @@ interface RowSettings {
   stopIds: number[];
   ignoreEos: boolean;
   seed: number | null;
+  /** drop a matched stop string from the returned text (SGLang's default, vLLM's include_stop_str_in_output: false) */
+  trimStop?: boolean;
 }
 
 /** A batch starts once no request has arrived for this long, or once it has waited the longest. */
@@ -135,12 +146,13 @@ const SCORE_ROWS = 32;
 export class CreditLensServer {
   private queue: Job[] = [];
   private lastArrival = 0;
+  /** the model work in arrival order (exclusive) */
+  private chain: Promise<unknown> = Promise.resolve();
   /** why there is no model to serve (a weight update that failed after the old model was dropped), or null */
   private broken: string | null = null;
   /** LoRA adapters loaded by name (POST /load_lora_adapter): views of the base weights with adapters of their own */
   private adapters = new Map<string, { view: Transformer; sampler: LocalSampler; path: string }>();
   private running: Promise<void> | null = null;
-  private updating: Promise<void> | null = null;
   private weightVersion = 'default';
   private sampler: LocalSampler;
 
@@ -183,7 +195,6 @@ export class CreditLensServer {
     const t0 = performance.now();
     while (performance.now() - this.lastArrival < BATCH_QUIET_MS && performance.now() - t0 < BATCH_WAIT_MS) await new Promise<void>((r) => setTimeout(r, 0));
     while (this.queue.length) {
-      if (this.updating) await this.updating;
       const jobs = this.queue;
       this.queue = [];
       const groups = new Map<string, Job[]>();
@@ -197,15 +208,18 @@ export class CreditLensServer {
         try {
           // a stop that never fires still has generate() yield to the event loop every few tokens: requests arriving
           // meanwhile are read and queued for the next batch instead of waiting for this one to end
-          const lora = sorted[0].lora;
-          const sampler = lora === null ? this.sampler : this.adapters.get(lora)?.sampler;
-          // an adapter unloaded while its request waited
-          if (!sampler) throw new BadRequest(`lora_path: the adapter ${JSON.stringify(lora)} is not loaded`, 'lora_path');
-          const out = await sampler.sample(
-            sorted.map((j) => j.req),
-            sorted[0].settings,
-            { stop: () => false },
-          );
+          const out = await this.exclusive(() => {
+            this.checkReady();
+            const lora = sorted[0].lora;
+            const sampler = lora === null ? this.sampler : this.adapters.get(lora)?.sampler;
+            // an adapter unloaded while its request waited
+            if (!sampler) throw new BadRequest(`lora_path: the adapter ${JSON.stringify(lora)} is not loaded`, 'lora_path');
+            return sampler.sample(
+              sorted.map((j) => j.req),
+              sorted[0].settings,
+              { stop: () => false },
+            );
+          });
           sorted.forEach((j, k) => j.resolve(out![k]));
         } catch (e) {
           for (const j of sorted) j.reject(e);
@@ -254,7 +268,18 @@ export class CreditLensServer {
     temperature: number,
     rank: boolean,
   ): Promise<{ lp: (number | null)[]; top: [number, number][][]; rank: number[] }[]> {
-    if (this.updating) await this.updating;
+    return this.exclusive(() => {
+      this.checkReady();
+      return this.scoreRowsNow(rows, K, temperature, rank);
+    });
+  }
+
+  private async scoreRowsNow(
+    rows: { ids: number[]; start: number }[],
+    K: number,
+    temperature: number,
+    rank: boolean,
+  ): Promise<{ lp: (number | null)[]; top: [number, number][][]; rank: number[] }[]> {
     const out = rows.map((r) => ({
       lp: (r.start === 0 ? [null] : []) as (number | null)[],
       top: (r.start === 0 ? [[]] : []) as [number, number][][],
@@ -286,7 +311,7 @@ export class CreditLensServer {
             const n = k * C + t;
             out[r.i].lp.push(sc.logp[n]);
             out[r.i].top.push(K > 0 ? Array.from({ length: K }, (_, j): [number, number] => [sc.top!.logp[n * K + j], sc.top!.ids[n * K + j]]) : []);
-            out[r.i].rank.push(rank && K > 0 ? sc.top!.rank[n] : 0);
+            out[r.i].rank.push(rank ? sc.top!.rank[n] : 0);
           }
         });
       } finally {
@@ -308,13 +333,16 @@ export class CreditLensServer {
       stop: stringsField(p.stop, 'stop'),
       stopIds: idsField(p.stop_token_ids, 'stop_token_ids', this.vocabSize),
       ignoreEos: p.ignore_eos === true,
+      // SGLang trims a matched stop string from the text unless told not to (the ids keep it either way)
+      trimStop: p.no_stop_trim !== true,
       seed: p.sampling_seed === undefined || p.sampling_seed === null ? null : intField(p.sampling_seed, 'sampling_seed', 0, 0),
-      n: intField(p.n, 'n', 1, 1),
+      n: intField(p.n, 'n', 1, 1, MAX_ROWS),
     };
   }
 
   async sglangGenerate(body: unknown): Promise<unknown> {
     if (!isObj(body)) throw new BadRequest('the request body must be a JSON object');
+    if (body.stream === true) throw new BadRequest('stream: true is not served by credit-lens serve: send stream: false (the default)', 'stream');
     let prompts: number[][];
     let batched: boolean;
     if (body.input_ids !== undefined && body.input_ids !== null) {
@@ -335,7 +363,7 @@ export class CreditLensServer {
       if (xs.length !== prompts.length) throw new BadRequest(`${name} has ${xs.length} entries for ${prompts.length} prompts`, name);
       return xs.map((x) => intField(x, name, min, dflt));
     };
-    const topK = perRow(body.top_logprobs_num, 'top_logprobs_num', 0, 0);
+    const topK = perRow(body.top_logprobs_num, 'top_logprobs_num', 0, 0).map((k) => intField(k, 'top_logprobs_num', 0, 0, MAX_TOP_SGLANG));
     const startLen = perRow(body.logprob_start_len, 'logprob_start_len', -1, -1);
     const returnLogprob = body.return_logprob === true;
     const rows = list.map((p) => this.sglangRow(p));
@@ -365,13 +393,14 @@ export class CreditLensServer {
       const groups = new Map<string, number[]>();
       for (const i of wanted) groups.set(`${topK[i]}/${rows[i].temperature}`, [...(groups.get(`${topK[i]}/${rows[i].temperature}`) ?? []), i]);
       for (const idx of groups.values()) {
+        // as SGLang's scheduler answers: the entry at logprob_start_len is None, whatever it is; real values after it
         const res = await this.scoreRows(
-          idx.map((i) => ({ ids: prompts[i], start: startLen[i] })),
+          idx.map((i) => ({ ids: prompts[i], start: startLen[i] + 1 })),
           topK[idx[0]],
           rows[idx[0]].temperature,
           false,
         );
-        idx.forEach((i, k) => (scored[i] = res[k]));
+        idx.forEach((i, k) => (scored[i] = { lp: [null, ...res[k].lp], top: [[], ...res[k].top] }));
       }
       const answers = prompts.map((prompt, i) => {
         const sc = scored[i];
@@ -387,7 +416,7 @@ export class CreditLensServer {
           const from = Math.max(0, startLen[i]);
           Object.assign(meta, {
             input_token_logprobs: sc ? sc.lp.map((l, t) => [l, prompt[from + t], null]) : [],
-            input_top_logprobs: sc && topK[i] > 0 ? sc.top.map((list, t) => (from + t === 0 ? null : list.map(([l, id]) => [l, id, null]))) : [],
+            input_top_logprobs: sc && topK[i] > 0 ? sc.top.map((list, t) => (t === 0 ? null : list.map(([l, id]) => [l, id, null]))) : [],
             output_token_logprobs: [],
             output_top_logprobs: [],
           });
@@ -402,6 +431,8 @@ export class CreditLensServer {
         'top_logprobs_num',
       );
     const started = Date.now();
+    const total = rows.reduce((a, r) => a + r.n, 0);
+    if (total > MAX_ROWS) throw new BadRequest(`${total} continuations in one request is over ${MAX_ROWS}`, 'n');
     const jobs = prompts.flatMap((prompt, i) => {
       const r = rows[i];
       this.checkLength(prompt, r.maxNewTokens, 'input_ids');
@@ -439,7 +470,10 @@ export class CreditLensServer {
         meta.output_token_logprobs = c.ids.map((id, t) => [c.logprobs[t], id, null]);
         meta.input_token_logprobs = [];
       }
-      return { text: this.m.tokenizer.decode(c.ids), output_ids: c.ids, meta_info: meta };
+      const fin = (meta.finish_reason as { matched?: unknown }).matched;
+      let text = this.m.tokenizer.decode(c.ids);
+      if (r.trimStop && typeof fin === 'string' && text.includes(fin)) text = text.slice(0, text.lastIndexOf(fin));
+      return { text, output_ids: c.ids, meta_info: meta };
     });
     return batched || answers.length > 1 ? answers : answers[0];
   }
@@ -461,30 +495,36 @@ export class CreditLensServer {
     if (!isObj(body) || typeof body.model_path !== 'string') throw new BadRequest('model_path must be a folder or a .safetensors file', 'model_path');
     const path = resolve(body.model_path);
     const file = existsSync(path) && statSync(path).isFile() ? path : join(path, 'model.safetensors');
-    if (!existsSync(file)) return { success: false, message: `no model.safetensors in ${path}`, num_paused_requests: 0 };
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const previous = this.updating;
-    this.updating = gate;
-    try {
-      await previous;
-      await this.running;
+    if (!existsSync(file))
+      throw new BadRequest(`no model.safetensors in ${path}`, 'model_path', 400, {
+        success: false,
+        message: `no model.safetensors in ${path}`,
+        num_paused_requests: 0,
+      });
+    return this.exclusive(async () => {
       const weights = readSafetensors(file).tensors;
-      // adapters are views of the weights being replaced: they go with them
-      for (const a of this.adapters.values()) a.view.dispose();
-      this.adapters.clear();
       // Two copies of a large model do not fit the wasm heap (4 GiB: a 0.5B model is 2 GB in float32), so the old
       // one goes first there; a load that then fails leaves no model, and the server answers 503 until one loads.
       const bytes = Object.values(weights).reduce((a, t) => a + t.data.length * 4, 0);
       const first = 2 * bytes > 0.75 * WASM_HEAP_BYTES;
-      if (first) this.dropModel(`the update from ${file} is loading`);
+      if (first) {
+        this.dropAdapters();
+        this.dropModel(`the update from ${file} is loading`);
+      }
       let next: Transformer;
       try {
         next = Transformer.fromWeights(this.m.model.cfg, weights);
       } catch (e) {
         if (first) this.broken = `the weight update from ${file} failed: ${(e as Error).message}`;
-        throw e;
+        // SGLang answers a failed update 400, with its success flag and message
+        throw new BadRequest(`loading ${file} failed: ${(e as Error).message}`, 'model_path', 400, {
+          success: false,
+          message: (e as Error).message,
+          num_paused_requests: 0,
+        });
       }
+      // adapters are views of the weights being replaced: they go with them
+      this.dropAdapters();
       if (!first && this.owns) this.m.model.dispose();
       // the model loaded here is the server's, whoever held the one it replaces
       this.owns = true;
@@ -494,12 +534,19 @@ export class CreditLensServer {
       this.sampler = new LocalSampler(next, this.m.tokenizer);
       this.weightVersion = typeof body.weight_version === 'string' ? body.weight_version : path;
       return { success: true, message: `loaded ${file}`, num_paused_requests: 0 };
-    } catch (e) {
-      return { success: false, message: (e as Error).message, num_paused_requests: 0 };
-    } finally {
-      if (this.updating === gate) this.updating = null;
-      release();
-    }
+    });
+  }
+
+  private dropAdapters(): void {
+    for (const a of this.adapters.values()) a.view.dispose();
+    this.adapters.clear();
+  }
+
+  /** Runs model work one piece at a time, in arrival order: a batch, a scoring pass, a weight or adapter load. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.chain.then(fn, fn);
+    this.chain = run.catch(() => {});
+    return run;
   }
 
   /**
@@ -512,45 +559,52 @@ export class CreditLensServer {
     if (typeof body.lora_path !== 'string') throw new BadRequest('lora_path must be the folder of a PEFT adapter', 'lora_path');
     const name = body.lora_name;
     const dir = resolve(body.lora_path);
-    const fail = (m: string) => ({ success: false, error_message: m, loaded_adapters: this.loadedAdapters() });
-    if (this.updating) await this.updating;
+    // SGLang answers a refused load 400 with its success flag and message
+    const fail = (m: string) => new BadRequest(m, 'lora_path', 400, { success: false, error_message: m, loaded_adapters: this.loadedAdapters() });
     let cfg: { r?: unknown; lora_alpha?: unknown; target_modules?: unknown };
     try {
       cfg = JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8'));
     } catch (e) {
-      return fail(`no readable adapter_config.json in ${dir}: ${(e as Error).message}`);
+      throw fail(`no readable adapter_config.json in ${dir}: ${(e as Error).message}`);
     }
     const r = cfg.r;
     const targets = Array.isArray(cfg.target_modules) ? (cfg.target_modules as string[]) : null;
     if (!Number.isInteger(r) || (r as number) < 1 || !targets || !targets.every((t) => (ALL_LORA_TARGETS as string[]).includes(t)))
-      return fail(`adapter_config.json in ${dir}: r must be a positive integer and target_modules a list of ${ALL_LORA_TARGETS.join(', ')}`);
+      throw fail(`adapter_config.json in ${dir}: r must be a positive integer and target_modules a list of ${ALL_LORA_TARGETS.join(', ')}`);
     const file = join(dir, 'adapter_model.safetensors');
-    if (!existsSync(file)) return fail(`no adapter_model.safetensors in ${dir}`);
+    if (!existsSync(file)) throw fail(`no adapter_model.safetensors in ${dir}`);
     // PEFT saves `base_model.model.<module>.lora_A.weight`; the model's names start at <module>
     const weights = Object.fromEntries(Object.entries(readSafetensors(file).tensors).map(([k, v]) => [k.replace(/^base_model\.model\./, ''), v]));
-    let view: Transformer;
-    try {
-      view = this.m.model.adaptedView(
-        { r: r as number, alpha: typeof cfg.lora_alpha === 'number' ? cfg.lora_alpha : undefined, targets: targets as LoraTarget[] },
-        weights,
-      );
-    } catch (e) {
-      return fail(`the adapter in ${dir} does not fit this model: ${(e as Error).message}`);
-    }
-    await this.running;
-    this.adapters.get(name)?.view.dispose();
-    this.adapters.set(name, { view, sampler: new LocalSampler(view, this.m.tokenizer), path: dir });
-    return { success: true, error_message: '', loaded_adapters: this.loadedAdapters() };
+    return this.exclusive(async () => {
+      this.checkReady();
+      let view: Transformer;
+      try {
+        view = this.m.model.adaptedView(
+          { r: r as number, alpha: typeof cfg.lora_alpha === 'number' ? cfg.lora_alpha : undefined, targets: targets as LoraTarget[] },
+          weights,
+        );
+      } catch (e) {
+        throw fail(`the adapter in ${dir} does not fit this model: ${(e as Error).message}`);
+      }
+      this.adapters.get(name)?.view.dispose();
+      this.adapters.set(name, { view, sampler: new LocalSampler(view, this.m.tokenizer), path: dir });
+      return { success: true, error_message: '', loaded_adapters: this.loadedAdapters() };
+    });
   }
 
   async unloadLoraAdapter(body: unknown): Promise<unknown> {
     if (!isObj(body) || typeof body.lora_name !== 'string') throw new BadRequest('lora_name must be a string', 'lora_name');
-    await this.running;
-    const a = this.adapters.get(body.lora_name);
-    if (!a) return { success: false, error_message: `no adapter named ${JSON.stringify(body.lora_name)} is loaded`, loaded_adapters: this.loadedAdapters() };
-    a.view.dispose();
-    this.adapters.delete(body.lora_name);
-    return { success: true, error_message: '', loaded_adapters: this.loadedAdapters() };
+    const name = body.lora_name;
+    return this.exclusive(async () => {
+      const a = this.adapters.get(name);
+      if (!a) {
+        const m = `no adapter named ${JSON.stringify(name)} is loaded`;
+        throw new BadRequest(m, 'lora_name', 400, { success: false, error_message: m, loaded_adapters: this.loadedAdapters() });
+      }
+      a.view.dispose();
+      this.adapters.delete(name);
+      return { success: true, error_message: '', loaded_adapters: this.loadedAdapters() };
+    });
   }
 
   private loadedAdapters(): Record<string, string> {
@@ -570,6 +624,7 @@ export class CreditLensServer {
 
   async vllmCompletions(body: unknown): Promise<unknown> {
     if (!isObj(body)) throw new BadRequest('the request body must be a JSON object');
+    if (body.stream === true) throw new BadRequest('stream: true is not served by credit-lens serve: send stream: false (the default)', 'stream');
     if (body.model !== undefined && body.model !== null && body.model !== this.name)
       throw new BadRequest(`The model \`${String(body.model)}\` does not exist.`, 'model', 404);
     const p = body.prompt;
@@ -579,7 +634,8 @@ export class CreditLensServer {
     else if (typeof p === 'string') prompts = [this.m.tokenizer.encode(p)];
     else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'string')) prompts = (p as string[]).map((x) => this.m.tokenizer.encode(x));
     else throw new BadRequest('prompt must be a string, a list of strings, a list of token ids or a list of such lists', 'prompt');
-    const promptK = body.prompt_logprobs === undefined || body.prompt_logprobs === null ? null : intField(body.prompt_logprobs, 'prompt_logprobs', 0, 0);
+    const promptK =
+      body.prompt_logprobs === undefined || body.prompt_logprobs === null ? null : intField(body.prompt_logprobs, 'prompt_logprobs', 0, 0, MAX_TOP_VLLM);
     if (body.max_tokens === 0) return this.vllmScore(body, prompts, promptK);
     if (body.echo === true || promptK !== null)
       throw new BadRequest('echo and prompt_logprobs are served for scoring only, with max_tokens: 0', body.echo === true ? 'echo' : 'prompt_logprobs');
@@ -588,7 +644,8 @@ export class CreditLensServer {
       throw new BadRequest('logprobs > 0 (top-k lists) is not served by credit-lens serve: send logprobs: 0 for the sampled tokens', 'logprobs');
     if (body.top_k !== undefined && body.top_k !== null && body.top_k !== -1 && body.top_k !== 0)
       throw new BadRequest('top_k: only -1 (the whole vocabulary) is served', 'top_k');
-    const n = intField(body.n, 'n', 1, 1);
+    const n = intField(body.n, 'n', 1, 1, MAX_ROWS);
+    if (prompts.length * n > MAX_ROWS) throw new BadRequest(`${prompts.length} prompts × n ${n} is over ${MAX_ROWS} continuations in one request`, 'n');
     const r: RowSettings = {
       maxNewTokens: intField(body.max_tokens, 'max_tokens', 1, 16),
       temperature: numField(body.temperature, 'temperature', (x) => x >= 0, 'a number ≥ 0', 1),
@@ -692,8 +749,7 @@ export class CreditLensServer {
   }
 
   dispose(): void {
-    for (const a of this.adapters.values()) a.view.dispose();
-    this.adapters.clear();
+    this.dropAdapters();
     if (this.owns && !this.broken) this.m.model.dispose();
   }
 }
@@ -773,8 +829,10 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
       const body = req.method === 'POST' ? await readBody(req) : undefined;
       send(res, 200, (await route(body)) ?? '');
     })().catch((e: unknown) => {
-      if (e instanceof BadRequest) fail(e.status, e.message, e.param);
-      else if (isUserError(e)) fail(400, e.message, null);
+      if (e instanceof BadRequest) {
+        if (e.body !== null) send(res, e.status, e.body);
+        else fail(e.status, e.message, e.param);
+      } else if (isUserError(e)) fail(400, e.message, null);
       else {
         log(`error: ${req.method} ${path}: ${(e as Error).stack ?? String(e)}`);
         fail(500, (e as Error).message ?? String(e), null);

@@ -54,10 +54,13 @@ export function sglangGenerateBody(reqs: SampleRequest | SampleRequest[], s: Sam
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
-/** SGLang may clamp −inf to a large negative number, and the first prompt entry may be null. */
+/**
+ * A log-prob as a number: −inf comes clamped, to −999999999 by some SGLang versions and to −9999.0 by vLLM, and the first
+ * prompt entry may be null.
+ */
 function logprobOf(x: unknown): number {
   if (typeof x !== 'number') return NaN;
-  return x <= -1e8 ? -Infinity : x;
+  return x <= -9999 ? -Infinity : x;
 }
 
 /** The rows of a /generate response (a list for a batch), or a message naming what is missing. */
@@ -143,6 +146,8 @@ export function errorMessage(body: unknown): string | null {
   if (isObj(body.error) && typeof body.error.message === 'string') return body.error.message;
   if (typeof body.error === 'string') return body.error;
   if (typeof body.message === 'string') return body.message;
+  // SGLang's LoRA routes
+  if (typeof body.error_message === 'string') return body.error_message;
   if (typeof body.detail === 'string') return body.detail;
   return null;
 }
@@ -150,8 +155,10 @@ export function errorMessage(body: unknown): string | null {
 // ---- Scoring given tokens -----------------------------------------------------------------------------------------
 
 /**
- * SGLang scores with `max_new_tokens: 0` and `logprob_start_len` at the prompt's end: the prompt stays in its radix
- * cache (the match is capped there). Temperature 1, at which its log-probs and the original ones agree.
+ * SGLang scores with `max_new_tokens: 0` and `logprob_start_len` one before the completion: its input log-probs start
+ * with a None entry whatever the start (its scheduler pads the first), so the entry of the last prompt token is the one
+ * given up. The prompt stays in its radix cache (the match is capped at logprob_start_len). Temperature 1, at which its
+ * log-probs and the original ones agree.
  */
 export function sglangScoreBody(items: ScoreItem | ScoreItem[], topK: number): Record<string, unknown> {
   const list = Array.isArray(items) ? items : [items];
@@ -159,7 +166,7 @@ export function sglangScoreBody(items: ScoreItem | ScoreItem[], topK: number): R
     input_ids: list.map((item) => [...item.prefix, ...item.ids]),
     sampling_params: { max_new_tokens: 0, temperature: 1 },
     return_logprob: true,
-    logprob_start_len: list.map((item) => item.prefix.length),
+    logprob_start_len: list.map((item) => item.prefix.length - 1),
     top_logprobs_num: topK,
   };
 }
@@ -182,17 +189,19 @@ function parseOneScore(r: unknown, item: ScoreItem, topK: number): ScoredTokens 
   const meta = isObj(r) ? r.meta_info : undefined;
   if (!isObj(meta) || !Array.isArray(meta.input_token_logprobs)) return 'no meta_info.input_token_logprobs (was return_logprob honoured?)';
   const C = item.ids.length;
+  // entry 0 is the last prompt token's (None: SGLang pads the first entry), then one per completion token
   const lp = meta.input_token_logprobs;
-  if (lp.length !== C) return `${lp.length} input_token_logprobs for the ${C} completion tokens after logprob_start_len ${item.prefix.length}`;
+  if (lp.length !== C + 1)
+    return `${lp.length} input_token_logprobs for the ${C} completion tokens after logprob_start_len ${item.prefix.length - 1} (expected ${C + 1})`;
   const top = topK > 0 ? meta.input_top_logprobs : [];
-  if (topK > 0 && (!Array.isArray(top) || top.length !== C)) return `input_top_logprobs has no list of ${C} positions`;
+  if (topK > 0 && (!Array.isArray(top) || top.length !== C + 1)) return `input_top_logprobs has no list of ${C + 1} positions`;
   const out: ScoredTokens = { logprobs: [], top: [] };
   for (let t = 0; t < C; t++) {
-    const e = lp[t];
-    if (!Array.isArray(e) || e[1] !== item.ids[t]) return `input_token_logprobs[${t}] is ${JSON.stringify(e)}, not the log-prob of token ${item.ids[t]}`;
+    const e = lp[t + 1];
+    if (!Array.isArray(e) || e[1] !== item.ids[t]) return `input_token_logprobs[${t + 1}] is ${JSON.stringify(e)}, not the log-prob of token ${item.ids[t]}`;
     out.logprobs.push(logprobOf(e[0]));
-    const entries = topK > 0 ? (top as unknown[])[t] : [];
-    if (!Array.isArray(entries)) return `input_top_logprobs[${t}] is not a list`;
+    const entries = topK > 0 ? (top as unknown[])[t + 1] : [];
+    if (!Array.isArray(entries)) return `input_top_logprobs[${t + 1}] is not a list`;
     out.top.push({
       ids: entries.map((x) => (Array.isArray(x) ? Number(x[1]) : NaN)),
       logprobs: entries.map((x) => (Array.isArray(x) ? logprobOf(x[0]) : NaN)),

@@ -11,10 +11,11 @@ import { UNTRUSTED_MESSAGE } from '../runs';
 import type { EpisodeStore } from './episode_doc';
 import type { Painter } from './paint';
 
-/** The rollouts an earlier probe of the step used (a new probe with another count replaces it), or null. */
-function priorRollouts(runDir: string, step: number): number | null {
+/** The rollouts an earlier probe of the step used and where it sampled (a server's URL, or null: the engine), or null. */
+function priorProbe(runDir: string, step: number): { rollouts: number; server: string | null } | null {
   try {
-    return readProbeRecord(runDir, step)?.rollouts ?? null;
+    const r = readProbeRecord(runDir, step);
+    return r ? { rollouts: r.rollouts, server: r.sampler?.url ?? null } : null;
   } catch {
     return null; // an unreadable record: the probe replaces it
   }
@@ -31,20 +32,30 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
     return;
   }
   const { runDir, step, episode } = view.ref;
-  const prior = priorRollouts(runDir, step);
+  const found = priorProbe(runDir, step);
+  const prior = found?.rollouts ?? null;
+  // creditLens.probe.server: sampled there; a step probed elsewhere is probed again, not extended
+  const server = readSettings().probeServer || null;
+  const elsewhere = found !== null && found.server !== server;
+  const where = (url: string | null) => (url ? `on ${url}` : 'in the engine');
   const counts = [...new Set([prior ?? 8, 8, 16, 32, 4])];
   const pick = await vscode.window.showQuickPick(
     counts.map((m) => ({
       label: `${m} rollouts per position`,
-      description: prior !== null && m !== prior ? `replaces this step's probe (made with ${prior})` : m === 8 ? 'default' : '',
+      description: elsewhere
+        ? `replaces this step's probe (sampled ${where(found!.server)}; this one samples ${where(server)})`
+        : prior !== null && m !== prior
+          ? `replaces this step's probe (made with ${prior})`
+          : m === 8
+            ? 'default'
+            : '',
       detail: `${m} continuations from every prefix of the ${view.rows.length}-token completion: ≈ ${m * view.rows.length} samples; the standard error of V is ≤ ${(0.5 / Math.sqrt(m)).toFixed(2)} × the reward range`,
       m,
     })),
     { title: `Probe step ${step} episode ${episode}: Monte Carlo values of its prefixes`, placeHolder: 'continuations per position' },
   );
   if (!pick) return;
-  const server = readSettings().probeServer;
-  const args = probeArgs(runDir, step, episode, { rollouts: pick.m, replace: prior !== null && pick.m !== prior, server: server || undefined });
+  const args = probeArgs(runDir, step, episode, { rollouts: pick.m, replace: elsewhere || (prior !== null && pick.m !== prior), server: server ?? undefined });
   ctx.log.info(`probe ${runDir} step ${step} episode ${episode} with ${pick.m} rollouts per position${server ? ` on ${server}` : ''}`);
   let report;
   try {

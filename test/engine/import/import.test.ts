@@ -179,7 +179,10 @@ test('import veRL dumps with an HF model: log-probs and entropies match a float6
 
     const info = readRunInfo(r.runDir)!;
     assert.equal(info.status, 'completed');
-    assert.deepEqual({ ...info.imported, source: undefined }, { source: undefined, format: 'verl', model: hf, records: 6, skipped: 2, tokenizer: hf });
+    assert.deepEqual(
+      { ...info.imported, source: undefined },
+      { source: undefined, format: 'verl', model: hf, records: 6, skipped: 2, tokenizer: hf, chat_template: 'auto' },
+    );
 
     const tok = HfTokenizer.fromDir(hf, { useChatTemplate: false });
     const ep = readEpisodeTable(stepFile(r.runDir, 'episodes', 1));
