@@ -4,7 +4,7 @@
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
@@ -605,17 +605,35 @@ scenario(
         server.on('exit', (code) => bad(new Error(`serve exited ${code}`)));
       });
       log(`serve: ${url}`);
-      // the user setting, as settings.json holds it (VS Code picks the file's change up)
-      const settingsFile = join(TMP, 'heatmap-user', 'User', 'settings.json');
-      writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(readFileSync(settingsFile, 'utf8')), 'creditLens.probe.server': url }, null, 2));
-      await sleep(1500);
+      // the user setting, typed into the Settings editor as a person would
+      const setServer = async (value) => {
+        await palette(page, 'Preferences: Open Settings (UI)', { pick: 'Open Settings (UI)' });
+        await page.locator('.settings-editor').waitFor({ timeout: 15_000 });
+        await page.keyboard.type('creditLens.probe.server');
+        // the setting's text box, labelled with its key once the search has filtered the list to it
+        const input = page.locator('.settings-editor input[aria-label="creditLens.probe.server"]').first();
+        await input.waitFor({ timeout: 15_000 });
+        await input.fill(value);
+        await input.press('Tab');
+        await sleep(1000);
+        await palette(page, 'View: Close Editor', { pick: 'View: Close Editor' });
+      };
+      await setServer(url);
       const tab = await page.locator('.tab.active').getAttribute('aria-label');
       const episode = Number(/step 2 · episode (\d+)/.exec(tab)[1]);
-      await editor.locator('.view-lines').click();
-      await palette(page, 'Credit Lens: Probe This Episode', { pick: 'Probe This Episode' });
+      // VS Code reads the changed file on its own time: the quick pick says where the probe will sample once it has
       const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: /^8 rollouts per position/ }).first();
-      await row.waitFor({ timeout: 15_000 });
-      const description = await row.innerText();
+      let description = '';
+      for (let i = 0; i < 15 && !/this one samples on/.test(description); i++) {
+        if (i > 0) {
+          await page.keyboard.press('Escape');
+          await sleep(2000);
+        }
+        await editor.locator('.view-lines').click();
+        await palette(page, 'Credit Lens: Probe This Episode', { pick: 'Probe This Episode' });
+        await row.waitFor({ timeout: 15_000 });
+        description = await row.innerText();
+      }
       log(`quick pick: ${description.replace(/\s+/g, ' ')}`);
       assert.match(description, /replaces this step's probe \(sampled in the engine; this one samples on http:\/\/127\.0\.0\.1:\d+\)/);
       await row.click();
@@ -627,7 +645,7 @@ scenario(
       assert.equal(record.sampler.api, 'sglang', "auto asked the server: SGLang's /model_info answered");
       assert.equal(record.sampler.url, url);
       assert.deepEqual(record.episodes, [episode]);
-      writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(readFileSync(settingsFile, 'utf8')), 'creditLens.probe.server': '' }, null, 2));
+      await setServer('');
     } finally {
       server.kill('SIGTERM');
     }
