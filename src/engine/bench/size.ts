@@ -118,6 +118,11 @@ async function servedRows(
   if (!cli) return { error: 'dist/engine/cli.js not built' };
   const proc = spawn(process.execPath, [cli, 'serve', dir, '--port', '0', '--backend', o.backend ?? 'wasm-blas'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const out = mkdtempSync(join(tmpdir(), 'credit-lens-sync-'));
+  // what the server said, and how it ended, for an error that is not ours
+  let serverLog = '';
+  let ended = '';
+  proc.stderr.on('data', (c) => (serverLog = (serverLog + c).slice(-2000)));
+  proc.on('exit', (code, signal) => (ended = `the server exited ${signal ?? code}`));
   try {
     const url = await new Promise<string>((ok, bad) => {
       let text = '';
@@ -163,7 +168,8 @@ async function servedRows(
     );
     return rows;
   } catch (e) {
-    return { error: e instanceof Error ? e.message : String(e) };
+    const why = e instanceof Error ? e.message : String(e);
+    return { error: `${why}${ended ? `; ${ended}` : ''}${serverLog ? `; its log ends: ${serverLog.trim().split('\n').slice(-3).join(' | ')}` : ''}` };
   } finally {
     proc.kill('SIGTERM');
     rmSync(out, { recursive: true, force: true });

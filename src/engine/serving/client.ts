@@ -57,6 +57,9 @@ const SCORE_ITEMS = 32;
 /** A request that ran past the client's limit. */
 class TimedOut extends Error {}
 
+/** A kept-alive connection that the server had closed: the request never reached it. */
+class StaleSocket extends Error {}
+
 /** A reply that is not the request's to retry: the server is unreachable, or it answered with a 5xx, or the connection dropped. */
 class Transient extends Error {}
 
@@ -375,7 +378,18 @@ export class ServerSampler implements Sampler {
    * fetch's undici would end a response whose headers take over 300 s (a long non-streaming batch sends none until it
    * is done) and the client would take that for a dropped connection.
    */
-  private http(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<{ status: number; contentType: string; text: string }> {
+  private async http(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<{ status: number; contentType: string; text: string }> {
+    try {
+      return await this.httpOnce(method, path, body, signal);
+    } catch (e) {
+      // A kept-alive connection the server closed while it sat idle (uvicorn's keep-alive is 5 s) fails at once with
+      // ECONNRESET before the server read anything: the request goes again on a new connection, whatever its method.
+      if (!(e instanceof StaleSocket)) throw e;
+      return this.httpOnce(method, path, body, signal);
+    }
+  }
+
+  private httpOnce(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<{ status: number; contentType: string; text: string }> {
     const target = new URL(this.url + path);
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
@@ -399,7 +413,7 @@ export class ServerSampler implements Sampler {
       const timer = setTimeout(() => req.destroy(new TimedOut()), this.timeoutMs);
       const onAbort = () => req.destroy(new Error('aborted'));
       signal?.addEventListener('abort', onAbort, { once: true });
-      req.on('error', reject);
+      req.on('error', (e: NodeJS.ErrnoException) => reject(req.reusedSocket && e.code === 'ECONNRESET' ? new StaleSocket() : e));
       req.on('close', () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);

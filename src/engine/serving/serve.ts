@@ -839,6 +839,8 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
       }
     });
   });
+  // a batch on a CPU can take longer than Node's default 300 s request limit; the client keeps its own
+  server.requestTimeout = 0;
   const host = o.host ?? '127.0.0.1';
   await new Promise<void>((ok, bad) => {
     server.once('error', bad);
