@@ -32,7 +32,10 @@ export interface SampleSettings {
   eosIds: number[];
   /** stop strings, e.g. ['</answer>'] */
   stop: string[];
-  /** log-probs under the untempered policy (vLLM's default) rather than the sampling distribution (SGLang's) */
+  /**
+   * The continuations' log-probs under the policy at temperature 1 (the default; vLLM's too) or, false, under the
+   * sampling distribution (SGLang's default). The draw is the same either way.
+   */
   rawLogprobs?: boolean;
 }
 
@@ -40,6 +43,11 @@ export type FinishReason = 'eos' | 'stop' | 'length';
 
 export interface Continuation {
   ids: number[];
+  /**
+   * At temperature 1 where the sampler gives them so (in-process, vLLM); SGLang's come after its temperature unless it
+   * runs with SGLANG_RETURN_ORIGINAL_LOGPROB=1. Nothing downstream reads them at another temperature: a run's rollouts
+   * are scored again here, and a probe uses the ids.
+   */
   logprobs: number[];
   finish: FinishReason;
 }
@@ -224,7 +232,7 @@ export class LocalSampler implements Sampler {
               repeat: k,
               budgets: rowReq.map((q) => reqs[q].maxNewTokens),
               stop: hooks.stop,
-              rawLogprobs: s.rawLogprobs,
+              rawLogprobs: s.rawLogprobs ?? true,
             },
           ),
         );

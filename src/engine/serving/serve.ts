@@ -232,7 +232,8 @@ export class CreditLensServer {
   /** One row's settings as a sampling call takes them; `eosIds` are the stop ids plus, unless ignored, the model's. */
   private settingsOf(r: RowSettings): SampleSettings {
     const eos = [...new Set([...r.stopIds, ...(r.ignoreEos ? [] : this.m.eos)])];
-    return { temperature: r.temperature, topP: r.topP, eosIds: eos, stop: r.stop };
+    // SGLang's route reports log-probs after temperature, as SGLang does by default; vLLM's passes rawLogprobs: true
+    return { temperature: r.temperature, topP: r.topP, eosIds: eos, stop: r.stop, rawLogprobs: false };
   }
 
   private checkLength(prefix: number[], maxNew: number, field: string): void {
