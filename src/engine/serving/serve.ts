@@ -52,6 +52,9 @@ class BadRequest extends Error {
   }
 }
 
+/** A scored row: log-probs from its start (null where none), the top K at each, and the given token's rank. */
+type ScoredRow = { lp: (number | null)[]; top: [number, number][][]; rank: number[] };
+
 interface Job {
   req: SampleRequest;
   settings: SampleSettings;
@@ -263,24 +266,12 @@ export class CreditLensServer {
    * K most likely tokens at each (and, with `rank`, the given token's rank), in batches of SCORE_ROWS rows: each row's
    * scored part right-padded after its left-padded head. Waits for a weight update in progress.
    */
-  private async scoreRows(
-    rows: { ids: number[]; start: number }[],
-    K: number,
-    temperature: number,
-    rank: boolean,
-  ): Promise<{ lp: (number | null)[]; top: [number, number][][]; rank: number[] }[]> {
-    return this.exclusive(() => {
-      this.checkReady();
-      return this.scoreRowsNow(rows, K, temperature, rank);
-    });
+  private scoreRows(rows: { ids: number[]; start: number }[], K: number, temperature: number, rank: boolean): Promise<ScoredRow[]> {
+    return this.exclusive(() => this.scoreRowsNow(rows, K, temperature, rank));
   }
 
-  private async scoreRowsNow(
-    rows: { ids: number[]; start: number }[],
-    K: number,
-    temperature: number,
-    rank: boolean,
-  ): Promise<{ lp: (number | null)[]; top: [number, number][][]; rank: number[] }[]> {
+  private async scoreRowsNow(rows: { ids: number[]; start: number }[], K: number, temperature: number, rank: boolean): Promise<ScoredRow[]> {
+    this.checkReady();
     const out = rows.map((r) => ({
       lp: (r.start === 0 ? [null] : []) as (number | null)[],
       top: (r.start === 0 ? [[]] : []) as [number, number][][],
