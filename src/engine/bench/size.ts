@@ -112,7 +112,7 @@ async function servedRows(
   const { spawn } = await import('node:child_process');
   const { mkdirSync, mkdtempSync, rmSync } = await import('node:fs');
   const { writePeftAdapters } = await import('../serving/rollout_sync');
-  const { ALL_LORA_TARGETS } = await import('../model/lora');
+  const { resolvedLora } = await import('../model/lora');
   const { writeSafetensors } = await import('../model/safetensors');
   const cli = [join(__dirname, 'cli.js'), resolve('dist/engine/cli.js')].find((p) => existsSync(p));
   if (!cli) return { error: 'dist/engine/cli.js not built' };
@@ -149,7 +149,7 @@ async function servedRows(
     const lora = join(out, 'lora');
     mkdirSync(lora);
     const t3 = performance.now();
-    writePeftAdapters(lora, adapters, { r: LORA_R, alpha: 2 * LORA_R, targets: [...ALL_LORA_TARGETS] }, dir);
+    writePeftAdapters(lora, adapters, resolvedLora({ r: LORA_R }), dir);
     const lr = await client.loadLoraAdapter('step-1', lora);
     const t4 = performance.now();
     await client.close();

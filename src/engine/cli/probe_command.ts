@@ -8,7 +8,7 @@ import { recordAccuracy } from '../probe/record';
 import { readEpisodeTable } from '../rundir/arrow_tables';
 import { stepFile } from '../rundir/rundir';
 import { SERVER_APIS } from '../serving/client';
-import { flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
+import { choiceFlag, flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 
 export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M]
          [--positions every|segments:S|cutpoints:τ] [--temperature T] [--seed s] [--replace] [--json] [--progress-json]
@@ -81,9 +81,7 @@ export async function cmdProbe(argv: string[]): Promise<number> {
   const target = numFlag(a, 'target', (x) => x > 0 && x < 2, 'a half-width between 0 and 2 (a difference of Spearman correlations)');
   if (target !== undefined && !plan) throw new UserError('--target sizes a plan: give it with --plan');
   const server = flag(a, 'server');
-  const api = flag(a, 'server-api') ?? 'auto';
-  if (!(SERVER_APIS as readonly string[]).includes(api))
-    throw new UserError(`--server-api: got ${JSON.stringify(api)}; expected one of ${SERVER_APIS.join(', ')}`);
+  const api = choiceFlag(a, 'server-api', SERVER_APIS, 'auto');
   const concurrency = intFlag(a, 'server-concurrency', 1);
   if (!server && (a.flags.has('server-api') || concurrency !== undefined)) throw new UserError('--server-api and --server-concurrency go with --server URL');
   const r = await probeRun({
@@ -99,7 +97,7 @@ export async function cmdProbe(argv: string[]): Promise<number> {
     progress,
     log: (m) => process.stderr.write(`${m}\n`),
     signal,
-    server: server ? { url: server, api: api as (typeof SERVER_APIS)[number], concurrency } : undefined,
+    server: server ? { url: server, api, concurrency } : undefined,
   });
   const report = recordAccuracy(r);
   if (plan && report) {

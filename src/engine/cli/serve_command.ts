@@ -1,9 +1,9 @@
 // `credit-lens serve`: a run's policy (or a checkpoint, or a Hugging Face folder) behind SGLang's and vLLM's APIs until
 // Ctrl-C.
 import { UserError } from '../core/errors';
-import type { BackendPreference } from '../model/backend';
+import { BACKENDS } from '../config/base';
 import { serve } from '../serving/serve';
-import { flag, intFlag, parseArgs } from './args';
+import { choiceFlag, flag, intFlag, parseArgs } from './args';
 
 export const SERVE_USAGE = `usage: credit-lens serve <run-dir | checkpoint | HF folder> [--step N] [--host 127.0.0.1] [--port 30000] [--backend B]
   Serves the model on SGLang's native API (POST /generate with input_ids, GET /model_info, POST /update_weights_from_disk,
@@ -12,14 +12,10 @@ export const SERVE_USAGE = `usage: credit-lens serve <run-dir | checkpoint | HF 
   or with --step N the policy that sampled step N (what \`probe --step N\` uses). Requests that arrive together are
   sampled in one batch. It listens on 127.0.0.1 unless --host says otherwise; Ctrl-C stops it.`;
 
-const BACKENDS = ['auto', 'webgpu', 'wasm-blas', 'wasm', 'cpu'];
-
 export async function cmdServe(argv: string[]): Promise<number> {
   const a = parseArgs(argv, { valued: ['step', 'host', 'port', 'backend'] }, SERVE_USAGE);
   if (a.positional.length !== 1) throw new UserError(`serve needs exactly one run folder, checkpoint or Hugging Face folder\n${SERVE_USAGE}`);
-  const backend = flag(a, 'backend');
-  if (backend !== undefined && !BACKENDS.includes(backend))
-    throw new UserError(`--backend: got ${JSON.stringify(backend)}; expected one of ${BACKENDS.join(', ')}`);
+  const backend = a.flags.has('backend') ? choiceFlag(a, 'backend', BACKENDS, 'auto') : undefined;
   const port = intFlag(a, 'port', 0);
   if (port !== undefined && port > 65535) throw new UserError(`--port: got ${port}; expected 0–65535`);
   const s = await serve({
@@ -27,7 +23,7 @@ export async function cmdServe(argv: string[]): Promise<number> {
     step: intFlag(a, 'step', 1),
     host: flag(a, 'host'),
     port,
-    backend: backend as BackendPreference | undefined,
+    backend,
     log: (m) => process.stderr.write(`${m}\n`),
   });
   // the URL on stdout, alone, so a script (or a test) can read where it listens

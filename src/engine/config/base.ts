@@ -304,7 +304,8 @@ const loggingSchema = section(
   'What the run directory records.',
 );
 
-export const ROLLOUT_APIS = ['auto', 'sglang', 'vllm'] as const;
+/** An inference server's API: auto asks it which one it speaks. */
+export const SERVER_APIS = ['auto', 'sglang', 'vllm'] as const;
 
 const rolloutSchema = section(
   {
@@ -320,7 +321,7 @@ const rolloutSchema = section(
         ),
       'null, or an http:// or https:// URL',
     ).default(null),
-    api: oneOf(ROLLOUT_APIS, "The server's API: auto asks it (GET /model_info is SGLang's, GET /v1/models vLLM's).").default('auto'),
+    api: oneOf(SERVER_APIS, "The server's API: auto asks it (GET /model_info is SGLang's, GET /v1/models vLLM's).").default('auto'),
     sync: oneOf(['disk'], 'How the server gets each update: disk writes the policy as a safetensors folder and asks the server to load it.').default('disk'),
     concurrency: int(1, 'Requests in flight at once, one per prompt with its group_size continuations.').default(64),
   },

@@ -64,7 +64,12 @@ export function loraParamCount(cfg: ModelConfig, lora: LoraConfig): number {
 }
 
 export function loraScale(lora: LoraConfig): number {
-  return (lora.alpha ?? 2 * lora.r) / lora.r;
+  return resolvedLora(lora).alpha / lora.r;
+}
+
+/** A LoRA config with its defaults filled in (alpha 2·r, every projection), as PEFT's adapter_config.json states them. */
+export function resolvedLora(lora: LoraConfig): { r: number; alpha: number; targets: LoraTarget[] } {
+  return { r: lora.r, alpha: lora.alpha ?? 2 * lora.r, targets: lora.targets ?? [...ALL_LORA_TARGETS] };
 }
 
 /** Fresh adapters for every layer (seeded), as PEFT initialises them. */

@@ -33,8 +33,9 @@ export interface SampleSettings {
   /** stop strings, e.g. ['</answer>'] */
   stop: string[];
   /**
-   * The continuations' log-probs under the policy at temperature 1 (the default; vLLM's too) or, false, under the
-   * sampling distribution (SGLang's default). The draw is the same either way.
+   * Report the continuations' log-probs under the policy at temperature 1 (vLLM's convention) rather than under the
+   * sampling distribution (SGLang's, and the default). The draw is the same either way; at a temperature other than 1
+   * it costs one more log-softmax over the vocabulary per row and token, so only a caller that reads them asks.
    */
   rawLogprobs?: boolean;
 }
@@ -44,9 +45,9 @@ export type FinishReason = 'eos' | 'stop' | 'length';
 export interface Continuation {
   ids: number[];
   /**
-   * At temperature 1 where the sampler gives them so (in-process, vLLM); SGLang's come after its temperature unless it
-   * runs with SGLANG_RETURN_ORIGINAL_LOGPROB=1. Nothing downstream reads them at another temperature: a run's rollouts
-   * are scored again here, and a probe uses the ids.
+   * As the sampler reports them: under the sampling distribution (in-process, and SGLang unless it runs with
+   * SGLANG_RETURN_ORIGINAL_LOGPROB=1), or at temperature 1 (vLLM; rawLogprobs). Nothing downstream reads them: a run's
+   * rollouts are scored again here, and a probe uses the ids.
    */
   logprobs: number[];
   finish: FinishReason;
@@ -232,7 +233,7 @@ export class LocalSampler implements Sampler {
               repeat: k,
               budgets: rowReq.map((q) => reqs[q].maxNewTokens),
               stop: hooks.stop,
-              rawLogprobs: s.rawLogprobs ?? true,
+              rawLogprobs: s.rawLogprobs,
             },
           ),
         );

@@ -47,7 +47,8 @@ export interface ServerOptions {
   log?: (m: string) => void;
 }
 
-export const SERVER_APIS = ['auto', 'sglang', 'vllm'] as const;
+/** The APIs `--server-api` and rollout.api take, the config's list. */
+export { SERVER_APIS } from '../config/base';
 
 /** The most continuations one SGLang /generate batch carries. */
 const SGLANG_BATCH_ROWS = 256;
@@ -143,12 +144,7 @@ export class ServerSampler implements Sampler {
         const r = await this.call('GET', path, undefined, { tries: api === 'auto' ? 1 : this.tries });
         const body = r.body as Record<string, unknown> | null;
         if (r.status === 200 && body && typeof body === 'object' && 'model_path' in body) {
-          let version = typeof body.weight_version === 'string' ? body.weight_version : null;
-          if (version === null) {
-            const v = await this.call('GET', '/get_weight_version', undefined, { tries: 1 });
-            const vb = v.body as Record<string, unknown> | string | null;
-            if (v.status === 200) version = typeof vb === 'string' ? vb : typeof vb?.weight_version === 'string' ? vb.weight_version : null;
-          }
+          const version = typeof body.weight_version === 'string' ? body.weight_version : await this.olderWeightVersion(1);
           return { api: 'sglang', model: String(body.model_path), weightVersion: version };
         }
         if (r.status !== 404) break;
@@ -455,10 +451,15 @@ export class ServerSampler implements Sampler {
     const r = await this.call('GET', '/model_info', undefined);
     const b = r.body as { weight_version?: unknown } | null;
     if (r.status === 200 && typeof b?.weight_version === 'string') return b.weight_version;
-    const v = await this.call('GET', '/get_weight_version', undefined);
+    return this.olderWeightVersion();
+  }
+
+  /** Older SGLang builds report the weight version at GET /get_weight_version (newer ones answer 404 there). */
+  private async olderWeightVersion(tries?: number): Promise<string | null> {
+    const v = await this.call('GET', '/get_weight_version', undefined, { tries });
     const vb = v.body as { weight_version?: unknown } | string | null;
-    if (v.status === 200) return typeof vb === 'string' ? vb : typeof vb?.weight_version === 'string' ? vb.weight_version : null;
-    return null;
+    if (v.status !== 200) return null;
+    return typeof vb === 'string' ? vb : typeof vb?.weight_version === 'string' ? vb.weight_version : null;
   }
 
   async close(): Promise<void> {

@@ -14,7 +14,7 @@ import { UserError } from '../core/errors';
 import type { Tokenizer } from '../core/types';
 import type { StTensor } from '../model/safetensors';
 import { writeSafetensors } from '../model/safetensors';
-import { ALL_LORA_TARGETS } from '../model/lora';
+import { resolvedLora } from '../model/lora';
 import type { Transformer } from '../model/model';
 import { ServerError, ServerSampler } from './client';
 
@@ -76,8 +76,7 @@ export class RolloutServer {
       );
     }
     const hf = cfg.model.source === 'hf' && cfg.model.path ? resolve(cfg.model.path) : null;
-    const l = cfg.model.lora;
-    const lora = l ? { r: l.r, alpha: l.alpha ?? 2 * l.r, targets: l.targets ?? [...ALL_LORA_TARGETS] } : null;
+    const lora = cfg.model.lora ? resolvedLora(cfg.model.lora) : null;
     return new RolloutServer(sampler, runDir, hf, { url: sampler.provenance.url!, api: sampler.api, model: sampler.provenance.model, syncs: [] }, lora);
   }
 

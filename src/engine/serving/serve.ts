@@ -236,7 +236,7 @@ export class CreditLensServer {
   private settingsOf(r: RowSettings): SampleSettings {
     const eos = [...new Set([...r.stopIds, ...(r.ignoreEos ? [] : this.m.eos)])];
     // SGLang's route reports log-probs after temperature, as SGLang does by default; vLLM's passes rawLogprobs: true
-    return { temperature: r.temperature, topP: r.topP, eosIds: eos, stop: r.stop, rawLogprobs: false };
+    return { temperature: r.temperature, topP: r.topP, eosIds: eos, stop: r.stop };
   }
 
   private checkLength(prefix: number[], maxNew: number, field: string): void {
@@ -250,15 +250,23 @@ export class CreditLensServer {
   }
 
   /** Why a row ended, as each engine reports it. */
-  private finishOf(c: Continuation, r: RowSettings): { sglang: Record<string, unknown>; vllm: [string, number | string | null] } {
-    if (c.finish === 'length') return { sglang: { type: 'length', length: c.ids.length }, vllm: ['length', null] };
+  /**
+   * Why a row ended, as each engine reports it, and its text (decoded once) with and without the stop string it matched
+   * (SGLang trims it unless no_stop_trim; vLLM keeps it with include_stop_str_in_output).
+   */
+  private finishOf(
+    c: Continuation,
+    r: RowSettings,
+  ): { text: string; withoutStop: string; sglang: Record<string, unknown>; vllm: [string, number | string | null] } {
+    const text = this.m.tokenizer.decode(c.ids);
+    if (c.finish === 'length') return { text, withoutStop: text, sglang: { type: 'length', length: c.ids.length }, vllm: ['length', null] };
     if (c.finish === 'eos') {
       const id = c.ids[c.ids.length - 1];
-      return { sglang: { type: 'stop', matched: id }, vllm: ['stop', r.stopIds.includes(id) ? id : null] };
+      return { text, withoutStop: text, sglang: { type: 'stop', matched: id }, vllm: ['stop', r.stopIds.includes(id) ? id : null] };
     }
-    const text = this.m.tokenizer.decode(c.ids);
-    const matched = r.stop.find((s) => text.includes(s)) ?? r.stop[0];
-    return { sglang: { type: 'stop', matched }, vllm: ['stop', matched] };
+    const matched = r.stop.find((x) => text.includes(x)) ?? r.stop[0];
+    const withoutStop = text.includes(matched) ? text.slice(0, text.lastIndexOf(matched)) : text;
+    return { text, withoutStop, sglang: { type: 'stop', matched }, vllm: ['stop', matched] };
   }
 
   /**
@@ -313,21 +321,33 @@ export class CreditLensServer {
     return out;
   }
 
+  /**
+   * The sampling fields both APIs share, read from one request's (or one SGLang row's) fields; the budget's and the
+   * seed's names, minimum and default are each API's own.
+   */
+  private commonRow(p: Record<string, unknown>, names: { maxNewTokens: [string, number, number]; seed: string }): RowSettings {
+    const [budget, min, dflt] = names.maxNewTokens;
+    const seed = p[names.seed];
+    return {
+      maxNewTokens: intField(p[budget], budget, min, dflt),
+      temperature: numField(p.temperature, 'temperature', (x) => x >= 0, 'a number ≥ 0', 1),
+      topP: numField(p.top_p, 'top_p', (x) => x > 0 && x <= 1, 'in (0, 1]', 1),
+      stop: stringsField(p.stop, 'stop'),
+      stopIds: idsField(p.stop_token_ids, 'stop_token_ids', this.vocabSize),
+      ignoreEos: p.ignore_eos === true,
+      seed: seed === undefined || seed === null ? null : intField(seed, names.seed, 0, 0),
+    };
+  }
+
   // ---- SGLang ----------------------------------------------------------------------------------------------------
 
   private sglangRow(p: Record<string, unknown>): RowSettings & { n: number } {
     if (p.top_k !== undefined && p.top_k !== -1 && !(Number.isInteger(p.top_k) && (p.top_k as number) >= this.vocabSize))
       throw new BadRequest(`sampling_params.top_k: only -1 (the whole vocabulary) is served, got ${JSON.stringify(p.top_k)}`, 'top_k');
     return {
-      maxNewTokens: intField(p.max_new_tokens, 'max_new_tokens', 0, 128),
-      temperature: numField(p.temperature, 'temperature', (x) => x >= 0, 'a number ≥ 0', 1),
-      topP: numField(p.top_p, 'top_p', (x) => x > 0 && x <= 1, 'in (0, 1]', 1),
-      stop: stringsField(p.stop, 'stop'),
-      stopIds: idsField(p.stop_token_ids, 'stop_token_ids', this.vocabSize),
-      ignoreEos: p.ignore_eos === true,
+      ...this.commonRow(p, { maxNewTokens: ['max_new_tokens', 0, 128], seed: 'sampling_seed' }),
       // SGLang trims a matched stop string from the text unless told not to (the ids keep it either way)
       trimStop: p.no_stop_trim !== true,
-      seed: p.sampling_seed === undefined || p.sampling_seed === null ? null : intField(p.sampling_seed, 'sampling_seed', 0, 0),
       n: intField(p.n, 'n', 1, 1, MAX_ROWS),
     };
   }
@@ -449,9 +469,10 @@ export class CreditLensServer {
     );
     const answers = results.map((c, row) => {
       const r = jobs[row].r;
+      const f = this.finishOf(c, r);
       const meta: Record<string, unknown> = {
         id: `cl-${started.toString(36)}-${row}`,
-        finish_reason: this.finishOf(c, r).sglang,
+        finish_reason: f.sglang,
         prompt_tokens: jobs[row].prompt.length,
         completion_tokens: c.ids.length,
         cached_tokens: 0,
@@ -462,10 +483,7 @@ export class CreditLensServer {
         meta.output_token_logprobs = c.ids.map((id, t) => [c.logprobs[t], id, null]);
         meta.input_token_logprobs = [];
       }
-      const fin = (meta.finish_reason as { matched?: unknown }).matched;
-      let text = this.m.tokenizer.decode(c.ids);
-      if (r.trimStop && typeof fin === 'string' && text.includes(fin)) text = text.slice(0, text.lastIndexOf(fin));
-      return { text, output_ids: c.ids, meta_info: meta };
+      return { text: r.trimStop ? f.withoutStop : f.text, output_ids: c.ids, meta_info: meta };
     });
     return batched || answers.length > 1 ? answers : answers[0];
   }
@@ -638,15 +656,7 @@ export class CreditLensServer {
       throw new BadRequest('top_k: only -1 (the whole vocabulary) is served', 'top_k');
     const n = intField(body.n, 'n', 1, 1, MAX_ROWS);
     if (prompts.length * n > MAX_ROWS) throw new BadRequest(`${prompts.length} prompts × n ${n} is over ${MAX_ROWS} continuations in one request`, 'n');
-    const r: RowSettings = {
-      maxNewTokens: intField(body.max_tokens, 'max_tokens', 1, 16),
-      temperature: numField(body.temperature, 'temperature', (x) => x >= 0, 'a number ≥ 0', 1),
-      topP: numField(body.top_p, 'top_p', (x) => x > 0 && x <= 1, 'in (0, 1]', 1),
-      stop: stringsField(body.stop, 'stop'),
-      stopIds: idsField(body.stop_token_ids, 'stop_token_ids', this.vocabSize),
-      ignoreEos: body.ignore_eos === true,
-      seed: body.seed === undefined || body.seed === null ? null : intField(body.seed, 'seed', 0, 0),
-    };
+    const r = this.commonRow(body, { maxNewTokens: ['max_tokens', 1, 16], seed: 'seed' });
     for (const prompt of prompts) this.checkLength(prompt, r.maxNewTokens, 'prompt');
     const includeStop = body.include_stop_str_in_output === true;
     const started = Math.floor(Date.now() / 1000);
@@ -666,9 +676,9 @@ export class CreditLensServer {
       promptTokens += prompts[i].length;
       return cs.map((c, j) => {
         completionTokens += c.ids.length;
-        const [finish, stopReason] = this.finishOf(c, r).vllm;
-        let text = this.m.tokenizer.decode(c.ids);
-        if (!includeStop && typeof stopReason === 'string') text = text.slice(0, text.indexOf(stopReason));
+        const f = this.finishOf(c, r);
+        const [finish, stopReason] = f.vllm;
+        const text = includeStop ? f.text : f.withoutStop;
         const choice: Record<string, unknown> = { index: i * n + j, text, finish_reason: finish, stop_reason: stopReason, prompt_logprobs: null };
         choice.logprobs =
           logprobs === null

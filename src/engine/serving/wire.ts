@@ -160,8 +160,7 @@ export function errorMessage(body: unknown): string | null {
  * given up. The prompt stays in its radix cache (the match is capped at logprob_start_len). Temperature 1, at which its
  * log-probs and the original ones agree.
  */
-export function sglangScoreBody(items: ScoreItem | ScoreItem[], topK: number): Record<string, unknown> {
-  const list = Array.isArray(items) ? items : [items];
+export function sglangScoreBody(list: ScoreItem[], topK: number): Record<string, unknown> {
   return {
     input_ids: list.map((item) => [...item.prefix, ...item.ids]),
     sampling_params: { max_new_tokens: 0, temperature: 1 },
@@ -172,8 +171,7 @@ export function sglangScoreBody(items: ScoreItem | ScoreItem[], topK: number): R
 }
 
 /** Each item's log-probs and top K from a /generate scoring batch, or a message naming what is missing. */
-export function parseSglangScore(body: unknown, items: ScoreItem | ScoreItem[], topK: number): ScoredTokens[] | string {
-  const list = Array.isArray(items) ? items : [items];
+export function parseSglangScore(body: unknown, list: ScoreItem[], topK: number): ScoredTokens[] | string {
   const results = Array.isArray(body) ? body : [body];
   if (results.length !== list.length) return `expected ${list.length} results, got ${results.length}`;
   const out: ScoredTokens[] = [];
@@ -215,8 +213,7 @@ function parseOneScore(r: unknown, item: ScoreItem, topK: number): ScoredTokens 
  * holds the given token, with its rank, and the top K). Such a request skips the prefix cache (SERVING.md): its whole
  * prefill is recomputed.
  */
-export function vllmScoreBody(items: ScoreItem | ScoreItem[], topK: number, model: string): Record<string, unknown> {
-  const list = Array.isArray(items) ? items : [items];
+export function vllmScoreBody(list: ScoreItem[], topK: number, model: string): Record<string, unknown> {
   const prompts = list.map((item) => [...item.prefix, ...item.ids]);
   return {
     model,
@@ -232,8 +229,7 @@ export function vllmScoreBody(items: ScoreItem | ScoreItem[], topK: number, mode
 }
 
 /** Each item's log-probs and top K from the choices (by index) of a scoring request, or a message naming what is missing. */
-export function parseVllmScore(body: unknown, items: ScoreItem | ScoreItem[], topK: number): ScoredTokens[] | string {
-  const list = Array.isArray(items) ? items : [items];
+export function parseVllmScore(body: unknown, list: ScoreItem[], topK: number): ScoredTokens[] | string {
   const choices = isObj(body) && Array.isArray(body.choices) ? body.choices.filter(isObj) : [];
   if (choices.length !== list.length) return `expected ${list.length} choices with prompt_logprobs, got ${choices.length}`;
   const byIndex = new Map(choices.map((c, k) => [Number.isInteger(c.index) ? (c.index as number) : k, c]));
