@@ -25,15 +25,38 @@ const TFJS = /(^|\/)node_modules\/@tensorflow\//;
  * src/engine's folders, lowest first. Each may import only from itself and those before it:
  *   core       errors, RNG, statistics, zod field builders, atomic writes: what everything needs and nothing owns;
  *   model      the transformer, tokenizers, kernels and op tables, the tensor file format, the importance net;
- *   tasks      prompts, rewards, sections; rundir the run directory's files; oracle CAL's error-span oracles;
+ *   tasks      prompts, rewards, sections; rundir the run directory's files;
+ *   tracking   where metrics go beside metrics.jsonl: TensorBoard event files, an MLflow server;
+ *   oracle     CAL's error-span oracles;
  *   credit     the strategies and their catalog; losses the policy-loss variants; config the schema built from both;
  *   session    what every consumer needs to run a model on a task: the session, rollouts, reward shaping, token log;
  *   serving    inference servers (SGLang, vLLM) as samplers, and `credit-lens serve`;
  *   importance, import, probe, analysis, query: consumers of sessions and run directories;
  *   train      the GRPO loop and step; sweep runs of train; bench times all of it; cli the commands.
  */
-export const ENGINE_ORDER = ['core', 'model', 'tasks', 'rundir', 'oracle', 'credit', 'losses', 'config', 'session', 'serving', 'importance', 'import',
-  'probe', 'analysis', 'query', 'train', 'sweep', 'bench', 'cli', '(root)'];
+export const ENGINE_ORDER = [
+  'core',
+  'model',
+  'tasks',
+  'rundir',
+  'tracking',
+  'oracle',
+  'credit',
+  'losses',
+  'config',
+  'session',
+  'serving',
+  'importance',
+  'import',
+  'probe',
+  'analysis',
+  'query',
+  'train',
+  'sweep',
+  'bench',
+  'cli',
+  '(root)',
+];
 /** The engine folder of a source path: its first folder under src/engine, or (root) for a file directly in it. */
 const engineFolder = (/** @type {string} */ p) => (p.startsWith('src/engine/') ? (/^src\/engine\/([^/]+)\//.exec(p)?.[1] ?? '(root)') : undefined);
 const BUILTIN = new Set(builtinModules);
@@ -55,7 +78,8 @@ function rule(from, target, external) {
       if (target === 'vscode') return 'src/engine must not import vscode (the engine runs without VS Code)';
       return undefined;
     case 'webviews':
-      if (to === 'engine' || to === 'extension') return `src/webviews must not import src/${to} (webviews run in the browser; share types through src/protocol)`;
+      if (to === 'engine' || to === 'extension')
+        return `src/webviews must not import src/${to} (webviews run in the browser; share types through src/protocol)`;
       if (target === 'vscode') return 'src/webviews must not import vscode (webviews talk to the extension by messages)';
       if (builtin) return 'src/webviews must not import a Node built-in (webviews run in the browser)';
       if (TFJS.test(target)) return 'src/webviews must not import TensorFlow.js';
@@ -93,8 +117,10 @@ export function layerViolations(layer, metafile) {
       for (const imp of info.imports) {
         const rest = chain.get(imp.path);
         if (imp.external || layerOf(imp.path) === 'extension' || !rest) continue;
-        out.push(`${file} → ${[imp.path, ...rest].map(show).join(' → ')}: the extension may import only ` +
-          'engine modules that load no TensorFlow.js (rundir readers, config, catalogs); move what it needs into one');
+        out.push(
+          `${file} → ${[imp.path, ...rest].map(show).join(' → ')}: the extension may import only ` +
+            'engine modules that load no TensorFlow.js (rundir readers, config, catalogs); move what it needs into one',
+        );
       }
     }
     if (!out.length && Object.keys(inputs).some((p) => TFJS.test(p))) out.push('the extension bundle contains TensorFlow.js');
@@ -158,7 +184,8 @@ function cycles(inputs) {
       on.delete(w);
       comp.push(w);
     } while (w !== v);
-    if (comp.length > 1 || (next.get(v) ?? []).includes(v)) out.push(`a circle of imports: ${shortestCircle(v, new Set(comp), next).join(' → ')}; break it (no module may load itself through others)`);
+    if (comp.length > 1 || (next.get(v) ?? []).includes(v))
+      out.push(`a circle of imports: ${shortestCircle(v, new Set(comp), next).join(' → ')}; break it (no module may load itself through others)`);
   };
   for (const p of ours) if (!index.has(p)) visit(p);
   return out;
@@ -240,8 +267,10 @@ export async function checkTree(root) {
       results.push({ layer, lines: layerViolations(layer, r.metafile) });
     } catch (err) {
       const e = /** @type {{ errors?: import('esbuild').Message[] }} */ (err);
-      results.push({ layer, lines: (e.errors ?? [{ text: String(err), location: null }]).map((x) =>
-        `${x.location ? `${x.location.file}:${x.location.line}: ` : ''}${x.text}`) });
+      results.push({
+        layer,
+        lines: (e.errors ?? [{ text: String(err), location: null }]).map((x) => `${x.location ? `${x.location.file}:${x.location.line}: ` : ''}${x.text}`),
+      });
     }
   }
   return summarize(results);

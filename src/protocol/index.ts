@@ -49,6 +49,8 @@ export interface RunInfo {
   task?: TaskIdentity;
   /** set when the run was made by `credit-lens import` from another trainer's rollouts, not trained here */
   imported?: ImportedInfo;
+  /** logging.mlflow: the MLflow run this run logs to (a resume goes on logging there) */
+  mlflow?: { tracking_uri: string; experiment_id: string; run_id: string };
 }
 
 /** Where an imported run's rollouts came from and how they were scored (run.json `imported`). */

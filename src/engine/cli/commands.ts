@@ -92,6 +92,11 @@ export const COMMANDS: readonly Command[] = [
     run: async (a, u) => (await run()).cmdBench(a, u),
   },
   { name: 'schema', usage: ['schema [--out file]'], run: async (a, u) => (await run()).cmdSchema(a, u) },
+  {
+    name: 'export',
+    usage: ['export tensorboard <run-dir>... [--replace] [--json]'],
+    run: async (a, u) => (await data()).cmdExport(a, u),
+  },
 ];
 
 /** Every command's usage, as `credit-lens help` prints it. */

@@ -209,3 +209,33 @@ export async function cmdImport(argv: string[]): Promise<number> {
   }
   return 0;
 }
+
+/**
+ * `credit-lens export tensorboard <run-dir>...`: TensorBoard event files for runs made before runs wrote them (or again,
+ * with --replace). Each run is reported; one that cannot be exported does not stop the others.
+ */
+export async function cmdExport(argv: string[], usage: string): Promise<number> {
+  const a = parseArgs(argv, { valued: [], boolean: ['replace', 'json'] }, usage);
+  const [what, ...dirs] = a.positional;
+  if (what !== 'tensorboard')
+    throw new UserError(`export: unknown target ${what === undefined ? '(none)' : JSON.stringify(what)}; expected tensorboard\n${usage}`);
+  if (!dirs.length) throw new UserError(`export tensorboard needs at least one run directory\n${usage}`);
+  const { exportTensorboard } = await import('../tracking/export');
+  const results: unknown[] = [];
+  let failed = 0;
+  for (const dir of dirs) {
+    try {
+      const r = exportTensorboard(dir, { replace: a.flags.has('replace') });
+      results.push(r);
+      if (!a.flags.has('json')) console.log(`${dir}: ${r.rows} metrics rows, histograms of ${r.histogramSteps} steps → ${r.files.join(', ')}`);
+    } catch (e) {
+      if (!(e instanceof UserError)) throw e;
+      failed++;
+      results.push({ runDir: dir, error: e.message });
+      process.stderr.write(`error: ${e.message}\n`);
+    }
+  }
+  if (a.flags.has('json')) console.log(JSON.stringify(results));
+  else if (dirs.length > 1 || !failed) console.log(`view with: tensorboard --logdir ${dirs.length === 1 ? dirs[0] : '<their folder>'}`);
+  return failed ? 2 : 0;
+}

@@ -18,6 +18,7 @@ import { groupAdvantages } from '../credit/advantages';
 import type { Section, Tokenizer, TokenSpan } from '../core/types';
 import { ENGINE_VERSION } from '../core/version';
 import { appendMetrics, createRunDir, openEngineLog, writeRunInfo } from '../rundir/rundir';
+import { RunTrackers } from '../tracking/trackers';
 import { acquireRunLock } from '../rundir/run_lock';
 import { computeSections, tokenType } from '../tasks/sections';
 import type { Episode } from '../session/rollout';
@@ -178,6 +179,8 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   const sc = await openScoring(o, cfg, read.format, log);
   const { runDir, info, elog, release } = startImportRun(o, cfg, source, read, sc);
   const problems = [...read.problems];
+  // TensorBoard only: an import is not a training run to track on a lab's MLflow server
+  const trackers = new RunTrackers({ runDir, runName: info.name, logging: { tensorboard: cfg.logging.tensorboard }, log });
   try {
     // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
     const templater = new PromptTemplater(sc.scorer?.tokenizer instanceof HfTokenizer ? sc.scorer.tokenizer : null, o.chatTemplate ?? 'auto');
@@ -210,7 +213,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
         scored(eps.length);
       } else if (sc.server) await scoreStepOnServer(eps, sc.server, cfg, sc.topK, { cancelled, scored, stopped: () => !!o.signal?.aborted });
       else await scoreStep(eps, sc.scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
-      writeStep(runDir, step, eps, cfg.grpo.temperature);
+      writeStep(runDir, step, eps, cfg.grpo.temperature, trackers);
     }
 
     for (const p of problems) elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
@@ -235,6 +238,7 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
     writeRunInfo(runDir, { ...info, status: e instanceof StoppedError ? 'stopped' : 'failed', ended: new Date().toISOString(), error: msg });
     throw e;
   } finally {
+    trackers.close();
     elog.close();
     release();
     sc.scorer?.dispose();
@@ -530,7 +534,7 @@ function episodesByStep(
 }
 
 /** One step's token and episode tables (the trainer's own writer) and its metrics row. */
-function writeStep(runDir: string, step: number, eps: Pending[], temperature: number): void {
+function writeStep(runDir: string, step: number, eps: Pending[], temperature: number, trackers: RunTrackers): void {
   const episodes = eps.map((e): Episode => ({
     example: { id: e.promptIdx, prompt: e.rec.prompt },
     promptIds: e.promptIds,
@@ -558,7 +562,7 @@ function writeStep(runDir: string, step: number, eps: Pending[], temperature: nu
     ),
     ...(extraNames.length ? { extra: Object.fromEntries(extraNames.map((n) => [n, eps.map((e) => e.extra?.[n] ?? e.ids.map(() => null))])) } : {}),
   };
-  logTables(runDir, step, episodes, tok);
+  trackers.tokens(step, logTables(runDir, step, episodes, tok));
   const rewards = eps.map((e) => e.reward).filter(Number.isFinite);
   const ents = eps.flatMap((e) => e.entropy!).filter(Number.isFinite);
   const row: MetricsRow = {
@@ -583,6 +587,7 @@ function writeStep(runDir: string, step: number, eps: Pending[], temperature: nu
     if (v.length) row[`${n}_mean`] = v.reduce((a, b) => a + b, 0) / v.length;
   }
   appendMetrics(runDir, row);
+  trackers.metrics(row);
 }
 
 // ---- the command line ----

@@ -334,7 +334,8 @@ export function tablesIdentity(runDir: string): string {
 export const ABANDONED_DIR = 'abandoned';
 
 /**
- * A restart in place of a run that died before its first checkpoint: every step-keyed file and metrics.jsonl go to
+ * A restart in place of a run that died before its first checkpoint: every step-keyed file, metrics.jsonl and the
+ * TensorBoard events go to
  * `<run>/abandoned/<ts>/`, so the new attempt starts from an empty run directory. Returns the folder, or null when
  * there was nothing to move.
  */
@@ -346,6 +347,8 @@ export function setAsideForRestart(runDir: string, now = new Date()): string | n
       dest = claimFolder(join(runDir, ABANDONED_DIR, runTimestamp(now)));
     }
     renameWithRetry(join(runDir, METRICS_JSONL), join(dest, METRICS_JSONL));
+    // the dead attempt's TensorBoard events would be read as this run's first steps
+    if (existsSync(join(runDir, 'tensorboard'))) renameWithRetry(join(runDir, 'tensorboard'), join(dest, 'tensorboard'));
   }
   return dest;
 }

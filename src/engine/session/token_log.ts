@@ -1,5 +1,5 @@
 // The per-step token and episode tables of a GRPO step (DESIGN §5): what the heatmaps and the analysis read.
-import { allocTokenColumns, writeEpisodeTable, writeTokenTable } from '../rundir/arrow_tables';
+import { allocTokenColumns, writeEpisodeTable, writeTokenTable, type TokenColumns } from '../rundir/arrow_tables';
 import { type Episode } from './rollout';
 import { stepFile } from '../rundir/rundir';
 import { answerStatus } from '../tasks/sections';
@@ -45,7 +45,8 @@ export function logsTables(logging: { tokens: boolean; every: number }, step: nu
   return logging.tokens && step % logging.every === 0;
 }
 
-export function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): void {
+/** Writes step `step`'s token and episode tables; returns the token columns written (for the trackers' histograms). */
+export function logTables(runDir: string, step: number, episodes: Episode[], tok: TokenLog): TokenColumns {
   let n = 0;
   for (const e of episodes) n += e.ids.length;
   const cols = allocTokenColumns(n);
@@ -93,7 +94,8 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     grad_norm: tok.gradNorm ? cols.grad_norm : null,
     realized: tok.realized ? cols.realized : null,
   };
-  writeTokenTable(stepFile(runDir, 'tokens', step), extra ? { ...written, extra } : written);
+  const table: TokenColumns = extra ? { ...written, extra } : written;
+  writeTokenTable(stepFile(runDir, 'tokens', step), table);
   writeEpisodeTable(stepFile(runDir, 'episodes', step), {
     step: new Int32Array(episodes.length).fill(step),
     episode: Int32Array.from(episodes.map((_, i) => i)),
@@ -110,4 +112,5 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     truncated: episodes.map((e) => e.truncated ?? null),
     status: episodes.map((e) => (e.truncated === undefined ? null : answerStatus(e.text, e.success, e.truncated))),
   });
+  return table;
 }

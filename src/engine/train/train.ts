@@ -43,6 +43,7 @@ import { RolloutServer } from '../serving/rollout_sync';
 import { unlessStopped } from '../model/sampler';
 import { logsTables, logTables } from '../session/token_log';
 import { ensureWarmStart, fromWarmStart } from './warm_start';
+import { RunTrackers } from '../tracking/trackers';
 
 export { grpoStep, StepCancelled, type GrpoStepOptions } from './grpo_step';
 export { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
@@ -250,7 +251,10 @@ async function trainIn(
     const err = diskFullError(e, (e as NodeJS.ErrnoException).path ?? runDir);
     // (a full disk is not a refusal: the run may have changed, and failRun says so)
     if (before && !started && isUserError(err) && !isDiskFull(e)) refuseResume(run, err, before);
-    else failRun(run, err);
+    else {
+      failRun(run, err);
+      await endTrackers(run, 'FAILED');
+    }
     throw err;
   } finally {
     run.close();
@@ -267,6 +271,8 @@ class Run {
   initialEval: number | null = null;
   finalEval: number | null = null;
   metricsRows = 0;
+  /** TensorBoard and MLflow (logging.tensorboard, logging.mlflow), opened once the resume point is known */
+  trackers: RunTrackers | null = null;
   private nonFinite = 0;
 
   constructor(
@@ -294,6 +300,7 @@ class Run {
   emit(row: MetricsRow): void {
     appendMetrics(this.runDir, row);
     this.metricsRows++;
+    this.trackers?.metrics(row);
     this.reporter.metrics(this.runDir, row);
   }
 
@@ -313,6 +320,7 @@ class Run {
   }
 
   close(): void {
+    this.trackers?.close();
     this.elog.close();
     this.sftOpt.dispose();
     this.grpoOpt.dispose();
@@ -350,6 +358,9 @@ function openRun(opts: TrainOptions, cfg: CreditConfig, runDir: string, resumeFr
     resumed_from: resumeFrom,
     config_path: opts.configPath,
   };
+  // a resume logs on in the MLflow run it logged to
+  const mlflow = resumeFrom ? readRunInfo(runDir)?.mlflow : undefined;
+  if (mlflow) info.mlflow = mlflow;
   const unset = secretVars.find((v) => !process.env[v.env]);
   // checked before run.json is written: a resume refused for it leaves the run's record as it was
   if (!unset || !resumeFrom) writeRunInfo(runDir, info);
@@ -388,6 +399,19 @@ async function startRun(
   run.reporter.started({ runDir, id: info.id, name: cfg.name, backend: s.backend.backend, totalSteps: cfg.sft.steps + cfg.grpo.steps });
   const start = await restore({ s, cfg, head: run.head, sftOpt: run.sftOpt, grpoOpt: run.grpoOpt, runDir, resumeFrom, resumed, log: (l, m) => run.log(l, m) });
   ({ progress: run.progress, initialEval: run.initialEval, metricsRows: run.metricsRows } = start);
+  run.trackers = new RunTrackers({
+    runDir,
+    runName: cfg.name,
+    logging: cfg.logging,
+    config: redactConfig(cfg),
+    resume: resumeFrom ? { phase: run.progress.phase === 'sft' ? 'sft' : 'grpo', step: run.progress.step } : null,
+    mlflowRun: info.mlflow ?? null,
+    onMlflowRun: (ref) => {
+      info.mlflow = ref;
+      writeRunInfo(runDir, info);
+    },
+    log: (l, m) => run.log(l, m),
+  });
   return start;
 }
 
@@ -454,7 +478,7 @@ async function grpoPhase(
         if (e instanceof StepCancelled) break;
         throw e;
       }
-      if (logsTables(cfg.logging, step)) logTables(runDir, step, r.episodes, r.tok);
+      if (logsTables(cfg.logging, step)) run.trackers?.tokens(step, logTables(runDir, step, r.episodes, r.tok));
       if (server) {
         try {
           await sync(step);
@@ -508,10 +532,35 @@ async function finishRun(run: Run): Promise<TrainResult> {
   info.ended = new Date().toISOString();
   writeRunInfo(runDir, info);
   run.log('info', `${info.status} at ${run.progress.phase} step ${run.progress.step}; checkpoint ${ck}`);
+  await endTrackers(run, stopped ? 'KILLED' : 'FINISHED');
   run.ctl.settle(ck);
   run.reporter.finished({ status: info.status, runDir });
   return { runDir, status: info.status, finalEval: run.finalEval, initialEval: run.initialEval };
 }
+
+/**
+ * The trackers' end: MLflow gets run.json and, for a run that trained, the credit analysis as artifacts, then its status
+ * (a bounded wait; what a dead server did not take stays in the run directory).
+ */
+async function endTrackers(run: Run, status: 'FINISHED' | 'FAILED' | 'KILLED'): Promise<void> {
+  const t = run.trackers;
+  if (!t) return;
+  if (t.mlflow) {
+    t.artifact('run.json', JSON.stringify(redactedInfo(run), null, 2) + '\n');
+    if (status !== 'FAILED' && run.progress.phase === 'grpo' && run.progress.step > 0) {
+      try {
+        const { analyzeRun } = await import('../analysis/analysis');
+        const { analysisToMarkdown } = await import('../analysis/markdown');
+        t.artifact('analysis.md', analysisToMarkdown(analyzeRun(run.runDir, {})));
+      } catch (e) {
+        run.log('info', `MLflow: no analysis artifact (${(e as Error).message})`);
+      }
+    }
+  }
+  await t.end(status);
+}
+
+const redactedInfo = (run: Run): RunInfo => JSON.parse(redactSecrets(JSON.stringify(run.info), run.secrets)) as RunInfo;
 
 /** run.json failed with the error (a user error as it is, any other as an internal error with its stack in the log). */
 function failRun(run: Run, e: unknown): void {
