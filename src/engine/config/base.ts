@@ -310,7 +310,11 @@ const loggingSchema = section(
         .strictObject({
           tracking_uri: z
             .string()
-            .regex(/^https?:\/\/[^\s@/]+(\/\S*)?$/)
+            .regex(/^https?:\/\/[^\s@/]+(\/\S*)?$/, {
+              message:
+                'an http:// or https:// URL without user:password@ (config.yaml is copied into the run: credentials go in ' +
+                'MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD)',
+            })
             .describe("The tracking server's URL, e.g. http://mlflow.lab:5000 (credentials go in MLFLOW_TRACKING_TOKEN, not here)."),
           experiment: z.string().min(1).describe('Experiment the run goes to; created when it does not exist.').default('credit-lens'),
         })

@@ -118,13 +118,17 @@ export class MlflowTracker {
   private dropped = 0;
   private worker: Promise<void> | null = null;
   private inFlight: Op | null = null;
+  /** params of a new MLflow run not sent yet */
+  private paramsLeft: { key: string; value: string }[] = [];
   private warned = false;
   private readonly base: string;
   private readonly headers: Record<string, string>;
   private readonly backoff: [number, number];
   private readonly timeoutMs: number;
-  /** set by close(): the worker gives up its retries */
+  /** set by end(): the worker gives up its retries */
   private closing = false;
+  /** whether the server has answered anything (an error included) */
+  private answered = false;
 
   constructor(
     readonly settings: MlflowSettings,
@@ -178,10 +182,11 @@ export class MlflowTracker {
    * Sets the run's final status after what is queued, and waits up to `waitMs` for the queue to empty. What has not gone
    * by then is given up, with a warning: the run's own files hold it.
    */
-  async end(status: MlflowStatus, waitMs = 10_000): Promise<void> {
+  async end(status: MlflowStatus, waitMs?: number): Promise<void> {
     this.queue.push({ kind: 'end', status });
     this.kick();
-    const deadline = Date.now() + waitMs;
+    // a server that never answered gets a short wait: the run's end is not held up for it
+    const deadline = Date.now() + (waitMs ?? (this.answered ? 10_000 : 2_000));
     while ((this.queue.length || this.worker) && Date.now() < deadline) await sleep(20, true);
     this.closing = true;
     if (this.queue.length)
@@ -243,6 +248,7 @@ export class MlflowTracker {
 
   private async send(op: Op): Promise<void> {
     const ref = await this.ensureRun();
+    await this.sendParams(ref.run_id);
     if (op.kind === 'metrics') {
       // each batch leaves the queue once sent, so a retry after a later one failed does not send it twice
       for (const b of logBatches(ref.run_id, op.metrics)) {
@@ -289,17 +295,25 @@ export class MlflowTracker {
     this.artifactUri = created.run?.info?.artifact_uri ?? '';
     this.o.onRun?.(this.ref);
     this.o.log('info', `MLflow: logging to run ${runId} of experiment ${this.settings.experiment} at ${this.base}`);
-    const params = Object.entries(this.o.params).map(([key, value]) => ({ key, value }));
-    // params go once, in batches of their own: a refused one must not take metrics down with it
-    for (const b of logBatches(runId, [], params)) {
+    this.paramsLeft = Object.entries(this.o.params).map(([key, value]) => ({ key, value }));
+    return this.ref;
+  }
+
+  /**
+   * The params, once, in batches of their own (a refused one must not take metrics down with it), each leaving the list
+   * once sent, so a retry after a failure sends the rest.
+   */
+  private async sendParams(runId: string): Promise<void> {
+    while (this.paramsLeft.length) {
+      const batch = this.paramsLeft.slice(0, LOG_BATCH_LIMITS.params);
       try {
-        await this.call('POST', 'runs/log-batch', b.body);
+        await this.call('POST', 'runs/log-batch', logBatches(runId, [], batch)[0].body);
       } catch (e) {
         if (retryable(e)) throw e;
         this.o.log('warn', `MLflow at ${this.base} refused the run's params: ${(e as Error).message}`);
       }
+      this.paramsLeft.splice(0, batch.length);
     }
-    return this.ref;
   }
 
   private async experimentId(): Promise<string> {
@@ -347,6 +361,7 @@ export class MlflowTracker {
       const cause = (e as { cause?: { code?: string; message?: string } }).cause;
       throw new Error(`${method} ${url.replace(this.base, '')}: ${cause?.code ?? cause?.message ?? (e as Error).message}`);
     }
+    this.answered = true;
     const text = await res.text().catch(() => '');
     if (!res.ok) {
       let code = '';
