@@ -170,6 +170,8 @@ function emptyResult() {
     grpo_step_backend: null as string | null,
     /** logging.realized_credit's extra forward pass in that step: its seconds and its share of the step */
     realized_credit: null as { seconds: number; share_of_step: number } | null,
+    /** logging.tensorboard's cost in that step: histograms and scalars encoded and appended, and its share of the step */
+    tensorboard: null as { seconds: number; share_of_step: number } | null,
     analysis_1m_rows_s: null as number | null,
     /** Browse Rollouts' queries on a million token rows */
     rollouts_1m: null as import('./query').RolloutsBench | null,
@@ -372,6 +374,32 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
           ? `, of which realized credit's re-scoring pass ${result.realized_credit.seconds.toFixed(3)} s (${(100 * result.realized_credit.share_of_step).toFixed(1)} %)`
           : ''),
     );
+    // logging.tensorboard's share of the step: the step's histograms and scalars encoded and appended to an event file
+    // (the token table itself is written either way), the median of 20 writes of the last step's columns
+    if (last) {
+      const { mkdirSync, mkdtempSync, rmSync } = await import('node:fs');
+      const { tmpdir } = await import('node:os');
+      const { logTables } = await import('../session/token_log');
+      const { RunTrackers } = await import('../tracking/trackers');
+      const dir = mkdtempSync(join(tmpdir(), 'cl-bench-tb-'));
+      try {
+        for (const sub of ['tokens', 'episodes']) mkdirSync(join(dir, sub));
+        const cols = logTables(dir, 2, last.episodes, last.tok);
+        const trackers = new RunTrackers({ runDir: dir, runName: 'bench', logging: { tensorboard: true }, log: () => {} });
+        const tb: number[] = [];
+        for (let i = 0; i < 20; i++) {
+          const t0 = performance.now();
+          trackers.tokens(2 + i, cols);
+          trackers.metrics({ ...last.row, step: 2 + i });
+          tb.push((performance.now() - t0) / 1000);
+        }
+        trackers.close();
+        result.tensorboard = { seconds: median(tb), share_of_step: median(tb) / result.grpo_step_s };
+        say(`TensorBoard logging of that step (histograms of ${cols.contribution.length} tokens, ${Object.keys(last.row).length} scalars): ${(1000 * result.tensorboard.seconds).toFixed(2)} ms, ${(100 * result.tensorboard.share_of_step).toFixed(2)} % of the step`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
     // A probe of that step's completions, as `credit-lens probe --episodes 32 --rollouts 8` runs it. The example's
     // policy here is untrained (no SFT), so completions run long: a harder case than a trained run's.
     if (last) {
