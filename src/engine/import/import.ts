@@ -172,77 +172,154 @@ export function lastOf(xs: Iterable<number>): number | null {
 }
 
 export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
-  const log = o.log ?? (() => {});
   const cfg = importConfig(o);
   const source = resolve(o.source);
   const read = await readChecked(o, cfg, source);
-  const sc = await openScoring(o, cfg, read.format, log);
-  const { runDir, info, elog, release } = startImportRun(o, cfg, source, read, sc);
-  const problems = [...read.problems];
-  // TensorBoard only: an import is not a training run to track on a lab's MLflow server
-  const trackers = new RunTrackers({ runDir, runName: info.name, logging: { tensorboard: cfg.logging.tensorboard }, log });
+  const imp = await Importer.open(o, cfg, source, read);
   try {
+    await imp.addRecords(read.records);
+    if (imp.total === 0)
+      throw new UserError(`import: every one of the ${imp.problems.length} completions was skipped; nothing to show${firstProblems(imp.problems)}`);
+    return imp.complete();
+  } catch (e) {
+    imp.fail(e);
+    throw e;
+  } finally {
+    await imp.close();
+  }
+}
+
+/**
+ * One import's run directory and what fills it, step by step: the whole source at once (importRollouts), or steps as a
+ * trainer writes them (follow.ts). Prompt indices, problems and counts carry over between calls, so a step imported
+ * later reads as if it had been imported with the rest.
+ */
+export class Importer {
+  total = 0;
+  readonly steps: number[] = [];
+  readonly problems: ImportProblem[];
+  private readonly promptIndex = new Map<string, number>();
+  private readonly templater: PromptTemplater;
+  private readonly trackers: RunTrackers;
+  private done = 0;
+
+  private constructor(
+    readonly o: ImportOptions,
+    readonly cfg: CreditConfig,
+    readonly format: ImportFormat,
+    readonly runDir: string,
+    readonly info: RunInfo,
+    private readonly elog: ReturnType<typeof openEngineLog>,
+    private readonly release: () => void,
+    private readonly sc: Scoring,
+    problems: ImportProblem[],
+  ) {
+    this.problems = [...problems];
+    this.templater = new PromptTemplater(sc.scorer?.tokenizer instanceof HfTokenizer ? sc.scorer.tokenizer : null, o.chatTemplate ?? 'auto');
+    // TensorBoard only: an import is not a training run to track on a lab's MLflow server
+    this.trackers = new RunTrackers({ runDir, runName: info.name, logging: { tensorboard: cfg.logging.tensorboard }, log: o.log ?? (() => {}) });
+  }
+
+  static async open(
+    o: ImportOptions,
+    cfg: CreditConfig,
+    source: string,
+    read: { format: ImportFormat; files: string[]; problems: ImportProblem[] },
+  ): Promise<Importer> {
+    const log = o.log ?? (() => {});
+    const sc = await openScoring(o, cfg, read.format, log);
+    const { runDir, info, elog, release } = startImportRun(o, cfg, source, read, sc);
+    return new Importer(o, cfg, read.format, runDir, info, elog, release, sc, read.problems);
+  }
+
+  /** Imports the steps of `records` (whole steps, ascending; each step once), scoring them where they need it. */
+  async addRecords(records: ImportedRecord[], problems: ImportProblem[] = []): Promise<number[]> {
+    const { o, cfg, sc } = this;
+    this.problems.push(...problems);
     // Episodes by step; within a step, members of a group are consecutive (logTables' and the analysis' layout).
-    const templater = new PromptTemplater(sc.scorer?.tokenizer instanceof HfTokenizer ? sc.scorer.tokenizer : null, o.chatTemplate ?? 'auto');
-    const byStep = episodesByStep(read.records, {
+    const byStep = episodesByStep(records, {
       encoder: sc.encoder,
       tokenizer: sc.tokenizer,
       cfg,
       threshold: o.successThreshold ?? 0.5,
-      templater,
-      problems,
+      templater: this.templater,
+      problems: this.problems,
+      promptIndex: this.promptIndex,
     });
-    const total = [...byStep.values()].reduce((a, e) => a + e.length, 0);
-    if (total === 0) throw new UserError(`import: every one of the ${problems.length} completions was skipped; nothing to show${firstProblems(problems)}`);
-
+    const total = this.total + [...byStep.values()].reduce((a, e) => a + e.length, 0);
     // Scoring is synchronous: each batch first lets the event loop run, so a SIGTERM's handler can abort.
-    let done = 0;
     const cancelled = async () => {
       await new Promise((r) => setImmediate(r));
-      if (o.signal?.aborted) throw new StoppedError(`import cancelled after ${done} of ${total} completions; run it again to import them all`);
+      if (o.signal?.aborted) throw new StoppedError(`import cancelled after ${this.done} of ${total} completions; run it again to import them all`);
     };
     const scored = (n: number) => {
-      done += n;
-      o.progress?.(done, total);
+      this.done += n;
+      o.progress?.(this.done, total);
     };
-    o.progress?.(0, total);
+    o.progress?.(this.done, total);
     for (const [step, eps] of byStep) {
       await cancelled();
-      if (read.format === 'prime') {
+      if (this.format === 'prime') {
         weighFromFile(eps, cfg);
         scored(eps.length);
       } else if (sc.server) await scoreStepOnServer(eps, sc.server, cfg, sc.topK, { cancelled, scored, stopped: () => !!o.signal?.aborted });
       else await scoreStep(eps, sc.scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
-      writeStep(runDir, step, eps, cfg.grpo.temperature, trackers);
+      writeStep(this.runDir, step, eps, cfg.grpo.temperature, this.trackers);
+      this.total += eps.length;
+      this.steps.push(step);
+      this.info.last_step = step;
+      this.info.total_steps = this.steps.length;
+      this.info.imported = { ...this.info.imported!, records: this.total, skipped: this.problems.length };
+      writeRunInfo(this.runDir, this.info);
     }
+    return [...byStep.keys()];
+  }
 
-    for (const p of problems) elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
-    const templated = templater.summary();
-    if (templated) {
-      elog.write('info', templated);
-      log('info', templated);
+  /** The trainer's own metrics rows (its logger's file), as metrics.jsonl rows beside the imported steps'. */
+  addMetrics(rows: MetricsRow[]): void {
+    for (const row of rows) {
+      appendMetrics(this.runDir, row);
+      this.trackers.metrics(row);
     }
+  }
+
+  log(level: 'info' | 'warn', message: string): void {
+    this.elog.write(level, message);
+    this.o.log?.(level, message);
+  }
+
+  /** run.json completed, with the counts; the problems and the chat template's summary in engine.log. */
+  complete(): ImportResult {
+    const { info, problems } = this;
+    for (const p of problems) this.elog.write('warn', `skipped ${p.file}:${p.line}: ${p.reason}`);
+    const templated = this.templater.summary();
+    if (templated) this.log('info', templated);
     Object.assign(info, {
       status: 'completed',
       ended: new Date().toISOString(),
-      total_steps: byStep.size,
-      last_step: lastOf(byStep.keys()),
-      imported: { ...info.imported!, records: total, skipped: problems.length },
+      total_steps: this.steps.length,
+      last_step: lastOf(this.steps),
+      imported: { ...info.imported!, records: this.total, skipped: problems.length },
     });
-    writeRunInfo(runDir, info);
-    elog.write('info', `imported ${total} completions in ${byStep.size} step${byStep.size === 1 ? '' : 's'}; ${problems.length} skipped`);
-    return { runDir, format: read.format, records: total, skipped: problems.length, steps: [...byStep.keys()], problems: problems.slice(0, 20) };
-  } catch (e) {
+    writeRunInfo(this.runDir, info);
+    const n = this.steps.length;
+    this.elog.write('info', `imported ${this.total} completions in ${n} step${n === 1 ? '' : 's'}; ${problems.length} skipped`);
+    return { runDir: this.runDir, format: this.format, records: this.total, skipped: problems.length, steps: [...this.steps], problems: problems.slice(0, 20) };
+  }
+
+  /** run.json failed (or stopped, for a cancel), saying why. */
+  fail(e: unknown): void {
     const msg = (e as Error).message;
-    elog.write('error', msg);
-    writeRunInfo(runDir, { ...info, status: e instanceof StoppedError ? 'stopped' : 'failed', ended: new Date().toISOString(), error: msg });
-    throw e;
-  } finally {
-    trackers.close();
-    elog.close();
-    release();
-    sc.scorer?.dispose();
-    await sc.server?.close();
+    this.elog.write('error', msg);
+    writeRunInfo(this.runDir, { ...this.info, status: e instanceof StoppedError ? 'stopped' : 'failed', ended: new Date().toISOString(), error: msg });
+  }
+
+  async close(): Promise<void> {
+    this.trackers.close();
+    this.elog.close();
+    this.release();
+    this.sc.scorer?.dispose();
+    await this.sc.server?.close();
   }
 }
 
@@ -271,7 +348,13 @@ async function openScoring(o: ImportOptions, cfg: CreditConfig, format: ImportFo
 }
 
 /** The import's run folder, locked, with its engine log and run.json (running) and its config. */
-function startImportRun(o: ImportOptions, cfg: CreditConfig, source: string, read: Awaited<ReturnType<typeof readChecked>>, sc: Scoring) {
+function startImportRun(
+  o: ImportOptions,
+  cfg: CreditConfig,
+  source: string,
+  read: { format: ImportFormat; files: string[]; problems: ImportProblem[] },
+  sc: Scoring,
+) {
   const { scorer, server, topK } = sc;
   const name = o.name ?? `import-${basename(source, extname(source)).replace(/[^A-Za-z0-9._-]+/g, '-')}`;
   const runDir = createRunDir(resolve(o.out ?? cfg.output_dir), name);
@@ -457,11 +540,12 @@ function episodesByStep(
     threshold: number;
     templater: PromptTemplater;
     problems: ImportProblem[];
+    /** prompt (or prompt ids) → its index, kept across calls so that a later step's prompts keep their numbers */
+    promptIndex: Map<string, number>;
   },
 ): Map<number, Pending[]> {
-  const { encoder, tokenizer, cfg, threshold, templater, problems } = c;
+  const { encoder, tokenizer, cfg, threshold, templater, problems, promptIndex } = c;
   const plan = planSteps(records);
-  const promptIndex = new Map<string, number>();
   const byStep = new Map<number, Pending[]>();
   const skip = (r: ImportedRecord, reason: string) => problems.push({ file: r.file, line: r.line, reason });
   const maxSeq = encoder?.maxSeq ?? Infinity;
