@@ -73,6 +73,8 @@ export interface ImportedInfo {
   tokenizer?: string | null;
   /** how logged prompt texts were encoded (`--chat-template`), so a probe encodes the task's prompts the same way */
   chat_template?: 'auto' | 'apply' | 'as-logged';
+  /** `import --follow`: true while the import follows a run that is still training (its steps are added as they come) */
+  following?: boolean;
 }
 
 /** One line of `<run>/metrics.jsonl` (DESIGN §5). */

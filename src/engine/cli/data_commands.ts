@@ -135,11 +135,16 @@ export const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model
          [--format auto|verl|trl|prime|jsonl] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
          [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]
          [--chat-template auto|apply|as-logged] [--score-server URL [--server-api auto|sglang|vllm] [--server-concurrency C] [--top-k K]]
+         [--follow [--until-idle S]] [--metrics FILE|none]
   --score-server URL scores the tokens on an SGLang or vLLM server serving the policy, instead of --model: log-probs at
   temperature 1 and the top K (default 20) at each position, read with --tokenizer. Entropy and the gradient norm then
   come from the top K plus one bucket for the rest (columns entropy_topk, grad_norm_topk: lower bounds).
   --chat-template: a logged prompt without the model's chat-template markers (veRL and TRL ≤ 0.19 log prompts decoded with
-  skip_special_tokens) gets them back, or the template applied (auto, the default); apply always; as-logged never.`;
+  skip_special_tokens) gets them back, or the template applied (auto, the default); apply always; as-logged never.
+  --follow keeps importing as the folder grows (a run still training): a step once a later one appears or its files have
+  not changed for 10 s, until Ctrl-C or, with --until-idle S, until nothing new has come for S seconds.
+  --metrics FILE imports the trainer's own metrics (veRL's file logger JSONL, prime-rl's metrics.jsonl; found beside a
+  prime-rl folder without it; none: not at all).`;
 
 export async function cmdImport(argv: string[]): Promise<number> {
   const a = parseArgs(
@@ -160,8 +165,10 @@ export async function cmdImport(argv: string[]): Promise<number> {
         'server-api',
         'server-concurrency',
         'top-k',
+        'metrics',
+        'until-idle',
       ],
-      boolean: ['json', 'progress-json'],
+      boolean: ['json', 'progress-json', 'follow'],
     },
     IMPORT_USAGE,
   );
@@ -182,7 +189,21 @@ export async function cmdImport(argv: string[]): Promise<number> {
   const topK = intFlag(a, 'top-k', 1);
   if (!scoreServer && (a.flags.has('server-api') || concurrency !== undefined || topK !== undefined))
     throw new UserError('--server-api, --server-concurrency and --top-k go with --score-server URL');
-  const r = await importRollouts({
+  const follow = a.flags.has('follow');
+  const untilIdle = numFlag(a, 'until-idle', (x) => x > 0, 'a positive number of seconds');
+  if (untilIdle !== undefined && !follow) throw new UserError('--until-idle goes with --follow');
+  const metricsFlag = flag(a, 'metrics');
+  const log = (level: 'info' | 'warn', m: string) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`);
+  const run = follow
+    ? async (o: Parameters<typeof importRollouts>[0]) =>
+        (await import('../import/follow')).followImport({
+          ...o,
+          untilIdle,
+          onStep: (step, latency) => log('info', `step ${step} imported (${latency.toFixed(1)} s after it was whole)`),
+        })
+    : importRollouts;
+  const r = await run({
+    metrics: metricsFlag === 'none' ? null : metricsFlag,
     signal,
     scoreServer: scoreServer ? { url: scoreServer, api, concurrency } : undefined,
     topK,
@@ -196,8 +217,8 @@ export async function cmdImport(argv: string[]): Promise<number> {
     sets,
     successThreshold: numFlag(a, 'success-threshold', Number.isFinite, 'a number'),
     chatTemplate: choiceFlag(a, 'chat-template', ['auto', 'apply', 'as-logged'] as const, 'auto'),
-    progress,
-    log: (level, m) => process.stderr.write(`${level === 'warn' ? 'warning: ' : ''}${m}\n`),
+    progress: follow ? undefined : progress,
+    log,
   });
   if (a.flags.has('json')) console.log(JSON.stringify(r, null, 2));
   else {

@@ -98,17 +98,40 @@ export function listImportFiles(source: string): string[] {
   if (!out.length) throw new UserError(`import: no .jsonl, .json or .csv files under ${source}`);
   // A prime-rl output folder also holds logs and configs: when it has token exports, those are the rollouts.
   const exports = out.filter((f) => /(^|[/\\])token_exports[/\\]/.test(relativeTo(source, f)));
-  return exports.length ? exports : out;
+  if (exports.length) return exports;
+  const traces = primeTrainTraces(out.filter((f) => PRIME_TRACES.test(relativeTo(source, f)) || PRIME_TRACES.test(f)));
+  return traces.length ? traces : out;
+}
+
+/**
+ * prime-rl's episode files: `rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl` (its FileMonitor), one verifiers
+ * Episode record per line.
+ */
+export const PRIME_TRACES = /(^|[/\\])rollouts[/\\]step_\d+[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/;
+
+/**
+ * The training episodes of each step: the `effective` subset (the episodes the step trained on) where the step has
+ * one, else `all`; eval episodes are not training steps.
+ */
+export function primeTrainTraces(files: string[]): string[] {
+  const byStep = new Map<string, string[]>();
+  for (const f of files) {
+    const m = PRIME_TRACES.exec(f);
+    if (!m || m[2] !== 'train') continue;
+    const stepDir = f.slice(0, f.length - m[0].length) + m[0].replace(/[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/, '');
+    byStep.set(stepDir, [...(byStep.get(stepDir) ?? []), f]);
+  }
+  return [...byStep.values()].map((fs) => fs.find((f) => /[/\\]effective[/\\]/.test(f)) ?? fs[0]).sort(naturalCompare);
 }
 
 type Obj = Record<string, unknown>;
-interface Row {
+export interface Row {
   line: number;
   value: Obj;
 }
 
 /** The rows of a data file: JSONL lines, a W&B table's rows, or CSV rows (header → keys). Bad lines are problems. */
-export async function readRows(path: string, shown: string, problems: ImportProblem[]): Promise<Row[]> {
+export async function readRows(path: string, shown: string, problems: ImportProblem[], o: { wholeLinesOnly?: boolean } = {}): Promise<Row[]> {
   const ext = extname(path).toLowerCase();
   if (ext === '.csv') {
     // streamed from the file: a CSV export can be larger than the text a string may hold
@@ -152,6 +175,10 @@ export async function readRows(path: string, shown: string, problems: ImportProb
     problems.push({ file: shown, line: 1, reason: 'a .json file must be a W&B table ({"columns": [...], "data": [[...]]}) or an array of objects' });
     return [];
   }
+  // a file still being written (import --follow): its last line counts once it ends
+  if (o.wholeLinesOnly) text = text.slice(0, text.lastIndexOf('\n') + 1);
+  // a file still being written (import --follow): its last line counts once it ends
+  if (o.wholeLinesOnly) text = text.slice(0, text.lastIndexOf('\n') + 1);
   const rows: Row[] = [];
   let line = 0;
   for (const raw of text.split('\n')) {
@@ -190,6 +217,7 @@ function csvValue(s: string): unknown {
 /** The format of a source, from its paths and its first readable row. */
 export function detectFormat(files: string[], first: Obj | null): ImportFormat {
   if (files.some((f) => /(^|[/\\])token_exports[/\\]/.test(f)) || (first && 'token_ids' in first && 'loss_mask' in first)) return 'prime';
+  if (files.some((f) => PRIME_TRACES.test(f)) || (first && Array.isArray(first.traces) && 'task' in first)) return 'prime';
   if (first && 'input' in first && 'output' in first) return 'verl';
   if (files.some((f) => /\.(csv|json)$/i.test(f))) return 'trl';
   if (first && 'completion' in first && ('advantage' in first || !('reward' in first))) return 'trl';
@@ -355,6 +383,107 @@ function primeRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'
   };
 }
 
+/** A message's text: a string, or the text parts of a content list (OpenAI's chat shape). */
+function messageText(m: unknown): string {
+  const c = isObj(m) ? m.content : undefined;
+  if (typeof c === 'string') return c;
+  if (Array.isArray(c)) return c.map((p) => (isObj(p) && typeof p.text === 'string' ? p.text : '')).join('');
+  return '';
+}
+
+/**
+ * The samples of one verifiers Episode record (prime-rl's traces.jsonl): one per branch (root-to-leaf path of a trace's
+ * message nodes), as verifiers makes one training sample per branch. With token ids, the branch's tokens are the nodes'
+ * spans concatenated, the completion the sampled (mask true) tokens, with the nodes' log-probs and advantages over them
+ * (NaN advantages where the trainer assigned none: recomputed from the rewards); without, the text of the messages
+ * before the first sampled one and of the sampled ones, to be scored. Reward: Σ score × weight of the trace's rewards.
+ */
+function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'>[] {
+  const traces = o.traces;
+  if (!Array.isArray(traces)) throw new RowError(`traces: expected a list of traces, got ${show(traces)}`);
+  if (!traces.length) {
+    const err = Array.isArray(o.errors) && isObj(o.errors.at(-1)) ? (o.errors.at(-1) as Obj).message : undefined;
+    throw new RowError(`the episode has no trace${err ? ` (${String(err).slice(0, 120)})` : ''}`);
+  }
+  const run = isObj(o.run) ? o.run : {};
+  const work = isObj(run.work) ? run.work : {};
+  const stepNo = step({ step: work.step }, fileStep(path));
+  const group = isObj(o.group) && o.group.id !== undefined ? String(o.group.id) : null;
+  const out: Omit<ImportedRecord, 'file' | 'line'>[] = [];
+  for (const t of traces) {
+    if (!isObj(t) || !Array.isArray(t.nodes)) throw new RowError(`traces[]: expected {nodes: [...]}, got ${show(t)}`);
+    const nodes = t.nodes as Obj[];
+    const rewards = isObj(t.rewards) ? Object.values(t.rewards) : [];
+    const scored = rewards.filter(isObj);
+    const reward = scored.length ? scored.reduce((a, r) => a + Number(r.score ?? 0) * Number(r.weight ?? 1), 0) : null;
+    const parents = new Set(nodes.map((n) => n.parent).filter((x) => typeof x === 'number'));
+    for (let leaf = 0; leaf < nodes.length; leaf++) {
+      if (parents.has(leaf)) continue;
+      const pathNodes: Obj[] = [];
+      for (let at: unknown = leaf, hops = 0; typeof at === 'number' && hops <= nodes.length; hops++) {
+        const n = nodes[at];
+        if (!isObj(n)) throw new RowError(`nodes[${at}]: missing`);
+        pathNodes.unshift(n);
+        at = n.parent;
+      }
+      const ids: number[] = [];
+      const mask: boolean[] = [];
+      const logprob: number[] = [];
+      const advantage: number[] = [];
+      for (const n of pathNodes) {
+        const tid = Array.isArray(n.token_ids) ? (n.token_ids as unknown[]) : [];
+        const m = Array.isArray(n.mask) ? (n.mask as unknown[]) : [];
+        if (tid.length && m.length !== tid.length) throw new RowError(`nodes: mask has ${m.length} entries for ${tid.length} token ids`);
+        const sampled = m.filter((x) => x === true).length;
+        const lp = Array.isArray(n.logprobs) ? (n.logprobs as unknown[]) : [];
+        const adv = Array.isArray(n.advantages) ? (n.advantages as unknown[]) : null;
+        if (sampled && lp.length !== sampled) throw new RowError(`nodes: ${lp.length} logprobs for ${sampled} sampled tokens`);
+        tid.forEach((x, i) => {
+          if (!Number.isInteger(x) || (x as number) < 0) throw new RowError(`nodes: token id ${show(x)} is not a token id`);
+          ids.push(x as number);
+          mask.push(m[i] === true);
+        });
+        for (let k = 0; k < sampled; k++) {
+          logprob.push(Number(lp[k]));
+          advantage.push(adv && typeof adv[k] === 'number' ? (adv[k] as number) : NaN);
+        }
+      }
+      const sampledNodes = pathNodes.filter((n) => n.sampled === true);
+      if (!sampledNodes.length) continue;
+      const first = mask.indexOf(true);
+      if (first >= 0) {
+        out.push({
+          step: stepNo,
+          group,
+          prompt: '',
+          completion: '',
+          reward,
+          advantage: null,
+          success: null,
+          tokens: { promptIds: ids.slice(0, first), ids: ids.filter((_, i) => mask[i]), logprob, entropy: null, advantage, extra: {} },
+        });
+      } else {
+        // a relayed turn without token ids: text, scored by --model or --score-server
+        const firstSampled = pathNodes.indexOf(sampledNodes[0]);
+        out.push({
+          step: stepNo,
+          group,
+          prompt: pathNodes
+            .slice(0, firstSampled)
+            .map((n) => messageText(n.message))
+            .join('\n'),
+          completion: sampledNodes.map((n) => messageText(n.message)).join('\n'),
+          reward,
+          advantage: null,
+          success: null,
+        });
+      }
+    }
+  }
+  if (!out.length) throw new RowError('the episode has no sampled message');
+  return out;
+}
+
 const RECORD: Record<ImportFormat, (o: Obj, path: string) => Omit<ImportedRecord, 'file' | 'line'>> = {
   verl: verlRecord,
   trl: trlRecord,
@@ -374,15 +503,23 @@ export async function readImport(source: string, format: ImportFormat | 'auto' =
     const rows = await readRows(f, shown, problems);
     if (!rows.length) continue; // an empty file (a step that logged nothing) tells nothing about the format
     if (!fmt) fmt = detectFormat(files, rows[0].value);
-    for (const r of rows) {
-      try {
-        records.push({ file: shown, line: r.line, ...RECORD[fmt](r.value, f) });
-      } catch (e) {
-        if (!(e instanceof RowError)) throw e;
-        problems.push({ file: shown, line: r.line, reason: e.message });
-      }
-    }
+    records.push(...recordsOf(rows, fmt, f, shown, problems));
   }
   if (!fmt) fmt = detectFormat(files, null);
   return { format: fmt, files, records, problems };
+}
+
+/** A file's rows as records of `fmt`; a row that is not one is a problem naming the file and line. */
+export function recordsOf(rows: Row[], fmt: ImportFormat, path: string, shown: string, problems: ImportProblem[]): ImportedRecord[] {
+  const records: ImportedRecord[] = [];
+  for (const r of rows) {
+    try {
+      const recs = fmt === 'prime' && Array.isArray(r.value.traces) ? primeEpisodeRecords(r.value, path) : [RECORD[fmt](r.value, path)];
+      for (const rec of recs) records.push({ file: shown, line: r.line, ...rec });
+    } catch (e) {
+      if (!(e instanceof RowError)) throw e;
+      problems.push({ file: shown, line: r.line, reason: e.message });
+    }
+  }
+  return records;
 }

@@ -29,6 +29,7 @@ import { PromptTemplater, type ChatTemplateMode } from './chat_template';
 import { HfTokenizer } from '../model/tokenizer';
 import { ServerSampler, type ServerOptions } from '../serving/client';
 import { topKStats } from '../serving/wire';
+import { findTrainerMetrics, TrainerMetrics } from './trainer_metrics';
 
 export interface ImportOptions {
   source: string;
@@ -55,6 +56,8 @@ export interface ImportOptions {
   log?: (level: 'info' | 'warn', message: string) => void;
   /** aborted by a SIGTERM or SIGINT (the extension's Cancel): the import ends `failed`, saying how far it got */
   signal?: AbortSignal;
+  /** the trainer's own metrics file (veRL's file logger, prime-rl's metrics.jsonl); undefined: looked for; null: none */
+  metrics?: string | null;
   /**
    * Score the tokens on an SGLang or vLLM server (or `credit-lens serve`) instead of a local `--model`: log-probs at
    * temperature 1 and the top `topK` (default 20) at each position, read with `--tokenizer`.
@@ -98,7 +101,7 @@ interface Pending {
   extra?: Record<string, (number | null)[]>;
 }
 
-function importConfig(o: ImportOptions): CreditConfig {
+export function importConfig(o: ImportOptions): CreditConfig {
   if (o.configPath) return loadConfig(o.configPath, o.sets ?? []).config;
   const { config, issues } = validateConfig(applyOverrides({}, o.sets ?? []));
   if (!config) throw issuesError('--set', issues);
@@ -178,6 +181,12 @@ export async function importRollouts(o: ImportOptions): Promise<ImportResult> {
   const imp = await Importer.open(o, cfg, source, read);
   try {
     await imp.addRecords(read.records);
+    const m = o.metrics === null ? null : (o.metrics ?? findTrainerMetrics(source));
+    if (m) {
+      const rows = new TrainerMetrics(m, read.format).read();
+      imp.addMetrics(rows);
+      imp.log('info', `imported ${rows.length} rows of the trainer's metrics from ${m}`);
+    }
     if (imp.total === 0)
       throw new UserError(`import: every one of the ${imp.problems.length} completions was skipped; nothing to show${firstProblems(imp.problems)}`);
     return imp.complete();
@@ -259,7 +268,7 @@ export class Importer {
     o.progress?.(this.done, total);
     for (const [step, eps] of byStep) {
       await cancelled();
-      if (this.format === 'prime') {
+      if (eps.every((e) => e.rec.tokens)) {
         weighFromFile(eps, cfg);
         scored(eps.length);
       } else if (sc.server) await scoreStepOnServer(eps, sc.server, cfg, sc.topK, { cancelled, scored, stopped: () => !!o.signal?.aborted });
@@ -403,6 +412,28 @@ function firstProblems(problems: ImportProblem[]): string {
 
 /** The source's records, refused before any folder is made where the strategy, the format or the records cannot be imported. */
 async function readChecked(o: ImportOptions, cfg: CreditConfig, source: string) {
+  checkOptions(o, cfg);
+  const read = await readImport(source, o.format ?? 'auto');
+  checkScorable(o, read.format);
+  if (!read.records.length) {
+    throw new UserError(
+      `import: no readable completions in ${o.source} (${read.problems.length} problem${read.problems.length === 1 ? '' : 's'})${firstProblems(read.problems)}`,
+    );
+  }
+  return read;
+}
+
+/** A format whose records carry no per-token values needs something to score them. */
+export function checkScorable(o: ImportOptions, format: ImportFormat): void {
+  if (format !== 'prime' && !o.model && !o.scoreServer) {
+    throw new UserError(
+      `import: ${format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> or --score-server URL to score them`,
+    );
+  }
+}
+
+/** The options refused before anything is read: a strategy that needs training, two scorers, a server without what it needs. */
+export function checkOptions(o: ImportOptions, cfg: CreditConfig): void {
   if (!(IMPORT_STRATEGIES as readonly string[]).includes(cfg.credit.strategy)) {
     throw new UserError(
       `credit.strategy: '${cfg.credit.strategy}' needs training (a head, a network or an oracle) and cannot score imported rollouts; use one of ${IMPORT_STRATEGIES.join(', ')}`,
@@ -421,18 +452,6 @@ async function readChecked(o: ImportOptions, cfg: CreditConfig, source: string) 
     if (o.topK !== undefined && !(Number.isInteger(o.topK) && o.topK >= 1 && o.topK <= 100))
       throw new UserError(`--top-k: got ${o.topK}; expected an integer from 1 to 100 (the top-K log-probs each position's entropy is estimated from)`);
   }
-  const read = await readImport(source, o.format ?? 'auto');
-  if (read.format !== 'prime' && !o.model && !o.scoreServer) {
-    throw new UserError(
-      `import: ${read.format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> or --score-server URL to score them`,
-    );
-  }
-  if (!read.records.length) {
-    throw new UserError(
-      `import: no readable completions in ${o.source} (${read.problems.length} problem${read.problems.length === 1 ? '' : 's'})${firstProblems(read.problems)}`,
-    );
-  }
-  return read;
 }
 
 /** A step whose tokens came with the trainer's own values (prime-rl): the strategy's weight multiplies its per-token advantage. */
@@ -571,7 +590,8 @@ function episodesByStep(
           promptIds = r.tokens.promptIds;
           ids = r.tokens.ids;
         } else {
-          promptIds = encoder!.tokenizer.encodePrompt(scored!);
+          if (!encoder) throw new UserError('no token ids to import as they are: pass --model or --score-server to score its text');
+          promptIds = encoder.tokenizer.encodePrompt(scored!);
           ids = encoder!.tokenizer.encode(r.completion);
           if (!ids.length) throw new UserError('empty completion');
           if (ids.length + 1 > maxSeq) throw new UserError(`completion is ${ids.length} tokens, the model's context is ${maxSeq}`);
@@ -609,7 +629,10 @@ function episodesByStep(
         cfg.grpo.scale_rewards,
       );
       eps.forEach((e, i) => {
-        if (Number.isNaN(e.advantage)) e.advantage = a[i];
+        if (!Number.isNaN(e.advantage)) return;
+        e.advantage = a[i];
+        // per-token advantages the trainer had not assigned (a prime-rl episode logged before its update): the episode's
+        if (e.rec.tokens) e.rec = { ...e.rec, tokens: { ...e.rec.tokens, advantage: e.rec.tokens.advantage.map((x) => (Number.isNaN(x) ? a[i] : x)) } };
       });
     }
     if (eps.length) byStep.set(step, eps);

@@ -1,0 +1,194 @@
+// `credit-lens import <dir> --follow`: a run that is still training, imported as it grows. The source folder is polled;
+// a step is imported once it is whole, and never twice:
+// - whole: a later step has appeared (the trainer moved on), or none of the step's files has changed for `settleMs`
+//   (10 s: a veRL dump or a prime-rl export written in parts, with pauses between);
+// - a line still being written (no newline yet) is not read until it ends;
+// - records that arrive for a step already imported are reported, not imported.
+// The trainer's own metrics file is read as it grows too. The follow ends on a stop (Ctrl-C, the extension's Stop), or
+// once nothing new has come for `untilIdle` seconds, and leaves a completed run directory of the whole steps.
+import { statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { StoppedError, UserError, isUserError } from '../core/errors';
+import { writeRunInfo } from '../rundir/rundir';
+import { detectFormat, listImportFiles, readRows, recordsOf, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
+import { checkOptions, checkScorable, importConfig, Importer, type ImportOptions, type ImportResult } from './import';
+import { findTrainerMetrics, TrainerMetrics } from './trainer_metrics';
+
+export interface FollowOptions extends ImportOptions {
+  /** end once nothing new has come for this many seconds (undefined: until stopped) */
+  untilIdle?: number;
+  /** how often the folder is read (ms) */
+  pollMs?: number;
+  /** how long a step's files must stay unchanged to count as whole when no later step has appeared (ms) */
+  settleMs?: number;
+  /** each imported step, with the seconds from the moment it was whole to its tables written */
+  onStep?: (step: number, latencySeconds: number) => void;
+}
+
+interface FileState {
+  size: number;
+  mtimeMs: number;
+  /** when this follow last saw the file change (ms) */
+  changedAt: number;
+  /** read once more after it settled */
+  settled: boolean;
+  records: ImportedRecord[];
+  problems: ImportProblem[];
+}
+
+export const SETTLE_MS = 10_000;
+
+export async function followImport(o: FollowOptions): Promise<ImportResult> {
+  const cfg = importConfig(o);
+  checkOptions(o, cfg);
+  const source = resolve(o.source);
+  const root = (() => {
+    try {
+      return statSync(source).isDirectory() ? source : join(source, '..');
+    } catch {
+      throw new UserError(`import --follow: cannot read ${source}: no such file or folder`);
+    }
+  })();
+  const pollMs = o.pollMs ?? 1000;
+  const settleMs = o.settleMs ?? SETTLE_MS;
+  const files = new Map<string, FileState>();
+  const imported = new Set<number>();
+  const lateWarned = new Set<number>();
+  const importedCounts = new Map<number, number>();
+  let format: ImportFormat | null = o.format && o.format !== 'auto' ? o.format : null;
+  let imp: Importer | null = null;
+  let metrics: TrainerMetrics | null = null;
+  let lastNew = Date.now();
+  /** when each step was first seen whole (for the latency the bench reports) */
+  const wholeSince = new Map<number, number>();
+
+  const scan = async (): Promise<boolean> => {
+    let names: string[];
+    try {
+      names = listImportFiles(source);
+    } catch (e) {
+      // an empty folder: the trainer has not written yet
+      if (isUserError(e) && /no \.jsonl|no such file/.test(e.message)) return false;
+      throw e;
+    }
+    let changed = false;
+    const now = Date.now();
+    for (const f of names) {
+      const st = statSync(f, { throwIfNoEntry: false });
+      if (!st) continue;
+      const prev = files.get(f);
+      const moved = !prev || prev.size !== st.size || prev.mtimeMs !== st.mtimeMs;
+      // a file that changed is read whole up to its last newline; once it has settled, once more with any last line
+      // that never ended (a problem then, as in a plain import)
+      const settling = !moved && !prev.settled && now - prev.changedAt >= settleMs;
+      if (!moved && !settling) continue;
+      const shown = relative(root, f) || f;
+      const problems: ImportProblem[] = [];
+      const rows = await readRows(f, shown, problems, { wholeLinesOnly: moved });
+      if (rows.length && !format) format = detectFormat(names, rows[0].value);
+      const records = format ? recordsOf(rows, format, f, shown, problems) : [];
+      // a file first seen is as old as its last write: one written long before the follow started has settled
+      const changedAt = !prev ? Math.min(now, st.mtimeMs) : moved ? now : prev.changedAt;
+      files.set(f, { size: st.size, mtimeMs: st.mtimeMs, changedAt, settled: !moved, records, problems });
+      if (moved) changed = true;
+    }
+    return changed;
+  };
+
+  /** The steps not yet imported that are whole now, ascending, with their records and their files' problems. */
+  const wholeSteps = () => {
+    const now = Date.now();
+    const byStep = new Map<number, { records: ImportedRecord[]; files: Set<string> }>();
+    for (const [f, st] of files)
+      for (const r of st.records) {
+        const e = byStep.get(r.step) ?? { records: [], files: new Set<string>() };
+        e.records.push(r);
+        e.files.add(f);
+        byStep.set(r.step, e);
+      }
+    const latest = Math.max(-1, ...byStep.keys());
+    const out: { step: number; records: ImportedRecord[]; problems: ImportProblem[] }[] = [];
+    for (const step of [...byStep.keys()].sort((a, b) => a - b)) {
+      const e = byStep.get(step)!;
+      if (imported.has(step)) {
+        if (!lateWarned.has(step) && e.records.length !== importedCounts.get(step)) {
+          lateWarned.add(step);
+          imp?.log('warn', `step ${step} changed after it was imported (its files were written to again); the import keeps what it had`);
+        }
+        continue;
+      }
+      const settled = [...e.files].every((f) => now - files.get(f)!.changedAt >= settleMs);
+      if (!(step < latest || settled)) continue;
+      if (!wholeSince.has(step)) wholeSince.set(step, now);
+      out.push({ step, records: e.records, problems: [...e.files].flatMap((f) => files.get(f)!.problems) });
+    }
+    return out;
+  };
+  const sleep = (ms: number) =>
+    new Promise<void>((r) => {
+      const t = setTimeout(r, ms);
+      o.signal?.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+    });
+
+  try {
+    for (;;) {
+      if (await scan()) lastNew = Date.now();
+      const ready = format ? wholeSteps() : [];
+      if (ready.length) {
+        if (!imp) {
+          checkScorable(o, format!);
+          imp = await Importer.open(o, cfg, source, { format: format!, files: [...files.keys()], problems: [] });
+          imp.info.imported = { ...imp.info.imported!, following: true };
+          writeRunInfo(imp.runDir, imp.info);
+          const m = o.metrics === null ? null : (o.metrics ?? findTrainerMetrics(source));
+          if (m) {
+            metrics = new TrainerMetrics(m, format!);
+            imp.log('info', `following the trainer's metrics in ${m}`);
+          }
+          imp.log(
+            'info',
+            `following ${source} (${format}); a step is imported once a later one appears or its files have not changed for ${settleMs / 1000} s`,
+          );
+        }
+        try {
+          for (const s of ready) {
+            await imp.addRecords(s.records, s.problems);
+            imported.add(s.step);
+            importedCounts.set(s.step, s.records.length);
+            o.onStep?.(s.step, (Date.now() - wholeSince.get(s.step)!) / 1000);
+          }
+        } catch (e) {
+          // stopped while a step was scored: that step is not written, the ones before it are whole
+          if (e instanceof StoppedError) break;
+          throw e;
+        }
+        lastNew = Date.now();
+      }
+      if (imp && metrics) {
+        const rows = metrics.read();
+        if (rows.length) {
+          imp.addMetrics(rows);
+          lastNew = Date.now();
+        }
+      }
+      if (o.signal?.aborted) break;
+      if (o.untilIdle !== undefined && Date.now() - lastNew >= o.untilIdle * 1000) break;
+      await sleep(pollMs);
+      if (o.signal?.aborted) break;
+    }
+    if (!imp) {
+      throw new UserError(
+        o.signal?.aborted
+          ? `import --follow: stopped before any whole step arrived in ${source}; nothing was imported`
+          : `import --follow: no whole step arrived in ${source} within ${o.untilIdle} s; nothing was imported`,
+      );
+    }
+    imp.info.imported = { ...imp.info.imported!, following: false };
+    return imp.complete();
+  } catch (e) {
+    imp?.fail(e);
+    throw e;
+  } finally {
+    await imp?.close();
+  }
+}
