@@ -10,14 +10,14 @@ import { describeSweepRun, expandSweep, KNOB_VALUES, STRATEGY_PARAMS } from '../
 import { readSettings } from './vscode_settings';
 import type { Ctx } from './ctx';
 import { runDirOf } from './args';
-import { findConfigs, findSweeps, runRoots } from './discovery';
+import { engineAlive, findConfigs, findSweeps, runRoots } from './discovery';
 import { pickRunDir } from './pick';
 import { setArg } from './metrics_summary';
 import { isEnded } from './run_status';
 import { isResumable, UNTRUSTED_MESSAGE, type LiveRun } from './runs';
 import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './panels/sweep_panel';
-import { importRolloutsCommand } from './import';
+import { followRunCommand, importRolloutsCommand } from './import';
 import { LOSSES } from '../engine/losses/catalog';
 import type { PolicyLossSpec } from '../engine/losses/types';
 
@@ -37,6 +37,7 @@ export function registerCommands(ctx: Ctx): void {
   reg('creditLens.cancelSweep', (arg?: unknown) => cancelSweep(ctx, arg));
   reg('creditLens.openRun', (arg?: unknown) => revealRun(ctx, arg));
   reg('creditLens.importRollouts', (arg?: unknown) => importRolloutsCommand(ctx, arg));
+  reg('creditLens.followRun', (arg?: unknown) => followRunCommand(ctx, arg));
 }
 
 // ---- which config / which run ----
@@ -121,6 +122,17 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
   if (slurm) {
     const [sweepId, index] = 'sweepId' in slurm ? [slurm.sweepId, slurm.index] : [slurm.sweep.id, slurm.index];
     await ctx.sweeps.cancelSlurmTask(sweepId, index);
+    return;
+  }
+  // A followed run (import --follow, from this window or a terminal): its engine ends the follow on SIGTERM, with the
+  // steps it has whole
+  if (node?.info?.imported?.following && node.info.pid && engineAlive(node.info)) {
+    try {
+      process.kill(node.info.pid, 'SIGTERM');
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Credit Lens: could not stop the follow (pid ${node.info.pid}): ${(e as Error).message}`);
+    }
+    ctx.tree.scheduleRefresh(1000);
     return;
   }
   let run: LiveRun | undefined;

@@ -109,6 +109,14 @@ export function importArgs(source: string, o: { model?: string | null; out: stri
   return args;
 }
 
+/** `credit-lens import <folder> --follow` arguments: a run still training, imported as it grows (until stopped). */
+export function followArgs(source: string, o: { model?: string | null; out: string; format?: string }): string[] {
+  const args = ['import', source, '--follow', '--out', o.out, '--json'];
+  if (o.model) args.push('--model', o.model);
+  if (o.format && o.format !== 'auto') args.push('--format', o.format);
+  return args;
+}
+
 /** `credit-lens probe` arguments for one episode (the heatmap's Probe This Episode…). */
 export function probeArgs(runDir: string, step: number, episode: number, o: { rollouts: number; replace?: boolean; server?: string }): string[] {
   return [
@@ -191,8 +199,26 @@ export class EngineCli {
     return this.withProgress<ProbeReport>(args, 'credit-lens probe', onProgress, signal);
   }
 
-  /** A long command that prints `{"progress": {done, total}}` lines on stderr and its JSON answer on stdout. */
-  private withProgress<T>(args: string[], what: string, onProgress: (done: number, total: number) => void, signal?: AbortSignal): Promise<T> {
+  /**
+   * `credit-lens import <dir> --follow --json` (followArgs): runs until `signal` aborts (SIGTERM, after which the engine
+   * finishes the run directory with its whole steps and prints its answer) or until it ends by itself.
+   */
+  follow(args: string[], signal: AbortSignal): Promise<ImportJson> {
+    return this.withProgress<ImportJson>(args, 'credit-lens import --follow', () => {}, signal, { answerAfterAbort: true });
+  }
+
+  /**
+   * A long command that prints `{"progress": {done, total}}` lines on stderr and its JSON answer on stdout. An abort
+   * sends SIGTERM and rejects with CancelledError, unless `answerAfterAbort`: then the answer the command prints as it
+   * ends is the result.
+   */
+  private withProgress<T>(
+    args: string[],
+    what: string,
+    onProgress: (done: number, total: number) => void,
+    signal?: AbortSignal,
+    o: { answerAfterAbort?: boolean } = {},
+  ): Promise<T> {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(new CancelledError());
       let node;
@@ -222,7 +248,7 @@ export class EngineCli {
       child.on('error', (e) => reject(e));
       child.on('close', (code) => {
         signal?.removeEventListener('abort', onAbort);
-        if (signal?.aborted) return reject(new CancelledError());
+        if (signal?.aborted && !o.answerAfterAbort) return reject(new CancelledError());
         if (code !== 0) return reject(new Error(cliError((stderr + partial).replace(/^error: /m, ''), `${what} exited with code ${code}`)));
         try {
           resolve(JSON.parse(stdout) as T);

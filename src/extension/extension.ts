@@ -2,6 +2,7 @@
 // checkpoint before the extension host exits.
 import * as vscode from 'vscode';
 import { registerCommands } from './commands';
+import { stopFollows } from './import';
 import { ConfigCodeLensProvider } from './config_lens';
 import { Ctx } from './ctx';
 import { registerPanels } from './panels/index';
@@ -24,6 +25,7 @@ export function activate(extCtx: vscode.ExtensionContext): void {
 }
 
 export async function deactivate(): Promise<void> {
+  stopFollows();
   await ctx?.runs.dispose();
   ctx = undefined;
 }

@@ -2,13 +2,15 @@
 // (`credit-lens import`, src/engine/import). A file or folder picker, a model picker (a run of this workspace with a
 // checkpoint, a Hugging Face model folder, or none for prime-rl's per-token exports), then a cancellable progress
 // notification while the engine scores. The new run lands in `<workspace>/runs/`, where the Runs tree finds it.
+// "Credit Lens: Follow a Training Run…" does the same for a run still training (`import --follow`): its steps appear
+// in the tree as the trainer writes them, until Stop.
 import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
 import { listCheckpoints } from '../engine/rundir/checkpoint';
 import type { Ctx } from './ctx';
 import { findConfigs, findRuns, runRoots } from './discovery';
-import { importArgs } from './engine_cli';
+import { followArgs, importArgs } from './engine_cli';
 import { withCancellableProgress } from './progress';
 import { UNTRUSTED_MESSAGE } from './runs';
 
@@ -111,4 +113,76 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
   if (choice === 'Open Rollouts') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
   else if (choice === 'Show Engine Log' && existsSync(join(result.runDir, 'engine.log')))
     await vscode.commands.executeCommand('creditLens.showEngineLog', result.runDir);
+}
+
+type FormatItem = vscode.QuickPickItem & { format: 'auto' | 'verl' | 'trl' | 'prime' | 'jsonl' };
+
+const FOLLOW_FORMATS: FormatItem[] = [
+  { label: 'Detect from the files', format: 'auto', detail: 'the first file written decides' },
+  { label: 'veRL rollout_data_dir', format: 'verl', detail: 'one <step>.jsonl per step ({input, output, score, step})' },
+  {
+    label: 'prime-rl output folder',
+    format: 'prime',
+    detail: 'token_exports/step_N/ or rollouts/step_N/train/…/traces.jsonl, with metrics.jsonl beside: no model needed',
+  },
+  { label: 'TRL completions folder', format: 'trl', detail: 'per-step completions (JSONL, CSV or W&B table JSON)' },
+  { label: 'Plain JSONL', format: 'jsonl', detail: '{step, prompt, completion, reward} lines' },
+];
+
+/** The follows this window started, stopped when it closes (each leaves a completed run of its whole steps). */
+const follows = new Set<AbortController>();
+
+export function stopFollows(): void {
+  for (const c of follows) c.abort();
+}
+
+export async function followRunCommand(ctx: Ctx, arg?: unknown): Promise<void> {
+  if (!vscode.workspace.isTrusted) {
+    void vscode.window.showWarningMessage(`Credit Lens: ${UNTRUSTED_MESSAGE}`);
+    return;
+  }
+  let source = arg instanceof vscode.Uri ? arg.fsPath : null;
+  if (!source) {
+    const picked = await vscode.window.showOpenDialog({
+      canSelectFiles: false,
+      canSelectFolders: true,
+      canSelectMany: false,
+      openLabel: 'Follow',
+      title: "Follow a Training Run: the trainer's rollout folder (veRL, prime-rl, TRL)",
+    });
+    source = picked?.[0]?.fsPath ?? null;
+  }
+  if (!source) return;
+  const format = await vscode.window.showQuickPick(FOLLOW_FORMATS, { title: 'Follow a Training Run: what writes this folder?', matchOnDetail: true });
+  if (!format) return;
+  const model = format.format === 'prime' ? null : await pickModel(source);
+  if (model === undefined) return;
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  if (!folder) {
+    void vscode.window.showWarningMessage('Credit Lens: open a folder first; followed runs are written to its runs/ folder.');
+    return;
+  }
+  const out = join(folder, 'runs');
+  const stop = new AbortController();
+  follows.add(stop);
+  ctx.log.info(`follow ${source} (${format.format})${model ? ` scored with ${model}` : ''} → ${out}`);
+  void vscode.window.showInformationMessage(
+    `Credit Lens: following ${basename(source)}. Its steps appear in the Runs tree as the trainer writes them; Stop on the run ends the follow.`,
+  );
+  ctx.tree.scheduleRefresh(0);
+  try {
+    const result = await ctx.engineCli.follow(followArgs(source, { model, out, format: format.format }), stop.signal);
+    ctx.tree.refresh();
+    ctx.log.info(`follow ended: ${result.records} completions in ${result.steps.length} steps → ${result.runDir}`);
+    const choice = await vscode.window.showInformationMessage(
+      `Credit Lens: stopped following ${basename(source)}: ${result.steps.length} step${result.steps.length === 1 ? '' : 's'} (${result.records} completions) imported.`,
+      'Open Rollouts',
+    );
+    if (choice === 'Open Rollouts') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
+  } catch (e) {
+    ctx.log.warn(`follow failed: ${(e as Error).message}`);
+    void vscode.window.showErrorMessage(`Credit Lens: following ${basename(source)} failed: ${(e as Error).message}`);
+  } finally {
+    follows.delete(stop);
+  }
 }

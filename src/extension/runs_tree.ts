@@ -387,8 +387,11 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     const total = live?.total ?? node.info?.total_steps;
     const step = live ? live.step : (summary?.lastGrpoStep ?? node.info?.last_step ?? 0);
     const phase = live?.phase && live.phase !== 'grpo' ? `${live.phase} ` : '';
-    const parts: string[] = [node.interrupted ? 'interrupted' : node.status];
-    if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
+    // a followed run has no total: it grows as its trainer writes steps
+    const following = node.status === 'running' && !!node.info?.imported?.following;
+    const parts: string[] = [node.interrupted ? 'interrupted' : following ? 'following' : node.status];
+    if (following) parts.push(`${node.info!.total_steps ?? 0} steps (last ${node.info!.last_step ?? 0})`);
+    else if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
     if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
     if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);
     if (node.slurm) parts.push(`slurm ${node.slurm.job}${node.slurm.state ? ` ${node.slurm.state}` : ''}${node.slurm.reason ? ` (${node.slurm.reason})` : ''}`);

@@ -395,7 +395,9 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
         }
         trackers.close();
         result.tensorboard = { seconds: median(tb), share_of_step: median(tb) / result.grpo_step_s };
-        say(`TensorBoard logging of that step (histograms of ${cols.contribution.length} tokens, ${Object.keys(last.row).length} scalars): ${(1000 * result.tensorboard.seconds).toFixed(2)} ms, ${(100 * result.tensorboard.share_of_step).toFixed(2)} % of the step`);
+        say(
+          `TensorBoard logging of that step (histograms of ${cols.contribution.length} tokens, ${Object.keys(last.row).length} scalars): ${(1000 * result.tensorboard.seconds).toFixed(2)} ms, ${(100 * result.tensorboard.share_of_step).toFixed(2)} % of the step`,
+        );
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
