@@ -3,6 +3,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
+import type { RunInfo } from '../protocol';
 import { parseDocument } from 'yaml';
 import { parseConfigText, STRATEGIES, type CreditConfig, type SweepGrid } from '../engine/config/config';
 import { readRunInfo } from '../engine/rundir/rundir';
@@ -10,7 +11,7 @@ import { describeSweepRun, expandSweep, KNOB_VALUES, STRATEGY_PARAMS } from '../
 import { readSettings } from './vscode_settings';
 import type { Ctx } from './ctx';
 import { runDirOf } from './args';
-import { engineAlive, findConfigs, findSweeps, runRoots } from './discovery';
+import { engineAlive, findConfigs, findRuns, findSweeps, runRoots } from './discovery';
 import { pickRunDir } from './pick';
 import { setArg } from './metrics_summary';
 import { isEnded } from './run_status';
@@ -124,17 +125,7 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
     await ctx.sweeps.cancelSlurmTask(sweepId, index);
     return;
   }
-  // A followed run (import --follow, from this window or a terminal): its engine ends the follow on SIGTERM, with the
-  // steps it has whole
-  if (node?.info?.imported?.following && node.info.pid && engineAlive(node.info)) {
-    try {
-      process.kill(node.info.pid, 'SIGTERM');
-    } catch (e) {
-      void vscode.window.showErrorMessage(`Credit Lens: could not stop the follow (pid ${node.info.pid}): ${(e as Error).message}`);
-    }
-    ctx.tree.scheduleRefresh(1000);
-    return;
-  }
+  if (node?.info?.imported?.following && engineAlive(node.info)) return stopFollow(ctx, node.info);
   let run: LiveRun | undefined;
   if (typeof arg === 'number') run = ctx.runs.runs().find((r) => r.key === arg);
   else if (arg && typeof arg === 'object' && (arg as RunNode).kind === 'run') run = (arg as RunNode).live ?? undefined;
@@ -142,21 +133,31 @@ async function stopRun(ctx: Ctx, arg: unknown): Promise<void> {
   if (!run && dir) run = ctx.runs.byRunDir(dir);
   if (!run) {
     const active = ctx.runs.active();
-    if (!active.length) {
-      void vscode.window.showInformationMessage('Credit Lens: no run is training or queued.');
+    const followed = (await findRuns(runRoots(await findConfigs()))).filter((r) => r.info.imported?.following && engineAlive(r.info));
+    if (!active.length && !followed.length) {
+      void vscode.window.showInformationMessage('Credit Lens: no run is training, queued or followed.');
       return;
     }
-    const pick =
-      active.length === 1
-        ? { run: active[0] }
-        : await vscode.window.showQuickPick(
-            active.map((r) => ({ label: r.name ?? r.request.label, description: `${r.status} · step ${r.step}/${r.total ?? '?'}`, run: r })),
-            { title: 'Credit Lens: stop which run?' },
-          );
+    const items = [
+      ...active.map((r) => ({ label: r.name ?? r.request.label, description: `${r.status} · step ${r.step}/${r.total ?? '?'}`, run: r, info: null })),
+      ...followed.map((r) => ({ label: basename(r.runDir), description: `following · ${r.info.total_steps ?? 0} steps`, run: undefined, info: r.info })),
+    ];
+    const pick = items.length === 1 ? items[0] : await vscode.window.showQuickPick(items, { title: 'Credit Lens: stop which run?' });
+    if (pick?.info) return stopFollow(ctx, pick.info);
     run = pick?.run;
   }
   if (!run || isEnded(run.status)) return;
   await ctx.runs.stop(run);
+}
+
+/** A followed run (import --follow, from this window or a terminal): its engine ends the follow on SIGTERM with its whole steps. */
+function stopFollow(ctx: Ctx, info: RunInfo): void {
+  try {
+    process.kill(info.pid!, 'SIGTERM');
+  } catch (e) {
+    void vscode.window.showErrorMessage(`Credit Lens: could not stop the follow (pid ${info.pid}): ${(e as Error).message}`);
+  }
+  ctx.tree.scheduleRefresh(1000);
 }
 
 async function resumeRun(ctx: Ctx, arg: unknown): Promise<LiveRun | undefined> {

@@ -218,6 +218,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     for (const g of groups.values()) {
       g.runs.sort((a, b) => startedOf(b).localeCompare(startedOf(a)));
     }
+    // Stop Run in the palette stops a follow too (import --follow, this window's or a terminal's)
+    const following = found.some(({ info }) => info.imported?.following && info.status === 'running' && engineAlive(info));
+    void vscode.commands.executeCommand('setContext', 'creditLens.following', following);
     this.roots = [...groups.values()].sort((a, b) => a.label.localeCompare(b.label));
     return this.roots;
   }
@@ -390,7 +393,11 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     // a followed run has no total: it grows as its trainer writes steps
     const following = node.status === 'running' && !!node.info?.imported?.following;
     const parts: string[] = [node.interrupted ? 'interrupted' : following ? 'following' : node.status];
-    if (following) parts.push(`${node.info!.total_steps ?? 0} steps (last ${node.info!.last_step ?? 0})`);
+    if (following) {
+      const n = node.info!.total_steps ?? 0;
+      const last = node.info!.last_step ?? 0;
+      parts.push(`${n} step${n === 1 ? '' : 's'}${last !== n ? `, last ${last}` : ''}`);
+    }
     else if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
     if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
     if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);

@@ -4,12 +4,12 @@
 // prime-rl token export is imported with no model and painted by its own importance ratio. Harness: harness.mjs.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
-import { ROOT, WS, finishSuite, log, notification, palette, prepareSuite, readJson, scenario, shot, sleep, startVsCode } from './harness.mjs';
+import { ROOT, TMP, WS, finishSuite, log, notification, palette, prepareSuite, readJson, scenario, shot, showRunsView, sleep, startVsCode, waitForRow } from './harness.mjs';
 
 let vs;
 let modelRun;
@@ -23,14 +23,25 @@ function paintedColours(page) {
 /** Import Rollouts… → type `path` into the file dialog → pick the model row matching `model`. */
 async function importVia(page, path, model) {
   await palette(page, 'Credit Lens: Import Rollouts', { pick: 'Import Rollouts' });
+  await pickPath(page, path, { dialogTitle: 'a veRL, TRL, prime-rl or JSONL', button: 'Import', next: model });
+}
+
+/** Follow a Training Run… → type `path` into the folder dialog → pick the trainer row matching `format`. */
+async function followVia(page, path, format) {
+  await palette(page, 'Credit Lens: Follow a Training Run', { pick: 'Follow a Training Run' });
+  await pickPath(page, path, { dialogTitle: "the trainer's rollout folder", button: 'Follow', next: format });
+}
+
+/** In code-server's simple file dialog, `path` typed and accepted; then the row matching `next` in the quick pick after it. */
+async function pickPath(page, path, { dialogTitle, button, next }) {
   const input = page.locator('.quick-input-widget .quick-input-box input');
   await input.waitFor({ timeout: 15_000 });
   // The simple dialog completes a typed folder into "<path>/" and lists its files; the button then accepts the folder
   // itself (Enter would open it). Click only once the box holds the path: a click before the dialog took the typed
   // value accepts the folder it was showing (the workspace).
-  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: model }).first();
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: next }).first();
   const holdsPath = async () => (await input.inputValue().catch(() => '')).replace(/\/+$/, '') === path;
-  const dialog = page.locator('.quick-input-widget .quick-input-title', { hasText: 'a veRL, TRL, prime-rl or JSONL' });
+  const dialog = page.locator('.quick-input-widget .quick-input-title', { hasText: dialogTitle });
   for (let i = 0; i < 20 && !(await row.isVisible()); i++) {
     if (await dialog.isVisible()) {
       if (!(await holdsPath())) {
@@ -38,7 +49,7 @@ async function importVia(page, path, model) {
         for (let k = 0; k < 20 && !(await holdsPath()); k++) await sleep(100);
       } else {
         await page
-          .locator('.quick-input-widget .monaco-button', { hasText: 'Import' })
+          .locator('.quick-input-widget .monaco-button', { hasText: button })
           .first()
           .click()
           .catch(() => {});
@@ -193,4 +204,93 @@ scenario('a prime-rl token export imports with no model and paints by its own im
     .locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ })
     .first()
     .click({ timeout: 15_000 });
+});
+
+/**
+ * A prime-rl trainer writing its token exports as it trains: step N's 64 completions to token_exports/step_N/rank_0.jsonl
+ * every 4 s, and its metrics.jsonl; the moment each step's file was written goes to `stamps` (step N is whole once
+ * step N + 1's file exists).
+ */
+const TRAINER = `
+const fs = require('fs'), path = require('path');
+const [out, stamps] = process.argv.slice(1);
+const times = {};
+let step = 0;
+const tick = () => {
+  step++;
+  const dir = path.join(out, 'token_exports', 'step_' + step);
+  fs.mkdirSync(dir, { recursive: true });
+  const lines = [];
+  for (let s = 0; s < 64; s++) {
+    const prompt = [1, 20, 21, 22];
+    const comp = Array.from({ length: 24 + (s % 8) }, (_, t) => 5 + ((t * 7 + s * 3 + step) % 30));
+    const on = (f, fill) => [...prompt.map(() => fill), ...comp.map(f)];
+    // more of each step's completions are right as training goes on
+    const pos = s % 10 < Math.min(9, 2 + 1.5 * step);
+    const adv = (pos ? 1 : -1) * (0.3 + 0.1 * (s % 3));
+    lines.push(JSON.stringify({ step, token_ids: [...prompt, ...comp], loss_mask: on(() => true, false), advantages: on(() => adv, 0),
+      rewards: on(() => (adv > 0 ? 1 : 0), null), trainer_logprobs: on((_, t) => -0.1 - ((t * 13 + s + step) % 9) / 4, 0),
+      entropy: on((_, t) => (((t * 5 + s) % 11) / 5) * Math.max(0.3, 1 - 0.12 * step), 0) }));
+  }
+  fs.writeFileSync(path.join(dir, 'rank_0.jsonl'), lines.join('\\n') + '\\n');
+  fs.appendFileSync(path.join(out, 'metrics.jsonl'), JSON.stringify({ step, time: Date.now() / 1000, 'loss/mean': 0.5 / step, 'entropy/mean': 2 - 0.2 * step }) + '\\n');
+  times[step] = Date.now();
+  fs.writeFileSync(stamps, JSON.stringify(times));
+  if (step < 30) setTimeout(tick, 4000);
+};
+tick();
+`;
+
+scenario('Follow a Training Run… on a growing prime-rl folder: the run reads following, its steps rise, Stop leaves a completed run', async () => {
+  const { page } = vs;
+  const live = join(WS, 'prime-live');
+  mkdirSync(live, { recursive: true });
+  const stamps = join(TMP, 'trainer-stamps.json');
+  const trainer = spawn(process.execPath, ['-e', TRAINER, live, stamps], { stdio: 'ignore' });
+  try {
+    await followVia(page, live, 'prime-rl output folder');
+    await notification(page, /following prime-live/, 30_000);
+    await showRunsView(page);
+    // step N is whole once the trainer writes step N + 1; the tree shows it when its row reads "N steps"
+    const latencies = [];
+    for (const n of [1, 2, 3]) {
+      const label = await waitForRow(page, (l) => Number(/following · (\d+) steps?/.exec(l)?.[1] ?? 0) >= n, 60_000);
+      const seen = Date.now();
+      const times = JSON.parse(readFileSync(stamps, 'utf8'));
+      if (times[n + 1]) latencies.push((seen - times[n + 1]) / 1000);
+      log(`tree: ${label}`);
+    }
+    log(`follow latency, step whole → its row in the Runs tree: ${latencies.map((x) => x.toFixed(1)).join(', ')} s`);
+    // measured, not asserted (a timing): the closing notes report it
+    assert.ok(latencies.length >= 2, 'steps became whole while the view watched');
+    // its dashboard charts the import's reward and the trainer's own metrics, and grows with the next step
+    await palette(page, 'Credit Lens: Open Dashboard');
+    const pick = page.locator('.quick-input-widget .monaco-list-row', { hasText: /import-prime-live-/ }).first();
+    await pick.waitFor({ timeout: 15_000 });
+    await pick.click();
+    const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+    const reward = frame.locator('section.chart[data-chart="reward"]');
+    await reward.waitFor({ timeout: 30_000 });
+    await frame.locator('section.chart[data-chart="prime/loss/mean"]').waitFor({ timeout: 30_000 });
+    const points = async () => Number((await reward.getAttribute('data-points')) ?? 0);
+    const before = await points();
+    for (let i = 0; i < 60 && (await points()) <= before; i++) await sleep(250);
+    log(`dashboard reward points: ${before} → ${await points()}`);
+    assert.ok((await points()) > before, 'the dashboard added the next step as it was imported');
+    await palette(page, 'Notifications: Clear All Notifications', { pick: 'Clear All Notifications' });
+    await shot(page, '63-follow', { readme: 'follow' });
+
+    await palette(page, 'Credit Lens: Stop Run');
+    const done = await notification(page, /stopped following prime-live: \d+ steps? \(\d+ completions\) imported/, 60_000);
+    const runDir = runsNamed('import-prime-live-')[0];
+    const info = readJson(join(runDir, 'run.json'));
+    assert.equal(info.status, 'completed');
+    assert.equal(info.imported.following, false);
+    const steps = readdirSync(join(runDir, 'episodes')).length;
+    assert.ok(steps >= 3, `${steps} steps`);
+    for (let n = 1; n <= steps; n++) assert.equal(tables.readEpisodeTable(join(runDir, 'episodes', `step-${String(n).padStart(6, '0')}.arrow`)).episode.length, 64);
+    log(`stopped: ${await done.innerText()}`);
+  } finally {
+    trainer.kill();
+  }
 });
