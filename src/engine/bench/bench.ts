@@ -177,6 +177,8 @@ function emptyResult() {
     rollouts_1m: null as import('./query').RolloutsBench | null,
     /** importing a prime-rl export without a model at two sizes (linear: the same seconds per million) */
     import_prime: null as { tokens: number; seconds: number; s_per_million: number }[] | null,
+    /** import --follow: from a step whole (the next one's file written) to its tables and metrics row written */
+    follow_latency_s: null as { completions_per_step: number; median_s: number; max_s: number; steps: number } | null,
     /** the probe's target: 32 episodes × every position × 8 rollouts of the countdown example (≤ 60 s) */
     probe: null as { episodes: number; continuations: number; mean_length: number; seconds: number; backend: string } | null,
     /** that probe through `credit-lens serve` (SGLang's API on 127.0.0.1), and its time over the in-process probe's */
@@ -439,8 +441,12 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();
   say(`credit analysis of 1,000,000 token rows (seed doc 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
-  const { benchImport } = await import('./import');
+  const { benchImport, benchFollow } = await import('./import');
   result.import_prime = await benchImport();
+  result.follow_latency_s = await benchFollow();
+  say(
+    `import --follow: a step of ${result.follow_latency_s.completions_per_step} prime-rl completions imported ${result.follow_latency_s.median_s.toFixed(2)} s (median; largest ${result.follow_latency_s.max_s.toFixed(2)} s) after it was whole`,
+  );
   say(
     `credit-lens import of a prime-rl export, no model: ${result.import_prime.map((r) => `${r.tokens} tokens ${r.seconds.toFixed(1)} s (${r.s_per_million.toFixed(1)} s per million)`).join('; ')}`,
   );
