@@ -10,7 +10,16 @@ import { statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { StoppedError, UserError, isUserError } from '../core/errors';
 import { writeRunInfo } from '../rundir/rundir';
-import { detectFormat, listImportFiles, readRows, recordsOf, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
+import {
+  detectFormat,
+  isTrainerMetricsFile,
+  listImportFiles,
+  readRows,
+  recordsOf,
+  type ImportedRecord,
+  type ImportFormat,
+  type ImportProblem,
+} from './formats';
 import { checkOptions, checkScorable, importConfig, Importer, type ImportOptions, type ImportResult } from './import';
 import { findTrainerMetrics, TrainerMetrics } from './trainer_metrics';
 
@@ -65,7 +74,8 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
   const scan = async (): Promise<boolean> => {
     let names: string[];
     try {
-      names = listImportFiles(source);
+      // before the first rollouts, the trainer's metrics log may be all there is
+      names = listImportFiles(source).filter((f) => !isTrainerMetricsFile(f));
     } catch (e) {
       // an empty folder: the trainer has not written yet
       if (isUserError(e) && /no \.jsonl|no such file/.test(e.message)) return false;

@@ -13,7 +13,7 @@
 //          `prob_delta`, `rewards` where the trainer computed them. These carry per-token values already.
 //   jsonl  plain JSONL of `prompt`, `completion`, `reward` (optional `step`, `group`, `advantage`, `success`).
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { extname, join, relative } from 'node:path';
+import { basename, extname, join, relative } from 'node:path';
 import { UserError } from '../core/errors';
 import { readCsv } from './csv';
 
@@ -99,9 +99,15 @@ export function listImportFiles(source: string): string[] {
   // A prime-rl output folder also holds logs and configs: when it has token exports, those are the rollouts.
   const exports = out.filter((f) => /(^|[/\\])token_exports[/\\]/.test(relativeTo(source, f)));
   if (exports.length) return exports;
-  const traces = primeTrainTraces(out.filter((f) => PRIME_TRACES.test(relativeTo(source, f)) || PRIME_TRACES.test(f)));
-  return traces.length ? traces : out;
+  const traces = primeTrainTraces(out.filter((f) => PRIME_TRACES.test(relativeTo(source, f))));
+  if (traces.length) return traces;
+  // a trainer's metrics log beside its rollouts (prime-rl's output folder, a veRL file logger's) is not rollouts
+  const data = out.filter((f) => !isTrainerMetricsFile(f));
+  return data.length ? data : out;
 }
+
+/** `metrics.jsonl`: where prime-rl (and a veRL file logger pointed there) logs a step's metrics, never rollouts. */
+export const isTrainerMetricsFile = (f: string) => basename(f) === 'metrics.jsonl';
 
 /**
  * prime-rl's episode files: `rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl` (its FileMonitor), one verifiers

@@ -71,8 +71,9 @@ test('--follow imports a growing prime-rl folder step by step: every step whole,
   const r = await followImport({
     source: out,
     out: join(dir, 'runs'),
-    untilIdle: 4,
-    settleMs: 3000,
+    untilIdle: 5,
+    // well above the writer's 1.5 s pause inside step 3's file
+    settleMs: 4000,
     pollMs: 100,
     log: (_, m) => logs.push(m),
     onStep: (s) => seen.push(s),
@@ -233,4 +234,48 @@ test("the trainer's metrics lines: veRL's {step, data} and prime-rl's flat rows,
   );
   assert.deepEqual(trainerMetricsRow({ step: 1, time: 5, 'loss/mean': 0.3, tag: 'x' }, 'prime'), { step: 1, phase: 'grpo', 'prime/loss/mean': 0.3 });
   assert.equal(trainerMetricsRow({ time: 1 }, 'prime'), null);
+});
+
+test('--follow on a veRL rollout_data_dir scores each step with --model as it arrives; the last step once its file settles', async () => {
+  const dir = tmp();
+  // the model: a tiny trained run, whose own completions are the veRL dump's text
+  const { train } = await import('../../../src/engine/train/train');
+  const { tinyConfig } = await import('../fixtures');
+  const model = await train({ configPath: tinyConfig(dir, 'countdown'), sets: ['logging.tensorboard=false'] });
+  const dump = join(dir, 'verl');
+  mkdirSync(dump);
+  const stepLines = (step: number) => {
+    const ep = readEpisodeTable(stepFile(model.runDir, 'episodes', step));
+    return ep.prompt.map((p, i) => JSON.stringify({ input: p, output: ep.completion[i], score: ep.reward[i], step })).join('\n') + '\n';
+  };
+  writeFileSync(join(dump, '1.jsonl'), stepLines(1));
+  writeFileSync(join(dump, 'metrics.jsonl'), '');
+  const verlMetrics = join(dir, 'verl-metrics.jsonl');
+  writeFileSync(verlMetrics, JSON.stringify({ step: 1, data: { 'actor/pg_loss': 0.25, 'critic/rewards/mean': 0.1 } }) + '\n');
+  const seen: number[] = [];
+  const t0 = Date.now();
+  const timer = setTimeout(() => writeFileSync(join(dump, '2.jsonl'), stepLines(2)), 1500);
+  const r = await followImport({
+    source: dump,
+    model: model.runDir,
+    metrics: verlMetrics,
+    out: join(dir, 'runs'),
+    untilIdle: 3,
+    settleMs: 2000,
+    pollMs: 100,
+    log: () => {},
+    onStep: (s) => seen.push(s),
+  });
+  clearTimeout(timer);
+  assert.deepEqual(seen, [1, 2]);
+  assert.equal(r.format, 'verl');
+  assert.ok(Date.now() - t0 >= 1500 + 2000, 'step 2, the last, waited for its file to settle');
+  const rows = readMetrics(r.runDir);
+  assert.deepEqual(
+    rows.filter((x) => x['verl/actor/pg_loss'] !== undefined).map((x) => [x.step, x.loss]),
+    [[1, 0.25]],
+  );
+  // scored by the model: every token has a finite log-prob
+  const { readTokenTable } = await import('../../../src/engine/rundir/arrow_tables');
+  for (const s of [1, 2]) assert.ok([...readTokenTable(stepFile(r.runDir, 'tokens', s)).logprob].every(Number.isFinite));
 });
