@@ -397,8 +397,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       const n = node.info!.total_steps ?? 0;
       const last = node.info!.last_step ?? 0;
       parts.push(`${n} step${n === 1 ? '' : 's'}${last !== n ? `, last ${last}` : ''}`);
-    }
-    else if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
+    } else if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
     if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
     if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);
     if (node.slurm) parts.push(`slurm ${node.slurm.job}${node.slurm.state ? ` ${node.slurm.state}` : ''}${node.slurm.reason ? ` (${node.slurm.reason})` : ''}`);
