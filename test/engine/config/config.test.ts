@@ -94,7 +94,7 @@ function only(issues: ConfigIssue[], path: string): ConfigIssue {
   return hits[0];
 }
 
-test('a config that sets only its name gets every default of DESIGN §3, plus the three documented additions', () => {
+test('a config that sets only its name gets every default of DESIGN §3, plus the additions documented below', () => {
   const { config, issues } = parseConfigText('name: countdown-baseline\n');
   assert.deepEqual(issues, []);
   const expected = parseYaml(DESIGN_DEFAULTS);
@@ -137,6 +137,9 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.logging.probe_every = 25;
   // what each update did to each token (the realized credit column), off by default: it costs a forward pass
   expected.logging.realized_credit = false;
+  // metrics beside metrics.jsonl: TensorBoard event files on by default (DESIGN §11), an MLflow server only when named
+  expected.logging.tensorboard = true;
+  expected.logging.mlflow = null;
   // the literature's methods, each with its block
   expected.credit.gtpo = { form: 'seed', alpha1: 1, alpha2: 0.1, entropy_clip: null };
   expected.credit.ktae = { alpha: 1, beta: 1, tf: true };
