@@ -12,6 +12,14 @@ export interface HeatmapScale {
   signed: boolean;
   /** the strongest colour at the low end of a sequential scale (a low log-prob is a surprising token) */
   invert?: boolean;
+  /**
+   * A signed metric that says which way the update moved the token: the sign of the values it pushed up (log π for a
+   * trained token, the expected reward for MC credit). Every such metric paints "up" blue and "down" red, whatever its
+   * own sign: the contribution c = Â·ℓ is negative on a reinforced token (ℓ < 0), so its up is its negative side.
+   */
+  up?: 'positive' | 'negative';
+  /** what "up" means for this metric, in the colour key (default: pushed up / pushed down) */
+  upMeans?: [up: string, down: string];
 }
 
 export interface TokenColumnDef {
@@ -74,16 +82,17 @@ export const TOKEN_COLUMNS = [
     type: 'float32',
     nullable: false,
     meaning: 'Â = A·w, the advantage this token was trained with',
-    heatmap: { label: 'effective advantage', signed: true },
+    heatmap: { label: 'effective advantage Â', signed: true, up: 'positive' },
     hover: 'effective advantage Â',
   },
   {
     name: 'contribution',
     type: 'float32',
     nullable: false,
-    meaning: "c = Â·ℓ, the token's share of the policy-gradient objective (seed doc 002)",
-    heatmap: { label: 'contribution', signed: true },
-    hover: 'contribution c',
+    meaning:
+      "c_Â = Â·ℓ, the token's share of the policy-gradient objective with its effective advantage (the credit analysis' c_A = A·ℓ uses the episode's A); negative where the update pushed the token up, since ℓ < 0",
+    heatmap: { label: 'contribution c_Â', signed: true, up: 'negative' },
+    hover: 'contribution c_Â',
   },
   {
     name: 'attribution',
@@ -136,7 +145,7 @@ export const TOKEN_COLUMNS = [
     meaning:
       "realized credit: log π_new(y_t) − log π_old(y_t), what the step's update actually did to the token's log-prob (the " +
       'parameters are shared, so every token moves, not only as its Â told it); null unless logging.realized_credit',
-    heatmap: { label: 'realized credit', signed: true },
+    heatmap: { label: 'realized credit', signed: true, up: 'positive', upMeans: ['log π rose', 'log π fell'] },
     hover: 'realized Δ log π',
   },
   { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: think, answer or other (DESIGN §4)', few_values: true },
@@ -181,7 +190,7 @@ export const KNOWN_EXTRA_COLUMNS: readonly (Omit<TokenColumnDef, 'type' | 'nulla
   {
     name: 'mc_delta',
     meaning: 'δ_t = V_{t+1} − V_t, the Monte Carlo credit of this token: how much choosing it changed the expected reward (credit-lens probe)',
-    heatmap: { label: 'MC credit δ', signed: true },
+    heatmap: { label: 'MC credit δ', signed: true, up: 'positive', upMeans: ['raised the expected reward', 'lowered it'] },
   },
   { name: 'mc_rollouts', meaning: 'M, the continuations behind the MC value', heatmap: { label: 'MC rollouts M', signed: false } },
 ];

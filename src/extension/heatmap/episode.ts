@@ -63,11 +63,34 @@ export class StepTables {
     return this.tokens[metric as BuiltinMetricId];
   }
 
-  /** Value range (quantileRange) of a metric over the whole step (per-step normalisation), cached. */
+  /**
+   * Whether the token of `row` trained: the strategy gave it a weight (entropy masking and the like give 0) and the loss
+   * counted it (an IS weight of 0: a truncated completion under grpo.mask_truncated_completions). Tokens that did not
+   * train stay out of every scale's range, so a masked span never flattens the real values.
+   */
+  trained(row: number): boolean {
+    const w = this.tokens.weight[row];
+    const is = this.tokens.is_weight?.[row];
+    return w !== 0 && is !== 0;
+  }
+
+  /** The rows of `rows` (all of the step's by default) whose tokens trained. */
+  trainedRows(rows?: ArrayLike<number>): Int32Array {
+    const n = rows ? rows.length : this.tokens.weight.length;
+    const out = new Int32Array(n);
+    let k = 0;
+    for (let i = 0; i < n; i++) {
+      const r = rows ? rows[i] : i;
+      if (this.trained(r)) out[k++] = r;
+    }
+    return out.subarray(0, k);
+  }
+
+  /** Value range (quantileRange) of a metric over the whole step's trained tokens (per-step normalisation), cached. */
   stepRange(metric: MetricId): Range | null {
     if (!this.ranges.has(metric)) {
       const col = this.column(metric);
-      this.ranges.set(metric, col ? quantileRange(col) : null);
+      this.ranges.set(metric, col ? quantileRange(col, this.trainedRows()) : null);
     }
     return this.ranges.get(metric)!;
   }
@@ -86,10 +109,10 @@ export class StepTables {
   }
 }
 
-/** Value range (quantileRange) of a metric over one episode's tokens (per-episode normalisation); null without values. */
+/** Value range (quantileRange) of a metric over one episode's trained tokens (per-episode normalisation); null without values. */
 export function valueRangeOfEpisode(tables: StepTables, episode: number, metric: MetricId): Range | null {
   const col = tables.column(metric);
-  return col ? quantileRange(col, tables.rows(episode)) : null;
+  return col ? quantileRange(col, tables.trainedRows(tables.rows(episode))) : null;
 }
 
 /**

@@ -9,6 +9,7 @@ import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
   bucketColors,
   formatScale,
+  scaleKey,
   isMetricId,
   metricDef,
   nextMetric,
@@ -35,7 +36,7 @@ export class HeatmapState implements vscode.Disposable {
 
   constructor(private readonly memento: vscode.Memento) {
     const saved = memento.get<string>(METRIC_KEY);
-    this.current = isMetricId(saved) ? saved : 'contribution';
+    this.current = isMetricId(saved) ? saved : 'effective_advantage';
     this.disposables.push(onSettingChange('heatmapNormalization', () => this.changed.fire()));
   }
 
@@ -219,6 +220,10 @@ export class Painter implements vscode.Disposable {
       unprobed = missing.length;
       editor.setDecorations(this.unprobedType, missing);
     } else editor.setDecorations(this.unprobedType, []);
+    const def = metricDef(metric);
+    // a token that did not train was pushed neither way: a metric of the update's direction leaves it unpainted
+    let untrained = 0;
+    for (const r of view.rows) if (!view.tables.trained(r)) untrained++;
     if (scale && col) {
       const types = this.typesFor(scale.kind);
       const buckets = quantise(scale, col, view.rows);
@@ -226,6 +231,7 @@ export class Painter implements vscode.Disposable {
       for (let i = 0; i < buckets.length; i++) {
         const b = buckets[i];
         const r = ranges[i];
+        if (def.up && !view.tables.trained(view.rows[i])) continue;
         if (b >= 0 && r) perBucket[b].push(r);
       }
       for (let b = 0; b < types.length; b++) editor.setDecorations(types[b], perBucket[b]);
@@ -247,7 +253,10 @@ export class Painter implements vscode.Disposable {
         range: new vscode.Range(1, 0, 1, 0),
         renderOptions: {
           after: {
-            contentText: `${metricDef(metric).label} ${formatScale(scale)} · per ${norm}${view.pair ? ' · shared' : ''}${unprobed ? ` · ${unprobed} tokens not probed (dotted)` : ''}`,
+            contentText:
+              `${scaleKey(def, scale)} · per ${norm}${view.pair ? ' · shared' : ''}` +
+              `${untrained ? ` · ${untrained} tokens did not train (${def.up ? 'unpainted' : 'outside the range'})` : ''}` +
+              `${unprobed ? ` · ${unprobed} tokens not probed (dotted)` : ''}`,
           },
         },
       },
@@ -327,19 +336,21 @@ export class Painter implements vscode.Disposable {
     const metric = this.metricFor(view);
     const scale = this.scaleOf(view, metric);
     const norm = this.state.normalization;
-    this.status.text = `$(symbol-color) ${metricDef(metric).label} ${formatScale(scale)}`;
+    const def = metricDef(metric);
+    // the key, short: which colour is which, then the range
+    const sense = scale?.kind === 'diverging' ? (def.up ? 'blue ↑ red ↓' : 'blue + red −') : scale ? (scale.invert ? 'darker = lower' : 'darker = higher') : '';
+    this.status.text = `$(symbol-color) ${def.label}: ${sense} ${formatScale(scale)}`;
     const md = new vscode.MarkdownString(undefined, true);
-    md.appendMarkdown(`**Heatmap: ${metricDef(metric).label}** — ${metricDef(metric).description}\n\n`);
-    md.appendMarkdown(
-      `${scale?.kind ?? 'no'} scale ${formatScale(scale)}, normalised per ${norm}${view.pair ? ' and shared with the compared episode' : ''}\n\n`,
-    );
+    md.appendMarkdown(`**Heatmap: ${def.label}** — ${def.description}\n\n`);
+    md.appendMarkdown(`${scaleKey(def, scale)}\n\n`);
+    md.appendMarkdown(`${scale?.kind ?? 'no'} scale, normalised per ${norm}${view.pair ? ' and shared with the compared episode' : ''}\n\n`);
     const last = this.last;
     if (last && last.uri === vscode.window.activeTextEditor?.document.uri.toString()) {
       md.appendMarkdown(`painted ${last.tokens} tokens in ${last.ms.toFixed(1)} ms\n\n`);
     }
     md.appendMarkdown('Click to choose the metric');
     this.status.tooltip = md;
-    this.status.accessibilityInformation = { label: `Heatmap metric ${metricDef(metric).label}, range ${formatScale(scale)}, per ${norm}` };
+    this.status.accessibilityInformation = { label: `Heatmap metric ${def.label}: ${scaleKey(def, scale)}, per ${norm}` };
     this.status.show();
   }
 

@@ -19,12 +19,13 @@ export interface MetricDef extends HeatmapScale {
 }
 
 /** The metric picker's order for the columns it has always shown; a column added later follows them in catalog order. */
-const PICKER_ORDER: readonly string[] = ['contribution', 'effective_advantage', 'entropy', 'attribution', 'importance', 'logprob', 'weight'];
+// Â first: its sign is the direction the update pushed the token, so it is the default metric and reads without a key
+const PICKER_ORDER: readonly string[] = ['effective_advantage', 'contribution', 'entropy', 'attribution', 'importance', 'logprob', 'weight'];
 const pickerRank = (id: string) => (PICKER_ORDER.includes(id) ? PICKER_ORDER.indexOf(id) : PICKER_ORDER.length);
 
 const paintable = (c: TokenColumnDef): c is TokenColumnDef & { heatmap: HeatmapScale } => c.heatmap !== undefined;
 
-/** The paintable columns, in the order of the metric picker (contribution first: the product's headline column). */
+/** The paintable columns, in the order of the metric picker (Â first, the default). */
 export const METRICS: readonly MetricDef[] = (TOKEN_COLUMNS as readonly TokenColumnDef[])
   .filter(paintable)
   .map((c) => ({ id: c.name as BuiltinMetricId, ...c.heatmap, description: c.meaning }))
@@ -80,16 +81,24 @@ export interface Scale {
   hi: number;
   invert: boolean;
   buckets: number;
+  /**
+   * Diverging: the sign painted as "up" (blue). A metric whose up is its negative side (the contribution Â·ℓ) is painted
+   * mirrored, so blue means the same on every metric: the update pushed the token up.
+   */
+  up: 'positive' | 'negative';
 }
 
+/** The quantiles a scale spans (p2–p98): the key says the ends are clipped there. */
+export const CLIP_QUANTILE = 0.98;
+
 /**
- * The range a scale spans: the q and 1 − q quantiles of the finite values (nearest rank on the sorted values),
- * not their extremes. A completion's contributions are skewed — a handful of unlikely tokens carry most of
+ * The range a scale spans: the q and 1 − q quantiles of the finite values (nearest rank on the sorted values; p2–p98 by
+ * default), not their extremes. A completion's contributions are skewed — a handful of unlikely tokens carry most of
  * |Â·ℓ| — and with the extremes as ends one outlier in 5,000 tokens would leave every other token in the
  * faintest buckets. Values beyond the range take the end buckets; the hover shows the exact value. Up to about
- * 50 values, rank round(q·(n − 1)) is the largest one, so a short episode's range is its min and max.
+ * 25 values, rank round(q·(n − 1)) is the largest one, so a short episode's range is its min and max.
  */
-export function quantileRange(values: ArrayLike<number>, rows?: ArrayLike<number>, q = 0.99): Range | null {
+export function quantileRange(values: ArrayLike<number>, rows?: ArrayLike<number>, q = CLIP_QUANTILE): Range | null {
   const n = rows ? rows.length : values.length;
   const finite = new Float32Array(n);
   let k = 0;
@@ -117,20 +126,40 @@ export function scaleFor(metric: MetricDef, range: Range | null): Scale | null {
   if (!range) return null;
   if (metric.signed) {
     const m = Math.max(Math.abs(range.min), Math.abs(range.max));
-    return { kind: 'diverging', lo: -m, hi: m, invert: false, buckets: 2 * DIVERGING_SIDE };
+    return { kind: 'diverging', lo: -m, hi: m, invert: false, buckets: 2 * DIVERGING_SIDE, up: metric.up ?? 'positive' };
   }
-  return { kind: 'sequential', lo: range.min, hi: range.max, invert: !!metric.invert, buckets: SEQUENTIAL_BUCKETS };
+  return { kind: 'sequential', lo: range.min, hi: range.max, invert: !!metric.invert, buckets: SEQUENTIAL_BUCKETS, up: 'positive' };
 }
 
 /**
- * The bucket of `v`, or −1 for no colour. Diverging: buckets 0…K−1 are negative (0 the strongest), K…2K−1
- * positive (2K−1 the strongest), |v|/hi split into K equal steps; exactly 0 (no credit at all) and a
+ * The colour key of a metric painted on `scale`, in words (so no meaning rests on colour alone): for a metric that says
+ * which way the update moved a token, "blue = pushed up · red = pushed down"; for another signed one, which sign is
+ * which; for a sequential one, which end is strong. Then the range, clipped at p2–p98.
+ */
+export function scaleKey(metric: MetricDef, scale: Scale | null): string {
+  if (!scale) return `${metric.label}: no values`;
+  const range = `${formatScale(scale)}, clipped at p2–p98`;
+  if (scale.kind === 'diverging') {
+    if (metric.up) {
+      const [up, down] = metric.upMeans ?? ['pushed up', 'pushed down'];
+      return `blue = ${up} · red = ${down} · ${metric.label} ${range}`;
+    }
+    return `blue = positive · red = negative · ${metric.label} ${range}`;
+  }
+  return `darker = ${scale.invert ? 'lower' : 'higher'} · ${metric.label} ${range}`;
+}
+
+/**
+ * The bucket of `v`, or −1 for no colour. Diverging: buckets 0…K−1 are "down" (0 the strongest), K…2K−1 "up"
+ * (2K−1 the strongest; the positive side, or the negative one for a metric whose up is negative), |v|/hi split into K
+ * equal steps; exactly 0 (no credit at all) and a
  * scale of all zeros stay uncoloured. Sequential: (v − lo)/(hi − lo) split into N equal steps (reversed when
  * inverted); a scale whose values are all equal puts them in the middle bucket. NaN (a null row): −1.
  */
 export function bucketOf(scale: Scale, v: number): number {
   if (Number.isNaN(v)) return -1;
   if (scale.kind === 'diverging') {
+    if (scale.up === 'negative') v = -v;
     const K = scale.buckets / 2;
     if (v === 0 || scale.hi === 0) return -1;
     const k = Math.min(K - 1, Math.floor((Math.abs(v) / scale.hi) * K));
@@ -157,23 +186,24 @@ export type ThemeKind = 'light' | 'dark' | 'highContrast' | 'highContrastLight';
 
 type Rgb = readonly [number, number, number];
 
-// Red for negative, blue for positive (a red–blue diverging scale reads for the common red–green colour
-// blindness); violet for sequential metrics, so a glance tells which kind of scale is showing. Darker hues on
-// light backgrounds, brighter ones on dark backgrounds, where the same colour would look muddy.
+// Red for "down", blue for "up" (a red–blue diverging scale reads for the common red–green colour blindness); violet
+// for sequential metrics, so a glance tells which kind of scale is showing. Darker hues on light backgrounds, brighter
+// and more opaque ones on dark backgrounds, where the same colour would look muddy and faint.
 const HUES: Record<'negative' | 'positive' | 'sequential', { light: Rgb; dark: Rgb }> = {
-  negative: { light: [207, 34, 46], dark: [248, 81, 73] },
-  positive: { light: [9, 105, 218], dark: [56, 139, 253] },
-  sequential: { light: [130, 80, 223], dark: [163, 113, 247] },
+  negative: { light: [207, 34, 46], dark: [255, 92, 84] },
+  positive: { light: [9, 105, 218], dark: [64, 150, 255] },
+  sequential: { light: [130, 80, 223], dark: [178, 128, 255] },
 };
 
 /**
  * Opacity of the k-th of n intensity steps. The text keeps the theme's foreground colour over the tint, so
- * the strongest step stays light enough to read it (0.56 for normal themes), and the faintest is still seen. High-contrast themes put
+ * the strongest step stays light enough to read it (0.56 on light themes, 0.72 on dark), and the faintest is still seen. High-contrast themes put
  * white or black text on pure black or white: a lower ceiling keeps that contrast, and the bucket's colour is
  * repeated as an underline (`borderColor` in paint.ts) so the strength still shows.
  */
 export function bucketAlpha(k: number, n: number, theme: ThemeKind): number {
-  const [lo, hi] = theme === 'highContrast' || theme === 'highContrastLight' ? [0.15, 0.4] : [0.12, 0.56];
+  // on a dark background a tint of the same opacity reads fainter than on a light one: dark themes get more
+  const [lo, hi] = theme === 'highContrast' || theme === 'highContrastLight' ? [0.15, 0.4] : theme === 'dark' ? [0.2, 0.72] : [0.12, 0.56];
   return n <= 1 ? hi : Math.round((lo + ((hi - lo) * k) / (n - 1)) * 1000) / 1000;
 }
 

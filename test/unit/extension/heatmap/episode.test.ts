@@ -72,7 +72,7 @@ interface Ep {
 }
 
 /** A step written with the engine's own writers: token values are chosen so every row is recognisable. */
-function writeStep(runDir: string, step: number, eps: Ep[], opts: { attribution?: boolean; reverseRows?: boolean } = {}): void {
+function writeStep(runDir: string, step: number, eps: Ep[], opts: { attribution?: boolean; reverseRows?: boolean; untrained?: number } = {}): void {
   mkdirSync(join(runDir, 'tokens'), { recursive: true });
   mkdirSync(join(runDir, 'episodes'), { recursive: true });
   const rows: { e: number; p: number; tok: string }[] = [];
@@ -90,7 +90,8 @@ function writeStep(runDir: string, step: number, eps: Ep[], opts: { attribution?
     logprob: f((r) => -0.5 * (r.p + 1)),
     entropy: f((r) => r.p),
     advantage: f((r) => eps.find((x, i) => (x.episode ?? i) === r.e)!.advantage),
-    weight: new Float32Array(n).fill(1),
+    // opts.untrained: that episode's tokens got weight 0 (masked by the strategy)
+    weight: f((r) => (r.e === opts.untrained ? 0 : 1)),
     effective_advantage: f((r) => eps.find((x, i) => (x.episode ?? i) === r.e)!.advantage),
     contribution: f((r) => eps.find((x, i) => (x.episode ?? i) === r.e)!.advantage * -0.5 * (r.p + 1)),
     attribution: opts.attribution ? f((r) => 0.1 * (r.p + 1)) : null,
@@ -189,12 +190,22 @@ test('per-step ranges and the metrics a step has: a null column is not offered',
     writeStep(dir, 1, eps);
     writeStep(dir, 2, eps, { attribution: true });
     const t1 = readStep(dir, 1);
-    assert.deepEqual(t1.available(), ['contribution', 'effective_advantage', 'entropy', 'logprob', 'weight']);
-    assert.deepEqual(readStep(dir, 2).available(), ['contribution', 'effective_advantage', 'entropy', 'attribution', 'logprob', 'weight']);
+    assert.deepEqual(t1.available(), ['effective_advantage', 'contribution', 'entropy', 'logprob', 'weight']);
+    assert.deepEqual(readStep(dir, 2).available(), ['effective_advantage', 'contribution', 'entropy', 'attribution', 'logprob', 'weight']);
     // contribution = A·(−0.5·(p+1)): episode 0: 2·−0.5 = −1, 2·−1 = −2; episode 1: −1·(−0.5, −1, −1.5) = 0.5, 1, 1.5.
     assert.deepEqual(t1.stepRange('contribution'), { min: -2, max: 1.5 });
     assert.deepEqual(valueRangeOfEpisode(t1, 1, 'contribution'), { min: 0.5, max: 1.5 });
     assert.equal(valueRangeOfEpisode(t1, 1, 'attribution'), null);
+    // Tokens that did not train (weight 0: episode 0 masked) stay out of every range, of the step and of the episode:
+    // the step's entropy range is episode 1's positions 0…2, not 0…1 joined with them.
+    writeStep(dir, 3, eps, { untrained: 0 });
+    const t3 = readStep(dir, 3);
+    assert.deepEqual(
+      [...t3.trainedRows()].map((r) => t3.tokens.episode[r]),
+      [1, 1, 1],
+    );
+    assert.deepEqual(t3.stepRange('contribution'), { min: 0.5, max: 1.5 });
+    assert.equal(valueRangeOfEpisode(t3, 0, 'entropy'), null);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
