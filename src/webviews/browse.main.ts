@@ -284,11 +284,16 @@ function tokensTab(r: BrowseResult): TemplateResult {
     </table>`;
 }
 
-/** A token's background on the group's shared diverging scale (blue > 0, red < 0, as the editor heatmap). */
+/**
+ * A token's background on the group's shared diverging scale, in the editor heatmap's sense: blue where the update
+ * pushed the token up (c_Â = Â·ℓ < 0, since ℓ < 0), red where it pushed it down; stronger on a dark theme.
+ */
 function paint(c: number, scale: number): string {
-  if (!scale || !c) return '';
-  const a = Math.min(1, Math.abs(c) / scale) * 0.7;
-  return c > 0 ? `rgba(56, 139, 253, ${a.toFixed(3)})` : `rgba(248, 81, 73, ${a.toFixed(3)})`;
+  if (!scale || !c || !Number.isFinite(c)) return '';
+  const dark = document.body.classList.contains('vscode-dark') || document.body.classList.contains('vscode-high-contrast');
+  const a = (dark ? 0.2 : 0.12) + Math.min(1, Math.abs(c) / scale) * (dark ? 0.52 : 0.44);
+  if (c < 0) return dark ? `rgba(64, 150, 255, ${a.toFixed(3)})` : `rgba(9, 105, 218, ${a.toFixed(3)})`;
+  return dark ? `rgba(255, 92, 84, ${a.toFixed(3)})` : `rgba(207, 34, 46, ${a.toFixed(3)})`;
 }
 
 /**
@@ -304,7 +309,11 @@ function applyStyles(): void {
 function groupTab(r: BrowseResult): TemplateResult {
   const g = r.group;
   if (!g) return html`<p class="muted">Choose "group" on an episode's row: its prompt's completions at that step, side by side.</p>`;
-  return html`<p>Step ${g.step}, prompt ${g.prompt}: ${g.members.length} completions, painted by contribution c on one scale (|c| ≤ ${fmt(g.scale)}).</p>
+  return html`<p>Step ${g.step}, prompt ${g.prompt}: ${g.members.length} completions, painted by contribution c_Â = Â·ℓ on one scale.</p>
+    <p class="key" aria-label="colour key">
+      <span class="swatch up"></span> blue = pushed up · <span class="swatch down"></span> red = pushed down · |c_Â| up to ${fmt(g.scale)} (p98; stronger tokens
+      take the strongest colour) · the hover of an opened episode gives each value
+    </p>
     <div class="group">
       ${g.members.map(
         (m) =>

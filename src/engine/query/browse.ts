@@ -61,16 +61,19 @@ export function answer(idx: RolloutIndex, q: BrowseQuery, loadMs: number): Brows
       );
     if (q.tab === 'group' && q.group) {
       const members = idx.group(q.group.step, q.group.prompt);
-      let scale = 0;
+      const abs: number[] = [];
       const m = [...members].map((i) => {
         const tokens: { text: string; c: number }[] = [];
         for (let k = idx.start[i]; k < idx.start[i] + idx.len[i]; k++) {
           const c = idx.tokens.contribution[k];
-          scale = Math.max(scale, Math.abs(c));
+          if (Number.isFinite(c) && c !== 0) abs.push(Math.abs(c));
           tokens.push({ text: idx.tokens.token[k], c });
         }
         return { episode: episode(idx, i), tokens };
       });
+      // the 98th percentile of |c|, as the editor's heatmap clips its ranges: one outlier does not fade the rest
+      abs.sort((a, b) => a - b);
+      const scale = abs.length ? abs[Math.round(0.98 * (abs.length - 1))] : 0;
       base.group = { step: q.group.step, prompt: q.group.prompt, scale, members: m };
     }
     if (q.tab === 'prompt' && q.prompt !== null) {

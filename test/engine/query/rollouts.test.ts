@@ -247,7 +247,7 @@ test("Browse Rollouts' answers: each tab from one query, and the exports", async
   );
   assert.equal(q({ where: 'rewrd > 1' }).error?.includes('unknown field "rewrd"'), true, 'a bad filter comes back as the error');
   const g = q({ tab: 'group', group: { step: 1, prompt: 7 } }).group!;
-  // the group's scale is its largest |c|: 0.6 (' Wait' of episode 1)
+  // the group's scale is the 98th percentile of |c| (with this few tokens the largest: 0.6, ' Wait' of episode 1)
   assert.equal(g.members.length, 2);
   assert.ok(Math.abs(g.scale - 0.6) < 1e-7);
   assert.deepEqual(
