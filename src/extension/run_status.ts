@@ -15,3 +15,21 @@ export const isEnded = (s: LiveStatus): boolean => ENDED.has(s);
  * run.json's `running` is one of these; the caller decides whether that engine is still alive (engineAlive).
  */
 export const isTraining = (s: LiveStatus | null | undefined): boolean => s != null && TRAINING.has(s);
+
+/** "started 27 Nov 14:02 · ended 14:05 · took 3 min 12 s", in local time (a hover); a running run says how long so far. */
+export function timesOf(started: string, ended: string | null | undefined, running: boolean, now = Date.now()): string {
+  const t0 = Date.parse(started);
+  if (!Number.isFinite(t0)) return `started ${started}`;
+  const t1 = ended ? Date.parse(ended) : NaN;
+  const day = (t: number) => new Date(t).toLocaleDateString(undefined, { day: 'numeric', month: 'short' });
+  const time = (t: number) => new Date(t).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  const span = (ms: number) => {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+    return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  };
+  const start = `started ${day(t0)} ${time(t0)}`;
+  if (!Number.isFinite(t1)) return running ? `${start} · running for ${span(now - t0)}` : start;
+  return `${start} · ended ${day(t1) === day(t0) ? '' : `${day(t1)} `}${time(t1)} · took ${span(t1 - t0)}`;
+}

@@ -5,7 +5,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import type { MetricsRow, Phase, RunStatus } from '../protocol/index';
-import { readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
+import { readMetrics, readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
+import { percent, summarizeMetrics } from './metrics_summary';
 import { readSettings } from './vscode_settings';
 import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { EngineProcess } from './engine';
@@ -235,6 +236,7 @@ export class RunManager implements vscode.Disposable {
     if (slot.finishedReported && run.status !== 'running' && run.status !== 'starting' && run.status !== 'stopping') {
       this.end(slot, run.status as RunStatus);
       if (run.status === 'failed') this.reportFailure(slot, run.error ?? 'the engine reported a failure');
+      if (run.status === 'completed') this.reportCompleted(slot);
       return;
     }
     // No run/finished reached us. run.json is the engine's own record and outlives the channel: a run that ended
@@ -264,6 +266,28 @@ export class RunManager implements vscode.Disposable {
     }
     this.end(slot, status);
     if (status === 'failed') this.reportFailure(slot, why);
+  }
+
+  /**
+   * A finished run says so, with what it reached and the two views people open next. A sweep's runs are quiet: the
+   * sweep's own notification reports them together.
+   */
+  private reportCompleted(slot: Slot): void {
+    const { run } = slot;
+    if (run.request.quiet || !run.runDir) return;
+    const rows = readMetrics(run.runDir);
+    const s = summarizeMetrics(rows);
+    const before = rows.find((r) => r.phase === 'eval' && r.step === 0)?.eval_success;
+    const evals =
+      s.finalEvalSuccess !== null
+        ? ` Greedy eval success ${before !== undefined ? `${percent(before, 1)} → ` : ''}${percent(s.finalEvalSuccess, 1)} at step ${s.lastGrpoStep}.`
+        : '';
+    void vscode.window
+      .showInformationMessage(`Credit Lens: ${run.name ?? run.request.label} completed.${evals}`, 'Open Dashboard', 'Browse Rollouts')
+      .then((choice) => {
+        if (choice === 'Open Dashboard') void vscode.commands.executeCommand('creditLens.openDashboard', run.runDir);
+        if (choice === 'Browse Rollouts') void vscode.commands.executeCommand('creditLens.browseRollouts', run.runDir);
+      });
   }
 
   private reportFailure(slot: Slot, why: string): void {

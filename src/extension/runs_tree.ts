@@ -10,7 +10,7 @@ import type { RunDirWatcher } from './run_watcher';
 import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
 import { engineAlive, findConfigs, runRoots, scanRuns } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
-import { isEnded, isTraining, type LiveStatus } from './run_status';
+import { isEnded, isTraining, timesOf, type LiveStatus } from './run_status';
 import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
@@ -393,13 +393,14 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     // a followed run has no total: it grows as its trainer writes steps
     const following = node.status === 'running' && !!node.info?.imported?.following;
     const parts: string[] = [node.interrupted ? 'interrupted' : following ? 'following' : node.status];
+    // status, reward and eval first: what a default-width side bar must not cut off; the step count after them
+    if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
+    if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);
     if (following) {
       const n = node.info!.total_steps ?? 0;
       const last = node.info!.last_step ?? 0;
       parts.push(`${n} step${n === 1 ? '' : 's'}${last !== n ? `, last ${last}` : ''}`);
     } else if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
-    if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
-    if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);
     if (node.slurm) parts.push(`slurm ${node.slurm.job}${node.slurm.state ? ` ${node.slurm.state}` : ''}${node.slurm.reason ? ` (${node.slurm.reason})` : ''}`);
     item.description = parts.join(' · ');
 
@@ -414,9 +415,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       md.appendMarkdown(
         `strategy ${inlineCode(node.info.strategy ?? '?')} · backend ${inlineCode(String(node.info.backend))}${node.info.backend_reason ? ` (${escapeMarkdown(node.info.backend_reason)})` : ''}\n\n`,
       );
-      md.appendMarkdown(
-        `started ${escapeMarkdown(String(node.info.started))}${node.info.ended ? ` · ended ${escapeMarkdown(String(node.info.ended))}` : ''}\n\n`,
-      );
+      md.appendMarkdown(`${escapeMarkdown(timesOf(node.info.started, node.info.ended, isTraining(node.status) && !node.interrupted))}\n\n`);
       if (node.info.error) md.appendMarkdown(`error: ${escapeMarkdown(String(node.info.error))}\n\n`);
     }
     if (summary) {

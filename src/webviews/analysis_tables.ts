@@ -20,7 +20,9 @@ const SECTIONS: Section[] = ['think', 'answer', 'other'];
 
 /** Which c the tables are over: seed doc 002's A × ℓ, or the weighted Â × ℓ (the analysis's --contribution). */
 export function cText(a: AnalyzeReport): string {
-  return a.meta.contribution === 'weighted' ? "c = Â × ℓ (the strategy's weighted advantage)" : "c = A × ℓ (the episode's advantage, seed doc 002's)";
+  return a.meta.contribution === 'weighted'
+    ? "c = c_Â = Â × ℓ (the strategy's weighted advantage, as the heatmap's contribution)"
+    : "c = c_A = A × ℓ (the episode's advantage; the heatmap's contribution is c_Â = Â × ℓ)";
 }
 
 export function contributionTable(a: AnalyzeReport): Table {

@@ -49,6 +49,9 @@ scenario('▶ Run on a config: the Runs tree shows it running, then completed, a
   await shot(page, '02-run-running');
   const done = await waitForRow(page, /^tiny-\d{8}-\d{6}.*\bcompleted\b.*12\/12/, 180_000);
   log(`tree: ${done}`);
+  // the finished run says so, with the two views to open next
+  const toast = await notification(page, /tiny completed\. Greedy eval success [\d.]+% → [\d.]+% at step 12\./, 30_000);
+  for (const b of ['Open Dashboard', 'Browse Rollouts']) await toast.locator('.monaco-button', { hasText: b }).waitFor({ timeout: 5_000 });
   // Its children are the logged steps, and a step's children its episodes, best reward first.
   await page
     .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ })

@@ -111,7 +111,27 @@ function paintedColours(page, editor = page.locator(ACTIVE)) {
   });
 }
 
-/** The heatmap's status-bar item: "<metric> [lo, hi]". */
+/** Heatmap: Choose Metric, then the row whose label matches. */
+async function chooseMetric(page, label) {
+  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: label }).first().click({ timeout: 15_000 });
+}
+
+/** The colour key painted on the line under an episode's header (an after-decoration: CSS content, not DOM text). */
+function colourKey(page) {
+  return page
+    .locator(ACTIVE)
+    .first()
+    .evaluate((ed) => {
+      for (const el of ed.querySelectorAll('.view-lines span, .view-lines .view-line *')) {
+        const c = getComputedStyle(el, '::after').content;
+        if (c && c !== 'none' && c.includes('=')) return c.replace(/^"|"$/g, '');
+      }
+      return '';
+    });
+}
+
+/** The heatmap's status-bar item: "<metric>: <key> [lo, hi]". */
 async function statusText(page) {
   const item = page.locator('.statusbar [aria-label^="Heatmap metric"]').first();
   await item.waitFor({ timeout: 15_000 });
@@ -227,18 +247,21 @@ scenario('an episode opened from the Runs tree is painted in at least 5 colours,
     headerText = await shownText(editor).catch(() => '');
   log(`document: ${headerText}`);
   assert.match(headerText, /reward -?\d\.\d{3} \(format -?\d\.\d{3}, answer -?\d\.\d{3}\) [✓✗] .*advantage [+−]?\d\.\d{3} · strategy none/);
+  // Painted by Â by default; under strategy none every token of an episode has its A, one colour: the contribution
+  // c_Â = Â·ℓ varies with each token's log-prob
+  await chooseMetric(page, /^contribution/);
 
   let colours = [];
   for (let i = 0; i < 50 && new Set(colours).size < 5; i++, await sleep(200)) colours = await paintedColours(page);
   const distinct = [...new Set(colours)];
   log(`contribution: ${colours.length} painted tokens in ${distinct.length} colours: ${distinct.join(' ')}`);
   assert.ok(distinct.length >= 5, `at least 5 distinct background colours, got ${distinct.join(', ')}`);
-  // Contribution is signed: red for negative, blue for positive (scales.ts), at different opacities.
+  // Contribution is signed: blue where the update pushed the token up, red down (scales.ts), at different opacities.
   assert.ok(
-    distinct.every((c) => /^rgba\((248, 81, 73|56, 139, 253), 0?\.\d+\)$/.test(c)),
+    distinct.every((c) => /^rgba\((255, 92, 84|64, 150, 255), 0?\.\d+\)$/.test(c)),
     distinct.join(', '),
   );
-  assert.match(await statusText(page), /contribution \[-?[\d.e-]+, [\d.e-]+\]/);
+  assert.match(await statusText(page), /contribution c_Â: blue ↑ red ↓ \[-?[\d.e-]+, [\d.e-]+\]/);
   await shot(page, '20-heatmap', { readme: 'heatmap' });
 
   const hover = await hoverToken(page, editor, Math.floor(colours.length / 2));
@@ -265,12 +288,12 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   let colours = [];
   for (let i = 0; i < 50; i++, await sleep(200)) {
     colours = await paintedColours(page);
-    if (colours.length && colours.every((c) => c.startsWith('rgba(163, 113, 247'))) break;
+    if (colours.length && colours.every((c) => c.startsWith('rgba(178, 128, 255'))) break;
   }
   const distinct = [...new Set(colours)];
   log(`entropy: ${distinct.length} colours: ${distinct.join(' ')}`);
   assert.ok(
-    colours.every((c) => c.startsWith('rgba(163, 113, 247')),
+    colours.every((c) => c.startsWith('rgba(178, 128, 255')),
     `every token repainted in the sequential hue: ${distinct.join(', ')}`,
   );
   assert.ok(distinct.length >= 5, `${distinct.length} shades`);
@@ -290,7 +313,7 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   await page.locator(`.tab.active[aria-label*="${next}"]`).waitFor({ timeout: 15_000 });
   // The chosen metric stays: the new episode is painted by entropy too.
   for (let i = 0; i < 50 && !(await paintedColours(page)).length; i++) await sleep(200);
-  assert.ok((await paintedColours(page)).every((c) => c.startsWith('rgba(163, 113, 247')));
+  assert.ok((await paintedColours(page)).every((c) => c.startsWith('rgba(178, 128, 255')));
   // Realized credit, log π_new − log π_old after the step's update: a signed metric, painted on the diverging scale.
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
   await page
@@ -301,10 +324,10 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   let realized = [];
   for (let i = 0; i < 50; i++, await sleep(200)) {
     realized = [...new Set(await paintedColours(page))];
-    if (realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(163, 113, 247'))) break;
+    if (realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(178, 128, 255'))) break;
   }
   log(`realized credit: ${realized.length} colours: ${realized.join(' ')}`);
-  assert.ok(realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(163, 113, 247')), `repainted off the sequential hue: ${realized.join(', ')}`);
+  assert.ok(realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(178, 128, 255')), `repainted off the sequential hue: ${realized.join(', ')}`);
   await shot(page, '21b-realized-credit');
   await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
   await page
@@ -312,11 +335,11 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
     .first()
     .click({ timeout: 15_000 });
 
-  // Per-step normalisation: the range is taken over all 320 tokens of the step (its 1%–99% quantiles), so it
+  // Per-step normalisation: the range is taken over all 320 tokens of the step (its 2%–98% quantiles), so it
   // is another one than the episode's.
   const item = page.locator('.statusbar [aria-label^="Heatmap metric contribution"]').first();
   await item.waitFor({ timeout: 15_000 });
-  const rangeOf = (label) => /range (\[\S+, \S+\])/.exec(label)?.[1];
+  const rangeOf = (label) => /(\[\S+, \S+\]), clipped at p2–p98/.exec(label)?.[1];
   const perEpisode = await item.getAttribute('aria-label');
   await palette(page, 'Credit Lens: Heatmap: Toggle Per-Episode', { pick: 'Toggle Per-Episode' });
   const perStep = page.locator('.statusbar [aria-label*="per step"]').first();
@@ -366,6 +389,65 @@ scenario('light and high-contrast themes: the light shades, and in high contrast
   assert.ok(underlined > 0, 'the bucket colour repeated as an underline');
   await shot(page, '25-heatmap-high-contrast');
   await colorTheme(page, 'Dark Modern');
+});
+
+scenario('a reinforced episode is painted "pushed up" (blue) under a colour key in words, in the dark and the light theme', async () => {
+  const { page } = vs;
+  // step 4 of the tiny run: a solved episode the update reinforced (A > 0) where there is one, else the most reinforced
+  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
+  const tiny = join(
+    WS,
+    'runs',
+    readdirSync(join(WS, 'runs')).find((d) => /^tiny-\d{8}-\d{6}$/.test(d)),
+  );
+  const eps = tables.readEpisodeTable(join(tiny, 'episodes', 'step-000004.arrow'));
+  const order = [...eps.episode.keys()].sort((a, b) => Number(eps.success[b]) - Number(eps.success[a]) || eps.advantage[b] - eps.advantage[a]);
+  const i = order[0];
+  assert.ok(eps.advantage[i] > 0, `a reinforced episode at step 4: advantages ${[...eps.advantage].join(', ')}`);
+  const episode = eps.episode[i];
+  log(`episode #${episode}: reward ${eps.reward[i]}, ${eps.success[i] ? 'solved' : 'not solved'}, A ${eps.advantage[i]}`);
+  await palette(page, 'Credit Lens: Open Rollouts');
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-\d{8}-\d{6}$/ })
+    .first()
+    .click({ timeout: 15_000 });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^step 4\b/ })
+    .first()
+    .click({ timeout: 15_000 });
+  await page.locator('.quick-input-widget input').fill(`#${episode}`);
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: `#${episode}` })
+    .first()
+    .click({ timeout: 15_000 });
+  await page.locator(`.tab.active[aria-label*="step 4 · episode ${episode}"]`).waitFor({ timeout: 15_000 });
+  const hue = { dark: { up: '64, 150, 255', down: '255, 92, 84' }, light: { up: '9, 105, 218', down: '207, 34, 46' } };
+  const allUp = async (theme) => {
+    let c = [];
+    for (let k = 0; k < 50; k++, await sleep(200)) if ((c = await paintedColours(page)).length && c.every((x) => x.startsWith(`rgba(${hue[theme].up}`))) break;
+    return c;
+  };
+  for (const [metric, label] of [
+    [/^effective advantage/, 'effective advantage Â'],
+    [/^contribution/, 'contribution c_Â'],
+  ]) {
+    await chooseMetric(page, metric);
+    await page.locator(`.statusbar [aria-label^="Heatmap metric ${label}: blue = pushed up · red = pushed down"]`).first().waitFor({ timeout: 15_000 });
+    const c = await allUp('dark');
+    log(`${label}, dark: ${c.length} tokens, ${[...new Set(c)].join(' ')}`);
+    assert.ok(c.length > 0 && c.every((x) => x.startsWith(`rgba(${hue.dark.up}`)), `every reinforced token blue (pushed up): ${[...new Set(c)].join(', ')}`);
+    const key = await colourKey(page);
+    log(`key: ${key}`);
+    assert.match(key, new RegExp(`^blue = pushed up · red = pushed down · ${label} \\[`));
+  }
+  await shot(page, '26-heatmap-pushed-up-dark', { readme: 'heatmap-key' });
+  await colorTheme(page, 'Light Modern');
+  const light = await allUp('light');
+  assert.ok(light.length > 0 && light.every((x) => x.startsWith(`rgba(${hue.light.up}`)), `light: every token blue: ${[...new Set(light)].join(', ')}`);
+  assert.match(await colourKey(page), /^blue = pushed up · red = pushed down · contribution c_Â \[/);
+  await shot(page, '27-heatmap-pushed-up-light');
+  await colorTheme(page, 'Dark Modern');
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
 });
 
 scenario('Compare With… opens the same prompt from another run beside it, both on one scale', async () => {

@@ -9,7 +9,23 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
-import { ROOT, TMP, WS, finishSuite, log, notification, palette, prepareSuite, readJson, scenario, shot, showRunsView, sleep, startVsCode, waitForRow } from './harness.mjs';
+import {
+  ROOT,
+  TMP,
+  WS,
+  finishSuite,
+  log,
+  notification,
+  palette,
+  prepareSuite,
+  readJson,
+  scenario,
+  shot,
+  showRunsView,
+  sleep,
+  startVsCode,
+  waitForRow,
+} from './harness.mjs';
 
 let vs;
 let modelRun;
@@ -288,7 +304,8 @@ scenario('Follow a Training Run… on a growing prime-rl folder: the run reads f
     assert.equal(info.imported.following, false);
     const steps = readdirSync(join(runDir, 'episodes')).length;
     assert.ok(steps >= 3, `${steps} steps`);
-    for (let n = 1; n <= steps; n++) assert.equal(tables.readEpisodeTable(join(runDir, 'episodes', `step-${String(n).padStart(6, '0')}.arrow`)).episode.length, 64);
+    for (let n = 1; n <= steps; n++)
+      assert.equal(tables.readEpisodeTable(join(runDir, 'episodes', `step-${String(n).padStart(6, '0')}.arrow`)).episode.length, 64);
     log(`stopped: ${await done.innerText()}`);
   } finally {
     trainer.kill();

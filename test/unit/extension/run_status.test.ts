@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isEnded, isTraining, type LiveStatus } from '../../../src/extension/run_status';
+import { isEnded, isTraining, timesOf, type LiveStatus } from '../../../src/extension/run_status';
 
 test('each status is training, ended, or queued: never two of them', () => {
   // The statuses of LiveStatus, each classed by hand from runs.ts' state machine.
@@ -20,4 +20,16 @@ test('each status is training, ended, or queued: never two of them', () => {
   }
   assert.equal(isTraining(undefined), false);
   assert.equal(isTraining(null), false);
+});
+
+test("a run's hover times: local start, end and how long it took; a running one how long so far", () => {
+  // built from local times, so the test reads the same in any time zone
+  const at = (h: number, m: number, s = 0, day = 27) => new Date(2026, 10, day, h, m, s).toISOString();
+  const t = (h: number, m: number) => new Date(2026, 10, 27, h, m).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  const d = (day: number) => new Date(2026, 10, day).toLocaleDateString(undefined, { day: 'numeric', month: 'short' });
+  assert.equal(timesOf(at(14, 2), at(14, 5, 12), false), `started ${d(27)} ${t(14, 2)} · ended ${t(14, 5)} · took 3 min 12 s`);
+  assert.equal(timesOf(at(23, 30), at(1, 0, 0, 28), false), `started ${d(27)} ${t(23, 30)} · ended ${d(28)} ${t(1, 0)} · took 1 h 30 min`);
+  assert.equal(timesOf(at(14, 2), null, true, Date.parse(at(14, 2, 45))), `started ${d(27)} ${t(14, 2)} · running for 45 s`);
+  assert.equal(timesOf(at(14, 2), null, false), `started ${d(27)} ${t(14, 2)}`, 'a run that died without an end: no made-up duration');
+  assert.equal(timesOf('garbage', null, false), 'started garbage');
 });
