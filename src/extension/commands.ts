@@ -201,15 +201,17 @@ async function openRunFolder(ctx: Ctx, arg: unknown): Promise<void> {
   else await vscode.commands.executeCommand('revealFileInOS', uri);
 }
 
+/** A run's own engine.log (from the palette: which run's); the extension's output only where the run has none. */
 async function showEngineLog(ctx: Ctx, arg: unknown): Promise<void> {
-  const runDir = runDirOf(arg);
-  if (!runDir) {
-    ctx.log.show(true);
-    return;
-  }
+  const runDir = runDirOf(arg) ?? (await pickRunDir('show the engine log of'));
+  if (!runDir) return;
   const path = engineLogPath(runDir);
   if (!existsSync(path)) {
-    ctx.log.show(true);
+    const choice = await vscode.window.showInformationMessage(
+      `Credit Lens: ${basename(runDir)} has no engine.log (its engine never started).`,
+      "Show the Extension's Output",
+    );
+    if (choice) ctx.log.show(true);
     return;
   }
   await vscode.window.showTextDocument(vscode.Uri.file(path), { preview: true });

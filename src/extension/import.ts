@@ -107,10 +107,10 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
   const skipped = result.skipped ? `; ${result.skipped} malformed line${result.skipped === 1 ? '' : 's'} skipped (see the engine log)` : '';
   const choice = await vscode.window.showInformationMessage(
     `Credit Lens: imported ${result.records} ${result.format} completions in ${result.steps.length} step${result.steps.length === 1 ? '' : 's'}${skipped}.`,
-    'Open Rollouts',
+    'Open Episode',
     'Show Engine Log',
   );
-  if (choice === 'Open Rollouts') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
+  if (choice === 'Open Episode') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
   else if (choice === 'Show Engine Log' && existsSync(join(result.runDir, 'engine.log')))
     await vscode.commands.executeCommand('creditLens.showEngineLog', result.runDir);
 }
@@ -176,9 +176,9 @@ export async function followRunCommand(ctx: Ctx, arg?: unknown): Promise<void> {
     ctx.log.info(`follow ended: ${result.records} completions in ${result.steps.length} steps → ${result.runDir}`);
     const choice = await vscode.window.showInformationMessage(
       `Credit Lens: stopped following ${basename(source)}: ${result.steps.length} step${result.steps.length === 1 ? '' : 's'} (${result.records} completions) imported.`,
-      'Open Rollouts',
+      'Open Episode',
     );
-    if (choice === 'Open Rollouts') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
+    if (choice === 'Open Episode') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });
   } catch (e) {
     ctx.log.warn(`follow failed: ${(e as Error).message}`);
     void vscode.window.showErrorMessage(`Credit Lens: following ${basename(source)} failed: ${(e as Error).message}`);

@@ -98,7 +98,7 @@ export const TOKEN_COLUMNS = [
     name: 'attribution',
     type: 'float32',
     nullable: true,
-    meaning: "α, the learned attribution head's share of the credit (seed doc 000)",
+    meaning: "α, the learned attribution head's share of the credit",
     heatmap: { label: 'attribution', signed: false },
     hover: 'attribution α',
   },
@@ -106,7 +106,7 @@ export const TOKEN_COLUMNS = [
     name: 'importance',
     type: 'float32',
     nullable: true,
-    meaning: "ρ, the importance net's predicted reward correlation (seed doc 004)",
+    meaning: "ρ, the reward-variance importance net's predicted reward correlation",
     heatmap: { label: 'importance', signed: true },
     hover: 'importance ρ',
   },
@@ -148,8 +148,8 @@ export const TOKEN_COLUMNS = [
     heatmap: { label: 'realized credit', signed: true, up: 'positive', upMeans: ['log π rose', 'log π fell'] },
     hover: 'realized Δ log π',
   },
-  { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: think, answer or other (DESIGN §4)', few_values: true },
-  { name: 'token_type', type: 'utf8', nullable: false, meaning: "seed doc 002's token class: filler or reasoning", few_values: true },
+  { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: in the <think> block, the <answer> block, or other', few_values: true },
+  { name: 'token_type', type: 'utf8', nullable: false, meaning: "the credit-assignment analysis' token class: filler or reasoning", few_values: true },
   { name: 'reward', type: 'float32', nullable: false, meaning: "the episode's total reward" },
 ] as const satisfies readonly TokenColumnDef[];
 

@@ -30,7 +30,7 @@ export function contributionTable(a: AnalyzeReport): Table {
   return {
     id: 'contribution',
     title: 'Contribution statistics',
-    hint: `${cText(a)} over every analysed token (seed doc 002: a rewarded episode has c ≤ 0)`,
+    hint: `${cText(a)} over every analysed token (a rewarded episode has c ≤ 0: its log-probs are negative)`,
     header: ['tokens', 'mean c', 'std c', 'mean |c|', 'min c', 'max c'],
     rows: [[c.count, c.mean, c.std, c.mean_abs, c.min, c.max]],
   };
@@ -55,7 +55,7 @@ export function positionBinTable(a: AnalyzeReport): Table {
   return {
     id: 'position_bins',
     title: 'Relative position',
-    hint: "tokens binned by position ÷ episode length (seed doc 002's full position table)",
+    hint: "tokens binned by position ÷ episode length (the credit-assignment analysis' full position table)",
     header: ['bin', 'position / length', 'tokens', 'mean c', 'std c', 'mean |c|', 'mean log-prob'],
     rows: a.relative_position.map((b) => [
       b.bin,
@@ -105,7 +105,7 @@ export function typeByPositionTable(a: AnalyzeReport): Table {
   return {
     id: 'type_by_position',
     title: 'Token type × position',
-    hint: "seed doc 002's position-controlled analysis: 5 bins of position ÷ length; share is within the bin",
+    hint: "the credit-assignment analysis' position control: 5 bins of position ÷ length; share is within the bin",
     header: [
       'position / length',
       'filler tokens',

@@ -78,7 +78,7 @@ const COLUMNS: Column[] = [
   {
     key: 'fillerReasoningRatio',
     title: 'Filler ÷ reas.',
-    hint: 'mean |contribution| of filler tokens ÷ that of reasoning tokens (seed doc 002), from credit-lens analyze',
+    hint: 'mean |contribution| of filler tokens ÷ that of reasoning tokens (the credit-assignment analysis), from credit-lens analyze',
     cell: (r) => num(r.fillerReasoningRatio, 2),
   },
 ];

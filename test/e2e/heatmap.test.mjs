@@ -406,7 +406,7 @@ scenario('a reinforced episode is painted "pushed up" (blue) under a colour key 
   assert.ok(eps.advantage[i] > 0, `a reinforced episode at step 4: advantages ${[...eps.advantage].join(', ')}`);
   const episode = eps.episode[i];
   log(`episode #${episode}: reward ${eps.reward[i]}, ${eps.success[i] ? 'solved' : 'not solved'}, A ${eps.advantage[i]}`);
-  await palette(page, 'Credit Lens: Open Rollouts');
+  await palette(page, 'Credit Lens: Open Episode');
   await page
     .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-\d{8}-\d{6}$/ })
     .first()
@@ -504,7 +504,7 @@ scenario('Compare With… opens the same prompt from another run beside it, both
 
 scenario('a 5,000-token episode paints in under 50 ms in the extension host', async () => {
   const { page } = vs;
-  await palette(page, 'Credit Lens: Open Rollouts');
+  await palette(page, 'Credit Lens: Open Episode');
   await page
     .locator('.quick-input-widget .monaco-list-row', { hasText: /^synthetic-5k-/ })
     .first()

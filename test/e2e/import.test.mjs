@@ -1,6 +1,6 @@
 // Importing another trainer's rollouts in real VS Code: "Credit Lens: Import Rollouts…" from the command
 // palette, the file picker (code-server's simple dialog: type the path), the model picker (a run of the workspace),
-// the progress notification, then "Open Rollouts" on the imported run and a painted heatmap with its hover. A
+// the progress notification, then "Open Episode" on the imported run and a painted heatmap with its hover. A
 // prime-rl token export is imported with no model and painted by its own importance ratio. Harness: harness.mjs.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -163,7 +163,7 @@ scenario('Import Rollouts… on a veRL dump scored by a workspace run: progress,
   assert.match(info.imported.model, /scorer-\d{8}-\d{6}[/\\]checkpoints[/\\]step-\d+$/);
   await shot(page, '60-import-done');
 
-  await toast.locator('.monaco-button', { hasText: 'Open Rollouts' }).click();
+  await toast.locator('.monaco-button', { hasText: 'Open Episode' }).click();
   // One step: the picker goes straight to the episodes, best reward first. Which episodes carry credit depends on the
   // scorer run's trajectory (a group whose rewards tie has advantage 0 and paints one shade), so pick, by its #number,
   // an episode whose advantage is not 0.
@@ -199,7 +199,7 @@ scenario('a prime-rl token export imports with no model and paints by its own im
   const { page } = vs;
   await importVia(page, join(WS, 'prime', 'token_exports'), 'No model');
   const toast = await notification(page, /imported 4 prime completions in 1 step\./, 60_000);
-  await toast.locator('.monaco-button', { hasText: 'Open Rollouts' }).click();
+  await toast.locator('.monaco-button', { hasText: 'Open Episode' }).click();
   const first = page.locator('.quick-input-widget .monaco-list-row').first();
   await first.waitFor({ timeout: 15_000 });
   await first.click();

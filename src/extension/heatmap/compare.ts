@@ -20,7 +20,7 @@ export function targetEpisode(arg: unknown): EpisodeRef | null {
 export async function compareWith(store: EpisodeStore, arg?: unknown, otherRunDir?: string): Promise<boolean> {
   const ref = targetEpisode(arg);
   if (!ref) {
-    void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Rollouts…, or an episode in the Runs view).');
+    void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Episode…, or an episode in the Runs view).');
     return false;
   }
   if (!otherRunDir) {

@@ -14,7 +14,7 @@ export async function navigate(store: EpisodeStore, move: Move): Promise<void> {
   const editor = vscode.window.activeTextEditor;
   const t = editor && parseEpisodeUri(editor.document.uri);
   if (!editor || !t) {
-    void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Rollouts…, or an episode in the Runs view).');
+    void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Episode…, or an episode in the Runs view).');
     return;
   }
   const episodesOf = async (step: number) => {

@@ -1,4 +1,4 @@
-// Opening episodes: from the Runs tree (an episode item's command), or "Open Rollouts…" — QuickPicks for run →
+// Opening episodes: from the Runs tree (an episode item's command), or "Open Episode…" — QuickPicks for run →
 // step → episode, where typing filters the episodes by reward, solved/not solved, prompt or completion.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
@@ -29,7 +29,7 @@ export function runPickItem(r: FoundRun): vscode.QuickPickItem & { run: FoundRun
   };
 }
 
-/** The "Open Rollouts…" command: run → step → episode, each step of the way skipped when its argument says it. */
+/** The "Open Episode…" command: run → step → episode, each step of the way skipped when its argument says it. */
 export async function openRollouts(tables: TableReader, arg?: unknown): Promise<void> {
   const direct = episodeOf(arg);
   if (direct) {
@@ -44,7 +44,7 @@ export async function openRollouts(tables: TableReader, arg?: unknown): Promise<
       return;
     }
     const pick = await vscode.window.showQuickPick(runs.map(runPickItem), {
-      title: 'Open Rollouts: run',
+      title: 'Open Episode: run',
       placeHolder: 'a run with logged episodes',
       matchOnDescription: true,
     });
@@ -81,7 +81,7 @@ async function pickStep(runDir: string): Promise<number | undefined> {
       return { label: `step ${s}`, description: parts.join(' · '), step: s };
     });
   const pick = await vscode.window.showQuickPick(items, {
-    title: `Open Rollouts: step of ${basename(runDir)}`,
+    title: `Open Episode: step of ${basename(runDir)}`,
     placeHolder: 'latest first; type a step number',
     matchOnDescription: true,
   });
@@ -100,7 +100,7 @@ async function pickEpisode(tables: TableReader, runDir: string, step: number): P
     episode: t.episode[i],
   }));
   const pick = await vscode.window.showQuickPick(items, {
-    title: `Open Rollouts: episode of ${basename(runDir)} step ${step}`,
+    title: `Open Episode: episode of ${basename(runDir)} step ${step}`,
     placeHolder: 'best reward first; filter by reward, "solved", prompt or completion text',
     matchOnDescription: true,
     matchOnDetail: true,

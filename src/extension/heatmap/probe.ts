@@ -28,7 +28,7 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
   }
   const view = painter.activeView();
   if (!view) {
-    void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Rollouts…), then probe it.');
+    void vscode.window.showInformationMessage('Credit Lens: open an episode first (Open Episode…), then probe it.');
     return;
   }
   const { runDir, step, episode } = view.ref;
