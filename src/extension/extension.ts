@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import { registerCommands } from './commands';
 import { stopFollows } from './import';
 import { ConfigCodeLensProvider } from './config_lens';
+import { registerConfigAssist } from './config_assist';
 import { Ctx } from './ctx';
 import { registerPanels } from './panels/index';
 import { registerHeatmap } from './heatmap/index';
@@ -19,6 +20,7 @@ export function activate(extCtx: vscode.ExtensionContext): void {
   c.pushExtCleanup(
     vscode.languages.registerCodeLensProvider({ scheme: 'file', pattern: '**/*.credit.yaml' }, c.pushExtCleanup(new ConfigCodeLensProvider(c.runs))),
   );
+  registerConfigAssist((d) => c.pushExtCleanup(d));
   c.pushExtCleanup(vscode.workspace.onDidGrantWorkspaceTrust(() => c.tree.refresh()));
   void vscode.commands.executeCommand('setContext', 'creditLens.hasActiveRuns', false);
   c.log.info(`Credit Lens activated (engine ${c.cliPath}; workspace ${vscode.workspace.isTrusted ? 'trusted' : 'untrusted: runs cannot be launched'})`);
