@@ -129,7 +129,7 @@ scenario('the dashboard of a training run adds points as run/metrics arrive', as
   await openFile(page, 'live.credit.yaml');
   await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
-  await waitForRow(page, /^live-\d{8}-\d{6}.*running · ([1-9]|\d\d+)\/4000/, 120_000);
+  await waitForRow(page, /^live-\d{8}-\d{6}.*running(?: · (?:reward|eval) [^·]+)* · ([1-9]|\d\d+)\/4000/, 120_000);
   await closeEditors(page);
   await palette(page, 'Credit Lens: Open Dashboard');
   await pickRun(page, /^live-\d{8}/);

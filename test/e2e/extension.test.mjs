@@ -146,6 +146,49 @@ scenario('a config that would send the API key to a remote plain-http host, or n
   await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
 });
 
+scenario('the config editor in a fresh VS Code: a key explains itself on hover, Ctrl+Space completes a key, "did you mean" is a quick fix', async () => {
+  const { page } = vs;
+  // No YAML extension is installed in this code-server: the docs come from Credit Lens itself.
+  writeFileSync(join(WS, 'assist.credit.yaml'), ['name: assist', 'grpo:', '  group_size: 8', '  lrr: 1.0e-4', '  '].join('\n'));
+  await openFile(page, 'assist.credit.yaml');
+  const editor = page.locator('.editor-group-container.active .monaco-editor');
+  await editor.locator('.view-line span', { hasText: 'group_size' }).first().hover();
+  const hover = page.locator('.monaco-hover:not(.hidden)', { hasText: 'grpo.group_size' }).first();
+  await hover.waitFor({ timeout: 15_000 });
+  const hoverText = (await hover.innerText()).replace(/\s+/g, ' ');
+  log(`hover: ${hoverText}`);
+  assert.match(hoverText, /grpo\.group_size Completions per prompt \(TRL num_generations\).* Allowed: an integer ≥ 2 Default: 8/);
+  await shot(page, '06-config-hover');
+  await page.mouse.move(5, 450);
+  await page.keyboard.press('Escape');
+
+  // the last line, inside grpo: Ctrl+Space lists grpo's keys with their defaults; typing narrows; Enter inserts
+  await editor.locator('.view-lines').click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('clip_eps_h');
+  await page.keyboard.press('Control+Space');
+  const item = page.locator('.suggest-widget .monaco-list-row', { hasText: 'clip_eps_high' }).first();
+  await item.waitFor({ timeout: 15_000 });
+  await shot(page, '07-config-completion');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type('0.28');
+  await editor.locator('.view-line', { hasText: 'clip_eps_high: 0.28' }).waitFor({ timeout: 10_000 });
+
+  // lrr: unknown, "did you mean `lr`?": Ctrl+. on it offers the fix, which renames the key
+  await editor.locator('.view-line span', { hasText: 'lrr' }).first().click();
+  await page.keyboard.press('Control+.');
+  const fix = page.locator('.action-widget .monaco-list-row', { hasText: 'Change to `lr`' }).first();
+  await fix.waitFor({ timeout: 15_000 });
+  // the fix is the preferred one, focused: Enter applies it (the menu's pointer block takes clicks)
+  await fix.hover();
+  await page.keyboard.press('Enter');
+  await editor.locator('.view-line', { hasText: /^\s*lr: 1\.0e-4/ }).waitFor({ timeout: 10_000 });
+  await palette(page, 'Credit Lens: Validate Config', { pick: 'Validate Config' });
+  await notification(page, /assist\.credit\.yaml is valid/);
+  await palette(page, 'View: Revert File', { pick: 'Revert File' });
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+});
+
 scenario('New Experiment scaffolds a valid config from a bundled example', async () => {
   const { page } = vs;
   const problemsBefore = await settledProblemCount(page);
@@ -171,7 +214,7 @@ scenario('Stop mid-run leaves status stopped, and Resume continues from the chec
   await openFile(page, 'long.credit.yaml');
   await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
-  await waitForRow(page, /^long-\d{8}-\d{6}.*running · ([3-9]|\d\d+)\/400/, 120_000);
+  await waitForRow(page, /^long-\d{8}-\d{6}.*running(?: · (?:reward|eval) [^·]+)* · ([3-9]|\d\d+)\/400/, 120_000);
   // While it trains, the config's CodeLens offers to stop it.
   await clickCodeLens(page, '■ Stop');
   const stopped = await waitForRow(page, /^long-\d{8}-\d{6}.*\bstopped\b/, 120_000);
@@ -188,7 +231,7 @@ scenario('Stop mid-run leaves status stopped, and Resume continues from the chec
   await pick.waitFor({ timeout: 15_000 });
   await pick.click();
   // Continuing, not restarting: the tree shows a step past the one it stopped at.
-  const stepOf = (l) => Number(/^long-\d{8}-\d{6}.*running · (\d+)\/400/.exec(l)?.[1] ?? -1);
+  const stepOf = (l) => Number(/^long-\d{8}-\d{6}.*running(?: · (?:reward|eval) [^·]+)* · (\d+)\/400/.exec(l)?.[1] ?? -1);
   const resumed = await waitForRow(page, (l) => stepOf(l) > stoppedAt, 120_000);
   log(`tree after resume: ${resumed}`);
   await shot(page, '06-resumed');
@@ -334,7 +377,7 @@ scenario('a crashed engine leaves a failed run, its last log lines, Show Log and
   await openFile(page, 'crash.credit.yaml');
   await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
-  await waitForRow(page, /^crash-\d{8}-\d{6}.*running · ([5-9]|\d\d+)\/400/, 120_000);
+  await waitForRow(page, /^crash-\d{8}-\d{6}.*running(?: · (?:reward|eval) [^·]+)* · ([5-9]|\d\d+)\/400/, 120_000);
   const [dir] = runDirs('crash');
   const { pid } = readJson(join(dir, 'run.json'));
   process.kill(pid, 'SIGKILL'); // what an out-of-memory kill does
@@ -352,7 +395,7 @@ scenario('a crashed engine leaves a failed run, its last log lines, Show Log and
   const stoppedAt = info.last_step;
 
   await toast.locator('.monaco-button', { hasText: 'Resume from Checkpoint' }).click();
-  const stepOf = (l) => Number(/^crash-\d{8}-\d{6}.*running · (\d+)\/400/.exec(l)?.[1] ?? -1);
+  const stepOf = (l) => Number(/^crash-\d{8}-\d{6}.*running(?: · (?:reward|eval) [^·]+)* · (\d+)\/400/.exec(l)?.[1] ?? -1);
   const resumed = await waitForRow(page, (l) => stepOf(l) > stoppedAt, 120_000);
   log(`tree after resume: ${resumed}`);
   assert.match(readJson(join(dir, 'run.json')).resumed_from ?? '', /step-/);
@@ -379,7 +422,7 @@ scenario('closing VS Code checkpoints and stops a training run', async () => {
   await openFile(page, 'long.credit.yaml');
   await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
-  await waitForRow(page, (l) => /^long-\d{8}-\d{6}, running · ([3-9]|\d\d+)\/400/.test(l) && !before.has(join(WS, 'runs', l.split(',')[0])), 120_000);
+  await waitForRow(page, (l) => /^long-\d{8}-\d{6}, running(?: · (?:reward|eval) [^·]+)* · ([3-9]|\d\d+)\/400/.test(l) && !before.has(join(WS, 'runs', l.split(',')[0])), 120_000);
   const dir = runDirs('long').find((d) => !before.has(d));
   const { pid } = readJson(join(dir, 'run.json'));
   await vs.stop();

@@ -270,7 +270,7 @@ scenario('Follow a Training Run… on a growing prime-rl folder: the run reads f
     // step N is whole once the trainer writes step N + 1; the tree shows it when its row reads "N steps"
     const latencies = [];
     for (const n of [1, 2, 3]) {
-      const label = await waitForRow(page, (l) => Number(/following · (\d+) steps?/.exec(l)?.[1] ?? 0) >= n, 60_000);
+      const label = await waitForRow(page, (l) => Number(/following(?: · (?:reward|eval) [^·]+)* · (\d+) steps?/.exec(l)?.[1] ?? 0) >= n, 60_000);
       const seen = Date.now();
       const times = JSON.parse(readFileSync(stamps, 'utf8'));
       if (times[n + 1]) latencies.push((seen - times[n + 1]) / 1000);
