@@ -88,7 +88,8 @@ export interface BrowseResult {
   episodes: BrowseEpisode[];
   search: { total: number; hits: { step: number; episode: number; position: number; match: string; before: string; after: string }[] } | null;
   tokens: BrowseTokenRow[] | null;
-  group: { step: number; prompt: number; scale: number; members: BrowseGroupMember[] } | null;
+  /** a group: its prompt's number and text, the shared scale (98th percentile of |c_Â|), its completions */
+  group: { step: number; prompt: number; text: string; scale: number; members: BrowseGroupMember[] } | null;
   prompt: { prompt: number; text: string; steps: { step: number; members: BrowseEpisode[] }[] } | null;
   histograms: BrowseHistogram[] | null;
   /** with the histograms: per step, the share of groups whose rewards are not all equal (effective groups), and the success rate */
@@ -164,7 +165,8 @@ export const DEFAULT_QUERY: BrowseQuery = {
   where: '',
   search: '',
   regex: false,
-  sort: 'step',
+  // the episodes the update moved most first: in table order the first screen is often all zero-advantage groups
+  sort: '-abs_advantage',
   tokenType: '',
   section: '',
   tokenSort: '-count',

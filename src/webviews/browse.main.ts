@@ -122,6 +122,16 @@ const COLS: [string, string, (e: BrowseEpisode) => unknown][] = [
   ['max_entropy', 'max H', (e) => num(e.max_entropy, 2)],
 ];
 
+/**
+ * The sort after a click on a column's header: ascending, then descending. The A column also sorts by |A| (the
+ * default: the episodes the update moved most first), so it goes |A| ▼ → A ▲ → A ▼ → |A| ▼.
+ */
+function nextSort(key: string): string {
+  const s = query.sort;
+  if (key === 'advantage') return s === '-abs_advantage' ? 'advantage' : s === 'advantage' ? '-advantage' : '-abs_advantage';
+  return s === key ? `-${key}` : key;
+}
+
 function episodesTab(r: BrowseResult): TemplateResult {
   const n = r.episodes.length;
   const first = Math.max(0, Math.floor(scrollTop / ROW_H) - 10);
@@ -133,8 +143,12 @@ function episodesTab(r: BrowseResult): TemplateResult {
           html`<span
             class="cell ${key ? 'sortable' : ''}"
             data-sort=${key}
-            @click=${() => key && send({ sort: sortKey === key && !query.sort.startsWith('-') ? `-${key}` : key })}
-            >${title}${sortKey === key ? (query.sort.startsWith('-') ? ' ▼' : ' ▲') : ''}</span
+            role=${key ? 'button' : nothing}
+            tabindex=${key ? '0' : nothing}
+            aria-sort=${sortKey === key || (key === 'advantage' && sortKey === 'abs_advantage') ? (query.sort.startsWith('-') ? 'descending' : 'ascending') : nothing}
+            @click=${() => key && send({ sort: nextSort(key) })}
+            @keydown=${(ev: KeyboardEvent) => key && (ev.key === 'Enter' || ev.key === ' ') && (ev.preventDefault(), send({ sort: nextSort(key) }))}
+            >${key === 'advantage' && sortKey === 'abs_advantage' ? '|A|' : title}${sortKey === key || (key === 'advantage' && sortKey === 'abs_advantage') ? (query.sort.startsWith('-') ? ' ▼' : ' ▲') : ''}</span
           >`,
       )}<span class="cell links"></span><span class="cell grow">completion</span>
     </div>
@@ -155,7 +169,7 @@ function episodesTab(r: BrowseResult): TemplateResult {
               data-top=${(first + k) * ROW_H}
               title="open the painted episode"
               @click=${() => open(e)}
-              @keydown=${(ev: KeyboardEvent) => ev.key === 'Enter' && open(e)}
+              @keydown=${(ev: KeyboardEvent) => (ev.key === 'Enter' || ev.key === ' ') && (ev.preventDefault(), open(e))}
             >
               ${COLS.map(([, , cell]) => html`<span class="cell">${cell(e)}</span>`)}
               <span class="cell links"
@@ -260,7 +274,12 @@ function tokensTab(r: BrowseResult): TemplateResult {
                 class="sortable"
                 title=${hint}
                 data-sort=${k}
+                tabindex="0"
+                aria-sort=${key === k ? (query.tokenSort.startsWith('-') ? 'descending' : 'ascending') : 'none'}
                 @click=${() => send({ tokenSort: key === k && query.tokenSort.startsWith('-') ? k : `-${k}` })}
+                @keydown=${(ev: KeyboardEvent) =>
+                  (ev.key === 'Enter' || ev.key === ' ') &&
+                  (ev.preventDefault(), send({ tokenSort: key === k && query.tokenSort.startsWith('-') ? k : `-${k}` }))}
               >
                 ${title}${key === k ? (query.tokenSort.startsWith('-') ? ' ▼' : ' ▲') : ''}
               </th>`,
@@ -309,7 +328,8 @@ function applyStyles(): void {
 function groupTab(r: BrowseResult): TemplateResult {
   const g = r.group;
   if (!g) return html`<p class="muted">Choose "group" on an episode's row: its prompt's completions at that step, side by side.</p>`;
-  return html`<p>Step ${g.step}, prompt ${g.prompt}: ${g.members.length} completions, painted by contribution c_Â = Â·ℓ on one scale.</p>
+  return html`<p>Step ${g.step}, prompt #${g.prompt}: <code>${g.text.replace(/\n/g, '⏎')}</code></p>
+    <p>${g.members.length} completions, painted by contribution c_Â = Â·ℓ on one scale.</p>
     <p class="key" aria-label="colour key">
       <span class="swatch up"></span> blue = pushed up · <span class="swatch down"></span> red = pushed down · |c_Â| up to ${fmt(g.scale)} (p98; stronger tokens
       take the strongest colour) · the hover of an opened episode gives each value
@@ -317,7 +337,14 @@ function groupTab(r: BrowseResult): TemplateResult {
     <div class="group">
       ${g.members.map(
         (m) =>
-          html`<div class="member" role="button" tabindex="0" title="open the painted episode" @click=${() => open(m.episode)}>
+          html`<div
+            class="member"
+            role="button"
+            tabindex="0"
+            title="open the painted episode"
+            @click=${() => open(m.episode)}
+            @keydown=${(ev: KeyboardEvent) => (ev.key === 'Enter' || ev.key === ' ') && (ev.preventDefault(), open(m.episode))}
+          >
             <div class="member-head">
               #${m.episode.episode} · reward ${num(m.episode.reward)} · A ${num(m.episode.advantage)} ·
               <span class="status ${m.episode.status}">${m.episode.status.replace('_', ' ')}</span>
@@ -337,7 +364,13 @@ function promptTab(r: BrowseResult): TemplateResult {
         html`<h3>step ${s.step}</h3>
           ${s.members.map(
             (e) =>
-              html`<div class="over-time" role="button" tabindex="0" @click=${() => open(e)}>
+              html`<div
+                class="over-time"
+                role="button"
+                tabindex="0"
+                @click=${() => open(e)}
+                @keydown=${(ev: KeyboardEvent) => (ev.key === 'Enter' || ev.key === ' ') && (ev.preventDefault(), open(e))}
+              >
                 <span class="status ${e.status}">${e.status.replace('_', ' ')}</span> ${num(e.reward)} <span class="muted">#${e.episode}</span>
                 <code>${e.snippet}</code>
               </div>`,

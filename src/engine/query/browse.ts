@@ -74,7 +74,7 @@ export function answer(idx: RolloutIndex, q: BrowseQuery, loadMs: number): Brows
       // the 98th percentile of |c|, as the editor's heatmap clips its ranges: one outlier does not fade the rest
       abs.sort((a, b) => a - b);
       const scale = abs.length ? abs[Math.round(0.98 * (abs.length - 1))] : 0;
-      base.group = { step: q.group.step, prompt: q.group.prompt, scale, members: m };
+      base.group = { step: q.group.step, prompt: q.group.prompt, text: members.length ? idx.promptText[members[0]] : '', scale, members: m };
     }
     if (q.tab === 'prompt' && q.prompt !== null) {
       const all = idx.filter(`prompt = ${q.prompt}`);

@@ -184,6 +184,7 @@ export class RolloutIndex {
       prompt: num,
       reward: num,
       advantage: num,
+      abs_advantage: num,
       length: num,
       mean_abs_c: num,
       max_entropy: num,
@@ -209,6 +210,8 @@ export class RolloutIndex {
         return this.reward[i];
       case 'advantage':
         return this.advantage[i];
+      case 'abs_advantage':
+        return Math.abs(this.advantage[i]);
       case 'length':
         return this.len[i];
       case 'mean_abs_c':
