@@ -301,7 +301,7 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
     distinct.every((c) => !before.has(c)),
     'no colour of the contribution scale is left',
   );
-  assert.match(await statusText(page), /^\S* ?entropy \[/);
+  assert.match(await statusText(page), /^\S* ?entropy: darker = higher \[/);
 
   // The keyboard: Alt+] is the next episode of the same step.
   const tab = await page.locator('.tab.active').getAttribute('aria-label');
@@ -408,7 +408,7 @@ scenario('a reinforced episode is painted "pushed up" (blue) under a colour key 
   log(`episode #${episode}: reward ${eps.reward[i]}, ${eps.success[i] ? 'solved' : 'not solved'}, A ${eps.advantage[i]}`);
   await palette(page, 'Credit Lens: Open Episode');
   await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-\d{8}-\d{6}$/ })
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-\d{8}-\d{6}/ })
     .first()
     .click({ timeout: 15_000 });
   await page
