@@ -412,7 +412,7 @@ scenario('a reinforced episode is painted "pushed up" (blue) under a colour key 
     .first()
     .click({ timeout: 15_000 });
   await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^step 4\b/ })
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^step 4(?!\d)/ })
     .first()
     .click({ timeout: 15_000 });
   await page.locator('.quick-input-widget input').fill(`#${episode}`);
