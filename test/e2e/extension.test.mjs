@@ -182,7 +182,7 @@ scenario('the config editor in a fresh VS Code: a key explains itself on hover, 
   // the fix is the preferred one, focused: Enter applies it (the menu's pointer block takes clicks)
   await page.locator('.action-widget .monaco-list-row.focused', { hasText: 'Change to `lr`' }).waitFor({ timeout: 5_000 });
   await page.keyboard.press('Enter');
-  await editor.locator('.view-line', { hasText: /^\s*lr: 1\.0e-4/ }).waitFor({ timeout: 10_000 });
+  await editor.locator('.view-line', { hasText: 'lr: 1.0e-4' }).waitFor({ timeout: 10_000 });
   await palette(page, 'Credit Lens: Validate Config', { pick: 'Validate Config' });
   await notification(page, /assist\.credit\.yaml is valid/);
   await palette(page, 'View: Revert File', { pick: 'Revert File' });
