@@ -62,22 +62,28 @@ async function pickModel(source: string): Promise<string | null | undefined> {
   return dir?.[0]?.fsPath;
 }
 
-export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<void> {
+/**
+ * Where an import or a follow reads from: the Uri it was given (the explorer's context menu), else the picked one; null
+ * when the workspace is untrusted (a model folder's code could run) or the person cancelled.
+ */
+async function pickSource(arg: unknown, o: { files: boolean; openLabel: string; title: string }): Promise<string | null> {
   if (!vscode.workspace.isTrusted) {
     void vscode.window.showWarningMessage(`Credit Lens: ${UNTRUSTED_MESSAGE}`);
-    return;
+    return null;
   }
-  let source = arg instanceof vscode.Uri ? arg.fsPath : null;
-  if (!source) {
-    const picked = await vscode.window.showOpenDialog({
-      canSelectFiles: true,
-      canSelectFolders: true,
-      canSelectMany: false,
-      openLabel: 'Import',
-      title: 'Import Rollouts: a veRL, TRL, prime-rl or JSONL file or folder',
-    });
-    source = picked?.[0]?.fsPath ?? null;
-  }
+  if (arg instanceof vscode.Uri) return arg.fsPath;
+  const picked = await vscode.window.showOpenDialog({
+    canSelectFiles: o.files,
+    canSelectFolders: true,
+    canSelectMany: false,
+    openLabel: o.openLabel,
+    title: o.title,
+  });
+  return picked?.[0]?.fsPath ?? null;
+}
+
+export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<void> {
+  const source = await pickSource(arg, { files: true, openLabel: 'Import', title: 'Import Rollouts: a veRL, TRL, prime-rl or JSONL file or folder' });
   if (!source) return;
   const model = await pickModel(source);
   if (model === undefined) return;
@@ -93,7 +99,7 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
     result = await withCancellableProgress(
       `Credit Lens: importing ${basename(source)}`,
       (done, total) => `${model ? 'scored' : 'read'} ${done} of ${total} completions`,
-      (onProgress, signal) => ctx.engineCli.importRollouts(importArgs(source!, { model, out }), onProgress, signal),
+      (onProgress, signal) => ctx.engineCli.importRollouts(importArgs(source, { model, out }), onProgress, signal),
     );
     if (result === null) return;
   } catch (e) {
@@ -137,21 +143,11 @@ export function stopFollows(): void {
 }
 
 export async function followRunCommand(ctx: Ctx, arg?: unknown): Promise<void> {
-  if (!vscode.workspace.isTrusted) {
-    void vscode.window.showWarningMessage(`Credit Lens: ${UNTRUSTED_MESSAGE}`);
-    return;
-  }
-  let source = arg instanceof vscode.Uri ? arg.fsPath : null;
-  if (!source) {
-    const picked = await vscode.window.showOpenDialog({
-      canSelectFiles: false,
-      canSelectFolders: true,
-      canSelectMany: false,
-      openLabel: 'Follow',
-      title: "Follow a Training Run: the trainer's rollout folder (veRL, prime-rl, TRL)",
-    });
-    source = picked?.[0]?.fsPath ?? null;
-  }
+  const source = await pickSource(arg, {
+    files: false,
+    openLabel: 'Follow',
+    title: "Follow a Training Run: the trainer's rollout folder (veRL, prime-rl, TRL)",
+  });
   if (!source) return;
   const format = await vscode.window.showQuickPick(FOLLOW_FORMATS, { title: 'Follow a Training Run: what writes this folder?', matchOnDetail: true });
   if (!format) return;

@@ -130,3 +130,19 @@ export const POLICY_FIXTURE_REF = {
     [-0.3, 0, 0],
   ],
 };
+
+/**
+ * A run of `sets` whose newest checkpoint (step `lost`) is deleted and whose run.json says failed: a kill after step
+ * `lost` was logged but before its checkpoint, so a resume goes on from the checkpoint before and logs the steps after
+ * it again. Returns the run directory.
+ */
+export async function runWithLostCheckpoint(configPath: string, sets: string[], lost: number): Promise<string> {
+  const { train } = await import('../../src/engine/train/train');
+  const { checkpointDir } = await import('../../src/engine/rundir/checkpoint');
+  const { updateRunInfo } = await import('../../src/engine/rundir/rundir');
+  const { rmSync } = await import('node:fs');
+  const first = await train({ configPath, sets });
+  rmSync(checkpointDir(first.runDir, lost), { recursive: true });
+  updateRunInfo(first.runDir, { status: 'failed' });
+  return first.runDir;
+}

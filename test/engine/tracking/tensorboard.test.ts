@@ -4,18 +4,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { maskedCrc32c, EventFileWriter, histogramOf, tfRecord } from '../../../src/engine/tracking/tensorboard';
 import { metricTag } from '../../../src/engine/tracking/tags';
 import { exportTensorboard } from '../../../src/engine/tracking/export';
 import { readEpisodeTable, readTokenTable } from '../../../src/engine/rundir/arrow_tables';
-import { listLoggedSteps, readMetrics, stepFile, updateRunInfo } from '../../../src/engine/rundir/rundir';
-import { checkpointDir } from '../../../src/engine/rundir/checkpoint';
+import { listLoggedSteps, readMetrics, stepFile } from '../../../src/engine/rundir/rundir';
 import { train } from '../../../src/engine/train/train';
 import { importRollouts } from '../../../src/engine/import/import';
-import { tinyConfig } from '../fixtures';
+import { runWithLostCheckpoint, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-tb-'));
 const READER = resolve(__dirname, 'read_tfevents.py');
@@ -161,14 +160,9 @@ test('logging.tensorboard false writes none', async () => {
 });
 
 test('a resumed run starts a new event file whose purge marker drops the abandoned steps: one line per tag, as metrics.jsonl', async () => {
-  const cfg = tinyConfig(tmp(), 'countdown');
-  const sets = ['grpo.steps=4', 'grpo.checkpoint_every=2', 'grpo.eval_every=1'];
-  const first = await train({ configPath: cfg, sets });
-  const runDir = first.runDir;
   // a kill after step 4 was logged but before its checkpoint: the resume goes on from step 2, and steps 3 and 4 are
   // sampled and logged again
-  rmSync(checkpointDir(runDir, 4), { recursive: true });
-  updateRunInfo(runDir, { status: 'failed' });
+  const runDir = await runWithLostCheckpoint(tinyConfig(tmp(), 'countdown'), ['grpo.steps=4', 'grpo.checkpoint_every=2', 'grpo.eval_every=1'], 4);
   const resumed = await train({ resume: runDir });
   assert.equal(resumed.status, 'completed');
   const main = assertMatchesRun(runDir);

@@ -3,15 +3,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { listLoggedSteps, readMetrics, readRunInfo, updateRunInfo } from '../../../src/engine/rundir/rundir';
-import { checkpointDir } from '../../../src/engine/rundir/checkpoint';
+import { listLoggedSteps, readMetrics, readRunInfo } from '../../../src/engine/rundir/rundir';
 import { listEvalSteps } from '../../../src/engine/rundir/eval_table';
 import { metricsWithoutTiming, RunController, train } from '../../../src/engine/train/train';
 import { startLlmServer } from '../oracle/llm_server';
-import { stopAtStep, tinyConfig } from '../fixtures';
+import { runWithLostCheckpoint, stopAtStep, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-faults-'));
 const CLI = resolve(__dirname, '../../../dist/engine/cli.js');
@@ -135,13 +134,8 @@ test("two engines on one run directory: the second is refused with the first one
 });
 
 test('a resume sets aside the tables the abandoned trajectory wrote after its checkpoint, so no reader mixes two trajectories', async () => {
-  const cfg = tinyConfig(tmp(), 'countdown');
-  const sets = ['grpo.steps=4', 'grpo.checkpoint_every=2', 'grpo.eval_every=1'];
-  const first = await train({ configPath: cfg, sets });
-  const runDir = first.runDir;
   // A kill after step 4's tables were written but before its checkpoint: the newest checkpoint is step 2.
-  rmSync(checkpointDir(runDir, 4), { recursive: true });
-  updateRunInfo(runDir, { status: 'failed' });
+  const runDir = await runWithLostCheckpoint(tinyConfig(tmp(), 'countdown'), ['grpo.steps=4', 'grpo.checkpoint_every=2', 'grpo.eval_every=1'], 4);
   const oldStep4 = readFileSync(join(runDir, 'tokens', 'step-000004.arrow'));
   // The resumed run stops after step 3: nothing overwrites step 4's tables.
   const resumed = await train({ resume: runDir, ...stopAtStep(3) });
