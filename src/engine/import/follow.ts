@@ -64,6 +64,7 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
   const imported = new Set<number>();
   const lateWarned = new Set<number>();
   const importedCounts = new Map<number, number>();
+  const reported = new Set<string>();
   let format: ImportFormat | null = o.format && o.format !== 'auto' ? o.format : null;
   let imp: Importer | null = null;
   let metrics: TrainerMetrics | null = null;
@@ -130,14 +131,23 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
       const settled = [...e.files].every((f) => now - files.get(f)!.changedAt >= settleMs);
       if (!(step < latest || settled)) continue;
       if (!wholeSince.has(step)) wholeSince.set(step, now);
-      out.push({ step, records: e.records, problems: [...e.files].flatMap((f) => files.get(f)!.problems) });
+      // a file holding several steps reports its bad lines once, with the first of them
+      const problems = [...e.files].flatMap((f) => files.get(f)!.problems).filter((p) => !reported.has(`${p.file}:${p.line}`));
+      for (const p of problems) reported.add(`${p.file}:${p.line}`);
+      out.push({ step, records: e.records, problems });
     }
     return out;
   };
+  // a poll's wait, cut short by a stop; its abort listener goes with it (a follow polls for hours)
   const sleep = (ms: number) =>
     new Promise<void>((r) => {
-      const t = setTimeout(r, ms);
-      o.signal?.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+      const done = () => {
+        clearTimeout(t);
+        o.signal?.removeEventListener('abort', done);
+        r();
+      };
+      const t = setTimeout(done, ms);
+      o.signal?.addEventListener('abort', done, { once: true });
     });
 
   try {
