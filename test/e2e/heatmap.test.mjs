@@ -447,7 +447,6 @@ scenario('a reinforced episode is painted "pushed up" (blue) under a colour key 
   assert.match(await colourKey(page), /^blue = pushed up · red = pushed down · contribution c_Â \[/);
   await shot(page, '27-heatmap-pushed-up-light');
   await colorTheme(page, 'Dark Modern');
-  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
 });
 
 scenario('Compare With… opens the same prompt from another run beside it, both on one scale', async () => {

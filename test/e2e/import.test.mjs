@@ -179,6 +179,12 @@ scenario('Import Rollouts… on a veRL dump scored by a workspace run: progress,
     .first()
     .click();
   await page.locator(`.tab.active[aria-label*="step 12 · episode ${episode}"]`).waitFor({ timeout: 15_000 });
+  // painted by Â by default, one shade under strategy none: the contribution c_Â varies with each token's log-prob
+  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ })
+    .first()
+    .click({ timeout: 15_000 });
   let colours = [];
   for (let i = 0; i < 50 && new Set(colours).size < 4; i++, await sleep(200)) colours = await paintedColours(page);
   log(`imported episode: ${colours.length} painted tokens in ${new Set(colours).size} colours`);
