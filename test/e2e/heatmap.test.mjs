@@ -449,6 +449,23 @@ scenario('a reinforced episode is painted "pushed up" (blue) under a colour key 
   await colorTheme(page, 'Dark Modern');
 });
 
+scenario('Probe This Episode… on a step the run kept no policy for says so before asking for M, and offers the nearest step that can be', async () => {
+  const { page } = vs;
+  // the tiny run's step 4 episode is open: that run keeps the sampling policy of step 1 only (probe_every 25, and its
+  // post-SFT checkpoint), so step 4 cannot be probed and step 1 can
+  await page.locator('.tab.active[aria-label*="step 4 · episode"]').first().waitFor({ timeout: 15_000 });
+  await palette(page, 'Credit Lens: Probe This Episode', { pick: 'Probe This Episode' });
+  const toast = page
+    .locator('.notifications-toasts .notification-toast', { hasText: /step 4 cannot be probed here: .*The nearest step that can is 1\./ })
+    .first();
+  await toast.waitFor({ timeout: 15_000 });
+  log(`probe refused: ${(await toast.innerText()).replace(/\s+/g, ' ')}`);
+  assert.equal(await page.locator('.quick-input-widget .quick-input-title', { hasText: /^Probe step 4/ }).count(), 0, 'no M asked for');
+  await toast.locator('.monaco-button', { hasText: 'Open Step 1' }).click();
+  await page.locator('.quick-input-widget .quick-input-title', { hasText: /episode of tiny-\d{8}-\d{6} step 1$/ }).waitFor({ timeout: 15_000 });
+  await page.keyboard.press('Escape');
+});
+
 scenario('Compare With… opens the same prompt from another run beside it, both on one scale', async () => {
   const { page } = vs;
   await palette(page, 'Credit Lens: Compare With');

@@ -51,7 +51,8 @@ export async function openRollouts(tables: TableReader, arg?: unknown): Promise<
     if (!pick) return;
     runDir = pick.run.runDir;
   }
-  const step = await pickStep(runDir);
+  const given = (arg as { step?: unknown } | undefined)?.step;
+  const step = typeof given === 'number' ? given : await pickStep(runDir);
   if (step === undefined) return;
   const episode = await pickEpisode(tables, runDir, step);
   if (episode === undefined) return;

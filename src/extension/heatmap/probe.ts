@@ -3,6 +3,8 @@
 // episodes it finished (none, for one episode), and the same command starts it again.
 import * as vscode from 'vscode';
 import { readProbeRecord } from '../../engine/probe/record';
+import { probeableSteps } from '../../engine/rundir/policies';
+import { readRunInfo } from '../../engine/rundir/rundir';
 import type { Ctx } from '../ctx';
 import { probeArgs } from '../engine_cli';
 import { withCancellableProgress } from '../progress';
@@ -36,6 +38,25 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
   const prior = found?.rollouts ?? null;
   // creditLens.probe.server: sampled there; a step probed elsewhere is probed again, not extended
   const server = readSettings().probeServer || null;
+  // Here, a probe samples from the policy that sampled the step: a run keeps it for some steps only. Say so before
+  // asking for M, and offer the nearest step that can be probed. (A server serves whatever policy it was given; an
+  // imported run's policy is there, not here.)
+  if (!server && !readRunInfo(runDir)?.imported) {
+    const ok = probeableSteps(runDir);
+    if (!ok.includes(step)) {
+      const why = `step ${step} cannot be probed here: the run kept neither the policy that sampled it nor checkpoint ${step - 1}`;
+      if (!ok.length) {
+        void vscode.window.showInformationMessage(
+          `Credit Lens: ${why}, and no step of this run can be. Runs keep the sampling policy of step 1 and every logging.probe_every-th step; set it before training.`,
+        );
+        return;
+      }
+      const nearest = ok.reduce((a, b) => (Math.abs(b - step) < Math.abs(a - step) ? b : a));
+      const choice = await vscode.window.showInformationMessage(`Credit Lens: ${why}. The nearest step that can is ${nearest}.`, `Open Step ${nearest}`);
+      if (choice) await vscode.commands.executeCommand('creditLens.openRollouts', { runDir, step: nearest });
+      return;
+    }
+  }
   const elsewhere = found !== null && found.server !== server;
   const where = (url: string | null) => (url ? `on ${url}` : 'in the engine');
   const counts = [...new Set([prior ?? 8, 8, 16, 32, 4])];
