@@ -34,14 +34,14 @@ export function registerConfigAssist(push: (d: vscode.Disposable) => void): void
           .children(at.path)
           .filter((k) => !at.present.includes(k))
           .map((k) => {
-            const d = get().doc([...at.path, k])!;
-            const item = new vscode.CompletionItem(
-              k,
-              get().children([...at.path, k]).length ? vscode.CompletionItemKind.Module : vscode.CompletionItemKind.Property,
-            );
+            const path = [...at.path, k];
+            const d = get().doc(path)!;
+            const section = get().children(path).length > 0;
+            const item = new vscode.CompletionItem(k, section ? vscode.CompletionItemKind.Module : vscode.CompletionItemKind.Property);
             item.detail = d.default !== undefined ? `default ${d.default}` : d.allowed;
             item.documentation = new vscode.MarkdownString(hoverMarkdown(d));
-            item.insertText = get().children([...at.path, k]).length ? `${k}:\n${' '.repeat(word.start.character + 2)}` : `${k}: `;
+            // a section opens its block, indented one level; a leaf waits for its value
+            item.insertText = section ? `${k}:\n${' '.repeat(word.start.character + 2)}` : `${k}: `;
             item.range = word;
             return item;
           });

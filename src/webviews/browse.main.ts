@@ -5,6 +5,7 @@ import '@vscode-elements/elements/dist/vscode-button/index.js';
 import '@vscode-elements/elements/dist/vscode-checkbox/index.js';
 import '@vscode-elements/elements/dist/vscode-progress-bar/index.js';
 import { html, nothing, render, type TemplateResult } from 'lit';
+import { HEATMAP_HUES, rgba, tintRange } from '../protocol/heatmap_colors';
 import {
   BROWSE_TABS,
   browseChecks,
@@ -304,15 +305,15 @@ function tokensTab(r: BrowseResult): TemplateResult {
 }
 
 /**
- * A token's background on the group's shared diverging scale, in the editor heatmap's sense: blue where the update
- * pushed the token up (c_Â = Â·ℓ < 0, since ℓ < 0), red where it pushed it down; stronger on a dark theme.
+ * A token's background on the group's shared diverging scale, in the editor heatmap's sense and palette: blue where the
+ * update pushed the token up (c_Â = Â·ℓ < 0, since ℓ < 0), red where it pushed it down.
  */
 function paint(c: number, scale: number): string {
   if (!scale || !c || !Number.isFinite(c)) return '';
   const dark = document.body.classList.contains('vscode-dark') || document.body.classList.contains('vscode-high-contrast');
-  const a = (dark ? 0.2 : 0.12) + Math.min(1, Math.abs(c) / scale) * (dark ? 0.52 : 0.44);
-  if (c < 0) return dark ? `rgba(64, 150, 255, ${a.toFixed(3)})` : `rgba(9, 105, 218, ${a.toFixed(3)})`;
-  return dark ? `rgba(255, 92, 84, ${a.toFixed(3)})` : `rgba(207, 34, 46, ${a.toFixed(3)})`;
+  const [lo, hi] = tintRange(dark ? 'dark' : 'light');
+  const hue = HEATMAP_HUES[c < 0 ? 'positive' : 'negative'][dark ? 'dark' : 'light'];
+  return rgba(hue, Number((lo + Math.min(1, Math.abs(c) / scale) * (hi - lo)).toFixed(3)));
 }
 
 /**
@@ -331,8 +332,8 @@ function groupTab(r: BrowseResult): TemplateResult {
   return html`<p>Step ${g.step}, prompt #${g.prompt}: <code>${g.text.replace(/\n/g, '⏎')}</code></p>
     <p>${g.members.length} completions, painted by contribution c_Â = Â·ℓ on one scale.</p>
     <p class="key" aria-label="colour key">
-      <span class="swatch up"></span> blue = pushed up · <span class="swatch down"></span> red = pushed down · |c_Â| up to ${fmt(g.scale)} (p98; stronger tokens
-      take the strongest colour) · the hover of an opened episode gives each value
+      <span class="swatch" data-bg=${paint(-1, 1)}></span> blue = pushed up · <span class="swatch" data-bg=${paint(1, 1)}></span> red = pushed down · |c_Â| up
+      to ${fmt(g.scale)} (p98; stronger tokens take the strongest colour) · the hover of an opened episode gives each value
     </p>
     <div class="group">
       ${g.members.map(

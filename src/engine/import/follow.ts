@@ -45,7 +45,7 @@ interface FileState {
   problems: ImportProblem[];
 }
 
-export const SETTLE_MS = 10_000;
+const SETTLE_MS = 10_000;
 
 export async function followImport(o: FollowOptions): Promise<ImportResult> {
   const cfg = importConfig(o);

@@ -113,18 +113,18 @@ export const isTrainerMetricsFile = (f: string) => basename(f) === 'metrics.json
  * prime-rl's episode files: `rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl` (its FileMonitor), one verifiers
  * Episode record per line.
  */
-export const PRIME_TRACES = /(^|[/\\])rollouts[/\\]step_\d+[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/;
+const PRIME_TRACES = /(^|[/\\])rollouts[/\\]step_\d+[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/;
 
 /**
  * The training episodes of each step: the `effective` subset (the episodes the step trained on) where the step has
  * one, else `all`; eval episodes are not training steps.
  */
-export function primeTrainTraces(files: string[]): string[] {
+function primeTrainTraces(files: string[]): string[] {
   const byStep = new Map<string, string[]>();
   for (const f of files) {
     const m = PRIME_TRACES.exec(f);
     if (!m || m[2] !== 'train') continue;
-    const stepDir = f.slice(0, f.length - m[0].length) + m[0].replace(/[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/, '');
+    const stepDir = f.replace(/[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/, '');
     byStep.set(stepDir, [...(byStep.get(stepDir) ?? []), f]);
   }
   return [...byStep.values()].map((fs) => fs.find((f) => /[/\\]effective[/\\]/.test(f)) ?? fs[0]).sort(naturalCompare);

@@ -49,10 +49,26 @@ export function trainerMetricsRow(v: unknown, source: ImportFormat): MetricsRow 
 export function findTrainerMetrics(source: string): string | null {
   for (const p of [join(source, 'metrics.jsonl'), join(dirname(source), 'metrics.jsonl')]) {
     if (!existsSync(p)) continue;
-    const first = new TrainerMetrics(p, 'prime').readFirstLine();
+    const first = firstLine(p);
     if (first && typeof first.step === 'number' && !('phase' in first)) return p;
   }
   return null;
+}
+
+/** The first line of a file as a JSON object (from its first 64 KiB), or null. */
+function firstLine(path: string): Record<string, unknown> | null {
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const buf = Buffer.alloc(64 * 1024);
+      const n = readSync(fd, buf, 0, buf.length, 0);
+      return JSON.parse(buf.subarray(0, n).toString('utf8').split('\n')[0]) as Record<string, unknown>;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
 }
 
 /** A logger file read as it grows: each call returns the rows of the whole lines appended since the last. */
@@ -64,22 +80,6 @@ export class TrainerMetrics {
     readonly path: string,
     readonly source: ImportFormat,
   ) {}
-
-  readFirstLine(): Record<string, unknown> | null {
-    try {
-      const fd = openSync(this.path, 'r');
-      try {
-        const buf = Buffer.alloc(64 * 1024);
-        const n = readSync(fd, buf, 0, buf.length, 0);
-        const line = buf.subarray(0, n).toString('utf8').split('\n')[0];
-        return JSON.parse(line) as Record<string, unknown>;
-      } finally {
-        closeSync(fd);
-      }
-    } catch {
-      return null;
-    }
-  }
 
   /** The rows appended since the last call (lines that are not JSON objects with a step are skipped). */
   read(): MetricsRow[] {

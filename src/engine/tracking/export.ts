@@ -15,7 +15,7 @@ export interface ExportResult {
 }
 
 /** Event files under <run>/tensorboard/ (its sft/ folder included), by path. */
-export function eventFiles(runDir: string): string[] {
+function eventFiles(runDir: string): string[] {
   const out: string[] = [];
   const walk = (dir: string) => {
     let names: string[];

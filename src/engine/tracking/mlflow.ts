@@ -25,12 +25,12 @@ export interface MlflowMetric {
   step: number;
 }
 
-export const LOG_BATCH_LIMITS = { metrics: 1000, params: 100, entities: 1000, bytes: 1_000_000 };
+const LOG_BATCH_LIMITS = { metrics: 1000, params: 100, entities: 1000, bytes: 1_000_000 };
 /** MLflow's longest param value (6,000 characters since MLflow 2.x; a longer one is refused with a 400) */
-export const MAX_PARAM_VALUE = 6000;
+const MAX_PARAM_VALUE = 6000;
 const MAX_PARAM_KEY = 250;
 /** metrics held while the server does not answer; past it the oldest go (metrics.jsonl keeps them all) */
-export const QUEUE_BOUND = 100_000;
+const QUEUE_BOUND = 100_000;
 
 export interface MlflowOptions {
   runName: string;
@@ -143,10 +143,6 @@ export class MlflowTracker {
       this.headers.authorization = `Basic ${Buffer.from(`${env.MLFLOW_TRACKING_USERNAME}:${env.MLFLOW_TRACKING_PASSWORD ?? ''}`).toString('base64')}`;
     this.backoff = o.backoffMs ?? [500, 30_000];
     this.timeoutMs = o.requestTimeoutMs ?? 30_000;
-  }
-
-  get runRef(): MlflowRunRef | null {
-    return this.ref;
   }
 
   /** metrics waiting for the server */

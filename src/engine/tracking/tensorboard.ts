@@ -161,7 +161,7 @@ export function histogramOf(values: ArrayLike<number | null>, buckets = HISTOGRA
   return { min, max, num, sum, sumSquares, bucketLimit, bucket };
 }
 
-export const HISTOGRAM_BUCKETS = 30;
+const HISTOGRAM_BUCKETS = 30;
 
 function event(step: number, wallTime: number): Msg {
   return new Msg().double(1, wallTime).int(2, step);

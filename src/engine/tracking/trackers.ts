@@ -12,7 +12,7 @@ export const TENSORBOARD_DIR = 'tensorboard';
  * 1 under the GRPO steps, and TensorBoard drops the points of any step that goes back (it reads them as a restart),
  * and a resume's purge marker acts on every tag of a folder.
  */
-export const TENSORBOARD_SFT_DIR = join(TENSORBOARD_DIR, 'sft');
+const TENSORBOARD_SFT_DIR = join(TENSORBOARD_DIR, 'sft');
 
 export interface TrackerOptions {
   runDir: string;
@@ -87,7 +87,7 @@ export class RunTrackers {
   }
 }
 
-export function tokenHistograms(cols: TokenColumnsForHistograms): [string, Histogram][] {
+function tokenHistograms(cols: TokenColumnsForHistograms): [string, Histogram][] {
   const out: [string, Histogram][] = [];
   for (const name of HISTOGRAM_COLUMNS) {
     const v = cols[name];

@@ -22,6 +22,8 @@ export interface EpisodeRef {
 export class StepTables {
   private readonly rowsOf = new Map<number, Int32Array>();
   private readonly ranges = new Map<MetricId, Range | null>();
+  private readonly episodeRanges = new Map<string, Range | null>();
+  private trainedMask: Uint8Array | null = null;
   private availableMetrics: MetricId[] | null = null;
 
   constructor(
@@ -66,12 +68,15 @@ export class StepTables {
   /**
    * Whether the token of `row` trained: the strategy gave it a weight (entropy masking and the like give 0) and the loss
    * counted it (an IS weight of 0: a truncated completion under grpo.mask_truncated_completions). Tokens that did not
-   * train stay out of every scale's range, so a masked span never flattens the real values.
+   * train stay out of every scale's range, so a masked span never flattens the real values. Worked out once per step:
+   * every paint and range reads it.
    */
   trained(row: number): boolean {
-    const w = this.tokens.weight[row];
-    const is = this.tokens.is_weight?.[row];
-    return w !== 0 && is !== 0;
+    if (!this.trainedMask) {
+      const { weight, is_weight } = this.tokens;
+      this.trainedMask = Uint8Array.from(weight, (w, r) => (w !== 0 && is_weight?.[r] !== 0 ? 1 : 0));
+    }
+    return this.trainedMask[row] === 1;
   }
 
   /** The rows of `rows` (all of the step's by default) whose tokens trained. */
@@ -95,6 +100,19 @@ export class StepTables {
     return this.ranges.get(metric)!;
   }
 
+  /**
+   * Value range of a metric over one episode's trained tokens (per-episode normalisation), cached: a paint and the
+   * status bar after it both ask.
+   */
+  episodeRange(episode: number, metric: MetricId): Range | null {
+    const key = `${episode}\u0000${metric}`;
+    if (!this.episodeRanges.has(key)) {
+      const col = this.column(metric);
+      this.episodeRanges.set(key, col ? quantileRange(col, this.trainedRows(this.rows(episode))) : null);
+    }
+    return this.episodeRanges.get(key)!;
+  }
+
   /** Metrics with at least one value in this step, in METRICS order, then the extra columns in table order. */
   available(): MetricId[] {
     if (!this.availableMetrics) {
@@ -111,8 +129,7 @@ export class StepTables {
 
 /** Value range (quantileRange) of a metric over one episode's trained tokens (per-episode normalisation); null without values. */
 export function valueRangeOfEpisode(tables: StepTables, episode: number, metric: MetricId): Range | null {
-  const col = tables.column(metric);
-  return col ? quantileRange(col, tables.trainedRows(tables.rows(episode))) : null;
+  return tables.episodeRange(episode, metric);
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   bucketColors,
   formatScale,
   scaleKey,
+  scaleSense,
   isMetricId,
   metricDef,
   nextMetric,
@@ -222,8 +223,7 @@ export class Painter implements vscode.Disposable {
     } else editor.setDecorations(this.unprobedType, []);
     const def = metricDef(metric);
     // a token that did not train was pushed neither way: a metric of the update's direction leaves it unpainted
-    let untrained = 0;
-    for (const r of view.rows) if (!view.tables.trained(r)) untrained++;
+    const untrained = view.rows.length - view.tables.trainedRows(view.rows).length;
     if (scale && col) {
       const types = this.typesFor(scale.kind);
       const buckets = quantise(scale, col, view.rows);
@@ -338,7 +338,7 @@ export class Painter implements vscode.Disposable {
     const norm = this.state.normalization;
     const def = metricDef(metric);
     // the key, short: which colour is which, then the range
-    const sense = scale?.kind === 'diverging' ? (def.up ? 'blue ↑ red ↓' : 'blue + red −') : scale ? (scale.invert ? 'darker = lower' : 'darker = higher') : '';
+    const sense = scale ? scaleSense(def, scale, 'short') : '';
     this.status.text = `$(symbol-color) ${def.label}: ${sense} ${formatScale(scale)}`;
     const md = new vscode.MarkdownString(undefined, true);
     md.appendMarkdown(`**Heatmap: ${def.label}** — ${def.description}\n\n`);

@@ -5,6 +5,7 @@
 // a diverging scale centred on 0 (equal magnitudes of either sign get equally strong colours), the others a
 // sequential one from the smallest to the largest value in the normalisation scope.
 
+import { HEATMAP_HUES, rgba, tintRange, type ThemeKind } from '../../protocol/heatmap_colors';
 import { KNOWN_EXTRA_COLUMNS, TOKEN_COLUMNS, type HeatmapScale, type PaintableColumn, type TokenColumnDef } from '../../protocol/token_columns';
 
 /** The token-table columns (DESIGN §5) a heatmap can paint: those protocol/token_columns.ts gives a heatmap scale. */
@@ -132,21 +133,21 @@ export function scaleFor(metric: MetricDef, range: Range | null): Scale | null {
 }
 
 /**
- * The colour key of a metric painted on `scale`, in words (so no meaning rests on colour alone): for a metric that says
- * which way the update moved a token, "blue = pushed up · red = pushed down"; for another signed one, which sign is
- * which; for a sequential one, which end is strong. Then the range, clipped at p2–p98.
+ * Which colour is which, in words: for a metric that says which way the update moved a token, "blue = pushed up · red =
+ * pushed down" (short, for the status bar: "blue ↑ red ↓"); for another signed one, which sign is which; for a
+ * sequential one, which end is strong.
  */
+export function scaleSense(metric: MetricDef, scale: Scale, form: 'long' | 'short' = 'long'): string {
+  if (scale.kind === 'sequential') return `darker = ${scale.invert ? 'lower' : 'higher'}`;
+  if (form === 'short') return metric.up ? 'blue ↑ red ↓' : 'blue + red −';
+  const [up, down] = metric.up ? (metric.upMeans ?? ['pushed up', 'pushed down']) : ['positive', 'negative'];
+  return `blue = ${up} · red = ${down}`;
+}
+
+/** The colour key of a metric painted on `scale`: its sense in words (so no meaning rests on colour alone), then the range, clipped at p2–p98. */
 export function scaleKey(metric: MetricDef, scale: Scale | null): string {
   if (!scale) return `${metric.label}: no values`;
-  const range = `${formatScale(scale)}, clipped at p2–p98`;
-  if (scale.kind === 'diverging') {
-    if (metric.up) {
-      const [up, down] = metric.upMeans ?? ['pushed up', 'pushed down'];
-      return `blue = ${up} · red = ${down} · ${metric.label} ${range}`;
-    }
-    return `blue = positive · red = negative · ${metric.label} ${range}`;
-  }
-  return `darker = ${scale.invert ? 'lower' : 'higher'} · ${metric.label} ${range}`;
+  return `${scaleSense(metric, scale)} · ${metric.label} ${formatScale(scale)}, clipped at p2–p98`;
 }
 
 /**
@@ -182,43 +183,27 @@ export function quantise(scale: Scale, values: ArrayLike<number>, rows: ArrayLik
 
 // ---- colours ----
 
-export type ThemeKind = 'light' | 'dark' | 'highContrast' | 'highContrastLight';
-
-type Rgb = readonly [number, number, number];
-
-// Red for "down", blue for "up" (a red–blue diverging scale reads for the common red–green colour blindness); violet
-// for sequential metrics, so a glance tells which kind of scale is showing. Darker hues on light backgrounds, brighter
-// and more opaque ones on dark backgrounds, where the same colour would look muddy and faint.
-const HUES: Record<'negative' | 'positive' | 'sequential', { light: Rgb; dark: Rgb }> = {
-  negative: { light: [207, 34, 46], dark: [255, 92, 84] },
-  positive: { light: [9, 105, 218], dark: [64, 150, 255] },
-  sequential: { light: [130, 80, 223], dark: [178, 128, 255] },
-};
+export type { ThemeKind };
 
 /**
- * Opacity of the k-th of n intensity steps. The text keeps the theme's foreground colour over the tint, so
- * the strongest step stays light enough to read it (0.56 on light themes, 0.72 on dark), and the faintest is still seen. High-contrast themes put
- * white or black text on pure black or white: a lower ceiling keeps that contrast, and the bucket's colour is
- * repeated as an underline (`borderColor` in paint.ts) so the strength still shows.
+ * Opacity of the k-th of n intensity steps, over the theme's tint range (protocol/heatmap_colors.ts). In high contrast
+ * the bucket's colour is also repeated as an underline (`borderColor` in paint.ts), so the strength still shows.
  */
 export function bucketAlpha(k: number, n: number, theme: ThemeKind): number {
-  // on a dark background a tint of the same opacity reads fainter than on a light one: dark themes get more
-  const [lo, hi] = theme === 'highContrast' || theme === 'highContrastLight' ? [0.15, 0.4] : theme === 'dark' ? [0.2, 0.72] : [0.12, 0.56];
+  const [lo, hi] = tintRange(theme);
   return n <= 1 ? hi : Math.round((lo + ((hi - lo) * k) / (n - 1)) * 1000) / 1000;
 }
-
-const rgba = ([r, g, b]: Rgb, a: number) => `rgba(${r}, ${g}, ${b}, ${a})`;
 
 /** One CSS colour per bucket of a scale of this kind, in bucket order. */
 export function bucketColors(kind: Scale['kind'], theme: ThemeKind): string[] {
   const variant = theme === 'light' || theme === 'highContrastLight' ? 'light' : 'dark';
   if (kind === 'diverging') {
     const K = DIVERGING_SIDE;
-    const neg = Array.from({ length: K }, (_, b) => rgba(HUES.negative[variant], bucketAlpha(K - 1 - b, K, theme)));
-    const pos = Array.from({ length: K }, (_, k) => rgba(HUES.positive[variant], bucketAlpha(k, K, theme)));
+    const neg = Array.from({ length: K }, (_, b) => rgba(HEATMAP_HUES.negative[variant], bucketAlpha(K - 1 - b, K, theme)));
+    const pos = Array.from({ length: K }, (_, k) => rgba(HEATMAP_HUES.positive[variant], bucketAlpha(k, K, theme)));
     return [...neg, ...pos];
   }
-  return Array.from({ length: SEQUENTIAL_BUCKETS }, (_, k) => rgba(HUES.sequential[variant], bucketAlpha(k, SEQUENTIAL_BUCKETS, theme)));
+  return Array.from({ length: SEQUENTIAL_BUCKETS }, (_, k) => rgba(HEATMAP_HUES.sequential[variant], bucketAlpha(k, SEQUENTIAL_BUCKETS, theme)));
 }
 
 /** Enough significant digits to tell the ends of a range apart, without a tail of float32 noise. */
