@@ -46,6 +46,9 @@ SlurmdLogFile=$state/slurmd.log
 ReturnToService=2
 MinJobAge=600
 KillWait=30
+# A requeued job waits cred_expire + 1 s before it may start again (slurmd refuses a credential issued in the second
+# its predecessor's was revoked); 10 s instead of 120 keeps the requeue test short without racing that refusal.
+AuthInfo=cred_expire=10
 NodeName=$h CPUs=$cpus RealMemory=4000 State=UNKNOWN
 PartitionName=debug Nodes=$h Default=YES MaxTime=INFINITE State=UP
 CONF
@@ -69,7 +72,7 @@ stop() {
     if [ -f "$state/$d.pid" ]; then kill "$(cat "$state/$d.pid")" 2>/dev/null || true; fi
     pkill -x "$d" 2>/dev/null || true
   done
-  for _ in $(seq 1 40); do pgrep -x 'slurmctld|slurmd' >/dev/null || break; sleep 0.25; done
+  for _ in $(seq 1 40); do pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null || break; sleep 0.25; done
   echo "slurm: stopped"
 }
 
