@@ -74,9 +74,9 @@ export class AnalysisRunner {
    * `credit-lens compare` of ended runs grouped by seed against the baseline's: the report, an error message, or
    * null while it runs (onResult fires when it is done). `stamp` changes when any run ends again (its end times).
    */
-  comparison(baselineDirs: string[], otherDirs: string[], stamp: string): CompareReport | string | null {
-    return this.cached(this.comparisons, JSON.stringify([baselineDirs, otherDirs, stamp]), (signal) =>
-      this.cli.compare(baselineDirs, otherDirs, { signal }).then(
+  comparison(baselineDirs: string[], otherDirs: string[], stamp: string, step?: number): CompareReport | string | null {
+    return this.cached(this.comparisons, JSON.stringify([baselineDirs, otherDirs, stamp, step ?? null]), (signal) =>
+      this.cli.compare(baselineDirs, otherDirs, { signal, step }).then(
         (r): CompareReport | string => r,
         (e: Error) => {
           if (e.name !== 'CancelledError') this.warn(`compare: ${e.message}`);
@@ -89,9 +89,10 @@ export class AnalysisRunner {
   /**
    * Runs grouped by configuration (runGroup: the name without `-seedN`), every other group tested against the
    * baseline group — `preferred` when it is one of them, else plain GRPO's (strategy none), else the first run's —
-   * over the runs that are `ready` (ended). What the sweep summary and Compare Runs show; each words its own notes.
+   * over the runs that are `ready` (ended), at `step` when given, else each run's last eval (or the latest step all
+   * evaluated). What the sweep summary and Compare Runs show; each words its own notes.
    */
-  compareGroups(runs: GroupRun[], preferred: string | null, stamp: string): GroupComparison {
+  compareGroups(runs: GroupRun[], preferred: string | null, stamp: string, step?: number): GroupComparison {
     const groups = [...new Set(runs.map((r) => runGroup(r.name)))];
     if (groups.length < 2) return { groups, baseline: groups[0] ?? null, report: null, state: 'single', ready: 0 };
     const baseline = preferred && groups.includes(preferred) ? preferred : runGroup((runs.find((r) => r.strategy === 'none') ?? runs[0]).name);
@@ -100,7 +101,7 @@ export class AnalysisRunner {
     const others = ready.filter((r) => runGroup(r.name) !== baseline).map((r) => r.dir);
     const out = { groups, baseline, ready: ready.length };
     if (!base.length || !others.length) return { ...out, report: null, state: 'waiting' };
-    const r = this.comparison(base, others, stamp);
+    const r = this.comparison(base, others, stamp, step);
     if (r === null) return { ...out, report: null, state: 'running' };
     if (typeof r === 'string') return { ...out, report: null, state: 'failed', error: r };
     return { ...out, report: r, state: 'done' };

@@ -20,6 +20,7 @@ import { engineLogPath, type RunNode, type RunsTreeNode } from './runs_tree';
 import { SweepPanel } from './panels/sweep_panel';
 import { followRunCommand, importRolloutsCommand } from './import';
 import { LOSSES } from '../engine/losses/catalog';
+import { strategySpec } from '../engine/credit/catalog';
 import type { PolicyLossSpec } from '../engine/losses/types';
 
 export function registerCommands(ctx: Ctx): void {
@@ -280,37 +281,52 @@ async function newExperiment(ctx: Ctx): Promise<void> {
 
 // ---- sweeps ----
 
-/** QuickPicks for a config without `sweep.grid`: strategies, then each picked strategy's values. */
-async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
+/** What a strategy does, in one line: its catalog summary without the leading "name: ". */
+export function strategyLine(name: string): string {
+  const summary = strategySpec(name)?.summary ?? '';
+  return summary.startsWith(`${name}: `) ? summary.slice(name.length + 2) : summary;
+}
+
+/**
+ * QuickPicks for a config without `sweep.grid`: strategies, losses, each picked strategy's knob values, and (when the
+ * config has a warm start it does not share yet) whether the runs share one. Titles count the steps: the total is
+ * known once the strategies are picked.
+ */
+async function pickGrid(config: CreditConfig): Promise<{ grid: SweepGrid; sets: string[] } | undefined> {
+  const knobsOf = (s: string) => STRATEGY_PARAMS[s as keyof typeof STRATEGY_PARAMS].filter((p) => KNOB_VALUES[p]);
+  const offerShare = config.sft.steps > 0 && !config.sft.share;
   const strategies = await vscode.window.showQuickPick(
     STRATEGIES.map((s) => ({
       label: s,
-      description: STRATEGY_PARAMS[s]
-        .filter((p) => KNOB_VALUES[p])
+      description: knobsOf(s)
         .map((p) => p.replace('credit.', ''))
         .join(', '),
+      detail: strategyLine(s),
       picked: s === 'none' || s === config.credit.strategy,
     })),
-    { title: `Sweep ${config.name}: strategies to compare (1/2)`, canPickMany: true, placeHolder: 'none = the GRPO baseline' },
+    { title: `Sweep ${config.name}: strategies to compare (step 1)`, canPickMany: true, placeHolder: 'none = the GRPO baseline', matchOnDetail: true },
   );
   if (!strategies?.length) return undefined;
+  const total = 2 + strategies.reduce((n, s) => n + knobsOf(s.label).length, 0) + (offerShare ? 1 : 0);
+  let step = 1;
+  const title = (what: string) => `Sweep ${config.name}: ${what} (${++step}/${total})`;
   // the peers' losses, each crossed with every strategy; the config's own loss alone by default
   const losses = await vscode.window.showQuickPick(
     LOSS_VARIANTS.map((v) => ({ label: v.label, description: v.description, picked: v.key === 'config', variant: v })),
-    { title: `Sweep ${config.name}: losses to train each strategy with`, canPickMany: true, placeHolder: "the config's own loss, or the peers'" },
+    { title: title('losses to train each strategy with'), canPickMany: true, placeHolder: "the config's own loss, or the peers'" },
   );
   if (!losses?.length) return undefined;
   const grid: Record<string, unknown>[] = [];
   let gspoSkipped = false;
   for (const { label: s } of strategies) {
-    const knobs = STRATEGY_PARAMS[s as keyof typeof STRATEGY_PARAMS].filter((p) => KNOB_VALUES[p]);
+    const knobs = knobsOf(s);
     const entry: Record<string, unknown> = { 'credit.strategy': s };
     for (const knob of knobs) {
       const current = knob.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], config);
       const values = [...new Set([...KNOB_VALUES[knob], ...(typeof current === 'number' ? [current] : [])])].sort((a, b) => a - b);
       const picked = await vscode.window.showQuickPick(
         values.map((v) => ({ label: String(v), value: v, picked: true, description: v === current ? "the config's value" : undefined })),
-        { title: `Sweep ${config.name}: ${s} — values of ${knob} (2/2)`, canPickMany: true },
+        { title: title(`${s} — values of ${knob}`), canPickMany: true },
       );
       if (!picked) return undefined;
       if (!picked.length) continue;
@@ -334,7 +350,26 @@ async function pickGrid(config: CreditConfig): Promise<SweepGrid | undefined> {
     void vscode.window.showErrorMessage('Nothing to sweep: GSPO was the only loss picked, and it combines with strategy none only.');
     return undefined;
   }
-  return grid;
+  if (!offerShare) return { grid, sets: [] };
+  const share = await vscode.window.showQuickPick(
+    [
+      {
+        label: 'Share one SFT warm start',
+        description: 'sft.share: true',
+        detail: `The ${config.sft.steps} SFT steps are trained once (with sft.seed) and every run starts GRPO from that checkpoint: differences are the strategies', not the warm starts'.`,
+        share: true,
+      },
+      {
+        label: 'Each run trains its own warm start',
+        description: "the config's sft.share: false",
+        detail: 'Every run repeats the SFT steps with its own seed.',
+        share: false,
+      },
+    ],
+    { title: title(`the SFT warm start (${config.sft.steps} steps)`) },
+  );
+  if (!share) return undefined;
+  return { grid, sets: share.share ? ['sft.share=true'] : [] };
 }
 
 /**
@@ -354,8 +389,9 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
   if (refuseIfUntrusted()) return;
   const config = await loadValidConfig(ctx, uri);
   if (!config) return;
-  const grid = config.sweep?.grid ?? (await pickGrid(config));
-  if (!grid) return;
+  const picked = config.sweep?.grid ? { grid: config.sweep.grid, sets: [] } : await pickGrid(config);
+  if (!picked) return;
+  const { grid, sets: extraSets } = picked;
   const runs = expandSweep(config, grid);
   const executor = config.sweep?.executor ?? readSettings().executor;
   const describe = (r: (typeof runs)[number]) => ({ name: r.name, ...describeSweepRun(r) });
@@ -374,7 +410,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
       submit,
     );
     if (ok !== submit) return;
-    const sets = config.sweep?.grid ? [] : [`sweep.grid=${JSON.stringify(grid)}`];
+    const sets = [...(config.sweep?.grid ? [] : [`sweep.grid=${JSON.stringify(grid)}`]), ...extraSets];
     const rec = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `Credit Lens: submitting ${config.name} to Slurm…` },
       () => ctx.sweeps.startSlurm(config.name, uri.fsPath, sets, runs.map(describe)),
@@ -404,6 +440,7 @@ async function runSweep(ctx: Ctx, arg: unknown): Promise<void> {
           .filter(([k]) => k !== 'name')
           .map(([k, v]) => setArg(k, v)),
         setArg('name', r.name),
+        ...extraSets,
       ],
     })),
   );

@@ -36,9 +36,11 @@ export class CancelledError extends Error {
 }
 
 /** `credit-lens compare` arguments after the CLI path. */
-export function compareArgs(baselineDirs: string[], otherDirs: string[], split: 'test' | 'validation' = 'test'): string[] {
-  // --common-step: runs that ended early (stopped, failed) are compared at the latest step all evaluated, marked exploratory
-  return ['compare', ...otherDirs, ...baselineDirs.flatMap((d) => ['--baseline', d]), '--split', split, '--common-step', '--json'];
+export function compareArgs(baselineDirs: string[], otherDirs: string[], split: 'test' | 'validation' = 'test', step?: number): string[] {
+  // --common-step: runs that ended early (stopped, failed) are compared at the latest step all evaluated, marked exploratory;
+  // --step N: the step a person picked
+  const at = step === undefined ? ['--common-step'] : ['--step', String(step)];
+  return ['compare', ...otherDirs, ...baselineDirs.flatMap((d) => ['--baseline', d]), '--split', split, ...at, '--json'];
 }
 
 /** A one-shot command's JSON answer; `what` names the command in the error. */
@@ -267,8 +269,12 @@ export class EngineCli {
   }
 
   /** `credit-lens compare --json`: groups of seeded runs against the baseline's, on the same eval instances. */
-  async compare(baselineDirs: string[], otherDirs: string[], o: { split?: 'test' | 'validation'; signal?: AbortSignal } = {}): Promise<CompareReport> {
-    const out = await this.run(compareArgs(baselineDirs, otherDirs, o.split), 'credit-lens compare', { signal: o.signal, timeoutMs: 300_000 });
+  async compare(
+    baselineDirs: string[],
+    otherDirs: string[],
+    o: { split?: 'test' | 'validation'; step?: number; signal?: AbortSignal } = {},
+  ): Promise<CompareReport> {
+    const out = await this.run(compareArgs(baselineDirs, otherDirs, o.split, o.step), 'credit-lens compare', { signal: o.signal, timeoutMs: 300_000 });
     return parseCompareReport(out);
   }
 }

@@ -52,6 +52,10 @@ export interface MetricsPanelState {
 export interface MetricsComparison {
   groups: string[];
   baseline: string | null;
+  /** GRPO steps every ended run has an eval table at (0: the warm starts), ascending: what the step picker offers */
+  steps: number[];
+  /** the step picked on the page; null: each run's last eval, or the latest step all of them evaluated */
+  step: number | null;
   report: CompareReport | null;
   note: string;
 }
@@ -72,7 +76,9 @@ export type MetricsToHost =
   | IpcCommand<'metrics/openRun', { runDir: string }>
   | IpcCommand<'metrics/compareWith', { runDirs: string[] }>
   /** Compare Runs: test every other configuration against this one */
-  | IpcCommand<'metrics/setBaseline', { group: string }>;
+  | IpcCommand<'metrics/setBaseline', { group: string }>
+  /** null: back to the runs' last evals */
+  | IpcCommand<'metrics/setStep', { step: number | null }>;
 
 export type MetricsProtocol = WebviewProtocol<MetricsToWebview, MetricsToHost, MetricsPanelState>;
 
@@ -106,6 +112,8 @@ export const metricsChecks: ProtocolChecks<MetricsProtocol> = {
     'metrics/comparison': shape<MetricsComparison>({
       groups: arrayOf(isString),
       baseline: nullable(isString),
+      steps: arrayOf(isNumber),
+      step: nullable(isNumber),
       report: nullable(isCompareReport),
       note: isString,
     }),
@@ -119,6 +127,7 @@ export const metricsChecks: ProtocolChecks<MetricsProtocol> = {
     'metrics/openRun': shape<{ runDir: string }>({ runDir: isString }),
     'metrics/compareWith': shape<{ runDirs: string[] }>({ runDirs: arrayOf(isString) }),
     'metrics/setBaseline': shape<{ group: string }>({ group: isString }),
+    'metrics/setStep': shape<{ step: number | null }>({ step: nullable(isNumber) }),
   }),
   state: isMetricsPanelState,
 };

@@ -203,7 +203,7 @@ function draw(): void {
           <vscode-button
             secondary
             class="baseline"
-            title="Seed doc 002's Appendix B: compare with a baseline run"
+            title="the credit analysis's comparison appendix: these tables against a baseline run's"
             @click=${() => send({ kind: 'command', method: 'analysis/pickBaseline', params: {} })}
             >${v.baselineDir ? 'Change baseline…' : 'Compare with baseline…'}</vscode-button
           >

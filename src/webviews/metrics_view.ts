@@ -138,7 +138,7 @@ export function mountMetricsView(): void {
                     >
                     <vscode-button
                       secondary
-                      title="Seed doc 002's credit tables for this run"
+                      title="the credit-assignment tables of this run: filler and reasoning credit, position bins, top tokens"
                       @click=${() => host.post({ kind: 'command', method: 'metrics/openAnalysis', params: { runDir: runs[0].data.runDir } })}
                       >Credit analysis</vscode-button
                     >`
@@ -183,9 +183,30 @@ export function mountMetricsView(): void {
 
   /** The paired test of the compared configurations (seeds together) against the chosen baseline. */
   function comparisonSection(c: MetricsComparison) {
+    const at = c.report?.rows[0]?.step ?? c.step;
+    const stepName = (s: number) => (s === 0 ? 'step 0 (the warm starts)' : `GRPO step ${s}`);
     return html`<section class="significance" aria-label="paired test">
       <h2>
-        Eval success against
+        Eval success at
+        ${
+          c.steps.length > 1
+            ? html`<select
+                aria-label="step"
+                class="step-picker"
+                title="the GRPO step every run's eval is read at: each run's last eval, or any step all of them evaluated"
+                @change=${(e: Event) => {
+                  const v = (e.target as HTMLSelectElement).value;
+                  host.post({ kind: 'command', method: 'metrics/setStep', params: { step: v === 'last' ? null : Number(v) } });
+                }}
+              >
+                <option value="last" ?selected=${c.step === null}>
+                  ${c.step === null && at !== null && at !== undefined ? `${stepName(at)}, the last eval` : 'the last eval'}
+                </option>
+                ${[...c.steps].reverse().map((s) => html`<option value=${String(s)} ?selected=${c.step === s}>${stepName(s)}</option>`)}
+              </select>`
+            : html`<span class="step">${at !== null && at !== undefined ? stepName(at) : 'the last eval'}</span>`
+        }
+        against
         ${
           c.groups.length > 1
             ? html`<select

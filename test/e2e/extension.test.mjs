@@ -266,19 +266,27 @@ scenario('Sweep on a config without a grid asks for strategies and values, shows
   await openFile(page, 'tiny.credit.yaml');
   await clickCodeLens(page, 'Sweep');
   const quick = page.locator('.quick-input-widget');
-  await quick.locator('.quick-input-title', { hasText: 'strategies to compare' }).waitFor({ timeout: 15_000 });
+  await quick.locator('.quick-input-title', { hasText: 'strategies to compare (step 1)' }).waitFor({ timeout: 15_000 });
+  // Each strategy says in one line what it does, from the strategy catalog.
+  const oc = quick.locator('.monaco-list-row', { hasText: /^outcome_conditional/ });
+  assert.match(await oc.innerText(), /think_discount outside <answer>/);
   // "none" (the config's strategy, the baseline) comes checked; add outcome_conditional.
-  await quick.locator('.monaco-list-row', { hasText: /^outcome_conditional/ }).click();
+  await oc.click();
   await shot(page, '07-sweep-strategies');
   await page.keyboard.press('Enter');
   // The peers' losses, crossed with each strategy; the config's own loss comes checked.
-  await quick.locator('.quick-input-title', { hasText: 'losses to train each strategy with' }).waitFor({ timeout: 15_000 });
+  // none has no knob, outcome_conditional one, and tiny's 40 SFT steps are not shared yet: 4 steps in all.
+  await quick.locator('.quick-input-title', { hasText: 'losses to train each strategy with (2/4)' }).waitFor({ timeout: 15_000 });
   for (const loss of ['CISPO', 'GSPO', 'DAPO dynamic sampling']) await quick.locator('.monaco-list-row', { hasText: loss }).first().waitFor({ timeout: 5_000 });
   await page.keyboard.press('Enter');
-  await quick.locator('.quick-input-title', { hasText: 'credit.think_discount' }).waitFor({ timeout: 15_000 });
-  // Seed doc 001's three think_discounts come checked; drop 0.75.
+  await quick.locator('.quick-input-title', { hasText: 'values of credit.think_discount (3/4)' }).waitFor({ timeout: 15_000 });
+  // The mitigations' three think_discounts come checked; drop 0.75.
   await quick.locator('.monaco-list-row', { hasText: /^0\.75/ }).click();
   await page.keyboard.press('Enter');
+  // The warm start: shared is the first choice; keep each run's own here (the runs are named the same either way).
+  await quick.locator('.quick-input-title', { hasText: 'the SFT warm start (40 steps) (4/4)' }).waitFor({ timeout: 15_000 });
+  await quick.locator('.monaco-list-row', { hasText: 'Share one SFT warm start' }).waitFor({ timeout: 5_000 });
+  await quick.locator('.monaco-list-row', { hasText: 'Each run trains its own warm start' }).click();
   const dialog = page.locator('.monaco-dialog-box');
   await dialog.waitFor({ timeout: 15_000 });
   const text = await dialog.innerText();
@@ -422,7 +430,11 @@ scenario('closing VS Code checkpoints and stops a training run', async () => {
   await openFile(page, 'long.credit.yaml');
   await clickCodeLens(page, '▶ Run');
   await showRunsView(page);
-  await waitForRow(page, (l) => /^long-\d{8}-\d{6}, running(?: · (?:reward|eval) [^·]+)* · ([3-9]|\d\d+)\/400/.test(l) && !before.has(join(WS, 'runs', l.split(',')[0])), 120_000);
+  await waitForRow(
+    page,
+    (l) => /^long-\d{8}-\d{6}, running(?: · (?:reward|eval) [^·]+)* · ([3-9]|\d\d+)\/400/.test(l) && !before.has(join(WS, 'runs', l.split(',')[0])),
+    120_000,
+  );
   const dir = runDirs('long').find((d) => !before.has(d));
   const { pid } = readJson(join(dir, 'run.json'));
   await vs.stop();

@@ -62,7 +62,7 @@ export function analyzeRun(runDir: string, opts: AnalyzeOptions = {}): CreditAna
   const kind = opts.contribution ?? 'episode';
   const t = computeTables(cols, re, topK, kind);
   if (t.tokens === 0) t.notes.push('the token tables of this range hold no analysable rows; every statistic is empty.');
-  if (re !== null) t.notes.push(`token types classified with the custom regex /${re.source}/ instead of seed doc 002's.`);
+  if (re !== null) t.notes.push(`token types classified with the custom regex /${re.source}/ instead of the GRPO credit-assignment analysis's.`);
 
   const metrics = readMetrics(runDir);
   const info: RunInfo | null = readRunInfo(runDir);

@@ -272,6 +272,8 @@ function powerFields(comp: ReturnType<typeof runComponents>, observed: number, a
 
 const POWER = 0.8;
 
+const WARM_START_NOTE = 'step 0 is the SFT warm start, before any GRPO step: the configurations have not trained yet, so no verdict on the methods';
+
 /**
  * The latest step every run has an eval table at, when their last evals differ (undefined when they agree: each run's
  * last); a note says so. Refused when no step is common to all.
@@ -405,7 +407,11 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
     );
     return { ...gate, cond };
   });
-  const tested = stats.flatMap((st, k) => (st.test ? [k] : []));
+  // Read at step 0, every run is its SFT warm start: no configuration has trained yet, so a difference there is the
+  // warm starts' (their seeds), never a result about the methods. The numbers stay; the verdict is withheld.
+  const warmStart = [...base, ...others].every((r) => r.step === 0);
+  if (warmStart) notes.push(WARM_START_NOTE);
+  const tested = warmStart ? [] : stats.flatMap((st, k) => (st.test ? [k] : []));
   const family = tested.length;
   const adjusted = new Map(holm(tested.map((k) => stats[k].test!.p)).map((p, j) => [tested[j], p]));
   const condAdjusted = holm(stats.map((st) => st.cond.p));
@@ -413,7 +419,7 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
     const st = k === null ? null : stats[k];
     const exploratory = baseExploratory || runs.length < 3 || incomplete.has(group);
     const p = k === null ? undefined : adjusted.get(k);
-    const rt = st?.test ?? null;
+    const rt = warmStart ? null : (st?.test ?? null);
     return {
       ...groupFields(group, runs, opts, notes),
       baseline: st === null,
@@ -424,8 +430,8 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
       conditional: st && k !== null ? { ...st.cond, p_adjusted: condAdjusted[k] } : null,
       p_adjusted: p ?? null,
       significant: p === undefined ? null : p < alpha,
-      verdict_withheld: st && !rt ? withheldText(runs.length, base.length) : null,
-      ...(st ? powerFields(st.comp, rt?.diff ?? st.cond.diff.mean, alpha, groups.length, opts.powerFor) : { mde: null, seeds_needed: null }),
+      verdict_withheld: st && !rt ? (warmStart ? WARM_START_NOTE : withheldText(runs.length, base.length)) : null,
+      ...(st && !warmStart ? powerFields(st.comp, rt?.diff ?? st.cond.diff.mean, alpha, groups.length, opts.powerFor) : { mde: null, seeds_needed: null }),
       exploratory,
     };
   };
@@ -458,7 +464,7 @@ const condText = (c: ConditionalTest | null) => (c ? `${diffText(c.diff.mean, c.
 /** The table for a terminal or a README: significant differences in bold, the rest marked n.s. */
 export function compareMarkdown(r: CompareReport): string {
   const lines = [
-    `Eval success on the ${r.split} split at step ${r.rows[0]?.step ?? '?'}: mean over seeds ± the 95 % t half-width. ${ruleText(r.alpha, r.adjustment.family, r.power)} |c|: seed doc 002's mean |contribution| c = A·ℓ (the episode's advantage times the log-prob) of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
+    `Eval success on the ${r.split} split at step ${r.rows[0]?.step ?? '?'}: mean over seeds ± the 95 % t half-width. ${ruleText(r.alpha, r.adjustment.family, r.power)} |c|: the GRPO credit-assignment analysis's mean |contribution| c = A·ℓ (the episode's advantage times the log-prob) of filler and reasoning tokens over all logged steps, mean ± 95 % t half-width over seeds. Rows are in the order given, not ranked.`,
     '',
     `| run group | strategy | seeds | instances | eval success % | Δ vs baseline (pp) | p | p_adj | MDE | seeds needed | conditional on these checkpoints: Δ [bootstrap], b / c, p | filler \\|c\\| | reasoning \\|c\\| | filler ÷ reasoning |`,
     `|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`,
@@ -555,7 +561,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
 /** The gain table for a terminal or a README. */
 export function gainMarkdown(r: GainReport): string {
   const lines = [
-    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width. gain: last − start, each run against its own start. ${ruleText(r.alpha, r.adjustment.family, r.power)} |c|: seed doc 002's mean |contribution| c = A·ℓ over all logged steps.`,
+    `Eval success on the ${r.split} split at step 0 (the policy GRPO started from) and at each run's last eval, mean over seeds ± the 95 % t half-width. gain: last − start, each run against its own start. ${ruleText(r.alpha, r.adjustment.family, r.power)} |c|: the GRPO credit-assignment analysis's mean |contribution| c = A·ℓ over all logged steps.`,
     '',
     `| run group | strategy | seeds | instances | start % | after GRPO % | gain (pp) | p | p_adj | MDE | seeds needed | conditional on these checkpoints: gain [bootstrap], b / c, p | filler ÷ reasoning \\|c\\| | minutes per run |`,
     `|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`,

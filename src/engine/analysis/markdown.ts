@@ -107,11 +107,11 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
       `- Eval success: ${pct(m.eval_success.before_grpo)} before GRPO → ${pct(m.eval_success.final)}${m.eval_success.final_step !== null ? ` at step ${m.eval_success.final_step}` : ''}`,
       `- Training batches of these steps: success ${pct(m.training.success_rate)}, mean reward ${num(m.training.reward_mean)}`,
       `- Filler |c| ${num(m.filler_mean_abs_contribution)}, reasoning |c| ${num(m.reasoning_mean_abs_contribution)}, ratio ${times(m.filler_reasoning_ratio)}`,
-      `- Reasoning tokens: \`/${m.reasoning_regex}/\`${m.reasoning_regex_is_default ? " (seed doc 002's, the default)" : ' (custom)'}; ${contributionText(m.contribution)}; std is the sample std`,
+      `- Reasoning tokens: \`/${m.reasoning_regex}/\`${m.reasoning_regex_is_default ? " (the GRPO credit-assignment analysis's, the default)" : ' (custom)'}; ${contributionText(m.contribution)}; std is the sample std`,
     ].join('\n'),
   );
 
-  if (cmp) out.push('## Mitigation summary (seed doc 002, Appendix B)', appendixB(cmp));
+  if (cmp) out.push('## Mitigation summary (the GRPO credit-assignment analysis, Appendix B)', appendixB(cmp));
 
   const c = a.contribution;
   out.push(
@@ -314,6 +314,6 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
 /** What c is in the tables: seed doc 002's A × log-prob, or the weighted Â × log-prob the strategy trained with. */
 export function contributionText(kind: 'episode' | 'weighted'): string {
   return kind === 'episode'
-    ? "c = A × log-prob, the episode's advantage (seed doc 002's contribution; --contribution weighted for Â × log-prob)"
-    : "c = Â × log-prob, the strategy's weighted advantage (the logged contribution; seed doc 002's is A × log-prob)";
+    ? "c = A × log-prob, the episode's advantage (the GRPO credit-assignment analysis's contribution; --contribution weighted for Â × log-prob)"
+    : "c = Â × log-prob, the strategy's weighted advantage (the logged contribution; the GRPO credit-assignment analysis's is A × log-prob)";
 }

@@ -440,7 +440,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   }
   const { benchAnalysis } = await import('../analysis/synthetic');
   result.analysis_1m_rows_s = await benchAnalysis();
-  say(`credit analysis of 1,000,000 token rows (seed doc 002 tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
+  say(`credit analysis of 1,000,000 token rows (the GRPO credit-assignment analysis tables): ${result.analysis_1m_rows_s.toFixed(2)} s`);
   const { benchImport, benchFollow } = await import('./import');
   result.import_prime = await benchImport();
   result.follow_latency_s = await benchFollow();

@@ -16,9 +16,9 @@ import { flag, choiceFlag, intFlag, numFlag, parseArgs, progressPrinter, stopOnS
 
 export const ANALYZE_USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
                            [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted] [--probe]
-  Prints seed doc 002's credit tables as Markdown; --json prints the JSON instead. --out writes a file
+  Prints the GRPO credit-assignment analysis's credit tables as Markdown; --json prints the JSON instead. --out writes a file
   (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.
-  --contribution: c = A·log-prob, seed doc 002's (episode, the default), or Â·log-prob with the strategy's weight.
+  --contribution: c = A·log-prob, the GRPO credit-assignment analysis's (episode, the default), or Â·log-prob with the strategy's weight.
   --probe adds each probed step's credit accuracy (credit-lens probe).`;
 
 /** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */

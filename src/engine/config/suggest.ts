@@ -50,7 +50,7 @@ export const FOREIGN_NAMES: Record<string, { path: string; from: string; note?: 
     from: "TRL's top_entropy_quantile",
     note: 'with credit.strategy: entropy_mask, mask_percentile = 100·(1 − top_entropy_quantile)',
   },
-  mitigation: { path: 'credit.strategy', from: "seed doc 001's --mitigation" },
+  mitigation: { path: 'credit.strategy', from: "the GRPO credit-assignment mitigations' --mitigation" },
   hidden_size: { path: 'model.d_model', from: "Hugging Face's hidden_size" },
   n_embd: { path: 'model.d_model', from: "nanoGPT's n_embd" },
   intermediate_size: { path: 'model.d_ff', from: "Hugging Face's intermediate_size" },

@@ -118,7 +118,7 @@ const calSchema = section(
     negative_reward: num({}, "Effective advantage given to the tokens of the oracle's error span.").default(-1.0),
     scale: oneOf(
       ['raw', 'group_std'],
-      'raw: span tokens get negative_reward as it is (seed doc 003). group_std: divided by the ' +
+      'raw: span tokens get negative_reward as it is (CAL-GRPO). group_std: divided by the ' +
         "episode's group reward std + 1e-4, the scale GRPO divides advantages by (the batch std when the group's is 0, " +
         "and 1 when that is 0 too), so span credit is on the scale of the other episodes' advantages; it needs " +
         'grpo.scale_rewards: group, the scaling it follows.',
@@ -179,7 +179,7 @@ export const CATALOG = [
   {
     name: 'outcome_conditional',
     offline: 'outputs',
-    summary: 'outcome_conditional: think_discount outside <answer> (seed doc 001)',
+    summary: 'outcome_conditional: think_discount outside <answer> (the GRPO credit-assignment mitigations)',
     params: { think_discount: num({ gte: 0 }, 'outcome_conditional: weight of tokens outside the answer (answer tokens get 1).').default(0.5) },
     sweepValues: { 'credit.think_discount': [0.25, 0.5, 0.75] },
     headline: 'think_discount',
@@ -187,13 +187,13 @@ export const CATALOG = [
   {
     name: 'inverse_logprob',
     offline: 'outputs',
-    summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (seed doc 001)',
+    summary: 'inverse_logprob: 1/(|ℓ|+epsilon) (the GRPO credit-assignment mitigations)',
     params: {
       epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1),
       inverse_logprob_form: oneOf(
         ['clean', 'seed'],
         'inverse_logprob: clean: w = 1/(|ℓ|+ε) with ℓ detached (DESIGN §4). seed: ' +
-          "seed doc 001's code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by " +
+          "the GRPO credit-assignment mitigations' code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by " +
           'ε/(|ℓ|+ε)²; the logged weight is then that factor.',
       ).default('clean'),
     },
@@ -203,7 +203,7 @@ export const CATALOG = [
   {
     name: 'attention_credit',
     offline: 'outputs',
-    summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (seed doc 001)',
+    summary: 'attention_credit: attention paid by the answer, scaled by credit_scale (the GRPO credit-assignment mitigations)',
     params: { credit_scale: num({ gte: 0 }, 'attention_credit: w = max(0, 1 + credit_scale·(a/mean(a) − 1)).').default(2.0) },
     sweepValues: { 'credit.credit_scale': [2.0] },
     headline: 'credit_scale',
@@ -212,7 +212,7 @@ export const CATALOG = [
   {
     name: 'entropy_weighted',
     offline: 'outputs',
-    summary: 'entropy_weighted: n·softmax(H/entropy_temp) (seed doc 001)',
+    summary: 'entropy_weighted: n·softmax(H/entropy_temp) (the GRPO credit-assignment mitigations)',
     params: { entropy_temp: num({ gt: 0 }, 'entropy_weighted: softmax temperature; lower focuses on high-entropy tokens.').default(1.0) },
     sweepValues: { 'credit.entropy_temp': [1.0] },
     headline: 'entropy_temp',
@@ -220,14 +220,14 @@ export const CATALOG = [
   {
     name: 'gtpo',
     offline: 'outputs',
-    summary: "gtpo: H_t / mean_episode(H), seed doc 002's strategy 1 (GTPO-style), or GTPO's paper form (gtpo.form)",
+    summary: "gtpo: H_t / mean_episode(H), the GRPO credit-assignment analysis's strategy 1 (GTPO-style), or GTPO's paper form (gtpo.form)",
     block: {
       key: 'gtpo',
       schema: section(
         {
           form: oneOf(
             ['seed', 'gtpo'],
-            "seed: seed doc 002's w_t = H_t / mean_episode(H). gtpo: the paper's (arXiv 2508.04349) entropy-shaped token " +
+            "seed: the GRPO credit-assignment analysis's w_t = H_t / mean_episode(H). gtpo: the paper's (arXiv 2508.04349) entropy-shaped token " +
               'rewards, successes rewarded by their entropy share and failures penalised by their inverse-entropy share, each set ' +
               'standardised apart (credit/gtpo.ts).',
           ).default('seed'),
@@ -264,7 +264,7 @@ export const CATALOG = [
   {
     name: 'reward_decomposition',
     offline: 'prepare',
-    summary: "reward_decomposition: each reward part's own group advantage on the tokens it judges (seed doc 002's strategy 4)",
+    summary: "reward_decomposition: each reward part's own group advantage on the tokens it judges (the GRPO credit-assignment analysis's strategy 4)",
     block: {
       key: 'reward_decomposition',
       schema: section(
@@ -318,7 +318,7 @@ export const CATALOG = [
   {
     name: 'entropy_mask',
     offline: 'outputs',
-    summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (seed doc 001, after "Beyond the 80/20 Rule")',
+    summary: 'entropy_mask: only tokens at or above the mask_percentile of entropy (the GRPO credit-assignment mitigations, after "Beyond the 80/20 Rule")',
     params: {
       mask_percentile: num(
         { gte: 0, lte: 100 },
@@ -327,7 +327,7 @@ export const CATALOG = [
       entropy_mask_norm: oneOf(
         ['valid', 'kept'],
         'entropy_mask: valid: the loss averages over every valid token, masked ones ' +
-          "counting as 0 (DESIGN §4). kept: seed doc 001's code, which averages over the kept tokens only; the kept weights " +
+          "counting as 0 (DESIGN §4). kept: the GRPO credit-assignment mitigations' code, which averages over the kept tokens only; the kept weights " +
           'become (valid tokens ÷ kept tokens) of the batch, which gives the same loss under grpo.loss_agg token_mean only ' +
           '(the config refuses kept with the other aggregations).',
       ).default('valid'),
@@ -340,7 +340,7 @@ export const CATALOG = [
             {
               path: ['credit', 'entropy_mask_norm'],
               expected:
-                `valid with grpo.loss_agg: ${c.grpo.loss_agg} (kept reproduces seed doc 001's average over the kept tokens only ` +
+                `valid with grpo.loss_agg: ${c.grpo.loss_agg} (kept reproduces the GRPO credit-assignment mitigations' average over the kept tokens only ` +
                 'under token_mean), or grpo.loss_agg: token_mean',
             },
           ]
@@ -348,7 +348,7 @@ export const CATALOG = [
   },
   {
     name: 'attribution',
-    summary: 'attribution: a learned head on the final hidden state (seed doc 000)',
+    summary: 'attribution: a learned head on the final hidden state (learned advantage attribution)',
     block: {
       key: 'attribution',
       schema: section(
@@ -361,9 +361,9 @@ export const CATALOG = [
               "for all three). contribution: minimise −Σ c·Â·ℓ (ℓ detached); linear in α, so its optimum puts all of an episode's " +
               'weight on one token (the most likely one when A > 0, the least likely when A < 0). contribution_entropy: the same ' +
               'minus entropy_coef·H(α) per episode; its optimum is α_t = softmax_t(A·ℓ_t / entropy_coef): a Gibbs distribution ' +
-              "that entropy_coef tempers (∞: plain GRPO, 0: contribution). ppo: seed doc 000's form, the head inside the clipped " +
+              "that entropy_coef tempers (∞: plain GRPO, 0: contribution). ppo: learned advantage attribution's form, the head inside the clipped " +
               'surrogate −min(ρÂ, clip(ρ)Â); at ρ = 1 (grpo.epochs_per_step 1) its gradient is exactly zero, so the head moves only ' +
-              "off-policy (epochs_per_step > 1), toward tokens whose ratio already moved with the advantage. Seed doc 000's own " +
+              "off-policy (epochs_per_step > 1), toward tokens whose ratio already moved with the advantage. learned advantage attribution's own " +
               'results need ppo with epochs_per_step > 1.',
           ).default('contribution'),
           entropy_coef: num({ gt: 0 }, 'contribution_entropy: weight of the entropy of α (larger: closer to uniform).').default(0.1),
@@ -376,13 +376,13 @@ export const CATALOG = [
       c.credit.attribution.objective === 'ppo' && c.grpo.epochs_per_step === 1
         ? [
             "credit.attribution.objective ppo with grpo.epochs_per_step 1: at ρ = 1 the head's gradient is exactly zero, so it " +
-              "stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for seed doc 000's form",
+              "stays at its initial (near-uniform) weights and the run is plain GRPO; set grpo.epochs_per_step > 1 for learned advantage attribution's form",
           ]
         : [],
   },
   {
     name: 'cal',
-    summary: 'cal: an oracle names the error span of a wrong answer (seed doc 003)',
+    summary: 'cal: an oracle names the error span of a wrong answer (CAL-GRPO)',
     block: { key: 'cal', schema: calSchema.prefault({}) },
     check: (c): CatalogIssue[] =>
       c.credit.cal.scale === 'group_std' && c.grpo.scale_rewards !== 'group'
@@ -402,7 +402,7 @@ export const CATALOG = [
   },
   {
     name: 'reward_variance',
-    summary: 'reward_variance: an importance net trained on paired rollouts (seed doc 004)',
+    summary: 'reward_variance: an importance net trained on paired rollouts (Reward Variance GRPO)',
     block: {
       key: 'reward_variance',
       schema: section(

@@ -1,6 +1,7 @@
 // Run comparison: several runs' charts overlaid, one colour per run; runs can be added in place.
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
+import { listEvalSteps } from '../../engine/rundir/eval_table';
 import { readRunInfo } from '../../engine/rundir/rundir';
 import type { MetricsComparison, MetricsPanelState } from '../../protocol/metrics_view';
 import { isTraining } from '../run_status';
@@ -60,6 +61,14 @@ export class ComparePanel extends MetricsPanel {
     this.afterInit();
   }
 
+  /** The step picked on the page (null: the runs' last evals); kept while it is still one every run evaluated. */
+  private step: number | null = null;
+
+  protected override setStep(step: number | null): void {
+    this.step = step;
+    this.afterInit();
+  }
+
   /**
    * The compared runs grouped by configuration (their names without `-seedN`), every other group against the
    * baseline's on the same eval instances, through `credit-lens compare` (in the background; this is called again
@@ -70,14 +79,11 @@ export class ComparePanel extends MetricsPanel {
       const info = readRunInfo(dir);
       return info ? [{ dir, name: info.name, strategy: info.strategy ?? null, ready: !isTraining(info.status), ended: info.ended ?? '' }] : [];
     });
-    const c = this.deps.analysis.compareGroups(
-      runs,
-      this.baseline,
-      runs
-        .filter((r) => r.ready)
-        .map((r) => r.ended)
-        .join(','),
-    );
+    const ready = runs.filter((r) => r.ready);
+    const evalSteps = ready.map((r) => listEvalSteps(r.dir));
+    const steps = evalSteps.length ? evalSteps[0].filter((s) => evalSteps.every((l) => l.includes(s))) : [];
+    const step = this.step !== null && steps.includes(this.step) ? this.step : null;
+    const c = this.deps.analysis.compareGroups(runs, this.baseline, ready.map((r) => r.ended).join(','), step ?? undefined);
     const training = runs.length - c.ready;
     const skipped = training
       ? `${training} run${training === 1 ? '' : 's'} still training ${training === 1 ? 'is' : 'are'} left out until ${training === 1 ? 'it ends' : 'they end'}.`
@@ -89,7 +95,7 @@ export class ComparePanel extends MetricsPanel {
       failed: `credit-lens compare failed: ${c.error}`,
       done: skipped,
     }[c.state];
-    return { groups: c.groups, baseline: c.baseline, report: c.report, note };
+    return { groups: c.groups, baseline: c.baseline, steps, step, report: c.report, note };
   }
 
   protected retitle(): void {

@@ -105,6 +105,8 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
 
   protected setBaseline(_group: string): void {}
 
+  protected setStep(_step: number | null): void {}
+
   /** A `run/metrics` notification reaches the RunManager, which fires synchronously: now is its arrival. */
   private onLive(run: LiveRun): void {
     if (!this.ready || !run.runDir || !this.runDirs.includes(run.runDir)) return;
@@ -196,6 +198,9 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
         break;
       case 'metrics/setBaseline':
         this.setBaseline(m.params.group);
+        break;
+      case 'metrics/setStep':
+        this.setStep(m.params.step);
         break;
     }
   }

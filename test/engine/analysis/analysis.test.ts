@@ -521,7 +521,7 @@ test('compareRuns gives seed doc 002 Appendix B: eval, filler |c|, reasoning |c|
   close(cmp.delta.filler_reasoning_ratio, 1.6 - 1.125);
 
   const md = analysisToMarkdown(run, cmp);
-  assert.match(md, /## Mitigation summary \(seed doc 002, Appendix B\)/);
+  assert.match(md, /## Mitigation summary \(the GRPO credit-assignment analysis, Appendix B\)/);
   assert.match(md, /\| Baseline: none \| base \| 50% @ 2 \| 0\.750 \| 0\.667 \| 1\.13× \|/);
   assert.match(md, /\| outcome_conditional \(think_discount 0\.5\) \| fixture \| 25% @ 2 \| 0\.400 \| 0\.250 \| 1\.60× \|/);
   assert.match(md, /\| Δ \(run − baseline\) \|  \| −25 pts \| −0\.350 \| −0\.417 \| \+0\.48× \|/);
@@ -732,6 +732,6 @@ test("seed doc 002's definitions by default: c = A·ℓ without the weights, and
   // filler Â·ℓ: 0.5, 0, 1, 0.25, 0.25, 0.25 → 2.25/6 = 0.375; reasoning: 0.25, 0.5, 0 → 0.25
   close(w.token_types.filler.mean_abs_contribution, 0.375, 'filler |Â·ℓ|');
   close(w.token_types.reasoning.mean_abs_contribution, 0.25, 'reasoning |Â·ℓ|');
-  assert.match(analysisToMarkdown(a), /c = A × log-prob, the episode's advantage \(seed doc 002's contribution/);
+  assert.match(analysisToMarkdown(a), /c = A × log-prob, the episode's advantage \(the GRPO credit-assignment analysis's contribution/);
   assert.match(analysisToMarkdown(w), /c = Â × log-prob, the strategy's weighted advantage/);
 });

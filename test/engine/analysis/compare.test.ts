@@ -411,6 +411,21 @@ test('compare refuses runs read at different steps or drawn from different split
   assert.ok(r.notes.some((n) => /st-stop-seed2 is stopped, not completed/.test(n)));
 });
 
+test('read at step 0 (the SFT warm starts) the numbers stay but no row gets a verdict, so none is shown as a result', () => {
+  // 10 against 20 solved of 40 in all three seeds: at any GRPO step this is significant (the Holm test above gives
+  // p = 2/2^10 for it); at step 0 the difference is the warm starts' and is withheld.
+  const base = [1, 2, 3].map((s) => run(`ws-base-seed${s}`, s, (i) => i < 10, { step: 0 }));
+  const other = [1, 2, 3].map((s) => run(`ws-oc-seed${s}`, s, (i) => i < 20, { step: 0 }));
+  const r = compareSeeds(base, other, { tokenTypes: false, resamples: 200 });
+  const row = r.rows[1];
+  assert.deepEqual([row.step, row.significant, row.p_adjusted, row.run_test, row.diff, row.mde], [0, null, null, null, null, null]);
+  assert.match(row.verdict_withheld ?? '', /SFT warm start, before any GRPO step/);
+  assert.equal(r.adjustment.family, 0);
+  // The instance-clustered difference of these checkpoints is still reported: information about the warm starts.
+  assert.ok(Math.abs(row.conditional!.diff.mean - 0.25) < 1e-12);
+  assert.doesNotMatch(compareMarkdown(r), /\*\*/);
+});
+
 test('Holm over the rows of one comparison: significance uses the adjusted p', () => {
   // Three groups against one baseline (25 %): +10 instances (p = 2/2^10), +5 (p = 2/2^5 = 0.0625 → n.s. anyway), and
   // +6 (p = 2/2^6 = 0.03125 raw, significant alone; Holm: the second smallest of 3 is ×2 = 0.0625 → n.s.).
