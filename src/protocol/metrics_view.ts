@@ -19,6 +19,8 @@ export interface MetricsRunData {
    * fills x < 0, the eval before GRPO sits at x = 0 and GRPO step k at x = k, the same in every run.
    */
   sftSteps: number;
+  /** `grpo.kl_beta` of the run's config.yaml (null when unknown): at 0 the engine logs no KL worth charting */
+  klBeta: number | null;
   rows: MetricsRow[];
 }
 
@@ -42,6 +44,8 @@ export interface MetricsAppend {
 export interface MetricsPanelState {
   mode: 'dashboard' | 'compare';
   runDirs: string[];
+  /** the page's chart view (x-range, smoothing), kept across reloads; the host does not read it */
+  view?: unknown;
 }
 
 /**
@@ -98,10 +102,15 @@ export const isMetricsRunData: Check<MetricsRunData> = shape<MetricsRunData>({
   strategy: nullable(isString),
   status: isString,
   sftSteps: isNumber,
+  klBeta: nullable(isNumber),
   rows: arrayOf(isMetricsRow),
 });
 
-export const isMetricsPanelState: Check<MetricsPanelState> = shape<MetricsPanelState>({ mode: isMode, runDirs: arrayOf(isString) });
+export const isMetricsPanelState: Check<MetricsPanelState> = shape<MetricsPanelState>({
+  mode: isMode,
+  runDirs: arrayOf(isString),
+  view: (_v): _v is unknown => true,
+});
 
 const chartId = { chartId: isString, title: isString };
 

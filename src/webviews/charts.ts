@@ -71,6 +71,7 @@ export interface ChartStyle {
 }
 
 const HEIGHT = 200;
+const CURSOR_SYNC = 'credit-lens-metrics';
 
 /** One metric chart: a uPlot instance rebuilt when its columns change, else fed new data. */
 export class MetricChart {
@@ -155,7 +156,8 @@ export class MetricChart {
         axis({ size: 52, values: (_u, vals) => vals.map((v) => (pct ? `${Math.round(v * 100)}%` : fmt(v))) }),
       ],
       legend: { show: true, live: true },
-      cursor: { drag: { x: true, y: false }, points: { size: 6 } },
+      // One cursor across every chart of the page: the step under the mouse is read off all of them at once.
+      cursor: { drag: { x: true, y: false }, points: { size: 6 }, sync: { key: CURSOR_SYNC, setSeries: false } },
       hooks: { drawAxes: [(u) => this.underlay(u)] },
     };
   }
@@ -168,6 +170,11 @@ export class MetricChart {
       for (const v of b.lo) if (v !== null && v < min) min = v;
       for (const v of b.hi) if (v !== null && v > max) max = v;
     }
+    for (const c of this.data.columns)
+      for (const v of c.raw ?? []) {
+        if (v !== null && v < min) min = v;
+        if (v !== null && v > max) max = v;
+      }
     if (!Number.isFinite(min) || !Number.isFinite(max)) return [0, 1];
     if (this.spec.percent) return [0, Math.min(1, Math.max(0.05, max * 1.15))];
     // A constant series (KL with kl_beta 0) gets a band around its value rather than uPlot's 0–100.
@@ -205,6 +212,28 @@ export class MetricChart {
         if (x1 < left + width - 40 * uPlot.pxRatio) ctx.fillText('GRPO', x1 + 4 * uPlot.pxRatio, top + 4 * uPlot.pxRatio);
       }
     }
+    // Smoothing on: the logged values faintly behind their moving average, as TensorBoard draws them.
+    this.data.columns.forEach((c, index) => {
+      if (!c.raw) return;
+      ctx.strokeStyle = this.style.colour({ run: c.run, key: c.key, index });
+      ctx.globalAlpha = 0.25;
+      ctx.lineWidth = uPlot.pxRatio;
+      ctx.beginPath();
+      let open = false;
+      c.raw.forEach((v, i) => {
+        if (v === null) {
+          open = false;
+          return;
+        }
+        const px = u.valToPos(x[i], 'x', true);
+        const py = u.valToPos(v, 'y', true);
+        if (open) ctx.lineTo(px, py);
+        else ctx.moveTo(px, py);
+        open = true;
+      });
+      ctx.stroke();
+      ctx.globalAlpha = 1;
+    });
     for (const b of this.data.bands) {
       ctx.fillStyle = this.style.colour({ run: b.run, key: this.spec.band!.mean, index: 0 });
       ctx.globalAlpha = 0.2;

@@ -153,7 +153,77 @@ export interface AlignedColumn {
   key: string;
   label: string;
   style: 'line' | 'points';
+  /** What is drawn: the smoothed values when smoothing is on (line series only), else the logged ones. */
   values: (number | null)[];
+  /** The logged values when `values` are smoothed (drawn faintly behind, and what the CSV holds). */
+  raw?: (number | null)[];
+}
+
+/** How the dashboard shows its charts: the x-range and the smoothing of line series. */
+export interface ChartView {
+  /** Draw the SFT warm start and the eval before GRPO (x ≤ 0); off, the charts start at GRPO step 1. */
+  includeSft: boolean;
+  /** TensorBoard's smoothing weight w in [0, 1): EMA s_t = w·s_{t−1} + (1 − w)·v_t, debiased; 0 draws the values as logged. */
+  smoothing: number;
+}
+
+/**
+ * Why a chart has nothing to show although its metric is logged, or null: KL with grpo.kl_beta = 0 in every run is
+ * logged as a constant 0, which a flat line would present as a measurement.
+ */
+export function emptyState(chartId: string, runs: readonly { klBeta: number | null }[]): string | null {
+  if (chartId === 'kl' && runs.length && runs.every((r) => r.klBeta === 0))
+    return `KL not computed: grpo.kl_beta = 0${runs.length > 1 ? ' in every run' : ''} (no reference policy term in the loss)`;
+  return null;
+}
+
+export const DEFAULT_VIEW: ChartView = { includeSft: false, smoothing: 0 };
+
+/**
+ * The first x a chart shows: GRPO step 1 unless the SFT warm start is asked for. A run with no GRPO step yet (still
+ * warming up) shows its SFT steps rather than nothing.
+ */
+export function firstVisibleX(runs: readonly RunPoints[], view: ChartView): number {
+  if (view.includeSft) return -Infinity;
+  const anyGrpo = runs.some((p) => [...p.keys()].some((x) => x >= 1));
+  return anyGrpo ? 1 : -Infinity;
+}
+
+/**
+ * TensorBoard's debiased exponential moving average over the non-null values in x order: s_t = w·s_{t−1} + (1 − w)·v_t
+ * with s_0 = 0, divided by 1 − w^n after n values, so the first value is itself. It restarts where the phase changes:
+ * the warm start's loss never leaks into GRPO's. Nulls stay null.
+ */
+export function ema(x: readonly number[], values: readonly (number | null)[], weight: number): (number | null)[] {
+  if (!(weight > 0)) return [...values];
+  const w = Math.min(weight, 0.999);
+  let s = 0;
+  let n = 0;
+  let phase: XPhase | null = null;
+  return values.map((v, i) => {
+    if (v === null) return null;
+    const ph = phaseOfX(x[i]) === 'sft' ? 'sft' : 'grpo';
+    if (ph !== phase) {
+      phase = ph;
+      s = 0;
+      n = 0;
+    }
+    s = w * s + (1 - w) * v;
+    n++;
+    return s / (1 - w ** n);
+  });
+}
+
+/** The values a chart's series have at x = 0 (the eval before GRPO), per run: shown as text when x = 0 is not drawn. */
+export function beforeGrpo(spec: ChartSpec, runs: readonly { label: string; points: RunPoints }[]): { label: string; key: string; value: number }[] {
+  const out: { label: string; key: string; value: number }[] = [];
+  for (const r of runs) {
+    const v = r.points.get(0);
+    if (!v) continue;
+    for (const s of spec.series)
+      if (v[s.key] !== undefined) out.push({ label: runs.length === 1 ? s.label : `${r.label} · ${s.label}`, key: s.key, value: v[s.key] });
+  }
+  return out;
 }
 
 export interface AlignedChart {
@@ -164,11 +234,22 @@ export interface AlignedChart {
   bands: { run: number; lo: (number | null)[]; hi: (number | null)[] }[];
 }
 
-/** Every run's series of one chart on a common x array, null where a run has no value (uPlot's aligned data). */
-export function alignChart(spec: ChartSpec, runs: readonly { label: string; points: RunPoints }[]): AlignedChart {
+/**
+ * Every run's series of one chart on a common x array, null where a run has no value (uPlot's aligned data), from
+ * `view`'s first x on, line series smoothed as it asks.
+ */
+export function alignChart(
+  spec: ChartSpec,
+  runs: readonly { label: string; points: RunPoints }[],
+  view: ChartView = { includeSft: true, smoothing: 0 },
+): AlignedChart {
   const keys = spec.series.map((s) => s.key);
+  const from = firstVisibleX(
+    runs.map((r) => r.points),
+    view,
+  );
   const xs = new Set<number>();
-  for (const r of runs) for (const [x, v] of r.points) if (keys.some((k) => k in v)) xs.add(x);
+  for (const r of runs) for (const [x, v] of r.points) if (x >= from && keys.some((k) => k in v)) xs.add(x);
   const x = [...xs].sort((a, b) => a - b);
   const single = runs.length === 1;
   const columns: AlignedColumn[] = [];
@@ -179,7 +260,10 @@ export function alignChart(spec: ChartSpec, runs: readonly { label: string; poin
       if (!values.some((v) => v !== null)) continue;
       // One series per chart and run: the run's name says it all; otherwise name both.
       const label = single ? s.label : spec.series.length === 1 ? r.label : `${r.label} · ${s.label}`;
-      columns.push({ run, key: s.key, label, style: s.style ?? 'line', values });
+      const style = s.style ?? 'line';
+      // Sparse points (eval every eval_every steps) are each a measurement of their own: never smoothed.
+      if (style === 'line' && view.smoothing > 0) columns.push({ run, key: s.key, label, style, values: ema(x, values, view.smoothing), raw: values });
+      else columns.push({ run, key: s.key, label, style, values });
     }
     if (spec.band) {
       const { mean, std } = spec.band;
@@ -199,13 +283,14 @@ export function alignChart(spec: ChartSpec, runs: readonly { label: string; poin
 }
 
 /**
- * A chart's data as CSV: `step` (the shared x: SFT steps are −sft_steps … −1, 0 the eval before GRPO),
+ * A chart's data as CSV (the x-range shown, the values as logged): `step` (the shared x: SFT steps are −sft_steps … −1, 0 the eval before GRPO),
  * `phase`, then one column per drawn series (and `… − std` / `… + std` for a band), numbers at full precision,
  * empty where a run has no value. Lines end in \n.
  */
 export function chartCsv(spec: ChartSpec, data: AlignedChart, runLabels: readonly string[]): string {
   const header = ['step', 'phase', ...data.columns.map((c) => c.label)];
-  const cols: (number | null)[][] = data.columns.map((c) => c.values);
+  // The logged values, never the smoothing: a CSV is data, not a picture.
+  const cols: (number | null)[][] = data.columns.map((c) => c.raw ?? c.values);
   for (const b of data.bands) {
     const who = runLabels.length === 1 ? spec.band!.mean : `${runLabels[b.run]} · ${spec.band!.mean}`;
     header.push(`${who} - ${spec.band!.std}`, `${who} + ${spec.band!.std}`);

@@ -8,7 +8,22 @@ import { metricsChecks, type MetricsComparison, type MetricsProtocol, type Metri
 import { comparisonTable } from './compare_table';
 import { MetricChart, fmt, onThemeChange, readTheme, type ChartTheme } from './charts';
 import { adoptCss, connect } from './ipc';
-import { alignChart, chartCsv, chartsFor, phaseOfX, pointsOf, runLabels, upsertRow, type ChartSpec, type RunPoints } from './metrics_series';
+import {
+  alignChart,
+  beforeGrpo,
+  chartCsv,
+  chartsFor,
+  DEFAULT_VIEW,
+  emptyState,
+  firstVisibleX,
+  phaseOfX,
+  pointsOf,
+  runLabels,
+  upsertRow,
+  type ChartSpec,
+  type ChartView,
+  type RunPoints,
+} from './metrics_series';
 import css from './metrics_view.css';
 import baseCss from './base.css';
 
@@ -19,6 +34,15 @@ interface RunState {
 
 /** How many live latencies the page keeps (shown in the header, read by the e2e suite). */
 const LATENCY_WINDOW = 50;
+
+/** A saved view read defensively: the page's saved state is whatever an older version wrote. */
+function restoredView(v: unknown): ChartView {
+  const r = (v ?? {}) as Partial<ChartView>;
+  return {
+    includeSft: typeof r.includeSft === 'boolean' ? r.includeSft : DEFAULT_VIEW.includeSft,
+    smoothing: typeof r.smoothing === 'number' && r.smoothing >= 0 && r.smoothing < 1 ? r.smoothing : DEFAULT_VIEW.smoothing,
+  };
+}
 
 export function mountMetricsView(): void {
   adoptCss(baseCss);
@@ -31,11 +55,12 @@ export function mountMetricsView(): void {
   grid.className = 'charts';
   root.append(head, grid);
 
-  // Until the host's init message arrives: a restored page knows its mode from its saved state.
+  // Until the host's init message arrives: a restored page knows its mode and its view from its saved state.
   let mode: MetricsViewInit['mode'] = host.getState()?.mode ?? 'dashboard';
+  let view: ChartView = restoredView(host.getState()?.view);
   let runs: RunState[] = [];
   let theme: ChartTheme = readTheme();
-  const charts = new Map<string, { chart: MetricChart; card: HTMLElement }>();
+  const charts = new Map<string, { chart: MetricChart; card: HTMLElement; caption: HTMLElement; empty: HTMLElement }>();
   const latencies: number[] = [];
   let drawScheduled = false;
   let pendingLatency: { receivedAt: number; runDir: string; step: number }[] = [];
@@ -56,14 +81,19 @@ export function mountMetricsView(): void {
     return chart.aligned.columns.map((c, index) => ({ label: c.label, colour: colourOf({ run: c.run, index }) }));
   }
 
-  function card(spec: ChartSpec): { chart: MetricChart; card: HTMLElement } {
+  function card(spec: ChartSpec): { chart: MetricChart; card: HTMLElement; caption: HTMLElement; empty: HTMLElement } {
     const el = document.createElement('section');
     el.className = 'chart';
     el.dataset.chart = spec.id;
     const title = document.createElement('header');
+    const caption = document.createElement('p');
+    caption.className = 'muted before-grpo';
+    const empty = document.createElement('p');
+    empty.className = 'empty-state';
+    empty.hidden = true;
     const plot = document.createElement('div');
     plot.className = 'plot';
-    el.append(title, plot);
+    el.append(title, caption, empty, plot);
     const chart = new MetricChart(plot, spec, theme, { colour: colourOf, xLabel });
     render(
       html`<h2 title=${spec.hint}>${spec.title}</h2>
@@ -73,7 +103,7 @@ export function mountMetricsView(): void {
         </span>`,
       title,
     );
-    return { chart, card: el };
+    return { chart, card: el, caption, empty };
   }
 
   function exportPng(chart: MetricChart): void {
@@ -90,6 +120,11 @@ export function mountMetricsView(): void {
   function drawCharts(): void {
     const specs = chartsFor(runs.map((r) => r.points));
     const inputs = runs.map((r) => ({ label: runLabel(r), points: r.points }));
+    const from = firstVisibleX(
+      runs.map((r) => r.points),
+      view,
+    );
+    document.body.dataset.firstX = String(from);
     let prev: HTMLElement | null = null;
     for (const spec of specs) {
       let entry = charts.get(spec.id);
@@ -99,8 +134,20 @@ export function mountMetricsView(): void {
         if (prev) prev.after(entry.card);
         else grid.prepend(entry.card);
       }
-      entry.chart.update(alignChart(spec, inputs));
+      entry.chart.update(alignChart(spec, inputs, view));
       entry.card.dataset.points = String(entry.chart.pointCount);
+      entry.card.dataset.firstX = String(entry.chart.aligned.x[0] ?? '');
+      // Not drawn at x = 0 when the charts start at GRPO step 1: the starting point said in words instead.
+      const start = from > 0 ? beforeGrpo(spec, inputs) : [];
+      entry.caption.textContent = start.length ? `before GRPO: ${start.map((s) => `${s.label} ${fmt(s.value, !!spec.percent)}`).join(' · ')}` : '';
+      entry.caption.hidden = !start.length;
+      const why = emptyState(
+        spec.id,
+        runs.map((r) => r.data),
+      );
+      entry.empty.textContent = why ?? '';
+      entry.empty.hidden = why === null;
+      entry.card.classList.toggle('is-empty', why !== null);
       prev = entry.card;
     }
     document.body.dataset.charts = String(specs.length);
@@ -171,9 +218,39 @@ export function mountMetricsView(): void {
             : nothing
         }
         ${mode === 'compare' && comparison ? comparisonSection(comparison) : nothing}
+        <div class="view-tools" role="group" aria-label="chart view">
+          ${
+            anySft || runs.some((r) => r.points.has(0))
+              ? html`<label title="the SFT warm start (x < 0, counted back from the eval before GRPO at 0) and that eval; off, the charts start at GRPO step 1"
+                  ><input
+                    type="checkbox"
+                    class="include-sft"
+                    .checked=${view.includeSft}
+                    @change=${(e: Event) => setView({ ...view, includeSft: (e.target as HTMLInputElement).checked })}
+                  />
+                  Include SFT warm start${sftText()}</label
+                >`
+              : nothing
+          }
+          <label
+            title="TensorBoard's smoothing: a debiased exponential moving average of each line, restarting at GRPO step 1; the logged values stay faintly behind, and CSV exports hold them"
+            >Smoothing
+            <input
+              type="range"
+              class="smoothing"
+              min="0"
+              max="0.99"
+              step="0.01"
+              aria-label="smoothing weight"
+              .value=${String(view.smoothing)}
+              @input=${(e: Event) => setView({ ...view, smoothing: Number((e.target as HTMLInputElement).value) })}
+            />
+            <output class="smoothing-value">${view.smoothing.toFixed(2)}</output></label
+          >
+        </div>
         <p class="muted note">
-          ${anySft ? 'Shaded: the SFT warm start, drawn before GRPO step 0 (x < 0 counts SFT steps back from the eval before GRPO). ' : ''}Drag across a chart
-          to zoom, double-click to reset.
+          ${view.includeSft && anySft ? 'Shaded: the SFT warm start, drawn before GRPO step 0 (x < 0 counts SFT steps back from the eval before GRPO). ' : ''}Drag
+          across a chart to zoom, double-click to reset; the cursor reads every chart at the same step.
         </p>`,
       head,
     );
@@ -200,7 +277,7 @@ export function mountMetricsView(): void {
                 }}
               >
                 <option value="last" ?selected=${c.step === null}>
-                  ${c.step === null && at !== null && at !== undefined ? `${stepName(at)}, the last eval` : 'the last eval'}
+                  ${c.step === null && at !== null && at !== undefined ? `${stepName(at)}, the latest all evaluated` : 'the latest step all evaluated'}
                 </option>
                 ${[...c.steps].reverse().map((s) => html`<option value=${String(s)} ?selected=${c.step === s}>${stepName(s)}</option>`)}
               </select>`
@@ -223,6 +300,18 @@ export function mountMetricsView(): void {
       ${c.report ? comparisonTable(c.report, { onOpen: (runDir) => host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir } }) }) : nothing}
       ${c.note ? html`<p class="muted comparison-status">${c.note}</p>` : nothing}
     </section>`;
+  }
+
+  function sftText(): string {
+    const steps = [...new Set(runs.map((r) => r.data.sftSteps))];
+    return steps.length === 1 && steps[0] > 0 ? ` (${steps[0].toLocaleString('en-US')} steps)` : '';
+  }
+
+  function setView(v: ChartView): void {
+    view = v;
+    host.setState({ mode, runDirs: runs.map((r) => r.data.runDir), view });
+    drawCharts();
+    drawHead();
   }
 
   function summary(r: RunState): string {
@@ -278,7 +367,7 @@ export function mountMetricsView(): void {
         c.remove();
       }
       charts.clear();
-      host.setState({ mode, runDirs: runs.map((r) => r.data.runDir) });
+      host.setState({ mode, runDirs: runs.map((r) => r.data.runDir), view });
       scheduleDraw();
       root.setAttribute('aria-busy', 'false');
     } else if (m.method === 'metrics/comparison') {

@@ -71,7 +71,7 @@ function chartState(frame) {
         const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
         for (let i = 3; i < d.length && !ink; i += 4) ink = d[i] !== 0;
       }
-      return { id: c.dataset.chart, points: Number(c.dataset.points ?? 0), ink };
+      return { id: c.dataset.chart, points: Number(c.dataset.points ?? 0), ink, firstX: c.dataset.firstX ?? '', empty: c.classList.contains('is-empty') };
     }),
   );
 }
@@ -92,37 +92,81 @@ async function acceptSaveDialog(page, expectedPath) {
   assert.ok(existsSync(expectedPath), `${expectedPath} was written`);
 }
 
-scenario('the dashboard of a finished run draws every chart from metrics.jsonl, SFT shaded before GRPO', async () => {
-  const { page } = vs;
-  await palette(page, 'Credit Lens: Open Dashboard');
-  await pickRun(page, /^tiny-\d{8}/);
-  const frame = webview(page);
-  await frame.locator('section.chart[data-chart="reward"]').waitFor({ timeout: 30_000 });
-  // The side bar away: the screenshot gets the width.
-  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
-  await sleep(800);
-  const charts = await chartState(frame);
-  log(`charts: ${charts.map((c) => `${c.id}=${c.points}${c.ink ? '' : ' (blank)'}`).join(', ')}`);
-  const ids = charts.map((c) => c.id);
-  for (const id of ['reward', 'success', 'loss', 'grad_norm', 'kl', 'entropy', 'effective_groups', 'clip_frac', 'response_len', 'tokens_per_s'])
-    assert.ok(ids.includes(id), `${id} chart`);
-  assert.ok(
-    charts.every((c) => c.points > 0 && c.ink),
-    'every chart has values and painted pixels',
-  );
-  const rows = readFileSync(join(baseline, 'metrics.jsonl'), 'utf8')
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l));
-  // The reward chart holds one point per GRPO step (the eval's greedy reward is kept off it) …
-  assert.equal(charts.find((c) => c.id === 'reward').points, rows.filter((r) => r.phase === 'grpo').length);
-  // … and the loss chart every SFT and GRPO step.
-  assert.equal(charts.find((c) => c.id === 'loss').points, rows.filter((r) => r.phase !== 'eval').length);
-  await frame.locator('.note', { hasText: 'Shaded: the SFT warm start' }).waitFor();
-  await shot(page, 'dash-01-dashboard', { readme: 'dashboard' });
-  await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
-  await closeEditors(page);
-});
+scenario(
+  'the dashboard of a finished run draws every chart from GRPO step 1, SFT on a toggle, KL off as an empty state, smoothing and one cursor',
+  async () => {
+    const { page } = vs;
+    await palette(page, 'Credit Lens: Open Dashboard');
+    await pickRun(page, /^tiny-\d{8}/);
+    const frame = webview(page);
+    await frame.locator('section.chart[data-chart="reward"]').waitFor({ timeout: 30_000 });
+    // The side bar away: the screenshot gets the width.
+    await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+    await sleep(800);
+    const charts = await chartState(frame);
+    log(`charts: ${charts.map((c) => `${c.id}=${c.points}${c.ink ? '' : ' (blank)'}`).join(', ')}`);
+    const ids = charts.map((c) => c.id);
+    for (const id of ['reward', 'success', 'loss', 'grad_norm', 'kl', 'entropy', 'effective_groups', 'clip_frac', 'response_len', 'tokens_per_s'])
+      assert.ok(ids.includes(id), `${id} chart`);
+    // tiny trains with grpo.kl_beta 0 (the default): its KL chart says so instead of drawing a flat zero line.
+    const kl = frame.locator('section.chart[data-chart="kl"]');
+    assert.match(await kl.locator('.empty-state').innerText(), /^KL not computed: grpo\.kl_beta = 0/);
+    assert.ok(
+      charts.every((c) => c.empty || (c.points > 0 && c.ink)),
+      'every other chart has values and painted pixels',
+    );
+    // By default every chart starts at GRPO step 1: the 40 SFT steps do not squeeze GRPO into a corner.
+    assert.ok(
+      charts.filter((c) => c.points > 0).every((c) => c.firstX === '1'),
+      `first x: ${charts.map((c) => `${c.id}=${c.firstX}`).join(', ')}`,
+    );
+    const rows = readFileSync(join(baseline, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    const grpoRows = rows.filter((r) => r.phase === 'grpo').length;
+    // The reward chart holds one point per GRPO step (the eval's greedy reward is kept off it), and so does the loss chart.
+    assert.equal(charts.find((c) => c.id === 'reward').points, grpoRows);
+    assert.equal(charts.find((c) => c.id === 'loss').points, grpoRows);
+    // The eval before GRPO is said in words above the success chart.
+    const pre = rows.find((r) => r.phase === 'eval' && r.step === 0);
+    const caption = await frame.locator('section.chart[data-chart="success"] .before-grpo').innerText();
+    log(`success caption: ${caption}`);
+    assert.equal(caption, `before GRPO: eval ${(pre.eval_success * 100).toFixed(1)}%`);
+    // One cursor: the step under the mouse on the reward chart is the step the loss chart's legend reads.
+    const over = frame.locator('section.chart[data-chart="reward"] .u-over');
+    const box = await over.boundingBox();
+    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2);
+    await sleep(300);
+    const stepOf = (id) => frame.locator(`section.chart[data-chart="${id}"] .u-legend .u-series`).first().locator('.u-value').innerText();
+    const [atReward, atLoss] = [await stepOf('reward'), await stepOf('loss')];
+    log(`cursor: reward ${atReward}, loss ${atLoss}`);
+    assert.match(atReward, /^GRPO step \d+$/);
+    assert.equal(atLoss, atReward);
+    await page.mouse.move(box.x + box.width / 2, box.y - 60);
+    await shot(page, 'dash-01-dashboard', { readme: 'dashboard' });
+    // Smoothing: the drawn reward is the debiased EMA, the CSV the logged values (unit-tested); the slider's value shows.
+    await frame.locator('input.smoothing').evaluate((el) => {
+      el.value = '0.6';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    await frame.locator('output.smoothing-value', { hasText: '0.60' }).waitFor({ timeout: 5_000 });
+    // The warm start on demand: every SFT step, the eval before GRPO and the shading.
+    await frame.locator('input.include-sft').check();
+    await frame.locator('.note', { hasText: 'Shaded: the SFT warm start' }).waitFor();
+    const withSft = await chartState(frame);
+    assert.equal(withSft.find((c) => c.id === 'loss').points, rows.filter((r) => r.phase !== 'eval').length);
+    assert.ok(Number(withSft.find((c) => c.id === 'loss').firstX) < 0);
+    await shot(page, 'dash-01b-dashboard-sft-smoothed');
+    await frame.locator('input.include-sft').uncheck();
+    await frame.locator('input.smoothing').evaluate((el) => {
+      el.value = '0';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+    await closeEditors(page);
+  },
+);
 
 scenario('the dashboard of a training run adds points as run/metrics arrive', async () => {
   const { page } = vs;
@@ -230,6 +274,28 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   await frame.locator('section.chart[data-chart="reward"] vscode-button.png').click();
   await acceptSaveDialog(page, pngPath);
   assert.equal(readFileSync(pngPath).subarray(0, 8).toString('hex'), '89504e470d0a1a0a', 'a PNG file');
+
+  // The comparison's table names the step it reads every run at, and a picker offers the others both evaluated.
+  const heading = frame.locator('section.significance h2');
+  const table = frame.locator('section.significance table.comparison');
+  await table.waitFor({ timeout: 120_000 });
+  const picker = frame.locator('select.step-picker');
+  const selectedText = () => picker.evaluate((s) => s.options[s.selectedIndex].text);
+  // tiny evaluated at 0, 4, 8, 12 and tiny-attr (8 steps) at 0, 4, 8: both are read at 8, the latest both evaluated.
+  assert.equal(await selectedText(), 'GRPO step 8, the latest all evaluated');
+  assert.match(await frame.locator('section.significance .compare-note').innerText(), /at step 8\b/);
+  const offered = await picker.evaluate((s) => [...s.options].map((o) => o.text));
+  log(`step picker: ${offered.join(' | ')}`);
+  assert.deepEqual(offered.slice(1), ['GRPO step 8', 'GRPO step 4', 'step 0 (the warm starts)']);
+  // At step 0 both runs are their SFT warm starts: the table says so and bolds nothing.
+  await picker.selectOption('0');
+  await frame.locator('section.significance .compare-note', { hasText: 'at step 0' }).waitFor({ timeout: 120_000 });
+  assert.equal(await selectedText(), 'step 0 (the warm starts)');
+  assert.match(await frame.locator('section.significance .compare-note').innerText(), /SFT warm start, before any GRPO step/);
+  assert.equal(await table.locator('tr.significant').count(), 0);
+  assert.match(await heading.innerText(), /^Eval success at/);
+  await picker.selectOption('last');
+  await frame.locator('section.significance .compare-note', { hasText: 'at step 8' }).waitFor({ timeout: 120_000 });
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   await closeEditors(page);
 });

@@ -14,14 +14,23 @@ import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir/rundi
  * highest logged SFT step.
  */
 export function sftStepsOf(runDir: string, rows: readonly MetricsRow[]): number {
-  try {
-    const doc = parse(readFileSync(join(runDir, CONFIG_YAML), 'utf8')) as { sft?: { steps?: unknown } } | null;
-    const steps = doc?.sft?.steps;
-    if (typeof steps === 'number' && Number.isInteger(steps) && steps >= 0) return steps;
-  } catch {
-    // fall through to the rows
-  }
+  const steps = runConfig(runDir)?.sft?.steps;
+  if (typeof steps === 'number' && Number.isInteger(steps) && steps >= 0) return steps;
   return rows.reduce((m, r) => (r.phase === 'sft' ? Math.max(m, r.step) : m), 0);
+}
+
+/** `grpo.kl_beta` of the run's config.yaml (null when unreadable): 0 means the KL is never computed. */
+export function klBetaOf(runDir: string): number | null {
+  const beta = runConfig(runDir)?.grpo?.kl_beta;
+  return typeof beta === 'number' && Number.isFinite(beta) ? beta : null;
+}
+
+function runConfig(runDir: string): { sft?: { steps?: unknown }; grpo?: { kl_beta?: unknown } } | null {
+  try {
+    return parse(readFileSync(join(runDir, CONFIG_YAML), 'utf8')) as { sft?: { steps?: unknown }; grpo?: { kl_beta?: unknown } } | null;
+  } catch {
+    return null;
+  }
 }
 
 export function loadRunData(runDir: string, status?: string): MetricsRunData {
@@ -34,6 +43,7 @@ export function loadRunData(runDir: string, status?: string): MetricsRunData {
     strategy: info?.strategy ?? null,
     status: status ?? info?.status ?? 'unknown',
     sftSteps: sftStepsOf(runDir, rows),
+    klBeta: klBetaOf(runDir),
     rows,
   };
 }

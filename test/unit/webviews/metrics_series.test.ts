@@ -5,7 +5,12 @@ import assert from 'node:assert/strict';
 import type { MetricsRow } from '../../../src/protocol';
 import {
   alignChart,
+  beforeGrpo,
   CHARTS,
+  DEFAULT_VIEW,
+  ema,
+  emptyState,
+  firstVisibleX,
   chartCsv,
   chartsFor,
   EVAL_REWARD_KEY,
@@ -181,4 +186,53 @@ test('runLabels: config names when they tell the runs apart, else the unique run
   const c = { id: 'tiny-20260102-000000', name: 'tiny' };
   assert.deepEqual(runLabels([a, b]), ['tiny', 'tiny-oc']);
   assert.deepEqual(runLabels([a, b, c]), [a.id, b.id, c.id]);
+});
+
+test('the default view starts at GRPO step 1; the SFT toggle adds the warm start and the eval before GRPO', () => {
+  const points = pointsOf(RUN_A, 2);
+  const runs = [{ label: 'a', points }];
+  // RUN_A's loss: SFT steps 1, 2 at x = s − 2 − 1 = −2, −1; GRPO step 1 at x = 1.
+  const loss = spec('loss');
+  assert.deepEqual(alignChart(loss, runs, { includeSft: false, smoothing: 0 }).x[0], 1);
+  assert.deepEqual(alignChart(loss, runs, { includeSft: true, smoothing: 0 }).x.slice(0, 2), [-2, -1]);
+  assert.equal(firstVisibleX([points], DEFAULT_VIEW), 1);
+  // A run still in its warm start has no GRPO step: its SFT steps show rather than an empty chart.
+  const warming = pointsOf(RUN_A.slice(0, 2), 2);
+  assert.equal(firstVisibleX([warming], DEFAULT_VIEW), -Infinity);
+  // The eval before GRPO (x = 0) is not drawn then: its values are said in words.
+  assert.deepEqual(beforeGrpo(spec('success'), runs), [{ label: 'eval', key: 'eval_success', value: 0.25 }]);
+  assert.deepEqual(beforeGrpo(spec('success'), [runs[0], { label: 'b', points: pointsOf([], 0) }]), [{ label: 'a · eval', key: 'eval_success', value: 0.25 }]);
+});
+
+test("smoothing is TensorBoard's debiased EMA, restarting at GRPO, never applied to sparse eval points; CSV keeps the logged values", () => {
+  // w = 0.5 over 1, 3 (GRPO): s1 = 0.5·1 = 0.5, /(1 − 0.5) = 1; s2 = 0.5·0.5 + 0.5·3 = 1.75, /(1 − 0.25) = 2.3333…
+  // The SFT value 8 at x = −1 starts its own average (8), so it does not pull GRPO's.
+  const sm = ema([-1, 1, 2, 3], [8, 1, null, 3], 0.5);
+  assert.equal(sm[0], 8);
+  assert.equal(sm[1], 1);
+  assert.equal(sm[2], null);
+  assert.ok(Math.abs(sm[3]! - 7 / 3) < 1e-12, String(sm[3]));
+  assert.deepEqual(ema([1, 2], [4, 2], 0), [4, 2]);
+  const rows: MetricsRow[] = [
+    { step: 1, phase: 'grpo', success_rate: 0, eval_success: 0.5 },
+    { step: 2, phase: 'grpo', success_rate: 1 },
+  ];
+  const runs = [{ label: 'a', points: pointsOf(rows, 0) }];
+  const data = alignChart(spec('success'), runs, { includeSft: false, smoothing: 0.5 });
+  const train = data.columns.find((c) => c.key === 'success_rate')!;
+  const evalCol = data.columns.find((c) => c.key === 'eval_success')!;
+  // 0, then (0.5·0 + 0.5·1)/(1 − 0.25) = 2/3
+  assert.deepEqual(train.raw, [0, 1]);
+  assert.ok(Math.abs(train.values[1]! - 2 / 3) < 1e-12);
+  assert.equal(evalCol.raw, undefined);
+  assert.deepEqual(evalCol.values, [0.5, null]);
+  assert.equal(chartCsv(spec('success'), data, ['a']), 'step,phase,train,eval\n1,grpo,0,0.5\n2,grpo,1,\n');
+});
+
+test('KL with grpo.kl_beta = 0 in every run is an empty state, not a flat line', () => {
+  assert.match(emptyState('kl', [{ klBeta: 0 }]) ?? '', /^KL not computed: grpo\.kl_beta = 0/);
+  assert.match(emptyState('kl', [{ klBeta: 0 }, { klBeta: 0 }]) ?? '', /in every run/);
+  assert.equal(emptyState('kl', [{ klBeta: 0 }, { klBeta: 0.04 }]), null);
+  assert.equal(emptyState('kl', [{ klBeta: null }]), null);
+  assert.equal(emptyState('loss', [{ klBeta: 0 }]), null);
 });

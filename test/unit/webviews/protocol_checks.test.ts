@@ -11,7 +11,7 @@ const why = (r: { ok: true } | { ok: false; why: string }) => (r.ok ? 'ok' : r.w
 
 test('metrics: the messages the page and the host send pass; wrong kinds, methods and params do not', () => {
   const row = { step: 1, phase: 'grpo', reward_mean: 0.5, skipped: 0 };
-  const run = { runDir: '/r', id: 'a-1', name: 'a', strategy: null, status: 'running', sftSteps: 0, rows: [row] };
+  const run = { runDir: '/r', id: 'a-1', name: 'a', strategy: null, status: 'running', sftSteps: 0, klBeta: 0.04, rows: [row] };
   assert.ok(ok(metricsChecks.toWebview({ kind: 'notification', method: 'metrics/init', params: { mode: 'compare', runs: [run, run] } })));
   assert.ok(
     ok(metricsChecks.toWebview({ kind: 'notification', method: 'metrics/append', params: { runDir: '/r', rows: [row], status: 'running', receivedAt: null } })),
