@@ -22,6 +22,12 @@ export interface BrowseQuery {
   /** the group view's and the prompt view's subject */
   group: { step: number; prompt: number } | null;
   prompt: number | null;
+  /** the episode whose whole prompt and completion are shown under the table */
+  expanded: { step: number; episode: number } | null;
+  /** histograms: count the episodes (and their tokens) whose advantage is 0, which carry no gradient */
+  histZeroA: boolean;
+  /** histograms: a logarithmic count axis */
+  histLogY: boolean;
 }
 
 export interface BrowsePanelState extends BrowseQuery {
@@ -45,6 +51,8 @@ export interface EpisodeSummary<Measure = number | null> {
   max_entropy: Measure;
   /** the first line of the completion, shortened */
   snippet: string;
+  /** what tells the prompt from the run's others: its text without the template every prompt shares, shortened */
+  prompt_text: string;
 }
 
 export type BrowseEpisode = EpisodeSummary;
@@ -92,6 +100,8 @@ export interface BrowseResult {
   group: { step: number; prompt: number; text: string; scale: number; members: BrowseGroupMember[] } | null;
   prompt: { prompt: number; text: string; steps: { step: number; members: BrowseEpisode[] }[] } | null;
   histograms: BrowseHistogram[] | null;
+  /** the expanded episode: its row, the whole prompt and the whole completion (the answer included) */
+  detail: { episode: BrowseEpisode; prompt: string; completion: string } | null;
   /** with the histograms: per step, the share of groups whose rewards are not all equal (effective groups), and the success rate */
   steps: { step: number; effective_groups: number; success_rate: number }[] | null;
   /** the fields --where knows (with the imported run's extra columns), for the filter's hint */
@@ -112,6 +122,11 @@ export type BrowseProtocol = WebviewProtocol<BrowseToWebview, BrowseToHost, Brow
 
 const isGroupRef = nullable(shape<{ step: number; prompt: number }>({ step: isNumber, prompt: isNumber }));
 
+/** A field added after the first release: a saved state of an older page lacks it, and the host fills the default in. */
+function added<T>(c: Check<T>): Check<T> {
+  return (v): v is T => v === undefined || c(v);
+}
+
 export const isBrowseQuery: Check<BrowseQuery> = shape<BrowseQuery>({
   tab: oneOf(...BROWSE_TABS),
   where: isString,
@@ -123,6 +138,9 @@ export const isBrowseQuery: Check<BrowseQuery> = shape<BrowseQuery>({
   tokenSort: isString,
   group: isGroupRef,
   prompt: nullable(isNumber),
+  expanded: added(nullable(shape<{ step: number; episode: number }>({ step: isNumber, episode: isNumber }))),
+  histZeroA: added(isBoolean),
+  histLogY: added(isBoolean),
 });
 
 export const isBrowsePanelState: Check<BrowsePanelState> = (v): v is BrowsePanelState => isBrowseQuery(v) && isRecord(v) && isString(v.runDir);
@@ -172,6 +190,9 @@ export const DEFAULT_QUERY: BrowseQuery = {
   tokenSort: '-count',
   group: null,
   prompt: null,
+  expanded: null,
+  histZeroA: false,
+  histLogY: false,
 };
 
 /** A result with nothing in it yet: what a query starts from, and what a failed one reports with its error. */
@@ -187,6 +208,7 @@ export function emptyResult(runDir: string, query: BrowseQuery, error: string | 
     group: null,
     prompt: null,
     histograms: null,
+    detail: null,
     steps: null,
     fields: [],
     stats: { episodes: 0, tokens: 0, loadMs: 0, queryMs: 0 },

@@ -108,7 +108,7 @@ function toolbar(r: BrowseResult | null): TemplateResult {
 const COLS: [string, string, (e: BrowseEpisode) => unknown][] = [
   ['step', 'step', (e) => e.step],
   ['episode', '#', (e) => e.episode],
-  ['prompt', 'prompt', (e) => e.prompt],
+  ['prompt', 'prompt', (e) => html`<span title="prompt ${e.prompt}: ${e.prompt_text}">${e.prompt_text || `#${e.prompt}`}</span>`],
   ['reward', 'reward', (e) => num(e.reward)],
   ['advantage', 'A', (e) => num(e.advantage)],
   ['length', 'len', (e) => e.length],
@@ -143,6 +143,7 @@ function episodesTab(r: BrowseResult): TemplateResult {
         ([key, title]) =>
           html`<span
             class="cell ${key ? 'sortable' : ''}"
+            data-col=${title}
             data-sort=${key}
             role=${key ? 'button' : nothing}
             tabindex=${key ? '0' : nothing}
@@ -172,7 +173,7 @@ function episodesTab(r: BrowseResult): TemplateResult {
               @click=${() => open(e)}
               @keydown=${(ev: KeyboardEvent) => (ev.key === 'Enter' || ev.key === ' ') && (ev.preventDefault(), open(e))}
             >
-              ${COLS.map(([, , cell]) => html`<span class="cell">${cell(e)}</span>`)}
+              ${COLS.map(([, title, cell]) => html`<span class="cell" data-col=${title}>${cell(e)}</span>`)}
               <span class="cell links"
                 ><a
                   href="#"
@@ -185,13 +186,20 @@ function episodesTab(r: BrowseResult): TemplateResult {
                   title="this prompt across steps"
                   @click=${(ev: Event) => (ev.preventDefault(), ev.stopPropagation(), send({ tab: 'prompt', prompt: e.prompt }))}
                   >over time</a
+                >
+                <a
+                  href="#"
+                  class="show-text"
+                  title="the whole prompt and completion, answer included, under the table"
+                  @click=${(ev: Event) => (ev.preventDefault(), ev.stopPropagation(), send({ expanded: { step: e.step, episode: e.episode } }))}
+                  >text</a
                 ></span
               ><span class="cell grow snippet">${e.snippet}</span>
             </div>`,
         )}
       </div>
     </div>
-    ${r.total > n ? html`<p class="muted">showing the first ${n} of ${r.total}; narrow the filter or export them all</p>` : nothing}
+    ${r.total > n ? html`<p class="muted">showing the first ${n} of ${r.total}; narrow the filter or export them all</p>` : nothing} ${detailPane(r)}
     <div class="exports">
       <vscode-button secondary @click=${() => host.post({ kind: 'command', method: 'browse/export', params: { what: 'episodes', format: 'csv', query } })}
         >Export CSV</vscode-button
@@ -200,6 +208,28 @@ function episodesTab(r: BrowseResult): TemplateResult {
         >Export JSONL</vscode-button
       >
     </div>`;
+}
+
+/** The expanded episode's whole prompt and completion (the table shows a line of each). */
+function detailPane(r: BrowseResult): TemplateResult | typeof nothing {
+  const d = r.detail;
+  if (!d) return nothing;
+  const e = d.episode;
+  return html`<section class="detail" aria-label="episode text">
+    <header>
+      <b>step ${e.step} · #${e.episode}</b>
+      <span class="status ${e.status}">${e.status.replace('_', ' ')}</span>
+      <span>reward ${num(e.reward)} · A ${num(e.advantage)} · ${e.length} tokens</span>
+      <span class="actions">
+        <vscode-button secondary title="open the painted episode in the editor" @click=${() => open(e)}>Open painted</vscode-button>
+        <vscode-button secondary class="close-detail" title="hide the text" @click=${() => send({ expanded: null })}>Close</vscode-button>
+      </span>
+    </header>
+    <h3>prompt ${e.prompt}</h3>
+    <pre class="prompt-text">${d.prompt}</pre>
+    <h3>completion</h3>
+    <pre class="completion-text">${d.completion}</pre>
+  </section>`;
 }
 
 function searchTab(r: BrowseResult): TemplateResult {
@@ -380,23 +410,33 @@ function promptTab(r: BrowseResult): TemplateResult {
 }
 
 function histogramsTab(r: BrowseResult): TemplateResult {
-  return html`<div class="histograms">
-    ${(r.histograms ?? []).map(
-      (h) =>
-        html`<figure>
-          <figcaption>${h.name} <span class="muted">[${fmt(h.lo)}, ${fmt(h.hi)}]</span></figcaption>
-          <canvas data-hist=${h.name}></canvas>
-        </figure>`,
-    )}
-    ${
-      r.steps?.length
-        ? html`<figure>
-            <figcaption>effective groups per step <span class="muted">(the share whose rewards are not all equal: the ones with a signal)</span></figcaption>
-            <canvas data-steps="effective"></canvas>
-          </figure>`
-        : nothing
-    }
-  </div>`;
+  return html`<div class="toolbar histogram-tools">
+      <vscode-checkbox class="hist-zero" ?checked=${query.histZeroA} @change=${(e: Event) => send({ histZeroA: (e.target as HTMLInputElement).checked })}
+        >include A = 0 (groups whose rewards are all equal: no gradient)</vscode-checkbox
+      >
+      <vscode-checkbox class="hist-log" ?checked=${query.histLogY} @change=${(e: Event) => send({ histLogY: (e.target as HTMLInputElement).checked })}
+        >log count axis</vscode-checkbox
+      >
+    </div>
+    <div class="histograms">
+      ${(r.histograms ?? []).map(
+        (h) =>
+          html`<figure>
+            <figcaption>
+              ${h.name} <span class="muted">${h.counts.reduce((a, b) => a + b, 0).toLocaleString('en-US')} values in [${fmt(h.lo)}, ${fmt(h.hi)})</span>
+            </figcaption>
+            <canvas data-hist=${h.name}></canvas>
+          </figure>`,
+      )}
+      ${
+        r.steps?.length
+          ? html`<figure>
+              <figcaption>effective groups per step <span class="muted">(the share whose rewards are not all equal: the ones with a signal)</span></figcaption>
+              <canvas data-steps="effective"></canvas>
+            </figure>`
+          : nothing
+      }
+    </div>`;
 }
 
 function draw(): void {
@@ -429,11 +469,14 @@ function draw(): void {
       const canvas = root.querySelector<HTMLCanvasElement>(`canvas[data-hist="${CSS.escape(h.name)}"]`);
       if (!canvas) continue;
       const w = (h.hi - h.lo) / h.counts.length;
+      // Ticks on bin edges, about six of them, at the round values the bins were cut at.
+      const every = Math.max(1, Math.ceil(h.counts.length / 6));
       drawBars(
         canvas,
-        h.counts.map((c, i) => ({ label: i % 5 === 0 ? fmt(h.lo + i * w) : '', value: c })),
+        h.counts.map((c) => ({ label: '', value: c })),
         theme,
         theme.palette[0],
+        { logY: query.histLogY, edges: Array.from({ length: h.counts.length + 1 }, (_, i) => (i % every === 0 ? fmt(h.lo + i * w) : '')) },
       );
     }
     const steps = root.querySelector<HTMLCanvasElement>('canvas[data-steps="effective"]');

@@ -318,7 +318,18 @@ export class MetricChart {
  * A bar chart of one value per category (the analysis view's position bins), signed values around a zero
  * line. Plain canvas: uPlot's bar paths need its x axis to be numeric and the bins are labelled ranges.
  */
-export function drawBars(canvas: HTMLCanvasElement, bars: { label: string; value: number | null }[], theme: ChartTheme, colour: string): void {
+export function drawBars(
+  canvas: HTMLCanvasElement,
+  bars: { label: string; value: number | null }[],
+  theme: ChartTheme,
+  colour: string,
+  opts: {
+    /** heights on log10(1 + count): a histogram's tail next to its peak */
+    logY?: boolean;
+    /** labels at the bars' edges (bars.length + 1 of them; '' for none) instead of under each bar */
+    edges?: string[];
+  } = {},
+): void {
   const r = window.devicePixelRatio || 1;
   const cssW = canvas.clientWidth || 600;
   const cssH = canvas.clientHeight || 180;
@@ -327,24 +338,33 @@ export function drawBars(canvas: HTMLCanvasElement, bars: { label: string; value
   const ctx = canvas.getContext('2d')!;
   ctx.scale(r, r);
   ctx.clearRect(0, 0, cssW, cssH);
+  const log = !!opts.logY;
+  const scaled = (v: number) => (log ? Math.log10(1 + Math.max(0, v)) : v);
   const values = bars.map((b) => b.value).filter((v): v is number => v !== null && Number.isFinite(v));
-  const max = Math.max(0, ...values);
-  const min = Math.min(0, ...values);
+  const max = Math.max(0, ...values.map(scaled));
+  const min = Math.min(0, ...values.map(scaled));
   const span = max - min || 1;
   const left = 56;
   const bottom = 22;
   const top = 8;
+  // room at the right for the last edge label, centred on the plot's right end
+  const w = cssW - left - (opts.edges ? 24 : 8);
   const h = cssH - bottom - top;
-  const w = cssW - left - 8;
   const y = (v: number) => top + ((max - v) / span) * h;
   ctx.font = readFont(theme, 11);
   ctx.fillStyle = theme.muted;
   ctx.textAlign = 'right';
   ctx.textBaseline = 'middle';
-  for (const v of [max, 0, min]) {
-    if (v === 0 && (max === 0 || min === 0) && v !== max && v !== min) continue;
-    ctx.fillText(fmt(v), left - 6, y(v));
-  }
+  if (log) {
+    // powers of ten on a log axis: 1, 10, 100, … up to the largest count
+    const top10 = Math.floor(Math.log10(Math.max(1, ...values)));
+    for (let k = 0; k <= top10; k++) ctx.fillText((10 ** k).toLocaleString('en-US'), left - 6, y(Math.log10(1 + 10 ** k)));
+    ctx.fillText('0', left - 6, y(0));
+  } else
+    for (const v of [max, 0, min]) {
+      if (v === 0 && (max === 0 || min === 0) && v !== max && v !== min) continue;
+      ctx.fillText(fmt(v), left - 6, y(v));
+    }
   ctx.strokeStyle = theme.grid;
   ctx.beginPath();
   ctx.moveTo(left, y(0));
@@ -353,16 +373,32 @@ export function drawBars(canvas: HTMLCanvasElement, bars: { label: string; value
   const bw = w / Math.max(1, bars.length);
   ctx.textAlign = 'center';
   ctx.textBaseline = 'top';
+  const edges = opts.edges;
   bars.forEach((b, i) => {
     const x = left + i * bw;
-    if (b.value !== null && Number.isFinite(b.value)) {
+    if (b.value !== null && Number.isFinite(b.value) && b.value !== 0) {
       ctx.fillStyle = colour;
-      const y0 = y(Math.max(0, b.value));
-      const y1 = y(Math.min(0, b.value));
-      ctx.fillRect(x + bw * 0.15, y0, bw * 0.7, Math.max(1, y1 - y0));
+      const y0 = y(Math.max(0, scaled(b.value)));
+      const y1 = y(Math.min(0, scaled(b.value)));
+      // histogram bins touch (a gap of a pixel between them); categories keep their spacing
+      if (edges) ctx.fillRect(x + 0.5, y0, Math.max(1, bw - 1), Math.max(1, y1 - y0));
+      else ctx.fillRect(x + bw * 0.15, y0, bw * 0.7, Math.max(1, y1 - y0));
     }
     ctx.fillStyle = theme.muted;
-    ctx.fillText(b.label, x + bw / 2, top + h + 6);
+    if (!edges) ctx.fillText(b.label, x + bw / 2, top + h + 6);
+  });
+  edges?.forEach((label, i) => {
+    if (!label) return;
+    const x = left + i * bw;
+    ctx.strokeStyle = theme.grid;
+    ctx.beginPath();
+    ctx.moveTo(x, top + h);
+    ctx.lineTo(x, top + h + 3);
+    ctx.stroke();
+    ctx.fillStyle = theme.muted;
+    // the first label starts at its edge, the others centre on theirs: none is cut by the canvas
+    ctx.textAlign = i === 0 ? 'left' : 'center';
+    ctx.fillText(label, x, top + h + 6);
   });
 }
 

@@ -771,6 +771,58 @@ scenario(
     // the view gets the window's width for its pictures
     await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
     assert.ok(total >= 16, 'every logged episode');
+    // The first screen: sorted by |A|, largest first, and each row names its prompt by its text, not its number.
+    const aHead = frame.locator('.table-head .cell[data-sort="advantage"]');
+    assert.equal(await aHead.getAttribute('aria-sort'), 'descending');
+    assert.match(await aHead.innerText(), /^\|A\| ▼/);
+    const promptCells = await frame.locator('.row .cell[data-col="prompt"]').allInnerTexts();
+    log(`prompt cells: ${promptCells.slice(0, 3).join(' | ')}`);
+    assert.ok(promptCells.length && promptCells.every((t) => t.length > 3 && !t.startsWith('#')), 'a prompt is shown by its text');
+    // Sort headers from the keyboard: Tab to reward, Enter sorts ascending, Space descending.
+    const rewardHead = frame.locator('.table-head .cell[data-sort="reward"]');
+    await rewardHead.focus();
+    await page.keyboard.press('Enter');
+    await frame.locator('.table-head .cell[data-sort="reward"][aria-sort="ascending"]').waitFor({ timeout: 30_000 });
+    const rewards = async () => (await frame.locator('.row .cell[data-col="reward"]').allInnerTexts()).map(Number);
+    let asc = await rewards();
+    for (let i = 0; i < 50 && !asc.every((v, k) => k === 0 || v >= asc[k - 1]); i++) (await sleep(200), (asc = await rewards()));
+    assert.ok(
+      asc.every((v, k) => k === 0 || v >= asc[k - 1]),
+      `ascending: ${asc.slice(0, 8)}`,
+    );
+    await frame.locator('.table-head .cell[data-sort="reward"]').focus();
+    await page.keyboard.press(' ');
+    await frame.locator('.table-head .cell[data-sort="reward"][aria-sort="descending"]').waitFor({ timeout: 30_000 });
+    // The whole text of an episode on demand: its prompt and its completion, answer included.
+    const firstRow = frame.locator('.row').first();
+    const snippet = await firstRow.locator('.snippet').innerText();
+    await firstRow.locator('a.show-text').click();
+    const completion = frame.locator('.detail pre.completion-text');
+    await completion.waitFor({ timeout: 30_000 });
+    const whole = await completion.innerText();
+    const promptWhole = await frame.locator('.detail pre.prompt-text').innerText();
+    log(`detail: prompt ${promptWhole.length} chars, completion ${whole.length} chars (snippet ${snippet.length})`);
+    assert.ok(whole.includes(snippet.replace(/…$/, '')) && whole.length >= snippet.replace(/…$/, '').length, 'the whole completion holds the row');
+    assert.ok(promptWhole.length > 20, 'the whole prompt');
+    await shot(page, '26b-browse-text');
+    await frame.locator('vscode-button.close-detail').click();
+    await frame.locator('.detail').waitFor({ state: 'detached', timeout: 30_000 });
+    // Histograms: round edges, A = 0 left out unless asked, a log count axis on demand.
+    await frame.locator('button.tab[data-tab="histograms"]').click();
+    const captions = frame.locator('.histograms figcaption');
+    await captions.first().waitFor({ timeout: 30_000 });
+    assert.match((await captions.allInnerTexts()).join('\n'), /advantage \(A ≠ 0\)/);
+    await frame.locator('vscode-checkbox.hist-zero').click();
+    await frame.locator('.histograms figcaption', { hasText: /^advantage \d/ }).waitFor({ timeout: 30_000 });
+    await frame.locator('vscode-checkbox.hist-log').click();
+    for (let i = 0; i < 50 && !(await frame.locator('vscode-checkbox.hist-log').evaluate((c) => c.checked)); i++) await sleep(100);
+    await shot(page, '26c-browse-histograms', { readme: 'browse-histograms' });
+    await frame.locator('vscode-checkbox.hist-zero').click();
+    await frame.locator('vscode-checkbox.hist-log').click();
+    await frame.locator('.histograms figcaption', { hasText: 'advantage (A ≠ 0)' }).waitFor({ timeout: 30_000 });
+    await frame.locator('button.tab[data-tab="episodes"]').click();
+    await frame.locator('.table-head .cell[data-sort="advantage"]').click();
+    await frame.locator('.table-head .cell[data-sort="advantage"][aria-sort]').waitFor({ timeout: 30_000 });
     // filter to wrong answers with the quick filter, then check against the table
     await frame.locator('vscode-button.quick', { hasText: 'wrong' }).click();
     for (let i = 0; i < 50 && (await frame.locator('#where').inputValue()) !== 'status = wrong'; i++) await sleep(200);

@@ -86,16 +86,25 @@ export function answer(idx: RolloutIndex, q: BrowseQuery, loadMs: number): Brows
         steps: [...bySteps.entries()].sort((a, b) => a[0] - b[0]).map(([step, members]) => ({ step, members })),
       };
     }
+    if (q.expanded) {
+      const { step, episode: e } = q.expanded;
+      const [i] = idx.filter(`step = ${step} and episode = ${e}`);
+      base.detail = i === undefined ? null : { episode: episode(idx, i), prompt: idx.promptText[i], completion: idx.completion[i] };
+    }
     if (q.tab === 'histograms') {
       const of = (f: (i: number) => number) => Float64Array.from(rows, f);
+      // A = 0 (a group whose rewards are all equal) trains nothing: by default its episodes and tokens are left out
+      // of the credit histograms, where they would pile up at 0 and flatten the rest.
+      const moved = q.histZeroA ? rows : rows.filter((i) => idx.advantage[i] !== 0);
+      const tag = q.histZeroA ? '' : ' (A ≠ 0)';
       base.histograms = [
-        { name: 'reward', ...idx.histogram(of((i) => idx.reward[i])) },
-        { name: 'advantage', ...idx.histogram(of((i) => idx.advantage[i])) },
-        { name: 'length', ...idx.histogram(of((i) => idx.len[i])) },
-        { name: '|c| of filler tokens', ...idx.histogram(idx.tokenValues(rows, 'abs_contribution', 'filler')) },
-        { name: '|c| of reasoning tokens', ...idx.histogram(idx.tokenValues(rows, 'abs_contribution', 'reasoning')) },
-        { name: 'entropy of filler tokens', ...idx.histogram(idx.tokenValues(rows, 'entropy', 'filler')) },
-        { name: 'entropy of reasoning tokens', ...idx.histogram(idx.tokenValues(rows, 'entropy', 'reasoning')) },
+        { name: 'reward', ...idx.niceHistogram(of((i) => idx.reward[i])) },
+        { name: `advantage${tag}`, ...idx.niceHistogram(Float64Array.from(moved, (i) => idx.advantage[i])) },
+        { name: 'length', ...idx.niceHistogram(of((i) => idx.len[i])) },
+        { name: `|c| of filler tokens${tag}`, ...idx.niceHistogram(idx.tokenValues(moved, 'abs_contribution', 'filler')) },
+        { name: `|c| of reasoning tokens${tag}`, ...idx.niceHistogram(idx.tokenValues(moved, 'abs_contribution', 'reasoning')) },
+        { name: `entropy of filler tokens${tag}`, ...idx.niceHistogram(idx.tokenValues(moved, 'entropy', 'filler')) },
+        { name: `entropy of reasoning tokens${tag}`, ...idx.niceHistogram(idx.tokenValues(moved, 'entropy', 'reasoning')) },
       ];
       base.steps = idx.groupBy(rows, 'step').map((g) => ({ step: g.key, effective_groups: g.effective_groups ?? 0, success_rate: g.success_rate }));
     }

@@ -85,6 +85,7 @@ export class RolloutIndex {
   readonly promptText: string[];
   readonly fields: Record<string, FieldKind>;
   private texts: string[] | null = null;
+  private gists: Map<string, string> | null = null;
 
   constructor(
     readonly runDir: string,
@@ -278,8 +279,45 @@ export class RolloutIndex {
       max_entropy: this.maxEntropy[i],
       mean_weight: this.meanWeight[i],
       snippet: first.length > 120 ? `${first.slice(0, 119)}…` : first,
+      prompt_text: this.promptGist(i),
       extra: Object.fromEntries(Object.entries(this.extraStats).map(([x, s]) => [x, { mean: s.mean[i], max: s.max[i] }])),
     };
+  }
+
+  /** Episode i's prompt without the template the run's prompts share (promptGists; built on first use). */
+  promptGist(i: number): string {
+    this.gists ??= promptGists(this.promptText);
+    return this.gists.get(this.promptText[i]) ?? '';
+  }
+
+  /**
+   * A histogram over round bin edges (1, 2, 2.5 or 5 × 10^k wide, about `target` bins), so its axis reads 0, 0.5, 1
+   * rather than 0.0137, 0.2876; integers get bins of at least 1. NaN is skipped.
+   */
+  niceHistogram(values: ArrayLike<number>, target = 20): { lo: number; hi: number; counts: number[] } {
+    let lo = Infinity;
+    let hi = -Infinity;
+    let integers = true;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (Number.isNaN(v)) continue;
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+      if (integers && !Number.isInteger(v)) integers = false;
+    }
+    if (lo === Infinity) return { lo: 0, hi: 0, counts: new Array<number>(target).fill(0) };
+    let width = niceStep(hi > lo ? (hi - lo) / target : Math.abs(lo) / 10 || 1);
+    if (integers) width = Math.max(1, Math.round(width));
+    const start = Math.floor(lo / width) * width;
+    // [start + k·width, start + (k + 1)·width): the maximum gets a bin of its own when it sits on an edge
+    const bins = Math.max(1, Math.floor((hi - start) / width + 1e-9) + 1);
+    const counts = new Array<number>(bins).fill(0);
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (Number.isNaN(v)) continue;
+      counts[Math.min(bins - 1, Math.floor((v - start) / width + 1e-9))]++;
+    }
+    return { lo: start, hi: start + bins * width, counts };
   }
 
   /** The completion text of each episode as its tokens spell it (search runs over these; built on first use). */
@@ -492,6 +530,49 @@ export class RolloutIndex {
       }
     return out.subarray(0, k);
   }
+}
+
+/** The smallest of 1, 2, 2.5, 5 × 10^k that is at least x (x > 0). */
+export function niceStep(x: number): number {
+  const p = 10 ** Math.floor(Math.log10(x));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x * (1 - 1e-12)) return m * p;
+  return 10 * p;
+}
+
+/**
+ * Each distinct prompt's gist: the text without the beginning and the end every prompt of the run shares (a task's
+ * template), cut at spaces and marked with …, newlines as ⏎, at most `max` characters. What a person reads in a table
+ * to tell "prompt 3781" from the others. One distinct prompt: its beginning.
+ */
+export function promptGists(prompts: readonly string[], max = 80): Map<string, string> {
+  const distinct = [...new Set(prompts)];
+  let pre = 0;
+  let suf = 0;
+  if (distinct.length > 1) {
+    const a = distinct[0];
+    pre = a.length;
+    suf = a.length;
+    for (const b of distinct.slice(1)) {
+      let i = 0;
+      while (i < pre && i < b.length && a[i] === b[i]) i++;
+      pre = i;
+      let j = 0;
+      while (j < suf && j < b.length && a[a.length - 1 - j] === b[b.length - 1 - j]) j++;
+      suf = j;
+    }
+  }
+  const shorten = (s: string) => (s.length > max ? `${s.slice(0, max - 1).trimEnd()}…` : s);
+  const out = new Map<string, string>();
+  for (const t of distinct) {
+    // back off to the space before the first difference, and to the space after the last one
+    let from = Math.min(pre, t.length);
+    while (from > 0 && !/\s/.test(t[from - 1])) from--;
+    let to = t.length - Math.min(suf, t.length - from);
+    while (to < t.length && !/\s/.test(t[to])) to++;
+    const core = t.slice(from, to).trim().replace(/\n/g, ' ⏎ ');
+    out.set(t, `${from > 0 ? '…' : ''}${shorten(core)}${to < t.length && core.length <= max ? '…' : ''}`);
+  }
+  return out;
 }
 
 /** A run's logged steps in [fromStep, toStep], loaded into a RolloutIndex (probed steps' MC δ joined onto their tokens). */

@@ -53,7 +53,7 @@ export class BrowsePanel extends WebviewPanelHost<BrowseProtocol> {
     super(panel, deps.extensionUri, 'browse', browseChecks, deps.log);
     this.runDir = state.runDir;
     const { runDir: _, ...query } = state;
-    this.query = query;
+    this.query = { ...DEFAULT_QUERY, ...query };
     panel.iconPath = vscode.Uri.joinPath(deps.extensionUri, 'media', 'credit-lens.svg');
     BrowsePanel.open.set(this.runDir, this);
     this.disposables.push({ dispose: () => BrowsePanel.open.get(this.runDir) === this && BrowsePanel.open.delete(this.runDir) });

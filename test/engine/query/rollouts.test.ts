@@ -285,3 +285,54 @@ test("Browse Rollouts' answers: each tab from one query, and the exports", async
   assert.equal(JSON.parse(jsonl[0]).token, '1');
   assert.match(exportRows(idx, DEFAULT_QUERY, 'tokens', 'csv').split('\n')[0], /^token,count,effective_advantage_mean,effective_advantage_lo/);
 });
+
+test("a prompt's gist is its text without the template every prompt of the run shares", async () => {
+  const { promptGists } = await import('../../../src/engine/query/rollouts');
+  const { countdownPrompt } = await import('../../../src/engine/tasks/countdown');
+  // Countdown's prompts differ only in the numbers and the target: the gist is that sentence, cut at spaces.
+  const a = countdownPrompt([3, 7], 21, 'tinyzero');
+  const b = countdownPrompt([4, 5, 6], 9, 'tinyzero');
+  const g = promptGists([a, b, a]);
+  assert.equal(g.size, 2);
+  assert.equal(g.get(a), '…[3, 7], create an equation that equals 21.…');
+  assert.equal(g.get(b), '…[4, 5, 6], create an equation that equals 9.…');
+  // One prompt only: its beginning, shortened to the limit, newlines as ⏎.
+  assert.equal(promptGists(['solve\nx + 1 = 2 please'], 12).get('solve\nx + 1 = 2 please'), 'solve ⏎ x +…');
+  // The fixture's prompts "p7" and "p9" share "p": nothing to cut at a space, so the whole text shows.
+  assert.deepEqual(idx.row(0).prompt_text, 'p7');
+});
+
+test('round histogram bins: 1, 2, 2.5 or 5 × 10^k wide, integers at least 1, the maximum in a bin of its own', async () => {
+  const { niceStep } = await import('../../../src/engine/query/rollouts');
+  assert.deepEqual([0.0137, 0.3, 0.6, 2.2, 4, 7, 30].map(niceStep), [0.02, 0.5, 1, 2.5, 5, 10, 50]);
+  // |c| in [0, 0.97], ~20 bins: 0.97/20 = 0.0485 → width 0.05, edges 0, 0.05, …, 1.0 (0.97 in [0.95, 1.0)): 20 bins.
+  const h = idx.niceHistogram(Float32Array.of(0, 0.2, 0.97));
+  assert.equal(h.lo, 0);
+  assert.ok(Math.abs(h.hi - 1) < 1e-12 && h.counts.length === 20, JSON.stringify(h));
+  assert.deepEqual([h.counts[0], h.counts[4], h.counts[19]], [1, 1, 1]);
+  // lengths 12 … 24: integers, 12/20 = 0.6 → width 1; 24 gets [24, 25): 13 bins of one length each.
+  const len = idx.niceHistogram(Int32Array.of(12, 13, 24, 24));
+  assert.deepEqual([len.lo, len.hi, len.counts.length, len.counts[0], len.counts[12]], [12, 25, 13, 1, 2]);
+  // advantages −1, 0.25, 1 over ~4 bins: 2/4 = 0.5 wide from −1: [−1, −0.5) … [1, 1.5), the maximum 1 in its own.
+  assert.deepEqual(idx.niceHistogram(Float32Array.of(-1, 0.25, 1), 4), { lo: -1, hi: 1.5, counts: [1, 0, 1, 0, 1] });
+  // −1, 0, 1 are integers: bins of 1 from −1.
+  assert.deepEqual(idx.niceHistogram(Float32Array.of(-1, 0, 1), 4), { lo: -1, hi: 2, counts: [1, 1, 1] });
+});
+
+test('Browse Rollouts: an expanded episode comes with its whole prompt and completion; histograms leave A = 0 out unless asked', async () => {
+  const { answer } = await import('../../../src/engine/query/browse');
+  const { DEFAULT_QUERY } = await import('../../../src/protocol/browse_view');
+  const q = (p: object) => answer(idx, { ...DEFAULT_QUERY, ...p }, 0);
+  const d = q({ expanded: { step: 1, episode: 1 } }).detail!;
+  assert.deepEqual([d.episode.step, d.episode.episode, d.prompt, d.completion], [1, 1, 'p7', ' Wait 1<answer>4</answer>']);
+  assert.equal(q({ expanded: { step: 9, episode: 0 } }).detail, null);
+  // Step 1's prompt 9 has A = 0 in both episodes (3 tokens): without them 6 episodes − 2 = 4 advantages are counted.
+  const total = (h: { counts: number[] }) => h.counts.reduce((a, b) => a + b, 0);
+  const moved = q({ tab: 'histograms' }).histograms!;
+  const all = q({ tab: 'histograms', histZeroA: true }).histograms!;
+  assert.equal(moved[1].name, 'advantage (A ≠ 0)');
+  assert.equal(all[1].name, 'advantage');
+  assert.deepEqual([total(moved[1]), total(all[1])], [4, 6]);
+  // filler tokens: ' Wait' ×2 (one in a wrong A ≠ 0 episode, one in prompt 9's), ' so', ' hm', '<answer>' ×2, '</answer>' ×2 …
+  assert.equal(total(all[3]) - total(moved[3]), 3, "prompt 9's three tokens (' so', ' Wait', ' hm') are the A = 0 ones");
+});
