@@ -785,7 +785,10 @@ scenario(
     await frame.locator('.table-head .cell[data-sort="reward"][aria-sort="ascending"]').waitFor({ timeout: 30_000 });
     const rewards = async () => (await frame.locator('.row .cell[data-col="reward"]').allInnerTexts()).map(Number);
     let asc = await rewards();
-    for (let i = 0; i < 50 && !asc.every((v, k) => k === 0 || v >= asc[k - 1]); i++) (await sleep(200), (asc = await rewards()));
+    for (let i = 0; i < 50 && !asc.every((v, k) => k === 0 || v >= asc[k - 1]); i++) {
+      await sleep(200);
+      asc = await rewards();
+    }
     assert.ok(
       asc.every((v, k) => k === 0 || v >= asc[k - 1]),
       `ascending: ${asc.slice(0, 8)}`,
