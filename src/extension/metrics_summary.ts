@@ -1,6 +1,7 @@
 // What the runs tree and the sweep table say about a run, computed from its metrics.jsonl rows.
 // Pure (no vscode), so it is unit-tested directly.
 import type { MetricsRow } from '../protocol/index';
+import { formatPercent } from '../protocol/number_format';
 
 export interface MetricsSummary {
   /** Latest GRPO step logged (0 before the first). */
@@ -59,7 +60,7 @@ export function summarizeMetrics(rows: readonly MetricsRow[], successThreshold =
 
 /** `0.125` → `12.5%`; null → `—`. */
 export function percent(v: number | null | undefined, digits = 0): string {
-  return v === null || v === undefined || !Number.isFinite(v) ? '—' : `${(v * 100).toFixed(digits)}%`;
+  return formatPercent(v, digits);
 }
 
 /**

@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 import { findConfigs, findRuns, runRoots } from './discovery';
 import { percent, summarizeMetrics } from './metrics_summary';
 import { readMetrics } from '../engine/rundir/rundir';
+import { formatFixed } from '../protocol/number_format';
 
 export interface RunPickItem extends vscode.QuickPickItem {
   runDir: string;
@@ -30,7 +31,7 @@ async function items(o: PickOptions): Promise<RunPickItem[]> {
     return {
       label: basename(r.runDir),
       description: `${r.info.strategy ?? '?'} · ${r.status} · step ${r.info.last_step ?? 0}/${r.info.total_steps ?? '?'}`,
-      detail: `final eval ${percent(s.finalEvalSuccess, 1)} · best eval ${percent(s.bestEvalSuccess, 1)} · latest reward ${s.latestReward?.toFixed(3) ?? '—'}`,
+      detail: `final eval ${percent(s.finalEvalSuccess, 1)} · best eval ${percent(s.bestEvalSuccess, 1)} · latest reward ${formatFixed(s.latestReward, 3)}`,
       runDir: r.runDir,
     };
   });

@@ -11,6 +11,7 @@ import { readSettings } from './vscode_settings';
 import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { EngineProcess } from './engine';
 import { chooseNode } from './node';
+import { formatFixed } from '../protocol/number_format';
 
 export interface RunRequest {
   /** The config the run trains (absolute). For a resume, the config it was first trained from. */
@@ -332,7 +333,7 @@ export class RunManager implements vscode.Disposable {
           const metric = run.lastMetrics?.reward_mean;
           progress.report({
             increment: run.phase === 'grpo' ? increment : 0,
-            message: `${run.phase} step ${run.step}/${total}${metric !== undefined ? ` · reward ${metric.toFixed(3)}` : ''}`,
+            message: `${run.phase} step ${run.step}/${total}${metric !== undefined ? ` · reward ${formatFixed(metric, 3)}` : ''}`,
           });
         };
         return run.done;

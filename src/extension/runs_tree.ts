@@ -15,6 +15,7 @@ import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
 import type { TableReader } from './worker_client';
+import { formatFixed } from '../protocol/number_format';
 
 export interface ConfigNode {
   kind: 'config';
@@ -320,7 +321,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
         item.id = `step:${node.runDir}:${node.step}`;
         const r = node.row;
         if (r) {
-          const parts = [r.reward_mean !== undefined ? `reward ${r.reward_mean.toFixed(3)}` : '', `success ${percent(r.success_rate)}`];
+          const parts = [r.reward_mean !== undefined ? `reward ${formatFixed(r.reward_mean, 3)}` : '', `success ${percent(r.success_rate)}`];
           if (r.eval_success !== undefined) parts.push(`eval ${percent(r.eval_success)}`);
           item.description = parts.filter(Boolean).join(' · ');
         }
@@ -329,11 +330,13 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
         return item;
       }
       case 'episode': {
-        const item = new vscode.TreeItem(`${node.reward.toFixed(2)} ${node.success ? '✓' : '✗'} #${node.episode}`, vscode.TreeItemCollapsibleState.None);
+        const item = new vscode.TreeItem(`${formatFixed(node.reward, 2)} ${node.success ? '✓' : '✗'} #${node.episode}`, vscode.TreeItemCollapsibleState.None);
         item.id = `episode:${node.runDir}:${node.step}:${node.episode}`;
         item.description = node.completion.replace(/\s+/g, ' ').slice(0, 80);
         const md = new vscode.MarkdownString();
-        md.appendMarkdown(`**episode ${node.episode}** · step ${node.step} · reward ${node.reward.toFixed(3)} · ${node.success ? 'solved' : 'not solved'}\n\n`);
+        md.appendMarkdown(
+          `**episode ${node.episode}** · step ${node.step} · reward ${formatFixed(node.reward, 3)} · ${node.success ? 'solved' : 'not solved'}\n\n`,
+        );
         md.appendMarkdown(codeBlock(node.prompt + node.completion));
         item.tooltip = md;
         item.iconPath = new vscode.ThemeIcon(
@@ -394,7 +397,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     const following = node.status === 'running' && !!node.info?.imported?.following;
     const parts: string[] = [node.interrupted ? 'interrupted' : following ? 'following' : node.status];
     // status, reward and eval first: what a default-width side bar must not cut off; the step count after them
-    if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${summary.latestReward.toFixed(3)}`);
+    if (summary?.latestReward !== null && summary?.latestReward !== undefined) parts.push(`reward ${formatFixed(summary.latestReward, 3)}`);
     if (summary?.latestEvalSuccess !== null && summary?.latestEvalSuccess !== undefined) parts.push(`eval ${percent(summary.latestEvalSuccess)}`);
     if (following) {
       const n = node.info!.total_steps ?? 0;
@@ -420,7 +423,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     }
     if (summary) {
       md.appendMarkdown(
-        `final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${summary.meanGradNorm?.toFixed(3) ?? '—'}\n\n`,
+        `final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${formatFixed(summary.meanGradNorm, 3)}\n\n`,
       );
     }
     if (node.slurm)

@@ -2,6 +2,7 @@
 // group on the same eval instances. The CLI prints it, the sweep summary and Compare Runs show it; the runtime
 // check guards the JSON the extension reads from the engine and posts to the webviews.
 import { arrayOf, isBoolean, isNumber, isRecord, isString, nullable, oneOf, shape, type Check } from './validate';
+import { formatCount, formatFixed } from './number_format';
 
 /** A run's configuration: its name without the seed part that `sweep.seeds` adds (`-seed2`); compare groups by it. */
 export function runGroup(name: string): string {
@@ -9,9 +10,11 @@ export function runGroup(name: string): string {
 }
 
 /** A rate in points with one decimal ("12.5"); '—' when unknown. */
-export const pctText = (x: number | null) => (x !== null && Number.isFinite(x) ? (100 * x).toFixed(1) : '—');
+export const pctText = (x: number | null) => (x !== null && Number.isFinite(x) ? formatFixed(100 * x, 1) : '—');
 /** Three significant figures ("0.0123"); '—' when unknown. */
-export const sig3 = (x: number | null) => (x !== null && Number.isFinite(x) ? x.toPrecision(3) : '—');
+// Three significant digits; from 1,000 on a count with separators rather than 1.23e+3, and never "-0.00".
+export const sig3 = (x: number | null) =>
+  x === null || !Number.isFinite(x) ? '—' : Math.abs(x) >= 1000 ? formatCount(x) : x === 0 ? '0.00' : x.toPrecision(3);
 
 /** A difference in points with its interval, signed: "+4.2 [+1.0, +7.5]"; the mean alone when the interval is unknown. */
 export function diffText(mean: number | null, lo: number | null, hi: number | null): string {

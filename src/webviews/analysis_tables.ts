@@ -3,6 +3,7 @@
 // Column names follow seed doc 002's tables. Pure (no DOM).
 import type { AnalyzeReport, Estimate, ProbeAccuracy, SectionWeightStats, TokenTypeStats, TopToken } from '../protocol/analysis';
 import type { Section } from '../protocol/index';
+import { formatFixed } from '../protocol/number_format';
 
 export type Cell = string | number | null;
 
@@ -255,7 +256,7 @@ export function probeTable(p: ProbeAccuracy): Table {
   const none: Estimate = { mean: null, lo: null, hi: null, n: 0 };
   const e = (x: Estimate | undefined): Cell[] => [(x ?? none).mean, (x ?? none).lo, (x ?? none).hi];
   const rel = p.reliability;
-  const f2 = (x: number | null) => (x === null ? '—' : x.toFixed(2));
+  const f2 = (x: number | null) => formatFixed(x, 2);
   const row = (label: string, s: ProbeAccuracy['accuracy'][string], excess: boolean): Cell[] => [
     label,
     ...e(s.spearman_unbiased),

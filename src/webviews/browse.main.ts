@@ -21,6 +21,7 @@ import { drawBars, fmt, readTheme } from './charts';
 import { adoptCss, connect } from './ipc';
 import css from './browse.css';
 import baseCss from './base.css';
+import { formatCount, formatFixed } from '../protocol/number_format';
 
 adoptCss(baseCss);
 adoptCss(css);
@@ -58,7 +59,7 @@ function send(q: Partial<BrowseQuery>): void {
   host.post({ kind: 'command', method: 'browse/query', params: query });
 }
 
-const num = (v: number | null, d = 3) => (v === null || !Number.isFinite(v) ? '—' : v.toFixed(d));
+const num = (v: number | null, d = 3) => formatFixed(v, d);
 const ci = (c: BrowseCi, d = 3) =>
   c.mean === null ? '—' : c.lo === null ? num(c.mean, d) : html`${num(c.mean, d)} <span class="muted">[${num(c.lo, d)}, ${num(c.hi, d)}]</span>`;
 const open = (e: BrowseEpisode, position: number | null = null) =>
@@ -84,7 +85,7 @@ function toolbar(r: BrowseResult | null): TemplateResult {
       )}
       <vscode-button secondary @click=${() => send({ where: '' })}>clear</vscode-button>
       <span class="count"
-        >${r ? html`<b>${r.total}</b> of ${r.stats.episodes} episodes · ${r.stats.tokens} tokens · ${r.stats.queryMs.toFixed(0)} ms` : nothing}</span
+        >${r ? html`<b>${formatCount(r.total)}</b> of ${formatCount(r.stats.episodes)} episodes · ${formatCount(r.stats.tokens)} tokens · ${formatCount(r.stats.queryMs)} ms` : nothing}</span
       >
     </div>
     ${r?.error ? html`<p class="error" role="alert">${r.error}</p>` : nothing}

@@ -6,6 +6,7 @@ import uPlot from 'uplot';
 import uplotCss from 'uplot/dist/uPlot.min.css';
 import type { AlignedChart, ChartSpec } from './metrics_series';
 import { adoptCss } from './ipc';
+import { formatNumber, formatPercent } from '../protocol/number_format';
 
 adoptCss(uplotCss);
 
@@ -56,12 +57,8 @@ export function onThemeChange(fn: () => void): void {
   }).observe(document.body, { attributes: true, attributeFilter: ['class', 'data-vscode-theme-id'] });
 }
 
-export const fmt = (v: number | null | undefined, percent = false): string => {
-  if (v === null || v === undefined || !Number.isFinite(v)) return '—';
-  if (percent) return `${(v * 100).toFixed(1)}%`;
-  const a = Math.abs(v);
-  return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(2) : Number(v.toPrecision(4)).toString();
-};
+/** Every chart's numbers in the shared format (src/protocol/number_format.ts). */
+export const fmt = (v: number | null | undefined, percent = false): string => (percent ? formatPercent(v) : formatNumber(v));
 
 export interface ChartStyle {
   /** Colour of a column: by run in a comparison, by series in a single-run dashboard. */

@@ -14,6 +14,7 @@ import { comparisonTable } from './compare_table';
 import { adoptCss, connect } from './ipc';
 import css from './sweep.css';
 import baseCss from './base.css';
+import { formatFixed, formatPercent } from '../protocol/number_format';
 
 adoptCss(baseCss);
 
@@ -31,8 +32,8 @@ interface Column {
   cell: (r: SweepRow) => unknown;
 }
 
-const pct = (v: number | null) => (v === null ? '—' : `${(v * 100).toFixed(1)}%`);
-const num = (v: number | null, d: number) => (v === null ? '—' : v.toFixed(d));
+const pct = (v: number | null) => formatPercent(v);
+const num = (v: number | null, d: number) => formatFixed(v, d);
 const paramText = (p: SweepRow['params']) =>
   Object.entries(p)
     .filter(([k]) => k !== 'credit.strategy')

@@ -8,6 +8,7 @@ import { episodeOf } from '../args';
 import { findConfigs, findRuns, runRoots, type FoundRun } from '../discovery';
 import { episodeSteps } from './episode';
 import { episodeUri, type EpisodeTarget } from './episode_doc';
+import { formatFixed } from '../../protocol/number_format';
 
 export async function showEpisode(t: EpisodeTarget, opts: vscode.TextDocumentShowOptions = {}): Promise<vscode.TextEditor> {
   const doc = await vscode.workspace.openTextDocument(episodeUri(t));
@@ -74,9 +75,9 @@ async function pickStep(runDir: string): Promise<number | undefined> {
       const r = rows.get(s);
       const parts = r
         ? [
-            r.reward_mean !== undefined ? `reward ${r.reward_mean.toFixed(3)}` : '',
-            r.success_rate !== undefined ? `success ${(100 * r.success_rate).toFixed(0)}%` : '',
-            r.response_len !== undefined ? `${r.response_len.toFixed(0)} tokens` : '',
+            r.reward_mean !== undefined ? `reward ${formatFixed(r.reward_mean, 3)}` : '',
+            r.success_rate !== undefined ? `success ${formatFixed(100 * r.success_rate, 0)}%` : '',
+            r.response_len !== undefined ? `${formatFixed(r.response_len, 0)} tokens` : '',
           ].filter(Boolean)
         : [];
       return { label: `step ${s}`, description: parts.join(' · '), step: s };
@@ -95,7 +96,7 @@ async function pickEpisode(tables: TableReader, runDir: string, step: number): P
   const oneLine = (s: string) => s.replace(/\s+/g, ' ').trim();
   const items = order.map((i) => ({
     // The label carries the words a filter can type: the reward's digits, "solved" / "not solved".
-    label: `${t.success[i] ? '$(check)' : '$(dash)'} ${t.reward[i].toFixed(3)} #${t.episode[i]}`,
+    label: `${t.success[i] ? '$(check)' : '$(dash)'} ${formatFixed(t.reward[i], 3)} #${t.episode[i]}`,
     description: `${t.success[i] ? 'solved' : 'not solved'} · ${oneLine(t.prompt[i])}`,
     detail: oneLine(t.completion[i]).slice(0, 160),
     episode: t.episode[i],

@@ -7,6 +7,7 @@
 
 import { HEATMAP_HUES, rgba, tintRange, type ThemeKind } from '../../protocol/heatmap_colors';
 import { KNOWN_EXTRA_COLUMNS, TOKEN_COLUMNS, type HeatmapScale, type PaintableColumn, type TokenColumnDef } from '../../protocol/token_columns';
+import { formatCount, formatNumber } from '../../protocol/number_format';
 
 /** The token-table columns (DESIGN §5) a heatmap can paint: those protocol/token_columns.ts gives a heatmap scale. */
 export type BuiltinMetricId = PaintableColumn;
@@ -209,10 +210,8 @@ export function bucketColors(kind: Scale['kind'], theme: ThemeKind): string[] {
 /** Enough significant digits to tell the ends of a range apart, without a tail of float32 noise. */
 export function formatValue(v: number): string {
   if (!Number.isFinite(v)) return Number.isNaN(v) ? '—' : String(v);
-  if (v === 0) return '0';
-  const a = Math.abs(v);
-  if (a >= 1000 || a < 1e-3) return v.toExponential(2).replace('e+', 'e');
-  return String(Number(v.toPrecision(3)));
+  // a range's ends from 1,000 on keep their integer digits (1,235, not 1,230)
+  return Math.abs(v) >= 1000 ? formatCount(v) : formatNumber(v, 3);
 }
 
 export function formatScale(scale: Scale | null): string {

@@ -175,8 +175,9 @@ test('bucket colours: one distinct colour per bucket, stronger away from the cen
 test('values and ranges are printed short', () => {
   assert.equal(formatValue(0.123456), '0.123');
   assert.equal(formatValue(-2.5), '-2.5');
-  assert.equal(formatValue(-0.000012), '-1.20e-5');
-  assert.equal(formatValue(1234.5), '1.23e3');
+  assert.equal(formatValue(-0.000012), '-1.2e-5');
+  assert.equal(formatValue(1234.5), '1,235');
+  assert.equal(formatValue(330000), '330,000');
   assert.equal(formatValue(0), '0');
   assert.equal(formatValue(NaN), '—');
   assert.equal(formatScale({ kind: 'diverging', lo: -0.6, hi: 0.6, invert: false, buckets: 12, up: 'positive' }), '[-0.6, 0.6]');
