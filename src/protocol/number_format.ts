@@ -36,3 +36,10 @@ export function formatFixed(v: number | null | undefined, digits: number): strin
 export function formatPercent(v: number | null | undefined, digits = 1): string {
   return finite(v) ? `${formatFixed(100 * v, digits)}%` : DASH;
 }
+
+/** The smallest of 1, 2, 2.5, 5 × 10^k that is at least x (x > 0): a histogram's bin width, an axis's tick step. */
+export function niceStep(x: number): number {
+  const p = 10 ** Math.floor(Math.log10(x));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x * (1 - 1e-12)) return m * p;
+  return 10 * p;
+}

@@ -469,15 +469,12 @@ function draw(): void {
     for (const h of r.histograms ?? []) {
       const canvas = root.querySelector<HTMLCanvasElement>(`canvas[data-hist="${CSS.escape(h.name)}"]`);
       if (!canvas) continue;
-      const w = (h.hi - h.lo) / h.counts.length;
-      // Ticks on bin edges, about six of them, at the round values the bins were cut at.
-      const every = Math.max(1, Math.ceil(h.counts.length / 6));
       drawBars(
         canvas,
         h.counts.map((c) => ({ label: '', value: c })),
         theme,
         theme.palette[0],
-        { logY: query.histLogY, edges: Array.from({ length: h.counts.length + 1 }, (_, i) => (i % every === 0 ? fmt(h.lo + i * w) : '')) },
+        { logY: query.histLogY, axis: { lo: h.lo, hi: h.hi } },
       );
     }
     const steps = root.querySelector<HTMLCanvasElement>('canvas[data-steps="effective"]');

@@ -6,7 +6,7 @@ import uPlot from 'uplot';
 import uplotCss from 'uplot/dist/uPlot.min.css';
 import type { AlignedChart, ChartSpec } from './metrics_series';
 import { adoptCss } from './ipc';
-import { formatNumber, formatPercent } from '../protocol/number_format';
+import { formatNumber, formatPercent, niceStep } from '../protocol/number_format';
 
 adoptCss(uplotCss);
 
@@ -323,8 +323,8 @@ export function drawBars(
   opts: {
     /** heights on log10(1 + count): a histogram's tail next to its peak */
     logY?: boolean;
-    /** labels at the bars' edges (bars.length + 1 of them; '' for none) instead of under each bar */
-    edges?: string[];
+    /** bins of equal width over [lo, hi): ticks at round values along the axis instead of a label under each bar */
+    axis?: { lo: number; hi: number };
   } = {},
 ): void {
   const r = window.devicePixelRatio || 1;
@@ -345,7 +345,7 @@ export function drawBars(
   const bottom = 22;
   const top = 8;
   // room at the right for the last edge label, centred on the plot's right end
-  const w = cssW - left - (opts.edges ? 24 : 8);
+  const w = cssW - left - (opts.axis ? 24 : 8);
   const h = cssH - bottom - top;
   const y = (v: number) => top + ((max - v) / span) * h;
   ctx.font = readFont(theme, 11);
@@ -370,7 +370,7 @@ export function drawBars(
   const bw = w / Math.max(1, bars.length);
   ctx.textAlign = 'center';
   ctx.textBaseline = 'top';
-  const edges = opts.edges;
+  const axis = opts.axis;
   bars.forEach((b, i) => {
     const x = left + i * bw;
     if (b.value !== null && Number.isFinite(b.value) && b.value !== 0) {
@@ -378,25 +378,28 @@ export function drawBars(
       const y0 = y(Math.max(0, scaled(b.value)));
       const y1 = y(Math.min(0, scaled(b.value)));
       // histogram bins touch (a gap of a pixel between them); categories keep their spacing
-      if (edges) ctx.fillRect(x + 0.5, y0, Math.max(1, bw - 1), Math.max(1, y1 - y0));
+      if (axis) ctx.fillRect(x + 0.5, y0, Math.max(1, bw - 1), Math.max(1, y1 - y0));
       else ctx.fillRect(x + bw * 0.15, y0, bw * 0.7, Math.max(1, y1 - y0));
     }
     ctx.fillStyle = theme.muted;
-    if (!edges) ctx.fillText(b.label, x + bw / 2, top + h + 6);
+    if (!axis) ctx.fillText(b.label, x + bw / 2, top + h + 6);
   });
-  edges?.forEach((label, i) => {
-    if (!label) return;
-    const x = left + i * bw;
-    ctx.strokeStyle = theme.grid;
-    ctx.beginPath();
-    ctx.moveTo(x, top + h);
-    ctx.lineTo(x, top + h + 3);
-    ctx.stroke();
-    ctx.fillStyle = theme.muted;
-    // the first label starts at its edge, the others centre on theirs: none is cut by the canvas
-    ctx.textAlign = i === 0 ? 'left' : 'center';
-    ctx.fillText(label, x, top + h + 6);
-  });
+  if (axis && axis.hi > axis.lo) {
+    // about five ticks at multiples of a round step (0, 0.5, 1, … or −1, 0, 1), wherever the bins start
+    const step = niceStep((axis.hi - axis.lo) / 5);
+    for (let k = Math.ceil(axis.lo / step - 1e-9); k * step <= axis.hi + 1e-9 * step; k++) {
+      const v = k * step;
+      const x = left + ((v - axis.lo) / (axis.hi - axis.lo)) * w;
+      ctx.strokeStyle = theme.grid;
+      ctx.beginPath();
+      ctx.moveTo(x, top + h);
+      ctx.lineTo(x, top + h + 3);
+      ctx.stroke();
+      ctx.fillStyle = theme.muted;
+      ctx.textAlign = 'center';
+      ctx.fillText(fmt(Math.abs(v) < step * 1e-9 ? 0 : v), x, top + h + 6);
+    }
+  }
 }
 
 function readFont(theme: ChartTheme, px: number): string {

@@ -816,7 +816,9 @@ scenario(
     await captions.first().waitFor({ timeout: 30_000 });
     assert.match((await captions.allInnerTexts()).join('\n'), /advantage \(A ≠ 0\)/);
     await frame.locator('vscode-checkbox.hist-zero').click();
-    await frame.locator('.histograms figcaption', { hasText: /^advantage \d/ }).waitFor({ timeout: 30_000 });
+    const allCounted = async () => (await captions.allInnerTexts()).some((t) => t.startsWith('advantage ') && !t.includes('A ≠ 0'));
+    for (let i = 0; i < 150 && !(await allCounted()); i++) await sleep(200);
+    assert.ok(await allCounted(), `with A = 0: ${(await captions.allInnerTexts()).join(' | ')}`);
     await frame.locator('vscode-checkbox.hist-log').click();
     for (let i = 0; i < 50 && !(await frame.locator('vscode-checkbox.hist-log').evaluate((c) => c.checked)); i++) await sleep(100);
     await shot(page, '26c-browse-histograms', { readme: 'browse-histograms' });

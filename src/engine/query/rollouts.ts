@@ -4,6 +4,7 @@
 // in one pass over the token columns at load, and every query is a pass over typed arrays, so a million token rows
 // answer in tens of milliseconds once loaded.
 // One file although long: the index's columns and the queries over them are one structure; the queries are its methods.
+import { niceStep } from '../../protocol/number_format';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
@@ -532,12 +533,7 @@ export class RolloutIndex {
   }
 }
 
-/** The smallest of 1, 2, 2.5, 5 × 10^k that is at least x (x > 0). */
-export function niceStep(x: number): number {
-  const p = 10 ** Math.floor(Math.log10(x));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x * (1 - 1e-12)) return m * p;
-  return 10 * p;
-}
+export { niceStep };
 
 /**
  * Each distinct prompt's gist: the text without the beginning and the end every prompt of the run shares (a task's
