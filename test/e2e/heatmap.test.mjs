@@ -898,3 +898,41 @@ scenario(
     await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
   },
 );
+
+scenario('an open episode survives a window reload: the same step and episode, its text, painted again', async () => {
+  const { page } = vs;
+  await showRunsView(page);
+  // A row may be expanded already (an earlier scenario opened it): a click toggles it, so click until its children show.
+  const expand = async (row, child) => {
+    for (let attempt = 0; ; attempt++) {
+      await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: row }).first().click();
+      const shown = await waitForRow(page, child, 5_000).then(
+        (r) => r,
+        () => null,
+      );
+      if (shown) return shown;
+      assert.ok(attempt < 2, `${row} expands to ${child} in the Runs tree`);
+    }
+  };
+  await expand(/^tiny-\d{8}/, /^step 4\b/);
+  const first = await expand(/^step 4/, /^-?\d+\.\d\d [✓✗] #\d+/);
+  const episode = Number(/#(\d+)/.exec(first)[1]);
+  await page.locator(`.sidebar .pane-body .monaco-list-row[aria-label="${first}"]`).click();
+  const tab = page.locator(`.tab.active[aria-label*="step 4 · episode ${episode}"]`);
+  await tab.waitFor({ timeout: 15_000 });
+  let before = [];
+  for (let i = 0; i < 50 && !before.length; i++, await sleep(200)) before = await paintedColours(page);
+  await palette(page, 'Developer: Reload Window', { pick: 'Reload Window' });
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+  await page.locator(`.tab[aria-label*="step 4 · episode ${episode}"]`).waitFor({ timeout: 60_000 });
+  const editor = page.locator(ACTIVE);
+  let header = '';
+  for (let i = 0; i < 100 && !/^tiny-\d{8}-\d{6} · step 4 · episode/.test(header); i++, await sleep(200)) header = await shownText(editor).catch(() => '');
+  log(`after reload: ${header.slice(0, 80)}`);
+  assert.match(header, new RegExp(`^tiny-\\d{8}-\\d{6} · step 4 · episode ${episode}\\b`));
+  let after = [];
+  for (let i = 0; i < 100 && after.length < before.length; i++, await sleep(200)) after = await paintedColours(page);
+  log(`painted tokens: ${before.length} before the reload, ${after.length} after`);
+  assert.equal(after.length, before.length, 'painted again, every token');
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+});

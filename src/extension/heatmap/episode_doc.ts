@@ -1,6 +1,8 @@
-// Episodes as read-only documents on the `credit-lens-episode:` scheme (vscode-extension-samples'
-// TextDocumentContentProvider pattern). The URI names the run directory, step and episode, and the episode it
-// is compared with, so the text is a function of the URI alone and a reload restores the same document.
+// Episodes as read-only documents on the `credit-lens-episode:` scheme. The URI names the run directory, step and
+// episode, and the episode it is compared with, so the text is a function of the URI alone. A read-only
+// FileSystemProvider rather than a TextDocumentContentProvider: VS Code restores the editors of a file system's
+// documents after a window reload (activating the extension on onFileSystem:credit-lens-episode), while a content
+// provider's tabs are dropped.
 import { statSync } from 'node:fs';
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
@@ -71,7 +73,7 @@ function stepIdentity(runDir: string, step: number): string {
  * written once by an atomic rename; its identity (size, mtime, inode) still guards against a run re-trained in place.
  * Tables are read by the TableReader's worker thread, so opening a long run's episode never blocks the host.
  */
-export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.Disposable {
+export class EpisodeStore implements vscode.FileSystemProvider, vscode.Disposable {
   private readonly steps = new Map<string, CachedStep>();
   private readonly loading = new Map<string, Promise<StepTables>>();
   private readonly views = new Map<string, HeatmapEpisode>();
@@ -81,7 +83,9 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
   // No onDidChange: an episode document's text comes from a step table the engine writes once (atomic rename)
   // and never appends to, so a shown document cannot go stale. A run re-trained in place is caught by the
   // tables' identity (stepIdentity) the next time the document is opened.
-  private readonly disposables: vscode.Disposable[] = [this.loaded];
+  private readonly changed = new vscode.EventEmitter<vscode.FileChangeEvent[]>();
+  readonly onDidChangeFile = this.changed.event;
+  private readonly disposables: vscode.Disposable[] = [this.loaded, this.changed];
 
   constructor(
     readonly reader: TableReader,
@@ -121,14 +125,62 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
     return p;
   }
 
-  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+  private async build(uri: vscode.Uri): Promise<HeatmapEpisode> {
     const t = parseEpisodeUri(uri);
-    if (!t) throw new Error(`not an episode: ${uri.toString()}`);
-    const view = buildHeatmapEpisode(await this.tables(t.runDir, t.step), t, {
-      pair: t.pair ? { ...t.pair, runName: basename(t.pair.runDir) } : null,
-    });
+    if (!t) throw vscode.FileSystemError.FileNotFound(uri);
+    let tables: StepTables;
+    try {
+      tables = await this.tables(t.runDir, t.step);
+    } catch (e) {
+      // a run directory deleted since the editor was opened (a reload restores its tab): say so, not a stack
+      throw vscode.FileSystemError.FileNotFound(`${basename(t.runDir)} step ${t.step}: ${(e as Error).message}`);
+    }
+    const view = buildHeatmapEpisode(tables, t, { pair: t.pair ? { ...t.pair, runName: basename(t.pair.runDir) } : null });
     this.views.set(uri.toString(), view);
-    return view.text;
+    return view;
+  }
+
+  // ---- the read-only file system: stat and readFile; everything that would write is refused ----
+
+  async stat(uri: vscode.Uri): Promise<vscode.FileStat> {
+    const t = parseEpisodeUri(uri);
+    if (!t) throw vscode.FileSystemError.FileNotFound(uri);
+    let mtime = 0;
+    try {
+      mtime = statSync(stepFile(t.runDir, 'tokens', t.step)).mtimeMs;
+    } catch {
+      throw vscode.FileSystemError.FileNotFound(uri);
+    }
+    return { type: vscode.FileType.File, ctime: mtime, mtime, size: 0, permissions: vscode.FilePermission.Readonly };
+  }
+
+  async readFile(uri: vscode.Uri): Promise<Uint8Array> {
+    return new TextEncoder().encode((await this.build(uri)).text);
+  }
+
+  watch(): vscode.Disposable {
+    // step tables are written once (atomic rename): nothing to watch
+    return new vscode.Disposable(() => {});
+  }
+
+  readDirectory(): [string, vscode.FileType][] {
+    throw vscode.FileSystemError.NoPermissions('episodes are documents, not folders');
+  }
+
+  createDirectory(uri: vscode.Uri): void {
+    throw vscode.FileSystemError.NoPermissions(uri);
+  }
+
+  writeFile(uri: vscode.Uri): void {
+    throw vscode.FileSystemError.NoPermissions(uri);
+  }
+
+  delete(uri: vscode.Uri): void {
+    throw vscode.FileSystemError.NoPermissions(uri);
+  }
+
+  rename(uri: vscode.Uri): void {
+    throw vscode.FileSystemError.NoPermissions(uri);
   }
 
   /**
@@ -144,9 +196,19 @@ export class EpisodeStore implements vscode.TextDocumentContentProvider, vscode.
     this.loaded.fire();
   }
 
-  /** The view of an open episode document (set when VS Code asked for its text). */
+  /**
+   * The view of an open episode document: set when VS Code read its text, else rebuilt from the cached tables (VS Code
+   * can reopen a document it still holds without reading it again).
+   */
   view(uri: vscode.Uri): HeatmapEpisode | undefined {
-    return this.views.get(uri.toString());
+    const known = this.views.get(uri.toString());
+    if (known) return known;
+    const t = parseEpisodeUri(uri);
+    const tables = t && this.cached(t.runDir, t.step);
+    if (!t || !tables) return undefined;
+    const view = buildHeatmapEpisode(tables, t, { pair: t.pair ? { ...t.pair, runName: basename(t.pair.runDir) } : null });
+    this.views.set(uri.toString(), view);
+    return view;
   }
 
   /**

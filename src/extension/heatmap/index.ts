@@ -15,7 +15,7 @@ export function registerHeatmap(ctx: Ctx): void {
   const store = ctx.pushExtCleanup(new EpisodeStore(ctx.tables));
   const state = ctx.pushExtCleanup(new HeatmapState(ctx.extCtx.globalState));
   const painter = ctx.pushExtCleanup(new Painter(store, state, ctx.log));
-  ctx.pushExtCleanup(vscode.workspace.registerTextDocumentContentProvider(EPISODE_SCHEME, store));
+  ctx.pushExtCleanup(vscode.workspace.registerFileSystemProvider(EPISODE_SCHEME, store, { isReadonly: true, isCaseSensitive: true }));
   ctx.pushExtCleanup(vscode.languages.registerHoverProvider({ scheme: EPISODE_SCHEME }, new EpisodeHoverProvider(store, (v) => painter.metricFor(v))));
 
   const reg = (id: string, fn: (...args: never[]) => unknown) => ctx.registerCommand(id, fn as (...args: never[]) => unknown);
