@@ -260,7 +260,10 @@ function searchTab(r: BrowseResult): TemplateResult {
             tabindex="0"
             title="open the episode at this token"
             @click=${() => host.post({ kind: 'command', method: 'browse/openEpisode', params: { step: h.step, episode: h.episode, position: h.position } })}
-            @keydown=${(e: KeyboardEvent) => e.key === 'Enter' && host.post({ kind: 'command', method: 'browse/openEpisode', params: { step: h.step, episode: h.episode, position: h.position } })}
+            @keydown=${(e: KeyboardEvent) =>
+              (e.key === 'Enter' || e.key === ' ') &&
+              (e.preventDefault(),
+              host.post({ kind: 'command', method: 'browse/openEpisode', params: { step: h.step, episode: h.episode, position: h.position } }))}
           >
             <span class="muted">step ${h.step} · #${h.episode} · token ${h.position}</span>
             <code>${h.before.replace(/\n/g, '⏎')}<mark>${h.match}</mark>${h.after.replace(/\n/g, '⏎')}</code>

@@ -149,7 +149,11 @@ function draw(): void {
           html`<vscode-table-header-cell
             class=${c.key ? 'sortable' : ''}
             title=${c.hint ?? (c.key ? 'sort' : '')}
+            role=${c.key ? 'button' : nothing}
+            tabindex=${c.key ? '0' : nothing}
+            aria-sort=${c.key && sort.key === c.key ? (sort.descending ? 'descending' : 'ascending') : nothing}
             @click=${c.key ? () => setSort(c.key!) : nothing}
+            @keydown=${(e: KeyboardEvent) => c.key && (e.key === 'Enter' || e.key === ' ') && (e.preventDefault(), setSort(c.key))}
             >${c.title}${arrow(c)}</vscode-table-header-cell
           >`,
       )}
@@ -164,7 +168,7 @@ function draw(): void {
             title=${r.runDir ? `${r.name}: click to open the run` : `${r.name}: not started`}
             tabindex=${r.runDir ? 0 : -1}
             @click=${() => openRow(r)}
-            @keydown=${(e: KeyboardEvent) => e.key === 'Enter' && openRow(r)}
+            @keydown=${(e: KeyboardEvent) => (e.key === 'Enter' || e.key === ' ') && (e.preventDefault(), openRow(r))}
           >
             ${COLUMNS.map((c) => html`<vscode-table-cell>${c.cell(r)}</vscode-table-cell>`)}
           </vscode-table-row>`,

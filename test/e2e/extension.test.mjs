@@ -360,6 +360,14 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
   await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g|' }).click();
   await frame.locator('vscode-table-header-cell', { hasText: 'Mean |g| ▲' }).waitFor();
   assert.deepEqual(await gradOrder(), [...desc].reverse());
+  // The same from the keyboard: Enter on the focused header turns the order, Space turns it back.
+  const gradHead = frame.locator('vscode-table-header-cell', { hasText: 'Mean |g|' });
+  await gradHead.focus();
+  await page.keyboard.press('Enter');
+  await frame.locator('vscode-table-header-cell[aria-sort="descending"]', { hasText: 'Mean |g| ▼' }).waitFor({ timeout: 10_000 });
+  await gradHead.focus();
+  await page.keyboard.press(' ');
+  await frame.locator('vscode-table-header-cell[aria-sort="ascending"]', { hasText: 'Mean |g| ▲' }).waitFor({ timeout: 10_000 });
 
   // A row opens its run: the Runs view shows it selected, and its dashboard opens (closed again here, so the
   // reload below restores the table alone).
