@@ -228,7 +228,7 @@ export function mountMetricsView(): void {
                     .checked=${view.includeSft}
                     @change=${(e: Event) => setView({ ...view, includeSft: (e.target as HTMLInputElement).checked })}
                   />
-                  Include SFT warm start${sftText()}</label
+                  ${anySft ? html`Include SFT warm start${sftText()}` : 'Include the eval before GRPO'}</label
                 >`
               : nothing
           }

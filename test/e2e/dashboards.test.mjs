@@ -144,7 +144,7 @@ scenario(
     assert.match(atReward, /^GRPO step \d+$/);
     assert.equal(atLoss, atReward);
     await page.mouse.move(box.x + box.width / 2, box.y - 60);
-    await shot(page, 'dash-01-dashboard', { readme: 'dashboard' });
+    await shot(page, 'dash-01-dashboard');
     // Smoothing: the drawn reward is the debiased EMA, the CSV the logged values (unit-tested); the slider's value shows.
     await frame.locator('input.smoothing').evaluate((el) => {
       el.value = '0.6';

@@ -192,3 +192,40 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   await sleep(800);
   await shot(page, 'mitigations-analysis', { readme: 'analysis' });
 });
+
+scenario("the dashboard of a real run: plain GRPO's 100 steps from GRPO step 1, the eval before GRPO in words, smoothed", async () => {
+  const { page } = vs;
+  await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
+  await palette(page, 'Credit Lens: Open Dashboard');
+  // 18 runs: filter the picker to the one wanted (the list shows only the rows in view)
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ timeout: 15_000 });
+  await input.fill('mitigations-none-seed1');
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: /^mitigations-none-seed1-/ }).first();
+  await row.waitFor({ timeout: 15_000 });
+  await row.click();
+  const frame = webview(page);
+  const reward = frame.locator('section.chart[data-chart="reward"]');
+  await reward.waitFor({ timeout: 30_000 });
+  if (await page.locator('.part.sidebar').isVisible())
+    await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
+  const [run] = runDirs('mitigations-none-seed1');
+  const rows = readFileSync(join(run, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  for (let i = 0; i < 50 && Number(await reward.getAttribute('data-points')) < 100; i++) await sleep(200);
+  assert.equal(Number(await reward.getAttribute('data-points')), rows.filter((r) => r.phase === 'grpo').length);
+  assert.equal(await reward.getAttribute('data-first-x'), '1');
+  const pre = rows.find((r) => r.phase === 'eval' && r.step === 0);
+  assert.equal(await frame.locator('section.chart[data-chart="success"] .before-grpo').innerText(), `before GRPO: eval ${pct(pre.eval_success)}%`);
+  // A little smoothing, as a person reading 100 noisy steps would set it.
+  await frame.locator('input.smoothing').evaluate((el) => {
+    el.value = '0.6';
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  });
+  await frame.locator('output.smoothing-value', { hasText: '0.60' }).waitFor({ timeout: 5_000 });
+  await page.mouse.move(700, 860);
+  await sleep(800);
+  await shot(page, 'mitigations-dashboard', { readme: 'dashboard' });
+});
