@@ -63,6 +63,15 @@ export const CHARTS: readonly ChartSpec[] = [
     percent: true,
     series: [{ key: 'effective_groups', label: 'effective' }],
   },
+  {
+    id: 'credit_by_type',
+    title: 'Credit by token type (mean |c|)',
+    hint: 'mean |c| of the step’s filler and reasoning tokens, c = A·ℓ (the episode’s advantage times the log-prob): the credit analysis’s headline numbers, per step',
+    series: [
+      { key: 'credit/filler_abs_c', label: 'filler' },
+      { key: 'credit/reasoning_abs_c', label: 'reasoning' },
+    ],
+  },
   { id: 'clip_frac', title: 'Clip fraction', hint: 'share of tokens whose ratio was clipped', percent: true, series: [{ key: 'clip_frac', label: 'clipped' }] },
   { id: 'response_len', title: 'Response length', hint: 'mean completion length in tokens', series: [{ key: 'response_len', label: 'tokens' }] },
   { id: 'tokens_per_s', title: 'Throughput', hint: 'tokens processed per second of step time', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] },

@@ -86,6 +86,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     row.groups_drawn = drawn.groupsDrawn;
     row.resampled_frac = drawn.resampledFrac;
   }
+  Object.assign(row, creditByTokenType(episodes, adv, u.credit.logprobs));
   if (u.realizedSeconds !== undefined) row.realized_seconds = u.realizedSeconds;
   if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
   if (prepared.metrics) Object.assign(row, prepared.metrics);
@@ -579,6 +580,29 @@ export function effectiveGroups(rewards: readonly number[], groupSize: number): 
 /** Whether a group's rewards are not all equal: its advantages are not all 0. */
 function rewardsDiffer(r: readonly number[]): boolean {
   return r.some((x) => x !== r[0]);
+}
+
+/**
+ * The step's mean |c| of filler and of reasoning tokens, c = A·ℓ (the episode's advantage times the token's log-prob,
+ * float32 like the token table's columns), tokens typed as the token table's token_type column: the credit analysis's
+ * two headline numbers, per step, so the dashboard can chart where the credit goes while a run trains. A type with no
+ * token in the step is left out.
+ */
+export function creditByTokenType(episodes: readonly Episode[], adv: readonly number[], logprobs: readonly (readonly number[])[]): Record<string, number> {
+  const sum = { filler: 0, reasoning: 0 };
+  const n = { filler: 0, reasoning: 0 };
+  episodes.forEach((e, i) => {
+    const a = Math.fround(adv[i]);
+    for (let t = 0; t < e.ids.length; t++) {
+      const type = e.tokenTypes[t];
+      sum[type] += Math.abs(Math.fround(a * Math.fround(logprobs[i][t])));
+      n[type]++;
+    }
+  });
+  const out: Record<string, number> = {};
+  if (n.filler) out['credit/filler_abs_c'] = sum.filler / n.filler;
+  if (n.reasoning) out['credit/reasoning_abs_c'] = sum.reasoning / n.reasoning;
+  return out;
 }
 
 function metrics(episodes: Episode[], u: Update, t: { step: number; genSeconds: number; seconds: number; groupSize: number }): MetricsRow {
