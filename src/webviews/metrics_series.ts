@@ -63,6 +63,13 @@ export const CHARTS: readonly ChartSpec[] = [
     percent: true,
     series: [{ key: 'effective_groups', label: 'effective' }],
   },
+  { id: 'clip_frac', title: 'Clip fraction', hint: 'share of tokens whose ratio was clipped', percent: true, series: [{ key: 'clip_frac', label: 'clipped' }] },
+  { id: 'response_len', title: 'Response length', hint: 'mean completion length in tokens', series: [{ key: 'response_len', label: 'tokens' }] },
+  { id: 'tokens_per_s', title: 'Throughput', hint: 'tokens processed per second of step time', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] },
+];
+
+/** The credit row, after the fixed charts: where the credit went per step, and what probes measured where they ran. */
+const CREDIT_CHARTS: readonly ChartSpec[] = [
   {
     id: 'credit_by_type',
     title: 'Credit by token type (mean |c|)',
@@ -72,9 +79,20 @@ export const CHARTS: readonly ChartSpec[] = [
       { key: 'credit/reasoning_abs_c', label: 'reasoning' },
     ],
   },
-  { id: 'clip_frac', title: 'Clip fraction', hint: 'share of tokens whose ratio was clipped', percent: true, series: [{ key: 'clip_frac', label: 'clipped' }] },
-  { id: 'response_len', title: 'Response length', hint: 'mean completion length in tokens', series: [{ key: 'response_len', label: 'tokens' }] },
-  { id: 'tokens_per_s', title: 'Throughput', hint: 'tokens processed per second of step time', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] },
+  {
+    id: 'mc_accuracy',
+    title: 'MC credit accuracy (probed steps)',
+    hint:
+      'credit-lens probe at a step: the rank correlation of the run’s |Â| with the Monte Carlo δ² (spearman_unbiased), the best trivial ' +
+      'baseline’s (A·(1 − π), entropy, position), the noise placebo’s, and the split-half reliability of δ̂, the ceiling; a score ' +
+      'at the placebo’s or the baseline’s is not evidence of credit',
+    series: [
+      { key: 'mc/spearman_unbiased', label: 'Â (the run’s)', style: 'points' },
+      { key: 'mc/best_baseline', label: 'best trivial baseline', style: 'points' },
+      { key: 'mc/placebo', label: 'noise placebo', style: 'points' },
+      { key: 'mc/reliability', label: 'reliability (ceiling)', style: 'points' },
+    ],
+  },
 ];
 
 const ATTRIBUTION_CHARTS: readonly ChartSpec[] = [
@@ -148,8 +166,8 @@ export function chartsFor(runs: readonly RunPoints[]): ChartSpec[] {
   const keys = new Set<string>();
   for (const p of runs) for (const v of p.values()) for (const k of Object.keys(v)) keys.add(k);
   const has = (s: ChartSpec) => s.series.some((x) => keys.has(x.key));
-  const out = [...CHARTS, ...ATTRIBUTION_CHARTS].filter(has);
-  const covered = new Set([...CHARTS, ...ATTRIBUTION_CHARTS].flatMap((c) => c.series.map((s) => s.key)));
+  const out = [...CHARTS, ...CREDIT_CHARTS, ...ATTRIBUTION_CHARTS].filter(has);
+  const covered = new Set([...CHARTS, ...CREDIT_CHARTS, ...ATTRIBUTION_CHARTS].flatMap((c) => c.series.map((s) => s.key)));
   for (const k of [...keys].sort()) {
     if (covered.has(k) || NOT_CHARTED.has(k) || !k.includes('/')) continue;
     out.push({ id: k, title: k, hint: `${k} as the strategy logs it`, series: [{ key: k, label: k.slice(k.indexOf('/') + 1) }] });

@@ -1,7 +1,7 @@
 // What the dashboard and the comparison need of a run directory (DESIGN §5): run.json's name and status,
 // every metrics.jsonl row, and the SFT length from the run's resolved config.yaml. No vscode here, so the
 // unit tests read real run directories with it.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { parse } from 'yaml';
 import type { MetricsRow } from '../../protocol/index';
@@ -33,9 +33,56 @@ function runConfig(runDir: string): { sft?: { steps?: unknown }; grpo?: { kl_bet
   }
 }
 
+/**
+ * One row per probed step (`<run>/probes/step-N.json`, written by `credit-lens probe`): the run's own strategy's credit
+ * accuracy spearman_unbiased, beside what the probe says it is worth: the best trivial baseline's score, the noise
+ * placebo's, and the split-half reliability of δ̂ (the ceiling). The dashboard charts them at their steps; a record
+ * without an accuracy (a probe stopped before scoring) or not readable is skipped.
+ */
+export function probeRows(runDir: string): MetricsRow[] {
+  let names: string[];
+  try {
+    names = readdirSync(join(runDir, 'probes'));
+  } catch {
+    return [];
+  }
+  const rows: MetricsRow[] = [];
+  for (const name of names.sort()) {
+    const m = /^step-(\d+)\.json$/.exec(name);
+    if (!m) continue;
+    let rec: ProbeRecordView;
+    try {
+      rec = JSON.parse(readFileSync(join(runDir, 'probes', name), 'utf8')) as ProbeRecordView;
+    } catch {
+      continue;
+    }
+    const own = rec?.accuracy?.[rec.run_strategy ?? '']?.spearman_unbiased?.mean;
+    if (rec?.format !== 'credit-lens-probe' || typeof own !== 'number') continue;
+    const row: MetricsRow = { step: Number(m[1]), phase: 'grpo', 'mc/spearman_unbiased': own };
+    const placebo = rec.accuracy![rec.run_strategy!]?.placebo?.mean;
+    if (typeof placebo === 'number') row['mc/placebo'] = placebo;
+    const baselines = Object.values(rec.baselines ?? {})
+      .map((b) => b?.spearman_unbiased?.mean)
+      .filter((v): v is number => typeof v === 'number');
+    if (baselines.length) row['mc/best_baseline'] = Math.max(...baselines);
+    if (typeof rec.reliability?.full === 'number') row['mc/reliability'] = rec.reliability.full;
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** The fields of a probe record the dashboard reads (engine/probe/record.ts writes them), every one optional. */
+interface ProbeRecordView {
+  format?: string;
+  run_strategy?: string;
+  accuracy?: Record<string, { spearman_unbiased?: { mean?: number | null }; placebo?: { mean?: number | null } }> | null;
+  baselines?: Record<string, { spearman_unbiased?: { mean?: number | null } }> | null;
+  reliability?: { full?: number | null } | null;
+}
+
 export function loadRunData(runDir: string, status?: string): MetricsRunData {
   const info = readRunInfo(runDir);
-  const rows = readMetrics(runDir);
+  const rows = [...readMetrics(runDir), ...probeRows(runDir)];
   return {
     runDir,
     id: basename(runDir),

@@ -236,3 +236,27 @@ test('KL with grpo.kl_beta = 0 in every run is an empty state, not a flat line',
   assert.equal(emptyState('kl', [{ klBeta: null }]), null);
   assert.equal(emptyState('loss', [{ klBeta: 0 }]), null);
 });
+
+test('the credit row: credit by token type where the run logs it, MC accuracy at probed steps, after the fixed charts', () => {
+  const p = pointsOf(
+    [
+      { step: 1, phase: 'grpo', reward_mean: 1, 'credit/filler_abs_c': 0.2, 'credit/reasoning_abs_c': 0.1 },
+      { step: 2, phase: 'grpo', reward_mean: 1, 'mc/spearman_unbiased': 0.3, 'mc/placebo': 0.01 },
+    ],
+    0,
+  );
+  assert.deepEqual(
+    chartsFor([p]).map((c) => c.id),
+    ['reward', 'credit_by_type', 'mc_accuracy'],
+  );
+  const mc = chartsFor([p]).find((c) => c.id === 'mc_accuracy')!;
+  // probed steps are sparse measurements: points, never smoothed
+  const data = alignChart(mc, [{ label: 'a', points: p }], { includeSft: false, smoothing: 0.9 });
+  assert.deepEqual(
+    data.columns.map((c) => [c.key, c.values, c.raw]),
+    [
+      ['mc/spearman_unbiased', [0.3], undefined],
+      ['mc/placebo', [0.01], undefined],
+    ],
+  );
+});

@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { appendMetrics, writeRunInfo } from '../../../../src/engine/rundir/rundir';
-import { loadRunData, pngBytes, safeFileName, sftStepsOf } from '../../../../src/extension/panels/run_data';
+import { klBetaOf, loadRunData, pngBytes, probeRows, safeFileName, sftStepsOf } from '../../../../src/extension/panels/run_data';
 
 function runDir(config: string | null): string {
   const dir = join(mkdtempSync(join(tmpdir(), 'credit-lens-rundata-')), 'demo-20260101-000000');
@@ -49,6 +49,40 @@ test('sftStepsOf: without a readable config, the last logged SFT step', () => {
     assert.equal(sftStepsOf(dir, loadRunData(dir).rows), 3);
     writeFileSync(join(dir, 'config.yaml'), 'sft: [not, a, map');
     assert.equal(sftStepsOf(dir, loadRunData(dir).rows), 3);
+  } finally {
+    rmSync(join(dir, '..'), { recursive: true, force: true });
+  }
+});
+
+test("grpo.kl_beta from config.yaml; a probed step's accuracy becomes a dashboard row beside its baseline, placebo and reliability", () => {
+  const dir = runDir('grpo:\n  kl_beta: 0\n');
+  try {
+    assert.equal(klBetaOf(dir), 0);
+    assert.equal(loadRunData(dir).klBeta, 0);
+    mkdirSync(join(dir, 'probes'));
+    const est = (mean: number | null) => ({ mean, lo: null, hi: null, n: 4 });
+    // step 2: the run's entropy_mask scores 0.3; baselines 0.25 and 0.35 (the best is 0.35); placebo 0.05; reliability 0.6
+    writeFileSync(
+      join(dir, 'probes', 'step-000002.json'),
+      JSON.stringify({
+        format: 'credit-lens-probe',
+        step: 2,
+        run_strategy: 'entropy_mask',
+        accuracy: { entropy_mask: { spearman_unbiased: est(0.3), placebo: est(0.05) }, none: { spearman_unbiased: est(0.9) } },
+        baselines: { one_minus_pi: { spearman_unbiased: est(0.25) }, entropy: { spearman_unbiased: est(0.35) }, position: { spearman_unbiased: est(null) } },
+        reliability: { full: 0.6 },
+      }),
+    );
+    // a stopped probe (no accuracy yet) and a file that is not JSON are skipped
+    writeFileSync(
+      join(dir, 'probes', 'step-000003.json'),
+      JSON.stringify({ format: 'credit-lens-probe', step: 3, run_strategy: 'entropy_mask', accuracy: null }),
+    );
+    writeFileSync(join(dir, 'probes', 'step-000004.json'), '{ not json');
+    assert.deepEqual(probeRows(dir), [
+      { step: 2, phase: 'grpo', 'mc/spearman_unbiased': 0.3, 'mc/placebo': 0.05, 'mc/best_baseline': 0.35, 'mc/reliability': 0.6 },
+    ]);
+    assert.equal(loadRunData(dir).rows.length, 5, 'the metrics rows and the probed step');
   } finally {
     rmSync(join(dir, '..'), { recursive: true, force: true });
   }
