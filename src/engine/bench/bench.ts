@@ -353,7 +353,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   }
   const exampleCfg = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
   if (exampleCfg) {
-    // with realized credit on, as the examples log it: its re-scoring pass is timed inside the step
+    // with realized credit on, as every example but the first-run one logs it: its re-scoring pass is timed inside the step
     const { config } = loadConfig(exampleCfg, ['logging.realized_credit=true']);
     const s = await buildSession(config);
     result.grpo_step_backend = s.backend.backend;
