@@ -124,7 +124,6 @@ export function mountMetricsView(): void {
       runs.map((r) => r.points),
       view,
     );
-    document.body.dataset.firstX = String(from);
     let prev: HTMLElement | null = null;
     for (const spec of specs) {
       let entry = charts.get(spec.id);
