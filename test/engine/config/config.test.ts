@@ -544,7 +544,7 @@ test('settings that only mean something with another section are refused with th
   assert.deepEqual(msgs(base + 'credit: {strategy: cal, cal: {scale: group_std, provider: rule}}\n'), [], 'group_std with scale_rewards group');
   // entropy_mask_norm kept is seed doc 001's normalisation only under token_mean.
   assert.deepEqual(msgs(base + 'credit: {strategy: entropy_mask, entropy_mask_norm: kept}\ngrpo: {loss_agg: seq_mean_token_mean}\n'), [
-    'credit.entropy_mask_norm: got "kept", expected valid with grpo.loss_agg: seq_mean_token_mean (kept reproduces seed doc 001\'s average over the kept tokens only under token_mean), or grpo.loss_agg: token_mean',
+    'credit.entropy_mask_norm: got "kept", expected valid with grpo.loss_agg: seq_mean_token_mean (kept reproduces the GRPO credit-assignment mitigations\' average over the kept tokens only under token_mean), or grpo.loss_agg: token_mean',
   ]);
   assert.deepEqual(msgs(base + 'credit: {strategy: entropy_mask, entropy_mask_norm: kept}\n'), []);
 });
