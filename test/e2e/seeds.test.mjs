@@ -135,7 +135,7 @@ scenario('Compare Runs over the six runs groups the seeds, tests against plain G
   assert.equal(cells[1][5], mde(expected.rows[1]), 'the MDE');
   await shot(page, 'seeds-compare-runs', { readme: 'seeds-compare' });
   // The other configuration as the baseline: the rows swap roles and the difference changes sign.
-  await frame.locator('section.significance select').selectOption('seeds-outcome_conditional');
+  await frame.locator('section.significance select[aria-label="baseline"]').selectOption('seeds-outcome_conditional');
   await frame.locator('section.significance tr[data-group="seeds-outcome_conditional"].baseline').waitFor({ timeout: 60_000 });
   const swapped = await frame.locator('section.significance tr[data-group="seeds-none"] td.conditional').textContent();
   const d = expected.rows[1].conditional.diff.mean;
