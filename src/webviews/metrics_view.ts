@@ -138,7 +138,7 @@ export function mountMetricsView(): void {
       entry.card.dataset.firstX = String(entry.chart.aligned.x[0] ?? '');
       // Not drawn at x = 0 when the charts start at GRPO step 1: the starting point said in words instead.
       const start = from > 0 ? beforeGrpo(spec, inputs) : [];
-      entry.caption.textContent = start.length ? `before GRPO: ${start.map((s) => `${s.label} ${fmt(s.value, !!spec.percent)}`).join(' · ')}` : '';
+      entry.caption.textContent = start.length ? `before GRPO: ${beforeGrpoText(spec, start, runs.length)}` : '';
       entry.caption.hidden = !start.length;
       const why = emptyState(
         spec.id,
@@ -299,6 +299,22 @@ export function mountMetricsView(): void {
       ${c.report ? comparisonTable(c.report, { onOpen: (runDir) => host.post({ kind: 'command', method: 'metrics/openRun', params: { runDir } }) }) : nothing}
       ${c.note ? html`<p class="muted comparison-status">${c.note}</p>` : nothing}
     </section>`;
+  }
+
+  /** The values at the eval before GRPO in words: each, or for many runs the one value they share, or their range. */
+  function beforeGrpoText(spec: ChartSpec, start: { label: string; key: string; value: number }[], nRuns: number): string {
+    const f = (v: number) => fmt(v, !!spec.percent);
+    if (nRuns <= 3) return start.map((s) => `${s.label} ${f(s.value)}`).join(' · ');
+    return spec.series
+      .flatMap((series) => {
+        const vs = start.filter((s) => s.key === series.key).map((s) => s.value);
+        if (!vs.length) return [];
+        const lo = Math.min(...vs);
+        const hi = Math.max(...vs);
+        const where = vs.length === nRuns ? 'every run' : `${vs.length} of ${nRuns} runs`;
+        return [lo === hi ? `${series.label} ${f(lo)} in ${where}` : `${series.label} ${f(lo)} – ${f(hi)} over ${where}`];
+      })
+      .join(' · ');
   }
 
   function sftText(): string {
