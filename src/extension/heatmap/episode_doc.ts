@@ -135,6 +135,11 @@ export class EpisodeStore implements vscode.FileSystemProvider, vscode.Disposabl
       // a run directory deleted since the editor was opened (a reload restores its tab): say so, not a stack
       throw vscode.FileSystemError.FileNotFound(`${basename(t.runDir)} step ${t.step}: ${(e as Error).message}`);
     }
+    return this.setView(uri, tables, t);
+  }
+
+  /** The view of `uri`'s episode on these tables, kept for the painter and the hover. */
+  private setView(uri: vscode.Uri, tables: StepTables, t: EpisodeTarget): HeatmapEpisode {
     const view = buildHeatmapEpisode(tables, t, { pair: t.pair ? { ...t.pair, runName: basename(t.pair.runDir) } : null });
     this.views.set(uri.toString(), view);
     return view;
@@ -206,9 +211,7 @@ export class EpisodeStore implements vscode.FileSystemProvider, vscode.Disposabl
     const t = parseEpisodeUri(uri);
     const tables = t && this.cached(t.runDir, t.step);
     if (!t || !tables) return undefined;
-    const view = buildHeatmapEpisode(tables, t, { pair: t.pair ? { ...t.pair, runName: basename(t.pair.runDir) } : null });
-    this.views.set(uri.toString(), view);
-    return view;
+    return this.setView(uri, tables, t);
   }
 
   /**

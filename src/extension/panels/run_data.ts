@@ -13,21 +13,24 @@ import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir/rundi
  * points land where they belong from the first one. A run without a readable config falls back to its
  * highest logged SFT step.
  */
-export function sftStepsOf(runDir: string, rows: readonly MetricsRow[]): number {
-  const steps = runConfig(runDir)?.sft?.steps;
+export function sftStepsOf(runDir: string, rows: readonly MetricsRow[], config = runConfig(runDir)): number {
+  const steps = config?.sft?.steps;
   if (typeof steps === 'number' && Number.isInteger(steps) && steps >= 0) return steps;
   return rows.reduce((m, r) => (r.phase === 'sft' ? Math.max(m, r.step) : m), 0);
 }
 
 /** `grpo.kl_beta` of the run's config.yaml (null when unreadable): 0 means the KL is never computed. */
-export function klBetaOf(runDir: string): number | null {
-  const beta = runConfig(runDir)?.grpo?.kl_beta;
+export function klBetaOf(runDir: string, config = runConfig(runDir)): number | null {
+  const beta = config?.grpo?.kl_beta;
   return typeof beta === 'number' && Number.isFinite(beta) ? beta : null;
 }
 
-function runConfig(runDir: string): { sft?: { steps?: unknown }; grpo?: { kl_beta?: unknown } } | null {
+/** The fields of a run's config.yaml the dashboards read; null when it cannot be read. */
+type RunConfigView = { sft?: { steps?: unknown }; grpo?: { kl_beta?: unknown } } | null;
+
+function runConfig(runDir: string): RunConfigView {
   try {
-    return parse(readFileSync(join(runDir, CONFIG_YAML), 'utf8')) as { sft?: { steps?: unknown }; grpo?: { kl_beta?: unknown } } | null;
+    return parse(readFileSync(join(runDir, CONFIG_YAML), 'utf8')) as RunConfigView;
   } catch {
     return null;
   }
@@ -83,14 +86,16 @@ interface ProbeRecordView {
 export function loadRunData(runDir: string, status?: string): MetricsRunData {
   const info = readRunInfo(runDir);
   const rows = [...readMetrics(runDir), ...probeRows(runDir)];
+  // config.yaml read once for both of its fields
+  const config = runConfig(runDir);
   return {
     runDir,
     id: basename(runDir),
     name: info?.name ?? basename(runDir),
     strategy: info?.strategy ?? null,
     status: status ?? info?.status ?? 'unknown',
-    sftSteps: sftStepsOf(runDir, rows),
-    klBeta: klBetaOf(runDir),
+    sftSteps: sftStepsOf(runDir, rows, config),
+    klBeta: klBetaOf(runDir, config),
     rows,
   };
 }
