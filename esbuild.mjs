@@ -1,5 +1,5 @@
 // @ts-check
-// Three bundles (DESIGN §2, defined in scripts/bundles.mjs): extension (cjs/node, vscode external), engine
+// Three bundles (design.md#layout, defined in scripts/bundles.mjs): extension (cjs/node, vscode external), engine
 // (cjs/node), webviews (browser iife). The build fails when a bundle breaks the layer rules (scripts/check_layers.mjs).
 import * as esbuild from 'esbuild';
 import { execFileSync } from 'node:child_process';
@@ -38,7 +38,7 @@ if (watch) {
     .then((r) => ({ layer, lines: layerViolations(layer, r.metafile) }))));
   const violations = summarize(results);
   if (violations.length) {
-    console.error(`Layer rules broken (DESIGN §2):\n${violations.map((v) => `  ${v}`).join('\n')}`);
+    console.error(`Layer rules broken (design.md#layout):\n${violations.map((v) => `  ${v}`).join('\n')}`);
     process.exit(1);
   }
   // The config's JSON Schema, contributed through `yamlValidation`, is written by the engine's own `schema` command

@@ -1,5 +1,5 @@
 // @ts-check
-// The three bundles (DESIGN §2), shared by the build (esbuild.mjs) and the layer check (scripts/check_layers.mjs),
+// The three bundles (design.md#layout), shared by the build (esbuild.mjs) and the layer check (scripts/check_layers.mjs),
 // so that the check looks at exactly what the build ships.
 import { builtinModules } from 'node:module';
 import { existsSync, readdirSync } from 'node:fs';

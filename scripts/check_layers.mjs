@@ -1,5 +1,5 @@
 // @ts-check
-// The layer rules of DESIGN §2, checked on what each bundle actually contains: esbuild's metafile lists every input
+// The layer rules of design.md#layout, checked on what each bundle actually contains: esbuild's metafile lists every input
 // file and every import it resolved. The TypeScript projects (tsconfig.<layer>.json) catch most cross-layer imports
 // too, but types cannot see that an engine module the extension imports loads TensorFlow.js; the bundle can.
 //   src/engine     never vscode, src/extension or src/webviews;
@@ -279,7 +279,7 @@ export async function checkTree(root) {
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const lines = await checkTree(resolve(dirname(fileURLToPath(import.meta.url)), '..'));
   if (lines.length) {
-    console.error(`Layer rules broken (DESIGN §2):\n${lines.map((l) => `  ${l}`).join('\n')}`);
+    console.error(`Layer rules broken (design.md#layout):\n${lines.map((l) => `  ${l}`).join('\n')}`);
     process.exit(1);
   }
   console.log(`layers: ok (engine, extension, webviews; engine folders ${ENGINE_ORDER.join(' < ')}; no circles)`);

@@ -1,4 +1,4 @@
-// Library API (DESIGN §6), bundled as CommonJS dist/engine/index.js. Training calls these same functions.
+// Library API (design.md#library-api), bundled as CommonJS dist/engine/index.js. Training calls these same functions.
 export { policyLossAndGrad, aggregationWeights } from './train/grpo';
 export { advantages } from './credit/advantages';
 export { meanStd } from './core/stats';

@@ -1,4 +1,4 @@
-// Where runs are: every workspace config's output_dir (resolved against the config's folder, DESIGN §3)
+// Where runs are: every workspace config's output_dir (resolved against the config's folder, design.md#config)
 // plus the folders in `creditLens.runDirectories`, searched for run directories (a folder with run.json).
 // A run trained elsewhere and copied into one of those folders is found like any other.
 import { readFileSync } from 'node:fs';
@@ -16,7 +16,7 @@ import { processAlive } from '../engine/rundir/run_lock';
 export const CONFIG_GLOB = '**/*.credit.yaml';
 const EXCLUDE_GLOB = '{**/node_modules/**,**/.git/**}';
 
-/** The config's `output_dir`, absolute; DESIGN §3's default `runs` when the file does not set one. */
+/** The config's `output_dir`, absolute; design.md#config's default `runs` when the file does not set one. */
 export function outputDirOf(configPath: string, text: string): string {
   let dir = 'runs';
   try {

@@ -1,4 +1,4 @@
-// One engine subprocess and its JSON-RPC connection (DESIGN §7). Everything that lives exactly as long as
+// One engine subprocess and its JSON-RPC connection (design.md#protocol). Everything that lives exactly as long as
 // the process — the connection, its listeners, the kill timer — goes on this object's own cleanup list
 // (rust-analyzer's "client cleanup"), so a process that exits, crashes or is killed leaks nothing.
 import { spawn, type ChildProcess } from 'node:child_process';

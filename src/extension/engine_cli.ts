@@ -1,5 +1,5 @@
 // The engine's one-shot commands (`credit-lens analyze …`, `credit-lens sweep --executor slurm`, `credit-lens slurm
-// status|cancel`), run as their own process with the Node that trains (DESIGN §7). One launch path for every caller —
+// status|cancel`), run as their own process with the Node that trains (design.md#protocol). One launch path for every caller —
 // the credit-analysis view, the sweep table, the Slurm watcher — so all get the same typed answers, the same error
 // text, a time budget and cancellation: a slow analysis or a slow cluster controller never blocks the host. The engine ships in the
 // same .vsix as the extension, so there is no "engine without analyze" case to detect.

@@ -1,4 +1,4 @@
-// Which Node runs the engine (DESIGN §7): the setting, else `node` on PATH, else VS Code's own runtime.
+// Which Node runs the engine (design.md#protocol): the setting, else `node` on PATH, else VS Code's own runtime.
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 

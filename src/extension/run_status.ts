@@ -1,4 +1,4 @@
-// A run's status as the extension sees it: run.json's (DESIGN §5) plus the states only a live engine
+// A run's status as the extension sees it: run.json's (design.md#run-directory) plus the states only a live engine
 // process has. Pure, so the tree, the sweep table and the run manager ask the same two questions the same way.
 import type { RunStatus } from '../protocol/index';
 

@@ -5,7 +5,7 @@
 import type { Normalization } from './heatmap/scales';
 
 export interface Settings {
-  /** Empty: `node` on PATH, else VS Code's own runtime (DESIGN §7). */
+  /** Empty: `node` on PATH, else VS Code's own runtime (design.md#protocol). */
   nodePath: string;
   maxConcurrentRuns: number;
   stopGraceSeconds: number;

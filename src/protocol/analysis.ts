@@ -1,9 +1,9 @@
 // The JSON of `credit-lens analyze <run> --json`: seed doc 002's credit tables, recomputed from a run's own token
-// and episode tables by src/engine/analysis/analysis.ts. Types only (DESIGN §1): the CLI, the sweep table and the
+// and episode tables by src/engine/analysis/analysis.ts. Types only (design.md#shape): the CLI, the sweep table and the
 // credit-analysis webview read this one shape.
 //
 // Conventions, the same in every table:
-// - c is the token table's `contribution` = Â × ℓ (DESIGN §4). A rewarded episode (advantage > 0) has c ≤ 0,
+// - c is the token table's `contribution` = Â × ℓ (design.md#semantics). A rewarded episode (advantage > 0) has c ≤ 0,
 //   as in seed doc 002 ("good episodes get negative contribution").
 // - `std` is the sample standard deviation (N − 1), as pandas' default that produced the seed's tables;
 //   it is null for fewer than 2 values.
@@ -140,7 +140,7 @@ export interface AnalysisMeta {
    * `success_rate` / `reward_mean`; every step has the same number of episodes). `steps`: rows found.
    */
   training: { steps: number; success_rate: number | null; reward_mean: number | null };
-  /** The regex that classed tokens as reasoning (source text), and whether it is DESIGN §4's default. */
+  /** The regex that classed tokens as reasoning (source text), and whether it is design.md#semantics's default. */
   reasoning_regex: string;
   reasoning_regex_is_default: boolean;
   /** Mean |c| of filler tokens, of reasoning tokens, and filler ÷ reasoning (seed doc 002's baseline: 0.333, 0.254, 1.31). */
@@ -267,7 +267,7 @@ export interface TopTokenLists {
   by_count: TopToken[];
 }
 
-/** The distribution of the strategy's weight w per section (DESIGN §4 sections). */
+/** The distribution of the strategy's weight w per section (design.md#semantics sections). */
 export interface SectionWeightStats {
   count: number;
   mean: number | null;

@@ -1,4 +1,4 @@
-// `credit-lens compare --json` (DESIGN §10): groups of runs (one configuration, one run per seed) against a baseline
+// `credit-lens compare --json` (design.md#statistics): groups of runs (one configuration, one run per seed) against a baseline
 // group on the same eval instances. The CLI prints it, the sweep summary and Compare Runs show it; the runtime
 // check guards the JSON the extension reads from the engine and posts to the webviews.
 import { arrayOf, isBoolean, isNumber, isRecord, isString, nullable, oneOf, shape, type Check } from './validate';

@@ -1,11 +1,11 @@
-// The one shared protocol module (DESIGN §1): types only. Imported by engine, extension and webviews,
+// The one shared protocol module (design.md#shape): types only. Imported by engine, extension and webviews,
 // so a renamed field breaks the build, not the user.
 
 export type RunStatus = 'running' | 'completed' | 'failed' | 'stopped';
 export type Phase = 'sft' | 'grpo' | 'eval';
-/** Where a completion token sits (DESIGN §4 "Sections"). */
+/** Where a completion token sits (design.md#semantics "Sections"). */
 export type Section = 'think' | 'answer' | 'other';
-/** Seed doc 002's token classes (DESIGN §4 "Token types"). */
+/** Seed doc 002's token classes (design.md#semantics "Token types"). */
 export type TokenType = 'filler' | 'reasoning';
 
 /**
@@ -24,7 +24,7 @@ export interface TaskIdentity {
   validation_hash?: string;
 }
 
-/** `<run>/run.json` (DESIGN §5). */
+/** `<run>/run.json` (design.md#run-directory). */
 export interface RunInfo {
   id: string;
   name: string;
@@ -77,7 +77,7 @@ export interface ImportedInfo {
   following?: boolean;
 }
 
-/** One line of `<run>/metrics.jsonl` (DESIGN §5). */
+/** One line of `<run>/metrics.jsonl` (design.md#run-directory). */
 export interface MetricsRow {
   step: number;
   phase: Phase;
@@ -110,7 +110,7 @@ export interface MetricsRow {
   [extra: string]: number | string | undefined;
 }
 
-// ---- JSON-RPC over stdio (engine ↔ extension), DESIGN §7 ----
+// ---- JSON-RPC over stdio (engine ↔ extension), design.md#protocol ----
 export const RpcMethods = {
   started: 'run/started',
   progress: 'run/progress',

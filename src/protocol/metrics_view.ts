@@ -88,7 +88,7 @@ export type MetricsProtocol = WebviewProtocol<MetricsToWebview, MetricsToHost, M
 
 const isMode = oneOf('dashboard', 'compare');
 
-/** A metrics row needs a step and a phase; every other field is a number or a string (DESIGN §5). */
+/** A metrics row needs a step and a phase; every other field is a number or a string (design.md#run-directory). */
 export const isMetricsRow: Check<MetricsRow> = (v): v is MetricsRow =>
   isRecord(v) &&
   isNumber(v.step) &&

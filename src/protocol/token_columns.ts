@@ -1,4 +1,4 @@
-// The token table's columns (DESIGN §5), each declared once: its name, Arrow type, nullability, meaning, and how the
+// The token table's columns (design.md#run-directory), each declared once: its name, Arrow type, nullability, meaning, and how the
 // heatmap paints it and the hover shows it. The Arrow schema and the readers (engine/rundir/arrow_tables.ts), the
 // column types, the heatmap's metrics (extension/heatmap/scales.ts) and the hover (extension/heatmap/hover.ts) all
 // derive from this list, so a new column is one entry here plus the line in session/token_log.ts that fills it.
@@ -27,7 +27,7 @@ export interface TokenColumnDef {
   type: 'int32' | 'float32' | 'utf8';
   /** a nullable column may be null row by row, or wholly (a strategy that does not produce it) */
   nullable: boolean;
-  /** what the value is: the hover, the metric picker and DESIGN §5 say this */
+  /** what the value is: the hover, the metric picker and design.md#run-directory say this */
   meaning: string;
   /** paintable on the heatmap, and how */
   heatmap?: HeatmapScale;
@@ -37,7 +37,7 @@ export interface TokenColumnDef {
   few_values?: boolean;
 }
 
-/** DESIGN §5's token table, in contract column order. */
+/** design.md#run-directory's token table, in contract column order. */
 export const TOKEN_COLUMNS = [
   { name: 'step', type: 'int32', nullable: false, meaning: 'the GRPO step the episode was sampled at' },
   { name: 'episode', type: 'int32', nullable: false, meaning: "the episode's index within its step" },

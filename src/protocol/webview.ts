@@ -1,4 +1,4 @@
-// What every webview protocol is made of (DESIGN §1, GitLens' protocol pattern). Each webview has its own
+// What every webview protocol is made of (design.md#shape, GitLens' protocol pattern). Each webview has its own
 // module next to this one — sweep_view.ts, metrics_view.ts, analysis_view.ts — that declares its messages and
 // their runtime checks; the panel in src/extension/panels/ and the bundle in src/webviews/ import that same
 // file, so a renamed field breaks the build, and a malformed message is dropped, not acted on.

@@ -1,4 +1,4 @@
-// The comparison of seeded run groups against a baseline (`credit-lens compare`, DESIGN §10), as the sweep summary and
+// The comparison of seeded run groups against a baseline (`credit-lens compare`, design.md#statistics), as the sweep summary and
 // Compare Runs show it: eval success as mean ± 95 % CI over seeds, the difference with its interval over instances, the
 // Holm-adjusted p of the instance-clustered test, the MDE, and seed doc 002's filler / reasoning |c| with their intervals.
 // Rows keep the order they were given (the baseline first): nothing is ranked, a difference that is not significant is

@@ -1,4 +1,4 @@
-// Real-VS-Code suite harness (DESIGN §8): the packaged .vsix (`npm run package`) installed into code-server,
+// Real-VS-Code suite harness (design.md#tests-in-real-vs-code): the packaged .vsix (`npm run package`) installed into code-server,
 // driven through Chromium as a person would — the command palette, CodeLenses, the Runs tree, notifications,
 // modal dialogs, webviews. Each `*.test.mjs` beside this file is one node:test file (its own process, its own
 // workspace copy and code-server); scenarios leave screenshots in test-artifacts/e2e/ (FAIL-*.png when one fails).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the real-VS-Code suite needs (DESIGN §8). Idempotent: each step checks before it acts,
+# Installs what the real-VS-Code suite needs (design.md#tests-in-real-vs-code). Idempotent: each step checks before it acts,
 # so `.ci/run` can call it on every run and a warm machine pays only a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

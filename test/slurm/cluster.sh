@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node Slurm cluster on this machine for the Slurm tests (DESIGN §9): munged, slurmctld and slurmd as plain
+# A one-node Slurm cluster on this machine for the Slurm tests (design.md#slurm-for-tests): munged, slurmctld and slurmd as plain
 # processes on localhost. `cluster.sh install` adds Debian's packages (idempotent), `start` writes the config and
 # starts the daemons (and waits until the node is idle), `stop` stops them by their pid files. Needs root, as the
 # daemons do; the tests call start/stop themselves.

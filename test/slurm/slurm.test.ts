@@ -1,4 +1,4 @@
-// Sweeps on a real one-node Slurm cluster (test/slurm/cluster.sh, DESIGN §9), driven through the bundled CLI as a
+// Sweeps on a real one-node Slurm cluster (test/slurm/cluster.sh, design.md#slurm-for-tests), driven through the bundled CLI as a
 // user on a login node would drive it: submit, watch, scancel, a time limit, a requeue, and sbatch's refusal.
 // Run alone: `npm run test:slurm` (needs root, as the Slurm daemons do; `npm test` runs it too).
 import { after, before, test } from 'node:test';

@@ -67,3 +67,60 @@ test('every relative link and picture in the README and docs/ points at a file t
   }
   assert.deepEqual(broken, []);
 });
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
+export function headingAnchor(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
+/** Every citation of a markdown document in `text`: `name.md` with its anchor where one follows (`design.md#config`). */
+export function citations(text: string): { doc: string; anchor: string | null }[] {
+  const out: { doc: string; anchor: string | null }[] = [];
+  for (const m of text.matchAll(/(?<![\w/.-])((?:\.\.\/)*(?:[\w-]+\/)*([\w-]+)\.md)(?:#([\w-]+))?/g)) {
+    // a document is cited by an anchor, by a path through docs/ or a parent folder, or by an upper-case name
+    // (README.md, DESIGN.md); a lower-case bare name is a file a test or command writes (`--out a.md`)
+    const cited = m[3] !== undefined || /^(\.\.\/|docs\/)/.test(m[1]) || /^[A-Z][A-Z_]*$/.test(m[2]);
+    if (cited) out.push({ doc: m[1], anchor: m[3] ?? null });
+  }
+  // the old form: a section sign after a document's name, which no anchor resolves
+  for (const m of text.matchAll(/\b([A-Z]+)(?:\.md)? §\d+/g)) out.push({ doc: `${m[1]} §`, anchor: null });
+  return out;
+}
+
+test('every document a comment, test or doc cites is in the repository, and so is its anchor', () => {
+  const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\n')
+    .filter((f) => f && !f.includes('/fixtures/') && f !== 'test/unit/architecture.test.ts' && /\.(ts|mjs|js|sh|md|py|c|h|yaml|json)$/.test(f) && !f.endsWith('package-lock.json'));
+  const mdFiles = files.filter((f) => f.endsWith('.md'));
+  const anchorsOf = new Map<string, Set<string>>();
+  for (const f of mdFiles) {
+    const heads = readFileSync(join(ROOT, f), 'utf8').matchAll(/^#{1,6} (.+)$/gm);
+    anchorsOf.set(f, new Set([...heads].map((h) => headingAnchor(h[1]))));
+  }
+  const bad: string[] = [];
+  for (const f of files) {
+    const text = readFileSync(join(ROOT, f), 'utf8');
+    for (const c of citations(text)) {
+      // a path is resolved from the citing file's folder, from the root, then as a name under docs/
+      const cands = [join(dirname(f), c.doc), c.doc, `docs/${c.doc}`].map((p) => resolve(ROOT, p).slice(ROOT.length + 1));
+      const doc = cands.find((p) => anchorsOf.has(p));
+      if (!doc) bad.push(`${f}: cites ${c.doc}, which the repository does not hold`);
+      else if (c.anchor && !anchorsOf.get(doc)!.has(c.anchor)) bad.push(`${f}: cites ${c.doc}#${c.anchor}, which ${doc} has no heading for`);
+    }
+  }
+  assert.deepEqual(bad, []);
+});
+
+test('the citation check sees a document outside the repository and an anchor with no heading', () => {
+  assert.deepEqual(citations('see DESIGN §4 and ../shared/SERVING.md, design.md#semantics'), [
+    { doc: '../shared/SERVING.md', anchor: null },
+    { doc: 'design.md', anchor: 'semantics' },
+    { doc: 'DESIGN §', anchor: null },
+  ]);
+  assert.equal(headingAnchor('Tests in real VS Code'), 'tests-in-real-vs-code');
+  assert.equal(headingAnchor('`credit-lens serve`'), 'credit-lens-serve');
+});

@@ -1,4 +1,4 @@
-// The layer rules (DESIGN §2) fail the build, shown by breaking them on a copy of the tree: the TypeScript project
+// The layer rules (design.md#layout) fail the build, shown by breaking them on a copy of the tree: the TypeScript project
 // of each layer (tsconfig.<layer>.json) refuses imports of another layer and another environment's globals, and
 // scripts/check_layers.mjs (run by `npm run build` and `npm run typecheck`) refuses them in the bundles, including
 // the one types cannot see: the extension importing an engine module that loads TensorFlow.js.

@@ -1,5 +1,5 @@
 // The SGLang and vLLM clients' requests and response parsing, against request/response pairs written from
-// ../shared/SERVING.md (itself from SGLang's io_struct.py and vLLM's protocol.py), and the run's stop rules applied to
+// docs/serving.md (itself from SGLang's io_struct.py and vLLM's protocol.py), and the run's stop rules applied to
 // what a server returns (cutContinuation).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -43,7 +43,7 @@ test('SGLang: one batch of M rows of the prefix, each with its own sampling_seed
 });
 
 test('SGLang: a batch response with a length finish, a matched EOS id and a matched stop string; −inf clamped; errors in both shapes', () => {
-  // SERVING.md: a list of {"text", "meta_info": {"finish_reason": {"type", "matched"}, "output_token_logprobs": [[lp, id, text|null]]}}
+  // serving.md#sglang: a list of {"text", "meta_info": {"finish_reason": {"type", "matched"}, "output_token_logprobs": [[lp, id, text|null]]}}
   const response = [
     {
       text: 'ab',

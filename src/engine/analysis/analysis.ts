@@ -18,7 +18,7 @@ export interface AnalyzeOptions {
   /** Inclusive step range of the token tables to analyse; open ends when omitted. */
   fromStep?: number;
   toStep?: number;
-  /** Source of a regex that replaces DESIGN §4's reasoning-token regex; matched against the trimmed token text. */
+  /** Source of a regex that replaces design.md#semantics's reasoning-token regex; matched against the trimmed token text. */
   reasoningRegex?: string;
   /** Length of each top-token list (default 20). */
   topK?: number;

@@ -1,5 +1,5 @@
 // `credit-lens compare <run-dir>... --baseline <run-dir>...`: eval success of groups of runs (one group per
-// configuration, one run per seed) against a baseline group, on the same test instances (DESIGN §10). The verdict of a
+// configuration, one run per seed) against a baseline group, on the same test instances (design.md#statistics). The verdict of a
 // row ("significant" or n.s.) comes from the run-level gate, with the training run as its unit: the two-way variance
 // of the difference of group means over seeds and instances, Student's t with Satterthwaite's df (core/significance.ts
 // says why), Holm-adjusted over the comparison's rows, with its MDE and the seeds a difference needs. Beside it, labelled

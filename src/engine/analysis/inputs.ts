@@ -28,7 +28,7 @@ export function compileRegex(source: string | undefined): RegExp | null {
   if (source === undefined) return null;
   if (source === '') throw new UserError('--reasoning-regex is empty; give a regex such as "^[0-9+\\-*/=().]+$"');
   try {
-    // No flags, like DESIGN §4's default regex, so a pattern written for it (e.g. with `\=`) compiles the same.
+    // No flags, like design.md#semantics's default regex, so a pattern written for it (e.g. with `\=`) compiles the same.
     return new RegExp(source);
   } catch (e) {
     throw new UserError(`--reasoning-regex ${JSON.stringify(source)} is not a valid regular expression: ${(e as Error).message}`);

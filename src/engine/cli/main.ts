@@ -1,4 +1,4 @@
-// `credit-lens` command line (DESIGN §7): the command table (commands.ts) dispatched. User errors print one clear
+// `credit-lens` command line (design.md#protocol): the command table (commands.ts) dispatched. User errors print one clear
 // message and exit 2; nothing else prints a bare stack trace unless it is a bug (exit 1, stack in engine.log and stderr).
 import { readFileSync } from 'node:fs';
 import { isUserError, StoppedError, UserError } from '../core/errors';

@@ -1,4 +1,4 @@
-// JSON-RPC for the extension (DESIGN §7): notifications out, `run/stop` in. It runs on file descriptor 3, a pipe the
+// JSON-RPC for the extension (design.md#protocol): notifications out, `run/stop` in. It runs on file descriptor 3, a pipe the
 // extension opens for it and nothing else writes to: on stdout, one line printed by a reward module, a worker or a
 // dependency made vscode-jsonrpc drop every later message, and a completed run read as "exited unexpectedly".
 // stdout is left to whatever prints there; the extension logs it.

@@ -1,4 +1,4 @@
-// The config schema proper (DESIGN §3, a contract): every section but `sweep`. Keys added here that §3 does not
+// The config schema proper (design.md#config, a contract): every section but `sweep`. Keys added here that the contract does not
 // list:
 //   model.rope_theta      the scratch model uses rotary position embeddings; 10000 is the RoFormer/Llama base.
 //   model.tie_embeddings  the scratch model shares input and output embeddings (GPT-2/nanoGPT style).
@@ -32,7 +32,7 @@ export const modelSchema = section(
     init_checkpoint: pathOrNull(
       "Start from the weights of this checkpoint (a run's checkpoints/step-N folder, or a run folder " +
         'for its latest checkpoint) instead of the initial weights, e.g. one SFT warm start shared by every run of a sweep ' +
-        '(not in DESIGN §3).',
+        '(an addition to design.md#config).',
     ).default(null),
     tokenizer: oneOf(
       ['char', 'bpe'],
@@ -50,8 +50,8 @@ export const modelSchema = section(
     n_kv_heads: int(1, 'Key/value heads (grouped-query attention); must divide n_heads.').default(4),
     d_ff: int(1, 'Feed-forward hidden size.').default(512),
     max_seq_len: int(1, 'Longest prompt + completion, in tokens.').default(192),
-    rope_theta: num({ gt: 0 }, 'Rotary position embedding base (not in DESIGN §3; RoFormer/Llama use 10000).').default(10000),
-    tie_embeddings: bool('Share the input embedding and the output projection (not in DESIGN §3).').default(true),
+    rope_theta: num({ gt: 0 }, 'Rotary position embedding base (an addition to design.md#config; RoFormer/Llama use 10000).').default(10000),
+    tie_embeddings: bool('Share the input embedding and the output projection (an addition to design.md#config).').default(true),
     lora: allow(
       z
         .strictObject({
@@ -61,7 +61,7 @@ export const modelSchema = section(
         })
         .nullable()
         .describe(
-          'LoRA (not in DESIGN §3): train rank-r adapters on the frozen weights instead of every weight; gradients and ' +
+          'LoRA (an addition to design.md#config): train rank-r adapters on the frozen weights instead of every weight; gradients and ' +
             "Adam's moments then cover the adapters only, and the KL reference is the frozen base (no copy). alpha defaults to 2·r, " +
             'targets to every projection. Checkpoints hold the merged weights and the adapters.',
         ),
@@ -69,10 +69,10 @@ export const modelSchema = section(
     ).default(null),
     freeze_embeddings: bool(
       'Keep the token embeddings (and a tied lm head) fixed: at 0.5B they are 28 % of the weights, and their gradients and ' +
-        "Adam's moments are as large (not in DESIGN §3).",
+        "Adam's moments are as large (an addition to design.md#config).",
     ).default(false),
     trainable_layers: allow(
-      z.int().min(1).nullable().describe('Train only the last k transformer blocks and the final norm; null trains all (not in DESIGN §3).'),
+      z.int().min(1).nullable().describe('Train only the last k transformer blocks and the final norm; null trains all (an addition to design.md#config).'),
       'null or a positive integer (at most the number of layers)',
     ).default(null),
   },
@@ -180,12 +180,12 @@ export const sftSchema = section(
     share: bool(
       'Train the warm start once and share it: every run whose model, task, sft section and backend agree (the runs of ' +
         'a sweep over seeds, strategies or GRPO settings) starts from the same SFT checkpoint, trained with sft.seed in ' +
-        '<output_dir>/<task>-warm-start-<key>/ by the first run that needs it while the others wait (not in DESIGN §3).',
+        '<output_dir>/<task>-warm-start-<key>/ by the first run that needs it while the others wait (an addition to design.md#config).',
     ).default(false),
     seed: int(
       0,
       'Seed of a shared warm start (sft.share): its weights do not follow the run seed, so runs of different seeds start ' +
-        'from one policy (not in DESIGN §3).',
+        'from one policy (an addition to design.md#config).',
     ).default(1),
   },
   'Optional supervised warm start on generated demonstrations.',
@@ -303,7 +303,7 @@ const loggingSchema = section(
     tensorboard: bool(
       'Write TensorBoard event files to <run>/tensorboard/ as the run goes (scalars grouped as train/, eval/, credit/, sft/ ' +
         "and each strategy's own, histograms of the token table under tokens/): tensorboard --logdir <output_dir> shows it " +
-        'live, and wandb sync --sync-tensorboard uploads it (not in DESIGN §3).',
+        'live, and wandb sync --sync-tensorboard uploads it (an addition to design.md#config).',
     ).default(true),
     mlflow: allow(
       z
@@ -323,7 +323,7 @@ const loggingSchema = section(
           'Also log to an MLflow tracking server: one MLflow run per run, the config as params, the metrics as they come ' +
             '(queued and retried: a slow or dead server never stops training), run.json and the analysis as artifacts where ' +
             'the server proxies them. A token in MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME / _PASSWORD) is sent ' +
-            'with each request and never written to the run (not in DESIGN §3).',
+            'with each request and never written to the run (an addition to design.md#config).',
         ),
       'null, or {tracking_uri: an http:// or https:// URL without user:password@, experiment: a name}',
     ).default(null),
@@ -344,7 +344,7 @@ const rolloutSchema = section(
         .describe(
           'An SGLang server (e.g. http://gpu-box:30000) that samples the GRPO rollouts and evals instead of this process; the ' +
             'updates still run here. After each update the policy is written to <run>/rollout/ and loaded by the server ' +
-            '(POST /update_weights_from_disk) before the next step samples. null samples here (not in DESIGN §3).',
+            '(POST /update_weights_from_disk) before the next step samples. null samples here (an addition to design.md#config).',
         ),
       'null, or an http:// or https:// URL',
     ).default(null),
@@ -352,7 +352,7 @@ const rolloutSchema = section(
     sync: oneOf(['disk'], 'How the server gets each update: disk writes the policy as a safetensors folder and asks the server to load it.').default('disk'),
     concurrency: int(1, 'Requests in flight at once, one per prompt with its group_size continuations.').default(64),
   },
-  'Where GRPO samples its rollouts: here, or on an inference server (not in DESIGN §3).',
+  'Where GRPO samples its rollouts: here, or on an inference server (an addition to design.md#config).',
 );
 
 export const baseSchema = z.strictObject({

@@ -1,6 +1,6 @@
 // The run config (`*.credit.yaml`): one zod schema is the source of the CLI's validation, the extension's
 // diagnostics and the JSON Schema contributed to the YAML extension, so the three can never disagree.
-// Keys and defaults are DESIGN.md §3 (a contract). Keys added here that §3 does not list:
+// Keys and defaults are design.md#config (a contract). Keys added here that the contract does not list:
 //   model.rope_theta      the scratch model uses rotary position embeddings; 10000 is the RoFormer/Llama base.
 //   model.tie_embeddings  the scratch model shares input and output embeddings (GPT-2/nanoGPT style).
 //   model.init_checkpoint start from a checkpoint's weights (share one SFT warm start across a sweep).
@@ -154,7 +154,7 @@ export function redactConfig(cfg: CreditConfig): CreditConfig {
 
 export function configToYaml(cfg: CreditConfig): string {
   const doc = new Document(cfg);
-  // Short lists of scalars (task.numbers, grid values) read best inline, as DESIGN §3 writes them.
+  // Short lists of scalars (task.numbers, grid values) read best inline, as design.md#config writes them.
   const flowSeqs = (n: unknown): void => {
     if (isSeq(n)) {
       if (n.items.every((it) => isScalar(it))) n.flow = true;

@@ -1,4 +1,4 @@
-// Path keys: resolved against the config file's folder (DESIGN §3), and checked on disk before a run directory is
+// Path keys: resolved against the config file's folder (design.md#config), and checked on disk before a run directory is
 // made, so a typo costs an error message rather than a half-made run.
 import { statSync } from 'node:fs';
 import { homedir } from 'node:os';

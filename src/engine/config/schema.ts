@@ -151,7 +151,7 @@ export const sweepSchema = section(
   });
 });
 
-/** The config schema (zod): snake_case keys, every default from DESIGN §3, unknown keys rejected. */
+/** The config schema (zod): snake_case keys, every default from design.md#config, unknown keys rejected. */
 export const creditConfigSchema = baseSchema
   .extend({ sweep: sweepSchema.optional() })
   .superRefine((c, ctx) => {
@@ -187,7 +187,7 @@ export const creditConfigSchema = baseSchema
         message: '',
       });
   })
-  .describe('Credit Lens run config (*.credit.yaml). DESIGN.md §3.');
+  .describe('Credit Lens run config (*.credit.yaml). design.md#config.');
 
 export type CreditConfig = z.output<typeof creditConfigSchema>;
 /**

@@ -1,4 +1,4 @@
-// Inference for comparisons (DESIGN §10). Pure numbers in and out, so the CLI, the JSON, the sweep summary,
+// Inference for comparisons (design.md#statistics). Pure numbers in and out, so the CLI, the JSON, the sweep summary,
 // Compare Runs and the analysis view print the same figures.
 //
 // The unit of a comparison is the eval *instance*, not the (seed, instance) pair. Each instance appears once per seed,

@@ -1,4 +1,4 @@
-// The episode advantage A_i of GRPO (DESIGN §4): each reward against its group's, before any strategy spreads it over
+// The episode advantage A_i of GRPO (design.md#semantics): each reward against its group's, before any strategy spreads it over
 // tokens. Credit strategies that set their own per-part or per-token advantages (reward_decomposition) use the same
 // normalisation; train/grpo.ts re-exports these for the trainer and the import.
 import { meanStd } from '../core/stats';

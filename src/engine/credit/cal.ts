@@ -1,4 +1,4 @@
-// Seed doc 003, CAL (fine-grained credit assignment from an oracle), DESIGN §4 `cal`: for an episode whose answer is
+// Seed doc 003, CAL (fine-grained credit assignment from an oracle), design.md#semantics `cal`: for an episode whose answer is
 // wrong (answer reward below 1), an oracle names the erroneous substring; its tokens (by character offsets, cut to
 // max_error_span tokens from its start) get Â = negative_reward and the episode's other tokens Â = 0. Correct
 // episodes, and wrong ones the oracle gives no span for, keep Â = A_i.
@@ -19,7 +19,7 @@ function hasSpan(row: number[] | null | undefined): row is number[] {
 }
 
 /**
- * Â per DESIGN §4 `cal` over a padded batch: negative_reward·span on span episodes (divided by the episode's
+ * Â per design.md#semantics `cal` over a padded batch: negative_reward·span on span episodes (divided by the episode's
  * calDivisor with scale group_std), A_i on the other valid tokens. placement episode: the span's total, r·n_span,
  * spread over the episode's n_i valid tokens, r·n_span/n_i each.
  */

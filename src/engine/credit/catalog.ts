@@ -192,7 +192,7 @@ export const CATALOG = [
       epsilon: num({ gt: 0 }, 'inverse_logprob: w = 1/(|logprob| + epsilon); larger smooths more.').default(0.1),
       inverse_logprob_form: oneOf(
         ['clean', 'seed'],
-        'inverse_logprob: clean: w = 1/(|ℓ|+ε) with ℓ detached (DESIGN §4). seed: ' +
+        'inverse_logprob: clean: w = 1/(|ℓ|+ε) with ℓ detached (design.md#semantics). seed: ' +
           "the GRPO credit-assignment mitigations' code, which does not detach ℓ inside its weight, so the gradient of w(ℓ)·ℓ weights each token by " +
           'ε/(|ℓ|+ε)²; the logged weight is then that factor.',
       ).default('clean'),
@@ -327,7 +327,7 @@ export const CATALOG = [
       entropy_mask_norm: oneOf(
         ['valid', 'kept'],
         'entropy_mask: valid: the loss averages over every valid token, masked ones ' +
-          "counting as 0 (DESIGN §4). kept: the GRPO credit-assignment mitigations' code, which averages over the kept tokens only; the kept weights " +
+          "counting as 0 (design.md#semantics). kept: the GRPO credit-assignment mitigations' code, which averages over the kept tokens only; the kept weights " +
           'become (valid tokens ÷ kept tokens) of the batch, which gives the same loss under grpo.loss_agg token_mean only ' +
           '(the config refuses kept with the other aggregations).',
       ).default('valid'),
@@ -454,7 +454,7 @@ type BlocksShape = UnionToIntersection<BlockOf<Entry>>;
 export function creditShape() {
   const strategy = oneOf(
     STRATEGY_NAMES,
-    `Credit strategy: how the episode advantage is spread over its tokens (DESIGN §4). ${CATALOG.map((s) => s.summary).join('. ')}.`,
+    `Credit strategy: how the episode advantage is spread over its tokens (design.md#semantics). ${CATALOG.map((s) => s.summary).join('. ')}.`,
   ).default('none');
   const shape: Record<string, z.ZodType> = { strategy };
   for (const s of CATALOG as readonly StrategySpec[]) {

@@ -48,7 +48,7 @@ export function strategyNames(): string[] {
   return [...BY_NAME.keys()];
 }
 
-/** Library API (DESIGN §6): the per-token weights training uses for this strategy. */
+/** Library API (design.md#library-api): the per-token weights training uses for this strategy. */
 export function tokenWeights(strategy: string, params: Partial<CreditParams> | Record<string, number>, batch: CreditBatch): number[][] {
   return getStrategy(strategy).weights(batch, { ...DEFAULT_CREDIT_PARAMS, ...params } as CreditParams);
 }

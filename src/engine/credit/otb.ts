@@ -1,4 +1,4 @@
-// veRL's Optimal Token Baseline (`algorithm.adv_estimator: optimal_token_baseline`, verl core_algos.py, docs/algo/otb.md):
+// veRL's Optimal Token Baseline (`algorithm.adv_estimator: optimal_token_baseline`, verl core_algos.py, volcengine/verl/docs/algo/otb.md):
 // a baseline per position instead of per group. For sequence i of a group and its token t,
 //   W_{i,t} = Σ_{j≤t} (1 − 2π_{i,j} + Σ_v π_{i,j,v}²)     (the "realized energy": the logit-gradient proxy, summed)
 //   B_t     = Σ_k r_k·W_{k,t} / (Σ_k W_{k,t} + 1e-8)       over the group's sequences still alive at t

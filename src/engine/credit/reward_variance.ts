@@ -1,6 +1,6 @@
 // Seed doc 004, part 3: weights from the importance network (importance.ts). ρ_t is the predicted correlation of
 // two continuations that share the prefix ending at completion token t, i.e. the share of the reward's variance
-// that the prefix already fixes. DESIGN §4: raw g_t = ρ_t; variance_drop g_t = max(0, ρ_t − ρ_{t−1}) with ρ_0 at
+// that the prefix already fixes. design.md#semantics: raw g_t = ρ_t; variance_drop g_t = max(0, ρ_t − ρ_{t−1}) with ρ_0 at
 // the last prompt token (how much of the remaining variance token t removed); w = n_i·softmax_t(g/temp).
 import * as tf from '@tensorflow/tfjs';
 import { statSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The pluggable credit-strategy interface (DESIGN §4 "Credit strategies"). A strategy turns a batch of
+// The pluggable credit-strategy interface (design.md#semantics "Credit strategies"). A strategy turns a batch of
 // episodes into per-token weights w; the trainer sets Â = A_i·w. Arrays are per episode, over completion
 // tokens; `mask` (1 = valid) marks padding — invalid tokens always get w = 0 and do not count in n_i.
 import type { CreditConfig } from '../config/config';

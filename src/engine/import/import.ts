@@ -123,7 +123,7 @@ function decodeTokens(tok: Tokenizer | null, ids: number[]): { text: string; tok
 }
 
 function sectionsOf(prompt: string, text: string, tokens: TokenSpan[]): Section[] {
-  // A prompt ending in "<think>" opens the think section (the chat template's prefill, DESIGN §4).
+  // A prompt ending in "<think>" opens the think section (the chat template's prefill, design.md#semantics).
   const prefill = prompt.trimEnd().endsWith('<think>') ? '<think>' : '';
   return computeSections(
     prefill + text,

@@ -5,7 +5,7 @@
 // from. ρ after the final token is defined, not trained: ρ_n = 1, since the completion then fixes the reward; the net
 // is trained on t < n only (a pair always has at least one token after its shared prefix).
 //
-// Output (DESIGN §5): `<output_dir>/<name>-paired-<ts>/rollouts_g<G>.parquet` with the seed's columns, plus
+// Output (design.md#run-directory): `<output_dir>/<name>-paired-<ts>/rollouts_g<G>.parquet` with the seed's columns, plus
 // `rollouts_metadata.json`. Beyond the seed's columns the file has `pair_id` (which two rows share a prefix) and
 // `completion_token_ids` (the sampled ids: re-encoding the text does not give them back for a BPE tokenizer).
 import { meanVar } from '../core/stats';

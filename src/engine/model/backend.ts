@@ -1,4 +1,4 @@
-// Backend selection (DESIGN §7). `auto`: WebGPU on a hardware adapter (webgpu.ts; a software adapter such as Mesa's
+// Backend selection (design.md#protocol). `auto`: WebGPU on a hardware adapter (webgpu.ts; a software adapter such as Mesa's
 // llvmpipe is never auto-picked), else tfjs-node-gpu if it loads and sees a GPU, else tfjs-node, else wasm-blas
 // (the wasm backend with its products on OpenBLAS, kernels/blas.ts), else wasm, else cpu. The native packages are optional and never bundled: their install scripts download libtensorflow,
 // so most machines (and VS Code's own runtime, whose Node ABI differs) will not have them. They are loaded with

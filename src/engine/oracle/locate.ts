@@ -1,4 +1,4 @@
-// From an oracle's error span to completion tokens (DESIGN §4 `cal`): find the substring in the text, then mark the
+// From an oracle's error span to completion tokens (design.md#semantics `cal`): find the substring in the text, then mark the
 // tokens whose characters overlap it, cut to max_error_span tokens from its start.
 import type { TokenSpan } from '../core/types';
 

@@ -1,4 +1,4 @@
-// The offline `rule` oracle (DESIGN §4 `cal`), for countdown and arithmetic: the first wrong arithmetic step in the
+// The offline `rule` oracle (design.md#semantics `cal`), for countdown and arithmetic: the first wrong arithmetic step in the
 // think section, else the answer expression. Steps are checked in exact rational arithmetic with the task's own
 // expression grammar (tasks/expr.ts), never eval: model output is untrusted text.
 import type { RewardKind } from '../tasks/countdown';
@@ -81,7 +81,7 @@ export function firstWrongStep(text: string): CharSpan | null {
 /**
  * The answer expression: the content of the answer block the reward reads (the first for grpo_zero, the last for
  * tinyzero; see tasks/countdown.ts), trimmed; the whole block, tags included, when it is empty. Null without a
- * complete block: then there is no answer to blame (DESIGN §4: such an episode keeps A_i).
+ * complete block: then there is no answer to blame (design.md#semantics: such an episode keeps A_i).
  */
 export function answerExpression(text: string, kind: RewardKind): CharSpan | null {
   const blocks = [...text.matchAll(/<answer>([\s\S]*?)<\/answer>/g)];

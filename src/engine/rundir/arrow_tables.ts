@@ -1,11 +1,11 @@
-// Per-step token and episode tables (DESIGN §5, contract): Arrow IPC *file* format, one row per completion
+// Per-step token and episode tables (design.md#run-directory, contract): Arrow IPC *file* format, one row per completion
 // token / per episode. Columns travel as struct-of-arrays: the trainer fills typed arrays and the credit
 // analysis reads a million rows at once, so no per-row JS object is ever built on either side.
 //
 // Strings are plain Utf8, not dictionary-encoded, although `token`, `section` and `token_type` repeat a lot.
 // A dictionary column keeps its values but changes the column's *type*: pyarrow reports
 // `dictionary<values=string, indices=int32>`, pandas and polars a Categorical, so a schema
-// check against DESIGN §5 ("token:utf8") would fail in every reader but ours. The price: with their 4-byte
+// check against design.md#run-directory ("token:utf8") would fail in every reader but ours. The price: with their 4-byte
 // offsets the three columns take about 28 bytes per token instead of 12 for int32 indices, in rows of about
 // 85 bytes, so a step file is roughly a fifth larger (8.4 MB per 100k tokens).
 // One file although long: the writers and readers share the schemas, so a column added to the catalog reaches both here.
@@ -100,7 +100,7 @@ const utf8 = (name: string, nullable = false) => new Field(name, new Utf8(), nul
 
 const ARROW_TYPE = { int32: () => new Int32(), float32: () => new Float32(), utf8: () => new Utf8() };
 
-/** DESIGN §5 token table, in contract column order: protocol/token_columns.ts, as an Arrow schema. */
+/** design.md#run-directory token table, in contract column order: protocol/token_columns.ts, as an Arrow schema. */
 export const TOKEN_SCHEMA = new Schema(
   TOKEN_COLUMNS.map((c) => new Field(c.name, ARROW_TYPE[c.type](), c.nullable)),
   new Map([
@@ -109,7 +109,7 @@ export const TOKEN_SCHEMA = new Schema(
   ]),
 );
 
-/** DESIGN §5 episode table, in contract column order. */
+/** design.md#run-directory episode table, in contract column order. */
 export const EPISODE_SCHEMA = new Schema(
   [
     int32('step'),
@@ -353,7 +353,7 @@ function column(sources: Source[], schema: Schema, name: string): (Vector | null
     const v = table.getChild(name);
     if (!v) {
       if (field.nullable) return null;
-      throw new UserError(`${path} has no column ${name} (DESIGN §5 requires it)`);
+      throw new UserError(`${path} has no column ${name} (design.md#run-directory requires it)`);
     }
     const t = v.type as DataType;
     const ok =

@@ -1,4 +1,4 @@
-// Checkpoints (DESIGN §5, contract): `<run>/checkpoints/step-000025/` holds model.safetensors,
+// Checkpoints (design.md#run-directory, contract): `<run>/checkpoints/step-000025/` holds model.safetensors,
 // head.safetensors (the attribution head, when there is one), optimizer.safetensors and meta.json.
 // A checkpoint is written into `step-000025.tmp-<pid>/`, flushed to disk and renamed into place, so a
 // folder named `step-NNNNNN` is always complete; a crash mid-save leaves only a `.tmp-*` folder, which
@@ -14,7 +14,7 @@ export type TensorMap = Record<string, StTensor>;
 
 export interface CheckpointParts {
   model: TensorMap;
-  /** The attribution strategy's head (DESIGN §4: "The head is saved in checkpoints"). */
+  /** The attribution strategy's head (design.md#semantics: "The head is saved in checkpoints"). */
   head?: TensorMap;
   /**
    * model.lora's adapters (PEFT names and layout: lora_A [r, in], lora_B [out, r]); `model` then holds the merged

@@ -1,4 +1,4 @@
-// Per-instance eval tables (DESIGN §10): `<run>/eval/step-NNNNNN.arrow`, one row per eval instance, so two runs can be
+// Per-instance eval tables (design.md#statistics): `<run>/eval/step-NNNNNN.arrow`, one row per eval instance, so two runs can be
 // compared on the same instances (McNemar, paired bootstrap) instead of by their means alone. Columns: instance_id
 // utf8, split utf8 (validation | test), success bool, reward float32, completion utf8. Written atomically like every
 // table; read through the same structural checks as the token and episode tables.
@@ -43,7 +43,7 @@ export function readEvalTable(path: string): EvalRows {
   const { table: t } = readTable(path);
   const col = (name: string) => {
     const v = t.getChild(name);
-    if (!v) throw new UserError(`${path} has no column ${name} (DESIGN §10 requires it)`);
+    if (!v) throw new UserError(`${path} has no column ${name} (design.md#statistics requires it)`);
     return v;
   };
   const strings = (name: string) => Array.from(col(name) as Iterable<unknown>, (x) => (x == null ? '' : String(x)));

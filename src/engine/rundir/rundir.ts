@@ -1,4 +1,4 @@
-// The run directory (DESIGN §5, contract): the engine writes it, the extension, the webviews and
+// The run directory (design.md#run-directory, contract): the engine writes it, the extension, the webviews and
 // `credit-lens analyze` read it, often while a run is still writing. Every whole-file write therefore goes
 // through a temporary file and a rename, so a reader sees the old file or the new one, never half of one.
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, writeSync } from 'node:fs';

@@ -1,5 +1,5 @@
 // GRPO rollouts on an SGLang server (`rollout.server`): the server samples, this process updates, and after each update
-// the server loads the new policy before the next step samples (SERVING.md, "sglang_for_rl"):
+// the server loads the new policy before the next step samples (serving.md#sglang, "sglang_for_rl"):
 //   1. the policy is written as a safetensors folder, <run>/rollout/step-N/ (model.safetensors; for a Hugging Face model
 //      also its config.json, generation config and tokenizer files, so SGLang can load the folder as a model);
 //   2. POST /update_weights_from_disk {model_path, weight_version: "step-N", flush_cache: true}: the prefix cache is

@@ -1,4 +1,4 @@
-// The two wire formats the probe samples through (../shared/SERVING.md, from the engines' sources): SGLang's native
+// The two wire formats the probe samples through (docs/serving.md, from the engines' sources): SGLang's native
 // `POST /generate` with `input_ids`, and vLLM's `POST /v1/completions` with a token-id `prompt`. Pure functions, one
 // request per prefix, so the clients and `credit-lens serve` are tested against the same recorded pairs.
 //
@@ -210,7 +210,7 @@ function parseOneScore(r: unknown, item: ScoreItem, topK: number): ScoredTokens 
 
 /**
  * vLLM scores with `echo` and `max_tokens: 0`, the prompt's log-probs from `prompt_logprobs: K` (each position's entry
- * holds the given token, with its rank, and the top K). Such a request skips the prefix cache (SERVING.md): its whole
+ * holds the given token, with its rank, and the top K). Such a request skips the prefix cache (serving.md#vllm): its whole
  * prefill is recomputed.
  */
 export function vllmScoreBody(list: ScoreItem[], topK: number, model: string): Record<string, unknown> {

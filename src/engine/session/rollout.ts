@@ -134,7 +134,7 @@ export function scoreEpisode(
 ): Episode {
   const { text, tokens } = tokenizer.decodeWithOffsets(ids);
   const reward = task.reward(text, example);
-  // Sections are defined on the completion including the prefilled "<think>" of the prompt (DESIGN §4).
+  // Sections are defined on the completion including the prefilled "<think>" of the prompt (design.md#semantics).
   const shift = task.prefill.length;
   const shifted = tokens.map((t) => ({ ...t, start: t.start + shift, end: t.end + shift }));
   return {

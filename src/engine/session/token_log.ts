@@ -1,4 +1,4 @@
-// The per-step token and episode tables of a GRPO step (DESIGN §5): what the heatmaps and the analysis read.
+// The per-step token and episode tables of a GRPO step (design.md#run-directory): what the heatmaps and the analysis read.
 import { allocTokenColumns, writeEpisodeTable, writeTokenTable, type TokenColumns } from '../rundir/arrow_tables';
 import { type Episode } from './rollout';
 import { stepFile } from '../rundir/rundir';

@@ -7,7 +7,7 @@ import { strategyKeys, sweepValues } from '../credit/catalog';
 import type { SweepRunDescription } from '../../protocol/sweep_record';
 import { UserError } from '../core/errors';
 
-/** The credit.* keys each strategy reads (DESIGN §4), from the strategy catalog. A key listed for no strategy is read by all of them. */
+/** The credit.* keys each strategy reads (design.md#semantics), from the strategy catalog. A key listed for no strategy is read by all of them. */
 export const STRATEGY_PARAMS: Record<StrategyName, string[]> = strategyKeys();
 
 export interface SweepRun {

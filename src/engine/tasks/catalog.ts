@@ -9,7 +9,7 @@ import { makeCountdownTask, type GeneratedTaskOptions } from './countdown';
 import { makeJsonlTask } from './jsonl';
 import { makeWordProblemsTask } from './word_problems';
 
-/** Mirrors the YAML `task:` keys (DESIGN §3). Paths are already absolute. */
+/** Mirrors the YAML `task:` keys (design.md#config). Paths are already absolute. */
 export interface TaskOptions extends GeneratedTaskOptions {
   name: string;
   /** word_problems: operations per problem, 1..max_steps */

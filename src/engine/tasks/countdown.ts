@@ -9,7 +9,7 @@ import { evaluateExpression, exprSteps, formatExpr, type BinaryOp, type ExprNode
 export type RewardKind = 'grpo_zero' | 'tinyzero';
 export type PromptStyle = 'compact' | 'tinyzero';
 
-/** The `task:` keys (DESIGN §3) that the generated tasks (countdown, arithmetic) read. */
+/** The `task:` keys (design.md#config) that the generated tasks (countdown, arithmetic) read. */
 export interface GeneratedTaskOptions {
   numbers: [number, number];
   max_number: number;
@@ -25,7 +25,7 @@ export interface GeneratedTaskOptions {
 export const THINK_PREFILL = '<think>';
 
 // ---------------------------------------------------------------------------------------------------------------
-// Format reward (GRPO-Zero countdown_task.format_reward_function, DESIGN §4)
+// Format reward (GRPO-Zero countdown_task.format_reward_function, design.md#semantics)
 
 // GRPO-Zero uses Python's re.match with '$' and no MULTILINE flag; there '$' also matches just before one final
 // "\n", so a completion ending "</answer>\n" still earns the full format score. `\n?$` reproduces that.
@@ -63,12 +63,12 @@ export interface AnswerJudgement {
 }
 
 /**
- * The two reward schemes of DESIGN §4 around a task-specific answer check. `judge` receives the answer block's
+ * The two reward schemes of design.md#semantics around a task-specific answer check. `judge` receives the answer block's
  * content, or null when there is none.
  * - grpo_zero: total = 0.1·format + answer, on the first answer block; parts.format is 1 only on the full format.
  * - tinyzero: on the last answer block, 0 if missing, 0.1 if present but wrong, 1 if correct; `format` reports
  *   whether the block is present. TinyZero also only looks at the text's last line; we read the last block
- *   wherever it is, as DESIGN §4 states.
+ *   wherever it is, as design.md#semantics states.
  */
 export function formattedReward(text: string, kind: RewardKind, judge: (content: string | null) => AnswerJudgement): RewardResult {
   if (kind === 'grpo_zero') {
@@ -88,7 +88,7 @@ export function formattedReward(text: string, kind: RewardKind, judge: (content:
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Countdown reward (library contract, DESIGN §6)
+// Countdown reward (library contract, design.md#library-api)
 
 function sameMultiset(a: number[], b: number[]): boolean {
   if (a.length !== b.length) return false;
@@ -110,7 +110,7 @@ export function judgeCountdownAnswer(content: string | null, numbers: number[], 
 }
 
 /**
- * Countdown reward of `completion`, the full text starting at the prefilled "<think>" (DESIGN §4, §6).
+ * Countdown reward of `completion`, the full text starting at the prefilled "<think>" (design.md#semantics, #library-api).
  * parts: format, answer, uses_all_numbers, valid_expression.
  */
 export function countdownReward(completion: string, numbers: number[], target: number, kind: RewardKind): RewardResult {
@@ -329,7 +329,7 @@ export function uniqueChars(text: string): string {
 // ---------------------------------------------------------------------------------------------------------------
 // Splits and task
 
-/** Range checks shared by the generated tasks; messages name the YAML path (DESIGN §3). */
+/** Range checks shared by the generated tasks; messages name the YAML path (design.md#config). */
 export function checkGeneratedOptions(o: GeneratedTaskOptions, task: string, maxCount: number): void {
   const [lo, hi] = o.numbers;
   if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo < 2 || hi < lo || hi > maxCount) {

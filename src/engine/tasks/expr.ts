@@ -1,5 +1,5 @@
 // Arithmetic expressions for rewards and task generation. Rewards parse model output, which is untrusted text,
-// so this is a real recursive-descent grammar and never eval/Function (DESIGN §4):
+// so this is a real recursive-descent grammar and never eval/Function (design.md#semantics):
 //   expr   := term (('+' | '-' | '−') term)*
 //   term   := factor (('*' | '×' | '/' | '÷') factor)*
 //   factor := integer | '(' expr ')'

@@ -1,4 +1,4 @@
-// makeTask: the `task:` section of a run config (DESIGN §3) → a Task with seeded, disjoint train/eval splits.
+// makeTask: the `task:` section of a run config (design.md#config) → a Task with seeded, disjoint train/eval splits.
 import { UserError } from '../core/errors';
 import type { Task } from '../core/types';
 import { TASKS, taskSpec, type TaskOptions } from './catalog';

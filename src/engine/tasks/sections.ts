@@ -1,5 +1,5 @@
 // Which part of a completion a token belongs to (think / answer / other) and whether it is a filler or a
-// reasoning token (seed doc 002). Both work on the decoded text's character offsets (DESIGN §4).
+// reasoning token (seed doc 002). Both work on the decoded text's character offsets (design.md#semantics).
 import type { Section, TokenSpan, TokenType } from '../core/types';
 
 interface Span {

@@ -1,4 +1,4 @@
-// GRPO math on plain arrays (DESIGN §4, §6). Training calls these same functions: the model's per-token
+// GRPO math on plain arrays (design.md#semantics, #library-api). Training calls these same functions: the model's per-token
 // log-probs are read out, the loss and dLoss/dlogprob are computed here, and the gradient is pushed back
 // through the network as sum(logprob ⊙ stopgrad(dLoss/dlogprob)) — so a test of these functions tests training.
 
@@ -59,7 +59,7 @@ export interface PolicyLossResult {
   cut: number[][];
 }
 
-/** Per-token aggregation coefficients c such that loss = Σ c·loss_tok (DESIGN §4 "Aggregation"). */
+/** Per-token aggregation coefficients c such that loss = Σ c·loss_tok (design.md#semantics "Aggregation"). */
 export function aggregationWeights(mask: number[][], lossAgg: LossAgg, maxNewTokens: number): number[][] {
   const B = mask.length;
   if (lossAgg === 'token_mean') {

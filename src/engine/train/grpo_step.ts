@@ -1,4 +1,4 @@
-// One GRPO step (DESIGN §4) as a pipeline of named stages, each a function of typed inputs:
+// One GRPO step (design.md#semantics) as a pipeline of named stages, each a function of typed inputs:
 //   sample → advantages → prepare (the strategy's async inputs) → update (credit, loss and gradient over micro-batches,
 //   PPO epochs) → metrics.
 // Rewards are scored as each episode is sampled (rollout.ts scoreEpisode). grpoStep below reads the stages in order.

@@ -12,7 +12,7 @@ import type { Example } from '../core/types';
 
 /**
  * Greedy eval (deterministic) on the test split, or on the validation split: the success rate, the mean reward, and
- * one row per instance (DESIGN §10), so that two runs can be compared on the same instances. `stop` ends it early
+ * one row per instance (design.md#statistics), so that two runs can be compared on the same instances. `stop` ends it early
  * (SamplingStopped): at the seeds' model size an eval is minutes of decoding.
  */
 export async function evaluate(

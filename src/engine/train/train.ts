@@ -1,4 +1,4 @@
-// The training loop: optional SFT warm start, then GRPO steps (DESIGN §4), writing the run directory (§5).
+// The training loop: optional SFT warm start, then GRPO steps (design.md#semantics), writing the run directory (design.md#run-directory).
 // One file although long: the phases share one Run, and the checkpoint, restore and KL reference they call are the loop's alone.
 import * as tf from '@tensorflow/tfjs';
 import { backendInfo } from '../model/backend';

@@ -1,4 +1,4 @@
-// An episode as the heatmap shows it: its step's token and episode tables (DESIGN §5), the rows of its tokens
+// An episode as the heatmap shows it: its step's token and episode tables (design.md#run-directory), the rows of its tokens
 // in position order, their character ranges in the completion, and the document text laid out around them.
 // Pure (no vscode): unit-tested on tables written with the engine's own writers.
 //

@@ -1,4 +1,4 @@
-// One hover provider for every episode document (GitLens, STYLE.md): the token under the pointer is found by
+// One hover provider for every episode document (as GitLens does): the token under the pointer is found by
 // binary search over the rebuilt offsets and its row read from the step's columns, instead of attaching a
 // hoverMessage to each of thousands of decorated ranges.
 import * as vscode from 'vscode';

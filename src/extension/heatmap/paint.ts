@@ -1,4 +1,4 @@
-// Painting episode documents (GitLens' heatmap, STYLE.md): each token's value falls in one of a fixed set of
+// Painting episode documents (as GitLens' heatmap does): each token's value falls in one of a fixed set of
 // buckets, each bucket has one TextEditorDecorationType, and a repaint is one setDecorations call per bucket.
 // The types are disposed and made again only when the palette changes (diverging ↔ sequential, or into or
 // out of a high-contrast theme); disposing a type removes its decorations from every editor.

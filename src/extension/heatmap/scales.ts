@@ -1,6 +1,6 @@
 // Colour scales of the token heatmap. Pure (no vscode), so it is unit-tested directly.
 //
-// A value becomes one of a fixed set of buckets (GitLens' heatmap, STYLE.md): one decoration type per bucket
+// A value becomes one of a fixed set of buckets (as GitLens' heatmap does): one decoration type per bucket
 // keeps thousands of painted tokens to a dozen setDecorations calls and a dozen CSS classes. Signed metrics get
 // a diverging scale centred on 0 (equal magnitudes of either sign get equally strong colours), the others a
 // sequential one from the smallest to the largest value in the normalisation scope.
@@ -9,14 +9,14 @@ import { HEATMAP_HUES, rgba, tintRange, type ThemeKind } from '../../protocol/he
 import { KNOWN_EXTRA_COLUMNS, TOKEN_COLUMNS, type HeatmapScale, type PaintableColumn, type TokenColumnDef } from '../../protocol/token_columns';
 import { formatCount, formatNumber } from '../../protocol/number_format';
 
-/** The token-table columns (DESIGN §5) a heatmap can paint: those protocol/token_columns.ts gives a heatmap scale. */
+/** The token-table columns (design.md#run-directory) a heatmap can paint: those protocol/token_columns.ts gives a heatmap scale. */
 export type BuiltinMetricId = PaintableColumn;
 /** A builtin column, or `extra.<name>`: a numeric column beyond the contract (what an imported trainer logged). */
 export type MetricId = BuiltinMetricId | `extra.${string}`;
 
 export interface MetricDef extends HeatmapScale {
   id: MetricId;
-  /** Hover and QuickPick text: what the value is (DESIGN §4). */
+  /** Hover and QuickPick text: what the value is (design.md#semantics). */
   description: string;
 }
 

@@ -1,4 +1,4 @@
-// What the dashboard and the comparison need of a run directory (DESIGN §5): run.json's name and status,
+// What the dashboard and the comparison need of a run directory (design.md#run-directory): run.json's name and status,
 // every metrics.jsonl row, and the SFT length from the run's resolved config.yaml. No vscode here, so the
 // unit tests read real run directories with it.
 import { readdirSync, readFileSync } from 'node:fs';

@@ -41,7 +41,7 @@ interface Row {
   w: number;
 }
 
-/** Token columns from rows: Â = A·w and c = Â·ℓ as the trainer logs them (DESIGN §4). */
+/** Token columns from rows: Â = A·w and c = Â·ℓ as the trainer logs them (design.md#semantics). */
 function tokenColumns(rows: Row[]): TokenColumns {
   const n = rows.length;
   const f = (g: (r: Row) => number) => Float32Array.from(rows, g);

@@ -19,7 +19,7 @@ import {
 } from '../../../src/engine/config/config';
 import { isUserError } from '../../../src/engine/core/errors';
 
-// DESIGN.md §3's example, verbatim (flow mappings re-indented), minus `sweep`: it is also the list of defaults.
+// design.md#config's example, verbatim (flow mappings re-indented), minus `sweep`: it is also the list of defaults.
 const DESIGN_DEFAULTS = `
 name: countdown-baseline
 seed: 1
@@ -94,7 +94,7 @@ function only(issues: ConfigIssue[], path: string): ConfigIssue {
   return hits[0];
 }
 
-test('a config that sets only its name gets every default of DESIGN §3, plus the additions documented below', () => {
+test('a config that sets only its name gets every default of design.md#config, plus the additions documented below', () => {
   const { config, issues } = parseConfigText('name: countdown-baseline\n');
   assert.deepEqual(issues, []);
   const expected = parseYaml(DESIGN_DEFAULTS);
@@ -137,7 +137,7 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   expected.logging.probe_every = 25;
   // what each update did to each token (the realized credit column), off by default: it costs a forward pass
   expected.logging.realized_credit = false;
-  // metrics beside metrics.jsonl: TensorBoard event files on by default (DESIGN §11), an MLflow server only when named
+  // metrics beside metrics.jsonl: TensorBoard event files on by default (design.md#sampling-and-metrics), an MLflow server only when named
   expected.logging.tensorboard = true;
   expected.logging.mlflow = null;
   // the literature's methods, each with its block
@@ -151,7 +151,7 @@ test('a config that sets only its name gets every default of DESIGN §3, plus th
   assert.deepEqual(config, expected);
 });
 
-test('the DESIGN §3 example itself (with its sweep) is valid and keeps what it says', () => {
+test('the design.md#config example itself (with its sweep) is valid and keeps what it says', () => {
   const text = `${DESIGN_DEFAULTS}sweep:\n  grid: { credit.strategy: [none, outcome_conditional], credit.think_discount: [0.25, 0.5, 0.75] }\n`;
   const { config, issues } = parseConfigText(text);
   assert.deepEqual(issues, []);

@@ -1,4 +1,4 @@
-// credit.strategy cal (seed doc 003, DESIGN §4): Â by hand, prepare() with the rule oracle on hand-made episodes, and
+// credit.strategy cal (seed doc 003, design.md#semantics): Â by hand, prepare() with the rule oracle on hand-made episodes, and
 // two runs of the real trainer: one with the rule oracle, one with the openai oracle against a local HTTP server, after
 // which every file the run wrote and everything it reported is searched for the API key.
 import { test } from 'node:test';
@@ -196,7 +196,7 @@ function loggedSteps(runDir: string): Logged[] {
     }));
 }
 
-/** Checks DESIGN §4 `cal` on the logged tables; returns how many episodes got a span. */
+/** Checks design.md#semantics `cal` on the logged tables; returns how many episodes got a span. */
 function checkCalTables(runDir: string, negativeReward: number, maxSpan: number): number {
   let spans = 0;
   for (const { tok, ep } of loggedSteps(runDir)) {

@@ -17,7 +17,7 @@ test('gtpo weights by hand: H over the mean H of the valid tokens; padding 0; an
   const w = gtpoSeedWeights([0.2, 0.6], [1, 1]);
   assert.ok(Math.abs(w[0] - 0.5) < 1e-12 && Math.abs(w[1] - 1.5) < 1e-12);
   assert.deepEqual(gtpoSeedWeights([0, 0, 0], [1, 1, 0]), [1, 1, 0]);
-  // the library function training calls (DESIGN §6)
+  // the library function training calls (design.md#library-api)
   const batch = {
     logprobs: [
       [-1, -2, -3],

@@ -1,4 +1,4 @@
-// The literature's token-credit methods against numbers worked out by hand from the formulas in METHODS.md
+// The literature's token-credit methods against numbers worked out by hand from the formulas in docs/methods.md
 // and the authors' code, then trained end to end on a tiny run with invariants read back from the token table.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

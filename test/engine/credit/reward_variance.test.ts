@@ -1,4 +1,4 @@
-// reward_variance (seed doc 004, part 3): the weights of DESIGN §4 by hand, then the whole pipeline end to end:
+// reward_variance (seed doc 004, part 3): the weights of design.md#semantics by hand, then the whole pipeline end to end:
 // a tiny trained run → `rollouts paired` → `importance train` → a reward_variance run whose token table holds ρ.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

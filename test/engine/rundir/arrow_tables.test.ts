@@ -26,7 +26,7 @@ function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'cl-arrow-'));
 }
 
-// Column names, Arrow types and nullability transcribed by hand from DESIGN §5 (the "null when unused" columns are the
+// Column names, Arrow types and nullability transcribed by hand from design.md#run-directory (the "null when unused" columns are the
 // only nullable ones), with char_start (null in runs written before it) after the token's text.
 const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   ['step', 'Int32', false],
@@ -116,12 +116,12 @@ function sampleEpisodes(): EpisodeColumns {
   };
 }
 
-test('schemas list every DESIGN §5 column with its exact Arrow type, in order', () => {
+test('schemas list every design.md#run-directory column with its exact Arrow type, in order', () => {
   assert.deepEqual(describe(TOKEN_SCHEMA.fields), DESIGN_TOKEN_COLUMNS);
   assert.deepEqual(describe(EPISODE_SCHEMA.fields), DESIGN_EPISODE_COLUMNS);
 });
 
-test('written files carry the DESIGN §5 schema as read by the Arrow library itself', () => {
+test('written files carry the design.md#run-directory schema as read by the Arrow library itself', () => {
   const dir = tmp();
   try {
     writeTokenTable(join(dir, 't.arrow'), sampleTokens());
@@ -380,7 +380,7 @@ test('extra per-token columns: written after the contract columns as nullable fl
     writeTokenTable(stepFile(dir, 'tokens', 1), { ...c, extra: { importance_ratio: ratio } });
     writeTokenTable(stepFile(dir, 'tokens', 2), { ...c, step: new Int32Array(n).fill(2) });
     const t = tableFromIPC(readFileSync(stepFile(dir, 'tokens', 1)));
-    // the contract's columns first, in order, so that a DESIGN §5 schema check still passes on the prefix
+    // the contract's columns first, in order, so that a design.md#run-directory schema check still passes on the prefix
     assert.deepEqual(
       t.schema.fields.map((f) => f.name),
       [...TOKEN_SCHEMA.fields.map((f) => f.name), 'importance_ratio'],

@@ -1,4 +1,4 @@
-// `credit-lens serve` as a client of either engine sees it, over real HTTP: the routes SERVING.md lists, with their
+// `credit-lens serve` as a client of either engine sees it, over real HTTP: the routes serving.md#sglang and serving.md#vllm list, with their
 // response shapes, a weight update between batches, concurrent requests sampled together, and bad requests answered
 // 400 with the field named, in each route's error shape, never a crash. Then the command itself, as a process.
 import { test } from 'node:test';

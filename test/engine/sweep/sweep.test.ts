@@ -54,7 +54,7 @@ test("seed doc 001's mitigation list expands to exactly its 12 runs, named by st
 });
 
 test('a mapping grid is a cartesian product; parameters the strategy ignores are dropped with their duplicates', () => {
-  // DESIGN §3's example: 2 strategies × 3 discounts = 6 combinations, but `none` ignores think_discount, so its
+  // design.md#config's example: 2 strategies × 3 discounts = 6 combinations, but `none` ignores think_discount, so its
   // three combinations are one run: 1 + 3 = 4.
   const cfg = config('sweep:\n  grid: {credit.strategy: [none, outcome_conditional], credit.think_discount: [0.25, 0.5, 0.75]}\n');
   const runs = expandSweep(cfg);

@@ -67,7 +67,7 @@ test('grpo_zero: wrong answers keep only the format part', () => {
   wrong('((5+3)*2', { uses_all_numbers: 1, valid_expression: 0 }); // unbalanced parentheses
   wrong('(5+3)*2)', { uses_all_numbers: 1, valid_expression: 0 });
   wrong('', { uses_all_numbers: 0, valid_expression: 0 }); // empty answer
-  // Python's eval would accept these and GRPO-Zero would pay 1; the DESIGN grammar has no power, unary minus
+  // Python's eval would accept these and GRPO-Zero would pay 1; the grammar of design.md#semantics has no power, unary minus
   // or decimals, so they score 0: 7+3**2 = 16 with {7,3,2}; -3+5*2... = 7 needs unary minus.
   wrong('7+3**2', { uses_all_numbers: 1, valid_expression: 0 }, [7, 3, 2], 16);
   wrong('-3+5*2', { uses_all_numbers: 1, valid_expression: 0 }, N, 7);

@@ -14,7 +14,7 @@ const tmp = () => mkdtempSync(join(tmpdir(), 'cl-train-'));
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 
 for (const task of ['countdown', 'arithmetic'] as const) {
-  test(`a 3-step ${task} run writes every DESIGN §5 file and column`, async () => {
+  test(`a 3-step ${task} run writes every design.md#run-directory file and column`, async () => {
     const dir = tmp();
     const r = await train({ configPath: tinyConfig(dir, task) });
     assert.equal(r.status, 'completed');

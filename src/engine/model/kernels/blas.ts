@@ -1,4 +1,4 @@
-// OpenBLAS products on the wasm backend's heap: backend `wasm-blas` (DESIGN §7).
+// OpenBLAS products on the wasm backend's heap: backend `wasm-blas` (design.md#protocol).
 //
 // native/ is a Node-API addon that esbuild.mjs compiles when a C compiler and Node's headers are present. It
 // links against nothing but libc and opens OpenBLAS with dlopen, so the engine loads everywhere and uses it only where
