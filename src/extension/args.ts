@@ -2,7 +2,7 @@
 // depending on where it was invoked: a Runs-tree node (plus the whole multi-selection as the second argument),
 // an explorer Uri, a run directory string from another command or a webview, a plain {runDir, step, episode}.
 // Pure (no vscode import: a Uri is recognised by its shape), so the resolution is unit-tested.
-import type { EpisodeRef } from './heatmap/episode';
+import type { EpisodeRef } from './types';
 
 function isFileUri(a: unknown): a is { scheme: 'file'; fsPath: string } {
   return !!a && typeof a === 'object' && (a as { scheme?: unknown }).scheme === 'file' && typeof (a as { fsPath?: unknown }).fsPath === 'string';

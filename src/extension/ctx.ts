@@ -2,7 +2,7 @@
 // on `pushExtCleanup`; what lives as long as one engine process is on that EngineProcess's own list
 // (engine.ts), so stopping a run and closing the window both release exactly what they should.
 import * as vscode from 'vscode';
-import { AnalysisRunner } from './analysis';
+import { AnalysisRunner } from './analysis_runner';
 import { readSettings } from './vscode_settings';
 import { EngineCli } from './engine_cli';
 import { ConfigDiagnostics } from './diagnostics';

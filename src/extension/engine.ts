@@ -14,7 +14,7 @@ import {
   type RunStartedParams,
   type RunStopResult,
 } from '../protocol/index';
-import type { NodeChoice } from './node';
+import type { NodeChoice } from './node_runtime';
 
 export interface EngineEvents {
   started(p: RunStartedParams): void;

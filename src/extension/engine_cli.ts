@@ -7,10 +7,10 @@
 import { isCompareReport, type CompareReport } from '../protocol/compare';
 import { execFile, spawn } from 'node:child_process';
 import type { AnalyzeReport } from '../protocol/analysis';
-import type { ProbeReport } from '../engine/probe/record';
+import type { ProbeReport } from '../engine/rundir/probe_record';
 import type { ImportedInfo } from '../protocol';
 import type { SlurmStatusJson, SlurmSweepJson } from '../protocol/slurm';
-import { chooseNode } from './node';
+import { chooseNode } from './node_runtime';
 
 export interface AnalyzeOptions {
   /** `--from-step` / `--to-step`; null or absent for an open end. */

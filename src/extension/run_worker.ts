@@ -5,7 +5,7 @@
 import { parentPort } from 'node:worker_threads';
 import { existsSync } from 'node:fs';
 import { joinProbeColumns, readProbeTable, readStepTables } from '../engine/rundir/arrow_tables';
-import { probeFitsTokens } from '../engine/probe/record';
+import { probeFitsTokens } from '../engine/rundir/probe_record';
 import { stepFile, tablesIdentity } from '../engine/rundir/rundir';
 import { answer, exportRows } from '../engine/query/browse';
 import { loadRollouts, type RolloutIndex } from '../engine/query/rollouts';

@@ -10,7 +10,7 @@ import { percent, summarizeMetrics } from './metrics_summary';
 import { readSettings } from './vscode_settings';
 import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { EngineProcess } from './engine';
-import { chooseNode } from './node';
+import { chooseNode } from './node_runtime';
 import { formatFixed } from '../protocol/number_format';
 
 export interface RunRequest {

@@ -2,7 +2,7 @@
 // Pure: `vscode_settings.ts` hands it VS Code's getter, the unit tests a plain object, so a wrong-typed value in a
 // user's settings.json falls back to the declared default here, in one place, instead of at each reader.
 
-import type { Normalization } from './heatmap/scales';
+import type { Normalization } from './types';
 
 export interface Settings {
   /** Empty: `node` on PATH, else VS Code's own runtime (design.md#protocol). */

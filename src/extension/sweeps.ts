@@ -13,7 +13,7 @@ import type { SweepComparison, SweepRow, SweepView } from '../protocol/sweep_vie
 import type { EngineCli } from './engine_cli';
 import { readMetrics, readRunInfo } from '../engine/rundir/rundir';
 import { processAlive } from '../engine/rundir/run_lock';
-import type { AnalysisRunner } from './analysis';
+import type { AnalysisRunner } from './analysis_runner';
 import { engineAlive, readLocalSweep, type FoundSweep } from './discovery';
 import { summarizeMetrics } from './metrics_summary';
 import { isEnded, isTraining } from './run_status';

@@ -1,7 +1,7 @@
 // VS Code's side of the typed settings (settings.ts): the one place the extension calls getConfiguration.
 // Read on each use, not cached, so a changed setting applies to the next run without a reload.
 import * as vscode from 'vscode';
-import type { Normalization } from './heatmap/scales';
+import type { Normalization } from './types';
 import { parseSettings, SETTING_KEYS, type Settings } from './settings';
 
 export const SETTINGS_SECTION = 'creditLens';

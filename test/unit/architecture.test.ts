@@ -94,7 +94,14 @@ export function citations(text: string): { doc: string; anchor: string | null }[
 test('every document a comment, test or doc cites is in the repository, and so is its anchor', () => {
   const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
     .split('\n')
-    .filter((f) => f && !f.includes('/fixtures/') && f !== 'test/unit/architecture.test.ts' && /\.(ts|mjs|js|sh|md|py|c|h|yaml|json)$/.test(f) && !f.endsWith('package-lock.json'));
+    .filter(
+      (f) =>
+        f &&
+        !f.includes('/fixtures/') &&
+        f !== 'test/unit/architecture.test.ts' &&
+        /\.(ts|mjs|js|sh|md|py|c|h|yaml|json)$/.test(f) &&
+        !f.endsWith('package-lock.json'),
+    );
   const mdFiles = files.filter((f) => f.endsWith('.md'));
   const anchorsOf = new Map<string, Set<string>>();
   for (const f of mdFiles) {

@@ -2,7 +2,7 @@
 // statistics, t-statistics per position, relative-position bins, reward sign, filler vs reasoning tokens, top
 // tokens, and the strategy's weights per section. It works on the token table's typed-array columns in a few
 // linear passes with no per-row objects, so a million rows take well under a second.
-import { probeAccuracies } from '../probe/record';
+import { probeAccuracies } from '../rundir/probe_record';
 import { headlineParams } from '../credit/catalog';
 import type { RunInfo } from '../../protocol';
 import type { AppendixBComparison, AppendixBRow, CreditAnalysis } from '../../protocol/analysis';

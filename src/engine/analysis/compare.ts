@@ -6,9 +6,7 @@
 // "conditional on these checkpoints", the instance-clustered bootstrap and exact sign-flip test: they answer whether
 // these trained policies differ on these instances, not whether the method trains better policies.
 // One file although long: the groups, the tests and their power share one rule of significance, read from here by every view.
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { parse } from 'yaml';
+import { resolve } from 'node:path';
 import {
   diffText,
   intervalText,
@@ -31,6 +29,7 @@ import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
 import { readTokenTables } from '../rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../rundir/rundir';
+import { readRunConfig } from '../rundir/run_config';
 import {
   clusterBootstrap,
   clustersOf,
@@ -110,16 +109,6 @@ export interface RunEval {
   task: string | null;
 }
 
-type RunConfig = { seed?: unknown; credit?: Record<string, unknown>; task?: Record<string, unknown> };
-
-function readConfig(runDir: string): RunConfig | null {
-  try {
-    return parse(readFileSync(join(runDir, 'config.yaml'), 'utf8')) as RunConfig;
-  } catch {
-    return null;
-  }
-}
-
 const HEADLINE: Record<string, string> = headlineParams();
 
 /** "outcome_conditional (think_discount 0.5)": the strategy and the parameter its sweeps vary (seed docs 001/002's labels). */
@@ -162,21 +151,21 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   if (!success.size) throw new UserError(`${runDir}: the eval table of step ${at} has no ${split} instances`);
   let hits = 0;
   for (const v of success.values()) if (v) hits++;
-  const cfg = readConfig(runDir);
+  const cfg = readRunConfig(runDir);
   const strategy = info.strategy ?? (typeof cfg?.credit?.strategy === 'string' ? cfg.credit.strategy : null);
   const minutes = (Date.parse(info.ended ?? '') - Date.parse(info.started)) / 60_000;
   return {
     status: info.status,
-    task: taskKey(info.task, cfg?.task, split),
+    task: taskKey(info.task, cfg?.task ?? undefined, split),
     runDir,
     name: info.name,
     group: runGroup(info.name),
-    seed: typeof cfg?.seed === 'number' ? cfg.seed : null,
+    seed: cfg?.seed ?? null,
     step: at,
     success,
     rate: hits / success.size,
     strategy,
-    label: strategyLabel(strategy, cfg?.credit),
+    label: strategyLabel(strategy, cfg?.credit ?? undefined),
     minutes: Number.isFinite(minutes) ? minutes : null,
   };
 }

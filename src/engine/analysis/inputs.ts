@@ -1,13 +1,13 @@
 // What the analysis reads from a run directory besides its token tables: run.json, config.yaml's credit block,
 // metrics.jsonl's eval and training summaries; each failure a UserError naming the file.
 import { meanOfSum } from './credit_tables';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import type { MetricsRow } from '../../protocol';
 import type { CreditAnalysis, EvalSuccess } from '../../protocol/analysis';
 import { UserError } from '../core/errors';
-import { CONFIG_YAML, RUN_JSON } from '../rundir/rundir';
+import { RUN_JSON } from '../rundir/rundir';
+import { readRunConfig } from '../rundir/run_config';
 
 // ---- reading the run ----
 
@@ -40,18 +40,7 @@ export function checkStep(name: string, v: number | undefined): void {
 }
 
 export function readConfigCredit(runDir: string): Record<string, unknown> | null {
-  let text: string;
-  try {
-    text = readFileSync(join(runDir, CONFIG_YAML), 'utf8');
-  } catch {
-    return null;
-  }
-  try {
-    const doc = parseYaml(text) as { credit?: unknown } | null;
-    return doc && typeof doc.credit === 'object' && doc.credit !== null ? (doc.credit as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
+  return readRunConfig(runDir)?.credit ?? null;
 }
 
 export function evalSuccess(rows: MetricsRow[], toStep: number | undefined): EvalSuccess {

@@ -4,7 +4,7 @@ import { UserError } from '../core/errors';
 import { PROBE_MAX_ROLLOUTS } from '../model/prefix_values';
 import { planProbe, planText } from '../probe/plan';
 import { probeRun, type ProbeReport } from '../probe/probe';
-import { recordAccuracy } from '../probe/record';
+import { recordAccuracy } from '../rundir/probe_record';
 import { readEpisodeTable } from '../rundir/arrow_tables';
 import { stepFile } from '../rundir/rundir';
 import { SERVER_APIS } from '../serving/client';

@@ -19,7 +19,7 @@ export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj'
 export const BACKENDS = ['auto', 'webgpu', 'tensorflow', 'wasm-blas', 'wasm', 'cpu'] as const;
 export const STRATEGIES = STRATEGY_NAMES;
 export type { StrategyName } from '../credit/catalog';
-export { KEY_LIKE_ENV, keySafeUrl } from '../credit/catalog';
+export { KEY_LIKE_ENV, keySafeUrl } from '../oracle/key_policy';
 
 export const modelSchema = section(
   {

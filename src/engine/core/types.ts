@@ -75,3 +75,12 @@ export interface Task {
   /** Every character prompts and completions can contain (char tokenizer alphabet). */
   alphabet(): string;
 }
+
+/** A finding of a catalog entry's check: the key it is about (from the root), what is allowed there or what is wrong,
+ *  and `at`, the key that made the check run (the diagnostic's second place). */
+export interface CatalogIssue {
+  path: string[];
+  expected?: string;
+  message?: string;
+  at?: string[];
+}

@@ -10,7 +10,10 @@
 // One file although long: the catalog is one array literal whose types yield the config's credit section.
 import { z } from 'zod';
 import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../core/fields';
-import type { WholeConfig } from '../config/config';
+import type { CatalogIssue } from '../core/types';
+import { KEY_LIKE_ENV, keySafeUrl } from '../oracle/key_policy';
+
+export type { CatalogIssue };
 
 /** Model outputs the training forward pass returns for a strategy (the same pass as the log-probs). */
 export interface StrategyNeeds {
@@ -19,13 +22,18 @@ export interface StrategyNeeds {
   importance?: boolean;
 }
 
-/** A finding of a catalog entry's check: the key it is about (from the root), what is allowed there or what is wrong,
- *  and `at`, the key that made the check run (the diagnostic's second place). */
-export interface CatalogIssue {
-  path: string[];
-  expected?: string;
-  message?: string;
-  at?: string[];
+/**
+ * The part of a run config the entries' checks, secrets and warnings read. Named here rather than imported: the config's
+ * type is built from this catalog, so importing it would make the two a circle.
+ */
+export interface StrategyCheckConfig {
+  readonly credit: {
+    readonly entropy_mask_norm: string;
+    readonly attribution: { readonly objective: string };
+    readonly cal: { readonly scale: string; readonly provider: string; readonly api_key_env: string | null };
+    readonly reward_variance: { readonly importance_checkpoint: string | null };
+  };
+  readonly grpo: { readonly loss_agg: string; readonly scale_rewards: string; readonly epochs_per_step: number };
 }
 
 /** An environment variable holding a secret, the config key that names it, and what reads it. */
@@ -47,12 +55,12 @@ export interface StrategySpec {
    * Checks across sections on the whole config, run when this strategy is chosen: a required file, a setting that means
    * something only with another section's. Each finding names its key from the root.
    */
-  readonly check?: (cfg: WholeConfig) => CatalogIssue[];
+  readonly check?: (cfg: StrategyCheckConfig) => CatalogIssue[];
   /** Environment variables whose values the strategy sends somewhere (an API key): required before a run starts, and
    *  masked in every log line. */
-  readonly secrets?: (cfg: WholeConfig) => SecretVar[];
+  readonly secrets?: (cfg: StrategyCheckConfig) => SecretVar[];
   /** Settings that are valid but are probably not what was meant: logged as warnings when a run starts. */
-  readonly warnings?: (cfg: WholeConfig) => string[];
+  readonly warnings?: (cfg: StrategyCheckConfig) => string[];
   /**
    * What it needs to score logged episodes without training. outputs: its weights need only the batch and the forward
    * pass (`credit-lens import` and the probe score it). prepare: its prepare() reads only the episodes and the config
@@ -67,24 +75,6 @@ export interface StrategySpec {
 }
 
 const secretLikeEnvValue = /^(sk-|AIza|ghp_|xox)/;
-/** `*_API_KEY`, `*_KEY`, `*_TOKEN` (any case). */
-export const KEY_LIKE_ENV = /^[A-Za-z_][A-Za-z0-9_]*_(KEY|TOKEN)$/i;
-const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
-
-/** Why an oracle URL may not carry a key, or null: https anywhere, plain http only to this machine (a local vLLM, Ollama). */
-export function keySafeUrl(url: string): string | null {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return 'expected an http(s) URL';
-  }
-  if (u.username || u.password) return 'credentials in the URL would be logged and cached; give the key through api_key_env';
-  if (u.protocol === 'https:') return null;
-  if (u.protocol === 'http:' && (LOOPBACK.has(u.hostname) || /^127\.\d+\.\d+\.\d+$/.test(u.hostname))) return null;
-  if (u.protocol === 'http:') return `the API key is only sent over https, or over http to this machine (localhost, 127.0.0.1, ::1); ${u.hostname} is neither`;
-  return 'expected an http(s) URL';
-}
 
 const calSchema = section(
   {

@@ -1,7 +1,7 @@
 // CISPO (MiniMax-M1; veRL loss_mode cispo, TRL loss_type cispo): −sg(w)·Â·ℓ with w the clipped ratio. The weight is a
 // constant, so every token keeps a gradient −w·Â: clipping only bounds it, it never cuts it.
 import { oneOf } from '../core/fields';
-import type { CatalogIssue } from '../credit/catalog';
+import type { CatalogIssue } from '../core/types';
 import type { PolicyLossSpec } from './types';
 
 export type CispoClip = 'two_sided' | 'top';

@@ -3,8 +3,15 @@
 // policyLossAndGrad (train/grpo.ts): the token loop, the aggregation coefficients, the KL term, and GSPO's
 // sequence-level ratio (a variant whose loss depends on ℓ only through ρ can take the sequence's ratio instead).
 import type { z } from 'zod';
-import type { WholeConfig } from '../config/config';
-import type { CatalogIssue } from '../credit/catalog';
+import type { CatalogIssue } from '../core/types';
+
+/**
+ * The part of a run config the variants' checks read. Named here rather than imported: the config's type is built
+ * from this catalog, so importing it would make the two a circle.
+ */
+export interface LossCheckConfig {
+  readonly grpo: { readonly importance_sampling_level: string; readonly cispo_clip: string; readonly clip_eps_high: number };
+}
 
 /** One valid token, as the term sees it. */
 export interface TokenTermInput {
@@ -51,7 +58,7 @@ export interface PolicyLossSpec {
   /** its ratio enters as a constant (a stop-gradient weight): finite differences of its loss hold ρ fixed */
   readonly detachedRatio?: boolean;
   /** checks across keys, on the whole config, when this loss is chosen */
-  readonly check?: (cfg: WholeConfig) => CatalogIssue[];
+  readonly check?: (cfg: LossCheckConfig) => CatalogIssue[];
   /** Run Sweep's entry for it, beside the config's own loss */
   readonly sweep?: { label: string; description: string };
   term(x: TokenTermInput): TokenTerm;

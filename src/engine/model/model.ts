@@ -38,6 +38,7 @@ import {
   type VocabBlocks,
 } from './vocab_blocks';
 import type { NamedArray } from './optim';
+import { scoreHidden, type ScoreOptions, type TokenScores } from './scoring';
 import {
   createLora,
   disposeLora,
@@ -391,11 +392,9 @@ export class Transformer {
   }
 
   /**
-   * Teacher-forced scores without the logits tensor: for the positions [from, from + count) of each row (flattened
-   * [N = B·count], row-major), log p(target) and the entropy H = −Σ_v p_v log p_v of softmax(logits / temperature), with the lm head applied
-   * a block of rows × a block of the vocabulary at a time (and Σ_v p_v², for the gradient norm) so that no block holds more than `budget` floats. The
-   * log-sum-exp and Σ p·(z − max) are merged across vocabulary blocks in float64 (the online softmax), so a 2,000-token
-   * completion over a 152k vocabulary (300 M logits, 1.2 GB) costs one block of memory. No gradient (import scoring).
+   * Teacher-forced scores of the positions [from, from + count) of each row, without the logits tensor: the hidden states
+   * of those positions go to scoring.ts, which applies the lm head a block at a time. No gradient (import scoring,
+   * servers, the probe).
    */
   async scoreTokens(
     ids: tf.Tensor2D,
@@ -403,168 +402,23 @@ export class Transformer {
     positions: { from: number; count: number },
     targets: Int32Array,
     temperature: number,
-    opts: { budget?: number; returnAttention?: boolean; topK?: number; rank?: boolean } = {},
-  ): Promise<{
-    logp: Float32Array;
-    entropy: Float32Array;
-    probSq: Float32Array;
-    attention?: tf.Tensor4D;
-    /** with opts.topK: the K most likely ids of each position and their log-probs (row-major); with opts.rank too, the target's rank */
-    top?: { ids: Int32Array; logp: Float32Array; rank: Int32Array };
-  }> {
+    opts: ScoreOptions & { returnAttention?: boolean } = {},
+  ): Promise<TokenScores & { attention?: tf.Tensor4D }> {
     this.checkLive();
     const [B, T] = ids.shape;
     const { from, count } = positions;
     if (from < 0 || count < 1 || from + count > T) throw new Error(`scoreTokens: positions [${from}, ${from + count}) outside [0, ${T})`);
     const d = this.cfg.dModel;
-    const V = this.cfg.vocabSize;
-    const N = B * count;
-    if (targets.length !== N) throw new Error(`scoreTokens: ${targets.length} targets for ${N} positions`);
-    const budget = Math.max(1, opts.budget ?? 1 << 24);
-    const vBlock = Math.max(1, Math.min(V, budget));
-    const rBlock = Math.max(1, Math.min(N, Math.floor(budget / vBlock)));
-    const W = this.head; // [d, V], in blocks of the vocabulary
     const { h, attention } = tf.tidy(() => {
       const r = this.run(ids, tf.cast(keyMask, 'float32') as tf.Tensor2D, 0, null, !!opts.returnAttention);
-      const hh = r.hidden.slice([0, from, 0], [B, count, d]).reshape([N, d]) as tf.Tensor2D;
+      const hh = r.hidden.slice([0, from, 0], [B, count, d]).reshape([B * count, d]) as tf.Tensor2D;
       return { h: hh, attention: r.attention };
     });
-    // running max m, s0 = Σ e^{z−m}, s1 = Σ e^{z−m}(z − m) per row, merged over the vocabulary blocks
-    const m = new Float64Array(N).fill(-Infinity);
-    const s0 = new Float64Array(N);
-    const s1 = new Float64Array(N);
-    // s2 = Σ e^{2(z−m)}: Σ p² = s2 / s0²
-    const s2 = new Float64Array(N);
-    const logp = new Float32Array(N);
-    const entropy = new Float32Array(N);
-    const probSq = new Float32Array(N);
-    // the K most likely tokens of each position (what a server's top_logprobs gives): merged over the vocabulary blocks
-    const K = Math.min(V, Math.max(0, opts.topK ?? 0));
-    const topIds = new Int32Array(N * K);
-    const topZ = new Float32Array(N * K).fill(-Infinity);
-    // with the top K, each target's rank: 1 + the tokens whose logit is above its own
-    const rank = new Int32Array(opts.rank ? N : 0).fill(1);
-    const zt = new Float32Array(N);
     try {
-      for (let r0 = 0; r0 < N; r0 += rBlock) {
-        const R = Math.min(rBlock, N - r0);
-        // the target's logit: its column of the lm head, one dot product per row
-        const z = tf.tidy(() => {
-          const cols = gatherVocab(W, tf.tensor1d(targets.subarray(r0, r0 + R), 'int32')); // [d, R]
-          return tf.sum(tf.mul(tf.slice(h, [r0, 0], [R, d]), tf.transpose(cols)), 1).div(temperature);
-        });
-        zt.set((await z.data()) as Float32Array, r0);
-        z.dispose();
-      }
-      // vocabulary blocks outside, rows inside: each block of the lm head is sliced once, not once per row block
-      for (const [W0, v0, vc] of W.vars.flatMap((Ws, b) => {
-        const out: [tf.Variable, number, number][] = [];
-        for (let o = 0; o < W.widths[b]; o += vBlock) out.push([Ws, o, Math.min(vBlock, W.widths[b] - o)]);
-        return out;
-      })) {
-        const Wb = vc === W0.shape[1] ? W0 : tf.slice(W0, [0, v0], [d, vc]);
-        try {
-          for (let r0 = 0; r0 < N; r0 += rBlock) {
-            const R = Math.min(rBlock, N - r0);
-            const [mc, s0c, s1c, s2c] = tf.tidy(() => {
-              const z = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb).div(temperature) as tf.Tensor2D;
-              const mx = z.max(1, true);
-              const zc = z.sub(mx);
-              const e = tf.exp(zc);
-              // Σ e^{z−m}(z − m), relative to the block's max: bounded terms, no cancellation for a confident row
-              return [mx.reshape([R]), e.sum(1), e.mul(zc).sum(1), e.square().sum(1)];
-            });
-            const [a, b, c, q] = await Promise.all([mc.data(), s0c.data(), s1c.data(), s2c.data()]);
-            tf.dispose([mc, s0c, s1c, s2c]);
-            if (K > 0 || rank.length) await this.mergeTop(h, Wb, r0, R, W.starts[W.vars.indexOf(W0)] + v0, temperature, K, topIds, topZ, zt, targets, rank);
-            for (let i = 0, n = r0; i < R; i++, n++) {
-              // rebase both sums on the new max M: e^{z−M}(z−M) = e^{m−M}·(e^{z−m}(z−m) + e^{z−m}(m−M))
-              const M = Math.max(m[n], a[i]);
-              const k0 = m[n] === -Infinity ? 0 : Math.exp(m[n] - M);
-              const k1 = Math.exp(a[i] - M);
-              s1[n] = (m[n] === -Infinity ? 0 : k0 * (s1[n] + s0[n] * (m[n] - M))) + k1 * (c[i] + b[i] * (a[i] - M));
-              s0[n] = s0[n] * k0 + b[i] * k1;
-              s2[n] = s2[n] * k0 * k0 + q[i] * k1 * k1;
-              m[n] = M;
-            }
-          }
-        } finally {
-          if (Wb !== W0) Wb.dispose();
-        }
-      }
-      for (let n = 0; n < N; n++) {
-        // lse = M + ln s0; H = lse − E[z] = ln s0 − s1/s0 (s1 = Σ e^{z−M}(z − M))
-        const lse = m[n] + Math.log(s0[n]);
-        logp[n] = zt[n] - lse;
-        entropy[n] = Math.log(s0[n]) - s1[n] / s0[n];
-        probSq[n] = s2[n] / (s0[n] * s0[n]);
-        for (let j = n * K; j < (n + 1) * K; j++) topZ[j] -= lse;
-      }
+      const scores = await scoreHidden(h, this.head, this.cfg.vocabSize, targets, temperature, opts);
+      return { ...scores, ...(attention ? { attention } : {}) };
     } finally {
       h.dispose();
-    }
-    return { logp, entropy, probSq, ...(attention ? { attention } : {}), ...(K > 0 || rank.length ? { top: { ids: topIds, logp: topZ, rank } } : {}) };
-  }
-
-  /**
-   * Rows [r0, r0 + R) of one vocabulary block (its first id `base`): each row's K largest logits merged into the running
-   * lists, kept in descending order (ties to the lower id).
-   */
-  private async mergeTop(
-    h: tf.Tensor2D,
-    Wb: tf.Tensor,
-    r0: number,
-    R: number,
-    base: number,
-    temperature: number,
-    K: number,
-    ids: Int32Array,
-    z: Float32Array,
-    zt: Float32Array,
-    targetIds: Int32Array,
-    rank: Int32Array,
-  ): Promise<void> {
-    const d = this.cfg.dModel;
-    const k = Math.min(K, Wb.shape[1] as number);
-    const { values, indices, above, ownAbove } = tf.tidy(() => {
-      const zb = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb as tf.Tensor2D).div(temperature) as tf.Tensor2D;
-      // K = 0 with a rank asked for: no list, only the count
-      const top = k > 0 ? tf.topk(zb, k, true) : { values: tf.zeros([R, 0]), indices: tf.zeros([R, 0], 'int32') };
-      if (!rank.length) return { ...top, above: tf.zeros([R], 'int32'), ownAbove: tf.zeros([R], 'int32') };
-      const target = tf.tensor2d(zt.subarray(r0, r0 + R), [R, 1]);
-      // the target's own column, where it is in this block, counts when its logit from this product rounds above the
-      // gathered one: taken back out below
-      const cols = Array.from(targetIds.subarray(r0, r0 + R), (id) => Math.min(Math.max(id - base, 0), (Wb.shape[1] as number) - 1));
-      const own = tf.gather(zb, tf.tensor1d(cols, 'int32'), 1, 1).reshape([R]);
-      return {
-        ...top,
-        above: tf.sum(tf.cast(tf.greater(zb, target), 'int32'), 1),
-        ownAbove: tf.cast(tf.greater(own, target.reshape([R])), 'int32'),
-      };
-    });
-    const [vals, idx, gt, og] = await Promise.all([
-      values.data() as Promise<Float32Array>,
-      indices.data() as Promise<Int32Array>,
-      above.data() as Promise<Int32Array>,
-      ownAbove.data() as Promise<Int32Array>,
-    ]);
-    tf.dispose([values, indices, above, ownAbove]);
-    const width = Wb.shape[1] as number;
-    if (rank.length)
-      for (let i = 0; i < R; i++) {
-        const id = targetIds[r0 + i];
-        rank[r0 + i] += gt[i] - (id >= base && id < base + width ? og[i] : 0);
-      }
-    for (let i = 0; i < R; i++) {
-      const n = r0 + i;
-      const merged: [number, number][] = [];
-      for (let j = 0; j < K; j++) if (z[n * K + j] > -Infinity) merged.push([z[n * K + j], ids[n * K + j]]);
-      for (let j = 0; j < k; j++) merged.push([vals[i * k + j], idx[i * k + j] + base]);
-      merged.sort((x, y) => y[0] - x[0] || x[1] - y[1]);
-      for (let j = 0; j < K; j++) {
-        z[n * K + j] = j < merged.length ? merged[j][0] : -Infinity;
-        ids[n * K + j] = j < merged.length ? merged[j][1] : 0;
-      }
     }
   }
 

@@ -8,7 +8,7 @@ import { applyOverrides, loadConfig, validateConfig, type CreditConfig } from '.
 import { UserError, isUserError } from '../core/errors';
 import type { Example, Section, Task, Tokenizer } from '../core/types';
 import type { EpisodeView } from '../credit/types';
-import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../import/score';
+import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../session/score';
 import { readProbeTable, readStepTables, writeProbeTable, type EpisodeColumns, type ProbeColumns, type TokenColumnsRead } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
 import { acquireRunLock } from '../rundir/run_lock';
@@ -17,16 +17,24 @@ import { readRunInfo, stepFile } from '../rundir/rundir';
 import { writeFileAtomic } from '../core/files';
 import { shapedReward } from '../session/reward';
 import { openSession, useWeights, type Session } from '../session/session';
-import { loadTokenizerOnly } from '../session/model_spec';
+import { loadTokenizerOnly } from '../session/model_path';
 import { makeTask } from '../tasks';
 import { childSeed } from '../core/rng';
-import { PromptTemplater } from '../import/chat_template';
+import { PromptTemplater } from '../session/chat_template';
 import { HfTokenizer } from '../model/tokenizer';
 import type { RunInfo } from '../../protocol';
 import { LocalSampler, type Sampler, type SamplerProvenance } from '../model/sampling';
 import { ServerSampler, type ServerOptions } from '../serving/client';
 import { creditAccuracy, type AccuracyReport, type ProbedEpisode } from './accuracy';
-import { accuracyFields, probeRecordFile, probeTableFile, readProbeRecord, type ProbeRecord, type ProbeReport, type ProbeSettings } from './record';
+import {
+  accuracyFields,
+  probeRecordFile,
+  probeTableFile,
+  readProbeRecord,
+  type ProbeRecord,
+  type ProbeReport,
+  type ProbeSettings,
+} from '../rundir/probe_record';
 
 export type { ProbeReport };
 

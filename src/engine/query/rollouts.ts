@@ -5,10 +5,9 @@
 // answer in tens of milliseconds once loaded.
 // One file although long: the index's columns and the queries over them are one structure; the queries are its methods.
 import { niceStep } from '../../protocol/number_format';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
-import { parse as parseYaml } from 'yaml';
 import { UserError } from '../core/errors';
 import {
   joinProbeColumns,
@@ -20,7 +19,8 @@ import {
   type TokenColumnsRead,
 } from '../rundir/arrow_tables';
 import { listLoggedSteps, stepFile } from '../rundir/rundir';
-import { probeFitsTokens } from '../probe/record';
+import { probeFitsTokens } from '../rundir/probe_record';
+import { readRunConfig } from '../rundir/run_config';
 import { compileWhere, parseWhere, type FieldKind } from './expr';
 import { answerStatus, STATUSES, type AnswerStatus } from '../tasks/sections';
 import type { EpisodeSummary } from '../../protocol/browse_view';
@@ -603,7 +603,7 @@ export function loadRollouts(runDir: string, range: { fromStep?: number; toStep?
       }
     }
   }
-  return new RolloutIndex(runDir, tokens, eps, maxNewTokensOf(runDir));
+  return new RolloutIndex(runDir, tokens, eps, readRunConfig(runDir)?.maxNewTokens ?? null);
 }
 
 function lowerBound(a: Int32Array, v: number): number {
@@ -649,15 +649,4 @@ function concatEpisodes(parts: EpisodeColumns[]): EpisodeColumns {
     truncated: parts.flatMap((p) => p.truncated ?? new Array<null>(p.step.length).fill(null)),
     status: parts.flatMap((p) => p.status ?? new Array<null>(p.step.length).fill(null)),
   };
-}
-
-/** grpo.max_new_tokens from the run's config.yaml (what "truncated" is measured against), or null. */
-function maxNewTokensOf(runDir: string): number | null {
-  try {
-    const cfg = parseYaml(readFileSync(join(runDir, 'config.yaml'), 'utf8')) as { grpo?: { max_new_tokens?: unknown } };
-    const v = cfg?.grpo?.max_new_tokens;
-    return typeof v === 'number' ? v : null;
-  } catch {
-    return null;
-  }
 }

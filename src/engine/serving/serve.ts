@@ -18,7 +18,7 @@ import { LocalSampler, type Continuation, type SampleRequest, type SampleSetting
 import { readSafetensors } from '../model/safetensors';
 import { WASM_HEAP_BYTES } from '../model/memory';
 import { probePolicy } from '../rundir/policies';
-import { loadScorer } from '../session/model_spec';
+import { loadScorer } from '../session/model_path';
 import { openSession, useWeights, type Session } from '../session/session';
 import { policyBatch } from '../session/rollout';
 

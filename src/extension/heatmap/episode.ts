@@ -11,12 +11,9 @@ import { listLoggedSteps, readRunInfo } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
 import { METRICS, metricDef, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
 import { charStarts, TOKEN_COLUMNS, type TokenColumnDef } from '../../protocol/token_columns';
+import type { EpisodeRef } from '../types';
 
-export interface EpisodeRef {
-  runDir: string;
-  step: number;
-  episode: number;
-}
+export type { EpisodeRef };
 
 /** One logged step of a run, both tables, with each episode's token rows in position order. */
 export class StepTables {

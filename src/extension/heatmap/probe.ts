@@ -2,7 +2,7 @@
 // with a cancellable progress notification, then the episode painted by its MC credit δ. A cancelled probe keeps the
 // episodes it finished (none, for one episode), and the same command starts it again.
 import * as vscode from 'vscode';
-import { readProbeRecord } from '../../engine/probe/record';
+import { readProbeRecord } from '../../engine/rundir/probe_record';
 import { probeableSteps } from '../../engine/rundir/policies';
 import { readRunInfo } from '../../engine/rundir/rundir';
 import type { Ctx } from '../ctx';

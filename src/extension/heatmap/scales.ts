@@ -65,7 +65,7 @@ export function nextMetric(current: MetricId, available: readonly MetricId[], di
   return order[(at + direction + order.length) % order.length];
 }
 
-export type Normalization = 'episode' | 'step';
+export type { Normalization } from '../types';
 
 /** Buckets per sign on a diverging scale, and on a sequential one. */
 export const DIVERGING_SIDE = 6;

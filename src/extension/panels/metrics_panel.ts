@@ -11,7 +11,7 @@ import { isEnded, isTraining, type LiveStatus } from '../run_status';
 import type { LiveRun, RunManager } from '../runs';
 import type { RunDirWatcher } from '../run_watcher';
 import { WebviewPanelHost } from '../webview';
-import type { AnalysisRunner } from '../analysis';
+import type { AnalysisRunner } from '../analysis_runner';
 import { pickRunDirs } from '../pick';
 import { loadRunData, pngBytes, safeFileName } from './run_data';
 

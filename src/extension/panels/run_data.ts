@@ -1,39 +1,27 @@
 // What the dashboard and the comparison need of a run directory (design.md#run-directory): run.json's name and status,
 // every metrics.jsonl row, and the SFT length from the run's resolved config.yaml. No vscode here, so the
 // unit tests read real run directories with it.
-import { readdirSync, readFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
-import { parse } from 'yaml';
+import { basename } from 'node:path';
 import type { MetricsRow } from '../../protocol/index';
 import type { MetricsRunData } from '../../protocol/metrics_view';
-import { CONFIG_YAML, readMetrics, readRunInfo } from '../../engine/rundir/rundir';
+import { readMetrics, readRunInfo } from '../../engine/rundir/rundir';
+import { probedSteps, readProbeRecord, type ProbeRecord } from '../../engine/rundir/probe_record';
+import { readRunConfig } from '../../engine/rundir/run_config';
 
 /**
  * `sft.steps` of the run's config.yaml, which the engine writes before the first step, so a live run's SFT
  * points land where they belong from the first one. A run without a readable config falls back to its
  * highest logged SFT step.
  */
-export function sftStepsOf(runDir: string, rows: readonly MetricsRow[], config = runConfig(runDir)): number {
-  const steps = config?.sft?.steps;
-  if (typeof steps === 'number' && Number.isInteger(steps) && steps >= 0) return steps;
+export function sftStepsOf(runDir: string, rows: readonly MetricsRow[], config = readRunConfig(runDir)): number {
+  const steps = config?.sftSteps;
+  if (typeof steps === 'number') return steps;
   return rows.reduce((m, r) => (r.phase === 'sft' ? Math.max(m, r.step) : m), 0);
 }
 
 /** `grpo.kl_beta` of the run's config.yaml (null when unreadable): 0 means the KL is never computed. */
-export function klBetaOf(runDir: string, config = runConfig(runDir)): number | null {
-  const beta = config?.grpo?.kl_beta;
-  return typeof beta === 'number' && Number.isFinite(beta) ? beta : null;
-}
-
-/** The fields of a run's config.yaml the dashboards read; null when it cannot be read. */
-type RunConfigView = { sft?: { steps?: unknown }; grpo?: { kl_beta?: unknown } } | null;
-
-function runConfig(runDir: string): RunConfigView {
-  try {
-    return parse(readFileSync(join(runDir, CONFIG_YAML), 'utf8')) as RunConfigView;
-  } catch {
-    return null;
-  }
+export function klBetaOf(runDir: string, config = readRunConfig(runDir)): number | null {
+  return config?.klBeta ?? null;
 }
 
 /**
@@ -43,26 +31,18 @@ function runConfig(runDir: string): RunConfigView {
  * without an accuracy (a probe stopped before scoring) or not readable is skipped.
  */
 export function probeRows(runDir: string): MetricsRow[] {
-  let names: string[];
-  try {
-    names = readdirSync(join(runDir, 'probes'));
-  } catch {
-    return [];
-  }
   const rows: MetricsRow[] = [];
-  for (const name of names.sort()) {
-    const m = /^step-(\d+)\.json$/.exec(name);
-    if (!m) continue;
-    let rec: ProbeRecordView;
+  for (const step of probedSteps(runDir)) {
+    let rec: ProbeRecord | null;
     try {
-      rec = JSON.parse(readFileSync(join(runDir, 'probes', name), 'utf8')) as ProbeRecordView;
+      rec = readProbeRecord(runDir, step);
     } catch {
       continue;
     }
-    const own = rec?.accuracy?.[rec.run_strategy ?? '']?.spearman_unbiased?.mean;
-    if (rec?.format !== 'credit-lens-probe' || typeof own !== 'number') continue;
-    const row: MetricsRow = { step: Number(m[1]), phase: 'grpo', 'mc/spearman_unbiased': own };
-    const placebo = rec.accuracy![rec.run_strategy!]?.placebo?.mean;
+    const own = rec?.accuracy?.[rec.run_strategy]?.spearman_unbiased?.mean;
+    if (!rec || typeof own !== 'number') continue;
+    const row: MetricsRow = { step, phase: 'grpo', 'mc/spearman_unbiased': own };
+    const placebo = rec.accuracy![rec.run_strategy]?.placebo?.mean;
     if (typeof placebo === 'number') row['mc/placebo'] = placebo;
     const baselines = Object.values(rec.baselines ?? {})
       .map((b) => b?.spearman_unbiased?.mean)
@@ -74,20 +54,11 @@ export function probeRows(runDir: string): MetricsRow[] {
   return rows;
 }
 
-/** The fields of a probe record the dashboard reads (engine/probe/record.ts writes them), every one optional. */
-interface ProbeRecordView {
-  format?: string;
-  run_strategy?: string;
-  accuracy?: Record<string, { spearman_unbiased?: { mean?: number | null }; placebo?: { mean?: number | null } }> | null;
-  baselines?: Record<string, { spearman_unbiased?: { mean?: number | null } }> | null;
-  reliability?: { full?: number | null } | null;
-}
-
 export function loadRunData(runDir: string, status?: string): MetricsRunData {
   const info = readRunInfo(runDir);
   const rows = [...readMetrics(runDir), ...probeRows(runDir)];
   // config.yaml read once for both of its fields
-  const config = runConfig(runDir);
+  const config = readRunConfig(runDir);
   return {
     runDir,
     id: basename(runDir),

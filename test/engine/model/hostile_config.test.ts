@@ -91,7 +91,7 @@ test("a tokenizer id at or above config.json's vocab_size is refused, naming the
 });
 
 test('a model too large for the backend is refused from its config.json, with the numbers, before a weight is read (import --model, probe, eval)', async (t) => {
-  const { loadScorer } = await import('../../../src/engine/import/score');
+  const { loadScorer } = await import('../../../src/engine/session/score');
   const { parseConfigText } = await import('../../../src/engine/config/config');
   const dir = mkdtempSync(join(tmpdir(), 'cl-hostile-big-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { train } from '../../../src/engine/train/train';
-import { readProbeRecord } from '../../../src/engine/probe/record';
+import { readProbeRecord } from '../../../src/engine/rundir/probe_record';
 import { readProbeTable } from '../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../src/engine/rundir/rundir';
 import { tinyConfig } from '../fixtures';

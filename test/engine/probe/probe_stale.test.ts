@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { train } from '../../../src/engine/train/train';
 import { probeRun } from '../../../src/engine/probe/probe';
-import { readProbeRecord } from '../../../src/engine/probe/record';
+import { readProbeRecord } from '../../../src/engine/rundir/probe_record';
 import { loadRollouts } from '../../../src/engine/query/rollouts';
 import { readTokenTable, writeTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { stepFile } from '../../../src/engine/rundir/rundir';
@@ -44,7 +44,7 @@ test(
   async (t) => {
     const { existsSync, rmSync: rm } = await import('node:fs');
     const { readSafetensors, writeSafetensors } = await import('../../../src/engine/model/safetensors');
-    const { probeAccuracies } = await import('../../../src/engine/probe/record');
+    const { probeAccuracies } = await import('../../../src/engine/rundir/probe_record');
     const { policyFile } = await import('../../../src/engine/rundir/policies');
     const dir = mkdtempSync(join(tmpdir(), 'cl-probe-policy-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));

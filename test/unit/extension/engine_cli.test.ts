@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AnalysisRunner } from '../../../src/extension/analysis';
+import { AnalysisRunner } from '../../../src/extension/analysis_runner';
 import { analyzeArgs, CancelledError, cliError, EngineCli, importArgs, parseAnalyzeReport, probeArgs } from '../../../src/extension/engine_cli';
 import type { RunInfo } from '../../../src/protocol/index';
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { initBackend } from '../../../src/engine/model/backend';
 import { Transformer } from '../../../src/engine/model/model';
-import { scoreStrategies, type ScoreInput } from '../../../src/engine/import/score';
+import { scoreStrategies, type ScoreInput } from '../../../src/engine/session/score';
 import { makeRng } from '../../../src/engine/core/rng';
 import type { Section } from '../../../src/protocol';
 import { smallModelConfig, tinyConfig } from '../fixtures';

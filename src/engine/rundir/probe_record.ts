@@ -62,7 +62,7 @@ export interface ProbeReport extends ProbeRecord {
   complete: boolean;
 }
 
-/** `<run>/probes/step-NNNNNN.arrow` (rundir's stepFile layout, spelled here so this file stays free of the run-directory code). */
+/** `<run>/probes/step-NNNNNN.arrow`, in the layout of the run's other per-step files. */
 export function probeTableFile(runDir: string, step: number): string {
   return join(runDir, 'probes', `step-${String(step).padStart(6, '0')}.arrow`);
 }
@@ -115,19 +115,26 @@ export function recordAccuracy(r: ProbeRecord): AccuracyReport | null {
   };
 }
 
-/** Every probed step's accuracy, ascending by step (for `analyze --probe`); steps without a finished episode are left out. */
-export function probeAccuracies(runDir: string): ProbeAccuracy[] {
+/** The steps that have a probe record, ascending (none where the run has no probes/ folder). */
+export function probedSteps(runDir: string): number[] {
   let names: string[] = [];
   try {
     names = readdirSync(join(runDir, 'probes'));
   } catch {
     return [];
   }
+  return names
+    .map((n) => /^step-(\d+)\.json$/.exec(n))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b);
+}
+
+/** Every probed step's accuracy, ascending by step (for `analyze --probe`); steps without a finished episode are left out. */
+export function probeAccuracies(runDir: string): ProbeAccuracy[] {
   const out: ProbeAccuracy[] = [];
-  for (const n of names) {
-    const m = /^step-(\d+)\.json$/.exec(n);
-    if (!m) continue;
-    const r = readProbeRecord(runDir, Number(m[1]));
+  for (const step of probedSteps(runDir)) {
+    const r = readProbeRecord(runDir, step);
     // a probe of a table the step no longer has (the run restarted or resumed since) is not this run's
     if (r && !probeFitsTokens(runDir, r.step, join(runDir, 'tokens', `step-${String(r.step).padStart(6, '0')}.arrow`))) continue;
     const acc = r && recordAccuracy(r);

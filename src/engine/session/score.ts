@@ -8,7 +8,7 @@ import type { Section } from '../core/types';
 import { getStrategy } from '../credit';
 import { offlineStrategies, strategySpec } from '../credit/catalog';
 import { creditParams, effectiveAdvantages, type CreditBatch, type EpisodeView, type PrepareContext } from '../credit/types';
-import { policyBatch } from '../session/rollout';
+import { policyBatch } from './rollout';
 
 /** Strategies whose weights come from the batch alone: no trained head, network or oracle (what an import can score). */
 export const IMPORT_STRATEGIES = offlineStrategies('outputs');
@@ -42,9 +42,9 @@ export async function localCredit(name: string, views: EpisodeView[], ctx: Prepa
   ).effAdv;
 }
 
-import type { Scorer } from '../session/model_spec';
+import type { Scorer } from './model_path';
 
-export { loadScorer, loadTokenizerOnly, type Scorer } from '../session/model_spec';
+export { loadScorer, loadTokenizerOnly, type Scorer } from './model_path';
 
 export interface ScoreInput {
   promptIds: number[];

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { chooseNode, findOnPath } from '../../../src/extension/node';
+import { chooseNode, findOnPath } from '../../../src/extension/node_runtime';
 
 const posix = process.platform !== 'win32';
 
