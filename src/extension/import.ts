@@ -4,6 +4,7 @@
 // notification while the engine scores. The new run lands in `<workspace>/runs/`, where the Runs tree finds it.
 // "Credit Lens: Follow a Training Run…" does the same for a run still training (`import --follow`): its steps appear
 // in the tree as the trainer writes them, until Stop.
+import { IMPORT_FORMAT_DEFS, type ImportFormat } from '../protocol/import_formats';
 import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
@@ -121,18 +122,11 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
     await vscode.commands.executeCommand('creditLens.showEngineLog', result.runDir);
 }
 
-type FormatItem = vscode.QuickPickItem & { format: 'auto' | 'verl' | 'trl' | 'prime' | 'jsonl' };
+type FormatItem = vscode.QuickPickItem & { format: 'auto' | ImportFormat };
 
 const FOLLOW_FORMATS: FormatItem[] = [
   { label: 'Detect from the files', format: 'auto', detail: 'the first file written decides' },
-  { label: 'veRL rollout_data_dir', format: 'verl', detail: 'one <step>.jsonl per step ({input, output, score, step})' },
-  {
-    label: 'prime-rl output folder',
-    format: 'prime',
-    detail: 'token_exports/step_N/ or rollouts/step_N/train/…/traces.jsonl, with metrics.jsonl beside: no model needed',
-  },
-  { label: 'TRL completions folder', format: 'trl', detail: 'per-step completions (JSONL, CSV or W&B table JSON)' },
-  { label: 'Plain JSONL', format: 'jsonl', detail: '{step, prompt, completion, reward} lines' },
+  ...IMPORT_FORMAT_DEFS.map((f) => ({ label: f.label, format: f.id, detail: f.detail })),
 ];
 
 /** The follows this window started, stopped when it closes (each leaves a completed run of its whole steps). */

@@ -1,6 +1,7 @@
 // The one shared protocol module (design.md#shape): types only. Imported by engine, extension and webviews,
 // so a renamed field breaks the build, not the user.
 
+import type { ImportFormat } from './import_formats';
 export type RunStatus = 'running' | 'completed' | 'failed' | 'stopped';
 export type Phase = 'sft' | 'grpo' | 'eval';
 /** Where a completion token sits (design.md#semantics "Sections"). */
@@ -57,7 +58,7 @@ export interface RunInfo {
 export interface ImportedInfo {
   /** the file or folder that was imported (absolute) */
   source: string;
-  format: 'verl' | 'trl' | 'prime' | 'jsonl';
+  format: ImportFormat;
   /** the model that scored the tokens (HF dir, run dir or checkpoint); null when the source carried per-token values */
   model: string | null;
   /** completions imported, and lines skipped as malformed */

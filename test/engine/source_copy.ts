@@ -59,3 +59,22 @@ export function addStrategy(dir: string, o: { file: string; source: string; expo
       .replace(/^ {2}rewardVariance,$/m, `  rewardVariance,\n  ${o.exportName},`),
   );
 }
+
+/** Adds a metric sink to the copy of src/ at `dir`: its file in src/engine/tracking/sinks/ and its line in sinks/catalog.ts. */
+export function addSink(dir: string, o: { file: string; source: string; exportName: string }): void {
+  const sinks = join(dir, 'src/engine/tracking/sinks');
+  writeFileSync(join(sinks, o.file), o.source);
+  const catalog = readFileSync(join(sinks, 'catalog.ts'), 'utf8');
+  const list = 'export const METRIC_SINKS = [tensorboardSink, mlflowSink]';
+  if (!catalog.includes(list)) throw new Error('addSink: the catalog no longer lists tensorboardSink, mlflowSink');
+  const module = `./${o.file.replace(/\.ts$/, '')}`;
+  writeFileSync(
+    join(sinks, 'catalog.ts'),
+    catalog
+      .replace(
+        "import { tensorboardSink } from './tensorboard';",
+        `import { tensorboardSink } from './tensorboard';\nimport { ${o.exportName} } from '${module}';`,
+      )
+      .replace(list, `export const METRIC_SINKS = [tensorboardSink, mlflowSink, ${o.exportName}]`),
+  );
+}

@@ -8,7 +8,7 @@ import { analysisToMarkdown } from '../analysis/markdown';
 import { UserError } from '../core/errors';
 import { SERVER_APIS } from '../serving/client';
 import { importRollouts } from '../import/import';
-import type { ImportFormat } from '../import/formats';
+import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
 import { importanceTrain } from '../importance/importance';
 import type { ImportanceNetConfig } from '../model/importance_net';
 import { pairedRollouts } from '../importance/paired';
@@ -174,8 +174,8 @@ export async function cmdImport(argv: string[]): Promise<number> {
   );
   if (a.positional.length !== 1) throw new UserError(`import needs exactly one file or folder\n${IMPORT_USAGE}`);
   const format = flag(a, 'format') ?? 'auto';
-  if (format !== 'auto' && !(['verl', 'trl', 'prime', 'jsonl'] as string[]).includes(format))
-    throw new UserError(`--format ${format}: expected auto, verl, trl, prime or jsonl`);
+  if (format !== 'auto' && !(IMPORT_FORMATS as readonly string[]).includes(format))
+    throw new UserError(`--format ${format}: expected auto, ${IMPORT_FORMATS.slice(0, -1).join(', ')} or ${IMPORT_FORMATS[IMPORT_FORMATS.length - 1]}`);
   const sets = [...(a.flags.get('set') ?? [])];
   const strategy = flag(a, 'strategy');
   if (strategy) sets.push(`credit.strategy=${strategy}`);

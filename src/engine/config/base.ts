@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { creditShape, STRATEGY_NAMES } from '../credit/catalog';
 import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
 import { lossShape } from '../losses/catalog';
+import { sinkShape } from '../tracking/sinks/catalog';
 import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from '../core/fields';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -300,33 +301,7 @@ const loggingSchema = section(
         "log π_old(y_t) per token (the token table's realized column): what the update did to each token, against what its " +
         'Â told it. One more forward pass over the step (logged as realized_seconds).',
     ).default(false),
-    tensorboard: bool(
-      'Write TensorBoard event files to <run>/tensorboard/ as the run goes (scalars grouped as train/, eval/, credit/, sft/ ' +
-        "and each strategy's own, histograms of the token table under tokens/): tensorboard --logdir <output_dir> shows it " +
-        'live, and wandb sync --sync-tensorboard uploads it (an addition to design.md#config).',
-    ).default(true),
-    mlflow: allow(
-      z
-        .strictObject({
-          tracking_uri: z
-            .string()
-            .regex(/^https?:\/\/[^\s@/]+(\/\S*)?$/, {
-              message:
-                'an http:// or https:// URL without user:password@ (config.yaml is copied into the run: credentials go in ' +
-                'MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD)',
-            })
-            .describe("The tracking server's URL, e.g. http://mlflow.lab:5000 (credentials go in MLFLOW_TRACKING_TOKEN, not here)."),
-          experiment: z.string().min(1).describe('Experiment the run goes to; created when it does not exist.').default('credit-lens'),
-        })
-        .nullable()
-        .describe(
-          'Also log to an MLflow tracking server: one MLflow run per run, the config as params, the metrics as they come ' +
-            '(queued and retried: a slow or dead server never stops training), run.json and the analysis as artifacts where ' +
-            'the server proxies them. A token in MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME / _PASSWORD) is sent ' +
-            'with each request and never written to the run (an addition to design.md#config).',
-        ),
-      'null, or {tracking_uri: an http:// or https:// URL without user:password@, experiment: a name}',
-    ).default(null),
+    ...sinkShape(),
   },
   'What the run directory records.',
 );

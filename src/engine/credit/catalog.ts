@@ -67,6 +67,11 @@ export interface StrategySpec {
    * (the probe runs it, then its weights). Absent: it needs a trained head, a network or an oracle.
    */
   readonly offline?: 'outputs' | 'prepare';
+  /**
+   * Other settings of the strategy that the probe scores as rows of their own, beside the run's: a row label and the
+   * keys it sets. A variant's prepare() must be local (gtpo's paper form, while its default form needs only the outputs).
+   */
+  readonly probeVariants?: readonly { readonly label: string; readonly sets: Readonly<Record<string, string>> }[];
   /** values the Run Sweep QuickPicks offer, by dotted key */
   readonly sweepValues?: Record<string, number[]>;
   /** the parameter comparisons label a run with (seed docs 001/002: "Outcome-conditional (0.75)"), a key of `params` */
@@ -234,6 +239,7 @@ export const CATALOG = [
         'gtpo strategy: which form, and the paper form’s α₁, α₂ and entropy clip.',
       ).prefault({}),
     },
+    probeVariants: [{ label: 'gtpo (paper form)', sets: { 'credit.gtpo.form': 'gtpo' } }],
   },
   {
     name: 'ktae',
@@ -491,6 +497,13 @@ export function headlineParams(): Record<string, string> {
 }
 
 /** The strategies whose weights need only the batch and the forward pass: what an import scores, and the probe's rows. */
+/** Every entry's probe variants: the strategy whose prepare() scores it, the row's label and the `--set` lines it applies. */
+export function probeVariants(): { strategy: StrategyName; label: string; sets: string[] }[] {
+  return (CATALOG as readonly StrategySpec[]).flatMap((s) =>
+    (s.probeVariants ?? []).map((v) => ({ strategy: s.name as StrategyName, label: v.label, sets: Object.entries(v.sets).map(([k, x]) => `${k}=${x}`) })),
+  );
+}
+
 export function offlineStrategies(kind: 'outputs' | 'prepare'): StrategyName[] {
   return (CATALOG as readonly StrategySpec[]).filter((s) => s.offline === kind).map((s) => s.name as StrategyName);
 }

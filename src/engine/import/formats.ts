@@ -17,8 +17,8 @@ import { basename, extname, join, relative } from 'node:path';
 import { UserError } from '../core/errors';
 import { readCsv } from './csv';
 
-export const IMPORT_FORMATS = ['verl', 'trl', 'prime', 'jsonl'] as const;
-export type ImportFormat = (typeof IMPORT_FORMATS)[number];
+import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
+export { IMPORT_FORMATS, type ImportFormat };
 
 /** prime-rl's per-token columns beyond log-prob, entropy and advantage, kept as extra token columns. */
 export const PRIME_EXTRA_COLUMNS = ['inference_logprobs', 'importance_ratio', 'log_importance_ratio', 'mismatch_kl', 'prob_delta'] as const;

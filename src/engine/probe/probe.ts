@@ -8,6 +8,7 @@ import { applyOverrides, loadConfig, validateConfig, type CreditConfig } from '.
 import { UserError, isUserError } from '../core/errors';
 import type { Example, Section, Task, Tokenizer } from '../core/types';
 import type { EpisodeView } from '../credit/types';
+import { probeVariants } from '../credit/catalog';
 import { IMPORT_STRATEGIES, LOCAL_PREPARE_STRATEGIES, localCredit, scoreStrategies } from '../session/score';
 import { readProbeTable, readStepTables, writeProbeTable, type EpisodeColumns, type ProbeColumns, type TokenColumnsRead } from '../rundir/arrow_tables';
 import { probePolicy } from '../rundir/policies';
@@ -519,12 +520,11 @@ async function accuracyOf(
     };
   });
   const ctx = { step: 0, runDir: '', cfg, task: s.task, tokenizer: s.tokenizer, log: () => {} };
-  const local: [string, string[]][] = [...LOCAL_PREPARE_STRATEGIES.map((n) => [n, []] as [string, string[]]), ['gtpo (paper form)', ['credit.gtpo.form=gtpo']]];
-  for (const [label, sets] of local) {
+  const local = [...LOCAL_PREPARE_STRATEGIES.map((n) => ({ strategy: n, label: n as string, sets: [] as string[] })), ...probeVariants()];
+  for (const { strategy, label, sets } of local) {
     if (label === cfg.credit.strategy && !sets.length) continue;
     const c = sets.length ? loadConfigWith(cfg, sets) : cfg;
-    const name = label.split(' ')[0];
-    const rowsAdv = await localCredit(name, views, { ...ctx, cfg: c });
+    const rowsAdv = await localCredit(strategy, views, { ...ctx, cfg: c });
     effAdv[label] = probed.map((e) => rowsAdv[e]);
   }
   addRealized(effAdv, tok, byEpisode, probed);
@@ -587,7 +587,7 @@ function groupIndex(promptIdx: ArrayLike<number>): number[] {
   return out;
 }
 
-/** The run's config with a few keys set (gtpo's paper form for its accuracy row). */
+/** The run's config with a few keys set (a catalog entry's probe variant). */
 function loadConfigWith(cfg: CreditConfig, sets: string[]): CreditConfig {
   const { config, issues } = validateConfig(applyOverrides(cfg as unknown as Record<string, unknown>, sets));
   if (!config) throw new Error(`cannot set ${sets.join(', ')}: ${issues.map((i) => i.message).join('; ')}`);

@@ -1,6 +1,7 @@
 // The run directory (design.md#run-directory, contract): the engine writes it, the extension, the webviews and
 // `credit-lens analyze` read it, often while a run is still writing. Every whole-file write therefore goes
 // through a temporary file and a rename, so a reader sees the old file or the new one, never half of one.
+import { IMPORT_FORMATS } from '../../protocol/import_formats';
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, writeSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -158,7 +159,7 @@ const runInfoSchema = z.looseObject({
   imported: z
     .looseObject({
       source: z.string(),
-      format: z.enum(['verl', 'trl', 'prime', 'jsonl']),
+      format: z.enum(IMPORT_FORMATS),
       model: z.string().nullable(),
       records: z.number().int().min(0),
       skipped: z.number().int().min(0),

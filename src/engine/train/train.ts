@@ -545,7 +545,7 @@ async function finishRun(run: Run): Promise<TrainResult> {
 async function endTrackers(run: Run, status: 'FINISHED' | 'FAILED' | 'KILLED'): Promise<void> {
   const t = run.trackers;
   if (!t) return;
-  if (t.mlflow) {
+  if (t.keepsArtifacts) {
     t.artifact('run.json', JSON.stringify(redactedInfo(run), null, 2) + '\n');
     if (status !== 'FAILED' && run.progress.phase === 'grpo' && run.progress.step > 0) {
       try {
