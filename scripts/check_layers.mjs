@@ -28,7 +28,10 @@ const TFJS = /(^|\/)node_modules\/@tensorflow\//;
  *   tasks      prompts, rewards, sections; rundir the run directory's files;
  *   tracking   where metrics go beside metrics.jsonl: TensorBoard event files, an MLflow server;
  *   oracle     CAL's error-span oracles;
- *   credit     the strategies and their catalog; losses the policy-loss variants; config the schema built from both;
+ *   credit     the strategies and their catalog; losses the policy-loss variants;
+ *   serving/apis  the server APIs' wire formats and routes, one file each (a folder of serving/ that sits below config,
+ *              whose rollout.api takes its list);
+ *   config     the schema built from the catalogs;
  *   session    what every consumer needs to run a model on a task: the session, rollouts, reward shaping, token log;
  *   serving    inference servers (SGLang, vLLM) as samplers, and `credit-lens serve`;
  *   importance, import, probe, analysis, query: consumers of sessions and run directories;
@@ -43,6 +46,7 @@ export const ENGINE_ORDER = [
   'oracle',
   'credit',
   'losses',
+  'serving/apis',
   'config',
   'session',
   'serving',
@@ -57,8 +61,15 @@ export const ENGINE_ORDER = [
   'cli',
   '(root)',
 ];
-/** The engine folder of a source path: its first folder under src/engine, or (root) for a file directly in it. */
-const engineFolder = (/** @type {string} */ p) => (p.startsWith('src/engine/') ? (/^src\/engine\/([^/]+)\//.exec(p)?.[1] ?? '(root)') : undefined);
+/**
+ * The engine layer of a source path: a nested folder that ENGINE_ORDER lists (serving/apis), else its first folder under
+ * src/engine, or (root) for a file directly in it.
+ */
+const engineFolder = (/** @type {string} */ p) => {
+  if (!p.startsWith('src/engine/')) return undefined;
+  const nested = ENGINE_ORDER.find((f) => f.includes('/') && p.startsWith(`src/engine/${f}/`));
+  return nested ?? /^src\/engine\/([^/]+)\//.exec(p)?.[1] ?? '(root)';
+};
 const BUILTIN = new Set(builtinModules);
 /** @typedef {import('esbuild').Metafile} Metafile */
 const layerOf = (/** @type {string} */ p) => /^src\/(engine|extension|webviews|protocol)\//.exec(p)?.[1];

@@ -78,3 +78,19 @@ export function addSink(dir: string, o: { file: string; source: string; exportNa
       .replace(list, `export const METRIC_SINKS = [tensorboardSink, mlflowSink, ${o.exportName}]`),
   );
 }
+
+/** Adds a server API to the copy of src/ at `dir`: its file in src/engine/serving/apis/ and its line in apis/catalog.ts. */
+export function addServerApi(dir: string, o: { file: string; source: string; exportName: string }): void {
+  const apis = join(dir, 'src/engine/serving/apis');
+  writeFileSync(join(apis, o.file), o.source);
+  const catalog = readFileSync(join(apis, 'catalog.ts'), 'utf8');
+  const list = 'export const SERVER_API_SPECS = [sglang, vllm]';
+  if (!catalog.includes(list)) throw new Error('addServerApi: the catalog no longer lists sglang, vllm');
+  const module = `./${o.file.replace(/\.ts$/, '')}`;
+  writeFileSync(
+    join(apis, 'catalog.ts'),
+    catalog
+      .replace("import { vllm } from './vllm';", `import { vllm } from './vllm';\nimport { ${o.exportName} } from '${module}';`)
+      .replace(list, `export const SERVER_API_SPECS = [sglang, vllm, ${o.exportName}]`),
+  );
+}

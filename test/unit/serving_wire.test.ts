@@ -4,16 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cutContinuation, stopAfterTail, type SampleRequest, type SampleSettings } from '../../src/engine/model/sampling';
-import {
-  errorMessage,
-  parseSglangGenerate,
-  parseSglangScore,
-  parseVllmCompletion,
-  parseVllmScore,
-  sglangGenerateBody,
-  sglangScoreBody,
-  vllmCompletionBody,
-} from '../../src/engine/serving/wire';
+import { errorMessage } from '../../src/engine/serving/apis/types';
+import { parseSglangGenerate, parseSglangScore, sglangGenerateBody, sglangScoreBody } from '../../src/engine/serving/apis/sglang';
+import { parseVllmCompletion, parseVllmScore, vllmCompletionBody } from '../../src/engine/serving/apis/vllm';
 
 const req: SampleRequest = { prefix: [151644, 872, 198], tail: [], seeds: [12345, 777], maxNewTokens: 64 };
 const settings: SampleSettings = { temperature: 1, topP: 1, eosIds: [151643], stop: ['</answer>'] };

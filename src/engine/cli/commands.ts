@@ -1,6 +1,8 @@
 // The `credit-lens` commands, declared once: name, usage, and the handler, loaded when the command runs (a command
 // starts without loading the others' modules). main.ts dispatches through this table and prints its usage. A new
 // command is its handler (run_commands.ts, data_commands.ts or a file of its own) and one entry below.
+import { IMPORT_FORMATS } from '../../protocol/import_formats';
+import { SERVER_APIS } from '../serving/apis/catalog';
 
 export interface Command {
   readonly name: string;
@@ -62,10 +64,10 @@ export const COMMANDS: readonly Command[] = [
   {
     name: 'import',
     usage: [
-      'import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format auto|verl|trl|prime|jsonl]',
+      `import <file or folder> [--model <HF dir | run dir | checkpoint>] [--format ${['auto', ...IMPORT_FORMATS].join('|')}]`,
       '                   [--out dir] [--name N] [--tokenizer T] [--config C] [--set key=value]... [--strategy S] [--json]',
       '                   [--chat-template auto|apply|as-logged]',
-      '                   [--score-server URL [--server-api auto|sglang|vllm] [--server-concurrency C] [--top-k K]]',
+      `                   [--score-server URL [--server-api ${SERVER_APIS.join('|')}] [--server-concurrency C] [--top-k K]]`,
     ],
     run: async (a) => (await data()).cmdImport(a),
   },
@@ -74,7 +76,7 @@ export const COMMANDS: readonly Command[] = [
     usage: [
       'probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M] [--positions every|segments:S|cutpoints:τ]',
       '                   [--temperature T] [--seed s] [--replace] [--json] [--progress-json]',
-      '                   [--server URL [--server-api auto|sglang|vllm] [--server-concurrency C]]',
+      `                   [--server URL [--server-api ${SERVER_APIS.join('|')}] [--server-concurrency C]]`,
     ],
     run: async (a) => (await import('./probe_command')).cmdProbe(a),
   },

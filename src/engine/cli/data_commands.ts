@@ -132,9 +132,9 @@ export async function cmdRollouts(argv: string[]): Promise<number> {
 }
 
 export const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model <HF model folder | run folder | checkpoint>]
-         [--format auto|verl|trl|prime|jsonl] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
+         [--format ${['auto', ...IMPORT_FORMATS].join('|')}] [--out <folder>] [--name <run name>] [--tokenizer <HF folder | tokenizer.json>]
          [--config <config.credit.yaml>] [--set key=value]... [--strategy <name>] [--success-threshold X] [--json] [--progress-json]
-         [--chat-template auto|apply|as-logged] [--score-server URL [--server-api auto|sglang|vllm] [--server-concurrency C] [--top-k K]]
+         [--chat-template auto|apply|as-logged] [--score-server URL [--server-api ${SERVER_APIS.join('|')}] [--server-concurrency C] [--top-k K]]
          [--follow [--until-idle S]] [--metrics FILE|none]
   --score-server URL scores the tokens on an SGLang or vLLM server serving the policy, instead of --model: log-probs at
   temperature 1 and the top K (default 20) at each position, read with --tokenizer. Entropy and the gradient norm then

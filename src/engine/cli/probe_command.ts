@@ -12,7 +12,7 @@ import { choiceFlag, flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnS
 
 export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M]
          [--positions every|segments:S|cutpoints:τ] [--temperature T] [--seed s] [--replace] [--json] [--progress-json]
-         [--server URL [--server-api auto|sglang|vllm] [--server-concurrency C]]
+         [--server URL [--server-api ${SERVER_APIS.join('|')}] [--server-concurrency C]]
        credit-lens probe <run-dir> --step N --plan [--target H] [--episodes K] [--rollouts M]
   Monte Carlo values V_t of the step's completion prefixes (M continuations each, from the policy that sampled the step)
   and δ_t = V_{t+1} − V_t, into <run>/probes/step-N.arrow; then each credit strategy's accuracy against them.

@@ -9,6 +9,7 @@ import { creditShape, STRATEGY_NAMES } from '../credit/catalog';
 import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
 import { lossShape } from '../losses/catalog';
 import { sinkShape } from '../tracking/sinks/catalog';
+import { SERVER_API_SPECS, SERVER_APIS } from '../serving/apis/catalog';
 import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from '../core/fields';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -306,8 +307,8 @@ const loggingSchema = section(
   'What the run directory records.',
 );
 
-/** An inference server's API: auto asks it which one it speaks. */
-export const SERVER_APIS = ['auto', 'sglang', 'vllm'] as const;
+/** An inference server's API (serving/apis/catalog.ts): auto asks it which one it speaks. */
+export { SERVER_APIS };
 
 const rolloutSchema = section(
   {
@@ -323,7 +324,10 @@ const rolloutSchema = section(
         ),
       'null, or an http:// or https:// URL',
     ).default(null),
-    api: oneOf(SERVER_APIS, "The server's API: auto asks it (GET /model_info is SGLang's, GET /v1/models vLLM's).").default('auto'),
+    api: oneOf(
+      SERVER_APIS,
+      `The server's API: auto asks it (${SERVER_API_SPECS.map((s) => `${s.identifyRoutes} is ${s.name}'s`).join('; ')}). ${SERVER_API_SPECS.map((s) => s.summary).join('; ')}.`,
+    ).default('auto'),
     sync: oneOf(['disk'], 'How the server gets each update: disk writes the policy as a safetensors folder and asks the server to load it.').default('disk'),
     concurrency: int(1, 'Requests in flight at once, one per prompt with its group_size continuations.').default(64),
   },

@@ -28,7 +28,7 @@ import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, scoreBatch, weighExpo
 import { PromptTemplater, type ChatTemplateMode } from '../session/chat_template';
 import { HfTokenizer } from '../model/tokenizer';
 import { ServerSampler, type ServerOptions } from '../serving/client';
-import { topKStats } from '../serving/wire';
+import { topKStats } from '../serving/apis/types';
 import { findTrainerMetrics, TrainerMetrics } from './trainer_metrics';
 
 export interface ImportOptions {
@@ -397,7 +397,7 @@ function startImportRun(
   const files = `${read.files.length} file${read.files.length === 1 ? '' : 's'}`;
   const by = scorer ? ` scored with ${scorer.describe}` : p ? ` scored on ${p.api} at ${p.url} (model ${p.model}; top-${topK} entropies)` : '';
   elog.write('info', `import ${source} (${read.format}, ${files})${by}`);
-  if (p?.api === 'vllm') elog.write('info', 'vLLM scores with prompt_logprobs, which skips its prefix cache: every prompt is prefilled again');
+  if (server?.scoringNote) elog.write('info', server.scoringNote);
   return { runDir, info, elog, release };
 }
 

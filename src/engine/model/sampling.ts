@@ -55,7 +55,8 @@ export interface Continuation {
 
 /** Where the continuations came from, for the probe's record. */
 export interface SamplerProvenance {
-  api: 'local' | 'sglang' | 'vllm';
+  /** 'local', or the server API's name (serving/apis/catalog.ts) */
+  api: string;
   url: string | null;
   /** the model name the server reports */
   model: string | null;

@@ -18,21 +18,17 @@ import {
   type SampleSettings,
   type SamplerProvenance,
 } from '../model/sampling';
+import { SERVER_API_SPECS, type ServerApi } from './apis/catalog';
 import {
   errorMessage,
-  parseSglangGenerate,
-  parseSglangScore,
-  parseVllmCompletion,
-  parseVllmScore,
-  sglangGenerateBody,
-  sglangScoreBody,
-  vllmCompletionBody,
-  vllmScoreBody,
+  type ApiCall,
+  type LoadResult,
   type RawContinuation,
+  type Reply,
   type ScoreItem,
   type ScoredTokens,
-  type ServerApi,
-} from './wire';
+  type ServerApiSpec,
+} from './apis/types';
 
 export interface ServerOptions {
   url: string;
@@ -47,11 +43,9 @@ export interface ServerOptions {
   log?: (m: string) => void;
 }
 
-/** The APIs `--server-api` and rollout.api take, the config's list. */
-export { SERVER_APIS } from '../config/base';
+/** The APIs `--server-api` and rollout.api take. */
+export { SERVER_APIS } from './apis/catalog';
 
-/** The most continuations one SGLang /generate batch carries. */
-const SGLANG_BATCH_ROWS = 256;
 /** The most completions one scoring request carries. */
 const SCORE_ITEMS = 32;
 
@@ -66,11 +60,6 @@ class Transient extends Error {}
 
 /** The server's answer to a request that failed for good (a 4xx, malformed JSON, a timeout), naming the URL. */
 export class ServerError extends UserError {}
-
-interface Reply {
-  status: number;
-  body: unknown;
-}
 
 function baseUrl(url: string): string {
   let u: URL;
@@ -88,7 +77,7 @@ export class ServerSampler implements Sampler {
   private readonly url: string;
   private readonly concurrency: number;
   private readonly timeoutMs: number;
-  private readonly tries: number;
+  readonly tries: number;
   private readonly backoffMs: number;
   private closed = new AbortController();
   private readonly agents: { http: HttpAgent; https: HttpsAgent };
@@ -97,7 +86,7 @@ export class ServerSampler implements Sampler {
 
   private constructor(
     o: ServerOptions,
-    readonly api: ServerApi,
+    private readonly spec: ServerApiSpec,
     private readonly modelName: string,
     weightVersion: string | null,
     private readonly tokenizer: Tokenizer,
@@ -111,16 +100,22 @@ export class ServerSampler implements Sampler {
       http: new HttpAgent({ keepAlive: true, maxSockets: this.concurrency }),
       https: new HttpsAgent({ keepAlive: true, maxSockets: this.concurrency }),
     };
-    this.provenance = {
-      api,
-      url: this.url,
-      model: modelName,
-      weight_version: weightVersion,
-      seeding:
-        api === 'sglang'
-          ? 'each continuation carries its own sampling_seed; SGLang reproduces a draw only as far as its seeding does (bit-exact with --enable-deterministic-inference)'
-          : "vLLM: continuation m samples with the request's seed + m; reproducible only as far as vLLM's seeding is",
-    };
+    this.provenance = { api: spec.name, url: this.url, model: modelName, weight_version: weightVersion, seeding: spec.seeding };
+  }
+
+  /** The API the server speaks. */
+  get api(): ServerApi {
+    return this.spec.name as ServerApi;
+  }
+
+  /** Whether the server loads new weights and adapters while it serves (the rollout server syncs each update). */
+  get syncsWeights(): boolean {
+    return this.spec.weights !== undefined;
+  }
+
+  /** What scoring through this API costs that the user should know, or null. */
+  get scoringNote(): string | null {
+    return this.spec.score.note ?? null;
   }
 
   /**
@@ -129,36 +124,35 @@ export class ServerSampler implements Sampler {
    */
   static async connect(o: ServerOptions, tokenizer: Tokenizer): Promise<ServerSampler> {
     const url = baseUrl(o.url);
-    const probe = new ServerSampler(o, 'sglang', '', null, tokenizer);
-    const info = await probe.identify(o.api ?? 'auto');
-    const s = new ServerSampler(o, info.api, info.model, info.weightVersion, tokenizer);
-    o.log?.(`server ${url}: ${info.api}, model ${info.model}${info.weightVersion ? `, weights ${info.weightVersion}` : ''}`);
-    await s.checkVocabulary();
-    return s;
+    const specs = SERVER_API_SPECS as readonly ServerApiSpec[];
+    const asked = o.api ?? 'auto';
+    const candidates = asked === 'auto' ? specs : specs.filter((s) => s.name === asked);
+    if (!candidates.length) throw new UserError(`--server-api ${asked}: expected auto, ${specs.map((s) => s.name).join(', ')}`);
+    // one client for the questions: its calls need no API
+    const asker = new ServerSampler(o, candidates[0], '', null, tokenizer);
+    for (const spec of candidates) {
+      // auto asks each API once; an API named by the user is asked with its retries
+      const info = await spec.identify(asker.caller(), asked === 'auto' ? 1 : asker.tries);
+      if (!info) continue;
+      const s = new ServerSampler(o, spec, info.model, info.weightVersion, tokenizer);
+      o.log?.(`server ${url}: ${spec.name}, model ${info.model}${info.weightVersion ? `, weights ${info.weightVersion}` : ''}`);
+      await s.checkVocabulary();
+      return s;
+    }
+    throw new ServerError(
+      asked === 'auto'
+        ? `${url} speaks none of ${specs.map((s) => `${s.name} (${s.identifyRoutes})`).join(', ')}; pass --server-api if it does`
+        : `${url} does not answer ${asked}'s ${candidates[0].identifyRoutes}: is it a ${asked} server?`,
+    );
   }
 
-  private async identify(api: ServerApi | 'auto'): Promise<{ api: ServerApi; model: string; weightVersion: string | null }> {
-    if (api === 'sglang' || api === 'auto') {
-      // newer SGLang serves /model_info, older /get_model_info: the newer route first, the older on a 404
-      for (const path of ['/model_info', '/get_model_info']) {
-        const r = await this.call('GET', path, undefined, { tries: api === 'auto' ? 1 : this.tries });
-        const body = r.body as Record<string, unknown> | null;
-        if (r.status === 200 && body && typeof body === 'object' && 'model_path' in body) {
-          const version = typeof body.weight_version === 'string' ? body.weight_version : await this.olderWeightVersion(1);
-          return { api: 'sglang', model: String(body.model_path), weightVersion: version };
-        }
-        if (r.status !== 404) break;
-      }
-      if (api === 'sglang') throw new ServerError(`${this.url} does not answer SGLang's GET /model_info or /get_model_info: is it an SGLang server?`);
-    }
-    const r = await this.call('GET', '/v1/models', undefined, { tries: api === 'auto' ? 1 : this.tries });
-    const data = (r.body as { data?: { id?: unknown }[] } | null)?.data;
-    if (r.status === 200 && Array.isArray(data) && typeof data[0]?.id === 'string') return { api: 'vllm', model: data[0].id, weightVersion: null };
-    throw new ServerError(
-      api === 'vllm'
-        ? `${this.url} does not answer vLLM's GET /v1/models with a model: is it a vLLM server?`
-        : `${this.url} speaks neither SGLang (GET /model_info, /get_model_info) nor vLLM (GET /v1/models); pass --server-api if it does`,
-    );
+  /** The client's request as an API's spec makes it. */
+  private caller(): ApiCall {
+    return async (method, path, body, o = {}) => {
+      const r = await this.call(method, path, body, o);
+      if (o.ok && r.status !== 200) throw this.refusal(path, r);
+      return r;
+    };
   }
 
   /**
@@ -183,19 +177,19 @@ export class ServerSampler implements Sampler {
   }
 
   async sample(reqs: SampleRequest[], s: SampleSettings, hooks: SampleHooks = {}): Promise<Continuation[][] | null> {
-    if (this.api === 'vllm')
+    const batchRows = this.spec.batchRows;
+    if (batchRows === null)
       return this.pool(
         reqs,
         (r, signal) => this.one([r], s, signal).then((x) => x[0]),
         (c) => c.length,
         hooks,
       );
-    // SGLang takes a batch of prompts in one request: neighbouring prefixes go together up to SGLANG_BATCH_ROWS rows, so
-    // a probe's positions reach the server as one batch, not as dozens of requests arriving one by one
+    // an API that takes a batch of prompts: neighbouring prefixes go together up to its batchRows rows
     const batches: number[][] = [];
     let rows = Infinity;
     reqs.forEach((r, q) => {
-      if (rows + r.seeds.length > SGLANG_BATCH_ROWS) {
+      if (rows + r.seeds.length > batchRows) {
         batches.push([]);
         rows = 0;
       }
@@ -227,11 +221,10 @@ export class ServerSampler implements Sampler {
     const out = await this.pool(
       batches,
       async (batch, signal) => {
-        const [path, body] =
-          this.api === 'sglang' ? ['/generate', sglangScoreBody(batch, topK)] : ['/v1/completions', vllmScoreBody(batch, topK, this.modelName)];
-        const r = await this.call('POST', path, body, { signal });
+        const { path } = this.spec.score;
+        const r = await this.call('POST', path, this.spec.score.body(batch, topK, { model: this.modelName, lora: null }), { signal });
         if (r.status !== 200) throw this.refusal(path, r);
-        const scored = this.api === 'sglang' ? parseSglangScore(r.body, batch, topK) : parseVllmScore(r.body, batch, topK);
+        const scored = this.spec.score.parse(r.body, batch, topK);
         if (typeof scored === 'string') throw new ServerError(`${this.url}${path} answered a scoring request in a shape this client does not know: ${scored}`);
         return scored;
       },
@@ -283,14 +276,13 @@ export class ServerSampler implements Sampler {
     return out;
   }
 
-  /** The M continuations of each prefix (vLLM: one prefix per request), cut by the run's rules. */
+  /** The M continuations of each prefix (one prefix per request where the API fans out), cut by the run's rules. */
   private async one(reqs: SampleRequest[], s: SampleSettings, signal: AbortSignal): Promise<Continuation[][]> {
     const rows = reqs.reduce((n, r) => n + r.seeds.length, 0);
-    const [path, body] =
-      this.api === 'sglang' ? ['/generate', sglangGenerateBody(reqs, s, this.lora)] : ['/v1/completions', vllmCompletionBody(reqs[0], s, this.modelName)];
-    const r = await this.call('POST', path, body, { signal });
+    const { path } = this.spec.generate;
+    const r = await this.call('POST', path, this.spec.generate.body(reqs, s, { model: this.modelName, lora: this.lora }), { signal });
     if (r.status !== 200) throw this.refusal(path, r);
-    const raw = this.api === 'sglang' ? parseSglangGenerate(r.body, rows) : parseVllmCompletion(r.body, rows);
+    const raw = this.spec.generate.parse(r.body, rows);
     if (typeof raw === 'string') throw new ServerError(`${this.url}${path} answered in a shape this client does not know: ${raw}`);
     let at = 0;
     return reqs.map((req) => raw.slice(at, (at += req.seeds.length)).map((c) => this.cut(c, req, s)));
@@ -418,48 +410,28 @@ export class ServerSampler implements Sampler {
     });
   }
 
-  /** SGLang: loads a policy folder (flushing the prefix cache) under `version`. */
-  async updateWeightsFromDisk(dir: string, version: string): Promise<{ success: boolean; message: string }> {
-    const path = '/update_weights_from_disk';
-    // not retried: a dropped connection may come after the server applied it (resume the run to sync again)
-    const r = await this.call('POST', path, { model_path: dir, load_format: null, flush_cache: true, weight_version: version }, { tries: 1 });
-    if (r.status !== 200) throw this.refusal(path, r);
-    const b = r.body as { success?: unknown; message?: unknown } | null;
-    return { success: b?.success === true, message: typeof b?.message === 'string' ? b.message : JSON.stringify(b) };
+  /** Loads a policy folder on the server (flushing its prefix cache) under `version`. */
+  async updateWeightsFromDisk(dir: string, version: string): Promise<LoadResult> {
+    return this.weights().update(this.caller(), dir, version);
   }
 
-  /** SGLang: loads a PEFT adapter folder under `name` (the server needs --enable-lora). */
-  async loadLoraAdapter(name: string, dir: string): Promise<{ success: boolean; message: string }> {
-    return this.adapterCall('/load_lora_adapter', { lora_name: name, lora_path: dir });
+  /** Loads a PEFT adapter folder under `name` (an SGLang server needs --enable-lora). */
+  async loadLoraAdapter(name: string, dir: string): Promise<LoadResult> {
+    return this.weights().loadAdapter(this.caller(), name, dir);
   }
 
-  async unloadLoraAdapter(name: string): Promise<{ success: boolean; message: string }> {
-    return this.adapterCall('/unload_lora_adapter', { lora_name: name });
+  async unloadLoraAdapter(name: string): Promise<LoadResult> {
+    return this.weights().unloadAdapter(this.caller(), name);
   }
 
-  private async adapterCall(path: string, body: Record<string, string>): Promise<{ success: boolean; message: string }> {
-    // not retried: a load that the server applied before the connection dropped would fail again as already loaded
-    const r = await this.call('POST', path, body, { tries: 1 });
-    if (r.status !== 200) throw this.refusal(path, r);
-    const b = r.body as { success?: unknown; error_message?: unknown; message?: unknown } | null;
-    const message = typeof b?.error_message === 'string' ? b.error_message : typeof b?.message === 'string' ? b.message : '';
-    return { success: b?.success === true, message };
-  }
-
-  /** SGLang: the weight version the server reports (GET /model_info, or /get_weight_version on older builds). */
+  /** The weight version the server reports. */
   async weightVersion(): Promise<string | null> {
-    const r = await this.call('GET', '/model_info', undefined);
-    const b = r.body as { weight_version?: unknown } | null;
-    if (r.status === 200 && typeof b?.weight_version === 'string') return b.weight_version;
-    return this.olderWeightVersion();
+    return this.weights().version(this.caller());
   }
 
-  /** Older SGLang builds report the weight version at GET /get_weight_version (newer ones answer 404 there). */
-  private async olderWeightVersion(tries?: number): Promise<string | null> {
-    const v = await this.call('GET', '/get_weight_version', undefined, { tries });
-    const vb = v.body as { weight_version?: unknown } | string | null;
-    if (v.status !== 200) return null;
-    return typeof vb === 'string' ? vb : typeof vb?.weight_version === 'string' ? vb.weight_version : null;
+  private weights(): NonNullable<ServerApiSpec['weights']> {
+    if (!this.spec.weights) throw new ServerError(`${this.url} speaks ${this.spec.name}, which loads no weights while it serves`);
+    return this.spec.weights;
   }
 
   async close(): Promise<void> {

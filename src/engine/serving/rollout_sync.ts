@@ -67,10 +67,11 @@ export class RolloutServer {
 
   static async connect(cfg: CreditConfig, runDir: string, tokenizer: Tokenizer, log: (m: string) => void): Promise<RolloutServer> {
     const sampler = await ServerSampler.connect({ url: cfg.rollout.server!, api: cfg.rollout.api, concurrency: cfg.rollout.concurrency, log }, tokenizer);
-    if (sampler.api !== 'sglang') {
+    if (!sampler.syncsWeights) {
       await sampler.close();
+      // vLLM reloads weights from disk only in its dev mode (VLLM_SERVER_DEV_MODE=1, /collective_rpc)
       throw new UserError(
-        `rollout.server: ${cfg.rollout.server} speaks vLLM, which reloads weights from disk only in its dev mode (VLLM_SERVER_DEV_MODE=1, /collective_rpc); ` +
+        `rollout.server: ${cfg.rollout.server} speaks ${sampler.api}, which loads no new weights while it serves; ` +
           'rollout.sync: disk needs SGLang (POST /update_weights_from_disk)',
         'serve the policy with SGLang (python -m sglang.launch_server --model-path <folder>), or set rollout.server: null',
       );

@@ -187,13 +187,12 @@ test("mc_value with its rollouts on a server: the strategy's Monte Carlo continu
   const dir = mkdtempSync(join(tmpdir(), 'cl-rollout-mc-'));
   const seedRun = (await train({ configPath: sevensConfig(dir, { name: 'start', seed: 4, backend: 'wasm', grpo: GRPO }) })).runDir;
   const s = await serve({ spec: seedRun, port: 0, backend: 'wasm' });
-  // rows the server sampled, counted at its /generate
+  // rows the server sampled, counted where its routes queue them
   let rows = 0;
-  const orig = CreditLensServer.prototype.sglangGenerate;
-  CreditLensServer.prototype.sglangGenerate = function (body: unknown) {
-    const ids = (body as { input_ids?: unknown[] }).input_ids;
-    if (Array.isArray(ids)) rows += Array.isArray(ids[0]) ? ids.length : 1;
-    return orig.call(this, body);
+  const orig = CreditLensServer.prototype.submit;
+  CreditLensServer.prototype.submit = function (...args: Parameters<typeof orig>) {
+    rows += args[0].seeds.length;
+    return orig.apply(this, args);
   };
   try {
     const served = (strategy: string) =>
@@ -211,7 +210,7 @@ test("mc_value with its rollouts on a server: the strategy's Monte Carlo continu
     assert.equal(r.status, 'completed');
     assert.ok(rows > plain, `mc_value's continuations went to the server: ${rows} rows against ${plain} without it`);
   } finally {
-    CreditLensServer.prototype.sglangGenerate = orig;
+    CreditLensServer.prototype.submit = orig;
     await s.close();
   }
 });

@@ -47,7 +47,7 @@ const settings = z
 export const mlflowSink = {
   key: 'mlflow',
   schema: allow(settings, 'null, or {tracking_uri: an http:// or https:// URL without user:password@, experiment: a name}').default(null),
-  open: (s: MlflowSettings | null, ctx: SinkContext) =>
+  open: (s: MlflowSettings | null, ctx: SinkContext): MetricSink | null =>
     s
       ? new MlflowSink(
           new MlflowTracker(s, {

@@ -61,5 +61,5 @@ export const tensorboardSink = {
       "and each strategy's own, histograms of the token table under tokens/): tensorboard --logdir <output_dir> shows it " +
       'live, and wandb sync --sync-tensorboard uploads it (an addition to design.md#config).',
   ).default(true),
-  open: (on: boolean, ctx: SinkContext) => (on ? new TensorBoardSink(ctx) : null),
+  open: (on: boolean, ctx: SinkContext): MetricSink | null => (on ? new TensorBoardSink(ctx) : null),
 } as const satisfies SinkSpec;
