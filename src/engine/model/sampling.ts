@@ -6,6 +6,7 @@
 //   prefix and continuation included), or at its budget of new tokens;
 // - its log-probs are the sampler's own (generate(): under the sampling temperature; a server: as it reports them).
 import * as tf from '@tensorflow/tfjs';
+import { UserError } from '../core/errors';
 import type { Tokenizer } from '../core/types';
 import { makeRng } from '../core/rng';
 import type { Transformer } from './model';
@@ -94,8 +95,20 @@ export interface Sampler {
    * position (K = 0: none); null when `stop` ended the call.
    */
   score(items: ScoreItem[], topK: number, hooks?: SampleHooks): Promise<ScoredTokens[] | null>;
+  /**
+   * A sampler outside this process (an inference server) loads the policy of `step` before anything samples again, and
+   * resolves once it has; it throws SamplerLost when it cannot. A sampler here samples from the model itself and has
+   * nothing to follow.
+   */
+  follow?(step: number, model: Transformer): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * A sampler outside this process that can no longer sample (a server gone, refusing, or out of sync): a run stops with a
+ * checkpoint of its last finished step and resumes once it is back; a probe keeps its finished episodes.
+ */
+export class SamplerLost extends UserError {}
 
 /** The first index of `xs` for which `ok(i)` holds, where ok is false then true; xs.length when it never holds. */
 function firstTrue(n: number, ok: (i: number) => boolean): number {

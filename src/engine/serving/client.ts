@@ -17,6 +17,7 @@ import {
   type Sampler,
   type SampleSettings,
   type SamplerProvenance,
+  SamplerLost,
 } from '../model/sampling';
 import { SERVER_API_SPECS, type ServerApi } from './apis/catalog';
 import {
@@ -59,7 +60,7 @@ class StaleSocket extends Error {}
 class Transient extends Error {}
 
 /** The server's answer to a request that failed for good (a 4xx, malformed JSON, a timeout), naming the URL. */
-export class ServerError extends UserError {}
+export class ServerError extends SamplerLost {}
 
 function baseUrl(url: string): string {
   let u: URL;

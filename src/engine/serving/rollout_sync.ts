@@ -16,6 +16,7 @@ import type { StTensor } from '../model/safetensors';
 import { writeSafetensors } from '../model/safetensors';
 import { resolvedLora } from '../model/lora';
 import type { Transformer } from '../model/model';
+import type { Continuation, SampleHooks, SampleRequest, Sampler, SampleSettings, SamplerProvenance, ScoreItem, ScoredTokens } from '../model/sampling';
 import { ServerError, ServerSampler } from './client';
 
 /** What run.json records about the rollout server. */
@@ -53,7 +54,21 @@ export function writePeftAdapters(
   writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify(config, null, 2) + '\n');
 }
 
-export class RolloutServer {
+/** What the run is told of the rollout server: its log lines, and run.json's record after each sync. */
+export interface RolloutHooks {
+  log: (m: string) => void;
+  onSync?: (info: RolloutServerInfo) => void;
+}
+
+/**
+ * The rollout server as the session's sampler (rollout.server), or null where the run samples here. It follows the
+ * policy: the trainer calls follow() after each update, and nothing samples before the server has the new weights.
+ */
+export async function openRolloutSampler(cfg: CreditConfig, runDir: string, tokenizer: Tokenizer, hooks: RolloutHooks): Promise<RolloutServer | null> {
+  return cfg.rollout.server ? RolloutServer.connect(cfg, runDir, tokenizer, hooks) : null;
+}
+
+export class RolloutServer implements Sampler {
   private last: string | null = null;
 
   private constructor(
@@ -63,9 +78,30 @@ export class RolloutServer {
     readonly info: RolloutServerInfo,
     /** model.lora: the adapters are synced (PEFT folders, /load_lora_adapter), the base stays the server's */
     private readonly lora: { r: number; alpha: number; targets: string[] } | null,
+    private readonly hooks: RolloutHooks = { log: () => {} },
   ) {}
 
-  static async connect(cfg: CreditConfig, runDir: string, tokenizer: Tokenizer, log: (m: string) => void): Promise<RolloutServer> {
+  get provenance(): SamplerProvenance {
+    return this.sampler.provenance;
+  }
+
+  sample(reqs: SampleRequest[], settings: SampleSettings, hooks?: SampleHooks): Promise<Continuation[][] | null> {
+    return this.sampler.sample(reqs, settings, hooks);
+  }
+
+  score(items: ScoreItem[], topK: number, hooks?: SampleHooks): Promise<ScoredTokens[] | null> {
+    return this.sampler.score(items, topK, hooks);
+  }
+
+  /** The policy of `step` on the server, recorded in run.json; resolves once the server has it. */
+  async follow(step: number, model: Transformer): Promise<void> {
+    const r = await this.sync(step, model);
+    this.hooks.onSync?.(this.info);
+    this.hooks.log(`rollout server: loaded the policy of step ${step} in ${r.seconds.toFixed(2)} s`);
+  }
+
+  static async connect(cfg: CreditConfig, runDir: string, tokenizer: Tokenizer, hooks: RolloutHooks = { log: () => {} }): Promise<RolloutServer> {
+    const log = hooks.log;
     const sampler = await ServerSampler.connect({ url: cfg.rollout.server!, api: cfg.rollout.api, concurrency: cfg.rollout.concurrency, log }, tokenizer);
     if (!sampler.syncsWeights) {
       await sampler.close();
@@ -78,7 +114,7 @@ export class RolloutServer {
     }
     const hf = cfg.model.source === 'hf' && cfg.model.path ? resolve(cfg.model.path) : null;
     const lora = cfg.model.lora ? resolvedLora(cfg.model.lora) : null;
-    return new RolloutServer(sampler, runDir, hf, { url: sampler.provenance.url!, api: sampler.api, model: sampler.provenance.model, syncs: [] }, lora);
+    return new RolloutServer(sampler, runDir, hf, { url: sampler.provenance.url!, api: sampler.api, model: sampler.provenance.model, syncs: [] }, lora, hooks);
   }
 
   /** The policy of `step` on the server: its whole weights, or with LoRA its adapters; resolves once the server has it. */

@@ -1,72 +1,40 @@
 // The training loop: optional SFT warm start, then GRPO steps (design.md#semantics), writing the run directory (design.md#run-directory).
-// One file although long: the phases share one Run, and the checkpoint, restore and KL reference they call are the loop's alone.
-import * as tf from '@tensorflow/tfjs';
+// The loop reads rollout → update → eval → checkpoint; the run directory's lifecycle around it is lifecycle.ts, where the
+// policy starts and how it is kept is restore.ts, and a rollout server is the session's sampler, which follows the policy.
 import { backendInfo } from '../model/backend';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunInfo } from '../../protocol';
 import { keepsPolicy, savePolicy } from '../rundir/policies';
-import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
-import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
-import { LORA_TARGETS } from '../config/base';
+import { redactConfig, type CreditConfig } from '../config/config';
 import { getStrategy } from '../credit';
 import { strategySpec } from '../credit/catalog';
 import { creditParams } from '../credit/types';
 import type { CreditHead } from '../credit/types';
 import { isUserError, UserError } from '../core/errors';
-import { Transformer } from '../model/model';
 import { Adam } from '../model/optim';
 import { childSeed } from '../core/rng';
-import {
-  appendMetrics,
-  createRunDir,
-  openEngineLog,
-  readMetrics,
-  readRunInfo,
-  readRunInfoChecked,
-  redactSecrets,
-  setAsideForRestart,
-  setAsideTablesAfter,
-  writeRunInfo,
-} from '../rundir/rundir';
-import { acquireRunLock } from '../rundir/run_lock';
-import { diskFullError, isDiskFull, writeFileAtomic } from '../core/files';
-import { buildSession, useWeights, type Session } from '../session/session';
-import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
-import { ENGINE_VERSION } from '../core/version';
+import { appendMetrics, openEngineLog, redactSecrets, writeRunInfo } from '../rundir/rundir';
+import type { loadLatestGoodCheckpoint } from '../rundir/checkpoint';
+import { diskFullError, isDiskFull } from '../core/files';
+import { buildSession, type Session } from '../session/session';
+import { taskIdentity } from '../tasks/identity';
 import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
-import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
+import { type Reporter, type RunController, type TrainResult } from './run_control';
 import { evaluate, sftStep } from './steps';
-import { ServerError } from '../serving/client';
-import { RolloutServer } from '../serving/rollout_sync';
+import { SamplerLost } from '../model/sampling';
+import { openRolloutSampler } from '../serving/rollout_sync';
 import { unlessStopped } from '../model/sampler';
 import { logsTables, logTables } from '../session/token_log';
-import { ensureWarmStart, fromWarmStart } from './warm_start';
 import { RunTrackers } from '../tracking/trackers';
+import { failRun, openRunDirectory, openRunRecord, refuseResume, type RunRecord, type TrainOptions } from './lifecycle';
+import { checkpoint, klReference, restore, type Progress } from './restore';
 
 export { grpoStep, StepCancelled, type GrpoStepOptions } from './grpo_step';
 export { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
 export { evaluate } from './steps';
-
-export interface TrainOptions {
-  configPath?: string;
-  /** an already validated config (a sweep's expanded run); takes the place of configPath */
-  config?: CreditConfig;
-  sets?: string[];
-  /** continue this run directory from its latest checkpoint */
-  resume?: string;
-  reporter?: Reporter;
-  controller?: RunController;
-  /** override the run directory's parent (tests) */
-  outputDir?: string;
-  /**
-   * Train in exactly this folder: start the run there, or resume it when it already holds a run with a checkpoint
-   * (a requeued Slurm task finds its own run this way). A folder with a run.json but no checkpoint yet (stopped
-   * during its first steps) starts over in place.
-   */
-  runDir?: string;
-}
+export { loraChanges, type TrainOptions } from './lifecycle';
 
 const TIMING_KEYS = new Set(['step_time_s', 'tokens_per_s']);
 export function metricsWithoutTiming(row: MetricsRow): MetricsRow {
@@ -102,121 +70,8 @@ async function evaluateSplits(
   return { success: ev.success, reward: ev.reward, val };
 }
 
-/** On resume, drop metrics rows written after the checkpoint so no step appears twice. */
-function keepFirstMetrics(runDir: string, n: number): void {
-  const rows = readMetrics(runDir).slice(0, n);
-  // Through a temporary file and a rename, like every other write: a crash here must not cost the rows kept.
-  writeFileAtomic(join(runDir, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r) + '\n').join(''));
-}
-
-interface Progress {
-  phase: 'sft' | 'grpo';
-  step: number;
-}
-
-async function exportVars(vars: Map<string, tf.Variable>): Promise<Record<string, { shape: number[]; data: Float32Array }>> {
-  const out: Record<string, { shape: number[]; data: Float32Array }> = {};
-  for (const [k, v] of vars) out[k] = { shape: v.shape, data: (await v.data()) as Float32Array };
-  return out;
-}
-
-async function checkpoint(
-  runDir: string,
-  s: Session,
-  head: CreditHead | null,
-  sftOpt: Adam,
-  grpoOpt: Adam,
-  p: Progress,
-  initialEval: number | null,
-  metricsRows: number,
-): Promise<string> {
-  const opt = p.phase === 'sft' ? sftOpt : grpoOpt;
-  return saveCheckpoint(runDir, p.phase === 'sft' ? 0 : p.step, {
-    model: await s.model.readWeights(),
-    ...(s.cfg.model.lora ? { adapters: await s.model.readAdapters() } : {}),
-    ...(head ? { head: await exportVars(head.params) } : {}),
-    optimizer: { name: 'adam', step: opt.step, state: s.model.joinOptimizerState(await opt.exportState()) },
-    meta: {
-      phase: p.phase,
-      step: p.step,
-      initial_eval: initialEval,
-      metrics_rows: metricsRows,
-      engine_version: ENGINE_VERSION,
-      strategy: s.cfg.credit.strategy,
-      task: taskIdentity(s.task, s.cfg.task.split_seed),
-    },
-  });
-}
-
 export async function train(opts: TrainOptions): Promise<TrainResult> {
-  let cfg: CreditConfig;
-  let runDir: string;
-  let resumeFrom: string | null = null;
-  let resumeDir = opts.resume;
-  if (!resumeDir && opts.runDir && readRunInfo(opts.runDir) && latestCheckpoint(opts.runDir)) resumeDir = opts.runDir;
-  let release: () => void;
-  let resumed: ReturnType<typeof loadLatestGoodCheckpoint> = null;
-  if (resumeDir) {
-    const checked = readRunInfoChecked(resumeDir);
-    if (!checked.ok) throw new UserError(`--resume ${resumeDir}: not a run directory (${checked.reason})`);
-    if (checked.info.imported)
-      throw new UserError(`--resume ${resumeDir}: an imported run (rollouts from ${checked.info.imported.source}) has no training to resume`);
-    release = acquireRunLock(resumeDir);
-    try {
-      resumed = loadLatestGoodCheckpoint(resumeDir);
-      if (!resumed) throw new UserError(`--resume ${resumeDir}: the run has no checkpoint to resume from; start it again instead`);
-      cfg = loadConfig(join(resumeDir, 'config.yaml'), opts.sets).config;
-      // The adapters the checkpoint holds are of the run's LoRA settings: another rank, scale or set of targets would
-      // drop or rescale what they learned, so a resume cannot change them.
-      const changed = loraChanges(loadConfig(join(resumeDir, 'config.yaml')).config, cfg);
-      if (changed.length)
-        throw new UserError(
-          `--resume ${resumeDir}: the run's LoRA settings cannot change on a resume (its checkpoint holds adapters of them): ` +
-            `${changed.join('; ')}. Resume without those --set, or start a new run`,
-        );
-    } catch (e) {
-      if (isUserError(e)) {
-        // A refused resume changes nothing of the run: its run.json (a completed run stays completed, and compare goes on
-        // counting it) is left exactly as it was; only its engine.log notes the attempt.
-        try {
-          appendFileSync(join(resumeDir, 'engine.log'), `${new Date().toISOString()} error ${e.message}\n`);
-        } catch {
-          /* read-only folder */
-        }
-      }
-      release();
-      throw e;
-    }
-    resumeFrom = resumed.checkpoint.dir;
-    runDir = resumeDir;
-  } else {
-    if (opts.config) cfg = opts.config;
-    else if (opts.configPath) cfg = loadConfig(opts.configPath, opts.sets).config;
-    else throw new UserError('train: a config file is required');
-    if (cfg.sft.share && cfg.sft.steps > 0 && !cfg.model.init_checkpoint) {
-      // One SFT warm start for every run that shares its model, task and sft (warm_start.ts); this run records it as
-      // its model.init_checkpoint with sft.steps 0, so a resume or a copy of its config starts from the same weights.
-      const controller = opts.controller ?? new RunController();
-      const dir = await ensureWarmStart(cfg, { train, reporter: opts.reporter ?? silentReporter, controller });
-      if (dir === null) throw new UserError('stopped while the shared warm start was being trained; nothing of this run was started');
-      cfg = fromWarmStart(cfg, dir);
-    }
-    if (opts.runDir) {
-      runDir = opts.runDir;
-      for (const sub of ['tokens', 'episodes', 'checkpoints']) mkdirSync(join(runDir, sub), { recursive: true });
-      release = acquireRunLock(runDir);
-      // A start that died before its first checkpoint (a requeued Slurm task): begin again in place from an empty run
-      // directory. Its tables, probes, kept policies and metrics are set aside as a resume sets aside an abandoned
-      // trajectory's, never read as this run's.
-      const aside = setAsideForRestart(runDir);
-      if (aside)
-        appendFileSync(join(runDir, 'engine.log'), `${new Date().toISOString()} info  restarted in place: the dead attempt's files moved to ${aside}\n`);
-    } else {
-      runDir = createRunDir(opts.outputDir ?? cfg.output_dir, cfg.name);
-      release = acquireRunLock(runDir);
-    }
-    writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
-  }
+  const { cfg, runDir, resumeFrom, resumed, release } = await openRunDirectory(opts, train);
   try {
     return await trainIn(opts, cfg, runDir, resumeFrom, resumed);
   } finally {
@@ -239,7 +94,8 @@ async function trainIn(
   // A resume refused before it trains (its task changed, the checkpoint lacks adapters, the model no longer fits, a
   // secret is unset) changes nothing of the run: run.json goes back to these bytes, so a completed run stays completed.
   const before = resumeFrom ? readFileSync(join(runDir, 'run.json')) : null;
-  const run = openRun(opts, cfg, runDir, resumeFrom);
+  const r = openRunRecord(opts, cfg, runDir, resumeFrom);
+  const run = new Run(cfg, runDir, r.info, r.reporter, r.ctl, r.elog, r.secrets);
   let started = false;
   try {
     const start = await startRun(run, resumeFrom, resumed);
@@ -262,7 +118,7 @@ async function trainIn(
 }
 
 /** What the phases of one run share: its config and directory, its session and optimizers, and where it has got to. */
-class Run {
+class Run implements RunRecord {
   s: Session | null = null;
   head: CreditHead | null = null;
   readonly sftOpt: Adam;
@@ -332,49 +188,6 @@ class Run {
 /** Steps run synchronously; yielding between them lets signals and the RPC `run/stop` request through. */
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
-/**
- * The run's engine log (its secrets masked) and run.json marked running. A strategy's secret that is not set fails the
- * run here, before the SFT warm start, not at the first GRPO step.
- */
-function openRun(opts: TrainOptions, cfg: CreditConfig, runDir: string, resumeFrom: string | null): Run {
-  const reporter = opts.reporter ?? silentReporter;
-  // Defence in depth: an API key is never put in a message on purpose, but anything that echoes it is masked.
-  const secretVars = strategySpec(cfg.credit.strategy)?.secrets?.(cfg) ?? [];
-  // Each key as read and as its user trims it: either could be echoed back.
-  const secrets = [...new Set(secretVars.flatMap((v) => (process.env[v.env] ? [process.env[v.env]!, process.env[v.env]!.trim()] : [])))].filter(Boolean);
-  const elog = openEngineLog(runDir, { secrets });
-  const info: RunInfo = {
-    id: runDir.split(/[\\/]/).pop()!,
-    name: cfg.name,
-    status: 'running',
-    started: new Date().toISOString(),
-    ended: null,
-    backend: 'pending',
-    engine_version: ENGINE_VERSION,
-    strategy: cfg.credit.strategy,
-    total_steps: cfg.grpo.steps,
-    last_step: 0,
-    pid: process.pid,
-    resumed_from: resumeFrom,
-    config_path: opts.configPath,
-  };
-  // a resume logs on in the MLflow run it logged to
-  const mlflow = resumeFrom ? readRunInfo(runDir)?.mlflow : undefined;
-  if (mlflow) info.mlflow = mlflow;
-  const unset = secretVars.find((v) => !process.env[v.env]);
-  // checked before run.json is written: a resume refused for it leaves the run's record as it was
-  if (!unset || !resumeFrom) writeRunInfo(runDir, info);
-  if (unset) {
-    const msg = `${unset.path}: the environment variable ${unset.env} is not set (${unset.user} reads its API key from it)`;
-    if (!resumeFrom) writeRunInfo(runDir, { ...info, status: 'failed', ended: new Date().toISOString(), error: msg });
-    elog.write('error', msg);
-    elog.close();
-    reporter.finished({ status: 'failed', runDir, error: msg });
-    throw new UserError(msg);
-  }
-  return new Run(cfg, runDir, info, reporter, opts.controller ?? new RunController(), elog, secrets);
-}
-
 /** The session (backend, model, task) recorded in run.json, the strategy's head and warnings, and the resume point. */
 async function startRun(
   run: Run,
@@ -442,85 +255,89 @@ async function grpoPhase(
 ): Promise<void> {
   const { cfg, runDir, info } = run;
   const s = run.s!;
-  const ref = run.progress.phase === 'grpo' && cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, startWeights) : null;
-  // rollout.server: the server samples; it loads the policy now (after the warm start, or the checkpoint resumed) and
-  // after every update, before anything samples again
-  const server = run.progress.phase === 'grpo' && cfg.rollout.server ? await RolloutServer.connect(cfg, runDir, s.tokenizer, (m) => run.log('info', m)) : null;
-  const sync = async (step: number) => {
-    const r = await server!.sync(step, s.model);
-    info.rollout_server = server!.info;
-    run.log('info', `rollout server: loaded the policy of step ${step} in ${r.seconds.toFixed(2)} s`);
-  };
-  s.rolloutSampler = server?.sampler ?? null;
+  if (run.progress.phase !== 'grpo') return;
+  const ref = cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, startWeights) : null;
+  // the session's sampler for rollouts and evals: this process, or an inference server that follows the policy
+  s.rolloutSampler = await openRolloutSampler(cfg, runDir, s.tokenizer, {
+    log: (m) => run.log('info', m),
+    onSync: (server) => (info.rollout_server = server),
+  });
   try {
-    if (server) await sync(run.progress.step);
-    // A stop during an eval ends it (a resume evaluates again); during the eval before GRPO nothing was trained yet.
-    const stop = () => run.stopNow;
-    if (run.progress.phase === 'grpo' && run.progress.step === 0 && !run.stopNow) {
-      const ev = await unlessStopped(() => evaluateSplits(s, runDir, 0, stop));
-      if (!ev) return;
-      run.initialEval = ev.success;
-      run.emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
-      run.log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
-    }
-    while (run.progress.phase === 'grpo' && run.progress.step < cfg.grpo.steps && !run.stopNow) {
+    await s.rolloutSampler?.follow?.(run.progress.step, s.model);
+    if (run.progress.step === 0 && !run.stopNow && !(await evalBeforeGrpo(run))) return;
+    while (run.progress.step < cfg.grpo.steps && !run.stopNow) {
       await tick();
-      if (run.stopNow) break;
-      const step = run.progress.step + 1;
-      // the policy about to sample this step, for `credit-lens probe` (a resumed step writes the same weights again)
-      if (logsTables(cfg.logging, step) && keepsPolicy(step, cfg.logging.probe_every)) savePolicy(runDir, step, await s.model.readWeights());
-      let r: GrpoStepResult;
-      try {
-        r = await grpoStep({ session: s, optimizer: run.grpoOpt, ref, step, log: (l, m) => run.log(l, m), head: run.head, runDir, signal: run.ctl.signal });
-      } catch (e) {
-        // Stopped while the step waited (on the oracle): the step is dropped whole, and the final checkpoint holds the
-        // last finished one.
-        if (e instanceof StepCancelled) break;
-        throw e;
-      }
-      if (logsTables(cfg.logging, step)) run.trackers?.tokens(step, logTables(runDir, step, r.episodes, r.tok));
-      if (server) {
-        try {
-          await sync(step);
-        } catch (e) {
-          // the update is done: the step is kept (without its eval) before the run stops, so its checkpoint is this step's
-          run.emit(r.row);
-          run.progress = { phase: 'grpo', step };
-          info.last_step = step;
-          throw e;
-        }
-      }
-      if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
-        // the last step's eval runs whole: the run ends with it, and no resume would come back for it
-        const ev = await unlessStopped(() => evaluateSplits(s, runDir, step, step === cfg.grpo.steps ? undefined : stop));
-        if (ev) {
-          r.row.eval_success = ev.success;
-          if (ev.val !== null) r.row.val_success = ev.val;
-          run.finalEval = ev.success;
-        } else run.log('info', `stopped during the eval of step ${step}: the step is kept without its eval`);
-      }
-      run.emit(r.row);
-      run.progress = { phase: 'grpo', step };
-      info.last_step = step;
-      run.checkDiverged(r.row, 'step', step);
-      run.reporter.progress({ phase: 'grpo', step, total: cfg.grpo.steps, message: `reward ${r.row.reward_mean?.toFixed(3)}` });
-      if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) await run.ckpt();
-      writeRunInfo(runDir, info);
+      if (run.stopNow || !(await grpoIteration(run, ref))) break;
     }
   } catch (e) {
-    // A rollout server that fails (dead, refusing, out of sync) stops the run with a checkpoint of its last finished
-    // step: nothing is resampled here, and --resume picks up once the server is back.
-    if (!(server && e instanceof ServerError)) throw e;
+    // A sampler that is lost (a server dead, refusing, out of sync) stops the run with a checkpoint of its last
+    // finished step: nothing is resampled here, and --resume picks up once it is back.
+    if (!(e instanceof SamplerLost)) throw e;
     const at = await run.ckpt();
-    throw new ServerError(
+    throw new SamplerLost(
       `${e.message}. The run stopped at step ${run.progress.step} with a checkpoint (${at}); once the server is back, resume it with credit-lens train --resume ${runDir}`,
       e.hint,
     );
   } finally {
     ref?.dispose();
+    await s.rolloutSampler?.close();
     s.rolloutSampler = null;
-    await server?.close();
   }
+}
+
+/** The greedy eval of the policy GRPO starts from (step 0); false where a stop ended it (nothing was trained yet). */
+async function evalBeforeGrpo(run: Run): Promise<boolean> {
+  const ev = await unlessStopped(() => evaluateSplits(run.s!, run.runDir, 0, () => run.stopNow));
+  if (!ev) return false;
+  run.initialEval = ev.success;
+  run.emit({ step: 0, phase: 'eval', eval_success: ev.success, reward_mean: ev.reward, ...(ev.val !== null ? { val_success: ev.val } : {}) });
+  run.log('info', `eval before GRPO: success ${(ev.success * 100).toFixed(1)}%`);
+  return true;
+}
+
+/** One GRPO step and what follows it: its tables, the sampler following the update, its eval, its row and checkpoint. */
+async function grpoIteration(run: Run, ref: Awaited<ReturnType<typeof klReference>> | null): Promise<boolean> {
+  const { cfg, runDir, info } = run;
+  const s = run.s!;
+  const step = run.progress.step + 1;
+  // the policy about to sample this step, for `credit-lens probe` (a resumed step writes the same weights again)
+  if (logsTables(cfg.logging, step) && keepsPolicy(step, cfg.logging.probe_every)) savePolicy(runDir, step, await s.model.readWeights());
+  let r: GrpoStepResult;
+  try {
+    r = await grpoStep({ session: s, optimizer: run.grpoOpt, ref, step, log: (l, m) => run.log(l, m), head: run.head, runDir, signal: run.ctl.signal });
+  } catch (e) {
+    // Stopped while the step waited (on the oracle): the step is dropped whole, and the final checkpoint holds the
+    // last finished one.
+    if (e instanceof StepCancelled) return false;
+    throw e;
+  }
+  if (logsTables(cfg.logging, step)) run.trackers?.tokens(step, logTables(runDir, step, r.episodes, r.tok));
+  try {
+    await s.rolloutSampler?.follow?.(step, s.model);
+  } catch (e) {
+    // the update is done: the step is kept (without its eval) before the run stops, so its checkpoint is this step's
+    run.emit(r.row);
+    run.progress = { phase: 'grpo', step };
+    info.last_step = step;
+    throw e;
+  }
+  if (step % cfg.grpo.eval_every === 0 || step === cfg.grpo.steps) {
+    // the last step's eval runs whole: the run ends with it, and no resume would come back for it
+    const ev = await unlessStopped(() => evaluateSplits(s, runDir, step, step === cfg.grpo.steps ? undefined : () => run.stopNow));
+    if (ev) {
+      r.row.eval_success = ev.success;
+      if (ev.val !== null) r.row.val_success = ev.val;
+      run.finalEval = ev.success;
+    } else run.log('info', `stopped during the eval of step ${step}: the step is kept without its eval`);
+  }
+  run.emit(r.row);
+  run.progress = { phase: 'grpo', step };
+  info.last_step = step;
+  run.checkDiverged(r.row, 'step', step);
+  run.reporter.progress({ phase: 'grpo', step, total: cfg.grpo.steps, message: `reward ${r.row.reward_mean?.toFixed(3)}` });
+  if (step % cfg.grpo.checkpoint_every === 0 && step < cfg.grpo.steps) await run.ckpt();
+  writeRunInfo(runDir, info);
+  return true;
 }
 
 /** The last checkpoint, and run.json completed (or stopped, where a stop came before the last step). */
@@ -561,142 +378,3 @@ async function endTrackers(run: Run, status: 'FINISHED' | 'FAILED' | 'KILLED'): 
 }
 
 const redactedInfo = (run: Run): RunInfo => JSON.parse(redactSecrets(JSON.stringify(run.info), run.secrets)) as RunInfo;
-
-/** run.json failed with the error (a user error as it is, any other as an internal error with its stack in the log). */
-function failRun(run: Run, e: unknown): void {
-  const { runDir, info, secrets } = run;
-  const msg = redactSecrets(isUserError(e) ? e.message : `internal error: ${(e as Error).stack ?? e}`, secrets);
-  info.status = 'failed';
-  info.ended = new Date().toISOString();
-  info.error = redactSecrets(isUserError(e) ? e.message : (e as Error).message, secrets);
-  try {
-    writeRunInfo(runDir, info);
-  } catch (w) {
-    // a full disk: run.json keeps saying running with a pid that is gone, which readers take for a crashed run; the
-    // checkpoint before it is intact and resumable
-    if (!isDiskFull(w)) throw w;
-  }
-  run.log('error', msg);
-  run.ctl.settle(null);
-  run.reporter.finished({ status: 'failed', runDir, error: info.error });
-}
-
-/** A resume refused before it trained: run.json as it was before the attempt; engine.log says why. */
-function refuseResume(run: Run, e: UserError, before: Buffer): void {
-  try {
-    writeFileAtomic(join(run.runDir, 'run.json'), before);
-  } catch (w) {
-    if (!isDiskFull(w)) throw w;
-  }
-  run.log('error', `resume refused, the run is as it was: ${redactSecrets(e.message, run.secrets)}`);
-  run.ctl.settle(null);
-  run.reporter.finished({ status: 'failed', runDir: run.runDir, error: redactSecrets(e.message, run.secrets) });
-}
-
-interface Restored {
-  progress: Progress;
-  initialEval: number | null;
-  metricsRows: number;
-  startWeights: ReturnType<Transformer['exportWeights']> | null;
-}
-
-/**
- * The policy a run starts or resumes from: model.init_checkpoint's weights, then on a resume the checkpoint's weights,
- * optimizer state and head, its progress, and metrics.jsonl cut back to the checkpoint's rows.
- */
-async function restore(o: {
-  s: Session;
-  cfg: CreditConfig;
-  head: CreditHead | null;
-  sftOpt: Adam;
-  grpoOpt: Adam;
-  runDir: string;
-  resumeFrom: string | null;
-  resumed: ReturnType<typeof loadLatestGoodCheckpoint>;
-  log: (level: 'info' | 'warn', m: string) => void;
-}): Promise<Restored> {
-  const { s, cfg, head, resumeFrom, resumed, log } = o;
-  const out: Restored = { progress: { phase: 'sft', step: 0 }, initialEval: null, metricsRows: 0, startWeights: null };
-  if (cfg.model.init_checkpoint) {
-    const dir = existsSync(join(cfg.model.init_checkpoint, 'run.json')) ? latestCheckpoint(cfg.model.init_checkpoint) : cfg.model.init_checkpoint;
-    if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
-    const init = loadCheckpoint(dir);
-    checkTaskIdentity(`model.init_checkpoint ${dir}`, init.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
-    useWeights(s, init.model);
-    if (!resumeFrom) log('info', `initial weights from ${dir}`);
-  }
-  // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
-  // without SFT that resumes in GRPO: the reference must not be the resumed weights.
-  out.startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 && !cfg.model.lora ? await s.model.readWeights() : null;
-  for (const sk of resumed?.skipped ?? []) log('warn', `skipped a damaged checkpoint: ${sk.reason}`);
-  if (resumeFrom && resumed) {
-    const ck = resumed.checkpoint;
-    const meta = ck.meta as { phase: 'sft' | 'grpo'; step: number; initial_eval: number | null };
-    checkTaskIdentity(`--resume ${resumeFrom}`, ck.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
-    // LoRA: the base stays the config's (or init_checkpoint's) and the trained adapters come back; ck.model holds the
-    // merged weights, which as a base would count the adapters twice
-    if (cfg.model.lora) {
-      if (!ck.adapters)
-        throw new UserError(`${resumeFrom}: checkpoint has no adapters.safetensors, but model.lora is set (was it written by a run without LoRA?)`);
-      s.model.loadAdapters(ck.adapters);
-    } else useWeights(s, ck.model);
-    (meta.phase === 'sft' ? o.sftOpt : o.grpoOpt).importState(ck.optimizer.step, s.model.splitOptimizerState(ck.optimizer.state));
-    if (head) {
-      if (!ck.head) throw new UserError(`${resumeFrom}: checkpoint has no head.safetensors, but credit.strategy ${cfg.credit.strategy} needs its trained head`);
-      for (const [name, v] of head.params) {
-        const w = ck.head[name];
-        if (!w) throw new UserError(`${resumeFrom}: head.safetensors lacks ${name}`);
-        v.assign(tf.tensor(w.data, w.shape));
-      }
-    }
-    out.progress = { phase: meta.phase, step: meta.step };
-    out.initialEval = meta.initial_eval ?? null;
-    keepFirstMetrics(o.runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
-    // The tables past the checkpoint are the abandoned trajectory's: out of the way before this one writes its own.
-    const grpoStep = meta.phase === 'grpo' ? meta.step : 0;
-    const aside = setAsideTablesAfter(o.runDir, { tables: grpoStep, eval: meta.phase === 'grpo' || meta.initial_eval !== null ? grpoStep : -1 });
-    if (aside) log('info', `the tables written after ${meta.phase} step ${meta.step} belong to the trajectory this resume abandons: moved to ${aside}`);
-    out.metricsRows = (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0;
-    log('info', `resumed from ${resumeFrom} (${meta.phase} step ${meta.step})`);
-  }
-  return out;
-}
-
-/**
- * The KL reference: the policy GRPO started from. The weights now, when GRPO starts in this process; on a resume inside
- * GRPO, the post-SFT checkpoint (step 0) or, without SFT, the run's starting weights.
- */
-async function klReference(
-  s: Session,
-  runDir: string,
-  resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
-  startWeights: Restored['startWeights'],
-): Promise<Transformer> {
-  // LoRA: the frozen base, shared (TRL's reference for a PEFT model: the model with its adapters disabled)
-  if (s.cfg.model.lora) return s.model.baseView();
-  const resumedInGrpo = (resumed?.checkpoint.meta as { phase?: string } | undefined)?.phase === 'grpo';
-  if (!resumedInGrpo) return Transformer.fromWeights(s.modelCfg, await s.model.readWeights());
-  if (s.cfg.sft.steps > 0) {
-    const start = checkpointDir(runDir, 0);
-    if (!existsSync(start))
-      throw new UserError(`${runDir}: kl_beta > 0 needs the post-SFT checkpoint ${start} as the KL reference on resume, and it is missing`);
-    return Transformer.fromWeights(s.modelCfg, loadCheckpoint(start).model);
-  }
-  return Transformer.fromWeights(s.modelCfg, startWeights!);
-}
-
-/**
- * How the effective LoRA settings of `next` differ from `trained`'s (alpha defaults to 2·r, targets to every
- * projection), one "model.lora.<key>: the run trained with …, now …" a key.
- */
-export function loraChanges(trained: CreditConfig, next: CreditConfig): string[] {
-  const eff = (c: CreditConfig) =>
-    c.model.lora
-      ? { r: c.model.lora.r, alpha: c.model.lora.alpha ?? 2 * c.model.lora.r, targets: [...(c.model.lora.targets ?? LORA_TARGETS)].sort().join(', ') }
-      : null;
-  const a = eff(trained);
-  const b = eff(next);
-  if (!a && !b) return [];
-  if (!a || !b) return [`model.lora: the run trained ${a ? 'with adapters' : 'every weight'}, now ${b ? 'with adapters' : 'without'}`];
-  return (['r', 'alpha', 'targets'] as const).filter((k) => a[k] !== b[k]).map((k) => `model.lora.${k}: the run trained with ${a[k]}, now ${b[k]}`);
-}

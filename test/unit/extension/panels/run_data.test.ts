@@ -61,12 +61,13 @@ test("grpo.kl_beta from config.yaml; a probed step's accuracy becomes a dashboar
     assert.equal(loadRunData(dir).klBeta, 0);
     mkdirSync(join(dir, 'probes'));
     const est = (mean: number | null) => ({ mean, lo: null, hi: null, n: 4 });
-    // step 2: the run's entropy_mask scores 0.3; baselines 0.25 and 0.35 (the best is 0.35); placebo 0.05; reliability 0.6
+    // a record as the probe writes it (rundir/probe_record.ts reads it for the dashboard too): step 2: the run's entropy_mask scores 0.3; baselines 0.25 and 0.35 (the best is 0.35); placebo 0.05; reliability 0.6
     writeFileSync(
       join(dir, 'probes', 'step-000002.json'),
       JSON.stringify({
         format: 'credit-lens-probe',
         step: 2,
+        episodes: [0, 1, 2, 3],
         run_strategy: 'entropy_mask',
         accuracy: { entropy_mask: { spearman_unbiased: est(0.3), placebo: est(0.05) }, none: { spearman_unbiased: est(0.9) } },
         baselines: { one_minus_pi: { spearman_unbiased: est(0.25) }, entropy: { spearman_unbiased: est(0.35) }, position: { spearman_unbiased: est(null) } },
@@ -76,7 +77,7 @@ test("grpo.kl_beta from config.yaml; a probed step's accuracy becomes a dashboar
     // a stopped probe (no accuracy yet) and a file that is not JSON are skipped
     writeFileSync(
       join(dir, 'probes', 'step-000003.json'),
-      JSON.stringify({ format: 'credit-lens-probe', step: 3, run_strategy: 'entropy_mask', accuracy: null }),
+      JSON.stringify({ format: 'credit-lens-probe', step: 3, episodes: [], run_strategy: 'entropy_mask', accuracy: null }),
     );
     writeFileSync(join(dir, 'probes', 'step-000004.json'), '{ not json');
     assert.deepEqual(probeRows(dir), [
