@@ -24,4 +24,13 @@ export default tseslint.config(
       'no-regex-spaces': 'off',
     },
   },
+  {
+    // Size guards on the product, as warnings: a function that no longer fits a screen or a file over 500 lines is a
+    // room to split. A file that stays longer says why in its first lines (test/unit/architecture.test.ts checks that).
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-lines-per-function': ['warn', { max: 80 }],
+      'max-lines': ['warn', { max: 500 }],
+    },
+  },
 );

@@ -15,13 +15,13 @@ import {
   type BrowseProtocol,
   type BrowseQuery,
   type BrowseResult,
-  type BrowseTab,
 } from '../protocol/browse_view';
 import { drawBars, fmt, readTheme } from './charts';
 import { adoptCss, connect } from './ipc';
 import css from './browse.css';
 import baseCss from './base.css';
 import { formatCount, formatFixed } from '../protocol/number_format';
+import { COLS, QUICK, TAB_TITLES, TOKEN_COLS } from './browse_columns';
 
 adoptCss(baseCss);
 adoptCss(css);
@@ -35,22 +35,6 @@ let busy = true;
 let scrollTop = 0;
 
 const ROW_H = 24;
-const TAB_TITLES: Record<BrowseTab, string> = {
-  episodes: 'Episodes',
-  search: 'Search',
-  tokens: 'Tokens',
-  group: 'Group',
-  prompt: 'Prompt over time',
-  histograms: 'Histograms',
-};
-const QUICK: [string, string][] = [
-  ['wrong', 'status = wrong'],
-  ['truncated', 'truncated'],
-  ['no answer', 'status = no_answer'],
-  ['zero-variance groups', 'zero_var'],
-  ['solved', 'success'],
-];
-
 function send(q: Partial<BrowseQuery>): void {
   query = { ...query, ...q };
   if (result) host.setState({ runDir: result.runDir, ...query });
@@ -105,24 +89,6 @@ function toolbar(r: BrowseResult | null): TemplateResult {
       )}
     </div>`;
 }
-
-const COLS: [string, string, (e: BrowseEpisode) => unknown][] = [
-  ['step', 'step', (e) => e.step],
-  ['episode', '#', (e) => e.episode],
-  ['prompt', 'prompt', (e) => html`<span title="prompt ${e.prompt}: ${e.prompt_text}">${e.prompt_text || `#${e.prompt}`}</span>`],
-  ['reward', 'reward', (e) => num(e.reward)],
-  ['advantage', 'A', (e) => num(e.advantage)],
-  ['length', 'len', (e) => e.length],
-  [
-    '',
-    'status',
-    (e) =>
-      html`<span class="status ${e.status}">${e.status.replace('_', ' ')}</span
-        >${e.zero_var ? html` <span class="muted" title="every reward of its group is equal">=</span>` : nothing}`,
-  ],
-  ['mean_abs_c', 'mean |c|', (e) => num(e.mean_abs_c, 4)],
-  ['max_entropy', 'max H', (e) => num(e.max_entropy, 2)],
-];
 
 /**
  * The sort after a click on a column's header: ascending, then descending. The A column also sorts by |A| (the
@@ -271,15 +237,6 @@ function searchTab(r: BrowseResult): TemplateResult {
       )}
     </div>`;
 }
-
-const TOKEN_COLS: [string, string, string][] = [
-  ['count', 'count', ''],
-  ['effective_advantage', 'mean Â', ''],
-  ['abs_contribution', 'mean |c|', ''],
-  ['entropy', 'mean entropy', ''],
-  ['grad_norm', 'mean grad norm', 'the size of the gradient the token sends to the logits'],
-  ['mc_delta', 'mean MC δ', 'Monte Carlo credit, where probed (credit-lens probe)'],
-];
 
 function tokensTab(r: BrowseResult): TemplateResult {
   const rows = r.tokens ?? [];

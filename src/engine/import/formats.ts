@@ -16,41 +16,13 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname, join, relative } from 'node:path';
 import { UserError } from '../core/errors';
 import { readCsv } from './csv';
+import { RowError, fileStep, groupOf, isObj, num, step, successOf, text, type ImportedRecord, type Obj } from './fields';
+export type { ImportedRecord, ImportedTokens } from './fields';
+import { PRIME_EXTRA_COLUMNS, primeEpisodeRecords, primeRecord } from './prime';
 
 import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
 export { IMPORT_FORMATS, type ImportFormat };
-
-/** prime-rl's per-token columns beyond log-prob, entropy and advantage, kept as extra token columns. */
-export const PRIME_EXTRA_COLUMNS = ['inference_logprobs', 'importance_ratio', 'log_importance_ratio', 'mismatch_kl', 'prob_delta'] as const;
-
-export interface ImportedTokens {
-  /** the prompt's token ids (the sequence before the first completion token) */
-  promptIds: number[];
-  /** completion token ids (loss_mask true), in order */
-  ids: number[];
-  logprob: number[];
-  entropy: number[] | null;
-  /** per-token advantage as the trainer used it */
-  advantage: number[];
-  /** extra per-token columns (importance_ratio, …), null where the source has no value */
-  extra: Record<string, (number | null)[]>;
-}
-
-export interface ImportedRecord {
-  /** where it came from, for messages: file relative to the import root, 1-based line (or row) */
-  file: string;
-  line: number;
-  step: number;
-  /** the source's group id; null: grouped by prompt within the step */
-  group: string | null;
-  prompt: string;
-  completion: string;
-  reward: number | null;
-  /** the episode advantage the trainer logged (TRL), used instead of recomputing it */
-  advantage: number | null;
-  success: boolean | null;
-  tokens?: ImportedTokens;
-}
+export { PRIME_EXTRA_COLUMNS, fileStep };
 
 export interface ImportProblem {
   file: string;
@@ -130,7 +102,6 @@ function primeTrainTraces(files: string[]): string[] {
   return [...byStep.values()].map((fs) => fs.find((f) => /[/\\]effective[/\\]/.test(f)) ?? fs[0]).sort(naturalCompare);
 }
 
-type Obj = Record<string, unknown>;
 export interface Row {
   line: number;
   value: Obj;
@@ -207,10 +178,6 @@ export async function readRows(path: string, shown: string, problems: ImportProb
   return rows;
 }
 
-function isObj(v: unknown): v is Obj {
-  return !!v && typeof v === 'object' && !Array.isArray(v);
-}
-
 /** A CSV cell: numbers and booleans as such, the rest as text. */
 function csvValue(s: string): unknown {
   if (s === '') return null;
@@ -230,63 +197,6 @@ export function detectFormat(files: string[], first: Obj | null): ImportFormat {
   if (first && 'prompt' in first && 'completion' in first) return 'jsonl';
   const keys = first ? Object.keys(first).slice(0, 8).join(', ') : 'no readable rows';
   throw new UserError(`import: cannot tell the format (first row has ${keys}); pass --format verl|trl|prime|jsonl`);
-}
-
-/** Field errors of one row: the message names the key and what it holds. */
-class RowError extends Error {}
-const show = (v: unknown) => (v === undefined ? 'nothing' : (JSON.stringify(v)?.slice(0, 60) ?? String(v)));
-
-function text(o: Obj, key: string): string {
-  const v = o[key];
-  if (typeof v === 'string') return v;
-  // Conversational prompts and completions (TRL): a list of {role, content} messages.
-  if (Array.isArray(v) && v.every((m) => isObj(m) && typeof m.content === 'string')) {
-    return v.map((m) => ((m as Obj).role ? `${(m as Obj).role}: ${(m as Obj).content}` : (m as Obj).content)).join('\n');
-  }
-  throw new RowError(`${key}: expected text, got ${show(v)}`);
-}
-
-function num(o: Obj, key: string, required: boolean): number | null {
-  const v = o[key];
-  if (v === undefined || v === null) {
-    if (required) throw new RowError(`${key}: missing`);
-    return null;
-  }
-  const n = typeof v === 'boolean' ? Number(v) : typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isFinite(n)) throw new RowError(`${key}: expected a finite number, got ${show(v)}`);
-  return n;
-}
-
-function step(o: Obj, fallback: number): number {
-  const s = num(o, 'step', false) ?? fallback;
-  if (!Number.isInteger(s) || s < 0) throw new RowError(`step: expected an integer >= 0, got ${show(o.step)}`);
-  return s;
-}
-
-function successOf(o: Obj): boolean | null {
-  for (const k of ['success', 'acc', 'correct', 'accuracy']) {
-    const v = o[k];
-    if (typeof v === 'boolean') return v;
-    if (typeof v === 'number' && Number.isFinite(v)) return v > 0;
-  }
-  return null;
-}
-
-function groupOf(o: Obj): string | null {
-  for (const k of ['group', 'group_id', 'uid']) {
-    const v = o[k];
-    if (typeof v === 'string' || typeof v === 'number') return String(v);
-  }
-  return null;
-}
-
-/**
- * The step a file is named after, when its lines lack one: prime-rl's `step_<N>/` folder (whose files are
- * `rank_<R>.jsonl`: a rank, not a step), else a veRL dump's `<N>.jsonl`.
- */
-export function fileStep(path: string): number {
-  const m = /(?:^|[/\\])step_(\d+)(?:[/\\]|$)/.exec(path) ?? /(?:^|[/\\])(\d+)\.jsonl$/i.exec(path);
-  return m ? Number(m[1]) : 0;
 }
 
 const TRL_NON_REWARD = new Set(['step', 'prompt', 'completion', 'advantage', 'image', 'images', 'group', 'group_id', 'success']);
@@ -332,162 +242,6 @@ function jsonlRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'
     advantage: num(o, 'advantage', false),
     success: successOf(o),
   };
-}
-
-function numList(o: Obj, key: string, n: number, required: boolean, nullable = false): (number | null)[] | null {
-  const v = o[key];
-  if (v === undefined || v === null) {
-    if (required) throw new RowError(`${key}: missing`);
-    return null;
-  }
-  if (!Array.isArray(v) || v.length !== n)
-    throw new RowError(`${key}: expected a list of ${n} numbers (one per token), got ${Array.isArray(v) ? `${v.length} items` : show(v)}`);
-  return v.map((x, i) => {
-    if (x === null && nullable) return null;
-    if (typeof x !== 'number' || !Number.isFinite(x)) throw new RowError(`${key}[${i}]: expected a finite number, got ${show(x)}`);
-    return x;
-  });
-}
-
-/** A prime-rl token export line: one sequence, prompt and completion tokens, completion tokens where loss_mask. */
-function primeRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'> {
-  const ids = o.token_ids;
-  if (!Array.isArray(ids) || !ids.every((x) => Number.isInteger(x) && x >= 0)) throw new RowError(`token_ids: expected a list of token ids, got ${show(ids)}`);
-  const n = ids.length;
-  const mask = o.loss_mask;
-  if (!Array.isArray(mask) || mask.length !== n) throw new RowError(`loss_mask: expected ${n} booleans (one per token), got ${show(mask)}`);
-  const on = mask.map((m) => m === true || m === 1);
-  const first = on.indexOf(true);
-  if (first < 0) throw new RowError('loss_mask: no completion token (every entry false)');
-  const pick = <T>(xs: T[]) => xs.filter((_, i) => on[i]);
-  const lp = numList(o, 'trainer_logprobs', n, false) ?? numList(o, 'inference_logprobs', n, true)!;
-  const adv = numList(o, 'advantages', n, true)!;
-  const ent = numList(o, 'entropy', n, false);
-  const rewards = numList(o, 'rewards', n, false, true);
-  const extra: Record<string, (number | null)[]> = {};
-  for (const k of PRIME_EXTRA_COLUMNS) {
-    const col = numList(o, k, n, false, true);
-    if (col && col.some((x) => x !== null)) extra[k === 'inference_logprobs' ? 'inference_logprob' : k] = pick(col);
-  }
-  const reward = rewards ? (pick(rewards).find((x) => x !== null) ?? null) : num(o, 'reward', false);
-  return {
-    step: step({ step: o.export_step ?? o.step }, fileStep(path)),
-    group: null,
-    prompt: '',
-    completion: '',
-    reward,
-    advantage: null,
-    success: null,
-    tokens: {
-      promptIds: ids.slice(0, first) as number[],
-      ids: pick(ids as number[]),
-      logprob: pick(lp as number[]),
-      entropy: ent ? pick(ent as number[]) : null,
-      advantage: pick(adv as number[]),
-      extra,
-    },
-  };
-}
-
-/** A message's text: a string, or the text parts of a content list (OpenAI's chat shape). */
-function messageText(m: unknown): string {
-  const c = isObj(m) ? m.content : undefined;
-  if (typeof c === 'string') return c;
-  if (Array.isArray(c)) return c.map((p) => (isObj(p) && typeof p.text === 'string' ? p.text : '')).join('');
-  return '';
-}
-
-/**
- * The samples of one verifiers Episode record (prime-rl's traces.jsonl): one per branch (root-to-leaf path of a trace's
- * message nodes), as verifiers makes one training sample per branch. With token ids, the branch's tokens are the nodes'
- * spans concatenated, the completion the sampled (mask true) tokens, with the nodes' log-probs and advantages over them
- * (NaN advantages where the trainer assigned none: recomputed from the rewards); without, the text of the messages
- * before the first sampled one and of the sampled ones, to be scored. Reward: Σ score × weight of the trace's rewards.
- */
-function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'>[] {
-  const traces = o.traces;
-  if (!Array.isArray(traces)) throw new RowError(`traces: expected a list of traces, got ${show(traces)}`);
-  if (!traces.length) {
-    const err = Array.isArray(o.errors) && isObj(o.errors.at(-1)) ? (o.errors.at(-1) as Obj).message : undefined;
-    throw new RowError(`the episode has no trace${err ? ` (${String(err).slice(0, 120)})` : ''}`);
-  }
-  const run = isObj(o.run) ? o.run : {};
-  const work = isObj(run.work) ? run.work : {};
-  const stepNo = step({ step: work.step }, fileStep(path));
-  const group = isObj(o.group) && o.group.id !== undefined ? String(o.group.id) : null;
-  const out: Omit<ImportedRecord, 'file' | 'line'>[] = [];
-  for (const t of traces) {
-    if (!isObj(t) || !Array.isArray(t.nodes)) throw new RowError(`traces[]: expected {nodes: [...]}, got ${show(t)}`);
-    const nodes = t.nodes as Obj[];
-    const rewards = isObj(t.rewards) ? Object.values(t.rewards) : [];
-    const scored = rewards.filter(isObj);
-    const reward = scored.length ? scored.reduce((a, r) => a + Number(r.score ?? 0) * Number(r.weight ?? 1), 0) : null;
-    const parents = new Set(nodes.map((n) => n.parent).filter((x) => typeof x === 'number'));
-    for (let leaf = 0; leaf < nodes.length; leaf++) {
-      if (parents.has(leaf)) continue;
-      const pathNodes: Obj[] = [];
-      for (let at: unknown = leaf, hops = 0; typeof at === 'number' && hops <= nodes.length; hops++) {
-        const n = nodes[at];
-        if (!isObj(n)) throw new RowError(`nodes[${at}]: missing`);
-        pathNodes.unshift(n);
-        at = n.parent;
-      }
-      const ids: number[] = [];
-      const mask: boolean[] = [];
-      const logprob: number[] = [];
-      const advantage: number[] = [];
-      for (const n of pathNodes) {
-        const tid = Array.isArray(n.token_ids) ? (n.token_ids as unknown[]) : [];
-        const m = Array.isArray(n.mask) ? (n.mask as unknown[]) : [];
-        if (tid.length && m.length !== tid.length) throw new RowError(`nodes: mask has ${m.length} entries for ${tid.length} token ids`);
-        const sampled = m.filter((x) => x === true).length;
-        const lp = Array.isArray(n.logprobs) ? (n.logprobs as unknown[]) : [];
-        const adv = Array.isArray(n.advantages) ? (n.advantages as unknown[]) : null;
-        if (sampled && lp.length !== sampled) throw new RowError(`nodes: ${lp.length} logprobs for ${sampled} sampled tokens`);
-        tid.forEach((x, i) => {
-          if (!Number.isInteger(x) || (x as number) < 0) throw new RowError(`nodes: token id ${show(x)} is not a token id`);
-          ids.push(x as number);
-          mask.push(m[i] === true);
-        });
-        for (let k = 0; k < sampled; k++) {
-          logprob.push(Number(lp[k]));
-          advantage.push(adv && typeof adv[k] === 'number' ? (adv[k] as number) : NaN);
-        }
-      }
-      const sampledNodes = pathNodes.filter((n) => n.sampled === true);
-      if (!sampledNodes.length) continue;
-      const first = mask.indexOf(true);
-      if (first >= 0) {
-        out.push({
-          step: stepNo,
-          group,
-          prompt: '',
-          completion: '',
-          reward,
-          advantage: null,
-          success: null,
-          tokens: { promptIds: ids.slice(0, first), ids: ids.filter((_, i) => mask[i]), logprob, entropy: null, advantage, extra: {} },
-        });
-      } else {
-        // a relayed turn without token ids: text, scored by --model or --score-server
-        const firstSampled = pathNodes.indexOf(sampledNodes[0]);
-        out.push({
-          step: stepNo,
-          group,
-          prompt: pathNodes
-            .slice(0, firstSampled)
-            .map((n) => messageText(n.message))
-            .join('\n'),
-          completion: sampledNodes.map((n) => messageText(n.message)).join('\n'),
-          reward,
-          advantage: null,
-          success: null,
-        });
-      }
-    }
-  }
-  if (!out.length) throw new RowError('the episode has no sampled message');
-  return out;
 }
 
 const RECORD: Record<ImportFormat, (o: Obj, path: string) => Omit<ImportedRecord, 'file' | 'line'>> = {

@@ -20,7 +20,8 @@
 //
 // The fused ops (RMSNorm, SwiGLU, the attention heads with RoPE, attention, the decode step) come from the running
 // backend's table (ops/): this file never asks which backend runs.
-// One file although long: the forward pass, the decode step and scoring share the layers' weights and the RoPE tables' cache.
+// One file although long: the forward pass, prefill and decode steps, LoRA views and weight export share the layers' weights,
+// vocabulary blocks and the RoPE tables' cache (blocked scoring is scoring.ts).
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
