@@ -1,5 +1,5 @@
 // The run dashboard and the run comparison: one bundle, one page (src/extension/panels/metrics_panel.ts);
-// which of the two it is comes with its `metrics/init` message.
-import { mountMetricsView } from './metrics_view';
+// which of the two it is comes with its `metrics/init` message. The page is the dashboard/ folder.
+import { mountDashboard } from './dashboard/app';
 
-mountMetricsView();
+mountDashboard();
