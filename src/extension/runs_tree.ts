@@ -141,6 +141,23 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     }, everyMs);
   }
 
+  /** A run on disk as the tree shows it: its live state, or Slurm's, or what its run.json says; and its config. */
+  private runNode(runDir: string, info: RunInfo): { node: RunNode; configPath: string | null } {
+    const live = this.runs.match(runDir, info.pid) ?? null;
+    const liveActive = live && !isEnded(live.status);
+    const slurm = this.sweeps?.slurmTaskOf(runDir);
+    // A Slurm run's engine lives on a compute node, where its pid means nothing here: Slurm's state says whether
+    // it still runs. A requeued task waits again although its run.json says stopped.
+    const interrupted = !liveActive && isTraining(info.status) && (slurm ? slurm.task !== null && !slurmTaskActive(slurm.task) : !engineAlive(info));
+    const requeued = slurm?.task?.slurm_state === 'PENDING' && info.status !== 'running';
+    const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : requeued ? 'queued' : info.status;
+    const configPath =
+      info.config_path && !/[\\/]slurm[\\/]configs[\\/]/.test(info.config_path)
+        ? info.config_path
+        : (slurm?.sweep.configPath ?? live?.request.configPath ?? null);
+    return { node: { kind: 'run', runDir, info, live, status, interrupted, slurm: slurmOf(slurm) }, configPath };
+  }
+
   /** Every run on disk or live, grouped by the config it was trained from. */
   async collect(): Promise<ConfigNode[]> {
     const configs = await findConfigs();
@@ -163,20 +180,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     for (const c of configs) group(c, basename(c));
     const claimed = new Set<number>();
     for (const { runDir, info } of found) {
-      const live = this.runs.match(runDir, info.pid) ?? null;
-      if (live) claimed.add(live.key);
-      const liveActive = live && !isEnded(live.status);
-      const slurm = this.sweeps?.slurmTaskOf(runDir);
-      // A Slurm run's engine lives on a compute node, where its pid means nothing here: Slurm's state says whether
-      // it still runs. A requeued task waits again although its run.json says stopped.
-      const interrupted = !liveActive && isTraining(info.status) && (slurm ? slurm.task !== null && !slurmTaskActive(slurm.task) : !engineAlive(info));
-      const requeued = slurm?.task?.slurm_state === 'PENDING' && info.status !== 'running';
-      const status: LiveStatus = liveActive ? live.status : interrupted ? 'failed' : requeued ? 'queued' : info.status;
-      const configPath =
-        info.config_path && !/[\\/]slurm[\\/]configs[\\/]/.test(info.config_path)
-          ? info.config_path
-          : (slurm?.sweep.configPath ?? live?.request.configPath ?? null);
-      group(configPath, info.name).runs.push({ kind: 'run', runDir, info, live: live ?? null, status, interrupted, slurm: slurmOf(slurm) });
+      const { node, configPath } = this.runNode(runDir, info);
+      if (node.live) claimed.add(node.live.key);
+      group(configPath, info.name).runs.push(node);
     }
     // Folders whose run.json this version cannot use: listed with the reason, never dropped, never a crash.
     for (const u of scan.unreadable) {

@@ -95,6 +95,16 @@ export function evalTestLine(cmp: AppendixBComparison): string {
 
 /** The whole analysis as Markdown; with `cmp`, seed doc 002's Appendix-B table comes first. */
 export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison): string {
+  const out = metaSection(a);
+  if (cmp) out.push('## Mitigation summary (the GRPO credit-assignment analysis, Appendix B)', appendixB(cmp));
+  out.push(...contributionSections(a), ...tokenTypeSections(a), ...topAndWeightSections(a));
+  if (a.probes) out.push(...probeSection(a.probes));
+  if (a.notes.length) out.push('## Notes', a.notes.map((n) => `- ${n}`).join('\n'));
+  return out.join('\n\n') + '\n';
+}
+
+/** The title and the run's facts: its folder, strategy, steps, evals and the filler/reasoning ratio. */
+function metaSection(a: CreditAnalysis): string[] {
   const m = a.meta;
   const out: string[] = [];
   const steps = m.steps.from === m.steps.to ? `step ${m.steps.from}` : `steps ${m.steps.from}–${m.steps.to}`;
@@ -111,8 +121,12 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
     ].join('\n'),
   );
 
-  if (cmp) out.push('## Mitigation summary (the GRPO credit-assignment analysis, Appendix B)', appendixB(cmp));
+  return out;
+}
 
+/** Contribution, per-position t statistics, relative positions and reward signs. */
+function contributionSections(a: CreditAnalysis): string[] {
+  const out: string[] = [];
   const c = a.contribution;
   out.push(
     '## Contribution statistics',
@@ -173,6 +187,13 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
     '_A rewarded episode (A > 0) has c ≤ 0: c is an advantage times a log-prob, and log-probs are negative._',
   );
 
+  return out;
+}
+
+/** Filler and reasoning tokens: their table, the ratio in words (|c| and gradient norm), and by position. */
+function tokenTypeSections(a: CreditAnalysis): string[] {
+  const m = a.meta;
+  const out: string[] = [];
   out.push(
     '## Token types',
     table(
@@ -221,6 +242,12 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
     ),
   );
 
+  return out;
+}
+
+/** The top tokens of each type, and the strategy's weights per section. */
+function topAndWeightSections(a: CreditAnalysis): string[] {
+  const out: string[] = [];
   out.push('## Top tokens by type');
   for (const [type, title] of [
     ['filler', 'Filler'],
@@ -253,9 +280,7 @@ export function analysisToMarkdown(a: CreditAnalysis, cmp?: AppendixBComparison)
     ),
   );
 
-  if (a.probes) out.push(...probeSection(a.probes));
-  if (a.notes.length) out.push('## Notes', a.notes.map((n) => `- ${n}`).join('\n'));
-  return out.join('\n\n') + '\n';
+  return out;
 }
 
 /** An estimate with its interval: "0.279 [0.198, 0.341]". */

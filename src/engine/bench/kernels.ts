@@ -153,70 +153,22 @@ function benchOthers(): void {
     h1 = tf.randomNormal([32, 64, 4, 16]),
     h2 = tf.randomNormal([32, 64, 4, 16]);
   const five = tf.randomNormal([32, 64, 2, 2, 32]);
+  // the call in a tidy with no result kept: everything it makes is freed
+  const tidied = (f: () => unknown) => () => {
+    tf.tidy(() => {
+      f();
+    });
+  };
   const cases: [string, () => void][] = [
-    [
-      'Sum axis 0 of [2048,128] (bias / norm grads)',
-      () =>
-        tf.tidy(() => {
-          tf.sum(x, 0);
-        }),
-    ],
-    [
-      'GatherV2 [128,64] axis 1 × 2048 ids (tied embedding)',
-      () =>
-        tf.tidy(() => {
-          tf.gather(e, ids, 1);
-        }),
-    ],
-    [
-      'Concat 2×[32,64,4,16] axis 3 (RoPE halves)',
-      () =>
-        tf.tidy(() => {
-          tf.concat([h1, h2], 3);
-        }),
-    ],
-    [
-      'SplitV [32,64,4,32] in 2 on axis 3',
-      () =>
-        tf.tidy(() => {
-          tf.split(q, 2, 3);
-        }),
-    ],
-    [
-      'Slice half of [32,64,4,32] on axis 3',
-      () =>
-        tf.tidy(() => {
-          tf.slice(q, [0, 0, 0, 0], [32, 64, 4, 16]);
-        }),
-    ],
-    [
-      'Transpose [2048,512] 2-D',
-      () =>
-        tf.tidy(() => {
-          tf.transpose(big);
-        }),
-    ],
-    [
-      'Transpose [32,64,4,32] perm 0,2,1,3',
-      () =>
-        tf.tidy(() => {
-          tf.transpose(q, [0, 2, 1, 3]);
-        }),
-    ],
-    [
-      'Transpose [32,64,2,2,32] perm 0,2,3,1,4 (GQA, 5-D)',
-      () =>
-        tf.tidy(() => {
-          tf.transpose(five, [0, 2, 3, 1, 4]);
-        }),
-    ],
-    [
-      'Transpose [32,64,2,2,32] perm 4,3,2,1,0 (5-D)',
-      () =>
-        tf.tidy(() => {
-          tf.transpose(five, [4, 3, 2, 1, 0]);
-        }),
-    ],
+    ['Sum axis 0 of [2048,128] (bias / norm grads)', tidied(() => tf.sum(x, 0))],
+    ['GatherV2 [128,64] axis 1 × 2048 ids (tied embedding)', tidied(() => tf.gather(e, ids, 1))],
+    ['Concat 2×[32,64,4,16] axis 3 (RoPE halves)', tidied(() => tf.concat([h1, h2], 3))],
+    ['SplitV [32,64,4,32] in 2 on axis 3', tidied(() => tf.split(q, 2, 3))],
+    ['Slice half of [32,64,4,32] on axis 3', tidied(() => tf.slice(q, [0, 0, 0, 0], [32, 64, 4, 16]))],
+    ['Transpose [2048,512] 2-D', tidied(() => tf.transpose(big))],
+    ['Transpose [32,64,4,32] perm 0,2,1,3', tidied(() => tf.transpose(q, [0, 2, 1, 3]))],
+    ['Transpose [32,64,2,2,32] perm 0,2,3,1,4 (GQA, 5-D)', tidied(() => tf.transpose(five, [0, 2, 3, 1, 4]))],
+    ['Transpose [32,64,2,2,32] perm 4,3,2,1,0 (5-D)', tidied(() => tf.transpose(five, [4, 3, 2, 1, 0]))],
   ];
   for (const [name, f] of cases) {
     stock();
@@ -246,6 +198,12 @@ function benchOthers(): void {
 // multiply-adds are shared with the helper thread.
 function benchThresholds(): void {
   ours();
+  benchBatchedProducts();
+  benchTransposes();
+  benchThreadedProducts();
+}
+
+function benchBatchedProducts(): void {
   console.log('\n== Batched products (128 of them): µs per product, stock loop vs XNNPACK route vs SIMD loop');
   for (const [M, K, N] of [
     [8, 8, 8],
@@ -273,6 +231,9 @@ function benchThresholds(): void {
     console.log(`${pad(`${M}×${K}×${N} (${M * K * N} MACs)`, 24)} stock ${num(s, 2)}   xnnpack ${num(x, 2)}   simd ${num(v, 2)}`);
     tf.dispose([a, b]);
   }
+}
+
+function benchTransposes(): void {
   console.log('\n== Transpose of the last two dims: ms, stock loop vs tiled JS vs SIMD 4×4 blocks');
   for (const shape of [
     [16, 16],
@@ -304,6 +265,9 @@ function benchThresholds(): void {
     console.log(`${pad(`[${shape}]`, 24)} stock ${num(s, 3)}   tiled ${num(j, 3)}   simd ${num(v, 3)}`);
     x.dispose();
   }
+}
+
+function benchThreadedProducts(): void {
   console.log('\n== Products on one thread vs shared with the helper thread: ms');
   for (const [M, K, N] of [
     [64, 32, 64],

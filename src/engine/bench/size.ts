@@ -80,18 +80,18 @@ export interface ServedRows {
  * rollout.sync disk does it, against a `credit-lens serve` process of the folder (a second copy does not fit this
  * process's wasm heap): the policy written, then POST /update_weights_from_disk until it reports the new version.
  */
-async function servedRows(
+/** Scoring through `credit-lens serve` of the model this process holds, on each API: tokens per second. */
+async function servedScoring(
   model: Transformer,
+  tokenizer: import('../model/tokenizer').HfTokenizer,
   dir: string,
   comps: number[][],
   prompt: number[],
   inProcess: number,
   o: SizeBenchOptions,
-): Promise<ServedRows | { error: string }> {
+): Promise<Record<'sglang' | 'vllm', number>> {
   const { serveModel } = await import('../serving/serve');
   const { ServerSampler } = await import('../serving/client');
-  const { HfTokenizer } = await import('../model/tokenizer');
-  const tokenizer = HfTokenizer.fromDir(dir, { useChatTemplate: false });
   const rate: Record<'sglang' | 'vllm', number> = { sglang: 0, vllm: 0 };
   const s = await serveModel(model, tokenizer, dir);
   try {
@@ -108,6 +108,21 @@ async function servedRows(
   } finally {
     await s.close();
   }
+  return rate;
+}
+
+async function servedRows(
+  model: Transformer,
+  dir: string,
+  comps: number[][],
+  prompt: number[],
+  inProcess: number,
+  o: SizeBenchOptions,
+): Promise<ServedRows | { error: string }> {
+  const { ServerSampler } = await import('../serving/client');
+  const { HfTokenizer } = await import('../model/tokenizer');
+  const tokenizer = HfTokenizer.fromDir(dir, { useChatTemplate: false });
+  const rate = await servedScoring(model, tokenizer, dir, comps, prompt, inProcess, o);
   // the sync, against a server process of its own
   const { spawn } = await import('node:child_process');
   const { mkdirSync, mkdtempSync, rmSync } = await import('node:fs');

@@ -146,32 +146,20 @@ export const IMPORT_USAGE = `usage: credit-lens import <file or folder> [--model
   --metrics FILE imports the trainer's own metrics (veRL's file logger JSONL, prime-rl's metrics.jsonl; found beside a
   prime-rl folder without it; none: not at all).`;
 
+const IMPORT_FLAGS = {
+  valued: ['model', 'format', 'out', 'name', 'tokenizer', 'config', 'set', 'strategy', 'success-threshold', 'chat-template'].concat([
+    'score-server',
+    'server-api',
+    'server-concurrency',
+    'top-k',
+    'metrics',
+    'until-idle',
+  ]),
+  boolean: ['json', 'progress-json', 'follow'],
+};
+
 export async function cmdImport(argv: string[]): Promise<number> {
-  const a = parseArgs(
-    argv,
-    {
-      valued: [
-        'model',
-        'format',
-        'out',
-        'name',
-        'tokenizer',
-        'config',
-        'set',
-        'strategy',
-        'success-threshold',
-        'chat-template',
-        'score-server',
-        'server-api',
-        'server-concurrency',
-        'top-k',
-        'metrics',
-        'until-idle',
-      ],
-      boolean: ['json', 'progress-json', 'follow'],
-    },
-    IMPORT_USAGE,
-  );
+  const a = parseArgs(argv, IMPORT_FLAGS, IMPORT_USAGE);
   if (a.positional.length !== 1) throw new UserError(`import needs exactly one file or folder\n${IMPORT_USAGE}`);
   const format = flag(a, 'format') ?? 'auto';
   if (format !== 'auto' && !(IMPORT_FORMATS as readonly string[]).includes(format))

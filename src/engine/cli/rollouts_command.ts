@@ -26,13 +26,7 @@ export async function cmdRolloutsQuery(argv: string[]): Promise<number> {
   if (a.positional.length !== 1)
     throw new UserError(`rollouts needs exactly one run directory, or the subcommand paired (rollouts paired <config.credit.yaml>)\n${QUERY_USAGE}`);
   if (a.flags.has('json') && a.flags.has('csv')) throw new UserError('--json and --csv: give one');
-  const steps = flag(a, 'steps');
-  let range = {};
-  if (steps !== undefined) {
-    const m = /^(\d*):(\d*)$/.exec(steps);
-    if (!m || (m[1] === '' && m[2] === '')) throw new UserError(`--steps: got ${JSON.stringify(steps)}; expected a:b, a: or :b (inclusive step numbers)`);
-    range = { fromStep: m[1] ? Number(m[1]) : undefined, toStep: m[2] ? Number(m[2]) : undefined };
-  }
+  const range = stepRange(flag(a, 'steps'));
   const groupBy = flag(a, 'group-by');
   if (groupBy !== undefined && !['token', 'prompt', 'step'].includes(groupBy))
     throw new UserError(`--group-by: got ${JSON.stringify(groupBy)}; expected token, prompt or step`);
@@ -43,17 +37,8 @@ export async function cmdRolloutsQuery(argv: string[]): Promise<number> {
   let rows = idx.filter(flag(a, 'where'));
   const sort = flag(a, 'sort');
   if (sort) rows = idx.sort(rows, sort);
-  const out = (header: string[], table: CsvValue[][], json: unknown) => {
-    if (a.flags.has('json')) console.log(JSON.stringify(json, null, 2));
-    else if (a.flags.has('csv')) process.stdout.write(toCsv(header, table));
-    else {
-      // float32 columns printed at 4 decimals (0.1 reads 0.1000, not 0.10000000149011612); the JSON and CSV keep every digit
-      const text = (v: CsvValue) => (typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : String(v ?? ''));
-      const widths = header.map((h, c) => Math.min(60, Math.max(h.length, ...table.map((r) => text(r[c]).length))));
-      const line = (r: readonly CsvValue[]) => r.map((v, c) => text(v).slice(0, 60).padEnd(widths[c])).join('  ');
-      console.log([line(header), ...table.map(line)].join('\n'));
-    }
-  };
+  const as = a.flags.has('json') ? 'json' : a.flags.has('csv') ? 'csv' : 'text';
+  const out = (header: string[], table: CsvValue[][], json: unknown) => printResult(as, header, table, json);
   const timing = () =>
     process.stderr.write(
       `${rows.length} of ${idx.episodes} episodes; loaded in ${(loaded - t0).toFixed(0)} ms, queried in ${(performance.now() - loaded).toFixed(0)} ms\n`,
@@ -97,4 +82,25 @@ export async function cmdRolloutsQuery(argv: string[]): Promise<number> {
   );
   timing();
   return 0;
+}
+
+/** --steps a:b, a: or :b (inclusive step numbers) as the query's range; none given: every step. */
+function stepRange(steps: string | undefined): { fromStep?: number; toStep?: number } {
+  if (steps === undefined) return {};
+  const m = /^(\d*):(\d*)$/.exec(steps);
+  if (!m || (m[1] === '' && m[2] === '')) throw new UserError(`--steps: got ${JSON.stringify(steps)}; expected a:b, a: or :b (inclusive step numbers)`);
+  return { fromStep: m[1] ? Number(m[1]) : undefined, toStep: m[2] ? Number(m[2]) : undefined };
+}
+
+/** A result as JSON, as CSV, or as an aligned text table. */
+function printResult(as: 'json' | 'csv' | 'text', header: string[], table: CsvValue[][], json: unknown): void {
+  if (as === 'json') console.log(JSON.stringify(json, null, 2));
+  else if (as === 'csv') process.stdout.write(toCsv(header, table));
+  else {
+    // float32 columns printed at 4 decimals (0.1 reads 0.1000, not 0.10000000149011612); the JSON and CSV keep every digit
+    const text = (v: CsvValue) => (typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : String(v ?? ''));
+    const widths = header.map((h, c) => Math.min(60, Math.max(h.length, ...table.map((r) => text(r[c]).length))));
+    const line = (r: readonly CsvValue[]) => r.map((v, c) => text(v).slice(0, 60).padEnd(widths[c])).join('  ');
+    console.log([line(header), ...table.map(line)].join('\n'));
+  }
 }

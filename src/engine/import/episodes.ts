@@ -194,6 +194,33 @@ export async function scoreStepOnServer(
 }
 
 /**
+ * Token ids from another trainer's tokenizer: one outside ours (or the scoring model's) skips the line with its reason,
+ * rather than aborting the import inside a decoder.
+ */
+function checkIds(r: ImportedRecord, tokenizer: Tokenizer | null, encoder: { vocab: number } | null): void {
+  if (!r.tokens || !tokenizer) return;
+  const n = Math.min(tokenizer.vocabSize, encoder?.vocab ?? Infinity);
+  const bad = [...r.tokens.promptIds, ...r.tokens.ids].find((id) => !Number.isInteger(id) || id < 0 || id >= n);
+  if (bad !== undefined) throw new UserError(`token id ${bad} is outside the tokenizer's vocabulary [0, ${n}): exported with another tokenizer?`);
+}
+
+/** Advantages the source did not log: from the rewards, by the step's groups. */
+function fillAdvantages(eps: Pending[], cfg: CreditConfig): void {
+  if (!eps.some((e) => Number.isNaN(e.advantage))) return;
+  const a = groupAdvantages(
+    eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)),
+    eps.map((e) => e.group),
+    cfg.grpo.scale_rewards,
+  );
+  eps.forEach((e, i) => {
+    if (!Number.isNaN(e.advantage)) return;
+    e.advantage = a[i];
+    // per-token advantages the trainer had not assigned (a prime-rl episode logged before its update): the episode's
+    if (e.rec.tokens) e.rec = { ...e.rec, tokens: { ...e.rec.tokens, advantage: e.rec.tokens.advantage.map((x) => (Number.isNaN(x) ? a[i] : x)) } };
+  });
+}
+
+/**
  * The imported records as episodes, by step: token ids checked against the vocabulary, prompts through the chat template
  * as the scoring model saw them, texts and sections decoded, and advantages the source did not log computed from the
  * rewards by group. A record that cannot be an episode is skipped into `problems` with its reason.
@@ -221,13 +248,7 @@ export function episodesByStep(
     const eps: Pending[] = [];
     for (const [k, r] of recs.entries()) {
       try {
-        // Token ids from another trainer's tokenizer: one outside ours (or the scoring model's) skips the line with
-        // its reason, rather than aborting the import inside a decoder.
-        if (r.tokens && tokenizer) {
-          const n = Math.min(tokenizer.vocabSize, encoder?.vocab ?? Infinity);
-          const bad = [...r.tokens.promptIds, ...r.tokens.ids].find((id) => !Number.isInteger(id) || id < 0 || id >= n);
-          if (bad !== undefined) throw new UserError(`token id ${bad} is outside the tokenizer's vocabulary [0, ${n}): exported with another tokenizer?`);
-        }
+        checkIds(r, tokenizer, encoder);
         // a logged prompt text is scored (and shown) as the chat template makes it; token ids are what the model saw
         const scored = r.tokens ? null : templater.text(r.prompt).text;
         const promptText = r.tokens ? (tokenizer ? tokenizer.decode(r.tokens.promptIds) : `⟨${r.tokens.promptIds.length} prompt tokens⟩`) : scored!;
@@ -269,21 +290,7 @@ export function episodesByStep(
         skip(r, e.message);
       }
     }
-    // Advantages the source did not log: from the rewards, grouped as above.
-    if (eps.some((e) => Number.isNaN(e.advantage))) {
-      const gid = eps.map((e) => e.group);
-      const a = groupAdvantages(
-        eps.map((e) => (Number.isFinite(e.reward) ? e.reward : 0)),
-        gid,
-        cfg.grpo.scale_rewards,
-      );
-      eps.forEach((e, i) => {
-        if (!Number.isNaN(e.advantage)) return;
-        e.advantage = a[i];
-        // per-token advantages the trainer had not assigned (a prime-rl episode logged before its update): the episode's
-        if (e.rec.tokens) e.rec = { ...e.rec, tokens: { ...e.rec.tokens, advantage: e.rec.tokens.advantage.map((x) => (Number.isNaN(x) ? a[i] : x)) } };
-      });
-    }
+    fillAdvantages(eps, cfg);
     if (eps.length) byStep.set(step, eps);
   }
   return byStep;

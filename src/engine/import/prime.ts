@@ -54,6 +54,42 @@ function messageText(m: unknown): string {
   return '';
 }
 
+/** The nodes from the root to `leaf`, following each node's parent (a cycle stops after as many hops as nodes). */
+function rootPath(nodes: Obj[], leaf: number): Obj[] {
+  const path: Obj[] = [];
+  for (let at: unknown = leaf, hops = 0; typeof at === 'number' && hops <= nodes.length; hops++) {
+    const n = nodes[at];
+    if (!isObj(n)) throw new RowError(`nodes[${at}]: missing`);
+    path.unshift(n);
+    at = n.parent;
+  }
+  return path;
+}
+
+/** A path's token ids, which of them were sampled (mask), and the sampled ones' log-probs and advantages. */
+function pathTokens(pathNodes: Obj[]): { ids: number[]; mask: boolean[]; logprob: number[]; advantage: number[] } {
+  const out = { ids: [] as number[], mask: [] as boolean[], logprob: [] as number[], advantage: [] as number[] };
+  for (const n of pathNodes) {
+    const tid = Array.isArray(n.token_ids) ? (n.token_ids as unknown[]) : [];
+    const m = Array.isArray(n.mask) ? (n.mask as unknown[]) : [];
+    if (tid.length && m.length !== tid.length) throw new RowError(`nodes: mask has ${m.length} entries for ${tid.length} token ids`);
+    const sampled = m.filter((x) => x === true).length;
+    const lp = Array.isArray(n.logprobs) ? (n.logprobs as unknown[]) : [];
+    const adv = Array.isArray(n.advantages) ? (n.advantages as unknown[]) : null;
+    if (sampled && lp.length !== sampled) throw new RowError(`nodes: ${lp.length} logprobs for ${sampled} sampled tokens`);
+    tid.forEach((x, i) => {
+      if (!Number.isInteger(x) || (x as number) < 0) throw new RowError(`nodes: token id ${show(x)} is not a token id`);
+      out.ids.push(x as number);
+      out.mask.push(m[i] === true);
+    });
+    for (let k = 0; k < sampled; k++) {
+      out.logprob.push(Number(lp[k]));
+      out.advantage.push(adv && typeof adv[k] === 'number' ? (adv[k] as number) : NaN);
+    }
+  }
+  return out;
+}
+
 /**
  * The samples of one verifiers Episode record (prime-rl's traces.jsonl): one per branch (root-to-leaf path of a trace's
  * message nodes), as verifiers makes one training sample per branch. With token ids, the branch's tokens are the nodes'
@@ -82,35 +118,8 @@ export function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 
     const parents = new Set(nodes.map((n) => n.parent).filter((x) => typeof x === 'number'));
     for (let leaf = 0; leaf < nodes.length; leaf++) {
       if (parents.has(leaf)) continue;
-      const pathNodes: Obj[] = [];
-      for (let at: unknown = leaf, hops = 0; typeof at === 'number' && hops <= nodes.length; hops++) {
-        const n = nodes[at];
-        if (!isObj(n)) throw new RowError(`nodes[${at}]: missing`);
-        pathNodes.unshift(n);
-        at = n.parent;
-      }
-      const ids: number[] = [];
-      const mask: boolean[] = [];
-      const logprob: number[] = [];
-      const advantage: number[] = [];
-      for (const n of pathNodes) {
-        const tid = Array.isArray(n.token_ids) ? (n.token_ids as unknown[]) : [];
-        const m = Array.isArray(n.mask) ? (n.mask as unknown[]) : [];
-        if (tid.length && m.length !== tid.length) throw new RowError(`nodes: mask has ${m.length} entries for ${tid.length} token ids`);
-        const sampled = m.filter((x) => x === true).length;
-        const lp = Array.isArray(n.logprobs) ? (n.logprobs as unknown[]) : [];
-        const adv = Array.isArray(n.advantages) ? (n.advantages as unknown[]) : null;
-        if (sampled && lp.length !== sampled) throw new RowError(`nodes: ${lp.length} logprobs for ${sampled} sampled tokens`);
-        tid.forEach((x, i) => {
-          if (!Number.isInteger(x) || (x as number) < 0) throw new RowError(`nodes: token id ${show(x)} is not a token id`);
-          ids.push(x as number);
-          mask.push(m[i] === true);
-        });
-        for (let k = 0; k < sampled; k++) {
-          logprob.push(Number(lp[k]));
-          advantage.push(adv && typeof adv[k] === 'number' ? (adv[k] as number) : NaN);
-        }
-      }
+      const pathNodes = rootPath(nodes, leaf);
+      const { ids, mask, logprob, advantage } = pathTokens(pathNodes);
       const sampledNodes = pathNodes.filter((n) => n.sampled === true);
       if (!sampledNodes.length) continue;
       const first = mask.indexOf(true);

@@ -369,6 +369,21 @@ function modelDescription(cfg: CreditConfig, checkpoint: string | null): Record<
 }
 
 /** `credit-lens rollouts paired`: generate the groups and write the parquet file and its metadata. */
+/** How the pairs were drawn, for rollouts_metadata.json. */
+const PAIRING = {
+  split: 'uniform in 0..max_new_tokens-1, drawn before any continuation; a prefix that had already ended is redrawn (t and prefix)',
+  members: 'both sampled fresh from prompt + the shared prefix: exchangeable',
+  rho_after_final_token: 'defined as 1 (the finished completion fixes the reward), not trained',
+};
+
+/** What the parquet's columns mean where the seed's names do not say, for rollouts_metadata.json. */
+const COLUMN_NOTES = {
+  pair_id: 'completions 2k-1 and 2k form pair k: they share the first split_token_idx completion tokens',
+  split_token_idx: 'number of completion tokens the pair shares; both are sampled independently from that token on',
+  completion_token_ids: 'the sampled token ids (EOS included when sampled)',
+  reward_group_var: "unbiased (N-1) variance over the group's G rewards",
+};
+
 export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
   const t0 = performance.now();
   const started = new Date();
@@ -415,7 +430,6 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
     const parquet = join(dir, `rollouts_g${G}.parquet`);
     writeFileAtomic(parquet, bytes);
     const rows = table.columns.reward.length;
-    const runtime = (performance.now() - t0) / 1000;
     const metadata = {
       arguments: {
         argv: o.argv ?? null,
@@ -426,19 +440,14 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
         output_dir: o.outputDir ?? cfg.output_dir,
       },
       date: started.toISOString(),
-      runtime_s: runtime,
+      runtime_s: (performance.now() - t0) / 1000,
       engine_version: ENGINE_VERSION,
       backend: s.backend.backend,
       seed: cfg.seed,
       model: modelDescription(cfg, ckDir),
       task: cfg.task,
       sampling: { group_size: G, max_new_tokens: cfg.grpo.max_new_tokens, temperature: cfg.grpo.temperature, top_p: cfg.grpo.top_p },
-      pairing: {
-        split: 'uniform in 0..max_new_tokens-1, drawn before any continuation; a prefix that had already ended is redrawn (t and prefix)',
-        members: 'both sampled fresh from prompt + the shared prefix: exchangeable',
-        prefix_fallbacks: stats.fallbacks,
-        rho_after_final_token: 'defined as 1 (the finished completion fixes the reward), not trained',
-      },
+      pairing: { ...PAIRING, prefix_fallbacks: stats.fallbacks },
       file: basename(parquet),
       rows,
       groups: nGroups,
@@ -446,12 +455,7 @@ export async function pairedRollouts(o: PairedOptions): Promise<PairedResult> {
       zero_variance_groups: table.zeroVarianceGroups,
       reward_mean: table.columns.reward.reduce((a: number, b) => a + (b as number), 0) / rows,
       partial_rewards: partials,
-      columns: {
-        pair_id: 'completions 2k-1 and 2k form pair k: they share the first split_token_idx completion tokens',
-        split_token_idx: 'number of completion tokens the pair shares; both are sampled independently from that token on',
-        completion_token_ids: 'the sampled token ids (EOS included when sampled)',
-        reward_group_var: "unbiased (N-1) variance over the group's G rewards",
-      },
+      columns: COLUMN_NOTES,
     };
     const metaPath = join(dir, 'rollouts_metadata.json');
     writeFileAtomic(metaPath, JSON.stringify(metadata, null, 2) + '\n');

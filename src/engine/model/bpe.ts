@@ -64,22 +64,10 @@ export function pretokenize(texts: readonly string[], literals: readonly string[
   return words;
 }
 
-export function trainBpe(texts: readonly string[], o: BpeOptions): TrainedBpe {
-  const specials = [o.pad, o.eos].filter((t, i, a) => a.indexOf(t) === i);
-  const literals = o.literals.filter((t) => !specials.includes(t));
-  const added = [...specials, ...literals];
-  const b2c = byteToChar();
-  const base = added.length + 256;
-  if (o.vocabSize < base) throw new Error(`model.vocab_size ${o.vocabSize} is below ${base}: the ${added.length} added tokens and 256 bytes`);
-  const minFrequency = o.minFrequency ?? 2;
-
-  // Words as symbol lists, with their counts; sorted so that iteration order cannot depend on insertion order.
-  const entries = [...pretokenize(texts, added)].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  const words = entries.map(([w]) => Array.from(w));
-  const counts = entries.map(([, c]) => c);
-
+/** The most frequent adjacent pair merged, again and again, until `budget` merges or no pair occurs minFrequency times. */
+function learnMerges(words: string[][], counts: number[], budget: number, minFrequency: number): [string, string][] {
   const merges: [string, string][] = [];
-  while (base + merges.length < o.vocabSize) {
+  while (merges.length < budget) {
     const pairs = new Map<string, number>();
     for (let i = 0; i < words.length; i++) {
       const w = words[i];
@@ -103,19 +91,13 @@ export function trainBpe(texts: readonly string[], o: BpeOptions): TrainedBpe {
       for (let j = 0; j + 1 < w.length; j++) if (w[j] === a && w[j + 1] === b) w.splice(j, 2, ab);
     }
   }
+  return merges;
+}
 
-  const vocab: Record<string, number> = Object.create(null);
-  added.forEach((t, i) => {
-    vocab[t] = i;
-  });
-  b2c.forEach((c, i) => {
-    vocab[c] = added.length + i;
-  });
-  merges.forEach(([a, b], i) => {
-    vocab[a + b] = base + i;
-  });
+/** tokenizer.json as Hugging Face's tokenizers library writes a byte-level BPE. */
+function tokenizerJson(added: string[], specials: string[], vocab: Record<string, number>, merges: [string, string][]): Record<string, unknown> {
   const byteLevel = { add_prefix_space: false, trim_offsets: true, use_regex: true };
-  const tokenizer = {
+  return {
     version: '1.0',
     truncation: null,
     padding: null,
@@ -145,6 +127,35 @@ export function trainBpe(texts: readonly string[], o: BpeOptions): TrainedBpe {
       merges: merges.map(([a, b]) => `${a} ${b}`),
     },
   };
+}
+
+export function trainBpe(texts: readonly string[], o: BpeOptions): TrainedBpe {
+  const specials = [o.pad, o.eos].filter((t, i, a) => a.indexOf(t) === i);
+  const literals = o.literals.filter((t) => !specials.includes(t));
+  const added = [...specials, ...literals];
+  const b2c = byteToChar();
+  const base = added.length + 256;
+  if (o.vocabSize < base) throw new Error(`model.vocab_size ${o.vocabSize} is below ${base}: the ${added.length} added tokens and 256 bytes`);
+  const minFrequency = o.minFrequency ?? 2;
+
+  // Words as symbol lists, with their counts; sorted so that iteration order cannot depend on insertion order.
+  const entries = [...pretokenize(texts, added)].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const words = entries.map(([w]) => Array.from(w));
+  const counts = entries.map(([, c]) => c);
+
+  const merges = learnMerges(words, counts, o.vocabSize - base, minFrequency);
+
+  const vocab: Record<string, number> = Object.create(null);
+  added.forEach((t, i) => {
+    vocab[t] = i;
+  });
+  b2c.forEach((c, i) => {
+    vocab[c] = added.length + i;
+  });
+  merges.forEach(([a, b], i) => {
+    vocab[a + b] = base + i;
+  });
+  const tokenizer = tokenizerJson(added, specials, vocab, merges);
   const config = {
     tokenizer_class: 'PreTrainedTokenizerFast',
     eos_token: o.eos,

@@ -74,6 +74,31 @@ function bad(src: string, at: number, what: string): UserError {
 export const WHERE_MAX_DEPTH = 64;
 export const WHERE_MAX_TERMS = 1000;
 
+type CmpOp = '=' | '!=' | '<' | '<=' | '>' | '>=';
+
+function numberOf(src: string, t: Tok, what: string): number {
+  if (t.t !== 'num') throw bad(src, t.at, `expected a number ${what}`);
+  return Number(t.v);
+}
+
+/** `field op value`, the value read as the field's kind says: a number, true or false, or one of the field's values. */
+function comparison(src: string, field: string, kind: FieldKind, op: CmpOp, v: Tok): Expr {
+  if (kind.kind === 'number') {
+    if (v.t !== 'num') throw bad(src, v.at, `${field} is a number: expected a number after ${op}`);
+    return { op: 'cmp', field, cmp: op, value: Number(v.v) };
+  }
+  if (kind.kind === 'bool') {
+    if (!(v.t === 'word' && /^(true|false)$/i.test(v.v)) || (op !== '=' && op !== '!='))
+      throw bad(src, v.at, `${field} is true or false: write ${field}, not ${field}, or ${field} = true`);
+    const want = v.v.toLowerCase() === 'true' ? op === '=' : op === '!=';
+    return want ? { op: 'flag', field } : { op: 'not', arg: { op: 'flag', field } };
+  }
+  if (op !== '=' && op !== '!=') throw bad(src, v.at, `${field} is text: compare it with = or !=`);
+  if (v.t !== 'word' && v.t !== 'str') throw bad(src, v.at, `expected one of ${kind.values.join(', ')} after ${field} ${op}`);
+  if (!kind.values.includes(v.v)) throw bad(src, v.at, `${field} is one of ${kind.values.join(', ')}, not "${v.v}"`);
+  return { op: 'cmp', field, cmp: op, value: v.v };
+}
+
 /** Parse `src` against the known fields; a UserError names the part that is wrong and what is allowed. */
 export function parseWhere(src: string, fields: Readonly<Record<string, FieldKind>>): Expr {
   const toks = lex(src);
@@ -113,11 +138,7 @@ export function parseWhere(src: string, fields: Readonly<Record<string, FieldKin
     }
     return atom();
   };
-  const number = (what: string): number => {
-    const t = next();
-    if (t.t !== 'num') throw bad(src, t.at, `expected a number ${what}`);
-    return Number(t.v);
-  };
+  const number = (what: string): number => numberOf(src, next(), what);
   const atom = (): Expr => {
     const t = next();
     if (t.t === 'lp') {
@@ -147,22 +168,8 @@ export function parseWhere(src: string, fields: Readonly<Record<string, FieldKin
       if (kind.kind === 'bool') return { op: 'flag', field };
       throw bad(src, peek().at, `expected a comparison after ${field} (= != < <= > >= or "in a:b")`);
     }
-    const op = next().v as '=' | '!=' | '<' | '<=' | '>' | '>=';
-    const v = next();
-    if (kind.kind === 'number') {
-      if (v.t !== 'num') throw bad(src, v.at, `${field} is a number: expected a number after ${op}`);
-      return { op: 'cmp', field, cmp: op, value: Number(v.v) };
-    }
-    if (kind.kind === 'bool') {
-      if (!(v.t === 'word' && /^(true|false)$/i.test(v.v)) || (op !== '=' && op !== '!='))
-        throw bad(src, v.at, `${field} is true or false: write ${field}, not ${field}, or ${field} = true`);
-      const want = v.v.toLowerCase() === 'true' ? op === '=' : op === '!=';
-      return want ? { op: 'flag', field } : { op: 'not', arg: { op: 'flag', field } };
-    }
-    if (op !== '=' && op !== '!=') throw bad(src, v.at, `${field} is text: compare it with = or !=`);
-    if (v.t !== 'word' && v.t !== 'str') throw bad(src, v.at, `expected one of ${kind.values.join(', ')} after ${field} ${op}`);
-    if (!kind.values.includes(v.v)) throw bad(src, v.at, `${field} is one of ${kind.values.join(', ')}, not "${v.v}"`);
-    return { op: 'cmp', field, cmp: op, value: v.v };
+    const op = next().v as CmpOp;
+    return comparison(src, field, kind, op, next());
   };
 
   if (peek().t === 'end') throw bad(src, 0, 'the expression is empty');

@@ -103,28 +103,8 @@ export class RolloutIndex {
     this.advantage = eps.advantage;
     this.completion = eps.completion;
     this.promptText = eps.prompt;
-    // token rows: the writer lays each step's episodes out in order, episode by episode, positions ascending
-    const key = (s: number, e: number) => `${s}:${e}`;
-    const at = new Map<string, number>();
-    for (let i = 0; i < n; i++) at.set(key(eps.step[i], eps.episode[i]), i);
-    this.start = new Int32Array(n).fill(-1);
-    this.len = new Int32Array(n);
-    const T = tokens.step.length;
-    for (let k = 0; k < T;) {
-      const s = tokens.step[k];
-      const e = tokens.episode[k];
-      let j = k;
-      while (j < T && tokens.step[j] === s && tokens.episode[j] === e) j++;
-      const row = at.get(key(s, e));
-      if (row !== undefined && this.start[row] < 0) {
-        this.start[row] = k;
-        this.len[row] = j - k;
-      }
-      k = j;
-    }
-    for (let i = 0; i < n; i++) if (this.start[i] < 0) this.start[i] = 0;
+    ({ start: this.start, len: this.len } = tokenSpans(tokens, eps));
     this.status = new Uint8Array(n);
-    this.zeroVar = new Uint8Array(n);
     this.meanAbsC = new Float32Array(n);
     this.maxEntropy = new Float32Array(n);
     this.meanWeight = new Float32Array(n);
@@ -153,32 +133,12 @@ export class RolloutIndex {
       this.meanWeight[i] = m ? sw / m : NaN;
       this.maxEntropy[i] = m ? mh : NaN;
       for (const x of extraNames) {
-        const col = tokens.extra[x];
-        let s = 0;
-        let c = 0;
-        let mx = -Infinity;
-        for (let k = a; k < b; k++) {
-          const v = col[k];
-          if (Number.isNaN(v)) continue;
-          s += v;
-          c++;
-          if (v > mx) mx = v;
-        }
-        if (c) {
-          this.extraStats[x].mean[i] = s / c;
-          this.extraStats[x].max[i] = mx;
-        }
+        const [mean, max] = meanMax(tokens.extra[x], a, b);
+        this.extraStats[x].mean[i] = mean;
+        this.extraStats[x].max[i] = max;
       }
     }
-    // groups: a step's consecutive episodes of one prompt; zero_var when their rewards are all equal
-    for (let i = 0; i < n;) {
-      let j = i;
-      while (j < n && eps.step[j] === eps.step[i] && eps.prompt_idx[j] === eps.prompt_idx[i]) j++;
-      let same = true;
-      for (let k = i + 1; k < j; k++) if (eps.reward[k] !== eps.reward[i]) same = false;
-      for (let k = i; k < j; k++) this.zeroVar[k] = same ? 1 : 0;
-      i = j;
-    }
+    this.zeroVar = zeroVariance(eps);
     const num = { kind: 'number' } as const;
     this.fields = {
       step: num,
@@ -649,4 +609,62 @@ function concatEpisodes(parts: EpisodeColumns[]): EpisodeColumns {
     truncated: parts.flatMap((p) => p.truncated ?? new Array<null>(p.step.length).fill(null)),
     status: parts.flatMap((p) => p.status ?? new Array<null>(p.step.length).fill(null)),
   };
+}
+
+/**
+ * Each episode's rows in the token table (its first row and its count): the writer lays each step's episodes out in
+ * order, episode by episode, positions ascending. An episode without rows starts at 0 with none.
+ */
+function tokenSpans(tokens: TokenColumnsRead, eps: EpisodeColumns): { start: Int32Array; len: Int32Array } {
+  const n = eps.episode.length;
+  const key = (s: number, e: number) => `${s}:${e}`;
+  const at = new Map<string, number>();
+  for (let i = 0; i < n; i++) at.set(key(eps.step[i], eps.episode[i]), i);
+  const start = new Int32Array(n).fill(-1);
+  const len = new Int32Array(n);
+  const T = tokens.step.length;
+  for (let k = 0; k < T;) {
+    const s = tokens.step[k];
+    const e = tokens.episode[k];
+    let j = k;
+    while (j < T && tokens.step[j] === s && tokens.episode[j] === e) j++;
+    const row = at.get(key(s, e));
+    if (row !== undefined && start[row] < 0) {
+      start[row] = k;
+      len[row] = j - k;
+    }
+    k = j;
+  }
+  for (let i = 0; i < n; i++) if (start[i] < 0) start[i] = 0;
+  return { start, len };
+}
+
+/** The mean and the max of col[a, b) over its numbers (NaN where it has none). */
+function meanMax(col: ArrayLike<number>, a: number, b: number): [number, number] {
+  let s = 0;
+  let c = 0;
+  let mx = -Infinity;
+  for (let k = a; k < b; k++) {
+    const v = col[k];
+    if (Number.isNaN(v)) continue;
+    s += v;
+    c++;
+    if (v > mx) mx = v;
+  }
+  return c ? [s / c, mx] : [NaN, NaN];
+}
+
+/** Groups are a step's consecutive episodes of one prompt; zero_var (1) where their rewards are all equal. */
+function zeroVariance(eps: EpisodeColumns): Uint8Array {
+  const n = eps.episode.length;
+  const out = new Uint8Array(n);
+  for (let i = 0; i < n;) {
+    let j = i;
+    while (j < n && eps.step[j] === eps.step[i] && eps.prompt_idx[j] === eps.prompt_idx[i]) j++;
+    let same = true;
+    for (let k = i + 1; k < j; k++) if (eps.reward[k] !== eps.reward[i]) same = false;
+    for (let k = i; k < j; k++) out[k] = same ? 1 : 0;
+    i = j;
+  }
+  return out;
 }
