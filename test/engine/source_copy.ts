@@ -94,3 +94,26 @@ export function addServerApi(dir: string, o: { file: string; source: string; exp
       .replace(list, `export const SERVER_API_SPECS = [sglang, vllm, ${o.exportName}]`),
   );
 }
+
+/**
+ * Adds an import format to the copy of src/ at `dir`: its reader in src/engine/import/readers/, its line in
+ * readers/catalog.ts (first in detection order), and its entry (label, detail) in src/protocol/import_formats.ts.
+ */
+export function addImportFormat(dir: string, o: { file: string; source: string; exportName: string; entry: string }): void {
+  const readers = join(dir, 'src/engine/import/readers');
+  writeFileSync(join(readers, o.file), o.source);
+  const catalog = readFileSync(join(readers, 'catalog.ts'), 'utf8');
+  const list = 'export const IMPORT_READERS: readonly ImportReader[] = [prime, verl, trl, jsonl];';
+  if (!catalog.includes(list)) throw new Error('addImportFormat: the catalog no longer lists prime, verl, trl, jsonl');
+  writeFileSync(
+    join(readers, 'catalog.ts'),
+    catalog
+      .replace("import { verl } from './verl';", `import { verl } from './verl';\nimport { ${o.exportName} } from './${o.file.replace(/\.ts$/, '')}';`)
+      .replace(list, `export const IMPORT_READERS: readonly ImportReader[] = [${o.exportName}, prime, verl, trl, jsonl];`),
+  );
+  const protocol = join(dir, 'src/protocol/import_formats.ts');
+  const decl = readFileSync(protocol, 'utf8');
+  const end = decl.indexOf('] as const satisfies readonly ImportFormatDef[];');
+  if (end < 0) throw new Error('addImportFormat: the protocol list is no longer one array literal');
+  writeFileSync(protocol, decl.slice(0, end) + o.entry + decl.slice(end));
+}

@@ -1,24 +1,15 @@
-// Readers for rollouts logged by other trainers (`credit-lens import`). Each turns its source's records into
-// ImportedRecords; a record that cannot be read is reported with its file and line and skipped, and the reading goes on.
-//
-// The formats, with the keys each trainer documents:
-//   verl   trainer.rollout_data_dir: `<dir>/<step>.jsonl`, one object per completion with `input` (the templated
-//          prompt), `output`, `score`, `step`, and optionally `gts` and the reward function's extra infos.
-//   trl    GRPOTrainer's completions table (log_completions): columns `step`, `prompt`, `completion`, one column per
-//          reward function (or `reward`), `advantage`. Read as JSONL rows, as a W&B table file (`{"columns": [...],
-//          "data": [[...]]}`) or as CSV (the W&B "export as CSV" of the table).
-//   prime  prime-rl trainer.enable_token_export: `token_exports/step_<N>/rank_<R>.jsonl`, one object per sequence
-//          with `token_ids`, `loss_mask` (true on completion tokens), `advantages`, `inference_logprobs`,
-//          `trainer_logprobs`, `entropy`, and per token `importance_ratio`, `log_importance_ratio`, `mismatch_kl`,
-//          `prob_delta`, `rewards` where the trainer computed them. These carry per-token values already.
-//   jsonl  plain JSONL of `prompt`, `completion`, `reward` (optional `step`, `group`, `advantage`, `success`).
+// Rollouts logged by other trainers (`credit-lens import`), read into ImportedRecords: the source's files listed in
+// their order, each file's rows read (JSONL, a W&B table, CSV), the format detected, and each row made records by its
+// format's reader (readers/: veRL, TRL, prime-rl, plain JSONL, one file each). A record that cannot be read is reported
+// with its file and line and skipped, and the reading goes on.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname, join, relative } from 'node:path';
 import { UserError } from '../core/errors';
 import { readCsv } from './csv';
-import { RowError, fileStep, groupOf, isObj, num, step, successOf, text, type ImportedRecord, type Obj } from './fields';
+import { RowError, fileStep, isObj, type ImportedRecord, type Obj } from './fields';
 export type { ImportedRecord, ImportedTokens } from './fields';
-import { PRIME_EXTRA_COLUMNS, primeEpisodeRecords, primeRecord } from './prime';
+import { IMPORT_READERS, importReader } from './readers/catalog';
+import { PRIME_EXTRA_COLUMNS, PRIME_TRACES } from './readers/prime';
 
 import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
 export { IMPORT_FORMATS, type ImportFormat };
@@ -80,12 +71,6 @@ export function listImportFiles(source: string): string[] {
 
 /** `metrics.jsonl`: where prime-rl (and a veRL file logger pointed there) logs a step's metrics, never rollouts. */
 export const isTrainerMetricsFile = (f: string) => basename(f) === 'metrics.jsonl';
-
-/**
- * prime-rl's episode files: `rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl` (its FileMonitor), one verifiers
- * Episode record per line.
- */
-const PRIME_TRACES = /(^|[/\\])rollouts[/\\]step_\d+[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/;
 
 /**
  * The training episodes of each step: the `effective` subset (the episodes the step trained on) where the step has
@@ -187,69 +172,13 @@ function csvValue(s: string): unknown {
   return s;
 }
 
-/** The format of a source, from its paths and its first readable row. */
+/** The format of a source, from its paths and its first readable row: the first reader (in detection order) that claims it. */
 export function detectFormat(files: string[], first: Obj | null): ImportFormat {
-  if (files.some((f) => /(^|[/\\])token_exports[/\\]/.test(f)) || (first && 'token_ids' in first && 'loss_mask' in first)) return 'prime';
-  if (files.some((f) => PRIME_TRACES.test(f)) || (first && Array.isArray(first.traces) && 'task' in first)) return 'prime';
-  if (first && 'input' in first && 'output' in first) return 'verl';
-  if (files.some((f) => /\.(csv|json)$/i.test(f))) return 'trl';
-  if (first && 'completion' in first && ('advantage' in first || !('reward' in first))) return 'trl';
-  if (first && 'prompt' in first && 'completion' in first) return 'jsonl';
+  const reader = IMPORT_READERS.find((r) => r.detect(files, first));
+  if (reader) return reader.id;
   const keys = first ? Object.keys(first).slice(0, 8).join(', ') : 'no readable rows';
-  throw new UserError(`import: cannot tell the format (first row has ${keys}); pass --format verl|trl|prime|jsonl`);
+  throw new UserError(`import: cannot tell the format (first row has ${keys}); pass --format ${IMPORT_FORMATS.join('|')}`);
 }
-
-const TRL_NON_REWARD = new Set(['step', 'prompt', 'completion', 'advantage', 'image', 'images', 'group', 'group_id', 'success']);
-
-function verlRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'> {
-  return {
-    step: step(o, fileStep(path)),
-    group: groupOf(o),
-    prompt: text(o, 'input'),
-    completion: text(o, 'output'),
-    reward: num(o, 'score', true),
-    advantage: null,
-    success: successOf(o),
-  };
-}
-
-function trlRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'> {
-  let reward = num(o, 'reward', false);
-  if (reward === null) {
-    // One column per reward function, summed with TRL's default reward_weights of 1.
-    const parts = Object.entries(o).filter(([k, v]) => !TRL_NON_REWARD.has(k) && typeof v === 'number' && Number.isFinite(v));
-    if (!parts.length) throw new RowError('no reward: expected a reward column or one numeric column per reward function');
-    reward = parts.reduce((a, [, v]) => a + (v as number), 0);
-  }
-  return {
-    step: step(o, fileStep(path)),
-    group: groupOf(o),
-    prompt: text(o, 'prompt'),
-    completion: text(o, 'completion'),
-    reward,
-    advantage: num(o, 'advantage', false),
-    success: successOf(o),
-  };
-}
-
-function jsonlRecord(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'> {
-  return {
-    step: step(o, fileStep(path)),
-    group: groupOf(o),
-    prompt: text(o, 'prompt'),
-    completion: text(o, 'completion'),
-    reward: num(o, 'reward', true),
-    advantage: num(o, 'advantage', false),
-    success: successOf(o),
-  };
-}
-
-const RECORD: Record<ImportFormat, (o: Obj, path: string) => Omit<ImportedRecord, 'file' | 'line'>> = {
-  verl: verlRecord,
-  trl: trlRecord,
-  jsonl: jsonlRecord,
-  prime: primeRecord,
-};
 
 /** Read every record of `source` (file or folder) in `format` ('auto': detected). */
 export async function readImport(source: string, format: ImportFormat | 'auto' = 'auto'): Promise<ReadResult> {
@@ -274,7 +203,7 @@ export function recordsOf(rows: Row[], fmt: ImportFormat, path: string, shown: s
   const records: ImportedRecord[] = [];
   for (const r of rows) {
     try {
-      const recs = fmt === 'prime' && Array.isArray(r.value.traces) ? primeEpisodeRecords(r.value, path) : [RECORD[fmt](r.value, path)];
+      const recs = importReader(fmt).records(r.value, path);
       for (const rec of recs) records.push({ file: shown, line: r.line, ...rec });
     } catch (e) {
       if (!(e instanceof RowError)) throw e;

@@ -1,7 +1,11 @@
 // prime-rl's rollouts, which carry per-token values already: its token exports (trainer.enable_token_export: one
 // sequence a line with token_ids, loss_mask, advantages, log-probs and entropies) and its traces (one episode a line,
 // each message a node).
-import { RowError, isObj, num, numList, show, step, fileStep, type ImportedRecord, type Obj } from './fields';
+import type { ImportReader } from './types';
+import { RowError, isObj, num, numList, show, step, fileStep, type ImportedRecord, type Obj } from '../fields';
+
+/** prime-rl's traces.jsonl under rollouts/step_N/{train,eval}/{all,effective}/ (its older layout). */
+export const PRIME_TRACES = /(^|[/\\])rollouts[/\\]step_\d+[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/;
 
 /** prime-rl's per-token columns beyond log-prob, entropy and advantage, kept as extra token columns. */
 export const PRIME_EXTRA_COLUMNS = ['inference_logprobs', 'importance_ratio', 'log_importance_ratio', 'mismatch_kl', 'prob_delta'] as const;
@@ -155,3 +159,13 @@ export function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 
   if (!out.length) throw new RowError('the episode has no sampled message');
   return out;
 }
+
+export const prime: ImportReader = {
+  id: 'prime',
+  detect: (files, first) =>
+    files.some((f) => /(^|[/\\])token_exports[/\\]/.test(f)) ||
+    (!!first && 'token_ids' in first && 'loss_mask' in first) ||
+    files.some((f) => PRIME_TRACES.test(f)) ||
+    (!!first && Array.isArray(first.traces) && 'task' in first),
+  records: (o, path) => (Array.isArray(o.traces) ? primeEpisodeRecords(o, path) : [primeRecord(o, path)]),
+};
