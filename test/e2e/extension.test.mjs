@@ -152,6 +152,9 @@ scenario('the config editor in a fresh VS Code: a key explains itself on hover, 
   writeFileSync(join(WS, 'assist.credit.yaml'), ['name: assist', 'grpo:', '  group_size: 8', '  lrr: 1.0e-4', '  '].join('\n'));
   await openFile(page, 'assist.credit.yaml');
   const editor = page.locator('.editor-group-container.active .monaco-editor');
+  // The CodeLens line above line 1 arrives after the text and moves every line down: hovering before it lands points at
+  // the line above the key, so wait for it first.
+  await codeLens(page, '▶ Run').waitFor({ timeout: 30_000 });
   await editor.locator('.view-line span', { hasText: 'group_size' }).first().hover();
   const hover = page.locator('.monaco-hover:not(.hidden)', { hasText: 'grpo.group_size' }).first();
   await hover.waitFor({ timeout: 15_000 });

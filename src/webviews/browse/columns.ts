@@ -1,8 +1,8 @@
 // Browse Rollouts' fixed tables: the tabs' titles, the quick filters, and the columns of the episode and token tables
 // (the query's sort key, the header, and how a cell shows its value).
 import { html, nothing } from 'lit';
-import type { BrowseEpisode, BrowseTab } from '../protocol/browse_view';
-import { formatFixed } from '../protocol/number_format';
+import type { BrowseEpisode, BrowseTab } from '../../protocol/browse_view';
+import { formatFixed } from '../../protocol/number_format';
 
 const num = (v: number | null, d = 3) => formatFixed(v, d);
 
