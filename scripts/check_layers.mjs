@@ -29,8 +29,7 @@ const TFJS = /(^|\/)node_modules\/@tensorflow\//;
  *   tracking   where metrics go beside metrics.jsonl: TensorBoard event files, an MLflow server;
  *   oracle     CAL's error-span oracles;
  *   credit     the strategies and their catalog; losses the policy-loss variants;
- *   serving/apis  the server APIs' wire formats and routes, one file each (a folder of serving/ that sits below config,
- *              whose rollout.api takes its list);
+ *   server_apis the server APIs' wire formats and routes, one file each (below config, whose rollout.api takes the list);
  *   config     the schema built from the catalogs;
  *   session    what every consumer needs to run a model on a task: the session, rollouts, reward shaping, token log;
  *   serving    inference servers (SGLang, vLLM) as samplers, and `credit-lens serve`;
@@ -46,7 +45,7 @@ export const ENGINE_ORDER = [
   'oracle',
   'credit',
   'losses',
-  'serving/apis',
+  'server_apis',
   'config',
   'session',
   'serving',
@@ -61,15 +60,8 @@ export const ENGINE_ORDER = [
   'cli',
   '(root)',
 ];
-/**
- * The engine layer of a source path: a nested folder that ENGINE_ORDER lists (serving/apis), else its first folder under
- * src/engine, or (root) for a file directly in it.
- */
-const engineFolder = (/** @type {string} */ p) => {
-  if (!p.startsWith('src/engine/')) return undefined;
-  const nested = ENGINE_ORDER.find((f) => f.includes('/') && p.startsWith(`src/engine/${f}/`));
-  return nested ?? /^src\/engine\/([^/]+)\//.exec(p)?.[1] ?? '(root)';
-};
+/** The engine folder of a source path: its first folder under src/engine, or (root) for a file directly in it. */
+const engineFolder = (/** @type {string} */ p) => (p.startsWith('src/engine/') ? (/^src\/engine\/([^/]+)\//.exec(p)?.[1] ?? '(root)') : undefined);
 const BUILTIN = new Set(builtinModules);
 /** @typedef {import('esbuild').Metafile} Metafile */
 const layerOf = (/** @type {string} */ p) => /^src\/(engine|extension|webviews|protocol)\//.exec(p)?.[1];

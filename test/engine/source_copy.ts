@@ -79,9 +79,9 @@ export function addSink(dir: string, o: { file: string; source: string; exportNa
   );
 }
 
-/** Adds a server API to the copy of src/ at `dir`: its file in src/engine/serving/apis/ and its line in apis/catalog.ts. */
+/** Adds a server API to the copy of src/ at `dir`: its file in src/engine/server_apis/ and its line in apis/catalog.ts. */
 export function addServerApi(dir: string, o: { file: string; source: string; exportName: string }): void {
-  const apis = join(dir, 'src/engine/serving/apis');
+  const apis = join(dir, 'src/engine/server_apis');
   writeFileSync(join(apis, o.file), o.source);
   const catalog = readFileSync(join(apis, 'catalog.ts'), 'utf8');
   const list = 'export const SERVER_API_SPECS = [sglang, vllm]';

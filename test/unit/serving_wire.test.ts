@@ -4,9 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cutContinuation, stopAfterTail, type SampleRequest, type SampleSettings } from '../../src/engine/model/sampling';
-import { errorMessage } from '../../src/engine/serving/apis/types';
-import { parseSglangGenerate, parseSglangScore, sglangGenerateBody, sglangScoreBody } from '../../src/engine/serving/apis/sglang';
-import { parseVllmCompletion, parseVllmScore, vllmCompletionBody } from '../../src/engine/serving/apis/vllm';
+import { errorMessage } from '../../src/engine/server_apis/types';
+import { parseSglangGenerate, parseSglangScore, sglangGenerateBody, sglangScoreBody } from '../../src/engine/server_apis/sglang';
+import { parseVllmCompletion, parseVllmScore, vllmCompletionBody } from '../../src/engine/server_apis/vllm';
 
 const req: SampleRequest = { prefix: [151644, 872, 198], tail: [], seeds: [12345, 777], maxNewTokens: 64 };
 const settings: SampleSettings = { temperature: 1, topP: 1, eosIds: [151643], stop: ['</answer>'] };

@@ -2,7 +2,7 @@
 // starts without loading the others' modules). main.ts dispatches through this table and prints its usage. A new
 // command is its handler (run_commands.ts, data_commands.ts or a file of its own) and one entry below.
 import { IMPORT_FORMATS } from '../../protocol/import_formats';
-import { SERVER_APIS } from '../serving/apis/catalog';
+import { SERVER_APIS } from '../server_apis/catalog';
 
 export interface Command {
   readonly name: string;

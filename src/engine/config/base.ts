@@ -9,7 +9,7 @@ import { creditShape, STRATEGY_NAMES } from '../credit/catalog';
 import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
 import { lossShape } from '../losses/catalog';
 import { sinkShape } from '../tracking/sinks/catalog';
-import { SERVER_API_SPECS, SERVER_APIS } from '../serving/apis/catalog';
+import { SERVER_API_SPECS, SERVER_APIS } from '../server_apis/catalog';
 import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, schemaAt, section } from '../core/fields';
 
 // ---------------------------------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ const loggingSchema = section(
   'What the run directory records.',
 );
 
-/** An inference server's API (serving/apis/catalog.ts): auto asks it which one it speaks. */
+/** An inference server's API (server_apis/catalog.ts): auto asks it which one it speaks. */
 export { SERVER_APIS };
 
 const rolloutSchema = section(

@@ -6,7 +6,6 @@
 // The logged `weight` (weights()) is the same picture as a mask: 1 on the span's tokens and 0 on the rest of a span
 // episode, 1 on every valid token of the other episodes, 0 on padding. Â itself comes from effectiveAdvantages(),
 // since negative_reward is not A_i times anything.
-import type { CreditConfig } from '../config/config';
 import { defaultCacheDir } from '../oracle/cache';
 import { createOracle, type OracleQuery } from '../oracle';
 import { spanTokenMask } from '../oracle/locate';
@@ -58,7 +57,7 @@ export function calDivisors(rewards: number[], groups: number[]): number[] {
 }
 
 /** Where the cache goes (null with cache: false): the shared folder, see oracle/cache.ts for why. */
-export function oracleCacheDir(cfg: CreditConfig): string | null {
+export function oracleCacheDir(cfg: { readonly credit: { readonly cal: { readonly cache: boolean } } }): string | null {
   return cfg.credit.cal.cache ? defaultCacheDir() : null;
 }
 

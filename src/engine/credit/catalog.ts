@@ -446,6 +446,9 @@ type BlockKeyOf<E> = E extends { block: { key: infer K extends string } } ? K : 
 export type BlockKey = BlockKeyOf<Entry>;
 type BlocksShape = UnionToIntersection<BlockOf<Entry>>;
 
+/** The `credit` section as a run's config holds it (every default filled in), typed from this catalog. */
+export type CreditSection = z.output<z.ZodObject<ReturnType<typeof creditShape>>>;
+
 /** The `credit` section's shape: the strategy, every strategy's parameters and blocks. */
 export function creditShape() {
   const strategy = oneOf(

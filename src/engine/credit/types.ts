@@ -1,9 +1,9 @@
 // The pluggable credit-strategy interface (design.md#semantics "Credit strategies"). A strategy turns a batch of
 // episodes into per-token weights w; the trainer sets Â = A_i·w. Arrays are per episode, over completion
 // tokens; `mask` (1 = valid) marks padding — invalid tokens always get w = 0 and do not count in n_i.
-import type { CreditConfig } from '../config/config';
 import { z } from 'zod';
-import { creditShape, flattenCredit, type BlockKey } from './catalog';
+import { creditShape, flattenCredit, type BlockKey, type CreditSection } from './catalog';
+import type { ScaleRewards } from './advantages';
 import type { Example, RewardResult, Section, Task, Tokenizer, TokenSpan } from '../core/types';
 
 /**
@@ -70,10 +70,22 @@ export interface EpisodeView {
   truncated?: boolean;
 }
 
+/**
+ * What a strategy's prepare() reads of the run's config: its credit section, the sampling settings its rollouts use, the
+ * advantage normalisation, the reward scheme and the seed. Named here (a run's whole config satisfies it): the config's
+ * type is built from the strategy catalog, above this folder.
+ */
+export interface StrategyRunConfig {
+  readonly seed: number;
+  readonly credit: CreditSection;
+  readonly grpo: { readonly max_new_tokens: number; readonly temperature: number; readonly top_p: number; readonly scale_rewards: ScaleRewards };
+  readonly task: { readonly reward: 'grpo_zero' | 'tinyzero' };
+}
+
 export interface PrepareContext {
   step: number;
   runDir: string;
-  cfg: CreditConfig;
+  cfg: StrategyRunConfig;
   task: Task;
   tokenizer: Tokenizer;
   log(level: 'info' | 'warn', message: string): void;
@@ -141,7 +153,7 @@ export function alphaOf(weights: number[][], mask: number[][]): number[][] {
   });
 }
 
-type Credit = CreditConfig['credit'];
+type Credit = CreditSection;
 type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
 
 /**

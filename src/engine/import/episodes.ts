@@ -16,7 +16,7 @@ import type { ImportedRecord, ImportProblem } from './formats';
 import type { PromptTemplater } from '../session/chat_template';
 import { scoreBatch, weighExported, type Scorer } from '../session/score';
 import type { ServerSampler } from '../serving/client';
-import { topKStats } from '../serving/apis/types';
+import { topKStats } from '../server_apis/types';
 
 export interface Pending {
   rec: ImportedRecord;

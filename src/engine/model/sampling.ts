@@ -56,7 +56,7 @@ export interface Continuation {
 
 /** Where the continuations came from, for the probe's record. */
 export interface SamplerProvenance {
-  /** 'local', or the server API's name (serving/apis/catalog.ts) */
+  /** 'local', or the server API's name (server_apis/catalog.ts) */
   api: string;
   url: string | null;
   /** the model name the server reports */

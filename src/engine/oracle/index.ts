@@ -2,7 +2,6 @@
 // name the span where it goes wrong, as character offsets in the wrong completion. Providers: `rule` (offline),
 // `openai` (any OpenAI-compatible server) and `gemini`. Failures are outcomes, not exceptions, so a run goes on
 // without the span; only what the user must fix (a missing key variable, a rejected key, an unknown model) throws.
-import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import type { RewardKind } from '../tasks/countdown';
 import type { Task } from '../core/types';
@@ -13,7 +12,17 @@ import { buildOraclePrompt, parseErrorSpan, type OracleQuery } from './prompt';
 import { geminiReply, geminiRequest, openaiReply, openaiRequest } from './providers';
 import { ruleErrorSpan } from './rule';
 
-export type CalConfig = CreditConfig['credit']['cal'];
+/** What the oracle reads of `credit.cal` (its schema is the cal entry of credit/catalog.ts, which checks every value). */
+export interface CalConfig {
+  readonly provider: 'rule' | 'openai' | 'gemini';
+  readonly model: string | null;
+  readonly base_url: string | null;
+  readonly api_key_env: string | null;
+  readonly timeout_s: number;
+  readonly max_retries: number;
+  readonly concurrency: number;
+  readonly cache: boolean;
+}
 export type { OracleQuery } from './prompt';
 export type { CharSpan } from './locate';
 

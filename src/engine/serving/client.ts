@@ -19,7 +19,7 @@ import {
   type SamplerProvenance,
   SamplerLost,
 } from '../model/sampling';
-import { SERVER_API_SPECS, type ServerApi } from './apis/catalog';
+import { SERVER_API_SPECS, type ServerApi } from '../server_apis/catalog';
 import {
   errorMessage,
   type ApiCall,
@@ -29,7 +29,7 @@ import {
   type ScoreItem,
   type ScoredTokens,
   type ServerApiSpec,
-} from './apis/types';
+} from '../server_apis/types';
 
 export interface ServerOptions {
   url: string;
@@ -45,7 +45,7 @@ export interface ServerOptions {
 }
 
 /** The APIs `--server-api` and rollout.api take. */
-export { SERVER_APIS } from './apis/catalog';
+export { SERVER_APIS } from '../server_apis/catalog';
 
 /** The most completions one scoring request carries. */
 const SCORE_ITEMS = 32;

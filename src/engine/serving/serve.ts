@@ -20,8 +20,8 @@ import { probePolicy } from '../rundir/policies';
 import { loadScorer } from '../session/model_path';
 import { openSession, useWeights, type Session } from '../session/session';
 import { policyBatch } from '../session/rollout';
-import { SERVER_API_SPECS } from './apis/catalog';
-import { BadRequest, RefusedLoad, type Finish, type RowSettings, type ScoredRow, type ServeBackend, type ServerApiSpec } from './apis/types';
+import { SERVER_API_SPECS } from '../server_apis/catalog';
+import { BadRequest, RefusedLoad, type Finish, type RowSettings, type ScoredRow, type ServeBackend, type ServerApiSpec } from '../server_apis/types';
 
 export interface ServeOptions {
   /** a run folder, one of its checkpoints or a Hugging Face folder */

@@ -1,5 +1,5 @@
 // What adding a server API takes, shown by doing it: on a copy of src/, the test adds a toy JSON API in exactly two
-// places (its file in src/engine/serving/apis/, one line in apis/catalog.ts), builds the engine CLI from that copy,
+// places (its file in src/engine/server_apis/, one line in apis/catalog.ts), builds the engine CLI from that copy,
 // and then `credit-lens serve` answers the toy's routes and `credit-lens probe --server --server-api plain` samples and
 // scores through them. The toy's rows carry the engine's own seeds, so its probe values equal the in-process probe's.
 import { test } from 'node:test';
@@ -12,7 +12,7 @@ import { readProbeTable } from '../../../src/engine/rundir/arrow_tables';
 
 const API_FILE = `// Toy: a minimal JSON API. GET /plain/info names the model; POST /plain/generate takes rows of {prefix, seed, max_new};
 // POST /plain/score takes {prefix, ids} items and answers each completion token's log-prob and top K.
-import type { Continuation } from '../../model/sampling';
+import type { Continuation } from '../model/sampling';
 import { idsField, intField, requestObject } from './fields';
 import { BadRequest, isObj, type RowSettings, type ServeBackend, type ServerApiSpec } from './types';
 

@@ -3,7 +3,7 @@
 // seed + i, and the children share the prefix's cached blocks, so continuation m's seed is the first seed + m. Scoring
 // is `echo` with `max_tokens: 0` and `prompt_logprobs`.
 import { randomInt } from 'node:crypto';
-import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../../model/sampling';
+import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../model/sampling';
 import { MAX_ROWS, commonRow, idsField, intField, requestObject } from './fields';
 import { BadRequest, isObj, logprobOf, type ApiCall, type RawContinuation, type RowSettings, type ServeBackend, type ServerApiSpec } from './types';
 

@@ -3,8 +3,8 @@
 // API in this folder holds its identification, its request bodies and their parsing for generate and score, its routes
 // with their validation, and what else it can do (weight sync, adapters), as vLLM's entrypoints/openai/<api>/ folders
 // do. client.ts and serve.ts iterate catalog.ts's list; neither names an API.
-import type { Tokenizer } from '../../core/types';
-import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../../model/sampling';
+import type { Tokenizer } from '../core/types';
+import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../model/sampling';
 
 export type { ScoreItem, ScoredTokens };
 

@@ -4,7 +4,7 @@
 // own seed; scoring is `max_new_tokens: 0` with `logprob_start_len`.
 import { randomInt } from 'node:crypto';
 import { resolve } from 'node:path';
-import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../../model/sampling';
+import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../model/sampling';
 import { MAX_ROWS, commonRow, idsField, intField, requestObject } from './fields';
 import {
   BadRequest,
