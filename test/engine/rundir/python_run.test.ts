@@ -1,0 +1,61 @@
+// A run directory written by the Python package (python/credit_lens/rundir.py, through its strategies) opens in every
+// view's reader: run.json and the dashboard's data, the heatmap's step tables and episode, Browse Rollouts' index and
+// queries, and `credit-lens analyze`. The run is written by `python -m credit_lens.testing` (the package installed
+// by .ci/run with pip install -e python[test]); a machine without it fails here, as CI would.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { readRunInfoChecked, listLoggedSteps } from '../../../src/engine/rundir/rundir';
+import { readStepTables } from '../../../src/engine/rundir/arrow_tables';
+import { analyzeRun } from '../../../src/engine/analysis/analysis';
+import { loadRollouts } from '../../../src/engine/query/rollouts';
+import { StepTables, buildHeatmapEpisode } from '../../../src/extension/heatmap/episode';
+import { loadRunData } from '../../../src/extension/panels/run_data';
+
+const PYTHON = process.env.CREDIT_LENS_PYTHON ?? 'python3';
+
+function pythonRun(): string {
+  const dir = join(mkdtempSync(join(tmpdir(), 'cl-pyrun-')), 'python-sample-20261129-000000');
+  const r = spawnSync(PYTHON, ['-m', 'credit_lens.testing', dir], { cwd: resolve(__dirname, '../../../python'), encoding: 'utf8' });
+  assert.equal(r.status, 0, `python -m credit_lens.testing failed (is the package installed? pip install -e python[test]):\n${r.stderr}`);
+  return dir;
+}
+
+test('a run the Python package wrote opens in the run list, the dashboard, the heatmap, Browse Rollouts and analyze', () => {
+  const dir = pythonRun();
+  const info = readRunInfoChecked(dir);
+  assert.ok(info.ok, info.ok ? '' : info.reason);
+  assert.equal(info.info.status, 'completed');
+  assert.equal(info.info.strategy, 'entropy_mask');
+  assert.deepEqual(listLoggedSteps(dir), [1, 2]);
+
+  const data = loadRunData(dir);
+  assert.deepEqual(
+    data.rows.map((r) => [r.step, r.phase]),
+    [
+      [1, 'grpo'],
+      [2, 'grpo'],
+    ],
+  );
+
+  const { tokens, episodes } = readStepTables(dir, 2, { tokens: true });
+  const tables = new StepTables(dir, 2, tokens!, episodes);
+  const ep = buildHeatmapEpisode(tables, { runDir: dir, step: 2, episode: 0 });
+  assert.ok(ep.textMatches, "the episode's tokens join to its completion");
+  assert.equal(ep.rows.length, 11);
+  // entropy_mask at the 50th percentile: some tokens carry A, the others none
+  const w = Array.from(ep.rows, (k) => tokens!.weight[k]);
+  assert.ok(w.includes(1) && w.includes(0), `weights ${w}`);
+
+  const idx = loadRollouts(dir);
+  assert.equal(idx.episodes, 8);
+  assert.equal(idx.filter('success').length, 2, 'one rewarded episode a step');
+
+  const a = analyzeRun(dir, {});
+  assert.equal(a.meta.episodes, 8);
+  assert.equal(a.meta.tokens, 2 * (11 + 11 + 9 + 7));
+  assert.ok(a.token_types.reasoning.count > 0 && a.token_types.filler.count > 0);
+});
