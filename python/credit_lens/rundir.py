@@ -131,7 +131,9 @@ def step_tables(step: int, episodes: list[Episode]) -> tuple[pa.Table, pa.Table]
         n = len(e.token_ids)
         for name in ("tokens", "logprobs", "entropies", "sections", "weights", "effective_advantages"):
             if len(getattr(e, name)) != n:
-                raise ValueError(f"episode {i} of step {step}: {name} has {len(getattr(e, name))} entries for {n} token ids")
+                raise ValueError(
+                    f"episode {i} of step {step}: {name} has {len(getattr(e, name))} entries for {n} token ids"
+                )
         at = 0
         for t in range(n):
             cols["step"].append(step)
@@ -141,7 +143,9 @@ def step_tables(step: int, episodes: list[Episode]) -> tuple[pa.Table, pa.Table]
             cols["token_id"].append(e.token_ids[t])
             cols["token"].append(e.tokens[t])
             cols["char_start"].append(at)
-            at += len(e.tokens[t].encode("utf-16-le")) // 2  # the views count UTF-16 code units, as JavaScript strings do
+            at += (
+                len(e.tokens[t].encode("utf-16-le")) // 2
+            )  # the views count UTF-16 code units, as JavaScript strings do
             cols["logprob"].append(e.logprobs[t])
             cols["entropy"].append(e.entropies[t])
             cols["advantage"].append(e.advantage)
@@ -185,8 +189,18 @@ class RunWriter:
     episode tables of every logging_every-th step, none when logging_tokens is false; metrics rows every step.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, name: str, config: dict, *, strategy: str, total_steps: int,
-                 backend: str = "torch", logging_every: int = 1, logging_tokens: bool = True) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        name: str,
+        config: dict,
+        *,
+        strategy: str,
+        total_steps: int,
+        backend: str = "torch",
+        logging_every: int = 1,
+        logging_tokens: bool = True,
+    ) -> None:
         if logging_every < 1:
             raise ValueError(f"logging.every: got {logging_every}; expected an integer >= 1")
         self.dir = Path(run_dir)

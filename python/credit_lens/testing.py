@@ -1,4 +1,4 @@
-"""A small run written through the package's own path (strategy, A-hat, RunWriter), for the tests on both sides:
+"""Runs for the tests on both sides. A small run written through the package's own path (strategy, A-hat, RunWriter), for the tests on both sides:
 pytest reads it back with pyarrow, and the TypeScript suite opens it with the views' readers
 (`python -m credit_lens.testing <run_dir>`). The episodes are countdown-shaped completions with seeded log-probs and
 entropies; the strategy's weights are computed, not written in."""
@@ -37,13 +37,21 @@ def _sections(tokens: list[str]) -> list[str]:
 def write_sample_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 2, seed: int = 0) -> None:
     g = torch.Generator().manual_seed(seed)
     params = {"mask_percentile": 50.0} if strategy == "entropy_mask" else {}
-    w = RunWriter(run_dir, "python-sample", {"name": "python-sample", "credit": {"strategy": strategy, **params}}, strategy=strategy, total_steps=steps)
+    w = RunWriter(
+        run_dir,
+        "python-sample",
+        {"name": "python-sample", "credit": {"strategy": strategy, **params}},
+        strategy=strategy,
+        total_steps=steps,
+    )
     for step in range(1, steps + 1):
         T = max(len(c) for c, _ in COMPLETIONS)
         B = len(COMPLETIONS)
         lp = -torch.rand(B, T, generator=g, dtype=torch.float64) * 3
         ent = torch.rand(B, T, generator=g, dtype=torch.float64) * 2
-        mask = torch.tensor([[1.0 if t < len(c) else 0.0 for t in range(T)] for c, _ in COMPLETIONS], dtype=torch.float64)
+        mask = torch.tensor(
+            [[1.0 if t < len(c) else 0.0 for t in range(T)] for c, _ in COMPLETIONS], dtype=torch.float64
+        )
         secs = [_sections(c) + ["other"] * (T - len(c)) for c, _ in COMPLETIONS]
         batch = TokenBatch(lp, ent, torch.tensor([[SECTION_CODES[s] for s in row] for row in secs]), mask)
         rewards = torch.tensor([r for _, r in COMPLETIONS], dtype=torch.float64)
@@ -72,11 +80,111 @@ def write_sample_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 
                     reward_answer=float(r) - 0.1,
                 )
             )
-        w.log_step(step, eps, {"reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()), "success_rate": 0.25, "loss": 0.0})
+        w.log_step(
+            step,
+            eps,
+            {
+                "reward_mean": float(rewards.mean()),
+                "reward_std": float(rewards.std()),
+                "success_rate": 0.25,
+                "loss": 0.0,
+            },
+        )
     w.end("completed")
 
 
+# ---- a tiny TRL run: a random Qwen2 built from a config and a tokenizer built here, nothing downloaded ----
+
+VOCAB = (
+    ["<pad>", "<eos>", "<think>", "</think>", "<answer>", "</answer>", " ", "+", "-", "=", "\n"]
+    + [str(d) for d in range(10)]
+    + list("abcdefgh")
+)
+
+
+def tiny_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(VOCAB)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    # every vocabulary entry is one token; the tags are whole tokens
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern="(<think>|</think>|<answer>|</answer>|.)", behavior="isolated")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+    fast.padding_side = "left"
+    return fast
+
+
+def tiny_model(seed=0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    return Qwen2ForCausalLM(cfg)
+
+
+def reward_digits(completions, **kwargs):
+    """A small task: reward a completion by the share of its characters that are digits."""
+    return [sum(ch.isdigit() for ch in c) / max(1, len(c)) for c in completions]
+
+
+def dataset():
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": ["1+2=<think>", "3+4=<think>", "5-1=<think>", "2+2=<think>"]})
+
+
+def write_trl_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 3) -> None:
+    """A CreditGRPOTrainer run of `steps` GRPO steps on the CPU, logged to run_dir."""
+    import tempfile
+
+    from trl import GRPOConfig
+
+    from credit_lens.trl import CreditGRPOTrainer
+
+    with tempfile.TemporaryDirectory() as out:
+        args = GRPOConfig(
+            output_dir=out,
+            per_device_train_batch_size=4,
+            num_generations=4,
+            max_completion_length=8,
+            max_steps=steps,
+            learning_rate=1e-2,
+            logging_steps=1,
+            report_to=[],
+            save_strategy="no",
+            use_cpu=True,
+            bf16=False,
+            seed=0,
+        )
+        params = {"mask_percentile": 50.0} if strategy == "entropy_mask" else {}
+        CreditGRPOTrainer(
+            model=tiny_model(),
+            reward_funcs=reward_digits,
+            args=args,
+            train_dataset=dataset(),
+            processing_class=tiny_tokenizer(),
+            strategy=strategy,
+            strategy_params=params,
+            run_dir=run_dir,
+        ).train()
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m credit_lens.testing <run_dir>")
-    write_sample_run(sys.argv[1])
+    if len(sys.argv) == 3 and sys.argv[1] == "--trl":
+        write_trl_run(sys.argv[2])
+    elif len(sys.argv) == 2:
+        write_sample_run(sys.argv[1])
+    else:
+        sys.exit("usage: python -m credit_lens.testing [--trl] <run_dir>")

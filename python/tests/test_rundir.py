@@ -54,7 +54,17 @@ def test_a_sample_run_reads_back(tmp_path):
 
 def test_token_types_follow_the_engines_rule():
     assert [token_type(x) for x in ["3", " 12 ", "+", "(3+4)", "=", "so", " ", "", "x2", "÷"]] == [
-        "reasoning", "reasoning", "reasoning", "reasoning", "reasoning", "filler", "filler", "filler", "filler", "reasoning"]
+        "reasoning",
+        "reasoning",
+        "reasoning",
+        "reasoning",
+        "reasoning",
+        "filler",
+        "filler",
+        "filler",
+        "filler",
+        "reasoning",
+    ]
 
 
 def test_bad_settings_and_rows_are_refused(tmp_path):

@@ -10,7 +10,9 @@ import torch
 from credit_lens import TokenBatch, UnsupportedStrategy, effective_advantages, strategy_weights
 from credit_lens.strategies.catalog import REFUSED, STRATEGIES
 
-VECTORS = json.loads((Path(__file__).resolve().parents[2] / "test" / "vectors" / "credit_strategies.json").read_text())["vectors"]
+VECTORS = json.loads((Path(__file__).resolve().parents[2] / "test" / "vectors" / "credit_strategies.json").read_text())[
+    "vectors"
+]
 
 
 def _id(v):
@@ -34,7 +36,7 @@ def test_every_carried_strategy_has_vectors():
 
 def test_refused_strategies_say_why():
     batch = TokenBatch.from_lists([[-1.0]], [[0.5]], [["answer"]], [[1]])
-    for name, why in REFUSED.items():
+    for name in REFUSED:
         with pytest.raises(UnsupportedStrategy, match=f"credit.strategy {name}: "):
             strategy_weights(name, {}, batch)
     with pytest.raises(UnsupportedStrategy, match=r"credit.strategy: got 'nope'; expected one of"):
@@ -48,7 +50,12 @@ def test_refused_strategies_say_why():
 def test_the_loss_gradient_sees_the_weights_as_constants():
     # w is detached: the gradient of sum(A_hat * l) with respect to l is A_hat itself, as the engine's loss has it
     lp = torch.tensor([[-0.5, -2.0, -0.25]], dtype=torch.float64, requires_grad=True)
-    batch = TokenBatch(lp, torch.tensor([[1.0, 0.5, 2.0]], dtype=torch.float64), torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.float64))
+    batch = TokenBatch(
+        lp,
+        torch.tensor([[1.0, 0.5, 2.0]], dtype=torch.float64),
+        torch.zeros(1, 3, dtype=torch.long),
+        torch.ones(1, 3, dtype=torch.float64),
+    )
     a_hat = effective_advantages("inverse_logprob", {"epsilon": 0.1}, batch, torch.tensor([2.0], dtype=torch.float64))
     (a_hat * lp).sum().backward()
     # 2 / (|l| + 0.1), worked out by hand: 2/0.6, 2/2.1, 2/0.35

@@ -4,8 +4,8 @@ its entry below; test/vectors/credit_strategies.json (written by the TypeScript 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -93,7 +93,9 @@ def resolve(name: str, params: dict | None = None) -> tuple[Strategy, dict]:
     full = {**s.defaults, **(params or {})}
     unknown = sorted(set(params or {}) - set(s.defaults))
     if unknown:
-        raise UnsupportedStrategy(f"credit.{unknown[0]}: {name} has no such parameter; it takes {', '.join(s.defaults) or 'none'}")
+        raise UnsupportedStrategy(
+            f"credit.{unknown[0]}: {name} has no such parameter; it takes {', '.join(s.defaults) or 'none'}"
+        )
     for key, allowed in s.choices.items():
         if full[key] not in allowed:
             raise UnsupportedStrategy(f"credit.{key}: got {full[key]!r}; {name} here takes {' or '.join(allowed)}")

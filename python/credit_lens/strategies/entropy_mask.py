@@ -18,7 +18,9 @@ def weights(batch: TokenBatch, params: dict) -> torch.Tensor:
     dtype = h.dtype
     if values.numel() == 0:
         return torch.zeros_like(h)
-    q = torch.quantile(values.to(torch.float64), float(params["mask_percentile"]) / 100.0, interpolation="linear").to(dtype)
+    q = torch.quantile(values.to(torch.float64), float(params["mask_percentile"]) / 100.0, interpolation="linear").to(
+        dtype
+    )
     w = (valid & (h >= q)).to(dtype)
     if params.get("entropy_mask_norm", "valid") != "kept":
         return w

@@ -1,7 +1,7 @@
 // A run directory written by the Python package (python/credit_lens/rundir.py, through its strategies) opens in every
 // view's reader: run.json and the dashboard's data, the heatmap's step tables and episode, Browse Rollouts' index and
 // queries, and `credit-lens analyze`. The run is written by `python -m credit_lens.testing` (the package installed
-// by .ci/run with pip install -e python[test]); a machine without it fails here, as CI would.
+// by .ci/run with pip install -c python/constraints.txt -e "python[test,trl]"); a machine without it fails here, as CI would.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -17,10 +17,10 @@ import { loadRunData } from '../../../src/extension/panels/run_data';
 
 const PYTHON = process.env.CREDIT_LENS_PYTHON ?? 'python3';
 
-function pythonRun(): string {
+function pythonRun(...args: string[]): string {
   const dir = join(mkdtempSync(join(tmpdir(), 'cl-pyrun-')), 'python-sample-20261129-000000');
-  const r = spawnSync(PYTHON, ['-m', 'credit_lens.testing', dir], { cwd: resolve(__dirname, '../../../python'), encoding: 'utf8' });
-  assert.equal(r.status, 0, `python -m credit_lens.testing failed (is the package installed? pip install -e python[test]):\n${r.stderr}`);
+  const r = spawnSync(PYTHON, ['-m', 'credit_lens.testing', ...args, dir], { cwd: resolve(__dirname, '../../../python'), encoding: 'utf8' });
+  assert.equal(r.status, 0, `python -m credit_lens.testing failed (is the package installed? pip install -c python/constraints.txt -e "python[test,trl]"):\n${r.stderr}`);
   return dir;
 }
 
@@ -58,4 +58,25 @@ test('a run the Python package wrote opens in the run list, the dashboard, the h
   assert.equal(a.meta.episodes, 8);
   assert.equal(a.meta.tokens, 2 * (11 + 11 + 9 + 7));
   assert.ok(a.token_types.reasoning.count > 0 && a.token_types.filler.count > 0);
+});
+
+test('a TRL run (CreditGRPOTrainer, 3 steps of a tiny Qwen2 on the CPU) opens in the same readers', { timeout: 300_000 }, () => {
+  const dir = pythonRun('--trl');
+  const info = readRunInfoChecked(dir);
+  assert.ok(info.ok, info.ok ? '' : info.reason);
+  assert.equal(info.info.status, 'completed');
+  assert.deepEqual(listLoggedSteps(dir), [1, 2, 3]);
+  assert.deepEqual(
+    loadRunData(dir).rows.map((r) => r.step),
+    [1, 2, 3],
+  );
+  const { tokens, episodes } = readStepTables(dir, 3, { tokens: true });
+  assert.equal(episodes.episode.length, 4, 'one group of four completions a step');
+  const tables = new StepTables(dir, 3, tokens!, episodes);
+  const ep = buildHeatmapEpisode(tables, { runDir: dir, step: 3, episode: 0 });
+  assert.ok(ep.rows.length > 0, 'the episode has painted tokens');
+  // Â = A·w on every token the trainer logged
+  for (const k of ep.rows) assert.ok(Math.abs(tokens!.effective_advantage[k] - tokens!.advantage[k] * tokens!.weight[k]) < 1e-5);
+  assert.equal(loadRollouts(dir).episodes, 12);
+  assert.equal(analyzeRun(dir, {}).meta.episodes, 12);
 });

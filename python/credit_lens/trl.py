@@ -1,0 +1,196 @@
+"""Credit Lens inside TRL: a GRPOTrainer whose loss takes each token's effective advantage A-hat = A * w from a Credit Lens
+strategy, and whose every logged step is a Credit Lens step (token and episode tables, a metrics row).
+
+TRL's _compute_loss takes (B, T) advantages (TRL >= 0.26): after TRL has sampled, scored and computed the group
+advantages A (B,), this trainer computes the completions' log-probs under the sampling policy (TRL's own
+old_per_token_logps where it computed them) and their entropies in one no-grad forward pass, the tokens' sections from
+their decoded text, and hands the loss A-hat instead of A. Everything else is TRL's: clipping, the KL term, loss_type.
+
+    from credit_lens.trl import CreditGRPOTrainer
+    trainer = CreditGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=...,
+                                strategy="entropy_mask", strategy_params={"mask_percentile": 80}, run_dir="runs/my-run")
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from credit_lens.batch import SECTION_CODES, TokenBatch
+from credit_lens.rundir import Episode, RunWriter
+from credit_lens.sections import compute_sections, open_prefill
+from credit_lens.strategies.catalog import effective_advantages, resolve, strategy_weights
+
+
+def _text(x: Any) -> str:
+    """A prompt or completion as text: conversational ones (lists of {role, content}) joined as the importer joins them."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, list):
+        return "\n".join(m.get("content", "") if isinstance(m, dict) else str(m) for m in x)
+    return str(x)
+
+
+class CreditGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer with a Credit Lens credit strategy and, with run_dir, a Credit Lens run directory.
+
+    strategy, strategy_params: a strategy of credit_lens.strategies and its parameters (the seeds' names).
+    run_dir: where the run directory goes (its folder is created); None logs nothing.
+    logging_every, logging_tokens: as the engine's logging.every and logging.tokens.
+    success_threshold: an episode whose total reward reaches it counts as a success in the tables.
+    """
+
+    def __init__(
+        self,
+        *args,
+        strategy: str = "none",
+        strategy_params: dict | None = None,
+        run_dir: str | os.PathLike | None = None,
+        run_name: str | None = None,
+        logging_every: int = 1,
+        logging_tokens: bool = True,
+        success_threshold: float = 1.0,
+        **kwargs,
+    ) -> None:
+        # a strategy, parameter or choice this package does not carry is refused before the model is loaded
+        _, self.credit_params = resolve(strategy, strategy_params)
+        self.credit_strategy = strategy
+        super().__init__(*args, **kwargs)
+        self.success_threshold = success_threshold
+        self._credit_texts: tuple[list[str], list[str]] | None = None
+        self._credit_rewards: torch.Tensor | None = None
+        self._credit_generations = 0
+        # each distinct prompt text's number, kept across steps so that a prompt drawn again keeps it
+        self._credit_prompt_ids: dict[str, int] = {}
+        self.credit_run: RunWriter | None = None
+        if run_dir is not None:
+            config = {
+                "name": run_name or os.path.basename(os.fspath(run_dir)),
+                "engine": "trl",
+                "credit": {"strategy": strategy, **self.credit_params},
+                "grpo": {
+                    "group_size": self.num_generations,
+                    "max_new_tokens": self.max_completion_length,
+                    "temperature": self.temperature,
+                    "scale_rewards": self.scale_rewards,
+                    "lr": self.args.learning_rate,
+                    "steps": self.args.max_steps,
+                },
+                "logging": {"every": logging_every, "tokens": logging_tokens},
+            }
+            self.credit_run = RunWriter(
+                run_dir,
+                config["name"],
+                config,
+                strategy=strategy,
+                total_steps=max(0, self.args.max_steps),
+                logging_every=logging_every,
+                logging_tokens=logging_tokens,
+            )
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._credit_texts = ([_text(p) for p in prompts], [_text(c) for c in completions])
+        self._credit_rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(
+            dim=1
+        )
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return out
+        prompt_ids, completion_ids = out["prompt_ids"], out["completion_ids"]
+        mask = out["completion_mask"]
+        with torch.no_grad():
+            logps, entropies, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                torch.cat([prompt_ids, completion_ids], dim=1),
+                torch.cat([out["prompt_mask"], mask], dim=1),
+                completion_ids.size(1),
+                compute_entropy=True,
+            )
+        old = out.get("old_per_token_logps")
+        logprobs = old if old is not None else logps
+        texts = self._token_texts(completion_ids, mask)
+        prompts = self._credit_texts[0] if self._credit_texts else [""] * len(texts)
+        sections = [
+            compute_sections(t, open_prefill(p)) + ["other"] * (mask.size(1) - len(t)) for t, p in zip(texts, prompts)
+        ]
+        batch = TokenBatch(
+            logprobs.detach().float(),
+            entropies.detach().float(),
+            torch.tensor([[SECTION_CODES[s] for s in row] for row in sections], device=mask.device),
+            mask.float(),
+        )
+        advantages = out["advantages"]
+        a_hat = effective_advantages(self.credit_strategy, self.credit_params, batch, advantages.float())
+        out["advantages"] = a_hat.to(advantages.dtype)
+        self._credit_generations += 1
+        if self.credit_run is not None:
+            self._log_credit_step(batch, texts, sections, advantages, a_hat, completion_ids)
+        return out
+
+    def _token_texts(self, completion_ids: torch.Tensor, mask: torch.Tensor) -> list[list[str]]:
+        tok = self.processing_class
+        tok = getattr(tok, "tokenizer", tok)
+        return [
+            [tok.decode([int(i)]) for i, m in zip(row, mrow) if m]
+            for row, mrow in zip(completion_ids.tolist(), mask.tolist())
+        ]
+
+    def _log_credit_step(self, batch, texts, sections, advantages, a_hat, completion_ids) -> None:
+        step = self.state.global_step + 1
+        weights = strategy_weights(self.credit_strategy, self.credit_params, batch)
+        prompts = self._credit_texts[0] if self._credit_texts else [""] * len(texts)
+        rewards = self._credit_rewards if self._credit_rewards is not None else torch.zeros(len(texts))
+        offset = self.accelerator.process_index * len(texts)
+        rewards = rewards[offset : offset + len(texts)] if rewards.numel() > len(texts) else rewards
+        episodes = []
+        for i, toks in enumerate(texts):
+            n = len(toks)
+            r = float(rewards[i])
+            episodes.append(
+                Episode(
+                    prompt_idx=self._credit_prompt_ids.setdefault(prompts[i], len(self._credit_prompt_ids)),
+                    prompt=prompts[i],
+                    token_ids=completion_ids[i, :n].tolist(),
+                    tokens=toks,
+                    logprobs=batch.logprobs[i, :n].tolist(),
+                    entropies=batch.entropies[i, :n].tolist(),
+                    sections=sections[i][:n],
+                    advantage=float(advantages[i]),
+                    weights=weights[i, :n].tolist(),
+                    effective_advantages=a_hat[i, :n].tolist(),
+                    reward=r,
+                    success=r >= self.success_threshold,
+                )
+            )
+        valid = batch.valid
+        metrics = {
+            "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
+            "success_rate": sum(e.success for e in episodes) / max(1, len(episodes)),
+            "response_len": float(valid.sum(dim=1).float().mean()),
+            "entropy_mean": float(batch.entropies[valid].mean()) if valid.any() else 0.0,
+            "credit/mean_abs_effective_advantage": float(a_hat[valid].abs().mean()) if valid.any() else 0.0,
+        }
+        self.credit_run.log_step(step, episodes, metrics)
+
+    def train(self, *args, **kwargs):
+        try:
+            result = super().train(*args, **kwargs)
+        except KeyboardInterrupt:
+            if self.credit_run is not None:
+                self.credit_run.end("stopped")
+            raise
+        except Exception as e:
+            if self.credit_run is not None:
+                self.credit_run.end("failed", error=str(e))
+            raise
+        if self.credit_run is not None:
+            self.credit_run.end("completed")
+        return result
