@@ -10,6 +10,7 @@ test('the committed credit vectors equal the engine’s strategies on the same i
   const committed = JSON.parse(readFileSync(VECTORS_FILE, 'utf8'));
   const now = JSON.parse(JSON.stringify(creditVectors()));
   assert.equal(committed.vectors.length, now.vectors.length);
+  assert.deepEqual(committed.advantages, now.advantages, 'the episode advantages');
   for (let k = 0; k < now.vectors.length; k++)
     assert.deepEqual(committed.vectors[k], now.vectors[k], `vector ${k}: ${now.vectors[k].strategy} on ${now.vectors[k].case}`);
 });

@@ -7,6 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { getStrategy } from '../../src/engine/credit';
+import { groupAdvantages } from '../../src/engine/credit/advantages';
 import { DEFAULT_CREDIT_PARAMS, effectiveAdvantages, type CreditBatch, type CreditParams } from '../../src/engine/credit/types';
 import type { Section } from '../../src/protocol';
 
@@ -125,8 +126,21 @@ export interface Vector {
   expected: { weights: number[][]; effective_advantage: number[][] };
 }
 
+/** Rewards by group, for the episode advantage A (design.md#semantics, "Advantages"): a lone member, equal rewards. */
+const ADVANTAGE_CASES: { rewards: number[]; groups: number[] }[] = [
+  { rewards: [1.1, 0.1, 0.1, 0.6, 0, 0, 1, 1], groups: [0, 0, 0, 0, 1, 1, 1, 1] },
+  { rewards: [0.5, 0.5, 0.5, 1, 0, 0.25], groups: [3, 3, 3, 7, 7, 9] },
+];
+
+export interface AdvantageVector {
+  rewards: number[];
+  groups: number[];
+  scale: 'group' | 'batch' | 'none';
+  expected: number[];
+}
+
 /** Every vector, computed by the engine's own strategies (the functions training calls). */
-export function creditVectors(): { format: string; note: string; vectors: Vector[] } {
+export function creditVectors(): { format: string; note: string; vectors: Vector[]; advantages: AdvantageVector[] } {
   const vectors: Vector[] = [];
   for (const [strategy, params] of SETTINGS)
     for (const c of CASES) {
@@ -135,10 +149,14 @@ export function creditVectors(): { format: string; note: string; vectors: Vector
       const { weights, effAdv } = effectiveAdvantages(getStrategy(strategy), batch, c.advantages, full);
       vectors.push({ strategy, params, case: c.name, batch: c.batch, advantages: c.advantages, expected: { weights, effective_advantage: effAdv } });
     }
+  const advantages = ADVANTAGE_CASES.flatMap((c) =>
+    (['group', 'batch', 'none'] as const).map((scale) => ({ ...c, scale, expected: groupAdvantages(c.rewards, c.groups, scale) })),
+  );
   return {
     format: 'credit-lens-credit-vectors/1',
     note: 'written by test/vectors/credit_vectors.ts from the TypeScript engine; read by test/unit/credit_vectors.test.ts and python/tests/test_vectors.py',
     vectors,
+    advantages,
   };
 }
 

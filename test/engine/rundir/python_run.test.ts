@@ -20,7 +20,11 @@ const PYTHON = process.env.CREDIT_LENS_PYTHON ?? 'python3';
 function pythonRun(...args: string[]): string {
   const dir = join(mkdtempSync(join(tmpdir(), 'cl-pyrun-')), 'python-sample-20261129-000000');
   const r = spawnSync(PYTHON, ['-m', 'credit_lens.testing', ...args, dir], { cwd: resolve(__dirname, '../../../python'), encoding: 'utf8' });
-  assert.equal(r.status, 0, `python -m credit_lens.testing failed (is the package installed? pip install -c python/constraints.txt -e "python[test,trl]"):\n${r.stderr}`);
+  assert.equal(
+    r.status,
+    0,
+    `python -m credit_lens.testing failed (is the package installed? pip install -c python/constraints.txt -e "python[test,trl]"):\n${r.stderr}`,
+  );
   return dir;
 }
 
