@@ -117,3 +117,23 @@ export function addImportFormat(dir: string, o: { file: string; source: string; 
   if (end < 0) throw new Error('addImportFormat: the protocol list is no longer one array literal');
   writeFileSync(protocol, decl.slice(0, end) + o.entry + decl.slice(end));
 }
+
+/**
+ * The toy tests' run config, `toy.credit.yaml` in `dir`: a one-layer scratch model on small countdown problems, two SFT
+ * steps, then GRPO as `grpo` gives it, and the further sections `extra` holds (YAML lines).
+ */
+export function writeToyConfig(dir: string, o: { grpo: string; extra?: string }): void {
+  writeFileSync(
+    join(dir, 'toy.credit.yaml'),
+    `name: toy
+seed: 5
+backend: wasm
+output_dir: runs
+model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 64 }
+task: { name: countdown, numbers: [2, 3], max_number: 6, max_target: 20, train_size: 48, eval_size: 8 }
+sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
+grpo: ${o.grpo}
+${o.extra ?? ''}
+`,
+  );
+}

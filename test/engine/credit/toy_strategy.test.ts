@@ -5,9 +5,9 @@
 // toy's weights.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { addStrategy, buildCli, copySources } from '../source_copy';
+import { addStrategy, buildCli, copySources, writeToyConfig } from '../source_copy';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 
 // 1. The strategy's file: w = 1 on each episode's last valid token, `floor` on the others.
@@ -37,19 +37,10 @@ test('a new strategy is one file, one catalog entry and one registry line; it tr
   // The engine bundle exactly as esbuild.mjs builds it, with the wasm binaries beside it.
   const cli = await buildCli(dir);
 
-  writeFileSync(
-    join(dir, 'toy.credit.yaml'),
-    `name: toy
-seed: 5
-backend: wasm
-output_dir: runs
-model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 64 }
-task: { name: countdown, numbers: [2, 3], max_number: 6, max_target: 20, train_size: 48, eval_size: 8 }
-sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
-grpo: { steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 16, eval_every: 2, checkpoint_every: 2 }
-credit: { strategy: last_token, floor: 0.5 }
-`,
-  );
+  writeToyConfig(dir, {
+    grpo: '{ steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 16, eval_every: 2, checkpoint_every: 2 }',
+    extra: 'credit: { strategy: last_token, floor: 0.5 }',
+  });
   // The schema knows the new key from its catalog entry: a bad value is refused with the key and the range.
   const bad = cli('train', 'toy.credit.yaml', '--set', 'credit.floor=-1');
   assert.equal(bad.status, 2, bad.stderr);

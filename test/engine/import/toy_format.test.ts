@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { addImportFormat, buildCli, copySources } from '../source_copy';
+import { addImportFormat, buildCli, copySources, writeToyConfig } from '../source_copy';
 import { readEpisodeTable } from '../../../src/engine/rundir/arrow_tables';
 
 const READER = `// Toy: one completion a row, {q: the prompt, a: the completion, r: the reward}, in files named qa-<step>.jsonl.
@@ -31,19 +31,10 @@ test('a new import format is one reader, one catalog line and one protocol entry
   addImportFormat(dir, { file: 'qa.ts', source: READER, exportName: 'qa', entry: ENTRY });
   const cli = await buildCli(dir);
   // a scoring model: a tiny run trained through the same CLI
-  writeFileSync(
-    join(dir, 'toy.credit.yaml'),
-    `name: toy
-seed: 5
-backend: wasm
-output_dir: runs
-model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 64 }
-task: { name: countdown, numbers: [2, 3], max_number: 6, max_target: 20, train_size: 48, eval_size: 8 }
-sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
-grpo: { steps: 1, prompts_per_step: 2, group_size: 4, max_new_tokens: 12, eval_every: 1, checkpoint_every: 1 }
-logging: { tensorboard: false }
-`,
-  );
+  writeToyConfig(dir, {
+    grpo: '{ steps: 1, prompts_per_step: 2, group_size: 4, max_new_tokens: 12, eval_every: 1, checkpoint_every: 1 }',
+    extra: 'logging: { tensorboard: false }',
+  });
   const tr = cli('train', 'toy.credit.yaml');
   assert.equal(tr.status, 0, tr.stderr);
   const model = join(dir, 'runs', readdirSync(join(dir, 'runs'))[0]);

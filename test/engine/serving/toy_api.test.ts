@@ -5,9 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { addServerApi, buildCli, copySources } from '../source_copy';
+import { addServerApi, buildCli, copySources, writeToyConfig } from '../source_copy';
 import { readProbeTable } from '../../../src/engine/rundir/arrow_tables';
 
 const API_FILE = `// Toy: a minimal JSON API. GET /plain/info names the model; POST /plain/generate takes rows of {prefix, seed, max_new};
@@ -109,19 +109,10 @@ test('a new server API is one file and one catalog line: serve answers it and th
   const dir = copySources('cl-toy-api-');
   addServerApi(dir, { file: 'plain.ts', source: API_FILE, exportName: 'plain' });
   const cli = await buildCli(dir);
-  writeFileSync(
-    join(dir, 'toy.credit.yaml'),
-    `name: toy
-seed: 5
-backend: wasm
-output_dir: runs
-model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 64 }
-task: { name: countdown, numbers: [2, 3], max_number: 6, max_target: 20, train_size: 48, eval_size: 8 }
-sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
-grpo: { steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 12, eval_every: 2, checkpoint_every: 2 }
-logging: { probe_every: 2, tensorboard: false }
-`,
-  );
+  writeToyConfig(dir, {
+    grpo: '{ steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 12, eval_every: 2, checkpoint_every: 2 }',
+    extra: 'logging: { probe_every: 2, tensorboard: false }',
+  });
   // the config and the CLI take the new API's name from the list
   const schema = JSON.parse(cli('schema').stdout);
   assert.ok(schema.properties.rollout.properties.api.enum.includes('plain'), "rollout.api offers the toy's name");

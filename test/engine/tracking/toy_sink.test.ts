@@ -4,9 +4,9 @@
 // naming the key), the sink gets every row metrics.jsonl gets, in order, and the run's end with its status.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { addSink, buildCli, copySources } from '../source_copy';
+import { addSink, buildCli, copySources, writeToyConfig } from '../source_copy';
 
 const SINK_FILE = `// Toy: every metrics row, and the run's end, appended to a file as JSON lines.
 import { appendFileSync } from 'node:fs';
@@ -32,19 +32,10 @@ test('a new metric sink is one file and one catalog line; it gets every row of a
   addSink(dir, { file: 'recorder.ts', source: SINK_FILE, exportName: 'recorderSink' });
   const cli = await buildCli(dir);
   const rowsFile = join(dir, 'recorded.jsonl');
-  writeFileSync(
-    join(dir, 'toy.credit.yaml'),
-    `name: toy
-seed: 5
-backend: wasm
-output_dir: runs
-model: { source: scratch, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 64, max_seq_len: 64 }
-task: { name: countdown, numbers: [2, 3], max_number: 6, max_target: 20, train_size: 48, eval_size: 8 }
-sft: { steps: 2, batch_size: 8, lr: 1.0e-3 }
-grpo: { steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 16, eval_every: 2, checkpoint_every: 2 }
-logging: { tensorboard: false, recorder: ${JSON.stringify(rowsFile)} }
-`,
-  );
+  writeToyConfig(dir, {
+    grpo: '{ steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 16, eval_every: 2, checkpoint_every: 2 }',
+    extra: `logging: { tensorboard: false, recorder: ${JSON.stringify(rowsFile)} }`,
+  });
   // The config's logging section comes from the sink list: the schema has the key, a bad value is refused by name.
   const schema = JSON.parse(cli('schema').stdout);
   assert.ok(schema.properties.logging.properties.recorder, "the JSON Schema has the sink's setting");
