@@ -5,7 +5,7 @@
 // 400 in the engine's error shape naming the field, never a crash.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/config';
 import { UserError, isUserError } from '../core/errors';
@@ -389,7 +389,35 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 /** Starts the server; `port: 0` takes a free port (tests). It listens on 127.0.0.1 unless told otherwise. */
 export async function serve(o: ServeOptions): Promise<Served> {
+  // the address first: loading a 0.5B model takes minutes, and a taken port would be found only after them
+  await checkBind(o.host ?? '127.0.0.1', o.port ?? 30000);
   return listen(await loadServed(o), o, true);
+}
+
+/** Why the server cannot listen there, as a user error naming the address and what to do. */
+function bindError(host: string, port: number, e: NodeJS.ErrnoException): UserError {
+  const why =
+    e.code === 'EADDRINUSE'
+      ? `port ${port} is taken (another server, or an earlier credit-lens serve still running)`
+      : e.code === 'EADDRNOTAVAIL' || e.code === 'ENOTFOUND'
+        ? `${host} is not an address of this machine`
+        : e.code === 'EACCES'
+          ? `port ${port} needs privileges to listen on`
+          : e.message;
+  return new UserError(
+    `serve: cannot listen on ${host}:${port}: ${why}`,
+    'pass --port with a free port (0 takes any), or --host with an address of this machine',
+  );
+}
+
+/** Listens on host:port and closes again: the address is usable, or a user error says why. Port 0 always is. */
+async function checkBind(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((ok, bad) => {
+    const probe = createNetServer();
+    probe.once('error', (e: NodeJS.ErrnoException) => bad(bindError(host, port, e)));
+    probe.listen(port, host, () => probe.close(() => ok()));
+  });
 }
 
 /**
@@ -436,7 +464,8 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
   server.requestTimeout = 0;
   const host = o.host ?? '127.0.0.1';
   await new Promise<void>((ok, bad) => {
-    server.once('error', bad);
+    // taken between the check and now: the same error, after all
+    server.once('error', (e: NodeJS.ErrnoException) => bad(bindError(host, o.port ?? 30000, e)));
     server.listen(o.port ?? 30000, host, () => ok());
   });
   const addr = server.address() as AddressInfo;
