@@ -1,6 +1,7 @@
 // The run directory (design.md#run-directory, contract): the engine writes it, the extension, the webviews and
 // `credit-lens analyze` read it, often while a run is still writing. Every whole-file write therefore goes
 // through a temporary file and a rename, so a reader sees the old file or the new one, never half of one.
+import { credentialSecrets } from '../core/credentials';
 import { IMPORT_FORMATS } from '../../protocol/import_formats';
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, statSync, writeSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
@@ -414,7 +415,7 @@ export interface EngineLog {
  */
 export function openEngineLog(runDir: string, opts: { secrets?: readonly string[] } = {}): EngineLog {
   let fd: number | null = openSync(join(runDir, ENGINE_LOG), 'a');
-  const secrets = opts.secrets ?? [];
+  const secrets = [...(opts.secrets ?? []), ...credentialSecrets()];
   return {
     write(level, msg) {
       if (fd === null) return;

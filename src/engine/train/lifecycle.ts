@@ -10,6 +10,7 @@ import { strategySpec } from '../credit/catalog';
 import { isUserError, UserError } from '../core/errors';
 import { isDiskFull, writeFileAtomic } from '../core/files';
 import { ENGINE_VERSION } from '../core/version';
+import { credentialSecrets } from '../core/credentials';
 import { latestCheckpoint, loadLatestGoodCheckpoint } from '../rundir/checkpoint';
 import { createRunDir, openEngineLog, readRunInfo, readRunInfoChecked, redactSecrets, setAsideForRestart, writeRunInfo } from '../rundir/rundir';
 import { acquireRunLock } from '../rundir/run_lock';
@@ -149,7 +150,9 @@ export function openRunRecord(opts: TrainOptions, cfg: CreditConfig, runDir: str
   // Defence in depth: an API key is never put in a message on purpose, but anything that echoes it is masked.
   const secretVars = strategySpec(cfg.credit.strategy)?.secrets?.(cfg) ?? [];
   // Each key as read and as its user trims it: either could be echoed back.
-  const secrets = [...new Set(secretVars.flatMap((v) => (process.env[v.env] ? [process.env[v.env]!, process.env[v.env]!.trim()] : [])))].filter(Boolean);
+  const secrets = [
+    ...new Set([...secretVars.flatMap((v) => (process.env[v.env] ? [process.env[v.env]!, process.env[v.env]!.trim()] : [])), ...credentialSecrets()]),
+  ].filter(Boolean);
   const elog = openEngineLog(runDir, { secrets });
   const info: RunInfo = {
     id: runDir.split(/[\\/]/).pop()!,

@@ -192,3 +192,29 @@ test('engine.log appends timestamped, redacted lines and ignores writes after cl
     assert.ok(!readFileSync(join(dir, 'engine.log'), 'utf8').includes('s3cr3t'));
   });
 });
+
+test("MLflow's credentials are masked in every engine.log line, whoever logs them: the token, the password, the Basic header", () => {
+  withTmp((dir) => {
+    const saved = { ...process.env };
+    process.env.MLFLOW_TRACKING_TOKEN = 'tok-9f8e7d';
+    process.env.MLFLOW_TRACKING_USERNAME = 'ada';
+    process.env.MLFLOW_TRACKING_PASSWORD = 'pw-1a2b3c';
+    try {
+      // no secrets named by the caller: an importer's log, a tracker's warning
+      const log = openEngineLog(dir);
+      const basic = Buffer.from('ada:pw-1a2b3c').toString('base64');
+      log.write('warn', 'MLflow: 401 from the proxy: refused "Authorization: Bearer tok-9f8e7d"');
+      log.write('warn', `MLflow: 403: refused "Authorization: Basic ${basic}" (password pw-1a2b3c)`);
+      log.close();
+      const text = readFileSync(join(dir, 'engine.log'), 'utf8');
+      for (const s of ['tok-9f8e7d', 'pw-1a2b3c', basic]) assert.ok(!text.includes(s), `${s} reached engine.log`);
+      assert.match(text, /Bearer \*\*\*/);
+      assert.match(text, /Basic \*\*\*/);
+    } finally {
+      for (const k of ['MLFLOW_TRACKING_TOKEN', 'MLFLOW_TRACKING_USERNAME', 'MLFLOW_TRACKING_PASSWORD']) {
+        if (saved[k] === undefined) delete process.env[k];
+        else process.env[k] = saved[k];
+      }
+    }
+  });
+});
