@@ -221,6 +221,9 @@ export class CreditLensServer implements ServeBackend {
 
   private async scoreRowsNow(rows: { ids: number[]; start: number }[], K: number, temperature: number, rank: boolean): Promise<ScoredRow[]> {
     this.checkReady();
+    // a position has at most the vocabulary to list: more asked for is the whole vocabulary, and the lists are read
+    // with the width the scoring returns
+    K = Math.min(K, this.vocabSize);
     const out = rows.map((r) => ({
       lp: (r.start === 0 ? [null] : []) as (number | null)[],
       top: (r.start === 0 ? [[]] : []) as [number, number][][],
