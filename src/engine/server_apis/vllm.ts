@@ -143,7 +143,18 @@ function readPrompts(server: ServeBackend, p: unknown): number[][] {
   throw new BadRequest('prompt must be a string, a list of strings, a list of token ids or a list of such lists', 'prompt');
 }
 
-const completionId = (created: number) => `cmpl-${created.toString(36)}${randomInt(1e9).toString(36)}`;
+/** A text_completion response, with the token counts of its usage. */
+function completion(server: ServeBackend, created: number, choices: unknown[], prompts: number[][], completionTokens: number): Record<string, unknown> {
+  const promptTokens = prompts.reduce((a, p) => a + p.length, 0);
+  return {
+    id: `cmpl-${created.toString(36)}${randomInt(1e9).toString(36)}`,
+    object: 'text_completion',
+    created,
+    model: server.name,
+    choices,
+    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+  };
+}
 
 async function completionsRoute(server: ServeBackend, raw: unknown): Promise<unknown> {
   server.checkReady();
@@ -176,16 +187,13 @@ async function completionsRoute(server: ServeBackend, raw: unknown): Promise<unk
     }),
   );
   const choices = outs.flatMap((cs, i) => cs.map((c, j) => choiceOf(server, body, r, c, prompts[i], i * n + j, logprobs !== null)));
-  const promptTokens = prompts.reduce((a, p) => a + p.length, 0);
-  const completionTokens = outs.flat().reduce((a, c) => a + c.ids.length, 0);
-  return {
-    id: completionId(created),
-    object: 'text_completion',
+  return completion(
+    server,
     created,
-    model: server.name,
     choices,
-    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
-  };
+    prompts,
+    outs.flat().reduce((a, c) => a + c.ids.length, 0),
+  );
 }
 
 /** One sampled choice, as vLLM writes it. */
@@ -258,15 +266,7 @@ async function scoreRoute(server: ServeBackend, body: Record<string, unknown>, p
     if (body.return_token_ids === true) Object.assign(choice, { token_ids: [], prompt_token_ids: prompt });
     return choice;
   });
-  const promptTokens = prompts.reduce((a, p) => a + p.length, 0);
-  return {
-    id: completionId(created),
-    object: 'text_completion',
-    created,
-    model: server.name,
-    choices,
-    usage: { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens },
-  };
+  return completion(server, created, choices, prompts, 0);
 }
 
 export const vllm = {
