@@ -9,9 +9,11 @@ import sys
 
 import torch
 
+from credit_lens.advantages import group_advantages
 from credit_lens.batch import SECTION_CODES, TokenBatch
 from credit_lens.rundir import Episode, RunWriter
-from credit_lens.strategies import effective_advantages, strategy_weights
+from credit_lens.sections import compute_sections
+from credit_lens.strategies.catalog import scaled_advantages, strategy_weights
 
 COMPLETIONS = [
     (["<think>", "3", "+", "4", "=", "7", "</think>", "\n", "<answer>", "3+4", "</answer>"], 1.1),
@@ -19,19 +21,6 @@ COMPLETIONS = [
     (["<think>", "3", "*", "4", "</think>", "\n", "<answer>", "12", "</answer>"], 0.1),
     (["<think>", "so", "</think>", "\n", "<answer>", "7", "</answer>"], 0.1),
 ]
-
-
-def _sections(tokens: list[str]) -> list[str]:
-    out, where = [], "other"
-    for t in tokens:
-        if t == "<think>":
-            where = "think"
-        if t == "<answer>":
-            where = "answer"
-        out.append(where)
-        if t in ("</think>", "</answer>"):
-            where = "other"
-    return out
 
 
 def write_sample_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 2, seed: int = 0) -> None:
@@ -52,13 +41,13 @@ def write_sample_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 
         mask = torch.tensor(
             [[1.0 if t < len(c) else 0.0 for t in range(T)] for c, _ in COMPLETIONS], dtype=torch.float64
         )
-        secs = [_sections(c) + ["other"] * (T - len(c)) for c, _ in COMPLETIONS]
+        secs = [compute_sections(c) + ["other"] * (T - len(c)) for c, _ in COMPLETIONS]
         batch = TokenBatch(lp, ent, torch.tensor([[SECTION_CODES[s] for s in row] for row in secs]), mask)
         rewards = torch.tensor([r for _, r in COMPLETIONS], dtype=torch.float64)
-        # one group of four: A = (r - mean) / (sample std + 1e-4), as the engine's group scaling (design.md#semantics)
-        adv = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+        # one group of four, normalised as the engine's group scaling (design.md#semantics)
+        adv = group_advantages(rewards, [0] * B)
         wts = strategy_weights(strategy, params, batch)
-        a_hat = effective_advantages(strategy, params, batch, adv)
+        a_hat = scaled_advantages(wts, batch, adv)
         eps = []
         for i, (toks, r) in enumerate(COMPLETIONS):
             n = len(toks)
@@ -70,7 +59,7 @@ def write_sample_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 
                     tokens=toks,
                     logprobs=lp[i, :n].tolist(),
                     entropies=ent[i, :n].tolist(),
-                    sections=_sections(toks),
+                    sections=compute_sections(toks),
                     advantage=float(adv[i]),
                     weights=wts[i, :n].tolist(),
                     effective_advantages=a_hat[i, :n].tolist(),

@@ -22,7 +22,7 @@ from trl import GRPOTrainer
 from credit_lens.batch import SECTION_CODES, TokenBatch
 from credit_lens.rundir import Episode, RunWriter
 from credit_lens.sections import compute_sections, open_prefill
-from credit_lens.strategies.catalog import effective_advantages, resolve, strategy_weights
+from credit_lens.strategies.catalog import STRATEGIES, resolve, scaled_advantages, strategy_weights
 
 
 def _text(x: Any) -> str:
@@ -105,33 +105,49 @@ class CreditGRPOTrainer(GRPOTrainer):
             return out
         prompt_ids, completion_ids = out["prompt_ids"], out["completion_ids"]
         mask = out["completion_mask"]
-        with torch.no_grad():
-            logps, entropies, _ = self._get_per_token_logps_and_entropies(
-                self.model,
-                torch.cat([prompt_ids, completion_ids], dim=1),
-                torch.cat([out["prompt_mask"], mask], dim=1),
-                completion_ids.size(1),
-                compute_entropy=True,
-            )
+        reads = STRATEGIES[self.credit_strategy].reads
+        logs = self.credit_run is not None and self.credit_run.logs_tables(self.state.global_step + 1)
         old = out.get("old_per_token_logps")
-        logprobs = old if old is not None else logps
-        texts = self._token_texts(completion_ids, mask)
-        prompts = self._credit_texts[0] if self._credit_texts else [""] * len(texts)
-        sections = [
-            compute_sections(t, open_prefill(p)) + ["other"] * (mask.size(1) - len(t)) for t, p in zip(texts, prompts)
-        ]
+        # The extra no-grad pass is a forward over the whole batch: only where the strategy or this step's tables read
+        # what it gives (plain GRPO and outcome_conditional without tables train at TRL's own cost).
+        entropies = None
+        if logs or "entropies" in reads or ("logprobs" in reads and old is None):
+            with torch.no_grad():
+                logps, entropies, _ = self._get_per_token_logps_and_entropies(
+                    self.model,
+                    torch.cat([prompt_ids, completion_ids], dim=1),
+                    torch.cat([out["prompt_mask"], mask], dim=1),
+                    completion_ids.size(1),
+                    compute_entropy=True,
+                )
+            old = old if old is not None else logps
+        logprobs = old if old is not None else torch.zeros_like(mask, dtype=torch.float32)
+        texts = (
+            self._token_texts(completion_ids, mask)
+            if logs or "sections" in reads or self.credit_run is not None
+            else None
+        )
+        prompts = self._credit_texts[0] if self._credit_texts else [""] * mask.size(0)
+        sections = (
+            [compute_sections(t, open_prefill(p)) + ["other"] * (mask.size(1) - len(t)) for t, p in zip(texts, prompts)]
+            if texts is not None
+            else [["other"] * mask.size(1)] * mask.size(0)
+        )
         batch = TokenBatch(
             logprobs.detach().float(),
-            entropies.detach().float(),
+            (entropies if entropies is not None else torch.zeros_like(logprobs)).detach().float(),
             torch.tensor([[SECTION_CODES[s] for s in row] for row in sections], device=mask.device),
             mask.float(),
         )
         advantages = out["advantages"]
-        a_hat = effective_advantages(self.credit_strategy, self.credit_params, batch, advantages.float())
+        weights = strategy_weights(self.credit_strategy, self.credit_params, batch)
+        a_hat = scaled_advantages(weights, batch, advantages.float())
         out["advantages"] = a_hat.to(advantages.dtype)
         self._credit_generations += 1
         if self.credit_run is not None:
-            self._log_credit_step(batch, texts, sections, advantages, a_hat, completion_ids)
+            self._log_credit_step(
+                batch, texts, sections, advantages, weights, a_hat, completion_ids, entropies is not None
+            )
         return out
 
     def _token_texts(self, completion_ids: torch.Tensor, mask: torch.Tensor) -> list[list[str]]:
@@ -142,9 +158,10 @@ class CreditGRPOTrainer(GRPOTrainer):
             for row, mrow in zip(completion_ids.tolist(), mask.tolist())
         ]
 
-    def _log_credit_step(self, batch, texts, sections, advantages, a_hat, completion_ids) -> None:
+    def _log_credit_step(
+        self, batch, texts, sections, advantages, weights, a_hat, completion_ids, scored: bool
+    ) -> None:
         step = self.state.global_step + 1
-        weights = strategy_weights(self.credit_strategy, self.credit_params, batch)
         prompts = self._credit_texts[0] if self._credit_texts else [""] * len(texts)
         rewards = self._credit_rewards if self._credit_rewards is not None else torch.zeros(len(texts))
         offset = self.accelerator.process_index * len(texts)
@@ -175,7 +192,7 @@ class CreditGRPOTrainer(GRPOTrainer):
             "reward_std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
             "success_rate": sum(e.success for e in episodes) / max(1, len(episodes)),
             "response_len": float(valid.sum(dim=1).float().mean()),
-            "entropy_mean": float(batch.entropies[valid].mean()) if valid.any() else 0.0,
+            **({"entropy_mean": float(batch.entropies[valid].mean())} if scored and valid.any() else {}),
             "credit/mean_abs_effective_advantage": float(a_hat[valid].abs().mean()) if valid.any() else 0.0,
         }
         self.credit_run.log_step(step, episodes, metrics)

@@ -25,7 +25,7 @@ from verl.trainer.ppo.core_algos import get_policy_loss_fn, register_adv_est, re
 
 from credit_lens.advantages import group_advantages
 from credit_lens.batch import TokenBatch
-from credit_lens.strategies.catalog import resolve, strategy_weights
+from credit_lens.strategies.catalog import strategy_weights
 
 # strategies whose weights need only the old log-probs and the mask
 LOSS_STRATEGIES = ("none", "inverse_logprob")
@@ -65,7 +65,6 @@ def _policy_loss(strategy: str):
         rollout_is_weights=None,
     ):
         params = credit_params()
-        resolve(strategy, params)
         zeros = torch.zeros_like(old_log_prob)
         batch = TokenBatch(
             old_log_prob.detach(), zeros, torch.zeros_like(old_log_prob, dtype=torch.long), response_mask

@@ -161,3 +161,32 @@ def test_sections_follow_the_tags_and_the_prefilled_think():
     ]
     assert compute_sections(["<answer>", "3"]) == ["answer", "answer"]
     assert compute_sections(["a", "b"]) == ["other", "other"]
+
+
+def test_plain_grpo_without_tables_costs_no_extra_forward_pass(tmp_path):
+    # none reads nothing of the batch and no run directory asks for tables: the advantages are TRL's A on every valid
+    # token, and no no-grad forward pass is added to the step (TRL's own passes all run with gradients here)
+    Capturing.seen = []
+    no_grad_passes = []
+
+    class Counting(Capturing):
+        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+            if not torch.is_grad_enabled():
+                no_grad_passes.append(1)
+            return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+
+    trainer = Counting(
+        model=tiny_model(4),
+        reward_funcs=reward_digits,
+        args=config(tmp_path, max_steps=2),
+        train_dataset=dataset(),
+        processing_class=tiny_tokenizer(),
+        strategy="none",
+    )
+    trainer.train()
+    assert no_grad_passes == []
+    for inputs in Capturing.seen:
+        a_hat, mask = inputs["advantages"], inputs["completion_mask"].bool()
+        for row, m in zip(a_hat, mask):
+            assert torch.all(row[~m] == 0)
+            assert torch.allclose(row[m], row[m][0].expand_as(row[m]))

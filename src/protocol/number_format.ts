@@ -43,3 +43,6 @@ export function niceStep(x: number): number {
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x * (1 - 1e-12)) return m * p;
   return 10 * p;
 }
+
+/** A chart's value: a percentage where the chart is one, else a number to 4 significant digits. */
+export const formatValue = (v: number | null | undefined, percent = false): string => (percent ? formatPercent(v) : formatNumber(v));

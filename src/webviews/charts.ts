@@ -6,7 +6,7 @@ import uPlot from 'uplot';
 import uplotCss from 'uplot/dist/uPlot.min.css';
 import type { AlignedChart, ChartSpec } from './metrics_series';
 import { adoptCss } from './ipc';
-import { formatNumber, formatPercent, niceStep } from '../protocol/number_format';
+import { formatValue, niceStep } from '../protocol/number_format';
 
 adoptCss(uplotCss);
 
@@ -58,7 +58,8 @@ export function onThemeChange(fn: () => void): void {
 }
 
 /** Every chart's numbers in the shared format (src/protocol/number_format.ts). */
-export const fmt = (v: number | null | undefined, percent = false): string => (percent ? formatPercent(v) : formatNumber(v));
+/** The charts' value format (protocol/number_format.ts), under its short name. */
+export const fmt = formatValue;
 
 export interface ChartStyle {
   /** Colour of a column: by run in a comparison, by series in a single-run dashboard. */

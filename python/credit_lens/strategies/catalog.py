@@ -21,6 +21,8 @@ class Strategy:
     defaults: dict
     # a parameter and the values it may take, where it is a choice
     choices: dict
+    # what its weights read of the batch beyond the mask: "logprobs", "entropies", "sections"
+    reads: frozenset = frozenset()
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -33,6 +35,7 @@ STRATEGIES: dict[str, Strategy] = {
             outcome_conditional.weights,
             {"think_discount": 0.5},
             {},
+            frozenset({"sections"}),
         ),
         Strategy(
             "inverse_logprob",
@@ -40,6 +43,7 @@ STRATEGIES: dict[str, Strategy] = {
             inverse_logprob.weights,
             {"epsilon": 0.1, "inverse_logprob_form": "clean"},
             {"inverse_logprob_form": ("clean", "seed")},
+            frozenset({"logprobs"}),
         ),
         Strategy(
             "entropy_weighted",
@@ -47,6 +51,7 @@ STRATEGIES: dict[str, Strategy] = {
             entropy_weighted.weights,
             {"entropy_temp": 1.0},
             {},
+            frozenset({"entropies"}),
         ),
         Strategy(
             "entropy_mask",
@@ -54,6 +59,7 @@ STRATEGIES: dict[str, Strategy] = {
             entropy_mask.weights,
             {"mask_percentile": 80.0, "entropy_mask_norm": "valid"},
             {"entropy_mask_norm": ("valid", "kept")},
+            frozenset({"entropies"}),
         ),
         Strategy(
             "gtpo",
@@ -61,6 +67,7 @@ STRATEGIES: dict[str, Strategy] = {
             gtpo.weights,
             {"form": "seed"},
             {"form": ("seed",)},
+            frozenset({"entropies"}),
         ),
     ]
 }
@@ -108,10 +115,14 @@ def strategy_weights(name: str, params: dict | None, batch: TokenBatch) -> torch
     return s.weights(batch, full).detach()
 
 
+def scaled_advantages(weights: torch.Tensor, batch: TokenBatch, advantages: torch.Tensor) -> torch.Tensor:
+    """A_i * w_{i,t} on valid tokens and 0 elsewhere: (B, T), from weights a caller already has."""
+    a = advantages.to(weights.dtype).reshape(-1, 1)
+    if a.shape[0] != weights.shape[0]:
+        raise ValueError(f"advantages: {a.shape[0]} episodes, the batch has {weights.shape[0]}")
+    return torch.where(batch.valid, a * weights, torch.zeros_like(weights))
+
+
 def effective_advantages(name: str, params: dict | None, batch: TokenBatch, advantages: torch.Tensor) -> torch.Tensor:
     """The per-token advantage the loss takes, A_i * w_{i,t} on valid tokens and 0 elsewhere: (B, T)."""
-    w = strategy_weights(name, params, batch)
-    a = advantages.to(w.dtype).reshape(-1, 1)
-    if a.shape[0] != w.shape[0]:
-        raise ValueError(f"advantages: {a.shape[0]} episodes, the batch has {w.shape[0]}")
-    return torch.where(batch.valid, a * w, torch.zeros_like(w))
+    return scaled_advantages(strategy_weights(name, params, batch), batch, advantages)

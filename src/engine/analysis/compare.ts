@@ -1,3 +1,4 @@
+// One file although long: the groups, the tests and their power share one rule of significance, read from here by every view.
 // `credit-lens compare <run-dir>... --baseline <run-dir>...`: eval success of groups of runs (one group per
 // configuration, one run per seed) against a baseline group, on the same test instances (design.md#statistics). The verdict of a
 // row ("significant" or n.s.) comes from the run-level gate, with the training run as its unit: the two-way variance
@@ -5,7 +6,6 @@
 // says why), Holm-adjusted over the comparison's rows, with its MDE and the seeds a difference needs. Beside it, labelled
 // "conditional on these checkpoints", the instance-clustered bootstrap and exact sign-flip test: they answer whether
 // these trained policies differ on these instances, not whether the method trains better policies.
-// One file although long: the groups, the tests and their power share one rule of significance, read from here by every view.
 import { resolve } from 'node:path';
 import {
   diffText,

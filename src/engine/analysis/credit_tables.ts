@@ -1,6 +1,6 @@
+// One file although long: every table is a pass over the same columns with the same token classes, computed together.
 // Seed doc 002's tables over a run's token columns (which filler/reasoning |contribution| statistics, by position,
 // reward sign, token type and section), in a few linear passes over typed arrays with no per-row objects.
-// One file although long: every table is a pass over the same columns with the same token classes, computed together.
 import type { Section, TokenType } from '../../protocol';
 import type { CreditAnalysis, PositionTStats, SectionWeightStats, TokenTypeStats, TopToken, TopTokenLists } from '../../protocol/analysis';
 import { type TokenColumnsRead } from '../rundir/arrow_tables';

@@ -1,3 +1,4 @@
+// One file although long: the catalog is one array literal whose types yield the config's credit section.
 // The credit strategies, declared once, as data: name, what it does, its parameters (the config keys under
 // `credit`, with defaults, ranges and descriptions), the values a sweep offers, the parameter a comparison labels it
 // by, and which model outputs its training step needs. From this list come the config schema's `credit` section and
@@ -7,7 +8,6 @@
 // A new strategy is: its file in this folder (the weights), one entry below, one line in index.ts (the registry). The
 // entry holds everything else the engine knows of it: its checks on the whole config, its secrets, its warnings, and
 // whether logged episodes can be scored with it offline (import, probe).
-// One file although long: the catalog is one array literal whose types yield the config's credit section.
 import { z } from 'zod';
 import { allow, bool, int, num, oneOf, pathOrNull, section, shapeOf, strOrNull } from '../core/fields';
 import type { CatalogIssue } from '../core/types';

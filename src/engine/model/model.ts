@@ -1,3 +1,5 @@
+// One file although long: the forward pass, prefill and decode steps, LoRA views and weight export share the layers' weights,
+// vocabulary blocks and the RoPE tables' cache (blocked scoring is scoring.ts).
 // Decoder-only transformer of the Llama / Qwen2 family (the HF `modeling_llama.py` / `modeling_qwen2.py` math):
 // embedding → nLayers × [RMSNorm → GQA self-attention with RoPE → residual → RMSNorm → SwiGLU MLP → residual]
 // → final RMSNorm → lm_head.
@@ -20,8 +22,6 @@
 //
 // The fused ops (RMSNorm, SwiGLU, the attention heads with RoPE, attention, the decode step) come from the running
 // backend's table (ops/): this file never asks which backend runs.
-// One file although long: the forward pass, prefill and decode steps, LoRA views and weight export share the layers' weights,
-// vocabulary blocks and the RoPE tables' cache (blocked scoring is scoring.ts).
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';

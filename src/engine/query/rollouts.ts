@@ -1,9 +1,9 @@
+// One file although long: the index's columns and the queries over them are one structure; the queries are its methods.
 // The query engine of Browse Rollouts and `credit-lens rollouts`: a run's episodes and tokens, loaded once
 // as columns, then filtered (the `--where` language, query/expr.ts), searched (a regex over each completion's text,
 // mapped back to the token it starts in), sorted, grouped and aggregated. No per-token objects: features are computed
 // in one pass over the token columns at load, and every query is a pass over typed arrays, so a million token rows
 // answer in tens of milliseconds once loaded.
-// One file although long: the index's columns and the queries over them are one structure; the queries are its methods.
 import { niceStep } from '../../protocol/number_format';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

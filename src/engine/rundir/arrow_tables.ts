@@ -1,3 +1,4 @@
+// One file although long: the writers and readers share the schemas, so a column added to the catalog reaches both here.
 // Per-step token and episode tables (design.md#run-directory, contract): Arrow IPC *file* format, one row per completion
 // token / per episode. Columns travel as struct-of-arrays: the trainer fills typed arrays and the credit
 // analysis reads a million rows at once, so no per-row JS object is ever built on either side.
@@ -8,7 +9,6 @@
 // check against design.md#run-directory ("token:utf8") would fail in every reader but ours. The price: with their 4-byte
 // offsets the three columns take about 28 bytes per token instead of 12 for int32 indices, in rows of about
 // 85 bytes, so a step file is roughly a fifth larger (8.4 MB per 100k tokens).
-// One file although long: the writers and readers share the schemas, so a column added to the catalog reaches both here.
 import {
   Bool,
   Field,

@@ -16,8 +16,8 @@ export interface TrackerOptions extends SinkContext {
 export class RunTrackers {
   private readonly sinks: MetricSink[];
 
-  constructor(o: TrackerOptions, catalog: readonly SinkSpec[] = METRIC_SINKS) {
-    this.sinks = catalog.flatMap((spec) => {
+  constructor(o: TrackerOptions) {
+    this.sinks = (METRIC_SINKS as readonly SinkSpec[]).flatMap((spec) => {
       // a caller that names only some keys (an import: tensorboard) gets the others' defaults, which are off
       const sink = spec.open(spec.schema.parse(o.logging[spec.key]), o);
       return sink ? [sink] : [];

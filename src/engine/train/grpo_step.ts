@@ -1,8 +1,8 @@
+// One file although long: the stages share the Batch and Update types and read top to bottom as one step.
 // One GRPO step (design.md#semantics) as a pipeline of named stages, each a function of typed inputs:
 //   sample → advantages → prepare (the strategy's async inputs) → update (credit, loss and gradient over micro-batches,
 //   PPO epochs) → metrics.
 // Rewards are scored as each episode is sampled (rollout.ts scoreEpisode). grpoStep below reads the stages in order.
-// One file although long: the stages share the Batch and Update types and read top to bottom as one step.
 import * as tf from '@tensorflow/tfjs';
 import type { MetricsRow } from '../../protocol';
 import { getStrategy, type CreditBatch } from '../credit';

@@ -4,7 +4,8 @@ import { html, nothing } from 'lit';
 import type { BrowseEpisode, BrowseTab } from '../../protocol/browse_view';
 import { formatFixed } from '../../protocol/number_format';
 
-const num = (v: number | null, d = 3) => formatFixed(v, d);
+/** A value of the tables, to d decimals. */
+export const num = (v: number | null, d = 3) => formatFixed(v, d);
 
 export const TAB_TITLES: Record<BrowseTab, string> = {
   episodes: 'Episodes',

@@ -2,11 +2,8 @@
 // comes from here, so a component can be drawn (and tested) from a state alone.
 import type { MetricsComparison, MetricsRunData, MetricsViewInit } from '../../protocol/metrics_view';
 import type { ChartTheme } from '../charts';
-import { formatNumber, formatPercent } from '../../protocol/number_format';
+import { formatValue as fmt } from '../../protocol/number_format';
 import { DEFAULT_VIEW, phaseOfX, type ChartSpec, type ChartView, type RunPoints } from '../metrics_series';
-
-/** A value as the charts' legends write it. */
-const fmt = (v: number | null | undefined, percent = false): string => (percent ? formatPercent(v) : formatNumber(v));
 
 export interface RunState {
   data: MetricsRunData;

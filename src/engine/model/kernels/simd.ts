@@ -1,6 +1,6 @@
+// One file although long: the loops share the instruction helpers (W) and are assembled into one module.
 // WebAssembly SIMD loops the engine assembles itself (no toolchain: the bytes are written below), and the blocked
 // product on them: scores/context of attention, transposes, GEMM, column sums, RoPE, SwiGLU and its gradient.
-// One file although long: the loops share the instruction helpers (W) and are assembled into one module.
 import '@tensorflow/tfjs-backend-wasm';
 
 import { WasmBackend, WasmModule, at32, heap32 } from './heap';

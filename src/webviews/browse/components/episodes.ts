@@ -4,10 +4,7 @@ import type { BrowseResult } from '../../../protocol/browse_view';
 import type { BrowseActions } from '../actions';
 import type { BrowseState } from '../state';
 import { nextSort, ROW_H } from '../state';
-import { COLS } from '../columns';
-import { formatFixed } from '../../../protocol/number_format';
-
-const num = (v: number | null, d = 3) => formatFixed(v, d);
+import { COLS, num } from '../columns';
 
 export function episodesTab(s: BrowseState, a: BrowseActions, r: BrowseResult): TemplateResult {
   const n = r.episodes.length;

@@ -2,11 +2,9 @@
 import { html, type TemplateResult } from 'lit';
 import type { BrowseResult } from '../../../protocol/browse_view';
 import type { BrowseActions } from '../actions';
+import { num } from '../columns';
 import { HEATMAP_HUES, rgba, tintRange } from '../../../protocol/heatmap_colors';
 import { fmt } from '../../charts';
-import { formatFixed } from '../../../protocol/number_format';
-
-const num = (v: number | null, d = 3) => formatFixed(v, d);
 
 /**
  * A token's background on the group's shared diverging scale, in the editor heatmap's sense and palette: blue where the

@@ -2,9 +2,7 @@
 import { html, type TemplateResult } from 'lit';
 import type { BrowseResult } from '../../../protocol/browse_view';
 import type { BrowseActions } from '../actions';
-import { formatFixed } from '../../../protocol/number_format';
-
-const num = (v: number | null, d = 3) => formatFixed(v, d);
+import { num } from '../columns';
 
 export function promptTab(a: BrowseActions, r: BrowseResult): TemplateResult {
   const p = r.prompt;

@@ -4,10 +4,8 @@ import type { BrowseResult } from '../../../protocol/browse_view';
 import type { BrowseActions } from '../actions';
 import type { BrowseState } from '../state';
 import type { BrowseCi, BrowseQuery } from '../../../protocol/browse_view';
-import { formatFixed } from '../../../protocol/number_format';
-import { TOKEN_COLS } from '../columns';
+import { num, TOKEN_COLS } from '../columns';
 
-const num = (v: number | null, d = 3) => formatFixed(v, d);
 const ci = (c: BrowseCi, d = 3) =>
   c.mean === null ? '—' : c.lo === null ? num(c.mean, d) : html`${num(c.mean, d)} <span class="muted">[${num(c.lo, d)}, ${num(c.hi, d)}]</span>`;
 
