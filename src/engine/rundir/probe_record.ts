@@ -136,7 +136,7 @@ export function probeAccuracies(runDir: string): ProbeAccuracy[] {
   for (const step of probedSteps(runDir)) {
     const r = readProbeRecord(runDir, step);
     // a probe of a table the step no longer has (the run restarted or resumed since) is not this run's
-    if (r && !probeFitsTokens(runDir, r.step, join(runDir, 'tokens', `step-${String(r.step).padStart(6, '0')}.arrow`))) continue;
+    if (r && !recordFitsTokens(r, join(runDir, 'tokens', `step-${String(r.step).padStart(6, '0')}.arrow`))) continue;
     const acc = r && recordAccuracy(r);
     if (r && acc) out.push({ step: r.step, rollouts: r.rollouts, positions: r.positions, run_strategy: r.run_strategy, ...acc });
   }
@@ -154,6 +154,11 @@ export function probeFitsTokens(runDir: string, step: number, tokenFile: string)
   } catch {
     return false;
   }
+  return recordFitsTokens(rec, tokenFile);
+}
+
+/** The same for a record already read. */
+function recordFitsTokens(rec: ProbeRecord | null, tokenFile: string): boolean {
   if (!rec?.tokens_sha256) return true;
   return sha256File(tokenFile) === rec.tokens_sha256;
 }
