@@ -54,3 +54,25 @@ def open_prefill(prompt: str) -> str:
     """The part of a prompt that a completion continues inside: "<think>" when the prompt ends in an open think tag."""
     stripped = prompt.rstrip()
     return "<think>" if stripped.endswith("<think>") else ""
+
+
+TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+
+
+def tag_tokens(tokens: list[str], prefill: str = "") -> list[bool]:
+    """Whether each token overlaps a tag (<think>, </think>, <answer>, </answer>) of prefill + completion, by character
+    offsets, as the engine's reward_decomposition finds them: the format reward's tokens."""
+    text = prefill + "".join(tokens)
+    spans = []
+    for tag in TAGS:
+        at = text.find(tag)
+        while at >= 0:
+            spans.append((at, at + len(tag)))
+            at = text.find(tag, at + 1)
+    out = []
+    at = len(prefill)
+    for tok in tokens:
+        start, end = at, at + len(tok)
+        at = end
+        out.append(any(start < b and end > a for a, b in spans))
+    return out

@@ -5,7 +5,9 @@ entropies; the strategy's weights are computed, not written in."""
 
 from __future__ import annotations
 
+import os
 import sys
+import zlib
 
 import torch
 
@@ -13,7 +15,7 @@ from credit_lens.advantages import group_advantages
 from credit_lens.batch import SECTION_CODES, TokenBatch
 from credit_lens.rundir import Episode, RunWriter
 from credit_lens.sections import compute_sections
-from credit_lens.strategies.catalog import scaled_advantages, strategy_weights
+from credit_lens.strategies.catalog import credit
 
 COMPLETIONS = [
     (["<think>", "3", "+", "4", "=", "7", "</think>", "\n", "<answer>", "3+4", "</answer>"], 1.1),
@@ -46,8 +48,7 @@ def write_sample_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 
         rewards = torch.tensor([r for _, r in COMPLETIONS], dtype=torch.float64)
         # one group of four, normalised as the engine's group scaling (design.md#semantics)
         adv = group_advantages(rewards, [0] * B)
-        wts = strategy_weights(strategy, params, batch)
-        a_hat = scaled_advantages(wts, batch, adv)
+        wts, a_hat = credit(strategy, params, batch, adv)
         eps = []
         for i, (toks, r) in enumerate(COMPLETIONS):
             n = len(toks)
@@ -55,7 +56,7 @@ def write_sample_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 
                 Episode(
                     prompt_idx=0,
                     prompt="3 4 -> 7\n<think>",
-                    token_ids=[(hash(t) % 1000) for t in toks],
+                    token_ids=[zlib.crc32(t.encode()) % 1000 for t in toks],
                     tokens=toks,
                     logprobs=lp[i, :n].tolist(),
                     entropies=ent[i, :n].tolist(),
@@ -170,10 +171,55 @@ def write_trl_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 3) 
         ).train()
 
 
+def write_verl_shards(shard_dir: str, steps: int = 2, seed: int = 0) -> None:
+    """Shards written the way a veRL run writes them: this process loads the plugin through veRL's environment variable
+    with CREDIT_LENS_SHARD_DIR set (the caller's environment), and calls veRL's own compute_advantage with the plugin's
+    credit_lens_grpo estimator on DataProto batches of the tiny tokenizer's countdown-shaped responses."""
+    import numpy as np
+    from verl import DataProto
+    from verl.trainer.ppo import ray_trainer
+
+    import credit_lens.verl as plugin
+
+    if plugin.SHARD_WRITER is None or os.path.abspath(shard_dir) != str(plugin.SHARD_WRITER.dir.resolve()):
+        sys.exit("write_verl_shards: run with CREDIT_LENS_SHARD_DIR=<shard_dir> in the environment")
+    tok = tiny_tokenizer()
+    # the tokens' texts, as CREDIT_LENS_TOKENIZER=<the model's folder> gives them in a real launch
+    plugin.SHARD_WRITER.tokenizer = plugin.SHARD_WRITER.tokenizer or tok
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        texts = [["<think>", *list("3+4=7"), "</think>", "<answer>", "7", "</answer>"], ["<think>", "a", "</think>"]]
+        rows = [texts[k % 2] if k != 3 else ["<answer>", "8", "</answer>"] for k in range(4)]
+        T = max(len(r) for r in rows)
+        responses = torch.tensor([tok.convert_tokens_to_ids(r) + [0] * (T - len(r)) for r in rows])
+        response_mask = torch.tensor([[1] * len(r) + [0] * (T - len(r)) for r in rows])
+        prompts = torch.tensor([tok.convert_tokens_to_ids(["<pad>", *list("3+4"), "="])] * 4)
+        prompt_mask = (prompts != 0).long()
+        scores = torch.zeros(4, T)
+        for i, r in enumerate(rows):
+            scores[i, len(r) - 1] = 1.0 if "7" in r else 0.1 if "</think>" in r else 0.0
+        data = DataProto.from_dict(
+            tensors={
+                "prompts": prompts,
+                "responses": responses,
+                "attention_mask": torch.cat([prompt_mask, response_mask], dim=1),
+                "response_mask": response_mask,
+                "old_log_probs": -torch.rand(4, T, generator=g) * 3,
+                "entropys": torch.rand(4, T, generator=g) * 2,
+                "token_level_scores": scores,
+                "token_level_rewards": scores,
+            },
+            non_tensors={"uid": np.array(["q0"] * 4, dtype=object)},
+        )
+        ray_trainer.compute_advantage(data, adv_estimator="credit_lens_grpo", num_repeat=4)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--trl":
         write_trl_run(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--verl-shards":
+        write_verl_shards(sys.argv[2])
     elif len(sys.argv) == 2:
         write_sample_run(sys.argv[1])
     else:
-        sys.exit("usage: python -m credit_lens.testing [--trl] <run_dir>")
+        sys.exit("usage: python -m credit_lens.testing [--trl | --verl-shards] <dir>")

@@ -21,8 +21,9 @@ from trl import GRPOTrainer
 
 from credit_lens.batch import SECTION_CODES, TokenBatch
 from credit_lens.rundir import Episode, RunWriter
-from credit_lens.sections import compute_sections, open_prefill
-from credit_lens.strategies.catalog import STRATEGIES, resolve, scaled_advantages, strategy_weights
+from credit_lens.sections import compute_sections, open_prefill, tag_tokens
+from credit_lens.strategies.catalog import STRATEGIES, credit, resolve
+from credit_lens.strategies.reward_decomposition import PARTS
 
 
 def _text(x: Any) -> str:
@@ -40,7 +41,11 @@ class CreditGRPOTrainer(GRPOTrainer):
     strategy, strategy_params: a strategy of credit_lens.strategies and its parameters (the seeds' names).
     run_dir: where the run directory goes (its folder is created); None logs nothing.
     logging_every, logging_tokens: as the engine's logging.every and logging.tokens.
-    success_threshold: an episode whose total reward reaches it counts as a success in the tables.
+    success_threshold: an episode whose total reward reaches it counts as a success (in the tables, and for the
+      strategies that read success: ktae, gtpo's paper form).
+    reward_parts: for reward_decomposition, which reward function (by TRL's reward_func_names) gives each part:
+      {"format": ..., "answer": ..., "reasoning": ...}. A part's function may have reward weight 0 (the reasoning
+      part of the seeds' tasks is not in the total).
     """
 
     def __init__(
@@ -53,13 +58,31 @@ class CreditGRPOTrainer(GRPOTrainer):
         logging_every: int = 1,
         logging_tokens: bool = True,
         success_threshold: float = 1.0,
+        reward_parts: dict[str, str] | None = None,
         **kwargs,
     ) -> None:
         # a strategy, parameter or choice this package does not carry is refused before the model is loaded
         _, self.credit_params = resolve(strategy, strategy_params)
         self.credit_strategy = strategy
+        if strategy == "reward_decomposition":
+            missing = [p for p in PARTS if p not in (reward_parts or {})]
+            if missing:
+                raise ValueError(
+                    f"reward_parts: reward_decomposition needs the reward function of each of {', '.join(PARTS)}; "
+                    f"{missing[0]} has none"
+                )
         super().__init__(*args, **kwargs)
         self.success_threshold = success_threshold
+        self.credit_reward_parts: dict[str, int] = {}
+        for part, func in (reward_parts or {}).items():
+            if part not in PARTS:
+                raise ValueError(f"reward_parts: got part {part!r}; the parts are {', '.join(PARTS)}")
+            if func not in self.reward_func_names:
+                raise ValueError(
+                    f"reward_parts.{part}: got {func!r}; the reward functions are {', '.join(self.reward_func_names)}"
+                )
+            self.credit_reward_parts[part] = self.reward_func_names.index(func)
+        self._credit_per_func: torch.Tensor | None = None
         self._credit_texts: tuple[list[str], list[str]] | None = None
         self._credit_rewards: torch.Tensor | None = None
         self._credit_generations = 0
@@ -94,6 +117,7 @@ class CreditGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._credit_texts = ([_text(p) for p in prompts], [_text(c) for c in completions])
+        self._credit_per_func = rewards_per_func
         self._credit_rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(
             dim=1
         )
@@ -111,7 +135,7 @@ class CreditGRPOTrainer(GRPOTrainer):
         # The extra no-grad pass is a forward over the whole batch: only where the strategy or this step's tables read
         # what it gives (plain GRPO and outcome_conditional without tables train at TRL's own cost).
         entropies = None
-        if logs or "entropies" in reads or ("logprobs" in reads and old is None):
+        if logs or "entropies" in reads or (reads & {"logprobs", "prob_sq"} and old is None):
             with torch.no_grad():
                 logps, entropies, _ = self._get_per_token_logps_and_entropies(
                     self.model,
@@ -124,12 +148,13 @@ class CreditGRPOTrainer(GRPOTrainer):
         logprobs = old if old is not None else torch.zeros_like(mask, dtype=torch.float32)
         texts = (
             self._token_texts(completion_ids, mask)
-            if logs or "sections" in reads or self.credit_run is not None
+            if logs or reads & {"sections", "tags"} or self.credit_run is not None
             else None
         )
         prompts = self._credit_texts[0] if self._credit_texts else [""] * mask.size(0)
+        prefills = [open_prefill(p) for p in prompts]
         sections = (
-            [compute_sections(t, open_prefill(p)) + ["other"] * (mask.size(1) - len(t)) for t, p in zip(texts, prompts)]
+            [compute_sections(t, f) + ["other"] * (mask.size(1) - len(t)) for t, f in zip(texts, prefills)]
             if texts is not None
             else [["other"] * mask.size(1)] * mask.size(0)
         )
@@ -138,10 +163,10 @@ class CreditGRPOTrainer(GRPOTrainer):
             (entropies if entropies is not None else torch.zeros_like(logprobs)).detach().float(),
             torch.tensor([[SECTION_CODES[s] for s in row] for row in sections], device=mask.device),
             mask.float(),
+            **self._group_inputs(reads, out, texts, prefills, mask),
         )
         advantages = out["advantages"]
-        weights = strategy_weights(self.credit_strategy, self.credit_params, batch)
-        a_hat = scaled_advantages(weights, batch, advantages.float())
+        weights, a_hat = credit(self.credit_strategy, self.credit_params, batch, advantages.float())
         out["advantages"] = a_hat.to(advantages.dtype)
         self._credit_generations += 1
         if self.credit_run is not None:
@@ -149,6 +174,54 @@ class CreditGRPOTrainer(GRPOTrainer):
                 batch, texts, sections, advantages, weights, a_hat, completion_ids, entropies is not None
             )
         return out
+
+    def _local(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """This process's rows of a tensor TRL gathered over every process."""
+        offset = self.accelerator.process_index * n
+        return x[offset : offset + n] if x.size(0) > n else x
+
+    def _group_inputs(self, reads, out, texts, prefills, mask) -> dict:
+        """What the per-group strategies read, for the fields the strategy reads (TokenBatch's optional fields)."""
+        n = mask.size(0)
+        extra: dict = {"scale_rewards": self.scale_rewards}
+        if "groups" in reads:
+            # TRL's sampler repeats each prompt num_generations times in a row over the global batch
+            start = self.accelerator.process_index * n
+            extra["groups"] = torch.arange(start, start + n, device=mask.device) // self.num_generations
+        if reads & {"rewards", "success"}:
+            rewards = self._local(self._credit_rewards, n).float()
+            extra["rewards"] = rewards
+            extra["success"] = rewards >= self.success_threshold
+        if "ids" in reads:
+            extra["ids"] = out["completion_ids"]
+            tok = getattr(self.processing_class, "tokenizer", self.processing_class)
+            extra["eos_ids"] = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
+        if "prob_sq" in reads:
+            extra["prob_sq"] = self._prob_sq(out)
+        if "tags" in reads:
+            extra["tags"] = torch.tensor(
+                [tag_tokens(t, f) + [False] * (mask.size(1) - len(t)) for t, f in zip(texts, prefills)],
+                device=mask.device,
+            )
+        if "reward_parts" in reads:
+            per_func = self._local(self._credit_per_func, n).float()
+            extra["reward_parts"] = {
+                part: per_func[:, k].nan_to_num(0.0) for part, k in self.credit_reward_parts.items()
+            }
+        return extra
+
+    @torch.no_grad()
+    def _prob_sq(self, out) -> torch.Tensor:
+        """Σπ² of the sampling policy at each completion position, at TRL's temperature (otb's realized energy)."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+        attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        k = out["completion_ids"].size(1)
+        rows = []
+        for start in range(0, ids.size(0), 4):
+            logits = self.model(input_ids=ids[start : start + 4], attention_mask=attn[start : start + 4]).logits
+            logits = logits[:, -k - 1 : -1, :].float() / self.temperature
+            rows.append(torch.softmax(logits, dim=-1).pow(2).sum(dim=-1))
+        return torch.cat(rows, dim=0)
 
     def _token_texts(self, completion_ids: torch.Tensor, mask: torch.Tensor) -> list[list[str]]:
         tok = self.processing_class

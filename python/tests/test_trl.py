@@ -190,3 +190,105 @@ def test_plain_grpo_without_tables_costs_no_extra_forward_pass(tmp_path):
         for row, m in zip(a_hat, mask):
             assert torch.all(row[~m] == 0)
             assert torch.allclose(row[m], row[m][0].expand_as(row[m]))
+
+
+def fmt(completions, **kwargs):
+    """The format part: 0.1 when the completion closes its think section."""
+    return [0.1 if "</think>" in c else 0.0 for c in completions]
+
+
+def digits(completions, **kwargs):
+    return reward_digits(completions)
+
+
+def steps(completions, **kwargs):
+    """A reasoning part outside the total (reward weight 0): the share of "=" among the characters."""
+    return [c.count("=") / max(1, len(c)) for c in completions]
+
+
+@pytest.mark.parametrize(
+    "strategy,params",
+    [
+        ("gtpo", {"form": "gtpo"}),
+        ("ktae", {}),
+        ("otb", {}),
+        ("reward_decomposition", {"reasoning": True}),
+    ],
+)
+def test_a_group_strategy_gets_the_steps_groups_rewards_and_sampler(tmp_path, strategy, params):
+    # What reached TRL's loss is the strategy's A-hat of inputs rebuilt here from the step alone: the groups of
+    # num_generations, the rewards of the decoded completions, the ids, and the sampling policy's sum of squared
+    # probabilities from a copy of the model before its update. The strategy's arithmetic is the shared vectors'.
+    from credit_lens import TokenBatch
+    from credit_lens.batch import SECTION_CODES
+    from credit_lens.sections import tag_tokens
+    from credit_lens.strategies.catalog import credit
+
+    tok = tiny_tokenizer()
+    Capturing.seen = []
+    trainer = Capturing(
+        model=tiny_model(5),
+        reward_funcs=[fmt, digits, steps],
+        args=config(tmp_path, max_steps=1, reward_weights=[1.0, 1.0, 0.0]),
+        train_dataset=dataset(),
+        processing_class=tok,
+        strategy=strategy,
+        strategy_params=params,
+        success_threshold=0.3,
+        reward_parts={"format": "fmt", "answer": "digits", "reasoning": "steps"},
+        run_dir=tmp_path / strategy,
+    )
+    trainer.train()
+    inputs = Capturing.seen[0]
+    mask = inputs["completion_mask"]
+    cids = inputs["completion_ids"]
+    ids = torch.cat([inputs["prompt_ids"], cids], dim=1)
+    att = torch.cat([inputs["prompt_mask"], mask], dim=1)
+    ref = tiny_model(5)
+    with torch.no_grad():
+        logits = ref(input_ids=ids, attention_mask=att).logits[:, inputs["prompt_ids"].size(1) - 1 : -1].float()
+        logp = torch.log_softmax(logits, -1)
+        lp = logp.gather(-1, cids.unsqueeze(-1)).squeeze(-1)
+        ent = -(logp.exp() * logp).sum(-1)
+        psq = logp.exp().pow(2).sum(-1)
+    toks = [[tok.decode([int(t)]) for t, m in zip(row, mrow) if m] for row, mrow in zip(cids, mask)]
+    # the reward functions see TRL's decoding of each completion
+    texts = [
+        tok.decode([int(t) for t, m in zip(row, mrow) if m], skip_special_tokens=True) for row, mrow in zip(cids, mask)
+    ]
+    parts = {"format": fmt(texts), "answer": digits(texts), "reasoning": steps(texts)}
+    rewards = torch.tensor(parts["format"]) + torch.tensor(parts["answer"])
+    T = mask.size(1)
+    secs = [compute_sections(t, "<think>") + ["other"] * (T - len(t)) for t in toks]
+    batch = TokenBatch(
+        lp,
+        ent,
+        torch.tensor([[SECTION_CODES[s] for s in row] for row in secs]),
+        mask.float(),
+        groups=torch.arange(mask.size(0)) // 4,
+        rewards=rewards,
+        success=rewards >= 0.3,
+        ids=cids,
+        prob_sq=psq,
+        tags=torch.tensor([tag_tokens(t, "<think>") + [False] * (T - len(t)) for t in toks]),
+        reward_parts={k: torch.tensor(v) for k, v in parts.items()},
+        eos_ids=(tok.eos_token_id,),
+    )
+    a = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+    _, expected = credit(strategy, params, batch, a)
+    assert expected.abs().sum() > 0
+    torch.testing.assert_close(inputs["advantages"], expected, rtol=2e-4, atol=2e-4)
+    run = json.loads((tmp_path / strategy / "run.json").read_text())
+    assert run["status"] == "completed"
+
+
+def test_reward_decomposition_names_the_part_without_a_function():
+    with pytest.raises(ValueError, match="reward_parts: reward_decomposition needs the reward function of each of"):
+        CreditGRPOTrainer(
+            model=tiny_model(),
+            reward_funcs=reward_digits,
+            args=None,
+            train_dataset=dataset(),
+            strategy="reward_decomposition",
+            reward_parts={"answer": "reward_digits"},
+        )

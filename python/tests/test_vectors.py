@@ -22,10 +22,13 @@ def _id(v):
 @pytest.mark.parametrize("v", VECTORS, ids=_id)
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-6)])
 def test_vector(v, dtype, tol):
-    b = v["batch"]
-    batch = TokenBatch.from_lists(b["logprobs"], b["entropies"], b["sections"], b["mask"], dtype=dtype)
-    w = strategy_weights(v["strategy"], v["params"], batch)
-    adv = effective_advantages(v["strategy"], v["params"], batch, torch.tensor(v["advantages"], dtype=dtype))
+    b = dict(v["batch"])
+    batch = TokenBatch.from_lists(
+        b.pop("logprobs"), b.pop("entropies"), b.pop("sections"), b.pop("mask"), dtype=dtype, **b
+    )
+    a = torch.tensor(v["advantages"], dtype=dtype)
+    w = strategy_weights(v["strategy"], v["params"], batch, a)
+    adv = effective_advantages(v["strategy"], v["params"], batch, a)
     torch.testing.assert_close(w, torch.tensor(v["expected"]["weights"], dtype=dtype), rtol=tol, atol=tol)
     torch.testing.assert_close(adv, torch.tensor(v["expected"]["effective_advantage"], dtype=dtype), rtol=tol, atol=tol)
 
@@ -43,8 +46,25 @@ def test_refused_strategies_say_why():
         strategy_weights("nope", {}, batch)
     with pytest.raises(UnsupportedStrategy, match=r"credit.think_discont: outcome_conditional has no such parameter"):
         strategy_weights("outcome_conditional", {"think_discont": 0.5}, batch)
-    with pytest.raises(UnsupportedStrategy, match=r"credit.form: got 'gtpo'; gtpo here takes seed"):
-        strategy_weights("gtpo", {"form": "gtpo"}, batch)
+    with pytest.raises(UnsupportedStrategy, match=r"credit.form: got 'paper'; gtpo here takes seed or gtpo"):
+        strategy_weights("gtpo", {"form": "paper"}, batch)
+
+
+def test_a_group_strategy_names_the_field_it_lacks():
+    batch = TokenBatch.from_lists([[-1.0, -0.5]], [[0.5, 1.0]], [["answer", "answer"]], [[1, 1]], groups=[0])
+    a = torch.tensor([1.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"TokenBatch.ids: ktae reads it \(each token's id"):
+        effective_advantages("ktae", {}, batch, a)
+    with pytest.raises(ValueError, match=r"TokenBatch.prob_sq: otb reads it"):
+        effective_advantages(
+            "otb", {}, TokenBatch.from_lists([[-1.0]], [[0.5]], [["answer"]], [[1]], groups=[0], rewards=[1]), a
+        )
+    with pytest.raises(
+        ValueError, match=r"strategy_weights: ktae may set A-hat per group; pass the episode advantages"
+    ):
+        strategy_weights("ktae", {}, batch)
+    with pytest.raises(ValueError, match=r"TokenBatch.groups: shape \(2,\), expected \(1,\), one per episode"):
+        TokenBatch.from_lists([[-1.0]], [[0.5]], [["answer"]], [[1]], groups=[0, 1])
 
 
 def test_the_loss_gradient_sees_the_weights_as_constants():

@@ -91,3 +91,51 @@ def test_a_bad_credit_setting_is_named(monkeypatch):
     monkeypatch.setenv("CREDIT_LENS_CREDIT", '{"epsilonn": 0.1}')
     with pytest.raises(ValueError, match="credit.epsilonn: inverse_logprob has no such parameter"):
         get_policy_loss_fn("credit_lens_inverse_logprob")(lp, lp, torch.ones(1, 2), torch.ones(1, 2), "token-mean", CFG)
+
+
+def _write_shards(tmp_path, shard_dir, steps=2, tokenizer=None):
+    env = {
+        **os.environ,
+        "VERL_USE_EXTERNAL_MODULES": "credit_lens.verl",
+        "VERL_USE_EXTERNAL_PLUGINS": "none",
+        "CREDIT_LENS_SHARD_DIR": str(shard_dir),
+        "CREDIT_LENS_STRATEGY": "inverse_logprob",
+        "CREDIT_LENS_CREDIT": '{"epsilon": 0.5}',
+    }
+    if tokenizer:
+        env["CREDIT_LENS_TOKENIZER"] = str(tokenizer)
+    code = f"from credit_lens.testing import write_verl_shards; write_verl_shards({str(shard_dir)!r}, {steps})"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_the_shard_holds_what_the_loss_trains_with_and_a_resume_continues_its_steps(tmp_path, monkeypatch):
+    from credit_lens.testing import tiny_tokenizer
+
+    tok_dir = tmp_path / "tokenizer"
+    tiny_tokenizer().save_pretrained(tok_dir)
+    shards = tmp_path / "shards"
+    _write_shards(tmp_path, shards, 2, tokenizer=tok_dir)
+    _write_shards(tmp_path, shards, 1, tokenizer=tok_dir)  # a resumed trainer: step 3, nothing overwritten
+    assert sorted(p.name for p in shards.iterdir()) == ["step_1.jsonl", "step_2.jsonl", "step_3.jsonl"]
+    rows = [json.loads(line) for line in (shards / "step_1.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and {r["uid"] for r in rows} == {"q0"}
+    rewards = torch.tensor([r["reward"] for r in rows], dtype=torch.float64)
+    a = group_advantages(rewards, [0] * 4)
+    loss = get_policy_loss_fn("credit_lens_inverse_logprob")
+    for i, r in enumerate(rows):
+        assert r["tokens"] == [tiny_tokenizer().convert_ids_to_tokens(t) for t in r["token_ids"]]
+        assert abs(r["advantage"] - float(a[i])) < 1e-5
+        old = torch.tensor([r["old_log_probs"]])
+        w = 1 / (old.abs() + 0.5)
+        torch.testing.assert_close(torch.tensor([r["weights"]]), w, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(torch.tensor([r["effective_advantages"]]), r["advantage"] * w, rtol=1e-5, atol=1e-6)
+        # the loss the trainer ran (same strategy and setting) is veRL's vanilla loss on the shard's A-hat
+        monkeypatch.setenv("CREDIT_LENS_CREDIT", '{"epsilon": 0.5}')
+        new = old + 0.1
+        mask = torch.ones_like(old)
+        got = loss(old, new, torch.full_like(old, r["advantage"]), mask, "token-mean", CFG)[0]
+        ref = get_policy_loss_fn("vanilla")(
+            old, new, torch.tensor([r["effective_advantages"]]), mask, "token-mean", CFG
+        )
+        torch.testing.assert_close(got, ref[0], rtol=1e-5, atol=1e-6)

@@ -4,7 +4,7 @@
 // notification while the engine scores. The new run lands in `<workspace>/runs/`, where the Runs tree finds it.
 // "Credit Lens: Follow a Training Run…" does the same for a run still training (`import --follow`): its steps appear
 // in the tree as the trainer writes them, until Stop.
-import { IMPORT_FORMAT_DEFS, type ImportFormat } from '../protocol/import_formats';
+import { IMPORT_FORMAT_DEFS, carriesTokens, type ImportFormat } from '../protocol/import_formats';
 import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
@@ -140,12 +140,12 @@ export async function followRunCommand(ctx: Ctx, arg?: unknown): Promise<void> {
   const source = await pickSource(arg, {
     files: false,
     openLabel: 'Follow',
-    title: "Follow a Training Run: the trainer's rollout folder (veRL, prime-rl, TRL)",
+    title: "Follow a Training Run: the trainer's rollout folder (veRL, its Credit Lens shards, prime-rl, TRL)",
   });
   if (!source) return;
   const format = await vscode.window.showQuickPick(FOLLOW_FORMATS, { title: 'Follow a Training Run: what writes this folder?', matchOnDetail: true });
   if (!format) return;
-  const model = format.format === 'prime' ? null : await pickModel(source);
+  const model = carriesTokens(format.format) ? null : await pickModel(source);
   if (model === undefined) return;
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
   if (!folder) {

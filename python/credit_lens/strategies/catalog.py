@@ -10,7 +10,17 @@ from dataclasses import dataclass
 import torch
 
 from credit_lens.batch import TokenBatch
-from credit_lens.strategies import entropy_mask, entropy_weighted, gtpo, inverse_logprob, none, outcome_conditional
+from credit_lens.strategies import (
+    entropy_mask,
+    entropy_weighted,
+    gtpo,
+    inverse_logprob,
+    ktae,
+    none,
+    otb,
+    outcome_conditional,
+    reward_decomposition,
+)
 
 
 @dataclass(frozen=True)
@@ -21,8 +31,11 @@ class Strategy:
     defaults: dict
     # a parameter and the values it may take, where it is a choice
     choices: dict
-    # what its weights read of the batch beyond the mask: "logprobs", "entropies", "sections"
+    # what it reads of the batch beyond the mask: "logprobs", "entropies", "sections", and TokenBatch's optional fields
     reads: frozenset = frozenset()
+    # a strategy that defines A-hat itself rather than as A * w (per group): (batch, params, A) -> A-hat, or None where
+    # a setting falls back to A * w (gtpo's seed form); its logged weight is A-hat / A (1 where A = 0)
+    advantages: Callable[[TokenBatch, dict, torch.Tensor], torch.Tensor | None] | None = None
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -63,11 +76,39 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             "gtpo",
-            "w = H / mean H over the episode (the seeds' GTPO-style weighting, form: seed)",
+            "seed: w = H / mean H over the episode; gtpo: the paper's entropy-shaped rewards, success and failure apart",
             gtpo.weights,
-            {"form": "seed"},
-            {"form": ("seed",)},
-            frozenset({"entropies"}),
+            {"form": "seed", "alpha1": 1.0, "alpha2": 0.1, "entropy_clip": None},
+            {"form": ("seed", "gtpo")},
+            frozenset({"entropies", "groups", "rewards", "success"}),
+            gtpo.advantages,
+        ),
+        Strategy(
+            "ktae",
+            "A / (group std + 1e-6) + KT[token id], the key-token bonus from each id's split of correct and wrong rollouts",
+            ktae.weights,
+            {"alpha": 1.0, "beta": 1.0, "tf": True},
+            {},
+            frozenset({"groups", "success", "ids"}),
+            ktae.advantages,
+        ),
+        Strategy(
+            "otb",
+            "r - B_t, veRL's optimal token baseline weighted by the realized energy",
+            otb.weights,
+            {"handle_zero_tail": True},
+            {},
+            frozenset({"logprobs", "groups", "rewards", "prob_sq"}),
+            otb.advantages,
+        ),
+        Strategy(
+            "reward_decomposition",
+            "each reward part's group advantage on the tokens it judges (format, answer, reasoning)",
+            reward_decomposition.weights,
+            {"reasoning": True},
+            {},
+            frozenset({"sections", "groups", "tags", "reward_parts"}),
+            reward_decomposition.advantages,
         ),
     ]
 }
@@ -79,9 +120,6 @@ REFUSED: dict[str, str] = {
     "cal": "it asks an LLM oracle for error spans between rollout and update, a step the trainers do not have",
     "reward_variance": "it needs the engine's importance net, trained on paired rollouts",
     "mc_value": "it samples Monte Carlo continuations from the policy inside the engine",
-    "ktae": "not carried by the Python package yet (the TypeScript engine has it)",
-    "otb": "not carried by the Python package yet (the TypeScript engine has it)",
-    "reward_decomposition": "not carried by the Python package yet (the TypeScript engine has it)",
 }
 
 
@@ -109,9 +147,37 @@ def resolve(name: str, params: dict | None = None) -> tuple[Strategy, dict]:
     return s, full
 
 
-def strategy_weights(name: str, params: dict | None, batch: TokenBatch) -> torch.Tensor:
-    """The strategy's weight w of every token (0 on masked tokens), detached: (B, T)."""
+def credit(
+    name: str, params: dict | None, batch: TokenBatch, advantages: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The strategy's weights w and effective advantages A-hat of every token (0 on masked tokens), detached: (B, T) each.
+
+    A strategy that defines A-hat itself (per group) gives it, and w = A-hat / A (1 where A = 0), as the engine logs it.
+    """
     s, full = resolve(name, params)
+    dtype = batch.logprobs.dtype
+    a = advantages.detach().to(dtype).reshape(-1)
+    if a.shape[0] != batch.logprobs.shape[0]:
+        raise ValueError(f"advantages: {a.shape[0]} episodes, the batch has {batch.logprobs.shape[0]}")
+    own = s.advantages(batch, full, a) if s.advantages is not None else None
+    if own is None:
+        w = s.weights(batch, full).detach()
+        return w, scaled_advantages(w, batch, a)
+    valid = batch.valid
+    a_hat = torch.where(valid, own.to(device=valid.device, dtype=dtype), torch.zeros_like(batch.logprobs))
+    col = a.reshape(-1, 1)
+    w = torch.where(col != 0, a_hat / torch.where(col != 0, col, torch.ones_like(col)), torch.ones_like(a_hat))
+    return torch.where(valid, w, torch.zeros_like(w)), a_hat
+
+
+def strategy_weights(name: str, params: dict | None, batch: TokenBatch, advantages: torch.Tensor | None = None):
+    """The strategy's weight w of every token (0 on masked tokens), detached: (B, T). A strategy that defines A-hat per
+    group (ktae, otb, reward_decomposition, gtpo's paper form) needs the episode advantages A for its w = A-hat / A."""
+    if advantages is not None:
+        return credit(name, params, batch, advantages)[0]
+    s, full = resolve(name, params)
+    if s.advantages is not None:
+        raise ValueError(f"strategy_weights: {name} may set A-hat per group; pass the episode advantages")
     return s.weights(batch, full).detach()
 
 
@@ -124,5 +190,5 @@ def scaled_advantages(weights: torch.Tensor, batch: TokenBatch, advantages: torc
 
 
 def effective_advantages(name: str, params: dict | None, batch: TokenBatch, advantages: torch.Tensor) -> torch.Tensor:
-    """The per-token advantage the loss takes, A_i * w_{i,t} on valid tokens and 0 elsewhere: (B, T)."""
-    return scaled_advantages(strategy_weights(name, params, batch), batch, advantages)
+    """The per-token advantage the loss takes: (B, T), 0 on masked tokens."""
+    return credit(name, params, batch, advantages)[1]

@@ -81,11 +81,11 @@ export function planSteps(records: readonly ImportedRecord[]): StepPlan[] {
 }
 
 /** The largest of many numbers, without a spread (Math.max(...xs) overflows the call stack past ~130,000). */
-/** Text and per-token spans of completion ids: decoded by a tokenizer, or ⟨id⟩ placeholders without one. */
-export function decodeTokens(tok: Tokenizer | null, ids: number[]): { text: string; tokens: TokenSpan[] } {
+/** Text and per-token spans of completion ids: decoded by a tokenizer, else the texts the source gave, else ⟨id⟩ placeholders. */
+export function decodeTokens(tok: Tokenizer | null, ids: number[], texts?: string[]): { text: string; tokens: TokenSpan[] } {
   if (tok) return tok.decodeWithOffsets(ids);
   let at = 0;
-  const tokens = placeholder(ids).map((t, i): TokenSpan => {
+  const tokens = (texts ?? placeholder(ids)).map((t, i): TokenSpan => {
     const s = { id: ids[i], text: t, start: at, end: at + t.length };
     at += t.length;
     return s;
@@ -251,7 +251,11 @@ export function episodesByStep(
         checkIds(r, tokenizer, encoder);
         // a logged prompt text is scored (and shown) as the chat template makes it; token ids are what the model saw
         const scored = r.tokens ? null : templater.text(r.prompt).text;
-        const promptText = r.tokens ? (tokenizer ? tokenizer.decode(r.tokens.promptIds) : `⟨${r.tokens.promptIds.length} prompt tokens⟩`) : scored!;
+        const promptText = r.tokens
+          ? tokenizer
+            ? tokenizer.decode(r.tokens.promptIds)
+            : (r.tokens.promptText ?? `⟨${r.tokens.promptIds.length} prompt tokens⟩`)
+          : scored!;
         const pKey = r.tokens ? `ids:${r.tokens.promptIds.join(',')}` : r.prompt;
         if (!promptIndex.has(pKey)) promptIndex.set(pKey, promptIndex.size);
         let promptIds: number[];
@@ -268,9 +272,10 @@ export function episodesByStep(
           // Keep the prompt's end (the tokens the completion follows) when both do not fit.
           if (promptIds.length + ids.length > maxSeq) promptIds = promptIds.slice(promptIds.length + ids.length - maxSeq);
         }
-        const { text, tokens } = decodeTokens(tokenizer, ids);
+        const { text, tokens } = decodeTokens(tokenizer, ids, r.tokens?.texts);
         const reward = r.reward ?? NaN;
-        const adv = r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : (r.advantage ?? NaN);
+        // a per-token source's episode advantage: the one it logged (the veRL shards), else the mean of its tokens'
+        const adv = r.advantage ?? (r.tokens ? r.tokens.advantage.reduce((a, b) => a + b, 0) / Math.max(1, r.tokens.advantage.length) : NaN);
         eps.push({
           rec: { ...r, prompt: promptText },
           group: groups[k],

@@ -13,6 +13,10 @@ export interface ImportedTokens {
   advantage: number[];
   /** extra per-token columns (importance_ratio, …), null where the source has no value */
   extra: Record<string, (number | null)[]>;
+  /** the tokens' texts where the source decoded them (no tokenizer needed to show them) */
+  texts?: string[];
+  /** the prompt's text where the source decoded it */
+  promptText?: string;
 }
 
 export interface ImportedRecord {

@@ -19,6 +19,7 @@ import { appendMetrics, createRunDir, openEngineLog, writeRunInfo } from '../run
 import { RunTrackers } from '../tracking/trackers';
 import { acquireRunLock } from '../rundir/run_lock';
 import { readImport, type ImportedRecord, type ImportFormat, type ImportProblem } from './formats';
+import { carriesTokens } from '../../protocol/import_formats';
 import { IMPORT_STRATEGIES, loadScorer, loadTokenizerOnly, type Scorer } from '../session/score';
 import { PromptTemplater, type ChatTemplateMode } from '../session/chat_template';
 import { HfTokenizer } from '../model/tokenizer';
@@ -255,10 +256,10 @@ interface Scoring {
 }
 
 async function openScoring(o: ImportOptions, cfg: CreditConfig, format: ImportFormat, log: (l: 'info' | 'warn', m: string) => void): Promise<Scoring> {
-  const perToken = format === 'prime';
+  const perToken = carriesTokens(format);
   const scorer = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
   const tokenizer = scorer?.tokenizer ?? (o.tokenizer ? loadTokenizerOnly(o.tokenizer) : null);
-  if (perToken && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
+  if (format === 'prime' && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
   const server = o.scoreServer && !perToken ? await ServerSampler.connect({ ...o.scoreServer, log: (m) => log('info', m) }, tokenizer!) : null;
   const encoder = scorer
     ? { tokenizer: scorer.tokenizer, vocab: scorer.model.cfg.vocabSize, maxSeq: scorer.model.cfg.maxSeqLen }
@@ -337,7 +338,7 @@ async function readChecked(o: ImportOptions, cfg: CreditConfig, source: string) 
 
 /** A format whose records carry no per-token values needs something to score them. */
 export function checkScorable(o: ImportOptions, format: ImportFormat): void {
-  if (format !== 'prime' && !o.model && !o.scoreServer) {
+  if (!carriesTokens(format) && !o.model && !o.scoreServer) {
     throw new UserError(
       `import: ${format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> or --score-server URL to score them`,
     );

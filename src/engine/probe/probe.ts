@@ -21,6 +21,7 @@ import { childSeed } from '../core/rng';
 import { PromptTemplater } from '../session/chat_template';
 import { HfTokenizer } from '../model/tokenizer';
 import type { RunInfo } from '../../protocol';
+import { carriesTokens } from '../../protocol/import_formats';
 import { LocalSampler, type Sampler, type SamplerProvenance } from '../model/sampling';
 import { ServerSampler, type ServerOptions } from '../serving/client';
 import { accuracyOf, ownAccuracy } from './credit_scores';
@@ -387,9 +388,9 @@ function checkImportedProbe(runDir: string, imported: NonNullable<RunInfo['impor
     throw new UserError(
       `${runDir} was imported without --model or --tokenizer: its token ids cannot be read, so it cannot be probed; import it again with --tokenizer`,
     );
-  if (imported.format === 'prime')
+  if (carriesTokens(imported.format))
     throw new UserError(
-      `${runDir} is a prime-rl token export: it keeps its prompts as token ids, whose text does not re-encode to them, so its prompts cannot be matched to a task's; import a veRL, TRL or JSONL dump of the run to probe it`,
+      `${runDir} is a ${imported.format === 'prime' ? 'prime-rl token export' : 'veRL token shard'}: it keeps its prompts as token ids, whose text does not re-encode to them, so its prompts cannot be matched to a task's; import a veRL, TRL or JSONL dump of the run to probe it`,
     );
 }
 

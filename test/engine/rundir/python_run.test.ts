@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { readRunInfoChecked, listLoggedSteps } from '../../../src/engine/rundir/rundir';
@@ -84,3 +84,71 @@ test('a TRL run (CreditGRPOTrainer, 3 steps of a tiny Qwen2 on the CPU) opens in
   assert.equal(loadRollouts(dir).episodes, 12);
   assert.equal(analyzeRun(dir, {}).meta.episodes, 12);
 });
+
+test(
+  "a veRL token shard (credit_lens.verl's hook on veRL's own compute_advantage) is followed into a run the views read, with veRL's Â per token",
+  { timeout: 300_000 },
+  async () => {
+    const root = mkdtempSync(join(tmpdir(), 'cl-verl-shard-'));
+    const shards = join(root, 'shards');
+    const r = spawnSync(PYTHON, ['-m', 'credit_lens.testing', '--verl-shards', shards], {
+      cwd: resolve(__dirname, '../../../python'),
+      encoding: 'utf8',
+      env: {
+        ...process.env,
+        VERL_USE_EXTERNAL_MODULES: 'credit_lens.verl',
+        VERL_USE_EXTERNAL_PLUGINS: 'none',
+        CREDIT_LENS_SHARD_DIR: shards,
+        CREDIT_LENS_STRATEGY: 'inverse_logprob',
+        CREDIT_LENS_CREDIT: '{"epsilon": 0.5}',
+      },
+    });
+    assert.equal(r.status, 0, `the shard writer failed:\n${r.stderr.slice(-3000)}`);
+    const lines = (s: number) =>
+      readFileSync(join(shards, `step_${s}.jsonl`), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+    const { followImport } = await import('../../../src/engine/import/follow');
+    const seen: number[] = [];
+    const f = await followImport({
+      source: shards,
+      out: join(root, 'runs'),
+      untilIdle: 1,
+      settleMs: 200,
+      pollMs: 50,
+      log: () => {},
+      onStep: (s) => seen.push(s),
+    });
+    assert.equal(f.format, 'verl_shard');
+    assert.deepEqual(seen, [1, 2]);
+    const dir = f.runDir;
+    assert.deepEqual(listLoggedSteps(dir), [1, 2]);
+    for (const s of [1, 2]) {
+      const shard = lines(s);
+      const { tokens, episodes } = readStepTables(dir, s, { tokens: true });
+      assert.equal(episodes.episode.length, shard.length);
+      for (let e = 0; e < shard.length; e++) {
+        const rows = [...tokens!.episode.keys()].filter((k) => tokens!.episode[k] === e);
+        // veRL's own credit, token by token: Â as the loss took it, its weight, the old log-prob; the texts the shard decoded
+        assert.deepEqual(
+          rows.map((k) => tokens!.token[k]),
+          shard[e].tokens,
+        );
+        rows.forEach((k, t) => {
+          assert.ok(Math.abs(tokens!.effective_advantage[k] - shard[e].effective_advantages[t]) < 1e-6, `Â of step ${s} episode ${e} token ${t}`);
+          assert.ok(Math.abs(tokens!.weight[k] - shard[e].weights[t]) < 1e-5, `w of step ${s} episode ${e} token ${t}`);
+          assert.ok(Math.abs(tokens!.logprob[k] - shard[e].old_log_probs[t]) < 1e-6);
+          // inverse_logprob at epsilon 0.5, worked out here: w = 1 / (|old log-prob| + 0.5)
+          assert.ok(Math.abs(shard[e].weights[t] - 1 / (Math.abs(shard[e].old_log_probs[t]) + 0.5)) < 1e-5);
+        });
+        assert.ok(Math.abs(tokens!.advantage[rows[0]] - shard[e].advantage) < 1e-6);
+      }
+      const tables = new StepTables(dir, s, tokens!, episodes);
+      const ep = buildHeatmapEpisode(tables, { runDir: dir, step: s, episode: 0 });
+      assert.ok(ep.textMatches && ep.rows.length === shard[0].token_ids.length, 'the heatmap paints every token of the episode');
+    }
+    assert.equal(loadRollouts(dir).episodes, 8);
+    assert.equal(analyzeRun(dir, {}).meta.episodes, 8);
+  },
+);
