@@ -54,6 +54,7 @@ export const ENGINE_ORDER = [
   'probe',
   'analysis',
   'query',
+  'trl',
   'train',
   'sweep',
   'bench',

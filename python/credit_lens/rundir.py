@@ -200,7 +200,11 @@ class RunWriter:
         backend: str = "torch",
         logging_every: int = 1,
         logging_tokens: bool = True,
+        resume_step: int | None = None,
     ) -> None:
+        """config None leaves the folder's config.yaml as it is (the engine wrote it). resume_step: the run continues
+        from its checkpoint of that step: the rows and tables of later steps, which the resumed trajectory will write
+        again, are set aside, and run.json keeps its start and records the resume."""
         if logging_every < 1:
             raise ValueError(f"logging.every: got {logging_every}; expected an integer >= 1")
         self.dir = Path(run_dir)
@@ -208,7 +212,11 @@ class RunWriter:
         self.tokens = logging_tokens
         for sub in ("tokens", "episodes", "checkpoints"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        _write_atomic(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False).encode())
+        if config is not None:
+            _write_atomic(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False).encode())
+        before = json.loads((self.dir / "run.json").read_text()) if resume_step is not None else None
+        if resume_step is not None:
+            self._truncate(resume_step)
         self.info = {
             "id": self.dir.name,
             "name": name,
@@ -222,7 +230,22 @@ class RunWriter:
             "last_step": 0,
             "pid": os.getpid(),
         }
+        if before is not None:
+            self.info.update(started=before.get("started", self.info["started"]), last_step=resume_step)
+            self.info["resumed_from"] = f"trl checkpoint of step {resume_step}"
         self._write_info()
+
+    def _truncate(self, step: int) -> None:
+        metrics = self.dir / "metrics.jsonl"
+        if metrics.exists():
+            kept = [
+                line for line in metrics.read_text().splitlines() if line and json.loads(line).get("step", 0) <= step
+            ]
+            _write_atomic(metrics, ("".join(line + "\n" for line in kept)).encode())
+        for sub in ("tokens", "episodes"):
+            for f in (self.dir / sub).glob("step-*.arrow"):
+                if int(f.stem.split("-")[1]) > step:
+                    f.unlink()
 
     def _write_info(self) -> None:
         _write_atomic(self.dir / "run.json", (json.dumps(self.info, indent=2) + "\n").encode())

@@ -124,6 +124,37 @@ def tiny_model(seed=0):
     return Qwen2ForCausalLM(cfg)
 
 
+def write_tiny_hf(folder: str, seed: int = 0) -> None:
+    """A random Qwen2 folder (config, safetensors, tokenizer) whose tokenizer has a token for every printable character,
+    newline and the tags: the engine's text tasks (countdown, arithmetic) are written in it, nothing is downloaded."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    vocab_list = ["<pad>", "<eos>", "<think>", "</think>", "<answer>", "</answer>", "\n"] + [
+        chr(c) for c in range(32, 127)
+    ]
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(vocab_list))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern="(<think>|</think>|<answer>|</answer>|.|\n)", behavior="isolated")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+    fast.padding_side = "left"
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    Qwen2ForCausalLM(cfg).save_pretrained(folder)
+    fast.save_pretrained(folder)
+
+
 def reward_digits(completions, **kwargs):
     """A small task: reward a completion by the share of its characters that are digits."""
     return [sum(ch.isdigit() for ch in c) / max(1, len(c)) for c in completions]
@@ -219,7 +250,9 @@ if __name__ == "__main__":
         write_trl_run(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "--verl-shards":
         write_verl_shards(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--tiny-hf":
+        write_tiny_hf(sys.argv[2])
     elif len(sys.argv) == 2:
         write_sample_run(sys.argv[1])
     else:
-        sys.exit("usage: python -m credit_lens.testing [--trl | --verl-shards] <dir>")
+        sys.exit("usage: python -m credit_lens.testing [--trl | --verl-shards | --tiny-hf] <dir>")

@@ -46,6 +46,10 @@ class CreditGRPOTrainer(GRPOTrainer):
     reward_parts: for reward_decomposition, which reward function (by TRL's reward_func_names) gives each part:
       {"format": ..., "answer": ..., "reasoning": ...}. A part's function may have reward weight 0 (the reasoning
       part of the seeds' tasks is not in the total).
+    success_from: a reward function (weight 0) whose value > 0.5 marks a success, in place of success_threshold: a
+      task that knows what solving it means (the engine's reward worker under `engine: trl`) says so itself.
+    keep_config, resume_step: for a run directory the engine made (`engine: trl`): its config.yaml stays as the engine
+      wrote it, and a resume from TRL's checkpoint of resume_step sets aside the later steps' rows and tables.
     """
 
     def __init__(
@@ -59,6 +63,9 @@ class CreditGRPOTrainer(GRPOTrainer):
         logging_tokens: bool = True,
         success_threshold: float = 1.0,
         reward_parts: dict[str, str] | None = None,
+        success_from: str | None = None,
+        keep_config: bool = False,
+        resume_step: int | None = None,
         **kwargs,
     ) -> None:
         # a strategy, parameter or choice this package does not carry is refused before the model is loaded
@@ -82,6 +89,11 @@ class CreditGRPOTrainer(GRPOTrainer):
                     f"reward_parts.{part}: got {func!r}; the reward functions are {', '.join(self.reward_func_names)}"
                 )
             self.credit_reward_parts[part] = self.reward_func_names.index(func)
+        if success_from is not None and success_from not in self.reward_func_names:
+            raise ValueError(
+                f"success_from: got {success_from!r}; the reward functions are {', '.join(self.reward_func_names)}"
+            )
+        self.credit_success_from = self.reward_func_names.index(success_from) if success_from is not None else None
         self._credit_per_func: torch.Tensor | None = None
         self._credit_texts: tuple[list[str], list[str]] | None = None
         self._credit_rewards: torch.Tensor | None = None
@@ -107,11 +119,13 @@ class CreditGRPOTrainer(GRPOTrainer):
             self.credit_run = RunWriter(
                 run_dir,
                 config["name"],
-                config,
+                None if keep_config else config,
                 strategy=strategy,
                 total_steps=max(0, self.args.max_steps),
+                backend="trl",
                 logging_every=logging_every,
                 logging_tokens=logging_tokens,
+                resume_step=resume_step,
             )
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -189,9 +203,8 @@ class CreditGRPOTrainer(GRPOTrainer):
             start = self.accelerator.process_index * n
             extra["groups"] = torch.arange(start, start + n, device=mask.device) // self.num_generations
         if reads & {"rewards", "success"}:
-            rewards = self._local(self._credit_rewards, n).float()
-            extra["rewards"] = rewards
-            extra["success"] = rewards >= self.success_threshold
+            extra["rewards"] = self._local(self._credit_rewards, n).float()
+            extra["success"] = self._success(n)
         if "ids" in reads:
             extra["ids"] = out["completion_ids"]
             tok = getattr(self.processing_class, "tokenizer", self.processing_class)
@@ -209,6 +222,12 @@ class CreditGRPOTrainer(GRPOTrainer):
                 part: per_func[:, k].nan_to_num(0.0) for part, k in self.credit_reward_parts.items()
             }
         return extra
+
+    def _success(self, n: int) -> torch.Tensor:
+        """Each local episode's success: its success_from function's verdict, else its total reward's threshold."""
+        if self.credit_success_from is not None:
+            return self._local(self._credit_per_func, n)[:, self.credit_success_from].nan_to_num(0.0) > 0.5
+        return self._local(self._credit_rewards, n) >= self.success_threshold
 
     @torch.no_grad()
     def _prob_sq(self, out) -> torch.Tensor:
@@ -237,8 +256,9 @@ class CreditGRPOTrainer(GRPOTrainer):
         step = self.state.global_step + 1
         prompts = self._credit_texts[0] if self._credit_texts else [""] * len(texts)
         rewards = self._credit_rewards if self._credit_rewards is not None else torch.zeros(len(texts))
-        offset = self.accelerator.process_index * len(texts)
-        rewards = rewards[offset : offset + len(texts)] if rewards.numel() > len(texts) else rewards
+        rewards = self._local(rewards, len(texts))
+        success = self._success(len(texts)).tolist() if self._credit_rewards is not None else [False] * len(texts)
+        parts = self._local(self._credit_per_func, len(texts)) if self._credit_per_func is not None else None
         episodes = []
         for i, toks in enumerate(texts):
             n = len(toks)
@@ -256,7 +276,15 @@ class CreditGRPOTrainer(GRPOTrainer):
                     weights=weights[i, :n].tolist(),
                     effective_advantages=a_hat[i, :n].tolist(),
                     reward=r,
-                    success=r >= self.success_threshold,
+                    success=bool(success[i]),
+                    **(
+                        {
+                            "reward_format": float(parts[i, self.credit_reward_parts["format"]]),
+                            "reward_answer": float(parts[i, self.credit_reward_parts["answer"]]),
+                        }
+                        if parts is not None and {"format", "answer"} <= set(self.credit_reward_parts)
+                        else {}
+                    ),
                 )
             )
         valid = batch.valid

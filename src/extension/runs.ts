@@ -7,7 +7,7 @@ import * as vscode from 'vscode';
 import type { MetricsRow, Phase, RunStatus } from '../protocol/index';
 import { readMetrics, readRunInfo, updateRunInfo } from '../engine/rundir/rundir';
 import { percent, summarizeMetrics } from './metrics_summary';
-import { readSettings } from './vscode_settings';
+import { pythonEnv, readSettings } from './vscode_settings';
 import { isEnded, isTraining, type LiveStatus } from './run_status';
 import { EngineProcess } from './engine';
 import { chooseNode } from './node_runtime';
@@ -172,7 +172,8 @@ export class RunManager implements vscode.Disposable {
     this.fire(run);
     let node;
     try {
-      node = chooseNode(readSettings().nodePath);
+      const chosen = chooseNode(readSettings().nodePath);
+      node = { ...chosen, env: { ...chosen.env, ...pythonEnv() } };
     } catch (e) {
       run.error = (e as Error).message;
       this.end(slot, 'failed');

@@ -21,3 +21,15 @@ export function onSettingChange(key: keyof Settings, listener: () => void): vsco
     if (e.affectsConfiguration(`${SETTINGS_SECTION}.${SETTING_KEYS[key]}`)) listener();
   });
 }
+
+/**
+ * The Python that `engine: trl` runs credit_lens in, for the engine's environment: creditLens.python, else the Python
+ * extension's interpreter setting (python.defaultInterpreterPath), else none (the engine tries python3 and says what to
+ * install when credit_lens is missing).
+ */
+export function pythonEnv(): Record<string, string> {
+  const own = vscode.workspace.getConfiguration(SETTINGS_SECTION).get<string>('python')?.trim();
+  const ext = vscode.workspace.getConfiguration('python').get<string>('defaultInterpreterPath')?.trim();
+  const python = own || (ext && ext !== 'python' ? ext : '');
+  return python ? { CREDIT_LENS_PYTHON: python } : {};
+}

@@ -22,6 +22,11 @@ export const COMMANDS: readonly Command[] = [
     run: async (a, u) => (await run()).cmdTrain(a, u),
   },
   {
+    name: 'reward',
+    usage: ['reward <config.credit.yaml> [--set key=value]...   (the task as a JSON-lines worker on stdin/stdout: engine trl asks it)'],
+    run: async (a, u) => (await run()).cmdReward(a, u),
+  },
+  {
     name: 'sweep',
     usage: ['sweep <config.credit.yaml> [--set key=value]... [--executor local|slurm] [--json] [--dry-run]'],
     run: async (a, u) => (await run()).cmdSweep(a, u),

@@ -3,6 +3,7 @@
 // imports this file.
 import { UserError } from '../core/errors';
 import { BACKENDS } from '../config/base';
+import { loadConfig } from '../config/config';
 import type { BackendPreference } from '../model/backend';
 import { RunController, train, type Reporter } from '../train/train';
 import { choiceFlag, intFlag, numFlag, parseArgs } from './args';
@@ -37,6 +38,14 @@ function humanReporter(): Reporter {
     },
     finished: (p) => process.stderr.write(`${p.status}${p.error ? `: ${p.error}` : ''} — ${p.runDir}\n`),
   };
+}
+
+export async function cmdReward(argv: string[], usage: string): Promise<number> {
+  const a = parseArgs(argv, { valued: ['set'] }, usage);
+  if (a.positional.length !== 1) throw new UserError(`reward needs exactly one config file\n${usage}`);
+  const { serveRewards } = await import('../trl/reward_worker');
+  await serveRewards(loadConfig(a.positional[0], a.flags.get('set')).config);
+  return 0;
 }
 
 export async function cmdTrain(argv: string[], usage: string): Promise<number> {

@@ -343,6 +343,12 @@ export const baseSchema = z.strictObject({
     "letters, digits, '.', '_' or '-' (it names the run's folder)",
   ).default('countdown-baseline'),
   seed: int(0, 'Seed of every random stream of the run.').default(1),
+  engine: oneOf(
+    ['tfjs', 'trl'],
+    'What trains the run. tfjs: this engine (TensorFlow.js, CPU or WebGPU). trl: the Python package credit_lens in ' +
+      "TRL's GRPOTrainer on PyTorch (a GPU where one is seen), the model from model.source hf; the task and its rewards " +
+      'stay here (a `credit-lens reward` worker). Keys trl does not carry are refused by name.',
+  ).default('tfjs'),
   backend: oneOf(
     BACKENDS,
     'TensorFlow.js backend. auto: webgpu on a hardware GPU adapter (never a software one such as llvmpipe; backend webgpu ' +

@@ -34,6 +34,8 @@ export interface TrainOptions {
    * during its first steps) starts over in place.
    */
   runDir?: string;
+  /** engine: trl: how the `credit-lens reward` worker is started, [node, cli.js] (the running CLI's own by default) */
+  engineCommand?: string[];
 }
 
 /** What a run's record is made of when it opens: run.json's content, the log, the secrets it masks, who hears of it. */

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MetricsRow, RunInfo } from '../../protocol';
 import { keepsPolicy, savePolicy } from '../rundir/policies';
-import { redactConfig, type CreditConfig } from '../config/config';
+import { loadConfig, redactConfig, type CreditConfig } from '../config/config';
 import { getStrategy } from '../credit';
 import { strategySpec } from '../credit/catalog';
 import { creditParams } from '../credit/types';
@@ -21,7 +21,8 @@ import { buildSession, type Session } from '../session/session';
 import { taskIdentity } from '../tasks/identity';
 import { evalFile, writeEvalTable } from '../rundir/eval_table';
 import { grpoStep, StepCancelled, type GrpoStepResult } from './grpo_step';
-import { type Reporter, type RunController, type TrainResult } from './run_control';
+import { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
+import { trainTrl } from '../trl/train_trl';
 import { evaluate, sftStep } from './steps';
 import { SamplerLost } from '../model/sampling';
 import { openRolloutSampler } from '../serving/rollout_sync';
@@ -71,12 +72,31 @@ async function evaluateSplits(
 }
 
 export async function train(opts: TrainOptions): Promise<TrainResult> {
+  if (engineOf(opts) === 'trl') return trainWithTrl(opts);
   const { cfg, runDir, resumeFrom, resumed, release } = await openRunDirectory(opts, train);
   try {
     return await trainIn(opts, cfg, runDir, resumeFrom, resumed);
   } finally {
     release();
   }
+}
+
+/** Which engine trains the run: its config's `engine` (the run's own config.yaml on a resume). */
+function engineOf(opts: TrainOptions): CreditConfig['engine'] {
+  if (opts.config) return opts.config.engine;
+  if (opts.resume) return loadConfig(join(opts.resume, 'config.yaml'), opts.sets).config.engine;
+  return opts.configPath ? loadConfig(opts.configPath, opts.sets).config.engine : 'tfjs';
+}
+
+/** A run of `engine: trl` (trl/train_trl.ts), with this engine's reporter and controller. */
+async function trainWithTrl(opts: TrainOptions): Promise<TrainResult> {
+  const controller = opts.controller ?? new RunController();
+  const stopRequested = new Promise<void>((resolve) =>
+    controller.signal.aborted ? resolve() : controller.signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
+  const r = await trainTrl({ ...opts, reporter: opts.reporter ?? silentReporter, stopRequested });
+  controller.settle(null);
+  return { runDir: r.runDir, status: r.status, finalEval: null, initialEval: null };
 }
 
 /**
