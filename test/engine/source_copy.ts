@@ -103,13 +103,13 @@ export function addImportFormat(dir: string, o: { file: string; source: string; 
   const readers = join(dir, 'src/engine/import/readers');
   writeFileSync(join(readers, o.file), o.source);
   const catalog = readFileSync(join(readers, 'catalog.ts'), 'utf8');
-  const list = 'export const IMPORT_READERS: readonly ImportReader[] = [prime, verl, trl, jsonl];';
-  if (!catalog.includes(list)) throw new Error('addImportFormat: the catalog no longer lists prime, verl, trl, jsonl');
+  const list = 'export const IMPORT_READERS: readonly ImportReader[] = [verlShard, prime, verl, trl, jsonl];';
+  if (!catalog.includes(list)) throw new Error('addImportFormat: the catalog no longer lists verlShard, prime, verl, trl, jsonl');
   writeFileSync(
     join(readers, 'catalog.ts'),
     catalog
       .replace("import { verl } from './verl';", `import { verl } from './verl';\nimport { ${o.exportName} } from './${o.file.replace(/\.ts$/, '')}';`)
-      .replace(list, `export const IMPORT_READERS: readonly ImportReader[] = [${o.exportName}, prime, verl, trl, jsonl];`),
+      .replace(list, `export const IMPORT_READERS: readonly ImportReader[] = [${o.exportName}, verlShard, prime, verl, trl, jsonl];`),
   );
   const protocol = join(dir, 'src/protocol/import_formats.ts');
   const decl = readFileSync(protocol, 'utf8');

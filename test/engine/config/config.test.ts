@@ -106,6 +106,8 @@ test('a config that sets only its name gets every default of design.md#config, p
   expected.model.freeze_embeddings = false;
   expected.model.trainable_layers = null;
   expected.grpo.max_nonfinite_steps = 5;
+  // which engine trains (TRL through the Python package is the other)
+  expected.engine = 'tfjs';
   expected.credit.inverse_logprob_form = 'clean';
   expected.credit.entropy_mask_norm = 'valid';
   // the scratch model's tokenizer, the word-problem task, GSM8K lines
@@ -182,7 +184,7 @@ test('a key in the wrong section points at the right one; a hopeless one lists t
   assert.match(only(issues, 'grpo.think_discount').message, /did you mean `credit\.think_discount`\?/);
   // sft has its own lr, so TRL's learning_rate under sft means sft.lr, not grpo.lr.
   assert.match(only(issues, 'sft.learning_rate').message, /did you mean `lr`\?/);
-  assert.match(only(issues, 'frobnicate').message, /allowed keys here: name, seed, backend, output_dir, model/);
+  assert.match(only(issues, 'frobnicate').message, /allowed keys here: name, seed, engine, backend, output_dir, model/);
 });
 
 test('a wrong enum value names the path, the value, the choices and the nearest choice', () => {

@@ -24,7 +24,7 @@ export const qa: ImportReader = {
   },
 };
 `;
-const ENTRY = `  { id: 'qa', label: 'Toy q/a folder', detail: 'qa-<step>.jsonl files of {q, a, r} rows (a test toy)' },\n`;
+const ENTRY = `  { id: 'qa', label: 'Toy q/a folder', detail: 'qa-<step>.jsonl files of {q, a, r} rows (a test toy)', perToken: false },\n`;
 
 test('a new import format is one reader, one catalog line and one protocol entry; it imports through the CLI', { timeout: 240_000 }, async () => {
   const dir = copySources('cl-toy-format-');
@@ -49,7 +49,7 @@ test('a new import format is one reader, one catalog line and one protocol entry
   );
   writeFileSync(join(src, 'qa-2.jsonl'), [row('3 4 -> 12', '3*4', 1), JSON.stringify({ q: '1 2 -> 3', r: 0 })].join('\n') + '\n');
   // the CLI's --format and its usage take the new name from the protocol's list
-  assert.match(cli('import', src, '--format', 'nope').stderr, /expected auto, verl, prime, trl, jsonl or qa/);
+  assert.match(cli('import', src, '--format', 'nope').stderr, /expected auto, verl_shard, verl, prime, trl, jsonl or qa/);
   const r = cli('import', src, '--model', model, '--out', join(dir, 'imported'), '--json');
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout) as {
