@@ -7,6 +7,8 @@ import type { Normalization } from './types';
 export interface Settings {
   /** Empty: `node` on PATH, else VS Code's own runtime (design.md#protocol). */
   nodePath: string;
+  /** the Python of engine: trl runs (credit_lens installed); empty: the Python extension's, else python3 */
+  python: string;
   maxConcurrentRuns: number;
   stopGraceSeconds: number;
   runDirectories: string[];
@@ -20,6 +22,7 @@ export interface Settings {
 /** The defaults package.json declares; a test checks the two agree. */
 export const SETTING_DEFAULTS: Readonly<Settings> = Object.freeze({
   nodePath: '',
+  python: '',
   maxConcurrentRuns: 1,
   stopGraceSeconds: 30,
   runDirectories: [],
@@ -31,6 +34,7 @@ export const SETTING_DEFAULTS: Readonly<Settings> = Object.freeze({
 /** The settings' keys under `creditLens.`, as package.json spells them. */
 export const SETTING_KEYS: Readonly<Record<keyof Settings, string>> = Object.freeze({
   nodePath: 'nodePath',
+  python: 'python',
   maxConcurrentRuns: 'maxConcurrentRuns',
   stopGraceSeconds: 'stopGraceSeconds',
   runDirectories: 'runDirectories',
@@ -43,6 +47,7 @@ export const SETTING_KEYS: Readonly<Record<keyof Settings, string>> = Object.fre
 export function parseSettings(get: (key: string) => unknown): Settings {
   const d = SETTING_DEFAULTS;
   const nodePath = get(SETTING_KEYS.nodePath);
+  const python = get(SETTING_KEYS.python);
   const max = get(SETTING_KEYS.maxConcurrentRuns);
   const grace = get(SETTING_KEYS.stopGraceSeconds);
   const dirs = get(SETTING_KEYS.runDirectories);
@@ -51,6 +56,7 @@ export function parseSettings(get: (key: string) => unknown): Settings {
   const probeServer = get(SETTING_KEYS.probeServer);
   return {
     nodePath: typeof nodePath === 'string' ? nodePath.trim() : d.nodePath,
+    python: typeof python === 'string' ? python.trim() : d.python,
     // package.json's `minimum: 1` is advice to the settings UI only; settings.json can still hold 0.
     maxConcurrentRuns: typeof max === 'number' && Number.isFinite(max) ? Math.max(1, Math.floor(max)) : d.maxConcurrentRuns,
     stopGraceSeconds: typeof grace === 'number' && Number.isFinite(grace) && grace > 0 ? grace : d.stopGraceSeconds,

@@ -28,7 +28,7 @@ export function onSettingChange(key: keyof Settings, listener: () => void): vsco
  * install when credit_lens is missing).
  */
 export function pythonEnv(): Record<string, string> {
-  const own = vscode.workspace.getConfiguration(SETTINGS_SECTION).get<string>('python')?.trim();
+  const own = readSettings().python;
   const ext = vscode.workspace.getConfiguration('python').get<string>('defaultInterpreterPath')?.trim();
   const python = own || (ext && ext !== 'python' ? ext : '');
   return python ? { CREDIT_LENS_PYTHON: python } : {};

@@ -29,6 +29,7 @@ test('unset settings read as the declared defaults', () => {
 test('values of the right type pass through', () => {
   const raw: Record<string, unknown> = {
     nodePath: ' /usr/bin/node ',
+    python: ' /opt/venv/bin/python ',
     maxConcurrentRuns: 3,
     stopGraceSeconds: 5,
     runDirectories: ['a', '/b'],
@@ -40,6 +41,7 @@ test('values of the right type pass through', () => {
     parseSettings((k) => raw[k]),
     {
       nodePath: '/usr/bin/node',
+      python: '/opt/venv/bin/python',
       maxConcurrentRuns: 3,
       stopGraceSeconds: 5,
       runDirectories: ['a', '/b'],
@@ -53,6 +55,7 @@ test('values of the right type pass through', () => {
 test('hand-edited settings.json values of the wrong type or range fall back to something usable', () => {
   const raw: Record<string, unknown> = {
     nodePath: 42,
+    python: 3,
     maxConcurrentRuns: 0,
     stopGraceSeconds: -1,
     runDirectories: ['ok', 7, ''],
@@ -65,6 +68,7 @@ test('hand-edited settings.json values of the wrong type or range fall back to s
     parseSettings((k) => raw[k]),
     {
       nodePath: '',
+      python: '',
       maxConcurrentRuns: 1,
       stopGraceSeconds: 30,
       runDirectories: ['ok'],
