@@ -14,7 +14,7 @@ their decoded text, and hands the loss A-hat instead of A. Everything else is TR
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from trl import GRPOTrainer
@@ -296,7 +296,35 @@ class CreditGRPOTrainer(GRPOTrainer):
             **({"entropy_mean": float(batch.entropies[valid].mean())} if scored and valid.any() else {}),
             "credit/mean_abs_effective_advantage": float(a_hat[valid].abs().mean()) if valid.any() else 0.0,
         }
-        self.credit_run.log_step(step, episodes, metrics)
+        # written once TRL logs the step's update (its loss, gradient norm, KL and clip fraction join the row), or
+        # when the next generation comes first (logging_steps > 1)
+        self._flush_credit_step()
+        self._credit_pending = (step, episodes, metrics)
+
+    # TRL's names of what the update did, and the engine's metrics-row names for them
+    UPDATE_METRICS: ClassVar[dict[str, str]] = {
+        "loss": "loss",
+        "grad_norm": "grad_norm",
+        "kl": "kl",
+        "clip_ratio/region_mean": "clip_frac",
+    }
+
+    def _flush_credit_step(self, update: dict | None = None) -> None:
+        pending = getattr(self, "_credit_pending", None)
+        if pending is None or self.credit_run is None:
+            return
+        step, episodes, metrics = pending
+        extra = {
+            ours: float(update[theirs]) for theirs, ours in self.UPDATE_METRICS.items() if theirs in (update or {})
+        }
+        self.credit_run.log_step(step, episodes, {**metrics, **extra})
+        self._credit_pending = None
+
+    def log(self, logs: dict, *args, **kwargs) -> None:
+        super().log(logs, *args, **kwargs)
+        # TRL's log adds its own metrics (clip ratios, KL) to the dict it records: read that record
+        if "loss" in logs and self.model.training and self.state.log_history:
+            self._flush_credit_step(self.state.log_history[-1])
 
     def train(self, *args, **kwargs):
         try:
@@ -307,8 +335,10 @@ class CreditGRPOTrainer(GRPOTrainer):
             raise
         except Exception as e:
             if self.credit_run is not None:
+                self._flush_credit_step()
                 self.credit_run.end("failed", error=str(e))
             raise
         if self.credit_run is not None:
+            self._flush_credit_step()
             self.credit_run.end("completed")
         return result

@@ -74,6 +74,12 @@ def test_three_grpo_steps_with_a_strategy_write_a_credit_lens_run(tmp_path):
     assert info["status"] == "completed" and info["strategy"] == "entropy_mask"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
+    # each row carries what TRL logged of its step's update (its trainer state's history)
+    logged = {h["step"]: h for h in trainer.state.log_history if "loss" in h}
+    for r in rows:
+        assert r["loss"] == pytest.approx(logged[r["step"]]["loss"])
+        assert r["grad_norm"] == pytest.approx(logged[r["step"]]["grad_norm"])
+        assert "clip_frac" in r
     assert sorted(p.name for p in (run_dir / "tokens").iterdir()) == [
         "step-000001.arrow",
         "step-000002.arrow",
