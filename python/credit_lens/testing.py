@@ -124,33 +124,34 @@ def tiny_model(seed=0):
     return Qwen2ForCausalLM(cfg)
 
 
-def write_tiny_hf(folder: str, seed: int = 0) -> None:
+def write_tiny_hf(folder: str, seed: int = 0, **dims) -> None:
     """A random Qwen2 folder (config, safetensors, tokenizer) whose tokenizer has a token for every printable character,
-    newline and the tags: the engine's text tasks (countdown, arithmetic) are written in it, nothing is downloaded."""
+    newline and the tags: the engine's text tasks (countdown, arithmetic) are written in it, nothing is downloaded.
+    `dims` override the shape (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+    intermediate_size, max_position_embeddings, vocab_size: at least the tokenizer's, the rest unused rows)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    vocab_list = ["<pad>", "<eos>", "<think>", "</think>", "<answer>", "</answer>", "\n"] + [
-        chr(c) for c in range(32, 127)
-    ]
+    vocab_list = ["<pad>", "<eos>", "<think>", "</think>", "<answer>", "</answer>", "\n"] + [chr(c) for c in range(32, 127)]
     vocab = {t: i for i, t in enumerate(dict.fromkeys(vocab_list))}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.Split(pattern="(<think>|</think>|<answer>|</answer>|.|\n)", behavior="isolated")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
     fast.padding_side = "left"
     torch.manual_seed(seed)
-    cfg = Qwen2Config(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-        pad_token_id=0,
-        eos_token_id=1,
-    )
+    shape = {
+        "vocab_size": len(vocab),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 128,
+        **dims,
+    }
+    if shape["vocab_size"] < len(vocab):
+        raise ValueError(f"vocab_size: got {shape['vocab_size']}; the tokenizer has {len(vocab)} tokens")
+    cfg = Qwen2Config(**shape, tie_word_embeddings=True, pad_token_id=0, eos_token_id=1)
     Qwen2ForCausalLM(cfg).save_pretrained(folder)
     fast.save_pretrained(folder)
 

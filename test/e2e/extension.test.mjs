@@ -212,6 +212,47 @@ scenario('New Experiment scaffolds a valid config from a bundled example', async
   assert.equal(await settledProblemCount(page), problemsBefore, 'the new config adds no problem');
 });
 
+scenario('engine: trl from the CodeLens: ▶ Run trains with TRL through credit_lens; the tree, the toast and the run show it', async () => {
+  const { page } = vs;
+  // the model: a tiny random Qwen2 folder, written by the Python package the run trains with
+  const made = spawnSync(process.env.CREDIT_LENS_PYTHON ?? 'python3', ['-m', 'credit_lens.testing', '--tiny-hf', join(WS, 'models/tiny-qwen2')], {
+    encoding: 'utf8',
+  });
+  assert.equal(made.status, 0, `python -m credit_lens.testing --tiny-hf failed (pip install -e "python[trl]"):\n${made.stderr}`);
+  await openFile(page, 'trl.credit.yaml');
+  await clickCodeLens(page, '▶ Run');
+  await showRunsView(page);
+  const done = await waitForRow(page, /^trl-\d{8}-\d{6}.*\bcompleted\b.*4\/4/, 300_000);
+  log(`tree: ${done}`);
+  await notification(page, /trl completed\./, 30_000);
+  // its steps and episodes in the tree, as a tfjs run's
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^trl-\d{8}/ })
+    .first()
+    .click();
+  await waitForRow(page, /^step 4\b/, 15_000);
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 4/ })
+    .first()
+    .click();
+  await waitForRow(page, /^-?\d+\.\d\d [✓✗] #\d+/, 15_000);
+  await shot(page, '04c-trl-run-completed');
+  const [dir] = runDirs('trl');
+  const info = readJson(join(dir, 'run.json'));
+  assert.equal(info.status, 'completed');
+  assert.equal(info.backend, 'trl');
+  const rows = readFileSync(join(dir, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  assert.deepEqual(
+    rows.map((r) => r.step),
+    [1, 2, 3, 4],
+  );
+  assert.ok(rows.every((r) => Number.isFinite(r.loss)), 'each row has TRL\'s loss of its update');
+  assert.ok(existsSync(join(dir, 'tokens', 'step-000004.arrow')), 'the step\'s token table');
+});
+
 scenario('Stop mid-run leaves status stopped, and Resume continues from the checkpoint', async () => {
   const { page } = vs;
   await openFile(page, 'long.credit.yaml');
