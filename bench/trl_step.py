@@ -1,7 +1,7 @@
 """One TRL GRPO step (credit_lens's CreditGRPOTrainer, strategy none, no run directory) of the same model shape and
 batch as the engine's countdown example step that `npm run bench` times: a random Qwen2 of the example's shape written
 with a character tokenizer, the example's prompts and rewards from its `credit-lens reward` worker, TRL on the CPU.
-Prints one JSON line: {"trl_step_s", "steps", "torch_version", "trl_version", "threads"}.
+Prints one JSON line: {"trl_step_s", "steps", "parameters", "completions", "torch_version", "trl_version", "threads"}.
 
     python3 bench/trl_step.py '<spec JSON>'   (bench.ts writes the spec from the example's config)
 """
@@ -26,6 +26,7 @@ def main(spec: dict) -> dict:
     from credit_lens.trl import CreditGRPOTrainer
 
     times: list[float] = []
+    shape: dict = {}
 
     class StepTimer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -35,10 +36,12 @@ def main(spec: dict) -> dict:
             times.append(time.perf_counter() - self.t0)
 
     with tempfile.TemporaryDirectory() as tmp:
-        write_tiny_hf(tmp + "/model", seed=1, **spec["model"])
         worker = RewardWorker(spec["reward_worker"])
         try:
-            examples = worker.ask({"op": "examples", "split": "train"})["examples"]
+            answer = worker.ask({"op": "examples", "split": "train"})
+            examples = answer["examples"]
+            # the engine's character tokenizer of the task's alphabet: the same vocabulary and sequence lengths
+            write_tiny_hf(tmp + "/model", seed=1, alphabet=answer["alphabet"], **spec["model"])
             data = Dataset.from_dict({"prompt": [e["prompt"] for e in examples], "example_id": [e["id"] for e in examples]})
             g = spec["grpo"]
             args = GRPOConfig(
@@ -59,8 +62,10 @@ def main(spec: dict) -> dict:
                 reward_weights=[1.0, 1.0, 0.0, 0.0],
             )
             tok = AutoTokenizer.from_pretrained(tmp + "/model")
+            model = AutoModelForCausalLM.from_pretrained(tmp + "/model")
+            shape["parameters"] = sum(p.numel() for p in model.parameters())
             trainer = CreditGRPOTrainer(
-                model=AutoModelForCausalLM.from_pretrained(tmp + "/model"),
+                model=model,
                 reward_funcs=TaskRewards(worker).functions(),
                 args=args,
                 train_dataset=data,
@@ -75,6 +80,8 @@ def main(spec: dict) -> dict:
     return {
         "trl_step_s": statistics.median(timed),
         "steps": len(timed),
+        "parameters": shape["parameters"],
+        "completions": g["prompts_per_step"] * g["group_size"],
         "torch_version": torch.__version__,
         "trl_version": trl.__version__,
         "threads": torch.get_num_threads(),

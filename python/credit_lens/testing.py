@@ -124,18 +124,26 @@ def tiny_model(seed=0):
     return Qwen2ForCausalLM(cfg)
 
 
-def write_tiny_hf(folder: str, seed: int = 0, **dims) -> None:
+def write_tiny_hf(folder: str, seed: int = 0, alphabet: str | None = None, **dims) -> None:
     """A random Qwen2 folder (config, safetensors, tokenizer) whose tokenizer has a token for every printable character,
     newline and the tags: the engine's text tasks (countdown, arithmetic) are written in it, nothing is downloaded.
     `dims` override the shape (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
-    intermediate_size, max_position_embeddings, vocab_size: at least the tokenizer's, the rest unused rows)."""
+    intermediate_size, max_position_embeddings, vocab_size: at least the tokenizer's, the rest unused rows). With
+    `alphabet` the tokenizer is the engine's character tokenizer of that alphabet instead: <pad>, <bos>, <eos> and one
+    token per character, tags spelled out (the same vocabulary size and sequence lengths as the engine's scratch model)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    vocab_list = ["<pad>", "<eos>", "<think>", "</think>", "<answer>", "</answer>", "\n"] + [chr(c) for c in range(32, 127)]
+    if alphabet is None:
+        vocab_list = ["<pad>", "<eos>", "<think>", "</think>", "<answer>", "</answer>", "\n"]
+        vocab_list += [chr(c) for c in range(32, 127)]
+        split = "(<think>|</think>|<answer>|</answer>|.|\n)"
+    else:
+        vocab_list = ["<pad>", "<bos>", "<eos>", *alphabet]
+        split = "(.|\n)"
     vocab = {t: i for i, t in enumerate(dict.fromkeys(vocab_list))}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern="(<think>|</think>|<answer>|</answer>|.|\n)", behavior="isolated")
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern=split, behavior="isolated")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
     fast.padding_side = "left"
     torch.manual_seed(seed)
@@ -151,7 +159,7 @@ def write_tiny_hf(folder: str, seed: int = 0, **dims) -> None:
     }
     if shape["vocab_size"] < len(vocab):
         raise ValueError(f"vocab_size: got {shape['vocab_size']}; the tokenizer has {len(vocab)} tokens")
-    cfg = Qwen2Config(**shape, tie_word_embeddings=True, pad_token_id=0, eos_token_id=1)
+    cfg = Qwen2Config(**shape, tie_word_embeddings=True, pad_token_id=0, eos_token_id=vocab["<eos>"])
     Qwen2ForCausalLM(cfg).save_pretrained(folder)
     fast.save_pretrained(folder)
 

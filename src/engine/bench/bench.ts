@@ -168,6 +168,11 @@ function emptyResult() {
     /** one GRPO step of the example as its config runs it (backend auto), and the backend that was */
     grpo_step_s: null as number | null,
     grpo_step_backend: null as string | null,
+    /**
+     * TRL's GRPO step (credit_lens's CreditGRPOTrainer, PyTorch on the CPU) for the same model shape and batch, and the
+     * engine's step without its realized-credit pass (the work TRL's step does) over it
+     */
+    trl_step: null as (import('./trl').TrlStepBench & { engine_over_trl: number }) | { error: string } | null,
     /** logging.realized_credit's extra forward pass in that step: its seconds and its share of the step */
     realized_credit: null as { seconds: number; share_of_step: number } | null,
     /** logging.tensorboard's cost in that step: histograms and scalars encoded and appended, and its share of the step */
@@ -376,6 +381,19 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
           ? `, of which realized credit's re-scoring pass ${result.realized_credit.seconds.toFixed(3)} s (${(100 * result.realized_credit.share_of_step).toFixed(1)} %)`
           : ''),
     );
+    const { trlStepBench } = await import('./trl');
+    const trlStep = trlStepBench(config, exampleCfg, o.quick, s.model.cfg.vocabSize);
+    if ('error' in trlStep) {
+      result.trl_step = trlStep;
+      say(`TRL step: unavailable (${trlStep.error})`);
+    } else {
+      const engineWork = result.grpo_step_s - (result.realized_credit?.seconds ?? 0);
+      result.trl_step = { ...trlStep, engine_over_trl: engineWork / trlStep.trl_step_s };
+      say(
+        `TRL (${trlStep.trl_version}, torch ${trlStep.torch_version}, CPU, ${trlStep.threads} threads): the same step ${trlStep.trl_step_s.toFixed(2)} s; ` +
+          `the engine's (${s.backend.backend}, without its realized-credit pass) ${engineWork.toFixed(2)} s = ${result.trl_step.engine_over_trl.toFixed(2)}× TRL's`,
+      );
+    }
     // logging.tensorboard's share of the step: the step's histograms and scalars encoded and appended to an event file
     // (the token table itself is written either way), the median of 20 writes of the last step's columns
     if (last) {

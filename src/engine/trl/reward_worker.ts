@@ -1,7 +1,7 @@
 // `credit-lens reward <config>`: the task of a run as a worker on stdin/stdout, one JSON object a line each way, so that a
 // Python trainer (engine: trl) samples the engine's own prompts and scores its completions with the engine's own reward:
 // one implementation of every task. Requests and answers:
-//   {"op": "examples", "split": "train" | "eval" | "validation"} → {"prefill", "examples": [{"id", "prompt"}]}
+//   {"op": "examples", "split": "train" | "eval" | "validation"} → {"prefill", "alphabet", "examples": [{"id", "prompt"}]}
 //   {"op": "reward", "items": [{"split", "id", "completion"}]}     → {"rewards": [{"total", "format", "answer",
 //                                                                       "reasoning", "success"}]}
 // format, answer and reasoning are reward_decomposition's parts (credit/reward_decomposition.ts): total = format + answer.
@@ -30,7 +30,8 @@ export function answer(task: Task, line: string): unknown {
     return { error: `not a JSON object: ${line.slice(0, 80)}` };
   }
   try {
-    if (req.op === 'examples') return { prefill: task.prefill, examples: splitOf(task, req.split).map((e, id) => ({ id, prompt: e.prompt })) };
+    if (req.op === 'examples')
+      return { prefill: task.prefill, alphabet: task.alphabet(), examples: splitOf(task, req.split).map((e, id) => ({ id, prompt: e.prompt })) };
     if (req.op === 'reward') {
       if (!Array.isArray(req.items)) throw new Error('items: expected a list of {split, id, completion}');
       return {

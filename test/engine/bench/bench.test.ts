@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { REFERENCE, SMALL, trainStepFlops } from '../../../src/engine/bench/bench';
 
 test('train-step FLOPs by hand: d 4, 2 heads, kv 4, ff 8, V 10, 1 layer, B 2 × T 3', () => {
@@ -109,3 +110,22 @@ test(
     }
   },
 );
+
+test("the bench's TRL row trains TRL on the example's model shape and batch (its parameter count is the engine's)", { timeout: 300_000 }, async () => {
+  const { trlStepBench } = await import('../../../src/engine/bench/trl');
+  const { loadConfig } = await import('../../../src/engine/config/config');
+  const { paramCount } = await import('../../../src/engine/model/memory');
+  const { scratchModelConfig } = await import('../../../src/engine/session/session');
+  const { makeTask } = await import('../../../src/engine/tasks');
+  const { CharTokenizer } = await import('../../../src/engine/model/tokenizer');
+  const path = resolve(__dirname, '../../../examples/countdown-tiny.credit.yaml');
+  const { config } = loadConfig(path, ['grpo.prompts_per_step=2', 'grpo.group_size=4', 'grpo.gradient_accumulation_steps=1', 'grpo.max_new_tokens=8']);
+  // the engine's scratch model of the example: its character tokenizer's vocabulary
+  const vocab = CharTokenizer.fromAlphabet(makeTask(config.task, 1).alphabet()).vocabSize;
+  const r = trlStepBench(config, path, true, vocab, resolve(__dirname, '../../../dist/engine/cli.js'));
+  assert.ok(!('error' in r), 'error' in r ? r.error : '');
+  assert.equal(r.completions, 8);
+  assert.equal(r.steps, 1);
+  assert.ok(r.trl_step_s > 0);
+  assert.equal(r.parameters, paramCount(scratchModelConfig(config, vocab)));
+});
