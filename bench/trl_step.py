@@ -56,7 +56,8 @@ def main(spec: dict) -> dict:
                 logging_steps=1,
                 report_to=[],
                 save_strategy="no",
-                use_cpu=True,
+                # float32 on either device, as the engine's step
+                use_cpu=spec.get("device", "cpu") == "cpu",
                 bf16=False,
                 seed=1,
                 reward_weights=[1.0, 1.0, 0.0, 0.0],
@@ -85,6 +86,7 @@ def main(spec: dict) -> dict:
         "torch_version": torch.__version__,
         "trl_version": trl.__version__,
         "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(0) if spec.get("device", "cpu") != "cpu" else "cpu",
     }
 
 

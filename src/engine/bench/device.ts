@@ -3,6 +3,7 @@
 // that the script cannot rot between loans). Each stage runs alone: one that fails records its error and the next one
 // runs, and the report is written after every stage, so a machine that is taken back half way still returns numbers.
 import * as tf from '@tensorflow/tfjs';
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { existsSync } from 'node:fs';
@@ -50,6 +51,15 @@ export interface DeviceReport {
 function paired(p: RoundsSummary, unit: string): Record<string, unknown> {
   return { unit, webgpu: p.ours, torch: p.torch, ratio: p.ratio, ratio_range: p.ratio_range, rounds: p.rounds };
 }
+
+/** The versions of the Python packages TRL needs, as the machine's Python sees them (missing ones say so). */
+const PACKAGES =
+  'import importlib.metadata as m\n' +
+  'out = []\n' +
+  'for p in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "pyarrow"):\n' +
+  '    try: out.append(f"{p} {m.version(p)}")\n' +
+  '    except m.PackageNotFoundError: out.append(f"{p} missing")\n' +
+  'print(", ".join(out))';
 
 export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceReport> {
   const started = performance.now();
@@ -195,6 +205,32 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
       opt.dispose();
       s.model.dispose();
     }
+  });
+
+  // The same step in TRL (credit_lens's CreditGRPOTrainer) on PyTorch on this machine's device, where its image has
+  // TRL and transformers: credit_lens itself comes from the working tree (python/), nothing is installed.
+  await stage('trl_example_step', async () => {
+    const path = [join(__dirname, '../../examples/countdown-tiny.credit.yaml'), resolve('examples/countdown-tiny.credit.yaml')].find(existsSync);
+    if (!path) throw new Error('examples/countdown-tiny.credit.yaml not found');
+    const { config } = loadConfig(path);
+    const { trlStepBench } = await import('./trl');
+    const { CharTokenizer } = await import('../model/tokenizer');
+    const { makeTask } = await import('../tasks');
+    const vocab = CharTokenizer.fromAlphabet(makeTask(config.task, 1).alphabet()).vocabSize;
+    // here, the Python with the package index's TRL (the reference's Debian Python has none); there, the image's
+    const python = o.local ? process.env.CREDIT_LENS_PYTHON || 'python3' : o.torchPython;
+    const r = trlStepBench(config, path, o.quick, vocab, process.argv[1], {
+      python,
+      device: o.torchDevice === 'cuda' ? 'cuda' : 'cpu',
+      env: { PYTHONPATH: [resolve('python'), process.env.PYTHONPATH].filter(Boolean).join(':') },
+    });
+    if ('error' in r) {
+      // what the image holds, so that the next loan knows what to carry
+      const have = spawnSync(python, ['-c', PACKAGES], { encoding: 'utf8' }).stdout.trim();
+      throw new Error(`${r.error} (the image's packages: ${have || 'unknown'})`);
+    }
+    const engine = report.stages.example_grpo_step as { seconds?: number } | undefined;
+    return { ...r, ...(engine?.seconds ? { engine_webgpu_over_trl: engine.seconds / r.trl_step_s } : {}) };
   });
 
   // The seeds' model size: scoring, greedy decoding and LoRA updates of the Qwen2.5-0.5B-shaped folder.

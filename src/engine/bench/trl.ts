@@ -15,6 +15,7 @@ export interface TrlStepBench {
   torch_version: string;
   trl_version: string;
   threads: number;
+  device: string;
 }
 
 /** TRL's step on the example's shape and batch; an error (the package or TRL missing) comes back as { error }. */
@@ -25,6 +26,8 @@ export function trlStepBench(
   /** the engine's model's vocabulary (its character tokenizer's size) */
   vocabSize: number,
   engineCli = process.argv[1],
+  /** the Python and the torch device (the lent GPU's bench: its image's Python, cuda, credit_lens from python/) */
+  run: { python?: string; device?: 'cpu' | 'cuda'; env?: Record<string, string> } = {},
 ): TrlStepBench | { error: string } {
   const script = [join(__dirname, '../../bench/trl_step.py'), resolve('bench/trl_step.py')].find(existsSync);
   if (!script) return { error: 'bench/trl_step.py not found' };
@@ -44,9 +47,10 @@ export function trlStepBench(
     // a warm-up step, then the timed ones (their median)
     steps: quick ? 2 : 4,
     reward_worker: [process.execPath, engineCli, 'reward', configPath],
+    device: run.device ?? 'cpu',
   };
-  const python = process.env.CREDIT_LENS_PYTHON || 'python3';
-  const r = spawnSync(python, [script, JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  const python = run.python ?? (process.env.CREDIT_LENS_PYTHON || 'python3');
+  const r = spawnSync(python, [script, JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...run.env } });
   if (r.status !== 0) return { error: `${python} ${script} exited ${r.status}: ${(r.stderr || '').trim().split('\n').slice(-2).join(' ')}` };
   const last = r.stdout.trim().split('\n').pop() ?? '';
   try {

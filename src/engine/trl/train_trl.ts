@@ -15,6 +15,8 @@ import { createRunDir, readRunInfo, readRunInfoChecked, writeRunInfo } from '../
 import { acquireRunLock } from '../rundir/run_lock';
 import { checkTrlConfig, grpoConfigOf } from './carried';
 import type { MetricsRow, RunInfo } from '../../protocol';
+// the engine's reporter (type only: train/ sits above this folder and calls it)
+import type { Reporter } from '../train/run_control';
 
 export interface TrlTrainOptions {
   configPath?: string;
@@ -25,13 +27,7 @@ export interface TrlTrainOptions {
   runDir?: string;
   /** how this engine is started again as the reward worker: [node, cli.js] (process.argv's first two by default) */
   engineCommand?: string[];
-  reporter: {
-    started(p: { runDir: string; id: string; name: string; backend: string; totalSteps: number }): void;
-    progress(p: { phase: 'grpo'; step: number; total: number }): void;
-    metrics(runDir: string, row: MetricsRow): void;
-    log(level: 'info' | 'warn' | 'error', message: string): void;
-    finished(p: { status: 'completed' | 'failed' | 'stopped'; runDir: string; error?: string }): void;
-  };
+  reporter: Reporter;
   /** resolves when the run is asked to stop */
   stopRequested: Promise<void>;
 }

@@ -31,6 +31,9 @@ test('run.sh --local --quick: every stage measures on lavapipe against torch, an
   assert.ok(rollout.webgpu > 0 && !rollout.error, JSON.stringify(rollout));
   const step = report.stages.example_grpo_step;
   assert.ok(step.kernels > 0 && step.seconds > 0 && step.uploads.count > 0, JSON.stringify(step));
+  // TRL's step of the same example on torch here (credit_lens from python/, nothing installed for it on a GPU machine)
+  const trl = report.stages.trl_example_step;
+  assert.ok(trl.trl_step_s > 0 && trl.parameters > 0 && trl.engine_webgpu_over_trl > 0 && trl.device === 'cpu', JSON.stringify(trl));
   assert.ok(!('qwen05b' in report.stages), 'quick leaves the 0.5B stage out');
   assert.ok(report.seconds.total > 0);
 });
