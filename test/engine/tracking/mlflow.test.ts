@@ -1,4 +1,5 @@
-// logging.mlflow against an MLflow tracking server on 127.0.0.1 that answers as MLflow documents (mlflow_server.ts):
+// logging.mlflow against the stand-in MLflow server (mlflow_server.ts), for the faults a real server does not produce on
+// demand; the same runs against `mlflow server` itself are mlflow_real.test.ts. Here:
 // the batching limits, real runs (created experiment, params, every metric once, artifacts, the end status), a 429 and a
 // dropped connection, a dead server, a resume, and the token kept out of the run directory.
 import { test } from 'node:test';

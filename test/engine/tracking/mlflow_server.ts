@@ -1,4 +1,6 @@
-// An MLflow tracking server on 127.0.0.1 for the tests: the REST calls Credit Lens uses, answered as MLflow documents them
+// A stand-in MLflow tracking server on 127.0.0.1, kept for what a real one does not do on demand: a 429 or a dropped
+// connection on the Nth call, a server without proxied artifacts, a dead one. Everything a real server can show is
+// tested against `mlflow server` itself (mlflow_real.test.ts). The REST calls Credit Lens uses, answered as MLflow documents them
 // (https://mlflow.org/docs/latest/api_reference/rest-api.html): JSON bodies, {error_code, message} errors with their
 // HTTP statuses, runs/log-batch's limits (1,000 metrics, 100 params, 1,000 entities, 1 MB), params that cannot change,
 // and artifacts proxied under /api/2.0/mlflow-artifacts/artifacts/. Faults are scripted per endpoint: a 429 or a

@@ -1,6 +1,8 @@
-// TensorBoard event files, read back by read_tfevents.py: a reader written independently of the writer (Python's
-// standard library, a bitwise CRC-32C, a generic protobuf decoder), which checks every CRC and applies TensorBoard's
-// purge rules. Unit cases on the writer, then real runs: a trained run, a resumed one, an import, and the backfill.
+// TensorBoard event files, read back twice. TensorBoard's own reader decides (read_tb.py: its EventAccumulator, as its
+// server loads a run, purge of orphaned data included; `tensorboard --inspect` once). read_tfevents.py, written
+// independently of the writer (Python's standard library, a bitwise CRC-32C, a generic protobuf decoder), stays as the
+// fast check of what the real reader does not report: every CRC, the raw events before the purge, steps out of order.
+// Unit cases on the writer, then real runs: a trained run, a resumed one, an import, and the backfill.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -18,6 +20,14 @@ import { runWithLostCheckpoint, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-tb-'));
 const READER = resolve(__dirname, 'read_tfevents.py');
+const TENSORBOARD = resolve(__dirname, 'read_tb.py');
+
+/** What TensorBoard itself shows of a log folder (tensorboard from the package index, installed by .ci/run). */
+function readReal(folder: string): Pick<Read, 'series' | 'histograms'> {
+  const r = spawnSync('python3', [TENSORBOARD, folder], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  assert.equal(r.status, 0, `read_tb.py ${folder} (is tensorboard installed? pip install tensorboard): ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
 
 interface Read {
   files: string[];
@@ -118,15 +128,24 @@ function expectedSeries(runDir: string, phase: 'sft' | 'main'): Record<string, [
 function assertMatchesRun(runDir: string): Read {
   const main = read(join(runDir, 'tensorboard'));
   const sft = read(join(runDir, 'tensorboard', 'sft'));
-  assert.deepEqual(main.series, expectedSeries(runDir, 'main'));
+  // TensorBoard's own reader: every metrics row's number under its tag, once per step, after its purge
+  const real = readReal(join(runDir, 'tensorboard'));
+  assert.deepEqual(real.series, expectedSeries(runDir, 'main'), "TensorBoard's EventAccumulator");
+  assert.deepEqual(readReal(join(runDir, 'tensorboard', 'sft')).series, expectedSeries(runDir, 'sft'), "TensorBoard's EventAccumulator, sft/");
+  // and the hand-written reader agrees with it
+  assert.deepEqual(main.series, real.series);
   assert.deepEqual(sft.series, expectedSeries(runDir, 'sft'));
   assert.equal(main.out_of_order + sft.out_of_order, 0, 'no step goes back within a folder (TensorBoard would drop points)');
   // each logged step's token columns as histograms, counted over the finite values
   for (const step of listLoggedSteps(runDir, 'tokens')) {
     const t = readTokenTable(stepFile(runDir, 'tokens', step));
     for (const col of ['contribution', 'effective_advantage', 'entropy'] as const) {
-      const got = main.histograms[`tokens/${col}`].filter(([s]) => s === step);
+      const got = real.histograms[`tokens/${col}`].filter(([s]) => s === step);
       assert.equal(got.length, 1, `tokens/${col} at step ${step}`);
+      assert.deepEqual(
+        got,
+        main.histograms[`tokens/${col}`].filter(([s]) => s === step),
+      );
       const v = [...t[col]].filter(Number.isFinite);
       assert.equal(got[0][1].num, v.length);
       assert.equal(got[0][1].min, Math.min(...v));
@@ -144,6 +163,12 @@ test('a trained run writes <run>/tensorboard/ as it goes: every metrics row unde
   const r = await train({ configPath: tinyConfig(tmp(), 'countdown') });
   const main = assertMatchesRun(r.runDir);
   assert.ok(main.series['train/reward_mean'] && main.series['eval/success'] && main.series['credit/effective_groups']);
+  // and `tensorboard --inspect`, TensorBoard's command-line summary of a log folder, sees the run's tags and steps
+  const inspect = spawnSync('python3', ['-m', 'tensorboard.main', '--inspect', '--logdir', join(r.runDir, 'tensorboard')], { encoding: 'utf8' });
+  assert.equal(inspect.status, 0, inspect.stderr);
+  assert.match(inspect.stdout, /train\/loss/);
+  assert.match(inspect.stdout, /histograms\s*\n[^]*tokens\/contribution/);
+  assert.match(inspect.stdout, /max_step\s+3/);
   assert.deepEqual(
     main.series['train/loss'].map(([s]) => s),
     [1, 2, 3],
@@ -191,6 +216,7 @@ test('an import writes event files too, and export tensorboard backfills a run m
   const imp = await importRollouts({ source: join(dir, 'rollouts.jsonl'), model: r.runDir, out: join(dir, 'imported'), log: () => {} });
   const got = read(join(imp.runDir, 'tensorboard'));
   assert.deepEqual(got.series, expectedSeries(imp.runDir, 'main'));
+  assert.deepEqual(readReal(join(imp.runDir, 'tensorboard')).series, expectedSeries(imp.runDir, 'main'), "TensorBoard's EventAccumulator");
   assert.deepEqual(
     got.series['train/success_rate'].map(([s]) => s),
     [1, 2],
