@@ -23,13 +23,32 @@ export function onSettingChange(key: keyof Settings, listener: () => void): vsco
 }
 
 /**
- * The Python that `engine: trl` runs credit_lens in, for the engine's environment: creditLens.python, else the Python
- * extension's interpreter setting (python.defaultInterpreterPath), else none (the engine tries python3 and says what to
- * install when credit_lens is missing).
+ * The Python that `engine: trl` runs credit_lens in, for the engine's environment: creditLens.python, else the
+ * interpreter selected in the Python extension (its environments API, where it is installed and active), else its
+ * python.defaultInterpreterPath setting, else none (the engine tries python3 and says what to install when credit_lens
+ * is missing).
  */
 export function pythonEnv(): Record<string, string> {
   const own = readSettings().python;
-  const ext = vscode.workspace.getConfiguration('python').get<string>('defaultInterpreterPath')?.trim();
-  const python = own || (ext && ext !== 'python' ? ext : '');
+  const python = own || selectedInterpreter() || defaultInterpreter();
   return python ? { CREDIT_LENS_PYTHON: python } : {};
+}
+
+interface PythonExtensionApi {
+  environments?: { getActiveEnvironmentPath?(resource?: vscode.Uri): { path?: string } | undefined };
+}
+
+function selectedInterpreter(): string {
+  const ext = vscode.extensions.getExtension<PythonExtensionApi>('ms-python.python');
+  if (!ext?.isActive) return '';
+  try {
+    return ext.exports?.environments?.getActiveEnvironmentPath?.(vscode.workspace.workspaceFolders?.[0]?.uri)?.path?.trim() ?? '';
+  } catch {
+    return '';
+  }
+}
+
+function defaultInterpreter(): string {
+  const v = vscode.workspace.getConfiguration('python').get<string>('defaultInterpreterPath')?.trim();
+  return v && v !== 'python' ? v : '';
 }

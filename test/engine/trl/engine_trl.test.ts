@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { train, RunController } from '../../../src/engine/train/train';
@@ -128,4 +128,34 @@ test('the reward worker answers with the task’s own reward, its parts and succ
     error: 'items[0].id: got 9; expected 0 to 3',
   });
   assert.deepEqual(answer(task, '{"op": "examples", "split": "test"}'), { error: 'split: got "test"; expected train, eval or validation' });
+});
+
+test('a sweep of engine: trl runs trains each grid point with TRL (the CLI, as the Sweep CodeLens starts it)', { timeout: 600_000 }, () => {
+  const model = tinyHf();
+  const dir = mkdtempSync(join(tmpdir(), 'cl-trl-sweep-'));
+  const cfg = join(dir, 'trl-sweep.credit.yaml');
+  writeFileSync(
+    cfg,
+    [
+      'name: trl-sweep',
+      'engine: trl',
+      'output_dir: runs',
+      `model: { source: hf, path: ${JSON.stringify(model)} }`,
+      'task: { name: countdown, numbers: [3, 3], max_number: 9, max_target: 30, train_size: 16, eval_size: 4 }',
+      'grpo: { steps: 2, prompts_per_step: 2, group_size: 4, max_new_tokens: 8, checkpoint_every: 2 }',
+      'sweep: { grid: { credit.strategy: [none, otb] } }',
+      '',
+    ].join('\n'),
+  );
+  const r = spawnSync(CLI[0], [CLI[1], 'sweep', cfg], { cwd: dir, encoding: 'utf8', timeout: 600_000 });
+  assert.equal(r.status, 0, r.stderr.slice(-3000));
+  const runs = readdirSync(join(dir, 'runs')).filter((d) => d.startsWith('trl-sweep-'));
+  assert.equal(runs.length, 2, runs.join(', '));
+  const infos = runs.map((d) => readRunInfo(join(dir, 'runs', d))!);
+  assert.deepEqual(infos.map((i) => i.strategy).sort(), ['none', 'otb']);
+  for (const [k, i] of infos.entries()) {
+    assert.equal(i.status, 'completed');
+    assert.equal(i.backend, 'trl');
+    assert.deepEqual(metricSteps(join(dir, 'runs', runs[k])), [1, 2]);
+  }
 });
