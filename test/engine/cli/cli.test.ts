@@ -76,7 +76,7 @@ test('import: bad input is one clear message, and a good prime-rl export prints 
   assertClean(run('import', 'no-such-rollouts'), /import: cannot read .*no-such-rollouts: no such file or folder/);
   const verl = cfg('3.jsonl', '{"input": "p", "output": "c", "score": 1, "step": 3}\n');
   assertClean(run('import', verl), /verl rollouts carry no per-token values; pass --model/);
-  assertClean(run('import', verl, '--format', 'parquet'), /--format parquet: expected auto, verl, prime, trl or jsonl/);
+  assertClean(run('import', verl, '--format', 'parquet'), /--format parquet: expected auto, verl_shard, verl, prime, trl or jsonl/);
   assertClean(run('import', verl, '--model', join(dir, 'nowhere')), /--model .*nowhere: no such folder/);
   const prime = cfg(
     'rank_0.jsonl',
