@@ -84,7 +84,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 /** Which engine trains the run: its config's `engine` (the run's own config.yaml on a resume). */
 function engineOf(opts: TrainOptions): CreditConfig['engine'] {
   if (opts.config) return opts.config.engine;
-  if (opts.resume) return loadConfig(join(opts.resume, 'config.yaml'), opts.sets).config.engine;
+  if (opts.resume) {
+    // the run's own engine; a bad --set or a broken folder is refused by the resume itself, which logs it in the run
+    try {
+      return loadConfig(join(opts.resume, 'config.yaml')).config.engine;
+    } catch {
+      return 'tfjs';
+    }
+  }
   return opts.configPath ? loadConfig(opts.configPath, opts.sets).config.engine : 'tfjs';
 }
 
