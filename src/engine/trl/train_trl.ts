@@ -53,14 +53,20 @@ export function checkPython(python: string): void {
   }
 }
 
-function latestTrlCheckpoint(runDir: string): string | null {
+/** What a TRL checkpoint holds once written whole (a stop during its save can leave a folder without some of them). */
+const TRL_CHECKPOINT_FILES = ['trainer_state.json', 'optimizer.pt', 'scheduler.pt', 'rng_state.pth', 'training_args.bin'];
+
+/** The run's latest whole TRL checkpoint: a folder a stop cut short while TRL was saving it is passed over. */
+export function latestTrlCheckpoint(runDir: string): string | null {
   const dir = join(runDir, 'trl');
   if (!existsSync(dir)) return null;
   const steps = readdirSync(dir)
     .map((f) => /^checkpoint-(\d+)$/.exec(f))
     .filter((m): m is RegExpExecArray => !!m)
-    .map((m) => Number(m[1]));
-  return steps.length ? join(dir, `checkpoint-${Math.max(...steps)}`) : null;
+    .map((m) => Number(m[1]))
+    .sort((a, b) => b - a);
+  const whole = steps.find((n) => TRL_CHECKPOINT_FILES.every((f) => existsSync(join(dir, `checkpoint-${n}`, f))));
+  return whole === undefined ? null : join(dir, `checkpoint-${whole}`);
 }
 
 /** Trains the run with TRL; resolves with its final status. */

@@ -4,11 +4,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { train, RunController } from '../../../src/engine/train/train';
 import { answer } from '../../../src/engine/trl/reward_worker';
+import { latestTrlCheckpoint } from '../../../src/engine/trl/train_trl';
 import { trlIssues, grpoConfigOf } from '../../../src/engine/trl/carried';
 import { validateConfig } from '../../../src/engine/config/issues';
 import { loadConfig } from '../../../src/engine/config/config';
@@ -158,4 +159,19 @@ test('a sweep of engine: trl runs trains each grid point with TRL (the CLI, as t
     assert.equal(i.backend, 'trl');
     assert.deepEqual(metricSteps(join(dir, 'runs', runs[k])), [1, 2]);
   }
+});
+
+test('a resume passes over a TRL checkpoint a stop cut short while it was being saved', () => {
+  const run = mkdtempSync(join(tmpdir(), 'cl-trl-ckpt-'));
+  const whole = ['trainer_state.json', 'optimizer.pt', 'scheduler.pt', 'rng_state.pth', 'training_args.bin'];
+  for (const [n, files] of [
+    [2, whole],
+    [4, whole],
+    [6, ['optimizer.pt', 'rng_state.pth']],
+  ] as const) {
+    mkdirSync(join(run, 'trl', `checkpoint-${n}`), { recursive: true });
+    for (const f of files) writeFileSync(join(run, 'trl', `checkpoint-${n}`, f), '');
+  }
+  assert.equal(latestTrlCheckpoint(run), join(run, 'trl', 'checkpoint-4'));
+  assert.equal(latestTrlCheckpoint(mkdtempSync(join(tmpdir(), 'cl-trl-none-'))), null);
 });
