@@ -13,6 +13,7 @@ line is one JSON object; if torch cannot be imported that object is {"error": "t
 """
 
 import argparse
+import re
 import json
 import math
 import os
@@ -77,6 +78,9 @@ def parse_args(argv):
                    help="where the model runs: cpu (Debian's torch on OpenBLAS), or cuda on a GPU machine (fp32, TF32 off)")
     p.add_argument("--check", action="store_true",
                    help="only verify that KV-cache sampling matches a full forward pass, then exit")
+    p.add_argument("--compile", action="store_true",
+                   help="the train step's forward through torch.compile (the bench's second PyTorch row; the rollout "
+                        "stays eager: its KV cache grows every step)")
     p.add_argument("--serve", action="store_true",
                    help="answer timing requests, one JSON object per line on stdin and stdout (see serve()), "
                         "so that `npm run bench` can interleave these timings with its own")
@@ -199,12 +203,14 @@ def serve(torch, args):
             req = json.loads(line)
             op = req.get("op")
             if op == "info":
+                blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
                 ans = {"torch_version": torch.__version__, "threads": args.threads, "sgemm_gflops": round(sgemm_gflops(torch, args), 2),
+                       "blas": blas.group(1) if blas else "unknown",
                        "device": args.device, "device_name": torch.cuda.get_device_name() if args.device != "cpu" else "cpu"}
             elif op in ("train", "rollout") and req.get("model") in models:
                 name = req["model"]
                 if name not in built:
-                    built[name] = build(torch, models[name], args.device)
+                    built[name] = build(torch, models[name], args.device, getattr(args, "compile", False))
                 w, cfg = built[name], models[name]
                 fn = w["train_step"] if op == "train" else w["rollout"]
                 warmup = max(0, int(req.get("warmup", 0)))
@@ -226,7 +232,7 @@ def serve(torch, args):
     return 0
 
 
-def build(torch, cfg, device="cpu"):
+def build(torch, cfg, device="cpu", compile=False):
     """The model of cfg with Adam, as closures: train_step() (one GRPO-like step) and rollout(prompt=None). Both end in a
     read back to the host (loss.item(), .tolist()), so on cuda their wall time includes the device's work."""
     import torch.nn as nn
@@ -348,8 +354,10 @@ def build(torch, cfg, device="cpu"):
     # Fixed random per-sequence advantages stand in for group-normalised rewards.
     advantages = torch.randn(b, 1, device=dev)
 
+    forward = torch.compile(model) if compile else model
+
     def train_step():
-        logits = model(tokens)
+        logits = forward(tokens)
         logp = torch.log_softmax(logits[:, :-1], dim=-1)
         token_logp = logp.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
         loss = (-advantages * token_logp).mean()

@@ -159,6 +159,49 @@ export async function attributionMemory(configPath: string): Promise<{ none: num
   return out;
 }
 
+/** A PyTorch row of the bench: its version, its figures (medians), and wasm-blas's over them. */
+export interface TorchRow {
+  python: string;
+  torch_version: string;
+  train_step_ms: { reference: number; small: number };
+  rollout_tokens_per_s: { reference: number; small: number } | null;
+  /** wasm-blas's train-step time over this row's, and its rollout speed over this row's */
+  wasm_blas_ratio: { reference_train: number | null; small_train: number | null; reference_rollout: number | null; small_rollout: number | null };
+}
+
+/** The PyTorch of the bench's headline figures: PyTorch 2.x from the package index (CREDIT_LENS_PYTHON, else python3). */
+export const ANCHOR_PYTHON = () => process.env.CREDIT_LENS_PYTHON || 'python3';
+
+/** A PyTorch row measured on its own (medians, not paired): train steps of both models, rollouts unless compiled. */
+async function torchRow(python: string, args: string[], quick: boolean, result: BenchResult): Promise<TorchRow | { error: string }> {
+  const server = TorchServer.spawn('torch_ref.py', ['--serve', ...args], python);
+  if ('error' in server) return server;
+  try {
+    const info = await server.ask<{ torch_version: string }>({ op: 'info' });
+    const train = { reference: median(await server.train('reference', quick ? 3 : 8)), small: median(await server.train('small', quick ? 2 : 4)) };
+    const rollout = args.includes('--compile')
+      ? null
+      : { reference: median(await server.rollout('reference', quick ? 1 : 3)), small: median(await server.rollout('small', quick ? 1 : 2)) };
+    const over = (x: number | null, y: number | null | undefined) => (x && y ? x / y : null);
+    return {
+      python,
+      torch_version: info.torch_version,
+      train_step_ms: train,
+      rollout_tokens_per_s: rollout,
+      wasm_blas_ratio: {
+        reference_train: over(result.train_step_ms.wasm_blas, train.reference),
+        small_train: over(result.small.train_step_ms.wasm_blas, train.small),
+        reference_rollout: over(result.rollout_tokens_per_s.wasm_blas, rollout?.reference),
+        small_rollout: over(result.small.rollout_tokens_per_s.wasm_blas, rollout?.small),
+      },
+    };
+  } catch (e) {
+    return { error: e instanceof Error ? e.message : String(e) };
+  } finally {
+    server.close();
+  }
+}
+
 /** The bench's JSON: `npm run bench -- --json` prints one of these. */
 function emptyResult() {
   return {
@@ -211,6 +254,11 @@ function emptyResult() {
     },
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? '', mem_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     torch: null as unknown,
+    /**
+     * PyTorch's other rows beside the anchor (PyTorch 2.x from the package index, paired above): Debian's 1.13, and the
+     * anchor's torch with the train step's forward through torch.compile; each with wasm-blas's time over it
+     */
+    torch_rows: {} as Record<'debian' | 'compiled', TorchRow | { error: string }>,
     /** wasm-blas against torch in alternating rounds (paired.ts): the figures above for both come from these */
     paired: {
       reference_train: null as RoundsSummary | null,
@@ -303,16 +351,17 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   if (core) say(`OpenBLAS core ${core} (from the CPU's flags; set OPENBLAS_CORETYPE to choose another)`);
   const iters = o.quick ? 3 : 10;
   const result = emptyResult();
-  say('PyTorch reference (bench/torch_ref.py --serve, /usr/bin/python3)…');
-  const started = await TorchServer.start();
+  const anchor = ANCHOR_PYTHON();
+  say(`PyTorch reference, the anchor (bench/torch_ref.py --serve, ${anchor}: PyTorch 2.x from the package index)…`);
+  const started = await TorchServer.start(anchor);
   const torch = 'error' in started ? null : started.server;
   if ('error' in started) {
     result.torch = { error: started.error };
-    say(`  unavailable: ${started.error} (install: bash bench/install_torch.sh)`);
+    say(`  unavailable: ${started.error} (install: pip install -c python/constraints.txt -e "python[trl]")`);
   } else {
-    result.torch = { torch_version: started.version, threads: started.threads, sgemm_gflops: started.sgemm_gflops };
+    result.torch = { torch_version: started.version, threads: started.threads, sgemm_gflops: started.sgemm_gflops, blas: started.blas, python: anchor };
     result.gflops.sgemm_torch = started.sgemm_gflops;
-    say(`  torch ${started.version}, OpenBLAS on ${started.threads} threads, sgemm 1024³ ${started.sgemm_gflops.toFixed(1)} GFLOP/s (the practical ceiling)`);
+    say(`  torch ${started.version}, BLAS ${started.blas} on ${started.threads} threads, sgemm 1024³ ${started.sgemm_gflops.toFixed(1)} GFLOP/s (its products' ceiling)`);
   }
   const backends: ('wasm-blas' | 'wasm' | 'cpu')[] = ['wasm', 'cpu'];
   try {
@@ -324,6 +373,25 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   try {
     // Torch's figures: from rounds paired with wasm-blas's (paired.ts), or alone where wasm-blas cannot run.
     if (torch) await benchTorch(torch, backends[0] === 'wasm-blas', o.quick, result, say);
+    // PyTorch's second rows: Debian's 1.13 (the anchor until 2026-11-29), and the anchor with torch.compile
+    for (const [key, python, args, label] of [
+      ['debian', '/usr/bin/python3', [], "Debian's PyTorch (/usr/bin/python3)"],
+      ['compiled', anchor, ['--compile'], 'the anchor with torch.compile (train step)'],
+    ] as const) {
+      const row = await torchRow(python, [...args], o.quick, result);
+      result.torch_rows[key] = row;
+      if ('error' in row) say(`${label}: unavailable (${row.error})`);
+      else {
+        const f = (x: number | null) => (x === null ? '–' : `${x.toFixed(2)}×`);
+        say(
+          `${label}, torch ${row.torch_version}: train step ${row.train_step_ms.reference.toFixed(1)} ms (wasm-blas ${f(row.wasm_blas_ratio.reference_train)} its time), ` +
+            `small ${row.train_step_ms.small.toFixed(1)} ms (${f(row.wasm_blas_ratio.small_train)})` +
+            (row.rollout_tokens_per_s
+              ? `; rollout ${row.rollout_tokens_per_s.reference.toFixed(0)} tok/s (wasm-blas ${f(row.wasm_blas_ratio.reference_rollout)} its speed), small ${row.rollout_tokens_per_s.small.toFixed(0)} tok/s (${f(row.wasm_blas_ratio.small_rollout)})`
+              : ''),
+        );
+      }
+    }
     const ratio = (x: number | null, t: number | null) => (x && t ? ` (${(x / t).toFixed(2)}× torch)` : '');
     for (const backend of backends) {
       if (backend === 'wasm-blas' && torch) continue; // measured in the paired rounds

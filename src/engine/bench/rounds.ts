@@ -93,12 +93,12 @@ export class TorchServer {
   static async start(
     python = '/usr/bin/python3',
     device = 'cpu',
-  ): Promise<{ server: TorchServer; version: string; threads: number; sgemm_gflops: number; device_name: string } | { error: string }> {
+  ): Promise<{ server: TorchServer; version: string; threads: number; sgemm_gflops: number; device_name: string; blas: string } | { error: string }> {
     const server = TorchServer.spawn('torch_ref.py', ['--serve', '--device', device], python);
     if ('error' in server) return server;
     try {
-      const info = await server.ask<{ torch_version: string; threads: number; sgemm_gflops: number; device_name?: string }>({ op: 'info' });
-      return { server, version: info.torch_version, threads: info.threads, sgemm_gflops: info.sgemm_gflops, device_name: info.device_name ?? device };
+      const info = await server.ask<{ torch_version: string; threads: number; sgemm_gflops: number; device_name?: string; blas?: string }>({ op: 'info' });
+      return { server, version: info.torch_version, threads: info.threads, sgemm_gflops: info.sgemm_gflops, device_name: info.device_name ?? device, blas: info.blas ?? 'unknown' };
     } catch (e) {
       server.close();
       return { error: e instanceof Error ? e.message : String(e) };
