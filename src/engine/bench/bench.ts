@@ -361,7 +361,9 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   } else {
     result.torch = { torch_version: started.version, threads: started.threads, sgemm_gflops: started.sgemm_gflops, blas: started.blas, python: anchor };
     result.gflops.sgemm_torch = started.sgemm_gflops;
-    say(`  torch ${started.version}, BLAS ${started.blas} on ${started.threads} threads, sgemm 1024³ ${started.sgemm_gflops.toFixed(1)} GFLOP/s (its products' ceiling)`);
+    say(
+      `  torch ${started.version}, BLAS ${started.blas} on ${started.threads} threads, sgemm 1024³ ${started.sgemm_gflops.toFixed(1)} GFLOP/s (its products' ceiling)`,
+    );
   }
   const backends: ('wasm-blas' | 'wasm' | 'cpu')[] = ['wasm', 'cpu'];
   try {

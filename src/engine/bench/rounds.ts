@@ -98,7 +98,14 @@ export class TorchServer {
     if ('error' in server) return server;
     try {
       const info = await server.ask<{ torch_version: string; threads: number; sgemm_gflops: number; device_name?: string; blas?: string }>({ op: 'info' });
-      return { server, version: info.torch_version, threads: info.threads, sgemm_gflops: info.sgemm_gflops, device_name: info.device_name ?? device, blas: info.blas ?? 'unknown' };
+      return {
+        server,
+        version: info.torch_version,
+        threads: info.threads,
+        sgemm_gflops: info.sgemm_gflops,
+        device_name: info.device_name ?? device,
+        blas: info.blas ?? 'unknown',
+      };
     } catch (e) {
       server.close();
       return { error: e instanceof Error ? e.message : String(e) };
