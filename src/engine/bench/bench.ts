@@ -16,6 +16,7 @@ import { buildSession } from '../session/session';
 import { grpoStep } from '../train/train';
 import { median } from '../core/stats';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
+import { ANCHOR_PYTHON, torchRows, type TorchRow } from './torch_rows';
 import { benchUpdate } from './step';
 
 // The reference config of the issue: 2 layers, d_model 128, 4 heads, d_ff 512, vocab 64, sequence 64, batch 32.
@@ -157,49 +158,6 @@ export async function attributionMemory(configPath: string): Promise<{ none: num
     s.model.dispose();
   }
   return out;
-}
-
-/** A PyTorch row of the bench: its version, its figures (medians), and wasm-blas's over them. */
-export interface TorchRow {
-  python: string;
-  torch_version: string;
-  train_step_ms: { reference: number; small: number };
-  rollout_tokens_per_s: { reference: number; small: number } | null;
-  /** wasm-blas's train-step time over this row's, and its rollout speed over this row's */
-  wasm_blas_ratio: { reference_train: number | null; small_train: number | null; reference_rollout: number | null; small_rollout: number | null };
-}
-
-/** The PyTorch of the bench's headline figures: PyTorch 2.x from the package index (CREDIT_LENS_PYTHON, else python3). */
-export const ANCHOR_PYTHON = () => process.env.CREDIT_LENS_PYTHON || 'python3';
-
-/** A PyTorch row measured on its own (medians, not paired): train steps of both models, rollouts unless compiled. */
-async function torchRow(python: string, args: string[], quick: boolean, result: BenchResult): Promise<TorchRow | { error: string }> {
-  const server = TorchServer.spawn('torch_ref.py', ['--serve', ...args], python);
-  if ('error' in server) return server;
-  try {
-    const info = await server.ask<{ torch_version: string }>({ op: 'info' });
-    const train = { reference: median(await server.train('reference', quick ? 3 : 8)), small: median(await server.train('small', quick ? 2 : 4)) };
-    const rollout = args.includes('--compile')
-      ? null
-      : { reference: median(await server.rollout('reference', quick ? 1 : 3)), small: median(await server.rollout('small', quick ? 1 : 2)) };
-    const over = (x: number | null, y: number | null | undefined) => (x && y ? x / y : null);
-    return {
-      python,
-      torch_version: info.torch_version,
-      train_step_ms: train,
-      rollout_tokens_per_s: rollout,
-      wasm_blas_ratio: {
-        reference_train: over(result.train_step_ms.wasm_blas, train.reference),
-        small_train: over(result.small.train_step_ms.wasm_blas, train.small),
-        reference_rollout: over(result.rollout_tokens_per_s.wasm_blas, rollout?.reference),
-        small_rollout: over(result.small.rollout_tokens_per_s.wasm_blas, rollout?.small),
-      },
-    };
-  } catch (e) {
-    return { error: e instanceof Error ? e.message : String(e) };
-  } finally {
-    server.close();
-  }
 }
 
 /** The bench's JSON: `npm run bench -- --json` prints one of these. */
@@ -376,24 +334,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
     // Torch's figures: from rounds paired with wasm-blas's (paired.ts), or alone where wasm-blas cannot run.
     if (torch) await benchTorch(torch, backends[0] === 'wasm-blas', o.quick, result, say);
     // PyTorch's second rows: Debian's 1.13 (the anchor until 2026-11-29), and the anchor with torch.compile
-    for (const [key, python, args, label] of [
-      ['debian', '/usr/bin/python3', [], "Debian's PyTorch (/usr/bin/python3)"],
-      ['compiled', anchor, ['--compile'], 'the anchor with torch.compile (train step)'],
-    ] as const) {
-      const row = await torchRow(python, [...args], o.quick, result);
-      result.torch_rows[key] = row;
-      if ('error' in row) say(`${label}: unavailable (${row.error})`);
-      else {
-        const f = (x: number | null) => (x === null ? '–' : `${x.toFixed(2)}×`);
-        say(
-          `${label}, torch ${row.torch_version}: train step ${row.train_step_ms.reference.toFixed(1)} ms (wasm-blas ${f(row.wasm_blas_ratio.reference_train)} its time), ` +
-            `small ${row.train_step_ms.small.toFixed(1)} ms (${f(row.wasm_blas_ratio.small_train)})` +
-            (row.rollout_tokens_per_s
-              ? `; rollout ${row.rollout_tokens_per_s.reference.toFixed(0)} tok/s (wasm-blas ${f(row.wasm_blas_ratio.reference_rollout)} its speed), small ${row.rollout_tokens_per_s.small.toFixed(0)} tok/s (${f(row.wasm_blas_ratio.small_rollout)})`
-              : ''),
-        );
-      }
-    }
+    result.torch_rows = await torchRows(anchor, o.quick, result, say);
     const ratio = (x: number | null, t: number | null) => (x && t ? ` (${(x / t).toFixed(2)}× torch)` : '');
     for (const backend of backends) {
       if (backend === 'wasm-blas' && torch) continue; // measured in the paired rounds
@@ -451,19 +392,16 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
           ? `, of which realized credit's re-scoring pass ${result.realized_credit.seconds.toFixed(3)} s (${(100 * result.realized_credit.share_of_step).toFixed(1)} %)`
           : ''),
     );
-    const { trlStepBench } = await import('./trl');
-    const trlStep = trlStepBench(config, exampleCfg, o.quick, s.model.cfg.vocabSize);
-    if ('error' in trlStep) {
-      result.trl_step = trlStep;
-      say(`TRL step: unavailable (${trlStep.error})`);
-    } else {
-      const engineWork = result.grpo_step_s - (result.realized_credit?.seconds ?? 0);
-      result.trl_step = { ...trlStep, engine_over_trl: engineWork / trlStep.trl_step_s };
-      say(
-        `TRL (${trlStep.trl_version}, torch ${trlStep.torch_version}, CPU, ${trlStep.threads} threads): the same step ${trlStep.trl_step_s.toFixed(2)} s; ` +
-          `the engine's (${s.backend.backend}, without its realized-credit pass) ${engineWork.toFixed(2)} s = ${result.trl_step.engine_over_trl.toFixed(2)}× TRL's`,
-      );
-    }
+    const { trlRow } = await import('./trl');
+    result.trl_step = trlRow(
+      config,
+      exampleCfg,
+      o.quick,
+      s.model.cfg.vocabSize,
+      result.grpo_step_s - (result.realized_credit?.seconds ?? 0),
+      s.backend.backend,
+      say,
+    );
     // logging.tensorboard's share of the step: the step's histograms and scalars encoded and appended to an event file
     // (the token table itself is written either way), the median of 20 writes of the last step's columns
     if (last) {

@@ -59,3 +59,26 @@ export function trlStepBench(
     return { error: `bench/trl_step.py printed no JSON: ${last.slice(0, 200)}` };
   }
 }
+
+/** The bench's TRL row beside the engine's step (its seconds without the realized-credit pass TRL does not make), said. */
+export function trlRow(
+  config: CreditConfig,
+  configPath: string,
+  quick: boolean,
+  vocabSize: number,
+  engineSeconds: number,
+  backend: string,
+  say: (m: string) => void,
+): (TrlStepBench & { engine_over_trl: number }) | { error: string } {
+  const r = trlStepBench(config, configPath, quick, vocabSize);
+  if ('error' in r) {
+    say(`TRL step: unavailable (${r.error})`);
+    return r;
+  }
+  const row = { ...r, engine_over_trl: engineSeconds / r.trl_step_s };
+  say(
+    `TRL (${r.trl_version}, torch ${r.torch_version}, CPU, ${r.threads} threads): the same step ${r.trl_step_s.toFixed(2)} s; ` +
+      `the engine's (${backend}, without its realized-credit pass) ${engineSeconds.toFixed(2)} s = ${row.engine_over_trl.toFixed(2)}× TRL's`,
+  );
+  return row;
+}
