@@ -97,7 +97,6 @@ class CreditGRPOTrainer(GRPOTrainer):
         self._credit_per_func: torch.Tensor | None = None
         self._credit_texts: tuple[list[str], list[str]] | None = None
         self._credit_rewards: torch.Tensor | None = None
-        self._credit_generations = 0
         # each distinct prompt text's number, kept across steps so that a prompt drawn again keeps it
         self._credit_prompt_ids: dict[str, int] = {}
         self.credit_run: RunWriter | None = None
@@ -148,8 +147,12 @@ class CreditGRPOTrainer(GRPOTrainer):
         old = out.get("old_per_token_logps")
         # The extra no-grad pass is a forward over the whole batch: only where the strategy or this step's tables read
         # what it gives (plain GRPO and outcome_conditional without tables train at TRL's own cost).
-        entropies = None
-        if logs or "entropies" in reads or (reads & {"logprobs", "prob_sq"} and old is None):
+        entropies = prob_sq = None
+        if "prob_sq" in reads:
+            # otb: one pass gives the log-probs, entropies and sum of squared probabilities together
+            logps, entropies, prob_sq = self._sampler_stats(out)
+            old = old if old is not None else logps
+        elif logs or "entropies" in reads or ("logprobs" in reads and old is None):
             with torch.no_grad():
                 logps, entropies, _ = self._get_per_token_logps_and_entropies(
                     self.model,
@@ -177,12 +180,11 @@ class CreditGRPOTrainer(GRPOTrainer):
             (entropies if entropies is not None else torch.zeros_like(logprobs)).detach().float(),
             torch.tensor([[SECTION_CODES[s] for s in row] for row in sections], device=mask.device),
             mask.float(),
-            **self._group_inputs(reads, out, texts, prefills, mask),
+            **self._group_inputs(reads, out, texts, prefills, mask, prob_sq),
         )
         advantages = out["advantages"]
         weights, a_hat = credit(self.credit_strategy, self.credit_params, batch, advantages.float())
         out["advantages"] = a_hat.to(advantages.dtype)
-        self._credit_generations += 1
         if self.credit_run is not None:
             self._log_credit_step(
                 batch, texts, sections, advantages, weights, a_hat, completion_ids, entropies is not None
@@ -194,7 +196,7 @@ class CreditGRPOTrainer(GRPOTrainer):
         offset = self.accelerator.process_index * n
         return x[offset : offset + n] if x.size(0) > n else x
 
-    def _group_inputs(self, reads, out, texts, prefills, mask) -> dict:
+    def _group_inputs(self, reads, out, texts, prefills, mask, prob_sq) -> dict:
         """What the per-group strategies read, for the fields the strategy reads (TokenBatch's optional fields)."""
         n = mask.size(0)
         extra: dict = {"scale_rewards": self.scale_rewards}
@@ -210,7 +212,7 @@ class CreditGRPOTrainer(GRPOTrainer):
             tok = getattr(self.processing_class, "tokenizer", self.processing_class)
             extra["eos_ids"] = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
         if "prob_sq" in reads:
-            extra["prob_sq"] = self._prob_sq(out)
+            extra["prob_sq"] = prob_sq
         if "tags" in reads:
             extra["tags"] = torch.tensor(
                 [tag_tokens(t, f) + [False] * (mask.size(1) - len(t)) for t, f in zip(texts, prefills)],
@@ -230,17 +232,20 @@ class CreditGRPOTrainer(GRPOTrainer):
         return self._local(self._credit_rewards, n) >= self.success_threshold
 
     @torch.no_grad()
-    def _prob_sq(self, out) -> torch.Tensor:
-        """Σπ² of the sampling policy at each completion position, at TRL's temperature (otb's realized energy)."""
+    def _sampler_stats(self, out) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The sampling policy's log-prob of each completion token, the entropy and the sum of squared probabilities
+        at each position (otb's realized energy), at TRL's temperature, from one forward pass in rows of 4."""
         ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
         attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
         k = out["completion_ids"].size(1)
-        rows = []
+        stats = []
         for start in range(0, ids.size(0), 4):
             logits = self.model(input_ids=ids[start : start + 4], attention_mask=attn[start : start + 4]).logits
-            logits = logits[:, -k - 1 : -1, :].float() / self.temperature
-            rows.append(torch.softmax(logits, dim=-1).pow(2).sum(dim=-1))
-        return torch.cat(rows, dim=0)
+            logp = torch.log_softmax(logits[:, -k - 1 : -1, :].float() / self.temperature, dim=-1)
+            p = logp.exp()
+            token = logp.gather(-1, out["completion_ids"][start : start + 4].unsqueeze(-1)).squeeze(-1)
+            stats.append((token, -(p * logp).sum(dim=-1), p.pow(2).sum(dim=-1)))
+        return tuple(torch.cat(parts, dim=0) for parts in zip(*stats))
 
     def _token_texts(self, completion_ids: torch.Tensor, mask: torch.Tensor) -> list[list[str]]:
         tok = self.processing_class
