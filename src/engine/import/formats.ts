@@ -10,6 +10,7 @@ import { RowError, fileStep, isObj, type ImportedRecord, type Obj } from './fiel
 export type { ImportedRecord, ImportedTokens } from './fields';
 import { IMPORT_READERS, importReader } from './readers/catalog';
 import { PRIME_EXTRA_COLUMNS, PRIME_TRACES } from './readers/prime';
+import { PRIME_STREAM } from './readers/prime_stream';
 
 import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
 export { IMPORT_FORMATS, type ImportFormat };
@@ -64,6 +65,9 @@ export function listImportFiles(source: string): string[] {
   if (exports.length) return exports;
   const traces = primeTrainTraces(out.filter((f) => PRIME_TRACES.test(relativeTo(source, f))));
   if (traces.length) return traces;
+  // prime-rl's trace stream: its stream files are the rollouts (the annotations are read with them, the indexes never)
+  const stream = out.filter((f) => PRIME_STREAM.test(relativeTo(source, f)));
+  if (stream.length) return stream;
   // a trainer's metrics log beside its rollouts (prime-rl's output folder, a veRL file logger's) is not rollouts
   const data = out.filter((f) => !isTrainerMetricsFile(f));
   return data.length ? data : out;

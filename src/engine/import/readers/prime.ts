@@ -2,6 +2,7 @@
 // sequence a line with token_ids, loss_mask, advantages, log-probs and entropies) and its traces (one episode a line,
 // each message a node).
 import type { ImportReader } from './types';
+import { PRIME_STREAM, foldAnnotations, traceUpdates, tracesDir } from './prime_stream';
 import { RowError, isObj, num, numList, show, step, fileStep, type ImportedRecord, type Obj } from '../fields';
 
 /** prime-rl's traces.jsonl under rollouts/step_N/{train,eval}/{all,effective}/ (its older layout). */
@@ -70,16 +71,20 @@ function rootPath(nodes: Obj[], leaf: number): Obj[] {
   return path;
 }
 
-/** A path's token ids, which of them were sampled (mask), and the sampled ones' log-probs and advantages. */
-function pathTokens(pathNodes: Obj[]): { ids: number[]; mask: boolean[]; logprob: number[]; advantage: number[] } {
-  const out = { ids: [] as number[], mask: [] as boolean[], logprob: [] as number[], advantage: [] as number[] };
+/**
+ * A path's token ids, which of them were sampled (mask), and the sampled ones' log-probs (the trainer's where the run
+ * annotated them, else the sampler's), advantages and entropies (null unless every sampled node has them).
+ */
+function pathTokens(pathNodes: Obj[]): { ids: number[]; mask: boolean[]; logprob: number[]; advantage: number[]; entropy: number[] | null } {
+  const out = { ids: [] as number[], mask: [] as boolean[], logprob: [] as number[], advantage: [] as number[], entropy: [] as number[] | null };
   for (const n of pathNodes) {
     const tid = Array.isArray(n.token_ids) ? (n.token_ids as unknown[]) : [];
     const m = Array.isArray(n.mask) ? (n.mask as unknown[]) : [];
     if (tid.length && m.length !== tid.length) throw new RowError(`nodes: mask has ${m.length} entries for ${tid.length} token ids`);
     const sampled = m.filter((x) => x === true).length;
-    const lp = Array.isArray(n.logprobs) ? (n.logprobs as unknown[]) : [];
+    const lp = Array.isArray(n.trainer_logprobs) ? (n.trainer_logprobs as unknown[]) : Array.isArray(n.logprobs) ? (n.logprobs as unknown[]) : [];
     const adv = Array.isArray(n.advantages) ? (n.advantages as unknown[]) : null;
+    const ent = Array.isArray(n.entropies) ? (n.entropies as unknown[]) : null;
     if (sampled && lp.length !== sampled) throw new RowError(`nodes: ${lp.length} logprobs for ${sampled} sampled tokens`);
     tid.forEach((x, i) => {
       if (!Number.isInteger(x) || (x as number) < 0) throw new RowError(`nodes: token id ${show(x)} is not a token id`);
@@ -90,6 +95,8 @@ function pathTokens(pathNodes: Obj[]): { ids: number[]; mask: boolean[]; logprob
       out.logprob.push(Number(lp[k]));
       out.advantage.push(adv && typeof adv[k] === 'number' ? (adv[k] as number) : NaN);
     }
+    if (sampled && (!ent || ent.length !== sampled)) out.entropy = null;
+    else if (out.entropy) for (let k = 0; k < sampled; k++) out.entropy.push(Number(ent![k]));
   }
   return out;
 }
@@ -101,7 +108,10 @@ function pathTokens(pathNodes: Obj[]): { ids: number[]; mask: boolean[]; logprob
  * (NaN advantages where the trainer assigned none: recomputed from the rewards); without, the text of the messages
  * before the first sampled one and of the sampled ones, to be scored. Reward: Σ score × weight of the trace's rewards.
  */
-export function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'>[] {
+export function primeEpisodeRecords(row: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'>[] {
+  // the trace stream (prime_stream.ts): its annotations folded in, each trace at the step that trained it, evals left out
+  const stream = PRIME_STREAM.test(path);
+  const o = stream ? foldAnnotations(row, traceUpdates(tracesDir(path))) : row;
   const traces = o.traces;
   if (!Array.isArray(traces)) throw new RowError(`traces: expected a list of traces, got ${show(traces)}`);
   if (!traces.length) {
@@ -113,8 +123,21 @@ export function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 
   const stepNo = step({ step: work.step }, fileStep(path));
   const group = isObj(o.group) && o.group.id !== undefined ? String(o.group.id) : null;
   const out: Omit<ImportedRecord, 'file' | 'line'>[] = [];
+  let evals = 0;
   for (const t of traces) {
     if (!isObj(t) || !Array.isArray(t.nodes)) throw new RowError(`traces[]: expected {nodes: [...]}, got ${show(t)}`);
+    let traceStep = stepNo;
+    if (stream) {
+      const info = isObj(t.info) ? t.info : {};
+      if ((info.kind ?? work.type) === 'eval') {
+        evals++;
+        continue;
+      }
+      const ship = isObj(info.ship) ? info.ship.step : undefined;
+      if (!Number.isInteger(ship))
+        throw new RowError(`trace ${show(t.id)}: not trained yet, or its annotations are missing (no info.ship.step in annotations/orch)`);
+      traceStep = ship as number;
+    }
     const nodes = t.nodes as Obj[];
     const rewards = isObj(t.rewards) ? Object.values(t.rewards) : [];
     const scored = rewards.filter(isObj);
@@ -123,26 +146,26 @@ export function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 
     for (let leaf = 0; leaf < nodes.length; leaf++) {
       if (parents.has(leaf)) continue;
       const pathNodes = rootPath(nodes, leaf);
-      const { ids, mask, logprob, advantage } = pathTokens(pathNodes);
+      const { ids, mask, logprob, advantage, entropy } = pathTokens(pathNodes);
       const sampledNodes = pathNodes.filter((n) => n.sampled === true);
       if (!sampledNodes.length) continue;
       const first = mask.indexOf(true);
       if (first >= 0) {
         out.push({
-          step: stepNo,
+          step: traceStep,
           group,
           prompt: '',
           completion: '',
           reward,
           advantage: null,
           success: null,
-          tokens: { promptIds: ids.slice(0, first), ids: ids.filter((_, i) => mask[i]), logprob, entropy: null, advantage, extra: {} },
+          tokens: { promptIds: ids.slice(0, first), ids: ids.filter((_, i) => mask[i]), logprob, entropy, advantage, extra: {} },
         });
       } else {
         // a relayed turn without token ids: text, scored by --model or --score-server
         const firstSampled = pathNodes.indexOf(sampledNodes[0]);
         out.push({
-          step: stepNo,
+          step: traceStep,
           group,
           prompt: pathNodes
             .slice(0, firstSampled)
@@ -156,6 +179,7 @@ export function primeEpisodeRecords(o: Obj, path: string): Omit<ImportedRecord, 
       }
     }
   }
+  if (!out.length && evals) return [];
   if (!out.length) throw new RowError('the episode has no sampled message');
   return out;
 }
@@ -165,7 +189,7 @@ export const prime: ImportReader = {
   detect: (files, first) =>
     files.some((f) => /(^|[/\\])token_exports[/\\]/.test(f)) ||
     (!!first && 'token_ids' in first && 'loss_mask' in first) ||
-    files.some((f) => PRIME_TRACES.test(f)) ||
+    files.some((f) => PRIME_TRACES.test(f) || PRIME_STREAM.test(f)) ||
     (!!first && Array.isArray(first.traces) && 'task' in first),
   records: (o, path) => (Array.isArray(o.traces) ? primeEpisodeRecords(o, path) : [primeRecord(o, path)]),
 };
