@@ -254,14 +254,45 @@ def write_verl_shards(shard_dir: str, steps: int = 2, seed: int = 0) -> None:
         ray_trainer.compute_advantage(data, adv_estimator="credit_lens_grpo", num_repeat=4)
 
 
+def write_trl_completions(output_dir: str, steps: int = 2) -> None:
+    """What TRL's own GRPOTrainer logs with log_completions: <output_dir>/completions/completions_NNNNN.parquet, one a
+    step (the plain trainer, no Credit Lens), for the importer's tests."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    args = GRPOConfig(
+        output_dir=output_dir,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=steps,
+        learning_rate=1e-2,
+        logging_steps=1,
+        log_completions=True,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+    )
+    GRPOTrainer(
+        model=tiny_model(),
+        reward_funcs=reward_digits,
+        args=args,
+        train_dataset=dataset(),
+        processing_class=tiny_tokenizer(),
+    ).train()
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--trl":
         write_trl_run(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "--verl-shards":
         write_verl_shards(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--trl-completions":
+        write_trl_completions(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "--tiny-hf":
         write_tiny_hf(sys.argv[2])
     elif len(sys.argv) == 2:
         write_sample_run(sys.argv[1])
     else:
-        sys.exit("usage: python -m credit_lens.testing [--trl | --verl-shards | --tiny-hf] <dir>")
+        sys.exit("usage: python -m credit_lens.testing [--trl | --verl-shards | --tiny-hf | --trl-completions] <dir>")

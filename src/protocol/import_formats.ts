@@ -26,7 +26,12 @@ export const IMPORT_FORMAT_DEFS = [
     detail: 'token_exports/step_N/ or rollouts/step_N/train/…/traces.jsonl, with metrics.jsonl beside: no model needed',
     perToken: true,
   },
-  { id: 'trl', label: 'TRL completions folder', detail: 'per-step completions (JSONL, CSV or W&B table JSON)', perToken: false },
+  {
+    id: 'trl',
+    label: 'TRL completions folder',
+    detail: "per-step completions (TRL's completions_NNNNN.parquet, JSONL, CSV or W&B table JSON)",
+    perToken: false,
+  },
   { id: 'jsonl', label: 'Plain JSONL', detail: '{step, prompt, completion, reward} lines', perToken: false },
 ] as const satisfies readonly ImportFormatDef[];
 

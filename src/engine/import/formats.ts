@@ -29,7 +29,8 @@ export interface ReadResult {
   problems: ImportProblem[];
 }
 
-const DATA_EXT = new Set(['.jsonl', '.json', '.csv']);
+// .parquet: TRL's GRPOTrainer (1.x) writes its completions table as <output_dir>/completions/completions_NNNNN.parquet
+const DATA_EXT = new Set(['.jsonl', '.json', '.csv', '.parquet']);
 const MAX_FILES = 100_000;
 
 /** Natural order: step_2 before step_10, 9.jsonl before 10.jsonl. */
@@ -59,7 +60,7 @@ export function listImportFiles(source: string): string[] {
     }
   };
   walk(source);
-  if (!out.length) throw new UserError(`import: no .jsonl, .json or .csv files under ${source}`);
+  if (!out.length) throw new UserError(`import: no .jsonl, .json, .csv or .parquet files under ${source}`);
   // A prime-rl output folder also holds logs and configs: when it has token exports, those are the rollouts.
   const exports = out.filter((f) => /(^|[/\\])token_exports[/\\]/.test(relativeTo(source, f)));
   if (exports.length) return exports;
@@ -96,9 +97,44 @@ export interface Row {
   value: Obj;
 }
 
+/** A Parquet value as JSON would hold it: int64 as a number, lists and structs (a conversational prompt) as arrays and objects. */
+function plainValue(v: unknown): unknown {
+  if (typeof v === 'bigint') return Number(v);
+  if (v && typeof v === 'object') {
+    const o = v as { toArray?: () => unknown; toJSON?: () => unknown; [Symbol.iterator]?: unknown };
+    if (ArrayBuffer.isView(v)) return Array.from(v as unknown as ArrayLike<number | bigint>, plainValue);
+    if (typeof o.toJSON === 'function') {
+      const j = o.toJSON();
+      if (Array.isArray(j)) return j.map(plainValue);
+      if (j && typeof j === 'object') return Object.fromEntries(Object.entries(j).map(([k, x]) => [k, plainValue(x)]));
+      return j;
+    }
+  }
+  return v;
+}
+
+/** A Parquet file's rows (through parquet-wasm and Arrow); an unreadable file is one problem. */
+async function parquetRows(path: string, shown: string, problems: ImportProblem[]): Promise<Row[]> {
+  const { readParquetTable } = await import('../importance/parquet');
+  try {
+    const table = await readParquetTable(path);
+    const names = table.schema.fields.map((f) => f.name);
+    const rows: Row[] = [];
+    for (let i = 0; i < table.numRows; i++) {
+      const r = table.get(i) as Record<string, unknown> | null;
+      if (r) rows.push({ line: i + 1, value: Object.fromEntries(names.map((n) => [n, plainValue(r[n])])) });
+    }
+    return rows;
+  } catch (e) {
+    problems.push({ file: shown, line: 0, reason: (e as Error).message });
+    return [];
+  }
+}
+
 /** The rows of a data file: JSONL lines, a W&B table's rows, or CSV rows (header → keys). Bad lines are problems. */
 export async function readRows(path: string, shown: string, problems: ImportProblem[], o: { wholeLinesOnly?: boolean } = {}): Promise<Row[]> {
   const ext = extname(path).toLowerCase();
+  if (ext === '.parquet') return parquetRows(path, shown, problems);
   if (ext === '.csv') {
     // streamed from the file: a CSV export can be larger than the text a string may hold
     const { rows, error } = await readCsv(path);
