@@ -53,6 +53,27 @@ export function checkPython(python: string): void {
   }
 }
 
+/**
+ * Refuses a strategy, parameter or choice the Python package does not carry, with its own message (credit_lens's
+ * resolve(), so the reasons live in one place), before anything of the run is made.
+ */
+export function checkStrategy(python: string, strategy: string, flat: Record<string, unknown>): void {
+  const code = [
+    'import json, sys',
+    'from credit_lens.strategies.catalog import STRATEGIES, UnsupportedStrategy, resolve',
+    'name, flat = sys.argv[1], json.loads(sys.argv[2])',
+    'keys = STRATEGIES[name].defaults if name in STRATEGIES else {}',
+    'try:',
+    '    resolve(name, {k: v for k, v in flat.items() if k in keys})',
+    'except UnsupportedStrategy as e:',
+    '    print(e)',
+    '    sys.exit(2)',
+  ].join('\n');
+  const r = spawnSync(python, ['-c', code, strategy, JSON.stringify(flat)], { encoding: 'utf8' });
+  if (r.status === 2) throw new UserError(`engine: trl: ${r.stdout.trim()}`);
+  if (r.status !== 0) throw new UserError(`engine: trl: cannot check credit.strategy ${strategy} in ${python}: ${r.stderr.trim().split('\n').pop()}`);
+}
+
 /** What a TRL checkpoint holds once written whole (a stop during its save can leave a folder without some of them). */
 const TRL_CHECKPOINT_FILES = ['trainer_state.json', 'optimizer.pt', 'scheduler.pt', 'rng_state.pth', 'training_args.bin'];
 
@@ -72,28 +93,27 @@ export function latestTrlCheckpoint(runDir: string): string | null {
 /** Trains the run with TRL; resolves with its final status. */
 export async function trainTrl(o: TrlTrainOptions): Promise<{ runDir: string; status: 'completed' | 'failed' | 'stopped' }> {
   let cfg: CreditConfig;
-  let runDir: string;
   let resumeFrom: string | null = null;
   // a folder given with --run-dir that already holds this run and a checkpoint (a requeued Slurm task) resumes it
   const resumeDir = o.resume ?? (o.runDir && readRunInfo(o.runDir) && latestTrlCheckpoint(o.runDir) ? o.runDir : undefined);
   if (resumeDir) {
     const checked = readRunInfoChecked(resumeDir);
     if (!checked.ok) throw new UserError(`--resume ${resumeDir}: not a run directory (${checked.reason})`);
-    runDir = resumeDir;
-    cfg = loadConfig(join(runDir, 'config.yaml'), o.sets).config;
-    resumeFrom = latestTrlCheckpoint(runDir);
+    cfg = loadConfig(join(resumeDir, 'config.yaml'), o.sets).config;
+    resumeFrom = latestTrlCheckpoint(resumeDir);
     if (!resumeFrom)
       throw new UserError(
-        `--resume ${o.resume}: the run has no TRL checkpoint yet (trl/checkpoint-N, every grpo.checkpoint_every steps); start it again instead`,
+        `--resume ${resumeDir}: the run has no TRL checkpoint yet (trl/checkpoint-N, every grpo.checkpoint_every steps); start it again instead`,
       );
-  } else {
-    cfg = o.config ?? loadConfig(o.configPath!, o.sets).config;
-    runDir = o.runDir ?? createRunDir(o.outputDir ?? cfg.output_dir, cfg.name);
-    mkdirSync(runDir, { recursive: true });
-  }
+  } else cfg = o.config ?? loadConfig(o.configPath!, o.sets).config;
+  // everything that can refuse the run is checked before its folder exists
   checkTrlConfig(cfg);
   const python = pythonCommand();
   checkPython(python);
+  const strategyParams = flattenCredit(cfg.credit);
+  checkStrategy(python, cfg.credit.strategy, strategyParams);
+  const runDir = resumeDir ?? o.runDir ?? createRunDir(o.outputDir ?? cfg.output_dir, cfg.name);
+  mkdirSync(runDir, { recursive: true });
   const release = acquireRunLock(runDir);
   try {
     if (!resumeFrom) writeFileSync(join(runDir, 'config.yaml'), configToYaml(redactConfig(cfg)));
@@ -105,7 +125,7 @@ export async function trainTrl(o: TrlTrainOptions): Promise<{ runDir: string; st
       model_path: cfg.model.path,
       grpo: grpoConfigOf(cfg),
       strategy: cfg.credit.strategy,
-      strategy_params: flattenCredit(cfg.credit),
+      strategy_params: strategyParams,
       logging: { every: cfg.logging.every, tokens: cfg.logging.tokens },
       reward_worker: [...engine, 'reward', join(runDir, 'config.yaml')],
     };

@@ -175,3 +175,17 @@ test('a resume passes over a TRL checkpoint a stop cut short while it was being 
   assert.equal(latestTrlCheckpoint(run), join(run, 'trl', 'checkpoint-4'));
   assert.equal(latestTrlCheckpoint(mkdtempSync(join(tmpdir(), 'cl-trl-none-'))), null);
 });
+
+test('engine trl refuses a strategy the Python package does not carry, with its reason, before the run folder exists', { timeout: 120_000 }, async () => {
+  const out = mkdtempSync(join(tmpdir(), 'cl-trl-refused-'));
+  await assert.rejects(
+    train({
+      configPath: EXAMPLE,
+      sets: [`model.path=${mkdtempSync(join(tmpdir(), 'cl-trl-model-'))}`, 'credit.strategy=attention_credit'],
+      outputDir: out,
+      engineCommand: CLI,
+    }),
+    /engine: trl: credit\.strategy attention_credit: it needs the last layer's attention maps/,
+  );
+  assert.deepEqual(readdirSync(out), [], 'no run folder was made');
+});
