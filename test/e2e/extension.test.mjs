@@ -225,17 +225,31 @@ scenario('engine: trl from the CodeLens: ▶ Run trains with TRL through credit_
   const done = await waitForRow(page, /^trl-\d{8}-\d{6}.*\bcompleted\b.*4\/4/, 300_000);
   log(`tree: ${done}`);
   await notification(page, /trl completed\./, 30_000);
-  // its steps and episodes in the tree, as a tfjs run's
+  // its steps and episodes in the tree, as a tfjs run's: the other runs collapsed first, so that the step and episode
+  // rows read below are this run's (the tree's rows are not in visual order in the DOM)
+  await page
+    .locator('.sidebar .title-actions .action-label[aria-label^="Collapse All"]')
+    .first()
+    .click({ timeout: 10_000 });
+  await sleep(300);
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^trl\.credit\.yaml/ })
+    .first()
+    .locator('.monaco-tl-twistie')
+    .click();
   await page
     .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^trl-\d{8}/ })
     .first()
     .click();
   await waitForRow(page, /^step 4\b/, 15_000);
+  const labels = () => page.locator('.sidebar .pane-body .monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? ''));
+  assert.equal((await labels()).filter((l) => /^step \d+\b/.test(l)).length, 4, 'the trl run alone is expanded: its four steps');
   await page
     .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^step 4/ })
     .first()
     .click();
   await waitForRow(page, /^-?\d+\.\d\d [✓✗] #\d+/, 15_000);
+  assert.equal((await labels()).filter((l) => /^-?\d+\.\d\d [✓✗] #\d+/.test(l)).length, 8, 'prompts_per_step 2 × group_size 4 episodes of step 4');
   await shot(page, '04c-trl-run-completed');
   const [dir] = runDirs('trl');
   const info = readJson(join(dir, 'run.json'));
