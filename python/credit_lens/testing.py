@@ -175,29 +175,35 @@ def dataset():
     return Dataset.from_dict({"prompt": ["1+2=<think>", "3+4=<think>", "5-1=<think>", "2+2=<think>"]})
 
 
+def tiny_grpo_config(output_dir: str, steps: int, **kw):
+    """TRL's GRPOConfig of the tiny runs: one group of 4 completions of up to 8 tokens a step, on the CPU, seeded."""
+    from trl import GRPOConfig
+
+    args = {
+        "output_dir": output_dir,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "max_steps": steps,
+        "learning_rate": 1e-2,
+        "logging_steps": 1,
+        "report_to": [],
+        "save_strategy": "no",
+        "use_cpu": True,
+        "bf16": False,
+        "seed": 0,
+    }
+    return GRPOConfig(**{**args, **kw})
+
+
 def write_trl_run(run_dir: str, strategy: str = "entropy_mask", steps: int = 3) -> None:
     """A CreditGRPOTrainer run of `steps` GRPO steps on the CPU, logged to run_dir."""
     import tempfile
 
-    from trl import GRPOConfig
-
     from credit_lens.trl import CreditGRPOTrainer
 
     with tempfile.TemporaryDirectory() as out:
-        args = GRPOConfig(
-            output_dir=out,
-            per_device_train_batch_size=4,
-            num_generations=4,
-            max_completion_length=8,
-            max_steps=steps,
-            learning_rate=1e-2,
-            logging_steps=1,
-            report_to=[],
-            save_strategy="no",
-            use_cpu=True,
-            bf16=False,
-            seed=0,
-        )
+        args = tiny_grpo_config(out, steps)
         params = {"mask_percentile": 50.0} if strategy == "entropy_mask" else {}
         CreditGRPOTrainer(
             model=tiny_model(),
@@ -257,23 +263,9 @@ def write_verl_shards(shard_dir: str, steps: int = 2, seed: int = 0) -> None:
 def write_trl_completions(output_dir: str, steps: int = 2) -> None:
     """What TRL's own GRPOTrainer logs with log_completions: <output_dir>/completions/completions_NNNNN.parquet, one a
     step (the plain trainer, no Credit Lens), for the importer's tests."""
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
-    args = GRPOConfig(
-        output_dir=output_dir,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=8,
-        max_steps=steps,
-        learning_rate=1e-2,
-        logging_steps=1,
-        log_completions=True,
-        report_to=[],
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
-        seed=0,
-    )
+    args = tiny_grpo_config(output_dir, steps, log_completions=True)
     GRPOTrainer(
         model=tiny_model(),
         reward_funcs=reward_digits,
