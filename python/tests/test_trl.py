@@ -7,30 +7,14 @@ from typing import ClassVar
 
 import pytest
 import torch
-from trl import GRPOConfig
 
 from credit_lens.sections import compute_sections, open_prefill
-from credit_lens.testing import dataset, reward_digits, tiny_model, tiny_tokenizer
+from credit_lens.testing import dataset, reward_digits, tiny_grpo_config, tiny_model, tiny_tokenizer
 from credit_lens.trl import CreditGRPOTrainer
 
 
 def config(tmp_path, **kw):
-    args = {
-        "output_dir": str(tmp_path / "out"),
-        "per_device_train_batch_size": 4,
-        "num_generations": 4,
-        "max_completion_length": 8,
-        "max_steps": 3,
-        "learning_rate": 1e-2,
-        "logging_steps": 1,
-        "report_to": [],
-        "save_strategy": "no",
-        "use_cpu": True,
-        "bf16": False,
-        "seed": 0,
-        "temperature": 1.0,
-    }
-    return GRPOConfig(**{**args, **kw})
+    return tiny_grpo_config(str(tmp_path / "out"), kw.pop("max_steps", 3), temperature=1.0, **kw)
 
 
 class Capturing(CreditGRPOTrainer):

@@ -3,6 +3,7 @@
 // credit_lens.trl.CreditGRPOTrainer, which refuses a strategy the Python package does not carry, with its reason.
 import { UserError } from '../core/errors';
 import { CONFIG_PATHS } from '../config/base';
+import { getDotted } from '../config/dotted';
 import { validateConfig } from '../config/issues';
 import type { CreditConfig } from '../config/schema';
 
@@ -48,10 +49,6 @@ export const TRL_LOSS_TYPE: Record<CreditConfig['grpo']['loss_agg'], string> = {
   seq_mean_token_sum_norm: 'dr_grpo',
 };
 
-function valueAt(cfg: unknown, path: string): unknown {
-  return path.split('.').reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Record<string, unknown>)[k] : undefined), cfg);
-}
-
 /**
  * The config keys this run sets away from their defaults that `engine: trl` does not carry, and the checks of the ones it
  * carries with conditions; the first is thrown as an error naming the key, its value and what trl takes.
@@ -61,8 +58,8 @@ export function trlIssues(cfg: CreditConfig): string[] {
   const out: string[] = [];
   for (const path of CONFIG_PATHS) {
     if (carried(path)) continue;
-    const v = valueAt(cfg, path);
-    const d = valueAt(defaults, path);
+    const v = getDotted(cfg, path);
+    const d = getDotted(defaults, path);
     // a section is judged by its leaves
     if (v && typeof v === 'object' && !Array.isArray(v)) continue;
     if (JSON.stringify(v) !== JSON.stringify(d))

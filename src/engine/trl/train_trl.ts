@@ -5,7 +5,7 @@
 // as they read any run. A stop (the controller, SIGTERM) reaches Python as SIGTERM: it ends the run "stopped", and a
 // resume continues from TRL's last checkpoint (grpo.checkpoint_every) in the same folder.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors';
 import { loadConfig, configToYaml, redactConfig } from '../config/config';
@@ -147,19 +147,33 @@ export async function trainTrl(o: TrlTrainOptions): Promise<{ runDir: string; st
   }
 }
 
-/** The metrics rows as Python writes them: the dashboard and the progress bar follow the run as they follow any. */
+/**
+ * The metrics rows as Python writes them: the dashboard and the progress bar follow the run as they follow any. Read
+ * from where the last read ended (whole lines only), not the whole file each time.
+ */
 function followMetrics(runDir: string, total: number, reporter: TrlTrainOptions['reporter']): { stop(): void } {
-  let seen = 0;
+  const path = join(runDir, 'metrics.jsonl');
+  let offset = 0;
   const poll = () => {
-    const path = join(runDir, 'metrics.jsonl');
     if (!existsSync(path)) return;
-    const lines = readFileSync(path, 'utf8').split('\n').filter(Boolean);
-    for (const line of lines.slice(seen)) {
+    const fd = openSync(path, 'r');
+    let text: string;
+    try {
+      const size = fstatSync(fd).size;
+      // a resume rewrites the file shorter (the steps after its checkpoint set aside): read it again from its start
+      if (size < offset) offset = 0;
+      const buf = Buffer.alloc(size - offset);
+      text = buf.subarray(0, readSync(fd, buf, 0, buf.length, offset)).toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+    const whole = text.slice(0, text.lastIndexOf('\n') + 1);
+    offset += Buffer.byteLength(whole);
+    for (const line of whole.split('\n').filter(Boolean)) {
       const row = JSON.parse(line) as MetricsRow;
       reporter.metrics(runDir, row);
       reporter.progress({ phase: 'grpo', step: row.step, total });
     }
-    seen = lines.length;
   };
   const timer = setInterval(poll, 500);
   return {

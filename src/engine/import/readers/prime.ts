@@ -2,7 +2,7 @@
 // sequence a line with token_ids, loss_mask, advantages, log-probs and entropies) and its traces (one episode a line,
 // each message a node).
 import type { ImportReader } from './types';
-import { PRIME_STREAM, foldAnnotations, traceUpdates, tracesDir } from './prime_stream';
+import { PRIME_STREAM, branchPaths, foldAnnotations, traceUpdates, tracesDir } from './prime_stream';
 import { RowError, isObj, num, numList, show, step, fileStep, type ImportedRecord, type Obj } from '../fields';
 
 /** prime-rl's traces.jsonl under rollouts/step_N/{train,eval}/{all,effective}/ (its older layout). */
@@ -57,18 +57,6 @@ function messageText(m: unknown): string {
   if (typeof c === 'string') return c;
   if (Array.isArray(c)) return c.map((p) => (isObj(p) && typeof p.text === 'string' ? p.text : '')).join('');
   return '';
-}
-
-/** The nodes from the root to `leaf`, following each node's parent (a cycle stops after as many hops as nodes). */
-function rootPath(nodes: Obj[], leaf: number): Obj[] {
-  const path: Obj[] = [];
-  for (let at: unknown = leaf, hops = 0; typeof at === 'number' && hops <= nodes.length; hops++) {
-    const n = nodes[at];
-    if (!isObj(n)) throw new RowError(`nodes[${at}]: missing`);
-    path.unshift(n);
-    at = n.parent;
-  }
-  return path;
 }
 
 /**
@@ -142,10 +130,8 @@ export function primeEpisodeRecords(row: Obj, path: string): Omit<ImportedRecord
     const rewards = isObj(t.rewards) ? Object.values(t.rewards) : [];
     const scored = rewards.filter(isObj);
     const reward = scored.length ? scored.reduce((a, r) => a + Number(r.score ?? 0) * Number(r.weight ?? 1), 0) : null;
-    const parents = new Set(nodes.map((n) => n.parent).filter((x) => typeof x === 'number'));
-    for (let leaf = 0; leaf < nodes.length; leaf++) {
-      if (parents.has(leaf)) continue;
-      const pathNodes = rootPath(nodes, leaf);
+    for (const branch of branchPaths(nodes)) {
+      const pathNodes = branch.map((k) => nodes[k]);
       const { ids, mask, logprob, advantage, entropy } = pathTokens(pathNodes);
       const sampledNodes = pathNodes.filter((n) => n.sampled === true);
       if (!sampledNodes.length) continue;

@@ -10,7 +10,7 @@
 // Zstandard-compressed chunks (.jsonl.zst) are not read: Node 20 has no zstd.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { isObj, type Obj } from '../fields';
+import { RowError, isObj, type Obj } from '../fields';
 
 export const PRIME_STREAM = /(^|[/\\])monitors[/\\]file[/\\]traces[/\\](stream\.jsonl|stream[/\\]\d+\.jsonl)$/;
 const STREAM_FIELDS = ['advantages', 'trainer_logprobs', 'entropies'] as const;
@@ -88,16 +88,20 @@ export function traceUpdates(dir: string): Map<string, TraceUpdate> {
   return updates;
 }
 
-/** The root-to-leaf node paths of a trace, in leaf order (verifiers' branches). */
-function branchPaths(nodes: Obj[]): number[][] {
+/**
+ * The root-to-leaf node paths of a trace, as node indices in leaf order (verifiers' branches): each leaf's parents
+ * followed up to the root (a cycle stops after as many hops as nodes; a parent that is not a node is a bad row).
+ */
+export function branchPaths(nodes: Obj[]): number[][] {
   const parents = new Set(nodes.map((n) => n.parent).filter((x) => typeof x === 'number'));
   const out: number[][] = [];
   for (let leaf = 0; leaf < nodes.length; leaf++) {
     if (parents.has(leaf)) continue;
     const path: number[] = [];
     for (let at: unknown = leaf, hops = 0; typeof at === 'number' && hops <= nodes.length; hops++) {
+      if (!isObj(nodes[at])) throw new RowError(`nodes[${at}]: missing`);
       path.unshift(at);
-      at = nodes[at]?.parent;
+      at = nodes[at].parent;
     }
     out.push(path);
   }
