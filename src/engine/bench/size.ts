@@ -131,8 +131,10 @@ async function servedRows(
   const { writeSafetensors } = await import('../model/safetensors');
   const cli = [join(__dirname, 'cli.js'), resolve('dist/engine/cli.js')].find((p) => existsSync(p));
   if (!cli) return { error: 'dist/engine/cli.js not built' };
-  const proc = spawn(process.execPath, [cli, 'serve', dir, '--port', '0', '--backend', o.backend ?? 'wasm-blas'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const out = mkdtempSync(join(tmpdir(), 'credit-lens-sync-'));
+  const proc = spawn(process.execPath, [cli, 'serve', dir, '--port', '0', '--backend', o.backend ?? 'wasm-blas', '--allow-path', out], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   // what the server said, and how it ended, for an error that is not ours
   let serverLog = '';
   let ended = '';

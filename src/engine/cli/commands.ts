@@ -87,7 +87,7 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: 'serve',
-    usage: ['serve <run-dir | checkpoint | HF folder> [--step N] [--host 127.0.0.1] [--port 30000] [--backend B]'],
+    usage: ['serve <run-dir | checkpoint | HF folder> [--step N] [--host 127.0.0.1] [--port 30000] [--backend B] [--api-key K] [--allow-path F]...'],
     run: async (a) => (await import('./serve_command')).cmdServe(a),
   },
   {

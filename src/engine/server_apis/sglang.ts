@@ -437,5 +437,6 @@ export const sglang = {
     'POST /flush_cache': () =>
       'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n',
   },
+  stateRoutes: ['POST /update_weights_from_disk', 'POST /load_lora_adapter', 'POST /unload_lora_adapter', 'POST /flush_cache'],
   errorBody: (_status, message) => ({ error: { message } }),
 } as const satisfies ServerApiSpec;

@@ -87,6 +87,8 @@ export interface ServerApiSpec {
   // ---- serve's side ----
   /** `METHOD /path` → the answer's body (a string is sent as text); a refused request throws BadRequest */
   readonly routes: Readonly<Record<string, (server: ServeBackend, body: unknown) => unknown>>;
+  /** the routes that change the server's state (weights, adapters, caches): they need a key off loopback, and no Origin */
+  readonly stateRoutes: readonly string[];
   /** the prefix of every path of this API's, where it has one (vLLM's /v1/): an unknown route there gets its error shape */
   readonly routePrefix?: string;
   /** the API's error body for a refused request */

@@ -284,6 +284,7 @@ export const vllm = {
     note: 'vLLM scores with prompt_logprobs, which skips its prefix cache: every prompt is prefilled again',
   },
   routes: { 'GET /v1/models': modelsRoute, 'POST /v1/completions': completionsRoute },
+  stateRoutes: [],
   routePrefix: '/v1/',
   errorBody: (status, message, param) => ({
     error: { message, type: status === 404 ? 'NotFoundError' : status >= 500 ? 'InternalServerError' : 'BadRequestError', param, code: status },

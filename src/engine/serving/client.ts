@@ -20,6 +20,7 @@ import {
   SamplerLost,
 } from '../model/sampling';
 import { SERVER_API_SPECS, type ServerApi } from '../server_apis/catalog';
+import { API_KEY_ENV } from './guard';
 import {
   errorMessage,
   type ApiCall,
@@ -41,6 +42,8 @@ export interface ServerOptions {
   /** tries of a request that fails on the connection or with a 5xx (default 5), with backoff from `backoffMs` */
   tries?: number;
   backoffMs?: number;
+  /** sent as Authorization: Bearer (SGLang's and vLLM's --api-key, serve's); default $CREDIT_LENS_API_KEY */
+  apiKey?: string | null;
   log?: (m: string) => void;
 }
 
@@ -82,6 +85,7 @@ export class ServerSampler implements Sampler {
   private readonly backoffMs: number;
   private closed = new AbortController();
   private readonly agents: { http: HttpAgent; https: HttpsAgent };
+  private readonly apiKey: string | null;
   /** SGLang: the LoRA adapter every sampling request names (rollout.server with model.lora), or null for the base */
   lora: string | null = null;
 
@@ -97,6 +101,7 @@ export class ServerSampler implements Sampler {
     this.timeoutMs = o.timeoutMs ?? 600_000;
     this.tries = Math.max(1, o.tries ?? 5);
     this.backoffMs = o.backoffMs ?? 500;
+    this.apiKey = o.apiKey ?? (process.env[API_KEY_ENV] || null);
     this.agents = {
       http: new HttpAgent({ keepAlive: true, maxSockets: this.concurrency }),
       https: new HttpsAgent({ keepAlive: true, maxSockets: this.concurrency }),
@@ -151,7 +156,8 @@ export class ServerSampler implements Sampler {
   private caller(): ApiCall {
     return async (method, path, body, o = {}) => {
       const r = await this.call(method, path, body, o);
-      if (o.ok && r.status !== 200) throw this.refusal(path, r);
+      // a server that wants a key answers every route so: that, not "does not speak this API", is the news
+      if (r.status === 401 || (o.ok && r.status !== 200)) throw this.refusal(path, r);
       return r;
     };
   }
@@ -319,7 +325,8 @@ export class ServerSampler implements Sampler {
 
   private refusal(path: string, r: Reply): ServerError {
     const msg = errorMessage(r.body) ?? (typeof r.body === 'string' ? r.body.slice(0, 300) : JSON.stringify(r.body).slice(0, 300));
-    return new ServerError(`${this.url}${path} answered ${r.status}: ${msg}`);
+    const hint = r.status === 401 ? `put the server's API key in $${API_KEY_ENV} (${this.apiKey ? 'the one there is refused' : 'it is not set'})` : undefined;
+    return new ServerError(`${this.url}${path} answered ${r.status}: ${msg}`, hint);
   }
 
   /**
@@ -388,7 +395,10 @@ export class ServerSampler implements Sampler {
         {
           method,
           agent: target.protocol === 'https:' ? this.agents.https : this.agents.http,
-          headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {},
+          headers: {
+            ...(payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {}),
+            ...(this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {}),
+          },
         },
         (res) => {
           const chunks: Buffer[] = [];

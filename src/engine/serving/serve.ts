@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { loadConfig } from '../config/config';
 import { UserError, isUserError } from '../core/errors';
 import type { Tokenizer } from '../core/types';
@@ -21,6 +21,7 @@ import { loadScorer } from '../session/model_path';
 import { openSession, useWeights, type Session } from '../session/session';
 import { policyBatch } from '../session/rollout';
 import { SERVER_API_SPECS } from '../server_apis/catalog';
+import { Guard } from './guard';
 import { BadRequest, RefusedLoad, type Finish, type RowSettings, type ScoredRow, type ServeBackend, type ServerApiSpec } from '../server_apis/types';
 
 export interface ServeOptions {
@@ -31,6 +32,10 @@ export interface ServeOptions {
   host?: string;
   port?: number;
   backend?: BackendPreference;
+  /** the key every request must carry (Authorization: Bearer); null or absent: none (loopback only changes state) */
+  apiKey?: string | null;
+  /** folders weights and adapters may be loaded from, besides the served model's own */
+  allowPaths?: string[];
   log?: (m: string) => void;
 }
 
@@ -100,6 +105,8 @@ export class CreditLensServer implements ServeBackend {
     readonly name: string,
     /** false: the model is the caller's (serveModel), and stays alive until the caller disposes it */
     private owns = true,
+    /** where weights and adapters may load from */
+    private readonly guard: Guard | null = null,
   ) {
     this.sampler = new LocalSampler(m.model, m.tokenizer);
   }
@@ -267,6 +274,7 @@ export class CreditLensServer implements ServeBackend {
 
   /** Loads new weights between batches: a policy file, a checkpoint folder or a folder with model.safetensors. */
   async loadWeights(path: string, version: string | null): Promise<string> {
+    if (this.guard) path = this.guard.allowedPath(path);
     const file = existsSync(path) && statSync(path).isFile() ? path : join(path, 'model.safetensors');
     if (!existsSync(file)) throw new RefusedLoad(`no model.safetensors in ${path}`);
     return this.exclusive(async () => {
@@ -317,6 +325,7 @@ export class CreditLensServer implements ServeBackend {
    * weights, by name; loading a name again replaces its adapter.
    */
   async loadAdapter(name: string, dir: string): Promise<void> {
+    if (this.guard) dir = this.guard.allowedPath(dir);
     let cfg: { r?: unknown; lora_alpha?: unknown; target_modules?: unknown };
     try {
       cfg = JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8'));
@@ -394,7 +403,9 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 export async function serve(o: ServeOptions): Promise<Served> {
   // the address first: loading a 0.5B model takes minutes, and a taken port would be found only after them
   await checkBind(o.host ?? '127.0.0.1', o.port ?? 30000);
-  return listen(await loadServed(o), o, true);
+  // the served model's own folder (a run's policies and checkpoints) is always a place to load from
+  const own = existsSync(o.spec) && statSync(o.spec).isFile() ? dirname(resolve(o.spec)) : resolve(o.spec);
+  return listen(await loadServed(o), { ...o, allowPaths: [own, ...(o.allowPaths ?? [])] }, true);
 }
 
 /** Why the server cannot listen there, as a user error naming the address and what to do. */
@@ -427,14 +438,23 @@ async function checkBind(host: string, port: number): Promise<void> {
  * A model this process already holds, served (the bench's in-process comparison): `path` names it to clients. The model
  * stays the caller's.
  */
-export function serveModel(model: Transformer, tokenizer: Tokenizer, path: string, o: Pick<ServeOptions, 'host' | 'port' | 'log'> = {}): Promise<Served> {
+export function serveModel(
+  model: Transformer,
+  tokenizer: Tokenizer,
+  path: string,
+  o: Pick<ServeOptions, 'host' | 'port' | 'log' | 'apiKey' | 'allowPaths'> = {},
+): Promise<Served> {
   return listen({ model, tokenizer, path, eos: tokenizer.eosIds ?? [tokenizer.eosId], session: null }, o, false);
 }
 
-async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, ownsModel: boolean): Promise<Served> {
+type ListenOptions = Pick<ServeOptions, 'host' | 'port' | 'log' | 'apiKey' | 'allowPaths'>;
+
+async function listen(m: Model, o: ListenOptions, ownsModel: boolean): Promise<Served> {
   const log = o.log ?? (() => {});
   const name = m.path;
-  const backend = new CreditLensServer(m, name, ownsModel);
+  const host = o.host ?? '127.0.0.1';
+  const guard = new Guard({ host, apiKey: o.apiKey ?? null, allowPaths: o.allowPaths ?? [] });
+  const backend = new CreditLensServer(m, name, ownsModel, guard);
   const specs = SERVER_API_SPECS as readonly ServerApiSpec[];
   // every API's routes, each with the API whose error shape its refusals take
   const routes = new Map<string, { spec: ServerApiSpec; answer: (server: ServeBackend, body: unknown) => unknown }>();
@@ -447,6 +467,13 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
     const fail = (status: number, message: string, param: string | null) => send(res, status, spec.errorBody(status, message, param));
     if (!route) {
       fail(404, `${req.method} ${path}: no such route`, null);
+      return;
+    }
+    const refused = guard.check(req, `${req.method} ${path}`, route.spec.stateRoutes.includes(`${req.method} ${path}`));
+    if (refused) {
+      // the body is left unread: the connection closes with the answer
+      res.setHeader('connection', 'close');
+      fail(refused.status, refused.message, null);
       return;
     }
     (async () => {
@@ -465,7 +492,6 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
   });
   // a batch on a CPU can take longer than Node's default 300 s request limit; the client keeps its own
   server.requestTimeout = 0;
-  const host = o.host ?? '127.0.0.1';
   await new Promise<void>((ok, bad) => {
     // taken between the check and now: the same error, after all
     server.once('error', (e: NodeJS.ErrnoException) => bad(bindError(host, o.port ?? 30000, e)));
@@ -474,7 +500,7 @@ async function listen(m: Model, o: Pick<ServeOptions, 'host' | 'port' | 'log'>, 
   const addr = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`;
   const apis = specs.map((s) => `${s.name}: ${s.generate.path}`).join('; ');
-  log(`serving ${m.path} at ${url} (${apis}; as model ${JSON.stringify(name)})`);
+  log(`serving ${m.path} at ${url} (${apis}; as model ${JSON.stringify(name)}); ${guard.describe()}`);
   return {
     url,
     server,

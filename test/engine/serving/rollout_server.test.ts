@@ -26,7 +26,7 @@ test('GRPO with its rollouts on a server: every update synced, the served policy
   const dir = mkdtempSync(join(tmpdir(), 'cl-rollout-server-'));
   // a first run gives the server something to start from; the run under test replaces it at its first sync
   const seedRun = (await train({ configPath: sevensConfig(dir, { name: 'start', seed: 4, backend: 'wasm', grpo: GRPO }) })).runDir;
-  const s = await serve({ spec: seedRun, port: 0, backend: 'wasm' });
+  const s = await serve({ spec: seedRun, port: 0, backend: 'wasm', allowPaths: [dir] });
   try {
     const cfg = sevensConfig(dir, { name: 'served', seed: 1, backend: 'wasm', grpo: `${GRPO}\nrollout: { server: '${s.url}', api: sglang }` });
     const r = await train({ configPath: cfg });
@@ -65,6 +65,7 @@ test('GRPO with its rollouts on a server: every update synced, the served policy
     const here = (await local.sample([req], settings))![0].map((c) => c.ids);
     const res = await fetch(`${s.url}/generate`, {
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
         input_ids: req.seeds.map(() => req.prefix),
         sampling_params: req.seeds.map((seed) => ({ max_new_tokens: 8, sampling_seed: seed, stop: ['</answer>'], stop_token_ids: settings.eosIds })),
@@ -84,7 +85,7 @@ test('GRPO with its rollouts on a server: every update synced, the served policy
 test('a rollout server that dies mid-run: the run stops with a checkpoint and a message naming the URL; --resume finishes it', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'cl-rollout-dies-'));
   const seedRun = (await train({ configPath: sevensConfig(dir, { name: 'start', seed: 4, backend: 'wasm', grpo: GRPO }) })).runDir;
-  let s = await serve({ spec: seedRun, port: 0, backend: 'wasm' });
+  let s = await serve({ spec: seedRun, port: 0, backend: 'wasm', allowPaths: [dir] });
   const port = Number(new URL(s.url).port);
   const cfg = sevensConfig(dir, { name: 'dies', seed: 2, backend: 'wasm', grpo: `${GRPO}\nrollout: { server: '${s.url}' }` });
   let runDir = '';
@@ -104,7 +105,7 @@ test('a rollout server that dies mid-run: the run stops with a checkpoint and a 
   const info = readRunInfo(runDir)!;
   assert.equal(info.status, 'failed');
   assert.ok(existsSync(join(runDir, 'checkpoints', 'step-000001')));
-  s = await serve({ spec: seedRun, port, backend: 'wasm' });
+  s = await serve({ spec: seedRun, port, backend: 'wasm', allowPaths: [dir] });
   try {
     const r = await train({ resume: runDir });
     assert.equal(r.status, 'completed');
@@ -125,7 +126,7 @@ test('a LoRA run with its rollouts on a server: the adapters synced as PEFT fold
   // the base: a finished run's checkpoint, which the server serves and the LoRA run starts from (model.init_checkpoint)
   const base = (await train({ configPath: sevensConfig(dir, { name: 'base', seed: 4, backend: 'wasm', grpo: GRPO }) })).runDir;
   const ckpt = latestCheckpoint(base)!;
-  const s = await serve({ spec: ckpt, port: 0, backend: 'wasm' });
+  const s = await serve({ spec: ckpt, port: 0, backend: 'wasm', allowPaths: [dir] });
   try {
     const cfg = sevensConfig(dir, {
       name: 'lora',
@@ -150,7 +151,11 @@ test('a LoRA run with its rollouts on a server: the adapters synced as PEFT fold
     assert.equal(peft.r, 2);
     assert.equal(peft.lora_alpha, 4);
     // the previous adapters were unloaded: loading another name now lists only the two
-    const load = await fetch(`${s.url}/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'again', lora_path: folder }) });
+    const load = await fetch(`${s.url}/load_lora_adapter`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ lora_name: 'again', lora_path: folder }),
+    });
     assert.deepEqual(Object.keys(((await load.json()) as { loaded_adapters: object }).loaded_adapters).sort(), ['again', 'step-3']);
 
     // the served adapter is the run's final one: the same seeds draw the same continuations with lora_path step-3
@@ -162,6 +167,7 @@ test('a LoRA run with its rollouts on a server: the adapters synced as PEFT fold
     const here = (await local.sample([req], { temperature: 1, topP: 1, eosIds: eos, stop: ['</answer>'] }))![0].map((c) => c.ids);
     const res = await fetch(`${s.url}/generate`, {
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
         input_ids: req.seeds.map(() => req.prefix),
         sampling_params: req.seeds.map((seed) => ({ max_new_tokens: 8, sampling_seed: seed, stop: ['</answer>'], stop_token_ids: eos })),
@@ -175,7 +181,11 @@ test('a LoRA run with its rollouts on a server: the adapters synced as PEFT fold
     assert.deepEqual(there, here);
     session.model.dispose();
     // an adapter that is not loaded is refused by name
-    const bad = await fetch(`${s.url}/generate`, { method: 'POST', body: JSON.stringify({ input_ids: req.prefix, lora_path: 'step-1' }) });
+    const bad = await fetch(`${s.url}/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input_ids: req.prefix, lora_path: 'step-1' }),
+    });
     assert.equal(bad.status, 400);
     assert.match(((await bad.json()) as { error: { message: string } }).error.message, /lora_path: "step-1" is not a loaded adapter/);
   } finally {
@@ -186,7 +196,7 @@ test('a LoRA run with its rollouts on a server: the adapters synced as PEFT fold
 test("mc_value with its rollouts on a server: the strategy's Monte Carlo continuations are sampled there too", async () => {
   const dir = mkdtempSync(join(tmpdir(), 'cl-rollout-mc-'));
   const seedRun = (await train({ configPath: sevensConfig(dir, { name: 'start', seed: 4, backend: 'wasm', grpo: GRPO }) })).runDir;
-  const s = await serve({ spec: seedRun, port: 0, backend: 'wasm' });
+  const s = await serve({ spec: seedRun, port: 0, backend: 'wasm', allowPaths: [dir] });
   // rows the server sampled, counted where its routes queue them
   let rows = 0;
   const orig = CreditLensServer.prototype.submit;

@@ -100,6 +100,7 @@ export const plain = {
     'POST /plain/generate': generate,
     'POST /plain/score': score,
   },
+  stateRoutes: [],
   routePrefix: '/plain/',
   errorBody: (_status, message) => ({ error: message }),
 } as const satisfies ServerApiSpec;
