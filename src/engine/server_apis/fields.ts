@@ -5,6 +5,23 @@ import { BadRequest, type RowSettings, type ServeBackend } from './types';
 /** The most continuations one request may ask for (n, or rows × n): more is a typo, and would exhaust memory. */
 export const MAX_ROWS = 16_384;
 
+/**
+ * The most entries one scoring request may ask for, positions × (K + 1): each is a log-prob and an id in the answer, about
+ * 30 bytes of JSON, so the largest answer is about 60 MB. Past it one request could take the server's whole heap.
+ */
+export const MAX_SCORED_ENTRIES = 2_000_000;
+
+/** Refuses (413) a scoring request over MAX_SCORED_ENTRIES, saying how far over and what to do. */
+export function checkScoreSize(positions: number, K: number, field: string): void {
+  const entries = positions * (K + 1);
+  if (entries > MAX_SCORED_ENTRIES)
+    throw new BadRequest(
+      `this request scores ${positions} positions with ${field} ${K}: ${entries} entries, over the ${MAX_SCORED_ENTRIES} one request may ask for; send fewer rows per request`,
+      field,
+      413,
+    );
+}
+
 export function intField(v: unknown, name: string, min: number, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined || v === null) return dflt;
   if (!Number.isInteger(v) || (v as number) < min || (v as number) > max)

@@ -5,7 +5,7 @@
 import { randomInt } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../model/sampling';
-import { MAX_ROWS, commonRow, idsField, intField, requestObject } from './fields';
+import { MAX_ROWS, checkScoreSize, commonRow, idsField, intField, requestObject } from './fields';
 import {
   BadRequest,
   RefusedLoad,
@@ -17,6 +17,7 @@ import {
   type RowSettings,
   type ServeBackend,
   type ServerApiSpec,
+  LazyList,
 } from './types';
 
 /** The most log-probs listed per position: SGLang has no limit of its own; 100 is plenty. */
@@ -254,11 +255,11 @@ async function generateRoute(server: ServeBackend, raw: unknown): Promise<unknow
   server.checkReady();
   const g = readGenerate(server, raw);
   const answers = g.rows.some((r) => r.maxNewTokens === 0) ? await scoreAnswers(server, g) : await sampleAnswers(server, g);
-  return g.batched || answers.length > 1 ? answers : answers[0];
+  return g.batched || answers.length > 1 ? answers : answers instanceof LazyList ? answers.item(0) : answers[0];
 }
 
 /** Scoring: max_new_tokens 0 for every row, the prompt's log-probs from logprob_start_len on. */
-async function scoreAnswers(server: ServeBackend, g: GenerateRequest): Promise<unknown[]> {
+async function scoreAnswers(server: ServeBackend, g: GenerateRequest): Promise<LazyList> {
   const { prompts, rows, topK, startLen } = g;
   if (!rows.every((r) => r.maxNewTokens === 0))
     throw new BadRequest('max_new_tokens: 0 (scoring) and sampling rows in one batch are not served together', 'max_new_tokens');
@@ -267,6 +268,12 @@ async function scoreAnswers(server: ServeBackend, g: GenerateRequest): Promise<u
       throw new BadRequest(`logprob_start_len ${startLen[i]} is not inside the prompt of ${prompt.length} tokens`, 'logprob_start_len');
     server.checkLength(prompt, 0, 'input_ids');
   });
+  if (g.returnLogprob)
+    checkScoreSize(
+      prompts.reduce((a, p, i) => a + p.length - Math.max(0, startLen[i]), 0),
+      Math.min(Math.max(...topK), server.vocabSize),
+      'top_logprobs_num',
+    );
   // rows scored together where they share K and temperature (a batch from one client does)
   const scored: ({ lp: (number | null)[]; top: [number, number][][] } | null)[] = prompts.map(() => null);
   const groups = new Map<string, number[]>();
@@ -285,7 +292,8 @@ async function scoreAnswers(server: ServeBackend, g: GenerateRequest): Promise<u
     );
     idx.forEach((i, k) => (scored[i] = { lp: [null, ...res[k].lp], top: [[], ...res[k].top] }));
   }
-  return prompts.map((prompt, i) => {
+  return new LazyList(prompts.length, (i) => {
+    const prompt = prompts[i];
     const sc = scored[i];
     const meta: Record<string, unknown> = {
       id: `cl-score-${Date.now().toString(36)}-${i}`,

@@ -214,3 +214,18 @@ export function topKStats(logprobs: number[]): { entropy: number; probSq: number
   if (rest > 0) h -= rest * Math.log(rest);
   return { entropy: h, probSq: sq, rest };
 }
+
+/**
+ * A list in an answer whose items are made and written one at a time: a scoring answer's rows (top-K lists at every
+ * position) never exist as one object tree or one string, so a large answer costs the server one row's memory.
+ */
+export class LazyList {
+  constructor(
+    readonly length: number,
+    readonly item: (i: number) => unknown,
+  ) {}
+
+  toJSON(): unknown[] {
+    return Array.from({ length: this.length }, (_, i) => this.item(i));
+  }
+}

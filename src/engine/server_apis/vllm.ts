@@ -4,8 +4,8 @@
 // is `echo` with `max_tokens: 0` and `prompt_logprobs`.
 import { randomInt } from 'node:crypto';
 import type { Continuation, SampleRequest, SampleSettings, ScoreItem, ScoredTokens } from '../model/sampling';
-import { MAX_ROWS, commonRow, idsField, intField, requestObject } from './fields';
-import { BadRequest, isObj, logprobOf, type ApiCall, type RawContinuation, type RowSettings, type ServeBackend, type ServerApiSpec } from './types';
+import { MAX_ROWS, checkScoreSize, commonRow, idsField, intField, requestObject } from './fields';
+import { BadRequest, LazyList, isObj, logprobOf, type ApiCall, type RawContinuation, type RowSettings, type ServeBackend, type ServerApiSpec } from './types';
 
 /** The most log-probs listed per position: vLLM's default max_logprobs. */
 const MAX_TOP = 20;
@@ -144,7 +144,13 @@ function readPrompts(server: ServeBackend, p: unknown): number[][] {
 }
 
 /** A text_completion response, with the token counts of its usage. */
-function completion(server: ServeBackend, created: number, choices: unknown[], prompts: number[][], completionTokens: number): Record<string, unknown> {
+function completion(
+  server: ServeBackend,
+  created: number,
+  choices: unknown[] | LazyList,
+  prompts: number[][],
+  completionTokens: number,
+): Record<string, unknown> {
   const promptTokens = prompts.reduce((a, p) => a + p.length, 0);
   return {
     id: `cmpl-${created.toString(36)}${randomInt(1e9).toString(36)}`,
@@ -234,6 +240,12 @@ async function scoreRoute(server: ServeBackend, body: Record<string, unknown>, p
   if (body.echo !== true) throw new BadRequest('max_tokens 0 samples nothing: send echo: true with prompt_logprobs to score the prompt', 'max_tokens');
   const created = Math.floor(Date.now() / 1000);
   for (const prompt of prompts) server.checkLength(prompt, 0, 'prompt');
+  if (K !== null)
+    checkScoreSize(
+      prompts.reduce((a, p) => a + p.length, 0),
+      Math.min(K, server.vocabSize),
+      'prompt_logprobs',
+    );
   // raw log-probs, before temperature (vLLM's default logprobs mode); each entry holds the given token and the top K
   const scored =
     K !== null
@@ -245,7 +257,8 @@ async function scoreRoute(server: ServeBackend, body: Record<string, unknown>, p
         )
       : null;
   const decode = (id: number) => server.tokenizer.decode([id]);
-  const choices = prompts.map((prompt, i) => {
+  const choices = new LazyList(prompts.length, (i) => {
+    const prompt = prompts[i];
     const choice: Record<string, unknown> = {
       index: i,
       text: server.tokenizer.decode(prompt),

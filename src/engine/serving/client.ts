@@ -50,8 +50,9 @@ export interface ServerOptions {
 /** The APIs `--server-api` and rollout.api take. */
 export { SERVER_APIS } from '../server_apis/catalog';
 
-/** The most completions one scoring request carries. */
+/** The most completions one scoring request carries, and the most positions × (K + 1) (half serve's limit). */
 const SCORE_ITEMS = 32;
+const SCORE_ENTRIES = 1_000_000;
 
 /** A request that ran past the client's limit. */
 class TimedOut extends Error {}
@@ -222,9 +223,19 @@ export class ServerSampler implements Sampler {
    * at each position (K = 0: none). Null when `stop` ended the call.
    */
   async score(items: ScoreItem[], topK: number, hooks: SampleHooks = {}): Promise<ScoredTokens[] | null> {
-    // a batch of completions per request: both engines take a list of prompts
-    const per = SCORE_ITEMS;
-    const batches = Array.from({ length: Math.ceil(items.length / per) }, (_, b) => items.slice(b * per, (b + 1) * per));
+    // a batch of completions per request (both engines take a list of prompts), small enough that its answer (every
+    // scored position's top K) stays a few tens of MB: serve refuses more, and a real server would build it whole too
+    const batches: ScoreItem[][] = [];
+    let entries = Infinity;
+    for (const item of items) {
+      const n = (item.prefix.length + item.ids.length) * (topK + 1);
+      if (entries + n > SCORE_ENTRIES || batches[batches.length - 1].length >= SCORE_ITEMS) {
+        batches.push([]);
+        entries = 0;
+      }
+      batches[batches.length - 1].push(item);
+      entries += n;
+    }
     const out = await this.pool(
       batches,
       async (batch, signal) => {

@@ -22,7 +22,7 @@ import { openSession, useWeights, type Session } from '../session/session';
 import { policyBatch } from '../session/rollout';
 import { SERVER_API_SPECS } from '../server_apis/catalog';
 import { Guard } from './guard';
-import { BadRequest, RefusedLoad, type Finish, type RowSettings, type ScoredRow, type ServeBackend, type ServerApiSpec } from '../server_apis/types';
+import { BadRequest, LazyList, RefusedLoad, type Finish, type RowSettings, type ScoredRow, type ServeBackend, type ServerApiSpec } from '../server_apis/types';
 
 export interface ServeOptions {
   /** a run folder, one of its checkpoints or a Hugging Face folder */
@@ -376,12 +376,17 @@ export class CreditLensServer implements ServeBackend {
   }
 }
 
+/** The largest request body: 16,384 rows of 512 ids fit; a body past it is refused before it is read whole. */
+const MAX_BODY_BYTES = 64 * 2 ** 20;
+
 async function readBody(req: IncomingMessage): Promise<unknown> {
+  const tooLarge = () => new BadRequest(`the request body is over ${MAX_BODY_BYTES / 2 ** 20} MiB, the most one request may send`, null, 413);
+  if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) throw tooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
-    if (size > 256 * 2 ** 20) throw new BadRequest('the request body is over 256 MiB');
+    if (size > MAX_BODY_BYTES) throw tooLarge();
     chunks.push(c as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
@@ -394,9 +399,56 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
   const text = typeof body === 'string' ? body : JSON.stringify(body);
   res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json' });
   res.end(text);
+}
+
+const holdsLazy = (v: unknown) => typeof v === 'object' && v !== null && Object.values(v).some((x) => x instanceof LazyList);
+
+/** The JSON of `v` in pieces: a LazyList's items one at a time (and the object or list holding one), all else whole. */
+function* jsonPieces(v: unknown): Generator<string> {
+  if (v instanceof LazyList) {
+    yield '[';
+    for (let i = 0; i < v.length; i++) {
+      if (i) yield ',';
+      yield* jsonPieces(v.item(i));
+    }
+    yield ']';
+  } else if (Array.isArray(v) && holdsLazy(v)) {
+    yield '[';
+    for (let i = 0; i < v.length; i++) yield (i ? ',' : '') + (v[i] instanceof LazyList ? [...jsonPieces(v[i])].join('') : JSON.stringify(v[i] ?? null));
+    yield ']';
+  } else if (typeof v === 'object' && v !== null && holdsLazy(v)) {
+    yield '{';
+    let first = true;
+    for (const [k, x] of Object.entries(v)) {
+      if (x === undefined) continue;
+      yield `${first ? '' : ','}${JSON.stringify(k)}:`;
+      first = false;
+      yield* jsonPieces(x);
+    }
+    yield '}';
+  } else yield JSON.stringify(v ?? null);
+}
+
+/**
+ * A JSON answer that holds a LazyList, written as it is made, waiting for the client to read (backpressure), and
+ * abandoned once the client has gone.
+ */
+async function sendStream(res: ServerResponse, body: unknown): Promise<void> {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  let buffered = '';
+  for (const piece of jsonPieces(body)) {
+    if (res.destroyed) return;
+    buffered += piece;
+    if (buffered.length < 1 << 16) continue;
+    const more = res.write(buffered);
+    buffered = '';
+    if (!more) await new Promise<void>((ok) => (res.once('drain', ok), res.once('close', ok)));
+  }
+  res.end(buffered);
 }
 
 /** Starts the server; `port: 0` takes a free port (tests). It listens on 127.0.0.1 unless told otherwise. */
@@ -478,7 +530,9 @@ async function listen(m: Model, o: ListenOptions, ownsModel: boolean): Promise<S
     }
     (async () => {
       const body = req.method === 'POST' ? await readBody(req) : undefined;
-      send(res, 200, (await route.answer(backend, body)) ?? '');
+      const answer = (await route.answer(backend, body)) ?? '';
+      if (answer instanceof LazyList || holdsLazy(answer)) await sendStream(res, answer);
+      else send(res, 200, answer);
     })().catch((e: unknown) => {
       if (e instanceof BadRequest) {
         if (e.body !== null) send(res, e.status, e.body);
