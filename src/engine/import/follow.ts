@@ -3,7 +3,9 @@
 // - whole: a later step has appeared (the trainer moved on), or none of the step's files has changed for `settleMs`
 //   (10 s: a veRL dump or a prime-rl export written in parts, with pauses between);
 // - a line still being written (no newline yet) is not read until it ends;
-// - records that arrive for a step already imported are reported, not imported.
+// - records that arrive for a step already imported are reported, not imported;
+// - records read for a step not yet imported are kept if their file is truncated, rewritten, rotated, deleted or becomes
+//   unreadable before the step is whole, and the change is reported.
 // The trainer's own metrics file is read as it grows too. The follow ends on a stop (Ctrl-C, the extension's Stop), or
 // once nothing new has come for `untilIdle` seconds, and leaves a completed run directory of the whole steps.
 import { statSync } from 'node:fs';
@@ -47,6 +49,9 @@ interface FileState {
 
 const SETTLE_MS = 10_000;
 
+/** A record by what it says, not where it was read: the same completion read from a rotated file's new name is one. */
+const recordKey = (r: ImportedRecord) => JSON.stringify([r.step, r.group, r.prompt, r.completion, r.reward, r.advantage, r.success]);
+
 export async function followImport(o: FollowOptions): Promise<ImportResult> {
   const cfg = importConfig(o);
   checkOptions(o, cfg);
@@ -71,6 +76,31 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
   let lastNew = Date.now();
   /** when each step was first seen whole (for the latency the bench reports) */
   const wholeSince = new Map<number, number>();
+  /**
+   * Records of steps not yet imported that their file no longer holds (it was truncated, rewritten, rotated, deleted or
+   * became unreadable under the follow): kept until their step is imported, so a step once read is never lost.
+   */
+  const carried: ImportedRecord[] = [];
+  /** what changed under the follow before the run directory existed, logged once it does */
+  const changes: string[] = [];
+  const say = (m: string) => (imp ? imp.log('warn', m) : changes.push(m));
+  /** The records of `before` (of steps not imported) that `after` does not hold, as a multiset (a group may repeat one). */
+  const keepLost = (shown: string, before: ImportedRecord[], after: ImportedRecord[], why: string) => {
+    const left = new Map<string, number>();
+    for (const r of after) left.set(recordKey(r), (left.get(recordKey(r)) ?? 0) + 1);
+    const lost = before.filter((r) => {
+      const n = left.get(recordKey(r)) ?? 0;
+      if (n > 0) left.set(recordKey(r), n - 1);
+      return n === 0 && !imported.has(r.step);
+    });
+    if (!lost.length) return;
+    carried.push(...lost);
+    const steps = [...new Set(lost.map((r) => r.step))].sort((a, b) => a - b);
+    say(
+      `${shown} ${why} under the follow: the ${lost.length} record${lost.length === 1 ? '' : 's'} of step${steps.length === 1 ? '' : 's'} ` +
+        `${steps.join(', ')} read from it before are kept, and imported with their step`,
+    );
+  };
 
   const scan = async (): Promise<boolean> => {
     let names: string[];
@@ -84,6 +114,13 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
     }
     let changed = false;
     const now = Date.now();
+    const listed = new Set(names);
+    for (const [f, prev] of files) {
+      if (listed.has(f) && statSync(f, { throwIfNoEntry: false })) continue;
+      keepLost(relative(root, f) || f, prev.records, [], 'disappeared (rotated, moved or deleted)');
+      files.delete(f);
+      changed = true;
+    }
     for (const f of names) {
       const st = statSync(f, { throwIfNoEntry: false });
       if (!st) continue;
@@ -98,6 +135,11 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
       const rows = await readRows(f, shown, problems, { wholeLinesOnly: moved });
       if (rows.length && !format) format = detectFormat(names, rows[0].value);
       const records = format ? recordsOf(rows, format, f, shown, problems) : [];
+      if (prev) {
+        const unreadable = problems.find((p) => p.line === 0 && /^cannot read/.test(p.reason));
+        const why = unreadable ? `became unreadable (${unreadable.reason})` : st.size < prev.size ? 'was truncated' : 'was rewritten';
+        keepLost(shown, prev.records, records, why);
+      }
       // a file first seen is as old as its last write: one written long before the follow started has settled
       const changedAt = !prev ? Math.min(now, st.mtimeMs) : moved ? now : prev.changedAt;
       files.set(f, { size: st.size, mtimeMs: st.mtimeMs, changedAt, settled: !moved, records, problems });
@@ -117,6 +159,19 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
         e.files.add(f);
         byStep.set(r.step, e);
       }
+    // a carried record that a file now holds again (a rotated file under its new name) is there once
+    const held = new Map<string, number>();
+    for (const e of byStep.values()) for (const r of e.records) held.set(recordKey(r), (held.get(recordKey(r)) ?? 0) + 1);
+    for (const r of carried) {
+      const n = held.get(recordKey(r)) ?? 0;
+      if (n > 0) {
+        held.set(recordKey(r), n - 1);
+        continue;
+      }
+      const e = byStep.get(r.step) ?? { records: [], files: new Set<string>() };
+      e.records.push(r);
+      byStep.set(r.step, e);
+    }
     const latest = Math.max(-1, ...byStep.keys());
     const out: { step: number; records: ImportedRecord[]; problems: ImportProblem[] }[] = [];
     for (const step of [...byStep.keys()].sort((a, b) => a - b)) {
@@ -169,11 +224,14 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
             'info',
             `following ${source} (${format}); a step is imported once a later one appears or its files have not changed for ${settleMs / 1000} s`,
           );
+          for (const m of changes.splice(0)) imp.log('warn', m);
         }
         try {
           for (const s of ready) {
             await imp.addRecords(s.records, s.problems);
             imported.add(s.step);
+            // its carried records are in the run now
+            for (let i = carried.length - 1; i >= 0; i--) if (carried[i].step === s.step) carried.splice(i, 1);
             importedCounts.set(s.step, s.records.length);
             o.onStep?.(s.step, (Date.now() - wholeSince.get(s.step)!) / 1000);
           }

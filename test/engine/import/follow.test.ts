@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { followImport } from '../../../src/engine/import/follow';
@@ -111,6 +111,54 @@ test('--follow imports a growing prime-rl folder step by step: every step whole,
   assert.equal(info.status, 'completed');
   assert.equal(info.imported!.following, false);
   assert.equal(info.last_step, 4);
+});
+
+test('--follow keeps a step it had read when its file is truncated, rotated away or renamed under it, and says what changed', async () => {
+  const dir = tmp();
+  const out = join(dir, 'out');
+  const file = (step: number, name = 'rank_0.jsonl') => join(out, 'token_exports', `step_${step}`, name);
+  const lines = (step: number) => [0, 1, 2, 3].map((i) => line(step, i, 5 + i + step));
+  const write = (step: number, ls: string[]) => {
+    mkdirSync(join(out, 'token_exports', `step_${step}`), { recursive: true });
+    writeFileSync(file(step), ls.join('\n') + '\n');
+  };
+  write(1, lines(1));
+  write(2, lines(2));
+  const at = (ms: number, fn: () => void) => setTimeout(fn, ms);
+  const timers = [
+    // step 2 is the newest, waiting to settle: its file loses its last two lines (the trainer rewrote it shorter) ...
+    at(600, () => writeFileSync(file(2), lines(2).slice(0, 2).join('\n') + '\n')),
+    // ... then the file is rotated to a name the import does not read
+    at(1200, () => renameSync(file(2), file(2, 'rank_0.jsonl.old'))),
+    // step 3 arrives (so step 2 is whole), and is then renamed to a name the import reads: its records are there once
+    at(1800, () => write(3, lines(3))),
+    at(2400, () => renameSync(file(3), file(3, 'rank_0.moved.jsonl'))),
+  ];
+  const logs: string[] = [];
+  const seen: number[] = [];
+  const r = await followImport({
+    source: out,
+    out: join(dir, 'runs'),
+    untilIdle: 5,
+    settleMs: 3000,
+    pollMs: 100,
+    log: (_, m) => logs.push(m),
+    onStep: (x) => seen.push(x),
+  });
+  timers.forEach(clearTimeout);
+  assert.deepEqual(seen, [1, 2, 3]);
+  for (const step of [1, 2, 3]) {
+    const ep = readEpisodeTable(stepFile(r.runDir, 'episodes', step));
+    assert.deepEqual(
+      [...ep.length].sort((a, b) => a - b),
+      [0, 1, 2, 3].map((i) => 5 + i + step),
+      `step ${step}: every record, once`,
+    );
+  }
+  const said = logs.join('\n');
+  assert.match(said, /step_2\/rank_0\.jsonl was truncated under the follow: the 2 records of step 2 read from it before are kept/);
+  assert.match(said, /step_2\/rank_0\.jsonl disappeared \(rotated, moved or deleted\) under the follow: the 2 records of step 2/);
+  assert.equal(readRunInfo(r.runDir)!.status, 'completed');
 });
 
 test('--follow through the CLI: an existing folder is imported at once (its files settled long ago), then --until-idle ends it', () => {
