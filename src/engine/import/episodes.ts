@@ -16,7 +16,7 @@ import type { ImportedRecord, ImportProblem } from './formats';
 import type { PromptTemplater } from '../session/chat_template';
 import { scoreBatch, weighExported, type Scorer } from '../session/score';
 import type { ServerSampler } from '../serving/client';
-import { topKStats } from '../server_apis/types';
+import { impossibleLogprob, topKStats } from '../server_apis/types';
 
 export interface Pending {
   rec: ImportedRecord;
@@ -160,8 +160,9 @@ export async function scoreStepOnServer(
   server: ServerSampler,
   cfg: CreditConfig,
   topK: number,
-  c: { cancelled: () => Promise<void>; scored: (n: number) => void; stopped: () => boolean },
+  c: { cancelled: () => Promise<void>; scored: (n: number) => void; stopped: () => boolean; skip: (e: Pending, reason: string) => void },
 ): Promise<void> {
+  const skipped = new Set<Pending>();
   // chunks of 64 completions: progress between them, and a cancel seen within one chunk's requests
   for (let start = 0; start < eps.length; start += 64) {
     await c.cancelled();
@@ -173,6 +174,13 @@ export async function scoreStepOnServer(
     );
     if (!out) await c.cancelled();
     part.forEach((e, i) => {
+      // as a file's impossible values are: the completion is skipped with the reason, the rest of its step imported
+      const bad = impossibleLogprob(out![i].logprobs, e.ids);
+      if (bad) {
+        skipped.add(e);
+        c.skip(e, bad);
+        return;
+      }
       const stats = out![i].top.map((t) => topKStats(t.logprobs));
       e.logprob = out![i].logprobs;
       e.entropy = e.ids.map(() => NaN);
@@ -181,6 +189,8 @@ export async function scoreStepOnServer(
     });
     c.scored(part.length);
   }
+  // the caller's list loses the skipped completions: what it writes is what was scored
+  for (let i = eps.length - 1; i >= 0; i--) if (skipped.has(eps[i])) eps.splice(i, 1);
   const w = weighExported(
     eps.map((e) => ({ logprob: e.logprob!, entropy: e.extra!.entropy_topk as number[], sections: e.sections, advantage: e.advantage })),
     cfg,

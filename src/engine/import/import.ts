@@ -184,8 +184,11 @@ export class Importer {
       if (eps.every((e) => e.rec.tokens)) {
         weighFromFile(eps, cfg);
         scored(eps.length);
-      } else if (sc.server) await scoreStepOnServer(eps, sc.server, cfg, sc.topK, { cancelled, scored, stopped: () => !!o.signal?.aborted });
-      else await scoreStep(eps, sc.scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
+      } else if (sc.server) {
+        const skip = (e: { rec: ImportedRecord }, reason: string) => this.problems.push({ file: e.rec.file, line: e.rec.line, reason });
+        await scoreStepOnServer(eps, sc.server, cfg, sc.topK, { cancelled, scored, stopped: () => !!o.signal?.aborted, skip });
+        if (!eps.length) continue;
+      } else await scoreStep(eps, sc.scorer!, cfg, { budget: o.batchBudget ?? 1 << 24, cancelled, scored });
       writeStep(this.runDir, step, eps, cfg.grpo.temperature, this.trackers);
       this.total += eps.length;
       this.steps.push(step);
@@ -338,6 +341,13 @@ async function readChecked(o: ImportOptions, cfg: CreditConfig, source: string) 
 
 /** A format whose records carry no per-token values needs something to score them. */
 export function checkScorable(o: ImportOptions, format: ImportFormat): void {
+  if (carriesTokens(format) && o.scoreServer) {
+    throw new UserError(
+      `import --score-server: ${format} exports carry the trainer's own log-prob of every token, which the import keeps as ` +
+        'logged (scoring them again on a server would replace them with whatever policy it holds); drop --score-server, ' +
+        'and pass --tokenizer to show the tokens as text',
+    );
+  }
   if (!carriesTokens(format) && !o.model && !o.scoreServer) {
     throw new UserError(
       `import: ${format} rollouts carry no per-token values; pass --model <Hugging Face model folder | run folder | checkpoint> or --score-server URL to score them`,

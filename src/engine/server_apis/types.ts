@@ -229,3 +229,16 @@ export class LazyList {
     return Array.from({ length: this.length }, (_, i) => this.item(i));
   }
 }
+
+/**
+ * Why a server's log-probs for these tokens cannot be the model's, or null: one missing (SGLang's JSON encoder writes
+ * -inf and NaN as null) or above 0 (a probability over 1; 1e-4 allows for rounding at p = 1).
+ */
+export function impossibleLogprob(logprobs: readonly number[], ids: readonly number[]): string | null {
+  const t = logprobs.findIndex((l) => !Number.isFinite(l) || l > 1e-4);
+  if (t < 0) return null;
+  const l = logprobs[t];
+  return l > 1e-4
+    ? `the server's log-prob of token ${ids[t]} at completion position ${t} is +${l.toPrecision(3)}, above 0 (a probability over 1)`
+    : `the server gave no finite log-prob for token ${ids[t]} at completion position ${t} (${Number.isNaN(l) ? 'null or NaN' : String(l)})`;
+}

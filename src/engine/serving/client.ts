@@ -314,6 +314,13 @@ export class ServerSampler implements Sampler {
         `the server's vocabulary does not match the run's: ${this.url} returned token id ${bad}, outside the run tokenizer's ${V} ids`,
         'serve the policy the run sampled with (its tokenizer and weights)',
       );
+    // a sampled token's missing log-prob is NaN, as everywhere (SGLang writes -inf as null); one above 0 is no model's
+    const over = c.logprobs.findIndex((l) => l > 1e-4);
+    if (over >= 0)
+      throw new ServerError(
+        `${this.url} reported log-prob +${c.logprobs[over].toPrecision(3)} for sampled token ${c.ids[over]}, above 0 (a probability over 1): its answers are not a model's`,
+        'check the server (its version, its sampling settings) or probe in-process',
+      );
     if (c.finish === 'abort') throw new ServerError(`${this.url} aborted a request (a pause, a weight update or its memory): the continuations are incomplete`);
     const ids = [...c.ids];
     const logprobs = [...c.logprobs];
