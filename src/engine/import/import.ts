@@ -263,7 +263,8 @@ async function openScoring(o: ImportOptions, cfg: CreditConfig, format: ImportFo
   const scorer = o.model ? await loadScorer(o.model, cfg, (m) => log('info', m)) : null;
   const tokenizer = scorer?.tokenizer ?? (o.tokenizer ? loadTokenizerOnly(o.tokenizer) : null);
   if (format === 'prime' && !tokenizer) log('warn', 'no --tokenizer: prime-rl exports carry token ids only, so tokens are shown as ⟨id⟩');
-  const server = o.scoreServer && !perToken ? await ServerSampler.connect({ ...o.scoreServer, log: (m) => log('info', m) }, tokenizer!) : null;
+  const server =
+    o.scoreServer && !perToken ? await ServerSampler.connect({ ...o.scoreServer, signal: o.signal, log: (m) => log('info', m) }, tokenizer!) : null;
   const encoder = scorer
     ? { tokenizer: scorer.tokenizer, vocab: scorer.model.cfg.vocabSize, maxSeq: scorer.model.cfg.maxSeqLen }
     : server

@@ -261,7 +261,7 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     let sampler: Sampler | null = null;
     try {
       const s = ctx.session;
-      sampler = o.server ? await ServerSampler.connect({ ...o.server, log }, ctx.tokenizer) : new LocalSampler(s!.model, s!.tokenizer);
+      sampler = o.server ? await ServerSampler.connect({ ...o.server, signal: o.signal, log }, ctx.tokenizer) : new LocalSampler(s!.model, s!.tokenizer);
       const tableFile = probeTableFile(runDir, step);
       const sha = { tokens: sha256File(inputs.tokenFile), policy: inputs.policy ? sha256File(inputs.policy.file) : null };
       const earlier = earlierProbe(o, settings, sha, sampler.provenance, tableFile, log);

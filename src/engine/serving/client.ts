@@ -7,7 +7,7 @@
 // a 4xx is the request's fault and would fail again. A stop aborts what is in flight.
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { UserError } from '../core/errors';
+import { StoppedError, UserError } from '../core/errors';
 import type { Tokenizer } from '../core/types';
 import {
   cutContinuation,
@@ -42,6 +42,8 @@ export interface ServerOptions {
   /** tries of a request that fails on the connection or with a 5xx (default 5), with backoff from `backoffMs` */
   tries?: number;
   backoffMs?: number;
+  /** a stop (Ctrl-C, the extension's Cancel): aborts whatever is in flight, the connection's first questions included */
+  signal?: AbortSignal;
   /** sent as Authorization: Bearer (SGLang's and vLLM's --api-key, serve's); default $CREDIT_LENS_API_KEY */
   apiKey?: string | null;
   log?: (m: string) => void;
@@ -107,6 +109,9 @@ export class ServerSampler implements Sampler {
       http: new HttpAgent({ keepAlive: true, maxSockets: this.concurrency }),
       https: new HttpsAgent({ keepAlive: true, maxSockets: this.concurrency }),
     };
+    // a stop ends this client's requests at once, the first questions of connect() too (a server that accepts and
+    // never answers would otherwise hold a stop for the whole timeout)
+    o.signal?.addEventListener('abort', () => this.closed.abort(), { once: true });
     this.provenance = { api: spec.name, url: this.url, model: modelName, weight_version: weightVersion, seeding: spec.seeding };
   }
 
@@ -137,13 +142,37 @@ export class ServerSampler implements Sampler {
     if (!candidates.length) throw new UserError(`--server-api ${asked}: expected auto, ${specs.map((s) => s.name).join(', ')}`);
     // one client for the questions: its calls need no API
     const asker = new ServerSampler(o, candidates[0], '', null, tokenizer);
+    try {
+      return await ServerSampler.identified(o, url, asked, candidates, asker, tokenizer);
+    } catch (e) {
+      if (o.signal?.aborted) throw new StoppedError(`stopped while connecting to ${url}`);
+      throw e;
+    } finally {
+      await asker.close();
+    }
+  }
+
+  private static async identified(
+    o: ServerOptions,
+    url: string,
+    asked: string,
+    candidates: readonly ServerApiSpec[],
+    asker: ServerSampler,
+    tokenizer: Tokenizer,
+  ): Promise<ServerSampler> {
+    const specs = SERVER_API_SPECS as readonly ServerApiSpec[];
     for (const spec of candidates) {
       // auto asks each API once; an API named by the user is asked with its retries
       const info = await spec.identify(asker.caller(), asked === 'auto' ? 1 : asker.tries);
       if (!info) continue;
       const s = new ServerSampler(o, spec, info.model, info.weightVersion, tokenizer);
       o.log?.(`server ${url}: ${spec.name}, model ${info.model}${info.weightVersion ? `, weights ${info.weightVersion}` : ''}`);
-      await s.checkVocabulary();
+      try {
+        await s.checkVocabulary();
+      } catch (e) {
+        await s.close();
+        throw e;
+      }
       return s;
     }
     throw new ServerError(
@@ -156,7 +185,7 @@ export class ServerSampler implements Sampler {
   /** The client's request as an API's spec makes it. */
   private caller(): ApiCall {
     return async (method, path, body, o = {}) => {
-      const r = await this.call(method, path, body, o);
+      const r = await this.call(method, path, body, { ...o, signal: o.signal ?? this.closed.signal });
       // a server that wants a key answers every route so: that, not "does not speak this API", is the news
       if (r.status === 401 || (o.ok && r.status !== 200)) throw this.refusal(path, r);
       return r;

@@ -4,18 +4,19 @@
 // - vLLM: continuation m samples with seed + m, other draws of the same policy, so the values agree within their
 //   standard errors (a coverage check over positions).
 // Then the faults: a server killed mid-probe (the probe fails naming the URL, keeps its finished episodes, and the same
-// command resumes once the server is back), a server that answers malformed JSON, and a model on another vocabulary.
+// command resumes once the server is back), a server that answers malformed JSON, a model on another vocabulary, and a
+// stop while connecting to a server that never answers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { train } from '../../../src/engine/train/train';
 import { probeRun, readProbeRecord } from '../../../src/engine/probe/probe';
 import { readProbeTable } from '../../../src/engine/rundir/arrow_tables';
-import { isUserError } from '../../../src/engine/core/errors';
+import { StoppedError, isUserError } from '../../../src/engine/core/errors';
 import { serve } from '../../../src/engine/serving/serve';
 import { sevensConfig } from '../fixtures';
 
@@ -211,4 +212,27 @@ test('a server answering malformed JSON, or refusing the run tokenizer’s ids, 
   const rec = readProbeRecord(runDir, 2);
   assert.equal(rec, null);
   void readFileSync;
+});
+
+test('a stop while the client connects to a server that accepts and never answers ends the probe at once', async () => {
+  const runDir = await trainedRun();
+  // a stand-in: a socket that is accepted and never answered, which no real server does on demand
+  const held: import('node:net').Socket[] = [];
+  const silent = createNetServer((sock) => held.push(sock));
+  await new Promise<void>((ok) => silent.listen(0, '127.0.0.1', ok));
+  const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  try {
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 300);
+    const t0 = performance.now();
+    await assert.rejects(
+      probeRun({ runDir, step: 2, episodes: 2, rollouts: 2, server: { url, api: 'sglang' }, signal: stop.signal }),
+      (e: unknown) => e instanceof StoppedError && e.message === `stopped while connecting to ${url}`,
+    );
+    assert.ok(performance.now() - t0 < 5000, `ended ${Math.round(performance.now() - t0)} ms after it began, not at the 10-minute timeout`);
+    assert.equal(readProbeRecord(runDir, 2), null, 'nothing probed');
+  } finally {
+    held.forEach((s) => s.destroy());
+    silent.close();
+  }
 });
