@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { UserError } from '../core/errors';
 import { readTokenTable } from '../rundir/arrow_tables';
 import { listLoggedSteps, readMetrics, readRunInfoChecked, stepFile } from '../rundir/rundir';
+import { acquireRunLock, RunLockedError } from '../rundir/run_lock';
+import type { RunInfo } from '../../protocol';
 import { RunTrackers, TENSORBOARD_DIR } from './trackers';
 
 export interface ExportResult {
@@ -42,14 +44,33 @@ function eventFiles(runDir: string): string[] {
 export function exportTensorboard(runDir: string, o: { replace?: boolean } = {}): ExportResult {
   const checked = readRunInfoChecked(runDir);
   if (!checked.ok) throw new UserError(`export tensorboard ${runDir}: not a run directory (${checked.reason})`);
+  // a run still training (or importing) has its event files open: deleting them would lose every later step to
+  // TensorBoard, and writing beside them would give each tag two lines
+  let release: () => void;
+  try {
+    release = acquireRunLock(runDir);
+  } catch (e) {
+    if (!(e instanceof RunLockedError)) throw e;
+    throw new UserError(
+      `export tensorboard ${runDir}: the run is still running, and its trainer writes its event files (${e.message}); export it once it has stopped`,
+    );
+  }
+  try {
+    return writeEvents(runDir, checked.info, o);
+  } finally {
+    release();
+  }
+}
+
+function writeEvents(runDir: string, info: RunInfo, o: { replace?: boolean }): ExportResult {
   const existing = eventFiles(runDir);
   if (existing.length && !o.replace)
     throw new UserError(`export tensorboard ${runDir}: the run already has event files (${existing.length}, e.g. ${existing[0]}); --replace writes them again`);
   if (existing.length) rmSync(join(runDir, TENSORBOARD_DIR), { recursive: true, force: true });
   const rows = readMetrics(runDir);
   const tableSteps = new Set(listLoggedSteps(runDir, 'tokens'));
-  const trackers = new RunTrackers({ runDir, runName: checked.info.name, logging: { tensorboard: true }, log: () => {} });
-  const started = Date.parse(checked.info.started);
+  const trackers = new RunTrackers({ runDir, runName: info.name, logging: { tensorboard: true }, log: () => {} });
+  const started = Date.parse(info.started);
   let clock = Number.isFinite(started) ? started / 1000 : Date.now() / 1000;
   let histogramSteps = 0;
   try {

@@ -6,11 +6,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { maskedCrc32c, EventFileWriter, histogramOf, tfRecord } from '../../../src/engine/tracking/tensorboard';
 import { metricTag } from '../../../src/engine/tracking/tags';
+import { acquireRunLock } from '../../../src/engine/rundir/run_lock';
 import { exportTensorboard } from '../../../src/engine/tracking/export';
 import { readEpisodeTable, readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { listLoggedSteps, readMetrics, stepFile } from '../../../src/engine/rundir/rundir';
@@ -229,6 +230,20 @@ test('an import writes event files too, and export tensorboard backfills a run m
   assert.throws(() => exportTensorboard(r.runDir), /already has event files .*--replace/);
   const again = exportTensorboard(r.runDir, { replace: true });
   assert.equal(again.files.length, 2);
+  // a run still running holds its lock and has its event files open: --replace refuses, and deletes nothing
+  const release = acquireRunLock(r.runDir);
+  try {
+    assert.throws(
+      () => exportTensorboard(r.runDir, { replace: true }),
+      /export tensorboard .*: the run is still running, and its trainer writes its event files/,
+    );
+    assert.deepEqual(
+      again.files.map((f) => existsSync(f)),
+      [true, true],
+    );
+  } finally {
+    release();
+  }
   // through the CLI: a folder that is not a run is reported and the command fails, after exporting the others
   const cli = resolve(__dirname, '../../../dist/engine/cli.js');
   const res = spawnSync(process.execPath, [cli, 'export', 'tensorboard', r.runDir, join(dir, 'imported'), '--replace'], { encoding: 'utf8' });
