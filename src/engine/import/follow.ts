@@ -106,7 +106,12 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
     let names: string[];
     try {
       // before the first rollouts, the trainer's metrics log may be all there is
-      names = listImportFiles(source).filter((f) => !isTrainerMetricsFile(f));
+      const links: ImportProblem[] = [];
+      names = listImportFiles(source, links).filter((f) => !isTrainerMetricsFile(f));
+      for (const p of links.filter((x) => !reported.has(`${x.file}:link`))) {
+        reported.add(`${p.file}:link`);
+        say(`skipped ${p.file}: ${p.reason}`);
+      }
     } catch (e) {
       // an empty folder: the trainer has not written yet
       if (isUserError(e) && /no \.jsonl|no such file/.test(e.message)) return false;

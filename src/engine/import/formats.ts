@@ -2,7 +2,7 @@
 // their order, each file's rows read (JSONL, a W&B table, CSV), the format detected, and each row made records by its
 // format's reader (readers/: veRL, TRL, prime-rl, plain JSONL, one file each). A record that cannot be read is reported
 // with its file and line and skipped, and the reading goes on.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename, extname, join, relative } from 'node:path';
 import { UserError } from '../core/errors';
 import { readCsv } from './csv';
@@ -41,7 +41,7 @@ function naturalCompare(a: string, b: string): number {
 const relativeTo = (root: string, f: string) => relative(root, f) || f;
 
 /** The data files of a file or folder (recursively; hidden folders skipped), in natural order. */
-export function listImportFiles(source: string): string[] {
+export function listImportFiles(source: string, problems?: ImportProblem[]): string[] {
   let st;
   try {
     st = statSync(source);
@@ -50,12 +50,41 @@ export function listImportFiles(source: string): string[] {
   }
   if (st.isFile()) return [source];
   const out: string[] = [];
+  // links are followed (a folder of links to each run's output is common); a folder is walked once, by its real path,
+  // so a link back up the tree ends there
+  const seen = new Set<string>([realpathSync(source)]);
   const walk = (dir: string): void => {
     for (const e of readdirSync(dir, { withFileTypes: true }).sort((x, y) => naturalCompare(x.name, y.name))) {
       if (e.name.startsWith('.')) continue;
       const p = join(dir, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (e.isFile() && DATA_EXT.has(extname(e.name).toLowerCase())) out.push(p);
+      let isDir = e.isDirectory();
+      let isFile = e.isFile();
+      if (e.isSymbolicLink()) {
+        const target = statSync(p, { throwIfNoEntry: false });
+        if (!target) {
+          problems?.push({ file: relativeTo(source, p), line: 0, reason: 'a link whose target does not exist' });
+          continue;
+        }
+        isDir = target.isDirectory();
+        isFile = target.isFile();
+      }
+      if (isDir) {
+        const real = realpathSync(p);
+        if (seen.has(real)) {
+          if (e.isSymbolicLink()) problems?.push({ file: relativeTo(source, p), line: 0, reason: `a link to a folder already read (${real}): read once` });
+          continue;
+        }
+        seen.add(real);
+        walk(p);
+      } else if (isFile && DATA_EXT.has(extname(e.name).toLowerCase())) {
+        const real = realpathSync(p);
+        if (seen.has(real)) {
+          problems?.push({ file: relativeTo(source, p), line: 0, reason: `a link to a file already read (${real}): read once` });
+          continue;
+        }
+        seen.add(real);
+        out.push(p);
+      }
       if (out.length > MAX_FILES) throw new UserError(`import: more than ${MAX_FILES} data files under ${source}; point at the rollout folder itself`);
     }
   };
@@ -222,9 +251,9 @@ export function detectFormat(files: string[], first: Obj | null): ImportFormat {
 
 /** Read every record of `source` (file or folder) in `format` ('auto': detected). */
 export async function readImport(source: string, format: ImportFormat | 'auto' = 'auto'): Promise<ReadResult> {
-  const files = listImportFiles(source);
-  const root = statSync(source).isDirectory() ? source : join(source, '..');
   const problems: ImportProblem[] = [];
+  const files = listImportFiles(source, problems);
+  const root = statSync(source).isDirectory() ? source : join(source, '..');
   const records: ImportedRecord[] = [];
   let fmt: ImportFormat | null = format === 'auto' ? null : format;
   for (const f of files) {

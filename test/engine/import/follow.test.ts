@@ -4,10 +4,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { followImport } from '../../../src/engine/import/follow';
+import { importRollouts } from '../../../src/engine/import/import';
 import { readImport } from '../../../src/engine/import/formats';
 import { trainerMetricsRow } from '../../../src/engine/import/trainer_metrics';
 import { readEpisodeTable } from '../../../src/engine/rundir/arrow_tables';
@@ -159,6 +160,33 @@ test('--follow keeps a step it had read when its file is truncated, rotated away
   assert.match(said, /step_2\/rank_0\.jsonl was truncated under the follow: the 2 records of step 2 read from it before are kept/);
   assert.match(said, /step_2\/rank_0\.jsonl disappeared \(rotated, moved or deleted\) under the follow: the 2 records of step 2/);
   assert.equal(readRunInfo(r.runDir)!.status, 'completed');
+});
+
+test('links in the source folder: step folders and files behind links are imported, a file linked twice once; a broken link and a loop are listed as skipped', async () => {
+  const dir = tmp();
+  const out = join(dir, 'out', 'token_exports');
+  const elsewhere = join(dir, 'elsewhere');
+  const lines = (step: number) => [0, 1, 2, 3].map((i) => line(step, i, 5 + i + step)).join('\n') + '\n';
+  mkdirSync(join(out, 'step_1'), { recursive: true });
+  writeFileSync(join(out, 'step_1', 'rank_0.jsonl'), lines(1));
+  mkdirSync(join(elsewhere, 'step_2'), { recursive: true });
+  writeFileSync(join(elsewhere, 'step_2', 'rank_0.jsonl'), lines(2));
+  writeFileSync(join(elsewhere, 'three.jsonl'), lines(3));
+  symlinkSync(join(elsewhere, 'step_2'), join(out, 'step_2'));
+  mkdirSync(join(out, 'step_3'));
+  symlinkSync(join(elsewhere, 'three.jsonl'), join(out, 'step_3', 'rank_0.jsonl'));
+  symlinkSync(join(elsewhere, 'three.jsonl'), join(out, 'step_3', 'rank_1.jsonl'));
+  symlinkSync(join(dir, 'gone.jsonl'), join(out, 'step_1', 'rank_9.jsonl'));
+  symlinkSync(out, join(out, 'step_1', 'loop'));
+  const r = await importRollouts({ source: join(dir, 'out'), out: join(dir, 'runs'), log: () => {} });
+  assert.deepEqual(r.steps, [1, 2, 3]);
+  assert.equal(r.records, 12, 'each step once, the file linked twice read once');
+  assert.deepEqual(r.problems.map((p) => [p.file, p.reason.replace(/\(.*\)/, '(…)')]).sort(), [
+    ['token_exports/step_1/loop', 'a link to a folder already read (…): read once'],
+    ['token_exports/step_1/rank_9.jsonl', 'a link whose target does not exist'],
+    ['token_exports/step_3/rank_1.jsonl', 'a link to a file already read (…): read once'],
+  ]);
+  assert.equal(r.skipped, 3);
 });
 
 test('--follow through the CLI: an existing folder is imported at once (its files settled long ago), then --until-idle ends it', () => {
