@@ -65,6 +65,11 @@ export interface SamplerProvenance {
   weight_version: string | null;
   /** how far a seed makes a continuation reproducible */
   seeding: string;
+  /**
+   * A server's weights checked against the step's policy kept here: the same tokens scored both ways (mean and largest
+   * |Δ log-prob| over `tokens`); absent where no policy is kept here to check against.
+   */
+  weights_check?: { tokens: number; mean_abs_diff: number; max_abs_diff: number };
 }
 
 export interface SampleHooks {

@@ -156,14 +156,16 @@ async function mergeTop({ h, Wb, r0, R, base, temperature }: BlockRows, top: Top
   const k = Math.min(K, width);
   const { values, indices, above, ownAbove } = tf.tidy(() => {
     const zb = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb).div(temperature) as tf.Tensor2D;
-    // K = 0 with a rank asked for: no list, only the count
-    const best = k > 0 ? tf.topk(zb, k, true) : { values: tf.zeros([R, 0]), indices: tf.zeros([R, 0], 'int32') };
+    // K = 0 with a rank asked for: no list, only the count (a [R, 0] tensor read back from the wasm backend reads out of
+    // its heap, so the empty lists are one placeholder column, never read)
+    const best = k > 0 ? tf.topk(zb, k, true) : { values: tf.zeros([R, 1]), indices: tf.zeros([R, 1], 'int32') };
     if (!rank.length) return { ...best, above: tf.zeros([R], 'int32'), ownAbove: tf.zeros([R], 'int32') };
     const target = tf.tensor2d(targetZ.subarray(r0, r0 + R), [R, 1]);
     // the target's own column, where it is in this block, counts when its logit from this product rounds above the
     // gathered one: taken back out below
     const cols = Array.from(targets.subarray(r0, r0 + R), (id) => Math.min(Math.max(id - base, 0), width - 1));
-    const own = tf.gather(zb, tf.tensor1d(cols, 'int32'), 1, 1).reshape([R]);
+    // a one-hot pick, not gather with batchDims 1, which the wasm backend reads out of its heap with more than one row
+    const own = tf.sum(tf.mul(zb, tf.oneHot(tf.tensor1d(cols, 'int32'), width)), 1);
     return {
       ...best,
       above: tf.sum(tf.cast(tf.greater(zb, target), 'int32'), 1),

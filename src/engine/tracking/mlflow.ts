@@ -38,6 +38,8 @@ export interface MlflowOptions {
   runDir: string;
   /** the MLflow run this run logged to before (a resume): logging goes on there */
   existing?: MlflowRunRef | null;
+  /** a resume that abandoned logged steps: a new MLflow run, tagged as this one's child and where it resumed from */
+  parent?: (MlflowRunRef & { resumed_from: string }) | null;
   /** the config, flattened with dotted keys; sent once, when the MLflow run is created */
   params: Record<string, string>;
   log: (level: 'info' | 'warn', message: string) => void;
@@ -282,6 +284,12 @@ export class MlflowTracker {
           { key: 'mlflow.runName', value: this.o.runName },
           { key: 'mlflow.source.name', value: 'credit-lens' },
           { key: 'credit_lens.run_dir', value: this.o.runDir },
+          ...(this.o.parent
+            ? [
+                { key: 'mlflow.parentRunId', value: this.o.parent.run_id },
+                { key: 'credit_lens.resumed_from', value: this.o.parent.resumed_from },
+              ]
+            : []),
         ],
       }),
     )) as { run?: { info?: { run_id?: string; run_uuid?: string; artifact_uri?: string } } };

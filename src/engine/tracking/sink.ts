@@ -28,8 +28,11 @@ export interface SinkContext {
   runName: string;
   /** the run's config (no secrets), for sinks that record parameters */
   config?: unknown;
-  /** A resumed run: the phase and last step its checkpoint holds, so a sink can drop what came after it. */
-  resume?: { phase: 'sft' | 'grpo'; step: number } | null;
+  /**
+   * A resumed run: the phase and last step its checkpoint holds, so a sink can drop what came after it, and how many
+   * metrics rows the abandoned trajectory had logged after that checkpoint (0: the run stopped at its checkpoint).
+   */
+  resume?: { phase: 'sft' | 'grpo'; step: number; abandonedRows?: number } | null;
   /** the MLflow run a resumed run goes on logging to, and the hook that records a new one in run.json */
   mlflowRun?: MlflowRunRef | null;
   onMlflowRun?: (ref: MlflowRunRef) => void;

@@ -55,16 +55,21 @@ export async function checkpoint(
 }
 
 /** On resume, drop metrics rows written after the checkpoint so no step appears twice. */
-function keepFirstMetrics(runDir: string, n: number): void {
-  const rows = readMetrics(runDir).slice(0, n);
+/** metrics.jsonl cut back to its first `n` rows; how many it dropped (the abandoned trajectory's). */
+function keepFirstMetrics(runDir: string, n: number): number {
+  const all = readMetrics(runDir);
+  const rows = all.slice(0, n);
   // Through a temporary file and a rename, like every other write: a crash here must not cost the rows kept.
   writeFileAtomic(join(runDir, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r) + '\n').join(''));
+  return all.length - rows.length;
 }
 
 export interface Restored {
   progress: Progress;
   initialEval: number | null;
   metricsRows: number;
+  /** on a resume: the metrics rows logged after the checkpoint, which it dropped (0 where the run stopped there) */
+  abandonedRows: number;
   startWeights: ReturnType<Transformer['exportWeights']> | null;
 }
 
@@ -84,7 +89,7 @@ export async function restore(o: {
   log: (level: 'info' | 'warn', m: string) => void;
 }): Promise<Restored> {
   const { s, cfg, head, resumeFrom, resumed, log } = o;
-  const out: Restored = { progress: { phase: 'sft', step: 0 }, initialEval: null, metricsRows: 0, startWeights: null };
+  const out: Restored = { progress: { phase: 'sft', step: 0 }, initialEval: null, metricsRows: 0, abandonedRows: 0, startWeights: null };
   if (cfg.model.init_checkpoint) {
     const dir = existsSync(join(cfg.model.init_checkpoint, 'run.json')) ? latestCheckpoint(cfg.model.init_checkpoint) : cfg.model.init_checkpoint;
     if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
@@ -119,7 +124,7 @@ export async function restore(o: {
     }
     out.progress = { phase: meta.phase, step: meta.step };
     out.initialEval = meta.initial_eval ?? null;
-    keepFirstMetrics(o.runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
+    out.abandonedRows = keepFirstMetrics(o.runDir, (ck.meta as { metrics_rows?: number }).metrics_rows ?? 0);
     // The tables past the checkpoint are the abandoned trajectory's: out of the way before this one writes its own.
     const grpoStep = meta.phase === 'grpo' ? meta.step : 0;
     const aside = setAsideTablesAfter(o.runDir, { tables: grpoStep, eval: meta.phase === 'grpo' || meta.initial_eval !== null ? grpoStep : -1 });

@@ -244,7 +244,14 @@ async function startRun(
     runName: cfg.name,
     logging: cfg.logging,
     config: redactConfig(cfg),
-    resume: resumeFrom ? { phase: run.progress.phase === 'sft' ? 'sft' : 'grpo', step: run.progress.step } : null,
+    resume: resumeFrom
+      ? {
+          phase: run.progress.phase === 'sft' ? 'sft' : 'grpo',
+          step: run.progress.step,
+          // the rows the trajectory this resume abandons logged after its checkpoint
+          abandonedRows: start.abandonedRows,
+        }
+      : null,
     mlflowRun: info.mlflow ?? null,
     onMlflowRun: (ref) => {
       info.mlflow = ref;

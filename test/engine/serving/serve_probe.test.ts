@@ -50,6 +50,9 @@ test('probe through credit-lens serve: SGLang bit-identical to in-process, vLLM 
     assert.equal(viaSglang.sampler?.url, s.url);
     assert.match(viaSglang.sampler!.model!, /policies\/step-000002\.safetensors$/);
     assert.equal(viaSglang.sampler?.weight_version, 'default');
+    // the served weights were checked against the step's policy kept here: the same weights, so rounding only
+    assert.ok(viaSglang.sampler!.weights_check!.tokens > 10);
+    assert.ok(viaSglang.sampler!.weights_check!.max_abs_diff < 1e-4, JSON.stringify(viaSglang.sampler!.weights_check));
     assert.match(viaSglang.sampler!.seeding, /sampling_seed/);
     assert.deepEqual(table(runDir), here, 'the same seeds, the same draws: bit-identical values');
     assert.equal(viaSglang.continuations, local.continuations);
@@ -234,5 +237,30 @@ test('a stop while the client connects to a server that accepts and never answer
   } finally {
     held.forEach((s) => s.destroy());
     silent.close();
+  }
+});
+
+test("a server holding another step's policy is refused: the step's tokens scored there and here differ past rounding", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-serve-other-step-'));
+  const cfg = sevensConfig(dir, {
+    name: 'steps',
+    seed: 5,
+    backend: 'wasm',
+    grpo: '{ steps: 2, prompts_per_step: 4, group_size: 4, max_new_tokens: 8, eval_every: 2, checkpoint_every: 2, lr: 0.05 }\nlogging: { probe_every: 1 }',
+  });
+  const runDir = (await train({ configPath: cfg })).runDir;
+  const s = await serve({ spec: runDir, step: 2, port: 0, backend: 'wasm' });
+  try {
+    await assert.rejects(
+      probeRun({ runDir, step: 1, episodes: 2, rollouts: 2, server: { url: s.url, api: 'sglang' } }),
+      (e: unknown) =>
+        isUserError(e) &&
+        /does not hold the policy that sampled step 1: \d+ of its tokens scored there and with .*step-000001\.safetensors here differ by \d\.\d+ nats on average/.test(
+          e.message,
+        ),
+    );
+    assert.equal(readProbeRecord(runDir, 1), null, 'nothing probed');
+  } finally {
+    await s.close();
   }
 });

@@ -88,6 +88,35 @@ test(
         assert.deepEqual(all[i].meta_info.input_top_logprobs, one.meta_info.input_top_logprobs);
       }
       assert.equal((await fetch(`${s.url}/model_info`)).status, 200, 'the server answers on');
+
+      // vLLM's prompt_logprobs: 0, the given token alone with its rank, for two prompts of two lengths (the target's own
+      // logit was gathered with batchDims 1, which the wasm backend read out of its heap with more than one row)
+      const k0 = await fetch(`${s.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          prompt: [
+            [3, 4, 5, 6],
+            [3, 4],
+          ],
+          max_tokens: 0,
+          echo: true,
+          prompt_logprobs: 0,
+        }),
+      });
+      assert.equal(k0.status, 200, await k0.clone().text());
+      const choices = ((await k0.json()) as { choices: { prompt_logprobs: (Record<string, { logprob: number; rank: number }> | null)[] }[] }).choices;
+      assert.deepEqual(
+        choices.map((c) => c.prompt_logprobs.length),
+        [4, 2],
+      );
+      for (const { prompt_logprobs: entries } of choices) {
+        assert.equal(entries[0], null);
+        entries.slice(1).forEach((e, t) => {
+          assert.deepEqual(Object.keys(e!), [String(4 + t)], 'the given token only');
+          assert.ok(e![String(4 + t)].rank >= 1 && e![String(4 + t)].rank <= V);
+        });
+      }
     } finally {
       await s.close();
     }

@@ -16,7 +16,7 @@ import { metricTag } from '../../../src/engine/tracking/tags';
 import { readMetrics, readRunInfo } from '../../../src/engine/rundir/rundir';
 import { train } from '../../../src/engine/train/train';
 import { loadConfig } from '../../../src/engine/config/config';
-import { stopAtStep, tinyConfig } from '../fixtures';
+import { runWithLostCheckpoint, stopAtStep, tinyConfig } from '../fixtures';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'cl-mlflow-real-'));
 const READ = resolve(__dirname, 'read_mlflow.py');
@@ -84,6 +84,7 @@ interface MlflowRun {
   metrics: Record<string, [number, number][]>;
   artifacts: string[];
   run_json: { status: string } | null;
+  tags: Record<string, string>;
 }
 
 function readBack(experiment: string): { experiment_id: string | null; runs: MlflowRun[] } {
@@ -152,5 +153,42 @@ test(
     assert.equal(after.runs[0].run_id, first.runs[0].run_id);
     assert.equal(after.runs[0].status, 'FINISHED');
     assert.deepEqual(after.runs[0].metrics, expected(resumed.runDir));
+  },
+);
+
+test(
+  'a resume that abandons logged steps logs to a new MLflow run, a child of the first, so no step holds two trajectories',
+  { timeout: 300_000 },
+  async () => {
+    // a kill after step 4 was logged but before its checkpoint: the resume goes on from step 2
+    const cfg = tinyConfig(tmp(), 'countdown', `logging: { mlflow: { tracking_uri: '${url}', experiment: real-abandon } }`);
+    const runDir = await runWithLostCheckpoint(cfg, ['grpo.steps=4', 'grpo.checkpoint_every=2', 'grpo.eval_every=1'], 4);
+    const before = expected(runDir);
+    const first = readBack('real-abandon');
+    assert.equal(first.runs.length, 1);
+    const resumed = await train({ resume: runDir });
+    assert.equal(resumed.status, 'completed');
+    const after = readBack('real-abandon');
+    assert.equal(after.runs.length, 2, 'the first run and its child');
+    const parent = after.runs.find((r) => r.run_id === first.runs[0].run_id)!;
+    const child = after.runs.find((r) => r.run_id !== first.runs[0].run_id)!;
+    assert.deepEqual(parent.metrics, before, 'the first run keeps the abandoned trajectory as it was, each step once');
+    assert.deepEqual(child.tags, { 'mlflow.parentRunId': parent.run_id, 'credit_lens.run_dir': runDir, 'credit_lens.resumed_from': 'grpo step 2' });
+    assert.equal(child.status, 'FINISHED');
+    // the child holds what the resume logged: steps after the checkpoint, each once, and nothing that came before
+    const now = expected(runDir);
+    for (const [tag, series] of Object.entries(child.metrics)) {
+      assert.ok(
+        series.every(([step]) => step > 2),
+        `${tag}: ${JSON.stringify(series)}`,
+      );
+      assert.deepEqual(
+        series,
+        now[tag].filter(([step]) => step > 2),
+        tag,
+      );
+    }
+    assert.ok((child.metrics['train/loss'] ?? []).length === 2, 'steps 3 and 4');
+    assert.equal(readRunInfo(runDir)!.mlflow!.run_id, child.run_id, 'run.json names the run it logs to now');
   },
 );

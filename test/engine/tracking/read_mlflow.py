@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What an MLflow tracking server holds of an experiment, read through MLflow's own Python client (MlflowClient):
-each run's name, status, params, every metric's full history (get_metric_history) and its artifacts' paths, with
-run.json's content. usage: read_mlflow.py <tracking_uri> <experiment name>   prints JSON: {"experiment_id", "runs": [...]}"""
+each run's name, status, params, every metric's full history (get_metric_history), its artifacts' paths, with
+run.json's content, and its parent and Credit Lens tags. usage: read_mlflow.py <tracking_uri> <experiment name>   prints JSON: {"experiment_id", "runs": [...]}"""
 import json
 import sys
 import tempfile
@@ -34,6 +34,7 @@ def main(uri: str, name: str) -> dict:
                 "metrics": metrics,
                 "artifacts": artifacts,
                 "run_json": run_json,
+                "tags": {k: v for k, v in run.data.tags.items() if k == "mlflow.parentRunId" or k.startswith("credit_lens.")},
             }
         )
     return {"experiment_id": exp.experiment_id, "runs": runs}

@@ -47,17 +47,29 @@ const settings = z
 export const mlflowSink = {
   key: 'mlflow',
   schema: allow(settings, 'null, or {tracking_uri: an http:// or https:// URL without user:password@, experiment: a name}').default(null),
-  open: (s: MlflowSettings | null, ctx: SinkContext): MetricSink | null =>
-    s
-      ? new MlflowSink(
-          new MlflowTracker(s, {
-            runName: ctx.runName,
-            runDir: ctx.runDir,
-            existing: ctx.mlflowRun,
-            params: ctx.mlflowRun ? {} : flattenParams(ctx.config ?? {}),
-            log: ctx.log,
-            onRun: ctx.onMlflowRun,
-          }),
-        )
-      : null,
+  open: (s: MlflowSettings | null, ctx: SinkContext): MetricSink | null => {
+    if (!s) return null;
+    // MLflow keeps every value it is sent, and has no purge: a resume that abandons logged steps would leave two values
+    // at each of them. So that resume logs to a new MLflow run, a child of the first (mlflow.parentRunId), which keeps
+    // the abandoned trajectory as it was; a resume from where the run stopped goes on in the same run.
+    const r = ctx.resume;
+    const fork = ctx.mlflowRun && r && (r.abandonedRows ?? 0) > 0 ? { ...ctx.mlflowRun, resumed_from: `${r.phase} step ${r.step}` } : null;
+    if (fork)
+      ctx.log(
+        'info',
+        `MLflow: this resume abandons the ${r!.abandonedRows} metrics rows logged after ${fork.resumed_from}: it logs to a new MLflow run, a child of ${fork.run_id}, which keeps them`,
+      );
+    const existing = fork ? null : ctx.mlflowRun;
+    return new MlflowSink(
+      new MlflowTracker(s, {
+        runName: ctx.runName,
+        runDir: ctx.runDir,
+        existing,
+        parent: fork,
+        params: existing ? {} : flattenParams(ctx.config ?? {}),
+        log: ctx.log,
+        onRun: ctx.onMlflowRun,
+      }),
+    );
+  },
 } as const satisfies SinkSpec;
