@@ -3,6 +3,7 @@
 // either. Requests that arrive while a batch runs wait for the next one: every request queued at a tick goes into one
 // LocalSampler call (generate() in buckets), and the rows of one prefix share its prefill. A malformed request gets a
 // 400 in the engine's error shape naming the field, never a crash.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
@@ -42,11 +43,21 @@ export interface ServeOptions {
 export interface Served {
   url: string;
   server: Server;
+  /** how many requests were dropped because their client closed the connection first */
+  abandoned(): number;
   close(): Promise<void>;
 }
 
+/** The request a route is answering, so the work it queues can be dropped once its client has gone. */
+const current = new AsyncLocalStorage<{ gone: AbortSignal }>();
+
+/** A job whose client closed its connection before the answer: its rows are dropped, as SGLang and vLLM abort them. */
+class ClientGone extends Error {}
+
 interface Job {
   req: SampleRequest;
+  /** aborted once the client that asked has closed its connection */
+  gone: AbortSignal | null;
   settings: SampleSettings;
   /** the LoRA adapter the request names (SGLang's lora_path), or null for the base weights */
   lora: string | null;
@@ -140,7 +151,7 @@ export class CreditLensServer implements ServeBackend {
   /** Queues one prefix's continuations; they run in the next batch. */
   submit(req: SampleRequest, settings: SampleSettings, lora: string | null = null): Promise<Continuation[]> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ req, settings, lora, resolve, reject });
+      this.queue.push({ req, settings, lora, gone: current.getStore()?.gone ?? null, resolve, reject });
       this.lastArrival = performance.now();
       if (!this.running) this.running = this.drain();
     });
@@ -153,7 +164,11 @@ export class CreditLensServer implements ServeBackend {
     const t0 = performance.now();
     while (performance.now() - this.lastArrival < BATCH_QUIET_MS && performance.now() - t0 < BATCH_WAIT_MS) await new Promise<void>((r) => setTimeout(r, 0));
     while (this.queue.length) {
-      const jobs = this.queue;
+      // a client that has gone gets nothing: its rows are not sampled (a stopped probe leaves thousands queued)
+      const jobs = this.queue.filter((j) => {
+        if (j.gone?.aborted) j.reject(new ClientGone());
+        return !j.gone?.aborted;
+      });
       this.queue = [];
       const groups = new Map<string, Job[]>();
       for (const j of jobs) {
@@ -172,13 +187,15 @@ export class CreditLensServer implements ServeBackend {
             const sampler = lora === null ? this.sampler : this.adapters.get(lora)?.sampler;
             // an adapter unloaded while its request waited
             if (!sampler) throw new BadRequest(`lora_path: the adapter ${JSON.stringify(lora)} is not loaded`, 'lora_path');
+            // a batch whose every client has gone stops within a few tokens
             return sampler.sample(
               sorted.map((j) => j.req),
               sorted[0].settings,
-              { stop: () => false },
+              { stop: () => sorted.every((j) => j.gone?.aborted) },
             );
           });
-          sorted.forEach((j, k) => j.resolve(out![k]));
+          if (!out) throw new ClientGone();
+          sorted.forEach((j, k) => j.resolve(out[k]));
         } catch (e) {
           for (const j of sorted) j.reject(e);
         }
@@ -237,7 +254,9 @@ export class CreditLensServer implements ServeBackend {
       rank: r.start === 0 ? [0] : ([] as number[]),
     }));
     const todo = rows.map((r, i) => ({ i, first: Math.max(1, r.start), ids: r.ids })).filter((r) => r.first < r.ids.length);
+    const gone = current.getStore()?.gone;
     for (let s0 = 0; s0 < todo.length; s0 += SCORE_ROWS) {
+      if (gone?.aborted) throw new ClientGone();
       const part = todo.slice(s0, s0 + SCORE_ROWS);
       const pb = policyBatch(
         part.map((r) => r.ids.slice(0, r.first)),
@@ -511,6 +530,8 @@ async function listen(m: Model, o: ListenOptions, ownsModel: boolean): Promise<S
   // every API's routes, each with the API whose error shape its refusals take
   const routes = new Map<string, { spec: ServerApiSpec; answer: (server: ServeBackend, body: unknown) => unknown }>();
   for (const spec of specs) for (const [key, answer] of Object.entries(spec.routes)) routes.set(key, { spec, answer });
+  /** requests whose client closed its connection before the answer: their work dropped */
+  let aborted = 0;
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const route = routes.get(`${req.method} ${path}`);
@@ -528,21 +549,31 @@ async function listen(m: Model, o: ListenOptions, ownsModel: boolean): Promise<S
       fail(refused.status, refused.message, null);
       return;
     }
-    (async () => {
-      const body = req.method === 'POST' ? await readBody(req) : undefined;
-      const answer = (await route.answer(backend, body)) ?? '';
-      if (answer instanceof LazyList || holdsLazy(answer)) await sendStream(res, answer);
-      else send(res, 200, answer);
-    })().catch((e: unknown) => {
-      if (e instanceof BadRequest) {
-        if (e.body !== null) send(res, e.status, e.body);
-        else fail(e.status, e.message, e.param);
-      } else if (isUserError(e)) fail(400, e.message, null);
-      else {
-        log(`error: ${req.method} ${path}: ${(e as Error).stack ?? String(e)}`);
-        fail(500, (e as Error).message ?? String(e), null);
-      }
+    const gone = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort();
     });
+    current
+      .run({ gone: gone.signal }, async () => {
+        const body = req.method === 'POST' ? await readBody(req) : undefined;
+        const answer = (await route.answer(backend, body)) ?? '';
+        if (answer instanceof LazyList || holdsLazy(answer)) await sendStream(res, answer);
+        else send(res, 200, answer);
+      })
+      .catch((e: unknown) => {
+        if (e instanceof ClientGone) {
+          aborted += 1;
+          return;
+        }
+        if (e instanceof BadRequest) {
+          if (e.body !== null) send(res, e.status, e.body);
+          else fail(e.status, e.message, e.param);
+        } else if (isUserError(e)) fail(400, e.message, null);
+        else {
+          log(`error: ${req.method} ${path}: ${(e as Error).stack ?? String(e)}`);
+          fail(500, (e as Error).message ?? String(e), null);
+        }
+      });
   });
   // a batch on a CPU can take longer than Node's default 300 s request limit; the client keeps its own
   server.requestTimeout = 0;
@@ -558,6 +589,7 @@ async function listen(m: Model, o: ListenOptions, ownsModel: boolean): Promise<S
   return {
     url,
     server,
+    abandoned: () => aborted,
     close: () =>
       new Promise<void>((ok) => {
         server.closeAllConnections();
