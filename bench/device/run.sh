@@ -45,15 +45,15 @@ else
   ENGINE="$WORK/dist/engine/cli.js"
   ARGS=(--tokenizer-dir "$WORK/models")
   # Dawn needs the Vulkan loader, and the NVIDIA ICD (libGLX_nvidia.so.0) needs glvnd's dispatch libraries; the image
-  # may lack both. As root they are unpacked over / and registered with ldconfig (the ICD is dlopened by the loader,
-  # which searches the linker cache); otherwise into a folder found through LD_LIBRARY_PATH.
-  if [ "$(id -u)" = 0 ]; then
-    for d in "$CARRY"/*.deb; do dpkg -x "$d" /; done
-    ldconfig
-  else
-    for d in "$CARRY"/*.deb; do dpkg -x "$d" "$WORK/vulkan"; done
-    export LD_LIBRARY_PATH="$WORK/vulkan/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  fi
+  # may lack both. They are unpacked into a private folder, never over / (that would replace the image's own GL and
+  # Vulkan libraries behind dpkg's back, with another distribution's builds, for every later program), and the loader
+  # is pointed there: LD_LIBRARY_PATH is read by ld.so at start and searched by every dlopen, the ICD's included. The
+  # driver's own folder goes on the path too, so the ICD is found without the linker cache.
+  for d in "$CARRY"/*.deb; do dpkg -x "$d" "$WORK/vulkan"; done
+  LIBS="$WORK/vulkan/usr/lib/x86_64-linux-gnu:$WORK/vulkan/lib/x86_64-linux-gnu"
+  for n in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do [ -d "$n" ] && LIBS="$LIBS:$n"; done
+  export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "libs: $(ls "$CARRY"/*.deb | wc -l) packages unpacked into $WORK/vulkan (LD_LIBRARY_PATH), nothing outside it"
   # The NVIDIA ICD is installed where the loader may not look: name it (both the new and the old variable).
   ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   if [ -f "$ICD" ]; then

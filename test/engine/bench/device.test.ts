@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -47,7 +47,32 @@ test('pack.sh builds a carry within the limit and says its size; run.sh from it 
   t.after(() => rmSync(out, { recursive: true, force: true }));
   // The GPU form on this machine: its own Node and engine from the carry, Dawn's adapter is lavapipe, so no stage
   // measures and the script says why, with exit status 3.
+  // the carry's libraries go into the run's own folder, never over the machine's: every file they hold that this
+  // machine also has keeps its inode change time (dpkg -x over / replaced them, as root, behind dpkg's back)
+  const debs = readdirSync(join(ROOT, 'bench/device/carry')).filter((f) => f.endsWith('.deb'));
+  assert.ok(debs.length >= 2, debs.join(', '));
+  const shipped = debs.flatMap((d) =>
+    spawnSync('dpkg-deb', ['-c', join(ROOT, 'bench/device/carry', d)], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .map((l) =>
+        l
+          .split(/\s+/)
+          .slice(5)
+          .join(' ')
+          .replace(/^\./, '')
+          .replace(/ -> .*$/, ''),
+      )
+      .filter((f) => f && !f.endsWith('/')),
+  );
+  assert.ok(
+    shipped.some((f) => /libvulkan\.so/.test(f)),
+    shipped.join(', '),
+  );
+  const ctimes = () => shipped.map((f) => [f, lstatSync(f, { throwIfNoEntry: false })?.ctimeMs ?? null]);
+  const before = ctimes();
   const r = run(['--quick'], out);
+  assert.deepEqual(ctimes(), before, 'no file of the machine was replaced');
+  assert.match(r.stdout, /libs: \d+ packages unpacked into \S+\/vulkan \(LD_LIBRARY_PATH\), nothing outside it/);
   assert.equal(r.status, 3, r.stderr + r.stdout);
   assert.match(r.stdout, /node: v\d+/);
   const report = JSON.parse(readFileSync(join(out, 'device.json'), 'utf8'));
