@@ -366,6 +366,26 @@ export function reliability(episodes: readonly ProbedEpisode[]): ProbeReliabilit
   };
 }
 
+/** Why no episode scores a strategy: what its Â is within each episode (nothing to rank, or nothing to weigh). */
+function unscorable(rows: readonly (readonly number[])[]): string {
+  let zero = 0;
+  let flat = 0;
+  let bad = 0;
+  for (const r of rows) {
+    if (r.some((x) => !Number.isFinite(x))) bad++;
+    else if (r.every((x) => x === 0)) zero++;
+    else flat++;
+  }
+  const n = rows.length;
+  const of = (k: number) => (k === n ? `all ${n}` : `${k} of the ${n}`);
+  const parts = [
+    zero ? `0 at every token in ${of(zero)} probed episodes with A ≠ 0` : '',
+    flat ? `one value at every token in ${of(flat)}` : '',
+    bad ? `not finite in ${of(bad)}` : '',
+  ].filter(Boolean);
+  return `no probed episode can score it: its Â is ${parts.join('; ')}, so it weighs and ranks no token`;
+}
+
 /**
  * Every strategy's accuracy over the probed episodes whose advantage is not 0 (one set for every row), the trivial
  * baselines' on the same set, each strategy's excess over the best baseline, and the probe's split-half reliability.
@@ -380,8 +400,14 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
   const accuracy: Record<string, StrategyAccuracy> = {};
   const perEpisode: Record<string, EpisodeScores[]> = {};
   let uniform: (number | null)[] = [];
+  const left: string[] = [];
   for (const [name, rows] of Object.entries(effAdv)) {
     const scores = scoresOf(rows);
+    // a row no episode could score is left out, with the reason, rather than shown as an empty row with n = 0
+    if (episodes.length && scores.every((x) => x.spearman === null && x.decisive_share === null)) {
+      left.push(`${name}: left out, ${unscorable(keep.map((i) => rows[i]))}`);
+      continue;
+    }
     perEpisode[name] = scores;
     accuracy[name] = rowOf(scores, prompts);
     uniform = scores.map((s) => s.uniform_share);
@@ -411,7 +437,7 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     accuracy[name].excess = { ...clusteredMean(diffs, prompts), over: best ?? null, prompt_sd: promptSd(diffs, prompts) };
   }
   const rel = reliability(episodes);
-  const warnings: string[] = [];
+  const warnings: string[] = [...left];
   if (nPrompts < FEW_PROMPTS)
     warnings.push(
       `${nPrompts} prompt${nPrompts === 1 ? '' : 's'}: the intervals are t intervals over the prompts' means; below ${FEW_PROMPTS} clusters neither they nor a bootstrap can be trusted far`,

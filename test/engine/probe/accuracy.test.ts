@@ -187,3 +187,28 @@ test('the cancellation test: δ̂ of the tokens the update boosted minus those i
   // without realized credit there is no test
   assert.equal(creditAccuracy([{ prompt: 1, n: 4, positions: [0, 1, 2, 3, 4], values: [0.5, 0.5, 1, 0.25, 0] }], { a: [[1, 1, 1, 1]] }).cancellation, null);
 });
+
+test('a strategy no probed episode can score is left out with the reason, not shown as an empty row', () => {
+  const eps = [
+    { prompt: 1, n: 3, positions: [0, 1, 2, 3], values: [0.5, 0.5, 1, 0.25] },
+    { prompt: 2, n: 3, positions: [0, 1, 2, 3], values: [0.5, 0, 0.5, 1] },
+  ];
+  // gtpo's paper form on a short run: Â 0 at every token (no group it reshapes), beside a strategy that scores
+  const r = creditAccuracy(eps, {
+    gtpo_paper: [
+      [0, 0, 0],
+      [0, 0, 0],
+    ],
+    none: [
+      [0.5, 0.5, 0.5],
+      [-0.5, -0.25, -0.5],
+    ],
+  });
+  assert.deepEqual(Object.keys(r.accuracy), ['none']);
+  assert.ok(
+    r.warnings.includes(
+      'gtpo_paper: left out, no probed episode can score it: its Â is 0 at every token in all 2 probed episodes with A ≠ 0, so it weighs and ranks no token',
+    ),
+    r.warnings.join('\n'),
+  );
+});
