@@ -14,6 +14,7 @@ import {
   log,
   openFile,
   palette,
+  paletteAndPick,
   prepareSuite,
   runDirs,
   scenario,
@@ -78,7 +79,7 @@ function chartState(frame) {
 
 async function pickRun(page, re) {
   const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: re }).first();
-  await row.waitFor({ timeout: 15_000 });
+  await row.waitFor({ timeout: 60_000 });
   await row.click();
 }
 
@@ -96,8 +97,7 @@ scenario(
   'the dashboard of a finished run draws every chart from GRPO step 1, SFT on a toggle, KL off as an empty state, smoothing and one cursor',
   async () => {
     const { page } = vs;
-    await palette(page, 'Credit Lens: Open Dashboard');
-    await pickRun(page, /^tiny-\d{8}/);
+    await paletteAndPick(page, 'Credit Lens: Open Dashboard', /^tiny-\d{8}/);
     const frame = webview(page);
     await frame.locator('section.chart[data-chart="reward"]').waitFor({ timeout: 30_000 });
     // The side bar away: the screenshot gets the width.
@@ -175,8 +175,7 @@ scenario('the dashboard of a training run adds points as run/metrics arrive', as
   await showRunsView(page);
   await waitForRow(page, /^live-\d{8}-\d{6}.*running(?: · (?:reward|eval) [^·]+)* · ([1-9]|\d\d+)\/4000/, 120_000);
   await closeEditors(page);
-  await palette(page, 'Credit Lens: Open Dashboard');
-  await pickRun(page, /^live-\d{8}/);
+  await paletteAndPick(page, 'Credit Lens: Open Dashboard', /^live-\d{8}/);
   const frame = webview(page);
   const reward = frame.locator('section.chart[data-chart="reward"]');
   // the run trains on both cores while the webview loads: on a loaded 2-core machine the first paint took over 30 s once
@@ -302,8 +301,7 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
 
 scenario('the credit-analysis view shows the position-bin table, re-runs on a step range, compares with a baseline and survives a reload', async () => {
   const { page } = vs;
-  await palette(page, 'Credit Lens: Open Credit Analysis');
-  await pickRun(page, /^tiny-attr-\d{8}/);
+  await paletteAndPick(page, 'Credit Lens: Open Credit Analysis', /^tiny-attr-\d{8}/);
   const frame = webview(page);
   const bins = frame.locator('table.position_bins tbody tr');
   await bins.first().waitFor({ timeout: 60_000 });

@@ -16,6 +16,7 @@ import {
   openFile,
   openSweepDialog,
   palette,
+  paletteAndPick,
   prepareSuite,
   readJson,
   runDirs,
@@ -227,10 +228,7 @@ scenario('engine: trl from the CodeLens: ▶ Run trains with TRL through credit_
   await notification(page, /trl completed\./, 30_000);
   // its steps and episodes in the tree, as a tfjs run's: the other runs collapsed first, so that the step and episode
   // rows read below are this run's (the tree's rows are not in visual order in the DOM)
-  await page
-    .locator('.sidebar .title-actions .action-label[aria-label^="Collapse All"]')
-    .first()
-    .click({ timeout: 10_000 });
+  await page.locator('.sidebar .title-actions .action-label[aria-label^="Collapse All"]').first().click({ timeout: 10_000 });
   await sleep(300);
   await page
     .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^trl\.credit\.yaml/ })
@@ -263,8 +261,11 @@ scenario('engine: trl from the CodeLens: ▶ Run trains with TRL through credit_
     rows.map((r) => r.step),
     [1, 2, 3, 4],
   );
-  assert.ok(rows.every((r) => Number.isFinite(r.loss)), 'each row has TRL\'s loss of its update');
-  assert.ok(existsSync(join(dir, 'tokens', 'step-000004.arrow')), 'the step\'s token table');
+  assert.ok(
+    rows.every((r) => Number.isFinite(r.loss)),
+    "each row has TRL's loss of its update",
+  );
+  assert.ok(existsSync(join(dir, 'tokens', 'step-000004.arrow')), "the step's token table");
 });
 
 scenario('Stop mid-run leaves status stopped, and Resume continues from the checkpoint', async () => {
@@ -284,10 +285,7 @@ scenario('Stop mid-run leaves status stopped, and Resume continues from the chec
   const stoppedAt = before.last_step;
   assert.ok(stoppedAt >= 3, `stopped after step 3 or later (${stoppedAt})`);
 
-  await palette(page, 'Credit Lens: Resume Run');
-  const pick = page.locator('.quick-input-widget .monaco-list-row', { hasText: /^long-/ }).first();
-  await pick.waitFor({ timeout: 15_000 });
-  await pick.click();
+  await paletteAndPick(page, 'Credit Lens: Resume Run', /^long-/);
   // Continuing, not restarting: the tree shows a step past the one it stopped at.
   const stepOf = (l) => Number(/^long-\d{8}-\d{6}.*running(?: · (?:reward|eval) [^·]+)* · (\d+)\/400/.exec(l)?.[1] ?? -1);
   const resumed = await waitForRow(page, (l) => stepOf(l) > stoppedAt, 120_000);

@@ -200,7 +200,7 @@ export async function startVsCode(name, { trusted, settings = {}, viewport = { w
 // ---- acting as a person ------------------------------------------------------------------------------
 
 /** F1, type, pick. Retried: a view taking focus (▶ Run focuses the Runs view) closes an open palette. */
-export async function palette(page, text, { pick } = {}) {
+export async function palette(page, text, { pick, until } = {}) {
   for (let attempt = 1; ; attempt++) {
     try {
       await page.keyboard.press('F1');
@@ -210,12 +210,38 @@ export async function palette(page, text, { pick } = {}) {
       const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: pick ?? text }).first();
       await row.waitFor({ timeout: 15_000 });
       await row.click({ timeout: 5_000 });
+      // what the command does, seen: a click on a row still being filtered, or an F1 a webview kept, runs nothing
+      if (until) await until();
       return;
     } catch (e) {
       if (attempt >= 3) throw e;
       await page.keyboard.press('Escape');
     }
   }
+}
+
+/**
+ * A command that asks for one item in a quick pick: the palette, then the picker the command opens (its input no
+ * longer the palette's `>`), `filter` typed where the list is long, and the row matching `row` clicked. The palette is
+ * run again until the picker shows that row, so a command that never ran cannot leave the next step waiting on an
+ * input that is not coming; the picker may take its time (a sweep's runs read on a loaded machine).
+ */
+export async function paletteAndPick(page, command, row, { pick, filter, timeout = 60_000 } = {}) {
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  const item = page.locator('.quick-input-widget .monaco-list-row', { hasText: row }).first();
+  await palette(page, command, {
+    pick,
+    until: async () => {
+      const t0 = Date.now();
+      while (!((await input.isVisible()) && !(await input.inputValue()).startsWith('>'))) {
+        if (Date.now() - t0 > timeout) throw new Error(`${command}: no picker within ${timeout / 1000} s`);
+        await sleep(100);
+      }
+      if (filter) await input.fill(filter, { timeout: 5_000 });
+      await item.waitFor({ timeout });
+    },
+  });
+  await item.click({ timeout: 10_000 });
 }
 
 /** Ctrl+P, type the file name, click it; retried, since the list can still be filling when first read. */

@@ -8,7 +8,22 @@ import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
-import { ROOT, TMP, WS, finishSuite, log, palette, prepareSuite, scenario, shot, showRunsView, sleep, startVsCode, waitForRow } from './harness.mjs';
+import {
+  ROOT,
+  TMP,
+  WS,
+  finishSuite,
+  log,
+  palette,
+  paletteAndPick,
+  prepareSuite,
+  scenario,
+  shot,
+  showRunsView,
+  sleep,
+  startVsCode,
+  waitForRow,
+} from './harness.mjs';
 
 let vs;
 const SYNTHETIC_TOKENS = 5000;
@@ -113,8 +128,7 @@ function paintedColours(page, editor = page.locator(ACTIVE)) {
 
 /** Heatmap: Choose Metric, then the row whose label matches. */
 async function chooseMetric(page, label) {
-  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: label }).first().click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Heatmap: Choose Metric', label, { pick: 'Heatmap: Choose Metric' });
 }
 
 /** The colour key painted on the line under an episode's header (an after-decoration: CSS content, not DOM text). */
@@ -280,11 +294,7 @@ scenario('an episode opened from the Runs tree is painted in at least 5 colours,
 scenario('another metric repaints on a sequential scale, and Next Episode moves on', async () => {
   const { page } = vs;
   const before = new Set(await paintedColours(page));
-  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^entropy/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Heatmap: Choose Metric', /^entropy/, { pick: 'Heatmap: Choose Metric' });
   let colours = [];
   for (let i = 0; i < 50; i++, await sleep(200)) {
     colours = await paintedColours(page);
@@ -315,11 +325,7 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   for (let i = 0; i < 50 && !(await paintedColours(page)).length; i++) await sleep(200);
   assert.ok((await paintedColours(page)).every((c) => c.startsWith('rgba(178, 128, 255')));
   // Realized credit, log π_new − log π_old after the step's update: a signed metric, painted on the diverging scale.
-  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^realized credit/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Heatmap: Choose Metric', /^realized credit/, { pick: 'Heatmap: Choose Metric' });
   await page.locator('.statusbar [aria-label^="Heatmap metric realized credit"]').first().waitFor({ timeout: 15_000 });
   let realized = [];
   for (let i = 0; i < 50; i++, await sleep(200)) {
@@ -329,11 +335,7 @@ scenario('another metric repaints on a sequential scale, and Next Episode moves 
   log(`realized credit: ${realized.length} colours: ${realized.join(' ')}`);
   assert.ok(realized.length >= 2 && !realized.some((c) => c.startsWith('rgba(178, 128, 255')), `repainted off the sequential hue: ${realized.join(', ')}`);
   await shot(page, '21b-realized-credit');
-  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Heatmap: Choose Metric', /^contribution/, { pick: 'Heatmap: Choose Metric' });
 
   // Per-step normalisation: the range is taken over all 320 tokens of the step (its 2%–98% quantiles), so it
   // is another one than the episode's.
@@ -406,11 +408,7 @@ scenario('a reinforced episode is painted "pushed up" (blue) under a colour key 
   assert.ok(eps.advantage[i] > 0, `a reinforced episode at step 4: advantages ${[...eps.advantage].join(', ')}`);
   const episode = eps.episode[i];
   log(`episode #${episode}: reward ${eps.reward[i]}, ${eps.success[i] ? 'solved' : 'not solved'}, A ${eps.advantage[i]}`);
-  await palette(page, 'Credit Lens: Open Episode');
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-\d{8}-\d{6}/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Open Episode', /^tiny-\d{8}-\d{6}/);
   await page
     .locator('.quick-input-widget .monaco-list-row', { hasText: /^step 4(?!\d)/ })
     .first()
@@ -468,11 +466,7 @@ scenario('Probe This Episode… on a step the run kept no policy for says so bef
 
 scenario('Compare With… opens the same prompt from another run beside it, both on one scale', async () => {
   const { page } = vs;
-  await palette(page, 'Credit Lens: Compare With');
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-mask-\d{8}/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Compare With', /^tiny-mask-\d{8}/);
   const groups = page.locator('.editor-group-container');
   for (let i = 0; i < 50 && (await groups.count()) < 2; i++) await sleep(200);
   assert.equal(await groups.count(), 2, 'two editor columns');
@@ -502,11 +496,7 @@ scenario('Compare With… opens the same prompt from another run beside it, both
   await shot(page, '22-compare', { readme: 'compare' });
   // Compare With… again from the left: the attribution run replaces the right side; its hover has α.
   await left.locator('.view-lines').click();
-  await palette(page, 'Credit Lens: Compare With');
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^tiny-attr-\d{8}/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Compare With', /^tiny-attr-\d{8}/);
   for (let i = 0; i < 50 && !/^tiny-attr/.test(await shownText(right).catch(() => '')); i++) await sleep(200);
   assert.match(await shownText(right), /^tiny-attr-\d{8}-\d{6} · step 4 .*strategy attribution/);
   assert.equal(await groups.count(), 2, 'still two columns');
@@ -520,11 +510,7 @@ scenario('Compare With… opens the same prompt from another run beside it, both
 
 scenario('a 5,000-token episode paints in under 50 ms in the extension host', async () => {
   const { page } = vs;
-  await palette(page, 'Credit Lens: Open Episode');
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^synthetic-5k-/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Open Episode', /^synthetic-5k-/);
   // One logged step: straight to its episodes.
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: /#0/ }).first().click({ timeout: 15_000 });
   await page.locator('.tab.active[aria-label*="synthetic-5k"]').waitFor({ timeout: 15_000 });

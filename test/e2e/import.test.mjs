@@ -17,6 +17,7 @@ import {
   log,
   notification,
   palette,
+  paletteAndPick,
   prepareSuite,
   readJson,
   scenario,
@@ -180,11 +181,7 @@ scenario('Import Rollouts… on a veRL dump scored by a workspace run: progress,
     .click();
   await page.locator(`.tab.active[aria-label*="step 12 · episode ${episode}"]`).waitFor({ timeout: 15_000 });
   // painted by Â by default, one shade under strategy none: the contribution c_Â varies with each token's log-prob
-  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Heatmap: Choose Metric', /^contribution/, { pick: 'Heatmap: Choose Metric' });
   let colours = [];
   for (let i = 0; i < 50 && new Set(colours).size < 4; i++, await sleep(200)) colours = await paintedColours(page);
   log(`imported episode: ${colours.length} painted tokens in ${new Set(colours).size} colours`);
@@ -210,10 +207,7 @@ scenario('a prime-rl token export imports with no model and paints by its own im
   await first.waitFor({ timeout: 15_000 });
   await first.click();
   await page.locator('.tab.active[aria-label*="step 3 · episode"]').waitFor({ timeout: 15_000 });
-  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: /^importance ratio/ }).first();
-  await row.waitFor({ timeout: 15_000 });
-  await row.click();
+  await paletteAndPick(page, 'Credit Lens: Heatmap: Choose Metric', /^importance ratio/, { pick: 'Heatmap: Choose Metric' });
   const item = page.locator('.statusbar [aria-label^="Heatmap metric importance ratio"]').first();
   await item.waitFor({ timeout: 15_000 });
   let colours = [];
@@ -221,11 +215,7 @@ scenario('a prime-rl token export imports with no model and paints by its own im
   assert.ok(new Set(colours).size >= 4, `importance ratio painted in several shades: ${[...new Set(colours)].join(', ')}`);
   await shot(page, '62-import-prime-importance-ratio', { readme: 'import-prime' });
   // Back to the default metric for whatever comes next.
-  await palette(page, 'Credit Lens: Heatmap: Choose Metric', { pick: 'Heatmap: Choose Metric' });
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /^contribution/ })
-    .first()
-    .click({ timeout: 15_000 });
+  await paletteAndPick(page, 'Credit Lens: Heatmap: Choose Metric', /^contribution/, { pick: 'Heatmap: Choose Metric' });
 });
 
 /**
@@ -286,10 +276,7 @@ scenario('Follow a Training Run… on a growing prime-rl folder: the run reads f
     // measured, not asserted (a timing): the closing notes report it
     assert.ok(latencies.length >= 2, 'steps became whole while the view watched');
     // its dashboard charts the import's reward and the trainer's own metrics, and grows with the next step
-    await palette(page, 'Credit Lens: Open Dashboard');
-    const pick = page.locator('.quick-input-widget .monaco-list-row', { hasText: /import-prime-live-/ }).first();
-    await pick.waitFor({ timeout: 15_000 });
-    await pick.click();
+    await paletteAndPick(page, 'Credit Lens: Open Dashboard', /import-prime-live-/);
     const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
     const reward = frame.locator('section.chart[data-chart="reward"]');
     await reward.waitFor({ timeout: 30_000 });

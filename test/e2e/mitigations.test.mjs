@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, cpSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, WS, finishSuite, log, palette, prepareSuite, runDirs, scenario, shot, sleep, startVsCode } from './harness.mjs';
+import { ROOT, WS, finishSuite, log, palette, paletteAndPick, prepareSuite, runDirs, scenario, shot, sleep, startVsCode } from './harness.mjs';
 
 let vs;
 
@@ -163,14 +163,7 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   // seed 2: its entropy_mask run and its plain-GRPO run differ at step 100 (16.0 % against 11.3 %)
   const run = runs.find((d) => /mitigations-entropy_mask-mp80-seed2-/.test(d));
   const base = runs.find((d) => /mitigations-none-seed2-/.test(d));
-  await palette(page, 'Credit Lens: Open Credit Analysis');
-  const input = page.locator('.quick-input-widget .quick-input-box input');
-  await input.waitFor({ timeout: 15_000 });
-  await input.fill('entropy_mask-mp80-seed2');
-  await page
-    .locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-entropy_mask-mp80-seed2-/ })
-    .first()
-    .click();
+  await paletteAndPick(page, 'Credit Lens: Open Credit Analysis', /mitigations-entropy_mask-mp80-seed2-/, { filter: 'entropy_mask-mp80-seed2' });
   const frame = webview(page);
   const bins = frame.locator('table.position_bins tbody tr');
   await bins.first().waitFor({ timeout: 120_000 });
@@ -178,7 +171,10 @@ scenario('the credit analysis of an entropy_mask run at step 100 against plain G
   assert.equal(Number(await bins.first().locator('td').nth(2).innerText()), expected.relative_position[0].count);
 
   await frame.locator('vscode-button.baseline').click();
-  await input.waitFor({ timeout: 15_000 });
+  // the button's own picker, by its title: the input alone would also match a palette left open
+  const quick = page.locator('.quick-input-widget');
+  await quick.locator('.quick-input-title', { hasText: /baseline for mitigations-entropy_mask-mp80-seed2-/ }).waitFor({ timeout: 60_000 });
+  const input = quick.locator('.quick-input-box input');
   await input.fill('mitigations-none-seed2');
   await page
     .locator('.quick-input-widget .monaco-list-row', { hasText: /mitigations-none-seed2-/ })

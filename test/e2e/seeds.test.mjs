@@ -40,9 +40,13 @@ const pct = (x) => (100 * x).toFixed(1);
  */
 async function pickCompareRuns(page, want) {
   await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
-  await palette(page, 'Credit Lens: Compare Runs', { pick: 'Credit Lens: Compare Runs' });
-  const input = page.locator('.quick-input-widget .quick-input-box input');
-  await input.waitFor({ timeout: 15_000 });
+  // the picker by its title: the input alone is also the palette's, and the command may not have run
+  const quick = page.locator('.quick-input-widget');
+  await palette(page, 'Credit Lens: Compare Runs', {
+    pick: 'Credit Lens: Compare Runs',
+    until: () => quick.locator('.quick-input-title', { hasText: 'Credit Lens: runs to compare' }).waitFor({ timeout: 60_000 }),
+  });
+  const input = quick.locator('.quick-input-box input');
   await input.fill('seeds-');
   await sleep(300);
   const items = page.locator('.quick-input-widget .monaco-list-row');
