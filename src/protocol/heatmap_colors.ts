@@ -9,7 +9,9 @@ export type ThemeKind = 'light' | 'dark' | 'highContrast' | 'highContrastLight';
 // and more opaque ones on dark backgrounds, where the same colour would look muddy and faint.
 export const HEATMAP_HUES: Record<'negative' | 'positive' | 'sequential', { light: Rgb; dark: Rgb }> = {
   negative: { light: [207, 34, 46], dark: [255, 92, 84] },
-  positive: { light: [9, 105, 218], dark: [64, 150, 255] },
+  // an indigo-leaning blue (hue about 228°), apart from the editor's selection, which both default themes tint azure
+  // (about 210°): a faint "up" must not read as selected text
+  positive: { light: [29, 64, 200], dark: [110, 140, 255] },
   sequential: { light: [130, 80, 223], dark: [178, 128, 255] },
 };
 

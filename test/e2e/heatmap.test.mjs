@@ -261,9 +261,16 @@ scenario('an episode opened from the Runs tree is painted in at least 5 colours,
     headerText = await shownText(editor).catch(() => '');
   log(`document: ${headerText}`);
   assert.match(headerText, /reward -?\d\.\d{3} \(format -?\d\.\d{3}, answer -?\d\.\d{3}\) [✓✗] .*advantage [+−]?\d\.\d{3} · strategy none/);
-  // Painted by Â by default; under strategy none every token of an episode has its A, one colour: the contribution
-  // c_Â = Â·ℓ varies with each token's log-prob
-  await chooseMetric(page, /^contribution/);
+  // Â is the default metric, and under strategy none every token of an episode shares it (one flat wash): unless Â
+  // was chosen, the episode opens on the contribution c_Â = Â·ℓ, which varies with each token's log-prob, and the key
+  // says why
+  let key = '';
+  for (let i = 0; i < 50 && !/every token shares Â/.test(key); i++, await sleep(200)) key = await colourKey(page);
+  log(`key: ${key}`);
+  assert.match(
+    key,
+    /^every token shares Â = [+-]\d[\d.]* \(one advantage for the episode, as under strategy none\): painting contribution c_Â · blue = pushed up · red = pushed down · contribution c_Â /,
+  );
 
   let colours = [];
   for (let i = 0; i < 50 && new Set(colours).size < 5; i++, await sleep(200)) colours = await paintedColours(page);
@@ -272,7 +279,7 @@ scenario('an episode opened from the Runs tree is painted in at least 5 colours,
   assert.ok(distinct.length >= 5, `at least 5 distinct background colours, got ${distinct.join(', ')}`);
   // Contribution is signed: blue where the update pushed the token up, red down (scales.ts), at different opacities.
   assert.ok(
-    distinct.every((c) => /^rgba\((255, 92, 84|64, 150, 255), 0?\.\d+\)$/.test(c)),
+    distinct.every((c) => /^rgba\((255, 92, 84|110, 140, 255), 0?\.\d+\)$/.test(c)),
     distinct.join(', '),
   );
   assert.match(await statusText(page), /contribution c_Â: blue ↑ red ↓ \[-?[\d.e-]+, [\d.e-]+\]/);
@@ -371,10 +378,10 @@ scenario('light and high-contrast themes: the light shades, and in high contrast
     return c;
   };
   await colorTheme(page, 'Light Modern');
-  const light = await settled((c) => c.every((x) => /^rgba\((207, 34, 46|9, 105, 218), /.test(x)));
+  const light = await settled((c) => c.every((x) => /^rgba\((207, 34, 46|29, 64, 200), /.test(x)));
   log(`light: ${[...new Set(light)].join(' ')}`);
   assert.ok(
-    light.every((x) => /^rgba\((207, 34, 46|9, 105, 218), /.test(x)),
+    light.every((x) => /^rgba\((207, 34, 46|29, 64, 200), /.test(x)),
     'the darker hues for a light background',
   );
   await shot(page, '24-heatmap-light');
@@ -419,7 +426,7 @@ scenario('a reinforced episode is painted "pushed up" (blue) under a colour key 
     .first()
     .click({ timeout: 15_000 });
   await page.locator(`.tab.active[aria-label*="step 4 · episode ${episode}"]`).waitFor({ timeout: 15_000 });
-  const hue = { dark: { up: '64, 150, 255', down: '255, 92, 84' }, light: { up: '9, 105, 218', down: '207, 34, 46' } };
+  const hue = { dark: { up: '110, 140, 255', down: '255, 92, 84' }, light: { up: '29, 64, 200', down: '207, 34, 46' } };
   const allUp = async (theme) => {
     let c = [];
     for (let k = 0; k < 50; k++, await sleep(200)) if ((c = await paintedColours(page)).length && c.every((x) => x.startsWith(`rgba(${hue[theme].up}`))) break;
@@ -900,17 +907,31 @@ scenario('an open episode survives a window reload: the same step and episode, i
       assert.ok(attempt < 2, `${row} expands to ${child} in the Runs tree`);
     }
   };
+  // an episode the update credited (A ≠ 0): one with A = 0 paints nothing under any credit metric, and "painted
+  // again" would hold of 0 tokens
+  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
+  const tiny = join(
+    WS,
+    'runs',
+    readdirSync(join(WS, 'runs')).find((d) => /^tiny-\d{8}-\d{6}$/.test(d)),
+  );
+  const eps = tables.readEpisodeTable(join(tiny, 'episodes', 'step-000004.arrow'));
+  const credited = [...eps.episode.keys()].sort((a, b) => Math.abs(eps.advantage[b]) - Math.abs(eps.advantage[a]))[0];
+  assert.ok(eps.advantage[credited] !== 0, `an episode with A ≠ 0 at step 4: ${[...eps.advantage].join(', ')}`);
   await expand(/^tiny-\d{8}/, /^step 4\b/);
-  const first = await expand(/^step 4/, /^-?\d+\.\d\d [✓✗] #\d+/);
-  // The tree may show other steps' episodes too (earlier scenarios expanded them): whichever row was clicked, the
-  // episode is the one its tab names.
-  await page.locator(`.sidebar .pane-body .monaco-list-row[aria-label="${first}"]`).click();
+  await expand(/^step 4/, new RegExp(`#${eps.episode[credited]}$`));
+  // The tree may show other steps' episodes too (earlier scenarios expanded them): the episode is the one its tab names.
+  await page
+    .locator('.sidebar .pane-body .monaco-list-row', { hasText: new RegExp(`#${eps.episode[credited]}$`) })
+    .first()
+    .click();
   const tab = page.locator('.tab.active[aria-label*=" · episode "]');
   await tab.waitFor({ timeout: 15_000 });
   const [, name, step, episode] = /([\w.-]+-\d{8}-\d{6}) · step (\d+) · episode (\d+)/.exec(await tab.getAttribute('aria-label'));
   log(`opened ${name} step ${step} episode ${episode}`);
   let before = [];
   for (let i = 0; i < 50 && !before.length; i++, await sleep(200)) before = await paintedColours(page);
+  assert.ok(before.length > 0, 'painted before the reload');
   await palette(page, 'Developer: Reload Window', { pick: 'Reload Window' });
   await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
   await page.locator(`.tab[aria-label*="${name} · step ${step} · episode ${episode}"]`).waitFor({ timeout: 60_000 });

@@ -9,6 +9,7 @@ import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
   bucketColors,
   formatScale,
+  formatValue,
   scaleKey,
   scaleSense,
   isMetricId,
@@ -35,9 +36,13 @@ export class HeatmapState implements vscode.Disposable {
   readonly onDidChange = this.changed.event;
   private readonly disposables: vscode.Disposable[] = [this.changed];
 
+  /** whether the metric is one the user chose (the picker, a cycle), not the default */
+  private chosen: boolean;
+
   constructor(private readonly memento: vscode.Memento) {
     const saved = memento.get<string>(METRIC_KEY);
     this.current = isMetricId(saved) ? saved : 'effective_advantage';
+    this.chosen = isMetricId(saved);
     this.disposables.push(onSettingChange('heatmapNormalization', () => this.changed.fire()));
   }
 
@@ -45,9 +50,14 @@ export class HeatmapState implements vscode.Disposable {
     return this.current;
   }
 
+  get explicit(): boolean {
+    return this.chosen;
+  }
+
   async setMetric(m: MetricId): Promise<void> {
-    if (m === this.current) return;
+    if (m === this.current && this.chosen) return;
     this.current = m;
+    this.chosen = true;
     this.changed.fire();
     await this.memento.update(METRIC_KEY, m);
   }
@@ -152,8 +162,28 @@ export class Painter implements vscode.Disposable {
 
   /** The metric an episode is painted by: the chosen one, or the first one its run has when it lacks that one. */
   metricFor(view: HeatmapEpisode): MetricId {
+    return this.metricChoice(view).metric;
+  }
+
+  /**
+   * The metric and, where it is not the one asked for, why. Â is the default, and under one advantage per episode
+   * (strategy none, the most common run) every token of an episode shares it: one flat wash says nothing a newcomer can
+   * see. Unless Â was chosen, such an episode opens on realized credit where the run logged it, else on c_Â = Â·log π,
+   * which varies with each token's probability.
+   */
+  metricChoice(view: HeatmapEpisode): { metric: MetricId; why: string | null } {
     const available = view.tables.available();
-    return available.includes(this.state.metric) ? this.state.metric : (available[0] ?? this.state.metric);
+    const metric = available.includes(this.state.metric) ? this.state.metric : (available[0] ?? this.state.metric);
+    if (metric !== 'effective_advantage' || this.state.explicit) return { metric, why: null };
+    const shared = sharedValue(view.tables.column(metric), view.tables.trainedRows(view.rows));
+    if (shared === null) return { metric, why: null };
+    const realized = view.tables.column('realized');
+    const instead = realized && view.rows.some((r) => Number.isFinite(realized[r]) && realized[r] !== 0) ? 'realized' : 'contribution';
+    if (!available.includes(instead)) return { metric, why: null };
+    return {
+      metric: instead,
+      why: `every token shares Â = ${shared > 0 ? '+' : ''}${formatValue(shared)} (one advantage for the episode, as under strategy none): painting ${metricDef(instead).label}`,
+    };
   }
 
   /** Metrics of the active episode's run, for cycling and for the QuickPick. */
@@ -207,7 +237,7 @@ export class Painter implements vscode.Disposable {
     const view = this.store.view(editor.document.uri);
     if (!view) return null;
     const t0 = performance.now();
-    const metric = this.metricFor(view);
+    const { metric, why } = this.metricChoice(view);
     const scale = this.scaleOf(view, metric);
     const col = view.tables.column(metric);
     const ranges = this.tokenRanges(view);
@@ -254,7 +284,7 @@ export class Painter implements vscode.Disposable {
         renderOptions: {
           after: {
             contentText:
-              `${scaleKey(def, scale)} · per ${norm}${view.pair ? ' · shared' : ''}` +
+              `${why ? `${why} · ` : ''}${scaleKey(def, scale)} · per ${norm}${view.pair ? ' · shared' : ''}` +
               `${untrained ? ` · ${untrained} tokens did not train (${def.up ? 'unpainted' : 'outside the range'})` : ''}` +
               `${unprobed ? ` · ${unprobed} tokens not probed (dotted)` : ''}`,
           },
@@ -333,7 +363,7 @@ export class Painter implements vscode.Disposable {
       this.status.hide();
       return;
     }
-    const metric = this.metricFor(view);
+    const { metric, why } = this.metricChoice(view);
     const scale = this.scaleOf(view, metric);
     const norm = this.state.normalization;
     const def = metricDef(metric);
@@ -342,6 +372,7 @@ export class Painter implements vscode.Disposable {
     this.status.text = `$(symbol-color) ${def.label}: ${sense} ${formatScale(scale)}`;
     const md = new vscode.MarkdownString(undefined, true);
     md.appendMarkdown(`**Heatmap: ${def.label}** — ${def.description}\n\n`);
+    if (why) md.appendMarkdown(`${why}; choose Â to paint it anyway\n\n`);
     md.appendMarkdown(`${scaleKey(def, scale)}\n\n`);
     md.appendMarkdown(`${scale?.kind ?? 'no'} scale, normalised per ${norm}${view.pair ? ' and shared with the compared episode' : ''}\n\n`);
     const last = this.last;
@@ -358,6 +389,21 @@ export class Painter implements vscode.Disposable {
     this.dropPalette();
     for (const d of this.disposables.splice(0)) d.dispose();
   }
+}
+
+/** The one value every given row holds (finite rows only; at least two), or null where they differ. */
+function sharedValue(col: Float32Array | null, rows: ArrayLike<number>): number | null {
+  if (!col) return null;
+  let v: number | null = null;
+  let n = 0;
+  for (let i = 0; i < rows.length; i++) {
+    const x = col[rows[i]];
+    if (!Number.isFinite(x)) continue;
+    if (v !== null && x !== v) return null;
+    v = x;
+    n++;
+  }
+  return n >= 2 ? v : null;
 }
 
 function isHighContrast(t: ThemeKind): boolean {

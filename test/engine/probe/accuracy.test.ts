@@ -206,9 +206,9 @@ test('a strategy no probed episode can score is left out with the reason, not sh
   });
   assert.deepEqual(Object.keys(r.accuracy), ['none']);
   assert.ok(
-    r.warnings.includes(
+    r.warnings!.includes(
       'gtpo_paper: left out, no probed episode can score it: its Â is 0 at every token in all 2 probed episodes with A ≠ 0, so it weighs and ranks no token',
     ),
-    r.warnings.join('\n'),
+    r.warnings!.join('\n'),
   );
 });

@@ -155,13 +155,13 @@ test('bucket colours: one distinct colour per bucket, stronger away from the cen
   assert.equal(new Set(dark).size, 12);
   assert.equal(new Set([...dark, ...light]).size, 24);
   // Dark themes: opacity steps of (0.72 − 0.2)/5 = 0.104 from the centre outwards: bucket 6 is 0.2, 7 0.304, 11 0.72.
-  assert.equal(dark[6], 'rgba(64, 150, 255, 0.2)');
-  assert.equal(dark[7], 'rgba(64, 150, 255, 0.304)');
-  assert.equal(dark[11], 'rgba(64, 150, 255, 0.72)');
+  assert.equal(dark[6], 'rgba(110, 140, 255, 0.2)');
+  assert.equal(dark[7], 'rgba(110, 140, 255, 0.304)');
+  assert.equal(dark[11], 'rgba(110, 140, 255, 0.72)');
   assert.equal(dark[5], 'rgba(255, 92, 84, 0.2)');
   assert.equal(dark[0], 'rgba(255, 92, 84, 0.72)');
   // Light themes: (0.56 − 0.12)/5 = 0.088.
-  assert.equal(light[7], 'rgba(9, 105, 218, 0.208)');
+  assert.equal(light[7], 'rgba(29, 64, 200, 0.208)');
   const seq = bucketColors('sequential', 'light');
   assert.equal(new Set(seq).size, 10);
   assert.equal(seq[0], 'rgba(130, 80, 223, 0.12)');
