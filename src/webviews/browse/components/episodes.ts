@@ -41,6 +41,8 @@ export function episodesTab(s: BrowseState, a: BrowseActions, r: BrowseResult): 
               role="button"
               tabindex="0"
               data-top=${(first + k) * ROW_H}
+              data-step=${e.step}
+              data-episode=${e.episode}
               title="open the painted episode"
               @click=${() => a.open(e)}
               @keydown=${(ev: KeyboardEvent) => (ev.key === 'Enter' || ev.key === ' ') && (ev.preventDefault(), a.open(e))}
