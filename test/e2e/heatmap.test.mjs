@@ -908,19 +908,6 @@ scenario(
 
 scenario('an open episode survives a window reload: the same step and episode, its text, painted again', async () => {
   const { page } = vs;
-  await showRunsView(page);
-  // A row may be expanded already (an earlier scenario opened it): a click toggles it, so click until its children show.
-  const expand = async (row, child) => {
-    for (let attempt = 0; ; attempt++) {
-      await page.locator('.sidebar .pane-body .monaco-list-row', { hasText: row }).first().click();
-      const shown = await waitForRow(page, child, 5_000).then(
-        (r) => r,
-        () => null,
-      );
-      if (shown) return shown;
-      assert.ok(attempt < 2, `${row} expands to ${child} in the Runs tree`);
-    }
-  };
   // an episode the update credited (A ≠ 0): one with A = 0 paints nothing under any credit metric, and "painted
   // again" would hold of 0 tokens
   const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
@@ -932,10 +919,16 @@ scenario('an open episode survives a window reload: the same step and episode, i
   const eps = tables.readEpisodeTable(join(tiny, 'episodes', 'step-000004.arrow'));
   const credited = [...eps.episode.keys()].sort((a, b) => Math.abs(eps.advantage[b]) - Math.abs(eps.advantage[a]))[0];
   assert.ok(eps.advantage[credited] !== 0, `an episode with A ≠ 0 at step 4: ${[...eps.advantage].join(', ')}`);
-  await expand(/^tiny-\d{8}/, /^step 4\b/);
-  const row = await expand(/^step 4/, new RegExp(`^-?\\d+\\.\\d\\d [✓✗] #${eps.episode[credited]}(?!\\d)`));
-  // The tree may show other steps' episodes too (earlier scenarios expanded them): the episode is the one its tab names.
-  await page.locator(`.sidebar .pane-body .monaco-list-row[aria-label="${row}"]`).click();
+  await paletteAndPick(page, 'Credit Lens: Open Episode', /^tiny-\d{8}-\d{6}/);
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: /^step 4(?!\d)/ })
+    .first()
+    .click({ timeout: 15_000 });
+  await page.locator('.quick-input-widget input').fill(`#${eps.episode[credited]}`);
+  await page
+    .locator('.quick-input-widget .monaco-list-row', { hasText: new RegExp(`#${eps.episode[credited]}(?!\\d)`) })
+    .first()
+    .click({ timeout: 15_000 });
   const tab = page.locator(`.tab.active[aria-label*=" · step 4 · episode ${eps.episode[credited]}"]`);
   await tab.waitFor({ timeout: 15_000 });
   const [, name, step, episode] = /([\w.-]+-\d{8}-\d{6}) · step (\d+) · episode (\d+)/.exec(await tab.getAttribute('aria-label'));
