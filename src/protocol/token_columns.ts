@@ -192,6 +192,11 @@ export const KNOWN_EXTRA_COLUMNS: readonly (Omit<TokenColumnDef, 'type' | 'nulla
     meaning: 'δ_t = V_{t+1} − V_t, the Monte Carlo credit of this token: how much choosing it changed the expected reward (credit-lens probe)',
     heatmap: { label: 'MC credit δ', signed: true, up: 'positive', upMeans: ['raised the expected reward', 'lowered it'] },
   },
+  {
+    name: 'mc_delta_se',
+    meaning: "the standard error of the token's MC credit δ, √(se_t² + se_{t+1}²): a δ within 2 of them of 0 is noise at this M",
+    heatmap: { label: 'MC credit se', signed: false },
+  },
   { name: 'mc_rollouts', meaning: 'M, the continuations behind the MC value', heatmap: { label: 'MC rollouts M', signed: false } },
 ];
 

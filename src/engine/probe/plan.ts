@@ -50,7 +50,26 @@ export interface ProbePlan {
 /** Reliability at m continuations from one continuation's r₁ (Spearman–Brown). */
 const atM = (r1: number, m: number) => (m * r1) / (1 + (m - 1) * r1);
 
+/** One continuation's reliability r₁ from the split-half r_h of a probe at M continuations (halves of M/2). */
+const oneContinuation = (rh: number, M: number) => rh / (M / 2 - (M / 2 - 1) * rh);
+
 export const RELIABILITY_TARGET = 0.7;
+
+/**
+ * The reliability of δ̂ expected at `m` continuations, from a probe at `rollouts` whose halves agree with split-half r
+ * `half`; null where they do not agree at all (r_h ≤ 0: nothing to extrapolate from) or agree perfectly.
+ */
+export function reliabilityAtRollouts(half: number, rollouts: number, m: number): number | null {
+  return half > 0 && half < 1 ? atM(oneContinuation(half, rollouts), m) : null;
+}
+
+/** The fewest continuations (even, up to `max`) whose expected reliability reaches RELIABILITY_TARGET; null as above. */
+export function rolloutsForReliability(half: number, rollouts: number, max: number): number | null {
+  if (!(half > 0 && half < 1)) return null;
+  let m = 2;
+  while (m < max && reliabilityAtRollouts(half, rollouts, m)! < RELIABILITY_TARGET) m += 2;
+  return Math.min(m, max);
+}
 
 export function planProbe(i: ProbePlanInput, runDir: string, step: number): ProbePlan {
   const { report } = i;
@@ -71,15 +90,11 @@ export function planProbe(i: ProbePlanInput, runDir: string, step: number): Prob
     notes.push('the pilot gave no excess that varies between prompts (too few prompts, or no halves): the plan falls back to 10 prompts; probe a larger pilot');
   // rollouts: the reliability target from one continuation's reliability
   const rh = report.reliability?.half ?? null;
-  const k = i.rollouts / 2;
   let rollouts = i.rollouts;
   let reliability: number | null = report.reliability?.full ?? null;
   if (rh !== null && rh > 0 && rh < 1) {
-    const r1 = rh / (k - (k - 1) * rh);
-    rollouts = 2;
-    while (rollouts < i.maxRollouts && atM(r1, rollouts) < RELIABILITY_TARGET) rollouts += 2;
-    rollouts = Math.min(rollouts, i.maxRollouts);
-    reliability = atM(r1, rollouts);
+    rollouts = rolloutsForReliability(rh, i.rollouts, i.maxRollouts)!;
+    reliability = reliabilityAtRollouts(rh, i.rollouts, rollouts)!;
     if (reliability < RELIABILITY_TARGET)
       notes.push(`even ${i.maxRollouts} continuations give a reliability of only ${reliability.toFixed(2)}: δ̂ stays mostly noise at this step`);
   } else if (rh !== null && rh <= 0) {

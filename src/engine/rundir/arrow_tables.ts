@@ -678,11 +678,12 @@ export function readProbeTable(path: string): ProbeColumns {
 }
 
 /** The probe columns a token table gets when its step was probed (joinProbeColumns), in the order the hover lists them. */
-export const PROBE_TOKEN_COLUMNS = ['mc_value', 'mc_value_se', 'mc_delta', 'mc_rollouts'] as const;
+export const PROBE_TOKEN_COLUMNS = ['mc_value', 'mc_value_se', 'mc_delta', 'mc_delta_se', 'mc_rollouts'] as const;
 
 /**
  * Join a step's probe table onto its token table by (episode, position), as extra columns: mc_value V_t (the value of
- * the prefix before the token), mc_value_se, mc_delta δ_t = V_{t+1} − V_t and mc_rollouts M. NaN where the token was
+ * the prefix before the token), mc_value_se, mc_delta δ_t = V_{t+1} − V_t, its standard error mc_delta_se
+ * √(se_t² + se_{t+1}²) (the two values come from independent continuations), and mc_rollouts M. NaN where the token was
  * not probed (or, for δ, where t + 1 was not).
  */
 export function joinProbeColumns(tokens: TokenColumnsRead, probe: ProbeColumns): void {
@@ -700,6 +701,8 @@ export function joinProbeColumns(tokens: TokenColumnsRead, probe: ProbeColumns):
     cols.mc_value[k] = probe.value[i];
     cols.mc_value_se[k] = probe.value_se[i];
     cols.mc_delta[k] = probe.delta[i];
+    const next = at.get(key(tokens.episode[k], tokens.position[k] + 1));
+    if (next !== undefined && !Number.isNaN(probe.delta[i])) cols.mc_delta_se[k] = Math.hypot(probe.value_se[i], probe.value_se[next]);
     cols.mc_rollouts[k] = probe.rollouts[i];
   }
   Object.assign(tokens.extra, cols);

@@ -9,7 +9,8 @@
 import type { EpisodeColumns, TokenColumnsRead } from '../../engine/rundir/arrow_tables';
 import { listLoggedSteps, readRunInfo } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
-import { METRICS, metricDef, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
+import { METRICS, formatValue, metricDef, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
+import { probeReliability } from './probe_reliability';
 import { charStarts, TOKEN_COLUMNS, type TokenColumnDef } from '../../protocol/token_columns';
 import type { EpisodeRef } from '../types';
 
@@ -304,6 +305,20 @@ export function tokenFields(view: HeatmapEpisode, i: number): TokenFields {
   const notes: string[] = [];
   const mc = t.extra?.mc_value;
   if (mc && Number.isNaN(mc[r])) notes.push('not probed: this step has Monte Carlo values, but not for this token (Probe This Episode…)');
+  const delta = t.extra?.mc_delta;
+  const se = t.extra?.mc_delta_se;
+  if (delta && se && Number.isFinite(delta[r]) && Number.isFinite(se[r])) {
+    const m = t.extra?.mc_rollouts?.[r];
+    const noise = Math.abs(delta[r]) < 2 * se[r];
+    notes.push(
+      `δ = ${formatValue(delta[r])} ± ${formatValue(se[r])}` +
+        (noise ? `: within 2 se of 0, noise at M = ${m ?? '?'} (unpainted)` : `: ${(Math.abs(delta[r]) / se[r]).toFixed(1)} se from 0`),
+    );
+  }
+  if (mc && !Number.isNaN(mc[r])) {
+    const rel = probeReliability(view.ref.runDir, view.ref.step);
+    if (rel) notes.push(`this step's probe: split-half reliability ${rel.full === null ? '—' : rel.full.toFixed(2)}${rel.warning ? ` (${rel.warning})` : ''}`);
+  }
   return { text: t.token[r], id: t.token_id[r], position: t.position[r], section: t.section[r], tokenType: t.token_type[r], values, notes };
 }
 

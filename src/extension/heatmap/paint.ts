@@ -4,6 +4,7 @@
 // out of a high-contrast theme); disposing a type removes its decorations from every editor.
 import * as vscode from 'vscode';
 import { onSettingChange, readSettings, setHeatmapNormalization } from '../vscode_settings';
+import { probeReliability } from './probe_reliability';
 import { positionOf, valueRangeOfEpisode, type HeatmapEpisode } from './episode';
 import { EPISODE_SCHEME, type EpisodeStore } from './episode_doc';
 import {
@@ -82,6 +83,8 @@ export interface PaintResult {
   normalization: Normalization;
   scale: Scale | null;
   tokens: number;
+  /** tokens whose MC credit δ is within 2 standard errors of 0, left unpainted */
+  noise: number;
   /** painted by an MC metric: tokens without a Monte Carlo value */
   unprobed: number;
   ms: number;
@@ -125,6 +128,14 @@ export class Painter implements vscode.Disposable {
     opacity: '0.7',
     rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
   });
+  /**
+   * A Monte Carlo δ within 2 standard errors of 0: noise at this M, so no colour that reads as credit; a grey wavy
+   * underline says "measured, and nothing found" apart from "not probed" (dotted).
+   */
+  private readonly noiseType = vscode.window.createTextEditorDecorationType({
+    textDecoration: 'underline wavy rgba(128, 128, 128, 0.8)',
+    rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
+  });
   /** Token ranges of each view, built on its first paint and reused by every repaint. */
   private readonly ranges = new WeakMap<HeatmapEpisode, (vscode.Range | null)[]>();
   /** What each editor shows now; an editor whose key differs (new, or shown again) is repainted. */
@@ -146,6 +157,7 @@ export class Painter implements vscode.Disposable {
       this.headerType,
       this.legendType,
       this.unprobedType,
+      this.noiseType,
       this.status,
       state.onDidChange(() => this.repaintAll()),
       store.onDidLoad(() => this.repaintAll()),
@@ -254,6 +266,11 @@ export class Painter implements vscode.Disposable {
     const def = metricDef(metric);
     // a token that did not train was pushed neither way: a metric of the update's direction leaves it unpainted
     const untrained = view.rows.length - view.tables.trainedRows(view.rows).length;
+    const noisy = withinNoise(view, metric);
+    editor.setDecorations(
+      this.noiseType,
+      noisy.flatMap((n, i) => (n && ranges[i] ? [ranges[i]!] : [])),
+    );
     if (scale && col) {
       const types = this.typesFor(scale.kind);
       const buckets = quantise(scale, col, view.rows);
@@ -262,6 +279,7 @@ export class Painter implements vscode.Disposable {
         const b = buckets[i];
         const r = ranges[i];
         if (def.up && !view.tables.trained(view.rows[i])) continue;
+        if (noisy[i]) continue;
         if (b >= 0 && r) perBucket[b].push(r);
       }
       for (let b = 0; b < types.length; b++) editor.setDecorations(types[b], perBucket[b]);
@@ -286,16 +304,20 @@ export class Painter implements vscode.Disposable {
             contentText:
               `${why ? `${why} · ` : ''}${scaleKey(def, scale)} · per ${norm}${view.pair ? ' · shared' : ''}` +
               `${untrained ? ` · ${untrained} tokens did not train (${def.up ? 'unpainted' : 'outside the range'})` : ''}` +
-              `${unprobed ? ` · ${unprobed} tokens not probed (dotted)` : ''}`,
+              `${unprobed ? ` · ${unprobed} tokens not probed (dotted)` : ''}` +
+              `${noisy.some(Boolean) ? ` · ${noisy.filter(Boolean).length} δ within 2 se of 0: noise at this M (grey wavy, unpainted)` : ''}` +
+              `${isProbeMetric(metric) ? probeReliabilityNote(view.ref.runDir, view.ref.step) : ''}`,
           },
         },
       },
     ]);
     const ms = performance.now() - t0;
     this.painted.set(editor, this.paintKey());
-    this.last = { uri: editor.document.uri.toString(), metric, normalization: norm, scale, tokens: view.rows.length, unprobed, ms };
+    const noise = noisy.filter(Boolean).length;
+    this.last = { uri: editor.document.uri.toString(), metric, normalization: norm, scale, tokens: view.rows.length, unprobed, noise, ms };
     this.log.info(
-      `heatmap: painted ${view.rows.length} tokens of ${view.runName} step ${view.ref.step} episode ${view.ref.episode} by ${metric} ${formatScale(scale)} per ${norm} in ${ms.toFixed(2)} ms`,
+      `heatmap: painted ${view.rows.length} tokens of ${view.runName} step ${view.ref.step} episode ${view.ref.episode} by ${metric} ${formatScale(scale)} per ${norm} in ${ms.toFixed(2)} ms` +
+        (noise ? ` (${noise} δ within 2 se of 0 left unpainted)` : ''),
     );
     if (editor === vscode.window.activeTextEditor) this.updateStatus();
     return this.last;
@@ -389,6 +411,20 @@ export class Painter implements vscode.Disposable {
     this.dropPalette();
     for (const d of this.disposables.splice(0)) d.dispose();
   }
+}
+
+/** For MC credit δ: whether each token's δ is within 2 standard errors of 0 (noise at the probe's M); all false otherwise. */
+export function withinNoise(view: HeatmapEpisode, metric: MetricId): boolean[] {
+  const delta = metric === 'extra.mc_delta' ? view.tables.column('extra.mc_delta') : null;
+  const se = delta ? view.tables.column('extra.mc_delta_se') : null;
+  return Array.from(view.rows, (r) => !!delta && !!se && Number.isFinite(delta[r]) && Number.isFinite(se[r]) && Math.abs(delta[r]) < 2 * se[r]);
+}
+
+/** The step's probe reliability for the key: " · split-half reliability 0.11: …" (the engine's own warning), or ''. */
+function probeReliabilityNote(runDir: string, step: number): string {
+  const r = probeReliability(runDir, step);
+  if (!r) return '';
+  return ` · split-half reliability ${r.full === null ? '—' : r.full.toFixed(2)}${r.warning ? `: ${r.warning}` : ''}`;
 }
 
 /** The one value every given row holds (finite rows only; at least two), or null where they differ. */

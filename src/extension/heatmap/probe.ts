@@ -11,7 +11,9 @@ import { withCancellableProgress } from '../progress';
 import { readSettings } from '../vscode_settings';
 import { UNTRUSTED_MESSAGE } from '../runs';
 import type { EpisodeStore } from './episode_doc';
-import type { Painter } from './paint';
+import { withinNoise, type Painter } from './paint';
+import { probeReliability } from './probe_reliability';
+import { reliabilityAtRollouts, rolloutsForReliability, RELIABILITY_TARGET } from '../../engine/probe/plan';
 
 /** The rollouts an earlier probe of the step used and where it sampled (a server's URL, or null: the engine), or null. */
 function priorProbe(runDir: string, step: number): { rollouts: number; server: string | null } | null {
@@ -59,7 +61,15 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
   }
   const elsewhere = found !== null && found.server !== server;
   const where = (url: string | null) => (url ? `on ${url}` : 'in the engine');
-  const counts = [...new Set([prior ?? 8, 8, 16, 32, 4])];
+  // what each M can be expected to give, from this step's probe where there is one (probe --plan's extrapolation)
+  const rel = found ? probeReliability(runDir, step) : null;
+  const usable = rel?.half != null ? rolloutsForReliability(rel.half, rel.rollouts, MAX_PICKED_ROLLOUTS) : null;
+  const counts = [...new Set([prior ?? 8, 8, 16, 32, 4, ...(usable ? [usable] : [])])].sort((a, b) => a - b);
+  const expected = (m: number) => {
+    if (rel?.half == null) return '';
+    const r = reliabilityAtRollouts(rel.half, rel.rollouts, m);
+    return r === null ? '' : ` · expected reliability of δ ${r.toFixed(2)}${r < RELIABILITY_TARGET ? ' (mostly noise)' : ''}`;
+  };
   const pick = await vscode.window.showQuickPick(
     counts.map((m) => ({
       label: `${m} rollouts per position`,
@@ -67,13 +77,21 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
         ? `replaces this step's probe (sampled ${where(found!.server)}; this one samples ${where(server)})`
         : prior !== null && m !== prior
           ? `replaces this step's probe (made with ${prior})`
-          : m === 8
-            ? 'default'
-            : '',
-      detail: `${m} continuations from every prefix of the ${view.rows.length}-token completion: ≈ ${m * view.rows.length} samples; the standard error of V is ≤ ${(0.5 / Math.sqrt(m)).toFixed(2)} × the reward range`,
+          : m === usable
+            ? `the fewest whose δ is expected to reach reliability ${RELIABILITY_TARGET}`
+            : m === 8
+              ? 'default'
+              : '',
+      detail: `${m} continuations from every prefix of the ${view.rows.length}-token completion: ≈ ${m * view.rows.length} samples; the standard error of V is ≤ ${(0.5 / Math.sqrt(m)).toFixed(2)} × the reward range${expected(m)}`,
       m,
     })),
-    { title: `Probe step ${step} episode ${episode}: Monte Carlo values of its prefixes`, placeHolder: 'continuations per position' },
+    {
+      title: `Probe step ${step} episode ${episode}: Monte Carlo values of its prefixes`,
+      placeHolder:
+        rel?.half != null
+          ? `continuations per position; this step's probe at M = ${rel.rollouts} has split-half reliability ${rel.full?.toFixed(2) ?? '—'}`
+          : 'continuations per position; at small M most of δ is noise, and a δ within 2 se of 0 is left unpainted',
+    },
   );
   if (!pick) return;
   const args = probeArgs(runDir, step, episode, { rollouts: pick.m, replace: elsewhere || (prior !== null && pick.m !== prior), server: server ?? undefined });
@@ -94,7 +112,36 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
   await store.reload(runDir, step);
   await painter.state.setMetric('extra.mc_delta');
   ctx.log.info(`probed step ${step} episode ${episode}: ${report.continuations} continuations in ${report.seconds.toFixed(1)} s → ${report.table}`);
-  void vscode.window.showInformationMessage(
-    `Credit Lens: probed episode ${episode} of step ${step} (${report.continuations} continuations, ${report.seconds.toFixed(1)} s); painted by MC credit δ. Hover a token for V ± se, δ and M.`,
+  // the noise first: a probed number never shows without it
+  const after = probeReliability(runDir, step);
+  const shown = painter.activeView();
+  const noisy = shown ? withinNoise(shown, 'extra.mc_delta').filter(Boolean).length : 0;
+  const more = after?.half != null ? rolloutsForReliability(after.half, after.rollouts, MAX_PICKED_ROLLOUTS) : null;
+  const noise =
+    after && after.full !== null
+      ? `split-half reliability ${after.full.toFixed(2)}${after.warning ? ` (${after.warning})` : ''}; `
+      : 'no reliability (the probe kept no independent halves); ';
+  const action = more && more > pick.m ? `Probe Again with M = ${more}` : null;
+  const choice = await vscode.window.showInformationMessage(
+    `Credit Lens: probed episode ${episode} of step ${step} at M = ${pick.m}: ${noise}${noisy} of ${shown?.rows.length ?? '?'} δ within 2 se of 0 are left unpainted. ` +
+      `Painted by MC credit δ (${report.continuations} continuations, ${report.seconds.toFixed(1)} s); hover a token for V ± se, δ and M.`,
+    ...(action ? [action] : []),
   );
+  if (choice && action && more) {
+    const again = probeArgs(runDir, step, episode, { rollouts: more, replace: true, server: server ?? undefined });
+    ctx.log.info(`probe ${runDir} step ${step} episode ${episode} again with ${more} rollouts per position`);
+    try {
+      const r = await withCancellableProgress(
+        `Credit Lens: probing step ${step} episode ${episode} at M = ${more}`,
+        (done, total) => `${done} of ${total} continuations`,
+        (onProgress, signal) => ctx.engineCli.probe(again, onProgress, signal),
+      );
+      if (r) await store.reload(runDir, step);
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`);
+    }
+  }
 }
+
+/** The most continuations per position the picker offers or suggests. */
+const MAX_PICKED_ROLLOUTS = 256;
