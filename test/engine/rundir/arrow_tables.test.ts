@@ -485,6 +485,8 @@ test('probe tables: their schema, written and read back with null δ, checked on
     assert.deepEqual(tokens.extra.mc_value, Float32Array.of(nan, 0.25, 0.5, 0.125, nan));
     assert.deepEqual(tokens.extra.mc_delta, Float32Array.of(nan, 0.25, 0.5, nan, nan));
     assert.deepEqual(tokens.extra.mc_rollouts, Float32Array.of(nan, 8, 8, 8, nan));
+    // δ's standard error from the two values' independent ones: √(0.1² + 0.1²) at position 0, √(0.1² + 0²) at 1
+    assert.deepEqual(tokens.extra.mc_delta_se, Float32Array.of(nan, Math.hypot(0.1, 0.1), Math.fround(0.1), nan, nan));
     // out of order rows are a corrupted table, named as such
     writeProbeTable(path, { ...cols, position: Int32Array.of(0, 2, 1, 0, 2) });
     assert.throws(
