@@ -4,6 +4,7 @@
 // notification while the engine scores. The new run lands in `<workspace>/runs/`, where the Runs tree finds it.
 // "Credit Lens: Follow a Training Run…" does the same for a run still training (`import --follow`): its steps appear
 // in the tree as the trainer writes them, until Stop.
+import { formatCount } from '../protocol/number_format';
 import { IMPORT_FORMAT_DEFS, carriesTokens, type ImportFormat } from '../protocol/import_formats';
 import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -99,7 +100,7 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
   try {
     result = await withCancellableProgress(
       `Credit Lens: importing ${basename(source)}`,
-      (done, total) => `${model ? 'scored' : 'read'} ${done} of ${total} completions`,
+      (done, total) => `${model ? 'scored' : 'read'} ${formatCount(done)} of ${formatCount(total)} completions`,
       (onProgress, signal) => ctx.engineCli.importRollouts(importArgs(source, { model, out }), onProgress, signal),
     );
     if (result === null) return;
@@ -113,7 +114,7 @@ export async function importRolloutsCommand(ctx: Ctx, arg?: unknown): Promise<vo
   for (const p of result.problems) ctx.log.warn(`import: skipped ${p.file}:${p.line}: ${p.reason}`);
   const skipped = result.skipped ? `; ${result.skipped} malformed line${result.skipped === 1 ? '' : 's'} skipped (see the engine log)` : '';
   const choice = await vscode.window.showInformationMessage(
-    `Credit Lens: imported ${result.records} ${result.format} completions in ${result.steps.length} step${result.steps.length === 1 ? '' : 's'}${skipped}.`,
+    `Credit Lens: imported ${formatCount(result.records)} ${result.format} completions in ${result.steps.length} step${result.steps.length === 1 ? '' : 's'}${skipped}.`,
     'Open Episode',
     'Show Engine Log',
   );
@@ -165,7 +166,7 @@ export async function followRunCommand(ctx: Ctx, arg?: unknown): Promise<void> {
     ctx.tree.refresh();
     ctx.log.info(`follow ended: ${result.records} completions in ${result.steps.length} steps → ${result.runDir}`);
     const choice = await vscode.window.showInformationMessage(
-      `Credit Lens: stopped following ${basename(source)}: ${result.steps.length} step${result.steps.length === 1 ? '' : 's'} (${result.records} completions) imported.`,
+      `Credit Lens: stopped following ${basename(source)}: ${result.steps.length} step${result.steps.length === 1 ? '' : 's'} (${formatCount(result.records)} completions) imported.`,
       'Open Episode',
     );
     if (choice === 'Open Episode') await vscode.commands.executeCommand('creditLens.openRollouts', { runDir: result.runDir });

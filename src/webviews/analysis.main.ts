@@ -11,6 +11,7 @@ import { analysisChecks, type AnalysisPanelState, type AnalysisProtocol, type An
 import css from './analysis.css';
 import baseCss from './base.css';
 import { allTables, binLabel, type Table } from './analysis_tables';
+import { formatCount } from '../protocol/number_format';
 import { drawBars, fmt, onThemeChange, readTheme, type ChartTheme } from './charts';
 import { toCsv } from './csv';
 import { adoptCss, connect } from './ipc';
@@ -126,7 +127,8 @@ function summary(v: AnalysisView): TemplateResult {
   return html`<div class="cards">
     <div class="card"><span class="muted">strategy</span><b>${m.strategy ?? '?'}${param}</b></div>
     <div class="card">
-      <span class="muted">analysed</span><b>steps ${m.steps.from}–${m.steps.to}</b><span class="muted">${m.episodes} episodes · ${m.tokens} tokens</span>
+      <span class="muted">analysed</span><b>steps ${m.steps.from}–${m.steps.to}</b
+      ><span class="muted">${formatCount(m.episodes)} episodes · ${formatCount(m.tokens)} tokens</span>
     </div>
     <div class="card">
       <span class="muted">greedy eval success</span><b>${fmt(m.eval_success.before_grpo, true)} → ${fmt(m.eval_success.final, true)}</b>

@@ -90,7 +90,9 @@ function noise(v: SweepView): string | null {
   const n = v.comparison?.report?.rows[0]?.instances;
   if (!rows.length || !n) return null;
   const p = rows.reduce((a, r) => a + r.finalEvalSuccess!, 0) / rows.length;
-  return (196 * Math.sqrt((p * (1 - p)) / n)).toFixed(1);
+  // every run at 0 % (or 100 %): the binomial spread is 0, and "±0.0 points" would read as no noise at all
+  const half = 196 * Math.sqrt((p * (1 - p)) / n);
+  return half >= 0.05 ? half.toFixed(1) : null;
 }
 
 function sortValue(r: SweepRow, key: SweepSortKey): string | number | null {

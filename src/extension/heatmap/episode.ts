@@ -11,6 +11,7 @@ import { listLoggedSteps, readRunInfo } from '../../engine/rundir/rundir';
 import { basename } from 'node:path';
 import { METRICS, formatValue, metricDef, quantileRange, type BuiltinMetricId, type MetricId, type Range } from './scales';
 import { probeReliability } from './probe_reliability';
+import { formatCount } from '../../protocol/number_format';
 import { charStarts, TOKEN_COLUMNS, type TokenColumnDef } from '../../protocol/token_columns';
 import type { EpisodeRef } from '../types';
 
@@ -245,7 +246,7 @@ export function buildHeatmapEpisode(
     `${Number.isNaN(ep.reward[index]) ? 'no reward' : `reward ${ep.reward[index].toFixed(3)}`}${Number.isNaN(ep.reward_format[index]) ? '' : ` (format ${ep.reward_format[index].toFixed(3)}, answer ${ep.reward_answer[index].toFixed(3)})`} ${ep.success[index] ? '✓ solved' : '✗ not solved'}`,
     `advantage ${signed(ep.advantage[index])}`,
     `strategy ${strategy}`,
-    `${rows.length} tokens`,
+    `${formatCount(rows.length)} tokens`,
   ];
   if (pair) parts.push(`same colour scale as ${pair.runName} step ${pair.step} episode ${pair.episode}`);
   if (!textMatches) parts.push('⚠ the logged completion differs from its tokens: showing the tokens');
