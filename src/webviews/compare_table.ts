@@ -67,11 +67,11 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
           </th>
           <th
             class="num"
-            title="the credit-assignment analysis: mean |c| of filler tokens, c = A·ℓ (the episode’s advantage times the log-prob), mean ± 95 % t half-width over seeds"
+            title="the credit-assignment analysis: mean |c_A| of filler tokens, c_A = A·ℓ (the episode’s advantage times the log-prob; the heatmap’s c_Â uses the strategy’s Â), mean ± 95 % t half-width over seeds"
           >
             Filler |c|
           </th>
-          <th class="num" title="the credit-assignment analysis: mean |c| of reasoning tokens, c = A·ℓ">Reasoning |c|</th>
+          <th class="num" title="the credit-assignment analysis: mean |c_A| of reasoning tokens, c_A = A·ℓ">Reasoning |c|</th>
           <th class="num" title="filler |c| ÷ reasoning |c| per run, over seeds">Filler ÷ reas.</th>
         </tr>
       </thead>

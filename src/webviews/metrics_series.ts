@@ -73,7 +73,7 @@ const CREDIT_CHARTS: readonly ChartSpec[] = [
   {
     id: 'credit_by_type',
     title: 'Credit by token type (mean |c|)',
-    hint: 'mean |c| of the step’s filler and reasoning tokens, c = A·ℓ (the episode’s advantage times the log-prob): the credit analysis’s headline numbers, per step',
+    hint: 'mean |c_A| of the step’s filler and reasoning tokens, c_A = A·ℓ (the episode’s advantage times the log-prob; the heatmap’s c_Â uses the strategy’s Â): the credit analysis’s headline numbers, per step',
     series: [
       { key: 'credit/filler_abs_c', label: 'filler' },
       { key: 'credit/reasoning_abs_c', label: 'reasoning' },
