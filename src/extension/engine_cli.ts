@@ -69,18 +69,18 @@ export function analyzeArgs(runDir: string, o: AnalyzeOptions = {}): string[] {
 }
 
 /**
- * What a failed CLI printed that a user should read: the CLI prints a UserError's message alone, a crash its
- * stack; stack frames are dropped and the last few lines kept.
+ * What a failed CLI printed that a user should read, its cause first: the CLI prints a UserError as "error: <message>"
+ * after whatever it logged on the way (the backend, the memory), so that line and the ones after it come first, without
+ * the prefix; a crash prints its stack, whose frames are dropped and whose last few lines are kept.
  */
 export function cliError(stderr: string, fallback: string): string {
-  return (
-    stderr
-      .trim()
-      .split('\n')
-      .filter((l) => !/^\s+at\s/.test(l))
-      .slice(-4)
-      .join('\n') || fallback
-  );
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .filter((l) => !/^\s+at\s/.test(l));
+  const at = lines.map((l) => /^error: /.test(l)).lastIndexOf(true);
+  if (at >= 0) return [lines[at].replace(/^error: /, ''), ...lines.slice(at + 1)].slice(0, 4).join('\n');
+  return lines.slice(-4).join('\n') || fallback;
 }
 
 /** Checks the JSON is an analysis report of the version this extension reads, not only that it parses. */
@@ -159,7 +159,7 @@ export class EngineCli {
         { env: { ...process.env, ...node.env }, maxBuffer: 256 << 20, timeout: o.timeoutMs ?? 60_000, signal: o.signal },
         (err, stdout, stderr) => {
           if (o.signal?.aborted) return reject(new CancelledError());
-          if (err) return reject(new Error(cliError(stderr.replace(/^error: /m, ''), `${what}: ${err.message}`)));
+          if (err) return reject(new Error(cliError(stderr, `${what}: ${err.message}`)));
           resolve(stdout);
         },
       );
@@ -251,7 +251,7 @@ export class EngineCli {
       child.on('close', (code) => {
         signal?.removeEventListener('abort', onAbort);
         if (signal?.aborted && !o.answerAfterAbort) return reject(new CancelledError());
-        if (code !== 0) return reject(new Error(cliError((stderr + partial).replace(/^error: /m, ''), `${what} exited with code ${code}`)));
+        if (code !== 0) return reject(new Error(cliError(stderr + partial, `${what} exited with code ${code}`)));
         try {
           resolve(JSON.parse(stdout) as T);
         } catch {

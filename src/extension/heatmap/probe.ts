@@ -105,8 +105,13 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
     );
     if (report === null) return;
   } catch (e) {
+    // the cause first (the engine's error line), then what to do about it
     ctx.log.warn(`probe failed: ${(e as Error).message}`);
-    void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`);
+    const actions = [...(server ? ['Open Settings'] : []), 'Show Log'];
+    void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`, ...actions).then((choice) => {
+      if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'creditLens.probe.server');
+      else if (choice === 'Show Log') ctx.log.show(true);
+    });
     return;
   }
   await store.reload(runDir, step);

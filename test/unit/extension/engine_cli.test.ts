@@ -62,6 +62,16 @@ test('cliError keeps the message and drops stack frames', () => {
   assert.equal(cliError('  \n', 'exit 1'), 'exit 1');
 });
 
+test('cliError puts the cause first: the error line after the engine logged its backend and memory', () => {
+  const stderr = [
+    'backend wasm-blas (OpenBLAS, 2 threads)',
+    'memory: 1.2 GiB for the model, 3.1 GiB free',
+    'error: POST http://127.0.0.1:9/model_info failed 5 times: ECONNREFUSED',
+    '',
+  ].join('\n');
+  assert.equal(cliError(stderr, 'exit 2'), 'POST http://127.0.0.1:9/model_info failed 5 times: ECONNREFUSED');
+});
+
 test('parseAnalyzeReport rejects text that is not JSON and JSON that is not a version 1 report', () => {
   assert.throws(() => parseAnalyzeReport('Traceback'), /printed no JSON/);
   assert.throws(() => parseAnalyzeReport('{"version":2,"meta":{},"token_types":{}}'), /not a version 1/);
