@@ -821,7 +821,7 @@ scenario(
     // The first screen: sorted by |A|, largest first, and each row names its prompt by its text, not its number.
     const aHead = frame.locator('.table-head .cell[data-sort="advantage"]');
     assert.equal(await aHead.getAttribute('aria-sort'), 'descending');
-    assert.match(await aHead.innerText(), /^\|A\| ▼/);
+    assert.match(await aHead.innerText(), /^A \(by \|A\|\) ▼/, 'signed values, sorted by their size');
     const promptCells = await frame.locator('.row .cell[data-col="prompt"]').allInnerTexts();
     log(`prompt cells: ${promptCells.slice(0, 3).join(' | ')}`);
     assert.ok(promptCells.length && promptCells.every((t) => t.length > 3 && !t.startsWith('#')), 'a prompt is shown by its text');

@@ -73,8 +73,17 @@ export function mountBrowse(): void {
       draw();
       return;
     }
-    s.result = m.params;
     s.busy = false;
+    // a filter that does not parse keeps the last result on screen (its rows and count, under the filter it came from)
+    // and says why beside the filter, which keeps the text typed so it can be mended
+    if (m.params.error && s.result) {
+      const last = s.result.query.where;
+      s.result = { ...s.result, error: `${m.params.error.replace(/^--where: /, '')} (showing the last result${last ? `, filter: ${last}` : ''})` };
+      s.query = { ...s.query, where: m.params.query.where };
+      draw();
+      return;
+    }
+    s.result = m.params.error ? { ...m.params, error: m.params.error.replace(/^--where: /, '') } : m.params;
     s.query = m.params.query;
     host.setState({ runDir: m.params.runDir, ...s.query });
     draw();

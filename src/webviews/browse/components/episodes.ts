@@ -23,7 +23,7 @@ export function episodesTab(s: BrowseState, a: BrowseActions, r: BrowseResult): 
             aria-sort=${sortKey === key || (key === 'advantage' && sortKey === 'abs_advantage') ? (s.query.sort.startsWith('-') ? 'descending' : 'ascending') : nothing}
             @click=${() => key && a.send({ sort: nextSort(s.query, key) })}
             @keydown=${(ev: KeyboardEvent) => key && (ev.key === 'Enter' || ev.key === ' ') && (ev.preventDefault(), a.send({ sort: nextSort(s.query, key) }))}
-            >${key === 'advantage' && sortKey === 'abs_advantage' ? '|A|' : title}${sortKey === key || (key === 'advantage' && sortKey === 'abs_advantage') ? (s.query.sort.startsWith('-') ? ' ▼' : ' ▲') : ''}</span
+            >${key === 'advantage' && sortKey === 'abs_advantage' ? 'A (by |A|)' : title}${sortKey === key || (key === 'advantage' && sortKey === 'abs_advantage') ? (s.query.sort.startsWith('-') ? ' ▼' : ' ▲') : ''}</span
           >`,
       )}<span class="cell links"></span><span class="cell grow">completion</span>
     </div>
