@@ -34,7 +34,9 @@ export function runPickItem(r: FoundRun): vscode.QuickPickItem & { run: FoundRun
 export async function openRollouts(tables: TableReader, arg?: unknown): Promise<void> {
   const direct = episodeOf(arg);
   if (direct) {
-    await showEpisode(direct);
+    // from Browse Rollouts: beside its table, which stays in view
+    const beside = (arg as { beside?: unknown }).beside === true;
+    await showEpisode(direct, beside ? { viewColumn: vscode.ViewColumn.Beside } : {});
     return;
   }
   let runDir = arg && typeof arg === 'object' && typeof (arg as { runDir?: unknown }).runDir === 'string' ? (arg as { runDir: string }).runDir : null;

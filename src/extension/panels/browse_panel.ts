@@ -88,7 +88,7 @@ export class BrowsePanel extends WebviewPanelHost<BrowseProtocol> {
         this.run();
         break;
       case 'browse/openEpisode':
-        void vscode.commands.executeCommand('creditLens.openEpisode', { runDir: this.runDir, ...m.params });
+        void vscode.commands.executeCommand('creditLens.openEpisode', { runDir: this.runDir, ...m.params, beside: true });
         break;
       case 'browse/export':
         void this.export(m.params.what, m.params.format, m.params.query);
