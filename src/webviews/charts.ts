@@ -151,13 +151,25 @@ export class MetricChart {
       axes: [
         // Steps are whole numbers: no tick at step 1.5.
         axis({ incrs: [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000] }),
-        axis({ size: 52, values: (_u, vals) => vals.map((v) => (pct ? `${Math.round(v * 100)}%` : fmt(v))) }),
+        // the gutter as wide as the widest label (a fixed one clipped "−0.0025" to "0.0025"), and no narrower than 40
+        axis({ size: (u, vals) => this.gutter(u, vals), values: (_u, vals) => vals.map((v) => (pct ? `${Math.round(v * 100)}%` : fmt(v))) }),
       ],
       legend: { show: true, live: true },
       // One cursor across every chart of the page: the step under the mouse is read off all of them at once.
       cursor: { drag: { x: true, y: false }, points: { size: 6 }, sync: { key: CURSOR_SYNC, setSeries: false } },
       hooks: { drawAxes: [(u) => this.underlay(u)] },
     };
+  }
+
+  /** The y axis's width in CSS pixels: its widest tick label in the axis font, plus the tick and a gap. */
+  private gutter(u: uPlot, values: string[] | null): number {
+    if (!values?.length) return 40;
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.font = this.theme.font;
+    const widest = Math.max(...values.map((v) => ctx.measureText(v).width));
+    ctx.restore();
+    return Math.max(40, Math.ceil(widest) + 16);
   }
 
   /** The data's range widened to hold the std bands; a share axis starts at 0 and ends by 100%. */

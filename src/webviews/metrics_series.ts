@@ -196,11 +196,18 @@ export interface ChartView {
 
 /**
  * Why a chart has nothing to show although its metric is logged, or null: KL with grpo.kl_beta = 0 in every run is
- * logged as a constant 0, which a flat line would present as a measurement.
+ * logged as a constant 0, which a flat line would present as a measurement; so is a clip fraction of 0 at every GRPO
+ * step (one epoch per step is on-policy: the ratio is 1 at every update, and nothing can be clipped).
  */
-export function emptyState(chartId: string, runs: readonly { klBeta: number | null }[]): string | null {
+export function emptyState(chartId: string, runs: readonly { klBeta: number | null; rows?: readonly MetricsRow[] }[]): string | null {
+  const every = runs.length > 1 ? ' in every run' : '';
   if (chartId === 'kl' && runs.length && runs.every((r) => r.klBeta === 0))
-    return `KL not computed: grpo.kl_beta = 0${runs.length > 1 ? ' in every run' : ''} (no reference policy term in the loss)`;
+    return `KL not computed: grpo.kl_beta = 0${every} (no reference policy term in the loss)`;
+  if (chartId === 'clip_frac') {
+    const values = runs.flatMap((r) => (r.rows ?? []).filter((x) => x.phase === 'grpo' && typeof x.clip_frac === 'number').map((x) => x.clip_frac as number));
+    if (values.length && values.every((v) => v === 0))
+      return `Nothing clipped${every}: the ratio stayed inside the clip range at every step (one epoch per step is on-policy, ρ = 1)`;
+  }
   return null;
 }
 

@@ -125,6 +125,12 @@ scenario(
       .split('\n')
       .map((l) => JSON.parse(l));
     const grpoRows = rows.filter((r) => r.phase === 'grpo').length;
+    // a clip fraction of 0 at every step (one epoch per step: on-policy) is said in words, as KL's is
+    const clipped = rows.filter((r) => r.phase === 'grpo' && typeof r.clip_frac === 'number').map((r) => r.clip_frac);
+    const clipCard = charts.find((c) => c.id === 'clip_frac');
+    if (clipped.length && clipped.every((v) => v === 0))
+      assert.match(await frame.locator('section.chart[data-chart="clip_frac"] .empty-state').innerText(), /^Nothing clipped: .*on-policy/);
+    else assert.ok(!clipCard.empty, 'a clip fraction that moved is drawn');
     // The reward chart holds one point per GRPO step (the eval's greedy reward is kept off it), and so does the loss chart.
     assert.equal(charts.find((c) => c.id === 'reward').points, grpoRows);
     assert.equal(charts.find((c) => c.id === 'loss').points, grpoRows);

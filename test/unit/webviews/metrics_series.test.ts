@@ -237,6 +237,20 @@ test('KL with grpo.kl_beta = 0 in every run is an empty state, not a flat line',
   assert.equal(emptyState('loss', [{ klBeta: 0 }]), null);
 });
 
+test('a clip fraction of 0 at every GRPO step is an empty state; one clipped step draws the chart', () => {
+  const rows = (xs: number[]) => xs.map((clip_frac, i) => ({ step: i + 1, phase: 'grpo' as const, clip_frac }));
+  assert.match(emptyState('clip_frac', [{ klBeta: 0, rows: rows([0, 0, 0]) }]) ?? '', /^Nothing clipped: .* on-policy, ρ = 1/);
+  assert.match(
+    emptyState('clip_frac', [
+      { klBeta: 0, rows: rows([0]) },
+      { klBeta: 0, rows: rows([0, 0]) },
+    ]) ?? '',
+    /^Nothing clipped in every run/,
+  );
+  assert.equal(emptyState('clip_frac', [{ klBeta: 0, rows: rows([0, 0.02]) }]), null);
+  assert.equal(emptyState('clip_frac', [{ klBeta: 0, rows: [] }]), null, 'no value is not an empty state');
+});
+
 test('the credit row: credit by token type where the run logs it, MC accuracy at probed steps, after the fixed charts', () => {
   const p = pointsOf(
     [
