@@ -6,7 +6,7 @@
 // in the tree as the trainer writes them, until Stop.
 import { formatCount } from '../protocol/number_format';
 import { IMPORT_FORMAT_DEFS, carriesTokens, type ImportFormat } from '../protocol/import_formats';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
 import { listCheckpoints } from '../engine/rundir/checkpoint';
@@ -19,7 +19,7 @@ import { UNTRUSTED_MESSAGE } from './runs';
 type ModelItem = vscode.QuickPickItem & { model: string | null | 'browse' };
 
 /** A run folder, an HF model folder or none; undefined when the person cancelled. */
-async function pickModel(source: string): Promise<string | null | undefined> {
+async function pickModel(source: string, title = 'Import Rollouts: the model that scores the tokens'): Promise<string | null | undefined> {
   const runs = (await findRuns(runRoots(await findConfigs())))
     .filter((r) => !r.info.imported && listCheckpoints(r.runDir).length > 0)
     .sort((a, b) => b.info.started.localeCompare(a.info.started));
@@ -48,7 +48,7 @@ async function pickModel(source: string): Promise<string | null | undefined> {
     ...(prime ? [] : [none]),
   ];
   const pick = await vscode.window.showQuickPick(items, {
-    title: 'Import Rollouts: the model that scores the tokens',
+    title,
     placeHolder: 'log-probs and entropies come from this model',
     matchOnDetail: true,
   });
@@ -130,6 +130,26 @@ const FOLLOW_FORMATS: FormatItem[] = [
   ...IMPORT_FORMAT_DEFS.map((f) => ({ label: f.label, format: f.id, detail: f.detail })),
 ];
 
+/**
+ * The trainer whose files a folder already holds, by the paths each writes (as the engine's readers find them), or
+ * null: prime-rl's token exports, traces or trace stream; veRL's Credit Lens shards (step_N.jsonl); TRL's completions
+ * tables; veRL's numbered rollout dumps (N.jsonl).
+ */
+export function detectFollowFormat(dir: string): ImportFormat | null {
+  const has = (...parts: string[]) => existsSync(join(dir, ...parts));
+  if (has('token_exports') || has('rollouts') || has('monitors', 'file', 'traces')) return 'prime';
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return null;
+  }
+  if (names.some((n) => /^step_\d+\.jsonl$/.test(n))) return 'verl_shard';
+  if (names.some((n) => /^completions(_\d+)?\.(parquet|jsonl)$/.test(n)) || has('completions')) return 'trl';
+  if (names.some((n) => /^\d+\.jsonl$/.test(n))) return 'verl';
+  return null;
+}
+
 /** The follows this window started, stopped when it closes (each leaves a completed run of its whole steps). */
 const follows = new Set<AbortController>();
 
@@ -144,9 +164,19 @@ export async function followRunCommand(ctx: Ctx, arg?: unknown): Promise<void> {
     title: "Follow a Training Run: the trainer's rollout folder (veRL, its Credit Lens shards, prime-rl, TRL)",
   });
   if (!source) return;
-  const format = await vscode.window.showQuickPick(FOLLOW_FORMATS, { title: 'Follow a Training Run: what writes this folder?', matchOnDetail: true });
+  // what the folder already holds says what writes it: that trainer first, so a folder whose format carries its own
+  // log-probs is never asked for a scoring model
+  const detected = detectFollowFormat(source);
+  const items = detected
+    ? [
+        ...FOLLOW_FORMATS.filter((f) => f.format === detected).map((f) => ({ ...f, description: 'detected in this folder' })),
+        ...FOLLOW_FORMATS.filter((f) => f.format !== detected),
+      ]
+    : FOLLOW_FORMATS;
+  const format = await vscode.window.showQuickPick(items, { title: 'Follow a Training Run: what writes this folder?', matchOnDetail: true });
   if (!format) return;
-  const model = carriesTokens(format.format) ? null : await pickModel(source);
+  const effective = format.format === 'auto' ? detected : format.format;
+  const model = effective && carriesTokens(effective) ? null : await pickModel(source, 'Follow a Training Run: the model that scores the tokens');
   if (model === undefined) return;
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
   if (!folder) {
