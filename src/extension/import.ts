@@ -6,13 +6,14 @@
 // in the tree as the trainer writes them, until Stop.
 import { formatCount } from '../protocol/number_format';
 import { IMPORT_FORMAT_DEFS, carriesTokens, type ImportFormat } from '../protocol/import_formats';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
 import { listCheckpoints } from '../engine/rundir/checkpoint';
 import type { Ctx } from './ctx';
 import { findConfigs, findRuns, runRoots } from './discovery';
 import { followArgs, importArgs } from './engine_cli';
+import { detectFollowFormat } from './follow_detect';
 import { withCancellableProgress } from './progress';
 import { UNTRUSTED_MESSAGE } from './runs';
 
@@ -129,26 +130,6 @@ const FOLLOW_FORMATS: FormatItem[] = [
   { label: 'Detect from the files', format: 'auto', detail: 'the first file written decides' },
   ...IMPORT_FORMAT_DEFS.map((f) => ({ label: f.label, format: f.id, detail: f.detail })),
 ];
-
-/**
- * The trainer whose files a folder already holds, by the paths each writes (as the engine's readers find them), or
- * null: prime-rl's token exports, traces or trace stream; veRL's Credit Lens shards (step_N.jsonl); TRL's completions
- * tables; veRL's numbered rollout dumps (N.jsonl).
- */
-export function detectFollowFormat(dir: string): ImportFormat | null {
-  const has = (...parts: string[]) => existsSync(join(dir, ...parts));
-  if (has('token_exports') || has('rollouts') || has('monitors', 'file', 'traces')) return 'prime';
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return null;
-  }
-  if (names.some((n) => /^step_\d+\.jsonl$/.test(n))) return 'verl_shard';
-  if (names.some((n) => /^completions(_\d+)?\.(parquet|jsonl)$/.test(n)) || has('completions')) return 'trl';
-  if (names.some((n) => /^\d+\.jsonl$/.test(n))) return 'verl';
-  return null;
-}
 
 /** The follows this window started, stopped when it closes (each leaves a completed run of its whole steps). */
 const follows = new Set<AbortController>();

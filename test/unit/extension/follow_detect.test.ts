@@ -1,0 +1,28 @@
+// Follow a Training Run…'s detection, on folders laid out as each trainer writes them (the engine's readers' paths).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { detectFollowFormat } from '../../../src/extension/follow_detect';
+
+function folder(files: string[]): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cl-detect-'));
+  for (const f of files) {
+    mkdirSync(join(dir, f, '..'), { recursive: true });
+    writeFileSync(join(dir, f), '');
+  }
+  return dir;
+}
+
+test("a folder's trainer from the paths it writes; an empty or unknown folder is not guessed", () => {
+  assert.equal(detectFollowFormat(folder(['token_exports/step_1/rank_0.jsonl'])), 'prime');
+  assert.equal(detectFollowFormat(folder(['rollouts/step_3/train/all/traces.jsonl'])), 'prime');
+  assert.equal(detectFollowFormat(folder(['monitors/file/traces/stream.jsonl'])), 'prime');
+  assert.equal(detectFollowFormat(folder(['step_1.jsonl', 'step_2.jsonl'])), 'verl_shard');
+  assert.equal(detectFollowFormat(folder(['1.jsonl', '2.jsonl'])), 'verl');
+  assert.equal(detectFollowFormat(folder(['completions_00010.parquet'])), 'trl');
+  assert.equal(detectFollowFormat(folder([])), null);
+  assert.equal(detectFollowFormat(folder(['notes.txt'])), null);
+  assert.equal(detectFollowFormat(join(tmpdir(), 'cl-no-such-folder')), null);
+});
