@@ -33,3 +33,25 @@ export function timesOf(started: string, ended: string | null | undefined, runni
   if (!Number.isFinite(t1)) return running ? `${start} · running for ${span(now - t0)}` : start;
   return `${start} · ended ${day(t1) === day(t0) ? '' : `${day(t1)} `}${time(t1)} · took ${span(t1 - t0)}`;
 }
+
+/** "27 Nov 14:02": when a run started, in local time, for the end of its tree row (its label is its short name). */
+export function startedShort(started: string): string {
+  const t = Date.parse(started);
+  if (!Number.isFinite(t)) return '';
+  const d = new Date(t);
+  return `${d.toLocaleDateString(undefined, { day: 'numeric', month: 'short' })} ${d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })}`;
+}
+
+/**
+ * The names a config's runs are shown by: each without the part every run of the config shares, cut at a '-' (a
+ * sweep's runs are named `<config>-<strategy and values>`, so "countdown-short-entropy_mask-mp80-seed2" shows as
+ * "entropy_mask-mp80-seed2"); a config with one name keeps it whole.
+ */
+export function shortRunNames(names: readonly string[]): string[] {
+  const distinct = [...new Set(names)];
+  if (distinct.length < 2) return [...names];
+  let prefix = distinct[0];
+  for (const n of distinct) while (prefix && !n.startsWith(prefix)) prefix = prefix.slice(0, -1);
+  prefix = prefix.slice(0, prefix.lastIndexOf('-') + 1);
+  return names.map((n) => n.slice(prefix.length) || n);
+}

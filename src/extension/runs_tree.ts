@@ -10,7 +10,7 @@ import type { RunDirWatcher } from './run_watcher';
 import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
 import { engineAlive, findConfigs, runRoots, scanRuns } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
-import { isEnded, isTraining, timesOf, type LiveStatus } from './run_status';
+import { isEnded, isTraining, shortRunNames, startedShort, timesOf, type LiveStatus } from './run_status';
 import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
@@ -34,6 +34,8 @@ export interface RunNode {
   interrupted: boolean;
   /** run.json exists but cannot be used: why (the run is listed, not opened) */
   unreadable?: string;
+  /** what the row is labelled by: the run's name without what every run of its config shares (run_status.ts) */
+  short?: string;
   /** A run of a Slurm sweep: its array task, Slurm's state and pending reason, and which sweep and task it is. */
   slurm?: { job: string; state: string | null; reason: string | null; sweepId: string; index: number; name: string };
 }
@@ -224,6 +226,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     }
     for (const g of groups.values()) {
       g.runs.sort((a, b) => startedOf(b).localeCompare(startedOf(a)));
+      // short names: at the side bar's default width a full folder name (with its timestamp) pushed the status, the
+      // reward and the eval past the edge, and a sweep's runs read as identical "countdown-short-…" rows
+      const named = g.runs.filter((r) => r.info?.name);
+      shortRunNames(named.map((r) => r.info!.name)).forEach((n, i) => (named[i].short = n));
     }
     // Stop Run in the palette stops a follow too (import --follow, this window's or a terminal's)
     const following = found.some(({ info }) => info.imported?.following && info.status === 'running' && engineAlive(info));
@@ -388,7 +394,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       return item;
     }
     const live = node.live && !isEnded(node.live.status) ? node.live : null;
-    const label = node.runDir ? basename(node.runDir) : (node.live?.request.label ?? node.slurm?.name ?? 'run');
+    const folder = node.runDir ? basename(node.runDir) : (node.live?.request.label ?? node.slurm?.name ?? 'run');
+    const label = node.short ?? folder;
     const hasSteps = !!node.runDir && listLoggedSteps(node.runDir, 'episodes').length > 0;
     const item = new vscode.TreeItem(label, hasSteps || live ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
     item.id = `run:${node.runDir ?? (node.slurm ? `slurm-${node.slurm.job}` : `live-${node.live?.key}`)}`;
@@ -411,6 +418,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       parts.push(`${n} step${n === 1 ? '' : 's'}${last !== n ? `, last ${last}` : ''}`);
     } else if (node.status !== 'queued') parts.push(`${phase}${step}/${total ?? '?'}`);
     if (node.slurm) parts.push(`slurm ${node.slurm.job}${node.slurm.state ? ` ${node.slurm.state}` : ''}${node.slurm.reason ? ` (${node.slurm.reason})` : ''}`);
+    // the date last: the label no longer carries the folder's timestamp
+    const when = node.info ? startedShort(node.info.started) : '';
+    if (when) parts.push(when);
     item.description = parts.join(' · ');
 
     const resumable = (node.status === 'stopped' || node.status === 'failed') && !!node.runDir && isResumable(node.runDir);
@@ -438,7 +448,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
       );
     if (node.runDir) md.appendMarkdown(inlineCode(node.runDir));
     item.tooltip = md;
-    item.accessibilityInformation = { label: `${label}, ${item.description}` };
+    // a screen reader hears the whole folder name (the name and the time it started), then the row's description
+    item.accessibilityInformation = { label: `${folder}, ${item.description}` };
     return item;
   }
 

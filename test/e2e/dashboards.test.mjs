@@ -220,7 +220,8 @@ scenario('the dashboard of a training run adds points as run/metrics arrive', as
 scenario('two runs selected in the Runs tree compare with a legend entry each; a chart exports as PNG and CSV', async () => {
   const { page } = vs;
   await showRunsView(page);
-  const row = (re) => page.locator('.sidebar .pane-body .monaco-list-row', { hasText: re }).first();
+  // run rows by their accessible name: the folder's, where the row shows the short name
+  const row = (re) => page.locator('.sidebar .pane-body').getByRole('treeitem', { name: re }).first();
   // Select exactly the two runs, and check that the tree shows both selected before asking: a tree refresh that
   // lands between the clicks (a run directory's watcher event) can re-render the rows and drop the Ctrl-click.
   const selected = async () =>

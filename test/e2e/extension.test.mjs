@@ -55,7 +55,8 @@ scenario('▶ Run on a config: the Runs tree shows it running, then completed, a
   for (const b of ['Open Dashboard', 'Browse Rollouts']) await toast.locator('.monaco-button', { hasText: b }).waitFor({ timeout: 5_000 });
   // Its children are the logged steps, and a step's children its episodes, best reward first.
   await page
-    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ })
+    .locator('.sidebar .pane-body')
+    .getByRole('treeitem', { name: /^tiny-\d{8}/ })
     .first()
     .click();
   await waitForRow(page, /^step 12\b/, 15_000);
@@ -236,7 +237,8 @@ scenario('engine: trl from the CodeLens: ▶ Run trains with TRL through credit_
     .locator('.monaco-tl-twistie')
     .click();
   await page
-    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^trl-\d{8}/ })
+    .locator('.sidebar .pane-body')
+    .getByRole('treeitem', { name: /^trl-\d{8}/ })
     .first()
     .click();
   await waitForRow(page, /^step 4\b/, 15_000);
@@ -430,7 +432,8 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
   const second = await rows.nth(1).getAttribute('data-run');
   await rows.nth(1).click();
   const selected = page.locator('.sidebar .pane-body .monaco-list-row.selected');
-  await selected.filter({ hasText: new RegExp(`^${second}-\\d{8}`) }).waitFor({ timeout: 15_000 });
+  // the row by its accessible name, the folder's (it shows the sweep run's short name)
+  await selected.and(page.getByRole('treeitem', { name: new RegExp(`^${second}-\\d{8}`) })).waitFor({ timeout: 15_000 });
   const dashboardTab = page.locator('.tab', { hasText: `Dashboard: ${second}-` });
   await dashboardTab.waitFor({ timeout: 15_000 });
   await dashboardTab.locator('.codicon-close').click();

@@ -243,7 +243,8 @@ scenario('an episode opened from the Runs tree is painted in at least 5 colours,
   const { page } = vs;
   await showRunsView(page);
   await page
-    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^tiny-\d{8}/ })
+    .locator('.sidebar .pane-body')
+    .getByRole('treeitem', { name: /^tiny-\d{8}/ })
     .first()
     .click();
   await waitForRow(page, /^step 4\b/, 30_000);
@@ -583,7 +584,8 @@ scenario('a word-problem episode of a BPE model: subword tokens painted, the hov
     .locator('.monaco-tl-twistie')
     .click();
   await page
-    .locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ })
+    .locator('.sidebar .pane-body')
+    .getByRole('treeitem', { name: /^words-\d{8}/ })
     .first()
     .click();
   await waitForRow(page, /^step 2\b/, 30_000);
@@ -804,7 +806,10 @@ scenario(
     const { page } = vs;
     await palette(page, 'View: Close All Editors', { pick: 'Close All Editors' });
     await showRunsView(page);
-    const runRow = page.locator('.sidebar .pane-body .monaco-list-row', { hasText: /^words-\d{8}/ }).first();
+    const runRow = page
+      .locator('.sidebar .pane-body')
+      .getByRole('treeitem', { name: /^words-\d{8}/ })
+      .first();
     await runRow.click({ button: 'right' });
     const item = page.locator('.monaco-menu .action-label', { hasText: 'Browse Rollouts' });
     await item.hover({ timeout: 10_000 });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isEnded, isTraining, timesOf, type LiveStatus } from '../../../src/extension/run_status';
+import { isEnded, isTraining, timesOf, type LiveStatus, shortRunNames, startedShort } from '../../../src/extension/run_status';
 
 test('each status is training, ended, or queued: never two of them', () => {
   // The statuses of LiveStatus, each classed by hand from runs.ts' state machine.
@@ -32,4 +32,19 @@ test("a run's hover times: local start, end and how long it took; a running one 
   assert.equal(timesOf(at(14, 2), null, true, Date.parse(at(14, 2, 45))), `started ${d(27)} ${t(14, 2)} · running for 45 s`);
   assert.equal(timesOf(at(14, 2), null, false), `started ${d(27)} ${t(14, 2)}`, 'a run that died without an end: no made-up duration');
   assert.equal(timesOf('garbage', null, false), 'started garbage');
+});
+
+test("a config's runs by their short names: the part every run shares dropped at a '-', a lone name kept whole", () => {
+  assert.deepEqual(shortRunNames(['countdown-short-entropy_mask-mp80-seed2', 'countdown-short-none-seed2', 'countdown-short-none-seed11']), [
+    'entropy_mask-mp80-seed2',
+    'none-seed2',
+    'none-seed11',
+  ]);
+  // "sweep-n" is shared by none and nothing else: the cut is at the last '-' inside the shared part
+  assert.deepEqual(shortRunNames(['sweep-none', 'sweep-outcome_conditional']), ['none', 'outcome_conditional']);
+  assert.deepEqual(shortRunNames(['tiny', 'tiny']), ['tiny', 'tiny'], 'one name, run twice: kept');
+  assert.deepEqual(shortRunNames(['tiny']), ['tiny']);
+  assert.deepEqual(shortRunNames(['a-x', 'b-y']), ['a-x', 'b-y'], 'nothing shared');
+  assert.match(startedShort('2026-11-29T09:30:00.000Z'), /Nov.*\d\d:\d\d/, 'day and time, in the local form');
+  assert.equal(startedShort('not a date'), '');
 });
