@@ -6,6 +6,7 @@
 // in the tree as the trainer writes them, until Stop.
 import { formatCount } from '../protocol/number_format';
 import { IMPORT_FORMAT_DEFS, carriesTokens, type ImportFormat } from '../protocol/import_formats';
+import { WARM_START_DIR } from '../protocol/index';
 import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
@@ -22,7 +23,7 @@ type ModelItem = vscode.QuickPickItem & { model: string | null | 'browse' };
 /** A run folder, an HF model folder or none; undefined when the person cancelled. */
 async function pickModel(source: string, title = 'Import Rollouts: the model that scores the tokens'): Promise<string | null | undefined> {
   const runs = (await findRuns(runRoots(await findConfigs())))
-    .filter((r) => !r.info.imported && listCheckpoints(r.runDir).length > 0)
+    .filter((r) => !r.info.imported && !WARM_START_DIR.test(r.runDir) && listCheckpoints(r.runDir).length > 0)
     .sort((a, b) => b.info.started.localeCompare(a.info.started));
   const prime = /token_exports/.test(source);
   const none: ModelItem = {

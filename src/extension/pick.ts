@@ -1,6 +1,7 @@
 // Asking for runs when a command was called bare: a QuickPick of every run directory the Runs view knows,
 // newest first, with its strategy, status (live when this window trains it), progress and eval results.
 import { basename } from 'node:path';
+import { WARM_START_DIR } from '../protocol/index';
 import * as vscode from 'vscode';
 import { findConfigs, findRuns, runRoots } from './discovery';
 import { percent, summarizeMetrics } from './metrics_summary';
@@ -24,7 +25,8 @@ async function items(o: PickOptions): Promise<RunPickItem[]> {
   const exclude = new Set(o.exclude ?? []);
   const found = (await findRuns(runRoots(await findConfigs())))
     .map((r) => ({ ...r, status: o.statusOf?.(r.runDir) ?? r.info.status }))
-    .filter((r) => !exclude.has(r.runDir) && (!o.filter || o.filter(r.runDir, r.status)))
+    // a shared SFT warm start is no run to compare, import into or analyse
+    .filter((r) => !exclude.has(r.runDir) && !WARM_START_DIR.test(r.runDir) && (!o.filter || o.filter(r.runDir, r.status)))
     .sort((a, b) => b.info.started.localeCompare(a.info.started));
   return found.map((r) => {
     const s = summarizeMetrics(readMetrics(r.runDir));

@@ -1,9 +1,9 @@
 // The Runs view: config → run → logged step → episode (sorted by reward). Runs come from disk (so runs
 // trained elsewhere and runs from before a reload appear) merged with this window's live and queued runs.
 import { statSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import * as vscode from 'vscode';
-import type { MetricsRow, RunInfo } from '../protocol/index';
+import { WARM_START_DIR, type MetricsRow, type RunInfo } from '../protocol/index';
 import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir/rundir';
 import { onSettingChange } from './vscode_settings';
 import type { RunDirWatcher } from './run_watcher';
@@ -36,6 +36,8 @@ export interface RunNode {
   unreadable?: string;
   /** what the row is labelled by: the run's name without what every run of its config shares (run_status.ts) */
   short?: string;
+  /** a shared SFT warm start, shown under the runs that start from it */
+  warmStart?: boolean;
   /** A run of a Slurm sweep: its array task, Slurm's state and pending reason, and which sweep and task it is. */
   slurm?: { job: string; state: string | null; reason: string | null; sweepId: string; index: number; name: string };
 }
@@ -224,11 +226,23 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
         interrupted: false,
       });
     }
+    // A shared SFT warm start is no experiment of its own: it goes under the config whose runs start from it (the
+    // first such), as "shared warm start", and its own group goes if that leaves it empty.
+    for (const g of [...groups.values()]) {
+      for (const w of g.runs.filter((r) => r.runDir && WARM_START_DIR.test(r.runDir))) {
+        w.warmStart = true;
+        const users = [...groups.values()].find((h) => h.runs.some((r) => r.info?.warm_start && resolve(r.info.warm_start) === resolve(w.runDir!)));
+        if (!users || users === g) continue;
+        g.runs.splice(g.runs.indexOf(w), 1);
+        users.runs.push(w);
+        if (!g.runs.length && !g.configPath) groups.delete(g.key);
+      }
+    }
     for (const g of groups.values()) {
-      g.runs.sort((a, b) => startedOf(b).localeCompare(startedOf(a)));
+      g.runs.sort((a, b) => Number(!!a.warmStart) - Number(!!b.warmStart) || startedOf(b).localeCompare(startedOf(a)));
       // short names: at the side bar's default width a full folder name (with its timestamp) pushed the status, the
       // reward and the eval past the edge, and a sweep's runs read as identical "countdown-short-…" rows
-      const named = g.runs.filter((r) => r.info?.name);
+      const named = g.runs.filter((r) => r.info?.name && !r.warmStart);
       shortRunNames(named.map((r) => r.info!.name)).forEach((n, i) => (named[i].short = n));
     }
     // Stop Run in the palette stops a follow too (import --follow, this window's or a terminal's)
@@ -395,7 +409,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     }
     const live = node.live && !isEnded(node.live.status) ? node.live : null;
     const folder = node.runDir ? basename(node.runDir) : (node.live?.request.label ?? node.slurm?.name ?? 'run');
-    const label = node.short ?? folder;
+    const label = node.warmStart ? 'shared warm start' : (node.short ?? folder);
     const hasSteps = !!node.runDir && listLoggedSteps(node.runDir, 'episodes').length > 0;
     const item = new vscode.TreeItem(label, hasSteps || live ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
     item.id = `run:${node.runDir ?? (node.slurm ? `slurm-${node.slurm.job}` : `live-${node.live?.key}`)}`;

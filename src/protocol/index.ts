@@ -44,6 +44,8 @@ export interface RunInfo {
   pid?: number;
   error?: string;
   resumed_from?: string | null;
+  /** the shared SFT warm start (sft.share) this run started GRPO from: its run folder */
+  warm_start?: string;
   /** rollout.server: the SGLang server that sampled the rollouts and evals, and every weight sync (step, folder, seconds) */
   rollout_server?: { url: string; api: string; model: string | null; syncs: { step: number; path: string; seconds: number }[] };
   /** the task and splits the run draws (set once its session is open); compare pairs runs only when these agree */
@@ -151,3 +153,9 @@ export interface RunStopResult {
   ok: boolean;
   checkpoint: string | null;
 }
+
+/**
+ * A shared SFT warm start's run folder: `<output_dir>/<task>-warm-start-<12 hex of what determines its weights>`
+ * (engine/train/warm_start.ts). The Runs tree shows it under the runs that start from it, never in a run picker.
+ */
+export const WARM_START_DIR = /-warm-start-[0-9a-f]{12}$/;

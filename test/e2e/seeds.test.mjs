@@ -8,7 +8,21 @@ import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { ROOT, finishSuite, log, openSweepDialog, palette, prepareSuite, readJson, runDirs, scenario, shot, sleep, startVsCode } from './harness.mjs';
+import {
+  ROOT,
+  finishSuite,
+  log,
+  openSweepDialog,
+  palette,
+  prepareSuite,
+  readJson,
+  runDirs,
+  scenario,
+  shot,
+  showRunsView,
+  sleep,
+  startVsCode,
+} from './harness.mjs';
 
 let vs;
 
@@ -84,6 +98,7 @@ scenario('a 3-seed sweep of two strategies: the summary groups the seeds with in
   for (const d of runDirs('seeds')) {
     const cfg = spawnSync('grep', ['-A30', '^model:', join(d, 'config.yaml')], { encoding: 'utf8' }).stdout;
     assert.match(cfg, /init_checkpoint: .*countdown-warm-start-/, `${d} starts from the warm start`);
+    assert.equal(readJson(join(d, 'run.json')).warm_start, ws[0], `${d}'s run.json names its warm start`);
   }
   const groups = frame.locator('table.comparison tbody tr');
   await groups.nth(1).waitFor({ timeout: 120_000 });
@@ -121,6 +136,16 @@ scenario('a 3-seed sweep of two strategies: the summary groups the seeds with in
   assert.match(shown[0].cells[8], /^\d\.\d+(e-\d+)? ± \d/, 'filler |c| with its interval');
   assert.ok(!shown.some((s) => s.cls.includes('exploratory')), '3 seeds each: no exploratory mark');
   await shot(page, 'seeds-sweep-summary', { readme: 'seeds-sweep' });
+  // In the Runs tree the warm start is no experiment of its own: "shared warm start", under the config of the runs
+  // that start from it (the row just after seeds.credit.yaml's runs), and in no run picker
+  await showRunsView(page);
+  const warm = page.locator('.sidebar .pane-body').getByRole('treeitem', { name: /^countdown-warm-start-[0-9a-f]{12},/ });
+  await warm.waitFor({ timeout: 30_000 });
+  assert.match(await warm.innerText(), /^shared warm start/);
+  const labels = await page.locator('.sidebar .pane-body .monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? ''));
+  const at = labels.findIndex((l) => /^countdown-warm-start-/.test(l));
+  assert.ok(at > 0 && /^seeds-/.test(labels[at - 1]), `under the seeds runs: ${JSON.stringify(labels)}`);
+  assert.ok(!labels.some((l) => /^countdown-warm-start\b(?!-[0-9a-f])/.test(l)), 'no config row of its own');
 });
 
 scenario('Compare Runs over the six runs groups the seeds, tests against plain GRPO and lets the baseline change', async () => {

@@ -157,6 +157,7 @@ const runInfoSchema = z.looseObject({
   pid: optNum,
   error: z.string().optional(),
   resumed_from: z.string().nullable().optional(),
+  warm_start: z.string().optional(),
   imported: z
     .looseObject({
       source: z.string(),

@@ -2,8 +2,8 @@
 // attempt), locked, its run.json marked running with its secrets masked in every log line; and its ends other than
 // completion: failed with a readable message and resumable, or a refused resume that leaves the run as it was.
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import type { RunInfo } from '../../protocol';
+import { basename, join, resolve } from 'node:path';
+import { WARM_START_DIR, type RunInfo } from '../../protocol';
 import { configToYaml, loadConfig, redactConfig, type CreditConfig } from '../config/config';
 import { LORA_TARGETS } from '../config/base';
 import { strategySpec } from '../credit/catalog';
@@ -171,6 +171,9 @@ export function openRunRecord(opts: TrainOptions, cfg: CreditConfig, runDir: str
     resumed_from: resumeFrom,
     config_path: opts.configPath,
   };
+  // the shared warm start it begins from (fromWarmStart made it the model's init_checkpoint; a resume's config keeps it)
+  const init = cfg.model.init_checkpoint;
+  if (init && WARM_START_DIR.test(basename(resolve(init)))) info.warm_start = resolve(init);
   // a resume logs on in the MLflow run it logged to
   const mlflow = resumeFrom ? readRunInfo(runDir)?.mlflow : undefined;
   if (mlflow) info.mlflow = mlflow;
