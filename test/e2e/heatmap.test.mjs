@@ -196,6 +196,17 @@ async function hoverToken(page, editor, index) {
 
 const ACTIVE = '.editor-group-container.active .monaco-editor';
 
+/** The episode table of the tiny run's step 4, as the engine wrote it. */
+async function tinyStep4() {
+  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
+  const tiny = join(
+    WS,
+    'runs',
+    readdirSync(join(WS, 'runs')).find((d) => /^tiny-\d{8}-\d{6}$/.test(d)),
+  );
+  return tables.readEpisodeTable(join(tiny, 'episodes', 'step-000004.arrow'));
+}
+
 before(async () => {
   prepareSuite();
   const t0 = Date.now();
@@ -404,13 +415,7 @@ scenario('light and high-contrast themes: the light shades, and in high contrast
 scenario('a reinforced episode is painted "pushed up" (blue) under a colour key in words, in the dark and the light theme', async () => {
   const { page } = vs;
   // step 4 of the tiny run: a solved episode the update reinforced (A > 0) where there is one, else the most reinforced
-  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
-  const tiny = join(
-    WS,
-    'runs',
-    readdirSync(join(WS, 'runs')).find((d) => /^tiny-\d{8}-\d{6}$/.test(d)),
-  );
-  const eps = tables.readEpisodeTable(join(tiny, 'episodes', 'step-000004.arrow'));
+  const eps = await tinyStep4();
   const order = [...eps.episode.keys()].sort((a, b) => Number(eps.success[b]) - Number(eps.success[a]) || eps.advantage[b] - eps.advantage[a]);
   const i = order[0];
   assert.ok(eps.advantage[i] > 0, `a reinforced episode at step 4: advantages ${[...eps.advantage].join(', ')}`);
@@ -961,13 +966,7 @@ scenario('an open episode survives a window reload: the same step and episode, i
   const { page } = vs;
   // an episode the update credited (A ≠ 0): one with A = 0 paints nothing under any credit metric, and "painted
   // again" would hold of 0 tokens
-  const tables = await tsImport(pathToFileURL(join(ROOT, 'src/engine/rundir/arrow_tables.ts')).href, import.meta.url);
-  const tiny = join(
-    WS,
-    'runs',
-    readdirSync(join(WS, 'runs')).find((d) => /^tiny-\d{8}-\d{6}$/.test(d)),
-  );
-  const eps = tables.readEpisodeTable(join(tiny, 'episodes', 'step-000004.arrow'));
+  const eps = await tinyStep4();
   const credited = [...eps.episode.keys()].sort((a, b) => Math.abs(eps.advantage[b]) - Math.abs(eps.advantage[a]))[0];
   assert.ok(eps.advantage[credited] !== 0, `an episode with A ≠ 0 at step 4: ${[...eps.advantage].join(', ')}`);
   await paletteAndPick(page, 'Credit Lens: Open Episode', /^tiny-\d{8}-\d{6}/);

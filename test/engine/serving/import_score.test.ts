@@ -22,11 +22,12 @@ import { qwenBase, randomWeights, referenceLogits, writeCheckpoint } from '../mo
 const jsonl = (rows: unknown[]) => rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
 const quiet = { log: () => {} };
 
-test('import scored on a server: log-probs and top-K entropies against a float64 forward, with SGLang and vLLM', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cl-import-server-'));
+/** A Qwen-shaped HF folder of random weights (seeded) and a veRL dump of four completions of two prompts, in a new folder. */
+function verlDump(prefix: string, seed: number) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
   const hf = join(dir, 'model');
   const cfg = { ...qwenBase, num_hidden_layers: 1 };
-  const w = randomWeights(cfg, 11);
+  const w = randomWeights(cfg, seed);
   writeCheckpoint(hf, cfg, w, 'F32', false);
   const src = join(dir, 'rollouts');
   mkdirSync(src);
@@ -39,6 +40,11 @@ test('import scored on a server: log-probs and top-K entropies against a float64
       { input: 'Using 2, 2: make 4.', output: ' 2 + 2 = 4', score: 1, step: 1 },
     ]),
   );
+  return { dir, hf, cfg, w, src };
+}
+
+test('import scored on a server: log-probs and top-K entropies against a float64 forward, with SGLang and vLLM', async () => {
+  const { dir, hf, cfg, w, src } = verlDump('cl-import-server-', 11);
   const s = await serve({ spec: hf, port: 0, backend: 'cpu' });
   try {
     const tok = HfTokenizer.fromDir(hf, { useChatTemplate: false });
@@ -144,21 +150,7 @@ async function corrupting(target: string): Promise<{ url: string; sampled: boole
 }
 
 test('a server answering null or positive log-probs: the import skips those completions with the reason, the probe client refuses the answer', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cl-import-impossible-'));
-  const hf = join(dir, 'model');
-  const cfg = { ...qwenBase, num_hidden_layers: 1 };
-  writeCheckpoint(hf, cfg, randomWeights(cfg, 12), 'F32', false);
-  const src = join(dir, 'rollouts');
-  mkdirSync(src);
-  writeFileSync(
-    join(src, '1.jsonl'),
-    jsonl([
-      { input: 'Using 3, 5: make 8.', output: ' 3 + 5 = 8', score: 1, step: 1 },
-      { input: 'Using 3, 5: make 8.', output: ' 5 - 3', score: 0, step: 1 },
-      { input: 'Using 2, 2: make 4.', output: ' 2 * 2', score: 0.5, step: 1 },
-      { input: 'Using 2, 2: make 4.', output: ' 2 + 2 = 4', score: 1, step: 1 },
-    ]),
-  );
+  const { dir, hf, src } = verlDump('cl-import-impossible-', 12);
   const s = await serve({ spec: hf, port: 0, backend: 'cpu' });
   const proxy = await corrupting(s.url);
   try {
