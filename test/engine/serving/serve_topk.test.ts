@@ -15,7 +15,7 @@ import { sevensConfig } from '../fixtures';
 test(
   'top_logprobs_num above the vocabulary lists the vocabulary at each position, no more; scoring past the bound is refused, inside it streamed',
   { timeout: 300_000 },
-  async () => {
+  async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'cl-serve-topk-'));
     const cfg = sevensConfig(dir, {
       name: 'topk',
@@ -69,6 +69,7 @@ test(
       assert.equal(refused.status, 413);
       assert.match(refused.text, /scores 192000 positions with top_logprobs_num \d+: \d+ entries, over the 2000000 one request may ask for; send fewer rows/);
       assert.ok(performance.now() - t0 < 5000, 'refused before any scoring');
+      t.diagnostic(`${(big.length / 1024).toFixed(0)} KB scoring request refused with 413 in ${Math.round(performance.now() - t0)} ms`);
       const huge = await post(s.url, `{"input_ids": [${'1,'.repeat(33 * 2 ** 20)}1]}`);
       assert.equal(huge.status, 413);
       assert.match(huge.text, /the request body is over 64 MiB/);
