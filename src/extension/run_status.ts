@@ -1,6 +1,7 @@
 // A run's status as the extension sees it: run.json's (design.md#run-directory) plus the states only a live engine
 // process has. Pure, so the tree, the sweep table and the run manager ask the same two questions the same way.
-import type { RunStatus } from '../protocol/index';
+import { resolve } from 'node:path';
+import { WARM_START_DIR, type RunInfo, type RunStatus } from '../protocol/index';
 
 export type LiveStatus = 'queued' | 'starting' | 'running' | 'stopping' | RunStatus | 'cancelled';
 
@@ -54,4 +55,24 @@ export function shortRunNames(names: readonly string[]): string[] {
   for (const n of distinct) while (prefix && !n.startsWith(prefix)) prefix = prefix.slice(0, -1);
   prefix = prefix.slice(0, prefix.lastIndexOf('-') + 1);
   return names.map((n) => n.slice(prefix.length) || n);
+}
+
+/**
+ * A shared SFT warm start is no experiment of its own: it goes under the config whose runs start from it (the first
+ * such, by run.json's warm_start), marked to be shown as "shared warm start", and its own group goes if that leaves it
+ * empty and no config file holds it.
+ */
+export function placeWarmStarts<R extends { runDir: string | null; info: RunInfo | null; warmStart?: boolean }>(
+  groups: Map<string, { key: string; configPath: string | null; runs: R[] }>,
+): void {
+  for (const g of [...groups.values()]) {
+    for (const w of g.runs.filter((r) => r.runDir && WARM_START_DIR.test(r.runDir))) {
+      w.warmStart = true;
+      const users = [...groups.values()].find((h) => h.runs.some((r) => r.info?.warm_start && resolve(r.info.warm_start) === resolve(w.runDir!)));
+      if (!users || users === g) continue;
+      g.runs.splice(g.runs.indexOf(w), 1);
+      users.runs.push(w);
+      if (!g.runs.length && !g.configPath) groups.delete(g.key);
+    }
+  }
 }

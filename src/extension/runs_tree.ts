@@ -1,16 +1,16 @@
 // The Runs view: config → run → logged step → episode (sorted by reward). Runs come from disk (so runs
 // trained elsewhere and runs from before a reload appear) merged with this window's live and queued runs.
 import { statSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, join } from 'node:path';
 import * as vscode from 'vscode';
-import { WARM_START_DIR, type MetricsRow, type RunInfo } from '../protocol/index';
+import type { MetricsRow, RunInfo } from '../protocol/index';
 import { ENGINE_LOG, listLoggedSteps, readMetrics, stepFile } from '../engine/rundir/rundir';
 import { onSettingChange } from './vscode_settings';
 import type { RunDirWatcher } from './run_watcher';
 import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
 import { engineAlive, findConfigs, runRoots, scanRuns } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
-import { isEnded, isTraining, shortRunNames, startedShort, timesOf, type LiveStatus } from './run_status';
+import { isEnded, isTraining, placeWarmStarts, shortRunNames, startedShort, timesOf, type LiveStatus } from './run_status';
 import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
@@ -226,18 +226,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
         interrupted: false,
       });
     }
-    // A shared SFT warm start is no experiment of its own: it goes under the config whose runs start from it (the
-    // first such), as "shared warm start", and its own group goes if that leaves it empty.
-    for (const g of [...groups.values()]) {
-      for (const w of g.runs.filter((r) => r.runDir && WARM_START_DIR.test(r.runDir))) {
-        w.warmStart = true;
-        const users = [...groups.values()].find((h) => h.runs.some((r) => r.info?.warm_start && resolve(r.info.warm_start) === resolve(w.runDir!)));
-        if (!users || users === g) continue;
-        g.runs.splice(g.runs.indexOf(w), 1);
-        users.runs.push(w);
-        if (!g.runs.length && !g.configPath) groups.delete(g.key);
-      }
-    }
+    placeWarmStarts(groups);
     for (const g of groups.values()) {
       g.runs.sort((a, b) => Number(!!a.warmStart) - Number(!!b.warmStart) || startedOf(b).localeCompare(startedOf(a)));
       // short names: at the side bar's default width a full folder name (with its timestamp) pushed the status, the

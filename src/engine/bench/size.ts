@@ -132,9 +132,8 @@ async function servedRows(
   const cli = [join(__dirname, 'cli.js'), resolve('dist/engine/cli.js')].find((p) => existsSync(p));
   if (!cli) return { error: 'dist/engine/cli.js not built' };
   const out = mkdtempSync(join(tmpdir(), 'credit-lens-sync-'));
-  const proc = spawn(process.execPath, [cli, 'serve', dir, '--port', '0', '--backend', o.backend ?? 'wasm-blas', '--allow-path', out], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const args = [cli, 'serve', dir, '--port', '0', '--backend', o.backend ?? 'wasm-blas', '--allow-path', out];
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   // what the server said, and how it ended, for an error that is not ours
   let serverLog = '';
   let ended = '';

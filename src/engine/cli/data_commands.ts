@@ -6,7 +6,7 @@ import type { AnalyzeReport } from '../../protocol/analysis';
 import { analyzeRun, compareRuns, type AnalyzeOptions } from '../analysis/analysis';
 import { analysisToMarkdown } from '../analysis/markdown';
 import { UserError } from '../core/errors';
-import { SERVER_APIS } from '../serving/client';
+import { SERVER_APIS } from '../server_apis/catalog';
 import { importRollouts } from '../import/import';
 import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
 import { importanceTrain } from '../importance/importance';

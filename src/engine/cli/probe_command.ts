@@ -7,7 +7,7 @@ import { probeRun, type ProbeReport } from '../probe/probe';
 import { recordAccuracy } from '../rundir/probe_record';
 import { readEpisodeTable } from '../rundir/arrow_tables';
 import { stepFile } from '../rundir/rundir';
-import { SERVER_APIS } from '../serving/client';
+import { SERVER_APIS } from '../server_apis/catalog';
 import { choiceFlag, flag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 
 export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episodes K | --episode i,j,…] [--rollouts M]

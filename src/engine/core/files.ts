@@ -8,6 +8,19 @@ export function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
+/** A wait of `ms`, cut short by `signal`; its abort listener goes with it (a follow or a client waits for hours). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
 /**
  * rename(2) replaces the target atomically on POSIX. On Windows it fails with EPERM/EACCES/EBUSY while
  * another process (the extension reading run.json, a virus scanner) has the target open, so retry briefly.

@@ -11,6 +11,7 @@
 import { statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { StoppedError, UserError, isUserError } from '../core/errors';
+import { sleep } from '../core/files';
 import { writeRunInfo } from '../rundir/rundir';
 import {
   detectFormat,
@@ -198,17 +199,6 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
     }
     return out;
   };
-  // a poll's wait, cut short by a stop; its abort listener goes with it (a follow polls for hours)
-  const sleep = (ms: number) =>
-    new Promise<void>((r) => {
-      const done = () => {
-        clearTimeout(t);
-        o.signal?.removeEventListener('abort', done);
-        r();
-      };
-      const t = setTimeout(done, ms);
-      o.signal?.addEventListener('abort', done, { once: true });
-    });
 
   try {
     for (;;) {
@@ -256,7 +246,7 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
       }
       if (o.signal?.aborted) break;
       if (o.untilIdle !== undefined && Date.now() - lastNew >= o.untilIdle * 1000) break;
-      await sleep(pollMs);
+      await sleep(pollMs, o.signal);
       if (o.signal?.aborted) break;
     }
     if (!imp) {

@@ -164,8 +164,10 @@ async function mergeTop({ h, Wb, r0, R, base, temperature }: BlockRows, top: Top
     // the target's own column, where it is in this block, counts when its logit from this product rounds above the
     // gathered one: taken back out below
     const cols = Array.from(targets.subarray(r0, r0 + R), (id) => Math.min(Math.max(id - base, 0), width - 1));
-    // a one-hot pick, not gather with batchDims 1, which the wasm backend reads out of its heap with more than one row
-    const own = tf.sum(tf.mul(zb, tf.oneHot(tf.tensor1d(cols, 'int32'), width)), 1);
+    // a masked pick, not gather with batchDims 1, which the wasm backend reads out of its heap with more than one row
+    // (and not oneHot, which refuses a block one column wide)
+    const pick = tf.equal(tf.range(0, width, 1, 'int32').reshape([1, width]), tf.tensor2d(Int32Array.from(cols), [R, 1], 'int32'));
+    const own = tf.sum(tf.mul(zb, tf.cast(pick, 'float32')), 1);
     return {
       ...best,
       above: tf.sum(tf.cast(tf.greater(zb, target), 'int32'), 1),

@@ -24,6 +24,7 @@ import type { RunInfo } from '../../protocol';
 import { carriesTokens } from '../../protocol/import_formats';
 import { LocalSampler, type Sampler, type SamplerProvenance } from '../model/sampling';
 import { ServerSampler, type ServerOptions } from '../serving/client';
+import { checkServedWeights } from './served_weights';
 import { accuracyOf, ownAccuracy } from './credit_scores';
 import {
   accuracyFields,
@@ -262,7 +263,10 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
     try {
       const s = ctx.session;
       sampler = o.server ? await ServerSampler.connect({ ...o.server, signal: o.signal, log }, ctx.tokenizer) : new LocalSampler(s!.model, s!.tokenizer);
-      if (o.server && s && inputs.policy) await checkServedWeights(sampler, new LocalSampler(s.model, s.tokenizer), inputs, ctx, step, log);
+      if (o.server && s && inputs.policy) {
+        const targets = inputs.wanted.slice(0, 2).map((e) => probeTarget(ctx, inputs, e).ep);
+        await checkServedWeights(sampler, new LocalSampler(s.model, s.tokenizer), targets, inputs.policy.source, step, log);
+      }
       const tableFile = probeTableFile(runDir, step);
       const sha = { tokens: sha256File(inputs.tokenFile), policy: inputs.policy ? sha256File(inputs.policy.file) : null };
       const earlier = earlierProbe(o, settings, sha, sampler.provenance, tableFile, log);
@@ -312,46 +316,6 @@ export async function probeRun(o: ProbeOptions): Promise<ProbeReport> {
   } finally {
     release();
   }
-}
-
-/** The most mean |Δ log-prob| between the served model and the step's policy: bf16 serving of the same weights differs by about 0.01. */
-export const SERVED_WEIGHTS_TOLERANCE = 0.05;
-
-/**
- * A server must hold the policy that sampled the step, or its continuations are another policy's values labelled as
- * this step's. Where the run kept that policy, a few of the step's own tokens are scored both ways (temperature 1) and
- * the probe is refused when they differ by more than rounding; the measure goes into the record.
- */
-async function checkServedWeights(
-  served: Sampler,
-  local: LocalSampler,
-  inputs: ReturnType<typeof probeInputs>,
-  ctx: ProbeContext,
-  step: number,
-  log: (m: string) => void,
-): Promise<void> {
-  const items = inputs.wanted.slice(0, 2).map((e) => {
-    const { ep } = probeTarget(ctx, inputs, e);
-    return { prefix: ep.promptIds, ids: ep.ids.slice(0, 32) };
-  });
-  const there = await served.score(items, 0);
-  const here = await local.score(items, 0);
-  if (!there || !here) return;
-  const diffs = items.flatMap((it, i) => it.ids.map((_, t) => Math.abs(there[i].logprobs[t] - here[i].logprobs[t])));
-  const finite = diffs.filter(Number.isFinite);
-  const mean = finite.reduce((a, d) => a + d, 0) / Math.max(1, finite.length);
-  const max = finite.reduce((a, d) => Math.max(a, d), 0);
-  served.provenance.weights_check = { tokens: finite.length, mean_abs_diff: mean, max_abs_diff: max };
-  const p = served.provenance;
-  if (finite.length < diffs.length || mean > SERVED_WEIGHTS_TOLERANCE)
-    throw new UserError(
-      `the server at ${p.url} does not hold the policy that sampled step ${step}: ${finite.length} of its tokens scored there and with ` +
-        `${inputs.policy!.source} here differ by ${mean.toFixed(3)} nats on average (largest ${max.toFixed(3)}; the same weights differ by ` +
-        `rounding, under ${SERVED_WEIGHTS_TOLERANCE})` +
-        (finite.length < diffs.length ? `, and ${diffs.length - finite.length} could not be compared` : ''),
-      `serve that policy (credit-lens serve ${'<run>'} --step ${step}, or the trainer's checkpoint of that step) and probe again`,
-    );
-  log(`the server's weights match step ${step}'s policy: ${finite.length} tokens scored both ways differ by ${mean.toExponential(1)} nats on average`);
 }
 
 /** What a probe runs on: the run's config, task and tokenizer, the example each episode was sampled from, and the model where this process has one. */

@@ -8,6 +8,7 @@
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { StoppedError, UserError } from '../core/errors';
+import { sleep } from '../core/files';
 import type { Tokenizer } from '../core/types';
 import {
   cutContinuation,
@@ -48,9 +49,6 @@ export interface ServerOptions {
   apiKey?: string | null;
   log?: (m: string) => void;
 }
-
-/** The APIs `--server-api` and rollout.api take. */
-export { SERVER_APIS } from '../server_apis/catalog';
 
 /** The most completions one scoring request carries, and the most positions × (K + 1) (half serve's limit). */
 const SCORE_ITEMS = 32;
@@ -497,16 +495,4 @@ export class ServerSampler implements Sampler {
     this.agents.http.destroy();
     this.agents.https.destroy();
   }
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const t = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }

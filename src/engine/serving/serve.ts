@@ -3,10 +3,9 @@
 // either. Requests that arrive while a batch runs wait for the next one: every request queued at a tick goes into one
 // LocalSampler call (generate() in buckets), and the rows of one prefix share its prefill. A malformed request gets a
 // 400 in the engine's error shape naming the field, never a crash.
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { loadConfig } from '../config/config';
 import { UserError, isUserError } from '../core/errors';
@@ -23,6 +22,7 @@ import { openSession, useWeights, type Session } from '../session/session';
 import { policyBatch } from '../session/rollout';
 import { SERVER_API_SPECS } from '../server_apis/catalog';
 import { Guard } from './guard';
+import { bindError, checkBind, ClientGone, current, holdsLazy, readBody, send, sendStream } from './http_io';
 import { BadRequest, LazyList, RefusedLoad, type Finish, type RowSettings, type ScoredRow, type ServeBackend, type ServerApiSpec } from '../server_apis/types';
 
 export interface ServeOptions {
@@ -47,12 +47,6 @@ export interface Served {
   abandoned(): number;
   close(): Promise<void>;
 }
-
-/** The request a route is answering, so the work it queues can be dropped once its client has gone. */
-const current = new AsyncLocalStorage<{ gone: AbortSignal }>();
-
-/** A job whose client closed its connection before the answer: its rows are dropped, as SGLang and vLLM abort them. */
-class ClientGone extends Error {}
 
 interface Job {
   req: SampleRequest;
@@ -395,81 +389,6 @@ export class CreditLensServer implements ServeBackend {
   }
 }
 
-/** The largest request body: 16,384 rows of 512 ids fit; a body past it is refused before it is read whole. */
-const MAX_BODY_BYTES = 64 * 2 ** 20;
-
-async function readBody(req: IncomingMessage): Promise<unknown> {
-  const tooLarge = () => new BadRequest(`the request body is over ${MAX_BODY_BYTES / 2 ** 20} MiB, the most one request may send`, null, 413);
-  if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) throw tooLarge();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw tooLarge();
-    chunks.push(c as Buffer);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (text.trim() === '') return {};
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new BadRequest(`the request body is not JSON: ${(e as Error).message}`);
-  }
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent || res.destroyed) return;
-  const text = typeof body === 'string' ? body : JSON.stringify(body);
-  res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json' });
-  res.end(text);
-}
-
-const holdsLazy = (v: unknown) => typeof v === 'object' && v !== null && Object.values(v).some((x) => x instanceof LazyList);
-
-/** The JSON of `v` in pieces: a LazyList's items one at a time (and the object or list holding one), all else whole. */
-function* jsonPieces(v: unknown): Generator<string> {
-  if (v instanceof LazyList) {
-    yield '[';
-    for (let i = 0; i < v.length; i++) {
-      if (i) yield ',';
-      yield* jsonPieces(v.item(i));
-    }
-    yield ']';
-  } else if (Array.isArray(v) && holdsLazy(v)) {
-    yield '[';
-    for (let i = 0; i < v.length; i++) yield (i ? ',' : '') + (v[i] instanceof LazyList ? [...jsonPieces(v[i])].join('') : JSON.stringify(v[i] ?? null));
-    yield ']';
-  } else if (typeof v === 'object' && v !== null && holdsLazy(v)) {
-    yield '{';
-    let first = true;
-    for (const [k, x] of Object.entries(v)) {
-      if (x === undefined) continue;
-      yield `${first ? '' : ','}${JSON.stringify(k)}:`;
-      first = false;
-      yield* jsonPieces(x);
-    }
-    yield '}';
-  } else yield JSON.stringify(v ?? null);
-}
-
-/**
- * A JSON answer that holds a LazyList, written as it is made, waiting for the client to read (backpressure), and
- * abandoned once the client has gone.
- */
-async function sendStream(res: ServerResponse, body: unknown): Promise<void> {
-  res.writeHead(200, { 'content-type': 'application/json' });
-  let buffered = '';
-  for (const piece of jsonPieces(body)) {
-    if (res.destroyed) return;
-    buffered += piece;
-    if (buffered.length < 1 << 16) continue;
-    const more = res.write(buffered);
-    buffered = '';
-    if (!more) await new Promise<void>((ok) => (res.once('drain', ok), res.once('close', ok)));
-  }
-  res.end(buffered);
-}
-
 /** Starts the server; `port: 0` takes a free port (tests). It listens on 127.0.0.1 unless told otherwise. */
 export async function serve(o: ServeOptions): Promise<Served> {
   // the address first: loading a 0.5B model takes minutes, and a taken port would be found only after them
@@ -477,32 +396,6 @@ export async function serve(o: ServeOptions): Promise<Served> {
   // the served model's own folder (a run's policies and checkpoints) is always a place to load from
   const own = existsSync(o.spec) && statSync(o.spec).isFile() ? dirname(resolve(o.spec)) : resolve(o.spec);
   return listen(await loadServed(o), { ...o, allowPaths: [own, ...(o.allowPaths ?? [])] }, true);
-}
-
-/** Why the server cannot listen there, as a user error naming the address and what to do. */
-function bindError(host: string, port: number, e: NodeJS.ErrnoException): UserError {
-  const why =
-    e.code === 'EADDRINUSE'
-      ? `port ${port} is taken (another server, or an earlier credit-lens serve still running)`
-      : e.code === 'EADDRNOTAVAIL' || e.code === 'ENOTFOUND'
-        ? `${host} is not an address of this machine`
-        : e.code === 'EACCES'
-          ? `port ${port} needs privileges to listen on`
-          : e.message;
-  return new UserError(
-    `serve: cannot listen on ${host}:${port}: ${why}`,
-    'pass --port with a free port (0 takes any), or --host with an address of this machine',
-  );
-}
-
-/** Listens on host:port and closes again: the address is usable, or a user error says why. Port 0 always is. */
-async function checkBind(host: string, port: number): Promise<void> {
-  if (port === 0) return;
-  await new Promise<void>((ok, bad) => {
-    const probe = createNetServer();
-    probe.once('error', (e: NodeJS.ErrnoException) => bad(bindError(host, port, e)));
-    probe.listen(port, host, () => probe.close(() => ok()));
-  });
 }
 
 /**

@@ -2,7 +2,7 @@
 // with a cancellable progress notification, then the episode painted by its MC credit δ. A cancelled probe keeps the
 // episodes it finished (none, for one episode), and the same command starts it again.
 import * as vscode from 'vscode';
-import { readProbeRecord } from '../../engine/rundir/probe_record';
+import { readProbeRecord, type ProbeReport } from '../../engine/rundir/probe_record';
 import { probeableSteps } from '../../engine/rundir/policies';
 import { readRunInfo } from '../../engine/rundir/rundir';
 import type { Ctx } from '../ctx';
@@ -60,60 +60,12 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
     }
   }
   const elsewhere = found !== null && found.server !== server;
-  const where = (url: string | null) => (url ? `on ${url}` : 'in the engine');
-  // what each M can be expected to give, from this step's probe where there is one (probe --plan's extrapolation)
-  const rel = found ? probeReliability(runDir, step) : null;
-  const usable = rel?.half != null ? rolloutsForReliability(rel.half, rel.rollouts, MAX_PICKED_ROLLOUTS) : null;
-  const counts = [...new Set([prior ?? 8, 8, 16, 32, 4, ...(usable ? [usable] : [])])].sort((a, b) => a - b);
-  const expected = (m: number) => {
-    if (rel?.half == null) return '';
-    const r = reliabilityAtRollouts(rel.half, rel.rollouts, m);
-    return r === null ? '' : ` · expected reliability of δ ${r.toFixed(2)}${r < RELIABILITY_TARGET ? ' (mostly noise)' : ''}`;
-  };
-  const pick = await vscode.window.showQuickPick(
-    counts.map((m) => ({
-      label: `${m} rollouts per position`,
-      description: elsewhere
-        ? `replaces this step's probe (sampled ${where(found!.server)}; this one samples ${where(server)})`
-        : prior !== null && m !== prior
-          ? `replaces this step's probe (made with ${prior})`
-          : m === usable
-            ? `the fewest whose δ is expected to reach reliability ${RELIABILITY_TARGET}`
-            : m === 8
-              ? 'default'
-              : '',
-      detail: `${m} continuations from every prefix of the ${view.rows.length}-token completion: ≈ ${m * view.rows.length} samples; the standard error of V is ≤ ${(0.5 / Math.sqrt(m)).toFixed(2)} × the reward range${expected(m)}`,
-      m,
-    })),
-    {
-      title: `Probe step ${step} episode ${episode}: Monte Carlo values of its prefixes`,
-      placeHolder:
-        rel?.half != null
-          ? `continuations per position; this step's probe at M = ${rel.rollouts} has split-half reliability ${rel.full?.toFixed(2) ?? '—'}`
-          : 'continuations per position; at small M most of δ is noise, and a δ within 2 se of 0 is left unpainted',
-    },
-  );
-  if (!pick) return;
-  const args = probeArgs(runDir, step, episode, { rollouts: pick.m, replace: elsewhere || (prior !== null && pick.m !== prior), server: server ?? undefined });
-  ctx.log.info(`probe ${runDir} step ${step} episode ${episode} with ${pick.m} rollouts per position${server ? ` on ${server}` : ''}`);
-  let report;
-  try {
-    report = await withCancellableProgress(
-      `Credit Lens: probing step ${step} episode ${episode}`,
-      (done, total) => `${done} of ${total} continuations`,
-      (onProgress, signal) => ctx.engineCli.probe(args, onProgress, signal),
-    );
-    if (report === null) return;
-  } catch (e) {
-    // the cause first (the engine's error line), then what to do about it
-    ctx.log.warn(`probe failed: ${(e as Error).message}`);
-    const actions = [...(server ? ['Open Settings'] : []), 'Show Log'];
-    void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`, ...actions).then((choice) => {
-      if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'creditLens.probe.server');
-      else if (choice === 'Show Log') ctx.log.show(true);
-    });
-    return;
-  }
+  const m = await pickRollouts(view.rows.length, { runDir, step, episode }, found, server);
+  if (m === undefined) return;
+  const args = probeArgs(runDir, step, episode, { rollouts: m, replace: elsewhere || (prior !== null && m !== prior), server: server ?? undefined });
+  ctx.log.info(`probe ${runDir} step ${step} episode ${episode} with ${m} rollouts per position${server ? ` on ${server}` : ''}`);
+  const report = await runProbe(ctx, args, `Credit Lens: probing step ${step} episode ${episode}`, server);
+  if (!report) return;
   await store.reload(runDir, step);
   await painter.state.setMetric('extra.mc_delta');
   ctx.log.info(`probed step ${step} episode ${episode}: ${report.continuations} continuations in ${report.seconds.toFixed(1)} s → ${report.table}`);
@@ -126,25 +78,82 @@ export async function probeEpisodeCommand(ctx: Ctx, store: EpisodeStore, painter
     after && after.full !== null
       ? `split-half reliability ${after.full.toFixed(2)}${after.warning ? ` (${after.warning})` : ''}; `
       : 'no reliability (the probe kept no independent halves); ';
-  const action = more && more > pick.m ? `Probe Again with M = ${more}` : null;
+  const action = more && more > m ? `Probe Again with M = ${more}` : null;
   const choice = await vscode.window.showInformationMessage(
-    `Credit Lens: probed episode ${episode} of step ${step} at M = ${pick.m}: ${noise}${noisy} of ${shown?.rows.length ?? '?'} δ within 2 se of 0 are left unpainted. ` +
+    `Credit Lens: probed episode ${episode} of step ${step} at M = ${m}: ${noise}${noisy} of ${shown?.rows.length ?? '?'} δ within 2 se of 0 are left unpainted. ` +
       `Painted by MC credit δ (${report.continuations} continuations, ${report.seconds.toFixed(1)} s); hover a token for V ± se, δ and M.`,
     ...(action ? [action] : []),
   );
-  if (choice && action && more) {
-    const again = probeArgs(runDir, step, episode, { rollouts: more, replace: true, server: server ?? undefined });
-    ctx.log.info(`probe ${runDir} step ${step} episode ${episode} again with ${more} rollouts per position`);
-    try {
-      const r = await withCancellableProgress(
-        `Credit Lens: probing step ${step} episode ${episode} at M = ${more}`,
-        (done, total) => `${done} of ${total} continuations`,
-        (onProgress, signal) => ctx.engineCli.probe(again, onProgress, signal),
-      );
-      if (r) await store.reload(runDir, step);
-    } catch (e) {
-      void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`);
-    }
+  if (!choice || !more) return;
+  const again = probeArgs(runDir, step, episode, { rollouts: more, replace: true, server: server ?? undefined });
+  ctx.log.info(`probe ${runDir} step ${step} episode ${episode} again with ${more} rollouts per position`);
+  if (await runProbe(ctx, again, `Credit Lens: probing step ${step} episode ${episode} at M = ${more}`, server)) await store.reload(runDir, step);
+}
+
+/**
+ * M, from a picker whose every row says what that M costs and, from this step's probe where there is one, what
+ * reliability of δ it can be expected to give (probe --plan's extrapolation), with the fewest M that reaches 0.7.
+ */
+async function pickRollouts(
+  tokens: number,
+  at: { runDir: string; step: number; episode: number },
+  found: { rollouts: number; server: string | null } | null,
+  server: string | null,
+): Promise<number | undefined> {
+  const prior = found?.rollouts ?? null;
+  const elsewhere = found !== null && found.server !== server;
+  const where = (url: string | null) => (url ? `on ${url}` : 'in the engine');
+  const rel = found ? probeReliability(at.runDir, at.step) : null;
+  const usable = rel?.half != null ? rolloutsForReliability(rel.half, rel.rollouts, MAX_PICKED_ROLLOUTS) : null;
+  const counts = [...new Set([prior ?? 8, 8, 16, 32, 4, ...(usable ? [usable] : [])])].sort((a, b) => a - b);
+  const expected = (m: number) => {
+    const r = rel?.half != null ? reliabilityAtRollouts(rel.half, rel.rollouts, m) : null;
+    return r === null ? '' : ` · expected reliability of δ ${r.toFixed(2)}${r < RELIABILITY_TARGET ? ' (mostly noise)' : ''}`;
+  };
+  const description = (m: number) =>
+    elsewhere
+      ? `replaces this step's probe (sampled ${where(found!.server)}; this one samples ${where(server)})`
+      : prior !== null && m !== prior
+        ? `replaces this step's probe (made with ${prior})`
+        : m === usable
+          ? `the fewest whose δ is expected to reach reliability ${RELIABILITY_TARGET}`
+          : m === 8
+            ? 'default'
+            : '';
+  const pick = await vscode.window.showQuickPick(
+    counts.map((m) => ({
+      label: `${m} rollouts per position`,
+      description: description(m),
+      detail: `${m} continuations from every prefix of the ${tokens}-token completion: ≈ ${m * tokens} samples; the standard error of V is ≤ ${(0.5 / Math.sqrt(m)).toFixed(2)} × the reward range${expected(m)}`,
+      m,
+    })),
+    {
+      title: `Probe step ${at.step} episode ${at.episode}: Monte Carlo values of its prefixes`,
+      placeHolder:
+        rel?.half != null
+          ? `continuations per position; this step's probe at M = ${rel.rollouts} has split-half reliability ${rel.full?.toFixed(2) ?? '—'}`
+          : 'continuations per position; at small M most of δ is noise, and a δ within 2 se of 0 is left unpainted',
+    },
+  );
+  return pick?.m;
+}
+
+/** A probe with its cancellable progress; on a failure the cause first, then what to do about it. Null if none ran. */
+async function runProbe(ctx: Ctx, args: string[], title: string, server: string | null): Promise<ProbeReport | null> {
+  try {
+    return await withCancellableProgress(
+      title,
+      (done, total) => `${done} of ${total} continuations`,
+      (onProgress, signal) => ctx.engineCli.probe(args, onProgress, signal),
+    );
+  } catch (e) {
+    ctx.log.warn(`probe failed: ${(e as Error).message}`);
+    const actions = [...(server ? ['Open Settings'] : []), 'Show Log'];
+    void vscode.window.showErrorMessage(`Credit Lens: probe failed: ${(e as Error).message}`, ...actions).then((choice) => {
+      if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'creditLens.probe.server');
+      else if (choice === 'Show Log') ctx.log.show(true);
+    });
+    return null;
   }
 }
 

@@ -87,7 +87,13 @@ test('a probed step of a real run: invariants, policies kept, resume, and errors
     JSON.stringify(r.warnings),
   );
   assert.equal(r.run_strategy, 'none');
-  assert.ok(['none', 'entropy_mask', 'gtpo', 'attention_credit', 'ktae', 'otb', 'reward_decomposition', 'gtpo (paper form)'].every((k) => k in acc.accuracy));
+  // every strategy is scored, or left out with the reason no episode could score it (gtpo's paper form on a run this
+  // short: its Â is 0 at every token)
+  for (const k of ['none', 'entropy_mask', 'gtpo', 'attention_credit', 'ktae', 'otb', 'reward_decomposition', 'gtpo (paper form)'])
+    assert.ok(
+      k in acc.accuracy || r.warnings!.some((w) => w.startsWith(`${k}: left out, no probed episode can score it: `)),
+      `${k}: ${JSON.stringify(r.warnings)}`,
+    );
   assert.ok(acc.accuracy.none.sign_agreement.n > 0);
   // the token table's grad_norm: |Â|·√(1 − 2π + Σπ²) ≥ |Â|·(1 − π) (Σπ² ≥ π²), and ≤ |Â|·√2
   for (let k = 0; k < tok.grad_norm!.length; k++) {

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
+import type { RunInfo } from '../../../src/protocol/index';
 import assert from 'node:assert/strict';
-import { isEnded, isTraining, timesOf, type LiveStatus, shortRunNames, startedShort } from '../../../src/extension/run_status';
+import { isEnded, isTraining, timesOf, type LiveStatus, placeWarmStarts, shortRunNames, startedShort } from '../../../src/extension/run_status';
 
 test('each status is training, ended, or queued: never two of them', () => {
   // The statuses of LiveStatus, each classed by hand from runs.ts' state machine.
@@ -47,4 +48,31 @@ test("a config's runs by their short names: the part every run shares dropped at
   assert.deepEqual(shortRunNames(['a-x', 'b-y']), ['a-x', 'b-y'], 'nothing shared');
   assert.match(startedShort('2026-11-29T09:30:00.000Z'), /Nov.*\d\d:\d\d/, 'day and time, in the local form');
   assert.equal(startedShort('not a date'), '');
+});
+
+test('a shared warm start goes under the config whose runs start from it, shown as one; its own group goes', () => {
+  const warm = '/ws/runs/countdown-warm-start-0123456789ab';
+  const run = (runDir: string, warm_start?: string) => ({ runDir, info: { warm_start } as RunInfo, warmStart: undefined as boolean | undefined });
+  const seeds = {
+    key: '/ws/seeds.credit.yaml',
+    configPath: '/ws/seeds.credit.yaml',
+    runs: [run('/ws/runs/seeds-none-seed1-1', warm), run('/ws/runs/seeds-none-seed2-1', warm)],
+  };
+  const own = { key: 'name:countdown-warm-start', configPath: null, runs: [run(warm)] };
+  const other = { key: '/ws/tiny.credit.yaml', configPath: '/ws/tiny.credit.yaml', runs: [run('/ws/runs/tiny-1')] };
+  const groups = new Map([own, seeds, other].map((g) => [g.key, g]));
+  placeWarmStarts(groups);
+  assert.deepEqual([...groups.keys()], [seeds.key, other.key], 'its own group gone');
+  assert.deepEqual(
+    seeds.runs.map((r) => [r.runDir, r.warmStart ?? false]),
+    [
+      ['/ws/runs/seeds-none-seed1-1', false],
+      ['/ws/runs/seeds-none-seed2-1', false],
+      [warm, true],
+    ],
+  );
+  // a warm start no run names (an older run.json) stays where it was, still shown as one
+  const alone = new Map([[own.key, { ...own, runs: [run(warm)] }]]);
+  placeWarmStarts(alone);
+  assert.equal(alone.get(own.key)!.runs[0].warmStart, true);
 });
