@@ -10,7 +10,8 @@ import type { RunDirWatcher } from './run_watcher';
 import { codeBlock, escapeMarkdown, inlineCode } from './markdown';
 import { engineAlive, findConfigs, runRoots, scanRuns } from './discovery';
 import { percent, summarizeMetrics, type MetricsSummary } from './metrics_summary';
-import { isEnded, isTraining, placeWarmStarts, shortRunNames, startedShort, timesOf, type LiveStatus } from './run_status';
+import { isEnded, isTraining, placeWarmStarts, shortRunNames, startedShort, type LiveStatus } from './run_status';
+import { runTooltip } from './run_tooltip';
 import { isResumable, type LiveRun, type RunManager } from './runs';
 import { slurmTaskActive } from './slurm_status';
 import type { SweepManager } from './sweeps';
@@ -429,28 +430,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode>, 
     const resumable = (node.status === 'stopped' || node.status === 'failed') && !!node.runDir && isResumable(node.runDir);
     item.contextValue = `run.${isTraining(node.status) ? 'running' : node.status}${resumable ? '.resumable' : ''}`;
 
-    const md = new vscode.MarkdownString(undefined, true);
-    md.appendMarkdown(
-      `**${escapeMarkdown(node.info?.name ?? label)}** — ${node.interrupted ? 'interrupted (its engine is no longer running)' : node.status}\n\n`,
-    );
-    if (node.info) {
-      md.appendMarkdown(
-        `strategy ${inlineCode(node.info.strategy ?? '?')} · backend ${inlineCode(String(node.info.backend))}${node.info.backend_reason ? ` (${escapeMarkdown(node.info.backend_reason)})` : ''}\n\n`,
-      );
-      md.appendMarkdown(`${escapeMarkdown(timesOf(node.info.started, node.info.ended, isTraining(node.status) && !node.interrupted))}\n\n`);
-      if (node.info.error) md.appendMarkdown(`error: ${escapeMarkdown(String(node.info.error))}\n\n`);
-    }
-    if (summary) {
-      md.appendMarkdown(
-        `final eval ${percent(summary.finalEvalSuccess, 1)} · best eval ${percent(summary.bestEvalSuccess, 1)} · mean grad norm ${formatFixed(summary.meanGradNorm, 3)}\n\n`,
-      );
-    }
-    if (node.slurm)
-      md.appendMarkdown(
-        `Slurm job ${inlineCode(node.slurm.job)}: ${escapeMarkdown(node.slurm.state ?? 'state not known yet')}${node.slurm.reason ? ` (${escapeMarkdown(node.slurm.reason)})` : ''}\n\n`,
-      );
-    if (node.runDir) md.appendMarkdown(inlineCode(node.runDir));
-    item.tooltip = md;
+    item.tooltip = runTooltip(node, label, summary);
     // a screen reader hears the whole folder name (the name and the time it started), then the row's description
     item.accessibilityInformation = { label: `${folder}, ${item.description}` };
     return item;

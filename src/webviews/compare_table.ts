@@ -40,79 +40,83 @@ function rowTitle(r: CompareRow, report: CompareReport): string {
 
 export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir: string) => void } = {}): TemplateResult {
   const seeds = Math.min(...report.rows.map((r) => r.runs.length));
-  return html` <table class="comparison" aria-label="comparison with ${report.baseline}">
-      <thead>
-        <tr>
-          <th title="strategy and its headline parameter (run group)">Configuration</th>
-          <th class="num" title="runs (seeds) in the group">Seeds</th>
-          <th class="num" title="eval success on the ${report.split} split: mean over seeds ± the 95 % t half-width">Eval success %</th>
-          <th class="num" title="the run-level difference of mean success over the runs, with its 95 % t interval (seeds and instances as noise), in points">
-            Δ vs baseline
-          </th>
-          <th
-            class="num"
-            title="the run-level test (the training run as the unit), Holm-adjusted over the ${report.adjustment.family} rows tested; n.s. when p_adj ≥ ${report.alpha}; no verdict with fewer than 2 runs a side"
-          >
-            p_adj
-          </th>
-          <th class="num" title="minimum detectable effect of the run-level test: the smallest true difference it detects with 80 % power">MDE</th>
-          <th class="num" title="seeds per side the run-level test needs to detect --power-for's difference, or else the observed one, with 80 % power">
-            Seeds needed
-          </th>
-          <th
-            class="num"
-            title="conditional on these checkpoints: cluster bootstrap interval over instances and the exact sign-flip test's p; whether these trained policies differ on these instances, not whether the method trains better ones"
-          >
-            These checkpoints
-          </th>
-          <th
-            class="num"
-            title="the credit-assignment analysis: mean |c_A| of filler tokens, c_A = A·ℓ (the episode’s advantage times the log-prob; the heatmap’s c_Â uses the strategy’s Â), mean ± 95 % t half-width over seeds"
-          >
-            Filler |c|
-          </th>
-          <th class="num" title="the credit-assignment analysis: mean |c_A| of reasoning tokens, c_A = A·ℓ">Reasoning |c|</th>
-          <th class="num" title="filler |c| ÷ reasoning |c| per run, over seeds">Filler ÷ reas.</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${report.rows.map(
-          (r) =>
-            html`<tr
-              class="${r.baseline ? 'baseline' : r.significant ? 'significant' : r.verdict_withheld ? 'ns withheld' : 'ns'}${r.exploratory ? ' exploratory' : ''}"
-              data-group=${r.group}
-              title=${rowTitle(r, report)}
+  // the table scrolls sideways inside its own box, its first column pinned: at 1440 px with the side bar open the
+  // right-hand columns were cut off
+  return html` <div class="comparison-scroll">
+      <table class="comparison" aria-label="comparison with ${report.baseline}">
+        <thead>
+          <tr>
+            <th title="strategy and its headline parameter (run group)">Configuration</th>
+            <th class="num" title="runs (seeds) in the group">Seeds</th>
+            <th class="num" title="eval success on the ${report.split} split: mean over seeds ± the 95 % t half-width">Eval success %</th>
+            <th class="num" title="the run-level difference of mean success over the runs, with its 95 % t interval (seeds and instances as noise), in points">
+              Δ vs baseline
+            </th>
+            <th
+              class="num"
+              title="the run-level test (the training run as the unit), Holm-adjusted over the ${report.adjustment.family} rows tested; n.s. when p_adj ≥ ${report.alpha}; no verdict with fewer than 2 runs a side"
             >
-              <td>
-                ${r.label !== '—' ? r.label : r.group}${
-                  opts.onOpen
-                    ? html` <a
-                        href="#"
-                        class="open-group"
-                        title="open this group's first run"
-                        @click=${(e: Event) => {
-                          e.preventDefault();
-                          opts.onOpen!(r.runs[0]);
-                        }}
-                        >open</a
-                      >`
-                    : nothing
-                }<br /><span class="muted">${r.group}</span>${r.exploratory ? html` <span class="exploratory-tag">exploratory</span>` : nothing}
-              </td>
-              <td class="num">${seedsText(r.seeds)}</td>
-              <td class="num">${intervalCell(r.eval_success, pct)}</td>
-              <td class="num diff">${diffCell(r)}</td>
-              <td class="num p">${pCell(r)}</td>
-              <td class="num mde">${mdeCell(r)}</td>
-              <td class="num seeds-needed">${seedsNeededCell(r)}</td>
-              <td class="num conditional">${conditionalCell(r)}</td>
-              <td class="num">${intervalCell(r.filler_abs_c, sig)}</td>
-              <td class="num">${intervalCell(r.reasoning_abs_c, sig)}</td>
-              <td class="num">${intervalCell(r.filler_reasoning_ratio, sig)}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
+              p_adj
+            </th>
+            <th class="num" title="minimum detectable effect of the run-level test: the smallest true difference it detects with 80 % power">MDE</th>
+            <th class="num" title="seeds per side the run-level test needs to detect --power-for's difference, or else the observed one, with 80 % power">
+              Seeds needed
+            </th>
+            <th
+              class="num"
+              title="conditional on these checkpoints: cluster bootstrap interval over instances and the exact sign-flip test's p; whether these trained policies differ on these instances, not whether the method trains better ones"
+            >
+              These checkpoints
+            </th>
+            <th
+              class="num"
+              title="the credit-assignment analysis: mean |c_A| of filler tokens, c_A = A·ℓ (the episode’s advantage times the log-prob; the heatmap’s c_Â uses the strategy’s Â), mean ± 95 % t half-width over seeds"
+            >
+              Filler |c|
+            </th>
+            <th class="num" title="the credit-assignment analysis: mean |c_A| of reasoning tokens, c_A = A·ℓ">Reasoning |c|</th>
+            <th class="num" title="filler |c| ÷ reasoning |c| per run, over seeds">Filler ÷ reas.</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${report.rows.map(
+            (r) =>
+              html`<tr
+                class="${r.baseline ? 'baseline' : r.significant ? 'significant' : r.verdict_withheld ? 'ns withheld' : 'ns'}${r.exploratory ? ' exploratory' : ''}"
+                data-group=${r.group}
+                title=${rowTitle(r, report)}
+              >
+                <td>
+                  ${r.label !== '—' ? r.label : r.group}${
+                    opts.onOpen
+                      ? html` <a
+                          href="#"
+                          class="open-group"
+                          title="open this group's first run"
+                          @click=${(e: Event) => {
+                            e.preventDefault();
+                            opts.onOpen!(r.runs[0]);
+                          }}
+                          >open</a
+                        >`
+                      : nothing
+                  }<br /><span class="muted">${r.group}</span>${r.exploratory ? html` <span class="exploratory-tag">exploratory</span>` : nothing}
+                </td>
+                <td class="num">${seedsText(r.seeds)}</td>
+                <td class="num">${intervalCell(r.eval_success, pct)}</td>
+                <td class="num diff">${diffCell(r)}</td>
+                <td class="num p">${pCell(r)}</td>
+                <td class="num mde">${mdeCell(r)}</td>
+                <td class="num seeds-needed">${seedsNeededCell(r)}</td>
+                <td class="num conditional">${conditionalCell(r)}</td>
+                <td class="num">${intervalCell(r.filler_abs_c, sig)}</td>
+                <td class="num">${intervalCell(r.reasoning_abs_c, sig)}</td>
+                <td class="num">${intervalCell(r.filler_reasoning_ratio, sig)}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>
     <p class="muted compare-note">
       ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}. The verdict has the training run as its unit:
       Δ and p_adj come from a two-way t test whose noise is the run-to-run variance over seeds plus the instances

@@ -825,6 +825,21 @@ scenario(
     await count.waitFor({ timeout: 60_000 });
     const total = Number(await count.innerText());
     log(`browse: ${total} episodes`);
+    // with the side bar open, the completion gets the free width: at least 40 characters of its own font
+    const widths = await frame
+      .locator('.row .snippet')
+      .first()
+      .evaluate((el) => {
+        const probe = document.createElement('span');
+        probe.style.font = getComputedStyle(el).font;
+        probe.textContent = 'x'.repeat(40);
+        document.body.append(probe);
+        const forty = probe.getBoundingClientRect().width;
+        probe.remove();
+        return { cell: el.getBoundingClientRect().width, forty };
+      });
+    log(`completion column with the side bar open: ${Math.round(widths.cell)} px (40 characters: ${Math.round(widths.forty)} px)`);
+    assert.ok(widths.cell >= widths.forty, `the completion column is ${Math.round(widths.cell)} px, under 40 characters`);
     // the view gets the window's width for its pictures
     await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
     assert.ok(total >= 16, 'every logged episode');
@@ -862,7 +877,10 @@ scenario(
       .first()
       .evaluate((r) => ({ step: r.dataset.step, episode: r.dataset.episode, snippet: r.querySelector('.snippet').innerText }));
     const snippet = first.snippet;
-    await frame.locator(`.row[data-step="${first.step}"][data-episode="${first.episode}"] a.show-text`).click();
+    // a row's links show while it is hovered
+    const firstRow = frame.locator(`.row[data-step="${first.step}"][data-episode="${first.episode}"]`);
+    await firstRow.hover();
+    await firstRow.locator('a.show-text').click();
     const completion = frame.locator('.detail pre.completion-text');
     await completion.waitFor({ timeout: 30_000 });
     const whole = await completion.innerText();
@@ -947,7 +965,8 @@ scenario(
     await frame.locator('#where').fill('not zero_var');
     await frame.locator('#where').press('Enter');
     for (let i = 0; i < 50 && (await frame.locator('.row .status').allInnerTexts()).some((x) => x.includes('=')); i++) await sleep(200);
-    await frame.locator('.row .links a', { hasText: 'group' }).first().click();
+    await frame.locator('.row').first().hover();
+    await frame.locator('.row').first().locator('.links a', { hasText: 'group' }).click();
     const members = frame.locator('.group .member');
     await members.first().waitFor({ timeout: 30_000 });
     const n = await members.count();

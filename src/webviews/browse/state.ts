@@ -3,7 +3,8 @@
 import { DEFAULT_QUERY, type BrowseQuery, type BrowseResult } from '../../protocol/browse_view';
 
 /** One row of the episode table, in pixels: the table draws only the rows in view. */
-export const ROW_H = 24;
+/** A row's height: the fixed columns on one line, the completion on up to three (browse.css's .row). */
+export const ROW_H = 56;
 
 export interface BrowseState {
   runDir: string;
