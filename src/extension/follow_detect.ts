@@ -1,6 +1,6 @@
 // Which trainer writes a folder, from the files it already holds, for Follow a Training Run…'s picker. No vscode: a
 // unit test reads folders laid out as each trainer lays them out.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import type { ImportFormat } from '../protocol/import_formats';
 
@@ -22,4 +22,38 @@ export function detectFollowFormat(dir: string): ImportFormat | null {
   if (names.some((n) => /^completions(_\d+)?\.(parquet|jsonl)$/.test(n)) || has('completions')) return 'trl';
   if (names.some((n) => /^\d+\.jsonl$/.test(n))) return 'verl';
   return null;
+}
+
+/** Folders a walk never enters: tools' own, and Credit Lens' runs (a run is opened, not followed). */
+const SKIPPED = new Set(['node_modules', 'runs', '__pycache__', 'site-packages', 'wandb']);
+
+/**
+ * The folders under `root` (down to `maxDepth`, hidden ones and SKIPPED left out) that a trainer already writes to,
+ * shallowest first, with the format each holds. A found folder is not searched further: its own subfolders are its
+ * steps. The walk stops after `maxFolders` folders, so a large workspace costs a bounded look.
+ */
+export function findTrainerFolders(root: string, { maxDepth = 3, maxFolders = 2000 } = {}): { dir: string; format: ImportFormat }[] {
+  const found: { dir: string; format: ImportFormat }[] = [];
+  let level = [root];
+  let seen = 0;
+  for (let depth = 0; depth <= maxDepth && level.length; depth++) {
+    const next: string[] = [];
+    for (const dir of level) {
+      if (++seen > maxFolders) return found;
+      const format = depth > 0 ? detectFollowFormat(dir) : null;
+      if (format) {
+        found.push({ dir, format });
+        continue;
+      }
+      let entries: Dirent[];
+      try {
+        entries = readdirSync(dir, { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      for (const e of entries) if (e.isDirectory() && !e.name.startsWith('.') && !SKIPPED.has(e.name)) next.push(join(dir, e.name));
+    }
+    level = next.sort();
+  }
+  return found;
 }

@@ -8,13 +8,13 @@ import { formatCount } from '../protocol/number_format';
 import { IMPORT_FORMAT_DEFS, carriesTokens, type ImportFormat } from '../protocol/import_formats';
 import { WARM_START_DIR } from '../protocol/index';
 import { existsSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import * as vscode from 'vscode';
 import { listCheckpoints } from '../engine/rundir/checkpoint';
 import type { Ctx } from './ctx';
 import { findConfigs, findRuns, runRoots } from './discovery';
 import { followArgs, importArgs } from './engine_cli';
-import { detectFollowFormat } from './follow_detect';
+import { detectFollowFormat, findTrainerFolders } from './follow_detect';
 import { withCancellableProgress } from './progress';
 import { UNTRUSTED_MESSAGE } from './runs';
 
@@ -139,12 +139,35 @@ export function stopFollows(): void {
   for (const c of follows) c.abort();
 }
 
+/**
+ * The folder to follow: one the workspace's trainers already write to, taken in one click, else the folder dialog
+ * (whose first click on a folder opens it rather than choosing it).
+ */
+async function pickFollowSource(arg: unknown): Promise<string | null> {
+  const dialog = () =>
+    pickSource(arg, {
+      files: false,
+      openLabel: 'Follow',
+      title: "Follow a Training Run: the trainer's rollout folder (veRL, its Credit Lens shards, prime-rl, TRL)",
+    });
+  const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  if (arg instanceof vscode.Uri || !root || !vscode.workspace.isTrusted) return dialog();
+  const found = findTrainerFolders(root);
+  if (!found.length) return dialog();
+  const label = (f: ImportFormat) => IMPORT_FORMAT_DEFS.find((d) => d.id === f)?.label ?? f;
+  const pick = await vscode.window.showQuickPick(
+    [
+      ...found.map((f) => ({ label: `$(folder) ${relative(root, f.dir)}`, description: label(f.format), dir: f.dir as string | null })),
+      { label: '$(folder-opened) Another folder…', description: 'choose it in the folder dialog', dir: null },
+    ],
+    { title: "Follow a Training Run: the trainer's rollout folder", placeHolder: 'folders of this workspace a trainer writes to' },
+  );
+  if (!pick) return null;
+  return pick.dir ?? dialog();
+}
+
 export async function followRunCommand(ctx: Ctx, arg?: unknown): Promise<void> {
-  const source = await pickSource(arg, {
-    files: false,
-    openLabel: 'Follow',
-    title: "Follow a Training Run: the trainer's rollout folder (veRL, its Credit Lens shards, prime-rl, TRL)",
-  });
+  const source = await pickFollowSource(arg);
   if (!source) return;
   // what the folder already holds says what writes it: that trainer first, so a folder whose format carries its own
   // log-probs is never asked for a scoring model

@@ -44,20 +44,6 @@ export function startedShort(started: string): string {
 }
 
 /**
- * The names a config's runs are shown by: each without the part every run of the config shares, cut at a '-' (a
- * sweep's runs are named `<config>-<strategy and values>`, so "countdown-short-entropy_mask-mp80-seed2" shows as
- * "entropy_mask-mp80-seed2"); a config with one name keeps it whole.
- */
-export function shortRunNames(names: readonly string[]): string[] {
-  const distinct = [...new Set(names)];
-  if (distinct.length < 2) return [...names];
-  let prefix = distinct[0];
-  for (const n of distinct) while (prefix && !n.startsWith(prefix)) prefix = prefix.slice(0, -1);
-  prefix = prefix.slice(0, prefix.lastIndexOf('-') + 1);
-  return names.map((n) => n.slice(prefix.length) || n);
-}
-
-/**
  * A shared SFT warm start is no experiment of its own: it goes under the config whose runs start from it (the first
  * such, by run.json's warm_start), marked to be shown as "shared warm start", and its own group goes if that leaves it
  * empty and no config file holds it.

@@ -76,6 +76,8 @@ export class MetricChart {
   private plot: uPlot | null = null;
   private signature = '';
   private data: AlignedChart = { x: [], columns: [], bands: [] };
+  /** The y axis's labels as last drawn: a canvas says nothing to a screen reader, so the host's label does. */
+  private yTicks: string[] = [];
 
   constructor(
     private readonly host: HTMLElement,
@@ -157,12 +159,21 @@ export class MetricChart {
       legend: { show: true, live: true },
       // One cursor across every chart of the page: the step under the mouse is read off all of them at once.
       cursor: { drag: { x: true, y: false }, points: { size: 6 }, sync: { key: CURSOR_SYNC, setSeries: false } },
-      hooks: { drawAxes: [(u) => this.underlay(u)] },
+      hooks: { drawAxes: [(u) => this.underlay(u)], draw: [() => this.describe()] },
     };
+  }
+
+  /** "Loss: y axis −0.0025 to 0.005 (−0.0025, 0, 0.0025, 0.005)", on the chart's host, read by screen readers. */
+  private describe(): void {
+    if (!this.yTicks.length) return;
+    const label = `${this.spec.title}: y axis ${this.yTicks[0]} to ${this.yTicks[this.yTicks.length - 1]} (${this.yTicks.join(', ')})`;
+    this.host.setAttribute('role', 'img');
+    if (this.host.getAttribute('aria-label') !== label) this.host.setAttribute('aria-label', label);
   }
 
   /** The y axis's width in CSS pixels: its widest tick label in the axis font, plus the tick and a gap. */
   private gutter(u: uPlot, values: string[] | null): number {
+    this.yTicks = values ?? [];
     if (!values?.length) return 40;
     const ctx = u.ctx;
     ctx.save();

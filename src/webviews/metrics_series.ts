@@ -117,15 +117,6 @@ const ATTRIBUTION_CHARTS: readonly ChartSpec[] = [
 /** metrics.jsonl keys that are bookkeeping, not curves. */
 const NOT_CHARTED = new Set(['step', 'phase', 'step_time_s', 'skipped', 'reward_std', EVAL_REWARD_KEY]);
 
-/**
- * What names each run in a comparison's legends and CSV headers: its config name when the compared runs'
- * names differ (short, and what the user chose), else the run directory's unique id.
- */
-export function runLabels(runs: readonly { id: string; name: string }[]): string[] {
-  const names = runs.map((r) => r.name);
-  return new Set(names).size === names.length ? names : runs.map((r) => r.id);
-}
-
 /** Where a row sits on the shared x axis: GRPO steps as they are, SFT steps counted back from GRPO step 0. */
 export function xOf(row: Pick<MetricsRow, 'step' | 'phase'>, sftSteps: number): number {
   return row.phase === 'sft' ? row.step - sftSteps - 1 : row.step;

@@ -131,6 +131,30 @@ scenario(
     if (clipped.length && clipped.every((v) => v === 0))
       assert.match(await frame.locator('section.chart[data-chart="clip_frac"] .empty-state').innerText(), /^Nothing clipped: .*on-policy/);
     else assert.ok(!clipCard.empty, 'a clip fraction that moved is drawn');
+    // The Loss chart's y axis is as wide as its widest label, so a negative loss keeps its minus sign: the plot area
+    // starts right of every label, each measured in the axis font (the labels are the host's accessible name).
+    assert.ok(
+      rows.some((r) => r.phase === 'grpo' && r.loss < 0),
+      'tiny logs a negative GRPO loss (the seeded run this check needs)',
+    );
+    const lossAxis = await frame.locator('section.chart[data-chart="loss"] [role="img"]').evaluate((host) => {
+      const ticks = /\((.*)\)$/.exec(host.getAttribute('aria-label'))[1].split(', ');
+      const cs = getComputedStyle(document.body);
+      const ctx = document.createElement('canvas').getContext('2d');
+      ctx.font = `${Math.max(10, parseFloat(cs.getPropertyValue('--vscode-font-size') || '13') - 2)}px ${cs.getPropertyValue('--vscode-font-family') || 'sans-serif'}`;
+      return {
+        label: host.getAttribute('aria-label'),
+        ticks,
+        left: host.querySelector('.u-over').offsetLeft,
+        widest: Math.max(...ticks.map((t) => ctx.measureText(t).width)),
+      };
+    });
+    log(`loss axis: ${lossAxis.label}; plot starts at ${lossAxis.left} px, widest label ${lossAxis.widest.toFixed(1)} px`);
+    assert.ok(
+      lossAxis.ticks.some((t) => /^-\d/.test(t)),
+      `a negative tick: ${lossAxis.ticks}`,
+    );
+    assert.ok(lossAxis.left >= lossAxis.widest, 'the gutter holds the widest label');
     // The reward chart holds one point per GRPO step (the eval's greedy reward is kept off it), and so does the loss chart.
     assert.equal(charts.find((c) => c.id === 'reward').points, grpoRows);
     assert.equal(charts.find((c) => c.id === 'loss').points, grpoRows);
@@ -248,6 +272,10 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   const names = await entries.evaluateAll((es) => es.map((e) => e.dataset.run));
   log(`legend: ${names.join(', ')}`);
   assert.ok(names.some((n) => /^tiny-\d{8}/.test(n)) && names.some((n) => /^tiny-attr-\d{8}/.test(n)), `${names}`);
+  // the legend names the runs by what tells them apart, and the tab counts them, neither by a folder's timestamp
+  const shown = await entries.evaluateAll((es) => es.map((e) => e.querySelector('a').textContent.trim()));
+  assert.deepEqual(shown.sort(), ['tiny', 'tiny-attr']);
+  await page.locator('.tab', { hasText: /Compare: tiny(-attr)? vs tiny(-attr)?(?!-\d)/ }).waitFor({ timeout: 5_000 });
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   await sleep(800);
   const charts = await chartState(frame);
@@ -292,7 +320,8 @@ scenario('two runs selected in the Runs tree compare with a legend entry each; a
   assert.match(await frame.locator('section.significance .compare-note').innerText(), /at step 8\b/);
   const offered = await picker.evaluate((s) => [...s.options].map((o) => o.text));
   log(`step picker: ${offered.join(' | ')}`);
-  assert.deepEqual(offered.slice(1), ['GRPO step 8', 'GRPO step 4', 'step 0 (the warm starts)']);
+  // step 8 once: the first option names it
+  assert.deepEqual(offered.slice(1), ['GRPO step 4', 'step 0 (the warm starts)']);
   // At step 0 both runs are their SFT warm starts: the table says so and bolds nothing.
   await picker.selectOption('0');
   await frame.locator('section.significance .compare-note', { hasText: 'at step 0' }).waitFor({ timeout: 120_000 });

@@ -27,6 +27,7 @@ import {
   sleep,
   startVsCode,
   waitForRow,
+  widenSidebar,
 } from './harness.mjs';
 
 let vs;
@@ -44,12 +45,37 @@ scenario('▶ Run on a config: the Runs tree shows it running, then completed, a
   await codeLens(page, '▶ Run').waitFor({ timeout: 60_000 });
   await shot(page, '01-codelens');
   await clickCodeLens(page, '▶ Run');
-  await showRunsView(page);
+  // at the side bar's default width: the row must show its status and reward there, not past the edge
+  await showRunsView(page, { widen: false });
   const running = await waitForRow(page, /^tiny-\d{8}-\d{6}, running\b/, 60_000);
   log(`tree: ${running}`);
   await shot(page, '02-run-running');
   const done = await waitForRow(page, /^tiny-\d{8}-\d{6}.*\bcompleted\b.*12\/12/, 180_000);
   log(`tree: ${done}`);
+  const visible = await page
+    .locator('.sidebar .pane-body')
+    .getByRole('treeitem', { name: /^tiny-\d{8}/ })
+    .first()
+    .evaluate((row) => {
+      const pane = row.closest('.pane-body').getBoundingClientRect();
+      const desc = row.querySelector('.label-description');
+      const r = desc.getBoundingClientRect();
+      // the characters of the description that lie inside the pane: a Range per character, as the eye reads them
+      const text = desc.firstChild;
+      let shown = '';
+      for (let i = 0; i < text.length; i++) {
+        const range = document.createRange();
+        range.setStart(text, i);
+        range.setEnd(text, i + 1);
+        const c = range.getBoundingClientRect();
+        if (c.right <= pane.right && c.right <= desc.parentElement.getBoundingClientRect().right) shown += text.data[i];
+      }
+      return { width: Math.round(pane.width), label: row.querySelector('.label-name').textContent, shown, right: r.right, paneRight: pane.right };
+    });
+  log(`at the default width (${visible.width} px) the row reads "${visible.label}" and "${visible.shown}"`);
+  assert.equal(visible.label, 'tiny', 'the row is labelled by the run name, its date is in the description');
+  assert.match(visible.shown, /^completed · reward -?\d\.\d{3}/, 'status, steps and reward visible at the default width');
+  await widenSidebar(page);
   // the finished run says so, with the two views to open next
   const toast = await notification(page, /tiny completed\. Greedy eval success [\d.]+% → [\d.]+% at step 12\./, 30_000);
   for (const b of ['Open Dashboard', 'Browse Rollouts']) await toast.locator('.monaco-button', { hasText: b }).waitFor({ timeout: 5_000 });
@@ -434,7 +460,8 @@ scenario('a 2-run sweep completes; its summary table shows both rows, sorts, ope
   const selected = page.locator('.sidebar .pane-body .monaco-list-row.selected');
   // the row by its accessible name, the folder's (it shows the sweep run's short name)
   await selected.and(page.getByRole('treeitem', { name: new RegExp(`^${second}-\\d{8}`) })).waitFor({ timeout: 15_000 });
-  const dashboardTab = page.locator('.tab', { hasText: `Dashboard: ${second}-` });
+  // the tab says the run's name and start time, not its folder's timestamp
+  const dashboardTab = page.locator('.tab', { hasText: new RegExp(`Dashboard: ${second} \\d\\d:\\d\\d`) });
   await dashboardTab.waitFor({ timeout: 15_000 });
   await dashboardTab.locator('.codicon-close').click();
   await dashboardTab.waitFor({ state: 'detached', timeout: 10_000 });

@@ -309,7 +309,7 @@ export async function openSweepDialog(page, config, { wholeWindow = false, timeo
  * The Credit Lens side bar. Through the palette rather than the activity-bar icon: clicking the icon of a
  * container that is already showing (▶ Run focuses it) would close it.
  */
-export async function showRunsView(page) {
+export async function showRunsView(page, { widen = true } = {}) {
   const title = page.locator('.part.sidebar .title-label', { hasText: /credit lens/i });
   if (
     !(await title.waitFor({ timeout: 3_000 }).then(
@@ -320,7 +320,7 @@ export async function showRunsView(page) {
     await palette(page, 'Credit Lens: Focus on Runs View', { pick: 'Focus on Runs View' });
     await title.waitFor({ timeout: 15_000 });
   }
-  await widenSidebar(page);
+  if (widen) await widenSidebar(page);
 }
 
 /** Drag the side bar's sash so run descriptions (status · step/total · reward · eval) are not cut off. */

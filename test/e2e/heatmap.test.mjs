@@ -14,6 +14,7 @@ import {
   WS,
   finishSuite,
   log,
+  notification,
   palette,
   paletteAndPick,
   prepareSuite,
@@ -797,6 +798,20 @@ scenario(
       assert.equal(record.sampler.api, 'sglang', "auto asked the server: SGLang's /model_info answered");
       assert.equal(record.sampler.url, url);
       assert.deepEqual(record.episodes, [episode]);
+      // The server gone: the failure says its cause first (the refused connection, not the engine's backend lines),
+      // with the setting to change one click away.
+      server.kill('SIGTERM');
+      await new Promise((r) => (server.exitCode !== null || server.signalCode !== null ? r() : server.once('exit', r)));
+      await editor.locator('.view-lines').click();
+      await palette(page, 'Credit Lens: Probe This Episode', { pick: 'Probe This Episode' });
+      await row.click({ timeout: 15_000 });
+      const failed = await notification(page, /probe failed/, 60_000);
+      const message = (await failed.locator('.notification-list-item-message').innerText()).trim();
+      log(`probe failure: ${message.replace(/\s+/g, ' ')}`);
+      assert.match(message.split('\n')[0], /^Credit Lens: probe failed: .*ECONNREFUSED/, 'the refused connection is the first line');
+      await failed.locator('.monaco-button', { hasText: 'Open Settings' }).waitFor({ timeout: 5_000 });
+      await failed.locator('.monaco-button', { hasText: 'Show Log' }).waitFor({ timeout: 5_000 });
+      await page.keyboard.press('Escape');
       await setServer('');
     } finally {
       server.kill('SIGTERM');

@@ -6,7 +6,7 @@ import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
 import {
@@ -44,9 +44,20 @@ async function importVia(page, path, model) {
 }
 
 /** Follow a Training Run… → type `path` into the folder dialog → pick the trainer row matching `format`. */
+/**
+ * Follow a Training Run… on a workspace folder a trainer already writes to: the command lists it, and one click on
+ * it goes on to the format (where a folder dialog's first click would open the folder instead).
+ */
 async function followVia(page, path, format) {
+  for (let i = 0; i < 100 && !readdirSync(path).length; i++) await sleep(100);
   await palette(page, 'Credit Lens: Follow a Training Run', { pick: 'Follow a Training Run' });
-  await pickPath(page, path, { dialogTitle: "the trainer's rollout folder", button: 'Follow', next: format });
+  const folderRow = page.locator('.quick-input-widget .monaco-list-row', { hasText: relative(WS, path) }).first();
+  await folderRow.waitFor({ timeout: 15_000 });
+  assert.match((await folderRow.innerText()).replace(/\s+/g, ' '), new RegExp(`${relative(WS, path)}\\s*${format}`), 'listed with its detected format');
+  await folderRow.click();
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: format }).first();
+  await page.locator('.quick-input-widget .quick-input-title', { hasText: 'what writes this folder?' }).waitFor({ timeout: 15_000 });
+  await row.click();
 }
 
 /** In code-server's simple file dialog, `path` typed and accepted; then the row matching `next` in the quick pick after it. */
@@ -275,6 +286,19 @@ scenario('Follow a Training Run… on a growing prime-rl folder: the run reads f
     log(`follow latency, step whole → its row in the Runs tree: ${latencies.map((x) => x.toFixed(1)).join(', ')} s`);
     // measured, not asserted (a timing): the closing notes report it
     assert.ok(latencies.length >= 2, 'steps became whole while the view watched');
+    // its hover says where it comes from and how far it has come, not a backend nor a line of dashes for evals
+    const runRow = page
+      .locator('.sidebar .pane-body')
+      .getByRole('treeitem', { name: /^import-prime-live-/ })
+      .first();
+    await runRow.hover();
+    const hover = page.locator('.monaco-hover:not(.hidden)', { hasText: 'following' }).first();
+    await hover.waitFor({ timeout: 15_000 });
+    const said = (await hover.innerText()).replace(/\s+/g, ' ');
+    log(`hover: ${said}`);
+    assert.match(said, /following .*prime-live \(prime\) · \d+ steps?, [\d,]+ completions · last update [^·]*\d\d:\d\d/);
+    assert.doesNotMatch(said, /backend|final eval/);
+    await page.mouse.move(5, 450);
     // its dashboard charts the import's reward and the trainer's own metrics, and grows with the next step
     await paletteAndPick(page, 'Credit Lens: Open Dashboard', /import-prime-live-/);
     const frame = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');

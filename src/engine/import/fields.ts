@@ -41,6 +41,11 @@ export function isObj(v: unknown): v is Obj {
 
 /** Field errors of one row: the message names the key and what it holds. */
 export class RowError extends Error {}
+/**
+ * A row that is not whole yet rather than wrong: a prime-rl trace whose ship annotation (the step that trained it) has
+ * not been written. A plain import skips it as a problem; a follow holds it until the annotation arrives.
+ */
+export class PendingRowError extends RowError {}
 export const show = (v: unknown) => (v === undefined ? 'nothing' : (JSON.stringify(v)?.slice(0, 60) ?? String(v)));
 
 export function text(o: Obj, key: string): string {

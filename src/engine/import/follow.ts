@@ -25,6 +25,7 @@ import {
 } from './formats';
 import { checkOptions, checkScorable, importConfig, Importer, type ImportOptions, type ImportResult } from './import';
 import { findTrainerMetrics, TrainerMetrics } from './trainer_metrics';
+import { annotationsKey, PRIME_STREAM, tracesDir } from './readers/prime_stream';
 
 export interface FollowOptions extends ImportOptions {
   /** end once nothing new has come for this many seconds (undefined: until stopped) */
@@ -46,6 +47,10 @@ interface FileState {
   settled: boolean;
   records: ImportedRecord[];
   problems: ImportProblem[];
+  /** rows not whole yet (a prime-rl trace before its ship annotation): read again when they may be, skipped at the end */
+  pending: ImportProblem[];
+  /** a trace stream's annotations as last read (prime_stream.ts annotationsKey): when they move, the stream is read again */
+  annotations?: string;
 }
 
 const SETTLE_MS = 10_000;
@@ -127,11 +132,20 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
       files.delete(f);
       changed = true;
     }
+    const annotationsOf = new Map<string, string>();
     for (const f of names) {
       const st = statSync(f, { throwIfNoEntry: false });
       if (!st) continue;
       const prev = files.get(f);
-      const moved = !prev || prev.size !== st.size || prev.mtimeMs !== st.mtimeMs;
+      // a prime-rl trace stream's lines are whole only with their annotations, written beside it later
+      let annotations: string | undefined;
+      if (PRIME_STREAM.test(f)) {
+        const dir = tracesDir(f);
+        if (!annotationsOf.has(dir)) annotationsOf.set(dir, annotationsKey(dir));
+        annotations = annotationsOf.get(dir);
+      }
+      const annotated = !!prev && prev.annotations !== annotations;
+      const moved = !prev || prev.size !== st.size || prev.mtimeMs !== st.mtimeMs || annotated;
       // a file that changed is read whole up to its last newline; once it has settled, once more with any last line
       // that never ended (a problem then, as in a plain import)
       const settling = !moved && !prev.settled && now - prev.changedAt >= settleMs;
@@ -148,7 +162,21 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
       }
       // a file first seen is as old as its last write: one written long before the follow started has settled
       const changedAt = !prev ? Math.min(now, st.mtimeMs) : moved ? now : prev.changedAt;
-      files.set(f, { size: st.size, mtimeMs: st.mtimeMs, changedAt, settled: !moved, records, problems });
+      const pending = problems.filter((p) => p.pending);
+      if (pending.length && !prev?.pending.length) {
+        const one = pending.length === 1;
+        say(`${shown}: ${pending.length} row${one ? ' waits for its' : 's wait for their'} annotations (${pending[0].reason}); read again as they arrive`);
+      }
+      files.set(f, {
+        size: st.size,
+        mtimeMs: st.mtimeMs,
+        changedAt,
+        settled: !moved,
+        records,
+        problems: problems.filter((p) => !p.pending),
+        pending,
+        annotations,
+      });
       if (moved) changed = true;
     }
     return changed;
@@ -256,6 +284,8 @@ export async function followImport(o: FollowOptions): Promise<ImportResult> {
           : `import --follow: no whole step arrived in ${source} within ${o.untilIdle} s; nothing was imported`,
       );
     }
+    // rows still waiting when the follow ends are skipped, as a plain import skips them
+    for (const st of files.values()) imp.problems.push(...st.pending.map(({ pending: _, ...p }) => p));
     imp.info.imported = { ...imp.info.imported!, following: false };
     return imp.complete();
   } catch (e) {

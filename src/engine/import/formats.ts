@@ -2,15 +2,16 @@
 // their order, each file's rows read (JSONL, a W&B table, CSV), the format detected, and each row made records by its
 // format's reader (readers/: veRL, TRL, prime-rl, plain JSONL, one file each). A record that cannot be read is reported
 // with its file and line and skipped, and the reading goes on.
-import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { basename, extname, join, relative } from 'node:path';
+import { readdirSync, realpathSync, statSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
 import { UserError } from '../core/errors';
 import { readCsv } from './csv';
-import { RowError, fileStep, isObj, type ImportedRecord, type Obj } from './fields';
+import { PendingRowError, RowError, fileStep, isObj, type ImportedRecord, type Obj } from './fields';
 export type { ImportedRecord, ImportedTokens } from './fields';
 import { IMPORT_READERS, importReader } from './readers/catalog';
 import { PRIME_EXTRA_COLUMNS, PRIME_TRACES } from './readers/prime';
 import { PRIME_STREAM } from './readers/prime_stream';
+import { dataExtension, isCompressed, readDataText, withoutSealedTwins } from './compressed';
 
 import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
 export { IMPORT_FORMATS, type ImportFormat };
@@ -20,6 +21,8 @@ export interface ImportProblem {
   file: string;
   line: number;
   reason: string;
+  /** the row may become whole (PendingRowError): a follow reads it again rather than skipping it */
+  pending?: boolean;
 }
 
 export interface ReadResult {
@@ -29,6 +32,7 @@ export interface ReadResult {
   problems: ImportProblem[];
 }
 
+// .jsonl.zst: prime-rl's sealed trace-stream chunks (compressed.ts)
 // .parquet: TRL's GRPOTrainer (1.x) writes its completions table as <output_dir>/completions/completions_NNNNN.parquet
 const DATA_EXT = new Set(['.jsonl', '.json', '.csv', '.parquet']);
 const MAX_FILES = 100_000;
@@ -49,7 +53,7 @@ export function listImportFiles(source: string, problems?: ImportProblem[]): str
     throw new UserError(`import: cannot read ${source}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or folder' : (e as Error).message}`);
   }
   if (st.isFile()) return [source];
-  const out: string[] = [];
+  let out: string[] = [];
   // links are followed (a folder of links to each run's output is common); a folder is walked once, by its real path,
   // so a link back up the tree ends there
   const seen = new Set<string>([realpathSync(source)]);
@@ -76,7 +80,7 @@ export function listImportFiles(source: string, problems?: ImportProblem[]): str
         }
         seen.add(real);
         walk(p);
-      } else if (isFile && DATA_EXT.has(extname(e.name).toLowerCase())) {
+      } else if (isFile && DATA_EXT.has(dataExtension(e.name)) && !(isCompressed(e.name) && dataExtension(e.name) !== '.jsonl')) {
         const real = realpathSync(p);
         if (seen.has(real)) {
           problems?.push({ file: relativeTo(source, p), line: 0, reason: `a link to a file already read (${real}): read once` });
@@ -89,6 +93,7 @@ export function listImportFiles(source: string, problems?: ImportProblem[]): str
     }
   };
   walk(source);
+  out = withoutSealedTwins(out);
   if (!out.length) throw new UserError(`import: no .jsonl, .json, .csv or .parquet files under ${source}`);
   // A prime-rl output folder also holds logs and configs: when it has token exports, those are the rollouts.
   const exports = out.filter((f) => /(^|[/\\])token_exports[/\\]/.test(relativeTo(source, f)));
@@ -162,7 +167,7 @@ async function parquetRows(path: string, shown: string, problems: ImportProblem[
 
 /** The rows of a data file: JSONL lines, a W&B table's rows, or CSV rows (header → keys). Bad lines are problems. */
 export async function readRows(path: string, shown: string, problems: ImportProblem[], o: { wholeLinesOnly?: boolean } = {}): Promise<Row[]> {
-  const ext = extname(path).toLowerCase();
+  const ext = dataExtension(path);
   if (ext === '.parquet') return parquetRows(path, shown, problems);
   if (ext === '.csv') {
     // streamed from the file: a CSV export can be larger than the text a string may hold
@@ -174,7 +179,7 @@ export async function readRows(path: string, shown: string, problems: ImportProb
   }
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readDataText(path);
   } catch (e) {
     problems.push({ file: shown, line: 0, reason: `cannot read the file: ${(e as Error).message}` });
     return [];
@@ -206,8 +211,6 @@ export async function readRows(path: string, shown: string, problems: ImportProb
     problems.push({ file: shown, line: 1, reason: 'a .json file must be a W&B table ({"columns": [...], "data": [[...]]}) or an array of objects' });
     return [];
   }
-  // a file still being written (import --follow): its last line counts once it ends
-  if (o.wholeLinesOnly) text = text.slice(0, text.lastIndexOf('\n') + 1);
   // a file still being written (import --follow): its last line counts once it ends
   if (o.wholeLinesOnly) text = text.slice(0, text.lastIndexOf('\n') + 1);
   const rows: Row[] = [];
@@ -276,7 +279,7 @@ export function recordsOf(rows: Row[], fmt: ImportFormat, path: string, shown: s
       for (const rec of recs) records.push({ file: shown, line: r.line, ...rec });
     } catch (e) {
       if (!(e instanceof RowError)) throw e;
-      problems.push({ file: shown, line: r.line, reason: e.message });
+      problems.push({ file: shown, line: r.line, reason: e.message, ...(e instanceof PendingRowError ? { pending: true } : {}) });
     }
   }
   return records;

@@ -10,6 +10,7 @@ import { CancelledError, type EngineCli } from '../engine_cli';
 import { WebviewPanelHost } from '../webview';
 import { pickRunDir } from '../pick';
 import { safeFileName } from './run_data';
+import { runTabName } from '../../protocol/run_names';
 
 export const ANALYSIS_VIEW_TYPE = 'creditLens.creditAnalysis';
 
@@ -36,7 +37,7 @@ export class AnalysisPanel extends WebviewPanelHost<AnalysisProtocol> {
       if (opts.baselineDir) existing.setBaseline(opts.baselineDir);
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(ANALYSIS_VIEW_TYPE, `Credit analysis: ${basename(runDir)}`, vscode.ViewColumn.Active, {
+    const panel = vscode.window.createWebviewPanel(ANALYSIS_VIEW_TYPE, `Credit analysis: ${runTabName(basename(runDir))}`, vscode.ViewColumn.Active, {
       enableScripts: true,
     });
     return new AnalysisPanel(panel, deps, { runDir, from: null, to: null, baselineDir: opts.baselineDir ?? null });

@@ -7,6 +7,7 @@ import { browseChecks, DEFAULT_QUERY, emptyResult, type BrowsePanelState, type B
 import type { QueryClient } from '../worker_client';
 import { WebviewPanelHost } from '../webview';
 import { safeFileName } from './run_data';
+import { runTabName } from '../../protocol/run_names';
 
 export const BROWSE_VIEW_TYPE = 'creditLens.browseRollouts';
 
@@ -27,7 +28,9 @@ export class BrowsePanel extends WebviewPanelHost<BrowseProtocol> {
       existing.panel.reveal(undefined, false);
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(BROWSE_VIEW_TYPE, `Rollouts: ${basename(runDir)}`, vscode.ViewColumn.Active, { enableScripts: true });
+    const panel = vscode.window.createWebviewPanel(BROWSE_VIEW_TYPE, `Rollouts: ${runTabName(basename(runDir))}`, vscode.ViewColumn.Active, {
+      enableScripts: true,
+    });
     return new BrowsePanel(panel, deps, { runDir, ...DEFAULT_QUERY });
   }
 

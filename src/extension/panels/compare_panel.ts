@@ -6,6 +6,7 @@ import { readRunInfo } from '../../engine/rundir/rundir';
 import type { MetricsComparison, MetricsPanelState } from '../../protocol/metrics_view';
 import { isTraining } from '../run_status';
 import { MetricsPanel, stateRunDirs, type PanelDeps } from './metrics_panel';
+import { runLegendNames } from '../../protocol/run_names';
 
 export const COMPARE_VIEW_TYPE = 'creditLens.compareRuns';
 
@@ -21,7 +22,7 @@ export class ComparePanel extends MetricsPanel {
       existing.panel.reveal(undefined, false);
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(COMPARE_VIEW_TYPE, 'Compare runs', vscode.ViewColumn.Active, { enableScripts: true });
+    const panel = vscode.window.createWebviewPanel(COMPARE_VIEW_TYPE, `Compare ${dirs.length} runs`, vscode.ViewColumn.Active, { enableScripts: true });
     return new ComparePanel(panel, deps, dirs);
   }
 
@@ -99,7 +100,8 @@ export class ComparePanel extends MetricsPanel {
   }
 
   protected retitle(): void {
-    const names = this.runDirs.map((d) => basename(d));
+    // the names the legend shows: what tells the runs apart, not their folders' timestamps
+    const names = runLegendNames(this.runDirs.map((d) => ({ id: basename(d), name: readRunInfo(d)?.name ?? basename(d) })));
     this.panel.title = names.length <= 2 ? `Compare: ${names.join(' vs ')}` : `Compare ${names.length} runs`;
   }
 

@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import type { MetricsPanelState } from '../../protocol/metrics_view';
 import { ComparePanel } from './compare_panel';
 import { MetricsPanel, stateRunDirs, type PanelDeps } from './metrics_panel';
+import { runTabName } from '../../protocol/run_names';
 
 export const DASHBOARD_VIEW_TYPE = 'creditLens.dashboard';
 
@@ -18,7 +19,7 @@ export class DashboardPanel extends MetricsPanel {
     }
     const panel = vscode.window.createWebviewPanel(
       DASHBOARD_VIEW_TYPE,
-      `Dashboard: ${basename(runDir)}`,
+      `Dashboard: ${runTabName(basename(runDir))}`,
       { viewColumn: column, preserveFocus },
       { enableScripts: true },
     );

@@ -9,7 +9,8 @@ import { html, render } from 'lit';
 import { metricsChecks, type MetricsProtocol } from '../../protocol/metrics_view';
 import { onThemeChange, readTheme } from '../charts';
 import { adoptCss, connect, type Host } from '../ipc';
-import { pointsOf, runLabels, upsertRow } from '../metrics_series';
+import { runLegendNames } from '../../protocol/run_names';
+import { pointsOf, upsertRow } from '../metrics_series';
 import css from '../metrics_view.css';
 import baseCss from '../base.css';
 import { dashboardActions } from './actions';
@@ -56,7 +57,7 @@ export function mountDashboard(): void {
     if (m.method === 'metrics/init') {
       state.mode = m.params.mode;
       state.runs = m.params.runs.map((data) => ({ data, points: pointsOf(data.rows, data.sftSteps) }));
-      state.labels = state.mode === 'compare' ? runLabels(state.runs.map((r) => r.data)) : state.runs.map((r) => r.data.id);
+      state.labels = state.mode === 'compare' ? runLegendNames(state.runs.map((r) => r.data)) : state.runs.map((r) => r.data.id);
       grid.clear();
       host.setState({ mode: state.mode, runDirs: state.runs.map((r) => r.data.runDir), view: state.view });
       repaint([]);

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { detectFollowFormat } from '../../../src/extension/follow_detect';
+import { detectFollowFormat, findTrainerFolders } from '../../../src/extension/follow_detect';
 
 function folder(files: string[]): string {
   const dir = mkdtempSync(join(tmpdir(), 'cl-detect-'));
@@ -25,4 +25,24 @@ test("a folder's trainer from the paths it writes; an empty or unknown folder is
   assert.equal(detectFollowFormat(folder([])), null);
   assert.equal(detectFollowFormat(folder(['notes.txt'])), null);
   assert.equal(detectFollowFormat(join(tmpdir(), 'cl-no-such-folder')), null);
+});
+
+test("the workspace's trainer folders, shallowest first; runs/, hidden and tool folders left out, a found folder not entered", () => {
+  const root = folder([
+    'outputs/prime-live/monitors/file/traces/stream.jsonl',
+    'outputs/prime-live/rollouts/step_1/train/all/traces.jsonl',
+    'verl_dump/1.jsonl',
+    'deep/a/b/c/d/1.jsonl',
+    'runs/import-x/step_1.jsonl',
+    '.cache/1.jsonl',
+    'node_modules/pkg/1.jsonl',
+    'notes/readme.txt',
+  ]);
+  const found = findTrainerFolders(root).map((f) => [f.dir.slice(root.length + 1), f.format]);
+  assert.deepEqual(found, [
+    ['verl_dump', 'verl'],
+    ['outputs/prime-live', 'prime'],
+  ]);
+  assert.deepEqual(findTrainerFolders(root, { maxFolders: 2 }).length, 0, 'the walk stops at its bound');
+  assert.deepEqual(findTrainerFolders(join(root, 'no-such')), []);
 });

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import type { RunInfo } from '../../../src/protocol/index';
 import assert from 'node:assert/strict';
-import { isEnded, isTraining, timesOf, type LiveStatus, placeWarmStarts, shortRunNames, startedShort } from '../../../src/extension/run_status';
+import { isEnded, isTraining, timesOf, type LiveStatus, placeWarmStarts, startedShort } from '../../../src/extension/run_status';
+import { runLegendNames, runTabName, shortRunNames } from '../../../src/protocol/run_names';
 
 test('each status is training, ended, or queued: never two of them', () => {
   // The statuses of LiveStatus, each classed by hand from runs.ts' state machine.
@@ -75,4 +76,27 @@ test('a shared warm start goes under the config whose runs start from it, shown 
   const alone = new Map([[own.key, { ...own, runs: [run(warm)] }]]);
   placeWarmStarts(alone);
   assert.equal(alone.get(own.key)!.runs[0].warmStart, true);
+});
+
+test('tabs and legends: a stamped folder reads "name HH:MM"; runs shown together by their short names, else their times', () => {
+  assert.equal(runTabName('tiny-20261129-125107'), 'tiny 12:51');
+  assert.equal(runTabName('tiny-20261129-125107', { withDay: true }), 'tiny 29 Nov 12:51');
+  assert.equal(runTabName('countdown-short-none-seed2-20260101-000100'), 'countdown-short-none-seed2 00:01');
+  assert.equal(runTabName('prime-import'), 'prime-import', 'a folder the engine did not name is kept');
+  const a = { id: 'tiny-20260101-000000', name: 'tiny' };
+  const b = { id: 'tiny-oc-20260101-000100', name: 'tiny-oc' };
+  const c = { id: 'tiny-20260102-000200', name: 'tiny' };
+  const d = { id: 'tiny-20260103-000200', name: 'tiny' };
+  // names that differ lose what they share, cut at a '-': "tiny" and "tiny-oc" share "tiny" but no '-' before it
+  assert.deepEqual(runLegendNames([a, b]), ['tiny', 'tiny-oc']);
+  assert.deepEqual(
+    runLegendNames([
+      { id: 'x-20260101-000000', name: 'sweep-entropy_mask-mp80-seed2' },
+      { id: 'y-20260101-000000', name: 'sweep-none-seed2' },
+    ]),
+    ['entropy_mask-mp80-seed2', 'none-seed2'],
+  );
+  assert.deepEqual(runLegendNames([a, b, c]), ['tiny 00:00', 'tiny-oc 00:01', 'tiny 00:02'], 'one name twice: the times tell them apart');
+  assert.deepEqual(runLegendNames([c, d]), ['tiny 2 Jan 00:02', 'tiny 3 Jan 00:02'], 'the same time: the days too');
+  assert.deepEqual(runLegendNames([a, { ...a }]), [a.id, a.id], 'nothing tells them apart: the folders');
 });

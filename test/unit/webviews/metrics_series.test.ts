@@ -16,7 +16,6 @@ import {
   EVAL_REWARD_KEY,
   phaseOfX,
   pointsOf,
-  runLabels,
   upsertRow,
   xOf,
   type ChartSpec,
@@ -178,14 +177,6 @@ test('CSV of a chart: step, phase, one column per series, the band bounds, empty
     { label: 'B', points: pointsOf([{ step: 1, phase: 'grpo', loss: 1 }], 0) },
   ];
   assert.equal(chartCsv(spec('loss'), alignChart(spec('loss'), odd), ['run,"1"', 'B']), 'step,phase,"run,""1""",B\n1,grpo,0.5,1\n');
-});
-
-test('runLabels: config names when they tell the runs apart, else the unique run ids', () => {
-  const a = { id: 'tiny-20260101-000000', name: 'tiny' };
-  const b = { id: 'tiny-oc-20260101-000100', name: 'tiny-oc' };
-  const c = { id: 'tiny-20260102-000000', name: 'tiny' };
-  assert.deepEqual(runLabels([a, b]), ['tiny', 'tiny-oc']);
-  assert.deepEqual(runLabels([a, b, c]), [a.id, b.id, c.id]);
 });
 
 test('the default view starts at GRPO step 1; the SFT toggle adds the warm start and the eval before GRPO', () => {

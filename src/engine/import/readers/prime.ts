@@ -3,7 +3,7 @@
 // each message a node).
 import type { ImportReader } from './types';
 import { PRIME_STREAM, branchPaths, foldAnnotations, traceUpdates, tracesDir } from './prime_stream';
-import { RowError, isObj, num, numList, show, step, fileStep, type ImportedRecord, type Obj } from '../fields';
+import { PendingRowError, RowError, isObj, num, numList, show, step, fileStep, type ImportedRecord, type Obj } from '../fields';
 
 /** prime-rl's traces.jsonl under rollouts/step_N/{train,eval}/{all,effective}/ (its older layout). */
 export const PRIME_TRACES = /(^|[/\\])rollouts[/\\]step_\d+[/\\](train|eval)[/\\](all|effective)[/\\]traces\.jsonl$/;
@@ -123,7 +123,7 @@ export function primeEpisodeRecords(row: Obj, path: string): Omit<ImportedRecord
       }
       const ship = isObj(info.ship) ? info.ship.step : undefined;
       if (!Number.isInteger(ship))
-        throw new RowError(`trace ${show(t.id)}: not trained yet, or its annotations are missing (no info.ship.step in annotations/orch)`);
+        throw new PendingRowError(`trace ${show(t.id)}: not trained yet, or its annotations are missing (no info.ship.step in annotations/orch)`);
       traceStep = ship as number;
     }
     const nodes = t.nodes as Obj[];

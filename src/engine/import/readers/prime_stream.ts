@@ -7,12 +7,13 @@
 // where unknown; folded onto a node, it keeps the node's mask-true positions (verifiers' compact layout) and is set
 // only where none of them is null. Updates apply in file order, the newest winning. Sources: prime-rl
 // src/prime_rl/monitors/file/monitor.py and traces/update.py (fold_trace_updates), verifiers v1/graph.py (MessageNode).
-// Zstandard-compressed chunks (.jsonl.zst) are not read: Node 20 has no zstd.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+// Chunks sealed as Zstandard (`NNNNN.jsonl.zst`, prime-rl's traces/chunks.py) are read as the plain ones (compressed.ts).
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { RowError, isObj, type Obj } from '../fields';
+import { readDataText, withoutSealedTwins } from '../compressed';
 
-export const PRIME_STREAM = /(^|[/\\])monitors[/\\]file[/\\]traces[/\\](stream\.jsonl|stream[/\\]\d+\.jsonl)$/;
+export const PRIME_STREAM = /(^|[/\\])monitors[/\\]file[/\\]traces[/\\](stream\.jsonl|stream[/\\]\d+\.jsonl(\.zst)?)$/;
 const STREAM_FIELDS = ['advantages', 'trainer_logprobs', 'entropies'] as const;
 
 interface TraceUpdate {
@@ -23,7 +24,7 @@ interface TraceUpdate {
 
 /** The traces folder of a stream file. */
 export function tracesDir(streamPath: string): string {
-  return streamPath.replace(/[/\\](stream\.jsonl|stream[/\\]\d+\.jsonl)$/, '');
+  return streamPath.replace(/[/\\](stream\.jsonl|stream[/\\]\d+\.jsonl(\.zst)?)$/, '');
 }
 
 function annotationFiles(dir: string): string[] {
@@ -39,9 +40,18 @@ function annotationFiles(dir: string): string[] {
     const p = join(root, e.name);
     if (e.isFile() && e.name.endsWith('.jsonl') && !e.name.endsWith('.index.jsonl')) out.push(p);
     else if (e.isDirectory())
-      for (const f of readdirSync(p).sort((a, b) => a.localeCompare(b, undefined, { numeric: true }))) if (/^\d+\.jsonl$/.test(f)) out.push(join(p, f));
+      for (const f of readdirSync(p).sort((a, b) => a.localeCompare(b, undefined, { numeric: true }))) if (/^\d+\.jsonl(\.zst)?$/.test(f)) out.push(join(p, f));
   }
-  return out;
+  return withoutSealedTwins(out);
+}
+
+/** An annotation file's text; one that went away or is torn between the listing and the read counts as empty. */
+function annotationText(f: string): string {
+  try {
+    return readDataText(f);
+  } catch {
+    return '';
+  }
 }
 
 function deepMerge(a: Obj, b: Obj): Obj {
@@ -52,20 +62,25 @@ function deepMerge(a: Obj, b: Obj): Obj {
 
 const cache = new Map<string, { key: string; updates: Map<string, TraceUpdate> }>();
 
+/** What a traces folder's annotations are now (their files, sizes and times): a follow re-reads the stream when it moves. */
+export function annotationsKey(dir: string, files = annotationFiles(dir)): string {
+  return files
+    .map((f) => {
+      const st = statSync(f, { throwIfNoEntry: false });
+      return `${f}:${st?.size ?? -1}:${st?.mtimeMs ?? -1}`;
+    })
+    .join('|');
+}
+
 /** Every trace's annotations in a traces folder, merged in file order (re-read when a file changes: a followed run). */
 export function traceUpdates(dir: string): Map<string, TraceUpdate> {
   const files = annotationFiles(dir);
-  const key = files
-    .map((f) => {
-      const st = statSync(f);
-      return `${f}:${st.size}:${st.mtimeMs}`;
-    })
-    .join('|');
+  const key = annotationsKey(dir, files);
   const hit = cache.get(dir);
   if (hit && hit.key === key) return hit.updates;
   const updates = new Map<string, TraceUpdate>();
   for (const f of files)
-    for (const line of readFileSync(f, 'utf8').split('\n')) {
+    for (const line of annotationText(f).split('\n')) {
       if (!line.trim()) continue;
       let u: unknown;
       try {

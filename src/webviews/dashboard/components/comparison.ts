@@ -23,7 +23,11 @@ function stepPicker(c: MetricsComparison, actions: DashboardActions): TemplateRe
     <option value="last" ?selected=${c.step === null}>
       ${c.step === null && at !== null && at !== undefined ? `${stepName(at)}, the latest all evaluated` : 'the latest step all evaluated'}
     </option>
-    ${[...c.steps].reverse().map((s) => html`<option value=${String(s)} ?selected=${c.step === s}>${stepName(s)}</option>`)}
+    ${[...c.steps]
+      .reverse()
+      // the step the first option already names is not offered twice
+      .filter((s) => c.step !== null || s !== at)
+      .map((s) => html`<option value=${String(s)} ?selected=${c.step === s}>${stepName(s)}</option>`)}
   </select>`;
 }
 
