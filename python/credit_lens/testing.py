@@ -93,13 +93,15 @@ VOCAB = (
 
 
 def tiny_tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {t: i for i, t in enumerate(VOCAB)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
-    # every vocabulary entry is one token; the tags are whole tokens
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern="(<think>|</think>|<answer>|</answer>|.)", behavior="isolated")
+    # every vocabulary entry is one token; the tags are whole tokens (a Regex: a plain str is matched literally)
+    tok.pre_tokenizer = pre_tokenizers.Split(
+        pattern=Regex("(<think>|</think>|<answer>|</answer>|.)"), behavior="isolated"
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
     fast.padding_side = "left"
     return fast
@@ -131,7 +133,7 @@ def write_tiny_hf(folder: str, seed: int = 0, alphabet: str | None = None, **dim
     intermediate_size, max_position_embeddings, vocab_size: at least the tokenizer's, the rest unused rows). With
     `alphabet` the tokenizer is the engine's character tokenizer of that alphabet instead: <pad>, <bos>, <eos> and one
     token per character, tags spelled out (the same vocabulary size and sequence lengths as the engine's scratch model)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     if alphabet is None:
@@ -143,7 +145,8 @@ def write_tiny_hf(folder: str, seed: int = 0, alphabet: str | None = None, **dim
         split = "(.|\n)"
     vocab = {t: i for i, t in enumerate(dict.fromkeys(vocab_list))}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern=split, behavior="isolated")
+    # a Regex: a plain str is matched literally, and every text would be one unknown token
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern=Regex(split), behavior="isolated")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
     fast.padding_side = "left"
     torch.manual_seed(seed)

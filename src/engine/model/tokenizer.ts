@@ -277,7 +277,16 @@ export class HfTokenizer implements Tokenizer {
 
   encode(text: string): number[] {
     if (text.length === 0) return [];
-    return this.tok.encode(text, { add_special_tokens: false }).ids;
+    const ids = this.tok.encode(text, { add_special_tokens: false }).ids;
+    // a word-level vocabulary without the word (and no unknown token the JS tokenizer reads) gives no id: say which
+    const at = ids.findIndex((id) => !Number.isInteger(id));
+    if (at >= 0) {
+      const pieces = this.tok.encode(text, { add_special_tokens: false }).tokens;
+      throw new UserError(
+        `the tokenizer has no id for ${JSON.stringify(pieces[at] ?? text).slice(0, 80)} (its vocabulary lacks it and it names no unknown token)`,
+      );
+    }
+    return ids;
   }
 
   decode(ids: number[]): string {

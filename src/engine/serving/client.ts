@@ -5,6 +5,7 @@
 // Requests go out concurrently, at most `concurrency` at a time, one per prefix with all its M continuations, so the
 // server's prefix cache shares the prefill. Connection errors and 5xx answers are retried with backoff, nothing else:
 // a 4xx is the request's fault and would fail again. A stop aborts what is in flight.
+import { setMaxListeners } from 'node:events';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { StoppedError, UserError } from '../core/errors';
@@ -286,6 +287,8 @@ export class ServerSampler implements Sampler {
   private async pool<T, R>(items: T[], fn: (item: T, signal: AbortSignal) => Promise<R>, rows: (r: R) => number, hooks: SampleHooks): Promise<R[] | null> {
     const out: R[] = Array(items.length);
     const abort = new AbortController();
+    // each request in flight listens on it (its socket and its retry's wait): `concurrency` of them is no leak
+    setMaxListeners(2 * this.concurrency + 8, abort.signal);
     const onClose = () => abort.abort();
     this.closed.signal.addEventListener('abort', onClose);
     const poll = setInterval(() => {

@@ -51,7 +51,7 @@ export class DashboardPanel extends MetricsPanel {
 
   // Called by the base constructor, before this class's fields exist: it reads only the base's runDirs.
   protected retitle(): void {
-    this.panel.title = `Dashboard: ${basename(this.runDirs[0])}`;
+    this.panel.title = `Dashboard: ${runTabName(basename(this.runDirs[0]))}`;
   }
 
   protected compareWith(runDirs: string[]): void {

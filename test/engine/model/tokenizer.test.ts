@@ -194,3 +194,28 @@ test('HfTokenizer: clear errors', () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('HfTokenizer: a word-level vocabulary that has no id for a piece (and no unknown token the JS tokenizer reads) is a clear error, not undefined ids', () => {
+  // tokenizers' Split with a plain string pattern matches it literally: "ab" stays one piece, which the vocabulary lacks
+  const dir = mkdtempSync(join(tmpdir(), 'cl-wordlevel-'));
+  const vocab = { '<pad>': 0, '<eos>': 1, a: 2, b: 3 };
+  writeFileSync(
+    join(dir, 'tokenizer.json'),
+    JSON.stringify({
+      version: '1.0',
+      added_tokens: [],
+      normalizer: null,
+      pre_tokenizer: { type: 'Split', pattern: { String: '(.)' }, behavior: 'Isolated', invert: false },
+      post_processor: null,
+      decoder: null,
+      model: { type: 'WordLevel', vocab, unk_token: '<pad>' },
+    }),
+  );
+  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ eos_token: '<eos>', pad_token: '<pad>' }));
+  const t = HfTokenizer.fromDir(dir);
+  assert.throws(
+    () => t.encode('ab'),
+    (e: unknown) => isUserError(e) && /the tokenizer has no id for "ab"/.test((e as Error).message),
+  );
+  rmSync(dir, { recursive: true, force: true });
+});
