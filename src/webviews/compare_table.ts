@@ -54,7 +54,7 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
             </th>
             <th
               class="num"
-              title="the run-level test (the training run as the unit), Holm-adjusted over the ${report.adjustment.family} rows tested; n.s. when p_adj ≥ ${report.alpha}; no verdict with fewer than 2 runs a side"
+              title="the run-level test (the training run as the unit), Holm-adjusted over the ${report.adjustment.family} rows tested; n.s. when p_adj ≥ ${report.alpha}; no verdict with fewer than 3 runs a side"
             >
               p_adj
             </th>
@@ -121,9 +121,9 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
       ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}. The verdict has the training run as its unit:
       Δ and p_adj come from a two-way t test whose noise is the run-to-run variance over seeds plus the instances
       (${report.adjustment.family > 0 ? `Holm over the ${report.adjustment.family} row${report.adjustment.family === 1 ? '' : 's'} tested; ` : 'no row has the runs to be tested; '}significant
-      when p_adj &lt; ${report.alpha}); with fewer than 2 runs a side there is no verdict, only the seeds needed. "These checkpoints" is the instance-clustered
-      test, conditional on the trained runs: information, not the gate. Rows are not ranked; greyed rows (n.s.) are within noise of ${report.baseline}.
-      ${seeds < 3 ? html`<strong>Fewer than 3 seeds in a group: exploratory rows are hints, not findings.</strong>` : nothing}
+      when p_adj &lt; ${report.alpha}); with fewer than 3 runs a side there is no verdict (with one, only the seeds needed). "These checkpoints" is the
+      instance-clustered test, conditional on the trained runs: information, not the gate. Rows are not ranked; greyed rows (n.s.) are within noise of
+      ${report.baseline}. ${seeds < 3 ? html`<strong>Fewer than 3 seeds in a group: exploratory rows are hints, not findings.</strong>` : nothing}
       ${report.notes.map((n) => html`<br />${n}`)}
     </p>`;
 }

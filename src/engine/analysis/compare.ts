@@ -241,12 +241,17 @@ function gateStats(sides: RunSide[], baselineRuns: number) {
   return { test, comp };
 }
 
-/** Why a row has no run-level verdict. */
-function withheldText(runs: number, baselineRuns: number | null): string {
+/** Runs a side below which a row gets no verdict: its Δ and interval are a hint, not a finding. */
+export const MIN_RUNS_FOR_VERDICT = 3;
+
+/** Why a row has no run-level verdict (`tested`: the test ran, but the sides are too small to call it). */
+function withheldText(runs: number, baselineRuns: number | null, tested = false): string {
   const sides = baselineRuns === null ? `${runs} run` : `${runs} run${runs === 1 ? '' : 's'} against ${baselineRuns}`;
-  return runs < 2 || (baselineRuns !== null && baselineRuns < 2)
-    ? `${sides}: the run-level test needs at least 2 runs on each side to know the run-to-run variance; no verdict, only the seeds needed`
-    : `${sides}: the runs show no variance at all (identical success rates), so there is nothing to test a difference against`;
+  if (runs < 2 || (baselineRuns !== null && baselineRuns < 2))
+    return `${sides}: the run-level test needs at least 2 runs on each side to know the run-to-run variance; no verdict, only the seeds needed`;
+  if (tested)
+    return `${sides}: fewer than ${MIN_RUNS_FOR_VERDICT} runs on a side, so Δ and its interval are shown as a hint and no verdict is given (one or two seeds say little of the run-to-run variance)`;
+  return `${sides}: the runs show no variance at all (identical success rates), so there is nothing to test a difference against`;
 }
 
 /** The power figures of a row at α over the family (Holm's strictest step): the gate's MDE, and the seeds a difference needs. */
@@ -400,7 +405,9 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   // warm starts' (their seeds), never a result about the methods. The numbers stay; the verdict is withheld.
   const warmStart = [...base, ...others].every((r) => r.step === 0);
   if (warmStart) notes.push(WARM_START_NOTE);
-  const tested = warmStart ? [] : stats.flatMap((st, k) => (st.test ? [k] : []));
+  // a verdict needs MIN_RUNS_FOR_VERDICT runs on each side; a smaller row keeps its numbers, out of Holm's family
+  const callable = (k: number) => groups[k][1].length >= MIN_RUNS_FOR_VERDICT && base.length >= MIN_RUNS_FOR_VERDICT;
+  const tested = warmStart ? [] : stats.flatMap((st, k) => (st.test && callable(k) ? [k] : []));
   const family = tested.length;
   const adjusted = new Map(holm(tested.map((k) => stats[k].test!.p)).map((p, j) => [tested[j], p]));
   const condAdjusted = holm(stats.map((st) => st.cond.p));
@@ -419,7 +426,7 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
       conditional: st && k !== null ? { ...st.cond, p_adjusted: condAdjusted[k] } : null,
       p_adjusted: p ?? null,
       significant: p === undefined ? null : p < alpha,
-      verdict_withheld: st && !rt ? (warmStart ? WARM_START_NOTE : withheldText(runs.length, base.length)) : null,
+      verdict_withheld: st && p === undefined ? (warmStart ? WARM_START_NOTE : withheldText(runs.length, base.length, !!rt)) : null,
       ...(st && !warmStart ? powerFields(st.comp, rt?.diff ?? st.cond.diff.mean, alpha, groups.length, opts.powerFor) : { mde: null, seeds_needed: null }),
       exploratory,
     };
@@ -441,7 +448,7 @@ export function seedsNeededText(s: SeedsNeeded | null): string {
 function ruleText(alpha: number, family: number, power: number): string {
   return (
     `Δ [95 % CI], p: the run-level gate, the training run as the unit: Δ of the groups' mean success over their runs, its variance σ_seed²/S per side + σ_inst²/n (two-way), Student's t with Satterthwaite's df; ` +
-    `p Holm-adjusted over the ${family} row${family === 1 ? '' : 's'} tested; a row is significant (bold) when p_adj < ${alpha}, else n.s.; with fewer than 2 runs a side there is no verdict, only the seeds needed. ` +
+    `p Holm-adjusted over the ${family} row${family === 1 ? '' : 's'} tested; a row is significant (bold) when p_adj < ${alpha}, else n.s.; with fewer than 3 runs a side there is no verdict (with one, only the seeds needed). ` +
     `MDE: the smallest true difference the gate detects with ${Math.round(power * 100)} % power at α / rows, with these seeds and instances. ` +
     'Conditional on these checkpoints: the cluster bootstrap over instances and the exact sign-flip test (every baseline run against every run of the row); they say whether these trained policies differ on these instances, not whether the method trains better ones. ' +
     'Rows marked exploratory have fewer than 3 seeds or a run that did not complete.'

@@ -229,6 +229,16 @@ test('fewer than 3 seeds is said; one run a side gets no verdict, only the seeds
     [true, true],
   );
   assert.match(compareMarkdown(r), /\| x2 \(exploratory\) \|/);
+  // 2 runs against 3: the test runs and its Δ and interval are shown, but below 3 runs a side there is no verdict and
+  // the row is not in Holm's family
+  const b3 = [1, 2, 3].map((s) => run(`b3-seed${s}`, s, (i) => i < 8 + s));
+  const x2 = [1, 2].map((s) => run(`x3-seed${s}`, s, (i) => i < 20 + 2 * s));
+  const few = compareSeeds(b3, x2, { resamples: 200, tokenTypes: false });
+  const row = few.rows[1];
+  assert.ok(row.run_test && row.diff && row.diff.mean > 0.2, JSON.stringify(row.diff));
+  assert.deepEqual([row.p_adjusted, row.significant, few.adjustment.family], [null, null, 0]);
+  assert.match(row.verdict_withheld!, /^2 runs against 3: fewer than 3 runs on a side, so Δ and its interval are shown as a hint and no verdict/);
+  assert.match(compareMarkdown(few), /\| x3 \(exploratory\) \| .* \| no verdict \|/);
   const empty = join(root, 'noeval');
   mkdirSync(empty);
   writeRunInfo(empty, { id: 'e', name: 'e', status: 'completed', started: 'x', ended: null, backend: 'wasm', engine_version: 't' });

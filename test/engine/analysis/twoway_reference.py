@@ -1,4 +1,5 @@
-# Independent reference for the run-level gate (two-way variance, Satterthwaite df, Student t by Simpson integration).
+# Independent reference for the run-level gate (two-way variance with the run variance pooled over the sides,
+# Satterthwaite df, Student t by Simpson integration).
 import math, sys, json
 def tpdf(x, df): return math.exp(math.lgamma((df+1)/2) - math.lgamma(df/2)) / math.sqrt(df*math.pi) * (1 + x*x/df) ** (-(df+1)/2)
 def tsf2(t, df, N=200000):
@@ -10,8 +11,10 @@ def var(xs): m = sum(xs)/len(xs); return sum((x-m)**2 for x in xs)/(len(xs)-1)
 def gate(sides):  # sides: list of (sign, runs[s][i])
     n = len(sides[0][1][0])
     diff = sum(sg*sum(sum(r)/n for r in runs)/len(runs) for sg, runs in sides)
-    parts = []
-    for sg, runs in sides: parts.append((var([sum(r)/n for r in runs])/len(runs), len(runs)-1))
+    # one run variance pooled over the sides that have 2 or more runs, df Σ (S_k − 1)
+    known = [(var([sum(r)/n for r in runs]), len(runs)-1) for sg, runs in sides if len(runs) >= 2]
+    dfp = sum(f for _, f in known); sp2 = sum(v*f for v, f in known)/dfp
+    parts = [(sp2*sum(1/len(runs) for sg, runs in sides), dfp)]
     d = [sum(sg*sum(r[i] for r in runs)/len(runs) for sg, runs in sides) for i in range(n)]
     within = sum(sum(var([r[i] for r in runs]) for i in range(n))/n/len(runs) for sg, runs in sides)
     inst = max(0, var(d) - within)
