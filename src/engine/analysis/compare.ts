@@ -107,6 +107,8 @@ export interface RunEval {
   status: RunStatus;
   /** what the run drew its instances from: run.json's task identity, else its config's task section */
   task: string | null;
+  /** the warm start it began GRPO from (run.json's warm_start, else config.yaml's model.init_checkpoint), resolved; null: its own */
+  start: string | null;
 }
 
 const HEADLINE: Record<string, string> = headlineParams();
@@ -167,6 +169,7 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
     strategy,
     label: strategyLabel(strategy, cfg?.credit ?? undefined),
     minutes: Number.isFinite(minutes) ? minutes : null,
+    start: info.warm_start ? resolve(info.warm_start) : cfg?.initCheckpoint ? resolve(runDir, '..', '..', cfg.initCheckpoint) : null,
   };
 }
 
@@ -302,6 +305,27 @@ function checkComparable(runs: RunEval[], notes: string[]): Set<string> {
     throw new UserError(
       `compare: the runs draw their eval instances from different task splits: ${[...tasks].map(([k, names]) => `${names.join(', ')} (${k})`).join('; ')}`,
       'compare runs of one task with the same task.split_seed and sizes',
+    );
+  // one run counted twice (the same seed from the same start) would shrink the run-to-run variance to nothing
+  for (const [group, members] of groupBy(runs)) {
+    const seen = new Map<string, RunEval>();
+    for (const r of members) {
+      if (r.seed === null) continue;
+      const key = `${r.seed}\u0000${r.start ?? ''}`;
+      const twin = seen.get(key);
+      if (twin)
+        throw new UserError(
+          `compare: ${group} holds two runs of seed ${r.seed} from ${r.start ? `the warm start ${r.start}` : 'the same initialisation'} (${twin.runDir}, ${r.runDir}): one run counted twice would shrink the run-to-run variance`,
+          'keep one of them (a resumed or copied run is the same run)',
+        );
+      seen.set(key, r);
+    }
+  }
+  // a verdict from one warm start is a verdict about that start: a start × method interaction is not measured
+  const starts = new Set(runs.map((r) => r.start));
+  if (starts.size === 1 && [...starts][0] !== null)
+    notes.push(
+      `every run starts GRPO from one warm start (${[...starts][0]}): the verdicts are conditional on it, since a start × method interaction cannot be seen`,
     );
   const missing = runs.filter((r) => r.task === null);
   if (missing.length) notes.push(`${missing.map((r) => r.name).join(', ')}: no task identity or config.yaml; paired on instance ids alone`);

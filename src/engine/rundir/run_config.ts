@@ -20,6 +20,8 @@ export interface RunConfigView {
   klBeta: number | null;
   /** grpo.max_new_tokens: what "truncated" is measured against */
   maxNewTokens: number | null;
+  /** model.init_checkpoint: the weights the run started from instead of its own initialisation */
+  initCheckpoint: string | null;
 }
 
 const section = (v: unknown): Record<string, unknown> | null => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null);
@@ -44,5 +46,6 @@ export function readRunConfig(runDir: string): RunConfigView | null {
     sftSteps: count(section(root.sft)?.steps),
     klBeta: finite(grpo?.kl_beta),
     maxNewTokens: finite(grpo?.max_new_tokens),
+    initCheckpoint: typeof section(root.model)?.init_checkpoint === 'string' ? (section(root.model)!.init_checkpoint as string) : null,
   };
 }

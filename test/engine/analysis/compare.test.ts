@@ -15,8 +15,13 @@ const root = mkdtempSync(join(tmpdir(), 'cl-compare-'));
 const N = 40;
 
 /** A run whose test instances i0…i39 succeed where `ok(i)`; 10 validation instances that must be ignored. */
-function run(name: string, seed: number, ok: (i: number) => boolean, o: { step?: number; status?: RunStatus; testHash?: string; n?: number } = {}): string {
-  const d = join(root, `${name}-20260101-000000`);
+function run(
+  name: string,
+  seed: number,
+  ok: (i: number) => boolean,
+  o: { step?: number; status?: RunStatus; testHash?: string; n?: number; warmStart?: string; stamp?: string } = {},
+): string {
+  const d = join(root, `${name}-${o.stamp ?? '20260101-000000'}`);
   mkdirSync(join(d, 'eval'), { recursive: true });
   const task = {
     name: 'countdown',
@@ -35,6 +40,7 @@ function run(name: string, seed: number, ok: (i: number) => boolean, o: { step?:
     backend: 'wasm',
     engine_version: 't',
     task,
+    ...(o.warmStart ? { warm_start: o.warmStart } : {}),
   });
   writeFileSync(join(d, 'config.yaml'), `name: ${name}\nseed: ${seed}\n`);
   const n = o.n ?? N;
@@ -454,4 +460,33 @@ test('Holm over the rows of one comparison: significance uses the adjusted p', (
   [0.00261772, 0.0247183, 0.0247183].forEach((v, k) => assert.ok(Math.abs(adj[k] - v) < 1e-6, `${k}: ${adj[k]}`));
   assert.deepEqual([ra.significant, rb.significant, rc.significant], [true, true, true]);
   assert.equal(r.adjustment.family, 3);
+});
+
+test('one run counted twice in a group (the same seed from the same warm start) is refused by name; one shared start is said', () => {
+  const start = join(root, 'sft-warm-start');
+  const base = [1, 2, 3].map((s) => run(`dup-base-seed${s}`, s, (i) => i < 8 + s, { warmStart: start }));
+  const other = [1, 2, 3].map((s) => run(`dup-x-seed${s}`, s, (i) => i < 12 + s, { warmStart: start }));
+  const r = compareSeeds(base, other, { resamples: 200, tokenTypes: false });
+  assert.ok(
+    r.notes.some(
+      (n) =>
+        n === `every run starts GRPO from one warm start (${start}): the verdicts are conditional on it, since a start × method interaction cannot be seen`,
+    ),
+    r.notes.join('\n'),
+  );
+  // the second seed's run again, under another folder name: the same seed and start
+  const copy = run('dup-x-seed2', 2, (i) => i < 14, { warmStart: start, stamp: '20260101-000900' });
+  assert.throws(
+    () => compareSeeds(base, [...other, copy], { resamples: 200, tokenTypes: false }),
+    (e: unknown) =>
+      e instanceof Error &&
+      e.message.startsWith(`compare: dup-x holds two runs of seed 2 from the warm start ${start} (`) &&
+      e.message.includes(other[1]) &&
+      e.message.includes(copy),
+  );
+  // the same seed from another start is another run
+  const fromOther = run('dup-x-seed2', 2, (i) => i < 14, { warmStart: join(root, 'another-start'), stamp: '20260101-001000' });
+  const ok = compareSeeds(base, [...other, fromOther], { resamples: 200, tokenTypes: false });
+  assert.equal(ok.rows[1].runs.length, 4);
+  assert.ok(!ok.notes.some((n) => /one warm start/.test(n)), 'two starts: no such note');
 });
