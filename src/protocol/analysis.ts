@@ -49,7 +49,18 @@ export interface StrategyAccuracy {
   decisive_share: Estimate;
   /** |δ̂|-weighted share of tokens where sign(Â) = sign(δ̂) */
   sign_agreement: Estimate;
-  /** rank correlation of |Â| and δ̂ᴬ·δ̂ᴮ, the two independent halves' product, which estimates δ² without the noise's bias */
+  /**
+   * The headline: Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â| (credit_delta2, the δ² where the credit puts its weight) minus uniform
+   * credit's (AccuracyReport.uniform_delta2), per episode; linear in the halves' products, so unbiased for its noise-free
+   * value at any M. lift_excess is the lift minus the best trivial baseline's, episode by episode.
+   */
+  credit_delta2?: Estimate;
+  lift?: Estimate;
+  lift_excess?: Estimate & { over: string | null };
+  /**
+   * rank correlation of |Â| and δ̂ᴬ·δ̂ᴮ, the two independent halves' product: its target is noise-free, but ranking against
+   * a noisy target attenuates it (a perfect credit scores well below 1 at small M); secondary
+   */
   spearman_unbiased?: Estimate;
   /** the same rank correlation against |δ̂ᴬ − δ̂ᴮ|: pure estimation error, what a measure scores from noise alone */
   placebo?: Estimate;
@@ -84,6 +95,8 @@ export interface AccuracyReport {
   accuracy: Record<string, StrategyAccuracy>;
   /** the decisive share uniform credit would give, for comparison */
   uniform_share: Estimate;
+  /** Σ (the unit's tokens / n)·δ̂ᴬ·δ̂ᴮ: the δ² uniform credit's weight lands on, what lift is measured from; absent in older records */
+  uniform_delta2?: Estimate;
   /** episodes scored (every row on the same set: the probed episodes whose advantage A ≠ 0) and their prompts */
   episodes: number;
   prompts: number;

@@ -259,9 +259,10 @@ export function probeTable(p: ProbeAccuracy): Table {
   const f2 = (x: number | null) => formatFixed(x, 2);
   const row = (label: string, s: ProbeAccuracy['accuracy'][string], excess: boolean): Cell[] => [
     label,
-    ...e(s.spearman_unbiased),
+    ...e(s.lift),
+    ...(excess ? e(s.lift_excess) : [null, null, null]),
+    (s.spearman_unbiased ?? none).mean,
     (s.placebo ?? none).mean,
-    ...(excess ? e(s.excess) : [null, null, null]),
     (s.decisive_share ?? none).mean,
     (s.kendall ?? none).mean,
     s.sign_test ? s.sign_test.p : null,
@@ -273,20 +274,21 @@ export function probeTable(p: ProbeAccuracy): Table {
     hint:
       `${p.episodes} episodes with A ≠ 0 of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); intervals over prompts. ` +
       (rel
-        ? `Reliability of δ̂: split-half r ${f2(rel.half)}, for all M ${f2(rel.full)}: no score can exceed about √${f2(rel.full)}. `
+        ? `Reliability of δ̂: split-half r ${f2(rel.half)}, for all M ${f2(rel.full)}: no rank score can exceed about √${f2(rel.full)}. `
         : 'Reliability unknown: this probe kept no independent halves (probe again with --replace). ') +
-      'score: Spearman of |Â| with δ̂ᴬ·δ̂ᴮ (noise-unbiased); placebo: the same against |δ̂ᴬ − δ̂ᴮ|, pure noise; excess: the score minus the best trivial baseline’s ' +
-      `(1 − π, entropy, position); decisive share: Σ|Â| on the top 10 % |δ̂| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
+      'lift: Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â|, minus uniform credit’s: the δ² where the credit puts its weight beyond uniform’s, unbiased at any M; ' +
+      'over best: the lift minus the best trivial baseline’s (1 − π, entropy, position), episode by episode; rank (attenuated): Spearman of |Â| with δ̂ᴬ·δ̂ᴮ, ' +
+      `which noise pulls toward 0; placebo: the rank against |δ̂ᴬ − δ̂ᴮ|, pure noise; decisive share: Σ|Â| on the top 10 % |δ̂| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
       "Kendall τ of the signed Â and δ̂, and the sign test's p over all tokens (QVal's measures)." +
       (p.cancellation
         ? ` Cancellation test: δ̂ of the tokens the update boosted minus those it suppressed, within A > 0 ${f2(p.cancellation.within_positive.mean)}, within A < 0 ${f2(p.cancellation.within_negative.mean)}.`
         : '') +
       (p.warnings?.length ? ` ${p.warnings.join(' ')}` : ''),
-    header: ['strategy', 'score', 'lo', 'hi', 'placebo', 'excess', 'lo', 'hi', 'decisive share', 'kendall τ', 'sign test p', 'episodes'],
+    header: ['strategy', 'lift', 'lo', 'hi', 'over best', 'lo', 'hi', 'rank (attenuated)', 'placebo', 'decisive share', 'kendall τ', 'sign test p', 'episodes'],
     rows: [
       ...Object.entries(p.accuracy).map(([name, s]) => row(name === p.run_strategy ? `${name} (the run's)` : name, s, true)),
       ...Object.entries(p.baselines ?? {}).map(([name, s]) => row(`baseline: ${name}`, s, false)),
     ],
-    percentColumns: [8],
+    percentColumns: [9],
   };
 }

@@ -80,10 +80,21 @@ const CREDIT_CHARTS: readonly ChartSpec[] = [
     ],
   },
   {
-    id: 'mc_accuracy',
-    title: 'MC credit accuracy (probed steps)',
+    id: 'mc_lift',
+    title: 'MC credit lift (probed steps)',
     hint:
-      'credit-lens probe at a step: the rank correlation of the run’s |Â| with the Monte Carlo δ² (spearman_unbiased), the best trivial ' +
+      'credit-lens probe at a step: the δ² where the run’s Â puts its weight beyond uniform credit’s (Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â|, minus ' +
+      'uniform’s), unbiased at any M, beside the best trivial baseline’s (A·(1 − π), entropy, position); 0 is uniform credit',
+    series: [
+      { key: 'mc/lift', label: 'Â (the run’s)', style: 'points' },
+      { key: 'mc/lift_best_baseline', label: 'best trivial baseline', style: 'points' },
+    ],
+  },
+  {
+    id: 'mc_accuracy',
+    title: 'MC credit rank (probed steps; attenuated by the probe’s noise)',
+    hint:
+      'credit-lens probe at a step: the rank correlation of the run’s |Â| with the Monte Carlo δ² (spearman_unbiased; noise pulls it toward 0), the best trivial ' +
       'baseline’s (A·(1 − π), entropy, position), the noise placebo’s, and the split-half reliability of δ̂, the ceiling; a score ' +
       'at the placebo’s or the baseline’s is not evidence of credit',
     series: [

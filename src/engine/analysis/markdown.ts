@@ -2,6 +2,7 @@
 // report reads side by side with the seed. The JSON (src/protocol/analysis.ts) is the data; this is a view.
 import type { AppendixBComparison, AppendixBRow, CreditAnalysis, Estimate, ProbeAccuracy, TokenTypeStats, TopToken } from '../../protocol/analysis';
 import { pText } from '../../protocol/compare';
+import { formatNumber } from '../../protocol/number_format';
 
 const DASH = '—';
 
@@ -292,11 +293,13 @@ function est(e: Estimate, f: (x: number | null) => string): string {
 function accuracyRow(label: string, s: ProbeAccuracy['accuracy'][string], excess: boolean): string[] {
   const opt = (e: typeof s.placebo) => (e ? est(e, (x) => num(x)) : DASH);
   const t = s.sign_test;
+  const d2 = (e: Estimate | undefined) => (e ? est(e, (x) => formatNumber(x)) : DASH);
   return [
     label,
+    d2(s.lift),
+    excess && s.lift_excess ? `${d2(s.lift_excess)}${s.lift_excess.over ? ` (over ${s.lift_excess.over})` : ''}` : excess ? DASH : '',
     opt(s.spearman_unbiased),
     opt(s.placebo),
-    excess && s.excess ? `${est(s.excess, (x) => num(x))}${s.excess.over ? ` (over ${s.excess.over})` : ''}` : excess ? DASH : '',
     est(s.decisive_share, (x) => pct(x)),
     opt(s.kendall),
     t ? `${t.agree}/${t.units} (${pText(t.p)})` : DASH,
@@ -309,12 +312,12 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
   const out = ['## Credit accuracy against Monte Carlo values (credit-lens probe)'];
   if (!probes.length) return [...out, '_No step of this run has been probed: `credit-lens probe <run> --step N`._'];
   out.push(
-    "_Per episode, against the probe's two independent halves of its continuations: score, the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ (which estimates δ² without the noise's bias); placebo, the same against |δ̂ᴬ − δ̂ᴮ|, pure estimation error; excess, the score minus the best trivial baseline's (A·(1 − π), A·H or A·position), episode by episode. Also the decisive share (Σ|Â| on the top 10 % |δ̂| tokens), QVal's Kendall τ of the signed Â and δ̂, and the sign test over all units. Means over the episodes with A ≠ 0 (one set for every row), with 95 % intervals over prompts. Reliability: the halves' split-half correlation, and Spearman–Brown's value for all M, the ceiling of any score._",
+    "_Per episode, against the probe's two independent halves of its continuations: lift, Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â| minus uniform credit's (the δ² where the credit puts its weight, beyond uniform's: linear in the halves' products, so unbiased for its noise-free value at any M); lift over the best baseline, the lift minus the best trivial baseline's (A·(1 − π), A·H or A·position), episode by episode; rank (attenuated), the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ, which the noise pulls toward 0 by an amount that depends on where a credit puts its weight; placebo, the rank against |δ̂ᴬ − δ̂ᴮ|, pure estimation error. Also the decisive share (Σ|Â| on the top 10 % |δ̂| tokens), QVal's Kendall τ of the signed Â and δ̂, and the sign test over all units. Means over the episodes with A ≠ 0 (one set for every row), with 95 % intervals over prompts. Reliability: the halves' split-half correlation, and Spearman–Brown's value for all M, the ceiling of any score._",
   );
   for (const p of probes) {
     const rel = p.reliability;
     out.push(
-      `### Step ${p.step}: ${p.episodes} episodes of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); uniform credit's decisive share ${est(p.uniform_share, (x) => pct(x))}`,
+      `### Step ${p.step}: ${p.episodes} episodes of ${p.prompts} prompts, ${p.rollouts} rollouts per position (${p.positions}); uniform credit's decisive share ${est(p.uniform_share, (x) => pct(x))}${p.uniform_delta2 ? `, its Σ δ²/n ${est(p.uniform_delta2, (x) => formatNumber(x))}` : ''}`,
       rel
         ? `Reliability of δ̂: split-half r ${num(rel.half)}, all M ${num(rel.full)} (${rel.units} units; ${rel.zero_share === null ? DASH : pct(rel.zero_share)} of δ̂ exactly 0).`
         : 'Reliability of δ̂: unknown (the probe kept no independent halves; probe again with --replace).',
@@ -325,7 +328,7 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
           ]
         : []),
       table(
-        ['Strategy', 'Score', 'Placebo', 'Excess over the best baseline', 'Decisive share', 'Kendall τ', 'Sign agreement (p)', 'Episodes'],
+        ['Strategy', 'Lift', 'Lift over the best baseline', 'Rank (attenuated)', 'Placebo', 'Decisive share', 'Kendall τ', 'Sign agreement (p)', 'Episodes'],
         [
           ...Object.entries(p.accuracy).map(([name, s]) => accuracyRow(name === p.run_strategy ? `${name} (the run's)` : name, s, true)),
           ...Object.entries(p.baselines ?? {}).map(([name, s]) => accuracyRow(`baseline: ${name}`, s, false)),

@@ -1,5 +1,6 @@
 // `credit-lens probe`: flags in, probeRun called, its report printed.
 import { pText } from '../../protocol/compare';
+import { formatNumber } from '../../protocol/number_format';
 import { UserError } from '../core/errors';
 import { PROBE_MAX_ROLLOUTS } from '../model/prefix_values';
 import { planProbe, planText } from '../probe/plan';
@@ -28,6 +29,8 @@ export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episo
 
 const pct = (x: number | null) => (x === null ? '   —  ' : `${(100 * x).toFixed(1).padStart(5)}%`);
 const num = (x: number | null) => (x === null ? '   —  ' : x.toFixed(3).padStart(6));
+/** δ² scores are small (reward² units): four significant digits, in the shared number format */
+const d2 = (x: number | null) => (x === null ? '   —  ' : formatNumber(x).padStart(8));
 
 /** The accuracy table as text: the probe's reliability, then one row per strategy and per trivial baseline. */
 export function accuracyText(r: ProbeReport): string {
@@ -42,11 +45,12 @@ export function accuracyText(r: ProbeReport): string {
     rel
       ? `probe reliability: split-half r of δ̂ ${num(rel.half).trim()}, for all M (Spearman–Brown) ${num(rel.full).trim()}; |δ̂| rank agreement of the halves ${num(rel.abs_rank_half.mean).trim()}; ${pct(rel.zero_share).trim()} of δ̂ exactly 0`
       : 'probe reliability: unknown (no independent halves in this table; probe again with --replace)',
-    `score: Spearman of |Â| with δ̂ᴬ·δ̂ᴮ (noise-unbiased); placebo: the same against |δ̂ᴬ − δ̂ᴮ| (pure noise); excess: over the best trivial baseline; uniform credit's decisive share ${pct(r.uniform_share.mean).trim()}`,
-    `${'strategy'.padEnd(24)} ${'score'.padEnd(24)} ${'placebo'.padEnd(8)} ${'excess'.padEnd(24)} ${'decisive'.padEnd(8)} ${'kendall τ'.padEnd(9)} sign agree (p)`,
+    `lift: Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â|, minus uniform credit's (${d2(r.uniform_delta2?.mean ?? null).trim()}): the δ² where the credit puts its weight, beyond uniform's, unbiased at any M; ` +
+      `over best: the lift minus the best trivial baseline's; rank (attenuated): Spearman of |Â| with δ̂ᴬ·δ̂ᴮ, which noise pulls toward 0; placebo: the rank against |δ̂ᴬ − δ̂ᴮ| (pure noise); uniform credit's decisive share ${pct(r.uniform_share.mean).trim()}`,
+    `${'strategy'.padEnd(24)} ${'lift'.padEnd(28)} ${'over best'.padEnd(28)} ${'rank (attenuated)'.padEnd(24)} ${'placebo'.padEnd(8)} ${'decisive'.padEnd(8)} ${'kendall τ'.padEnd(9)} sign agree (p)`,
   ];
   const row = (label: string, s: (typeof acc)[string], excess: boolean) =>
-    `${label.padEnd(24)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${(excess ? m(s.excess, num) + ci(s.excess, num) : '').padEnd(24)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${pText(s.sign_test.p)})` : ''}`;
+    `${label.padEnd(24)} ${(m(s.lift, d2) + ci(s.lift, d2)).padEnd(28)} ${(excess ? m(s.lift_excess, d2) + ci(s.lift_excess, d2) : '').padEnd(28)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${pText(s.sign_test.p)})` : ''}`;
   for (const [name, s] of Object.entries(acc)) lines.push(row(name === r.run_strategy ? `${name} (the run's)` : name, s, true));
   for (const [name, s] of Object.entries(r.baselines ?? {})) lines.push(row(`baseline: ${name}`, s, false));
   const c = r.cancellation;

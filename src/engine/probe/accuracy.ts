@@ -8,8 +8,14 @@
 // The probe's δ̂ is noisy: at M = 8 most are exactly 0, and |δ̂| is biased upward by the noise in proportion to the
 // token's uncertainty, which any weight growing with 1 − π or with entropy then "matches". So the probe splits its M
 // continuations into two independent halves (δ̂ᴬ, δ̂ᴮ) and scores against what noise cannot fake:
-// - spearman_unbiased: the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ, whose expectation is δ² (the halves' errors are
-//   independent), the headline;
+// - lift, the headline: Σ_u p_u·δ̂ᴬ_u·δ̂ᴮ_u with p_u = |Â_u| / Σ|Â| (credit_delta2: the δ² where the credit puts its
+//   weight) minus the same with uniform credit's weights (uniform_delta2), per episode. The halves' errors are
+//   independent, so E[δ̂ᴬ·δ̂ᴮ] = δ² and, being linear in the products, the score is unbiased for its noise-free value
+//   at any M: noise widens its interval and never moves its centre. lift_excess is a strategy's lift minus the best
+//   trivial baseline's, episode by episode;
+// - spearman_unbiased: the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ. Its target is noise-free, but ranking against a noisy
+//   target attenuates it, by an amount that depends on where a credit puts its weight (a perfect credit scores well
+//   below 1 at small M), so it is a secondary column, labelled attenuated;
 // - placebo: the same measure against |δ̂ᴬ − δ̂ᴮ|, pure estimation error: a score there is noise's;
 // - baselines: trivial credit A·w with w = 1 − π(y_t) (|δ_t| ≤ (1 − π(y_t))·R_max bounds it mechanically), the entropy
 //   H_t, or the position t, scored the same way; excess: a strategy's score minus the best baseline's, episode by
@@ -57,6 +63,10 @@ export interface EpisodeScores {
   sign_agreement: number | null;
   spearman_unbiased: number | null;
   placebo: number | null;
+  /** Σ p_u·δ̂ᴬ_u·δ̂ᴮ_u with p = |Â|/Σ|Â|, uniform's with p = the unit's tokens / n, and their difference (null: no halves or no Â) */
+  credit_delta2: number | null;
+  uniform_delta2: number | null;
+  lift: number | null;
   pearson: number | null;
   kendall: number | null;
   /** units where Â and δ̂ are both non-zero, and how many of them agree in sign */
@@ -176,6 +186,11 @@ export function episodeScores(ep: ProbedEpisode, effAdv: readonly number[]): Epi
         units.map((u) => Math.abs(u.dA! - u.dB!)),
       )
     : null;
+  // the linear score: each unit's δ̂ᴬ·δ̂ᴮ weighed by the credit's share of |Â| and by uniform credit's share of tokens
+  const paired = units.length > 0 && units.every((u) => u.dA !== null && u.dB !== null);
+  const tokens = units.reduce((a, u) => a + u.len, 0);
+  const uniformD2 = paired && tokens > 0 ? units.reduce((a, u) => a + (u.len / tokens) * u.dA! * u.dB!, 0) : null;
+  const creditD2 = paired && sumA > 0 ? units.reduce((a, u, i) => a + (absA[i] / sumA) * u.dA! * u.dB!, 0) : null;
   const signedA = units.map((u) => u.adv);
   const signedD = units.map((u) => u.delta);
   let signUnits = 0;
@@ -192,6 +207,9 @@ export function episodeScores(ep: ProbedEpisode, effAdv: readonly number[]): Epi
     sign_agreement: sign,
     spearman_unbiased: unbiased,
     placebo,
+    credit_delta2: creditD2,
+    uniform_delta2: uniformD2,
+    lift: creditD2 === null || uniformD2 === null ? null : creditD2 - uniformD2,
     pearson: pearson(signedA, signedD),
     kendall: kendallTauB(signedA, signedD),
     sign_units: signUnits,
@@ -252,6 +270,8 @@ function rowOf(scores: EpisodeScores[], prompts: number[]): StrategyAccuracy {
     sign_agreement: est((s) => s.sign_agreement),
     spearman_unbiased: est((s) => s.spearman_unbiased),
     placebo: est((s) => s.placebo),
+    credit_delta2: est((s) => s.credit_delta2),
+    lift: est((s) => s.lift),
     pearson: est((s) => s.pearson),
     kendall: est((s) => s.kendall),
     sign_test: { agree, units, p: binomialTwoSided(agree, units) },
@@ -400,6 +420,7 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
   const accuracy: Record<string, StrategyAccuracy> = {};
   const perEpisode: Record<string, EpisodeScores[]> = {};
   let uniform: (number | null)[] = [];
+  let uniformD2: (number | null)[] = [];
   const left: string[] = [];
   for (const [name, rows] of Object.entries(effAdv)) {
     const scores = scoresOf(rows);
@@ -411,6 +432,7 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     perEpisode[name] = scores;
     accuracy[name] = rowOf(scores, prompts);
     uniform = scores.map((s) => s.uniform_share);
+    uniformD2 = scores.map((s) => s.uniform_delta2);
   }
   const baselines: Record<string, StrategyAccuracy> = {};
   const basePer: Record<string, EpisodeScores[]> = {};
@@ -436,6 +458,17 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     });
     accuracy[name].excess = { ...clusteredMean(diffs, prompts), over: best ?? null, prompt_sd: promptSd(diffs, prompts) };
   }
+  // the headline's excess: the lift over the best baseline's lift, episode by episode (linear, so still unbiased)
+  const bestLift = Object.entries(baselines)
+    .filter(([, b]) => b.lift?.mean !== null && b.lift?.mean !== undefined)
+    .sort(([, x], [, y]) => y.lift!.mean! - x.lift!.mean!)[0]?.[0];
+  for (const [name, scores] of Object.entries(perEpisode)) {
+    const diffs = scores.map((s, j) => {
+      const base = bestLift ? basePer[bestLift][j].lift : null;
+      return s.lift === null || base === null ? null : s.lift - base;
+    });
+    accuracy[name].lift_excess = { ...clusteredMean(diffs, prompts), over: bestLift ?? null };
+  }
   const rel = reliability(episodes);
   const warnings: string[] = [...left];
   if (nPrompts < FEW_PROMPTS)
@@ -450,6 +483,7 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
   return {
     accuracy,
     uniform_share: clusteredMean(uniform, prompts),
+    uniform_delta2: clusteredMean(uniformD2, prompts),
     episodes: episodes.length,
     prompts: nPrompts,
     baselines,

@@ -45,6 +45,8 @@ export interface ProbeRecord extends ProbeSettings {
   accuracy: AccuracyReport['accuracy'] | null;
   /** the decisive share uniform credit would give on the same episodes */
   uniform_share: AccuracyReport['uniform_share'] | null;
+  /** the δ² uniform credit's weight lands on (the lift's zero); absent in older records */
+  uniform_delta2?: AccuracyReport['uniform_delta2'];
   /** the episodes and their prompts the accuracy is over: the finished episodes whose advantage A ≠ 0, one set for every row */
   accuracy_episodes: number;
   accuracy_prompts: number;
@@ -87,10 +89,14 @@ export function readProbeRecord(runDir: string, step: number): ProbeRecord | nul
 /** A record's fields for its accuracy report (its episode set's counts under the record's names). */
 export function accuracyFields(
   acc: AccuracyReport,
-): Pick<ProbeRecord, 'accuracy' | 'uniform_share' | 'accuracy_episodes' | 'accuracy_prompts' | 'baselines' | 'reliability' | 'warnings' | 'cancellation'> {
+): Pick<
+  ProbeRecord,
+  'accuracy' | 'uniform_share' | 'uniform_delta2' | 'accuracy_episodes' | 'accuracy_prompts' | 'baselines' | 'reliability' | 'warnings' | 'cancellation'
+> {
   return {
     accuracy: acc.accuracy,
     uniform_share: acc.uniform_share,
+    uniform_delta2: acc.uniform_delta2,
     accuracy_episodes: acc.episodes,
     accuracy_prompts: acc.prompts,
     baselines: acc.baselines ?? {},
@@ -106,6 +112,7 @@ export function recordAccuracy(r: ProbeRecord): AccuracyReport | null {
   return {
     accuracy: r.accuracy,
     uniform_share: r.uniform_share,
+    uniform_delta2: r.uniform_delta2,
     episodes: r.accuracy_episodes,
     prompts: r.accuracy_prompts,
     baselines: r.baselines ?? {},

@@ -26,8 +26,8 @@ export function klBetaOf(runDir: string, config = readRunConfig(runDir)): number
 
 /**
  * One row per probed step (`<run>/probes/step-N.json`, written by `credit-lens probe`): the run's own strategy's credit
- * accuracy spearman_unbiased, beside what the probe says it is worth: the best trivial baseline's score, the noise
- * placebo's, and the split-half reliability of δ̂ (the ceiling). The dashboard charts them at their steps; a record
+ * accuracy: its lift (the headline, unbiased) and the best trivial baseline's, and its rank score spearman_unbiased
+ * (attenuated by the noise) beside the best baseline's, the noise placebo's and the split-half reliability of δ̂. The dashboard charts them at their steps; a record
  * without an accuracy (a probe stopped before scoring) or not readable is skipped.
  */
 export function probeRows(runDir: string): MetricsRow[] {
@@ -49,6 +49,12 @@ export function probeRows(runDir: string): MetricsRow[] {
       .filter((v): v is number => typeof v === 'number');
     if (baselines.length) row['mc/best_baseline'] = Math.max(...baselines);
     if (typeof rec.reliability?.full === 'number') row['mc/reliability'] = rec.reliability.full;
+    const lift = rec.accuracy![rec.run_strategy]?.lift?.mean;
+    if (typeof lift === 'number') row['mc/lift'] = lift;
+    const baseLifts = Object.values(rec.baselines ?? {})
+      .map((b) => b?.lift?.mean)
+      .filter((v): v is number => typeof v === 'number');
+    if (baseLifts.length) row['mc/lift_best_baseline'] = Math.max(...baseLifts);
     rows.push(row);
   }
   return rows;

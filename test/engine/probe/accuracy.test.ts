@@ -111,9 +111,14 @@ test('independent halves: the noise-unbiased target, the placebo and the split-h
   assert.equal(rel.units, 4);
   // the full-M δ̂ = 0.25, 0.5, −0.75, 0: one of four is exactly 0
   close(rel.zero_share, 0.25);
+  // the linear score: δᴬ·δᴮ = 0, 0.25, 0.5, 0; |Â| = 0.1, 0.2, 0.4, 0.3 (Σ 1.0) → credit 0.2·0.25 + 0.4·0.5 = 0.25;
+  // uniform weighs each token ¼ → (0.25 + 0.5)/4 = 0.1875; lift 0.0625
+  close(s.credit_delta2, 0.25);
+  close(s.uniform_delta2, 0.1875);
+  close(s.lift, 0.0625);
   // a table without halves scores none of these
   const old = episodeScores({ prompt: 1, n: 4, positions: [0, 1, 2, 3, 4], values: ep.values }, [0.1, 0.2, -0.4, 0.3]);
-  assert.deepEqual([old.spearman_unbiased, old.placebo], [null, null]);
+  assert.deepEqual([old.spearman_unbiased, old.placebo, old.credit_delta2, old.lift], [null, null, null, null]);
   assert.equal(reliability([{ prompt: 1, n: 4, positions: [0, 1, 2, 3, 4], values: ep.values }]), null);
 });
 

@@ -226,6 +226,8 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
             spearman_unbiased: est(0.05, -0.02, 0.12, 8),
             placebo: est(0.3, 0.25, 0.35, 8),
             excess: { ...est(-0.1, -0.2, 0, 8), over: 'one_minus_p' },
+            lift: est(0.004, 0.001, 0.007, 8),
+            lift_excess: { ...est(-0.002, -0.005, 0.001, 8), over: 'one_minus_p' },
             kendall: est(0.04, 0, 0.08, 8),
             sign_test: { agree: 60, units: 100, p: 0.057 },
           },
@@ -236,6 +238,7 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
             decisive_share: est(0.2, 0.1, 0.3, 8),
             sign_agreement: est(0.5, 0.4, 0.6, 8),
             spearman_unbiased: est(0.15, 0.1, 0.2, 8),
+            lift: est(0.006, 0.003, 0.009, 8),
           },
         },
         reliability: { half: 0.2, full: 0.333, abs_rank_half: est(0.1, 0, 0.2, 8), units: 400, zero_share: 0.69 },
@@ -246,10 +249,12 @@ test('top tokens show whitespace; Appendix B only with a baseline', () => {
   const pt = allTables(probed).at(-1)!;
   assert.equal(pt.id, 'probe_51');
   // an older record (no halves) shows its other measures and dashes where the probe kept nothing; the baselines follow
+  // the headline first: the lift and its excess over the best baseline, then the attenuated rank score and its placebo
+  assert.deepEqual(pt.header.slice(0, 9), ['strategy', 'lift', 'lo', 'hi', 'over best', 'lo', 'hi', 'rank (attenuated)', 'placebo']);
   assert.deepEqual(pt.rows, [
-    ["none (the run's)", null, null, null, null, null, null, null, 0.105, null, null, 8],
-    ['gtpo', 0.05, -0.02, 0.12, 0.3, -0.1, -0.2, 0, 0.22, 0.04, 0.057, 8],
-    ['baseline: one_minus_p', 0.15, 0.1, 0.2, null, null, null, null, 0.2, null, null, 8],
+    ["none (the run's)", null, null, null, null, null, null, null, null, 0.105, null, null, 8],
+    ['gtpo', 0.004, 0.001, 0.007, -0.002, -0.005, 0.001, 0.05, 0.3, 0.22, 0.04, 0.057, 8],
+    ['baseline: one_minus_p', 0.006, 0.003, 0.009, null, null, null, 0.15, null, 0.2, null, null, 8],
   ]);
   assert.match(pt.hint, /split-half r 0\.20, for all M 0\.33/);
   assert.match(pt.hint, /uniform credit: 10\.7 %/);

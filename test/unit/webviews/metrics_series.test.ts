@@ -246,13 +246,14 @@ test('the credit row: credit by token type where the run logs it, MC accuracy at
   const p = pointsOf(
     [
       { step: 1, phase: 'grpo', reward_mean: 1, 'credit/filler_abs_c': 0.2, 'credit/reasoning_abs_c': 0.1 },
-      { step: 2, phase: 'grpo', reward_mean: 1, 'mc/spearman_unbiased': 0.3, 'mc/placebo': 0.01 },
+      { step: 2, phase: 'grpo', reward_mean: 1, 'mc/spearman_unbiased': 0.3, 'mc/placebo': 0.01, 'mc/lift': 0.004 },
     ],
     0,
   );
+  // the lift (the headline) before the attenuated rank score
   assert.deepEqual(
     chartsFor([p]).map((c) => c.id),
-    ['reward', 'credit_by_type', 'mc_accuracy'],
+    ['reward', 'credit_by_type', 'mc_lift', 'mc_accuracy'],
   );
   const mc = chartsFor([p]).find((c) => c.id === 'mc_accuracy')!;
   // probed steps are sparse measurements: points, never smoothed

@@ -61,7 +61,7 @@ test("grpo.kl_beta from config.yaml; a probed step's accuracy becomes a dashboar
     assert.equal(loadRunData(dir).klBeta, 0);
     mkdirSync(join(dir, 'probes'));
     const est = (mean: number | null) => ({ mean, lo: null, hi: null, n: 4 });
-    // a record as the probe writes it (rundir/probe_record.ts reads it for the dashboard too): step 2: the run's entropy_mask scores 0.3; baselines 0.25 and 0.35 (the best is 0.35); placebo 0.05; reliability 0.6
+    // a record as the probe writes it (rundir/probe_record.ts reads it for the dashboard too): step 2: the run's entropy_mask scores 0.3; baselines 0.25 and 0.35 (the best is 0.35); placebo 0.05; reliability 0.6; lifts 0.004, 0.006 and 0.002
     writeFileSync(
       join(dir, 'probes', 'step-000002.json'),
       JSON.stringify({
@@ -69,8 +69,12 @@ test("grpo.kl_beta from config.yaml; a probed step's accuracy becomes a dashboar
         step: 2,
         episodes: [0, 1, 2, 3],
         run_strategy: 'entropy_mask',
-        accuracy: { entropy_mask: { spearman_unbiased: est(0.3), placebo: est(0.05) }, none: { spearman_unbiased: est(0.9) } },
-        baselines: { one_minus_pi: { spearman_unbiased: est(0.25) }, entropy: { spearman_unbiased: est(0.35) }, position: { spearman_unbiased: est(null) } },
+        accuracy: { entropy_mask: { spearman_unbiased: est(0.3), placebo: est(0.05), lift: est(0.004) }, none: { spearman_unbiased: est(0.9) } },
+        baselines: {
+          one_minus_pi: { spearman_unbiased: est(0.25), lift: est(0.006) },
+          entropy: { spearman_unbiased: est(0.35), lift: est(0.002) },
+          position: { spearman_unbiased: est(null) },
+        },
         reliability: { full: 0.6 },
       }),
     );
@@ -81,7 +85,17 @@ test("grpo.kl_beta from config.yaml; a probed step's accuracy becomes a dashboar
     );
     writeFileSync(join(dir, 'probes', 'step-000004.json'), '{ not json');
     assert.deepEqual(probeRows(dir), [
-      { step: 2, phase: 'grpo', 'mc/spearman_unbiased': 0.3, 'mc/placebo': 0.05, 'mc/best_baseline': 0.35, 'mc/reliability': 0.6 },
+      {
+        step: 2,
+        phase: 'grpo',
+        'mc/spearman_unbiased': 0.3,
+        'mc/placebo': 0.05,
+        'mc/best_baseline': 0.35,
+        'mc/reliability': 0.6,
+        // the headline: the run's lift and the best baseline's (1 − π's 0.006 over entropy's 0.002)
+        'mc/lift': 0.004,
+        'mc/lift_best_baseline': 0.006,
+      },
     ]);
     assert.equal(loadRunData(dir).rows.length, 5, 'the metrics rows and the probed step');
   } finally {
