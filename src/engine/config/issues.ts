@@ -193,7 +193,7 @@ export function validateConfig(raw: unknown): { config: CreditConfig | null; iss
 
 /**
  * Defaults that depend on another key, filled in before the schema's own: GSPO's clip range (Zheng et al. 2025, 3e-4 and
- * 4e-4) when importance_sampling_level is sequence, since a sequence ratio (the geometric mean of the token ratios)
+ * 4e-4) when importance_sampling_level is sequence or policy_loss is gspo (GSPO-token), since a sequence ratio (the geometric mean of the token ratios)
  * stays within a few 1e-4 of 1 where a token ratio moves by tenths, and the token default 0.2 would never clip.
  */
 export function dependentDefaults(raw: unknown): unknown {
@@ -201,7 +201,7 @@ export function dependentDefaults(raw: unknown): unknown {
   const grpo = (raw as Record<string, unknown>).grpo;
   if (!grpo || typeof grpo !== 'object' || Array.isArray(grpo)) return raw;
   const g = grpo as Record<string, unknown>;
-  if (g.importance_sampling_level !== 'sequence') return raw;
+  if (g.importance_sampling_level !== 'sequence' && g.policy_loss !== 'gspo') return raw;
   return { ...raw, grpo: { clip_eps: 3e-4, clip_eps_high: 4e-4, ...g } };
 }
 

@@ -5,10 +5,11 @@
 import { z } from 'zod';
 import { oneOf } from '../core/fields';
 import { cispo } from './cispo';
+import { gspo } from './gspo';
 import { ppo } from './ppo';
 import type { PolicyLossSpec } from './types';
 
-export const LOSSES = [ppo, cispo] as const satisfies readonly PolicyLossSpec[];
+export const LOSSES = [ppo, cispo, gspo] as const satisfies readonly PolicyLossSpec[];
 
 export type PolicyLoss = (typeof LOSSES)[number]['name'];
 export const LOSS_NAMES = LOSSES.map((l) => l.name) as unknown as readonly [PolicyLoss, ...PolicyLoss[]];

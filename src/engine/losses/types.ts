@@ -57,6 +57,11 @@ export interface PolicyLossSpec {
   readonly sequence: boolean;
   /** its ratio enters as a constant (a stop-gradient weight): finite differences of its loss hold ρ fixed */
   readonly detachedRatio?: boolean;
+  /**
+   * sequence_token (GSPO-token): the ratio on every token is the sequence's s = exp(mean log ρ), its gradient through the
+   * token's own log-prob only (s_{i,t} = sg(s)·π/sg(π), so ∂s_{i,t}/∂ℓ_t = s); absent: the token's own ρ
+   */
+  readonly ratioLevel?: 'sequence_token';
   /** checks across keys, on the whole config, when this loss is chosen */
   readonly check?: (cfg: LossCheckConfig) => CatalogIssue[];
   /** Run Sweep's entry for it, beside the config's own loss */

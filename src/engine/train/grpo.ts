@@ -86,6 +86,8 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
   const spec = lossSpec(opts.policyLoss ?? 'ppo');
   if (!spec) throw new Error(`policyLossAndGrad: no policy loss ${opts.policyLoss}`);
   const sequence = opts.importanceSamplingLevel === 'sequence';
+  // GSPO-token: the sequence's ratio on every token, its gradient through the token's own log-prob (∂s_{i,t}/∂ℓ_t = s)
+  const tokenSeq = spec.ratioLevel === 'sequence_token';
   if (sequence && !spec.sequence) throw new Error(`policyLossAndGrad: ${spec.name} has token-level ratios only (importanceSamplingLevel token)`);
   const options = { ...(opts.cispoClip !== undefined && { cispo_clip: opts.cispoClip }), ...opts.lossOptions };
   // one input object, its per-token fields rewritten: no allocation per token on the hot path
@@ -104,10 +106,11 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
     const aRow = new Array<number>(T).fill(0);
     const wRow = new Array<number>(T).fill(0);
     const cRow = new Array<number>(T).fill(0);
-    // GSPO: one ratio for the sequence, s = exp(mean over its tokens of log ρ); ds/dℓ_u = s/n for each of its tokens
+    // GSPO: one ratio for the sequence, s = exp(mean over its tokens of log ρ); ds/dℓ_u = s/n for each of its tokens (at
+    // sequence level; GSPO-token's detached form passes s to each token's own log-prob instead)
     let seqRatio = 1;
     let n = 0;
-    if (sequence) {
+    if (sequence || tokenSeq) {
       let sum = 0;
       for (let t = 0; t < T; t++) {
         if (!x.mask[i][t]) continue;
@@ -121,7 +124,7 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       if (!x.mask[i][t]) continue;
       valid++;
       const l = x.logprobs[i][t];
-      const ratio = sequence ? seqRatio : Math.exp(l - x.oldLogprobs[i][t]);
+      const ratio = sequence || tokenSeq ? seqRatio : Math.exp(l - x.oldLogprobs[i][t]);
       input.ratio = ratio;
       input.logprob = l;
       input.advantage = x.advantages[i][t];
@@ -131,7 +134,8 @@ export function policyLossAndGrad(x: PolicyLossInput, opts: PolicyLossOptions): 
       if (sequence) {
         seqGrad += c[i][t] * term.dRatio;
         dl = 0;
-      } else dl = term.dLogprob;
+      } else if (tokenSeq) dl = term.dRatio * seqRatio;
+      else dl = term.dLogprob;
       if (term.cut) {
         clipped++;
         cRow[t] = 1;

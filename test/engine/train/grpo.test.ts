@@ -162,6 +162,27 @@ test('CISPO (policy_loss cispo): −sg(w)·Â·ℓ, a clipped token keeps a boun
   close(capped.clipFrac, 2 / 6, 1e-12);
 });
 
+test('GSPO-token (policy_loss gspo): the sequence ratio and clip on every token, each token keeping its own Â, the gradient through its own log-prob', () => {
+  // s as at sequence level: ep0 e^−0.3, ep1 e^0.15, ep2 e^0.3 (clipped: Â = 0.5 > 0 and s > 1.2). The loss is GSPO's when
+  // a sequence's tokens share one Â (ep0, ep1: Â the same on each token), so the fixture's loss is 0.3041470514 again.
+  // ∂loss/∂ℓ_t = c·(−Â_t)·s: ep0 (1/6)·(−1)·e^−0.3 = −0.1234697035 on each token; ep1 (1/6)·2·e^0.15 = 0.3872780809;
+  // ep2 0 (cut). PyTorch's autograd of −min(s̃Â, clip(s̃)Â) with s̃ = s.detach()·exp(ℓ − ℓ.detach()) gives the same.
+  const r = policyLossAndGrad(fixture, { ...opts, lossAgg: 'token_mean', policyLoss: 'gspo' });
+  close(r.loss, 0.3041470514, 1e-9);
+  for (const g of r.grad[0]) close(g, -0.1234697035, 1e-9);
+  close(r.grad[1][0], 0.3872780809, 1e-9);
+  assert.equal(r.grad[2][0], 0, 'a clipped sequence passes no gradient');
+  // with per-token credit the tokens differ: Â = 2, 0, −1 on ep0 → ∂/∂ℓ_t = (1/6)·(−Â_t)·e^−0.3 = −0.2469394, 0, and 0
+  // for the third (Â < 0 with s = 0.7408 below 0.8: the clipped branch, so cut), not one value spread over the sequence
+  const credit = { ...fixture, advantages: [[2, 0, -1], fixture.advantages[1], fixture.advantages[2]] };
+  const g = policyLossAndGrad(credit, { ...opts, lossAgg: 'token_mean', policyLoss: 'gspo' }).grad[0];
+  close(g[0], (-2 * Math.exp(-0.3)) / 6, 1e-12);
+  assert.deepEqual([Math.abs(g[1]), g[2]], [0, 0]);
+  // at sequence level the same terms' ∂/∂s, Σ c·(−Â) over the uncut tokens = −2/6, is spread as ·s/3 on every token
+  const seq = policyLossAndGrad(credit, { ...opts, lossAgg: 'token_mean', importanceSamplingLevel: 'sequence' }).grad[0];
+  for (const v of seq) close(v, ((-2 / 6) * Math.exp(-0.3)) / 3, 1e-12);
+});
+
 test('GSPO and CISPO gradients match central finite differences (every loss_agg, with KL)', () => {
   const x = withRef;
   // CISPO's stop-gradient is on w: its loss is not differentiated through w, so its finite differences hold w fixed

@@ -1,7 +1,8 @@
 // Every policy-loss variant of the catalog (src/engine/losses/), checked the same way: its gradients against central
 // finite differences of its own loss, at token level, at GSPO's sequence level where the variant allows it, and with
 // respect to Â (a trained head's gradient). A variant whose ratio is a stop-gradient weight (CISPO) is differentiated
-// with ρ held fixed, by moving the old log-prob with the new one. Then a new variant is added on a copy of src/, as
+// with ρ held fixed, by moving the old log-prob with the new one; GSPO-token's ratio s_{i,t} = sg(s)·π/sg(π) the same
+// way, plus its term's derivative at s·e^(±h), the token's own factor. Then a new variant is added on a copy of src/, as
 // toy_strategy.test.ts adds a strategy, and trained through the CLI.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,7 +10,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LOSSES } from '../../../src/engine/losses/catalog';
 import type { PolicyLossSpec } from '../../../src/engine/losses/types';
-import { policyLossAndGrad, type LossAgg } from '../../../src/engine/train/grpo';
+import { aggregationWeights, policyLossAndGrad, type LossAgg } from '../../../src/engine/train/grpo';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
 import { buildCli, copySources } from '../source_copy';
 import { POLICY_FIXTURE_REF, tinyConfig } from '../fixtures';
@@ -35,10 +36,31 @@ for (const spec of LOSSES as readonly PolicyLossSpec[]) {
               const lp = structuredClone(x.logprobs);
               lp[i][t] += d;
               const old = structuredClone(x.oldLogprobs);
-              if (spec.detachedRatio) old[i][t] += d;
+              if (spec.detachedRatio || spec.ratioLevel) old[i][t] += d;
               return policyLossAndGrad({ ...x, logprobs: lp, oldLogprobs: old }, o).loss;
             };
-            close(r.grad[i][t], (moveLogprob(h) - moveLogprob(-h)) / (2 * h), 1e-7, `${level} ${lossAgg} ∂/∂ℓ[${i}][${t}]`);
+            let fd = (moveLogprob(h) - moveLogprob(-h)) / (2 * h);
+            if (spec.ratioLevel === 'sequence_token') {
+              // the ratio held fixed above gave the KL part; the ratio's part is s_{i,t} = sg(s)·e^(ℓ − sg(ℓ)): the
+              // token's term at s·e^(±h), times its aggregation weight
+              const c = aggregationWeights(x.mask, lossAgg, 4)[i][t];
+              let sum = 0;
+              let n = 0;
+              for (let u = 0; u < 3; u++) if (x.mask[i][u]) ((sum += x.logprobs[i][u] - x.oldLogprobs[i][u]), n++);
+              const sRatio = Math.exp(sum / n);
+              const at = (d: number) =>
+                spec.term({
+                  ratio: sRatio * Math.exp(d),
+                  logprob: x.logprobs[i][t],
+                  advantage: x.advantages[i][t],
+                  lo: 0.8,
+                  hi: 1.2,
+                  clipEpsHigh: 0.2,
+                  options: {},
+                }).loss;
+              fd += (c * (at(h) - at(-h))) / (2 * h);
+            }
+            close(r.grad[i][t], fd, 1e-7, `${level} ${lossAgg} ∂/∂ℓ[${i}][${t}]`);
             const moveAdvantage = (d: number) => {
               const adv = structuredClone(x.advantages);
               adv[i][t] += d;
@@ -78,12 +100,12 @@ test(
     const losses = join(dir, 'src/engine/losses');
     writeFileSync(join(losses, 'capped.ts'), TOY_FILE);
     const catalog = readFileSync(join(losses, 'catalog.ts'), 'utf8');
-    assert.match(catalog, /^export const LOSSES = \[ppo, cispo\] as const/m);
+    assert.match(catalog, /^export const LOSSES = \[ppo, cispo, gspo\] as const/m);
     writeFileSync(
       join(losses, 'catalog.ts'),
       catalog
         .replace("import { ppo } from './ppo';", "import { ppo } from './ppo';\nimport { capped } from './capped';")
-        .replace('export const LOSSES = [ppo, cispo] as const', 'export const LOSSES = [ppo, cispo, capped] as const'),
+        .replace('export const LOSSES = [ppo, cispo, gspo] as const', 'export const LOSSES = [ppo, cispo, gspo, capped] as const'),
     );
     const cli = await buildCli(dir);
     const config = tinyConfig(dir, 'countdown', 'credit: { strategy: none }\n');
