@@ -46,7 +46,11 @@ for (const spec of LOSSES as readonly PolicyLossSpec[]) {
               const c = aggregationWeights(x.mask, lossAgg, 4)[i][t];
               let sum = 0;
               let n = 0;
-              for (let u = 0; u < 3; u++) if (x.mask[i][u]) ((sum += x.logprobs[i][u] - x.oldLogprobs[i][u]), n++);
+              for (let u = 0; u < 3; u++)
+                if (x.mask[i][u]) {
+                  sum += x.logprobs[i][u] - x.oldLogprobs[i][u];
+                  n++;
+                }
               const sRatio = Math.exp(sum / n);
               const at = (d: number) =>
                 spec.term({
