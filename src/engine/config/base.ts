@@ -256,7 +256,9 @@ export const grpoSchema = section(
     ).default(false),
     max_resample_batches: int(
       0,
-      'With dynamic_sampling: at most this many extra draws of prompts_per_step prompts per step (veRL max_num_gen_batches).',
+      'With dynamic_sampling: at most this many extra draws of prompts_per_step prompts per step (veRL max_num_gen_batches). ' +
+        'When they do not fill the batch the step trains on the groups that carry a signal, where veRL raises an error: a ' +
+        'small task runs out of undecided prompts long before a 0.5B model does, and effective_groups logs how full the step was.',
     ).default(4),
     mask_truncated_completions: bool(
       "Leave completions that hit max_new_tokens without ending (no EOS, no </answer>) out of the loss (TRL's " +
