@@ -190,7 +190,7 @@ function emptyResult() {
     /** that probe through `credit-lens serve` (SGLang's API on 127.0.0.1), and its time over the in-process probe's */
     probe_served: null as { seconds: number; ratio: number } | null,
     attribution_peak_mb: null as { none: number; attribution: number; none_one_pass: number } | null,
-    /** the webgpu backend's train-step profile (kernels, uploads, downloads) on the adapter Dawn offers */
+    /** the webgpu backend's train-step profile (kernels, dispatches, submits, uploads, downloads) on the adapter Dawn offers */
     webgpu: null as import('./size').WebgpuProfile | { error: string } | null,
     /** the seeds' model size (Qwen2.5-0.5B shape) on wasm-blas, paired with PyTorch on the same folder */
     size_05b: null as import('./size').SizeBench | { error: string } | null,
@@ -488,7 +488,7 @@ export async function runBench(o: { json: boolean; quick: boolean }): Promise<vo
   say(
     'error' in w
       ? `webgpu: unavailable (${w.error}); no GPU figure measured`
-      : `webgpu on ${w.adapter}: one train step of the reference model [32, 64] dispatches ${w.kernels} kernels, ${w.uploads.count} uploads (${w.uploads.mb.toFixed(2)} MB), ${w.downloads.count} downloads (${w.downloads.mb.toFixed(3)} MB); ${w.step_ms.toFixed(0)} ms${w.software ? ' (a software adapter: a CPU figure, not a GPU one)' : ''}`,
+      : `webgpu on ${w.adapter}: one train step of the reference model [32, 64] runs ${w.kernels} kernels making ${w.dispatches} dispatches in ${w.submits} submits (most: ${w.top}), ${w.uploads.count} uploads (${w.uploads.mb.toFixed(2)} MB), ${w.downloads.count} downloads (${w.downloads.mb.toFixed(3)} MB); ${w.step_ms.toFixed(0)} ms${w.software ? ' (a software adapter: a CPU figure, not a GPU one)' : ''}`,
   );
   result.size_05b = await benchModelSize({ quick: o.quick, say });
   if ('error' in result.size_05b) say(`0.5B rows: unavailable (${result.size_05b.error})`);

@@ -17,7 +17,11 @@ import { grpoStep } from '../train/train';
 import { REFERENCE, SMALL, rolloutRunner, timeSteps, trainStepRunner } from './bench';
 import { median } from '../core/stats';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
-import { benchModelSize, webgpuTraffic } from './size';
+import { benchModelSize } from './size';
+import { countDispatches, decodeStepCount, topKernels } from './dispatch';
+import { Transformer } from '../model/model';
+import { generate } from '../model/sampler';
+import { makeRng } from '../core/rng';
 
 export interface DeviceBenchOptions {
   /** this machine: a software adapter is accepted, and torch runs on the CPU */
@@ -190,20 +194,52 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
     const opt = new Adam(config.grpo.lr);
     try {
       await grpoStep({ session: s, optimizer: opt, step: 1 });
-      const traffic = await webgpuTraffic(async () => {
+      // real launches (dispatchWorkgroups), submits and traffic, timed outside tf.profile (bench/dispatch.ts)
+      const c = await countDispatches(async () => {
         await grpoStep({ session: s, optimizer: opt, step: 2 });
       });
+      o.say(
+        `   one GRPO step: ${c.dispatches} dispatches in ${c.submits} submits, ${c.uploads.count} uploads, ${c.downloads.count} downloads; most: ${topKernels(c)}`,
+      );
       return {
         rollouts: config.grpo.prompts_per_step * config.grpo.group_size,
         micro_batches: config.grpo.gradient_accumulation_steps,
-        kernels: traffic.kernels,
-        uploads: traffic.uploads,
-        downloads: traffic.downloads,
-        seconds: traffic.ms / 1000,
+        dispatches: c.dispatches,
+        submits: c.submits,
+        kernels: c.kernels,
+        uploads: c.uploads,
+        downloads: c.downloads,
+        seconds: c.ms / 1000,
+        by_kernel: c.by_kernel,
       };
     } finally {
       opt.dispose();
       s.model.dispose();
+    }
+  });
+
+  // What one train step and one decode step of the reference model launch, by kernel: the histogram the dispatch work
+  // starts from (the counts are the same on lavapipe and on an H200)
+  await stage('reference_dispatch', async () => {
+    if (!gpu) throw new Error('no webgpu backend');
+    const runner = trainStepRunner(REFERENCE, 32, 64);
+    try {
+      await runner.step();
+      const train = await countDispatches(() => runner.step());
+      o.say(`   reference train step [32, 64]: ${train.dispatches} dispatches, ${train.submits} submits; most: ${topKernels(train)}`);
+      const model = Transformer.init(REFERENCE, 3);
+      try {
+        const prompts = Array.from({ length: 8 }, (_, i) => [1, 5 + i, 9, 12]);
+        const decode = await decodeStepCount((k) =>
+          generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: false, eosId: -1, rng: makeRng(4) }).then(() => undefined),
+        );
+        o.say(`   reference decode step (8 rows): ${decode.dispatches} dispatches, ${decode.downloads.count} downloads; most: ${topKernels(decode)}`);
+        return { train_step: train, decode_step: decode };
+      } finally {
+        model.dispose();
+      }
+    } finally {
+      runner.dispose();
     }
   });
 

@@ -3,7 +3,6 @@
 // folder in the same bench run (bench/torch_hf.py): load, teacher-forced scoring and greedy decoding, plus a LoRA GRPO
 // step (ours alone) and the process's peak resident memory. And the webgpu backend's profile of a train step: kernels
 // and host↔device traffic, on whatever adapter Dawn offers (on a software adapter the times are not a GPU's).
-import * as tf from '@tensorflow/tfjs';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -19,6 +18,7 @@ import { policyBatch } from '../session/rollout';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
 import { benchUpdate } from './step';
 import type { Transformer } from '../model/model';
+import { countDispatches, decodeStepCount, topKernels, type DispatchCount } from './dispatch';
 
 export interface SizeBench {
   model: string;
@@ -29,6 +29,8 @@ export interface SizeBench {
   vocab_blocks: number;
   /** teacher-forced log-prob + entropy over the full vocabulary: completion tokens per second */
   score: { rows: number; prompt: number; completion: number } & PairedSide;
+  /** on webgpu: what one further greedy token launches, by kernel */
+  decode_step_dispatch?: DispatchCount;
   /** greedy decoding with the KV cache: new tokens per second over the batch */
   decode: { rows: number; prompt: number; new_tokens: number } & PairedSide;
   /** one LoRA GRPO update (forward, loss, backward into the adapters, clip, Adam) */
@@ -286,6 +288,14 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
       : null;
     const decode = { rows: 4, prompt: 32, new_tokens: 16, ...side(dc, await decodeOurs()) };
     o.say(`0.5B greedy decoding (4 rows × 16 new tokens after 32): ${fmt(decode, 'tok/s')}`);
+    // on webgpu, what one further token launches, by kernel (bench/dispatch.ts)
+    const decode_step_dispatch =
+      backend === 'webgpu'
+        ? await decodeStepCount((k) =>
+            generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) }).then(() => undefined),
+          )
+        : null;
+    if (decode_step_dispatch) o.say(`0.5B decode step (4 rows): ${decode_step_dispatch.dispatches} dispatches; most: ${topKernels(decode_step_dispatch)}`);
     const served = await servedRows(model, dir, comps, prompt, score.ours, o);
     const loras: SizeBench['lora_step'][] = [];
     model.enableLora({ r: LORA_R }, 7);
@@ -309,6 +319,7 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
       vocab_blocks: model.vocabBlocks,
       score,
       decode,
+      ...(decode_step_dispatch ? { decode_step_dispatch } : {}),
       lora_step: lora,
       lora_steps: loras,
       served,
@@ -355,8 +366,12 @@ const LORA_R = 8;
 export interface WebgpuProfile {
   adapter: string;
   software: boolean;
-  /** kernels dispatched by one train step of the reference model, [32, 64], Adam */
+  /** tf kernels one train step of the reference model runs ([32, 64], Adam), and the real launches among them */
   kernels: number;
+  dispatches: number;
+  submits: number;
+  /** the kernels with the most dispatches, "BatchMatMul 412, …" */
+  top: string;
   /** host→device uploads and device→host downloads during the step */
   uploads: { count: number; mb: number };
   downloads: { count: number; mb: number };
@@ -364,8 +379,8 @@ export interface WebgpuProfile {
 }
 
 /**
- * One train step of the reference model on webgpu (the bench's trainStepRunner): the kernels it dispatches and every
- * upload and download it makes, counted by wrapping the backend's uploadToGPU and getBufferData.
+ * One train step of the reference model on webgpu (the bench's trainStepRunner): the kernels it runs, the launches and
+ * submits they make, every upload and download, timed outside tf.profile (bench/dispatch.ts).
  */
 export async function profileWebgpu(runner: () => { step(): Promise<void>; dispose(): void }): Promise<WebgpuProfile | { error: string }> {
   const probe = await probeAdapter();
@@ -378,59 +393,19 @@ export async function profileWebgpu(runner: () => { step(): Promise<void>; dispo
   const r = runner();
   try {
     await r.step();
-    const t = await webgpuTraffic(() => r.step());
+    const t = await countDispatches(() => r.step());
     return {
       adapter: describeAdapter(probe.info),
       software: probe.info.software,
       kernels: t.kernels,
+      dispatches: t.dispatches,
+      submits: t.submits,
       uploads: t.uploads,
       downloads: t.downloads,
       step_ms: t.ms,
+      top: topKernels(t),
     };
   } finally {
     r.dispose();
-  }
-}
-
-/** What `fn` does on the webgpu backend: kernels dispatched (tf.profile), every upload and download, its wall time. */
-export async function webgpuTraffic(
-  fn: () => Promise<void>,
-): Promise<{ kernels: number; uploads: { count: number; mb: number }; downloads: { count: number; mb: number }; ms: number }> {
-  // the backend's own upload and read paths, wrapped for the call and put back after it
-  const be = tf.backend() as unknown as {
-    tensorMap: { get(id: unknown): { values?: unknown; resource?: unknown; dtype: string; shape: number[] } };
-    uploadToGPU(id: unknown): void;
-    getBufferData(buf: { size: number }): Promise<ArrayBuffer>;
-  };
-  const up = { count: 0, bytes: 0 },
-    down = { count: 0, bytes: 0 };
-  const upload = be.uploadToGPU.bind(be),
-    getData = be.getBufferData.bind(be);
-  be.uploadToGPU = (id) => {
-    const t = be.tensorMap.get(id);
-    if (t && t.values && t.resource == null) {
-      up.count++;
-      up.bytes += 4 * t.shape.reduce((a, d) => a * d, 1);
-    }
-    upload(id);
-  };
-  be.getBufferData = (buf) => {
-    down.count++;
-    down.bytes += buf.size;
-    return getData(buf);
-  };
-  try {
-    const t = performance.now();
-    const info = await tf.profile(fn);
-    const ms = performance.now() - t;
-    return {
-      kernels: info.kernels.length,
-      uploads: { count: up.count, mb: up.bytes / 2 ** 20 },
-      downloads: { count: down.count, mb: down.bytes / 2 ** 20 },
-      ms,
-    };
-  } finally {
-    be.uploadToGPU = upload;
-    be.getBufferData = getData;
   }
 }

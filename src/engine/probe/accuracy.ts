@@ -406,6 +406,25 @@ function unscorable(rows: readonly (readonly number[])[]): string {
   return `no probed episode can score it: its Â is ${parts.join('; ')}, so it weighs and ranks no token`;
 }
 
+/** A strategy's per-episode `key` minus the best baseline's by that key's mean (null where either is undefined). */
+function excessOver(
+  scores: EpisodeScores[],
+  baselines: Record<string, StrategyAccuracy>,
+  basePer: Record<string, EpisodeScores[]>,
+  key: 'spearman_unbiased' | 'lift',
+): { diffs: (number | null)[]; over: string | null } {
+  const mean = (b: StrategyAccuracy) => b[key]?.mean;
+  const over =
+    Object.entries(baselines)
+      .filter(([, b]) => typeof mean(b) === 'number')
+      .sort(([, x], [, y]) => mean(y)! - mean(x)!)[0]?.[0] ?? null;
+  const diffs = scores.map((s, j) => {
+    const base = over ? basePer[over][j][key] : null;
+    return s[key] === null || base === null ? null : s[key]! - base;
+  });
+  return { diffs, over };
+}
+
 /**
  * Every strategy's accuracy over the probed episodes whose advantage is not 0 (one set for every row), the trivial
  * baselines' on the same set, each strategy's excess over the best baseline, and the probe's split-half reliability.
@@ -447,27 +466,13 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     basePer[name] = scores;
     baselines[name] = rowOf(scores, prompts);
   }
-  // the excess over the best baseline by the headline measure, episode by episode (the same episodes on both sides)
-  const best = Object.entries(baselines)
-    .filter(([, b]) => b.spearman_unbiased?.mean !== null && b.spearman_unbiased?.mean !== undefined)
-    .sort(([, x], [, y]) => y.spearman_unbiased!.mean! - x.spearman_unbiased!.mean!)[0]?.[0];
+  // each strategy's excess over the best baseline, episode by episode (the same episodes on both sides): by the rank
+  // score (what --plan sizes a probe from) and by the lift (the headline; a difference of linear scores stays unbiased)
   for (const [name, scores] of Object.entries(perEpisode)) {
-    const diffs = scores.map((s, j) => {
-      const base = best ? basePer[best][j].spearman_unbiased : null;
-      return s.spearman_unbiased === null || base === null ? null : s.spearman_unbiased - base;
-    });
-    accuracy[name].excess = { ...clusteredMean(diffs, prompts), over: best ?? null, prompt_sd: promptSd(diffs, prompts) };
-  }
-  // the headline's excess: the lift over the best baseline's lift, episode by episode (linear, so still unbiased)
-  const bestLift = Object.entries(baselines)
-    .filter(([, b]) => b.lift?.mean !== null && b.lift?.mean !== undefined)
-    .sort(([, x], [, y]) => y.lift!.mean! - x.lift!.mean!)[0]?.[0];
-  for (const [name, scores] of Object.entries(perEpisode)) {
-    const diffs = scores.map((s, j) => {
-      const base = bestLift ? basePer[bestLift][j].lift : null;
-      return s.lift === null || base === null ? null : s.lift - base;
-    });
-    accuracy[name].lift_excess = { ...clusteredMean(diffs, prompts), over: bestLift ?? null };
+    const rank = excessOver(scores, baselines, basePer, 'spearman_unbiased');
+    accuracy[name].excess = { ...clusteredMean(rank.diffs, prompts), over: rank.over, prompt_sd: promptSd(rank.diffs, prompts) };
+    const lift = excessOver(scores, baselines, basePer, 'lift');
+    accuracy[name].lift_excess = { ...clusteredMean(lift.diffs, prompts), over: lift.over };
   }
   const rel = reliability(episodes);
   const warnings: string[] = [...left];

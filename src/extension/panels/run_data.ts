@@ -44,17 +44,20 @@ export function probeRows(runDir: string): MetricsRow[] {
     const row: MetricsRow = { step, phase: 'grpo', 'mc/spearman_unbiased': own };
     const placebo = rec.accuracy![rec.run_strategy]?.placebo?.mean;
     if (typeof placebo === 'number') row['mc/placebo'] = placebo;
-    const baselines = Object.values(rec.baselines ?? {})
-      .map((b) => b?.spearman_unbiased?.mean)
-      .filter((v): v is number => typeof v === 'number');
-    if (baselines.length) row['mc/best_baseline'] = Math.max(...baselines);
+    // the best trivial baseline by each measure: the largest of their means
+    const best = (key: 'spearman_unbiased' | 'lift') => {
+      const means = Object.values(rec!.baselines ?? {})
+        .map((b) => b?.[key]?.mean)
+        .filter((v): v is number => typeof v === 'number');
+      return means.length ? Math.max(...means) : undefined;
+    };
+    const bestRank = best('spearman_unbiased');
+    if (bestRank !== undefined) row['mc/best_baseline'] = bestRank;
     if (typeof rec.reliability?.full === 'number') row['mc/reliability'] = rec.reliability.full;
     const lift = rec.accuracy![rec.run_strategy]?.lift?.mean;
     if (typeof lift === 'number') row['mc/lift'] = lift;
-    const baseLifts = Object.values(rec.baselines ?? {})
-      .map((b) => b?.lift?.mean)
-      .filter((v): v is number => typeof v === 'number');
-    if (baseLifts.length) row['mc/lift_best_baseline'] = Math.max(...baseLifts);
+    const bestLift = best('lift');
+    if (bestLift !== undefined) row['mc/lift_best_baseline'] = bestLift;
     rows.push(row);
   }
   return rows;
