@@ -291,9 +291,7 @@ export class ServerSampler implements Sampler {
     setMaxListeners(2 * this.concurrency + 8, abort.signal);
     const onClose = () => abort.abort();
     this.closed.signal.addEventListener('abort', onClose);
-    const poll = setInterval(() => {
-      if (hooks.stop?.()) abort.abort();
-    }, 50);
+    const poll = setInterval(() => hooks.stop?.() && abort.abort(), 50);
     let next = 0;
     let done = 0;
     let failure: unknown = null;
