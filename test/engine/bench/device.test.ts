@@ -31,6 +31,15 @@ test('run.sh --local --quick: every stage measures on lavapipe against torch, an
   assert.ok(rollout.webgpu > 0 && !rollout.error, JSON.stringify(rollout));
   const step = report.stages.example_grpo_step;
   assert.ok(step.kernels > 0 && step.seconds > 0 && step.uploads.count > 0, JSON.stringify(step));
+  // real launches counted at dispatchWorkgroups: fewer than the kernels run (views and CPU-forwarded ops launch none),
+  // in fewer submits still, and by kernel, the histogram summing to the total
+  assert.ok(step.dispatches > 0 && step.dispatches < step.kernels && step.submits > 0 && step.submits < step.dispatches, JSON.stringify(step).slice(0, 400));
+  const sum = (h: Record<string, { dispatches: number }>) => Object.values(h).reduce((a, v) => a + v.dispatches, 0);
+  assert.equal(sum(step.by_kernel), step.dispatches);
+  assert.ok(step.by_kernel.BatchMatMul?.dispatches > 0, 'the products are among the launches');
+  const d = report.stages.reference_dispatch;
+  assert.ok(d.train_step.dispatches > 0 && sum(d.train_step.by_kernel) === d.train_step.dispatches, JSON.stringify(d.train_step).slice(0, 300));
+  assert.ok(d.decode_step.dispatches > 0 && d.decode_step.dispatches < d.train_step.dispatches, JSON.stringify(d.decode_step).slice(0, 300));
   // TRL's step of the same example on torch here (credit_lens from python/, nothing installed for it on a GPU machine)
   const trl = report.stages.trl_example_step;
   assert.ok(trl.trl_step_s > 0 && trl.parameters > 0 && trl.engine_webgpu_over_trl > 0 && trl.device === 'cpu', JSON.stringify(trl));
