@@ -25,6 +25,7 @@ import {
 } from '../../protocol/compare';
 import type { RunStatus, TaskIdentity } from '../../protocol';
 import { headlineParams } from '../credit/catalog';
+import { getDotted } from '../config/dotted';
 import { UserError } from '../core/errors';
 import { listEvalSteps, readEvalTable, evalFile, type EvalSplit } from '../rundir/eval_table';
 import { readTokenTables } from '../rundir/arrow_tables';
@@ -117,7 +118,7 @@ const HEADLINE: Record<string, string> = headlineParams();
 function strategyLabel(strategy: string | null, credit: Record<string, unknown> | undefined): string {
   if (!strategy) return '—';
   const key = HEADLINE[strategy];
-  const v = key !== undefined ? credit?.[key] : undefined;
+  const v = key !== undefined ? getDotted(credit, key) : undefined;
   return v !== undefined && v !== null && typeof v !== 'object' ? `${strategy} (${key} ${v})` : strategy;
 }
 

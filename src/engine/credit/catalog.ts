@@ -74,7 +74,7 @@ export interface StrategySpec {
   readonly probeVariants?: readonly { readonly label: string; readonly sets: Readonly<Record<string, string>> }[];
   /** values the Run Sweep QuickPicks offer, by dotted key */
   readonly sweepValues?: Record<string, number[]>;
-  /** the parameter comparisons label a run with (seed docs 001/002: "Outcome-conditional (0.75)"), a key of `params` */
+  /** the parameter comparisons label a run with (seed docs 001/002: "Outcome-conditional (0.75)"), a dotted key under credit */
   readonly headline?: string;
   readonly needs?: StrategyNeeds;
 }
@@ -240,6 +240,8 @@ export const CATALOG = [
       ).prefault({}),
     },
     probeVariants: [{ label: 'gtpo (paper form)', sets: { 'credit.gtpo.form': 'gtpo' } }],
+    // the default form is the seeds' entropy weighting, not GTPO's paper form: every comparison row says which
+    headline: 'gtpo.form',
   },
   {
     name: 'ktae',

@@ -490,3 +490,14 @@ test('one run counted twice in a group (the same seed from the same warm start) 
   assert.equal(ok.rows[1].runs.length, 4);
   assert.ok(!ok.notes.some((n) => /one warm start/.test(n)), 'two starts: no such note');
 });
+
+test("a row's label names the strategy's headline parameter, nested ones too: gtpo's default is the seeds' form, not GTPO's", () => {
+  const base = [1, 2, 3].map((s) => run(`lbl-base-seed${s}`, s, (i) => i < 8 + s));
+  const g = [1, 2, 3].map((s) => {
+    const d = run(`lbl-g-seed${s}`, s, (i) => i < 10 + s);
+    writeFileSync(join(d, 'config.yaml'), `name: lbl-g-seed${s}\nseed: ${s}\ncredit:\n  strategy: gtpo\n  gtpo:\n    form: seed\n`);
+    return d;
+  });
+  const r = compareSeeds(base, g, { resamples: 200, tokenTypes: false });
+  assert.equal(r.rows[1].label, 'gtpo (gtpo.form seed)');
+});
