@@ -6,6 +6,8 @@
 // Then the faults: a server killed mid-probe (the probe fails naming the URL, keeps its finished episodes, and the same
 // command resumes once the server is back), a server that answers malformed JSON, a model on another vocabulary, and a
 // stop while connecting to a server that never answers.
+// The faults come from stand-ins around or beside `credit-lens serve` (their comments say which), because no real server
+// answers malformed JSON or hangs on demand; the real vLLM's answers are checked in vllm_cpu.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -164,7 +166,7 @@ test('a stop (Ctrl-C) during a probe through a server ends it within a batch, ke
   }
 });
 
-/** An HTTP server on 127.0.0.1 that answers each route with a fixed status and body. */
+/** A stand-in, since no real server answers this way on demand: an HTTP server on 127.0.0.1 that answers each route with a fixed status and body. */
 async function fake(routes: Record<string, [number, string]>): Promise<{ url: string; server: Server; seen: string[] }> {
   const seen: string[] = [];
   const server = createServer((req, res) => {
