@@ -50,7 +50,7 @@ export interface SeedInterval {
 /**
  * The gate of a row: the run-level test, with the training run as its unit (core/significance.ts says why). Δ is the
  * difference of the two groups' mean success over their runs, its standard error the two-way variance
- * σ_seed²/S per side + σ_inst²/n, the reference Student's t with Satterthwaite's df. Seeds are not paired by number:
+ * σ_seed² (one, pooled over the sides) × (1/S_B + 1/S_A) + σ_inst²/n, the reference Student's t with Satterthwaite's df. Seeds are not paired by number:
  * two runs that share a seed number share nothing else.
  */
 export interface RunTest {

@@ -472,7 +472,7 @@ export function seedsNeededText(s: SeedsNeeded | null): string {
 /** The sentence under a table: which test gates, which family was adjusted, what the marks mean. */
 function ruleText(alpha: number, family: number, power: number): string {
   return (
-    `Δ [95 % CI], p: the run-level gate, the training run as the unit: Δ of the groups' mean success over their runs, its variance σ_seed²/S per side + σ_inst²/n (two-way), Student's t with Satterthwaite's df; ` +
+    `Δ [95 % CI], p: the run-level gate, the training run as the unit: Δ of the groups' mean success over their runs, its variance σ_seed² (pooled over the sides) × (1/S_B + 1/S_A) + σ_inst²/n (two-way), Student's t with Satterthwaite's df; ` +
     `p Holm-adjusted over the ${family} row${family === 1 ? '' : 's'} tested; a row is significant (bold) when p_adj < ${alpha}, else n.s.; with fewer than 3 runs a side there is no verdict (with one, only the seeds needed). ` +
     `MDE: the smallest true difference the gate detects with ${Math.round(power * 100)} % power at α / rows, with these seeds and instances. ` +
     'Conditional on these checkpoints: the cluster bootstrap over instances and the exact sign-flip test (every baseline run against every run of the row); they say whether these trained policies differ on these instances, not whether the method trains better ones. ' +

@@ -237,7 +237,8 @@ export function seedsNeeded(p: Power, diff: number, max = 1000): number | null {
 // new instances from the same task. The t statistic gets Satterthwaite's degrees of freedom from the two components.
 // Why pooled: under the null the method does not change how runs fall, so one run variance is estimated from all the
 // runs. Each side's own variance (Welch) is liberal when the sides differ in size: at 11 v 2 it rejected 11.5 % of nulls
-// at α 0.05, at 11 v 3 6.4 %, at 6 v 2 7.6 %; pooled, 5.6, 5.4 and 5.0 % (run_gate.test.ts simulates these cells). We chose it over an exact permutation of run labels
+// at α 0.05, at 11 v 3 6.4 %, at 6 v 2 7.6 % (3,000 simulations a cell); pooled, 5.5 % at 11 v 2 and 5.1 % at 11 v 3
+// (run_gate.test.ts simulates these cells). We chose the t reference over an exact permutation of run labels
 // because at the sizes people run (3 seeds a side) the permutation has 20 labelings and cannot reach p < 0.1, whereas
 // the t reference is calibrated there (the null simulation in run_gate.test.ts). Fewer than 2 runs on a side leave
 // the seed variance unknown: no verdict, only the seeds needed.
