@@ -24,8 +24,11 @@ export function detectFollowFormat(dir: string): ImportFormat | null {
   return null;
 }
 
-/** Folders a walk never enters: tools' own, and Credit Lens' runs (a run is opened, not followed). */
-const SKIPPED = new Set(['node_modules', 'runs', '__pycache__', 'site-packages', 'wandb']);
+/**
+ * Folders a walk never enters: tools' own. A Credit Lens run folder is entered (a trainer may write beside it, under
+ * runs/ too) and never listed, since nothing in it is in a trainer's layout.
+ */
+const SKIPPED = new Set(['node_modules', '__pycache__', 'site-packages', 'wandb']);
 
 /**
  * The folders under `root` (down to `maxDepth`, hidden ones and SKIPPED left out) that a trainer already writes to,

@@ -27,13 +27,17 @@ test("a folder's trainer from the paths it writes; an empty or unknown folder is
   assert.equal(detectFollowFormat(join(tmpdir(), 'cl-no-such-folder')), null);
 });
 
-test("the workspace's trainer folders, shallowest first; runs/, hidden and tool folders left out, a found folder not entered", () => {
+test("the workspace's trainer folders, shallowest first; Credit Lens' own runs, hidden and tool folders not listed, a found folder not entered", () => {
   const root = folder([
     'outputs/prime-live/monitors/file/traces/stream.jsonl',
     'outputs/prime-live/rollouts/step_1/train/all/traces.jsonl',
     'verl_dump/1.jsonl',
     'deep/a/b/c/d/1.jsonl',
-    'runs/import-x/step_1.jsonl',
+    // a Credit Lens run (an imported one too) is in no trainer's layout; a trainer writing under runs/ is found
+    'runs/import-x-20260101-000000/run.json',
+    'runs/import-x-20260101-000000/metrics.jsonl',
+    'runs/import-x-20260101-000000/episodes/step-000001.arrow',
+    'runs/trl-out/completions/completions_00001.parquet',
     '.cache/1.jsonl',
     'node_modules/pkg/1.jsonl',
     'notes/readme.txt',
@@ -42,6 +46,7 @@ test("the workspace's trainer folders, shallowest first; runs/, hidden and tool 
   assert.deepEqual(found, [
     ['verl_dump', 'verl'],
     ['outputs/prime-live', 'prime'],
+    [join('runs', 'trl-out'), 'trl'],
   ]);
   assert.deepEqual(findTrainerFolders(root, { maxFolders: 2 }).length, 0, 'the walk stops at its bound');
   assert.deepEqual(findTrainerFolders(join(root, 'no-such')), []);
