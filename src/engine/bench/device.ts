@@ -227,6 +227,27 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
       await runner.step();
       const train = await countDispatches(() => runner.step());
       o.say(`   reference train step [32, 64]: ${train.dispatches} dispatches, ${train.submits} submits; most: ${topKernels(train)}`);
+      // the backend's own settings the issue asks about, each on the same step: what stays is decided by a GPU's times
+      const settings: Record<string, { dispatches: number; submits: number; uploads: number; ms: number }> = {};
+      for (const [name, flag, value] of [
+        ['submit_batch_64', 'WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE', 64],
+        ['cpu_forward_off', 'WEBGPU_CPU_FORWARD', false],
+      ] as const) {
+        const was = tf.env().get(flag);
+        tf.env().set(flag, value);
+        try {
+          await runner.step();
+          const c = await countDispatches(() => runner.step());
+          settings[name] = { dispatches: c.dispatches, submits: c.submits, uploads: c.uploads.count, ms: c.ms };
+        } finally {
+          tf.env().set(flag, was);
+        }
+      }
+      o.say(
+        `   the same with ${Object.entries(settings)
+          .map(([k, v]) => `${k}: ${v.dispatches} dispatches, ${v.submits} submits, ${v.uploads} uploads`)
+          .join('; ')}`,
+      );
       const model = Transformer.init(REFERENCE, 3);
       try {
         const prompts = Array.from({ length: 8 }, (_, i) => [1, 5 + i, 9, 12]);
@@ -234,7 +255,11 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
           generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: false, eosId: -1, rng: makeRng(4) }).then(() => undefined),
         );
         o.say(`   reference decode step (8 rows): ${decode.dispatches} dispatches, ${decode.downloads.count} downloads; most: ${topKernels(decode)}`);
-        return { train_step: train, decode_step: decode };
+        return {
+          train_step: train,
+          decode_step: decode,
+          train_step_settings: { default: { dispatches: train.dispatches, submits: train.submits, uploads: train.uploads.count, ms: train.ms }, ...settings },
+        };
       } finally {
         model.dispose();
       }

@@ -40,6 +40,12 @@ test('run.sh --local --quick: every stage measures on lavapipe against torch, an
   const d = report.stages.reference_dispatch;
   assert.ok(d.train_step.dispatches > 0 && sum(d.train_step.by_kernel) === d.train_step.dispatches, JSON.stringify(d.train_step).slice(0, 300));
   assert.ok(d.decode_step.dispatches > 0 && d.decode_step.dispatches < d.train_step.dispatches, JSON.stringify(d.decode_step).slice(0, 300));
+  // the backend's settings on the same step: a larger submit batch submits less and launches the same; with nothing
+  // forwarded to the CPU every kernel launches on the device
+  const st = d.train_step_settings;
+  assert.equal(st.submit_batch_64.dispatches, st.default.dispatches, JSON.stringify(st));
+  assert.ok(st.submit_batch_64.submits < st.default.submits, JSON.stringify(st));
+  assert.ok(st.cpu_forward_off.dispatches >= st.default.dispatches, JSON.stringify(st));
   // TRL's step of the same example on torch here (credit_lens from python/, nothing installed for it on a GPU machine)
   const trl = report.stages.trl_example_step;
   assert.ok(trl.trl_step_s > 0 && trl.parameters > 0 && trl.engine_webgpu_over_trl > 0 && trl.device === 'cpu', JSON.stringify(trl));
