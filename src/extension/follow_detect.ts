@@ -6,15 +6,15 @@ import type { ImportFormat } from '../protocol/import_formats';
 
 /**
  * The trainer whose files a folder already holds, by the paths each writes (as the engine's readers find them), or
- * null: prime-rl's token exports, traces or trace stream; veRL's Credit Lens shards (step_N.jsonl); TRL's completions
+ * null (`listed`: the folder's names where the caller has read them): prime-rl's token exports, traces or trace stream; veRL's Credit Lens shards (step_N.jsonl); TRL's completions
  * tables; veRL's numbered rollout dumps (N.jsonl).
  */
-export function detectFollowFormat(dir: string): ImportFormat | null {
+export function detectFollowFormat(dir: string, listed?: readonly string[]): ImportFormat | null {
   const has = (...parts: string[]) => existsSync(join(dir, ...parts));
   if (has('token_exports') || has('rollouts') || has('monitors', 'file', 'traces')) return 'prime';
-  let names: string[];
+  let names: readonly string[];
   try {
-    names = readdirSync(dir);
+    names = listed ?? readdirSync(dir);
   } catch {
     return null;
   }
@@ -43,15 +43,22 @@ export function findTrainerFolders(root: string, { maxDepth = 3, maxFolders = 20
     const next: string[] = [];
     for (const dir of level) {
       if (++seen > maxFolders) return found;
-      const format = depth > 0 ? detectFollowFormat(dir) : null;
-      if (format) {
-        found.push({ dir, format });
-        continue;
-      }
       let entries: Dirent[];
       try {
         entries = readdirSync(dir, { withFileTypes: true });
       } catch {
+        continue;
+      }
+      // the listing read here is the one detection reads, once per folder
+      const format =
+        depth > 0
+          ? detectFollowFormat(
+              dir,
+              entries.map((e) => e.name),
+            )
+          : null;
+      if (format) {
+        found.push({ dir, format });
         continue;
       }
       for (const e of entries) if (e.isDirectory() && !e.name.startsWith('.') && !SKIPPED.has(e.name)) next.push(join(dir, e.name));

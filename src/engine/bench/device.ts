@@ -18,7 +18,7 @@ import { REFERENCE, SMALL, rolloutRunner, timeSteps, trainStepRunner } from './b
 import { median } from '../core/stats';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
 import { benchModelSize } from './size';
-import { countDispatches, decodeStepCount, topKernels } from './dispatch';
+import { countDispatches, decodeStepCount, topKernels, type DispatchCount } from './dispatch';
 import { Transformer } from '../model/model';
 import { generate } from '../model/sampler';
 import { makeRng } from '../core/rng';
@@ -228,7 +228,8 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
       const train = await countDispatches(() => runner.step());
       o.say(`   reference train step [32, 64]: ${train.dispatches} dispatches, ${train.submits} submits; most: ${topKernels(train)}`);
       // the backend's own settings the issue asks about, each on the same step: what stays is decided by a GPU's times
-      const settings: Record<string, { dispatches: number; submits: number; uploads: number; ms: number }> = {};
+      const brief = (c: DispatchCount) => ({ dispatches: c.dispatches, submits: c.submits, uploads: c.uploads.count, ms: c.ms });
+      const settings: Record<string, ReturnType<typeof brief>> = { default: brief(train) };
       for (const [name, flag, value] of [
         ['submit_batch_64', 'WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE', 64],
         ['cpu_forward_off', 'WEBGPU_CPU_FORWARD', false],
@@ -237,14 +238,14 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
         tf.env().set(flag, value);
         try {
           await runner.step();
-          const c = await countDispatches(() => runner.step());
-          settings[name] = { dispatches: c.dispatches, submits: c.submits, uploads: c.uploads.count, ms: c.ms };
+          settings[name] = brief(await countDispatches(() => runner.step()));
         } finally {
           tf.env().set(flag, was);
         }
       }
       o.say(
         `   the same with ${Object.entries(settings)
+          .filter(([k]) => k !== 'default')
           .map(([k, v]) => `${k}: ${v.dispatches} dispatches, ${v.submits} submits, ${v.uploads} uploads`)
           .join('; ')}`,
       );
@@ -258,7 +259,7 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
         return {
           train_step: train,
           decode_step: decode,
-          train_step_settings: { default: { dispatches: train.dispatches, submits: train.submits, uploads: train.uploads.count, ms: train.ms }, ...settings },
+          train_step_settings: settings,
         };
       } finally {
         model.dispose();

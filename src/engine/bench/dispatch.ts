@@ -144,19 +144,23 @@ export async function countDispatches(fn: () => Promise<void>): Promise<Dispatch
     flush();
     await be.device.queue.onSubmittedWorkDone();
     const ms = performance.now() - t0;
-    const sorted = [...tally.byKernel].sort(([, a], [, b]) => b.dispatches - a.dispatches || b.calls - a.calls);
     return {
       dispatches: tally.dispatches,
       submits: tally.submits,
       kernels: tally.kernels,
       uploads: { count: tally.up.count, mb: tally.up.bytes / 2 ** 20 },
       downloads: { count: tally.down.count, mb: tally.down.bytes / 2 ** 20 },
-      by_kernel: Object.fromEntries(sorted),
+      by_kernel: byDispatches([...tally.byKernel]),
       ms,
     };
   } finally {
     restore();
   }
+}
+
+/** Kernel counts as a record, the most dispatches first (then the most calls). */
+function byDispatches(entries: [string, KernelCount][]): Record<string, KernelCount> {
+  return Object.fromEntries(entries.sort(([, a], [, b]) => b.dispatches - a.dispatches || b.calls - a.calls));
 }
 
 /** The first `n` kernels of a count by dispatches, as "BatchMatMul 412, Add 380, …" for a log line. */
@@ -175,20 +179,18 @@ export async function decodeStepCount(run: (newTokens: number) => Promise<void>,
   await run(n); // shaders compiled, buffers pooled: the counts below are steady state
   const a = await countDispatches(() => run(n));
   const b = await countDispatches(() => run(n + 1));
-  const byKernel: Record<string, KernelCount> = {};
-  for (const [k, v] of Object.entries(b.by_kernel)) {
+  const by: [string, KernelCount][] = Object.entries(b.by_kernel).map(([k, v]) => {
     const was = a.by_kernel[k] ?? { calls: 0, dispatches: 0 };
-    const d = { calls: v.calls - was.calls, dispatches: v.dispatches - was.dispatches };
-    if (d.calls || d.dispatches) byKernel[k] = d;
-  }
-  const mb = (x: { mb: number }, y: { mb: number }) => x.mb - y.mb;
+    return [k, { calls: v.calls - was.calls, dispatches: v.dispatches - was.dispatches }];
+  });
+  const less = (x: { count: number; mb: number }, y: { count: number; mb: number }) => ({ count: x.count - y.count, mb: x.mb - y.mb });
   return {
     dispatches: b.dispatches - a.dispatches,
     submits: b.submits - a.submits,
     kernels: b.kernels - a.kernels,
-    uploads: { count: b.uploads.count - a.uploads.count, mb: mb(b.uploads, a.uploads) },
-    downloads: { count: b.downloads.count - a.downloads.count, mb: mb(b.downloads, a.downloads) },
-    by_kernel: Object.fromEntries(Object.entries(byKernel).sort(([, x], [, y]) => y.dispatches - x.dispatches || y.calls - x.calls)),
+    uploads: less(b.uploads, a.uploads),
+    downloads: less(b.downloads, a.downloads),
+    by_kernel: byDispatches(by.filter(([, d]) => d.calls || d.dispatches)),
     ms: b.ms - a.ms,
   };
 }

@@ -271,9 +271,12 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
     o.say(`0.5B scoring (4 × 64 tokens after 32, full 151,936 vocabulary): ${fmt(score, 'tok/s')}`);
     // decoding: 4 prompts of 32 tokens, 16 new tokens each, greedy
     const prompts = Array.from({ length: 4 }, () => ids(32));
+    const decodeN = async (maxNewTokens: number) => {
+      await generate(model, prompts, { maxNewTokens, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) });
+    };
     const decodeOurs = async () => {
       const t = performance.now();
-      await generate(model, prompts, { maxNewTokens: 16, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) });
+      await decodeN(16);
       return [(4 * 16) / ((performance.now() - t) / 1000)];
     };
     await decodeOurs();
@@ -289,12 +292,7 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
     const decode = { rows: 4, prompt: 32, new_tokens: 16, ...side(dc, await decodeOurs()) };
     o.say(`0.5B greedy decoding (4 rows × 16 new tokens after 32): ${fmt(decode, 'tok/s')}`);
     // on webgpu, what one further token launches, by kernel (bench/dispatch.ts)
-    const decode_step_dispatch =
-      backend === 'webgpu'
-        ? await decodeStepCount((k) =>
-            generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) }).then(() => undefined),
-          )
-        : null;
+    const decode_step_dispatch = backend === 'webgpu' ? await decodeStepCount(decodeN) : null;
     if (decode_step_dispatch) o.say(`0.5B decode step (4 rows): ${decode_step_dispatch.dispatches} dispatches; most: ${topKernels(decode_step_dispatch)}`);
     const served = await servedRows(model, dir, comps, prompt, score.ours, o);
     const loras: SizeBench['lora_step'][] = [];

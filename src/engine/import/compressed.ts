@@ -9,13 +9,17 @@ import { decompress } from 'fzstd';
 
 const ZSTD = '.zst';
 
-/** A file's data extension, seen through a `.zst`: ".jsonl" for `00001.jsonl.zst`. */
+/**
+ * A file's data extension, seen through a `.zst`: ".jsonl" for `00001.jsonl.zst`. Only JSONL is read compressed, so any
+ * other `.zst` keeps ".zst", which is no data extension.
+ */
 export function dataExtension(path: string): string {
   const ext = extname(path).toLowerCase();
-  return ext === ZSTD ? extname(path.slice(0, -ZSTD.length)).toLowerCase() : ext;
+  if (ext !== ZSTD) return ext;
+  return extname(path.slice(0, -ZSTD.length)).toLowerCase() === '.jsonl' ? '.jsonl' : ZSTD;
 }
 
-export const isCompressed = (path: string): boolean => extname(path).toLowerCase() === ZSTD;
+const isCompressed = (path: string): boolean => extname(path).toLowerCase() === ZSTD;
 
 /**
  * Of files listed together, those to read: a sealed chunk's plain twin wins while both exist (the moment between the

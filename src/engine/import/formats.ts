@@ -11,7 +11,7 @@ export type { ImportedRecord, ImportedTokens } from './fields';
 import { IMPORT_READERS, importReader } from './readers/catalog';
 import { PRIME_EXTRA_COLUMNS, PRIME_TRACES } from './readers/prime';
 import { PRIME_STREAM } from './readers/prime_stream';
-import { dataExtension, isCompressed, readDataText, withoutSealedTwins } from './compressed';
+import { dataExtension, readDataText, withoutSealedTwins } from './compressed';
 
 import { IMPORT_FORMATS, type ImportFormat } from '../../protocol/import_formats';
 export { IMPORT_FORMATS, type ImportFormat };
@@ -80,7 +80,7 @@ export function listImportFiles(source: string, problems?: ImportProblem[]): str
         }
         seen.add(real);
         walk(p);
-      } else if (isFile && DATA_EXT.has(dataExtension(e.name)) && !(isCompressed(e.name) && dataExtension(e.name) !== '.jsonl')) {
+      } else if (isFile && DATA_EXT.has(dataExtension(e.name))) {
         const real = realpathSync(p);
         if (seen.has(real)) {
           problems?.push({ file: relativeTo(source, p), line: 0, reason: `a link to a file already read (${real}): read once` });
@@ -273,9 +273,11 @@ export async function readImport(source: string, format: ImportFormat | 'auto' =
 /** A file's rows as records of `fmt`; a row that is not one is a problem naming the file and line. */
 export function recordsOf(rows: Row[], fmt: ImportFormat, path: string, shown: string, problems: ImportProblem[]): ImportedRecord[] {
   const records: ImportedRecord[] = [];
+  const reader = importReader(fmt);
+  const read = reader.forFile?.(path) ?? ((o: Obj) => reader.records(o, path));
   for (const r of rows) {
     try {
-      const recs = importReader(fmt).records(r.value, path);
+      const recs = read(r.value);
       for (const rec of recs) records.push({ file: shown, line: r.line, ...rec });
     } catch (e) {
       if (!(e instanceof RowError)) throw e;

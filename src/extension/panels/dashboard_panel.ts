@@ -8,6 +8,9 @@ import { runTabName } from '../../protocol/run_names';
 
 export const DASHBOARD_VIEW_TYPE = 'creditLens.dashboard';
 
+/** A run's dashboard tab: its name and the time it started, not its folder's timestamp. */
+const dashboardTitle = (runDir: string) => `Dashboard: ${runTabName(basename(runDir))}`;
+
 export class DashboardPanel extends MetricsPanel {
   private static readonly open = new Map<string, DashboardPanel>();
 
@@ -17,12 +20,7 @@ export class DashboardPanel extends MetricsPanel {
       existing.panel.reveal(undefined, preserveFocus);
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(
-      DASHBOARD_VIEW_TYPE,
-      `Dashboard: ${runTabName(basename(runDir))}`,
-      { viewColumn: column, preserveFocus },
-      { enableScripts: true },
-    );
+    const panel = vscode.window.createWebviewPanel(DASHBOARD_VIEW_TYPE, dashboardTitle(runDir), { viewColumn: column, preserveFocus }, { enableScripts: true });
     return new DashboardPanel(panel, deps, runDir);
   }
 
@@ -51,7 +49,7 @@ export class DashboardPanel extends MetricsPanel {
 
   // Called by the base constructor, before this class's fields exist: it reads only the base's runDirs.
   protected retitle(): void {
-    this.panel.title = `Dashboard: ${runTabName(basename(this.runDirs[0]))}`;
+    this.panel.title = dashboardTitle(this.runDirs[0]);
   }
 
   protected compareWith(runDirs: string[]): void {

@@ -27,8 +27,9 @@ export function klBetaOf(runDir: string, config = readRunConfig(runDir)): number
 /**
  * One row per probed step (`<run>/probes/step-N.json`, written by `credit-lens probe`): the run's own strategy's credit
  * accuracy: its lift (the headline, unbiased) and the best trivial baseline's, and its rank score spearman_unbiased
- * (attenuated by the noise) beside the best baseline's, the noise placebo's and the split-half reliability of δ̂. The dashboard charts them at their steps; a record
- * without an accuracy (a probe stopped before scoring) or not readable is skipped.
+ * (attenuated by the noise) beside the best baseline's, the noise placebo's and the split-half reliability of δ̂. The
+ * dashboard charts them at their steps; a record without an accuracy (a probe stopped before scoring) or not readable is
+ * skipped.
  */
 export function probeRows(runDir: string): MetricsRow[] {
   const rows: MetricsRow[] = [];

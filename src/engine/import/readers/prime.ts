@@ -96,10 +96,14 @@ function pathTokens(pathNodes: Obj[]): { ids: number[]; mask: boolean[]; logprob
  * (NaN advantages where the trainer assigned none: recomputed from the rewards); without, the text of the messages
  * before the first sampled one and of the sampled ones, to be scored. Reward: Σ score × weight of the trace's rewards.
  */
-export function primeEpisodeRecords(row: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'>[] {
+export function primeEpisodeRecords(
+  row: Obj,
+  path: string,
+  updates = PRIME_STREAM.test(path) ? traceUpdates(tracesDir(path)) : null,
+): Omit<ImportedRecord, 'file' | 'line'>[] {
   // the trace stream (prime_stream.ts): its annotations folded in, each trace at the step that trained it, evals left out
-  const stream = PRIME_STREAM.test(path);
-  const o = stream ? foldAnnotations(row, traceUpdates(tracesDir(path))) : row;
+  const stream = updates !== null;
+  const o = updates ? foldAnnotations(row, updates) : row;
   const traces = o.traces;
   if (!Array.isArray(traces)) throw new RowError(`traces: expected a list of traces, got ${show(traces)}`);
   if (!traces.length) {
@@ -178,4 +182,9 @@ export const prime: ImportReader = {
     files.some((f) => PRIME_TRACES.test(f) || PRIME_STREAM.test(f)) ||
     (!!first && Array.isArray(first.traces) && 'task' in first),
   records: (o, path) => (Array.isArray(o.traces) ? primeEpisodeRecords(o, path) : [primeRecord(o, path)]),
+  // a stream's annotations (a listing and a stat of every annotation file) once per file, not once per episode
+  forFile: (path) => {
+    const updates = PRIME_STREAM.test(path) ? traceUpdates(tracesDir(path)) : null;
+    return (o) => (Array.isArray(o.traces) ? primeEpisodeRecords(o, path, updates) : [primeRecord(o, path)]);
+  },
 };

@@ -10,4 +10,9 @@ export interface ImportReader {
   detect(files: string[], first: Obj | null): boolean;
   /** the records of one row (one for most formats; a prime-rl episode has one per branch); a bad row throws RowError */
   records(o: Obj, path: string): Omit<ImportedRecord, 'file' | 'line'>[];
+  /**
+   * `records` for the rows of one file, where they share something read from disk (prime-rl's stream: its annotations),
+   * read once for the file rather than once per row
+   */
+  forFile?(path: string): (o: Obj) => Omit<ImportedRecord, 'file' | 'line'>[];
 }
