@@ -16,7 +16,7 @@ import { readDataText, withoutSealedTwins } from '../compressed';
 export const PRIME_STREAM = /(^|[/\\])monitors[/\\]file[/\\]traces[/\\](stream\.jsonl|stream[/\\]\d+\.jsonl(\.zst)?)$/;
 const STREAM_FIELDS = ['advantages', 'trainer_logprobs', 'entropies'] as const;
 
-interface TraceUpdate {
+export interface TraceUpdate {
   info: Obj;
   /** per branch index, per field, the full-length stream */
   branches: Map<number, Partial<Record<(typeof STREAM_FIELDS)[number], (number | null)[]>>>;
