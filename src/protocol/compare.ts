@@ -4,9 +4,12 @@
 import { arrayOf, isBoolean, isNumber, isRecord, isString, nullable, oneOf, shape, type Check } from './validate';
 import { formatCount, formatFixed } from './number_format';
 
-/** A run's configuration: its name without the seed part that `sweep.seeds` adds (`-seed2`); compare groups by it. */
+/**
+ * A run's configuration: its name without the seed part that `sweep.seeds` adds (`-seed2`), and the warm-start part
+ * that `sweep.warm_starts` puts before it (`-start2-seed3`); compare groups by it.
+ */
 export function runGroup(name: string): string {
-  return name.replace(/[-_]seed[-_]?\d+/, '');
+  return name.replace(/[-_]start[-_]?\d+(?=[-_]seed[-_]?\d+)/, '').replace(/[-_]seed[-_]?\d+/, '');
 }
 
 /** A rate in points with one decimal ("12.5"); '—' when unknown. */
@@ -54,7 +57,8 @@ export interface SeedInterval {
  * two runs that share a seed number share nothing else.
  */
 export interface RunTest {
-  method: 'two-way t';
+  /** two-way t: each run drawn with its own start, or all from one; over warm starts: K shared starts crossed with the sides (core/start_gate.ts) */
+  method: 'two-way t' | 'over warm starts';
   /** Δ and its 95 % t interval, from the same se and df as p */
   diff: number;
   lo: number;
@@ -70,6 +74,10 @@ export interface RunTest {
   /** the method × instance interaction's standard deviation per instance (0 when the estimate is not positive) */
   instance_sd: number;
   instances: number;
+  /** the shared warm starts the test generalises over (over warm starts); null for the two-way t */
+  starts: number | null;
+  /** the standard deviation of the contrast from start to start (its interaction with the method, and the runs' noise); null for the two-way t */
+  start_sd: number | null;
 }
 
 /**
@@ -102,8 +110,21 @@ export interface Adjustment {
 export interface SeedsNeeded {
   diff: number;
   basis: 'power-for' | 'observed';
-  /** null when no number of seeds gets there on these instances, or the seed variance is unknown */
+  /** seeds a side; or, where the test is over warm starts, warm starts (each crossed with today's seeds) */
+  unit: 'seeds' | 'starts';
+  /** null when no number of seeds (starts) gets there on these instances, or the variance is unknown */
   seeds: number | null;
+}
+
+/** "5.0 pp (the observed Δ): about 7 seeds a side", or that no number gets there: the CLI's and Compare Runs' sentence. */
+export function seedsNeededText(s: SeedsNeeded | null): string {
+  if (!s) return '';
+  const d = `${formatFixed(100 * s.diff, 1)} pp${s.basis === 'observed' ? ' (the observed Δ)' : ''}`;
+  if (s.unit === 'starts')
+    return s.seeds === null ? `${d}: not within 1000 warm starts (needs more instances)` : `${d}: about ${s.seeds} warm starts, each with these seeds`;
+  return s.seeds === null
+    ? `${d}: not within 1000 seeds (needs more instances, or 2 runs a side to know the seed variance)`
+    : `${d}: about ${s.seeds} seeds a side`;
 }
 
 export interface CompareRow {
@@ -138,6 +159,12 @@ export interface CompareRow {
   seeds_needed: SeedsNeeded | null;
   /** fewer than 3 seeds, or a run that did not complete: a hint, not a finding */
   exploratory: boolean;
+  /**
+   * The one SFT warm start every run of this row and of the baseline began GRPO from (its folder's name): the verdict is
+   * about that start, since a start × method interaction cannot be seen from one. Null when the runs span several
+   * starts, or each trained its own.
+   */
+  warm_start: string | null;
   /** seed doc 002's mean |c|, c = A·ℓ, of filler and reasoning tokens (and their ratio), over seeds; null without token tables */
   filler_abs_c: SeedInterval | null;
   reasoning_abs_c: SeedInterval | null;
@@ -156,16 +183,22 @@ export interface CompareReport {
 }
 
 /** How a row's verdict reads everywhere: "0.012", with n.s. when it is not significant, "no verdict" when withheld. */
-export function verdictText(r: { p_adjusted: number | null; significant: boolean | null; verdict_withheld?: string | null }): string {
+export function verdictText(r: {
+  p_adjusted: number | null;
+  significant: boolean | null;
+  verdict_withheld?: string | null;
+  warm_start?: string | null;
+}): string {
   if (r.p_adjusted === null) return r.verdict_withheld ? 'no verdict' : '';
-  return r.significant ? pText(r.p_adjusted) : `${pText(r.p_adjusted)} n.s.`;
+  const from = r.warm_start ? ` (from warm start ${r.warm_start})` : '';
+  return (r.significant ? pText(r.p_adjusted) : `${pText(r.p_adjusted)} n.s.`) + from;
 }
 
 const n = nullable(isNumber);
 export const isSeedInterval: Check<SeedInterval> = shape<SeedInterval>({ mean: n, lo: n, hi: n, n: isNumber, half: n });
 
 const isRunTest = shape<RunTest>({
-  method: oneOf('two-way t'),
+  method: oneOf('two-way t', 'over warm starts'),
   diff: isNumber,
   lo: isNumber,
   hi: isNumber,
@@ -177,6 +210,8 @@ const isRunTest = shape<RunTest>({
   run_sd: n,
   instance_sd: isNumber,
   instances: isNumber,
+  starts: n,
+  start_sd: n,
 });
 
 const isConditionalTest = shape<ConditionalTest>({
@@ -207,8 +242,9 @@ export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
   significant: nullable(isBoolean),
   verdict_withheld: nullable(isString),
   mde: n,
-  seeds_needed: nullable(shape<SeedsNeeded>({ diff: isNumber, basis: oneOf('power-for', 'observed'), seeds: n })),
+  seeds_needed: nullable(shape<SeedsNeeded>({ diff: isNumber, basis: oneOf('power-for', 'observed'), unit: oneOf('seeds', 'starts'), seeds: n })),
   exploratory: isBoolean,
+  warm_start: nullable(isString),
   filler_abs_c: nullable(isSeedInterval),
   reasoning_abs_c: nullable(isSeedInterval),
   filler_reasoning_ratio: nullable(isSeedInterval),

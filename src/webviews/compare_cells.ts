@@ -21,11 +21,12 @@ export function pCell(r: CompareRow): string {
   return r.baseline ? '' : verdictText(r);
 }
 
-/** "5.0 pp: 7 a side": the seeds per side the gate needs for --power-for, or for the observed Δ. */
+/** "5.0 pp: 7 a side": the seeds per side (or warm starts, for the gate over starts) it needs for --power-for, or for the observed Δ. */
 export function seedsNeededCell(r: CompareRow): string {
   const s = r.seeds_needed;
   if (!s) return '';
-  return `${(100 * s.diff).toFixed(1)} pp${s.basis === 'observed' ? ' (observed)' : ''}: ${s.seeds === null ? 'not within 1000' : `${s.seeds} a side`}`;
+  const count = s.seeds === null ? 'not within 1000' : s.unit === 'starts' ? `${s.seeds} warm starts` : `${s.seeds} a side`;
+  return `${(100 * s.diff).toFixed(1)} pp${s.basis === 'observed' ? ' (observed)' : ''}: ${count}`;
 }
 
 /** "± 4.1 pp": the minimum detectable effect at 80 % power. */

@@ -6,7 +6,7 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import type { CompareReport, CompareRow } from '../protocol/compare';
 import { conditionalCell, diffCell, intervalCell, mdeCell, pCell, pct, seedsNeededCell, sig } from './compare_cells';
-import { pText, seedsText } from '../protocol/compare';
+import { pText, seedsNeededText, seedsText } from '../protocol/compare';
 import { adoptCss } from './ipc';
 import css from './compare_table.css';
 
@@ -20,17 +20,20 @@ function rowTitle(r: CompareRow, report: CompareReport): string {
   const cond = c
     ? ` Conditional on these checkpoints (instances as the only noise): exact sign-flip test p = ${pText(c.p)}; only the baseline solved ${c.b}, only this group ${c.c} (run pair, instance) outcomes.`
     : '';
+  const unit =
+    t?.method === 'over warm starts'
+      ? `over ${t.starts} warm starts, the start as the unit (${t.runs} against ${t.runs_baseline} runs, ${t.instances} instances)`
+      : `the training run as the unit, ${t?.runs} against ${t?.runs_baseline} runs, ${t?.instances} instances`;
+  const from = r.warm_start ? ` Every run began GRPO from the warm start ${r.warm_start}: the verdict is about that start.` : '';
   const gate = t
-    ? `Run-level test (the training run as the unit, ${t.runs} against ${t.runs_baseline} runs, ${t.instances} instances): t with ${t.df.toFixed(1)} df, p = ${pText(t.p)}, Holm-adjusted over ${report.adjustment.family} row${report.adjustment.family === 1 ? '' : 's'}: ${pText(r.p_adjusted!)}. ` +
+    ? `Run-level test (${unit}): t with ${t.df.toFixed(1)} df, p = ${pText(t.p)}, Holm-adjusted over ${report.adjustment.family} row${report.adjustment.family === 1 ? '' : 's'}: ${pText(r.p_adjusted!)}. ` +
       (r.significant
         ? `p_adj < ${report.alpha}: a difference between the methods.`
         : `p_adj ≥ ${report.alpha}: within the noise of runs and instances, not a difference.`)
     : `No verdict: ${r.verdict_withheld ?? 'no run-level test'}.`;
-  const needed = r.seeds_needed
-    ? ` To detect ${(100 * r.seeds_needed.diff).toFixed(1)} points${r.seeds_needed.basis === 'observed' ? ' (the observed difference)' : ''}: ${r.seeds_needed.seeds === null ? 'not within 1000 seeds a side' : `about ${r.seeds_needed.seeds} seeds a side`}.`
-    : '';
+  const needed = r.seeds_needed ? ` To detect ${seedsNeededText(r.seeds_needed)}.` : '';
   return (
-    `${r.group} vs ${report.baseline}: ${gate}` +
+    `${r.group} vs ${report.baseline}: ${gate}${from}` +
     (r.mde !== null ? ` This design detects a true difference of ${(100 * r.mde).toFixed(1)} points with 80 % power.` : '') +
     needed +
     cond +

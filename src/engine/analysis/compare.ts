@@ -13,6 +13,7 @@ import {
   pctText,
   pText,
   runGroup,
+  seedsNeededText,
   seedsText,
   sig3,
   verdictText,
@@ -23,6 +24,7 @@ import {
   type SeedInterval,
   type SeedsNeeded,
 } from '../../protocol/compare';
+export { seedsNeededText } from '../../protocol/compare';
 import type { RunStatus, TaskIdentity } from '../../protocol';
 import { headlineParams } from '../credit/catalog';
 import { getDotted } from '../config/dotted';
@@ -44,7 +46,9 @@ import {
   signFlipP,
   type RunSide,
 } from '../core/significance';
+import { startComponents, startLevelMde, startLevelTest, startsNeeded } from '../core/start_gate';
 import { computeTables } from './credit_tables';
+import { startDesign, startName, strataOf, type StartSide } from './start_design';
 
 export type { CompareReport, CompareRow, SeedInterval } from '../../protocol/compare';
 
@@ -80,6 +84,8 @@ export interface GainRow {
   filler_abs_c: SeedInterval | null;
   reasoning_abs_c: SeedInterval | null;
   filler_reasoning_ratio: SeedInterval | null;
+  /** the one SFT warm start every run of the group began from (the verdict is about it); null: several, or each its own */
+  warm_start: string | null;
 }
 
 export interface GainReport {
@@ -223,11 +229,59 @@ function conditionalStats(pairsOf: [RunEval, RunEval][], ids: readonly string[],
   };
 }
 
-/** The gate of a row from its sides, and the components its power figures plan from. */
-function gateStats(sides: RunSide[], baselineRuns: number) {
-  const rt = runLevelTest(sides);
-  // the test estimates the components itself; without a test (too few runs) the power figures still need them
-  const comp = rt?.components ?? runComponents(sides);
+/**
+ * The gate of a row from its sides (start_design.ts decides which form), the power figures it plans with, and what its
+ * verdict is conditional on: the one warm start all its runs share, or why the design allows none.
+ */
+function gateStats(sides: StartSide[], baselineRuns: number) {
+  const design = startDesign(sides);
+  const runSides: RunSide[] = sides.map((s) => ({ sign: s.sign, runs: s.vectors }));
+  // the runs' own components: the run-to-run and instance spreads every form reports
+  const comp = runComponents(runSides);
+  const runs = sides[0].vectors.length;
+  const base = {
+    runs_baseline: baselineRuns,
+    runs,
+    run_sd: comp.pooledRunVar === null ? null : Math.sqrt(comp.pooledRunVar),
+    instances: comp.instances,
+  };
+  const warm_start = design.kind === 'one' ? startName(design.start) : null;
+  if (design.kind === 'confounded') return { test: null, withheld: design.why, warm_start, plan: () => ({ mde: null, seeds_needed: null }) };
+  if (design.kind === 'crossed') {
+    const st = startLevelTest(strataOf(sides, design.starts));
+    const sc = st?.components ?? startComponents(strataOf(sides, design.starts));
+    const test: RunTest | null = st && {
+      method: 'over warm starts',
+      diff: st.diff,
+      lo: st.lo,
+      hi: st.hi,
+      se: st.se,
+      df: st.df,
+      p: st.p,
+      ...base,
+      instance_sd: Math.sqrt(sc.instanceVar),
+      starts: sc.starts,
+      start_sd: Number.isFinite(sc.startVar) ? Math.sqrt(sc.startVar) : null,
+    };
+    const plan = (observed: number, alpha: number, family: number, powerFor: number | undefined) => {
+      const a = alpha / Math.max(1, family);
+      const d = powerFor ?? Math.abs(observed);
+      return {
+        mde: startLevelMde(sc, sc.starts, a, POWER),
+        seeds_needed:
+          Number.isFinite(d) && d > 0
+            ? {
+                diff: d,
+                basis: powerFor === undefined ? ('observed' as const) : ('power-for' as const),
+                unit: 'starts' as const,
+                seeds: startsNeeded(sc, d, a, POWER),
+              }
+            : null,
+      };
+    };
+    return { test, withheld: null, warm_start, plan };
+  }
+  const rt = runLevelTest(runSides);
   const test: RunTest | null = rt && {
     method: 'two-way t',
     diff: rt.diff,
@@ -236,14 +290,17 @@ function gateStats(sides: RunSide[], baselineRuns: number) {
     se: rt.se,
     df: rt.df,
     p: rt.p,
-    runs_baseline: baselineRuns,
-    runs: sides[0].runs.length,
-    run_sd: comp.pooledRunVar === null ? null : Math.sqrt(comp.pooledRunVar),
+    ...base,
     instance_sd: Math.sqrt(comp.instanceVar),
-    instances: comp.instances,
+    starts: null,
+    start_sd: null,
   };
-  return { test, comp };
+  const plan = (observed: number, alpha: number, family: number, powerFor: number | undefined) => powerFields(comp, observed, alpha, family, powerFor);
+  return { test, withheld: null, warm_start, plan };
 }
+
+/** Instances from which two identical outcome vectors are worth a note (fewer agree by chance too often). */
+const MIN_INSTANCES_FOR_COPY = 32;
 
 /** Runs a side below which a row gets no verdict: its Δ and interval are a hint, not a finding. */
 export const MIN_RUNS_FOR_VERDICT = 3;
@@ -264,11 +321,19 @@ function powerFields(comp: ReturnType<typeof runComponents>, observed: number, a
   const mde = runLevelMde(comp, comp.runs, a, POWER);
   const d = powerFor ?? Math.abs(observed);
   const seeds_needed: SeedsNeeded | null =
-    Number.isFinite(d) && d > 0 ? { diff: d, basis: powerFor === undefined ? 'observed' : 'power-for', seeds: runsNeeded(comp, d, a, POWER) } : null;
+    Number.isFinite(d) && d > 0
+      ? { diff: d, basis: powerFor === undefined ? 'observed' : 'power-for', unit: 'seeds', seeds: runsNeeded(comp, d, a, POWER) }
+      : null;
   return { mde, seeds_needed };
 }
 
 const POWER = 0.8;
+
+/** The baseline row's one warm start, named as its rows' are (start_design.ts); null when its runs span several or own theirs. */
+function sharedStart(runs: RunEval[]): string | null {
+  const d = startDesign([{ starts: runs.map((r) => r.start) }]);
+  return d.kind === 'one' ? startName(d.start) : null;
+}
 
 const WARM_START_NOTE = 'step 0 is the SFT warm start, before any GRPO step: the configurations have not trained yet, so no verdict on the methods';
 
@@ -321,6 +386,20 @@ function checkComparable(runs: RunEval[], notes: string[]): Set<string> {
         );
       seen.set(key, r);
     }
+    // two copies of one run under different seed numbers: identical outcomes on every instance, some solved and some
+    // not. Said, not refused: runs from one shared start with tiny updates can truly agree under greedy eval, and a copy
+    // that kept its config (the likely case) is already refused above by its (seed, start).
+    const byVector = new Map<string, string[]>();
+    for (const r of members) {
+      if (r.step === 0 || r.rate === 0 || r.rate === 1 || r.success.size < MIN_INSTANCES_FOR_COPY) continue;
+      const v = [...r.success].map(([id, ok]) => `${id}:${ok ? 1 : 0}`).join(',');
+      byVector.set(v, [...(byVector.get(v) ?? []), r.name]);
+    }
+    for (const [v, names] of byVector)
+      if (names.length > 1)
+        notes.push(
+          `${group}: ${names.join(', ')} have the same outcome on every one of their ${v.split(',').length} instances; if some are copies of one run, keep one (a copy counted twice shrinks the run-to-run variance)`,
+        );
   }
   // a verdict from one warm start is a verdict about that start: a start × method interaction is not measured
   const starts = new Set(runs.map((r) => r.start));
@@ -412,8 +491,8 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
     const ids = commonInstances([...base, ...runs], notes);
     const gate = gateStats(
       [
-        { sign: 1, runs: runs.map((r) => outcomes(r, ids)) },
-        { sign: -1, runs: base.map((r) => outcomes(r, ids)) },
+        { sign: 1, starts: runs.map((r) => r.start), vectors: runs.map((r) => outcomes(r, ids)) },
+        { sign: -1, starts: base.map((r) => r.start), vectors: base.map((r) => outcomes(r, ids)) },
       ],
       base.length,
     );
@@ -451,28 +530,21 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
       conditional: st && k !== null ? { ...st.cond, p_adjusted: condAdjusted[k] } : null,
       p_adjusted: p ?? null,
       significant: p === undefined ? null : p < alpha,
-      verdict_withheld: st && p === undefined ? (warmStart ? WARM_START_NOTE : withheldText(runs.length, base.length, !!rt)) : null,
-      ...(st && !warmStart ? powerFields(st.comp, rt?.diff ?? st.cond.diff.mean, alpha, groups.length, opts.powerFor) : { mde: null, seeds_needed: null }),
+      verdict_withheld: st && p === undefined ? (warmStart ? WARM_START_NOTE : (st.withheld ?? withheldText(runs.length, base.length, !!rt))) : null,
+      ...(st && !warmStart ? st.plan(rt?.diff ?? st.cond.diff.mean, alpha, groups.length, opts.powerFor) : { mde: null, seeds_needed: null }),
       exploratory,
+      warm_start: st ? st.warm_start : sharedStart(runs),
     };
   };
   const rows = [row(baseGroup, base, null), ...groups.map(([g, runs], k) => row(g, runs, k))];
   return { split, alpha, adjustment: { method: 'holm', family }, power: POWER, baseline: baseGroup, rows, notes: [...new Set(notes)] };
 }
 
-/** The seeds a power figure speaks of: "5.0 pp: about 7 seeds a side", or that no number of seeds gets there. */
-export function seedsNeededText(s: SeedsNeeded | null): string {
-  if (!s) return '';
-  const d = `${(100 * s.diff).toFixed(1)} pp${s.basis === 'observed' ? ' (the observed Δ)' : ''}`;
-  return s.seeds === null
-    ? `${d}: not within 1000 seeds (needs more instances, or 2 runs a side to know the seed variance)`
-    : `${d}: about ${s.seeds} seeds a side`;
-}
-
 /** The sentence under a table: which test gates, which family was adjusted, what the marks mean. */
 function ruleText(alpha: number, family: number, power: number): string {
   return (
     `Δ [95 % CI], p: the run-level gate, the training run as the unit: Δ of the groups' mean success over their runs, its variance σ_seed² (pooled over the sides) × (1/S_B + 1/S_A) + σ_inst²/n (two-way), Student's t with Satterthwaite's df; ` +
+    'where the runs began GRPO from K ≥ 2 shared warm starts, each with runs of every row, the gate is over the starts instead (the start as the unit): Δ within each start, its variance over the starts (a start × method interaction counts) / K + σ_inst²/n, t with Satterthwaite\'s df from K − 1; a verdict from one shared start is labelled "from warm start …"; starts that are not crossed with the rows give no verdict. ' +
     `p Holm-adjusted over the ${family} row${family === 1 ? '' : 's'} tested; a row is significant (bold) when p_adj < ${alpha}, else n.s.; with fewer than 3 runs a side there is no verdict (with one, only the seeds needed). ` +
     `MDE: the smallest true difference the gate detects with ${Math.round(power * 100)} % power at α / rows, with these seeds and instances. ` +
     'Conditional on these checkpoints: the cluster bootstrap over instances and the exact sign-flip test (every baseline run against every run of the row); they say whether these trained policies differ on these instances, not whether the method trains better ones. ' +
@@ -542,7 +614,13 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
     const ids = commonInstances([...starts, ...runs], notes);
     // one side: each run's own gain on each instance (final − start), the run as the unit
     const gate = gateStats(
-      [{ sign: 1, runs: runs.map((r, k) => ids.map((id) => Number(r.success.get(id)) - Number(starts[k].success.get(id)))) }],
+      [
+        {
+          sign: 1,
+          starts: runs.map((r) => r.start),
+          vectors: runs.map((r, k) => ids.map((id) => Number(r.success.get(id)) - Number(starts[k].success.get(id)))),
+        },
+      ],
       runs.length,
     );
     const cond = conditionalStats(
@@ -558,7 +636,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
   const adjusted = new Map(holm(tested.map((k) => parts[k].test!.p)).map((p, j) => [tested[j], p]));
   const condAdjusted = holm(parts.map((x) => x.cond.p));
   const rows: GainRow[] = groups.map(([group, runs], k) => {
-    const { starts, test, comp, cond } = parts[k];
+    const { starts, test, plan, cond, withheld, warm_start } = parts[k];
     const p = adjusted.get(k);
     return {
       ...groupFields(group, runs, opts, notes),
@@ -570,10 +648,11 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
       conditional: { ...cond, p_adjusted: condAdjusted[k] },
       p_adjusted: p ?? null,
       significant: p === undefined ? null : p < alpha,
-      verdict_withheld: test ? null : withheldText(runs.length, null),
-      ...powerFields(comp, test?.diff ?? cond.diff.mean, alpha, groups.length, opts.powerFor),
+      verdict_withheld: test ? null : (withheld ?? withheldText(runs.length, null)),
+      ...plan(test?.diff ?? cond.diff.mean, alpha, groups.length, opts.powerFor),
       exploratory: runs.length < 3 || incomplete.has(group),
       minutes: runs.map((r) => r.minutes),
+      warm_start,
     };
   });
   return { split, alpha, adjustment: { method: 'holm', family }, power: POWER, rows, notes: [...new Set(notes)] };

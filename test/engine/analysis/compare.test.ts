@@ -195,7 +195,11 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
   assert.equal(seedsText([1, 10, 11, 2, null, 3]), '1, 2, 3, 10, 11, ?');
   assert.deepEqual(globbed.rows[1].run_test, r.rows[1].run_test);
   assert.deepEqual(globbed.rows[1].conditional, r.rows[1].conditional);
-  assert.deepEqual(globbed.notes, []);
+  // these fixtures' seeds are copies of one outcome vector (so that the numbers are worked by hand): the note says so
+  assert.deepEqual(
+    globbed.notes.map((n) => n.replace(/ have the same outcome on every one of their 40 instances; .*/, '')),
+    ['base: base-seed1, base-seed2, base-seed3', 'better: better-seed1, better-seed2, better-seed3', 'same: same-seed1, same-seed2, same-seed3'],
+  );
   assert.equal(r.baseline, 'base');
   const [b, g, s] = r.rows;
   assert.deepEqual([b.group, g.group, s.group], ['base', 'better', 'same']);
@@ -379,11 +383,16 @@ test("three identical copies of one seed get that seed's verdict, not a pooled o
   // --power-for: with the copies' variance the instances set a floor of 2.80·0.0213 ≈ 0.060 > 0.03: no number of seeds
   // gets there; one run a side cannot plan at all (the seed variance is unknown).
   const pf = compareSeeds(base3, other3, { resamples: 200, tokenTypes: false, powerFor: 0.03 });
-  assert.deepEqual(pf.rows[1].seeds_needed, { diff: 0.03, basis: 'power-for', seeds: null });
+  assert.deepEqual(pf.rows[1].seeds_needed, { diff: 0.03, basis: 'power-for', unit: 'seeds', seeds: null });
+  // copies under three seed numbers are named: the comparison holds them, and says they look like one run
+  assert.ok(
+    pf.notes.some((n) => /^wc3-base: wc3-base-seed1, wc3-base-seed2, wc3-base-seed3 have the same outcome on every one of their 256 instances/.test(n)),
+  );
   assert.match(compareMarkdown(pf), /3\.0 pp: not within 1000 seeds/);
   assert.deepEqual(compareSeeds(base1, other1, { resamples: 200, tokenTypes: false, powerFor: 0.03 }).rows[1].seeds_needed, {
     diff: 0.03,
     basis: 'power-for',
+    unit: 'seeds',
     seeds: null,
   });
 
@@ -474,6 +483,9 @@ test('one run counted twice in a group (the same seed from the same warm start) 
     ),
     r.notes.join('\n'),
   );
+  // ...and each row's verdict carries it, in the JSON and in the table's p_adj cell
+  assert.deepEqual([r.rows[0].warm_start, r.rows[1].warm_start, r.rows[1].run_test!.method], ['sft-warm-start', 'sft-warm-start', 'two-way t']);
+  assert.match(compareMarkdown(r), /\| dup-x \| .* \| \*\*0\.027 \(from warm start sft-warm-start\)\*\* \|/);
   // the second seed's run again, under another folder name: the same seed and start
   const copy = run('dup-x-seed2', 2, (i) => i < 14, { warmStart: start, stamp: '20260101-000900' });
   assert.throws(
@@ -489,6 +501,39 @@ test('one run counted twice in a group (the same seed from the same warm start) 
   const ok = compareSeeds(base, [...other, fromOther], { resamples: 200, tokenTypes: false });
   assert.equal(ok.rows[1].runs.length, 4);
   assert.ok(!ok.notes.some((n) => /one warm start/.test(n)), 'two starts: no such note');
+  // but that start has no baseline run: start and method are confounded, so the row gets no verdict
+  assert.deepEqual([ok.rows[1].p_adjusted, ok.rows[1].run_test, ok.rows[1].warm_start], [null, null, null]);
+  assert.match(ok.rows[1].verdict_withheld!, /^the warm start another-start has runs on one side only, so the start and the method are confounded; no verdict/);
+});
+
+test('runs from three shared warm starts, crossed with the methods, are gated over the starts (the worked case of start_gate.test.ts)', () => {
+  // start_reference.py's worked case: per start two runs a side on 6 instances; Δ_s 1/4, 1/6, −1/12, Δ̂ 1/9, se 0.100154,
+  // df 2, p 0.382787. The same vectors through compare: read from run folders, grouped, and gated over the starts.
+  const B = [
+    ['110100', '101100'],
+    ['111101', '110110'],
+    ['010000', '100100'],
+  ];
+  const A = [
+    ['100100', '001000'],
+    ['110100', '101101'],
+    ['110000', '000110'],
+  ];
+  const dirs = (name: string, sides: string[][]) =>
+    sides.flatMap((runs, k) =>
+      runs.map((bits, j) => run(`${name}-start${k + 1}-seed${j + 1}`, j + 1, (i) => bits[i] === '1', { n: 6, warmStart: join(root, `x-warm-start-${k + 1}`) })),
+    );
+  const r = compareSeeds(dirs('cross-base', A), dirs('cross-x', B), { resamples: 200, tokenTypes: false, powerFor: 0.2 });
+  const row = r.rows[1];
+  assert.deepEqual([r.rows[0].group, row.group], ['cross-base', 'cross-x'], 'a start part of the name groups with the seed part');
+  const t = row.run_test!;
+  assert.equal(t.method, 'over warm starts');
+  assert.equal(t.starts, 3);
+  assert.ok(Math.abs(t.diff - 1 / 9) < 1e-12 && Math.abs(t.se - 0.10015420209622193) < 1e-12 && Math.abs(t.p - 0.3827866) < 1e-6, JSON.stringify(t));
+  assert.equal(t.df, 2);
+  assert.ok(Math.abs(t.start_sd! - Math.sqrt(0.030092592592592594)) < 1e-12);
+  assert.deepEqual([row.warm_start, row.significant, row.seeds_needed?.unit], [null, false, 'starts']);
+  assert.match(compareMarkdown(r), /the gate is over the starts instead/);
 });
 
 test("a row's label names the strategy's headline parameter, nested ones too: gtpo's default is the seeds' form, not GTPO's", () => {

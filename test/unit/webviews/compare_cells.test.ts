@@ -27,6 +27,7 @@ const row = (over: Partial<CompareRow>): CompareRow => ({
   filler_abs_c: null,
   reasoning_abs_c: null,
   filler_reasoning_ratio: null,
+  warm_start: null,
   ...over,
 });
 
@@ -47,9 +48,13 @@ test('the p cell is the gate’s Holm-adjusted p, n.s. when not significant, "no
   const adjustedAway = row({ diff: { mean: -0.005, lo: -0.03, hi: 0.02 }, p_adjusted: 0.09, significant: false });
   assert.equal(diffCell(adjustedAway), '-0.5 [-3.0, +2.0]');
   assert.equal(pCell(adjustedAway), '0.090 n.s.');
-  const withheld = row({ verdict_withheld: '1 run against 1: …', seeds_needed: { diff: 0.05, basis: 'power-for', seeds: 7 } });
+  const withheld = row({ verdict_withheld: '1 run against 1: …', seeds_needed: { diff: 0.05, basis: 'power-for', unit: 'seeds', seeds: 7 } });
   assert.deepEqual([diffCell(withheld), pCell(withheld), seedsNeededCell(withheld)], ['—', 'no verdict', '5.0 pp: 7 a side']);
-  assert.equal(seedsNeededCell(row({ seeds_needed: { diff: 0.013, basis: 'observed', seeds: null } })), '1.3 pp (observed): not within 1000');
+  assert.equal(seedsNeededCell(row({ seeds_needed: { diff: 0.013, basis: 'observed', unit: 'seeds', seeds: null } })), '1.3 pp (observed): not within 1000');
+  // over warm starts the plan is in starts, each with today's seeds
+  assert.equal(seedsNeededCell(row({ seeds_needed: { diff: 0.05, basis: 'power-for', unit: 'starts', seeds: 6 } })), '5.0 pp: 6 warm starts');
+  // a verdict from one shared warm start says which
+  assert.equal(pCell(row({ p_adjusted: 0.01, significant: true, warm_start: 'countdown-warm-start-abc' })), '0.010 (from warm start countdown-warm-start-abc)');
   assert.equal(diffCell(row({ baseline: true })), 'baseline');
   assert.equal(pCell(row({ baseline: true })), '');
   assert.equal(mdeCell(row({ baseline: true })), '');
