@@ -111,10 +111,23 @@ export const seedsSchema = allow(
   'a list of seeds (integers ≥ 0) or a count from 1 to 100',
 );
 
+export const warmStartsSchema = allow(
+  z
+    .union([z.int().min(1).max(20), z.array(z.int().min(0)).min(1)])
+    .describe(
+      'Cross every grid point and seed with K shared SFT warm starts, each trained once with its own sft.seed (a list of ' +
+        'sft seeds, or a count K for sft.seed, sft.seed+1, …, sft.seed+K−1) and shared by the runs that start from it ' +
+        '(sft.share). Run names get -start<sft seed> before -seed<N>, and compare tests over the starts: a verdict ' +
+        'from one start is about that start.',
+    ),
+  'a list of sft seeds (integers ≥ 0) or a count from 1 to 20',
+);
+
 export const sweepSchema = section(
   {
     grid: gridSchema.optional(),
     seeds: seedsSchema.optional(),
+    warm_starts: warmStartsSchema.optional(),
     executor: oneOf(
       ['local', 'slurm'],
       'Where the sweep runs: local (this machine, one run after another) or slurm (one ' +
@@ -176,6 +189,16 @@ export const creditConfigSchema = baseSchema
         path: ['grpo', 'importance_sampling_level'],
         params: {
           expected: `token with credit.strategy: ${c.credit.strategy} (a sequence-level ratio gives every token its completion's mean advantage, averaging the strategy's per-token credit away), or credit.strategy: none for GSPO`,
+        },
+        message: '',
+      });
+    // a warm start is an SFT run: without SFT (or from a given checkpoint) every "start" would be the same policy
+    if (c.sweep?.warm_starts !== undefined && (c.sft.steps === 0 || c.model.init_checkpoint))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sweep', 'warm_starts'],
+        params: {
+          expected: `no sweep.warm_starts here: each warm start is an SFT run of sft.steps > 0 from scratch, and this config ${c.sft.steps === 0 ? 'has sft.steps: 0' : `starts from model.init_checkpoint ${c.model.init_checkpoint}`}`,
         },
         message: '',
       });

@@ -116,16 +116,36 @@ function product(lists: unknown[][]): unknown[][] {
  * re-validated, has name = the run name and no sweep; all problems throw one UserError.
  */
 export function expandSweep(config: CreditConfig, grid: SweepGrid | undefined = config.sweep?.grid): SweepRun[] {
-  const runs = expandGrid(config, grid);
+  const points = withWarmStarts(config, expandGrid(config, grid));
   const seeds = config.sweep?.seeds;
-  if (seeds === undefined) return runs;
+  if (seeds === undefined) return points;
   // Every grid point once per seed: the runs of one point differ only in `seed`, and their names end in
   // -seed<N>, which `credit-lens compare` strips to group them.
   const list = typeof seeds === 'number' ? Array.from({ length: seeds }, (_, k) => config.seed + k) : [...new Set(seeds)];
-  return runs.flatMap((r) =>
+  return points.flatMap((r) =>
     list.map((seed) => {
       const name = sanitize(`${r.name}-seed${seed}`);
       return { name, overrides: { ...r.overrides, seed }, config: { ...structuredClone(r.config), seed, name } };
+    }),
+  );
+}
+
+/**
+ * `sweep.warm_starts`: every grid point once per SFT warm start (sft.seed), each start shared by its runs. The start is
+ * a design factor, so that a verdict is not about one start (a start × method interaction moved the mitigation runs'
+ * verdicts by 4 standard errors); names get -start<sft seed>, which compare strips with the seed part to group them.
+ */
+function withWarmStarts(config: CreditConfig, points: SweepRun[]): SweepRun[] {
+  const k = config.sweep?.warm_starts;
+  if (k === undefined) return points;
+  const starts = typeof k === 'number' ? Array.from({ length: k }, (_, i) => config.sft.seed + i) : [...new Set(k)];
+  return points.flatMap((r) =>
+    starts.map((sftSeed) => {
+      const name = sanitize(`${r.name}-start${sftSeed}`);
+      const c = structuredClone(r.config);
+      c.sft = { ...c.sft, seed: sftSeed, share: true };
+      c.name = name;
+      return { name, overrides: { ...r.overrides, 'sft.seed': sftSeed }, config: c };
     }),
   );
 }

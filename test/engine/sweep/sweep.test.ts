@@ -182,6 +182,42 @@ test('sweep.seeds runs every grid point once per seed (a list, or a count from t
   assert.equal(parseConfigText('name: m\nsweep: {seeds: 0}\n').issues[0].path, 'sweep.seeds');
 });
 
+test('sweep.warm_starts crosses every grid point and seed with K shared SFT starts, named -start<sft seed>-seed<N>', async () => {
+  const { warmStartDir } = await import('../../../src/engine/train/warm_start');
+  const { runGroup } = await import('../../../src/protocol/compare');
+  const runs = expandSweep(config('name: m\nseed: 1\nsft:\n  steps: 10\n  seed: 4\nsweep:\n  grid: {credit.strategy: [none, entropy_mask]}\n  seeds: [1, 2]\n  warm_starts: 3\n'));
+  assert.equal(runs.length, 2 * 3 * 2);
+  assert.deepEqual(
+    runs.slice(0, 6).map((r) => [r.name, r.config.sft.seed, r.config.seed]),
+    [
+      ['m-none-start4-seed1', 4, 1],
+      ['m-none-start4-seed2', 4, 2],
+      ['m-none-start5-seed1', 5, 1],
+      ['m-none-start5-seed2', 5, 2],
+      ['m-none-start6-seed1', 6, 1],
+      ['m-none-start6-seed2', 6, 2],
+    ],
+  );
+  // every run shares its start (sft.share), and the starts are three different SFT runs; the strategies of one start
+  // share it (the warm start's key holds no credit setting)
+  assert.ok(runs.every((r) => r.config.sft.share));
+  assert.equal(new Set(runs.map((r) => warmStartDir(r.config))).size, 3);
+  assert.equal(warmStartDir(runs[0].config), warmStartDir(runs[6].config));
+  assert.deepEqual(runs[8].overrides, { 'credit.strategy': 'entropy_mask', 'sft.seed': 5, seed: 1 });
+  // compare groups every start and seed of one grid point together
+  assert.deepEqual([...new Set(runs.map((r) => runGroup(r.name)))], ['m-none', 'm-entropy_mask']);
+  // a list names the sft seeds
+  assert.deepEqual(
+    expandSweep(config('name: m\nsft: {steps: 10}\nsweep:\n  warm_starts: [2, 9]\n')).map((r) => r.name),
+    ['m-start2', 'm-start9'],
+  );
+  // a start is an SFT run: with none to train, the field is refused, naming why
+  const bad = parseConfigText('name: m\nsft:\n  steps: 0\nsweep:\n  warm_starts: 3\n').issues;
+  assert.equal(bad[0].path, 'sweep.warm_starts');
+  assert.match(bad[0].message, /sft\.steps: 0/);
+  assert.equal(parseConfigText('name: m\nsweep: {warm_starts: 0}\n').issues[0].path, 'sweep.warm_starts');
+});
+
 test('sweep.executor and sweep.slurm: validated, with sbatch-style values', () => {
   const c = config('name: m\nsweep:\n  executor: slurm\n  slurm: {partition: gpu, time: "2:00:00", mem: 8G, max_parallel: 4, extra_args: ["--gres=gpu:1"]}\n');
   assert.equal(c.sweep!.executor, 'slurm');
