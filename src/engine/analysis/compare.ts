@@ -6,7 +6,8 @@
 // says why), Holm-adjusted over the comparison's rows, with its MDE and the seeds a difference needs. Beside it, labelled
 // "conditional on these checkpoints", the instance-clustered bootstrap and exact sign-flip test: they answer whether
 // these trained policies differ on these instances, not whether the method trains better policies.
-import { resolve } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import {
   diffText,
   intervalText,
@@ -135,9 +136,17 @@ function jsonInterval(values: number[]): SeedInterval {
   return { mean: f(i.mean), lo: f(i.lo), hi: f(i.hi), n: i.n, half: f(i.half) };
 }
 
+/** A kept run's summary of its token tables (results_book.ts keeps this instead of megabytes of tables). */
+export const TOKEN_TYPES_FILE = 'token_types.json';
+
 /** Seed doc 002's filler and reasoning mean |c| of one run, from all its token tables; null when it logged none. */
 export function runTokenTypeContributions(runDir: string): { filler: number; reasoning: number } | null {
-  if (!listLoggedSteps(runDir, 'tokens').length) return null;
+  if (!listLoggedSteps(runDir, 'tokens').length) {
+    const kept = join(runDir, TOKEN_TYPES_FILE);
+    if (!existsSync(kept)) return null;
+    const k = JSON.parse(readFileSync(kept, 'utf8')) as { filler?: unknown; reasoning?: unknown };
+    return typeof k.filler === 'number' && typeof k.reasoning === 'number' ? { filler: k.filler, reasoning: k.reasoning } : null;
+  }
   const t = computeTables(readTokenTables(runDir), null, 1).token_types;
   const f = t.filler.mean_abs_contribution;
   const r = t.reasoning.mean_abs_contribution;
@@ -405,7 +414,7 @@ function checkComparable(runs: RunEval[], notes: string[]): Set<string> {
   const starts = new Set(runs.map((r) => r.start));
   if (starts.size === 1 && [...starts][0] !== null)
     notes.push(
-      `every run starts GRPO from one warm start (${[...starts][0]}): the verdicts are conditional on it, since a start × method interaction cannot be seen`,
+      `every run starts GRPO from one warm start (${startName([...starts][0]!)}): the verdicts are conditional on it, since a start × method interaction cannot be seen (sweep.warm_starts trains several)`,
     );
   const missing = runs.filter((r) => r.task === null);
   if (missing.length) notes.push(`${missing.map((r) => r.name).join(', ')}: no task identity or config.yaml; paired on instance ids alone`);

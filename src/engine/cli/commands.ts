@@ -46,6 +46,15 @@ export const COMMANDS: readonly Command[] = [
   },
   { name: 'eval', usage: ['eval <run-dir> [--checkpoint N]'], run: async (a, u) => (await run()).cmdEval(a, u) },
   {
+    name: 'results',
+    usage: [
+      'results <book.yaml> [--check | --write]   (every table of a results document, rebuilt from committed runs)',
+      'results keep <run-dir>... --into <folder>',
+    ],
+    run: async (a, u) => (await import('./results_command')).cmdResults(a, u),
+  },
+
+  {
     name: 'rollouts',
     usage: [
       'rollouts paired <config.credit.yaml> [--groups N] [--checkpoint <run-or-checkpoint>] [--set key=value]...',

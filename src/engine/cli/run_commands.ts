@@ -206,6 +206,12 @@ export async function cmdBench(argv: string[], usage: string): Promise<number> {
 }
 
 export async function cmdCompare(argv: string[], usage: string): Promise<number> {
+  console.log(await compareOutput(argv, usage));
+  return 0;
+}
+
+/** What `compare` prints for these arguments (the results book rebuilds its tables through this too). */
+export async function compareOutput(argv: readonly string[], usage: string): Promise<string> {
   const a = parseArgs(argv, { valued: ['baseline', 'split', 'alpha', 'step', 'power-for'], boolean: ['json', 'from-start', 'common-step'] }, usage);
   const { compareSeeds, compareMarkdown, gainFromStart, gainMarkdown } = await import('../analysis/compare');
   const split = choiceFlag(a, 'split', ['test', 'validation'] as const, 'test');
@@ -219,12 +225,10 @@ export async function cmdCompare(argv: string[], usage: string): Promise<number>
   if (a.flags.has('from-start')) {
     if (a.flags.has('baseline')) throw new UserError('compare: --from-start measures each run against its own step 0; it takes no --baseline');
     const g = gainFromStart(a.positional, opts);
-    console.log(a.flags.has('json') ? JSON.stringify(g, null, 2) : gainMarkdown(g));
-    return 0;
+    return a.flags.has('json') ? JSON.stringify(g, null, 2) : gainMarkdown(g);
   }
   const r = compareSeeds(a.flags.get('baseline') ?? [], a.positional, opts);
-  console.log(a.flags.has('json') ? JSON.stringify(r, null, 2) : compareMarkdown(r));
-  return 0;
+  return a.flags.has('json') ? JSON.stringify(r, null, 2) : compareMarkdown(r);
 }
 
 export async function cmdSlurm(argv: string[], usage: string): Promise<number> {

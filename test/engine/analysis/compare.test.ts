@@ -479,7 +479,8 @@ test('one run counted twice in a group (the same seed from the same warm start) 
   assert.ok(
     r.notes.some(
       (n) =>
-        n === `every run starts GRPO from one warm start (${start}): the verdicts are conditional on it, since a start × method interaction cannot be seen`,
+        n ===
+        'every run starts GRPO from one warm start (sft-warm-start): the verdicts are conditional on it, since a start × method interaction cannot be seen (sweep.warm_starts trains several)',
     ),
     r.notes.join('\n'),
   );

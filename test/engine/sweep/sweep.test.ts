@@ -185,7 +185,9 @@ test('sweep.seeds runs every grid point once per seed (a list, or a count from t
 test('sweep.warm_starts crosses every grid point and seed with K shared SFT starts, named -start<sft seed>-seed<N>', async () => {
   const { warmStartDir } = await import('../../../src/engine/train/warm_start');
   const { runGroup } = await import('../../../src/protocol/compare');
-  const runs = expandSweep(config('name: m\nseed: 1\nsft:\n  steps: 10\n  seed: 4\nsweep:\n  grid: {credit.strategy: [none, entropy_mask]}\n  seeds: [1, 2]\n  warm_starts: 3\n'));
+  const runs = expandSweep(
+    config('name: m\nseed: 1\nsft:\n  steps: 10\n  seed: 4\nsweep:\n  grid: {credit.strategy: [none, entropy_mask]}\n  seeds: [1, 2]\n  warm_starts: 3\n'),
+  );
   assert.equal(runs.length, 2 * 3 * 2);
   assert.deepEqual(
     runs.slice(0, 6).map((r) => [r.name, r.config.sft.seed, r.config.seed]),
