@@ -104,6 +104,12 @@ export interface Adjustment {
   method: 'holm';
   /** the rows of this comparison that carry a run-level test */
   family: number;
+  /**
+   * How many times these groups have been looked at with a verdict, this one included (`compare --looks K`: seeds added
+   * in rounds). Each row's p is multiplied by it before Holm (Bonferroni over the looks: valid whatever the schedule).
+   * 1: the design was fixed before the first look.
+   */
+  looks: number;
 }
 
 /** `--power-for d`, or else the observed Δ: about how many seeds per side the run-level gate needs to detect it with 80 % power. */
@@ -255,7 +261,7 @@ export const isCompareReport: Check<CompareReport> = (v): v is CompareReport =>
   shape<CompareReport>({
     split: oneOf('test', 'validation'),
     alpha: isNumber,
-    adjustment: shape<Adjustment>({ method: oneOf('holm'), family: isNumber }),
+    adjustment: shape<Adjustment>({ method: oneOf('holm'), family: isNumber, looks: isNumber }),
     power: isNumber,
     baseline: isString,
     rows: arrayOf(isCompareRow),

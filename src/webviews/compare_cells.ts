@@ -18,7 +18,8 @@ export function conditionalCell(r: CompareRow): string {
 
 /** The gate's adjusted p with n.s. when it is not significant (the one rule: p_adjusted < alpha); "no verdict" when withheld. */
 export function pCell(r: CompareRow): string {
-  return r.baseline ? '' : verdictText(r);
+  // the one warm start a verdict is about is said once above the table (compare_table.ts), not in every cell
+  return r.baseline ? '' : verdictText({ ...r, warm_start: null });
 }
 
 /** "5.0 pp: 7 a side": the seeds per side (or warm starts, for the gate over starts) it needs for --power-for, or for the observed Δ. */

@@ -43,6 +43,10 @@ function rowTitle(r: CompareRow, report: CompareReport): string {
 
 export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir: string) => void } = {}): TemplateResult {
   const seeds = Math.min(...report.rows.map((r) => r.runs.length));
+  // one shared start is said once above the note (each row's hover says it too); the cells keep the p alone
+  const tested = report.rows.filter((r) => !r.baseline);
+  const fromStart = tested.length && tested.every((r) => r.warm_start && r.warm_start === tested[0].warm_start) ? tested[0].warm_start : null;
+  const overStarts = tested.find((r) => r.run_test?.method === 'over warm starts')?.run_test?.starts ?? null;
   // the table scrolls sideways inside its own box, its first column pinned: at 1440 px with the side bar open the
   // right-hand columns were cut off
   return html` <div class="comparison-scroll">
@@ -120,9 +124,14 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
         </tbody>
       </table>
     </div>
+    ${fromStart ? html`<p class="from-start"><strong>Every verdict here is from warm start ${fromStart}</strong>: about that SFT start, not the method in general.</p>` : nothing}
     <p class="muted compare-note">
-      ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}. The verdict has the training run as its unit:
-      Δ and p_adj come from a two-way t test whose noise is the run-to-run variance over seeds plus the instances
+      ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}.
+      ${
+        overStarts
+          ? `The verdict has the warm start as its unit (${overStarts} shared starts, each with runs of every row): Δ and p_adj come from a t test over the starts, whose noise is how the difference moves from start to start plus the instances`
+          : 'The verdict has the training run as its unit: Δ and p_adj come from a two-way t test whose noise is the run-to-run variance over seeds plus the instances'
+      }
       (${report.adjustment.family > 0 ? `Holm over the ${report.adjustment.family} row${report.adjustment.family === 1 ? '' : 's'} tested; ` : 'no row has the runs to be tested; '}significant
       when p_adj &lt; ${report.alpha}); with fewer than 3 runs a side there is no verdict (with one, only the seeds needed). "These checkpoints" is the
       instance-clustered test, conditional on the trained runs: information, not the gate. Rows are not ranked; greyed rows (n.s.) are within noise of

@@ -82,6 +82,12 @@ scenario('Compare Runs over the mitigation sweep: six groups, Holm-adjusted p, M
   }
   // the rows differ: not six runs at the same success
   assert.ok(new Set(shown.map((s) => s.cells[2])).size >= 4, JSON.stringify(shown.map((s) => s.cells[2])));
+  // one shared warm start: every verdict is about it, and the view says so once, naming it
+  assert.ok(expected.rows[1].warm_start, 'the fixture runs share one warm start');
+  assert.equal(
+    await frame.locator('section.significance .from-start').innerText(),
+    `Every verdict here is from warm start ${expected.rows[1].warm_start}: about that SFT start, not the method in general.`,
+  );
   // the table, not the run list above it, in the picture: the side bar closed for width, the section scrolled to
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   await sleep(500);

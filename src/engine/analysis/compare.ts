@@ -18,6 +18,7 @@ import {
   seedsText,
   sig3,
   verdictText,
+  type Adjustment,
   type CompareReport,
   type CompareRow,
   type ConditionalTest,
@@ -92,7 +93,7 @@ export interface GainRow {
 export interface GainReport {
   split: 'test' | 'validation';
   alpha: number;
-  adjustment: { method: 'holm'; family: number };
+  adjustment: Adjustment;
   power: number;
   rows: GainRow[];
   notes: string[];
@@ -472,6 +473,13 @@ export interface CompareOptions {
   commonStep?: boolean;
   /** a difference in success rate (0.05 = 5 points): each row says about how many seeds detect it with 80 % power */
   powerFor?: number;
+  /** the looks at these groups so far, this one included (seeds added in rounds): p × looks before Holm */
+  looks?: number;
+}
+
+/** What a comparison over several looks did to its p values. */
+function looksNote(looks: number): string {
+  return `these groups have been looked at ${looks} times (seeds added in rounds, each looked at): every p is multiplied by ${looks} before Holm (Bonferroni over the looks, valid whatever their schedule); a design fixed before the first look needs no such correction`;
 }
 
 export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: CompareOptions = {}): CompareReport {
@@ -522,7 +530,8 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
   const callable = (k: number) => groups[k][1].length >= MIN_RUNS_FOR_VERDICT && base.length >= MIN_RUNS_FOR_VERDICT;
   const tested = warmStart ? [] : stats.flatMap((st, k) => (st.test && callable(k) ? [k] : []));
   const family = tested.length;
-  const adjusted = new Map(holm(tested.map((k) => stats[k].test!.p)).map((p, j) => [tested[j], p]));
+  const looks = opts.looks ?? 1;
+  const adjusted = new Map(holm(tested.map((k) => Math.min(1, looks * stats[k].test!.p))).map((p, j) => [tested[j], p]));
   const condAdjusted = holm(stats.map((st) => st.cond.p));
   const row = (group: string, runs: RunEval[], k: number | null): CompareRow => {
     const st = k === null ? null : stats[k];
@@ -546,7 +555,8 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
     };
   };
   const rows = [row(baseGroup, base, null), ...groups.map(([g, runs], k) => row(g, runs, k))];
-  return { split, alpha, adjustment: { method: 'holm', family }, power: POWER, baseline: baseGroup, rows, notes: [...new Set(notes)] };
+  if (looks > 1) notes.push(looksNote(looks));
+  return { split, alpha, adjustment: { method: 'holm', family, looks }, power: POWER, baseline: baseGroup, rows, notes: [...new Set(notes)] };
 }
 
 /** The sentence under a table: which test gates, which family was adjusted, what the marks mean. */
@@ -642,7 +652,8 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
   });
   const tested = parts.flatMap((x, k) => (x.test ? [k] : []));
   const family = tested.length;
-  const adjusted = new Map(holm(tested.map((k) => parts[k].test!.p)).map((p, j) => [tested[j], p]));
+  const looks = opts.looks ?? 1;
+  const adjusted = new Map(holm(tested.map((k) => Math.min(1, looks * parts[k].test!.p))).map((p, j) => [tested[j], p]));
   const condAdjusted = holm(parts.map((x) => x.cond.p));
   const rows: GainRow[] = groups.map(([group, runs], k) => {
     const { starts, test, plan, cond, withheld, warm_start } = parts[k];
@@ -664,7 +675,8 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
       warm_start,
     };
   });
-  return { split, alpha, adjustment: { method: 'holm', family }, power: POWER, rows, notes: [...new Set(notes)] };
+  if (looks > 1) notes.push(looksNote(looks));
+  return { split, alpha, adjustment: { method: 'holm', family, looks }, power: POWER, rows, notes: [...new Set(notes)] };
 }
 
 /** The gain table for a terminal or a README. */

@@ -39,8 +39,8 @@ export const COMMANDS: readonly Command[] = [
   {
     name: 'compare',
     usage: [
-      'compare <run-dir>... --baseline <run-dir>... [--json] [--split test|validation] [--step N | --common-step] [--alpha A] [--power-for D]',
-      'compare <run-dir>... --from-start [--json] [--split test|validation] [--step N] [--alpha A] [--power-for D]',
+      'compare <run-dir>... --baseline <run-dir>... [--json] [--split test|validation] [--step N | --common-step] [--alpha A] [--power-for D] [--looks K]',
+      'compare <run-dir>... --from-start [--json] [--split test|validation] [--step N] [--alpha A] [--power-for D] [--looks K]',
     ],
     run: async (a, u) => (await run()).cmdCompare(a, u),
   },

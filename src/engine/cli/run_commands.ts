@@ -212,7 +212,7 @@ export async function cmdCompare(argv: string[], usage: string): Promise<number>
 
 /** What `compare` prints for these arguments (the results book rebuilds its tables through this too). */
 export async function compareOutput(argv: readonly string[], usage: string): Promise<string> {
-  const a = parseArgs(argv, { valued: ['baseline', 'split', 'alpha', 'step', 'power-for'], boolean: ['json', 'from-start', 'common-step'] }, usage);
+  const a = parseArgs(argv, { valued: ['baseline', 'split', 'alpha', 'step', 'power-for', 'looks'], boolean: ['json', 'from-start', 'common-step'] }, usage);
   const { compareSeeds, compareMarkdown, gainFromStart, gainMarkdown } = await import('../analysis/compare');
   const split = choiceFlag(a, 'split', ['test', 'validation'] as const, 'test');
   const opts = {
@@ -221,6 +221,7 @@ export async function compareOutput(argv: readonly string[], usage: string): Pro
     step: numFlag(a, 'step', (x) => Number.isInteger(x) && x >= 0, 'a step number ≥ 0'),
     powerFor: numFlag(a, 'power-for', (x) => x > 0 && x < 1, 'a difference in success rate in (0, 1), e.g. 0.05 for 5 points'),
     commonStep: a.flags.has('common-step'),
+    looks: numFlag(a, 'looks', (x) => Number.isInteger(x) && x >= 1, 'the number of looks at these groups, this one included (an integer ≥ 1)'),
   } as const;
   if (a.flags.has('from-start')) {
     if (a.flags.has('baseline')) throw new UserError('compare: --from-start measures each run against its own step 0; it takes no --baseline');

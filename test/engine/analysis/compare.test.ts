@@ -127,7 +127,7 @@ test("compare --from-start: the gain over each run's own step 0, gated with the 
   assert.equal(l.significant, true);
   assert.equal(l.exploratory, false);
   assert.equal(l.verdict_withheld, null);
-  assert.deepEqual(r.adjustment, { method: 'holm', family: 2 });
+  assert.deepEqual(r.adjustment, { method: 'holm', family: 2, looks: 1 });
   assert.deepEqual(l.minutes, [6, 6, 6]);
   assert.ok(Math.abs(f.run_test!.diff) < 1e-12);
   assert.deepEqual([f.conditional.b, f.conditional.c, f.conditional.p, f.p_adjusted, f.significant], [2, 2, 1, 1, false]);
@@ -469,6 +469,17 @@ test('Holm over the rows of one comparison: significance uses the adjusted p', (
   [0.00261772, 0.0247183, 0.0247183].forEach((v, k) => assert.ok(Math.abs(adj[k] - v) < 1e-6, `${k}: ${adj[k]}`));
   assert.deepEqual([ra.significant, rb.significant, rc.significant], [true, true, true]);
   assert.equal(r.adjustment.family, 3);
+  // The same groups on their third look (seeds added in rounds): each p × 3 before Holm. Sorted 0.00261771, 0.0370773,
+  // 0.0700557 → Holm ×3, ×2, ×1: 0.00785314, 0.0741546, max(0.0741546, 0.0700557): only the first holds.
+  const third = compareSeeds(base, [...a, ...b, ...c], { tokenTypes: false, resamples: 200, looks: 3 });
+  const adj3 = third.rows.slice(1).map((x) => x.p_adjusted!);
+  [0.00785314, 0.0741546, 0.0741546].forEach((v, k) => assert.ok(Math.abs(adj3[k] - v) < 1e-5, `${k}: ${adj3[k]}`));
+  assert.deepEqual(
+    third.rows.slice(1).map((x) => x.significant),
+    [true, false, false],
+  );
+  assert.equal(third.adjustment.looks, 3);
+  assert.ok(third.notes.some((n) => /looked at 3 times .* every p is multiplied by 3 before Holm/.test(n)));
 });
 
 test('one run counted twice in a group (the same seed from the same warm start) is refused by name; one shared start is said', () => {

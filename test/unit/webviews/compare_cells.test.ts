@@ -2,7 +2,7 @@
 // significant difference, a difference within noise, one seed, and the baseline.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { CompareRow } from '../../../src/protocol/compare';
+import { verdictText, type CompareRow } from '../../../src/protocol/compare';
 import { conditionalCell, diffCell, intervalCell, mdeCell, pCell, pct, seedsNeededCell, sig } from '../../../src/webviews/compare_cells';
 
 const row = (over: Partial<CompareRow>): CompareRow => ({
@@ -53,8 +53,10 @@ test('the p cell is the gate’s Holm-adjusted p, n.s. when not significant, "no
   assert.equal(seedsNeededCell(row({ seeds_needed: { diff: 0.013, basis: 'observed', unit: 'seeds', seeds: null } })), '1.3 pp (observed): not within 1000');
   // over warm starts the plan is in starts, each with today's seeds
   assert.equal(seedsNeededCell(row({ seeds_needed: { diff: 0.05, basis: 'power-for', unit: 'starts', seeds: 6 } })), '5.0 pp: 6 warm starts');
-  // a verdict from one shared warm start says which
-  assert.equal(pCell(row({ p_adjusted: 0.01, significant: true, warm_start: 'countdown-warm-start-abc' })), '0.010 (from warm start countdown-warm-start-abc)');
+  // a verdict from one shared warm start says which: in the CLI's cell; Compare Runs says it once above its table
+  const fromOne = row({ p_adjusted: 0.01, significant: true, warm_start: 'countdown-warm-start-abc' });
+  assert.equal(verdictText(fromOne), '0.010 (from warm start countdown-warm-start-abc)');
+  assert.equal(pCell(fromOne), '0.010');
   assert.equal(diffCell(row({ baseline: true })), 'baseline');
   assert.equal(pCell(row({ baseline: true })), '');
   assert.equal(mdeCell(row({ baseline: true })), '');

@@ -108,7 +108,7 @@ test('sweep: a real view passes; a row with an unknown status or an object param
   const report = {
     split: 'test',
     alpha: 0.05,
-    adjustment: { method: 'holm' as const, family: 1 },
+    adjustment: { method: 'holm' as const, family: 1, looks: 1 },
     power: 0.8,
     baseline: 'cd-none',
     notes: [],
@@ -135,6 +135,7 @@ test('sweep: a real view passes; a row with an unknown status or an object param
         filler_abs_c: interval(0.01),
         reasoning_abs_c: interval(0.02),
         filler_reasoning_ratio: interval(0.5),
+        warm_start: null,
       },
       {
         group: 'cd-oc',
@@ -153,11 +154,12 @@ test('sweep: a real view passes; a row with an unknown status or an object param
         significant: null,
         verdict_withheld: '1 run against 1: the run-level test needs at least 2 runs on each side',
         mde: null,
-        seeds_needed: { diff: 0.1, basis: 'observed' as const, seeds: null },
+        seeds_needed: { diff: 0.1, basis: 'observed' as const, unit: 'seeds' as const, seeds: null },
         exploratory: true,
         filler_abs_c: null,
         reasoning_abs_c: null,
         filler_reasoning_ratio: null,
+        warm_start: null,
       },
     ],
   };
