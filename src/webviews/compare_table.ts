@@ -42,11 +42,6 @@ function rowTitle(r: CompareRow, report: CompareReport): string {
 }
 
 export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir: string) => void } = {}): TemplateResult {
-  const seeds = Math.min(...report.rows.map((r) => r.runs.length));
-  // one shared start is said once above the note (each row's hover says it too); the cells keep the p alone
-  const tested = report.rows.filter((r) => !r.baseline);
-  const fromStart = tested.length && tested.every((r) => r.warm_start && r.warm_start === tested[0].warm_start) ? tested[0].warm_start : null;
-  const overStarts = tested.find((r) => r.run_test?.method === 'over warm starts')?.run_test?.starts ?? null;
   // the table scrolls sideways inside its own box, its first column pinned: at 1440 px with the side bar open the
   // right-hand columns were cut off
   return html` <div class="comparison-scroll">
@@ -124,7 +119,16 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
         </tbody>
       </table>
     </div>
-    ${fromStart ? html`<p class="from-start"><strong>Every verdict here is from warm start ${fromStart}</strong>: about that SFT start, not the method in general.</p>` : nothing}
+    ${comparisonNote(report)}`;
+}
+
+/** Under the table: which warm start every verdict is about (said once; the cells keep the p alone), and how it was tested. */
+function comparisonNote(report: CompareReport): TemplateResult {
+  const seeds = Math.min(...report.rows.map((r) => r.runs.length));
+  const tested = report.rows.filter((r) => !r.baseline);
+  const fromStart = tested.length && tested.every((r) => r.warm_start && r.warm_start === tested[0].warm_start) ? tested[0].warm_start : null;
+  const overStarts = tested.find((r) => r.run_test?.method === 'over warm starts')?.run_test?.starts ?? null;
+  return html`${fromStart ? html`<p class="from-start"><strong>Every verdict here is from warm start ${fromStart}</strong>: about that SFT start, not the method in general.</p>` : nothing}
     <p class="muted compare-note">
       ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}.
       ${
