@@ -80,6 +80,18 @@ const CREDIT_CHARTS: readonly ChartSpec[] = [
     ],
   },
   {
+    id: 'credit_concentration',
+    title: 'Credit concentration (Gini, effective token ratio)',
+    hint:
+      'per episode with credit, the Gini coefficient of |Â| over its tokens and (Σ|Â|)² / (n·ΣÂ²), the share of its tokens that ' +
+      'effectively carry the credit; mean over the step’s episodes. Plain GRPO: 0 and 1. A learned credit collapsing onto a few ' +
+      'tokens drives Gini toward 1 and the ratio toward 1/n (ARCA’s degeneration checks)',
+    series: [
+      { key: 'credit/gini', label: 'Gini' },
+      { key: 'credit/effective_token_ratio', label: 'effective token ratio' },
+    ],
+  },
+  {
     id: 'mc_lift',
     title: 'MC credit lift (probed steps)',
     hint:

@@ -3,6 +3,7 @@
 //   sample → advantages → prepare (the strategy's async inputs) → update (credit, loss and gradient over micro-batches,
 //   PPO epochs) → metrics.
 // Rewards are scored as each episode is sampled (rollout.ts scoreEpisode). grpoStep below reads the stages in order.
+import { creditConcentration } from '../analysis/concentration';
 import * as tf from '@tensorflow/tfjs';
 import type { MetricsRow } from '../../protocol';
 import { getStrategy, type CreditBatch } from '../credit';
@@ -87,6 +88,13 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     row.resampled_frac = drawn.resampledFrac;
   }
   Object.assign(row, creditByTokenType(episodes, adv, u.credit.logprobs));
+  Object.assign(
+    row,
+    creditConcentration(
+      u.credit.effAdv,
+      episodes.map((e) => e.ids.length),
+    ),
+  );
   if (u.realizedSeconds !== undefined) row.realized_seconds = u.realizedSeconds;
   if (strategy.stepMetrics) Object.assign(row, strategy.stepMetrics(u.credit.weights, u.mask));
   if (prepared.metrics) Object.assign(row, prepared.metrics);

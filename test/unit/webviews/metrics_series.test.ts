@@ -245,15 +245,23 @@ test('a clip fraction of 0 at every GRPO step is an empty state; one clipped ste
 test('the credit row: credit by token type where the run logs it, MC accuracy at probed steps, after the fixed charts', () => {
   const p = pointsOf(
     [
-      { step: 1, phase: 'grpo', reward_mean: 1, 'credit/filler_abs_c': 0.2, 'credit/reasoning_abs_c': 0.1 },
+      {
+        step: 1,
+        phase: 'grpo',
+        reward_mean: 1,
+        'credit/filler_abs_c': 0.2,
+        'credit/reasoning_abs_c': 0.1,
+        'credit/gini': 0.3,
+        'credit/effective_token_ratio': 0.7,
+      },
       { step: 2, phase: 'grpo', reward_mean: 1, 'mc/spearman_unbiased': 0.3, 'mc/placebo': 0.01, 'mc/lift': 0.004 },
     ],
     0,
   );
-  // the lift (the headline) before the attenuated rank score
+  // the credit's concentration beside |c| by token type; the lift (the headline) before the attenuated rank score
   assert.deepEqual(
     chartsFor([p]).map((c) => c.id),
-    ['reward', 'credit_by_type', 'mc_lift', 'mc_accuracy'],
+    ['reward', 'credit_by_type', 'credit_concentration', 'mc_lift', 'mc_accuracy'],
   );
   const mc = chartsFor([p]).find((c) => c.id === 'mc_accuracy')!;
   // probed steps are sparse measurements: points, never smoothed
