@@ -20,6 +20,7 @@ import { generate } from '../../../src/engine/model/sampler';
 import { tokenLogprobWebgpu } from '../../../src/engine/model/kernels/webgpu_logprob';
 import { Adam } from '../../../src/engine/model/optim';
 import { attentionWebgpu } from '../../../src/engine/model/kernels/webgpu_attention';
+import { rmsNormInferWebgpu, rmsNormWebgpu } from '../../../src/engine/model/kernels/webgpu_norm';
 import { COMPOSED } from '../../../src/engine/model/ops/composed';
 import { relErr, smallModelConfig } from '../fixtures';
 import { loadHfModel } from '../../../src/engine/model/hf';
@@ -155,6 +156,56 @@ test('the WGSL token log-prob kernels against float64: values and gradients, a v
     assert.deepEqual(b.lp, a.lp);
     assert.deepEqual(b.g, a.g);
     tf.dispose([z, t, w]);
+  }
+});
+
+test('the WGSL RMSNorm kernels against float64: y, dx and dw at the example’s width (128) and wider than a workgroup (200 × 300 rows); infer equals forward; the same bits twice', async () => {
+  await initBackend('webgpu');
+  const eps = 1e-6;
+  for (const [N, d] of [
+    [96, 128],
+    [300, 200],
+  ]) {
+    const rng = makeRng(N + d);
+    const xv = Float32Array.from({ length: N * d }, () => (rng() - 0.5) * 4);
+    const wv = Float32Array.from({ length: d }, () => 0.5 + rng());
+    const dyv = Float32Array.from({ length: N * d }, () => rng() * 2 - 1);
+    const x = tf.tensor2d(xv, [N, d]);
+    const w = tf.tensor1d(wv);
+    const dy = tf.tensor2d(dyv, [N, d]);
+    const run = async () => {
+      const y = rmsNormWebgpu(x, w, eps);
+      const yi = rmsNormInferWebgpu(x, w, eps);
+      const [gx, gw] = tf.grads((a: tf.Tensor, b: tf.Tensor) => tf.sum(tf.mul(rmsNormWebgpu(a as tf.Tensor2D, b as tf.Tensor1D, eps), dy)))([x, w]);
+      const out = await Promise.all([y, yi, gx, gw].map(async (t) => Float32Array.from(await t.data())));
+      tf.dispose([y, yi, gx, gw]);
+      return out;
+    };
+    const [y, yi, gx, gw] = await run();
+    assert.deepEqual(yi, y, 'infer: the same r and y in one kernel');
+    // float64 by the closed form: r = (mean x² + ε)^(−½), y = x·r·w, g = dy·w, dx = r·g − x·r³·mean(g·x), dw = Σ dy·x·r
+    const dw = new Float64Array(d);
+    let worst = { y: 0, dx: 0 };
+    for (let n = 0; n < N; n++) {
+      let ss = 0;
+      let gx64 = 0;
+      for (let j = 0; j < d; j++) {
+        ss += xv[n * d + j] ** 2;
+        gx64 += dyv[n * d + j] * wv[j] * xv[n * d + j];
+      }
+      const r = 1 / Math.sqrt(ss / d + eps);
+      for (let j = 0; j < d; j++) {
+        const k = n * d + j;
+        worst.y = Math.max(worst.y, Math.abs(y[k] - xv[k] * r * wv[j]));
+        worst.dx = Math.max(worst.dx, Math.abs(gx[k] - (r * dyv[k] * wv[j] - xv[k] * r ** 3 * (gx64 / d))));
+        dw[j] += dyv[k] * xv[k] * r;
+      }
+    }
+    const dwWorst = Math.max(...Array.from(dw, (v, j) => Math.abs(gw[j] - v) / (1 + Math.abs(v))));
+    assert.ok(worst.y < 1e-5 && worst.dx < 1e-5 && dwWorst < 1e-5, `${N} × ${d}: ${JSON.stringify({ ...worst, dw: dwWorst })}`);
+    const again = await run();
+    assert.deepEqual(again, [y, yi, gx, gw]);
+    tf.dispose([x, w, dy]);
   }
 });
 
