@@ -185,7 +185,7 @@ test('the WGSL RMSNorm kernels against float64: y, dx and dw at the example’s 
     assert.deepEqual(yi, y, 'infer: the same r and y in one kernel');
     // float64 by the closed form: r = (mean x² + ε)^(−½), y = x·r·w, g = dy·w, dx = r·g − x·r³·mean(g·x), dw = Σ dy·x·r
     const dw = new Float64Array(d);
-    let worst = { y: 0, dx: 0 };
+    const worst = { y: 0, dx: 0 };
     for (let n = 0; n < N; n++) {
       let ss = 0;
       let gx64 = 0;
