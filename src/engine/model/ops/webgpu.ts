@@ -3,7 +3,7 @@
 // every host tensor a pass meets is an upload, so the model's constant tables stay on the device (keepTables), and
 // RMSNorm had its gradient written out, because tfjs's Mean gradient builds a tensor of ones on the host
 // ([rows, d], uploaded once per norm per step), and is now WGSL kernels of ours (kernels/webgpu_norm.ts: 2 dispatches each
-// way where the composition took about 15). A token's log-prob runs as two WGSL kernels (kernels/webgpu_logprob.ts):
+// way where the composition took about 15), as is SwiGLU's element-wise chain (kernels/webgpu_swiglu.ts). A token's log-prob runs as two WGSL kernels (kernels/webgpu_logprob.ts):
 // the fusion wasm-blas has natively, and without the float atomics of tfjs's gather gradient; attention's scores, mask
 // and softmax as one kernel each way (kernels/webgpu_attention.ts).
 import * as tf from '@tensorflow/tfjs';
@@ -11,6 +11,7 @@ import { attentionWebgpu, registerWebgpuAttention } from '../kernels/webgpu_atte
 import { registerWebgpuLogprob, tokenLogprobWebgpu } from '../kernels/webgpu_logprob';
 import { adamWebgpu, registerWebgpuAdam } from '../kernels/webgpu_adam';
 import { registerWebgpuNorm, rmsNormInferWebgpu, rmsNormWebgpu } from '../kernels/webgpu_norm';
+import { registerWebgpuSwiglu, swigluInferWebgpu, swigluWebgpu } from '../kernels/webgpu_swiglu';
 import type { BackendOps } from './ops';
 
 /**
@@ -31,11 +32,14 @@ export function webgpuOps(): BackendOps {
       registerWebgpuAttention();
       registerWebgpuAdam();
       registerWebgpuNorm();
+      registerWebgpuSwiglu();
     },
     adamStep: adamWebgpu,
     ops: {
       rmsNorm: { run: rmsNormWebgpu },
       rmsNormInfer: { run: rmsNormInferWebgpu },
+      swiglu: { run: swigluWebgpu },
+      swigluInfer: { run: swigluInferWebgpu },
       tokenLogprob: { run: tokenLogprobWebgpu },
       attention: { run: attentionWebgpu },
     },
