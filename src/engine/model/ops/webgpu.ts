@@ -3,7 +3,7 @@
 // every host tensor a pass meets is an upload, so the model's constant tables stay on the device (keepTables), and
 // RMSNorm had its gradient written out, because tfjs's Mean gradient builds a tensor of ones on the host
 // ([rows, d], uploaded once per norm per step), and is now WGSL kernels of ours (kernels/webgpu_norm.ts: 2 dispatches each
-// way where the composition took about 15), as is SwiGLU's element-wise chain (kernels/webgpu_swiglu.ts). A token's log-prob runs as two WGSL kernels (kernels/webgpu_logprob.ts):
+// way where the composition took about 15), as are SwiGLU's element-wise chain (kernels/webgpu_swiglu.ts) and the heads' split and RoPE (kernels/webgpu_heads.ts). A token's log-prob runs as two WGSL kernels (kernels/webgpu_logprob.ts):
 // the fusion wasm-blas has natively, and without the float atomics of tfjs's gather gradient; attention's scores, mask
 // and softmax as one kernel each way (kernels/webgpu_attention.ts).
 import * as tf from '@tensorflow/tfjs';
@@ -12,6 +12,7 @@ import { registerWebgpuLogprob, tokenLogprobWebgpu } from '../kernels/webgpu_log
 import { adamWebgpu, registerWebgpuAdam } from '../kernels/webgpu_adam';
 import { registerWebgpuNorm, rmsNormInferWebgpu, rmsNormWebgpu } from '../kernels/webgpu_norm';
 import { registerWebgpuSwiglu, swigluInferWebgpu, swigluWebgpu } from '../kernels/webgpu_swiglu';
+import { headsWebgpu, registerWebgpuHeads } from '../kernels/webgpu_heads';
 import type { BackendOps } from './ops';
 
 /**
@@ -33,6 +34,7 @@ export function webgpuOps(): BackendOps {
       registerWebgpuAdam();
       registerWebgpuNorm();
       registerWebgpuSwiglu();
+      registerWebgpuHeads();
     },
     adamStep: adamWebgpu,
     ops: {
@@ -40,6 +42,7 @@ export function webgpuOps(): BackendOps {
       rmsNormInfer: { run: rmsNormInferWebgpu },
       swiglu: { run: swigluWebgpu },
       swigluInfer: { run: swigluInferWebgpu },
+      heads: { run: headsWebgpu },
       tokenLogprob: { run: tokenLogprobWebgpu },
       attention: { run: attentionWebgpu },
     },
