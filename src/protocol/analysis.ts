@@ -52,11 +52,12 @@ export interface StrategyAccuracy {
   /**
    * The headline: Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â| (credit_delta2, the δ² where the credit puts its weight) minus uniform
    * credit's (AccuracyReport.uniform_delta2), per episode; linear in the halves' products, so unbiased for its noise-free
-   * value at any M. lift_excess is the lift minus the best trivial baseline's, episode by episode.
+   * value at any M. lift_excess is the lift minus the best trivial baseline's, episode by episode; its prompt_sd, the
+   * standard deviation of its per-prompt means, is what `probe --plan` sizes a probe from.
    */
   credit_delta2?: Estimate;
   lift?: Estimate;
-  lift_excess?: Estimate & { over: string | null };
+  lift_excess?: Estimate & { over: string | null; prompt_sd?: number | null };
   /**
    * rank correlation of |Â| and δ̂ᴬ·δ̂ᴮ, the two independent halves' product: its target is noise-free, but ranking against
    * a noisy target attenuates it (a perfect credit scores well below 1 at small M); secondary
@@ -66,7 +67,7 @@ export interface StrategyAccuracy {
   placebo?: Estimate;
   /**
    * spearman_unbiased minus the best trivial baseline's, episode by episode, with its interval; `over` names the baseline,
-   * prompt_sd is the standard deviation of its per-prompt means (what `probe --plan` sizes a probe from)
+   * prompt_sd is the standard deviation of its per-prompt means
    */
   excess?: Estimate & { over: string | null; prompt_sd?: number | null };
   /** QVal's measures: Pearson r and Kendall τ-b of the signed Â against the signed δ̂ within an episode */

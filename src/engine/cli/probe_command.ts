@@ -21,8 +21,8 @@ export const PROBE_USAGE = `usage: credit-lens probe <run-dir> --step N [--episo
   stops within a few tokens, keeping finished episodes (exit 130); the same command resumes. One probe of a step runs
   at a time (probes/step-N.lock): a second is refused with the first one's pid.
   --plan probes a pilot (--episodes, default 16; --rollouts, default 8; kept, so the real probe with the same settings
-  resumes from it) and says the prompts, episodes and M whose every excess over the trivial baselines has a 95 %
-  interval of ± H (--target, default 0.05), with its cost in continuations.
+  resumes from it) and says the prompts, episodes and M whose every lift excess over the trivial baselines has a 95 %
+  interval of ± H × uniform credit's δ² (--target H, default 0.1), with its cost in continuations.
   --server URL samples the continuations on an SGLang or vLLM server (or credit-lens serve) that serves the policy of
   step N; the run's tokenizer, stop rules and rewards stay here. --server-api auto asks the server which API it speaks;
   --server-concurrency (default 64) bounds the requests in flight, one per prefix with its M continuations.`;
@@ -82,7 +82,12 @@ export async function cmdProbe(argv: string[]): Promise<number> {
   const progress = progressPrinter(a, 'continuations');
   const signal = stopOnSignals('stopping after the current batch; finished episodes are kept');
   const plan = a.flags.has('plan');
-  const target = numFlag(a, 'target', (x) => x > 0 && x < 2, 'a half-width between 0 and 2 (a difference of Spearman correlations)');
+  const target = numFlag(
+    a,
+    'target',
+    (x) => x > 0 && x <= 1,
+    "a half-width as a share of uniform credit's δ², in (0, 1] (0.1: every lift excess within ± 10 % of it)",
+  );
   if (target !== undefined && !plan) throw new UserError('--target sizes a plan: give it with --plan');
   const server = flag(a, 'server');
   const api = choiceFlag(a, 'server-api', SERVER_APIS, 'auto');
@@ -113,7 +118,7 @@ export async function cmdProbe(argv: string[]): Promise<number> {
         probed: r.episodes.length,
         continuations: r.continuations,
         seconds: r.seconds,
-        target: target ?? 0.05,
+        target: target ?? 0.1,
         stepEpisodes: eps.episode.length,
         stepPrompts: new Set(eps.prompt_idx).size,
         maxRollouts: PROBE_MAX_ROLLOUTS,

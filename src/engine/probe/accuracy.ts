@@ -467,12 +467,13 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     baselines[name] = rowOf(scores, prompts);
   }
   // each strategy's excess over the best baseline, episode by episode (the same episodes on both sides): by the rank
-  // score (what --plan sizes a probe from) and by the lift (the headline; a difference of linear scores stays unbiased)
+  // score (secondary, attenuated) and by the lift (the headline, which --plan sizes a probe for; a difference of linear
+  // scores stays unbiased)
   for (const [name, scores] of Object.entries(perEpisode)) {
     const rank = excessOver(scores, baselines, basePer, 'spearman_unbiased');
     accuracy[name].excess = { ...clusteredMean(rank.diffs, prompts), over: rank.over, prompt_sd: promptSd(rank.diffs, prompts) };
     const lift = excessOver(scores, baselines, basePer, 'lift');
-    accuracy[name].lift_excess = { ...clusteredMean(lift.diffs, prompts), over: lift.over };
+    accuracy[name].lift_excess = { ...clusteredMean(lift.diffs, prompts), over: lift.over, prompt_sd: promptSd(lift.diffs, prompts) };
   }
   const rel = reliability(episodes);
   const warnings: string[] = [...left];

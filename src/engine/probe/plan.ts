@@ -3,8 +3,10 @@
 // - how much of δ̂ is signal at M continuations: the split-half reliability r_h of δ̂ from M/2 continuations gives, by
 //   Spearman–Brown, one continuation's r₁ = r_h / (k − (k − 1)·r_h) with k = M/2, and so the reliability at any M′,
 //   M′·r₁ / (1 + (M′ − 1)·r₁);
-// - how much the excess over the best trivial baseline varies between prompts (its per-prompt SD, s): a 95 % interval
-//   of half-width h needs about P prompts with t_{0.975, P−1}·s/√P ≤ h.
+// - how much the lift's excess over the best trivial baseline (the headline) varies between prompts (its per-prompt SD,
+//   s): a 95 % interval of half-width h needs about P prompts with t_{0.975, P−1}·s/√P ≤ h. The lift is in δ² (reward²)
+//   units, which mean nothing across tasks, so the target is a share of the δ² uniform credit puts on a token
+//   (--target 0.1: every excess within ± 10 % of it).
 // The plan takes the largest P over the strategies (every row's excess to the target width), at least 10 prompts
 // (below that a cluster interval is not to be trusted), the pilot's episodes per prompt, and the smallest M′ (even, up
 // to the probe's limit) whose reliability reaches 0.7; its cost is episodes × the pilot's probed positions per episode
@@ -22,7 +24,7 @@ export interface ProbePlanInput {
   probed: number;
   continuations: number;
   seconds: number;
-  /** the target 95 % half-width of every strategy's excess */
+  /** the target 95 % half-width of every strategy's lift excess, as a share of uniform credit's δ² */
   target: number;
   /** the step's episodes and prompts: what one step can give */
   stepEpisodes: number;
@@ -31,9 +33,12 @@ export interface ProbePlanInput {
 }
 
 export interface ProbePlan {
+  /** the target as given: a share of uniform credit's δ² */
   target_half_width: number;
+  /** the same in δ² units: target × the pilot's uniform δ²; null when the pilot has none */
+  target_lift: number | null;
   pilot: { episodes: number; prompts: number; rollouts: number; reliability: number | null; continuations: number; seconds: number };
-  /** the strategy whose excess needs the most prompts, and its per-prompt SD */
+  /** the strategy whose lift excess needs the most prompts, and its per-prompt SD (δ² units) */
   limiting: { strategy: string; prompt_sd: number } | null;
   prompts: number;
   episodes: number;
@@ -75,19 +80,27 @@ export function planProbe(i: ProbePlanInput, runDir: string, step: number): Prob
   const { report } = i;
   const notes: string[] = [];
   const perPrompt = report.prompts ? report.episodes / report.prompts : 1;
-  // prompts: the most any strategy's excess needs
+  // prompts: the most any strategy's lift excess needs, to a half-width of target × uniform credit's δ²
+  const uniform = report.uniform_delta2?.mean ?? null;
+  const targetLift = uniform !== null && uniform > 0 ? i.target * uniform : null;
   let widest: { strategy: string; prompt_sd: number; P: number } | null = null;
   for (const [name, s] of Object.entries(report.accuracy)) {
-    const sd = s.excess?.prompt_sd;
-    if (sd === null || sd === undefined || !(sd > 0)) continue;
+    const sd = s.lift_excess?.prompt_sd;
+    if (targetLift === null || sd === null || sd === undefined || !(sd > 0)) continue;
     let P = 2;
-    while (P < 100_000 && tQuantile(0.975, P - 1) * (sd / Math.sqrt(P)) > i.target) P++;
+    while (P < 100_000 && tQuantile(0.975, P - 1) * (sd / Math.sqrt(P)) > targetLift) P++;
     if (!widest || P > widest.P) widest = { strategy: name, prompt_sd: sd, P };
   }
   const prompts = Math.max(FEW_PROMPTS, widest?.P ?? FEW_PROMPTS);
   const limiting: ProbePlan['limiting'] = widest && { strategy: widest.strategy, prompt_sd: widest.prompt_sd };
-  if (!limiting)
-    notes.push('the pilot gave no excess that varies between prompts (too few prompts, or no halves): the plan falls back to 10 prompts; probe a larger pilot');
+  if (targetLift === null)
+    notes.push(
+      'the pilot put no δ² under uniform credit (every δ̂ᴬ·δ̂ᴮ 0, or no halves): no lift to size for; the plan falls back to 10 prompts; probe a larger pilot',
+    );
+  else if (!limiting)
+    notes.push(
+      'the pilot gave no lift excess that varies between prompts (too few prompts, or no halves): the plan falls back to 10 prompts; probe a larger pilot',
+    );
   // rollouts: the reliability target from one continuation's reliability
   const rh = report.reliability?.half ?? null;
   let rollouts = i.rollouts;
@@ -120,6 +133,7 @@ export function planProbe(i: ProbePlanInput, runDir: string, step: number): Prob
     );
   return {
     target_half_width: i.target,
+    target_lift: targetLift,
     pilot: {
       episodes: report.episodes,
       prompts: report.prompts,
@@ -146,9 +160,9 @@ export function planText(p: ProbePlan): string {
   const lines = [
     `pilot: ${p.pilot.episodes} episodes with A ≠ 0 of ${p.pilot.prompts} prompts at M = ${p.pilot.rollouts} (reliability of δ̂ ${f2(p.pilot.reliability)}), ${p.pilot.continuations} continuations in ${p.pilot.seconds.toFixed(1)} s`,
     p.limiting
-      ? `the excess over the best baseline varies between prompts by SD ${p.limiting.prompt_sd.toFixed(3)} (${p.limiting.strategy}, the widest)`
-      : 'no per-prompt spread of the excess to plan from',
-    `for a 95 % interval of ± ${p.target_half_width} on every excess: ${p.prompts} prompts, about ${p.episodes} episodes with A ≠ 0, M = ${p.rollouts} (reliability ${f2(p.reliability)})`,
+      ? `the lift's excess over the best baseline varies between prompts by SD ${p.limiting.prompt_sd.toPrecision(3)} (${p.limiting.strategy}, the widest)`
+      : "no per-prompt spread of the lift's excess to plan from",
+    `for a 95 % interval of ± ${p.target_half_width} × uniform credit's δ²${p.target_lift === null ? '' : ` (± ${p.target_lift.toPrecision(3)})`} on every lift excess: ${p.prompts} prompts, about ${p.episodes} episodes with A ≠ 0, M = ${p.rollouts} (reliability ${f2(p.reliability)})`,
     `cost: about ${p.continuations.toLocaleString('en-US')} continuations, ${(p.seconds / 60).toFixed(1)} min at the pilot's rate`,
     `run: ${p.command}`,
     ...p.notes.map((n) => `note: ${n}`),

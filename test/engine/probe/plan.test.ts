@@ -5,15 +5,24 @@ import { planProbe, planText, RELIABILITY_TARGET } from '../../../src/engine/pro
 import type { AccuracyReport } from '../../../src/protocol/analysis';
 
 const est = (mean: number | null) => ({ mean, lo: null, hi: null, n: 8 });
-function report(sds: number[], half: number | null): AccuracyReport {
+function report(sds: number[], half: number | null, uniform: number | null = 1): AccuracyReport {
   return {
     accuracy: Object.fromEntries(
       sds.map((sd, k) => [
         `s${k}`,
-        { spearman: est(0.1), decisive_share: est(0.1), sign_agreement: est(0.5), excess: { ...est(0), over: 'one_minus_p', prompt_sd: sd } },
+        {
+          spearman: est(0.1),
+          decisive_share: est(0.1),
+          sign_agreement: est(0.5),
+          // the rank excess's spread is not what the plan sizes for: 10× the lift's here, and unused
+          excess: { ...est(0), over: 'one_minus_p', prompt_sd: 10 * sd },
+          lift_excess: { ...est(0), over: 'one_minus_p', prompt_sd: sd },
+        },
       ]),
     ),
     uniform_share: est(0.1),
+    // uniform credit's δ² of 1: the target's share is the half-width itself, as the arithmetic below reads
+    uniform_delta2: est(uniform),
     episodes: 8,
     prompts: 4,
     reliability: half === null ? null : { half, full: (2 * half) / (1 + half), abs_rank_half: est(0.2), units: 100, zero_share: 0.5 },
@@ -31,6 +40,16 @@ test('prompts from the widest excess: the fewest P with t(0.975, P − 1)·s/√
   assert.equal(p.episodes, 36);
   // a narrow spread still takes 10 prompts: fewer clusters cannot carry an interval
   assert.equal(planProbe({ ...base, report: report([0.01], 0.5), target: 0.05 }, '/r', 50).prompts, 10);
+  // the target is a share of uniform credit's δ²: at δ² 0.02, ± 0.1 of it is ± 0.002, and an SD of 0.004 (twice the
+  // half-width, as 0.1 against 0.05 above) plans the same 18 prompts
+  const scaled = planProbe({ ...base, report: report([0.002, 0.004], 0.5, 0.02), target: 0.1 }, '/r', 50);
+  assert.equal(scaled.prompts, 18);
+  assert.ok(Math.abs(scaled.target_lift! - 0.002) < 1e-15);
+  assert.match(planText(scaled), /± 0\.1 × uniform credit's δ² \(± 0\.00200\) on every lift excess: 18 prompts/);
+  // no uniform δ² in the pilot: nothing to size for, and the plan says so
+  const none = planProbe({ ...base, report: report([0.1], 0.5, null), target: 0.1 }, '/r', 50);
+  assert.equal(none.prompts, 10);
+  assert.ok(none.notes.some((n) => /no δ² under uniform credit/.test(n)));
 });
 
 test('M from the split-half reliability by Spearman–Brown, and the cost at the pilot’s rate', () => {
