@@ -49,6 +49,7 @@ TOKEN_SCHEMA = pa.schema(
         pa.field("clipped", _F32, True),
         pa.field("grad_norm", _F32, True),
         pa.field("realized", _F32, True),
+        pa.field("ref_logratio", _F32, True),
         pa.field("section", _STR, False),
         pa.field("token_type", _STR, False),
         pa.field("reward", _F32, False),
@@ -153,7 +154,7 @@ def step_tables(step: int, episodes: list[Episode]) -> tuple[pa.Table, pa.Table]
             cols["effective_advantage"].append(e.effective_advantages[t])
             # design.md#semantics: contribution = A-hat x l (a rewarded episode has a negative contribution)
             cols["contribution"].append(e.effective_advantages[t] * e.logprobs[t])
-            for empty in ("attribution", "importance", "is_weight", "clipped", "realized"):
+            for empty in ("attribution", "importance", "is_weight", "clipped", "realized", "ref_logratio"):
                 cols[empty].append(None)
             cols["grad_norm"].append(e.grad_norm[t] if e.grad_norm is not None else None)
             cols["section"].append(e.sections[t])

@@ -148,6 +148,16 @@ export const TOKEN_COLUMNS = [
     heatmap: { label: 'realized credit', signed: true, up: 'positive', upMeans: ['log π rose', 'log π fell'] },
     hover: 'realized Δ log π',
   },
+  {
+    name: 'ref_logratio',
+    type: 'float32',
+    nullable: true,
+    meaning:
+      "log π(y_t) − log π_ref(y_t): how far training so far has moved the sampled token's log-prob from the reference policy " +
+      "(the run's starting policy, the one grpo.kl_beta uses): the cumulative counterpart of realized credit; null unless logging.ref_logratio",
+    heatmap: { label: 'shift from the reference', signed: true, up: 'positive', upMeans: ['above the reference', 'below the reference'] },
+    hover: 'log π − log π_ref',
+  },
   { name: 'section', type: 'utf8', nullable: false, meaning: 'where the token sits: in the <think> block, the <answer> block, or other', few_values: true },
   { name: 'token_type', type: 'utf8', nullable: false, meaning: "the credit-assignment analysis' token class: filler or reasoning", few_values: true },
   { name: 'reward', type: 'float32', nullable: false, meaning: "the episode's total reward" },

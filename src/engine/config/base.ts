@@ -304,6 +304,12 @@ const loggingSchema = section(
         "log π_old(y_t) per token (the token table's realized column): what the update did to each token, against what its " +
         'Â told it. One more forward pass over the step (logged as realized_seconds).',
     ).default(false),
+    ref_logratio: bool(
+      "At each logged step, score the step's episodes under the reference policy (the run's starting policy: after SFT, " +
+        'model.init_checkpoint, or the LoRA base; the one grpo.kl_beta uses) and log ref_logratio = log π(y_t) − ' +
+        "log π_ref(y_t) per token (the token table's ref_logratio column): how far training so far has moved each sampled " +
+        "token, the natural comparator for realized credit. One more forward pass, and the reference's weights in memory.",
+    ).default(false),
     ...sinkShape(),
   },
   'What the run directory records.',

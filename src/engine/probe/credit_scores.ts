@@ -108,11 +108,17 @@ function probedEpisodes(tok: TokenColumnsRead, eps: EpisodeColumns, byEpisode: n
   });
 }
 
-/** What the update did, scored as credit: the signed measures (Pearson, Kendall, the sign test) read it directly. */
+/**
+ * What the update did, and what training so far did (the shift from the reference policy), scored as credit: the
+ * signed measures (Pearson, Kendall, the sign test) read them directly.
+ */
 function addRealized(effAdv: Record<string, number[][]>, tok: TokenColumnsRead, byEpisode: number[][], probed: number[]): void {
-  const realized = tok.realized;
-  if (realized && probed.every((e) => byEpisode[e].every((k) => !Number.isNaN(realized[k]))))
-    effAdv['realized (the update)'] = probed.map((e) => byEpisode[e].map((k) => realized[k]));
+  const columns: [string, Float32Array | null | undefined][] = [
+    ['realized (the update)', tok.realized],
+    ['shift from the reference (training so far)', tok.ref_logratio],
+  ];
+  for (const [label, col] of columns)
+    if (col && probed.every((e) => byEpisode[e].every((k) => !Number.isNaN(col[k])))) effAdv[label] = probed.map((e) => byEpisode[e].map((k) => col[k]));
 }
 
 /**

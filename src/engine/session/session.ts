@@ -100,7 +100,7 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
     rows,
     promptLen,
     completionLen: g.max_new_tokens,
-    klReference: g.kl_beta > 0,
+    klReference: g.kl_beta > 0 || cfg.logging.ref_logratio,
     trainableParams: trainable,
     adapterParams: adapters,
     ...(m.lora ? { lora: { r: m.lora.r, targets: m.lora.targets } } : {}),

@@ -19,6 +19,8 @@ export interface TokenLog {
   gradNorm?: number[][];
   /** log π_new − log π_old per token after the step's update (logging.realized_credit) */
   realized?: number[][];
+  /** log π − log π_ref per token, the sampling policy against the reference (logging.ref_logratio) */
+  refLogratio?: number[][];
   oracleSpans?: (string | null)[];
   /** per-token columns beyond the contract, by name, per episode (imported runs: prime-rl's importance_ratio, …) */
   extra?: Record<string, (number | null)[][]>;
@@ -78,6 +80,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
       if (tok.clipped) cols.clipped[k] = tok.clipped[i][t];
       if (tok.gradNorm) cols.grad_norm[k] = tok.gradNorm[i][t];
       if (tok.realized) cols.realized[k] = tok.realized[i][t];
+      if (tok.refLogratio) cols.ref_logratio[k] = tok.refLogratio[i][t];
       cols.section[k] = e.sections[t];
       cols.token_type[k] = e.tokenTypes[t];
       cols.reward[k] = e.reward.total;
@@ -93,6 +96,7 @@ export function logTables(runDir: string, step: number, episodes: Episode[], tok
     clipped: tok.clipped ? cols.clipped : null,
     grad_norm: tok.gradNorm ? cols.grad_norm : null,
     realized: tok.realized ? cols.realized : null,
+    ref_logratio: tok.refLogratio ? cols.ref_logratio : null,
   };
   const table: TokenColumns = extra ? { ...written, extra } : written;
   writeTokenTable(stepFile(runDir, 'tokens', step), table);

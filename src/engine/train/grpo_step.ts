@@ -105,6 +105,7 @@ export async function grpoStep(o: GrpoStepOptions): Promise<GrpoStepResult> {
     adv,
     attribution: o.head ? alphaOf(u.credit.weights, u.mask) : undefined,
     importance: u.importance,
+    refLogratio: u.refLogratio,
     isWeight: u.isWeight,
     clipped: u.clipped,
     // on the sampling distribution, whose Σπ² the sampler saw (on-policy it is the policy the loss differentiates)
@@ -261,6 +262,8 @@ interface Update {
   clipped: number[][];
   /** logging.realized_credit: log π_new − log π_old per token, and the seconds its forward pass took */
   realized?: number[][];
+  /** logging.ref_logratio: log π(y_t) − log π_ref(y_t) per token, the sampling policy against the reference */
+  refLogratio?: number[][];
   realizedSeconds?: number;
 }
 
@@ -338,7 +341,7 @@ async function update(x: UpdateInputs): Promise<Update> {
       g.loss_agg,
       g.max_new_tokens,
     ),
-    refLogprobs: x.ref && g.kl_beta > 0 ? await readRows(tf.tidy(() => completionLogprobs(x.ref!, pb, g.temperature).logp)) : undefined,
+    refLogprobs: await referenceLogprobs(x, pb),
     rows: creditRows(x.episodes, x.prepared, pb),
     readAhead: !readsSync() || !!x.strategy.fromOutputs || !!x.head,
   };
@@ -390,10 +393,19 @@ async function update(x: UpdateInputs): Promise<Update> {
     out.realized = await realizedCredit(b, ranges, first!.logprobs);
     out.realizedSeconds = (performance.now() - t0) / 1000;
   }
+  if (b.refLogprobs && x.s.cfg.logging.ref_logratio && logsTables(lg, x.step))
+    out.refLogratio = first!.logprobs.map((row, i) => row.map((v, t) => (pb.mask[i][t] ? v - b.refLogprobs![i][t] : 0)));
   pb.dispose();
   out.credit = first!;
   if (x.head && g.epochs_per_step > 1) out.headDrift = meanAbsChange(first!.weights, credit!.weights, pb.mask);
   return out;
+}
+
+/** The reference's log-probs of the step's tokens: for the KL penalty, and for the ref_logratio column where the step's tables are written. */
+async function referenceLogprobs(x: UpdateInputs, pb: PolicyBatch): Promise<number[][] | undefined> {
+  const { grpo: g, logging: lg } = x.s.cfg;
+  if (!x.ref || !(g.kl_beta > 0 || (lg.ref_logratio && logsTables(lg, x.step)))) return undefined;
+  return readRows(tf.tidy(() => completionLogprobs(x.ref!, pb, g.temperature).logp));
 }
 
 /**
@@ -507,7 +519,8 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
           {
             logprobs: lp,
             oldLogprobs: fixed ? fixed.logprobs.slice(start, end) : lp,
-            refLogprobs: b.refLogprobs?.slice(start, end),
+            // only the penalty reads them: a run that keeps them for the column alone trains exactly as without
+            refLogprobs: g.kl_beta > 0 ? b.refLogprobs?.slice(start, end) : undefined,
             advantages: cr.effAdv,
             mask: mb.mask,
           },

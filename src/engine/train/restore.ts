@@ -100,7 +100,7 @@ export async function restore(o: {
   }
   // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
   // without SFT that resumes in GRPO: the reference must not be the resumed weights.
-  out.startWeights = resumeFrom && cfg.grpo.kl_beta > 0 && cfg.sft.steps === 0 && !cfg.model.lora ? await s.model.readWeights() : null;
+  out.startWeights = resumeFrom && needsReference(cfg) && cfg.sft.steps === 0 && !cfg.model.lora ? await s.model.readWeights() : null;
   for (const sk of resumed?.skipped ?? []) log('warn', `skipped a damaged checkpoint: ${sk.reason}`);
   if (resumeFrom && resumed) {
     const ck = resumed.checkpoint;
@@ -135,6 +135,11 @@ export async function restore(o: {
   return out;
 }
 
+/** The run keeps a frozen reference policy: for the KL penalty (grpo.kl_beta), or for the ref_logratio column. */
+export function needsReference(cfg: CreditConfig): boolean {
+  return cfg.grpo.kl_beta > 0 || cfg.logging.ref_logratio;
+}
+
 /**
  * The KL reference: the policy GRPO started from. The weights now, when GRPO starts in this process; on a resume inside
  * GRPO, the post-SFT checkpoint (step 0) or, without SFT, the run's starting weights.
@@ -152,7 +157,9 @@ export async function klReference(
   if (s.cfg.sft.steps > 0) {
     const start = checkpointDir(runDir, 0);
     if (!existsSync(start))
-      throw new UserError(`${runDir}: kl_beta > 0 needs the post-SFT checkpoint ${start} as the KL reference on resume, and it is missing`);
+      throw new UserError(
+        `${runDir}: ${s.cfg.grpo.kl_beta > 0 ? 'kl_beta > 0' : 'logging.ref_logratio'} needs the post-SFT checkpoint ${start} as the reference policy on resume, and it is missing`,
+      );
     return Transformer.fromWeights(s.modelCfg, loadCheckpoint(start).model);
   }
   return Transformer.fromWeights(s.modelCfg, startWeights!);

@@ -30,7 +30,7 @@ import { unlessStopped } from '../model/sampler';
 import { logsTables, logTables } from '../session/token_log';
 import { RunTrackers } from '../tracking/trackers';
 import { failRun, openRunDirectory, openRunRecord, refuseResume, type RunRecord, type TrainOptions } from './lifecycle';
-import { checkpoint, klReference, restore, type Progress } from './restore';
+import { checkpoint, klReference, needsReference, restore, type Progress } from './restore';
 
 export { grpoStep, StepCancelled, type GrpoStepOptions } from './grpo_step';
 export { RunController, silentReporter, type Reporter, type TrainResult } from './run_control';
@@ -290,7 +290,7 @@ async function grpoPhase(
   const { cfg, runDir, info } = run;
   const s = run.s!;
   if (run.progress.phase !== 'grpo') return;
-  const ref = cfg.grpo.kl_beta > 0 ? await klReference(s, runDir, resumed, startWeights) : null;
+  const ref = needsReference(cfg) ? await klReference(s, runDir, resumed, startWeights) : null;
   // the session's sampler for rollouts and evals: this process, or an inference server that follows the policy
   s.rolloutSampler = await openRolloutSampler(cfg, runDir, s.tokenizer, {
     log: (m) => run.log('info', m),
