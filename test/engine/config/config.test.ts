@@ -139,6 +139,8 @@ test('a config that sets only its name gets every default of design.md#config, p
   expected.logging.probe_every = 25;
   // what each update did to each token (the realized credit column), off by default: it costs a forward pass
   expected.logging.realized_credit = false;
+  // the shift of each token from the reference policy (the ref_logratio column), off by default: a forward pass and the reference's weights
+  expected.logging.ref_logratio = false;
   // metrics beside metrics.jsonl: TensorBoard event files on by default (design.md#sampling-and-metrics), an MLflow server only when named
   expected.logging.tensorboard = true;
   expected.logging.mlflow = null;

@@ -50,6 +50,8 @@ const DESIGN_TOKEN_COLUMNS: [string, string, boolean][] = [
   ['grad_norm', 'Float32', true],
   // what the step's update did to the token's log-prob: null unless logging.realized_credit
   ['realized', 'Float32', true],
+  // how far training so far moved the token from the reference policy: null unless logging.ref_logratio
+  ['ref_logratio', 'Float32', true],
   ['section', 'Utf8', false],
   ['token_type', 'Utf8', false],
   ['reward', 'Float32', false],
