@@ -73,8 +73,13 @@ export interface StrategyAccuracy {
   /** QVal's measures: Pearson r and Kendall τ-b of the signed Â against the signed δ̂ within an episode */
   pearson?: Estimate;
   kendall?: Estimate;
-  /** over every unit where Â and δ̂ are both non-zero: how many agree in sign, and the exact two-sided binomial p against ½ */
-  sign_test?: { agree: number; units: number; p: number };
+  /**
+   * over every unit where Â and δ̂ are both non-zero: how many agree in sign; p, the exact two-sided binomial p against ½,
+   * treats the units as independent, which the tokens of one prompt are not; p_clustered is the test with the prompt as
+   * the unit (the share Σagree/Σunits with its cluster-robust standard error over prompts, t with prompts − 1 df), the one
+   * the views show. Null under 2 prompts.
+   */
+  sign_test?: { agree: number; units: number; p: number; prompts?: number; p_clustered?: number | null };
 }
 
 /** How much of the probe's δ̂ is signal: its two independent halves of the M continuations against each other. */

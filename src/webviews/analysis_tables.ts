@@ -265,7 +265,7 @@ export function probeTable(p: ProbeAccuracy): Table {
     (s.placebo ?? none).mean,
     (s.decisive_share ?? none).mean,
     (s.kendall ?? none).mean,
-    s.sign_test ? s.sign_test.p : null,
+    s.sign_test ? (s.sign_test.p_clustered ?? s.sign_test.p) : null,
     s.decisive_share.n,
   ];
   return {
@@ -279,7 +279,7 @@ export function probeTable(p: ProbeAccuracy): Table {
       'lift: Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â|, minus uniform credit’s: the δ² where the credit puts its weight beyond uniform’s, unbiased at any M; ' +
       'over best: the lift minus the best trivial baseline’s (1 − π, entropy, position), episode by episode; rank (attenuated): Spearman of |Â| with δ̂ᴬ·δ̂ᴮ, ' +
       `which noise pulls toward 0; placebo: the rank against |δ̂ᴬ − δ̂ᴮ|, pure noise; decisive share: Σ|Â| on the top 10 % |δ̂| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
-      "Kendall τ of the signed Â and δ̂, and the sign test's p over all tokens (QVal's measures)." +
+      "Kendall τ of the signed Â and δ̂, and the sign test's p over all tokens with the prompt as the unit (QVal's measures)." +
       (p.cancellation
         ? ` Cancellation test: δ̂ of the tokens the update boosted minus those it suppressed, within A > 0 ${f2(p.cancellation.within_positive.mean)}, within A < 0 ${f2(p.cancellation.within_negative.mean)}.`
         : '') +

@@ -302,7 +302,9 @@ function accuracyRow(label: string, s: ProbeAccuracy['accuracy'][string], excess
     opt(s.placebo),
     est(s.decisive_share, (x) => pct(x)),
     opt(s.kendall),
-    t ? `${t.agree}/${t.units} (${pText(t.p)})` : DASH,
+    t
+      ? `${t.agree}/${t.units} (${t.p_clustered !== undefined && t.p_clustered !== null ? `p ${pText(t.p_clustered)} over ${t.prompts} prompts` : pText(t.p)})`
+      : DASH,
     String(s.decisive_share.n),
   ];
 }
@@ -312,7 +314,7 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
   const out = ['## Credit accuracy against Monte Carlo values (credit-lens probe)'];
   if (!probes.length) return [...out, '_No step of this run has been probed: `credit-lens probe <run> --step N`._'];
   out.push(
-    "_Per episode, against the probe's two independent halves of its continuations: lift, Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â| minus uniform credit's (the δ² where the credit puts its weight, beyond uniform's: linear in the halves' products, so unbiased for its noise-free value at any M); lift over the best baseline, the lift minus the best trivial baseline's (A·(1 − π), A·H or A·position), episode by episode; rank (attenuated), the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ, which the noise pulls toward 0 by an amount that depends on where a credit puts its weight; placebo, the rank against |δ̂ᴬ − δ̂ᴮ|, pure estimation error. Also the decisive share (Σ|Â| on the top 10 % |δ̂| tokens), QVal's Kendall τ of the signed Â and δ̂, and the sign test over all units. Means over the episodes with A ≠ 0 (one set for every row), with 95 % intervals over prompts. Reliability: the halves' split-half correlation, and Spearman–Brown's value for all M, the ceiling of any score._",
+    "_Per episode, against the probe's two independent halves of its continuations: lift, Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â| minus uniform credit's (the δ² where the credit puts its weight, beyond uniform's: linear in the halves' products, so unbiased for its noise-free value at any M); lift over the best baseline, the lift minus the best trivial baseline's (A·(1 − π), A·H or A·position), episode by episode; rank (attenuated), the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ, which the noise pulls toward 0 by an amount that depends on where a credit puts its weight; placebo, the rank against |δ̂ᴬ − δ̂ᴮ|, pure estimation error. Also the decisive share (Σ|Â| on the top 10 % |δ̂| tokens), QVal's Kendall τ of the signed Â and δ̂, and the sign test over all units with the prompt as the unit (the exact binomial p, which counts tokens as independent, is in the JSON). Means over the episodes with A ≠ 0 (one set for every row), with 95 % intervals over prompts. Reliability: the halves' split-half correlation, and Spearman–Brown's value for all M, the ceiling of any score._",
   );
   for (const p of probes) {
     const rel = p.reliability;

@@ -50,7 +50,7 @@ export function accuracyText(r: ProbeReport): string {
     `${'strategy'.padEnd(24)} ${'lift'.padEnd(28)} ${'over best'.padEnd(28)} ${'rank (attenuated)'.padEnd(24)} ${'placebo'.padEnd(8)} ${'decisive'.padEnd(8)} ${'kendall τ'.padEnd(9)} sign agree (p)`,
   ];
   const row = (label: string, s: (typeof acc)[string], excess: boolean) =>
-    `${label.padEnd(24)} ${(m(s.lift, d2) + ci(s.lift, d2)).padEnd(28)} ${(excess ? m(s.lift_excess, d2) + ci(s.lift_excess, d2) : '').padEnd(28)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${pText(s.sign_test.p)})` : ''}`;
+    `${label.padEnd(24)} ${(m(s.lift, d2) + ci(s.lift, d2)).padEnd(28)} ${(excess ? m(s.lift_excess, d2) + ci(s.lift_excess, d2) : '').padEnd(28)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${pText(s.sign_test.p_clustered ?? s.sign_test.p)})` : ''}`;
   for (const [name, s] of Object.entries(acc)) lines.push(row(name === r.run_strategy ? `${name} (the run's)` : name, s, true));
   for (const [name, s] of Object.entries(r.baselines ?? {})) lines.push(row(`baseline: ${name}`, s, false));
   const c = r.cancellation;

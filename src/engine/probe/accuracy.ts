@@ -30,6 +30,7 @@
 // episodes than the others). Episodes are averaged with a 95 % interval over prompts: a cluster bootstrap from 10
 // prompts up, a t interval over the prompts' means below that (with a warning: few clusters).
 import type { AccuracyReport, Estimate, ProbeReliability, StrategyAccuracy } from '../../protocol/analysis';
+import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import { clusterBootstrap, meanInterval } from '../core/significance';
 import { mean, meanVar } from '../core/stats';
 
@@ -274,8 +275,33 @@ function rowOf(scores: EpisodeScores[], prompts: number[]): StrategyAccuracy {
     lift: est((s) => s.lift),
     pearson: est((s) => s.pearson),
     kendall: est((s) => s.kendall),
-    sign_test: { agree, units, p: binomialTwoSided(agree, units) },
+    sign_test: { agree, units, p: binomialTwoSided(agree, units), ...clusteredSignTest(scores, prompts) },
   };
+}
+
+/**
+ * The sign test with the prompt as the unit: the agreeing share p̂ = Σa/Σn over the prompts' units, its cluster-robust
+ * variance Σ_j (a_j − p̂·n_j)² / (Σn)² · J/(J − 1), and t = (p̂ − ½)/se on J − 1 df. Tokens of one prompt share its
+ * continuations and its policy state, so counting them as independent coin flips overstates the evidence.
+ */
+export function clusteredSignTest(scores: readonly Pick<EpisodeScores, 'sign_agree' | 'sign_units'>[], prompts: readonly number[]) {
+  const by = new Map<number, { a: number; n: number }>();
+  scores.forEach((s, i) => {
+    const c = by.get(prompts[i]) ?? { a: 0, n: 0 };
+    c.a += s.sign_agree;
+    c.n += s.sign_units;
+    by.set(prompts[i], c);
+  });
+  const cells = [...by.values()].filter((c) => c.n > 0);
+  const J = cells.length;
+  const A = cells.reduce((x, c) => x + c.a, 0);
+  const N = cells.reduce((x, c) => x + c.n, 0);
+  if (J < 2 || !N) return { prompts: J, p_clustered: null };
+  const share = A / N;
+  const v = (cells.reduce((x, c) => x + (c.a - share * c.n) ** 2, 0) / (N * N)) * (J / (J - 1));
+  if (!(v > 0)) return { prompts: J, p_clustered: share === 0.5 ? 1 : 0 };
+  const t = (share - 0.5) / Math.sqrt(v);
+  return { prompts: J, p_clustered: Math.min(1, 2 * tCdf(-Math.abs(t), J - 1)) };
 }
 
 /** Trivial credit A·w per token: w = 1 − π(y_t), the entropy, or the position t + 1. */

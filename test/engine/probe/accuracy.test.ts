@@ -217,3 +217,22 @@ test('a strategy no probed episode can score is left out with the reason, not sh
     r.warnings!.join('\n'),
   );
 });
+
+test('the sign test with the prompt as the unit: a share carried by one prompt is not evidence, hand-computed', async () => {
+  const { clusteredSignTest, binomialTwoSided } = await import('../../../src/engine/probe/accuracy');
+  // three prompts: 90 of 100 units agree on prompt 0, 5 of 10 on prompts 1 and 2. Pooled: 100 of 120 (binomial p tiny).
+  // Clustered: p̂ = 100/120 = 0.8333; residuals a − p̂n: 90 − 83.33 = 6.667, 5 − 8.333 = −3.333 (twice);
+  // Σ² = 44.44 + 11.11 + 11.11 = 66.67; v = 66.67/120² · 3/2 = 0.0069444, se 0.083333; t = 0.3333/0.08333 = 4.0 on 2 df:
+  // p = 2·P(T₂ > 4) = 1 − 4/√(16 + 2) = 0.057191 (the t₂ tail in closed form: P(|T| > t) = 1 − t/√(t² + 2))
+  const scores = [
+    { sign_agree: 60, sign_units: 70 },
+    { sign_agree: 30, sign_units: 30 },
+    { sign_agree: 5, sign_units: 10 },
+    { sign_agree: 5, sign_units: 10 },
+  ];
+  const r = clusteredSignTest(scores, [0, 0, 1, 2]);
+  assert.equal(r.prompts, 3);
+  assert.ok(Math.abs(r.p_clustered! - (1 - 4 / Math.sqrt(18))) < 1e-9, String(r.p_clustered));
+  assert.ok(binomialTwoSided(100, 120) < 1e-10, 'the pooled binomial calls it certain');
+  assert.deepEqual(clusteredSignTest(scores.slice(0, 2), [0, 0]), { prompts: 1, p_clustered: null });
+});
