@@ -78,6 +78,13 @@ export interface RunTest {
   starts: number | null;
   /** the standard deviation of the contrast from start to start (its interaction with the method, and the runs' noise); null for the two-way t */
   start_sd: number | null;
+  /** over warm starts: the contrast within each start (its folder's name) and the runs it rests on; null for the two-way t */
+  by_start: { start: string; diff: number; runs: number; runs_baseline: number }[] | null;
+}
+
+/** "countdown-warm-start-1a2b… −1.2 pp (2 v 2)" for each start: how a difference over starts moves from start to start. */
+export function byStartText(t: Pick<RunTest, 'by_start'>): string {
+  return (t.by_start ?? []).map((b) => `${b.start} ${diffText(b.diff, null, null)} pp (${b.runs} v ${b.runs_baseline})`).join(', ');
 }
 
 /**
@@ -218,6 +225,11 @@ const isRunTest = shape<RunTest>({
   instances: isNumber,
   starts: n,
   start_sd: n,
+  by_start: nullable(
+    arrayOf(
+      shape<{ start: string; diff: number; runs: number; runs_baseline: number }>({ start: isString, diff: isNumber, runs: isNumber, runs_baseline: isNumber }),
+    ),
+  ),
 });
 
 const isConditionalTest = shape<ConditionalTest>({

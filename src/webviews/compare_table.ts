@@ -6,7 +6,7 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import type { CompareReport, CompareRow } from '../protocol/compare';
 import { conditionalCell, diffCell, intervalCell, mdeCell, pCell, pct, seedsNeededCell, sig } from './compare_cells';
-import { pText, seedsNeededText, seedsText } from '../protocol/compare';
+import { byStartText, pText, seedsNeededText, seedsText } from '../protocol/compare';
 import { adoptCss } from './ipc';
 import css from './compare_table.css';
 
@@ -24,7 +24,11 @@ function rowTitle(r: CompareRow, report: CompareReport): string {
     t?.method === 'over warm starts'
       ? `over ${t.starts} warm starts, the start as the unit (${t.runs} against ${t.runs_baseline} runs, ${t.instances} instances)`
       : `the training run as the unit, ${t?.runs} against ${t?.runs_baseline} runs, ${t?.instances} instances`;
-  const from = r.warm_start ? ` Every run began GRPO from the warm start ${r.warm_start}: the verdict is about that start.` : '';
+  const from = r.warm_start
+    ? ` Every run began GRPO from the warm start ${r.warm_start}: the verdict is about that start.`
+    : t?.by_start
+      ? ` Δ by warm start: ${byStartText(t)}.`
+      : '';
   const gate = t
     ? `Run-level test (${unit}): t with ${t.df.toFixed(1)} df, p = ${pText(t.p)}, Holm-adjusted over ${report.adjustment.family} row${report.adjustment.family === 1 ? '' : 's'}: ${pText(r.p_adjusted!)}. ` +
       (r.significant

@@ -13,6 +13,7 @@ import {
   intervalText,
   pctText,
   pText,
+  byStartText,
   runGroup,
   seedsNeededText,
   seedsText,
@@ -272,6 +273,12 @@ function gateStats(sides: StartSide[], baselineRuns: number) {
       instance_sd: Math.sqrt(sc.instanceVar),
       starts: sc.starts,
       start_sd: Number.isFinite(sc.startVar) ? Math.sqrt(sc.startVar) : null,
+      by_start: design.starts.map((start, k) => ({
+        start: startName(start),
+        diff: sc.startDiffs[k],
+        runs: sides[0].starts.filter((x) => x === start).length,
+        runs_baseline: sides[sides.length - 1].starts.filter((x) => x === start).length,
+      })),
     };
     const plan = (observed: number, alpha: number, family: number, powerFor: number | undefined) => {
       const a = alpha / Math.max(1, family);
@@ -304,6 +311,7 @@ function gateStats(sides: StartSide[], baselineRuns: number) {
     instance_sd: Math.sqrt(comp.instanceVar),
     starts: null,
     start_sd: null,
+    by_start: null,
   };
   const plan = (observed: number, alpha: number, family: number, powerFor: number | undefined) => powerFields(comp, observed, alpha, family, powerFor);
   return { test, withheld: null, warm_start, plan };
@@ -603,7 +611,14 @@ export function compareMarkdown(r: CompareReport): string {
     lines.push(`| ${cells.join(' | ')} |`);
   }
   const withheld = r.rows.filter((x) => x.verdict_withheld);
-  if (withheld.length || r.notes.length) lines.push('', ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`), ...r.notes.map((n) => `- ${n}`));
+  const overStarts = r.rows.filter((x) => x.run_test?.by_start);
+  if (withheld.length || overStarts.length || r.notes.length)
+    lines.push(
+      '',
+      ...overStarts.map((x) => `- ${x.group}: Δ by warm start: ${byStartText(x.run_test!)}`),
+      ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`),
+      ...r.notes.map((n) => `- ${n}`),
+    );
   return lines.join('\n');
 }
 
@@ -711,6 +726,13 @@ export function gainMarkdown(r: GainReport): string {
     lines.push(`| ${cells.join(' | ')} |`);
   }
   const withheld = r.rows.filter((x) => x.verdict_withheld);
-  if (withheld.length || r.notes.length) lines.push('', ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`), ...r.notes.map((n) => `- ${n}`));
+  const overStarts = r.rows.filter((x) => x.run_test?.by_start);
+  if (withheld.length || overStarts.length || r.notes.length)
+    lines.push(
+      '',
+      ...overStarts.map((x) => `- ${x.group}: Δ by warm start: ${byStartText(x.run_test!)}`),
+      ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`),
+      ...r.notes.map((n) => `- ${n}`),
+    );
   return lines.join('\n');
 }

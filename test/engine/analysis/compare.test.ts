@@ -546,6 +546,11 @@ test('runs from three shared warm starts, crossed with the methods, are gated ov
   assert.ok(Math.abs(t.start_sd! - Math.sqrt(0.030092592592592594)) < 1e-12);
   assert.deepEqual([row.warm_start, row.significant, row.seeds_needed?.unit], [null, false, 'starts']);
   assert.match(compareMarkdown(r), /the gate is over the starts instead/);
+  // how the difference moves from start to start, named
+  assert.match(
+    compareMarkdown(r),
+    /^- cross-x: Δ by warm start: x-warm-start-1 \+25\.0 pp \(2 v 2\), x-warm-start-2 \+16\.7 pp \(2 v 2\), x-warm-start-3 -8\.3 pp \(2 v 2\)$/m,
+  );
 });
 
 test("a row's label names the strategy's headline parameter, nested ones too: gtpo's default is the seeds' form, not GTPO's", () => {
