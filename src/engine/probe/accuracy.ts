@@ -30,8 +30,8 @@
 // episodes than the others). Episodes are averaged with a 95 % interval over prompts: a cluster bootstrap from 10
 // prompts up, a t interval over the prompts' means below that (with a warning: few clusters).
 import type { AccuracyReport, Estimate, ProbeReliability, StrategyAccuracy } from '../../protocol/analysis';
-import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import { clusterBootstrap, meanInterval } from '../core/significance';
+import { binomialTwoSided, clusteredSignTest } from './sign_test';
 import { mean, meanVar } from '../core/stats';
 
 export type { AccuracyReport, Estimate, StrategyAccuracy };
@@ -134,19 +134,6 @@ export function kendallTauB(x: readonly number[], y: readonly number[]): number 
     }
   const den = Math.sqrt((concordant + discordant + tieX) * (concordant + discordant + tieY));
   return den > 0 ? (concordant - discordant) / den : null;
-}
-
-/** Exact two-sided binomial p of k successes in n against ½: the sum of the outcomes at most as likely as k. */
-export function binomialTwoSided(k: number, n: number): number {
-  if (n === 0) return 1;
-  const logC = new Float64Array(n + 1);
-  let lf = 0;
-  const logFact = [0];
-  for (let i = 1; i <= n; i++) logFact.push((lf += Math.log(i)));
-  for (let i = 0; i <= n; i++) logC[i] = logFact[n] - logFact[i] - logFact[n - i] - n * Math.LN2;
-  let p = 0;
-  for (let i = 0; i <= n; i++) if (logC[i] <= logC[k] + 1e-9) p += Math.exp(logC[i]);
-  return Math.min(1, p);
 }
 
 /** The measures of one episode for one strategy's Â (one value per completion token). */
@@ -277,31 +264,6 @@ function rowOf(scores: EpisodeScores[], prompts: number[]): StrategyAccuracy {
     kendall: est((s) => s.kendall),
     sign_test: { agree, units, p: binomialTwoSided(agree, units), ...clusteredSignTest(scores, prompts) },
   };
-}
-
-/**
- * The sign test with the prompt as the unit: the agreeing share p̂ = Σa/Σn over the prompts' units, its cluster-robust
- * variance Σ_j (a_j − p̂·n_j)² / (Σn)² · J/(J − 1), and t = (p̂ − ½)/se on J − 1 df. Tokens of one prompt share its
- * continuations and its policy state, so counting them as independent coin flips overstates the evidence.
- */
-export function clusteredSignTest(scores: readonly Pick<EpisodeScores, 'sign_agree' | 'sign_units'>[], prompts: readonly number[]) {
-  const by = new Map<number, { a: number; n: number }>();
-  scores.forEach((s, i) => {
-    const c = by.get(prompts[i]) ?? { a: 0, n: 0 };
-    c.a += s.sign_agree;
-    c.n += s.sign_units;
-    by.set(prompts[i], c);
-  });
-  const cells = [...by.values()].filter((c) => c.n > 0);
-  const J = cells.length;
-  const A = cells.reduce((x, c) => x + c.a, 0);
-  const N = cells.reduce((x, c) => x + c.n, 0);
-  if (J < 2 || !N) return { prompts: J, p_clustered: null };
-  const share = A / N;
-  const v = (cells.reduce((x, c) => x + (c.a - share * c.n) ** 2, 0) / (N * N)) * (J / (J - 1));
-  if (!(v > 0)) return { prompts: J, p_clustered: share === 0.5 ? 1 : 0 };
-  const t = (share - 0.5) / Math.sqrt(v);
-  return { prompts: J, p_clustered: Math.min(1, 2 * tCdf(-Math.abs(t), J - 1)) };
 }
 
 /** Trivial credit A·w per token: w = 1 − π(y_t), the entropy, or the position t + 1. */
@@ -524,3 +486,5 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     cancellation: cancellation(episodes),
   };
 }
+
+export { binomialTwoSided, clusteredSignTest } from './sign_test';
