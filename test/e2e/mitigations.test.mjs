@@ -45,7 +45,7 @@ scenario('Compare Runs over the mitigation sweep: six groups, Holm-adjusted p, M
   assert.equal(r.status, 0, r.stderr);
   const expected = JSON.parse(r.stdout);
   assert.equal(expected.rows.length, 6);
-  assert.deepEqual(expected.adjustment, { method: 'holm', family: 5 });
+  assert.deepEqual(expected.adjustment, { method: 'holm', family: 5, looks: 1 });
 
   await palette(page, 'Credit Lens: Compare Runs', { pick: 'Credit Lens: Compare Runs' });
   const input = page.locator('.quick-input-widget .quick-input-box input');
