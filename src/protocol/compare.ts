@@ -195,6 +195,10 @@ export interface CompareReport {
   notes: string[];
 }
 
+/** The comparison's note when every run began GRPO from one shared warm start (Compare Runs says it above its note instead). */
+export const ONE_START_NOTE = (start: string) =>
+  `every run starts GRPO from one warm start (${start}): the verdicts are conditional on it, since a start × method interaction cannot be seen (sweep.warm_starts trains several)`;
+
 /** How a row's verdict reads everywhere: "0.012", with n.s. when it is not significant, "no verdict" when withheld. */
 export function verdictText(r: {
   p_adjusted: number | null;

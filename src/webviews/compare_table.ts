@@ -6,7 +6,7 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import type { CompareReport, CompareRow } from '../protocol/compare';
 import { conditionalCell, diffCell, intervalCell, mdeCell, pCell, pct, seedsNeededCell, sig } from './compare_cells';
-import { byStartText, pText, seedsNeededText, seedsText } from '../protocol/compare';
+import { byStartText, ONE_START_NOTE, pText, seedsNeededText, seedsText } from '../protocol/compare';
 import { adoptCss } from './ipc';
 import css from './compare_table.css';
 
@@ -132,7 +132,7 @@ function comparisonNote(report: CompareReport): TemplateResult {
   const tested = report.rows.filter((r) => !r.baseline);
   const fromStart = tested.length && tested.every((r) => r.warm_start && r.warm_start === tested[0].warm_start) ? tested[0].warm_start : null;
   const overStarts = tested.find((r) => r.run_test?.method === 'over warm starts')?.run_test?.starts ?? null;
-  return html`${fromStart ? html`<p class="from-start"><strong>Every verdict here is from warm start ${fromStart}</strong>: about that SFT start, not the method in general.</p>` : nothing}
+  return html`${fromStart ? html`<p class="from-start"><strong>Every verdict here is from warm start ${fromStart}</strong>: about that SFT start, not the method in general (sweep.warm_starts trains several).</p>` : nothing}
     <p class="muted compare-note">
       ${report.rows[0]?.instances ?? 0} ${report.split} instances per run at step ${report.rows[0]?.step ?? '?'}.
       ${
@@ -144,6 +144,6 @@ function comparisonNote(report: CompareReport): TemplateResult {
       when p_adj &lt; ${report.alpha}); with fewer than 3 runs a side there is no verdict (with one, only the seeds needed). "These checkpoints" is the
       instance-clustered test, conditional on the trained runs: information, not the gate. Rows are not ranked; greyed rows (n.s.) are within noise of
       ${report.baseline}. ${seeds < 3 ? html`<strong>Fewer than 3 seeds in a group: exploratory rows are hints, not findings.</strong>` : nothing}
-      ${report.notes.map((n) => html`<br />${n}`)}
+      ${report.notes.filter((n) => !fromStart || n !== ONE_START_NOTE(fromStart)).map((n) => html`<br />${n}`)}
     </p>`;
 }

@@ -86,8 +86,10 @@ scenario('Compare Runs over the mitigation sweep: six groups, Holm-adjusted p, M
   assert.ok(expected.rows[1].warm_start, 'the fixture runs share one warm start');
   assert.equal(
     await frame.locator('section.significance .from-start').innerText(),
-    `Every verdict here is from warm start ${expected.rows[1].warm_start}: about that SFT start, not the method in general.`,
+    `Every verdict here is from warm start ${expected.rows[1].warm_start}: about that SFT start, not the method in general (sweep.warm_starts trains several).`,
   );
+  // said once: the note under it does not repeat it
+  assert.doesNotMatch(await frame.locator('section.significance .compare-note').innerText(), /every run starts GRPO from one warm start/);
   // the table, not the run list above it, in the picture: the side bar closed for width, the section scrolled to
   await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
   await sleep(500);

@@ -10,6 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import {
+  ONE_START_NOTE,
   runGroup,
   type Adjustment,
   type CompareReport,
@@ -413,10 +414,7 @@ function checkComparable(runs: RunEval[], notes: string[]): Set<string> {
   }
   // a verdict from one warm start is a verdict about that start: a start × method interaction is not measured
   const starts = new Set(runs.map((r) => r.start));
-  if (starts.size === 1 && [...starts][0] !== null)
-    notes.push(
-      `every run starts GRPO from one warm start (${startName([...starts][0]!)}): the verdicts are conditional on it, since a start × method interaction cannot be seen (sweep.warm_starts trains several)`,
-    );
+  if (starts.size === 1 && [...starts][0] !== null) notes.push(ONE_START_NOTE(startName([...starts][0]!)));
   const missing = runs.filter((r) => r.task === null);
   if (missing.length) notes.push(`${missing.map((r) => r.name).join(', ')}: no task identity or config.yaml; paired on instance ids alone`);
   const incomplete = new Set<string>();
