@@ -11,9 +11,23 @@ import {
   sig3,
   verdictText,
   type CompareReport,
+  type CompareRow,
   type ConditionalTest,
 } from '../../protocol/compare';
 import type { GainReport } from './compare';
+
+/** The lines under a table: each difference over warm starts by start, each withheld verdict's reason, the notes. */
+function footer(r: { rows: readonly Pick<CompareRow, 'group' | 'run_test' | 'verdict_withheld'>[]; notes: readonly string[] }): string[] {
+  const withheld = r.rows.filter((x) => x.verdict_withheld);
+  const overStarts = r.rows.filter((x) => x.run_test?.by_start);
+  if (!withheld.length && !overStarts.length && !r.notes.length) return [];
+  return [
+    '',
+    ...overStarts.map((x) => `- ${x.group}: Δ by warm start: ${byStartText(x.run_test!)}`),
+    ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`),
+    ...r.notes.map((n) => `- ${n}`),
+  ];
+}
 
 /** The sentence under a table: which test gates, which family was adjusted, what the marks mean. */
 function ruleText(alpha: number, family: number, power: number): string {
@@ -58,16 +72,7 @@ export function compareMarkdown(r: CompareReport): string {
     ];
     lines.push(`| ${cells.join(' | ')} |`);
   }
-  const withheld = r.rows.filter((x) => x.verdict_withheld);
-  const overStarts = r.rows.filter((x) => x.run_test?.by_start);
-  if (withheld.length || overStarts.length || r.notes.length)
-    lines.push(
-      '',
-      ...overStarts.map((x) => `- ${x.group}: Δ by warm start: ${byStartText(x.run_test!)}`),
-      ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`),
-      ...r.notes.map((n) => `- ${n}`),
-    );
-  return lines.join('\n');
+  return [...lines, ...footer(r)].join('\n');
 }
 
 /** The gain table for a terminal or a README. */
@@ -101,14 +106,5 @@ export function gainMarkdown(r: GainReport): string {
     ];
     lines.push(`| ${cells.join(' | ')} |`);
   }
-  const withheld = r.rows.filter((x) => x.verdict_withheld);
-  const overStarts = r.rows.filter((x) => x.run_test?.by_start);
-  if (withheld.length || overStarts.length || r.notes.length)
-    lines.push(
-      '',
-      ...overStarts.map((x) => `- ${x.group}: Δ by warm start: ${byStartText(x.run_test!)}`),
-      ...withheld.map((x) => `- ${x.group}: ${x.verdict_withheld}`),
-      ...r.notes.map((n) => `- ${n}`),
-    );
-  return lines.join('\n');
+  return [...lines, ...footer(r)].join('\n');
 }
