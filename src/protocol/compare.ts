@@ -26,12 +26,18 @@ export function diffText(mean: number | null, lo: number | null, hi: number | nu
 }
 
 /** A p-value with two significant figures, in exponent form below 1e-4 ("0.031", "1.6e-8"). */
-/** A group's seeds in numeric order ("1, 2, 10", not the folder names' "1, 10, 2"); an unknown seed is "?". */
-export const seedsText = (seeds: (number | null)[]) =>
-  [...seeds]
+/**
+ * A group's seeds in numeric order ("1, 2, 10", not the folder names' "1, 10, 2"); an unknown seed is "?". Runs from
+ * K ≥ 2 shared warm starts repeat their seeds in each: "1, 2 × 3 starts".
+ */
+export function seedsText(seeds: (number | null)[], starts = 0): string {
+  const list = starts >= 2 ? [...new Set(seeds)] : [...seeds];
+  const text = list
     .sort((a, b) => (a ?? Infinity) - (b ?? Infinity))
     .map((x) => x ?? '?')
     .join(', ');
+  return starts >= 2 ? `${text} × ${starts} starts` : text;
+}
 
 export const pText = (p: number) => (p < 1e-4 ? p.toExponential(1) : p.toPrecision(2));
 
@@ -84,7 +90,8 @@ export interface RunTest {
 
 /** "countdown-warm-start-1a2b… −1.2 pp (2 v 2)" for each start: how a difference over starts moves from start to start. */
 export function byStartText(t: Pick<RunTest, 'by_start'>): string {
-  return (t.by_start ?? []).map((b) => `${b.start} ${diffText(b.diff, null, null)} pp (${b.runs} v ${b.runs_baseline})`).join(', ');
+  const runs = (b: { runs: number; runs_baseline: number }) => (b.runs_baseline ? `${b.runs} v ${b.runs_baseline}` : `${b.runs} run${b.runs === 1 ? '' : 's'}`);
+  return (t.by_start ?? []).map((b) => `${b.start} ${diffText(b.diff, null, null)} pp (${runs(b)})`).join(', ');
 }
 
 /**
@@ -148,6 +155,8 @@ export interface CompareRow {
   strategy: string | null;
   baseline: boolean;
   seeds: (number | null)[];
+  /** the shared SFT warm starts its runs began from (0: each run trained its own) */
+  starts: number;
   runs: string[];
   instances: number;
   /** the eval step every run of the comparison was read at */
@@ -253,6 +262,7 @@ export const isCompareRow: Check<CompareRow> = shape<CompareRow>({
   strategy: nullable(isString),
   baseline: isBoolean,
   seeds: arrayOf(nullable(isNumber)),
+  starts: isNumber,
   runs: arrayOf(isString),
   instances: isNumber,
   step: isNumber,

@@ -108,7 +108,7 @@ export function comparisonTable(report: CompareReport, opts: { onOpen?: (runDir:
                       : nothing
                   }<br /><span class="muted">${r.group}</span>${r.exploratory ? html` <span class="exploratory-tag">exploratory</span>` : nothing}
                 </td>
-                <td class="num">${seedsText(r.seeds)}</td>
+                <td class="num">${seedsText(r.seeds, r.starts)}</td>
                 <td class="num">${intervalCell(r.eval_success, pct)}</td>
                 <td class="num diff">${diffCell(r)}</td>
                 <td class="num p">${pCell(r)}</td>

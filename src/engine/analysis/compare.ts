@@ -54,6 +54,8 @@ export interface GainRow {
   label: string;
   strategy: string | null;
   seeds: (number | null)[];
+  /** the shared SFT warm starts its runs began from (0: each run trained its own) */
+  starts: number;
   runs: string[];
   instances: number;
   /** the eval of step 0 (the policy GRPO started from: after SFT, or model.init_checkpoint), over seeds */
@@ -112,6 +114,8 @@ export interface RunEval {
   task: string | null;
   /** the warm start it began GRPO from (run.json's warm_start, else config.yaml's model.init_checkpoint), resolved; null: its own */
   start: string | null;
+  /** how the start is named to a person: "sft.seed 2 (countdown-warm-start-…)" where the config says which SFT seed made it */
+  startLabel: string | null;
 }
 
 const HEADLINE: Record<string, string> = headlineParams();
@@ -167,6 +171,7 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
   const cfg = readRunConfig(runDir);
   const strategy = info.strategy ?? (typeof cfg?.credit?.strategy === 'string' ? cfg.credit.strategy : null);
   const minutes = (Date.parse(info.ended ?? '') - Date.parse(info.started)) / 60_000;
+  const start = info.warm_start ? resolve(info.warm_start) : cfg?.initCheckpoint ? resolve(runDir, '..', '..', cfg.initCheckpoint) : null;
   return {
     status: info.status,
     task: taskKey(info.task, cfg?.task ?? undefined, split),
@@ -180,7 +185,9 @@ export function loadRunEval(runDir: string, split: EvalSplit, step?: number): Ru
     strategy,
     label: strategyLabel(strategy, cfg?.credit ?? undefined),
     minutes: Number.isFinite(minutes) ? minutes : null,
-    start: info.warm_start ? resolve(info.warm_start) : cfg?.initCheckpoint ? resolve(runDir, '..', '..', cfg.initCheckpoint) : null,
+    start,
+    startLabel:
+      start && (info.warm_start && cfg?.sftSeed !== null && cfg?.sftSeed !== undefined ? `sft.seed ${cfg.sftSeed} (${startName(start)})` : startName(start)),
   };
 }
 
@@ -266,12 +273,15 @@ function gateStats(sides: StartSide[], baselineRuns: number) {
       instance_sd: Math.sqrt(sc.instanceVar),
       starts: sc.starts,
       start_sd: Number.isFinite(sc.startVar) ? Math.sqrt(sc.startVar) : null,
-      by_start: design.starts.map((start, k) => ({
-        start: startName(start),
-        diff: sc.startDiffs[k],
-        runs: sides[0].starts.filter((x) => x === start).length,
-        runs_baseline: sides[sides.length - 1].starts.filter((x) => x === start).length,
-      })),
+      by_start: design.starts
+        .map((start, k) => ({
+          start: sides.flatMap((x) => x.starts.map((st, j) => (st === start ? (x.labels?.[j] ?? null) : null))).find((l) => l) ?? startName(start),
+          diff: sc.startDiffs[k],
+          runs: sides[0].starts.filter((x) => x === start).length,
+          // the gain form has one side (each run against its own start): no baseline runs
+          runs_baseline: sides.length > 1 ? sides[1].starts.filter((x) => x === start).length : 0,
+        }))
+        .sort((a, b) => a.start.localeCompare(b.start, 'en', { numeric: true })),
     };
     const plan = (observed: number, alpha: number, family: number, powerFor: number | undefined) => {
       const a = alpha / Math.max(1, family);
@@ -437,6 +447,7 @@ function groupFields(group: string, runs: RunEval[], opts: CompareOptions, notes
     label: [...new Set(runs.map((x) => x.label))].join(' / '),
     strategy: runs[0].strategy,
     seeds: runs.map((x) => x.seed),
+    starts: new Set(runs.map((x) => x.start).filter((x) => x !== null)).size,
     runs: runs.map((x) => x.runDir),
     instances: Math.max(...runs.map((x) => x.success.size)),
     filler_abs_c: types.length ? jsonInterval(types.map((x) => x.filler)) : null,
@@ -506,8 +517,8 @@ export function compareSeeds(baselineDirs: string[], otherDirs: string[], opts: 
     const ids = commonInstances([...base, ...runs], notes);
     const gate = gateStats(
       [
-        { sign: 1, starts: runs.map((r) => r.start), vectors: runs.map((r) => outcomes(r, ids)) },
-        { sign: -1, starts: base.map((r) => r.start), vectors: base.map((r) => outcomes(r, ids)) },
+        { sign: 1, starts: runs.map((r) => r.start), labels: runs.map((r) => r.startLabel), vectors: runs.map((r) => outcomes(r, ids)) },
+        { sign: -1, starts: base.map((r) => r.start), labels: base.map((r) => r.startLabel), vectors: base.map((r) => outcomes(r, ids)) },
       ],
       base.length,
     );
@@ -587,6 +598,7 @@ export function gainFromStart(dirs: string[], opts: CompareOptions = {}): GainRe
         {
           sign: 1,
           starts: runs.map((r) => r.start),
+          labels: runs.map((r) => r.startLabel),
           vectors: runs.map((r, k) => ids.map((id) => Number(r.success.get(id)) - Number(starts[k].success.get(id)))),
         },
       ],

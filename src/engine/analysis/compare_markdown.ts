@@ -57,7 +57,7 @@ export function compareMarkdown(r: CompareReport): string {
     const cells = [
       group,
       x.label,
-      seedsText(x.seeds),
+      seedsText(x.seeds, x.starts),
       String(x.instances),
       intervalText(x.eval_success, pctText),
       x.significant ? `**${diff}**` : diff,
@@ -91,7 +91,7 @@ export function gainMarkdown(r: GainReport): string {
     const cells = [
       x.exploratory ? `${x.group} (exploratory)` : x.group,
       x.label,
-      seedsText(x.seeds),
+      seedsText(x.seeds, x.starts),
       String(x.instances),
       intervalText(x.start, pctText),
       intervalText(x.final, pctText),

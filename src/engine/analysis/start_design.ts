@@ -14,6 +14,8 @@ export type StartDesign = { kind: 'own' } | { kind: 'one'; start: string } | { k
 export interface StartSide {
   sign: 1 | -1;
   starts: (string | null)[];
+  /** how each run's start is named in the report (its sft.seed where known); the folder's name otherwise */
+  labels?: (string | null)[];
   vectors: number[][];
 }
 

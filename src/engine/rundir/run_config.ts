@@ -16,6 +16,8 @@ export interface RunConfigView {
   task: Record<string, unknown> | null;
   /** sft.steps: where GRPO's step 1 sits after the warm start */
   sftSteps: number | null;
+  /** sft.seed: which SFT warm start a run of `sweep.warm_starts` began from (its folder is named by a hash) */
+  sftSeed: number | null;
   /** grpo.kl_beta: 0 means the KL is never computed */
   klBeta: number | null;
   /** grpo.max_new_tokens: what "truncated" is measured against */
@@ -44,6 +46,7 @@ export function readRunConfig(runDir: string): RunConfigView | null {
     credit: section(root.credit),
     task: section(root.task),
     sftSteps: count(section(root.sft)?.steps),
+    sftSeed: count(section(root.sft)?.seed),
     klBeta: finite(grpo?.kl_beta),
     maxNewTokens: finite(grpo?.max_new_tokens),
     initCheckpoint: typeof section(root.model)?.init_checkpoint === 'string' ? (section(root.model)!.init_checkpoint as string) : null,

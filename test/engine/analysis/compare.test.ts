@@ -193,6 +193,8 @@ test('a clear gain is significant; a one-instance difference is n.s.; validation
   assert.deepEqual(globbed.rows[0].seeds, [1, 2, 3]);
   // the table lists a group's seeds in numeric order, not in the folders' (seed10 sorts before seed2 as a name)
   assert.equal(seedsText([1, 10, 11, 2, null, 3]), '1, 2, 3, 10, 11, ?');
+  // runs from three shared warm starts repeat their seeds in each: said once, with the starts
+  assert.equal(seedsText([2, 1, 1, 2, 2, 1], 3), '1, 2 × 3 starts');
   assert.deepEqual(globbed.rows[1].run_test, r.rows[1].run_test);
   assert.deepEqual(globbed.rows[1].conditional, r.rows[1].conditional);
   // these fixtures' seeds are copies of one outcome vector (so that the numbers are worked by hand): the note says so
@@ -551,6 +553,8 @@ test('runs from three shared warm starts, crossed with the methods, are gated ov
     compareMarkdown(r),
     /^- cross-x: Δ by warm start: x-warm-start-1 \+25\.0 pp \(2 v 2\), x-warm-start-2 \+16\.7 pp \(2 v 2\), x-warm-start-3 -8\.3 pp \(2 v 2\)$/m,
   );
+  assert.equal(row.starts, 3);
+  assert.match(compareMarkdown(r), /\| cross-x \| — \| 1, 2 × 3 starts \| 6 \|/);
 });
 
 test("a row's label names the strategy's headline parameter, nested ones too: gtpo's default is the seeds' form, not GTPO's", () => {

@@ -11,6 +11,7 @@ const row = (over: Partial<CompareRow>): CompareRow => ({
   strategy: 'none',
   baseline: false,
   seeds: [1, 2, 3],
+  starts: 0,
   runs: ['/a', '/b', '/c'],
   instances: 256,
   step: 40,
