@@ -14,10 +14,14 @@ class AttributionHead implements CreditHead {
   ) {
     const rng = makeRng(seed);
     const v = Float32Array.from({ length: dModel }, () => randNormal(rng) * p.init_std);
+    // the initial values are tensors of their own beside the variables, and would outlive the head: freed once copied
+    const w0 = tf.tensor2d(v, [dModel, 1]);
+    const b0 = tf.zeros([1]);
     this.params = new Map([
-      ['attribution_head.weight', tf.variable(tf.tensor2d(v, [dModel, 1]), true, 'attribution_head.weight')],
-      ['attribution_head.bias', tf.variable(tf.zeros([1]), true, 'attribution_head.bias')],
+      ['attribution_head.weight', tf.variable(w0, true, 'attribution_head.weight')],
+      ['attribution_head.bias', tf.variable(b0, true, 'attribution_head.bias')],
     ]);
+    tf.dispose([w0, b0]);
   }
   logits(hidden: tf.Tensor3D): tf.Tensor2D {
     const [B, C, d] = hidden.shape;
@@ -35,7 +39,10 @@ class AttributionHead implements CreditHead {
   }
   async read(out: ModelOutputs): Promise<{ attributionLogits: number[][] }> {
     if (!out.hidden) throw new Error('attribution: the pass returned no hidden states (catalog needs.hidden)');
-    const z = this.logits(out.hidden);
+    // in a scope: the reshapes and the product are tensors too, and the first reshape holds the hidden states' buffer
+    // ([B, C, d], megabytes a micro-batch) for as long as it lives
+    const hidden = out.hidden;
+    const z = tf.tidy(() => this.logits(hidden));
     try {
       return { attributionLogits: (await z.array()) as number[][] };
     } finally {

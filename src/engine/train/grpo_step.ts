@@ -305,7 +305,12 @@ interface ReadAhead {
 /** Rows [start, end) of the batch (`mb`) through the policy without a tape: what the taped pass will need to read. */
 async function readAhead(b: Batch, mb: PolicyBatch, start: number, end: number): Promise<ReadAhead> {
   const { s, strategy, head } = b.x;
-  const out = completionLogprobs(s.model, mb, s.cfg.grpo.temperature, strategy.needs);
+  // in a scope, keeping only the outputs: outside a tape nothing else frees the forward pass's intermediates, and a
+  // sweep that ran attention_credit or attribution in one process lost megabytes a step until wasm's heap failed
+  const out = tf.tidy(() => {
+    const o = completionLogprobs(s.model, mb, s.cfg.grpo.temperature, strategy.needs);
+    return Object.fromEntries(Object.entries(o).filter(([, t]) => t !== undefined)) as typeof o;
+  });
   try {
     const lp = (await out.logp.array()) as number[][];
     const outputs = { ...(await outputsOf(b, out, start, end)), ...(head ? await head.read(out) : {}) };
