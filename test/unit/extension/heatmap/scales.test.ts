@@ -65,7 +65,7 @@ test('signed metrics get a diverging scale symmetric around 0, the others a sequ
   assert.equal(scaleFor(metricDef('logprob'), { min: -4, max: 0 })!.invert, true);
   assert.equal(scaleFor(metricDef('weight'), null), null);
   const signed = METRICS.filter((m) => m.signed).map((m) => m.id);
-  assert.deepEqual(signed, ['effective_advantage', 'contribution', 'importance', 'realized']);
+  assert.deepEqual(signed, ['effective_advantage', 'contribution', 'importance', 'realized', 'ref_logratio']);
 });
 
 test('diverging buckets: |v|/hi in 6 equal steps a side, 0 and NaN uncoloured, values past the ends clamped', () => {
