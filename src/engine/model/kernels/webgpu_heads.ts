@@ -11,7 +11,7 @@
 // on cpu.
 import * as tf from '@tensorflow/tfjs';
 import type { HeadDims } from '../ops/ops';
-import { flatProgram, runProgram, type Uniform } from './webgpu_program';
+import { flatProgram, registerProgramKernel, runProgram, type Uniform } from './webgpu_program';
 
 const PART = 'ClHeadsPartWebgpu';
 const GRAD = 'ClHeadsGradWebgpu';
@@ -103,24 +103,12 @@ let registered = false;
 export function registerWebgpuHeads(): void {
   if (registered) return;
   registered = true;
-  tf.registerKernel({
-    kernelName: PART,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend, attrs }) => {
-      const { x, c, s } = inputs as { x: tf.TensorInfo; c: tf.TensorInfo; s: tf.TensorInfo };
-      const a = attrs as unknown as PartAttrs;
-      return runProgram(backend, partProgram(a.B, a.count, a.T, a.hd), [x, c, s], partUniforms(a, c.shape[1]));
-    },
-  });
-  tf.registerKernel({
-    kernelName: GRAD,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend, attrs }) => {
-      const { dy, c, s } = inputs as { dy: tf.TensorInfo; c: tf.TensorInfo; s: tf.TensorInfo };
-      const a = attrs as unknown as PartAttrs;
-      return runProgram(backend, gradProgram(a.B * a.T, a.all * a.hd), [dy, c, s], partUniforms(a, c.shape[1]));
-    },
-  });
+  registerProgramKernel<PartAttrs>(PART, ({ x, c, s }, backend, a) =>
+    runProgram(backend, partProgram(a.B, a.count, a.T, a.hd), [x, c, s], partUniforms(a, c.shape[1])),
+  );
+  registerProgramKernel<PartAttrs>(GRAD, ({ dy, c, s }, backend, a) =>
+    runProgram(backend, gradProgram(a.B * a.T, a.all * a.hd), [dy, c, s], partUniforms(a, c.shape[1])),
+  );
 }
 
 /** heads(): q [B, H, T, hd], k and v [B, Hkv, T, hd] from the fused projection, q and k rotated; differentiable in qkv. */

@@ -9,7 +9,7 @@
 // Every sum adds in a fixed order (lane strides, then the workgroup tree), so a run gives the same bits each time on
 // one adapter. ops_tables.test.ts checks values and gradients against the composition on cpu.
 import * as tf from '@tensorflow/tfjs';
-import { flatProgram, runProgram, workgroupReductions, type Program } from './webgpu_program';
+import { flatProgram, registerProgramKernel, runProgram, workgroupReductions, type KernelInputs, type Program } from './webgpu_program';
 
 const R = 'ClRmsNormRWebgpu';
 const Y = 'ClRmsNormYWebgpu';
@@ -123,13 +123,8 @@ let registered = false;
 export function registerWebgpuNorm(): void {
   if (registered) return;
   registered = true;
-  type In = Record<string, tf.TensorInfo>;
-  const kernel = (kernelName: string, run: (i: In, backend: unknown, eps: number) => tf.TensorInfo) =>
-    tf.registerKernel({
-      kernelName,
-      backendName: 'webgpu',
-      kernelFunc: ({ inputs, backend, attrs }) => run(inputs as In, backend, (attrs as { eps: number }).eps),
-    });
+  const kernel = (kernelName: string, run: (i: KernelInputs, backend: unknown, eps: number) => tf.TensorInfo) =>
+    registerProgramKernel<{ eps: number }>(kernelName, (i, backend, a) => run(i, backend, a.eps));
   kernel(R, ({ x }, b, eps) => runProgram(b, rProgram(x.shape[0]), [x], uniforms(x.shape[1], eps)));
   kernel(Y, ({ x, w, r }, b, eps) => runProgram(b, yProgram(x.shape[0], x.shape[1]), [x, w, r], uniforms(x.shape[1], eps)));
   kernel(INFER, ({ x, w }, b, eps) => runProgram(b, inferProgram(x.shape[0], x.shape[1]), [x, w], uniforms(x.shape[1], eps)));

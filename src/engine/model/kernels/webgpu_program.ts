@@ -2,7 +2,25 @@
 // object with the inputs' names, the output's shape, the dispatch, the workgroup size and the uniforms it declares,
 // and the backend's runWebGPUProgram, which compiles it once per shader key and runs it. `flatProgram` is the common
 // case: one invocation per output element (index = the global invocation), or one workgroup per row.
-import type * as tf from '@tensorflow/tfjs';
+import * as tf from '@tensorflow/tfjs';
+
+/** The inputs a kernel function gets, by the names its op passed. */
+export type KernelInputs = Record<string, tf.TensorInfo>;
+
+/**
+ * Registers a kernel of the webgpu backend whose function runs one of our programs: `run` gets its inputs by name, the
+ * backend to run on, and its attributes.
+ */
+export function registerProgramKernel<A = Record<string, never>>(
+  kernelName: string,
+  run: (inputs: KernelInputs, backend: unknown, attrs: A) => tf.TensorInfo,
+): void {
+  tf.registerKernel({
+    kernelName,
+    backendName: 'webgpu',
+    kernelFunc: ({ inputs, backend, attrs }) => run(inputs as KernelInputs, backend, attrs as unknown as A),
+  });
+}
 
 export interface Program {
   variableNames: string[];

@@ -6,7 +6,7 @@
 //   backward  d gate = dy·u·s·(1 + g·(1 − s)), d up = dy·g·s, one thread per input element: 1 dispatch
 // ops_tables.test.ts checks both against the composition on cpu.
 import * as tf from '@tensorflow/tfjs';
-import { flatProgram, runProgram } from './webgpu_program';
+import { flatProgram, registerProgramKernel, runProgram } from './webgpu_program';
 
 const FWD = 'ClSwigluWebgpu';
 const BWD = 'ClSwigluGradWebgpu';
@@ -66,24 +66,9 @@ let registered = false;
 export function registerWebgpuSwiglu(): void {
   if (registered) return;
   registered = true;
-  tf.registerKernel({
-    kernelName: FWD,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend }) => {
-      const { gu } = inputs as { gu: tf.TensorInfo };
-      const [N, F2] = gu.shape;
-      return runProgram(backend, forwardProgram(N, F2 / 2), [gu], [{ type: 'int32', data: [F2 / 2] }]);
-    },
-  });
-  tf.registerKernel({
-    kernelName: BWD,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend }) => {
-      const { dy, gu } = inputs as { dy: tf.TensorInfo; gu: tf.TensorInfo };
-      const [N, F2] = gu.shape;
-      return runProgram(backend, backwardProgram(N, F2 / 2), [dy, gu], [{ type: 'int32', data: [F2 / 2] }]);
-    },
-  });
+  const half = (gu: tf.TensorInfo) => [{ type: 'int32' as const, data: [gu.shape[1] / 2] }];
+  registerProgramKernel(FWD, ({ gu }, backend) => runProgram(backend, forwardProgram(gu.shape[0], gu.shape[1] / 2), [gu], half(gu)));
+  registerProgramKernel(BWD, ({ dy, gu }, backend) => runProgram(backend, backwardProgram(gu.shape[0], gu.shape[1] / 2), [dy, gu], half(gu)));
 }
 
 /** SiLU(gate)·up of gu [N, 2F] → [N, F], differentiable: 1 dispatch each way. */
