@@ -350,10 +350,28 @@ export function runLevelTest(sides: readonly RunSide[], level = 0.95): RunLevelT
  * (t_{1−α/2, df} + t_{power, df})·SE. Null when no side has 2 runs to estimate the seed variance from.
  */
 export function runLevelMde(c: RunComponents, runs: readonly number[], alpha: number, power = 0.8): number | null {
-  const at = varianceAt(c, runs);
+  return mdeAt(varianceAt(c, runs), alpha, power);
+}
+
+/** (t_{1−α/2, df} + t_{power, df})·√v of a variance and its df; null without a positive variance. */
+export function mdeAt(at: { v: number; df: number } | null, alpha: number, power = 0.8): number | null {
   if (!at || !(at.v > 0)) return null;
   const df = Number.isFinite(at.df) ? at.df : 1e6;
   return (tQuantile(1 - alpha / 2, df) + tQuantile(power, df)) * Math.sqrt(at.v);
+}
+
+/**
+ * The fewest n (from 2 up to `max`) whose MDE is at most |diff|; null when none is, or the MDE is unknown: the seeds a
+ * run-level design needs, or the warm starts a design over starts needs.
+ */
+export function fewestReaching(diff: number, mde: (n: number) => number | null, max = 1000): number | null {
+  if (!(Math.abs(diff) > 0)) return null;
+  for (let n = 2; n <= max; n++) {
+    const m = mde(n);
+    if (m === null) return null;
+    if (m <= Math.abs(diff)) return n;
+  }
+  return null;
 }
 
 /**
@@ -362,16 +380,15 @@ export function runLevelMde(c: RunComponents, runs: readonly number[], alpha: nu
  * unknown.
  */
 export function runsNeeded(c: RunComponents, diff: number, alpha: number, power = 0.8, max = 1000): number | null {
-  if (!(Math.abs(diff) > 0)) return null;
-  for (let s = 2; s <= max; s++) {
-    const m = runLevelMde(
-      c,
-      c.runs.map(() => s),
-      alpha,
-      power,
-    );
-    if (m === null) return null;
-    if (m <= Math.abs(diff)) return s;
-  }
-  return null;
+  return fewestReaching(
+    diff,
+    (s) =>
+      runLevelMde(
+        c,
+        c.runs.map(() => s),
+        alpha,
+        power,
+      ),
+    max,
+  );
 }

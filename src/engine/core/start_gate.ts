@@ -15,7 +15,7 @@
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import { mean, meanVar } from './stats';
-import type { RunSide } from './significance';
+import { fewestReaching, mdeAt, type RunSide } from './significance';
 
 /** The runs of one warm start, by side (the same sides, in the same order and sign, in every stratum). */
 export interface StartStratum {
@@ -108,19 +108,10 @@ export function startLevelTest(strata: readonly StartStratum[], level = 0.95): S
 
 /** The smallest true |Δ| detected with `power` at level `alpha` with `starts` starts (each with today's runs). */
 export function startLevelMde(c: StartComponents, starts: number, alpha: number, power = 0.8): number | null {
-  const at = startVarianceAt(c, starts);
-  if (!at || !(at.v > 0)) return null;
-  const df = Number.isFinite(at.df) ? at.df : 1e6;
-  return (tQuantile(1 - alpha / 2, df) + tQuantile(power, df)) * Math.sqrt(at.v);
+  return mdeAt(startVarianceAt(c, starts), alpha, power);
 }
 
 /** The fewest warm starts (each with as many runs as today's) at which the MDE is at most |diff|; null when none up to `max`. */
 export function startsNeeded(c: StartComponents, diff: number, alpha: number, power = 0.8, max = 1000): number | null {
-  if (!(Math.abs(diff) > 0)) return null;
-  for (let k = 2; k <= max; k++) {
-    const m = startLevelMde(c, k, alpha, power);
-    if (m === null) return null;
-    if (m <= Math.abs(diff)) return k;
-  }
-  return null;
+  return fewestReaching(diff, (k) => startLevelMde(c, k, alpha, power), max);
 }
