@@ -112,13 +112,41 @@ export interface AccuracyReport {
   reliability?: ProbeReliability | null;
   /** what limits the report: few prompts (t intervals), no halves */
   warnings?: string[];
+  /** The cancellation hypothesis and its 1 − π controls (src/engine/probe/cancellation.ts); null without a realized column. */
+  cancellation?: CancellationReport | null;
+}
+
+/** A regression coefficient with its 95 % interval and p, standard errors clustered by prompt (t on prompts − 1 df). */
+export interface ClusteredEstimate extends Estimate {
+  p: number | null;
+  prompts: number;
+}
+
+/**
+ * The cancellation hypothesis (arXiv 2605.08666), from the realized credit (logging.realized_credit): the mean δ̂ of
+ * the tokens the update boosted (realized > 0) minus that of the tokens it suppressed (realized < 0), within the
+ * episodes with A > 0 and within those with A < 0, and over all; beside it the same split by the sign of the run's
+ * own Â. Positive: the update raises the tokens worth more.
+ */
+export interface CancellationReport {
+  within_positive: Estimate;
+  within_negative: Estimate;
+  realized: Estimate;
+  advantage: Estimate;
   /**
-   * The cancellation hypothesis (arXiv 2605.08666), from the realized credit (logging.realized_credit): the mean δ̂ of
-   * the tokens the update boosted (realized > 0) minus that of the tokens it suppressed (realized < 0), within the
-   * episodes with A > 0 and within those with A < 0, and over all; beside it the same split by the sign of the run's
-   * own Â. Positive: the update raises the tokens worth more. null without a realized column.
+   * The control: the same within-sign split, with "boosted" what a credit knowing only 1 − π would boost
+   * (A·(1 − π_t − the episode's mean 1 − π) > 0). As large as the realized split: the realized one shows no more than
+   * uncertainty does. Absent where the probe has no log-probs.
    */
-  cancellation?: { within_positive: Estimate; within_negative: Estimate; realized: Estimate; advantage: Estimate } | null;
+  control_positive?: Estimate;
+  control_negative?: Estimate;
+  /**
+   * The controlled test: the coefficient of [realized > 0] on δ̂ with a fixed effect per episode and per quintile of
+   * 1 − π and 1 − π's slope, clustered by prompt (boosted against suppressed tokens of one episode and of like uncertainty); null where it
+   * cannot be estimated.
+   */
+  stratified_positive?: ClusteredEstimate | null;
+  stratified_negative?: ClusteredEstimate | null;
 }
 
 /** One probed step (`<run>/probes/step-N.json`). */
@@ -370,4 +398,24 @@ export interface AppendixBComparison {
 /** What `credit-lens analyze --json` prints: the analysis, plus the comparison when `--baseline` is given. */
 export interface AnalyzeReport extends CreditAnalysis {
   appendix_b?: AppendixBComparison;
+}
+
+/**
+ * The cancellation test in one paragraph, the same in the CLI, the markdown and the analysis view: the raw split, the
+ * 1 − π control beside it, and the controlled test, which is the one that can support the hypothesis.
+ */
+export function describeCancellation(c: CancellationReport, est: (e: Estimate) => string, p: (x: number) => string): string {
+  const parts = [
+    `Cancellation test (realized credit): δ̂ of the tokens the update boosted minus those it suppressed, within A > 0 ${est(c.within_positive)}, within A < 0 ${est(c.within_negative)}, over all ${est(c.realized)}; split by the sign of Â instead ${est(c.advantage)}.`,
+  ];
+  if (c.control_positive && c.control_negative)
+    parts.push(
+      `Control, a credit that knows only 1 − π (boosting the tokens more uncertain than their episode's mean where A > 0): within A > 0 ${est(c.control_positive)}, within A < 0 ${est(c.control_negative)}; the raw split shows no more than uncertainty does where it is no larger.`,
+    );
+  const strat = (x: ClusteredEstimate | null | undefined) => (x ? `${est(x)}, p ${x.p === null ? '—' : p(x.p)}` : 'not estimable');
+  if (c.stratified_positive !== undefined || c.stratified_negative !== undefined)
+    parts.push(
+      `Controlled for 1 − π (boosted against suppressed tokens of one episode, within quintiles of 1 − π and beside its slope, clustered by prompt): within A > 0 ${strat(c.stratified_positive)}; within A < 0 ${strat(c.stratified_negative)}.`,
+    );
+  return parts.join(' ');
 }

@@ -1,7 +1,15 @@
 // `credit-lens analyze --json` (src/protocol/analysis.ts) → the tables of the credit-analysis view, each a
 // header and rows of plain values, so one renderer draws them and one function writes any of them as CSV.
 // Column names follow seed doc 002's tables. Pure (no DOM).
-import type { AnalyzeReport, Estimate, ProbeAccuracy, SectionWeightStats, TokenTypeStats, TopToken } from '../protocol/analysis';
+import {
+  describeCancellation,
+  type AnalyzeReport,
+  type Estimate,
+  type ProbeAccuracy,
+  type SectionWeightStats,
+  type TokenTypeStats,
+  type TopToken,
+} from '../protocol/analysis';
 import type { Section } from '../protocol/index';
 import { formatFixed } from '../protocol/number_format';
 
@@ -281,7 +289,11 @@ export function probeTable(p: ProbeAccuracy): Table {
       `which noise pulls toward 0; placebo: the rank against |δ̂ᴬ − δ̂ᴮ|, pure noise; decisive share: Σ|Â| on the top 10 % |δ̂| tokens (uniform credit: ${p.uniform_share.mean === null ? '—' : `${(100 * p.uniform_share.mean).toFixed(1)} %`}); ` +
       "Kendall τ of the signed Â and δ̂, and the sign test's p over all tokens with the prompt as the unit (QVal's measures)." +
       (p.cancellation
-        ? ` Cancellation test: δ̂ of the tokens the update boosted minus those it suppressed, within A > 0 ${f2(p.cancellation.within_positive.mean)}, within A < 0 ${f2(p.cancellation.within_negative.mean)}.`
+        ? ` ${describeCancellation(
+            p.cancellation,
+            (e) => f2(e.mean),
+            (x) => x.toPrecision(2),
+          )}`
         : '') +
       (p.warnings?.length ? ` ${p.warnings.join(' ')}` : ''),
     header: ['strategy', 'lift', 'lo', 'hi', 'over best', 'lo', 'hi', 'rank (attenuated)', 'placebo', 'decisive share', 'kendall τ', 'sign test p', 'episodes'],

@@ -1,6 +1,15 @@
 // Markdown for people: the credit analysis laid out as seed doc 002's tables, in the seed's order, so a run's
 // report reads side by side with the seed. The JSON (src/protocol/analysis.ts) is the data; this is a view.
-import type { AppendixBComparison, AppendixBRow, CreditAnalysis, Estimate, ProbeAccuracy, TokenTypeStats, TopToken } from '../../protocol/analysis';
+import {
+  describeCancellation,
+  type AppendixBComparison,
+  type AppendixBRow,
+  type CreditAnalysis,
+  type Estimate,
+  type ProbeAccuracy,
+  type TokenTypeStats,
+  type TopToken,
+} from '../../protocol/analysis';
 import { pText } from '../../protocol/compare';
 import { formatNumber } from '../../protocol/number_format';
 
@@ -326,7 +335,11 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
       ...(p.warnings ?? []).map((w) => `> ${w}`),
       ...(p.cancellation
         ? [
-            `Cancellation test (realized credit): δ̂ of the tokens the update boosted minus those it suppressed, within A > 0 ${est(p.cancellation.within_positive, (x) => num(x))}, within A < 0 ${est(p.cancellation.within_negative, (x) => num(x))}, over all ${est(p.cancellation.realized, (x) => num(x))}; split by the sign of Â instead ${est(p.cancellation.advantage, (x) => num(x))}.`,
+            describeCancellation(
+              p.cancellation,
+              (e) => est(e, (x) => num(x)),
+              (x) => pText(x),
+            ),
           ]
         : []),
       table(

@@ -1,4 +1,5 @@
 // `credit-lens probe`: flags in, probeRun called, its report printed.
+import { describeCancellation } from '../../protocol/analysis';
 import { pText } from '../../protocol/compare';
 import { formatNumber } from '../../protocol/number_format';
 import { UserError } from '../core/errors';
@@ -53,12 +54,9 @@ export function accuracyText(r: ProbeReport): string {
     `${label.padEnd(24)} ${(m(s.lift, d2) + ci(s.lift, d2)).padEnd(28)} ${(excess ? m(s.lift_excess, d2) + ci(s.lift_excess, d2) : '').padEnd(28)} ${(m(s.spearman_unbiased, num) + ci(s.spearman_unbiased, num)).padEnd(24)} ${m(s.placebo, num).padEnd(8)} ${m(s.decisive_share, pct).padEnd(8)} ${m(s.kendall, num).padEnd(9)} ${s.sign_test ? `${s.sign_test.agree}/${s.sign_test.units} (${pText(s.sign_test.p_clustered ?? s.sign_test.p)})` : ''}`;
   for (const [name, s] of Object.entries(acc)) lines.push(row(name === r.run_strategy ? `${name} (the run's)` : name, s, true));
   for (const [name, s] of Object.entries(r.baselines ?? {})) lines.push(row(`baseline: ${name}`, s, false));
-  const c = r.cancellation;
-  if (c) {
+  if (r.cancellation) {
     const e = (x: { mean: number | null; lo: number | null; hi: number | null; n: number }) => `${num(x.mean).trim()}${ci(x, num)} (n ${x.n})`;
-    lines.push(
-      `cancellation test (δ̂ of the tokens the update boosted minus those it suppressed): within A > 0 ${e(c.within_positive)}; within A < 0 ${e(c.within_negative)}; over all ${e(c.realized)}; by Â's sign ${e(c.advantage)}`,
-    );
+    lines.push(describeCancellation(r.cancellation, e, pText));
   }
   for (const w of r.warnings ?? []) lines.push(`warning: ${w}`);
   return lines.join('\n') + '\n';

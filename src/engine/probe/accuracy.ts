@@ -30,9 +30,12 @@
 // episodes than the others). Episodes are averaged with a 95 % interval over prompts: a cluster bootstrap from 10
 // prompts up, a t interval over the prompts' means below that (with a warning: few clusters).
 import type { AccuracyReport, Estimate, ProbeReliability, StrategyAccuracy } from '../../protocol/analysis';
-import { clusterBootstrap, meanInterval } from '../core/significance';
 import { binomialTwoSided, clusteredSignTest } from './sign_test';
 import { mean, meanVar } from '../core/stats';
+import { cancellation } from './cancellation';
+import { clusteredMean, definedByPrompt, FEW_PROMPTS } from './clustered_mean';
+
+export { clusteredMean, FEW_PROMPTS };
 
 export type { AccuracyReport, Estimate, StrategyAccuracy };
 
@@ -205,42 +208,6 @@ export function episodeScores(ep: ProbedEpisode, effAdv: readonly number[]): Epi
   };
 }
 
-/** Prompts below which resampling them is too coarse an interval: a t interval over the prompts' means instead. */
-export const FEW_PROMPTS = 10;
-
-/**
- * Mean over episodes with a 95 % interval over prompts; `values[i]` null where undefined. From FEW_PROMPTS prompts on, a
- * cluster bootstrap that resamples prompts, each with all of its episodes; below, a t interval over the prompts' means
- * (a bootstrap over 4 prompts covers about 80 %).
- */
-export function clusteredMean(values: readonly (number | null)[], prompts: readonly number[], seed = 1): Estimate {
-  const byPrompt = definedByPrompt(values, prompts);
-  let n = 0;
-  for (const row of byPrompt.values()) n += row.length;
-  if (n === 0) return { mean: null, lo: null, hi: null, n };
-  const b = clusterBootstrap({ d: [...byPrompt.values()], b: 0, c: 0, pairs: n, seeds: 1 }, { seed });
-  // one prompt: resampling prompts cannot show any spread, so no interval
-  if (byPrompt.size < 2) return { mean: b.diff, lo: null, hi: null, n };
-  if (byPrompt.size < FEW_PROMPTS) {
-    const t = meanInterval([...byPrompt.values()].map(mean));
-    // the point estimate stays the mean over episodes; the interval's width comes from the prompts' spread
-    return { mean: b.diff, lo: b.diff - t.half, hi: b.diff + t.half, n };
-  }
-  return { mean: b.diff, lo: b.lo, hi: b.hi, n };
-}
-
-/** The finite values of each prompt, in order. */
-function definedByPrompt(values: readonly (number | null)[], prompts: readonly number[]): Map<number, number[]> {
-  const by = new Map<number, number[]>();
-  values.forEach((v, i) => {
-    if (v === null || !Number.isFinite(v)) return;
-    const row = by.get(prompts[i]);
-    if (row) row.push(v);
-    else by.set(prompts[i], [v]);
-  });
-  return by;
-}
-
 /** The sample standard deviation of the per-prompt means of `values` (null where undefined); null under 2 prompts. */
 export function promptSd(values: readonly (number | null)[], prompts: readonly number[]): number | null {
   const means = [...definedByPrompt(values, prompts).values()].map(mean);
@@ -272,70 +239,6 @@ export const BASELINES: Record<string, (ep: ProbedEpisode, t: number) => number 
   entropy: (ep, t) => (ep.entropies ? ep.entropies[t] : null),
   position: (_, t) => t + 1,
 };
-
-/** Per-token δ̂ of an episode's units, token by token (a unit's δ̂ on its first token; --positions every: one each). */
-function tokenDeltas(ep: ProbedEpisode): { t: number; delta: number }[] {
-  const out: { t: number; delta: number }[] = [];
-  for (let k = 0; k + 1 < ep.positions.length; k++)
-    if (ep.positions[k + 1] === ep.positions[k] + 1) out.push({ t: ep.positions[k], delta: ep.values[k + 1] - ep.values[k] });
-  return out;
-}
-
-/** Mean δ̂ of the tokens where `sign(t)` > 0 minus where it is < 0; null when either side is empty. */
-function splitDiff(units: { t: number; delta: number }[], sign: (t: number) => number): number | null {
-  let up = 0;
-  let nUp = 0;
-  let down = 0;
-  let nDown = 0;
-  for (const u of units) {
-    const s = sign(u.t);
-    if (s > 0) {
-      up += u.delta;
-      nUp++;
-    } else if (s < 0) {
-      down += u.delta;
-      nDown++;
-    }
-  }
-  return nUp && nDown ? up / nUp - down / nDown : null;
-}
-
-/**
- * The cancellation hypothesis: do the tokens the update boosted carry more Monte Carlo credit than those it suppressed,
- * within positive episodes and within negative ones (where Â's sign is one for all tokens and says nothing)? Over all,
- * beside Â's own sign; those two pool each prompt's episodes (Â's sign differs between episodes, not within).
- */
-export function cancellation(episodes: readonly ProbedEpisode[]): AccuracyReport['cancellation'] {
-  if (!episodes.length || episodes.some((e) => !e.realized)) return null;
-  const prompts = episodes.map((e) => e.prompt);
-  const per = episodes.map((e) => ({ e, units: tokenDeltas(e) }));
-  const within = (sign: number) =>
-    clusteredMean(
-      per.map(({ e, units }) => (Math.sign(e.advantage ?? 0) === sign ? splitDiff(units, (t) => e.realized![t]) : null)),
-      prompts,
-    );
-  // over all: each prompt's tokens pooled, one value per prompt
-  const byPrompt = new Map<number, { realized: number; adv: number; delta: number }[]>();
-  for (const { e, units } of per) {
-    let rows = byPrompt.get(e.prompt);
-    if (!rows) byPrompt.set(e.prompt, (rows = []));
-    for (const u of units) rows.push({ realized: e.realized![u.t], adv: e.ownAdv?.[u.t] ?? 0, delta: u.delta });
-  }
-  const pooled = (key: 'realized' | 'adv') => {
-    const keys = [...byPrompt.keys()];
-    return clusteredMean(
-      keys.map((p) => {
-        const rows = byPrompt.get(p)!;
-        return splitDiff(
-          rows.map((r, t) => ({ t, delta: r.delta })),
-          (t) => rows[t][key],
-        );
-      }),
-      keys,
-    );
-  };
-  return { within_positive: within(1), within_negative: within(-1), realized: pooled('realized'), advantage: pooled('adv') };
-}
 
 /** The split-half reliability of δ̂ over the episode set. */
 export function reliability(episodes: readonly ProbedEpisode[]): ProbeReliability | null {
