@@ -419,3 +419,30 @@ export function describeCancellation(c: CancellationReport, est: (e: Estimate) =
     );
   return parts.join(' ');
 }
+
+/** A mean over runs (each run's value the mean over its probed steps) with its t interval and p against 0 on runs − 1 df. */
+export interface PooledEstimate {
+  mean: number | null;
+  lo: number | null;
+  hi: number | null;
+  runs: number;
+  p: number | null;
+  /** Holm-adjusted over the strategies (the lift over the best baseline only) */
+  p_adj?: number | null;
+  /** each run's value, in the report's run order (runs without one left out) */
+  by_run: number[];
+}
+
+/** `analyze --probe <run> <run> …`: the probes of several runs pooled, the run as the unit (src/engine/probe/pooled.ts). */
+export interface PooledProbeReport {
+  runs: { run_dir: string; name: string; steps: number[]; episodes: number; prompts: number; reliability: number | null }[];
+  /** per strategy, per measure (lift, lift_excess, spearman_unbiased, placebo, kendall) */
+  accuracy: Record<string, Record<string, PooledEstimate>>;
+  baselines: Record<string, Record<string, PooledEstimate>>;
+  /** the runs' own strategies (their rows are each run's Â) */
+  run_strategies: string[];
+  cancellation: Record<
+    'within_positive' | 'within_negative' | 'control_positive' | 'control_negative' | 'stratified_positive' | 'stratified_negative',
+    PooledEstimate
+  > | null;
+}

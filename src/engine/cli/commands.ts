@@ -72,6 +72,7 @@ export const COMMANDS: readonly Command[] = [
     usage: [
       'analyze <run-dir> [--json] [--out file] [--from-step N] [--to-step N] [--baseline <run-dir>]',
       '                    [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted] [--probe]',
+      'analyze --probe <run-dir> <run-dir> … [--json] [--out file]   (probes pooled over runs, the run as the unit)',
     ],
     run: async (a) => (await data()).cmdAnalyze(a),
   },

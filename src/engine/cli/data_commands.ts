@@ -1,7 +1,10 @@
 // The handlers of the commands that read runs and rollouts (analyze, import, rollouts paired, importance train): flags
 // in, a domain function called, its result printed. The table in commands.ts names them; domain code never imports
 // this file.
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { poolProbes, pooledProbeMarkdown } from '../probe/pooled';
+import { probeAccuracies } from '../rundir/probe_record';
 import type { AnalyzeReport } from '../../protocol/analysis';
 import { analyzeRun, compareRuns, type AnalyzeOptions } from '../analysis/analysis';
 import { analysisToMarkdown } from '../analysis/markdown';
@@ -15,11 +18,13 @@ import { pairedRollouts } from '../importance/paired';
 import { flag, choiceFlag, intFlag, numFlag, parseArgs, progressPrinter, stopOnSignals } from './args';
 
 export const ANALYZE_USAGE = `usage: credit-lens analyze <run-dir> [--out file] [--json] [--from-step N] [--to-step N]
+       credit-lens analyze --probe <run-dir> <run-dir> … [--out file] [--json]
                            [--baseline <run-dir>] [--reasoning-regex RE] [--top-k N] [--contribution episode|weighted] [--probe]
   Prints the GRPO credit-assignment analysis's credit tables as Markdown; --json prints the JSON instead. --out writes a file
   (JSON when it ends in .json or --json is given, else Markdown). --baseline adds the Appendix-B comparison.
   --contribution: c = A·log-prob, the GRPO credit-assignment analysis's (episode, the default), or Â·log-prob with the strategy's weight.
-  --probe adds each probed step's credit accuracy (credit-lens probe).`;
+  --probe adds each probed step's credit accuracy (credit-lens probe). With several run directories, --probe pools their
+  probes: one accuracy per strategy and the cancellation test, the run as the unit (each run's probed steps averaged).`;
 
 /** `credit-lens analyze <run> …` (argv after the command name). Returns the exit code. */
 export async function cmdAnalyze(argv: string[]): Promise<number> {
@@ -31,7 +36,12 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
   const { positional } = args;
   const json = args.flags.has('json');
   const flags = new Map([...args.flags].map(([k, v]) => [k, v.at(-1)!]));
-  if (positional.length !== 1) throw new UserError(`analyze needs exactly one run directory\n${ANALYZE_USAGE}`);
+  if (positional.length > 1) {
+    if (!args.flags.has('probe'))
+      throw new UserError(`analyze takes one run directory, or several with --probe (their probes pooled, the run as the unit)\n${ANALYZE_USAGE}`);
+    return pooledProbeCommand(positional, json, flags.get('out'));
+  }
+  if (positional.length !== 1) throw new UserError(`analyze needs a run directory\n${ANALYZE_USAGE}`);
   const opts: AnalyzeOptions = {
     fromStep: intFlag(args, 'from-step'),
     toStep: intFlag(args, 'to-step'),
@@ -56,6 +66,29 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
     process.stderr.write(`wrote ${out}\n`);
   } else {
     process.stdout.write(json ? asJson() : analysisToMarkdown(analysis, cmp));
+  }
+  return 0;
+}
+
+/** `analyze --probe <run> <run> …`: every run's probes pooled, the run as the unit. */
+function pooledProbeCommand(runDirs: string[], json: boolean, out: string | undefined): number {
+  const runs = runDirs.map((dir) => {
+    if (!existsSync(join(dir, 'run.json')) && !existsSync(join(dir, 'config.yaml'))) throw new UserError(`analyze --probe: ${dir} is not a run directory`);
+    return { run_dir: dir, name: basename(dir), probes: probeAccuracies(dir) };
+  });
+  const none = runs.filter((r) => !r.probes.length).map((r) => r.name);
+  if (none.length === runs.length) throw new UserError(`analyze --probe: none of these runs has a probe (credit-lens probe <run> --step N)`);
+  if (none.length) process.stderr.write(`analyze --probe: no probe in ${none.join(', ')}; pooled over the other ${runs.length - none.length}\n`);
+  const report = poolProbes(runs);
+  const text = json || out?.toLowerCase().endsWith('.json') ? JSON.stringify(report, null, 2) + '\n' : pooledProbeMarkdown(report);
+  if (out === undefined) process.stdout.write(text);
+  else {
+    try {
+      writeFileSync(out, text);
+    } catch (e) {
+      throw new UserError(`cannot write ${out}: ${(e as Error).message}`);
+    }
+    process.stderr.write(`wrote ${out}\n`);
   }
   return 0;
 }

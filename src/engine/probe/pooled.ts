@@ -1,0 +1,160 @@
+// A probe's tables come from one policy of one run: what they say holds for that policy. Pooled over runs (and over
+// each run's probed steps), a strategy's accuracy becomes a finding about the method. The run is the unit: each run's
+// value is the mean over its probed steps of the step's estimate (itself a mean over episodes, its interval over
+// prompts, so prompts stay clustered within their run), and the pooled value is the mean over runs with Student's t
+// interval and p on runs − 1 df. Runs weigh equally, whatever their episode counts: the question is about runs.
+import type { ClusteredEstimate, Estimate, PooledEstimate, PooledProbeReport, ProbeAccuracy } from '../../protocol/analysis';
+import { holm, meanInterval } from '../core/significance';
+import tCdf from '@stdlib/stats-base-dists-t-cdf';
+import { pText } from '../../protocol/compare';
+import { formatNumber } from '../../protocol/number_format';
+
+export interface ProbedRun {
+  run_dir: string;
+  name: string;
+  probes: readonly ProbeAccuracy[];
+}
+
+/** Mean over runs, t interval and two-sided p against 0 on runs − 1 df; each run's value is the mean of its steps'. */
+export function pooledOverRuns(perRun: readonly (readonly (number | null)[])[]): PooledEstimate {
+  const values = perRun
+    .map((steps) => steps.filter((v): v is number => v !== null && Number.isFinite(v)))
+    .filter((v) => v.length)
+    .map((v) => v.reduce((a, b) => a + b, 0) / v.length);
+  if (!values.length) return { mean: null, lo: null, hi: null, runs: 0, p: null, by_run: [] };
+  const iv = meanInterval(values);
+  const defined = values.length >= 2 && Number.isFinite(iv.half);
+  let p: number | null = null;
+  if (defined) {
+    const sd = Math.sqrt(values.reduce((a, v) => a + (v - iv.mean) ** 2, 0) / (values.length - 1));
+    const t = sd > 0 ? iv.mean / (sd / Math.sqrt(values.length)) : iv.mean === 0 ? 0 : Infinity;
+    p = Math.min(1, 2 * (1 - tCdf(Math.abs(t), values.length - 1)));
+  }
+  return {
+    mean: iv.mean,
+    lo: defined ? iv.lo : null,
+    hi: defined ? iv.hi : null,
+    runs: values.length,
+    p,
+    by_run: values,
+  };
+}
+
+const meanOf = (e: Estimate | ClusteredEstimate | null | undefined) => e?.mean ?? null;
+
+/** The rows a pooled report carries per strategy (and per trivial baseline): the linear headline first. */
+const MEASURES = ['lift', 'lift_excess', 'spearman_unbiased', 'placebo', 'kendall'] as const;
+
+/**
+ * Every strategy's accuracy and the cancellation test, pooled over runs. A strategy is pooled over the runs whose
+ * probes scored it; the run's own strategy is named as each run named it ("none (the run's)" rows pool only where every
+ * run shares it).
+ */
+export function poolProbes(runs: readonly ProbedRun[]): PooledProbeReport {
+  const withProbes = runs.filter((r) => r.probes.length);
+  const names = (pick: (p: ProbeAccuracy) => Record<string, unknown> | undefined) => [
+    ...new Set(withProbes.flatMap((r) => r.probes.flatMap((p) => Object.keys(pick(p) ?? {})))),
+  ];
+  const pool = (pick: (p: ProbeAccuracy) => Estimate | ClusteredEstimate | null | undefined) =>
+    pooledOverRuns(withProbes.map((r) => r.probes.map((p) => meanOf(pick(p)))));
+  const rows = (kind: 'accuracy' | 'baselines') =>
+    Object.fromEntries(
+      names((p) => p[kind]).map((name) => [
+        name,
+        Object.fromEntries(
+          MEASURES.filter((m) => kind === 'accuracy' || m !== 'lift_excess').map((m) => [
+            m,
+            pool((p) => (p[kind]?.[name] as Record<string, Estimate | undefined> | undefined)?.[m]),
+          ]),
+        ),
+      ]),
+    );
+  // the lift over the best baseline is the verdict-like row: its p is Holm-adjusted over the strategies
+  const acc = rows('accuracy');
+  const withP = Object.values(acc).filter((r) => r.lift_excess?.p != null);
+  holm(withP.map((r) => r.lift_excess.p!)).forEach((q, i) => (withP[i].lift_excess.p_adj = q));
+  const c = (key: 'within_positive' | 'within_negative' | 'control_positive' | 'control_negative' | 'stratified_positive' | 'stratified_negative') =>
+    pool((p) => p.cancellation?.[key]);
+  const hasCancellation = withProbes.some((r) => r.probes.some((p) => p.cancellation));
+  return {
+    runs: runs.map((r) => ({
+      run_dir: r.run_dir,
+      name: r.name,
+      steps: r.probes.map((p) => p.step),
+      episodes: r.probes.reduce((a, p) => a + p.episodes, 0),
+      prompts: r.probes.reduce((a, p) => a + p.prompts, 0),
+      reliability: r.probes.length ? mean(r.probes.map((p) => p.reliability?.full ?? null)) : null,
+    })),
+    accuracy: acc,
+    baselines: rows('baselines'),
+    run_strategies: [...new Set(withProbes.flatMap((r) => r.probes.map((p) => p.run_strategy)))],
+    cancellation: hasCancellation
+      ? {
+          within_positive: c('within_positive'),
+          within_negative: c('within_negative'),
+          control_positive: c('control_positive'),
+          control_negative: c('control_negative'),
+          stratified_positive: c('stratified_positive'),
+          stratified_negative: c('stratified_negative'),
+        }
+      : null,
+  };
+}
+
+function mean(xs: (number | null)[]): number | null {
+  const v = xs.filter((x): x is number => x !== null);
+  return v.length ? v.reduce((a, b) => a + b, 0) / v.length : null;
+}
+
+const n4 = (x: number | null) => formatNumber(x, 3);
+
+function cell(e: PooledEstimate | undefined, withP = false): string {
+  if (!e || e.mean === null) return '—';
+  const ci = e.lo === null ? '' : ` [${n4(e.lo)}, ${n4(e.hi)}]`;
+  const p = withP && e.p !== null ? `, p ${pText(e.p)}${e.p_adj != null ? `, p_adj ${pText(e.p_adj)}${e.p_adj < 0.05 ? '' : ' n.s.'}` : ''}` : '';
+  return `${n4(e.mean)}${ci}${p}`;
+}
+
+/** The pooled report as Markdown: the runs, the accuracy table, the cancellation test with its controls. */
+export function pooledProbeMarkdown(r: PooledProbeReport): string {
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  const head = ['credit', 'lift', 'lift over the best baseline (p, Holm)', 'rank (attenuated)', 'placebo', 'Kendall τ', 'runs'];
+  const row = (label: string, m: Record<string, PooledEstimate>) => [
+    label,
+    cell(m.lift),
+    cell(m.lift_excess, true),
+    cell(m.spearman_unbiased),
+    cell(m.placebo),
+    cell(m.kendall),
+    String(m.lift?.runs ?? 0),
+  ];
+  const out = [
+    `## Credit accuracy over ${r.runs.filter((x) => x.steps.length).length} runs (the run as the unit)`,
+    '',
+    "_Each run's value is the mean over its probed steps of the step's mean over episodes (A ≠ 0); the pooled value is the mean over runs, with a t interval and p on runs − 1 df. The lift over the best baseline is Holm-adjusted over the strategies. Rank measures are attenuated by the probe's noise._",
+    '',
+    ...r.runs.map(
+      (x) =>
+        `- ${x.name}: step${x.steps.length === 1 ? '' : 's'} ${x.steps.join(', ') || '— (no probe)'}; ${x.episodes} episodes, ${x.prompts} prompts; reliability (all M) ${x.reliability === null ? '—' : formatNumber(x.reliability, 2)}`,
+    ),
+    '',
+    line(head),
+    line(head.map(() => '---')),
+    ...Object.entries(r.accuracy).map(([name, m]) => line(row(r.run_strategies.includes(name) ? `${name} (the runs')` : name, m))),
+    ...Object.entries(r.baselines).map(([name, m]) => line(row(`baseline: A·${name}`, m))),
+  ];
+  const c = r.cancellation;
+  if (c) {
+    out.push(
+      '',
+      '### The cancellation test, with its 1 − π controls',
+      '',
+      '| test | within A > 0 | within A < 0 |',
+      '|---|---|---|',
+      `| realized credit: δ̂ boosted − suppressed | ${cell(c.within_positive, true)} | ${cell(c.within_negative, true)} |`,
+      `| control, a credit that knows only 1 − π | ${cell(c.control_positive, true)} | ${cell(c.control_negative, true)} |`,
+      `| realized, controlled for 1 − π (within episodes and quintiles of 1 − π, beside its slope) | ${cell(c.stratified_positive, true)} | ${cell(c.stratified_negative, true)} |`,
+    );
+  }
+  return out.join('\n') + '\n';
+}
