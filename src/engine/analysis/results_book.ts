@@ -11,10 +11,14 @@ import { evalFile, listEvalSteps } from '../rundir/eval_table';
 import { readRunInfo } from '../rundir/rundir';
 import { runTokenTypeContributions, TOKEN_TYPES_FILE } from './compare';
 
-/** One table: its id (the document's marker) and the `credit-lens compare` arguments that make it. */
+/**
+ * One table: its id (the document's marker) and the command that makes it: `compare`'s arguments, or `analyze`'s
+ * (probes pooled over runs: `analyze --probe <run> …`, the run folders only).
+ */
 export interface BookTable {
   id: string;
-  compare: string[];
+  compare?: string[];
+  analyze?: string[];
 }
 
 export interface Book {
@@ -36,13 +40,17 @@ export function readBook(path: string): Book {
   if (typeof o?.doc !== 'string') throw new UserError(`results: ${path}: doc: expected the results document's path, got ${JSON.stringify(o?.doc)}`);
   if (!Array.isArray(o.tables) || !o.tables.length) throw new UserError(`results: ${path}: tables: expected a list of {id, compare}`);
   const ids = new Set<string>();
-  const tables = o.tables.map((t: { id?: unknown; compare?: unknown }, i) => {
+  const tables = o.tables.map((t: { id?: unknown; compare?: unknown; analyze?: unknown }, i) => {
     if (typeof t?.id !== 'string' || !/^[a-z0-9-]+$/.test(t.id))
       throw new UserError(`results: ${path}: tables[${i}].id: expected lower-case letters, digits and -, got ${JSON.stringify(t?.id)}`);
     if (ids.has(t.id)) throw new UserError(`results: ${path}: tables[${i}].id: ${t.id} is used twice`);
     ids.add(t.id);
-    if (!Array.isArray(t.compare) || !t.compare.every((a) => typeof a === 'string'))
-      throw new UserError(`results: ${path}: tables[${i}].compare: expected the compare command's arguments, a list of strings`);
+    const args = (key: 'compare' | 'analyze') => Array.isArray(t[key]) && (t[key] as unknown[]).every((a) => typeof a === 'string');
+    if (args('analyze')) return { id: t.id, analyze: t.analyze as string[] };
+    if (!args('compare'))
+      throw new UserError(
+        `results: ${path}: tables[${i}]: expected compare (the compare command's arguments) or analyze (run folders whose probes are pooled), a list of strings`,
+      );
     return { id: t.id, compare: t.compare as string[] };
   });
   return { doc: o.doc, tables, root: dirname(resolve(path)) };
@@ -66,7 +74,8 @@ export function expandPattern(root: string, pattern: string): string[] {
 
 /**
  * What a comparison reads of a run, copied into `<into>/<run folder>/`: run.json, config.yaml, the eval tables at step 0
- * and at the last step, and the run's mean |c| by token type (token_types.json: its token tables are megabytes).
+ * and at the last step, the run's mean |c| by token type (token_types.json: its token tables are megabytes), and its
+ * probes' records (probes/step-N.json).
  */
 export function keepRun(runDir: string, into: string): string {
   const info = readRunInfo(runDir);
@@ -77,6 +86,11 @@ export function keepRun(runDir: string, into: string): string {
   mkdirSync(join(out, 'eval'), { recursive: true });
   for (const f of ['run.json', 'config.yaml']) if (existsSync(join(runDir, f))) copyFileSync(join(runDir, f), join(out, f));
   for (const s of new Set([steps[0], steps[steps.length - 1]])) copyFileSync(evalFile(runDir, s), evalFile(out, s));
+  // each probe's record (its accuracy, reliability and cancellation test), not the probe's table of values
+  const probes = join(runDir, 'probes');
+  const records = existsSync(probes) ? readdirSync(probes).filter((n) => /^step-\d+\.json$/.test(n)) : [];
+  if (records.length) mkdirSync(join(out, 'probes'), { recursive: true });
+  for (const n of records) copyFileSync(join(probes, n), join(out, 'probes', n));
   const types = runTokenTypeContributions(runDir);
   if (types) writeFileSync(join(out, TOKEN_TYPES_FILE), `${JSON.stringify({ ...types, from: 'the run\u2019s token tables, all logged steps' }, null, 1)}\n`);
   return out;

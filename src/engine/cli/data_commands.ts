@@ -5,7 +5,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { poolProbes, pooledProbeMarkdown } from '../probe/pooled';
 import { probeAccuracies } from '../rundir/probe_record';
-import type { AnalyzeReport } from '../../protocol/analysis';
+import type { AnalyzeReport, PooledProbeReport } from '../../protocol/analysis';
 import { analyzeRun, compareRuns, type AnalyzeOptions } from '../analysis/analysis';
 import { analysisToMarkdown } from '../analysis/markdown';
 import { UserError } from '../core/errors';
@@ -70,8 +70,8 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** `analyze --probe <run> <run> …`: every run's probes pooled, the run as the unit. */
-function pooledProbeCommand(runDirs: string[], json: boolean, out: string | undefined): number {
+/** Every run's probes pooled, the run as the unit (`analyze --probe <run> <run> …`, and the results book's `analyze` tables). */
+export function pooledProbeReport(runDirs: readonly string[]): PooledProbeReport {
   const runs = runDirs.map((dir) => {
     if (!existsSync(join(dir, 'run.json')) && !existsSync(join(dir, 'config.yaml'))) throw new UserError(`analyze --probe: ${dir} is not a run directory`);
     return { run_dir: dir, name: basename(dir), probes: probeAccuracies(dir) };
@@ -79,7 +79,11 @@ function pooledProbeCommand(runDirs: string[], json: boolean, out: string | unde
   const none = runs.filter((r) => !r.probes.length).map((r) => r.name);
   if (none.length === runs.length) throw new UserError(`analyze --probe: none of these runs has a probe (credit-lens probe <run> --step N)`);
   if (none.length) process.stderr.write(`analyze --probe: no probe in ${none.join(', ')}; pooled over the other ${runs.length - none.length}\n`);
-  const report = poolProbes(runs);
+  return poolProbes(runs);
+}
+
+function pooledProbeCommand(runDirs: string[], json: boolean, out: string | undefined): number {
+  const report = pooledProbeReport(runDirs);
   const text = json || out?.toLowerCase().endsWith('.json') ? JSON.stringify(report, null, 2) + '\n' : pooledProbeMarkdown(report);
   if (out === undefined) process.stdout.write(text);
   else {

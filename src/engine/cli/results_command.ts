@@ -7,15 +7,20 @@ import { UserError } from '../core/errors';
 import { expandPattern, keepRun, readBook, staleTables, writeTables, type Book } from '../analysis/results_book';
 import { parseArgs } from './args';
 import { compareOutput } from './run_commands';
+import { pooledProbeReport } from './data_commands';
+import { pooledProbeMarkdown } from '../probe/pooled';
 
 /** Every table of the book, id → the markdown `compare` prints (paths as seen from the working directory). */
 export async function renderBook(book: Book, usage = ''): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   for (const t of book.tables) {
-    const argv = t.compare.flatMap((arg) =>
-      arg.startsWith('--') || !/[/*]/.test(arg) ? [arg] : expandPattern(book.root, arg).map((p) => relative(process.cwd(), join(book.root, p)) || '.'),
+    // compare's plain words may be values (--split validation); analyze's are all run folders
+    const argv = (t.compare ?? t.analyze!).flatMap((arg) =>
+      arg.startsWith('--') || (t.compare && !/[/*]/.test(arg))
+        ? [arg]
+        : expandPattern(book.root, arg).map((p) => relative(process.cwd(), join(book.root, p)) || '.'),
     );
-    out.set(t.id, await compareOutput(argv, usage));
+    out.set(t.id, t.compare ? await compareOutput(argv, usage) : pooledProbeMarkdown(pooledProbeReport(argv.filter((a) => !a.startsWith('--')))).trimEnd());
   }
   return out;
 }

@@ -167,5 +167,7 @@ export function probeFitsTokens(runDir: string, step: number, tokenFile: string)
 /** The same for a record already read. */
 function recordFitsTokens(rec: ProbeRecord | null, tokenFile: string): boolean {
   if (!rec?.tokens_sha256) return true;
+  // a kept run (results keep) holds the record and not the token tables, which are megabytes: the record is the data
+  if (!existsSync(tokenFile)) return true;
   return sha256File(tokenFile) === rec.tokens_sha256;
 }

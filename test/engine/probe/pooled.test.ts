@@ -2,11 +2,13 @@
 // `analyze --probe`, whose per-run values must be each run's own probe record's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { PooledProbeReport, ProbeAccuracy } from '../../../src/protocol/analysis';
-import { cmdAnalyze } from '../../../src/engine/cli/data_commands';
+import { cmdAnalyze, pooledProbeReport } from '../../../src/engine/cli/data_commands';
+import { renderBook } from '../../../src/engine/cli/results_command';
+import { keepRun, readBook } from '../../../src/engine/analysis/results_book';
 import { isUserError } from '../../../src/engine/core/errors';
 import { probeRun } from '../../../src/engine/probe/probe';
 import { poolProbes, pooledOverRuns, pooledProbeMarkdown } from '../../../src/engine/probe/pooled';
@@ -93,6 +95,17 @@ test('analyze --probe over two real probed runs: each run its own record, pooled
   close(lift.mean, (lift.by_run[0] + lift.by_run[1]) / 2, 1e-12);
   // the realized column was logged, so the cancellation test and its controls are pooled too
   assert.ok(r.cancellation && 'stratified_positive' in r.cancellation && 'control_positive' in r.cancellation);
+  // kept for results/ (records, not the probes' tables or the token tables), the pooled report is the same
+  const keepInto = mkdtempSync(join(tmpdir(), 'cl-pool-kept-'));
+  const kept = dirs.map((d) => keepRun(d, keepInto));
+  assert.ok(kept.every((k) => !existsSync(join(k, 'tokens')) && !existsSync(join(k, 'probes', 'step-000001.arrow'))));
+  const strip = (x: PooledProbeReport) => ({ ...x, runs: x.runs.map(({ run_dir: _, ...rest }) => rest) });
+  assert.deepEqual(strip(pooledProbeReport(kept)), strip(r));
+  // a results book's analyze table renders it
+  writeFileSync(join(keepInto, 'book.yaml'), `doc: doc.md\ntables:\n  - id: pooled\n    analyze: ['${basename(kept[0])}', '${basename(kept[1])}']\n`);
+  const md = (await renderBook(readBook(join(keepInto, 'book.yaml')))).get('pooled')!;
+  assert.match(md, /^## Credit accuracy over 2 runs/);
+  assert.equal(md, pooledProbeMarkdown(pooledProbeReport(kept)).trimEnd());
   await assert.rejects(cmdAnalyze([...dirs]), (e: unknown) => isUserError(e) && /several with --probe/.test(e.message));
   await assert.rejects(
     cmdAnalyze([dirs[0], '/nonexistent/run', '--probe']),
