@@ -1,5 +1,6 @@
 // The one way the extension learns that a run directory changed on disk (a run trained by another window,
-// the CLI or a Slurm job): VS Code's FileSystemWatcher on run.json and metrics.jsonl, shared by the Runs
+// the CLI or a Slurm job): VS Code's FileSystemWatcher on run.json and metrics.jsonl (and on probe records, which
+// the dashboards chart at their steps), shared by the Runs
 // tree, the sweep table and the dashboards, which used to hold three watchers of three different scopes.
 //
 // Why FileSystemWatcher, and not fs.watch or polling:
@@ -16,20 +17,26 @@ import { onSettingChange } from './vscode_settings';
 import { CONFIG_GLOB, findConfigs, runRoots } from './discovery';
 
 const RUN_FILES = '{run.json,metrics.jsonl}';
+// a probe's record is written when it has scored its step (credit-lens probe, Probe This Episode…)
+const PROBE_RECORDS = 'probes/step-*.json';
 
 export class RunDirWatcher implements vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<string>();
   /** Fires with the run directory whose run.json or metrics.jsonl was created, changed or deleted. */
   readonly onDidChange = this.changed.event;
+  private readonly probes = new vscode.EventEmitter<string>();
+  /** Fires with the run directory one of whose probe records (probes/step-N.json) was written or deleted. */
+  readonly onDidChangeProbes = this.probes.event;
   private readonly configs = new vscode.EventEmitter<void>();
   /** Fires when a *.credit.yaml is created, changed or deleted (the tree lists configs; roots may move). */
   readonly onDidChangeConfigs = this.configs.event;
   private readonly outside = new Map<string, vscode.Disposable>();
-  private readonly disposables: vscode.Disposable[] = [this.changed, this.configs];
+  private readonly disposables: vscode.Disposable[] = [this.changed, this.probes, this.configs];
   private disposed = false;
 
   constructor() {
     this.listen(vscode.workspace.createFileSystemWatcher(`**/${RUN_FILES}`), (u) => this.changed.fire(dirname(u.fsPath)));
+    this.listen(vscode.workspace.createFileSystemWatcher(`**/${PROBE_RECORDS}`), (u) => this.probes.fire(dirname(dirname(u.fsPath))));
     this.listen(vscode.workspace.createFileSystemWatcher(CONFIG_GLOB), () => {
       this.configs.fire();
       void this.updateRoots();
@@ -59,6 +66,8 @@ export class RunDirWatcher implements vscode.Disposable {
       const w = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(vscode.Uri.file(root), `**/${RUN_FILES}`));
       const subs: vscode.Disposable[] = [];
       this.listen(w, (u) => this.changed.fire(dirname(u.fsPath)), subs);
+      const pw = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(vscode.Uri.file(root), `**/${PROBE_RECORDS}`));
+      this.listen(pw, (u) => this.probes.fire(dirname(dirname(u.fsPath))), subs);
       if (this.disposed) return vscode.Disposable.from(...subs).dispose();
       this.outside.set(root, vscode.Disposable.from(...subs));
     }

@@ -94,7 +94,7 @@ async function acceptSaveDialog(page, expectedPath) {
 }
 
 scenario(
-  'the dashboard of a finished run draws every chart from GRPO step 1, SFT on a toggle, KL off as an empty state, smoothing and one cursor',
+  'the dashboard of a finished run draws every chart from GRPO step 1, SFT on a toggle, KL off as an empty state, smoothing, one cursor, and a probe finished meanwhile',
   async () => {
     const { page } = vs;
     await paletteAndPick(page, 'Credit Lens: Open Dashboard', /^tiny-\d{8}/);
@@ -193,6 +193,20 @@ scenario(
       el.value = '0';
       el.dispatchEvent(new Event('input', { bubbles: true }));
     });
+    // A probe that finishes while the dashboard is open (here the CLI's, as from a terminal) adds its step at once: the
+    // page is not reloaded, so the chart can only come from the probe record's stream.
+    assert.ok(!(await chartState(frame)).some((c) => c.id === 'mc_lift'), 'no probe yet: no MC chart');
+    const probe = spawnSync(process.execPath, [join(ROOT, 'dist/engine/cli.js'), 'probe', baseline, '--step', '1', '--episodes', '8', '--rollouts', '8'], {
+      cwd: WS,
+      encoding: 'utf8',
+    });
+    assert.equal(probe.status, 0, `credit-lens probe failed:\n${probe.stdout}\n${probe.stderr}`);
+    const mc = frame.locator('section.chart[data-chart="mc_lift"]');
+    await mc.waitFor({ timeout: 30_000 });
+    for (let i = 0; i < 50 && Number(await mc.getAttribute('data-points')) < 1; i++) await sleep(100);
+    const card = (await chartState(frame)).find((c) => c.id === 'mc_lift');
+    log(`after the probe: mc_lift ${card.points} points${card.ink ? '' : ' (blank)'}`);
+    assert.ok(card.points >= 1 && card.ink, 'the probed step is drawn');
     await palette(page, 'View: Toggle Primary Side Bar Visibility', { pick: 'Toggle Primary Side Bar Visibility' });
     await closeEditors(page);
   },

@@ -13,7 +13,7 @@ import type { RunDirWatcher } from '../run_watcher';
 import { WebviewPanelHost } from '../webview';
 import type { AnalysisRunner } from '../analysis_runner';
 import { pickRunDirs } from '../pick';
-import { loadRunData, pngBytes, safeFileName } from './run_data';
+import { loadRunData, pngBytes, probeRows, safeFileName } from './run_data';
 
 /** The latency log the panel keeps for its median. */
 const MAX_LATENCIES = 500;
@@ -55,6 +55,7 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
     deps.runs.onDidChange((run) => this.onLive(run), null, this.disposables);
     // Runs trained by another window or the CLI reach us only through metrics.jsonl and run.json.
     deps.runWatcher.onDidChange((dir) => this.runDirs.includes(dir) && this.scheduleDiskRead(dir), null, this.disposables);
+    deps.runWatcher.onDidChangeProbes((dir) => this.runDirs.includes(dir) && this.sendProbes(dir), null, this.disposables);
     this.disposables.push({ dispose: () => this.clearTimers() });
     this.retitle();
   }
@@ -160,6 +161,18 @@ export abstract class MetricsPanel extends WebviewPanelHost<MetricsProtocol> {
     this.lastStatus.set(dir, status);
     this.post({ kind: 'notification', method: 'metrics/append', params: { runDir: dir, rows: rows.slice(sent), status, receivedAt: null } });
     if (changed) this.onStatusChange(dir);
+  }
+
+  /**
+   * A probe that finished while the dashboard is open: its step's row (lift, rank, placebo, reliability) joins the
+   * charts at once, merged into the step's point as the charts merge every row (a live run's too).
+   */
+  private sendProbes(dir: string): void {
+    if (!this.ready) return;
+    const rows = probeRows(dir);
+    if (!rows.length) return;
+    const status = this.lastStatus.get(dir) ?? readRunInfo(dir)?.status ?? 'unknown';
+    this.post({ kind: 'notification', method: 'metrics/append', params: { runDir: dir, rows, status, receivedAt: null } });
   }
 
   protected onMessage(m: MetricsProtocol['toHost']): void {

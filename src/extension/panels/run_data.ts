@@ -40,9 +40,11 @@ export function probeRows(runDir: string): MetricsRow[] {
     } catch {
       continue;
     }
-    const own = rec?.accuracy?.[rec.run_strategy]?.spearman_unbiased?.mean;
-    if (!rec || typeof own !== 'number') continue;
-    const row: MetricsRow = { step, phase: 'grpo', 'mc/spearman_unbiased': own };
+    const own = rec?.accuracy?.[rec.run_strategy];
+    // the lift (the headline) or the rank: a step where neither is defined has nothing to chart
+    if (!rec || !own || (typeof own.lift?.mean !== 'number' && typeof own.spearman_unbiased?.mean !== 'number')) continue;
+    const row: MetricsRow = { step, phase: 'grpo' };
+    if (typeof own.spearman_unbiased?.mean === 'number') row['mc/spearman_unbiased'] = own.spearman_unbiased.mean;
     const placebo = rec.accuracy![rec.run_strategy]?.placebo?.mean;
     if (typeof placebo === 'number') row['mc/placebo'] = placebo;
     // the best trivial baseline by each measure: the largest of their means
