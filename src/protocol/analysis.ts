@@ -112,6 +112,11 @@ export interface AccuracyReport {
   reliability?: ProbeReliability | null;
   /** what limits the report: few prompts (t intervals), no halves */
   warnings?: string[];
+  /**
+   * The lift's ceiling: the lift of an oracle credit whose weights are one half's |δ̂|, scored on the other half's
+   * unbiased δ², averaged over the two ways (src/engine/probe/ceiling.ts). Absent in probes that kept no half variances.
+   */
+  ceiling?: Estimate;
   /** The cancellation hypothesis and its 1 − π controls (src/engine/probe/cancellation.ts); null without a realized column. */
   cancellation?: CancellationReport | null;
 }
@@ -439,6 +444,8 @@ export interface PooledProbeReport {
   /** per strategy, per measure (lift, lift_excess, spearman_unbiased, placebo, kendall) */
   accuracy: Record<string, Record<string, PooledEstimate>>;
   baselines: Record<string, Record<string, PooledEstimate>>;
+  /** the oracle credit's lift, the ceiling of the lift column (runs whose probes kept the halves' variances) */
+  ceiling: PooledEstimate;
   /** the runs' own strategies (their rows are each run's Â) */
   run_strategies: string[];
   cancellation: Record<

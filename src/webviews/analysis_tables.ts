@@ -300,6 +300,10 @@ export function probeTable(p: ProbeAccuracy): Table {
     rows: [
       ...Object.entries(p.accuracy).map(([name, s]) => row(name === p.run_strategy ? `${name} (the run's)` : name, s, true)),
       ...Object.entries(p.baselines ?? {}).map(([name, s]) => row(`baseline: ${name}`, s, false)),
+      // the lift's ceiling: an oracle credit, its weights from one half's |δ̂|, scored on the other half
+      ...(p.ceiling
+        ? [['ceiling: oracle credit (cross-fitted halves)', ...e(p.ceiling), null, null, null, null, null, null, null, null, p.ceiling.n] as Cell[]]
+        : []),
     ],
     percentColumns: [9],
   };

@@ -323,7 +323,7 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
   const out = ['## Credit accuracy against Monte Carlo values (credit-lens probe)'];
   if (!probes.length) return [...out, '_No step of this run has been probed: `credit-lens probe <run> --step N`._'];
   out.push(
-    "_Per episode, against the probe's two independent halves of its continuations: lift, Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â| minus uniform credit's (the δ² where the credit puts its weight, beyond uniform's: linear in the halves' products, so unbiased for its noise-free value at any M); lift over the best baseline, the lift minus the best trivial baseline's (A·(1 − π), A·H or A·position), episode by episode; rank (attenuated), the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ, which the noise pulls toward 0 by an amount that depends on where a credit puts its weight; placebo, the rank against |δ̂ᴬ − δ̂ᴮ|, pure estimation error. Also the decisive share (Σ|Â| on the top 10 % |δ̂| tokens), QVal's Kendall τ of the signed Â and δ̂, and the sign test over all units with the prompt as the unit (the exact binomial p, which counts tokens as independent, is in the JSON). Means over the episodes with A ≠ 0 (one set for every row), with 95 % intervals over prompts. Reliability: the halves' split-half correlation, and Spearman–Brown's value for all M, the ceiling of any score._",
+    "_Per episode, against the probe's two independent halves of its continuations: lift, Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â| minus uniform credit's (the δ² where the credit puts its weight, beyond uniform's: linear in the halves' products, so unbiased for its noise-free value at any M); lift over the best baseline, the lift minus the best trivial baseline's (A·(1 − π), A·H or A·position), episode by episode; rank (attenuated), the rank correlation of |Â| with δ̂ᴬ·δ̂ᴮ, which the noise pulls toward 0 by an amount that depends on where a credit puts its weight; placebo, the rank against |δ̂ᴬ − δ̂ᴮ|, pure estimation error. Also the decisive share (Σ|Â| on the top 10 % |δ̂| tokens), QVal's Kendall τ of the signed Â and δ̂, and the sign test over all units with the prompt as the unit (the exact binomial p, which counts tokens as independent, is in the JSON). Means over the episodes with A ≠ 0 (one set for every row), with 95 % intervals over prompts. Reliability: the halves' split-half correlation, and Spearman–Brown's value for all M, the ceiling of a rank score; the lift's ceiling is an oracle credit's lift, its weights from one half and its δ² from the other._",
   );
   for (const p of probes) {
     const rel = p.reliability;
@@ -332,6 +332,11 @@ export function probeSection(probes: readonly ProbeAccuracy[]): string[] {
       rel
         ? `Reliability of δ̂: split-half r ${num(rel.half)}, all M ${num(rel.full)} (${rel.units} units; ${rel.zero_share === null ? DASH : pct(rel.zero_share)} of δ̂ exactly 0).`
         : 'Reliability of δ̂: unknown (the probe kept no independent halves; probe again with --replace).',
+      ...(p.ceiling
+        ? [
+            `Ceiling of the lift: an oracle credit weighing units by one half's |δ̂|, scored on the other half's unbiased δ² (cross-fitted) ${est(p.ceiling, (x) => formatNumber(x))}.`,
+          ]
+        : []),
       ...(p.warnings ?? []).map((w) => `> ${w}`),
       ...(p.cancellation
         ? [

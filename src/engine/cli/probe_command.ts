@@ -46,6 +46,11 @@ export function accuracyText(r: ProbeReport): string {
     rel
       ? `probe reliability: split-half r of δ̂ ${num(rel.half).trim()}, for all M (Spearman–Brown) ${num(rel.full).trim()}; |δ̂| rank agreement of the halves ${num(rel.abs_rank_half.mean).trim()}; ${pct(rel.zero_share).trim()} of δ̂ exactly 0`
       : 'probe reliability: unknown (no independent halves in this table; probe again with --replace)',
+    ...(r.ceiling
+      ? [
+          `ceiling: the lift of an oracle credit that weighs units by one half's |δ̂|, scored on the other half (cross-fitted) ${m(r.ceiling, d2).trim()}${ci(r.ceiling, d2)}: what a credit that knew δ as well as M/2 continuations tell it would score`,
+        ]
+      : []),
     `lift: Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â|, minus uniform credit's (${d2(r.uniform_delta2?.mean ?? null).trim()}): the δ² where the credit puts its weight, beyond uniform's, unbiased at any M; ` +
       `over best: the lift minus the best trivial baseline's; rank (attenuated): Spearman of |Â| with δ̂ᴬ·δ̂ᴮ, which noise pulls toward 0; placebo: the rank against |δ̂ᴬ − δ̂ᴮ| (pure noise); uniform credit's decisive share ${pct(r.uniform_share.mean).trim()}`,
     `${'strategy'.padEnd(24)} ${'lift'.padEnd(28)} ${'over best'.padEnd(28)} ${'rank (attenuated)'.padEnd(24)} ${'placebo'.padEnd(8)} ${'decisive'.padEnd(8)} ${'kendall τ'.padEnd(9)} sign agree (p)`,

@@ -72,6 +72,13 @@ export interface ProbeRow {
    */
   valueA: number | null;
   valueB: number | null;
+  /**
+   * The variance of each half's value as an estimate (its continuations' sample variance over their count): with it a
+   * single half's δ̂² − var is unbiased for δ², which the oracle credit of the probe's ceiling is scored by. 0 at t = n
+   * (the reward is known); null with fewer than 2 continuations in a half, and in tables from before it was kept.
+   */
+  varA?: number | null;
+  varB?: number | null;
 }
 
 export interface EstimateOptions {
@@ -156,11 +163,20 @@ export async function estimateEpisode(
   const half = Math.floor(M / 2);
   const avg = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
   return positions.map((t) => {
-    if (t === n) return { episode: ep.episode, position: t, value: ep.reward, valueSe: 0, rollouts: 0, valueA: ep.reward, valueB: ep.reward };
+    if (t === n) return { episode: ep.episode, position: t, value: ep.reward, valueSe: 0, rollouts: 0, valueA: ep.reward, valueB: ep.reward, varA: 0, varB: 0 };
     const r = rewards.get(t)!;
     const { mean, se } = meanSe(r);
     // continuations come back in seed order m = 0…M − 1
     const [valueA, valueB] = half >= 1 ? [avg(r.slice(0, half)), avg(r.slice(half))] : [null, null];
-    return { episode: ep.episode, position: t, value: mean, valueSe: se, rollouts: M, valueA, valueB };
+    const [varA, varB] = [meanVariance(r.slice(0, half)), meanVariance(r.slice(half))];
+    return { episode: ep.episode, position: t, value: mean, valueSe: se, rollouts: M, valueA, valueB, varA, varB };
   });
+}
+
+/** The unbiased variance of a mean of independent draws, s²/m; null below 2 draws. */
+export function meanVariance(xs: readonly number[]): number | null {
+  const m = xs.length;
+  if (m < 2) return null;
+  const mu = xs.reduce((a, x) => a + x, 0) / m;
+  return xs.reduce((a, x) => a + (x - mu) ** 2, 0) / (m - 1) / m;
 }

@@ -20,7 +20,8 @@
 // - baselines: trivial credit A·w with w = 1 − π(y_t) (|δ_t| ≤ (1 − π(y_t))·R_max bounds it mechanically), the entropy
 //   H_t, or the position t, scored the same way; excess: a strategy's score minus the best baseline's, episode by
 //   episode, with its interval;
-// - reliability: the split-half correlation of δ̂ᴬ and δ̂ᴮ and its Spearman–Brown value for all M, the ceiling.
+// - reliability: the split-half correlation of δ̂ᴬ and δ̂ᴮ and its Spearman–Brown value for all M, the ceiling of a
+//   correlation; the lift's ceiling is an oracle credit's lift, cross-fitted on the halves (ceiling.ts).
 // Per episode, also: spearman of |Â| and |δ̂| (biased, kept for continuity), decisive_share (the share of Σ|Â| on the
 // top 10 % units by |δ̂|, ⌈U/10⌉ units, ties to the earlier; uniform_share what uniform credit puts there),
 // sign_agreement (Σ|δ̂|·[Â·δ̂ > 0] / Σ|δ̂|), and QVal's Pearson r and Kendall τ-b of the signed Â and δ̂ and a sign test
@@ -33,6 +34,7 @@ import type { AccuracyReport, Estimate, ProbeReliability, StrategyAccuracy } fro
 import { binomialTwoSided, clusteredSignTest } from './sign_test';
 import { mean, meanVar } from '../core/stats';
 import { cancellation } from './cancellation';
+import { oracleLift } from './ceiling';
 import { clusteredMean, definedByPrompt, FEW_PROMPTS } from './clustered_mean';
 
 export { clusteredMean, FEW_PROMPTS };
@@ -50,6 +52,9 @@ export interface ProbedEpisode {
   /** the two independent halves' values at the same positions (absent: a probe that kept none) */
   valuesA?: (number | null)[];
   valuesB?: (number | null)[];
+  /** each half's variance of V̂ at the same positions (s²/m; absent: an older probe), for the oracle's ceiling */
+  varsA?: (number | null)[];
+  varsB?: (number | null)[];
   /** the episode's advantage A under the run (the episode set is A ≠ 0); absent: every episode is scored */
   advantage?: number;
   /** per completion token, for the trivial baselines: the sampled token's log-prob and the entropy */
@@ -387,6 +392,7 @@ export function creditAccuracy(all: readonly ProbedEpisode[], effAdv: Record<str
     reliability: rel,
     warnings,
     cancellation: cancellation(episodes),
+    ...(episodes.some((e) => e.varsA) ? { ceiling: clusteredMean(episodes.map(oracleLift), prompts) } : {}),
   };
 }
 

@@ -99,6 +99,8 @@ function probedEpisodes(tok: TokenColumnsRead, eps: EpisodeColumns, byEpisode: n
       values: pr.map((r) => r.value),
       valuesA: pr.map((r) => r.valueA),
       valuesB: pr.map((r) => r.valueB),
+      varsA: pr.map((r) => r.varA ?? null),
+      varsB: pr.map((r) => r.varB ?? null),
       advantage: eps.advantage[e],
       logprobs: byEpisode[e].map((k) => tok.logprob[k]),
       entropies: byEpisode[e].map((k) => tok.entropy[k]),

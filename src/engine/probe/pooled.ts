@@ -88,6 +88,7 @@ export function poolProbes(runs: readonly ProbedRun[]): PooledProbeReport {
     accuracy: acc,
     baselines: rows('baselines'),
     run_strategies: [...new Set(withProbes.flatMap((r) => r.probes.map((p) => p.run_strategy)))],
+    ceiling: pool((p) => p.ceiling),
     cancellation: hasCancellation
       ? {
           within_positive: c('within_positive'),
@@ -142,6 +143,9 @@ export function pooledProbeMarkdown(r: PooledProbeReport): string {
     line(head.map(() => '---')),
     ...Object.entries(r.accuracy).map(([name, m]) => line(row(r.run_strategies.includes(name) ? `${name} (the runs')` : name, m))),
     ...Object.entries(r.baselines).map(([name, m]) => line(row(`baseline: A·${name}`, m))),
+    ...(r.ceiling.mean !== null
+      ? [line(["ceiling: an oracle credit (one half's |δ̂|, scored on the other)", cell(r.ceiling), '', '', '', '', String(r.ceiling.runs)])]
+      : []),
   ];
   const c = r.cancellation;
   if (c) {

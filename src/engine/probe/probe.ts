@@ -115,6 +115,8 @@ function toColumns(rows: ProbeRow[]): ProbeColumns {
     delta,
     value_a: Float32Array.from(rows, (r) => r.valueA ?? NaN),
     value_b: Float32Array.from(rows, (r) => r.valueB ?? NaN),
+    value_var_a: Float32Array.from(rows, (r) => r.varA ?? NaN),
+    value_var_b: Float32Array.from(rows, (r) => r.varB ?? NaN),
   };
 }
 
@@ -129,6 +131,8 @@ function fromColumns(c: ProbeColumns): ProbeRow[] {
     rollouts: c.rollouts[i],
     valueA: orNull(c.value_a?.[i]),
     valueB: orNull(c.value_b?.[i]),
+    varA: orNull(c.value_var_a?.[i]),
+    varB: orNull(c.value_var_b?.[i]),
   }));
 }
 
@@ -138,7 +142,15 @@ function fromColumns(c: ProbeColumns): ProbeRow[] {
  */
 function asStored(r: ProbeRow): ProbeRow {
   const f = (x: number | null) => (x === null ? null : Math.fround(x));
-  return { ...r, value: Math.fround(r.value), valueSe: Math.fround(r.valueSe), valueA: f(r.valueA), valueB: f(r.valueB) };
+  return {
+    ...r,
+    value: Math.fround(r.value),
+    valueSe: Math.fround(r.valueSe),
+    valueA: f(r.valueA),
+    valueB: f(r.valueB),
+    varA: f(r.varA ?? null),
+    varB: f(r.varB ?? null),
+  };
 }
 
 /** What a probe of step `o.step` works on: the run's config, the step's tables and policy, the settings, the episodes. */

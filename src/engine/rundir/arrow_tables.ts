@@ -150,6 +150,9 @@ export interface ProbeColumns {
   /** the values of the two independent halves of the continuations; NaN where absent (tables before halves were kept) */
   value_a?: Float32Array;
   value_b?: Float32Array;
+  /** each half's variance as an estimate of V (s²/m); NaN where absent (tables before it was kept) */
+  value_var_a?: Float32Array;
+  value_var_b?: Float32Array;
 }
 
 export const PROBE_SCHEMA = new Schema(
@@ -162,6 +165,8 @@ export const PROBE_SCHEMA = new Schema(
     float32('delta', true),
     float32('value_a', true),
     float32('value_b', true),
+    float32('value_var_a', true),
+    float32('value_var_b', true),
   ],
   new Map([
     ['credit_lens.table', 'probes'],
@@ -309,6 +314,8 @@ export function writeProbeTable(path: string, cols: ProbeColumns): void {
     delta: nullable(cols.delta),
     value_a: nullable(cols.value_a),
     value_b: nullable(cols.value_b),
+    value_var_a: nullable(cols.value_var_a),
+    value_var_b: nullable(cols.value_var_b),
   } as unknown as Record<string, AnyColumn>);
 }
 
@@ -660,6 +667,8 @@ export function readProbeTable(path: string): ProbeColumns {
     delta: float32Column(col('delta'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
     value_a: float32Column(col('value_a'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
     value_b: float32Column(col('value_b'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
+    value_var_a: float32Column(col('value_var_a'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
+    value_var_b: float32Column(col('value_var_b'), lengths, total, true) ?? new Float32Array(total).fill(NaN),
   };
   for (let i = 0; i < total; i++) {
     const bad =

@@ -55,6 +55,8 @@ export interface ProbeRecord extends ProbeSettings {
   reliability?: AccuracyReport['reliability'];
   warnings?: string[];
   cancellation?: AccuracyReport['cancellation'];
+  /** the lift's ceiling, an oracle credit's lift (absent in older records, and in probes without the halves' variances) */
+  ceiling?: AccuracyReport['ceiling'];
 }
 
 /** What `credit-lens probe --json` prints: the record, where the run and its table are, and whether every episode asked for is done. */
@@ -91,7 +93,16 @@ export function accuracyFields(
   acc: AccuracyReport,
 ): Pick<
   ProbeRecord,
-  'accuracy' | 'uniform_share' | 'uniform_delta2' | 'accuracy_episodes' | 'accuracy_prompts' | 'baselines' | 'reliability' | 'warnings' | 'cancellation'
+  | 'accuracy'
+  | 'uniform_share'
+  | 'uniform_delta2'
+  | 'accuracy_episodes'
+  | 'accuracy_prompts'
+  | 'baselines'
+  | 'reliability'
+  | 'warnings'
+  | 'cancellation'
+  | 'ceiling'
 > {
   return {
     accuracy: acc.accuracy,
@@ -103,6 +114,7 @@ export function accuracyFields(
     reliability: acc.reliability ?? null,
     warnings: acc.warnings ?? [],
     cancellation: acc.cancellation ?? null,
+    ...(acc.ceiling ? { ceiling: acc.ceiling } : {}),
   };
 }
 
@@ -119,6 +131,7 @@ export function recordAccuracy(r: ProbeRecord): AccuracyReport | null {
     reliability: r.reliability ?? null,
     warnings: r.warnings ?? [],
     cancellation: r.cancellation ?? null,
+    ...(r.ceiling ? { ceiling: r.ceiling } : {}),
   };
 }
 

@@ -136,3 +136,92 @@ test('the linear score is unbiased on a synthetic probe: every reported value ho
   console.log(`perfect credit's rank score: ${r.accuracy.perfect.spearman_unbiased!.mean!.toFixed(3)} against a noise-free 1`);
   assert.ok(r.accuracy.perfect.spearman_unbiased!.hi! < 0.9, 'attenuated: its interval stays well below 1');
 });
+
+/** A half of m Bernoulli(V_t) draws per position: its mean and its variance as an estimate, s²/m (s² with m − 1). */
+function halfWithVar(rand: () => number, v: number[], m: number): { mean: number[]; var: number[] } {
+  const mean: number[] = [];
+  const vars: number[] = [];
+  for (const p of v) {
+    let k = 0;
+    for (let i = 0; i < m; i++) if (rand() < p) k++;
+    const mu = k / m;
+    mean.push(mu);
+    vars.push((k * (1 - mu) ** 2 + (m - k) * mu ** 2) / (m - 1) / m);
+  }
+  return { mean, var: vars };
+}
+
+/** The synthetic probe with the halves' variances; the last position is the reward, known exactly (variance 0). */
+function probeWithVars(seed: number, m: number) {
+  const rand = makeRng(seed);
+  const episodes: ProbedEpisode[] = [];
+  const truths: Truth[] = [];
+  for (let p = 0; p < PROMPTS; p++)
+    for (let e = 0; e < PER_PROMPT; e++) {
+      const tr = truth(rand);
+      const a = halfWithVar(rand, tr.v, m);
+      const b = halfWithVar(rand, tr.v, m);
+      for (const h of [a, b]) {
+        h.mean[N_TOKENS] = tr.v[N_TOKENS];
+        h.var[N_TOKENS] = 0;
+      }
+      truths.push(tr);
+      episodes.push({
+        prompt: p,
+        n: N_TOKENS,
+        positions: Array.from({ length: N_TOKENS + 1 }, (_, t) => t),
+        values: a.mean.map((x, t) => (x + b.mean[t]) / 2),
+        valuesA: a.mean,
+        valuesB: b.mean,
+        varsA: a.var,
+        varsB: b.var,
+        advantage: 1,
+      });
+    }
+  return { episodes, truths };
+}
+
+test("the lift's ceiling, an oracle credit cross-fitted on the halves: unbiased for its weights' noise-free lift, rising toward the perfect credit's with M", () => {
+  // given the oracle's weights (one half's |δ̂|), its noise-free lift is Σ p·δ² − Σ δ²/n with the true δ; averaged
+  // over the two ways, episode by episode: the reported ceiling must hold the mean of that in its interval
+  const target = (episodes: ProbedEpisode[], truths: Truth[]) =>
+    truths.reduce((acc, t, i) => {
+      const ep = episodes[i];
+      const way = (v: (number | null)[]) => {
+        const w = t.delta.map((_, k) => Math.abs(v[k + 1]! - v[k]!));
+        const sum = w.reduce((a, x) => a + x, 0);
+        return sum > 0 ? w.reduce((a, x, k) => a + (x / sum) * t.delta[k] ** 2, 0) : null;
+      };
+      const both = [way(ep.valuesA!), way(ep.valuesB!)].filter((x): x is number => x !== null);
+      const uniform = t.delta.reduce((a, d) => a + d * d, 0) / t.delta.length;
+      return acc + both.reduce((a, x) => a + x, 0) / both.length - uniform;
+    }, 0) / truths.length;
+  const perfect = (truths: Truth[]) =>
+    truths.reduce((a, t) => a + exact(t.delta.map(Math.abs), t.delta).credit - exact(t.delta, t.delta).uniform, 0) / truths.length;
+
+  const small = probeWithVars(11, M / 2);
+  const r = creditAccuracy(small.episodes, { uniform: small.truths.map(() => new Array<number>(N_TOKENS).fill(1)) });
+  const c = r.ceiling!;
+  const want = target(small.episodes, small.truths);
+  console.log(
+    `ceiling at M = ${M}: ${c.mean!.toFixed(5)} [${c.lo!.toFixed(5)}, ${c.hi!.toFixed(5)}], its weights' noise-free ${want.toFixed(5)}; the perfect credit's ${perfect(small.truths).toFixed(5)}`,
+  );
+  assert.ok(c.lo! <= want && want <= c.hi!, 'the noise-free value inside the interval');
+  // noisy weights put less on the decisive units than |δ| itself: below the perfect credit's lift, and above uniform's 0
+  assert.ok(want < perfect(small.truths) && want > 0);
+  // the ceiling rises toward the perfect credit's as M grows: at M = 256 (0.027 against 0.033 here; the small steps'
+  // δ of 0.04 are still below a half's noise, SD 0.06, so their weights stay noisy)
+  const big = probeWithVars(12, 128);
+  const rb = creditAccuracy(big.episodes, { uniform: big.truths.map(() => new Array<number>(N_TOKENS).fill(1)) });
+  const wantBig = target(big.episodes, big.truths);
+  assert.ok(rb.ceiling!.lo! <= wantBig && wantBig <= rb.ceiling!.hi!);
+  assert.ok(wantBig > want && wantBig > 0.75 * perfect(big.truths) && wantBig < perfect(big.truths), `${wantBig} vs ${perfect(big.truths)}`);
+  // a probe without the halves' variances (an older table) reports no ceiling
+  assert.equal(
+    creditAccuracy(
+      small.episodes.map(({ varsA: _, varsB: __, ...e }) => e),
+      { uniform: small.truths.map(() => new Array<number>(N_TOKENS).fill(1)) },
+    ).ceiling,
+    undefined,
+  );
+});

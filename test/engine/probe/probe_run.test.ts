@@ -46,6 +46,9 @@ test('a probed step of a real run: invariants, policies kept, resume, and errors
     );
     const last = rows[rows.length - 1];
     assert.equal(probe.value[last], eps.reward[e], 'V_n is the episode reward');
+    // each half's variance as an estimate: s²/m of its 3 continuations, ≥ 0, and 0 where the reward is known
+    assert.equal(probe.value_var_a![last], 0);
+    for (const i of rows.slice(0, -1)) assert.ok(probe.value_var_a![i] >= 0 && probe.value_var_b![i] >= 0);
     assert.equal(probe.rollouts[last], 0);
     assert.ok(Number.isNaN(probe.delta[last]), 'no δ after the last position');
     let sum = 0;
@@ -80,6 +83,8 @@ test('a probed step of a real run: invariants, policies kept, resume, and errors
   assert.ok(r.accuracy_episodes > 0);
   // the probe's report of its own reliability: the split halves, the placebo, the trivial baselines, the excess
   assert.ok(r.reliability && r.reliability.units > 0, JSON.stringify(r.reliability));
+  // the lift's ceiling (an oracle credit cross-fitted on the halves) is in the record
+  assert.ok(r.ceiling && r.ceiling.n > 0, JSON.stringify(r.ceiling));
   assert.deepEqual(Object.keys(r.baselines!).sort(), ['entropy', 'one_minus_p', 'position']);
   assert.ok(acc.accuracy.none.placebo && acc.accuracy.none.excess && acc.accuracy.none.sign_test);
   assert.ok(
