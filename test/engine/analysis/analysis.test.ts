@@ -632,7 +632,9 @@ test('cmdAnalyze writes JSON or Markdown by the --out extension and adds the bas
   assert.match(md, /^# Credit analysis: fixture/);
   assert.match(md, /\(custom\)/);
   await assert.rejects(cmdAnalyze([run, '--bogus']), (e: unknown) => isUserError(e) && /unknown option --bogus/.test((e as Error).message));
-  await assert.rejects(cmdAnalyze([]), /exactly one run directory/);
+  await assert.rejects(cmdAnalyze([]), /analyze needs a run directory/);
+  // several run directories are for pooled probes only
+  await assert.rejects(cmdAnalyze([run, base]), /several with --probe/);
   await assert.rejects(cmdAnalyze([run, '--from-step', 'x']), /--from-step: got "x"; expected an integer ≥ 0/);
   await assert.rejects(cmdAnalyze([run, '--from-step']), /needs a value/);
 });
