@@ -425,22 +425,26 @@ export function describeCancellation(c: CancellationReport, est: (e: Estimate) =
   return parts.join(' ');
 }
 
-/** A mean over runs (each run's value the mean over its probed steps) with its t interval and p against 0 on runs − 1 df. */
+/** A mean over runs or warm starts (each run's value the mean over its probed steps) with its t interval and p against 0. */
 export interface PooledEstimate {
   mean: number | null;
   lo: number | null;
   hi: number | null;
+  /** the units it is over: runs, or warm starts where the report's unit is the start */
   runs: number;
   p: number | null;
   /** Holm-adjusted over the strategies (the lift over the best baseline only) */
   p_adj?: number | null;
-  /** each run's value, in the report's run order (runs without one left out) */
+  /** each unit's value (a run's, or a start's mean of its runs'), in order (units without one left out) */
   by_run: number[];
 }
 
 /** `analyze --probe <run> <run> …`: the probes of several runs pooled, the run as the unit (src/engine/probe/pooled.ts). */
 export interface PooledProbeReport {
-  runs: { run_dir: string; name: string; steps: number[]; episodes: number; prompts: number; reliability: number | null }[];
+  /** what the intervals are over: runs, or shared warm starts (each the mean of its runs) */
+  unit: 'run' | 'warm start';
+  units: number;
+  runs: { run_dir: string; name: string; start: string | null; steps: number[]; episodes: number; prompts: number; reliability: number | null }[];
   /** per strategy, per measure (lift, lift_excess, spearman_unbiased, placebo, kendall) */
   accuracy: Record<string, Record<string, PooledEstimate>>;
   baselines: Record<string, Record<string, PooledEstimate>>;

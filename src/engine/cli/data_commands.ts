@@ -5,6 +5,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { poolProbes, pooledProbeMarkdown } from '../probe/pooled';
 import { probeAccuracies } from '../rundir/probe_record';
+import { readRunInfo } from '../rundir/rundir';
 import type { AnalyzeReport, PooledProbeReport } from '../../protocol/analysis';
 import { analyzeRun, compareRuns, type AnalyzeOptions } from '../analysis/analysis';
 import { analysisToMarkdown } from '../analysis/markdown';
@@ -74,7 +75,7 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
 export function pooledProbeReport(runDirs: readonly string[]): PooledProbeReport {
   const runs = runDirs.map((dir) => {
     if (!existsSync(join(dir, 'run.json')) && !existsSync(join(dir, 'config.yaml'))) throw new UserError(`analyze --probe: ${dir} is not a run directory`);
-    return { run_dir: dir, name: basename(dir), probes: probeAccuracies(dir) };
+    return { run_dir: dir, name: basename(dir), probes: probeAccuracies(dir), start: readRunInfo(dir)?.warm_start ?? null };
   });
   const none = runs.filter((r) => !r.probes.length).map((r) => r.name);
   if (none.length === runs.length) throw new UserError(`analyze --probe: none of these runs has a probe (credit-lens probe <run> --step N)`);

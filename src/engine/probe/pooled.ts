@@ -3,24 +3,39 @@
 // value is the mean over its probed steps of the step's estimate (itself a mean over episodes, its interval over
 // prompts, so prompts stay clustered within their run), and the pooled value is the mean over runs with Student's t
 // interval and p on runs − 1 df. Runs weigh equally, whatever their episode counts: the question is about runs.
+// Runs that began GRPO from shared SFT warm starts are not independent of each other (a start's runs share a policy's
+// lineage), so where every run names its warm start and some start holds several runs, the start is the unit instead:
+// each start's value is the mean of its runs', and the t interval is over the starts (start_gate.ts's reasoning).
 import type { ClusteredEstimate, Estimate, PooledEstimate, PooledProbeReport, ProbeAccuracy } from '../../protocol/analysis';
 import { holm, meanInterval } from '../core/significance';
 import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import { pText } from '../../protocol/compare';
 import { formatNumber } from '../../protocol/number_format';
+import { basename } from 'node:path';
 
 export interface ProbedRun {
   run_dir: string;
   name: string;
   probes: readonly ProbeAccuracy[];
+  /** the shared SFT warm start the run began GRPO from (run.json's warm_start); null: its own */
+  start?: string | null;
 }
 
-/** Mean over runs, t interval and two-sided p against 0 on runs − 1 df; each run's value is the mean of its steps'. */
-export function pooledOverRuns(perRun: readonly (readonly (number | null)[])[]): PooledEstimate {
-  const values = perRun
-    .map((steps) => steps.filter((v): v is number => v !== null && Number.isFinite(v)))
-    .filter((v) => v.length)
-    .map((v) => v.reduce((a, b) => a + b, 0) / v.length);
+/**
+ * Mean over runs, t interval and two-sided p against 0 on units − 1 df; each run's value is the mean of its steps'.
+ * With `starts` (one per run, a shared warm start each), each start's runs are averaged first and the start is the unit.
+ */
+export function pooledOverRuns(perRun: readonly (readonly (number | null)[])[], starts?: readonly string[]): PooledEstimate {
+  const runValues = perRun.map((steps) => {
+    const v = steps.filter((x): x is number => x !== null && Number.isFinite(x));
+    return v.length ? v.reduce((a, b) => a + b, 0) / v.length : null;
+  });
+  let values = runValues.filter((v): v is number => v !== null);
+  if (starts) {
+    const by = new Map<string, number[]>();
+    runValues.forEach((v, i) => v !== null && by.set(starts[i], [...(by.get(starts[i]) ?? []), v]));
+    values = [...by.values()].map((v) => v.reduce((a, b) => a + b, 0) / v.length);
+  }
   if (!values.length) return { mean: null, lo: null, hi: null, runs: 0, p: null, by_run: [] };
   const iv = meanInterval(values);
   const defined = values.length >= 2 && Number.isFinite(iv.half);
@@ -55,8 +70,14 @@ export function poolProbes(runs: readonly ProbedRun[]): PooledProbeReport {
   const names = (pick: (p: ProbeAccuracy) => Record<string, unknown> | undefined) => [
     ...new Set(withProbes.flatMap((r) => r.probes.flatMap((p) => Object.keys(pick(p) ?? {})))),
   ];
+  // the start as the unit where every run names a shared start and some start holds more than one run
+  const starts = withProbes.map((r) => r.start ?? null);
+  const byStart = starts.every((s) => s !== null) && new Set(starts).size < starts.length ? (starts as string[]) : undefined;
   const pool = (pick: (p: ProbeAccuracy) => Estimate | ClusteredEstimate | null | undefined) =>
-    pooledOverRuns(withProbes.map((r) => r.probes.map((p) => meanOf(pick(p)))));
+    pooledOverRuns(
+      withProbes.map((r) => r.probes.map((p) => meanOf(pick(p)))),
+      byStart,
+    );
   const rows = (kind: 'accuracy' | 'baselines') =>
     Object.fromEntries(
       names((p) => p[kind]).map((name) => [
@@ -77,9 +98,12 @@ export function poolProbes(runs: readonly ProbedRun[]): PooledProbeReport {
     pool((p) => p.cancellation?.[key]);
   const hasCancellation = withProbes.some((r) => r.probes.some((p) => p.cancellation));
   return {
+    unit: byStart ? 'warm start' : 'run',
+    units: byStart ? new Set(byStart).size : withProbes.length,
     runs: runs.map((r) => ({
       run_dir: r.run_dir,
       name: r.name,
+      start: r.start ?? null,
       steps: r.probes.map((p) => p.step),
       episodes: r.probes.reduce((a, p) => a + p.episodes, 0),
       prompts: r.probes.reduce((a, p) => a + p.prompts, 0),
@@ -119,7 +143,7 @@ function cell(e: PooledEstimate | undefined, withP = false): string {
 /** The pooled report as Markdown: the runs, the accuracy table, the cancellation test with its controls. */
 export function pooledProbeMarkdown(r: PooledProbeReport): string {
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
-  const head = ['credit', 'lift', 'lift over the best baseline (p, Holm)', 'rank (attenuated)', 'placebo', 'Kendall τ', 'runs'];
+  const head = ['credit', 'lift', 'lift over the best baseline (p, Holm)', 'rank (attenuated)', 'placebo', 'Kendall τ', r.unit === 'run' ? 'runs' : 'starts'];
   const row = (label: string, m: Record<string, PooledEstimate>) => [
     label,
     cell(m.lift),
@@ -130,13 +154,15 @@ export function pooledProbeMarkdown(r: PooledProbeReport): string {
     String(m.lift?.runs ?? 0),
   ];
   const out = [
-    `## Credit accuracy over ${r.runs.filter((x) => x.steps.length).length} runs (the run as the unit)`,
+    r.unit === 'run'
+      ? `## Credit accuracy over ${r.units} runs (the run as the unit)`
+      : `## Credit accuracy over ${r.runs.filter((x) => x.steps.length).length} runs from ${r.units} warm starts (the start as the unit)`,
     '',
-    "_Each run's value is the mean over its probed steps of the step's mean over episodes (A ≠ 0); the pooled value is the mean over runs, with a t interval and p on runs − 1 df. The lift over the best baseline is Holm-adjusted over the strategies. Rank measures are attenuated by the probe's noise._",
+    `_Each run's value is the mean over its probed steps of the step's mean over episodes (A ≠ 0)${r.unit === 'run' ? '; the pooled value is the mean over runs, with a t interval and p on runs − 1 df' : "; each warm start's value is the mean of its runs', and the pooled value the mean over starts, with a t interval and p on starts − 1 df (runs from one start are not independent)"}. The lift over the best baseline is Holm-adjusted over the strategies. Rank measures are attenuated by the probe's noise._`,
     '',
     ...r.runs.map(
       (x) =>
-        `- ${x.name}: step${x.steps.length === 1 ? '' : 's'} ${x.steps.join(', ') || '— (no probe)'}; ${x.episodes} episodes, ${x.prompts} prompts; reliability (all M) ${x.reliability === null ? '—' : formatNumber(x.reliability, 2)}`,
+        `- ${x.name}${x.start ? ` (from ${basename(x.start)})` : ''}: step${x.steps.length === 1 ? '' : 's'} ${x.steps.join(', ') || '— (no probe)'}; ${x.episodes} episodes, ${x.prompts} prompts; reliability (all M) ${x.reliability === null ? '—' : formatNumber(x.reliability, 2)}`,
     ),
     '',
     line(head),

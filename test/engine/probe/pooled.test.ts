@@ -62,6 +62,29 @@ test('poolProbes: a strategy per row, the lift over the best baseline Holm-adjus
   assert.match(pooledProbeMarkdown(r), /\| none \(the runs'\) \| 0 .*p_adj 0\.026/);
 });
 
+test('runs from shared warm starts: each start the mean of its runs, the start the unit', () => {
+  // starts s1 (runs 0.1, 0.3 → 0.2), s2 (0.3, 0.5 → 0.4), s3 (0.5): the values over starts are those of the hand case
+  // above, mean 0.366667, p 0.0532707 on 2 df
+  const e = pooledOverRuns([[0.1], [0.3], [0.3], [0.5], [0.5]], ['s1', 's1', 's2', 's2', 's3']);
+  close(e.mean, 0.3666666666666667);
+  close(e.p, 0.05327073759374253, 1e-9);
+  assert.deepEqual([e.runs, e.by_run.length], [3, 3]);
+  const probe = {
+    step: 1,
+    episodes: 4,
+    prompts: 2,
+    run_strategy: 'none',
+    uniform_share: { mean: 0.1, lo: null, hi: null, n: 4 },
+    accuracy: {},
+  } as unknown as ProbeAccuracy;
+  const shared = poolProbes(['a', 'b', 'c', 'd'].map((n, i) => ({ run_dir: n, name: n, probes: [probe], start: `/runs/start${i % 2}` })));
+  assert.deepEqual([shared.unit, shared.units], ['warm start', 2]);
+  assert.match(pooledProbeMarkdown(shared), /over 4 runs from 2 warm starts \(the start as the unit\)/);
+  // each run its own start (or none named): the run is the unit
+  const own = poolProbes(['a', 'b'].map((n) => ({ run_dir: n, name: n, probes: [probe], start: null })));
+  assert.deepEqual([own.unit, own.units], ['run', 2]);
+});
+
 test('analyze --probe over two real probed runs: each run its own record, pooled; errors name what is wrong', async () => {
   const dirs: string[] = [];
   for (const seed of [3, 4]) {
