@@ -100,11 +100,15 @@ test('V_t and δ_t match the closed form within their standard errors, with 95 %
     }))!;
     assert.equal(rows.length, 7);
     // V_n is the episode's own reward, not sampled
-    assert.deepEqual(rows[6], { episode: 0, position: 6, value: 1, valueSe: 0, rollouts: 0, valueA: 1, valueB: 1 });
+    // (known exactly: each half's variance as an estimate is 0)
+    assert.deepEqual(rows[6], { episode: 0, position: 6, value: 1, valueSe: 0, rollouts: 0, valueA: 1, valueB: 1, varA: 0, varB: 0 });
     // the two halves of the M continuations (⌊M/2⌋ and the rest) average back to V
     for (const r of rows.slice(0, 6)) {
       const h = Math.floor(r.rollouts / 2);
       assert.ok(Math.abs((h * r.valueA! + (r.rollouts - h) * r.valueB!) / r.rollouts - r.value) < 1e-12, `halves of position ${r.position}`);
+      // binary rewards: a half's s²/m is m/(m − 1)·V̂(1 − V̂)/m = V̂(1 − V̂)/(m − 1)
+      const m = h;
+      assert.ok(Math.abs(r.varA! - (r.valueA! * (1 - r.valueA!)) / (m - 1)) < 1e-12, `half A's variance at ${r.position}`);
     }
     for (const r of rows.slice(0, 6)) {
       const want = exact(ep.ids, r.position);

@@ -457,6 +457,9 @@ test('probe tables: their schema, written and read back with null δ, checked on
       // the two independent halves' values: null in tables of probes that kept none
       ['value_a', 'Float32', true],
       ['value_b', 'Float32', true],
+      // each half's variance as an estimate (s²/m): null in tables of probes that kept none
+      ['value_var_a', 'Float32', true],
+      ['value_var_b', 'Float32', true],
     ]);
     // episode 1 probed at 0, 1, 2 (n = 2: V_2 is its reward); episode 3 at 0 and 2 only (segments of 2)
     const cols = {
@@ -468,8 +471,14 @@ test('probe tables: their schema, written and read back with null δ, checked on
       delta: Float32Array.of(0.25, 0.5, NaN, NaN, NaN),
       value_a: Float32Array.of(0.25, 0.75, 1, 0.25, 0),
       value_b: Float32Array.of(0.25, 0.25, 1, 0, 0),
+      value_var_a: Float32Array.of(0.0625, 0.0625, 0, 0.0625, 0),
+      value_var_b: Float32Array.of(0.0625, 0.0625, 0, 0, 0),
     };
     const path = join(dir, 'p.arrow');
+    // a table from before the variances were kept reads them as NaN
+    const { value_var_a: _, value_var_b: __, ...older } = cols;
+    writeProbeTable(path, older);
+    assert.ok(readProbeTable(path).value_var_a!.every(Number.isNaN));
     writeProbeTable(path, cols);
     const t = tableFromIPC(readFileSync(path));
     assert.deepEqual(describe(t.schema.fields), describe(PROBE_SCHEMA.fields));
