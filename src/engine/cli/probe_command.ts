@@ -48,7 +48,7 @@ export function accuracyText(r: ProbeReport): string {
       : 'probe reliability: unknown (no independent halves in this table; probe again with --replace)',
     ...(r.ceiling
       ? [
-          `ceiling: the lift of an oracle credit that weighs units by one half's |δ̂|, scored on the other half (cross-fitted) ${m(r.ceiling, d2).trim()}${ci(r.ceiling, d2)}: what a credit that knew δ as well as M/2 continuations tell it would score`,
+          `ceiling: the lift of an oracle credit that weighs units by one half's |δ̂|, scored on the other half (cross-fitted) ${m(r.ceiling, d2).trim()}${ci(r.ceiling, d2)}: what a credit that knew δ as well as M/2 continuations tell it would score (a credit with a better prior can pass it at a small M)`,
         ]
       : []),
     `lift: Σ p·δ̂ᴬ·δ̂ᴮ with p = |Â|/Σ|Â|, minus uniform credit's (${d2(r.uniform_delta2?.mean ?? null).trim()}): the δ² where the credit puts its weight, beyond uniform's, unbiased at any M; ` +

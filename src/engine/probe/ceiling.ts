@@ -3,8 +3,10 @@
 // the data it is scored on (cross-fitting): its weights come from one half's δ̂ (p = |δ̂ᴬ|/Σ|δ̂ᴬ|) and its δ² from the
 // other half alone, δ̂ᴮ² minus that estimate's own variance (each V̂'s s²/m, the two positions' continuations
 // independent), which is unbiased for δ²; then the halves swap and the two are averaged. Given its weights the score is
-// unbiased, so it estimates the lift of a credit that knows δ as well as M/2 continuations tell it: a ceiling that
-// rises toward the perfect credit's as M grows, and that no strategy scored by this probe is expected to exceed.
+// unbiased, so it estimates the lift of a credit that knows δ as well as M/2 continuations tell it. It rises toward the
+// perfect credit's as M grows. At a small M it is the ceiling of what the probe's own estimate of δ could give, not of
+// credit in general: a credit whose prior is better than M/2 continuations (1 − π is one, |δ_t| ≤ (1 − π)·R_max) can
+// reach or pass it, and the report says so rather than calling that impossible.
 import type { ProbedEpisode } from './accuracy';
 
 /** One episode's oracle lift (Σ p·δ² of the cross-fitted oracle, minus uniform credit's Σ (len/n)·δ̂ᴬ·δ̂ᴮ); null without both halves and their variances. */
