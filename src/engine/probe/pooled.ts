@@ -155,8 +155,8 @@ export function pooledProbeMarkdown(r: PooledProbeReport): string {
   ];
   const out = [
     r.unit === 'run'
-      ? `## Credit accuracy over ${r.units} runs (the run as the unit)`
-      : `## Credit accuracy over ${r.runs.filter((x) => x.steps.length).length} runs from ${r.units} warm starts (the start as the unit)`,
+      ? `#### Credit accuracy over ${r.units} runs (the run as the unit)`
+      : `#### Credit accuracy over ${r.runs.filter((x) => x.steps.length).length} runs from ${r.units} warm starts (the start as the unit)`,
     '',
     `_Each run's value is the mean over its probed steps of the step's mean over episodes (A ≠ 0)${r.unit === 'run' ? '; the pooled value is the mean over runs, with a t interval and p on runs − 1 df' : "; each warm start's value is the mean of its runs', and the pooled value the mean over starts, with a t interval and p on starts − 1 df (runs from one start are not independent)"}. The lift over the best baseline is Holm-adjusted over the strategies. Rank measures are attenuated by the probe's noise._`,
     '',
@@ -170,14 +170,24 @@ export function pooledProbeMarkdown(r: PooledProbeReport): string {
     ...Object.entries(r.accuracy).map(([name, m]) => line(row(r.run_strategies.includes(name) ? `${name} (the runs')` : name, m))),
     ...Object.entries(r.baselines).map(([name, m]) => line(row(`baseline: A·${name}`, m))),
     ...(r.ceiling.mean !== null
-      ? [line(["ceiling: an oracle credit (one half's |δ̂|, scored on the other)", cell(r.ceiling), '', '', '', '', String(r.ceiling.runs)])]
+      ? [
+          line([
+            'ceiling: an oracle credit (weights from one half of the continuations, scored on the other)',
+            cell(r.ceiling),
+            '',
+            '',
+            '',
+            '',
+            String(r.ceiling.runs),
+          ]),
+        ]
       : []),
   ];
   const c = r.cancellation;
   if (c) {
     out.push(
       '',
-      '### The cancellation test, with its 1 − π controls',
+      '#### The cancellation test, with its 1 − π controls',
       '',
       '| test | within A > 0 | within A < 0 |',
       '|---|---|---|',

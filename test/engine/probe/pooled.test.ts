@@ -127,7 +127,7 @@ test('analyze --probe over two real probed runs: each run its own record, pooled
   // a results book's analyze table renders it
   writeFileSync(join(keepInto, 'book.yaml'), `doc: doc.md\ntables:\n  - id: pooled\n    analyze: ['${basename(kept[0])}', '${basename(kept[1])}']\n`);
   const md = (await renderBook(readBook(join(keepInto, 'book.yaml')))).get('pooled')!;
-  assert.match(md, /^## Credit accuracy over 2 runs/);
+  assert.match(md, /^#### Credit accuracy over 2 runs/);
   assert.equal(md, pooledProbeMarkdown(pooledProbeReport(kept)).trimEnd());
   await assert.rejects(cmdAnalyze([...dirs]), (e: unknown) => isUserError(e) && /several with --probe/.test(e.message));
   await assert.rejects(
