@@ -1,8 +1,8 @@
 // The handlers of the commands that read runs and rollouts (analyze, import, rollouts paired, importance train): flags
 // in, a domain function called, its result printed. The table in commands.ts names them; domain code never imports
 // this file.
-import { existsSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { poolProbes, pooledProbeMarkdown } from '../probe/pooled';
 import { probeAccuracies } from '../rundir/probe_record';
 import { readRunInfo } from '../rundir/rundir';
@@ -74,8 +74,9 @@ export async function cmdAnalyze(argv: string[]): Promise<number> {
 /** Every run's probes pooled, the run as the unit (`analyze --probe <run> <run> …`, and the results book's `analyze` tables). */
 export function pooledProbeReport(runDirs: readonly string[]): PooledProbeReport {
   const runs = runDirs.map((dir) => {
-    if (!existsSync(join(dir, 'run.json')) && !existsSync(join(dir, 'config.yaml'))) throw new UserError(`analyze --probe: ${dir} is not a run directory`);
-    return { run_dir: dir, name: basename(dir), probes: probeAccuracies(dir), start: readRunInfo(dir)?.warm_start ?? null };
+    const info = readRunInfo(dir);
+    if (!info) throw new UserError(`analyze --probe: ${dir} is not a run directory (no readable run.json)`);
+    return { run_dir: dir, name: basename(dir), probes: probeAccuracies(dir), start: info.warm_start ?? null };
   });
   const none = runs.filter((r) => !r.probes.length).map((r) => r.name);
   if (none.length === runs.length) throw new UserError(`analyze --probe: none of these runs has a probe (credit-lens probe <run> --step N)`);

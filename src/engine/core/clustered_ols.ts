@@ -4,8 +4,8 @@
 // Group fixed effects (an episode's) are absorbed by demeaning within the group first (Frisch–Waugh–Lovell): the
 // coefficients and residuals are those of the regression with a dummy per group, and when every group lies within one
 // cluster (an episode within its prompt) so is the sandwich, which is why G/(G − 1) is the only small-sample factor.
-import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
+import { tTwoSided } from './significance';
 
 export interface ClusteredCoefficient {
   estimate: number;
@@ -99,7 +99,7 @@ export function clusteredOls(y: readonly number[], x: readonly (readonly number[
     for (let i = 0; i < k; i++) for (let j = 0; j < k; j++) v += inv[a][i] * meat[i][j] * inv[j][a];
     const se = Math.sqrt(Math.max(0, v) * (g / (g - 1)));
     const t = se > 0 ? b / se : b === 0 ? 0 : Infinity;
-    return { estimate: b, se, p: Math.min(1, 2 * (1 - tCdf(Math.abs(t), df))), lo: b - q * se, hi: b + q * se, df };
+    return { estimate: b, se, p: tTwoSided(t, df), lo: b - q * se, hi: b + q * se, df };
   });
   return { coefficients, rows: n, clusters: g };
 }

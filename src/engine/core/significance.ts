@@ -27,6 +27,11 @@ export interface Interval {
   /** t interval's half width; NaN with one value */ half: number;
 }
 
+/** The two-sided p of Student's t on `df` degrees of freedom (from the lower tail, which keeps small p exact). */
+export function tTwoSided(t: number, df: number): number {
+  return Math.min(1, 2 * tCdf(-Math.abs(t), df));
+}
+
 /** Mean and the two-sided `level` t interval over independent values (one per seed); one value gives no interval. */
 export function meanInterval(values: number[], level = 0.95): Interval {
   const n = values.length;
@@ -340,7 +345,7 @@ export function runLevelTest(sides: readonly RunSide[], level = 0.95): RunLevelT
   if (!at || !(at.v > 0)) return null;
   const se = Math.sqrt(at.v);
   const t = diff / se;
-  const p = Math.min(1, 2 * tCdf(-Math.abs(t), at.df));
+  const p = tTwoSided(t, at.df);
   const half = tQuantile(1 - (1 - level) / 2, at.df) * se;
   return { diff, se, df: at.df, t, p, lo: diff - half, hi: diff + half, components: c };
 }

@@ -13,9 +13,8 @@
 // n − 1. This is the "test over starts" form; with 3 starts it has 2 df and little power, which is the honest price of
 // generalising over starts (start_gate.test.ts holds its size with and without the interaction).
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
-import tCdf from '@stdlib/stats-base-dists-t-cdf';
 import { mean, meanVar } from './stats';
-import { fewestReaching, mdeAt, type RunSide } from './significance';
+import { fewestReaching, mdeAt, tTwoSided, type RunSide } from './significance';
 
 /** The runs of one warm start, by side (the same sides, in the same order and sign, in every stratum). */
 export interface StartStratum {
@@ -101,7 +100,7 @@ export function startLevelTest(strata: readonly StartStratum[], level = 0.95): S
   if (!at || !(at.v > 0)) return null;
   const se = Math.sqrt(at.v);
   const t = diff / se;
-  const p = Math.min(1, 2 * tCdf(-Math.abs(t), at.df));
+  const p = tTwoSided(t, at.df);
   const half = tQuantile(1 - (1 - level) / 2, at.df) * se;
   return { diff, se, df: at.df, t, p, lo: diff - half, hi: diff + half, components: c };
 }

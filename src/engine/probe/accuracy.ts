@@ -37,8 +37,6 @@ import { cancellation } from './cancellation';
 import { oracleLift } from './ceiling';
 import { clusteredMean, definedByPrompt, FEW_PROMPTS } from './clustered_mean';
 
-export { clusteredMean, FEW_PROMPTS };
-
 export type { AccuracyReport, Estimate, StrategyAccuracy };
 
 export interface ProbedEpisode {

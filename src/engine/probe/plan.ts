@@ -14,7 +14,7 @@
 // its M: a larger M′ only narrows it, so the plan errs on the side of more prompts.
 import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 import type { AccuracyReport } from '../../protocol/analysis';
-import { FEW_PROMPTS } from './accuracy';
+import { FEW_PROMPTS } from './clustered_mean';
 
 export interface ProbePlanInput {
   report: AccuracyReport;

@@ -7,8 +7,9 @@
 // lineage), so where every run names its warm start and some start holds several runs, the start is the unit instead:
 // each start's value is the mean of its runs', and the t interval is over the starts (start_gate.ts's reasoning).
 import type { ClusteredEstimate, Estimate, PooledEstimate, PooledProbeReport, ProbeAccuracy } from '../../protocol/analysis';
-import { holm, meanInterval } from '../core/significance';
-import tCdf from '@stdlib/stats-base-dists-t-cdf';
+import { holm, tTwoSided } from '../core/significance';
+import { mean, meanVar } from '../core/stats';
+import tQuantile from '@stdlib/stats-base-dists-t-quantile';
 import { pText } from '../../protocol/compare';
 import { formatNumber } from '../../protocol/number_format';
 import { basename } from 'node:path';
@@ -26,36 +27,30 @@ export interface ProbedRun {
  * With `starts` (one per run, a shared warm start each), each start's runs are averaged first and the start is the unit.
  */
 export function pooledOverRuns(perRun: readonly (readonly (number | null)[])[], starts?: readonly string[]): PooledEstimate {
-  const runValues = perRun.map((steps) => {
-    const v = steps.filter((x): x is number => x !== null && Number.isFinite(x));
-    return v.length ? v.reduce((a, b) => a + b, 0) / v.length : null;
-  });
+  const runValues = perRun.map(meanDefined);
   let values = runValues.filter((v): v is number => v !== null);
   if (starts) {
     const by = new Map<string, number[]>();
     runValues.forEach((v, i) => v !== null && by.set(starts[i], [...(by.get(starts[i]) ?? []), v]));
-    values = [...by.values()].map((v) => v.reduce((a, b) => a + b, 0) / v.length);
+    values = [...by.values()].map(mean);
   }
-  if (!values.length) return { mean: null, lo: null, hi: null, runs: 0, p: null, by_run: [] };
-  const iv = meanInterval(values);
-  const defined = values.length >= 2 && Number.isFinite(iv.half);
-  let p: number | null = null;
-  if (defined) {
-    const sd = Math.sqrt(values.reduce((a, v) => a + (v - iv.mean) ** 2, 0) / (values.length - 1));
-    const t = sd > 0 ? iv.mean / (sd / Math.sqrt(values.length)) : iv.mean === 0 ? 0 : Infinity;
-    p = Math.min(1, 2 * (1 - tCdf(Math.abs(t), values.length - 1)));
-  }
-  return {
-    mean: iv.mean,
-    lo: defined ? iv.lo : null,
-    hi: defined ? iv.hi : null,
-    runs: values.length,
-    p,
-    by_run: values,
-  };
+  const n = values.length;
+  if (!n) return { mean: null, lo: null, hi: null, runs: 0, p: null, by_run: [] };
+  const { mean: m, var: v } = meanVar(values);
+  if (n < 2) return { mean: m, lo: null, hi: null, runs: n, p: null, by_run: values };
+  const se = Math.sqrt(v / n);
+  const half = tQuantile(0.975, n - 1) * se;
+  const p = se > 0 ? tTwoSided(m / se, n - 1) : m === 0 ? 1 : 0;
+  return { mean: m, lo: m - half, hi: m + half, runs: n, p, by_run: values };
 }
 
 const meanOf = (e: Estimate | ClusteredEstimate | null | undefined) => e?.mean ?? null;
+
+/** The mean of the values that are defined; null where none is. */
+function meanDefined(xs: readonly (number | null)[]): number | null {
+  const v = xs.filter((x): x is number => x !== null && Number.isFinite(x));
+  return v.length ? mean(v) : null;
+}
 
 /** The rows a pooled report carries per strategy (and per trivial baseline): the linear headline first. */
 const MEASURES = ['lift', 'lift_excess', 'spearman_unbiased', 'placebo', 'kendall'] as const;
@@ -107,7 +102,7 @@ export function poolProbes(runs: readonly ProbedRun[]): PooledProbeReport {
       steps: r.probes.map((p) => p.step),
       episodes: r.probes.reduce((a, p) => a + p.episodes, 0),
       prompts: r.probes.reduce((a, p) => a + p.prompts, 0),
-      reliability: r.probes.length ? mean(r.probes.map((p) => p.reliability?.full ?? null)) : null,
+      reliability: meanDefined(r.probes.map((p) => p.reliability?.full ?? null)),
     })),
     accuracy: acc,
     baselines: rows('baselines'),
@@ -124,11 +119,6 @@ export function poolProbes(runs: readonly ProbedRun[]): PooledProbeReport {
         }
       : null,
   };
-}
-
-function mean(xs: (number | null)[]): number | null {
-  const v = xs.filter((x): x is number => x !== null);
-  return v.length ? v.reduce((a, b) => a + b, 0) / v.length : null;
 }
 
 const n4 = (x: number | null) => formatNumber(x, 3);

@@ -1,6 +1,6 @@
 // The probe's sign test: do Â and δ̂ agree in sign more often than a coin? Over units (tokens) as QVal counts it, and
 // with the prompt as the unit, which the views show: a prompt's tokens share its continuations and its policy state.
-import tCdf from '@stdlib/stats-base-dists-t-cdf';
+import { tTwoSided } from '../core/significance';
 
 /** Exact two-sided binomial p of k successes in n against ½: the sum of the outcomes at most as likely as k. */
 export function binomialTwoSided(k: number, n: number): number {
@@ -37,5 +37,5 @@ export function clusteredSignTest(scores: readonly { sign_agree: number; sign_un
   const v = (cells.reduce((x, c) => x + (c.a - share * c.n) ** 2, 0) / (N * N)) * (J / (J - 1));
   if (!(v > 0)) return { prompts: J, p_clustered: share === 0.5 ? 1 : 0 };
   const t = (share - 0.5) / Math.sqrt(v);
-  return { prompts: J, p_clustered: Math.min(1, 2 * tCdf(-Math.abs(t), J - 1)) };
+  return { prompts: J, p_clustered: tTwoSided(t, J - 1) };
 }

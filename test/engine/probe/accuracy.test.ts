@@ -1,17 +1,8 @@
 // Credit accuracy on hand-built episodes; every expected number is worked out by hand in the comments.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  binomialTwoSided,
-  clusteredMean,
-  creditAccuracy,
-  episodeScores,
-  kendallTauB,
-  pearson,
-  ranks,
-  reliability,
-  spearman,
-} from '../../../src/engine/probe/accuracy';
+import { binomialTwoSided, creditAccuracy, episodeScores, kendallTauB, pearson, ranks, reliability, spearman } from '../../../src/engine/probe/accuracy';
+import { clusteredMean } from '../../../src/engine/probe/clustered_mean';
 
 const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) <= tol, `${a} != ${b}`);
 
