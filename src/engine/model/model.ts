@@ -557,8 +557,13 @@ export class Transformer {
    * SIMD product (wasm_kernels.ts) outruns by more than the separate bias add costs.
    */
   private qkv(h: tf.Tensor2D, L: Layer): tf.Tensor2D {
-    const y = this.proj(h, L.wQkv, L.lora?.qkv);
-    return L.bQkv ? (tf.add(y, L.bQkv) as tf.Tensor2D) : y;
+    return L.bQkv ? this.projAdd(h, L.wQkv, L.lora?.qkv, L.bQkv) : this.proj(h, L.wQkv, L.lora?.qkv);
+  }
+
+  /** add + proj(x): the residual stream's update, or a bias; one kernel where the backend fuses it and there is no LoRA */
+  private projAdd(x: tf.Tensor2D, w: tf.Variable, slots: LoraSlots | undefined, add: tf.Tensor): tf.Tensor2D {
+    if (slots && this.loraCfg) return tf.add(add, this.proj(x, w, slots)) as tf.Tensor2D;
+    return this.ops().matMulAdd(x, w as tf.Tensor as tf.Tensor2D, add);
   }
 
   /** x + down(SiLU(gate)·up) of rmsNorm(x) (the infer ops where no gradient is taken). */
@@ -568,7 +573,7 @@ export class Transformer {
       L.wGateUp,
       L.lora?.gateUp,
     );
-    return tf.add(x, this.proj(infer ? ops.swigluInfer(gu) : ops.swiglu(gu), L.wDown, L.lora?.down));
+    return this.projAdd(infer ? ops.swigluInfer(gu) : ops.swiglu(gu), L.wDown, L.lora?.down, x);
   }
 
   private ensureRope(len: number): void {
@@ -678,7 +683,7 @@ export class Transformer {
       values.push(v);
       const { context, probs } = ops.attention(q, k, v, maskAdd);
       if (wantAttention && li === this.layers.length - 1) attention = probs;
-      x = this.mlp(ops, tf.add(x, this.proj(context, L.wo, L.lora?.o)), L);
+      x = this.mlp(ops, this.projAdd(context, L.wo, L.lora?.o, x), L);
     }
     const hidden = ops.rmsNorm(x, this.finalNorm as tf.Tensor1D, eps).reshape([B, T, d]) as tf.Tensor3D;
     return { hidden, keys, values, attention };
@@ -711,7 +716,7 @@ export class Transformer {
       for (let li = 0; li < this.layers.length; li++) {
         const L = this.layers[li];
         const ctx = decode(this.qkv(ops.rmsNormInfer(x, L.ln1 as tf.Tensor1D, eps), L), c.keys[li], c.values[li], c.keyMask, attrs);
-        x = this.mlp(ops, tf.add(x, this.proj(ctx, L.wo, L.lora?.o)), L, true);
+        x = this.mlp(ops, this.projAdd(ctx, L.wo, L.lora?.o, x), L, true);
       }
       return this.project(ops.rmsNormInfer(x, this.finalNorm as tf.Tensor1D, eps));
     });

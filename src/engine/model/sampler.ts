@@ -3,10 +3,12 @@
 // Per step the device computes log_softmax(logits / temperature) for the live rows and hands it over with one
 // dataSync of a [B, V] tensor; choosing tokens (greedy, temperature, nucleus) happens on the CPU with the
 // caller's seeded rng, so a run is reproducible on every backend. Finished rows are dropped from the cache
-// (keepCacheRows) so the remaining steps only compute live rows.
+// (keepCacheRows) so the remaining steps only compute live rows: at once on host backends, and on a GPU once they are
+// a quarter of the cache (each drop is a copy per layer; the draws are the same either way).
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import type { Transformer } from './model';
+import { backendCaps } from './ops';
 
 export interface SampleOptions {
   maxNewTokens: number;
@@ -135,8 +137,9 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
   }
 
   const out: SampledSeq[] = Array.from({ length: B }, () => ({ ids: [], logprobs: [], entropies: [], probSq: [], stopped: 'length' }));
-  /** original row index of each cache row */
-  let live = out.map((_, b) => b);
+  /** the output row of each cache row, or −1 for a finished row the cache still holds (backendCaps().dropFinishedAt) */
+  let rows = out.map((_, b) => b);
+  const dropAt = backendCaps().dropFinishedAt;
   try {
     for (let step = 0; logits; step++) {
       if (opts.stop && step % STOP_CHECK_EVERY === STOP_CHECK_EVERY - 1) {
@@ -152,13 +155,16 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
       logits.dispose();
       logits = null;
       const keep: number[] = [];
-      const next: number[] = [];
-      for (let r = 0; r < live.length; r++) {
+      // a finished row still in the cache is fed token 0, and what it computes is never read
+      const next = new Array<number>(rows.length).fill(0);
+      for (let r = 0; r < rows.length; r++) {
+        const o = rows[r];
+        if (o < 0) continue;
         const row = data.subarray(r * V, (r + 1) * V);
         const { entropy: h, mass, sumSq } = rowStats(row);
-        const rng = opts.rngs ? opts.rngs[live[r]] : opts.rng;
+        const rng = opts.rngs ? opts.rngs[o] : opts.rng;
         const id = greedy ? argmax(row) : opts.topP < 1 ? nucleus(row, opts.topP, rng()) : sampleFull(row, mass, rng());
-        const seq = out[live[r]];
+        const seq = out[o];
         seq.ids.push(id);
         seq.logprobs.push(reported[r * V + id]);
         seq.entropies.push(h);
@@ -167,20 +173,23 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
         // completion the loss sees (as in TRL and GRPO-Zero).
         if (eos.has(id)) seq.stopped = 'eos';
         else if (stops.length > 0) {
-          const text = opts.decode!(seq.ids, live[r]);
+          const text = opts.decode!(seq.ids, o);
           if (stops.some((s) => text.includes(s))) seq.stopped = 'stop';
         }
-        if (seq.stopped === 'length' && !(opts.budgets && seq.ids.length >= opts.budgets[live[r]])) {
+        if (seq.stopped === 'length' && !(opts.budgets && seq.ids.length >= opts.budgets[o])) {
           keep.push(r);
-          next.push(id);
-        }
+          next[r] = id;
+        } else rows[r] = -1;
       }
       if (keep.length === 0 || step === maxNewTokens - 1) break;
-      if (keep.length < live.length) {
+      const idle = rows.length - keep.length;
+      let ids = next;
+      if (idle > 0 && idle >= dropAt * rows.length) {
         cache = model.keepCacheRows(cache, keep);
-        live = keep.map((r) => live[r]);
+        rows = keep.map((r) => rows[r]);
+        ids = keep.map((r) => next[r]);
       }
-      ({ logits, cache } = model.decodeStep(cache, next));
+      ({ logits, cache } = model.decodeStep(cache, ids));
     }
   } finally {
     logits?.dispose();

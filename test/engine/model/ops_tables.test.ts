@@ -97,6 +97,16 @@ const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention'>, Case> = {
     trainedOutputs: [0],
     tol: { forward: 1e-5, grad: 1e-4 },
   },
+  matMulAdd: {
+    // the residual's form ([N, n]) and, in the second call, a bias's ([n])
+    inputs: (r) => [normal(r, [N, DM]), normal(r, [DM, V]), normal(r, [N, V]), normal(r, [V])],
+    call: (op, [a, w, res, bias]) => {
+      const f = op as ModelOps['matMulAdd'];
+      return [f(a as tf.Tensor2D, w as tf.Tensor2D, res), f(a as tf.Tensor2D, w as tf.Tensor2D, bias)];
+    },
+    wrt: [0, 1, 2, 3],
+    tol: { forward: 1e-5, grad: 1e-5 },
+  },
   tokenLogprob: {
     inputs: (r) => [normal(r, [N, V], 2), { shape: [N], values: Float32Array.from({ length: N }, () => Math.floor(r() * V)), dtype: 'int32' }],
     call: (op, [logits, targets]) => [(op as ModelOps['tokenLogprob'])(logits as tf.Tensor2D, targets as tf.Tensor1D)],

@@ -21,6 +21,8 @@ import { tokenLogprobWebgpu } from '../../../src/engine/model/kernels/webgpu_log
 import { Adam } from '../../../src/engine/model/optim';
 import { attentionWebgpu } from '../../../src/engine/model/kernels/webgpu_attention';
 import { rmsNormInferWebgpu, rmsNormWebgpu } from '../../../src/engine/model/kernels/webgpu_norm';
+import { decodeAttentionWebgpu } from '../../../src/engine/model/kernels/webgpu_decode';
+import { randNormal } from '../../../src/engine/core/rng';
 import { COMPOSED } from '../../../src/engine/model/ops/composed';
 import { relErr, smallModelConfig } from '../fixtures';
 import { loadHfModel } from '../../../src/engine/model/hf';
@@ -97,7 +99,7 @@ test(`gradients of the whole model on webgpu equal the cpu backend (per paramete
   }
 });
 
-test('sampling on webgpu gives the cpu backend’s greedy tokens, log-probs and entropies (KV cache grown by concatenation)', async () => {
+test('sampling on webgpu (its KV cache written in place) gives the cpu backend’s greedy tokens, log-probs and entropies (the cache grown by concatenation)', async () => {
   const run = async (backend: 'cpu' | 'webgpu') => {
     await initBackend(backend);
     const model = Transformer.init(config(true), 3);
@@ -114,6 +116,101 @@ test('sampling on webgpu gives the cpu backend’s greedy tokens, log-probs and 
   for (let i = 0; i < cpu.length; i++) {
     assert.ok(relErr(gpu[i].logprobs, cpu[i].logprobs) < TOL, `row ${i} log-probs`);
     assert.ok(relErr(gpu[i].entropies, cpu[i].entropies) < TOL, `row ${i} entropies`);
+  }
+});
+
+test('on webgpu finished rows stay in the cache until they are a quarter of it, and sampling is unchanged: the cpu backend’s greedy tokens, each row to its budget', async () => {
+  const budgets = [2, 5, 10, 10, 10];
+  const prompts = [[1, 2, 3], [4, 5], [6], [7, 8], [9]];
+  const run = async (backend: 'cpu' | 'webgpu') => {
+    await initBackend(backend);
+    const model = Transformer.init(config(false), 5);
+    const kept: number[] = [];
+    const keepRows = model.keepCacheRows.bind(model);
+    model.keepCacheRows = (cache, rows) => (kept.push(rows.length), keepRows(cache, rows));
+    const out = await generate(model, prompts, { maxNewTokens: 10, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1), budgets });
+    model.dispose();
+    return { out, kept };
+  };
+  const cpu = await run('cpu');
+  const gpu = await run('webgpu');
+  // cpu drops each row as it finishes; webgpu keeps the first (1 of 5 idle) and drops both at the second (2 of 5)
+  assert.deepEqual(cpu.kept, [4, 3]);
+  assert.deepEqual(gpu.kept, [3]);
+  assert.deepEqual(
+    gpu.out.map((r) => r.ids.length),
+    budgets,
+  );
+  assert.deepEqual(
+    gpu.out.map((r) => r.ids),
+    cpu.out.map((r) => r.ids),
+  );
+  for (let i = 0; i < budgets.length; i++) assert.ok(relErr(gpu.out[i].logprobs, cpu.out[i].logprobs) < TOL, `row ${i} log-probs`);
+});
+
+test('the in-place decode attention on webgpu against float64: the cache written at pos, the context over several 64-key tiles, GQA, left padding, head dims of one and two lanes each', async () => {
+  await initBackend('webgpu');
+  for (const [B, H, Hkv, hd, cap, pos] of [
+    [3, 4, 2, 16, 136, 130],
+    [2, 2, 1, 128, 72, 5],
+  ]) {
+    const rng = makeRng(hd + pos);
+    const row = (H + 2 * Hkv) * hd;
+    const qkv = Float32Array.from({ length: B * row }, () => randNormal(rng));
+    const keys = Float32Array.from({ length: B * Hkv * hd * cap }, () => randNormal(rng));
+    const values = Float32Array.from({ length: B * Hkv * cap * hd }, () => randNormal(rng));
+    // row b's first 3b positions are left padding (hidden); positions past pos hold stale numbers the step must ignore
+    const mask = Float32Array.from({ length: B * cap }, (_, k) => (k % cap >= 3 * Math.floor(k / cap) && k % cap < pos ? 1 : 0));
+    const cos = Float32Array.from({ length: hd }, (_, i) => Math.cos(pos / 10000 ** ((2 * (i % (hd / 2))) / hd)));
+    const sin = Float32Array.from({ length: hd }, (_, i) => (i < hd / 2 ? -1 : 1) * Math.sin(pos / 10000 ** ((2 * (i % (hd / 2))) / hd)));
+    const scale = 1 / Math.sqrt(hd);
+    const t = {
+      qkv: tf.tensor2d(qkv, [B, row]),
+      keys: tf.tensor4d(keys, [B, Hkv, hd, cap]),
+      values: tf.tensor4d(values, [B, Hkv, cap, hd]),
+      mask: tf.tensor2d(mask, [B, cap]),
+    };
+    const ctx = decodeAttentionWebgpu(t.qkv, t.keys, t.values, t.mask, { pos, nHeads: H, nKvHeads: Hkv, headDim: hd, scale, cos, sin });
+    const [gotCtx, gotK, gotV, gotM] = await Promise.all([ctx.data(), t.keys.data(), t.values.data(), t.mask.data()]);
+    // float64 reference: RoPE x·cos + roll(x)·sin (roll swaps the halves; the sign is in sin), softmax over visible keys
+    const rot = (x: Float64Array | Float32Array, off: number, s: number) =>
+      Float64Array.from({ length: hd }, (_, i) => (x[off + i] * cos[i] + x[off + ((i + hd / 2) % hd)] * sin[i]) * s);
+    let worst = 0;
+    for (let b = 0; b < B; b++) {
+      for (let g = 0; g < Hkv; g++) {
+        const k = rot(qkv, b * row + (H + g) * hd, 1);
+        for (let i = 0; i < hd; i++) {
+          keys[((b * Hkv + g) * hd + i) * cap + pos] = k[i];
+          values[((b * Hkv + g) * cap + pos) * hd + i] = qkv[b * row + (H + Hkv + g) * hd + i];
+        }
+      }
+      mask[b * cap + pos] = 1;
+      for (let h = 0; h < H; h++) {
+        const g = Math.floor(h / (H / Hkv));
+        const q = rot(qkv, b * row + h * hd, scale);
+        const s: number[] = [];
+        for (let j = 0; j <= pos; j++) {
+          if (mask[b * cap + j] === 0) continue;
+          let d = 0;
+          for (let i = 0; i < hd; i++) d += q[i] * keys[((b * Hkv + g) * hd + i) * cap + j];
+          s.push(d, j);
+        }
+        const m = Math.max(...s.filter((_, i) => i % 2 === 0));
+        let z = 0;
+        const c = new Float64Array(hd);
+        for (let n = 0; n < s.length; n += 2) {
+          const p = Math.exp(s[n] - m);
+          z += p;
+          for (let i = 0; i < hd; i++) c[i] += p * values[((b * Hkv + g) * cap + s[n + 1]) * hd + i];
+        }
+        for (let i = 0; i < hd; i++) worst = Math.max(worst, Math.abs(gotCtx[(b * H + h) * hd + i] - c[i] / z));
+      }
+    }
+    assert.ok(worst < 1e-5, `B ${B} hd ${hd} pos ${pos}: context off by ${worst}`);
+    assert.ok(relErr(gotK, keys) < 1e-6, 'keys written at pos, the rest untouched');
+    assert.deepEqual(Array.from(gotV), Array.from(values), 'values written at pos, the rest untouched');
+    assert.deepEqual(Array.from(gotM), Array.from(mask), 'pos marked real in keyMask');
+    tf.dispose([ctx, t.qkv, t.keys, t.values, t.mask]);
   }
 });
 

@@ -84,6 +84,11 @@ function tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
   return tf.gather(lsm.reshape([N * V]), flatIdx) as tf.Tensor1D;
 }
 
+/** The product, then the add: a residual's or a bias's (the same bits in either order, addition being commutative). */
+function matMulAdd(a: tf.Tensor2D, w: tf.Tensor2D, add: tf.Tensor): tf.Tensor2D {
+  return tf.add(tf.matMul(a, w), add);
+}
+
 export const COMPOSED: ModelOps = {
   rmsNorm,
   rmsNormInfer: rmsNorm,
@@ -92,5 +97,6 @@ export const COMPOSED: ModelOps = {
   heads: composedHeads(gatherRotate, splitOnHeads),
   attention,
   tokenLogprob,
+  matMulAdd,
   decodeAttention: null,
 };

@@ -55,6 +55,11 @@ export interface ModelOps {
    * with the heads merged [B·T, H·hd], and the probabilities [B, H, T, Tk] (for reading: attention credit).
    */
   attention(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, mask: tf.Tensor4D): { context: tf.Tensor2D; probs: tf.Tensor4D };
+  /**
+   * a·w + add for a [N, k], w [k, n] and add [N, n] (the residual stream) or [n] (a bias), differentiable: one kernel
+   * where the backend adds in its product's epilogue
+   */
+  matMulAdd(a: tf.Tensor2D, w: tf.Tensor2D, add: tf.Tensor): tf.Tensor2D;
   /** log softmax(logits)[n, targets[n]] for logits [N, V], targets [N] (int32): [N], differentiable in logits */
   tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D;
   /**
@@ -87,6 +92,12 @@ export interface BackendCaps {
    * unbounded on host backends. Larger vocabulary-sized weights are stored in blocks (vocab_blocks.ts).
    */
   maxBindingBytes: number;
+  /**
+   * The sampler drops finished rows from the KV cache once they are this fraction of its rows. 0 on host backends, where
+   * a row's compute is what it costs; a GPU pays a dispatch per layer and tensor for the copy whatever the rows, and
+   * a few idle rows in a decode step cost it nothing it would notice.
+   */
+  dropFinishedAt: number;
 }
 
 /** Adam's update of one parameter in place (m, v and p written where they are); false where it cannot run. */
@@ -109,7 +120,7 @@ export interface BackendOps {
 }
 
 /** A CPU-side backend's capabilities: synchronous reads, constant tables made per pass. */
-export const HOST_CAPS: BackendCaps = { syncReads: true, keepTables: false, maxBindingBytes: Infinity };
+export const HOST_CAPS: BackendCaps = { syncReads: true, keepTables: false, maxBindingBytes: Infinity, dropFinishedAt: 0 };
 
 /**
  * The ops a model of these sizes runs with `table`: the table's op where it has one that supports the sizes, the

@@ -13,6 +13,8 @@ import { adamWebgpu, registerWebgpuAdam } from '../kernels/webgpu_adam';
 import { registerWebgpuNorm, rmsNormInferWebgpu, rmsNormWebgpu } from '../kernels/webgpu_norm';
 import { registerWebgpuSwiglu, swigluInferWebgpu, swigluWebgpu } from '../kernels/webgpu_swiglu';
 import { headsWebgpu, registerWebgpuHeads } from '../kernels/webgpu_heads';
+import { decodeAttentionWebgpu, registerWebgpuDecode } from '../kernels/webgpu_decode';
+import { matMulAddWebgpu } from '../kernels/webgpu_matmul_add';
 import type { BackendOps } from './ops';
 
 /**
@@ -27,7 +29,7 @@ function grantedBindingBytes(): number {
 export function webgpuOps(): BackendOps {
   return {
     name: 'webgpu',
-    caps: { syncReads: false, keepTables: true, maxBindingBytes: grantedBindingBytes() },
+    caps: { syncReads: false, keepTables: true, maxBindingBytes: grantedBindingBytes(), dropFinishedAt: 0.25 },
     register: () => {
       registerWebgpuLogprob();
       registerWebgpuAttention();
@@ -35,6 +37,7 @@ export function webgpuOps(): BackendOps {
       registerWebgpuNorm();
       registerWebgpuSwiglu();
       registerWebgpuHeads();
+      registerWebgpuDecode();
     },
     adamStep: adamWebgpu,
     ops: {
@@ -44,7 +47,10 @@ export function webgpuOps(): BackendOps {
       swigluInfer: { run: swigluInferWebgpu },
       heads: { run: headsWebgpu },
       tokenLogprob: { run: tokenLogprobWebgpu },
+      matMulAdd: { run: matMulAddWebgpu },
       attention: { run: attentionWebgpu },
+      // the uniform block holds four RoPE rows of hd floats
+      decodeAttention: { run: decodeAttentionWebgpu, supports: (d) => d.headDim % 4 === 0 && d.headDim <= 1024 },
     },
   };
 }
