@@ -473,16 +473,17 @@ export class Transformer {
    * Feed one token per row (ids, length B) at position cache.length. Consumes `cache` and returns the extended
    * cache with the next-token logits [B, V].
    */
-  decodeStep(cache: KvCache, ids: ArrayLike<number>): { logits: tf.Tensor2D; cache: KvCache } {
+  decodeStep(cache: KvCache, ids: ArrayLike<number> | tf.Tensor1D): { logits: tf.Tensor2D; cache: KvCache } {
     this.checkLive();
     const B = cache.keyMask.shape[0];
-    if (ids.length !== B) throw new Error(`decodeStep: ${ids.length} ids for a cache of ${B} rows`);
+    const n = ids instanceof tf.Tensor ? ids.size : ids.length;
+    if (n !== B) throw new Error(`decodeStep: ${n} ids for a cache of ${B} rows`);
     if (cache.inPlace) {
       if (!this.canDecodeInPlace()) throw new Error('decodeStep: an in-place KV cache needs a backend with an in-place decode step (wasm, wasm-blas)');
       return this.decodeInPlace(cache, ids);
     }
     const res = tf.tidy(() => {
-      const idT = tf.tensor2d(Int32Array.from(ids), [B, 1], 'int32');
+      const idT = (ids instanceof tf.Tensor ? ids : tf.tensor1d(Int32Array.from(ids), 'int32')).reshape([B, 1]) as tf.Tensor2D;
       const mask = tf.concat([cache.keyMask, tf.ones([B, 1])], 1) as tf.Tensor2D;
       const r = this.run(idT, mask, cache.length, cache, false);
       return { logits: this.project(r.hidden.reshape([B, this.cfg.dModel]) as tf.Tensor2D), keys: r.keys, values: r.values, keyMask: mask };
@@ -490,6 +491,11 @@ export class Transformer {
     const length = cache.length + 1;
     this.disposeCache(cache);
     return { logits: res.logits, cache: { keys: res.keys, values: res.values, keyMask: res.keyMask, length, inPlace: false } };
+  }
+
+  /** The backend's draw on the device (ops.ts sampleRows), or null where the host samples from read logits. */
+  deviceSampler(): ModelOps['sampleRows'] {
+    return this.ops().sampleRows;
   }
 
   /** Keep only the given rows (in that order), e.g. to drop finished sequences. Consumes `cache`. */
@@ -693,7 +699,7 @@ export class Transformer {
    * One decode step on a preallocated cache: per layer, one kernel rotates q and the new key, writes key and
    * value at position cache.length in place, marks that position real in keyMask and attends.
    */
-  private decodeInPlace(cache: KvCache, ids: ArrayLike<number>): { logits: tf.Tensor2D; cache: KvCache } {
+  private decodeInPlace(cache: KvCache, ids: ArrayLike<number> | tf.Tensor1D): { logits: tf.Tensor2D; cache: KvCache } {
     const pos = cache.length;
     if (pos >= cache.keyMask.shape[1]) cache = this.growCache(cache, pos + 1);
     const hd = this.hd;
@@ -712,7 +718,7 @@ export class Transformer {
     const decode = ops.decodeAttention!;
     const eps = this.cfg.rmsEps;
     const logits = tf.tidy(() => {
-      let x = this.embedRows(tf.tensor1d(Int32Array.from(ids), 'int32'));
+      let x = this.embedRows(ids instanceof tf.Tensor ? ids : tf.tensor1d(Int32Array.from(ids), 'int32'));
       for (let li = 0; li < this.layers.length; li++) {
         const L = this.layers[li];
         const ctx = decode(this.qkv(ops.rmsNormInfer(x, L.ln1 as tf.Tensor1D, eps), L), c.keys[li], c.values[li], c.keyMask, attrs);

@@ -8,6 +8,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import type { Transformer } from './model';
+import type { KvCache } from './shapes';
+import { SAMPLE_RECORD_FIELDS as RECORD_FIELDS, type ModelOps } from './ops/ops';
 import { backendCaps } from './ops';
 
 export interface SampleOptions {
@@ -65,6 +67,12 @@ export async function unlessStopped<T>(f: () => Promise<T>): Promise<T | null> {
 
 /** Decode steps between two looks at `stop`: a macrotask turn costs microseconds, a decode step milliseconds. */
 const STOP_CHECK_EVERY = 4;
+
+/**
+ * Steps drawn on the device between two reads of the record (sampleOnDevice): 64 new tokens in 4 reads where there
+ * were 64. A row that finishes inside a block is decoded to its end, at most this many steps of one row's work.
+ */
+const SAMPLE_BLOCK = 16;
 
 export interface SampledSeq {
   ids: number[];
@@ -137,65 +145,157 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
   }
 
   const out: SampledSeq[] = Array.from({ length: B }, () => ({ ids: [], logprobs: [], entropies: [], probSq: [], stopped: 'length' }));
-  /** the output row of each cache row, or −1 for a finished row the cache still holds (backendCaps().dropFinishedAt) */
-  let rows = out.map((_, b) => b);
-  const dropAt = backendCaps().dropFinishedAt;
-  try {
-    for (let step = 0; logits; step++) {
-      if (opts.stop && step % STOP_CHECK_EVERY === STOP_CHECK_EVERY - 1) {
-        await new Promise<void>((r) => setImmediate(r));
-        if (opts.stop()) throw new SamplingStopped();
-      }
-      // The log-softmax of each row, on the host: the logits are read once (they have to come back for the draw anyway),
-      // instead of six kernel launches per step for a few thousand numbers. Read asynchronously: a GPU backend (webgpu)
-      // has no synchronous read.
-      const raw = (await logits.data()) as Float32Array;
-      const data = logSoftmaxRows(raw, V, temperature);
-      const reported = opts.rawLogprobs && temperature !== 1 ? logSoftmaxRows(raw, V, 1) : data;
-      logits.dispose();
-      logits = null;
-      const keep: number[] = [];
-      // a finished row still in the cache is fed token 0, and what it computes is never read
-      const next = new Array<number>(rows.length).fill(0);
-      for (let r = 0; r < rows.length; r++) {
-        const o = rows[r];
-        if (o < 0) continue;
-        const row = data.subarray(r * V, (r + 1) * V);
-        const { entropy: h, mass, sumSq } = rowStats(row);
-        const rng = opts.rngs ? opts.rngs[o] : opts.rng;
-        const id = greedy ? argmax(row) : opts.topP < 1 ? nucleus(row, opts.topP, rng()) : sampleFull(row, mass, rng());
-        const seq = out[o];
-        seq.ids.push(id);
-        seq.logprobs.push(reported[r * V + id]);
-        seq.entropies.push(h);
-        seq.probSq.push(sumSq);
-        // EOS stays as the row's last token: choosing to stop is an action of the policy, so it is part of the
-        // completion the loss sees (as in TRL and GRPO-Zero).
-        if (eos.has(id)) seq.stopped = 'eos';
-        else if (stops.length > 0) {
-          const text = opts.decode!(seq.ids, o);
-          if (stops.some((s) => text.includes(s))) seq.stopped = 'stop';
-        }
-        if (seq.stopped === 'length' && !(opts.budgets && seq.ids.length >= opts.budgets[o])) {
-          keep.push(r);
-          next[r] = id;
-        } else rows[r] = -1;
-      }
-      if (keep.length === 0 || step === maxNewTokens - 1) break;
-      const idle = rows.length - keep.length;
-      let ids = next;
-      if (idle > 0 && idle >= dropAt * rows.length) {
-        cache = model.keepCacheRows(cache, keep);
-        rows = keep.map((r) => rows[r]);
-        ids = keep.map((r) => next[r]);
-      }
-      ({ logits, cache } = model.decodeStep(cache, ids));
+  /** Adds a sampled token to output row o; whether the row goes on (not EOS, no stop text, under its budget). */
+  const accept = (o: number, id: number, logprob: number, entropy: number, probSq: number): boolean => {
+    const seq = out[o];
+    seq.ids.push(id);
+    seq.logprobs.push(logprob);
+    seq.entropies.push(entropy);
+    seq.probSq.push(probSq);
+    // EOS stays as the row's last token: choosing to stop is an action of the policy, so it is part of the
+    // completion the loss sees (as in TRL and GRPO-Zero).
+    if (eos.has(id)) seq.stopped = 'eos';
+    else if (stops.length > 0) {
+      const text = opts.decode!(seq.ids, o);
+      if (stops.some((s) => text.includes(s))) seq.stopped = 'stop';
     }
+    return seq.stopped === 'length' && !(opts.budgets && seq.ids.length >= opts.budgets[o]);
+  };
+  const state: DecodeState = { logits, cache, rows: out.map((_, b) => b) };
+  try {
+    const draw = model.deviceSampler();
+    if (draw) await sampleOnDevice(model, state, draw, opts, accept);
+    else await sampleOnHost(model, state, opts, V, temperature, accept);
   } finally {
-    logits?.dispose();
-    model.disposeCache(cache);
+    state.logits?.dispose();
+    model.disposeCache(state.cache);
   }
   return out;
+}
+
+/** What the decode loop carries: the next logits, the cache and each cache row's output row (−1: finished). */
+interface DecodeState {
+  logits: tf.Tensor2D | null;
+  cache: KvCache;
+  /** the output row of each cache row, or −1 for a finished row the cache still holds (backendCaps().dropFinishedAt) */
+  rows: number[];
+}
+
+type Accept = (o: number, id: number, logprob: number, entropy: number, probSq: number) => boolean;
+
+/**
+ * Drops the finished rows from the cache once they are backendCaps().dropFinishedAt of it; `ids` (one per cache row)
+ * are the next step's, returned for the rows kept.
+ */
+function dropFinished<T>(model: Transformer, st: DecodeState, ids: T[]): T[] {
+  const keep = st.rows.flatMap((o, r) => (o >= 0 ? [r] : []));
+  const idle = st.rows.length - keep.length;
+  if (idle === 0 || idle < backendCaps().dropFinishedAt * st.rows.length) return ids;
+  st.cache = model.keepCacheRows(st.cache, keep);
+  st.rows = keep.map((r) => st.rows[r]);
+  return keep.map((r) => ids[r]);
+}
+
+/** Between decode steps: after a macrotask turn (so a signal's handler has run), end sampling if `stop` says so. */
+async function checkStop(opts: SampleOptions): Promise<void> {
+  if (!opts.stop) return;
+  await new Promise<void>((r) => setImmediate(r));
+  if (opts.stop()) throw new SamplingStopped();
+}
+
+/** The host's loop: each step's logits read, the draw made here with the caller's rng. */
+async function sampleOnHost(model: Transformer, st: DecodeState, opts: SampleOptions, V: number, temperature: number, accept: Accept): Promise<void> {
+  const greedy = !!opts.greedy;
+  for (let step = 0; st.logits; step++) {
+    if (step % STOP_CHECK_EVERY === STOP_CHECK_EVERY - 1) await checkStop(opts);
+    // The log-softmax of each row, on the host: the logits are read once (they have to come back for the draw anyway),
+    // instead of six kernel launches per step for a few thousand numbers. Read asynchronously.
+    const raw = (await st.logits.data()) as Float32Array;
+    const data = logSoftmaxRows(raw, V, temperature);
+    const reported = opts.rawLogprobs && temperature !== 1 ? logSoftmaxRows(raw, V, 1) : data;
+    st.logits.dispose();
+    st.logits = null;
+    // a finished row still in the cache is fed token 0, and what it computes is never read
+    const next = new Array<number>(st.rows.length).fill(0);
+    for (let r = 0; r < st.rows.length; r++) {
+      const o = st.rows[r];
+      if (o < 0) continue;
+      const row = data.subarray(r * V, (r + 1) * V);
+      const { entropy: h, mass, sumSq } = rowStats(row);
+      const rng = opts.rngs ? opts.rngs[o] : opts.rng;
+      const id = greedy ? argmax(row) : opts.topP < 1 ? nucleus(row, opts.topP, rng()) : sampleFull(row, mass, rng());
+      if (accept(o, id, reported[r * V + id], h, sumSq)) next[r] = id;
+      else st.rows[r] = -1;
+    }
+    if (st.rows.every((o) => o < 0) || step === opts.maxNewTokens - 1) break;
+    const ids = dropFinished(model, st, next); // before st.cache is read: a drop replaces it
+    ({ logits: st.logits, cache: st.cache } = model.decodeStep(st.cache, ids));
+  }
+}
+
+/**
+ * The device's loop (a GPU backend's sampleRows): SAMPLE_BLOCK steps are drawn and decoded on the device, the ids fed
+ * back without a read, and their record read once. The draws are the caller's rng's, made ahead for the rows live at
+ * the block's start: with a stream per row (opts.rngs, as rollouts pass) a row's t-th token takes its t-th draw as on
+ * the host, so at top_p 1 and greedy the device chooses the host's tokens (to float32 rounding at a boundary). A row
+ * that finishes inside a block is decoded to the block's end, and what it computes there is never read.
+ */
+async function sampleOnDevice(
+  model: Transformer,
+  st: DecodeState,
+  draw: NonNullable<ModelOps['sampleRows']>,
+  opts: SampleOptions,
+  accept: Accept,
+): Promise<void> {
+  const greedy = !!opts.greedy;
+  for (let done = 0; st.logits;) {
+    await checkStop(opts);
+    const R = st.rows.length;
+    const K = Math.min(SAMPLE_BLOCK, opts.maxNewTokens - done);
+    const u = new Float32Array(K * R);
+    // step by step, row by row, as the host draws: the same numbers while no row ends inside the block
+    if (!greedy)
+      for (let k = 0; k < K; k++)
+        for (let r = 0; r < R; r++) {
+          const o = st.rows[r];
+          if (o >= 0) u[k * R + r] = (opts.rngs ? opts.rngs[o] : opts.rng)();
+        }
+    const draws = tf.tensor2d(u, [K, R]);
+    const record = tf.zeros([K, R, RECORD_FIELDS]) as tf.Tensor3D;
+    let rec: Float32Array;
+    try {
+      for (let k = 0; k < K; k++) {
+        const ids = draw(st.logits!, draws, record, { step: k, temperature: opts.temperature, topP: opts.topP, greedy, rawLogprobs: !!opts.rawLogprobs });
+        st.logits!.dispose();
+        st.logits = null;
+        if (k < K - 1 || done + K < opts.maxNewTokens) ({ logits: st.logits, cache: st.cache } = model.decodeStep(st.cache, ids));
+        ids.dispose();
+      }
+      rec = (await record.data()) as Float32Array;
+    } finally {
+      tf.dispose([draws, record]);
+    }
+    for (let k = 0; k < K; k++)
+      for (let r = 0; r < R; r++) {
+        const o = st.rows[r];
+        if (o < 0) continue;
+        const f = (k * R + r) * RECORD_FIELDS;
+        if (!accept(o, rec[f], rec[f + 2], rec[f + 3], rec[f + 4])) st.rows[r] = -1;
+      }
+    done += K;
+    if (st.rows.every((o) => o < 0) || done >= opts.maxNewTokens) break;
+    // the logits of the block's last step are the next block's first: a dropped row's go with it
+    const kept = dropFinished(
+      model,
+      st,
+      st.rows.map((_, r) => r),
+    );
+    if (kept.length < R) {
+      const l = st.logits!;
+      st.logits = tf.tidy(() => tf.gather(l, tf.tensor1d(Int32Array.from(kept), 'int32'), 0) as tf.Tensor2D);
+      l.dispose();
+    }
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 // Rollouts: sample completions for prompts, decode them with character offsets, score them, and lay out the
 // batch the policy forward pass needs (prompt left-padded, completion right-padded).
 import * as tf from '@tensorflow/tfjs';
+import { makeRng } from '../core/rng';
 import type { Transformer } from '../model/model';
 import { generate, SamplingStopped } from '../model/sampler';
 import type { Sampler } from '../model/sampling';
@@ -63,6 +64,9 @@ export async function rollout(model: Transformer, tokenizer: Tokenizer, task: Ta
       stopAfter: ['</answer>'],
       decode: (ids) => tokenizer.decode(ids),
       rng: o.rng,
+      // one stream per row, seeded from the run's: a row's t-th token takes its t-th draw whether the host draws token by
+      // token or a GPU draws a block ahead (sampler.ts), and whichever rows share its call
+      rngs: exs.map(() => makeRng(Math.floor(o.rng() * 2 ** 31))),
       stop: o.stop,
     });
     seqs.forEach((seq, k) =>

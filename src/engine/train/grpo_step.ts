@@ -302,21 +302,59 @@ interface ReadAhead {
   outputs: Partial<CreditBatch>;
 }
 
-/** Rows [start, end) of the batch (`mb`) through the policy without a tape: what the taped pass will need to read. */
-async function readAhead(b: Batch, mb: PolicyBatch, start: number, end: number): Promise<ReadAhead> {
+/**
+ * Each range's rows through the policy without a tape: what its taped pass will need to read. The outputs a strategy or
+ * a head reads are read range by range (they can be large); the log-probs of every range stay on the device and come
+ * back in one read (readRowsAll), one download per pass over the batch where there was one per micro-batch. The weights
+ * do not change within a pass, so reading ahead of all the taped passes reads what reading ahead of each would.
+ */
+async function readAhead(b: Batch, ranges: [number, number][]): Promise<ReadAhead[]> {
   const { s, strategy, head } = b.x;
-  // in a scope, keeping only the outputs: outside a tape nothing else frees the forward pass's intermediates, and a
-  // sweep that ran attention_credit or attribution in one process lost megabytes a step until wasm's heap failed
-  const out = tf.tidy(() => {
-    const o = completionLogprobs(s.model, mb, s.cfg.grpo.temperature, strategy.needs);
-    return Object.fromEntries(Object.entries(o).filter(([, t]) => t !== undefined)) as typeof o;
-  });
+  const lps: tf.Tensor2D[] = [];
+  const outputs: Partial<CreditBatch>[] = [];
   try {
-    const lp = (await out.logp.array()) as number[][];
-    const outputs = { ...(await outputsOf(b, out, start, end)), ...(head ? await head.read(out) : {}) };
-    return { lp, outputs };
+    for (const [start, end] of ranges) {
+      const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
+      try {
+        // in a scope, keeping only the outputs: outside a tape nothing else frees the forward pass's intermediates, and a
+        // sweep that ran attention_credit or attribution in one process lost megabytes a step until wasm's heap failed
+        const out = tf.tidy(() => {
+          const o = completionLogprobs(s.model, mb, s.cfg.grpo.temperature, strategy.needs);
+          return Object.fromEntries(Object.entries(o).filter(([, t]) => t !== undefined)) as typeof o;
+        });
+        lps.push(out.logp);
+        try {
+          outputs.push({ ...(await outputsOf(b, out, start, end)), ...(head ? await head.read(out) : {}) });
+        } finally {
+          tf.dispose([out.attention, out.hidden, out.entropy].filter((t) => t !== undefined));
+        }
+      } finally {
+        if (mb !== b.pb) mb.dispose();
+      }
+    }
+    const lp = await readRowsAll(lps);
+    return lp.map((rows, i) => ({ lp: rows, outputs: outputs[i] }));
   } finally {
-    tf.dispose([out.logp, out.attention, out.hidden, out.entropy].filter((t) => t !== undefined));
+    tf.dispose(lps);
+  }
+}
+
+/** Several [rows, C_i] tensors' values as rows, in one read (joined on the device); disposes them. */
+async function readRowsAll(ts: tf.Tensor2D[]): Promise<number[][][]> {
+  if (ts.length === 1) return [await readRows(ts[0])];
+  const flat = tf.tidy(() => tf.concat(ts.map((t) => t.reshape([-1]))));
+  try {
+    const v = (await flat.data()) as Float32Array;
+    let at = 0;
+    return ts.map((t) => {
+      const [n, c] = t.shape;
+      const rows = Array.from({ length: n }, (_, i) => Array.from(v.subarray(at + i * c, at + (i + 1) * c)));
+      at += n * c;
+      return rows;
+    });
+  } finally {
+    flat.dispose();
+    tf.dispose(ts);
   }
 }
 
@@ -419,17 +457,21 @@ async function referenceLogprobs(x: UpdateInputs, pb: PolicyBatch): Promise<numb
  * an update that changed nothing reads exactly 0).
  */
 async function realizedCredit(b: Batch, ranges: [number, number][], old: number[][]): Promise<number[][]> {
-  const out: number[][] = [];
-  for (const [start, end] of ranges) {
-    const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
-    try {
-      const lp = await readRows(tf.tidy(() => completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature).logp));
-      lp.forEach((row, i) => out.push(row.map((v, t) => (b.pb.mask[start + i][t] ? v - old[start + i][t] : 0))));
-    } finally {
-      if (mb !== b.pb) mb.dispose();
+  const lps: tf.Tensor2D[] = [];
+  try {
+    for (const [start, end] of ranges) {
+      const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
+      try {
+        lps.push(tf.tidy(() => completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature).logp));
+      } finally {
+        if (mb !== b.pb) mb.dispose();
+      }
     }
+    const lp = (await readRowsAll(lps)).flat();
+    return lp.map((row, i) => row.map((v, t) => (b.pb.mask[i][t] ? v - old[i][t] : 0)));
+  } finally {
+    tf.dispose(lps);
   }
-  return out;
 }
 
 /** Mean |b − a| over the valid tokens of `mask`. */
@@ -483,19 +525,9 @@ async function outputsOf(b: Batch, out: ReturnType<typeof completionLogprobs>, s
 
 /** A strategy whose credit needs the whole batch, micro-batched: every slice's forward pass without a tape first. */
 async function firstPass(b: Batch, ranges: [number, number][]): Promise<Credit> {
-  const lp: number[][] = [];
-  const outputs: Partial<CreditBatch>[] = [];
-  for (const [start, end] of ranges) {
-    const mb = slicePolicyBatch(b.pb, start, end);
-    try {
-      const r = await readAhead(b, mb, start, end);
-      lp.push(...r.lp);
-      outputs.push(r.outputs);
-    } finally {
-      mb.dispose();
-    }
-  }
-  return creditOf(b, 0, b.pb.mask.length, creditBatch(b, 0, b.pb.mask.length, lp, concatRows(outputs)));
+  const ahead = await readAhead(b, ranges);
+  const lp = ahead.flatMap((r) => r.lp);
+  return creditOf(b, 0, b.pb.mask.length, creditBatch(b, 0, b.pb.mask.length, lp, concatRows(ahead.map((r) => r.outputs))));
 }
 
 /**
@@ -508,10 +540,11 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
   const g = s.cfg.grpo;
   const parts: Credit[] = [];
   const infos: { info: PolicyLossResult; n: number }[] = [];
+  const aheadAll = b.readAhead ? await readAhead(b, ranges) : null;
   const grads = await accumulateGrads(ranges, async (start, end) => {
     const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
     try {
-      const ahead = b.readAhead ? await readAhead(b, mb, start, end) : null;
+      const ahead = aheadAll ? aheadAll[ranges.findIndex(([r]) => r === start)] : null;
       const { value, grads } = tf.variableGrads(() => {
         const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
         // without readAhead only a backend with synchronous reads gets here, with a strategy that reads no outputs

@@ -37,6 +37,12 @@ test('run.sh --local --quick: every stage measures on lavapipe against torch, an
   const sum = (h: Record<string, { dispatches: number }>) => Object.values(h).reduce((a, v) => a + v.dispatches, 0);
   assert.equal(sum(step.by_kernel), step.dispatches);
   assert.ok(step.by_kernel.BatchMatMul?.dispatches > 0, 'the products are among the launches');
+  // the dispatch work's targets (the counts are the same on any adapter): 8,918 dispatches and 73 downloads before it
+  assert.ok(
+    step.dispatches <= step.targets.dispatches && step.downloads.count <= step.targets.downloads && step.meets_targets,
+    JSON.stringify(step).slice(0, 300),
+  );
+  assert.deepEqual(step.targets, { dispatches: 3000, downloads: 10 });
   const d = report.stages.reference_dispatch;
   assert.ok(d.train_step.dispatches > 0 && sum(d.train_step.by_kernel) === d.train_step.dispatches, JSON.stringify(d.train_step).slice(0, 300));
   assert.ok(d.decode_step.dispatches > 0 && d.decode_step.dispatches < d.train_step.dispatches, JSON.stringify(d.decode_step).slice(0, 300));

@@ -3,9 +3,10 @@
 // A table entry without a case here fails the test, so a new op, or an op a backend newly implements, comes with its
 // check. The composition on cpu is the reference: the tables' ops exist to be faster, never to compute something else.
 //
-// decodeAttention is the exception: it writes the KV cache in place and has no composition to compare with (without it
-// the cache grows by concatenation); the sampler's tests check it end to end (greedy decoding with the cache equals the
-// full forward pass, test/engine/model/sampler.test.ts).
+// decodeAttention and sampleRows are the exceptions: they write in place (the KV cache, the sampler's record) and have no
+// composition to compare with (without them the cache grows by concatenation and the host samples). The sampler's tests
+// check them end to end (greedy decoding with the cache equals the full forward pass, test/engine/model/sampler.test.ts),
+// and test/engine/model/webgpu.test.ts checks webgpu's against float64 and its draws against the exact distribution.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -51,7 +52,7 @@ const causalMask = (): Arr => ({
   values: Float32Array.from({ length: B * T * T }, (_, k) => (k % T <= Math.floor(k / T) % T ? 0 : -1e9)),
 });
 
-const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention'>, Case> = {
+const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention' | 'sampleRows'>, Case> = {
   rmsNorm: {
     inputs: (r) => [normal(r, [N, DM]), normal(r, [DM])],
     call: (op, [x, w]) => [(op as ModelOps['rmsNorm'])(x as tf.Tensor2D, w as tf.Tensor1D, 1e-6)],
@@ -183,7 +184,7 @@ async function checkTable(backend: BackendPreference, extra?: Partial<Record<key
       entry: e as { run: unknown; supports?: (d: OpDims) => boolean },
       label: `${name} (alternative)`,
     })),
-  ].filter(({ name }) => name !== 'decodeAttention');
+  ].filter(({ name }) => name !== 'decodeAttention' && name !== 'sampleRows');
   for (const { name } of entries) assert.ok(name in CASES, `ops table ${backend} has ${name}, which has no case here: add one`);
   // the references first, on cpu, from the same host numbers the backend's run gets
   await initBackend('cpu');
@@ -236,17 +237,18 @@ test('toy op: an entry added to a table is checked like every other, and a wrong
 test('a backend is one description: its capabilities and Adam step come from its table, and its ops resolve per size', async () => {
   const { readsSync } = await import('../../../src/engine/model/backend');
   const { backendCaps, modelOps } = await import('../../../src/engine/model/ops');
-  const want: Record<string, { syncReads: boolean; keepTables: boolean; adam: boolean }> = {
-    cpu: { syncReads: true, keepTables: false, adam: false },
-    wasm: { syncReads: true, keepTables: false, adam: true },
-    'wasm-blas': { syncReads: true, keepTables: false, adam: true },
-    webgpu: { syncReads: false, keepTables: true, adam: true },
-    tensorflow: { syncReads: true, keepTables: false, adam: false },
+  // dropFinishedAt: a host drops a finished row at once (its compute is its cost), a GPU at a quarter of the cache
+  const want: Record<string, { syncReads: boolean; keepTables: boolean; dropFinishedAt: number; adam: boolean }> = {
+    cpu: { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: false },
+    wasm: { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: true },
+    'wasm-blas': { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: true },
+    webgpu: { syncReads: false, keepTables: true, dropFinishedAt: 0.25, adam: true },
+    tensorflow: { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: false },
   };
   for (const [name, w] of Object.entries(want)) {
     const table = tableFor(name);
     const { maxBindingBytes, ...caps } = table.caps;
-    assert.deepEqual(caps, { syncReads: w.syncReads, keepTables: w.keepTables }, name);
+    assert.deepEqual(caps, { syncReads: w.syncReads, keepTables: w.keepTables, dropFinishedAt: w.dropFinishedAt }, name);
     // host backends bind any size; a GPU the size its device granted (WebGPU's default 128 MiB without a device)
     if (name === 'webgpu') assert.ok(Number.isFinite(maxBindingBytes) && maxBindingBytes >= 128 * 2 ** 20, `${name}: ${maxBindingBytes}`);
     else assert.equal(maxBindingBytes, Infinity, name);

@@ -129,6 +129,7 @@ export function registerWebgpuDecode(): void {
         key: `cl_decode_attention_${hd}`,
         code: code(hd),
         bindings: [ctx, qkv, keys, values, keyMask],
+        writes: [0, 2, 3, 4],
         uniforms: packUniforms([{ i32: [B, H, Hkv, cap, pos, 0, 0, 0] }, { f32: tables }]),
         workgroups: [B * Hkv, 1, 1],
       });

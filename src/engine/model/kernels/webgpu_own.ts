@@ -42,7 +42,7 @@ interface WebgpuInternals {
   commandQueueOwnedIds: WeakSet<object>;
   uniformPendingDisposal: GPUBuffer[];
   bufferManager: { acquireBuffer(size: number, usage: number): GPUBuffer };
-  tensorMap: { get(dataId: object): { resource: unknown } | undefined };
+  tensorMap: { get(dataId: object): { resource: unknown; values: unknown } | undefined };
   uploadToGPU(dataId: object): void;
   makeTensorInfo(shape: number[], dtype: tf.DataType): tf.TensorInfo;
   ensureCommandEncoderReady(): void;
@@ -67,12 +67,13 @@ export function newOutput(backend: unknown, shape: number[], dtype: 'float32' | 
 }
 
 /**
- * Records one dispatch of `code` (WGSL whose bindings are the tensors in order, then the uniform buffer; the WGSL says which it writes) with
- * `workgroups` workgroups. `key` names the compiled pipeline (it must change whenever `code` does).
+ * Records one dispatch of `code` (WGSL whose bindings are the tensors in order, then the uniform buffer) with `workgroups`
+ * workgroups. `writes` are the indices of the bindings it writes. `key` names the compiled pipeline (it must change
+ * whenever `code` does).
  */
 export function dispatchOwn(
   backend: unknown,
-  o: { key: string; code: string; bindings: tf.TensorInfo[]; uniforms: ArrayBuffer; workgroups: [number, number, number] },
+  o: { key: string; code: string; bindings: tf.TensorInfo[]; writes: number[]; uniforms: ArrayBuffer; workgroups: [number, number, number] },
 ): void {
   const be = internals(backend);
   const device = be.device;
@@ -85,7 +86,11 @@ export function dispatchOwn(
   }
   const entries: GPUBindGroupEntry[] = o.bindings.map((b, i) => {
     be.uploadToGPU(b.dataId);
-    const resource = be.tensorMap.get(b.dataId)?.resource;
+    const data = be.tensorMap.get(b.dataId);
+    // the backend keeps a tensor's values on the host once read, and answers later reads from them: a buffer written
+    // here must be read anew
+    if (data && o.writes.includes(i)) data.values = null;
+    const resource = data?.resource;
     if (!(resource instanceof gpuGlobals().GPUBuffer)) throw new Error(`webgpu_own ${o.key}: binding ${i} is not a buffer`);
     return { binding: i, resource: { buffer: resource as GPUBuffer } };
   });

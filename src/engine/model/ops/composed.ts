@@ -99,4 +99,5 @@ export const COMPOSED: ModelOps = {
   tokenLogprob,
   matMulAdd,
   decodeAttention: null,
+  sampleRows: null,
 };

@@ -36,6 +36,19 @@ export interface DecodeAttentionAttrs {
   sin: Float32Array;
 }
 
+/** The sampler's record per row and step (sampleRows): id, log-prob, reported log-prob, entropy, Σ p². */
+export const SAMPLE_RECORD_FIELDS = 5;
+
+/** One draw per row on the device (sampleRows): which row of the record to write, and how to sample. */
+export interface SampleRowsAttrs {
+  step: number;
+  temperature: number;
+  topP: number;
+  greedy: boolean;
+  /** report the log-prob at temperature 1 (vLLM's default) beside the draw's */
+  rawLogprobs: boolean;
+}
+
 export interface ModelOps {
   /** x [N, d] · rsqrt(mean(x²) + eps) · w, differentiable in x and w */
   rmsNorm(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D;
@@ -67,6 +80,12 @@ export interface ModelOps {
    * [B, Hkv, cap, hd], keyMask [B, cap]); null where the backend has none, and the cache then grows by concatenation.
    */
   decodeAttention: ((qkv: tf.Tensor2D, keys: tf.Tensor4D, values: tf.Tensor4D, keyMask: tf.Tensor2D, attrs: DecodeAttentionAttrs) => tf.Tensor2D) | null;
+  /**
+   * The sampler's draw on the device: one token per row of logits [R, V] with the uniform draws[step] ([K, R]); writes
+   * record[step] ([K, R, 5]: id, log-prob, reported log-prob, entropy, Σ p²) in place and returns the ids [R] (int32),
+   * which the next decode step embeds without a read. null where the host samples (sampler.ts reads every step's logits).
+   */
+  sampleRows: ((logits: tf.Tensor2D, draws: tf.Tensor2D, record: tf.Tensor3D, attrs: SampleRowsAttrs) => tf.Tensor1D) | null;
 }
 
 /** One op of a backend's table: its implementation and, where it has limits, the sizes it supports. */

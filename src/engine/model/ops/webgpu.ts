@@ -15,6 +15,7 @@ import { registerWebgpuSwiglu, swigluInferWebgpu, swigluWebgpu } from '../kernel
 import { headsWebgpu, registerWebgpuHeads } from '../kernels/webgpu_heads';
 import { decodeAttentionWebgpu, registerWebgpuDecode } from '../kernels/webgpu_decode';
 import { matMulAddWebgpu } from '../kernels/webgpu_matmul_add';
+import { registerWebgpuSample, sampleRowsWebgpu } from '../kernels/webgpu_sample';
 import type { BackendOps } from './ops';
 
 /**
@@ -38,6 +39,7 @@ export function webgpuOps(): BackendOps {
       registerWebgpuSwiglu();
       registerWebgpuHeads();
       registerWebgpuDecode();
+      registerWebgpuSample();
     },
     adamStep: adamWebgpu,
     ops: {
@@ -48,6 +50,7 @@ export function webgpuOps(): BackendOps {
       heads: { run: headsWebgpu },
       tokenLogprob: { run: tokenLogprobWebgpu },
       matMulAdd: { run: matMulAddWebgpu },
+      sampleRows: { run: sampleRowsWebgpu },
       attention: { run: attentionWebgpu },
       // the uniform block holds four RoPE rows of hd floats
       decodeAttention: { run: decodeAttentionWebgpu, supports: (d) => d.headDim % 4 === 0 && d.headDim <= 1024 },
