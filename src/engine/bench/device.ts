@@ -276,6 +276,28 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
     }
   });
 
+  // Dawn's toggles for the engine's device, each setting in a process of its own (Dawn takes them when it is loaded):
+  // the reference train step and a rollout, timed with the queue drained, the launches counted. Validation and
+  // robustness checks are per-call work on the host, so they show wherever dispatch is what a step pays for.
+  await stage('dawn_toggles', async () => {
+    if (!gpu) throw new Error('no webgpu backend');
+    const out: Record<string, unknown> = {};
+    for (const [name, toggles] of [
+      ['default', ''],
+      ['skip_validation,disable_robustness', 'skip_validation,disable_robustness'],
+    ]) {
+      const r = spawnSync(process.execPath, [process.argv[1], 'bench', '--toggles-child'], {
+        encoding: 'utf8',
+        timeout: 300_000,
+        env: { ...process.env, CREDIT_LENS_DAWN_TOGGLES: toggles },
+      });
+      const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
+      if (r.status !== 0 || !line.startsWith('{')) throw new Error(`${name}: exit ${r.status} ${(r.stderr ?? '').trim().split('\n').pop() ?? ''}`);
+      out[name] = JSON.parse(line);
+    }
+    return out;
+  });
+
   // The same step in TRL (credit_lens's CreditGRPOTrainer) on PyTorch on this machine's device, where its image has
   // TRL and transformers: credit_lens itself comes from the working tree (python/), nothing is installed.
   await stage('trl_example_step', async () => {
@@ -322,4 +344,32 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
   tf.disposeVariables();
   save();
   return report;
+}
+
+/**
+ * The toggles stage's child (bench --toggles-child): in this process's Dawn (CREDIT_LENS_DAWN_TOGGLES), the reference
+ * model's train step [32, 64] and a rollout of 8 rows × 32 tokens, each the median of 5 after a warm-up, with the step's
+ * dispatches. One JSON line.
+ */
+export async function togglesChild(): Promise<Record<string, unknown>> {
+  await initBackend('webgpu');
+  const runner = trainStepRunner(REFERENCE, 32, 64);
+  const model = Transformer.init(REFERENCE, 3);
+  try {
+    const prompts = Array.from({ length: 8 }, (_, i) => [1, 5 + i, 9, 12]);
+    const rollout = () =>
+      generate(model, prompts, { maxNewTokens: 32, temperature: 1, topP: 1, eosId: -1, rng: makeRng(4), rngs: prompts.map((_, i) => makeRng(i)) }).then(
+        () => undefined,
+      );
+    const timed = async (f: () => Promise<void>) => {
+      await f();
+      const runs: DispatchCount[] = [];
+      for (let i = 0; i < 5; i++) runs.push(await countDispatches(f));
+      return { ms: median(runs.map((c) => c.ms)), dispatches: runs[0].dispatches, submits: runs[0].submits };
+    };
+    return { toggles: process.env.CREDIT_LENS_DAWN_TOGGLES || null, train_step: await timed(() => runner.step()), rollout: await timed(rollout) };
+  } finally {
+    model.dispose();
+    runner.dispose();
+  }
 }

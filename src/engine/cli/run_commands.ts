@@ -175,9 +175,15 @@ export async function cmdSchema(argv: string[], usage: string): Promise<number> 
 export async function cmdBench(argv: string[], usage: string): Promise<number> {
   const a = parseArgs(
     argv,
-    { valued: ['backend', 'torch-python', 'torch-device', 'out', 'tokenizer-dir'], boolean: ['json', 'quick', 'profile', 'device', 'local'] },
+    { valued: ['backend', 'torch-python', 'torch-device', 'out', 'tokenizer-dir'], boolean: ['json', 'quick', 'profile', 'device', 'local', 'toggles-child'] },
     usage,
   );
+  if (a.flags.has('toggles-child')) {
+    // one setting of Dawn's toggles, in a process of its own: the device bench's dawn_toggles stage runs this
+    const { togglesChild } = await import('../bench/device');
+    console.log(JSON.stringify(await togglesChild()));
+    return 0;
+  }
   if (a.flags.has('device')) {
     // The GPU machine's figures (bench/device/run.sh): webgpu against PyTorch on the same machine, one JSON report.
     const { runDeviceBench } = await import('../bench/device');

@@ -23,6 +23,10 @@ export interface AdapterInfo {
   max_storage_buffer_binding_size: number;
   /** where dawn.node was loaded from */
   dawn: string;
+  /** the optional WebGPU features the adapter offers (shader-f16, subgroups, …): what wider types could use */
+  features?: string[];
+  /** Dawn's toggles the engine's device was made with (CREDIT_LENS_DAWN_TOGGLES), where any */
+  toggles?: string;
 }
 
 export type AdapterProbe = { ok: true; info: AdapterInfo } | { ok: false; why: string };
@@ -38,6 +42,7 @@ interface AdapterLike {
   info?: { vendor?: string; architecture?: string; device?: string; description?: string; isFallbackAdapter?: boolean };
   isFallbackAdapter?: boolean;
   limits: { maxBufferSize: number; maxStorageBufferBindingSize: number };
+  features?: Iterable<string>;
 }
 
 const requireHere = createRequire(__filename);
@@ -90,7 +95,10 @@ export async function probeAdapter(): Promise<AdapterProbe> {
   if (probed) return probed;
   const l = loadDawn();
   if (!l.ok) return (probed = l);
-  const gpu = loaded!.dawn.create([]);
+  // Dawn's toggles for every device of this process, for measuring what they are worth (bench/device.ts dawn_toggles):
+  // skip_validation and disable_robustness drop per-call checks that a correct program does not need
+  const toggles = dawnToggles();
+  const gpu = loaded!.dawn.create(toggles ? [`enable-dawn-features=${toggles}`] : []);
   const nav = ((globalThis as unknown as { navigator?: Record<string, unknown> }).navigator ??= {});
   if (!('gpu' in nav) || !nav.gpu) {
     try {
@@ -106,11 +114,20 @@ export async function probeAdapter(): Promise<AdapterProbe> {
     return (probed = { ok: false, why: `webgpu: requestAdapter failed (${e instanceof Error ? e.message : String(e)})` });
   }
   if (!adapter) return (probed = { ok: false, why: NO_ADAPTER });
-  return (probed = { ok: true, info: adapterInfo(adapter, loaded!.path) });
+  return (probed = { ok: true, info: { ...adapterInfo(adapter, loaded!.path), ...(toggles ? { toggles } : {}) } });
+}
+
+/** CREDIT_LENS_DAWN_TOGGLES: Dawn toggles by name, comma-separated (letters, digits and underscores only). */
+function dawnToggles(): string | null {
+  const v = process.env.CREDIT_LENS_DAWN_TOGGLES?.trim();
+  if (!v) return null;
+  if (!/^[a-z0-9_]+(,[a-z0-9_]+)*$/.test(v))
+    throw new Error(`CREDIT_LENS_DAWN_TOGGLES=${v}: expected Dawn toggle names, comma-separated (e.g. skip_validation,disable_robustness)`);
+  return v;
 }
 
 /** What an adapter says of itself, and whether it is a CPU in disguise. */
-function adapterInfo(adapter: Pick<AdapterLike, 'info' | 'isFallbackAdapter' | 'limits'>, dawn: string): AdapterInfo {
+function adapterInfo(adapter: Pick<AdapterLike, 'info' | 'isFallbackAdapter' | 'limits' | 'features'>, dawn: string): AdapterInfo {
   const a = adapter.info ?? {};
   const description = a.description || a.device || '';
   const architecture = a.architecture ?? '';
@@ -125,6 +142,7 @@ function adapterInfo(adapter: Pick<AdapterLike, 'info' | 'isFallbackAdapter' | '
     max_buffer_size: adapter.limits.maxBufferSize,
     max_storage_buffer_binding_size: adapter.limits.maxStorageBufferBindingSize,
     dawn,
+    features: [...(adapter.features ?? [])].sort(),
   };
 }
 
@@ -137,7 +155,7 @@ gpu.requestAdapter({ powerPreference: 'high-performance' }).then((a) => {
   if (!a) return done({ adapter: null });
   const i = a.info || {};
   done({ adapter: { info: { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description,
-    isFallbackAdapter: i.isFallbackAdapter }, isFallbackAdapter: a.isFallbackAdapter,
+    isFallbackAdapter: i.isFallbackAdapter }, isFallbackAdapter: a.isFallbackAdapter, features: [...(a.features || [])],
     limits: { maxBufferSize: a.limits.maxBufferSize, maxStorageBufferBindingSize: a.limits.maxStorageBufferBindingSize } } });
 }, (e) => done({ error: String(e && e.message || e) }));
 `;

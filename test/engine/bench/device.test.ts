@@ -52,6 +52,15 @@ test('run.sh --local --quick: every stage measures on lavapipe against torch, an
   assert.equal(st.submit_batch_64.dispatches, st.default.dispatches, JSON.stringify(st));
   assert.ok(st.submit_batch_64.submits < st.default.submits, JSON.stringify(st));
   assert.ok(st.cpu_forward_off.dispatches >= st.default.dispatches, JSON.stringify(st));
+  // Dawn's toggles, each in a process of its own: the same launches, timed (what they are worth is a GPU's question)
+  const tg = report.stages.dawn_toggles;
+  for (const k of ['default', 'skip_validation,disable_robustness']) {
+    assert.ok(tg[k]?.train_step?.ms > 0 && tg[k]?.rollout?.ms > 0, JSON.stringify(tg));
+    assert.equal(tg[k].train_step.dispatches, tg.default.train_step.dispatches, 'toggles change no launch');
+  }
+  assert.equal(tg['skip_validation,disable_robustness'].toggles, 'skip_validation,disable_robustness');
+  // what the adapter offers for wider types (lavapipe: shader-f16 and subgroups)
+  assert.ok(report.adapter.features.includes('shader-f16'), JSON.stringify(report.adapter.features));
   // TRL's step of the same example on torch here (credit_lens from python/, nothing installed for it on a GPU machine)
   const trl = report.stages.trl_example_step;
   assert.ok(trl.trl_step_s > 0 && trl.parameters > 0 && trl.engine_webgpu_over_trl > 0 && trl.device === 'cpu', JSON.stringify(trl));

@@ -356,7 +356,13 @@ test('import plain JSONL scored by a run folder: a strategy without training, an
       ...quiet,
     });
     assert.equal(r.format, 'jsonl');
-    assert.equal(r.records, ep.prompt.length + 1);
+    // every row is imported but one the importer skips, with its reason (an empty completion: the policy's EOS at once)
+    assert.equal(r.records + r.skipped, ep.prompt.length + 1, JSON.stringify(r.problems));
+    assert.ok(
+      r.problems.every((p) => /empty/i.test(p.reason)),
+      JSON.stringify(r.problems),
+    );
+    assert.ok(r.records >= ep.prompt.length);
     const tt = readTokenTable(stepFile(r.runDir, 'tokens', 5));
     // outcome_conditional (seed doc 001): weight 1 on <answer> tokens, think_discount elsewhere
     for (let i = 0; i < tt.weight.length; i++) assert.equal(tt.weight[i], tt.section[i] === 'answer' ? 1 : 0.25);

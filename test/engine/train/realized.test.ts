@@ -24,7 +24,8 @@ async function run(lr: number) {
   const dir = mkdtempSync(join(tmpdir(), 'cl-realized-'));
   const cfg = sevensConfig(dir, {
     name: 'rz',
-    seed: 4,
+    // a seed whose first step has a group with a 7 and one without (advantages of both signs)
+    seed: 7,
     backend: 'wasm',
     grpo: `{ steps: 1, prompts_per_step: 2, group_size: 2, max_new_tokens: 4, lr: ${lr}, eval_every: 1, checkpoint_every: 1 }`,
   });
