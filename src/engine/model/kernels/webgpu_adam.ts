@@ -10,6 +10,7 @@
 import * as tf from '@tensorflow/tfjs';
 import type { AdamScalars } from './fused';
 import { dispatchOwn, packUniforms } from './webgpu_own';
+import { registerProgramKernel } from './webgpu_program';
 
 const KERNEL = 'ClAdamWebgpu';
 const THREADS = 128;
@@ -40,27 +41,22 @@ let registered = false;
 export function registerWebgpuAdam(): void {
   if (registered) return;
   registered = true;
-  tf.registerKernel({
-    kernelName: KERNEL,
-    backendName: 'webgpu',
-    // a tfjs kernel returns a tensor: p itself, as Reshape returns its input (one more holder of its buffer)
-    kernelFunc: ({ inputs, backend, attrs }) => {
-      const { p, m, v, g } = inputs as Record<string, tf.TensorInfo>;
-      const a = attrs as unknown as AdamScalars;
-      const n = p.shape.reduce((x, d) => x * d, 1);
-      const groups = Math.ceil(n / THREADS);
-      const nx = Math.min(groups, MAX_X);
-      dispatchOwn(backend, {
-        key: 'cl_adam',
-        code: CODE,
-        bindings: [p, m, v, g],
-        writes: [0, 1, 2],
-        uniforms: packUniforms([{ i32: [n, nx, 0, 0] }, { f32: [a.b1, a.c1, a.b2, a.c2, a.d1, a.d2, a.eps, a.lr] }]),
-        workgroups: [nx, Math.ceil(groups / nx), 1],
-      });
-      (backend as unknown as { incRef(id: object): void }).incRef(p.dataId);
-      return { dataId: p.dataId, shape: p.shape, dtype: p.dtype };
-    },
+  // a tfjs kernel returns a tensor: p itself, as Reshape returns its input (one more holder of its buffer)
+  registerProgramKernel<AdamScalars>(KERNEL, (inputs, backend, a) => {
+    const { p, m, v, g } = inputs;
+    const n = p.shape.reduce((x, d) => x * d, 1);
+    const groups = Math.ceil(n / THREADS);
+    const nx = Math.min(groups, MAX_X);
+    dispatchOwn(backend, {
+      key: 'cl_adam',
+      code: CODE,
+      bindings: [p, m, v, g],
+      writes: [0, 1, 2],
+      uniforms: packUniforms([{ i32: [n, nx, 0, 0] }, { f32: [a.b1, a.c1, a.b2, a.c2, a.d1, a.d2, a.eps, a.lr] }]),
+      workgroups: [nx, Math.ceil(groups / nx), 1],
+    });
+    (backend as unknown as { incRef(id: object): void }).incRef(p.dataId);
+    return { dataId: p.dataId, shape: p.shape, dtype: p.dtype };
   });
 }
 

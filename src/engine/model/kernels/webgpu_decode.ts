@@ -9,7 +9,7 @@
 import * as tf from '@tensorflow/tfjs';
 import type { DecodeAttentionAttrs } from '../ops/ops';
 import { dispatchOwn, newOutput, packUniforms } from './webgpu_own';
-import { workgroupReductions } from './webgpu_program';
+import { registerProgramKernel, workgroupReductions } from './webgpu_program';
 
 const KERNEL = 'ClDecodeAttentionWebgpu';
 const THREADS = 64;
@@ -99,42 +99,37 @@ let registered = false;
 export function registerWebgpuDecode(): void {
   if (registered) return;
   registered = true;
-  tf.registerKernel({
-    kernelName: KERNEL,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend, attrs }) => {
-      const { qkv, keys, values, keyMask } = inputs as Record<string, tf.TensorInfo>;
-      const a = attrs as unknown as DecodeAttentionAttrs;
-      const { nHeads: H, nKvHeads: Hkv, headDim: hd, pos } = a;
-      const B = qkv.shape[0];
-      const cap = keyMask.shape[1];
-      const want = (t: tf.TensorInfo, shape: number[], what: string) => {
-        if (t.dtype !== 'float32' || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))
-          throw new Error(`${KERNEL}: ${what} has shape [${t.shape}] (${t.dtype}), expected float32 [${shape}]`);
-      };
-      want(qkv, [B, (H + 2 * Hkv) * hd], 'qkv');
-      want(keys, [B, Hkv, hd, cap], 'keys');
-      want(values, [B, Hkv, cap, hd], 'values');
-      want(keyMask, [B, cap], 'keyMask');
-      if (hd % 4 !== 0 || H % Hkv !== 0 || !(pos >= 0 && pos < cap)) throw new Error(`${KERNEL}: headDim ${hd}, heads ${H}/${Hkv}, pos ${pos} of ${cap}`);
-      const tables = new Float32Array(4 * hd);
-      for (let i = 0; i < hd; i++) {
-        tables[i] = a.cos[i] * a.scale;
-        tables[hd + i] = a.sin[i] * a.scale;
-      }
-      tables.set(a.cos, 2 * hd);
-      tables.set(a.sin, 3 * hd);
-      const ctx = newOutput(backend, [B, H * hd]);
-      dispatchOwn(backend, {
-        key: `cl_decode_attention_${hd}`,
-        code: code(hd),
-        bindings: [ctx, qkv, keys, values, keyMask],
-        writes: [0, 2, 3, 4],
-        uniforms: packUniforms([{ i32: [B, H, Hkv, cap, pos, 0, 0, 0] }, { f32: tables }]),
-        workgroups: [B * Hkv, 1, 1],
-      });
-      return ctx;
-    },
+  registerProgramKernel<DecodeAttentionAttrs>(KERNEL, (inputs, backend, a) => {
+    const { qkv, keys, values, keyMask } = inputs;
+    const { nHeads: H, nKvHeads: Hkv, headDim: hd, pos } = a;
+    const B = qkv.shape[0];
+    const cap = keyMask.shape[1];
+    const want = (t: tf.TensorInfo, shape: number[], what: string) => {
+      if (t.dtype !== 'float32' || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))
+        throw new Error(`${KERNEL}: ${what} has shape [${t.shape}] (${t.dtype}), expected float32 [${shape}]`);
+    };
+    want(qkv, [B, (H + 2 * Hkv) * hd], 'qkv');
+    want(keys, [B, Hkv, hd, cap], 'keys');
+    want(values, [B, Hkv, cap, hd], 'values');
+    want(keyMask, [B, cap], 'keyMask');
+    if (hd % 4 !== 0 || H % Hkv !== 0 || !(pos >= 0 && pos < cap)) throw new Error(`${KERNEL}: headDim ${hd}, heads ${H}/${Hkv}, pos ${pos} of ${cap}`);
+    const tables = new Float32Array(4 * hd);
+    for (let i = 0; i < hd; i++) {
+      tables[i] = a.cos[i] * a.scale;
+      tables[hd + i] = a.sin[i] * a.scale;
+    }
+    tables.set(a.cos, 2 * hd);
+    tables.set(a.sin, 3 * hd);
+    const ctx = newOutput(backend, [B, H * hd]);
+    dispatchOwn(backend, {
+      key: `cl_decode_attention_${hd}`,
+      code: code(hd),
+      bindings: [ctx, qkv, keys, values, keyMask],
+      writes: [0, 2, 3, 4],
+      uniforms: packUniforms([{ i32: [B, H, Hkv, cap, pos, 0, 0, 0] }, { f32: tables }]),
+      workgroups: [B * Hkv, 1, 1],
+    });
+    return ctx;
   });
 }
 

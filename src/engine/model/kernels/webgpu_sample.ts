@@ -12,7 +12,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { SAMPLE_RECORD_FIELDS, type SampleRowsAttrs } from '../ops/ops';
 import { dispatchOwn, newOutput, packUniforms } from './webgpu_own';
-import { workgroupReductions } from './webgpu_program';
+import { registerProgramKernel, workgroupReductions } from './webgpu_program';
 
 const KERNEL = 'ClSampleRowsWebgpu';
 const THREADS = 256;
@@ -181,32 +181,27 @@ let registered = false;
 export function registerWebgpuSample(): void {
   if (registered) return;
   registered = true;
-  tf.registerKernel({
-    kernelName: KERNEL,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend, attrs }) => {
-      const { logits, draws, record } = inputs as Record<string, tf.TensorInfo>;
-      const a = attrs as unknown as SampleRowsAttrs;
-      const [R, V] = logits.shape;
-      const [K] = draws.shape;
-      if (draws.shape[1] !== R || record.shape[0] !== K || record.shape[1] !== R || record.shape[2] !== RECORD_FIELDS || !(a.step >= 0 && a.step < K))
-        throw new Error(`${KERNEL}: logits [${logits.shape}], draws [${draws.shape}], record [${record.shape}], step ${a.step}`);
-      if (V >= 2 ** 24) throw new Error(`${KERNEL}: a vocabulary of ${V} ids is not exact in the record's float32`);
-      const ids = newOutput(backend, [R], 'int32');
-      const invT = a.greedy ? 1 : 1 / a.temperature;
-      dispatchOwn(backend, {
-        key: 'cl_sample_rows',
-        code: CODE,
-        bindings: [ids, logits, draws, record],
-        writes: [0, 3],
-        uniforms: packUniforms([
-          { i32: [R, V, a.step, a.greedy ? 1 : 0, a.rawLogprobs && invT !== 1 ? 1 : 0, !a.greedy && a.topP < 1 ? 1 : 0, 0, 0] },
-          { f32: [invT, a.topP, 0, 0] },
-        ]),
-        workgroups: [R, 1, 1],
-      });
-      return ids;
-    },
+  registerProgramKernel<SampleRowsAttrs>(KERNEL, (inputs, backend, a) => {
+    const { logits, draws, record } = inputs;
+    const [R, V] = logits.shape;
+    const [K] = draws.shape;
+    if (draws.shape[1] !== R || record.shape[0] !== K || record.shape[1] !== R || record.shape[2] !== RECORD_FIELDS || !(a.step >= 0 && a.step < K))
+      throw new Error(`${KERNEL}: logits [${logits.shape}], draws [${draws.shape}], record [${record.shape}], step ${a.step}`);
+    if (V >= 2 ** 24) throw new Error(`${KERNEL}: a vocabulary of ${V} ids is not exact in the record's float32`);
+    const ids = newOutput(backend, [R], 'int32');
+    const invT = a.greedy ? 1 : 1 / a.temperature;
+    dispatchOwn(backend, {
+      key: 'cl_sample_rows',
+      code: CODE,
+      bindings: [ids, logits, draws, record],
+      writes: [0, 3],
+      uniforms: packUniforms([
+        { i32: [R, V, a.step, a.greedy ? 1 : 0, a.rawLogprobs && invT !== 1 ? 1 : 0, !a.greedy && a.topP < 1 ? 1 : 0, 0, 0] },
+        { f32: [invT, a.topP, 0, 0] },
+      ]),
+      workgroups: [R, 1, 1],
+    });
+    return ids;
   });
 }
 
