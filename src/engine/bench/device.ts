@@ -20,11 +20,12 @@ import { benchRounds, summarize, TorchServer, type RoundsSummary } from './round
 import { benchModelSize } from './size';
 import { countDispatches, decodeStepCount, topKernels, type DispatchCount } from './dispatch';
 
-/** One GRPO step of the bundled example on webgpu launches at most this many kernels and reads back at most this often. */
-export const GRPO_STEP_TARGETS = { dispatches: 3000, downloads: 10 };
 import { Transformer } from '../model/model';
 import { generate } from '../model/sampler';
 import { makeRng } from '../core/rng';
+
+/** One GRPO step of the bundled example on webgpu launches at most this many kernels and reads back at most this often. */
+export const GRPO_STEP_TARGETS = { dispatches: 3000, downloads: 10 };
 
 export interface DeviceBenchOptions {
   /** this machine: a software adapter is accepted, and torch runs on the CPU */

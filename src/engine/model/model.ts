@@ -483,7 +483,7 @@ export class Transformer {
       return this.decodeInPlace(cache, ids);
     }
     const res = tf.tidy(() => {
-      const idT = (ids instanceof tf.Tensor ? ids : tf.tensor1d(Int32Array.from(ids), 'int32')).reshape([B, 1]) as tf.Tensor2D;
+      const idT = idsTensor(ids).reshape([B, 1]) as tf.Tensor2D;
       const mask = tf.concat([cache.keyMask, tf.ones([B, 1])], 1) as tf.Tensor2D;
       const r = this.run(idT, mask, cache.length, cache, false);
       return { logits: this.project(r.hidden.reshape([B, this.cfg.dModel]) as tf.Tensor2D), keys: r.keys, values: r.values, keyMask: mask };
@@ -718,7 +718,7 @@ export class Transformer {
     const decode = ops.decodeAttention!;
     const eps = this.cfg.rmsEps;
     const logits = tf.tidy(() => {
-      let x = this.embedRows(ids instanceof tf.Tensor ? ids : tf.tensor1d(Int32Array.from(ids), 'int32'));
+      let x = this.embedRows(idsTensor(ids));
       for (let li = 0; li < this.layers.length; li++) {
         const L = this.layers[li];
         const ctx = decode(this.qkv(ops.rmsNormInfer(x, L.ln1 as tf.Tensor1D, eps), L), c.keys[li], c.values[li], c.keyMask, attrs);
@@ -760,6 +760,11 @@ export class Transformer {
     this.disposeCache(cache);
     return { ...res, length: cache.length, inPlace: true };
   }
+}
+
+/** A decode step's ids as an int32 tensor: as given where they are one (sampled on the device), else uploaded. */
+function idsTensor(ids: ArrayLike<number> | tf.Tensor1D): tf.Tensor1D {
+  return ids instanceof tf.Tensor ? ids : tf.tensor1d(Int32Array.from(ids), 'int32');
 }
 
 /** ropeTables keeps this many (pos0, T) on the device. */

@@ -9,7 +9,7 @@ import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import type { Transformer } from './model';
 import type { KvCache } from './shapes';
-import { SAMPLE_RECORD_FIELDS as RECORD_FIELDS, type ModelOps } from './ops/ops';
+import { SAMPLE_RECORD_FIELDS, type ModelOps } from './ops/ops';
 import { backendCaps } from './ops';
 
 export interface SampleOptions {
@@ -139,9 +139,7 @@ export async function generate(model: Transformer, prompts: number[][], opts: Sa
   if (repeat > 1) {
     const rows = Array.from({ length: B }, (_, r) => Math.floor(r / repeat));
     cache = model.keepCacheRows(cache, rows);
-    const l0 = logits;
-    logits = tf.tidy(() => tf.gather(l0, tf.tensor1d(Int32Array.from(rows), 'int32'), 0) as tf.Tensor2D);
-    l0.dispose();
+    logits = gatherRows(logits, rows);
   }
 
   const out: SampledSeq[] = Array.from({ length: B }, () => ({ ids: [], logprobs: [], entropies: [], probSq: [], stopped: 'length' }));
@@ -184,16 +182,23 @@ interface DecodeState {
 type Accept = (o: number, id: number, logprob: number, entropy: number, probSq: number) => boolean;
 
 /**
- * Drops the finished rows from the cache once they are backendCaps().dropFinishedAt of it; `ids` (one per cache row)
- * are the next step's, returned for the rows kept.
+ * Drops the finished rows from the cache once they are backendCaps().dropFinishedAt of it: the cache rows kept, in
+ * order, or null where it kept them all.
  */
-function dropFinished<T>(model: Transformer, st: DecodeState, ids: T[]): T[] {
+function dropFinished(model: Transformer, st: DecodeState): number[] | null {
   const keep = st.rows.flatMap((o, r) => (o >= 0 ? [r] : []));
   const idle = st.rows.length - keep.length;
-  if (idle === 0 || idle < backendCaps().dropFinishedAt * st.rows.length) return ids;
+  if (idle === 0 || idle < backendCaps().dropFinishedAt * st.rows.length) return null;
   st.cache = model.keepCacheRows(st.cache, keep);
   st.rows = keep.map((r) => st.rows[r]);
-  return keep.map((r) => ids[r]);
+  return keep;
+}
+
+/** The given rows of t, in that order; disposes t. */
+function gatherRows(t: tf.Tensor2D, rows: number[]): tf.Tensor2D {
+  const out = tf.tidy(() => tf.gather(t, tf.tensor1d(Int32Array.from(rows), 'int32'), 0) as tf.Tensor2D);
+  t.dispose();
+  return out;
 }
 
 /** Between decode steps: after a macrotask turn (so a signal's handler has run), end sampling if `stop` says so. */
@@ -228,8 +233,8 @@ async function sampleOnHost(model: Transformer, st: DecodeState, opts: SampleOpt
       else st.rows[r] = -1;
     }
     if (st.rows.every((o) => o < 0) || step === opts.maxNewTokens - 1) break;
-    const ids = dropFinished(model, st, next); // before st.cache is read: a drop replaces it
-    ({ logits: st.logits, cache: st.cache } = model.decodeStep(st.cache, ids));
+    const kept = dropFinished(model, st); // before st.cache is read: a drop replaces it
+    ({ logits: st.logits, cache: st.cache } = model.decodeStep(st.cache, kept ? kept.map((r) => next[r]) : next));
   }
 }
 
@@ -261,7 +266,7 @@ async function sampleOnDevice(
           if (o >= 0) u[k * R + r] = (opts.rngs ? opts.rngs[o] : opts.rng)();
         }
     const draws = tf.tensor2d(u, [K, R]);
-    const record = tf.zeros([K, R, RECORD_FIELDS]) as tf.Tensor3D;
+    const record = tf.zeros([K, R, SAMPLE_RECORD_FIELDS]) as tf.Tensor3D;
     let rec: Float32Array;
     try {
       for (let k = 0; k < K; k++) {
@@ -279,22 +284,14 @@ async function sampleOnDevice(
       for (let r = 0; r < R; r++) {
         const o = st.rows[r];
         if (o < 0) continue;
-        const f = (k * R + r) * RECORD_FIELDS;
+        const f = (k * R + r) * SAMPLE_RECORD_FIELDS;
         if (!accept(o, rec[f], rec[f + 2], rec[f + 3], rec[f + 4])) st.rows[r] = -1;
       }
     done += K;
     if (st.rows.every((o) => o < 0) || done >= opts.maxNewTokens) break;
     // the logits of the block's last step are the next block's first: a dropped row's go with it
-    const kept = dropFinished(
-      model,
-      st,
-      st.rows.map((_, r) => r),
-    );
-    if (kept.length < R) {
-      const l = st.logits!;
-      st.logits = tf.tidy(() => tf.gather(l, tf.tensor1d(Int32Array.from(kept), 'int32'), 0) as tf.Tensor2D);
-      l.dispose();
-    }
+    const kept = dropFinished(model, st);
+    if (kept) st.logits = gatherRows(st.logits!, kept);
   }
 }
 

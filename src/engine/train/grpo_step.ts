@@ -302,41 +302,63 @@ interface ReadAhead {
   outputs: Partial<CreditBatch>;
 }
 
-/**
- * Each range's rows through the policy without a tape: what its taped pass will need to read. The outputs a strategy or
- * a head reads are read range by range (they can be large); the log-probs of every range stay on the device and come
- * back in one read (readRowsAll), one download per pass over the batch where there was one per micro-batch. The weights
- * do not change within a pass, so reading ahead of all the taped passes reads what reading ahead of each would.
- */
-async function readAhead(b: Batch, ranges: [number, number][]): Promise<ReadAhead[]> {
-  const { s, strategy, head } = b.x;
-  const lps: tf.Tensor2D[] = [];
-  const outputs: Partial<CreditBatch>[] = [];
+/** Rows [start, end) of the batch for `f`: the batch itself where they are all of it, else a slice disposed after. */
+async function inSlice<T>(pb: PolicyBatch, start: number, end: number, f: (mb: PolicyBatch) => T | Promise<T>): Promise<T> {
+  const mb = start === 0 && end === pb.mask.length ? pb : slicePolicyBatch(pb, start, end);
   try {
-    for (const [start, end] of ranges) {
-      const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
-      try {
-        // in a scope, keeping only the outputs: outside a tape nothing else frees the forward pass's intermediates, and a
-        // sweep that ran attention_credit or attribution in one process lost megabytes a step until wasm's heap failed
+    return await f(mb);
+  } finally {
+    if (mb !== pb) mb.dispose();
+  }
+}
+
+/**
+ * Each range's rows through the policy without a tape, `needs` the outputs kept beside the log-probs: `each` reads what
+ * it wants of a range's outputs (they can be large, so they are read and freed range by range), and the log-probs of
+ * every range stay on the device and come back in one read (readRowsAll): one download per pass over the batch, not one
+ * per micro-batch.
+ */
+async function logprobsAhead(
+  b: Batch,
+  ranges: [number, number][],
+  needs: Parameters<typeof completionLogprobs>[3],
+  each?: (out: ReturnType<typeof completionLogprobs>, start: number, end: number) => Promise<void>,
+): Promise<number[][][]> {
+  const lps: tf.Tensor2D[] = [];
+  try {
+    for (const [start, end] of ranges)
+      await inSlice(b.pb, start, end, async (mb) => {
+        // in a scope, keeping only the outputs: outside a tape nothing else frees the forward pass's intermediates, and
+        // a sweep that ran attention_credit or attribution in one process lost megabytes a step until wasm's heap failed
         const out = tf.tidy(() => {
-          const o = completionLogprobs(s.model, mb, s.cfg.grpo.temperature, strategy.needs);
+          const o = completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature, needs);
           return Object.fromEntries(Object.entries(o).filter(([, t]) => t !== undefined)) as typeof o;
         });
         lps.push(out.logp);
         try {
-          outputs.push({ ...(await outputsOf(b, out, start, end)), ...(head ? await head.read(out) : {}) });
+          await each?.(out, start, end);
         } finally {
           tf.dispose([out.attention, out.hidden, out.entropy].filter((t) => t !== undefined));
         }
-      } finally {
-        if (mb !== b.pb) mb.dispose();
-      }
-    }
-    const lp = await readRowsAll(lps);
-    return lp.map((rows, i) => ({ lp: rows, outputs: outputs[i] }));
+      });
+    return await readRowsAll(lps);
   } finally {
     tf.dispose(lps);
   }
+}
+
+/**
+ * What each range's taped pass will need to read, read ahead of all of them (logprobsAhead): its log-probs, the
+ * strategy's outputs and a head's. The weights do not change within a pass, so reading ahead of all the taped passes
+ * reads what reading ahead of each would.
+ */
+async function readAhead(b: Batch, ranges: [number, number][]): Promise<ReadAhead[]> {
+  const { strategy, head } = b.x;
+  const outputs: Partial<CreditBatch>[] = [];
+  const lp = await logprobsAhead(b, ranges, strategy.needs, async (out, start, end) => {
+    outputs.push({ ...(await outputsOf(b, out, start, end)), ...(head ? await head.read(out) : {}) });
+  });
+  return lp.map((rows, i) => ({ lp: rows, outputs: outputs[i] }));
 }
 
 /** Several [rows, C_i] tensors' values as rows, in one read (joined on the device); disposes them. */
@@ -457,21 +479,8 @@ async function referenceLogprobs(x: UpdateInputs, pb: PolicyBatch): Promise<numb
  * an update that changed nothing reads exactly 0).
  */
 async function realizedCredit(b: Batch, ranges: [number, number][], old: number[][]): Promise<number[][]> {
-  const lps: tf.Tensor2D[] = [];
-  try {
-    for (const [start, end] of ranges) {
-      const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
-      try {
-        lps.push(tf.tidy(() => completionLogprobs(b.x.s.model, mb, b.x.s.cfg.grpo.temperature).logp));
-      } finally {
-        if (mb !== b.pb) mb.dispose();
-      }
-    }
-    const lp = (await readRowsAll(lps)).flat();
-    return lp.map((row, i) => row.map((v, t) => (b.pb.mask[i][t] ? v - old[i][t] : 0)));
-  } finally {
-    tf.dispose(lps);
-  }
+  const lp = (await logprobsAhead(b, ranges, undefined)).flat();
+  return lp.map((row, i) => row.map((v, t) => (b.pb.mask[i][t] ? v - old[i][t] : 0)));
 }
 
 /** Mean |b − a| over the valid tokens of `mask`. */
@@ -541,9 +550,8 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
   const parts: Credit[] = [];
   const infos: { info: PolicyLossResult; n: number }[] = [];
   const aheadAll = b.readAhead ? await readAhead(b, ranges) : null;
-  const grads = await accumulateGrads(ranges, async (start, end) => {
-    const mb = start === 0 && end === b.pb.mask.length ? b.pb : slicePolicyBatch(b.pb, start, end);
-    try {
+  const grads = await accumulateGrads(ranges, (start, end) =>
+    inSlice(b.pb, start, end, (mb) => {
       const ahead = aheadAll ? aheadAll[ranges.findIndex(([r]) => r === start)] : null;
       const { value, grads } = tf.variableGrads(() => {
         const out = completionLogprobs(s.model, mb, g.temperature, strategy.needs);
@@ -593,10 +601,8 @@ async function epochGrads(b: Batch, ranges: [number, number][], fixed: Credit | 
       }, [...b.trainable.values()]);
       value.dispose();
       return grads;
-    } finally {
-      if (mb !== b.pb) mb.dispose();
-    }
-  });
+    }),
+  );
   // per token, in row order (the micro-batches run in order): the weight on its gradient and whether the clip cut it
   const isWeight = infos.flatMap((p) => p.info.isWeight);
   const cut = infos.flatMap((p) => p.info.cut);

@@ -4,7 +4,7 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import { nativeCall } from './blas';
 import { Info, KernelArgs, WasmBackend, at32, heapF32, runKernel } from './heap';
-import type { DecodeAttentionAttrs } from '../ops/ops';
+import { checkDecodeInputs, type DecodeAttentionAttrs } from '../ops/ops';
 import { simdLoops } from './simd';
 
 // ---- Decode attention ----------------------------------------------------------------------------------
@@ -54,18 +54,9 @@ function decodeStep(args: KernelArgs, native: boolean): Info {
   const { qkv, keys, values, keyMask } = args.inputs as { qkv: Info; keys: Info; values: Info; keyMask: Info };
   const { pos, nHeads: H, nKvHeads: Hkv, headDim: hd, scale, cos, sin } = args.attrs as unknown as DecodeAttentionAttrs;
   const B = qkv.shape[0],
-    cap = keyMask.shape[1],
+    cap = checkDecodeInputs(DECODE_ATTENTION, { qkv, keys, values, keyMask }, args.attrs as unknown as DecodeAttentionAttrs),
     rep = H / Hkv,
     half = hd / 2;
-  const want = (t: Info, shape: number[], what: string) => {
-    if (t.dtype !== 'float32' || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
-      throw new Error(`${DECODE_ATTENTION}: ${what} has shape [${t.shape}] (${t.dtype}), expected float32 [${shape}]`);
-    }
-  };
-  want(qkv, [B, (H + 2 * Hkv) * hd], 'qkv');
-  want(keys, [B, Hkv, hd, cap], 'keys');
-  want(values, [B, Hkv, cap, hd], 'values');
-  want(keyMask, [B, cap], 'keyMask');
   if (hd % 4 !== 0 || cap % 4 !== 0 || !(pos >= 0 && pos < cap) || !Number.isInteger(rep)) {
     throw new Error(`${DECODE_ATTENTION}: needs headDim and capacity multiples of 4 and pos < capacity (hd ${hd}, capacity ${cap}, pos ${pos})`);
   }

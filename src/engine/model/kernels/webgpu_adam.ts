@@ -9,7 +9,7 @@
 // variables take (assign), and what shared the old buffers keeps the old values.
 import * as tf from '@tensorflow/tfjs';
 import type { AdamScalars } from './fused';
-import { dispatchOwn, packUniforms } from './webgpu_own';
+import { bufferHolders, dispatchOwn, packUniforms } from './webgpu_own';
 import { registerProgramKernel } from './webgpu_program';
 
 const KERNEL = 'ClAdamWebgpu';
@@ -60,18 +60,12 @@ export function registerWebgpuAdam(): void {
   });
 }
 
-/** How many tensors hold this tensor's buffer (tfjs-backend-webgpu's refCount; clone and reshape share buffers). */
-function holders(t: tf.Tensor): number {
-  const be = tf.backend() as unknown as { tensorMap: { get(id: object): { refCount: number } | undefined } };
-  return be.tensorMap.get(t.dataId)?.refCount ?? 1;
-}
-
 /** One Adam update of p with gradient g and moments m, v, on webgpu, in place; false on any other backend. */
 export function adamWebgpu(p: tf.Variable, g: tf.Tensor, m: tf.Variable, v: tf.Variable, s: AdamScalars): boolean {
   if (tf.getBackend() !== 'webgpu' || [p, g, m, v].some((t) => t.dtype !== 'float32')) return false;
   tf.tidy(() => {
     // a buffer another tensor holds is first copied into one of the variable's own (the copy made here is discarded)
-    for (const t of [p, m, v]) if (holders(t) > 1) t.assign(tf.add(t, 0));
+    for (const t of [p, m, v]) if (bufferHolders(t) > 1) t.assign(tf.add(t, 0));
     tf.engine().runKernel(KERNEL, { p, m, v, g }, s as unknown as tf.NamedAttrMap);
   });
   return true;

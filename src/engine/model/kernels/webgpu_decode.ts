@@ -7,7 +7,7 @@
 // without reading keyMask, which another workgroup of the row marks: a workgroup reads only what it wrote or what
 // earlier dispatches wrote. Keys the mask hides weigh exactly 0, as exp(s − 1e9 − max) does in the other paths.
 import * as tf from '@tensorflow/tfjs';
-import type { DecodeAttentionAttrs } from '../ops/ops';
+import { checkDecodeInputs, type DecodeAttentionAttrs } from '../ops/ops';
 import { dispatchOwn, newOutput, packUniforms } from './webgpu_own';
 import { registerProgramKernel, workgroupReductions } from './webgpu_program';
 
@@ -103,15 +103,7 @@ export function registerWebgpuDecode(): void {
     const { qkv, keys, values, keyMask } = inputs;
     const { nHeads: H, nKvHeads: Hkv, headDim: hd, pos } = a;
     const B = qkv.shape[0];
-    const cap = keyMask.shape[1];
-    const want = (t: tf.TensorInfo, shape: number[], what: string) => {
-      if (t.dtype !== 'float32' || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))
-        throw new Error(`${KERNEL}: ${what} has shape [${t.shape}] (${t.dtype}), expected float32 [${shape}]`);
-    };
-    want(qkv, [B, (H + 2 * Hkv) * hd], 'qkv');
-    want(keys, [B, Hkv, hd, cap], 'keys');
-    want(values, [B, Hkv, cap, hd], 'values');
-    want(keyMask, [B, cap], 'keyMask');
+    const cap = checkDecodeInputs(KERNEL, { qkv, keys, values, keyMask }, a);
     if (hd % 4 !== 0 || H % Hkv !== 0 || !(pos >= 0 && pos < cap)) throw new Error(`${KERNEL}: headDim ${hd}, heads ${H}/${Hkv}, pos ${pos} of ${cap}`);
     const tables = new Float32Array(4 * hd);
     for (let i = 0; i < hd; i++) {

@@ -42,7 +42,7 @@ interface WebgpuInternals {
   commandQueueOwnedIds: WeakSet<object>;
   uniformPendingDisposal: GPUBuffer[];
   bufferManager: { acquireBuffer(size: number, usage: number): GPUBuffer };
-  tensorMap: { get(dataId: object): { resource: unknown; values: unknown } | undefined };
+  tensorMap: { get(dataId: object): { resource: unknown; values: unknown; refCount: number } | undefined };
   uploadToGPU(dataId: object): void;
   makeTensorInfo(shape: number[], dtype: tf.DataType): tf.TensorInfo;
   ensureCommandEncoderReady(): void;
@@ -56,6 +56,14 @@ function internals(backend: unknown): WebgpuInternals {
   const be = backend as WebgpuInternals;
   if (!be?.device || typeof be.ensureCommandEncoderReady !== 'function') throw new Error('webgpu_own: not the webgpu backend');
   return be;
+}
+
+/**
+ * How many tensors hold t's buffer (tfjs shares one between tensors made by clone or reshape): a kernel may write it in
+ * place only where this is 1.
+ */
+export function bufferHolders(t: tf.TensorInfo): number {
+  return internals(tf.backend()).tensorMap.get(t.dataId)?.refCount ?? 1;
 }
 
 /** A new tensor's buffer on the device, for a kernel of ours to write (makeTensorInfo plus its allocation). */

@@ -16,7 +16,6 @@ import { registerProgramKernel, workgroupReductions } from './webgpu_program';
 
 const KERNEL = 'ClSampleRowsWebgpu';
 const THREADS = 256;
-const RECORD_FIELDS = SAMPLE_RECORD_FIELDS;
 
 const CODE = `
 struct U { R : i32, V : i32, step : i32, greedy : i32, raw : i32, nucleus : i32, p0 : i32, p1 : i32, invT : f32, topP : f32, q0 : f32, q1 : f32 };
@@ -164,7 +163,7 @@ fn main(@builtin(workgroup_id) wg : vec3<u32>, @builtin(local_invocation_index) 
     id = select(lastAll, pick, pick != BIG);
   }
   if (lane == 0) {
-    let o = (u.step * u.R + r) * ${RECORD_FIELDS};
+    let o = (u.step * u.R + r) * ${SAMPLE_RECORD_FIELDS};
     let lp = logits[base + id] * u.invT - lse;
     rec[o] = f32(id);
     rec[o + 1] = lp;
@@ -185,7 +184,7 @@ export function registerWebgpuSample(): void {
     const { logits, draws, record } = inputs;
     const [R, V] = logits.shape;
     const [K] = draws.shape;
-    if (draws.shape[1] !== R || record.shape[0] !== K || record.shape[1] !== R || record.shape[2] !== RECORD_FIELDS || !(a.step >= 0 && a.step < K))
+    if (draws.shape[1] !== R || record.shape[0] !== K || record.shape[1] !== R || record.shape[2] !== SAMPLE_RECORD_FIELDS || !(a.step >= 0 && a.step < K))
       throw new Error(`${KERNEL}: logits [${logits.shape}], draws [${draws.shape}], record [${record.shape}], step ${a.step}`);
     if (V >= 2 ** 24) throw new Error(`${KERNEL}: a vocabulary of ${V} ids is not exact in the record's float32`);
     const ids = newOutput(backend, [R], 'int32');
@@ -207,7 +206,7 @@ export function registerWebgpuSample(): void {
 
 /**
  * Samples one token per row of logits [R, V] with the uniform draws draws[step] ([K, R]), writes record[step] ([K, R,
- * RECORD_FIELDS], in place) and returns the ids [R] (int32).
+ * SAMPLE_RECORD_FIELDS], in place) and returns the ids [R] (int32).
  */
 export function sampleRowsWebgpu(logits: tf.Tensor2D, draws: tf.Tensor2D, record: tf.Tensor3D, attrs: SampleRowsAttrs): tf.Tensor1D {
   return tf.engine().runKernel(KERNEL, { logits, draws, record }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor1D;

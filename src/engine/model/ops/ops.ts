@@ -36,6 +36,29 @@ export interface DecodeAttentionAttrs {
   sin: Float32Array;
 }
 
+/**
+ * The decode step's inputs as every backend's decodeAttention lays them out (qkv [B, (H + 2·Hkv)·hd], keys
+ * [B, Hkv, hd, cap], values [B, Hkv, cap, hd], keyMask [B, cap], float32): the cache's capacity, or an error naming the
+ * kernel and the input that differs.
+ */
+export function checkDecodeInputs(kernel: string, t: Record<'qkv' | 'keys' | 'values' | 'keyMask', tf.TensorInfo>, a: DecodeAttentionAttrs): number {
+  const { nHeads: H, nKvHeads: Hkv, headDim: hd } = a;
+  const B = t.qkv.shape[0];
+  const cap = t.keyMask.shape[1];
+  const want: [keyof typeof t, number[]][] = [
+    ['qkv', [B, (H + 2 * Hkv) * hd]],
+    ['keys', [B, Hkv, hd, cap]],
+    ['values', [B, Hkv, cap, hd]],
+    ['keyMask', [B, cap]],
+  ];
+  for (const [what, shape] of want) {
+    const x = t[what];
+    if (x.dtype !== 'float32' || x.shape.length !== shape.length || x.shape.some((d, i) => d !== shape[i]))
+      throw new Error(`${kernel}: ${what} has shape [${x.shape}] (${x.dtype}), expected float32 [${shape}]`);
+  }
+  return cap;
+}
+
 /** The sampler's record per row and step (sampleRows): id, log-prob, reported log-prob, entropy, Σ p². */
 export const SAMPLE_RECORD_FIELDS = 5;
 
