@@ -15,6 +15,7 @@ import { COMPOSED } from '../../../src/engine/model/ops/composed';
 import { tableFor, type BackendOps, type ModelOps, type OpDims } from '../../../src/engine/model/ops';
 import { WASM_BLAS_ALTERNATIVES } from '../../../src/engine/model/ops/wasm_blas';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
+import { packHalf, type HalfFormat } from '../../../src/engine/model/half';
 
 /** Sizes every table supports (the SIMD loops want multiples of 4 and 8): 3 query heads over 1 kv head (GQA). */
 const D: OpDims = { headDim: 8, dFf: 16 };
@@ -27,7 +28,7 @@ const B = 2,
   DM = 12,
   V = 37;
 
-type Arr = { shape: number[]; values: Float32Array; dtype?: 'float32' | 'int32' };
+type Arr = { shape: number[]; values: Float32Array | Int32Array; dtype?: 'float32' | 'int32' };
 
 interface Case {
   /** the op's inputs, as host arrays (made on each backend from the same numbers) */
@@ -106,6 +107,28 @@ const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention' | 'sampleRows'>, C
       return [f(a as tf.Tensor2D, w as tf.Tensor2D, res), f(a as tf.Tensor2D, w as tf.Tensor2D, bias)];
     },
     wrt: [0, 1, 2, 3],
+    tol: { forward: 1e-5, grad: 1e-5 },
+  },
+  matMulHalf: {
+    // W [DM, V + 1] in each format, packed; the reduction (DM = 12) and the columns (38) are not multiples of the
+    // kernel's tiles, so its edges are tested. The residual's add with float16, a bias's with bfloat16, none with both
+    // formats, and W read transposed (the gradient by a).
+    inputs: (r) => {
+      const w = normal(r, [DM, V + 1], 0.5).values as Float32Array;
+      const packed = (f: HalfFormat): Arr => ({ shape: [DM, (V + 1) / 2], values: packHalf(f, w, DM, V + 1), dtype: 'int32' });
+      return [normal(r, [N, DM]), packed('float16'), packed('bfloat16'), normal(r, [N, V + 1]), normal(r, [V + 1])];
+    },
+    call: (op, [a, w16, wb16, res, bias]) => {
+      const f = op as ModelOps['matMulHalf'];
+      const half = (packed: tf.Tensor, format: HalfFormat) => ({ packed: packed as tf.Tensor2D, rows: DM, cols: V + 1, format });
+      return [
+        f(a as tf.Tensor2D, half(w16, 'float16'), res),
+        f(a as tf.Tensor2D, half(wb16, 'bfloat16'), bias),
+        f(a as tf.Tensor2D, half(w16, 'float16'), null),
+        f(a as tf.Tensor2D, half(wb16, 'bfloat16'), null),
+      ];
+    },
+    wrt: [0, 3, 4],
     tol: { forward: 1e-5, grad: 1e-5 },
   },
   tokenLogprob: {
@@ -238,17 +261,18 @@ test('a backend is one description: its capabilities and Adam step come from its
   const { readsSync } = await import('../../../src/engine/model/backend');
   const { backendCaps, modelOps } = await import('../../../src/engine/model/ops');
   // dropFinishedAt: a host drops a finished row at once (its compute is its cost), a GPU at a quarter of the cache
-  const want: Record<string, { syncReads: boolean; keepTables: boolean; dropFinishedAt: number; adam: boolean }> = {
-    cpu: { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: false },
-    wasm: { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: true },
-    'wasm-blas': { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: true },
-    webgpu: { syncReads: false, keepTables: true, dropFinishedAt: 0.25, adam: true },
-    tensorflow: { syncReads: true, keepTables: false, dropFinishedAt: 0, adam: false },
+  // halfWeights: only a GPU's kernel reads packed 16-bit weights; a host rounds them and keeps float32
+  const want: Record<string, { syncReads: boolean; keepTables: boolean; dropFinishedAt: number; halfWeights: boolean; adam: boolean }> = {
+    cpu: { syncReads: true, keepTables: false, dropFinishedAt: 0, halfWeights: false, adam: false },
+    wasm: { syncReads: true, keepTables: false, dropFinishedAt: 0, halfWeights: false, adam: true },
+    'wasm-blas': { syncReads: true, keepTables: false, dropFinishedAt: 0, halfWeights: false, adam: true },
+    webgpu: { syncReads: false, keepTables: true, dropFinishedAt: 0.25, halfWeights: true, adam: true },
+    tensorflow: { syncReads: true, keepTables: false, dropFinishedAt: 0, halfWeights: false, adam: false },
   };
   for (const [name, w] of Object.entries(want)) {
     const table = tableFor(name);
     const { maxBindingBytes, ...caps } = table.caps;
-    assert.deepEqual(caps, { syncReads: w.syncReads, keepTables: w.keepTables, dropFinishedAt: w.dropFinishedAt }, name);
+    assert.deepEqual(caps, { syncReads: w.syncReads, keepTables: w.keepTables, dropFinishedAt: w.dropFinishedAt, halfWeights: w.halfWeights }, name);
     // host backends bind any size; a GPU the size its device granted (WebGPU's default 128 MiB without a device)
     if (name === 'webgpu') assert.ok(Number.isFinite(maxBindingBytes) && maxBindingBytes >= 128 * 2 ** 20, `${name}: ${maxBindingBytes}`);
     else assert.equal(maxBindingBytes, Infinity, name);

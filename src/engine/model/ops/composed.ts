@@ -1,5 +1,6 @@
 // The plain tfjs compositions of the model's fused ops: what every backend runs for an op its table lacks (ops.ts).
 import * as tf from '@tensorflow/tfjs';
+import { readHalfSync, type HalfWeight } from '../half';
 import type { HeadDims, ModelOps } from './ops';
 
 /** y = x·cos + swap(x)·sin over the last axis, swap exchanging its halves (rotate_half with its sign folded into sin). */
@@ -89,6 +90,17 @@ function matMulAdd(a: tf.Tensor2D, w: tf.Tensor2D, add: tf.Tensor): tf.Tensor2D 
   return tf.add(tf.matMul(a, w), add);
 }
 
+/**
+ * The product with W's values read to float32 on the host: the reference the webgpu kernel is checked against, on a
+ * backend that reads synchronously (host backends store frozen weights rounded in float32 instead: BackendCaps.halfWeights).
+ */
+function matMulHalf(a: tf.Tensor2D, w: HalfWeight, add: tf.Tensor | null): tf.Tensor2D {
+  return tf.tidy(() => {
+    const y = tf.matMul(a, tf.tensor2d(readHalfSync(w), [w.rows, w.cols]));
+    return add ? tf.add(y, add) : y;
+  });
+}
+
 export const COMPOSED: ModelOps = {
   rmsNorm,
   rmsNormInfer: rmsNorm,
@@ -98,6 +110,7 @@ export const COMPOSED: ModelOps = {
   attention,
   tokenLogprob,
   matMulAdd,
+  matMulHalf,
   decodeAttention: null,
   sampleRows: null,
 };

@@ -6,6 +6,7 @@
 // place: resolveOps below. A new backend (webgpu) is one more table and one line in tableFor.
 import type * as tf from '@tensorflow/tfjs';
 import type { AdamScalars } from '../kernels/fused';
+import type { HalfWeight } from '../half';
 
 export type { AdamScalars } from '../kernels/fused';
 
@@ -96,6 +97,11 @@ export interface ModelOps {
    * where the backend adds in its product's epilogue
    */
   matMulAdd(a: tf.Tensor2D, w: tf.Tensor2D, add: tf.Tensor): tf.Tensor2D;
+  /**
+   * a [N, k] · W [k, n] (+ add: [N, n] or [n]) with W a frozen weight in 16 bits (half.ts), accumulated in float32:
+   * differentiable in a and add, W having no gradient
+   */
+  matMulHalf(a: tf.Tensor2D, w: HalfWeight, add: tf.Tensor | null): tf.Tensor2D;
   /** log softmax(logits)[n, targets[n]] for logits [N, V], targets [N] (int32): [N], differentiable in logits */
   tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D;
   /**
@@ -140,6 +146,12 @@ export interface BackendCaps {
    * a few idle rows in a decode step cost it nothing it would notice.
    */
   dropFinishedAt: number;
+  /**
+   * model.torch_dtype float16 / bfloat16 stores frozen weights packed in 16 bits (half.ts), for its matMulHalf kernel.
+   * A host backend has none: it rounds them to the format and keeps float32, which gives the same numbers in float32's
+   * memory.
+   */
+  halfWeights: boolean;
 }
 
 /** Adam's update of one parameter in place (m, v and p written where they are); false where it cannot run. */
@@ -162,7 +174,7 @@ export interface BackendOps {
 }
 
 /** A CPU-side backend's capabilities: synchronous reads, constant tables made per pass. */
-export const HOST_CAPS: BackendCaps = { syncReads: true, keepTables: false, maxBindingBytes: Infinity, dropFinishedAt: 0 };
+export const HOST_CAPS: BackendCaps = { syncReads: true, keepTables: false, maxBindingBytes: Infinity, dropFinishedAt: 0, halfWeights: false };
 
 /**
  * The ops a model of these sizes runs with `table`: the table's op where it has one that supports the sizes, the

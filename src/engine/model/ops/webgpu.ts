@@ -16,6 +16,7 @@ import { headsWebgpu, registerWebgpuHeads } from '../kernels/webgpu_heads';
 import { decodeAttentionWebgpu, registerWebgpuDecode } from '../kernels/webgpu_decode';
 import { matMulAddWebgpu } from '../kernels/webgpu_matmul_add';
 import { registerWebgpuSample, sampleRowsWebgpu } from '../kernels/webgpu_sample';
+import { matMulHalfWebgpu, registerWebgpuMatMulHalf } from '../kernels/webgpu_matmul_half';
 import type { BackendOps } from './ops';
 
 /**
@@ -30,7 +31,7 @@ function grantedBindingBytes(): number {
 export function webgpuOps(): BackendOps {
   return {
     name: 'webgpu',
-    caps: { syncReads: false, keepTables: true, maxBindingBytes: grantedBindingBytes(), dropFinishedAt: 0.25 },
+    caps: { syncReads: false, keepTables: true, maxBindingBytes: grantedBindingBytes(), dropFinishedAt: 0.25, halfWeights: true },
     register: () => {
       registerWebgpuLogprob();
       registerWebgpuAttention();
@@ -40,6 +41,7 @@ export function webgpuOps(): BackendOps {
       registerWebgpuHeads();
       registerWebgpuDecode();
       registerWebgpuSample();
+      registerWebgpuMatMulHalf();
     },
     adamStep: adamWebgpu,
     ops: {
@@ -50,6 +52,7 @@ export function webgpuOps(): BackendOps {
       heads: { run: headsWebgpu },
       tokenLogprob: { run: tokenLogprobWebgpu },
       matMulAdd: { run: matMulAddWebgpu },
+      matMulHalf: { run: matMulHalfWebgpu },
       sampleRows: { run: sampleRowsWebgpu },
       attention: { run: attentionWebgpu },
       // the uniform block holds four RoPE rows of hd floats
