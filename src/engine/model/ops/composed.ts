@@ -97,7 +97,7 @@ function matMulAdd(a: tf.Tensor2D, w: tf.Tensor2D, add: tf.Tensor): tf.Tensor2D 
 function matMulHalf(a: tf.Tensor2D, w: HalfWeight, add: tf.Tensor | null): tf.Tensor2D {
   return tf.tidy(() => {
     const y = tf.matMul(a, tf.tensor2d(readHalfSync(w), [w.rows, w.cols]));
-    return add ? tf.add(y, add) : y;
+    return (add ? tf.add(y, add) : y) as tf.Tensor2D;
   });
 }
 
