@@ -4,6 +4,7 @@
 //   model.tie_embeddings  the scratch model shares input and output embeddings (GPT-2/nanoGPT style).
 //   model.init_checkpoint start from a checkpoint's weights (share one SFT warm start across a sweep).
 //   grpo.max_nonfinite_steps  end a run that diverged instead of skipping every later update.
+//   model.torch_dtype     frozen weights in 16 bits (model/half.ts).
 import { z } from 'zod';
 import { creditShape, STRATEGY_NAMES } from '../credit/catalog';
 import { TASK_NAMES, TASKS, taskSpec } from '../tasks/catalog';
@@ -17,6 +18,9 @@ import { allow, bool, collectPaths, core, defOf, int, num, oneOf, pathOrNull, sc
 
 /** The projections LoRA can adapt, by PEFT's module names. */
 export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+
+/** model.torch_dtype: float32, or the 16-bit formats frozen weights can be stored in (model/half.ts). */
+export const HALF_DTYPES = ['float32', 'float16', 'bfloat16'] as const;
 
 export const BACKENDS = ['auto', 'webgpu', 'tensorflow', 'wasm-blas', 'wasm', 'cpu'] as const;
 export const STRATEGIES = STRATEGY_NAMES;
@@ -77,6 +81,15 @@ export const modelSchema = section(
       z.int().min(1).nullable().describe('Train only the last k transformer blocks and the final norm; null trains all (an addition to design.md#config).'),
       'null or a positive integer (at most the number of layers)',
     ).default(null),
+    torch_dtype: oneOf(
+      HALF_DTYPES,
+      'How the projections that do not train are stored: the base under model.lora, the blocks model.trainable_layers ' +
+        'leaves frozen, the KL reference. float16 or bfloat16: 16 bits each, multiplied into float32 sums, as PyTorch runs a ' +
+        "float16 model beside PEFT's float32 adapters (TRL's model_init_kwargs.torch_dtype; bfloat16 keeps a bfloat16 " +
+        'checkpoint exactly). On webgpu they take half the memory and half the reads; on host backends they are rounded and ' +
+        'kept in float32, which gives the same numbers. Trained weights stay float32. float32 (the default) is the path whose ' +
+        'numbers are compared with the cpu backend (an addition to design.md#config).',
+    ).default('float32'),
   },
   'The policy model.',
 ).superRefine((m, ctx) => {

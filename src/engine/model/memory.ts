@@ -1,7 +1,7 @@
 // What a training run needs in memory, estimated before anything trains, against what the backend can hold: a run that
 // cannot fit stops before step 1 with the numbers instead of running out of memory mid-run.
 //
-// The parts (float32 everywhere):
+// The parts (float32, but for the projections model.torch_dtype stores in 16 bits):
 //   weights      every parameter of the policy
 //   gradients    one per trainable parameter, twice: the pass's gradients and the accumulated (or clipped) copy
 //   adam         the first and second moments of every trainable parameter
@@ -36,6 +36,8 @@ export interface TrainShape {
   adapterParams?: number;
   /** LoRA's rank and targets: each adapted projection keeps more per token */
   lora?: { r: number; targets?: readonly string[] };
+  /** model.torch_dtype in 16 bits on a backend that packs: the policy's and the reference's projections held in 2 bytes */
+  halfParams?: { policy: number; reference: number };
 }
 
 export interface MemoryPart {
@@ -55,6 +57,11 @@ export interface MemoryEstimate {
 /** Parameters of a model config (HF count: tied embeddings once), or of the stored weights `keep` selects. */
 export function paramCount(cfg: ModelConfig, keep: (storedName: string) => boolean = () => true): number {
   return paramSpecs(cfg).reduce((a, s) => a + (keep(s.name) ? specParams(s) : 0), 0);
+}
+
+/** A stored projection weight (what model.torch_dtype can store in 16 bits: Transformer.storeFrozen). */
+export function isProjection(storedName: string): boolean {
+  return /^model\.layers\.\d+\.(self_attn\.(qkv|o)_proj|mlp\.(gate_up|down)_proj)\.weight$/.test(storedName);
 }
 
 /** Parameters of one stored weight (the sum of its HF parts). */
@@ -91,11 +98,11 @@ export function estimateTrainingMemory(cfg: ModelConfig, shape: TrainShape): Mem
   const tokens = shape.rows * T;
   const activations = 4 * (2 * tokens * cfg.nLayers * layerFloatsPerToken(cfg, T, shape.lora) + shape.rows * shape.completionLen * 4 * cfg.vocabSize);
   const parts: MemoryPart[] = [
-    { name: 'weights', bytes: 4 * params },
+    { name: 'weights', bytes: 4 * params - 2 * (shape.halfParams?.policy ?? 0) },
     ...(adapters ? [{ name: 'adapters' as const, bytes: 4 * adapters }] : []),
     { name: 'gradients', bytes: 2 * 4 * trainable },
     { name: 'adam', bytes: 2 * 4 * trainable },
-    { name: 'reference', bytes: shape.klReference && !adapters ? 4 * params : 0 },
+    { name: 'reference', bytes: shape.klReference && !adapters ? 4 * params - 2 * (shape.halfParams?.reference ?? 0) : 0 },
     { name: 'activations', bytes: activations },
   ];
   // The embedding and LM head are stored in vocabulary blocks where one binding holds less (vocab_blocks.ts), so the

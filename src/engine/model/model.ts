@@ -25,7 +25,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
 import { makeRng, randNormal } from '../core/rng';
-import { keepsTables, maxBindingBytes, modelOps, type ModelOps } from './ops';
+import { backendCaps, keepsTables, maxBindingBytes, modelOps, type ModelOps } from './ops';
+import { halfWeight, isHalfWeight, readHalf, readHalfSync, roundTo, type HalfFormat, type HalfWeight } from './half';
 import {
   blockName,
   blockRanges,
@@ -68,6 +69,7 @@ import {
   type ModelConfig,
   type ParamSpec,
   type PrefillOptions,
+  type ProjWeight,
   type ForwardOptions,
   type TrainableSpec,
   type WeightTensor,
@@ -101,6 +103,8 @@ export class Transformer {
   private readonly head: VocabBlocks;
   /** the vocabulary-sized weights by name, each in its blocks (one unless a binding limit forced more) */
   private readonly vocab = new Map<string, VocabBlocks>();
+  /** the frozen projections stored in 16 bits (storeFrozen), by stored name: no longer in `params` */
+  private readonly halves = new Map<string, HalfWeight>();
   private readonly hd: number;
   private readonly invFreq: Float64Array;
   /** cos / sign-folded sin tables [len, hd], grown on demand (float64 math, stored float32) */
@@ -184,6 +188,50 @@ export class Transformer {
     this.trainable = new Map([...this.params].filter(([n]) => isTrainable(this.cfg, n, spec)));
   }
 
+  /**
+   * model.torch_dtype: every projection that does not train (the base under LoRA, the blocks trainable_layers leaves
+   * frozen) stored in 16 bits, where the backend has the kernel (BackendCaps.halfWeights; half.ts); on a host backend
+   * rounded to the format in place, the same numbers in float32. Embeddings, norms and biases stay float32. Call it once
+   * the trainable weights are set and before any view is taken; `all` for a model that never trains (a KL reference).
+   * Returns how many weights and values were stored so, and whether packed.
+   */
+  async storeFrozen(format: HalfFormat, o: { all?: boolean } = {}): Promise<{ weights: number; values: number; packed: boolean }> {
+    const packed = backendCaps().halfWeights;
+    const trains = new Set(o.all ? [] : this.trainable.values());
+    let weights = 0,
+      values = 0;
+    const keys = [
+      ['wQkv', 'self_attn.qkv_proj.weight'],
+      ['wo', 'self_attn.o_proj.weight'],
+      ['wGateUp', 'mlp.gate_up_proj.weight'],
+      ['wDown', 'mlp.down_proj.weight'],
+    ] as const;
+    for (let i = 0; i < this.layers.length; i++) {
+      const L = this.layers[i];
+      for (const [key, suffix] of keys) {
+        const w = L[key];
+        if (isHalfWeight(w) || trains.has(w)) continue;
+        const name = `model.layers.${i}.${suffix}`;
+        const [rows, cols] = w.shape;
+        const data = (await w.data()) as Float32Array;
+        if (packed && cols % 2 === 0) {
+          const h = halfWeight(format, data, rows, cols);
+          L[key] = h;
+          this.halves.set(name, h);
+          this.params.delete(name);
+          w.dispose();
+        } else {
+          const rounded = tf.tensor2d(roundTo(format, data), [rows, cols]);
+          w.assign(rounded);
+          rounded.dispose();
+        }
+        weights++;
+        values += rows * cols;
+      }
+    }
+    return { weights, values, packed };
+  }
+
   /** LoRA's adapters in PEFT's layout and names (empty without LoRA). */
   async readAdapters(): Promise<Record<string, WeightTensor>> {
     return this.loraCfg ? exportAdapters(this.loraLayers()) : {};
@@ -231,8 +279,13 @@ export class Transformer {
   }
 
   /** x·W plus the adapters' update of this projection. */
-  private proj(x: tf.Tensor2D, w: tf.Variable, slots: LoraSlots | undefined): tf.Tensor2D {
-    const y = tf.matMul(x, w) as tf.Tensor2D;
+  private proj(x: tf.Tensor2D, w: ProjWeight, slots: LoraSlots | undefined): tf.Tensor2D {
+    const y = isHalfWeight(w) ? this.ops().matMulHalf(x, w, null) : (tf.matMul(x, w) as tf.Tensor2D);
+    return this.plusDelta(y, x, slots);
+  }
+
+  /** y plus the adapters' update of x's projection, where the projection has adapters. */
+  private plusDelta(y: tf.Tensor2D, x: tf.Tensor2D, slots: LoraSlots | undefined): tf.Tensor2D {
     const delta = slots && this.loraCfg ? loraDelta(x, slots, loraScale(this.loraCfg)) : null;
     return delta ? (tf.add(y, delta) as tf.Tensor2D) : y;
   }
@@ -305,12 +358,14 @@ export class Transformer {
   /** All weights in the Hugging Face layout and names (copies), read synchronously: not on webgpu (readWeights). */
   exportWeights(): Record<string, WeightTensor> {
     return this.toHf(
-      this.specs.map((s) =>
-        this.joinStored(
+      this.specs.map((s) => {
+        const h = this.halves.get(s.name);
+        if (h) return readHalfSync(h);
+        return this.joinStored(
           s.name,
           this.storedVars(s.name).map((v) => v.dataSync() as Float32Array),
-        ),
-      ),
+        );
+      }),
     );
   }
 
@@ -318,6 +373,11 @@ export class Transformer {
   async readWeights(): Promise<Record<string, WeightTensor>> {
     const data: Float32Array[] = [];
     for (const s of this.specs) {
+      const h = this.halves.get(s.name);
+      if (h) {
+        data.push(await readHalf(h));
+        continue;
+      }
       const parts: Float32Array[] = [];
       for (const v of this.storedVars(s.name)) parts.push((await v.data()) as Float32Array);
       data.push(this.joinStored(s.name, parts));
@@ -530,6 +590,7 @@ export class Transformer {
     for (const t of this.tables.values()) tf.dispose([t.cos, t.sin, t.causal]);
     this.tables.clear();
     for (const v of this.params.values()) v.dispose();
+    for (const h of this.halves.values()) h.packed.dispose();
     if (this.loraCfg) disposeLora(this.loraLayers());
   }
 
@@ -567,7 +628,9 @@ export class Transformer {
   }
 
   /** add + proj(x): the residual stream's update, or a bias; one kernel where the backend fuses it and there is no LoRA */
-  private projAdd(x: tf.Tensor2D, w: tf.Variable, slots: LoraSlots | undefined, add: tf.Tensor): tf.Tensor2D {
+  private projAdd(x: tf.Tensor2D, w: ProjWeight, slots: LoraSlots | undefined, add: tf.Tensor): tf.Tensor2D {
+    // a 16-bit weight's kernel adds in its epilogue, with or without adapters
+    if (isHalfWeight(w)) return this.plusDelta(this.ops().matMulHalf(x, w, add), x, slots);
     if (slots && this.loraCfg) return tf.add(add, this.proj(x, w, slots)) as tf.Tensor2D;
     return this.ops().matMulAdd(x, w as tf.Tensor as tf.Tensor2D, add);
   }

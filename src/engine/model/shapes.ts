@@ -2,6 +2,7 @@
 // (Linear weights as [in, out], fused q|k|v and gate|up; see model.ts), and the RoPE frequencies.
 import * as tf from '@tensorflow/tfjs';
 import { UserError } from '../core/errors';
+import type { HalfWeight } from './half';
 
 export interface RopeScaling {
   /** `linear`: positions are divided by `factor`; `llama3`: the frequency-dependent scaling of Llama 3.1. */
@@ -79,16 +80,19 @@ export interface PrefillOptions {
   capacity?: number;
 }
 
+/** A projection's weight: float32, or frozen in 16 bits (model.torch_dtype; half.ts). */
+export type ProjWeight = tf.Variable | HalfWeight;
+
 export interface Layer {
   ln1: tf.Variable;
   /** [d, (H + 2·Hkv)·hd], columns q | k | v */
-  wQkv: tf.Variable;
+  wQkv: ProjWeight;
   bQkv?: tf.Variable;
-  wo: tf.Variable;
+  wo: ProjWeight;
   ln2: tf.Variable;
   /** [d, 2·dFf], columns gate | up */
-  wGateUp: tf.Variable;
-  wDown: tf.Variable;
+  wGateUp: ProjWeight;
+  wDown: ProjWeight;
   /** model.lora's adapters of this layer (lora.ts) */
   lora?: LayerLora;
 }

@@ -345,7 +345,7 @@ async function openProbeContext(inputs: ReturnType<typeof probeInputs>, runDir: 
   if (imported) return importedContext(inputs);
   const { session } = await openSession(cfg, { runDir, log });
   // the policy that sampled the step, where the run kept it: it samples here, and it scores the other strategies
-  if (inputs.policy) useWeights(session, inputs.policy.weights);
+  if (inputs.policy) await useWeights(session, inputs.policy.weights);
   const byId = new Map(session.task.train.map((ex) => [ex.id, ex]));
   return {
     cfg,

@@ -77,7 +77,7 @@ async function loadServed(o: ServeOptions): Promise<Model> {
     if (o.backend) config.backend = o.backend;
     const policy = probePolicy(dir, o.step);
     const { session } = await openSession(config, { runDir: dir, log });
-    useWeights(session, policy.weights);
+    await useWeights(session, policy.weights);
     const t = session.tokenizer;
     return { model: session.model, tokenizer: t, path: policy.source, eos: t.eosIds ?? [t.eosId], session };
   }

@@ -1,7 +1,8 @@
 // Everything a run needs before its first step: backend, task, tokenizer, model. Shared by train, eval,
 // bench and paired rollouts so they all build the same objects from a config.
 import { backendInfo, initBackend } from '../model/backend';
-import { backendCapacity, checkFits, describeEstimate, estimateTrainingMemory, gb, paramCount, type MemoryEstimate } from '../model/memory';
+import { backendCaps } from '../model/ops';
+import { backendCapacity, checkFits, describeEstimate, estimateTrainingMemory, gb, isProjection, paramCount, type MemoryEstimate } from '../model/memory';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { loadHfModel } from '../model/hf';
@@ -60,6 +61,7 @@ export async function buildSession(cfg: CreditConfig, log: (m: string) => void =
     if (!cfg.model.path) throw new UserError('model.path: required when model.source is hf (a local Hugging Face directory)');
     const { model, tokenizer, cfg: modelCfg } = loadHfModel(cfg.model.path, { beforeWeights: preflight });
     configureTrainable(cfg, model);
+    await storeFrozenWeights(cfg, model, log);
     return { cfg, backend, task, tokenizer, model, modelCfg };
   }
   const tokenizer = scratchTokenizer(cfg, task, runDir, log);
@@ -67,6 +69,7 @@ export async function buildSession(cfg: CreditConfig, log: (m: string) => void =
   preflight(modelCfg, tokenizer);
   const model = Transformer.init(modelCfg, childSeed(cfg.seed, 'init'));
   configureTrainable(cfg, model);
+  await storeFrozenWeights(cfg, model, log);
   return { cfg, backend, task, tokenizer, model, modelCfg };
 }
 
@@ -83,6 +86,20 @@ export function configureTrainable(cfg: CreditConfig, model: Transformer): void 
   if (m.trainable_layers !== null && m.trainable_layers > model.cfg.nLayers)
     throw new UserError(`model.trainable_layers: got ${m.trainable_layers}, the model has ${model.cfg.nLayers} layers`);
   if (m.freeze_embeddings || m.trainable_layers !== null) model.setTrainable({ freezeEmbeddings: m.freeze_embeddings, lastLayers: m.trainable_layers });
+}
+
+/**
+ * model.torch_dtype: the weights that do not train stored in 16 bits (Transformer.storeFrozen), logged with what it
+ * saved; `all` for a model that never trains (the KL reference).
+ */
+export async function storeFrozenWeights(cfg: CreditConfig, model: Transformer, log: (m: string) => void, o: { all?: boolean } = {}): Promise<void> {
+  const format = cfg.model.torch_dtype;
+  if (format === 'float32') return;
+  const r = await model.storeFrozen(format, o);
+  const what = `${r.weights} frozen projection${r.weights === 1 ? '' : 's'} (${(r.values / 1e6).toFixed(2)} M values)`;
+  if (!r.weights) log(`model.torch_dtype ${format}: every projection trains, so none is stored in 16 bits`);
+  else if (r.packed) log(`model.torch_dtype ${format}: ${what} stored in 16 bits, ${gb(r.values * 2)} saved`);
+  else log(`model.torch_dtype ${format}: ${what} rounded to ${format} and kept in float32 (this backend has no 16-bit product)`);
 }
 
 /** The run's training memory (memory.ts) against the backend's: a UserError with the numbers when it does not fit. */
@@ -104,6 +121,14 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
     trainableParams: trainable,
     adapterParams: adapters,
     ...(m.lora ? { lora: { r: m.lora.r, targets: m.lora.targets } } : {}),
+    ...(m.torch_dtype !== 'float32' && backendCaps().halfWeights
+      ? {
+          halfParams: {
+            policy: paramCount(modelCfg, (n) => isProjection(n) && (m.lora !== null || !isTrainable(modelCfg, n, spec))),
+            reference: paramCount(modelCfg, isProjection),
+          },
+        }
+      : {}),
   });
   const info = backendInfo();
   const where = `${rows} rows × ${promptLen + g.max_new_tokens} tokens per micro-batch`;
@@ -127,9 +152,10 @@ export function checkInferenceMemory(modelCfg: ModelConfig, log: (m: string) => 
 }
 
 /** Replaces the session's policy with a model holding these weights (a checkpoint's, a warm start's). */
-export function useWeights(s: Session, weights: LoadedCheckpoint['model']): void {
+export async function useWeights(s: Session, weights: LoadedCheckpoint['model']): Promise<void> {
   const model = Transformer.fromWeights(s.modelCfg, weights);
   configureTrainable(s.cfg, model);
+  await storeFrozenWeights(s.cfg, model, () => {});
   s.model.dispose();
   s.model = model;
 }
@@ -145,6 +171,6 @@ export async function openSession(
   const session = await buildSession(cfg, o.log, o.runDir);
   if (!o.checkpoint) return { session, checkpoint: null };
   const checkpoint = typeof o.checkpoint === 'string' ? loadCheckpoint(o.checkpoint) : o.checkpoint;
-  useWeights(session, checkpoint.model);
+  await useWeights(session, checkpoint.model);
   return { session, checkpoint };
 }

@@ -12,7 +12,7 @@ import { Transformer } from '../model/model';
 import type { Adam } from '../model/optim';
 import { checkpointDir, latestCheckpoint, loadCheckpoint, loadLatestGoodCheckpoint, saveCheckpoint } from '../rundir/checkpoint';
 import { readMetrics, setAsideTablesAfter } from '../rundir/rundir';
-import { useWeights, type Session } from '../session/session';
+import { storeFrozenWeights, useWeights, type Session } from '../session/session';
 import { checkTaskIdentity, taskIdentity } from '../tasks/identity';
 
 export interface Progress {
@@ -95,7 +95,7 @@ export async function restore(o: {
     if (!dir) throw new UserError(`model.init_checkpoint: ${cfg.model.init_checkpoint} is a run without checkpoints`);
     const init = loadCheckpoint(dir);
     checkTaskIdentity(`model.init_checkpoint ${dir}`, init.meta.task, taskIdentity(s.task, cfg.task.split_seed), (m) => log('warn', m));
-    useWeights(s, init.model);
+    await useWeights(s, init.model);
     if (!resumeFrom) log('info', `initial weights from ${dir}`);
   }
   // The run's starting policy (seeded init, HF weights or init_checkpoint), kept for the KL reference of a run
@@ -112,7 +112,7 @@ export async function restore(o: {
       if (!ck.adapters)
         throw new UserError(`${resumeFrom}: checkpoint has no adapters.safetensors, but model.lora is set (was it written by a run without LoRA?)`);
       s.model.loadAdapters(ck.adapters);
-    } else useWeights(s, ck.model);
+    } else await useWeights(s, ck.model);
     (meta.phase === 'sft' ? o.sftOpt : o.grpoOpt).importState(ck.optimizer.step, s.model.splitOptimizerState(ck.optimizer.state));
     if (head) {
       if (!ck.head) throw new UserError(`${resumeFrom}: checkpoint has no head.safetensors, but credit.strategy ${cfg.credit.strategy} needs its trained head`);
@@ -152,6 +152,19 @@ export async function klReference(
 ): Promise<Transformer> {
   // LoRA: the frozen base, shared (TRL's reference for a PEFT model: the model with its adapters disabled)
   if (s.cfg.model.lora) return s.model.baseView();
+  // a reference never trains: model.torch_dtype stores all its projections in 16 bits
+  const ref = await referenceWeights(s, runDir, resumed, startWeights);
+  await storeFrozenWeights(s.cfg, ref, () => {}, { all: true });
+  return ref;
+}
+
+/** The KL reference's weights, as a new model (klReference). */
+async function referenceWeights(
+  s: Session,
+  runDir: string,
+  resumed: ReturnType<typeof loadLatestGoodCheckpoint>,
+  startWeights: Restored['startWeights'],
+): Promise<Transformer> {
   const resumedInGrpo = (resumed?.checkpoint.meta as { phase?: string } | undefined)?.phase === 'grpo';
   if (!resumedInGrpo) return Transformer.fromWeights(s.modelCfg, await s.model.readWeights());
   if (s.cfg.sft.steps > 0) {

@@ -105,6 +105,7 @@ test('a config that sets only its name gets every default of design.md#config, p
   expected.model.lora = null;
   expected.model.freeze_embeddings = false;
   expected.model.trainable_layers = null;
+  expected.model.torch_dtype = 'float32';
   expected.grpo.max_nonfinite_steps = 5;
   // which engine trains (TRL through the Python package is the other)
   expected.engine = 'tfjs';
