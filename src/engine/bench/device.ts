@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../config/config';
 import { Adam } from '../model/optim';
 import { initBackend } from '../model/backend';
-import { describeAdapter, probeAdapter } from '../model/webgpu';
+import { describeAdapter, probeAdapter, probeUnsafeFeatures } from '../model/webgpu';
 import { buildSession } from '../session/session';
 import { grpoStep } from '../train/train';
 import { REFERENCE, SMALL, rolloutRunner, timeSteps, trainStepRunner } from './bench';
@@ -109,7 +109,8 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
   else {
     try {
       await initBackend('webgpu');
-      report.adapter = { ...probe.info, name: describeAdapter(probe.info) };
+      // what the card offers behind Dawn's unsafe APIs too: the subgroup-matrix feature, which the 0.5B products could use
+      report.adapter = { ...probe.info, name: describeAdapter(probe.info), unsafe_apis: probeUnsafeFeatures() };
       gpu = true;
     } catch (e) {
       report.adapter = { error: e instanceof Error ? e.message : String(e), ...probe.info };
@@ -264,10 +265,34 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
           generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: false, eosId: -1, rng: makeRng(4) }).then(() => undefined),
         );
         o.say(`   reference decode step (8 rows): ${decode.dispatches} dispatches, ${decode.downloads.count} downloads; most: ${topKernels(decode)}`);
+        // model.torch_dtype: the same decoding with every projection in bfloat16 (matMulHalf), launches and speed
+        const greedy = (k: number) =>
+          generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(4) }).then(() => undefined);
+        const rate = async () => {
+          await greedy(4);
+          const t = performance.now();
+          await greedy(48);
+          return (8 * 48) / ((performance.now() - t) / 1000);
+        };
+        const f32Rate = await rate();
+        const stored = await model.storeFrozen('bfloat16', { all: true });
+        const halfDecode = await decodeStepCount(greedy);
+        const halfRate = await rate();
+        const half_weights = {
+          format: 'bfloat16',
+          projections: stored.weights,
+          bytes_saved: 2 * stored.values,
+          decode_step: halfDecode,
+          greedy_tokens_per_s: { float32: f32Rate, bfloat16: halfRate },
+        };
+        o.say(
+          `   reference decode step with bfloat16 projections: ${halfDecode.dispatches} dispatches; greedy ${halfRate.toFixed(0)} tokens/s against ${f32Rate.toFixed(0)} in float32 (${((stored.values * 2) / 1e6).toFixed(2)} MB saved)`,
+        );
         return {
           train_step: train,
           decode_step: decode,
           train_step_settings: settings,
+          half_weights,
         };
       } finally {
         model.dispose();

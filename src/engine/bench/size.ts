@@ -17,6 +17,7 @@ import { probeAdapter, describeAdapter } from '../model/webgpu';
 import { policyBatch } from '../session/rollout';
 import { benchRounds, summarize, TorchServer, type RoundsSummary } from './rounds';
 import { benchUpdate } from './step';
+import { backendCaps } from '../model/ops';
 import type { Transformer } from '../model/model';
 import { countDispatches, decodeStepCount, topKernels, type DispatchCount } from './dispatch';
 
@@ -39,6 +40,8 @@ export interface SizeBench {
   lora_steps: SizeBench['lora_step'][];
   /** scoring through `credit-lens serve` (both APIs, top 20) against in-process scoring, and one full-weight sync */
   served: ServedRows | { error: string };
+  /** on a backend that packs 16-bit weights (webgpu): the rows again with the frozen projections in bfloat16 */
+  half?: HalfRows;
   peak_rss_gb: number;
   date: string;
 }
@@ -305,6 +308,7 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
       );
     }
     const lora = loras[0];
+    const half = backendCaps().halfWeights ? await halfRows(model, prompts, decode, o) : undefined;
     const peak_rss_gb = (process.resourceUsage().maxRSS * 1024) / 1e9;
     o.say(
       `0.5B: load ${load_s.toFixed(1)} s (PyTorch ${torch_load_s?.toFixed(1) ?? '–'} s); peak resident memory of the bench process ${peak_rss_gb.toFixed(2)} GB`,
@@ -320,6 +324,7 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
       ...(decode_step_dispatch ? { decode_step_dispatch } : {}),
       lora_step: lora,
       lora_steps: loras,
+      ...(half ? { half } : {}),
       served,
       peak_rss_gb,
       date: new Date().toISOString().slice(0, 10),
@@ -330,6 +335,55 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
   }
   function fmt(p: PairedSide, unit: string): string {
     return `${p.ours.toFixed(1)} ${unit}${p.torch ? ` vs PyTorch ${p.torch.toFixed(1)}: ${p.ratio!.toFixed(2)}× (rounds ${p.ratio_range![0].toFixed(2)}–${p.ratio_range![1].toFixed(2)}, ${p.rounds} paired)` : ''}`;
+  }
+}
+
+/** model.torch_dtype bfloat16 at 0.5B: the shaped folder's weights are bfloat16, so storing them so loses nothing. */
+export interface HalfRows {
+  format: 'bfloat16';
+  projections: number;
+  bytes_saved: number;
+  /** greedy decoding of the same prompts through the base (no adapters); the ratio is against PyTorch's float32 row */
+  decode: { ours: number; float32: number; torch: number | null; ratio: number | null };
+  decode_step_dispatch: DispatchCount;
+  lora_steps: SizeBench['lora_step'][];
+}
+
+/** The frozen projections stored in bfloat16 (Transformer.storeFrozen), then greedy decoding and LoRA updates again. */
+async function halfRows(model: Transformer, prompts: number[][], decode: SizeBench['decode'], o: SizeBenchOptions): Promise<HalfRows> {
+  const stored = await model.storeFrozen('bfloat16');
+  const base = model.baseView();
+  try {
+    const decodeN = (maxNewTokens: number) =>
+      generate(base, prompts, { maxNewTokens, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) }).then(() => undefined);
+    await decodeN(16);
+    const rates: number[] = [];
+    for (let i = 0; i < (o.quick ? 1 : 3); i++) {
+      const t = performance.now();
+      await decodeN(16);
+      rates.push((4 * 16) / ((performance.now() - t) / 1000));
+    }
+    const ours = rates.sort((a, b) => a - b)[Math.floor(rates.length / 2)];
+    const decode_step_dispatch = await decodeStepCount(decodeN);
+    o.say(
+      `0.5B with bfloat16 projections (${stored.weights}, ${((2 * stored.values) / 1e9).toFixed(2)} GB saved): greedy decoding ${ours.toFixed(1)} tok/s (float32 ${decode.ours.toFixed(1)}${decode.torch ? `, PyTorch ${decode.torch.toFixed(1)}` : ''}), ${decode_step_dispatch.dispatches} dispatches a step`,
+    );
+    const lora_steps: SizeBench['lora_step'][] = [];
+    for (const rows of o.loraRows ?? [1]) {
+      const lora = await loraStep(model, o.quick ? 2 : 3, rows);
+      lora_steps.push(lora);
+      o.say(`0.5B LoRA GRPO step on the bfloat16 base (${lora.rows} rows × ${lora.tokens} tokens): ${lora.ms.map((m) => (m / 1000).toFixed(1)).join(', ')} s`);
+    }
+    return {
+      format: 'bfloat16',
+      projections: stored.weights,
+      bytes_saved: 2 * stored.values,
+      decode: { ours, float32: decode.ours, torch: decode.torch, ratio: decode.torch ? ours / decode.torch : null },
+      decode_step_dispatch,
+      lora_steps,
+    };
+  } finally {
+    base.dispose();
   }
 }
 

@@ -193,6 +193,47 @@ export function probeAdapterIsolated(): AdapterProbe {
   return (isolated = { ok: true, info: adapterInfo(answer.adapter, where.path) });
 }
 
+/** What the adapter offers only behind Dawn's allow_unsafe_apis: features, and the subgroup-matrix shapes. */
+export interface UnsafeFeatures {
+  /** features offered with unsafe APIs allowed and not without (chromium-experimental-subgroup-matrix, …) */
+  features: string[];
+  /** GPUAdapterInfo.subgroupMatrixConfigs: the cooperative-matrix shapes and types, where the feature is offered */
+  subgroup_matrix_configs: unknown[];
+}
+
+const UNSAFE_SCRIPT = `
+const dawn = require(process.argv[1]);
+const done = (x) => { process.stdout.write(JSON.stringify(x) + '\\n', () => process.exit(0)); };
+const ask = (flags) => dawn.create(flags).requestAdapter({ powerPreference: 'high-performance' });
+Promise.all([ask([]), ask(['enable-dawn-features=allow_unsafe_apis'])]).then(([safe, unsafe]) => {
+  if (!safe || !unsafe) return done({ error: 'no adapter' });
+  const had = new Set(safe.features);
+  const cfgs = (unsafe.info && unsafe.info.subgroupMatrixConfigs) || [];
+  done({ features: [...unsafe.features].filter((f) => !had.has(f)).sort(),
+    subgroup_matrix_configs: [...cfgs].map((c) => ({ componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K })) });
+}, (e) => done({ error: String(e && e.message || e) }));
+`;
+
+/**
+ * The features the adapter offers only with Dawn's allow_unsafe_apis (the subgroup-matrix feature is one), asked in a
+ * child process so that the engine's own Dawn stays safe: what a lent card offers, for the device bench's report.
+ */
+export function probeUnsafeFeatures(): UnsafeFeatures | { error: string } {
+  const where = dawnPath();
+  if (where.path === null) return { error: 'no Dawn binary' };
+  const r = spawnSync(process.execPath, ['-e', UNSAFE_SCRIPT, where.path], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' },
+  });
+  const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(line) as UnsafeFeatures | { error: string };
+  } catch {
+    return { error: `the probe printed no answer (${r.error ? r.error.message : `exit ${r.status}`})` };
+  }
+}
+
 /** "llvmpipe: Mesa 25.0.7 (software)": the adapter in one line, for logs and reasons. */
 export function describeAdapter(info: AdapterInfo): string {
   const name = info.description || [info.vendor, info.device].filter(Boolean).join(' ') || 'unnamed adapter';

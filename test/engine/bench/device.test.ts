@@ -61,6 +61,17 @@ test('run.sh --local --quick: every stage measures on lavapipe against torch, an
   assert.equal(tg['skip_validation,disable_robustness'].toggles, 'skip_validation,disable_robustness');
   // what the adapter offers for wider types (lavapipe: shader-f16 and subgroups)
   assert.ok(report.adapter.features.includes('shader-f16'), JSON.stringify(report.adapter.features));
+  // behind Dawn's unsafe APIs lavapipe offers more, but no subgroup matrices: the report says so, for a lent card too
+  assert.ok(Array.isArray(report.adapter.unsafe_apis?.features) && report.adapter.unsafe_apis.features.length > 0, JSON.stringify(report.adapter.unsafe_apis));
+  assert.ok(!report.adapter.unsafe_apis.features.includes('shader-f16'), 'only what the safe adapter lacks');
+  assert.deepEqual(report.adapter.unsafe_apis.subgroup_matrix_configs, []);
+  // the reference model's decoding with every projection in bfloat16 (model.torch_dtype): half the bytes, and no more
+  // launches than in float32
+  const h = d.half_weights;
+  assert.equal(h.format, 'bfloat16');
+  assert.equal(h.projections, 8, 'two layers × four projections');
+  assert.ok(h.bytes_saved > 0 && h.decode_step.dispatches > 0 && h.decode_step.dispatches <= d.decode_step.dispatches, JSON.stringify(h).slice(0, 400));
+  assert.ok(h.greedy_tokens_per_s.float32 > 0 && h.greedy_tokens_per_s.bfloat16 > 0, JSON.stringify(h.greedy_tokens_per_s));
   // TRL's step of the same example on torch here (credit_lens from python/, nothing installed for it on a GPU machine)
   const trl = report.stages.trl_example_step;
   assert.ok(trl.trl_step_s > 0 && trl.parameters > 0 && trl.engine_webgpu_over_trl > 0 && trl.device === 'cpu', JSON.stringify(trl));

@@ -197,6 +197,11 @@ test('a wrong enum value names the path, the value, the choices and the nearest 
   assert.equal(sr.value, 'grop');
   // Seed doc 001 calls it entropy_masking.
   assert.match(only(issues, 'credit.strategy').message, /one of: none, outcome_conditional, .*did you mean `entropy_mask`\?/);
+  // PyTorch spells it torch.half too; the 16-bit formats are the choices
+  assert.equal(
+    only(issuesOf('model:\n  torch_dtype: half\n'), 'model.torch_dtype').message,
+    'model.torch_dtype: got "half", expected one of: float32, float16, bfloat16',
+  );
 });
 
 test('sizes must be positive integers and ranges are stated', () => {

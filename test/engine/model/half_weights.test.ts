@@ -115,10 +115,10 @@ for (const format of ['float16', 'bfloat16'] as const) {
         assert.ok(e < 1e-4, `${name}: gradient off by ${e}`);
       }
       assert.deepEqual(
-      cpu.tokens.map((ids) => ids.length),
-      [8, 8],
-    );
-    assert.deepEqual(gpu.tokens, cpu.tokens, 'greedy decoding through the KV cache');
+        cpu.tokens.map((ids) => ids.length),
+        [8, 8],
+      );
+      assert.deepEqual(gpu.tokens, cpu.tokens, 'greedy decoding through the KV cache');
     },
   );
 }

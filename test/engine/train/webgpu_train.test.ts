@@ -14,7 +14,8 @@ import { getStrategy, strategyNames } from '../../../src/engine/credit';
 import { creditParams } from '../../../src/engine/credit/types';
 import { Adam } from '../../../src/engine/model/optim';
 import { grpoStep } from '../../../src/engine/train/grpo_step';
-import { buildSession } from '../../../src/engine/session/session';
+import { buildSession, storeFrozenWeights } from '../../../src/engine/session/session';
+import { Transformer } from '../../../src/engine/model/model';
 import { train } from '../../../src/engine/train/train';
 import { readMetrics } from '../../../src/engine/rundir/rundir';
 import { readTokenTable } from '../../../src/engine/rundir/arrow_tables';
@@ -79,6 +80,63 @@ for (const strategy of strategyNames().filter((n) => !ELSEWHERE.has(n))) {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+}
+
+// model.torch_dtype: webgpu packs the frozen projections and multiplies them with its 16-bit kernel, cpu rounds them in
+// place; the step must be the same. Under LoRA every projection is frozen; with trainable_layers the first block's are,
+// and the KL reference (kl_beta > 0) holds all of its projections in 16 bits.
+for (const sets of [
+  ['model.lora={r: 4}', 'model.torch_dtype=float16'],
+  ['model.n_layers=2', 'model.trainable_layers=1', 'model.torch_dtype=bfloat16', 'grpo.kl_beta=0.1'],
+]) {
+  test(`one GRPO step with ${sets.join(', ')} on webgpu equals the step on cpu`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cl-webgpu-half-'));
+    try {
+      const run = async (backend: 'cpu' | 'webgpu') => {
+        const { config } = loadConfig(sevens(dir, backend), sets);
+        const logs: string[] = [];
+        const s = await buildSession(config, (m) => logs.push(m));
+        let ref: Transformer | null = null;
+        if (config.grpo.kl_beta > 0) {
+          ref = Transformer.fromWeights(s.modelCfg, await s.model.readWeights());
+          await storeFrozenWeights(config, ref, (m) => logs.push(`reference: ${m}`), { all: true });
+        }
+        const opt = new Adam(config.grpo.lr);
+        const r = await grpoStep({ session: s, optimizer: opt, step: 1, ref });
+        const params = new Map<string, Float32Array>();
+        for (const [n, v] of s.model.trainable) params.set(n, Float32Array.from(await v.data()));
+        opt.dispose();
+        ref?.dispose();
+        s.model.dispose();
+        return { r, params, logs: logs.filter((l) => l.includes('torch_dtype')) };
+      };
+      const cpu = await run('cpu');
+      const gpu = await run('webgpu');
+      const frozen = sets.includes('model.torch_dtype=float16') ? 'float16' : 'bfloat16';
+      assert.ok(gpu.logs.length >= 1 && gpu.logs.every((l) => /stored in 16 bits, [\d.]+ (GB|MB|KB|B) saved/.test(l)), gpu.logs.join('\n'));
+      assert.ok(cpu.logs.length >= 1 && cpu.logs.every((l) => l.includes(`rounded to ${frozen} and kept in float32`)), cpu.logs.join('\n'));
+      assert.equal(gpu.logs.length, storedModels(sets), 'the policy, and the reference where there is one');
+      assert.deepEqual(
+        gpu.r.episodes.map((e) => e.text),
+        cpu.r.episodes.map((e) => e.text),
+        'same rollouts',
+      );
+      assert.ok(cpu.r.row.grad_norm! > 0, 'a zero gradient would make the comparison vacuous');
+      assert.ok(rel(gpu.r.row.loss!, cpu.r.row.loss!) < TOL, `loss ${gpu.r.row.loss} vs ${cpu.r.row.loss}`);
+      assert.ok(rel(gpu.r.row.grad_norm!, cpu.r.row.grad_norm!) < TOL, `grad_norm ${gpu.r.row.grad_norm} vs ${cpu.r.row.grad_norm}`);
+      for (const [name, w] of cpu.params) {
+        const e = relErr(gpu.params.get(name)!, w);
+        assert.ok(e < TOL, `${name} after the update: relative difference ${e}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+/** How many models a step with these sets stores in 16 bits: the policy, and a KL reference with kl_beta > 0. */
+function storedModels(sets: string[]): number {
+  return sets.some((x) => x.startsWith('grpo.kl_beta=')) ? 2 : 1;
 }
 
 test('a 2-step run on webgpu from a config (SFT, GRPO with cal and its rule oracle, checkpoints): run.json records the adapter; the same seed gives the same run', async () => {
