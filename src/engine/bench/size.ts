@@ -40,7 +40,7 @@ export interface SizeBench {
   lora_steps: SizeBench['lora_step'][];
   /** scoring through `credit-lens serve` (both APIs, top 20) against in-process scoring, and one full-weight sync */
   served: ServedRows | { error: string };
-  /** on a backend that packs 16-bit weights (webgpu): the rows again with the frozen projections in bfloat16 */
+  /** on a backend that packs 16-bit weights (webgpu): the rows again with the frozen weights in bfloat16 */
   half?: HalfRows;
   peak_rss_gb: number;
   date: string;
@@ -341,7 +341,8 @@ export async function benchModelSize(o: SizeBenchOptions): Promise<SizeBench | {
 /** model.torch_dtype bfloat16 at 0.5B: the shaped folder's weights are bfloat16, so storing them so loses nothing. */
 export interface HalfRows {
   format: 'bfloat16';
-  projections: number;
+  /** the frozen weights stored so: 24 layers × 4 projections, and the tied embedding */
+  weights: number;
   bytes_saved: number;
   /** greedy decoding of the same prompts through the base (no adapters); the ratio is against PyTorch's float32 row */
   decode: { ours: number; float32: number; torch: number | null; ratio: number | null };
@@ -349,7 +350,7 @@ export interface HalfRows {
   lora_steps: SizeBench['lora_step'][];
 }
 
-/** The frozen projections stored in bfloat16 (Transformer.storeFrozen), then greedy decoding and LoRA updates again. */
+/** The frozen weights stored in bfloat16 (Transformer.storeFrozen), then greedy decoding and LoRA updates again. */
 async function halfRows(model: Transformer, prompts: number[][], decode: SizeBench['decode'], o: SizeBenchOptions): Promise<HalfRows> {
   const stored = await model.storeFrozen('bfloat16');
   const base = model.baseView();
@@ -366,7 +367,7 @@ async function halfRows(model: Transformer, prompts: number[][], decode: SizeBen
     const ours = rates.sort((a, b) => a - b)[Math.floor(rates.length / 2)];
     const decode_step_dispatch = await decodeStepCount(decodeN);
     o.say(
-      `0.5B with bfloat16 projections (${stored.weights}, ${((2 * stored.values) / 1e9).toFixed(2)} GB saved): greedy decoding ${ours.toFixed(1)} tok/s (float32 ${decode.ours.toFixed(1)}${decode.torch ? `, PyTorch ${decode.torch.toFixed(1)}` : ''}), ${decode_step_dispatch.dispatches} dispatches a step`,
+      `0.5B with its frozen weights in bfloat16 (${stored.weights}, ${((2 * stored.packed) / 1e9).toFixed(2)} GB saved): greedy decoding ${ours.toFixed(1)} tok/s (float32 ${decode.ours.toFixed(1)}${decode.torch ? `, PyTorch ${decode.torch.toFixed(1)}` : ''}), ${decode_step_dispatch.dispatches} dispatches a step`,
     );
     const lora_steps: SizeBench['lora_step'][] = [];
     for (const rows of o.loraRows ?? [1]) {
@@ -376,8 +377,8 @@ async function halfRows(model: Transformer, prompts: number[][], decode: SizeBen
     }
     return {
       format: 'bfloat16',
-      projections: stored.weights,
-      bytes_saved: 2 * stored.values,
+      weights: stored.weights,
+      bytes_saved: 2 * stored.packed,
       decode: { ours, float32: decode.ours, torch: decode.torch, ratio: decode.torch ? ours / decode.torch : null },
       decode_step_dispatch,
       lora_steps,

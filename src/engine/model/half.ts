@@ -14,12 +14,31 @@ import * as tf from '@tensorflow/tfjs';
 export type HalfFormat = 'float16' | 'bfloat16';
 export const HALF_FORMATS: readonly HalfFormat[] = ['float16', 'bfloat16'];
 
-/** A frozen [rows, cols] weight in 16 bits: `packed` is [rows, cols / 2] int32, two values a word along the columns. */
+/**
+ * A frozen [rows, cols] weight in 16 bits: `packed` is [rows, stride / 2] int32, two values a word along the columns,
+ * of which this weight is columns [from, from + cols) (the whole of it unless halfWindow made a window).
+ */
 export interface HalfWeight {
   packed: tf.Tensor2D;
   rows: number;
   cols: number;
   format: HalfFormat;
+  /** the first column of the window (even); 0 by default */
+  from?: number;
+  /** the packed tensor's columns (its row length in values); `cols` by default */
+  stride?: number;
+}
+
+/**
+ * Columns [from, from + width) of a 16-bit weight, without a copy. A kernel reads the window where it lies: tfjs's own
+ * ops on an int32 tensor pass its values through float32 on webgpu, which loses a word's low bits, so a packed tensor
+ * is never sliced.
+ */
+export function halfWindow(w: HalfWeight, from: number, width: number): HalfWeight {
+  const start = (w.from ?? 0) + from;
+  if (start % 2 || width % 2) throw new Error(`halfWindow: columns [${from}, ${from + width}) must start and end on a word`);
+  if (from < 0 || from + width > w.cols) throw new Error(`halfWindow: columns [${from}, ${from + width}) outside [0, ${w.cols})`);
+  return { ...w, cols: width, from: start, stride: w.stride ?? w.cols };
 }
 
 const f32 = new Float32Array(1);
@@ -115,12 +134,22 @@ export function halfWeight(format: HalfFormat, data: Float32Array, rows: number,
 
 /** A HalfWeight's float32 values [rows, cols], read back (export, checkpoints). */
 export async function readHalf(w: HalfWeight): Promise<Float32Array> {
-  return unpackHalf(w.format, (await w.packed.data()) as Int32Array);
+  return windowed(w, unpackHalf(w.format, (await w.packed.data()) as Int32Array));
 }
 
 /** readHalf on a backend that reads synchronously. */
 export function readHalfSync(w: HalfWeight): Float32Array {
-  return unpackHalf(w.format, w.packed.dataSync() as Int32Array);
+  return windowed(w, unpackHalf(w.format, w.packed.dataSync() as Int32Array));
+}
+
+/** The window's columns of the packed tensor's values (all of them for a whole weight). */
+function windowed(w: HalfWeight, all: Float32Array): Float32Array {
+  const stride = w.stride ?? w.cols,
+    from = w.from ?? 0;
+  if (stride === w.cols) return all;
+  const out = new Float32Array(w.rows * w.cols);
+  for (let r = 0; r < w.rows; r++) out.set(all.subarray(r * stride + from, r * stride + from + w.cols), r * w.cols);
+  return out;
 }
 
 export function isHalfWeight(w: unknown): w is HalfWeight {

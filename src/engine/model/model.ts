@@ -91,6 +91,15 @@ export interface BuildOptions {
   vocabBlock?: number;
 }
 
+/** What Transformer.storeFrozen did: the weights it took, and their values packed in 16 bits or rounded in float32. */
+export interface StoredFrozen {
+  weights: number;
+  /** values stored two a word (the backend has the 16-bit kernels and the weight's last axis is even) */
+  packed: number;
+  /** values rounded to the format and kept in float32 (a host backend, or an odd last axis) */
+  rounded: number;
+}
+
 export class Transformer {
   readonly cfg: ModelConfig;
   /** trainable weights keyed by their stored names (layout and the two fused names: see the file comment) */
@@ -189,17 +198,16 @@ export class Transformer {
   }
 
   /**
-   * model.torch_dtype: every projection that does not train (the base under LoRA, the blocks trainable_layers leaves
-   * frozen) stored in 16 bits, where the backend has the kernel (BackendCaps.halfWeights; half.ts); on a host backend
-   * rounded to the format in place, the same numbers in float32. Embeddings, norms and biases stay float32. Call it once
-   * the trainable weights are set and before any view is taken; `all` for a model that never trains (a KL reference).
-   * Returns how many weights and values were stored so, and whether packed.
+   * model.torch_dtype: every projection and vocabulary-sized weight that does not train (the base under LoRA, the
+   * blocks trainable_layers leaves frozen, frozen embeddings) stored in 16 bits where the backend has the kernels
+   * (BackendCaps.halfWeights; half.ts); on a host backend rounded to the format in place, the same numbers in float32.
+   * Norms and biases stay float32. Call it once the trainable weights are set and before any view is taken; `all` for a
+   * model that never trains (a KL reference).
    */
-  async storeFrozen(format: HalfFormat, o: { all?: boolean } = {}): Promise<{ weights: number; values: number; packed: boolean }> {
+  async storeFrozen(format: HalfFormat, o: { all?: boolean } = {}): Promise<StoredFrozen> {
     const packed = backendCaps().halfWeights;
     const trains = new Set(o.all ? [] : this.trainable.values());
-    let weights = 0,
-      values = 0;
+    const out: StoredFrozen = { weights: 0, packed: 0, rounded: 0 };
     const keys = [
       ['wQkv', 'self_attn.qkv_proj.weight'],
       ['wo', 'self_attn.o_proj.weight'],
@@ -220,16 +228,42 @@ export class Transformer {
           this.halves.set(name, h);
           this.params.delete(name);
           w.dispose();
+          out.packed += rows * cols;
         } else {
           const rounded = tf.tensor2d(roundTo(format, data), [rows, cols]);
           w.assign(rounded);
           rounded.dispose();
+          out.rounded += rows * cols;
         }
-        weights++;
-        values += rows * cols;
+        out.weights++;
       }
     }
-    return { weights, values, packed };
+    // the embedding and an untied LM head, where none of their blocks trains and each packs (an even last axis)
+    for (const vb of new Set([this.embed, this.head])) {
+      if (vb.half || vb.vars.some((v) => trains.has(v))) continue;
+      const shapes = vb.vars.map((v) => v.shape as [number, number]);
+      const datas: Float32Array[] = [];
+      for (const v of vb.vars) datas.push((await v.data()) as Float32Array);
+      if (packed && shapes.every(([, cols]) => cols % 2 === 0)) {
+        const ops = this.ops();
+        vb.half = { blocks: datas.map((data, i) => halfWeight(format, data, ...shapes[i])), matMul: ops.matMulHalf, gather: ops.gatherHalf };
+        vb.vars.forEach((v, i) => {
+          this.params.delete(vb.vars.length === 1 ? vb.name : blockName(vb.name, i));
+          v.dispose();
+        });
+        vb.vars = [];
+        out.packed += vb.shape[0] * vb.shape[1];
+      } else {
+        vb.vars.forEach((v, i) => {
+          const rounded = tf.tensor2d(roundTo(format, datas[i]), shapes[i]);
+          v.assign(rounded);
+          rounded.dispose();
+        });
+        out.rounded += vb.shape[0] * vb.shape[1];
+      }
+      out.weights++;
+    }
+    return out;
   }
 
   /** LoRA's adapters in PEFT's layout and names (empty without LoRA). */
@@ -361,10 +395,8 @@ export class Transformer {
       this.specs.map((s) => {
         const h = this.halves.get(s.name);
         if (h) return readHalfSync(h);
-        return this.joinStored(
-          s.name,
-          this.storedVars(s.name).map((v) => v.dataSync() as Float32Array),
-        );
+        const blocks = this.vocab.get(s.name)?.half?.blocks;
+        return this.joinStored(s.name, blocks ? blocks.map(readHalfSync) : this.storedVars(s.name).map((v) => v.dataSync() as Float32Array));
       }),
     );
   }
@@ -379,7 +411,9 @@ export class Transformer {
         continue;
       }
       const parts: Float32Array[] = [];
-      for (const v of this.storedVars(s.name)) parts.push((await v.data()) as Float32Array);
+      const blocks = this.vocab.get(s.name)?.half?.blocks;
+      if (blocks) for (const b of blocks) parts.push(await readHalf(b));
+      else for (const v of this.storedVars(s.name)) parts.push((await v.data()) as Float32Array);
       data.push(this.joinStored(s.name, parts));
     }
     const out = this.toHf(data);
@@ -411,12 +445,12 @@ export class Transformer {
 
   /** The vocabulary-sized weights stored in more than one block (none unless a binding limit forced it). */
   private splitWeights(): VocabBlocks[] {
-    return [...this.vocab.values()].filter((b) => b.vars.length > 1);
+    return [...this.vocab.values()].filter((b) => b.starts.length > 1);
   }
 
   /** How many blocks the vocabulary-sized weights are stored in (1 unless a binding limit split them). */
   get vocabBlocks(): number {
-    return this.embed.vars.length;
+    return this.embed.starts.length;
   }
 
   /** The stored parameters' values (in specs order) as HF tensors: separate projections, [out, in] layout. */
@@ -591,6 +625,7 @@ export class Transformer {
     this.tables.clear();
     for (const v of this.params.values()) v.dispose();
     for (const h of this.halves.values()) h.packed.dispose();
+    for (const vb of this.vocab.values()) for (const b of vb.half?.blocks ?? []) b.packed.dispose();
     if (this.loraCfg) disposeLora(this.loraLayers());
   }
 

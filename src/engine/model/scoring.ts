@@ -5,7 +5,7 @@
 // float64 (the online softmax). A 2,000-token completion over a 152k vocabulary (300 M logits, 1.2 GB) then costs one
 // block of memory. Import scoring, the servers' scoring routes and the probe read this; nothing here has a gradient.
 import * as tf from '@tensorflow/tfjs';
-import { gatherVocab, type VocabBlocks } from './vocab_blocks';
+import { gatherVocab, headSlice, type HeadSlice, type VocabBlocks } from './vocab_blocks';
 
 export interface ScoreOptions {
   /** the most floats one block of logits may hold (default 2^24) */
@@ -40,7 +40,7 @@ interface TopLists {
 /** Rows [r0, r0 + R) of the hidden states against one block of the lm head, whose first id is `base`. */
 interface BlockRows {
   h: tf.Tensor2D;
-  Wb: tf.Tensor2D;
+  Wb: HeadSlice;
   r0: number;
   R: number;
   base: number;
@@ -59,7 +59,9 @@ export async function scoreHidden(
   const [N, d] = h.shape;
   if (targets.length !== N) throw new Error(`scoreTokens: ${targets.length} targets for ${N} positions`);
   const budget = Math.max(1, opts.budget ?? 1 << 24);
-  const vBlock = Math.max(1, Math.min(vocabSize, budget));
+  // a 16-bit head is sliced on its words, two columns each: an even width where it can be
+  const wide = Math.max(1, Math.min(vocabSize, budget));
+  const vBlock = head.half && wide > 1 ? wide - (wide % 2) : wide;
   const rBlock = Math.max(1, Math.min(N, Math.floor(budget / vBlock)));
   // running max m, s0 = Σ e^{z−m}, s1 = Σ e^{z−m}(z − m) per row, merged over the vocabulary blocks
   const m = new Float64Array(N).fill(-Infinity);
@@ -78,13 +80,13 @@ export async function scoreHidden(
   };
   const wantTop = K > 0 || top.rank.length > 0;
   // vocabulary blocks outside, rows inside: each block of the lm head is sliced once, not once per row block
-  for (const [W0, v0, vc, base] of vocabSlices(head, vBlock)) {
-    const Wb = (vc === W0.shape[1] ? W0 : tf.slice(W0, [0, v0], [d, vc])) as tf.Tensor2D;
+  for (const [b, v0, vc, base] of vocabSlices(head, vBlock)) {
+    const Wb = headSlice(head, b, v0, vc);
     try {
       for (let r0 = 0; r0 < N; r0 += rBlock) {
         const R = Math.min(rBlock, N - r0);
         const [mc, s0c, s1c, s2c] = tf.tidy(() => {
-          const z = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb).div(temperature) as tf.Tensor2D;
+          const z = Wb.times(tf.slice(h, [r0, 0], [R, d])).div(temperature) as tf.Tensor2D;
           const mx = z.max(1, true);
           const zc = z.sub(mx);
           const e = tf.exp(zc);
@@ -106,7 +108,7 @@ export async function scoreHidden(
         }
       }
     } finally {
-      if (Wb !== W0) Wb.dispose();
+      Wb.dispose();
     }
   }
   const logp = new Float32Array(N);
@@ -139,11 +141,11 @@ async function targetLogits(h: tf.Tensor2D, head: VocabBlocks, targets: Int32Arr
   return out;
 }
 
-/** Every slice of the lm head at most `vBlock` columns wide: its variable, its first column there, its width, its first id. */
-function vocabSlices(head: VocabBlocks, vBlock: number): [tf.Variable, number, number, number][] {
-  return head.vars.flatMap((Ws, b) => {
-    const out: [tf.Variable, number, number, number][] = [];
-    for (let o = 0; o < head.widths[b]; o += vBlock) out.push([Ws, o, Math.min(vBlock, head.widths[b] - o), head.starts[b] + o]);
+/** Every slice of the lm head at most `vBlock` columns wide: its block, its first column there, its width, its first id. */
+function vocabSlices(head: VocabBlocks, vBlock: number): [number, number, number, number][] {
+  return head.widths.flatMap((width, b) => {
+    const out: [number, number, number, number][] = [];
+    for (let o = 0; o < width; o += vBlock) out.push([b, o, Math.min(vBlock, width - o), head.starts[b] + o]);
     return out;
   });
 }
@@ -152,10 +154,10 @@ function vocabSlices(head: VocabBlocks, vBlock: number): [tf.Variable, number, n
 async function mergeTop({ h, Wb, r0, R, base, temperature }: BlockRows, top: TopLists): Promise<void> {
   const d = h.shape[1];
   const { K, ids, z, targetZ, targets, rank } = top;
-  const width = Wb.shape[1];
+  const width = Wb.cols;
   const k = Math.min(K, width);
   const { values, indices, above, ownAbove } = tf.tidy(() => {
-    const zb = tf.matMul(tf.slice(h, [r0, 0], [R, d]), Wb).div(temperature) as tf.Tensor2D;
+    const zb = Wb.times(tf.slice(h, [r0, 0], [R, d])).div(temperature) as tf.Tensor2D;
     // K = 0 with a rank asked for: no list, only the count (a [R, 0] tensor read back from the wasm backend reads out of
     // its heap, so the empty lists are one placeholder column, never read)
     const best = k > 0 ? tf.topk(zb, k, true) : { values: tf.zeros([R, 1]), indices: tf.zeros([R, 1], 'int32') };

@@ -96,10 +96,15 @@ export async function storeFrozenWeights(cfg: CreditConfig, model: Transformer, 
   const format = cfg.model.torch_dtype;
   if (format === 'float32') return;
   const r = await model.storeFrozen(format, o);
-  const what = `${r.weights} frozen projection${r.weights === 1 ? '' : 's'} (${(r.values / 1e6).toFixed(2)} M values)`;
-  if (!r.weights) log(`model.torch_dtype ${format}: every projection trains, so none is stored in 16 bits`);
-  else if (r.packed) log(`model.torch_dtype ${format}: ${what} stored in 16 bits, ${gb(r.values * 2)} saved`);
-  else log(`model.torch_dtype ${format}: ${what} rounded to ${format} and kept in float32 (this backend has no 16-bit product)`);
+  const mv = (n: number) => `${(n / 1e6).toFixed(2)} M values`;
+  if (!r.weights) log(`model.torch_dtype ${format}: every weight trains, so none is stored in 16 bits`);
+  const parts = [
+    ...(r.packed ? [`${mv(r.packed)} stored in 16 bits, ${gb(2 * r.packed)} saved`] : []),
+    ...(r.rounded
+      ? [`${mv(r.rounded)} rounded to ${format} and kept in float32${r.packed ? ' (an odd last axis)' : ' (this backend has no 16-bit product)'}`]
+      : []),
+  ];
+  if (r.weights) log(`model.torch_dtype ${format}: ${r.weights} frozen weight${r.weights === 1 ? '' : 's'}: ${parts.join('; ')}`);
 }
 
 /** The run's training memory (memory.ts) against the backend's: a UserError with the numbers when it does not fit. */

@@ -6,28 +6,33 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/engine/model/backend';
-import { Transformer, type WeightTensor } from '../../../src/engine/model/model';
+import { Transformer, type StoredFrozen, type WeightTensor } from '../../../src/engine/model/model';
 import { generate } from '../../../src/engine/model/sampler';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
 import { roundTo, type HalfFormat } from '../../../src/engine/model/half';
 import { relErr, smallModelConfig } from '../fixtures';
 
 const CFG = smallModelConfig({ maxSeqLen: 24 });
-const PROJ_VALUES = CFG.nLayers * CFG.dModel * ((CFG.nHeads + 2 * CFG.nKvHeads) * (CFG.dModel / CFG.nHeads) + CFG.dModel + 3 * CFG.dFf);
+// per layer q|k|v [32, 64], o [32, 32], gate|up [32, 128], down [64, 32]; and the tied embedding [32, 40]
+const FROZEN_VALUES =
+  CFG.nLayers * CFG.dModel * ((CFG.nHeads + 2 * CFG.nKvHeads) * (CFG.dModel / CFG.nHeads) + CFG.dModel + 3 * CFG.dFf) + CFG.dModel * CFG.vocabSize;
 
 interface Seen {
   logits: Float32Array;
   grads: Map<string, Float32Array>;
   tokens: number[][];
   base: Record<string, WeightTensor>;
-  stored: { weights: number; values: number; packed: boolean } | null;
+  stored: StoredFrozen | null;
+  /** scoreTokens of the completions (blocked over the vocabulary), log-probs, entropies, top 3 and ranks */
+  scores: number[][];
   /** bytes the backend's memory shrank by when the weights were stored */
   saved: number;
 }
 
 async function run(backend: 'cpu' | 'webgpu', format: HalfFormat | null): Promise<Seen> {
   await initBackend(backend);
-  const m = Transformer.init(CFG, 11);
+  // the embedding in 5 vocabulary blocks of 8, as a small binding limit stores it: each block packs on its own
+  const m = Transformer.init(CFG, 11, { vocabBlock: 8 });
   m.enableLora({ r: 4 }, 5);
   // B starts at zero (PEFT): set it, so that the adapters change the output and A's gradient is not zero
   const rng = makeRng(9);
@@ -59,7 +64,7 @@ async function run(backend: 'cpu' | 'webgpu', format: HalfFormat | null): Promis
     const byName = new Map<string, Float32Array>();
     const vars = [...m.trainable.values()];
     for (const [i, n] of names.entries()) byName.set(n, Float32Array.from(await grads[vars[i].name].data()));
-    tf.dispose([ids, mask, R, value, ...Object.values(grads)]);
+    tf.dispose([R, value, ...Object.values(grads)]);
     const out = await generate(
       m,
       [
@@ -68,10 +73,14 @@ async function run(backend: 'cpu' | 'webgpu', format: HalfFormat | null): Promis
       ],
       { maxNewTokens: 8, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(1) },
     );
+    // scoring a slice of the vocabulary at a time (a budget of 6 columns, inside the blocks of 8), with top 3 and ranks
+    const sc = await m.scoreTokens(ids, mask, { from: 2, count: 3 }, Int32Array.from([1, 9, 12, 2, 6, 39]), 0.7, { budget: 6, topK: 3, rank: true });
+    const scores = [Array.from(sc.logp), Array.from(sc.entropy), Array.from(sc.top!.logp), Array.from(sc.top!.ids), Array.from(sc.top!.rank)];
     const view = m.baseView();
     const base = await view.readWeights();
     view.dispose();
-    return { logits, grads: byName, tokens: out.map((s) => s.ids), base, stored, saved };
+    tf.dispose([ids, mask]);
+    return { logits, grads: byName, tokens: out.map((s) => s.ids), base, stored, saved, scores };
   } finally {
     m.dispose();
   }
@@ -79,7 +88,7 @@ async function run(backend: 'cpu' | 'webgpu', format: HalfFormat | null): Promis
 
 for (const format of ['float16', 'bfloat16'] as const) {
   test(
-    `LoRA on a ${format} base: webgpu's packed weights compute cpu's rounded model (logits, gradients, greedy decoding), in half the bytes`,
+    `LoRA on a ${format} base: webgpu's packed weights compute cpu's rounded model (logits, gradients, greedy decoding, blocked scoring), in half the bytes`,
     { timeout: 120_000 },
     async (t) => {
       const f32 = await run('cpu', null);
@@ -91,14 +100,14 @@ for (const format of ['float16', 'bfloat16'] as const) {
         return;
       }
       const gpu = await run('webgpu', format);
-      // every projection of both layers is frozen under LoRA: packed on webgpu, rounded in place on cpu
-      assert.deepEqual(gpu.stored, { weights: 4 * CFG.nLayers, values: PROJ_VALUES, packed: true });
-      assert.deepEqual(cpu.stored, { weights: 4 * CFG.nLayers, values: PROJ_VALUES, packed: false });
-      assert.equal(gpu.saved, 2 * PROJ_VALUES, 'two bytes saved per frozen value on webgpu');
+      // under LoRA every projection of both layers and the embedding are frozen: packed on webgpu, rounded on cpu
+      assert.deepEqual(gpu.stored, { weights: 4 * CFG.nLayers + 1, packed: FROZEN_VALUES, rounded: 0 });
+      assert.deepEqual(cpu.stored, { weights: 4 * CFG.nLayers + 1, packed: 0, rounded: FROZEN_VALUES });
+      assert.equal(gpu.saved, 2 * FROZEN_VALUES, 'two bytes saved per frozen value on webgpu');
       assert.equal(cpu.saved, 0, 'cpu keeps float32');
       // the weights read back are the rounded ones, bit for bit, on both backends
       for (const [name, w] of Object.entries(f32.base)) {
-        const want = /proj\.weight$/.test(name) ? roundTo(format, w.data) : w.data;
+        const want = /proj\.weight$|embed_tokens/.test(name) ? roundTo(format, w.data) : w.data;
         assert.deepEqual(gpu.base[name].data, want, `${name} on webgpu`);
         assert.deepEqual(cpu.base[name].data, want, `${name} on cpu`);
       }
@@ -119,6 +128,16 @@ for (const format of ['float16', 'bfloat16'] as const) {
         [8, 8],
       );
       assert.deepEqual(gpu.tokens, cpu.tokens, 'greedy decoding through the KV cache');
+      console.log('DBG', relErr(gpu.scores[0], f32.scores[0]), relErr(cpu.scores[0], f32.scores[0]), gpu.scores[0], cpu.scores[0], f32.scores[0]);
+      // scoring: log-probs, entropies and the top lists' log-probs to float32's noise; the same ids and ranks
+      for (const k of [0, 1, 2]) assert.ok(relErr(gpu.scores[k], cpu.scores[k]) < 1e-5, `scores ${k}: ${relErr(gpu.scores[k], cpu.scores[k])}`);
+      assert.deepEqual(gpu.scores.slice(3), cpu.scores.slice(3), 'top ids and ranks');
+      assert.ok(relErr(cpu.scores[0], f32.scores[0]) > 0, 'the rounding moves the scores');
+      console.log('DBG', relErr(gpu.scores[0], f32.scores[0]), relErr(cpu.scores[0], f32.scores[0]), gpu.scores[0], cpu.scores[0], f32.scores[0]);
+      // scoring: log-probs, entropies and the top lists' log-probs to float32's noise; the same ids and ranks
+      for (const k of [0, 1, 2]) assert.ok(relErr(gpu.scores[k], cpu.scores[k]) < 1e-5, `scores ${k}: ${relErr(gpu.scores[k], cpu.scores[k])}`);
+      assert.deepEqual(gpu.scores.slice(3), cpu.scores.slice(3), 'top ids and ranks');
+      assert.ok(relErr(cpu.scores[0], f32.scores[0]) > 0, 'the rounding moves the scores');
     },
   );
 }

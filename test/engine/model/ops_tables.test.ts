@@ -15,7 +15,7 @@ import { COMPOSED } from '../../../src/engine/model/ops/composed';
 import { tableFor, type BackendOps, type ModelOps, type OpDims } from '../../../src/engine/model/ops';
 import { WASM_BLAS_ALTERNATIVES } from '../../../src/engine/model/ops/wasm_blas';
 import { makeRng, randNormal } from '../../../src/engine/core/rng';
-import { packHalf, type HalfFormat } from '../../../src/engine/model/half';
+import { halfWindow, packHalf, type HalfFormat } from '../../../src/engine/model/half';
 
 /** Sizes every table supports (the SIMD loops want multiples of 4 and 8): 3 query heads over 1 kv head (GQA). */
 const D: OpDims = { headDim: 8, dFf: 16 };
@@ -126,10 +126,38 @@ const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention' | 'sampleRows'>, C
         f(a as tf.Tensor2D, half(wb16, 'bfloat16'), bias),
         f(a as tf.Tensor2D, half(w16, 'float16'), null),
         f(a as tf.Tensor2D, half(wb16, 'bfloat16'), null),
+        // a window of columns [6, 30) read in place (the LM head's slices when scoring)
+        f(a as tf.Tensor2D, halfWindow(half(wb16, 'bfloat16'), 6, 24), null),
       ];
     },
     wrt: [0, 3, 4],
     tol: { forward: 1e-5, grad: 1e-5 },
+  },
+  gatherHalf: {
+    // rows of W [V + 1, DM] (an untied embedding) in float16, columns of a tied W [DM, V + 1] in bfloat16, with repeats
+    inputs: (r) => {
+      const ids: Arr = { shape: [7], values: Int32Array.from([0, V, 3, 3, 17, 1, 30]), dtype: 'int32' };
+      const rowsW = normal(r, [V + 1, DM], 0.5).values as Float32Array;
+      const colsW = normal(r, [DM, V + 1], 0.5).values as Float32Array;
+      return [
+        { shape: [V + 1, DM / 2], values: packHalf('float16', rowsW, V + 1, DM), dtype: 'int32' },
+        { shape: [DM, (V + 1) / 2], values: packHalf('bfloat16', colsW, DM, V + 1), dtype: 'int32' },
+        ids,
+        { shape: [4], values: Int32Array.from([0, 31, 3, 17]), dtype: 'int32' },
+      ];
+    },
+    call: (op, [wr, wc, ids, inWindow]) => {
+      const f = op as ModelOps['gatherHalf'];
+      return [
+        f({ packed: wr as tf.Tensor2D, rows: V + 1, cols: DM, format: 'float16' }, ids as tf.Tensor1D, 0),
+        f({ packed: wc as tf.Tensor2D, rows: DM, cols: V + 1, format: 'bfloat16' }, ids as tf.Tensor1D, 1),
+        // a window of the columns [4, 36): the ids index into it
+        f(halfWindow({ packed: wc as tf.Tensor2D, rows: DM, cols: V + 1, format: 'bfloat16' }, 4, 32), inWindow as tf.Tensor1D, 1),
+      ];
+    },
+    wrt: [],
+    forwardOnly: true,
+    tol: { forward: 0, grad: 0 },
   },
   tokenLogprob: {
     inputs: (r) => [normal(r, [N, V], 2), { shape: [N], values: Float32Array.from({ length: N }, () => Math.floor(r() * V)), dtype: 'int32' }],

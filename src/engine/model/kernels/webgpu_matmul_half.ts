@@ -24,9 +24,11 @@ interface Attrs {
   format: HalfFormat;
   /** W's tiles read transposed: a·Wᵀ, for the gradient by a */
   transposed: boolean;
-  /** W's stored [rows, cols] */
+  /** W's stored [rows, cols], and the window's first column and the packed rows' length in values (half.ts) */
   rows: number;
   cols: number;
+  from: number;
+  stride: number;
 }
 
 const UNPACK: Record<HalfFormat, string> = {
@@ -51,7 +53,7 @@ function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
           let gc = col0 + c;
           let gp = k0 / 2 + pk;
           var v = vec2<f32>(0.0, 0.0);
-          if (gc < N && gp < K / 2) { v = unpackW(w[gc * (K / 2) + gp]); }
+          if (gc < N && gp < K / 2) { v = unpackW(w[gc * uniforms.wStride + uniforms.wStart + gp]); }
           Bs[(2 * pk) * ${TN} + c] = v.x;
           Bs[(2 * pk + 1) * ${TN} + c] = v.y;
         }`
@@ -63,7 +65,7 @@ function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
           let gk = k0 + kk;
           let gp = col0 / 2 + pc;
           var v = vec2<f32>(0.0, 0.0);
-          if (gk < K && gp < N / 2) { v = unpackW(w[gk * (N / 2) + gp]); }
+          if (gk < K && gp < N / 2) { v = unpackW(w[gk * uniforms.wStride + uniforms.wStart + gp]); }
           Bs[kk * ${TN} + 2 * pc] = v.x;
           Bs[kk * ${TN} + 2 * pc + 1] = v.y;
         }`;
@@ -75,7 +77,8 @@ function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
     dispatchLayout: { x: [0, 1] },
     dispatch: [Math.ceil(N / TN), Math.ceil(M / TM), 1],
     workgroupSize: [THREADS, 1, 1],
-    uniforms: 'm : i32, k : i32, n : i32,',
+    // W's words per row and the window's first word (halfWindow)
+    uniforms: 'm : i32, k : i32, n : i32, wStride : i32, wStart : i32,',
     size: true,
     getUserCode: () => `
       ${UNPACK[a.format]}
@@ -139,7 +142,7 @@ export function registerWebgpuMatMulHalf(): void {
     const mode: AddMode = !add ? 0 : add.shape.length === 1 ? 2 : 1;
     if (add && (mode === 2 ? add.shape[0] !== N : add.shape[0] !== M || add.shape[1] !== N))
       throw new Error(`${KERNEL}: add is [${add.shape}], the product [${M}, ${N}]`);
-    const uniforms = [M, K, N].map((v) => ({ type: 'int32' as const, data: [v] }));
+    const uniforms = [M, K, N, attrs.stride / 2, attrs.from / 2].map((v) => ({ type: 'int32' as const, data: [v] }));
     return runProgram(backend, program(M, N, attrs, mode), add ? [a, w, add] : [a, w], uniforms);
   });
 }
@@ -150,6 +153,8 @@ const run = (a: tf.Tensor2D, w: HalfWeight, transposed: boolean, add: tf.Tensor 
     transposed,
     rows: w.rows,
     cols: w.cols,
+    from: w.from ?? 0,
+    stride: w.stride ?? w.cols,
   } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 
 /** a [M, K] · W [K, N] (+ add: [M, N] or [N]), differentiable in a and add: 1 dispatch each way. */

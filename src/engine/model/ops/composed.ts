@@ -101,6 +101,11 @@ function matMulHalf(a: tf.Tensor2D, w: HalfWeight, add: tf.Tensor | null): tf.Te
   });
 }
 
+/** The gather from W's values read to float32 on the host (the reference for webgpu's kernel, as matMulHalf's). */
+function gatherHalf(w: HalfWeight, ids: tf.Tensor1D, axis: 0 | 1): tf.Tensor2D {
+  return tf.tidy(() => tf.gather(tf.tensor2d(readHalfSync(w), [w.rows, w.cols]), ids, axis) as tf.Tensor2D);
+}
+
 export const COMPOSED: ModelOps = {
   rmsNorm,
   rmsNormInfer: rmsNorm,
@@ -111,6 +116,7 @@ export const COMPOSED: ModelOps = {
   tokenLogprob,
   matMulAdd,
   matMulHalf,
+  gatherHalf,
   decodeAttention: null,
   sampleRows: null,
 };

@@ -102,6 +102,8 @@ export interface ModelOps {
    * differentiable in a and add, W having no gradient
    */
   matMulHalf(a: tf.Tensor2D, w: HalfWeight, add: tf.Tensor | null): tf.Tensor2D;
+  /** gather(W, ids, axis) of a frozen weight in 16 bits, in float32 ([ids, cols] or [rows, ids]): the embedding's lookup */
+  gatherHalf(w: HalfWeight, ids: tf.Tensor1D, axis: 0 | 1): tf.Tensor2D;
   /** log softmax(logits)[n, targets[n]] for logits [N, V], targets [N] (int32): [N], differentiable in logits */
   tokenLogprob(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D;
   /**

@@ -17,6 +17,7 @@ import { decodeAttentionWebgpu, registerWebgpuDecode } from '../kernels/webgpu_d
 import { matMulAddWebgpu } from '../kernels/webgpu_matmul_add';
 import { registerWebgpuSample, sampleRowsWebgpu } from '../kernels/webgpu_sample';
 import { matMulHalfWebgpu, registerWebgpuMatMulHalf } from '../kernels/webgpu_matmul_half';
+import { gatherHalfWebgpu, registerWebgpuGatherHalf } from '../kernels/webgpu_gather_half';
 import type { BackendOps } from './ops';
 
 /**
@@ -42,6 +43,7 @@ export function webgpuOps(): BackendOps {
       registerWebgpuDecode();
       registerWebgpuSample();
       registerWebgpuMatMulHalf();
+      registerWebgpuGatherHalf();
     },
     adamStep: adamWebgpu,
     ops: {
@@ -53,6 +55,7 @@ export function webgpuOps(): BackendOps {
       tokenLogprob: { run: tokenLogprobWebgpu },
       matMulAdd: { run: matMulAddWebgpu },
       matMulHalf: { run: matMulHalfWebgpu },
+      gatherHalf: { run: gatherHalfWebgpu },
       sampleRows: { run: sampleRowsWebgpu },
       attention: { run: attentionWebgpu },
       // the uniform block holds four RoPE rows of hd floats
