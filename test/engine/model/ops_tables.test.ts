@@ -128,6 +128,10 @@ const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention' | 'sampleRows'>, C
         f(a as tf.Tensor2D, half(wb16, 'bfloat16'), null),
         // a window of columns [6, 30) read in place (the LM head's slices when scoring)
         f(a as tf.Tensor2D, halfWindow(half(wb16, 'bfloat16'), 6, 24), null),
+        // up to 8 rows, the decode step's kernel: with the residual's add, a bias's, and a window
+        f(tf.slice(a, [0, 0], [3, DM]), half(w16, 'float16'), tf.slice(res, [0, 0], [3, V + 1])),
+        f(tf.slice(a, [2, 0], [8, DM]), half(wb16, 'bfloat16'), bias),
+        f(tf.slice(a, [0, 0], [1, DM]), halfWindow(half(wb16, 'bfloat16'), 6, 24), null),
       ];
     },
     wrt: [0, 3, 4],
@@ -194,7 +198,9 @@ async function evaluate(c: Case, op: NonNullable<ModelOps[keyof ModelOps]>, inpu
       const f = (...wrt: tf.Tensor[]) => {
         const all = xs.map((x, i) => (c.wrt.includes(i) ? wrt[c.wrt.indexOf(i)] : x));
         const terms = c.call(op, all).flatMap((o, k) => (!c.trainedOutputs || c.trainedOutputs.includes(k) ? [tf.sum(tf.mul(o, weights[k]))] : []));
-        return tf.addN(terms) as tf.Scalar;
+        // added in pairs: tfjs-backend-webgpu's AddN binds every input at once, and past the adapter's storage-buffer
+        // limit (8 on lavapipe) Dawn rejects the submit, so every kernel recorded with it silently does nothing
+        return terms.reduce((x, y) => tf.add(x, y)) as tf.Scalar;
       };
       const g = tf.grads(f)(c.wrt.map((i) => xs[i]));
       grads = await Promise.all(g.map(async (t) => Array.from((await t.data()) as Float32Array)));

@@ -6,7 +6,7 @@
 // steps of 32: each step stages a's 32 × 32 tile and W's 32 × 64 tile (unpacked to float32) in workgroup memory. The
 // products accumulate in float32, in a fixed order: the same bits on every run on one adapter. The add is the
 // epilogue's (the residual stream [M, N], or a bias [N]), as tfjs's fused product adds it, so a projection stays one
-// dispatch.
+// dispatch. Up to 8 rows (a decode step) another kernel runs: one word of W's columns per invocation, for every row.
 import * as tf from '@tensorflow/tfjs';
 import type { HalfFormat, HalfWeight } from '../half';
 import { registerProgramKernel, runProgram, type Program } from './webgpu_program';
@@ -128,6 +128,65 @@ function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
   };
 }
 
+/** Rows up to which a product runs as the decode step's kernel below: one row per sequence of a decode batch. */
+const FEW_ROWS = 8;
+const FEW_THREADS = 64;
+const FEW_TK = 64;
+
+/**
+ * out [M, N] = a [M, K] · W [K, N] for M ≤ 8 (a decode step's rows): each invocation owns one word of W's columns (two
+ * outputs) for every row, so W is read once and no lane computes a padded row, where the tiled kernel's 32-row tiles
+ * would leave 7 in 8 idle. a's rows are staged 64 values of the reduction at a time.
+ */
+function fewRowsProgram(M: number, N: number, a: Attrs, addMode: AddMode): Program {
+  const add = (c: string) => (addMode === 1 ? ` + add[m * N + ${c}]` : addMode === 2 ? ` + add[${c}]` : '');
+  return {
+    variableNames: addMode ? ['a', 'w', 'add'] : ['a', 'w'],
+    outputShape: [M, N],
+    shaderKey: `cl_matmul_half_few_${a.format}_${addMode}`,
+    dispatchLayout: { x: [0, 1] },
+    dispatch: [Math.ceil(N / 2 / FEW_THREADS), 1, 1],
+    workgroupSize: [FEW_THREADS, 1, 1],
+    uniforms: 'm : i32, k : i32, n : i32, wStride : i32, wStart : i32,',
+    size: true,
+    getUserCode: () => `
+      ${UNPACK[a.format]}
+      var<workgroup> xs : array<f32, ${FEW_ROWS * FEW_TK}>;
+      fn main(index : i32) {
+        let M = uniforms.m;
+        let K = uniforms.k;
+        let N = uniforms.n;
+        let l = i32(localIndex);
+        let word = i32(workgroupId.x) * ${FEW_THREADS} + l;
+        var acc : array<vec2<f32>, ${FEW_ROWS}>;
+        for (var k0 = 0; k0 < K; k0 = k0 + ${FEW_TK}) {
+          for (var i = l; i < ${FEW_ROWS * FEW_TK}; i = i + ${FEW_THREADS}) {
+            let m = i / ${FEW_TK};
+            let kk = i % ${FEW_TK};
+            var v = 0.0;
+            if (m < M && k0 + kk < K) { v = a[m * K + k0 + kk]; }
+            xs[i] = v;
+          }
+          workgroupBarrier();
+          if (word < N / 2) {
+            let kn = min(${FEW_TK}, K - k0);
+            for (var kk = 0; kk < kn; kk = kk + 1) {
+              let w2 = unpackW(w[(k0 + kk) * uniforms.wStride + uniforms.wStart + word]);
+              for (var m = 0; m < M; m = m + 1) { acc[m] = acc[m] + xs[m * ${FEW_TK} + kk] * w2; }
+            }
+          }
+          workgroupBarrier();
+        }
+        if (word < N / 2) {
+          for (var m = 0; m < M; m = m + 1) {
+            setOutputAtIndex(m * N + 2 * word, acc[m].x${add('2 * word')});
+            setOutputAtIndex(m * N + 2 * word + 1, acc[m].y${add('2 * word + 1')});
+          }
+        }
+      }`,
+  };
+}
+
 let registered = false;
 
 /** Registers the kernel with the webgpu backend (once): the webgpu table's register() (ops/webgpu.ts). */
@@ -143,7 +202,8 @@ export function registerWebgpuMatMulHalf(): void {
     if (add && (mode === 2 ? add.shape[0] !== N : add.shape[0] !== M || add.shape[1] !== N))
       throw new Error(`${KERNEL}: add is [${add.shape}], the product [${M}, ${N}]`);
     const uniforms = [M, K, N, attrs.stride / 2, attrs.from / 2].map((v) => ({ type: 'int32' as const, data: [v] }));
-    return runProgram(backend, program(M, N, attrs, mode), add ? [a, w, add] : [a, w], uniforms);
+    const p = !attrs.transposed && M <= FEW_ROWS ? fewRowsProgram(M, N, attrs, mode) : program(M, N, attrs, mode);
+    return runProgram(backend, p, add ? [a, w, add] : [a, w], uniforms);
   });
 }
 
