@@ -265,29 +265,7 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
           generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: false, eosId: -1, rng: makeRng(4) }).then(() => undefined),
         );
         o.say(`   reference decode step (8 rows): ${decode.dispatches} dispatches, ${decode.downloads.count} downloads; most: ${topKernels(decode)}`);
-        // model.torch_dtype: the same decoding with every projection and the embedding in bfloat16, launches and speed
-        const greedy = (k: number) =>
-          generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(4) }).then(() => undefined);
-        const rate = async () => {
-          await greedy(4);
-          const t = performance.now();
-          await greedy(48);
-          return (8 * 48) / ((performance.now() - t) / 1000);
-        };
-        const f32Rate = await rate();
-        const stored = await model.storeFrozen('bfloat16', { all: true });
-        const halfDecode = await decodeStepCount(greedy);
-        const halfRate = await rate();
-        const half_weights = {
-          format: 'bfloat16',
-          weights: stored.weights,
-          bytes_saved: 2 * stored.packed,
-          decode_step: halfDecode,
-          greedy_tokens_per_s: { float32: f32Rate, bfloat16: halfRate },
-        };
-        o.say(
-          `   reference decode step with its weights in bfloat16: ${halfDecode.dispatches} dispatches; greedy ${halfRate.toFixed(0)} tokens/s against ${f32Rate.toFixed(0)} in float32 (${((stored.packed * 2) / 1e6).toFixed(2)} MB saved)`,
-        );
+        const half_weights = await halfDecode(model, prompts, decode, o.say);
         return {
           train_step: train,
           decode_step: decode,
@@ -370,6 +348,35 @@ export async function runDeviceBench(o: DeviceBenchOptions): Promise<DeviceRepor
   tf.disposeVariables();
   save();
   return report;
+}
+
+/**
+ * model.torch_dtype on the reference model: the decoding of `prompts` again with every projection and the embedding in
+ * bfloat16, its launches and its speed against float32's.
+ */
+async function halfDecode(model: Transformer, prompts: number[][], f32Decode: DispatchCount, say: (m: string) => void): Promise<Record<string, unknown>> {
+  const greedy = (k: number) =>
+    generate(model, prompts, { maxNewTokens: k, temperature: 1, topP: 1, greedy: true, eosId: -1, rng: makeRng(4) }).then(() => undefined);
+  const rate = async () => {
+    await greedy(4);
+    const t = performance.now();
+    await greedy(48);
+    return (prompts.length * 48) / ((performance.now() - t) / 1000);
+  };
+  const f32Rate = await rate();
+  const stored = await model.storeFrozen('bfloat16', { all: true });
+  const decode_step = await decodeStepCount(greedy);
+  const halfRate = await rate();
+  say(
+    `   reference decode step with its weights in bfloat16: ${decode_step.dispatches} dispatches (float32: ${f32Decode.dispatches}); greedy ${halfRate.toFixed(0)} tokens/s against ${f32Rate.toFixed(0)} in float32 (${((stored.packed * 2) / 1e6).toFixed(2)} MB saved)`,
+  );
+  return {
+    format: 'bfloat16',
+    weights: stored.weights,
+    bytes_saved: 2 * stored.packed,
+    decode_step,
+    greedy_tokens_per_s: { float32: f32Rate, bfloat16: halfRate },
+  };
 }
 
 /**

@@ -59,9 +59,14 @@ export function paramCount(cfg: ModelConfig, keep: (storedName: string) => boole
   return paramSpecs(cfg).reduce((a, s) => a + (keep(s.name) ? specParams(s) : 0), 0);
 }
 
-/** A stored projection weight (what model.torch_dtype can store in 16 bits: Transformer.storeFrozen). */
-export function isProjection(storedName: string): boolean {
-  return /^model\.layers\.\d+\.(self_attn\.(qkv|o)_proj|mlp\.(gate_up|down)_proj)\.weight$/.test(storedName);
+/**
+ * A stored weight model.torch_dtype can hold in 16 bits where it does not train (Transformer.storeFrozen): a projection,
+ * or a vocabulary-sized weight whose packed axis is even (the vocabulary for [d, V], d for an untied [V, d] embedding).
+ */
+export function isHalfable(cfg: ModelConfig, storedName: string): boolean {
+  if (/^model\.layers\.\d+\.(self_attn\.(qkv|o)_proj|mlp\.(gate_up|down)_proj)\.weight$/.test(storedName)) return true;
+  if (storedName === 'lm_head.weight' || (storedName === 'model.embed_tokens.weight' && cfg.tieEmbeddings)) return cfg.vocabSize % 2 === 0;
+  return storedName === 'model.embed_tokens.weight' && cfg.dModel % 2 === 0;
 }
 
 /** Parameters of one stored weight (the sum of its HF parts). */

@@ -2,7 +2,7 @@
 // bench and paired rollouts so they all build the same objects from a config.
 import { backendInfo, initBackend } from '../model/backend';
 import { backendCaps } from '../model/ops';
-import { backendCapacity, checkFits, describeEstimate, estimateTrainingMemory, gb, isProjection, paramCount, type MemoryEstimate } from '../model/memory';
+import { backendCapacity, checkFits, describeEstimate, estimateTrainingMemory, gb, isHalfable, paramCount, type MemoryEstimate } from '../model/memory';
 import type { CreditConfig } from '../config/config';
 import { UserError } from '../core/errors';
 import { loadHfModel } from '../model/hf';
@@ -129,8 +129,8 @@ export function checkTrainingMemory(cfg: CreditConfig, modelCfg: ModelConfig, to
     ...(m.torch_dtype !== 'float32' && backendCaps().halfWeights
       ? {
           halfParams: {
-            policy: paramCount(modelCfg, (n) => isProjection(n) && (m.lora !== null || !isTrainable(modelCfg, n, spec))),
-            reference: paramCount(modelCfg, isProjection),
+            policy: paramCount(modelCfg, (n) => isHalfable(modelCfg, n) && (m.lora !== null || !isTrainable(modelCfg, n, spec))),
+            reference: paramCount(modelCfg, (n) => isHalfable(modelCfg, n)),
           },
         }
       : {}),

@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hfConfigToModelConfig } from '../../../src/engine/model/hf';
-import { backendCapacity, checkFits, estimateTrainingMemory, isProjection, paramCount, WASM_HEAP_BYTES } from '../../../src/engine/model/memory';
+import { backendCapacity, checkFits, estimateTrainingMemory, isHalfable, paramCount, WASM_HEAP_BYTES } from '../../../src/engine/model/memory';
 import { QWEN25_05B_CONFIG } from '../../../src/engine/model/shaped_checkpoint';
 import { isUserError } from '../../../src/engine/core/errors';
 import { train } from '../../../src/engine/train/train';
@@ -114,22 +114,24 @@ test('a GRPO run of the 0.5B folder on wasm-blas stops before step 1, before rea
   }
 });
 
-test('0.5B with model.torch_dtype in 16 bits: the frozen projections at 2 bytes, in the policy and the KL reference', () => {
+test('0.5B with model.torch_dtype in 16 bits: the frozen weights at 2 bytes, in the policy and the KL reference', () => {
   // per layer the four stored projections hold 896·(896 + 2·128) + 896·896 + 3·4864·896 = 14,909,440 values (the
-  // norms and the q|k|v bias are not projections); ×24 = 357,826,560
-  const proj = paramCount(QWEN, isProjection);
-  assert.equal(proj, 357_826_560);
+  // norms and the q|k|v bias are not projections); ×24 = 357,826,560; the tied embedding 151,936·896 = 136,134,656
+  // (an even vocabulary packs), 493,961,216 in all: every weight but the norms and biases
+  const half = paramCount(QWEN, (n) => isHalfable(QWEN, n));
+  assert.equal(half, 357_826_560 + 136_134_656);
+  assert.equal(isHalfable({ ...QWEN, vocabSize: 151_937 }, 'model.embed_tokens.weight'), false, 'an odd vocabulary does not pack');
   const shape = { rows: 1, promptLen: 32, completionLen: 64, klReference: true };
   const f32 = estimateTrainingMemory(QWEN, shape);
-  const half = estimateTrainingMemory(QWEN, { ...shape, halfParams: { policy: 0, reference: proj } });
+  const est = estimateTrainingMemory(QWEN, { ...shape, halfParams: { policy: 0, reference: half } });
   const part = (e: ReturnType<typeof estimateTrainingMemory>, n: string) => e.parts.find((p) => p.name === n)!.bytes;
-  // full fine-tuning: every policy weight trains (float32); the reference's projections are 2 bytes each
-  assert.equal(part(half, 'weights'), part(f32, 'weights'));
-  assert.equal(part(half, 'reference'), 4 * 494_032_768 - 2 * proj);
-  assert.equal(f32.total - half.total, 2 * proj);
-  // LoRA: the base's projections at 2 bytes, and no reference copy (the base is it)
+  // full fine-tuning: every policy weight trains (float32); the reference's are 2 bytes each
+  assert.equal(part(est, 'weights'), part(f32, 'weights'));
+  assert.equal(part(est, 'reference'), 4 * 494_032_768 - 2 * half);
+  assert.equal(f32.total - est.total, 2 * half);
+  // LoRA: the base at 2 bytes, and no reference copy (the base is it)
   const lora = { ...shape, adapterParams: 4_399_104, trainableParams: 4_399_104, lora: { r: 8 } };
-  const loraHalf = estimateTrainingMemory(QWEN, { ...lora, halfParams: { policy: proj, reference: proj } });
-  assert.equal(part(loraHalf, 'weights'), 4 * 494_032_768 - 2 * proj);
+  const loraHalf = estimateTrainingMemory(QWEN, { ...lora, halfParams: { policy: half, reference: half } });
+  assert.equal(part(loraHalf, 'weights'), 4 * 494_032_768 - 2 * half);
   assert.equal(part(loraHalf, 'reference'), 0);
 });

@@ -129,9 +129,9 @@ const CASES: Record<Exclude<keyof ModelOps, 'decodeAttention' | 'sampleRows'>, C
         // a window of columns [6, 30) read in place (the LM head's slices when scoring)
         f(a as tf.Tensor2D, halfWindow(half(wb16, 'bfloat16'), 6, 24), null),
         // up to 8 rows, the decode step's kernel: with the residual's add, a bias's, and a window
-        f(tf.slice(a, [0, 0], [3, DM]), half(w16, 'float16'), tf.slice(res, [0, 0], [3, V + 1])),
-        f(tf.slice(a, [2, 0], [8, DM]), half(wb16, 'bfloat16'), bias),
-        f(tf.slice(a, [0, 0], [1, DM]), halfWindow(half(wb16, 'bfloat16'), 6, 24), null),
+        f(tf.slice(a as tf.Tensor2D, [0, 0], [3, DM]), half(w16, 'float16'), tf.slice(res, [0, 0], [3, V + 1])),
+        f(tf.slice(a as tf.Tensor2D, [2, 0], [8, DM]), half(wb16, 'bfloat16'), bias),
+        f(tf.slice(a as tf.Tensor2D, [0, 0], [1, DM]), halfWindow(half(wb16, 'bfloat16'), 6, 24), null),
       ];
     },
     wrt: [0, 3, 4],

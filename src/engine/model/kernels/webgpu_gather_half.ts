@@ -71,14 +71,12 @@ export function registerWebgpuGatherHalf(): void {
 
 /** gather(W, ids, axis) of a 16-bit weight, in float32: [ids, cols] for axis 0, [rows, ids] for axis 1. */
 export function gatherHalfWebgpu(w: HalfWeight, ids: tf.Tensor1D, axis: 0 | 1): tf.Tensor2D {
-  return tf
-    .engine()
-    .runKernel(KERNEL, { w: w.packed, ids }, {
-      format: w.format,
-      axis,
-      rows: w.rows,
-      cols: w.cols,
-      from: w.from ?? 0,
-      stride: w.stride ?? w.cols,
-    } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
+  return tf.engine().runKernel(KERNEL, { w: w.packed, ids }, {
+    format: w.format,
+    axis,
+    rows: w.rows,
+    cols: w.cols,
+    from: w.from ?? 0,
+    stride: w.stride ?? w.cols,
+  } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 }

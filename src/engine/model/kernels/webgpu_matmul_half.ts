@@ -39,12 +39,9 @@ const UNPACK: Record<HalfFormat, string> = {
     }`,
 };
 
-/**
- * The kernel for out [M, N] = a [M, K] · B, B [K, N] being W [K, N] (packed along N) or Wᵀ with W [N, K] (packed
- * along K, the reduction).
- */
-function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
-  const stageW = a.transposed
+/** WGSL that stages W's 32 × 64 tile of B (unpacked to float32) in workgroup memory: W itself, or W read transposed. */
+function stageW(transposed: boolean): string {
+  return transposed
     ? // B[kk][c] = W[col0 + c][k0 + kk]: 64 rows of W × 16 words of the reduction
       `for (var i = 0; i < ${(TN * TK) / 2 / THREADS}; i = i + 1) {
           let e = l + i * ${THREADS};
@@ -69,6 +66,13 @@ function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
           Bs[kk * ${TN} + 2 * pc] = v.x;
           Bs[kk * ${TN} + 2 * pc + 1] = v.y;
         }`;
+}
+
+/**
+ * The kernel for out [M, N] = a [M, K] · B, B [K, N] being W [K, N] (packed along N) or Wᵀ with W [N, K] (packed
+ * along K, the reduction).
+ */
+function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
   const add = addMode === 1 ? ' + add[gr * N + gc]' : addMode === 2 ? ' + add[gc]' : '';
   return {
     variableNames: addMode ? ['a', 'w', 'add'] : ['a', 'w'],
@@ -105,7 +109,7 @@ function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
             if (gr < M && gk < K) { v = a[gr * K + gk]; }
             As[e] = v;
           }
-          ${stageW}
+          ${stageW(a.transposed)}
           workgroupBarrier();
           for (var kk = 0; kk < ${TK}; kk = kk + 1) {
             let b = vec4<f32>(Bs[kk * ${TN} + tc * 4], Bs[kk * ${TN} + tc * 4 + 1], Bs[kk * ${TN} + tc * 4 + 2], Bs[kk * ${TN} + tc * 4 + 3]);
