@@ -58,7 +58,7 @@ test('GRPO with its rollouts on a server: every update synced, the served policy
     // the served weights are the run's final ones: the same seed draws the same continuation here and there
     const { config } = loadConfig(join(r.runDir, 'config.yaml'));
     const { session } = await openSession(config, { runDir: r.runDir });
-    useWeights(session, loadCheckpoint(latestCheckpoint(r.runDir)!).model);
+    await useWeights(session, loadCheckpoint(latestCheckpoint(r.runDir)!).model);
     const local = new LocalSampler(session.model, session.tokenizer);
     const req = { prefix: session.tokenizer.encodePrompt('q1:'), tail: [], seeds: [101, 102, 103], maxNewTokens: 8 };
     const settings = { temperature: 1, topP: 1, eosIds: session.tokenizer.eosIds ?? [session.tokenizer.eosId], stop: ['</answer>'] };

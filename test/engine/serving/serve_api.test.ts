@@ -118,7 +118,7 @@ test('serve: SGLang and vLLM routes, seeded draws, a weight update, and 400s tha
     {
       const { config } = loadConfig(join(runDir, 'config.yaml'));
       const { session } = await openSession(config, { runDir });
-      useWeights(session, loadCheckpoint(latestCheckpoint(runDir)!).model);
+      await useWeights(session, loadCheckpoint(latestCheckpoint(runDir)!).model);
       const items = [
         { prefix: [1, 2, 3], ids: [4, 5, 6, 7] },
         { prefix: [2], ids: [3] },

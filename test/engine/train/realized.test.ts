@@ -41,9 +41,9 @@ async function firstOrder(runDir: string): Promise<{ realized: number[]; predict
   const before = probePolicy(runDir, 1).weights;
   const after = loadCheckpoint(checkpointDir(runDir, 1)).model;
   // the parameters as the model holds them (its own layout), after the update and before
-  useWeights(s, after);
+  await useWeights(s, after);
   const newValues = new Map([...s.model.trainable].map(([name, v]) => [name, v.clone()]));
-  useWeights(s, before);
+  await useWeights(s, before);
   const tok = readTokenTable(join(runDir, 'tokens', 'step-000001.arrow'));
   const eps = readEpisodeTable(join(runDir, 'episodes', 'step-000001.arrow'));
   const rows = Array.from(eps.episode, (e) => [...tok.episode.keys()].filter((k) => tok.episode[k] === e));

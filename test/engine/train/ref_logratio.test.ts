@@ -20,7 +20,7 @@ import { openSession, useWeights } from '../../../src/engine/session/session';
 async function scoreUnder(runDir: string, step: number, policyStep: number): Promise<number[]> {
   const { config } = loadConfig(join(runDir, 'config.yaml'));
   const { session: s } = await openSession(config, { runDir });
-  useWeights(s, probePolicy(runDir, policyStep).weights);
+  await useWeights(s, probePolicy(runDir, policyStep).weights);
   const tok = readTokenTable(stepFile(runDir, 'tokens', step));
   const eps = readEpisodeTable(stepFile(runDir, 'episodes', step));
   const rows = Array.from(eps.episode, (e) => [...tok.episode.keys()].filter((k) => tok.episode[k] === e));
