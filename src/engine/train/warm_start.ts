@@ -28,7 +28,11 @@ function canonical(v: unknown): string {
 
 /** What determines the warm start's weights, and nothing else (the run seed, credit and grpo are not in it). */
 export function warmStartIdentity(cfg: CreditConfig): Record<string, unknown> {
-  const { init_checkpoint: _i, ...model } = cfg.model;
+  const { init_checkpoint: _i, torch_dtype, ...rest } = cfg.model;
+  // 16-bit storage changes SFT's weights only where SFT trains beside frozen ones (model.lora, frozen blocks or
+  // embeddings); float32, the default, adds nothing, so the warm starts made before the option existed keep their key
+  const frozen = rest.lora !== null || rest.freeze_embeddings || rest.trainable_layers !== null;
+  const model = torch_dtype !== 'float32' && frozen ? { ...rest, torch_dtype } : rest;
   const { share: _s, ...sft } = cfg.sft;
   return { model, task: cfg.task, sft, backend: cfg.backend };
 }

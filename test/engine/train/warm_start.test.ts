@@ -27,6 +27,13 @@ test('the warm start key follows model, task, sft and backend, and not the run s
   assert.notEqual(key('sft.seed=2'), k);
   assert.notEqual(key('task.split_seed=3'), k);
   assert.notEqual(key('model.d_model=64', 'model.n_heads=2'), k);
+  // the 16-bit storage of frozen weights counts only where SFT trains beside frozen weights (and float32 is the key
+  // warm starts had before the option existed: the same as leaving it out)
+  assert.equal(key('model.torch_dtype=float32'), k);
+  assert.equal(key('model.torch_dtype=bfloat16'), k, 'nothing is frozen: the same weights');
+  const lora = key('model.lora={r: 2}');
+  assert.notEqual(lora, k);
+  assert.notEqual(key('model.lora={r: 2}', 'model.torch_dtype=bfloat16'), lora);
   assert.match(warmStartDir(loadConfig(cfg).config), /countdown-warm-start-[0-9a-f]{12}$/);
 });
 
