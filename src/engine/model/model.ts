@@ -230,9 +230,7 @@ export class Transformer {
           w.dispose();
           out.packed += rows * cols;
         } else {
-          const rounded = tf.tensor2d(roundTo(format, data), [rows, cols]);
-          w.assign(rounded);
-          rounded.dispose();
+          roundInPlace(w, format, data);
           out.rounded += rows * cols;
         }
         out.weights++;
@@ -254,11 +252,7 @@ export class Transformer {
         vb.vars = [];
         out.packed += vb.shape[0] * vb.shape[1];
       } else {
-        vb.vars.forEach((v, i) => {
-          const rounded = tf.tensor2d(roundTo(format, datas[i]), shapes[i]);
-          v.assign(rounded);
-          rounded.dispose();
-        });
+        vb.vars.forEach((v, i) => roundInPlace(v, format, datas[i]));
         out.rounded += vb.shape[0] * vb.shape[1];
       }
       out.weights++;
@@ -861,6 +855,13 @@ export class Transformer {
 }
 
 /** A decode step's ids as an int32 tensor: as given where they are one (sampled on the device), else uploaded. */
+/** A weight's values (`data`, read from it) rounded to a 16-bit format, kept in float32 in place. */
+function roundInPlace(v: tf.Variable, format: HalfFormat, data: Float32Array): void {
+  const rounded = tf.tensor(roundTo(format, data), v.shape);
+  v.assign(rounded);
+  rounded.dispose();
+}
+
 function idsTensor(ids: ArrayLike<number> | tf.Tensor1D): tf.Tensor1D {
   return ids instanceof tf.Tensor ? ids : tf.tensor1d(Int32Array.from(ids), 'int32');
 }
