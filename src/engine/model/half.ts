@@ -152,6 +152,21 @@ function windowed(w: HalfWeight, all: Float32Array): Float32Array {
   return out;
 }
 
+/** What a kernel needs to read a HalfWeight's words: its format, shape and window (as tfjs kernel attributes). */
+export function halfAttrs(w: HalfWeight): { format: HalfFormat; rows: number; cols: number; from: number; stride: number } {
+  return { format: w.format, rows: w.rows, cols: w.cols, from: w.from ?? 0, stride: w.stride ?? w.cols };
+}
+
+/** WGSL `unpackW(word) -> vec2<f32>`: a packed word's two values (column 2c, then 2c + 1) in float32. */
+export function unpackWgsl(format: HalfFormat): string {
+  return format === 'float16'
+    ? 'fn unpackW(p : i32) -> vec2<f32> { return unpack2x16float(bitcast<u32>(p)); }'
+    : `fn unpackW(p : i32) -> vec2<f32> {
+      let u = bitcast<u32>(p);
+      return vec2<f32>(bitcast<f32>(u << 16u), bitcast<f32>(u & 0xffff0000u));
+    }`;
+}
+
 export function isHalfWeight(w: unknown): w is HalfWeight {
   return typeof w === 'object' && w !== null && 'packed' in w && 'format' in w;
 }

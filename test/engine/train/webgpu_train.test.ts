@@ -24,6 +24,18 @@ import { relErr, sevensConfig, tinyConfig } from '../fixtures';
 const TOL = 1e-4;
 const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(1e-6, Math.abs(b));
 
+/** A GRPO step on webgpu against the step on cpu: the same rollouts, and loss and gradient norm within TOL (not 0). */
+function sameStep(gpu: Awaited<ReturnType<typeof grpoStep>>, cpu: Awaited<ReturnType<typeof grpoStep>>): void {
+  assert.deepEqual(
+    gpu.episodes.map((e) => e.text),
+    cpu.episodes.map((e) => e.text),
+    'same rollouts',
+  );
+  assert.ok(cpu.row.grad_norm! > 0, 'a zero gradient would make the comparison vacuous');
+  assert.ok(rel(gpu.row.loss!, cpu.row.loss!) < TOL, `loss ${gpu.row.loss} vs ${cpu.row.loss}`);
+  assert.ok(rel(gpu.row.grad_norm!, cpu.row.grad_norm!) < TOL, `grad_norm ${gpu.row.grad_norm} vs ${cpu.row.grad_norm}`);
+}
+
 const sevens = (dir: string, backend: string) =>
   sevensConfig(dir, {
     name: `wg-${backend}`,
@@ -56,14 +68,7 @@ for (const strategy of strategyNames().filter((n) => !ELSEWHERE.has(n))) {
       };
       const cpu = await run('cpu');
       const gpu = await run('webgpu');
-      assert.deepEqual(
-        gpu.r.episodes.map((e) => e.text),
-        cpu.r.episodes.map((e) => e.text),
-        'same rollouts',
-      );
-      assert.ok(cpu.r.row.grad_norm! > 0, 'a zero gradient would make the comparison vacuous');
-      assert.ok(rel(gpu.r.row.loss!, cpu.r.row.loss!) < TOL, `loss ${gpu.r.row.loss} vs ${cpu.r.row.loss}`);
-      assert.ok(rel(gpu.r.row.grad_norm!, cpu.r.row.grad_norm!) < TOL, `grad_norm ${gpu.r.row.grad_norm} vs ${cpu.r.row.grad_norm}`);
+      sameStep(gpu.r, cpu.r);
       for (const key of ['logprobs', 'weights', 'effAdv'] as const)
         cpu.r.tok[key].forEach((row, i) =>
           row.forEach((v, t) =>
@@ -116,14 +121,7 @@ for (const sets of [
       assert.ok(gpu.logs.length >= 1 && gpu.logs.every((l) => /stored in 16 bits, [\d.]+ (GB|MB|KB|B) saved/.test(l)), gpu.logs.join('\n'));
       assert.ok(cpu.logs.length >= 1 && cpu.logs.every((l) => l.includes(`rounded to ${frozen} and kept in float32`)), cpu.logs.join('\n'));
       assert.equal(gpu.logs.length, storedModels(sets), 'the policy, and the reference where there is one');
-      assert.deepEqual(
-        gpu.r.episodes.map((e) => e.text),
-        cpu.r.episodes.map((e) => e.text),
-        'same rollouts',
-      );
-      assert.ok(cpu.r.row.grad_norm! > 0, 'a zero gradient would make the comparison vacuous');
-      assert.ok(rel(gpu.r.row.loss!, cpu.r.row.loss!) < TOL, `loss ${gpu.r.row.loss} vs ${cpu.r.row.loss}`);
-      assert.ok(rel(gpu.r.row.grad_norm!, cpu.r.row.grad_norm!) < TOL, `grad_norm ${gpu.r.row.grad_norm} vs ${cpu.r.row.grad_norm}`);
+      sameStep(gpu.r, cpu.r);
       for (const [name, w] of cpu.params) {
         const e = relErr(gpu.params.get(name)!, w);
         assert.ok(e < TOL, `${name} after the update: relative difference ${e}`);

@@ -2,7 +2,7 @@
 // the vocabulary-sized weights so. One thread per output value unpacks its word's half: rows of W [V, d] (axis 0) or
 // columns of a tied W [d, V] (axis 1). No gradient: only frozen weights are stored this way, and ids have none.
 import * as tf from '@tensorflow/tfjs';
-import type { HalfFormat, HalfWeight } from '../half';
+import { halfAttrs, unpackWgsl, type HalfFormat, type HalfWeight } from '../half';
 import { flatProgram, registerProgramKernel, runProgram } from './webgpu_program';
 
 const KERNEL = 'ClGatherHalfWebgpu';
@@ -17,14 +17,6 @@ interface Attrs {
   from: number;
   stride: number;
 }
-
-const UNPACK: Record<HalfFormat, string> = {
-  float16: 'fn half(p : i32, hi : bool) -> f32 { let v = unpack2x16float(bitcast<u32>(p)); return select(v.x, v.y, hi); }',
-  bfloat16: `fn half(p : i32, hi : bool) -> f32 {
-      let u = bitcast<u32>(p);
-      return bitcast<f32>(select(u << 16u, u & 0xffff0000u, hi));
-    }`,
-};
 
 let registered = false;
 
@@ -43,7 +35,7 @@ export function registerWebgpuGatherHalf(): void {
       uniforms: 'rows : i32, cols : i32, n : i32, stride : i32, start : i32,',
       threads: THREADS,
       code: `
-        ${UNPACK[a.format]}
+        ${unpackWgsl(a.format)}
         fn main(index : i32) {
           if (index < uniforms.size) {
             var r : i32;
@@ -56,7 +48,8 @@ export function registerWebgpuGatherHalf(): void {
               c = ids[index % uniforms.n];
             }
             let flat = r * uniforms.stride + uniforms.start + c;
-            setOutputAtIndex(index, half(w[flat / 2], (flat % 2) == 1));
+            let v = unpackW(w[flat / 2]);
+            setOutputAtIndex(index, select(v.x, v.y, (flat % 2) == 1));
           }
         }`,
     });
@@ -71,12 +64,5 @@ export function registerWebgpuGatherHalf(): void {
 
 /** gather(W, ids, axis) of a 16-bit weight, in float32: [ids, cols] for axis 0, [rows, ids] for axis 1. */
 export function gatherHalfWebgpu(w: HalfWeight, ids: tf.Tensor1D, axis: 0 | 1): tf.Tensor2D {
-  return tf.engine().runKernel(KERNEL, { w: w.packed, ids }, {
-    format: w.format,
-    axis,
-    rows: w.rows,
-    cols: w.cols,
-    from: w.from ?? 0,
-    stride: w.stride ?? w.cols,
-  } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
+  return tf.engine().runKernel(KERNEL, { w: w.packed, ids }, { ...halfAttrs(w), axis } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 }

@@ -8,7 +8,7 @@
 // epilogue's (the residual stream [M, N], or a bias [N]), as tfjs's fused product adds it, so a projection stays one
 // dispatch. Up to 8 rows (a decode step) another kernel runs: one word of W's columns per invocation, for every row.
 import * as tf from '@tensorflow/tfjs';
-import type { HalfFormat, HalfWeight } from '../half';
+import { halfAttrs, unpackWgsl, type HalfFormat, type HalfWeight } from '../half';
 import { registerProgramKernel, runProgram, type Program } from './webgpu_program';
 
 const KERNEL = 'ClMatMulHalfWebgpu';
@@ -30,14 +30,6 @@ interface Attrs {
   from: number;
   stride: number;
 }
-
-const UNPACK: Record<HalfFormat, string> = {
-  float16: 'fn unpackW(p : i32) -> vec2<f32> { return unpack2x16float(bitcast<u32>(p)); }',
-  bfloat16: `fn unpackW(p : i32) -> vec2<f32> {
-      let u = bitcast<u32>(p);
-      return vec2<f32>(bitcast<f32>(u << 16u), bitcast<f32>(u & 0xffff0000u));
-    }`,
-};
 
 /** WGSL that stages W's 32 × 64 tile of B (unpacked to float32) in workgroup memory: W itself, or W read transposed. */
 function stageW(transposed: boolean): string {
@@ -85,7 +77,7 @@ function program(M: number, N: number, a: Attrs, addMode: AddMode): Program {
     uniforms: 'm : i32, k : i32, n : i32, wStride : i32, wStart : i32,',
     size: true,
     getUserCode: () => `
-      ${UNPACK[a.format]}
+      ${unpackWgsl(a.format)}
       var<workgroup> As : array<f32, ${TM * TK}>;
       var<workgroup> Bs : array<f32, ${TK * TN}>;
       fn main(index : i32) {
@@ -154,7 +146,7 @@ function fewRowsProgram(M: number, N: number, a: Attrs, addMode: AddMode): Progr
     uniforms: 'm : i32, k : i32, n : i32, wStride : i32, wStart : i32,',
     size: true,
     getUserCode: () => `
-      ${UNPACK[a.format]}
+      ${unpackWgsl(a.format)}
       var<workgroup> xs : array<f32, ${FEW_ROWS * FEW_TK}>;
       fn main(index : i32) {
         let M = uniforms.m;
@@ -213,12 +205,8 @@ export function registerWebgpuMatMulHalf(): void {
 
 const run = (a: tf.Tensor2D, w: HalfWeight, transposed: boolean, add: tf.Tensor | null): tf.Tensor2D =>
   tf.engine().runKernel(KERNEL, add ? { a, w: w.packed, add } : { a, w: w.packed }, {
-    format: w.format,
+    ...halfAttrs(w),
     transposed,
-    rows: w.rows,
-    cols: w.cols,
-    from: w.from ?? 0,
-    stride: w.stride ?? w.cols,
   } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
 
 /** a [M, K] · W [K, N] (+ add: [M, N] or [N]), differentiable in a and add: 1 dispatch each way. */
